@@ -1,0 +1,842 @@
+/* mol.c — the molecule type, its stored blob, its packed form and the sanity
+ * checks (see mol.h for the blob layout).
+ *
+ * Output structs (mol_from_blob, mol_unpack) are overwritten: they are
+ * re-initialised, not freed, so pass a fresh or mol_free'd struct.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "chem/mol.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---------------------------------------------------------------- basics */
+
+void mol_init(struct mol *m) { memset(m, 0, sizeof *m); }
+
+void mol_free(struct mol *m) {
+  if (!m) return;
+  free(m->name);
+  free(m->smiles);
+  free(m->inchikey);
+  free(m->formula);
+  free(m->atoms);
+  free(m->bonds);
+  for (int i = 0; i < m->n_tags; i++) {
+    free(m->tags[i].name);
+    free(m->tags[i].value);
+  }
+  free(m->tags);
+  mol_init(m);
+}
+
+int mol_n_heavy(const struct mol *m) {
+  int n = 0;
+  for (int i = 0; i < m->n_atoms; i++)
+    if (m->atoms[i].z > 1) n++;
+  return n;
+}
+
+const char *mol_tag(const struct mol *m, const char *name) {
+  for (int i = 0; i < m->n_tags; i++)
+    if (m->tags[i].name && strcmp(m->tags[i].name, name) == 0) return m->tags[i].value;
+  return NULL;
+}
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+int mol_add_tag(struct mol *m, const char *name, const char *value) {
+  struct mol_tag *t = realloc(m->tags, (size_t)(m->n_tags + 1) * sizeof *t);
+  if (!t) return -1;
+  m->tags = t;
+  char *n = dup_str(name ? name : "");
+  char *v = dup_str(value ? value : "");
+  if (!n || !v) {
+    free(n);
+    free(v);
+    return -1;
+  }
+  t[m->n_tags].name = n;
+  t[m->n_tags].value = v;
+  m->n_tags++;
+  return 0;
+}
+
+/* ------------------------------------------------- little-endian helpers */
+
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+static void put_f32(uint8_t *p, double d) {
+  float f = (float)d;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put_u32(p, u);
+}
+static double get_f32(const uint8_t *p) {
+  uint32_t u = get_u32(p);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static void put_f64(uint8_t *p, double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  put_u64(p, u);
+}
+static double get_f64(const uint8_t *p) {
+  uint64_t u = get_u64(p);
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t len, const char *fmt, ...) {
+  if (!err || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+/* ------------------------------------------------------------------ blob */
+
+enum { BLOB_HEADER = 16, BLOB_ATOM = 16, BLOB_BOND = 12 };
+enum { BLOB_FLAG_3D = 1, BLOB_FLAG_2D = 2 };
+
+int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
+  *blob = NULL;
+  *len = 0;
+  if (m->n_atoms < 0 || m->n_bonds < 0) return -1;
+  size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND;
+  uint8_t *b = calloc(1, n);
+  if (!b) return -1;
+  memcpy(b, MOL_BLOB_MAGIC, 4);
+  put_u16(b + 4, MOL_BLOB_VERSION);
+  put_u16(b + 6, m->dim == 3 ? BLOB_FLAG_3D : m->dim == 2 ? BLOB_FLAG_2D : 0);
+  put_u32(b + 8, (uint32_t)m->n_atoms);
+  put_u32(b + 12, (uint32_t)m->n_bonds);
+  uint8_t *p = b + BLOB_HEADER;
+  for (int i = 0; i < m->n_atoms; i++, p += BLOB_ATOM) {
+    const struct mol_atom *a = &m->atoms[i];
+    p[0] = a->z;
+    p[1] = (uint8_t)a->charge;
+    p[2] = a->aromatic ? 1 : 0;
+    p[3] = a->implicit_h;
+    put_f32(p + 4, a->x);
+    put_f32(p + 8, a->y);
+    put_f32(p + 12, a->z_);
+  }
+  for (int i = 0; i < m->n_bonds; i++, p += BLOB_BOND) {
+    const struct mol_bond *bd = &m->bonds[i];
+    put_u32(p, bd->a);
+    put_u32(p + 4, bd->b);
+    p[8] = bd->order;
+  }
+  *blob = b;
+  *len = n;
+  return 0;
+}
+
+static int valid_order(unsigned o) { return o == 1 || o == 2 || o == 3 || o == MOL_BOND_AROMATIC; }
+
+int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, size_t errlen) {
+  mol_init(m);
+  if (!blob || len < BLOB_HEADER) {
+    set_err(err, errlen, "molecule blob too short (%zu bytes, header is %d)", blob ? len : 0, BLOB_HEADER);
+    return -1;
+  }
+  if (memcmp(blob, MOL_BLOB_MAGIC, 4) != 0) {
+    set_err(err, errlen, "not a molecule blob (bad magic, expected \"%s\")", MOL_BLOB_MAGIC);
+    return -1;
+  }
+  unsigned version = get_u16(blob + 4);
+  if (version != MOL_BLOB_VERSION) {
+    set_err(err, errlen, "unsupported molecule blob version %u (expected %d)", version, MOL_BLOB_VERSION);
+    return -1;
+  }
+  unsigned flags = get_u16(blob + 6);
+  uint32_t na = get_u32(blob + 8), nb = get_u32(blob + 12);
+  uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND;
+  if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
+    set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
+            (unsigned long long)want, (unsigned)na, (unsigned)nb);
+    return -1;
+  }
+  struct mol_atom *atoms = na ? calloc(na, sizeof *atoms) : NULL;
+  struct mol_bond *bonds = nb ? calloc(nb, sizeof *bonds) : NULL;
+  if ((na && !atoms) || (nb && !bonds)) {
+    free(atoms);
+    free(bonds);
+    set_err(err, errlen, "out of memory decoding a molecule blob of %u atoms", (unsigned)na);
+    return -1;
+  }
+  const uint8_t *p = blob + BLOB_HEADER;
+  for (uint32_t i = 0; i < na; i++, p += BLOB_ATOM) {
+    atoms[i].z = p[0];
+    atoms[i].charge = (int8_t)p[1];
+    atoms[i].aromatic = p[2] & 1;
+    atoms[i].implicit_h = p[3];
+    atoms[i].x = get_f32(p + 4);
+    atoms[i].y = get_f32(p + 8);
+    atoms[i].z_ = get_f32(p + 12);
+  }
+  for (uint32_t i = 0; i < nb; i++, p += BLOB_BOND) {
+    bonds[i].a = get_u32(p);
+    bonds[i].b = get_u32(p + 4);
+    bonds[i].order = p[8];
+    if (bonds[i].a >= bonds[i].b || bonds[i].b >= na) {
+      set_err(err, errlen, "molecule blob: bond %u joins atoms %u and %u (of %u)", (unsigned)i, (unsigned)bonds[i].a,
+              (unsigned)bonds[i].b, (unsigned)na);
+      goto bad;
+    }
+    if (!valid_order(bonds[i].order)) {
+      set_err(err, errlen, "molecule blob: bond %u has order %u", (unsigned)i, bonds[i].order);
+      goto bad;
+    }
+  }
+  m->atoms = atoms;
+  m->bonds = bonds;
+  m->n_atoms = (int)na;
+  m->n_bonds = (int)nb;
+  m->dim = (flags & BLOB_FLAG_3D) ? 3 : (flags & BLOB_FLAG_2D) ? 2 : 0;
+  return 0;
+bad:
+  free(atoms);
+  free(bonds);
+  return -1;
+}
+
+/* ---------------------------------------------------------- pack/unpack
+ * Private format: "SE3P", u32 version, then
+ *   str name, str smiles, str inchikey, str formula,
+ *   i32 dim, i32 coords_gen3d, i32 charge, u32 n_atoms, u32 n_bonds, u32 n_tags,
+ *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z
+ *   bonds: u32 a, u32 b, u8 order
+ *   tags:  str name, str value
+ * where str is u32 length (0xffffffff = NULL) and that many bytes.
+ */
+
+#define PACK_MAGIC "SE3P"
+enum { PACK_VERSION = 1, PACK_ATOM = 28, PACK_BOND = 9 };
+static const uint32_t PACK_NULL = 0xffffffffu;
+
+static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
+static uint8_t *put_str(uint8_t *p, const char *s) {
+  if (!s) {
+    put_u32(p, PACK_NULL);
+    return p + 4;
+  }
+  size_t n = strlen(s);
+  put_u32(p, (uint32_t)n);
+  memcpy(p + 4, s, n);
+  return p + 4 + n;
+}
+
+int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
+  *buf = NULL;
+  *len = 0;
+  if (m->n_atoms < 0 || m->n_bonds < 0 || m->n_tags < 0) return -1;
+  size_t n = 8 + str_size(m->name) + str_size(m->smiles) + str_size(m->inchikey) + str_size(m->formula) + 24 +
+             (size_t)m->n_atoms * PACK_ATOM + (size_t)m->n_bonds * PACK_BOND;
+  for (int i = 0; i < m->n_tags; i++)
+    n += str_size(m->tags[i].name) + str_size(m->tags[i].value);
+  uint8_t *b = malloc(n), *p = b;
+  if (!b) return -1;
+  memcpy(p, PACK_MAGIC, 4);
+  put_u32(p + 4, PACK_VERSION);
+  p += 8;
+  p = put_str(p, m->name);
+  p = put_str(p, m->smiles);
+  p = put_str(p, m->inchikey);
+  p = put_str(p, m->formula);
+  put_u32(p, (uint32_t)m->dim);
+  put_u32(p + 4, (uint32_t)m->coords_gen3d);
+  put_u32(p + 8, (uint32_t)m->charge);
+  put_u32(p + 12, (uint32_t)m->n_atoms);
+  put_u32(p + 16, (uint32_t)m->n_bonds);
+  put_u32(p + 20, (uint32_t)m->n_tags);
+  p += 24;
+  for (int i = 0; i < m->n_atoms; i++, p += PACK_ATOM) {
+    const struct mol_atom *a = &m->atoms[i];
+    p[0] = a->z;
+    p[1] = (uint8_t)a->charge;
+    p[2] = a->aromatic;
+    p[3] = a->implicit_h;
+    put_f64(p + 4, a->x);
+    put_f64(p + 12, a->y);
+    put_f64(p + 20, a->z_);
+  }
+  for (int i = 0; i < m->n_bonds; i++, p += PACK_BOND) {
+    put_u32(p, m->bonds[i].a);
+    put_u32(p + 4, m->bonds[i].b);
+    p[8] = m->bonds[i].order;
+  }
+  for (int i = 0; i < m->n_tags; i++) {
+    p = put_str(p, m->tags[i].name);
+    p = put_str(p, m->tags[i].value);
+  }
+  *buf = b;
+  *len = n;
+  return 0;
+}
+
+struct cursor {
+  const uint8_t *p, *end;
+  int bad;
+};
+
+static const uint8_t *take(struct cursor *c, size_t n) {
+  if (c->bad || (size_t)(c->end - c->p) < n) {
+    c->bad = 1;
+    return NULL;
+  }
+  const uint8_t *r = c->p;
+  c->p += n;
+  return r;
+}
+static uint32_t take_u32(struct cursor *c) {
+  const uint8_t *p = take(c, 4);
+  return p ? get_u32(p) : 0;
+}
+/* Reads a str; *ok = 0 on a malformed buffer or allocation failure. */
+static char *take_str(struct cursor *c) {
+  uint32_t n = take_u32(c);
+  if (c->bad || n == PACK_NULL) return NULL;
+  const uint8_t *p = take(c, n);
+  if (!p) return NULL;
+  char *s = malloc((size_t)n + 1);
+  if (!s) {
+    c->bad = 1;
+    return NULL;
+  }
+  memcpy(s, p, n);
+  s[n] = 0;
+  return s;
+}
+
+int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
+  mol_init(m);
+  struct cursor c = {buf, buf + len, 0};
+  const uint8_t *h = buf ? take(&c, 8) : NULL;
+  if (!h || memcmp(h, PACK_MAGIC, 4) != 0 || get_u32(h + 4) != PACK_VERSION) return -1;
+  m->name = take_str(&c);
+  m->smiles = take_str(&c);
+  m->inchikey = take_str(&c);
+  m->formula = take_str(&c);
+  m->dim = (int32_t)take_u32(&c);
+  m->coords_gen3d = (int32_t)take_u32(&c);
+  m->charge = (int32_t)take_u32(&c);
+  uint32_t na = take_u32(&c), nb = take_u32(&c), nt = take_u32(&c);
+  if (c.bad) goto bad;
+  /* Sizes must fit in what is left before allocating anything. */
+  if ((uint64_t)na * PACK_ATOM + (uint64_t)nb * PACK_BOND + (uint64_t)nt * 8 > (uint64_t)(c.end - c.p) ||
+      na > INT32_MAX || nb > INT32_MAX || nt > INT32_MAX)
+    goto bad;
+  if (na && !(m->atoms = calloc(na, sizeof *m->atoms))) goto bad;
+  if (nb && !(m->bonds = calloc(nb, sizeof *m->bonds))) goto bad;
+  if (nt && !(m->tags = calloc(nt, sizeof *m->tags))) goto bad;
+  m->n_atoms = (int)na;
+  m->n_bonds = (int)nb;
+  for (uint32_t i = 0; i < na; i++) {
+    const uint8_t *p = take(&c, PACK_ATOM);
+    struct mol_atom *a = &m->atoms[i];
+    a->z = p[0];
+    a->charge = (int8_t)p[1];
+    a->aromatic = p[2];
+    a->implicit_h = p[3];
+    a->x = get_f64(p + 4);
+    a->y = get_f64(p + 12);
+    a->z_ = get_f64(p + 20);
+  }
+  for (uint32_t i = 0; i < nb; i++) {
+    const uint8_t *p = take(&c, PACK_BOND);
+    m->bonds[i].a = get_u32(p);
+    m->bonds[i].b = get_u32(p + 4);
+    m->bonds[i].order = p[8];
+  }
+  for (uint32_t i = 0; i < nt; i++) {
+    m->tags[i].name = take_str(&c);
+    m->tags[i].value = take_str(&c);
+    m->n_tags = (int)i + 1;
+    if (c.bad) goto bad;
+  }
+  if (c.bad || c.p != c.end) goto bad;
+  return 0;
+bad:
+  mol_free(m);
+  return -1;
+}
+
+/* -------------------------------------------------------------- elements */
+
+static const char *const ELEMENTS[119] = {
+    "*",  "H",  "He", "Li", "Be", "B",  "C",  "N",  "O",  "F",  "Ne", "Na", "Mg", "Al", "Si", "P",  "S",
+    "Cl", "Ar", "K",  "Ca", "Sc", "Ti", "V",  "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "Ga", "Ge", "As",
+    "Se", "Br", "Kr", "Rb", "Sr", "Y",  "Zr", "Nb", "Mo", "Tc", "Ru", "Rh", "Pd", "Ag", "Cd", "In", "Sn",
+    "Sb", "Te", "I",  "Xe", "Cs", "Ba", "La", "Ce", "Pr", "Nd", "Pm", "Sm", "Eu", "Gd", "Tb", "Dy", "Ho",
+    "Er", "Tm", "Yb", "Lu", "Hf", "Ta", "W",  "Re", "Os", "Ir", "Pt", "Au", "Hg", "Tl", "Pb", "Bi", "Po",
+    "At", "Rn", "Fr", "Ra", "Ac", "Th", "Pa", "U",  "Np", "Pu", "Am", "Cm", "Bk", "Cf", "Es", "Fm", "Md",
+    "No", "Lr", "Rf", "Db", "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og"};
+
+/* Exact spelling first ("Co"), then any case ("CO", "cl"): symbols are
+ * distinct ignoring case, so the fallback is unambiguous. */
+int mol_element_z(const char *symbol) {
+  if (!symbol || !*symbol) return 0;
+  for (int z = 1; z <= 118; z++)
+    if (strcmp(symbol, ELEMENTS[z]) == 0) return z;
+  for (int z = 1; z <= 118; z++)
+    if (strcasecmp(symbol, ELEMENTS[z]) == 0) return z;
+  return 0;
+}
+
+/* "*" for 0 (dummy), "?" outside 0..118. */
+const char *mol_element_symbol(int z) { return z >= 0 && z <= 118 ? ELEMENTS[z] : "?"; }
+
+/* ------------------------------------------------------------- cell list
+ * A spatial hash: cell (ix,iy,iz) = floor((p - min) / cell) goes to bucket
+ * hash(ix,iy,iz) & mask; atoms are sorted by bucket (counting sort). A query
+ * visits the 27 cells around a point; hash collisions only cost extra
+ * distance tests, never a missed pair.
+ */
+
+struct grid {
+  double minx, miny, minz, inv;
+  uint32_t mask;
+  uint32_t *start; /* mask + 2 entries: atoms of bucket k are order[start[k] .. start[k+1]) */
+  uint32_t *order;
+  int64_t *cell; /* 3 per atom */
+};
+
+static int64_t cell_coord(double v, double min, double inv) {
+  double c = floor((v - min) * inv);
+  if (c > 4.0e15) c = 4.0e15; /* far outliers share the last cell: extra tests, nothing missed */
+  return (int64_t)c;
+}
+
+static uint32_t cell_hash(int64_t x, int64_t y, int64_t z, uint32_t mask) {
+  uint64_t h =
+      (uint64_t)x * 0x9E3779B185EBCA87ull ^ (uint64_t)y * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)z * 0x165667B19E3779F9ull;
+  h ^= h >> 29;
+  return (uint32_t)h & mask;
+}
+
+static void grid_free(struct grid *g) {
+  free(g->start);
+  free(g->order);
+  free(g->cell);
+}
+
+static int grid_build(struct grid *g, const struct mol *m, double cell) {
+  int n = m->n_atoms;
+  memset(g, 0, sizeof *g);
+  g->minx = g->miny = g->minz = INFINITY;
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    if (a->x < g->minx) g->minx = a->x;
+    if (a->y < g->miny) g->miny = a->y;
+    if (a->z_ < g->minz) g->minz = a->z_;
+  }
+  g->inv = 1.0 / cell;
+  uint32_t size = 1;
+  while (size < (uint32_t)n * 2 && size < (1u << 30))
+    size <<= 1;
+  g->mask = size - 1;
+  g->start = calloc((size_t)size + 1, sizeof *g->start);
+  g->order = malloc((size_t)n * sizeof *g->order);
+  g->cell = malloc((size_t)n * 3 * sizeof *g->cell);
+  uint32_t *bucket = malloc((size_t)n * sizeof *bucket);
+  if (!g->start || !g->order || !g->cell || !bucket) {
+    free(bucket);
+    grid_free(g);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    int64_t *c = &g->cell[3 * i];
+    c[0] = cell_coord(a->x, g->minx, g->inv);
+    c[1] = cell_coord(a->y, g->miny, g->inv);
+    c[2] = cell_coord(a->z_, g->minz, g->inv);
+    bucket[i] = cell_hash(c[0], c[1], c[2], g->mask);
+    g->start[bucket[i] + 1]++;
+  }
+  for (uint32_t k = 0; k < size; k++)
+    g->start[k + 1] += g->start[k];
+  /* Place atoms in increasing index order within each bucket. */
+  uint32_t *fill = malloc((size_t)size * sizeof *fill);
+  if (!fill) {
+    free(bucket);
+    grid_free(g);
+    return -1;
+  }
+  memcpy(fill, g->start, (size_t)size * sizeof *fill);
+  for (int i = 0; i < n; i++)
+    g->order[fill[bucket[i]]++] = (uint32_t)i;
+  free(fill);
+  free(bucket);
+  return 0;
+}
+
+static double dist2(const struct mol_atom *a, const struct mol_atom *b) {
+  double dx = a->x - b->x, dy = a->y - b->y, dz = a->z_ - b->z_;
+  return dx * dx + dy * dy + dz * dz;
+}
+
+/* Visits the buckets of the 27 cells around atom i; distinct cells that share
+ * a bucket are visited once. fn returns nonzero to stop. */
+typedef int (*visit_fn)(void *ctx, int i, int j);
+static int grid_visit(const struct grid *g, int i, visit_fn fn, void *ctx) {
+  const int64_t *c = &g->cell[3 * i];
+  uint32_t seen[27];
+  int n_seen = 0;
+  for (int dx = -1; dx <= 1; dx++)
+    for (int dy = -1; dy <= 1; dy++)
+      for (int dz = -1; dz <= 1; dz++) {
+        uint32_t k = cell_hash(c[0] + dx, c[1] + dy, c[2] + dz, g->mask);
+        int dup = 0;
+        for (int s = 0; s < n_seen; s++)
+          dup |= seen[s] == k;
+        if (dup) continue;
+        seen[n_seen++] = k;
+        for (uint32_t t = g->start[k]; t < g->start[k + 1]; t++) {
+          int r = fn(ctx, i, (int)g->order[t]);
+          if (r) return r;
+        }
+      }
+  return 0;
+}
+
+struct close_ctx {
+  const struct mol *m;
+  double lim2;
+  int best_j; /* smallest j > i closer than the limit, or -1 */
+  double best_d2;
+};
+
+static int close_visit(void *vctx, int i, int j) {
+  struct close_ctx *c = vctx;
+  if (j <= i || (c->best_j >= 0 && j >= c->best_j)) return 0;
+  double d2 = dist2(&c->m->atoms[i], &c->m->atoms[j]);
+  if (d2 < c->lim2) {
+    c->best_j = j;
+    c->best_d2 = d2;
+  }
+  return 0;
+}
+
+/* First pair (i, j), i < j, in lexicographic order closer than lim; 1 when
+ * found, 0 when none, -1 on allocation failure. */
+static int find_close_pair(const struct mol *m, double lim, int *pi, int *pj, double *pd) {
+  struct grid g;
+  if (grid_build(&g, m, lim) != 0) return -1;
+  struct close_ctx c = {m, lim * lim, -1, 0};
+  int found = 0;
+  for (int i = 0; i < m->n_atoms && !found; i++) {
+    c.best_j = -1;
+    grid_visit(&g, i, close_visit, &c);
+    if (c.best_j >= 0) {
+      *pi = i;
+      *pj = c.best_j;
+      *pd = sqrt(c.best_d2);
+      found = 1;
+    }
+  }
+  grid_free(&g);
+  return found;
+}
+
+/* Union-find with full path compression: afterwards parent[x] is the root. */
+static int uf_find(int *parent, int x) {
+  int r = x;
+  while (parent[r] != r)
+    r = parent[r];
+  while (parent[x] != r) {
+    int next = parent[x];
+    parent[x] = r;
+    x = next;
+  }
+  return r;
+}
+
+static void uf_union(int *parent, int a, int b) {
+  a = uf_find(parent, a);
+  b = uf_find(parent, b);
+  if (a != b) parent[a < b ? b : a] = a < b ? a : b; /* the root is the lowest index */
+}
+
+/* Fragments (bonded components) within the gap of each other are joined into
+ * groups; a molecule passes when there is one group. */
+struct frag_ctx {
+  const struct mol *m;
+  const int *frag; /* fragment root of each atom */
+  int *group;      /* union-find over fragment roots */
+  int n_groups;
+  double lim2;
+};
+
+static int frag_visit(void *vctx, int i, int j) {
+  struct frag_ctx *c = vctx;
+  if (c->frag[i] == c->frag[j]) return 0;
+  int a = uf_find(c->group, c->frag[i]), b = uf_find(c->group, c->frag[j]);
+  if (a == b) return 0;
+  if (dist2(&c->m->atoms[i], &c->m->atoms[j]) <= c->lim2) {
+    uf_union(c->group, a, b);
+    if (--c->n_groups == 1) return 1;
+  }
+  return 0;
+}
+
+/* The smallest group of fragments (ties: the one holding the lowest atom
+ * index) with no atom of another group within gap, when there are several
+ * groups. 1 when found (*size atoms in *n_frags fragments, *dist to the
+ * nearest atom outside), 0 when all fragments hang together, -1 on
+ * allocation failure. */
+static int find_far_fragment(const struct mol *m, double gap, int *size, int *n_frags, double *dist) {
+  int n = m->n_atoms, rc = -1;
+  int *frag = malloc((size_t)n * sizeof *frag);
+  int *group = malloc((size_t)n * sizeof *group);
+  int *count = calloc((size_t)n, sizeof *count);
+  int *frags = calloc((size_t)n, sizeof *frags);
+  if (!frag || !group || !count || !frags) goto out;
+  for (int i = 0; i < n; i++)
+    frag[i] = group[i] = i;
+  for (int k = 0; k < m->n_bonds; k++)
+    uf_union(frag, (int)m->bonds[k].a, (int)m->bonds[k].b);
+  int n_frag = 0;
+  for (int i = 0; i < n; i++) {
+    frag[i] = uf_find(frag, i);
+    n_frag += frag[i] == i;
+  }
+  rc = 0;
+  if (n_frag < 2) goto out;
+  struct grid g;
+  if (grid_build(&g, m, gap) != 0) {
+    rc = -1;
+    goto out;
+  }
+  struct frag_ctx c = {m, frag, group, n_frag, gap * gap};
+  for (int i = 0; i < n && c.n_groups > 1; i++)
+    grid_visit(&g, i, frag_visit, &c);
+  grid_free(&g);
+  if (c.n_groups == 1) goto out;
+  for (int i = 0; i < n; i++) {
+    int r = uf_find(group, frag[i]);
+    count[r]++;
+    frags[r] += frag[i] == i;
+  }
+  int pick = -1;
+  for (int i = 0; i < n; i++)
+    if (count[i] && (pick < 0 || count[i] < count[pick])) pick = i;
+  double best = INFINITY;
+  for (int i = 0; i < n; i++) {
+    if (group[frag[i]] != pick) continue; /* flat after the finds above */
+    for (int j = 0; j < n; j++)
+      if (group[frag[j]] != pick) {
+        double d2 = dist2(&m->atoms[i], &m->atoms[j]);
+        if (d2 < best) best = d2;
+      }
+  }
+  *size = count[pick];
+  *n_frags = frags[pick];
+  *dist = sqrt(best);
+  rc = 1;
+out:
+  free(frag);
+  free(group);
+  free(count);
+  free(frags);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- check */
+
+/* Most bonded neighbours (explicit + implicit H) an element can have, 0 for
+ * no limit. Hypervalent main-group elements and metals are left alone. */
+static int max_neighbours(int z) {
+  switch (z) {
+  case 1:
+    return 1; /* H */
+  case 5:
+    return 4; /* B (borate) */
+  case 6:
+    return 4; /* C */
+  case 7:
+    return 4; /* N (ammonium, N-oxide) */
+  case 8:
+    return 3; /* O (oxonium) */
+  case 9:
+    return 1; /* F */
+  default:
+    return 0;
+  }
+}
+
+/* Largest sum of bond orders (+ implicit H) for atoms without aromatic bonds,
+ * 0 for no limit; N is left to the neighbour count because pentavalent nitro
+ * groups (N(=O)=O) are common in old data sets. */
+static int max_order_sum(int z) {
+  switch (z) {
+  case 1:
+    return 1;
+  case 5:
+    return 4;
+  case 6:
+    return 4;
+  case 8:
+    return 3;
+  case 9:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len) {
+  int n = m->n_atoms, rc = 1;
+  int *nbr = NULL, *osum = NULL;
+  unsigned char *arom = NULL;
+  if (n <= 0 || !m->atoms) {
+    set_err(reason, len, "no atoms");
+    return 1;
+  }
+  if (o && o->max_atoms > 0 && n > o->max_atoms) {
+    set_err(reason, len, "too many atoms (%d > %d)", n, o->max_atoms);
+    return 1;
+  }
+  for (int k = 0; k < m->n_bonds; k++) {
+    const struct mol_bond *b = &m->bonds[k];
+    if (b->a >= (uint32_t)n || b->b >= (uint32_t)n || b->a == b->b) {
+      set_err(reason, len, "bad bond %d (atoms %u and %u of %d)", k + 1, (unsigned)b->a + 1, (unsigned)b->b + 1, n);
+      return 1;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    if (a->z == 0) {
+      set_err(reason, len, "dummy atom (atom %d)", i + 1);
+      return 1;
+    }
+    if (a->z > 118) {
+      set_err(reason, len, "unknown element %d (atom %d)", a->z, i + 1);
+      return 1;
+    }
+    if (o && o->elements) {
+      int ok = 0;
+      for (int k = 0; k < o->n_elements && !ok; k++)
+        ok = o->elements[k] == a->z;
+      if (!ok) {
+        set_err(reason, len, "element %s (atom %d) not allowed", mol_element_symbol(a->z), i + 1);
+        return 1;
+      }
+    }
+    if (!isfinite(a->x) || !isfinite(a->y) || !isfinite(a->z_)) {
+      set_err(reason, len, "non-finite coordinate (atom %d)", i + 1);
+      return 1;
+    }
+  }
+
+  nbr = calloc((size_t)n, sizeof *nbr);
+  osum = calloc((size_t)n, sizeof *osum);
+  arom = calloc((size_t)n, 1);
+  if (!nbr || !osum || !arom) {
+    set_err(reason, len, "out of memory");
+    goto out;
+  }
+  for (int k = 0; k < m->n_bonds; k++) {
+    const struct mol_bond *b = &m->bonds[k];
+    nbr[b->a]++;
+    nbr[b->b]++;
+    int ord = b->order == MOL_BOND_AROMATIC ? 1 : b->order;
+    osum[b->a] += ord;
+    osum[b->b] += ord;
+    if (b->order == MOL_BOND_AROMATIC) arom[b->a] = arom[b->b] = 1;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    int lim = max_neighbours(a->z), have = nbr[i] + a->implicit_h;
+    if (lim && have > lim) {
+      set_err(reason, len, "impossible valence: %s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
+      goto out;
+    }
+    lim = max_order_sum(a->z);
+    have = osum[i] + a->implicit_h;
+    if (lim && !arom[i] && have > lim) {
+      set_err(reason, len, "impossible valence: %s atom %d has bond order sum %d", mol_element_symbol(a->z), i + 1,
+              have);
+      goto out;
+    }
+  }
+
+  if (m->dim == 3 && o && o->min_distance > 0 && n > 1) {
+    int i, j;
+    double d;
+    int r = find_close_pair(m, o->min_distance, &i, &j, &d);
+    if (r < 0) {
+      set_err(reason, len, "out of memory");
+      goto out;
+    }
+    if (r > 0) {
+      set_err(reason, len, "atoms %d and %d are %.2f Å apart (< %g)", i + 1, j + 1, d, o->min_distance);
+      goto out;
+    }
+  }
+  if (m->dim == 3 && o && o->max_fragment_gap > 0 && n > 1) {
+    int size, n_frags;
+    double d;
+    int r = find_far_fragment(m, o->max_fragment_gap, &size, &n_frags, &d);
+    if (r < 0) {
+      set_err(reason, len, "out of memory");
+      goto out;
+    }
+    if (r > 0 && n_frags == 1) {
+      set_err(reason, len, "fragment of %d atom%s is %.1f Å from the rest (> %g)", size, size == 1 ? "" : "s", d,
+              o->max_fragment_gap);
+      goto out;
+    }
+    if (r > 0) {
+      set_err(reason, len, "%d fragments of %d atoms together are %.1f Å from the rest (> %g)", n_frags, size, d,
+              o->max_fragment_gap);
+      goto out;
+    }
+  }
+  rc = 0;
+  if (reason && len) reason[0] = 0;
+out:
+  free(nbr);
+  free(osum);
+  free(arom);
+  return rc;
+}

@@ -1,0 +1,96 @@
+/* mol.h — the molecule type, its stored blob, and the sanity checks.
+ *
+ * Blob layout (version 1, little-endian, stored in molecules.mol):
+ *   offset 0  char[4]  magic "SE3M"
+ *          4  u16      version (1)
+ *          6  u16      flags (bit 0: coordinates are 3D; bit 1: coordinates are 2D)
+ *          8  u32      n_atoms
+ *         12  u32      n_bonds
+ *         16  n_atoms x 16 bytes: u8 atomic number, i8 formal charge,
+ *                      u8 flags (bit 0 aromatic), u8 implicit hydrogens,
+ *                      f32 x, f32 y, f32 z (Å)
+ *             n_bonds x 12 bytes: u32 begin, u32 end (0-based atom index,
+ *                      begin < end), u8 order (1,2,3; 5 = aromatic),
+ *                      u8[3] reserved 0
+ */
+#ifndef SE3_MOL_H
+#define SE3_MOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MOL_BLOB_MAGIC "SE3M"
+#define MOL_BLOB_VERSION 1
+#define MOL_BOND_AROMATIC 5
+
+struct mol_atom {
+  uint8_t z;          /* atomic number, 0 for dummy atoms */
+  int8_t charge;      /* formal charge */
+  uint8_t aromatic;
+  uint8_t implicit_h; /* hydrogens on this atom that are not in atoms[] */
+  double x, y, z_;    /* coordinates in Å (z_ to avoid clashing with z) */
+};
+
+struct mol_bond {
+  uint32_t a, b;      /* 0-based, a < b */
+  uint8_t order;      /* 1, 2, 3, or MOL_BOND_AROMATIC */
+};
+
+struct mol_tag {      /* an SD tag or other name/value pair from the input */
+  char *name;
+  char *value;
+};
+
+struct mol {
+  char *name;         /* title; may be "" */
+  char *smiles;       /* canonical SMILES (Open Babel "can") */
+  char *inchikey;
+  char *formula;
+  int dim;            /* dimensionality of the coordinates as read: 0, 2 or 3 */
+  int coords_gen3d;   /* 1 when coordinates came from 3D generation */
+  int charge;         /* total formal charge */
+  int n_atoms, n_bonds, n_tags;
+  struct mol_atom *atoms;
+  struct mol_bond *bonds;
+  struct mol_tag *tags;
+};
+
+void mol_init(struct mol *m);
+void mol_free(struct mol *m);  /* frees members and re-initialises */
+int mol_n_heavy(const struct mol *m);
+/* Value of a tag, NULL when absent. */
+const char *mol_tag(const struct mol *m, const char *name);
+/* Add a tag (copies both strings). Returns 0, or -1 on allocation failure. */
+int mol_add_tag(struct mol *m, const char *name, const char *value);
+
+/* The stored blob (coordinates as f32). Caller frees *blob. */
+int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len);
+/* Fills atoms/bonds/dim from a blob; other fields are left empty.
+ * Returns 0, or -1 with a message in err. */
+int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, size_t errlen);
+
+/* The complete molecule (strings, tags, coordinates as f64) as bytes, for
+ * passing between processes. */
+int mol_pack(const struct mol *m, uint8_t **buf, size_t *len);
+int mol_unpack(const uint8_t *buf, size_t len, struct mol *m);
+
+struct mol_check_opts {
+  int max_atoms;               /* reject above this many atoms (with H) */
+  const uint8_t *elements;     /* allowed atomic numbers, NULL = any */
+  int n_elements;
+  double min_distance;         /* reject two atoms closer than this (Å), 0.5 */
+  double max_fragment_gap;     /* reject a fragment farther than this from the rest (Å); 0 = off */
+};
+
+/* 0 when the molecule passes; 1 with a one-line reason otherwise.
+ * Checks: no atoms, too many atoms, dummy or disallowed elements, non-finite
+ * coordinates, impossible valences (e.g. carbon with five or more bonds),
+ * atoms closer than min_distance, fragments farther than max_fragment_gap.
+ * Distance checks only apply to 3D molecules and use a cell list (O(N)). */
+int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len);
+
+/* Atomic number of an element symbol ("C", "Cl"), 0 when unknown. */
+int mol_element_z(const char *symbol);
+const char *mol_element_symbol(int z);
+
+#endif

@@ -1,0 +1,39 @@
+/* obbridge.h — the C face of the Open Babel bridge (obbridge.cc, the only C++).
+ *
+ * Open Babel 3.1.1 is not thread-safe and crashes or hangs on some inputs:
+ * call these only in single-threaded worker processes (chem/workers.h).
+ */
+#ifndef SE3_OBBRIDGE_H
+#define SE3_OBBRIDGE_H
+
+#include <stddef.h>
+#include "chem/mol.h"
+
+enum ob_gen3d { OB_GEN3D_NEVER = 0, OB_GEN3D_AUTO, OB_GEN3D_ALWAYS };
+/* fast: builder + hydrogens; medium: + 250 steps of MMFF94 conjugate
+ * gradients (UFF if MMFF94 has no parameters); best: + 2000 steps. */
+enum ob_quality { OB_Q_FAST = 0, OB_Q_MEDIUM, OB_Q_BEST };
+
+struct ob_parse_opts {
+  const char *format;       /* Open Babel format id: "sdf", "mol2", "smi", ... */
+  int add_hydrogens;
+  enum ob_gen3d gen3d;      /* auto: only molecules without 3D coordinates */
+  enum ob_quality quality;
+  unsigned seed;            /* gen3d is deterministic for a given seed */
+  int max_atoms;            /* refuse before canonicalisation/InChI/gen3d (they crash on huge inputs);
+                               counts the hydrogens to be added; <= 0 means 999 */
+  size_t max_record_bytes;  /* 0 means 64 MiB */
+};
+
+/* Once per process, before any parse: one OpenMP thread, messages captured. */
+int ob_init(void);
+/* Parse the first molecule in text. 0: *out filled (name, canonical SMILES,
+ * InChIKey, formula, atoms, bonds, input tags); 1: rejected, with a reason. */
+int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
+             char *reason, size_t reason_len);
+/* The molecule as an SD record (with its tags), for hits.sdf. Caller frees. */
+char *ob_write_sdf(const struct mol *m);
+/* Open Babel's version string. */
+const char *ob_version(void);
+
+#endif

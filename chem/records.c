@@ -1,0 +1,993 @@
+/* records.c — split molecule files into records (see records.h).
+ *
+ * Input goes through zlib (gzread reads plain files unchanged) into a 1 MiB
+ * buffer; lines are found with memchr and handed out as pieces pointing into
+ * that buffer. A line longer than the buffer comes in several pieces (only
+ * the first has cont == 0); such a piece is never a record delimiter. Record
+ * text accumulates in a buffer capped at max_record_bytes: a longer record is
+ * read to its end and reported as an error record.
+ */
+#define _GNU_SOURCE /* memmem */
+#include "chem/records.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+enum { BUF_SIZE = 1 << 20 };
+#define DEFAULT_MAX_RECORD ((size_t)64 << 20)
+
+struct piece {
+  const char *p;
+  size_t n;     /* bytes, including the '\n' when complete */
+  int complete; /* ends a line */
+  int cont;     /* continues a line begun in an earlier piece */
+  int64_t no;   /* 1-based line number */
+};
+
+struct rec_reader {
+  gzFile gz;
+  char *path;
+  enum mol_format fmt;
+  size_t max_rec;
+
+  char *buf; /* input buffer */
+  size_t pos, end;
+  int eof;
+  int64_t lineno;
+  int in_cont;
+  int unread; /* hand out `last` again */
+  int bom_done;
+  struct piece last;
+
+  char *text; /* record text */
+  size_t tlen, tcap;
+  int overflow;
+  int64_t n_rec;
+  char err[512];
+  int done;
+
+  /* csv/tsv */
+  char sep;
+  int n_cols, smiles_col, name_col;
+  char **cols;
+  char *fst; /* fields of the current row, NUL-separated */
+  size_t flen, fcap;
+  size_t *foff;
+  char **fptr;
+  int nf, foff_cap, fovf;
+
+  /* cml: the piece being scanned and the scanner state */
+  struct piece cp;
+  size_t cpos;
+  int have_cp;
+  int depth, in_tag, in_comment, tag_close, tag_quote, tag_name_done;
+  char tag_name[32];
+  int tag_nlen;
+  char prev1, prev2;
+  size_t tag_start;
+  int64_t tag_line, rec_line;
+  char *ns; /* xmlns:prefix="uri" declarations seen on enclosing top-level tags */
+  size_t ns_len;
+};
+
+static void fmt_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fmt_err(char *err, size_t len, const char *fmt, ...) {
+  if (!err || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+/* ---------------------------------------------------------------- formats */
+
+static const struct {
+  const char *name;
+  enum mol_format fmt;
+} NAMES[] = {{"sdf", MOL_FMT_SDF},   {"sd", MOL_FMT_SDF},  {"mol", MOL_FMT_SDF},    {"mdl", MOL_FMT_SDF},
+             {"mol2", MOL_FMT_MOL2}, {"smi", MOL_FMT_SMI}, {"smiles", MOL_FMT_SMI}, {"csv", MOL_FMT_CSV},
+             {"tsv", MOL_FMT_TSV},   {"xyz", MOL_FMT_XYZ}, {"pdb", MOL_FMT_PDB},    {"ent", MOL_FMT_PDB},
+             {"cml", MOL_FMT_CML}};
+
+enum mol_format rec_format_from_name(const char *name) {
+  if (!name) return MOL_FMT_UNKNOWN;
+  for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+    if (strcasecmp(name, NAMES[i].name) == 0) return NAMES[i].fmt;
+  return MOL_FMT_UNKNOWN;
+}
+
+enum mol_format rec_format_from_path(const char *path) {
+  if (!path) return MOL_FMT_UNKNOWN;
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  if (n > 3 && strcasecmp(base + n - 3, ".gz") == 0) n -= 3;
+  size_t dot = n;
+  while (dot > 0 && base[dot - 1] != '.')
+    dot--;
+  if (dot == 0 || n - dot > 15) return MOL_FMT_UNKNOWN;
+  char ext[16];
+  memcpy(ext, base + dot, n - dot);
+  ext[n - dot] = 0;
+  return rec_format_from_name(ext);
+}
+
+const char *rec_format_name(enum mol_format f) {
+  switch (f) {
+  case MOL_FMT_SDF:
+    return "sdf";
+  case MOL_FMT_MOL2:
+    return "mol2";
+  case MOL_FMT_SMI:
+    return "smi";
+  case MOL_FMT_CSV:
+    return "csv";
+  case MOL_FMT_TSV:
+    return "tsv";
+  case MOL_FMT_XYZ:
+    return "xyz";
+  case MOL_FMT_PDB:
+    return "pdb";
+  case MOL_FMT_CML:
+    return "cml";
+  default:
+    return "unknown";
+  }
+}
+
+const char *rec_format_ob(enum mol_format f) {
+  switch (f) {
+  case MOL_FMT_SDF:
+    return "sdf";
+  case MOL_FMT_MOL2:
+    return "mol2";
+  case MOL_FMT_SMI:
+  case MOL_FMT_CSV:
+  case MOL_FMT_TSV:
+    return "smi";
+  case MOL_FMT_XYZ:
+    return "xyz";
+  case MOL_FMT_PDB:
+    return "pdb";
+  case MOL_FMT_CML:
+    return "cml";
+  default:
+    return NULL;
+  }
+}
+
+/* ------------------------------------------------------------ line pieces */
+
+/* 1: a piece; 0: end of input; -1: read error (message in r->err). */
+static int next_piece(struct rec_reader *r, struct piece *out) {
+  if (r->unread) {
+    r->unread = 0;
+    *out = r->last;
+    return 1;
+  }
+  for (;;) {
+    size_t avail = r->end - r->pos;
+    char *s = r->buf + r->pos;
+    char *nl = avail ? memchr(s, '\n', avail) : NULL;
+    size_t n;
+    int complete;
+    if (nl) {
+      n = (size_t)(nl - s) + 1;
+      complete = 1;
+    } else if (r->eof) {
+      if (!avail) return 0;
+      n = avail;
+      complete = 1;
+    } else if (r->pos == 0 && r->end == BUF_SIZE) {
+      n = avail; /* a line longer than the buffer */
+      complete = 0;
+    } else {
+      if (r->pos) {
+        memmove(r->buf, s, avail);
+        r->pos = 0;
+        r->end = avail;
+      }
+      int got = gzread(r->gz, r->buf + r->end, (unsigned)(BUF_SIZE - r->end));
+      if (got < 0) {
+        int zerr;
+        const char *msg = gzerror(r->gz, &zerr);
+        fmt_err(r->err, sizeof r->err, "%s: read error: %s", r->path, zerr == Z_ERRNO ? strerror(errno) : msg);
+        return -1;
+      }
+      if (got == 0) {
+        int zerr;
+        const char *msg = gzerror(r->gz, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END) {
+          fmt_err(r->err, sizeof r->err, "%s: read error: %s", r->path, zerr == Z_ERRNO ? strerror(errno) : msg);
+          return -1;
+        }
+        r->eof = 1;
+      }
+      r->end += (size_t)got;
+      continue;
+    }
+    if (!r->bom_done) {
+      r->bom_done = 1;
+      if (n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) {
+        r->pos += 3;
+        continue;
+      }
+    }
+    out->p = s;
+    out->n = n;
+    out->complete = complete;
+    out->cont = r->in_cont;
+    if (!r->in_cont) r->lineno++;
+    out->no = r->lineno;
+    r->in_cont = !complete;
+    r->pos += n;
+    r->last = *out;
+    return 1;
+  }
+}
+
+static void unread_piece(struct rec_reader *r) { r->unread = 1; }
+
+/* Content length without the line end and trailing blanks. */
+static size_t trimmed_len(const char *p, size_t n) {
+  while (n && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+    n--;
+  return n;
+}
+
+static int is_blank(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isspace((unsigned char)p[i])) return 0;
+  return 1;
+}
+
+/* A whole line (not a fragment of a long one) whose content is exactly w. */
+static int line_is(const struct piece *l, const char *w) {
+  if (l->cont || !l->complete) return 0;
+  size_t wn = strlen(w);
+  return trimmed_len(l->p, l->n) == wn && memcmp(l->p, w, wn) == 0;
+}
+
+/* ------------------------------------------------------------ record text */
+
+static int text_reserve(struct rec_reader *r, size_t extra) {
+  if (r->tlen + extra + 1 <= r->tcap) return 0;
+  size_t cap = r->tcap ? r->tcap : 4096;
+  while (cap < r->tlen + extra + 1)
+    cap *= 2;
+  char *t = realloc(r->text, cap);
+  if (!t) return -1;
+  r->text = t;
+  r->tcap = cap;
+  return 0;
+}
+
+/* Appends unless the record is over the cap; -1 only on allocation failure. */
+static int text_add(struct rec_reader *r, const char *p, size_t n) {
+  if (r->overflow) return 0;
+  if (r->tlen + n > r->max_rec) {
+    r->overflow = 1;
+    return 0;
+  }
+  if (text_reserve(r, n) != 0) return -1;
+  memcpy(r->text + r->tlen, p, n);
+  r->tlen += n;
+  return 0;
+}
+
+static void text_reset(struct rec_reader *r) {
+  r->tlen = 0;
+  r->overflow = 0;
+}
+
+static int oom(struct rec_reader *r) {
+  fmt_err(r->err, sizeof r->err, "%s: out of memory", r->path);
+  return -1;
+}
+
+/* Fills out; an overflowed record becomes an error record. */
+static int emit(struct rec_reader *r, struct rec *out, int64_t line, const char *error) {
+  if (text_reserve(r, 1) != 0) return oom(r);
+  memset(out, 0, sizeof *out);
+  out->record_no = ++r->n_rec;
+  out->line = line;
+  if (!error && r->overflow) {
+    snprintf(r->err, sizeof r->err, "record is larger than %zu bytes", r->max_rec);
+    error = r->err;
+  }
+  if (error) {
+    if (error != r->err) snprintf(r->err, sizeof r->err, "%s", error);
+    out->error = r->err;
+    r->tlen = 0;
+  } else if (r->tlen && r->text[r->tlen - 1] != '\n') {
+    if (text_reserve(r, 2) != 0) return oom(r);
+    r->text[r->tlen++] = '\n';
+  }
+  r->text[r->tlen] = 0;
+  out->text = r->text;
+  out->len = r->tlen;
+  return 1;
+}
+
+/* ------------------------------------------------------------------- sdf */
+
+static int next_sdf(struct rec_reader *r, struct rec *out) {
+  struct piece l;
+  int64_t start = 0;
+  text_reset(r);
+  for (;;) {
+    int k = next_piece(r, &l);
+    if (k < 0) return -1;
+    if (k == 0) {
+      if (start && (r->overflow || !is_blank(r->text, r->tlen))) return emit(r, out, start, NULL);
+      return 0;
+    }
+    if (!start) start = l.no;
+    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (l.p[0] == '$' && line_is(&l, "$$$$")) return emit(r, out, start, NULL);
+  }
+}
+
+/* ------------------------------------------------------------------ mol2 */
+
+static int is_mol2_start(const struct piece *l) {
+  static const char tag[] = "@<TRIPOS>MOLECULE";
+  return !l->cont && l->n >= sizeof tag - 1 && l->p[0] == '@' && line_is(l, tag);
+}
+
+static int next_mol2(struct rec_reader *r, struct rec *out) {
+  struct piece l;
+  int k;
+  text_reset(r);
+  do { /* skip to the first MOLECULE line */
+    k = next_piece(r, &l);
+    if (k <= 0) return k;
+  } while (!is_mol2_start(&l));
+  int64_t start = l.no;
+  if (text_add(r, l.p, l.n) != 0) return oom(r);
+  for (;;) {
+    k = next_piece(r, &l);
+    if (k < 0) return -1;
+    if (k == 0) return emit(r, out, start, NULL);
+    if (is_mol2_start(&l)) {
+      unread_piece(r);
+      return emit(r, out, start, NULL);
+    }
+    if (text_add(r, l.p, l.n) != 0) return oom(r);
+  }
+}
+
+/* ------------------------------------------------------------ whole lines */
+
+/* Appends one whole line (all its pieces) to the text; *no = its number. */
+static int read_line(struct rec_reader *r, int64_t *no) {
+  struct piece l;
+  int k = next_piece(r, &l);
+  if (k <= 0) return k;
+  *no = l.no;
+  for (;;) {
+    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (l.complete) return 1;
+    k = next_piece(r, &l);
+    if (k < 0) return -1;
+    if (k == 0) return 1;
+  }
+}
+
+/* ------------------------------------------------------------------- smi */
+
+static int next_smi(struct rec_reader *r, struct rec *out) {
+  for (;;) {
+    int64_t no;
+    text_reset(r);
+    int k = read_line(r, &no);
+    if (k <= 0) return k;
+    if (r->overflow) return emit(r, out, no, NULL);
+    size_t n = trimmed_len(r->text, r->tlen), b = 0;
+    while (b < n && isspace((unsigned char)r->text[b]))
+      b++;
+    if (b == n || r->text[b] == '#') continue;
+    memmove(r->text, r->text + b, n - b);
+    r->text[n - b] = '\n';
+    r->tlen = n - b + 1;
+    return emit(r, out, no, NULL);
+  }
+}
+
+/* ------------------------------------------------------------------- xyz */
+
+/* A line holding only a non-negative integer (with blanks around it). */
+static int bare_int(const char *p, size_t n, long *v) {
+  size_t i = 0;
+  n = trimmed_len(p, n);
+  while (i < n && (p[i] == ' ' || p[i] == '\t'))
+    i++;
+  if (i == n) return 0;
+  long x = 0;
+  for (; i < n; i++) {
+    if (p[i] < '0' || p[i] > '9') return 0;
+    if (x > 100000000) return 0; /* no such molecule; treat as garbage */
+    x = x * 10 + (p[i] - '0');
+  }
+  *v = x;
+  return 1;
+}
+
+static int next_xyz(struct rec_reader *r, struct rec *out) {
+  struct piece l;
+  int k;
+  long n_atoms = 0;
+  text_reset(r);
+  for (;;) { /* the count line; blank lines between frames are skipped */
+    k = next_piece(r, &l);
+    if (k <= 0) return k;
+    if (!l.cont && l.complete && is_blank(l.p, l.n)) continue;
+    if (!l.cont && l.complete && bare_int(l.p, l.n, &n_atoms)) break;
+    /* Garbage: one error record, then resync at the next bare integer line. */
+    int64_t bad = l.no;
+    size_t show = trimmed_len(l.p, l.n);
+    char msg[160];
+    snprintf(msg, sizeof msg, "line %lld: expected an atom count, got '%.*s%s'", (long long)bad,
+             (int)(show > 40 ? 40 : show), l.p, show > 40 ? "..." : "");
+    for (;;) {
+      k = next_piece(r, &l);
+      if (k < 0) return -1;
+      if (k == 0) break;
+      if (!l.cont && l.complete && bare_int(l.p, l.n, &n_atoms)) {
+        unread_piece(r);
+        break;
+      }
+    }
+    return emit(r, out, bad, msg);
+  }
+  int64_t start = l.no;
+  if (text_add(r, l.p, l.n) != 0) return oom(r);
+  long want = n_atoms + 1, got = 0; /* comment line + atom lines */
+  while (got < want) {
+    int64_t no;
+    k = read_line(r, &no);
+    if (k < 0) return -1;
+    if (k == 0) break;
+    got++;
+  }
+  if (got < want) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "truncated record: %ld atoms announced, %ld atom lines found", n_atoms,
+             got > 0 ? got - 1 : 0);
+    return emit(r, out, start, msg);
+  }
+  return emit(r, out, start, NULL);
+}
+
+/* ------------------------------------------------------------------- pdb */
+
+/* The record name (columns 1-6) is word. */
+static int pdb_record_is(const struct piece *l, const char *word) {
+  size_t wn = strlen(word);
+  if (l->cont || l->n < wn || memcmp(l->p, word, wn) != 0) return 0;
+  if (l->n == wn) return 1;
+  char c = l->p[wn];
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static int next_pdb(struct rec_reader *r, struct rec *out) {
+  struct piece l;
+  int64_t start = 0;
+  int has_atoms = 0;
+  text_reset(r);
+  for (;;) {
+    int k = next_piece(r, &l);
+    if (k < 0) return -1;
+    if (k == 0) return start && has_atoms ? emit(r, out, start, NULL) : 0;
+    if (!start) start = l.no;
+    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (l.cont) continue;
+    if (l.n >= 4 && (memcmp(l.p, "ATOM", 4) == 0 || (l.n >= 6 && memcmp(l.p, "HETATM", 6) == 0))) has_atoms = 1;
+    if (l.p[0] == 'E' && (pdb_record_is(&l, "END") || pdb_record_is(&l, "ENDMDL"))) {
+      if (has_atoms) return emit(r, out, start, NULL);
+      text_reset(r);
+      start = 0;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------- cml */
+
+/* Scans the input character by character for top-level <molecule> elements
+ * (any namespace prefix), skipping comments and counting nested <molecule>
+ * tags. A tag at top level is kept tentatively from its '<' and dropped at
+ * its '>' unless it opens a molecule. Text outside top-level molecules is
+ * dropped.
+ *
+ * Open Babel (libxml2) reads a lone <molecule> element without any root or
+ * xmlns (checked with 3.1.1), so records are not wrapped. A namespace prefix
+ * declared on an enclosing element (<cml xmlns:cml="..."><cml:molecule>) is
+ * copied into the molecule's start tag, or libxml2 would reject the record
+ * (and print to stderr). */
+static int cml_put(struct rec_reader *r, char c) {
+  if (r->overflow) return 0;
+  if (r->tlen + 2 > r->tcap) {
+    if (r->tlen + 1 > r->max_rec) {
+      r->overflow = 1;
+      return 0;
+    }
+    if (text_reserve(r, 1) != 0) return -1;
+  }
+  r->text[r->tlen++] = c;
+  return 0;
+}
+
+static int cml_tag_is_molecule(const struct rec_reader *r) {
+  const char *n = r->tag_name, *colon = strrchr(n, ':');
+  return strcmp(colon ? colon + 1 : n, "molecule") == 0;
+}
+
+/* Remembers the xmlns:prefix declarations of a top-level tag (text[from..tlen)). */
+static int cml_keep_ns(struct rec_reader *r, size_t from) {
+  const char *t = r->text + from, *end = r->text + r->tlen;
+  while ((t = memmem(t, (size_t)(end - t), "xmlns:", 6)) != NULL) {
+    const char *eq = memchr(t, '=', (size_t)(end - t));
+    if (!eq || eq + 1 >= end || (eq[1] != '"' && eq[1] != '\'')) break;
+    const char *close = memchr(eq + 2, eq[1], (size_t)(end - eq - 2));
+    if (!close) break;
+    size_t n = (size_t)(close + 1 - t);
+    if (isspace((unsigned char)t[-1]) && r->ns_len + n + 2 <= 4096) {
+      char *ns = realloc(r->ns, r->ns_len + n + 2);
+      if (!ns) return -1;
+      r->ns = ns;
+      r->ns[r->ns_len++] = ' ';
+      memcpy(r->ns + r->ns_len, t, n);
+      r->ns_len += n;
+      r->ns[r->ns_len] = 0;
+    }
+    t = close + 1;
+  }
+  return 0;
+}
+
+/* Adds the remembered declarations for the prefix of the molecule's tag,
+ * unless the tag declares it itself. */
+static int cml_add_ns(struct rec_reader *r) {
+  const char *colon = strchr(r->tag_name, ':');
+  if (!r->ns || !colon || r->overflow || r->tag_nlen >= (int)sizeof r->tag_name - 1) return 0;
+  char want[48];
+  snprintf(want, sizeof want, "xmlns:%.*s=", (int)(colon - r->tag_name), r->tag_name);
+  size_t wn = strlen(want);
+  if (memmem(r->text + r->tag_start, r->tlen - r->tag_start, want, wn)) return 0;
+  const char *d = strstr(r->ns, want); /* the first declaration of the prefix */
+  if (!d) return 0;
+  const char *q = d + wn, *close = strchr(q + 1, *q);
+  size_t n = (size_t)(close + 1 - d);
+  size_t at = r->tag_start + 1 + strlen(r->tag_name);
+  if (text_reserve(r, n + 1) != 0) return -1;
+  memmove(r->text + at + n + 1, r->text + at, r->tlen - at);
+  r->text[at] = ' ';
+  memcpy(r->text + at + 1, d, n);
+  r->tlen += n + 1;
+  return 0;
+}
+
+/* The '>' ending a tag: 1 when a record is complete, -1 out of memory. */
+static int cml_tag_end(struct rec_reader *r) {
+  int mol = cml_tag_is_molecule(r), self = r->prev1 == '/';
+  r->in_tag = 0;
+  if (mol && r->tag_close) {
+    if (r->depth > 0 && --r->depth == 0) return 1;
+  } else if (mol && !self) {
+    if (r->depth++ == 0) {
+      r->rec_line = r->tag_line;
+      if (cml_add_ns(r) != 0) return -1;
+    }
+  } else if (mol && r->depth == 0) { /* <molecule/>: empty, but a record */
+    r->rec_line = r->tag_line;
+    return cml_add_ns(r) != 0 ? -1 : 1;
+  } else if (r->depth == 0) {
+    if (!r->tag_close && !r->overflow && cml_keep_ns(r, r->tag_start) != 0) return -1;
+    r->tlen = r->tag_start; /* not ours */
+    r->overflow = 0;
+  }
+  return 0;
+}
+
+static int next_cml(struct rec_reader *r, struct rec *out) {
+  text_reset(r);
+  for (;;) {
+    if (!r->have_cp) {
+      int k = next_piece(r, &r->cp);
+      if (k < 0) return -1;
+      if (k == 0) {
+        if (r->depth > 0) {
+          r->depth = r->in_tag = 0;
+          return emit(r, out, r->rec_line, "unterminated <molecule> element");
+        }
+        return 0;
+      }
+      r->have_cp = 1;
+      r->cpos = 0;
+    }
+    while (r->cpos < r->cp.n) {
+      char c = r->cp.p[r->cpos++];
+      int store = r->depth > 0, done = 0;
+      if (r->in_comment) {
+        if (c == '>' && r->prev1 == '-' && r->prev2 == '-') r->in_comment = 0;
+      } else if (!r->in_tag) {
+        if (c == '<') {
+          r->in_tag = 1;
+          r->tag_close = r->tag_quote = r->tag_name_done = r->tag_nlen = 0;
+          r->tag_name[0] = 0;
+          r->tag_line = r->cp.no;
+          if (r->depth == 0) r->tag_start = r->tlen;
+          store = 1;
+        }
+      } else {
+        store = 1;
+        if (r->tag_quote) {
+          if (c == r->tag_quote) r->tag_quote = 0;
+        } else if (c == '>') {
+          if (cml_put(r, c) != 0) return oom(r);
+          store = 0;
+          done = cml_tag_end(r);
+          if (done < 0) return oom(r);
+        } else if (!r->tag_name_done) {
+          if (c == '/' && r->tag_nlen == 0 && !r->tag_close) {
+            r->tag_close = 1;
+          } else if (isspace((unsigned char)c) || c == '/') {
+            r->tag_name_done = r->tag_nlen > 0;
+          } else if (r->tag_nlen < (int)sizeof r->tag_name - 1) {
+            r->tag_name[r->tag_nlen++] = c;
+            r->tag_name[r->tag_nlen] = 0;
+            if (r->tag_nlen == 3 && memcmp(r->tag_name, "!--", 3) == 0) {
+              r->in_tag = 0; /* a comment: kept inside molecules, dropped outside */
+              r->in_comment = 1;
+              if (r->depth == 0) {
+                r->tlen = r->tag_start;
+                r->overflow = 0;
+                store = 0;
+              }
+              c = 0; /* so that "<!-->" does not end it */
+            }
+          }
+        } else if (c == '"' || c == '\'') {
+          r->tag_quote = c;
+        }
+      }
+      if (store && cml_put(r, r->cp.p[r->cpos - 1]) != 0) return oom(r);
+      r->prev2 = r->prev1;
+      r->prev1 = c;
+      if (done) return emit(r, out, r->rec_line, NULL);
+    }
+    r->have_cp = 0;
+  }
+}
+
+/* --------------------------------------------------------------- csv/tsv */
+
+static int field_add(struct rec_reader *r, char c) {
+  if (r->fovf) return 0;
+  if (r->flen + 2 > r->fcap) {
+    if (r->flen + 2 > r->max_rec) {
+      r->fovf = 1;
+      return 0;
+    }
+    size_t cap = r->fcap ? r->fcap * 2 : 4096;
+    char *f = realloc(r->fst, cap);
+    if (!f) return -1;
+    r->fst = f;
+    r->fcap = cap;
+  }
+  r->fst[r->flen++] = c;
+  return 0;
+}
+
+static int field_end(struct rec_reader *r) {
+  if (field_add(r, 0) != 0) return -1;
+  if (r->nf + 2 > r->foff_cap) {
+    int cap = r->foff_cap ? r->foff_cap * 2 : 64;
+    size_t *o = realloc(r->foff, (size_t)cap * sizeof *o);
+    if (!o) return -1;
+    r->foff = o;
+    r->foff_cap = cap;
+  }
+  r->nf++;
+  r->foff[r->nf] = r->flen; /* start of the next field */
+  return 0;
+}
+
+/* Reads one row into fst/foff (nf fields). 1: a row (*no = its first
+ * line, *unterminated set when the input ended inside quotes); 0: end. */
+static int csv_row(struct rec_reader *r, int64_t *no, int *unterminated) {
+  struct piece l;
+  int started = 0, in_q = 0, after_q = 0, at_start = 1;
+  r->flen = 0;
+  r->nf = 0;
+  r->fovf = 0;
+  if (!r->foff) {
+    r->foff_cap = 64;
+    if (!(r->foff = malloc((size_t)r->foff_cap * sizeof *r->foff))) return oom(r);
+  }
+  r->foff[0] = 0;
+  *unterminated = 0;
+  for (;;) {
+    int k = next_piece(r, &l);
+    if (k < 0) return -1;
+    if (k == 0) {
+      if (!started) return 0;
+      *unterminated = in_q;
+      if (field_end(r) != 0) return oom(r);
+      return 1;
+    }
+    size_t n = l.n;
+    if (!started) {
+      if (!l.cont && is_blank(l.p, n)) continue; /* blank lines between rows */
+      started = 1;
+      *no = l.no;
+    }
+    if (l.complete) { /* the line end (CRLF too) is added back inside quotes, below */
+      if (n && l.p[n - 1] == '\n') n--;
+      if (n && l.p[n - 1] == '\r') n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+      char c = l.p[i];
+      if (in_q) {
+        if (c == '"') {
+          in_q = 0;
+          after_q = 1;
+        } else if (field_add(r, c) != 0) {
+          return oom(r);
+        }
+        continue;
+      }
+      if (after_q && c == '"') { /* "" inside a quoted field */
+        after_q = 0;
+        in_q = 1;
+        if (field_add(r, '"') != 0) return oom(r);
+        continue;
+      }
+      after_q = 0;
+      if (c == r->sep) {
+        if (field_end(r) != 0) return oom(r);
+        at_start = 1;
+      } else if (c == '"' && at_start) {
+        in_q = 1;
+        at_start = 0;
+      } else {
+        at_start = 0;
+        if (field_add(r, c) != 0) return oom(r);
+      }
+    }
+    if (!l.complete) continue;
+    if (in_q) { /* a quoted line break is part of the field */
+      if (l.n && l.p[l.n - 1] == '\n' && field_add(r, '\n') != 0) return oom(r);
+      continue;
+    }
+    if (field_end(r) != 0) return oom(r);
+    return 1;
+  }
+}
+
+static char *trim_in_place(char *s) {
+  while (isspace((unsigned char)*s))
+    s++;
+  size_t n = strlen(s);
+  while (n && isspace((unsigned char)s[n - 1]))
+    s[--n] = 0;
+  return s;
+}
+
+static int set_fields(struct rec_reader *r) {
+  char **fp = realloc(r->fptr, (size_t)(r->nf ? r->nf : 1) * sizeof *fp);
+  if (!fp) return -1;
+  r->fptr = fp;
+  for (int i = 0; i < r->nf; i++)
+    fp[i] = r->fst + r->foff[i];
+  return 0;
+}
+
+static int csv_header(struct rec_reader *r, const struct rec_options *opt, char *err, size_t errlen) {
+  int64_t no;
+  int unterminated;
+  int k = csv_row(r, &no, &unterminated);
+  if (k < 0) {
+    fmt_err(err, errlen, "%s", r->err);
+    return -1;
+  }
+  if (k == 0) {
+    fmt_err(err, errlen, "%s: empty file, expected a header row", r->path);
+    return -1;
+  }
+  if (r->fovf || unterminated) {
+    fmt_err(err, errlen, "%s: unreadable header row", r->path);
+    return -1;
+  }
+  r->n_cols = r->nf;
+  r->cols = calloc((size_t)r->n_cols, sizeof *r->cols);
+  if (!r->cols) return oom(r);
+  for (int i = 0; i < r->n_cols; i++) {
+    char *s = r->fst + r->foff[i];
+    if (i == 0 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+      s += 3; /* UTF-8 byte order mark */
+    s = trim_in_place(s);
+    r->cols[i] = strdup(s);
+    if (!r->cols[i]) return oom(r);
+  }
+  const char *want = opt && opt->smiles_column ? opt->smiles_column : "smiles";
+  r->smiles_col = r->name_col = -1;
+  for (int i = 0; i < r->n_cols && r->smiles_col < 0; i++)
+    if (strcasecmp(r->cols[i], want) == 0) r->smiles_col = i;
+  if (opt && opt->name_column) {
+    for (int i = 0; i < r->n_cols && r->name_col < 0; i++)
+      if (strcasecmp(r->cols[i], opt->name_column) == 0) r->name_col = i;
+  } else {
+    static const char *const names[] = {"name", "id", "title"};
+    for (int k2 = 0; k2 < 3 && r->name_col < 0; k2++)
+      for (int i = 0; i < r->n_cols && r->name_col < 0; i++)
+        if (strcasecmp(r->cols[i], names[k2]) == 0) r->name_col = i;
+  }
+  const char *missing = r->smiles_col < 0 ? "SMILES" : (opt && opt->name_column && r->name_col < 0) ? "name" : NULL;
+  if (missing) {
+    int w = snprintf(err, errlen, "%s: no %s column '%s'; columns are:", r->path, missing,
+                     r->smiles_col < 0 ? want : opt->name_column);
+    for (int i = 0; i < r->n_cols && w >= 0 && (size_t)w < errlen; i++)
+      w += snprintf(err + w, errlen - (size_t)w, "%s '%s'", i ? "," : "", r->cols[i]);
+    return -1;
+  }
+  return 0;
+}
+
+static int next_csv(struct rec_reader *r, struct rec *out) {
+  int64_t no;
+  int unterminated;
+  int k = csv_row(r, &no, &unterminated);
+  if (k <= 0) return k;
+  text_reset(r);
+  char msg[128];
+  const char *error = NULL;
+  if (r->fovf) r->nf = 0;
+  if (set_fields(r) != 0) return oom(r);
+  if (r->fovf) {
+    snprintf(msg, sizeof msg, "row is larger than %zu bytes", r->max_rec);
+    error = msg;
+  } else if (unterminated) {
+    error = "unterminated quoted field";
+  } else if (r->nf != r->n_cols) {
+    snprintf(msg, sizeof msg, "row has %d field%s, header has %d", r->nf, r->nf == 1 ? "" : "s", r->n_cols);
+    error = msg;
+  }
+  const char *smiles = NULL, *name = NULL;
+  if (!error) {
+    smiles = trim_in_place(r->fptr[r->smiles_col]);
+    if (r->name_col >= 0) name = trim_in_place(r->fptr[r->name_col]);
+    if (!*smiles) error = "empty SMILES";
+  }
+  if (!error) {
+    if (text_add(r, smiles, strlen(smiles)) != 0) return oom(r);
+    if (name && *name) {
+      size_t at = r->tlen + 1;
+      if (text_add(r, " ", 1) != 0 || text_add(r, name, strlen(name)) != 0) return oom(r);
+      for (size_t i = at; i < r->tlen && !r->overflow; i++)
+        if (r->text[i] == '\n' || r->text[i] == '\r' || r->text[i] == '\t') r->text[i] = ' ';
+    }
+    if (text_add(r, "\n", 1) != 0) return oom(r);
+  }
+  int rc = emit(r, out, no, error);
+  if (rc != 1) return rc;
+  out->fields = r->fptr;
+  out->n_fields = r->nf;
+  out->name = error ? NULL : (char *)name;
+  return 1;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
+                            size_t errlen) {
+  if (fmt == MOL_FMT_UNKNOWN) fmt = rec_format_from_path(path);
+  if (fmt == MOL_FMT_UNKNOWN) {
+    fmt_err(err, errlen, "%s: unknown molecule format (name it with format:)", path);
+    return NULL;
+  }
+  struct rec_reader *r = calloc(1, sizeof *r);
+  if (!r || !(r->path = strdup(path)) || !(r->buf = malloc(BUF_SIZE))) {
+    fmt_err(err, errlen, "%s: out of memory", path);
+    rec_close(r);
+    return NULL;
+  }
+  r->fmt = fmt;
+  r->max_rec = opt && opt->max_record_bytes ? opt->max_record_bytes : DEFAULT_MAX_RECORD;
+  r->sep = fmt == MOL_FMT_TSV ? '\t' : ',';
+  errno = 0;
+  r->gz = gzopen(path, "rb");
+  if (!r->gz) {
+    fmt_err(err, errlen, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    rec_close(r);
+    return NULL;
+  }
+  gzbuffer(r->gz, 256 * 1024);
+  if (fmt == MOL_FMT_CSV || fmt == MOL_FMT_TSV) {
+    if (csv_header(r, opt, err, errlen) != 0) {
+      rec_close(r);
+      return NULL;
+    }
+  }
+  return r;
+}
+
+int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (r->done) return 0;
+  int k;
+  switch (r->fmt) {
+  case MOL_FMT_SDF:
+    k = next_sdf(r, out);
+    break;
+  case MOL_FMT_MOL2:
+    k = next_mol2(r, out);
+    break;
+  case MOL_FMT_SMI:
+    k = next_smi(r, out);
+    break;
+  case MOL_FMT_CSV:
+  case MOL_FMT_TSV:
+    k = next_csv(r, out);
+    break;
+  case MOL_FMT_XYZ:
+    k = next_xyz(r, out);
+    break;
+  case MOL_FMT_PDB:
+    k = next_pdb(r, out);
+    break;
+  case MOL_FMT_CML:
+    k = next_cml(r, out);
+    break;
+  default:
+    fmt_err(r->err, sizeof r->err, "%s: unknown molecule format", r->path);
+    k = -1;
+  }
+  if (k < 0) {
+    fmt_err(err, errlen, "%s", r->err);
+    memset(out, 0, sizeof *out);
+    r->done = 1;
+  } else if (k == 0) {
+    r->done = 1;
+  }
+  return k;
+}
+
+const char *const *rec_columns(const struct rec_reader *r, int *n) {
+  if (n) *n = r->cols ? r->n_cols : 0;
+  return (const char *const *)r->cols;
+}
+
+void rec_close(struct rec_reader *r) {
+  if (!r) return;
+  if (r->gz) gzclose(r->gz);
+  free(r->path);
+  free(r->buf);
+  free(r->text);
+  for (int i = 0; r->cols && i < r->n_cols; i++)
+    free(r->cols[i]);
+  free(r->cols);
+  free(r->fst);
+  free(r->foff);
+  free(r->fptr);
+  free(r->ns);
+  free(r);
+}
+
+int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err, size_t errlen) {
+  struct rec_reader *r = rec_open(path, fmt, opt, err, errlen);
+  if (!r) return -1;
+  struct rec rec;
+  int64_t n = 0;
+  int k;
+  while ((k = rec_next(r, &rec, err, errlen)) == 1)
+    n++;
+  rec_close(r);
+  return k < 0 ? -1 : n;
+}

@@ -1,0 +1,40 @@
+/* workers.h — parse records in isolated worker processes.
+ *
+ * Open Babel crashes or hangs on some inputs and is not thread-safe. A pool
+ * of forked, single-threaded workers parses one record at a time; the
+ * supervisor gives each record a time limit. A crash or a timeout costs that
+ * record (rejected with the reason) and a restart of that worker, never the run.
+ */
+#ifndef SE3_WORKERS_H
+#define SE3_WORKERS_H
+
+#include <signal.h>
+#include <stddef.h>
+#include "chem/mol.h"
+#include "chem/obbridge.h"
+
+struct wjob {
+  const char *text;     /* record text (in) */
+  size_t len;
+  const char *format;   /* Open Babel format id (in) */
+  int status;           /* out: 0 parsed and passed the checks, 1 rejected */
+  char reason[512];     /* out: why it was rejected */
+  struct mol mol;       /* out: the molecule when status == 0 (caller frees) */
+};
+
+struct wpool;
+
+/* Start n workers (forked now; each calls ob_init). NULL with err on failure. */
+struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
+                          char *err, size_t errlen);
+/* Parse jobs[0..n) on the pool, at most timeout_s seconds each. Calls
+ * advance(arg, 1) as each job finishes. Returns 0 when all are done, 1 when
+ * *stop was set first (jobs are then incomplete), -1 on a system error. */
+int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
+              void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen);
+/* Kill the workers and free the pool. */
+void wpool_stop(struct wpool *p);
+/* Counters since start: workers restarted after a crash or timeout. */
+int wpool_restarts(const struct wpool *p);
+
+#endif

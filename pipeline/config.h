@@ -1,0 +1,35 @@
+/* config.h — workflows in YAML: load, include, override, validate, print, hash.
+ *
+ * The schema is configs/defaults.yaml (compiled into the binary). Loading
+ * reports every problem before any work starts, all at once, each as
+ *   file:line:col: key.path: message
+ * with 1-based line and column. Unknown keys get a "did you mean" suggestion.
+ */
+#ifndef SE3_CONFIG_H
+#define SE3_CONFIG_H
+
+#include <stdio.h>
+#include "stages/stage.h"
+
+struct cfg_errors {
+  char **msgs;
+  int n;
+};
+void cfg_errors_free(struct cfg_errors *e);
+
+/* Load a workflow: parse YAML (with `include:` fragments, relative to the
+ * including file), apply "--set" overrides ("stages.ingest.workers=2" or
+ * "ingest.workers=2" as a shorthand for a stage), validate against the schema,
+ * fill defaults, resolve paths relative to the workflow file (`workdir`
+ * defaults to runs/<workflow name> beside the file).
+ * Returns the resolved tree, or NULL with every problem in errs. */
+struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs);
+
+/* Print the resolved tree as YAML (defaults filled, keys in schema order). */
+void cfg_print(FILE *f, const struct cfg_node *root);
+
+/* The canonical hash of one stage's configuration, as 16 hex digits
+ * (stages.<name>, plus `sets` for stages that read the inputs). */
+void cfg_stage_hash(const struct cfg_node *root, const char *stage, int with_sets, char out[17]);
+
+#endif

@@ -1,0 +1,212 @@
+/* main.c — the se3screen command line. Only this file exits. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pipeline/query.h"
+#include "pipeline/runner.h"
+
+static const char usage_main[] =
+    "usage: se3screen VERB [options]\n"
+    "\n"
+    "  run WORKFLOW.yaml      run the workflow's stages (resumes where it stopped)\n"
+    "  check WORKFLOW.yaml    validate and print the resolved configuration\n"
+    "  status WORKFLOW|DB     chunks done, molecules stored/rejected, config changes, last error\n"
+    "  query DB \"SQL\"         run SQL on a result database, read-only\n"
+    "  merge DB               fold shard databases (shards/*.db) into DB\n"
+    "\n"
+    "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
+    "2 usage or configuration error, 75 interrupted (run again to resume).\n";
+
+static const char usage_run[] =
+    "usage: se3screen run WORKFLOW.yaml [--set stage.key=value]... [--stage NAME | --until NAME]\n"
+    "                     [--shard I/N] [--workdir DIR]\n"
+    "\n"
+    "Runs the stages the workflow configures, in order, in chunks. Finished chunks\n"
+    "are kept: run the same command again after a crash, a kill or a timeout and it\n"
+    "goes on where it stopped. SIGINT, SIGTERM and SIGUSR1 stop at the next chunk\n"
+    "boundary with exit status 75.\n"
+    "\n"
+    "  --set KEY=VALUE  override a configuration value (\"ingest.workers=2\" is short for\n"
+    "                   \"stages.ingest.workers=2\"); may be repeated\n"
+    "  --stage NAME     run only this stage\n"
+    "  --until NAME     run the stages up to and including NAME\n"
+    "  --shard I/N      take every N-th chunk starting at I (0-based) and write\n"
+    "                   WORKDIR/shards/STAGE-I.db; `se3screen merge` folds them in.\n"
+    "                   Default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.\n"
+    "  --workdir DIR    write here instead of the workflow's workdir\n";
+
+static const char usage_check[] =
+    "usage: se3screen check WORKFLOW.yaml [--set KEY=VALUE]...\n"
+    "\n"
+    "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
+    "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
+    "is reported at once as file:line:col: key.path: message. Runs nothing.\n";
+
+static const char usage_status[] =
+    "usage: se3screen status WORKFLOW.yaml|WORKDIR|DB [--set KEY=VALUE]...\n"
+    "\n"
+    "Per stage: chunks done/total, molecules planned, stored and rejected, and (given\n"
+    "the workflow) whether its configuration changed since the run; then the last run\n"
+    "and the last error. Shard databases are listed too.\n";
+
+static const char usage_query[] =
+    "usage: se3screen query DB \"SQL\" [--csv | --json | --table]\n"
+    "\n"
+    "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
+    "table (default), CSV with a header row, or JSON (one array of objects).\n"
+    "DB may also be a workdir (its screen.db is used).\n";
+
+static const char usage_merge[] =
+    "usage: se3screen merge DB\n"
+    "\n"
+    "Folds the shard databases in the folder shards/ beside DB into DB, then finishes\n"
+    "stages whose chunks are now all present (for ingest: set-wide dedupe).\n"
+    "Merging twice gives the same result as merging once.\n";
+
+static int wants_help(int argc, char **argv) {
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+  return 0;
+}
+
+static int usage_error(const char *usage, const char *fmt, const char *arg) {
+  fprintf(stderr, "se3screen: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n\n%s", usage);
+  return SE3_EXIT_USAGE;
+}
+
+static char *join_args(int argc, char **argv) {
+  size_t n = 1;
+  for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 3;
+  char *s = calloc(n, 1);
+  for (int i = 0; i < argc; i++) {
+    if (i) strcat(s, " ");
+    strcat(s, argv[i]);
+  }
+  return s;
+}
+
+/* Options shared by run/check/status: --set. Returns the positional argument. */
+static int parse_common(int argc, char **argv, const char *usage, const char **pos, const char ***sets,
+                        int *n_sets, struct run_opts *ro) {
+  *pos = NULL;
+  *sets = calloc((size_t)argc, sizeof **sets);
+  *n_sets = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+    int takes = !strcmp(a, "--set") || (ro && (!strcmp(a, "--stage") || !strcmp(a, "--until") ||
+                                               !strcmp(a, "--shard") || !strcmp(a, "--workdir")));
+    if (takes) {
+      if (i + 1 >= argc) return usage_error(usage, "%s needs a value", a);
+      val = argv[++i];
+    } else if (!strncmp(a, "--set=", 6)) {
+      a = "--set";
+      val = argv[i] + 6;
+    }
+    if (val && !strcmp(a, "--set")) {
+      if (!strchr(val, '=')) return usage_error(usage, "--set wants KEY=VALUE, got '%s'", val);
+      (*sets)[(*n_sets)++] = val;
+    } else if (val && !strcmp(a, "--stage")) {
+      ro->stage = val;
+    } else if (val && !strcmp(a, "--until")) {
+      ro->until = val;
+    } else if (val && !strcmp(a, "--workdir")) {
+      ro->workdir = val;
+    } else if (val && !strcmp(a, "--shard")) {
+      int si, sn;
+      char extra;
+      if (sscanf(val, "%d/%d%c", &si, &sn, &extra) != 2 || sn < 1 || si < 0 || si >= sn)
+        return usage_error(usage, "--shard wants I/N with 0 <= I < N, got '%s'", val);
+      ro->shard = si;
+      ro->n_shards = sn;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error(usage, "unknown option '%s'", a);
+    } else if (!*pos) {
+      *pos = a;
+    } else {
+      return usage_error(usage, "unexpected argument '%s'", a);
+    }
+  }
+  if (!*pos) return usage_error(usage, "%s", "missing the workflow file");
+  if (ro && ro->stage && ro->until) return usage_error(usage, "%s", "--stage and --until exclude each other");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(usage_main, argc < 2 ? stderr : stdout);
+    return argc < 2 ? SE3_EXIT_USAGE : SE3_EXIT_OK;
+  }
+  const char *verb = argv[1];
+  const char *pos = NULL;
+  const char **sets = NULL;
+  int n_sets = 0, rc;
+  if (!strcmp(verb, "run")) {
+    if (wants_help(argc, argv)) return fputs(usage_run, stdout), SE3_EXIT_OK;
+    struct run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    if ((rc = parse_common(argc, argv, usage_run, &pos, &sets, &n_sets, &ro))) return rc;
+    ro.workflow = pos;
+    ro.sets = sets;
+    ro.n_sets = n_sets;
+    char *cl = join_args(argc, argv);
+    ro.command_line = cl;
+    rc = runner_run(&ro);
+    free(cl);
+    free(sets);
+    return rc;
+  }
+  if (!strcmp(verb, "check")) {
+    if (wants_help(argc, argv)) return fputs(usage_check, stdout), SE3_EXIT_OK;
+    if ((rc = parse_common(argc, argv, usage_check, &pos, &sets, &n_sets, NULL))) return rc;
+    rc = runner_check(pos, sets, n_sets);
+    free(sets);
+    return rc;
+  }
+  if (!strcmp(verb, "status")) {
+    if (wants_help(argc, argv)) return fputs(usage_status, stdout), SE3_EXIT_OK;
+    if ((rc = parse_common(argc, argv, usage_status, &pos, &sets, &n_sets, NULL))) return rc;
+    rc = runner_status(pos, sets, n_sets);
+    free(sets);
+    return rc;
+  }
+  if (!strcmp(verb, "query")) {
+    if (wants_help(argc, argv)) return fputs(usage_query, stdout), SE3_EXIT_OK;
+    enum query_format fmt = QUERY_TABLE;
+    const char *db = NULL, *sql = NULL;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--csv")) fmt = QUERY_CSV;
+      else if (!strcmp(argv[i], "--json")) fmt = QUERY_JSON;
+      else if (!strcmp(argv[i], "--table")) fmt = QUERY_TABLE;
+      else if (argv[i][0] == '-' && argv[i][1]) return usage_error(usage_query, "unknown option '%s'", argv[i]);
+      else if (!db) db = argv[i];
+      else if (!sql) sql = argv[i];
+      else return usage_error(usage_query, "unexpected argument '%s'", argv[i]);
+    }
+    if (!db || !sql) return usage_error(usage_query, "%s", "query needs DB and SQL");
+    char path[4096];
+    struct stat sb;
+    if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
+      snprintf(path, sizeof path, "%s/screen.db", db);
+    else
+      snprintf(path, sizeof path, "%s", db);
+    return query_run(path, sql, fmt, stdout);
+  }
+  if (!strcmp(verb, "merge")) {
+    if (wants_help(argc, argv)) return fputs(usage_merge, stdout), SE3_EXIT_OK;
+    if (argc != 3) return usage_error(usage_merge, "%s", "merge needs exactly one DB");
+    char path[4096];
+    struct stat sb;
+    if (stat(argv[2], &sb) == 0 && S_ISDIR(sb.st_mode))
+      snprintf(path, sizeof path, "%s/screen.db", argv[2]);
+    else
+      snprintf(path, sizeof path, "%s", argv[2]);
+    return runner_merge(path);
+  }
+  return usage_error(usage_main, "unknown verb '%s'", verb);
+}

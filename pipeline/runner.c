@@ -1,0 +1,780 @@
+/* runner.c — run a workflow's stages: ledger, chunks, signals, shards, merge.
+ *
+ * The resumability contract: a chunk's outputs and its ledger row are
+ * committed in one transaction; a rerun skips chunks done under the same
+ * config hash; a changed config discards the stage and everything downstream
+ * (saying so in one line); SIGINT/SIGTERM/SIGUSR1 stop at the next chunk
+ * boundary with exit 75; one writer per database; shards write their own
+ * databases and `merge` folds them in idempotently.
+ */
+#define _GNU_SOURCE
+#include "pipeline/runner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipeline/config.h"
+#include "pipeline/progress.h"
+#include "pipeline/store.h"
+#include "stages/stage.h"
+
+#define SE3_VERSION "0.1.0"
+
+/* The stages in pipeline order. */
+static const struct stage *const all_stages[] = {&stage_ingest};
+enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+static void install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+}
+
+static void now_iso(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void hostname_of(char *buf, size_t n) {
+  if (gethostname(buf, n) != 0) snprintf(buf, n, "?");
+  buf[n - 1] = 0;
+}
+
+static int stage_index(const char *name) {
+  for (int i = 0; i < N_STAGES; i++)
+    if (!strcmp(all_stages[i]->name, name)) return i;
+  return -1;
+}
+
+static void print_stage_names(FILE *f) {
+  for (int i = 0; i < N_STAGES; i++) fprintf(f, "%s%s", i ? ", " : "", all_stages[i]->name);
+}
+
+static int mkdirs(const char *path, char *err, size_t errlen) {
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) goto fail;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) goto fail;
+  return 0;
+fail:
+  snprintf(err, errlen, "cannot create %.1024s: %s", tmp, strerror(errno));
+  return -1;
+}
+
+static void print_errors(const struct cfg_errors *e) {
+  for (int i = 0; i < e->n; i++) fprintf(stderr, "%s\n", e->msgs[i]);
+}
+
+/* ---- configuration ------------------------------------------------------ */
+
+static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets,
+                                    const char *workdir) {
+  const char **all = calloc((size_t)n_sets + 1, sizeof *all);
+  char *wd = NULL;
+  int n = 0;
+  for (int i = 0; i < n_sets; i++) all[n++] = sets[i];
+  if (workdir) {
+    char abs[PATH_MAX];
+    if (!realpath(workdir, abs)) snprintf(abs, sizeof abs, "%s", workdir);
+    if (asprintf(&wd, "workdir=%s", abs) < 0) wd = NULL;
+    if (wd) all[n++] = wd;
+  }
+  struct cfg_errors errs = {0};
+  struct cfg_node *root = cfg_load(workflow, all, n, &errs);
+  if (!root) {
+    print_errors(&errs);
+    if (errs.n > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", errs.n, workflow);
+  }
+  cfg_errors_free(&errs);
+  free(wd);
+  free(all);
+  return root;
+}
+
+int runner_check(const char *workflow, const char *const *sets, int n_sets) {
+  struct cfg_node *root = load_config(workflow, sets, n_sets, NULL);
+  if (!root) return SE3_EXIT_USAGE;
+  cfg_print(stdout, root);
+  cfg_node_free(root);
+  return SE3_EXIT_OK;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+struct run {
+  struct store st;
+  struct cfg_node *root;
+  const struct run_opts *o;
+  char workdir[PATH_MAX];
+  char workflow_dir[PATH_MAX];
+  char host[256];
+  long long run_id;
+  struct progress prog;
+  int shard, n_shards;
+  char err[2048];
+};
+
+/* The runner's stage_report: ctx is embedded in a struct holding the run. */
+struct run_ctx {
+  struct stage_ctx ctx;
+  struct run *run;
+};
+
+static void cb_advance(struct stage_ctx *ctx, int64_t n) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_add(&rc->run->prog, n);
+}
+
+static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  progress_log(&rc->run->prog, "%s: %s", ctx->cfg ? ctx->cfg->key : "run", msg);
+}
+
+static const struct stage_report report = {cb_advance, cb_log};
+
+
+static int exec_sql(struct run *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  int rc = store_exec(r->st.db, sql, r->err, sizeof r->err);
+  sqlite3_free(sql);
+  return rc;
+}
+
+/* Delete everything stage i and the stages after it wrote. */
+static int clear_from(struct run *r, int first) {
+  for (int i = first; i < N_STAGES; i++) {
+    const struct stage *s = all_stages[i];
+    char *tables = strdup(s->tables);
+    for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+      if (exec_sql(r, "DELETE FROM \"%w\"", t)) {
+        free(tables);
+        return -1;
+      }
+    }
+    free(tables);
+    if (exec_sql(r,
+                 "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
+                 "DELETE FROM stage_state WHERE stage=%Q",
+                 s->name, s->name, s->name))
+      return -1;
+  }
+  return 0;
+}
+
+static char *query_text(sqlite3 *db, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  sqlite3_stmt *st = NULL;
+  char *out = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_text(st, 0))
+    out = strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  return out;
+}
+
+static long long query_int(sqlite3 *db, long long dflt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  long long v = store_int(db, sql, dflt);
+  sqlite3_free(sql);
+  return v;
+}
+
+static void fold_hash(const char hex[17], uint64_t extra, char out[17]) {
+  uint64_t h = se3_hash_str(SE3_HASH_INIT, hex);
+  h = se3_hash_bytes(h, &extra, sizeof extra);
+  snprintf(out, 17, "%016" PRIx64, h);
+}
+
+static int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
+  if (!s->finalize) return exec_sql(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
+  if (exec_sql(r, "BEGIN IMMEDIATE")) return -1;
+  if (s->finalize(ctx) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  if (exec_sql(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name) || exec_sql(r, "COMMIT")) {
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+/* Returns SE3_EXIT_*. */
+static int run_stage(struct run *r, int si) {
+  const struct stage *s = all_stages[si];
+  struct run_ctx rc;
+  memset(&rc, 0, sizeof rc);
+  struct stage_ctx *ctx = &rc.ctx;
+  rc.run = r;
+  ctx->db = r->st.db;
+  ctx->root = r->root;
+  ctx->cfg = cfg_get(r->root, "stages") ? cfg_get(cfg_get(r->root, "stages"), s->name) : NULL;
+  ctx->workdir = r->workdir;
+  ctx->workflow_dir = r->workflow_dir;
+  ctx->shard = r->shard;
+  ctx->n_shards = r->n_shards;
+  ctx->stop = &stop_flag;
+  ctx->report = &report;
+
+  int64_t n_chunks = 0, n_items = 0;
+  if (s->begin(ctx, &n_chunks, &n_items) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    if (s->end) s->end(ctx);
+    return SE3_EXIT_FAILED;
+  }
+  char settings[17], hash[17];
+  cfg_stage_hash(r->root, s->name, s->uses_sets, settings);
+  fold_hash(settings, ctx->inputs_hash, hash);
+
+  /* A changed configuration discards this stage and everything downstream. */
+  char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  long long stale = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q",
+                              s->name, hash);
+  int ret = SE3_EXIT_FAILED;
+  if (exec_sql(r, "BEGIN IMMEDIATE")) goto out;
+  if ((old && strcmp(old, hash)) || stale > 0) {
+    long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    char down[256] = "";
+    for (int i = si + 1; i < N_STAGES; i++)
+      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "", all_stages[i]->name);
+    char *old_settings =
+        query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
+                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "an input file",
+                 n_done, n_done == 1 ? "" : "s", down[0] ? " and the downstream stages: " : "", down);
+    free(old_settings);
+    if (clear_from(r, si)) goto rollback;
+  }
+  char when[32];
+  now_iso(when, sizeof when);
+  if (exec_sql(r,
+               "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, updated) "
+               "VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET n_chunks=excluded.n_chunks, "
+               "n_items=excluded.n_items, updated=excluded.updated",
+               s->name, hash, settings, (long long)n_chunks, (long long)n_items, when) ||
+      exec_sql(r, "COMMIT"))
+    goto rollback;
+
+  /* What is left to do in this shard. */
+  char *done = calloc((size_t)n_chunks + 1, 1);
+  int64_t done_items = 0, todo = 0;
+  {
+    sqlite3_stmt *q = NULL;
+    sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q,
+                       NULL);
+    sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      int64_t c = sqlite3_column_int64(q, 0);
+      if (c >= 0 && c < n_chunks) done[c] = 1;
+      done_items += sqlite3_column_int64(q, 1);
+    }
+    sqlite3_finalize(q);
+  }
+  int64_t shard_items = n_items;
+  for (int64_t c = 0; c < n_chunks; c++)
+    if (c % r->n_shards == r->shard && !done[c]) todo++;
+  if (r->n_shards > 1) shard_items = done_items + (n_chunks ? (n_items / n_chunks) * todo : 0);
+  char label[96];
+  if (r->n_shards > 1)
+    snprintf(label, sizeof label, "%s (shard %d/%d)", s->name, r->shard, r->n_shards);
+  else
+    snprintf(label, sizeof label, "%s", s->name);
+  progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
+                 cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
+  if (todo == 0 && n_chunks > 0) progress_log(&r->prog, "%s: nothing to do, all chunks of this shard are done", label);
+
+  int64_t ok_total = 0, rej_total = 0;
+  for (int64_t c = 0; c < n_chunks; c++) {
+    if (c % r->n_shards != r->shard || done[c]) continue;
+    if (stop_flag) {
+      ret = SE3_EXIT_STOPPED;
+      break;
+    }
+    char started[32], finished[32];
+    now_iso(started, sizeof started);
+    if (exec_sql(r, "BEGIN IMMEDIATE")) break;
+    int64_t n_ok = 0, n_rej = 0;
+    int st = s->run_chunk(ctx, c, &n_ok, &n_rej);
+    if (st != STAGE_OK) {
+      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+      if (st == STAGE_STOPPED) {
+        ret = SE3_EXIT_STOPPED;
+      } else {
+        snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
+      }
+      break;
+    }
+    now_iso(finished, sizeof finished);
+    if (exec_sql(r,
+                 "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, finished, "
+                 "n_ok, n_rejected) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld)",
+                 s->name, (long long)c, r->shard, hash, r->host, (int)getpid(), started, finished,
+                 (long long)n_ok, (long long)n_rej) ||
+        exec_sql(r, "COMMIT")) {
+      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+      break;
+    }
+    done[c] = 1;
+    ok_total += n_ok;
+    rej_total += n_rej;
+  }
+  free(done);
+  char summary[256];
+  snprintf(summary, sizeof summary, "%lld stored, %lld rejected%s", (long long)ok_total, (long long)rej_total,
+           ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
+  progress_end(&r->prog, summary);
+  if (ret == SE3_EXIT_STOPPED || r->err[0]) goto out;
+
+  /* Finalize once every chunk of the stage is in this database. */
+  long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q",
+                               s->name, hash);
+  long long finalized = query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+  if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
+    if (run_finalize(r, s, ctx)) goto out;
+  }
+  ret = SE3_EXIT_OK;
+  goto out;
+rollback:
+  sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+out:
+  free(old);
+  if (s->end) s->end(ctx);
+  return ret;
+}
+
+static int parse_slurm_shard(int *shard, int *n) {
+  const char *id = getenv("SLURM_ARRAY_TASK_ID"), *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
+  if (!id || !cnt) return 0;
+  const char *min = getenv("SLURM_ARRAY_TASK_MIN");
+  int c = atoi(cnt), i = atoi(id) - (min ? atoi(min) : 0);
+  if (c < 1 || i < 0 || i >= c) return -1;
+  *shard = i;
+  *n = c;
+  return 1;
+}
+
+int runner_run(const struct run_opts *o) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.o = o;
+  r.shard = 0;
+  r.n_shards = 1;
+  r.st.lock_fd = -1;
+  hostname_of(r.host, sizeof r.host);
+  int ret = SE3_EXIT_FAILED;
+
+  /* Which stages. */
+  int first = 0, last = N_STAGES - 1;
+  if (o->stage) {
+    int i = stage_index(o->stage);
+    if (i < 0) {
+      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", o->stage);
+      print_stage_names(stderr);
+      fprintf(stderr, ")\n");
+      return SE3_EXIT_USAGE;
+    }
+    first = last = i;
+  }
+  if (o->until) {
+    int i = stage_index(o->until);
+    if (i < 0) {
+      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", o->until);
+      print_stage_names(stderr);
+      fprintf(stderr, ")\n");
+      return SE3_EXIT_USAGE;
+    }
+    last = i;
+  }
+  if (o->n_shards > 0) {
+    r.shard = o->shard;
+    r.n_shards = o->n_shards;
+  } else if (parse_slurm_shard(&r.shard, &r.n_shards) < 0) {
+    fprintf(stderr, "se3screen run: SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT do not describe a shard\n");
+    return SE3_EXIT_USAGE;
+  }
+  r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir);
+  if (!r.root) return SE3_EXIT_USAGE;
+  /* Stages the workflow does not configure are not run unless asked for. */
+  const struct cfg_node *stages = cfg_get(r.root, "stages");
+  if (!o->stage) {
+    while (last >= first && !(stages && cfg_get(stages, all_stages[last]->name) &&
+                              cfg_get(stages, all_stages[last]->name)->file &&
+                              strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
+      last--;
+    if (last < first) last = first;
+  }
+  if (r.n_shards > 1 && first != last) {
+    fprintf(stderr,
+            "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
+            "before the next stage\n");
+    cfg_node_free(r.root);
+    return SE3_EXIT_USAGE;
+  }
+
+  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
+  {
+    char tmp[PATH_MAX];
+    if (realpath(o->workflow, tmp)) {
+      snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", dirname(tmp));
+    } else {
+      snprintf(r.workflow_dir, sizeof r.workflow_dir, ".");
+    }
+  }
+  char dbpath[PATH_MAX + 64];
+  if (r.n_shards > 1) {
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/shards", r.workdir);
+    if (mkdirs(dir, r.err, sizeof r.err)) goto fail_early;
+    snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, all_stages[first]->name, r.shard);
+  } else {
+    if (mkdirs(r.workdir, r.err, sizeof r.err)) goto fail_early;
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
+  }
+  if (store_open(&r.st, dbpath, STORE_WRITE, cfg_str(r.root, "store.journal", "wal"),
+                 (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), r.err, sizeof r.err))
+    goto fail_early;
+  if (store_lock(&r.st, r.err, sizeof r.err)) goto fail_early;
+
+  /* Remember how to rebuild this configuration (merge needs it to finalize). */
+  {
+    char abs[PATH_MAX];
+    if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
+    size_t len = 1;
+    for (int i = 0; i < o->n_sets; i++) len += strlen(o->sets[i]) + 1;
+    char *sets = calloc(len, 1);
+    for (int i = 0; i < o->n_sets; i++) {
+      strcat(sets, o->sets[i]);
+      strcat(sets, "\n");
+    }
+    char shard[32];
+    snprintf(shard, sizeof shard, "%d/%d", r.shard, r.n_shards);
+    char when[32];
+    now_iso(when, sizeof when);
+    int bad = exec_sql(&r,
+                       "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
+                       "('stage',%Q);"
+                       "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version) "
+                       "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q)",
+                       abs, sets, r.workdir, shard, r.n_shards > 1 ? all_stages[first]->name : "", when, r.host,
+                       (int)getpid(), o->command_line ? o->command_line : "", abs,
+                       r.n_shards > 1 ? shard : NULL, SE3_VERSION);
+    free(sets);
+    if (bad) goto fail_early;
+    r.run_id = sqlite3_last_insert_rowid(r.st.db);
+  }
+
+  install_signals();
+  ret = SE3_EXIT_OK;
+  for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) ret = run_stage(&r, i);
+
+  {
+    char when[32];
+    now_iso(when, sizeof when);
+    const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
+    exec_sql(&r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status,
+             ret, r.err[0] ? r.err : NULL, r.run_id);
+  }
+  if (ret == SE3_EXIT_STOPPED)
+    fprintf(stderr, "se3screen: stopped at a chunk boundary; run the same command again to resume\n");
+  else if (ret != SE3_EXIT_OK)
+    fprintf(stderr, "se3screen: %s\n", r.err[0] ? r.err : "run failed");
+  store_close(&r.st);
+  cfg_node_free(r.root);
+  return ret;
+
+fail_early:
+  fprintf(stderr, "se3screen: %s\n", r.err);
+  store_close(&r.st);
+  cfg_node_free(r.root);
+  return SE3_EXIT_FAILED;
+}
+
+/* ---- merge ----------------------------------------------------------------- */
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Shard databases beside db_path, sorted. */
+static char **list_shards(const char *db_path, int *n) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", db_path);
+  char *d = dirname(dir);
+  char sdir[PATH_MAX + 16];
+  snprintf(sdir, sizeof sdir, "%s/shards", d);
+  *n = 0;
+  DIR *dh = opendir(sdir);
+  if (!dh) return NULL;
+  char **out = NULL;
+  struct dirent *e;
+  while ((e = readdir(dh))) {
+    if (!has_suffix(e->d_name, ".db")) continue;
+    out = realloc(out, sizeof *out * (size_t)(*n + 1));
+    if (asprintf(&out[*n], "%s/%s", sdir, e->d_name) < 0) break;
+    (*n)++;
+  }
+  closedir(dh);
+  if (*n > 1) qsort(out, (size_t)*n, sizeof *out, cmp_str);
+  return out;
+}
+
+int runner_merge(const char *db_path) {
+  char *workflow = NULL, *sets = NULL;
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.n_shards = 1;
+  hostname_of(r.host, sizeof r.host);
+  int n = 0;
+  char **shards = list_shards(db_path, &n);
+  if (n == 0) {
+    fprintf(stderr, "se3screen merge: no shard databases (shards/*.db) beside %s\n", db_path);
+    return SE3_EXIT_USAGE;
+  }
+  int ret = SE3_EXIT_FAILED;
+  if (store_open(&r.st, db_path, STORE_WRITE, "wal", 10000, r.err, sizeof r.err)) goto done;
+  if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
+  int touched[N_STAGES] = {0};
+  for (int k = 0; k < n; k++) {
+    struct store sh;
+    if (store_open(&sh, shards[k], STORE_READONLY, NULL, 10000, r.err, sizeof r.err)) goto done;
+    char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
+    char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+    if (!workflow) workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
+    if (!sets) sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
+    store_close(&sh);
+    int si = stage ? stage_index(stage) : -1;
+    if (si < 0 || !hash) {
+      /* A shard that never got as far as planning holds nothing to merge. */
+      free(stage);
+      free(hash);
+      continue;
+    }
+    const struct stage *s = all_stages[si];
+    if (exec_sql(&r, "ATTACH %Q AS shard", shards[k])) goto done;
+    if (exec_sql(&r, "BEGIN IMMEDIATE")) goto detach;
+    char *mine = query_text(r.st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
+    if (mine && strcmp(mine, hash)) {
+      progress_log(NULL, "%s: shard %s was made with another configuration than %s holds; replacing it", s->name,
+                   shards[k], db_path);
+      if (clear_from(&r, si)) { free(mine); goto rollback; }
+    } else if (!mine) {
+      if (clear_from(&r, si + 1)) goto rollback;
+    }
+    free(mine);
+    /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
+    /* `tables` lists children first (for deleting); insert parents first. */
+    char *tables = strdup(s->tables), *tok[16];
+    int n_tok = 0, bad = 0;
+    for (char *save = NULL, *t = strtok_r(tables, " ", &save); t && n_tok < 16; t = strtok_r(NULL, " ", &save))
+      tok[n_tok++] = t;
+    for (int t = n_tok - 1; t >= 0 && !bad; t--)
+      bad = exec_sql(&r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
+    free(tables);
+    if (bad ||
+        exec_sql(&r,
+                 "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
+                 "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
+                 "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
+                 "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
+                 "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
+                 "version) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version "
+                 "FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
+                 s->name, s->name, s->name) ||
+        exec_sql(&r, "COMMIT"))
+      goto rollback;
+    touched[si] = 1;
+    progress_log(NULL, "merged %s", shards[k]);
+    exec_sql(&r, "DETACH shard");
+    free(stage);
+    free(hash);
+    continue;
+  rollback:
+    sqlite3_exec(r.st.db, "ROLLBACK", NULL, NULL, NULL);
+  detach:
+    sqlite3_exec(r.st.db, "DETACH shard", NULL, NULL, NULL);
+    free(stage);
+    free(hash);
+    goto done;
+  }
+  /* Finalize the stages whose chunks are now all here. */
+  for (int si = 0; si < N_STAGES; si++) {
+    if (!touched[si]) continue;
+    const struct stage *s = all_stages[si];
+    long long n_chunks = query_int(r.st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
+    long long n_done = query_int(r.st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    if (n_done < n_chunks) {
+      progress_log(NULL, "%s: %lld of %lld chunks merged; run the missing shards and merge again", s->name, n_done,
+                   n_chunks);
+      continue;
+    }
+    if (!s->finalize) continue;
+    const char *setv[64];
+    int n_set = 0;
+    for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
+         t = strtok_r(NULL, "\n", &save))
+      setv[n_set++] = t;
+    r.root = workflow ? load_config(workflow, setv, n_set, NULL) : NULL;
+    if (!r.root) {
+      snprintf(r.err, sizeof r.err, "cannot load the workflow %s the shards were made from", workflow ? workflow : "?");
+      goto done;
+    }
+    struct run_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.run = &r;
+    rc.ctx.db = r.st.db;
+    rc.ctx.root = r.root;
+    rc.ctx.cfg = cfg_get(cfg_get(r.root, "stages"), s->name);
+    rc.ctx.workdir = cfg_str(r.root, "workdir", ".");
+    rc.ctx.n_shards = 1;
+    rc.ctx.stop = &stop_flag;
+    rc.ctx.report = &report;
+    if (run_finalize(&r, s, &rc.ctx)) goto done;
+    cfg_node_free(r.root);
+    r.root = NULL;
+  }
+  ret = SE3_EXIT_OK;
+done:
+  if (ret != SE3_EXIT_OK) fprintf(stderr, "se3screen merge: %s\n", r.err);
+  for (int k = 0; k < n; k++) free(shards[k]);
+  free(shards);
+  free(workflow);
+  free(sets);
+  cfg_node_free(r.root);
+  store_close(&r.st);
+  return ret;
+}
+
+/* ---- status ---------------------------------------------------------------- */
+
+static void status_of_db(const char *path, const struct cfg_node *root, int with_header) {
+  struct store st;
+  char err[1024];
+  if (store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    fprintf(stderr, "se3screen status: %s\n", err);
+    return;
+  }
+  if (with_header) printf("%s\n", path);
+  printf("  %-8s %13s %10s %10s %10s  %s\n", "stage", "chunks", "planned", "stored", "rejected", "config");
+  for (int i = 0; i < N_STAGES; i++) {
+    const struct stage *s = all_stages[i];
+    long long n_chunks = query_int(st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
+    if (n_chunks < 0) {
+      printf("  %-8s %13s %10s %10s %10s  %s\n", s->name, "-", "-", "-", "-", "not run");
+      continue;
+    }
+    long long n_done = query_int(st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_items = query_int(st.db, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
+    /* The last table of `tables` is the stage's main one (children come first). */
+    const char *main_table = strrchr(s->tables, ' ') ? strrchr(s->tables, ' ') + 1 : s->tables;
+    long long n_rows = query_int(st.db, 0, "SELECT count(*) FROM \"%w\"", main_table);
+    long long n_rej = query_int(st.db, 0, "SELECT count(*) FROM rejects WHERE stage=%Q", s->name);
+    const char *state = "unknown (give the workflow file)";
+    char *settings = query_text(st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+    if (root) {
+      char now[17];
+      cfg_stage_hash(root, s->name, s->uses_sets, now);
+      state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
+    }
+    char chunks[32];
+    snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
+    printf("  %-8s %13s %10lld %10lld %10lld  %s\n", s->name, chunks, n_items, n_rows, n_rej, state);
+    free(settings);
+  }
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(st.db,
+                         "SELECT id, started, coalesce(finished,''), status, coalesce(message,'') FROM runs "
+                         "ORDER BY id DESC LIMIT 1",
+                         -1, &q, NULL) == SQLITE_OK &&
+      sqlite3_step(q) == SQLITE_ROW)
+    printf("  last run: #%lld started %s, %s%s%s\n", (long long)sqlite3_column_int64(q, 0),
+           sqlite3_column_text(q, 1), sqlite3_column_text(q, 3),
+           *sqlite3_column_text(q, 2) ? ", finished " : "", sqlite3_column_text(q, 2));
+  sqlite3_finalize(q);
+  char *last_err = query_text(st.db, "SELECT started || ': ' || message FROM runs WHERE message IS NOT NULL "
+                                     "AND message<>'' ORDER BY id DESC LIMIT 1");
+  printf("  last error: %s\n", last_err ? last_err : "none");
+  free(last_err);
+  store_close(&st);
+}
+
+int runner_status(const char *target, const char *const *sets, int n_sets) {
+  struct cfg_node *root = NULL;
+  char dbpath[PATH_MAX + 32];
+  if (has_suffix(target, ".yaml") || has_suffix(target, ".yml")) {
+    root = load_config(target, sets, n_sets, NULL);
+    if (!root) return SE3_EXIT_USAGE;
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir", "."));
+  } else {
+    struct stat sb;
+    if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode))
+      snprintf(dbpath, sizeof dbpath, "%s/screen.db", target);
+    else
+      snprintf(dbpath, sizeof dbpath, "%s", target);
+  }
+  int shown = 0;
+  if (access(dbpath, F_OK) == 0) {
+    status_of_db(dbpath, root, 1);
+    shown = 1;
+  }
+  int n = 0;
+  char **shards = list_shards(dbpath, &n);
+  for (int k = 0; k < n; k++) {
+    status_of_db(shards[k], root, 1);
+    free(shards[k]);
+    shown = 1;
+  }
+  free(shards);
+  cfg_node_free(root);
+  if (!shown) {
+    fprintf(stderr, "se3screen status: %s does not exist yet (nothing has run)\n", dbpath);
+    return SE3_EXIT_FAILED;
+  }
+  return SE3_EXIT_OK;
+}

@@ -1,0 +1,31 @@
+/* runner.h — run a workflow's stages: ledger, chunks, signals, shards, merge.
+ *
+ * Exit codes (also of the se3screen command): */
+#ifndef SE3_RUNNER_H
+#define SE3_RUNNER_H
+
+#define SE3_EXIT_OK 0
+#define SE3_EXIT_FAILED 1      /* the run failed; the message says why */
+#define SE3_EXIT_USAGE 2       /* bad command line or configuration */
+#define SE3_EXIT_STOPPED 75    /* stopped by a signal; run again to resume */
+
+struct run_opts {
+  const char *workflow;          /* the YAML file */
+  const char *const *sets;       /* --set overrides */
+  int n_sets;
+  const char *stage;             /* --stage: only this one */
+  const char *until;             /* --until: up to and including this one */
+  const char *workdir;           /* --workdir override */
+  int shard, n_shards;           /* --shard i/n; n_shards 0 = not given */
+  const char *command_line;      /* recorded in runs */
+};
+
+int runner_run(const struct run_opts *o);
+/* `check`: validate and print the resolved configuration. */
+int runner_check(const char *workflow, const char *const *sets, int n_sets);
+/* `status`: per stage chunks done/total, molecules accepted/rejected, config changes, last error. */
+int runner_status(const char *workflow_or_db, const char *const *sets, int n_sets);
+/* `merge`: fold WORKDIR/shards/<stage>-<i>.db into the database. */
+int runner_merge(const char *db_path);
+
+#endif

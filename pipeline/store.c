@@ -1,0 +1,248 @@
+/* store.c — the SQLite database of a workdir: open, schema, migrations, lock. */
+#define _GNU_SOURCE
+#include "pipeline/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Version 1. Later versions append migrations to `migrations` below; a
+ * database is brought forward one step at a time inside one transaction. */
+const char store_schema_sql[] =
+    "CREATE TABLE meta(\n"
+    "  key TEXT PRIMARY KEY,\n"
+    "  value TEXT\n"
+    ") STRICT;\n"
+    "CREATE TABLE runs(\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  started TEXT NOT NULL,          -- UTC, ISO 8601\n"
+    "  finished TEXT,\n"
+    "  host TEXT NOT NULL,\n"
+    "  pid INTEGER NOT NULL,\n"
+    "  command TEXT NOT NULL,          -- the command line\n"
+    "  workflow TEXT,                  -- the workflow file\n"
+    "  shard TEXT,                     -- 'i/n' or NULL\n"
+    "  status TEXT NOT NULL,           -- running | done | stopped | failed\n"
+    "  exit_code INTEGER,\n"
+    "  message TEXT,                   -- last error\n"
+    "  version TEXT NOT NULL\n"
+    ") STRICT;\n"
+    "CREATE TABLE stage_state(\n"
+    "  stage TEXT PRIMARY KEY,\n"
+    "  config_hash TEXT NOT NULL,      -- hash of the stage's resolved config and its input files\n"
+    "  settings_hash TEXT NOT NULL,    -- hash of the stage's resolved config alone\n"
+    "  n_chunks INTEGER NOT NULL,      -- chunks in the plan\n"
+    "  n_items INTEGER NOT NULL,       -- molecules (or records) in the plan\n"
+    "  finalized INTEGER NOT NULL DEFAULT 0,\n"
+    "  updated TEXT NOT NULL\n"
+    ") STRICT;\n"
+    "CREATE TABLE stage_chunks(\n"
+    "  stage TEXT NOT NULL,\n"
+    "  chunk INTEGER NOT NULL,\n"
+    "  shard INTEGER NOT NULL,\n"
+    "  config_hash TEXT NOT NULL,\n"
+    "  status TEXT NOT NULL,           -- done\n"
+    "  host TEXT NOT NULL,\n"
+    "  pid INTEGER NOT NULL,\n"
+    "  started TEXT NOT NULL,\n"
+    "  finished TEXT NOT NULL,\n"
+    "  n_ok INTEGER NOT NULL,\n"
+    "  n_rejected INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(stage, chunk)\n"
+    ") STRICT;\n"
+    "CREATE TABLE molecules(\n"
+    "  id INTEGER PRIMARY KEY,         -- (input index + 1) * 1e9 + record_no: the same in every shard\n"
+    "  set_name TEXT NOT NULL,\n"
+    "  source_file TEXT NOT NULL,      -- relative to the workflow file when below it\n"
+    "  record_no INTEGER NOT NULL,     -- 1-based record in the source file\n"
+    "  name TEXT NOT NULL,\n"
+    "  smiles TEXT NOT NULL,           -- canonical SMILES (Open Babel)\n"
+    "  inchikey TEXT NOT NULL,\n"
+    "  formula TEXT NOT NULL,\n"
+    "  n_atoms INTEGER NOT NULL,       -- with hydrogens\n"
+    "  n_heavy INTEGER NOT NULL,\n"
+    "  charge INTEGER NOT NULL,        -- total formal charge\n"
+    "  coords_from TEXT NOT NULL,      -- input | gen3d\n"
+    "  chunk INTEGER NOT NULL,         -- ingest chunk that wrote it\n"
+    "  mol BLOB NOT NULL               -- atoms, bonds, coordinates: see chem/mol.h\n"
+    ") STRICT;\n"
+    "CREATE INDEX molecules_set_inchikey ON molecules(set_name, inchikey);\n"
+    "CREATE INDEX molecules_set_smiles ON molecules(set_name, smiles);\n"
+    "CREATE INDEX molecules_chunk ON molecules(chunk);\n"
+    "CREATE TABLE labels(\n"
+    "  mol_id INTEGER NOT NULL REFERENCES molecules(id) ON DELETE CASCADE,\n"
+    "  name TEXT NOT NULL,\n"
+    "  value REAL NOT NULL,\n"
+    "  PRIMARY KEY(mol_id, name)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE rejects(\n"
+    "  stage TEXT NOT NULL,\n"
+    "  set_name TEXT NOT NULL,\n"
+    "  source_file TEXT NOT NULL,\n"
+    "  record_no INTEGER NOT NULL,\n"
+    "  line INTEGER,                   -- 1-based line where the record starts, when known\n"
+    "  name TEXT,\n"
+    "  chunk INTEGER NOT NULL,\n"
+    "  reason TEXT NOT NULL,\n"
+    "  PRIMARY KEY(stage, source_file, record_no)\n"
+    ") STRICT;\n"
+    "CREATE INDEX rejects_chunk ON rejects(stage, chunk);\n";
+
+static const char *const migrations[] = {
+    /* to version 1 */ store_schema_sql,
+};
+
+static void now_iso(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: %s", sqlite3_db_filename(db, "main"), msg ? msg : sqlite3_errmsg(db));
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+long long store_int(sqlite3 *db, const char *sql, long long dflt) {
+  sqlite3_stmt *st = NULL;
+  long long v = dflt;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_type(st, 0) != SQLITE_NULL)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static int migrate(struct store *s, char *err, size_t errlen) {
+  long long app = store_int(s->db, "PRAGMA application_id", 0);
+  long long ver = store_int(s->db, "PRAGMA user_version", 0);
+  long long n_tables = store_int(s->db, "SELECT count(*) FROM sqlite_schema", 0);
+  if (app != STORE_APPLICATION_ID && !(app == 0 && ver == 0 && n_tables == 0)) {
+    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld)", s->path, app);
+    return -1;
+  }
+  const int n_mig = (int)(sizeof migrations / sizeof migrations[0]);
+  if (ver > n_mig) {
+    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen",
+             s->path, ver, n_mig);
+    return -1;
+  }
+  if (ver == n_mig) return 0;
+  if (store_exec(s->db, "BEGIN IMMEDIATE", err, errlen)) return -1;
+  /* Re-read under the write lock: another process may have migrated. */
+  ver = store_int(s->db, "PRAGMA user_version", 0);
+  for (long long v = ver; v < n_mig; v++) {
+    if (store_exec(s->db, migrations[v], err, errlen)) goto fail;
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d", STORE_APPLICATION_ID, n_mig);
+  if (store_exec(s->db, sql, err, errlen)) goto fail;
+  if (store_exec(s->db, "COMMIT", err, errlen)) goto fail;
+  return 0;
+fail:
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return -1;
+}
+
+int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal,
+               int busy_timeout_ms, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  s->lock_fd = -1;
+  s->path = strdup(path);
+  int flags = mode == STORE_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (mode == STORE_READONLY && access(path, R_OK) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    goto fail;
+  }
+  if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    goto fail;
+  }
+  sqlite3_busy_timeout(s->db, busy_timeout_ms);
+  sqlite3_extended_result_codes(s->db, 1);
+  if (mode == STORE_READONLY) {
+    long long app = store_int(s->db, "PRAGMA application_id", -1);
+    if (app != STORE_APPLICATION_ID) {
+      snprintf(err, errlen, "%s: not a se3screen database", path);
+      goto fail;
+    }
+    long long ver = store_int(s->db, "PRAGMA user_version", 0);
+    if (ver > STORE_SCHEMA_VERSION) {
+      snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d)", path, ver,
+               STORE_SCHEMA_VERSION);
+      goto fail;
+    }
+    return 0;
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", journal && !strcmp(journal, "delete") ? "DELETE" : "WAL");
+  if (store_exec(s->db, sql, err, errlen)) goto fail;
+  /* NORMAL is durable across process crashes in WAL mode; FULL for rollback journals. */
+  if (store_exec(s->db,
+                 journal && !strcmp(journal, "delete") ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                 err, errlen))
+    goto fail;
+  if (store_exec(s->db, "PRAGMA foreign_keys=ON", err, errlen)) goto fail;
+  if (migrate(s, err, errlen)) goto fail;
+  return 0;
+fail:
+  store_close(s);
+  return -1;
+}
+
+void store_close(struct store *s) {
+  if (s->db) sqlite3_close_v2(s->db);
+  s->db = NULL;
+  if (s->lock_fd >= 0) {
+    /* Leave the file (others may be waiting on it); the lock dies with the fd. */
+    close(s->lock_fd);
+    s->lock_fd = -1;
+  }
+  free(s->lock_path);
+  free(s->path);
+  s->lock_path = s->path = NULL;
+}
+
+int store_lock(struct store *s, char *err, size_t errlen) {
+  if (asprintf(&s->lock_path, "%s.lock", s->path) < 0) return -1;
+  int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "%s: %s", s->lock_path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[512] = "";
+    ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+    holder[n > 0 ? n : 0] = 0;
+    char *nl = strchr(holder, '\n');
+    if (nl) *nl = 0;
+    snprintf(err, errlen, "%s is being written by another se3screen (%s); wait for it or stop it",
+             s->path, holder[0] ? holder : "holder unknown");
+    close(fd);
+    return -1;
+  }
+  char host[256] = "?", when[32];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = 0;
+  now_iso(when, sizeof when);
+  char line[512];
+  int len = snprintf(line, sizeof line, "host %s, pid %d, since %s\n", host, (int)getpid(), when);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+    snprintf(err, errlen, "%s: cannot write: %s", s->lock_path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  s->lock_fd = fd;
+  return 0;
+}

@@ -1,0 +1,44 @@
+/* store.h — the SQLite database of a workdir: open, schema, migrations, lock.
+ *
+ * Every database se3screen writes carries application_id 0x53453353 ("SE3S")
+ * and a user_version equal to the schema version; opening checks both and
+ * migrates older schemas forward in one transaction. Tables are STRICT.
+ */
+#ifndef SE3_STORE_H
+#define SE3_STORE_H
+
+#include <stddef.h>
+#include <sqlite3.h>
+
+#define STORE_APPLICATION_ID 0x53453353
+#define STORE_SCHEMA_VERSION 1
+
+enum store_mode { STORE_READONLY, STORE_WRITE };
+
+struct store {
+  sqlite3 *db;
+  char *path;
+  int lock_fd;          /* -1 when not locked */
+  char *lock_path;
+};
+
+/* Open (and for STORE_WRITE create and migrate) a database. journal is "wal"
+ * or "delete". Returns 0, or -1 with a message naming the file in err. */
+int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal,
+               int busy_timeout_ms, char *err, size_t errlen);
+void store_close(struct store *s);
+
+/* Take the single-writer lock for this database (a lock file beside it).
+ * Fails at once, naming the holder (host, pid, since when), if another
+ * process holds it. */
+int store_lock(struct store *s, char *err, size_t errlen);
+
+/* Run SQL that returns no rows; -1 with message on failure. */
+int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
+/* First column of the first row as an integer (dflt when no row). */
+long long store_int(sqlite3 *db, const char *sql, long long dflt);
+
+/* The schema as SQL (for the README and `se3screen schema`). */
+extern const char store_schema_sql[];
+
+#endif

@@ -1,0 +1,688 @@
+/* ingest.c — molecule files in, `molecules`, `labels` and `rejects` out.
+ *
+ * Plan: every input of every set (globs expanded, in workflow order) is split
+ * into records by chem/records.c; the records of all inputs form one sequence
+ * cut into chunks of run.chunk_size. A chunk's records are parsed by Open
+ * Babel in worker processes (chem/workers.c), checked, labelled and written.
+ * A molecule's id is (input index + 1) * 1e9 + record number, so every shard
+ * and every rerun gives the same ids. Set-wide dedupe runs in finalize, once
+ * all chunks are in one database, so a sharded run equals an unsharded one.
+ */
+#define _GNU_SOURCE
+#include "stage.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chem/mol.h"
+#include "chem/obbridge.h"
+#include "chem/records.h"
+#include "chem/workers.h"
+
+#define ID_STRIDE 1000000000LL
+
+struct side_csv {              /* labels_csv, loaded whole */
+  int join_col;                /* -1: join by record order */
+  int n_cols, n_rows;
+  char **header;
+  char ***rows;                /* rows[r][c] */
+  char **keys;                 /* join values, sorted, for lookup ... */
+  int *key_row;                /* ... and the row each belongs to */
+  int *use;                    /* columns to read */
+  int n_use;
+  char *path;
+};
+
+struct input {
+  char *set;
+  char *path;                  /* absolute */
+  char *stored;                /* as stored in source_file */
+  enum mol_format fmt;
+  struct rec_options ropt;
+  int64_t n_records, first;    /* first: global index of its record 1 */
+  const struct cfg_node *labels;
+  struct side_csv *side;
+  char *file_error;            /* the file cannot be split into records: one reject, record 0 */
+  char **cols;                 /* csv/tsv column names (copied from the reader) */
+  int n_cols;
+};
+
+struct ingest {
+  struct input *in;
+  int n_in;
+  int64_t total;
+  int64_t chunk_size;
+  struct ob_parse_opts po;
+  struct mol_check_opts co;
+  uint8_t elements[128];
+  int workers;
+  double timeout_s;
+  size_t max_record_bytes;
+  struct wpool *pool;
+  struct rec_reader *rd;       /* reader positioned in input rd_in ... */
+  int rd_in;
+  int64_t rd_next;             /* ... before record rd_next (1-based) */
+};
+
+static int fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n && n->file && n->line > 0)
+    snprintf(ctx->err, sizeof ctx->err, "%s:%d:%d: %s", n->file, n->line, n->col, msg);
+  else
+    snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+  return STAGE_ERROR;
+}
+
+/* ---- side CSV ------------------------------------------------------------- */
+
+static int cmp_key(const void *a, const void *b, void *keys) {
+  char **k = keys;
+  return strcmp(k[*(const int *)a], k[*(const int *)b]);
+}
+
+static void side_free(struct side_csv *s) {
+  if (!s) return;
+  for (int r = 0; r < s->n_rows; r++) {
+    for (int c = 0; c < s->n_cols; c++) free(s->rows[r][c]);
+    free(s->rows[r]);
+  }
+  for (int c = 0; c < s->n_cols; c++) free(s->header[c]);
+  free(s->header);
+  free(s->rows);
+  free(s->keys);
+  free(s->key_row);
+  free(s->use);
+  free(s->path);
+  free(s);
+}
+
+static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct side_csv **out) {
+  const char *path = cfg_str(n, "path", NULL);
+  const char *join = cfg_str(n, "join", "record");
+  struct rec_options ro = {0};
+  char err[512];
+  /* The reader wants a SMILES column: give it any column; we only use fields. */
+  struct rec_reader *rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
+  if (!rd) {
+    /* No column named smiles: open again naming the first column. */
+    FILE *f = fopen(path, "r");
+    if (!f) return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: %s", path, strerror(errno));
+    char line[4096] = "";
+    if (!fgets(line, sizeof line, f)) line[0] = 0;
+    fclose(f);
+    line[strcspn(line, ",\r\n")] = 0;
+    char *q = line;
+    if (*q == '"') {
+      q++;
+      q[strcspn(q, "\"")] = 0;
+    }
+    ro.smiles_column = q;
+    rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
+    if (!rd) return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  }
+  struct side_csv *s = calloc(1, sizeof *s);
+  s->path = strdup(path);
+  const char *const *cols = rec_columns(rd, &s->n_cols);
+  s->header = calloc((size_t)s->n_cols, sizeof *s->header);
+  for (int c = 0; c < s->n_cols; c++) s->header[c] = strdup(cols[c]);
+  s->join_col = -1;
+  if (strcmp(join, "record")) {
+    for (int c = 0; c < s->n_cols; c++)
+      if (!strcmp(s->header[c], join)) s->join_col = c;
+    if (s->join_col < 0) {
+      rec_close(rd);
+      side_free(s);
+      return fail_at(ctx, cfg_get(n, "join"), "labels_csv: %s has no column '%s'", path, join);
+    }
+  }
+  const struct cfg_node *want = cfg_get(n, "columns");
+  s->use = calloc((size_t)s->n_cols + 1, sizeof *s->use);
+  if (want && want->kind == CFG_LIST) {
+    for (int k = 0; k < want->n_kids; k++) {
+      int found = -1;
+      for (int c = 0; c < s->n_cols; c++)
+        if (!strcmp(s->header[c], want->kids[k]->value)) found = c;
+      if (found < 0) {
+        rec_close(rd);
+        side_free(s);
+        return fail_at(ctx, want->kids[k], "labels_csv: %s has no column '%s'", path, want->kids[k]->value);
+      }
+      s->use[s->n_use++] = found;
+    }
+  } else {
+    for (int c = 0; c < s->n_cols; c++)
+      if (c != s->join_col) s->use[s->n_use++] = c;
+  }
+  struct rec r;
+  int rc, cap = 0;
+  while ((rc = rec_next(rd, &r, err, sizeof err)) == 1) {
+    if (s->n_rows == cap) {
+      cap = cap ? cap * 2 : 1024;
+      s->rows = realloc(s->rows, sizeof *s->rows * (size_t)cap);
+    }
+    char **row = calloc((size_t)s->n_cols, sizeof *row);
+    for (int c = 0; c < s->n_cols; c++) row[c] = strdup(r.fields && c < r.n_fields ? r.fields[c] : "");
+    s->rows[s->n_rows++] = row;
+  }
+  rec_close(rd);
+  if (rc < 0) {
+    side_free(s);
+    return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  }
+  if (s->join_col >= 0) {
+    s->keys = calloc((size_t)s->n_rows + 1, sizeof *s->keys);
+    s->key_row = calloc((size_t)s->n_rows + 1, sizeof *s->key_row);
+    for (int i = 0; i < s->n_rows; i++) {
+      s->keys[i] = s->rows[i][s->join_col];
+      s->key_row[i] = i;
+    }
+    qsort_r(s->key_row, (size_t)s->n_rows, sizeof *s->key_row, cmp_key, s->keys);
+  }
+  *out = s;
+  return STAGE_OK;
+}
+
+/* Row of the side CSV for a record, or -1. */
+static int side_row(const struct side_csv *s, int64_t record_no, const char *name) {
+  if (s->join_col < 0) return record_no >= 1 && record_no <= s->n_rows ? (int)(record_no - 1) : -1;
+  if (!name) return -1;
+  int lo = 0, hi = s->n_rows - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    int c = strcmp(s->keys[s->key_row[mid]], name);
+    if (c == 0) return s->key_row[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/* ---- plan ------------------------------------------------------------------- */
+
+static void ingest_free(struct ingest *g) {
+  if (!g) return;
+  for (int i = 0; i < g->n_in; i++) {
+    free(g->in[i].set);
+    free(g->in[i].path);
+    free(g->in[i].stored);
+    free(g->in[i].file_error);
+    for (int c = 0; c < g->in[i].n_cols; c++) free(g->in[i].cols[c]);
+    free(g->in[i].cols);
+    side_free(g->in[i].side);
+  }
+  free(g->in);
+  if (g->rd) rec_close(g->rd);
+  if (g->pool) wpool_stop(g->pool);
+  free(g);
+}
+
+static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, const char *path,
+                     const struct cfg_node *item) {
+  struct input in;
+  memset(&in, 0, sizeof in);
+  in.set = strdup(set);
+  in.path = strdup(path);
+  size_t wl = strlen(ctx->workflow_dir);
+  if (!strncmp(path, ctx->workflow_dir, wl) && path[wl] == '/')
+    in.stored = strdup(path + wl + 1);
+  else
+    in.stored = strdup(path);
+  const char *fmt = cfg_str(item, "format", "auto");
+  in.fmt = strcmp(fmt, "auto") ? rec_format_from_name(fmt) : rec_format_from_path(path);
+  g->in = realloc(g->in, sizeof *g->in * (size_t)(g->n_in + 1));
+  g->in[g->n_in++] = in;
+  struct input *p = &g->in[g->n_in - 1];
+  if (p->fmt == MOL_FMT_UNKNOWN)
+    return fail_at(ctx, cfg_get(item, "path"), "%s: cannot tell the format from the name; set `format:`", path);
+  p->ropt.smiles_column = cfg_str(item, "smiles_column", NULL);
+  p->ropt.name_column = cfg_str(item, "name_column", NULL);
+  p->labels = cfg_get(item, "labels");
+  const struct cfg_node *side = cfg_get(item, "labels_csv");
+  if (side && side->kind == CFG_MAP && side_load(ctx, side, &p->side)) return STAGE_ERROR;
+  char err[512];
+  p->n_records = rec_count(path, p->fmt, &p->ropt, err, sizeof err);
+  if (p->n_records < 0) {
+    /* A file we cannot read as its format is bad input, not a failed run:
+     * it becomes one reject row (record 0) and the other files go on. */
+    p->file_error = strdup(err);
+    p->n_records = 1;
+  }
+  p->first = g->total;
+  g->total += p->n_records;
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    int64_t v[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+    ctx->inputs_hash = se3_hash_str(ctx->inputs_hash, path);
+    ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, v, sizeof v);
+  }
+  return STAGE_OK;
+}
+
+static int has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct ingest *g = calloc(1, sizeof *g);
+  ctx->state = g;
+  ctx->inputs_hash = SE3_HASH_INIT;
+  const struct cfg_node *c = ctx->cfg;
+  g->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
+  g->rd_in = -1;
+
+  const char *gen3d = cfg_str(c, "gen3d", "auto");
+  g->po.gen3d = !strcmp(gen3d, "always") ? OB_GEN3D_ALWAYS : !strcmp(gen3d, "never") ? OB_GEN3D_NEVER : OB_GEN3D_AUTO;
+  const char *q = cfg_str(c, "gen3d_quality", "medium");
+  g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
+  g->po.seed = (unsigned)cfg_int(c, "seed", 42);
+  g->po.add_hydrogens = cfg_bool(c, "add_hydrogens", 1);
+  g->po.max_atoms = (int)cfg_int(c, "max_atoms", 999);
+  g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes", 16 << 20);
+  g->po.max_record_bytes = g->max_record_bytes;
+  g->co.max_atoms = g->po.max_atoms;
+  g->co.min_distance = cfg_float(c, "min_distance", 0.5);
+  g->co.max_fragment_gap = cfg_float(c, "max_fragment_gap", 10);
+  const struct cfg_node *el = cfg_get(c, "elements");
+  if (el && el->kind == CFG_LIST) {
+    for (int i = 0; i < el->n_kids && i < 128; i++) {
+      int z = mol_element_z(el->kids[i]->value);
+      if (z <= 0) return fail_at(ctx, el->kids[i], "stages.ingest.elements: '%s' is not an element", el->kids[i]->value);
+      g->elements[g->co.n_elements++] = (uint8_t)z;
+    }
+    g->co.elements = g->elements;
+  }
+  g->workers = (int)cfg_int(c, "workers", 0);
+  if (g->workers <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    g->workers = n > 0 ? (int)n : 1;
+  }
+  g->timeout_s = cfg_float(c, "timeout_s", 60);
+
+  const struct cfg_node *sets = cfg_get(ctx->root, "sets");
+  for (int s = 0; sets && s < sets->n_kids; s++) {
+    const struct cfg_node *set = sets->kids[s];
+    for (int k = 0; k < set->n_kids; k++) {
+      const struct cfg_node *item = set->kids[k];
+      const char *path = cfg_str(item, "path", NULL);
+      if (!path) continue;
+      if (has_glob(path)) {
+        glob_t gl;
+        int rc = glob(path, 0, NULL, &gl);
+        if (rc != 0) {
+          return fail_at(ctx, cfg_get(item, "path"), "%s: %s", path,
+                         rc == GLOB_NOMATCH ? "no file matches this pattern" : "cannot expand the pattern");
+        }
+        for (size_t i = 0; i < gl.gl_pathc; i++) {
+          if (add_input(ctx, g, set->key, gl.gl_pathv[i], item)) {
+            globfree(&gl);
+            return STAGE_ERROR;
+          }
+        }
+        globfree(&gl);
+      } else {
+        if (access(path, R_OK) != 0)
+          return fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
+        if (add_input(ctx, g, set->key, path, item)) return STAGE_ERROR;
+      }
+    }
+  }
+  if (g->n_in == 0) return fail_at(ctx, sets, "no input files: add a set with at least one `path`");
+  *n_items = g->total;
+  *n_chunks = (g->total + g->chunk_size - 1) / g->chunk_size;
+  return STAGE_OK;
+}
+
+/* ---- one chunk --------------------------------------------------------------- */
+
+struct item {                  /* one record of the chunk */
+  int in;                      /* input index */
+  int64_t record_no, line;
+  char *name;                  /* csv name column */
+  char **fields;               /* csv fields */
+  int n_fields;
+  const char *const *cols;
+  int n_cols;
+  int direct;                  /* rejected before parsing (reason in job) */
+};
+
+static void advance_cb(void *arg, int64_t n) {
+  struct stage_ctx *ctx = arg;
+  ctx->report->advance(ctx, n);
+}
+
+/* Read global record gi into *it and *job. 0 ok, -1 error (ctx->err). */
+static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, struct item *it, struct wjob *job) {
+  int lo = 0, hi = g->n_in - 1;
+  while (lo < hi) { /* last input with first <= gi */
+    int mid = (lo + hi + 1) / 2;
+    if (g->in[mid].first <= gi) lo = mid;
+    else hi = mid - 1;
+  }
+  while (lo < g->n_in - 1 && g->in[lo].n_records == 0) lo++;
+  struct input *in = &g->in[lo];
+  int64_t want = gi - in->first + 1;
+  char err[512];
+  if (in->file_error) {
+    it->in = lo;
+    it->record_no = 0;
+    it->direct = 1;
+    job->format = rec_format_ob(in->fmt);
+    job->status = 1;
+    snprintf(job->reason, sizeof job->reason, "%s", in->file_error);
+    return 0;
+  }
+  if (g->rd_in != lo || g->rd_next > want) {
+    if (g->rd) rec_close(g->rd);
+    g->rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
+    if (!g->rd) {
+      g->rd_in = -1;
+      snprintf(ctx->err, sizeof ctx->err, "%s", err);
+      return -1;
+    }
+    g->rd_in = lo;
+    g->rd_next = 1;
+  }
+  struct rec r;
+  for (;;) {
+    int rc = rec_next(g->rd, &r, err, sizeof err);
+    if (rc <= 0) {
+      snprintf(ctx->err, sizeof ctx->err, "%s: %s", in->path,
+               rc < 0 ? err : "fewer records than when the run was planned (was the file changed?)");
+      return -1;
+    }
+    g->rd_next++;
+    if (r.record_no == want) break;
+  }
+  it->in = lo;
+  it->record_no = want;
+  it->line = r.line;
+  it->name = r.name ? strdup(r.name) : NULL;
+  if (r.fields) {
+    it->fields = calloc((size_t)r.n_fields, sizeof *it->fields);
+    for (int i = 0; i < r.n_fields; i++) it->fields[i] = strdup(r.fields[i] ? r.fields[i] : "");
+    it->n_fields = r.n_fields;
+    if (!in->cols) {
+      int nc = 0;
+      const char *const *cols = rec_columns(g->rd, &nc);
+      in->cols = calloc((size_t)nc + 1, sizeof *in->cols);
+      for (int c = 0; c < nc; c++) in->cols[c] = strdup(cols[c]);
+      in->n_cols = nc;
+    }
+    it->cols = (const char *const *)in->cols;
+    it->n_cols = in->n_cols;
+  }
+  job->format = rec_format_ob(in->fmt);
+  if (r.error) {
+    it->direct = 1;
+    job->status = 1;
+    snprintf(job->reason, sizeof job->reason, "%s", r.error);
+  } else if (r.len > g->max_record_bytes) {
+    it->direct = 1;
+    job->status = 1;
+    snprintf(job->reason, sizeof job->reason, "record of %zu bytes is longer than max_record_bytes (%zu)", r.len,
+             g->max_record_bytes);
+  } else {
+    job->text = strndup(r.text, r.len);
+    job->len = r.len;
+  }
+  return 0;
+}
+
+/* Parse a label value; 0 ok, 1 missing (empty), -1 unparseable. */
+static int parse_label(const char *s, double *v) {
+  while (*s == ' ' || *s == '\t') s++;
+  if (!*s) return 1;
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+  if (*end || errno == ERANGE || !isfinite(*v)) return -1;
+  return 0;
+}
+
+struct label { const char *name; double value; };
+
+/* Collect the labels of a record; 0 ok, 1 rejected with reason. */
+static int collect_labels(const struct input *in, const struct item *it, const struct mol *m, struct label *out,
+                          int *n_out, int max_out, char *reason, size_t rlen) {
+  *n_out = 0;
+  const struct cfg_node *L = in->labels;
+  if (L && L->kind == CFG_MAP) {
+    for (int k = 0; k < L->n_kids && *n_out < max_out; k++)
+      out[(*n_out)++] = (struct label){L->kids[k]->key, L->kids[k]->f};
+  } else if (L && L->kind == CFG_LIST) {
+    for (int k = 0; k < L->n_kids && *n_out < max_out; k++) {
+      const char *name = L->kids[k]->value, *val = NULL;
+      for (int c = 0; it->fields && c < it->n_cols && c < it->n_fields; c++)
+        if (!strcmp(it->cols[c], name)) val = it->fields[c];
+      if (!val) val = mol_tag(m, name);
+      if (!val) continue;
+      double v;
+      int rc = parse_label(val, &v);
+      if (rc < 0) {
+        snprintf(reason, rlen, "label '%s': cannot read '%.60s' as a number", name, val);
+        return 1;
+      }
+      if (rc == 0) out[(*n_out)++] = (struct label){name, v};
+    }
+  }
+  if (in->side) {
+    const struct side_csv *s = in->side;
+    const char *name = it->name ? it->name : m->name;
+    int row = side_row(s, it->record_no, name);
+    for (int u = 0; row >= 0 && u < s->n_use && *n_out < max_out; u++) {
+      const char *val = s->rows[row][s->use[u]];
+      double v;
+      int rc = parse_label(val, &v);
+      if (rc < 0) {
+        snprintf(reason, rlen, "label '%s' (%s row %d): cannot read '%.60s' as a number", s->header[s->use[u]],
+                 s->path, row + 2, val);
+        return 1;
+      }
+      if (rc == 0) out[(*n_out)++] = (struct label){s->header[s->use[u]], v};
+    }
+  }
+  return 0;
+}
+
+static int sql_fail(struct stage_ctx *ctx, const char *what) {
+  snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
+  return STAGE_ERROR;
+}
+
+static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct ingest *g = ctx->state;
+  if (!g->pool) {
+    char err[512];
+    g->pool = wpool_start(g->workers, &g->po, &g->co, err, sizeof err);
+    if (!g->pool) {
+      snprintf(ctx->err, sizeof ctx->err, "%s", err);
+      return STAGE_ERROR;
+    }
+  }
+  int64_t g0 = chunk * g->chunk_size, g1 = g0 + g->chunk_size;
+  if (g1 > g->total) g1 = g->total;
+  int n = (int)(g1 - g0);
+  struct item *items = calloc((size_t)n + 1, sizeof *items);
+  struct wjob *jobs = calloc((size_t)n + 1, sizeof *jobs);
+  int ret = STAGE_ERROR, n_todo = 0;
+  sqlite3_stmt *ins_mol = NULL, *ins_lab = NULL, *ins_rej = NULL;
+  for (int i = 0; i < n; i++) {
+    mol_init(&jobs[i].mol);
+    if (read_record(ctx, g, g0 + i, &items[i], &jobs[i])) goto out;
+  }
+  /* Parse what survived reading, in the worker processes. Records rejected
+   * before parsing count as finished now. */
+  struct wjob *packed = calloc((size_t)n + 1, sizeof *packed);
+  int *where = calloc((size_t)n + 1, sizeof *where);
+  for (int i = 0; i < n; i++) {
+    if (items[i].direct) continue;
+    where[n_todo] = i;
+    packed[n_todo] = jobs[i];
+    n_todo++;
+  }
+  if (n - n_todo > 0) ctx->report->advance(ctx, n - n_todo);
+  char err[512] = "";
+  int rc = wpool_run(g->pool, packed, n_todo, g->timeout_s, ctx->stop, advance_cb, ctx, err, sizeof err);
+  for (int k = 0; k < n_todo; k++) jobs[where[k]] = packed[k];
+  free(packed);
+  free(where);
+  if (rc == 1) {
+    ret = STAGE_STOPPED;
+    goto out;
+  }
+  if (rc < 0) {
+    snprintf(ctx->err, sizeof ctx->err, "%s", err);
+    goto out;
+  }
+
+  if (sqlite3_prepare_v2(ctx->db,
+                         "INSERT INTO molecules(id, set_name, source_file, record_no, name, smiles, inchikey, "
+                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol) "
+                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+                         -1, &ins_mol, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db, "INSERT INTO labels(mol_id, name, value) VALUES(?1,?2,?3)", -1, &ins_lab, NULL) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, "
+                         "reason) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7)",
+                         -1, &ins_rej, NULL) != SQLITE_OK) {
+    ret = sql_fail(ctx, "preparing inserts");
+    goto out;
+  }
+  for (int i = 0; i < n; i++) {
+    struct item *it = &items[i];
+    struct wjob *j = &jobs[i];
+    const struct input *in = &g->in[it->in];
+    struct label labels[256];
+    int n_lab = 0;
+    if (j->status == 0 &&
+        collect_labels(in, it, &j->mol, labels, &n_lab, 256, j->reason, sizeof j->reason) != 0)
+      j->status = 1;
+    const char *name = it->name ? it->name : j->mol.name ? j->mol.name : "";
+    if (j->status != 0) {
+      sqlite3_reset(ins_rej);
+      sqlite3_bind_text(ins_rej, 1, in->set, -1, SQLITE_STATIC);
+      sqlite3_bind_text(ins_rej, 2, in->stored, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(ins_rej, 3, it->record_no);
+      sqlite3_bind_int64(ins_rej, 4, it->line);
+      sqlite3_bind_text(ins_rej, 5, name, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(ins_rej, 6, chunk);
+      sqlite3_bind_text(ins_rej, 7, j->reason, -1, SQLITE_STATIC);
+      if (sqlite3_step(ins_rej) != SQLITE_DONE) {
+        ret = sql_fail(ctx, "writing a reject");
+        goto out;
+      }
+      (*n_rej)++;
+      continue;
+    }
+    int64_t id = (int64_t)(it->in + 1) * ID_STRIDE + it->record_no;
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    if (mol_to_blob(&j->mol, &blob, &blen) != 0) {
+      snprintf(ctx->err, sizeof ctx->err, "out of memory encoding a molecule");
+      goto out;
+    }
+    sqlite3_reset(ins_mol);
+    sqlite3_bind_int64(ins_mol, 1, id);
+    sqlite3_bind_text(ins_mol, 2, in->set, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins_mol, 3, in->stored, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(ins_mol, 4, it->record_no);
+    sqlite3_bind_text(ins_mol, 5, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins_mol, 6, j->mol.smiles ? j->mol.smiles : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins_mol, 7, j->mol.inchikey ? j->mol.inchikey : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins_mol, 8, j->mol.formula ? j->mol.formula : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(ins_mol, 9, j->mol.n_atoms);
+    sqlite3_bind_int(ins_mol, 10, mol_n_heavy(&j->mol));
+    sqlite3_bind_int(ins_mol, 11, j->mol.charge);
+    sqlite3_bind_text(ins_mol, 12, j->mol.coords_gen3d ? "gen3d" : "input", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(ins_mol, 13, chunk);
+    sqlite3_bind_blob(ins_mol, 14, blob, (int)blen, free);
+    if (sqlite3_step(ins_mol) != SQLITE_DONE) {
+      ret = sql_fail(ctx, "writing a molecule");
+      goto out;
+    }
+    for (int k = 0; k < n_lab; k++) {
+      sqlite3_reset(ins_lab);
+      sqlite3_bind_int64(ins_lab, 1, id);
+      sqlite3_bind_text(ins_lab, 2, labels[k].name, -1, SQLITE_STATIC);
+      sqlite3_bind_double(ins_lab, 3, labels[k].value);
+      if (sqlite3_step(ins_lab) != SQLITE_DONE) {
+        ret = sql_fail(ctx, "writing a label");
+        goto out;
+      }
+    }
+    (*n_ok)++;
+  }
+  ret = STAGE_OK;
+out:
+  sqlite3_finalize(ins_mol);
+  sqlite3_finalize(ins_lab);
+  sqlite3_finalize(ins_rej);
+  for (int i = 0; i < n; i++) {
+    free((char *)jobs[i].text);
+    mol_free(&jobs[i].mol);
+    free(items[i].name);
+    for (int k = 0; k < items[i].n_fields; k++) free(items[i].fields[k]);
+    free(items[i].fields);
+  }
+  free(items);
+  free(jobs);
+  return ret;
+}
+
+/* Set-wide dedupe: keep the molecule with the smallest id of each set and key. */
+static int ingest_finalize(struct stage_ctx *ctx) {
+  const char *mode = cfg_str(ctx->cfg, "dedupe", "none");
+  if (!strcmp(mode, "none")) return STAGE_OK;
+  const char *col = !strcmp(mode, "smiles") ? "smiles" : "inchikey";
+  char *sql = sqlite3_mprintf(
+      "CREATE TEMP TABLE dup AS SELECT m.id AS id, m.set_name, m.source_file, m.record_no, m.name, m.chunk, "
+      "  'duplicate of molecule ' || k.id || ' (' || k.source_file || ' record ' || k.record_no || ') by %s' "
+      "  AS reason "
+      "FROM molecules m JOIN (SELECT set_name, \"%w\" AS key, min(id) AS id FROM molecules "
+      "  GROUP BY set_name, \"%w\" HAVING count(*) > 1) f ON f.set_name = m.set_name AND f.key = m.\"%w\" "
+      "JOIN molecules k ON k.id = f.id WHERE m.id <> f.id;"
+      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason) "
+      "  SELECT 'ingest', set_name, source_file, record_no, NULL, name, chunk, reason FROM dup;"
+      "DELETE FROM labels WHERE mol_id IN (SELECT id FROM dup);"
+      "DELETE FROM molecules WHERE id IN (SELECT id FROM dup);"
+      "DROP TABLE dup;",
+      mode, col, col, col);
+  char *msg = NULL;
+  int rc = sqlite3_exec(ctx->db, sql, NULL, NULL, &msg);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "dedupe: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    sqlite3_free(msg);
+    sqlite3_exec(ctx->db, "DROP TABLE IF EXISTS temp.dup", NULL, NULL, NULL);
+    return STAGE_ERROR;
+  }
+  return STAGE_OK;
+}
+
+static void ingest_end(struct stage_ctx *ctx) {
+  ingest_free(ctx->state);
+  ctx->state = NULL;
+}
+
+const struct stage stage_ingest = {
+    .name = "ingest",
+    .tables = "labels molecules",
+    .uses_sets = 1,
+    .begin = ingest_begin,
+    .run_chunk = ingest_chunk,
+    .finalize = ingest_finalize,
+    .end = ingest_end,
+};

@@ -1,0 +1,115 @@
+/* stage.h — the contract between the runner (pipeline/) and the stages.
+ *
+ * A stage turns the rows of upstream tables into rows of its own tables,
+ * one chunk at a time. The runner owns the ledger, the transactions, signals,
+ * shards and progress display; a stage only plans its chunks and fills one
+ * chunk inside the transaction the runner opened for it.
+ *
+ * This header also defines the resolved configuration tree (struct cfg_node):
+ * the runner builds it from YAML (pipeline/config.c), the stages read it.
+ */
+#ifndef SE3_STAGE_H
+#define SE3_STAGE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sqlite3.h>
+
+/* ---- configuration tree ------------------------------------------------ */
+
+enum cfg_kind { CFG_NULL, CFG_SCALAR, CFG_LIST, CFG_MAP };
+
+/* Type of a scalar after validation against the schema. */
+enum cfg_type { CFG_T_ANY, CFG_T_STRING, CFG_T_PATH, CFG_T_INT, CFG_T_FLOAT, CFG_T_BOOL, CFG_T_ENUM };
+
+struct cfg_node {
+  enum cfg_kind kind;
+  enum cfg_type type;     /* for scalars, once validated */
+  char *key;              /* key in the parent mapping, NULL for list items */
+  char *value;            /* scalar text; for CFG_T_PATH an absolute path */
+  int64_t i;              /* CFG_T_INT, CFG_T_BOOL (0/1) */
+  double f;               /* CFG_T_FLOAT, and CFG_T_INT as a double */
+  int no_hash;            /* leaf does not change results (workers, progress) */
+  struct cfg_node **kids; /* list items or mapping entries, in order */
+  int n_kids;
+  char *file;             /* where the node was written (1-based line:col), */
+  int line, col;          /* "<default>" / "<--set>" for filled-in values    */
+};
+
+/* Look up a dotted path ("stages.ingest.workers"); NULL when absent. */
+const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path);
+/* Typed getters over a dotted path; `dflt` is returned when absent. */
+int64_t cfg_int(const struct cfg_node *n, const char *path, int64_t dflt);
+double cfg_float(const struct cfg_node *n, const char *path, double dflt);
+int cfg_bool(const struct cfg_node *n, const char *path, int dflt);
+const char *cfg_str(const struct cfg_node *n, const char *path, const char *dflt);
+
+struct cfg_node *cfg_node_new(enum cfg_kind kind, const char *key, const char *file, int line, int col);
+void cfg_node_add(struct cfg_node *parent, struct cfg_node *kid);
+struct cfg_node *cfg_node_copy(const struct cfg_node *n);
+void cfg_node_free(struct cfg_node *n);
+
+/* 64-bit FNV-1a, used for canonical configuration hashes. */
+#define SE3_HASH_INIT 0xcbf29ce484222325ULL
+uint64_t se3_hash_bytes(uint64_t h, const void *p, size_t n);
+uint64_t se3_hash_str(uint64_t h, const char *s);
+/* Hash of a subtree in canonical form: mapping keys in sorted order, scalars by
+ * their resolved text, no_hash leaves skipped. Key order in the YAML does not
+ * matter; any value change does. */
+uint64_t cfg_hash(uint64_t h, const struct cfg_node *n);
+
+/* ---- stages ------------------------------------------------------------ */
+
+struct stage_ctx;
+
+/* Progress and log callbacks provided by the runner. */
+struct stage_report {
+  /* n more items (molecules) finished in the chunk in flight */
+  void (*advance)(struct stage_ctx *ctx, int64_t n);
+  void (*log)(struct stage_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+};
+
+struct stage_ctx {
+  sqlite3 *db;                  /* open connection; the runner holds the lock */
+  const struct cfg_node *root;  /* the whole resolved workflow */
+  const struct cfg_node *cfg;   /* stages.<name> */
+  const char *workdir;          /* absolute */
+  const char *workflow_dir;     /* folder of the workflow file; stored paths are relative to it */
+  int shard, n_shards;          /* this task takes chunks with chunk % n == shard */
+  volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM/SIGUSR1: finish at a chunk boundary */
+  const struct stage_report *report;
+  void *state;                  /* the stage's own data between begin and end */
+  uint64_t inputs_hash;         /* set by begin: fingerprint of input files (size,
+                                   mtime), folded into the stage's config hash */
+  char err[1024];               /* message when a callback returns non-zero */
+};
+
+/* Return codes of the callbacks. */
+#define STAGE_OK 0
+#define STAGE_ERROR 1     /* ctx->err says why; the run fails */
+#define STAGE_STOPPED 2   /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
+
+/* One stage. The runner calls begin (which plans the work: chunks and items,
+ * the same plan in every shard), then run_chunk for each chunk of this shard
+ * that the ledger does not list as done under the current config hash, in
+ * increasing order, each inside its own transaction together with its ledger
+ * row; then, when every chunk of the stage is done in this database (an
+ * unsharded run, or after `merge`), finalize in its own transaction (it must
+ * be idempotent: e.g. ingest's set-wide dedupe); then end.
+ * The runner deletes the rows of `tables` (and this stage's rejects) when the
+ * stage's configuration changed. */
+struct stage {
+  const char *name;
+  const char *tables;           /* space-separated tables this stage writes,
+                                   children before the tables they reference */
+  int uses_sets;                /* the config hash includes `sets` */
+  int (*begin)(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items);
+  int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
+  int (*finalize)(struct stage_ctx *ctx);
+  void (*end)(struct stage_ctx *ctx);
+};
+
+extern const struct stage stage_ingest;
+
+#endif

@@ -1,0 +1,285 @@
+/* The resumability contract, through the se3screen binary: kill -9 at random
+ * moments, SIGINT/SIGTERM stop with 75, config changes, shards + merge, the lock. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+static const char *dump_sql[] = {
+    "SELECT id, set_name, source_file, record_no, name, smiles, inchikey, formula, n_atoms, n_heavy, charge, "
+    "coords_from, chunk, hex(mol) FROM molecules ORDER BY id",
+    "SELECT mol_id, name, value FROM labels ORDER BY mol_id, name",
+    "SELECT stage, set_name, source_file, record_no, line, name, chunk, reason FROM rejects "
+    "ORDER BY stage, source_file, record_no",
+    "SELECT stage, chunk, config_hash, n_ok, n_rejected FROM stage_chunks ORDER BY stage, chunk",
+};
+
+/* Everything a run leaves in the result tables, as text. */
+static char *dump(const char *db) {
+  size_t cap = 1, n = 0;
+  char *all = calloc(1, 1);
+  for (size_t i = 0; i < sizeof dump_sql / sizeof *dump_sql; i++) {
+    char *part = tu_query(db, dump_sql[i]);
+    cr_assert(part, "query failed on %s", db);
+    size_t len = strlen(part);
+    cap = n + len + 16;
+    all = realloc(all, cap);
+    n += (size_t)sprintf(all + n, "%s-- \n", part);
+    free(part);
+  }
+  return all;
+}
+
+/* Start se3screen in the background; returns its pid. */
+static pid_t spawn_se3(const char *log, char *const argv[]) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    FILE *f = freopen(log, "a", stderr);
+    (void)f;
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execv(SE3_BINARY, argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_status(pid_t pid) {
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* kill -9 at random moments while ingesting QM7 (7169 records): the resumed
+ * database equals an uninterrupted run's. */
+Test(resume, kill9_at_random_moments_equals_uninterrupted) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("resume_kill9");
+  cr_assert_eq(tu_sh(NULL, "tar xzf %s -C %s gdb7.sdf", tu_shared("data/qm7/gdb7.tar.gz"), dir), 0);
+  char yaml[512];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {chunk_size: 100, progress: none}\nsets:\n  qm7:\n"
+           "    - {path: %s/gdb7.sdf}\nstages:\n  ingest: {workers: 2, dedupe: inchikey}\n",
+           dir);
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char ref_wd[1024], wd[1024], log[1024], ref_db[1100], db[1100];
+  snprintf(ref_wd, sizeof ref_wd, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  snprintf(ref_db, sizeof ref_db, "%s/screen.db", ref_wd);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+
+  double t0 = now_s();
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s --workdir %s", wf, ref_wd);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  double full = now_s() - t0;
+  cr_log_info("uninterrupted run: %.2f s", full);
+
+  srand((unsigned)time(NULL));
+  char *argv[] = {"se3screen", "run", wf, "--workdir", wd, NULL};
+  int kills = 0, attempts = 0;
+  while (kills < 6 && attempts < 40) {
+    attempts++;
+    pid_t pid = spawn_se3(log, argv);
+    /* Somewhere in the first part of what is left, so several kills land. */
+    double delay = 0.15 + (double)rand() / RAND_MAX * full * 0.25;
+    sleep_s(delay);
+    kill(pid, SIGKILL);
+    int st = wait_status(pid);
+    if (st == 128 + SIGKILL) kills++;
+    else cr_assert_eq(st, 0, "run ended with %d before the kill", st);
+    if (st == 0) break;
+  }
+  cr_log_info("%d kills in %d attempts", kills, attempts);
+  cr_assert_geq(kills, 5, "only %d runs were killed mid-way", kills);
+  /* Resume to the end. */
+  rc = tu_se3(&out, "run %s --workdir %s", wf, wd);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  /* No worker survived its supervisor. */
+  cr_assert_neq(tu_sh(NULL, "pgrep -f '[s]e3screen run %s' >/dev/null", wf), 0);
+
+  char *a = dump(ref_db), *b = dump(db);
+  cr_assert(strcmp(a, b) == 0, "resumed database differs from the uninterrupted one");
+  long long n = tu_query_int(db, "SELECT (SELECT count(*) FROM molecules) + (SELECT count(*) FROM rejects)");
+  cr_assert_eq(n, 7169);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage='ingest'"), 72);
+  free(a);
+  free(b);
+  free(wf);
+  free(dir);
+}
+
+/* ingest: the flow mapping body of stages.ingest, or NULL for the default here. */
+static char *small_workflow(const char *dir, const char *ingest) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {chunk_size: 4, progress: none}\nsets:\n"
+           "  a:\n    - {path: %s, labels_csv: {path: %s, columns: [homo]}}\n    - {path: %s}\n"
+           "  b:\n    - {path: %s, labels: [logp]}\n"
+           "stages:\n  ingest: {dedupe: inchikey, %s}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/delaney_first60.csv"),
+           ingest ? ingest : "workers: 2, gen3d_quality: fast");
+  return tu_write(dir, "wf.yaml", yaml);
+}
+
+/* Three shard runs plus merge equal one unsharded run; merging twice changes nothing. */
+Test(resume, three_shards_and_merge_equal_unsharded) {
+  char *dir = tu_tmpdir("resume_shards");
+  char *wf = small_workflow(dir, NULL);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/one", wf, dir), 0, "%s", out);
+  free(out);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(tu_se3(&out, "run %s --workdir %s/sharded --shard %d/3", wf, dir, i), 0, "%s", out);
+    free(out);
+  }
+  char one[1024], merged[1024];
+  snprintf(one, sizeof one, "%s/one/screen.db", dir);
+  snprintf(merged, sizeof merged, "%s/sharded/screen.db", dir);
+  /* Each shard holds only its own chunks. */
+  char shard1[1100];
+  snprintf(shard1, sizeof shard1, "%s/sharded/shards/ingest-1.db", dir);
+  cr_assert_eq(tu_query_int(shard1, "SELECT count(*) FROM stage_chunks WHERE chunk % 3 <> 1"), 0);
+  cr_assert_gt(tu_query_int(shard1, "SELECT count(*) FROM stage_chunks"), 0);
+  cr_assert_eq(tu_se3(&out, "merge %s", merged), 0, "%s", out);
+  free(out);
+  char *a = dump(one), *b = dump(merged);
+  cr_assert(strcmp(a, b) == 0, "merged shards differ from the unsharded run:\n--- one\n%.2000s\n--- merged\n%.2000s", a, b);
+  /* The second copy of qm9_mini is all duplicates (20: gdb_20_invalid is rejected in both). */
+  cr_assert_eq(tu_query_int(one, "SELECT count(*) FROM rejects WHERE reason LIKE 'duplicate of molecule%'"), 20);
+  cr_assert_eq(tu_se3(&out, "merge %s", merged), 0, "%s", out);
+  free(out);
+  char *c = dump(merged);
+  cr_assert(strcmp(a, c) == 0, "merging twice changed the database");
+  free(a);
+  free(b);
+  free(c);
+  free(wf);
+  free(dir);
+}
+
+/* A second run on a busy workdir fails at once, naming the holder. */
+Test(resume, lock_names_the_holder) {
+  char *dir = tu_tmpdir("resume_lock");
+  /* Medium-quality 3D generation of 60 SMILES with one worker takes several seconds. */
+  char *wf = small_workflow(dir, "workers: 1, gen3d_quality: best");
+  char log[1024], db[1024];
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  char *argv[] = {"se3screen", "run", wf, NULL};
+  pid_t pid = spawn_se3(log, argv);
+  /* Wait until it holds the lock (the lock file names it). */
+  char lock[1100];
+  snprintf(lock, sizeof lock, "%s.lock", db);
+  char pidtxt[32];
+  snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)pid);
+  for (int i = 0; i < 200; i++) {
+    char *t = tu_read(lock, NULL);
+    int ok = t && strstr(t, pidtxt);
+    free(t);
+    if (ok) break;
+    sleep_s(0.05);
+  }
+  double t0 = now_s();
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s", wf);
+  double took = now_s() - t0;
+  kill(pid, SIGKILL);
+  wait_status(pid);
+  cr_assert_eq(rc, 1, "second run exit %d: %s", rc, out);
+  cr_assert(strstr(out, pidtxt), "message does not name the holder: %s", out);
+  char host[256];
+  gethostname(host, sizeof host);
+  cr_assert(strstr(out, host), "message does not name the host: %s", out);
+  cr_assert_lt(took, 3.0, "second run took %.1f s to fail", took);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* SIGINT and SIGTERM stop at a chunk boundary with 75; the run then resumes to the same result. */
+Test(resume, signals_stop_with_75_and_resume) {
+  char *dir = tu_tmpdir("resume_signal");
+  char *wf = small_workflow(dir, "workers: 1, gen3d_quality: medium");
+  char log[1024];
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  char *argv[] = {"se3screen", "run", wf, "--workdir", NULL, NULL};
+  char wd[1024], ref[1024];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  argv[4] = wd;
+  int sigs[2] = {SIGINT, SIGTERM};
+  for (int k = 0; k < 2; k++) {
+    pid_t pid = spawn_se3(log, argv);
+    sleep_s(1.0);
+    kill(pid, sigs[k]);
+    int st = wait_status(pid);
+    cr_assert_eq(st, 75, "signal %d: exit %d", sigs[k], st);
+  }
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, ref), 0, "%s", out);
+  free(out);
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", wd);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", ref);
+  char *a = dump(a_db), *b = dump(b_db);
+  cr_assert(strcmp(a, b) == 0, "stopped and resumed run differs");
+  cr_assert_eq(tu_query_int(a_db, "SELECT count(*) FROM runs WHERE status='stopped' AND exit_code=75"), 2);
+  free(a);
+  free(b);
+  free(wf);
+  free(dir);
+}
+
+/* A changed setting redoes the stage with one explanatory line; a setting that
+ * does not change results (workers) keeps the finished work. */
+Test(resume, config_change_invalidates) {
+  char *dir = tu_tmpdir("resume_config");
+  char *wf = small_workflow(dir, NULL);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  long long before = tu_query_int(db, "SELECT count(*) FROM molecules");
+  cr_assert_gt(before, 0);
+  cr_assert_eq(tu_se3(&out, "run %s --set ingest.workers=1", wf), 0, "%s", out);
+  cr_assert(!strstr(out, "changed"), "workers must not invalidate: %s", out);
+  cr_assert(strstr(out, "nothing to do"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "status %s --set ingest.dedupe=none", wf), 0, "%s", out);
+  cr_assert(strstr(out, "CHANGED"), "status should see the change: %s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --set ingest.dedupe=none", wf), 0, "%s", out);
+  cr_assert(strstr(out, "ingest: the configuration changed since the last run; discarding its"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), before + 20);
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT config_hash) FROM stage_chunks"), 1);
+  free(wf);
+  free(dir);
+}

@@ -1,0 +1,173 @@
+/* testutil.c — helpers shared by the test programs. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+char *tu_tmpdir(const char *name) {
+  char *dir = NULL;
+  if (asprintf(&dir, "%s/%s", SE3_TEST_TMP, name) < 0) return NULL;
+  char *cmd = NULL;
+  if (asprintf(&cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir) < 0) return NULL;
+  if (system(cmd) != 0) { free(cmd); free(dir); return NULL; }
+  free(cmd);
+  return dir;
+}
+
+char *tu_write(const char *dir, const char *name, const char *text) {
+  char *path = NULL;
+  if (asprintf(&path, "%s/%s", dir, name) < 0) return NULL;
+  FILE *f = fopen(path, "w");
+  if (!f) { free(path); return NULL; }
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+char *tu_read(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  size_t r;
+  while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += r;
+    if (cap - n < 2) { cap *= 2; buf = realloc(buf, cap); }
+  }
+  fclose(f);
+  buf[n] = 0;
+  if (len) *len = n;
+  return buf;
+}
+
+int tu_sh(char **out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *cmd = NULL;
+  int rc = vasprintf(&cmd, fmt, ap);
+  va_end(ap);
+  if (rc < 0) return -1;
+  char *full = NULL;
+  if (asprintf(&full, "( %s ) 2>&1", cmd) < 0) return -1;
+  free(cmd);
+  FILE *p = popen(full, "r");
+  free(full);
+  if (!p) return -1;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  size_t r;
+  while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+    n += r;
+    if (cap - n < 2) { cap *= 2; buf = realloc(buf, cap); }
+  }
+  buf[n] = 0;
+  int st = pclose(p);
+  if (out) *out = buf; else free(buf);
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return -1;
+}
+
+int tu_have_shared(void) {
+  struct stat st;
+  return stat(SE3_SHARED_DIR "/data", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static const char *rot(const char *base, const char *rel) {
+  static char bufs[8][4096];
+  static int k;
+  char *b = bufs[k++ & 7];
+  snprintf(b, sizeof bufs[0], "%s/%s", base, rel);
+  return b;
+}
+const char *tu_src(const char *rel) { return rot(SE3_SOURCE_DIR, rel); }
+const char *tu_shared(const char *rel) { return rot(SE3_SHARED_DIR, rel); }
+
+#include <sqlite3.h>
+
+char *tu_query(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    sqlite3_close(h);
+    return NULL;
+  }
+  sqlite3_busy_timeout(h, 10000);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "tu_query: %s: %s\n", sql, sqlite3_errmsg(h));
+    sqlite3_close(h);
+    return NULL;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  buf[0] = 0;
+  int nc = sqlite3_column_count(st);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    for (int i = 0; i < nc; i++) {
+      char tmp[64];
+      const char *v;
+      char *hex = NULL;
+      int t = sqlite3_column_type(st, i);
+      if (t == SQLITE_NULL) {
+        v = "NULL";
+      } else if (t == SQLITE_BLOB) {
+        int len = sqlite3_column_bytes(st, i);
+        const unsigned char *b = sqlite3_column_blob(st, i);
+        hex = malloc((size_t)len * 2 + 1);
+        for (int k = 0; k < len; k++) sprintf(hex + 2 * k, "%02x", b[k]);
+        hex[2 * len] = 0;
+        v = hex;
+      } else if (t == SQLITE_FLOAT) {
+        snprintf(tmp, sizeof tmp, "%.17g", sqlite3_column_double(st, i));
+        v = tmp;
+      } else {
+        v = (const char *)sqlite3_column_text(st, i);
+      }
+      size_t need = strlen(v) + 2;
+      while (n + need + 1 > cap) {
+        cap *= 2;
+        buf = realloc(buf, cap);
+      }
+      n += (size_t)sprintf(buf + n, "%s%s", i ? "|" : "", v);
+      free(hex);
+    }
+    if (n + 2 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+    }
+    buf[n++] = '\n';
+    buf[n] = 0;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return buf;
+}
+
+long long tu_query_int(const char *db, const char *sql) {
+  char *s = tu_query(db, sql);
+  if (!s || !s[0]) {
+    free(s);
+    return -1;
+  }
+  long long v = atoll(s);
+  free(s);
+  return v;
+}
+
+int tu_se3(char **out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *args = NULL;
+  int rc = vasprintf(&args, fmt, ap);
+  va_end(ap);
+  if (rc < 0) return -1;
+  rc = tu_sh(out, "%s %s", SE3_BINARY, args);
+  free(args);
+  return rc;
+}

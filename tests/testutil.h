@@ -1,0 +1,32 @@
+/* testutil.h — helpers shared by the test programs. */
+#ifndef SE3_TESTUTIL_H
+#define SE3_TESTUTIL_H
+
+#include <stddef.h>
+
+/* A fresh empty folder under the build tree's testtmp/ (removed first if it exists). */
+char *tu_tmpdir(const char *name);
+/* Write a file; returns its path (malloc'd) = dir/name. */
+char *tu_write(const char *dir, const char *name, const char *text);
+/* Read a whole file (malloc'd, NUL-terminated), NULL if missing. */
+char *tu_read(const char *path, size_t *len);
+/* Run a shell command, capturing stdout+stderr into *out (malloc'd) when out
+ * is non-NULL. Returns the exit status (128+signal when killed). */
+int tu_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* 1 when ../shared/data exists (the larger data sets). */
+int tu_have_shared(void);
+/* Path under the source tree or shared/ (static buffer rotation of 8). */
+const char *tu_src(const char *rel);
+const char *tu_shared(const char *rel);
+
+
+/* Rows of a query on a SQLite file as text: columns separated by '|', rows by
+ * '\n', blobs as hex, NULL as "NULL". Opens the file read-only, directly
+ * through SQLite (not through se3screen). NULL on error (message in *err). */
+char *tu_query(const char *db, const char *sql);
+/* First column of the first row as an integer, -1 on error or no row. */
+long long tu_query_int(const char *db, const char *sql);
+/* Run `se3screen ARGS` (printf-style), capturing output; returns exit status. */
+int tu_se3(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,700 @@
+/* test_config.c — the configuration tree, workflow loading and validation,
+ * error locations, overrides, printing and the stage hash. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline/config.h"
+#include "tests/testutil.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* Every message, one a line, for assertion output (malloc'd). */
+static char *joined(const struct cfg_errors *e) {
+  size_t len = 1;
+  for (int i = 0; i < e->n; i++)
+    len += strlen(e->msgs[i]) + 1;
+  char *s = calloc(1, len);
+  for (int i = 0; i < e->n; i++) {
+    strcat(s, e->msgs[i]);
+    strcat(s, "\n");
+  }
+  return s;
+}
+
+/* Asserts that one message equals the formatted text exactly. */
+__attribute__((format(printf, 2, 3))) static void expect_msg(const struct cfg_errors *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *want = NULL;
+  cr_assert_geq(vasprintf(&want, fmt, ap), 0);
+  va_end(ap);
+  int found = 0;
+  for (int i = 0; i < e->n; i++)
+    found |= strcmp(e->msgs[i], want) == 0;
+  char *all = joined(e);
+  cr_assert(found, "missing error\n  %s\namong\n%s", want, all);
+  free(all);
+  free(want);
+}
+
+/* Writes `text` as dir/name and loads it; the path is returned in *path. */
+static struct cfg_node *load_text(const char *dir, const char *name, const char *text, const char *const *sets,
+                                  int n_sets, struct cfg_errors *e, char **path) {
+  char *p = tu_write(dir, name, text);
+  cr_assert_not_null(p);
+  struct cfg_node *r = cfg_load(p, sets, n_sets, e);
+  if (path)
+    *path = p;
+  else
+    free(p);
+  return r;
+}
+
+/* Loads a workflow that must be valid. */
+static struct cfg_node *load_ok(const char *dir, const char *name, const char *text, const char *const *sets,
+                                int n_sets) {
+  struct cfg_errors e = {0};
+  struct cfg_node *r = load_text(dir, name, text, sets, n_sets, &e, NULL);
+  char *all = joined(&e);
+  cr_assert_not_null(r, "unexpected errors:\n%s", all);
+  cr_assert_eq(e.n, 0, "unexpected errors:\n%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  return r;
+}
+
+/* Loads a workflow that must fail; the errors are left in *e. */
+static void load_bad(const char *dir, const char *name, const char *text, const char *const *sets, int n_sets,
+                     struct cfg_errors *e, char **path) {
+  struct cfg_node *r = load_text(dir, name, text, sets, n_sets, e, path);
+  cr_assert_null(r, "expected errors, the workflow loaded");
+  cr_assert_gt(e->n, 0);
+}
+
+static void stage_hash(const char *dir, const char *text, const char *const *sets, int n_sets, int with_sets,
+                       char out[17]) {
+  struct cfg_node *r = load_ok(dir, "h.yaml", text, sets, n_sets);
+  cfg_stage_hash(r, "ingest", with_sets, out);
+  cfg_node_free(r);
+}
+
+static struct cfg_node *scalar(const char *key, const char *value) {
+  struct cfg_node *n = cfg_node_new(CFG_SCALAR, key, "t", 1, 1);
+  n->value = strdup(value);
+  return n;
+}
+
+/* ---- the tree ------------------------------------------------------------------ */
+
+Test(config, fnv1a_vectors) {
+  cr_assert_eq(se3_hash_str(SE3_HASH_INIT, ""), SE3_HASH_INIT);
+  cr_assert_eq(se3_hash_str(SE3_HASH_INIT, "a"), 0xaf63dc4c8601ec8cULL);
+  cr_assert_eq(se3_hash_str(SE3_HASH_INIT, "foobar"), 0x85944171f73967e8ULL);
+  cr_assert_eq(se3_hash_bytes(SE3_HASH_INIT, "foobar", 6), 0x85944171f73967e8ULL);
+}
+
+Test(config, get_and_typed_getters) {
+  struct cfg_node *root = cfg_node_new(CFG_MAP, NULL, "t", 1, 1);
+  struct cfg_node *a = cfg_node_new(CFG_MAP, "a", "t", 2, 1);
+  struct cfg_node *l = cfg_node_new(CFG_LIST, "l", "t", 3, 1);
+  cfg_node_add(l, scalar(NULL, "x"));
+  cfg_node_add(l, scalar(NULL, "17"));
+  cfg_node_add(a, l);
+  cfg_node_add(a, scalar("f", "2.5"));
+  cfg_node_add(a, scalar("b", "yes"));
+  cfg_node_add(root, a);
+
+  cr_assert_eq(cfg_get(root, "a.l.1"), l->kids[1]);
+  cr_assert_null(cfg_get(root, "a.l.2"));
+  cr_assert_null(cfg_get(root, "a.nope"));
+  cr_assert_null(cfg_get(root, "a.f.x"));
+  cr_assert_str_eq(cfg_str(root, "a.l.0", "d"), "x");
+  cr_assert_str_eq(cfg_str(root, "a.zz", "d"), "d");
+  cr_assert_eq(cfg_int(root, "a.l.1", -1), 17);
+  cr_assert_eq(cfg_int(root, "a.l.0", -1), -1); /* not a number: the default */
+  cr_assert_float_eq(cfg_float(root, "a.f", 0), 2.5, 1e-12);
+  cr_assert_eq(cfg_bool(root, "a.b", 0), 1);
+  cr_assert_eq(cfg_bool(root, "a.missing", 1), 1);
+
+  struct cfg_node *c = cfg_node_copy(root);
+  cr_assert_neq(c, root);
+  cr_assert_str_eq(cfg_str(c, "a.l.0", "d"), "x");
+  cr_assert_eq(cfg_hash(SE3_HASH_INIT, c), cfg_hash(SE3_HASH_INIT, root));
+  cfg_node_free(c);
+  cfg_node_free(root);
+}
+
+Test(config, hash_is_canonical_and_marks_kinds) {
+  /* {a: [1, 2]} and {a: "1,2"} */
+  struct cfg_node *m1 = cfg_node_new(CFG_MAP, NULL, "t", 1, 1);
+  struct cfg_node *l = cfg_node_new(CFG_LIST, "a", "t", 1, 1);
+  cfg_node_add(l, scalar(NULL, "1"));
+  cfg_node_add(l, scalar(NULL, "2"));
+  cfg_node_add(m1, l);
+  struct cfg_node *m2 = cfg_node_new(CFG_MAP, NULL, "t", 1, 1);
+  cfg_node_add(m2, scalar("a", "1,2"));
+  cr_assert_neq(cfg_hash(SE3_HASH_INIT, m1), cfg_hash(SE3_HASH_INIT, m2));
+
+  /* key order does not matter, list order does */
+  struct cfg_node *x = cfg_node_new(CFG_MAP, NULL, "t", 1, 1), *y = cfg_node_new(CFG_MAP, NULL, "t", 1, 1);
+  cfg_node_add(x, scalar("p", "1"));
+  cfg_node_add(x, scalar("q", "2"));
+  cfg_node_add(y, scalar("q", "2"));
+  cfg_node_add(y, scalar("p", "1"));
+  cr_assert_eq(cfg_hash(SE3_HASH_INIT, x), cfg_hash(SE3_HASH_INIT, y));
+  struct cfg_node *l2 = cfg_node_new(CFG_LIST, "a", "t", 1, 1);
+  cfg_node_add(l2, scalar(NULL, "2"));
+  cfg_node_add(l2, scalar(NULL, "1"));
+  cr_assert_neq(cfg_hash(SE3_HASH_INIT, l), cfg_hash(SE3_HASH_INIT, l2));
+
+  /* a no_hash leaf is left out */
+  uint64_t before = cfg_hash(SE3_HASH_INIT, x);
+  struct cfg_node *w = scalar("workers", "8");
+  w->no_hash = 1;
+  cfg_node_add(x, w);
+  cr_assert_eq(cfg_hash(SE3_HASH_INIT, x), before);
+  w->no_hash = 0;
+  cr_assert_neq(cfg_hash(SE3_HASH_INIT, x), before);
+
+  /* absent, null and empty string differ */
+  struct cfg_node *nul = cfg_node_new(CFG_NULL, NULL, "t", 1, 1), *empty = scalar(NULL, "");
+  cr_assert_neq(cfg_hash(SE3_HASH_INIT, NULL), cfg_hash(SE3_HASH_INIT, nul));
+  cr_assert_neq(cfg_hash(SE3_HASH_INIT, nul), cfg_hash(SE3_HASH_INIT, empty));
+  cfg_node_free(nul);
+  cfg_node_free(empty);
+  cfg_node_free(l2);
+  cfg_node_free(x);
+  cfg_node_free(y);
+  cfg_node_free(m1);
+  cfg_node_free(m2);
+}
+
+/* ---- loading: defaults, types, paths ------------------------------------------------- */
+
+Test(config, defaults_filled) {
+  char *dir = tu_tmpdir("config_defaults");
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: demo\n", NULL, 0);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "auto");
+  cr_assert_eq(cfg_int(r, "stages.ingest.workers", -1), 0);
+  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 1024);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 42);
+  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", 0), 1);
+  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s", 0), 5.0, 1e-12);
+  cr_assert_str_eq(cfg_str(r, "device", "?"), "cpu");
+  cr_assert_str_eq(cfg_str(r, "store.journal", "?"), "wal");
+
+  const struct cfg_node *w = cfg_get(r, "stages.ingest.workers");
+  cr_assert_not_null(w);
+  cr_assert_eq(w->type, CFG_T_INT);
+  cr_assert_eq(w->no_hash, 1);
+  cr_assert_str_eq(w->file, "<default>");
+  cr_assert_eq(cfg_get(r, "stages.ingest.seed")->no_hash, 0);
+  cr_assert_eq(cfg_get(r, "stages.ingest.gen3d")->type, CFG_T_ENUM);
+  cr_assert_eq(cfg_get(r, "run.progress_interval_s")->type, CFG_T_FLOAT);
+
+  const struct cfg_node *el = cfg_get(r, "stages.ingest.elements");
+  cr_assert_not_null(el);
+  cr_assert_eq(el->kind, CFG_LIST);
+  cr_assert_eq(el->n_kids, 13);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0", "?"), "H");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.12", "?"), "I");
+
+  char *wd = NULL;
+  cr_assert_geq(asprintf(&wd, "%s/runs/demo", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "workdir", "?"), wd);
+  cr_assert_eq(cfg_get(r, "workdir")->type, CFG_T_PATH);
+  /* the user's own value keeps its location (1-based) */
+  const struct cfg_node *wf = cfg_get(r, "workflow");
+  cr_assert_eq(wf->line, 1);
+  cr_assert_eq(wf->col, 1);
+  free(wd);
+  cfg_node_free(r);
+  free(dir);
+}
+
+Test(config, typed_values_accepted) {
+  char *dir = tu_tmpdir("config_typed");
+  struct cfg_node *r = load_ok(dir, "wf.yaml",
+                               "workflow: t\n"
+                               "run:\n  progress_interval_s: 2\n  chunk_size: +7\n"
+                               "stages:\n  ingest:\n    add_hydrogens: off\n    min_distance: 1e-1\n"
+                               "    max_atoms:\n    gen3d: ~\n",
+                               NULL, 0);
+  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s", 0), 2.0, 1e-12); /* a float accepts an int */
+  cr_assert_eq(cfg_int(r, "run.chunk_size", 0), 7);
+  cr_assert_str_eq(cfg_str(r, "run.chunk_size", "?"), "7");
+  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", 1), 0);
+  cr_assert_float_eq(cfg_float(r, "stages.ingest.min_distance", 0), 0.1, 1e-12);
+  /* an empty value means "use the default" */
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", 0), 999);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "auto");
+  cfg_node_free(r);
+
+  const char *bools[] = {"true", "false", "yes", "no", "on", "off", "True", "NO"};
+  for (int i = 0; i < 8; i++) {
+    char *text = NULL;
+    cr_assert_geq(asprintf(&text, "workflow: t\nstages: {ingest: {add_hydrogens: %s}}\n", bools[i]), 0);
+    r = load_ok(dir, "b.yaml", text, NULL, 0);
+    cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", -1), i % 2 == 0, "%s", bools[i]);
+    cfg_node_free(r);
+    free(text);
+  }
+  free(dir);
+}
+
+Test(config, labels_forms) {
+  char *dir = tu_tmpdir("config_labels");
+  struct cfg_node *r = load_ok(dir, "wf.yaml",
+                               "workflow: t\nsets:\n  a:\n    - {path: a.sdf, labels: [pIC50, active]}\n"
+                               "    - {path: b.sdf, labels: {active: 1, weight: 0.5}}\n",
+                               NULL, 0);
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.labels.1", "?"), "active");
+  cr_assert_eq(cfg_get(r, "sets.a.1.labels.active")->type, CFG_T_INT);
+  cr_assert_eq(cfg_int(r, "sets.a.1.labels.active", 0), 1);
+  cr_assert_eq(cfg_get(r, "sets.a.1.labels.weight")->type, CFG_T_FLOAT);
+  cr_assert_float_eq(cfg_float(r, "sets.a.1.labels.weight", 0), 0.5, 1e-12);
+  cfg_node_free(r);
+
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "bad.yaml",
+           "workflow: t\nsets:\n  a:\n    - path: a.sdf\n      labels: active\n"
+           "    - path: b.sdf\n      labels: {active: high}\n    - path: c.sdf\n      labels: [[x]]\n",
+           NULL, 0, &e, &p);
+  expect_msg(&e, "%s:5:7: sets.a.0.labels: expected a list of label names or a mapping name: number, got 'active'", p);
+  expect_msg(&e, "%s:7:16: sets.a.1.labels.active: expected a number, got 'high'", p);
+  expect_msg(&e, "%s:9:16: sets.a.2.labels.0: expected a label name, got a list", p);
+  cr_assert_eq(e.n, 3);
+  cfg_errors_free(&e);
+  free(p);
+  free(dir);
+}
+
+Test(config, paths_resolved_against_their_file) {
+  char *dir = tu_tmpdir("config_paths");
+  char *sub = NULL, *frag = NULL;
+  cr_assert_geq(asprintf(&sub, "%s/sub", dir), 0);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p '%s'", sub), 0);
+  frag = tu_write(sub, "frag.yaml", "sets:\n  b:\n    - path: ../data/b.sdf\n    - path: here.smi\n");
+  cr_assert_not_null(frag);
+  cr_assert_eq(chdir(sub), 0); /* the workflow is given relative to the cwd */
+  const char *sets[] = {"sets.c=[{path: ./rel/c.sdf}]"};
+  struct cfg_node *r = load_ok(dir, "wf.yaml",
+                               "workflow: p\nworkdir: out/../work\ninclude: [sub/frag.yaml]\n"
+                               "sets:\n  a:\n    - path: data/a.sdf.gz\n    - path: /abs/x.sdf\n",
+                               sets, 1);
+  char *want = NULL;
+  cr_assert_geq(asprintf(&want, "%s/work", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "workdir", "?"), want);
+  free(want);
+  cr_assert_geq(asprintf(&want, "%s/data/a.sdf.gz", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.path", "?"), want);
+  free(want);
+  cr_assert_str_eq(cfg_str(r, "sets.a.1.path", "?"), "/abs/x.sdf");
+  cr_assert_geq(asprintf(&want, "%s/data/b.sdf", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "sets.b.0.path", "?"), want);
+  free(want);
+  cr_assert_geq(asprintf(&want, "%s/sub/here.smi", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "sets.b.1.path", "?"), want);
+  free(want);
+  /* --set paths are relative to the cwd */
+  cr_assert_geq(asprintf(&want, "%s/sub/rel/c.sdf", dir), 0);
+  cr_assert_str_eq(cfg_str(r, "sets.c.0.path", "?"), want);
+  free(want);
+  cfg_node_free(r);
+  free(frag);
+  free(sub);
+  free(dir);
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+Test(config, yaml_syntax_error_location) {
+  char *dir = tu_tmpdir("config_syntax");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml", "workflow: demo\nstages:\n  ingest:\n    seed: [1, 2\n    workers: 2\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:5:12: yaml: did not find expected ',' or ']'", p);
+  cr_assert_eq(e.n, 1);
+  cfg_errors_free(&e);
+  cr_assert_eq(e.n, 0);
+  cr_assert_null(e.msgs);
+  free(p);
+
+  load_bad(dir, "wf2.yaml", "workflow: demo\n  bad: indent\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:2:6: yaml: mapping values are not allowed in this context", p);
+  cfg_errors_free(&e);
+  free(p);
+  free(dir);
+}
+
+Test(config, unknown_keys_with_suggestions) {
+  char *dir = tu_tmpdir("config_unknown");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml",
+           "workflow: u\n"
+           "ingest:\n  workers: 2\n"
+           "store:\n  jurnal: wal\n"
+           "stages:\n  ingset: {}\n  ingest:\n    gen3dd: auto\n    gen3d_q: fast\n"
+           "zzzzzz: 1\n",
+           NULL, 0, &e, &p);
+  expect_msg(&e, "%s:2:1: ingest: unknown key 'ingest'; did you mean 'stages.ingest'?", p);
+  expect_msg(&e, "%s:5:3: store.jurnal: unknown key 'jurnal'; did you mean 'journal'?", p);
+  expect_msg(&e, "%s:7:3: stages.ingset: unknown key 'ingset'; did you mean 'ingest'?", p);
+  expect_msg(&e, "%s:9:5: stages.ingest.gen3dd: unknown key 'gen3dd'; did you mean 'gen3d'?", p);
+  expect_msg(&e, "%s:10:5: stages.ingest.gen3d_q: unknown key 'gen3d_q'; did you mean 'gen3d_quality'?", p);
+  expect_msg(&e, "%s:11:1: zzzzzz: unknown key 'zzzzzz'", p);
+  cr_assert_eq(e.n, 6);
+  cfg_errors_free(&e);
+  free(p);
+  free(dir);
+}
+
+Test(config, type_range_and_enum_errors) {
+  char *dir = tu_tmpdir("config_types");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml",
+           "workflow: [a]\n"
+           "run:\n  chunk_size: 1.5\n  progress_interval_s: 0\n"
+           "stages:\n  ingest:\n"
+           "    workers: abc\n"
+           "    seed: 5000000000\n"
+           "    max_atoms: 0\n"
+           "    add_hydrogens: maybe\n"
+           "    min_distance: lots\n"
+           "    gen3d: sometimes\n"
+           "    dedupe: inchi\n"
+           "    elements: H\n"
+           "  ",
+           NULL, 0, &e, &p);
+  expect_msg(&e, "%s:1:1: workflow: expected a string, got a list", p);
+  expect_msg(&e, "%s:3:3: run.chunk_size: expected an integer, got '1.5'", p);
+  expect_msg(&e, "%s:4:3: run.progress_interval_s: must be between 0.1 and 3600, got 0", p);
+  expect_msg(&e, "%s:7:5: stages.ingest.workers: expected an integer, got 'abc'", p);
+  expect_msg(&e, "%s:8:5: stages.ingest.seed: must be between 0 and 4294967295, got 5000000000", p);
+  expect_msg(&e, "%s:9:5: stages.ingest.max_atoms: must be between 1 and 100000, got 0", p);
+  expect_msg(&e, "%s:10:5: stages.ingest.add_hydrogens: expected true or false, got 'maybe'", p);
+  expect_msg(&e, "%s:11:5: stages.ingest.min_distance: expected a number, got 'lots'", p);
+  expect_msg(&e, "%s:12:5: stages.ingest.gen3d: must be one of auto, always, never; got 'sometimes'", p);
+  expect_msg(&e,
+             "%s:13:5: stages.ingest.dedupe: must be one of none, inchikey, smiles; got 'inchi'; "
+             "did you mean 'inchikey'?",
+             p);
+  expect_msg(&e, "%s:14:5: stages.ingest.elements: expected a list, got 'H'", p);
+  cr_assert_eq(e.n, 11); /* all at once */
+  cfg_errors_free(&e);
+  free(p);
+
+  load_bad(dir, "wf2.yaml", "workflow: t\nstages:\n  ingest:\n    workers: 5000\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:4:5: stages.ingest.workers: must be between 0 and 1024, got 5000", p);
+  cfg_errors_free(&e);
+  free(p);
+  free(dir);
+}
+
+Test(config, required_and_structure_errors) {
+  char *dir = tu_tmpdir("config_required");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml",
+           "device: cpu\n"
+           "sets:\n"
+           "  train: a.sdf\n"
+           "  test:\n"
+           "    - format: sdf\n"
+           "    - path: b.csv\n"
+           "      labels_csv: {join: name}\n"
+           "      format: csvv\n"
+           "  val:\n"
+           "stages:\n  ingest:\n    seed: 1\n    seed: 2\n",
+           NULL, 0, &e, &p);
+  expect_msg(&e, "%s:1:1: workflow: required key is missing", p);
+  expect_msg(&e, "%s:3:3: sets.train: expected a list, got 'a.sdf'", p);
+  expect_msg(&e, "%s:5:7: sets.test.0.path: required key is missing", p);
+  expect_msg(&e, "%s:7:7: sets.test.1.labels_csv.path: required key is missing", p);
+  expect_msg(&e,
+             "%s:8:7: sets.test.1.format: must be one of auto, sdf, mol, mol2, smi, csv, tsv, xyz, pdb, cml; "
+             "got 'csvv'; did you mean 'csv'?",
+             p);
+  expect_msg(&e, "%s:9:3: sets.val: expected a list, got an empty value", p);
+  expect_msg(&e, "%s:13:5: stages.ingest.seed: duplicate key (first at line 12)", p);
+  cr_assert_eq(e.n, 7);
+  cfg_errors_free(&e);
+  free(p);
+
+  load_bad(dir, "list.yaml", "- a\n- b\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:1:1: (root): a workflow must be a mapping of keys", p);
+  cfg_errors_free(&e);
+  free(p);
+
+  char *missing = NULL;
+  cr_assert_geq(asprintf(&missing, "%s/nope.yaml", dir), 0);
+  cr_assert_null(cfg_load(missing, NULL, 0, &e));
+  expect_msg(&e, "%s:0:0: (root): cannot read: No such file or directory", missing);
+  cfg_errors_free(&e);
+  free(missing);
+  free(dir);
+}
+
+Test(config, include_errors) {
+  char *dir = tu_tmpdir("config_include_err");
+  char *a = tu_write(dir, "a.yaml", "include:\n  - b.yaml\nrun: {chunk_size: 3}\n");
+  char *b = tu_write(dir, "b.yaml", "run:\n  progress: bar\ninclude: [a.yaml]\n");
+  char *frag = tu_write(dir, "frag.yaml", "# a fragment\nstages:\n  ingest:\n    workers: lots\n    gen3d: nevr\n");
+  char *broken = tu_write(dir, "broken.yaml", "stages: {ingest: [}\n");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml",
+           "workflow: i\ninclude:\n  - frag.yaml\n  - missing.yaml\n  - a.yaml\n  - broken.yaml\n  - {x: 1}\n", NULL, 0,
+           &e, &p);
+  /* errors inside a fragment name the fragment's file and line */
+  expect_msg(&e, "%s:4:5: stages.ingest.workers: expected an integer, got 'lots'", frag);
+  expect_msg(&e, "%s:5:5: stages.ingest.gen3d: must be one of auto, always, never; got 'nevr'; did you mean 'never'?",
+             frag);
+  expect_msg(&e, "%s:4:5: include.1: cannot read '%s/missing.yaml': No such file or directory", p, dir);
+  expect_msg(&e, "%s:3:11: include.0: include cycle: %s/a.yaml -> %s/b.yaml -> %s/a.yaml", b, dir, dir, dir);
+  expect_msg(&e, "%s:1:19: yaml: did not find expected node content", broken);
+  expect_msg(&e, "%s:7:5: include.4: expected a file name, got a mapping", p);
+  cr_assert_eq(e.n, 6);
+  cfg_errors_free(&e);
+  free(p);
+  free(a);
+  free(b);
+  free(frag);
+  free(broken);
+  free(dir);
+}
+
+Test(config, include_merge_precedence) {
+  char *dir = tu_tmpdir("config_include");
+  char *inner = tu_write(dir, "inner.yaml", "stages:\n  ingest:\n    seed: 1\n    dedupe: smiles\n    max_atoms: 10\n");
+  char *outer = tu_write(dir, "outer.yaml",
+                         "include: [inner.yaml]\nstages:\n  ingest:\n    seed: 2\n    gen3d: never\n"
+                         "    elements: [C]\nrun: {chunk_size: 5}\n");
+  char *other = tu_write(dir, "other.yaml", "stages:\n  ingest:\n    max_atoms: 20\n    gen3d: always\n");
+  struct cfg_node *r = load_ok(dir, "wf.yaml",
+                               "workflow: m\ninclude: [outer.yaml, other.yaml]\n"
+                               "stages:\n  ingest:\n    seed: 3\n    elements: [N, O]\n",
+                               NULL, 0);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed", 0), 3);               /* the workflow wins */
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "always"); /* a later include wins */
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", 0), 20);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe", "?"), "smiles"); /* nested include, deep merge */
+  cr_assert_eq(cfg_int(r, "run.chunk_size", 0), 5);
+  /* lists are replaced, not merged */
+  cr_assert_eq(cfg_get(r, "stages.ingest.elements")->n_kids, 2);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0", "?"), "N");
+  /* the merged value remembers where it was written */
+  cr_assert_str_eq(cfg_get(r, "stages.ingest.dedupe")->file, inner);
+  cr_assert_eq(cfg_get(r, "stages.ingest.dedupe")->line, 4);
+  /* include is consumed */
+  cr_assert_null(cfg_get(r, "include"));
+  cfg_node_free(r);
+  free(inner);
+  free(outer);
+  free(other);
+  free(dir);
+}
+
+/* ---- --set --------------------------------------------------------------------------------- */
+
+Test(config, set_overrides) {
+  char *dir = tu_tmpdir("config_set");
+  const char *sets[] = {"stages.ingest.seed=9", "ingest.workers=2",    "ingest.elements=[H, C]",
+                        "run.progress=none",    "sets.a.0.format=sdf", "device=auto"};
+  struct cfg_node *r =
+      load_ok(dir, "wf.yaml", "workflow: s\nsets:\n  a:\n    - path: a.x\nstages:\n  ingest:\n    seed: 1\n", sets, 6);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed", 0), 9);
+  cr_assert_eq(cfg_int(r, "stages.ingest.workers", 0), 2);
+  cr_assert_eq(cfg_get(r, "stages.ingest.elements")->n_kids, 2);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.1", "?"), "C");
+  cr_assert_str_eq(cfg_str(r, "run.progress", "?"), "none");
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.format", "?"), "sdf");
+  cr_assert_str_eq(cfg_str(r, "device", "?"), "auto");
+  const struct cfg_node *w = cfg_get(r, "stages.ingest.workers");
+  cr_assert_str_eq(w->file, "<--set>");
+  cr_assert_eq(w->line, 0);
+  cr_assert_eq(w->col, 0);
+  cfg_node_free(r);
+  free(dir);
+}
+
+Test(config, set_errors) {
+  char *dir = tu_tmpdir("config_set_err");
+  const char *sets[] = {"ingest.workers=abc", "stages.ingest.gen3d=sometimes",
+                        "noequals",           "ingest.elements=[H, C",
+                        "ingest.bogus=1",     "workflow.x=1",
+                        "ingest..seed=1"};
+  struct cfg_errors e = {0};
+  load_bad(dir, "wf.yaml", "workflow: s\n", sets, 7, &e, NULL);
+  expect_msg(&e, "--set ingest.workers=abc: stages.ingest.workers: expected an integer, got 'abc'");
+  expect_msg(&e, "--set stages.ingest.gen3d=sometimes: stages.ingest.gen3d: must be one of auto, always, never; "
+                 "got 'sometimes'");
+  expect_msg(&e, "--set noequals: noequals: expected key=value");
+  expect_msg(&e, "--set ingest.elements=[H, C: yaml: did not find expected ',' or ']'");
+  expect_msg(&e, "--set ingest.bogus=1: stages.ingest.bogus: unknown key 'bogus'");
+  expect_msg(&e, "--set workflow.x=1: workflow: cannot set a key inside a single value");
+  expect_msg(&e, "--set ingest..seed=1: (root): empty element in key 'ingest..seed'");
+  cr_assert_eq(e.n, 7);
+  cfg_errors_free(&e);
+  free(dir);
+}
+
+/* ---- print and hash ------------------------------------------------------------------------ */
+
+Test(config, print_reloads_to_the_same_tree) {
+  char *dir = tu_tmpdir("config_print");
+  char *frag = tu_write(dir, "frag.yaml", "run: {chunk_size: 77}\n");
+  const char *sets[] = {"ingest.seed=0012"};
+  struct cfg_node *r = load_ok(dir, "wf.yaml",
+                               "workflow: 'yes'\ninclude: [frag.yaml]\n"
+                               "sets:\n"
+                               "  'odd: key':\n"
+                               "    - path: \"with space/a #1.sdf\"\n"
+                               "      labels: [\"a: b\", '-x', 'null', '', \"tab\\there\", \"it's\", '[y]', '12']\n"
+                               "      smiles_column: \"~\"\n"
+                               "      name_column: \"quote\\\"d\"\n"
+                               "    - path: b.csv\n"
+                               "      labels: {p: 1, q: -2.5e-3}\n"
+                               "      labels_csv: {path: side.csv, columns: [x, y]}\n"
+                               "stages:\n  ingest:\n    elements: [N, O, Cl]\n    min_distance: .25\n",
+                               sets, 1);
+  char *out = NULL;
+  cr_assert_geq(asprintf(&out, "%s/printed.yaml", dir), 0);
+  FILE *f = fopen(out, "w");
+  cr_assert_not_null(f);
+  cfg_print(f, r);
+  fclose(f);
+  char *text = tu_read(out, NULL);
+  cr_assert_not_null(text);
+  cr_assert(strstr(text, "\nstages:\n  ingest:\n    gen3d: auto\n"), "%s", text);
+  cr_assert(strstr(text, "chunk_size: 77\n"), "%s", text);
+  cr_assert(strstr(text, "seed: 12\n"), "%s", text);
+  cr_assert(strstr(text, "workflow: 'yes'\n") == text, "%s", text);
+  cr_assert_null(strstr(text, "include"), "%s", text);
+
+  struct cfg_errors e = {0};
+  struct cfg_node *r2 = cfg_load(out, NULL, 0, &e);
+  char *all = joined(&e);
+  cr_assert_not_null(r2, "printed config does not reload:\n%s\n%s", all, text);
+  free(all);
+  cr_assert_eq(cfg_hash(SE3_HASH_INIT, r2), cfg_hash(SE3_HASH_INIT, r));
+  char h1[17], h2[17];
+  cfg_stage_hash(r, "ingest", 1, h1);
+  cfg_stage_hash(r2, "ingest", 1, h2);
+  cr_assert_str_eq(h1, h2);
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.labels.4", "?"), "tab\there");
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.name_column", "?"), "quote\"d");
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.smiles_column", "?"), "~");
+  cr_assert_str_eq(cfg_str(r2, "workflow", "?"), "yes");
+  cfg_node_free(r2);
+  cfg_node_free(r);
+  free(text);
+  free(out);
+  free(frag);
+  free(dir);
+}
+
+static const char *base_yaml = "workflow: h\n"
+                               "sets:\n"
+                               "  train:\n"
+                               "    - path: a.sdf\n"
+                               "      format: sdf\n"
+                               "      labels: {active: 1}\n"
+                               "    - path: b.smi\n"
+                               "stages:\n"
+                               "  ingest:\n"
+                               "    gen3d: never\n"
+                               "    seed: 7\n"
+                               "    elements: [H, C, N]\n"
+                               "    workers: 2\n";
+
+Test(config, stage_hash_stable_under_reordering) {
+  char *dir = tu_tmpdir("config_hash_order");
+  char h1[17], h2[17];
+  stage_hash(dir, base_yaml, NULL, 0, 1, h1);
+  cr_assert_eq(strlen(h1), 16);
+  cr_assert_eq(strspn(h1, "0123456789abcdef"), 16);
+  stage_hash(dir,
+             "stages:\n"
+             "  ingest:\n"
+             "    workers: 2\n"
+             "    elements: [H, C, N]\n"
+             "    seed: 7\n"
+             "    gen3d: never\n"
+             "sets:\n"
+             "  train:\n"
+             "    - labels: {active: 1.0}\n"
+             "      format: sdf\n"
+             "      path: ./a.sdf\n"
+             "    - {path: b.smi}\n"
+             "workflow: h\n",
+             NULL, 0, 1, h2);
+  cr_assert_str_eq(h1, h2);
+  /* a default written out equals the default left out */
+  char *text = NULL;
+  cr_assert_geq(asprintf(&text, "%s    max_atoms: 999\n    add_hydrogens: yes\n", base_yaml), 0);
+  stage_hash(dir, text, NULL, 0, 1, h2);
+  cr_assert_str_eq(h1, h2);
+  free(text);
+  free(dir);
+}
+
+Test(config, stage_hash_changes_with_values) {
+  char *dir = tu_tmpdir("config_hash_change");
+  char h0[17], h[17];
+  stage_hash(dir, base_yaml, NULL, 0, 1, h0);
+  const char *changes[] = {
+      "ingest.gen3d=auto",         "ingest.seed=8",
+      "ingest.elements=[H, C, O]", "ingest.elements=[C, H, N]",
+      "sets.train.0.format=auto",  "sets.train.0.labels.active=2",
+      "sets.train.1.path=c.smi",   "ingest.add_hydrogens=no",
+      "ingest.min_distance=0.6",
+  };
+  for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
+    stage_hash(dir, base_yaml, &changes[i], 1, 1, h);
+    cr_assert_str_neq(h, h0, "%s did not change the hash", changes[i]);
+  }
+  /* keys with hash: false keep finished work */
+  const char *same[] = {"ingest.workers=16", "ingest.timeout_s=5", "run.progress=none", "store.journal=delete"};
+  for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+    stage_hash(dir, base_yaml, &same[i], 1, 1, h);
+    cr_assert_str_eq(h, h0, "%s changed the hash", same[i]);
+  }
+  /* without sets, the inputs do not count */
+  char n0[17], n1[17];
+  stage_hash(dir, base_yaml, NULL, 0, 0, n0);
+  const char *set_change[] = {"sets.train.0.format=auto"};
+  stage_hash(dir, base_yaml, set_change, 1, 0, n1);
+  cr_assert_str_eq(n0, n1);
+  cr_assert_str_neq(n0, h0);
+  free(dir);
+}
+
+Test(config, stage_hash_without_section_is_deterministic) {
+  char *dir = tu_tmpdir("config_hash_none");
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: n\n", NULL, 0);
+  char a[17], b[17], c[17];
+  cfg_stage_hash(r, "train", 0, a);
+  cfg_stage_hash(r, "train", 0, b);
+  cfg_stage_hash(r, "ingest", 0, c);
+  cr_assert_str_eq(a, b);
+  cr_assert_eq(strlen(a), 16);
+  cr_assert_str_neq(a, c);
+  /* with sets absent from the workflow, no tree at all hashes the same */
+  cfg_stage_hash(r, "train", 1, a);
+  cfg_stage_hash(NULL, "train", 1, b);
+  cr_assert_str_eq(a, b);
+  cfg_stage_hash(NULL, "train", 0, c);
+  cr_assert_str_neq(b, c);
+  cfg_node_free(r);
+  free(dir);
+}

@@ -1,0 +1,562 @@
+/* test_records.c — splitting molecule files into records: every format,
+ * line numbers, CSV quoting and bad rows, XYZ resync, trailing SDF records,
+ * gzip input, long lines, the record size cap and the shared data sets. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "chem/records.h"
+#include "tests/testutil.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+struct got {
+  int n;
+  struct {
+    int64_t no, line;
+    char *text, *name, *error;
+    int n_fields;
+    char *fields[8];
+  } r[64];
+};
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void got_free(struct got *g) {
+  for (int i = 0; i < g->n && i < 64; i++) {
+    free(g->r[i].text);
+    free(g->r[i].name);
+    free(g->r[i].error);
+    for (int k = 0; k < g->r[i].n_fields && k < 8; k++)
+      free(g->r[i].fields[k]);
+  }
+  g->n = 0;
+}
+static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Reads every record of path (at most 64 kept) into g; returns rec_next's last result. */
+static int collect(const char *path, enum mol_format fmt, const struct rec_options *opt, struct got *g) {
+  char err[512] = "";
+  memset(g, 0, sizeof *g);
+  struct rec_reader *r = rec_open(path, fmt, opt, err, sizeof err);
+  cr_assert_not_null(r, "rec_open(%s): %s", path, err);
+  struct rec rec;
+  int k;
+  while ((k = rec_next(r, &rec, err, sizeof err)) == 1) {
+    cr_assert_eq(rec.record_no, g->n + 1);
+    cr_assert_eq(rec.len, strlen(rec.text));
+    if (g->n < 64) {
+      g->r[g->n].no = rec.record_no;
+      g->r[g->n].line = rec.line;
+      g->r[g->n].text = strdup(rec.text);
+      g->r[g->n].name = dup_or_null(rec.name);
+      g->r[g->n].error = dup_or_null(rec.error);
+      g->r[g->n].n_fields = rec.n_fields;
+      for (int i = 0; i < rec.n_fields && i < 8; i++)
+        g->r[g->n].fields[i] = strdup(rec.fields[i]);
+    }
+    g->n++;
+  }
+  cr_assert_eq(k, 0, "rec_next failed: %s", err);
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 0, "EOF is sticky");
+  rec_close(r);
+  return k;
+}
+
+static char *write_tmp(const char *test, const char *name, const char *text) {
+  char *dir = tu_tmpdir(test);
+  cr_assert_not_null(dir);
+  char *p = tu_write(dir, name, text);
+  cr_assert_not_null(p);
+  free(dir);
+  return p;
+}
+
+static char *write_gz(const char *test, const char *name, const char *text) {
+  char *dir = tu_tmpdir(test);
+  char *p = NULL;
+  cr_assert_geq(asprintf(&p, "%s/%s", dir, name), 0);
+  gzFile gz = gzopen(p, "wb");
+  cr_assert_not_null(gz);
+  cr_assert_eq(gzwrite(gz, text, (unsigned)strlen(text)), (int)strlen(text));
+  cr_assert_eq(gzclose(gz), Z_OK);
+  free(dir);
+  return p;
+}
+
+/* ---- formats ------------------------------------------------------------------- */
+
+Test(records, format_names) {
+  cr_assert_eq(rec_format_from_path("a/b/x.sdf"), MOL_FMT_SDF);
+  cr_assert_eq(rec_format_from_path("x.SDF.gz"), MOL_FMT_SDF);
+  cr_assert_eq(rec_format_from_path("x.mol"), MOL_FMT_SDF);
+  cr_assert_eq(rec_format_from_path("x.mol2.gz"), MOL_FMT_MOL2);
+  cr_assert_eq(rec_format_from_path("x.smiles"), MOL_FMT_SMI);
+  cr_assert_eq(rec_format_from_path("x.smi"), MOL_FMT_SMI);
+  cr_assert_eq(rec_format_from_path("x.csv"), MOL_FMT_CSV);
+  cr_assert_eq(rec_format_from_path("x.tsv.gz"), MOL_FMT_TSV);
+  cr_assert_eq(rec_format_from_path("x.xyz"), MOL_FMT_XYZ);
+  cr_assert_eq(rec_format_from_path("x.pdb"), MOL_FMT_PDB);
+  cr_assert_eq(rec_format_from_path("x.ent"), MOL_FMT_PDB);
+  cr_assert_eq(rec_format_from_path("x.cml"), MOL_FMT_CML);
+  cr_assert_eq(rec_format_from_path("x.txt"), MOL_FMT_UNKNOWN);
+  cr_assert_eq(rec_format_from_path("sdf"), MOL_FMT_UNKNOWN);
+  cr_assert_eq(rec_format_from_path("x.gz"), MOL_FMT_UNKNOWN);
+  cr_assert_eq(rec_format_from_name("MOL2"), MOL_FMT_MOL2);
+  cr_assert_eq(rec_format_from_name("nope"), MOL_FMT_UNKNOWN);
+  cr_assert_str_eq(rec_format_name(MOL_FMT_TSV), "tsv");
+  cr_assert_str_eq(rec_format_ob(MOL_FMT_CSV), "smi");
+  cr_assert_str_eq(rec_format_ob(MOL_FMT_SDF), "sdf");
+  cr_assert_str_eq(rec_format_ob(MOL_FMT_CML), "cml");
+  cr_assert_null(rec_format_ob(MOL_FMT_UNKNOWN));
+}
+
+Test(records, open_errors) {
+  char err[512] = "";
+  cr_assert_null(rec_open("/nonexistent/dir/x.sdf", MOL_FMT_UNKNOWN, NULL, err, sizeof err));
+  cr_assert(strstr(err, "/nonexistent/dir/x.sdf"), "%s", err);
+  char *p = write_tmp("rec_open_errors", "x.dat", "CCO\n");
+  cr_assert_null(rec_open(p, MOL_FMT_UNKNOWN, NULL, err, sizeof err));
+  cr_assert(strstr(err, "x.dat") && strstr(err, "format"), "%s", err);
+  cr_assert_eq(rec_count(p, MOL_FMT_UNKNOWN, NULL, err, sizeof err), -1);
+  cr_assert_eq(rec_count(p, MOL_FMT_SMI, NULL, err, sizeof err), 1);
+  free(p);
+}
+
+/* ---- sdf ----------------------------------------------------------------------- */
+
+static const char *SDF3 = "first\n  prog\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n$$$$\n" /* lines 1-6 */
+                          "\n  prog\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n> <tag>\nx\n\n$$$$\n" /* 7-15 */
+                          "third\n  prog\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n"; /* 16-20 */
+
+Test(records, sdf_records_lines_and_trailing) {
+  char *p = write_tmp("rec_sdf", "a.sdf", SDF3);
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_eq(g.r[0].line, 1);
+  cr_assert_eq(g.r[1].line, 7, "a blank title line starts the record");
+  cr_assert_eq(g.r[2].line, 16);
+  cr_assert(starts_with(g.r[0].text, "first\n"));
+  cr_assert(strstr(g.r[0].text, "$$$$\n") == g.r[0].text + strlen(g.r[0].text) - 5);
+  cr_assert(starts_with(g.r[1].text, "\n  prog"));
+  cr_assert(strstr(g.r[1].text, "> <tag>\nx\n"));
+  cr_assert(starts_with(g.r[2].text, "third\n"), "trailing record without $$$$");
+  cr_assert_null(g.r[2].error);
+  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, NULL, 0), 3);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, sdf_blank_tail_is_not_a_record) {
+  char *p =
+      write_tmp("rec_sdf_tail", "a.sdf", "m\n\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n$$$$\n\n  \n\n");
+  struct got g;
+  collect(p, MOL_FMT_SDF, NULL, &g);
+  cr_assert_eq(g.n, 1);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, sdf_crlf_and_no_final_newline) {
+  char *p = write_tmp("rec_sdf_crlf", "a.sdf", "a\r\n\r\n\r\nM  END\r\n$$$$\r\nb\r\n\r\n\r\nM  END\r\n$$$$");
+  struct got g;
+  collect(p, MOL_FMT_SDF, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_eq(g.r[1].line, 6);
+  cr_assert_str_eq(g.r[1].text, "b\r\n\r\n\r\nM  END\r\n$$$$\n", "a final newline is added");
+  got_free(&g);
+  free(p);
+}
+
+Test(records, sdf_gzip_same_as_plain) {
+  char *p = write_gz("rec_sdf_gz", "a.sdf.gz", SDF3);
+  cr_assert_eq(rec_format_from_path(p), MOL_FMT_SDF);
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_eq(g.r[0].line, 1);
+  cr_assert_eq(g.r[1].line, 7);
+  cr_assert_eq(g.r[2].line, 16);
+  cr_assert(starts_with(g.r[2].text, "third\n"));
+  got_free(&g);
+  free(p);
+}
+
+Test(records, truncated_gzip_is_an_io_error) {
+  char *p = write_gz("rec_gz_trunc", "a.sdf.gz", SDF3);
+  size_t n;
+  char *bytes = tu_read(p, &n);
+  FILE *f = fopen(p, "wb");
+  fwrite(bytes, 1, n - 12, f); /* cut the trailer and some data */
+  fclose(f);
+  char err[512] = "";
+  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, NULL, err, sizeof err);
+  cr_assert_not_null(r);
+  struct rec rec;
+  int k;
+  while ((k = rec_next(r, &rec, err, sizeof err)) == 1) {}
+  cr_assert_eq(k, -1);
+  cr_assert(strstr(err, "a.sdf.gz"), "%s", err);
+  rec_close(r);
+  free(bytes);
+  free(p);
+}
+
+/* ---- mol2 ---------------------------------------------------------------------- */
+
+Test(records, mol2_records) {
+  char *p = write_tmp("rec_mol2", "a.mol2",
+                      "# comment before\n"                                       /* 1 */
+                      "@<TRIPOS>MOLECULE\nm1\n 1 0 0 0 0\nSMALL\nNO_CHARGES\n\n" /* 2-7 */
+                      "@<TRIPOS>ATOM\n      1 C1 0 0 0 C.3 1 LIG 0\n"            /* 8-9 */
+                      "########## Name: m2\n"                                    /* 10 */
+                      "@<TRIPOS>MOLECULE  \r\nm2\n 1 0 0 0 0\n"                  /* 11-13 */
+                      "@<TRIPOS>ATOM\n      1 N1 0 0 0 N.3 1 LIG 0\n");          /* 14-15 */
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_eq(g.r[0].line, 2);
+  cr_assert_eq(g.r[1].line, 11);
+  cr_assert(starts_with(g.r[0].text, "@<TRIPOS>MOLECULE\nm1\n"));
+  cr_assert(strstr(g.r[1].text, "N.3"));
+  cr_assert_null(strstr(g.r[0].text, "N.3"));
+  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL, 0), 2);
+  got_free(&g);
+  free(p);
+}
+
+/* ---- smi ----------------------------------------------------------------------- */
+
+Test(records, smi_lines_comments_blanks) {
+  char *p = write_tmp("rec_smi", "a.smi",
+                      "# header comment\n"      /* 1 */
+                      "CCO ethanol\n"           /* 2 */
+                      "\n"                      /* 3 */
+                      "   \t\n"                 /* 4 */
+                      "  c1ccccc1\tbenzene\r\n" /* 5 */
+                      "  # indented comment\n"  /* 6 */
+                      "C");                     /* 7 */
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_str_eq(g.r[0].text, "CCO ethanol\n");
+  cr_assert_eq(g.r[0].line, 2);
+  cr_assert_null(g.r[0].name);
+  cr_assert_str_eq(g.r[1].text, "c1ccccc1\tbenzene\n");
+  cr_assert_eq(g.r[1].line, 5);
+  cr_assert_str_eq(g.r[2].text, "C\n");
+  cr_assert_eq(g.r[2].line, 7);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, smi_utf8_bom_dropped) {
+  char *p = write_tmp("rec_smi_bom", "a.smi",
+                      "\xEF\xBB\xBF"
+                      "CCO\nCC\n");
+  struct got g;
+  collect(p, MOL_FMT_SMI, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_str_eq(g.r[0].text, "CCO\n");
+  cr_assert_eq(g.r[0].line, 1);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, long_lines_cross_the_buffer) {
+  size_t n = 3u << 20; /* 3 MiB, three times the read buffer */
+  char *big = malloc(n + 64);
+  strcpy(big, "CCO first\n");
+  size_t at = strlen(big);
+  for (size_t i = 0; i < n; i++)
+    big[at++] = 'C';
+  strcpy(big + at, " long\nN last\n");
+  char *p = write_tmp("rec_long", "a.smi", big);
+  char err[256];
+  struct rec_reader *r = rec_open(p, MOL_FMT_SMI, NULL, err, sizeof err);
+  struct rec rec;
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_str_eq(rec.text, "CCO first\n");
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_eq(rec.len, n + 6);
+  cr_assert_eq(rec.line, 2);
+  cr_assert(strcmp(rec.text + n, " long\n") == 0);
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_str_eq(rec.text, "N last\n");
+  cr_assert_eq(rec.line, 3);
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 0);
+  rec_close(r);
+  free(big);
+  free(p);
+}
+
+Test(records, record_size_cap) {
+  /* The middle record is over the cap: an error record, then reading goes on. */
+  char *p = write_tmp("rec_cap", "a.sdf",
+                      "a\n\n\nM  END\n$$$$\n"
+                      "b\n0123456789012345678901234567890123456789012345678901234567890123456789\n"
+                      "0123456789012345678901234567890123456789012345678901234567890123456789\n$$$$\n"
+                      "c\n\n\nM  END\n$$$$\n");
+  struct rec_options o = {.max_record_bytes = 100};
+  struct got g;
+  collect(p, MOL_FMT_SDF, &o, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_null(g.r[0].error);
+  cr_assert_not_null(g.r[1].error);
+  cr_assert(strstr(g.r[1].error, "larger than 100 bytes"), "%s", g.r[1].error);
+  cr_assert_str_eq(g.r[1].text, "");
+  cr_assert_eq(g.r[1].line, 6);
+  cr_assert_null(g.r[2].error);
+  cr_assert_eq(g.r[2].line, 10);
+  got_free(&g);
+  free(p);
+}
+
+/* ---- csv/tsv ------------------------------------------------------------------- */
+
+Test(records, csv_quoting_names_and_bad_rows) {
+  char *p = write_tmp("rec_csv", "a.csv",
+                      "id,SMILES,note\n"                          /* 1 */
+                      "m1,CCO,plain\n"                            /* 2 */
+                      "\"m,2\",\"c1ccccc1\",\"say \"\"hi\"\"\"\n" /* 3 */
+                      "m3,CC,\"two\nlines\"\n"                    /* 4-5 */
+                      "m4,CCC\n"                                  /* 6: too few fields */
+                      "\n"                                        /* 7: blank, skipped */
+                      "m5, N ,x,extra\r\n"                        /* 8: too many */
+                      "m6,,empty\n"                               /* 9 */
+                      "m7,O,last");                               /* 10 */
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 7);
+  cr_assert_str_eq(g.r[0].text, "CCO m1\n");
+  cr_assert_str_eq(g.r[0].name, "m1");
+  cr_assert_eq(g.r[0].line, 2);
+  cr_assert_eq(g.r[0].n_fields, 3);
+  cr_assert_str_eq(g.r[0].fields[2], "plain");
+  cr_assert_str_eq(g.r[1].name, "m,2");
+  cr_assert_str_eq(g.r[1].text, "c1ccccc1 m,2\n");
+  cr_assert_str_eq(g.r[1].fields[2], "say \"hi\"");
+  cr_assert_eq(g.r[1].line, 3);
+  cr_assert_str_eq(g.r[2].fields[2], "two\nlines");
+  cr_assert_eq(g.r[2].line, 4);
+  cr_assert_null(g.r[2].error);
+  cr_assert_eq(g.r[3].line, 6);
+  cr_assert_str_eq(g.r[3].error, "row has 2 fields, header has 3");
+  cr_assert_str_eq(g.r[3].text, "");
+  cr_assert_eq(g.r[4].line, 8);
+  cr_assert_str_eq(g.r[4].error, "row has 4 fields, header has 3");
+  cr_assert_eq(g.r[5].line, 9);
+  cr_assert_str_eq(g.r[5].error, "empty SMILES");
+  cr_assert_str_eq(g.r[6].text, "O m7\n");
+  cr_assert_eq(g.r[6].line, 10);
+  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL, 0), 7);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, csv_columns_and_options) {
+  char *p = write_tmp("rec_csv_cols", "a.csv",
+                      "\xEF\xBB\xBF"
+                      "mol,Class,Title\nCCO,1,eth\n");
+  char err[512] = "";
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, err, sizeof err));
+  cr_assert(strstr(err, "'mol', 'Class', 'Title'"), "the message lists the columns: %s", err);
+  cr_assert(strstr(err, "a.csv"), "%s", err);
+  struct rec_options o = {.smiles_column = "MOL"};
+  struct rec_reader *r = rec_open(p, MOL_FMT_CSV, &o, err, sizeof err);
+  cr_assert_not_null(r, "%s", err);
+  int n = 0;
+  const char *const *cols = rec_columns(r, &n);
+  cr_assert_eq(n, 3);
+  cr_assert_str_eq(cols[0], "mol", "the byte order mark is dropped");
+  struct rec rec;
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_str_eq(rec.text, "CCO eth\n", "Title is a name column");
+  rec_close(r);
+  struct rec_options o2 = {.smiles_column = "mol", .name_column = "nope"};
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, &o2, err, sizeof err));
+  cr_assert(strstr(err, "nope"), "%s", err);
+  struct rec_options o3 = {.smiles_column = "mol", .name_column = "Class"};
+  r = rec_open(p, MOL_FMT_CSV, &o3, err, sizeof err);
+  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_str_eq(rec.text, "CCO 1\n");
+  rec_close(r);
+  free(p);
+}
+
+Test(records, tsv_and_unterminated_quote) {
+  char *p = write_tmp("rec_tsv", "a.tsv", "smiles\tname\nCCO\tethanol, 95%\nN\t\"open\n");
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_str_eq(g.r[0].text, "CCO ethanol, 95%\n");
+  cr_assert_str_eq(g.r[1].error, "unterminated quoted field");
+  cr_assert_eq(g.r[1].line, 3);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, csv_header_only_and_empty) {
+  char *p = write_tmp("rec_csv_empty", "a.csv", "smiles,y\n");
+  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL, 0), 0);
+  free(p);
+  char err[256] = "";
+  p = write_tmp("rec_csv_empty2", "b.csv", "");
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, err, sizeof err));
+  cr_assert(strstr(err, "header"), "%s", err);
+  free(p);
+}
+
+/* ---- xyz ----------------------------------------------------------------------- */
+
+Test(records, xyz_records_and_resync) {
+  char *p = write_tmp("rec_xyz", "a.xyz",
+                      "3\nwater\nO 0 0 0\nH 1 0 0\nH 0 1 0\n" /* 1-5 */
+                      "\n"                                    /* 6 */
+                      "garbage here\nmore garbage\n"          /* 7-8 */
+                      "  2  \nh2\nH 0 0 0\nH 0.7 0 0\n"       /* 9-12 */
+                      "1\n\nHe 0 0 0\n"                       /* 13-15 */
+                      "x 1\n"                                 /* 16 */
+                      "2\ncut\nH 0 0 0\n");                   /* 17-19 */
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 6);
+  cr_assert_str_eq(g.r[0].text, "3\nwater\nO 0 0 0\nH 1 0 0\nH 0 1 0\n");
+  cr_assert_eq(g.r[0].line, 1);
+  cr_assert_null(g.r[0].error);
+  cr_assert_eq(g.r[1].line, 7);
+  cr_assert_str_eq(g.r[1].error, "line 7: expected an atom count, got 'garbage here'");
+  cr_assert_eq(g.r[2].line, 9);
+  cr_assert_str_eq(g.r[2].text, "  2  \nh2\nH 0 0 0\nH 0.7 0 0\n");
+  cr_assert_eq(g.r[3].line, 13);
+  cr_assert_str_eq(g.r[3].text, "1\n\nHe 0 0 0\n", "an empty comment line is kept");
+  cr_assert_eq(g.r[4].line, 16);
+  cr_assert_str_eq(g.r[4].error, "line 16: expected an atom count, got 'x 1'");
+  cr_assert_eq(g.r[5].line, 17);
+  cr_assert(strstr(g.r[5].error, "truncated"), "%s", g.r[5].error);
+  got_free(&g);
+  free(p);
+}
+
+/* ---- pdb ----------------------------------------------------------------------- */
+
+Test(records, pdb_models_and_empty_chunks) {
+  char *p = write_tmp("rec_pdb", "a.pdb",
+                      "HEADER    TEST\n"                                                                 /* 1 */
+                      "MODEL        1\n"                                                                 /* 2 */
+                      "HETATM    1  O   HOH A   1       0.000   0.000   0.000  1.00  0.00           O\n" /* 3 */
+                      "ENDMDL\n"                                                                         /* 4 */
+                      "MODEL        2\n"                                                                 /* 5 */
+                      "ATOM      1  N   GLY A   1       1.000   0.000   0.000  1.00  0.00           N\n" /* 6 */
+                      "ENDMDL\n"                                                                         /* 7 */
+                      "CONECT    1    2\n"                                                               /* 8 */
+                      "END\n"                                                                            /* 9 */
+                      "ATOM      1  C   GLY A   1       2.000   0.000   0.000  1.00  0.00           C\n" /* 10 */
+                      "ENDROOT\n"                                                                        /* 11 */
+                      "END   \n");                                                                       /* 12 */
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 3, "the chunk CONECT..END has no atoms and is dropped");
+  cr_assert_eq(g.r[0].line, 1);
+  cr_assert(starts_with(g.r[0].text, "HEADER"));
+  cr_assert(strstr(g.r[0].text, "ENDMDL\n") && !strstr(g.r[0].text, "MODEL        2"));
+  cr_assert_eq(g.r[1].line, 5);
+  cr_assert_eq(g.r[2].line, 10);
+  cr_assert(strstr(g.r[2].text, "ENDROOT\nEND   \n"), "ENDROOT does not end a record");
+  got_free(&g);
+  free(p);
+}
+
+Test(records, pdb_trailing_chunk) {
+  char *p = write_tmp("rec_pdb2", "a.pdb",
+                      "ATOM      1  N   GLY A   1       1.000   0.000   0.000  1.00  0.00           N\n"
+                      "TER\n");
+  cr_assert_eq(rec_count(p, MOL_FMT_PDB, NULL, NULL, 0), 1);
+  free(p);
+}
+
+/* ---- cml ----------------------------------------------------------------------- */
+
+Test(records, cml_top_level_molecules) {
+  char *p = write_tmp("rec_cml", "a.cml",
+                      "<?xml version=\"1.0\"?>\n"                                      /* 1 */
+                      "<cml xmlns=\"http://www.xml-cml.org/schema\">\n"                /* 2 */
+                      "<!-- <molecule id=\"fake\"> -->\n"                              /* 3 */
+                      " <molecule id=\"m1\" title=\"a /> b\">\n"                       /* 4 */
+                      "  <atomArray><atom id=\"a1\" elementType=\"C\"/></atomArray>\n" /* 5 */
+                      "  <molecule id=\"inner\"><!-- </molecule> --></molecule>\n"     /* 6 */
+                      " </molecule><molecule id=\"m2\"/>\n"                            /* 7 */
+                      " <cml:molecule id=\"m3\"><atomArray/></cml:molecule>\n"         /* 8 */
+                      "</cml>\n");
+  struct got g;
+  collect(p, MOL_FMT_UNKNOWN, NULL, &g);
+  cr_assert_eq(g.n, 3, "m1, m2, m3");
+  cr_assert_eq(g.r[0].line, 4);
+  cr_assert(starts_with(g.r[0].text, "<molecule id=\"m1\" title=\"a /> b\">\n"), "%s", g.r[0].text);
+  cr_assert(strstr(g.r[0].text, "id=\"inner\""));
+  cr_assert(strstr(g.r[0].text, "<!-- </molecule> -->"), "comments inside are kept");
+  size_t n = strlen(g.r[0].text);
+  cr_assert(strcmp(g.r[0].text + n - 12, "</molecule>\n") == 0, "%s", g.r[0].text);
+  cr_assert_null(strstr(g.r[0].text, "fake"));
+  cr_assert_str_eq(g.r[1].text, "<molecule id=\"m2\"/>\n");
+  cr_assert_eq(g.r[1].line, 7);
+  cr_assert_str_eq(g.r[2].text, "<cml:molecule id=\"m3\"><atomArray/></cml:molecule>\n");
+  cr_assert_eq(g.r[2].line, 8);
+  got_free(&g);
+  free(p);
+}
+
+Test(records, cml_namespace_prefix_is_declared) {
+  char *p = write_tmp("rec_cml_ns", "a.cml",
+                      "<c:cml xmlns:c=\"http://www.xml-cml.org/schema\" xmlns:x='urn:x'>\n"
+                      "<c:molecule id=\"p\"><c:atomArray><c:atom id=\"a1\" elementType=\"N\"/></c:atomArray>"
+                      "</c:molecule>\n"
+                      "<c:molecule xmlns:c=\"urn:own\"/>\n"
+                      "</c:cml>\n");
+  struct got g;
+  collect(p, MOL_FMT_CML, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert(starts_with(g.r[0].text, "<c:molecule xmlns:c=\"http://www.xml-cml.org/schema\" id=\"p\">"
+                                     "<c:atomArray>"),
+            "%s", g.r[0].text);
+  cr_assert_str_eq(g.r[1].text, "<c:molecule xmlns:c=\"urn:own\"/>\n", "a tag's own declaration wins");
+  got_free(&g);
+  free(p);
+}
+
+Test(records, cml_unterminated) {
+  char *p = write_tmp("rec_cml2", "a.cml", "<molecule id=\"a\"></molecule>\n<molecule id=\"b\">\n<atomArray>\n");
+  struct got g;
+  collect(p, MOL_FMT_CML, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_null(g.r[0].error);
+  cr_assert_str_eq(g.r[1].error, "unterminated <molecule> element");
+  cr_assert_eq(g.r[1].line, 2);
+  got_free(&g);
+  free(p);
+}
+
+/* ---- shared data sets ----------------------------------------------------------- */
+
+Test(records, shared_data_counts) {
+  if (!tu_have_shared()) cr_skip_test("no shared data");
+  char err[512] = "";
+  cr_assert_eq(rec_count(tu_shared("data/qm9/qm9_mini.sdf"), MOL_FMT_UNKNOWN, NULL, err, sizeof err), 21, "%s", err);
+  cr_assert_eq(rec_count(tu_shared("data/qm9/gdb1k.sdf.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err), 1000);
+  cr_assert_eq(
+      rec_count(tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
+      57);
+  cr_assert_eq(
+      rec_count(tu_shared("data/nci/rdkit-data_Data_NCI_first_5K.smi.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
+      4999);
+  cr_assert_eq(rec_count(tu_shared("data/moleculenet/chemprop_delaney.csv"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
+               1128);
+  cr_assert_eq(
+      rec_count(tu_shared("data/qm9/chemprop_qm9_first499_12targets.csv"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
+      499);
+}
