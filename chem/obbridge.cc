@@ -286,6 +286,10 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     }
     dim = 3;
   } else if (o->add_hydrogens) {
+    // Hydrogens on a 3D molecule point along directions Open Babel draws
+    // from rand(): seed it from the record so the result does not depend on
+    // what this process parsed before.
+    std::srand(o->seed ^ hash_text(text, len));
     mol.AddHydrogens(); // placed from the geometry when there is one
   }
 

@@ -341,6 +341,54 @@ static int is_mol2_start(const struct piece *l) {
   return !l->cont && l->n >= sizeof tag - 1 && l->p[0] == '@' && line_is(l, tag);
 }
 
+/* Open Babel reads a MOL2 atom line with missing columns as a wrong atom and
+ * says nothing, so a cut-short record must be caught here: every line of the
+ * ATOM section needs id, name, x, y, z and type, and their number must match
+ * the count line. Returns NULL or a message. */
+static const char *mol2_check(struct rec_reader *r, int64_t start) {
+  const char *t = r->text, *end = r->text + r->tlen;
+  int64_t no = start;
+  long declared = -1, seen = 0;
+  int section = 0, line_in_mol = 0; /* section: 1 MOLECULE, 2 ATOM, 3 other */
+  for (const char *p = t; p < end; no++) {
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!e) e = end;
+    if (*p == '#') {
+      /* a comment line */
+    } else if (*p == '@') {
+      section = (size_t)(e - p) >= 17 && !strncmp(p, "@<TRIPOS>MOLECULE", 17) ? 1
+                : (size_t)(e - p) >= 13 && !strncmp(p, "@<TRIPOS>ATOM", 13) ? 2 : 3;
+      line_in_mol = 0;
+    } else if (section == 1) {
+      if (++line_in_mol == 2) {
+        char *q;
+        declared = strtol(p, &q, 10);
+        if (q == p) declared = -1;
+      }
+    } else if (section == 2) {
+      int fields = 0, in = 0;
+      for (const char *c = p; c < e; c++) {
+        int ws = *c == ' ' || *c == '\t' || *c == '\r';
+        if (!ws && !in) fields++;
+        in = !ws;
+      }
+      if (fields > 0 && fields < 6) {
+        snprintf(r->err, sizeof r->err, "line %lld: MOL2 atom line has %d of its 6 columns (record cut short?)",
+                 (long long)no, fields);
+        return r->err;
+      }
+      if (fields) seen++;
+    }
+    p = e + 1;
+  }
+  if (declared >= 0 && seen != declared) {
+    snprintf(r->err, sizeof r->err, "line %lld: MOL2 header declares %ld atoms, the ATOM section has %ld",
+             (long long)start, declared, seen);
+    return r->err;
+  }
+  return NULL;
+}
+
 static int next_mol2(struct rec_reader *r, struct rec *out) {
   struct piece l;
   int k;
@@ -354,10 +402,10 @@ static int next_mol2(struct rec_reader *r, struct rec *out) {
   for (;;) {
     k = next_piece(r, &l);
     if (k < 0) return -1;
-    if (k == 0) return emit(r, out, start, NULL);
+    if (k == 0) return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
     if (is_mol2_start(&l)) {
       unread_piece(r);
-      return emit(r, out, start, NULL);
+      return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
     }
     if (text_add(r, l.p, l.n) != 0) return oom(r);
   }

@@ -466,6 +466,64 @@ Test(ob, gen3d_independent_of_the_molecule_before, .init = setup) {
   mol_free(&b);
 }
 
+/* Hydrogens added to a 3D molecule get directions from rand(): they must come
+ * out the same whatever the process parsed before (a resumed run parses in
+ * another order than an uninterrupted one). */
+Test(ob, added_hydrogens_independent_of_history, .init = setup) {
+  struct ob_parse_opts o = opts("sdf");
+  o.add_hydrogens = 1;
+  /* QM7 record 375 (MIT, see tests/data/SOURCES.md): hydrogens are added to its N atoms. */
+  const char *sdf =
+      "gdb7k_0374.xyz\n"
+      " OpenBabel11221611003D\n"
+      "\n"
+      " 14 13  0  0  0  0  0  0  0  0999 V2000\n"
+      "    0.8692    0.0890   -0.0464 C   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    2.3504    0.0459   -0.2371 C   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    3.1862    0.9812    0.2389 C   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    4.6568    0.9141    0.0235 C   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    5.2899   -0.1700   -0.4988 N   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    5.4225    1.9068    0.3537 N   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    0.5358   -0.8088    0.4828 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    0.3691    0.1210   -1.0192 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    0.5504    0.9632    0.5302 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    2.7282   -0.7920   -0.8167 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    2.8133    1.8370    0.7901 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    4.9243   -1.0693   -0.2146 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    6.2930   -0.0956   -0.3638 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "    4.8717    2.6834    0.7290 H   0  0  0  0  0  0  0  0  0  0  0  0\n"
+      "  1  7  1  0  0  0  0\n"
+      "  1  9  1  0  0  0  0\n"
+      "  2  1  1  0  0  0  0\n"
+      "  2  3  2  0  0  0  0\n"
+      "  3 11  1  0  0  0  0\n"
+      "  4  3  1  0  0  0  0\n"
+      "  4  6  1  0  0  0  0\n"
+      "  5 13  1  0  0  0  0\n"
+      "  5 12  1  0  0  0  0\n"
+      "  5  4  2  0  0  0  0\n"
+      "  6 14  1  0  0  0  0\n"
+      "  8  1  1  0  0  0  0\n"
+      " 10  2  1  0  0  0  0\n"
+      "M  RAD  1   6   2\n"
+      "M  END\n"
+      "$$$$\n";
+  struct mol a, x, b;
+  parse_ok(sdf, &o, &a);
+  cr_assert_gt(a.n_atoms, 14);
+  struct ob_parse_opts g = opts("smi");
+  g.gen3d = OB_GEN3D_ALWAYS;
+  g.add_hydrogens = 1;
+  parse_ok("CC(C)Cc1ccc(cc1)C(C)C(=O)O\n", &g, &x); /* draws from rand() */
+  parse_ok(sdf, &o, &b);
+  for (int i = 0; i < a.n_atoms; i++)
+    cr_assert(a.atoms[i].x == b.atoms[i].x && a.atoms[i].y == b.atoms[i].y && a.atoms[i].z_ == b.atoms[i].z_,
+              "added hydrogen %d moved after another parse", i);
+  mol_free(&a);
+  mol_free(&x);
+  mol_free(&b);
+}
+
 Test(ob, gen3d_modes) {
   char *text = sd_record(0);
   struct ob_parse_opts o = opts("sdf");

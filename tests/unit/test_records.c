@@ -230,6 +230,27 @@ Test(records, mol2_records) {
   free(p);
 }
 
+/* Open Babel silently misreads a MOL2 atom line with missing columns, so the
+ * splitter marks such records (and a wrong atom count) as errors. */
+Test(records, mol2_cut_short_records_are_errors) {
+  char *p = write_tmp("mol2_short", "a.mol2",
+                      "@<TRIPOS>MOLECULE\nok\n 2 1 0 0 0\nSMALL\nNO_CHARGES\n\n"              /* 1-6 */
+                      "@<TRIPOS>ATOM\n 1 C1 0 0 0 C.3\n 2 O1 1.4 0 0 O.3\n"                   /* 7-9 */
+                      "@<TRIPOS>BOND\n 1 1 2 1\n"                                             /* 10-11 */
+                      "@<TRIPOS>MOLECULE\ncut\n 2 1 0 0 0\nSMALL\nNO_CHARGES\n\n"             /* 12-17 */
+                      "@<TRIPOS>ATOM\n 1 C1 1 2 3 C.3\n 2 O1 0 0\n@<TRIPOS>BOND\n 1 1 2 1\n"  /* 18-22 */
+                      "@<TRIPOS>MOLECULE\ncount\n 3 0 0 0 0\nSMALL\nNO_CHARGES\n\n"           /* 23-28 */
+                      "# a comment line\n@<TRIPOS>ATOM\n 1 C1 1 2 3 C.3\n");                /* 29-31 */
+  struct got g;
+  collect(p, MOL_FMT_MOL2, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_null(g.r[0].error, "%s", g.r[0].error);
+  cr_assert_str_eq(g.r[1].error, "line 20: MOL2 atom line has 4 of its 6 columns (record cut short?)");
+  cr_assert_str_eq(g.r[2].error, "line 23: MOL2 header declares 3 atoms, the ATOM section has 1");
+  got_free(&g);
+  free(p);
+}
+
 /* ---- smi ----------------------------------------------------------------------- */
 
 Test(records, smi_lines_comments_blanks) {
