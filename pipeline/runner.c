@@ -325,7 +325,9 @@ static int run_stage(struct run *r, int si) {
     snprintf(label, sizeof label, "%s", s->name);
   progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
                  cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
-  if (todo == 0 && n_chunks > 0) progress_log(&r->prog, "%s: nothing to do, all chunks of this shard are done", label);
+  if (todo == 0 && n_chunks > 0)
+    progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label,
+                 (long long)n_chunks, r->n_shards > 1 ? " of this shard" : "", (long long)done_items);
 
   int64_t ok_total = 0, rej_total = 0;
   for (int64_t c = 0; c < n_chunks; c++) {
@@ -366,7 +368,7 @@ static int run_stage(struct run *r, int si) {
   char summary[256];
   snprintf(summary, sizeof summary, "%lld stored, %lld rejected%s", (long long)ok_total, (long long)rej_total,
            ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
-  progress_end(&r->prog, summary);
+  if (todo > 0) progress_end(&r->prog, summary);
   if (ret == SE3_EXIT_STOPPED || r->err[0]) goto out;
 
   /* Finalize once every chunk of the stage is in this database. */

@@ -220,7 +220,7 @@ Test(resume, lock_names_the_holder) {
   free(dir);
 }
 
-/* SIGINT and SIGTERM stop at a chunk boundary with 75; the run then resumes to the same result. */
+/* SIGINT, SIGTERM and SIGUSR1 stop at a chunk boundary with 75; the run then resumes to the same result. */
 Test(resume, signals_stop_with_75_and_resume) {
   char *dir = tu_tmpdir("resume_signal");
   char *wf = small_workflow(dir, "workers: 1, gen3d_quality: medium");
@@ -231,8 +231,8 @@ Test(resume, signals_stop_with_75_and_resume) {
   snprintf(wd, sizeof wd, "%s/work", dir);
   snprintf(ref, sizeof ref, "%s/ref", dir);
   argv[4] = wd;
-  int sigs[2] = {SIGINT, SIGTERM};
-  for (int k = 0; k < 2; k++) {
+  int sigs[3] = {SIGINT, SIGTERM, SIGUSR1};
+  for (int k = 0; k < 3; k++) {
     pid_t pid = spawn_se3(log, argv);
     sleep_s(1.0);
     kill(pid, sigs[k]);
@@ -249,7 +249,7 @@ Test(resume, signals_stop_with_75_and_resume) {
   snprintf(b_db, sizeof b_db, "%s/screen.db", ref);
   char *a = dump(a_db), *b = dump(b_db);
   cr_assert(strcmp(a, b) == 0, "stopped and resumed run differs");
-  cr_assert_eq(tu_query_int(a_db, "SELECT count(*) FROM runs WHERE status='stopped' AND exit_code=75"), 2);
+  cr_assert_eq(tu_query_int(a_db, "SELECT count(*) FROM runs WHERE status='stopped' AND exit_code=75"), 3);
   free(a);
   free(b);
   free(wf);
@@ -280,6 +280,23 @@ Test(resume, config_change_invalidates) {
   free(out);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), before + 20);
   cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT config_hash) FROM stage_chunks"), 1);
+  free(wf);
+  free(dir);
+}
+
+/* Slurm array variables pick the shard when --shard is not given. */
+Test(resume, slurm_array_variables_choose_the_shard) {
+  char *dir = tu_tmpdir("resume_slurm");
+  char *wf = small_workflow(dir, NULL);
+  char *out = NULL;
+  int rc = tu_sh(&out, "SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=3 %s run %s",
+                 SE3_BINARY, wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/shards/ingest-2.db", dir);
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM stage_chunks"), 0);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE chunk % 3 <> 2"), 0);
   free(wf);
   free(dir);
 }

@@ -1,0 +1,118 @@
+/* The SQLite store: application id and schema version set and checked,
+ * STRICT tables, journal modes, the single-writer lock. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pipeline/store.h"
+#include "tests/testutil.h"
+
+static char *db_path(const char *name) {
+  char *dir = tu_tmpdir(name);
+  char *p = NULL;
+  cr_assert(asprintf(&p, "%s/screen.db", dir) > 0);
+  free(dir);
+  return p;
+}
+
+Test(store, new_database_has_id_version_and_strict_tables) {
+  char *p = db_path("store_new");
+  struct store s;
+  char err[1024];
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_int(s.db, "PRAGMA application_id", 0), STORE_APPLICATION_ID);
+  cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
+  char *mode = NULL;
+  sqlite3_stmt *st;
+  sqlite3_prepare_v2(s.db, "PRAGMA journal_mode", -1, &st, NULL);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  mode = strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  cr_assert_str_eq(mode, "wal");
+  free(mode);
+  /* STRICT: a text where an integer belongs is refused. */
+  cr_assert_neq(store_exec(s.db,
+                           "INSERT INTO molecules(id,set_name,source_file,record_no,name,smiles,inchikey,formula,"
+                           "n_atoms,n_heavy,charge,coords_from,chunk,mol) VALUES(1,'a','f','x','n','C','k','CH4',"
+                           "5,1,0,'input',0,x'00')",
+                           err, sizeof err),
+                0);
+  cr_assert(strstr(err, "cannot store TEXT value in INTEGER column"), "%s", err);
+  store_close(&s);
+  /* Reopening is a no-op migration; read-only opening works. */
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  store_close(&s);
+  cr_assert_eq(store_open(&s, p, STORE_READONLY, NULL, 1000, err, sizeof err), 0, "%s", err);
+  store_close(&s);
+  free(p);
+}
+
+Test(store, delete_journal_for_network_filesystems) {
+  char *p = db_path("store_delete");
+  struct store s;
+  char err[1024];
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "delete", 1000, err, sizeof err), 0, "%s", err);
+  char *v = tu_query(p, "PRAGMA journal_mode");
+  cr_assert_str_eq(v, "delete\n");
+  free(v);
+  store_close(&s);
+  free(p);
+}
+
+Test(store, refuses_foreign_and_newer_databases) {
+  char *p = db_path("store_foreign");
+  cr_assert_eq(tu_sh(NULL, "sqlite3 %s 'CREATE TABLE t(x); PRAGMA application_id=42;'", p), 0);
+  struct store s;
+  char err[1024];
+  cr_assert_neq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0);
+  cr_assert(strstr(err, "not a se3screen database"), "%s", err);
+  cr_assert(strstr(err, p), "the message names the file: %s", err);
+  free(p);
+
+  p = db_path("store_newer");
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  store_exec(s.db, "PRAGMA user_version=99", err, sizeof err);
+  store_close(&s);
+  cr_assert_neq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0);
+  cr_assert(strstr(err, "schema version 99 is newer"), "%s", err);
+  cr_assert_neq(store_open(&s, p, STORE_READONLY, NULL, 1000, err, sizeof err), 0);
+  free(p);
+}
+
+Test(store, lock_is_exclusive_and_names_the_holder) {
+  char *p = db_path("store_lock");
+  struct store a;
+  char err[1024];
+  cr_assert_eq(store_open(&a, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_lock(&a, err, sizeof err), 0, "%s", err);
+  /* Another process (flock locks are per open file) cannot take it. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct store b;
+    char e2[1024];
+    if (store_open(&b, p, STORE_WRITE, "wal", 1000, e2, sizeof e2)) _exit(3);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)getppid());
+    int rc = store_lock(&b, e2, sizeof e2);
+    _exit(rc != 0 && strstr(e2, want) ? 0 : 1);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "second locker was not refused with the holder's pid");
+  store_close(&a);
+  /* Released with the holder. */
+  pid = fork();
+  if (pid == 0) {
+    struct store b;
+    char e2[1024];
+    if (store_open(&b, p, STORE_WRITE, "wal", 1000, e2, sizeof e2)) _exit(3);
+    _exit(store_lock(&b, e2, sizeof e2) == 0 ? 0 : 1);
+  }
+  waitpid(pid, &st, 0);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lock not released on close");
+  free(p);
+}
