@@ -26,7 +26,7 @@ prepare() {
     find "$tmp/lig" -name '*.sdf' | sort | xargs cat > "$tmp/ligands.sdf"
   fi
   if [ "$nci_limit" -gt 0 ]; then
-    zcat "$shared/data/nci/rdkit-data_Data_NCI_first_5K.smi.gz" | head -n "$nci_limit" > "$tmp/nci.smi"
+    zcat "$shared/data/nci/rdkit-data_Data_NCI_first_5K.smi.gz" | awk -v n="$nci_limit" 'NR <= n' > "$tmp/nci.smi"
   else
     zcat "$shared/data/nci/rdkit-data_Data_NCI_first_5K.smi.gz" > "$tmp/nci.smi"
   fi

@@ -4,6 +4,11 @@
  *   request:  u32 format length, u32 text length, format bytes, text bytes
  *   response: i32 status (0 ok, 1 rejected), u32 length, then a packed
  *             molecule (mol_pack) or the reason text
+ *
+ * Each worker has up to QUEUE_DEPTH records sent to it, so it never waits for
+ * the supervisor between records; it answers them in order, so the oldest
+ * unanswered record is the one in flight: a crash or a timeout is blamed on
+ * it alone and the records queued behind it are sent again.
  */
 #define _GNU_SOURCE
 #include "chem/workers.h"
@@ -17,16 +22,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#define QUEUE_DEPTH 2
+
 struct worker {
   pid_t pid;
-  int to_fd;     /* supervisor writes requests */
-  int from_fd;   /* supervisor reads responses */
-  int job;       /* job index in flight, -1 when idle */
-  double started;
+  int to_fd;             /* supervisor writes requests */
+  int from_fd;           /* supervisor reads responses */
+  int q[QUEUE_DEPTH];    /* job indices sent, oldest (in flight) first */
+  int nq;
+  double started;        /* when the job in flight started */
 };
 
 struct wpool {
@@ -36,6 +45,7 @@ struct wpool {
   struct mol_check_opts check;
   uint8_t *elements;
   int restarts;
+  int idle_deaths;       /* workers that died holding no record, in a row */
 };
 
 static double now_s(void) {
@@ -56,14 +66,21 @@ static int read_full(int fd, void *buf, size_t n) {
   return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t n) {
-  const uint8_t *p = buf;
-  while (n) {
-    ssize_t r = write(fd, p, n);
+/* All of iov[0..n) in as few system calls as the pipe allows. */
+static int writev_full(int fd, struct iovec *iov, int n) {
+  while (n > 0) {
+    ssize_t r = writev(fd, iov, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
+    while (n > 0 && (size_t)r >= iov->iov_len) {
+      r -= (ssize_t)iov->iov_len;
+      iov++;
+      n--;
+    }
+    if (n > 0) {
+      iov->iov_base = (char *)iov->iov_base + r;
+      iov->iov_len -= (size_t)r;
+    }
   }
   return 0;
 }
@@ -72,7 +89,8 @@ static int send_response(int fd, int32_t status, const void *payload, uint32_t l
   uint8_t hdr[8];
   memcpy(hdr, &status, 4);
   memcpy(hdr + 4, &len, 4);
-  return write_full(fd, hdr, 8) || write_full(fd, payload, len) ? -1 : 0;
+  struct iovec iov[2] = {{hdr, 8}, {(void *)payload, len}};
+  return writev_full(fd, iov, 2);
 }
 
 /* The worker's whole life: read a request, parse, check, answer; until EOF. */
@@ -157,7 +175,7 @@ static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
   p->w[k].pid = pid;
   p->w[k].to_fd = req[1];
   p->w[k].from_fd = resp[0];
-  p->w[k].job = -1;
+  p->w[k].nq = 0;
   return 0;
 syserr:
   snprintf(err, errlen, "cannot start a parser process: %s", strerror(errno));
@@ -222,41 +240,60 @@ static void describe_death(int st, char *out, size_t n) {
     snprintf(out, n, "the parser process exited unexpectedly (status %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
-/* Kill and restart worker k; its job (if any) is rejected with reason. */
-static int fail_worker(struct wpool *p, int k, struct wjob *jobs, const char *reason, int timed_out, char *err,
-                       size_t errlen) {
+/* Jobs to hand out: those sent again after a worker died come first. */
+struct feed {
+  int next, n;
+  int *again;
+  int n_again;
+};
+
+static int feed_take(struct feed *f) {
+  if (f->n_again > 0) return f->again[--f->n_again];
+  return f->next < f->n ? f->next++ : -1;
+}
+
+static int feed_empty(const struct feed *f) { return f->n_again == 0 && f->next >= f->n; }
+
+/* Kill and restart worker k. Its job in flight (if any) is rejected with
+ * reason (or how the worker died); the jobs queued behind it go back to the
+ * feed. Returns the number of jobs finished (0 or 1), or -1 on a system error. */
+static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason, int timed_out,
+                       char *err, size_t errlen) {
   struct worker *w = &p->w[k];
   if (timed_out && w->pid > 0) kill(w->pid, SIGKILL);
   int st = 0;
   reap(w, &st);
-  if (w->job >= 0) {
-    struct wjob *j = &jobs[w->job];
+  int finished = 0;
+  if (w->nq > 0) {
+    struct wjob *j = &jobs[w->q[0]];
     j->status = 1;
     if (reason)
       snprintf(j->reason, sizeof j->reason, "%s", reason);
     else
       describe_death(st, j->reason, sizeof j->reason);
+    finished = 1;
+    for (int i = w->nq - 1; i >= 1; i--) f->again[f->n_again++] = w->q[i];
   }
-  w->job = -1;
+  w->nq = 0;
   p->restarts++;
-  return spawn(p, k, err, errlen);
+  return spawn(p, k, err, errlen) ? -1 : finished;
 }
 
-static int receive(struct wpool *p, int k, struct wjob *jobs, char *err, size_t errlen) {
+static int receive(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
   struct worker *w = &p->w[k];
   int32_t status;
   uint32_t len;
   uint8_t hdr[8];
-  if (read_full(w->from_fd, hdr, 8)) return fail_worker(p, k, jobs, NULL, 0, err, errlen);
+  if (read_full(w->from_fd, hdr, 8)) return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
   memcpy(&status, hdr, 4);
   memcpy(&len, hdr + 4, 4);
   uint8_t *buf = malloc((size_t)len + 1);
   if (!buf || read_full(w->from_fd, buf, len)) {
     free(buf);
-    return fail_worker(p, k, jobs, NULL, 0, err, errlen);
+    return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
   }
   buf[len] = 0;
-  struct wjob *j = &jobs[w->job];
+  struct wjob *j = &jobs[w->q[0]];
   if (status == 0) {
     mol_init(&j->mol);
     if (mol_unpack(buf, len, &j->mol) != 0) {
@@ -270,48 +307,62 @@ static int receive(struct wpool *p, int k, struct wjob *jobs, char *err, size_t 
     snprintf(j->reason, sizeof j->reason, "%s", (char *)buf);
   }
   free(buf);
-  w->job = -1;
-  return 0;
+  p->idle_deaths = 0;
+  memmove(w->q, w->q + 1, sizeof w->q[0] * (size_t)(QUEUE_DEPTH - 1));
+  w->nq--;
+  w->started = now_s(); /* the next queued job starts now */
+  return 1;
+}
+
+/* Send job j to worker k. 0 sent; otherwise the worker is dead: the caller
+ * gets the finished count of fail_worker in *finished and j goes back to the feed. */
+static int send_job(struct wpool *p, int k, struct wjob *jobs, int j, struct feed *f, int *finished, char *err,
+                    size_t errlen) {
+  struct worker *w = &p->w[k];
+  const struct wjob *jb = &jobs[j];
+  uint32_t hdr[2] = {(uint32_t)strlen(jb->format), (uint32_t)jb->len};
+  struct iovec iov[3] = {{hdr, sizeof hdr}, {(void *)jb->format, hdr[0]}, {(void *)jb->text, jb->len}};
+  if (writev_full(w->to_fd, iov, 3) == 0) {
+    if (w->nq == 0) w->started = now_s();
+    w->q[w->nq++] = j;
+    return 0;
+  }
+  /* The worker is gone: it crashed on the job it had in flight (blamed on
+   * it now), or died idle. Restart it; j is sent again. */
+  f->again[f->n_again++] = j;
+  if (w->nq == 0 && ++p->idle_deaths > 5) {
+    snprintf(err, errlen, "parser processes keep dying before they get any record (Open Babel set-up fails?)");
+    *finished = -1;
+    return 1;
+  }
+  *finished = fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
+  return 1;
 }
 
 int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
               void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen) {
-  int next = 0, done = 0;
+  struct feed f = {0, n, calloc((size_t)n + (size_t)p->n * QUEUE_DEPTH + 1, sizeof(int)), 0};
   struct pollfd *pfd = calloc((size_t)p->n, sizeof *pfd);
   int *who = calloc((size_t)p->n, sizeof *who);
-  int rc = 0;
+  int done = 0, rc = 0;
   while (done < n) {
     if (stop && *stop) { rc = 1; break; }
-    /* Hand out work to idle workers. */
-    for (int k = 0; k < p->n && next < n; k++) {
-      struct worker *w = &p->w[k];
-      if (w->job >= 0) continue;
-      struct wjob *j = &jobs[next];
-      uint32_t hdr[2] = {(uint32_t)strlen(j->format), (uint32_t)j->len};
-      w->job = next++;
-      for (int attempt = 0;; attempt++) {
-        w->started = now_s();
-        if (!write_full(w->to_fd, hdr, sizeof hdr) && !write_full(w->to_fd, j->format, hdr[0]) &&
-            !write_full(w->to_fd, j->text, j->len))
-          break;
-        /* The worker is gone before it took the record (it died at start-up):
-         * restart it and try once more before blaming the record. */
-        int keep = w->job;
-        if (attempt == 0) w->job = -1;
-        if (fail_worker(p, k, jobs, NULL, 0, err, errlen)) { rc = -1; goto out; }
-        if (attempt == 1) {
-          done++;
-          if (advance) advance(arg, 1);
-          break;
-        }
-        w->job = keep;
+    /* Keep every worker's queue full. */
+    for (int k = 0; k < p->n; k++) {
+      while (p->w[k].nq < QUEUE_DEPTH && !feed_empty(&f)) {
+        int j = feed_take(&f), fin = 0;
+        if (send_job(p, k, jobs, j, &f, &fin, err, errlen) == 0) continue;
+        if (fin < 0) { rc = -1; goto out; }
+        done += fin;
+        if (fin && advance) advance(arg, fin);
+        break; /* a fresh worker: fill it on the next round */
       }
     }
     /* Wait for answers, at most until the nearest deadline. */
     int m = 0;
     double t = now_s(), wait_s = 0.2;
     for (int k = 0; k < p->n; k++) {
-      if (p->w[k].job < 0) continue;
+      if (p->w[k].nq == 0) continue;
       double left = p->w[k].started + timeout_s - t;
       if (left < wait_s) wait_s = left;
       pfd[m].fd = p->w[k].from_fd;
@@ -328,32 +379,35 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
     }
     for (int i = 0; r > 0 && i < m; i++) {
       if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (receive(p, who[i], jobs, err, errlen)) { rc = -1; goto out; }
-      done++;
-      if (advance) advance(arg, 1);
+      int fin = receive(p, who[i], jobs, &f, err, errlen);
+      if (fin < 0) { rc = -1; goto out; }
+      done += fin;
+      if (fin && advance) advance(arg, fin);
     }
     t = now_s();
     for (int k = 0; k < p->n; k++) {
       struct worker *w = &p->w[k];
-      if (w->job < 0 || t - w->started < timeout_s) continue;
+      if (w->nq == 0 || t - w->started < timeout_s) continue;
       char reason[128];
       snprintf(reason, sizeof reason, "timed out after %.1f s (Open Babel hung on this record)", timeout_s);
-      if (fail_worker(p, k, jobs, reason, 1, err, errlen)) { rc = -1; goto out; }
-      done++;
-      if (advance) advance(arg, 1);
+      int fin = fail_worker(p, k, jobs, &f, reason, 1, err, errlen);
+      if (fin < 0) { rc = -1; goto out; }
+      done += fin;
+      if (fin && advance) advance(arg, fin);
     }
   }
 out:
   if (rc != 0) {
     /* Abandon jobs in flight: restart those workers so no stale answer is read later. */
     for (int k = 0; k < p->n; k++) {
-      if (p->w[k].job < 0) continue;
-      p->w[k].job = -1;
+      if (p->w[k].nq == 0) continue;
+      p->w[k].nq = 0;
       kill(p->w[k].pid, SIGKILL);
       reap(&p->w[k], NULL);
       if (spawn(p, k, err, errlen)) rc = -1;
     }
   }
+  free(f.again);
   free(pfd);
   free(who);
   return rc;
