@@ -784,6 +784,20 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
     osum[b->b] += ord;
     if (b->order == MOL_BOND_AROMATIC) arom[b->a] = arom[b->b] = 1;
   }
+  if (o && o->min_heavy_atoms > 0 && mol_n_heavy(m) < o->min_heavy_atoms) {
+    set_err(reason, len, "%d heavy atom%s (fewer than %d)", mol_n_heavy(m), mol_n_heavy(m) == 1 ? "" : "s",
+            o->min_heavy_atoms);
+    goto out;
+  }
+  for (int i = 0; o && o->reject_lone_hydrogen && n > 1 && i < n; i++) {
+    /* A neutral hydrogen bonded to nothing in a larger molecule is a broken
+     * record (QM7's methane has two), not chemistry; H+ of a salt is fine. */
+    const struct mol_atom *a = &m->atoms[i];
+    if (a->z == 1 && nbr[i] == 0 && a->charge == 0) {
+      set_err(reason, len, "hydrogen atom %d has no bond", i + 1);
+      goto out;
+    }
+  }
   for (int i = 0; i < n; i++) {
     const struct mol_atom *a = &m->atoms[i];
     int lim = max_neighbours(a->z), have = nbr[i] + a->implicit_h;

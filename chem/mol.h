@@ -76,6 +76,8 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m);
 
 struct mol_check_opts {
   int max_atoms;               /* reject above this many atoms (with H) */
+  int min_heavy_atoms;         /* reject below this many non-hydrogen atoms; 0 = off */
+  int reject_lone_hydrogen;    /* reject a neutral H bonded to nothing (in a molecule of > 1 atom) */
   const uint8_t *elements;     /* allowed atomic numbers, NULL = any */
   int n_elements;
   double min_distance;         /* reject two atoms closer than this (Å), 0.5 */
@@ -83,8 +85,9 @@ struct mol_check_opts {
 };
 
 /* 0 when the molecule passes; 1 with a one-line reason otherwise.
- * Checks: no atoms, too many atoms, dummy or disallowed elements, non-finite
- * coordinates, impossible valences (e.g. carbon with five or more bonds),
+ * Checks: no atoms, too many atoms, too few heavy atoms, dummy or disallowed
+ * elements, non-finite coordinates, a neutral hydrogen without a bond (in a
+ * molecule of more than one atom; when asked), impossible valences (e.g. carbon with five or more bonds),
  * atoms closer than min_distance, fragments farther than max_fragment_gap.
  * Distance checks only apply to 3D molecules and use a cell list (O(N)). */
 int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len);

@@ -27,10 +27,19 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Buffered reading of a pipe: a message usually arrives in one read (and the
+ * next queued one with it), and every system call is dear on these machines. */
+#define RBUF_CAP 65536
+struct rbuf {
+  uint8_t *b;
+  size_t s, e;
+};
+
 #define QUEUE_DEPTH 2
 
 struct worker {
   pid_t pid;
+  struct rbuf in;        /* answers read ahead */
   int to_fd;             /* supervisor writes requests */
   int from_fd;           /* supervisor reads responses */
   int q[QUEUE_DEPTH];    /* job indices sent, oldest (in flight) first */
@@ -54,14 +63,29 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int read_full(int fd, void *buf, size_t n) {
-  uint8_t *p = buf;
+static int rb_read(int fd, struct rbuf *rb, void *dst, size_t n) {
+  uint8_t *d = dst;
   while (n) {
-    ssize_t r = read(fd, p, n);
+    if (rb->s < rb->e) {
+      size_t k = rb->e - rb->s < n ? rb->e - rb->s : n;
+      memcpy(d, rb->b + rb->s, k);
+      rb->s += k;
+      d += k;
+      n -= k;
+      continue;
+    }
+    uint8_t *into = n >= RBUF_CAP ? d : rb->b; /* big payloads go straight to their place */
+    size_t want = n >= RBUF_CAP ? n : RBUF_CAP;
+    ssize_t r = read(fd, into, want);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
+    if (into == d) {
+      d += r;
+      n -= (size_t)r;
+    } else {
+      rb->s = 0;
+      rb->e = (size_t)r;
+    }
   }
   return 0;
 }
@@ -100,11 +124,13 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
   char fmt[32];
   size_t cap = 0;
   char *text = NULL;
+  struct rbuf rb = {malloc(RBUF_CAP), 0, 0};
+  if (!rb.b) return;
   for (;;) {
     uint32_t hdr[2];
-    if (read_full(in_fd, hdr, sizeof hdr)) break;
+    if (rb_read(in_fd, &rb, hdr, sizeof hdr)) break;
     if (hdr[0] >= sizeof fmt) break;
-    if (read_full(in_fd, fmt, hdr[0])) break;
+    if (rb_read(in_fd, &rb, fmt, hdr[0])) break;
     fmt[hdr[0]] = 0;
     if (hdr[1] + 1 > cap) {
       cap = hdr[1] + 1;
@@ -112,7 +138,7 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
       text = malloc(cap);
       if (!text) break;
     }
-    if (read_full(in_fd, text, hdr[1])) break;
+    if (rb_read(in_fd, &rb, text, hdr[1])) break;
     text[hdr[1]] = 0;
     o.format = fmt;
     struct mol m;
@@ -138,6 +164,7 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
     mol_free(&m);
     if (bad) break;
   }
+  free(rb.b);
   free(text);
 }
 
@@ -176,6 +203,7 @@ static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
   p->w[k].to_fd = req[1];
   p->w[k].from_fd = resp[0];
   p->w[k].nq = 0;
+  p->w[k].in.s = p->w[k].in.e = 0;
   return 0;
 syserr:
   snprintf(err, errlen, "cannot start a parser process: %s", strerror(errno));
@@ -212,6 +240,12 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
   for (int k = 0; k < p->n; k++) {
     p->w[k].pid = -1;
     p->w[k].to_fd = p->w[k].from_fd = -1;
+    p->w[k].in.b = malloc(RBUF_CAP);
+    if (!p->w[k].in.b) {
+      snprintf(err, errlen, "out of memory");
+      wpool_stop(p);
+      return NULL;
+    }
     if (spawn(p, k, err, errlen)) {
       wpool_stop(p);
       return NULL;
@@ -225,6 +259,7 @@ void wpool_stop(struct wpool *p) {
   for (int k = 0; k < p->n; k++) {
     if (p->w[k].pid > 0) kill(p->w[k].pid, SIGKILL);
     reap(&p->w[k], NULL);
+    free(p->w[k].in.b);
   }
   free(p->w);
   free(p->elements);
@@ -284,11 +319,11 @@ static int receive(struct wpool *p, int k, struct wjob *jobs, struct feed *f, ch
   int32_t status;
   uint32_t len;
   uint8_t hdr[8];
-  if (read_full(w->from_fd, hdr, 8)) return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
+  if (rb_read(w->from_fd, &w->in, hdr, 8)) return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
   memcpy(&status, hdr, 4);
   memcpy(&len, hdr + 4, 4);
   uint8_t *buf = malloc((size_t)len + 1);
-  if (!buf || read_full(w->from_fd, buf, len)) {
+  if (!buf || rb_read(w->from_fd, &w->in, buf, len)) {
     free(buf);
     return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
   }
@@ -356,6 +391,15 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
         done += fin;
         if (fin && advance) advance(arg, fin);
         break; /* a fresh worker: fill it on the next round */
+      }
+    }
+    /* Answers already read ahead need no waiting. */
+    for (int k = 0; k < p->n; k++) {
+      while (p->w[k].nq > 0 && p->w[k].in.s < p->w[k].in.e) {
+        int fin = receive(p, k, jobs, &f, err, errlen);
+        if (fin < 0) { rc = -1; goto out; }
+        done += fin;
+        if (fin && advance) advance(arg, fin);
       }
     }
     /* Wait for answers, at most until the nearest deadline. */

@@ -291,6 +291,8 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
   g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes", 16 << 20);
   g->po.max_record_bytes = g->max_record_bytes;
   g->co.max_atoms = g->po.max_atoms;
+  g->co.min_heavy_atoms = (int)cfg_int(c, "min_heavy_atoms", 1);
+  g->co.reject_lone_hydrogen = 1;
   g->co.min_distance = cfg_float(c, "min_distance", 0.5);
   g->co.max_fragment_gap = cfg_float(c, "max_fragment_gap", 10);
   const struct cfg_node *el = cfg_get(c, "elements");

@@ -357,6 +357,37 @@ Test(mol, check_no_atoms_and_too_many) {
   mol_free(&m);
 }
 
+/* H2 and stray H atoms (QM7's junk records) have no heavy atom; QM7's methane
+ * with two unbonded hydrogens is broken, while a salt's H+ is not. */
+Test(mol, check_heavy_atoms_and_unbonded_hydrogen) {
+  struct mol_check_opts o = default_opts();
+  o.min_heavy_atoms = 1;
+  o.reject_lone_hydrogen = 1;
+  struct mol m;
+  mol_init(&m);
+  m.dim = 3;
+  add_atom(&m, 1, 0, 0, 0);
+  add_atom(&m, 1, 0.74, 0, 0);
+  add_bond(&m, 0, 1, 1);
+  expect_reject(&m, &o, "0 heavy atoms (fewer than 1)");
+  o.min_heavy_atoms = 0;
+  char why[128];
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+  mol_free(&m);
+
+  o.min_heavy_atoms = 1;
+  ethanol(&m);
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+  add_atom(&m, 1, 3.0, 3.0, 0); /* a ninth hydrogen, bonded to nothing */
+  expect_reject(&m, &o, "hydrogen atom 10 has no bond");
+  m.atoms[9].charge = 1; /* H+ of a salt */
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+  m.atoms[9].charge = 0;
+  o.reject_lone_hydrogen = 0; /* off */
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+  mol_free(&m);
+}
+
 Test(mol, check_elements_and_dummies) {
   struct mol m;
   ethanol(&m);
