@@ -411,24 +411,17 @@ int runner_run(const struct run_opts *o) {
 
   /* Which stages. */
   int first = 0, last = N_STAGES - 1;
-  if (o->stage) {
-    int i = stage_index(o->stage);
+  const char *asked[2] = {o->stage, o->until};
+  for (int k = 0; k < 2; k++) {
+    if (!asked[k]) continue;
+    int i = stage_index(asked[k]);
     if (i < 0) {
-      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", o->stage);
+      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", asked[k]);
       print_stage_names(stderr);
       fprintf(stderr, ")\n");
       return SE3_EXIT_USAGE;
     }
-    first = last = i;
-  }
-  if (o->until) {
-    int i = stage_index(o->until);
-    if (i < 0) {
-      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", o->until);
-      print_stage_names(stderr);
-      fprintf(stderr, ")\n");
-      return SE3_EXIT_USAGE;
-    }
+    if (k == 0) first = i;
     last = i;
   }
   if (o->n_shards > 0) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 char *tu_tmpdir(const char *name) {
@@ -170,4 +171,15 @@ int tu_se3(char **out, const char *fmt, ...) {
   rc = tu_sh(out, "%s %s", SE3_BINARY, args);
   free(args);
   return rc;
+}
+
+double tu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void tu_sleep(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
 }

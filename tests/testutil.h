@@ -26,6 +26,9 @@ const char *tu_shared(const char *rel);
 char *tu_query(const char *db, const char *sql);
 /* First column of the first row as an integer, -1 on error or no row. */
 long long tu_query_int(const char *db, const char *sql);
+/* Monotonic clock in seconds, and a sleep of s seconds. */
+double tu_now(void);
+void tu_sleep(double s);
 /* Run `se3screen ARGS` (printf-style), capturing output; returns exit status. */
 int tu_se3(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -58,17 +58,6 @@ static int wait_status(pid_t pid) {
   return WEXITSTATUS(st);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-  nanosleep(&ts, NULL);
-}
-
 /* kill -9 at random moments while ingesting QM7 (7169 records): the resumed
  * database equals an uninterrupted run's. */
 Test(resume, kill9_at_random_moments_equals_uninterrupted) {
@@ -88,12 +77,12 @@ Test(resume, kill9_at_random_moments_equals_uninterrupted) {
   snprintf(ref_db, sizeof ref_db, "%s/screen.db", ref_wd);
   snprintf(db, sizeof db, "%s/screen.db", wd);
 
-  double t0 = now_s();
+  double t0 = tu_now();
   char *out = NULL;
   int rc = tu_se3(&out, "run %s --workdir %s", wf, ref_wd);
   cr_assert_eq(rc, 0, "%s", out);
   free(out);
-  double full = now_s() - t0;
+  double full = tu_now() - t0;
   cr_log_info("uninterrupted run: %.2f s", full);
 
   srand((unsigned)time(NULL));
@@ -104,7 +93,7 @@ Test(resume, kill9_at_random_moments_equals_uninterrupted) {
     pid_t pid = spawn_se3(log, argv);
     /* Somewhere in the first part of what is left, so several kills land. */
     double delay = 0.15 + (double)rand() / RAND_MAX * full * 0.25;
-    sleep_s(delay);
+    tu_sleep(delay);
     kill(pid, SIGKILL);
     int st = wait_status(pid);
     if (st == 128 + SIGKILL) kills++;
@@ -201,12 +190,12 @@ Test(resume, lock_names_the_holder) {
     int ok = t && strstr(t, pidtxt);
     free(t);
     if (ok) break;
-    sleep_s(0.05);
+    tu_sleep(0.05);
   }
-  double t0 = now_s();
+  double t0 = tu_now();
   char *out = NULL;
   int rc = tu_se3(&out, "run %s", wf);
-  double took = now_s() - t0;
+  double took = tu_now() - t0;
   kill(pid, SIGKILL);
   wait_status(pid);
   cr_assert_eq(rc, 1, "second run exit %d: %s", rc, out);
@@ -234,7 +223,7 @@ Test(resume, signals_stop_with_75_and_resume) {
   int sigs[3] = {SIGINT, SIGTERM, SIGUSR1};
   for (int k = 0; k < 3; k++) {
     pid_t pid = spawn_se3(log, argv);
-    sleep_s(1.0);
+    tu_sleep(1.0);
     kill(pid, sigs[k]);
     int st = wait_status(pid);
     cr_assert_eq(st, 75, "signal %d: exit %d", sigs[k], st);

@@ -12,12 +12,6 @@
 #include "chem/records.h"
 #include "tests/testutil.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Append every file under dir whose format se3screen knows to the YAML list. */
 static void collect(const char *dir, char **yaml, size_t *len, int *n) {
   DIR *d = opendir(dir);
@@ -124,10 +118,10 @@ Test(robustness, crashers_rejected_within_time_limit) {
            "stages:\n  ingest: {workers: 2, timeout_s: 5, max_atoms: 100000}\n",
            SE3_SHARED_DIR, SE3_SHARED_DIR, SE3_SHARED_DIR, tu_src("workflows/data/qm9_mini.sdf"));
   char *wf = tu_write(dir, "wf.yaml", yaml);
-  double t0 = now_s();
+  double t0 = tu_now();
   char *out = NULL;
   int rc = tu_se3(&out, "run %s --set run.progress=none", wf);
-  double took = now_s() - t0;
+  double took = tu_now() - t0;
   cr_assert_eq(rc, 0, "run failed (%d):\n%s", rc, out);
   free(out);
   char db[1100];

@@ -1,0 +1,101 @@
+/* The command line: verbs, --help, exit codes, check, status and query. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+
+Test(cli, help_and_exit_codes) {
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "%s", ""), 2, "no verb is a usage error");
+  free(out);
+  cr_assert_eq(tu_se3(&out, "--help"), 0);
+  cr_assert(strstr(out, "run WORKFLOW.yaml"), "%s", out);
+  free(out);
+  const char *verbs[] = {"run", "check", "status", "query", "merge"};
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(tu_se3(&out, "%s --help", verbs[i]), 0, "%s --help", verbs[i]);
+    cr_assert(strstr(out, "usage: se3screen"), "%s", out);
+    free(out);
+  }
+  cr_assert_eq(tu_se3(&out, "frobnicate"), 2);
+  cr_assert(strstr(out, "unknown verb 'frobnicate'"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run"), 2);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run x.yaml --shard 3/3"), 2);
+  cr_assert(strstr(out, "--shard wants I/N"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --stage nope", tu_src("workflows/quickstart.yaml")), 2);
+  cr_assert(strstr(out, "unknown stage 'nope'"), "%s", out);
+  free(out);
+}
+
+Test(cli, check_prints_resolved_config_or_every_error) {
+  char *dir = tu_tmpdir("cli_check");
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: t\n"
+                      "sets:\n  a:\n    - {path: x.sdf, fromat: sdf}\n"
+                      "stages:\n  ingest: {gen3d: sometimes, workers: -1}\n");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "check %s", wf), 2);
+  cr_assert(strstr(out, "wf.yaml:4:21: sets.a.0.fromat: unknown key"), "%s", out);
+  cr_assert(strstr(out, "did you mean 'format'"), "%s", out);
+  cr_assert(strstr(out, "wf.yaml:6:12: stages.ingest.gen3d: must be one of auto, always, never; got 'sometimes'"), "%s", out);
+  cr_assert(strstr(out, "wf.yaml:6:30: stages.ingest.workers: must be between 0 and 1024, got -1"), "%s", out);
+  free(out);
+  free(wf);
+  wf = tu_write(dir, "ok.yaml", "workflow: t\nsets:\n  a:\n    - {path: x.sdf}\n");
+  cr_assert_eq(tu_se3(&out, "check %s --set ingest.seed=7", wf), 0, "%s", out);
+  cr_assert(strstr(out, "seed: 7"), "%s", out);
+  cr_assert(strstr(out, "gen3d: auto"), "%s", out);
+  char want[1200];
+  snprintf(want, sizeof want, "workdir: %s/runs/t", dir);
+  cr_assert(strstr(out, want), "workdir default: %s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+Test(cli, status_and_read_only_query) {
+  char *dir = tu_tmpdir("cli_query");
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "status %s", wf), 1, "nothing has run yet: %s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "status %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "ingest"), "%s", out);
+  cr_assert(strstr(out, "1/1"), "%s", out);
+  cr_assert(strstr(out, "unchanged"), "%s", out);
+  cr_assert(strstr(out, "last error: none"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_se3(&out, "query %s \"SELECT name, n_atoms FROM molecules WHERE record_no <= 2 ORDER BY id\" --csv", db),
+               0, "%s", out);
+  cr_assert_str_eq(out, "name,n_atoms\ngdb_1,5\ngdb_2,4\n");
+  free(out);
+  cr_assert_eq(tu_se3(&out, "query %s/work \"SELECT value FROM labels LIMIT 0\" --json", dir), 0, "%s", out);
+  cr_assert_str_eq(out, "[]\n");
+  free(out);
+  cr_assert_eq(tu_se3(&out, "query %s \"SELECT record_no, 0.1 AS x FROM molecules WHERE record_no=1\" --json", db), 0);
+  cr_assert_str_eq(out, "[\n  {\"record_no\": 1, \"x\": 0.1}\n]\n");
+  free(out);
+  /* Read-only: writing fails and changes nothing. */
+  cr_assert_eq(tu_se3(&out, "query %s \"DELETE FROM molecules\"", db), 1);
+  cr_assert(strstr(out, "readonly") || strstr(out, "read-only") || strstr(out, "query_only"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 20);
+  cr_assert_eq(tu_se3(&out, "query %s/nothing.db \"SELECT 1\"", dir), 2);
+  free(out);
+  free(wf);
+  free(dir);
+}
