@@ -150,7 +150,10 @@ int main(int argc, char **argv) {
     if (wants_help(argc, argv)) return fputs(usage_run, stdout), SE3_EXIT_OK;
     struct run_opts ro;
     memset(&ro, 0, sizeof ro);
-    if ((rc = parse_common(argc, argv, usage_run, &pos, &sets, &n_sets, &ro))) return rc;
+    if ((rc = parse_common(argc, argv, usage_run, &pos, &sets, &n_sets, &ro))) {
+      free(sets);
+      return rc;
+    }
     ro.workflow = pos;
     ro.sets = sets;
     ro.n_sets = n_sets;
@@ -163,14 +166,20 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(verb, "check")) {
     if (wants_help(argc, argv)) return fputs(usage_check, stdout), SE3_EXIT_OK;
-    if ((rc = parse_common(argc, argv, usage_check, &pos, &sets, &n_sets, NULL))) return rc;
+    if ((rc = parse_common(argc, argv, usage_check, &pos, &sets, &n_sets, NULL))) {
+      free(sets);
+      return rc;
+    }
     rc = runner_check(pos, sets, n_sets);
     free(sets);
     return rc;
   }
   if (!strcmp(verb, "status")) {
     if (wants_help(argc, argv)) return fputs(usage_status, stdout), SE3_EXIT_OK;
-    if ((rc = parse_common(argc, argv, usage_status, &pos, &sets, &n_sets, NULL))) return rc;
+    if ((rc = parse_common(argc, argv, usage_status, &pos, &sets, &n_sets, NULL))) {
+      free(sets);
+      return rc;
+    }
     rc = runner_status(pos, sets, n_sets);
     free(sets);
     return rc;

@@ -86,7 +86,7 @@ Test(ingest, qm9_mini_labels_equal_csv) {
 /* Labels by record order, SD tags, constants; a bad label value rejects the record. */
 Test(ingest, label_sources_and_bad_values) {
   char *dir = tu_tmpdir("ingest_labels");
-  tu_write(dir, "a.sdf",
+  char *a_sdf = tu_write(dir, "a.sdf",
            "ethanol\n  test\n\n  3  2  0  0  0  0  0  0  0  0999 V2000\n"
            "    0.0000    0.0000    0.0000 C   0  0\n    1.5000    0.0000    0.0000 C   0  0\n"
            "    2.0000    1.2000    0.0000 O   0  0\n  1  2  1  0\n  2  3  1  0\nM  END\n"
@@ -94,7 +94,9 @@ Test(ingest, label_sources_and_bad_values) {
            "bad\n  test\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\n"
            "    0.0000    0.0000    0.0000 C   0  0\n    0.0000    0.0000    1.5000 N   0  0\n  1  2  1  0\nM  END\n"
            ">  <score>\nnot-a-number\n\n$$$$\n");
-  tu_write(dir, "b.csv", "id,smiles,y\nm1,CCO,0.5\nm2,c1ccccc1,abc\nm3,CC(=O)O,\n");
+  char *b_csv = tu_write(dir, "b.csv", "id,smiles,y\nm1,CCO,0.5\nm2,c1ccccc1,abc\nm3,CC(=O)O,\n");
+  free(a_sdf);
+  free(b_csv);
   char yaml[1024];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nsets:\n"

@@ -149,7 +149,7 @@ Test(robustness, slow_record_times_out) {
   strcat(smi, "CCO ethanol\n");
   strcat(smi, "CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC(CCCCCCCCCCCCCCCCCCCCCC)CCCCCCCCCCCCCO slow\n");
   strcat(smi, "c1ccccc1 benzene\n");
-  tu_write(dir, "in.smi", smi);
+  free(tu_write(dir, "in.smi", smi));
   char yaml[512];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nsets:\n  s:\n    - {path: in.smi}\n"

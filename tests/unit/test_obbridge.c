@@ -524,6 +524,25 @@ Test(ob, added_hydrogens_independent_of_history, .init = setup) {
   mol_free(&b);
 }
 
+/* MDL V3000 connection tables read like V2000 ones. */
+Test(ob, sdf_v3000, .init = setup) {
+  struct ob_parse_opts o = opts("sdf");
+  o.add_hydrogens = 1;
+  const char *v3 = "ethanol\n  se3screen\n\n  0  0  0     0  0            999 V3000\n"
+                   "M  V30 BEGIN CTAB\nM  V30 COUNTS 3 2 0 0 0\nM  V30 BEGIN ATOM\n"
+                   "M  V30 1 C 0.0 0.0 0.0 0\nM  V30 2 C 1.52 0.0 0.0 0\nM  V30 3 O 2.02 1.34 0.1 0\n"
+                   "M  V30 END ATOM\nM  V30 BEGIN BOND\nM  V30 1 1 1 2\nM  V30 2 1 2 3\nM  V30 END BOND\n"
+                   "M  V30 END CTAB\nM  END\n$$$$\n";
+  struct mol m;
+  parse_ok(v3, &o, &m);
+  cr_assert_str_eq(m.smiles, "CCO");
+  cr_assert_str_eq(m.inchikey, "LFQSCWFLJHTTHZ-UHFFFAOYSA-N");
+  cr_assert_eq(m.dim, 3);
+  cr_assert_eq(m.n_atoms, 9);
+  cr_assert_float_eq(m.atoms[1].x, 1.52, 1e-9);
+  mol_free(&m);
+}
+
 Test(ob, gen3d_modes) {
   char *text = sd_record(0);
   struct ob_parse_opts o = opts("sdf");
