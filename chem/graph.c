@@ -1,0 +1,704 @@
+/* graph.c — molecule to graph: the cell-list radius search, bonded edges,
+ * the max_neighbors cap, node and edge features, and the stored blob (see
+ * graph.h for the definitions and the blob layout).
+ *
+ * graph_build works one target atom at a time: it gathers the target's
+ * candidate sources (radius neighbours from the 27 cells around it, then
+ * bonded atoms), applies the cap and sorts them by source index. Every
+ * target's list is final on its own, so targets can be visited in whatever
+ * order is kind to the cache (cell order) and the lists laid out by target
+ * index afterwards: the edge list comes out sorted by (target, source) without
+ * a global sort, and the work per target is bounded by the atoms in 27 cells.
+ */
+#include "chem/graph.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t len, const char *fmt, ...) {
+  if (!err || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+void graph_init(struct graph *g) { memset(g, 0, sizeof *g); }
+
+void graph_free(struct graph *g) {
+  if (!g) return;
+  free(g->src);
+  free(g->dst);
+  free(g->node_feat);
+  free(g->edge_feat);
+  free(g->rel_pos);
+  graph_init(g);
+}
+
+int graph_node_width(const struct graph_opts *o) {
+  if (!o || o->n_elements < 0 || (o->n_elements > 0 && !o->elements) || o->n_elements > 65535) return -1;
+  int w = o->n_elements + !!o->with_other + !!o->with_charge + !!o->with_atomic_number;
+  return w <= 65535 ? w : -1; /* the blob stores the width as a u16 */
+}
+
+/* ------------------------------------------------------------- cell list
+ * A spatial hash: atom i lies in cell floor((x_i - min) / cutoff) per axis;
+ * cell (cx,cy,cz) goes to bucket hash(cx,cy,cz) & mask, with a table of at
+ * least 2N buckets. Atoms are laid out bucket by bucket (counting sort, index
+ * order within a bucket) with a copy of their coordinates beside them. Two
+ * cells sharing a bucket only cost extra distance tests, never a missed pair,
+ * and an atom far from the rest costs no memory (unlike a dense grid).
+ */
+
+struct cells {
+  double minx, miny, minz, inv;
+  uint32_t mask;
+  uint32_t *start; /* mask + 2 entries: bucket k holds slots start[k] .. start[k+1) */
+  int32_t *atom;   /* atom index of each slot */
+  double *pos;     /* 3 per slot: the coordinates of that atom */
+  int64_t *cell;   /* 3 per atom: its cell */
+};
+
+static void cells_free(struct cells *c) {
+  free(c->start);
+  free(c->atom);
+  free(c->pos);
+  free(c->cell);
+  memset(c, 0, sizeof *c);
+}
+
+static int64_t cell_coord(double v, double min, double inv) {
+  double c = floor((v - min) * inv);
+  if (!(c >= 0)) c = 0;       /* only for absurd scales (inv = inf, v = min) */
+  if (c > 4.0e15) c = 4.0e15; /* far outliers share the last cell: extra tests, nothing missed */
+  return (int64_t)c;
+}
+
+static uint32_t cell_bucket(int64_t x, int64_t y, int64_t z, uint32_t mask) {
+  uint64_t h = (uint64_t)x * 0x9E3779B97F4A7C15ull;
+  h ^= (uint64_t)y * 0xBF58476D1CE4E5B9ull;
+  h ^= (uint64_t)z * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  return (uint32_t)h & mask;
+}
+
+/* 0, or -1 on allocation failure. */
+static int cells_build(struct cells *c, const struct mol *m, double cutoff) {
+  int n = m->n_atoms;
+  memset(c, 0, sizeof *c);
+  c->minx = c->miny = c->minz = INFINITY;
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    if (a->x < c->minx) c->minx = a->x;
+    if (a->y < c->miny) c->miny = a->y;
+    if (a->z_ < c->minz) c->minz = a->z_;
+  }
+  c->inv = 1.0 / cutoff;
+  uint32_t size = 1;
+  while (size < 2u * (uint32_t)n && size < (1u << 30))
+    size <<= 1;
+  c->mask = size - 1;
+  c->start = calloc((size_t)size + 1, sizeof *c->start);
+  c->atom = malloc((size_t)(n ? n : 1) * sizeof *c->atom);
+  c->pos = malloc((size_t)(n ? n : 1) * 3 * sizeof *c->pos);
+  c->cell = malloc((size_t)(n ? n : 1) * 3 * sizeof *c->cell);
+  uint32_t *bucket = malloc((size_t)(n ? n : 1) * sizeof *bucket);
+  uint32_t *fill = malloc((size_t)size * sizeof *fill);
+  if (!c->start || !c->atom || !c->pos || !c->cell || !bucket || !fill) {
+    free(bucket);
+    free(fill);
+    cells_free(c);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    int64_t *cc = &c->cell[3 * i];
+    cc[0] = cell_coord(a->x, c->minx, c->inv);
+    cc[1] = cell_coord(a->y, c->miny, c->inv);
+    cc[2] = cell_coord(a->z_, c->minz, c->inv);
+    bucket[i] = cell_bucket(cc[0], cc[1], cc[2], c->mask);
+    c->start[bucket[i] + 1]++;
+  }
+  for (uint32_t k = 0; k < size; k++)
+    c->start[k + 1] += c->start[k];
+  memcpy(fill, c->start, (size_t)size * sizeof *fill);
+  for (int i = 0; i < n; i++) {
+    uint32_t t = fill[bucket[i]]++;
+    c->atom[t] = i;
+    c->pos[3 * t] = m->atoms[i].x;
+    c->pos[3 * t + 1] = m->atoms[i].y;
+    c->pos[3 * t + 2] = m->atoms[i].z_;
+  }
+  free(bucket);
+  free(fill);
+  return 0;
+}
+
+/* The distinct buckets of the 27 cells around atom i; returns their count. */
+static int cells_around(const struct cells *c, int i, uint32_t out[27]) {
+  const int64_t *cc = &c->cell[3 * i];
+  int n = 0;
+  for (int dx = -1; dx <= 1; dx++)
+    for (int dy = -1; dy <= 1; dy++)
+      for (int dz = -1; dz <= 1; dz++) {
+        uint32_t k = cell_bucket(cc[0] + dx, cc[1] + dy, cc[2] + dz, c->mask);
+        int dup = 0;
+        for (int s = 0; s < n && !dup; s++)
+          dup = out[s] == k;
+        if (!dup) out[n++] = k;
+      }
+  return n;
+}
+
+/* ---------------------------------------------------------------- bonds */
+
+/* Bonded neighbours of each atom, in bond-list order (CSR). */
+struct adjacency {
+  int *start; /* n_atoms + 1 */
+  int32_t *nbr;
+  uint8_t *order;
+};
+
+static void adjacency_free(struct adjacency *a) {
+  free(a->start);
+  free(a->nbr);
+  free(a->order);
+  memset(a, 0, sizeof *a);
+}
+
+static int adjacency_build(struct adjacency *a, const struct mol *m) {
+  int n = m->n_atoms, nb = m->n_bonds;
+  memset(a, 0, sizeof *a);
+  a->start = calloc((size_t)n + 1, sizeof *a->start);
+  a->nbr = malloc((size_t)(nb ? 2 * nb : 1) * sizeof *a->nbr);
+  a->order = malloc((size_t)(nb ? 2 * nb : 1));
+  int *fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
+  if (!a->start || !a->nbr || !a->order || !fill) {
+    free(fill);
+    adjacency_free(a);
+    return -1;
+  }
+  for (int k = 0; k < nb; k++) {
+    a->start[m->bonds[k].a + 1]++;
+    a->start[m->bonds[k].b + 1]++;
+  }
+  for (int i = 0; i < n; i++)
+    a->start[i + 1] += a->start[i];
+  memcpy(fill, a->start, (size_t)n * sizeof *fill);
+  for (int k = 0; k < nb; k++) {
+    const struct mol_bond *b = &m->bonds[k];
+    int p = fill[b->a]++, q = fill[b->b]++;
+    a->nbr[p] = (int32_t)b->b;
+    a->order[p] = b->order;
+    a->nbr[q] = (int32_t)b->a;
+    a->order[q] = b->order;
+  }
+  free(fill);
+  return 0;
+}
+
+/* ------------------------------------------------------------- building */
+
+/* A candidate source for the current target. */
+struct cand {
+  double d2;
+  int32_t src;
+  uint8_t order; /* bond order, 0 = not bonded */
+};
+
+static int cand_by_src(const void *pa, const void *pb) {
+  const struct cand *a = pa, *b = pb;
+  return (a->src > b->src) - (a->src < b->src);
+}
+
+/* By source index: insertion sort for the few dozen candidates a target
+ * usually has (cheaper than qsort's callbacks), qsort beyond that. */
+static void sort_by_src(struct cand *c, size_t n) {
+  if (n > 64) {
+    qsort(c, n, sizeof *c, cand_by_src);
+    return;
+  }
+  for (size_t i = 1; i < n; i++) {
+    struct cand x = c[i];
+    size_t k = i;
+    for (; k > 0 && c[k - 1].src > x.src; k--)
+      c[k] = c[k - 1];
+    c[k] = x;
+  }
+}
+
+static int cand_by_dist(const void *pa, const void *pb) {
+  const struct cand *a = pa, *b = pb;
+  if (a->d2 != b->d2) return a->d2 < b->d2 ? -1 : 1;
+  return (a->src > b->src) - (a->src < b->src);
+}
+
+/* All the building state, freed in one place. Each target's sources are
+ * gathered into cand, then appended as one segment of tmp_src/tmp_order;
+ * targets are visited in cell order, so segments lie in that order and
+ * seg/count say where each target's is. */
+struct builder {
+  struct cand *cand;
+  size_t n_cand, cap_cand;
+  int32_t *tmp_src;
+  uint8_t *tmp_order; /* bond order, 0 = not bonded */
+  size_t n_tmp, cap_tmp;
+  size_t *seg;                /* per atom: start of its segment in tmp_src */
+  int *count;                 /* per atom: its incoming edges */
+  int *bond_mark, *list_mark; /* per atom: target + 1 when marked for that target */
+  uint8_t *bond_order;        /* per atom: order of its bond to the current target */
+  struct cells cells;
+  struct adjacency adj;
+};
+
+static void builder_free(struct builder *b) {
+  free(b->cand);
+  free(b->tmp_src);
+  free(b->tmp_order);
+  free(b->seg);
+  free(b->count);
+  free(b->bond_mark);
+  free(b->list_mark);
+  free(b->bond_order);
+  cells_free(&b->cells);
+  adjacency_free(&b->adj);
+}
+
+static int push_cand(struct builder *b, double d2, int32_t src, uint8_t order) {
+  if (b->n_cand == b->cap_cand) {
+    size_t cap = b->cap_cand ? 2 * b->cap_cand : 64;
+    struct cand *c = realloc(b->cand, cap * sizeof *c);
+    if (!c) return -1;
+    b->cand = c;
+    b->cap_cand = cap;
+  }
+  b->cand[b->n_cand++] = (struct cand){d2, src, order};
+  return 0;
+}
+
+/* Appends the candidates as target j's segment. 0, -1 on allocation failure,
+ * -2 beyond INT32_MAX edges. */
+static int push_segment(struct builder *b, int j) {
+  size_t need = b->n_tmp + b->n_cand;
+  if (need > (size_t)INT32_MAX) return -2;
+  if (need > b->cap_tmp) {
+    size_t cap = b->cap_tmp ? b->cap_tmp : 1024;
+    while (cap < need)
+      cap *= 2;
+    int32_t *s = realloc(b->tmp_src, cap * sizeof *s);
+    if (s) b->tmp_src = s;
+    uint8_t *o = realloc(b->tmp_order, cap);
+    if (o) b->tmp_order = o;
+    if (!s || !o) return -1;
+    b->cap_tmp = cap;
+  }
+  b->seg[j] = b->n_tmp;
+  b->count[j] = (int)b->n_cand;
+  for (size_t k = 0; k < b->n_cand; k++) {
+    b->tmp_src[b->n_tmp] = b->cand[k].src;
+    b->tmp_order[b->n_tmp] = b->cand[k].order;
+    b->n_tmp++;
+  }
+  return 0;
+}
+
+/* Squared distance with (dx, dy, dz) = x_j - x_i: the one formula for every
+ * decision (gather() spells it out on the cell list's copy of the coordinates). */
+static double dist2(const struct mol_atom *i, const struct mol_atom *j) {
+  double dx = j->x - i->x, dy = j->y - i->y, dz = j->z_ - i->z_;
+  return dx * dx + dy * dy + dz * dz;
+}
+
+static int valid_order(unsigned o) { return o == 1 || o == 2 || o == 3 || o == MOL_BOND_AROMATIC; }
+
+static int check_input(const struct mol *m, const struct graph_opts *o, char *err, size_t errlen) {
+  if (!m || !o) {
+    set_err(err, errlen, "no molecule or no options");
+    return -1;
+  }
+  if (m->n_atoms < 0 || (m->n_atoms > 0 && !m->atoms) || m->n_bonds < 0 || (m->n_bonds > 0 && !m->bonds)) {
+    set_err(err, errlen, "malformed molecule (%d atoms, %d bonds)", m->n_atoms, m->n_bonds);
+    return -1;
+  }
+  if (o->edges != GRAPH_EDGES_RADIUS && o->edges != GRAPH_EDGES_BONDS && o->edges != GRAPH_EDGES_RADIUS_BONDS) {
+    set_err(err, errlen, "unknown edge mode %d", (int)o->edges);
+    return -1;
+  }
+  if (o->edges != GRAPH_EDGES_BONDS && !(o->cutoff > 0 && isfinite(o->cutoff))) {
+    set_err(err, errlen, "cutoff must be a positive number of Å (got %g)", o->cutoff);
+    return -1;
+  }
+  if (o->max_neighbors < 0) {
+    set_err(err, errlen, "max_neighbors must be >= 0 (got %d)", o->max_neighbors);
+    return -1;
+  }
+  if (graph_node_width(o) < 0) {
+    set_err(err, errlen, "bad element list (%d elements%s)", o->n_elements,
+            o->n_elements > 0 && !o->elements ? ", no array" : "");
+    return -1;
+  }
+  for (int i = 0; i < m->n_atoms; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    if (!isfinite(a->x) || !isfinite(a->y) || !isfinite(a->z_)) {
+      set_err(err, errlen, "non-finite coordinate (atom %d)", i + 1);
+      return -1;
+    }
+  }
+  for (int k = 0; k < m->n_bonds; k++) {
+    const struct mol_bond *b = &m->bonds[k];
+    if (b->a >= (uint32_t)m->n_atoms || b->b >= (uint32_t)m->n_atoms || b->a == b->b) {
+      set_err(err, errlen, "bad bond %d (atoms %u and %u of %d)", k + 1, (unsigned)b->a + 1, (unsigned)b->b + 1,
+              m->n_atoms);
+      return -1;
+    }
+    if (!valid_order(b->order)) {
+      set_err(err, errlen, "bond %d has order %u", k + 1, (unsigned)b->order);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Gathers the sources of target j into b->cand (unsorted). */
+static int gather(struct builder *b, const struct mol *m, const struct graph_opts *o, int j) {
+  const struct mol_atom *aj = &m->atoms[j];
+  const struct adjacency *adj = &b->adj;
+  int stamp = j + 1;
+  b->n_cand = 0;
+  /* The first listed bond to each neighbour gives that pair's order. */
+  for (int k = adj->start[j]; k < adj->start[j + 1]; k++) {
+    int i = adj->nbr[k];
+    if (b->bond_mark[i] != stamp) {
+      b->bond_mark[i] = stamp;
+      b->bond_order[i] = adj->order[k];
+    }
+  }
+  if (o->edges != GRAPH_EDGES_BONDS) {
+    double c2 = o->cutoff * o->cutoff;
+    uint32_t around[27];
+    int n_around = cells_around(&b->cells, j, around);
+    for (int s = 0; s < n_around; s++)
+      for (uint32_t t = b->cells.start[around[s]]; t < b->cells.start[around[s] + 1]; t++) {
+        const double *p = &b->cells.pos[3 * t];
+        double dx = aj->x - p[0], dy = aj->y - p[1], dz = aj->z_ - p[2];
+        double d2 = dx * dx + dy * dy + dz * dz;
+        if (d2 > 0 && d2 <= c2) {
+          int i = b->cells.atom[t];
+          if (push_cand(b, d2, i, b->bond_mark[i] == stamp ? b->bond_order[i] : 0) != 0) return -1;
+        }
+      }
+    if (o->max_neighbors > 0 && b->n_cand > (size_t)o->max_neighbors) {
+      qsort(b->cand, b->n_cand, sizeof *b->cand, cand_by_dist);
+      b->n_cand = (size_t)o->max_neighbors;
+    }
+  }
+  if (o->edges != GRAPH_EDGES_RADIUS) {
+    for (size_t t = 0; t < b->n_cand; t++)
+      b->list_mark[b->cand[t].src] = stamp;
+    for (int k = adj->start[j]; k < adj->start[j + 1]; k++) {
+      int i = adj->nbr[k];
+      if (b->list_mark[i] == stamp) continue;
+      b->list_mark[i] = stamp;
+      double d2 = dist2(&m->atoms[i], aj);
+      if (d2 > 0 && push_cand(b, d2, i, b->bond_order[i]) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+static void node_features(const struct mol *m, const struct graph_opts *o, float *out, int width) {
+  for (int i = 0; i < m->n_atoms; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    float *f = &out[(size_t)i * width];
+    int col = 0, found = 0;
+    for (int k = 0; k < o->n_elements; k++) {
+      f[col + k] = 0;
+      if (!found && o->elements[k] == a->z) {
+        f[col + k] = 1;
+        found = 1;
+      }
+    }
+    col += o->n_elements;
+    if (o->with_other) f[col++] = found ? 0 : 1;
+    if (o->with_charge) f[col++] = (float)a->charge;
+    if (o->with_atomic_number) f[col++] = (float)a->z;
+  }
+}
+
+static int bond_column(uint8_t order) {
+  switch (order) {
+  case 1:
+    return GRAPH_EF_SINGLE;
+  case 2:
+    return GRAPH_EF_DOUBLE;
+  case 3:
+    return GRAPH_EF_TRIPLE;
+  case MOL_BOND_AROMATIC:
+    return GRAPH_EF_AROMATIC;
+  default:
+    return GRAPH_EF_NONE;
+  }
+}
+
+/* Target j's edges from its segment into the graph at offset off: source,
+ * target, bond one-hot, distance, rel_pos. */
+static void write_edges(const struct builder *b, const struct mol *m, int j, size_t off, struct graph *g) {
+  const struct mol_atom *aj = &m->atoms[j];
+  for (int k = 0; k < b->count[j]; k++) {
+    size_t e = off + (size_t)k, t = b->seg[j] + (size_t)k;
+    const struct mol_atom *ai = &m->atoms[b->tmp_src[t]];
+    g->src[e] = b->tmp_src[t];
+    g->dst[e] = j;
+    float *f = &g->edge_feat[e * GRAPH_EDGE_WIDTH];
+    for (int c = 0; c < GRAPH_EDGE_WIDTH; c++)
+      f[c] = 0;
+    f[bond_column(b->tmp_order[t])] = 1;
+    f[GRAPH_EF_DISTANCE] = (float)sqrt(dist2(ai, aj));
+    float *r = &g->rel_pos[e * 3];
+    r[0] = (float)(aj->x - ai->x);
+    r[1] = (float)(aj->y - ai->y);
+    r[2] = (float)(aj->z_ - ai->z_);
+  }
+}
+
+/* Three passes: (1) each target's sources into its segment, targets in cell
+ * order so that neighbouring targets reuse the same cells in cache; (2) the
+ * final offsets, in target order; (3) the edges and their features, again in
+ * cell order. Bonds-only graphs visit targets in index order. */
+int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen) {
+  graph_init(g);
+  if (check_input(m, o, err, errlen) != 0) return -1;
+  int n = m->n_atoms, width = graph_node_width(o), radius = o->edges != GRAPH_EDGES_BONDS;
+  size_t n1 = (size_t)(n ? n : 1);
+  size_t *off = NULL;
+  struct builder b;
+  memset(&b, 0, sizeof b);
+  b.seg = malloc(n1 * sizeof *b.seg);
+  b.count = malloc(n1 * sizeof *b.count);
+  b.bond_mark = calloc(n1, sizeof *b.bond_mark);
+  b.list_mark = calloc(n1, sizeof *b.list_mark);
+  b.bond_order = calloc(n1, 1);
+  if (!b.seg || !b.count || !b.bond_mark || !b.list_mark || !b.bond_order || adjacency_build(&b.adj, m) != 0 ||
+      (radius && cells_build(&b.cells, m, o->cutoff) != 0))
+    goto oom;
+
+  for (int t = 0; t < n; t++) {
+    int j = radius ? b.cells.atom[t] : t;
+    if (gather(&b, m, o, j) != 0) goto oom;
+    sort_by_src(b.cand, b.n_cand);
+    int r = push_segment(&b, j);
+    if (r == -2) {
+      set_err(err, errlen, "too many edges (more than %d; lower the cutoff or set max_neighbors)", INT32_MAX);
+      builder_free(&b);
+      return -1;
+    }
+    if (r != 0) goto oom;
+  }
+
+  size_t ne = b.n_tmp;
+  off = malloc(n1 * sizeof *off);
+  g->n_nodes = n;
+  g->n_edges = (int)ne;
+  g->node_width = width;
+  g->edge_width = GRAPH_EDGE_WIDTH;
+  g->src = malloc((ne ? ne : 1) * sizeof *g->src);
+  g->dst = malloc((ne ? ne : 1) * sizeof *g->dst);
+  g->node_feat = malloc((n && width ? (size_t)n * (size_t)width : 1) * sizeof *g->node_feat);
+  g->edge_feat = malloc((ne ? ne : 1) * GRAPH_EDGE_WIDTH * sizeof *g->edge_feat);
+  g->rel_pos = malloc((ne ? ne : 1) * 3 * sizeof *g->rel_pos);
+  if (!off || !g->src || !g->dst || !g->node_feat || !g->edge_feat || !g->rel_pos) goto oom;
+  size_t sum = 0;
+  for (int j = 0; j < n; j++) {
+    off[j] = sum;
+    sum += (size_t)b.count[j];
+  }
+  for (int t = 0; t < n; t++) {
+    int j = radius ? b.cells.atom[t] : t;
+    write_edges(&b, m, j, off[j], g);
+  }
+  node_features(m, o, g->node_feat, width);
+  free(off);
+  builder_free(&b);
+  return 0;
+oom:
+  free(off);
+  builder_free(&b);
+  graph_free(g);
+  set_err(err, errlen, "out of memory building the graph of %d atoms", n);
+  return -1;
+}
+
+/* ------------------------------------------------- little-endian helpers */
+
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+static void put_f32(uint8_t *p, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put_u32(p, u);
+}
+static float get_f32(const uint8_t *p) {
+  uint32_t u = get_u32(p);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* ------------------------------------------------------------------ blob */
+
+/* Bytes of a blob with these counts (64-bit: counts come from untrusted headers). */
+static uint64_t blob_size(uint64_t nn, uint64_t ne, uint64_t nw, uint64_t ew) {
+  return GRAPH_BLOB_HEADER + 4 * (2 * ne + nn * nw + ne * ew + 3 * ne);
+}
+
+int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
+  *blob = NULL;
+  *len = 0;
+  if (!g || g->n_nodes < 0 || g->n_edges < 0 || g->node_width < 0 || g->node_width > 65535 ||
+      g->edge_width != GRAPH_EDGE_WIDTH)
+    return -1;
+  size_t nn = (size_t)g->n_nodes, ne = (size_t)g->n_edges, nw = (size_t)g->node_width;
+  if ((ne && (!g->src || !g->dst || !g->edge_feat || !g->rel_pos)) || (nn && nw && !g->node_feat)) return -1;
+  uint64_t want = blob_size(nn, ne, nw, GRAPH_EDGE_WIDTH);
+  if (want > SIZE_MAX) return -1;
+  uint8_t *b = malloc((size_t)want), *p = b;
+  if (!b) return -1;
+  memcpy(p, GRAPH_BLOB_MAGIC, 4);
+  put_u16(p + 4, GRAPH_BLOB_VERSION);
+  put_u16(p + 6, 0);
+  put_u32(p + 8, (uint32_t)nn);
+  put_u32(p + 12, (uint32_t)ne);
+  put_u16(p + 16, (uint16_t)nw);
+  put_u16(p + 18, GRAPH_EDGE_WIDTH);
+  p += GRAPH_BLOB_HEADER;
+  for (size_t e = 0; e < ne; e++, p += 4)
+    put_u32(p, (uint32_t)g->src[e]);
+  for (size_t e = 0; e < ne; e++, p += 4)
+    put_u32(p, (uint32_t)g->dst[e]);
+  for (size_t k = 0; k < nn * nw; k++, p += 4)
+    put_f32(p, g->node_feat[k]);
+  for (size_t k = 0; k < ne * GRAPH_EDGE_WIDTH; k++, p += 4)
+    put_f32(p, g->edge_feat[k]);
+  for (size_t k = 0; k < ne * 3; k++, p += 4)
+    put_f32(p, g->rel_pos[k]);
+  *blob = b;
+  *len = (size_t)want;
+  return 0;
+}
+
+/* Reads count floats; -1 (index in *bad) at the first non-finite one. */
+static int read_floats(const uint8_t *p, size_t count, float *out, size_t *bad) {
+  for (size_t k = 0; k < count; k++, p += 4) {
+    out[k] = get_f32(p);
+    if (!isfinite(out[k])) {
+      *bad = k;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err, size_t errlen) {
+  graph_init(g);
+  if (!blob || len < GRAPH_BLOB_HEADER) {
+    set_err(err, errlen, "graph blob too short (%zu bytes, header is %d)", blob ? len : 0, GRAPH_BLOB_HEADER);
+    return -1;
+  }
+  if (memcmp(blob, GRAPH_BLOB_MAGIC, 4) != 0) {
+    set_err(err, errlen, "not a graph blob (bad magic, expected \"%s\")", GRAPH_BLOB_MAGIC);
+    return -1;
+  }
+  unsigned version = get_u16(blob + 4), flags = get_u16(blob + 6);
+  if (version != GRAPH_BLOB_VERSION) {
+    set_err(err, errlen, "unsupported graph blob version %u (expected %d)", version, GRAPH_BLOB_VERSION);
+    return -1;
+  }
+  if (flags != 0) {
+    set_err(err, errlen, "graph blob has unknown flags 0x%x (version %u defines none)", flags, version);
+    return -1;
+  }
+  uint32_t nn = get_u32(blob + 8), ne = get_u32(blob + 12);
+  unsigned nw = get_u16(blob + 16), ew = get_u16(blob + 18);
+  if (ew != GRAPH_EDGE_WIDTH) {
+    set_err(err, errlen, "graph blob edge width %u (expected %d)", ew, GRAPH_EDGE_WIDTH);
+    return -1;
+  }
+  uint64_t want = blob_size(nn, ne, nw, ew);
+  if (want != len || nn > (uint32_t)INT32_MAX || ne > (uint32_t)INT32_MAX) {
+    set_err(err, errlen, "graph blob size mismatch: %zu bytes, expected %llu for %u nodes of width %u and %u edges",
+            len, (unsigned long long)want, (unsigned)nn, nw, (unsigned)ne);
+    return -1;
+  }
+  g->n_nodes = (int)nn;
+  g->n_edges = (int)ne;
+  g->node_width = (int)nw;
+  g->edge_width = (int)ew;
+  g->src = malloc((ne ? ne : 1) * sizeof *g->src);
+  g->dst = malloc((ne ? ne : 1) * sizeof *g->dst);
+  g->node_feat = malloc((nn && nw ? (size_t)nn * nw : 1) * sizeof *g->node_feat);
+  g->edge_feat = malloc((ne ? ne : 1) * (size_t)ew * sizeof *g->edge_feat);
+  g->rel_pos = malloc((ne ? ne : 1) * 3 * sizeof *g->rel_pos);
+  if (!g->src || !g->dst || !g->node_feat || !g->edge_feat || !g->rel_pos) {
+    set_err(err, errlen, "out of memory decoding a graph blob of %u nodes and %u edges", (unsigned)nn, (unsigned)ne);
+    goto bad;
+  }
+  const uint8_t *p = blob + GRAPH_BLOB_HEADER;
+  for (uint32_t e = 0; e < ne; e++, p += 4)
+    g->src[e] = (int32_t)get_u32(p);
+  for (uint32_t e = 0; e < ne; e++, p += 4)
+    g->dst[e] = (int32_t)get_u32(p);
+  for (uint32_t e = 0; e < ne; e++) {
+    int32_t s = g->src[e], d = g->dst[e];
+    if (s < 0 || d < 0 || (uint32_t)s >= nn || (uint32_t)d >= nn) {
+      set_err(err, errlen, "graph blob: edge %u joins %d -> %d (of %u nodes)", (unsigned)e, s, d, (unsigned)nn);
+      goto bad;
+    }
+    if (s == d) {
+      set_err(err, errlen, "graph blob: edge %u is a self loop on node %d", (unsigned)e, s);
+      goto bad;
+    }
+    if (e > 0 && (d < g->dst[e - 1] || (d == g->dst[e - 1] && s <= g->src[e - 1]))) {
+      set_err(err, errlen, "graph blob: edge %u (%d -> %d) is out of (target, source) order or repeated", (unsigned)e,
+              s, d);
+      goto bad;
+    }
+  }
+  size_t k;
+  if (read_floats(p, (size_t)nn * nw, g->node_feat, &k) != 0) {
+    set_err(err, errlen, "graph blob: non-finite node feature (node %zu, column %zu)", k / nw, k % nw);
+    goto bad;
+  }
+  p += (size_t)nn * nw * 4;
+  if (read_floats(p, (size_t)ne * ew, g->edge_feat, &k) != 0) {
+    set_err(err, errlen, "graph blob: non-finite edge feature (edge %zu, column %zu)", k / ew, k % ew);
+    goto bad;
+  }
+  p += (size_t)ne * ew * 4;
+  if (read_floats(p, (size_t)ne * 3, g->rel_pos, &k) != 0) {
+    set_err(err, errlen, "graph blob: non-finite relative position (edge %zu, axis %zu)", k / 3, k % 3);
+    goto bad;
+  }
+  return 0;
+bad:
+  graph_free(g);
+  return -1;
+}

@@ -1,0 +1,129 @@
+/* graph.h — a molecule as a graph for the SE(3)-Transformer: directed edges
+ * found with a cell list, node and edge features, relative positions, and the
+ * stored graph blob.
+ *
+ * Edges. An edge i→j has source i and target j; messages flow from source to
+ * target and the model sums them over each node's incoming edges. The distance
+ * of a pair is d = sqrt(dx² + dy² + dz²), computed in double from the mol's
+ * coordinates with (dx, dy, dz) = x_j − x_i. By mode:
+ *   GRAPH_EDGES_RADIUS        every ordered pair i ≠ j with 0 < d <= cutoff.
+ *   GRAPH_EDGES_BONDS         every bonded pair, both directions, at any
+ *                             distance; cutoff and max_neighbors are ignored.
+ *   GRAPH_EDGES_RADIUS_BONDS  the radius edges (after the max_neighbors cap)
+ *                             plus every bonded pair in both directions, also
+ *                             beyond the cutoff.
+ * Coincident atoms (d = 0) are never joined, in any mode, bonded or not: the
+ * basis needs a direction. A bond listed twice gives one edge per direction;
+ * its features come from the first listing.
+ *
+ * max_neighbors (> 0, radius modes) caps each target's incoming radius edges:
+ * target j keeps the max_neighbors sources nearest to it, ordered by
+ * (distance, source index), so ties go to the smaller source index and the
+ * result is deterministic. The cap counts incoming edges only, so a node may
+ * still be the source of more than max_neighbors edges. In radius+bonds mode
+ * bonded pairs are added after the cap and are never dropped by it: a target
+ * may then have up to max_neighbors + (its bond count) incoming edges.
+ *
+ * Order. Edges are sorted by target, then by source (both ascending); no pair
+ * appears twice.
+ *
+ * Cost. The radius search puts atoms in cells of side cutoff (a spatial hash,
+ * so far-flung atoms cost no memory) and tests each target against the 27
+ * cells around it: O(N) for atoms at bounded density, like a protein.
+ *
+ * Node features, node_width floats per atom, in this order:
+ *   [0, n_elements)  one-hot over opts.elements: slot k is 1 when the atom's
+ *                    atomic number is elements[k] (the first match when the
+ *                    list repeats one); an element not in the list gets all
+ *                    zeros there
+ *   +1 when with_other: "other element", 1 exactly when the atom's element is
+ *                    not in the list
+ *   +1 when with_charge: the formal charge
+ *   +1 when with_atomic_number: the atomic number
+ * graph_node_width(opts) gives the width.
+ *
+ * Edge features, GRAPH_EDGE_WIDTH (6) floats per edge:
+ *   [0..4] bond type one-hot: none, single, double, triple, aromatic
+ *   [5]    distance d (Å)
+ * rel_pos, 3 floats per edge: x_target − x_source (Å), i.e. (dx, dy, dz).
+ *
+ * Blob layout (version 1, little-endian):
+ *   offset 0  char[4]  magic "SE3G"
+ *          4  u16      version (1)
+ *          6  u16      flags (0; no flags are defined in version 1)
+ *          8  u32      n_nodes
+ *         12  u32      n_edges
+ *         16  u16      node_width
+ *         18  u16      edge_width (6 in version 1)
+ *         20  n_edges x i32 src
+ *             n_edges x i32 dst
+ *             n_nodes x node_width f32 node features (row-major)
+ *             n_edges x edge_width f32 edge features (row-major)
+ *             n_edges x 3 f32 rel_pos
+ * The size is exactly 20 + 4 * (2 E + N W + E w + 3 E) bytes. A blob is
+ * accepted only when edges are in range, without self loops, in the order
+ * above, and every float is finite.
+ */
+#ifndef SE3_GRAPH_H
+#define SE3_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chem/mol.h"
+
+#define GRAPH_BLOB_MAGIC "SE3G"
+#define GRAPH_BLOB_VERSION 1
+#define GRAPH_BLOB_HEADER 20
+
+/* Edge feature columns. */
+enum {
+  GRAPH_EF_NONE = 0,
+  GRAPH_EF_SINGLE,
+  GRAPH_EF_DOUBLE,
+  GRAPH_EF_TRIPLE,
+  GRAPH_EF_AROMATIC,
+  GRAPH_EF_DISTANCE,
+  GRAPH_EDGE_WIDTH
+};
+
+enum graph_edges { GRAPH_EDGES_RADIUS = 0, GRAPH_EDGES_BONDS, GRAPH_EDGES_RADIUS_BONDS };
+
+struct graph_opts {
+  double cutoff;     /* Å; must be > 0 and finite in the radius modes */
+  int max_neighbors; /* per target, incoming radius edges; 0 = no cap */
+  enum graph_edges edges;
+  const uint8_t *elements; /* atomic numbers for the one-hot; may be NULL when n_elements is 0 */
+  int n_elements;
+  int with_other; /* add an "other element" slot after the one-hot */
+  int with_charge;
+  int with_atomic_number;
+};
+
+struct graph {
+  int n_nodes, n_edges, node_width, edge_width;
+  int32_t *src, *dst; /* n_edges each */
+  float *node_feat;   /* n_nodes x node_width */
+  float *edge_feat;   /* n_edges x edge_width */
+  float *rel_pos;     /* n_edges x 3, x_dst - x_src */
+};
+
+void graph_init(struct graph *g);
+void graph_free(struct graph *g); /* frees the arrays and re-initialises */
+
+/* Floats per node for these options; -1 when the options are invalid (an
+ * element count without an array, or a width beyond 65535). */
+int graph_node_width(const struct graph_opts *o);
+
+/* Builds the graph of m. g is overwritten (re-initialised, not freed).
+ * Returns 0, or -1 with a message in err (bad options, a bad bond, a
+ * non-finite coordinate, too many edges, out of memory); g is empty then. */
+int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen);
+
+/* The stored blob. Caller frees *blob. Returns 0, or -1 for a malformed graph
+ * or on allocation failure. */
+int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len);
+/* Fills g (overwritten) from a blob. Returns 0, or -1 with a message in err. */
+int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err, size_t errlen);
+
+#endif
