@@ -255,6 +255,7 @@ struct builder {
   uint8_t *bond_order;        /* per atom: order of its bond to the current target */
   struct cells cells;
   struct adjacency adj;
+  int64_t pairs;              /* distances computed */
 };
 
 static void builder_free(struct builder *b) {
@@ -388,6 +389,7 @@ static int gather(struct builder *b, const struct mol *m, const struct graph_opt
         const double *p = &b->cells.pos[3 * t];
         double dx = aj->x - p[0], dy = aj->y - p[1], dz = aj->z_ - p[2];
         double d2 = dx * dx + dy * dy + dz * dz;
+        b->pairs++;
         if (d2 > 0 && d2 <= c2) {
           int i = b->cells.atom[t];
           if (push_cand(b, d2, i, b->bond_mark[i] == stamp ? b->bond_order[i] : 0) != 0) return -1;
@@ -505,6 +507,7 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
   off = malloc(n1 * sizeof *off);
   g->n_nodes = n;
   g->n_edges = (int)ne;
+  g->pairs_examined = b.pairs;
   g->node_width = width;
   g->edge_width = GRAPH_EDGE_WIDTH;
   g->src = malloc((ne ? ne : 1) * sizeof *g->src);
