@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "chem/mol.h"
+#include "chem/cells.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -427,115 +428,27 @@ int mol_element_z(const char *symbol) {
 const char *mol_element_symbol(int z) { return z >= 0 && z <= 118 ? ELEMENTS[z] : "?"; }
 
 /* ------------------------------------------------------------- cell list
- * A spatial hash: cell (ix,iy,iz) = floor((p - min) / cell) goes to bucket
- * hash(ix,iy,iz) & mask; atoms are sorted by bucket (counting sort). A query
- * visits the 27 cells around a point; hash collisions only cost extra
- * distance tests, never a missed pair.
+ * Neighbour searches use the shared cell list (chem/cells.h): a query visits
+ * the 27 cells around an atom; hash collisions only cost extra distance
+ * tests, never a missed pair.
  */
-
-struct grid {
-  double minx, miny, minz, inv;
-  uint32_t mask;
-  uint32_t *start; /* mask + 2 entries: atoms of bucket k are order[start[k] .. start[k+1]) */
-  uint32_t *order;
-  int64_t *cell; /* 3 per atom */
-};
-
-static int64_t cell_coord(double v, double min, double inv) {
-  double c = floor((v - min) * inv);
-  if (c > 4.0e15) c = 4.0e15; /* far outliers share the last cell: extra tests, nothing missed */
-  return (int64_t)c;
-}
-
-static uint32_t cell_hash(int64_t x, int64_t y, int64_t z, uint32_t mask) {
-  uint64_t h =
-      (uint64_t)x * 0x9E3779B185EBCA87ull ^ (uint64_t)y * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)z * 0x165667B19E3779F9ull;
-  h ^= h >> 29;
-  return (uint32_t)h & mask;
-}
-
-static void grid_free(struct grid *g) {
-  free(g->start);
-  free(g->order);
-  free(g->cell);
-}
-
-static int grid_build(struct grid *g, const struct mol *m, double cell) {
-  int n = m->n_atoms;
-  memset(g, 0, sizeof *g);
-  g->minx = g->miny = g->minz = INFINITY;
-  for (int i = 0; i < n; i++) {
-    const struct mol_atom *a = &m->atoms[i];
-    if (a->x < g->minx) g->minx = a->x;
-    if (a->y < g->miny) g->miny = a->y;
-    if (a->z_ < g->minz) g->minz = a->z_;
-  }
-  g->inv = 1.0 / cell;
-  uint32_t size = 1;
-  while (size < (uint32_t)n * 2 && size < (1u << 30))
-    size <<= 1;
-  g->mask = size - 1;
-  g->start = calloc((size_t)size + 1, sizeof *g->start);
-  g->order = malloc((size_t)n * sizeof *g->order);
-  g->cell = malloc((size_t)n * 3 * sizeof *g->cell);
-  uint32_t *bucket = malloc((size_t)n * sizeof *bucket);
-  if (!g->start || !g->order || !g->cell || !bucket) {
-    free(bucket);
-    grid_free(g);
-    return -1;
-  }
-  for (int i = 0; i < n; i++) {
-    const struct mol_atom *a = &m->atoms[i];
-    int64_t *c = &g->cell[3 * i];
-    c[0] = cell_coord(a->x, g->minx, g->inv);
-    c[1] = cell_coord(a->y, g->miny, g->inv);
-    c[2] = cell_coord(a->z_, g->minz, g->inv);
-    bucket[i] = cell_hash(c[0], c[1], c[2], g->mask);
-    g->start[bucket[i] + 1]++;
-  }
-  for (uint32_t k = 0; k < size; k++)
-    g->start[k + 1] += g->start[k];
-  /* Place atoms in increasing index order within each bucket. */
-  uint32_t *fill = malloc((size_t)size * sizeof *fill);
-  if (!fill) {
-    free(bucket);
-    grid_free(g);
-    return -1;
-  }
-  memcpy(fill, g->start, (size_t)size * sizeof *fill);
-  for (int i = 0; i < n; i++)
-    g->order[fill[bucket[i]]++] = (uint32_t)i;
-  free(fill);
-  free(bucket);
-  return 0;
-}
 
 static double dist2(const struct mol_atom *a, const struct mol_atom *b) {
   double dx = a->x - b->x, dy = a->y - b->y, dz = a->z_ - b->z_;
   return dx * dx + dy * dy + dz * dz;
 }
 
-/* Visits the buckets of the 27 cells around atom i; distinct cells that share
- * a bucket are visited once. fn returns nonzero to stop. */
+/* Visits the atoms of the 27 cells around atom i (each bucket once). fn
+ * returns nonzero to stop. */
 typedef int (*visit_fn)(void *ctx, int i, int j);
-static int grid_visit(const struct grid *g, int i, visit_fn fn, void *ctx) {
-  const int64_t *c = &g->cell[3 * i];
-  uint32_t seen[27];
-  int n_seen = 0;
-  for (int dx = -1; dx <= 1; dx++)
-    for (int dy = -1; dy <= 1; dy++)
-      for (int dz = -1; dz <= 1; dz++) {
-        uint32_t k = cell_hash(c[0] + dx, c[1] + dy, c[2] + dz, g->mask);
-        int dup = 0;
-        for (int s = 0; s < n_seen; s++)
-          dup |= seen[s] == k;
-        if (dup) continue;
-        seen[n_seen++] = k;
-        for (uint32_t t = g->start[k]; t < g->start[k + 1]; t++) {
-          int r = fn(ctx, i, (int)g->order[t]);
-          if (r) return r;
-        }
-      }
+static int visit_around(const struct cells *g, int i, visit_fn fn, void *ctx) {
+  uint32_t around[27];
+  int n = cells_around(g, i, around);
+  for (int s = 0; s < n; s++)
+    for (uint32_t t = g->start[around[s]]; t < g->start[around[s] + 1]; t++) {
+      int r = fn(ctx, i, (int)g->atom[t]);
+      if (r) return r;
+    }
   return 0;
 }
 
@@ -560,13 +473,13 @@ static int close_visit(void *vctx, int i, int j) {
 /* First pair (i, j), i < j, in lexicographic order closer than lim; 1 when
  * found, 0 when none, -1 on allocation failure. */
 static int find_close_pair(const struct mol *m, double lim, int *pi, int *pj, double *pd) {
-  struct grid g;
-  if (grid_build(&g, m, lim) != 0) return -1;
+  struct cells g;
+  if (cells_build(&g, m, lim) != 0) return -1;
   struct close_ctx c = {m, lim * lim, -1, 0};
   int found = 0;
   for (int i = 0; i < m->n_atoms && !found; i++) {
     c.best_j = -1;
-    grid_visit(&g, i, close_visit, &c);
+    visit_around(&g, i, close_visit, &c);
     if (c.best_j >= 0) {
       *pi = i;
       *pj = c.best_j;
@@ -574,7 +487,7 @@ static int find_close_pair(const struct mol *m, double lim, int *pi, int *pj, do
       found = 1;
     }
   }
-  grid_free(&g);
+  cells_free(&g);
   return found;
 }
 
@@ -642,15 +555,15 @@ static int find_far_fragment(const struct mol *m, double gap, int *size, int *n_
   }
   rc = 0;
   if (n_frag < 2) goto out;
-  struct grid g;
-  if (grid_build(&g, m, gap) != 0) {
+  struct cells g;
+  if (cells_build(&g, m, gap) != 0) {
     rc = -1;
     goto out;
   }
   struct frag_ctx c = {m, frag, group, n_frag, gap * gap};
   for (int i = 0; i < n && c.n_groups > 1; i++)
-    grid_visit(&g, i, frag_visit, &c);
-  grid_free(&g);
+    visit_around(&g, i, frag_visit, &c);
+  cells_free(&g);
   if (c.n_groups == 1) goto out;
   for (int i = 0; i < n; i++) {
     int r = uf_find(group, frag[i]);

@@ -2,7 +2,7 @@
  * lookup, typed getters, construction, and the canonical hash that keys the
  * ledger (so it must never change for an unchanged configuration). */
 #define _GNU_SOURCE
-#include "stages/stage.h"
+#include "stage.h"
 
 #include <errno.h>
 #include <stdio.h>
