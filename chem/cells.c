@@ -95,4 +95,3 @@ int cells_around(const struct cells *c, int i, uint32_t out[27]) {
       }
   return n;
 }
-

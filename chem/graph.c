@@ -145,7 +145,7 @@ struct builder {
   uint8_t *bond_order;        /* per atom: order of its bond to the current target */
   struct cells cells;
   struct adjacency adj;
-  int64_t pairs;              /* distances computed */
+  int64_t pairs; /* distances computed */
 };
 
 static void builder_free(struct builder *b) {
