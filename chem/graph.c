@@ -12,6 +12,7 @@
  */
 #include "chem/graph.h"
 #include "chem/cells.h"
+#include "chem/le.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -427,35 +428,6 @@ oom:
   return -1;
 }
 
-/* ------------------------------------------------- little-endian helpers */
-
-static void put_u16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static void put_f32(uint8_t *p, float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put_u32(p, u);
-}
-static float get_f32(const uint8_t *p) {
-  uint32_t u = get_u32(p);
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* ------------------------------------------------------------------ blob */
 
 /* Bytes of a blob with these counts (64-bit: counts come from untrusted headers). */
@@ -476,23 +448,23 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
   uint8_t *b = malloc((size_t)want), *p = b;
   if (!b) return -1;
   memcpy(p, GRAPH_BLOB_MAGIC, 4);
-  put_u16(p + 4, GRAPH_BLOB_VERSION);
-  put_u16(p + 6, 0);
-  put_u32(p + 8, (uint32_t)nn);
-  put_u32(p + 12, (uint32_t)ne);
-  put_u16(p + 16, (uint16_t)nw);
-  put_u16(p + 18, GRAPH_EDGE_WIDTH);
+  le_put_u16(p + 4, GRAPH_BLOB_VERSION);
+  le_put_u16(p + 6, 0);
+  le_put_u32(p + 8, (uint32_t)nn);
+  le_put_u32(p + 12, (uint32_t)ne);
+  le_put_u16(p + 16, (uint16_t)nw);
+  le_put_u16(p + 18, GRAPH_EDGE_WIDTH);
   p += GRAPH_BLOB_HEADER;
   for (size_t e = 0; e < ne; e++, p += 4)
-    put_u32(p, (uint32_t)g->src[e]);
+    le_put_u32(p, (uint32_t)g->src[e]);
   for (size_t e = 0; e < ne; e++, p += 4)
-    put_u32(p, (uint32_t)g->dst[e]);
+    le_put_u32(p, (uint32_t)g->dst[e]);
   for (size_t k = 0; k < nn * nw; k++, p += 4)
-    put_f32(p, g->node_feat[k]);
+    le_put_f32(p, g->node_feat[k]);
   for (size_t k = 0; k < ne * GRAPH_EDGE_WIDTH; k++, p += 4)
-    put_f32(p, g->edge_feat[k]);
+    le_put_f32(p, g->edge_feat[k]);
   for (size_t k = 0; k < ne * 3; k++, p += 4)
-    put_f32(p, g->rel_pos[k]);
+    le_put_f32(p, g->rel_pos[k]);
   *blob = b;
   *len = (size_t)want;
   return 0;
@@ -501,7 +473,7 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
 /* Reads count floats; -1 (index in *bad) at the first non-finite one. */
 static int read_floats(const uint8_t *p, size_t count, float *out, size_t *bad) {
   for (size_t k = 0; k < count; k++, p += 4) {
-    out[k] = get_f32(p);
+    out[k] = le_get_f32(p);
     if (!isfinite(out[k])) {
       *bad = k;
       return -1;
@@ -520,7 +492,7 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
     set_err(err, errlen, "not a graph blob (bad magic, expected \"%s\")", GRAPH_BLOB_MAGIC);
     return -1;
   }
-  unsigned version = get_u16(blob + 4), flags = get_u16(blob + 6);
+  unsigned version = le_get_u16(blob + 4), flags = le_get_u16(blob + 6);
   if (version != GRAPH_BLOB_VERSION) {
     set_err(err, errlen, "unsupported graph blob version %u (expected %d)", version, GRAPH_BLOB_VERSION);
     return -1;
@@ -529,8 +501,8 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
     set_err(err, errlen, "graph blob has unknown flags 0x%x (version %u defines none)", flags, version);
     return -1;
   }
-  uint32_t nn = get_u32(blob + 8), ne = get_u32(blob + 12);
-  unsigned nw = get_u16(blob + 16), ew = get_u16(blob + 18);
+  uint32_t nn = le_get_u32(blob + 8), ne = le_get_u32(blob + 12);
+  unsigned nw = le_get_u16(blob + 16), ew = le_get_u16(blob + 18);
   if (ew != GRAPH_EDGE_WIDTH) {
     set_err(err, errlen, "graph blob edge width %u (expected %d)", ew, GRAPH_EDGE_WIDTH);
     return -1;
@@ -556,9 +528,9 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
   }
   const uint8_t *p = blob + GRAPH_BLOB_HEADER;
   for (uint32_t e = 0; e < ne; e++, p += 4)
-    g->src[e] = (int32_t)get_u32(p);
+    g->src[e] = (int32_t)le_get_u32(p);
   for (uint32_t e = 0; e < ne; e++, p += 4)
-    g->dst[e] = (int32_t)get_u32(p);
+    g->dst[e] = (int32_t)le_get_u32(p);
   for (uint32_t e = 0; e < ne; e++) {
     int32_t s = g->src[e], d = g->dst[e];
     if (s < 0 || d < 0 || (uint32_t)s >= nn || (uint32_t)d >= nn) {

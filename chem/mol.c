@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chem/mol.h"
 #include "chem/cells.h"
+#include "chem/le.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -73,57 +74,6 @@ int mol_add_tag(struct mol *m, const char *name, const char *value) {
   return 0;
 }
 
-/* ------------------------------------------------- little-endian helpers */
-
-static void put_u16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static void put_f32(uint8_t *p, double d) {
-  float f = (float)d;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put_u32(p, u);
-}
-static double get_f32(const uint8_t *p) {
-  uint32_t u = get_u32(p);
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static void put_f64(uint8_t *p, double d) {
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  put_u64(p, u);
-}
-static double get_f64(const uint8_t *p) {
-  uint64_t u = get_u64(p);
-  double d;
-  memcpy(&d, &u, 8);
-  return d;
-}
-
 static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t len, const char *fmt, ...) {
   if (!err || !len) return;
@@ -146,10 +96,10 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
   uint8_t *b = calloc(1, n);
   if (!b) return -1;
   memcpy(b, MOL_BLOB_MAGIC, 4);
-  put_u16(b + 4, MOL_BLOB_VERSION);
-  put_u16(b + 6, m->dim == 3 ? BLOB_FLAG_3D : m->dim == 2 ? BLOB_FLAG_2D : 0);
-  put_u32(b + 8, (uint32_t)m->n_atoms);
-  put_u32(b + 12, (uint32_t)m->n_bonds);
+  le_put_u16(b + 4, MOL_BLOB_VERSION);
+  le_put_u16(b + 6, m->dim == 3 ? BLOB_FLAG_3D : m->dim == 2 ? BLOB_FLAG_2D : 0);
+  le_put_u32(b + 8, (uint32_t)m->n_atoms);
+  le_put_u32(b + 12, (uint32_t)m->n_bonds);
   uint8_t *p = b + BLOB_HEADER;
   for (int i = 0; i < m->n_atoms; i++, p += BLOB_ATOM) {
     const struct mol_atom *a = &m->atoms[i];
@@ -157,14 +107,14 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
     p[1] = (uint8_t)a->charge;
     p[2] = a->aromatic ? 1 : 0;
     p[3] = a->implicit_h;
-    put_f32(p + 4, a->x);
-    put_f32(p + 8, a->y);
-    put_f32(p + 12, a->z_);
+    le_put_f32(p + 4, a->x);
+    le_put_f32(p + 8, a->y);
+    le_put_f32(p + 12, a->z_);
   }
   for (int i = 0; i < m->n_bonds; i++, p += BLOB_BOND) {
     const struct mol_bond *bd = &m->bonds[i];
-    put_u32(p, bd->a);
-    put_u32(p + 4, bd->b);
+    le_put_u32(p, bd->a);
+    le_put_u32(p + 4, bd->b);
     p[8] = bd->order;
   }
   *blob = b;
@@ -184,13 +134,13 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     set_err(err, errlen, "not a molecule blob (bad magic, expected \"%s\")", MOL_BLOB_MAGIC);
     return -1;
   }
-  unsigned version = get_u16(blob + 4);
+  unsigned version = le_get_u16(blob + 4);
   if (version != MOL_BLOB_VERSION) {
     set_err(err, errlen, "unsupported molecule blob version %u (expected %d)", version, MOL_BLOB_VERSION);
     return -1;
   }
-  unsigned flags = get_u16(blob + 6);
-  uint32_t na = get_u32(blob + 8), nb = get_u32(blob + 12);
+  unsigned flags = le_get_u16(blob + 6);
+  uint32_t na = le_get_u32(blob + 8), nb = le_get_u32(blob + 12);
   uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND;
   if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
     set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
@@ -211,13 +161,13 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     atoms[i].charge = (int8_t)p[1];
     atoms[i].aromatic = p[2] & 1;
     atoms[i].implicit_h = p[3];
-    atoms[i].x = get_f32(p + 4);
-    atoms[i].y = get_f32(p + 8);
-    atoms[i].z_ = get_f32(p + 12);
+    atoms[i].x = le_get_f32(p + 4);
+    atoms[i].y = le_get_f32(p + 8);
+    atoms[i].z_ = le_get_f32(p + 12);
   }
   for (uint32_t i = 0; i < nb; i++, p += BLOB_BOND) {
-    bonds[i].a = get_u32(p);
-    bonds[i].b = get_u32(p + 4);
+    bonds[i].a = le_get_u32(p);
+    bonds[i].b = le_get_u32(p + 4);
     bonds[i].order = p[8];
     if (bonds[i].a >= bonds[i].b || bonds[i].b >= na) {
       set_err(err, errlen, "molecule blob: bond %u joins atoms %u and %u (of %u)", (unsigned)i, (unsigned)bonds[i].a,
@@ -258,11 +208,11 @@ static const uint32_t PACK_NULL = 0xffffffffu;
 static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
 static uint8_t *put_str(uint8_t *p, const char *s) {
   if (!s) {
-    put_u32(p, PACK_NULL);
+    le_put_u32(p, PACK_NULL);
     return p + 4;
   }
   size_t n = strlen(s);
-  put_u32(p, (uint32_t)n);
+  le_put_u32(p, (uint32_t)n);
   memcpy(p + 4, s, n);
   return p + 4 + n;
 }
@@ -278,18 +228,18 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
   uint8_t *b = malloc(n), *p = b;
   if (!b) return -1;
   memcpy(p, PACK_MAGIC, 4);
-  put_u32(p + 4, PACK_VERSION);
+  le_put_u32(p + 4, PACK_VERSION);
   p += 8;
   p = put_str(p, m->name);
   p = put_str(p, m->smiles);
   p = put_str(p, m->inchikey);
   p = put_str(p, m->formula);
-  put_u32(p, (uint32_t)m->dim);
-  put_u32(p + 4, (uint32_t)m->coords_gen3d);
-  put_u32(p + 8, (uint32_t)m->charge);
-  put_u32(p + 12, (uint32_t)m->n_atoms);
-  put_u32(p + 16, (uint32_t)m->n_bonds);
-  put_u32(p + 20, (uint32_t)m->n_tags);
+  le_put_u32(p, (uint32_t)m->dim);
+  le_put_u32(p + 4, (uint32_t)m->coords_gen3d);
+  le_put_u32(p + 8, (uint32_t)m->charge);
+  le_put_u32(p + 12, (uint32_t)m->n_atoms);
+  le_put_u32(p + 16, (uint32_t)m->n_bonds);
+  le_put_u32(p + 20, (uint32_t)m->n_tags);
   p += 24;
   for (int i = 0; i < m->n_atoms; i++, p += PACK_ATOM) {
     const struct mol_atom *a = &m->atoms[i];
@@ -297,13 +247,13 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
     p[1] = (uint8_t)a->charge;
     p[2] = a->aromatic;
     p[3] = a->implicit_h;
-    put_f64(p + 4, a->x);
-    put_f64(p + 12, a->y);
-    put_f64(p + 20, a->z_);
+    le_put_f64(p + 4, a->x);
+    le_put_f64(p + 12, a->y);
+    le_put_f64(p + 20, a->z_);
   }
   for (int i = 0; i < m->n_bonds; i++, p += PACK_BOND) {
-    put_u32(p, m->bonds[i].a);
-    put_u32(p + 4, m->bonds[i].b);
+    le_put_u32(p, m->bonds[i].a);
+    le_put_u32(p + 4, m->bonds[i].b);
     p[8] = m->bonds[i].order;
   }
   for (int i = 0; i < m->n_tags; i++) {
@@ -331,7 +281,7 @@ static const uint8_t *take(struct cursor *c, size_t n) {
 }
 static uint32_t take_u32(struct cursor *c) {
   const uint8_t *p = take(c, 4);
-  return p ? get_u32(p) : 0;
+  return p ? le_get_u32(p) : 0;
 }
 /* Reads a str; *ok = 0 on a malformed buffer or allocation failure. */
 static char *take_str(struct cursor *c) {
@@ -353,7 +303,7 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
   mol_init(m);
   struct cursor c = {buf, buf + len, 0};
   const uint8_t *h = buf ? take(&c, 8) : NULL;
-  if (!h || memcmp(h, PACK_MAGIC, 4) != 0 || get_u32(h + 4) != PACK_VERSION) return -1;
+  if (!h || memcmp(h, PACK_MAGIC, 4) != 0 || le_get_u32(h + 4) != PACK_VERSION) return -1;
   m->name = take_str(&c);
   m->smiles = take_str(&c);
   m->inchikey = take_str(&c);
@@ -379,14 +329,14 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
     a->charge = (int8_t)p[1];
     a->aromatic = p[2];
     a->implicit_h = p[3];
-    a->x = get_f64(p + 4);
-    a->y = get_f64(p + 12);
-    a->z_ = get_f64(p + 20);
+    a->x = le_get_f64(p + 4);
+    a->y = le_get_f64(p + 12);
+    a->z_ = le_get_f64(p + 20);
   }
   for (uint32_t i = 0; i < nb; i++) {
     const uint8_t *p = take(&c, PACK_BOND);
-    m->bonds[i].a = get_u32(p);
-    m->bonds[i].b = get_u32(p + 4);
+    m->bonds[i].a = le_get_u32(p);
+    m->bonds[i].b = le_get_u32(p + 4);
     m->bonds[i].order = p[8];
   }
   for (uint32_t i = 0; i < nt; i++) {
