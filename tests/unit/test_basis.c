@@ -1,0 +1,176 @@
+/* The per-edge basis: equivariance of every degree pair's kernel in fp32,
+ * layout, and the fp16/bf16 encodings within their rounding. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/basis.h"
+#include "models/so3.h"
+
+#define MAXD 3
+
+/* Relative error of W(Rx) against D_l W(x) D_k^T for every J block of pair (k, l). */
+static double pair_error(const struct basis_plan *p, int k, int l, const float *bx, const float *brx,
+                         const double R[9]) {
+  int nk = 2 * k + 1, nl = 2 * l + 1, nj = 2 * (k < l ? k : l) + 1;
+  double Dk[121], Dl[121];
+  so3_wigner_d(k, R, Dk);
+  so3_wigner_d(l, R, Dl);
+  const float *a = bx + p->offset[k][l], *b = brx + p->offset[k][l];
+  double worst = 0;
+  for (int jj = 0; jj < nj; jj++) {
+    double num = 0, den = 0;
+    for (int i = 0; i < nl; i++)
+      for (int j = 0; j < nk; j++) {
+        double want = 0; /* (D_l W D_k^T)_ij */
+        for (int s = 0; s < nl; s++)
+          for (int t = 0; t < nk; t++)
+            want += Dl[i * nl + s] * a[(s * nj + jj) * nk + t] * Dk[j * nk + t];
+        double got = b[(i * nj + jj) * nk + j];
+        num += (got - want) * (got - want);
+        den += want * want;
+      }
+    double rel = sqrt(num / (den > 1e-30 ? den : 1e-30));
+    if (rel > worst) worst = rel;
+  }
+  return worst;
+}
+
+Test(basis, layout_and_sizes) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, MAXD), 0);
+  size_t total = 0;
+  for (int k = 0; k <= MAXD; k++)
+    for (int l = 0; l <= MAXD; l++) {
+      cr_assert_eq(p.offset[k][l], total, "pair (%d,%d) offset", k, l);
+      total += basis_pair_size(k, l);
+    }
+  cr_assert_eq(p.per_edge, total);
+  cr_assert_eq(basis_pair_size(1, 2), 5 * 3 * 3);
+  cr_assert_eq(basis_pair_size(3, 0), 1 * 1 * 7);
+  cr_assert_eq(basis_plan_init(&p, BASIS_MAX_DEGREE + 1), -1);
+  cr_assert_eq(basis_plan_init(&p, -1), -1);
+  basis_plan_free(&p);
+}
+
+/* The (0,0) basis is Q_0 Y_0 = Y_0 = 1/sqrt(4 pi); (0,1) and (1,0) are Y_1 up to scale. */
+Test(basis, low_degrees_are_harmonics) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, 1), 0);
+  float *b = malloc(p.per_edge * sizeof *b);
+  float x[3] = {0.3f, -1.2f, 2.0f}, y[4];
+  basis_edge(&p, x, b);
+  so3_sh_f(1, x, y);
+  cr_assert_float_eq(b[p.offset[0][0]], 1.0 / sqrt(4 * M_PI), 1e-6);
+  /* (k=0, l=1): shape 3 x 1 x 1, proportional to Y_1 with unit-norm Q: factor 1/sqrt(3) */
+  for (int i = 0; i < 3; i++)
+    cr_assert_float_eq(b[p.offset[0][1] + i], y[1 + i] / sqrt(3.0), 1e-6);
+  free(b);
+  basis_plan_free(&p);
+}
+
+/* fp32 throughout (so3_sh_f, float Q): the worst block seen is ~2e-6 relative,
+ * set by float harmonics at J = 6; 5e-6 leaves room, a slip is O(1). */
+Test(basis, every_pair_is_equivariant_in_fp32) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, MAXD), 0);
+  float *bx = malloc(p.per_edge * sizeof *bx), *brx = malloc(p.per_edge * sizeof *brx);
+  uint64_t rng = 12345;
+  double worst = 0;
+  for (int trial = 0; trial < 50; trial++) {
+    double R[9], v[3], rv[3];
+    so3_random_rotation(&rng, R);
+    for (int i = 0; i < 3; i++)
+      v[i] = 4 * so3_rng_uniform(&rng) - 2;
+    so3_matvec(R, v, rv);
+    float x[3] = {(float)v[0], (float)v[1], (float)v[2]}, rx[3] = {(float)rv[0], (float)rv[1], (float)rv[2]};
+    basis_edge(&p, x, bx);
+    basis_edge(&p, rx, brx);
+    for (int k = 0; k <= MAXD; k++)
+      for (int l = 0; l <= MAXD; l++) {
+        double e = pair_error(&p, k, l, bx, brx, R);
+        if (e > worst) worst = e;
+        cr_assert_lt(e, 5e-6, "pair (%d,%d), trial %d: relative error %.2e", k, l, trial, e);
+      }
+  }
+  cr_log_info("worst relative equivariance error over 50 rotations, degrees <= %d: %.2e", MAXD, worst);
+  free(bx);
+  free(brx);
+  basis_plan_free(&p);
+}
+
+/* A wrong layout (k and l swapped) must not pass the equivariance check. */
+Test(basis, the_check_sees_a_transposed_pair) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, 2), 0);
+  float *bx = malloc(p.per_edge * sizeof *bx), *brx = malloc(p.per_edge * sizeof *brx);
+  uint64_t rng = 7;
+  double R[9], v[3] = {0.4, 1.1, -0.7}, rv[3];
+  so3_random_rotation(&rng, R);
+  so3_matvec(R, v, rv);
+  float x[3] = {0.4f, 1.1f, -0.7f}, rx[3] = {(float)rv[0], (float)rv[1], (float)rv[2]};
+  basis_edge(&p, x, bx);
+  basis_edge(&p, rx, brx);
+  cr_assert_lt(pair_error(&p, 1, 2, bx, brx, R), 1e-5);
+  /* Read pair (1,2)'s numbers as if they were laid out l-minor: no longer equivariant. */
+  float *t = bx + p.offset[1][2], *u = brx + p.offset[1][2];
+  float tmp[45], tmq[45];
+  for (int i = 0; i < 45; i++)
+    tmp[i] = t[44 - i], tmq[i] = u[44 - i];
+  memcpy(t, tmp, sizeof tmp);
+  memcpy(u, tmq, sizeof tmq);
+  cr_assert_gt(pair_error(&p, 1, 2, bx, brx, R), 1e-3);
+  free(bx);
+  free(brx);
+  basis_plan_free(&p);
+}
+
+/* Stored fp16/bf16 values decode to within their format's rounding of fp32. */
+Test(basis, fp16_and_bf16_round_trip_within_rounding) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, MAXD), 0);
+  size_t n = p.per_edge;
+  float *b = malloc(n * sizeof *b), *back = malloc(n * sizeof *back);
+  uint8_t *enc = malloc(n * 4);
+  float x[3] = {1.3f, -0.2f, 0.77f};
+  basis_edge(&p, x, b);
+  const enum basis_dtype types[3] = {BASIS_FP32, BASIS_FP16, BASIS_BF16};
+  const double eps[3] = {0, ldexp(1, -11), ldexp(1, -8)}; /* half an ulp, relative */
+  for (int t = 0; t < 3; t++) {
+    basis_encode(types[t], b, n, enc);
+    basis_decode(types[t], enc, n, back);
+    for (size_t i = 0; i < n; i++) {
+      double tol = eps[t] * fabs(b[i]) + (types[t] == BASIS_FP16 ? ldexp(1, -25) : 0);
+      cr_assert_leq(fabs((double)back[i] - b[i]), tol, "dtype %d value %zu: %.9g -> %.9g", t, i, b[i], back[i]);
+    }
+  }
+  free(b);
+  free(back);
+  free(enc);
+  basis_plan_free(&p);
+}
+
+/* The conversions themselves, exhaustively for fp16 and at the edges. */
+Test(basis, half_precision_conversions) {
+  /* Every finite fp16 value survives f16 -> f32 -> f16. */
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    if ((h & 0x7c00u) == 0x7c00u) continue;
+    float f = basis_f16_to_f32((uint16_t)h);
+    cr_assert_eq(basis_f32_to_f16(f), h, "fp16 0x%04x -> %g", h, f);
+  }
+  cr_assert_eq(basis_f32_to_f16(1.0f), 0x3c00);
+  cr_assert_eq(basis_f32_to_f16(-2.0f), 0xc000);
+  cr_assert_eq(basis_f32_to_f16(65504.0f), 0x7bff);
+  cr_assert_eq(basis_f32_to_f16(65520.0f), 0x7c00);              /* rounds to inf */
+  cr_assert_eq(basis_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00); /* tie: to even */
+  cr_assert_eq(basis_f32_to_f16(1.0f + 3 * ldexpf(1, -11)), 0x3c02);
+  cr_assert_eq(basis_f32_to_f16(ldexpf(1, -24)), 0x0001); /* smallest subnormal */
+  cr_assert_eq(basis_f32_to_f16(ldexpf(1, -26)), 0x0000);
+  cr_assert(isnan(basis_f16_to_f32(basis_f32_to_f16(NAN))));
+  cr_assert_eq(basis_f32_to_bf16(1.0f), 0x3f80);
+  cr_assert_eq(basis_bf16_to_f32(0x3f80), 1.0f);
+  cr_assert_eq(basis_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3f80); /* tie: to even */
+  cr_assert_eq(basis_f32_to_bf16(1.0f + 3 * ldexpf(1, -8)), 0x3f82);
+  cr_assert(isnan(basis_bf16_to_f32(basis_f32_to_bf16(NAN))));
+}
