@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include "chem/mol.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,11 @@ char *tu_tmpdir(const char *name) {
   if (asprintf(&dir, "%s/%s", SE3_TEST_TMP, name) < 0) return NULL;
   char *cmd = NULL;
   if (asprintf(&cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir) < 0) return NULL;
-  if (system(cmd) != 0) { free(cmd); free(dir); return NULL; }
+  if (system(cmd) != 0) {
+    free(cmd);
+    free(dir);
+    return NULL;
+  }
   free(cmd);
   return dir;
 }
@@ -25,7 +31,10 @@ char *tu_write(const char *dir, const char *name, const char *text) {
   char *path = NULL;
   if (asprintf(&path, "%s/%s", dir, name) < 0) return NULL;
   FILE *f = fopen(path, "w");
-  if (!f) { free(path); return NULL; }
+  if (!f) {
+    free(path);
+    return NULL;
+  }
   fputs(text, f);
   fclose(f);
   return path;
@@ -39,7 +48,10 @@ char *tu_read(const char *path, size_t *len) {
   size_t r;
   while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
     n += r;
-    if (cap - n < 2) { cap *= 2; buf = realloc(buf, cap); }
+    if (cap - n < 2) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+    }
   }
   fclose(f);
   buf[n] = 0;
@@ -65,11 +77,17 @@ int tu_sh(char **out, const char *fmt, ...) {
   size_t r;
   while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
     n += r;
-    if (cap - n < 2) { cap *= 2; buf = realloc(buf, cap); }
+    if (cap - n < 2) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+    }
   }
   buf[n] = 0;
   int st = pclose(p);
-  if (out) *out = buf; else free(buf);
+  if (out)
+    *out = buf;
+  else
+    free(buf);
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return -1;
@@ -121,7 +139,8 @@ char *tu_query(const char *db, const char *sql) {
         int len = sqlite3_column_bytes(st, i);
         const unsigned char *b = sqlite3_column_blob(st, i);
         hex = malloc((size_t)len * 2 + 1);
-        for (int k = 0; k < len; k++) sprintf(hex + 2 * k, "%02x", b[k]);
+        for (int k = 0; k < len; k++)
+          sprintf(hex + 2 * k, "%02x", b[k]);
         hex[2 * len] = 0;
         v = hex;
       } else if (t == SQLITE_FLOAT) {
@@ -182,4 +201,29 @@ double tu_now(void) {
 void tu_sleep(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   nanosleep(&ts, NULL);
+}
+
+static uint64_t rng_state;
+void tu_seed(uint64_t seed) { rng_state = seed; }
+double tu_rnd(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+void tu_add_atom(struct mol *m, int z, double x, double y, double zz) {
+  m->atoms = realloc(m->atoms, (size_t)(m->n_atoms + 1) * sizeof *m->atoms);
+  struct mol_atom *a = &m->atoms[m->n_atoms++];
+  memset(a, 0, sizeof *a);
+  a->z = (uint8_t)z;
+  a->x = x;
+  a->y = y;
+  a->z_ = zz;
+}
+
+void tu_add_bond(struct mol *m, int a, int b, int order) {
+  m->bonds = realloc(m->bonds, (size_t)(m->n_bonds + 1) * sizeof *m->bonds);
+  struct mol_bond *bd = &m->bonds[m->n_bonds++];
+  bd->a = (uint32_t)(a < b ? a : b);
+  bd->b = (uint32_t)(a < b ? b : a);
+  bd->order = (uint8_t)order;
 }

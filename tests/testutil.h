@@ -3,6 +3,7 @@
 #define SE3_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* A fresh empty folder under the build tree's testtmp/ (removed first if it exists). */
 char *tu_tmpdir(const char *name);
@@ -19,7 +20,6 @@ int tu_have_shared(void);
 const char *tu_src(const char *rel);
 const char *tu_shared(const char *rel);
 
-
 /* Rows of a query on a SQLite file as text: columns separated by '|', rows by
  * '\n', blobs as hex, NULL as "NULL". Opens the file read-only, directly
  * through SQLite (not through se3screen). NULL on error (message in *err). */
@@ -31,5 +31,14 @@ double tu_now(void);
 void tu_sleep(double s);
 /* Run `se3screen ARGS` (printf-style), capturing output; returns exit status. */
 int tu_se3(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Deterministic uniform numbers in [0, 1) for test data (one stream per process). */
+void tu_seed(uint64_t seed);
+double tu_rnd(void);
+/* Append an atom (atomic number z, coordinates in Å) or a bond (0-based atoms,
+ * stored with a < b) to a molecule built by hand. */
+struct mol;
+void tu_add_atom(struct mol *m, int z, double x, double y, double zz);
+void tu_add_bond(struct mol *m, int a, int b, int order);
 
 #endif

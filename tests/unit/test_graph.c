@@ -20,44 +20,20 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static uint64_t rng_state;
-static double rnd(void) { /* uniform [0,1), deterministic */
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static void add_atom(struct mol *m, int z, double x, double y, double zz) {
-  m->atoms = realloc(m->atoms, (size_t)(m->n_atoms + 1) * sizeof *m->atoms);
-  struct mol_atom *a = &m->atoms[m->n_atoms++];
-  memset(a, 0, sizeof *a);
-  a->z = (uint8_t)z;
-  a->x = x;
-  a->y = y;
-  a->z_ = zz;
-}
-
-static void add_bond(struct mol *m, int a, int b, int order) {
-  m->bonds = realloc(m->bonds, (size_t)(m->n_bonds + 1) * sizeof *m->bonds);
-  struct mol_bond *bd = &m->bonds[m->n_bonds++];
-  bd->a = (uint32_t)(a < b ? a : b);
-  bd->b = (uint32_t)(a < b ? b : a);
-  bd->order = (uint8_t)order;
-}
-
 /* n random carbons in a box of the given density (atoms/Å^3), shifted so
  * that coordinates are negative and positive. */
 static void cloud(struct mol *m, int n, double density, uint64_t seed) {
   mol_init(m);
   m->dim = 3;
-  rng_state = seed;
+  tu_seed(seed);
   double side = cbrt(n / density);
   m->atoms = calloc((size_t)n, sizeof *m->atoms);
   m->n_atoms = n;
   for (int i = 0; i < n; i++) {
     m->atoms[i].z = 6;
-    m->atoms[i].x = rnd() * side - side / 3;
-    m->atoms[i].y = rnd() * side + 17.25;
-    m->atoms[i].z_ = rnd() * side - side;
+    m->atoms[i].x = tu_rnd() * side - side / 3;
+    m->atoms[i].y = tu_rnd() * side + 17.25;
+    m->atoms[i].z_ = tu_rnd() * side - side;
   }
 }
 
@@ -69,7 +45,7 @@ static void lattice(struct mol *m, int k, double h) {
   for (int a = 0; a < k; a++)
     for (int b = 0; b < k; b++)
       for (int c = 0; c < k; c++)
-        add_atom(m, 6, a * h, b * h, c * h);
+        tu_add_atom(m, 6, a * h, b * h, c * h);
 }
 
 static double d2_of(const struct mol *m, int i, int j) {
@@ -242,11 +218,11 @@ Test(graph, coincident_atoms_and_outliers) {
   /* duplicates of some atoms (distance 0: never edges), and far outliers */
   for (int k = 0; k < 20; k++) {
     struct mol_atom a = m.atoms[k * 7];
-    add_atom(&m, 8, a.x, a.y, a.z_);
+    tu_add_atom(&m, 8, a.x, a.y, a.z_);
   }
-  add_atom(&m, 1, 1e9, -1e9, 1e9);
-  add_atom(&m, 1, 1e9, -1e9, 1e9 + 1.0);
-  add_atom(&m, 1, -3e12, 5, 5);
+  tu_add_atom(&m, 1, 1e9, -1e9, 1e9);
+  tu_add_atom(&m, 1, 1e9, -1e9, 1e9 + 1.0);
+  tu_add_atom(&m, 1, -3e12, 5, 5);
   struct graph_opts o = {.cutoff = 4.0, .edges = GRAPH_EDGES_RADIUS};
   check_against_brute(&m, &o, "duplicates and outliers");
   struct graph g;
@@ -438,7 +414,7 @@ Test(graph, max_neighbors_ties_go_to_the_smaller_source) {
 
 /* A uniformly random rotation (Shoemake's unit quaternion). */
 static void random_rotation(double r[3][3]) {
-  double u1 = rnd(), u2 = rnd() * 2 * M_PI, u3 = rnd() * 2 * M_PI;
+  double u1 = tu_rnd(), u2 = tu_rnd() * 2 * M_PI, u3 = tu_rnd() * 2 * M_PI;
   double a = sqrt(1 - u1) * sin(u2), b = sqrt(1 - u1) * cos(u2), c = sqrt(u1) * sin(u3), w = sqrt(u1) * cos(u3);
   double q[4] = {w, a, b, c};
   double qw = q[0], qx = q[1], qy = q[2], qz = q[3];
@@ -522,9 +498,9 @@ Test(graph, rotation_and_translation_leave_edges_unchanged, .timeout = 60) {
   struct graph g0;
   build_ok(&m, &o, &g0);
   cr_assert_gt(g0.n_edges, 1500 * 20);
-  rng_state = 77;
+  tu_seed(77);
   for (int trial = 0; trial < 5; trial++) {
-    double r[3][3], t[3] = {(rnd() - 0.5) * 2000, (rnd() - 0.5) * 2000, (rnd() - 0.5) * 2000};
+    double r[3][3], t[3] = {(tu_rnd() - 0.5) * 2000, (tu_rnd() - 0.5) * 2000, (tu_rnd() - 0.5) * 2000};
     random_rotation(r);
     struct mol m2;
     transform(&m, &m2, r, t);
@@ -571,7 +547,7 @@ Test(graph, deterministic) {
   cloud(&m, 2000, 0.1, 3);
   struct graph_opts o = {.cutoff = 5.0, .max_neighbors = 10, .edges = GRAPH_EDGES_RADIUS_BONDS};
   for (int i = 0; i + 1 < m.n_atoms; i += 3)
-    add_bond(&m, i, i + 1, 1 + i % 3);
+    tu_add_bond(&m, i, i + 1, 1 + i % 3);
   uint8_t *b1, *b2;
   size_t n1, n2;
   struct graph g;
@@ -602,17 +578,17 @@ static void test_chain(struct mol *m) {
   mol_init(m);
   m->dim = 3;
   for (int i = 0; i < 5; i++)
-    add_atom(m, 6, 1.5 * i, 0, 0);
-  add_atom(m, 8, -10, 0, 0);
-  add_atom(m, 1, 6.0, 0, 0);
-  add_atom(m, 7, 3.0, 1.0, 0);
-  add_bond(m, 0, 1, 1);
-  add_bond(m, 1, 2, 2);
-  add_bond(m, 2, 3, 3);
-  add_bond(m, 3, 4, MOL_BOND_AROMATIC);
-  add_bond(m, 0, 5, 1);
-  add_bond(m, 4, 6, 1);
-  add_bond(m, 2, 1, 1); /* listed twice: the first listing (double) counts */
+    tu_add_atom(m, 6, 1.5 * i, 0, 0);
+  tu_add_atom(m, 8, -10, 0, 0);
+  tu_add_atom(m, 1, 6.0, 0, 0);
+  tu_add_atom(m, 7, 3.0, 1.0, 0);
+  tu_add_bond(m, 0, 1, 1);
+  tu_add_bond(m, 1, 2, 2);
+  tu_add_bond(m, 2, 3, 3);
+  tu_add_bond(m, 3, 4, MOL_BOND_AROMATIC);
+  tu_add_bond(m, 0, 5, 1);
+  tu_add_bond(m, 4, 6, 1);
+  tu_add_bond(m, 2, 1, 1); /* listed twice: the first listing (double) counts */
 }
 
 struct want_edge {
@@ -716,13 +692,13 @@ Test(graph, node_features) {
   struct mol m;
   mol_init(&m);
   m.dim = 3;
-  add_atom(&m, 6, 0, 0, 0);
-  add_atom(&m, 7, 1.4, 0, 0);
+  tu_add_atom(&m, 6, 0, 0, 0);
+  tu_add_atom(&m, 7, 1.4, 0, 0);
   m.atoms[1].charge = 1;
-  add_atom(&m, 8, 2.8, 0, 0);
+  tu_add_atom(&m, 8, 2.8, 0, 0);
   m.atoms[2].charge = -1;
-  add_atom(&m, 1, 0, 1.0, 0);
-  add_atom(&m, 17, 0, -1.7, 0);
+  tu_add_atom(&m, 1, 0, 1.0, 0);
+  tu_add_atom(&m, 17, 0, -1.7, 0);
   static const uint8_t el[] = {6, 7, 8};
   struct graph_opts o = {
       .cutoff = 2.0, .elements = el, .n_elements = 3, .with_other = 1, .with_charge = 1, .with_atomic_number = 1};
@@ -1012,12 +988,12 @@ Test(graph, blob_bad_inputs) {
     cr_assert_eq(graph_from_blob(b, k, &h, err, sizeof err), -1, "truncated to %zu", k);
     cr_assert(err[0], "a message for truncation to %zu", k);
   }
-  rng_state = 5;
+  tu_seed(5);
   int refused = 0;
   for (int trial = 0; trial < 3000; trial++) {
     FRESH();
     for (int f = 0; f < 1 + trial % 4; f++)
-      c[(size_t)(rnd() * (double)n)] = (uint8_t)(rnd() * 256);
+      c[(size_t)(tu_rnd() * (double)n)] = (uint8_t)(tu_rnd() * 256);
     char err[256] = "";
     if (graph_from_blob(c, n, &h, err, sizeof err) == 0) {
       cr_assert(h.n_edges == 12 && h.n_nodes == 8);

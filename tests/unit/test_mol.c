@@ -15,30 +15,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static uint64_t rng_state;
-static double rnd(void) { /* uniform [0,1), deterministic */
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static void add_atom(struct mol *m, int z, double x, double y, double zz) {
-  m->atoms = realloc(m->atoms, (size_t)(m->n_atoms + 1) * sizeof *m->atoms);
-  struct mol_atom *a = &m->atoms[m->n_atoms++];
-  memset(a, 0, sizeof *a);
-  a->z = (uint8_t)z;
-  a->x = x;
-  a->y = y;
-  a->z_ = zz;
-}
-
-static void add_bond(struct mol *m, int a, int b, int order) {
-  m->bonds = realloc(m->bonds, (size_t)(m->n_bonds + 1) * sizeof *m->bonds);
-  struct mol_bond *bd = &m->bonds[m->n_bonds++];
-  bd->a = (uint32_t)(a < b ? a : b);
-  bd->b = (uint32_t)(a < b ? b : a);
-  bd->order = (uint8_t)order;
-}
-
 static char *dup(const char *s) { return s ? strdup(s) : NULL; }
 
 /* Ethanol with hydrogens, 3D (approximate but sane geometry). */
@@ -49,23 +25,23 @@ static void ethanol(struct mol *m) {
   m->inchikey = dup("LFQSCWFLJHTTHZ-UHFFFAOYSA-N");
   m->formula = dup("C2H6O");
   m->dim = 3;
-  add_atom(m, 6, -1.2, 0.0, 0.0);
-  add_atom(m, 6, 0.3, 0.0, 0.0);
-  add_atom(m, 8, 0.8, 1.3, 0.0);
-  add_atom(m, 1, -1.6, 1.0, 0.0);
-  add_atom(m, 1, -1.6, -0.5, 0.9);
-  add_atom(m, 1, -1.6, -0.5, -0.9);
-  add_atom(m, 1, 0.7, -0.5, 0.9);
-  add_atom(m, 1, 0.7, -0.5, -0.9);
-  add_atom(m, 1, 1.8, 1.3, 0.0);
-  add_bond(m, 0, 1, 1);
-  add_bond(m, 1, 2, 1);
-  add_bond(m, 0, 3, 1);
-  add_bond(m, 0, 4, 1);
-  add_bond(m, 0, 5, 1);
-  add_bond(m, 1, 6, 1);
-  add_bond(m, 1, 7, 1);
-  add_bond(m, 2, 8, 1);
+  tu_add_atom(m, 6, -1.2, 0.0, 0.0);
+  tu_add_atom(m, 6, 0.3, 0.0, 0.0);
+  tu_add_atom(m, 8, 0.8, 1.3, 0.0);
+  tu_add_atom(m, 1, -1.6, 1.0, 0.0);
+  tu_add_atom(m, 1, -1.6, -0.5, 0.9);
+  tu_add_atom(m, 1, -1.6, -0.5, -0.9);
+  tu_add_atom(m, 1, 0.7, -0.5, 0.9);
+  tu_add_atom(m, 1, 0.7, -0.5, -0.9);
+  tu_add_atom(m, 1, 1.8, 1.3, 0.0);
+  tu_add_bond(m, 0, 1, 1);
+  tu_add_bond(m, 1, 2, 1);
+  tu_add_bond(m, 0, 3, 1);
+  tu_add_bond(m, 0, 4, 1);
+  tu_add_bond(m, 0, 5, 1);
+  tu_add_bond(m, 1, 6, 1);
+  tu_add_bond(m, 1, 7, 1);
+  tu_add_bond(m, 2, 8, 1);
 }
 
 static struct mol_check_opts default_opts(void) {
@@ -349,7 +325,7 @@ Test(mol, check_no_atoms_and_too_many) {
   struct mol_check_opts o = default_opts();
   expect_reject(&m, &o, "no atoms");
   for (int i = 0; i < 1204; i++)
-    add_atom(&m, 6, i * 1.5, 0, 0);
+    tu_add_atom(&m, 6, i * 1.5, 0, 0);
   expect_reject(&m, &o, "too many atoms (1204 > 999)");
   o.max_atoms = 0; /* off */
   char why[128];
@@ -366,9 +342,9 @@ Test(mol, check_heavy_atoms_and_unbonded_hydrogen) {
   struct mol m;
   mol_init(&m);
   m.dim = 3;
-  add_atom(&m, 1, 0, 0, 0);
-  add_atom(&m, 1, 0.74, 0, 0);
-  add_bond(&m, 0, 1, 1);
+  tu_add_atom(&m, 1, 0, 0, 0);
+  tu_add_atom(&m, 1, 0.74, 0, 0);
+  tu_add_bond(&m, 0, 1, 1);
   expect_reject(&m, &o, "0 heavy atoms (fewer than 1)");
   o.min_heavy_atoms = 0;
   char why[128];
@@ -378,7 +354,7 @@ Test(mol, check_heavy_atoms_and_unbonded_hydrogen) {
   o.min_heavy_atoms = 1;
   ethanol(&m);
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
-  add_atom(&m, 1, 3.0, 3.0, 0); /* a ninth hydrogen, bonded to nothing */
+  tu_add_atom(&m, 1, 3.0, 3.0, 0); /* a ninth hydrogen, bonded to nothing */
   expect_reject(&m, &o, "hydrogen atom 10 has no bond");
   m.atoms[9].charge = 1; /* H+ of a salt */
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -436,14 +412,14 @@ Test(mol, check_valence) {
   struct mol m;
   mol_init(&m);
   /* C with five neighbours */
-  add_atom(&m, 1, 5, 5, 5);
-  add_atom(&m, 1, 5, 5, 6);
-  add_atom(&m, 1, 5, 6, 5);
-  add_atom(&m, 6, 5, 6, 6);
+  tu_add_atom(&m, 1, 5, 5, 5);
+  tu_add_atom(&m, 1, 5, 5, 6);
+  tu_add_atom(&m, 1, 5, 6, 5);
+  tu_add_atom(&m, 6, 5, 6, 6);
   for (int i = 0; i < 5; i++)
-    add_atom(&m, 17, 4 + i * 0.5, 7, 7);
+    tu_add_atom(&m, 17, 4 + i * 0.5, 7, 7);
   for (int i = 4; i < 9; i++)
-    add_bond(&m, 3, i, 1);
+    tu_add_bond(&m, 3, i, 1);
   expect_reject(&m, &o, "impossible valence: C atom 4 has 5 bonds");
   m.n_bonds = 4;
   char why[128];
@@ -452,20 +428,20 @@ Test(mol, check_valence) {
   expect_reject(&m, &o, "impossible valence: C atom 4 has 5 bonds");
   m.atoms[3].implicit_h = 0;
   /* H bonded twice */
-  add_bond(&m, 0, 1, 1);
-  add_bond(&m, 0, 2, 1);
+  tu_add_bond(&m, 0, 1, 1);
+  tu_add_bond(&m, 0, 2, 1);
   expect_reject(&m, &o, "impossible valence: H atom 1 has 2 bonds");
   mol_free(&m);
 
   /* C(=C)(=C)C: four neighbours would pass, the orders do not */
   mol_init(&m);
-  add_atom(&m, 6, 0, 0, 0);
-  add_atom(&m, 6, 1.3, 0, 0);
-  add_atom(&m, 6, -1.3, 0, 0);
-  add_atom(&m, 6, 0, 1.5, 0);
-  add_bond(&m, 0, 1, 2);
-  add_bond(&m, 0, 2, 2);
-  add_bond(&m, 0, 3, 1);
+  tu_add_atom(&m, 6, 0, 0, 0);
+  tu_add_atom(&m, 6, 1.3, 0, 0);
+  tu_add_atom(&m, 6, -1.3, 0, 0);
+  tu_add_atom(&m, 6, 0, 1.5, 0);
+  tu_add_bond(&m, 0, 1, 2);
+  tu_add_bond(&m, 0, 2, 2);
+  tu_add_bond(&m, 0, 3, 1);
   expect_reject(&m, &o, "impossible valence: C atom 1 has bond order sum 5");
   /* aromatic bonds count one each: a ring-fusion carbon (3 aromatic) passes */
   m.bonds[0].order = m.bonds[1].order = m.bonds[2].order = MOL_BOND_AROMATIC;
@@ -482,10 +458,10 @@ Test(mol, check_valence) {
                {5, 5, "impossible valence: B atom 1 has 5 bonds"}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mol_init(&m);
-    add_atom(&m, cases[c].z, 0, 0, 0);
+    tu_add_atom(&m, cases[c].z, 0, 0, 0);
     for (int i = 0; i < cases[c].n; i++) {
-      add_atom(&m, 1, cos(i * 1.3), sin(i * 1.3), i * 0.3);
-      add_bond(&m, 0, i + 1, 1);
+      tu_add_atom(&m, 1, cos(i * 1.3), sin(i * 1.3), i * 0.3);
+      tu_add_bond(&m, 0, i + 1, 1);
     }
     expect_reject(&m, &o, cases[c].want);
     m.n_bonds--; /* one fewer is fine (oxonium, ammonium, borate); the lone H is a fragment */
@@ -498,8 +474,8 @@ Test(mol, check_close_atoms) {
   struct mol m;
   ethanol(&m);
   struct mol_check_opts o = default_opts();
-  add_atom(&m, 8, m.atoms[2].x + 0.21, m.atoms[2].y, m.atoms[2].z_); /* atom 10 */
-  add_bond(&m, 2, 9, 1);
+  tu_add_atom(&m, 8, m.atoms[2].x + 0.21, m.atoms[2].y, m.atoms[2].z_); /* atom 10 */
+  tu_add_bond(&m, 2, 9, 1);
   expect_reject(&m, &o, "atoms 3 and 10 are 0.21 Å apart (< 0.5)");
   m.dim = 2; /* distances are only checked in 3D */
   char why[128];
@@ -514,15 +490,15 @@ Test(mol, check_far_fragment) {
   struct mol m;
   ethanol(&m);
   struct mol_check_opts o = default_opts();
-  add_atom(&m, 8, 1.8 + 14.3, 1.3, 0); /* water 14.3 Å from ethanol's hydroxyl H */
-  add_atom(&m, 1, 1.8 + 14.3 + 0.96, 1.3, 0);
-  add_atom(&m, 1, 1.8 + 14.3 + 0.96 + 0.5, 2.3, 0);
-  add_bond(&m, 9, 10, 1);
-  add_bond(&m, 9, 11, 1);
+  tu_add_atom(&m, 8, 1.8 + 14.3, 1.3, 0); /* water 14.3 Å from ethanol's hydroxyl H */
+  tu_add_atom(&m, 1, 1.8 + 14.3 + 0.96, 1.3, 0);
+  tu_add_atom(&m, 1, 1.8 + 14.3 + 0.96 + 0.5, 2.3, 0);
+  tu_add_bond(&m, 9, 10, 1);
+  tu_add_bond(&m, 9, 11, 1);
   expect_reject(&m, &o, "fragment of 3 atoms is 14.3 Å from the rest (> 10)");
   m.n_bonds--; /* atom 12 is now a lone H beside the water: they form a group of 3 */
   expect_reject(&m, &o, "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
-  add_atom(&m, 1, -1.6, -3.0, 0); /* a lone H 2.5 Å from ethanol: groups of 10 and 3 */
+  tu_add_atom(&m, 1, -1.6, -3.0, 0); /* a lone H 2.5 Å from ethanol: groups of 10 and 3 */
   expect_reject(&m, &o, "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
   m.atoms[12].x = 9.0; /* moved between them: 7.2 Å from ethanol, 7.1 Å from the water */
   m.atoms[12].y = 1.3;
@@ -540,8 +516,8 @@ Test(mol, check_far_fragment) {
   mol_init(&m);
   m.dim = 3;
   for (int i = 0; i < 50; i++) {
-    add_atom(&m, 6, i * 1.5, 0, 0);
-    if (i) add_bond(&m, i - 1, i, 1);
+    tu_add_atom(&m, 6, i * 1.5, 0, 0);
+    if (i) tu_add_bond(&m, i - 1, i, 1);
   }
   o.max_fragment_gap = 1;
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -554,14 +530,14 @@ Test(mol, check_far_fragment) {
 static void cloud(struct mol *m, int n, double side, uint64_t seed) {
   mol_init(m);
   m->dim = 3;
-  rng_state = seed;
+  tu_seed(seed);
   m->atoms = calloc((size_t)n, sizeof *m->atoms);
   m->n_atoms = n;
   for (int i = 0; i < n; i++) {
     m->atoms[i].z = 6;
-    m->atoms[i].x = rnd() * side - side / 2;
-    m->atoms[i].y = rnd() * side;
-    m->atoms[i].z_ = rnd() * side * 0.5;
+    m->atoms[i].x = tu_rnd() * side - side / 2;
+    m->atoms[i].y = tu_rnd() * side;
+    m->atoms[i].z_ = tu_rnd() * side * 0.5;
   }
 }
 
@@ -636,15 +612,15 @@ Test(mol, fragment_gap_matches_brute_force, .timeout = 120) {
     struct mol m;
     mol_init(&m);
     m.dim = 3;
-    rng_state = seed * 104729;
-    int n_frag = 2 + (int)(rnd() * 30);
+    tu_seed(seed * 104729);
+    int n_frag = 2 + (int)(tu_rnd() * 30);
     double side = 10 + (double)(seed % 4) * 20;
     for (int f = 0; f < n_frag; f++) {
-      double cx = rnd() * side, cy = rnd() * side, cz = rnd() * side * 0.5;
-      int len = 1 + (int)(rnd() * 8);
+      double cx = tu_rnd() * side, cy = tu_rnd() * side, cz = tu_rnd() * side * 0.5;
+      int len = 1 + (int)(tu_rnd() * 8);
       for (int k = 0; k < len; k++) {
-        add_atom(&m, 6, cx + k * 1.5, cy + rnd(), cz + rnd());
-        if (k) add_bond(&m, m.n_atoms - 2, m.n_atoms - 1, 1);
+        tu_add_atom(&m, 6, cx + k * 1.5, cy + tu_rnd(), cz + tu_rnd());
+        if (k) tu_add_bond(&m, m.n_atoms - 2, m.n_atoms - 1, 1);
       }
     }
     /* brute force: fragments by chain bonds, groups by every pair within the gap */
