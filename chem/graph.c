@@ -12,7 +12,7 @@
  */
 #include "chem/graph.h"
 #include "chem/cells.h"
-#include "chem/le.h"
+#include "common/le.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chem/mol.h"
 #include "chem/cells.h"
-#include "chem/le.h"
+#include "common/le.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -2,9 +2,11 @@
 #include "models/basis.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/le.h"
 #include "models/so3.h"
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -15,8 +17,15 @@ size_t basis_pair_size(int k, int l) {
 
 void basis_plan_free(struct basis_plan *p) {
   free(p->q);
+  free(p->nz_start);
+  free(p->nz_y);
+  free(p->nz_c);
   memset(p, 0, sizeof *p);
 }
+
+/* Q entries below this are zeros of the exact matrix that Racah's sum left
+ * at round-off (|Q| entries that are really non-zero are >= 1e-3 for J <= 10). */
+#define BASIS_Q_ZERO 1e-12
 
 int basis_plan_init(struct basis_plan *p, int max_degree) {
   memset(p, 0, sizeof *p);
@@ -32,54 +41,69 @@ int basis_plan_init(struct basis_plan *p, int max_degree) {
         n_q += (size_t)(2 * l + 1) * (size_t)(2 * k + 1) * (size_t)(2 * J + 1);
     }
   p->q = malloc(n_q * sizeof *p->q);
-  double *tmp = malloc((size_t)(2 * max_degree + 1) * (2 * max_degree + 1) * (4 * max_degree + 1) * sizeof *tmp);
-  if (!p->q || !tmp) {
-    free(tmp);
+  p->nz_start = malloc((p->per_edge + 1) * sizeof *p->nz_start);
+  /* every output has at most 2J+1 non-zeros; n_q bounds the total */
+  p->nz_y = malloc(n_q * sizeof *p->nz_y);
+  p->nz_c = malloc(n_q * sizeof *p->nz_c);
+  if (!p->q || !p->nz_start || !p->nz_y || !p->nz_c) {
     basis_plan_free(p);
     return -1;
   }
   for (int k = 0; k <= max_degree; k++)
     for (int l = 0; l <= max_degree; l++) {
-      float *q = p->q + p->q_offset[k][l];
-      for (int J = abs(k - l); J <= k + l; J++) {
-        size_t n = (size_t)(2 * l + 1) * (size_t)(2 * k + 1) * (size_t)(2 * J + 1);
-        if (so3_q(k, l, J, tmp) != 0) {
-          free(tmp);
+      double *q = p->q + p->q_offset[k][l];
+      int nk = 2 * k + 1, nl = 2 * l + 1, nj = 2 * imin(k, l) + 1;
+      for (int jj = 0; jj < nj; jj++) {
+        int J = abs(k - l) + jj, dJ = 2 * J + 1;
+        if (so3_q(k, l, J, q) != 0) {
           basis_plan_free(p);
           return -1;
         }
-        for (size_t i = 0; i < n; i++)
-          q[i] = (float)tmp[i];
-        q += n;
+        q += (size_t)nl * (size_t)nk * (size_t)dJ;
       }
     }
-  free(tmp);
+  /* The sparse form, one list per output value in the stored order
+   * [k][l][i_l][J'][i_k]: Q_J row (i_l, i_k) against Y_J at J*J + m. */
+  uint32_t nz = 0;
+  size_t o = 0;
+  for (int k = 0; k <= max_degree; k++)
+    for (int l = 0; l <= max_degree; l++) {
+      int nk = 2 * k + 1, nl = 2 * l + 1, nj = 2 * imin(k, l) + 1;
+      for (int il = 0; il < nl; il++)
+        for (int jj = 0; jj < nj; jj++)
+          for (int ik = 0; ik < nk; ik++, o++) {
+            const double *qJ = p->q + p->q_offset[k][l];
+            for (int j2 = 0; j2 < jj; j2++)
+              qJ += (size_t)nl * (size_t)nk * (size_t)(2 * (abs(k - l) + j2) + 1);
+            int J = abs(k - l) + jj, dJ = 2 * J + 1;
+            const double *row = qJ + ((size_t)il * (size_t)nk + (size_t)ik) * (size_t)dJ;
+            p->nz_start[o] = nz;
+            for (int m = 0; m < dJ; m++)
+              if (fabs(row[m]) > BASIS_Q_ZERO) {
+                p->nz_y[nz] = (uint16_t)(J * J + m);
+                p->nz_c[nz] = row[m];
+                nz++;
+              }
+          }
+    }
+  p->nz_start[o] = nz;
+  p->n_nonzero = nz;
   return 0;
 }
 
 void basis_edge(const struct basis_plan *p, const float rel[3], float *out) {
-  float y[SO3_SH_DIM(2 * BASIS_MAX_DEGREE)];
-  so3_sh_f(2 * p->max_degree, rel, y);
-  for (int k = 0; k <= p->max_degree; k++)
-    for (int l = 0; l <= p->max_degree; l++) {
-      const float *q = p->q + p->q_offset[k][l];
-      float *b = out + p->offset[k][l];
-      int nk = 2 * k + 1, nl = 2 * l + 1, nj = 2 * imin(k, l) + 1;
-      for (int jj = 0; jj < nj; jj++) {
-        int J = abs(k - l) + jj, dJ = 2 * J + 1;
-        const float *yJ = y + J * J;
-        /* Q_J rows are (i_l, i_k), l major, each of 2J+1 entries. */
-        for (int il = 0; il < nl; il++)
-          for (int ik = 0; ik < nk; ik++) {
-            const float *row = q + ((size_t)il * (size_t)nk + (size_t)ik) * (size_t)dJ;
-            float s = 0;
-            for (int m = 0; m < dJ; m++)
-              s += row[m] * yJ[m];
-            b[((size_t)il * (size_t)nj + (size_t)jj) * (size_t)nk + (size_t)ik] = s;
-          }
-        q += (size_t)nl * (size_t)nk * (size_t)dJ;
-      }
-    }
+  double y[SO3_SH_DIM(2 * BASIS_MAX_DEGREE)];
+  const double x[3] = {rel[0], rel[1], rel[2]};
+  so3_sh(2 * p->max_degree, x, y);
+  const uint32_t *start = p->nz_start;
+  const uint16_t *yi = p->nz_y;
+  const double *c = p->nz_c;
+  for (size_t o = 0; o < p->per_edge; o++) {
+    double s = 0;
+    for (uint32_t i = start[o]; i < start[o + 1]; i++)
+      s += c[i] * y[yi[i]];
+    out[o] = (float)s;
+  }
 }
 
 /* ---- reduced precision -------------------------------------------------- */
@@ -174,4 +198,71 @@ void basis_decode(enum basis_dtype t, const void *in, size_t n, float *out) {
     uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
     out[i] = t == BASIS_FP16 ? basis_f16_to_f32(h) : basis_bf16_to_f32(h);
   }
+}
+
+/* ---- the stored blob ------------------------------------------------------ */
+
+int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *rel_pos, uint32_t n_edges,
+                  uint8_t **blob, size_t *len) {
+  size_t vsize = basis_dtype_size(t), per = p->per_edge;
+  size_t n = BASIS_BLOB_HEADER + (size_t)n_edges * per * vsize;
+  uint8_t *b = malloc(n);
+  float *work = malloc(per * sizeof *work);
+  if (!b || !work) {
+    free(b);
+    free(work);
+    return -1;
+  }
+  memcpy(b, BASIS_BLOB_MAGIC, 4);
+  le_put_u16(b + 4, BASIS_BLOB_VERSION);
+  le_put_u16(b + 6, (uint16_t)t);
+  le_put_u32(b + 8, n_edges);
+  le_put_u16(b + 12, (uint16_t)p->max_degree);
+  le_put_u16(b + 14, 0);
+  le_put_u32(b + 16, (uint32_t)per);
+  for (uint32_t e = 0; e < n_edges; e++) {
+    basis_edge(p, rel_pos + 3 * (size_t)e, work);
+    basis_encode(t, work, per, b + BASIS_BLOB_HEADER + (size_t)e * per * vsize);
+  }
+  free(work);
+  *blob = b;
+  *len = n;
+  return 0;
+}
+
+int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char *err, size_t errlen) {
+  memset(b, 0, sizeof *b);
+  if (len < BASIS_BLOB_HEADER || memcmp(blob, BASIS_BLOB_MAGIC, 4) != 0) {
+    snprintf(err, errlen, "not a basis blob (%zu bytes)", len);
+    return -1;
+  }
+  unsigned ver = le_get_u16(blob + 4), dt = le_get_u16(blob + 6), md = le_get_u16(blob + 12);
+  if (ver != BASIS_BLOB_VERSION) {
+    snprintf(err, errlen, "basis blob version %u (this se3screen reads %d)", ver, BASIS_BLOB_VERSION);
+    return -1;
+  }
+  if (dt > BASIS_BF16 || md > BASIS_MAX_DEGREE || le_get_u16(blob + 14) != 0) {
+    snprintf(err, errlen, "basis blob header is corrupt (dtype %u, max_degree %u)", dt, md);
+    return -1;
+  }
+  uint32_t n_edges = le_get_u32(blob + 8), per = le_get_u32(blob + 16);
+  size_t want_per = 0;
+  for (int k = 0; k <= (int)md; k++)
+    for (int l = 0; l <= (int)md; l++)
+      want_per += basis_pair_size(k, l);
+  if (per != want_per) {
+    snprintf(err, errlen, "basis blob has %u values per edge, degree %u needs %zu", per, md, want_per);
+    return -1;
+  }
+  size_t want = BASIS_BLOB_HEADER + (size_t)n_edges * per * basis_dtype_size((enum basis_dtype)dt);
+  if (len != want) {
+    snprintf(err, errlen, "basis blob is %zu bytes, its header says %zu", len, want);
+    return -1;
+  }
+  b->max_degree = (int)md;
+  b->dtype = (enum basis_dtype)dt;
+  b->n_edges = n_edges;
+  b->per_edge = per;
+  b->data = blob + BASIS_BLOB_HEADER;
+  return 0;
 }

@@ -25,8 +25,16 @@ struct basis_plan {
   int max_degree;
   size_t per_edge;                                           /* floats per edge, all pairs */
   size_t offset[BASIS_MAX_DEGREE + 1][BASIS_MAX_DEGREE + 1]; /* [k][l] */
-  float *q;                                                  /* Q_J of every pair, float, pair order */
+  double *q;                                                 /* Q_J of every pair, J ascending */
   size_t q_offset[BASIS_MAX_DEGREE + 1][BASIS_MAX_DEGREE + 1];
+  /* Q in sparse form, one list per output value (in the stored order):
+   * out[o] = sum_{i in [nz_start[o], nz_start[o+1])} nz_c[i] * Y[nz_y[i]]
+   * with Y the harmonics of degrees 0..2 max_degree concatenated (so3_sh).
+   * Real-basis Q is sparse: at most 4 non-zeros per output. */
+  uint32_t *nz_start; /* per_edge + 1 */
+  uint16_t *nz_y;
+  double *nz_c;
+  uint32_t n_nonzero;
 };
 
 /* Floats in one pair's basis: (2l+1)(2 min(k,l)+1)(2k+1). */
@@ -35,7 +43,9 @@ size_t basis_pair_size(int k, int l);
 int basis_plan_init(struct basis_plan *p, int max_degree);
 void basis_plan_free(struct basis_plan *p);
 /* The basis of one edge (p->per_edge floats); a zero vector gives the basis
- * of the degree-0 harmonic only (see so3_sh). */
+ * of the degree-0 harmonic only (see so3_sh). Harmonics and the contraction
+ * run in double; only the result is rounded to float, so the stored kernel is
+ * equivariant to float round-off of the input direction. */
 void basis_edge(const struct basis_plan *p, const float rel[3], float *out);
 
 /* Storage precisions of the bases table. */
@@ -49,5 +59,39 @@ uint16_t basis_f32_to_f16(float f);
 float basis_f16_to_f32(uint16_t h);
 uint16_t basis_f32_to_bf16(float f);
 float basis_bf16_to_f32(uint16_t h);
+
+/* ---- the stored blob ------------------------------------------------------
+ * One molecule's bases: every edge's basis (basis_edge, in the graph's edge
+ * order) one after the other, encoded in the table's dtype. Layout (version 1,
+ * little-endian):
+ *   offset 0  char[4]  magic "SE3B"
+ *          4  u16      version (1)
+ *          6  u16      dtype: 0 fp32, 1 fp16, 2 bf16
+ *          8  u32      n_edges
+ *         12  u16      max_degree
+ *         14  u16      reserved (0)
+ *         16  u32      per_edge: values per edge, basis_plan.per_edge
+ *         20  n_edges x per_edge values of basis_dtype_size(dtype) bytes
+ * The size is exactly 20 + n_edges * per_edge * basis_dtype_size(dtype). */
+#define BASIS_BLOB_MAGIC "SE3B"
+#define BASIS_BLOB_VERSION 1
+#define BASIS_BLOB_HEADER 20
+
+struct basis_blob {
+  int max_degree;
+  enum basis_dtype dtype;
+  uint32_t n_edges, per_edge;
+  const uint8_t *data; /* n_edges * per_edge encoded values, inside the blob */
+};
+
+/* The bases of n_edges edges (rel_pos: n_edges x 3, x_target - x_source)
+ * computed and encoded into a new blob (caller frees). 0, or -1 when out of
+ * memory. */
+int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *rel_pos, uint32_t n_edges,
+                  uint8_t **blob, size_t *len);
+/* Checks a blob's header and size and points b into it. 0, or -1 with a
+ * message in err. Decode the values with basis_decode(b->dtype, b->data,
+ * (size_t)b->n_edges * b->per_edge, out). */
+int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char *err, size_t errlen);
 
 #endif

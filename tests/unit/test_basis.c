@@ -70,8 +70,9 @@ Test(basis, low_degrees_are_harmonics) {
   basis_plan_free(&p);
 }
 
-/* fp32 throughout (so3_sh_f, float Q): the worst block seen is ~2e-6 relative,
- * set by float harmonics at J = 6; 5e-6 leaves room, a slip is O(1). */
+/* The issue's bar: 1e-6 relative in fp32. The basis is rounded to float once
+ * (harmonics and contraction in double), so what is left is the float
+ * rounding of the two input directions and of the output; a slip is O(1). */
 Test(basis, every_pair_is_equivariant_in_fp32) {
   struct basis_plan p;
   cr_assert_eq(basis_plan_init(&p, MAXD), 0);
@@ -91,7 +92,7 @@ Test(basis, every_pair_is_equivariant_in_fp32) {
       for (int l = 0; l <= MAXD; l++) {
         double e = pair_error(&p, k, l, bx, brx, R);
         if (e > worst) worst = e;
-        cr_assert_lt(e, 5e-6, "pair (%d,%d), trial %d: relative error %.2e", k, l, trial, e);
+        cr_assert_lt(e, 1e-6, "pair (%d,%d), trial %d: relative error %.2e", k, l, trial, e);
       }
   }
   cr_log_info("worst relative equivariance error over 50 rotations, degrees <= %d: %.2e", MAXD, worst);
@@ -173,4 +174,94 @@ Test(basis, half_precision_conversions) {
   cr_assert_eq(basis_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3f80); /* tie: to even */
   cr_assert_eq(basis_f32_to_bf16(1.0f + 3 * ldexpf(1, -8)), 0x3f82);
   cr_assert(isnan(basis_bf16_to_f32(basis_f32_to_bf16(NAN))));
+}
+
+/* The sparse contraction basis_edge runs equals the dense Q_J Y_J product,
+ * and real-basis Q really is sparse (the speed of the basis stage rests on it). */
+Test(basis, sparse_form_equals_the_dense_product) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, MAXD), 0);
+  cr_assert_leq(p.n_nonzero, 4 * p.per_edge, "%u non-zeros for %zu values", p.n_nonzero, p.per_edge);
+  for (size_t o = 0; o < p.per_edge; o++) /* products of two real harmonics meet at most 4 orders */
+    cr_assert_leq(p.nz_start[o + 1] - p.nz_start[o], 4, "value %zu has %u non-zeros", o,
+                  p.nz_start[o + 1] - p.nz_start[o]);
+  float *b = malloc(p.per_edge * sizeof *b);
+  uint64_t rng = 99;
+  for (int trial = 0; trial < 20; trial++) {
+    float x[3];
+    double xd[3], y[SO3_SH_DIM(2 * MAXD)];
+    for (int i = 0; i < 3; i++)
+      xd[i] = x[i] = (float)(4 * so3_rng_uniform(&rng) - 2);
+    so3_sh(2 * MAXD, xd, y);
+    basis_edge(&p, x, b);
+    for (int k = 0; k <= MAXD; k++)
+      for (int l = 0; l <= MAXD; l++) {
+        int nk = 2 * k + 1, nl = 2 * l + 1, nj = 2 * (k < l ? k : l) + 1;
+        const double *q = p.q + p.q_offset[k][l];
+        for (int jj = 0; jj < nj; jj++) {
+          int J = abs(k - l) + jj, dJ = 2 * J + 1;
+          for (int il = 0; il < nl; il++)
+            for (int ik = 0; ik < nk; ik++) {
+              double want = 0;
+              for (int m = 0; m < dJ; m++)
+                want += q[(il * nk + ik) * dJ + m] * y[J * J + m];
+              double got = b[p.offset[k][l] + (size_t)((il * nj + jj) * nk + ik)];
+              cr_assert_float_eq(got, want, 1e-6, "pair (%d,%d) J %d (%d,%d)", k, l, J, il, ik);
+            }
+          q += nl * nk * dJ;
+        }
+      }
+  }
+  free(b);
+  basis_plan_free(&p);
+}
+
+/* A molecule's blob holds every edge's basis in order, and the parser
+ * refuses anything whose header or size does not add up. */
+Test(basis, blob_round_trip_and_checks) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, 2), 0);
+  const float rel[4 * 3] = {1, 0, 0, 0.3f, -1.2f, 2, -0.5f, 0.5f, 0.1f, 0, 0, -1};
+  float *want = malloc(4 * p.per_edge * sizeof *want), *got = malloc(4 * p.per_edge * sizeof *got);
+  for (int e = 0; e < 4; e++)
+    basis_edge(&p, rel + 3 * e, want + (size_t)e * p.per_edge);
+  const enum basis_dtype types[3] = {BASIS_FP32, BASIS_FP16, BASIS_BF16};
+  char err[256];
+  for (int t = 0; t < 3; t++) {
+    uint8_t *blob;
+    size_t len;
+    cr_assert_eq(basis_to_blob(&p, types[t], rel, 4, &blob, &len), 0);
+    cr_assert_eq(len, BASIS_BLOB_HEADER + 4 * p.per_edge * basis_dtype_size(types[t]));
+    cr_assert_eq(memcmp(blob, "SE3B", 4), 0);
+    struct basis_blob bb;
+    cr_assert_eq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(bb.n_edges, 4);
+    cr_assert_eq(bb.per_edge, p.per_edge);
+    cr_assert_eq(bb.max_degree, 2);
+    cr_assert_eq(bb.dtype, types[t]);
+    basis_decode(bb.dtype, bb.data, 4 * p.per_edge, got);
+    uint8_t *enc = malloc(4 * p.per_edge * 4);
+    float *rounded = malloc(4 * p.per_edge * sizeof *rounded);
+    basis_encode(types[t], want, 4 * p.per_edge, enc);
+    basis_decode(types[t], enc, 4 * p.per_edge, rounded);
+    cr_assert_eq(memcmp(got, rounded, 4 * p.per_edge * sizeof *got), 0, "dtype %d", t);
+    free(enc);
+    free(rounded);
+    cr_assert_neq(basis_blob_parse(blob, len - 1, &bb, err, sizeof err), 0);
+    cr_assert(strstr(err, "header says"), "%s", err);
+    blob[4] = 9;
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
+    cr_assert(strstr(err, "version 9"), "%s", err);
+    blob[4] = 1;
+    blob[16]++;
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
+    cr_assert(strstr(err, "values per edge"), "%s", err);
+    blob[16]--;
+    blob[0] = 'X';
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
+    free(blob);
+  }
+  free(want);
+  free(got);
+  basis_plan_free(&p);
 }

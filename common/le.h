@@ -1,5 +1,6 @@
 /* le.h — little-endian reading and writing of the stored blobs (molecule,
- * graph): the byte order is fixed whatever the machine's. */
+ * graph, bases): the byte order is fixed whatever the machine's. Header-only,
+ * shared by chem/ and models/, depending on nothing. */
 #ifndef SE3_LE_H
 #define SE3_LE_H
 
