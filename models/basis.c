@@ -221,8 +221,16 @@ int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *r
   le_put_u16(b + 14, 0);
   le_put_u32(b + 16, (uint32_t)per);
   for (uint32_t e = 0; e < n_edges; e++) {
+    uint8_t *dst = b + BASIS_BLOB_HEADER + (size_t)e * per * vsize;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (t == BASIS_FP32) { /* the stored bytes are the floats themselves */
+      basis_edge(p, rel_pos + 3 * (size_t)e, work);
+      memcpy(dst, work, per * sizeof *work);
+      continue;
+    }
+#endif
     basis_edge(p, rel_pos + 3 * (size_t)e, work);
-    basis_encode(t, work, per, b + BASIS_BLOB_HEADER + (size_t)e * per * vsize);
+    basis_encode(t, work, per, dst);
   }
   free(work);
   *blob = b;

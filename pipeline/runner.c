@@ -32,7 +32,7 @@
 #define SE3_VERSION "0.1.0"
 
 /* The stages in pipeline order. */
-static const struct stage *const all_stages[] = {&stage_ingest};
+static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis};
 enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
 
 static volatile sig_atomic_t stop_flag;
@@ -139,6 +139,7 @@ struct run {
   long long run_id;
   struct progress prog;
   int shard, n_shards;
+  const char *src; /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   char err[2048];
 };
 
@@ -228,6 +229,45 @@ static void fold_hash(const char hex[17], uint64_t extra, char out[17]) {
   snprintf(out, 17, "%016" PRIx64, h);
 }
 
+/* The hash of what a stage was asked to do: its configuration, and the chunk
+ * size, which decides which molecules a chunk number means. */
+static void settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
+  char cfg[17];
+  cfg_stage_hash(root, s->name, s->uses_sets, cfg);
+  fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
+}
+
+/* A stage that reads another's tables needs that stage finished (finalized)
+ * in the database it reads; its config hash then joins this stage's, so
+ * redoing the upstream stage redoes this one. 0, or -1 with r->err set. */
+static int check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
+  *upstream = 0;
+  if (!s->after) return 0;
+  const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
+  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src,
+                            s->after);
+  long long n_chunks =
+      query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
+  long long n_done =
+      query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, s->after);
+  if (fin < 0) {
+    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first",
+             s->name, s->after, where, s->after);
+    return -1;
+  }
+  if (fin != 1) {
+    snprintf(r->err, sizeof r->err,
+             "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
+             "finish %s first",
+             s->name, s->after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", s->after);
+    return -1;
+  }
+  char *hash = query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
+  *upstream = se3_hash_str(SE3_HASH_INIT, hash ? hash : "");
+  free(hash);
+  return 0;
+}
+
 static int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
   if (!s->finalize) return exec_sql(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
   if (exec_sql(r, "BEGIN IMMEDIATE")) return -1;
@@ -250,7 +290,9 @@ static int run_stage(struct run *r, int si) {
   memset(&rc, 0, sizeof rc);
   struct stage_ctx *ctx = &rc.ctx;
   rc.run = r;
+  ctx->name = s->name;
   ctx->db = r->st.db;
+  ctx->src = r->src;
   ctx->root = r->root;
   ctx->cfg = cfg_get(r->root, "stages") ? cfg_get(cfg_get(r->root, "stages"), s->name) : NULL;
   ctx->workdir = r->workdir;
@@ -261,14 +303,17 @@ static int run_stage(struct run *r, int si) {
   ctx->report = &report;
 
   int64_t n_chunks = 0, n_items = 0;
+  uint64_t upstream = 0;
+  if (check_upstream(r, s, &upstream)) return SE3_EXIT_FAILED;
   if (s->begin(ctx, &n_chunks, &n_items) != STAGE_OK) {
     snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
     if (s->end) s->end(ctx);
     return SE3_EXIT_FAILED;
   }
-  char settings[17], hash[17];
-  cfg_stage_hash(r->root, s->name, s->uses_sets, settings);
-  fold_hash(settings, ctx->inputs_hash, hash);
+  char settings[17], hash[17], with_inputs[17];
+  settings_hash(r->root, s, settings);
+  fold_hash(settings, ctx->inputs_hash, with_inputs);
+  fold_hash(with_inputs, upstream, hash);
 
   /* A changed configuration discards this stage and everything downstream. */
   char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
@@ -284,7 +329,9 @@ static int run_stage(struct run *r, int si) {
     char *old_settings =
         query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
-                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "an input file",
+                 old_settings && strcmp(old_settings, settings) ? "the configuration"
+                 : s->after                                     ? "the upstream stage's output"
+                                                                : "an input file",
                  n_done, n_done == 1 ? "" : "s", down[0] ? " and the downstream stages: " : "", down);
     free(old_settings);
     if (clear_from(r, si)) goto rollback;
@@ -473,6 +520,21 @@ int runner_run(const struct run_opts *o) {
                  (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), r.err, sizeof r.err))
     goto fail_early;
   if (store_lock(&r.st, r.err, sizeof r.err)) goto fail_early;
+
+  /* A shard of a stage that reads another's tables reads them from screen.db
+   * (made by an unsharded run or by merge); it writes only its own database. */
+  r.src = "main";
+  if (r.n_shards > 1 && all_stages[first]->after) {
+    char up[PATH_MAX + 32];
+    snprintf(up, sizeof up, "%s/screen.db", r.workdir);
+    if (access(up, R_OK) != 0) {
+      snprintf(r.err, sizeof r.err, "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
+               all_stages[first]->name, all_stages[first]->after, up, all_stages[first]->after);
+      goto fail_early;
+    }
+    if (exec_sql(&r, "ATTACH %Q AS src", up)) goto fail_early;
+    r.src = "src";
+  }
 
   /* Remember how to rebuild this configuration (merge needs it to finalize). */
   {
@@ -696,12 +758,13 @@ static void status_of_db(const char *path, const struct cfg_node *root, int with
     return;
   }
   if (with_header) printf("%s\n", path);
-  printf("  %-8s %13s %10s %10s %10s  %s\n", "stage", "chunks", "planned", "stored", "rejected", "config");
+  printf("  %-8s %13s %10s %10s %10s %11s  %s\n", "stage", "chunks", "planned", "stored", "rejected", "bytes/mol",
+         "config");
   for (int i = 0; i < N_STAGES; i++) {
     const struct stage *s = all_stages[i];
     long long n_chunks = query_int(st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
     if (n_chunks < 0) {
-      printf("  %-8s %13s %10s %10s %10s  %s\n", s->name, "-", "-", "-", "-", "not run");
+      printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
       continue;
     }
     long long n_done = query_int(st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
@@ -714,12 +777,17 @@ static void status_of_db(const char *path, const struct cfg_node *root, int with
     char *settings = query_text(st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
     if (root) {
       char now[17];
-      cfg_stage_hash(root, s->name, s->uses_sets, now);
+      settings_hash(root, s, now);
       state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
     }
-    char chunks[32];
+    char chunks[32], bytes[32] = "-";
     snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
-    printf("  %-8s %13s %10lld %10lld %10lld  %s\n", s->name, chunks, n_items, n_rows, n_rej, state);
+    /* length() of a blob reads only its header in SQLite, not the content */
+    if (s->blob_column && n_rows > 0)
+      snprintf(bytes, sizeof bytes, "%lld",
+               query_int(st.db, 0, "SELECT CAST(round(avg(length(\"%w\"))) AS INTEGER) FROM \"%w\"",
+                         s->blob_column, main_table));
+    printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
     free(settings);
   }
   sqlite3_stmt *q = NULL;

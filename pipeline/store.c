@@ -93,9 +93,34 @@ const char store_schema_sql[] =
     ") STRICT;\n"
     "CREATE INDEX rejects_chunk ON rejects(stage, chunk);\n";
 
+/* Version 2: the geometry stages' tables. mol_id is molecules.id; there is
+ * no foreign key because a shard database holds graphs without the
+ * molecules they came from (the runner deletes downstream rows itself). */
+static const char schema_v2_sql[] =
+    "CREATE TABLE graphs(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- molecules.id\n"
+    "  n_nodes INTEGER NOT NULL,\n"
+    "  n_edges INTEGER NOT NULL,\n"
+    "  chunk INTEGER NOT NULL,         -- graph chunk that wrote it\n"
+    "  graph BLOB NOT NULL             -- edges, features, relative positions: see chem/graph.h\n"
+    ") STRICT;\n"
+    "CREATE INDEX graphs_chunk ON graphs(chunk);\n"
+    "CREATE TABLE bases(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- molecules.id (= graphs.mol_id)\n"
+    "  n_edges INTEGER NOT NULL,\n"
+    "  max_degree INTEGER NOT NULL,\n"
+    "  dtype TEXT NOT NULL,            -- fp32 | fp16 | bf16\n"
+    "  chunk INTEGER NOT NULL,         -- basis chunk that wrote it\n"
+    "  basis BLOB NOT NULL             -- every edge's basis, in the graph's edge order: see models/basis.h\n"
+    ") STRICT;\n"
+    "CREATE INDEX bases_chunk ON bases(chunk);\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
+    /* to version 2 */ schema_v2_sql,
 };
+_Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION,
+               "one migration per schema version");
 
 static void now_iso(char *buf, size_t n) {
   time_t t = time(NULL);
@@ -185,6 +210,15 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
     }
     return 0;
   }
+  /* A new database gets 64 KiB pages: basis blobs run to megabytes, and with
+   * 4 KiB pages SQLite writes them 2x and reads them 4x slower (overflow page
+   * chains). It must be set before the first table and before WAL. An 8 MiB
+   * cache: larger ones only add first-touch page faults to big writes (64 MiB
+   * made the basis stage 1.5x slower). */
+  if (store_int(s->db, "SELECT count(*) FROM sqlite_schema", 0) == 0 &&
+      store_exec(s->db, "PRAGMA page_size=65536", err, errlen))
+    goto fail;
+  if (store_exec(s->db, "PRAGMA cache_size=-8192", err, errlen)) goto fail;
   char sql[128];
   snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", journal && !strcmp(journal, "delete") ? "DELETE" : "WAL");
   if (store_exec(s->db, sql, err, errlen)) goto fail;

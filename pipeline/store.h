@@ -11,7 +11,7 @@
 #include <sqlite3.h>
 
 #define STORE_APPLICATION_ID 0x53453353
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 enum store_mode { STORE_READONLY, STORE_WRITE };
 
@@ -38,7 +38,8 @@ int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 /* First column of the first row as an integer (dflt when no row). */
 long long store_int(sqlite3 *db, const char *sql, long long dflt);
 
-/* The schema as SQL (for the README and `se3screen schema`). */
+/* The version-1 schema as SQL; later versions add to it (store.c,
+ * `migrations`). The README's schema section shows them all. */
 extern const char store_schema_sql[];
 
 #endif

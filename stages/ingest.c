@@ -71,21 +71,6 @@ struct ingest {
   int64_t rd_next;             /* ... before record rd_next (1-based) */
 };
 
-static int fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (n && n->file && n->line > 0)
-    snprintf(ctx->err, sizeof ctx->err, "%s:%d:%d: %s", n->file, n->line, n->col, msg);
-  else
-    snprintf(ctx->err, sizeof ctx->err, "%s", msg);
-  return STAGE_ERROR;
-}
-
 /* ---- side CSV ------------------------------------------------------------- */
 
 static int cmp_key(const void *a, const void *b, void *keys) {
@@ -119,7 +104,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   if (!rd) {
     /* No column named smiles: open again naming the first column. */
     FILE *f = fopen(path, "r");
-    if (!f) return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: %s", path, strerror(errno));
+    if (!f) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: %s", path, strerror(errno));
     char line[4096] = "";
     if (!fgets(line, sizeof line, f)) line[0] = 0;
     fclose(f);
@@ -131,7 +116,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
     }
     ro.smiles_column = q;
     rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
-    if (!rd) return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+    if (!rd) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   }
   struct side_csv *s = calloc(1, sizeof *s);
   s->path = strdup(path);
@@ -145,7 +130,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
     if (s->join_col < 0) {
       rec_close(rd);
       side_free(s);
-      return fail_at(ctx, cfg_get(n, "join"), "labels_csv: %s has no column '%s'", path, join);
+      return stage_fail_at(ctx, cfg_get(n, "join"), "labels_csv: %s has no column '%s'", path, join);
     }
   }
   const struct cfg_node *want = cfg_get(n, "columns");
@@ -158,7 +143,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
       if (found < 0) {
         rec_close(rd);
         side_free(s);
-        return fail_at(ctx, want->kids[k], "labels_csv: %s has no column '%s'", path, want->kids[k]->value);
+        return stage_fail_at(ctx, want->kids[k], "labels_csv: %s has no column '%s'", path, want->kids[k]->value);
       }
       s->use[s->n_use++] = found;
     }
@@ -180,7 +165,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   rec_close(rd);
   if (rc < 0) {
     side_free(s);
-    return fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   }
   if (s->join_col >= 0) {
     s->keys = calloc((size_t)s->n_rows + 1, sizeof *s->keys);
@@ -246,7 +231,7 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   g->in[g->n_in++] = in;
   struct input *p = &g->in[g->n_in - 1];
   if (p->fmt == MOL_FMT_UNKNOWN)
-    return fail_at(ctx, cfg_get(item, "path"), "%s: cannot tell the format from the name; set `format:`", path);
+    return stage_fail_at(ctx, cfg_get(item, "path"), "%s: cannot tell the format from the name; set `format:`", path);
   p->ropt.smiles_column = cfg_str(item, "smiles_column", NULL);
   p->ropt.name_column = cfg_str(item, "name_column", NULL);
   p->labels = cfg_get(item, "labels");
@@ -299,7 +284,7 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
   if (el && el->kind == CFG_LIST) {
     for (int i = 0; i < el->n_kids && i < 128; i++) {
       int z = mol_element_z(el->kids[i]->value);
-      if (z <= 0) return fail_at(ctx, el->kids[i], "stages.ingest.elements: '%s' is not an element", el->kids[i]->value);
+      if (z <= 0) return stage_fail_at(ctx, el->kids[i], "stages.ingest.elements: '%s' is not an element", el->kids[i]->value);
       g->elements[g->co.n_elements++] = (uint8_t)z;
     }
     g->co.elements = g->elements;
@@ -322,7 +307,7 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
         glob_t gl;
         int rc = glob(path, 0, NULL, &gl);
         if (rc != 0) {
-          return fail_at(ctx, cfg_get(item, "path"), "%s: %s", path,
+          return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path,
                          rc == GLOB_NOMATCH ? "no file matches this pattern" : "cannot expand the pattern");
         }
         for (size_t i = 0; i < gl.gl_pathc; i++) {
@@ -334,12 +319,12 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
         globfree(&gl);
       } else {
         if (access(path, R_OK) != 0)
-          return fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
+          return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
         if (add_input(ctx, g, set->key, path, item)) return STAGE_ERROR;
       }
     }
   }
-  if (g->n_in == 0) return fail_at(ctx, sets, "no input files: add a set with at least one `path`");
+  if (g->n_in == 0) return stage_fail_at(ctx, sets, "no input files: add a set with at least one `path`");
   *n_items = g->total;
   *n_chunks = (g->total + g->chunk_size - 1) / g->chunk_size;
   return STAGE_OK;
@@ -498,11 +483,6 @@ static int collect_labels(const struct input *in, const struct item *it, const s
   return 0;
 }
 
-static int sql_fail(struct stage_ctx *ctx, const char *what) {
-  snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
-  return STAGE_ERROR;
-}
-
 static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct ingest *g = ctx->state;
   if (!g->pool) {
@@ -560,7 +540,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
                          "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, "
                          "reason) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7)",
                          -1, &ins_rej, NULL) != SQLITE_OK) {
-    ret = sql_fail(ctx, "preparing inserts");
+    ret = stage_sql_fail(ctx, "preparing inserts");
     goto out;
   }
   for (int i = 0; i < n; i++) {
@@ -583,7 +563,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       sqlite3_bind_int64(ins_rej, 6, chunk);
       sqlite3_bind_text(ins_rej, 7, j->reason, -1, SQLITE_STATIC);
       if (sqlite3_step(ins_rej) != SQLITE_DONE) {
-        ret = sql_fail(ctx, "writing a reject");
+        ret = stage_sql_fail(ctx, "writing a reject");
         goto out;
       }
       (*n_rej)++;
@@ -612,7 +592,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     sqlite3_bind_int64(ins_mol, 13, chunk);
     sqlite3_bind_blob(ins_mol, 14, blob, (int)blen, free);
     if (sqlite3_step(ins_mol) != SQLITE_DONE) {
-      ret = sql_fail(ctx, "writing a molecule");
+      ret = stage_sql_fail(ctx, "writing a molecule");
       goto out;
     }
     for (int k = 0; k < n_lab; k++) {
@@ -621,7 +601,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       sqlite3_bind_text(ins_lab, 2, labels[k].name, -1, SQLITE_STATIC);
       sqlite3_bind_double(ins_lab, 3, labels[k].value);
       if (sqlite3_step(ins_lab) != SQLITE_DONE) {
-        ret = sql_fail(ctx, "writing a label");
+        ret = stage_sql_fail(ctx, "writing a label");
         goto out;
       }
     }
@@ -682,6 +662,7 @@ static void ingest_end(struct stage_ctx *ctx) {
 const struct stage stage_ingest = {
     .name = "ingest",
     .tables = "labels molecules",
+    .blob_column = "mol",
     .uses_sets = 1,
     .begin = ingest_begin,
     .run_chunk = ingest_chunk,

@@ -71,6 +71,7 @@ struct stage_report {
 };
 
 struct stage_ctx {
+  const char *name;             /* the stage's name */
   sqlite3 *db;                  /* open connection; the runner holds the lock */
   const struct cfg_node *root;  /* the whole resolved workflow */
   const struct cfg_node *cfg;   /* stages.<name> */
@@ -82,6 +83,8 @@ struct stage_ctx {
   void *state;                  /* the stage's own data between begin and end */
   uint64_t inputs_hash;         /* set by begin: fingerprint of input files (size,
                                    mtime), folded into the stage's config hash */
+  const char *src;              /* schema of the upstream tables: "main", or "src"
+                                   in a sharded run (screen.db attached read-only) */
   char err[1024];               /* message when a callback returns non-zero */
 };
 
@@ -104,6 +107,11 @@ struct stage {
   const char *tables;           /* space-separated tables this stage writes,
                                    children before the tables they reference */
   int uses_sets;                /* the config hash includes `sets` */
+  const char *after;            /* the stage whose tables this one reads (NULL for
+                                   ingest): it must be finished (finalized) first,
+                                   and its config hash is part of this one's */
+  const char *blob_column;      /* column of the main table whose size `status`
+                                   reports per molecule; NULL for none */
   int (*begin)(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items);
   int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
   int (*finalize)(struct stage_ctx *ctx);
@@ -111,5 +119,53 @@ struct stage {
 };
 
 extern const struct stage stage_ingest;
+extern const struct stage stage_graph;
+extern const struct stage stage_basis;
+
+/* ---- helpers shared by the stages --------------------------------------- */
+
+/* Fill ctx->err with "file:line:col: message" (the node's position, when it
+ * has one) and return STAGE_ERROR. */
+int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
+int stage_sql_fail(struct stage_ctx *ctx, const char *what);
+
+/* The plan of a per-molecule stage: the ids of `table` in ctx->src (column
+ * `id_col`), ascending, cut into chunks of run.chunk_size. The same in every
+ * shard. */
+struct stage_ids {
+  int64_t *ids;
+  int64_t n, chunk_size;
+};
+int stage_ids_load(struct stage_ctx *ctx, const char *table, const char *id_col, struct stage_ids *p,
+                   int64_t *n_chunks);
+void stage_ids_free(struct stage_ids *p);
+
+/* One molecule of a per-molecule map (stage_map_chunk). */
+struct stage_item {
+  int64_t id;
+  uint8_t *in;         /* the input blob (column 1 of the select), a copy */
+  size_t in_len;
+  uint8_t *out;        /* set by compute: the output blob (malloc'd) ... */
+  size_t out_len;
+  int64_t count[2];    /* ... and counts for its row (nodes, edges) */
+  char reason[256];    /* set by compute instead: why the molecule is rejected */
+};
+
+/* A per-molecule stage's chunk: reads (id, blob) rows for the chunk's ids with
+ * `select_sql` (two parameters: the first and last id; rows in id order),
+ * runs compute on each (in parallel over OpenMP threads: compute must only
+ * touch its item and read-only state) and store on each, in id order, in the
+ * transaction the runner opened. Works through the chunk a few molecules at a
+ * time so memory stays bounded, advances the progress, and returns
+ * STAGE_STOPPED when *ctx->stop is set. threads <= 0: all cores. */
+int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t chunk, const char *select_sql,
+                    int threads, void (*compute)(const void *state, struct stage_item *it), const void *state,
+                    int (*store)(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it), int64_t *n_ok,
+                    int64_t *n_rejected);
+
+/* A reject row for molecule `id` (its set, file and record from molecules). */
+int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
 
 #endif

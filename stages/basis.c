@@ -1,0 +1,105 @@
+/* basis.c — `graphs` in, `bases` out: every edge's equivariant basis for the
+ * degree pairs up to max_degree, in the graph's edge order, stored as fp32,
+ * fp16 or bf16 (models/basis.h has the blob layout).
+ *
+ * Plan: the ids of `graphs`, ascending, in chunks of run.chunk_size, as in
+ * the graph stage.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/graph.h"
+#include "models/basis.h"
+#include "stage.h"
+
+struct bstage {
+  struct basis_plan bp;
+  enum basis_dtype dtype;
+  const char *dtype_name;
+  int threads;
+  struct stage_ids plan;
+  char *select;
+  sqlite3_stmt *insert;
+};
+
+static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct bstage *b = calloc(1, sizeof *b);
+  if (!b) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = b;
+  int max_degree = (int)cfg_int(ctx->cfg, "max_degree", 3);
+  b->dtype_name = cfg_str(ctx->cfg, "dtype", "fp32");
+  b->dtype = !strcmp(b->dtype_name, "fp16") ? BASIS_FP16 : !strcmp(b->dtype_name, "bf16") ? BASIS_BF16 : BASIS_FP32;
+  b->threads = (int)cfg_int(ctx->cfg, "threads", 0);
+  if (basis_plan_init(&b->bp, max_degree))
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
+                         max_degree, BASIS_MAX_DEGREE);
+  if (stage_ids_load(ctx, "graphs", "mol_id", &b->plan, n_chunks)) return STAGE_ERROR;
+  *n_items = b->plan.n;
+  b->select = sqlite3_mprintf("SELECT mol_id, graph FROM \"%w\".graphs WHERE mol_id BETWEEN ?1 AND ?2 ORDER BY mol_id",
+                              ctx->src);
+  return b->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
+}
+
+static void basis_compute(const void *state, struct stage_item *it) {
+  const struct bstage *b = state;
+  struct graph g;
+  char err[200];
+  graph_init(&g);
+  if (graph_from_blob(it->in, it->in_len, &g, err, sizeof err)) {
+    snprintf(it->reason, sizeof it->reason, "stored graph is unreadable: %s", err);
+  } else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &it->out, &it->out_len)) {
+    snprintf(it->reason, sizeof it->reason, "basis: out of memory for %d edges", g.n_edges);
+  } else {
+    it->count[0] = g.n_edges;
+  }
+  graph_free(&g);
+}
+
+static int basis_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {
+  struct bstage *b = ctx->state;
+  if (!b->insert && sqlite3_prepare_v2(ctx->db,
+                                       "INSERT OR REPLACE INTO bases(mol_id, n_edges, max_degree, dtype, chunk, basis) "
+                                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                                       -1, &b->insert, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "preparing the basis insert");
+  sqlite3_reset(b->insert);
+  sqlite3_bind_int64(b->insert, 1, it->id);
+  sqlite3_bind_int64(b->insert, 2, it->count[0]);
+  sqlite3_bind_int(b->insert, 3, b->bp.max_degree);
+  sqlite3_bind_text(b->insert, 4, b->dtype_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(b->insert, 5, chunk);
+  sqlite3_bind_blob64(b->insert, 6, it->out, it->out_len, SQLITE_STATIC);
+  int rc = sqlite3_step(b->insert);
+  sqlite3_clear_bindings(b->insert);
+  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a basis");
+}
+
+static int basis_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct bstage *b = ctx->state;
+  return stage_map_chunk(ctx, &b->plan, chunk, b->select, b->threads, basis_compute, b, basis_store, n_ok, n_rej);
+}
+
+static void basis_end(struct stage_ctx *ctx) {
+  struct bstage *b = ctx->state;
+  if (!b) return;
+  sqlite3_finalize(b->insert);
+  sqlite3_free(b->select);
+  stage_ids_free(&b->plan);
+  basis_plan_free(&b->bp);
+  free(b);
+  ctx->state = NULL;
+}
+
+const struct stage stage_basis = {
+    .name = "basis",
+    .tables = "bases",
+    .uses_sets = 0,
+    .after = "graph",
+    .blob_column = "basis",
+    .begin = basis_begin,
+    .run_chunk = basis_chunk,
+    .finalize = NULL,
+    .end = basis_end,
+};

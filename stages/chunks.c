@@ -1,0 +1,169 @@
+/* chunks.c — what the stages share beyond the configuration tree: error
+ * messages, reject rows, and the plan and chunk loop of a per-molecule stage
+ * (graph, basis: one output row per molecule, computed from one input blob). */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stage.h"
+
+int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n && n->file && n->line > 0)
+    snprintf(ctx->err, sizeof ctx->err, "%s:%d:%d: %s", n->file, n->line, n->col, msg);
+  else
+    snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+  return STAGE_ERROR;
+}
+
+int stage_sql_fail(struct stage_ctx *ctx, const char *what) {
+  snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
+  return STAGE_ERROR;
+}
+
+int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason) {
+  char *sql = sqlite3_mprintf(
+      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason) "
+      "SELECT ?1, set_name, source_file, record_no, NULL, name, ?2, ?3 FROM \"%w\".molecules WHERE id=?4",
+      ctx->src ? ctx->src : "main");
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "writing a reject");
+  sqlite3_bind_text(st, 1, stage, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, chunk);
+  sqlite3_bind_text(st, 3, reason, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 4, id);
+  rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a reject");
+}
+
+/* ---- per-molecule stages ------------------------------------------------- */
+
+void stage_ids_free(struct stage_ids *p) {
+  free(p->ids);
+  memset(p, 0, sizeof *p);
+}
+
+int stage_ids_load(struct stage_ctx *ctx, const char *table, const char *id_col, struct stage_ids *p,
+                   int64_t *n_chunks) {
+  memset(p, 0, sizeof *p);
+  p->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
+  char *sql = sqlite3_mprintf("SELECT \"%w\" FROM \"%w\".\"%w\" ORDER BY 1", id_col, ctx->src ? ctx->src : "main",
+                              table);
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "planning");
+  int64_t cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (p->n == cap) {
+      cap = cap ? 2 * cap : 4096;
+      int64_t *grown = realloc(p->ids, (size_t)cap * sizeof *grown);
+      if (!grown) {
+        sqlite3_finalize(st);
+        stage_ids_free(p);
+        return stage_fail_at(ctx, NULL, "planning: out of memory");
+      }
+      p->ids = grown;
+    }
+    p->ids[p->n++] = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    stage_ids_free(p);
+    return stage_sql_fail(ctx, "planning");
+  }
+  *n_chunks = (p->n + p->chunk_size - 1) / p->chunk_size;
+  return STAGE_OK;
+}
+
+static void items_clear(struct stage_item *it, int n) {
+  for (int i = 0; i < n; i++) {
+    free(it[i].in);
+    free(it[i].out);
+    memset(&it[i], 0, sizeof it[i]);
+  }
+}
+
+int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t chunk, const char *select_sql,
+                    int threads, void (*compute)(const void *state, struct stage_item *it), const void *state,
+                    int (*store)(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it), int64_t *n_ok,
+                    int64_t *n_rejected) {
+  int64_t lo = chunk * p->chunk_size, hi = lo + p->chunk_size;
+  if (hi > p->n) hi = p->n;
+  *n_ok = *n_rejected = 0;
+  if (lo >= hi) return STAGE_OK;
+  if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads < 1) threads = 1;
+  /* A few molecules per thread at a time: enough to balance, little memory. */
+  enum { PER_THREAD = 4 };
+  int batch = threads * PER_THREAD;
+  struct stage_item *items = calloc((size_t)batch, sizeof *items);
+  sqlite3_stmt *sel = NULL;
+  int ret = STAGE_OK;
+  if (!items) return stage_fail_at(ctx, NULL, "out of memory");
+  if (sqlite3_prepare_v2(ctx->db, select_sql, -1, &sel, NULL) != SQLITE_OK) {
+    free(items);
+    return stage_sql_fail(ctx, "reading the chunk");
+  }
+  sqlite3_bind_int64(sel, 1, p->ids[lo]);
+  sqlite3_bind_int64(sel, 2, p->ids[hi - 1]);
+  int done_reading = 0;
+  while (!done_reading && ret == STAGE_OK) {
+    if (*ctx->stop) {
+      ret = STAGE_STOPPED;
+      break;
+    }
+    int n = 0;
+    while (n < batch) {
+      int rc = sqlite3_step(sel);
+      if (rc == SQLITE_DONE) {
+        done_reading = 1;
+        break;
+      }
+      if (rc != SQLITE_ROW) {
+        ret = stage_sql_fail(ctx, "reading the chunk");
+        break;
+      }
+      struct stage_item *it = &items[n++];
+      it->id = sqlite3_column_int64(sel, 0);
+      it->in_len = (size_t)sqlite3_column_bytes(sel, 1);
+      it->in = malloc(it->in_len ? it->in_len : 1);
+      if (!it->in) {
+        ret = stage_fail_at(ctx, NULL, "out of memory");
+        break;
+      }
+      if (it->in_len) memcpy(it->in, sqlite3_column_blob(sel, 1), it->in_len);
+    }
+    if (ret != STAGE_OK) {
+      items_clear(items, n);
+      break;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < n; i++)
+      compute(state, &items[i]);
+    for (int i = 0; i < n && ret == STAGE_OK; i++) {
+      if (items[i].reason[0]) {
+        ret = stage_reject_mol(ctx, ctx->name, items[i].id, chunk, items[i].reason);
+        ++*n_rejected;
+      } else {
+        ret = store(ctx, chunk, &items[i]);
+        ++*n_ok;
+      }
+    }
+    items_clear(items, n);
+    ctx->report->advance(ctx, n);
+  }
+  sqlite3_finalize(sel);
+  free(items);
+  return ret;
+}

@@ -1,0 +1,124 @@
+/* graph.c — `molecules` in, `graphs` out: one radius (or bond) graph per
+ * molecule with node and edge features and relative positions (chem/graph.h
+ * has the blob layout).
+ *
+ * Plan: the molecule ids, ascending, in chunks of run.chunk_size; every shard
+ * sees the same ids, so chunk c is the same molecules everywhere. A molecule
+ * whose graph cannot be built (no 3D coordinates, too many edges) becomes a
+ * reject of this stage; the others go on.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/graph.h"
+#include "chem/mol.h"
+#include "stage.h"
+
+struct gstage {
+  struct graph_opts go;
+  uint8_t elements[128];
+  int threads;
+  struct stage_ids plan;
+  char *select;
+  sqlite3_stmt *insert;
+};
+
+static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct gstage *g = calloc(1, sizeof *g);
+  if (!g) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = g;
+  const struct cfg_node *c = ctx->cfg;
+  const char *edges = cfg_str(c, "edges", "radius");
+  g->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
+                : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
+                                                 : GRAPH_EDGES_RADIUS;
+  g->go.cutoff = cfg_float(c, "cutoff", 5.0);
+  g->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 32);
+  const struct cfg_node *el = cfg_get(c, "elements");
+  for (int i = 0; el && i < el->n_kids && i < (int)sizeof g->elements; i++) {
+    int z = mol_element_z(el->kids[i]->value);
+    if (z <= 0) return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
+    g->elements[g->go.n_elements++] = (uint8_t)z;
+  }
+  g->go.elements = g->elements;
+  g->go.with_other = cfg_bool(c, "other_element", 1);
+  g->go.with_charge = cfg_bool(c, "charge", 1);
+  g->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
+  g->threads = (int)cfg_int(c, "threads", 0);
+  if (graph_node_width(&g->go) < 0) return stage_fail_at(ctx, el, "stages.graph.elements: too many elements");
+  if (stage_ids_load(ctx, "molecules", "id", &g->plan, n_chunks)) return STAGE_ERROR;
+  *n_items = g->plan.n;
+  g->select = sqlite3_mprintf("SELECT id, mol FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id", ctx->src);
+  return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
+}
+
+static void graph_compute(const void *state, struct stage_item *it) {
+  const struct gstage *g = state;
+  struct mol m;
+  struct graph gr;
+  char err[200];
+  mol_init(&m);
+  graph_init(&gr);
+  if (mol_from_blob(it->in, it->in_len, &m, err, sizeof err)) {
+    snprintf(it->reason, sizeof it->reason, "stored molecule is unreadable: %s", err);
+  } else if (m.dim != 3 && m.n_atoms > 1) {
+    snprintf(it->reason, sizeof it->reason, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always",
+             m.dim);
+  } else if (graph_build(&m, &g->go, &gr, err, sizeof err)) {
+    snprintf(it->reason, sizeof it->reason, "graph: %s", err);
+  } else if (graph_to_blob(&gr, &it->out, &it->out_len)) {
+    snprintf(it->reason, sizeof it->reason, "graph: out of memory");
+  } else {
+    it->count[0] = gr.n_nodes;
+    it->count[1] = gr.n_edges;
+  }
+  graph_free(&gr);
+  mol_free(&m);
+}
+
+static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {
+  struct gstage *g = ctx->state;
+  if (!g->insert && sqlite3_prepare_v2(ctx->db,
+                                       "INSERT OR REPLACE INTO graphs(mol_id, n_nodes, n_edges, chunk, graph) "
+                                       "VALUES(?1, ?2, ?3, ?4, ?5)",
+                                       -1, &g->insert, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "preparing the graph insert");
+  sqlite3_reset(g->insert);
+  sqlite3_bind_int64(g->insert, 1, it->id);
+  sqlite3_bind_int64(g->insert, 2, it->count[0]);
+  sqlite3_bind_int64(g->insert, 3, it->count[1]);
+  sqlite3_bind_int64(g->insert, 4, chunk);
+  sqlite3_bind_blob64(g->insert, 5, it->out, it->out_len, SQLITE_STATIC);
+  int rc = sqlite3_step(g->insert);
+  sqlite3_clear_bindings(g->insert);
+  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a graph");
+}
+
+static int graph_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct gstage *g = ctx->state;
+  return stage_map_chunk(ctx, &g->plan, chunk, g->select, g->threads, graph_compute, g, graph_store, n_ok, n_rej);
+}
+
+static void graph_end(struct stage_ctx *ctx) {
+  struct gstage *g = ctx->state;
+  if (!g) return;
+  sqlite3_finalize(g->insert);
+  sqlite3_free(g->select);
+  stage_ids_free(&g->plan);
+  free(g);
+  ctx->state = NULL;
+}
+
+const struct stage stage_graph = {
+    .name = "graph",
+    .tables = "graphs",
+    .uses_sets = 0,
+    .after = "ingest",
+    .blob_column = "graph",
+    .begin = graph_begin,
+    .run_chunk = graph_chunk,
+    .finalize = NULL,
+    .end = graph_end,
+};
