@@ -166,6 +166,35 @@ float basis_f16_to_f32(uint16_t h) {
   return f;
 }
 
+/* fp16 conversions with the F16C instructions (x86-64, chosen at run time):
+ * vcvtps2ph rounds to nearest even like basis_f32_to_f16, so the bytes are
+ * the same (NaN payloads aside; bases hold none). 8 values per instruction. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BASIS_HAVE_F16C 1
+__attribute__((target("avx,f16c"))) static size_t enc_f16_f16c(const float *in, size_t n, uint8_t *o) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(void *)(o + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  return i;
+}
+__attribute__((target("avx,f16c"))) static size_t dec_f16_f16c(const uint8_t *p, size_t n, float *out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 2 * i))));
+  return i;
+}
+static int have_f16c(void) {
+  static int known = -1;
+  if (known < 0) {
+    __builtin_cpu_init();
+    known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  }
+  return known;
+}
+#endif
+
 void basis_encode(enum basis_dtype t, const float *in, size_t n, void *out) {
   uint8_t *o = out;
   if (t == BASIS_FP32) {
@@ -177,7 +206,11 @@ void basis_encode(enum basis_dtype t, const float *in, size_t n, void *out) {
     }
     return;
   }
-  for (size_t i = 0; i < n; i++) {
+  size_t i = 0;
+#ifdef BASIS_HAVE_F16C
+  if (t == BASIS_FP16 && have_f16c()) i = enc_f16_f16c(in, n, o);
+#endif
+  for (; i < n; i++) {
     uint16_t h = t == BASIS_FP16 ? basis_f32_to_f16(in[i]) : basis_f32_to_bf16(in[i]);
     o[2 * i] = (uint8_t)h; /* little-endian, like every blob */
     o[2 * i + 1] = (uint8_t)(h >> 8);
@@ -194,7 +227,11 @@ void basis_decode(enum basis_dtype t, const void *in, size_t n, float *out) {
     }
     return;
   }
-  for (size_t i = 0; i < n; i++) {
+  size_t i = 0;
+#ifdef BASIS_HAVE_F16C
+  if (t == BASIS_FP16 && have_f16c()) i = dec_f16_f16c(p, n, out);
+#endif
+  for (; i < n; i++) {
     uint16_t h = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
     out[i] = t == BASIS_FP16 ? basis_f16_to_f32(h) : basis_bf16_to_f32(h);
   }

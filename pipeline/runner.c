@@ -711,7 +711,10 @@ int runner_merge(const char *db_path) {
                    n_chunks);
       continue;
     }
-    if (!s->finalize) continue;
+    if (!s->finalize) {
+      if (exec_sql(&r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name)) goto done;
+      continue;
+    }
     const char *setv[64];
     int n_set = 0;
     for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;

@@ -57,8 +57,8 @@ int stage_ids_load(struct stage_ctx *ctx, const char *table, const char *id_col,
                    int64_t *n_chunks) {
   memset(p, 0, sizeof *p);
   p->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
-  char *sql = sqlite3_mprintf("SELECT \"%w\" FROM \"%w\".\"%w\" ORDER BY 1", id_col, ctx->src ? ctx->src : "main",
-                              table);
+  char *sql =
+      sqlite3_mprintf("SELECT \"%w\" FROM \"%w\".\"%w\" ORDER BY 1", id_col, ctx->src ? ctx->src : "main", table);
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   sqlite3_free(sql);

@@ -39,7 +39,8 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const struct cfg_node *el = cfg_get(c, "elements");
   for (int i = 0; el && i < el->n_kids && i < (int)sizeof g->elements; i++) {
     int z = mol_element_z(el->kids[i]->value);
-    if (z <= 0) return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
+    if (z <= 0)
+      return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
     g->elements[g->go.n_elements++] = (uint8_t)z;
   }
   g->go.elements = g->elements;

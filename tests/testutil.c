@@ -4,6 +4,8 @@
 
 #include "chem/mol.h"
 
+#include <criterion/criterion.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,4 +228,45 @@ void tu_add_bond(struct mol *m, int a, int b, int order) {
   bd->a = (uint32_t)(a < b ? a : b);
   bd->b = (uint32_t)(a < b ? b : a);
   bd->order = (uint8_t)order;
+}
+
+int tu_spawn_se3(const char *log, char *const argv[]) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    FILE *f = freopen(log, "a", stderr);
+    (void)f;
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execv(SE3_BINARY, argv);
+    _exit(127);
+  }
+  return (int)pid;
+}
+
+int tu_wait(int pid) {
+  int st = 0;
+  cr_assert_eq(waitpid((pid_t)pid, &st, 0), (pid_t)pid);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WEXITSTATUS(st);
+}
+
+int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts) {
+  static int seeded;
+  if (!seeded) {
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    seeded = 1;
+  }
+  int n = 0;
+  for (int attempt = 0; attempt < max_attempts && n < kills; attempt++) {
+    int pid = tu_spawn_se3(log, argv);
+    tu_sleep(lo + (double)rand() / RAND_MAX * (hi - lo));
+    kill((pid_t)pid, SIGKILL);
+    int st = tu_wait(pid);
+    if (st != 128 + SIGKILL) {
+      cr_assert_eq(st, 0, "run ended with %d before the kill (see %s)", st, log);
+      break;
+    }
+    n++;
+  }
+  return n;
 }

@@ -32,6 +32,17 @@ void tu_sleep(double s);
 /* Run `se3screen ARGS` (printf-style), capturing output; returns exit status. */
 int tu_se3(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Start `se3screen argv[1..]` in the background (stderr appended to log,
+ * stdout discarded); returns its pid. tu_wait gives its exit status, or
+ * 128 + the signal that killed it. */
+int tu_spawn_se3(const char *log, char *const argv[]);
+int tu_wait(int pid);
+/* Runs se3screen argv again and again, each time killed with SIGKILL after a
+ * random delay in [lo, hi] s, until it has been killed mid-way `kills` times,
+ * or a run ends by itself (which must be with status 0), or after
+ * max_attempts runs. Returns the number of runs killed mid-way. */
+int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts);
+
 /* Deterministic uniform numbers in [0, 1) for test data (one stream per process). */
 void tu_seed(uint64_t seed);
 double tu_rnd(void);

@@ -37,27 +37,6 @@ static char *dump(const char *db) {
   return all;
 }
 
-/* Start se3screen in the background; returns its pid. */
-static pid_t spawn_se3(const char *log, char *const argv[]) {
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    FILE *f = freopen(log, "a", stderr);
-    (void)f;
-    if (!freopen("/dev/null", "w", stdout)) _exit(126);
-    execv(SE3_BINARY, argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-static int wait_status(pid_t pid) {
-  int st = 0;
-  cr_assert_eq(waitpid(pid, &st, 0), pid);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return WEXITSTATUS(st);
-}
-
 /* kill -9 at random moments while ingesting QM7 (7169 records): the resumed
  * database equals an uninterrupted run's. */
 Test(resume, kill9_at_random_moments_equals_uninterrupted) {
@@ -85,22 +64,10 @@ Test(resume, kill9_at_random_moments_equals_uninterrupted) {
   double full = tu_now() - t0;
   cr_log_info("uninterrupted run: %.2f s", full);
 
-  srand((unsigned)time(NULL));
   char *argv[] = {"se3screen", "run", wf, "--workdir", wd, NULL};
-  int kills = 0, attempts = 0;
-  while (kills < 6 && attempts < 40) {
-    attempts++;
-    pid_t pid = spawn_se3(log, argv);
-    /* Somewhere in the first part of what is left, so several kills land. */
-    double delay = 0.15 + (double)rand() / RAND_MAX * full * 0.25;
-    tu_sleep(delay);
-    kill(pid, SIGKILL);
-    int st = wait_status(pid);
-    if (st == 128 + SIGKILL) kills++;
-    else cr_assert_eq(st, 0, "run ended with %d before the kill", st);
-    if (st == 0) break;
-  }
-  cr_log_info("%d kills in %d attempts", kills, attempts);
+  /* Somewhere in the first part of what is left, so several kills land. */
+  int kills = tu_kill_randomly(log, argv, 0.15, 0.15 + full * 0.25, 6, 40);
+  cr_log_info("%d kills", kills);
   cr_assert_geq(kills, 5, "only %d runs were killed mid-way", kills);
   /* Resume to the end. */
   rc = tu_se3(&out, "run %s --workdir %s", wf, wd);
@@ -179,7 +146,7 @@ Test(resume, lock_names_the_holder) {
   snprintf(log, sizeof log, "%s/log.txt", dir);
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   char *argv[] = {"se3screen", "run", wf, NULL};
-  pid_t pid = spawn_se3(log, argv);
+  int pid = tu_spawn_se3(log, argv);
   /* Wait until it holds the lock (the lock file names it). */
   char lock[1100];
   snprintf(lock, sizeof lock, "%s.lock", db);
@@ -197,7 +164,7 @@ Test(resume, lock_names_the_holder) {
   int rc = tu_se3(&out, "run %s", wf);
   double took = tu_now() - t0;
   kill(pid, SIGKILL);
-  wait_status(pid);
+  tu_wait(pid);
   cr_assert_eq(rc, 1, "second run exit %d: %s", rc, out);
   cr_assert(strstr(out, pidtxt), "message does not name the holder: %s", out);
   char host[256];
@@ -222,10 +189,10 @@ Test(resume, signals_stop_with_75_and_resume) {
   argv[4] = wd;
   int sigs[3] = {SIGINT, SIGTERM, SIGUSR1};
   for (int k = 0; k < 3; k++) {
-    pid_t pid = spawn_se3(log, argv);
+    int pid = tu_spawn_se3(log, argv);
     tu_sleep(1.0);
     kill(pid, sigs[k]);
-    int st = wait_status(pid);
+    int st = tu_wait(pid);
     cr_assert_eq(st, 75, "signal %d: exit %d", sigs[k], st);
   }
   char *out = NULL;
