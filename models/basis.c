@@ -36,6 +36,7 @@ int basis_plan_init(struct basis_plan *p, int max_degree) {
     for (int l = 0; l <= max_degree; l++) {
       p->offset[k][l] = p->per_edge;
       p->per_edge += basis_pair_size(k, l);
+      p->fused_rows[k] += (size_t)(2 * l + 1) * (size_t)(2 * imin(k, l) + 1);
       p->q_offset[k][l] = n_q;
       for (int J = abs(k - l); J <= k + l; J++)
         n_q += (size_t)(2 * l + 1) * (size_t)(2 * k + 1) * (size_t)(2 * J + 1);

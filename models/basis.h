@@ -11,7 +11,18 @@
  *
  * One edge's basis for all pairs (k, l) with 0 <= k, l <= max_degree is the
  * concatenation of the pairs' arrays, k major then l: pair (k, l) starts at
- * basis_offset(plan, k, l) and holds basis_pair_size(k, l) floats.
+ * plan.offset[k][l] and holds basis_pair_size(k, l) floats.
+ *
+ * Fused layout. Because pairs are k-major and each pair's array is
+ * [i_l][J'][i_k], the pairs of one input degree k together form one dense
+ * row-major matrix
+ *   F_k, shape plan.fused_rows[k] x (2k+1), starting at plan.offset[k][0],
+ *   rows (l, i_l, J') for l = 0..max_degree, fused_rows[k] =
+ *   sum_l (2l+1)(2 min(k,l)+1),
+ * so a convolution contracts a degree-k input (C channels x (2k+1)) with all
+ * its output degrees in one product, F_k x_k^T: one small GEMM per input
+ * degree and edge instead of one per pair (NVIDIA's "fused" TFN does the same
+ * per output degree). The stored blob keeps exactly this order.
  */
 #ifndef SE3_BASIS_H
 #define SE3_BASIS_H
@@ -25,6 +36,7 @@ struct basis_plan {
   int max_degree;
   size_t per_edge;                                           /* floats per edge, all pairs */
   size_t offset[BASIS_MAX_DEGREE + 1][BASIS_MAX_DEGREE + 1]; /* [k][l] */
+  size_t fused_rows[BASIS_MAX_DEGREE + 1];                   /* rows of F_k (see above) */
   double *q;                                                 /* Q_J of every pair, J ascending */
   size_t q_offset[BASIS_MAX_DEGREE + 1][BASIS_MAX_DEGREE + 1];
   /* Q in sparse form, one list per output value (in the stored order):

@@ -19,6 +19,7 @@ struct bstage {
   enum basis_dtype dtype;
   const char *dtype_name;
   int threads;
+  int64_t max_blob; /* SQLite's largest value, in bytes */
   struct stage_ids plan;
   char *select;
   sqlite3_stmt *insert;
@@ -35,6 +36,7 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (basis_plan_init(&b->bp, max_degree))
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);
+  b->max_blob = sqlite3_limit(ctx->db, SQLITE_LIMIT_LENGTH, -1);
   if (stage_ids_load(ctx, "graphs", "mol_id", &b->plan, n_chunks)) return STAGE_ERROR;
   *n_items = b->plan.n;
   b->select = sqlite3_mprintf("SELECT mol_id, graph FROM \"%w\".graphs WHERE mol_id BETWEEN ?1 AND ?2 ORDER BY mol_id",
@@ -47,8 +49,15 @@ static void basis_compute(const void *state, struct stage_item *it) {
   struct graph g;
   char err[200];
   graph_init(&g);
+  double bytes;
   if (graph_from_blob(it->in, it->in_len, &g, err, sizeof err)) {
     snprintf(it->reason, sizeof it->reason, "stored graph is unreadable: %s", err);
+  } else if ((bytes = BASIS_BLOB_HEADER + (double)g.n_edges * (double)b->bp.per_edge *
+                                              (double)basis_dtype_size(b->dtype)) > (double)b->max_blob) {
+    snprintf(it->reason, sizeof it->reason,
+             "the bases of its %d edges would take %.0f MB, more than SQLite stores in one value (%.0f MB): "
+             "lower stages.graph.cutoff or max_neighbors, or use a 16-bit dtype",
+             g.n_edges, bytes / 1e6, (double)b->max_blob / 1e6);
   } else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &it->out, &it->out_len)) {
     snprintf(it->reason, sizeof it->reason, "basis: out of memory for %d edges", g.n_edges);
   } else {

@@ -385,3 +385,46 @@ Test(geometry, shards_and_merge_equal_one_run) {
   free(wf);
   free(dir);
 }
+
+/* A molecule whose bases would not fit in one SQLite value is rejected with
+ * a message saying what to change, and the other molecules get their bases. */
+Test(geometry, too_many_edges_for_one_value_is_a_reject) {
+  char *dir = tu_tmpdir("geometry_toobig");
+  /* 500 unbonded carbons on a 1 Å grid: 249,500 edges within 100 Å, whose
+   * degree-3 fp32 bases would take 1.09 GB (SQLite's limit is 1e9 bytes). */
+  size_t cap = 64 * 1024, n = 0;
+  char *sdf = malloc(cap);
+  n += (size_t)snprintf(sdf + n, cap - n, "grid\n  test\n\n500  0  0  0  0  0  0  0  0  0999 V2000\n");
+  for (int i = 0; i < 500; i++)
+    n += (size_t)snprintf(sdf + n, cap - n, "%10.4f%10.4f%10.4f C   0  0  0  0  0  0  0  0  0  0  0  0\n",
+                          (double)(i % 8), (double)(i / 8 % 8), (double)(i / 64));
+  n += (size_t)snprintf(sdf + n, cap - n, "M  END\n$$$$\n");
+  char *all = NULL;
+  char *small = tu_read(tu_src("tests/data/chem/ethanol_benzene.sdf"), NULL);
+  cr_assert(small);
+  cr_assert_geq(asprintf(&all, "%s%s", sdf, small), 0);
+  char *path = tu_write(dir, "in.sdf", all);
+  char *wf = write_wf(dir, path, "workers: 1, add_hydrogens: false, dedupe: none",
+                      "edges: radius, cutoff: 100, max_neighbors: 0", "max_degree: 3, dtype: fp32");
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  char wd[1024];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  char *db = db_in(wd);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs"), 3);
+  cr_assert_eq(tu_query_int(db, "SELECT n_edges FROM graphs WHERE n_nodes=500"), 500 * 499);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM bases"), 2);
+  char *why = tu_query(db, "SELECT record_no, reason FROM rejects WHERE stage='basis'");
+  cr_assert(why && strstr(why, "1|the bases of its 249500 edges would take 1090 MB"), "%s", why);
+  cr_assert(strstr(why, "lower stages.graph.cutoff or max_neighbors"), "%s", why);
+  free(why);
+  free(db);
+  free(wf);
+  free(path);
+  free(all);
+  free(small);
+  free(sdf);
+  free(dir);
+}

@@ -298,3 +298,36 @@ Test(basis, vector_conversions_equal_scalar_ones) {
   free(back);
   free(enc);
 }
+
+/* The fused layout: the pairs of one input degree k form one dense matrix
+ * F_k of fused_rows[k] x (2k+1), and F_k x applied to a degree-k input gives
+ * every output degree's contraction at once (checked against the pair blocks). */
+Test(basis, fused_blocks_are_the_pairs_of_one_input_degree) {
+  struct basis_plan p;
+  cr_assert_eq(basis_plan_init(&p, MAXD), 0);
+  for (int k = 0; k <= MAXD; k++) {
+    size_t end = k < MAXD ? p.offset[k + 1][0] : p.per_edge;
+    cr_assert_eq(p.offset[k][0] + p.fused_rows[k] * (size_t)(2 * k + 1), end, "F_%d is not contiguous", k);
+  }
+  float *b = malloc(p.per_edge * sizeof *b), rel[3] = {0.7f, -0.4f, 1.9f}, x[7] = {0.3f, -1, 2, 0.5f, 0.1f, -0.7f, 1};
+  basis_edge(&p, rel, b);
+  for (int k = 0; k <= MAXD; k++) {
+    int nk = 2 * k + 1;
+    size_t row = 0;
+    for (int l = 0; l <= MAXD; l++) {
+      int nl = 2 * l + 1, nj = 2 * (k < l ? k : l) + 1;
+      for (int il = 0; il < nl; il++)
+        for (int jj = 0; jj < nj; jj++, row++) {
+          double fused = 0, pair = 0;
+          for (int ik = 0; ik < nk; ik++) {
+            fused += b[p.offset[k][0] + row * (size_t)nk + (size_t)ik] * x[ik];
+            pair += b[p.offset[k][l] + (size_t)((il * nj + jj) * nk + ik)] * x[ik];
+          }
+          cr_assert_eq(fused, pair, "k %d l %d row %zu", k, l, row);
+        }
+    }
+    cr_assert_eq(row, p.fused_rows[k]);
+  }
+  free(b);
+  basis_plan_free(&p);
+}
