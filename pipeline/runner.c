@@ -70,7 +70,8 @@ static int stage_index(const char *name) {
 }
 
 static void print_stage_names(FILE *f) {
-  for (int i = 0; i < N_STAGES; i++) fprintf(f, "%s%s", i ? ", " : "", all_stages[i]->name);
+  for (int i = 0; i < N_STAGES; i++)
+    fprintf(f, "%s%s", i ? ", " : "", all_stages[i]->name);
 }
 
 static int mkdirs(const char *path, char *err, size_t errlen) {
@@ -90,17 +91,18 @@ fail:
 }
 
 static void print_errors(const struct cfg_errors *e) {
-  for (int i = 0; i < e->n; i++) fprintf(stderr, "%s\n", e->msgs[i]);
+  for (int i = 0; i < e->n; i++)
+    fprintf(stderr, "%s\n", e->msgs[i]);
 }
 
 /* ---- configuration ------------------------------------------------------ */
 
-static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets,
-                                    const char *workdir) {
+static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir) {
   const char **all = calloc((size_t)n_sets + 1, sizeof *all);
   char *wd = NULL;
   int n = 0;
-  for (int i = 0; i < n_sets; i++) all[n++] = sets[i];
+  for (int i = 0; i < n_sets; i++)
+    all[n++] = sets[i];
   if (workdir) {
     char abs[PATH_MAX];
     if (!realpath(workdir, abs)) snprintf(abs, sizeof abs, "%s", workdir);
@@ -165,7 +167,6 @@ static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
 }
 
 static const struct stage_report report = {cb_advance, cb_log};
-
 
 static int exec_sql(struct run *r, const char *fmt, ...) {
   va_list ap;
@@ -244,15 +245,14 @@ static int check_upstream(struct run *r, const struct stage *s, uint64_t *upstre
   *upstream = 0;
   if (!s->after) return 0;
   const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
-  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src,
-                            s->after);
+  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
   long long n_chunks =
       query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
   long long n_done =
       query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, s->after);
   if (fin < 0) {
-    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first",
-             s->name, s->after, where, s->after);
+    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
+             s->after, where, s->after);
     return -1;
   }
   if (fin != 1) {
@@ -317,8 +317,8 @@ static int run_stage(struct run *r, int si) {
 
   /* A changed configuration discards this stage and everything downstream. */
   char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  long long stale = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q",
-                              s->name, hash);
+  long long stale =
+      query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
   int ret = SE3_EXIT_FAILED;
   if (exec_sql(r, "BEGIN IMMEDIATE")) goto out;
   if ((old && strcmp(old, hash)) || stale > 0) {
@@ -326,8 +326,7 @@ static int run_stage(struct run *r, int si) {
     char down[256] = "";
     for (int i = si + 1; i < N_STAGES; i++)
       snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "", all_stages[i]->name);
-    char *old_settings =
-        query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+    char *old_settings = query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
                  : s->after                                     ? "the upstream stage's output"
@@ -351,8 +350,7 @@ static int run_stage(struct run *r, int si) {
   int64_t done_items = 0, todo = 0;
   {
     sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q,
-                       NULL);
+    sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q, NULL);
     sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
     while (sqlite3_step(q) == SQLITE_ROW) {
       int64_t c = sqlite3_column_int64(q, 0);
@@ -373,8 +371,8 @@ static int run_stage(struct run *r, int si) {
   progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
                  cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
   if (todo == 0 && n_chunks > 0)
-    progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label,
-                 (long long)n_chunks, r->n_shards > 1 ? " of this shard" : "", (long long)done_items);
+    progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
+                 r->n_shards > 1 ? " of this shard" : "", (long long)done_items);
 
   int64_t ok_total = 0, rej_total = 0;
   for (int64_t c = 0; c < n_chunks; c++) {
@@ -387,6 +385,7 @@ static int run_stage(struct run *r, int si) {
     now_iso(started, sizeof started);
     if (exec_sql(r, "BEGIN IMMEDIATE")) break;
     int64_t n_ok = 0, n_rej = 0;
+    ctx->chunk_bytes = 0;
     int st = s->run_chunk(ctx, c, &n_ok, &n_rej);
     if (st != STAGE_OK) {
       sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
@@ -400,9 +399,9 @@ static int run_stage(struct run *r, int si) {
     now_iso(finished, sizeof finished);
     if (exec_sql(r,
                  "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, finished, "
-                 "n_ok, n_rejected) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld)",
-                 s->name, (long long)c, r->shard, hash, r->host, (int)getpid(), started, finished,
-                 (long long)n_ok, (long long)n_rej) ||
+                 "n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
+                 s->name, (long long)c, r->shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
+                 (long long)n_rej, (long long)ctx->chunk_bytes) ||
         exec_sql(r, "COMMIT")) {
       sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
       break;
@@ -419,8 +418,8 @@ static int run_stage(struct run *r, int si) {
   if (ret == SE3_EXIT_STOPPED || r->err[0]) goto out;
 
   /* Finalize once every chunk of the stage is in this database. */
-  long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q",
-                               s->name, hash);
+  long long n_done =
+      query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
   long long finalized = query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
   if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
     if (run_finalize(r, s, ctx)) goto out;
@@ -483,16 +482,15 @@ int runner_run(const struct run_opts *o) {
   /* Stages the workflow does not configure are not run unless asked for. */
   const struct cfg_node *stages = cfg_get(r.root, "stages");
   if (!o->stage) {
-    while (last >= first && !(stages && cfg_get(stages, all_stages[last]->name) &&
-                              cfg_get(stages, all_stages[last]->name)->file &&
-                              strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
+    while (last >= first &&
+           !(stages && cfg_get(stages, all_stages[last]->name) && cfg_get(stages, all_stages[last]->name)->file &&
+             strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
       last--;
     if (last < first) last = first;
   }
   if (r.n_shards > 1 && first != last) {
-    fprintf(stderr,
-            "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
-            "before the next stage\n");
+    fprintf(stderr, "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
+                    "before the next stage\n");
     cfg_node_free(r.root);
     return SE3_EXIT_USAGE;
   }
@@ -541,7 +539,8 @@ int runner_run(const struct run_opts *o) {
     char abs[PATH_MAX];
     if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
     size_t len = 1;
-    for (int i = 0; i < o->n_sets; i++) len += strlen(o->sets[i]) + 1;
+    for (int i = 0; i < o->n_sets; i++)
+      len += strlen(o->sets[i]) + 1;
     char *sets = calloc(len, 1);
     for (int i = 0; i < o->n_sets; i++) {
       strcat(sets, o->sets[i]);
@@ -557,8 +556,8 @@ int runner_run(const struct run_opts *o) {
                        "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version) "
                        "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q)",
                        abs, sets, r.workdir, shard, r.n_shards > 1 ? all_stages[first]->name : "", when, r.host,
-                       (int)getpid(), o->command_line ? o->command_line : "", abs,
-                       r.n_shards > 1 ? shard : NULL, SE3_VERSION);
+                       (int)getpid(), o->command_line ? o->command_line : "", abs, r.n_shards > 1 ? shard : NULL,
+                       SE3_VERSION);
     free(sets);
     if (bad) goto fail_early;
     r.run_id = sqlite3_last_insert_rowid(r.st.db);
@@ -566,14 +565,15 @@ int runner_run(const struct run_opts *o) {
 
   install_signals();
   ret = SE3_EXIT_OK;
-  for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) ret = run_stage(&r, i);
+  for (int i = first; i <= last && ret == SE3_EXIT_OK; i++)
+    ret = run_stage(&r, i);
 
   {
     char when[32];
     now_iso(when, sizeof when);
     const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
-    exec_sql(&r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status,
-             ret, r.err[0] ? r.err : NULL, r.run_id);
+    exec_sql(&r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
+             r.err[0] ? r.err : NULL, r.run_id);
   }
   if (ret == SE3_EXIT_STOPPED)
     fprintf(stderr, "se3screen: stopped at a chunk boundary; run the same command again to resume\n");
@@ -660,7 +660,10 @@ int runner_merge(const char *db_path) {
     if (mine && strcmp(mine, hash)) {
       progress_log(NULL, "%s: shard %s was made with another configuration than %s holds; replacing it", s->name,
                    shards[k], db_path);
-      if (clear_from(&r, si)) { free(mine); goto rollback; }
+      if (clear_from(&r, si)) {
+        free(mine);
+        goto rollback;
+      }
     } else if (!mine) {
       if (clear_from(&r, si + 1)) goto rollback;
     }
@@ -742,7 +745,8 @@ int runner_merge(const char *db_path) {
   ret = SE3_EXIT_OK;
 done:
   if (ret != SE3_EXIT_OK) fprintf(stderr, "se3screen merge: %s\n", r.err);
-  for (int k = 0; k < n; k++) free(shards[k]);
+  for (int k = 0; k < n; k++)
+    free(shards[k]);
   free(shards);
   free(workflow);
   free(sets);
@@ -785,11 +789,12 @@ static void status_of_db(const char *path, const struct cfg_node *root, int with
     }
     char chunks[32], bytes[32] = "-";
     snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
-    /* length() of a blob reads only its header in SQLite, not the content */
-    if (s->blob_column && n_rows > 0)
-      snprintf(bytes, sizeof bytes, "%lld",
-               query_int(st.db, 0, "SELECT CAST(round(avg(length(\"%w\"))) AS INTEGER) FROM \"%w\"",
-                         s->blob_column, main_table));
+    /* from the ledger: reading the blobs' sizes would read the tables */
+    long long n_stored = query_int(st.db, 0, "SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", s->name);
+    if (s->blob_column && n_stored > 0)
+      snprintf(bytes, sizeof bytes, "%.0f",
+               (double)query_int(st.db, 0, "SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", s->name) /
+                   (double)n_stored);
     printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
     free(settings);
   }
@@ -799,9 +804,8 @@ static void status_of_db(const char *path, const struct cfg_node *root, int with
                          "ORDER BY id DESC LIMIT 1",
                          -1, &q, NULL) == SQLITE_OK &&
       sqlite3_step(q) == SQLITE_ROW)
-    printf("  last run: #%lld started %s, %s%s%s\n", (long long)sqlite3_column_int64(q, 0),
-           sqlite3_column_text(q, 1), sqlite3_column_text(q, 3),
-           *sqlite3_column_text(q, 2) ? ", finished " : "", sqlite3_column_text(q, 2));
+    printf("  last run: #%lld started %s, %s%s%s\n", (long long)sqlite3_column_int64(q, 0), sqlite3_column_text(q, 1),
+           sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "", sqlite3_column_text(q, 2));
   sqlite3_finalize(q);
   char *last_err = query_text(st.db, "SELECT started || ': ' || message FROM runs WHERE message IS NOT NULL "
                                      "AND message<>'' ORDER BY id DESC LIMIT 1");

@@ -113,7 +113,8 @@ static const char schema_v2_sql[] =
     "  chunk INTEGER NOT NULL,         -- basis chunk that wrote it\n"
     "  basis BLOB NOT NULL             -- every edge's basis, in the graph's edge order: see models/basis.h\n"
     ") STRICT;\n"
-    "CREATE INDEX bases_chunk ON bases(chunk);\n";
+    "CREATE INDEX bases_chunk ON bases(chunk);\n"
+    "ALTER TABLE stage_chunks ADD COLUMN n_bytes INTEGER NOT NULL DEFAULT 0; -- blob bytes the chunk stored\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

@@ -157,6 +157,7 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
         ++*n_rejected;
       } else {
         ret = store(ctx, chunk, &items[i]);
+        ctx->chunk_bytes += (int64_t)items[i].out_len;
         ++*n_ok;
       }
     }

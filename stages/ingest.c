@@ -590,6 +590,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     sqlite3_bind_int(ins_mol, 11, j->mol.charge);
     sqlite3_bind_text(ins_mol, 12, j->mol.coords_gen3d ? "gen3d" : "input", -1, SQLITE_STATIC);
     sqlite3_bind_int64(ins_mol, 13, chunk);
+    ctx->chunk_bytes += (int64_t)blen;
     sqlite3_bind_blob(ins_mol, 14, blob, (int)blen, free);
     if (sqlite3_step(ins_mol) != SQLITE_DONE) {
       ret = stage_sql_fail(ctx, "writing a molecule");

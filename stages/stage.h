@@ -83,6 +83,8 @@ struct stage_ctx {
   void *state;                  /* the stage's own data between begin and end */
   uint64_t inputs_hash;         /* set by begin: fingerprint of input files (size,
                                    mtime), folded into the stage's config hash */
+  int64_t chunk_bytes;          /* bytes of blobs the chunk in flight stored (the
+                                   stage adds to it; the ledger keeps it) */
   const char *src;              /* schema of the upstream tables: "main", or "src"
                                    in a sharded run (screen.db attached read-only) */
   char err[1024];               /* message when a callback returns non-zero */
@@ -110,8 +112,9 @@ struct stage {
   const char *after;            /* the stage whose tables this one reads (NULL for
                                    ingest): it must be finished (finalized) first,
                                    and its config hash is part of this one's */
-  const char *blob_column;      /* column of the main table whose size `status`
-                                   reports per molecule; NULL for none */
+  const char *blob_column;      /* the main table's blob column; `status` shows
+                                   its bytes per molecule (chunk_bytes summed in
+                                   the ledger); NULL for none */
   int (*begin)(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items);
   int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
   int (*finalize)(struct stage_ctx *ctx);

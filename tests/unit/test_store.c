@@ -116,3 +116,42 @@ Test(store, lock_is_exclusive_and_names_the_holder) {
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lock not released on close");
   free(p);
 }
+
+/* A version-1 database (made by the first release: no geometry tables) is
+ * brought to the current version on open, keeping its rows; new databases get
+ * 64 KiB pages. */
+Test(store, version_1_database_is_migrated_forward) {
+  char *p = db_path("store_v1");
+  sqlite3 *db;
+  char err[1024];
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+  cr_assert_eq(store_exec(db, store_schema_sql, err, sizeof err), 0, "%s", err);
+  char sql[256];
+  snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=1", STORE_APPLICATION_ID);
+  cr_assert_eq(store_exec(db, sql, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(db,
+                          "INSERT INTO molecules VALUES(1000000001,'s','f.sdf',1,'m','C','KEY','CH4',5,1,0,'input',0,"
+                          "x'00');"
+                          "INSERT INTO stage_chunks VALUES('ingest',0,0,'h','done','host',1,'a','b',1,0)",
+                          err, sizeof err),
+               0, "%s", err);
+  cr_assert_eq(store_int(db, "PRAGMA page_size", 0), 4096);
+  sqlite3_close(db);
+
+  struct store s;
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), 2);
+  cr_assert_eq(store_int(s.db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('graphs','bases')", 0), 2);
+  cr_assert_eq(store_int(s.db, "SELECT n_bytes FROM stage_chunks", -1), 0);
+  cr_assert_eq(store_int(s.db, "SELECT count(*) FROM molecules WHERE inchikey='KEY'", 0), 1);
+  cr_assert_eq(store_exec(s.db, "INSERT INTO graphs VALUES(1000000001, 5, 8, 0, x'00')", err, sizeof err), 0, "%s",
+               err);
+  store_close(&s);
+  free(p);
+
+  p = db_path("store_pages");
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_int(s.db, "PRAGMA page_size", 0), 65536);
+  store_close(&s);
+  free(p);
+}
