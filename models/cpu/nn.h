@@ -1,0 +1,144 @@
+/* nn.h — the SE(3)-Transformer's layers on the CPU, each a forward and a
+ * backward function over flat arrays (llm.c style), with shapes in comments
+ * and what the backward needs saved by the forward.
+ *
+ * Conventions shared by every layer
+ * ---------------------------------
+ * real        float in the product, double in the gradient tests (real.h).
+ * Fibers      a feature of degree d has 2d+1 components; a fiber lists the
+ *             channels of each degree 0..NN_MAX_DEG (0 = degree absent).
+ * Node        one array per degree: x[d] of N x (2d+1) x ch[d], channels
+ * features    innermost: element (n, m, c) at (n (2d+1) + m) ch[d] + c, with
+ *             m the order index of so3.h (m = -d..d at m + d). A degree-1
+ *             component triple is (y, z, x) (so3.h).
+ * Edge        the same per edge (E instead of N) for per-edge messages.
+ * features
+ * Graphs      a batch is graphs concatenated: nodes 0..N-1, edges sorted by
+ *             target (dst) then source, with CSR offsets in_start[0..N]: the
+ *             incoming edges of node n are in_start[n] .. in_start[n+1]-1.
+ *             graph_start[0..G] cuts the nodes into molecules.
+ * Bases       per edge basis_plan.per_edge reals in the fused layout of
+ *             models/basis.h (pairs k-major; F_k = rows (l, i_l, J') x (2k+1)
+ *             at plan.offset[k][0]); the layers take real arrays (decoded or
+ *             recomputed, never the stored encoding).
+ * Gradients   backward functions ADD into parameter gradients (so a batch
+ *             can be accumulated) and OVERWRITE input gradients, unless a
+ *             comment says otherwise. A NULL input-gradient pointer means
+ *             "not needed".
+ * Threads     OpenMP over nodes or edges; every reduction is in a fixed
+ *             order, so results do not depend on scheduling (for a fixed
+ *             thread count: BLAS may split sums by thread count).
+ */
+#ifndef SE3_NN_H
+#define SE3_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/basis.h"
+#include "models/cpu/real.h"
+
+#define NN_MAX_DEG 3 /* degrees 0..3 (num_degrees 4), the QM9 setting */
+#define NN_DIM(d) (2 * (d) + 1)
+
+struct nn_fiber {
+  int ch[NN_MAX_DEG + 1]; /* channels per degree; 0 = absent */
+};
+
+/* reals per node (or edge) of a fiber: sum_d ch[d] (2d+1) */
+int nn_fiber_width(const struct nn_fiber *f);
+
+/* ---- equivariant linear (per degree, no bias) ------------------------------
+ * y[n,m,o] = sum_i W[o,i] x[n,m,i] for one degree: x (rows x cin), W (cout x
+ * cin), y (rows x cout), rows = N (2d+1). One GEMM. */
+void nn_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);
+/* dx (rows x cin) = dy W (overwritten; may be NULL); dW += dy^T x. */
+void nn_linear_backward(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin, int cout);
+
+/* ---- norm nonlinearity (one degree) ----------------------------------------
+ * For each node n and channel c: s = max(|x[n,:,c]|, 2^-24) (norm over the
+ * 2d+1 components), then a layer norm of s over the channels of the node,
+ * t = relu(gamma * (s - mean) / sqrt(var + 1e-5) + beta), and
+ * y[n,m,c] = x[n,m,c] * t[n,c] / s[n,c]. Equivariant (only norms are touched).
+ * x, y: N x dim x C; gamma, beta: C. Saves s, the normalised norms and
+ * 1/sqrt(var + eps) in `save` (nn_norm_save_size(N, C) reals). */
+size_t nn_norm_save_size(int N, int C);
+void nn_norm_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
+void nn_norm_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
+                      const real *gamma, const real *beta, int N, int dim, int C);
+
+/* ---- dense layers (radial network, MLP head) -------------------------------
+ * y (rows x out) = x (rows x in) W^T + b; b may be NULL (no bias). */
+void nn_dense_forward(real *y, const real *x, const real *W, const real *b, int rows, int in, int out);
+/* dx = dy W (may be NULL), dW += dy^T x, db += column sums of dy (when b). */
+void nn_dense_backward(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W, int rows, int in,
+                       int out);
+/* Layer norm over the last dimension then ReLU, in place on y (rows x n):
+ * y = relu(gamma (x - mean)/sqrt(var + 1e-5) + beta). save: 2 rows reals
+ * (mean, 1/sqrt(var + eps)); x is kept by the caller. */
+void nn_lnrelu_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int rows, int n);
+void nn_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
+                        const real *gamma, const real *beta, int rows, int n);
+
+/* ---- TFN convolution ---------------------------------------------------------
+ * Messages along edges e = (src -> dst):
+ *   out_l[e, i_l, o] = sum_{k, J', c} R_e[l][o][(k, J', c)] *
+ *                      sum_{i_k} B_e[k, l][i_l, J', i_k] x_k[src(e), i_k, c]
+ * for every output degree l with fout.ch[l] > 0 and input degree k with
+ * fin.ch[k] > 0. R is the radial network's output: per edge
+ * nn_conv_radial_size reals, for each output degree l (ascending) a
+ * row-major block of fout.ch[l] rows by K_l = sum_k (2 min(k,l) + 1) fin.ch[k]
+ * columns ordered (k ascending, J', c). B is the edge's basis (plan.per_edge
+ * reals; the plan's max_degree >= every degree used). With pool, messages
+ * are summed over each node's incoming edges: y[l] is N x (2l+1) x fout.ch[l];
+ * otherwise y[l] holds the per-edge messages, E x (2l+1) x fout.ch[l].
+ * Self-interaction is a separate nn_linear on the target's own features. */
+struct nn_conv_shape {
+  struct nn_fiber fin, fout;
+  const struct basis_plan *plan;
+  int N, E;
+  const int32_t *src, *in_start; /* E sources; N + 1 CSR offsets by target */
+};
+size_t nn_conv_radial_size(const struct nn_fiber *fin, const struct nn_fiber *fout);
+/* x[d], y[d]: per-degree arrays (NULL where the degree is absent). */
+void nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                     const real *R, int pool);
+/* dx[d] (N rows, overwritten; a NULL entry is skipped) and dR (E x radial
+ * size, overwritten; may be NULL) from dy (shaped like y). */
+void nn_conv_backward(real *const dx[], real *dR, const struct nn_conv_shape *s, const real *const dy[],
+                      const real *const x[], const real *basis, const real *R, int pool);
+
+/* ---- attention -------------------------------------------------------------
+ * Keys and values come per edge from one fused convolution: kv[d] is
+ * E x (2d+1) x (fv.ch[d] + fk.ch[d]), values in channels 0..fv.ch[d]-1 and
+ * keys after them. Queries are per node: q[d], N x (2d+1) x fk.ch[d]. With H
+ * heads, head h of degree d owns channels [h C/H, (h+1) C/H) of the keys
+ * (C = fk.ch[d]) and of the values (C = fv.ch[d]), all components; every
+ * channel count is a multiple of H.
+ *   logit[e,h] = sum_d sum_{m, c in h} key[d][e,m,c] q[d][dst(e),m,c] / sqrt(W),
+ *   W = sum_d fk.ch[d] (2d+1) (the total key width, as NVIDIA),
+ *   a[e,h] = softmax of logit[., h] over the incoming edges of dst(e),
+ *   z[d][n,m,c] = sum_{e into n} a[e, head of c] value[d][e,m,c],
+ * z[d]: N x (2d+1) x fv.ch[d]; a node without incoming edges gets z = 0.
+ * alpha (E x H) keeps a for the backward. */
+struct nn_attn_shape {
+  struct nn_fiber fk, fv;
+  int heads, N, E;
+  const int32_t *in_start; /* N + 1 CSR offsets by target (edges sorted by dst) */
+};
+void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
+                     const real *const q[]);
+/* dkv[d] (E rows, overwritten) and dq[d] (N rows, overwritten) from dz. */
+void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
+                      const real *alpha, const real *const kv[], const real *const q[]);
+
+/* ---- pooling ---------------------------------------------------------------
+ * Degree-0 features x (N x C) of G molecules (nodes graph_start[g] ..
+ * graph_start[g+1]-1) to y (G x C): the maximum (argmax saved in `arg`, G x C
+ * ints, ties to the first node) or the mean over each molecule's atoms. */
+void nn_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);
+void nn_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, int G, int C);
+void nn_pool_mean_forward(real *y, const real *x, const int32_t *graph_start, int G, int C);
+void nn_pool_mean_backward(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
+
+#endif

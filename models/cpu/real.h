@@ -1,0 +1,35 @@
+/* real.h — the floating-point type of the layers, and the BLAS calls that go
+ * with it. The product is built with real = float; the gradient tests build
+ * the same sources with SE3_REAL_F64 (real = double), where finite
+ * differences are accurate enough to catch a wrong derivative. */
+#ifndef SE3_REAL_H
+#define SE3_REAL_H
+
+#include <cblas.h>
+
+#ifdef SE3_REAL_F64
+typedef double real;
+#define nn_gemm cblas_dgemm
+#define NN_REAL_NAME "f64"
+#else
+typedef float real;
+#define nn_gemm cblas_sgemm
+#define NN_REAL_NAME "f32"
+#endif
+
+/* C (m x n) = alpha op(A) op(B) + beta C, all row-major; op = transpose when
+ * ta / tb. lda, ldb, ldc are the row strides of A, B, C as stored. */
+static inline void nn_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int lda, const real *B,
+                         int ldb, real beta, real *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) { /* BLAS leaves C alone for k = 0 only when beta = 1 */
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++)
+        C[(long)i * ldc + j] = beta == 0 ? 0 : beta * C[(long)i * ldc + j];
+    return;
+  }
+  nn_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda, B, ldb,
+          beta, C, ldc);
+}
+
+#endif
