@@ -61,7 +61,8 @@ void nn_linear_backward(real *dx, real *dW, const real *dy, const real *x, const
  * t = relu(gamma * (s - mean) / sqrt(var + 1e-5) + beta), and
  * y[n,m,c] = x[n,m,c] * t[n,c] / s[n,c]. Equivariant (only norms are touched).
  * x, y: N x dim x C; gamma, beta: C. Saves s, the normalised norms and
- * 1/sqrt(var + eps) in `save` (nn_norm_save_size(N, C) reals). */
+ * 1/sqrt(var + eps) in `save` (nn_norm_save_size(N, C) reals). A norm at
+ * the clamp counts as clamped (no gradient through it); ReLU'(0) = 0. */
 size_t nn_norm_save_size(int N, int C);
 void nn_norm_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
 void nn_norm_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
@@ -73,12 +74,29 @@ void nn_dense_forward(real *y, const real *x, const real *W, const real *b, int 
 /* dx = dy W (may be NULL), dW += dy^T x, db += column sums of dy (when b). */
 void nn_dense_backward(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W, int rows, int in,
                        int out);
-/* Layer norm over the last dimension then ReLU, in place on y (rows x n):
- * y = relu(gamma (x - mean)/sqrt(var + 1e-5) + beta). save: 2 rows reals
- * (mean, 1/sqrt(var + eps)); x is kept by the caller. */
+/* Layer norm over the last dimension then ReLU (rows x n):
+ * y = relu(gamma (x - mean)/sqrt(var + 1e-5) + beta); y may alias x in the
+ * forward (the backward needs the pre-norm x, kept by the caller). save:
+ * 2 rows reals, the means then the 1/sqrt(var + eps). ReLU'(0) = 0. */
 void nn_lnrelu_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int rows, int n);
 void nn_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
                         const real *gamma, const real *beta, int rows, int n);
+
+/* ---- radial network ----------------------------------------------------------
+ * Per edge, from its features (bond one-hot and distance, `in` reals) to the
+ * convolution's radial weights (`out` reals, nn_conv_radial_size):
+ *   a1 = x W1^T + b1, s1 = lnrelu(a1; g1, be1), a2 = s1 W2^T + b2,
+ *   s2 = lnrelu(a2; g2, be2), R = s2 W3^T (no bias).
+ * Parameters, one block in this order: W1 (H x in), b1, g1, be1 (H each),
+ * W2 (H x H), b2, g2, be2 (H each), W3 (out x H); nn_radial_params counts
+ * them. The forward keeps a1, s1, a2, s2 and the norm statistics in `save`
+ * (nn_radial_save_size reals) for the backward. */
+size_t nn_radial_params(int in, int H, int out);
+size_t nn_radial_save_size(int E, int H);
+void nn_radial_forward(real *R, real *save, const real *x, const real *params, int E, int in, int H, int out);
+/* dparams += gradients; dx (E x in, overwritten) may be NULL. */
+void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, const real *save, const real *params,
+                        int E, int in, int H, int out);
 
 /* ---- TFN convolution ---------------------------------------------------------
  * Messages along edges e = (src -> dst):
@@ -120,7 +138,10 @@ void nn_conv_backward(real *const dx[], real *dR, const struct nn_conv_shape *s,
  *   a[e,h] = softmax of logit[., h] over the incoming edges of dst(e),
  *   z[d][n,m,c] = sum_{e into n} a[e, head of c] value[d][e,m,c],
  * z[d]: N x (2d+1) x fv.ch[d]; a node without incoming edges gets z = 0.
- * alpha (E x H) keeps a for the backward. */
+ * alpha (E x H) keeps a for the backward. in_start[0] = 0 and in_start[N] =
+ * E. With no keys at all (W = 0) every incoming edge gets the same weight.
+ * Heads must divide every channel count (the model checks; the layer does
+ * not). */
 struct nn_attn_shape {
   struct nn_fiber fk, fv;
   int heads, N, E;
@@ -128,14 +149,17 @@ struct nn_attn_shape {
 };
 void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
                      const real *const q[]);
-/* dkv[d] (E rows, overwritten) and dq[d] (N rows, overwritten) from dz. */
+/* dkv[d] (E rows, overwritten) and dq[d] (N rows, overwritten) from dz; NULL
+ * arrays or entries are skipped, and a NULL dz[d] counts as zero. */
 void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
                       const real *alpha, const real *const kv[], const real *const q[]);
 
 /* ---- pooling ---------------------------------------------------------------
  * Degree-0 features x (N x C) of G molecules (nodes graph_start[g] ..
- * graph_start[g+1]-1) to y (G x C): the maximum (argmax saved in `arg`, G x C
- * ints, ties to the first node) or the mean over each molecule's atoms. */
+ * graph_start[g+1]-1, graph_start[0] = 0, graph_start[G] = N) to y (G x C):
+ * the maximum (argmax saved in `arg`, G x C ints, ties to the first node) or
+ * the mean over each molecule's atoms. A molecule without atoms gives y = 0
+ * (arg -1) and takes no gradient. The backwards overwrite dx. */
 void nn_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);
 void nn_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, int G, int C);
 void nn_pool_mean_forward(real *y, const real *x, const int32_t *graph_start, int G, int C);

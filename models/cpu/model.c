@@ -1,0 +1,377 @@
+/* model.c — the SE(3)-Transformer's forward and backward over one batch
+ * (model.h has the architecture). Activations are kept in a tape; the
+ * backward walks the blocks in reverse. */
+#include "models/cpu/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/so3.h"
+
+int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  m->cfg = *c;
+  if (c->layers < 0 || c->layers > SE3_MAX_LAYERS || c->degrees < 1 || c->degrees > NN_MAX_DEG + 1 || c->channels < 1 ||
+      c->heads < 1 || c->channels_div < 1 || c->node_in < 1 || c->edge_in < 1 || c->radial_hidden < 1 ||
+      c->mlp_hidden < 1 || c->outputs < 1) {
+    snprintf(err, errlen, "model: a size is out of range (layers 0..%d, degrees 1..%d, the rest >= 1)", SE3_MAX_LAYERS,
+             NN_MAX_DEG + 1);
+    return -1;
+  }
+  int kv = c->channels / c->channels_div;
+  if (c->channels % c->channels_div || kv % c->heads) {
+    snprintf(err, errlen, "model: channels (%d) / channels_div (%d) = %d must be a whole multiple of heads (%d)",
+             c->channels, c->channels_div, kv, c->heads);
+    return -1;
+  }
+  if (basis_plan_init(&m->plan, c->degrees - 1)) {
+    snprintf(err, errlen, "model: out of memory");
+    return -1;
+  }
+  size_t n = 0;
+  for (int d = 0; d < c->degrees; d++)
+    m->hidden.ch[d] = c->channels;
+  struct nn_fiber fin = {{c->node_in}};
+  for (int b = 0; b < c->layers; b++) {
+    struct se3_block_layout *B = &m->block[b];
+    B->fin = fin;
+    for (int d = 0; d < c->degrees; d++) {
+      B->fv.ch[d] = kv;
+      B->fk.ch[d] = fin.ch[d] ? kv : 0;
+      B->fkv.ch[d] = B->fv.ch[d] + B->fk.ch[d];
+    }
+    B->radial_out = nn_conv_radial_size(&B->fin, &B->fkv);
+    B->radial = n;
+    n += nn_radial_params(c->edge_in, c->radial_hidden, (int)B->radial_out);
+    for (int d = 0; d < c->degrees; d++) {
+      B->wq[d] = n;
+      n += (size_t)B->fk.ch[d] * (size_t)fin.ch[d];
+      B->wo[d] = n;
+      n += (size_t)c->channels * (size_t)(B->fv.ch[d] + fin.ch[d]);
+      B->gamma[d] = n;
+      n += (size_t)c->channels;
+      B->beta[d] = n;
+      n += (size_t)c->channels;
+    }
+    fin = m->hidden;
+  }
+  m->fout.ch[0] = c->mlp_hidden;
+  m->final_radial_out = nn_conv_radial_size(&fin, &m->fout);
+  m->final_radial = n;
+  n += nn_radial_params(c->edge_in, c->radial_hidden, (int)m->final_radial_out);
+  m->w_self = n;
+  n += (size_t)c->mlp_hidden * (size_t)fin.ch[0];
+  m->w1 = n;
+  n += (size_t)c->mlp_hidden * (size_t)c->mlp_hidden;
+  m->b1 = n;
+  n += (size_t)c->mlp_hidden;
+  m->w2 = n;
+  n += (size_t)c->outputs * (size_t)c->mlp_hidden;
+  m->b2 = n;
+  n += (size_t)c->outputs;
+  m->n_params = n;
+  return 0;
+}
+
+void se3_model_free(struct se3_model *m) { basis_plan_free(&m->plan); }
+
+/* The final input fiber: the hidden one, or the node features with no layers. */
+static struct nn_fiber final_in(const struct se3_model *m) {
+  if (m->cfg.layers > 0) return m->hidden;
+  struct nn_fiber f = {{m->cfg.node_in}};
+  return f;
+}
+
+static void fill_uniform(real *p, size_t n, int fan_in, uint64_t *rng) {
+  double a = sqrt(3.0 / (fan_in > 0 ? fan_in : 1));
+  for (size_t i = 0; i < n; i++)
+    p[i] = (real)(a * (2 * so3_rng_uniform(rng) - 1));
+}
+
+static void init_radial(real *p, int in, int H, int out, uint64_t *rng) {
+  size_t h = (size_t)H;
+  fill_uniform(p, h * (size_t)in, in, rng); /* W1 */
+  p += h * (size_t)in;
+  memset(p, 0, h * sizeof *p); /* b1 */
+  for (size_t j = 0; j < h; j++)
+    p[h + j] = 1;                      /* g1 */
+  memset(p + 2 * h, 0, h * sizeof *p); /* be1 */
+  p += 3 * h;
+  fill_uniform(p, h * h, H, rng); /* W2 */
+  p += h * h;
+  memset(p, 0, h * sizeof *p);
+  for (size_t j = 0; j < h; j++)
+    p[h + j] = 1;
+  memset(p + 2 * h, 0, h * sizeof *p);
+  p += 3 * h;
+  fill_uniform(p, (size_t)out * h, H, rng); /* W3 */
+}
+
+void se3_model_init_params(const struct se3_model *m, real *params, uint64_t seed) {
+  const struct se3_config *c = &m->cfg;
+  uint64_t rng = seed ? seed : 1;
+  for (int b = 0; b < c->layers; b++) {
+    const struct se3_block_layout *B = &m->block[b];
+    init_radial(params + B->radial, c->edge_in, c->radial_hidden, (int)B->radial_out, &rng);
+    for (int d = 0; d < c->degrees; d++) {
+      fill_uniform(params + B->wq[d], (size_t)B->fk.ch[d] * (size_t)B->fin.ch[d], B->fin.ch[d], &rng);
+      int cat = B->fv.ch[d] + B->fin.ch[d];
+      fill_uniform(params + B->wo[d], (size_t)c->channels * (size_t)cat, cat, &rng);
+      for (int j = 0; j < c->channels; j++) {
+        params[B->gamma[d] + (size_t)j] = 1;
+        params[B->beta[d] + (size_t)j] = 0;
+      }
+    }
+  }
+  struct nn_fiber fin = final_in(m);
+  init_radial(params + m->final_radial, c->edge_in, c->radial_hidden, (int)m->final_radial_out, &rng);
+  fill_uniform(params + m->w_self, (size_t)c->mlp_hidden * (size_t)fin.ch[0], fin.ch[0], &rng);
+  fill_uniform(params + m->w1, (size_t)c->mlp_hidden * (size_t)c->mlp_hidden, c->mlp_hidden, &rng);
+  memset(params + m->b1, 0, (size_t)c->mlp_hidden * sizeof *params);
+  fill_uniform(params + m->w2, (size_t)c->outputs * (size_t)c->mlp_hidden, c->mlp_hidden, &rng);
+  memset(params + m->b2, 0, (size_t)c->outputs * sizeof *params);
+}
+
+/* ---- the tape ---------------------------------------------------------------- */
+
+struct block_tape {
+  real *h_in[NN_MAX_DEG + 1]; /* the block's input (not owned: the previous block's h_out, or node_feat) */
+  real *R, *rsave;            /* radial output and saved activations */
+  real *kv[NN_MAX_DEG + 1], *q[NN_MAX_DEG + 1], *alpha;
+  real *cat[NN_MAX_DEG + 1]; /* [z, h_in] per row */
+  real *o[NN_MAX_DEG + 1], *nsave[NN_MAX_DEG + 1], *h_out[NN_MAX_DEG + 1];
+};
+
+struct se3_tape {
+  struct block_tape blk[SE3_MAX_LAYERS];
+  real *Rf, *rfsave, *f, *g, *u, *v;
+  int32_t *arg;
+  real *h_final[NN_MAX_DEG + 1];
+  void **allocs;
+  int n_allocs, cap_allocs;
+  int oom;
+};
+
+static real *talloc(struct se3_tape *t, size_t n) {
+  if (t->n_allocs == t->cap_allocs) {
+    int cap = t->cap_allocs ? 2 * t->cap_allocs : 64;
+    void **grown = realloc(t->allocs, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      t->oom = 1;
+      return NULL;
+    }
+    t->allocs = grown;
+    t->cap_allocs = cap;
+  }
+  real *p = malloc((n ? n : 1) * sizeof *p);
+  if (!p) t->oom = 1;
+  t->allocs[t->n_allocs++] = p;
+  return p;
+}
+
+void se3_tape_free(struct se3_tape *t) {
+  if (!t) return;
+  for (int i = 0; i < t->n_allocs; i++)
+    free(t->allocs[i]);
+  free(t->allocs);
+  free(t);
+}
+
+/* rows x a and rows x b side by side into rows x (a + b). */
+static void concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows) {
+  for (size_t r = 0; r < rows; r++) {
+    memcpy(out + r * (size_t)(a + b), x + r * (size_t)a, (size_t)a * sizeof *out);
+    memcpy(out + r * (size_t)(a + b) + a, y + r * (size_t)b, (size_t)b * sizeof *out);
+  }
+}
+
+static void split_rows(real *x, int a, real *y, int b, const real *in, size_t rows) {
+  for (size_t r = 0; r < rows; r++) {
+    if (x) memcpy(x + r * (size_t)a, in + r * (size_t)(a + b), (size_t)a * sizeof *x);
+    if (y) memcpy(y + r * (size_t)b, in + r * (size_t)(a + b) + a, (size_t)b * sizeof *y);
+  }
+}
+
+struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                                   real *out) {
+  const struct se3_config *c = &m->cfg;
+  struct se3_tape *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  size_t N = (size_t)b->N, E = (size_t)b->E;
+  real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
+  for (int bi = 0; bi < c->layers; bi++) {
+    const struct se3_block_layout *B = &m->block[bi];
+    struct block_tape *T = &t->blk[bi];
+    memcpy(T->h_in, h, sizeof h);
+    T->R = talloc(t, E * B->radial_out);
+    T->rsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
+    for (int d = 0; d < c->degrees; d++) {
+      T->kv[d] = talloc(t, E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
+      if (B->fk.ch[d]) T->q[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fk.ch[d]));
+      T->cat[d] = talloc(t, N * (size_t)(NN_DIM(d) * (B->fv.ch[d] + B->fin.ch[d])));
+      T->o[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
+      T->nsave[d] = talloc(t, nn_norm_save_size(b->N, c->channels));
+      T->h_out[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
+    }
+    T->alpha = talloc(t, E * (size_t)c->heads);
+    real *z[NN_MAX_DEG + 1] = {0};
+    for (int d = 0; d < c->degrees; d++)
+      z[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fv.ch[d]));
+    if (t->oom) goto fail;
+
+    nn_radial_forward(T->R, T->rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, c->radial_hidden,
+                      (int)B->radial_out);
+    struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
+    nn_conv_forward(T->kv, &cs, (const real *const *)h, b->basis, T->R, 0);
+    for (int d = 0; d < c->degrees; d++)
+      if (B->fk.ch[d]) nn_linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
+    struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
+    nn_attn_forward(z, T->alpha, &as, (const real *const *)T->kv, (const real *const *)T->q);
+    for (int d = 0; d < c->degrees; d++) {
+      size_t rows = N * (size_t)NN_DIM(d);
+      int cat = B->fv.ch[d] + B->fin.ch[d];
+      if (B->fin.ch[d])
+        concat_rows(T->cat[d], z[d], B->fv.ch[d], h[d], B->fin.ch[d], rows);
+      else
+        memcpy(T->cat[d], z[d], rows * (size_t)cat * sizeof(real));
+      nn_linear_forward(T->o[d], T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
+      nn_norm_forward(T->h_out[d], T->nsave[d], T->o[d], params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d),
+                      c->channels);
+    }
+    memcpy(h, T->h_out, sizeof h);
+  }
+  memcpy(t->h_final, h, sizeof h);
+
+  /* final convolution to degree 0, self-interaction, pooling, MLP */
+  struct nn_fiber fin = final_in(m);
+  int M = c->mlp_hidden;
+  t->Rf = talloc(t, E * m->final_radial_out);
+  t->rfsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
+  t->f = talloc(t, N * (size_t)M);
+  real *self = talloc(t, N * (size_t)M);
+  t->g = talloc(t, (size_t)b->G * (size_t)M);
+  t->arg = (int32_t *)talloc(t, (size_t)b->G * (size_t)M);
+  t->u = talloc(t, (size_t)b->G * (size_t)M);
+  t->v = talloc(t, (size_t)b->G * (size_t)M);
+  if (t->oom) goto fail;
+  nn_radial_forward(t->Rf, t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, c->radial_hidden,
+                    (int)m->final_radial_out);
+  struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
+  real *fy[NN_MAX_DEG + 1] = {t->f};
+  nn_conv_forward(fy, &fs, (const real *const *)h, b->basis, t->Rf, 1);
+  nn_linear_forward(self, h[0], params + m->w_self, b->N, fin.ch[0], M);
+  for (size_t i = 0; i < N * (size_t)M; i++)
+    t->f[i] += self[i];
+  if (c->pool_max)
+    nn_pool_max_forward(t->g, t->arg, t->f, b->graph_start, b->G, M);
+  else
+    nn_pool_mean_forward(t->g, t->f, b->graph_start, b->G, M);
+  nn_dense_forward(t->u, t->g, params + m->w1, params + m->b1, b->G, M, M);
+  for (size_t i = 0; i < (size_t)b->G * (size_t)M; i++)
+    t->v[i] = t->u[i] > 0 ? t->u[i] : 0;
+  nn_dense_forward(out, t->v, params + m->w2, params + m->b2, b->G, M, c->outputs);
+  return t;
+fail:
+  se3_tape_free(t);
+  return NULL;
+}
+
+void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
+  const struct se3_config *c = &m->cfg;
+  size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
+  int M = c->mlp_hidden;
+  struct nn_fiber fin = final_in(m);
+  real *dv = malloc(G * (size_t)M * sizeof *dv), *dg = malloc(G * (size_t)M * sizeof *dg);
+  real *df = malloc(N * (size_t)M * sizeof *df);
+  real *dRf = malloc((E * m->final_radial_out + 1) * sizeof *dRf);
+  nn_dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
+  for (size_t i = 0; i < G * (size_t)M; i++)
+    if (t->u[i] <= 0) dv[i] = 0;
+  nn_dense_backward(dg, dparams + m->w1, dparams + m->b1, dv, t->g, params + m->w1, b->G, M, M);
+  if (c->pool_max)
+    nn_pool_max_backward(df, dg, t->arg, b->N, b->G, M);
+  else
+    nn_pool_mean_backward(df, dg, b->graph_start, b->G, M);
+
+  /* gradient of the hidden features h (the last block's output) */
+  real *dh[NN_MAX_DEG + 1] = {0};
+  for (int d = 0; d <= NN_MAX_DEG; d++)
+    if (fin.ch[d]) dh[d] = malloc(N * (size_t)(NN_DIM(d) * fin.ch[d]) * sizeof(real));
+  real *dself = malloc(N * (size_t)fin.ch[0] * sizeof *dself);
+  struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
+  const real *dfy[NN_MAX_DEG + 1] = {df};
+  nn_conv_backward(dh, dRf, &fs, dfy, (const real *const *)t->h_final, b->basis, t->Rf, 1);
+  nn_radial_backward(NULL, dparams + m->final_radial, dRf, b->edge_feat, t->rfsave, params + m->final_radial, b->E,
+                     c->edge_in, c->radial_hidden, (int)m->final_radial_out);
+  nn_linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
+  for (size_t i = 0; i < N * (size_t)fin.ch[0]; i++)
+    dh[0][i] += dself[i];
+  free(dself);
+  free(dRf);
+  free(df);
+  free(dg);
+  free(dv);
+
+  for (int bi = c->layers - 1; bi >= 0; bi--) {
+    const struct se3_block_layout *B = &m->block[bi];
+    const struct block_tape *T = &t->blk[bi];
+    real *dz[NN_MAX_DEG + 1] = {0}, *dq[NN_MAX_DEG + 1] = {0}, *dkv[NN_MAX_DEG + 1] = {0};
+    real *dhin[NN_MAX_DEG + 1] = {0}, *dconv[NN_MAX_DEG + 1] = {0};
+    for (int d = 0; d < c->degrees; d++) {
+      size_t rows = N * (size_t)NN_DIM(d);
+      int cat = B->fv.ch[d] + B->fin.ch[d];
+      real *d_o = malloc(rows * (size_t)c->channels * sizeof *d_o);
+      real *dcat = malloc(rows * (size_t)cat * sizeof *dcat);
+      nn_norm_backward(d_o, dparams + B->gamma[d], dparams + B->beta[d], dh[d], T->o[d], T->nsave[d],
+                       params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d), c->channels);
+      nn_linear_backward(dcat, dparams + B->wo[d], d_o, T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
+      dz[d] = malloc(rows * (size_t)B->fv.ch[d] * sizeof(real));
+      if (B->fin.ch[d]) dhin[d] = malloc(rows * (size_t)B->fin.ch[d] * sizeof(real));
+      split_rows(dz[d], B->fv.ch[d], dhin[d], B->fin.ch[d], dcat, rows);
+      free(d_o);
+      free(dcat);
+      dkv[d] = malloc(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]) * sizeof(real));
+      if (B->fk.ch[d]) dq[d] = malloc(rows * (size_t)B->fk.ch[d] * sizeof(real));
+    }
+    struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
+    nn_attn_backward(dkv, dq, &as, (const real *const *)dz, T->alpha, (const real *const *)T->kv,
+                     (const real *const *)T->q);
+    /* the block input's gradient: the concatenation, the queries and the convolution */
+    real *dR = malloc((E * B->radial_out + 1) * sizeof *dR);
+    for (int d = 0; d <= NN_MAX_DEG; d++)
+      if (B->fin.ch[d]) dconv[d] = malloc(N * (size_t)(NN_DIM(d) * B->fin.ch[d]) * sizeof(real));
+    struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
+    nn_conv_backward(dconv, dR, &cs, (const real *const *)dkv, (const real *const *)T->h_in, b->basis, T->R, 0);
+    nn_radial_backward(NULL, dparams + B->radial, dR, b->edge_feat, T->rsave, params + B->radial, b->E, c->edge_in,
+                       c->radial_hidden, (int)B->radial_out);
+    free(dR);
+    for (int d = 0; d <= NN_MAX_DEG; d++) {
+      if (!B->fin.ch[d]) continue;
+      size_t n = N * (size_t)(NN_DIM(d) * B->fin.ch[d]);
+      for (size_t i = 0; i < n; i++)
+        dhin[d][i] += dconv[d][i];
+      if (B->fk.ch[d]) {
+        real *dql = malloc(n * sizeof *dql);
+        nn_linear_backward(dql, dparams + B->wq[d], dq[d], T->h_in[d], params + B->wq[d], b->N * NN_DIM(d),
+                           B->fin.ch[d], B->fk.ch[d]);
+        for (size_t i = 0; i < n; i++)
+          dhin[d][i] += dql[i];
+        free(dql);
+      }
+    }
+    for (int d = 0; d <= NN_MAX_DEG; d++) {
+      free(dz[d]);
+      free(dq[d]);
+      free(dkv[d]);
+      free(dconv[d]);
+      free(dh[d]);
+      dh[d] = dhin[d];
+    }
+  }
+  if (dnode) memcpy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
+  for (int d = 0; d <= NN_MAX_DEG; d++)
+    free(dh[d]);
+}

@@ -1,0 +1,91 @@
+/* model.h — the SE(3)-Transformer assembled from the layers of nn.h, in the
+ * layout of NVIDIA's optimised implementation (../shared/notes/se3_reference.md):
+ *
+ *   h = node features (degree 0)
+ *   repeat `layers` times (an attention block, then the norm nonlinearity):
+ *     R   = radial(edge features)                     one network per block
+ *     kv  = conv(h; R) per edge, values then keys     one fused convolution
+ *     q   = linear(h) per degree                      queries
+ *     z   = attention(kv, q)                          softmax over incoming edges
+ *     h   = norm(linear([z, h]) per degree)           the block's input joins its output
+ *   f = conv(h; R_f) pooled to degree 0, + linear(h_0) (self-interaction)
+ *   g = max (or mean) of f over each molecule's atoms
+ *   y = W2 relu(W1 g + b1) + b2
+ *
+ * Hidden fibers have `channels` channels at every degree 0..degrees-1;
+ * values and keys have channels / channels_div (keys only for degrees the
+ * block's input has). All parameters live in one array (params), laid out
+ * by se3_model_init; gradients have the same layout.
+ */
+#ifndef SE3_MODEL_H
+#define SE3_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/basis.h"
+#include "models/cpu/nn.h"
+
+struct se3_config {
+  int layers;        /* attention blocks (7 for QM9) */
+  int degrees;       /* feature degrees 0..degrees-1 (num_degrees; 4 for QM9), <= NN_MAX_DEG + 1 */
+  int channels;      /* hidden channels per degree (32) */
+  int heads;         /* attention heads (8) */
+  int channels_div;  /* value and key channels = channels / channels_div (2) */
+  int node_in;       /* node feature width */
+  int edge_in;       /* edge feature width (bond one-hot and distance: 6) */
+  int radial_hidden; /* radial network width (32) */
+  int mlp_hidden;    /* final convolution channels and MLP width (128) */
+  int pool_max;      /* 1: max over atoms, 0: mean */
+  int outputs;       /* predicted values per molecule */
+};
+
+/* One batch of molecules: graphs concatenated, edges sorted by target. */
+struct se3_batch {
+  int N, E, G;
+  const real *node_feat;      /* N x node_in */
+  const real *edge_feat;      /* E x edge_in */
+  const int32_t *src;         /* E */
+  const int32_t *in_start;    /* N + 1 */
+  const int32_t *graph_start; /* G + 1 */
+  const real *basis;          /* E x plan->per_edge */
+};
+
+#define SE3_MAX_LAYERS 32
+
+/* One attention block's fibers and parameter offsets. */
+struct se3_block_layout {
+  struct nn_fiber fin, fk, fv, fkv; /* input, keys, values, the fused convolution's output */
+  size_t radial, radial_out;        /* radial network parameters; its outputs per edge */
+  size_t wq[NN_MAX_DEG + 1], wo[NN_MAX_DEG + 1], gamma[NN_MAX_DEG + 1], beta[NN_MAX_DEG + 1];
+};
+
+struct se3_model {
+  struct se3_config cfg;
+  struct basis_plan plan; /* degrees - 1 */
+  size_t n_params;
+  struct se3_block_layout block[SE3_MAX_LAYERS];
+  struct nn_fiber hidden, fout;
+  size_t final_radial, final_radial_out, w_self, w1, b1, w2, b2;
+};
+
+/* Checks the configuration and lays out the parameters. 0, or -1 with a
+ * message in err (e.g. channels not divisible by heads). */
+int se3_model_init(struct se3_model *m, const struct se3_config *cfg, char *err, size_t errlen);
+void se3_model_free(struct se3_model *m);
+/* Random initial parameters (deterministic for a seed): weights uniform with
+ * variance 1/fan_in, layer-norm gains 1, biases and shifts 0. */
+void se3_model_init_params(const struct se3_model *m, real *params, uint64_t seed);
+
+/* What the forward keeps for the backward. */
+struct se3_tape;
+/* out: G x outputs. Returns the tape (free with se3_tape_free), NULL when out
+ * of memory. */
+struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out);
+/* dparams += d loss / d params from dout (G x outputs); dnode (N x node_in,
+ * overwritten) may be NULL. */
+void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
+void se3_tape_free(struct se3_tape *t);
+
+#endif

@@ -1,0 +1,60 @@
+/* radial.c — the radial network of a convolution (nn.h): two dense layers
+ * with layer norm and ReLU, then a dense layer without bias to the
+ * convolution's radial weights. */
+#include <stdlib.h>
+
+#include "models/cpu/nn.h"
+
+/* Parameter offsets inside the block, in the order nn.h lists them. */
+struct rp {
+  size_t W1, b1, g1, be1, W2, b2, g2, be2, W3, n;
+};
+
+static struct rp offsets(int in, int H, int out) {
+  struct rp o;
+  size_t h = (size_t)H;
+  o.W1 = 0;
+  o.b1 = o.W1 + h * (size_t)in;
+  o.g1 = o.b1 + h;
+  o.be1 = o.g1 + h;
+  o.W2 = o.be1 + h;
+  o.b2 = o.W2 + h * h;
+  o.g2 = o.b2 + h;
+  o.be2 = o.g2 + h;
+  o.W3 = o.be2 + h;
+  o.n = o.W3 + (size_t)out * h;
+  return o;
+}
+
+size_t nn_radial_params(int in, int H, int out) { return offsets(in, H, out).n; }
+
+/* save: a1, s1, a2, s2 (E x H each), then two lnrelu statistics (2E each). */
+size_t nn_radial_save_size(int E, int H) { return 4 * (size_t)E * (size_t)H + 4 * (size_t)E; }
+
+void nn_radial_forward(real *R, real *save, const real *x, const real *params, int E, int in, int H, int out) {
+  struct rp o = offsets(in, H, out);
+  size_t eh = (size_t)E * (size_t)H;
+  real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
+  const real *p = params;
+  nn_dense_forward(a1, x, p + o.W1, p + o.b1, E, in, H);
+  nn_lnrelu_forward(s1, st1, a1, p + o.g1, p + o.be1, E, H);
+  nn_dense_forward(a2, s1, p + o.W2, p + o.b2, E, H, H);
+  nn_lnrelu_forward(s2, st2, a2, p + o.g2, p + o.be2, E, H);
+  nn_dense_forward(R, s2, p + o.W3, NULL, E, H, out);
+}
+
+void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, const real *save, const real *params,
+                        int E, int in, int H, int out) {
+  struct rp o = offsets(in, H, out);
+  size_t eh = (size_t)E * (size_t)H;
+  const real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
+  const real *p = params;
+  real *dp = dparams;
+  real *g1 = malloc(2 * eh * sizeof *g1 + sizeof *g1), *g2 = g1 + eh;                    /* two E x H work arrays */
+  nn_dense_backward(g1, dp + o.W3, NULL, dR, s2, p + o.W3, E, H, out);                   /* g1 = d s2 */
+  nn_lnrelu_backward(g2, dp + o.g2, dp + o.be2, g1, a2, st2, p + o.g2, p + o.be2, E, H); /* g2 = d a2 */
+  nn_dense_backward(g1, dp + o.W2, dp + o.b2, g2, s1, p + o.W2, E, H, H);                /* g1 = d s1 */
+  nn_lnrelu_backward(g2, dp + o.g1, dp + o.be1, g1, a1, st1, p + o.g1, p + o.be1, E, H); /* g2 = d a1 */
+  nn_dense_backward(dx, dp + o.W1, dp + o.b1, g2, x, p + o.W1, E, in, H);
+  free(g1);
+}
