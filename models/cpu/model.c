@@ -179,6 +179,11 @@ void se3_tape_free(struct se3_tape *t) {
   free(t);
 }
 
+const real *se3_tape_hidden(const struct se3_tape *t, const struct se3_model *m, int block, int d) {
+  if (!t || block < 0 || block >= m->cfg.layers || d < 0 || d >= m->cfg.degrees) return NULL;
+  return t->blk[block].h_out[d];
+}
+
 /* rows x a and rows x b side by side into rows x (a + b). */
 static void concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows) {
   for (size_t r = 0; r < rows; r++) {

@@ -87,5 +87,8 @@ struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params
 void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
 void se3_tape_free(struct se3_tape *t);
+/* The features of degree d after attention block `block` (after its norm):
+ * N x (2d+1) x channels, inside the tape; NULL when out of range. */
+const real *se3_tape_hidden(const struct se3_tape *t, const struct se3_model *m, int block, int d);
 
 #endif
