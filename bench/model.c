@@ -1,0 +1,217 @@
+/* model.c — the SE(3)-Transformer's speed on CPU: molecules per second for
+ * inference (forward) and for a training step's forward and backward, at the
+ * se3_qm9 settings (7 blocks, degrees 0-3, 32 channels, 8 heads), on a batch
+ * of synthetic QM9-sized molecules (18 atoms), the same kind of batch the
+ * reference figures in ../shared/notes/se3_reference.md were measured on.
+ *
+ *   model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100]
+ *               [--reps 3] [--layers 7] [--channels 32]
+ *
+ * Bases are recomputed from the graphs inside the timed step (the default
+ * path, see the README). One JSON object per line. Not yet measured here:
+ * the optimizer update, FLOPs and MFU (reported as null).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "chem/graph.h"
+#include "chem/mol.h"
+#include "models/cpu/model.h"
+#include "models/so3.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void add_atom(struct mol *m, int z, const double p[3]) {
+  m->atoms = realloc(m->atoms, (size_t)(m->n_atoms + 1) * sizeof *m->atoms);
+  struct mol_atom *a = &m->atoms[m->n_atoms++];
+  memset(a, 0, sizeof *a);
+  a->z = (uint8_t)z;
+  a->x = p[0];
+  a->y = p[1];
+  a->z_ = p[2];
+}
+
+static void add_bond(struct mol *m, int a, int b) {
+  m->bonds = realloc(m->bonds, (size_t)(m->n_bonds + 1) * sizeof *m->bonds);
+  struct mol_bond *bd = &m->bonds[m->n_bonds++];
+  bd->a = (uint32_t)(a < b ? a : b);
+  bd->b = (uint32_t)(a < b ? b : a);
+  bd->order = 1;
+}
+
+/* 18 atoms in a ball of radius 2.8 Å, at least 1 Å apart (so a 5 Å radius
+ * graph joins nearly every pair, ~290 edges); 19 bonds (a chain and two ring
+ * closures: 38 directed edges, NVIDIA's QM9 bond graphs average 37). */
+static void synthetic(struct mol *m, uint64_t *rng) {
+  static const int elem[18] = {6, 6, 6, 6, 6, 6, 6, 7, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  mol_init(m);
+  double p[18][3];
+  for (int a = 0; a < 18; a++) {
+    for (int tries = 0;; tries++) {
+      for (int k = 0; k < 3; k++)
+        p[a][k] = 2.8 * (2 * so3_rng_uniform(rng) - 1);
+      if (p[a][0] * p[a][0] + p[a][1] * p[a][1] + p[a][2] * p[a][2] > 2.8 * 2.8) continue;
+      int ok = 1;
+      for (int b = 0; b < a && ok; b++) {
+        double d2 = 0;
+        for (int k = 0; k < 3; k++)
+          d2 += (p[a][k] - p[b][k]) * (p[a][k] - p[b][k]);
+        ok = d2 >= 1.0;
+      }
+      if (ok || tries > 10000) break;
+    }
+    add_atom(m, elem[a], p[a]);
+    if (a) add_bond(m, a - 1, a);
+  }
+  add_bond(m, 0, 5);
+  add_bond(m, 8, 14);
+  m->dim = 3;
+}
+
+int main(int argc, char **argv) {
+  const char *graph = "bonds", *mode = "infer";
+  int batch = 100, reps = 3, layers = 7, channels = 32;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--graph"))
+      graph = argv[i + 1];
+    else if (!strcmp(argv[i], "--mode"))
+      mode = argv[i + 1];
+    else if (!strcmp(argv[i], "--batch"))
+      batch = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--reps"))
+      reps = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--layers"))
+      layers = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--channels"))
+      channels = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  int train = !strcmp(mode, "train");
+  static const uint8_t el[] = {1, 6, 7, 8, 9};
+  struct graph_opts go = {.cutoff = 5.0,
+                          .edges = strcmp(graph, "radius") ? GRAPH_EDGES_BONDS : GRAPH_EDGES_RADIUS,
+                          .elements = el,
+                          .n_elements = 5,
+                          .with_atomic_number = 1};
+  struct se3_config cfg = {.layers = layers,
+                           .degrees = 4,
+                           .channels = channels,
+                           .heads = 8,
+                           .channels_div = 2,
+                           .node_in = 6,
+                           .edge_in = 6,
+                           .radial_hidden = 32,
+                           .mlp_hidden = 128,
+                           .pool_max = 1,
+                           .outputs = 1};
+  struct se3_model m;
+  char err[256];
+  if (se3_model_init(&m, &cfg, err, sizeof err)) {
+    fprintf(stderr, "model_bench: %s\n", err);
+    return 1;
+  }
+  real *params = malloc(m.n_params * sizeof *params), *grads = calloc(m.n_params, sizeof *grads);
+  se3_model_init_params(&m, params, 1);
+
+  /* the batch's graphs (built once: the graph stage stores them) */
+  uint64_t rng = 12345;
+  struct graph *g = calloc((size_t)batch, sizeof *g);
+  int N = 0, E = 0;
+  for (int i = 0; i < batch; i++) {
+    struct mol mol;
+    synthetic(&mol, &rng);
+    graph_init(&g[i]);
+    if (graph_build(&mol, &go, &g[i], err, sizeof err)) {
+      fprintf(stderr, "model_bench: %s\n", err);
+      return 1;
+    }
+    mol_free(&mol);
+    N += g[i].n_nodes;
+    E += g[i].n_edges;
+  }
+  real *node = malloc((size_t)N * 6 * sizeof *node), *edge = malloc((size_t)E * 6 * sizeof *edge);
+  real *basis = malloc((size_t)E * m.plan.per_edge * sizeof *basis);
+  int32_t *src = malloc((size_t)E * sizeof *src), *in_start = calloc((size_t)N + 1, sizeof *in_start);
+  int32_t *graph_start = malloc(((size_t)batch + 1) * sizeof *graph_start);
+  float *rel = malloc((size_t)E * 3 * sizeof *rel);
+  int n0 = 0, e0 = 0;
+  for (int i = 0; i < batch; i++) {
+    graph_start[i] = n0;
+    for (int k = 0; k < g[i].n_nodes * 6; k++)
+      node[(size_t)n0 * 6 + (size_t)k] = g[i].node_feat[k];
+    for (int k = 0; k < g[i].n_edges * 6; k++)
+      edge[(size_t)e0 * 6 + (size_t)k] = g[i].edge_feat[k];
+    memcpy(rel + (size_t)e0 * 3, g[i].rel_pos, (size_t)g[i].n_edges * 3 * sizeof *rel);
+    for (int e = 0; e < g[i].n_edges; e++) {
+      src[e0 + e] = n0 + g[i].src[e];
+      in_start[n0 + g[i].dst[e] + 1]++;
+    }
+    n0 += g[i].n_nodes;
+    e0 += g[i].n_edges;
+    graph_free(&g[i]);
+  }
+  graph_start[batch] = n0;
+  for (int n = 0; n < N; n++)
+    in_start[n + 1] += in_start[n];
+  struct se3_batch b = {N, E, batch, node, edge, src, in_start, graph_start, basis};
+  real *out = malloc((size_t)batch * sizeof *out), *dout = malloc((size_t)batch * sizeof *dout);
+  for (int i = 0; i < batch; i++)
+    dout[i] = 1.0f / (real)batch;
+
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
+    double t0 = now();
+#pragma omp parallel for schedule(static)
+    for (int e = 0; e < E; e++) {
+      float tmp[1092];
+      basis_edge(&m.plan, rel + (size_t)e * 3, tmp);
+      for (size_t k = 0; k < m.plan.per_edge; k++)
+        basis[(size_t)e * m.plan.per_edge + k] = tmp[k];
+    }
+    struct se3_tape *t = se3_model_forward(&m, params, &b, out);
+    if (!t) {
+      fprintf(stderr, "model_bench: out of memory\n");
+      return 1;
+    }
+    if (train) se3_model_backward(&m, params, &b, t, dout, grads, NULL);
+    se3_tape_free(t);
+    double dt = now() - t0;
+    if (r > 0 && dt < best) best = dt;
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
+         "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
+         "\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"gflops\":null,\"mfu\":null,"
+         "\"note\":\"%s\"}\n",
+         mode, graph, batch, (double)N / batch, (double)E / batch, layers, channels, m.n_params, NN_REAL_NAME, best,
+         batch / best, ru.ru_maxrss / 1024.0,
+         train ? "forward+backward, no optimizer update; bases recomputed in the step"
+               : "bases recomputed in the step");
+  free(node);
+  free(edge);
+  free(basis);
+  free(src);
+  free(in_start);
+  free(graph_start);
+  free(rel);
+  free(out);
+  free(dout);
+  free(params);
+  free(grads);
+  free(g);
+  se3_model_free(&m);
+  return 0;
+}
