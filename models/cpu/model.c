@@ -149,33 +149,20 @@ struct se3_tape {
   real *Rf, *rfsave, *f, *g, *u, *v;
   int32_t *arg;
   real *h_final[NN_MAX_DEG + 1];
-  void **allocs;
-  int n_allocs, cap_allocs;
+  struct nn_arena *arena; /* the caller's, or own */
+  struct nn_arena own;
   int oom;
 };
 
 static real *talloc(struct se3_tape *t, size_t n) {
-  if (t->n_allocs == t->cap_allocs) {
-    int cap = t->cap_allocs ? 2 * t->cap_allocs : 64;
-    void **grown = realloc(t->allocs, (size_t)cap * sizeof *grown);
-    if (!grown) {
-      t->oom = 1;
-      return NULL;
-    }
-    t->allocs = grown;
-    t->cap_allocs = cap;
-  }
-  real *p = malloc((n ? n : 1) * sizeof *p);
+  real *p = nn_arena_alloc(t->arena, n * sizeof *p);
   if (!p) t->oom = 1;
-  t->allocs[t->n_allocs++] = p;
   return p;
 }
 
 void se3_tape_free(struct se3_tape *t) {
   if (!t) return;
-  for (int i = 0; i < t->n_allocs; i++)
-    free(t->allocs[i]);
-  free(t->allocs);
+  nn_arena_free(&t->own);
   free(t);
 }
 
@@ -201,9 +188,16 @@ static void split_rows(real *x, int a, real *y, int b, const real *in, size_t ro
 
 struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                                    real *out) {
+  return se3_model_forward_ws(m, params, b, out, NULL);
+}
+
+struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                                      real *out, struct nn_arena *ws) {
   const struct se3_config *c = &m->cfg;
   struct se3_tape *t = calloc(1, sizeof *t);
   if (!t) return NULL;
+  t->arena = ws ? ws : &t->own;
+  nn_arena_reset(t->arena);
   size_t N = (size_t)b->N, E = (size_t)b->E;
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
   for (int bi = 0; bi < c->layers; bi++) {
@@ -289,9 +283,19 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
   int M = c->mlp_hidden;
   struct nn_fiber fin = final_in(m);
-  real *dv = malloc(G * (size_t)M * sizeof *dv), *dg = malloc(G * (size_t)M * sizeof *dg);
-  real *df = malloc(N * (size_t)M * sizeof *df);
-  real *dRf = malloc((E * m->final_radial_out + 1) * sizeof *dRf);
+  struct nn_arena *A = t->arena;
+  struct nn_arena_mark start = nn_arena_mark(A);
+#define TMP(n) ((real *)nn_arena_alloc(A, (size_t)(n) * sizeof(real)))
+  /* d loss / d h, the features between blocks, in two buffers used in turn */
+  int width = c->node_in > c->channels ? c->node_in : c->channels;
+  real *dh[NN_MAX_DEG + 1] = {0}, *dh_next[NN_MAX_DEG + 1] = {0};
+  for (int d = 0; d < c->degrees; d++) {
+    dh[d] = TMP(N * (size_t)(NN_DIM(d) * width));
+    dh_next[d] = TMP(N * (size_t)(NN_DIM(d) * width));
+  }
+  struct nn_arena_mark head = nn_arena_mark(A);
+  real *dv = TMP(G * (size_t)M), *dg = TMP(G * (size_t)M), *df = TMP(N * (size_t)M);
+  real *dRf = TMP(E * m->final_radial_out + 1), *dself = TMP(N * (size_t)fin.ch[0]);
   nn_dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
   for (size_t i = 0; i < G * (size_t)M; i++)
     if (t->u[i] <= 0) dv[i] = 0;
@@ -300,12 +304,6 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     nn_pool_max_backward(df, dg, t->arg, b->N, b->G, M);
   else
     nn_pool_mean_backward(df, dg, b->graph_start, b->G, M);
-
-  /* gradient of the hidden features h (the last block's output) */
-  real *dh[NN_MAX_DEG + 1] = {0};
-  for (int d = 0; d <= NN_MAX_DEG; d++)
-    if (fin.ch[d]) dh[d] = malloc(N * (size_t)(NN_DIM(d) * fin.ch[d]) * sizeof(real));
-  real *dself = malloc(N * (size_t)fin.ch[0] * sizeof *dself);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   const real *dfy[NN_MAX_DEG + 1] = {df};
   nn_conv_backward(dh, dRf, &fs, dfy, (const real *const *)t->h_final, b->basis, t->Rf, 1);
@@ -314,69 +312,59 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   nn_linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
   for (size_t i = 0; i < N * (size_t)fin.ch[0]; i++)
     dh[0][i] += dself[i];
-  free(dself);
-  free(dRf);
-  free(df);
-  free(dg);
-  free(dv);
+  nn_arena_release(A, head);
 
   for (int bi = c->layers - 1; bi >= 0; bi--) {
     const struct se3_block_layout *B = &m->block[bi];
     const struct block_tape *T = &t->blk[bi];
+    struct nn_arena_mark mark = nn_arena_mark(A);
     real *dz[NN_MAX_DEG + 1] = {0}, *dq[NN_MAX_DEG + 1] = {0}, *dkv[NN_MAX_DEG + 1] = {0};
-    real *dhin[NN_MAX_DEG + 1] = {0}, *dconv[NN_MAX_DEG + 1] = {0};
+    real *dconv[NN_MAX_DEG + 1] = {0}, *dhin[NN_MAX_DEG + 1] = {0};
     for (int d = 0; d < c->degrees; d++) {
       size_t rows = N * (size_t)NN_DIM(d);
       int cat = B->fv.ch[d] + B->fin.ch[d];
-      real *d_o = malloc(rows * (size_t)c->channels * sizeof *d_o);
-      real *dcat = malloc(rows * (size_t)cat * sizeof *dcat);
+      real *d_o = TMP(rows * (size_t)c->channels), *dcat = TMP(rows * (size_t)cat);
       nn_norm_backward(d_o, dparams + B->gamma[d], dparams + B->beta[d], dh[d], T->o[d], T->nsave[d],
                        params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d), c->channels);
       nn_linear_backward(dcat, dparams + B->wo[d], d_o, T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
-      dz[d] = malloc(rows * (size_t)B->fv.ch[d] * sizeof(real));
-      if (B->fin.ch[d]) dhin[d] = malloc(rows * (size_t)B->fin.ch[d] * sizeof(real));
+      dz[d] = TMP(rows * (size_t)B->fv.ch[d]);
+      if (B->fin.ch[d]) dhin[d] = dh_next[d];
       split_rows(dz[d], B->fv.ch[d], dhin[d], B->fin.ch[d], dcat, rows);
-      free(d_o);
-      free(dcat);
-      dkv[d] = malloc(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]) * sizeof(real));
-      if (B->fk.ch[d]) dq[d] = malloc(rows * (size_t)B->fk.ch[d] * sizeof(real));
+      dkv[d] = TMP(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
+      if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
     }
     struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
     nn_attn_backward(dkv, dq, &as, (const real *const *)dz, T->alpha, (const real *const *)T->kv,
                      (const real *const *)T->q);
     /* the block input's gradient: the concatenation, the queries and the convolution */
-    real *dR = malloc((E * B->radial_out + 1) * sizeof *dR);
+    real *dR = TMP(E * B->radial_out + 1);
     for (int d = 0; d <= NN_MAX_DEG; d++)
-      if (B->fin.ch[d]) dconv[d] = malloc(N * (size_t)(NN_DIM(d) * B->fin.ch[d]) * sizeof(real));
+      if (B->fin.ch[d]) dconv[d] = TMP(N * (size_t)(NN_DIM(d) * B->fin.ch[d]));
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
     nn_conv_backward(dconv, dR, &cs, (const real *const *)dkv, (const real *const *)T->h_in, b->basis, T->R, 0);
     nn_radial_backward(NULL, dparams + B->radial, dR, b->edge_feat, T->rsave, params + B->radial, b->E, c->edge_in,
                        c->radial_hidden, (int)B->radial_out);
-    free(dR);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       if (!B->fin.ch[d]) continue;
       size_t n = N * (size_t)(NN_DIM(d) * B->fin.ch[d]);
       for (size_t i = 0; i < n; i++)
         dhin[d][i] += dconv[d][i];
       if (B->fk.ch[d]) {
-        real *dql = malloc(n * sizeof *dql);
+        real *dql = TMP(n);
         nn_linear_backward(dql, dparams + B->wq[d], dq[d], T->h_in[d], params + B->wq[d], b->N * NN_DIM(d),
                            B->fin.ch[d], B->fk.ch[d]);
         for (size_t i = 0; i < n; i++)
           dhin[d][i] += dql[i];
-        free(dql);
       }
     }
-    for (int d = 0; d <= NN_MAX_DEG; d++) {
-      free(dz[d]);
-      free(dq[d]);
-      free(dkv[d]);
-      free(dconv[d]);
-      free(dh[d]);
-      dh[d] = dhin[d];
+    nn_arena_release(A, mark);
+    for (int d = 0; d <= NN_MAX_DEG; d++) { /* swap: this block's input gradient is the next one's dh */
+      real *tmp = dh[d];
+      dh[d] = dh_next[d];
+      dh_next[d] = tmp;
     }
   }
   if (dnode) memcpy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
-  for (int d = 0; d <= NN_MAX_DEG; d++)
-    free(dh[d]);
+#undef TMP
+  nn_arena_release(A, start);
 }

@@ -84,6 +84,11 @@ struct se3_tape;
 struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out);
 /* dparams += d loss / d params from dout (G x outputs); dnode (N x node_in,
  * overwritten) may be NULL. */
+/* The same, with activations (and the backward's temporaries) in ws, which
+ * is reset first and keeps its memory for the next step; the tape is valid
+ * until ws is reset or freed. */
+struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                                      real *out, struct nn_arena *ws);
 void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
 void se3_tape_free(struct se3_tape *t);

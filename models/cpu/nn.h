@@ -39,6 +39,31 @@
 #include "models/cpu/real.h"
 
 #define NN_MAX_DEG 3 /* degrees 0..3 (num_degrees 4), the QM9 setting */
+
+/* ---- arena -----------------------------------------------------------------
+ * Memory of one step (activations, gradients), kept across steps: reset
+ * makes it all free again without giving it back. Zero-initialise the
+ * struct to start. Allocations are 64-byte aligned; NULL when out of memory. */
+struct nn_arena_block {
+  char *p;
+  size_t cap, used;
+};
+struct nn_arena {
+  struct nn_arena_block *blocks;
+  int n, cap_blocks, cur;
+};
+void *nn_arena_alloc(struct nn_arena *a, size_t bytes);
+void nn_arena_reset(struct nn_arena *a);
+void nn_arena_free(struct nn_arena *a);
+size_t nn_arena_bytes(const struct nn_arena *a); /* held, in bytes */
+/* A position to go back to: everything allocated after the mark is free
+ * again after the release (for temporaries inside a step). */
+struct nn_arena_mark {
+  int cur;
+  size_t used;
+};
+struct nn_arena_mark nn_arena_mark(const struct nn_arena *a);
+void nn_arena_release(struct nn_arena *a, struct nn_arena_mark m);
 #define NN_DIM(d) (2 * (d) + 1)
 
 struct nn_fiber {
