@@ -199,12 +199,8 @@ static int have_f16c(void) {
 void basis_encode(enum basis_dtype t, const float *in, size_t n, void *out) {
   uint8_t *o = out;
   if (t == BASIS_FP32) {
-    for (size_t i = 0; i < n; i++) {
-      uint32_t u;
-      memcpy(&u, &in[i], 4);
-      for (int b = 0; b < 4; b++)
-        o[4 * i + (size_t)b] = (uint8_t)(u >> (8 * b));
-    }
+    for (size_t i = 0; i < n; i++)
+      le_put_f32(o + 4 * i, in[i]);
     return;
   }
   size_t i = 0;
@@ -221,11 +217,8 @@ void basis_encode(enum basis_dtype t, const float *in, size_t n, void *out) {
 void basis_decode(enum basis_dtype t, const void *in, size_t n, float *out) {
   const uint8_t *p = in;
   if (t == BASIS_FP32) {
-    for (size_t i = 0; i < n; i++) {
-      uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
-                   (uint32_t)p[4 * i + 3] << 24;
-      memcpy(&out[i], &u, 4);
-    }
+    for (size_t i = 0; i < n; i++)
+      out[i] = le_get_f32(p + 4 * i);
     return;
   }
   size_t i = 0;
@@ -259,16 +252,8 @@ int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *r
   le_put_u16(b + 14, 0);
   le_put_u32(b + 16, (uint32_t)per);
   for (uint32_t e = 0; e < n_edges; e++) {
-    uint8_t *dst = b + BASIS_BLOB_HEADER + (size_t)e * per * vsize;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (t == BASIS_FP32) { /* the stored bytes are the floats themselves */
-      basis_edge(p, rel_pos + 3 * (size_t)e, work);
-      memcpy(dst, work, per * sizeof *work);
-      continue;
-    }
-#endif
     basis_edge(p, rel_pos + 3 * (size_t)e, work);
-    basis_encode(t, work, per, dst);
+    basis_encode(t, work, per, b + BASIS_BLOB_HEADER + (size_t)e * per * vsize);
   }
   free(work);
   *blob = b;
