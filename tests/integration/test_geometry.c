@@ -145,6 +145,18 @@ static char *write_wf(const char *dir, const char *input, const char *ingest, co
   return tu_write(dir, "wf.yaml", yaml);
 }
 
+/* Runs the workflow written by write_wf, which must succeed; returns the
+ * path of its database (dir/work/screen.db). */
+static char *run_ok(const char *dir, const char *wf) {
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  char wd[1024];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  return db_in(wd);
+}
+
 /* Non-default options reach the stored graph and bases: bond edges only,
  * another element list, the atomic number, fp16 at degree 1. */
 Test(geometry, options_reach_the_tables) {
@@ -152,13 +164,7 @@ Test(geometry, options_reach_the_tables) {
   char *wf = write_wf(dir, tu_src("workflows/data/qm9_mini.sdf"), "workers: 1",
                       "edges: bonds, elements: [C, O], other_element: false, charge: false, atomic_number: true",
                       "max_degree: 1, dtype: fp16");
-  char *out = NULL;
-  int rc = tu_se3(&out, "run %s", wf);
-  cr_assert_eq(rc, 0, "%s", out);
-  free(out);
-  char wd[1024];
-  snprintf(wd, sizeof wd, "%s/work", dir);
-  char *db = db_in(wd);
+  char *db = run_ok(dir, wf);
   const uint8_t el[] = {6, 8};
   struct graph_opts go = {.edges = GRAPH_EDGES_BONDS, .elements = el, .n_elements = 2, .with_atomic_number = 1};
   long long n = tu_query_int(db, "SELECT count(*) FROM molecules");
@@ -177,13 +183,7 @@ Test(geometry, molecules_without_3d_are_rejected_by_name) {
   char *dir = tu_tmpdir("geometry_no3d");
   char *smi = tu_write(dir, "in.smi", "CCO ethanol\nc1ccccc1 benzene\nCC(=O)O acetic\n");
   char *wf = write_wf(dir, smi, "workers: 1, gen3d: never", "edges: bonds", "max_degree: 1");
-  char *out = NULL;
-  int rc = tu_se3(&out, "run %s", wf);
-  cr_assert_eq(rc, 0, "%s", out);
-  free(out);
-  char wd[1024];
-  snprintf(wd, sizeof wd, "%s/work", dir);
-  char *db = db_in(wd);
+  char *db = run_ok(dir, wf);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 3);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs"), 0);
   char *why = tu_query(db, "SELECT stage, source_file, record_no, name, reason FROM rejects ORDER BY record_no");
@@ -203,12 +203,8 @@ Test(geometry, config_changes_redo_the_right_stages) {
   char *dir = tu_tmpdir("geometry_changes");
   const char *sdf = tu_src("workflows/data/qm9_mini.sdf");
   char *wf = write_wf(dir, sdf, "workers: 1", "edges: radius, cutoff: 4.0", "max_degree: 2");
+  char *db = run_ok(dir, wf);
   char *out = NULL;
-  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
-  free(out);
-  char wd[1024];
-  snprintf(wd, sizeof wd, "%s/work", dir);
-  char *db = db_in(wd);
   char *ingest0 = tu_query(db, "SELECT started, finished FROM stage_chunks WHERE stage='ingest' ORDER BY chunk");
   char *graph0 = tu_query(db, "SELECT started, finished, config_hash FROM stage_chunks WHERE stage='graph'");
   long long e0 = tu_query_int(db, "SELECT sum(n_edges) FROM graphs");
@@ -406,13 +402,7 @@ Test(geometry, too_many_edges_for_one_value_is_a_reject) {
   char *path = tu_write(dir, "in.sdf", all);
   char *wf = write_wf(dir, path, "workers: 1, add_hydrogens: false, dedupe: none",
                       "edges: radius, cutoff: 100, max_neighbors: 0", "max_degree: 3, dtype: fp32");
-  char *out = NULL;
-  int rc = tu_se3(&out, "run %s", wf);
-  cr_assert_eq(rc, 0, "%s", out);
-  free(out);
-  char wd[1024];
-  snprintf(wd, sizeof wd, "%s/work", dir);
-  char *db = db_in(wd);
+  char *db = run_ok(dir, wf);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs"), 3);
   cr_assert_eq(tu_query_int(db, "SELECT n_edges FROM graphs WHERE n_nodes=500"), 500 * 499);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM bases"), 2);
