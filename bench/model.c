@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
                            .pool_max = 1,
                            .outputs = 1};
   struct se3_model m;
-  char err[256];
+  char err[256] = "";
   if (se3_model_init(&m, &cfg, err, sizeof err)) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
@@ -127,45 +127,22 @@ int main(int argc, char **argv) {
 
   /* the batch's graphs (built once: the graph stage stores them) */
   uint64_t rng = 12345;
-  struct graph *g = calloc((size_t)batch, sizeof *g);
-  int N = 0, E = 0;
+  struct se3_batch_buf bb;
+  se3_batch_buf_init(&bb, cfg.node_in, GRAPH_EDGE_WIDTH);
   for (int i = 0; i < batch; i++) {
     struct mol mol;
+    struct graph g;
     synthetic(&mol, &rng);
-    graph_init(&g[i]);
-    if (graph_build(&mol, &go, &g[i], err, sizeof err)) {
-      fprintf(stderr, "model_bench: %s\n", err);
+    graph_init(&g);
+    if (graph_build(&mol, &go, &g, err, sizeof err) ||
+        se3_batch_add(&bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos)) {
+      fprintf(stderr, "model_bench: %s\n", err[0] ? err : "out of memory");
       return 1;
     }
+    graph_free(&g);
     mol_free(&mol);
-    N += g[i].n_nodes;
-    E += g[i].n_edges;
   }
-  real *node = malloc((size_t)N * 6 * sizeof *node), *edge = malloc((size_t)E * 6 * sizeof *edge);
-  real *basis = malloc((size_t)E * m.plan.per_edge * sizeof *basis);
-  int32_t *src = malloc((size_t)E * sizeof *src), *in_start = calloc((size_t)N + 1, sizeof *in_start);
-  int32_t *graph_start = malloc(((size_t)batch + 1) * sizeof *graph_start);
-  float *rel = malloc((size_t)E * 3 * sizeof *rel);
-  int n0 = 0, e0 = 0;
-  for (int i = 0; i < batch; i++) {
-    graph_start[i] = n0;
-    for (int k = 0; k < g[i].n_nodes * 6; k++)
-      node[(size_t)n0 * 6 + (size_t)k] = g[i].node_feat[k];
-    for (int k = 0; k < g[i].n_edges * 6; k++)
-      edge[(size_t)e0 * 6 + (size_t)k] = g[i].edge_feat[k];
-    memcpy(rel + (size_t)e0 * 3, g[i].rel_pos, (size_t)g[i].n_edges * 3 * sizeof *rel);
-    for (int e = 0; e < g[i].n_edges; e++) {
-      src[e0 + e] = n0 + g[i].src[e];
-      in_start[n0 + g[i].dst[e] + 1]++;
-    }
-    n0 += g[i].n_nodes;
-    e0 += g[i].n_edges;
-    graph_free(&g[i]);
-  }
-  graph_start[batch] = n0;
-  for (int n = 0; n < N; n++)
-    in_start[n + 1] += in_start[n];
-  struct se3_batch b = {N, E, batch, node, edge, src, in_start, graph_start, basis};
+  const struct se3_batch *b = &bb.b;
   real *out = malloc((size_t)batch * sizeof *out), *dout = malloc((size_t)batch * sizeof *dout);
   for (int i = 0; i < batch; i++)
     dout[i] = 1.0f / (real)batch;
@@ -174,19 +151,16 @@ int main(int argc, char **argv) {
   double best = 1e30;
   for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
     double t0 = now();
-#pragma omp parallel for schedule(static)
-    for (int e = 0; e < E; e++) {
-      float tmp[1092];
-      basis_edge(&m.plan, rel + (size_t)e * 3, tmp);
-      for (size_t k = 0; k < m.plan.per_edge; k++)
-        basis[(size_t)e * m.plan.per_edge + k] = tmp[k];
+    if (se3_batch_bases(&bb, &m.plan)) {
+      fprintf(stderr, "model_bench: out of memory\n");
+      return 1;
     }
-    struct se3_tape *t = se3_model_forward_ws(&m, params, &b, out, &ws);
+    struct se3_tape *t = se3_model_forward_ws(&m, params, b, out, &ws);
     if (!t) {
       fprintf(stderr, "model_bench: out of memory\n");
       return 1;
     }
-    if (train) se3_model_backward(&m, params, &b, t, dout, grads, NULL);
+    if (train) se3_model_backward(&m, params, b, t, dout, grads, NULL);
     se3_tape_free(t);
     double dt = now() - t0;
     if (r > 0 && dt < best) best = dt;
@@ -197,23 +171,16 @@ int main(int argc, char **argv) {
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"gflops\":null,\"mfu\":null,"
          "\"note\":\"%s\"}\n",
-         mode, graph, batch, (double)N / batch, (double)E / batch, layers, channels, m.n_params, NN_REAL_NAME, best,
-         batch / best, ru.ru_maxrss / 1024.0,
+         mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
+         best, batch / best, ru.ru_maxrss / 1024.0,
          train ? "forward+backward, no optimizer update; bases recomputed in the step"
                : "bases recomputed in the step");
   nn_arena_free(&ws);
-  free(node);
-  free(edge);
-  free(basis);
-  free(src);
-  free(in_start);
-  free(graph_start);
-  free(rel);
+  se3_batch_buf_free(&bb);
   free(out);
   free(dout);
   free(params);
   free(grads);
-  free(g);
   se3_model_free(&m);
   return 0;
 }

@@ -51,6 +51,30 @@ struct se3_batch {
   const real *basis;          /* E x plan->per_edge */
 };
 
+/* A batch assembled one molecule at a time from its graph (the arrays of
+ * chem/graph.h: float features, edges sorted by target), then its bases
+ * computed from the relative positions. b is valid after se3_batch_bases. */
+struct se3_batch_buf {
+  struct se3_batch b;
+  int node_in, edge_in, N, E, G;
+  size_t cap_n, cap_e, cap_g, cap_basis;
+  real *node, *edge, *basis;
+  float *rel;
+  int32_t *src, *in_start, *graph_start;
+};
+void se3_batch_buf_init(struct se3_batch_buf *bb, int node_in, int edge_in);
+void se3_batch_buf_free(struct se3_batch_buf *bb);
+/* Empties the batch, keeping its memory. */
+void se3_batch_clear(struct se3_batch_buf *bb);
+/* Appends one molecule: n nodes (n x node_in features), e edges with
+ * molecule-local src/dst (sorted by dst), e x edge_in features and e x 3
+ * relative positions. 0, or -1 when out of memory or dst is out of order. */
+int se3_batch_add(struct se3_batch_buf *bb, int n, const float *node_feat, int e, const int32_t *src,
+                  const int32_t *dst, const float *edge_feat, const float *rel_pos);
+/* Computes every edge's basis for plan (in parallel) and fills bb->b.
+ * 0, or -1 when out of memory. */
+int se3_batch_bases(struct se3_batch_buf *bb, const struct basis_plan *plan);
+
 #define SE3_MAX_LAYERS 32
 
 /* One attention block's fibers and parameter offsets. */

@@ -15,65 +15,27 @@
 
 enum { N_MOL = 3 };
 
-/* A batch made from molecules: graphs concatenated, bases recomputed. */
-struct mbatch {
-  struct se3_batch b;
-  float *node, *edge, *basis;
-  int32_t *src, *in_start, graph_start[N_MOL + 1];
-};
-
 static const uint8_t elements[] = {1, 6, 7, 8};
 
-static void batch_from(struct mbatch *mb, struct mol *mols, const struct se3_model *m) {
+/* A batch made from molecules: their graphs through se3_batch_buf. */
+static void batch_from(struct se3_batch_buf *bb, struct mol *mols, const struct se3_model *m) {
   struct graph_opts go = {.cutoff = 2.6,
                           .edges = GRAPH_EDGES_RADIUS_BONDS,
                           .elements = elements,
                           .n_elements = 4,
                           .with_other = 1,
                           .with_charge = 1};
-  struct graph g[N_MOL];
-  int N = 0, E = 0;
   char err[256];
+  se3_batch_buf_init(bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
   for (int i = 0; i < N_MOL; i++) {
-    graph_init(&g[i]);
-    cr_assert_eq(graph_build(&mols[i], &go, &g[i], err, sizeof err), 0, "%s", err);
-    cr_assert_eq(g[i].node_width, m->cfg.node_in);
-    N += g[i].n_nodes;
-    E += g[i].n_edges;
+    struct graph g;
+    graph_init(&g);
+    cr_assert_eq(graph_build(&mols[i], &go, &g, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(g.node_width, m->cfg.node_in);
+    cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
+    graph_free(&g);
   }
-  memset(mb, 0, sizeof *mb);
-  mb->node = malloc((size_t)N * (size_t)m->cfg.node_in * sizeof(float));
-  mb->edge = malloc((size_t)E * 6 * sizeof(float));
-  mb->basis = malloc((size_t)E * m->plan.per_edge * sizeof(float));
-  mb->src = malloc((size_t)E * sizeof(int32_t));
-  mb->in_start = calloc((size_t)N + 1, sizeof(int32_t));
-  int n0 = 0, e0 = 0;
-  for (int i = 0; i < N_MOL; i++) {
-    mb->graph_start[i] = n0;
-    memcpy(mb->node + (size_t)n0 * (size_t)m->cfg.node_in, g[i].node_feat,
-           (size_t)g[i].n_nodes * (size_t)m->cfg.node_in * sizeof(float));
-    memcpy(mb->edge + (size_t)e0 * 6, g[i].edge_feat, (size_t)g[i].n_edges * 6 * sizeof(float));
-    for (int e = 0; e < g[i].n_edges; e++) {
-      mb->src[e0 + e] = n0 + g[i].src[e];
-      mb->in_start[n0 + g[i].dst[e] + 1]++;
-      basis_edge(&m->plan, g[i].rel_pos + 3 * e, mb->basis + (size_t)(e0 + e) * m->plan.per_edge);
-    }
-    n0 += g[i].n_nodes;
-    e0 += g[i].n_edges;
-    graph_free(&g[i]);
-  }
-  mb->graph_start[N_MOL] = n0;
-  for (int n = 0; n < N; n++)
-    mb->in_start[n + 1] += mb->in_start[n];
-  mb->b = (struct se3_batch){N, E, N_MOL, mb->node, mb->edge, mb->src, mb->in_start, mb->graph_start, mb->basis};
-}
-
-static void batch_free(struct mbatch *mb) {
-  free(mb->node);
-  free(mb->edge);
-  free(mb->basis);
-  free(mb->src);
-  free(mb->in_start);
+  cr_assert_eq(se3_batch_bases(bb, &m->plan), 0);
 }
 
 /* Molecules of 7, 9 and 12 atoms: a chain of bonds, random positions. */
@@ -150,7 +112,7 @@ Test(model, prediction_is_invariant_in_float) {
   so3_random_rotation(&rng, Q);
   transform(b, Q, t);
   reverse_atoms(c);
-  struct mbatch ba, bb, bc;
+  struct se3_batch_buf ba, bb, bc;
   batch_from(&ba, a, &m);
   batch_from(&bb, b, &m);
   batch_from(&bc, c, &m);
@@ -190,9 +152,9 @@ Test(model, prediction_is_invariant_in_float) {
   cr_assert_lt(w1, 1e-5);
   se3_tape_free(ta);
   se3_tape_free(tb);
-  batch_free(&ba);
-  batch_free(&bb);
-  batch_free(&bc);
+  se3_batch_buf_free(&ba);
+  se3_batch_buf_free(&bb);
+  se3_batch_buf_free(&bc);
   for (int i = 0; i < N_MOL; i++) {
     mol_free(&a[i]);
     mol_free(&b[i]);
@@ -236,7 +198,7 @@ Test(model, workspace_steps_are_identical) {
   se3_model_init_params(&m, p, 9);
   struct mol mols[N_MOL];
   make_mols(mols);
-  struct mbatch mb;
+  struct se3_batch_buf mb;
   batch_from(&mb, mols, &m);
   float y0[N_MOL], y1[N_MOL], dout[N_MOL] = {1, -0.5f, 0.25f};
   struct se3_tape *t = se3_model_forward(&m, p, &mb.b, y0);
@@ -252,11 +214,46 @@ Test(model, workspace_steps_are_identical) {
     cr_assert_eq(memcmp(g0, g1, m.n_params * sizeof *g1), 0, "step %d: gradients differ", step);
   }
   nn_arena_free(&ws);
-  batch_free(&mb);
+  se3_batch_buf_free(&mb);
   for (int i = 0; i < N_MOL; i++)
     mol_free(&mols[i]);
   free(p);
   free(g0);
   free(g1);
   se3_model_free(&m);
+}
+
+/* The batch builder: sources shifted by each molecule's first node, CSR
+ * offsets by target, molecule offsets, out-of-order targets refused, and a
+ * cleared buffer reused. */
+Test(model, batch_builder_concatenates_graphs) {
+  struct se3_batch_buf bb;
+  se3_batch_buf_init(&bb, 1, 1);
+  struct basis_plan plan;
+  cr_assert_eq(basis_plan_init(&plan, 1), 0);
+  const float nf[3] = {1, 2, 3}, ef[3] = {0.1f, 0.2f, 0.3f}, rel[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const int32_t src_a[3] = {1, 2, 0}, dst_a[3] = {0, 0, 2}; /* node 1 has no incoming edge */
+  for (int round = 0; round < 2; round++) {
+    se3_batch_clear(&bb);
+    cr_assert_eq(se3_batch_add(&bb, 3, nf, 3, src_a, dst_a, ef, rel), 0);
+    cr_assert_eq(se3_batch_add(&bb, 0, NULL, 0, NULL, NULL, NULL, NULL), 0); /* an empty molecule */
+    cr_assert_eq(se3_batch_add(&bb, 2, nf, 2, (const int32_t[]){1, 0}, (const int32_t[]){0, 1}, ef, rel), 0);
+    cr_assert_eq(se3_batch_bases(&bb, &plan), 0);
+    const struct se3_batch *b = &bb.b;
+    cr_assert_eq(b->N, 5);
+    cr_assert_eq(b->E, 5);
+    cr_assert_eq(b->G, 3);
+    const int32_t want_src[5] = {1, 2, 0, 4, 3}, want_in[6] = {0, 2, 2, 3, 4, 5}, want_g[4] = {0, 3, 3, 5};
+    cr_assert_eq(memcmp(b->src, want_src, sizeof want_src), 0);
+    cr_assert_eq(memcmp(b->in_start, want_in, sizeof want_in), 0);
+    cr_assert_eq(memcmp(b->graph_start, want_g, sizeof want_g), 0);
+    cr_assert_float_eq(b->node_feat[4], 2.0f, 0);
+    cr_assert_float_eq(b->edge_feat[3], 0.1f, 0);
+    float want[34];
+    basis_edge(&plan, rel + 3, want); /* the fifth edge is molecule 3's second: rel (0, 1, 0) */
+    cr_assert_eq(memcmp(b->basis + 4 * plan.per_edge, want, plan.per_edge * sizeof *want), 0);
+  }
+  cr_assert_eq(se3_batch_add(&bb, 2, nf, 2, src_a, (const int32_t[]){1, 0}, ef, rel), -1, "targets out of order");
+  se3_batch_buf_free(&bb);
+  basis_plan_free(&plan);
 }
