@@ -49,20 +49,21 @@ static void basis_compute(const void *state, struct stage_item *it) {
   struct graph g;
   char err[200];
   graph_init(&g);
-  double bytes;
   if (graph_from_blob(it->in, it->in_len, &g, err, sizeof err)) {
     snprintf(it->reason, sizeof it->reason, "stored graph is unreadable: %s", err);
-  } else if ((bytes = BASIS_BLOB_HEADER + (double)g.n_edges * (double)b->bp.per_edge *
-                                              (double)basis_dtype_size(b->dtype)) > (double)b->max_blob) {
+    graph_free(&g);
+    return;
+  }
+  double bytes = BASIS_BLOB_HEADER + (double)g.n_edges * (double)b->bp.per_edge * (double)basis_dtype_size(b->dtype);
+  if (bytes > (double)b->max_blob)
     snprintf(it->reason, sizeof it->reason,
              "the bases of its %d edges would take %.0f MB, more than SQLite stores in one value (%.0f MB): "
              "lower stages.graph.cutoff or max_neighbors, or use a 16-bit dtype",
              g.n_edges, bytes / 1e6, (double)b->max_blob / 1e6);
-  } else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &it->out, &it->out_len)) {
+  else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &it->out, &it->out_len))
     snprintf(it->reason, sizeof it->reason, "basis: out of memory for %d edges", g.n_edges);
-  } else {
+  else
     it->count[0] = g.n_edges;
-  }
   graph_free(&g);
 }
 
