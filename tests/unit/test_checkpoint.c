@@ -1,0 +1,151 @@
+/* Checkpoints: named arrays round-trip exactly; a torn, truncated, corrupted
+ * or foreign file is refused with a message; an abandoned write leaves the
+ * old checkpoint as it was. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "models/checkpoint.h"
+#include "tests/testutil.h"
+
+static char *ck_path(const char *name) {
+  char *dir = tu_tmpdir(name), *p = NULL;
+  cr_assert_geq(asprintf(&p, "%s/model.ckpt", dir), 0);
+  free(dir);
+  return p;
+}
+
+static void write_ck(const char *path, float scale) {
+  struct se3_ckpt_writer w;
+  char err[512];
+  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  float p[1000];
+  for (int i = 0; i < 1000; i++)
+    p[i] = scale * sinf((float)i) * 1e3f;
+  p[7] = -0.0f;
+  p[8] = INFINITY;
+  double best = 0.125 * scale;
+  int64_t step = -42, order[5] = {4, 2, 0, 1, 3};
+  uint8_t rng[3] = {1, 2, 255};
+  se3_ckpt_put(&w, "params", SE3_CK_F32, p, 1000);
+  se3_ckpt_put(&w, "best", SE3_CK_F64, &best, 1);
+  se3_ckpt_put(&w, "step", SE3_CK_I64, &step, 1);
+  se3_ckpt_put(&w, "order", SE3_CK_I64, order, 5);
+  se3_ckpt_put(&w, "rng", SE3_CK_U8, rng, 3);
+  se3_ckpt_put(&w, "empty", SE3_CK_F32, NULL, 0);
+  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+}
+
+Test(checkpoint, named_arrays_round_trip_exactly) {
+  char *path = ck_path("ckpt_roundtrip");
+  write_ck(path, 1);
+  struct se3_ckpt c;
+  char err[512];
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(c.n_rec, 6);
+  float p[1000];
+  cr_assert_eq(se3_ckpt_get(&c, "params", SE3_CK_F32, p, 1000), 0);
+  for (int i = 0; i < 1000; i++) {
+    float want = i == 7 ? -0.0f : i == 8 ? INFINITY : sinf((float)i) * 1e3f;
+    cr_assert(memcmp(&p[i], &want, 4) == 0, "params[%d]: %g, wrote %g", i, p[i], want);
+  }
+  double best;
+  int64_t step, order[5];
+  uint8_t rng[3];
+  cr_assert_eq(se3_ckpt_get(&c, "best", SE3_CK_F64, &best, 1), 0);
+  cr_assert_eq(best, 0.125);
+  cr_assert_eq(se3_ckpt_get(&c, "step", SE3_CK_I64, &step, 1), 0);
+  cr_assert_eq(step, -42);
+  cr_assert_eq(se3_ckpt_get(&c, "order", SE3_CK_I64, order, 5), 0);
+  cr_assert_eq(order[0], 4);
+  cr_assert_eq(order[4], 3);
+  cr_assert_eq(se3_ckpt_get(&c, "rng", SE3_CK_U8, rng, 3), 0);
+  cr_assert_eq(rng[2], 255);
+  cr_assert_eq(se3_ckpt_get(&c, "missing", SE3_CK_F32, p, 1), -1);
+  cr_assert_eq(se3_ckpt_get(&c, "params", SE3_CK_F64, p, 1000), -1, "wrong type");
+  cr_assert_eq(se3_ckpt_get(&c, "params", SE3_CK_F32, p, 999), -1, "wrong count");
+  cr_assert_not_null(se3_ckpt_find(&c, "empty"));
+  se3_ckpt_free(&c);
+  /* no temporary file is left behind */
+  char *ls = NULL;
+  tu_sh(&ls, "ls %s.tmp-* 2>/dev/null | wc -l", path);
+  cr_assert_eq(atoi(ls), 0);
+  free(ls);
+  free(path);
+}
+
+Test(checkpoint, damaged_files_are_refused_by_name) {
+  char *path = ck_path("ckpt_damaged");
+  write_ck(path, 1);
+  size_t len = 0;
+  char *good = tu_read(path, &len);
+  char err[512];
+  struct se3_ckpt c;
+  const struct {
+    const char *what, *want;
+    size_t pos, cut;
+  } cases[] = {
+      {"a flipped byte", "checksum", 100, 0},
+      {"cut short", "cut short", 0, 40},
+      {"another file", "not a se3screen checkpoint", 0, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char *bad = malloc(len);
+    memcpy(bad, good, len);
+    size_t n = len - cases[k].cut;
+    if (k == 0) bad[cases[k].pos] ^= 0x10;
+    if (k == 2) memcpy(bad, "GIF8", 4);
+    FILE *f = fopen(path, "wb");
+    fwrite(bad, 1, n, f);
+    fclose(f);
+    cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1, "%s was accepted", cases[k].what);
+    cr_assert(strstr(err, path) && strstr(err, cases[k].want), "%s: %s", cases[k].what, err);
+    free(bad);
+  }
+  free(good);
+  free(path);
+}
+
+/* A write that is abandoned (or a process killed before the rename) leaves
+ * the previous checkpoint intact; a committed one replaces it. */
+Test(checkpoint, replacement_is_atomic) {
+  char *path = ck_path("ckpt_atomic");
+  write_ck(path, 1);
+  struct se3_ckpt_writer w;
+  char err[512];
+  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  float junk[10] = {0};
+  se3_ckpt_put(&w, "params", SE3_CK_F32, junk, 10);
+  se3_ckpt_abort(&w);
+  struct se3_ckpt c;
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_not_null(se3_ckpt_find(&c, "order"), "the old checkpoint was damaged");
+  se3_ckpt_free(&c);
+  /* a killed writer: the temporary file is there, the checkpoint is the old one */
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct se3_ckpt_writer w2;
+    char e2[256];
+    if (se3_ckpt_begin(&w2, path, e2, sizeof e2) == 0) {
+      se3_ckpt_put(&w2, "params", SE3_CK_F32, junk, 10);
+      fflush(w2.f);
+    }
+    _exit(9); /* no commit */
+  }
+  cr_assert_eq(tu_wait(pid), 9);
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  double best;
+  cr_assert_eq(se3_ckpt_get(&c, "best", SE3_CK_F64, &best, 1), 0);
+  cr_assert_eq(best, 0.125);
+  se3_ckpt_free(&c);
+  write_ck(path, 2);
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_get(&c, "best", SE3_CK_F64, &best, 1), 0);
+  cr_assert_eq(best, 0.25, "the new checkpoint did not replace the old one");
+  se3_ckpt_free(&c);
+  free(path);
+}
