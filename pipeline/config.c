@@ -19,6 +19,8 @@
 #include <yaml.h>
 
 extern const char cfg_defaults_yaml[];
+/* the model presets of configs/models/, compiled in (cmake/embed_presets.cmake) */
+extern const struct cfg_preset { const char *name, *text; } cfg_model_presets[];
 
 #define SET_FILE "<--set>"
 #define DEFAULT_FILE "<default>"
@@ -766,6 +768,64 @@ static struct cfg_node *load_file(struct ld *ld, const char *file, const struct 
   return base ? merge(base, t) : t;
 }
 
+/* ---- model presets -------------------------------------------------------------- */
+
+/* stages.train.model names a preset (configs/models/NAME.yaml, compiled in)
+ * or a YAML file (a name with '/' or ending in .yaml, relative to the file
+ * that wrote it). Its keys are the base of stages.train.arch: keys the
+ * workflow writes under arch win. Runs before validation, so the preset's
+ * keys are checked (and hashed) like the workflow's own. */
+static void resolve_model(struct ld *ld, struct cfg_node *root) {
+  struct cfg_node *stages = find_kid(root, "stages"), *train = stages ? find_kid(stages, "train") : NULL;
+  if (!train || train->kind != CFG_MAP) return;
+  const struct cfg_node *model = find_kid(train, "model");
+  if (model && model->kind != CFG_SCALAR) return; /* validation reports it */
+  const char *name = model ? model->value : "small";
+  size_t len = strlen(name);
+  struct cfg_node *preset = NULL;
+  if (strchr(name, '/') || (len > 5 && !strcmp(name + len - 5, ".yaml")) ||
+      (len > 4 && !strcmp(name + len - 4, ".yml"))) {
+    const char *from = model->file && model->file[0] != '<' ? model->file : NULL;
+    char *path = NULL;
+    if (from)
+      path = join_rel(from, name);
+    else if (asprintf(&path, "%s/%s", name[0] == '/' ? "" : ld->cwd, name) < 0)
+      path = NULL;
+    if (path) preset = load_file(ld, path, model, "stages.train.model");
+    free(path);
+  } else {
+    const struct cfg_preset *p = cfg_model_presets;
+    while (p->name && strcmp(p->name, name))
+      p++;
+    if (!p->name) {
+      char list[256] = "";
+      for (const struct cfg_preset *q = cfg_model_presets; q->name; q++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", q == cfg_model_presets ? "" : ", ", q->name);
+      err_node(ld, model, "stages.train.model", "unknown model preset '%s' (presets: %s; or a path to a YAML file)",
+               name, list);
+      return;
+    }
+    char file[96];
+    snprintf(file, sizeof file, "configs/models/%s.yaml", p->name);
+    preset = yp_load(ld, file, p->text, strlen(p->text), NULL);
+    if (preset) {
+      struct path pp = {0};
+      tidy(ld, preset, &pp);
+      free(pp.s);
+    }
+  }
+  if (!preset) return;
+  if (preset->kind != CFG_MAP) {
+    err_node(ld, preset, "stages.train.model", "a model preset must be a mapping of keys");
+    cfg_node_free(preset);
+    return;
+  }
+  free(preset->key);
+  preset->key = strdup("arch");
+  struct cfg_node *arch = detach_kid(train, "arch");
+  cfg_node_add(train, arch ? merge(preset, arch) : preset);
+}
+
 /* ---- --set overrides -------------------------------------------------------------- */
 
 static int parse_index(const char *s, int *out) {
@@ -1292,6 +1352,7 @@ struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets,
     else
       cfg_node_free(wd);
   }
+  resolve_model(&ld, root);
   struct path p = {0};
   validate(&ld, root, schema, &p);
   free(p.s);

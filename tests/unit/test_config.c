@@ -698,3 +698,62 @@ Test(config, stage_hash_without_section_is_deterministic) {
   cfg_node_free(r);
   free(dir);
 }
+
+/* stages.train.model: a compiled-in preset or a YAML file fills
+ * stages.train.arch, the workflow's own arch keys win, and errors point at the
+ * preset's lines. The schema's arch defaults are the `small` preset. */
+Test(config, model_presets_fill_the_architecture) {
+  char *dir = tu_tmpdir("config_presets");
+  const char *head = "workflow: t\nsets: {train: [{path: a.sdf}]}\n";
+  char text[512];
+  snprintf(text, sizeof text, "%sstages:\n  train: {target: u0, model: se3_qm9, arch: {channels: 16}}\n", head);
+  struct cfg_node *r = load_ok(dir, "wf.yaml", text, NULL, 0);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.layers", -1), 7);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.heads", -1), 8);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.channels", -1), 16, "the workflow's key wins");
+  cfg_node_free(r);
+
+  /* no model key: the small preset, which equals the schema's defaults */
+  snprintf(text, sizeof text, "%sstages:\n  train: {target: u0}\n", head);
+  r = load_ok(dir, "wf.yaml", text, NULL, 0);
+  struct cfg_node *d = load_ok(dir, "wf2.yaml", "workflow: t\n", NULL, 0);
+  const char *keys[] = {"layers", "degrees", "channels", "heads", "channels_div", "radial_hidden", "mlp_hidden"};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    char k[64];
+    snprintf(k, sizeof k, "stages.train.arch.%s", keys[i]);
+    cr_assert_eq(cfg_int(r, k, -1), cfg_int(d, k, -2), "%s: preset small and the schema differ", keys[i]);
+  }
+  cr_assert_str_eq(cfg_str(r, "stages.train.arch.pooling", ""), cfg_str(d, "stages.train.arch.pooling", "?"));
+  cfg_node_free(r);
+  cfg_node_free(d);
+
+  /* a preset file beside the workflow; its mistakes are reported at its own lines */
+  free(tu_write(dir, "mine.yaml", "layers: 3\nchanels: 4\n"));
+  snprintf(text, sizeof text, "%sstages:\n  train: {target: u0, model: mine.yaml}\n", head);
+  struct cfg_errors e = {0};
+  char *path = NULL;
+  r = load_text(dir, "wf.yaml", text, NULL, 0, &e, &path);
+  cr_assert_null(r);
+  char *all = joined(&e);
+  cr_assert(strstr(all, "mine.yaml:2:1: stages.train.arch.chanels: unknown key 'chanels'; did you mean 'channels'?"),
+            "%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  free(path);
+  free(tu_write(dir, "mine.yaml", "layers: 3\n"));
+  r = load_ok(dir, "wf.yaml", text, NULL, 0);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.layers", -1), 3);
+  cfg_node_free(r);
+
+  snprintf(text, sizeof text, "%sstages:\n  train: {target: u0, model: huge}\n", head);
+  memset(&e, 0, sizeof e);
+  r = load_text(dir, "wf.yaml", text, NULL, 0, &e, &path);
+  cr_assert_null(r);
+  expect_msg(
+      &e,
+      "%s:4:23: stages.train.model: unknown model preset 'huge' (presets: se3_qm9, small; or a path to a YAML file)",
+      path);
+  cfg_errors_free(&e);
+  free(path);
+  free(dir);
+}

@@ -1,0 +1,17 @@
+# The model presets (configs/models/*.yaml) as a C table of (name, text):
+#   cmake -DDIR=configs/models -DOUT=presets.c -P embed_presets.cmake
+file(GLOB files "${DIR}/*.yaml")
+list(SORT files)
+set(out "/* generated from ${DIR}; do not edit */\n#include <stddef.h>\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ "${f}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," body "${hex}")
+  string(APPEND out "static const char preset_${i}[] = {${body}0x00};\n")
+  string(APPEND table "  {\"${name}\", preset_${i}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND out "const struct cfg_preset { const char *name, *text; } cfg_model_presets[] = {\n${table}  {NULL, NULL}};\n")
+file(WRITE "${OUT}" "${out}")
