@@ -1,0 +1,156 @@
+/* metrics.c — regression and classification metrics (metrics.h).
+ *
+ * Sorting is qsort over (value, index) pairs compared by value then index: a
+ * total order, so the result never depends on qsort's algorithm. Sums are
+ * serial in index or sorted order. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "models/metrics.h"
+
+struct keyed {
+  double v;
+  int i;
+};
+
+/* Value order with NaN below every number and equal to any NaN. */
+static int cmp_val(double a, double b) {
+  int an = isnan(a), bn = isnan(b);
+  if (an || bn) return bn - an;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+static int cmp_asc(const void *pa, const void *pb) {
+  const struct keyed *a = pa, *b = pb;
+  int c = cmp_val(a->v, b->v);
+  return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+static int cmp_desc(const void *pa, const void *pb) {
+  const struct keyed *a = pa, *b = pb;
+  int c = cmp_val(b->v, a->v);
+  return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+/* x[0..n-1] sorted into k (n entries), ascending or descending. */
+static void sort_keyed(struct keyed *k, const double *x, int n, int descending) {
+  for (int i = 0; i < n; i++) {
+    k[i].v = x[i];
+    k[i].i = i;
+  }
+  qsort(k, (size_t)n, sizeof *k, descending ? cmp_desc : cmp_asc);
+}
+
+/* rank[i] = 1-based ascending rank of x[i], ties given their average rank;
+ * k is scratch of n entries. */
+static void average_ranks(double *rank, struct keyed *k, const double *x, int n) {
+  sort_keyed(k, x, n, 0);
+  for (int a = 0; a < n;) {
+    int b = a + 1;
+    while (b < n && cmp_val(k[b].v, k[a].v) == 0)
+      b++;
+    double r = 0.5 * ((a + 1) + b); /* mean of ranks a+1 .. b */
+    for (int j = a; j < b; j++)
+      rank[k[j].i] = r;
+    a = b;
+  }
+}
+
+static double pearson(const double *x, const double *y, int n) {
+  double mx = 0, my = 0;
+  for (int i = 0; i < n; i++) {
+    mx += x[i];
+    my += y[i];
+  }
+  mx /= n;
+  my /= n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (int i = 0; i < n; i++) {
+    double dx = x[i] - mx, dy = y[i] - my;
+    sxy += dx * dy;
+    sxx += dx * dx;
+    syy += dy * dy;
+  }
+  if (!(sxx > 0) || !(syy > 0)) return NAN;
+  return sxy / sqrt(sxx * syy);
+}
+
+void se3_regression_metrics(const double *pred, const double *y, int n, struct se3_reg_metrics *out) {
+  out->mae = out->rmse = out->r2 = out->spearman = NAN;
+  if (n < 1) return;
+  double sa = 0, ss = 0, my = 0;
+  for (int i = 0; i < n; i++) {
+    double r = pred[i] - y[i];
+    sa += fabs(r);
+    ss += r * r;
+    my += y[i];
+  }
+  out->mae = sa / n;
+  out->rmse = sqrt(ss / n);
+  if (n < 2) return;
+  my /= n;
+  double tot = 0;
+  for (int i = 0; i < n; i++)
+    tot += (y[i] - my) * (y[i] - my);
+  if (tot > 0) out->r2 = 1 - ss / tot;
+
+  double *rp = malloc((size_t)n * sizeof *rp), *ry = malloc((size_t)n * sizeof *ry);
+  struct keyed *k = malloc((size_t)n * sizeof *k);
+  if (rp && ry && k) {
+    average_ranks(rp, k, pred, n);
+    average_ranks(ry, k, y, n);
+    out->spearman = pearson(rp, ry, n);
+  } else {
+    out->mae = out->rmse = out->r2 = NAN;
+  }
+  free(rp);
+  free(ry);
+  free(k);
+}
+
+void se3_classification_metrics(const double *score, const double *label, int n, struct se3_cls_metrics *out) {
+  out->roc_auc = out->pr_auc = out->ef1 = NAN;
+  if (n < 2) return;
+  long P = 0;
+  for (int i = 0; i < n; i++)
+    P += label[i] > 0.5;
+  long N = n - P;
+  if (P == 0 || N == 0) return;
+  struct keyed *k = malloc((size_t)n * sizeof *k);
+  double *rank = malloc((size_t)n * sizeof *rank);
+  if (!k || !rank) goto done;
+
+  /* ROC-AUC: U = (sum of the actives' average ranks) - P (P + 1) / 2 counts
+   * the (active, inactive) pairs won, ties 1/2. */
+  average_ranks(rank, k, score, n);
+  double rsum = 0;
+  for (int i = 0; i < n; i++)
+    if (label[i] > 0.5) rsum += rank[i];
+  out->roc_auc = (rsum - 0.5 * (double)P * (double)(P + 1)) / ((double)P * (double)N);
+
+  /* best first; groups of equal scores are one threshold for the AP */
+  sort_keyed(k, score, n, 1);
+  double ap = 0;
+  long tp = 0;
+  for (int a = 0; a < n;) {
+    int b = a;
+    long gp = 0;
+    while (b < n && cmp_val(k[b].v, k[a].v) == 0)
+      gp += label[k[b++].i] > 0.5;
+    tp += gp;
+    ap += (double)gp * ((double)tp / b);
+    a = b;
+  }
+  out->pr_auc = ap / (double)P;
+
+  /* EF1%: the top ceil(n / 100) of the same order (ties by index) */
+  int top = n / 100 + (n % 100 != 0);
+  long hits = 0;
+  for (int j = 0; j < top; j++)
+    hits += label[k[j].i] > 0.5;
+  out->ef1 = ((double)hits / top) / ((double)P / n);
+
+done:
+  free(k);
+  free(rank);
+}

@@ -1,0 +1,49 @@
+/* metrics.h — evaluation metrics of predictions, in double precision:
+ * regression (MAE, RMSE, R², Spearman) and screening classification
+ * (ROC-AUC, PR-AUC as average precision, enrichment factor at 1%).
+ *
+ * Every sort is by value with ties broken by index (lower index first), so
+ * results are deterministic. A NaN value sorts below every number and ties
+ * with other NaNs (inputs are expected to be finite; this only keeps the
+ * sort well defined). A metric that is undefined is NaN. If memory for the
+ * sort cannot be had, every metric is NaN. */
+#ifndef SE3_METRICS_H
+#define SE3_METRICS_H
+
+/* Regression of n predictions pred against targets y:
+ *   mae       mean |pred - y|                               (NaN when n < 1)
+ *   rmse      sqrt(mean (pred - y)^2)                       (NaN when n < 1)
+ *   r2        1 - SS_res / SS_tot, SS_res = sum (y - pred)^2,
+ *             SS_tot = sum (y - mean y)^2 (NaN when n < 2 or y is constant);
+ *             predicting the mean gives 0, can be negative
+ *   spearman  Pearson correlation of the ranks of pred and of y, ties given
+ *             their average rank (NaN when n < 2 or either is constant). */
+struct se3_reg_metrics {
+  double mae, rmse, r2, spearman;
+};
+void se3_regression_metrics(const double *pred, const double *y, int n, struct se3_reg_metrics *out);
+
+/* Classification of n scores (higher = more likely active) against labels
+ * (label > 0.5 is an active, anything else an inactive). With P actives and
+ * N inactives, all three are NaN when P = 0 or N = 0:
+ *   roc_auc   the Mann-Whitney statistic: the fraction of (active, inactive)
+ *             pairs whose active scores higher, a tie counting 1/2; computed
+ *             from average ranks. 1 = perfect, 0 = reversed, 0.5 = random.
+ *   pr_auc    average precision: sum over the actives of the precision at
+ *             their rank, divided by P. Tied scores are handled as one
+ *             threshold (as scikit-learn's average_precision_score): every
+ *             active in a group of equal scores gets the precision counted
+ *             over the whole group and everything scored higher, so the
+ *             result does not depend on the order of tied entries. Without
+ *             ties, the precision at an active of rank k (1-based, best
+ *             first) is (actives among the top k) / k.
+ *   ef1       enrichment factor at 1%: with k = ceil(n / 100), (actives
+ *             among the k best-scored) / k divided by P / n. The top k are
+ *             taken after sorting by score descending, ties broken by index
+ *             (lower index first). Its maximum is min(P, k) n / (k P). */
+struct se3_cls_metrics {
+  double roc_auc, pr_auc, ef1;
+};
+void se3_classification_metrics(const double *score, const double *label, int n, struct se3_cls_metrics *out);
+
+#endif
