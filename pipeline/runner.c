@@ -32,7 +32,7 @@
 #define SE3_VERSION "0.1.0"
 
 /* The stages in pipeline order. */
-static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis};
+static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train};
 enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
 
 static volatile sig_atomic_t stop_flag;
@@ -565,8 +565,12 @@ int runner_run(const struct run_opts *o) {
 
   install_signals();
   ret = SE3_EXIT_OK;
-  for (int i = first; i <= last && ret == SE3_EXIT_OK; i++)
+  for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
+    const struct cfg_node *sc = stages ? cfg_get(stages, all_stages[i]->name) : NULL;
+    int configured = sc && sc->file && strcmp(sc->file, "<default>");
+    if (all_stages[i]->optional && !configured && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
+  }
 
   {
     char when[32];

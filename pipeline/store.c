@@ -116,12 +116,42 @@ static const char schema_v2_sql[] =
     "CREATE INDEX bases_chunk ON bases(chunk);\n"
     "ALTER TABLE stage_chunks ADD COLUMN n_bytes INTEGER NOT NULL DEFAULT 0; -- blob bytes the chunk stored\n";
 
+/* Version 3: training. */
+static const char schema_v3_sql[] =
+    "CREATE TABLE splits(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- molecules.id of a training-set molecule with the target label\n"
+    "  split TEXT NOT NULL             -- train | valid | test\n"
+    ") STRICT;\n"
+    "CREATE TABLE metrics(\n"
+    "  model TEXT NOT NULL,            -- models.id\n"
+    "  epoch INTEGER NOT NULL,         -- 0-based; the test row has the best epoch\n"
+    "  split TEXT NOT NULL,            -- train | valid | test\n"
+    "  loss REAL,                      -- the training loss (on standardised targets for regression)\n"
+    "  mae REAL, rmse REAL, r2 REAL, spearman REAL,   -- regression, in the target's units\n"
+    "  roc_auc REAL, pr_auc REAL, ef1 REAL,           -- classification\n"
+    "  lr REAL,                        -- learning rate at the end of the epoch\n"
+    "  seconds REAL,                   -- wall time of the epoch\n"
+    "  PRIMARY KEY(model, epoch, split)\n"
+    ") STRICT;\n"
+    "CREATE TABLE models(\n"
+    "  id TEXT PRIMARY KEY,            -- train/<member>\n"
+    "  target TEXT NOT NULL,\n"
+    "  task TEXT NOT NULL,             -- regression | classification\n"
+    "  checkpoint TEXT NOT NULL,       -- the best checkpoint, relative to the workdir\n"
+    "  arch TEXT NOT NULL,             -- the architecture, as `key=value` words\n"
+    "  mean REAL NOT NULL,             -- target standardisation (train split)\n"
+    "  std REAL NOT NULL,\n"
+    "  best_epoch INTEGER NOT NULL,\n"
+    "  best_valid_loss REAL,\n"
+    "  n_train INTEGER NOT NULL, n_valid INTEGER NOT NULL, n_test INTEGER NOT NULL\n"
+    ") STRICT;\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
+    /* to version 3 */ schema_v3_sql,
 };
-_Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION,
-               "one migration per schema version");
+_Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 
 static void now_iso(char *buf, size_t n) {
   time_t t = time(NULL);
@@ -160,8 +190,8 @@ static int migrate(struct store *s, char *err, size_t errlen) {
   }
   const int n_mig = (int)(sizeof migrations / sizeof migrations[0]);
   if (ver > n_mig) {
-    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen",
-             s->path, ver, n_mig);
+    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen", s->path, ver,
+             n_mig);
     return -1;
   }
   if (ver == n_mig) return 0;
@@ -181,8 +211,8 @@ fail:
   return -1;
 }
 
-int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal,
-               int busy_timeout_ms, char *err, size_t errlen) {
+int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
+               char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
   s->path = strdup(path);
@@ -224,8 +254,7 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
   snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", journal && !strcmp(journal, "delete") ? "DELETE" : "WAL");
   if (store_exec(s->db, sql, err, errlen)) goto fail;
   /* NORMAL is durable across process crashes in WAL mode; FULL for rollback journals. */
-  if (store_exec(s->db,
-                 journal && !strcmp(journal, "delete") ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+  if (store_exec(s->db, journal && !strcmp(journal, "delete") ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
                  err, errlen))
     goto fail;
   if (store_exec(s->db, "PRAGMA foreign_keys=ON", err, errlen)) goto fail;
@@ -262,8 +291,8 @@ int store_lock(struct store *s, char *err, size_t errlen) {
     holder[n > 0 ? n : 0] = 0;
     char *nl = strchr(holder, '\n');
     if (nl) *nl = 0;
-    snprintf(err, errlen, "%s is being written by another se3screen (%s); wait for it or stop it",
-             s->path, holder[0] ? holder : "holder unknown");
+    snprintf(err, errlen, "%s is being written by another se3screen (%s); wait for it or stop it", s->path,
+             holder[0] ? holder : "holder unknown");
     close(fd);
     return -1;
   }

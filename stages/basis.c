@@ -107,6 +107,7 @@ const struct stage stage_basis = {
     .tables = "bases",
     .uses_sets = 0,
     .after = "graph",
+    .optional = 1, /* the model recomputes bases by default (README: read or recompute) */
     .blob_column = "basis",
     .begin = basis_begin,
     .run_chunk = basis_chunk,

@@ -112,6 +112,8 @@ struct stage {
   const char *after;            /* the stage whose tables this one reads (NULL for
                                    ingest): it must be finished (finalized) first,
                                    and its config hash is part of this one's */
+  int optional;                 /* runs only when the workflow configures it (or
+                                   --stage names it), even when a later stage runs */
   const char *blob_column;      /* the main table's blob column; `status` shows
                                    its bytes per molecule (chunk_bytes summed in
                                    the ledger); NULL for none */
@@ -124,6 +126,7 @@ struct stage {
 extern const struct stage stage_ingest;
 extern const struct stage stage_graph;
 extern const struct stage stage_basis;
+extern const struct stage stage_train;
 
 /* ---- helpers shared by the stages --------------------------------------- */
 

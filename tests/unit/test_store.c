@@ -140,8 +140,11 @@ Test(store, version_1_database_is_migrated_forward) {
 
   struct store s;
   cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), 2);
-  cr_assert_eq(store_int(s.db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('graphs','bases')", 0), 2);
+  cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
+  cr_assert_eq(store_int(s.db,
+                         "SELECT count(*) FROM sqlite_schema WHERE name IN ('graphs','bases','splits','metrics','models')",
+                         0),
+               5);
   cr_assert_eq(store_int(s.db, "SELECT n_bytes FROM stage_chunks", -1), 0);
   cr_assert_eq(store_int(s.db, "SELECT count(*) FROM molecules WHERE inchikey='KEY'", 0), 1);
   cr_assert_eq(store_exec(s.db, "INSERT INTO graphs VALUES(1000000001, 5, 8, 0, x'00')", err, sizeof err), 0, "%s",

@@ -1,0 +1,635 @@
+/* train.c — `graphs` and `labels` of one set in, a trained SE(3)-Transformer
+ * out: checkpoints under WORKDIR/models/train-0/, and the `splits`,
+ * `metrics` and `models` tables.
+ *
+ * Plan: one chunk per epoch, so the runner's ledger records finished epochs.
+ * An epoch starts from the checkpoint of the epoch before (kept on disk until
+ * the next one is committed), and everything random is derived from the
+ * seed and the epoch (data order, rotations), so an epoch redone after a
+ * kill computes exactly what the lost run computed: a resumed run ends with
+ * bit-identical parameters. The chunk writes epoch-<e>.ckpt (and best.ckpt
+ * when validation improves) atomically before its transaction commits, and
+ * its metrics rows in that transaction. finalize evaluates the best
+ * checkpoint on the test split and writes the `models` row.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chem/graph.h"
+#include "models/checkpoint.h"
+#include "models/cpu/model.h"
+#include "models/cpu/optim.h"
+#include "models/metrics.h"
+#include "models/so3.h"
+#include "stage.h"
+
+enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 };
+static const char *const split_name[3] = {"train", "valid", "test"};
+
+struct tstage {
+  /* configuration */
+  const char *set, *target;
+  int classify, epochs, batch, patience, augment, restart_epochs;
+  enum nn_loss loss;
+  struct nn_adam adam;
+  struct nn_schedule sched;
+  double clip;
+  uint64_t seed;
+  struct se3_config mc;
+  /* data: molecules with the target label, in id order */
+  int n;
+  int64_t *ids;
+  struct graph *g;
+  double *y;
+  unsigned char *split;
+  int *idx[3], cnt[3];
+  double mean, std;
+  /* the model and the training state after `epoch_done` */
+  struct se3_model model;
+  real *params, *m, *v, *grad;
+  long step;
+  int epoch_done;
+  double best;    /* best validation loss so far (INFINITY: none) */
+  int best_epoch; /* -1: none */
+  struct nn_arena ws;
+  struct se3_batch_buf bb;
+  char dir[PATH_MAX];
+};
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t h = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+
+/* Fisher-Yates with a stream seeded by `seed`. */
+static void shuffle(int *a, int n, uint64_t seed) {
+  uint64_t r = seed | 1;
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(so3_rng_uniform(&r) * (i + 1));
+    if (j > i) j = i;
+    int t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+  }
+}
+
+static int load_data(struct stage_ctx *ctx, struct tstage *t) {
+  char *sql = sqlite3_mprintf("SELECT g.mol_id, g.graph, l.value FROM \"%w\".graphs g "
+                              "JOIN \"%w\".molecules m ON m.id = g.mol_id "
+                              "JOIN \"%w\".labels l ON l.mol_id = g.mol_id AND l.name = ?1 "
+                              "WHERE m.set_name = ?2 ORDER BY g.mol_id",
+                              ctx->src, ctx->src, ctx->src);
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the training molecules");
+  sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, t->set, -1, SQLITE_STATIC);
+  int cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (t->n == cap) {
+      cap = cap ? 2 * cap : 256;
+      t->ids = realloc(t->ids, (size_t)cap * sizeof *t->ids);
+      t->g = realloc(t->g, (size_t)cap * sizeof *t->g);
+      t->y = realloc(t->y, (size_t)cap * sizeof *t->y);
+      if (!t->ids || !t->g || !t->y) {
+        sqlite3_finalize(st);
+        return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
+      }
+    }
+    char err[256];
+    graph_init(&t->g[t->n]);
+    if (graph_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &t->g[t->n], err,
+                        sizeof err)) {
+      long long id = sqlite3_column_int64(st, 0);
+      sqlite3_finalize(st);
+      return stage_fail_at(ctx, NULL, "the stored graph of molecule %lld is unreadable: %s", id, err);
+    }
+    t->ids[t->n] = sqlite3_column_int64(st, 0);
+    t->y[t->n] = sqlite3_column_double(st, 2);
+    t->n++;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the training molecules");
+  return STAGE_OK;
+}
+
+static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct tstage *t = calloc(1, sizeof *t);
+  if (!t) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = t;
+  const struct cfg_node *c = ctx->cfg;
+  if (ctx->n_shards > 1)
+    return stage_fail_at(ctx, NULL, "train runs in one process; --shard is for the ingest, graph and basis stages");
+  t->set = cfg_str(c, "set", "train");
+  t->target = cfg_str(c, "target", NULL);
+  if (!t->target)
+    return stage_fail_at(ctx, c, "stages.train.target: name the label to learn (an SD tag or CSV column of set '%s')",
+                         t->set);
+  t->classify = !strcmp(cfg_str(c, "task", "regression"), "classification");
+  t->epochs = (int)cfg_int(c, "epochs", 20);
+  t->batch = (int)cfg_int(c, "batch_size", 32);
+  t->patience = (int)cfg_int(c, "patience", 0);
+  t->augment = cfg_bool(c, "augment", 0);
+  t->seed = (uint64_t)cfg_int(c, "seed", 42);
+  const char *loss = cfg_str(c, "loss", "l1");
+  t->loss = t->classify              ? NN_LOSS_BCE
+            : !strcmp(loss, "mse")   ? NN_LOSS_MSE
+            : !strcmp(loss, "huber") ? NN_LOSS_HUBER
+                                     : NN_LOSS_L1;
+  t->adam = (struct nn_adam){0.9, 0.999, 1e-8, cfg_float(c, "weight_decay", 0),
+                             strcmp(cfg_str(c, "optimizer", "adamw"), "adam") != 0};
+  t->clip = cfg_float(c, "clip_norm", 0);
+  t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
+  t->best = INFINITY;
+  t->best_epoch = -1;
+  t->epoch_done = -2; /* nothing in memory */
+
+  if (load_data(ctx, t)) return STAGE_ERROR;
+  if (t->n < 2)
+    return stage_fail_at(ctx, c,
+                         "stages.train: set '%s' has %d molecule%s with a graph and the label '%s'; need 2 or more",
+                         t->set, t->n, t->n == 1 ? "" : "s", t->target);
+  /* the split: a permutation by split.seed, test first, then validation */
+  int *perm = malloc((size_t)t->n * sizeof *perm);
+  t->split = malloc((size_t)t->n);
+  for (int i = 0; i < 3; i++)
+    t->idx[i] = malloc((size_t)t->n * sizeof(int));
+  if (!perm || !t->split || !t->idx[0] || !t->idx[1] || !t->idx[2]) {
+    free(perm);
+    return stage_fail_at(ctx, NULL, "out of memory");
+  }
+  for (int i = 0; i < t->n; i++)
+    perm[i] = i;
+  shuffle(perm, t->n, mix((uint64_t)cfg_int(c, "split.seed", 0), 0x5b1175));
+  int n_test = (int)floor(cfg_float(c, "split.test", 0.1) * t->n),
+      n_valid = (int)floor(cfg_float(c, "split.valid", 0.1) * t->n);
+  if (n_test + n_valid >= t->n) {
+    free(perm);
+    return stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
+                         t->n);
+  }
+  for (int i = 0; i < t->n; i++)
+    t->split[perm[i]] = i < n_test ? SPLIT_TEST : i < n_test + n_valid ? SPLIT_VALID : SPLIT_TRAIN;
+  free(perm);
+  for (int i = 0; i < t->n; i++)
+    t->idx[t->split[i]][t->cnt[t->split[i]]++] = i; /* in id order within each split */
+  /* standardise regression targets with the training split's statistics */
+  t->mean = 0;
+  t->std = 1;
+  if (!t->classify) {
+    double *ytr = malloc((size_t)t->cnt[SPLIT_TRAIN] * sizeof *ytr);
+    for (int i = 0; i < t->cnt[SPLIT_TRAIN]; i++)
+      ytr[i] = t->y[t->idx[SPLIT_TRAIN][i]];
+    nn_standardize(&t->mean, &t->std, ytr, t->cnt[SPLIT_TRAIN]);
+    free(ytr);
+  } else {
+    for (int i = 0; i < t->n; i++)
+      if (t->y[i] != 0 && t->y[i] != 1)
+        return stage_fail_at(ctx, cfg_get(c, "task"),
+                             "stages.train.task: classification needs labels 0 or 1; molecule %lld has %g",
+                             (long long)t->ids[i], t->y[i]);
+  }
+  /* the model */
+  t->mc = (struct se3_config){.layers = (int)cfg_int(c, "arch.layers", 2),
+                              .degrees = (int)cfg_int(c, "arch.degrees", 3),
+                              .channels = (int)cfg_int(c, "arch.channels", 8),
+                              .heads = (int)cfg_int(c, "arch.heads", 2),
+                              .channels_div = (int)cfg_int(c, "arch.channels_div", 2),
+                              .node_in = t->g[0].node_width,
+                              .edge_in = GRAPH_EDGE_WIDTH,
+                              .radial_hidden = (int)cfg_int(c, "arch.radial_hidden", 16),
+                              .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden", 32),
+                              .pool_max = !strcmp(cfg_str(c, "arch.pooling", "max"), "max"),
+                              .outputs = 1};
+  char err[256];
+  if (se3_model_init(&t->model, &t->mc, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  size_t np = t->model.n_params;
+  t->params = malloc(np * sizeof *t->params);
+  t->m = malloc(np * sizeof *t->m);
+  t->v = malloc(np * sizeof *t->v);
+  t->grad = malloc(np * sizeof *t->grad);
+  if (!t->params || !t->m || !t->v || !t->grad) return stage_fail_at(ctx, NULL, "out of memory for %zu parameters", np);
+  long steps_per_epoch = (t->cnt[SPLIT_TRAIN] + t->batch - 1) / t->batch;
+  long period = (t->restart_epochs ? t->restart_epochs : t->epochs) * steps_per_epoch;
+  t->sched = (struct nn_schedule){cfg_float(c, "lr", 2e-3), cfg_float(c, "min_lr", 2e-4),
+                                  (long)cfg_int(c, "warmup_steps", 0), period, 1.0};
+  se3_batch_buf_init(&t->bb, t->mc.node_in, GRAPH_EDGE_WIDTH);
+  snprintf(t->dir, sizeof t->dir, "%s/models/train-0", ctx->workdir);
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/models", ctx->workdir);
+  mkdir(tmp, 0755);
+  if (mkdir(t->dir, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", t->dir, strerror(errno));
+  *n_chunks = t->epochs;
+  *n_items = (int64_t)t->epochs * t->cnt[SPLIT_TRAIN];
+  ctx->report->log(ctx, "%d molecules with '%s' in set '%s': %d train, %d valid, %d test; %zu parameters", t->n,
+                   t->target, t->set, t->cnt[0], t->cnt[1], t->cnt[2], np);
+  return STAGE_OK;
+}
+
+/* ---- batches ------------------------------------------------------------------ */
+
+/* Molecules idx[0..k-1] as a batch; with augment, each molecule's relative
+ * positions turned by a rotation drawn from (seed, epoch, position). */
+static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint64_t rseed) {
+  se3_batch_clear(&t->bb);
+  float *rel = NULL;
+  size_t cap = 0;
+  for (int i = 0; i < k; i++) {
+    const struct graph *g = &t->g[idx[i]];
+    const float *r = g->rel_pos;
+    if (rotate) {
+      if ((size_t)g->n_edges * 3 > cap) {
+        cap = (size_t)g->n_edges * 3;
+        float *grown = realloc(rel, cap * sizeof *rel);
+        if (!grown) {
+          free(rel);
+          return -1;
+        }
+        rel = grown;
+      }
+      uint64_t s = mix(rseed, (uint64_t)i);
+      double R[9];
+      so3_random_rotation(&s, R);
+      for (int e = 0; e < g->n_edges; e++) {
+        double v[3] = {g->rel_pos[3 * e], g->rel_pos[3 * e + 1], g->rel_pos[3 * e + 2]}, w[3];
+        so3_matvec(R, v, w);
+        for (int a = 0; a < 3; a++)
+          rel[3 * e + a] = (float)w[a];
+      }
+      r = rel;
+    }
+    if (se3_batch_add(&t->bb, g->n_nodes, g->node_feat, g->n_edges, g->src, g->dst, g->edge_feat, r)) {
+      free(rel);
+      return -1;
+    }
+  }
+  free(rel);
+  return se3_batch_bases(&t->bb, &t->model.plan);
+}
+
+/* Predictions (the model's raw outputs) for every molecule of a split. */
+static int predict(struct tstage *t, int which, double *out) {
+  real pred[4096];
+  int step = t->batch < 4096 ? t->batch : 4096;
+  for (int i = 0; i < t->cnt[which]; i += step) {
+    int k = t->cnt[which] - i < step ? t->cnt[which] - i : step;
+    if (make_batch(t, t->idx[which] + i, k, 0, 0)) return -1;
+    struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
+    if (!tape) return -1;
+    se3_tape_free(tape);
+    for (int j = 0; j < k; j++)
+      out[i + j] = pred[j];
+  }
+  return 0;
+}
+
+/* Loss and metrics of a split, in the target's units; the loss on
+ * standardised targets as in training. */
+struct eval {
+  double loss;
+  struct se3_reg_metrics reg;
+  struct se3_cls_metrics cls;
+};
+
+static int evaluate(struct tstage *t, int which, struct eval *ev) {
+  int n = t->cnt[which];
+  memset(ev, 0, sizeof *ev);
+  ev->loss = NAN;
+  if (n == 0) return 0;
+  double *raw = malloc((size_t)n * sizeof *raw), *y = malloc((size_t)n * sizeof *y);
+  real *p = malloc((size_t)n * sizeof *p), *yt = malloc((size_t)n * sizeof *yt);
+  int rc = raw && y && p && yt ? predict(t, which, raw) : -1;
+  if (rc == 0) {
+    for (int i = 0; i < n; i++) {
+      y[i] = t->y[t->idx[which][i]];
+      p[i] = (real)raw[i];
+      yt[i] = (real)((y[i] - t->mean) / t->std);
+    }
+    ev->loss = nn_loss(t->loss, p, yt, NULL, n, 1.0, NULL);
+    if (t->classify) {
+      se3_classification_metrics(raw, y, n, &ev->cls);
+    } else {
+      for (int i = 0; i < n; i++)
+        raw[i] = raw[i] * t->std + t->mean;
+      se3_regression_metrics(raw, y, n, &ev->reg);
+    }
+  }
+  free(raw);
+  free(y);
+  free(p);
+  free(yt);
+  return rc;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------- */
+
+static void ckpt_path(const struct tstage *t, char *out, size_t n, const char *name) {
+  snprintf(out, n, "%s/%s", t->dir, name);
+}
+
+static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int epoch) {
+  char path[PATH_MAX + 64], err[512];
+  ckpt_path(t, path, sizeof path, name);
+  struct se3_ckpt_writer w;
+  if (se3_ckpt_begin(&w, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  size_t np = t->model.n_params;
+  enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
+  int64_t state[3] = {t->step, epoch, t->best_epoch};
+  double stats[3] = {t->best, t->mean, t->std};
+  int64_t order_seed = (int64_t)mix(t->seed, (uint64_t)epoch + 1);
+  se3_ckpt_put(&w, "params", rt, t->params, np);
+  se3_ckpt_put(&w, "adam_m", rt, t->m, np);
+  se3_ckpt_put(&w, "adam_v", rt, t->v, np);
+  se3_ckpt_put(&w, "step_epoch_best", SE3_CK_I64, state, 3);
+  se3_ckpt_put(&w, "best_mean_std", SE3_CK_F64, stats, 3);
+  se3_ckpt_put(&w, "next_order_seed", SE3_CK_I64, &order_seed, 1);
+  return se3_ckpt_commit(&w, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
+}
+
+static int restore(struct stage_ctx *ctx, struct tstage *t, const char *name, int *epoch) {
+  char path[PATH_MAX + 64], err[512];
+  ckpt_path(t, path, sizeof path, name);
+  struct se3_ckpt c;
+  if (se3_ckpt_load(&c, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  size_t np = t->model.n_params;
+  enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
+  int64_t state[3];
+  double stats[3];
+  int bad = se3_ckpt_get(&c, "params", rt, t->params, np) || se3_ckpt_get(&c, "adam_m", rt, t->m, np) ||
+            se3_ckpt_get(&c, "adam_v", rt, t->v, np) || se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) ||
+            se3_ckpt_get(&c, "best_mean_std", SE3_CK_F64, stats, 3);
+  se3_ckpt_free(&c);
+  if (bad) return stage_fail_at(ctx, NULL, "%s: not a checkpoint of this model (%zu parameters)", path, np);
+  t->step = state[0];
+  *epoch = (int)state[1];
+  t->best_epoch = (int)state[2];
+  t->best = stats[0];
+  return STAGE_OK;
+}
+
+/* The state after epoch e - 1: in memory, from its checkpoint, or fresh. */
+static int state_before(struct stage_ctx *ctx, struct tstage *t, int e) {
+  if (t->epoch_done == e - 1) return STAGE_OK;
+  if (e == 0) {
+    se3_model_init_params(&t->model, t->params, mix(t->seed, 0x1a1));
+    memset(t->m, 0, t->model.n_params * sizeof *t->m);
+    memset(t->v, 0, t->model.n_params * sizeof *t->v);
+    t->step = 0;
+    t->best = INFINITY;
+    t->best_epoch = -1;
+  } else {
+    char name[64];
+    int got;
+    snprintf(name, sizeof name, "epoch-%d.ckpt", e - 1);
+    if (restore(ctx, t, name, &got)) return STAGE_ERROR;
+    if (got != e - 1) return stage_fail_at(ctx, NULL, "%s/%s holds epoch %d", t->dir, name, got);
+  }
+  t->epoch_done = e - 1;
+  return STAGE_OK;
+}
+
+static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, int which, const struct eval *ev,
+                         double lr, double seconds, int classify) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO metrics(model, epoch, split, loss, mae, rmse, r2, spearman, roc_auc, "
+                         "pr_auc, ef1, lr, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "writing metrics");
+  const double v[8] = {ev->loss,         ev->reg.mae,     ev->reg.rmse,   ev->reg.r2,
+                       ev->reg.spearman, ev->cls.roc_auc, ev->cls.pr_auc, ev->cls.ef1};
+  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, epoch);
+  sqlite3_bind_text(st, 3, split_name[which], -1, SQLITE_STATIC);
+  for (int i = 0; i < 8; i++) {
+    /* the loss always; metrics of the split's kind, not for the training split
+     * (its loss is the running mean over the epoch's steps) */
+    int applies = i == 0 || (which != SPLIT_TRAIN && (classify ? i >= 5 : i < 5));
+    if (applies && isfinite(v[i]))
+      sqlite3_bind_double(st, 4 + i, v[i]);
+    else
+      sqlite3_bind_null(st, 4 + i);
+  }
+  if (isfinite(lr)) sqlite3_bind_double(st, 12, lr);
+  if (seconds >= 0) sqlite3_bind_double(st, 13, seconds);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing metrics");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- one epoch ------------------------------------------------------------------------ */
+
+static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct tstage *t = ctx->state;
+  int e = (int)chunk;
+  *n_ok = *n_rej = 0;
+  if (state_before(ctx, t, e)) return STAGE_ERROR;
+  if (e == 0) { /* the split, once */
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO splits(mol_id, split) VALUES(?1, ?2)", -1, &st, NULL))
+      return stage_sql_fail(ctx, "writing the split");
+    for (int i = 0; i < t->n; i++) {
+      sqlite3_reset(st);
+      sqlite3_bind_int64(st, 1, t->ids[i]);
+      sqlite3_bind_text(st, 2, split_name[t->split[i]], -1, SQLITE_STATIC);
+      if (sqlite3_step(st) != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        return stage_sql_fail(ctx, "writing the split");
+      }
+    }
+    sqlite3_finalize(st);
+  }
+  double t0 = now_s(), lr = NAN;
+  int stopped_early = t->patience > 0 && t->best_epoch >= 0 && e - 1 - t->best_epoch >= t->patience;
+  struct eval tr = {.loss = NAN}, va;
+  if (!stopped_early) {
+    int ntr = t->cnt[SPLIT_TRAIN];
+    int *order = malloc((size_t)ntr * sizeof *order);
+    real *pred = malloc((size_t)t->batch * sizeof *pred), *yt = malloc((size_t)t->batch * sizeof *yt),
+         *dpred = malloc((size_t)t->batch * sizeof *dpred);
+    if (!order || !pred || !yt || !dpred) {
+      free(order), free(pred), free(yt), free(dpred);
+      return stage_fail_at(ctx, NULL, "out of memory");
+    }
+    memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
+    shuffle(order, ntr, mix(t->seed, (uint64_t)e + 1));
+    double loss_sum = 0;
+    int ret = STAGE_OK;
+    for (int i = 0; i < ntr && ret == STAGE_OK; i += t->batch) {
+      if (*ctx->stop) {
+        ret = STAGE_STOPPED;
+        break;
+      }
+      int k = ntr - i < t->batch ? ntr - i : t->batch;
+      if (make_batch(t, order + i, k, t->augment, mix(mix(t->seed, 0xa06), (uint64_t)t->step))) {
+        ret = stage_fail_at(ctx, NULL, "out of memory building a batch");
+        break;
+      }
+      struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
+      if (!tape) {
+        ret = stage_fail_at(ctx, NULL, "out of memory in the forward pass");
+        break;
+      }
+      for (int j = 0; j < k; j++)
+        yt[j] = (real)((t->y[order[i + j]] - t->mean) / t->std);
+      loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
+      memset(t->grad, 0, t->model.n_params * sizeof *t->grad);
+      se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
+      se3_tape_free(tape);
+      if (t->clip > 0) nn_grad_clip(t->grad, t->model.n_params, t->clip);
+      lr = nn_schedule_lr(&t->sched, t->step);
+      t->step++;
+      nn_adam_step(t->params, t->m, t->v, t->grad, t->model.n_params, &t->adam, t->step, lr);
+      ctx->report->advance(ctx, k);
+    }
+    free(order), free(pred), free(yt), free(dpred);
+    if (ret != STAGE_OK) {
+      t->epoch_done = -2; /* the parameters are part-way through an epoch */
+      return ret;
+    }
+    tr.loss = loss_sum / ntr;
+  }
+  if (evaluate(t, SPLIT_VALID, &va)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
+  double watch = t->cnt[SPLIT_VALID] ? va.loss : tr.loss;
+  if (!stopped_early && isfinite(watch) && watch < t->best) {
+    t->best = watch;
+    t->best_epoch = e;
+    if (save(ctx, t, "best.ckpt", e)) return STAGE_ERROR;
+  }
+  t->epoch_done = e;
+  char name[64];
+  snprintf(name, sizeof name, "epoch-%d.ckpt", e);
+  if (save(ctx, t, name, e)) return STAGE_ERROR;
+  double secs = now_s() - t0;
+  if (!stopped_early &&
+      (write_metrics(ctx, "train/0", e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
+       (t->cnt[SPLIT_VALID] && write_metrics(ctx, "train/0", e, SPLIT_VALID, &va, lr, secs, t->classify))))
+    return STAGE_ERROR;
+  /* the checkpoint two epochs back is no longer needed once this one is */
+  if (e >= 2) {
+    char old[PATH_MAX + 64];
+    snprintf(name, sizeof name, "epoch-%d.ckpt", e - 2);
+    ckpt_path(t, old, sizeof old, name);
+    unlink(old);
+  }
+  if (stopped_early)
+    ctx->report->log(ctx, "epoch %d: stopped early (no better validation loss since epoch %d)", e + 1,
+                     t->best_epoch + 1);
+  else if (t->classify)
+    ctx->report->log(ctx, "epoch %d: loss %.4f, valid loss %.4f ROC-AUC %.3f", e + 1, tr.loss, va.loss, va.cls.roc_auc);
+  else
+    ctx->report->log(ctx, "epoch %d: loss %.4f, valid loss %.4f MAE %.4g", e + 1, tr.loss, va.loss, va.reg.mae);
+  *n_ok = stopped_early ? 0 : t->cnt[SPLIT_TRAIN];
+  return STAGE_OK;
+}
+
+/* The best checkpoint on the test split, and the models row. */
+static int train_finalize(struct stage_ctx *ctx) {
+  struct tstage *t = ctx->state;
+  char path[PATH_MAX + 64];
+  ckpt_path(t, path, sizeof path, "best.ckpt");
+  const char *name = access(path, R_OK) == 0 ? "best.ckpt" : NULL;
+  char last[64];
+  if (!name) {
+    snprintf(last, sizeof last, "epoch-%d.ckpt", t->epochs - 1);
+    name = last;
+  }
+  int epoch;
+  if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
+  t->epoch_done = -2; /* memory now holds the best, not the last, epoch */
+  struct eval te;
+  if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
+  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, "train/0", epoch, SPLIT_TEST, &te, NAN, -1, t->classify))
+    return STAGE_ERROR;
+  char arch[512], rel[PATH_MAX + 64];
+  snprintf(arch, sizeof arch,
+           "layers=%d degrees=%d channels=%d heads=%d channels_div=%d node_in=%d edge_in=%d "
+           "radial_hidden=%d mlp_hidden=%d pooling=%s params=%zu",
+           t->mc.layers, t->mc.degrees, t->mc.channels, t->mc.heads, t->mc.channels_div, t->mc.node_in, t->mc.edge_in,
+           t->mc.radial_hidden, t->mc.mlp_hidden, t->mc.pool_max ? "max" : "mean", t->model.n_params);
+  snprintf(rel, sizeof rel, "models/train-0/%s", name);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(
+          ctx->db,
+          "INSERT OR REPLACE INTO models(id, target, task, checkpoint, arch, mean, std, best_epoch, "
+          "best_valid_loss, n_train, n_valid, n_test) VALUES('train/0',?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+          -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "writing the model");
+  sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, t->classify ? "classification" : "regression", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, rel, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, arch, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, 5, t->mean);
+  sqlite3_bind_double(st, 6, t->std);
+  sqlite3_bind_int(st, 7, t->best_epoch >= 0 ? t->best_epoch : epoch);
+  if (isfinite(t->best))
+    sqlite3_bind_double(st, 8, t->best);
+  else
+    sqlite3_bind_null(st, 8);
+  for (int i = 0; i < 3; i++)
+    sqlite3_bind_int(st, 9 + i, t->cnt[i]);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "writing the model");
+  if (t->cnt[SPLIT_TEST]) {
+    if (t->classify)
+      ctx->report->log(ctx, "test (%d molecules, best epoch %d): ROC-AUC %.3f, PR-AUC %.3f, EF1%% %.2f", t->cnt[2],
+                       epoch + 1, te.cls.roc_auc, te.cls.pr_auc, te.cls.ef1);
+    else
+      ctx->report->log(ctx, "test (%d molecules, best epoch %d): MAE %.4g, RMSE %.4g, R2 %.3f", t->cnt[2], epoch + 1,
+                       te.reg.mae, te.reg.rmse, te.reg.r2);
+  }
+  return STAGE_OK;
+}
+
+static void train_end(struct stage_ctx *ctx) {
+  struct tstage *t = ctx->state;
+  if (!t) return;
+  for (int i = 0; i < t->n; i++)
+    graph_free(&t->g[i]);
+  free(t->g);
+  free(t->ids);
+  free(t->y);
+  free(t->split);
+  for (int i = 0; i < 3; i++)
+    free(t->idx[i]);
+  free(t->params);
+  free(t->m);
+  free(t->v);
+  free(t->grad);
+  nn_arena_free(&t->ws);
+  se3_batch_buf_free(&t->bb);
+  if (t->model.n_params) se3_model_free(&t->model);
+  free(t);
+  ctx->state = NULL;
+}
+
+const struct stage stage_train = {
+    .name = "train",
+    .tables = "metrics models splits",
+    .uses_sets = 0,
+    .after = "graph",
+    .blob_column = NULL,
+    .begin = train_begin,
+    .run_chunk = train_chunk,
+    .finalize = train_finalize,
+    .end = train_end,
+};

@@ -1,0 +1,136 @@
+/* The train stage through the se3screen binary on the bundled QM9 records:
+ * it learns (the training loss falls), records splits, metrics, checkpoints
+ * and the model, resumes after kill -9 to bit-identical checkpoints, skips the
+ * optional basis stage, and explains a missing target. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/checkpoint.h"
+#include "tests/testutil.h"
+
+static char *write_wf(const char *dir, const char *workdir, const char *train) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: %s\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap, u0]}\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n  train: {%s}\n",
+           workdir, tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), train);
+  return tu_write(dir, "wf.yaml", yaml);
+}
+
+Test(train, learns_and_records_everything) {
+  char *dir = tu_tmpdir("train_basic");
+  char *wf = write_wf(dir, "work", "target: gap, epochs: 8, batch_size: 4, lr: 0.003");
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "train: 20 molecules with 'gap' in set 'train': 16 train, 2 valid, 2 test"), "%s", out);
+  cr_assert(strstr(out, "train: test (2 molecules"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM splits WHERE split='train'"), 16);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split='train'"), 8);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split='valid' AND mae > 0 AND rmse >= mae"), 8);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split='test'"), 1);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split='train' AND mae IS NOT NULL"), 0);
+  /* it learns: the last epoch's training loss is well below the first's */
+  long long ratio = tu_query_int(db, "SELECT CAST(100 * (SELECT loss FROM metrics WHERE split='train' AND epoch=7) / "
+                                     "(SELECT loss FROM metrics WHERE split='train' AND epoch=0) AS INTEGER)");
+  cr_assert_lt(ratio, 80, "training loss fell only to %lld%% of its first value", ratio);
+  /* the model row points at a checkpoint that loads */
+  char *ck = tu_query(db, "SELECT checkpoint FROM models WHERE id='train/0' AND target='gap' AND n_train=16");
+  cr_assert(ck && strlen(ck) > 1, "no model row");
+  ck[strcspn(ck, "\n")] = 0;
+  char path[2048], err[512];
+  snprintf(path, sizeof path, "%s/work/%s", dir, ck);
+  struct se3_ckpt c;
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_not_null(se3_ckpt_find(&c, "params"));
+  cr_assert_not_null(se3_ckpt_find(&c, "adam_m"));
+  se3_ckpt_free(&c);
+  free(ck);
+  /* bases are recomputed by the model: the optional basis stage did not run */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_state WHERE stage='basis'"), 0);
+  /* a second run has nothing to do; more epochs redo training only */
+  rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "train: nothing to do"), "%s", out);
+  free(out);
+  rc = tu_se3(&out, "run %s --set train.epochs=3", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "train: the configuration changed since the last run; discarding its 8 finished chunks"), "%s",
+            out);
+  cr_assert_null(strstr(out, "graph: the configuration changed"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split='train'"), 3);
+  free(wf);
+  free(dir);
+}
+
+Test(train, a_missing_target_is_explained) {
+  char *dir = tu_tmpdir("train_target");
+  char *wf = write_wf(dir, "work", "epochs: 1");
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "stages.train.target: name the label to learn"), "%s", out);
+  free(out);
+  free(wf);
+  wf = write_wf(dir, "work", "target: homo, epochs: 1");
+  rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "set 'train' has 0 molecules with a graph and the label 'homo'"), "%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* kill -9 at random moments during training; the resumed run's checkpoints
+ * (parameters, Adam moments, step) are byte-identical to an uninterrupted
+ * run's, and so are its metrics (wall times aside). */
+Test(train, kill9_resumes_to_identical_checkpoints) {
+  char *dir = tu_tmpdir("train_kill9");
+  const char *train = "target: u0, epochs: 24, batch_size: 4, augment: true, patience: 0";
+  char *wf = write_wf(dir, "ref", train);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  char ref[1024], wd[1024], log[1024];
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  double t0 = tu_now();
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  double full = tu_now() - t0;
+  cr_log_info("uninterrupted training: %.2f s", full);
+  char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
+  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.3 * full, 5, 40);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
+  free(out);
+  cr_log_info("%d kills", kills);
+  cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
+  const char *files[] = {"epoch-23.ckpt", "epoch-22.ckpt", "best.ckpt"};
+  for (int i = 0; i < 3; i++) {
+    char a[1200], b[1200];
+    snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
+    snprintf(b, sizeof b, "%s/models/train-0/%s", wd, files[i]);
+    cr_assert_eq(tu_sh(NULL, "cmp -s %s %s", a, b), 0, "%s differs after resuming", files[i]);
+  }
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
+  const char *q = "SELECT model, epoch, split, loss, mae, rmse, r2, spearman, lr FROM metrics ORDER BY 1, 2, 3";
+  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
+  cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
+  free(x);
+  free(y);
+  free(wf);
+  free(dir);
+}
