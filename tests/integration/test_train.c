@@ -95,7 +95,7 @@ Test(train, a_missing_target_is_explained) {
  * run's, and so are its metrics (wall times aside). */
 Test(train, kill9_resumes_to_identical_checkpoints) {
   char *dir = tu_tmpdir("train_kill9");
-  const char *train = "target: u0, epochs: 24, batch_size: 4, augment: true, patience: 0";
+  const char *train = "target: u0, epochs: 40, batch_size: 4, augment: true, patience: 0";
   char *wf = write_wf(dir, "ref", train);
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
@@ -111,12 +111,12 @@ Test(train, kill9_resumes_to_identical_checkpoints) {
   double full = tu_now() - t0;
   cr_log_info("uninterrupted training: %.2f s", full);
   char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
-  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.3 * full, 5, 40);
+  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.15 * full, 6, 40);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_log_info("%d kills", kills);
   cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
-  const char *files[] = {"epoch-23.ckpt", "epoch-22.ckpt", "best.ckpt"};
+  const char *files[] = {"epoch-39.ckpt", "epoch-38.ckpt", "best.ckpt"};
   for (int i = 0; i < 3; i++) {
     char a[1200], b[1200];
     snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
