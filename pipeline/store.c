@@ -116,7 +116,7 @@ static const char schema_v2_sql[] =
     "CREATE INDEX bases_chunk ON bases(chunk);\n"
     "ALTER TABLE stage_chunks ADD COLUMN n_bytes INTEGER NOT NULL DEFAULT 0; -- blob bytes the chunk stored\n";
 
-/* Version 3: training. */
+/* Version 3: training and scoring. */
 static const char schema_v3_sql[] =
     "CREATE TABLE splits(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id of a training-set molecule with the target label\n"
@@ -144,7 +144,17 @@ static const char schema_v3_sql[] =
     "  best_epoch INTEGER NOT NULL,\n"
     "  best_valid_loss REAL,\n"
     "  n_train INTEGER NOT NULL, n_valid INTEGER NOT NULL, n_test INTEGER NOT NULL\n"
-    ") STRICT;\n";
+    ") STRICT;\n"
+    "CREATE TABLE scores(\n"
+    "  mol_id INTEGER NOT NULL,        -- molecules.id\n"
+    "  model TEXT NOT NULL,            -- models.id\n"
+    "  target TEXT NOT NULL,\n"
+    "  value REAL NOT NULL,            -- the prediction in the target's units (classification: probability)\n"
+    "  std REAL,                       -- spread of an ensemble's predictions; NULL for one model\n"
+    "  chunk INTEGER NOT NULL,         -- score chunk that wrote it\n"
+    "  PRIMARY KEY(mol_id, model)\n"
+    ") STRICT;\n"
+    "CREATE INDEX scores_chunk ON scores(chunk);\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

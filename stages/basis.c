@@ -37,7 +37,10 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);
   b->max_blob = sqlite3_limit(ctx->db, SQLITE_LIMIT_LENGTH, -1);
-  if (stage_ids_load(ctx, "graphs", "mol_id", &b->plan, n_chunks)) return STAGE_ERROR;
+  char *plan = sqlite3_mprintf("SELECT mol_id FROM \"%w\".graphs ORDER BY mol_id", ctx->src);
+  int bad = stage_ids_load(ctx, plan, NULL, &b->plan, n_chunks);
+  sqlite3_free(plan);
+  if (bad) return STAGE_ERROR;
   *n_items = b->plan.n;
   b->select = sqlite3_mprintf("SELECT mol_id, graph FROM \"%w\".graphs WHERE mol_id BETWEEN ?1 AND ?2 ORDER BY mol_id",
                               ctx->src);

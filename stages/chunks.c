@@ -53,16 +53,13 @@ void stage_ids_free(struct stage_ids *p) {
   memset(p, 0, sizeof *p);
 }
 
-int stage_ids_load(struct stage_ctx *ctx, const char *table, const char *id_col, struct stage_ids *p,
-                   int64_t *n_chunks) {
+int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks) {
   memset(p, 0, sizeof *p);
   p->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
-  char *sql =
-      sqlite3_mprintf("SELECT \"%w\" FROM \"%w\".\"%w\" ORDER BY 1", id_col, ctx->src ? ctx->src : "main", table);
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "planning");
+  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) return stage_sql_fail(ctx, "planning");
+  if (param) sqlite3_bind_text(st, 1, param, -1, SQLITE_TRANSIENT);
+  int rc;
   int64_t cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (p->n == cap) {

@@ -49,7 +49,10 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   g->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
   g->threads = (int)cfg_int(c, "threads", 0);
   if (graph_node_width(&g->go) < 0) return stage_fail_at(ctx, el, "stages.graph.elements: too many elements");
-  if (stage_ids_load(ctx, "molecules", "id", &g->plan, n_chunks)) return STAGE_ERROR;
+  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules ORDER BY id", ctx->src);
+  int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
+  sqlite3_free(plan);
+  if (bad) return STAGE_ERROR;
   *n_items = g->plan.n;
   g->select = sqlite3_mprintf("SELECT id, mol FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id", ctx->src);
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");

@@ -127,6 +127,7 @@ extern const struct stage stage_ingest;
 extern const struct stage stage_graph;
 extern const struct stage stage_basis;
 extern const struct stage stage_train;
+extern const struct stage stage_score;
 
 /* ---- helpers shared by the stages --------------------------------------- */
 
@@ -137,14 +138,14 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
 /* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 
-/* The plan of a per-molecule stage: the ids of `table` in ctx->src (column
- * `id_col`), ascending, cut into chunks of run.chunk_size. The same in every
- * shard. */
+/* The plan of a per-molecule stage: the ids `sql` selects (one column,
+ * ascending; `param`, when not NULL, bound to ?1), cut into chunks of
+ * run.chunk_size. The same in every shard. */
 struct stage_ids {
   int64_t *ids;
   int64_t n, chunk_size;
 };
-int stage_ids_load(struct stage_ctx *ctx, const char *table, const char *id_col, struct stage_ids *p,
+int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p,
                    int64_t *n_chunks);
 void stage_ids_free(struct stage_ids *p);
 

@@ -134,3 +134,101 @@ Test(train, kill9_resumes_to_identical_checkpoints) {
   free(wf);
   free(dir);
 }
+
+/* score: the trained model over a set. Scoring the training set reproduces
+ * the test metrics the train stage recorded; a library gets one score per
+ * molecule. */
+Test(train, scores_reproduce_the_test_metrics) {
+  char *dir = tu_tmpdir("score_basic");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "  train: {target: gap, epochs: 4, batch_size: 4}\n  score: {set: %%s, batch_size: 7}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
+           tu_src("workflows/data/delaney_first60.csv"));
+  char text[2200];
+  snprintf(text, sizeof text, yaml, "train");
+  char *wf = tu_write(dir, "wf.yaml", text);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE model='train/0' AND target='gap'"), 20);
+  long long agree = tu_query_int(
+      db, "SELECT abs((SELECT avg(abs(s.value - l.value)) FROM scores s JOIN labels l ON l.mol_id = s.mol_id AND "
+          "l.name = 'gap' JOIN splits p ON p.mol_id = s.mol_id WHERE p.split = 'test') / "
+          "(SELECT mae FROM metrics WHERE split = 'test') - 1) < 1e-5");
+  cr_assert_eq(agree, 1, "the scores do not reproduce the recorded test MAE");
+  free(wf);
+  snprintf(text, sizeof text, yaml, "library");
+  wf = tu_write(dir, "wf.yaml", text);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "score: the configuration changed"), "%s", out);
+  cr_assert_null(strstr(out, "train: the configuration changed"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+                                "WHERE m.set_name = 'library'"),
+               tu_query_int(db, "SELECT count(*) FROM molecules WHERE set_name = 'library'"));
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+                                "WHERE m.set_name = 'train'"),
+               0, "the old set's scores were kept");
+  free(wf);
+  free(dir);
+}
+
+/* kill -9 while scoring QM7 (7,107 molecules): the resumed scores equal an
+ * uninterrupted run's exactly. */
+Test(train, kill9_while_scoring_resumes_to_identical_scores) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("score_kill9");
+  cr_assert_eq(tu_sh(NULL, "tar xzf %s -C %s gdb7.sdf", tu_shared("data/qm7/gdb7.tar.gz"), dir), 0);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: ref\nrun: {chunk_size: 100, progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s/gdb7.sdf}\n"
+           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), dir);
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char ref[1024], wd[1024], log[1024];
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp -r %s/screen.db %s/models %s/", wd, ref, ref, wd), 0);
+  double t0 = tu_now();
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  double full = tu_now() - t0;
+  cr_log_info("uninterrupted scoring: %.2f s", full);
+  char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
+  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.2 * full, 5, 40);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
+  free(out);
+  cr_log_info("%d kills", kills);
+  cr_assert_geq(kills, 3, "only %d runs were killed mid-way", kills);
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
+  cr_assert_gt(tu_query_int(a_db, "SELECT count(*) FROM scores"), 7000);
+  cr_assert_eq(tu_query_int(b_db, "SELECT count(*) FROM scores"), tu_query_int(a_db, "SELECT count(*) FROM scores"));
+  /* compared as stored: the same doubles, bit for bit */
+  char *diff = NULL;
+  cr_assert_eq(tu_sh(&diff,
+                     "sqlite3 -readonly '%s' \"ATTACH '%s' AS o; SELECT count(*) FROM main.scores a "
+                     "JOIN o.scores b USING (mol_id, model) WHERE a.value <> b.value OR a.chunk <> b.chunk\"",
+                     a_db, b_db),
+               0, "%s", diff);
+  cr_assert_eq(atoi(diff), 0, "%s resumed scores differ", diff);
+  free(diff);
+  free(wf);
+  tu_sh(NULL, "rm -rf '%s'", dir);
+  free(dir);
+}
