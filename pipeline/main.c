@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <sqlite3.h>
+
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 
@@ -16,6 +18,7 @@ static const char usage_main[] =
     "  check WORKFLOW.yaml    validate and print the resolved configuration\n"
     "  status WORKFLOW|DB     chunks done, molecules stored/rejected, config changes, last error\n"
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
+    "  top DB [-n N]          the best hits of the rank stage, as a table\n"
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
     "\n"
     "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
@@ -39,33 +42,34 @@ static const char usage_run[] =
     "                   Default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.\n"
     "  --workdir DIR    write here instead of the workflow's workdir\n";
 
-static const char usage_check[] =
-    "usage: se3screen check WORKFLOW.yaml [--set KEY=VALUE]...\n"
-    "\n"
-    "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
-    "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
-    "is reported at once as file:line:col: key.path: message. Runs nothing.\n";
+static const char usage_check[] = "usage: se3screen check WORKFLOW.yaml [--set KEY=VALUE]...\n"
+                                  "\n"
+                                  "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
+                                  "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
+                                  "is reported at once as file:line:col: key.path: message. Runs nothing.\n";
 
-static const char usage_status[] =
-    "usage: se3screen status WORKFLOW.yaml|WORKDIR|DB [--set KEY=VALUE]...\n"
-    "\n"
-    "Per stage: chunks done/total, molecules planned, stored and rejected, and (given\n"
-    "the workflow) whether its configuration changed since the run; then the last run\n"
-    "and the last error. Shard databases are listed too.\n";
+static const char usage_status[] = "usage: se3screen status WORKFLOW.yaml|WORKDIR|DB [--set KEY=VALUE]...\n"
+                                   "\n"
+                                   "Per stage: chunks done/total, molecules planned, stored and rejected, and (given\n"
+                                   "the workflow) whether its configuration changed since the run; then the last run\n"
+                                   "and the last error. Shard databases are listed too.\n";
 
-static const char usage_query[] =
-    "usage: se3screen query DB \"SQL\" [--csv | --json | --table]\n"
-    "\n"
-    "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
-    "table (default), CSV with a header row, or JSON (one array of objects).\n"
-    "DB may also be a workdir (its screen.db is used).\n";
+static const char usage_query[] = "usage: se3screen query DB \"SQL\" [--csv | --json | --table]\n"
+                                  "\n"
+                                  "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
+                                  "table (default), CSV with a header row, or JSON (one array of objects).\n"
+                                  "DB may also be a workdir (its screen.db is used).\n";
 
-static const char usage_merge[] =
-    "usage: se3screen merge DB\n"
-    "\n"
-    "Folds the shard databases in the folder shards/ beside DB into DB, then finishes\n"
-    "stages whose chunks are now all present (for ingest: set-wide dedupe).\n"
-    "Merging twice gives the same result as merging once.\n";
+static const char usage_top[] = "usage: se3screen top DB [-n N] [--target T] [--csv | --json]\n"
+                                "\n"
+                                "Prints the best N hits (default 20) the rank stage kept: rank, name, SMILES,\n"
+                                "score and where each molecule came from. DB may also be a workdir.\n";
+
+static const char usage_merge[] = "usage: se3screen merge DB\n"
+                                  "\n"
+                                  "Folds the shard databases in the folder shards/ beside DB into DB, then finishes\n"
+                                  "stages whose chunks are now all present (for ingest: set-wide dedupe).\n"
+                                  "Merging twice gives the same result as merging once.\n";
 
 static int wants_help(int argc, char **argv) {
   for (int i = 2; i < argc; i++)
@@ -82,7 +86,8 @@ static int usage_error(const char *usage, const char *fmt, const char *arg) {
 
 static char *join_args(int argc, char **argv) {
   size_t n = 1;
-  for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 3;
+  for (int i = 0; i < argc; i++)
+    n += strlen(argv[i]) + 3;
   char *s = calloc(n, 1);
   for (int i = 0; i < argc; i++) {
     if (i) strcat(s, " ");
@@ -92,16 +97,17 @@ static char *join_args(int argc, char **argv) {
 }
 
 /* Options shared by run/check/status: --set. Returns the positional argument. */
-static int parse_common(int argc, char **argv, const char *usage, const char **pos, const char ***sets,
-                        int *n_sets, struct run_opts *ro) {
+static int parse_common(int argc, char **argv, const char *usage, const char **pos, const char ***sets, int *n_sets,
+                        struct run_opts *ro) {
   *pos = NULL;
   *sets = calloc((size_t)argc, sizeof **sets);
   *n_sets = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = NULL;
-    int takes = !strcmp(a, "--set") || (ro && (!strcmp(a, "--stage") || !strcmp(a, "--until") ||
-                                               !strcmp(a, "--shard") || !strcmp(a, "--workdir")));
+    int takes =
+        !strcmp(a, "--set") ||
+        (ro && (!strcmp(a, "--stage") || !strcmp(a, "--until") || !strcmp(a, "--shard") || !strcmp(a, "--workdir")));
     if (takes) {
       if (i + 1 >= argc) return usage_error(usage, "%s needs a value", a);
       val = argv[++i];
@@ -196,13 +202,20 @@ int main(int argc, char **argv) {
     enum query_format fmt = QUERY_TABLE;
     const char *db = NULL, *sql = NULL;
     for (int i = 2; i < argc; i++) {
-      if (!strcmp(argv[i], "--csv")) fmt = QUERY_CSV;
-      else if (!strcmp(argv[i], "--json")) fmt = QUERY_JSON;
-      else if (!strcmp(argv[i], "--table")) fmt = QUERY_TABLE;
-      else if (argv[i][0] == '-' && argv[i][1]) return usage_error(usage_query, "unknown option '%s'", argv[i]);
-      else if (!db) db = argv[i];
-      else if (!sql) sql = argv[i];
-      else return usage_error(usage_query, "unexpected argument '%s'", argv[i]);
+      if (!strcmp(argv[i], "--csv"))
+        fmt = QUERY_CSV;
+      else if (!strcmp(argv[i], "--json"))
+        fmt = QUERY_JSON;
+      else if (!strcmp(argv[i], "--table"))
+        fmt = QUERY_TABLE;
+      else if (argv[i][0] == '-' && argv[i][1])
+        return usage_error(usage_query, "unknown option '%s'", argv[i]);
+      else if (!db)
+        db = argv[i];
+      else if (!sql)
+        sql = argv[i];
+      else
+        return usage_error(usage_query, "unexpected argument '%s'", argv[i]);
     }
     if (!db || !sql) return usage_error(usage_query, "%s", "query needs DB and SQL");
     char path[4096];
@@ -212,6 +225,50 @@ int main(int argc, char **argv) {
     else
       snprintf(path, sizeof path, "%s", db);
     return query_run(path, sql, fmt, stdout);
+  }
+  if (!strcmp(verb, "top")) {
+    if (wants_help(argc, argv)) return fputs(usage_top, stdout), SE3_EXIT_OK;
+    enum query_format fmt = QUERY_TABLE;
+    const char *db = NULL, *target = NULL;
+    long n = 20;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--csv"))
+        fmt = QUERY_CSV;
+      else if (!strcmp(argv[i], "--json"))
+        fmt = QUERY_JSON;
+      else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--target")) && i + 1 < argc) {
+        if (argv[i][1] == 'n') {
+          char *end;
+          n = strtol(argv[++i], &end, 10);
+          if (*end || n < 1) return usage_error(usage_top, "-n needs a positive number, got '%s'", argv[i]);
+        } else {
+          target = argv[++i];
+        }
+      } else if (argv[i][0] == '-')
+        return usage_error(usage_top, "unknown option '%s'", argv[i]);
+      else if (!db)
+        db = argv[i];
+      else
+        return usage_error(usage_top, "unexpected argument '%s'", argv[i]);
+    }
+    if (!db) return usage_error(usage_top, "%s", "top needs DB");
+    char path[4096];
+    struct stat sb;
+    if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
+      snprintf(path, sizeof path, "%s/screen.db", db);
+    else
+      snprintf(path, sizeof path, "%s", db);
+    char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
+    char *sql =
+        sqlite3_mprintf("SELECT rank, name, smiles, target, printf('%%.6g', score) AS score, "
+                        "CASE WHEN std IS NULL THEN '' ELSE printf('%%.3g', std) END AS std, source_file, record_no "
+                        "FROM ranked_hits %s "
+                        "ORDER BY rank LIMIT %ld",
+                        where, n);
+    sqlite3_free(where);
+    rc = query_run(path, sql, fmt, stdout);
+    sqlite3_free(sql);
+    return rc;
   }
   if (!strcmp(verb, "merge")) {
     if (wants_help(argc, argv)) return fputs(usage_merge, stdout), SE3_EXIT_OK;

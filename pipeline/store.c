@@ -116,7 +116,7 @@ static const char schema_v2_sql[] =
     "CREATE INDEX bases_chunk ON bases(chunk);\n"
     "ALTER TABLE stage_chunks ADD COLUMN n_bytes INTEGER NOT NULL DEFAULT 0; -- blob bytes the chunk stored\n";
 
-/* Version 3: training and scoring. */
+/* Version 3: training, scoring and ranking. */
 static const char schema_v3_sql[] =
     "CREATE TABLE splits(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id of a training-set molecule with the target label\n"
@@ -154,7 +154,19 @@ static const char schema_v3_sql[] =
     "  chunk INTEGER NOT NULL,         -- score chunk that wrote it\n"
     "  PRIMARY KEY(mol_id, model)\n"
     ") STRICT;\n"
-    "CREATE INDEX scores_chunk ON scores(chunk);\n";
+    "CREATE INDEX scores_chunk ON scores(chunk);\n"
+    "CREATE TABLE ranks(\n"
+    "  rank INTEGER PRIMARY KEY,       -- 1 = the best hit\n"
+    "  mol_id INTEGER NOT NULL,        -- molecules.id\n"
+    "  model TEXT NOT NULL,\n"
+    "  target TEXT NOT NULL,\n"
+    "  value REAL NOT NULL,\n"
+    "  std REAL\n"
+    ") STRICT;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.value AS score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id ORDER BY r.rank;\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

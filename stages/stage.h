@@ -128,6 +128,7 @@ extern const struct stage stage_graph;
 extern const struct stage stage_basis;
 extern const struct stage stage_train;
 extern const struct stage stage_score;
+extern const struct stage stage_rank;
 
 /* ---- helpers shared by the stages --------------------------------------- */
 
