@@ -138,7 +138,7 @@ static const char schema_v3_sql[] =
     "  target TEXT NOT NULL,\n"
     "  task TEXT NOT NULL,             -- regression | classification\n"
     "  checkpoint TEXT NOT NULL,       -- the best checkpoint, relative to the workdir\n"
-    "  arch TEXT NOT NULL,             -- the architecture, as `key=value` words\n"
+    "  arch TEXT NOT NULL,             -- the architecture, as key=value words (se3_config_format)\n"
     "  mean REAL NOT NULL,             -- target standardisation (train split)\n"
     "  std REAL NOT NULL,\n"
     "  best_epoch INTEGER NOT NULL,\n"

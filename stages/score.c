@@ -49,20 +49,15 @@ static int load_model(struct stage_ctx *ctx, struct sstage *s) {
   snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
   snprintf(s->target, sizeof s->target, "%s", sqlite3_column_text(st, 1));
   s->classify = !strcmp((const char *)sqlite3_column_text(st, 2), "classification");
-  char ck[PATH_MAX + 256], pooling[16] = "";
+  char ck[PATH_MAX + 256];
   snprintf(ck, sizeof ck, "%s/%s", ctx->workdir, sqlite3_column_text(st, 3));
-  struct se3_config c = {.outputs = 1};
-  int got = sscanf((const char *)sqlite3_column_text(st, 4),
-                   "layers=%d degrees=%d channels=%d heads=%d channels_div=%d node_in=%d edge_in=%d radial_hidden=%d "
-                   "mlp_hidden=%d pooling=%15s",
-                   &c.layers, &c.degrees, &c.channels, &c.heads, &c.channels_div, &c.node_in, &c.edge_in,
-                   &c.radial_hidden, &c.mlp_hidden, pooling);
+  struct se3_config c;
+  int bad_arch = se3_config_parse((const char *)sqlite3_column_text(st, 4), &c);
   s->mean = sqlite3_column_double(st, 5);
   s->std = sqlite3_column_double(st, 6);
   sqlite3_finalize(st);
-  c.pool_max = !strcmp(pooling, "max");
   char err[512];
-  if (got != 10) return stage_fail_at(ctx, NULL, "model %s: its architecture record is unreadable", s->model_id);
+  if (bad_arch) return stage_fail_at(ctx, NULL, "model %s: its architecture record is unreadable", s->model_id);
   if (se3_model_init(&s->model, &c, err, sizeof err)) return stage_fail_at(ctx, NULL, "model %s: %s", s->model_id, err);
   s->have_model = 1;
   s->params = malloc(s->model.n_params * sizeof *s->params);

@@ -560,11 +560,7 @@ static int train_finalize(struct stage_ctx *ctx) {
   if (t->cnt[SPLIT_TEST] && write_metrics(ctx, "train/0", epoch, SPLIT_TEST, &te, NAN, -1, t->classify))
     return STAGE_ERROR;
   char arch[512], rel[PATH_MAX + 64];
-  snprintf(arch, sizeof arch,
-           "layers=%d degrees=%d channels=%d heads=%d channels_div=%d node_in=%d edge_in=%d "
-           "radial_hidden=%d mlp_hidden=%d pooling=%s params=%zu",
-           t->mc.layers, t->mc.degrees, t->mc.channels, t->mc.heads, t->mc.channels_div, t->mc.node_in, t->mc.edge_in,
-           t->mc.radial_hidden, t->mc.mlp_hidden, t->mc.pool_max ? "max" : "mean", t->model.n_params);
+  se3_config_format(&t->mc, arch, sizeof arch);
   snprintf(rel, sizeof rel, "models/train-0/%s", name);
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(

@@ -77,6 +77,22 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
 
 void se3_model_free(struct se3_model *m) { basis_plan_free(&m->plan); }
 
+#define SE3_CONFIG_WORDS                                                                                               \
+  "layers=%d degrees=%d channels=%d heads=%d channels_div=%d node_in=%d edge_in=%d radial_hidden=%d mlp_hidden=%d "    \
+  "pool_max=%d outputs=%d"
+
+void se3_config_format(const struct se3_config *c, char *out, size_t n) {
+  snprintf(out, n, SE3_CONFIG_WORDS, c->layers, c->degrees, c->channels, c->heads, c->channels_div, c->node_in,
+           c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
+}
+
+int se3_config_parse(const char *s, struct se3_config *c) {
+  memset(c, 0, sizeof *c);
+  int n = sscanf(s, SE3_CONFIG_WORDS, &c->layers, &c->degrees, &c->channels, &c->heads, &c->channels_div, &c->node_in,
+                 &c->edge_in, &c->radial_hidden, &c->mlp_hidden, &c->pool_max, &c->outputs);
+  return n == 11 ? 0 : -1;
+}
+
 /* The final input fiber: the hidden one, or the node features with no layers. */
 static struct nn_fiber final_in(const struct se3_model *m) {
   if (m->cfg.layers > 0) return m->hidden;

@@ -93,6 +93,11 @@ struct se3_model {
   size_t final_radial, final_radial_out, w_self, w1, b1, w2, b2;
 };
 
+/* The configuration as one line of key=value words (what the models table
+ * stores), and back: parse returns 0, or -1 when a word is missing. */
+void se3_config_format(const struct se3_config *c, char *out, size_t n);
+int se3_config_parse(const char *s, struct se3_config *c);
+
 /* Checks the configuration and lays out the parameters. 0, or -1 with a
  * message in err (e.g. channels not divisible by heads). */
 int se3_model_init(struct se3_model *m, const struct se3_config *cfg, char *err, size_t errlen);

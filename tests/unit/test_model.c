@@ -257,3 +257,14 @@ Test(model, batch_builder_concatenates_graphs) {
   se3_batch_buf_free(&bb);
   basis_plan_free(&plan);
 }
+
+/* The stored form of a configuration reads back to the same configuration;
+ * a damaged one is refused. */
+Test(model, config_words_round_trip) {
+  char words[512];
+  se3_config_format(&cfg, words, sizeof words);
+  struct se3_config back;
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &cfg, sizeof cfg), 0, "%s", words);
+  cr_assert_eq(se3_config_parse("layers=2 degrees=3", &back), -1);
+}
