@@ -154,7 +154,7 @@ void se3_model_init_params(const struct se3_model *m, real *params, uint64_t see
 
 struct block_tape {
   real *h_in[NN_MAX_DEG + 1]; /* the block's input (not owned: the previous block's h_out, or node_feat) */
-  real *R, *rsave;            /* radial output and saved activations */
+  real *rsave;                /* the radial network's activations (s2 feeds the convolution) */
   real *kv[NN_MAX_DEG + 1], *q[NN_MAX_DEG + 1], *alpha;
   real *cat[NN_MAX_DEG + 1]; /* [z, h_in] per row */
   real *o[NN_MAX_DEG + 1], *nsave[NN_MAX_DEG + 1], *h_out[NN_MAX_DEG + 1];
@@ -162,7 +162,7 @@ struct block_tape {
 
 struct se3_tape {
   struct block_tape blk[SE3_MAX_LAYERS];
-  real *Rf, *rfsave, *f, *g, *u, *v;
+  real *rfsave, *f, *g, *u, *v;
   int32_t *arg;
   real *h_final[NN_MAX_DEG + 1];
   struct nn_arena *arena; /* the caller's, or own */
@@ -220,7 +220,6 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
     const struct se3_block_layout *B = &m->block[bi];
     struct block_tape *T = &t->blk[bi];
     memcpy(T->h_in, h, sizeof h);
-    T->R = talloc(t, E * B->radial_out);
     T->rsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
     for (int d = 0; d < c->degrees; d++) {
       T->kv[d] = talloc(t, E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
@@ -236,10 +235,12 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
       z[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fv.ch[d]));
     if (t->oom) goto fail;
 
-    nn_radial_forward(T->R, T->rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, c->radial_hidden,
-                      (int)B->radial_out);
+    int H = c->radial_hidden;
+    nn_radial_hidden_forward(T->rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-    nn_conv_forward(T->kv, &cs, (const real *const *)h, b->basis, T->R, 0);
+    if (nn_conv_forward(T->kv, &cs, (const real *const *)h, b->basis, nn_radial_s2(T->rsave, b->E, H),
+                        params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
+      goto fail;
     for (int d = 0; d < c->degrees; d++)
       if (B->fk.ch[d]) nn_linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
     struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
@@ -262,7 +263,6 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   /* final convolution to degree 0, self-interaction, pooling, MLP */
   struct nn_fiber fin = final_in(m);
   int M = c->mlp_hidden;
-  t->Rf = talloc(t, E * m->final_radial_out);
   t->rfsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
   t->f = talloc(t, N * (size_t)M);
   real *self = talloc(t, N * (size_t)M);
@@ -271,11 +271,13 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   t->u = talloc(t, (size_t)b->G * (size_t)M);
   t->v = talloc(t, (size_t)b->G * (size_t)M);
   if (t->oom) goto fail;
-  nn_radial_forward(t->Rf, t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, c->radial_hidden,
-                    (int)m->final_radial_out);
+  int H = c->radial_hidden;
+  nn_radial_hidden_forward(t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, H);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   real *fy[NN_MAX_DEG + 1] = {t->f};
-  nn_conv_forward(fy, &fs, (const real *const *)h, b->basis, t->Rf, 1);
+  if (nn_conv_forward(fy, &fs, (const real *const *)h, b->basis, nn_radial_s2(t->rfsave, b->E, H),
+                      params + m->final_radial + nn_radial_w3(c->edge_in, H), H, 1))
+    goto fail;
   nn_linear_forward(self, h[0], params + m->w_self, b->N, fin.ch[0], M);
   for (size_t i = 0; i < N * (size_t)M; i++)
     t->f[i] += self[i];
@@ -309,9 +311,12 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     dh[d] = TMP(N * (size_t)(NN_DIM(d) * width));
     dh_next[d] = TMP(N * (size_t)(NN_DIM(d) * width));
   }
+  int H = c->radial_hidden;
+  size_t w3 = nn_radial_w3(c->edge_in, H);
+  real *ds2 = TMP(E * (size_t)H + 1); /* d loss / d s2 of each radial network in turn */
   struct nn_arena_mark head = nn_arena_mark(A);
   real *dv = TMP(G * (size_t)M), *dg = TMP(G * (size_t)M), *df = TMP(N * (size_t)M);
-  real *dRf = TMP(E * m->final_radial_out + 1), *dself = TMP(N * (size_t)fin.ch[0]);
+  real *dself = TMP(N * (size_t)fin.ch[0]);
   nn_dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
   for (size_t i = 0; i < G * (size_t)M; i++)
     if (t->u[i] <= 0) dv[i] = 0;
@@ -322,9 +327,10 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     nn_pool_mean_backward(df, dg, b->graph_start, b->G, M);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   const real *dfy[NN_MAX_DEG + 1] = {df};
-  nn_conv_backward(dh, dRf, &fs, dfy, (const real *const *)t->h_final, b->basis, t->Rf, 1);
-  nn_radial_backward(NULL, dparams + m->final_radial, dRf, b->edge_feat, t->rfsave, params + m->final_radial, b->E,
-                     c->edge_in, c->radial_hidden, (int)m->final_radial_out);
+  nn_conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
+                   nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1);
+  nn_radial_hidden_backward(NULL, dparams + m->final_radial, ds2, b->edge_feat, t->rfsave, params + m->final_radial,
+                            b->E, c->edge_in, H);
   nn_linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
   for (size_t i = 0; i < N * (size_t)fin.ch[0]; i++)
     dh[0][i] += dself[i];
@@ -353,13 +359,14 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     nn_attn_backward(dkv, dq, &as, (const real *const *)dz, T->alpha, (const real *const *)T->kv,
                      (const real *const *)T->q);
     /* the block input's gradient: the concatenation, the queries and the convolution */
-    real *dR = TMP(E * B->radial_out + 1);
+
     for (int d = 0; d <= NN_MAX_DEG; d++)
       if (B->fin.ch[d]) dconv[d] = TMP(N * (size_t)(NN_DIM(d) * B->fin.ch[d]));
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-    nn_conv_backward(dconv, dR, &cs, (const real *const *)dkv, (const real *const *)T->h_in, b->basis, T->R, 0);
-    nn_radial_backward(NULL, dparams + B->radial, dR, b->edge_feat, T->rsave, params + B->radial, b->E, c->edge_in,
-                       c->radial_hidden, (int)B->radial_out);
+    nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv, (const real *const *)T->h_in,
+                     b->basis, nn_radial_s2(T->rsave, b->E, H), params + B->radial + w3, H, 0);
+    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, T->rsave, params + B->radial, b->E,
+                              c->edge_in, H);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       if (!B->fin.ch[d]) continue;
       size_t n = N * (size_t)(NN_DIM(d) * B->fin.ch[d]);

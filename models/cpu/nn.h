@@ -115,9 +115,19 @@ void nn_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, con
  * Parameters, one block in this order: W1 (H x in), b1, g1, be1 (H each),
  * W2 (H x H), b2, g2, be2 (H each), W3 (out x H); nn_radial_params counts
  * them. The forward keeps a1, s1, a2, s2 and the norm statistics in `save`
- * (nn_radial_save_size reals) for the backward. */
+ * (nn_radial_save_size reals) for the backward.
+ * The model never forms R: nn_radial_hidden_forward stops at s2 and the
+ * convolution applies W3 itself (nn_conv_forward). nn_radial_s2 and
+ * nn_radial_w3 find s2 in `save` and W3 in a parameter block. */
 size_t nn_radial_params(int in, int H, int out);
 size_t nn_radial_save_size(int E, int H);
+const real *nn_radial_s2(const real *save, int E, int H);
+size_t nn_radial_w3(int in, int H); /* offset of W3 in the block */
+void nn_radial_hidden_forward(real *save, const real *x, const real *params, int E, int in, int H);
+/* From d s2 (E x H): dparams += gradients of W1..be2; dx (E x in,
+ * overwritten) may be NULL. */
+void nn_radial_hidden_backward(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
+                               const real *params, int E, int in, int H);
 void nn_radial_forward(real *R, real *save, const real *x, const real *params, int E, int in, int H, int out);
 /* dparams += gradients; dx (E x in, overwritten) may be NULL. */
 void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, const real *save, const real *params,
@@ -128,14 +138,18 @@ void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, 
  *   out_l[e, i_l, o] = sum_{k, J', c} R_e[l][o][(k, J', c)] *
  *                      sum_{i_k} B_e[k, l][i_l, J', i_k] x_k[src(e), i_k, c]
  * for every output degree l with fout.ch[l] > 0 and input degree k with
- * fin.ch[k] > 0. R is the radial network's output: per edge
- * nn_conv_radial_size reals, for each output degree l (ascending) a
+ * fin.ch[k] > 0, where R_e = W3 s2_e is the radial network's output: per
+ * edge nn_conv_radial_size reals, for each output degree l (ascending) a
  * row-major block of fout.ch[l] rows by K_l = sum_k (2 min(k,l) + 1) fin.ch[k]
- * columns ordered (k ascending, J', c). B is the edge's basis (plan.per_edge
- * reals; the plan's max_degree >= every degree used). With pool, messages
- * are summed over each node's incoming edges: y[l] is N x (2l+1) x fout.ch[l];
- * otherwise y[l] holds the per-edge messages, E x (2l+1) x fout.ch[l].
- * Self-interaction is a separate nn_linear on the target's own features. */
+ * columns ordered (k ascending, J', c). The convolution takes the radial
+ * network's last hidden features s2 (E x H) and its last weights W3
+ * (nn_conv_radial_size rows x H) and never stores R (conv.c says how).
+ * B is the edge's basis (plan.per_edge reals; the plan's max_degree >= every
+ * degree used). With pool, messages are summed over each node's incoming
+ * edges: y[l] is N x (2l+1) x fout.ch[l]; otherwise y[l] holds the per-edge
+ * messages, E x (2l+1) x fout.ch[l]. Self-interaction is a separate
+ * nn_linear on the target's own features. Both return 0, or -1 when out of
+ * memory. */
 struct nn_conv_shape {
   struct nn_fiber fin, fout;
   const struct basis_plan *plan;
@@ -143,13 +157,20 @@ struct nn_conv_shape {
   const int32_t *src, *in_start; /* E sources; N + 1 CSR offsets by target */
 };
 size_t nn_conv_radial_size(const struct nn_fiber *fin, const struct nn_fiber *fout);
+/* Floating-point operations of one edge's forward: R (2H per entry), its
+ * contraction with the basis-transformed inputs, and the basis transform. */
+double nn_conv_flops(const struct nn_fiber *fin, const struct nn_fiber *fout, const struct basis_plan *plan, int H);
 /* x[d], y[d]: per-degree arrays (NULL where the degree is absent). */
-void nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
-                     const real *R, int pool);
-/* dx[d] (N rows, overwritten; a NULL entry is skipped) and dR (E x radial
- * size, overwritten; may be NULL) from dy (shaped like y). */
-void nn_conv_backward(real *const dx[], real *dR, const struct nn_conv_shape *s, const real *const dy[],
-                      const real *const x[], const real *basis, const real *R, int pool);
+int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                    const real *s2, const real *W3, int H, int pool);
+/* dx[d] (N rows, overwritten; a NULL entry is skipped), ds2 (E x H,
+ * overwritten; may be NULL) and dW3 (added to; may be NULL) from dy (shaped
+ * like y). */
+int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
+                     const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool);
+/* Tests set this to run the generic tiles where the fast ones would run
+ * (channel counts multiples of 32 and H = 32), to compare the two. */
+extern int nn_conv_generic_only;
 
 /* ---- attention -------------------------------------------------------------
  * Keys and values come per edge from one fused convolution: kv[d] is

@@ -31,8 +31,12 @@ size_t nn_radial_params(int in, int H, int out) { return offsets(in, H, out).n; 
 /* save: a1, s1, a2, s2 (E x H each), then two lnrelu statistics (2E each). */
 size_t nn_radial_save_size(int E, int H) { return 4 * (size_t)E * (size_t)H + 4 * (size_t)E; }
 
-void nn_radial_forward(real *R, real *save, const real *x, const real *params, int E, int in, int H, int out) {
-  struct rp o = offsets(in, H, out);
+size_t nn_radial_w3(int in, int H) { return offsets(in, H, 0).W3; }
+
+const real *nn_radial_s2(const real *save, int E, int H) { return save + 3 * (size_t)E * (size_t)H; }
+
+void nn_radial_hidden_forward(real *save, const real *x, const real *params, int E, int in, int H) {
+  struct rp o = offsets(in, H, 0);
   size_t eh = (size_t)E * (size_t)H;
   real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
   const real *p = params;
@@ -40,21 +44,33 @@ void nn_radial_forward(real *R, real *save, const real *x, const real *params, i
   nn_lnrelu_forward(s1, st1, a1, p + o.g1, p + o.be1, E, H);
   nn_dense_forward(a2, s1, p + o.W2, p + o.b2, E, H, H);
   nn_lnrelu_forward(s2, st2, a2, p + o.g2, p + o.be2, E, H);
-  nn_dense_forward(R, s2, p + o.W3, NULL, E, H, out);
 }
 
-void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, const real *save, const real *params,
-                        int E, int in, int H, int out) {
-  struct rp o = offsets(in, H, out);
+void nn_radial_hidden_backward(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
+                               const real *params, int E, int in, int H) {
+  struct rp o = offsets(in, H, 0);
   size_t eh = (size_t)E * (size_t)H;
   const real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
   const real *p = params;
   real *dp = dparams;
-  real *g1 = malloc(2 * eh * sizeof *g1 + sizeof *g1), *g2 = g1 + eh;                    /* two E x H work arrays */
-  nn_dense_backward(g1, dp + o.W3, NULL, dR, s2, p + o.W3, E, H, out);                   /* g1 = d s2 */
-  nn_lnrelu_backward(g2, dp + o.g2, dp + o.be2, g1, a2, st2, p + o.g2, p + o.be2, E, H); /* g2 = d a2 */
-  nn_dense_backward(g1, dp + o.W2, dp + o.b2, g2, s1, p + o.W2, E, H, H);                /* g1 = d s1 */
-  nn_lnrelu_backward(g2, dp + o.g1, dp + o.be1, g1, a1, st1, p + o.g1, p + o.be1, E, H); /* g2 = d a1 */
+  real *g1 = malloc(2 * eh * sizeof *g1 + sizeof *g1), *g2 = g1 + eh;                     /* two E x H work arrays */
+  nn_lnrelu_backward(g2, dp + o.g2, dp + o.be2, ds2, a2, st2, p + o.g2, p + o.be2, E, H); /* g2 = d a2 */
+  nn_dense_backward(g1, dp + o.W2, dp + o.b2, g2, s1, p + o.W2, E, H, H);                 /* g1 = d s1 */
+  nn_lnrelu_backward(g2, dp + o.g1, dp + o.be1, g1, a1, st1, p + o.g1, p + o.be1, E, H);  /* g2 = d a1 */
   nn_dense_backward(dx, dp + o.W1, dp + o.b1, g2, x, p + o.W1, E, in, H);
   free(g1);
+}
+
+void nn_radial_forward(real *R, real *save, const real *x, const real *params, int E, int in, int H, int out) {
+  nn_radial_hidden_forward(save, x, params, E, in, H);
+  nn_dense_forward(R, nn_radial_s2(save, E, H), params + nn_radial_w3(in, H), NULL, E, H, out);
+}
+
+void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, const real *save, const real *params,
+                        int E, int in, int H, int out) {
+  size_t w3 = nn_radial_w3(in, H);
+  real *ds2 = malloc(((size_t)E * (size_t)H + 1) * sizeof *ds2);
+  nn_dense_backward(ds2, dparams + w3, NULL, dR, nn_radial_s2(save, E, H), params + w3, E, H, out); /* d s2 */
+  nn_radial_hidden_backward(dx, dparams, ds2, x, save, params, E, in, H);
+  free(ds2);
 }

@@ -1,7 +1,9 @@
-/* The TFN convolution in double precision: its backward against finite
- * differences (inputs and radial weights, pooled and per edge), its degree-0
- * value against the formula, and equivariance: rotating the edge vectors and
- * the input features rotates the output with D_l. */
+/* The TFN convolution (fused with the radial network's last layer) in
+ * double precision: its backward against finite differences (inputs, radial
+ * features s2 and weights W3, pooled and per edge), for the generic tiles
+ * and the fast ones (32 channels, 32 radial features), the two against each
+ * other, its degree-0 value against the formula, and equivariance: rotating
+ * the edge vectors and the input features rotates the output with D_l. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -41,14 +43,15 @@ struct conv_case {
   struct basis_plan plan;
   struct tgraph g;
   double *x[NN_MAX_DEG + 1], *y[NN_MAX_DEG + 1], *G[NN_MAX_DEG + 1], *dx[NN_MAX_DEG + 1];
-  double *basis, *R, *dR;
-  int pool;
+  double *basis, *s2, *W3, *ds2, *dW3;
+  int pool, H;
 };
 
 static int rows_out(const struct conv_case *c) { return c->pool ? c->s.N : c->s.E; }
 
-static void case_init(struct conv_case *c, struct nn_fiber fin, struct nn_fiber fout, int pool, uint64_t seed) {
+static void case_init(struct conv_case *c, struct nn_fiber fin, struct nn_fiber fout, int pool, uint64_t seed, int H) {
   memset(c, 0, sizeof *c);
+  c->H = H;
   uint64_t rng = seed;
   make_graph(&c->g, 6, &rng);
   cr_assert_eq(basis_plan_init(&c->plan, NN_MAX_DEG), 0);
@@ -69,9 +72,13 @@ static void case_init(struct conv_case *c, struct nn_fiber fin, struct nn_fiber 
       c->basis[(size_t)e * pe + i] = b[i];
   }
   free(b);
-  c->R = malloc((size_t)c->g.E * rs * sizeof *c->R);
-  c->dR = malloc((size_t)c->g.E * rs * sizeof *c->dR);
-  gc_fill(c->R, (size_t)c->g.E * rs, &rng, 1.0);
+  size_t eh = (size_t)c->g.E * (size_t)H;
+  c->s2 = malloc(eh * sizeof *c->s2);
+  c->ds2 = malloc(eh * sizeof *c->ds2);
+  c->W3 = malloc(rs * (size_t)H * sizeof *c->W3);
+  c->dW3 = calloc(rs * (size_t)H, sizeof *c->dW3);
+  gc_fill(c->s2, eh, &rng, 1.0);
+  gc_fill(c->W3, rs * (size_t)H, &rng, 1.0 / sqrt(H));
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     if (fin.ch[d]) {
       size_t n = (size_t)c->g.N * (size_t)(NN_DIM(d) * fin.ch[d]);
@@ -96,14 +103,16 @@ static void case_free(struct conv_case *c) {
     free(c->G[d]);
   }
   free(c->basis);
-  free(c->R);
-  free(c->dR);
+  free(c->s2);
+  free(c->ds2);
+  free(c->W3);
+  free(c->dW3);
   basis_plan_free(&c->plan);
 }
 
 static double loss(void *ctx) {
   struct conv_case *c = ctx;
-  nn_conv_forward(c->y, &c->s, (const double *const *)c->x, c->basis, c->R, c->pool);
+  cr_assert_eq(nn_conv_forward(c->y, &c->s, (const double *const *)c->x, c->basis, c->s2, c->W3, c->H, c->pool), 0);
   double L = 0;
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     size_t n = c->s.fout.ch[d] ? (size_t)rows_out(c) * (size_t)(NN_DIM(d) * c->s.fout.ch[d]) : 0;
@@ -113,44 +122,106 @@ static double loss(void *ctx) {
   return L;
 }
 
-static void check_grads(struct nn_fiber fin, struct nn_fiber fout, int pool) {
+static void backward(struct conv_case *c) {
+  memset(c->dW3, 0, nn_conv_radial_size(&c->s.fin, &c->s.fout) * (size_t)c->H * sizeof *c->dW3);
+  cr_assert_eq(nn_conv_backward(c->dx, c->ds2, c->dW3, &c->s, (const double *const *)c->G, (const double *const *)c->x,
+                                c->basis, c->s2, c->W3, c->H, c->pool),
+               0);
+}
+
+static void check_grads(struct nn_fiber fin, struct nn_fiber fout, int pool, int H, size_t checks) {
   struct conv_case c;
-  case_init(&c, fin, fout, pool, 17 + (uint64_t)pool);
-  nn_conv_backward(c.dx, c.dR, &c.s, (const double *const *)c.G, (const double *const *)c.x, c.basis, c.R, pool);
+  case_init(&c, fin, fout, pool, 17 + (uint64_t)pool, H);
+  backward(&c);
   double worst = 0;
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     if (!fin.ch[d]) continue;
-    double w = gc_worst(loss, &c, c.x[d], c.dx[d], (size_t)c.g.N * (size_t)(NN_DIM(d) * fin.ch[d]), 400);
+    double w = gc_worst(loss, &c, c.x[d], c.dx[d], (size_t)c.g.N * (size_t)(NN_DIM(d) * fin.ch[d]), checks);
     cr_assert_lt(w, 1e-6, "pool %d: d loss / d x[%d]: worst %.2e", pool, d, w);
     worst = fmax(worst, w);
   }
   size_t rs = nn_conv_radial_size(&fin, &fout);
-  double w = gc_worst(loss, &c, c.R, c.dR, (size_t)c.g.E * rs, 2000);
-  cr_assert_lt(w, 1e-6, "pool %d: d loss / d R: worst %.2e", pool, w);
-  cr_log_info("conv pool=%d: worst gradient error %.2e (x), %.2e (R); %d edges", pool, worst, w, c.g.E);
+  double ws = gc_worst(loss, &c, c.s2, c.ds2, (size_t)c.g.E * (size_t)H, checks);
+  double ww = gc_worst(loss, &c, c.W3, c.dW3, rs * (size_t)H, 4 * checks);
+  cr_assert_lt(ws, 1e-6, "pool %d: d loss / d s2: worst %.2e", pool, ws);
+  cr_assert_lt(ww, 1e-6, "pool %d: d loss / d W3: worst %.2e", pool, ww);
+  cr_log_info("conv pool=%d H=%d: worst gradient error %.2e (x), %.2e (s2), %.2e (W3); %d edges", pool, H, worst, ws, ww,
+              c.g.E);
   case_free(&c);
 }
 
 Test(grad_conv, pooled_gradients_match_finite_differences) {
-  check_grads((struct nn_fiber){{2, 2, 1, 2}}, (struct nn_fiber){{3, 1, 2, 1}}, 1);
+  check_grads((struct nn_fiber){{2, 2, 1, 2}}, (struct nn_fiber){{3, 1, 2, 1}}, 1, 3, 400);
 }
 
 Test(grad_conv, per_edge_gradients_match_finite_differences) {
-  check_grads((struct nn_fiber){{1, 2, 0, 1}}, (struct nn_fiber){{2, 0, 1, 2}}, 0);
+  check_grads((struct nn_fiber){{1, 2, 0, 1}}, (struct nn_fiber){{2, 0, 1, 2}}, 0, 3, 400);
+}
+
+/* The fast tiles (output channels in 32s, 32 radial features), checked by
+ * finite differences on a sample of entries. */
+Test(grad_conv, fast_tile_gradients_match_finite_differences, .timeout = 600) {
+  check_grads((struct nn_fiber){{32, 32, 0, 32}}, (struct nn_fiber){{32, 0, 32, 32}}, 0, 32, 60);
+  check_grads((struct nn_fiber){{32, 32, 32, 32}}, (struct nn_fiber){{64, 0, 0, 0}}, 1, 32, 60);
+}
+
+/* The fast and generic tiles compute the same sums (to round-off): values
+ * and every gradient. */
+static void fast_vs_generic(struct nn_fiber fin, struct nn_fiber fout, int pool) {
+  struct conv_case a, b;
+  case_init(&a, fin, fout, pool, 31, 32);
+  case_init(&b, fin, fout, pool, 31, 32);
+  loss(&a);
+  backward(&a);
+  nn_conv_generic_only = 1;
+  loss(&b);
+  backward(&b);
+  nn_conv_generic_only = 0;
+  double worst = 0;
+  for (int d = 0; d <= NN_MAX_DEG; d++) {
+    size_t ny = fout.ch[d] ? (size_t)rows_out(&a) * (size_t)(NN_DIM(d) * fout.ch[d]) : 0;
+    size_t nx = fin.ch[d] ? (size_t)a.g.N * (size_t)(NN_DIM(d) * fin.ch[d]) : 0;
+    for (size_t i = 0; i < ny; i++)
+      worst = fmax(worst, fabs(a.y[d][i] - b.y[d][i]) / (1 + fabs(b.y[d][i])));
+    for (size_t i = 0; i < nx; i++)
+      worst = fmax(worst, fabs(a.dx[d][i] - b.dx[d][i]) / (1 + fabs(b.dx[d][i])));
+  }
+  for (size_t i = 0; i < (size_t)a.g.E * 32; i++)
+    worst = fmax(worst, fabs(a.ds2[i] - b.ds2[i]) / (1 + fabs(b.ds2[i])));
+  size_t nw = nn_conv_radial_size(&fin, &fout) * 32;
+  int moved = 0;
+  for (size_t i = 0; i < nw; i++) {
+    worst = fmax(worst, fabs(a.dW3[i] - b.dW3[i]) / (1 + fabs(b.dW3[i])));
+    moved |= a.dW3[i] != 0;
+  }
+  cr_assert(moved, "the weight gradient is all zero");
+  cr_assert_lt(worst, 1e-12, "fast and generic tiles differ by %.2e (pool %d)", worst, pool);
+  case_free(&a);
+  case_free(&b);
+}
+
+Test(grad_conv, fast_tiles_equal_generic_tiles) {
+  fast_vs_generic((struct nn_fiber){{32, 32, 32, 32}}, (struct nn_fiber){{32, 32, 32, 32}}, 0);
+  fast_vs_generic((struct nn_fiber){{32, 32, 32, 32}}, (struct nn_fiber){{128, 0, 0, 0}}, 1);
+  fast_vs_generic((struct nn_fiber){{5, 0, 32, 0}}, (struct nn_fiber){{64, 32, 0, 0}}, 0);
 }
 
 /* Degree 0 to degree 0 is a scalar filter: y = sum_e R_e B00 x_src with
  * B00 = Y_00 = 1/sqrt(4 pi). */
 Test(grad_conv, degree_zero_is_a_scalar_filter) {
   struct conv_case c;
-  case_init(&c, (struct nn_fiber){{2, 0, 0, 0}}, (struct nn_fiber){{3, 0, 0, 0}}, 1, 5);
+  case_init(&c, (struct nn_fiber){{2, 0, 0, 0}}, (struct nn_fiber){{3, 0, 0, 0}}, 1, 5, 4);
   loss(&c);
   for (int n = 0; n < c.g.N; n++)
     for (int o = 0; o < 3; o++) {
       double want = 0;
       for (int e = c.g.in_start[n]; e < c.g.in_start[n + 1]; e++)
-        for (int i = 0; i < 2; i++)
-          want += c.R[e * 6 + o * 2 + i] / sqrt(4 * M_PI) * c.x[0][c.g.src[e] * 2 + i];
+        for (int i = 0; i < 2; i++) {
+          double R = 0; /* R_e = W3 s2_e, row (o, i) */
+          for (int h = 0; h < 4; h++)
+            R += c.W3[(o * 2 + i) * 4 + h] * c.s2[e * 4 + h];
+          want += R / sqrt(4 * M_PI) * c.x[0][c.g.src[e] * 2 + i];
+        }
       cr_assert_float_eq(c.y[0][n * 3 + o], want, 1e-6, "node %d out %d", n, o);
     }
   cr_assert_eq(c.y[0][1 * 3], 0.0, "a node without incoming edges gets nothing");
@@ -162,8 +233,8 @@ Test(grad_conv, degree_zero_is_a_scalar_filter) {
 Test(grad_conv, output_rotates_with_the_input) {
   struct nn_fiber fin = {{2, 2, 2, 2}}, fout = {{2, 2, 2, 2}};
   struct conv_case a, b;
-  case_init(&a, fin, fout, 1, 23);
-  case_init(&b, fin, fout, 1, 23); /* same graph, features and R */
+  case_init(&a, fin, fout, 1, 23, 3);
+  case_init(&b, fin, fout, 1, 23, 3); /* same graph, features and radial weights */
   uint64_t rng = 99;
   double Q[9], D[NN_MAX_DEG + 1][49];
   so3_random_rotation(&rng, Q);
