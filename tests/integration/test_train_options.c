@@ -250,3 +250,181 @@ Test(train_options, scaffold_split_keeps_frameworks_together) {
   free(wf);
   free(dir);
 }
+
+/* ensemble: 2 trains two different models; the scores are their mean and
+ * sample std, checked against each member scored alone from its checkpoint
+ * file (stages.score.checkpoint). */
+Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
+  char *dir = tu_tmpdir("train_ensemble");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: wavy, epochs: 2, batch_size: 4, ensemble: 2, atomref: true", "set: train");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "model 1 test (2 molecules"), "%s", out);
+  free(out);
+  char db[1100], ck[2][1100], wd[2][1100], mdb[2][1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM models WHERE id IN ('train/0', 'train/1')"), 2);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'train' AND model = 'train/1'"), 2);
+  for (int k = 0; k < 2; k++) {
+    snprintf(ck[k], sizeof ck[k], "%s/work/models/train-%d/best.ckpt", dir, k);
+    snprintf(wd[k], sizeof wd[k], "%s/member%d", dir, k);
+    snprintf(mdb[k], sizeof mdb[k], "%s/screen.db", wd[k]);
+  }
+  cr_assert_neq(tu_sh(NULL, "cmp -s %s %s", ck[0], ck[1]), 0, "the two members are the same model");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE model = 'train' AND std > 0"), 20);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s %s/", wd[k], db, wd[k]), 0);
+    cr_assert_eq(tu_se3(&out, "run %s --workdir %s --set score.checkpoint=%s", wf, wd[k], ck[k]), 0, "%s", out);
+    cr_assert(strstr(out, "score: the configuration changed"), "%s", out);
+    cr_assert_null(strstr(out, "train: the configuration changed"), "%s", out);
+    free(out);
+    char q[1300];
+    snprintf(q, sizeof q, "SELECT count(*) FROM scores WHERE model = '%s' AND std IS NULL", ck[k]);
+    cr_assert_eq(tu_query_int(mdb[k], q), 20);
+  }
+  char *bad = NULL;
+  cr_assert_eq(tu_sh(&bad,
+                     "sqlite3 -readonly '%s' \"ATTACH '%s' AS a; ATTACH '%s' AS b; SELECT count(*) FROM main.scores e "
+                     "JOIN a.scores x USING (mol_id) JOIN b.scores y USING (mol_id) WHERE "
+                     "abs(e.value - (x.value + y.value) / 2) > 1e-9 * (1 + abs(e.value)) OR "
+                     "abs(e.std - abs(x.value - y.value) / sqrt(2)) > 1e-9 * (1 + e.std) OR x.value = y.value\"",
+                     db, mdb[0], mdb[1]),
+               0, "%s", bad);
+  cr_assert_eq(atoi(bad), 0, "%s molecules' ensemble scores are not the members' mean and std", bad);
+  free(bad);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* stages.score.checkpoint: a missing or damaged file is an error naming it. */
+Test(train_options, a_bad_score_checkpoint_is_explained) {
+  char *dir = tu_tmpdir("score_checkpoint");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 8", "set: train");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/none.ckpt", wf, dir), 1, "%s", out);
+  cr_assert(strstr(out, "stages.score.checkpoint: ") && strstr(out, "none.ckpt"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL,
+                     "cp %s/work/models/train-0/best.ckpt %s/damaged.ckpt && printf 'XXXX' | "
+                     "dd of=%s/damaged.ckpt bs=1 seek=200 conv=notrunc 2>/dev/null",
+                     dir, dir, dir),
+               0);
+  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/damaged.ckpt", wf, dir), 1, "%s", out);
+  cr_assert(strstr(out, "stages.score.checkpoint: ") && strstr(out, "damaged.ckpt"), "%s", out);
+  free(out);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* checkpoint_every: kill -9 at random moments, many of them mid-epoch; the
+ * resumed run picks up from the mid-epoch checkpoints and still ends with
+ * checkpoints byte-identical to an uninterrupted run's. */
+Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
+  char *dir = tu_tmpdir("train_kill9_steps");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1", NULL);
+  char ref[1024], wd[1024], log[1024];
+  snprintf(ref, sizeof ref, "%s/work", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  double t0 = tu_now();
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  double full = tu_now() - t0;
+  cr_log_info("uninterrupted training: %.2f s", full);
+  char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
+  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.2 * full, 6, 40);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
+  free(out);
+  cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
+  char *resumed = NULL;
+  tu_sh(&resumed, "grep -c 'resuming from its checkpoint at step' %s", log);
+  cr_log_info("%d kills, %d resumed mid-epoch", kills, resumed ? atoi(resumed) : 0);
+  cr_assert(resumed && atoi(resumed) >= 1, "no run resumed from a mid-epoch checkpoint (see %s)", log);
+  free(resumed);
+  const char *files[] = {"epoch-9.ckpt", "epoch-8.ckpt", "best.ckpt"};
+  for (int i = 0; i < 3; i++) {
+    char a[1200], b[1200];
+    snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
+    snprintf(b, sizeof b, "%s/models/train-0/%s", wd, files[i]);
+    cr_assert_eq(tu_sh(NULL, "cmp -s %s %s", a, b), 0, "%s differs after resuming", files[i]);
+  }
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
+  const char *q = "SELECT model, epoch, split, loss, mae, rmse, r2, spearman, lr FROM metrics ORDER BY 1, 2, 3";
+  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
+  cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
+  free(x);
+  free(y);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* Classification: FABP4 actives vs decoys (a handful of each from DUD-E),
+ * binary cross-entropy; ROC-AUC, PR-AUC and EF1% recorded for validation and
+ * test; scores are probabilities. */
+Test(train_options, classification_records_screening_metrics) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("train_classify");
+  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
+             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
+  /* the first N mol2 records of each file */
+  const char *take = "awk -v n=%d '/^@<TRIPOS>MOLECULE/{k++} k>n{exit} {print}'";
+  char cmd[2048], awk[256];
+  snprintf(awk, sizeof awk, take, 12);
+  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/actives.mol2", act, awk, dir);
+  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
+  snprintf(awk, sizeof awk, take, 28);
+  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/decoys.mol2", dec, awk, dir);
+  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
+           "    - {path: decoys.mol2, labels: {active: 0}}\n"
+           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "  train: {target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
+           "arch: {layers: 1, channels: 4}, split: {valid: 0.25, test: 0.3, seed: 3}}\n"
+           "  score: {set: train}\n");
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "ROC-AUC") && strstr(out, "EF1%"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 40);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'valid' AND roc_auc BETWEEN 0 AND 1 AND "
+                                "pr_auc BETWEEN 0 AND 1 AND ef1 >= 0 AND mae IS NULL"),
+               3);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'test' AND roc_auc BETWEEN 0 AND 1 AND "
+                                "pr_auc BETWEEN 0 AND 1 AND ef1 >= 0"),
+               1);
+  /* the test split holds both classes, or its metrics would be undefined */
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT l.value) FROM splits s JOIN labels l ON l.mol_id = s.mol_id "
+                                "WHERE s.split = 'test'"),
+               2);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE value > 0 AND value < 1 AND std IS NULL"), 40);
+  /* the scores give the recorded test ROC-AUC: the fraction of (active, decoy)
+   * pairs of the test split ordered correctly, ties counting 1/2 */
+  double auc = query_double(db, "SELECT roc_auc FROM metrics WHERE split = 'test'");
+  double from_scores = query_double(
+      db, "WITH t AS (SELECT s.value AS v, l.value AS y FROM scores s JOIN labels l ON l.mol_id = s.mol_id "
+          "JOIN splits p ON p.mol_id = s.mol_id WHERE p.split = 'test') "
+          "SELECT avg(CASE WHEN a.v > d.v THEN 1.0 WHEN a.v = d.v THEN 0.5 ELSE 0.0 END) FROM t a, t d "
+          "WHERE a.y = 1 AND d.y = 0");
+  cr_assert_lt(fabs(auc - from_scores), 1e-9, "scores give ROC-AUC %g, the metric %g", from_scores, auc);
+  free(wf);
+  free(dir);
+}
