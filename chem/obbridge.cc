@@ -408,40 +408,47 @@ extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts
   }
 }
 
+// m's atoms and bonds into mol (aromatic flags kept, bonds given Kekulé
+// orders); false on a bad bond.
+static bool build_obmol(const struct mol *m, OBMol &mol) {
+  mol.BeginModify();
+  for (int i = 0; i < m->n_atoms; i++) {
+    const mol_atom &a = m->atoms[i];
+    OBAtom *t = mol.NewAtom();
+    t->SetAtomicNum(a.z);
+    t->SetFormalCharge(a.charge);
+    t->SetImplicitHCount(a.implicit_h);
+    t->SetVector(a.x, a.y, a.z_);
+    if (a.aromatic) t->SetAromatic();
+  }
+  bool aromatic = false;
+  for (int i = 0; i < m->n_bonds; i++) {
+    const mol_bond &b = m->bonds[i];
+    if (b.a >= (uint32_t)m->n_atoms || b.b >= (uint32_t)m->n_atoms || b.a == b.b) return false;
+    bool ar = b.order == MOL_BOND_AROMATIC;
+    if (!mol.AddBond((int)b.a + 1, (int)b.b + 1, ar ? 1 : b.order)) return false;
+    if (ar) {
+      mol.GetBond(mol.NumBonds() - 1)->SetAromatic();
+      aromatic = true;
+    }
+  }
+  mol.EndModify(false);
+  mol.SetDimension(m->dim == 3 ? 3 : m->dim == 2 ? 2 : 0);
+  if (aromatic) {
+    // Aromatic atom and bond flags came from the molecule; give the bonds
+    // Kekulé orders for the writers.
+    mol.SetAromaticPerceived();
+    OBKekulize(&mol);
+  }
+  return true;
+}
+
 extern "C" char *ob_write_sdf(const struct mol *m) {
   if (!m || m->n_atoms < 0 || (m->n_atoms && !m->atoms)) return nullptr;
   if (!g_ready && ob_init() != 0) return nullptr;
   try {
     OBMol mol;
-    mol.BeginModify();
-    for (int i = 0; i < m->n_atoms; i++) {
-      const mol_atom &a = m->atoms[i];
-      OBAtom *t = mol.NewAtom();
-      t->SetAtomicNum(a.z);
-      t->SetFormalCharge(a.charge);
-      t->SetImplicitHCount(a.implicit_h);
-      t->SetVector(a.x, a.y, a.z_);
-      if (a.aromatic) t->SetAromatic();
-    }
-    bool aromatic = false;
-    for (int i = 0; i < m->n_bonds; i++) {
-      const mol_bond &b = m->bonds[i];
-      if (b.a >= (uint32_t)m->n_atoms || b.b >= (uint32_t)m->n_atoms || b.a == b.b) return nullptr;
-      bool ar = b.order == MOL_BOND_AROMATIC;
-      if (!mol.AddBond((int)b.a + 1, (int)b.b + 1, ar ? 1 : b.order)) return nullptr;
-      if (ar) {
-        mol.GetBond(mol.NumBonds() - 1)->SetAromatic();
-        aromatic = true;
-      }
-    }
-    mol.EndModify(false);
-    mol.SetDimension(m->dim == 3 ? 3 : m->dim == 2 ? 2 : 0);
-    if (aromatic) {
-      // Aromatic atom and bond flags came from the molecule; give the bonds
-      // Kekulé orders for the MDL writer.
-      mol.SetAromaticPerceived();
-      OBKekulize(&mol);
-    }
+    if (!build_obmol(m, mol)) return nullptr;
     mol.SetTitle(m->name ? m->name : "");
     for (int i = 0; i < m->n_tags; i++) {
       OBPairData *pd = new OBPairData;
@@ -454,6 +461,19 @@ extern "C" char *ob_write_sdf(const struct mol *m) {
     std::string s = g_sdf->WriteString(&mol);
     if (s.empty()) return nullptr;
     return dup_c(s);
+  } catch (...) { return nullptr; }
+}
+
+extern "C" char *ob_canonical_smiles(const struct mol *m) {
+  if (!m || m->n_atoms < 0 || (m->n_atoms && !m->atoms)) return nullptr;
+  if (!g_ready && ob_init() != 0) return nullptr;
+  try {
+    OBMol mol;
+    if (!build_obmol(m, mol)) return nullptr;
+    mol.SetDimension(0); // no stereo from coordinates: the key is the graph's
+    clear_log();
+    std::string s = g_can->WriteString(&mol);
+    return dup_c(trim(s));
   } catch (...) { return nullptr; }
 }
 

@@ -33,6 +33,10 @@ int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct
              char *reason, size_t reason_len);
 /* The molecule as an SD record (with its tags), for hits.sdf. Caller frees. */
 char *ob_write_sdf(const struct mol *m);
+/* Open Babel's canonical SMILES of m (atoms with their charges, aromatic
+ * flags and implicit hydrogens, and bonds; no stereo, no title), malloc'd;
+ * NULL when Open Babel fails. */
+char *ob_canonical_smiles(const struct mol *m);
 /* Open Babel's version string. */
 const char *ob_version(void);
 

@@ -1,11 +1,17 @@
-/* score.c — a trained model over a molecule set: `graphs` of the set in,
- * `scores` out (one row per molecule and model).
+/* score.c — trained models over a molecule set: `graphs` of the set in,
+ * `scores` out (one row per molecule).
  *
- * The model is this workflow's `train` result (the `models` row and its best
- * checkpoint). Plan: the set's molecule ids with a graph, ascending, in
- * chunks of run.chunk_size; a chunk's predictions and its ledger row commit
- * together, so a killed run resumes at the chunk in flight and gives the same
- * scores (the forward pass is deterministic for a fixed thread count).
+ * The models are this workflow's `train` result (every `models` row: one, or
+ * an ensemble's members) or, with stages.score.checkpoint, one checkpoint
+ * file from anywhere. Each checkpoint carries what scoring needs: the
+ * architecture, task, target, standardisation and atomref references. A
+ * molecule's value is the members' mean prediction in the target's units
+ * (classification: probability) and std their sample standard deviation
+ * (NULL for one model). Plan: the set's molecule ids with a graph,
+ * ascending, in chunks of run.chunk_size; a chunk's predictions and its
+ * ledger row commit together, so a killed run resumes at the chunk in flight
+ * and gives the same scores (the forward pass is deterministic for a fixed
+ * thread count).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -15,58 +21,156 @@
 #include <string.h>
 
 #include "chem/graph.h"
+#include "chem/mol.h"
 #include "models/checkpoint.h"
 #include "models/cpu/model.h"
 #include "stage.h"
 
-struct sstage {
-  const char *set;
-  int batch, classify;
-  char model_id[64], target[256];
+#define ATOMREF_MAX 32
+
+struct member {
+  int classify;
+  char target[256];
   double mean, std;
+  int nz;
+  int64_t zs[ATOMREF_MAX];
+  double ref[ATOMREF_MAX];
   struct se3_model model;
   int have_model;
   real *params;
+};
+
+struct sstage {
+  const char *set;
+  int batch, classify, n_members, atomref;
+  char model_id[PATH_MAX], target[256];
+  struct member *mem;
   struct stage_ids plan;
   char *select;
   struct nn_arena ws;
   struct se3_batch_buf bb;
+  double *pred;     /* batch x n_members */
+  double *base;     /* batch x n_members: atomref sums */
 };
 
-/* The models row: checkpoint, architecture words, standardisation. */
-static int load_model(struct stage_ctx *ctx, struct sstage *s) {
-  char *sql = sqlite3_mprintf("SELECT id, target, task, checkpoint, arch, mean, std FROM \"%w\".models "
-                              "ORDER BY id LIMIT 1",
-                              ctx->src);
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the model");
-  if (sqlite3_step(st) != SQLITE_ROW) {
-    sqlite3_finalize(st);
-    return stage_fail_at(ctx, NULL, "no trained model: run the train stage first");
-  }
-  snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
-  snprintf(s->target, sizeof s->target, "%s", sqlite3_column_text(st, 1));
-  s->classify = !strcmp((const char *)sqlite3_column_text(st, 2), "classification");
-  char ck[PATH_MAX + 256];
-  snprintf(ck, sizeof ck, "%s/%s", ctx->workdir, sqlite3_column_text(st, 3));
-  struct se3_config c;
-  int bad_arch = se3_config_parse((const char *)sqlite3_column_text(st, 4), &c);
-  s->mean = sqlite3_column_double(st, 5);
-  s->std = sqlite3_column_double(st, 6);
-  sqlite3_finalize(st);
-  char err[512];
-  if (bad_arch) return stage_fail_at(ctx, NULL, "model %s: its architecture record is unreadable", s->model_id);
-  if (se3_model_init(&s->model, &c, err, sizeof err)) return stage_fail_at(ctx, NULL, "model %s: %s", s->model_id, err);
-  s->have_model = 1;
-  s->params = malloc(s->model.n_params * sizeof *s->params);
-  if (!s->params) return stage_fail_at(ctx, NULL, "out of memory");
+/* One member from checkpoint `path`; `arch` (the models row's, or NULL) is
+ * used when the checkpoint predates the "arch" record. */
+static int load_member(struct stage_ctx *ctx, struct member *m, const char *path, const char *arch,
+                       uint64_t *hash) {
+  char err[512], text[1024];
   struct se3_ckpt k;
-  if (se3_ckpt_load(&k, ck, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
-  int bad = se3_ckpt_get(&k, "params", sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64, s->params, s->model.n_params);
+  if (se3_ckpt_load(&k, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (hash) *hash = se3_hash_bytes(*hash, k.buf, k.len);
+  const struct se3_ckpt_record *r = se3_ckpt_find(&k, "arch");
+  if (r && r->type == SE3_CK_U8 && r->count < sizeof text) {
+    memcpy(text, r->data, r->count);
+    text[r->count] = 0;
+    arch = text;
+  }
+  struct se3_config c;
+  if (!arch || se3_config_parse(arch, &c)) {
+    se3_ckpt_free(&k);
+    return stage_fail_at(ctx, NULL, "%s: no readable model configuration in the checkpoint", path);
+  }
+  r = se3_ckpt_find(&k, "target");
+  if (r && r->type == SE3_CK_U8 && r->count < sizeof m->target) {
+    memcpy(m->target, r->data, r->count);
+    m->target[r->count] = 0;
+  }
+  int64_t task = 0;
+  double stats[3];
+  if (se3_ckpt_find(&k, "classification")) se3_ckpt_get(&k, "classification", SE3_CK_I64, &task, 1);
+  m->classify = task != 0;
+  int bad = se3_ckpt_get(&k, "best_mean_std", SE3_CK_F64, stats, 3);
+  m->mean = stats[1];
+  m->std = stats[2];
+  r = se3_ckpt_find(&k, "atomref_z");
+  m->nz = r && r->count <= ATOMREF_MAX ? (int)r->count : 0;
+  if (r && (r->count > ATOMREF_MAX || se3_ckpt_get(&k, "atomref_z", SE3_CK_I64, m->zs, r->count) ||
+            se3_ckpt_get(&k, "atomref", SE3_CK_F64, m->ref, r->count)))
+    bad = 1;
+  if (bad) {
+    se3_ckpt_free(&k);
+    return stage_fail_at(ctx, NULL, "%s: the checkpoint lacks its standardisation or atomref records", path);
+  }
+  if (se3_model_init(&m->model, &c, err, sizeof err)) {
+    se3_ckpt_free(&k);
+    return stage_fail_at(ctx, NULL, "%s: %s", path, err);
+  }
+  m->have_model = 1;
+  m->params = malloc(m->model.n_params * sizeof *m->params);
+  bad = !m->params ||
+        se3_ckpt_get(&k, "params", sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64, m->params, m->model.n_params);
   se3_ckpt_free(&k);
-  if (bad) return stage_fail_at(ctx, NULL, "%s: not a checkpoint of model %s", ck, s->model_id);
+  if (bad) return stage_fail_at(ctx, NULL, "%s: its parameters do not fit its model configuration", path);
+  return STAGE_OK;
+}
+
+/* The models rows (every member), or the configured checkpoint. */
+static int load_models(struct stage_ctx *ctx, struct sstage *s) {
+  const char *ck = cfg_str(ctx->cfg, "checkpoint", NULL);
+  if (ck) {
+    s->mem = calloc(1, sizeof *s->mem);
+    if (!s->mem) return stage_fail_at(ctx, NULL, "out of memory");
+    s->n_members = 1;
+    snprintf(s->model_id, sizeof s->model_id, "%s", ck);
+    uint64_t h = SE3_HASH_INIT;
+    if (load_member(ctx, &s->mem[0], ck, NULL, &h)) {
+      /* name the key that pointed there */
+      char msg[sizeof ctx->err];
+      snprintf(msg, sizeof msg, "%s", ctx->err);
+      return stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", msg);
+    }
+    ctx->inputs_hash = h; /* a different file (or a retrained one) redoes the scores */
+  } else {
+    char *sql = sqlite3_mprintf("SELECT id, checkpoint, arch, mean, std, task, target FROM \"%w\".models ORDER BY id",
+                                ctx->src);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the models");
+    int cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (s->n_members == cap) {
+        cap = cap ? 2 * cap : 4;
+        struct member *grown = realloc(s->mem, (size_t)cap * sizeof *grown);
+        if (!grown) {
+          sqlite3_finalize(st);
+          return stage_fail_at(ctx, NULL, "out of memory");
+        }
+        s->mem = grown;
+      }
+      struct member *m = &s->mem[s->n_members++];
+      memset(m, 0, sizeof *m);
+      if (s->n_members == 1) snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
+      char path[PATH_MAX + 256];
+      snprintf(path, sizeof path, "%s/%s", ctx->workdir, sqlite3_column_text(st, 1));
+      int bad = load_member(ctx, m, path, (const char *)sqlite3_column_text(st, 2), NULL);
+      if (!bad) { /* checkpoints written before they carried these: the row's */
+        m->mean = sqlite3_column_double(st, 3);
+        m->std = sqlite3_column_double(st, 4);
+        m->classify = !strcmp((const char *)sqlite3_column_text(st, 5), "classification");
+        snprintf(m->target, sizeof m->target, "%s", sqlite3_column_text(st, 6));
+      }
+      if (bad) {
+        sqlite3_finalize(st);
+        return STAGE_ERROR;
+      }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the models");
+    if (s->n_members == 0) return stage_fail_at(ctx, NULL, "no trained model: run the train stage first");
+    if (s->n_members > 1) snprintf(s->model_id, sizeof s->model_id, "train");
+  }
+  s->classify = s->mem[0].classify;
+  snprintf(s->target, sizeof s->target, "%s", s->mem[0].target);
+  for (int i = 0; i < s->n_members; i++) {
+    const struct member *m = &s->mem[i];
+    if (m->classify != s->classify || strcmp(m->target, s->target) ||
+        m->model.cfg.node_in != s->mem[0].model.cfg.node_in)
+      return stage_fail_at(ctx, NULL, "the ensemble's models disagree on the target, task or node features");
+    if (m->nz) s->atomref = 1;
+  }
   return STAGE_OK;
 }
 
@@ -76,8 +180,11 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->state = s;
   s->set = cfg_str(ctx->cfg, "set", "library");
   s->batch = (int)cfg_int(ctx->cfg, "batch_size", 64);
-  if (load_model(ctx, s)) return STAGE_ERROR;
-  se3_batch_buf_init(&s->bb, s->model.cfg.node_in, GRAPH_EDGE_WIDTH);
+  if (load_models(ctx, s)) return STAGE_ERROR;
+  se3_batch_buf_init(&s->bb, s->mem[0].model.cfg.node_in, GRAPH_EDGE_WIDTH);
+  s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
+  s->base = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base);
+  if (!s->pred || !s->base) return stage_fail_at(ctx, NULL, "out of memory");
   char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
                                "WHERE m.set_name = ?1 ORDER BY 1",
                                ctx->src, ctx->src);
@@ -89,41 +196,70 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                          s->set);
   *n_items = s->plan.n;
   s->select =
-      sqlite3_mprintf("SELECT g.mol_id, g.graph FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
+      sqlite3_mprintf("SELECT g.mol_id, g.graph, m.mol FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
                       "WHERE m.set_name = ?1 AND g.mol_id BETWEEN ?2 AND ?3 ORDER BY g.mol_id",
                       ctx->src, ctx->src);
   return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
-/* Predicts the molecules gathered in bb and writes their scores. */
+/* Predicts the molecules gathered in bb with every member and writes their
+ * scores: the mean and, for an ensemble, the sample standard deviation. */
 static int flush(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, const int64_t *ids, int k, int64_t chunk) {
   if (k == 0) return STAGE_OK;
   real *out = malloc((size_t)k * sizeof *out);
-  if (!out || se3_batch_bases(&s->bb, &s->model.plan)) {
+  if (!out || se3_batch_bases(&s->bb, &s->mem[0].model.plan)) {
     free(out);
     return stage_fail_at(ctx, NULL, "out of memory scoring");
   }
-  struct se3_tape *t = se3_model_forward_ws(&s->model, s->params, &s->bb.b, out, &s->ws);
-  if (!t) {
-    free(out);
-    return stage_fail_at(ctx, NULL, "out of memory scoring");
+  for (int j = 0; j < s->n_members; j++) {
+    struct member *m = &s->mem[j];
+    struct se3_tape *t = se3_model_forward_ws(&m->model, m->params, &s->bb.b, out, &s->ws);
+    if (!t) {
+      free(out);
+      return stage_fail_at(ctx, NULL, "out of memory scoring");
+    }
+    se3_tape_free(t);
+    for (int i = 0; i < k; i++)
+      s->pred[(size_t)i * s->n_members + j] =
+          m->classify ? 1 / (1 + exp(-(double)out[i]))
+                      : (double)out[i] * m->std + m->mean + s->base[(size_t)i * s->n_members + j];
   }
-  se3_tape_free(t);
-  int ret = STAGE_OK;
+  free(out);
+  int ret = STAGE_OK, nm = s->n_members;
   for (int i = 0; i < k && ret == STAGE_OK; i++) {
-    double v = s->classify ? 1 / (1 + exp(-(double)out[i])) : (double)out[i] * s->std + s->mean;
+    const double *p = s->pred + (size_t)i * nm;
+    double mean = 0, ss = 0;
+    for (int j = 0; j < nm; j++)
+      mean += p[j];
+    mean /= nm;
+    for (int j = 0; j < nm; j++)
+      ss += (p[j] - mean) * (p[j] - mean);
     sqlite3_reset(ins);
     sqlite3_bind_int64(ins, 1, ids[i]);
     sqlite3_bind_text(ins, 2, s->model_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(ins, 3, s->target, -1, SQLITE_STATIC);
-    sqlite3_bind_double(ins, 4, v);
-    sqlite3_bind_int64(ins, 5, chunk);
+    sqlite3_bind_double(ins, 4, mean);
+    if (nm > 1)
+      sqlite3_bind_double(ins, 5, sqrt(ss / (nm - 1)));
+    else
+      sqlite3_bind_null(ins, 5);
+    sqlite3_bind_int64(ins, 6, chunk);
     if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing scores");
   }
-  free(out);
   se3_batch_clear(&s->bb);
   ctx->report->advance(ctx, k);
   return ret;
+}
+
+/* Member j's atomref sum for a molecule, from its stored atoms. */
+static double atomref_sum(const struct member *m, const struct mol *mol) {
+  double s = 0;
+  for (int a = 0; a < mol->n_atoms; a++)
+    for (int p = 0; p < m->nz; p++) {
+      if (m->zs[p] == mol->atoms[a].z) s += m->ref[p];
+      if (m->zs[p] == 1) s += mol->atoms[a].implicit_h * m->ref[p];
+    }
+  return s;
 }
 
 static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
@@ -135,7 +271,7 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   if (sqlite3_prepare_v2(ctx->db, s->select, -1, &sel, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO scores(mol_id, model, target, value, std, chunk) "
-                         "VALUES(?1, ?2, ?3, ?4, NULL, ?5)",
+                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
                          -1, &ins, NULL) != SQLITE_OK) {
     sqlite3_finalize(sel);
     return stage_sql_fail(ctx, "scoring");
@@ -160,14 +296,27 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
       ++*n_rej;
       continue;
     }
-    if (g.node_width != s->model.cfg.node_in) {
+    if (g.node_width != s->mem[0].model.cfg.node_in) {
       char why[160];
       snprintf(why, sizeof why, "its graph has %d node features, the model %d (graph settings changed after training?)",
-               g.node_width, s->model.cfg.node_in);
+               g.node_width, s->mem[0].model.cfg.node_in);
       graph_free(&g);
       ret = stage_reject_mol(ctx, "score", id, chunk, why);
       ++*n_rej;
       continue;
+    }
+    if (s->atomref) {
+      struct mol m;
+      mol_init(&m);
+      if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, err, sizeof err)) {
+        graph_free(&g);
+        ret = stage_reject_mol(ctx, "score", id, chunk, err);
+        ++*n_rej;
+        continue;
+      }
+      for (int j = 0; j < s->n_members; j++)
+        s->base[(size_t)k * s->n_members + j] = atomref_sum(&s->mem[j], &m);
+      mol_free(&m);
     }
     if (se3_batch_add(&s->bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos))
       ret = stage_fail_at(ctx, NULL, "out of memory scoring");
@@ -193,8 +342,13 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
 static void score_end(struct stage_ctx *ctx) {
   struct sstage *s = ctx->state;
   if (!s) return;
-  free(s->params);
-  if (s->have_model) se3_model_free(&s->model);
+  for (int j = 0; j < s->n_members; j++) {
+    free(s->mem[j].params);
+    if (s->mem[j].have_model) se3_model_free(&s->mem[j].model);
+  }
+  free(s->mem);
+  free(s->pred);
+  free(s->base);
   stage_ids_free(&s->plan);
   sqlite3_free(s->select);
   nn_arena_free(&s->ws);

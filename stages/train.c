@@ -1,16 +1,25 @@
-/* train.c — `graphs` and `labels` of one set in, a trained SE(3)-Transformer
- * out: checkpoints under WORKDIR/models/train-0/, and the `splits`,
- * `metrics` and `models` tables.
+/* train.c — `graphs` and `labels` of one set in, trained SE(3)-Transformers
+ * out: checkpoints under WORKDIR/models/train-<i>/ (one folder per ensemble
+ * member), and the `splits`, `metrics` and `models` tables.
  *
- * Plan: one chunk per epoch, so the runner's ledger records finished epochs.
- * An epoch starts from the checkpoint of the epoch before (kept on disk until
- * the next one is committed), and everything random is derived from the
- * seed and the epoch (data order, rotations), so an epoch redone after a
- * kill computes exactly what the lost run computed: a resumed run ends with
+ * Plan: one chunk per (member, epoch), member major, so the runner's ledger
+ * records finished epochs. An epoch starts from the checkpoint of the epoch
+ * before (kept on disk until the next one is committed), or from a mid-epoch
+ * checkpoint (checkpoint_every) of the same epoch under the same settings and
+ * data, and everything random is derived from the member's seed, the epoch
+ * and the step (data order, rotations), so an epoch redone after a kill
+ * computes exactly what the lost run computed: a resumed run ends with
  * bit-identical parameters. The chunk writes epoch-<e>.ckpt (and best.ckpt
  * when validation improves) atomically before its transaction commits, and
- * its metrics rows in that transaction. finalize evaluates the best
- * checkpoint on the test split and writes the `models` row.
+ * its metrics rows in that transaction. finalize evaluates every member's
+ * best checkpoint on the test split and writes the `models` rows.
+ *
+ * Regression targets: with atomref, a per-element reference (least squares
+ * of the target on the element counts of the training split, with a tiny
+ * ridge term) is taken off first; the residual is standardised with the
+ * training split's mean and deviation. Metrics and scores add both back.
+ * Every checkpoint carries what scoring needs: the architecture, task,
+ * target, standardisation and the atomref coefficients.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +33,8 @@
 #include <unistd.h>
 
 #include "chem/graph.h"
+#include "chem/mol.h"
+#include "chem/scaffold.h"
 #include "models/checkpoint.h"
 #include "models/cpu/model.h"
 #include "models/cpu/optim.h"
@@ -34,34 +45,47 @@
 enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 };
 static const char *const split_name[3] = {"train", "valid", "test"};
 
+/* distinct elements the atomref fit can hold */
+#define ATOMREF_MAX 32
+
 struct tstage {
   /* configuration */
   const char *set, *target;
-  int classify, epochs, batch, patience, augment, restart_epochs;
+  int classify, epochs, batch, patience, augment, restart_epochs, ensemble, atomref;
+  long ckpt_every;
   enum nn_loss loss;
   struct nn_adam adam;
   struct nn_schedule sched;
   double clip;
   uint64_t seed;
   struct se3_config mc;
+  char arch[512];
   /* data: molecules with the target label, in id order */
   int n;
   int64_t *ids;
   struct graph *g;
   double *y;
+  double *split_label; /* split.method column: the column's value (NAN: none) */
+  char **scaffold;     /* split.method scaffold: the framework's key */
+  uint16_t *counts;    /* atomref: n x nz element counts */
   unsigned char *split;
   int *idx[3], cnt[3];
   double mean, std;
-  /* the model and the training state after `epoch_done` */
+  int nz;                         /* atomref: elements seen */
+  int64_t zs[ATOMREF_MAX];        /* their atomic numbers */
+  double ref[ATOMREF_MAX];        /* fitted reference per element */
+  double *base;                   /* per molecule: sum of references (0 without atomref) */
+  uint64_t fingerprint;           /* settings and data: guards mid-epoch checkpoints */
+  /* the model and the training state of `member` after `epoch_done` */
   struct se3_model model;
   real *params, *m, *v, *grad;
   long step;
-  int epoch_done;
+  int member, epoch_done;
   double best;    /* best validation loss so far (INFINITY: none) */
   int best_epoch; /* -1: none */
   struct nn_arena ws;
   struct se3_batch_buf bb;
-  char dir[PATH_MAX];
+  char dir[PATH_MAX]; /* WORKDIR/models/train-<member> */
 };
 
 static uint64_t mix(uint64_t a, uint64_t b) {
@@ -83,45 +107,292 @@ static void shuffle(int *a, int n, uint64_t seed) {
   }
 }
 
-static int load_data(struct stage_ctx *ctx, struct tstage *t) {
-  char *sql = sqlite3_mprintf("SELECT g.mol_id, g.graph, l.value FROM \"%w\".graphs g "
+/* "name" (file record N) of molecule id, for messages. */
+static void mol_where(struct stage_ctx *ctx, int64_t id, char *out, size_t n) {
+  char *sql = sqlite3_mprintf("SELECT name, source_file, record_no FROM \"%w\".molecules WHERE id=?1", ctx->src);
+  sqlite3_stmt *st = NULL;
+  snprintf(out, n, "molecule %lld", (long long)id);
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW)
+      snprintf(out, n, "molecule %lld ('%s', %s record %lld)", (long long)id, sqlite3_column_text(st, 0),
+               sqlite3_column_text(st, 1), (long long)sqlite3_column_int64(st, 2));
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+}
+
+/* Element counts (hydrogens included, implicit ones too) of one molecule into
+ * t->counts row i, adding new elements to t->zs. */
+static int count_elements(struct stage_ctx *ctx, struct tstage *t, int i, const struct mol *m) {
+  uint16_t *row = t->counts + (size_t)i * ATOMREF_MAX;
+  memset(row, 0, ATOMREF_MAX * sizeof *row);
+  for (int a = 0; a < m->n_atoms; a++) {
+    int z[2] = {m->atoms[a].z, 1}, times[2] = {1, m->atoms[a].implicit_h};
+    for (int k = 0; k < 2; k++) {
+      if (!times[k]) continue;
+      int c = 0;
+      while (c < t->nz && t->zs[c] != z[k])
+        c++;
+      if (c == t->nz) {
+        if (t->nz == ATOMREF_MAX)
+          return stage_fail_at(ctx, NULL, "stages.train.atomref: more than %d distinct elements", ATOMREF_MAX);
+        t->zs[t->nz++] = z[k];
+      }
+      row[c] = (uint16_t)(row[c] + times[k]);
+    }
+  }
+  return STAGE_OK;
+}
+
+static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_column, int need_mol) {
+  char *sql = sqlite3_mprintf("SELECT g.mol_id, g.graph, l.value, s.value, %s FROM \"%w\".graphs g "
                               "JOIN \"%w\".molecules m ON m.id = g.mol_id "
                               "JOIN \"%w\".labels l ON l.mol_id = g.mol_id AND l.name = ?1 "
+                              "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
                               "WHERE m.set_name = ?2 ORDER BY g.mol_id",
-                              ctx->src, ctx->src, ctx->src);
+                              need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src, ctx->src);
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   sqlite3_free(sql);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the training molecules");
   sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, t->set, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, split_column ? split_column : "", -1, SQLITE_STATIC);
   int cap = 0;
+  uint64_t h = SE3_HASH_INIT;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    long long id = sqlite3_column_int64(st, 0);
     if (t->n == cap) {
       cap = cap ? 2 * cap : 256;
       t->ids = realloc(t->ids, (size_t)cap * sizeof *t->ids);
       t->g = realloc(t->g, (size_t)cap * sizeof *t->g);
       t->y = realloc(t->y, (size_t)cap * sizeof *t->y);
-      if (!t->ids || !t->g || !t->y) {
+      t->split_label = realloc(t->split_label, (size_t)cap * sizeof *t->split_label);
+      t->scaffold = realloc(t->scaffold, (size_t)cap * sizeof *t->scaffold);
+      t->counts = realloc(t->counts, (size_t)cap * ATOMREF_MAX * sizeof *t->counts);
+      if (!t->ids || !t->g || !t->y || !t->split_label || !t->scaffold || !t->counts) {
         sqlite3_finalize(st);
         return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
       }
     }
     char err[256];
+    const void *blob = sqlite3_column_blob(st, 1);
+    size_t len = (size_t)sqlite3_column_bytes(st, 1);
     graph_init(&t->g[t->n]);
-    if (graph_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &t->g[t->n], err,
-                        sizeof err)) {
-      long long id = sqlite3_column_int64(st, 0);
+    t->scaffold[t->n] = NULL;
+    if (graph_from_blob(blob, len, &t->g[t->n], err, sizeof err)) {
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "the stored graph of molecule %lld is unreadable: %s", id, err);
     }
-    t->ids[t->n] = sqlite3_column_int64(st, 0);
+    h = se3_hash_bytes(h, &id, sizeof id);
+    h = se3_hash_bytes(h, blob, len);
+    t->ids[t->n] = id;
     t->y[t->n] = sqlite3_column_double(st, 2);
+    h = se3_hash_bytes(h, &t->y[t->n], sizeof(double));
+    t->split_label[t->n] = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
     t->n++;
+    if (need_mol) {
+      struct mol m;
+      mol_init(&m);
+      if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, err, sizeof err)) {
+        sqlite3_finalize(st);
+        return stage_fail_at(ctx, NULL, "the stored molecule %lld is unreadable: %s", id, err);
+      }
+      int bad = t->atomref ? count_elements(ctx, t, t->n - 1, &m) : STAGE_OK;
+      if (!bad && need_mol == 2) {
+        t->scaffold[t->n - 1] = scaffold_key(&m);
+        if (!t->scaffold[t->n - 1])
+          bad = stage_fail_at(ctx, NULL, "stages.train.split: no scaffold for molecule %lld (Open Babel failed)", id);
+      }
+      mol_free(&m);
+      if (bad) {
+        sqlite3_finalize(st);
+        return STAGE_ERROR;
+      }
+    }
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the training molecules");
+  t->fingerprint = h;
   return STAGE_OK;
+}
+
+/* ---- splits ---------------------------------------------------------------------------- */
+
+static void split_random(struct tstage *t, int *perm, uint64_t seed, int n_test, int n_valid) {
+  for (int i = 0; i < t->n; i++)
+    perm[i] = i;
+  shuffle(perm, t->n, mix(seed, 0x5b1175));
+  for (int i = 0; i < t->n; i++)
+    t->split[perm[i]] = i < n_test ? SPLIT_TEST : i < n_test + n_valid ? SPLIT_VALID : SPLIT_TRAIN;
+}
+
+/* Scaffold groups, largest first (ties in an order drawn from the seed, then
+ * by key), each filling the training split while it fits within its share,
+ * then validation, then test. */
+struct sgroup {
+  int first, size; /* in the key-sorted order */
+  uint64_t tie;
+};
+static const struct tstage *sort_t;
+static int by_key(const void *a, const void *b) {
+  int i = *(const int *)a, j = *(const int *)b;
+  int c = strcmp(sort_t->scaffold[i], sort_t->scaffold[j]);
+  return c ? c : (i > j) - (i < j);
+}
+static const int *sort_perm;
+static int by_size(const void *a, const void *b) {
+  const struct sgroup *x = a, *y = b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  if (x->tie != y->tie) return x->tie < y->tie ? -1 : 1;
+  return strcmp(sort_t->scaffold[sort_perm[x->first]], sort_t->scaffold[sort_perm[y->first]]);
+}
+
+static int split_scaffold(struct tstage *t, int *perm, uint64_t seed, int n_test, int n_valid) {
+  for (int i = 0; i < t->n; i++)
+    perm[i] = i;
+  sort_t = t;
+  qsort(perm, (size_t)t->n, sizeof *perm, by_key);
+  struct sgroup *gr = malloc((size_t)t->n * sizeof *gr);
+  if (!gr) return -1;
+  int ng = 0;
+  for (int i = 0; i < t->n; i++) {
+    if (i == 0 || strcmp(t->scaffold[perm[i]], t->scaffold[perm[i - 1]])) {
+      const char *k = t->scaffold[perm[i]];
+      gr[ng++] = (struct sgroup){i, 0, mix(seed, se3_hash_str(SE3_HASH_INIT, k))};
+    }
+    gr[ng - 1].size++;
+  }
+  sort_perm = perm;
+  qsort(gr, (size_t)ng, sizeof *gr, by_size);
+  int n_train = t->n - n_test - n_valid, got[3] = {0, 0, 0};
+  for (int g = 0; g < ng; g++) {
+    int s = got[SPLIT_TRAIN] + gr[g].size <= n_train   ? SPLIT_TRAIN
+            : got[SPLIT_VALID] + gr[g].size <= n_valid ? SPLIT_VALID
+                                                       : SPLIT_TEST;
+    got[s] += gr[g].size;
+    for (int k = 0; k < gr[g].size; k++)
+      t->split[perm[gr[g].first + k]] = (unsigned char)s;
+  }
+  free(gr);
+  return 0;
+}
+
+static int make_split(struct stage_ctx *ctx, struct tstage *t) {
+  const struct cfg_node *c = ctx->cfg;
+  const char *method = cfg_str(c, "split.method", "random");
+  int n_test = (int)floor(cfg_float(c, "split.test", 0.1) * t->n),
+      n_valid = (int)floor(cfg_float(c, "split.valid", 0.1) * t->n);
+  uint64_t seed = (uint64_t)cfg_int(c, "split.seed", 0);
+  t->split = malloc((size_t)t->n);
+  int *perm = malloc((size_t)t->n * sizeof *perm);
+  if (!perm || !t->split) {
+    free(perm);
+    return stage_fail_at(ctx, NULL, "out of memory");
+  }
+  int ret = STAGE_OK;
+  if (!strcmp(method, "column")) {
+    for (int i = 0; i < t->n && ret == STAGE_OK; i++) {
+      double v = t->split_label[i];
+      if (v == 0 || v == 1 || v == 2) {
+        t->split[i] = (unsigned char)v;
+        continue;
+      }
+      char where[600];
+      mol_where(ctx, t->ids[i], where, sizeof where);
+      if (isnan(v))
+        ret = stage_fail_at(ctx, cfg_get(c, "split.column"), "stages.train.split.column: %s has no label '%s'", where,
+                            cfg_str(c, "split.column", ""));
+      else
+        ret = stage_fail_at(ctx, cfg_get(c, "split.column"),
+                            "stages.train.split.column: %s has %s = %g; use 0 (train), 1 (valid) or 2 (test)", where,
+                            cfg_str(c, "split.column", ""), v);
+    }
+  } else if (n_test + n_valid >= t->n) {
+    ret = stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
+                        t->n);
+  } else if (!strcmp(method, "scaffold")) {
+    if (split_scaffold(t, perm, seed, n_test, n_valid)) ret = stage_fail_at(ctx, NULL, "out of memory");
+  } else {
+    split_random(t, perm, seed, n_test, n_valid);
+  }
+  free(perm);
+  if (ret != STAGE_OK) return ret;
+  for (int i = 0; i < 3; i++) {
+    t->idx[i] = malloc((size_t)t->n * sizeof(int));
+    if (!t->idx[i]) return stage_fail_at(ctx, NULL, "out of memory");
+  }
+  for (int i = 0; i < t->n; i++)
+    t->idx[t->split[i]][t->cnt[t->split[i]]++] = i; /* in id order within each split */
+  if (t->cnt[SPLIT_TRAIN] == 0)
+    return stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
+                         t->n);
+  return STAGE_OK;
+}
+
+/* ---- atomref ------------------------------------------------------------------------------ */
+
+/* Least squares of y on the training split's element counts, with a ridge
+ * term 1e-12 x (mean diagonal of XᵀX) that keeps the normal equations
+ * solvable when an element is absent (its reference is then 0); solved by
+ * Cholesky in double. */
+static int fit_atomref(struct stage_ctx *ctx, struct tstage *t) {
+  int nz = t->nz, ntr = t->cnt[SPLIT_TRAIN];
+  double A[ATOMREF_MAX * ATOMREF_MAX] = {0}, b[ATOMREF_MAX] = {0}, tr = 0;
+  for (int r = 0; r < ntr; r++) {
+    int i = t->idx[SPLIT_TRAIN][r];
+    const uint16_t *x = t->counts + (size_t)i * ATOMREF_MAX;
+    for (int p = 0; p < nz; p++) {
+      if (!x[p]) continue;
+      b[p] += x[p] * t->y[i];
+      for (int q = 0; q < nz; q++)
+        A[p * nz + q] += (double)x[p] * x[q];
+    }
+  }
+  for (int p = 0; p < nz; p++)
+    tr += A[p * nz + p];
+  double lambda = 1e-12 * (nz ? tr / nz : 1) + 1e-300;
+  for (int p = 0; p < nz; p++)
+    A[p * nz + p] += lambda;
+  /* A = L Lᵀ in place (lower triangle) */
+  for (int p = 0; p < nz; p++) {
+    for (int q = 0; q <= p; q++) {
+      double s = A[p * nz + q];
+      for (int k = 0; k < q; k++)
+        s -= A[p * nz + k] * A[q * nz + k];
+      if (p == q) {
+        if (!(s > 0)) return stage_fail_at(ctx, cfg_get(ctx->cfg, "atomref"), "stages.train.atomref: the fit failed");
+        A[p * nz + p] = sqrt(s);
+      } else {
+        A[p * nz + q] = s / A[q * nz + q];
+      }
+    }
+  }
+  double z[ATOMREF_MAX];
+  for (int p = 0; p < nz; p++) {
+    double s = b[p];
+    for (int k = 0; k < p; k++)
+      s -= A[p * nz + k] * z[k];
+    z[p] = s / A[p * nz + p];
+  }
+  for (int p = nz - 1; p >= 0; p--) {
+    double s = z[p];
+    for (int k = p + 1; k < nz; k++)
+      s -= A[k * nz + p] * t->ref[k];
+    t->ref[p] = s / A[p * nz + p];
+  }
+  for (int i = 0; i < t->n; i++) {
+    double s = 0;
+    for (int p = 0; p < nz; p++)
+      s += t->counts[(size_t)i * ATOMREF_MAX + p] * t->ref[p];
+    t->base[i] = s;
+  }
+  return STAGE_OK;
+}
+
+static void member_dir(const struct stage_ctx *ctx, int member, char *out, size_t n) {
+  snprintf(out, n, "%s/models/train-%d", ctx->workdir, member);
 }
 
 static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
@@ -142,6 +413,16 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->patience = (int)cfg_int(c, "patience", 0);
   t->augment = cfg_bool(c, "augment", 0);
   t->seed = (uint64_t)cfg_int(c, "seed", 42);
+  t->ensemble = (int)cfg_int(c, "ensemble", 1);
+  t->atomref = cfg_bool(c, "atomref", 0);
+  t->ckpt_every = (long)cfg_int(c, "checkpoint_every", 0);
+  if (t->atomref && t->classify)
+    return stage_fail_at(ctx, cfg_get(c, "atomref"), "stages.train.atomref: only for regression, not classification");
+  const char *method = cfg_str(c, "split.method", "random");
+  const char *column = cfg_str(c, "split.column", NULL);
+  if (!strcmp(method, "column") && !column)
+    return stage_fail_at(ctx, cfg_get(c, "split.method"),
+                         "stages.train.split.column: name the label holding 0 (train), 1 (valid) or 2 (test)");
   const char *loss = cfg_str(c, "loss", "l1");
   t->loss = t->classify              ? NN_LOSS_BCE
             : !strcmp(loss, "mse")   ? NN_LOSS_MSE
@@ -153,52 +434,38 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
   t->best = INFINITY;
   t->best_epoch = -1;
+  t->member = -1;
   t->epoch_done = -2; /* nothing in memory */
 
-  if (load_data(ctx, t)) return STAGE_ERROR;
+  int need_mol = !strcmp(method, "scaffold") ? 2 : t->atomref ? 1 : 0;
+  if (load_data(ctx, t, !strcmp(method, "column") ? column : NULL, need_mol)) return STAGE_ERROR;
   if (t->n < 2)
     return stage_fail_at(ctx, c,
                          "stages.train: set '%s' has %d molecule%s with a graph and the label '%s'; need 2 or more",
                          t->set, t->n, t->n == 1 ? "" : "s", t->target);
-  /* the split: a permutation by split.seed, test first, then validation */
-  int *perm = malloc((size_t)t->n * sizeof *perm);
-  t->split = malloc((size_t)t->n);
-  for (int i = 0; i < 3; i++)
-    t->idx[i] = malloc((size_t)t->n * sizeof(int));
-  if (!perm || !t->split || !t->idx[0] || !t->idx[1] || !t->idx[2]) {
-    free(perm);
-    return stage_fail_at(ctx, NULL, "out of memory");
-  }
-  for (int i = 0; i < t->n; i++)
-    perm[i] = i;
-  shuffle(perm, t->n, mix((uint64_t)cfg_int(c, "split.seed", 0), 0x5b1175));
-  int n_test = (int)floor(cfg_float(c, "split.test", 0.1) * t->n),
-      n_valid = (int)floor(cfg_float(c, "split.valid", 0.1) * t->n);
-  if (n_test + n_valid >= t->n) {
-    free(perm);
-    return stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
-                         t->n);
-  }
-  for (int i = 0; i < t->n; i++)
-    t->split[perm[i]] = i < n_test ? SPLIT_TEST : i < n_test + n_valid ? SPLIT_VALID : SPLIT_TRAIN;
-  free(perm);
-  for (int i = 0; i < t->n; i++)
-    t->idx[t->split[i]][t->cnt[t->split[i]]++] = i; /* in id order within each split */
-  /* standardise regression targets with the training split's statistics */
+  if (make_split(ctx, t)) return STAGE_ERROR;
+  t->fingerprint = cfg_hash(se3_hash_bytes(t->fingerprint, t->split, (size_t)t->n), c);
+  t->base = calloc((size_t)t->n, sizeof *t->base);
+  if (!t->base) return stage_fail_at(ctx, NULL, "out of memory");
+  if (t->atomref && fit_atomref(ctx, t)) return STAGE_ERROR;
+  /* standardise regression targets (less the references) with the training split's statistics */
   t->mean = 0;
   t->std = 1;
   if (!t->classify) {
     double *ytr = malloc((size_t)t->cnt[SPLIT_TRAIN] * sizeof *ytr);
+    if (!ytr) return stage_fail_at(ctx, NULL, "out of memory");
     for (int i = 0; i < t->cnt[SPLIT_TRAIN]; i++)
-      ytr[i] = t->y[t->idx[SPLIT_TRAIN][i]];
+      ytr[i] = t->y[t->idx[SPLIT_TRAIN][i]] - t->base[t->idx[SPLIT_TRAIN][i]];
     nn_standardize(&t->mean, &t->std, ytr, t->cnt[SPLIT_TRAIN]);
     free(ytr);
   } else {
     for (int i = 0; i < t->n; i++)
-      if (t->y[i] != 0 && t->y[i] != 1)
-        return stage_fail_at(ctx, cfg_get(c, "task"),
-                             "stages.train.task: classification needs labels 0 or 1; molecule %lld has %g",
-                             (long long)t->ids[i], t->y[i]);
+      if (t->y[i] != 0 && t->y[i] != 1) {
+        char where[600];
+        mol_where(ctx, t->ids[i], where, sizeof where);
+        return stage_fail_at(ctx, cfg_get(c, "task"), "stages.train.task: classification needs labels 0 or 1; %s has %g",
+                             where, t->y[i]);
+      }
   }
   /* the model */
   t->mc = (struct se3_config){.layers = (int)cfg_int(c, "arch.layers", 2),
@@ -215,6 +482,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   char err[256];
   if (se3_model_init(&t->model, &t->mc, err, sizeof err))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  se3_config_format(&t->mc, t->arch, sizeof t->arch);
   size_t np = t->model.n_params;
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(np * sizeof *t->m);
@@ -226,15 +494,26 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->sched = (struct nn_schedule){cfg_float(c, "lr", 2e-3), cfg_float(c, "min_lr", 2e-4),
                                   (long)cfg_int(c, "warmup_steps", 0), period, 1.0};
   se3_batch_buf_init(&t->bb, t->mc.node_in, GRAPH_EDGE_WIDTH);
-  snprintf(t->dir, sizeof t->dir, "%s/models/train-0", ctx->workdir);
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/models", ctx->workdir);
   mkdir(tmp, 0755);
-  if (mkdir(t->dir, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", t->dir, strerror(errno));
-  *n_chunks = t->epochs;
-  *n_items = (int64_t)t->epochs * t->cnt[SPLIT_TRAIN];
-  ctx->report->log(ctx, "%d molecules with '%s' in set '%s': %d train, %d valid, %d test; %zu parameters", t->n,
-                   t->target, t->set, t->cnt[0], t->cnt[1], t->cnt[2], np);
+  for (int k = 0; k < t->ensemble; k++) {
+    member_dir(ctx, k, tmp, sizeof tmp);
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", tmp, strerror(errno));
+  }
+  *n_chunks = (int64_t)t->ensemble * t->epochs;
+  *n_items = (int64_t)t->ensemble * t->epochs * t->cnt[SPLIT_TRAIN];
+  ctx->report->log(ctx, "%d molecules with '%s' in set '%s': %d train, %d valid, %d test (%s split); %zu parameters%s",
+                   t->n, t->target, t->set, t->cnt[0], t->cnt[1], t->cnt[2], method, np,
+                   t->ensemble > 1 ? "; an ensemble" : "");
+  if (t->atomref) {
+    char line[1024];
+    int o = 0;
+    for (int p = 0; p < t->nz && o < (int)sizeof line - 40; p++)
+      o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %.6g", p ? ", " : "", mol_element_symbol((int)t->zs[p]),
+                    t->ref[p]);
+    ctx->report->log(ctx, "atomref (per-element references of '%s'): %s", t->target, line);
+  }
   return STAGE_OK;
 }
 
@@ -313,16 +592,17 @@ static int evaluate(struct tstage *t, int which, struct eval *ev) {
   int rc = raw && y && p && yt ? predict(t, which, raw) : -1;
   if (rc == 0) {
     for (int i = 0; i < n; i++) {
-      y[i] = t->y[t->idx[which][i]];
+      int k = t->idx[which][i];
+      y[i] = t->y[k];
       p[i] = (real)raw[i];
-      yt[i] = (real)((y[i] - t->mean) / t->std);
+      yt[i] = (real)((y[i] - t->base[k] - t->mean) / t->std);
     }
     ev->loss = nn_loss(t->loss, p, yt, NULL, n, 1.0, NULL);
     if (t->classify) {
       se3_classification_metrics(raw, y, n, &ev->cls);
     } else {
       for (int i = 0; i < n; i++)
-        raw[i] = raw[i] * t->std + t->mean;
+        raw[i] = raw[i] * t->std + t->mean + t->base[t->idx[which][i]];
       se3_regression_metrics(raw, y, n, &ev->reg);
     }
   }
@@ -339,7 +619,10 @@ static void ckpt_path(const struct tstage *t, char *out, size_t n, const char *n
   snprintf(out, n, "%s/%s", t->dir, name);
 }
 
-static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int epoch) {
+/* The training state, and what scoring needs (arch, task, target,
+ * standardisation, atomref). A mid-epoch checkpoint (pos >= 0) adds its place
+ * in the epoch, the running loss and the fingerprint of settings and data. */
+static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int epoch, long pos, double loss_sum) {
   char path[PATH_MAX + 64], err[512];
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt_writer w;
@@ -348,13 +631,24 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3] = {t->step, epoch, t->best_epoch};
   double stats[3] = {t->best, t->mean, t->std};
-  int64_t order_seed = (int64_t)mix(t->seed, (uint64_t)epoch + 1);
+  int64_t order_seed = (int64_t)mix(t->seed + (uint64_t)t->member, (uint64_t)epoch + 1);
+  int64_t task = t->classify;
   se3_ckpt_put(&w, "params", rt, t->params, np);
   se3_ckpt_put(&w, "adam_m", rt, t->m, np);
   se3_ckpt_put(&w, "adam_v", rt, t->v, np);
   se3_ckpt_put(&w, "step_epoch_best", SE3_CK_I64, state, 3);
   se3_ckpt_put(&w, "best_mean_std", SE3_CK_F64, stats, 3);
   se3_ckpt_put(&w, "next_order_seed", SE3_CK_I64, &order_seed, 1);
+  se3_ckpt_put(&w, "arch", SE3_CK_U8, t->arch, strlen(t->arch));
+  se3_ckpt_put(&w, "target", SE3_CK_U8, t->target, strlen(t->target));
+  se3_ckpt_put(&w, "classification", SE3_CK_I64, &task, 1);
+  se3_ckpt_put(&w, "atomref_z", SE3_CK_I64, t->zs, t->atomref ? (uint64_t)t->nz : 0);
+  se3_ckpt_put(&w, "atomref", SE3_CK_F64, t->ref, t->atomref ? (uint64_t)t->nz : 0);
+  if (pos >= 0) {
+    int64_t where[2] = {pos, (int64_t)t->fingerprint};
+    se3_ckpt_put(&w, "position_fingerprint", SE3_CK_I64, where, 2);
+    se3_ckpt_put(&w, "loss_sum", SE3_CK_F64, &loss_sum, 1);
+  }
   return se3_ckpt_commit(&w, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
 }
 
@@ -379,11 +673,41 @@ static int restore(struct stage_ctx *ctx, struct tstage *t, const char *name, in
   return STAGE_OK;
 }
 
-/* The state after epoch e - 1: in memory, from its checkpoint, or fresh. */
-static int state_before(struct stage_ctx *ctx, struct tstage *t, int e) {
-  if (t->epoch_done == e - 1) return STAGE_OK;
+/* A mid-epoch checkpoint of epoch e written under the same settings and
+ * data: loads it and sets *pos (the next molecule of the epoch's order) and
+ * *loss_sum; otherwise leaves everything alone and *pos = 0. */
+static int resume_mid_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long *pos, double *loss_sum) {
+  char path[PATH_MAX + 64], err[512];
+  *pos = 0;
+  *loss_sum = 0;
+  ckpt_path(t, path, sizeof path, "step.ckpt");
+  if (access(path, F_OK) != 0) return STAGE_OK;
+  struct se3_ckpt c;
+  if (se3_ckpt_load(&c, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  int64_t where[2], state[3];
+  double ls;
+  int usable = se3_ckpt_get(&c, "position_fingerprint", SE3_CK_I64, where, 2) == 0 &&
+               se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 &&
+               se3_ckpt_get(&c, "loss_sum", SE3_CK_F64, &ls, 1) == 0 && (uint64_t)where[1] == t->fingerprint &&
+               state[1] == e;
+  se3_ckpt_free(&c);
+  if (!usable) return STAGE_OK;
+  int got;
+  if (restore(ctx, t, "step.ckpt", &got)) return STAGE_ERROR;
+  *pos = (long)where[0];
+  *loss_sum = ls;
+  ctx->report->log(ctx, "model %d epoch %d: resuming from its checkpoint at step %ld", t->member, e + 1, t->step);
+  return STAGE_OK;
+}
+
+/* The state of member k after epoch e - 1: in memory, from its checkpoint,
+ * or fresh. */
+static int state_before(struct stage_ctx *ctx, struct tstage *t, int k, int e) {
+  if (t->member == k && t->epoch_done == e - 1) return STAGE_OK;
+  t->member = k;
+  member_dir(ctx, k, t->dir, sizeof t->dir);
   if (e == 0) {
-    se3_model_init_params(&t->model, t->params, mix(t->seed, 0x1a1));
+    se3_model_init_params(&t->model, t->params, mix(t->seed + (uint64_t)k, 0x1a1));
     memset(t->m, 0, t->model.n_params * sizeof *t->m);
     memset(t->v, 0, t->model.n_params * sizeof *t->v);
     t->step = 0;
@@ -393,7 +717,10 @@ static int state_before(struct stage_ctx *ctx, struct tstage *t, int e) {
     char name[64];
     int got;
     snprintf(name, sizeof name, "epoch-%d.ckpt", e - 1);
-    if (restore(ctx, t, name, &got)) return STAGE_ERROR;
+    if (restore(ctx, t, name, &got)) {
+      t->epoch_done = -2;
+      return STAGE_ERROR;
+    }
     if (got != e - 1) return stage_fail_at(ctx, NULL, "%s/%s holds epoch %d", t->dir, name, got);
   }
   t->epoch_done = e - 1;
@@ -435,116 +762,148 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- one epoch ------------------------------------------------------------------------ */
+static int write_split(struct stage_ctx *ctx, struct tstage *t) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO splits(mol_id, split) VALUES(?1, ?2)", -1, &st, NULL))
+    return stage_sql_fail(ctx, "writing the split");
+  for (int i = 0; i < t->n; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, t->ids[i]);
+    sqlite3_bind_text(st, 2, split_name[t->split[i]], -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      sqlite3_finalize(st);
+      return stage_sql_fail(ctx, "writing the split");
+    }
+  }
+  sqlite3_finalize(st);
+  return STAGE_OK;
+}
+
+/* ---- one epoch of one member ------------------------------------------------------------ */
+
+/* Steps through the epoch's order from molecule `pos` on; a mid-epoch
+ * checkpoint every ckpt_every steps (not after the last batch: the epoch's
+ * own checkpoint follows). */
+static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, double *loss_sum) {
+  int ntr = t->cnt[SPLIT_TRAIN];
+  uint64_t seed = t->seed + (uint64_t)t->member;
+  int *order = malloc((size_t)ntr * sizeof *order);
+  real *pred = malloc((size_t)t->batch * sizeof *pred), *yt = malloc((size_t)t->batch * sizeof *yt),
+       *dpred = malloc((size_t)t->batch * sizeof *dpred);
+  if (!order || !pred || !yt || !dpred) {
+    free(order), free(pred), free(yt), free(dpred);
+    return stage_fail_at(ctx, NULL, "out of memory");
+  }
+  memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
+  shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
+  if (pos) ctx->report->advance(ctx, pos);
+  int ret = STAGE_OK;
+  for (long i = pos; i < ntr && ret == STAGE_OK; i += t->batch) {
+    if (*ctx->stop) {
+      ret = STAGE_STOPPED;
+      break;
+    }
+    int k = ntr - i < t->batch ? ntr - (int)i : t->batch;
+    if (make_batch(t, order + i, k, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step))) {
+      ret = stage_fail_at(ctx, NULL, "out of memory building a batch");
+      break;
+    }
+    struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
+    if (!tape) {
+      ret = stage_fail_at(ctx, NULL, "out of memory in the forward pass");
+      break;
+    }
+    for (int j = 0; j < k; j++)
+      yt[j] = (real)((t->y[order[i + j]] - t->base[order[i + j]] - t->mean) / t->std);
+    *loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
+    memset(t->grad, 0, t->model.n_params * sizeof *t->grad);
+    se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
+    se3_tape_free(tape);
+    if (t->clip > 0) nn_grad_clip(t->grad, t->model.n_params, t->clip);
+    double lr = nn_schedule_lr(&t->sched, t->step);
+    t->step++;
+    nn_adam_step(t->params, t->m, t->v, t->grad, t->model.n_params, &t->adam, t->step, lr);
+    ctx->report->advance(ctx, k);
+    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr)
+      ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
+  }
+  free(order), free(pred), free(yt), free(dpred);
+  return ret;
+}
 
 static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct tstage *t = ctx->state;
-  int e = (int)chunk;
+  int k = (int)(chunk / t->epochs), e = (int)(chunk % t->epochs);
+  char model[32];
+  snprintf(model, sizeof model, "train/%d", k);
   *n_ok = *n_rej = 0;
-  if (state_before(ctx, t, e)) return STAGE_ERROR;
-  if (e == 0) { /* the split, once */
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO splits(mol_id, split) VALUES(?1, ?2)", -1, &st, NULL))
-      return stage_sql_fail(ctx, "writing the split");
-    for (int i = 0; i < t->n; i++) {
-      sqlite3_reset(st);
-      sqlite3_bind_int64(st, 1, t->ids[i]);
-      sqlite3_bind_text(st, 2, split_name[t->split[i]], -1, SQLITE_STATIC);
-      if (sqlite3_step(st) != SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return stage_sql_fail(ctx, "writing the split");
-      }
-    }
-    sqlite3_finalize(st);
-  }
+  if (state_before(ctx, t, k, e)) return STAGE_ERROR;
+  if (chunk == 0 && write_split(ctx, t)) return STAGE_ERROR; /* the split, once */
   double t0 = now_s(), lr = NAN;
   int stopped_early = t->patience > 0 && t->best_epoch >= 0 && e - 1 - t->best_epoch >= t->patience;
   struct eval tr = {.loss = NAN}, va;
   if (!stopped_early) {
-    int ntr = t->cnt[SPLIT_TRAIN];
-    int *order = malloc((size_t)ntr * sizeof *order);
-    real *pred = malloc((size_t)t->batch * sizeof *pred), *yt = malloc((size_t)t->batch * sizeof *yt),
-         *dpred = malloc((size_t)t->batch * sizeof *dpred);
-    if (!order || !pred || !yt || !dpred) {
-      free(order), free(pred), free(yt), free(dpred);
-      return stage_fail_at(ctx, NULL, "out of memory");
-    }
-    memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
-    shuffle(order, ntr, mix(t->seed, (uint64_t)e + 1));
+    long pos = 0;
     double loss_sum = 0;
-    int ret = STAGE_OK;
-    for (int i = 0; i < ntr && ret == STAGE_OK; i += t->batch) {
-      if (*ctx->stop) {
-        ret = STAGE_STOPPED;
-        break;
-      }
-      int k = ntr - i < t->batch ? ntr - i : t->batch;
-      if (make_batch(t, order + i, k, t->augment, mix(mix(t->seed, 0xa06), (uint64_t)t->step))) {
-        ret = stage_fail_at(ctx, NULL, "out of memory building a batch");
-        break;
-      }
-      struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
-      if (!tape) {
-        ret = stage_fail_at(ctx, NULL, "out of memory in the forward pass");
-        break;
-      }
-      for (int j = 0; j < k; j++)
-        yt[j] = (real)((t->y[order[i + j]] - t->mean) / t->std);
-      loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
-      memset(t->grad, 0, t->model.n_params * sizeof *t->grad);
-      se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
-      se3_tape_free(tape);
-      if (t->clip > 0) nn_grad_clip(t->grad, t->model.n_params, t->clip);
-      lr = nn_schedule_lr(&t->sched, t->step);
-      t->step++;
-      nn_adam_step(t->params, t->m, t->v, t->grad, t->model.n_params, &t->adam, t->step, lr);
-      ctx->report->advance(ctx, k);
+    if (t->ckpt_every > 0 && resume_mid_epoch(ctx, t, e, &pos, &loss_sum)) {
+      t->epoch_done = -2;
+      return STAGE_ERROR;
     }
-    free(order), free(pred), free(yt), free(dpred);
+    int ret = run_epoch(ctx, t, e, pos, &loss_sum);
     if (ret != STAGE_OK) {
       t->epoch_done = -2; /* the parameters are part-way through an epoch */
       return ret;
     }
-    tr.loss = loss_sum / ntr;
+    tr.loss = loss_sum / t->cnt[SPLIT_TRAIN];
+    lr = nn_schedule_lr(&t->sched, t->step - 1);
   }
   if (evaluate(t, SPLIT_VALID, &va)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
   double watch = t->cnt[SPLIT_VALID] ? va.loss : tr.loss;
   if (!stopped_early && isfinite(watch) && watch < t->best) {
     t->best = watch;
     t->best_epoch = e;
-    if (save(ctx, t, "best.ckpt", e)) return STAGE_ERROR;
+    if (save(ctx, t, "best.ckpt", e, -1, 0)) return STAGE_ERROR;
   }
   t->epoch_done = e;
-  char name[64];
+  char name[64], old[PATH_MAX + 64];
   snprintf(name, sizeof name, "epoch-%d.ckpt", e);
-  if (save(ctx, t, name, e)) return STAGE_ERROR;
+  if (save(ctx, t, name, e, -1, 0)) return STAGE_ERROR;
+  /* the mid-epoch checkpoint is spent: were this chunk lost now, redoing the
+   * epoch from its start computes the same */
+  ckpt_path(t, old, sizeof old, "step.ckpt");
+  unlink(old);
   double secs = now_s() - t0;
   if (!stopped_early &&
-      (write_metrics(ctx, "train/0", e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
-       (t->cnt[SPLIT_VALID] && write_metrics(ctx, "train/0", e, SPLIT_VALID, &va, lr, secs, t->classify))))
+      (write_metrics(ctx, model, e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
+       (t->cnt[SPLIT_VALID] && write_metrics(ctx, model, e, SPLIT_VALID, &va, lr, secs, t->classify))))
     return STAGE_ERROR;
   /* the checkpoint two epochs back is no longer needed once this one is */
   if (e >= 2) {
-    char old[PATH_MAX + 64];
     snprintf(name, sizeof name, "epoch-%d.ckpt", e - 2);
     ckpt_path(t, old, sizeof old, name);
     unlink(old);
   }
+  char who[48] = "";
+  if (t->ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
   if (stopped_early)
-    ctx->report->log(ctx, "epoch %d: stopped early (no better validation loss since epoch %d)", e + 1,
+    ctx->report->log(ctx, "%sepoch %d: stopped early (no better validation loss since epoch %d)", who, e + 1,
                      t->best_epoch + 1);
   else if (t->classify)
-    ctx->report->log(ctx, "epoch %d: loss %.4f, valid loss %.4f ROC-AUC %.3f", e + 1, tr.loss, va.loss, va.cls.roc_auc);
+    ctx->report->log(ctx, "%sepoch %d: loss %.4f, valid loss %.4f ROC-AUC %.3f", who, e + 1, tr.loss, va.loss,
+                     va.cls.roc_auc);
   else
-    ctx->report->log(ctx, "epoch %d: loss %.4f, valid loss %.4f MAE %.4g", e + 1, tr.loss, va.loss, va.reg.mae);
+    ctx->report->log(ctx, "%sepoch %d: loss %.4f, valid loss %.4f MAE %.4g", who, e + 1, tr.loss, va.loss,
+                     va.reg.mae);
   *n_ok = stopped_early ? 0 : t->cnt[SPLIT_TRAIN];
   return STAGE_OK;
 }
 
-/* The best checkpoint on the test split, and the models row. */
-static int train_finalize(struct stage_ctx *ctx) {
-  struct tstage *t = ctx->state;
-  char path[PATH_MAX + 64];
+/* Member k's best checkpoint on the test split, and its models row. */
+static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
+  char path[PATH_MAX + 64], id[32];
+  snprintf(id, sizeof id, "train/%d", k);
+  t->member = k;
+  member_dir(ctx, k, t->dir, sizeof t->dir);
   ckpt_path(t, path, sizeof path, "best.ckpt");
   const char *name = access(path, R_OK) == 0 ? "best.ckpt" : NULL;
   char last[64];
@@ -553,26 +912,25 @@ static int train_finalize(struct stage_ctx *ctx) {
     name = last;
   }
   int epoch;
-  if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   t->epoch_done = -2; /* memory now holds the best, not the last, epoch */
+  if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   struct eval te;
   if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
-  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, "train/0", epoch, SPLIT_TEST, &te, NAN, -1, t->classify))
+  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify))
     return STAGE_ERROR;
-  char arch[512], rel[PATH_MAX + 64];
-  se3_config_format(&t->mc, arch, sizeof arch);
-  snprintf(rel, sizeof rel, "models/train-0/%s", name);
+  char rel[PATH_MAX + 64];
+  snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(
           ctx->db,
           "INSERT OR REPLACE INTO models(id, target, task, checkpoint, arch, mean, std, best_epoch, "
-          "best_valid_loss, n_train, n_valid, n_test) VALUES('train/0',?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+          "best_valid_loss, n_train, n_valid, n_test) VALUES(?12,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
           -1, &st, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "writing the model");
   sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, t->classify ? "classification" : "regression", -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, rel, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 4, arch, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, t->arch, -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 5, t->mean);
   sqlite3_bind_double(st, 6, t->std);
   sqlite3_bind_int(st, 7, t->best_epoch >= 0 ? t->best_epoch : epoch);
@@ -582,17 +940,27 @@ static int train_finalize(struct stage_ctx *ctx) {
     sqlite3_bind_null(st, 8);
   for (int i = 0; i < 3; i++)
     sqlite3_bind_int(st, 9 + i, t->cnt[i]);
+  sqlite3_bind_text(st, 12, id, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "writing the model");
   if (t->cnt[SPLIT_TEST]) {
+    char who[48] = "";
+    if (t->ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
     if (t->classify)
-      ctx->report->log(ctx, "test (%d molecules, best epoch %d): ROC-AUC %.3f, PR-AUC %.3f, EF1%% %.2f", t->cnt[2],
-                       epoch + 1, te.cls.roc_auc, te.cls.pr_auc, te.cls.ef1);
+      ctx->report->log(ctx, "%stest (%d molecules, best epoch %d): ROC-AUC %.3f, PR-AUC %.3f, EF1%% %.2f", who,
+                       t->cnt[2], epoch + 1, te.cls.roc_auc, te.cls.pr_auc, te.cls.ef1);
     else
-      ctx->report->log(ctx, "test (%d molecules, best epoch %d): MAE %.4g, RMSE %.4g, R2 %.3f", t->cnt[2], epoch + 1,
-                       te.reg.mae, te.reg.rmse, te.reg.r2);
+      ctx->report->log(ctx, "%stest (%d molecules, best epoch %d): MAE %.4g, RMSE %.4g, R2 %.3f", who, t->cnt[2],
+                       epoch + 1, te.reg.mae, te.reg.rmse, te.reg.r2);
   }
+  return STAGE_OK;
+}
+
+static int train_finalize(struct stage_ctx *ctx) {
+  struct tstage *t = ctx->state;
+  for (int k = 0; k < t->ensemble; k++)
+    if (finalize_member(ctx, t, k)) return STAGE_ERROR;
   return STAGE_OK;
 }
 
@@ -605,6 +973,12 @@ static void train_end(struct stage_ctx *ctx) {
   free(t->ids);
   free(t->y);
   free(t->split);
+  free(t->split_label);
+  for (int i = 0; t->scaffold && i < t->n; i++)
+    free(t->scaffold[i]);
+  free(t->scaffold);
+  free(t->counts);
+  free(t->base);
   for (int i = 0; i < 3; i++)
     free(t->idx[i]);
   free(t->params);

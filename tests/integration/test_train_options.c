@@ -1,0 +1,430 @@
+/* The train stage's options through the se3screen binary: atomref, scaffold
+ * and column splits, ensembles (and their scores' std), mid-epoch
+ * checkpoints under kill -9, scoring with a checkpoint file, and
+ * classification of actives vs decoys. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/mol.h"
+#include "chem/obbridge.h"
+#include "chem/scaffold.h"
+#include "tests/testutil.h"
+
+/* per-element references of the synthetic target */
+static double ref_of(const char *el) {
+  return !strcmp(el, "C") ? -38.0 : !strcmp(el, "H") ? -0.6 : !strcmp(el, "N") ? -54.5 : !strcmp(el, "O") ? -75.0
+         : !strcmp(el, "F")                                                                                 ? -99.75
+                                                                                                            : NAN;
+}
+
+/* sum over a formula's elements ("C3H8O") of count x reference */
+static double linear_of_formula(const char *f) {
+  double s = 0;
+  while (*f) {
+    char el[4] = {0};
+    int n = 0;
+    el[n++] = *f++;
+    if (islower((unsigned char)*f)) el[n++] = *f++;
+    int count = 0;
+    while (isdigit((unsigned char)*f))
+      count = 10 * count + (*f++ - '0');
+    double r = ref_of(el);
+    cr_assert(!isnan(r), "unexpected element %s", el);
+    s += (count ? count : 1) * r;
+  }
+  return s;
+}
+
+/* A CSV of labels by record for qm9_mini.sdf: lin (exactly linear in the
+ * element counts), wavy (lin plus a non-linear part), fold (0/1/2),
+ * badfold (fold, with 7 for record 5). The formulas come from an ingest. */
+static char *labels_csv(const char *dir) {
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: probe\nrun: {progress: none}\nsets:\n  train:\n    - path: %s\n"
+           "stages:\n  ingest: {workers: 1}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  char *wf = tu_write(dir, "probe.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/probe/screen.db", dir);
+  size_t cap = 8192, len = 0;
+  char *csv = malloc(cap);
+  len += (size_t)snprintf(csv, cap, "lin,wavy,fold,badfold\n");
+  int i = 0;
+  for (int rec = 1; rec <= 21; rec++) { /* record 9 of the 21 is rejected at ingest */
+    char q[128];
+    snprintf(q, sizeof q, "SELECT formula FROM molecules WHERE record_no = %d", rec);
+    char *f = tu_query(db, q);
+    cr_assert_not_null(f);
+    f[strcspn(f, "\n")] = 0;
+    if (!f[0]) {
+      len += (size_t)snprintf(csv + len, cap - len, "0,0,0,0\n");
+      free(f);
+      continue;
+    }
+    double lin = linear_of_formula(f);
+    free(f);
+    int fold = i % 5 == 0 ? 2 : i % 5 == 1 ? 1 : 0;
+    len += (size_t)snprintf(csv + len, cap - len, "%.10f,%.10f,%d,%d\n", lin, lin + 3 * sin(1.7 * i), fold,
+                            rec == 5 ? 7 : fold);
+    i++;
+  }
+  cr_assert_eq(i, 20);
+  char *path = tu_write(dir, "labels.csv", csv);
+  free(csv);
+  free(wf);
+  return path;
+}
+
+static char *qm9_wf(const char *dir, const char *labels, const char *train, const char *score) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: record}\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n  train: {%s}\n%s%s%s",
+           tu_src("workflows/data/qm9_mini.sdf"), labels, train, score ? "  score: {" : "", score ? score : "",
+           score ? "}\n" : "");
+  return tu_write(dir, "wf.yaml", yaml);
+}
+
+static double query_double(const char *db, const char *sql) {
+  char *s = tu_query(db, sql);
+  cr_assert(s && s[0], "no value: %s", sql);
+  double v = atof(s);
+  free(s);
+  return v;
+}
+
+/* On a target that is exactly linear in the element counts, atomref
+ * recovers the references and the test error vanishes after one epoch;
+ * without it the error is large. The score stage adds the references back. */
+Test(train_options, atomref_recovers_a_linear_target) {
+  char *dir = tu_tmpdir("train_atomref");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 4, atomref: true", "set: train");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  /* (no fluorine in these molecules) */
+  cr_assert(strstr(out, "atomref (per-element references of 'lin'): C -38, H -0.6, N -54.5, O -75\n"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  double mae_on = query_double(db, "SELECT mae FROM metrics WHERE split='test'");
+  cr_assert_lt(mae_on, 1e-6, "test MAE %g with atomref", mae_on);
+  /* every score is the label (in the target's units) */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores s JOIN labels l ON l.mol_id = s.mol_id AND l.name = 'lin' "
+                                "WHERE abs(s.value - l.value) < 1e-6"),
+               20);
+  cr_assert_eq(tu_se3(&out, "run %s --set train.atomref=false", wf), 0, "%s", out);
+  free(out);
+  double mae_off = query_double(db, "SELECT mae FROM metrics WHERE split='test'");
+  cr_assert_gt(mae_off, 1.0, "test MAE %g without atomref", mae_off);
+  /* a non-linear remainder: the scores reproduce the recorded test MAE */
+  cr_assert_eq(tu_se3(&out, "run %s --set train.target=wavy --set train.atomref=true --set train.epochs=2", wf), 0,
+               "%s", out);
+  free(out);
+  double mae_wavy = query_double(db, "SELECT mae FROM metrics WHERE split='test'");
+  cr_assert_lt(mae_wavy, 10, "test MAE %g on the wavy target", mae_wavy);
+  double from_scores = query_double(db, "SELECT avg(abs(s.value - l.value)) FROM scores s JOIN labels l ON "
+                                        "l.mol_id = s.mol_id AND l.name = 'wavy' JOIN splits p ON p.mol_id = s.mol_id "
+                                        "WHERE p.split = 'test'");
+  cr_assert_lt(fabs(from_scores / mae_wavy - 1), 1e-6, "scores give MAE %.9g, the metric %.9g", from_scores, mae_wavy);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* split.method column honours the column, and names a molecule whose value
+ * is not 0, 1 or 2. */
+Test(train_options, column_split_follows_the_column) {
+  char *dir = tu_tmpdir("train_column");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 4, split: {method: column, column: fold}", NULL);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "12 train, 4 valid, 4 test (column split)"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM splits s JOIN labels l ON l.mol_id = s.mol_id AND l.name='fold' "
+                                "WHERE s.split = CASE CAST(l.value AS INTEGER) WHEN 0 THEN 'train' WHEN 1 THEN 'valid' "
+                                "ELSE 'test' END"),
+               20);
+  cr_assert_eq(tu_se3(&out, "run %s --set train.split.column=badfold", wf), 1, "%s", out);
+  cr_assert(strstr(out, "stages.train.split.column: molecule ") && strstr(out, "record 5) has badfold = 7; use 0"),
+            "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --set train.split.column=nosuch", wf), 1, "%s", out);
+  cr_assert(strstr(out, "has no label 'nosuch'"), "%s", out);
+  free(out);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* Scaffold split of 60 drug-like molecules: every framework in exactly one
+ * split, the same split for the same seed, another for another seed. */
+Test(train_options, scaffold_split_keeps_frameworks_together) {
+  char *dir = tu_tmpdir("train_scaffold");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: %s, labels: [logp]}\n"
+           "stages:\n  ingest: {workers: 2, gen3d_quality: fast}\n  graph: {edges: bonds}\n"
+           "  train: {target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
+           "split: {method: scaffold, seed: 1, valid: 0.15, test: 0.15}}\n",
+           tu_src("workflows/data/delaney_first60.csv"));
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "cd %s && mkdir -p b c && cp a/screen.db b/ && cp a/screen.db c/", dir), 0);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "(scaffold split)"), "%s", out);
+  free(out);
+  char dbs[3][1100];
+  for (int i = 0; i < 3; i++)
+    snprintf(dbs[i], sizeof dbs[i], "%s/%c/screen.db", dir, 'a' + i);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/b", wf, dir), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/c --set train.split.seed=7", wf, dir), 0, "%s", out);
+  free(out);
+  const char *q = "SELECT mol_id, split FROM splits ORDER BY mol_id";
+  char *sa = tu_query(dbs[0], q), *sb = tu_query(dbs[1], q), *sc = tu_query(dbs[2], q);
+  cr_assert(sa && sb && sc);
+  cr_assert_str_eq(sa, sb, "the same seed gave another split");
+  cr_assert_str_neq(sa, sc, "another seed gave the same split");
+  free(sa), free(sb), free(sc);
+  /* frameworks: each in one split (keys computed here from the stored molecules) */
+  cr_assert_eq(ob_init(), 0);
+  for (int d = 0; d < 3; d += 2) {
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(dbs[d], &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(h, "SELECT m.mol, s.split FROM splits s JOIN molecules m ON m.id = s.mol_id", -1,
+                                    &st, NULL),
+                 SQLITE_OK);
+    char *keys[100], splits[100];
+    int n = 0, per[3] = {0};
+    while (sqlite3_step(st) == SQLITE_ROW && n < 100) {
+      struct mol m;
+      char err[256];
+      mol_init(&m);
+      cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err),
+                   0);
+      keys[n] = scaffold_key(&m);
+      cr_assert_not_null(keys[n]);
+      const char *sp = (const char *)sqlite3_column_text(st, 1);
+      splits[n] = sp[0];
+      per[sp[0] == 't' && sp[1] == 'r' ? 0 : sp[0] == 'v' ? 1 : 2]++;
+      mol_free(&m);
+      n++;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    cr_assert_eq(n, tu_query_int(dbs[d], "SELECT count(*) FROM splits"));
+    cr_assert_geq(n, 50);
+    int groups = 0;
+    for (int i = 0; i < n; i++) {
+      int first = 1;
+      for (int j = 0; j < n; j++) {
+        if (strcmp(keys[i], keys[j])) continue;
+        cr_assert_eq(splits[i], splits[j], "framework '%s' is in two splits", keys[i]);
+        if (j < i) first = 0;
+      }
+      groups += first;
+    }
+    cr_log_info("%d frameworks; %d train, %d valid, %d test", groups, per[0], per[1], per[2]);
+    cr_assert_gt(groups, 10);
+    cr_assert(per[1] >= 5 && per[1] <= 9 && per[2] >= 5 && per[2] <= 12, "%d valid, %d test", per[1], per[2]);
+    for (int i = 0; i < n; i++)
+      free(keys[i]);
+  }
+  free(wf);
+  free(dir);
+}
+
+/* ensemble: 2 trains two different models; the scores are their mean and
+ * sample std, checked against each member scored alone from its checkpoint
+ * file (stages.score.checkpoint). */
+Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
+  char *dir = tu_tmpdir("train_ensemble");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: wavy, epochs: 2, batch_size: 4, ensemble: 2, atomref: true", "set: train");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "model 1 test (2 molecules"), "%s", out);
+  free(out);
+  char db[1100], ck[2][1100], wd[2][1100], mdb[2][1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM models WHERE id IN ('train/0', 'train/1')"), 2);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'train' AND model = 'train/1'"), 2);
+  for (int k = 0; k < 2; k++) {
+    snprintf(ck[k], sizeof ck[k], "%s/work/models/train-%d/best.ckpt", dir, k);
+    snprintf(wd[k], sizeof wd[k], "%s/member%d", dir, k);
+    snprintf(mdb[k], sizeof mdb[k], "%s/screen.db", wd[k]);
+  }
+  cr_assert_neq(tu_sh(NULL, "cmp -s %s %s", ck[0], ck[1]), 0, "the two members are the same model");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE model = 'train' AND std > 0"), 20);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s %s/", wd[k], db, wd[k]), 0);
+    cr_assert_eq(tu_se3(&out, "run %s --workdir %s --set score.checkpoint=%s", wf, wd[k], ck[k]), 0, "%s", out);
+    cr_assert(strstr(out, "score: the configuration changed"), "%s", out);
+    cr_assert_null(strstr(out, "train: the configuration changed"), "%s", out);
+    free(out);
+    char q[1300];
+    snprintf(q, sizeof q, "SELECT count(*) FROM scores WHERE model = '%s' AND std IS NULL", ck[k]);
+    cr_assert_eq(tu_query_int(mdb[k], q), 20);
+  }
+  char *bad = NULL;
+  cr_assert_eq(tu_sh(&bad,
+                     "sqlite3 -readonly '%s' \"ATTACH '%s' AS a; ATTACH '%s' AS b; SELECT count(*) FROM main.scores e "
+                     "JOIN a.scores x USING (mol_id) JOIN b.scores y USING (mol_id) WHERE "
+                     "abs(e.value - (x.value + y.value) / 2) > 1e-9 * (1 + abs(e.value)) OR "
+                     "abs(e.std - abs(x.value - y.value) / sqrt(2)) > 1e-9 * (1 + e.std) OR x.value = y.value\"",
+                     db, mdb[0], mdb[1]),
+               0, "%s", bad);
+  cr_assert_eq(atoi(bad), 0, "%s molecules' ensemble scores are not the members' mean and std", bad);
+  free(bad);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* stages.score.checkpoint: a missing or damaged file is an error naming it. */
+Test(train_options, a_bad_score_checkpoint_is_explained) {
+  char *dir = tu_tmpdir("score_checkpoint");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 8", "set: train");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/none.ckpt", wf, dir), 1, "%s", out);
+  cr_assert(strstr(out, "stages.score.checkpoint: ") && strstr(out, "none.ckpt"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL,
+                     "cp %s/work/models/train-0/best.ckpt %s/damaged.ckpt && printf 'XXXX' | "
+                     "dd of=%s/damaged.ckpt bs=1 seek=200 conv=notrunc 2>/dev/null",
+                     dir, dir, dir),
+               0);
+  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/damaged.ckpt", wf, dir), 1, "%s", out);
+  cr_assert(strstr(out, "stages.score.checkpoint: ") && strstr(out, "damaged.ckpt"), "%s", out);
+  free(out);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* checkpoint_every: kill -9 at random moments, many of them mid-epoch; the
+ * resumed run picks up from the mid-epoch checkpoints and still ends with
+ * checkpoints byte-identical to an uninterrupted run's. */
+Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
+  char *dir = tu_tmpdir("train_kill9_steps");
+  char *labels = labels_csv(dir);
+  char *wf = qm9_wf(dir, labels, "target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1", NULL);
+  char ref[1024], wd[1024], log[1024];
+  snprintf(ref, sizeof ref, "%s/work", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  double t0 = tu_now();
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  double full = tu_now() - t0;
+  cr_log_info("uninterrupted training: %.2f s", full);
+  char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
+  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.2 * full, 6, 40);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
+  free(out);
+  cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
+  char *resumed = NULL;
+  tu_sh(&resumed, "grep -c 'resuming from its checkpoint at step' %s", log);
+  cr_log_info("%d kills, %d resumed mid-epoch", kills, resumed ? atoi(resumed) : 0);
+  cr_assert(resumed && atoi(resumed) >= 1, "no run resumed from a mid-epoch checkpoint (see %s)", log);
+  free(resumed);
+  const char *files[] = {"epoch-9.ckpt", "epoch-8.ckpt", "best.ckpt"};
+  for (int i = 0; i < 3; i++) {
+    char a[1200], b[1200];
+    snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
+    snprintf(b, sizeof b, "%s/models/train-0/%s", wd, files[i]);
+    cr_assert_eq(tu_sh(NULL, "cmp -s %s %s", a, b), 0, "%s differs after resuming", files[i]);
+  }
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
+  const char *q = "SELECT model, epoch, split, loss, mae, rmse, r2, spearman, lr FROM metrics ORDER BY 1, 2, 3";
+  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
+  cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
+  free(x);
+  free(y);
+  free(labels);
+  free(wf);
+  free(dir);
+}
+
+/* Classification: FABP4 actives vs decoys (a handful of each from DUD-E),
+ * binary cross-entropy; ROC-AUC, PR-AUC and EF1% recorded for validation and
+ * test; scores are probabilities. */
+Test(train_options, classification_records_screening_metrics) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("train_classify");
+  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
+             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
+  /* the first N mol2 records of each file */
+  const char *take = "awk -v n=%d '/^@<TRIPOS>MOLECULE/{k++} k>n{exit} {print}'";
+  char cmd[2048], awk[256];
+  snprintf(awk, sizeof awk, take, 12);
+  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/actives.mol2", act, awk, dir);
+  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
+  snprintf(awk, sizeof awk, take, 28);
+  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/decoys.mol2", dec, awk, dir);
+  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
+           "    - {path: decoys.mol2, labels: {active: 0}}\n"
+           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "  train: {target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
+           "arch: {layers: 1, channels: 4}, split: {valid: 0.25, test: 0.3, seed: 3}}\n"
+           "  score: {set: train}\n");
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "ROC-AUC") && strstr(out, "EF1%"), "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 40);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'valid' AND roc_auc BETWEEN 0 AND 1 AND "
+                                "pr_auc BETWEEN 0 AND 1 AND ef1 >= 0 AND mae IS NULL"),
+               3);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'test' AND roc_auc BETWEEN 0 AND 1 AND "
+                                "pr_auc BETWEEN 0 AND 1 AND ef1 >= 0"),
+               1);
+  /* the test split holds both classes, or its metrics would be undefined */
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT l.value) FROM splits s JOIN labels l ON l.mol_id = s.mol_id "
+                                "WHERE s.split = 'test'"),
+               2);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE value > 0 AND value < 1 AND std IS NULL"), 40);
+  /* the scores give the recorded test ROC-AUC: the fraction of (active, decoy)
+   * pairs of the test split ordered correctly, ties counting 1/2 */
+  double auc = query_double(db, "SELECT roc_auc FROM metrics WHERE split = 'test'");
+  double from_scores = query_double(
+      db, "WITH t AS (SELECT s.value AS v, l.value AS y FROM scores s JOIN labels l ON l.mol_id = s.mol_id "
+          "JOIN splits p ON p.mol_id = s.mol_id WHERE p.split = 'test') "
+          "SELECT avg(CASE WHEN a.v > d.v THEN 1.0 WHEN a.v = d.v THEN 0.5 ELSE 0.0 END) FROM t a, t d "
+          "WHERE a.y = 1 AND d.y = 0");
+  cr_assert_lt(fabs(auc - from_scores), 1e-9, "scores give ROC-AUC %g, the metric %g", from_scores, auc);
+  free(wf);
+  free(dir);
+}
