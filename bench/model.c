@@ -1,17 +1,23 @@
 /* model.c — the SE(3)-Transformer's speed on CPU: molecules per second for
- * inference (forward) and for a training step's forward and backward, at the
- * se3_qm9 settings (7 blocks, degrees 0-3, 32 channels, 8 heads), on a batch
- * of synthetic QM9-sized molecules (18 atoms), the same kind of batch the
- * reference figures in ../shared/notes/se3_reference.md were measured on.
+ * inference (forward) and for a training step (forward, backward and the
+ * AdamW update), at the se3_qm9 settings (7 blocks, degrees 0-3, 32
+ * channels, 8 heads), on a batch of synthetic QM9-sized molecules (18 atoms),
+ * the same kind of batch the reference figures in
+ * ../shared/notes/se3_reference.md were measured on.
  *
  *   model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100]
- *               [--reps 3] [--layers 7] [--channels 32]
+ *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
  *
  * Bases are recomputed from the graphs inside the timed step (the default
- * path, see the README); activations live in an arena kept across steps. One JSON object per line. Not yet measured
- * here: the optimizer update, FLOPs and MFU (reported as null).
+ * path, see the README); activations live in an arena kept across steps.
+ * FLOPs are counted from the layer shapes (se3_model_flops; a training step
+ * is 3 forwards); MFU divides the achieved GFLOP/s by what OpenBLAS sgemm
+ * reaches on a large square product (2048^3) with the same threads, measured
+ * in the same run. One JSON object per line.
  */
 #define _GNU_SOURCE
+#include <malloc.h>
+#include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +26,7 @@
 #include <time.h>
 
 #include "chem/graph.h"
+#include "models/cpu/optim.h"
 #include "chem/mol.h"
 #include "models/cpu/model.h"
 #include "models/so3.h"
@@ -77,9 +84,33 @@ static void synthetic(struct mol *m, uint64_t *rng) {
   m->dim = 3;
 }
 
+/* OpenBLAS sgemm GFLOP/s on C = A B, n x n (best of 3, after a warm-up),
+ * with OpenBLAS's own threads, as many as OpenMP's. */
+static double sgemm_gflops(int n, int threads) {
+  openblas_set_num_threads(threads);
+  float *A = malloc((size_t)n * n * sizeof *A), *B = malloc((size_t)n * n * sizeof *B),
+        *C = malloc((size_t)n * n * sizeof *C);
+  for (size_t i = 0; i < (size_t)n * n; i++) {
+    A[i] = (float)(i % 7) * 0.01f;
+    B[i] = (float)(i % 5) * 0.01f;
+  }
+  double best = 1e30;
+  for (int r = 0; r < 4; r++) {
+    double t0 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+    double dt = now() - t0;
+    if (r > 0 && dt < best) best = dt;
+  }
+  free(A);
+  free(B);
+  free(C);
+  openblas_set_num_threads(1); /* as the model runs it (nn_blas_init) */
+  return 2.0 * n * n * (double)n / best * 1e-9;
+}
+
 int main(int argc, char **argv) {
   const char *graph = "bonds", *mode = "infer";
-  int batch = 100, reps = 3, layers = 7, channels = 32;
+  int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--graph"))
       graph = argv[i + 1];
@@ -93,11 +124,16 @@ int main(int argc, char **argv) {
       layers = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--channels"))
       channels = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--low-memory"))
+      low_memory = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return 2;
     }
   }
+  /* as se3screen's main: freed blocks stay in the heap (no first-touch faults) */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   int train = !strcmp(mode, "train");
   static const uint8_t el[] = {1, 6, 7, 8, 9};
   struct graph_opts go = {.cutoff = 5.0,
@@ -122,6 +158,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
   }
+  m.low_memory = low_memory;
   real *params = malloc(m.n_params * sizeof *params), *grads = calloc(m.n_params, sizeof *grads);
   se3_model_init_params(&m, params, 1);
 
@@ -147,8 +184,11 @@ int main(int argc, char **argv) {
   for (int i = 0; i < batch; i++)
     dout[i] = 1.0f / (real)batch;
 
+  real *adam_m = calloc(m.n_params, sizeof *adam_m), *adam_v = calloc(m.n_params, sizeof *adam_v);
+  struct nn_adam adam = {0.9, 0.999, 1e-8, 0.0, 1};
   struct nn_arena ws = {0}; /* activations, kept across steps */
   double best = 1e30;
+  long step = 0;
   for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
     double t0 = now();
     if (se3_batch_bases(&bb, &m.plan)) {
@@ -160,21 +200,29 @@ int main(int argc, char **argv) {
       fprintf(stderr, "model_bench: out of memory\n");
       return 1;
     }
-    if (train) se3_model_backward(&m, params, b, t, dout, grads, NULL);
+    if (train) {
+      memset(grads, 0, m.n_params * sizeof *grads);
+      se3_model_backward(&m, params, b, t, dout, grads, NULL);
+      nn_adam_step(params, adam_m, adam_v, grads, m.n_params, &adam, step++, 1e-6);
+    }
     se3_tape_free(t);
     double dt = now() - t0;
     if (r > 0 && dt < best) best = dt;
   }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
+  double flops = se3_model_flops(&m, bb.N, bb.E, batch) * (train ? 3 : 1);
+  double gflops = flops / best * 1e-9, peak = sgemm_gflops(2048, omp_get_max_threads());
   printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
-         "\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"gflops\":null,\"mfu\":null,"
-         "\"note\":\"%s\"}\n",
+         "\"low_memory\":%d,\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
+         "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
-         best, batch / best, ru.ru_maxrss / 1024.0,
-         train ? "forward+backward, no optimizer update; bases recomputed in the step"
+         low_memory, best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
+         train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
+  free(adam_m);
+  free(adam_v);
   nn_arena_free(&ws);
   se3_batch_buf_free(&bb);
   free(out);

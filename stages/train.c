@@ -51,7 +51,7 @@ static const char *const split_name[3] = {"train", "valid", "test"};
 struct tstage {
   /* configuration */
   const char *set, *target;
-  int classify, epochs, batch, patience, augment, restart_epochs, ensemble, atomref;
+  int classify, epochs, batch, patience, augment, restart_epochs, ensemble, atomref, low_memory;
   long ckpt_every;
   enum nn_loss loss;
   struct nn_adam adam;
@@ -412,6 +412,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->batch = (int)cfg_int(c, "batch_size", 32);
   t->patience = (int)cfg_int(c, "patience", 0);
   t->augment = cfg_bool(c, "augment", 0);
+  t->low_memory = cfg_bool(c, "low_memory", 0);
   t->seed = (uint64_t)cfg_int(c, "seed", 42);
   t->ensemble = (int)cfg_int(c, "ensemble", 1);
   t->atomref = cfg_bool(c, "atomref", 0);
@@ -482,6 +483,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   char err[256];
   if (se3_model_init(&t->model, &t->mc, err, sizeof err))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  t->model.low_memory = t->low_memory;
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
   size_t np = t->model.n_params;
   t->params = malloc(np * sizeof *t->params);

@@ -11,6 +11,14 @@
 #define ARENA_ALIGN 64
 #define ARENA_MIN_BLOCK ((size_t)64 << 20)
 
+/* The bytes in use now, to keep the high-water mark. */
+static void note_peak(struct nn_arena *a) {
+  size_t n = 0;
+  for (int i = 0; i <= a->cur && i < a->n; i++)
+    n += a->blocks[i].used;
+  if (n > a->peak) a->peak = n;
+}
+
 void *nn_arena_alloc(struct nn_arena *a, size_t bytes) {
   bytes = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
   if (bytes == 0) bytes = ARENA_ALIGN;
@@ -19,6 +27,7 @@ void *nn_arena_alloc(struct nn_arena *a, size_t bytes) {
     if (b->cap - b->used >= bytes) {
       void *p = b->p + b->used;
       b->used += bytes;
+      note_peak(a);
       return p;
     }
   }
@@ -34,6 +43,7 @@ void *nn_arena_alloc(struct nn_arena *a, size_t bytes) {
   if (!p) return NULL;
   a->blocks[a->n] = (struct nn_arena_block){p, cap, bytes};
   a->cur = a->n++;
+  note_peak(a);
   return p;
 }
 
@@ -49,7 +59,10 @@ void nn_arena_free(struct nn_arena *a) {
   free(a->blocks);
   a->blocks = NULL;
   a->n = a->cap_blocks = a->cur = 0;
+  a->peak = 0;
 }
+
+size_t nn_arena_peak(const struct nn_arena *a) { return a->peak; }
 
 size_t nn_arena_bytes(const struct nn_arena *a) {
   size_t n = 0;

@@ -13,6 +13,7 @@
 int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   m->cfg = *c;
+  nn_blas_init();
   if (c->layers < 0 || c->layers > SE3_MAX_LAYERS || c->degrees < 1 || c->degrees > NN_MAX_DEG + 1 || c->channels < 1 ||
       c->heads < 1 || c->channels_div < 1 || c->node_in < 1 || c->edge_in < 1 || c->radial_hidden < 1 ||
       c->mlp_hidden < 1 || c->outputs < 1) {
@@ -202,6 +203,38 @@ static void split_rows(real *x, int a, real *y, int b, const real *in, size_t ro
   }
 }
 
+/* The per-edge arrays of block B (radial activations, keys and values,
+ * attention weights) and the attention output z, from the arena. */
+static int block_edge_alloc(struct se3_tape *t, const struct se3_model *m, const struct se3_block_layout *B,
+                            const struct se3_batch *b, real *kv[], real **rsave, real **alpha, real *z[]) {
+  const struct se3_config *c = &m->cfg;
+  size_t N = (size_t)b->N, E = (size_t)b->E;
+  *rsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
+  *alpha = talloc(t, E * (size_t)c->heads);
+  for (int d = 0; d < c->degrees; d++) {
+    kv[d] = talloc(t, E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
+    z[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fv.ch[d]));
+  }
+  return t->oom ? -1 : 0;
+}
+
+/* Block bi's edge work from its input h and queries q: the radial network,
+ * the fused convolution (keys and values) and the attention (alpha, z). */
+static int block_edges(const struct se3_model *m, const real *params, const struct se3_batch *b, int bi,
+                       const real *const h[], const real *const q[], real *rsave, real *kv[], real *alpha, real *z[]) {
+  const struct se3_config *c = &m->cfg;
+  const struct se3_block_layout *B = &m->block[bi];
+  int H = c->radial_hidden;
+  nn_radial_hidden_forward(rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
+  struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
+  if (nn_conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + nn_radial_w3(c->edge_in, H),
+                      H, 0))
+    return -1;
+  struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
+  nn_attn_forward(z, alpha, &as, (const real *const *)kv, q);
+  return 0;
+}
+
 struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                                    real *out) {
   return se3_model_forward_ws(m, params, b, out, NULL);
@@ -214,37 +247,27 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   if (!t) return NULL;
   t->arena = ws ? ws : &t->own;
   nn_arena_reset(t->arena);
-  size_t N = (size_t)b->N, E = (size_t)b->E;
+  size_t N = (size_t)b->N;
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
   for (int bi = 0; bi < c->layers; bi++) {
     const struct se3_block_layout *B = &m->block[bi];
     struct block_tape *T = &t->blk[bi];
     memcpy(T->h_in, h, sizeof h);
-    T->rsave = talloc(t, nn_radial_save_size(b->E, c->radial_hidden));
-    for (int d = 0; d < c->degrees; d++) {
-      T->kv[d] = talloc(t, E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
+    for (int d = 0; d < c->degrees; d++) { /* per node: kept */
       if (B->fk.ch[d]) T->q[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fk.ch[d]));
       T->cat[d] = talloc(t, N * (size_t)(NN_DIM(d) * (B->fv.ch[d] + B->fin.ch[d])));
       T->o[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
       T->nsave[d] = talloc(t, nn_norm_save_size(b->N, c->channels));
       T->h_out[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
     }
-    T->alpha = talloc(t, E * (size_t)c->heads);
+    /* per edge: kept too, unless low_memory (the backward recomputes them) */
+    struct nn_arena_mark edges = nn_arena_mark(t->arena);
     real *z[NN_MAX_DEG + 1] = {0};
-    for (int d = 0; d < c->degrees; d++)
-      z[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fv.ch[d]));
-    if (t->oom) goto fail;
-
-    int H = c->radial_hidden;
-    nn_radial_hidden_forward(T->rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
-    struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-    if (nn_conv_forward(T->kv, &cs, (const real *const *)h, b->basis, nn_radial_s2(T->rsave, b->E, H),
-                        params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
-      goto fail;
+    if (block_edge_alloc(t, m, B, b, T->kv, &T->rsave, &T->alpha, z)) goto fail;
     for (int d = 0; d < c->degrees; d++)
       if (B->fk.ch[d]) nn_linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
-    struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
-    nn_attn_forward(z, T->alpha, &as, (const real *const *)T->kv, (const real *const *)T->q);
+    if (block_edges(m, params, b, bi, (const real *const *)h, (const real *const *)T->q, T->rsave, T->kv, T->alpha, z))
+      goto fail;
     for (int d = 0; d < c->degrees; d++) {
       size_t rows = N * (size_t)NN_DIM(d);
       int cat = B->fv.ch[d] + B->fin.ch[d];
@@ -255,6 +278,11 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
       nn_linear_forward(T->o[d], T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
       nn_norm_forward(T->h_out[d], T->nsave[d], T->o[d], params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d),
                       c->channels);
+    }
+    if (m->low_memory) {
+      nn_arena_release(t->arena, edges);
+      T->rsave = T->alpha = NULL;
+      memset(T->kv, 0, sizeof T->kv);
     }
     memcpy(h, T->h_out, sizeof h);
   }
@@ -340,6 +368,17 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     const struct se3_block_layout *B = &m->block[bi];
     const struct block_tape *T = &t->blk[bi];
     struct nn_arena_mark mark = nn_arena_mark(A);
+    real *rsave = T->rsave, *alpha = T->alpha, *kv[NN_MAX_DEG + 1];
+    memcpy(kv, T->kv, sizeof kv);
+    if (!rsave) { /* low_memory: this block's edge work again, from its input */
+      struct se3_tape *tw = (struct se3_tape *)t; /* only its arena and oom flag are touched */
+      real *z[NN_MAX_DEG + 1] = {0};
+      if (block_edge_alloc(tw, m, B, b, kv, &rsave, &alpha, z) ||
+          block_edges(m, params, b, bi, (const real *const *)T->h_in, (const real *const *)T->q, rsave, kv, alpha, z)) {
+        fprintf(stderr, "se3: out of memory recomputing block %d\n", bi);
+        abort();
+      }
+    }
     real *dz[NN_MAX_DEG + 1] = {0}, *dq[NN_MAX_DEG + 1] = {0}, *dkv[NN_MAX_DEG + 1] = {0};
     real *dconv[NN_MAX_DEG + 1] = {0}, *dhin[NN_MAX_DEG + 1] = {0};
     for (int d = 0; d < c->degrees; d++) {
@@ -356,16 +395,15 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
       if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
     }
     struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
-    nn_attn_backward(dkv, dq, &as, (const real *const *)dz, T->alpha, (const real *const *)T->kv,
-                     (const real *const *)T->q);
+    nn_attn_backward(dkv, dq, &as, (const real *const *)dz, alpha, (const real *const *)kv, (const real *const *)T->q);
     /* the block input's gradient: the concatenation, the queries and the convolution */
 
     for (int d = 0; d <= NN_MAX_DEG; d++)
       if (B->fin.ch[d]) dconv[d] = TMP(N * (size_t)(NN_DIM(d) * B->fin.ch[d]));
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
     nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv, (const real *const *)T->h_in,
-                     b->basis, nn_radial_s2(T->rsave, b->E, H), params + B->radial + w3, H, 0);
-    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, T->rsave, params + B->radial, b->E,
+                     b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3, H, 0);
+    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E,
                               c->edge_in, H);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       if (!B->fin.ch[d]) continue;
@@ -390,4 +428,25 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   if (dnode) memcpy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
 #undef TMP
   nn_arena_release(A, start);
+}
+
+double se3_model_flops(const struct se3_model *m, double N, double E, double G) {
+  const struct se3_config *c = &m->cfg;
+  double H = c->radial_hidden, f = 0;
+  double radial = 2 * E * (c->edge_in * H + H * H); /* the two hidden layers; W3 is in the convolution */
+  for (int b = 0; b < c->layers; b++) {
+    const struct se3_block_layout *B = &m->block[b];
+    f += radial + E * nn_conv_flops(&B->fin, &B->fkv, &m->plan, c->radial_hidden);
+    for (int d = 0; d < c->degrees; d++) {
+      double rows = N * NN_DIM(d);
+      f += 2 * rows * B->fin.ch[d] * B->fk.ch[d];                 /* queries */
+      f += 2 * E * NN_DIM(d) * (B->fk.ch[d] + B->fv.ch[d]);       /* logits and the weighted values */
+      f += 2 * rows * (B->fv.ch[d] + B->fin.ch[d]) * c->channels; /* output projection */
+    }
+  }
+  struct nn_fiber fin = final_in(m);
+  f += radial + E * nn_conv_flops(&fin, &m->fout, &m->plan, c->radial_hidden);
+  f += 2 * N * fin.ch[0] * c->mlp_hidden;                                       /* self-interaction */
+  f += 2 * G * (c->mlp_hidden * (double)c->mlp_hidden + c->mlp_hidden * (double)c->outputs); /* the MLP */
+  return f;
 }

@@ -86,6 +86,12 @@ struct se3_block_layout {
 
 struct se3_model {
   struct se3_config cfg;
+  /* 0 (se3_model_init's default): the forward keeps every block's per-edge
+   * activations for the backward. 1: it keeps only per-node ones and the
+   * backward recomputes a block's radial network, convolution and attention
+   * from the block's input (one more convolution per block, per-edge memory
+   * for one block instead of all). Results are identical. */
+  int low_memory;
   struct basis_plan plan; /* degrees - 1 */
   size_t n_params;
   struct se3_block_layout block[SE3_MAX_LAYERS];
@@ -121,6 +127,13 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
 void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
 void se3_tape_free(struct se3_tape *t);
+/* Floating-point operations of one forward pass over a batch of N atoms, E
+ * edges and G molecules, counted from the layer shapes (multiply and add
+ * count 2; the norms, softmax and pooling, a few per element, are left out).
+ * A training step is counted as 3 forwards (the backward's two products per
+ * forward product), the usual convention; the backward's recomputation of
+ * the radial weights is not counted. */
+double se3_model_flops(const struct se3_model *m, double N, double E, double G);
 /* The features of degree d after attention block `block` (after its norm):
  * N x (2d+1) x channels, inside the tape; NULL when out of range. */
 const real *se3_tape_hidden(const struct se3_tape *t, const struct se3_model *m, int block, int d);

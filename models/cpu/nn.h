@@ -51,11 +51,13 @@ struct nn_arena_block {
 struct nn_arena {
   struct nn_arena_block *blocks;
   int n, cap_blocks, cur;
+  size_t peak; /* most bytes in use at once so far */
 };
 void *nn_arena_alloc(struct nn_arena *a, size_t bytes);
 void nn_arena_reset(struct nn_arena *a);
 void nn_arena_free(struct nn_arena *a);
 size_t nn_arena_bytes(const struct nn_arena *a); /* held, in bytes */
+size_t nn_arena_peak(const struct nn_arena *a);  /* most in use at once, in bytes */
 /* A position to go back to: everything allocated after the mark is free
  * again after the release (for temporaries inside a step). */
 struct nn_arena_mark {

@@ -6,6 +6,9 @@
 #define SE3_REAL_H
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #ifdef SE3_REAL_F64
 typedef double real;
@@ -28,8 +31,29 @@ static inline void nn_mm(int ta, int tb, int m, int n, int k, real alpha, const 
         C[(long)i * ldc + j] = beta == 0 ? 0 : beta * C[(long)i * ldc + j];
     return;
   }
+#ifdef _OPENMP
+  /* One pool of threads: OpenBLAS runs single-threaded (nn_blas_init) and a
+   * large product is cut into row blocks, one per OpenMP thread. A row's
+   * result does not depend on the cut. */
+  if (m >= 256 && (double)m * n * k >= 4e6 && !omp_in_parallel()) {
+#pragma omp parallel
+    {
+      int t = omp_get_thread_num(), T = omp_get_num_threads();
+      int r0 = (int)((long)m * t / T), r1 = (int)((long)m * (t + 1) / T);
+      if (r1 > r0)
+        nn_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, r1 - r0, n, k, alpha,
+                ta ? A + r0 : A + (long)r0 * lda, lda, B, ldb, beta, C + (long)r0 * ldc, ldc);
+    }
+    return;
+  }
+#endif
   nn_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda, B, ldb,
           beta, C, ldc);
 }
+
+/* OpenBLAS's own threads would compete with OpenMP's for the cores (each
+ * spins while the other works): the model runs BLAS single-threaded inside
+ * OpenMP's threads (nn_mm). Called by se3_model_init. */
+static inline void nn_blas_init(void) { openblas_set_num_threads(1); }
 
 #endif

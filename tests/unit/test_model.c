@@ -97,7 +97,21 @@ static const struct se3_config cfg = {.layers = 2,
                                       .pool_max = 1,
                                       .outputs = 1};
 
-Test(model, prediction_is_invariant_in_float) {
+/* 32 channels and 32 radial features: the convolution's fast tiles. */
+static const struct se3_config cfg32 = {.layers = 2,
+                                        .degrees = 4,
+                                        .channels = 32,
+                                        .heads = 8,
+                                        .channels_div = 2,
+                                        .node_in = 6,
+                                        .edge_in = 6,
+                                        .radial_hidden = 32,
+                                        .mlp_hidden = 32,
+                                        .pool_max = 1,
+                                        .outputs = 1};
+
+static void check_invariance(const struct se3_config *cf) {
+  struct se3_config cfg = *cf;
   struct se3_model m;
   char err[256];
   cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
@@ -145,7 +159,8 @@ Test(model, prediction_is_invariant_in_float) {
         den += want * want;
       }
   double w1 = sqrt(num / den);
-  cr_log_info("fp32: rotation+translation %.2e, atom order %.2e relative; degree-1 features %.2e", wr, wp, w1);
+  cr_log_info("fp32, %d channels: rotation+translation %.2e, atom order %.2e relative; degree-1 features %.2e",
+              cfg.channels, wr, wp, w1);
   cr_assert_lt(wr, 1e-5);
   cr_assert_lt(wp, 1e-5);
   cr_assert_gt(den, 1e-6);
@@ -161,6 +176,51 @@ Test(model, prediction_is_invariant_in_float) {
     mol_free(&c[i]);
   }
   free(p);
+  se3_model_free(&m);
+}
+
+Test(model, prediction_is_invariant_in_float) { check_invariance(&cfg); }
+
+Test(model, prediction_is_invariant_with_the_fast_tiles) { check_invariance(&cfg32); }
+
+/* low_memory recomputes each block's per-edge work in the backward: the
+ * same predictions and gradients bit for bit, from a smaller arena. */
+Test(model, low_memory_gives_identical_gradients) {
+  struct se3_model m;
+  char err[256];
+  cr_assert_eq(se3_model_init(&m, &cfg32, err, sizeof err), 0, "%s", err);
+  float *p = malloc(m.n_params * sizeof *p);
+  float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
+  se3_model_init_params(&m, p, 3);
+  struct mol mols[N_MOL];
+  make_mols(mols);
+  struct se3_batch_buf mb;
+  batch_from(&mb, mols, &m);
+  float y0[N_MOL], y1[N_MOL], dout[N_MOL] = {0.5f, -1, 2};
+  struct nn_arena w0 = {0}, w1 = {0};
+  struct se3_tape *t = se3_model_forward_ws(&m, p, &mb.b, y0, &w0);
+  se3_model_backward(&m, p, &mb.b, t, dout, g0, NULL);
+  se3_tape_free(t);
+  m.low_memory = 1;
+  t = se3_model_forward_ws(&m, p, &mb.b, y1, &w1);
+  se3_model_backward(&m, p, &mb.b, t, dout, g1, NULL);
+  se3_tape_free(t);
+  cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "predictions differ");
+  cr_assert_eq(memcmp(g0, g1, m.n_params * sizeof *g1), 0, "gradients differ");
+  int moved = 0;
+  for (size_t i = 0; i < m.n_params; i++)
+    moved |= g0[i] != 0;
+  cr_assert(moved);
+  cr_log_info("arena peak: %zu bytes, %zu with low_memory", nn_arena_peak(&w0), nn_arena_peak(&w1));
+  cr_assert_lt(nn_arena_peak(&w1), nn_arena_peak(&w0), "low_memory uses no less memory");
+  nn_arena_free(&w0);
+  nn_arena_free(&w1);
+  se3_batch_buf_free(&mb);
+  for (int i = 0; i < N_MOL; i++)
+    mol_free(&mols[i]);
+  free(p);
+  free(g0);
+  free(g1);
   se3_model_free(&m);
 }
 
