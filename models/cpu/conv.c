@@ -35,7 +35,7 @@
 #define TE 8  /* edges per register tile */
 #define OC 32 /* output channels per register tile */
 #define HF 32 /* radial features of the fast tiles */
-#define CE 32 /* edges per chunk (a multiple of TE) */
+#define CE 64 /* edges per chunk (a multiple of TE) */
 
 /* Full unrolling of the small fixed loops of a tile, so that its sums stay
  * in registers (GCC does not do it by itself for the larger tiles). */
