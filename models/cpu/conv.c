@@ -93,7 +93,7 @@ struct plan {
   size_t u_off[NN_MAX_DEG + 1], usize;      /* U_l ((2l+1) x K_l) in an edge's U */
   size_t y_off[NN_MAX_DEG + 1], ysize;      /* degree l ((2l+1) x cout_l) in an edge's output */
   size_t wt_off[NN_MAX_DEG + 1], wt_size;   /* W3T_l, [j][h][o]: K_l x H x cout_l */
-  int max_l, fast;
+  int max_l, fast, max_cout;
 };
 
 static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
@@ -105,6 +105,7 @@ static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
     p->cin[d] = d <= p->max_l ? s->fin.ch[d] : 0;
     p->cout[d] = d <= p->max_l ? s->fout.ch[d] : 0;
     if (p->cout[d] % OC) p->fast = 0;
+    if (p->cout[d] > p->max_cout) p->max_cout = p->cout[d];
   }
   for (int k = 0; k <= p->max_l; k++) {
     p->rows[k] = (int)s->plan->fused_rows[k];
@@ -192,143 +193,198 @@ SE3_HD static inline void conv_edge_du(real *const g[], const struct plan *p, co
   }
 }
 
-/* Forward tile, one column j of R_l, TE edges: out[e][i][o] += U[e][i] R[e][o]
- * with R[e][o] = sum_h s2[e][h] wt[h][o]. s2: TE x H; wt: H x cout (the
- * column's block of W3T); U: element j of row 0 of the edge's U_l (rows K
- * apart, edges ustr apart); out: the edge's degree-l rows (edges ostr apart).
- * fast: cout a multiple of OC and H = HF, fixed at compile time. */
-SE3_HD static inline __attribute__((always_inline)) void conv_tile_fwd(real *out, size_t ostr, const real *s2, int H,
-                                                                       const real *wt, int cout, const real *U,
-                                                                       size_t ustr, int K, int ni, int fast) {
-  int hh = fast ? HF : H;
-  for (int oc = 0; oc < cout; oc += OC) {
-    int on = fast ? OC : imin(OC, cout - oc);
-    real r[TE][OC];
-    for (int e = 0; e < TE; e++)
-      for (int o = 0; o < on; o++)
-        r[e][o] = 0;
-    for (int h = 0; h < hh; h++) {
-      const real *w = wt + (size_t)h * (size_t)cout + oc;
-      for (int e = 0; e < TE; e++) {
-        real sv = s2[e * hh + h];
-        for (int o = 0; o < on; o++)
-          r[e][o] += sv * w[o];
-      }
-    }
-    for (int e = 0; e < TE; e++)
-      for (int i = 0; i < ni; i++) {
-        real u = U[(size_t)e * ustr + (size_t)i * (size_t)K];
-        real *op = out + (size_t)e * ostr + (size_t)i * (size_t)cout + oc;
-        for (int o = 0; o < on; o++)
-          op[o] += u * r[e][o];
-      }
-  }
-}
-
-/* Backward, first part: d U. For output channel o, JV columns j0.. of R_l
- * and TE edges, R[e][j] = sum_h s2[e][h] wo[h][j] (wo: W3O_l[o], W3 at
- * [o][h][j], from column j0; rows K apart), then
- * dU[e][i][j] += g[e][i][o] R[e][j] for the edge's rows i (K apart, edges
- * ustr apart; g's rows gstr apart by edge, cout by i). jn <= JV columns. */
+/* Forward, in two steps per block of JB columns j0.. of R_l and TE edges.
+ * First R[e][jj][o] = sum_h s2[e][h] wt[jj][h][o] into the buffer Rb
+ * (TE x JB x cout; s2: TE x H; wt: W3T_l from column j0), a register tile
+ * of TE x OC sums per column. jn <= JB columns. */
+#define JB 16
 #define JV 32
-SE3_HD static inline __attribute__((always_inline)) void conv_tile_du(const real *s2, int H, const real *wo, int K,
-                                                                      int jn, const real *g, size_t gstr, int cout,
-                                                                      real *dU, size_t ustr, int ni, int fast) {
-  int hh = fast ? HF : H, n = fast ? JV : jn;
-  real r[TE][JV];
-  for (int e = 0; e < TE; e++)
-    for (int j = 0; j < n; j++)
-      r[e][j] = 0;
-  for (int h = 0; h < hh; h++) {
-    const real *w = wo + (size_t)h * (size_t)K;
-    for (int e = 0; e < TE; e++) {
-      real sv = s2[e * hh + h];
-      for (int j = 0; j < n; j++)
-        r[e][j] += sv * w[j];
-    }
-  }
-  for (int e = 0; e < TE; e++)
-    for (int i = 0; i < ni; i++) {
-      real gv = g[(size_t)e * gstr + (size_t)i * (size_t)cout];
-      real *d = dU + (size_t)e * ustr + (size_t)i * (size_t)K;
-      for (int j = 0; j < n; j++)
-        d[j] += gv * r[e][j];
-    }
-}
-
-/* Backward, second part, for one column j of R_l and TE edges, given the
- * output gradient g (laid out like out):
- * dr[e][o] = sum_i g[e][i][o] U[e][i]; dwt[h][o] += sum_e s2[e][h] dr[e][o];
- * ds2[e][h] += sum_o dr[e][o] wu[o][h], wu the column's block of W3J
- * (W3[(o, j), h] at [j][o][h]). */
-SE3_HD static inline __attribute__((always_inline)) void
-conv_tile_bwd(const real *s2, int H, const real *wu, int cout, const real *g, size_t gstr, const real *U, size_t ustr,
-              int K, int ni, real *ds2, real *dwt, int fast) {
-  for (int oc = 0; oc < cout; oc += OC) {
-    int on = fast ? OC : imin(OC, cout - oc);
-    real dr[TE][OC];
-    for (int e = 0; e < TE; e++)
-      for (int o = 0; o < on; o++)
-        dr[e][o] = 0;
-    for (int e = 0; e < TE; e++)
-      for (int i = 0; i < ni; i++) {
-        real u = U[(size_t)e * ustr + (size_t)i * (size_t)K];
-        const real *gi = g + (size_t)e * gstr + (size_t)i * (size_t)cout + oc;
+#define HQ 8 /* rows of d W3 per register tile */
+#define EQ 8 /* edges per d s2 register tile */
+SE3_HD static inline __attribute__((always_inline)) void conv_tile_r(real *Rb, const real *s2, int H, const real *wt,
+                                                                     int cout, int jn, int fast) {
+  int hh = fast ? HF : H;
+  for (int jj = 0; jj < jn; jj++) {
+    const real *wj = wt + (size_t)jj * (size_t)hh * (size_t)cout;
+    for (int oc = 0; oc < cout; oc += OC) {
+      int on = fast ? OC : imin(OC, cout - oc);
+      real r[TE][OC];
+      for (int e = 0; e < TE; e++)
         for (int o = 0; o < on; o++)
-          dr[e][o] += gi[o] * u;
-      }
-    if (fast) { /* four rows of dwt at a time: eight independent sums */
-      for (int h = 0; h < HF; h += 4) {
-        real acc[4][OC];
-        for (int q = 0; q < 4; q++)
-          for (int o = 0; o < OC; o++)
-            acc[q][o] = dwt[(size_t)(h + q) * (size_t)cout + (size_t)(oc + o)];
-        UNROLL(8)
-        for (int e = 0; e < TE; e++)
-          UNROLL(4)
-          for (int q = 0; q < 4; q++) {
-            real sv = s2[e * HF + h + q];
-            for (int o = 0; o < OC; o++)
-              acc[q][o] += sv * dr[e][o];
-          }
-        for (int q = 0; q < 4; q++)
-          for (int o = 0; o < OC; o++)
-            dwt[(size_t)(h + q) * (size_t)cout + (size_t)(oc + o)] = acc[q][o];
-      }
-      for (int e = 0; e < TE; e += 4) { /* four edges at a time */
-        real acc[4][HF];
-        for (int q = 0; q < 4; q++)
-          for (int h = 0; h < HF; h++)
-            acc[q][h] = ds2[(e + q) * HF + h];
-        for (int o = 0; o < OC; o++) {
-          const real *wr = wu + (size_t)(oc + o) * (size_t)HF;
-          UNROLL(4)
-          for (int q = 0; q < 4; q++) {
-            real d = dr[e + q][o];
-            for (int h = 0; h < HF; h++)
-              acc[q][h] += d * wr[h];
-          }
-        }
-        for (int q = 0; q < 4; q++)
-          for (int h = 0; h < HF; h++)
-            ds2[(e + q) * HF + h] = acc[q][h];
-      }
-    } else {
-      for (int h = 0; h < H; h++) {
-        real *d = dwt + (size_t)h * (size_t)cout + oc;
+          r[e][o] = 0;
+      for (int h = 0; h < hh; h++) {
+        const real *w = wj + (size_t)h * (size_t)cout + oc;
         for (int e = 0; e < TE; e++) {
-          real sv = s2[e * H + h];
+          real sv = s2[e * hh + h];
           for (int o = 0; o < on; o++)
-            d[o] += sv * dr[e][o];
+            r[e][o] += sv * w[o];
         }
       }
       for (int e = 0; e < TE; e++)
-        for (int o = 0; o < on; o++) {
-          const real *wr = wu + (size_t)(oc + o) * (size_t)H;
-          real d = dr[e][o];
-          for (int h = 0; h < H; h++)
-            ds2[e * H + h] += d * wr[h];
+        for (int o = 0; o < on; o++)
+          Rb[((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + o)] = r[e][o];
+    }
+  }
+}
+
+/* Then, per edge, out[i][o] += sum_jj U[i][jj] R[jj][o] for its ni rows
+ * (out: the edge's degree-l rows; Rb: its JB x cout block; U: its U_l at
+ * column j0, rows K apart), the ni x OC sums in registers. */
+SE3_HD static inline __attribute__((always_inline)) void conv_contract(real *out, const real *Rb, const real *U, int K,
+                                                                       int jn, int cout, int ni, int fast) {
+  for (int oc = 0; oc < cout; oc += OC) {
+    int on = fast ? OC : imin(OC, cout - oc);
+    real acc[NN_DIM(NN_MAX_DEG)][OC];
+    for (int i = 0; i < ni; i++)
+      for (int o = 0; o < on; o++)
+        acc[i][o] = out[(size_t)i * (size_t)cout + (size_t)(oc + o)];
+    for (int jj = 0; jj < jn; jj++) {
+      const real *r = Rb + (size_t)jj * (size_t)cout + oc;
+      for (int i = 0; i < ni; i++) {
+        real u = U[(size_t)i * (size_t)K + (size_t)jj];
+        for (int o = 0; o < on; o++)
+          acc[i][o] += u * r[o];
+      }
+    }
+    for (int i = 0; i < ni; i++)
+      for (int o = 0; o < on; o++)
+        out[(size_t)i * (size_t)cout + (size_t)(oc + o)] = acc[i][o];
+  }
+}
+
+/* Backward, first part: d U, per block of JV columns j0.. of R_l and TE
+ * edges. First R[e][o][jj] = sum_h s2[e][h] wo[o][h][jj] into Rb
+ * (TE x cout x JV; wo: W3O_l = W3 at [o][h][j], from column j0, rows K
+ * apart), vectors over the columns; jn <= JV. */
+
+SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, const real *s2, int H, const real *wo,
+                                                                      int K, int cout, int jn, int fast) {
+  int hh = fast ? HF : H, n = fast ? JV : jn;
+  for (int o = 0; o < cout; o++) {
+    const real *wq = wo + (size_t)o * (size_t)hh * (size_t)K;
+    real r[TE][JV];
+    for (int e = 0; e < TE; e++)
+      for (int j = 0; j < n; j++)
+        r[e][j] = 0;
+    for (int h = 0; h < hh; h++) {
+      const real *w = wq + (size_t)h * (size_t)K;
+      for (int e = 0; e < TE; e++) {
+        real sv = s2[e * hh + h];
+        for (int j = 0; j < n; j++)
+          r[e][j] += sv * w[j];
+      }
+    }
+    for (int e = 0; e < TE; e++)
+      for (int j = 0; j < n; j++)
+        Rb[((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)j] = r[e][j];
+  }
+}
+
+/* Then, per edge, dU[i][jj] += sum_o g[i][o] R[o][jj] (dU: the edge's U_l
+ * gradient at column j0, rows K apart; g: its ni x cout output gradient;
+ * Rb: its cout x JV block), the ni x JV sums in registers. */
+SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *dU, const real *Rb, const real *g, int K,
+                                                                          int jn, int cout, int ni, int fast) {
+  int n = fast ? JV : jn;
+  real acc[NN_DIM(NN_MAX_DEG)][JV];
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < n; j++)
+      acc[i][j] = dU[(size_t)i * (size_t)K + (size_t)j];
+  for (int o = 0; o < cout; o++) {
+    const real *r = Rb + (size_t)o * JV;
+    for (int i = 0; i < ni; i++) {
+      real gv = g[(size_t)i * (size_t)cout + (size_t)o];
+      for (int j = 0; j < n; j++)
+        acc[i][j] += gv * r[j];
+    }
+  }
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < n; j++)
+      dU[(size_t)i * (size_t)K + (size_t)j] = acc[i][j];
+}
+
+/* Backward, second part, per block of JB columns j0.. of R_l over a whole
+ * chunk of edges, given the output gradient g (laid out like out):
+ *   dR[e][jj][o] = sum_i g[e][i][o] U[e][i][jj]           (conv_dr_rows)
+ *   dW3T[jj][h][o] += sum_e s2[e][h] dR[e][jj][o]           (conv_dw_block)
+ *   ds2[e][h] += sum_{jj,o} dR[e][jj][o] W3J[jj][o][h]     (conv_ds2_block)
+ * dR (chunk x JB x cout) stays in cache between the three. */
+SE3_HD static inline __attribute__((always_inline)) void conv_dr_rows(real *DR, const real *g, const real *U, int K,
+                                                                      int jn, int cout, int ni, int fast) {
+  for (int oc = 0; oc < cout; oc += OC) {
+    int on = fast ? OC : imin(OC, cout - oc);
+    real gr[NN_DIM(NN_MAX_DEG)][OC];
+    for (int i = 0; i < ni; i++)
+      for (int o = 0; o < on; o++)
+        gr[i][o] = g[(size_t)i * (size_t)cout + (size_t)(oc + o)];
+    for (int jj = 0; jj < jn; jj++) {
+      real d[OC];
+      for (int o = 0; o < on; o++)
+        d[o] = 0;
+      for (int i = 0; i < ni; i++) {
+        real u = U[(size_t)i * (size_t)K + (size_t)jj];
+        for (int o = 0; o < on; o++)
+          d[o] += u * gr[i][o];
+      }
+      for (int o = 0; o < on; o++)
+        DR[(size_t)jj * (size_t)cout + (size_t)(oc + o)] = d[o];
+    }
+  }
+}
+
+SE3_HD static inline __attribute__((always_inline)) void conv_dw_block(real *dW, const real *DR, const real *s2, int ne,
+                                                                       int H, int cout, int jn, int fast) {
+  int hh = fast ? HF : H;
+  for (int jj = 0; jj < jn; jj++)
+    for (int oc = 0; oc < cout; oc += OC) {
+      int on = fast ? OC : imin(OC, cout - oc);
+      for (int h = 0; h < hh; h += HQ) { /* HQ rows at a time: a register tile of HQ x OC sums */
+        int nq = fast ? HQ : imin(HQ, hh - h);
+        real acc[HQ][OC];
+        real *d = dW + ((size_t)jj * (size_t)hh + (size_t)h) * (size_t)cout + (size_t)oc;
+        for (int q = 0; q < nq; q++)
+          for (int o = 0; o < on; o++)
+            acc[q][o] = d[(size_t)q * (size_t)cout + (size_t)o];
+        for (int e = 0; e < ne; e++) {
+          const real *dv = DR + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)oc;
+          UNROLL(8)
+          for (int q = 0; q < nq; q++) {
+            real sv = s2[(size_t)e * (size_t)hh + (size_t)(h + q)];
+            for (int o = 0; o < on; o++)
+              acc[q][o] += sv * dv[o];
+          }
         }
+        for (int q = 0; q < nq; q++)
+          for (int o = 0; o < on; o++)
+            d[(size_t)q * (size_t)cout + (size_t)o] = acc[q][o];
+      }
+    }
+}
+
+SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds2, const real *DR, const real *W, int ne,
+                                                                        int H, int cout, int jn, int fast) {
+  int hh = fast ? HF : H;
+  for (int e = 0; e < ne; e += EQ) { /* EQ edges at a time */
+    int nq = imin(EQ, ne - e);
+    for (int hc = 0; hc < hh; hc += HF) {
+      int hn = fast ? HF : imin(HF, hh - hc);
+      real acc[EQ][HF];
+      for (int q = 0; q < nq; q++)
+        for (int h = 0; h < hn; h++)
+          acc[q][h] = ds2[(size_t)(e + q) * (size_t)hh + (size_t)(hc + h)];
+      for (int jj = 0; jj < jn; jj++)
+        for (int o = 0; o < cout; o++) {
+          const real *w = W + ((size_t)jj * (size_t)cout + (size_t)o) * (size_t)hh + (size_t)hc;
+          UNROLL(8)
+          for (int q = 0; q < nq; q++) {
+            real d = DR[((size_t)(e + q) * JB + (size_t)jj) * (size_t)cout + (size_t)o];
+            for (int h = 0; h < hn; h++)
+              acc[q][h] += d * w[h];
+          }
+        }
+      for (int q = 0; q < nq; q++)
+        for (int h = 0; h < hn; h++)
+          ds2[(size_t)(e + q) * (size_t)hh + (size_t)(hc + h)] = acc[q][h];
     }
   }
 }
@@ -337,7 +393,7 @@ conv_tile_bwd(const real *s2, int H, const real *wu, int cout, const real *g, si
 
 /* Per-thread buffers for a chunk of up to CE edges. */
 struct chunk_buf {
-  real *U, *s2, *y, *g, *dU, *ds2;
+  real *U, *s2, *y, *g, *dU, *ds2, *Rb, *DR; /* Rb: one tile's radial weights; DR: the chunk's dR block */
 };
 
 static int chunk_alloc(struct chunk_buf *c, const struct plan *p, int backward) {
@@ -346,10 +402,15 @@ static int chunk_alloc(struct chunk_buf *c, const struct plan *p, int backward) 
   c->U = malloc(u * sizeof(real));
   c->s2 = malloc(s * sizeof(real));
   c->y = malloc(y * sizeof(real));
+  size_t rb = (size_t)TE * (size_t)(JB > JV ? JB : JV) * (size_t)p->max_cout + 1;
+  c->Rb = malloc(rb * sizeof(real));
+  if (!c->Rb) return -1;
   if (backward) {
     c->g = c->y;
     c->dU = malloc(u * sizeof(real));
     c->ds2 = malloc(s * sizeof(real));
+    c->DR = malloc(((size_t)CE * JB * (size_t)p->max_cout + 1) * sizeof(real));
+    if (!c->DR) return -1;
   }
   return c->U && c->s2 && c->y && (!backward || (c->dU && c->ds2)) ? 0 : -1;
 }
@@ -360,6 +421,8 @@ static void chunk_free(struct chunk_buf *c) {
   free(c->y);
   free(c->dU);
   free(c->ds2);
+  free(c->Rb);
+  free(c->DR);
 }
 
 static void fused_offsets(size_t *f_off, const struct nn_conv_shape *s) {
@@ -378,21 +441,65 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
   memset(c->s2 + (size_t)n * (size_t)p->H, 0, (size_t)(np - n) * (size_t)p->H * sizeof(real));
 }
 
+/* The contraction with the number of rows fixed, so its sums stay in
+ * registers. */
+__attribute__((noinline)) static void contract_rows(real *out, const real *Rb, const real *U, int K, int jn, int cout, int ni, int fast) {
+  if (!fast) {
+    conv_contract(out, Rb, U, K, jn, cout, ni, 0);
+    return;
+  }
+  switch (ni) {
+  case 1: conv_contract(out, Rb, U, K, JB, cout, 1, 1); break;
+  case 3: conv_contract(out, Rb, U, K, JB, cout, 3, 1); break;
+  case 5: conv_contract(out, Rb, U, K, JB, cout, 5, 1); break;
+  default: conv_contract(out, Rb, U, K, JB, cout, 7, 1); break;
+  }
+}
+
+static void dr_rows(real *DR, const real *g, const real *U, int K, int jn, int cout, int ni, int fast) {
+  if (!fast) {
+    conv_dr_rows(DR, g, U, K, jn, cout, ni, 0);
+    return;
+  }
+  switch (ni) {
+  case 1: conv_dr_rows(DR, g, U, K, JB, cout, 1, 1); break;
+  case 3: conv_dr_rows(DR, g, U, K, JB, cout, 3, 1); break;
+  case 5: conv_dr_rows(DR, g, U, K, JB, cout, 5, 1); break;
+  default: conv_dr_rows(DR, g, U, K, JB, cout, 7, 1); break;
+  }
+}
+
+__attribute__((noinline)) static void contract_du_rows(real *dU, const real *Rb, const real *g, int K, int jn, int cout, int ni, int fast) {
+  if (!fast) {
+    conv_contract_du(dU, Rb, g, K, jn, cout, ni, 0);
+    return;
+  }
+  switch (ni) {
+  case 1: conv_contract_du(dU, Rb, g, K, JV, cout, 1, 1); break;
+  case 3: conv_contract_du(dU, Rb, g, K, JV, cout, 3, 1); break;
+  case 5: conv_contract_du(dU, Rb, g, K, JV, cout, 5, 1); break;
+  default: conv_contract_du(dU, Rb, g, K, JV, cout, 7, 1); break;
+  }
+}
+
 static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real *wt, int n) {
   int np = (n + TE - 1) / TE * TE;
   memset(c->y, 0, (size_t)np * p->ysize * sizeof(real));
   for (int l = 0; l <= p->max_l; l++) {
-    int cout = p->cout[l], K = p->K[l];
+    int cout = p->cout[l], K = p->K[l], ni = NN_DIM(l);
     if (!cout) continue;
-    for (int j = 0; j < K; j++) {
-      const real *w = wt + p->wt_off[l] + (size_t)j * (size_t)p->H * (size_t)cout;
+    for (int j0 = 0; j0 < K; j0 += JB) {
+      int jn = imin(JB, K - j0), fast = p->fast && jn == JB;
+      const real *w = wt + p->wt_off[l] + (size_t)j0 * (size_t)p->H * (size_t)cout;
       for (int e = 0; e < np; e += TE) {
-        real *out = c->y + (size_t)e * p->ysize + p->y_off[l];
-        const real *s2 = c->s2 + (size_t)e * (size_t)p->H, *U = c->U + (size_t)e * p->usize + p->u_off[l] + j;
-        if (p->fast)
-          conv_tile_fwd(out, p->ysize, s2, p->H, w, cout, U, p->usize, K, NN_DIM(l), 1);
+        const real *s2 = c->s2 + (size_t)e * (size_t)p->H;
+        if (fast)
+          conv_tile_r(c->Rb, s2, p->H, w, cout, JB, 1);
         else
-          conv_tile_fwd(out, p->ysize, s2, p->H, w, cout, U, p->usize, K, NN_DIM(l), 0);
+          conv_tile_r(c->Rb, s2, p->H, w, cout, jn, 0);
+        for (int q = 0; q < TE && e + q < n; q++)
+          contract_rows(c->y + (size_t)(e + q) * p->ysize + p->y_off[l], c->Rb + (size_t)q * JB * (size_t)cout,
+                        c->U + (size_t)(e + q) * p->usize + p->u_off[l] + j0, K, jn, cout, ni, fast);
       }
     }
   }
@@ -587,29 +694,33 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
         for (int l = 0; l <= p.max_l; l++) {
           int cout = p.cout[l], K = p.K[l], ni = NN_DIM(l);
           if (!cout) continue;
-          int fast = p.fast && K % JV == 0;
-          for (int j0 = 0; j0 < K; j0 += JV) /* d U, JV columns at a time */
-            for (int o = 0; o < cout; o++) {
-              const real *wo = wo3 + p.wt_off[l] + (size_t)o * (size_t)H * (size_t)K + (size_t)j0;
-              for (int e = 0; e < np; e += TE) {
-                size_t uo = (size_t)e * p.usize + p.u_off[l] + (size_t)j0;
-                const real *g = c.g + (size_t)e * p.ysize + p.y_off[l] + o, *sv = c.s2 + (size_t)e * (size_t)H;
-                if (fast)
-                  conv_tile_du(sv, H, wo, K, JV, g, p.ysize, cout, c.dU + uo, p.usize, ni, 1);
-                else
-                  conv_tile_du(sv, H, wo, K, imin(JV, K - j0), g, p.ysize, cout, c.dU + uo, p.usize, ni, 0);
-              }
-            }
-          for (int j = 0; j < K; j++) { /* d s2 and d W3, a column at a time */
-            size_t wo = p.wt_off[l] + (size_t)j * (size_t)H * (size_t)cout;
+          for (int j0 = 0; j0 < K; j0 += JV) { /* d U, JV columns at a time */
+            int jn = imin(JV, K - j0), fast = p.fast && jn == JV;
+            const real *wo = wo3 + p.wt_off[l] + (size_t)j0;
             for (int e = 0; e < np; e += TE) {
-              size_t uo = (size_t)e * p.usize + p.u_off[l] + (size_t)j;
-              const real *g = c.g + (size_t)e * p.ysize + p.y_off[l], *sv = c.s2 + (size_t)e * (size_t)H;
-              real *d2 = c.ds2 + (size_t)e * (size_t)H;
-              if (p.fast)
-                conv_tile_bwd(sv, H, wj + wo, cout, g, p.ysize, c.U + uo, p.usize, K, ni, d2, my_dwt + wo, 1);
+              const real *sv = c.s2 + (size_t)e * (size_t)H;
+              if (fast)
+                conv_tile_ro(c.Rb, sv, H, wo, K, cout, JV, 1);
               else
-                conv_tile_bwd(sv, H, wj + wo, cout, g, p.ysize, c.U + uo, p.usize, K, ni, d2, my_dwt + wo, 0);
+                conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn, 0);
+              for (int q = 0; q < TE && e + q < n; q++)
+                contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
+                                 c.Rb + (size_t)q * (size_t)cout * JV, c.g + (size_t)(e + q) * p.ysize + p.y_off[l], K, jn,
+                                 cout, ni, fast);
+            }
+          }
+          for (int j0 = 0; j0 < K; j0 += JB) { /* d s2 and d W3, JB columns at a time */
+            int jn = imin(JB, K - j0), fast = p.fast && jn == JB;
+            size_t wo = p.wt_off[l] + (size_t)j0 * (size_t)H * (size_t)cout;
+            for (int q = 0; q < np; q++)
+              dr_rows(c.DR + (size_t)q * JB * (size_t)cout, c.g + (size_t)q * p.ysize + p.y_off[l],
+                      c.U + (size_t)q * p.usize + p.u_off[l] + (size_t)j0, K, jn, cout, ni, fast);
+            if (fast) {
+              conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, JB, 1);
+              conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, JB, 1);
+            } else {
+              conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, jn, 0);
+              conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, jn, 0);
             }
           }
         }
