@@ -6,12 +6,16 @@
  *   R_l[e, o, j]   = sum_h s2[e, h] W3[(o, j), h],
  * where row i of U_l is the rows (l, i, .) of every T_k = F_k x_k(src) side
  * by side: columns (k, J', c), the column order of R_l. R (45,056 reals per
- * edge at the QM9 settings) is never stored. For one column j at a time, a
- * tile of TE edges computes R_l[., ., j] in registers, as vectors over the
- * output channels o (from W3 transposed to [j][h][o]), and at once adds
- * U_l[e, i, j] R_l[e, ., j] to the tile's outputs. The backward recomputes
- * the same tile and derives d U, d s2 and d W3 from it; F_k^T turns d U into
- * d x.
+ * edge at the QM9 settings) is never stored:
+ *   forward   for a block of JB columns and a tile of TE edges, R_l[., ., j]
+ *             is computed in registers (vectors over the output channels o,
+ *             from W3 transposed to [j][h][o]) into a small buffer, then each
+ *             edge adds sum_j U_l[e, i, j] R_l[e, ., j] to its outputs with
+ *             its (2l+1) x OC sums in registers;
+ *   backward  d U the same way with columns as vectors (W3 at [o][h][j]);
+ *             then, per block of JB columns over the whole chunk of edges,
+ *             dR = sum_i g U, d W3 += s2^T dR and d s2 += dR W3 as register
+ *             tiles over a buffered dR; F_k^T turns d U into d x.
  *
  * Work is cut into chunks of CE consecutive edges whose U, outputs and
  * gradients stay in cache. The tile bodies are SE3_HD functions (models/
