@@ -18,8 +18,8 @@
 #   WORK      where the data and run/ go       (default a new folder under ${TMPDIR:-/tmp}; kept)
 #   EVERY     keep only every EVERY-th record  (short validation runs; default 1 = all)
 #   EPOCHS, BATCH, LR, MODEL                   override the recipe's epochs, batch_size, lr, model
-#   ATOMREF=1 learn the residual over per-element reference energies
-#             (stages.train.atomref; needs a se3screen that has that key)
+#   ATOMREF=0 learn u0_atom itself instead of its residual over per-element
+#             reference energies (stages.train.atomref, on in the recipe)
 #   SET="k=v k=v"  any further --set overrides, e.g. SET="train.arch.degrees=2"
 # Rerunning with the same WORK resumes (the pipeline skips finished work).
 set -euo pipefail
@@ -43,7 +43,7 @@ sets=()
 [ -n "${BATCH:-}" ] && sets+=(--set "train.batch_size=$BATCH")
 [ -n "${LR:-}" ] && sets+=(--set "train.lr=$LR")
 [ -n "${MODEL:-}" ] && sets+=(--set "train.model=$MODEL")
-[ "${ATOMREF:-0}" = 1 ] && sets+=(--set "train.atomref=true")
+[ "${ATOMREF:-1}" = 0 ] && sets+=(--set "train.atomref=false")
 for kv in ${SET:-}; do sets+=(--set "$kv"); done
 
 echo "accuracy_qm7: data and run in $work; log in $work/run.log" >&2
@@ -56,5 +56,5 @@ t0=$(date +%s.%N)
 t1=$(date +%s.%N)
 wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 "$acc" "$work/run/screen.db" --name accuracy_qm7 \
-  --field "wall_s=$wall" --field "every=$every" --field "atomref=${ATOMREF:-0}" \
+  --field "wall_s=$wall" --field "every=$every" --field "atomref=${ATOMREF:-1}" \
   --field "threads=$(nproc)" --json "prepare=$(cat "$work/prepare.json")"
