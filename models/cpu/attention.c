@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "models/cpu/nn.h"
+#include "models/so3.h" /* SE3_HD */
 
 /* 1/sqrt(total key width); 0 when there are no keys (uniform weights). */
 static real attn_scale(const struct nn_attn_shape *s) {
@@ -31,9 +32,10 @@ static real attn_scale(const struct nn_attn_shape *s) {
 }
 
 /* The logits of the edges of one node into alpha[e0..e1) (x H), then the
- * softmax over those edges per head, in place. */
-static void attn_node_alpha(real *alpha, const struct nn_attn_shape *s, const real *const kv[], const real *const q[],
-                            real scale, int n, int e0, int e1) {
+ * softmax over those edges per head, in place (SE3_HD: a node per thread
+ * on the GPU). */
+SE3_HD static inline void attn_node_alpha(real *alpha, const struct nn_attn_shape *s, const real *const kv[],
+                                          const real *const q[], real scale, int n, int e0, int e1) {
   const int H = s->heads;
   for (int e = e0; e < e1; e++) {
     real *a = alpha + (size_t)e * H;
@@ -100,8 +102,8 @@ void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s
 }
 
 /* da[e,h] for one edge and head: dz of the node against the edge's values. */
-static real attn_dalpha(const struct nn_attn_shape *s, const real *const dz[], const real *const kv[], int n, int e,
-                        int h) {
+SE3_HD static inline real attn_dalpha(const struct nn_attn_shape *s, const real *const dz[], const real *const kv[],
+                                      int n, int e, int h) {
   real acc = 0;
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     const int ck = s->fk.ch[d], cv = s->fv.ch[d], dim = NN_DIM(d), g = cv / s->heads;

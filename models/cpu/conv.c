@@ -287,8 +287,8 @@ SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, 
 /* Then, per edge, dU[i][jj] += sum_o g[i][o] R[o][jj] (dU: the edge's U_l
  * gradient at column j0, rows K apart; g: its ni x cout output gradient;
  * Rb: its cout x JV block), the ni x JV sums in registers. */
-SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *dU, const real *Rb, const real *g, int K,
-                                                                          int jn, int cout, int ni, int fast) {
+SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *dU, const real *Rb, const real *g,
+                                                                          int K, int jn, int cout, int ni, int fast) {
   int n = fast ? JV : jn;
   real acc[NN_DIM(NN_MAX_DEG)][JV];
   for (int i = 0; i < ni; i++)
@@ -365,8 +365,8 @@ SE3_HD static inline __attribute__((always_inline)) void conv_dw_block(real *dW,
     }
 }
 
-SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds2, const real *DR, const real *W, int ne,
-                                                                        int H, int cout, int jn, int fast) {
+SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds2, const real *DR, const real *W,
+                                                                        int ne, int H, int cout, int jn, int fast) {
   int hh = fast ? HF : H;
   for (int e = 0; e < ne; e += EQ) { /* EQ edges at a time */
     int nq = imin(EQ, ne - e);
@@ -447,16 +447,25 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
 
 /* The contraction with the number of rows fixed, so its sums stay in
  * registers. */
-__attribute__((noinline)) static void contract_rows(real *out, const real *Rb, const real *U, int K, int jn, int cout, int ni, int fast) {
+__attribute__((noinline)) static void contract_rows(real *out, const real *Rb, const real *U, int K, int jn, int cout,
+                                                    int ni, int fast) {
   if (!fast) {
     conv_contract(out, Rb, U, K, jn, cout, ni, 0);
     return;
   }
   switch (ni) {
-  case 1: conv_contract(out, Rb, U, K, JB, cout, 1, 1); break;
-  case 3: conv_contract(out, Rb, U, K, JB, cout, 3, 1); break;
-  case 5: conv_contract(out, Rb, U, K, JB, cout, 5, 1); break;
-  default: conv_contract(out, Rb, U, K, JB, cout, 7, 1); break;
+  case 1:
+    conv_contract(out, Rb, U, K, JB, cout, 1, 1);
+    break;
+  case 3:
+    conv_contract(out, Rb, U, K, JB, cout, 3, 1);
+    break;
+  case 5:
+    conv_contract(out, Rb, U, K, JB, cout, 5, 1);
+    break;
+  default:
+    conv_contract(out, Rb, U, K, JB, cout, 7, 1);
+    break;
   }
 }
 
@@ -466,23 +475,40 @@ static void dr_rows(real *DR, const real *g, const real *U, int K, int jn, int c
     return;
   }
   switch (ni) {
-  case 1: conv_dr_rows(DR, g, U, K, JB, cout, 1, 1); break;
-  case 3: conv_dr_rows(DR, g, U, K, JB, cout, 3, 1); break;
-  case 5: conv_dr_rows(DR, g, U, K, JB, cout, 5, 1); break;
-  default: conv_dr_rows(DR, g, U, K, JB, cout, 7, 1); break;
+  case 1:
+    conv_dr_rows(DR, g, U, K, JB, cout, 1, 1);
+    break;
+  case 3:
+    conv_dr_rows(DR, g, U, K, JB, cout, 3, 1);
+    break;
+  case 5:
+    conv_dr_rows(DR, g, U, K, JB, cout, 5, 1);
+    break;
+  default:
+    conv_dr_rows(DR, g, U, K, JB, cout, 7, 1);
+    break;
   }
 }
 
-__attribute__((noinline)) static void contract_du_rows(real *dU, const real *Rb, const real *g, int K, int jn, int cout, int ni, int fast) {
+__attribute__((noinline)) static void contract_du_rows(real *dU, const real *Rb, const real *g, int K, int jn, int cout,
+                                                       int ni, int fast) {
   if (!fast) {
     conv_contract_du(dU, Rb, g, K, jn, cout, ni, 0);
     return;
   }
   switch (ni) {
-  case 1: conv_contract_du(dU, Rb, g, K, JV, cout, 1, 1); break;
-  case 3: conv_contract_du(dU, Rb, g, K, JV, cout, 3, 1); break;
-  case 5: conv_contract_du(dU, Rb, g, K, JV, cout, 5, 1); break;
-  default: conv_contract_du(dU, Rb, g, K, JV, cout, 7, 1); break;
+  case 1:
+    conv_contract_du(dU, Rb, g, K, JV, cout, 1, 1);
+    break;
+  case 3:
+    conv_contract_du(dU, Rb, g, K, JV, cout, 3, 1);
+    break;
+  case 5:
+    conv_contract_du(dU, Rb, g, K, JV, cout, 5, 1);
+    break;
+  default:
+    conv_contract_du(dU, Rb, g, K, JV, cout, 7, 1);
+    break;
   }
 }
 
@@ -525,7 +551,8 @@ static void transpose_w3(real *wt, real *wj, real *wo, const struct plan *p, con
           for (int h = 0; h < H; h++)
             dst[(size_t)h * (size_t)cout] = src[h];
         }
-        if (wj) memcpy(wj + p->wt_off[l] + ((size_t)j * (size_t)cout + (size_t)o) * (size_t)H, src, (size_t)H * sizeof *wj);
+        if (wj)
+          memcpy(wj + p->wt_off[l] + ((size_t)j * (size_t)cout + (size_t)o) * (size_t)H, src, (size_t)H * sizeof *wj);
         if (wo)
           for (int h = 0; h < H; h++)
             wo[p->wt_off[l] + ((size_t)o * (size_t)H + (size_t)h) * (size_t)K + (size_t)j] = src[h];
@@ -709,8 +736,8 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
                 conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn, 0);
               for (int q = 0; q < TE && e + q < n; q++)
                 contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
-                                 c.Rb + (size_t)q * (size_t)cout * JV, c.g + (size_t)(e + q) * p.ysize + p.y_off[l], K, jn,
-                                 cout, ni, fast);
+                                 c.Rb + (size_t)q * (size_t)cout * JV, c.g + (size_t)(e + q) * p.ysize + p.y_off[l], K,
+                                 jn, cout, ni, fast);
             }
           }
           for (int j0 = 0; j0 < K; j0 += JB) { /* d s2 and d W3, JB columns at a time */

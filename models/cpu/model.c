@@ -227,8 +227,8 @@ static int block_edges(const struct se3_model *m, const real *params, const stru
   int H = c->radial_hidden;
   nn_radial_hidden_forward(rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
   struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-  if (nn_conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + nn_radial_w3(c->edge_in, H),
-                      H, 0))
+  if (nn_conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H),
+                      params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
     return -1;
   struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
   nn_attn_forward(z, alpha, &as, (const real *const *)kv, q);
@@ -370,7 +370,7 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     struct nn_arena_mark mark = nn_arena_mark(A);
     real *rsave = T->rsave, *alpha = T->alpha, *kv[NN_MAX_DEG + 1];
     memcpy(kv, T->kv, sizeof kv);
-    if (!rsave) { /* low_memory: this block's edge work again, from its input */
+    if (!rsave) {                                 /* low_memory: this block's edge work again, from its input */
       struct se3_tape *tw = (struct se3_tape *)t; /* only its arena and oom flag are touched */
       real *z[NN_MAX_DEG + 1] = {0};
       if (block_edge_alloc(tw, m, B, b, kv, &rsave, &alpha, z) ||
@@ -403,8 +403,8 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
     nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv, (const real *const *)T->h_in,
                      b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3, H, 0);
-    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E,
-                              c->edge_in, H);
+    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E, c->edge_in,
+                              H);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       if (!B->fin.ch[d]) continue;
       size_t n = N * (size_t)(NN_DIM(d) * B->fin.ch[d]);
@@ -446,7 +446,7 @@ double se3_model_flops(const struct se3_model *m, double N, double E, double G) 
   }
   struct nn_fiber fin = final_in(m);
   f += radial + E * nn_conv_flops(&fin, &m->fout, &m->plan, c->radial_hidden);
-  f += 2 * N * fin.ch[0] * c->mlp_hidden;                                       /* self-interaction */
+  f += 2 * N * fin.ch[0] * c->mlp_hidden;                                                    /* self-interaction */
   f += 2 * G * (c->mlp_hidden * (double)c->mlp_hidden + c->mlp_hidden * (double)c->outputs); /* the MLP */
   return f;
 }

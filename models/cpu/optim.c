@@ -8,29 +8,35 @@
 #include <stddef.h>
 
 #include "models/cpu/optim.h"
+#include "models/so3.h" /* SE3_HD */
 
 #define OPT_PI 3.14159265358979323846
 
 /* ---- Adam / AdamW ------------------------------------------------------------ */
+
+/* One parameter's update (SE3_HD: the CUDA launcher maps parameters to
+ * threads); c1, c2 are the bias corrections of the step. */
+SE3_HD static inline void adam_one(real *p, real *m, real *v, real grad, double b1, double b2, double eps, double wd,
+                                   int decoupled, double c1, double c2, double lr) {
+  double pv = *p, g = grad;
+  if (!decoupled) g += wd * pv;
+  double mi = b1 * *m + (1 - b1) * g;
+  double vi = b2 * *v + (1 - b2) * g * g;
+  double upd = lr * (mi / c1) / (sqrt(vi / c2) + eps);
+  if (decoupled) upd += lr * wd * pv;
+  *m = (real)mi;
+  *v = (real)vi;
+  *p = (real)(pv - upd);
+}
 
 void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr) {
   if (step < 1) step = 1;
   const double b1 = o->beta1, b2 = o->beta2, eps = o->eps, wd = o->weight_decay;
   const double c1 = 1 - pow(b1, (double)step), c2 = 1 - pow(b2, (double)step);
-  const int decoupled = o->decoupled;
 #pragma omp parallel for schedule(static)
-  for (long i = 0; i < (long)n; i++) {
-    double p = params[i], g = grad[i];
-    if (!decoupled) g += wd * p;
-    double mi = b1 * m[i] + (1 - b1) * g;
-    double vi = b2 * v[i] + (1 - b2) * g * g;
-    double upd = lr * (mi / c1) / (sqrt(vi / c2) + eps);
-    if (decoupled) upd += lr * wd * p;
-    m[i] = (real)mi;
-    v[i] = (real)vi;
-    params[i] = (real)(p - upd);
-  }
+  for (long i = 0; i < (long)n; i++)
+    adam_one(&params[i], &m[i], &v[i], grad[i], b1, b2, eps, wd, o->decoupled, c1, c2, lr);
 }
 
 /* ---- learning-rate schedule ----------------------------------------------------- */

@@ -145,8 +145,8 @@ static void check_grads(struct nn_fiber fin, struct nn_fiber fout, int pool, int
   double ww = gc_worst(loss, &c, c.W3, c.dW3, rs * (size_t)H, 4 * checks);
   cr_assert_lt(ws, 1e-6, "pool %d: d loss / d s2: worst %.2e", pool, ws);
   cr_assert_lt(ww, 1e-6, "pool %d: d loss / d W3: worst %.2e", pool, ww);
-  cr_log_info("conv pool=%d H=%d: worst gradient error %.2e (x), %.2e (s2), %.2e (W3); %d edges", pool, H, worst, ws, ww,
-              c.g.E);
+  cr_log_info("conv pool=%d H=%d: worst gradient error %.2e (x), %.2e (s2), %.2e (W3); %d edges", pool, H, worst, ws,
+              ww, c.g.E);
   case_free(&c);
 }
 
