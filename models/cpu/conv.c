@@ -445,72 +445,26 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
   memset(c->s2 + (size_t)n * (size_t)p->H, 0, (size_t)(np - n) * (size_t)p->H * sizeof(real));
 }
 
-/* The contraction with the number of rows fixed, so its sums stay in
- * registers. */
-__attribute__((noinline)) static void contract_rows(real *out, const real *Rb, const real *U, int K, int jn, int cout,
-                                                    int ni, int fast) {
-  if (!fast) {
-    conv_contract(out, Rb, U, K, jn, cout, ni, 0);
-    return;
+/* The per-edge steps with the number of rows ni (2l+1) and of columns fixed
+ * at compile time in the fast case, so their sums stay in registers: one
+ * dispatcher per body, all with the same arguments. */
+#define ROWS_DISPATCH(name, body, JN)                                                                                  \
+  __attribute__((noinline)) static void name(real *a, const real *b, const real *c, int K, int jn, int cout, int ni,   \
+                                             int fast) {                                                               \
+    if (!fast)                                                                                                         \
+      body(a, b, c, K, jn, cout, ni, 0);                                                                               \
+    else if (ni == 1)                                                                                                  \
+      body(a, b, c, K, JN, cout, 1, 1);                                                                                \
+    else if (ni == 3)                                                                                                  \
+      body(a, b, c, K, JN, cout, 3, 1);                                                                                \
+    else if (ni == 5)                                                                                                  \
+      body(a, b, c, K, JN, cout, 5, 1);                                                                                \
+    else                                                                                                               \
+      body(a, b, c, K, JN, cout, 7, 1);                                                                                \
   }
-  switch (ni) {
-  case 1:
-    conv_contract(out, Rb, U, K, JB, cout, 1, 1);
-    break;
-  case 3:
-    conv_contract(out, Rb, U, K, JB, cout, 3, 1);
-    break;
-  case 5:
-    conv_contract(out, Rb, U, K, JB, cout, 5, 1);
-    break;
-  default:
-    conv_contract(out, Rb, U, K, JB, cout, 7, 1);
-    break;
-  }
-}
-
-static void dr_rows(real *DR, const real *g, const real *U, int K, int jn, int cout, int ni, int fast) {
-  if (!fast) {
-    conv_dr_rows(DR, g, U, K, jn, cout, ni, 0);
-    return;
-  }
-  switch (ni) {
-  case 1:
-    conv_dr_rows(DR, g, U, K, JB, cout, 1, 1);
-    break;
-  case 3:
-    conv_dr_rows(DR, g, U, K, JB, cout, 3, 1);
-    break;
-  case 5:
-    conv_dr_rows(DR, g, U, K, JB, cout, 5, 1);
-    break;
-  default:
-    conv_dr_rows(DR, g, U, K, JB, cout, 7, 1);
-    break;
-  }
-}
-
-__attribute__((noinline)) static void contract_du_rows(real *dU, const real *Rb, const real *g, int K, int jn, int cout,
-                                                       int ni, int fast) {
-  if (!fast) {
-    conv_contract_du(dU, Rb, g, K, jn, cout, ni, 0);
-    return;
-  }
-  switch (ni) {
-  case 1:
-    conv_contract_du(dU, Rb, g, K, JV, cout, 1, 1);
-    break;
-  case 3:
-    conv_contract_du(dU, Rb, g, K, JV, cout, 3, 1);
-    break;
-  case 5:
-    conv_contract_du(dU, Rb, g, K, JV, cout, 5, 1);
-    break;
-  default:
-    conv_contract_du(dU, Rb, g, K, JV, cout, 7, 1);
-    break;
-  }
-}
+ROWS_DISPATCH(contract_rows, conv_contract, JB)       /* out, Rb, U */
+ROWS_DISPATCH(dr_rows, conv_dr_rows, JB)              /* DR, g, U */
+ROWS_DISPATCH(contract_du_rows, conv_contract_du, JV) /* dU, Rb, g */
 
 static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real *wt, int n) {
   int np = (n + TE - 1) / TE * TE;
