@@ -270,3 +270,20 @@ int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, 
   }
   return n;
 }
+
+void tu_assert_same_training(const char *ref, const char *wd, const char *const files[], int n) {
+  for (int i = 0; i < n; i++) {
+    char a[1200], b[1200];
+    snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
+    snprintf(b, sizeof b, "%s/models/train-0/%s", wd, files[i]);
+    cr_assert_eq(tu_sh(NULL, "cmp -s %s %s", a, b), 0, "%s differs after resuming", files[i]);
+  }
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
+  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
+  const char *q = "SELECT model, epoch, split, loss, mae, rmse, r2, spearman, lr FROM metrics ORDER BY 1, 2, 3";
+  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
+  cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
+  free(x);
+  free(y);
+}

@@ -42,6 +42,10 @@ int tu_wait(int pid);
  * or a run ends by itself (which must be with status 0), or after
  * max_attempts runs. Returns the number of runs killed mid-way. */
 int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts);
+/* Asserts that training in workdir `wd` ended where the reference workdir
+ * `ref` did: the checkpoint files models/train-0/<files[i]> byte-equal and the
+ * metrics tables equal. */
+void tu_assert_same_training(const char *ref, const char *wd, const char *const files[], int n);
 
 /* Deterministic uniform numbers in [0, 1) for test data (one stream per process). */
 void tu_seed(uint64_t seed);

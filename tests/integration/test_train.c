@@ -116,21 +116,8 @@ Test(train, kill9_resumes_to_identical_checkpoints) {
   free(out);
   cr_log_info("%d kills", kills);
   cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
-  const char *files[] = {"epoch-39.ckpt", "epoch-38.ckpt", "best.ckpt"};
-  for (int i = 0; i < 3; i++) {
-    char a[1200], b[1200];
-    snprintf(a, sizeof a, "%s/models/train-0/%s", ref, files[i]);
-    snprintf(b, sizeof b, "%s/models/train-0/%s", wd, files[i]);
-    cr_assert_eq(tu_sh(NULL, "cmp -s %s %s", a, b), 0, "%s differs after resuming", files[i]);
-  }
-  char a_db[1100], b_db[1100];
-  snprintf(a_db, sizeof a_db, "%s/screen.db", ref);
-  snprintf(b_db, sizeof b_db, "%s/screen.db", wd);
-  const char *q = "SELECT model, epoch, split, loss, mae, rmse, r2, spearman, lr FROM metrics ORDER BY 1, 2, 3";
-  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
-  cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
-  free(x);
-  free(y);
+  const char *const files[] = {"epoch-39.ckpt", "epoch-38.ckpt", "best.ckpt"};
+  tu_assert_same_training(ref, wd, files, 3);
   free(wf);
   free(dir);
 }
