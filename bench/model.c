@@ -28,6 +28,7 @@
 #include "chem/graph.h"
 #include "models/cpu/optim.h"
 #include "chem/mol.h"
+#include "models/cpu/isa.h"
 #include "models/cpu/model.h"
 #include "models/so3.h"
 
@@ -131,6 +132,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  nn_blas_reexec(argv); /* as se3screen's main: OpenBLAS's kernels from the processor's features */
   /* as se3screen's main: freed blocks stay in the heap (no first-touch faults) */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
@@ -217,9 +219,10 @@ int main(int argc, char **argv) {
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"low_memory\":%d,\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"flops_per_mol\":%.4g,\"gflops\":%"
          ".1f,"
-         "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"note\":\"%s\"}\n",
+         "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
          low_memory, best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
+         nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   free(adam_m);

@@ -10,6 +10,7 @@
 
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
+#include "stages/platform.h"
 
 static const char usage_main[] =
     "usage: se3screen VERB [options]\n"
@@ -20,6 +21,7 @@ static const char usage_main[] =
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
     "  top DB [-n N]          the best hits of the rank stage, as a table\n"
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
+    "  --version              version, and the kernels this processor gets (ISA, OpenBLAS core)\n"
     "\n"
     "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
     "2 usage or configuration error, 75 interrupted (run again to resume).\n";
@@ -151,6 +153,24 @@ int main(int argc, char **argv) {
    * basis stage's time before this). */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  platform_blas_reexec(argv); /* before any work: OpenBLAS reads its core type at load time */
+  if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+    struct platform_info pi;
+    platform_info(&pi);
+    printf("se3screen %s\n", SE3_VERSION);
+    printf("sqlite %s\n", sqlite3_libversion());
+    printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,
+           pi.isa_best);
+    printf("openblas: core %s", pi.blas_core);
+    if (pi.blas_detected)
+      printf(" (OpenBLAS itself detected %s; chosen from the processor's features)", pi.blas_detected);
+    else if (pi.blas_forced)
+      printf(" (OPENBLAS_CORETYPE=%s is set%s%s%s)", pi.blas_forced, pi.blas_better ? "; this processor could run " : "",
+             pi.blas_better ? pi.blas_better : "", pi.blas_better ? ": unset it for faster products" : "");
+    printf(", %s\n", pi.blas_config);
+    printf("threads: %d (OMP_NUM_THREADS)\n", pi.threads);
+    return SE3_EXIT_OK;
+  }
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     fputs(usage_main, argc < 2 ? stderr : stdout);
     return argc < 2 ? SE3_EXIT_USAGE : SE3_EXIT_OK;

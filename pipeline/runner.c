@@ -29,7 +29,9 @@
 #include "pipeline/store.h"
 #include "stages/stage.h"
 
+#ifndef SE3_VERSION
 #define SE3_VERSION "0.1.0"
+#endif
 
 /* The stages in pipeline order. */
 static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,

@@ -33,6 +33,10 @@
 #include <omp.h>
 #endif
 
+/* Compiled once per instruction set (isa.h): the entry points below get the
+ * variant's name; what is shared is defined in the baseline build only. */
+#define SE3_ISA_IMPL 1
+#include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/so3.h"
 
@@ -52,16 +56,7 @@
 #define UNROLL(n)
 #endif
 
-int nn_conv_generic_only = 0;
-
 static int imin(int a, int b) { return a < b ? a : b; }
-
-int nn_fiber_width(const struct nn_fiber *f) {
-  int w = 0;
-  for (int d = 0; d <= NN_MAX_DEG; d++)
-    w += f->ch[d] * NN_DIM(d);
-  return w;
-}
 
 /* Columns of R_l: sum over input degrees k of (2 min(k,l)+1) fin.ch[k]. */
 static int radial_cols(const struct nn_fiber *fin, int l) {
@@ -69,6 +64,16 @@ static int radial_cols(const struct nn_fiber *fin, int l) {
   for (int k = 0; k <= NN_MAX_DEG; k++)
     K += (2 * imin(k, l) + 1) * fin->ch[k];
   return K;
+}
+
+#ifndef SE3_ISA_VARIANT
+int nn_conv_generic_only = 0;
+
+int nn_fiber_width(const struct nn_fiber *f) {
+  int w = 0;
+  for (int d = 0; d <= NN_MAX_DEG; d++)
+    w += f->ch[d] * NN_DIM(d);
+  return w;
 }
 
 size_t nn_conv_radial_size(const struct nn_fiber *fin, const struct nn_fiber *fout) {
@@ -86,6 +91,7 @@ double nn_conv_flops(const struct nn_fiber *fin, const struct nn_fiber *fout, co
     f += 2.0 * (double)plan->fused_rows[k] * NN_DIM(k) * fin->ch[k];
   return f;
 }
+#endif /* !SE3_ISA_VARIANT */
 
 /* Where things are, computed once per call. */
 struct plan {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "models/basis.h"
+#include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/so3.h"
 #include "tests/gradcheck.h"
@@ -165,6 +166,31 @@ Test(grad_conv, fast_tile_gradients_match_finite_differences, .timeout = 600) {
   check_grads((struct nn_fiber){{32, 32, 32, 32}}, (struct nn_fiber){{64, 0, 0, 0}}, 1, 32, 60);
 }
 
+/* The largest relative difference between two runs of the same case:
+ * values and every gradient. *moved says whether a's weight gradient is
+ * non-zero. */
+static double case_diff(const struct conv_case *a, const struct conv_case *b, struct nn_fiber fin,
+                        struct nn_fiber fout, int *moved) {
+  double worst = 0;
+  for (int d = 0; d <= NN_MAX_DEG; d++) {
+    size_t ny = fout.ch[d] ? (size_t)rows_out(a) * (size_t)(NN_DIM(d) * fout.ch[d]) : 0;
+    size_t nx = fin.ch[d] ? (size_t)a->g.N * (size_t)(NN_DIM(d) * fin.ch[d]) : 0;
+    for (size_t i = 0; i < ny; i++)
+      worst = fmax(worst, fabs(a->y[d][i] - b->y[d][i]) / (1 + fabs(b->y[d][i])));
+    for (size_t i = 0; i < nx; i++)
+      worst = fmax(worst, fabs(a->dx[d][i] - b->dx[d][i]) / (1 + fabs(b->dx[d][i])));
+  }
+  for (size_t i = 0; i < (size_t)a->g.E * (size_t)a->H; i++)
+    worst = fmax(worst, fabs(a->ds2[i] - b->ds2[i]) / (1 + fabs(b->ds2[i])));
+  size_t nw = nn_conv_radial_size(&fin, &fout) * (size_t)a->H;
+  *moved = 0;
+  for (size_t i = 0; i < nw; i++) {
+    worst = fmax(worst, fabs(a->dW3[i] - b->dW3[i]) / (1 + fabs(b->dW3[i])));
+    *moved |= a->dW3[i] != 0;
+  }
+  return worst;
+}
+
 /* The fast and generic tiles compute the same sums (to round-off): values
  * and every gradient. */
 static void fast_vs_generic(struct nn_fiber fin, struct nn_fiber fout, int pool) {
@@ -177,28 +203,46 @@ static void fast_vs_generic(struct nn_fiber fin, struct nn_fiber fout, int pool)
   loss(&b);
   backward(&b);
   nn_conv_generic_only = 0;
-  double worst = 0;
-  for (int d = 0; d <= NN_MAX_DEG; d++) {
-    size_t ny = fout.ch[d] ? (size_t)rows_out(&a) * (size_t)(NN_DIM(d) * fout.ch[d]) : 0;
-    size_t nx = fin.ch[d] ? (size_t)a.g.N * (size_t)(NN_DIM(d) * fin.ch[d]) : 0;
-    for (size_t i = 0; i < ny; i++)
-      worst = fmax(worst, fabs(a.y[d][i] - b.y[d][i]) / (1 + fabs(b.y[d][i])));
-    for (size_t i = 0; i < nx; i++)
-      worst = fmax(worst, fabs(a.dx[d][i] - b.dx[d][i]) / (1 + fabs(b.dx[d][i])));
-  }
-  for (size_t i = 0; i < (size_t)a.g.E * 32; i++)
-    worst = fmax(worst, fabs(a.ds2[i] - b.ds2[i]) / (1 + fabs(b.ds2[i])));
-  size_t nw = nn_conv_radial_size(&fin, &fout) * 32;
-  int moved = 0;
-  for (size_t i = 0; i < nw; i++) {
-    worst = fmax(worst, fabs(a.dW3[i] - b.dW3[i]) / (1 + fabs(b.dW3[i])));
-    moved |= a.dW3[i] != 0;
-  }
+  int moved;
+  double worst = case_diff(&a, &b, fin, fout, &moved);
   cr_assert(moved, "the weight gradient is all zero");
   cr_assert_lt(worst, 1e-12, "fast and generic tiles differ by %.2e (pool %d)", worst, pool);
   case_free(&a);
   case_free(&b);
 }
+
+/* The convolution compiled for another instruction set (isa.h) computes the
+ * same values and gradients as the baseline build, fast and generic tiles,
+ * pooled and per edge. */
+static void isa_vs_base(enum nn_isa isa) {
+  if (!nn_isa_supported(isa)) cr_skip_test("this processor has no %s", nn_isa_name(isa));
+  static const struct {
+    struct nn_fiber fin, fout;
+    int pool, H;
+  } cases[] = {{{{32, 32, 32, 32}}, {{32, 32, 32, 32}}, 0, 32},
+               {{{32, 32, 32, 32}}, {{128, 0, 0, 0}}, 1, 32},
+               {{{2, 2, 1, 2}}, {{3, 1, 2, 1}}, 1, 3}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    struct conv_case a, b;
+    case_init(&a, cases[k].fin, cases[k].fout, cases[k].pool, 41, cases[k].H);
+    case_init(&b, cases[k].fin, cases[k].fout, cases[k].pool, 41, cases[k].H);
+    cr_assert_eq(nn_isa_set(isa), 0);
+    loss(&a);
+    backward(&a);
+    cr_assert_eq(nn_isa_set(NN_ISA_BASE), 0);
+    loss(&b);
+    backward(&b);
+    int moved;
+    double worst = case_diff(&a, &b, cases[k].fin, cases[k].fout, &moved);
+    cr_assert(moved, "the weight gradient is all zero");
+    cr_assert_lt(worst, 1e-12, "%s and base differ by %.2e (case %zu)", nn_isa_name(isa), worst, k);
+    case_free(&a);
+    case_free(&b);
+  }
+}
+
+Test(grad_conv, avx2_build_equals_base) { isa_vs_base(NN_ISA_AVX2); }
+Test(grad_conv, avx512_build_equals_base) { isa_vs_base(NN_ISA_AVX512); }
 
 Test(grad_conv, fast_tiles_equal_generic_tiles) {
   fast_vs_generic((struct nn_fiber){{32, 32, 32, 32}}, (struct nn_fiber){{32, 32, 32, 32}}, 0);

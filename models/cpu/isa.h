@@ -1,0 +1,72 @@
+/* isa.h — instruction sets chosen at run time, not by the build machine.
+ *
+ * A binary built on a cluster's login node must run on every x86-64 node,
+ * and run fast on each. The hot kernels (conv.c, the TFN convolution) are
+ * therefore compiled three times: conv.c itself for the baseline x86-64, and
+ * conv_avx2.c and conv_avx512.c, which include conv.c with SE3_ISA_VARIANT
+ * set and are compiled with -march=x86-64-v3 and -march=x86-64-v4
+ * (512-bit vectors preferred: the 8-edge x 32-channel tile then fits in 16
+ * registers instead of spilling out of 32 ymm ones). isa.c picks the widest
+ * variant the processor and the operating system support, once.
+ *
+ * The environment variable SE3_ISA (base, avx2, avx512 or auto) forces a
+ * variant, for tests and benchmarks; one the processor lacks is refused and
+ * the best supported one is used instead.
+ *
+ * The same file also chooses OpenBLAS's kernels from the processor's
+ * features: Debian's OpenBLAS 0.3.21 does not recognise some current
+ * processors and falls back to old kernels (Prescott/SSE3 on some Intel
+ * parts, Haswell/AVX2 on AVX-512 AMD parts), so sgemm runs 2-5x below what
+ * the machine can do. OpenBLAS reads OPENBLAS_CORETYPE when it is loaded,
+ * before main, so the program re-executes itself once with the variable set
+ * (nn_blas_core_wanted, and main.c).
+ */
+#ifndef SE3_ISA_H
+#define SE3_ISA_H
+
+enum nn_isa { NN_ISA_BASE, NN_ISA_AVX2, NN_ISA_AVX512, NN_ISA_COUNT };
+
+/* Whether this processor (and the OS, for the wider register state) can run
+ * the variant. */
+int nn_isa_supported(enum nn_isa isa);
+/* The variant in use: chosen from SE3_ISA or the processor on first use. */
+enum nn_isa nn_isa_current(void);
+/* Use this variant from now on (tests). -1 when the processor lacks it. */
+int nn_isa_set(enum nn_isa isa);
+/* "base", "avx2", "avx512". */
+const char *nn_isa_name(enum nn_isa isa);
+/* Parses a name as above; -1 when unknown. */
+int nn_isa_parse(const char *name);
+
+/* The OpenBLAS core type this processor should use when the one OpenBLAS
+ * detected is weaker than the processor ("SkylakeX" for AVX-512, "Haswell"
+ * for AVX2 with FMA); NULL when OpenBLAS's own choice is as good, or the user
+ * set OPENBLAS_CORETYPE. */
+const char *nn_blas_core_wanted(void);
+/* As nn_blas_core_wanted, but also when OPENBLAS_CORETYPE chose the weaker
+ * kernels (to say so). */
+const char *nn_blas_core_better(void);
+/* When nn_blas_core_wanted names a core, executes this program again
+ * (/proc/self/exe, same arguments), once, with OPENBLAS_CORETYPE set to it and
+ * NN_BLAS_DETECTED_ENV set to what OpenBLAS had detected. Returns when
+ * nothing needs doing or execv failed. For main() only: call it first. */
+#define NN_BLAS_DETECTED_ENV "SE3_OPENBLAS_DETECTED"
+void nn_blas_reexec(char **argv);
+/* OpenBLAS's core name (e.g. "Haswell", "SkylakeX"), as it runs. */
+const char *nn_blas_core(void);
+
+/* Inside conv.c: its two entry points get the variant's name, and isa.c's
+ * dispatchers carry the public names of nn.h. */
+#ifdef SE3_ISA_IMPL
+#define SE3_ISA_CAT2(a, b) a##b
+#define SE3_ISA_CAT(a, b) SE3_ISA_CAT2(a, b)
+#ifdef SE3_ISA_VARIANT
+#define nn_conv_forward SE3_ISA_CAT(nn_conv_forward_, SE3_ISA_VARIANT)
+#define nn_conv_backward SE3_ISA_CAT(nn_conv_backward_, SE3_ISA_VARIANT)
+#else
+#define nn_conv_forward nn_conv_forward_base
+#define nn_conv_backward nn_conv_backward_base
+#endif
+#endif
+
+#endif

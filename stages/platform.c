@@ -1,0 +1,37 @@
+/* platform.c — see platform.h. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "models/cpu/isa.h"
+#include "models/cpu/real.h"
+#include "stages/platform.h"
+
+void platform_info(struct platform_info *p) {
+  memset(p, 0, sizeof *p);
+  p->isa = nn_isa_name(nn_isa_current());
+  int best = NN_ISA_BASE;
+  for (int i = NN_ISA_COUNT - 1; i > 0; i--)
+    if (nn_isa_supported((enum nn_isa)i)) {
+      best = i;
+      break;
+    }
+  p->isa_best = nn_isa_name((enum nn_isa)best);
+  p->blas_core = nn_blas_core();
+  const char *d = getenv(NN_BLAS_DETECTED_ENV);
+  p->blas_detected = d && *d && strcmp(d, p->blas_core) ? d : NULL;
+  const char *forced = getenv("OPENBLAS_CORETYPE");
+  p->blas_forced = forced && *forced && !p->blas_detected ? forced : NULL;
+  p->blas_better = nn_blas_core_better();
+  const char *cfg = openblas_get_config();
+  p->blas_config = cfg ? cfg : "?";
+#ifdef _OPENMP
+  p->threads = omp_get_max_threads();
+#else
+  p->threads = 1;
+#endif
+}
+
+void platform_blas_reexec(char **argv) { nn_blas_reexec(argv); }
