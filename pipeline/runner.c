@@ -101,9 +101,13 @@ static void print_errors(const struct cfg_errors *e) {
 /* ---- configuration ------------------------------------------------------ */
 
 static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir) {
-  const char **all = calloc((size_t)n_sets + 1, sizeof *all);
+  const char **all = calloc((size_t)n_sets + 2, sizeof *all);
   char *wd = NULL;
   int n = 0;
+  if (!all) {
+    fprintf(stderr, "se3screen: out of memory reading %s\n", workflow);
+    return NULL;
+  }
   for (int i = 0; i < n_sets; i++)
     all[n++] = sets[i];
   if (workdir) {
@@ -186,6 +190,10 @@ static int clear_from(struct run *r, int first) {
   for (int i = first; i < N_STAGES; i++) {
     const struct stage *s = all_stages[i];
     char *tables = strdup(s->tables);
+    if (!tables) {
+      snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
+      return -1;
+    }
     for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
       if (exec_sql(r, "DELETE FROM \"%w\"", t)) {
         free(tables);
@@ -349,18 +357,32 @@ static int run_stage(struct run *r, int si) {
     goto rollback;
 
   /* What is left to do in this shard. */
+  /* (A failed read of the ledger must stop the stage: taken as "nothing
+   * done", it would redo, and store twice, every finished chunk.) */
   char *done = calloc((size_t)n_chunks + 1, 1);
   int64_t done_items = 0, todo = 0;
+  if (!done) {
+    snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
+    goto out;
+  }
   {
     sqlite3_stmt *q = NULL;
-    sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q, NULL);
-    sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    int rc = sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q,
+                                NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
       int64_t c = sqlite3_column_int64(q, 0);
       if (c >= 0 && c < n_chunks) done[c] = 1;
       done_items += sqlite3_column_int64(q, 1);
+      rc = SQLITE_OK;
     }
     sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
+               sqlite3_errmsg(r->st.db));
+      free(done);
+      goto out;
+    }
   }
   int64_t shard_items = n_items;
   for (int64_t c = 0; c < n_chunks; c++)
@@ -545,6 +567,10 @@ int runner_run(const struct run_opts *o) {
     for (int i = 0; i < o->n_sets; i++)
       len += strlen(o->sets[i]) + 1;
     char *sets = calloc(len, 1);
+    if (!sets) {
+      snprintf(r.err, sizeof r.err, "out of memory");
+      goto fail_early;
+    }
     for (int i = 0; i < o->n_sets; i++) {
       strcat(sets, o->sets[i]);
       strcat(sets, "\n");
@@ -620,7 +646,9 @@ static char **list_shards(const char *db_path, int *n) {
   struct dirent *e;
   while ((e = readdir(dh))) {
     if (!has_suffix(e->d_name, ".db")) continue;
-    out = realloc(out, sizeof *out * (size_t)(*n + 1));
+    char **grown = realloc(out, sizeof *out * (size_t)(*n + 1));
+    if (!grown) break;
+    out = grown;
     if (asprintf(&out[*n], "%s/%s", sdir, e->d_name) < 0) break;
     (*n)++;
   }
