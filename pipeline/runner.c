@@ -32,8 +32,8 @@
 #define SE3_VERSION "0.1.0"
 
 /* The stages in pipeline order. */
-static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis,
-                                                 &stage_train,  &stage_score, &stage_rank};
+static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
+                                                 &stage_score,  &stage_rank};
 enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
 
 static volatile sig_atomic_t stop_flag;
