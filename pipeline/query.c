@@ -342,7 +342,12 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
 
 /* ---- the verb ---------------------------------------------------------- */
 
-/* The statement's first word, for a message. */
+/* First words of statements that change something. */
+static const char *const writing_words[] = {"INSERT", "REPLACE",  "UPDATE",    "DELETE",  "CREATE",  "DROP",  "ALTER",
+                                            "ATTACH", "DETACH",   "VACUUM",    "REINDEX", "ANALYZE", "BEGIN", "COMMIT",
+                                            "END",    "ROLLBACK", "SAVEPOINT", "RELEASE", NULL};
+
+/* The statement's first word, in capitals, for a message. */
 static void first_word(const char *sql, char *buf, size_t n) {
   while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r')
     sql++;
@@ -388,8 +393,16 @@ int query_run(const char *db_path, const char *sql, enum query_format fmt, const
     const char *start = tail;
     g.why[0] = 0;
     if (sqlite3_prepare_v2(s.db, tail, -1, &st, &tail) != SQLITE_OK) {
+      char word[32];
+      first_word(start, word, sizeof word);
       if (g.why[0]) {
         fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", g.why);
+        ret = SE3_EXIT_USAGE;
+      } else if (in_list(writing_words, word)) {
+        /* refused by SQLite before the authorizer saw it (the schema table,
+         * a table that does not exist): still a write */
+        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only; SQLite says: %s)\n", word,
+                sqlite3_errmsg(s.db));
         ret = SE3_EXIT_USAGE;
       } else if (q.timed_out) {
         ret = SE3_EXIT_FAILED;
