@@ -19,6 +19,9 @@
 /* A workdir with one ingested set (20 molecules, 1 reject); returns the
  * folder holding the workdir `work`. */
 static char *ingested(const char *name) {
+  /* a previous run may have left folders read-only (a failed assertion
+   * stops a test before it gives the permission back) */
+  tu_sh(NULL, "chmod -R u+rwx '%s/%s' 2>/dev/null", SE3_TEST_TMP, name);
   char *dir = tu_tmpdir(name);
   char yaml[1024];
   snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
@@ -255,7 +258,9 @@ static const char *as_reader(const char *dir) {
     prefix[0] = 0;
   }
   cr_assert_eq(chmod(dir, 0555), 0);
-  /* the premise: the reader cannot create a file there */
+  /* the premise: the reader can reach the folder and run se3screen, but
+   * cannot create a file there */
+  if (tu_sh(NULL, "%stest -x '%s' -a -x '%s'", prefix, dir, SE3_BINARY) != 0) return NULL;
   if (tu_sh(NULL, "%stouch '%s/probe'", prefix, dir) == 0) return NULL;
   return prefix;
 }
