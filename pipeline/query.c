@@ -35,16 +35,11 @@ static void json_string(FILE *out, const char *s) {
   fputc('"', out);
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(out, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", out);
-    else if (c == '\t')
-      fputs("\\t", out);
-    else if (c < 0x20)
-      fprintf(out, "\\u%04x", c);
-    else
-      fputc(c, out);
+    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+    else if (c == '\n') fputs("\\n", out);
+    else if (c == '\t') fputs("\\t", out);
+    else if (c < 0x20) fprintf(out, "\\u%04x", c);
+    else fputc(c, out);
   }
   fputc('"', out);
 }
@@ -53,8 +48,7 @@ static void json_string(FILE *out, const char *s) {
 static char *cell_text(sqlite3_stmt *st, int i) {
   char *s = NULL;
   switch (sqlite3_column_type(st, i)) {
-  case SQLITE_NULL:
-    return strdup("");
+  case SQLITE_NULL: return strdup("");
   case SQLITE_BLOB:
     if (asprintf(&s, "<%d bytes>", sqlite3_column_bytes(st, i)) < 0) s = NULL;
     return s;
