@@ -1,5 +1,7 @@
 /* main.c — the se3screen command line. Only this file exits. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +58,21 @@ static const char usage_status[] = "usage: se3screen status WORKFLOW.yaml|WORKDI
                                    "the workflow) whether its configuration changed since the run; then the last run\n"
                                    "and the last error. Shard databases are listed too.\n";
 
-static const char usage_query[] = "usage: se3screen query DB \"SQL\" [--csv | --json | --table]\n"
-                                  "\n"
-                                  "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
-                                  "table (default), CSV with a header row, or JSON (one array of objects).\n"
-                                  "DB may also be a workdir (its screen.db is used).\n";
+static const char usage_query[] =
+    "usage: se3screen query DB \"SQL\" [--csv | --json | --table] [--timeout S] [--max-rows N] [--max-bytes N]\n"
+    "\n"
+    "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
+    "table (default), CSV with a header row, or JSON (one array of objects).\n"
+    "DB may also be a workdir (its screen.db is used).\n"
+    "\n"
+    "Only reading is allowed: every statement is checked before any runs, and\n"
+    "writes, ATTACH, VACUUM, transactions, pragmas that change state and\n"
+    "load_extension/fts3_tokenizer are refused (exit status 2).\n"
+    "  --timeout S      stop after S seconds (default 60; 0: no limit)\n"
+    "  --max-rows N     print at most N rows (default 1000000; 0: no limit)\n"
+    "  --max-bytes N    print at most N bytes of values, K/M/G suffixes allowed\n"
+    "                   (default 1G; 0: no limit)\n"
+    "A limit reached: what was printed stays, a message says so, exit status 1.\n";
 
 static const char usage_top[] = "usage: se3screen top DB [-n N] [--target T] [--csv | --json]\n"
                                 "\n"
@@ -221,8 +233,33 @@ int main(int argc, char **argv) {
     if (wants_help(argc, argv)) return fputs(usage_query, stdout), SE3_EXIT_OK;
     enum query_format fmt = QUERY_TABLE;
     const char *db = NULL, *sql = NULL;
+    struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, QUERY_DEFAULT_MAX_ROWS, QUERY_DEFAULT_MAX_BYTES};
     for (int i = 2; i < argc; i++) {
-      if (!strcmp(argv[i], "--csv"))
+      const char *opt = argv[i];
+      if (!strcmp(opt, "--timeout") || !strcmp(opt, "--max-rows") || !strcmp(opt, "--max-bytes")) {
+        if (i + 1 >= argc) return usage_error(usage_query, "%s needs a value", opt);
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(opt, "--timeout")) {
+          lim.timeout_s = strtod(v, &end);
+          if (end == v || *end || !(lim.timeout_s >= 0) || lim.timeout_s > 1e9)
+            return usage_error(usage_query, "--timeout needs seconds >= 0, got '%s'", v);
+        } else {
+          errno = 0;
+          long long n = strtoll(v, &end, 10);
+          int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+          if (shift && opt[6] == 'b') end++;
+          if (end == v || *end || n < 0 || errno || n > (LLONG_MAX >> shift))
+            return usage_error(usage_query,
+                               opt[6] == 'r' ? "--max-rows needs a whole number >= 0, got '%s'"
+                                             : "--max-bytes needs a whole number >= 0 (K/M/G allowed), got '%s'",
+                               v);
+          if (opt[6] == 'r')
+            lim.max_rows = n;
+          else
+            lim.max_bytes = n << shift;
+        }
+      } else if (!strcmp(argv[i], "--csv"))
         fmt = QUERY_CSV;
       else if (!strcmp(argv[i], "--json"))
         fmt = QUERY_JSON;
@@ -244,7 +281,7 @@ int main(int argc, char **argv) {
       snprintf(path, sizeof path, "%s/screen.db", db);
     else
       snprintf(path, sizeof path, "%s", db);
-    return query_run(path, sql, fmt, stdout);
+    return query_run(path, sql, fmt, &lim, stdout);
   }
   if (!strcmp(verb, "top")) {
     if (wants_help(argc, argv)) return fputs(usage_top, stdout), SE3_EXIT_OK;
@@ -286,7 +323,8 @@ int main(int argc, char **argv) {
                         "ORDER BY rank LIMIT %ld",
                         where, n);
     sqlite3_free(where);
-    rc = query_run(path, sql, fmt, stdout);
+    struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
+    rc = query_run(path, sql, fmt, &lim, stdout);
     sqlite3_free(sql);
     return rc;
   }

@@ -1,9 +1,18 @@
-/* query.c — `se3screen query`: SQL on a result database, read-only. */
+/* query.c — `se3screen query`: SQL on a result database, read-only.
+ *
+ * Read-only in four layers: the file is opened read-only with the FTS3
+ * tokenizer function, extensions and untrusted schema functions off
+ * (store.c); PRAGMA query_only; an authorizer that allows reading and
+ * nothing else; and sqlite3_stmt_readonly() on every statement (VACUUM,
+ * VACUUM INTO and journal_mode changes reach no authorizer action). Every
+ * statement is checked before the first one runs. A progress handler ends a
+ * query at --timeout; --max-rows and --max-bytes bound what it prints. */
 #define _GNU_SOURCE
 #include "pipeline/query.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pipeline/runner.h"
 #include "pipeline/store.h"
@@ -43,23 +52,185 @@ static char *cell_text(sqlite3_stmt *st, int i) {
   case SQLITE_BLOB:
     if (asprintf(&s, "<%d bytes>", sqlite3_column_bytes(st, i)) < 0) s = NULL;
     return s;
-  default: return strdup((const char *)sqlite3_column_text(st, i));
+  default: {
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return t ? strdup(t) : NULL;
+  }
   }
 }
 
-static int print_stmt(sqlite3_stmt *st, enum query_format fmt, FILE *out, int *first_json) {
+/* ---- the guard: reading only ---------------------------------------------- */
+
+struct guard {
+  char why[256]; /* what the authorizer refused, for the message */
+};
+
+static const char *const action_names[] = {
+    [SQLITE_CREATE_INDEX] = "CREATE INDEX",
+    [SQLITE_CREATE_TABLE] = "CREATE TABLE",
+    [SQLITE_CREATE_TEMP_INDEX] = "CREATE TEMP INDEX",
+    [SQLITE_CREATE_TEMP_TABLE] = "CREATE TEMP TABLE",
+    [SQLITE_CREATE_TEMP_TRIGGER] = "CREATE TEMP TRIGGER",
+    [SQLITE_CREATE_TEMP_VIEW] = "CREATE TEMP VIEW",
+    [SQLITE_CREATE_TRIGGER] = "CREATE TRIGGER",
+    [SQLITE_CREATE_VIEW] = "CREATE VIEW",
+    [SQLITE_DELETE] = "DELETE",
+    [SQLITE_DROP_INDEX] = "DROP INDEX",
+    [SQLITE_DROP_TABLE] = "DROP TABLE",
+    [SQLITE_DROP_TEMP_INDEX] = "DROP TEMP INDEX",
+    [SQLITE_DROP_TEMP_TABLE] = "DROP TEMP TABLE",
+    [SQLITE_DROP_TEMP_TRIGGER] = "DROP TEMP TRIGGER",
+    [SQLITE_DROP_TEMP_VIEW] = "DROP TEMP VIEW",
+    [SQLITE_DROP_TRIGGER] = "DROP TRIGGER",
+    [SQLITE_DROP_VIEW] = "DROP VIEW",
+    [SQLITE_INSERT] = "INSERT",
+    [SQLITE_PRAGMA] = "PRAGMA",
+    [SQLITE_TRANSACTION] = "BEGIN/COMMIT/ROLLBACK",
+    [SQLITE_UPDATE] = "UPDATE",
+    [SQLITE_ATTACH] = "ATTACH",
+    [SQLITE_DETACH] = "DETACH",
+    [SQLITE_ALTER_TABLE] = "ALTER TABLE",
+    [SQLITE_REINDEX] = "REINDEX",
+    [SQLITE_ANALYZE] = "ANALYZE",
+    [SQLITE_CREATE_VTABLE] = "CREATE VIRTUAL TABLE",
+    [SQLITE_DROP_VTABLE] = "DROP VIRTUAL TABLE",
+    [SQLITE_SAVEPOINT] = "SAVEPOINT",
+};
+
+/* Functions that reach outside the query: set a pointer SQLite later calls,
+ * load code, touch files (the last ones exist only where an application adds
+ * them), or hand out FTS5's C interface. */
+static const char *const denied_functions[] = {"fts3_tokenizer", "load_extension", "readfile", "writefile",
+                                               "edit",           "fts5",           "zipfile",  NULL};
+
+/* Pragmas that only read. The first group takes an argument naming what to
+ * describe; the second only in its reading form, without a value. */
+static const char *const pragmas_with_arg[] = {
+    "table_info",       "table_xinfo",       "table_list",      "index_info",  "index_xinfo", "index_list",
+    "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check", NULL};
+static const char *const pragmas_read_only[] = {"application_id", "user_version",  "schema_version",  "data_version",
+                                                "page_size",      "page_count",    "freelist_count",  "encoding",
+                                                "auto_vacuum",    "database_list", "collation_list",  "function_list",
+                                                "module_list",    "pragma_list",   "compile_options", NULL};
+
+static int in_list(const char *const *list, const char *name) {
+  for (; name && *list; list++)
+    if (!sqlite3_stricmp(*list, name)) return 1;
+  return 0;
+}
+
+/* Records the first refusal of a statement (SQLite goes on asking after one). */
+static int deny(struct guard *g, const char *fmt, const char *x, const char *y) {
+  if (!g->why[0]) snprintf(g->why, sizeof g->why, fmt, x, y);
+  return SQLITE_DENY;
+}
+
+static int query_authorize(void *ctx, int action, const char *a1, const char *a2, const char *dbname,
+                           const char *trigger) {
+  struct guard *g = ctx;
+  (void)dbname;
+  (void)trigger;
+  if (!a1) a1 = "?";
+  switch (action) {
+  case SQLITE_SELECT:
+  case SQLITE_READ:
+  case SQLITE_RECURSIVE:
+    return SQLITE_OK;
+  case SQLITE_FUNCTION:
+    if (!a2 || !in_list(denied_functions, a2)) return SQLITE_OK;
+    return deny(g, "function %s()%s", a2, "");
+  case SQLITE_PRAGMA:
+    if (in_list(pragmas_with_arg, a1) || (!a2 && in_list(pragmas_read_only, a1))) return SQLITE_OK;
+    if (a2) return deny(g, "PRAGMA %s=%s", a1, a2);
+    return deny(g, "PRAGMA %s%s", a1, "");
+  case SQLITE_UPDATE:
+    /* Setting up an eponymous virtual table (pragma_table_info(),
+     * json_each()) asks for these and writes nothing. A real write to the
+     * schema table is still refused: it is not a read-only statement, and
+     * the connection is read-only, query_only and defensive. */
+    if ((!strcmp(a1, "sqlite_master") || !strcmp(a1, "sqlite_temp_master"))) return SQLITE_OK;
+    return deny(g, "UPDATE %s%s", a1, "");
+  case SQLITE_INSERT:
+    return deny(g, "INSERT into %s%s", a1, "");
+  case SQLITE_DELETE:
+    return deny(g, "DELETE from %s%s", a1, "");
+  case SQLITE_ATTACH:
+    return deny(g, "ATTACH '%s'%s", a1, "");
+  default:
+    break;
+  }
+  const char *name = action >= 0 && action < (int)(sizeof action_names / sizeof action_names[0]) && action_names[action]
+                         ? action_names[action]
+                         : "this statement";
+  int names_object = action >= SQLITE_CREATE_INDEX && action <= SQLITE_DROP_VIEW;
+  return names_object && a1 ? deny(g, "%s %s", name, a1) : deny(g, "%s%s", name, "");
+}
+
+/* ---- limits ------------------------------------------------------------ */
+
+struct qrun {
+  enum query_format fmt;
+  FILE *out;
+  int first_json;
+  struct query_limits lim;
+  double deadline; /* CLOCK_MONOTONIC seconds; 0: none */
+  int timed_out;
+  long long n_rows, n_bytes;
+  const char *stopped_by; /* "--max-rows" or "--max-bytes" once a limit cut the output */
+  int no_memory;
+};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int query_progress(void *ctx) {
+  struct qrun *q = ctx;
+  if (q->deadline > 0 && now_s() > q->deadline) q->timed_out = 1;
+  return q->timed_out;
+}
+
+/* sqlite3_step, counting what is printed: a row past --max-rows or
+ * --max-bytes ends the statement as if it were done, and q->stopped_by says
+ * which limit. */
+static int step_row(sqlite3_stmt *st, struct qrun *q) {
+  if (q->stopped_by) return SQLITE_DONE;
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) return rc;
+  long long bytes = 0;
+  for (int i = 0, nc = sqlite3_column_count(st); i < nc; i++) {
+    int t = sqlite3_column_type(st, i);
+    bytes += t == SQLITE_TEXT || t == SQLITE_BLOB ? sqlite3_column_bytes(st, i) : 8;
+  }
+  if (q->lim.max_rows > 0 && q->n_rows + 1 > q->lim.max_rows)
+    q->stopped_by = "--max-rows";
+  else if (q->lim.max_bytes > 0 && q->n_bytes + bytes > q->lim.max_bytes)
+    q->stopped_by = "--max-bytes";
+  if (q->stopped_by) return SQLITE_DONE;
+  q->n_rows++;
+  q->n_bytes += bytes;
+  return SQLITE_ROW;
+}
+
+/* ---- printing ---------------------------------------------------------- */
+
+static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
+  FILE *out = q->out;
   int nc = sqlite3_column_count(st);
   int rc;
-  if (fmt == QUERY_CSV) {
+  if (q->fmt == QUERY_CSV) {
     for (int i = 0; i < nc; i++) {
       if (i) fputc(',', out);
       csv_field(out, sqlite3_column_name(st, i));
     }
     fputc('\n', out);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = step_row(st, q)) == SQLITE_ROW) {
       for (int i = 0; i < nc; i++) {
         if (i) fputc(',', out);
         char *c = cell_text(st, i);
+        if (!c) return q->no_memory = 1, SQLITE_NOMEM;
         csv_field(out, c);
         free(c);
       }
@@ -67,17 +238,21 @@ static int print_stmt(sqlite3_stmt *st, enum query_format fmt, FILE *out, int *f
     }
     return rc;
   }
-  if (fmt == QUERY_JSON) {
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      fputs(*first_json ? "\n  {" : ",\n  {", out);
-      *first_json = 0;
+  if (q->fmt == QUERY_JSON) {
+    while ((rc = step_row(st, q)) == SQLITE_ROW) {
+      fputs(q->first_json ? "\n  {" : ",\n  {", out);
+      q->first_json = 0;
       for (int i = 0; i < nc; i++) {
         if (i) fputs(", ", out);
         json_string(out, sqlite3_column_name(st, i));
         fputs(": ", out);
         switch (sqlite3_column_type(st, i)) {
-        case SQLITE_NULL: fputs("null", out); break;
-        case SQLITE_INTEGER: fprintf(out, "%lld", (long long)sqlite3_column_int64(st, i)); break;
+        case SQLITE_NULL:
+          fputs("null", out);
+          break;
+        case SQLITE_INTEGER:
+          fprintf(out, "%lld", (long long)sqlite3_column_int64(st, i));
+          break;
         case SQLITE_FLOAT: {
           /* Shortest form that reads back as the same double. */
           double v = sqlite3_column_double(st, i);
@@ -89,36 +264,60 @@ static int print_stmt(sqlite3_stmt *st, enum query_format fmt, FILE *out, int *f
           fputs(b, out);
           break;
         }
-        case SQLITE_BLOB: fprintf(out, "{\"blob_bytes\": %d}", sqlite3_column_bytes(st, i)); break;
-        default: json_string(out, (const char *)sqlite3_column_text(st, i));
+        case SQLITE_BLOB:
+          fprintf(out, "{\"blob_bytes\": %d}", sqlite3_column_bytes(st, i));
+          break;
+        default:
+          json_string(out, (const char *)sqlite3_column_text(st, i));
         }
       }
       fputc('}', out);
     }
     return rc;
   }
-  /* Table: buffer the rows to size the columns. */
+  /* Table: buffer the rows to size the columns (--max-rows and --max-bytes
+   * bound the buffer). */
   size_t n_rows = 0, cap = 0;
   char **cells = NULL;
-  int *w = calloc((size_t)nc, sizeof *w);
-  for (int i = 0; i < nc; i++) w[i] = (int)strlen(sqlite3_column_name(st, i));
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  int *w = calloc((size_t)nc + 1, sizeof *w);
+  if (!w) return q->no_memory = 1, SQLITE_NOMEM;
+  for (int i = 0; i < nc; i++)
+    w[i] = (int)strlen(sqlite3_column_name(st, i));
+  while ((rc = step_row(st, q)) == SQLITE_ROW) {
     if ((n_rows + 1) * (size_t)nc > cap) {
-      cap = cap ? cap * 2 : (size_t)nc * 64;
-      cells = realloc(cells, cap * sizeof *cells);
+      size_t ncap = cap ? cap * 2 : (size_t)nc * 64;
+      char **grown = realloc(cells, ncap * sizeof *cells);
+      if (!grown) {
+        rc = SQLITE_NOMEM;
+        q->no_memory = 1;
+        break;
+      }
+      cells = grown;
+      cap = ncap;
     }
-    for (int i = 0; i < nc; i++) {
+    int i = 0;
+    for (; i < nc; i++) {
       char *c = cell_text(st, i);
+      if (!c) break;
       if ((int)strlen(c) > w[i]) w[i] = (int)strlen(c);
       cells[n_rows * (size_t)nc + (size_t)i] = c;
     }
+    if (i < nc) {
+      while (i-- > 0)
+        free(cells[n_rows * (size_t)nc + (size_t)i]);
+      rc = SQLITE_NOMEM;
+      q->no_memory = 1;
+      break;
+    }
     n_rows++;
   }
-  for (int i = 0; i < nc; i++) fprintf(out, "%s%-*s", i ? "  " : "", w[i], sqlite3_column_name(st, i));
+  for (int i = 0; i < nc; i++)
+    fprintf(out, "%s%-*s", i ? "  " : "", w[i], sqlite3_column_name(st, i));
   fputc('\n', out);
   for (int i = 0; i < nc; i++) {
     fprintf(out, "%s", i ? "  " : "");
-    for (int k = 0; k < w[i]; k++) fputc('-', out);
+    for (int k = 0; k < w[i]; k++)
+      fputc('-', out);
   }
   fputc('\n', out);
   for (size_t r = 0; r < n_rows; r++) {
@@ -135,34 +334,128 @@ static int print_stmt(sqlite3_stmt *st, enum query_format fmt, FILE *out, int *f
   return rc;
 }
 
-int query_run(const char *db_path, const char *sql, enum query_format fmt, FILE *out) {
+/* ---- the verb ---------------------------------------------------------- */
+
+/* First words of statements that change something. */
+static const char *const writing_words[] = {"INSERT", "REPLACE",  "UPDATE",    "DELETE",  "CREATE",  "DROP",  "ALTER",
+                                            "ATTACH", "DETACH",   "VACUUM",    "REINDEX", "ANALYZE", "BEGIN", "COMMIT",
+                                            "END",    "ROLLBACK", "SAVEPOINT", "RELEASE", NULL};
+
+/* The statement's first word, in capitals, for a message. */
+static void first_word(const char *sql, char *buf, size_t n) {
+  while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r')
+    sql++;
+  size_t k = 0;
+  while (k + 1 < n && sql[k] && ((sql[k] >= 'a' && sql[k] <= 'z') || (sql[k] >= 'A' && sql[k] <= 'Z'))) {
+    buf[k] = sql[k] >= 'a' ? (char)(sql[k] - 'a' + 'A') : sql[k];
+    k++;
+  }
+  buf[k] = 0;
+  if (!k) snprintf(buf, n, "this statement");
+}
+
+int query_run(const char *db_path, const char *sql, enum query_format fmt, const struct query_limits *lim, FILE *out) {
   struct store s;
   char err[1024];
   if (store_open(&s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
     fprintf(stderr, "se3screen query: %s\n", err);
     return SE3_EXIT_USAGE;
   }
-  sqlite3_exec(s.db, "PRAGMA query_only=1", NULL, NULL, NULL);
+  if (s.note) fprintf(stderr, "se3screen query: note: %s\n", s.note);
+  struct qrun q = {.fmt = fmt, .out = out, .first_json = 1};
+  if (lim) q.lim = *lim;
+  struct guard g = {{0}};
+  int ret = SE3_EXIT_OK;
+  sqlite3_stmt **stmts = NULL;
+  size_t n_stmts = 0;
+  if (store_exec(s.db, "PRAGMA query_only=1", err, sizeof err)) {
+    fprintf(stderr, "se3screen query: %s\n", err);
+    ret = SE3_EXIT_FAILED;
+    goto done;
+  }
+  sqlite3_limit(s.db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(s.db, SQLITE_LIMIT_LENGTH, 256 << 20);
+  sqlite3_set_authorizer(s.db, query_authorize, &g);
+  if (q.lim.timeout_s > 0) {
+    q.deadline = now_s() + q.lim.timeout_s;
+    sqlite3_progress_handler(s.db, 1000, query_progress, &q);
+  }
+  /* Check every statement before running any. */
   const char *tail = sql;
-  int ret = SE3_EXIT_OK, first_json = 1;
-  if (fmt == QUERY_JSON) fputc('[', out);
   while (tail && *tail) {
     sqlite3_stmt *st = NULL;
+    const char *start = tail;
+    g.why[0] = 0;
     if (sqlite3_prepare_v2(s.db, tail, -1, &st, &tail) != SQLITE_OK) {
-      fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
-      ret = SE3_EXIT_FAILED;
-      break;
+      char word[32];
+      first_word(start, word, sizeof word);
+      if (g.why[0]) {
+        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", g.why);
+        ret = SE3_EXIT_USAGE;
+      } else if (in_list(writing_words, word)) {
+        /* refused by SQLite before the authorizer saw it (the schema table,
+         * a table that does not exist): still a write */
+        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only; SQLite says: %s)\n", word,
+                sqlite3_errmsg(s.db));
+        ret = SE3_EXIT_USAGE;
+      } else if (q.timed_out) {
+        ret = SE3_EXIT_FAILED;
+      } else {
+        fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
+        ret = SE3_EXIT_FAILED;
+      }
+      goto done;
     }
     if (!st) continue; /* whitespace or a comment */
-    int rc = print_stmt(st, fmt, out, &first_json);
+    sqlite3_stmt **grown = realloc(stmts, (n_stmts + 1) * sizeof *stmts);
+    if (!grown) {
+      sqlite3_finalize(st);
+      fprintf(stderr, "se3screen query: out of memory\n");
+      ret = SE3_EXIT_FAILED;
+      goto done;
+    }
+    stmts = grown;
+    stmts[n_stmts++] = st;
+    if (!sqlite3_stmt_readonly(st)) {
+      char word[32];
+      first_word(start, word, sizeof word);
+      fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", word);
+      ret = SE3_EXIT_USAGE;
+      goto done;
+    }
+  }
+  if (fmt == QUERY_JSON) fputc('[', out);
+  g.why[0] = 0;
+  for (size_t k = 0; k < n_stmts && !ret && !q.stopped_by; k++) {
+    int rc = print_stmt(stmts[k], &q);
     if (rc != SQLITE_DONE) {
-      fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
+      if (g.why[0]) { /* pragma table-valued functions ask when they run */
+        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", g.why);
+        ret = SE3_EXIT_USAGE;
+        continue;
+      }
+      if (q.no_memory)
+        fprintf(stderr, "se3screen query: out of memory after %lld rows\n", q.n_rows);
+      else if (!q.timed_out)
+        fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
       ret = SE3_EXIT_FAILED;
     }
-    sqlite3_finalize(st);
-    if (ret) break;
   }
-  if (fmt == QUERY_JSON) fputs(first_json ? "]\n" : "\n]\n", out);
+  if (fmt == QUERY_JSON) fputs(q.first_json ? "]\n" : "\n]\n", out);
+  fflush(out);
+  if (q.stopped_by) {
+    fprintf(stderr, "se3screen query: output cut at %lld rows (%lld bytes) by %s %lld; the result has more\n", q.n_rows,
+            q.n_bytes, q.stopped_by, !strcmp(q.stopped_by, "--max-rows") ? q.lim.max_rows : q.lim.max_bytes);
+    ret = SE3_EXIT_FAILED;
+  }
+done:
+  if (q.timed_out) {
+    fprintf(stderr, "se3screen query: stopped after %g s (--timeout)\n", q.lim.timeout_s);
+    ret = SE3_EXIT_FAILED;
+  }
+  for (size_t k = 0; k < n_stmts; k++)
+    sqlite3_finalize(stmts[k]);
+  free(stmts);
   store_close(&s);
   return ret;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -233,36 +234,144 @@ fail:
   return -1;
 }
 
+/* ---- read-only opening (status, top, query, merge's shards) ----------------
+ *
+ * A WAL database is read through its -shm index, which SQLite creates beside
+ * the file when it is missing. Where it cannot (a read-only directory or
+ * mount, a colleague's workdir) the open fails with SQLITE_CANTOPEN or
+ * SQLITE_READONLY_*; the file is then opened again as immutable, which reads
+ * the database file alone without locks or -shm. Nothing can be writing it
+ * then: a writer would have made the -shm. What a -wal file still holds (a
+ * writer that died before its checkpoint) is not seen; s->note says so. */
+
+/* `file:` URI of path with everything but unreserved characters and '/'
+ * percent-encoded, so that '?', '#' and '%' in a name stay part of it. */
+static char *file_uri(const char *path, const char *query) {
+  size_t n = strlen(path);
+  char *u = malloc(3 * n + strlen(query) + 8);
+  if (!u) return NULL;
+  char *o = u + sprintf(u, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("/._-~", *p))
+      *o++ = (char)*p;
+    else
+      o += sprintf(o, "%%%02X", *p);
+  }
+  sprintf(o, "?%s", query);
+  return u;
+}
+
+/* Opens name (a path, or a URI when uri) read-only and reads the schema, the
+ * first thing that needs the -shm. Returns the extended SQLite result code;
+ * msg gets SQLite's message. */
+static int try_readonly(struct store *s, const char *name, int uri, int busy_timeout_ms, char *msg, size_t msglen) {
+  int flags = SQLITE_OPEN_READONLY | (uri ? SQLITE_OPEN_URI : 0);
+  int rc = sqlite3_open_v2(name, &s->db, flags, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, busy_timeout_ms);
+    /* What reading needs and nothing more: no pointer-taking FTS3 tokenizer
+     * function, no extensions, no functions with side effects run from the
+     * file's own schema (views, triggers), no writes to the schema. */
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, (int *)NULL);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, (int *)NULL);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)NULL);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *)NULL);
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_schema", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(st);
+      if (rc == SQLITE_ROW) rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK) rc = sqlite3_extended_errcode(s->db);
+    sqlite3_finalize(st);
+  }
+  snprintf(msg, msglen, "%s", s->db ? sqlite3_errmsg(s->db) : "out of memory");
+  if (rc != SQLITE_OK) {
+    sqlite3_close_v2(s->db);
+    s->db = NULL;
+  }
+  return rc;
+}
+
+static int open_readonly(struct store *s, const char *path, int busy_timeout_ms, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    snprintf(err, errlen, "%s: not a regular file (%s)", path,
+             S_ISDIR(sb.st_mode)    ? "a directory"
+             : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                    : "a device or socket");
+    return -1;
+  }
+  if (access(path, R_OK) != 0) {
+    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return -1;
+  }
+  char msg[512];
+  int rc = try_readonly(s, path, 0, busy_timeout_ms, msg, sizeof msg);
+  int prim = rc & 0xff;
+  if (prim == SQLITE_CANTOPEN || (prim == SQLITE_READONLY && rc != SQLITE_READONLY_ROLLBACK)) {
+    char *uri = file_uri(path, "immutable=1");
+    char msg2[512];
+    int rc2 = uri ? try_readonly(s, uri, 1, busy_timeout_ms, msg2, sizeof msg2) : SQLITE_NOMEM;
+    free(uri);
+    if (rc2 != SQLITE_OK) {
+      snprintf(err, errlen, "%s: cannot open read-only: %s; opened as immutable: %s", path, msg,
+               rc2 == SQLITE_NOMEM ? "out of memory" : msg2);
+      return -1;
+    }
+    char wal[4096 + 8];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (stat(wal, &sb) == 0 && sb.st_size > 0 &&
+        asprintf(&s->note,
+                 "%s: read as it was at its last checkpoint: its -shm cannot be made here (%s), and the %lld "
+                 "bytes in %s are not read without it",
+                 path, msg, (long long)sb.st_size, wal) < 0)
+      s->note = NULL;
+    rc = SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) {
+    if (prim == SQLITE_NOTADB)
+      snprintf(err, errlen, "%s: not a se3screen database (not an SQLite file)", path);
+    else if (prim == SQLITE_CORRUPT)
+      snprintf(err, errlen, "%s: damaged: %s", path, msg);
+    else
+      snprintf(err, errlen, "%s: cannot open read-only: %s", path, msg);
+    return -1;
+  }
+  long long app = store_int(s->db, "PRAGMA application_id", -1);
+  if (app != STORE_APPLICATION_ID) {
+    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld)", path, app);
+    return -1;
+  }
+  long long ver = store_int(s->db, "PRAGMA user_version", 0);
+  if (ver > STORE_SCHEMA_VERSION) {
+    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d)", path, ver, STORE_SCHEMA_VERSION);
+    return -1;
+  }
+  return 0;
+}
+
 int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
                char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
   s->path = strdup(path);
-  int flags = mode == STORE_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  if (mode == STORE_READONLY && access(path, R_OK) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    goto fail;
+  if (mode == STORE_READONLY) {
+    if (open_readonly(s, path, busy_timeout_ms, err, errlen)) goto fail;
+    return 0;
   }
-  if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
     goto fail;
   }
   sqlite3_busy_timeout(s->db, busy_timeout_ms);
   sqlite3_extended_result_codes(s->db, 1);
-  if (mode == STORE_READONLY) {
-    long long app = store_int(s->db, "PRAGMA application_id", -1);
-    if (app != STORE_APPLICATION_ID) {
-      snprintf(err, errlen, "%s: not a se3screen database", path);
-      goto fail;
-    }
-    long long ver = store_int(s->db, "PRAGMA user_version", 0);
-    if (ver > STORE_SCHEMA_VERSION) {
-      snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d)", path, ver,
-               STORE_SCHEMA_VERSION);
-      goto fail;
-    }
-    return 0;
-  }
   /* A new database gets 64 KiB pages: basis blobs run to megabytes, and with
    * 4 KiB pages SQLite writes them 2x and reads them 4x slower (overflow page
    * chains). It must be set before the first table and before WAL. An 8 MiB
@@ -297,7 +406,8 @@ void store_close(struct store *s) {
   }
   free(s->lock_path);
   free(s->path);
-  s->lock_path = s->path = NULL;
+  free(s->note);
+  s->lock_path = s->path = s->note = NULL;
 }
 
 int store_lock(struct store *s, char *err, size_t errlen) {

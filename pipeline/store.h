@@ -18,14 +18,20 @@ enum store_mode { STORE_READONLY, STORE_WRITE };
 struct store {
   sqlite3 *db;
   char *path;
-  int lock_fd;          /* -1 when not locked */
+  int lock_fd; /* -1 when not locked */
   char *lock_path;
+  char *note; /* read-only opening: what the reader should know (NULL: nothing) */
 };
 
 /* Open (and for STORE_WRITE create and migrate) a database. journal is "wal"
- * or "delete". Returns 0, or -1 with a message naming the file in err. */
-int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal,
-               int busy_timeout_ms, char *err, size_t errlen);
+ * or "delete". Returns 0, or -1 with a message naming the file and the reason
+ * in err. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
+ * function, extensions and untrusted schema functions off; where the WAL
+ * index (-shm) cannot be created (a read-only directory or mount) it opens
+ * the file as immutable and, when a -wal file is thereby not read, says so
+ * in s->note. */
+int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
+               char *err, size_t errlen);
 void store_close(struct store *s);
 
 /* Take the single-writer lock for this database (a lock file beside it).

@@ -89,8 +89,8 @@ Test(cli, status_and_read_only_query) {
   cr_assert_eq(tu_se3(&out, "query %s \"SELECT record_no, 0.1 AS x FROM molecules WHERE record_no=1\" --json", db), 0);
   cr_assert_str_eq(out, "[\n  {\"record_no\": 1, \"x\": 0.1}\n]\n");
   free(out);
-  /* Read-only: writing fails and changes nothing. */
-  cr_assert_eq(tu_se3(&out, "query %s \"DELETE FROM molecules\"", db), 1);
+  /* Read-only: writing is refused (exit 2) and changes nothing (more in test_query.c). */
+  cr_assert_eq(tu_se3(&out, "query %s \"DELETE FROM molecules\"", db), 2);
   cr_assert(strstr(out, "readonly") || strstr(out, "read-only") || strstr(out, "query_only"), "%s", out);
   free(out);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 20);
