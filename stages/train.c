@@ -183,7 +183,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     t->scaffold[t->n] = NULL;
     if (graph_from_blob(blob, len, &t->g[t->n], err, sizeof err)) {
       sqlite3_finalize(st);
-      return stage_fail_at(ctx, NULL, "the stored graph of molecule %lld is unreadable: %s", id, err);
+      return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
     h = se3_hash_bytes(h, &id, sizeof id);
     h = se3_hash_bytes(h, blob, len);
@@ -197,7 +197,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       mol_init(&m);
       if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, err, sizeof err)) {
         sqlite3_finalize(st);
-        return stage_fail_at(ctx, NULL, "the stored molecule %lld is unreadable: %s", id, err);
+        return stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
       }
       int bad = t->atomref ? count_elements(ctx, t, t->n - 1, &m) : STAGE_OK;
       if (!bad && need_mol == 2) {

@@ -132,7 +132,7 @@ Test(checkpoint, replacement_is_atomic) {
     char e2[256];
     if (se3_ckpt_begin(&w2, path, e2, sizeof e2) == 0) {
       se3_ckpt_put(&w2, "params", SE3_CK_F32, junk, 10);
-      fflush(w2.f);
+      fflush(w2.af.f);
     }
     _exit(9); /* no commit */
   }
