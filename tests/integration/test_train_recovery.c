@@ -160,3 +160,39 @@ Test(train_recovery, damaged_best_checkpoint_is_recomputed_before_scoring) {
   free(wf);
   free(dir);
 }
+
+/* A damaged mid-epoch checkpoint (checkpoint_every): reported, and its epoch
+ * starts from the beginning, which computes the same. */
+Test(train_recovery, damaged_step_checkpoint_restarts_its_epoch) {
+  char *dir = tu_tmpdir("recover_step");
+  char *wf = write_wf(dir, "");
+  char *out = NULL;
+  /* checkpoint_every through --set, in the reference too */
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd && cp %s/ref/screen.db %s/wd/", dir, dir, dir), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --set train.checkpoint_every=2", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd/models/train-0/epoch-2.ckpt", dir), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/wd --set train.checkpoint_every=2", wf, dir), 1, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "rmdir %s/wd/models/train-0/epoch-2.ckpt", dir), 0);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/wd/models/train-0/step.ckpt", dir);
+  cr_assert_eq(access(path, F_OK), 0, "no mid-epoch checkpoint was left");
+  flip_middle_byte(path);
+  int rc = tu_se3(&out, "run %s --workdir %s/wd --set train.checkpoint_every=2", wf, dir);
+  cr_assert_eq(rc, 0, "%s", out);
+  char want[1400];
+  snprintf(want, sizeof want,
+           "%s: the checkpoint is corrupt (its checksum does not match); epoch 3 starts from its beginning instead",
+           path);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  free(out);
+  char ref[1100], wd[1100];
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/wd", dir);
+  tu_assert_same_training(ref, wd, final_files, 3);
+  free(wf);
+  free(dir);
+}
