@@ -71,11 +71,11 @@ struct tstage {
   unsigned char *split;
   int *idx[3], cnt[3];
   double mean, std;
-  int nz;                  /* atomref: elements seen */
-  int64_t zs[ATOMREF_MAX]; /* their atomic numbers */
-  double ref[ATOMREF_MAX]; /* fitted reference per element */
-  double *base;            /* per molecule: sum of references (0 without atomref) */
-  uint64_t fingerprint;    /* settings and data: guards mid-epoch checkpoints */
+  int nz;                         /* atomref: elements seen */
+  int64_t zs[ATOMREF_MAX];        /* their atomic numbers */
+  double ref[ATOMREF_MAX];        /* fitted reference per element */
+  double *base;                   /* per molecule: sum of references (0 without atomref) */
+  uint64_t fingerprint;           /* settings and data: guards mid-epoch checkpoints */
   /* the model and the training state of `member` after `epoch_done` */
   struct se3_model model;
   real *params, *m, *v, *grad;
@@ -310,8 +310,8 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
                             cfg_str(c, "split.column", ""), v);
     }
   } else if (n_test + n_valid >= t->n) {
-    ret =
-        stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)", t->n);
+    ret = stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
+                        t->n);
   } else if (!strcmp(method, "scaffold")) {
     if (split_scaffold(t, perm, seed, n_test, n_valid)) ret = stage_fail_at(ctx, NULL, "out of memory");
   } else {
@@ -504,8 +504,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
       if (t->y[i] != 0 && t->y[i] != 1) {
         char where[600];
         mol_where(ctx, t->ids[i], where, sizeof where);
-        return stage_fail_at(ctx, cfg_get(c, "task"),
-                             "stages.train.task: classification needs labels 0 or 1; %s has %g", where, t->y[i]);
+        return stage_fail_at(ctx, cfg_get(c, "task"), "stages.train.task: classification needs labels 0 or 1; %s has %g",
+                             where, t->y[i]);
       }
   }
   /* the model */

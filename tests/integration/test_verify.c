@@ -14,16 +14,19 @@
 
 #include "tests/testutil.h"
 
-/* The bundled QM9 records as set `train`, with the given stages. */
-static char *write_wf(const char *dir, const char *stages) {
+/* The bundled QM9 records as set `train` (and more sets when given), with the
+ * given stages. */
+static char *write_wf_sets(const char *dir, const char *more_sets, const char *stages) {
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {progress: none}\n"
-           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n%s"
            "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n%s",
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), stages);
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), more_sets, stages);
   return tu_write(dir, "wf.yaml", yaml);
 }
+
+static char *write_wf(const char *dir, const char *stages) { return write_wf_sets(dir, "", stages); }
 
 /* Changes one stored blob in place with SQLite (as a bad disk would): byte
  * `offset` (from the end when negative) XOR `mask`. */
@@ -132,6 +135,39 @@ Test(verify, flipped_coordinate_never_reaches_hits_sdf) {
   cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
   free(out);
   cr_assert_neq(access(sdf, F_OK), 0, "hits.sdf was written");
+  free(wf);
+  free(dir);
+}
+
+/* A graph flipped after training: scoring rejects that molecule naming graphs
+ * row (no score from a changed graph) and scores the others. */
+Test(verify, flipped_graph_is_rejected_by_score) {
+  char *dir = tu_tmpdir("verify_score");
+  char sets[1024];
+  snprintf(sets, sizeof sets, "  library:\n    - {path: %s}\n", tu_src("workflows/data/delaney_first60.csv"));
+  char *wf = write_wf_sets(dir, sets, "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n");
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  long long n = tu_query_int(db, "SELECT count(*) FROM graphs g JOIN molecules m ON m.id = g.mol_id "
+                                 "WHERE m.set_name = 'library'");
+  cr_assert_gt(n, 5);
+  long long gid = tu_query_int(db, "SELECT g.mol_id FROM graphs g JOIN molecules m ON m.id = g.mol_id "
+                                   "WHERE m.set_name = 'library' ORDER BY 1 LIMIT 1 OFFSET 4");
+  flip_byte(db, "graphs", "mol_id", "graph", gid, -8, 0x01);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  char q[512];
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM rejects WHERE stage='score' AND reason LIKE "
+           "'graphs row mol_id=%lld: graph blob checksum mismatch (stored 0x%%'",
+           gid);
+  cr_assert_eq(tu_query_int(db, q), 1, "%s", tu_query(db, "SELECT stage, reason FROM rejects"));
+  snprintf(q, sizeof q, "SELECT count(*) FROM scores WHERE mol_id=%lld", gid);
+  cr_assert_eq(tu_query_int(db, q), 0, "a score was computed from the damaged graph");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), n - 1);
   free(wf);
   free(dir);
 }
