@@ -12,6 +12,7 @@
  */
 #include "chem/graph.h"
 #include "chem/cells.h"
+#include "common/crc32c.h"
 #include "common/le.h"
 
 #include <math.h>
@@ -443,7 +444,7 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
     return -1;
   size_t nn = (size_t)g->n_nodes, ne = (size_t)g->n_edges, nw = (size_t)g->node_width;
   if ((ne && (!g->src || !g->dst || !g->edge_feat || !g->rel_pos)) || (nn && nw && !g->node_feat)) return -1;
-  uint64_t want = blob_size(nn, ne, nw, GRAPH_EDGE_WIDTH);
+  uint64_t want = blob_size(nn, ne, nw, GRAPH_EDGE_WIDTH) + GRAPH_BLOB_CRC;
   if (want > SIZE_MAX) return -1;
   uint8_t *b = malloc((size_t)want), *p = b;
   if (!b) return -1;
@@ -465,6 +466,7 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
     le_put_f32(p, g->edge_feat[k]);
   for (size_t k = 0; k < ne * 3; k++, p += 4)
     le_put_f32(p, g->rel_pos[k]);
+  crc32c_seal(b, (size_t)want);
   *blob = b;
   *len = (size_t)want;
   return 0;
@@ -493,10 +495,12 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
     return -1;
   }
   unsigned version = le_get_u16(blob + 4), flags = le_get_u16(blob + 6);
-  if (version != GRAPH_BLOB_VERSION) {
-    set_err(err, errlen, "unsupported graph blob version %u (expected %d)", version, GRAPH_BLOB_VERSION);
+  if (version != GRAPH_BLOB_VERSION && version != 1) {
+    set_err(err, errlen, "unsupported graph blob version %u (this se3screen reads 1 and %d)", version,
+            GRAPH_BLOB_VERSION);
     return -1;
   }
+  unsigned crc = version >= 2 ? GRAPH_BLOB_CRC : 0; /* version 1 has no checksum */
   if (flags != 0) {
     set_err(err, errlen, "graph blob has unknown flags 0x%x (version %u defines none)", flags, version);
     return -1;
@@ -507,10 +511,16 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
     set_err(err, errlen, "graph blob edge width %u (expected %d)", ew, GRAPH_EDGE_WIDTH);
     return -1;
   }
-  uint64_t want = blob_size(nn, ne, nw, ew);
+  uint64_t want = blob_size(nn, ne, nw, ew) + crc;
   if (want != len || nn > (uint32_t)INT32_MAX || ne > (uint32_t)INT32_MAX) {
     set_err(err, errlen, "graph blob size mismatch: %zu bytes, expected %llu for %u nodes of width %u and %u edges",
             len, (unsigned long long)want, (unsigned)nn, nw, (unsigned)ne);
+    return -1;
+  }
+  uint32_t stored, computed;
+  if (crc && crc32c_verify(blob, len, &stored, &computed)) {
+    set_err(err, errlen, "graph blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
+            (unsigned)computed);
     return -1;
   }
   g->n_nodes = (int)nn;

@@ -47,22 +47,25 @@
  *   [5]    distance d (Å)
  * rel_pos, 3 floats per edge: x_target − x_source (Å), i.e. (dx, dy, dz).
  *
- * Blob layout (version 1, little-endian):
+ * Blob layout (version 2, little-endian):
  *   offset 0  char[4]  magic "SE3G"
- *          4  u16      version (1)
- *          6  u16      flags (0; no flags are defined in version 1)
+ *          4  u16      version (2)
+ *          6  u16      flags (0; no flags are defined)
  *          8  u32      n_nodes
  *         12  u32      n_edges
  *         16  u16      node_width
- *         18  u16      edge_width (6 in version 1)
+ *         18  u16      edge_width (6)
  *         20  n_edges x i32 src
  *             n_edges x i32 dst
  *             n_nodes x node_width f32 node features (row-major)
  *             n_edges x edge_width f32 edge features (row-major)
  *             n_edges x 3 f32 rel_pos
- * The size is exactly 20 + 4 * (2 E + N W + E w + 3 E) bytes. A blob is
- * accepted only when edges are in range, without self loops, in the order
- * above, and every float is finite.
+ *             u32      CRC-32C (common/crc32c.h) of every byte before it
+ * The size is exactly 20 + 4 * (2 E + N W + E w + 3 E) + 4 bytes. A blob is
+ * accepted only when its checksum matches, edges are in range, without self
+ * loops, in the order above, and every float is finite. Version 1 is the
+ * same without the checksum: still read (unchecked; `se3screen verify`
+ * counts it as "unchecked, old format"), never written.
  */
 #ifndef SE3_GRAPH_H
 #define SE3_GRAPH_H
@@ -73,8 +76,9 @@
 #include "chem/mol.h"
 
 #define GRAPH_BLOB_MAGIC "SE3G"
-#define GRAPH_BLOB_VERSION 1
+#define GRAPH_BLOB_VERSION 2
 #define GRAPH_BLOB_HEADER 20
+#define GRAPH_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 
 /* Edge feature columns. */
 enum {

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "chem/mol.h"
 #include "chem/cells.h"
+#include "common/crc32c.h"
 #include "common/le.h"
 
 #include <ctype.h>
@@ -92,7 +93,7 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
   *blob = NULL;
   *len = 0;
   if (m->n_atoms < 0 || m->n_bonds < 0) return -1;
-  size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND;
+  size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND + MOL_BLOB_CRC;
   uint8_t *b = calloc(1, n);
   if (!b) return -1;
   memcpy(b, MOL_BLOB_MAGIC, 4);
@@ -117,6 +118,7 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
     le_put_u32(p + 4, bd->b);
     p[8] = bd->order;
   }
+  crc32c_seal(b, n);
   *blob = b;
   *len = n;
   return 0;
@@ -135,16 +137,24 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     return -1;
   }
   unsigned version = le_get_u16(blob + 4);
-  if (version != MOL_BLOB_VERSION) {
-    set_err(err, errlen, "unsupported molecule blob version %u (expected %d)", version, MOL_BLOB_VERSION);
+  if (version != MOL_BLOB_VERSION && version != 1) {
+    set_err(err, errlen, "unsupported molecule blob version %u (this se3screen reads 1 and %d)", version,
+            MOL_BLOB_VERSION);
     return -1;
   }
+  unsigned crc = version >= 2 ? MOL_BLOB_CRC : 0; /* version 1 has no checksum */
   unsigned flags = le_get_u16(blob + 6);
   uint32_t na = le_get_u32(blob + 8), nb = le_get_u32(blob + 12);
-  uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND;
+  uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND + crc;
   if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
     set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
             (unsigned long long)want, (unsigned)na, (unsigned)nb);
+    return -1;
+  }
+  uint32_t stored, computed;
+  if (crc && crc32c_verify(blob, len, &stored, &computed)) {
+    set_err(err, errlen, "molecule blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
+            (unsigned)computed);
     return -1;
   }
   struct mol_atom *atoms = na ? calloc(na, sizeof *atoms) : NULL;

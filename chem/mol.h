@@ -1,8 +1,8 @@
 /* mol.h — the molecule type, its stored blob, and the sanity checks.
  *
- * Blob layout (version 1, little-endian, stored in molecules.mol):
+ * Blob layout (version 2, little-endian, stored in molecules.mol):
  *   offset 0  char[4]  magic "SE3M"
- *          4  u16      version (1)
+ *          4  u16      version (2)
  *          6  u16      flags (bit 0: coordinates are 3D; bit 1: coordinates are 2D)
  *          8  u32      n_atoms
  *         12  u32      n_bonds
@@ -12,6 +12,11 @@
  *             n_bonds x 12 bytes: u32 begin, u32 end (0-based atom index,
  *                      begin < end), u8 order (1,2,3; 5 = aromatic),
  *                      u8[3] reserved 0
+ *             u32      CRC-32C (common/crc32c.h) of every byte before it
+ * Version 1 is the same without the checksum: it is still read (unchecked;
+ * `se3screen verify` counts such rows as "unchecked, old format"), and only
+ * version 2 is written. A version 2 blob whose checksum does not match is
+ * refused ("checksum mismatch"): the caller adds the table and row.
  */
 #ifndef SE3_MOL_H
 #define SE3_MOL_H
@@ -20,7 +25,8 @@
 #include <stdint.h>
 
 #define MOL_BLOB_MAGIC "SE3M"
-#define MOL_BLOB_VERSION 1
+#define MOL_BLOB_VERSION 2
+#define MOL_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 #define MOL_BOND_AROMATIC 5
 
 struct mol_atom {

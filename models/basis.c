@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "common/le.h"
 #include "models/so3.h"
 
@@ -236,7 +237,7 @@ void basis_decode(enum basis_dtype t, const void *in, size_t n, float *out) {
 int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *rel_pos, uint32_t n_edges,
                   uint8_t **blob, size_t *len) {
   size_t vsize = basis_dtype_size(t), per = p->per_edge;
-  size_t n = BASIS_BLOB_HEADER + (size_t)n_edges * per * vsize;
+  size_t n = BASIS_BLOB_HEADER + (size_t)n_edges * per * vsize + BASIS_BLOB_CRC;
   uint8_t *b = malloc(n);
   float *work = malloc(per * sizeof *work);
   if (!b || !work) {
@@ -256,6 +257,7 @@ int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *r
     basis_encode(t, work, per, b + BASIS_BLOB_HEADER + (size_t)e * per * vsize);
   }
   free(work);
+  crc32c_seal(b, n);
   *blob = b;
   *len = n;
   return 0;
@@ -268,10 +270,11 @@ int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char
     return -1;
   }
   unsigned ver = le_get_u16(blob + 4), dt = le_get_u16(blob + 6), md = le_get_u16(blob + 12);
-  if (ver != BASIS_BLOB_VERSION) {
-    snprintf(err, errlen, "basis blob version %u (this se3screen reads %d)", ver, BASIS_BLOB_VERSION);
+  if (ver != BASIS_BLOB_VERSION && ver != 1) {
+    snprintf(err, errlen, "basis blob version %u (this se3screen reads 1 and %d)", ver, BASIS_BLOB_VERSION);
     return -1;
   }
+  size_t crc = ver >= 2 ? BASIS_BLOB_CRC : 0; /* version 1 has no checksum */
   if (dt > BASIS_BF16 || md > BASIS_MAX_DEGREE || le_get_u16(blob + 14) != 0) {
     snprintf(err, errlen, "basis blob header is corrupt (dtype %u, max_degree %u)", dt, md);
     return -1;
@@ -285,9 +288,15 @@ int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char
     snprintf(err, errlen, "basis blob has %u values per edge, degree %u needs %zu", per, md, want_per);
     return -1;
   }
-  size_t want = BASIS_BLOB_HEADER + (size_t)n_edges * per * basis_dtype_size((enum basis_dtype)dt);
+  size_t want = BASIS_BLOB_HEADER + (size_t)n_edges * per * basis_dtype_size((enum basis_dtype)dt) + crc;
   if (len != want) {
     snprintf(err, errlen, "basis blob is %zu bytes, its header says %zu", len, want);
+    return -1;
+  }
+  uint32_t stored, computed;
+  if (crc && crc32c_verify(blob, len, &stored, &computed)) {
+    snprintf(err, errlen, "basis blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
+             (unsigned)computed);
     return -1;
   }
   b->max_degree = (int)md;

@@ -74,19 +74,23 @@ float basis_bf16_to_f32(uint16_t h);
 
 /* ---- the stored blob ------------------------------------------------------
  * One molecule's bases: every edge's basis (basis_edge, in the graph's edge
- * order) one after the other, encoded in the table's dtype. Layout (version 1,
+ * order) one after the other, encoded in the table's dtype. Layout (version 2,
  * little-endian):
  *   offset 0  char[4]  magic "SE3B"
- *          4  u16      version (1)
+ *          4  u16      version (2)
  *          6  u16      dtype: 0 fp32, 1 fp16, 2 bf16
  *          8  u32      n_edges
  *         12  u16      max_degree
  *         14  u16      reserved (0)
  *         16  u32      per_edge: values per edge, basis_plan.per_edge
  *         20  n_edges x per_edge values of basis_dtype_size(dtype) bytes
- * The size is exactly 20 + n_edges * per_edge * basis_dtype_size(dtype). */
+ *             u32      CRC-32C (common/crc32c.h) of every byte before it
+ * The size is exactly 20 + n_edges * per_edge * basis_dtype_size(dtype) + 4.
+ * Version 1 is the same without the checksum: still read (unchecked;
+ * `se3screen verify` counts it as "unchecked, old format"), never written. */
 #define BASIS_BLOB_MAGIC "SE3B"
-#define BASIS_BLOB_VERSION 1
+#define BASIS_BLOB_VERSION 2
+#define BASIS_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 #define BASIS_BLOB_HEADER 20
 
 struct basis_blob {
@@ -101,7 +105,7 @@ struct basis_blob {
  * memory. */
 int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *rel_pos, uint32_t n_edges,
                   uint8_t **blob, size_t *len);
-/* Checks a blob's header and size and points b into it. 0, or -1 with a
+/* Checks a blob's header, size and checksum and points b into it. 0, or -1 with a
  * message in err. Decode the values with basis_decode(b->dtype, b->data,
  * (size_t)b->n_edges * b->per_edge, out). */
 int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char *err, size_t errlen);

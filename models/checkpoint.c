@@ -3,8 +3,6 @@
 #include "models/checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,27 +26,14 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 static void wr(struct se3_ckpt_writer *w, const void *p, size_t n) {
   if (w->failed || n == 0) return;
-  if (fwrite(p, 1, n, w->f) != n) w->failed = errno ? errno : EIO;
+  if (fwrite(p, 1, n, w->af.f) != n) w->failed = errno ? errno : EIO;
   w->hash = fnv(w->hash, p, n);
 }
 
 int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, char *err, size_t errlen) {
   memset(w, 0, sizeof *w);
   w->hash = 0xcbf29ce484222325ULL;
-  if (asprintf(&w->tmp, "%s.tmp-%d", path, (int)getpid()) < 0 || !(w->path = strdup(path))) {
-    snprintf(err, errlen, "%s: out of memory", path);
-    free(w->tmp);
-    w->tmp = NULL;
-    return -1;
-  }
-  w->f = fopen(w->tmp, "wb");
-  if (!w->f) {
-    snprintf(err, errlen, "%s: %s", w->tmp, strerror(errno));
-    free(w->tmp);
-    free(w->path);
-    memset(w, 0, sizeof *w);
-    return -1;
-  }
+  if (atomic_file_open(&w->af, path, err, errlen)) return -1;
   uint8_t head[8];
   memcpy(head, CK_MAGIC, 4);
   le_put_u16(head + 4, CK_VERSION);
@@ -101,10 +86,7 @@ void se3_ckpt_put(struct se3_ckpt_writer *w, const char *name, enum se3_ck_type 
 }
 
 void se3_ckpt_abort(struct se3_ckpt_writer *w) {
-  if (w->f) fclose(w->f);
-  if (w->tmp) unlink(w->tmp);
-  free(w->tmp);
-  free(w->path);
+  atomic_file_abort(&w->af);
   memset(w, 0, sizeof *w);
 }
 
@@ -112,32 +94,15 @@ int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen) {
   uint8_t tail[12];
   memcpy(tail, CK_END, 4);
   le_put_u64(tail + 4, w->hash);
-  if (!w->failed && fwrite(tail, 1, sizeof tail, w->f) != sizeof tail) w->failed = errno ? errno : EIO;
-  if (!w->failed && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)) w->failed = errno ? errno : EIO;
+  if (!w->failed && fwrite(tail, 1, sizeof tail, w->af.f) != sizeof tail) w->failed = errno ? errno : EIO;
   if (w->failed) {
-    snprintf(err, errlen, "%s: cannot write the checkpoint: %s", w->tmp, strerror(w->failed));
+    snprintf(err, errlen, "%s: cannot write the checkpoint: %s", w->af.tmp, strerror(w->failed));
     se3_ckpt_abort(w);
     return -1;
   }
-  int closed = fclose(w->f);
-  w->f = NULL;
-  if (closed != 0 || rename(w->tmp, w->path) != 0) {
-    snprintf(err, errlen, "%s: cannot replace the checkpoint: %s", w->path, strerror(errno));
-    se3_ckpt_abort(w);
-    return -1;
-  }
-  /* the rename itself must survive a power cut: sync the folder */
-  char *dir = strdup(w->path);
-  int fd = dir ? open(dirname(dir), O_RDONLY | O_DIRECTORY) : -1;
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(dir);
-  free(w->tmp);
-  free(w->path);
+  int rc = atomic_file_commit(&w->af, err, errlen);
   memset(w, 0, sizeof *w);
-  return 0;
+  return rc;
 }
 
 /* ---- reading ------------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /* checkpoint.h — training checkpoints: named arrays in one file, written
- * atomically (a temporary file beside the target, fsynced, then renamed over
- * it, then the folder fsynced), so a kill at any moment leaves either the old
+ * atomically (models/atomic_file.h: a temporary file beside the target,
+ * fsynced, then renamed over it, then the folder fsynced), so a kill at any moment leaves either the old
  * checkpoint or the new one, never a torn file.
  *
  * File layout (version 1, little-endian):
@@ -19,11 +19,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "models/atomic_file.h"
+
 enum se3_ck_type { SE3_CK_F32 = 0, SE3_CK_F64 = 1, SE3_CK_I64 = 2, SE3_CK_U8 = 3 };
 
 struct se3_ckpt_writer {
-  FILE *f;
-  char *path, *tmp;
+  struct atomic_file af;
   uint64_t hash;
   int failed;
 };

@@ -53,11 +53,12 @@ static void basis_compute(const void *state, struct stage_item *it) {
   char err[200];
   graph_init(&g);
   if (graph_from_blob(it->in, it->in_len, &g, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "stored graph is unreadable: %s", err);
+    snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id, err);
     graph_free(&g);
     return;
   }
-  double bytes = BASIS_BLOB_HEADER + (double)g.n_edges * (double)b->bp.per_edge * (double)basis_dtype_size(b->dtype);
+  double bytes = BASIS_BLOB_HEADER + BASIS_BLOB_CRC +
+                 (double)g.n_edges * (double)b->bp.per_edge * (double)basis_dtype_size(b->dtype);
   if (bytes > (double)b->max_blob)
     snprintf(it->reason, sizeof it->reason,
              "the bases of its %d edges would take %.0f MB, more than SQLite stores in one value (%.0f MB): "

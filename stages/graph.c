@@ -66,7 +66,7 @@ static void graph_compute(const void *state, struct stage_item *it) {
   mol_init(&m);
   graph_init(&gr);
   if (mol_from_blob(it->in, it->in_len, &m, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "stored molecule is unreadable: %s", err);
+    snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err);
   } else if (m.dim != 3 && m.n_atoms > 1) {
     snprintf(it->reason, sizeof it->reason, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always",
              m.dim);

@@ -9,16 +9,15 @@
  * the new files, and a rerun rewrites them identically.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chem/mol.h"
 #include "chem/obbridge.h"
+#include "models/atomic_file.h"
 #include "stage.h"
 
 struct rstage {
@@ -85,29 +84,23 @@ static void csv_field(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* Writes `path` through a temporary file renamed over it. */
-struct outfile {
-  FILE *f;
-  char path[PATH_MAX], tmp[PATH_MAX + 32];
-};
-
-static int out_open(struct stage_ctx *ctx, struct outfile *o, const char *name) {
-  snprintf(o->path, sizeof o->path, "%s/%s", ctx->workdir, name);
-  snprintf(o->tmp, sizeof o->tmp, "%s.tmp-%d", o->path, (int)getpid());
-  o->f = fopen(o->tmp, "w");
-  return o->f ? STAGE_OK : stage_fail_at(ctx, NULL, "%s: %s", o->tmp, strerror(errno));
+/* Writes WORKDIR/name through a temporary file renamed over it
+ * (models/atomic_file.h). */
+static int out_open(struct stage_ctx *ctx, struct atomic_file *o, const char *name) {
+  char path[PATH_MAX], err[PATH_MAX + 256];
+  snprintf(path, sizeof path, "%s/%s", ctx->workdir, name);
+  return atomic_file_open(o, path, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
 }
 
-static int out_close(struct stage_ctx *ctx, struct outfile *o, int ok) {
+/* Commits the file when ok, otherwise drops it (the old file stays). */
+static int out_close(struct stage_ctx *ctx, struct atomic_file *o, int ok) {
   if (!o->f) return STAGE_OK;
-  int bad = ferror(o->f) | (fflush(o->f) != 0) | (fsync(fileno(o->f)) != 0);
-  bad |= fclose(o->f) != 0;
-  o->f = NULL;
-  if (!ok || bad || rename(o->tmp, o->path) != 0) {
-    unlink(o->tmp);
-    return ok ? stage_fail_at(ctx, NULL, "%s: cannot write: %s", o->path, strerror(errno)) : STAGE_ERROR;
+  if (!ok) {
+    atomic_file_abort(o);
+    return STAGE_ERROR;
   }
-  return STAGE_OK;
+  char err[2 * PATH_MAX + 256];
+  return atomic_file_commit(o, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
 }
 
 static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
@@ -155,7 +148,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   rc = sqlite3_prepare_v2(ctx->db, q, -1, &st, NULL);
   sqlite3_free(q);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
-  struct outfile csv = {0}, sdf = {0};
+  struct atomic_file csv = {0}, sdf = {0};
   int ret = STAGE_OK;
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
     fputs("rank,name,smiles,inchikey,target,score,std,set,source_file,record_no,mol_id\n", csv.f);
@@ -191,7 +184,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
       char err[256];
       mol_init(&m);
       if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err)) {
-        ret = stage_fail_at(ctx, NULL, "molecule %s: %s", id, err);
+        ret = stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", id,
+                            err);
         break;
       }
       m.name = strdup(name ? name : "");

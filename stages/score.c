@@ -292,7 +292,9 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     char err[256];
     graph_init(&g);
     if (graph_from_blob(sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err, sizeof err)) {
-      ret = stage_reject_mol(ctx, "score", id, chunk, err);
+      char why[320];
+      snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
+      ret = stage_reject_mol(ctx, "score", id, chunk, why);
       ++*n_rej;
       continue;
     }
@@ -310,7 +312,9 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
       mol_init(&m);
       if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, err, sizeof err)) {
         graph_free(&g);
-        ret = stage_reject_mol(ctx, "score", id, chunk, err);
+        char why[320];
+        snprintf(why, sizeof why, "molecules row id=%lld: %s", (long long)id, err);
+        ret = stage_reject_mol(ctx, "score", id, chunk, why);
         ++*n_rej;
         continue;
       }

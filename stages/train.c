@@ -183,7 +183,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     t->scaffold[t->n] = NULL;
     if (graph_from_blob(blob, len, &t->g[t->n], err, sizeof err)) {
       sqlite3_finalize(st);
-      return stage_fail_at(ctx, NULL, "the stored graph of molecule %lld is unreadable: %s", id, err);
+      return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
     h = se3_hash_bytes(h, &id, sizeof id);
     h = se3_hash_bytes(h, blob, len);
@@ -197,7 +197,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       mol_init(&m);
       if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, err, sizeof err)) {
         sqlite3_finalize(st);
-        return stage_fail_at(ctx, NULL, "the stored molecule %lld is unreadable: %s", id, err);
+        return stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
       }
       int bad = t->atomref ? count_elements(ctx, t, t->n - 1, &m) : STAGE_OK;
       if (!bad && need_mol == 2) {
@@ -395,6 +395,46 @@ static void member_dir(const struct stage_ctx *ctx, int member, char *out, size_
   snprintf(out, n, "%s/models/train-%d", ctx->workdir, member);
 }
 
+static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k);
+
+/* A finished training's model rows name the checkpoints scoring reads; one
+ * damaged since (or deleted) is recomputed here, as the runner does not
+ * finalize a finished stage again. Only when the member's last epoch
+ * checkpoint is there: a training of other settings is not recomputed, its
+ * chunks are redone anyway. */
+static int repair_finished(struct stage_ctx *ctx, struct tstage *t) {
+  for (int k = 0; k < t->ensemble; k++) {
+    char id[32], last[PATH_MAX + 64], *ck = NULL;
+    snprintf(id, sizeof id, "train/%d", k);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(ctx->db, "SELECT checkpoint FROM models WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+      if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        ck = strdup((const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    if (!ck) continue;
+    char path[2 * PATH_MAX], why[2 * PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", ctx->workdir, ck);
+    free(ck);
+    member_dir(ctx, k, t->dir, sizeof t->dir);
+    snprintf(last, sizeof last, "%s/epoch-%d.ckpt", t->dir, t->epochs - 1);
+    struct se3_ckpt c;
+    if (se3_ckpt_load(&c, path, why, sizeof why) == 0) {
+      se3_ckpt_free(&c);
+      continue;
+    }
+    if (access(last, F_OK) != 0) continue;
+    ctx->report->log(ctx, "%s (the model of %s)", why, id);
+    int ret = ensure_final(ctx, t, k);
+    if (ret == STAGE_STOPPED) return stage_fail_at(ctx, NULL, "stopped while recomputing %s; run again", path);
+    if (ret != STAGE_OK) return ret;
+  }
+  t->member = -1;
+  t->epoch_done = -2;
+  return STAGE_OK;
+}
+
 static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct tstage *t = calloc(1, sizeof *t);
   if (!t) return stage_fail_at(ctx, NULL, "out of memory");
@@ -516,7 +556,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                     t->ref[p]);
     ctx->report->log(ctx, "atomref (per-element references of '%s'): %s", t->target, line);
   }
-  return STAGE_OK;
+  return repair_finished(ctx, t);
 }
 
 /* ---- batches ------------------------------------------------------------------ */
@@ -654,11 +694,14 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   return se3_ckpt_commit(&w, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
 }
 
-static int restore(struct stage_ctx *ctx, struct tstage *t, const char *name, int *epoch) {
-  char path[PATH_MAX + 64], err[512];
+/* Loads checkpoint `name` of the current member into the training state.
+ * 0, or -1 with a message naming the file in why (damaged, missing, or of
+ * another model); the state may then be partly overwritten. */
+static int load_state(struct tstage *t, const char *name, int *epoch, char *why, size_t whylen) {
+  char path[PATH_MAX + 64];
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt c;
-  if (se3_ckpt_load(&c, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (se3_ckpt_load(&c, path, why, whylen)) return -1;
   size_t np = t->model.n_params;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
@@ -667,12 +710,20 @@ static int restore(struct stage_ctx *ctx, struct tstage *t, const char *name, in
             se3_ckpt_get(&c, "adam_v", rt, t->v, np) || se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) ||
             se3_ckpt_get(&c, "best_mean_std", SE3_CK_F64, stats, 3);
   se3_ckpt_free(&c);
-  if (bad) return stage_fail_at(ctx, NULL, "%s: not a checkpoint of this model (%zu parameters)", path, np);
+  if (bad) {
+    snprintf(why, whylen, "%s: not a checkpoint of this model (%zu parameters)", path, np);
+    return -1;
+  }
   t->step = state[0];
   *epoch = (int)state[1];
   t->best_epoch = (int)state[2];
   t->best = stats[0];
-  return STAGE_OK;
+  return 0;
+}
+
+static int restore(struct stage_ctx *ctx, struct tstage *t, const char *name, int *epoch) {
+  char why[PATH_MAX + 256];
+  return load_state(t, name, epoch, why, sizeof why) ? stage_fail_at(ctx, NULL, "%s", why) : STAGE_OK;
 }
 
 /* A mid-epoch checkpoint of epoch e written under the same settings and
@@ -685,7 +736,11 @@ static int resume_mid_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long
   ckpt_path(t, path, sizeof path, "step.ckpt");
   if (access(path, F_OK) != 0) return STAGE_OK;
   struct se3_ckpt c;
-  if (se3_ckpt_load(&c, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (se3_ckpt_load(&c, path, err, sizeof err)) {
+    /* damaged: the epoch is redone from its start, which computes the same */
+    ctx->report->log(ctx, "%s; epoch %d starts from its beginning instead", err, e + 1);
+    return STAGE_OK;
+  }
   int64_t where[2], state[3];
   double ls;
   int usable = se3_ckpt_get(&c, "position_fingerprint", SE3_CK_I64, where, 2) == 0 &&
@@ -695,35 +750,97 @@ static int resume_mid_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long
   se3_ckpt_free(&c);
   if (!usable) return STAGE_OK;
   int got;
-  if (restore(ctx, t, "step.ckpt", &got)) return STAGE_ERROR;
+  if (restore(ctx, t, "step.ckpt", &got)) return STAGE_ERROR; /* intact but of another model */
   *pos = (long)where[0];
   *loss_sum = ls;
   ctx->report->log(ctx, "model %d epoch %d: resuming from its checkpoint at step %ld", t->member, e + 1, t->step);
   return STAGE_OK;
 }
 
+/* Member k's state before its first epoch. */
+static void state_fresh(struct tstage *t, int k) {
+  se3_model_init_params(&t->model, t->params, mix(t->seed + (uint64_t)k, 0x1a1));
+  memset(t->m, 0, t->model.n_params * sizeof *t->m);
+  memset(t->v, 0, t->model.n_params * sizeof *t->v);
+  t->step = 0;
+  t->best = INFINITY;
+  t->best_epoch = -1;
+}
+
+struct eval;
+static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay, int save_epoch, struct eval *tr,
+                      struct eval *va, double *lr, int *stopped_early);
+
+/* Recovery from a damaged or lost checkpoint. Member k's state after epoch
+ * `target`, recomputed: from the newest epoch checkpoint at or before
+ * `max_start` that loads (each one that does not is reported in one line
+ * naming the file and what is wrong), or from the start, then epoch by epoch
+ * exactly as the first time (everything random derives from the seed, the
+ * epoch and the step), so the recomputed checkpoints are the lost ones, byte
+ * for byte. best.ckpt is rewritten where an epoch improved; epoch-<e>.ckpt
+ * files too when save_epoch. */
+static int replay_to(struct stage_ctx *ctx, struct tstage *t, int k, int target, int max_start, int save_epoch) {
+  t->member = k;
+  member_dir(ctx, k, t->dir, sizeof t->dir);
+  t->epoch_done = -2;
+  int start = -1;
+  char name[64], why[PATH_MAX + 256];
+  for (int j = max_start; j >= 0 && start < 0; j--) {
+    char path[PATH_MAX + 64];
+    int got = -1;
+    snprintf(name, sizeof name, "epoch-%d.ckpt", j);
+    ckpt_path(t, path, sizeof path, name);
+    if (access(path, F_OK) != 0) continue; /* kept are the last two only */
+    why[0] = 0;
+    if (load_state(t, name, &got, why, sizeof why) == 0 && got == j) {
+      start = j;
+    } else {
+      if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, not %d", path, got + 1, j + 1);
+      ctx->report->log(ctx, "%s", why);
+    }
+  }
+  if (start < 0) state_fresh(t, k);
+  char who[48] = "";
+  if (t->ensemble > 1) snprintf(who, sizeof who, "model %d: ", k);
+  if (start >= 0) snprintf(name, sizeof name, "epoch-%d.ckpt", start);
+  const char *from = start >= 0 ? name : "the start";
+  if (target == start + 1)
+    ctx->report->log(ctx, "%srecomputing epoch %d from %s", who, target + 1, from);
+  else
+    ctx->report->log(ctx, "%srecomputing epochs %d..%d from %s", who, start + 2, target + 1, from);
+  t->epoch_done = start;
+  for (int x = start + 1; x <= target; x++) {
+    struct eval tr, va;
+    double lr;
+    int stopped_early;
+    int ret = epoch_body(ctx, t, x, 1, save_epoch, &tr, &va, &lr, &stopped_early);
+    if (ret != STAGE_OK) {
+      t->epoch_done = -2;
+      return ret;
+    }
+  }
+  return STAGE_OK;
+}
+
 /* The state of member k after epoch e - 1: in memory, from its checkpoint,
- * or fresh. */
+ * or fresh. A checkpoint that is damaged, missing or of the wrong epoch is
+ * reported and the state recomputed from the last good one (replay_to):
+ * training goes on, never stuck on the file. */
 static int state_before(struct stage_ctx *ctx, struct tstage *t, int k, int e) {
   if (t->member == k && t->epoch_done == e - 1) return STAGE_OK;
   t->member = k;
   member_dir(ctx, k, t->dir, sizeof t->dir);
   if (e == 0) {
-    se3_model_init_params(&t->model, t->params, mix(t->seed + (uint64_t)k, 0x1a1));
-    memset(t->m, 0, t->model.n_params * sizeof *t->m);
-    memset(t->v, 0, t->model.n_params * sizeof *t->v);
-    t->step = 0;
-    t->best = INFINITY;
-    t->best_epoch = -1;
+    state_fresh(t, k);
   } else {
-    char name[64];
-    int got;
+    char name[64], why[PATH_MAX + 256] = "";
+    int got = -1;
     snprintf(name, sizeof name, "epoch-%d.ckpt", e - 1);
-    if (restore(ctx, t, name, &got)) {
-      t->epoch_done = -2;
-      return STAGE_ERROR;
+    if (load_state(t, name, &got, why, sizeof why) != 0 || got != e - 1) {
+      if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
+      ctx->report->log(ctx, "%s", why);
+      return replay_to(ctx, t, k, e - 1, e - 2, 1);
     }
-    if (got != e - 1) return stage_fail_at(ctx, NULL, "%s/%s holds epoch %d", t->dir, name, got);
   }
   t->epoch_done = e - 1;
   return STAGE_OK;
@@ -786,7 +903,7 @@ static int write_split(struct stage_ctx *ctx, struct tstage *t) {
 /* Steps through the epoch's order from molecule `pos` on; a mid-epoch
  * checkpoint every ckpt_every steps (not after the last batch: the epoch's
  * own checkpoint follows). */
-static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, double *loss_sum) {
+static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, double *loss_sum, int replay) {
   int ntr = t->cnt[SPLIT_TRAIN];
   uint64_t seed = t->seed + (uint64_t)t->member;
   int *order = malloc((size_t)ntr * sizeof *order);
@@ -798,7 +915,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   }
   memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
   shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
-  if (pos) ctx->report->advance(ctx, pos);
+  if (pos && !replay) ctx->report->advance(ctx, pos);
   int ret = STAGE_OK;
   for (long i = pos; i < ntr && ret == STAGE_OK; i += t->batch) {
     if (*ctx->stop) {
@@ -825,6 +942,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     double lr = nn_schedule_lr(&t->sched, t->step);
     t->step++;
     nn_adam_step(t->params, t->m, t->v, t->grad, t->model.n_params, &t->adam, t->step, lr);
+    if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
     if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr)
       ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
@@ -833,58 +951,78 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   return ret;
 }
 
-static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
-  struct tstage *t = ctx->state;
-  int k = (int)(chunk / t->epochs), e = (int)(chunk % t->epochs);
-  char model[32];
-  snprintf(model, sizeof model, "train/%d", k);
-  *n_ok = *n_rej = 0;
-  if (state_before(ctx, t, k, e)) return STAGE_ERROR;
-  if (chunk == 0 && write_split(ctx, t)) return STAGE_ERROR; /* the split, once */
-  double t0 = now_s(), lr = NAN;
-  int stopped_early = t->patience > 0 && t->best_epoch >= 0 && e - 1 - t->best_epoch >= t->patience;
-  struct eval tr = {.loss = NAN}, va;
-  if (!stopped_early) {
+/* Epoch e of member t->member from its state after epoch e - 1 (in memory):
+ * trains (unless stopped early), evaluates on the validation split, writes
+ * best.ckpt when validation improved and, when save_epoch, epoch-<e>.ckpt
+ * (dropping the one two epochs back). A replay (replay_to) neither resumes
+ * from nor writes mid-epoch checkpoints, nor advances the progress. */
+static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay, int save_epoch, struct eval *tr,
+                      struct eval *va, double *lr, int *stopped_early) {
+  *stopped_early = t->patience > 0 && t->best_epoch >= 0 && e - 1 - t->best_epoch >= t->patience;
+  tr->loss = NAN;
+  *lr = NAN;
+  if (!*stopped_early) {
     long pos = 0;
     double loss_sum = 0;
-    if (t->ckpt_every > 0 && resume_mid_epoch(ctx, t, e, &pos, &loss_sum)) {
+    if (!replay && t->ckpt_every > 0 && resume_mid_epoch(ctx, t, e, &pos, &loss_sum)) {
       t->epoch_done = -2;
       return STAGE_ERROR;
     }
-    int ret = run_epoch(ctx, t, e, pos, &loss_sum);
+    int ret = run_epoch(ctx, t, e, pos, &loss_sum, replay);
     if (ret != STAGE_OK) {
       t->epoch_done = -2; /* the parameters are part-way through an epoch */
       return ret;
     }
-    tr.loss = loss_sum / t->cnt[SPLIT_TRAIN];
-    lr = nn_schedule_lr(&t->sched, t->step - 1);
+    tr->loss = loss_sum / t->cnt[SPLIT_TRAIN];
+    *lr = nn_schedule_lr(&t->sched, t->step - 1);
   }
-  if (evaluate(t, SPLIT_VALID, &va)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
-  double watch = t->cnt[SPLIT_VALID] ? va.loss : tr.loss;
-  if (!stopped_early && isfinite(watch) && watch < t->best) {
+  if (evaluate(t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
+  double watch = t->cnt[SPLIT_VALID] ? va->loss : tr->loss;
+  if (!*stopped_early && isfinite(watch) && watch < t->best) {
     t->best = watch;
     t->best_epoch = e;
     if (save(ctx, t, "best.ckpt", e, -1, 0)) return STAGE_ERROR;
   }
   t->epoch_done = e;
+  if (!save_epoch) return STAGE_OK;
   char name[64], old[PATH_MAX + 64];
   snprintf(name, sizeof name, "epoch-%d.ckpt", e);
   if (save(ctx, t, name, e, -1, 0)) return STAGE_ERROR;
   /* the mid-epoch checkpoint is spent: were this chunk lost now, redoing the
-   * epoch from its start computes the same */
-  ckpt_path(t, old, sizeof old, "step.ckpt");
-  unlink(old);
-  double secs = now_s() - t0;
-  if (!stopped_early &&
-      (write_metrics(ctx, model, e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
-       (t->cnt[SPLIT_VALID] && write_metrics(ctx, model, e, SPLIT_VALID, &va, lr, secs, t->classify))))
-    return STAGE_ERROR;
+   * epoch from its start computes the same (a replay of an earlier epoch
+   * leaves the current epoch's alone) */
+  if (!replay) {
+    ckpt_path(t, old, sizeof old, "step.ckpt");
+    unlink(old);
+  }
   /* the checkpoint two epochs back is no longer needed once this one is */
   if (e >= 2) {
     snprintf(name, sizeof name, "epoch-%d.ckpt", e - 2);
     ckpt_path(t, old, sizeof old, name);
     unlink(old);
   }
+  return STAGE_OK;
+}
+
+static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct tstage *t = ctx->state;
+  int k = (int)(chunk / t->epochs), e = (int)(chunk % t->epochs);
+  char model[32];
+  snprintf(model, sizeof model, "train/%d", k);
+  *n_ok = *n_rej = 0;
+  int ret = state_before(ctx, t, k, e);
+  if (ret != STAGE_OK) return ret;
+  if (chunk == 0 && write_split(ctx, t)) return STAGE_ERROR; /* the split, once */
+  double t0 = now_s(), lr;
+  int stopped_early;
+  struct eval tr, va;
+  ret = epoch_body(ctx, t, e, 0, 1, &tr, &va, &lr, &stopped_early);
+  if (ret != STAGE_OK) return ret;
+  double secs = now_s() - t0;
+  if (!stopped_early &&
+      (write_metrics(ctx, model, e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
+       (t->cnt[SPLIT_VALID] && write_metrics(ctx, model, e, SPLIT_VALID, &va, lr, secs, t->classify))))
+    return STAGE_ERROR;
   char who[48] = "";
   if (t->ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
   if (stopped_early)
@@ -894,18 +1032,49 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     ctx->report->log(ctx, "%sepoch %d: loss %.4f, valid loss %.4f ROC-AUC %.3f", who, e + 1, tr.loss, va.loss,
                      va.cls.roc_auc);
   else
-    ctx->report->log(ctx, "%sepoch %d: loss %.4f, valid loss %.4f MAE %.4g", who, e + 1, tr.loss, va.loss,
-                     va.reg.mae);
+    ctx->report->log(ctx, "%sepoch %d: loss %.4f, valid loss %.4f MAE %.4g", who, e + 1, tr.loss, va.loss, va.reg.mae);
   *n_ok = stopped_early ? 0 : t->cnt[SPLIT_TRAIN];
   return STAGE_OK;
+}
+
+/* Member k's checkpoints that outlive training, epoch-<last>.ckpt and
+ * best.ckpt (the model scoring reads), load; a damaged or lost one is
+ * reported and recomputed (replay_to), byte for byte what it was. */
+static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k) {
+  t->member = k;
+  member_dir(ctx, k, t->dir, sizeof t->dir);
+  t->epoch_done = -2;
+  int last = t->epochs - 1, got = -1, ret;
+  char name[64], why[PATH_MAX + 256] = "";
+  snprintf(name, sizeof name, "epoch-%d.ckpt", last);
+  if (load_state(t, name, &got, why, sizeof why) != 0 || got != last) {
+    if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
+    ctx->report->log(ctx, "%s", why);
+    if ((ret = replay_to(ctx, t, k, last, last - 1, 1)) != STAGE_OK) return ret;
+  }
+  /* the state after the last epoch names the best one */
+  int best = t->best_epoch;
+  char path[PATH_MAX + 64];
+  ckpt_path(t, path, sizeof path, "best.ckpt");
+  t->epoch_done = -2;
+  if (best < 0) return STAGE_OK; /* no epoch improved: there is no best.ckpt to have */
+  why[0] = 0;
+  got = -1;
+  if (load_state(t, "best.ckpt", &got, why, sizeof why) == 0 && got == best) return STAGE_OK;
+  if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, the best was %d", path, got + 1, best + 1);
+  ctx->report->log(ctx, "%s", why);
+  /* from before the best epoch, without touching the epoch checkpoints */
+  ret = replay_to(ctx, t, k, best, best - 1, 0);
+  t->epoch_done = -2;
+  return ret;
 }
 
 /* Member k's best checkpoint on the test split, and its models row. */
 static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   char path[PATH_MAX + 64], id[32];
   snprintf(id, sizeof id, "train/%d", k);
-  t->member = k;
-  member_dir(ctx, k, t->dir, sizeof t->dir);
+  int ret = ensure_final(ctx, t, k);
+  if (ret != STAGE_OK) return ret;
   ckpt_path(t, path, sizeof path, "best.ckpt");
   const char *name = access(path, R_OK) == 0 ? "best.ckpt" : NULL;
   char last[64];
@@ -918,16 +1087,14 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   struct eval te;
   if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
-  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify))
-    return STAGE_ERROR;
+  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(
-          ctx->db,
-          "INSERT OR REPLACE INTO models(id, target, task, checkpoint, arch, mean, std, best_epoch, "
-          "best_valid_loss, n_train, n_valid, n_test) VALUES(?12,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-          -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO models(id, target, task, checkpoint, arch, mean, std, best_epoch, "
+                         "best_valid_loss, n_train, n_valid, n_test) VALUES(?12,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                         -1, &st, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "writing the model");
   sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, t->classify ? "classification" : "regression", -1, SQLITE_STATIC);

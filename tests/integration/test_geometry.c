@@ -172,8 +172,8 @@ Test(geometry, options_reach_the_tables) {
   long long n = tu_query_int(db, "SELECT count(*) FROM molecules");
   cr_assert_gt(n, 10);
   cr_assert_eq(check_against_library(db, &go, 1, BASIS_FP16), n);
-  /* 20-byte header + 34 fp16 values per edge at degree 1 */
-  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM bases WHERE length(basis) <> 20 + n_edges * 34 * 2"), 0);
+  /* 20-byte header + 34 fp16 values per edge at degree 1 + the 4-byte checksum */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM bases WHERE length(basis) <> 20 + n_edges * 34 * 2 + 4"), 0);
   free(db);
   free(wf);
   free(dir);
@@ -222,7 +222,7 @@ Test(geometry, config_changes_redo_the_right_stages) {
   char *graph1 = tu_query(db, "SELECT started, finished, config_hash FROM stage_chunks WHERE stage='graph'");
   cr_assert_str_eq(graph1, graph0, "the graph stage was redone");
   long long n = tu_query_int(db, "SELECT count(*) FROM bases");
-  cr_assert_eq(tu_query_int(db, "SELECT sum(length(basis)) FROM bases"), (b0 - 20 * n) / 2 + 20 * n,
+  cr_assert_eq(tu_query_int(db, "SELECT sum(length(basis)) FROM bases"), (b0 - 24 * n) / 2 + 24 * n,
                "bf16 values are half the size of fp32 ones");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM bases WHERE dtype<>'bf16'"), 0);
 

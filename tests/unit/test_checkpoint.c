@@ -132,7 +132,7 @@ Test(checkpoint, replacement_is_atomic) {
     char e2[256];
     if (se3_ckpt_begin(&w2, path, e2, sizeof e2) == 0) {
       se3_ckpt_put(&w2, "params", SE3_CK_F32, junk, 10);
-      fflush(w2.f);
+      fflush(w2.af.f);
     }
     _exit(9); /* no commit */
   }
@@ -148,4 +148,128 @@ Test(checkpoint, replacement_is_atomic) {
   cr_assert_eq(best, 0.25, "the new checkpoint did not replace the old one");
   se3_ckpt_free(&c);
   free(path);
+}
+
+/* ---- the atomic-write helper (models/atomic_file.h) ---------------------------- */
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "models/atomic_file.h"
+
+static int n_temps(const char *path) {
+  char *ls = NULL;
+  tu_sh(&ls, "ls -d %s.tmp-* 2>/dev/null | wc -l", path);
+  int n = atoi(ls);
+  free(ls);
+  return n;
+}
+
+static void assert_content(const char *path, const char *want) {
+  size_t n = 0;
+  char *got = tu_read(path, &n);
+  cr_assert_not_null(got, "%s missing", path);
+  cr_assert_eq(n, strlen(want), "%s: %zu bytes, want %zu", path, n, strlen(want));
+  cr_assert_str_eq(got, want);
+  free(got);
+}
+
+Test(atomic_file, writes_and_replaces_without_leaving_a_temporary) {
+  char *dir = tu_tmpdir("atomic_ok"), *path = NULL;
+  cr_assert_geq(asprintf(&path, "%s/hits.csv", dir), 0);
+  char err[512] = "";
+  cr_assert_eq(atomic_file_write(path, "first\n", 6, err, sizeof err), 0, "%s", err);
+  assert_content(path, "first\n");
+  /* the streaming form replaces it */
+  struct atomic_file a;
+  cr_assert_eq(atomic_file_open(&a, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(n_temps(path), 1, "the temporary file is beside the target");
+  fputs("second, ", a.f);
+  fprintf(a.f, "%d\n", 2);
+  assert_content(path, "first\n"); /* untouched until the commit */
+  cr_assert_eq(atomic_file_commit(&a, err, sizeof err), 0, "%s", err);
+  cr_assert_null(a.f);
+  assert_content(path, "second, 2\n");
+  cr_assert_eq(n_temps(path), 0);
+  /* abort: the old file stays, the temporary goes */
+  cr_assert_eq(atomic_file_open(&a, path, err, sizeof err), 0, "%s", err);
+  fputs("never", a.f);
+  atomic_file_abort(&a);
+  assert_content(path, "second, 2\n");
+  cr_assert_eq(n_temps(path), 0);
+  atomic_file_abort(&a); /* twice is harmless */
+  free(path);
+  free(dir);
+}
+
+/* Failures leave the old file as it was and no temporary behind, with a
+ * message naming the file: an unwritable folder (as a non-root user), a
+ * missing folder, a write that fails half-way (the file size limit), and a
+ * rename that cannot happen (the target is a folder). */
+Test(atomic_file, failures_keep_the_old_file) {
+  char *dir = tu_tmpdir("atomic_fail"), *path = NULL, *sub = NULL;
+  cr_assert_geq(asprintf(&sub, "%s/ro", dir), 0);
+  cr_assert_eq(mkdir(sub, 0755), 0);
+  cr_assert_geq(asprintf(&path, "%s/hits.sdf", sub), 0);
+  char err[512] = "";
+  cr_assert_eq(atomic_file_write(path, "old\n", 4, err, sizeof err), 0, "%s", err);
+
+  /* an unwritable destination folder: root writes anyway, so only as a user */
+  if (geteuid() != 0) {
+    cr_assert_eq(chmod(sub, 0555), 0);
+    err[0] = 0;
+    cr_assert_eq(atomic_file_write(path, "new\n", 4, err, sizeof err), -1);
+    cr_assert(strstr(err, path) && strstr(err, "Permission denied"), "%s", err);
+    chmod(sub, 0755);
+    assert_content(path, "old\n");
+    cr_assert_eq(n_temps(path), 0);
+  } else {
+    cr_log_info("running as root: the unwritable-folder case is covered by the failures below");
+  }
+
+  /* a missing folder */
+  char *missing = NULL;
+  cr_assert_geq(asprintf(&missing, "%s/no/such/dir/x.csv", dir), 0);
+  err[0] = 0;
+  cr_assert_eq(atomic_file_write(missing, "x", 1, err, sizeof err), -1);
+  cr_assert(strstr(err, missing) && strstr(err, "No such file or directory"), "%s", err);
+  free(missing);
+
+  /* a write that fails half-way: a child under a 1000-byte file size limit */
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {1000, 1000};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    static char big[1 << 16];
+    memset(big, 'x', sizeof big);
+    char e[512] = "";
+    int rc = atomic_file_write(path, big, sizeof big, e, sizeof e);
+    _exit(rc == -1 && strstr(e, path) && strstr(e, "too large") ? 0 : 1);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the half-written file was not refused cleanly");
+  assert_content(path, "old\n");
+  cr_assert_eq(n_temps(path), 0);
+
+  /* a rename that fails: the target is a non-empty folder */
+  char *folder = NULL, *inside = NULL;
+  cr_assert_geq(asprintf(&folder, "%s/taken", dir), 0);
+  cr_assert_geq(asprintf(&inside, "%s/keep", folder), 0);
+  cr_assert_eq(mkdir(folder, 0755), 0);
+  free(tu_write(folder, "keep", "kept"));
+  err[0] = 0;
+  cr_assert_eq(atomic_file_write(folder, "new", 3, err, sizeof err), -1);
+  cr_assert(strstr(err, folder) && strstr(err, "cannot replace"), "%s", err);
+  assert_content(inside, "kept");
+  cr_assert_eq(n_temps(folder), 0);
+  free(folder);
+  free(inside);
+  free(path);
+  free(sub);
+  free(dir);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chem/graph.h"
+#include "common/crc32c.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
@@ -849,9 +850,10 @@ Test(graph, blob_layout_and_round_trip) {
   size_t n;
   cr_assert_eq(graph_to_blob(&g, &b, &n), 0);
   size_t ne = (size_t)g.n_edges, nn = (size_t)g.n_nodes, nw = (size_t)g.node_width;
-  cr_assert_eq(n, 20 + 4 * (2 * ne + nn * nw + ne * 6 + ne * 3));
+  cr_assert_eq(n, 20 + 4 * (2 * ne + nn * nw + ne * 6 + ne * 3) + 4);
   cr_assert(memcmp(b, "SE3G", 4) == 0);
-  cr_assert_eq(rd_u16(b + 4), 1);
+  cr_assert_eq(rd_u16(b + 4), 2);
+  cr_assert_eq(rd_u32(b + n - 4), crc32c(0, b, n - 4), "trailer: CRC-32C of every byte before it");
   cr_assert_eq(rd_u16(b + 6), 0);
   cr_assert_eq(rd_u32(b + 8), nn);
   cr_assert_eq(rd_u32(b + 12), ne);
@@ -890,7 +892,7 @@ Test(graph, blob_layout_and_round_trip) {
   mol_free(&m);
   build_ok(&m, &o, &g);
   cr_assert_eq(graph_to_blob(&g, &b, &n), 0);
-  cr_assert_eq(n, 20);
+  cr_assert_eq(n, 20 + 4);
   cr_assert_eq(graph_from_blob(b, n, &h, err, sizeof err), 0, "%s", err);
   cr_assert(h.n_nodes == 0 && h.n_edges == 0 && h.node_width == 4);
   graph_free(&h);
@@ -929,53 +931,63 @@ Test(graph, blob_bad_inputs) {
   c[0] = 'X';
   expect_blob_error(c, n, "not a graph blob (bad magic, expected \"SE3G\")");
   FRESH();
-  c[4] = 2;
-  expect_blob_error(c, n, "unsupported graph blob version 2 (expected 1)");
+  c[4] = 3;
+  expect_blob_error(c, n, "unsupported graph blob version 3 (this se3screen reads 1 and 2)");
   FRESH();
   c[6] = 4;
-  expect_blob_error(c, n, "graph blob has unknown flags 0x4 (version 1 defines none)");
+  expect_blob_error(c, n, "graph blob has unknown flags 0x4 (version 2 defines none)");
   FRESH();
   c[18] = 7;
   expect_blob_error(c, n, "graph blob edge width 7 (expected 6)");
   FRESH();
-  expect_blob_error(c, n - 1, "graph blob size mismatch: 579 bytes, expected 580 for 8 nodes of width 1 and 12 edges");
+  expect_blob_error(c, n - 1, "graph blob size mismatch: 583 bytes, expected 584 for 8 nodes of width 1 and 12 edges");
   c[n] = 0;
-  expect_blob_error(c, n + 1, "graph blob size mismatch: 581 bytes, expected 580 for 8 nodes of width 1 and 12 edges");
+  expect_blob_error(c, n + 1, "graph blob size mismatch: 585 bytes, expected 584 for 8 nodes of width 1 and 12 edges");
   wr_u32(c + 12, 0xffffffffu);
   expect_blob_error(c, n,
-                    "graph blob size mismatch: 580 bytes, expected 188978561032 for 8 nodes of width 1 and 4294967295 "
+                    "graph blob size mismatch: 584 bytes, expected 188978561036 for 8 nodes of width 1 and 4294967295 "
                     "edges");
   FRESH();
   c[16] = 2;
-  expect_blob_error(c, n, "graph blob size mismatch: 580 bytes, expected 612 for 8 nodes of width 2 and 12 edges");
+  expect_blob_error(c, n, "graph blob size mismatch: 584 bytes, expected 616 for 8 nodes of width 2 and 12 edges");
+  /* structural damage behind a valid checksum (resealed): still refused */
+#define RESEAL() crc32c_seal(c, n)
   FRESH();
   wr_u32(src + 4 * 3, 8);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: edge 3 joins 8 -> 2 (of 8 nodes)");
   FRESH();
   wr_u32(dst + 4 * 0, 0xffffffffu);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: edge 0 joins 1 -> -1 (of 8 nodes)");
   FRESH();
   wr_u32(src + 4 * 0, 0);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: edge 0 is a self loop on node 0");
   FRESH();
   wr_u32(src + 4 * 2, 1);
   wr_u32(dst + 4 * 2, 2);
   wr_u32(src + 4 * 3, 1);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: edge 3 (1 -> 2) is out of (target, source) order or repeated");
   FRESH();
   wr_u32(dst + 4 * 5, 0);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: edge 5 (7 -> 0) is out of (target, source) order or repeated");
   float nanv = NAN;
   uint32_t nanbits;
   memcpy(&nanbits, &nanv, 4);
   FRESH();
   wr_u32(nf + 4 * 5, nanbits);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: non-finite node feature (node 5, column 0)");
   FRESH();
   wr_u32(ef + 4 * (2 * 6 + 5), nanbits);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: non-finite edge feature (edge 2, column 5)");
   FRESH();
   wr_u32(rp + 4 * (11 * 3 + 2), 0x7f800000u);
+  RESEAL();
   expect_blob_error(c, n, "graph blob: non-finite relative position (edge 11, axis 2)");
   FRESH();
   struct graph h;
@@ -1005,6 +1017,7 @@ Test(graph, blob_bad_inputs) {
   }
   cr_assert_gt(refused, 100);
 #undef FRESH
+#undef RESEAL
   /* graph_to_blob refuses malformed graphs */
   struct graph bad = g;
   bad.edge_width = 5;
@@ -1015,6 +1028,44 @@ Test(graph, blob_bad_inputs) {
   bad = g;
   bad.n_edges = -1;
   cr_assert_eq(graph_to_blob(&bad, &x, &xn), -1);
+  free(c);
+  free(b);
+  graph_free(&g);
+  mol_free(&m);
+}
+
+/* Every single-bit flip past the header (indices, features, relative
+ * positions: what a torn page or a bad disk changes) is caught by the
+ * checksum, which the message names with both values; before the checksum
+ * most of them decoded into a different graph without a word. */
+Test(graph, blob_checksum_catches_every_flipped_bit) {
+  struct mol m;
+  test_chain(&m);
+  static const uint8_t el[] = {6};
+  struct graph_opts o = {.cutoff = 1.6, .edges = GRAPH_EDGES_RADIUS, .elements = el, .n_elements = 1};
+  struct graph g, h;
+  build_ok(&m, &o, &g);
+  uint8_t *b;
+  size_t n;
+  cr_assert_eq(graph_to_blob(&g, &b, &n), 0);
+  uint8_t *c = malloc(n);
+  for (size_t i = GRAPH_BLOB_HEADER; i < n; i++)
+    for (int bit = 0; bit < 8; bit++) {
+      memcpy(c, b, n);
+      c[i] ^= (uint8_t)(1u << bit);
+      char err[256] = "", want[96];
+      cr_assert_eq(graph_from_blob(c, n, &h, err, sizeof err), -1, "byte %zu bit %d accepted", i, bit);
+      snprintf(want, sizeof want, "graph blob checksum mismatch (stored 0x%08x, computed 0x%08x)",
+               (unsigned)rd_u32(c + n - 4), (unsigned)crc32c(0, c, n - 4));
+      cr_assert_str_eq(err, want, "byte %zu bit %d", i, bit);
+    }
+  /* version 1 (no trailer) is still read */
+  memcpy(c, b, n);
+  c[4] = 1;
+  char err[256] = "";
+  cr_assert_eq(graph_from_blob(c, n - 4, &h, err, sizeof err), 0, "%s", err);
+  assert_graphs_equal(&g, &h);
+  graph_free(&h);
   free(c);
   free(b);
   graph_free(&g);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "chem/mol.h"
+#include "common/crc32c.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -109,9 +110,10 @@ Test(mol, blob_layout_and_round_trip) {
   uint8_t *b;
   size_t n;
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
-  cr_assert_eq(n, 16 + 9 * 16 + 8 * 12);
+  cr_assert_eq(n, 16 + 9 * 16 + 8 * 12 + 4);
   cr_assert(memcmp(b, "SE3M", 4) == 0);
-  cr_assert_eq(b[4] | b[5] << 8, 1, "version");
+  cr_assert_eq(b[4] | b[5] << 8, 2, "version");
+  cr_assert_eq(le32(b + n - 4), crc32c(0, b, n - 4), "trailer: CRC-32C of every byte before it");
   cr_assert_eq(b[6] | b[7] << 8, 1, "3D flag");
   cr_assert_eq(le32(b + 8), 9);
   cr_assert_eq(le32(b + 12), 8);
@@ -176,7 +178,7 @@ Test(mol, blob_empty_molecule) {
   size_t n;
   char err[128];
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
-  cr_assert_eq(n, 16);
+  cr_assert_eq(n, 16 + 4);
   cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0);
   cr_assert_eq(back.n_atoms, 0);
   free(b);
@@ -205,9 +207,9 @@ Test(mol, blob_bad_inputs) {
   c[0] = 'X';
   expect_bad_blob(c, n, "bad magic");
   memcpy(c, b, n);
-  c[4] = 2;
-  expect_bad_blob(c, n, "unsupported molecule blob version 2 (expected 1)");
-  expect_bad_blob(b, n - 1, "size mismatch: 255 bytes, expected 256 for 9 atoms and 8 bonds");
+  c[4] = 3;
+  expect_bad_blob(c, n, "unsupported molecule blob version 3 (this se3screen reads 1 and 2)");
+  expect_bad_blob(b, n - 1, "size mismatch: 259 bytes, expected 260 for 9 atoms and 8 bonds");
   memcpy(c, b, n);
   memset(c + n, 0, 4);
   expect_bad_blob(c, n + 4, "size mismatch");
@@ -217,21 +219,97 @@ Test(mol, blob_bad_inputs) {
   c[10] = 0xff;
   c[11] = 0xff;
   expect_bad_blob(c, n, "size mismatch");
+  /* structural damage behind a valid checksum (resealed): still refused */
   memcpy(c, b, n);
   uint8_t *bond3 = c + 16 + 9 * 16 + 3 * 12;
   bond3[4] = 9; /* end = n_atoms */
+  crc32c_seal(c, n);
   expect_bad_blob(c, n, "bond 3 joins atoms 0 and 9 (of 9)");
   memcpy(c, b, n);
   bond3 = c + 16 + 9 * 16 + 3 * 12;
   bond3[0] = 3; /* begin = end */
   bond3[4] = 3;
+  crc32c_seal(c, n);
   expect_bad_blob(c, n, "bond 3 joins atoms 3 and 3");
   memcpy(c, b, n);
   c[16 + 9 * 16 + 12 + 8] = 4;
+  crc32c_seal(c, n);
   expect_bad_blob(c, n, "bond 1 has order 4");
   free(c);
   free(b);
   mol_free(&m);
+}
+
+/* The reported bug: one flipped byte in a stored coordinate turned an atom's
+ * x into -9.75e34 Å and nothing noticed. Every single-bit flip anywhere in the
+ * blob is now refused; in the atom and bond records it is the checksum that
+ * says so, with both values. */
+Test(mol, blob_checksum_catches_every_flipped_bit) {
+  struct mol m;
+  ethanol(&m);
+  uint8_t *b;
+  size_t n;
+  cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
+  uint8_t *c = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    for (int bit = 0; bit < 8; bit++) {
+      memcpy(c, b, n);
+      c[i] ^= (uint8_t)(1u << bit);
+      struct mol back;
+      char err[256] = "";
+      cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1, "byte %zu bit %d: accepted", i, bit);
+      if (i >= 16) /* past the header: only the checksum can tell */
+        cr_assert(strstr(err, "molecule blob checksum mismatch (stored 0x"), "byte %zu: %s", i, err);
+    }
+  /* the exact case: the high byte of atom 0's x, so x becomes huge */
+  memcpy(c, b, n);
+  c[16 + 4 + 3] ^= 0xf0;
+  struct mol back;
+  char err[256] = "", want[128];
+  cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1);
+  snprintf(want, sizeof want, "(stored 0x%08x, computed 0x%08x)", (unsigned)le32(b + n - 4),
+           (unsigned)crc32c(0, c, n - 4));
+  cr_assert(strstr(err, want), "'%s' not in '%s'", want, err);
+  free(c);
+  free(b);
+  mol_free(&m);
+}
+
+/* Blobs written before the checksum (version 1: the same layout without the
+ * trailer) are still read, unchecked. */
+Test(mol, blob_version_1_still_read) {
+  struct mol m;
+  ethanol(&m);
+  uint8_t *b;
+  size_t n;
+  cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
+  b[4] = 1; /* version 1, trailer dropped */
+  struct mol back;
+  char err[256] = "";
+  cr_assert_eq(mol_from_blob(b, n - 4, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(back.n_atoms, 9);
+  cr_assert_eq(back.atoms[2].y, (double)(float)m.atoms[2].y);
+  mol_free(&back);
+  /* version 1 at the version 2 size does not add up */
+  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), -1);
+  cr_assert(strstr(err, "size mismatch"), "%s", err);
+  free(b);
+  mol_free(&m);
+}
+
+/* CRC-32C itself: the standard check value, and the processor's crc32
+ * instruction (when there is one) agrees with the byte table. */
+Test(mol, crc32c_check_values) {
+  cr_assert_eq(crc32c(0, "123456789", 9), 0xe3069283u);
+  cr_assert_eq(crc32c(0, "", 0), 0u);
+  uint8_t buf[1000];
+  for (int i = 0; i < 1000; i++)
+    buf[i] = (uint8_t)(i * 131 + 7);
+  for (size_t len = 0; len <= 1000; len += 37) {
+    uint32_t table = ~crc32c_table_update(~0u, buf, len);
+    cr_assert_eq(crc32c(0, buf, len), table, "length %zu", len);
+    cr_assert_eq(crc32c(crc32c(0, buf, len / 3), buf + len / 3, len - len / 3), table, "in two parts, %zu", len);
+  }
 }
 
 /* ---- pack/unpack -------------------------------------------------------------- */

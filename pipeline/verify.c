@@ -1,0 +1,233 @@
+/* verify.c — `se3screen verify DB|WORKDIR`: SQLite's own integrity check,
+ * then every stored blob decoded and its checksum compared (verify.h).
+ *
+ * Blobs of version 2 and later end with a CRC-32C (chem/mol.h, chem/graph.h,
+ * models/basis.h); version 1 blobs carry none: they are decoded (so a torn
+ * header or a size that does not add up is still found) and counted as
+ * "unchecked, old format", not as damage. The database is opened read-only:
+ * verify never changes what it looks at.
+ */
+#define _GNU_SOURCE
+#include "pipeline/verify.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chem/graph.h"
+#include "chem/mol.h"
+#include "common/le.h"
+#include "models/basis.h"
+#include "models/checkpoint.h"
+#include "pipeline/runner.h"
+#include "pipeline/store.h"
+
+enum blob_kind { BLOB_MOL, BLOB_GRAPH, BLOB_BASIS };
+
+/* The tables that hold blobs: name, row key, blob column. */
+static const struct {
+  const char *table, *key, *column;
+  enum blob_kind kind;
+} blob_tables[] = {
+    {"molecules", "id", "mol", BLOB_MOL},
+    {"graphs", "mol_id", "graph", BLOB_GRAPH},
+    {"bases", "mol_id", "basis", BLOB_BASIS},
+};
+
+struct damage {
+  long long n_bad;
+  int max_listed;
+  char **listed;
+  int n_listed;
+};
+
+static void damage_add(struct damage *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void damage_add(struct damage *d, const char *fmt, ...) {
+  d->n_bad++;
+  if (d->n_listed >= d->max_listed) return;
+  char **grown = realloc(d->listed, (size_t)(d->n_listed + 1) * sizeof *grown);
+  if (!grown) return;
+  d->listed = grown;
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&d->listed[d->n_listed], fmt, ap) >= 0) d->n_listed++;
+  va_end(ap);
+}
+
+/* 0 intact, -1 damaged (why in err); *old = 1 for a version 1 blob (no checksum). */
+static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int *old, char *err, size_t errlen) {
+  *old = blob && len >= 6 && le_get_u16(blob + 4) == 1;
+  if (kind == BLOB_MOL) {
+    struct mol m;
+    int rc = mol_from_blob(blob, len, &m, err, errlen);
+    mol_free(&m);
+    return rc;
+  }
+  if (kind == BLOB_GRAPH) {
+    struct graph g;
+    int rc = graph_from_blob(blob, len, &g, err, errlen);
+    graph_free(&g);
+    return rc;
+  }
+  struct basis_blob b;
+  if (!blob) {
+    snprintf(err, errlen, "not a basis blob (NULL)");
+    return -1;
+  }
+  return basis_blob_parse(blob, len, &b, err, errlen);
+}
+
+/* Every blob of one table. -1 when the table cannot be read at all. */
+static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
+  char *sql = sqlite3_mprintf("SELECT \"%w\", \"%w\" FROM \"%w\" ORDER BY 1", blob_tables[t].key, blob_tables[t].column,
+                              blob_tables[t].table);
+  sqlite3_stmt *st = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    damage_add(d, "%s: cannot be read: %s", blob_tables[t].table, sqlite3_errmsg(db));
+    fprintf(out, "  %-10s cannot be read\n", blob_tables[t].table);
+    return -1;
+  }
+  long long n = 0, bad = 0, old = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    long long id = sqlite3_column_int64(st, 0);
+    char err[512];
+    int is_old = 0;
+    n++;
+    if (sqlite3_column_type(st, 1) != SQLITE_BLOB) {
+      bad++;
+      damage_add(d, "%s row %s=%lld: the %s column holds no blob", blob_tables[t].table, blob_tables[t].key, id,
+                 blob_tables[t].column);
+      continue;
+    }
+    const uint8_t *blob = sqlite3_column_blob(st, 1);
+    size_t len = (size_t)sqlite3_column_bytes(st, 1);
+    if (check_blob(blob_tables[t].kind, blob, len, &is_old, err, sizeof err)) {
+      bad++;
+      damage_add(d, "%s row %s=%lld: %s", blob_tables[t].table, blob_tables[t].key, id, err);
+    } else if (is_old) {
+      old++;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    damage_add(d, "%s: reading stopped after %lld rows: %s", blob_tables[t].table, n, sqlite3_errmsg(db));
+    bad++;
+  }
+  sqlite3_finalize(st);
+  fprintf(out, "  %-10s %lld rows checked, %lld damaged", blob_tables[t].table, n, bad);
+  if (old) fprintf(out, ", %lld unchecked, old format (version 1, no checksum)", old);
+  fputc('\n', out);
+  return 0;
+}
+
+/* SQLite's own check of pages, indexes and constraints. */
+static void verify_sqlite(sqlite3 *db, int quick, struct damage *d, FILE *out) {
+  sqlite3_stmt *st = NULL;
+  const char *pragma = quick ? "PRAGMA quick_check(20)" : "PRAGMA integrity_check(20)";
+  if (sqlite3_prepare_v2(db, pragma, -1, &st, NULL) != SQLITE_OK) {
+    damage_add(d, "%s: %s", pragma, sqlite3_errmsg(db));
+    fprintf(out, "  %s: failed\n", quick ? "quick_check" : "integrity_check");
+    return;
+  }
+  int rc, ok = 0, n = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *line = (const char *)sqlite3_column_text(st, 0);
+    if (line && !strcmp(line, "ok"))
+      ok = 1;
+    else
+      damage_add(d, "sqlite %s: %s", quick ? "quick_check" : "integrity_check", line ? line : "(null)"), n++;
+  }
+  if (rc != SQLITE_DONE) {
+    damage_add(d, "sqlite %s: %s", quick ? "quick_check" : "integrity_check", sqlite3_errmsg(db));
+    ok = 0;
+  }
+  sqlite3_finalize(st);
+  fprintf(out, "  %-10s %s\n", "sqlite", ok && !n ? (quick ? "quick_check ok" : "integrity_check ok") : "DAMAGED");
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Every checkpoint WORKDIR/models/<model>/<name>.ckpt. */
+static void verify_checkpoints(const char *workdir, struct damage *d, FILE *out) {
+  char models[4096];
+  snprintf(models, sizeof models, "%s/models", workdir);
+  DIR *top = opendir(models);
+  if (!top) return; /* nothing trained here */
+  long long n = 0, bad = 0;
+  struct dirent *m;
+  while ((m = readdir(top))) {
+    if (m->d_name[0] == '.') continue;
+    char dir[4096 + 256];
+    snprintf(dir, sizeof dir, "%s/%s", models, m->d_name);
+    DIR *sub = opendir(dir);
+    if (!sub) continue;
+    struct dirent *f;
+    while ((f = readdir(sub))) {
+      if (!ends_with(f->d_name, ".ckpt")) continue;
+      char path[4096 + 512], err[1024 + 512];
+      snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
+      struct se3_ckpt c;
+      n++;
+      if (se3_ckpt_load(&c, path, err, sizeof err)) {
+        bad++;
+        damage_add(d, "checkpoint %s", err);
+      } else {
+        se3_ckpt_free(&c);
+      }
+    }
+    closedir(sub);
+  }
+  closedir(top);
+  fprintf(out, "  %-10s %lld files checked, %lld damaged\n", "checkpoints", n, bad);
+}
+
+int verify_run(const char *path, int quick, int max_listed, FILE *out) {
+  char db_path[4096];
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    fprintf(stderr, "se3screen verify: %s: %s\n", path, strerror(errno));
+    return SE3_EXIT_USAGE;
+  }
+  int is_dir = S_ISDIR(sb.st_mode);
+  if (is_dir)
+    snprintf(db_path, sizeof db_path, "%s/screen.db", path);
+  else
+    snprintf(db_path, sizeof db_path, "%s", path);
+  if (is_dir && access(db_path, F_OK) != 0) {
+    fprintf(stderr, "se3screen verify: %s: no screen.db in this folder\n", path);
+    return SE3_EXIT_USAGE;
+  }
+  struct store s;
+  char err[1024];
+  if (store_open(&s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    fprintf(stderr, "se3screen verify: %s\n", err);
+    return SE3_EXIT_FAILED;
+  }
+  sqlite3_exec(s.db, "PRAGMA query_only=1", NULL, NULL, NULL);
+  struct damage d = {.max_listed = max_listed};
+  fprintf(out, "verifying %s\n", db_path);
+  verify_sqlite(s.db, quick, &d, out);
+  for (int t = 0; t < (int)(sizeof blob_tables / sizeof blob_tables[0]); t++)
+    verify_table(s.db, t, &d, out);
+  store_close(&s);
+  if (is_dir) verify_checkpoints(path, &d, out);
+  for (int i = 0; i < d.n_listed; i++) {
+    fprintf(out, "  damaged: %s\n", d.listed[i]);
+    free(d.listed[i]);
+  }
+  free(d.listed);
+  if (d.n_bad > d.n_listed) fprintf(out, "  ... and %lld more\n", d.n_bad - d.n_listed);
+  if (d.n_bad)
+    fprintf(out, "DAMAGED: %lld problem%s found\n", d.n_bad, d.n_bad == 1 ? "" : "s");
+  else
+    fprintf(out, "ok: no damage found\n");
+  return d.n_bad ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+}

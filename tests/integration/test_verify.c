@@ -1,0 +1,277 @@
+/* Stored data is verified: a byte flipped inside a stored blob (coordinates,
+ * graph, basis) is found by `se3screen verify`, which names table and row and
+ * exits 1, and the stage that reads the blob next refuses it naming table and
+ * row (a reject, or a failed stage) instead of carrying garbage on, as it
+ * did before: an atom at -9.75e34 Å in hits.sdf. Blobs written before the
+ * checksum existed (version 1) are still read and reported as unchecked. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+/* The bundled QM9 records as set `train` (and more sets when given), with the
+ * given stages. */
+static char *write_wf_sets(const char *dir, const char *more_sets, const char *stages) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n%s"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n%s",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), more_sets, stages);
+  return tu_write(dir, "wf.yaml", yaml);
+}
+
+static char *write_wf(const char *dir, const char *stages) { return write_wf_sets(dir, "", stages); }
+
+/* Changes one stored blob in place with SQLite (as a bad disk would): byte
+ * `offset` (from the end when negative) XOR `mask`. */
+static void flip_byte(const char *db, const char *table, const char *key, const char *column, long long id, long offset,
+                      unsigned mask) {
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT %s FROM %s WHERE %s = %lld", column, table, key, id);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "no %s row %s=%lld", table, key, id);
+  int n = sqlite3_column_bytes(st, 0);
+  uint8_t *b = malloc((size_t)n);
+  memcpy(b, sqlite3_column_blob(st, 0), (size_t)n);
+  sqlite3_finalize(st);
+  long at = offset >= 0 ? offset : n + offset;
+  cr_assert(at >= 0 && at < n);
+  b[at] ^= (uint8_t)mask;
+  snprintf(sql, sizeof sql, "UPDATE %s SET %s = ?1 WHERE %s = %lld", table, column, key, id);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_blob(st, 1, b, n, SQLITE_TRANSIENT);
+  cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  free(b);
+}
+
+/* Byte 16 + 16 k + 4 + 3 of a molecule blob: the high byte of atom k's x. */
+#define MOL_X_HIGH(k) (16 + 16 * (k) + 7)
+
+/* A flipped coordinate: verify exits 1 naming molecules row and the checksum;
+ * the graph stage then rejects that molecule with the same words and builds
+ * the others. (Before: verify did not exist and the graph was built from an
+ * atom thrown 1e34 Å away.) */
+Test(verify, flipped_coordinate_found_and_rejected_downstream) {
+  char *dir = tu_tmpdir("verify_mol");
+  char *wf = write_wf(dir, "");
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --stage ingest", wf), 0, "%s", out);
+  free(out);
+  long long n = tu_query_int(db, "SELECT count(*) FROM molecules");
+  cr_assert_gt(n, 5);
+  long long id = tu_query_int(db, "SELECT id FROM molecules ORDER BY id LIMIT 1 OFFSET 3");
+  cr_assert_eq(tu_se3(&out, "verify %s", wd), 0, "%s", out);
+  char want[256];
+  snprintf(want, sizeof want, "molecules  %lld rows checked, 0 damaged", n);
+  cr_assert(strstr(out, want), "%s", out);
+  cr_assert(strstr(out, "integrity_check ok"), "%s", out);
+  free(out);
+
+  flip_byte(db, "molecules", "id", "mol", id, MOL_X_HIGH(0), 0x40);
+  char *sum0 = NULL, *sum1 = NULL;
+  tu_sh(&sum0, "sha256sum < %s", db);
+  int rc = tu_se3(&out, "verify %s", db);
+  cr_assert_eq(rc, 1, "%s", out);
+  snprintf(want, sizeof want, "molecules row id=%lld: molecule blob checksum mismatch (stored 0x", id);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  snprintf(want, sizeof want, "molecules  %lld rows checked, 1 damaged", n);
+  cr_assert(strstr(out, want), "%s", out);
+  cr_assert(strstr(out, "DAMAGED: 1 problem found"), "%s", out);
+  free(out);
+  tu_sh(&sum1, "sha256sum < %s", db);
+  cr_assert_str_eq(sum0, sum1, "verify changed the database");
+  free(sum0);
+  free(sum1);
+
+  /* downstream: the graph stage rejects that molecule, naming table and row */
+  rc = tu_se3(&out, "run %s --until graph", wf);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  char q[512];
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM rejects WHERE stage='graph' AND reason LIKE "
+           "'molecules row id=%lld: molecule blob checksum mismatch (stored 0x%%, computed 0x%%)'",
+           id);
+  cr_assert_eq(tu_query_int(db, q), 1, "%s", tu_query(db, "SELECT stage, reason FROM rejects"));
+  snprintf(q, sizeof q, "SELECT count(*) FROM graphs WHERE mol_id=%lld", id);
+  cr_assert_eq(tu_query_int(db, q), 0, "a graph was built from the damaged coordinates");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs"), n - 1);
+  free(wf);
+  free(dir);
+}
+
+/* A coordinate flipped after scoring: the rank stage refuses to write hits.sdf
+ * from it (naming molecules row) rather than write an atom at 1e34 Å. */
+Test(verify, flipped_coordinate_never_reaches_hits_sdf) {
+  char *dir = tu_tmpdir("verify_rank");
+  char *wf = write_wf(dir, "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n"
+                           "  rank: {top: 50, outputs: [hits.csv, hits.sdf]}\n");
+  char *out = NULL, db[1200], wd[1100], sdf[1200];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  snprintf(sdf, sizeof sdf, "%s/hits.sdf", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --until score", wf), 0, "%s", out);
+  free(out);
+  long long id = tu_query_int(db, "SELECT mol_id FROM scores ORDER BY value DESC LIMIT 1");
+  cr_assert_gt(id, 0);
+  flip_byte(db, "molecules", "id", "mol", id, MOL_X_HIGH(0), 0x40);
+  int rc = tu_se3(&out, "run %s", wf);
+  char want[256];
+  snprintf(want, sizeof want, "molecules row id=%lld: molecule blob checksum mismatch", id);
+  cr_assert_eq(rc, 1, "rank wrote hits from a damaged molecule:\n%s", out);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  free(out);
+  cr_assert_neq(access(sdf, F_OK), 0, "hits.sdf was written");
+  free(wf);
+  free(dir);
+}
+
+/* A graph flipped after training: scoring rejects that molecule naming graphs
+ * row (no score from a changed graph) and scores the others. */
+Test(verify, flipped_graph_is_rejected_by_score) {
+  char *dir = tu_tmpdir("verify_score");
+  char sets[1024];
+  snprintf(sets, sizeof sets, "  library:\n    - {path: %s}\n", tu_src("workflows/data/delaney_first60.csv"));
+  char *wf = write_wf_sets(dir, sets, "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n");
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  long long n = tu_query_int(db, "SELECT count(*) FROM graphs g JOIN molecules m ON m.id = g.mol_id "
+                                 "WHERE m.set_name = 'library'");
+  cr_assert_gt(n, 5);
+  long long gid = tu_query_int(db, "SELECT g.mol_id FROM graphs g JOIN molecules m ON m.id = g.mol_id "
+                                   "WHERE m.set_name = 'library' ORDER BY 1 LIMIT 1 OFFSET 4");
+  flip_byte(db, "graphs", "mol_id", "graph", gid, -8, 0x01);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  char q[512];
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM rejects WHERE stage='score' AND reason LIKE "
+           "'graphs row mol_id=%lld: graph blob checksum mismatch (stored 0x%%'",
+           gid);
+  cr_assert_eq(tu_query_int(db, q), 1, "%s", tu_query(db, "SELECT stage, reason FROM rejects"));
+  snprintf(q, sizeof q, "SELECT count(*) FROM scores WHERE mol_id=%lld", gid);
+  cr_assert_eq(tu_query_int(db, q), 0, "a score was computed from the damaged graph");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), n - 1);
+  free(wf);
+  free(dir);
+}
+
+/* A flipped bit in a stored graph: verify names graphs row; training (which
+ * reads every graph of its set) fails naming it instead of learning from a
+ * silently changed feature. The bases table likewise. */
+Test(verify, flipped_graph_and_basis_found) {
+  char *dir = tu_tmpdir("verify_graph");
+  char *wf = write_wf(dir, "  basis: {max_degree: 1, dtype: fp16}\n  train: {target: gap, epochs: 1, batch_size: 4}\n");
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --until basis", wf), 0, "%s", out);
+  free(out);
+  long long n = tu_query_int(db, "SELECT count(*) FROM bases");
+  cr_assert_gt(n, 5);
+  cr_assert_eq(tu_se3(&out, "verify %s", db), 0, "%s", out);
+  free(out);
+  long long gid = tu_query_int(db, "SELECT mol_id FROM graphs ORDER BY mol_id LIMIT 1 OFFSET 2");
+  long long bid = tu_query_int(db, "SELECT mol_id FROM bases ORDER BY mol_id LIMIT 1 OFFSET 5");
+  /* the lowest bit of the last relative position's z: a finite float still,
+   * which the decoder alone would take for good */
+  flip_byte(db, "graphs", "mol_id", "graph", gid, -8, 0x01);
+  flip_byte(db, "bases", "mol_id", "basis", bid, 40, 0x01);
+  int rc = tu_se3(&out, "verify %s --max-listed 5", wd);
+  cr_assert_eq(rc, 1, "%s", out);
+  char want[256];
+  snprintf(want, sizeof want, "graphs row mol_id=%lld: graph blob checksum mismatch (stored 0x", gid);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  snprintf(want, sizeof want, "bases row mol_id=%lld: basis blob checksum mismatch (stored 0x", bid);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  cr_assert(strstr(out, "DAMAGED: 2 problems found"), "%s", out);
+  free(out);
+  /* the listing is capped */
+  rc = tu_se3(&out, "verify %s --max-listed 1", wd);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "... and 1 more"), "%s", out);
+  free(out);
+  /* downstream: training names the damaged graph */
+  rc = tu_se3(&out, "run %s", wf);
+  cr_assert_eq(rc, 1, "training went on with a damaged graph:\n%s", out);
+  snprintf(want, sizeof want, "graphs row mol_id=%lld: graph blob checksum mismatch", gid);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* A molecule blob of version 1 (no checksum, as written before) is still read
+ * by the stages, and verify counts it as unchecked, not damaged. */
+Test(verify, version_1_blobs_are_read_and_reported_unchecked) {
+  char *dir = tu_tmpdir("verify_v1");
+  char *wf = write_wf(dir, "");
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s --stage ingest", wf), 0, "%s", out);
+  free(out);
+  long long id = tu_query_int(db, "SELECT min(id) FROM molecules");
+  /* version 1: the version field set to 1 and the 4-byte trailer dropped */
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT mol FROM molecules WHERE id = %lld", id);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  int len = sqlite3_column_bytes(st, 0);
+  uint8_t *b = malloc((size_t)len);
+  memcpy(b, sqlite3_column_blob(st, 0), (size_t)len);
+  sqlite3_finalize(st);
+  cr_assert_eq(b[4], 2, "the stored blob is version 2");
+  b[4] = 1;
+  snprintf(sql, sizeof sql, "UPDATE molecules SET mol = ?1 WHERE id = %lld", id);
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_blob(st, 1, b, len - 4, SQLITE_TRANSIENT);
+  cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  free(b);
+  cr_assert_eq(tu_se3(&out, "verify %s", db), 0, "%s", out);
+  cr_assert(strstr(out, "1 unchecked, old format"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
+  free(out);
+  char q[128];
+  snprintf(q, sizeof q, "SELECT count(*) FROM graphs WHERE mol_id=%lld", id);
+  cr_assert_eq(tu_query_int(db, q), 1, "the version 1 molecule got no graph");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE stage='graph'"), 0);
+  free(wf);
+  free(dir);
+}
+
+Test(verify, usage_errors_exit_2) {
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "verify"), 2, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "verify /nonexistent/screen.db"), 2, "%s", out);
+  cr_assert(strstr(out, "/nonexistent/screen.db"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "verify x.db --frobnicate"), 2, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "verify --help"), 0, "%s", out);
+  cr_assert(strstr(out, "usage: se3screen verify"), "%s", out);
+  free(out);
+}
