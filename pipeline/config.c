@@ -9,12 +9,15 @@
 #include "pipeline/config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -25,8 +28,11 @@ extern const struct cfg_preset { const char *name, *text; } cfg_model_presets[];
 #define SET_FILE "<--set>"
 #define DEFAULT_FILE "<default>"
 #define SCHEMA_FILE "<defaults>"
-#define MAX_DEPTH 256           /* deeper YAML is surely a mistake; keeps recursion bounded */
-#define MAX_ALIAS_NODES 1000000 /* caps alias expansion ("billion laughs") */
+#define MAX_DEPTH 256            /* deeper YAML is surely a mistake; keeps recursion bounded */
+#define MAX_ALIAS_NODES 1000000  /* caps alias expansion ("billion laughs") */
+#define MAX_FILE_BYTES (1 << 20) /* a workflow, fragment or model file: 1 MiB */
+#define MAX_FILE_TEXT "1 MiB"
+#define MAX_INCLUDE_DEPTH 64 /* files open at once along one include chain */
 
 /* ---- loader state and errors ------------------------------------------------ */
 
@@ -41,6 +47,14 @@ struct open_file {
   char *real;       /* realpath, for cycle detection */
 };
 
+/* A file already loaded (with its includes merged), by realpath: a file
+ * included along many paths is read once, and each inclusion gets a copy of
+ * the same tree, so an include graph costs time linear in its files. */
+struct loaded_file {
+  char *real;
+  struct cfg_node *tree; /* NULL when the file had errors (reported once) */
+};
+
 struct ld {
   struct cfg_errors *errs;
   int n_errs; /* errors found by this load */
@@ -48,8 +62,11 @@ struct ld {
   char *wf_dir; /* absolute folder of the workflow file */
   struct open_file *stack;
   int n_stack;
+  struct loaded_file *loaded;
+  int n_loaded;
   struct origin *origins;
   int n_origins;
+  const char *inputs; /* check input paths of these stages ("*": all), or NULL */
 };
 
 void cfg_errors_free(struct cfg_errors *e) {
@@ -61,6 +78,8 @@ void cfg_errors_free(struct cfg_errors *e) {
   e->n = 0;
 }
 
+/* Messages are appended with room doubled at powers of two, so that a file
+ * with many mistakes is reported in linear time. */
 static void add_msg(struct ld *ld, char *msg) {
   ld->n_errs++;
   if (!msg) return;
@@ -68,13 +87,16 @@ static void add_msg(struct ld *ld, char *msg) {
     free(msg);
     return;
   }
-  char **m = realloc(ld->errs->msgs, (size_t)(ld->errs->n + 1) * sizeof *m);
-  if (!m) {
-    free(msg);
-    return;
+  int n = ld->errs->n;
+  if (n == 0 || (n >= 8 && (n & (n - 1)) == 0)) {
+    char **m = realloc(ld->errs->msgs, (n ? 2 * (size_t)n : 8) * sizeof *m);
+    if (!m) {
+      free(msg);
+      return;
+    }
+    ld->errs->msgs = m;
   }
-  ld->errs->msgs = m;
-  m[ld->errs->n++] = msg;
+  ld->errs->msgs[ld->errs->n++] = msg;
 }
 
 static void verr(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path,
@@ -192,6 +214,72 @@ static struct cfg_node *detach_kid(struct cfg_node *n, const char *key) {
   return k;
 }
 
+/* An index of the keys of kids[0..n) of a mapping, so that building,
+ * de-duplicating and merging a mapping of many keys takes linear time
+ * (open addressing; slots hold position + 1, 0 is empty). Without memory for
+ * the table it falls back to a linear scan. Positions are added in order:
+ * keyidx_push indexes kids[n]. */
+struct keyidx {
+  int *slot;
+  size_t mask;
+  int n;
+};
+
+static size_t key_hash(const char *key) { return (size_t)se3_hash_str(SE3_HASH_INIT, key ? key : ""); }
+
+static int key_eq(const struct cfg_node *n, const char *key) {
+  return strcmp(n->key ? n->key : "", key ? key : "") == 0;
+}
+
+static void keyidx_place(int *slot, size_t mask, struct cfg_node *const *kids, int pos) {
+  size_t i = key_hash(kids[pos]->key) & mask;
+  while (slot[i])
+    i = (i + 1) & mask;
+  slot[i] = pos + 1;
+}
+
+static void keyidx_push(struct keyidx *ix, struct cfg_node *const *kids) {
+  if (ix->slot && 2 * ((size_t)ix->n + 1) > ix->mask + 1) {
+    size_t cap = 2 * (ix->mask + 1);
+    int *s = calloc(cap, sizeof *s);
+    free(ix->slot);
+    ix->slot = s;
+    ix->mask = cap - 1;
+    for (int p = 0; s && p < ix->n; p++)
+      keyidx_place(s, ix->mask, kids, p);
+  }
+  if (ix->slot) keyidx_place(ix->slot, ix->mask, kids, ix->n);
+  ix->n++;
+}
+
+static void keyidx_init(struct keyidx *ix, struct cfg_node *const *kids, int n) {
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n + 2)
+    cap *= 2;
+  ix->slot = calloc(cap, sizeof *ix->slot);
+  ix->mask = cap - 1;
+  ix->n = 0;
+  for (int p = 0; p < n; p++)
+    keyidx_push(ix, kids);
+}
+
+/* The position of key among the indexed kids, or -1. */
+static int keyidx_find(const struct keyidx *ix, struct cfg_node *const *kids, const char *key) {
+  if (!ix->slot) {
+    for (int p = 0; p < ix->n; p++)
+      if (key_eq(kids[p], key)) return p;
+    return -1;
+  }
+  for (size_t i = key_hash(key) & ix->mask; ix->slot[i]; i = (i + 1) & ix->mask)
+    if (key_eq(kids[ix->slot[i] - 1], key)) return ix->slot[i] - 1;
+  return -1;
+}
+
+static void keyidx_free(struct keyidx *ix) {
+  free(ix->slot);
+  ix->slot = NULL;
+}
+
 static void set_loc(struct cfg_node *n, const char *file, int line, int col) {
   free(n->file);
   n->file = strdup(file);
@@ -289,38 +377,61 @@ static const char **keys_of(const struct cfg_node *m, int *n) {
   return k;
 }
 
-static char *read_all(const char *file, size_t *len, int *err) {
-  FILE *f = fopen(file, "rb");
-  if (!f) {
-    *err = errno;
+/* What a file that is not a regular file is, for the message. */
+static const char *file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "a special file";
+}
+
+/* Reads a configuration file whole: a regular file of at most MAX_FILE_BYTES.
+ * Opened without blocking and checked before reading, so a FIFO or a device
+ * (include: /dev/zero) is refused at once. NULL with *why filled on failure. */
+static char *read_config_file(const char *file, size_t *len, char *why, size_t why_len) {
+  int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    snprintf(why, why_len, "%s", strerror(errno));
     return NULL;
   }
-  size_t cap = 8192, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    n += r;
-    if (r == 0) break;
-    if (cap - n < 2) {
-      char *b = realloc(buf, cap * 2);
-      if (!b) {
+  struct stat sb;
+  char *buf = NULL;
+  if (fstat(fd, &sb) != 0) {
+    snprintf(why, why_len, "%s", strerror(errno));
+  } else if (S_ISDIR(sb.st_mode)) {
+    snprintf(why, why_len, "%s", strerror(EISDIR));
+  } else if (!S_ISREG(sb.st_mode)) {
+    snprintf(why, why_len, "not a regular file (%s)", file_kind(sb.st_mode));
+  } else if (sb.st_size > MAX_FILE_BYTES) {
+    snprintf(why, why_len, "larger than %s, the limit for configuration files", MAX_FILE_TEXT);
+  } else if (!(buf = malloc(MAX_FILE_BYTES + 2))) {
+    snprintf(why, why_len, "%s", strerror(ENOMEM));
+  } else {
+    /* read one byte past the limit: the file may have grown since fstat */
+    size_t n = 0;
+    while (n <= MAX_FILE_BYTES) {
+      ssize_t r = read(fd, buf + n, MAX_FILE_BYTES + 1 - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        snprintf(why, why_len, "%s", strerror(errno));
         free(buf);
         buf = NULL;
         break;
       }
-      buf = b;
-      cap *= 2;
+      if (r == 0) break;
+      n += (size_t)r;
+    }
+    if (buf && n > MAX_FILE_BYTES) {
+      snprintf(why, why_len, "larger than %s, the limit for configuration files", MAX_FILE_TEXT);
+      free(buf);
+      buf = NULL;
+    } else if (buf) {
+      buf[n] = 0;
+      *len = n;
     }
   }
-  int bad = ferror(f) ? (errno ? errno : EIO) : 0; /* e.g. EISDIR */
-  fclose(f);
-  if (!buf || bad) {
-    free(buf);
-    *err = buf ? bad : ENOMEM;
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
+  close(fd);
   return buf;
 }
 
@@ -596,8 +707,14 @@ static struct cfg_node *yp_load(struct ld *ld, const char *file, const char *tex
 
 /* Copy the entries of src that m lacks (YAML "<<" merge keys). */
 static void add_missing(struct cfg_node *m, const struct cfg_node *src) {
-  for (int i = 0; i < src->n_kids; i++)
-    if (!find_kid(m, src->kids[i]->key)) cfg_node_add(m, cfg_node_copy(src->kids[i]));
+  struct keyidx ix;
+  keyidx_init(&ix, m->kids, m->n_kids);
+  for (int i = 0; i < src->n_kids; i++) {
+    if (keyidx_find(&ix, m->kids, src->kids[i]->key) >= 0) continue;
+    cfg_node_add(m, cfg_node_copy(src->kids[i]));
+    if (m->n_kids > ix.n) keyidx_push(&ix, m->kids);
+  }
+  keyidx_free(&ix);
 }
 
 /* Report duplicate keys (keeping the first) and expand "<<" merge keys. */
@@ -612,19 +729,23 @@ static void tidy(struct ld *ld, struct cfg_node *n, struct path *p) {
   }
   if (n->kind != CFG_MAP) return;
   int w = 0;
+  struct keyidx ix;
+  keyidx_init(&ix, n->kids, 0);
   for (int i = 0; i < n->n_kids; i++) {
-    struct cfg_node *k = n->kids[i], *first = NULL;
-    for (int j = 0; j < w && !first; j++)
-      if (strcmp(n->kids[j]->key, k->key) == 0) first = n->kids[j];
-    if (first) {
+    struct cfg_node *k = n->kids[i];
+    int j = keyidx_find(&ix, n->kids, k->key);
+    if (j >= 0) {
       size_t old = path_push(p, k->key);
-      err_node(ld, k, path_str(p), "duplicate key (first at line %d)", first->line);
+      err_node(ld, k, path_str(p), "duplicate key (first at line %d)", n->kids[j]->line);
       path_pop(p, old);
       cfg_node_free(k);
       continue;
     }
-    n->kids[w++] = k;
+    n->kids[w] = k;
+    keyidx_push(&ix, n->kids); /* indexes kids[w] */
+    w++;
   }
+  keyidx_free(&ix);
   n->n_kids = w;
   struct cfg_node *mk = detach_kid(n, "<<");
   if (mk) {
@@ -663,14 +784,19 @@ static struct cfg_node *merge(struct cfg_node *base, struct cfg_node *over) {
     cfg_node_free(base);
     return over;
   }
+  struct keyidx ix;
+  keyidx_init(&ix, base->kids, base->n_kids);
   for (int i = 0; i < over->n_kids; i++) {
     struct cfg_node *k = over->kids[i];
-    int j = kid_index(base, k->key);
-    if (j >= 0)
+    int j = keyidx_find(&ix, base->kids, k->key);
+    if (j >= 0) {
       base->kids[j] = merge(base->kids[j], k);
-    else
+    } else {
       cfg_node_add(base, k);
+      if (base->n_kids > ix.n) keyidx_push(&ix, base->kids);
+    }
   }
+  keyidx_free(&ix);
   /* the mapping is now located where the winning file wrote it */
   free(base->file);
   base->file = over->file;
@@ -684,39 +810,26 @@ static struct cfg_node *merge(struct cfg_node *base, struct cfg_node *over) {
   return base;
 }
 
-/* Load a file and its includes; `from` is the include item naming it (NULL
- * for the workflow itself). Returns the merged tree or NULL. */
-static struct cfg_node *load_file(struct ld *ld, const char *file, const struct cfg_node *from, const char *from_path) {
-  char *real = realpath(file, NULL);
-  int e = errno;
-  if (!real) {
-    if (from)
-      err_node(ld, from, from_path, "cannot read '%s': %s", file, strerror(e));
-    else
-      err_at(ld, file, 0, 0, NULL, "", "cannot read: %s", strerror(e));
-    return NULL;
-  }
-  for (int i = 0; i < ld->n_stack; i++) {
-    if (strcmp(ld->stack[i].real, real) != 0) continue;
-    char *chain = NULL, *next = NULL;
-    for (int j = i; j < ld->n_stack; j++) {
-      if (asprintf(&next, "%s%s -> ", chain ? chain : "", ld->stack[j].name) < 0) next = NULL;
-      free(chain);
-      chain = next;
-    }
-    err_node(ld, from, from_path, "include cycle: %s%s", chain ? chain : "", file);
-    free(chain);
-    free(real);
-    return NULL;
-  }
+/* Reports a file that cannot be loaded: at the include item (or model key)
+ * naming it, or at the workflow file itself. */
+static void err_file(struct ld *ld, const char *file, const struct cfg_node *from, const char *from_path,
+                     const char *why) {
+  if (from)
+    err_node(ld, from, from_path, "cannot read '%s': %s", file, why);
+  else
+    err_at(ld, file, 0, 0, NULL, "", "cannot read: %s", why);
+}
+
+static struct cfg_node *load_file(struct ld *ld, const char *file, const struct cfg_node *from, const char *from_path);
+
+/* Parse one file (no cache) and merge its includes under it. */
+static struct cfg_node *parse_file(struct ld *ld, const char *file, char *real, const struct cfg_node *from,
+                                   const char *from_path) {
   size_t len = 0;
-  char *text = read_all(file, &len, &e);
+  char why[256];
+  char *text = read_config_file(file, &len, why, sizeof why);
   if (!text) {
-    if (from)
-      err_node(ld, from, from_path, "cannot read '%s': %s", file, strerror(e));
-    else
-      err_at(ld, file, 0, 0, NULL, "", "cannot read: %s", strerror(e));
-    free(real);
+    err_file(ld, file, from, from_path, why);
     return NULL;
   }
   struct cfg_node *t = yp_load(ld, file, text, len, NULL);
@@ -727,10 +840,7 @@ static struct cfg_node *load_file(struct ld *ld, const char *file, const struct 
     cfg_node_free(t);
     t = NULL;
   }
-  if (!t) {
-    free(real);
-    return NULL;
-  }
+  if (!t) return NULL;
   struct path p = {0};
   tidy(ld, t, &p);
   free(p.s);
@@ -764,8 +874,54 @@ static struct cfg_node *load_file(struct ld *ld, const char *file, const struct 
     err_node(ld, inc, "include", "expected a list of files, got %s", d);
   }
   cfg_node_free(inc);
-  free(real);
   return base ? merge(base, t) : t;
+}
+
+/* Load a file and its includes; `from` is the include item naming it (NULL
+ * for the workflow itself). Returns the merged tree (the caller's to free) or
+ * NULL. Every file is parsed once per load: a later inclusion of the same file
+ * gets a copy of the first one's tree, which is what parsing it again would
+ * give, so includes that form a diamond cost linear, not exponential, time. */
+static struct cfg_node *load_file(struct ld *ld, const char *file, const struct cfg_node *from, const char *from_path) {
+  char *real = realpath(file, NULL);
+  if (!real) {
+    err_file(ld, file, from, from_path, strerror(errno));
+    return NULL;
+  }
+  for (int i = 0; i < ld->n_stack; i++) {
+    if (strcmp(ld->stack[i].real, real) != 0) continue;
+    char *chain = NULL, *next = NULL;
+    for (int j = i; j < ld->n_stack; j++) {
+      if (asprintf(&next, "%s%s -> ", chain ? chain : "", ld->stack[j].name) < 0) next = NULL;
+      free(chain);
+      chain = next;
+    }
+    err_node(ld, from, from_path, "include cycle: %s%s", chain ? chain : "", file);
+    free(chain);
+    free(real);
+    return NULL;
+  }
+  for (int i = 0; i < ld->n_loaded; i++)
+    if (strcmp(ld->loaded[i].real, real) == 0) {
+      free(real);
+      return cfg_node_copy(ld->loaded[i].tree); /* NULL for a file with errors: reported once */
+    }
+  if (ld->n_stack >= MAX_INCLUDE_DEPTH) {
+    char why[96];
+    snprintf(why, sizeof why, "includes nested deeper than %d files", MAX_INCLUDE_DEPTH);
+    err_file(ld, file, from, from_path, why);
+    free(real);
+    return NULL;
+  }
+  struct cfg_node *t = parse_file(ld, file, real, from, from_path);
+  struct loaded_file *l = realloc(ld->loaded, (size_t)(ld->n_loaded + 1) * sizeof *l);
+  if (!l) {
+    free(real);
+    return t;
+  }
+  ld->loaded = l;
+  l[ld->n_loaded++] = (struct loaded_file){real, t};
+  return cfg_node_copy(t);
 }
 
 /* ---- model presets -------------------------------------------------------------- */
@@ -1109,6 +1265,42 @@ static void resolve_path(struct ld *ld, struct cfg_node *n) {
   n->value = joined;
 }
 
+/* Whether the load checks the input files of `stage`: ld->inputs is "*" or
+ * names it among space-separated stage names. */
+static int wants_inputs_of(const struct ld *ld, const char *stage) {
+  if (!ld->inputs) return 0;
+  if (strcmp(ld->inputs, "*") == 0) return 1;
+  size_t len = strlen(stage);
+  for (const char *c = ld->inputs; (c = strstr(c, stage)); c += len)
+    if ((c == ld->inputs || c[-1] == ' ') && (c[len] == ' ' || !c[len])) return 1;
+  return 0;
+}
+
+/* An input file (a resolved path) must exist and not be a folder; a pattern
+ * (as the ingest stage expands it) must match something. */
+static void check_input(struct ld *ld, const struct cfg_node *n, const struct path *p) {
+  const char *v = n->value;
+  if (strpbrk(v, "*?[")) {
+    glob_t gl;
+    int rc = glob(v, 0, NULL, &gl);
+    if (rc == GLOB_NOMATCH)
+      err_node(ld, n, path_str(p), "no file matches: %s", v);
+    else if (rc != 0)
+      err_node(ld, n, path_str(p), "cannot expand the pattern: %s", v);
+    if (rc == 0) globfree(&gl);
+    return;
+  }
+  struct stat sb;
+  if (stat(v, &sb) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      err_node(ld, n, path_str(p), "no such file: %s", v);
+    else
+      err_node(ld, n, path_str(p), "cannot access %s: %s", v, strerror(errno));
+  } else if (S_ISDIR(sb.st_mode)) {
+    err_node(ld, n, path_str(p), "a folder, not a file: %s", v);
+  }
+}
+
 static void check_labels(struct ld *ld, struct cfg_node *n, struct path *p) {
   if (n->kind == CFG_LIST) {
     for (int i = 0; i < n->n_kids; i++) {
@@ -1256,6 +1448,8 @@ static void validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s
     } else {
       resolve_path(ld, n);
       n->type = CFG_T_PATH;
+      const char *input = sch_text(s, "input");
+      if (input && wants_inputs_of(ld, input)) check_input(ld, n, p);
     }
   } else if (strcmp(t, "int") == 0) {
     if (!is_scalar)
@@ -1317,7 +1511,12 @@ static void validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s
 /* ---- load ------------------------------------------------------------------------ */
 
 struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {
-  struct ld ld = {.errs = errs};
+  return cfg_load_checked(path, sets, n_sets, NULL, errs);
+}
+
+struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                                  struct cfg_errors *errs) {
+  struct ld ld = {.errs = errs, .inputs = input_stages};
   if (!path) {
     add_msg(&ld, strdup("?:0:0: (root): no workflow file given"));
     return NULL;
@@ -1360,6 +1559,11 @@ out:
   cfg_node_free(schema);
   free(ld.origins);
   free(ld.stack);
+  for (int i = 0; i < ld.n_loaded; i++) {
+    free(ld.loaded[i].real);
+    cfg_node_free(ld.loaded[i].tree);
+  }
+  free(ld.loaded);
   free(ld.cwd);
   free(ld.wf_dir);
   if (ld.n_errs) {

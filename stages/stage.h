@@ -33,6 +33,7 @@ struct cfg_node {
   int no_hash;            /* leaf does not change results (workers, progress) */
   struct cfg_node **kids; /* list items or mapping entries, in order */
   int n_kids;
+  int cap_kids;           /* room in kids (cfg_node_add grows it geometrically) */
   char *file;             /* where the node was written (1-based line:col), */
   int line, col;          /* "<default>" / "<--set>" for filled-in values    */
 };
