@@ -11,7 +11,7 @@
 #define SE3_CONFIG_H
 
 #include <stdio.h>
-#include "stages/stage.h"
+#include "common/cfgtree.h"
 
 struct cfg_errors {
   char **msgs;

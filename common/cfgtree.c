@@ -1,8 +1,8 @@
-/* stage.c — the configuration tree shared by the runner and the stages:
+/* cfgtree.c — the configuration tree shared by the runner and the stages:
  * lookup, typed getters, construction, and the canonical hash that keys the
  * ledger (so it must never change for an unchanged configuration). */
 #define _GNU_SOURCE
-#include "stage.h"
+#include "common/cfgtree.h"
 
 #include <errno.h>
 #include <stdio.h>
