@@ -899,7 +899,8 @@ Test(config, include_cycles_are_reported_once, .timeout = 20) {
 
 /* Keys are looked up through an index: 200,000 keys in one mapping (each an
  * unknown key, plus one duplicate), and two included mappings of 100,000 keys
- * each merged key by key, take well under a second, not minutes. */
+ * each merged key by key, take about a second, not minutes (the bound leaves
+ * room for the sanitizer build and a loaded machine). */
 Test(config, large_mappings_cost_linear_time, .timeout = 60) {
   char *dir = tu_tmpdir("config_bigmap");
   /* 3-character keys (61^3 of them; no 'r', so none is "run") */
@@ -924,7 +925,7 @@ Test(config, large_mappings_cost_linear_time, .timeout = 60) {
   double t0 = tu_now();
   load_bad(dir, "wf.yaml", text, NULL, 0, &e, &p);
   double t = tu_now() - t0;
-  cr_assert_lt(t, 5.0, "200,000 keys took %.1f s", t);
+  cr_assert_lt(t, 10.0, "200,000 keys took %.1f s", t); /* ~0.5 s; minutes when quadratic */
   cr_assert_eq(e.n, 200001);
   expect_msg(&e, "%s:200002:1: 000: duplicate key (first at line 2)", p);
   expect_msg(&e, "%s:200001:1: %s: unknown key '%s'", p, key, key); /* the last one */
@@ -936,7 +937,7 @@ Test(config, large_mappings_cost_linear_time, .timeout = 60) {
   t0 = tu_now();
   load_bad(dir, "wf.yaml", "workflow: t\ninclude: [a.yaml, b.yaml]\n", NULL, 0, &e, NULL);
   t = tu_now() - t0;
-  cr_assert_lt(t, 5.0, "merging 2 x 100,000 keys took %.1f s", t);
+  cr_assert_lt(t, 10.0, "merging 2 x 100,000 keys took %.1f s", t);
   cr_assert_eq(e.n, 150000);
   cfg_errors_free(&e);
   free(text);
