@@ -897,6 +897,30 @@ Test(config, include_cycles_are_reported_once, .timeout = 20) {
   free(dir);
 }
 
+/* A chain of distinct includes is bounded too (64 files deep). */
+Test(config, include_chains_are_bounded, .timeout = 20) {
+  char *dir = tu_tmpdir("config_chain");
+  char name[32], text[64];
+  for (int i = 0; i < 70; i++) {
+    snprintf(name, sizeof name, "c%d.yaml", i);
+    snprintf(text, sizeof text, "include: [c%d.yaml]\n", i + 1);
+    free(tu_write(dir, name, text));
+  }
+  free(tu_write(dir, "c70.yaml", "run: {chunk_size: 3}\n"));
+  struct cfg_errors e = {0};
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [c0.yaml]\n", NULL, 0, &e, NULL);
+  expect_msg(&e, "%s/c62.yaml:1:11: include.0: cannot read '%s/c63.yaml': includes nested deeper than 64 files", dir,
+             dir);
+  cr_assert_eq(e.n, 1);
+  cfg_errors_free(&e);
+  /* 60 deep is fine */
+  free(tu_write(dir, "c60.yaml", "run: {chunk_size: 3}\n"));
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [c0.yaml]\n", NULL, 0);
+  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 3);
+  cfg_node_free(r);
+  free(dir);
+}
+
 /* Keys are looked up through an index: 200,000 keys in one mapping (each an
  * unknown key, plus one duplicate), and two included mappings of 100,000 keys
  * each merged key by key, take about a second, not minutes (the bound leaves
