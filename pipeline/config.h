@@ -4,12 +4,14 @@
  * reports every problem before any work starts, all at once, each as
  *   file:line:col: key.path: message
  * with 1-based line and column. Unknown keys get a "did you mean" suggestion.
+ * Every configuration file (workflow, include, model file) must be a regular
+ * file of at most 1 MiB.
  */
 #ifndef SE3_CONFIG_H
 #define SE3_CONFIG_H
 
 #include <stdio.h>
-#include "stages/stage.h"
+#include "common/cfgtree.h"
 
 struct cfg_errors {
   char **msgs;
@@ -24,6 +26,14 @@ void cfg_errors_free(struct cfg_errors *e);
  * defaults to runs/<workflow name> beside the file).
  * Returns the resolved tree, or NULL with every problem in errs. */
 struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs);
+
+/* As cfg_load, and also report input files that are missing, among the other
+ * problems: every path whose schema entry says `input: STAGE`, for the stages
+ * named in input_stages (space-separated; "*" = all; NULL = none), must name
+ * an existing file (or a pattern matching one):
+ *   file:line:col: sets.train.0.path: no such file: /abs/path */
+struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                                  struct cfg_errors *errs);
 
 /* Print the resolved tree as YAML (defaults filled, keys in schema order). */
 void cfg_print(FILE *f, const struct cfg_node *root);

@@ -100,8 +100,11 @@ static void print_errors(const struct cfg_errors *e) {
 
 /* ---- configuration ------------------------------------------------------ */
 
-static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir) {
-  const char **all = calloc((size_t)n_sets + 2, sizeof *all);
+/* inputs: check that the input files of these stages exist (see
+ * cfg_load_checked), so a run refuses before it makes its workdir. */
+static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                    const char *inputs) {
+  const char **all = calloc((size_t)n_sets + 1, sizeof *all);
   char *wd = NULL;
   int n = 0;
   if (!all) {
@@ -117,7 +120,7 @@ static struct cfg_node *load_config(const char *workflow, const char *const *set
     if (wd) all[n++] = wd;
   }
   struct cfg_errors errs = {0};
-  struct cfg_node *root = cfg_load(workflow, all, n, &errs);
+  struct cfg_node *root = cfg_load_checked(workflow, all, n, inputs, &errs);
   if (!root) {
     print_errors(&errs);
     if (errs.n > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", errs.n, workflow);
@@ -129,7 +132,7 @@ static struct cfg_node *load_config(const char *workflow, const char *const *set
 }
 
 int runner_check(const char *workflow, const char *const *sets, int n_sets) {
-  struct cfg_node *root = load_config(workflow, sets, n_sets, NULL);
+  struct cfg_node *root = load_config(workflow, sets, n_sets, NULL, "*");
   if (!root) return SE3_EXIT_USAGE;
   cfg_print(stdout, root);
   cfg_node_free(root);
@@ -502,7 +505,13 @@ int runner_run(const struct run_opts *o) {
     fprintf(stderr, "se3screen run: SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT do not describe a shard\n");
     return SE3_EXIT_USAGE;
   }
-  r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir);
+  {
+    char inputs[128] = ""; /* the stages that may run read their inputs */
+    for (int i = first; i <= last; i++)
+      snprintf(inputs + strlen(inputs), sizeof inputs - strlen(inputs), "%s%s", i > first ? " " : "",
+               all_stages[i]->name);
+    r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir, inputs);
+  }
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */
   const struct cfg_node *stages = cfg_get(r.root, "stages");
@@ -758,7 +767,7 @@ int runner_merge(const char *db_path) {
     for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
          t = strtok_r(NULL, "\n", &save))
       setv[n_set++] = t;
-    r.root = workflow ? load_config(workflow, setv, n_set, NULL) : NULL;
+    r.root = workflow ? load_config(workflow, setv, n_set, NULL, NULL) : NULL;
     if (!r.root) {
       snprintf(r.err, sizeof r.err, "cannot load the workflow %s the shards were made from", workflow ? workflow : "?");
       goto done;
@@ -913,7 +922,7 @@ int runner_status(const char *target, const char *const *sets, int n_sets) {
   struct cfg_node *root = NULL;
   char dbpath[PATH_MAX + 32];
   if (has_suffix(target, ".yaml") || has_suffix(target, ".yml")) {
-    root = load_config(target, sets, n_sets, NULL);
+    root = load_config(target, sets, n_sets, NULL, NULL);
     if (!root) return SE3_EXIT_USAGE;
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir", "."));
   } else {

@@ -5,8 +5,8 @@
  * shards and progress display; a stage only plans its chunks and fills one
  * chunk inside the transaction the runner opened for it.
  *
- * This header also defines the resolved configuration tree (struct cfg_node):
- * the runner builds it from YAML (pipeline/config.c), the stages read it.
+ * The stages read their configuration from the resolved tree (struct cfg_node,
+ * common/cfgtree.h) that the runner builds from YAML (pipeline/config.c).
  */
 #ifndef SE3_STAGE_H
 #define SE3_STAGE_H
@@ -16,48 +16,7 @@
 #include <stdint.h>
 #include <sqlite3.h>
 
-/* ---- configuration tree ------------------------------------------------ */
-
-enum cfg_kind { CFG_NULL, CFG_SCALAR, CFG_LIST, CFG_MAP };
-
-/* Type of a scalar after validation against the schema. */
-enum cfg_type { CFG_T_ANY, CFG_T_STRING, CFG_T_PATH, CFG_T_INT, CFG_T_FLOAT, CFG_T_BOOL, CFG_T_ENUM };
-
-struct cfg_node {
-  enum cfg_kind kind;
-  enum cfg_type type;     /* for scalars, once validated */
-  char *key;              /* key in the parent mapping, NULL for list items */
-  char *value;            /* scalar text; for CFG_T_PATH an absolute path */
-  int64_t i;              /* CFG_T_INT, CFG_T_BOOL (0/1) */
-  double f;               /* CFG_T_FLOAT, and CFG_T_INT as a double */
-  int no_hash;            /* leaf does not change results (workers, progress) */
-  struct cfg_node **kids; /* list items or mapping entries, in order */
-  int n_kids;
-  char *file;             /* where the node was written (1-based line:col), */
-  int line, col;          /* "<default>" / "<--set>" for filled-in values    */
-};
-
-/* Look up a dotted path ("stages.ingest.workers"); NULL when absent. */
-const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path);
-/* Typed getters over a dotted path; `dflt` is returned when absent. */
-int64_t cfg_int(const struct cfg_node *n, const char *path, int64_t dflt);
-double cfg_float(const struct cfg_node *n, const char *path, double dflt);
-int cfg_bool(const struct cfg_node *n, const char *path, int dflt);
-const char *cfg_str(const struct cfg_node *n, const char *path, const char *dflt);
-
-struct cfg_node *cfg_node_new(enum cfg_kind kind, const char *key, const char *file, int line, int col);
-void cfg_node_add(struct cfg_node *parent, struct cfg_node *kid);
-struct cfg_node *cfg_node_copy(const struct cfg_node *n);
-void cfg_node_free(struct cfg_node *n);
-
-/* 64-bit FNV-1a, used for canonical configuration hashes. */
-#define SE3_HASH_INIT 0xcbf29ce484222325ULL
-uint64_t se3_hash_bytes(uint64_t h, const void *p, size_t n);
-uint64_t se3_hash_str(uint64_t h, const char *s);
-/* Hash of a subtree in canonical form: mapping keys in sorted order, scalars by
- * their resolved text, no_hash leaves skipped. Key order in the YAML does not
- * matter; any value change does. */
-uint64_t cfg_hash(uint64_t h, const struct cfg_node *n);
+#include "common/cfgtree.h"
 
 /* ---- stages ------------------------------------------------------------ */
 

@@ -47,6 +47,7 @@ Test(cli, check_prints_resolved_config_or_every_error) {
   cr_assert(strstr(out, "wf.yaml:6:30: stages.ingest.workers: must be between 0 and 1024, got -1"), "%s", out);
   free(out);
   free(wf);
+  free(tu_write(dir, "x.sdf", "")); /* check looks for input files */
   wf = tu_write(dir, "ok.yaml", "workflow: t\nsets:\n  a:\n    - {path: x.sdf}\n");
   cr_assert_eq(tu_se3(&out, "check %s --set ingest.seed=7", wf), 0, "%s", out);
   cr_assert(strstr(out, "seed: 7"), "%s", out);
@@ -95,6 +96,39 @@ Test(cli, status_and_read_only_query) {
   free(out);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 20);
   cr_assert_eq(tu_se3(&out, "query %s/nothing.db \"SELECT 1\"", dir), 2);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* Input files that do not exist are configuration errors: `check` reports
+ * them with the other problems, and `run` refuses before making the workdir. */
+Test(cli, missing_inputs_fail_check_and_run_before_the_workdir) {
+  char *dir = tu_tmpdir("cli_missing_input");
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+                      "sets:\n  a:\n    - {path: data/gone.sdf}\n    - {path: \"data/*.smi\"}\n"
+                      "stages:\n  ingest: {gen3d: sometimes}\n");
+  char want[3][1400];
+  snprintf(want[0], sizeof want[0], "wf.yaml:6:8: sets.a.0.path: no such file: %s/data/gone.sdf", dir);
+  snprintf(want[1], sizeof want[1], "wf.yaml:7:8: sets.a.1.path: no file matches: %s/data/*.smi", dir);
+  snprintf(want[2], sizeof want[2], "wf.yaml:9:12: stages.ingest.gen3d: must be one of");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "check %s", wf), 2, "%s", out);
+  for (int i = 0; i < 3; i++)
+    cr_assert(strstr(out, want[i]), "missing '%s' in\n%s", want[i], out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --set ingest.gen3d=auto", wf), 2, "%s", out);
+  for (int i = 0; i < 2; i++)
+    cr_assert(strstr(out, want[i]), "missing '%s' in\n%s", want[i], out);
+  free(out);
+  cr_assert_neq(tu_sh(NULL, "test -e %s/work", dir), 0, "run made the workdir");
+
+  /* with the files in place, both pass (relative to the workflow file) */
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/data && head -n 20 %s > %s/data/gone.sdf && printf 'CCO\\n' > %s/data/x.smi",
+                     dir, tu_src("workflows/data/qm9_mini.sdf"), dir, dir),
+               0);
+  cr_assert_eq(tu_se3(&out, "check %s --set ingest.gen3d=auto", wf), 0, "%s", out);
   free(out);
   free(wf);
   free(dir);

@@ -309,7 +309,8 @@ Test(train_options, a_bad_score_checkpoint_is_explained) {
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
-  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/none.ckpt", wf, dir), 1, "%s", out);
+  /* a missing one is a configuration error, found before anything runs */
+  cr_assert_eq(tu_se3(&out, "run %s --set score.checkpoint=%s/none.ckpt", wf, dir), 2, "%s", out);
   cr_assert(strstr(out, "stages.score.checkpoint: ") && strstr(out, "none.ckpt"), "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL,

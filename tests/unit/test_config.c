@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipeline/config.h"
@@ -19,10 +20,10 @@ static char *joined(const struct cfg_errors *e) {
   size_t len = 1;
   for (int i = 0; i < e->n; i++)
     len += strlen(e->msgs[i]) + 1;
-  char *s = calloc(1, len);
+  char *s = calloc(1, len), *end = s;
   for (int i = 0; i < e->n; i++) {
-    strcat(s, e->msgs[i]);
-    strcat(s, "\n");
+    end = stpcpy(end, e->msgs[i]);
+    end = stpcpy(end, "\n");
   }
   return s;
 }
@@ -755,5 +756,276 @@ Test(config, model_presets_fill_the_architecture) {
       path);
   cfg_errors_free(&e);
   free(path);
+  free(dir);
+}
+
+/* ---- bounds on configuration files ---------------------------------------------------- */
+
+/* An include (or a model file) that is a device or a FIFO is refused at once,
+ * without reading it: /dev/zero never ends and opening a FIFO blocks until a
+ * writer comes. */
+Test(config, special_files_are_refused, .timeout = 10) {
+  char *dir = tu_tmpdir("config_special");
+  char fifo[1100];
+  snprintf(fifo, sizeof fifo, "%s/pipe.yaml", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  double t0 = tu_now();
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [/dev/zero, pipe.yaml]\n", NULL, 0, &e, &p);
+  cr_assert_lt(tu_now() - t0, 1.0);
+  expect_msg(&e, "%s:2:11: include.0: cannot read '/dev/zero': not a regular file (a character device)", p);
+  expect_msg(&e, "%s:2:22: include.1: cannot read '%s': not a regular file (a FIFO)", p, fifo);
+  cr_assert_eq(e.n, 2);
+  cfg_errors_free(&e);
+  free(p);
+
+  /* a model file, and the workflow itself */
+  load_bad(dir, "wf.yaml", "workflow: t\nstages: {train: {model: /dev/zero}}\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:2:18: stages.train.model: cannot read '/dev/zero': not a regular file (a character device)", p);
+  cfg_errors_free(&e);
+  free(p);
+  cr_assert_null(cfg_load(fifo, NULL, 0, &e));
+  expect_msg(&e, "%s:0:0: (root): cannot read: not a regular file (a FIFO)", fifo);
+  cfg_errors_free(&e);
+  free(dir);
+}
+
+/* Every configuration file is capped at 1 MiB, and the message says so. */
+Test(config, oversized_files_are_refused, .timeout = 10) {
+  char *dir = tu_tmpdir("config_big");
+  size_t n = 2 << 20;
+  char *text = malloc(n + 64);
+  strcpy(text, "workflow: t\n");
+  size_t len = strlen(text);
+  while (len + 64 < n) {
+    memcpy(text + len, "# a comment line that only takes room ...........................\n", 65);
+    len += 64;
+  }
+  text[len] = 0;
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml", text, NULL, 0, &e, &p);
+  expect_msg(&e, "%s:0:0: (root): cannot read: larger than 1 MiB, the limit for configuration files", p);
+  cfg_errors_free(&e);
+  char *big = tu_write(dir, "big.yaml", text);
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [big.yaml]\n", NULL, 0, &e, NULL);
+  char *all = joined(&e);
+  cr_assert(strstr(all, "include.0: cannot read '") && strstr(all, "big.yaml': larger than 1 MiB"), "%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  /* just under the cap is fine */
+  text[(1 << 20) - 1] = 0;
+  cfg_node_free(load_ok(dir, "wf.yaml", text, NULL, 0));
+  free(big);
+  free(p);
+  free(text);
+  free(dir);
+}
+
+/* Levels 1..n of includes where a<k> and b<k> both include a<k-1> and b<k-1>:
+ * 2^n paths to a0, each file read once. a<k> sets the seed to k and b<k> the
+ * chunk size to k; a0 sets max_atoms and dedupe instead. */
+static void write_diamond(const char *dir, int levels, const char *bottom_extra) {
+  char name[32], text[512];
+  snprintf(text, sizeof text, "stages: {ingest: {max_atoms: 7, dedupe: smiles}}\n%s", bottom_extra);
+  free(tu_write(dir, "a0.yaml", text));
+  free(tu_write(dir, "b0.yaml", "run: {chunk_size: 1}\n"));
+  for (int k = 1; k <= levels; k++) {
+    snprintf(name, sizeof name, "a%d.yaml", k);
+    snprintf(text, sizeof text, "include: [a%d.yaml, b%d.yaml]\nstages: {ingest: {seed: %d}}\n", k - 1, k - 1, k);
+    free(tu_write(dir, name, text));
+    snprintf(name, sizeof name, "b%d.yaml", k);
+    snprintf(text, sizeof text, "include: [a%d.yaml, b%d.yaml]\nrun: {chunk_size: %d}\n", k - 1, k - 1, k);
+    free(tu_write(dir, name, text));
+  }
+}
+
+/* A file included along many paths is read once; the result is the same as
+ * expanding every path in order (later wins), which for the diamond means: the
+ * last include b<n> brings its own chunk size, and the seed of a1 (the last
+ * file to set it in b<n>'s expansion, which ends with b2's: a1 b1 b2). Reading
+ * each file only at its first inclusion would give a<n>'s seed instead. */
+Test(config, diamond_includes_cost_linear_time, .timeout = 20) {
+  char *dir = tu_tmpdir("config_diamond");
+  write_diamond(dir, 2, "");
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [a2.yaml, b2.yaml]\n", NULL, 0);
+  /* expanded by hand: a0 b0 a1 a0 b0 b1 a2 | a0 b0 a1 a0 b0 b1 b2 */
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 1);
+  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 2);
+  cfg_node_free(r);
+
+  write_diamond(dir, 25, "");
+  double t0 = tu_now();
+  r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [a25.yaml, b25.yaml]\n", NULL, 0);
+  cr_assert_lt(tu_now() - t0, 2.0);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 1);
+  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 25);
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", -1), 7);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe", "?"), "smiles");
+  cfg_node_free(r);
+  free(dir);
+}
+
+/* A cycle is reported once, with the chain, even when the file that closes it
+ * is reached along 2^25 paths. */
+Test(config, include_cycles_are_reported_once, .timeout = 20) {
+  char *dir = tu_tmpdir("config_cycle");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [wf.yaml]\n", NULL, 0, &e, &p);
+  expect_msg(&e, "%s:2:11: include.0: include cycle: %s -> %s/wf.yaml", p, p, dir);
+  cr_assert_eq(e.n, 1);
+  cfg_errors_free(&e);
+  free(p);
+
+  write_diamond(dir, 25, "include: [../config_cycle/wf.yaml]\n");
+  double t0 = tu_now();
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [a25.yaml, b25.yaml]\n", NULL, 0, &e, &p);
+  cr_assert_lt(tu_now() - t0, 2.0);
+  char *all = joined(&e);
+  cr_assert_eq(e.n, 1, "%s", all);
+  char want[2048];
+  snprintf(want, sizeof want, "%s/a0.yaml:2:11: include.0: include cycle: %s -> %s/a25.yaml -> %s/a24.yaml -> ", dir, p,
+           dir, dir);
+  cr_assert(strncmp(all, want, strlen(want)) == 0, "%s", all);
+  snprintf(want, sizeof want, " -> %s/a0.yaml -> %s/../config_cycle/wf.yaml\n", dir, dir);
+  cr_assert(strstr(all, want), "%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  free(p);
+  free(dir);
+}
+
+/* A chain of distinct includes is bounded too (64 files deep). */
+Test(config, include_chains_are_bounded, .timeout = 20) {
+  char *dir = tu_tmpdir("config_chain");
+  char name[32], text[64];
+  for (int i = 0; i < 70; i++) {
+    snprintf(name, sizeof name, "c%d.yaml", i);
+    snprintf(text, sizeof text, "include: [c%d.yaml]\n", i + 1);
+    free(tu_write(dir, name, text));
+  }
+  free(tu_write(dir, "c70.yaml", "run: {chunk_size: 3}\n"));
+  struct cfg_errors e = {0};
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [c0.yaml]\n", NULL, 0, &e, NULL);
+  expect_msg(&e, "%s/c62.yaml:1:11: include.0: cannot read '%s/c63.yaml': includes nested deeper than 64 files", dir,
+             dir);
+  cr_assert_eq(e.n, 1);
+  cfg_errors_free(&e);
+  /* 60 deep is fine */
+  free(tu_write(dir, "c60.yaml", "run: {chunk_size: 3}\n"));
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [c0.yaml]\n", NULL, 0);
+  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 3);
+  cfg_node_free(r);
+  free(dir);
+}
+
+/* Keys are looked up through an index: 200,000 keys in one mapping (each an
+ * unknown key, plus one duplicate), and two included mappings of 100,000 keys
+ * each merged key by key, take about a second, not minutes (the bound leaves
+ * room for the sanitizer build and a loaded machine). */
+Test(config, large_mappings_cost_linear_time, .timeout = 60) {
+  char *dir = tu_tmpdir("config_bigmap");
+  /* 3-character keys (61^3 of them; no 'r', so none is "run") */
+  static const char digits[] = "0123456789abcdefghijklmnopqstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  char key[4] = {0};
+  size_t cap = 1100000;
+  char *text = malloc(cap), *a = malloc(cap), *b = malloc(cap);
+  size_t n = 0, na = 0, nb = 0;
+  n += (size_t)sprintf(text, "workflow: t\n");
+  for (int i = 0; i < 200000; i++) {
+    key[0] = digits[i / 3721];
+    key[1] = digits[i / 61 % 61];
+    key[2] = digits[i % 61];
+    n += (size_t)sprintf(text + n, "%s:\n", key);
+    if (i < 100000) na += (size_t)sprintf(a + na, "%s:\n", key);
+    if (i >= 50000 && i < 150000) nb += (size_t)sprintf(b + nb, "%s:\n", key);
+  }
+  n += (size_t)sprintf(text + n, "000: 1\n"); /* the first key again */
+  cr_assert_lt(n, (size_t)1 << 20);
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  double t0 = tu_now();
+  load_bad(dir, "wf.yaml", text, NULL, 0, &e, &p);
+  double t = tu_now() - t0;
+  cr_assert_lt(t, 10.0, "200,000 keys took %.1f s", t); /* ~0.5 s; minutes when quadratic */
+  cr_assert_eq(e.n, 200001);
+  expect_msg(&e, "%s:200002:1: 000: duplicate key (first at line 2)", p);
+  expect_msg(&e, "%s:200001:1: %s: unknown key '%s'", p, key, key); /* the last one */
+  cfg_errors_free(&e);
+  free(p);
+
+  free(tu_write(dir, "a.yaml", a));
+  free(tu_write(dir, "b.yaml", b));
+  t0 = tu_now();
+  load_bad(dir, "wf.yaml", "workflow: t\ninclude: [a.yaml, b.yaml]\n", NULL, 0, &e, NULL);
+  t = tu_now() - t0;
+  cr_assert_lt(t, 10.0, "merging 2 x 100,000 keys took %.1f s", t);
+  cr_assert_eq(e.n, 150000);
+  cfg_errors_free(&e);
+  free(text);
+  free(a);
+  free(b);
+  free(dir);
+}
+
+/* ---- input files ------------------------------------------------------------------------- */
+
+/* With input checking, every input path that does not exist (or a pattern
+ * that matches nothing, or a folder) is reported with the other problems; the
+ * plain load does not look at input files. */
+Test(config, missing_inputs_are_reported_with_the_other_errors) {
+  char *dir = tu_tmpdir("config_inputs");
+  free(tu_write(dir, "present.sdf", ""));
+  free(tu_write(dir, "here-1.sdf", ""));
+  char sub[1100];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  cr_assert_eq(mkdir(sub, 0755), 0);
+  const char *text = "workflow: t\n"
+                     "sets:\n"
+                     "  a:\n"
+                     "    - {path: missing.sdf}\n"
+                     "    - {path: \"nomatch*.sdf\"}\n"
+                     "    - {path: present.sdf, labels_csv: {path: nolabels.csv}}\n"
+                     "    - {path: sub}\n"
+                     "    - {path: \"here-*.sdf\"}\n"
+                     "stages:\n"
+                     "  ingest: {gen3d: sometimes}\n"
+                     "  score: {checkpoint: none.ckpt}\n";
+  char *p = tu_write(dir, "wf.yaml", text);
+  struct cfg_errors e = {0};
+  cr_assert_null(cfg_load_checked(p, NULL, 0, "*", &e));
+  expect_msg(&e, "%s:4:8: sets.a.0.path: no such file: %s/missing.sdf", p, dir);
+  expect_msg(&e, "%s:5:8: sets.a.1.path: no file matches: %s/nomatch*.sdf", p, dir);
+  expect_msg(&e, "%s:6:40: sets.a.2.labels_csv.path: no such file: %s/nolabels.csv", p, dir);
+  expect_msg(&e, "%s:7:8: sets.a.3.path: a folder, not a file: %s/sub", p, dir);
+  expect_msg(&e, "%s:11:11: stages.score.checkpoint: no such file: %s/none.ckpt", p, dir);
+  expect_msg(&e, "%s:10:12: stages.ingest.gen3d: must be one of auto, always, never; got 'sometimes'", p);
+  cr_assert_eq(e.n, 6);
+  cfg_errors_free(&e);
+
+  /* only the inputs of the stages named */
+  cr_assert_null(cfg_load_checked(p, NULL, 0, "graph score", &e));
+  expect_msg(&e, "%s:11:11: stages.score.checkpoint: no such file: %s/none.ckpt", p, dir);
+  cr_assert_eq(e.n, 2);
+  cfg_errors_free(&e);
+  const char *fix[] = {"ingest.gen3d=auto"};
+  struct cfg_node *r = cfg_load_checked(p, fix, 1, "graph", &e);
+  cr_assert_not_null(r);
+  cr_assert_eq(e.n, 0);
+  cfg_node_free(r);
+  /* --set paths are relative to the current folder, and checked too */
+  const char *set[] = {"ingest.gen3d=auto", "score.checkpoint=/nonexistent/x.ckpt"};
+  cr_assert_null(cfg_load_checked(p, set, 2, "score", &e));
+  expect_msg(&e,
+             "--set score.checkpoint=/nonexistent/x.ckpt: stages.score.checkpoint: no such file: /nonexistent/x.ckpt");
+  cr_assert_eq(e.n, 1);
+  cfg_errors_free(&e);
+  /* the plain load does not look */
+  r = cfg_load(p, fix, 1, &e);
+  cr_assert_not_null(r);
+  cfg_node_free(r);
+  free(p);
   free(dir);
 }

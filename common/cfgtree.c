@@ -1,8 +1,8 @@
-/* stage.c — the configuration tree shared by the runner and the stages:
+/* cfgtree.c — the configuration tree shared by the runner and the stages:
  * lookup, typed getters, construction, and the canonical hash that keys the
  * ledger (so it must never change for an unchanged configuration). */
 #define _GNU_SOURCE
-#include "stage.h"
+#include "common/cfgtree.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -107,11 +107,18 @@ struct cfg_node *cfg_node_new(enum cfg_kind kind, const char *key, const char *f
   return n;
 }
 
+/* Appends in amortised constant time: a mapping of many keys is built in
+ * linear time. (cap_kids may be below n_kids in a node whose kids array was
+ * made elsewhere; the array is then grown.) */
 void cfg_node_add(struct cfg_node *parent, struct cfg_node *kid) {
   if (!parent || !kid) return;
-  struct cfg_node **k = realloc(parent->kids, (size_t)(parent->n_kids + 1) * sizeof *k);
-  if (!k) return;
-  parent->kids = k;
+  if (parent->n_kids >= parent->cap_kids) {
+    int cap = parent->n_kids < 4 ? 8 : 2 * parent->n_kids;
+    struct cfg_node **k = realloc(parent->kids, (size_t)cap * sizeof *k);
+    if (!k) return;
+    parent->kids = k;
+    parent->cap_kids = cap;
+  }
   parent->kids[parent->n_kids++] = kid;
 }
 
@@ -130,6 +137,7 @@ struct cfg_node *cfg_node_copy(const struct cfg_node *n) {
       cfg_node_free(c);
       return NULL;
     }
+    c->cap_kids = n->n_kids;
     for (int i = 0; i < n->n_kids; i++) {
       c->kids[i] = cfg_node_copy(n->kids[i]);
       c->n_kids++;

@@ -1,0 +1,478 @@
+/* config_validate.c — errors and validation: messages located at
+ * file:line:col (or at the --set that made a node), a tree checked against
+ * the schema (types, ranges, enums, required and unknown keys with a "did
+ * you mean"), defaults filled in, keys put in schema order.
+ */
+#define _GNU_SOURCE
+#include "pipeline/config_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Messages are appended with room doubled at powers of two, so that a file
+ * with many mistakes is reported in linear time. */
+void cfg_add_msg(struct ld *ld, char *msg) {
+  ld->n_errs++;
+  if (!msg) return;
+  if (!ld->errs) {
+    free(msg);
+    return;
+  }
+  int n = ld->errs->n;
+  if (n == 0 || (n >= 8 && (n & (n - 1)) == 0)) {
+    char **m = realloc(ld->errs->msgs, (n ? 2 * (size_t)n : 8) * sizeof *m);
+    if (!m) {
+      free(msg);
+      return;
+    }
+    ld->errs->msgs = m;
+  }
+  ld->errs->msgs[ld->errs->n++] = msg;
+}
+
+void cfg_verr(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path, const char *fmt,
+              va_list ap) {
+  char *text = NULL, *msg = NULL;
+  if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+  const char *p = path && *path ? path : "(root)";
+  int rc;
+  if (origin)
+    rc = asprintf(&msg, "--set %s: %s: %s", origin, p, text ? text : "?");
+  else
+    rc = asprintf(&msg, "%s:%d:%d: %s: %s", file ? file : "?", line, col, p, text ? text : "?");
+  if (rc < 0) msg = NULL;
+  free(text);
+  cfg_add_msg(ld, msg);
+}
+
+void cfg_err_at(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path,
+                const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cfg_verr(ld, file, line, col, origin, path, fmt, ap);
+  va_end(ap);
+}
+
+int cfg_is_set_node(const struct cfg_node *n) { return n->file && strcmp(n->file, SET_FILE) == 0; }
+
+static const char *origin_of(const struct ld *ld, const struct cfg_node *n) {
+  for (int i = ld->n_origins - 1; i >= 0; i--)
+    if (ld->origins[i].node == n) return ld->origins[i].text;
+  return NULL;
+}
+
+void cfg_err_node(struct ld *ld, const struct cfg_node *n, const char *path, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const char *origin = cfg_is_set_node(n) ? origin_of(ld, n) : NULL;
+  cfg_verr(ld, n->file, n->line, n->col, origin, path, fmt, ap);
+  va_end(ap);
+}
+
+void cfg_register_tree(struct ld *ld, const struct cfg_node *n, const char *text) {
+  struct origin *o = realloc(ld->origins, (size_t)(ld->n_origins + 1) * sizeof *o);
+  if (!o) return;
+  ld->origins = o;
+  o[ld->n_origins++] = (struct origin){n, text};
+  for (int i = 0; i < n->n_kids; i++)
+    cfg_register_tree(ld, n->kids[i], text);
+}
+
+/* Before a node is freed, so a later node at the same address is not mistaken for it. */
+void cfg_unregister_tree(struct ld *ld, const struct cfg_node *n) {
+  for (int i = 0; i < ld->n_origins; i++)
+    if (ld->origins[i].node == n) ld->origins[i].node = NULL;
+  for (int i = 0; i < n->n_kids; i++)
+    cfg_unregister_tree(ld, n->kids[i]);
+}
+
+static void mark_no_hash(struct cfg_node *n) {
+  n->no_hash = 1;
+  for (int i = 0; i < n->n_kids; i++)
+    mark_no_hash(n->kids[i]);
+}
+
+/* ---- values and suggestions -------------------------------------------------- */
+
+/* How a value looks, for "expected X, got Y". */
+void cfg_describe(const struct cfg_node *n, char *buf, size_t size) {
+  switch (n->kind) {
+  case CFG_NULL:
+    snprintf(buf, size, "an empty value");
+    break;
+  case CFG_LIST:
+    snprintf(buf, size, "a list");
+    break;
+  case CFG_MAP:
+    snprintf(buf, size, "a mapping");
+    break;
+  case CFG_SCALAR:
+    if (strlen(n->value) > 60)
+      snprintf(buf, size, "'%.57s...'", n->value);
+    else
+      snprintf(buf, size, "'%s'", n->value);
+    break;
+  }
+}
+
+void cfg_err_expected(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *what) {
+  char d[96];
+  cfg_describe(n, d, sizeof d);
+  cfg_err_node(ld, n, cfg_path_str(p), "expected %s, got %s", what, d);
+}
+
+static int levenshtein(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return 1000;
+  int prev[65], cur[65];
+  for (size_t j = 0; j <= lb; j++)
+    prev[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+      int del = prev[j] + 1, ins = cur[j - 1] + 1;
+      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+    }
+    memcpy(prev, cur, sizeof cur);
+  }
+  return prev[lb];
+}
+
+/* The closest candidate: one that starts with the word (a truncated key,
+ * shortest first), else one within edit distance 2 (less than the word
+ * itself), else one that the word starts with. */
+static const char *suggest(const char *word, const char *const *cands, int n) {
+  const char *best = NULL;
+  int wl = (int)strlen(word);
+  if (wl >= 3)
+    for (int i = 0; i < n; i++)
+      if (strncmp(cands[i], word, (size_t)wl) == 0 && (!best || strlen(cands[i]) < strlen(best))) best = cands[i];
+  if (best) return best;
+  int best_d = 3;
+  for (int i = 0; i < n; i++) {
+    int d = levenshtein(word, cands[i]);
+    if (d < best_d && d < wl && d < (int)strlen(cands[i])) {
+      best = cands[i];
+      best_d = d;
+    }
+  }
+  if (best) return best;
+  for (int i = 0; i < n; i++) {
+    size_t cl = strlen(cands[i]);
+    if (cl >= 3 && strncmp(word, cands[i], cl) == 0) return cands[i];
+  }
+  return NULL;
+}
+
+/* The keys of a mapping as an array of strings (malloc'd, not the strings). */
+static const char **keys_of(const struct cfg_node *m, int *n) {
+  *n = 0;
+  if (!m || m->n_kids == 0) return NULL;
+  const char **k = malloc((size_t)m->n_kids * sizeof *k);
+  if (!k) return NULL;
+  for (int i = 0; i < m->n_kids; i++)
+    if (m->kids[i]->key) k[(*n)++] = m->kids[i]->key;
+  return k;
+}
+
+/* ---- validation against the schema ------------------------------------------------ */
+
+static void err_range(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *lo, const char *hi) {
+  if (lo && hi)
+    cfg_err_node(ld, n, cfg_path_str(p), "must be between %s and %s, got %s", lo, hi, n->value);
+  else if (lo)
+    cfg_err_node(ld, n, cfg_path_str(p), "must be at least %s, got %s", lo, n->value);
+  else
+    cfg_err_node(ld, n, cfg_path_str(p), "must be at most %s, got %s", hi, n->value);
+}
+
+static void set_value(struct cfg_node *n, const char *text) {
+  char *v = strdup(text);
+  if (!v) return;
+  free(n->value);
+  n->value = v;
+}
+
+static void check_int(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
+  int64_t v = 0, lo = 0, hi = 0;
+  int r = cfg_parse_int(n->value, &v);
+  if (r == 0) {
+    cfg_err_expected(ld, n, p, "an integer");
+    return;
+  }
+  const char *slo = cfg_sch_text(s, "min"), *shi = cfg_sch_text(s, "max");
+  int has_lo = slo && cfg_parse_int(slo, &lo) == 1, has_hi = shi && cfg_parse_int(shi, &hi) == 1;
+  if (r < 0 || (has_lo && v < lo) || (has_hi && v > hi)) {
+    if (has_lo || has_hi)
+      err_range(ld, n, p, has_lo ? slo : NULL, has_hi ? shi : NULL);
+    else
+      cfg_err_node(ld, n, cfg_path_str(p), "integer out of range, got %s", n->value);
+    return;
+  }
+  n->type = CFG_T_INT;
+  n->i = v;
+  n->f = (double)v;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  set_value(n, buf); /* canonical text: "+7" and "007" print as 7 */
+}
+
+static void check_float(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
+  double v = 0, lo = 0, hi = 0;
+  if (!cfg_parse_float(n->value, &v)) {
+    cfg_err_expected(ld, n, p, "a number");
+    return;
+  }
+  const char *slo = cfg_sch_text(s, "min"), *shi = cfg_sch_text(s, "max");
+  int has_lo = slo && cfg_parse_float(slo, &lo), has_hi = shi && cfg_parse_float(shi, &hi);
+  if ((has_lo && v < lo) || (has_hi && v > hi)) {
+    err_range(ld, n, p, has_lo ? slo : NULL, has_hi ? shi : NULL);
+    return;
+  }
+  n->type = CFG_T_FLOAT;
+  n->f = v;
+}
+
+static void check_enum(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
+  const struct cfg_node *vals = cfg_find_kid(s, "values");
+  int nv = vals && vals->kind == CFG_LIST ? vals->n_kids : 0;
+  if (n->kind == CFG_SCALAR)
+    for (int i = 0; i < nv; i++)
+      if (vals->kids[i]->value && strcmp(vals->kids[i]->value, n->value) == 0) {
+        n->type = CFG_T_ENUM;
+        return;
+      }
+  /* "must be one of a, b, c; got 'x'; did you mean 'y'?" */
+  size_t cap = 64;
+  for (int i = 0; i < nv; i++)
+    cap += vals->kids[i]->value ? strlen(vals->kids[i]->value) + 2 : 0;
+  char *list = calloc(1, cap);
+  const char **cands = calloc((size_t)nv + 1, sizeof *cands);
+  int nc = 0;
+  if (list && cands)
+    for (int i = 0; i < nv; i++) {
+      if (!vals->kids[i]->value) continue;
+      if (nc) strcat(list, ", ");
+      strcat(list, vals->kids[i]->value);
+      cands[nc++] = vals->kids[i]->value;
+    }
+  char d[96];
+  cfg_describe(n, d, sizeof d);
+  const char *sug = n->kind == CFG_SCALAR && cands ? suggest(n->value, cands, nc) : NULL;
+  if (sug)
+    cfg_err_node(ld, n, cfg_path_str(p), "must be one of %s; got %s; did you mean '%s'?", list ? list : "", d, sug);
+  else
+    cfg_err_node(ld, n, cfg_path_str(p), "must be one of %s; got %s", list ? list : "", d);
+  free(list);
+  free(cands);
+}
+
+static void check_labels(struct ld *ld, struct cfg_node *n, struct path *p) {
+  if (n->kind == CFG_LIST) {
+    for (int i = 0; i < n->n_kids; i++) {
+      struct cfg_node *k = n->kids[i];
+      size_t old = cfg_path_push_index(p, i);
+      if (k->kind != CFG_SCALAR)
+        cfg_err_expected(ld, k, p, "a label name");
+      else
+        k->type = CFG_T_STRING;
+      cfg_path_pop(p, old);
+    }
+  } else if (n->kind == CFG_MAP) {
+    for (int i = 0; i < n->n_kids; i++) {
+      struct cfg_node *k = n->kids[i];
+      size_t old = cfg_path_push(p, k->key);
+      int64_t iv;
+      double fv;
+      if (k->kind == CFG_SCALAR && cfg_parse_int(k->value, &iv) == 1) {
+        k->type = CFG_T_INT;
+        k->i = iv;
+        k->f = (double)iv;
+      } else if (k->kind == CFG_SCALAR && cfg_parse_float(k->value, &fv)) {
+        k->type = CFG_T_FLOAT;
+        k->f = fv;
+      } else {
+        cfg_err_expected(ld, k, p, "a number");
+      }
+      cfg_path_pop(p, old);
+    }
+  } else {
+    cfg_err_expected(ld, n, p, "a list of label names or a mapping name: number");
+  }
+}
+
+/* A default value from the schema, as a node of its own. */
+static struct cfg_node *make_default(const struct cfg_node *d, const char *key) {
+  struct cfg_node *n = cfg_node_copy(d);
+  if (!n) return NULL;
+  cfg_set_loc(n, DEFAULT_FILE, 0, 0);
+  free(n->key);
+  n->key = strdup(key);
+  return n;
+}
+
+static void err_unknown(struct ld *ld, const struct cfg_node *k, const struct cfg_node *fields, const struct path *p) {
+  /* a stage's section written at the top level */
+  if (cfg_find_kid(fields, "stages") && cfg_find_kid(cfg_find_kid(fields, "stages"), k->key)) {
+    cfg_err_node(ld, k, cfg_path_str(p), "unknown key '%s'; did you mean 'stages.%s'?", k->key, k->key);
+    return;
+  }
+  int nc;
+  const char **cands = keys_of(fields, &nc);
+  const char *sug = cands ? suggest(k->key, cands, nc) : NULL;
+  if (sug)
+    cfg_err_node(ld, k, cfg_path_str(p), "unknown key '%s'; did you mean '%s'?", k->key, sug);
+  else
+    cfg_err_node(ld, k, cfg_path_str(p), "unknown key '%s'", k->key);
+  free(cands);
+}
+
+/* The fields of a section or object: check the keys given, fill the absent
+ * ones, and put them in schema order (unknown keys last). */
+static void validate_fields(struct ld *ld, struct cfg_node *m, const struct cfg_node *fields, struct path *p) {
+  int w = 0;
+  for (int i = 0; i < m->n_kids; i++) {
+    struct cfg_node *k = m->kids[i];
+    const struct cfg_node *f = cfg_find_kid(fields, k->key);
+    size_t old = cfg_path_push(p, k->key);
+    if (!f) {
+      err_unknown(ld, k, fields, p);
+    } else if (k->kind == CFG_NULL && cfg_sch_type(f)) {
+      /* `key:` with nothing after it: as if absent */
+      if (!cfg_sch_flag(f, "required", 0)) {
+        cfg_node_free(k);
+        cfg_path_pop(p, old);
+        continue;
+      }
+      cfg_err_node(ld, k, cfg_path_str(p), "a value is required");
+    } else {
+      cfg_validate(ld, k, f, p);
+    }
+    cfg_path_pop(p, old);
+    m->kids[w++] = k;
+  }
+  m->n_kids = w;
+
+  for (int i = 0; fields && i < fields->n_kids; i++) {
+    const struct cfg_node *f = fields->kids[i];
+    if (!f->key || cfg_find_kid(m, f->key)) continue;
+    size_t old = cfg_path_push(p, f->key);
+    const struct cfg_node *d = cfg_find_kid(f, "default");
+    struct cfg_node *n = NULL;
+    if (cfg_sch_flag(f, "required", 0))
+      cfg_err_node(ld, m, cfg_path_str(p), "required key is missing");
+    else if (d)
+      n = make_default(d, f->key);
+    else if (f->kind == CFG_MAP && !cfg_sch_type(f))
+      n = cfg_node_new(CFG_MAP, f->key, DEFAULT_FILE, 0, 0); /* a section: fill its defaults */
+    if (n) {
+      cfg_validate(ld, n, f, p);
+      cfg_node_add(m, n);
+    }
+    cfg_path_pop(p, old);
+  }
+
+  if (!fields || m->n_kids < 2) return;
+  struct cfg_node **sorted = malloc((size_t)m->n_kids * sizeof *sorted);
+  if (!sorted) return;
+  int ns = 0;
+  for (int i = 0; i < fields->n_kids; i++) {
+    int j = fields->kids[i]->key ? cfg_kid_index(m, fields->kids[i]->key) : -1;
+    if (j >= 0) sorted[ns++] = m->kids[j];
+  }
+  for (int i = 0; i < m->n_kids; i++)
+    if (!cfg_find_kid(fields, m->kids[i]->key)) sorted[ns++] = m->kids[i];
+  memcpy(m->kids, sorted, (size_t)ns * sizeof *sorted);
+  free(sorted);
+}
+
+void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p) {
+  if (!s || s->kind != CFG_MAP) {
+    cfg_err_node(ld, n, cfg_path_str(p), "schema: no usable entry for this key");
+    return;
+  }
+  const char *t = cfg_sch_type(s);
+  if (!t) { /* a plain section */
+    if (n->kind == CFG_NULL) n->kind = CFG_MAP;
+    if (n->kind != CFG_MAP)
+      cfg_err_expected(ld, n, p, "a mapping");
+    else
+      validate_fields(ld, n, s, p);
+    return;
+  }
+  int is_scalar = n->kind == CFG_SCALAR;
+  if (strcmp(t, "string") == 0) {
+    if (!is_scalar)
+      cfg_err_expected(ld, n, p, "a string");
+    else
+      n->type = CFG_T_STRING;
+  } else if (strcmp(t, "path") == 0) {
+    if (!is_scalar || !n->value[0]) {
+      cfg_err_expected(ld, n, p, "a path");
+    } else {
+      cfg_resolve_path(ld, n);
+      n->type = CFG_T_PATH;
+      const char *input = cfg_sch_text(s, "input");
+      if (input && cfg_wants_inputs_of(ld, input)) cfg_check_input(ld, n, p);
+    }
+  } else if (strcmp(t, "int") == 0) {
+    if (!is_scalar)
+      cfg_err_expected(ld, n, p, "an integer");
+    else
+      check_int(ld, n, s, p);
+  } else if (strcmp(t, "float") == 0) {
+    if (!is_scalar)
+      cfg_err_expected(ld, n, p, "a number");
+    else
+      check_float(ld, n, s, p);
+  } else if (strcmp(t, "bool") == 0) {
+    int b;
+    if (!is_scalar || !cfg_parse_bool(n->value, &b)) {
+      cfg_err_expected(ld, n, p, "true or false");
+    } else {
+      n->type = CFG_T_BOOL;
+      n->i = b;
+      n->f = b;
+      set_value(n, b ? "true" : "false");
+    }
+  } else if (strcmp(t, "enum") == 0) {
+    check_enum(ld, n, s, p);
+  } else if (strcmp(t, "list") == 0) {
+    const struct cfg_node *items = cfg_find_kid(s, "items");
+    if (n->kind != CFG_LIST) {
+      cfg_err_expected(ld, n, p, "a list");
+    } else {
+      for (int i = 0; items && i < n->n_kids; i++) {
+        size_t old = cfg_path_push_index(p, i);
+        cfg_validate(ld, n->kids[i], items, p);
+        cfg_path_pop(p, old);
+      }
+    }
+  } else if (strcmp(t, "map") == 0) {
+    const struct cfg_node *values = cfg_find_kid(s, "values");
+    if (n->kind != CFG_MAP) {
+      cfg_err_expected(ld, n, p, "a mapping");
+    } else {
+      for (int i = 0; values && i < n->n_kids; i++) {
+        size_t old = cfg_path_push(p, n->kids[i]->key);
+        cfg_validate(ld, n->kids[i], values, p);
+        cfg_path_pop(p, old);
+      }
+    }
+  } else if (strcmp(t, "object") == 0) {
+    if (n->kind != CFG_MAP)
+      cfg_err_expected(ld, n, p, "a mapping");
+    else
+      validate_fields(ld, n, cfg_find_kid(s, "fields"), p);
+  } else if (strcmp(t, "labels") == 0) {
+    check_labels(ld, n, p);
+  } else {
+    cfg_err_node(ld, n, cfg_path_str(p), "schema: unknown type '%s'", t);
+  }
+  if (!cfg_sch_flag(s, "hash", 1)) mark_no_hash(n);
+}
