@@ -1188,8 +1188,7 @@ int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *op
   if (!r) return -1;
   struct rec rec;
   int k;
-  while ((k = rec_next(r, &rec, err, errlen)) == 1) {
-  }
+  while ((k = rec_next(r, &rec, err, errlen)) == 1) {}
   rec_get_stats(r, st);
   rec_close(r);
   return k < 0 ? -1 : 0;
@@ -1304,8 +1303,7 @@ static unsigned sniff_mask(const char *head, size_t n) {
     if (line_is(&(struct piece){p, len, 1, 0, 0}, "M  END") || line_is(&(struct piece){p, len, 1, 0, 0}, "$$$$") ||
         sdf_counts_line(p, len))
       m |= 1u << MOL_FMT_SDF;
-    if ((has_prefix(p, len, "ATOM  ") || has_prefix(p, len, "HETATM")) && pdb_coords(p, len))
-      m |= 1u << MOL_FMT_PDB;
+    if ((has_prefix(p, len, "ATOM  ") || has_prefix(p, len, "HETATM")) && pdb_coords(p, len)) m |= 1u << MOL_FMT_PDB;
     if (nonblank == 1 && !blank) {
       if (has_prefix(p, len, "HEADER") || has_prefix(p, len, "COMPND") || has_prefix(p, len, "CRYST1") ||
           has_prefix(p, len, "REMARK"))
@@ -1317,8 +1315,7 @@ static unsigned sniff_mask(const char *head, size_t n) {
         const char *p2, *p3;
         size_t n2, n3;
         struct lines peek = it;
-        if (line_next(&peek, &p2, &n2) && line_next(&peek, &p3, &n3) && xyz_atom_line(p3, n3))
-          m |= 1u << MOL_FMT_XYZ;
+        if (line_next(&peek, &p2, &n2) && line_next(&peek, &p3, &n3) && xyz_atom_line(p3, n3)) m |= 1u << MOL_FMT_XYZ;
       }
     }
   }

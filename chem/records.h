@@ -123,7 +123,7 @@ int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_option
                   char *err, size_t errlen);
 /* A full scan filling *st (st->n_out: the records rec_next hands out); 0 or
  * -1 with err. */
-int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st,
-             char *err, size_t errlen);
+int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st, char *err,
+             size_t errlen);
 
 #endif

@@ -112,7 +112,8 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   const char *join = cfg_str(n, "join", "record");
   struct rec_options ro = {0};
   char err[512];
-  if (rec_check_regular(path, err, sizeof err) != 0) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  if (rec_check_regular(path, err, sizeof err) != 0)
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   /* The reader wants a SMILES column: give it any column; we only use fields. */
   struct rec_reader *rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
   if (!rd) {
@@ -240,7 +241,8 @@ static const char *fmt_upper(enum mol_format f) {
   static int k;
   char *b = buf[k++ & 3];
   snprintf(b, sizeof buf[0], "%s", rec_format_name(f));
-  for (char *c = b; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+  for (char *c = b; *c; c++)
+    *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
   return b;
 }
 
@@ -263,9 +265,8 @@ static int plan_progress(void *arg, const struct rec_stats *st, char *err, size_
   if (pp->show && now - pp->last >= pp->interval) {
     pp->last = now;
     pp->logged = 1;
-    pp->ctx->report->log(pp->ctx, "planning: %s: %lld lines read, %lld records so far (%lld empty), %.0f s",
-                         pp->path, (long long)st->lines, (long long)st->last_no, (long long)st->n_empty,
-                         now - pp->t0);
+    pp->ctx->report->log(pp->ctx, "planning: %s: %lld lines read, %lld records so far (%lld empty), %.0f s", pp->path,
+                         (long long)st->lines, (long long)st->last_no, (long long)st->n_empty, now - pp->t0);
   }
   return 0;
 }
@@ -308,16 +309,18 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
     p->fmt = seen;
   }
   if (p->fmt == MOL_FMT_UNKNOWN)
-    return stage_fail_at(ctx, cfg_get(item, "path"), "%s: cannot tell the format from the name or the contents; set `format:`", path);
+    return stage_fail_at(ctx, cfg_get(item, "path"),
+                         "%s: cannot tell the format from the name or the contents; set `format:`", path);
   p->ropt.smiles_column = cfg_str(item, "smiles_column", NULL);
   p->ropt.name_column = cfg_str(item, "name_column", NULL);
   p->labels = cfg_get(item, "labels");
   const struct cfg_node *side = cfg_get(item, "labels_csv");
   if (side && side->kind == CFG_MAP && side_load(ctx, side, &p->side)) return STAGE_ERROR;
   p->ropt.max_record_bytes = g->max_record_bytes;
-  struct plan_progress pp = {ctx, path, now_s(), 0, cfg_float(ctx->root, "run.progress_interval_s", 5),
-                             strcmp(cfg_str(ctx->root, "run.progress", "auto"), "none") != 0, 0};
+  struct plan_progress pp = {.ctx = ctx, .path = path, .t0 = now_s()};
   pp.last = pp.t0;
+  pp.interval = cfg_float(ctx->root, "run.progress_interval_s", 5);
+  pp.show = strcmp(cfg_str(ctx->root, "run.progress", "auto"), "none") != 0;
   p->ropt.progress = plan_progress;
   p->ropt.progress_arg = &pp;
   int rc = rec_scan(path, p->fmt, &p->ropt, &p->st, err, sizeof err);
@@ -819,8 +822,8 @@ static int check_yield(struct stage_ctx *ctx) {
     long long n_rej = sqlite3_column_int64(c, 0), n_dup = sqlite3_column_int64(c, 1);
     const char *first = (const char *)sqlite3_column_text(c, 2);
     if (n_dup == 0 && o < sizeof msg - 80) {
-      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s%s (%lld record%s rejected; record %.200s)",
-                            n_bad ? "; " : "", last, n_rej, n_rej == 1 ? "" : "s", first ? first : "?");
+      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s%s (%lld record%s rejected; record %.200s)", n_bad ? "; " : "",
+                            last, n_rej, n_rej == 1 ? "" : "s", first ? first : "?");
       if (o >= sizeof msg) o = sizeof msg - 1;
     }
     if (n_dup == 0) n_bad++;
@@ -841,7 +844,8 @@ out:
   sqlite3_finalize(q);
   sqlite3_finalize(f);
   sqlite3_finalize(c);
-  for (int i = 0; i < n_have; i++) free(have[i]);
+  for (int i = 0; i < n_have; i++)
+    free(have[i]);
   free(have);
   free(last);
   return ret;

@@ -218,8 +218,7 @@ Test(robustness, non_regular_inputs_refused) {
     double t0 = tu_now();
     int rc = run_bounded(&out, 60, wf, "--set run.progress=none");
     cr_assert_eq(rc, 1, "%s: exit %d after %.1f s:\n%s", cases[i].path, rc, tu_now() - t0, out);
-    cr_assert(strstr(out, cases[i].path) && strstr(out, "not a regular file") && strstr(out, cases[i].kind), "%s",
-              out);
+    cr_assert(strstr(out, cases[i].path) && strstr(out, "not a regular file") && strstr(out, cases[i].kind), "%s", out);
     free(out);
     free(wf);
     cr_assert_eq(tu_sh(NULL, "rm -rf %s/work", dir), 0);
@@ -264,9 +263,10 @@ static void write_gz_repeated(const char *path, const char *head, const char *te
 static const char *ETHANOL_SDF = "ethanol\n  test\n\n  3  2  0  0  0  0  0  0  0  0999 V2000\n"
                                  "    0.0000    0.0000    0.0000 C   0  0\n    1.5000    0.0000    0.0000 C   0  0\n"
                                  "    2.0000    1.2000    0.0000 O   0  0\n  1  2  1  0\n  2  3  1  0\nM  END\n$$$$\n";
-static const char *METHYLAMINE_SDF = "methylamine\n  test\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\n"
-                                     "    0.0000    0.0000    0.0000 C   0  0\n    1.4700    0.0000    0.0000 N   0  0\n"
-                                     "  1  2  1  0\nM  END\n$$$$\n";
+static const char *METHYLAMINE_SDF =
+    "methylamine\n  test\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\n"
+    "    0.0000    0.0000    0.0000 C   0  0\n    1.4700    0.0000    0.0000 N   0  0\n"
+    "  1  2  1  0\nM  END\n$$$$\n";
 
 /* A gzip'd SDF of 40 million "$$$$" lines between two molecules (200 MB
  * unzipped, 0.3 MB zipped). It used to plan 40 million records and write a
