@@ -7,6 +7,13 @@
 // generation, which crash or hang on huge inputs. 3D generation is
 // OBBuilder + MMFF94 (UFF fallback) with rand() seeded per molecule, because
 // the gen3D op's fast modes lose their result and Open Babel has no seed API.
+//
+// OpenMP: Open Babel's force fields run `omp parallel for` loops that are
+// slower on several threads than on one (shared/notes/openbabel.md §5: 15
+// against 0.85-5.2 mol/s). Every entry point therefore runs Open Babel on one
+// thread and puts the caller's thread count back before it returns
+// (OneOmpThread): the main process reaches Open Babel too (scaffold split,
+// hits.sdf), and its model must keep every thread.
 extern "C" {
 #include "chem/obbridge.h"
 }
@@ -54,6 +61,15 @@ bool g_ready = false;
 std::ostringstream *g_sink; // where Open Babel would print its messages
 OBConversion *g_in, *g_can, *g_ikey, *g_sdf;
 std::string g_in_format;
+
+// One OpenMP thread for Open Babel while it lives; the caller's count after.
+struct OneOmpThread {
+  int saved;
+  OneOmpThread() : saved(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOmpThread() { omp_set_num_threads(saved); }
+  OneOmpThread(const OneOmpThread &) = delete;
+  OneOmpThread &operator=(const OneOmpThread &) = delete;
+};
 
 void put_reason(char *reason, size_t len, const std::string &s) {
   if (!reason || !len) return;
@@ -344,7 +360,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
 extern "C" int ob_init(void) {
   if (g_ready) return 0;
   try {
-    omp_set_num_threads(1);
+    OneOmpThread one;
     g_sink = new std::ostringstream;
     obErrorLog.SetOutputStream(g_sink);
     obErrorLog.StartLogging();
@@ -394,6 +410,7 @@ extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts
     return 1;
   }
   try {
+    OneOmpThread one;
     int rc = parse(text, len, o, out, reason, reason_len);
     if (rc != 0) mol_free(out);
     return rc;
@@ -447,6 +464,7 @@ extern "C" char *ob_write_sdf(const struct mol *m) {
   if (!m || m->n_atoms < 0 || (m->n_atoms && !m->atoms)) return nullptr;
   if (!g_ready && ob_init() != 0) return nullptr;
   try {
+    OneOmpThread one;
     OBMol mol;
     if (!build_obmol(m, mol)) return nullptr;
     mol.SetTitle(m->name ? m->name : "");
@@ -468,6 +486,7 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
   if (!m || m->n_atoms < 0 || (m->n_atoms && !m->atoms)) return nullptr;
   if (!g_ready && ob_init() != 0) return nullptr;
   try {
+    OneOmpThread one;
     OBMol mol;
     if (!build_obmol(m, mol)) return nullptr;
     mol.SetDimension(0); // no stereo from coordinates: the key is the graph's

@@ -25,7 +25,9 @@ struct ob_parse_opts {
   size_t max_record_bytes;  /* 0 means 64 MiB */
 };
 
-/* Once per process, before any parse: one OpenMP thread, messages captured. */
+/* Once per process, before any parse: messages captured, formats and force
+ * fields loaded. Every function here runs Open Babel on one OpenMP thread and
+ * leaves the caller's thread count (omp_get_max_threads) as it found it. */
 int ob_init(void);
 /* Parse the first molecule in text. 0: *out filled (name, canonical SMILES,
  * InChIKey, formula, atoms, bonds, input tags); 1: rejected, with a reason. */

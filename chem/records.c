@@ -5,22 +5,29 @@
  * that buffer. A line longer than the buffer comes in several pieces (only
  * the first has cont == 0); such a piece is never a record delimiter. Record
  * text accumulates in a buffer capped at max_record_bytes: a longer record is
- * read to its end and reported as an error record.
+ * read on to its end without keeping more of it, and reported as an error
+ * record naming its number. Empty records go through empty_record(), which
+ * lists the first max_empty_listed and counts the rest.
  */
 #define _GNU_SOURCE /* memmem */
 #include "chem/records.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 enum { BUF_SIZE = 1 << 20 };
 #define DEFAULT_MAX_RECORD ((size_t)64 << 20)
+#define DEFAULT_MAX_EMPTY_LISTED 10
+#define SNIFF_BYTES (64 << 10)
 
 struct piece {
   const char *p;
@@ -48,9 +55,18 @@ struct rec_reader {
   char *text; /* record text */
   size_t tlen, tcap;
   int overflow;
-  int64_t n_rec;
+  int64_t n_rec; /* records numbered so far (handed out or counted only) */
+  int64_t n_out; /* records handed out */
   char err[512];
   int done;
+
+  /* empty records */
+  long max_empty; /* < 0: list all */
+  int64_t n_empty, n_unlisted, first_unlisted, first_unlisted_line;
+  int cml_empty;
+
+  int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
+  void *progress_arg;
 
   /* csv/tsv */
   char sep;
@@ -223,7 +239,15 @@ static int next_piece(struct rec_reader *r, struct piece *out) {
     out->n = n;
     out->complete = complete;
     out->cont = r->in_cont;
-    if (!r->in_cont) r->lineno++;
+    if (!r->in_cont && (++r->lineno & 0xFFFFF) == 0 && r->progress) {
+      struct rec_stats st;
+      rec_get_stats(r, &st);
+      char msg[sizeof r->err] = "";
+      if (r->progress(r->progress_arg, &st, msg, sizeof msg) != 0) {
+        fmt_err(r->err, sizeof r->err, "%s", msg[0] ? msg : "reading stopped");
+        return -1;
+      }
+    }
     out->no = r->lineno;
     r->in_cont = !complete;
     r->pos += n;
@@ -297,8 +321,11 @@ static int emit(struct rec_reader *r, struct rec *out, int64_t line, const char 
   memset(out, 0, sizeof *out);
   out->record_no = ++r->n_rec;
   out->line = line;
+  r->n_out++;
   if (!error && r->overflow) {
-    snprintf(r->err, sizeof r->err, "record is larger than %zu bytes", r->max_rec);
+    snprintf(r->err, sizeof r->err,
+             "record %lld (line %lld) is longer than max_record_bytes (%zu bytes); skipped to the next record",
+             (long long)out->record_no, (long long)line, r->max_rec);
     error = r->err;
   }
   if (error) {
@@ -315,22 +342,46 @@ static int emit(struct rec_reader *r, struct rec *out, int64_t line, const char 
   return 1;
 }
 
+/* An empty record starting at `line`: 1 (an error record in *out, while
+ * fewer than max_empty_listed were listed), 0 (counted only: the caller goes
+ * on to the next record) or -1 (out of memory). */
+static int empty_record(struct rec_reader *r, struct rec *out, int64_t line, const char *why) {
+  r->n_empty++;
+  text_reset(r);
+  if (r->max_empty < 0 || r->n_empty <= r->max_empty) return emit(r, out, line, why);
+  r->n_rec++;
+  if (r->n_unlisted++ == 0) {
+    r->first_unlisted = r->n_rec;
+    r->first_unlisted_line = line;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------- sdf */
 
 static int next_sdf(struct rec_reader *r, struct rec *out) {
   struct piece l;
-  int64_t start = 0;
-  text_reset(r);
   for (;;) {
-    int k = next_piece(r, &l);
-    if (k < 0) return -1;
-    if (k == 0) {
-      if (start && (r->overflow || !is_blank(r->text, r->tlen))) return emit(r, out, start, NULL);
-      return 0;
+    int64_t start = 0;
+    int blank = 1;
+    text_reset(r);
+    for (;;) {
+      int k = next_piece(r, &l);
+      if (k < 0) return -1;
+      if (k == 0) return start && (r->overflow || !blank) ? emit(r, out, start, NULL) : 0;
+      if (!start) start = l.no;
+      if (l.p[0] == '$' && line_is(&l, "$$$$")) {
+        if (!blank || r->overflow) {
+          if (text_add(r, l.p, l.n) != 0) return oom(r);
+          return emit(r, out, start, NULL);
+        }
+        int e = empty_record(r, out, start, "empty record (nothing before its $$$$ line)");
+        if (e) return e;
+        break; /* counted only: on to the next record */
+      }
+      if (blank && !is_blank(l.p, l.n)) blank = 0;
+      if (text_add(r, l.p, l.n) != 0) return oom(r);
     }
-    if (!start) start = l.no;
-    if (text_add(r, l.p, l.n) != 0) return oom(r);
-    if (l.p[0] == '$' && line_is(&l, "$$$$")) return emit(r, out, start, NULL);
   }
 }
 
@@ -392,22 +443,28 @@ static const char *mol2_check(struct rec_reader *r, int64_t start) {
 static int next_mol2(struct rec_reader *r, struct rec *out) {
   struct piece l;
   int k;
-  text_reset(r);
-  do { /* skip to the first MOLECULE line */
-    k = next_piece(r, &l);
-    if (k <= 0) return k;
-  } while (!is_mol2_start(&l));
-  int64_t start = l.no;
-  if (text_add(r, l.p, l.n) != 0) return oom(r);
   for (;;) {
-    k = next_piece(r, &l);
-    if (k < 0) return -1;
-    if (k == 0) return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
-    if (is_mol2_start(&l)) {
-      unread_piece(r);
-      return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
-    }
+    text_reset(r);
+    do { /* skip to the next MOLECULE line */
+      k = next_piece(r, &l);
+      if (k <= 0) return k;
+    } while (!is_mol2_start(&l));
+    int64_t start = l.no;
+    int blank = 1;
     if (text_add(r, l.p, l.n) != 0) return oom(r);
+    for (;;) {
+      k = next_piece(r, &l);
+      if (k < 0) return -1;
+      if (k == 0 || is_mol2_start(&l)) {
+        if (k) unread_piece(r);
+        if (!blank || r->overflow) return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
+        int e = empty_record(r, out, start, "empty record (nothing after its @<TRIPOS>MOLECULE line)");
+        if (e) return e;
+        break;
+      }
+      if (blank && !is_blank(l.p, l.n)) blank = 0;
+      if (text_add(r, l.p, l.n) != 0) return oom(r);
+    }
   }
 }
 
@@ -471,6 +528,7 @@ static int next_xyz(struct rec_reader *r, struct rec *out) {
   struct piece l;
   int k;
   long n_atoms = 0;
+again:
   text_reset(r);
   for (;;) { /* the count line; blank lines between frames are skipped */
     k = next_piece(r, &l);
@@ -496,6 +554,13 @@ static int next_xyz(struct rec_reader *r, struct rec *out) {
   }
   int64_t start = l.no;
   if (text_add(r, l.p, l.n) != 0) return oom(r);
+  if (n_atoms == 0) { /* the count line says 0 atoms: its comment line, then the next frame */
+    int64_t no;
+    if (read_line(r, &no) < 0) return -1;
+    int e = empty_record(r, out, start, "empty record (an XYZ frame of 0 atoms)");
+    if (e) return e;
+    goto again;
+  }
   long want = n_atoms + 1, got = 0; /* comment line + atom lines */
   while (got < want) {
     int64_t no;
@@ -632,9 +697,10 @@ static int cml_tag_end(struct rec_reader *r) {
       r->rec_line = r->tag_line;
       if (cml_add_ns(r) != 0) return -1;
     }
-  } else if (mol && r->depth == 0) { /* <molecule/>: empty, but a record */
+  } else if (mol && r->depth == 0) { /* <molecule/>: an empty record */
     r->rec_line = r->tag_line;
-    return cml_add_ns(r) != 0 ? -1 : 1;
+    r->cml_empty = 1;
+    return 1;
   } else if (r->depth == 0) {
     if (!r->tag_close && !r->overflow && cml_keep_ns(r, r->tag_start) != 0) return -1;
     r->tlen = r->tag_start; /* not ours */
@@ -708,6 +774,12 @@ static int next_cml(struct rec_reader *r, struct rec *out) {
       if (store && cml_put(r, r->cp.p[r->cpos - 1]) != 0) return oom(r);
       r->prev2 = r->prev1;
       r->prev1 = c;
+      if (done && r->cml_empty) {
+        r->cml_empty = 0;
+        int e = empty_record(r, out, r->rec_line, "empty record (a <molecule/> element)");
+        if (e) return e;
+        continue;
+      }
       if (done) return emit(r, out, r->rec_line, NULL);
     }
     r->have_cp = 0;
@@ -891,15 +963,18 @@ static int csv_header(struct rec_reader *r, const struct rec_options *opt, char 
 static int next_csv(struct rec_reader *r, struct rec *out) {
   int64_t no;
   int unterminated;
+again:;
   int k = csv_row(r, &no, &unterminated);
   if (k <= 0) return k;
   text_reset(r);
-  char msg[128];
+  char msg[256];
   const char *error = NULL;
   if (r->fovf) r->nf = 0;
   if (set_fields(r) != 0) return oom(r);
   if (r->fovf) {
-    snprintf(msg, sizeof msg, "row is larger than %zu bytes", r->max_rec);
+    snprintf(msg, sizeof msg,
+             "record %lld (line %lld) is longer than max_record_bytes (%zu bytes); skipped to the next record",
+             (long long)r->n_rec + 1, (long long)no, r->max_rec);
     error = msg;
   } else if (unterminated) {
     error = "unterminated quoted field";
@@ -911,7 +986,14 @@ static int next_csv(struct rec_reader *r, struct rec *out) {
   if (!error) {
     smiles = trim_in_place(r->fptr[r->smiles_col]);
     if (r->name_col >= 0) name = trim_in_place(r->fptr[r->name_col]);
-    if (!*smiles) error = "empty SMILES";
+    if (!*smiles) {
+      int e = empty_record(r, out, no, "empty SMILES");
+      if (e < 0) return e;
+      if (e == 0) goto again;
+      out->fields = r->fptr;
+      out->n_fields = r->nf;
+      return 1;
+    }
   }
   if (!error) {
     if (text_add(r, smiles, strlen(smiles)) != 0) return oom(r);
@@ -933,6 +1015,63 @@ static int next_csv(struct rec_reader *r, struct rec *out) {
 
 /* ---------------------------------------------------------------- reader */
 
+const char *rec_file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+static int not_regular(const char *path, mode_t mode, char *err, size_t errlen) {
+  fmt_err(err, errlen,
+          "%s: not a regular file (%s); molecule inputs must be regular files (each is read twice: to plan, then "
+          "to parse)",
+          path, rec_file_kind(mode));
+  return -1;
+}
+
+int rec_check_regular(const char *path, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    fmt_err(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  return S_ISREG(sb.st_mode) ? 0 : not_regular(path, sb.st_mode, err, errlen);
+}
+
+/* Opens a regular file for gzread without ever blocking: a FIFO is opened
+ * non-blocking and refused, like every other kind of non-regular file. */
+static gzFile open_regular(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    not_regular(path, sb.st_mode, err, errlen);
+    close(fd);
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  gzFile gz = gzdopen(fd, "rb");
+  if (!gz) {
+    fmt_err(err, errlen, "%s: cannot open: out of memory", path);
+    close(fd);
+    return NULL;
+  }
+  return gz;
+}
+
 struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
                             size_t errlen) {
   if (fmt == MOL_FMT_UNKNOWN) fmt = rec_format_from_path(path);
@@ -948,11 +1087,14 @@ struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct 
   }
   r->fmt = fmt;
   r->max_rec = opt && opt->max_record_bytes ? opt->max_record_bytes : DEFAULT_MAX_RECORD;
+  r->max_empty = opt && opt->max_empty_listed ? opt->max_empty_listed : DEFAULT_MAX_EMPTY_LISTED;
+  if (opt) {
+    r->progress = opt->progress;
+    r->progress_arg = opt->progress_arg;
+  }
   r->sep = fmt == MOL_FMT_TSV ? '\t' : ',';
-  errno = 0;
-  r->gz = gzopen(path, "rb");
+  r->gz = open_regular(path, err, errlen);
   if (!r->gz) {
-    fmt_err(err, errlen, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
     rec_close(r);
     return NULL;
   }
@@ -1007,6 +1149,17 @@ int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen) {
   return k;
 }
 
+void rec_get_stats(const struct rec_reader *r, struct rec_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->lines = r->lineno;
+  st->n_out = r->n_out;
+  st->last_no = r->n_rec;
+  st->n_empty = r->n_empty;
+  st->n_unlisted = r->n_unlisted;
+  st->first_unlisted = r->first_unlisted;
+  st->first_unlisted_line = r->first_unlisted_line;
+}
+
 const char *const *rec_columns(const struct rec_reader *r, int *n) {
   if (n) *n = r->cols ? r->n_cols : 0;
   return (const char *const *)r->cols;
@@ -1028,14 +1181,204 @@ void rec_close(struct rec_reader *r) {
   free(r);
 }
 
-int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err, size_t errlen) {
+int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st, char *err,
+             size_t errlen) {
+  memset(st, 0, sizeof *st);
   struct rec_reader *r = rec_open(path, fmt, opt, err, errlen);
   if (!r) return -1;
   struct rec rec;
-  int64_t n = 0;
   int k;
-  while ((k = rec_next(r, &rec, err, errlen)) == 1)
-    n++;
+  while ((k = rec_next(r, &rec, err, errlen)) == 1) {}
+  rec_get_stats(r, st);
   rec_close(r);
-  return k < 0 ? -1 : n;
+  return k < 0 ? -1 : 0;
+}
+
+int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err, size_t errlen) {
+  struct rec_stats st;
+  return rec_scan(path, fmt, opt, &st, err, errlen) != 0 ? -1 : st.n_out;
+}
+
+/* ------------------------------------------------------------------ sniff */
+
+/* The head's lines, one at a time: p and n get a line without its end. */
+struct lines {
+  const char *s, *end;
+};
+
+static int line_next(struct lines *it, const char **p, size_t *n) {
+  if (it->s >= it->end) return 0;
+  const char *e = memchr(it->s, '\n', (size_t)(it->end - it->s));
+  if (!e) e = it->end;
+  *p = it->s;
+  *n = (size_t)(e - it->s);
+  while (*n && (*p)[*n - 1] == '\r')
+    (*n)--;
+  it->s = e + 1;
+  return 1;
+}
+
+static int has_prefix(const char *p, size_t n, const char *w) {
+  size_t wn = strlen(w);
+  return n >= wn && memcmp(p, w, wn) == 0;
+}
+
+/* A V2000/V3000 counts line: digits and blanks, then the version. */
+static int sdf_counts_line(const char *p, size_t n) {
+  size_t t = trimmed_len(p, n);
+  if (t < 11 || (memcmp(p + t - 5, "V2000", 5) && memcmp(p + t - 5, "V3000", 5))) return 0;
+  for (size_t i = 0; i < 6; i++)
+    if (p[i] != ' ' && !isdigit((unsigned char)p[i])) return 0;
+  return 1;
+}
+
+/* Columns 31-54 of a PDB ATOM/HETATM line hold three numbers. */
+static int pdb_coords(const char *p, size_t n) {
+  if (n < 54) return 0;
+  for (int k = 0; k < 3; k++) {
+    char f[9];
+    memcpy(f, p + 30 + 8 * k, 8);
+    f[8] = 0;
+    char *e;
+    strtod(f, &e);
+    if (e == f) return 0;
+    while (*e == ' ')
+      e++;
+    if (*e) return 0;
+  }
+  return 1;
+}
+
+/* "symbol-or-number x y z": an XYZ atom line. */
+static int xyz_atom_line(const char *p, size_t n) {
+  char buf[256];
+  if (n >= sizeof buf) return 0;
+  memcpy(buf, p, n);
+  buf[n] = 0;
+  char sym[8];
+  double x, y, z;
+  if (sscanf(buf, "%7s %lf %lf %lf", sym, &x, &y, &z) != 4) return 0;
+  int alpha = isalpha((unsigned char)sym[0]) != 0;
+  for (const char *c = sym; *c; c++)
+    if (alpha ? !isalpha((unsigned char)*c) : !isdigit((unsigned char)*c)) return 0;
+  return strlen(sym) <= 3;
+}
+
+/* The first line names a column "smiles" when split at sep. */
+static int header_has_smiles(const char *p, size_t n, char sep) {
+  const char *e = p + n;
+  while (p <= e) {
+    const char *f = memchr(p, sep, (size_t)(e - p));
+    if (!f) f = e;
+    const char *a = p, *b = f;
+    while (a < b && isspace((unsigned char)*a))
+      a++;
+    while (b > a && isspace((unsigned char)b[-1]))
+      b--;
+    if (b - a >= 2 && *a == '"' && b[-1] == '"') {
+      a++;
+      b--;
+    }
+    if (b - a == 6 && strncasecmp(a, "smiles", 6) == 0) return 1;
+    p = f + 1;
+  }
+  return 0;
+}
+
+static unsigned sniff_mask(const char *head, size_t n) {
+  unsigned m = 0;
+  if (n >= 3 && memcmp(head, "\xEF\xBB\xBF", 3) == 0) {
+    head += 3;
+    n -= 3;
+  }
+  struct lines it = {head, head + n};
+  const char *p;
+  size_t len;
+  int nonblank = 0; /* non-blank lines so far */
+  while (line_next(&it, &p, &len)) {
+    if (n >= SNIFF_BYTES && it.s > it.end) break; /* the line cut at the end of the head */
+    int blank = is_blank(p, len);
+    if (!blank) nonblank++;
+    if (has_prefix(p, len, "@<TRIPOS>")) m |= 1u << MOL_FMT_MOL2;
+    if (line_is(&(struct piece){p, len, 1, 0, 0}, "M  END") || line_is(&(struct piece){p, len, 1, 0, 0}, "$$$$") ||
+        sdf_counts_line(p, len))
+      m |= 1u << MOL_FMT_SDF;
+    if ((has_prefix(p, len, "ATOM  ") || has_prefix(p, len, "HETATM")) && pdb_coords(p, len)) m |= 1u << MOL_FMT_PDB;
+    if (nonblank == 1 && !blank) {
+      if (has_prefix(p, len, "HEADER") || has_prefix(p, len, "COMPND") || has_prefix(p, len, "CRYST1") ||
+          has_prefix(p, len, "REMARK"))
+        m |= 1u << MOL_FMT_PDB;
+      if (header_has_smiles(p, len, ',')) m |= 1u << MOL_FMT_CSV;
+      if (header_has_smiles(p, len, '\t')) m |= 1u << MOL_FMT_TSV;
+      long v;
+      if (bare_int(p, len, &v) && v > 0) {
+        const char *p2, *p3;
+        size_t n2, n3;
+        struct lines peek = it;
+        if (line_next(&peek, &p2, &n2) && line_next(&peek, &p3, &n3) && xyz_atom_line(p3, n3)) m |= 1u << MOL_FMT_XYZ;
+      }
+    }
+  }
+  if (memmem(head, n, "<cml", 4) || memmem(head, n, "<molecule", 9)) {
+    m |= 1u << MOL_FMT_CML;
+  } else {
+    for (const char *q = head; (q = memmem(q, (size_t)(head + n - q), ":molecule", 9)) != NULL; q += 9) {
+      const char *b = q;
+      while (b > head && (isalnum((unsigned char)b[-1]) || b[-1] == '_' || b[-1] == '-'))
+        b--;
+      if (b > head && b[-1] == '<') {
+        m |= 1u << MOL_FMT_CML;
+        break;
+      }
+    }
+  }
+  return m;
+}
+
+enum mol_format rec_sniff(const char *head, size_t n, enum mol_format prefer) {
+  unsigned m = sniff_mask(head, n);
+  if (prefer != MOL_FMT_UNKNOWN && (m & (1u << prefer))) return prefer;
+  /* A one-column header "smiles" is as much TSV as CSV: keep either. */
+  if ((prefer == MOL_FMT_CSV || prefer == MOL_FMT_TSV) && (m & (1u << MOL_FMT_CSV)) && (m & (1u << MOL_FMT_TSV)))
+    return prefer;
+  static const enum mol_format order[] = {MOL_FMT_SDF, MOL_FMT_MOL2, MOL_FMT_CML, MOL_FMT_PDB,
+                                          MOL_FMT_XYZ, MOL_FMT_CSV,  MOL_FMT_TSV};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+    if (m & (1u << order[i])) return order[i];
+  return MOL_FMT_UNKNOWN;
+}
+
+int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank, char *err,
+                   size_t errlen) {
+  *out = MOL_FMT_UNKNOWN;
+  *nonblank = 0;
+  gzFile gz = open_regular(path, err, errlen);
+  if (!gz) return -1;
+  char *head = malloc(SNIFF_BYTES);
+  if (!head) {
+    gzclose(gz);
+    fmt_err(err, errlen, "%s: out of memory", path);
+    return -1;
+  }
+  size_t n = 0;
+  while (n < SNIFF_BYTES) {
+    int got = gzread(gz, head + n, (unsigned)(SNIFF_BYTES - n));
+    if (got <= 0) {
+      int zerr;
+      const char *msg = gzerror(gz, &zerr);
+      if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
+        fmt_err(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+        free(head);
+        gzclose(gz);
+        return -1;
+      }
+      break;
+    }
+    n += (size_t)got;
+  }
+  gzclose(gz);
+  *nonblank = !is_blank(head, n);
+  *out = rec_sniff(head, n, prefer);
+  free(head);
+  return 0;
 }

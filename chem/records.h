@@ -13,12 +13,25 @@
  *   xyz      an atom-count line, a comment line, then that many atom lines
  *   pdb      records end at END or ENDMDL; records without ATOM/HETATM lines are dropped
  *   cml      each top-level <molecule> ... </molecule> element
+ *
+ * Empty records (an SDF record with nothing but blank lines before its $$$$,
+ * a MOL2 record with nothing after its @<TRIPOS>MOLECULE line, an XYZ frame
+ * of 0 atoms, a CSV/TSV row with an empty SMILES, a CML <molecule/>) are
+ * handed out as error records up to max_empty_listed of them; later ones are
+ * only counted (rec_get_stats), so that a file of a billion "$$$$" lines
+ * costs a scan and not a billion reject rows. Record numbers count every
+ * record, listed or not.
+ *
+ * Inputs must be regular files: a FIFO or a device is refused before any read
+ * (it could block forever or never end), and every file is read twice (once
+ * to plan, once to parse).
  */
 #ifndef SE3_RECORDS_H
 #define SE3_RECORDS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum mol_format {
   MOL_FMT_UNKNOWN = 0, MOL_FMT_SDF, MOL_FMT_MOL2, MOL_FMT_SMI, MOL_FMT_CSV,
@@ -35,10 +48,48 @@ const char *rec_format_name(enum mol_format f);
  * "xyz", "pdb", "cml"); csv and tsv records are SMILES. */
 const char *rec_format_ob(enum mol_format f);
 
+/* The content of a file: which format its first bytes look like.
+ * rec_sniff returns `prefer` when the head shows signs of it, else the first
+ * format (in the order SDF, MOL2, CML, PDB, XYZ, CSV, TSV) whose signs it
+ * shows, else MOL_FMT_UNKNOWN. Signs: SDF a V2000/V3000 counts line, an
+ * "M  END" or a "$$$$" line; MOL2 a line starting with @<TRIPOS>; CML a
+ * <cml or <molecule tag (any namespace prefix); PDB an ATOM/HETATM line with
+ * coordinates, or a first line HEADER/COMPND/CRYST1/REMARK; XYZ a first line
+ * holding only an atom count and a third line "symbol x y z"; CSV/TSV a first
+ * line with a column named smiles. SMILES has no sign of its own. */
+enum mol_format rec_sniff(const char *head, size_t n, enum mol_format prefer);
+/* Reads the first 64 KiB of path (gunzipped when gzip'd) and sniffs them;
+ * *nonblank says whether they hold anything but white space. 0 or -1 with a
+ * message naming the file in err. */
+int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank, char *err,
+                   size_t errlen);
+/* "a FIFO (named pipe)", "a character device", ... for a st_mode. */
+const char *rec_file_kind(mode_t mode);
+/* 0 when path is a regular file (stat only: never opens, never blocks), else
+ * -1 with "PATH: not a regular file (a FIFO ...)" or the stat error in err. */
+int rec_check_regular(const char *path, char *err, size_t errlen);
+
+/* Counters of a reader so far. */
+struct rec_stats {
+  int64_t lines;          /* lines read */
+  int64_t n_out;          /* records handed out by rec_next */
+  int64_t last_no;        /* highest record number, handed out or not */
+  int64_t n_empty;        /* empty records, listed or not */
+  int64_t n_unlisted;     /* empty records past max_empty_listed: counted only */
+  int64_t first_unlisted; /* record number and line of the first of them */
+  int64_t first_unlisted_line;
+};
+
 struct rec_options {
   const char *smiles_column;  /* csv/tsv; NULL = first column named "smiles" */
   const char *name_column;    /* csv/tsv; NULL = first column named name/id/title if any */
-  size_t max_record_bytes;    /* a longer record becomes an error record; 0 = 64 MiB */
+  size_t max_record_bytes;    /* a longer record becomes an error record (its text is
+                                 not kept past the cap); 0 = 64 MiB */
+  long max_empty_listed;      /* empty records handed out as error records; 0 = 10, < 0 = all */
+  /* Called every 2^20 lines read (NULL: never); non-zero stops the reading
+   * (rec_next returns -1 with the message the callback put in err). */
+  int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
+  void *progress_arg;
 };
 
 struct rec {
@@ -61,6 +112,8 @@ struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct 
 /* 1: a record in *out (owned by the reader, valid until the next call);
  * 0: end of file; -1: I/O error with a message in err. */
 int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen);
+/* The reader's counters so far. */
+void rec_get_stats(const struct rec_reader *r, struct rec_stats *st);
 /* csv/tsv header names; NULL for other formats. */
 const char *const *rec_columns(const struct rec_reader *r, int *n);
 void rec_close(struct rec_reader *r);
@@ -68,5 +121,9 @@ void rec_close(struct rec_reader *r);
 /* Number of records in a file (a full scan); -1 with err on failure. */
 int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt,
                   char *err, size_t errlen);
+/* A full scan filling *st (st->n_out: the records rec_next hands out); 0 or
+ * -1 with err. */
+int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st, char *err,
+             size_t errlen);
 
 #endif

@@ -7,6 +7,17 @@
  * A molecule's id is (input index + 1) * 1e9 + record number, so every shard
  * and every rerun gives the same ids. Set-wide dedupe runs in finalize, once
  * all chunks are in one database, so a sharded run equals an unsharded one.
+ *
+ * Nothing is lost quietly. Inputs must be regular files. Planning sniffs each
+ * file's first bytes: when they clearly show another format than the
+ * extension (an SDF named .mol2), the file is read in that format and the run
+ * says so; a `format:` named in the workflow always wins. A non-empty file in
+ * which the reader finds no record becomes one reject row (record 0) naming
+ * the format tried. Empty records (a file of "$$$$" lines) get a reject row
+ * each for the first 10 of a file and one row counting the rest, so hostile
+ * input costs a scan, not a row per line. Finalize then fails the run when a
+ * non-empty input gave no molecule at all (only rejects): every such file is
+ * named in the error.
  */
 #define _GNU_SOURCE
 #include "stage.h"
@@ -19,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chem/mol.h"
@@ -49,7 +61,8 @@ struct input {
   int64_t n_records, first;    /* first: global index of its record 1 */
   const struct cfg_node *labels;
   struct side_csv *side;
-  char *file_error;            /* the file cannot be split into records: one reject, record 0 */
+  char *file_error;            /* the file cannot be split into records, or gave none: one reject, record 0 */
+  struct rec_stats st;         /* what planning's scan found (empty records: the last item counts the unlisted) */
   char **cols;                 /* csv/tsv column names (copied from the reader) */
   int n_cols;
 };
@@ -99,6 +112,8 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   const char *join = cfg_str(n, "join", "record");
   struct rec_options ro = {0};
   char err[512];
+  if (rec_check_regular(path, err, sizeof err) != 0)
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   /* The reader wants a SMILES column: give it any column; we only use fields. */
   struct rec_reader *rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
   if (!rd) {
@@ -214,6 +229,48 @@ static void ingest_free(struct ingest *g) {
   free(g);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* "SDF", "MOL2", ... for messages. */
+static const char *fmt_upper(enum mol_format f) {
+  static char buf[4][16];
+  static int k;
+  char *b = buf[k++ & 3];
+  snprintf(b, sizeof buf[0], "%s", rec_format_name(f));
+  for (char *c = b; *c; c++)
+    *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+  return b;
+}
+
+/* Planning a huge file takes a while: a line every run.progress_interval_s,
+ * and a stop before record numbers would run past ID_STRIDE. */
+struct plan_progress {
+  struct stage_ctx *ctx;
+  const char *path;
+  double t0, last, interval;
+  int show, logged;
+};
+
+static int plan_progress(void *arg, const struct rec_stats *st, char *err, size_t errlen) {
+  struct plan_progress *pp = arg;
+  if (st->last_no >= ID_STRIDE) {
+    snprintf(err, errlen, "%s: more than %lld records; split the file", pp->path, ID_STRIDE - 1);
+    return 1;
+  }
+  double now = now_s();
+  if (pp->show && now - pp->last >= pp->interval) {
+    pp->last = now;
+    pp->logged = 1;
+    pp->ctx->report->log(pp->ctx, "planning: %s: %lld lines read, %lld records so far (%lld empty), %.0f s", pp->path,
+                         (long long)st->lines, (long long)st->last_no, (long long)st->n_empty, now - pp->t0);
+  }
+  return 0;
+}
+
 static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, const char *path,
                      const struct cfg_node *item) {
   struct input in;
@@ -226,25 +283,83 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   else
     in.stored = strdup(path);
   const char *fmt = cfg_str(item, "format", "auto");
-  in.fmt = strcmp(fmt, "auto") ? rec_format_from_name(fmt) : rec_format_from_path(path);
+  int explicit_fmt = strcmp(fmt, "auto") != 0;
+  in.fmt = explicit_fmt ? rec_format_from_name(fmt) : rec_format_from_path(path);
   g->in = realloc(g->in, sizeof *g->in * (size_t)(g->n_in + 1));
   g->in[g->n_in++] = in;
   struct input *p = &g->in[g->n_in - 1];
+  char err[512];
+  /* A FIFO or a device could block or never end: refused before any open. */
+  if (rec_check_regular(path, err, sizeof err) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
+  /* What the contents look like. A read error here is left to the scan
+   * below, which turns it into a reject row. */
+  enum mol_format seen = MOL_FMT_UNKNOWN;
+  int nonblank = 1;
+  if (rec_sniff_file(path, p->fmt, &seen, &nonblank, err, sizeof err) != 0) {
+    seen = MOL_FMT_UNKNOWN;
+    nonblank = 1;
+  }
+  if (!explicit_fmt && seen != MOL_FMT_UNKNOWN && seen != p->fmt) {
+    if (p->fmt == MOL_FMT_UNKNOWN)
+      ctx->report->log(ctx, "%s: no format in its name; contents look like %s; reading as %s", path, fmt_upper(seen),
+                       fmt_upper(seen));
+    else
+      ctx->report->log(ctx, "%s: contents look like %s, not %s (extension); reading as %s", path, fmt_upper(seen),
+                       fmt_upper(p->fmt), fmt_upper(seen));
+    p->fmt = seen;
+  }
   if (p->fmt == MOL_FMT_UNKNOWN)
-    return stage_fail_at(ctx, cfg_get(item, "path"), "%s: cannot tell the format from the name; set `format:`", path);
+    return stage_fail_at(ctx, cfg_get(item, "path"),
+                         "%s: cannot tell the format from the name or the contents; set `format:`", path);
   p->ropt.smiles_column = cfg_str(item, "smiles_column", NULL);
   p->ropt.name_column = cfg_str(item, "name_column", NULL);
   p->labels = cfg_get(item, "labels");
   const struct cfg_node *side = cfg_get(item, "labels_csv");
   if (side && side->kind == CFG_MAP && side_load(ctx, side, &p->side)) return STAGE_ERROR;
-  char err[512];
-  p->n_records = rec_count(path, p->fmt, &p->ropt, err, sizeof err);
-  if (p->n_records < 0) {
+  p->ropt.max_record_bytes = g->max_record_bytes;
+  struct plan_progress pp = {.ctx = ctx, .path = path, .t0 = now_s()};
+  pp.last = pp.t0;
+  pp.interval = cfg_float(ctx->root, "run.progress_interval_s", 5);
+  pp.show = strcmp(cfg_str(ctx->root, "run.progress", "auto"), "none") != 0;
+  p->ropt.progress = plan_progress;
+  p->ropt.progress_arg = &pp;
+  int rc = rec_scan(path, p->fmt, &p->ropt, &p->st, err, sizeof err);
+  p->ropt.progress = NULL; /* pp lives on this stack */
+  p->ropt.progress_arg = NULL;
+  if (rc == 0 && p->st.last_no >= ID_STRIDE) {
+    snprintf(err, sizeof err, "%s: more than %lld records; split the file", path, ID_STRIDE - 1);
+    rc = -1;
+  }
+  if (rc != 0) {
     /* A file we cannot read as its format is bad input, not a failed run:
      * it becomes one reject row (record 0) and the other files go on. */
     p->file_error = strdup(err);
     p->n_records = 1;
+  } else {
+    p->n_records = p->st.n_out + (p->st.n_unlisted > 0);
+    if (p->st.n_unlisted > 0)
+      ctx->report->log(ctx,
+                       "%s: %lld empty records; the first %lld have a reject row each, one more row counts the "
+                       "other %lld",
+                       path, (long long)p->st.n_empty, (long long)(p->st.n_empty - p->st.n_unlisted),
+                       (long long)p->st.n_unlisted);
+    if (p->n_records == 0 && nonblank) {
+      /* Something is there, but not one record of the format tried. */
+      char what[256];
+      if (seen != MOL_FMT_UNKNOWN && seen != p->fmt)
+        snprintf(what, sizeof what, "; its contents look like %s", fmt_upper(seen));
+      else
+        snprintf(what, sizeof what, "; its contents do not look like any format se3screen reads");
+      snprintf(err, sizeof err, "%s: no %s record found (format %s)%s", path, fmt_upper(p->fmt),
+               explicit_fmt ? "named by `format:`" : "from the extension", what);
+      p->file_error = strdup(err);
+      p->n_records = 1;
+    } else if (p->n_records == 0) {
+      ctx->report->log(ctx, "%s: empty file, nothing to read", path);
+    }
   }
+  if (pp.logged)
+    ctx->report->log(ctx, "planning: %s: %lld records in %.1f s", path, (long long)p->n_records, now_s() - pp.t0);
   p->first = g->total;
   g->total += p->n_records;
   struct stat sb;
@@ -369,6 +484,20 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     snprintf(job->reason, sizeof job->reason, "%s", in->file_error);
     return 0;
   }
+  if (in->st.n_unlisted > 0 && want == in->n_records) {
+    /* The input's last item: one row for the empty records not listed. */
+    it->in = lo;
+    it->record_no = in->st.first_unlisted;
+    it->line = in->st.first_unlisted_line;
+    it->direct = 1;
+    job->format = rec_format_ob(in->fmt);
+    job->status = 1;
+    snprintf(job->reason, sizeof job->reason,
+             "%lld more empty records, not listed one by one (this is the first of them; %lld empty records in "
+             "the file)",
+             (long long)in->st.n_unlisted, (long long)in->st.n_empty);
+    return 0;
+  }
   if (g->rd_in != lo || g->rd_next > want) {
     if (g->rd) rec_close(g->rd);
     g->rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
@@ -388,11 +517,10 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
                rc < 0 ? err : "fewer records than when the run was planned (was the file changed?)");
       return -1;
     }
-    g->rd_next++;
-    if (r.record_no == want) break;
+    if (g->rd_next++ == want) break; /* the want-th record handed out (numbers skip unlisted empty ones) */
   }
   it->in = lo;
-  it->record_no = want;
+  it->record_no = r.record_no;
   it->line = r.line;
   it->name = r.name ? strdup(r.name) : NULL;
   if (r.fields) {
@@ -410,15 +538,10 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     it->n_cols = in->n_cols;
   }
   job->format = rec_format_ob(in->fmt);
-  if (r.error) {
+  if (r.error) { /* including a record over max_record_bytes (the reader's cap) */
     it->direct = 1;
     job->status = 1;
     snprintf(job->reason, sizeof job->reason, "%s", r.error);
-  } else if (r.len > g->max_record_bytes) {
-    it->direct = 1;
-    job->status = 1;
-    snprintf(job->reason, sizeof job->reason, "record of %zu bytes is longer than max_record_bytes (%zu)", r.len,
-             g->max_record_bytes);
   } else {
     job->text = strndup(r.text, r.len);
     job->len = r.len;
@@ -625,8 +748,113 @@ out:
   return ret;
 }
 
-/* Set-wide dedupe: keep the molecule with the smallest id of each set and key. */
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A non-empty input that yields no molecule is an error. Every such input
+ * has reject rows (a file with no record at all got one at planning) and no
+ * molecule (a duplicate reject counts as a molecule: dedupe may have run in
+ * an earlier finalize). Found from the database alone, so that it works the
+ * same after `merge`: files with molecules by a skip-scan over the id ranges
+ * of the inputs, files with rejects by a skip-scan over the rejects' key. */
+static int check_yield(struct stage_ctx *ctx) {
+  char **have = NULL, *last = NULL;
+  int n_have = 0, cap = 0, n_bad = 0, ret = STAGE_ERROR;
+  size_t o = 0;
+  char msg[sizeof ctx->err] = "";
+  sqlite3_stmt *q = NULL, *f = NULL, *c = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "SELECT id, source_file FROM molecules WHERE id >= ?1 ORDER BY id LIMIT 1", -1, &q,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db,
+                         "SELECT source_file FROM rejects WHERE stage='ingest' AND source_file > ?1 "
+                         "ORDER BY source_file LIMIT 1",
+                         -1, &f, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db,
+                         "SELECT count(*), coalesce(sum(reason LIKE 'duplicate of molecule %'), 0), "
+                         "(SELECT record_no || ': ' || reason FROM rejects WHERE stage='ingest' AND source_file=?1 "
+                         "ORDER BY record_no LIMIT 1) FROM rejects WHERE stage='ingest' AND source_file=?1",
+                         -1, &c, NULL) != SQLITE_OK) {
+    ret = stage_sql_fail(ctx, "checking that every input gave molecules");
+    goto out;
+  }
+  for (int64_t from = 0;;) {
+    sqlite3_bind_int64(q, 1, from);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+      if (rc != SQLITE_DONE) {
+        ret = stage_sql_fail(ctx, "listing the inputs with molecules");
+        goto out;
+      }
+      break;
+    }
+    int64_t id = sqlite3_column_int64(q, 0);
+    if (n_have == cap) {
+      cap = cap ? cap * 2 : 64;
+      char **h = realloc(have, (size_t)cap * sizeof *have);
+      if (!h) goto oom;
+      have = h;
+    }
+    if (!(have[n_have] = strdup((const char *)sqlite3_column_text(q, 1)))) goto oom;
+    n_have++;
+    sqlite3_reset(q);
+    from = (id / ID_STRIDE + 1) * ID_STRIDE;
+  }
+  if (n_have) qsort(have, (size_t)n_have, sizeof *have, cmp_str);
+  if (!(last = strdup(""))) goto oom;
+  for (;;) {
+    sqlite3_bind_text(f, 1, last, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(f);
+    if (rc != SQLITE_ROW) {
+      if (rc != SQLITE_DONE) {
+        ret = stage_sql_fail(ctx, "listing the inputs with rejects");
+        goto out;
+      }
+      break;
+    }
+    free(last);
+    if (!(last = strdup((const char *)sqlite3_column_text(f, 0)))) goto oom;
+    sqlite3_reset(f);
+    if (n_have && bsearch(&last, have, (size_t)n_have, sizeof *have, cmp_str)) continue;
+    sqlite3_bind_text(c, 1, last, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(c) != SQLITE_ROW) {
+      ret = stage_sql_fail(ctx, "counting an input's rejects");
+      goto out;
+    }
+    long long n_rej = sqlite3_column_int64(c, 0), n_dup = sqlite3_column_int64(c, 1);
+    const char *first = (const char *)sqlite3_column_text(c, 2);
+    if (n_dup == 0 && o < sizeof msg - 80) {
+      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s%s (%lld record%s rejected; record %.200s)", n_bad ? "; " : "",
+                            last, n_rej, n_rej == 1 ? "" : "s", first ? first : "?");
+      if (o >= sizeof msg) o = sizeof msg - 1;
+    }
+    if (n_dup == 0) n_bad++;
+    sqlite3_reset(c);
+  }
+  if (n_bad == 0) {
+    ret = STAGE_OK;
+  } else {
+    snprintf(ctx->err, sizeof ctx->err,
+             "%d non-empty input%s yielded no molecule, an error (the rejects table lists every reason; fix or "
+             "remove %s): %s",
+             n_bad, n_bad == 1 ? "" : "s", n_bad == 1 ? "it" : "them", msg);
+  }
+  goto out;
+oom:
+  snprintf(ctx->err, sizeof ctx->err, "out of memory checking the inputs");
+out:
+  sqlite3_finalize(q);
+  sqlite3_finalize(f);
+  sqlite3_finalize(c);
+  for (int i = 0; i < n_have; i++)
+    free(have[i]);
+  free(have);
+  free(last);
+  return ret;
+}
+
+/* Every non-empty input gave a molecule; then set-wide dedupe: keep the
+ * molecule with the smallest id of each set and key. */
 static int ingest_finalize(struct stage_ctx *ctx) {
+  if (check_yield(ctx) != STAGE_OK) return STAGE_ERROR;
   const char *mode = cfg_str(ctx->cfg, "dedupe", "none");
   if (!strcmp(mode, "none")) return STAGE_OK;
   const char *col = !strcmp(mode, "smiles") ? "smiles" : "inchikey";

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +549,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->report->log(ctx, "%d molecules with '%s' in set '%s': %d train, %d valid, %d test (%s split); %zu parameters%s",
                    t->n, t->target, t->set, t->cnt[0], t->cnt[1], t->cnt[2], method, np,
                    t->ensemble > 1 ? "; an ensemble" : "");
+  /* After a scaffold split Open Babel has run in this process: the count is
+   * still the caller's (chem/obbridge.cc), and the log says what it is. */
+  ctx->report->log(ctx, "training on %d OpenMP threads", omp_get_max_threads());
   if (t->atomref) {
     char line[1024];
     int o = 0;

@@ -230,3 +230,73 @@ Test(ingest, dude_fabp4_mol2) {
   free(out);
   free(dir);
 }
+
+/* An SDF named .mol2, .pdb, .cml, .xyz or .smi used to give 0 molecules, 0
+ * rejects and exit 0 (or a reject per line). The contents decide: each is
+ * read as SDF, and the run says so in one line per file. */
+Test(ingest, contents_win_over_a_wrong_extension) {
+  char *dir = tu_tmpdir("ingest_wrong_ext");
+  char *sdf = tu_read(tu_src("tests/data/chem/ethanol_benzene.sdf"), NULL);
+  cr_assert(sdf);
+  static const char *const names[] = {"a.mol2", "b.pdb", "c.cml", "d.xyz", "e.smi"};
+  static const char *const exts[] = {"MOL2", "PDB", "CML", "XYZ", "SMI"};
+  char yaml[1024];
+  int o = snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: work\nsets:\n  a:\n");
+  for (int i = 0; i < 5; i++) {
+    free(tu_write(dir, names[i], sdf));
+    o += snprintf(yaml + o, sizeof yaml - (size_t)o, "    - {path: %s}\n", names[i]);
+  }
+  snprintf(yaml + o, sizeof yaml - (size_t)o, "stages:\n  ingest: {workers: 1, gen3d: never}\n");
+  char *out = NULL;
+  int rc = run_wf(dir, yaml, NULL, &out);
+  cr_assert_eq(rc, 0, "%s", out);
+  for (int i = 0; i < 5; i++) {
+    char line[256];
+    snprintf(line, sizeof line, "/%s: contents look like SDF, not %s (extension); reading as SDF", names[i], exts[i]);
+    cr_assert(strstr(out, line), "no '%s' in:\n%s", line, out);
+  }
+  char *db = db_of(dir);
+  char *q = tu_query(db, "SELECT source_file, count(*) FROM molecules GROUP BY source_file ORDER BY source_file");
+  cr_assert_str_eq(q, "a.mol2|2\nb.pdb|2\nc.cml|2\nd.xyz|2\ne.smi|2\n");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects"), 0);
+  free(q);
+  free(db);
+  free(out);
+  free(sdf);
+  free(dir);
+}
+
+/* A `format:` named in the workflow wins over the contents; a non-empty file
+ * with no record of that format is a reject row naming the format tried and
+ * what the contents look like, and the run fails naming the file. An empty
+ * file is only mentioned. */
+Test(ingest, named_format_wins_and_no_record_is_an_error) {
+  char *dir = tu_tmpdir("ingest_named_format");
+  char *sdf = tu_read(tu_src("tests/data/chem/ethanol_benzene.sdf"), NULL);
+  free(tu_write(dir, "x.mol2", sdf));
+  free(tu_write(dir, "empty.sdf", ""));
+  free(tu_write(dir, "good.smi", "CCO ethanol\n"));
+  char *out = NULL;
+  int rc = run_wf(dir,
+                  "workflow: t\nworkdir: work\nsets:\n  a:\n    - {path: x.mol2, format: mol2}\n"
+                  "    - {path: empty.sdf}\n    - {path: good.smi}\n"
+                  "stages:\n  ingest: {workers: 1, gen3d: never}\n",
+                  NULL, &out);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "1 non-empty input yielded no molecule") && strstr(out, "x.mol2 (1 record rejected"), "%s",
+            out);
+  cr_assert(strstr(out, "/empty.sdf: empty file, nothing to read"), "%s", out);
+  cr_assert_null(strstr(out, "reading as SDF"), "%s", out);
+  char *db = db_of(dir);
+  char *q = tu_query(db, "SELECT source_file, record_no, reason FROM rejects");
+  char want[2048];
+  snprintf(want, sizeof want,
+           "x.mol2|0|%s/x.mol2: no MOL2 record found (format named by `format:`); its contents look like SDF\n", dir);
+  cr_assert_str_eq(q, want);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE source_file='good.smi'"), 1);
+  free(q);
+  free(db);
+  free(out);
+  free(sdf);
+  free(dir);
+}

@@ -189,8 +189,10 @@ Test(train_options, scaffold_split_keeps_frameworks_together) {
   cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL, "cd %s && mkdir -p b c && cp a/screen.db b/ && cp a/screen.db c/", dir), 0);
+  setenv("OMP_NUM_THREADS", "2", 1); /* the scaffold split must not change it (it went to 1) */
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   cr_assert(strstr(out, "(scaffold split)"), "%s", out);
+  cr_assert(strstr(out, "training on 2 OpenMP threads"), "%s", out);
   free(out);
   char dbs[3][1100];
   for (int i = 0; i < 3; i++)

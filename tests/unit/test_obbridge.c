@@ -7,6 +7,7 @@
  * worker pool's job, not this process's. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <omp.h>
 #include <criterion/redirect.h>
 
 #include <math.h>
@@ -17,6 +18,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "chem/scaffold.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -724,4 +726,41 @@ Test(ob, qm9_mini_records) {
   rec_close(r);
   cr_assert_eq(ok, 20);
   cr_assert_eq(rejected, 1, "gdb_20_invalid has a shifted atom line");
+}
+
+/* ---- OpenMP thread count ---------------------------------------------------- */
+
+/* ob_init used to call omp_set_num_threads(1) in whatever process reached it
+ * first: in the main process (scaffold split, hits.sdf) that left training
+ * after a scaffold split on one thread. Open Babel still runs on one thread,
+ * but the caller's count is what it was. (No suite init: ob_init is called
+ * here, in this test's own process, after the count is set.) */
+Test(ob_threads, open_babel_leaves_the_callers_thread_count) {
+  omp_set_num_threads(3);
+  cr_assert_eq(ob_init(), 0);
+  cr_assert_eq(omp_get_max_threads(), 3, "after ob_init: %d", omp_get_max_threads());
+  struct ob_parse_opts o = opts("smi");
+  o.gen3d = OB_GEN3D_ALWAYS; /* MMFF94, whose loops are OpenMP ones */
+  o.add_hydrogens = 1;
+  struct mol m;
+  char why[256] = "";
+  const char *smi = "c1ccccc1CC(=O)O phenylacetic\n";
+  cr_assert_eq(ob_parse(smi, strlen(smi), &o, &m, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(omp_get_max_threads(), 3, "after ob_parse: %d", omp_get_max_threads());
+  char *key = scaffold_key(&m); /* the scaffold split's way into Open Babel */
+  cr_assert_str_eq(key, "c1ccccc1");
+  cr_assert_eq(omp_get_max_threads(), 3, "after scaffold_key: %d", omp_get_max_threads());
+  char *sdf = ob_write_sdf(&m); /* the rank stage's */
+  cr_assert_not_null(sdf);
+  cr_assert_eq(omp_get_max_threads(), 3, "after ob_write_sdf: %d", omp_get_max_threads());
+  int inside = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    inside = omp_get_num_threads();
+  }
+  cr_assert_eq(inside, 3, "a parallel region after Open Babel ran on %d threads", inside);
+  free(sdf);
+  free(key);
+  mol_free(&m);
 }

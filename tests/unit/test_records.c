@@ -329,7 +329,7 @@ Test(records, record_size_cap) {
   cr_assert_eq(g.n, 3);
   cr_assert_null(g.r[0].error);
   cr_assert_not_null(g.r[1].error);
-  cr_assert(strstr(g.r[1].error, "larger than 100 bytes"), "%s", g.r[1].error);
+  cr_assert(strstr(g.r[1].error, "record 2 (line 6) is longer than max_record_bytes (100 bytes)"), "%s", g.r[1].error);
   cr_assert_str_eq(g.r[1].text, "");
   cr_assert_eq(g.r[1].line, 6);
   cr_assert_null(g.r[2].error);
@@ -524,7 +524,8 @@ Test(records, cml_top_level_molecules) {
   size_t n = strlen(g.r[0].text);
   cr_assert(strcmp(g.r[0].text + n - 12, "</molecule>\n") == 0, "%s", g.r[0].text);
   cr_assert_null(strstr(g.r[0].text, "fake"));
-  cr_assert_str_eq(g.r[1].text, "<molecule id=\"m2\"/>\n");
+  cr_assert_str_eq(g.r[1].error, "empty record (a <molecule/> element)");
+  cr_assert_str_eq(g.r[1].text, "");
   cr_assert_eq(g.r[1].line, 7);
   cr_assert_str_eq(g.r[2].text, "<cml:molecule id=\"m3\"><atomArray/></cml:molecule>\n");
   cr_assert_eq(g.r[2].line, 8);
@@ -537,7 +538,7 @@ Test(records, cml_namespace_prefix_is_declared) {
                       "<c:cml xmlns:c=\"http://www.xml-cml.org/schema\" xmlns:x='urn:x'>\n"
                       "<c:molecule id=\"p\"><c:atomArray><c:atom id=\"a1\" elementType=\"N\"/></c:atomArray>"
                       "</c:molecule>\n"
-                      "<c:molecule xmlns:c=\"urn:own\"/>\n"
+                      "<c:molecule xmlns:c=\"urn:own\"><c:atomArray/></c:molecule>\n"
                       "</c:cml>\n");
   struct got g;
   collect(p, MOL_FMT_CML, NULL, &g);
@@ -545,7 +546,8 @@ Test(records, cml_namespace_prefix_is_declared) {
   cr_assert(starts_with(g.r[0].text, "<c:molecule xmlns:c=\"http://www.xml-cml.org/schema\" id=\"p\">"
                                      "<c:atomArray>"),
             "%s", g.r[0].text);
-  cr_assert_str_eq(g.r[1].text, "<c:molecule xmlns:c=\"urn:own\"/>\n", "a tag's own declaration wins");
+  cr_assert_str_eq(g.r[1].text, "<c:molecule xmlns:c=\"urn:own\"><c:atomArray/></c:molecule>\n",
+                   "a tag's own declaration wins");
   got_free(&g);
   free(p);
 }
@@ -580,4 +582,156 @@ Test(records, shared_data_counts) {
   cr_assert_eq(
       rec_count(tu_shared("data/qm9/chemprop_qm9_first499_12targets.csv"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
       499);
+}
+
+/* ---- content sniffing ------------------------------------------------------------ */
+
+Test(records, sniff_formats_from_contents) {
+  static const char *sdf = "x\n  prog\n\n  1  0  0  0  0  0  0  0  0  0999 V2000\n"
+                           "    0.0000    0.0000    0.0000 C   0  0\nM  END\n$$$$\n";
+  static const char *v3000 = "x\n  prog\n\n  0  0  0     0  0            999 V3000\n";
+  static const char *mol2 = "# comment\n@<TRIPOS>MOLECULE\nx\n 1 0\n";
+  static const char *cml = "<?xml version=\"1.0\"?>\n<cml><molecule id=\"a\"/></cml>\n";
+  static const char *cmlns = "<c:list xmlns:c=\"u\"><c:molecule id=\"a\"/></c:list>\n";
+  static const char *pdb = "ATOM      1  N   GLY A   1       1.000   0.000   0.000  1.00  0.00           N\nEND\n";
+  static const char *xyz = "2\nwater-ish\nO 0.0 0.0 0.0\nH 0.96 0 0\n";
+  static const char *csv = "id,SMILES,y\nm1,CCO,1\n";
+  static const char *tsv = "id\tsmiles\nm1\tCCO\n";
+  static const char *smi = "CCO ethanol\nc1ccccc1 benzene\n";
+  cr_assert_eq(rec_sniff(sdf, strlen(sdf), MOL_FMT_MOL2), MOL_FMT_SDF);
+  cr_assert_eq(rec_sniff(v3000, strlen(v3000), MOL_FMT_PDB), MOL_FMT_SDF);
+  cr_assert_eq(rec_sniff(sdf, strlen(sdf), MOL_FMT_SDF), MOL_FMT_SDF);
+  cr_assert_eq(rec_sniff(mol2, strlen(mol2), MOL_FMT_SDF), MOL_FMT_MOL2);
+  cr_assert_eq(rec_sniff(cml, strlen(cml), MOL_FMT_SMI), MOL_FMT_CML);
+  cr_assert_eq(rec_sniff(cmlns, strlen(cmlns), MOL_FMT_UNKNOWN), MOL_FMT_CML);
+  cr_assert_eq(rec_sniff(pdb, strlen(pdb), MOL_FMT_XYZ), MOL_FMT_PDB);
+  cr_assert_eq(rec_sniff(xyz, strlen(xyz), MOL_FMT_SDF), MOL_FMT_XYZ);
+  cr_assert_eq(rec_sniff(csv, strlen(csv), MOL_FMT_SMI), MOL_FMT_CSV);
+  cr_assert_eq(rec_sniff(tsv, strlen(tsv), MOL_FMT_CSV), MOL_FMT_TSV);
+  cr_assert_eq(rec_sniff("smiles\nCCO\n", 11, MOL_FMT_TSV), MOL_FMT_TSV, "one column: either is right");
+  /* SMILES has no sign of its own: no opinion, and the extension stands. */
+  cr_assert_eq(rec_sniff(smi, strlen(smi), MOL_FMT_SMI), MOL_FMT_UNKNOWN);
+  cr_assert_eq(rec_sniff(smi, strlen(smi), MOL_FMT_SDF), MOL_FMT_UNKNOWN);
+  cr_assert_eq(rec_sniff("", 0, MOL_FMT_SDF), MOL_FMT_UNKNOWN);
+  /* through a file, gzip'd */
+  char *p = write_gz("rec_sniff_gz", "x.mol2.gz", sdf);
+  enum mol_format f;
+  int nonblank = 0;
+  char err[512] = "";
+  cr_assert_eq(rec_sniff_file(p, MOL_FMT_MOL2, &f, &nonblank, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(f, MOL_FMT_SDF);
+  cr_assert_eq(nonblank, 1);
+  free(p);
+  p = write_tmp("rec_sniff_blank", "x.sdf", " \n\n\t\n");
+  cr_assert_eq(rec_sniff_file(p, MOL_FMT_SDF, &f, &nonblank, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(nonblank, 0);
+  free(p);
+}
+
+/* A FIFO is refused at once (opening it for reading would wait for a writer),
+ * and so is a device. */
+Test(records, non_regular_files_refused_without_blocking) {
+  char *dir = tu_tmpdir("rec_fifo");
+  char *fifo = NULL;
+  cr_assert(asprintf(&fifo, "%s/p.sdf", dir) > 0);
+  cr_assert_eq(tu_sh(NULL, "mkfifo %s", fifo), 0);
+  char err[512] = "";
+  cr_assert_eq(rec_check_regular(fifo, err, sizeof err), -1);
+  cr_assert(strstr(err, "p.sdf: not a regular file (a FIFO)"), "%s", err);
+  err[0] = 0;
+  cr_assert_null(rec_open(fifo, MOL_FMT_SDF, NULL, err, sizeof err));
+  cr_assert(strstr(err, "(a FIFO)"), "%s", err);
+  enum mol_format f;
+  int nb;
+  cr_assert_eq(rec_sniff_file(fifo, MOL_FMT_SDF, &f, &nb, err, sizeof err), -1);
+  cr_assert_null(rec_open("/dev/zero", MOL_FMT_SDF, NULL, err, sizeof err));
+  cr_assert(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
+  cr_assert_eq(rec_check_regular(dir, err, sizeof err), -1);
+  cr_assert(strstr(err, "(a directory)"), "%s", err);
+  free(fifo);
+  free(dir);
+}
+
+/* ---- empty records ------------------------------------------------------------- */
+
+Test(records, empty_records_listed_then_counted) {
+  /* record 1 a molecule, 2..26 empty (blank lines count as empty), 27 a molecule */
+  char text[4096] = "a\n\n\nM  END\n$$$$\n";
+  for (int i = 0; i < 25; i++)
+    strcat(text, i == 3 ? "\n  \n$$$$\n" : "$$$$\n");
+  strcat(text, "b\n\n\nM  END\n$$$$\n");
+  char *p = write_tmp("rec_empty", "a.sdf", text);
+  char err[512] = "";
+  struct rec_options o = {.max_empty_listed = 3};
+  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, &o, err, sizeof err);
+  cr_assert_not_null(r, "%s", err);
+  struct rec rec;
+  int64_t nos[8];
+  int n = 0;
+  while (rec_next(r, &rec, err, sizeof err) == 1 && n < 8) {
+    nos[n] = rec.record_no;
+    if (n >= 1 && n <= 3)
+      cr_assert_str_eq(rec.error, "empty record (nothing before its $$$$ line)");
+    else
+      cr_assert_null(rec.error);
+    n++;
+  }
+  cr_assert_eq(n, 5, "1, three listed empties, and the last molecule");
+  cr_assert(nos[0] == 1 && nos[1] == 2 && nos[3] == 4 && nos[4] == 27, "numbers count every record");
+  struct rec_stats st;
+  rec_get_stats(r, &st);
+  cr_assert_eq(st.n_out, 5);
+  cr_assert_eq(st.n_empty, 25);
+  cr_assert_eq(st.n_unlisted, 22);
+  cr_assert_eq(st.first_unlisted, 5);
+  cr_assert_eq(st.first_unlisted_line, 9);
+  cr_assert_eq(st.last_no, 27);
+  rec_close(r);
+  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, err, sizeof err), 12, "10 listed by default, 2 molecules");
+  free(p);
+  /* other formats' empty records */
+  p = write_tmp("rec_empty_xyz", "a.xyz", "0\nnothing\n1\none\nC 0 0 0\n0\n\n");
+  struct got g;
+  collect(p, MOL_FMT_XYZ, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_str_eq(g.r[0].error, "empty record (an XYZ frame of 0 atoms)");
+  cr_assert_null(g.r[1].error);
+  cr_assert_eq(g.r[2].line, 6);
+  got_free(&g);
+  free(p);
+  p = write_tmp("rec_empty_mol2", "a.mol2", "@<TRIPOS>MOLECULE\n\n@<TRIPOS>MOLECULE\nm\n 0 0\n");
+  collect(p, MOL_FMT_MOL2, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_str_eq(g.r[0].error, "empty record (nothing after its @<TRIPOS>MOLECULE line)");
+  got_free(&g);
+  free(p);
+}
+
+static int stop_at_first(void *arg, const struct rec_stats *st, char *err, size_t errlen) {
+  *(int64_t *)arg = st->lines;
+  snprintf(err, errlen, "enough after %lld lines", (long long)st->lines);
+  return 1;
+}
+
+/* Progress every 2^20 lines, and the callback can stop the reading. */
+Test(records, progress_callback_can_stop) {
+  char *dir = tu_tmpdir("rec_progress");
+  char *p = NULL;
+  cr_assert(asprintf(&p, "%s/e.sdf.gz", dir) > 0);
+  gzFile gz = gzopen(p, "wb1");
+  for (int i = 0; i < 1100000; i++)
+    gzputs(gz, "$$$$\n");
+  gzclose(gz);
+  int64_t seen = 0;
+  struct rec_options o = {.progress = stop_at_first, .progress_arg = &seen};
+  struct rec_stats st;
+  char err[512] = "";
+  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, &o, &st, err, sizeof err), -1);
+  cr_assert_eq(seen, 1 << 20);
+  cr_assert_str_eq(err, "enough after 1048576 lines");
+  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, NULL, &st, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(st.n_empty, 1100000);
+  cr_assert_eq(st.n_out, 10);
+  free(p);
+  free(dir);
 }
