@@ -226,11 +226,12 @@ int main(int argc, char **argv) {
   double gflops = flops / best * 1e-9, peak = sgemm_gflops(2048, omp_get_max_threads());
   printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
-         "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"flops_per_mol\":%.4g,\"gflops\":%"
-         ".1f,"
+         "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
+         "\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
-         low_memory, cfg.envelope ? "cosine" : "none", best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
+         low_memory, cfg.envelope ? "cosine" : "none", best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops,
+         peak, gflops / peak,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   free(adam_m);

@@ -302,8 +302,7 @@ static int gather(struct builder *b, const struct mol *m, const struct graph_opt
       b->list_mark[i] = stamp;
       double d2 = dist2(&m->atoms[i], aj);
       /* a bonded pair within the cutoff and not kept was dropped by the cap: it is back */
-      if (o->edges == GRAPH_EDGES_RADIUS_BONDS && o->max_neighbors > 0 && d2 > 0 &&
-          d2 <= o->cutoff * o->cutoff)
+      if (o->edges == GRAPH_EDGES_RADIUS_BONDS && o->max_neighbors > 0 && d2 > 0 && d2 <= o->cutoff * o->cutoff)
         b->dropped--;
       if (d2 > 0 && push_cand(b, d2, i, b->bond_order[i]) != 0) return -1;
     }

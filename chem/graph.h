@@ -109,10 +109,10 @@ struct graph_opts {
 
 struct graph {
   int n_nodes, n_edges, node_width, edge_width;
-  int32_t *src, *dst; /* n_edges each */
-  float *node_feat;   /* n_nodes x node_width */
-  float *edge_feat;   /* n_edges x edge_width */
-  float *rel_pos;     /* n_edges x 3, x_dst - x_src */
+  int32_t *src, *dst;     /* n_edges each */
+  float *node_feat;       /* n_nodes x node_width */
+  float *edge_feat;       /* n_edges x edge_width */
+  float *rel_pos;         /* n_edges x 3, x_dst - x_src */
   int64_t pairs_examined; /* distances computed by graph_build (not stored): the
                              cell list keeps this O(N); tests check it */
   int64_t edges_dropped;  /* radius edges the max_neighbors cap left out (not stored) */

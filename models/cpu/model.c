@@ -22,7 +22,8 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
     return -1;
   }
   if (c->envelope != SE3_ENVELOPE_NONE &&
-      (c->envelope != SE3_ENVELOPE_COSINE || !(c->cutoff > 0) || !isfinite(c->cutoff))) {
+      ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) || !(c->cutoff > 0) ||
+       !isfinite(c->cutoff))) {
     snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff (%g)", c->envelope,
              (double)c->cutoff);
     return -1;
@@ -96,7 +97,8 @@ void se3_config_format(const struct se3_config *c, char *out, size_t n) {
                    c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
   if (c->envelope != SE3_ENVELOPE_NONE && k >= 0 && (size_t)k < n)
     snprintf(out + k, n - (size_t)k, " envelope=%s cutoff=%.9g bonds_kept=%d",
-             c->envelope == SE3_ENVELOPE_COSINE ? "cosine" : "unknown", (double)c->cutoff, c->bonds_kept);
+             c->envelope == SE3_ENVELOPE_COSINE ? "cosine" : c->envelope == SE3_ENVELOPE_POLY ? "poly" : "unknown",
+             (double)c->cutoff, c->bonds_kept);
 }
 
 int se3_config_parse(const char *s, struct se3_config *c) {
@@ -112,8 +114,12 @@ int se3_config_parse(const char *s, struct se3_config *c) {
   char kind[16] = "";
   int tail = 0;
   if (sscanf(s, SE3_ENVELOPE_WORDS "%n", kind, &c->cutoff, &c->bonds_kept, &tail) != 3 || tail == 0) return -1;
-  if (strcmp(kind, "cosine")) return -1;
-  c->envelope = SE3_ENVELOPE_COSINE;
+  if (!strcmp(kind, "cosine"))
+    c->envelope = SE3_ENVELOPE_COSINE;
+  else if (!strcmp(kind, "poly"))
+    c->envelope = SE3_ENVELOPE_POLY;
+  else
+    return -1;
   for (s += tail; *s == ' '; s++)
     ;
   return *s ? -1 : 0;
@@ -126,7 +132,8 @@ void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, 
     if (c->envelope == SE3_ENVELOPE_NONE || (c->bonds_kept && f[0] < (real)0.5))
       w[e] = 1;
     else
-      w[e] = nn_envelope_cosine(f[in - 1], (real)c->cutoff);
+      w[e] = c->envelope == SE3_ENVELOPE_POLY ? nn_envelope_poly(f[in - 1], (real)c->cutoff)
+                                              : nn_envelope_cosine(f[in - 1], (real)c->cutoff);
   }
 }
 

@@ -59,7 +59,7 @@ struct se3_config {
  * continuous first derivative, in the atom coordinates. The weights depend on
  * the graph only, not on parameters. SE3_ENVELOPE_NONE (models trained before
  * the envelope existed, bond graphs) uses weight 1 everywhere, as before. */
-enum { SE3_ENVELOPE_NONE = 0, SE3_ENVELOPE_COSINE = 1 };
+enum { SE3_ENVELOPE_NONE = 0, SE3_ENVELOPE_COSINE = 1, SE3_ENVELOPE_POLY = 2 };
 
 /* One batch of molecules: graphs concatenated, edges sorted by target. */
 struct se3_batch {

@@ -217,6 +217,15 @@ SE3_HD static inline real nn_envelope_cosine(real r, real rc) {
   if (!(r < rc)) return 0;
   return (real)(0.5 * (cos(3.14159265358979323846 * (double)r / (double)rc) + 1.0));
 }
+/* The polynomial envelope of NequIP (p = 6): with d = r / rc,
+ * 1 - 28 d^6 + 48 d^7 - 21 d^8 for d < 1, 0 beyond: 1 with zero slope at 0,
+ * flat over bond lengths (0.99 at d = 0.3, 0.86 at 0.5), 0 with zero first
+ * and second derivatives at rc. */
+SE3_HD static inline real nn_envelope_poly(real r, real rc) {
+  if (!(r < rc)) return 0;
+  const double d = (double)r / (double)rc, d2 = d * d, d6 = d2 * d2 * d2;
+  return (real)(1.0 - d6 * (28.0 - d * (48.0 - 21.0 * d)));
+}
 /* x[r, :] *= w[r] for rows x n (in place): an edge's weight applied to its
  * per-edge features, and the same to their gradient in the backward. */
 void nn_scale_rows(real *x, const real *w, int rows, int n);

@@ -29,10 +29,10 @@
 enum { N_MOL = 240, MAX_ATOMS = 64 };
 
 struct rec {
-  char *text;                /* the record as read, "$$$$" line included */
-  int n;                     /* atoms */
-  double xyz[MAX_ATOMS][3];  /* as read */
-  double rot[MAX_ATOMS][3];  /* turned and shifted, as written (4 decimals) */
+  char *text;                  /* the record as read, "$$$$" line included */
+  int n;                       /* atoms */
+  double xyz[MAX_ATOMS][3];    /* as read */
+  double rot[MAX_ATOMS][3];    /* turned and shifted, as written (4 decimals) */
   size_t atom_line[MAX_ATOMS]; /* offsets of the atom lines in text */
 };
 
@@ -103,8 +103,8 @@ static double dist(const double a[3], const double b[3]) {
 }
 
 struct outcome {
-  double spread, worst;   /* the scores' max - min; the largest change */
-  int n_pairs, worst_rec; /* molecules scored in both copies; the record of the largest change */
+  double spread, worst;       /* the scores' max - min; the largest change */
+  int n_pairs, worst_rec;     /* molecules scored in both copies; the record of the largest change */
   long long edges_o, edges_r; /* the chosen molecule's edges in each copy */
 };
 

@@ -109,8 +109,8 @@ static double loss(void *ctx) {
 }
 
 /* envelope: 0 none; 1 cosine at 2.5 Å (the random pairs lie about 0.3 to
- * 3.5 Å apart: weights from 0 to near 1); 2 the same with bonds_kept (edges
- * whose random "no bond" feature is below 0.5 weigh 1). The envelope cases
+ * 3.5 Å apart: weights from 0 to near 1); 2 the polynomial envelope with
+ * bonds_kept (edges whose random "no bond" feature is below 0.5 weigh 1). The envelope cases
  * check a quarter of the parameters (spread over every tensor), to keep the
  * suite's time. */
 static void check_model(int pool_max, int envelope) {
@@ -118,7 +118,7 @@ static void check_model(int pool_max, int envelope) {
   char err[256];
   struct se3_config cfg = small;
   cfg.pool_max = pool_max;
-  cfg.envelope = envelope ? SE3_ENVELOPE_COSINE : SE3_ENVELOPE_NONE;
+  cfg.envelope = envelope == 2 ? SE3_ENVELOPE_POLY : envelope ? SE3_ENVELOPE_COSINE : SE3_ENVELOPE_NONE;
   cfg.cutoff = 2.5f;
   cfg.bonds_kept = envelope == 2;
   cr_assert_eq(se3_model_init(&c.m, &cfg, err, sizeof err), 0, "%s", err);

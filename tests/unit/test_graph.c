@@ -556,8 +556,8 @@ Test(graph, max_neighbors_counts_the_dropped_edges) {
     o.max_neighbors = 6;
     build_ok(&m, &o, &capped);
     cr_assert_gt(capped.edges_dropped, 0, "the cap binds");
-    cr_assert_eq(capped.edges_dropped, (int64_t)all.n_edges - capped.n_edges, "mode %d: %lld dropped, %d - %d edges",
-                 k, (long long)capped.edges_dropped, all.n_edges, capped.n_edges);
+    cr_assert_eq(capped.edges_dropped, (int64_t)all.n_edges - capped.n_edges, "mode %d: %lld dropped, %d - %d edges", k,
+                 (long long)capped.edges_dropped, all.n_edges, capped.n_edges);
     graph_free(&all);
     graph_free(&capped);
   }

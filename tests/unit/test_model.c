@@ -365,6 +365,10 @@ Test(model, config_words_round_trip) {
   cr_assert_eq(se3_config_parse(old, &back), 0);
   cr_assert_eq(memcmp(&back, &cfg, sizeof cfg), 0, "old words read as the old configuration");
   char bad[600];
+  e.envelope = SE3_ENVELOPE_POLY;
+  se3_config_format(&e, words, sizeof words);
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &e, sizeof e), 0, "%s", words);
   snprintf(bad, sizeof bad, "%s envelope=gauss cutoff=5 bonds_kept=0", old);
   cr_assert_eq(se3_config_parse(bad, &back), -1, "unknown envelope");
   snprintf(bad, sizeof bad, "%s envelope=cosine", old);
@@ -404,6 +408,15 @@ Test(model, envelope_weights) {
   se3_edge_weights(&c, ef, 6, w);
   cr_assert_eq(w[5], 1.0f, "a bond in a radius+bonds graph always weighs 1");
   cr_assert(w[2] < 2e-6);
+  /* the polynomial: flat near 0 (0.86 at rc/2), 0 with zero slope at rc */
+  c.envelope = SE3_ENVELOPE_POLY;
+  c.bonds_kept = 0;
+  se3_edge_weights(&c, ef, 6, w);
+  cr_assert_float_eq(w[0], 1.0f, 1e-7);
+  cr_assert_float_eq(w[1], 1.0f - 28.0f / 64 + 48.0f / 128 - 21.0f / 256, 1e-6);
+  cr_assert(w[2] >= 0 && w[2] < 1e-9, "%g: zero slope and curvature at the cutoff", w[2]);
+  cr_assert_eq(w[3], 0.0f);
+  cr_assert_eq(w[4], 0.0f);
   c.envelope = SE3_ENVELOPE_NONE;
   se3_edge_weights(&c, ef, 6, w);
   for (int e = 0; e < 6; e++)
@@ -464,11 +477,11 @@ static void predict_across_cutoff(const struct se3_model *m, const float *p, enu
  * like the steps on either side (the output moves smoothly with the atom)
  * and under 1e-3 of the prediction; without it, the same parameters jump by
  * far more. */
-static void check_across_cutoff(int pool_max, enum graph_edges edges) {
+static void check_across_cutoff(int pool_max, enum graph_edges edges, int kind) {
   const double d = 1e-4, s[4] = {-3 * d, -d, d, 3 * d};
   struct se3_config c = cfg;
   c.pool_max = pool_max;
-  c.envelope = SE3_ENVELOPE_COSINE;
+  c.envelope = kind;
   c.cutoff = 3.0f;
   c.bonds_kept = edges == GRAPH_EDGES_RADIUS_BONDS;
   struct se3_model m;
@@ -487,10 +500,11 @@ static void check_across_cutoff(int pool_max, enum graph_edges edges) {
   predict_across_cutoff(&m, p, edges, s, 4, yn, nn);
   double scale = fabs(y[1]), across = fabs((double)y[2] - y[1]),
          beside = fmax(fabs((double)y[1] - y[0]), fabs((double)y[3] - y[2])), jump = fabs((double)yn[2] - yn[1]);
-  cr_log_info("%s pooling, %s: y %.6f; change across the cutoff (2e-4 Å) %.2e relative with the envelope "
+  cr_log_info("%s pooling, %s, %s envelope: y %.6f; change across the cutoff (2e-4 Å) %.2e relative with the envelope "
               "(%.2e beside it), %.2e without",
-              pool_max ? "max" : "mean", edges == GRAPH_EDGES_RADIUS ? "radius" : "radius+bonds", y[1], across / scale,
-              beside / scale, jump / fabs((double)yn[1]));
+              pool_max ? "max" : "mean", edges == GRAPH_EDGES_RADIUS ? "radius" : "radius+bonds",
+              kind == SE3_ENVELOPE_POLY ? "polynomial" : "cosine", y[1], across / scale, beside / scale,
+              jump / fabs((double)yn[1]));
   cr_assert_gt(scale, 1e-3, "a degenerate model proves nothing");
   cr_assert_lt(across, 1e-3 * scale, "the output jumps at the cutoff: %g of %g", across, scale);
   cr_assert_lt(across, 3 * beside + 1e-6 * scale, "no step beyond the smooth trend: %g across, %g beside", across,
@@ -500,7 +514,9 @@ static void check_across_cutoff(int pool_max, enum graph_edges edges) {
   se3_model_free(&m);
 }
 
-Test(model, no_jump_at_the_cutoff_radius_mean) { check_across_cutoff(0, GRAPH_EDGES_RADIUS); }
-Test(model, no_jump_at_the_cutoff_radius_max) { check_across_cutoff(1, GRAPH_EDGES_RADIUS); }
-Test(model, no_jump_at_the_cutoff_radius_bonds) { check_across_cutoff(0, GRAPH_EDGES_RADIUS_BONDS); }
-
+Test(model, no_jump_at_the_cutoff_radius_mean) { check_across_cutoff(0, GRAPH_EDGES_RADIUS, SE3_ENVELOPE_COSINE); }
+Test(model, no_jump_at_the_cutoff_radius_max) { check_across_cutoff(1, GRAPH_EDGES_RADIUS, SE3_ENVELOPE_COSINE); }
+Test(model, no_jump_at_the_cutoff_radius_bonds) {
+  check_across_cutoff(0, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_COSINE);
+}
+Test(model, no_jump_at_the_cutoff_polynomial) { check_across_cutoff(1, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_POLY); }
