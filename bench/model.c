@@ -7,10 +7,10 @@
  *
  *   model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100]
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
- *               [--envelope auto|cosine|none]
+ *               [--envelope auto|poly|cosine|none]
  *
  * --envelope: the smooth cutoff at 5 Å (models/cpu/model.h); auto, as the
- * train stage, is cosine for radius graphs and none for bond graphs.
+ * train stage, is poly for radius graphs and none for bond graphs.
  *
  * Bases are recomputed from the graphs inside the timed step (the default
  * path, see the README); activations live in an arena kept across steps.
@@ -158,9 +158,10 @@ int main(int argc, char **argv) {
                            .mlp_hidden = 128,
                            .pool_max = 1,
                            .outputs = 1,
-                           .envelope = !strcmp(envelope, "cosine") ||
+                           .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
+                                       : !strcmp(envelope, "poly") ||
                                                (!strcmp(envelope, "auto") && go.edges == GRAPH_EDGES_RADIUS)
-                                           ? SE3_ENVELOPE_COSINE
+                                           ? SE3_ENVELOPE_POLY
                                            : SE3_ENVELOPE_NONE,
                            .cutoff = 5.0f};
   struct se3_model m;
@@ -230,8 +231,11 @@ int main(int argc, char **argv) {
          "\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
-         low_memory, cfg.envelope ? "cosine" : "none", best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops,
-         peak, gflops / peak,
+         low_memory,
+         cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
+         : cfg.envelope                    ? "cosine"
+                                           : "none",
+         best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   free(adam_m);

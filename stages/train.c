@@ -483,9 +483,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                               .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden", 32),
                               .pool_max = !strcmp(cfg_str(c, "arch.pooling", "max"), "max"),
                               .outputs = 1,
-                              .envelope = !strcmp(envelope, "poly")     ? SE3_ENVELOPE_POLY
-                                          : !strcmp(envelope, "cosine") || (!strcmp(envelope, "auto") && radius)
-                                              ? SE3_ENVELOPE_COSINE
+                              .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
+                                          : !strcmp(envelope, "poly") || (!strcmp(envelope, "auto") && radius)
+                                              ? SE3_ENVELOPE_POLY
                                               : SE3_ENVELOPE_NONE,
                               .bonds_kept = strcmp(edges, "radius") != 0,
                               .cutoff = (float)cfg_float(ctx->root, "stages.graph.cutoff", 5.0)};

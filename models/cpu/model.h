@@ -39,13 +39,17 @@ struct se3_config {
   int mlp_hidden;    /* final convolution channels and MLP width (128) */
   int pool_max;      /* 1: max over atoms, 0: mean */
   int outputs;       /* predicted values per molecule */
-  int envelope;      /* smooth cutoff envelope: SE3_ENVELOPE_NONE (0) or _COSINE */
+  int envelope;      /* smooth cutoff envelope: SE3_ENVELOPE_NONE (0), _COSINE or _POLY */
   int bonds_kept;    /* with an envelope: bonded edges weigh 1 (radius+bonds graphs) */
   float cutoff;      /* with an envelope: the radius graph's cutoff (Å) */
 };
 
 /* The smooth cutoff envelope. Every edge e of a radius graph gets a weight
- *   w_e = 0.5 (cos(pi r_e / cutoff) + 1)  for r_e < cutoff, 0 beyond,
+ * w_e = u(r_e / cutoff) for r_e < cutoff, 0 beyond, where u is
+ *   SE3_ENVELOPE_POLY    1 - 28 d^6 + 48 d^7 - 21 d^8 (NequIP's, p = 6; the
+ *                        train stage's default): flat over bond lengths
+ *                        (0.99 at d = 0.3, 0.86 at 0.5, 0.45 at 0.7)
+ *   SE3_ENVELOPE_COSINE  0.5 (cos(pi d) + 1) (0.79 at 0.3, 0.5 at 0.5)
  * (1 at r = 0, falling to 0 with zero slope at the cutoff), read from the
  * edge's distance, the last edge feature (the layout of chem/graph.h). With
  * bonds_kept, an edge whose "no bond" feature (column 0) is below 0.5, i.e. a
