@@ -242,3 +242,38 @@ Test(smooth, rotated_sdf_scores_move_by_round_off_only, .timeout = 600) {
   free(wf);
   free(dir);
 }
+
+/* A neighbour cap says what it cost, once per run: the edges it dropped out
+ * of all the edges the graphs would have without it, as the database counts
+ * them; without a cap there is no such line. */
+Test(smooth, a_neighbour_cap_reports_the_edges_it_drops) {
+  char *dir = tu_tmpdir("smooth_cap");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: cap\nsets:\n  train: [{path: %s}]\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius, cutoff: 5.0}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/all --set run.progress=none", wf, dir), 0, "%s", out);
+  cr_assert_null(strstr(out, "max_neighbors"), "no cap, no line: %s", out);
+  free(out);
+  cr_assert_eq(
+      tu_se3(&out, "run %s --workdir %s/cap --set run.progress=none --set stages.graph.max_neighbors=4", wf, dir), 0,
+      "%s", out);
+  char db[1200];
+  snprintf(db, sizeof db, "%s/all/screen.db", dir);
+  long long all = tu_query_int(db, "SELECT sum(n_edges) FROM graphs");
+  snprintf(db, sizeof db, "%s/cap/screen.db", dir);
+  long long kept = tu_query_int(db, "SELECT sum(n_edges) FROM graphs");
+  cr_assert(all > kept && kept > 0, "%lld edges, %lld with the cap", all, kept);
+  char want[200];
+  snprintf(want, sizeof want, "graph: max_neighbors=4 dropped %lld of %lld edges (%.2f %%)", all - kept, all,
+           100.0 * (double)(all - kept) / (double)all);
+  cr_assert(strstr(out, want), "want '%s' in:\n%s", want, out);
+  char *again = strstr(out, "dropped");
+  cr_assert_null(strstr(again + 1, "dropped"), "one line per run:\n%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
