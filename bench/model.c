@@ -7,6 +7,10 @@
  *
  *   model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100]
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
+ *               [--envelope auto|poly|cosine|none]
+ *
+ * --envelope: the smooth cutoff at 5 Å (models/cpu/model.h); auto, as the
+ * train stage, is poly for radius graphs and none for bond graphs.
  *
  * Bases are recomputed from the graphs inside the timed step (the default
  * path, see the README); activations live in an arena kept across steps.
@@ -110,7 +114,7 @@ static double sgemm_gflops(int n, int threads) {
 }
 
 int main(int argc, char **argv) {
-  const char *graph = "bonds", *mode = "infer";
+  const char *graph = "bonds", *mode = "infer", *envelope = "auto";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--graph"))
@@ -127,6 +131,8 @@ int main(int argc, char **argv) {
       channels = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--low-memory"))
       low_memory = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--envelope"))
+      envelope = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return 2;
@@ -153,7 +159,13 @@ int main(int argc, char **argv) {
                            .radial_hidden = 32,
                            .mlp_hidden = 128,
                            .pool_max = 1,
-                           .outputs = 1};
+                           .outputs = 1,
+                           .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
+                                       : !strcmp(envelope, "poly") ||
+                                               (!strcmp(envelope, "auto") && go.edges == GRAPH_EDGES_RADIUS)
+                                           ? SE3_ENVELOPE_POLY
+                                           : SE3_ENVELOPE_NONE,
+                           .cutoff = 5.0f};
   struct se3_model m;
   char err[256] = "";
   if (se3_model_init(&m, &cfg, err, sizeof err)) {
@@ -217,11 +229,15 @@ int main(int argc, char **argv) {
   double gflops = flops / best * 1e-9, peak = sgemm_gflops(2048, omp_get_max_threads());
   printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
-         "\"low_memory\":%d,\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,\"flops_per_mol\":%.4g,\"gflops\":%"
-         ".1f,"
+         "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
+         "\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
-         low_memory, best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
+         low_memory,
+         cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
+         : cfg.envelope                    ? "cosine"
+                                           : "none",
+         best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
          nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");

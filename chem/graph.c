@@ -147,7 +147,8 @@ struct builder {
   uint8_t *bond_order;        /* per atom: order of its bond to the current target */
   struct cells cells;
   struct adjacency adj;
-  int64_t pairs; /* distances computed */
+  int64_t pairs;   /* distances computed */
+  int64_t dropped; /* radius edges the cap left out */
 };
 
 static void builder_free(struct builder *b) {
@@ -289,6 +290,7 @@ static int gather(struct builder *b, const struct mol *m, const struct graph_opt
       }
     if (o->max_neighbors > 0 && b->n_cand > (size_t)o->max_neighbors) {
       qsort(b->cand, b->n_cand, sizeof *b->cand, cand_by_dist);
+      b->dropped += (int64_t)(b->n_cand - (size_t)o->max_neighbors);
       b->n_cand = (size_t)o->max_neighbors;
     }
   }
@@ -300,6 +302,9 @@ static int gather(struct builder *b, const struct mol *m, const struct graph_opt
       if (b->list_mark[i] == stamp) continue;
       b->list_mark[i] = stamp;
       double d2 = dist2(&m->atoms[i], aj);
+      /* a bonded pair within the cutoff and not kept was dropped by the cap: it is back */
+      if (o->edges == GRAPH_EDGES_RADIUS_BONDS && o->max_neighbors > 0 && d2 > 0 && d2 <= o->cutoff * o->cutoff)
+        b->dropped--;
       if (d2 > 0 && push_cand(b, d2, i, b->bond_order[i]) != 0) return -1;
     }
   }
@@ -400,6 +405,7 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
   g->n_nodes = n;
   g->n_edges = (int)ne;
   g->pairs_examined = b.pairs;
+  g->edges_dropped = b.dropped;
   g->node_width = width;
   g->edge_width = GRAPH_EDGE_WIDTH;
   g->src = malloc((ne ? ne : 1) * sizeof *g->src);

@@ -23,6 +23,13 @@
  * still be the source of more than max_neighbors edges. In radius+bonds mode
  * bonded pairs are added after the cap and are never dropped by it: a target
  * may then have up to max_neighbors + (its bond count) incoming edges.
+ * graph_build counts the radius edges the cap leaves out (edges_dropped; a
+ * bonded pair it drops that radius+bonds adds back is not counted). The cap
+ * is off by default (stages.graph.max_neighbors: 0): at a near-tie in
+ * distance a round-off move of an atom swaps which neighbour is kept, so the
+ * graph, and a model's output, jump; without it, the edge set changes only
+ * at the cutoff, where the model's envelope fades an edge in or out
+ * (models/cpu/model.h).
  *
  * Order. Edges are sorted by target, then by source (both ascending); no pair
  * appears twice.
@@ -106,12 +113,13 @@ struct graph_opts {
 
 struct graph {
   int n_nodes, n_edges, node_width, edge_width;
-  int32_t *src, *dst; /* n_edges each */
-  float *node_feat;   /* n_nodes x node_width */
-  float *edge_feat;   /* n_edges x edge_width */
-  float *rel_pos;     /* n_edges x 3, x_dst - x_src */
+  int32_t *src, *dst;     /* n_edges each */
+  float *node_feat;       /* n_nodes x node_width */
+  float *edge_feat;       /* n_edges x edge_width */
+  float *rel_pos;         /* n_edges x 3, x_dst - x_src */
   int64_t pairs_examined; /* distances computed by graph_build (not stored): the
                              cell list keeps this O(N); tests check it */
+  int64_t edges_dropped;  /* radius edges the max_neighbors cap left out (not stored) */
 };
 
 void graph_init(struct graph *g);

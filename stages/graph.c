@@ -16,8 +16,16 @@
 #include "chem/mol.h"
 #include "stage.h"
 
+/* Edges the max_neighbors cap dropped, and all edges before it: added to
+ * by compute (in parallel, atomically) for the chunk in flight, then to the
+ * run's totals when the chunk is done. */
+struct gcount {
+  int64_t dropped, edges;
+};
+
 struct gstage {
   struct graph_opts go;
+  struct gcount *chunk, run; /* chunk: written by compute through the const state */
   uint8_t elements[128];
   int threads;
   struct stage_ids plan;
@@ -29,13 +37,15 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   struct gstage *g = calloc(1, sizeof *g);
   if (!g) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = g;
+  g->chunk = calloc(1, sizeof *g->chunk);
+  if (!g->chunk) return stage_fail_at(ctx, NULL, "out of memory");
   const struct cfg_node *c = ctx->cfg;
   const char *edges = cfg_str(c, "edges", "radius");
   g->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
                 : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
                                                  : GRAPH_EDGES_RADIUS;
   g->go.cutoff = cfg_float(c, "cutoff", 5.0);
-  g->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 32);
+  g->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
   const struct cfg_node *el = cfg_get(c, "elements");
   for (int i = 0; el && i < el->n_kids && i < (int)sizeof g->elements; i++) {
     int z = mol_element_z(el->kids[i]->value);
@@ -77,6 +87,11 @@ static void graph_compute(const void *state, struct stage_item *it) {
   } else {
     it->count[0] = gr.n_nodes;
     it->count[1] = gr.n_edges;
+    int64_t all = gr.n_edges + gr.edges_dropped;
+#pragma omp atomic
+    g->chunk->dropped += gr.edges_dropped;
+#pragma omp atomic
+    g->chunk->edges += all;
   }
   graph_free(&gr);
   mol_free(&m);
@@ -102,12 +117,24 @@ static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
 
 static int graph_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct gstage *g = ctx->state;
-  return stage_map_chunk(ctx, &g->plan, chunk, g->select, g->threads, graph_compute, g, graph_store, n_ok, n_rej);
+  *g->chunk = (struct gcount){0, 0};
+  int rc = stage_map_chunk(ctx, &g->plan, chunk, g->select, g->threads, graph_compute, g, graph_store, n_ok, n_rej);
+  if (rc == STAGE_OK) {
+    g->run.dropped += g->chunk->dropped;
+    g->run.edges += g->chunk->edges;
+  }
+  return rc;
 }
 
 static void graph_end(struct stage_ctx *ctx) {
   struct gstage *g = ctx->state;
   if (!g) return;
+  /* what the cap cost this run (a cap makes the graph jump at near-ties) */
+  if (g->go.max_neighbors > 0 && g->go.edges != GRAPH_EDGES_BONDS && g->run.edges > 0)
+    ctx->report->log(ctx, "max_neighbors=%d dropped %lld of %lld edges (%.2f %%)", g->go.max_neighbors,
+                     (long long)g->run.dropped, (long long)g->run.edges,
+                     100.0 * (double)g->run.dropped / (double)g->run.edges);
+  free(g->chunk);
   sqlite3_finalize(g->insert);
   sqlite3_free(g->select);
   stage_ids_free(&g->plan);

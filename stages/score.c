@@ -181,6 +181,14 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   s->set = cfg_str(ctx->cfg, "set", "library");
   s->batch = (int)cfg_int(ctx->cfg, "batch_size", 64);
   if (load_models(ctx, s)) return STAGE_ERROR;
+  const struct se3_config *mc = &s->mem[0].model.cfg;
+  double cutoff = cfg_float(ctx->root, "stages.graph.cutoff", 5.0);
+  if (mc->envelope != SE3_ENVELOPE_NONE && strcmp(cfg_str(ctx->root, "stages.graph.edges", "radius"), "bonds") &&
+      fabs(cutoff - mc->cutoff) > 1e-6 * cutoff)
+    ctx->report->log(ctx,
+                     "note: the model fades edges out at %g Å, its training cutoff; these graphs were built with "
+                     "stages.graph.cutoff %g Å",
+                     (double)mc->cutoff, cutoff);
   se3_batch_buf_init(&s->bb, s->mem[0].model.cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->base = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base);

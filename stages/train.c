@@ -509,7 +509,10 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                              where, t->y[i]);
       }
   }
-  /* the model */
+  /* the model; its envelope fades radius edges out at the graph stage's cutoff */
+  const char *edges = cfg_str(ctx->root, "stages.graph.edges", "radius"),
+             *envelope = cfg_str(c, "arch.envelope", "auto");
+  int radius = strcmp(edges, "bonds") != 0;
   t->mc = (struct se3_config){.layers = (int)cfg_int(c, "arch.layers", 2),
                               .degrees = (int)cfg_int(c, "arch.degrees", 3),
                               .channels = (int)cfg_int(c, "arch.channels", 8),
@@ -520,7 +523,13 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                               .radial_hidden = (int)cfg_int(c, "arch.radial_hidden", 16),
                               .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden", 32),
                               .pool_max = !strcmp(cfg_str(c, "arch.pooling", "max"), "max"),
-                              .outputs = 1};
+                              .outputs = 1,
+                              .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
+                                          : !strcmp(envelope, "poly") || (!strcmp(envelope, "auto") && radius)
+                                              ? SE3_ENVELOPE_POLY
+                                              : SE3_ENVELOPE_NONE,
+                              .bonds_kept = strcmp(edges, "radius") != 0,
+                              .cutoff = (float)cfg_float(ctx->root, "stages.graph.cutoff", 5.0)};
   char err[256];
   if (se3_model_init(&t->model, &t->mc, err, sizeof err))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);

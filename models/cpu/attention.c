@@ -5,6 +5,8 @@
  *   logit[e,h] = s sum_d sum_{m, c in h} key[d][e,m,c] q[d][n,m,c],
  *                s = 1/sqrt(W), W = sum_d fk.ch[d] (2d+1)
  *   a[e,h]     = exp(logit[e,h] - max) / sum_{e'} exp(logit[e',h] - max)
+ *                (with edge weights w: w_e exp(...) / sum_{e'} w_e' exp(...),
+ *                the maximum over edges with w > 0)
  *   z[d][n,m,c] = sum_e a[e, head(c)] value[d][e,m,c]
  * Backward (dz given), with da[e,h] = sum_d sum_{m, c in h} dz[d][n,m,c]
  * value[d][e,m,c] and S[h] = sum_e a[e,h] da[e,h]:
@@ -58,19 +60,30 @@ SE3_HD static inline void attn_node_alpha(real *alpha, const struct nn_attn_shap
     for (int h = 0; h < H; h++)
       a[h] *= scale;
   }
+  const real *w = s->w;
   for (int h = 0; h < H; h++) {
-    real mx = alpha[(size_t)e0 * H + h];
-    for (int e = e0 + 1; e < e1; e++)
-      if (alpha[(size_t)e * H + h] > mx) mx = alpha[(size_t)e * H + h];
+    /* the maximum over the edges that take part (weight > 0) */
+    int any = 0;
+    real mx = 0;
+    for (int e = e0; e < e1; e++)
+      if ((!w || w[e] > 0) && (!any || alpha[(size_t)e * H + h] > mx)) {
+        mx = alpha[(size_t)e * H + h];
+        any = 1;
+      }
     real sum = 0;
     for (int e = e0; e < e1; e++) {
       real *a = alpha + (size_t)e * H + h;
-      *a = (real)exp((double)(*a - mx));
+      *a = w ? (w[e] > 0 ? w[e] * (real)exp((double)(*a - mx)) : 0) : (real)exp((double)(*a - mx));
       sum += *a;
     }
-    const real inv = 1 / sum; /* sum >= 1: the maximum contributes exp(0) */
-    for (int e = e0; e < e1; e++)
-      alpha[(size_t)e * H + h] *= inv;
+    if (!w) {
+      const real inv = 1 / sum; /* sum >= 1: the maximum contributes exp(0) */
+      for (int e = e0; e < e1; e++)
+        alpha[(size_t)e * H + h] *= inv;
+    } else if (sum > 0) { /* the maximum's term is its weight, maybe tiny: divide (1/sum could overflow) */
+      for (int e = e0; e < e1; e++)
+        alpha[(size_t)e * H + h] /= sum;
+    } /* else no edge takes part: every a stays 0 */
   }
 }
 

@@ -21,6 +21,13 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
              NN_MAX_DEG + 1);
     return -1;
   }
+  if (c->envelope != SE3_ENVELOPE_NONE &&
+      ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) || !(c->cutoff > 0) ||
+       !isfinite(c->cutoff))) {
+    snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff (%g)", c->envelope,
+             (double)c->cutoff);
+    return -1;
+  }
   int kv = c->channels / c->channels_div;
   if (c->channels % c->channels_div || kv % c->heads) {
     snprintf(err, errlen, "model: channels (%d) / channels_div (%d) = %d must be a whole multiple of heads (%d)",
@@ -82,16 +89,52 @@ void se3_model_free(struct se3_model *m) { basis_plan_free(&m->plan); }
   "layers=%d degrees=%d channels=%d heads=%d channels_div=%d node_in=%d edge_in=%d radial_hidden=%d mlp_hidden=%d "    \
   "pool_max=%d outputs=%d"
 
+/* The envelope's words, after the others; only written with an envelope. */
+#define SE3_ENVELOPE_WORDS " envelope=%15s cutoff=%f bonds_kept=%d"
+
 void se3_config_format(const struct se3_config *c, char *out, size_t n) {
-  snprintf(out, n, SE3_CONFIG_WORDS, c->layers, c->degrees, c->channels, c->heads, c->channels_div, c->node_in,
-           c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
+  int k = snprintf(out, n, SE3_CONFIG_WORDS, c->layers, c->degrees, c->channels, c->heads, c->channels_div, c->node_in,
+                   c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
+  if (c->envelope != SE3_ENVELOPE_NONE && k >= 0 && (size_t)k < n)
+    snprintf(out + k, n - (size_t)k, " envelope=%s cutoff=%.9g bonds_kept=%d",
+             c->envelope == SE3_ENVELOPE_COSINE ? "cosine" : c->envelope == SE3_ENVELOPE_POLY ? "poly" : "unknown",
+             (double)c->cutoff, c->bonds_kept);
 }
 
 int se3_config_parse(const char *s, struct se3_config *c) {
   memset(c, 0, sizeof *c);
-  int n = sscanf(s, SE3_CONFIG_WORDS, &c->layers, &c->degrees, &c->channels, &c->heads, &c->channels_div, &c->node_in,
-                 &c->edge_in, &c->radial_hidden, &c->mlp_hidden, &c->pool_max, &c->outputs);
-  return n == 11 ? 0 : -1;
+  int used = 0;
+  int n = sscanf(s, SE3_CONFIG_WORDS "%n", &c->layers, &c->degrees, &c->channels, &c->heads, &c->channels_div,
+                 &c->node_in, &c->edge_in, &c->radial_hidden, &c->mlp_hidden, &c->pool_max, &c->outputs, &used);
+  if (n != 11 || used == 0) return -1;
+  s += used;
+  while (*s == ' ')
+    s++;
+  if (!*s) return 0; /* stored before the envelope existed, or without one */
+  char kind[16] = "";
+  int tail = 0;
+  if (sscanf(s, SE3_ENVELOPE_WORDS "%n", kind, &c->cutoff, &c->bonds_kept, &tail) != 3 || tail == 0) return -1;
+  if (!strcmp(kind, "cosine"))
+    c->envelope = SE3_ENVELOPE_COSINE;
+  else if (!strcmp(kind, "poly"))
+    c->envelope = SE3_ENVELOPE_POLY;
+  else
+    return -1;
+  for (s += tail; *s == ' '; s++)
+    ;
+  return *s ? -1 : 0;
+}
+
+void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, real *w) {
+  const int in = c->edge_in;
+  for (int e = 0; e < E; e++) {
+    const real *f = edge_feat + (size_t)e * (size_t)in;
+    if (c->envelope == SE3_ENVELOPE_NONE || (c->bonds_kept && f[0] < (real)0.5))
+      w[e] = 1;
+    else
+      w[e] = c->envelope == SE3_ENVELOPE_POLY ? nn_envelope_poly(f[in - 1], (real)c->cutoff)
+                                              : nn_envelope_cosine(f[in - 1], (real)c->cutoff);
+  }
 }
 
 /* The final input fiber: the hidden one, or the node features with no layers. */
@@ -164,6 +207,7 @@ struct block_tape {
 struct se3_tape {
   struct block_tape blk[SE3_MAX_LAYERS];
   real *rfsave, *f, *g, *u, *v;
+  real *w; /* the edges' envelope weights (E), NULL without an envelope */
   int32_t *arg;
   real *h_final[NN_MAX_DEG + 1];
   struct nn_arena *arena; /* the caller's, or own */
@@ -218,19 +262,27 @@ static int block_edge_alloc(struct se3_tape *t, const struct se3_model *m, const
   return t->oom ? -1 : 0;
 }
 
-/* Block bi's edge work from its input h and queries q: the radial network,
- * the fused convolution (keys and values) and the attention (alpha, z). */
+/* The radial network's last hidden features s2 inside its save area, for
+ * the envelope to scale in place (the radial backward reads only a2 and
+ * the statistics, not s2, so the saved activations stay valid). */
+static real *radial_s2(real *rsave, int E, int H) { return rsave + 3 * (size_t)E * (size_t)H; }
+
+/* Block bi's edge work from its input h and queries q: the radial network
+ * (its s2 scaled by the envelope weights w, when there are any), the fused
+ * convolution (keys and values) and the attention (alpha, z). */
 static int block_edges(const struct se3_model *m, const real *params, const struct se3_batch *b, int bi,
-                       const real *const h[], const real *const q[], real *rsave, real *kv[], real *alpha, real *z[]) {
+                       const real *const h[], const real *const q[], const real *w, real *rsave, real *kv[],
+                       real *alpha, real *z[]) {
   const struct se3_config *c = &m->cfg;
   const struct se3_block_layout *B = &m->block[bi];
   int H = c->radial_hidden;
   nn_radial_hidden_forward(rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
+  if (w) nn_scale_rows(radial_s2(rsave, b->E, H), w, b->E, H);
   struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
   if (nn_conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H),
                       params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
     return -1;
-  struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
+  struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start, w};
   nn_attn_forward(z, alpha, &as, (const real *const *)kv, q);
   return 0;
 }
@@ -248,6 +300,11 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   t->arena = ws ? ws : &t->own;
   nn_arena_reset(t->arena);
   size_t N = (size_t)b->N;
+  if (c->envelope != SE3_ENVELOPE_NONE) {
+    t->w = talloc(t, (size_t)b->E + 1);
+    if (t->oom) goto fail;
+    se3_edge_weights(c, b->edge_feat, b->E, t->w);
+  }
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
   for (int bi = 0; bi < c->layers; bi++) {
     const struct se3_block_layout *B = &m->block[bi];
@@ -266,7 +323,8 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
     if (block_edge_alloc(t, m, B, b, T->kv, &T->rsave, &T->alpha, z)) goto fail;
     for (int d = 0; d < c->degrees; d++)
       if (B->fk.ch[d]) nn_linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
-    if (block_edges(m, params, b, bi, (const real *const *)h, (const real *const *)T->q, T->rsave, T->kv, T->alpha, z))
+    if (block_edges(m, params, b, bi, (const real *const *)h, (const real *const *)T->q, t->w, T->rsave, T->kv,
+                    T->alpha, z))
       goto fail;
     for (int d = 0; d < c->degrees; d++) {
       size_t rows = N * (size_t)NN_DIM(d);
@@ -301,6 +359,7 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   if (t->oom) goto fail;
   int H = c->radial_hidden;
   nn_radial_hidden_forward(t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, H);
+  if (t->w) nn_scale_rows(radial_s2(t->rfsave, b->E, H), t->w, b->E, H);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   real *fy[NN_MAX_DEG + 1] = {t->f};
   if (nn_conv_forward(fy, &fs, (const real *const *)h, b->basis, nn_radial_s2(t->rfsave, b->E, H),
@@ -357,6 +416,7 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   const real *dfy[NN_MAX_DEG + 1] = {df};
   nn_conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
                    nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1);
+  if (t->w) nn_scale_rows(ds2, t->w, b->E, H); /* d s2 before the envelope */
   nn_radial_hidden_backward(NULL, dparams + m->final_radial, ds2, b->edge_feat, t->rfsave, params + m->final_radial,
                             b->E, c->edge_in, H);
   nn_linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
@@ -374,7 +434,8 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
       struct se3_tape *tw = (struct se3_tape *)t; /* only its arena and oom flag are touched */
       real *z[NN_MAX_DEG + 1] = {0};
       if (block_edge_alloc(tw, m, B, b, kv, &rsave, &alpha, z) ||
-          block_edges(m, params, b, bi, (const real *const *)T->h_in, (const real *const *)T->q, rsave, kv, alpha, z)) {
+          block_edges(m, params, b, bi, (const real *const *)T->h_in, (const real *const *)T->q, t->w, rsave, kv, alpha,
+                      z)) {
         fprintf(stderr, "se3: out of memory recomputing block %d\n", bi);
         abort();
       }
@@ -394,7 +455,7 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
       dkv[d] = TMP(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
       if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
     }
-    struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start};
+    struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start, t->w};
     nn_attn_backward(dkv, dq, &as, (const real *const *)dz, alpha, (const real *const *)kv, (const real *const *)T->q);
     /* the block input's gradient: the concatenation, the queries and the convolution */
 
@@ -403,6 +464,7 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
     nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv, (const real *const *)T->h_in,
                      b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3, H, 0);
+    if (t->w) nn_scale_rows(ds2, t->w, b->E, H);
     nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E, c->edge_in,
                               H);
     for (int d = 0; d <= NN_MAX_DEG; d++) {

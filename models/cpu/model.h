@@ -3,10 +3,11 @@
  *
  *   h = node features (degree 0)
  *   repeat `layers` times (an attention block, then the norm nonlinearity):
- *     R   = radial(edge features)                     one network per block
+ *     R   = radial(edge features) w_e                 one network per block; w_e the
+ *                                                     envelope weight (below), or 1
  *     kv  = conv(h; R) per edge, values then keys     one fused convolution
  *     q   = linear(h) per degree                      queries
- *     z   = attention(kv, q)                          softmax over incoming edges
+ *     z   = attention(kv, q; w)                       softmax over incoming edges
  *     h   = norm(linear([z, h]) per degree)           the block's input joins its output
  *   f = conv(h; R_f) pooled to degree 0, + linear(h_0) (self-interaction)
  *   g = max (or mean) of f over each molecule's atoms
@@ -38,7 +39,31 @@ struct se3_config {
   int mlp_hidden;    /* final convolution channels and MLP width (128) */
   int pool_max;      /* 1: max over atoms, 0: mean */
   int outputs;       /* predicted values per molecule */
+  int envelope;      /* smooth cutoff envelope: SE3_ENVELOPE_NONE (0), _COSINE or _POLY */
+  int bonds_kept;    /* with an envelope: bonded edges weigh 1 (radius+bonds graphs) */
+  float cutoff;      /* with an envelope: the radius graph's cutoff (Å) */
 };
+
+/* The smooth cutoff envelope. Every edge e of a radius graph gets a weight
+ * w_e = u(r_e / cutoff) for r_e < cutoff, 0 beyond, where u is
+ *   SE3_ENVELOPE_POLY    1 - 28 d^6 + 48 d^7 - 21 d^8 (NequIP's, p = 6; the
+ *                        train stage's default): flat over bond lengths
+ *                        (0.99 at d = 0.3, 0.86 at 0.5, 0.45 at 0.7)
+ *   SE3_ENVELOPE_COSINE  0.5 (cos(pi d) + 1) (0.79 at 0.3, 0.5 at 0.5)
+ * (1 at r = 0, falling to 0 with zero slope at the cutoff), read from the
+ * edge's distance, the last edge feature (the layout of chem/graph.h). With
+ * bonds_kept, an edge whose "no bond" feature (column 0) is below 0.5, i.e. a
+ * bonded pair, weighs 1 at any distance: in a radius+bonds graph a bond is
+ * always an edge, so it never appears or vanishes. The weight multiplies what
+ * the edge contributes: the radial network's last hidden features s2 (so
+ * every convolution's message along e, keys and values, and the final
+ * convolution's, scale with w_e) and the edge's term in the attention softmax,
+ * a[e] = w_e exp(logit_e) / sum_e' w_e' exp(logit_e'). An edge crossing the
+ * cutoff therefore fades in or out, and the output is continuous, with a
+ * continuous first derivative, in the atom coordinates. The weights depend on
+ * the graph only, not on parameters. SE3_ENVELOPE_NONE (models trained before
+ * the envelope existed, bond graphs) uses weight 1 everywhere, as before. */
+enum { SE3_ENVELOPE_NONE = 0, SE3_ENVELOPE_COSINE = 1, SE3_ENVELOPE_POLY = 2 };
 
 /* One batch of molecules: graphs concatenated, edges sorted by target. */
 struct se3_batch {
@@ -100,7 +125,11 @@ struct se3_model {
 };
 
 /* The configuration as one line of key=value words (what the models table
- * stores), and back: parse returns 0, or -1 when a word is missing. */
+ * and the checkpoints store), and back: parse returns 0, or -1 when a word is
+ * missing or malformed. The envelope words (envelope=cosine cutoff=5
+ * bonds_kept=1) follow the others and are written only with an envelope, so a
+ * configuration without one reads and writes as before the envelope existed,
+ * and words stored before then parse to envelope none. */
 void se3_config_format(const struct se3_config *c, char *out, size_t n);
 int se3_config_parse(const char *s, struct se3_config *c);
 
@@ -127,6 +156,9 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
 void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
 void se3_tape_free(struct se3_tape *t);
+/* The envelope weights (E) of a batch's edges from their features (E x
+ * edge_in), as the forward computes them; all 1 without an envelope. */
+void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, real *w);
 /* Floating-point operations of one forward pass over a batch of N atoms, E
  * edges and G molecules, counted from the layer shapes (multiply and add
  * count 2; the norms, softmax and pooling, a few per element, are left out).

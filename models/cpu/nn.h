@@ -37,6 +37,7 @@
 
 #include "models/basis.h"
 #include "models/cpu/real.h"
+#include "models/so3.h" /* SE3_HD */
 
 #define NN_MAX_DEG 3 /* degrees 0..3 (num_degrees 4), the QM9 setting */
 
@@ -189,11 +190,18 @@ extern int nn_conv_generic_only;
  * alpha (E x H) keeps a for the backward. in_start[0] = 0 and in_start[N] =
  * E. With no keys at all (W = 0) every incoming edge gets the same weight.
  * Heads must divide every channel count (the model checks; the layer does
- * not). */
+ * not).
+ * Edge weights: with w (E reals >= 0, the smooth cutoff envelope of
+ * model.h), each edge's term in the softmax is weighted,
+ *   a[e,h] = w_e exp(logit[e,h]) / sum_{e'} w_e' exp(logit[e',h]),
+ * so an edge of weight 0 takes no part and one of small weight little; a
+ * node whose edges all weigh 0 gets a = 0 and z = 0. This is the softmax of
+ * logit + log w, so the backward (from alpha) is the same formula. */
 struct nn_attn_shape {
   struct nn_fiber fk, fv;
   int heads, N, E;
   const int32_t *in_start; /* N + 1 CSR offsets by target (edges sorted by dst) */
+  const real *w;           /* E edge weights, or NULL for all 1 */
 };
 void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
                      const real *const q[]);
@@ -201,6 +209,26 @@ void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s
  * arrays or entries are skipped, and a NULL dz[d] counts as zero. */
 void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
                       const real *alpha, const real *const kv[], const real *const q[]);
+
+/* ---- smooth cutoff envelope --------------------------------------------------
+ * 0.5 (cos(pi r / rc) + 1) for 0 <= r < rc, 0 for r >= rc: 1 at r = 0, 0
+ * with zero slope at rc (model.h says where it is used). */
+SE3_HD static inline real nn_envelope_cosine(real r, real rc) {
+  if (!(r < rc)) return 0;
+  return (real)(0.5 * (cos(3.14159265358979323846 * (double)r / (double)rc) + 1.0));
+}
+/* The polynomial envelope of NequIP (p = 6): with d = r / rc,
+ * 1 - 28 d^6 + 48 d^7 - 21 d^8 for d < 1, 0 beyond: 1 with zero slope at 0,
+ * flat over bond lengths (0.99 at d = 0.3, 0.86 at 0.5), 0 with zero first
+ * and second derivatives at rc. */
+SE3_HD static inline real nn_envelope_poly(real r, real rc) {
+  if (!(r < rc)) return 0;
+  const double d = (double)r / (double)rc, d2 = d * d, d6 = d2 * d2 * d2;
+  return (real)(1.0 - d6 * (28.0 - d * (48.0 - 21.0 * d)));
+}
+/* x[r, :] *= w[r] for rows x n (in place): an edge's weight applied to its
+ * per-edge features, and the same to their gradient in the backward. */
+void nn_scale_rows(real *x, const real *w, int rows, int n);
 
 /* ---- pooling ---------------------------------------------------------------
  * Degree-0 features x (N x C) of G molecules (nodes graph_start[g] ..

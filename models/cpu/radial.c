@@ -74,3 +74,13 @@ void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, 
   nn_radial_hidden_backward(dx, dparams, ds2, x, save, params, E, in, H);
   free(ds2);
 }
+
+void nn_scale_rows(real *x, const real *w, int rows, int n) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++) {
+    real *xr = x + (size_t)r * (size_t)n;
+    const real s = w[r];
+    for (int i = 0; i < n; i++)
+      xr[i] *= s;
+  }
+}

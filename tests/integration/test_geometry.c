@@ -109,11 +109,11 @@ Test(geometry, quickstart_fills_all_three_tables) {
                0);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs g JOIN bases b USING(mol_id) WHERE g.n_edges<>b.n_edges"),
                0);
-  /* the workflow's settings: radius+bonds, 5 Å, 32 neighbours, default node
-   * features, bases up to degree 1 */
+  /* the workflow's settings: radius+bonds, 5 Å, no neighbour cap, default
+   * node features, bases up to degree 1 */
   const uint8_t el[] = {1, 6, 7, 8, 9, 15, 16, 17, 35, 53};
   struct graph_opts go = {.cutoff = 5.0,
-                          .max_neighbors = 32,
+                          .max_neighbors = 0,
                           .edges = GRAPH_EDGES_RADIUS_BONDS,
                           .elements = el,
                           .n_elements = 10,

@@ -25,6 +25,7 @@
 struct prob {
   struct nn_attn_shape s;
   int32_t in_start[NMAX + 1], dst[EMAX];
+  double w[EMAX]; /* edge weights, used when s.w points here */
   double *kv[ND], *q[ND], *z[ND], *G[ND], *alpha;
   double *dkv[ND], *dq[ND];
   size_t nkv[ND], nq[ND], nz[ND];
@@ -188,11 +189,11 @@ static void naive_attn(double *const z[], double *alpha, const struct prob *p) {
               logit += key * qq;
             }
         }
-        alpha[e * H + h] = exp(logit / sqrt(W));
+        alpha[e * H + h] = (s->w ? s->w[e] : 1.0) * exp(logit / sqrt(W));
         sum += alpha[e * H + h];
       }
       for (int e = 0; e < s->E; e++)
-        if (p->dst[e] == n) alpha[e * H + h] /= sum;
+        if (p->dst[e] == n) alpha[e * H + h] = sum > 0 ? alpha[e * H + h] / sum : 0;
       for (int d = 0; d < ND; d++) {
         int ck = s->fk.ch[d], cv = s->fv.ch[d], per = cv / H;
         for (int m = 0; m < 2 * d + 1; m++)
@@ -411,6 +412,105 @@ Test(attention, edge_order) {
   cr_assert_lt(wz, 1e-13, "z depends on the edge order: %g", wz);
   cr_assert_lt(wk, 1e-13, "dkv not permuted with the edges: %g", wk);
   cr_assert_lt(wq, 1e-13, "dq depends on the edge order: %g", wq);
+  prob_free(&a);
+  prob_free(&b);
+}
+
+/* ---- (f) edge weights (the smooth cutoff envelope) --------------------------- */
+
+/* Weights in (0, 1], one edge of node 2 at 0, and node 5's only edge at 0 (a
+ * node whose every edge weighs 0). */
+static void prob_weights(struct prob *p, uint64_t seed) {
+  uint64_t st = seed;
+  for (int e = 0; e < p->s.E; e++)
+    p->w[e] = 0.5 * (gc_rand(&st) + 1) + 1e-3;
+  p->w[p->in_start[2] + 1] = 0;
+  p->w[p->in_start[5]] = 0;
+  p->s.w = p->w;
+}
+
+Test(attention, weighted_gradcheck) {
+  const int fk[ND] = {4, 4, 4, 0}, fv[ND] = {4, 4, 4, 4};
+  struct prob p;
+  prob_init(&p, 6, INDEG6, fk, fv, 2, 71, 1.5);
+  prob_weights(&p, 72);
+  prob_forward(&p);
+  prob_backward(&p);
+  double worst = 0;
+  for (int d = 0; d < ND; d++) {
+    if (p.kv[d]) worst = fmax(worst, gc_worst(loss_attn, &p, p.kv[d], p.dkv[d], p.nkv[d], p.nkv[d]));
+    if (p.q[d]) worst = fmax(worst, gc_worst(loss_attn, &p, p.q[d], p.dq[d], p.nq[d], p.nq[d]));
+  }
+  printf("weighted attention gradcheck: worst %.3g\n", worst);
+  cr_assert_lt(worst, 1e-6, "worst finite-difference error %g", worst);
+  prob_free(&p);
+}
+
+Test(attention, weighted_forward_matches_naive) {
+  const int fk[ND] = {4, 0, 8, 4}, fv[ND] = {8, 4, 4, 4};
+  struct prob p;
+  prob_init(&p, 6, INDEG6, fk, fv, 4, 73, 1.0);
+  prob_weights(&p, 74);
+  prob_forward(&p);
+  double *zn[ND], *an = calloc((size_t)p.s.E * p.s.heads, sizeof *an);
+  for (int d = 0; d < ND; d++)
+    zn[d] = alloc_or_null(p.nz[d]);
+  naive_attn(zn, an, &p);
+  double wa = max_diff(p.alpha, an, (size_t)p.s.E * p.s.heads), wz = 0;
+  for (int d = 0; d < ND; d++)
+    wz = fmax(wz, max_diff(p.z[d], zn[d], p.nz[d]));
+  printf("weighted attention vs naive: alpha %.3g, z %.3g\n", wa, wz);
+  cr_assert_lt(wa, 1e-13, "alpha differs from the naive one by %g", wa);
+  cr_assert_lt(wz, 1e-13, "z differs from the naive one by %g", wz);
+  for (int e = p.in_start[5]; e < p.in_start[6]; e++)
+    for (int h = 0; h < p.s.heads; h++)
+      cr_assert_eq(p.alpha[e * p.s.heads + h], 0.0, "a node whose edges all weigh 0 attends to nothing");
+  for (int d = 0; d < ND; d++)
+    free(zn[d]);
+  free(an);
+  prob_free(&p);
+}
+
+/* An edge of weight 0 is an absent edge, and an edge of weight eps differs
+ * from an absent one by O(eps): the attention is continuous as an edge
+ * fades out (the softmax of an edge at full weight would jump). The edge
+ * taken out is node 2's second; without weights it holds a share of O(1). */
+Test(attention, weight_zero_is_an_absent_edge) {
+  const int fk[ND] = {4, 4, 4, 0}, fv[ND] = {4, 4, 4, 4};
+  const int indeg_less[6] = {2, 0, 3, 1, 3, 1};
+  struct prob a, b;
+  prob_init(&a, 6, INDEG6, fk, fv, 2, 75, 1.5);
+  prob_init(&b, 6, indeg_less, fk, fv, 2, 75, 1.5);
+  const int gone = a.in_start[2] + 1;
+  for (int d = 0; d < ND; d++) { /* b: a's kv without edge `gone`; the same q and G */
+    size_t w = a.nkv[d] / a.s.E;
+    for (int e = 0, k = 0; e < a.s.E; e++)
+      if (e != gone) memcpy(b.kv[d] + (size_t)k++ * w, a.kv[d] + (size_t)e * w, w * sizeof(double));
+    if (a.q[d]) memcpy(b.q[d], a.q[d], a.nq[d] * sizeof(double));
+  }
+  for (int e = 0; e < a.s.E; e++)
+    a.w[e] = 1;
+  a.s.w = a.w;
+  prob_forward(&a);
+  prob_forward(&b);
+  double full = 0;
+  for (int d = 0; d < ND; d++)
+    full = fmax(full, max_diff(a.z[d], b.z[d], a.nz[d]));
+  double diff[3];
+  const double wt[3] = {0, 1e-9, 1e-6};
+  for (int k = 0; k < 3; k++) {
+    a.w[gone] = wt[k];
+    prob_forward(&a);
+    diff[k] = 0;
+    for (int d = 0; d < ND; d++)
+      diff[k] = fmax(diff[k], max_diff(a.z[d], b.z[d], a.nz[d]));
+  }
+  printf("edge of weight 1: z differs from the absent edge's by %.3g; weight 0: %.3g, 1e-9: %.3g, 1e-6: %.3g\n", full,
+         diff[0], diff[1], diff[2]);
+  cr_assert_gt(full, 1e-2, "the edge must matter at full weight (%g)", full);
+  cr_assert_lt(diff[0], 1e-15, "weight 0: z differs from the graph without the edge by %g", diff[0]);
+  cr_assert_lt(diff[1], 1e-8, "weight 1e-9: %g", diff[1]);
+  cr_assert_lt(diff[2], 1e-5, "weight 1e-6: %g", diff[2]);
   prob_free(&a);
   prob_free(&b);
 }

@@ -1,7 +1,8 @@
 /* The whole SE(3)-Transformer in double precision on a small configuration:
  * the backward against finite differences for every parameter tensor and the
- * node features, and the prediction's invariance under rotating the
- * molecules (their bases) and permuting atoms. */
+ * node features (without and with the smooth cutoff envelope), and the
+ * prediction's invariance under rotating the molecules (their bases) and
+ * permuting atoms. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -107,11 +108,19 @@ static double loss(void *ctx) {
   return c->G[0] * c->out[0] + c->G[1] * c->out[1] + c->G[2] * c->out[2] + c->G[3] * c->out[3];
 }
 
-static void check_model(int pool_max) {
+/* envelope: 0 none; 1 cosine at 2.5 Å (the random pairs lie about 0.3 to
+ * 3.5 Å apart: weights from 0 to near 1); 2 the polynomial envelope with
+ * bonds_kept (edges whose random "no bond" feature is below 0.5 weigh 1). The envelope cases
+ * check a quarter of the parameters (spread over every tensor), to keep the
+ * suite's time. */
+static void check_model(int pool_max, int envelope) {
   struct mcase c;
   char err[256];
   struct se3_config cfg = small;
   cfg.pool_max = pool_max;
+  cfg.envelope = envelope == 2 ? SE3_ENVELOPE_POLY : envelope ? SE3_ENVELOPE_COSINE : SE3_ENVELOPE_NONE;
+  cfg.cutoff = 2.5f;
+  cfg.bonds_kept = envelope == 2;
   cr_assert_eq(se3_model_init(&c.m, &cfg, err, sizeof err), 0, "%s", err);
   c.p = malloc(c.m.n_params * sizeof *c.p);
   se3_model_init_params(&c.m, c.p, 7);
@@ -120,14 +129,30 @@ static void check_model(int pool_max) {
   gc_fill(c.p, c.m.n_params, &rng, 0.6);
   make_batch(&c.t, &c.m, NULL, NULL, 5);
   gc_fill(c.G, 4, &rng, 1.0);
+  if (envelope) { /* the weights span (0, 1), some edges at 0 and, with bonds_kept, some at 1 */
+    double w[64];
+    se3_edge_weights(&cfg, c.t.edge, c.t.E, w);
+    int zero = 0, one = 0, between = 0;
+    for (int e = 0; e < c.t.E; e++) {
+      zero += w[e] == 0;
+      one += w[e] == 1;
+      between += w[e] > 0.05 && w[e] < 0.95;
+    }
+    cr_log_info("envelope weights: %d of %d edges at 0, %d at 1, %d between 0.05 and 0.95", zero, c.t.E, one, between);
+    if (envelope == 1)
+      cr_assert(zero > 0 && between > c.t.E / 4 && one == 0);
+    else
+      cr_assert(one > 0 && zero + between >= 2);
+  }
   double *dp = calloc(c.m.n_params, sizeof *dp), dnode[16 * 8];
   struct se3_tape *tape = se3_model_forward(&c.m, c.p, &c.t.b, c.out);
   se3_model_backward(&c.m, c.p, &c.t.b, tape, c.G, dp, dnode);
   se3_tape_free(tape);
   double wn = gc_worst(loss, &c, c.t.node, dnode, (size_t)(c.t.N * cfg.node_in), 1000);
-  double wp = gc_worst(loss, &c, c.p, dp, c.m.n_params, 4000);
-  cr_log_info("model (%s pooling, %zu parameters): worst gradient error %.2e (node features), %.2e (parameters)",
-              pool_max ? "max" : "mean", c.m.n_params, wn, wp);
+  double wp = gc_worst(loss, &c, c.p, dp, c.m.n_params, envelope ? 1000 : 4000);
+  cr_log_info("model (%s pooling, envelope %d, %zu parameters): worst gradient error %.2e (node features), %.2e "
+              "(parameters)",
+              pool_max ? "max" : "mean", envelope, c.m.n_params, wn, wp);
   cr_assert_lt(wn, 1e-6);
   cr_assert_lt(wp, 1e-6);
   free(dp);
@@ -136,8 +161,10 @@ static void check_model(int pool_max) {
   se3_model_free(&c.m);
 }
 
-Test(grad_model, mean_pooled_model_gradients_match_finite_differences) { check_model(0); }
-Test(grad_model, max_pooled_model_gradients_match_finite_differences) { check_model(1); }
+Test(grad_model, mean_pooled_model_gradients_match_finite_differences) { check_model(0, 0); }
+Test(grad_model, max_pooled_model_gradients_match_finite_differences) { check_model(1, 0); }
+Test(grad_model, gradients_with_the_envelope_match_finite_differences) { check_model(0, 1); }
+Test(grad_model, gradients_with_the_envelope_and_bonds_match_finite_differences) { check_model(1, 2); }
 
 /* Rotating every molecule and permuting atoms leaves the prediction alone. */
 Test(grad_model, prediction_is_invariant) {

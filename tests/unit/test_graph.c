@@ -540,6 +540,31 @@ Test(graph, rotation_and_translation_leave_edges_unchanged, .timeout = 60) {
   mol_free(&m);
 }
 
+/* edges_dropped: what the cap left out, i.e. the edges of the uncapped graph
+ * that the capped one lacks; bonded pairs radius+bonds adds back are not
+ * dropped. Without a cap nothing is. */
+Test(graph, max_neighbors_counts_the_dropped_edges) {
+  struct mol m;
+  cloud(&m, 600, 0.1, 77);
+  for (int i = 0; i + 1 < m.n_atoms; i += 2)
+    tu_add_bond(&m, i, i + 1, 1);
+  const enum graph_edges modes[2] = {GRAPH_EDGES_RADIUS, GRAPH_EDGES_RADIUS_BONDS};
+  for (int k = 0; k < 2; k++) {
+    struct graph_opts o = {.cutoff = 5.0, .edges = modes[k]};
+    struct graph all, capped;
+    build_ok(&m, &o, &all);
+    cr_assert_eq(all.edges_dropped, 0, "no cap, nothing dropped");
+    o.max_neighbors = 6;
+    build_ok(&m, &o, &capped);
+    cr_assert_gt(capped.edges_dropped, 0, "the cap binds");
+    cr_assert_eq(capped.edges_dropped, (int64_t)all.n_edges - capped.n_edges, "mode %d: %lld dropped, %d - %d edges", k,
+                 (long long)capped.edges_dropped, all.n_edges, capped.n_edges);
+    graph_free(&all);
+    graph_free(&capped);
+  }
+  mol_free(&m);
+}
+
 Test(graph, deterministic) {
 #ifdef __GLIBC__
   mallopt(M_MMAP_MAX, 0); /* reuse heap blocks, so that the dirt below is seen */

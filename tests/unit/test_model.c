@@ -1,7 +1,9 @@
 /* The SE(3)-Transformer in float (the product build) on molecules built by
  * hand, through the real graph and basis code: the prediction is unchanged,
  * to fp32 round-off, by rotating and translating the coordinates and by
- * permuting the atoms; degree-1 hidden features rotate with D_1. */
+ * permuting the atoms; degree-1 hidden features rotate with D_1. With the
+ * smooth cutoff envelope, an atom moved across the cutoff by 1e-4 Å changes
+ * the prediction by O(1e-4), where without it the prediction jumps. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -183,12 +185,26 @@ Test(model, prediction_is_invariant_in_float) { check_invariance(&cfg); }
 
 Test(model, prediction_is_invariant_with_the_fast_tiles) { check_invariance(&cfg32); }
 
+/* The graphs of batch_from: radius+bonds at 2.6 Å, bonds weigh 1. */
+static struct se3_config with_envelope(const struct se3_config *c) {
+  struct se3_config e = *c;
+  e.envelope = SE3_ENVELOPE_COSINE;
+  e.cutoff = 2.6f;
+  e.bonds_kept = 1;
+  return e;
+}
+
+Test(model, prediction_is_invariant_with_the_envelope) {
+  struct se3_config e = with_envelope(&cfg);
+  check_invariance(&e);
+}
+
 /* low_memory recomputes each block's per-edge work in the backward: the
  * same predictions and gradients bit for bit, from a smaller arena. */
-Test(model, low_memory_gives_identical_gradients) {
+static void check_low_memory(const struct se3_config *c) {
   struct se3_model m;
   char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg32, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_model_init(&m, c, err, sizeof err), 0, "%s", err);
   float *p = malloc(m.n_params * sizeof *p);
   float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
   se3_model_init_params(&m, p, 3);
@@ -222,6 +238,13 @@ Test(model, low_memory_gives_identical_gradients) {
   free(g0);
   free(g1);
   se3_model_free(&m);
+}
+
+Test(model, low_memory_gives_identical_gradients) { check_low_memory(&cfg32); }
+
+Test(model, low_memory_gives_identical_gradients_with_the_envelope) {
+  struct se3_config e = with_envelope(&cfg32);
+  check_low_memory(&e);
 }
 
 /* The step arena hands out the same memory in the same order after a reset,
@@ -327,4 +350,173 @@ Test(model, config_words_round_trip) {
   cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
   cr_assert_eq(memcmp(&back, &cfg, sizeof cfg), 0, "%s", words);
   cr_assert_eq(se3_config_parse("layers=2 degrees=3", &back), -1);
+  cr_assert_eq(cfg.envelope, SE3_ENVELOPE_NONE);
+  cr_assert_eq(strstr(words, "envelope"), NULL, "without an envelope the words are as before: %s", words);
+  /* with the envelope: its words follow, and read back */
+  struct se3_config e = with_envelope(&cfg);
+  e.cutoff = 4.7f;
+  se3_config_format(&e, words, sizeof words);
+  cr_assert(strstr(words, " envelope=cosine cutoff=4.69999981 bonds_kept=1"), "%s", words);
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &e, sizeof e), 0, "%s", words);
+  /* words stored before the envelope existed: no envelope */
+  const char *old = "layers=2 degrees=4 channels=8 heads=2 channels_div=2 node_in=6 edge_in=6 radial_hidden=8 "
+                    "mlp_hidden=16 pool_max=1 outputs=1";
+  cr_assert_eq(se3_config_parse(old, &back), 0);
+  cr_assert_eq(memcmp(&back, &cfg, sizeof cfg), 0, "old words read as the old configuration");
+  char bad[600];
+  e.envelope = SE3_ENVELOPE_POLY;
+  se3_config_format(&e, words, sizeof words);
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &e, sizeof e), 0, "%s", words);
+  snprintf(bad, sizeof bad, "%s envelope=gauss cutoff=5 bonds_kept=0", old);
+  cr_assert_eq(se3_config_parse(bad, &back), -1, "unknown envelope");
+  snprintf(bad, sizeof bad, "%s envelope=cosine", old);
+  cr_assert_eq(se3_config_parse(bad, &back), -1, "envelope without its cutoff");
+  snprintf(bad, sizeof bad, "%s junk", old);
+  cr_assert_eq(se3_config_parse(bad, &back), -1, "trailing words");
+  struct se3_model m;
+  char err[256];
+  e.cutoff = 0;
+  cr_assert_eq(se3_model_init(&m, &e, err, sizeof err), -1);
+  cr_assert(strstr(err, "positive cutoff"), "%s", err);
 }
+
+/* ---- the smooth cutoff ---------------------------------------------------------- */
+
+/* Weights: 1 at r = 0, 1/2 at rc/2, 0 at and beyond rc with zero slope;
+ * bonded edges (no-bond feature 0) weigh 1 only with bonds_kept. */
+Test(model, envelope_weights) {
+  struct se3_config c = cfg;
+  c.envelope = SE3_ENVELOPE_COSINE;
+  c.cutoff = 4.0f;
+  float ef[6 * 6] = {0};
+  const float r[6] = {0, 2, 3.999f, 4, 7, 3.999f};
+  for (int e = 0; e < 6; e++) {
+    ef[e * 6 + (e == 5 ? 1 : 0)] = 1; /* edge 5 is a single bond, the others none */
+    ef[e * 6 + 5] = r[e];
+  }
+  float w[6];
+  se3_edge_weights(&c, ef, 6, w);
+  cr_assert_float_eq(w[0], 1.0f, 1e-7);
+  cr_assert_float_eq(w[1], 0.5f, 1e-6);
+  cr_assert(w[2] > 0 && w[2] < 2e-6, "%g: the slope vanishes at the cutoff", w[2]);
+  cr_assert_eq(w[3], 0.0f);
+  cr_assert_eq(w[4], 0.0f);
+  cr_assert(w[5] < 2e-6, "a bond fades like any edge without bonds_kept");
+  c.bonds_kept = 1;
+  se3_edge_weights(&c, ef, 6, w);
+  cr_assert_eq(w[5], 1.0f, "a bond in a radius+bonds graph always weighs 1");
+  cr_assert(w[2] < 2e-6);
+  /* the polynomial: flat near 0 (0.86 at rc/2), 0 with zero slope at rc */
+  c.envelope = SE3_ENVELOPE_POLY;
+  c.bonds_kept = 0;
+  se3_edge_weights(&c, ef, 6, w);
+  cr_assert_float_eq(w[0], 1.0f, 1e-7);
+  cr_assert_float_eq(w[1], 1.0f - 28.0f / 64 + 48.0f / 128 - 21.0f / 256, 1e-6);
+  cr_assert(w[2] >= 0 && w[2] < 1e-9, "%g: zero slope and curvature at the cutoff", w[2]);
+  cr_assert_eq(w[3], 0.0f);
+  cr_assert_eq(w[4], 0.0f);
+  c.envelope = SE3_ENVELOPE_NONE;
+  se3_edge_weights(&c, ef, 6, w);
+  for (int e = 0; e < 6; e++)
+    cr_assert_eq(w[e], 1.0f);
+}
+
+/* A molecule whose atom 4 sits at distance rc + s from atom 1 (other pairs
+ * well away from rc; atom 5 fixed near atom 4, so the output moves with
+ * atom 4 also through edges far from the cutoff), its graph built by
+ * chem/graph.c, through the model: the predictions for each s. */
+static void predict_across_cutoff(const struct se3_model *m, const float *p, enum graph_edges edges, const double *s,
+                                  int ns, float *y, int *n_edges) {
+  const double rc = 3.0;
+  const double base[4][3] = {{0, 0, 0}, {1.5, 0, 0}, {1.6, 1.4, 0}, {-0.9, 1.1, 0.3}};
+  const int z[6] = {6, 6, 8, 7, 1, 8};
+  double u[3] = {0.5, -0.8, 0.3}, nu = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+  for (int k = 0; k < ns; k++) {
+    struct mol mol;
+    mol_init(&mol);
+    for (int a = 0; a < 4; a++)
+      tu_add_atom(&mol, z[a], base[a][0], base[a][1], base[a][2]);
+    double q[3];
+    for (int i = 0; i < 3; i++)
+      q[i] = base[1][i] + (rc + s[k]) * u[i] / nu;
+    tu_add_atom(&mol, z[4], q[0], q[1], q[2]);
+    tu_add_atom(&mol, z[5], base[1][0] + (rc + 1.1) * u[0] / nu + 0.3, base[1][1] + (rc + 1.1) * u[1] / nu,
+                base[1][2] + (rc + 1.1) * u[2] / nu - 0.2);
+    tu_add_bond(&mol, 0, 1, 1);
+    tu_add_bond(&mol, 1, 2, 2);
+    tu_add_bond(&mol, 0, 3, 1);
+    mol.dim = 3;
+    for (int a = 0; a < 6; a++) /* only the pair (1, 4) is near the cutoff */
+      for (int b = a + 1; b < 6; b++) {
+        const struct mol_atom *A = &mol.atoms[a], *B = &mol.atoms[b];
+        double dx = A->x - B->x, dy = A->y - B->y, dz = A->z_ - B->z_, d = sqrt(dx * dx + dy * dy + dz * dz);
+        if (!(a == 1 && b == 4)) cr_assert_gt(fabs(d - rc), 0.1, "atoms %d and %d at %g Å", a, b, d);
+      }
+    struct graph_opts go = {
+        .cutoff = rc, .edges = edges, .elements = elements, .n_elements = 4, .with_other = 1, .with_charge = 1};
+    struct graph g;
+    char err[256];
+    graph_init(&g);
+    cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
+    n_edges[k] = g.n_edges;
+    struct se3_batch_buf bb;
+    se3_batch_buf_init(&bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
+    cr_assert_eq(se3_batch_add(&bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
+    cr_assert_eq(se3_batch_bases(&bb, &m->plan), 0);
+    se3_tape_free(se3_model_forward(m, p, &bb.b, &y[k]));
+    se3_batch_buf_free(&bb);
+    graph_free(&g);
+    mol_free(&mol);
+  }
+}
+
+/* s = -3d, -d, +d, +3d with d = 1e-4 Å: the edge pair (1, 4) exists for the
+ * first two only. With the envelope the step across the cutoff (-d to +d) is
+ * like the steps on either side (the output moves smoothly with the atom)
+ * and under 1e-3 of the prediction; without it, the same parameters jump by
+ * far more. */
+static void check_across_cutoff(int pool_max, enum graph_edges edges, int kind) {
+  const double d = 1e-4, s[4] = {-3 * d, -d, d, 3 * d};
+  struct se3_config c = cfg;
+  c.pool_max = pool_max;
+  c.envelope = kind;
+  c.cutoff = 3.0f;
+  c.bonds_kept = edges == GRAPH_EDGES_RADIUS_BONDS;
+  struct se3_model m;
+  char err[256];
+  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  float *p = malloc(m.n_params * sizeof *p);
+  se3_model_init_params(&m, p, 19);
+  float y[4], yn[4];
+  int ne[4], nn[4];
+  predict_across_cutoff(&m, p, edges, s, 4, y, ne);
+  cr_assert(ne[0] == ne[1] && ne[1] == ne[2] + 2 && ne[2] == ne[3], "edges %d %d %d %d: the pair must cross", ne[0],
+            ne[1], ne[2], ne[3]);
+  se3_model_free(&m);
+  c.envelope = SE3_ENVELOPE_NONE;
+  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  predict_across_cutoff(&m, p, edges, s, 4, yn, nn);
+  double scale = fabs(y[1]), across = fabs((double)y[2] - y[1]),
+         beside = fmax(fabs((double)y[1] - y[0]), fabs((double)y[3] - y[2])), jump = fabs((double)yn[2] - yn[1]);
+  cr_log_info("%s pooling, %s, %s envelope: y %.6f; change across the cutoff (2e-4 Å) %.2e relative with the envelope "
+              "(%.2e beside it), %.2e without",
+              pool_max ? "max" : "mean", edges == GRAPH_EDGES_RADIUS ? "radius" : "radius+bonds",
+              kind == SE3_ENVELOPE_POLY ? "polynomial" : "cosine", y[1], across / scale, beside / scale,
+              jump / fabs((double)yn[1]));
+  cr_assert_gt(scale, 1e-3, "a degenerate model proves nothing");
+  cr_assert_lt(across, 1e-3 * scale, "the output jumps at the cutoff: %g of %g", across, scale);
+  cr_assert_lt(across, 3 * beside + 1e-6 * scale, "no step beyond the smooth trend: %g across, %g beside", across,
+               beside);
+  cr_assert_gt(jump, 1e-2 * fabs((double)yn[1]), "without the envelope the test must see the step (%g)", jump);
+  free(p);
+  se3_model_free(&m);
+}
+
+Test(model, no_jump_at_the_cutoff_radius_mean) { check_across_cutoff(0, GRAPH_EDGES_RADIUS, SE3_ENVELOPE_COSINE); }
+Test(model, no_jump_at_the_cutoff_radius_max) { check_across_cutoff(1, GRAPH_EDGES_RADIUS, SE3_ENVELOPE_COSINE); }
+Test(model, no_jump_at_the_cutoff_radius_bonds) {
+  check_across_cutoff(0, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_COSINE);
+}
+Test(model, no_jump_at_the_cutoff_polynomial) { check_across_cutoff(1, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_POLY); }
