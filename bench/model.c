@@ -216,7 +216,10 @@ int main(int argc, char **argv) {
     }
     if (train) {
       memset(grads, 0, m.n_params * sizeof *grads);
-      se3_model_backward(&m, params, b, t, dout, grads, NULL);
+      if (se3_model_backward(&m, params, b, t, dout, grads, NULL)) {
+        fprintf(stderr, "model_bench: out of memory in the backward pass\n");
+        return 1;
+      }
       nn_adam_step(params, adam_m, adam_v, grads, m.n_params, &adam, step++, 1e-6);
     }
     se3_tape_free(t);

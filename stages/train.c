@@ -949,8 +949,15 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       yt[j] = (real)((t->y[order[i + j]] - t->base[order[i + j]] - t->mean) / t->std);
     *loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
     memset(t->grad, 0, t->model.n_params * sizeof *t->grad);
-    se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
+    int bad = se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
     se3_tape_free(tape);
+    if (bad) { /* the epoch's transaction rolls back: nothing of this step is kept */
+      ret = stage_fail_at(ctx, NULL,
+                          "out of memory in the backward pass (a batch of %d molecules): lower "
+                          "stages.train.batch_size or set stages.train.low_memory: true",
+                          k);
+      break;
+    }
     if (t->clip > 0) nn_grad_clip(t->grad, t->model.n_params, t->clip);
     double lr = nn_schedule_lr(&t->sched, t->step);
     t->step++;

@@ -11,17 +11,24 @@
 #define ARENA_ALIGN 64
 #define ARENA_MIN_BLOCK ((size_t)64 << 20)
 
-/* The bytes in use now, to keep the high-water mark. */
-static void note_peak(struct nn_arena *a) {
+/* The bytes in use now. */
+static size_t in_use(const struct nn_arena *a) {
   size_t n = 0;
   for (int i = 0; i <= a->cur && i < a->n; i++)
     n += a->blocks[i].used;
+  return n;
+}
+
+/* Keeps the high-water mark. */
+static void note_peak(struct nn_arena *a) {
+  size_t n = in_use(a);
   if (n > a->peak) a->peak = n;
 }
 
 void *nn_arena_alloc(struct nn_arena *a, size_t bytes) {
   bytes = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
   if (bytes == 0) bytes = ARENA_ALIGN;
+  if (a->limit && in_use(a) + bytes > a->limit) return NULL;
   for (; a->cur < a->n; a->cur++) {
     struct nn_arena_block *b = &a->blocks[a->cur];
     if (b->cap - b->used >= bytes) {

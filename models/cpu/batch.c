@@ -81,7 +81,7 @@ int se3_batch_add(struct se3_batch_buf *bb, int n, const float *node_feat, int e
     bb->node[(size_t)n0 * (size_t)bb->node_in + k] = node_feat[k];
   for (size_t k = 0; k < (size_t)e * (size_t)bb->edge_in; k++)
     bb->edge[(size_t)e0 * (size_t)bb->edge_in + k] = edge_feat[k];
-  memcpy(bb->rel + (size_t)e0 * 3, rel_pos, (size_t)e * 3 * sizeof *bb->rel);
+  if (e) memcpy(bb->rel + (size_t)e0 * 3, rel_pos, (size_t)e * 3 * sizeof *bb->rel);
   for (int k = 0; k < e; k++)
     bb->src[e0 + k] = n0 + src[k];
   /* CSR offsets by target: in_start[n0 + j + 1] = edges up to target j */

@@ -382,7 +382,14 @@ fail:
   return NULL;
 }
 
-void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
+/* An arena allocation of n reals for the backward; sets *oom on failure. */
+static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
+  real *p = nn_arena_alloc(A, n * sizeof(real));
+  if (!p) *oom = 1;
+  return p;
+}
+
+int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
   const struct se3_config *c = &m->cfg;
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
@@ -390,7 +397,8 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   struct nn_fiber fin = final_in(m);
   struct nn_arena *A = t->arena;
   struct nn_arena_mark start = nn_arena_mark(A);
-#define TMP(n) ((real *)nn_arena_alloc(A, (size_t)(n) * sizeof(real)))
+  int oom = 0; /* an allocation failed: stop, the gradients are incomplete */
+#define TMP(n) tmp_alloc(A, (size_t)(n), &oom)
   /* d loss / d h, the features between blocks, in two buffers used in turn */
   int width = c->node_in > c->channels ? c->node_in : c->channels;
   real *dh[NN_MAX_DEG + 1] = {0}, *dh_next[NN_MAX_DEG + 1] = {0};
@@ -401,9 +409,11 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   int H = c->radial_hidden;
   size_t w3 = nn_radial_w3(c->edge_in, H);
   real *ds2 = TMP(E * (size_t)H + 1); /* d loss / d s2 of each radial network in turn */
+  if (oom) goto fail;
   struct nn_arena_mark head = nn_arena_mark(A);
   real *dv = TMP(G * (size_t)M), *dg = TMP(G * (size_t)M), *df = TMP(N * (size_t)M);
   real *dself = TMP(N * (size_t)fin.ch[0]);
+  if (oom) goto fail;
   nn_dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
   for (size_t i = 0; i < G * (size_t)M; i++)
     if (t->u[i] <= 0) dv[i] = 0;
@@ -414,8 +424,9 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
     nn_pool_mean_backward(df, dg, b->graph_start, b->G, M);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   const real *dfy[NN_MAX_DEG + 1] = {df};
-  nn_conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
-                   nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1);
+  if (nn_conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
+                       nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1))
+    goto fail;
   if (t->w) nn_scale_rows(ds2, t->w, b->E, H); /* d s2 before the envelope */
   nn_radial_hidden_backward(NULL, dparams + m->final_radial, ds2, b->edge_feat, t->rfsave, params + m->final_radial,
                             b->E, c->edge_in, H);
@@ -435,10 +446,8 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
       real *z[NN_MAX_DEG + 1] = {0};
       if (block_edge_alloc(tw, m, B, b, kv, &rsave, &alpha, z) ||
           block_edges(m, params, b, bi, (const real *const *)T->h_in, (const real *const *)T->q, t->w, rsave, kv, alpha,
-                      z)) {
-        fprintf(stderr, "se3: out of memory recomputing block %d\n", bi);
-        abort();
-      }
+                      z))
+        goto fail;
     }
     real *dz[NN_MAX_DEG + 1] = {0}, *dq[NN_MAX_DEG + 1] = {0}, *dkv[NN_MAX_DEG + 1] = {0};
     real *dconv[NN_MAX_DEG + 1] = {0}, *dhin[NN_MAX_DEG + 1] = {0};
@@ -446,14 +455,15 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
       size_t rows = N * (size_t)NN_DIM(d);
       int cat = B->fv.ch[d] + B->fin.ch[d];
       real *d_o = TMP(rows * (size_t)c->channels), *dcat = TMP(rows * (size_t)cat);
+      dz[d] = TMP(rows * (size_t)B->fv.ch[d]);
+      dkv[d] = TMP(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
+      if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
+      if (oom) goto fail;
       nn_norm_backward(d_o, dparams + B->gamma[d], dparams + B->beta[d], dh[d], T->o[d], T->nsave[d],
                        params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d), c->channels);
       nn_linear_backward(dcat, dparams + B->wo[d], d_o, T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
-      dz[d] = TMP(rows * (size_t)B->fv.ch[d]);
       if (B->fin.ch[d]) dhin[d] = dh_next[d];
       split_rows(dz[d], B->fv.ch[d], dhin[d], B->fin.ch[d], dcat, rows);
-      dkv[d] = TMP(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
-      if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
     }
     struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start, t->w};
     nn_attn_backward(dkv, dq, &as, (const real *const *)dz, alpha, (const real *const *)kv, (const real *const *)T->q);
@@ -461,9 +471,12 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
 
     for (int d = 0; d <= NN_MAX_DEG; d++)
       if (B->fin.ch[d]) dconv[d] = TMP(N * (size_t)(NN_DIM(d) * B->fin.ch[d]));
+    if (oom) goto fail;
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-    nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv, (const real *const *)T->h_in,
-                     b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3, H, 0);
+    if (nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv,
+                         (const real *const *)T->h_in, b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3,
+                         H, 0))
+      goto fail;
     if (t->w) nn_scale_rows(ds2, t->w, b->E, H);
     nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E, c->edge_in,
                               H);
@@ -474,6 +487,7 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
         dhin[d][i] += dconv[d][i];
       if (B->fk.ch[d]) {
         real *dql = TMP(n);
+        if (oom) goto fail;
         nn_linear_backward(dql, dparams + B->wq[d], dq[d], T->h_in[d], params + B->wq[d], b->N * NN_DIM(d),
                            B->fin.ch[d], B->fk.ch[d]);
         for (size_t i = 0; i < n; i++)
@@ -490,6 +504,10 @@ void se3_model_backward(const struct se3_model *m, const real *params, const str
   if (dnode) memcpy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
 #undef TMP
   nn_arena_release(A, start);
+  return 0;
+fail:
+  nn_arena_release(A, start);
+  return -1;
 }
 
 double se3_model_flops(const struct se3_model *m, double N, double E, double G) {

@@ -146,15 +146,16 @@ struct se3_tape;
 /* out: G x outputs. Returns the tape (free with se3_tape_free), NULL when out
  * of memory. */
 struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out);
-/* dparams += d loss / d params from dout (G x outputs); dnode (N x node_in,
- * overwritten) may be NULL. */
 /* The same, with activations (and the backward's temporaries) in ws, which
  * is reset first and keeps its memory for the next step; the tape is valid
  * until ws is reset or freed. */
 struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
                                       real *out, struct nn_arena *ws);
-void se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
-                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
+/* dparams += d loss / d params from dout (G x outputs); dnode (N x node_in,
+ * overwritten) may be NULL. Returns 0, or -1 when out of memory (dparams is
+ * then incomplete: discard the step). */
+int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                       const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
 void se3_tape_free(struct se3_tape *t);
 /* The envelope weights (E) of a batch's edges from their features (E x
  * edge_in), as the forward computes them; all 1 without an envelope. */

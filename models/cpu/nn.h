@@ -52,7 +52,9 @@ struct nn_arena_block {
 struct nn_arena {
   struct nn_arena_block *blocks;
   int n, cap_blocks, cur;
-  size_t peak; /* most bytes in use at once so far */
+  size_t peak;  /* most bytes in use at once so far */
+  size_t limit; /* most bytes in use at once allowed, 0 for no limit: an
+                   allocation past it fails as if memory had run out */
 };
 void *nn_arena_alloc(struct nn_arena *a, size_t bytes);
 void nn_arena_reset(struct nn_arena *a);

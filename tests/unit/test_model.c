@@ -306,6 +306,61 @@ Test(model, workspace_steps_are_identical) {
   se3_model_free(&m);
 }
 
+/* Memory running out in the backward pass (an arena with a limit below what
+ * it needs, at every point of the pass, in both modes) is an error the
+ * caller gets back, never a crash or an abort; with just enough memory the
+ * gradients are the usual ones. */
+static void check_backward_oom(int low_memory) {
+  struct se3_model m;
+  char err[256];
+  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  m.low_memory = low_memory;
+  float *p = malloc(m.n_params * sizeof *p);
+  float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
+  se3_model_init_params(&m, p, 5);
+  struct mol mols[N_MOL];
+  make_mols(mols);
+  struct se3_batch_buf mb;
+  batch_from(&mb, mols, &m);
+  float y[N_MOL], dout[N_MOL] = {1, -0.5f, 0.25f};
+  struct nn_arena ws = {0};
+  struct se3_tape *t = se3_model_forward_ws(&m, p, &mb.b, y, &ws);
+  cr_assert_eq(se3_model_backward(&m, p, &mb.b, t, dout, g0, NULL), 0);
+  se3_tape_free(t);
+  size_t need = nn_arena_peak(&ws);
+  nn_arena_free(&ws);
+  int failed = 0;
+  for (int k = 1; k <= 40; k++) { /* (a limit of 0 is none) */
+    size_t limit = k < 40 ? need * (size_t)k / 40 : need;
+    struct nn_arena a = {0};
+    t = se3_model_forward_ws(&m, p, &mb.b, y, &a);
+    cr_assert(t, "the forward runs without a limit");
+    a.limit = limit;
+    memset(g1, 0, m.n_params * sizeof *g1);
+    int rc = se3_model_backward(&m, p, &mb.b, t, dout, g1, NULL);
+    se3_tape_free(t);
+    nn_arena_free(&a);
+    if (k < 40) {
+      cr_assert_eq(rc, -1, "a limit of %zu of %zu bytes: the backward must report running out", limit, need);
+      failed++;
+    } else {
+      cr_assert_eq(rc, 0, "with the %zu bytes it needs the backward must succeed", need);
+      cr_assert_eq(memcmp(g0, g1, m.n_params * sizeof *g1), 0, "gradients differ");
+    }
+  }
+  cr_assert_eq(failed, 39);
+  se3_batch_buf_free(&mb);
+  for (int i = 0; i < N_MOL; i++)
+    mol_free(&mols[i]);
+  free(p);
+  free(g0);
+  free(g1);
+  se3_model_free(&m);
+}
+
+Test(model, backward_out_of_memory_is_an_error) { check_backward_oom(0); }
+Test(model, backward_out_of_memory_is_an_error_in_low_memory_mode) { check_backward_oom(1); }
+
 /* The batch builder: sources shifted by each molecule's first node, CSR
  * offsets by target, molecule offsets, out-of-order targets refused, and a
  * cleared buffer reused. */
