@@ -65,6 +65,23 @@ static void flip_middle_byte(const char *path) {
 
 static const char *const final_files[] = {"epoch-5.ckpt", "epoch-4.ckpt", "best.ckpt"};
 
+/* Runs DIR/wd again (with `args`): it must succeed, print `damage` (the
+ * file and what is wrong) and `recompute` (NULL: not checked), and end where
+ * the reference ended. */
+static void rerun_recovers(const char *dir, const char *wf, const char *args, const char *damage,
+                           const char *recompute) {
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s --workdir %s/wd %s", wf, dir, args);
+  cr_assert_eq(rc, 0, "the rerun is stuck on the damaged checkpoint:\n%s", out);
+  cr_assert(strstr(out, damage), "'%s' not in:\n%s", damage, out);
+  if (recompute) cr_assert(strstr(out, recompute), "'%s' not in:\n%s", recompute, out);
+  free(out);
+  char ref[1100], wd[1100];
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/wd", dir);
+  tu_assert_same_training(ref, wd, final_files, 3);
+}
+
 /* The latest epoch checkpoint damaged (one byte changed): recomputed from the
  * one before it. */
 Test(train_recovery, damaged_epoch_checkpoint_is_recomputed) {
@@ -75,18 +92,9 @@ Test(train_recovery, damaged_epoch_checkpoint_is_recomputed) {
   char path[1200];
   snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-2.ckpt", dir);
   flip_middle_byte(path);
-  char *out = NULL;
-  int rc = tu_se3(&out, "run %s --workdir %s/wd", wf, dir);
-  cr_assert_eq(rc, 0, "the rerun is stuck on the damaged checkpoint:\n%s", out);
   char want[1400];
   snprintf(want, sizeof want, "%s: the checkpoint is corrupt (its checksum does not match)", path);
-  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
-  cr_assert(strstr(out, "recomputing epoch 3 from epoch-1.ckpt"), "%s", out);
-  free(out);
-  char ref[1100], wd[1100];
-  snprintf(ref, sizeof ref, "%s/ref", dir);
-  snprintf(wd, sizeof wd, "%s/wd", dir);
-  tu_assert_same_training(ref, wd, final_files, 3);
+  rerun_recovers(dir, wf, "", want, "recomputing epoch 3 from epoch-1.ckpt");
   free(wf);
   free(dir);
 }
@@ -101,18 +109,9 @@ Test(train_recovery, truncated_and_deleted_checkpoints_are_recomputed) {
   char path[1200];
   snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-3.ckpt", dir);
   cr_assert_eq(tu_sh(NULL, "truncate -s 1000 %s && rm %s/wd/models/train-0/epoch-2.ckpt", path, dir), 0);
-  char *out = NULL;
-  int rc = tu_se3(&out, "run %s --workdir %s/wd", wf, dir);
-  cr_assert_eq(rc, 0, "%s", out);
   char want[1400];
   snprintf(want, sizeof want, "%s: the checkpoint is cut short", path);
-  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
-  cr_assert(strstr(out, "recomputing epochs 1..4 from the start"), "%s", out);
-  free(out);
-  char ref[1100], wd[1100];
-  snprintf(ref, sizeof ref, "%s/ref", dir);
-  snprintf(wd, sizeof wd, "%s/wd", dir);
-  tu_assert_same_training(ref, wd, final_files, 3);
+  rerun_recovers(dir, wf, "", want, "recomputing epochs 1..4 from the start");
   free(wf);
   free(dir);
 }
@@ -181,18 +180,11 @@ Test(train_recovery, damaged_step_checkpoint_restarts_its_epoch) {
   snprintf(path, sizeof path, "%s/wd/models/train-0/step.ckpt", dir);
   cr_assert_eq(access(path, F_OK), 0, "no mid-epoch checkpoint was left");
   flip_middle_byte(path);
-  int rc = tu_se3(&out, "run %s --workdir %s/wd --set train.checkpoint_every=2", wf, dir);
-  cr_assert_eq(rc, 0, "%s", out);
   char want[1400];
   snprintf(want, sizeof want,
            "%s: the checkpoint is corrupt (its checksum does not match); epoch 3 starts from its beginning instead",
            path);
-  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
-  free(out);
-  char ref[1100], wd[1100];
-  snprintf(ref, sizeof ref, "%s/ref", dir);
-  snprintf(wd, sizeof wd, "%s/wd", dir);
-  tu_assert_same_training(ref, wd, final_files, 3);
+  rerun_recovers(dir, wf, "--set train.checkpoint_every=2", want, NULL);
   free(wf);
   free(dir);
 }
