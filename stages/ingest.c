@@ -134,10 +134,18 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
     if (!rd) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   }
   struct side_csv *s = calloc(1, sizeof *s);
+  if (!s) {
+    rec_close(rd);
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: out of memory reading %s", path);
+  }
   s->path = strdup(path);
-  const char *const *cols = rec_columns(rd, &s->n_cols);
-  s->header = calloc((size_t)s->n_cols, sizeof *s->header);
-  for (int c = 0; c < s->n_cols; c++) s->header[c] = strdup(cols[c]);
+  int n_cols = 0;
+  const char *const *cols = rec_columns(rd, &n_cols);
+  s->header = calloc((size_t)n_cols + 1, sizeof *s->header);
+  if (!s->path || !s->header) goto oom_open;
+  s->n_cols = n_cols;
+  for (int c = 0; c < s->n_cols; c++)
+    if (!(s->header[c] = strdup(cols[c]))) goto oom_open;
   s->join_col = -1;
   if (strcmp(join, "record")) {
     for (int c = 0; c < s->n_cols; c++)
@@ -150,6 +158,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   }
   const struct cfg_node *want = cfg_get(n, "columns");
   s->use = calloc((size_t)s->n_cols + 1, sizeof *s->use);
+  if (!s->use) goto oom_open;
   if (want && want->kind == CFG_LIST) {
     for (int k = 0; k < want->n_kids; k++) {
       int found = -1;
@@ -171,11 +180,15 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   while ((rc = rec_next(rd, &r, err, sizeof err)) == 1) {
     if (s->n_rows == cap) {
       cap = cap ? cap * 2 : 1024;
-      s->rows = realloc(s->rows, sizeof *s->rows * (size_t)cap);
+      char ***grown = realloc(s->rows, sizeof *s->rows * (size_t)cap);
+      if (!grown) goto oom_open;
+      s->rows = grown;
     }
-    char **row = calloc((size_t)s->n_cols, sizeof *row);
-    for (int c = 0; c < s->n_cols; c++) row[c] = strdup(r.fields && c < r.n_fields ? r.fields[c] : "");
-    s->rows[s->n_rows++] = row;
+    char **row = calloc((size_t)s->n_cols + 1, sizeof *row);
+    if (!row) goto oom_open;
+    s->rows[s->n_rows++] = row; /* side_free frees what is filled */
+    for (int c = 0; c < s->n_cols; c++)
+      if (!(row[c] = strdup(r.fields && c < r.n_fields ? r.fields[c] : ""))) goto oom_open;
   }
   rec_close(rd);
   if (rc < 0) {
@@ -185,6 +198,10 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   if (s->join_col >= 0) {
     s->keys = calloc((size_t)s->n_rows + 1, sizeof *s->keys);
     s->key_row = calloc((size_t)s->n_rows + 1, sizeof *s->key_row);
+    if (!s->keys || !s->key_row) {
+      side_free(s);
+      return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: out of memory indexing %s", path);
+    }
     for (int i = 0; i < s->n_rows; i++) {
       s->keys[i] = s->rows[i][s->join_col];
       s->key_row[i] = i;
@@ -193,6 +210,10 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   }
   *out = s;
   return STAGE_OK;
+oom_open:
+  rec_close(rd);
+  side_free(s);
+  return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: out of memory reading %s", path);
 }
 
 /* Row of the side CSV for a record, or -1. */
@@ -285,7 +306,14 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   const char *fmt = cfg_str(item, "format", "auto");
   int explicit_fmt = strcmp(fmt, "auto") != 0;
   in.fmt = explicit_fmt ? rec_format_from_name(fmt) : rec_format_from_path(path);
-  g->in = realloc(g->in, sizeof *g->in * (size_t)(g->n_in + 1));
+  struct input *grown = in.set && in.path && in.stored ? realloc(g->in, sizeof *g->in * (size_t)(g->n_in + 1)) : NULL;
+  if (!grown) {
+    free(in.set);
+    free(in.path);
+    free(in.stored);
+    return stage_fail_at(ctx, cfg_get(item, "path"), "out of memory planning %s", path);
+  }
+  g->in = grown;
   g->in[g->n_in++] = in;
   struct input *p = &g->in[g->n_in - 1];
   char err[512];
@@ -523,15 +551,26 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   it->record_no = r.record_no;
   it->line = r.line;
   it->name = r.name ? strdup(r.name) : NULL;
+  if (r.name && !it->name) goto oom;
   if (r.fields) {
-    it->fields = calloc((size_t)r.n_fields, sizeof *it->fields);
-    for (int i = 0; i < r.n_fields; i++) it->fields[i] = strdup(r.fields[i] ? r.fields[i] : "");
+    it->fields = calloc((size_t)r.n_fields + 1, sizeof *it->fields);
+    if (!it->fields) goto oom;
     it->n_fields = r.n_fields;
+    for (int i = 0; i < r.n_fields; i++)
+      if (!(it->fields[i] = strdup(r.fields[i] ? r.fields[i] : ""))) goto oom;
     if (!in->cols) {
       int nc = 0;
       const char *const *cols = rec_columns(g->rd, &nc);
-      in->cols = calloc((size_t)nc + 1, sizeof *in->cols);
-      for (int c = 0; c < nc; c++) in->cols[c] = strdup(cols[c]);
+      char **cc = calloc((size_t)nc + 1, sizeof *cc);
+      if (!cc) goto oom;
+      for (int c = 0; c < nc; c++)
+        if (!(cc[c] = strdup(cols[c]))) {
+          while (c-- > 0)
+            free(cc[c]);
+          free(cc);
+          goto oom;
+        }
+      in->cols = cc;
       in->n_cols = nc;
     }
     it->cols = (const char *const *)in->cols;
@@ -544,9 +583,13 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     snprintf(job->reason, sizeof job->reason, "%s", r.error);
   } else {
     job->text = strndup(r.text, r.len);
+    if (!job->text) goto oom;
     job->len = r.len;
   }
   return 0;
+oom:
+  snprintf(ctx->err, sizeof ctx->err, "%s: out of memory reading record %lld", in->path, (long long)r.record_no);
+  return -1;
 }
 
 /* Parse a label value; 0 ok, 1 missing (empty), -1 unparseable. */
@@ -623,6 +666,12 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
   struct wjob *jobs = calloc((size_t)n + 1, sizeof *jobs);
   int ret = STAGE_ERROR, n_todo = 0;
   sqlite3_stmt *ins_mol = NULL, *ins_lab = NULL, *ins_rej = NULL;
+  if (!items || !jobs) {
+    free(items);
+    free(jobs);
+    snprintf(ctx->err, sizeof ctx->err, "out of memory for a chunk of %d records", n);
+    return STAGE_ERROR;
+  }
   for (int i = 0; i < n; i++) {
     mol_init(&jobs[i].mol);
     if (read_record(ctx, g, g0 + i, &items[i], &jobs[i])) goto out;
@@ -631,6 +680,12 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
    * before parsing count as finished now. */
   struct wjob *packed = calloc((size_t)n + 1, sizeof *packed);
   int *where = calloc((size_t)n + 1, sizeof *where);
+  if (!packed || !where) {
+    free(packed);
+    free(where);
+    snprintf(ctx->err, sizeof ctx->err, "out of memory for a chunk of %d records", n);
+    goto out;
+  }
   for (int i = 0; i < n; i++) {
     if (items[i].direct) continue;
     where[n_todo] = i;
