@@ -889,7 +889,7 @@ static int check_yield(struct stage_ctx *ctx) {
   } else {
     snprintf(ctx->err, sizeof ctx->err,
              "%d non-empty input%s yielded no molecule, an error (the rejects table lists every reason; fix or "
-             "remove %s): %s",
+             "remove %s): %.880s",
              n_bad, n_bad == 1 ? "" : "s", n_bad == 1 ? "it" : "them", msg);
   }
   goto out;

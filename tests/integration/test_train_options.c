@@ -267,7 +267,7 @@ Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   cr_assert(strstr(out, "model 1 test (2 molecules"), "%s", out);
   free(out);
-  char db[1100], ck[2][1100], wd[2][1100], mdb[2][1100];
+  char db[1100], ck[2][1100], wd[2][1100], mdb[2][1200];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM models WHERE id IN ('train/0', 'train/1')"), 2);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'train' AND model = 'train/1'"), 2);
