@@ -274,7 +274,7 @@ Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
   for (int k = 0; k < 2; k++) {
     snprintf(ck[k], sizeof ck[k], "%s/work/models/train-%d/best.ckpt", dir, k);
     snprintf(wd[k], sizeof wd[k], "%s/member%d", dir, k);
-    snprintf(mdb[k], sizeof mdb[k], "%s/screen.db", wd[k]);
+    snprintf(mdb[k], sizeof mdb[k], "%.1100s/screen.db", wd[k]);
   }
   cr_assert_neq(tu_sh(NULL, "cmp -s %s %s", ck[0], ck[1]), 0, "the two members are the same model");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE model = 'train' AND std > 0"), 20);
