@@ -13,7 +13,7 @@
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/verify.h"
-#include "stages/platform.h"
+#include "stages/stage.h"
 
 static const char usage_main[] =
     "usage: se3screen VERB [options]\n"
@@ -177,10 +177,10 @@ int main(int argc, char **argv) {
    * basis stage's time before this). */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  platform_blas_reexec(argv); /* before any work: OpenBLAS reads its core type at load time */
+  stage_blas_reexec(argv); /* before any work: OpenBLAS reads its core type at load time */
   if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
-    struct platform_info pi;
-    platform_info(&pi);
+    struct stage_platform pi;
+    stage_platform_info(&pi);
     printf("se3screen %s\n", SE3_VERSION);
     printf("sqlite %s\n", sqlite3_libversion());
     printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,

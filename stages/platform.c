@@ -1,4 +1,4 @@
-/* platform.c — see platform.h. */
+/* platform.c — what the model runs on (stage.h, "platform"). */
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -7,9 +7,9 @@
 
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
-#include "stages/platform.h"
+#include "stage.h"
 
-void platform_info(struct platform_info *p) {
+void stage_platform_info(struct stage_platform *p) {
   memset(p, 0, sizeof *p);
   p->isa = nn_isa_name(nn_isa_current());
   int best = NN_ISA_BASE;
@@ -34,4 +34,4 @@ void platform_info(struct platform_info *p) {
 #endif
 }
 
-void platform_blas_reexec(char **argv) { nn_blas_reexec(argv); }
+void stage_blas_reexec(char **argv) { nn_blas_reexec(argv); }
