@@ -265,7 +265,7 @@ static int block_edge_alloc(struct se3_tape *t, const struct se3_model *m, const
 /* The radial network's last hidden features s2 inside its save area, for
  * the envelope to scale in place (the radial backward reads only a2 and
  * the statistics, not s2, so the saved activations stay valid). */
-static real *radial_s2(real *rsave, int E, int H) { return rsave + 3 * (size_t)E * (size_t)H; }
+static real *radial_s2(real *rsave, int E, int H) { return (real *)nn_radial_s2(rsave, E, H); }
 
 /* Block bi's edge work from its input h and queries q: the radial network
  * (its s2 scaled by the envelope weights w, when there are any), the fused
