@@ -9,7 +9,7 @@
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
  *               [--envelope auto|poly|cosine|none]
  *
- * --envelope: the smooth cutoff at 5 Å (models/cpu/model.h); auto, as the
+ * --envelope: the smooth cutoff at 5 Å (models/se3.h); auto, as the
  * train stage, is poly for radius graphs and none for bond graphs.
  *
  * Bases are recomputed from the graphs inside the timed step (the default
@@ -31,9 +31,10 @@
 
 #include "chem/graph.h"
 #include "models/cpu/optim.h"
+#include "models/objective.h"
 #include "chem/mol.h"
 #include "models/cpu/isa.h"
-#include "models/cpu/model.h"
+#include "models/se3.h"
 #include "models/so3.h"
 
 static double now(void) {

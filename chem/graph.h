@@ -29,7 +29,7 @@
  * distance a round-off move of an atom swaps which neighbour is kept, so the
  * graph, and a model's output, jump; without it, the edge set changes only
  * at the cutoff, where the model's envelope fades an edge in or out
- * (models/cpu/model.h).
+ * (models/se3.h).
  *
  * Order. Edges are sorted by target, then by source (both ascending); no pair
  * appears twice.

@@ -529,6 +529,23 @@ int runner_run(const struct run_opts *o) {
     return SE3_EXIT_USAGE;
   }
 
+  /* The model's device, before any work: `device: cuda` without a usable
+   * GPU stops here, not after hours of graphs and bases. */
+  for (int i = first; i <= last; i++)
+    if (all_stages[i] == &stage_train || all_stages[i] == &stage_score) {
+      char why[1024];
+      if (stage_device_check(r.root, why, sizeof why)) {
+        const struct cfg_node *dn = cfg_get(r.root, "device");
+        if (dn && dn->file && strcmp(dn->file, "<default>"))
+          fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
+        else
+          fprintf(stderr, "se3screen: %s\n", why);
+        cfg_node_free(r.root);
+        return SE3_EXIT_USAGE;
+      }
+      break;
+    }
+
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
   {
     char tmp[PATH_MAX];

@@ -5,6 +5,9 @@
 #include <omp.h>
 #endif
 
+#include <stdio.h>
+
+#include "models/backend.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
 #include "stage.h"
@@ -35,3 +38,32 @@ void stage_platform_info(struct stage_platform *p) {
 }
 
 void stage_blas_reexec(char **argv) { nn_blas_reexec(argv); }
+
+const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, size_t errlen) {
+  static const struct nn_backend *opened;
+  static char key[64];
+  const char *dev = cfg_str(root, "device", "cpu"), *prec = cfg_str(root, "precision", "fp32");
+  char want[64];
+  snprintf(want, sizeof want, "%s/%s", dev, prec);
+  if (opened && !strcmp(key, want)) return opened;
+  struct nn_device d;
+  char why[512];
+  if (nn_device_parse(dev, &d, why, sizeof why)) {
+    snprintf(err, errlen, "device: %s", why);
+    return NULL;
+  }
+  enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
+                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
+                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
+                                                : NN_PREC_FP32;
+  const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
+  if (be) {
+    opened = be;
+    snprintf(key, sizeof key, "%s", want);
+  }
+  return be;
+}
+
+int stage_device_check(const struct cfg_node *root, char *err, size_t errlen) {
+  return stage_backend(root, err, errlen) ? 0 : -1;
+}

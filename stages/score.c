@@ -23,7 +23,7 @@
 #include "chem/graph.h"
 #include "chem/mol.h"
 #include "models/checkpoint.h"
-#include "models/cpu/model.h"
+#include "models/model.h"
 #include "stage.h"
 
 #define ATOMREF_MAX 32
@@ -35,9 +35,8 @@ struct member {
   int nz;
   int64_t zs[ATOMREF_MAX];
   double ref[ATOMREF_MAX];
-  struct se3_model model;
-  int have_model;
-  real *params;
+  struct se3_net *net;
+  const struct se3_model *model; /* the net's */
 };
 
 struct sstage {
@@ -47,7 +46,7 @@ struct sstage {
   struct member *mem;
   struct stage_ids plan;
   char *select;
-  struct nn_arena ws;
+  const struct nn_backend *be;
   struct se3_batch_buf bb;
   double *pred;     /* batch x n_members */
   double *base;     /* batch x n_members: atomref sums */
@@ -55,8 +54,8 @@ struct sstage {
 
 /* One member from checkpoint `path`; `arch` (the models row's, or NULL) is
  * used when the checkpoint predates the "arch" record. */
-static int load_member(struct stage_ctx *ctx, struct member *m, const char *path, const char *arch,
-                       uint64_t *hash) {
+static int load_member(struct stage_ctx *ctx, const struct nn_backend *be, struct member *m, const char *path,
+                       const char *arch, uint64_t *hash) {
   char err[512], text[1024];
   struct se3_ckpt k;
   if (se3_ckpt_load(&k, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
@@ -93,15 +92,17 @@ static int load_member(struct stage_ctx *ctx, struct member *m, const char *path
     se3_ckpt_free(&k);
     return stage_fail_at(ctx, NULL, "%s: the checkpoint lacks its standardisation or atomref records", path);
   }
-  if (se3_model_init(&m->model, &c, err, sizeof err)) {
+  if (!(m->net = se3_net_create(be, &c, 0, err, sizeof err))) {
     se3_ckpt_free(&k);
     return stage_fail_at(ctx, NULL, "%s: %s", path, err);
   }
-  m->have_model = 1;
-  m->params = malloc(m->model.n_params * sizeof *m->params);
-  bad = !m->params ||
-        se3_ckpt_get(&k, "params", sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64, m->params, m->model.n_params);
+  m->model = se3_net_model(m->net);
+  size_t np = se3_net_n_params(m->net);
+  real *params = malloc(np * sizeof *params);
+  bad = !params || se3_ckpt_get(&k, "params", sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64, params, np);
   se3_ckpt_free(&k);
+  if (!bad) se3_net_set(m->net, SE3_NET_PARAMS, params);
+  free(params);
   if (bad) return stage_fail_at(ctx, NULL, "%s: its parameters do not fit its model configuration", path);
   return STAGE_OK;
 }
@@ -115,7 +116,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
     s->n_members = 1;
     snprintf(s->model_id, sizeof s->model_id, "%s", ck);
     uint64_t h = SE3_HASH_INIT;
-    if (load_member(ctx, &s->mem[0], ck, NULL, &h)) {
+    if (load_member(ctx, s->be, &s->mem[0], ck, NULL, &h)) {
       /* name the key that pointed there */
       char msg[sizeof ctx->err];
       snprintf(msg, sizeof msg, "%s", ctx->err);
@@ -145,7 +146,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
       if (s->n_members == 1) snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
       char path[PATH_MAX + 256];
       snprintf(path, sizeof path, "%s/%s", ctx->workdir, sqlite3_column_text(st, 1));
-      int bad = load_member(ctx, m, path, (const char *)sqlite3_column_text(st, 2), NULL);
+      int bad = load_member(ctx, s->be, m, path, (const char *)sqlite3_column_text(st, 2), NULL);
       if (!bad) { /* checkpoints written before they carried these: the row's */
         m->mean = sqlite3_column_double(st, 3);
         m->std = sqlite3_column_double(st, 4);
@@ -167,7 +168,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
   for (int i = 0; i < s->n_members; i++) {
     const struct member *m = &s->mem[i];
     if (m->classify != s->classify || strcmp(m->target, s->target) ||
-        m->model.cfg.node_in != s->mem[0].model.cfg.node_in)
+        m->model->cfg.node_in != s->mem[0].model->cfg.node_in)
       return stage_fail_at(ctx, NULL, "the ensemble's models disagree on the target, task or node features");
     if (m->nz) s->atomref = 1;
   }
@@ -180,8 +181,10 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->state = s;
   s->set = cfg_str(ctx->cfg, "set", "library");
   s->batch = (int)cfg_int(ctx->cfg, "batch_size", 64);
+  char err[512];
+  if (!(s->be = stage_backend(ctx->root, err, sizeof err))) return stage_fail_at(ctx, cfg_get(ctx->root, "device"), "%s", err);
   if (load_models(ctx, s)) return STAGE_ERROR;
-  const struct se3_config *mc = &s->mem[0].model.cfg;
+  const struct se3_config *mc = &s->mem[0].model->cfg;
   double cutoff = cfg_float(ctx->root, "stages.graph.cutoff", 5.0);
   if (mc->envelope != SE3_ENVELOPE_NONE && strcmp(cfg_str(ctx->root, "stages.graph.edges", "radius"), "bonds") &&
       fabs(cutoff - mc->cutoff) > 1e-6 * cutoff)
@@ -189,7 +192,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                      "note: the model fades edges out at %g Å, its training cutoff; these graphs were built with "
                      "stages.graph.cutoff %g Å",
                      (double)mc->cutoff, cutoff);
-  se3_batch_buf_init(&s->bb, s->mem[0].model.cfg.node_in, GRAPH_EDGE_WIDTH);
+  se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->base = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base);
   if (!s->pred || !s->base) return stage_fail_at(ctx, NULL, "out of memory");
@@ -215,18 +218,17 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
 static int flush(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, const int64_t *ids, int k, int64_t chunk) {
   if (k == 0) return STAGE_OK;
   real *out = malloc((size_t)k * sizeof *out);
-  if (!out || se3_batch_bases(&s->bb, &s->mem[0].model.plan)) {
+  if (!out || se3_batch_bases(&s->bb, &s->mem[0].model->plan)) {
     free(out);
     return stage_fail_at(ctx, NULL, "out of memory scoring");
   }
   for (int j = 0; j < s->n_members; j++) {
     struct member *m = &s->mem[j];
-    struct se3_tape *t = se3_model_forward_ws(&m->model, m->params, &s->bb.b, out, &s->ws);
-    if (!t) {
+    char why[512];
+    if (se3_net_forward(m->net, &s->bb.b, out, 0, why, sizeof why)) {
       free(out);
-      return stage_fail_at(ctx, NULL, "out of memory scoring");
+      return stage_fail_at(ctx, NULL, "scoring: %s", why);
     }
-    se3_tape_free(t);
     for (int i = 0; i < k; i++)
       s->pred[(size_t)i * s->n_members + j] =
           m->classify ? 1 / (1 + exp(-(double)out[i]))
@@ -306,10 +308,10 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
       ++*n_rej;
       continue;
     }
-    if (g.node_width != s->mem[0].model.cfg.node_in) {
+    if (g.node_width != s->mem[0].model->cfg.node_in) {
       char why[160];
       snprintf(why, sizeof why, "its graph has %d node features, the model %d (graph settings changed after training?)",
-               g.node_width, s->mem[0].model.cfg.node_in);
+               g.node_width, s->mem[0].model->cfg.node_in);
       graph_free(&g);
       ret = stage_reject_mol(ctx, "score", id, chunk, why);
       ++*n_rej;
@@ -354,16 +356,13 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
 static void score_end(struct stage_ctx *ctx) {
   struct sstage *s = ctx->state;
   if (!s) return;
-  for (int j = 0; j < s->n_members; j++) {
-    free(s->mem[j].params);
-    if (s->mem[j].have_model) se3_model_free(&s->mem[j].model);
-  }
+  for (int j = 0; s->mem && j < s->n_members; j++)
+    se3_net_free(s->mem[j].net);
   free(s->mem);
   free(s->pred);
   free(s->base);
   stage_ids_free(&s->plan);
   sqlite3_free(s->select);
-  nn_arena_free(&s->ws);
   se3_batch_buf_free(&s->bb);
   free(s);
   ctx->state = NULL;

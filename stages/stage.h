@@ -160,4 +160,15 @@ void stage_platform_info(struct stage_platform *p);
  * Returns when nothing needs doing or the re-execution failed. */
 void stage_blas_reexec(char **argv);
 
+/* ---- the compute backend ------------------------------------------------
+ * The backend the workflow's `device:` and `precision:` select
+ * (models/backend.h), opened once per process; the stages that run the
+ * model (train, score) take it from here. NULL with a message in err that
+ * says what was asked, what was found and how to run on the CPU. */
+struct nn_backend;
+const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, size_t errlen);
+/* For the runner, before any work: 0 when `device:` and `precision:` can be
+ * used, else -1 with stage_backend's message. */
+int stage_device_check(const struct cfg_node *root, char *err, size_t errlen);
+
 #endif

@@ -37,9 +37,8 @@
 #include "chem/mol.h"
 #include "chem/scaffold.h"
 #include "models/checkpoint.h"
-#include "models/cpu/model.h"
-#include "models/cpu/optim.h"
 #include "models/metrics.h"
+#include "models/model.h"
 #include "models/so3.h"
 #include "stage.h"
 
@@ -78,15 +77,16 @@ struct tstage {
   double *base;                   /* per molecule: sum of references (0 without atomref) */
   uint64_t fingerprint;           /* settings and data: guards mid-epoch checkpoints */
   /* the model and the training state of `member` after `epoch_done` */
-  struct se3_model model;
-  real *params, *m, *v, *grad;
+  struct se3_net *net;
+  size_t np;            /* parameters */
+  real *params, *m, *v; /* host copies, for checkpoints */
   long step;
   int member, epoch_done;
   double best;    /* best validation loss so far (INFINITY: none) */
   int best_epoch; /* -1: none */
-  struct nn_arena ws;
   struct se3_batch_buf bb;
   char dir[PATH_MAX]; /* WORKDIR/models/train-<member> */
+  char why[512];      /* what the model said when a forward or backward failed */
 };
 
 static uint64_t mix(uint64_t a, uint64_t b) {
@@ -530,17 +530,17 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                                               : SE3_ENVELOPE_NONE,
                               .bonds_kept = strcmp(edges, "radius") != 0,
                               .cutoff = (float)cfg_float(ctx->root, "stages.graph.cutoff", 5.0)};
-  char err[256];
-  if (se3_model_init(&t->model, &t->mc, err, sizeof err))
+  char err[512];
+  const struct nn_backend *be = stage_backend(ctx->root, err, sizeof err);
+  if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, "device"), "%s", err);
+  if (!(t->net = se3_net_create(be, &t->mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
-  t->model.low_memory = t->low_memory;
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
-  size_t np = t->model.n_params;
+  size_t np = t->np = se3_net_n_params(t->net);
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(np * sizeof *t->m);
   t->v = malloc(np * sizeof *t->v);
-  t->grad = malloc(np * sizeof *t->grad);
-  if (!t->params || !t->m || !t->v || !t->grad) return stage_fail_at(ctx, NULL, "out of memory for %zu parameters", np);
+  if (!t->params || !t->m || !t->v) return stage_fail_at(ctx, NULL, "out of memory for %zu parameters", np);
   long steps_per_epoch = (t->cnt[SPLIT_TRAIN] + t->batch - 1) / t->batch;
   long period = (t->restart_epochs ? t->restart_epochs : t->epochs) * steps_per_epoch;
   t->sched = (struct nn_schedule){cfg_float(c, "lr", 2e-3), cfg_float(c, "min_lr", 2e-4),
@@ -610,7 +610,7 @@ static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint6
     }
   }
   free(rel);
-  return se3_batch_bases(&t->bb, &t->model.plan);
+  return se3_batch_bases(&t->bb, &se3_net_model(t->net)->plan);
 }
 
 /* Predictions (the model's raw outputs) for every molecule of a split. */
@@ -620,9 +620,7 @@ static int predict(struct tstage *t, int which, double *out) {
   for (int i = 0; i < t->cnt[which]; i += step) {
     int k = t->cnt[which] - i < step ? t->cnt[which] - i : step;
     if (make_batch(t, t->idx[which] + i, k, 0, 0)) return -1;
-    struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
-    if (!tape) return -1;
-    se3_tape_free(tape);
+    if (se3_net_forward(t->net, &t->bb.b, pred, 0, t->why, sizeof t->why)) return -1;
     for (int j = 0; j < k; j++)
       out[i + j] = pred[j];
   }
@@ -644,7 +642,11 @@ static int evaluate(struct tstage *t, int which, struct eval *ev) {
   if (n == 0) return 0;
   double *raw = malloc((size_t)n * sizeof *raw), *y = malloc((size_t)n * sizeof *y);
   real *p = malloc((size_t)n * sizeof *p), *yt = malloc((size_t)n * sizeof *yt);
-  int rc = raw && y && p && yt ? predict(t, which, raw) : -1;
+  int rc = -1;
+  if (raw && y && p && yt)
+    rc = predict(t, which, raw);
+  else
+    snprintf(t->why, sizeof t->why, "out of memory for %d predictions", n);
   if (rc == 0) {
     for (int i = 0; i < n; i++) {
       int k = t->idx[which][i];
@@ -682,8 +684,11 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt_writer w;
   if (se3_ckpt_begin(&w, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
-  size_t np = t->model.n_params;
+  size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
+  se3_net_get(t->net, SE3_NET_PARAMS, t->params);
+  se3_net_get(t->net, SE3_NET_ADAM_M, t->m);
+  se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
   int64_t state[3] = {t->step, epoch, t->best_epoch};
   double stats[3] = {t->best, t->mean, t->std};
   int64_t order_seed = (int64_t)mix(t->seed + (uint64_t)t->member, (uint64_t)epoch + 1);
@@ -715,7 +720,7 @@ static int load_state(struct tstage *t, const char *name, int *epoch, char *why,
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt c;
   if (se3_ckpt_load(&c, path, why, whylen)) return -1;
-  size_t np = t->model.n_params;
+  size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
   double stats[3];
@@ -727,6 +732,9 @@ static int load_state(struct tstage *t, const char *name, int *epoch, char *why,
     snprintf(why, whylen, "%s: not a checkpoint of this model (%zu parameters)", path, np);
     return -1;
   }
+  se3_net_set(t->net, SE3_NET_PARAMS, t->params);
+  se3_net_set(t->net, SE3_NET_ADAM_M, t->m);
+  se3_net_set(t->net, SE3_NET_ADAM_V, t->v);
   t->step = state[0];
   *epoch = (int)state[1];
   t->best_epoch = (int)state[2];
@@ -772,9 +780,7 @@ static int resume_mid_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long
 
 /* Member k's state before its first epoch. */
 static void state_fresh(struct tstage *t, int k) {
-  se3_model_init_params(&t->model, t->params, mix(t->seed + (uint64_t)k, 0x1a1));
-  memset(t->m, 0, t->model.n_params * sizeof *t->m);
-  memset(t->v, 0, t->model.n_params * sizeof *t->v);
+  se3_net_init_params(t->net, mix(t->seed + (uint64_t)k, 0x1a1));
   t->step = 0;
   t->best = INFINITY;
   t->best_epoch = -1;
@@ -940,28 +946,22 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       ret = stage_fail_at(ctx, NULL, "out of memory building a batch");
       break;
     }
-    struct se3_tape *tape = se3_model_forward_ws(&t->model, t->params, &t->bb.b, pred, &t->ws);
-    if (!tape) {
-      ret = stage_fail_at(ctx, NULL, "out of memory in the forward pass");
+    if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
+      ret = stage_fail_at(ctx, NULL, "%s", t->why);
       break;
     }
     for (int j = 0; j < k; j++)
       yt[j] = (real)((t->y[order[i + j]] - t->base[order[i + j]] - t->mean) / t->std);
     *loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
-    memset(t->grad, 0, t->model.n_params * sizeof *t->grad);
-    int bad = se3_model_backward(&t->model, t->params, &t->bb.b, tape, dpred, t->grad, NULL);
-    se3_tape_free(tape);
-    if (bad) { /* the epoch's transaction rolls back: nothing of this step is kept */
-      ret = stage_fail_at(ctx, NULL,
-                          "out of memory in the backward pass (a batch of %d molecules): lower "
-                          "stages.train.batch_size or set stages.train.low_memory: true",
-                          k);
+    if (se3_net_backward(t->net, dpred, t->why, sizeof t->why)) {
+      /* the epoch's transaction rolls back: nothing of this step is kept */
+      ret = stage_fail_at(ctx, NULL, "%s", t->why);
       break;
     }
-    if (t->clip > 0) nn_grad_clip(t->grad, t->model.n_params, t->clip);
+    if (t->clip > 0) se3_net_clip(t->net, t->clip);
     double lr = nn_schedule_lr(&t->sched, t->step);
     t->step++;
-    nn_adam_step(t->params, t->m, t->v, t->grad, t->model.n_params, &t->adam, t->step, lr);
+    se3_net_adam(t->net, &t->adam, t->step, lr);
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
     if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr)
@@ -996,7 +996,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
     tr->loss = loss_sum / t->cnt[SPLIT_TRAIN];
     *lr = nn_schedule_lr(&t->sched, t->step - 1);
   }
-  if (evaluate(t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
+  if (evaluate(t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
   double watch = t->cnt[SPLIT_VALID] ? va->loss : tr->loss;
   if (!*stopped_early && isfinite(watch) && watch < t->best) {
     t->best = watch;
@@ -1106,7 +1106,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   t->epoch_done = -2; /* memory now holds the best, not the last, epoch */
   if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   struct eval te;
-  if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "out of memory evaluating");
+  if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
   if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
@@ -1173,10 +1173,8 @@ static void train_end(struct stage_ctx *ctx) {
   free(t->params);
   free(t->m);
   free(t->v);
-  free(t->grad);
-  nn_arena_free(&t->ws);
+  se3_net_free(t->net);
   se3_batch_buf_free(&t->bb);
-  if (t->model.n_params) se3_model_free(&t->model);
   free(t);
   ctx->state = NULL;
 }

@@ -58,40 +58,9 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-/* Columns of R_l: sum over input degrees k of (2 min(k,l)+1) fin.ch[k]. */
-static int radial_cols(const struct nn_fiber *fin, int l) {
-  int K = 0;
-  for (int k = 0; k <= NN_MAX_DEG; k++)
-    K += (2 * imin(k, l) + 1) * fin->ch[k];
-  return K;
-}
-
 #ifndef SE3_ISA_VARIANT
 int nn_conv_generic_only = 0;
-
-int nn_fiber_width(const struct nn_fiber *f) {
-  int w = 0;
-  for (int d = 0; d <= NN_MAX_DEG; d++)
-    w += f->ch[d] * NN_DIM(d);
-  return w;
-}
-
-size_t nn_conv_radial_size(const struct nn_fiber *fin, const struct nn_fiber *fout) {
-  size_t n = 0;
-  for (int l = 0; l <= NN_MAX_DEG; l++)
-    n += (size_t)fout->ch[l] * (size_t)radial_cols(fin, l);
-  return n;
-}
-
-double nn_conv_flops(const struct nn_fiber *fin, const struct nn_fiber *fout, const struct basis_plan *plan, int H) {
-  double f = 0;
-  for (int l = 0; l <= NN_MAX_DEG; l++) /* R_l (2H per entry) and its contraction (2 (2l+1) per entry) */
-    f += (double)fout->ch[l] * radial_cols(fin, l) * (2.0 * H + 2.0 * NN_DIM(l));
-  for (int k = 0; k <= NN_MAX_DEG && k <= plan->max_degree; k++) /* T_k = F_k x_k */
-    f += 2.0 * (double)plan->fused_rows[k] * NN_DIM(k) * fin->ch[k];
-  return f;
-}
-#endif /* !SE3_ISA_VARIANT */
+#endif
 
 /* Where things are, computed once per call. */
 struct plan {
@@ -127,7 +96,7 @@ static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
   }
   size_t r_rows = 0;
   for (int l = 0; l <= NN_MAX_DEG; l++) {
-    p->K[l] = radial_cols(&s->fin, l);
+    p->K[l] = nn_conv_radial_cols(&s->fin, l);
     int c = 0;
     for (int k = 0; k <= NN_MAX_DEG; k++) {
       p->col0[l][k] = c;

@@ -1,33 +1,10 @@
-/* nn.h — the SE(3)-Transformer's layers on the CPU, each a forward and a
- * backward function over flat arrays (llm.c style), with shapes in comments
- * and what the backward needs saved by the forward.
- *
- * Conventions shared by every layer
- * ---------------------------------
- * real        float in the product, double in the gradient tests (real.h).
- * Fibers      a feature of degree d has 2d+1 components; a fiber lists the
- *             channels of each degree 0..NN_MAX_DEG (0 = degree absent).
- * Node        one array per degree: x[d] of N x (2d+1) x ch[d], channels
- * features    innermost: element (n, m, c) at (n (2d+1) + m) ch[d] + c, with
- *             m the order index of so3.h (m = -d..d at m + d). A degree-1
- *             component triple is (y, z, x) (so3.h).
- * Edge        the same per edge (E instead of N) for per-edge messages.
- * features
- * Graphs      a batch is graphs concatenated: nodes 0..N-1, edges sorted by
- *             target (dst) then source, with CSR offsets in_start[0..N]: the
- *             incoming edges of node n are in_start[n] .. in_start[n+1]-1.
- *             graph_start[0..G] cuts the nodes into molecules.
- * Bases       per edge basis_plan.per_edge reals in the fused layout of
- *             models/basis.h (pairs k-major; F_k = rows (l, i_l, J') x (2k+1)
- *             at plan.offset[k][0]); the layers take real arrays (decoded or
- *             recomputed, never the stored encoding).
- * Gradients   backward functions ADD into parameter gradients (so a batch
- *             can be accumulated) and OVERWRITE input gradients, unless a
- *             comment says otherwise. A NULL input-gradient pointer means
- *             "not needed".
- * Threads     OpenMP over nodes or edges; every reduction is in a fixed
- *             order, so results do not depend on scheduling (for a fixed
- *             thread count: BLAS may split sums by thread count).
+/* nn.h — the SE(3)-Transformer's layers on the CPU: the CPU backend's
+ * functions, each a forward and a backward over flat arrays (llm.c style),
+ * with shapes in comments and what the backward needs saved by the forward.
+ * The conventions they share (layouts, gradients, graphs), the shapes and
+ * the arena are backend-neutral and live in models/layers.h; each function
+ * here is also an operation of the backend table (models/backend.h), which
+ * every backend implements with the semantics written here.
  */
 #ifndef SE3_NN_H
 #define SE3_NN_H
@@ -35,48 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/basis.h"
 #include "models/cpu/real.h"
-#include "models/so3.h" /* SE3_HD */
+#include "models/kernels/envelope.h"
+#include "models/layers.h"
 
-#define NN_MAX_DEG 3 /* degrees 0..3 (num_degrees 4), the QM9 setting */
-
-/* ---- arena -----------------------------------------------------------------
- * Memory of one step (activations, gradients), kept across steps: reset
- * makes it all free again without giving it back. Zero-initialise the
- * struct to start. Allocations are 64-byte aligned; NULL when out of memory. */
-struct nn_arena_block {
-  char *p;
-  size_t cap, used;
-};
-struct nn_arena {
-  struct nn_arena_block *blocks;
-  int n, cap_blocks, cur;
-  size_t peak;  /* most bytes in use at once so far */
-  size_t limit; /* most bytes in use at once allowed, 0 for no limit: an
-                   allocation past it fails as if memory had run out */
-};
-void *nn_arena_alloc(struct nn_arena *a, size_t bytes);
-void nn_arena_reset(struct nn_arena *a);
-void nn_arena_free(struct nn_arena *a);
-size_t nn_arena_bytes(const struct nn_arena *a); /* held, in bytes */
-size_t nn_arena_peak(const struct nn_arena *a);  /* most in use at once, in bytes */
-/* A position to go back to: everything allocated after the mark is free
- * again after the release (for temporaries inside a step). */
-struct nn_arena_mark {
-  int cur;
-  size_t used;
-};
-struct nn_arena_mark nn_arena_mark(const struct nn_arena *a);
-void nn_arena_release(struct nn_arena *a, struct nn_arena_mark m);
-#define NN_DIM(d) (2 * (d) + 1)
-
-struct nn_fiber {
-  int ch[NN_MAX_DEG + 1]; /* channels per degree; 0 = absent */
-};
-
-/* reals per node (or edge) of a fiber: sum_d ch[d] (2d+1) */
-int nn_fiber_width(const struct nn_fiber *f);
 
 /* ---- equivariant linear (per degree, no bias) ------------------------------
  * y[n,m,o] = sum_i W[o,i] x[n,m,i] for one degree: x (rows x cin), W (cout x
@@ -93,7 +32,6 @@ void nn_linear_backward(real *dx, real *dW, const real *dy, const real *x, const
  * x, y: N x dim x C; gamma, beta: C. Saves s, the normalised norms and
  * 1/sqrt(var + eps) in `save` (nn_norm_save_size(N, C) reals). A norm at
  * the clamp counts as clamped (no gradient through it); ReLU'(0) = 0. */
-size_t nn_norm_save_size(int N, int C);
 void nn_norm_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
 void nn_norm_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
                       const real *gamma, const real *beta, int N, int dim, int C);
@@ -124,10 +62,6 @@ void nn_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, con
  * The model never forms R: nn_radial_hidden_forward stops at s2 and the
  * convolution applies W3 itself (nn_conv_forward). nn_radial_s2 and
  * nn_radial_w3 find s2 in `save` and W3 in a parameter block. */
-size_t nn_radial_params(int in, int H, int out);
-size_t nn_radial_save_size(int E, int H);
-const real *nn_radial_s2(const real *save, int E, int H);
-size_t nn_radial_w3(int in, int H); /* offset of W3 in the block */
 void nn_radial_hidden_forward(real *save, const real *x, const real *params, int E, int in, int H);
 /* From d s2 (E x H): dparams += gradients of W1..be2; dx (E x in,
  * overwritten) may be NULL. */
@@ -155,16 +89,6 @@ void nn_radial_backward(real *dx, real *dparams, const real *dR, const real *x, 
  * messages, E x (2l+1) x fout.ch[l]. Self-interaction is a separate
  * nn_linear on the target's own features. Both return 0, or -1 when out of
  * memory. */
-struct nn_conv_shape {
-  struct nn_fiber fin, fout;
-  const struct basis_plan *plan;
-  int N, E;
-  const int32_t *src, *in_start; /* E sources; N + 1 CSR offsets by target */
-};
-size_t nn_conv_radial_size(const struct nn_fiber *fin, const struct nn_fiber *fout);
-/* Floating-point operations of one edge's forward: R (2H per entry), its
- * contraction with the basis-transformed inputs, and the basis transform. */
-double nn_conv_flops(const struct nn_fiber *fin, const struct nn_fiber *fout, const struct basis_plan *plan, int H);
 /* x[d], y[d]: per-degree arrays (NULL where the degree is absent). */
 int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
                     const real *s2, const real *W3, int H, int pool);
@@ -199,12 +123,6 @@ extern int nn_conv_generic_only;
  * so an edge of weight 0 takes no part and one of small weight little; a
  * node whose edges all weigh 0 gets a = 0 and z = 0. This is the softmax of
  * logit + log w, so the backward (from alpha) is the same formula. */
-struct nn_attn_shape {
-  struct nn_fiber fk, fv;
-  int heads, N, E;
-  const int32_t *in_start; /* N + 1 CSR offsets by target (edges sorted by dst) */
-  const real *w;           /* E edge weights, or NULL for all 1 */
-};
 void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
                      const real *const q[]);
 /* dkv[d] (E rows, overwritten) and dq[d] (N rows, overwritten) from dz; NULL
@@ -212,23 +130,8 @@ void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s
 void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
                       const real *alpha, const real *const kv[], const real *const q[]);
 
-/* ---- smooth cutoff envelope --------------------------------------------------
- * 0.5 (cos(pi r / rc) + 1) for 0 <= r < rc, 0 for r >= rc: 1 at r = 0, 0
- * with zero slope at rc (model.h says where it is used). */
-SE3_HD static inline real nn_envelope_cosine(real r, real rc) {
-  if (!(r < rc)) return 0;
-  return (real)(0.5 * (cos(3.14159265358979323846 * (double)r / (double)rc) + 1.0));
-}
-/* The polynomial envelope of NequIP (p = 6): with d = r / rc,
- * 1 - 28 d^6 + 48 d^7 - 21 d^8 for d < 1, 0 beyond: 1 with zero slope at 0,
- * flat over bond lengths (0.99 at d = 0.3, 0.86 at 0.5), 0 with zero first
- * and second derivatives at rc. */
-SE3_HD static inline real nn_envelope_poly(real r, real rc) {
-  if (!(r < rc)) return 0;
-  const double d = (double)r / (double)rc, d2 = d * d, d6 = d2 * d2 * d2;
-  return (real)(1.0 - d6 * (28.0 - d * (48.0 - 21.0 * d)));
-}
-/* x[r, :] *= w[r] for rows x n (in place): an edge's weight applied to its
+/* ---- smooth cutoff envelope (models/kernels/envelope.h has the weights) ----
+ * x[r, :] *= w[r] for rows x n (in place): an edge's weight applied to its
  * per-edge features, and the same to their gradient in the backward. */
 void nn_scale_rows(real *x, const real *w, int rows, int n);
 

@@ -26,8 +26,6 @@
 #define NORM_MIN 0x1p-24 /* the clamp of the norms */
 #define NORM_EPS 1e-5    /* the layer norm's epsilon */
 
-size_t nn_norm_save_size(int N, int C) { return 2 * (size_t)N * C + (size_t)N; }
-
 /* One node's forward (SE3_HD: the CUDA launcher maps nodes to threads):
  * xn, yn: dim x C; s, xh: C (saved); returns 1/sqrt(var + eps). */
 SE3_HD static inline real norm_node_forward(real *yn, real *s, real *xh, const real *xn, const real *gamma,

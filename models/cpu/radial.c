@@ -5,38 +5,8 @@
 
 #include "models/cpu/nn.h"
 
-/* Parameter offsets inside the block, in the order nn.h lists them. */
-struct rp {
-  size_t W1, b1, g1, be1, W2, b2, g2, be2, W3, n;
-};
-
-static struct rp offsets(int in, int H, int out) {
-  struct rp o;
-  size_t h = (size_t)H;
-  o.W1 = 0;
-  o.b1 = o.W1 + h * (size_t)in;
-  o.g1 = o.b1 + h;
-  o.be1 = o.g1 + h;
-  o.W2 = o.be1 + h;
-  o.b2 = o.W2 + h * h;
-  o.g2 = o.b2 + h;
-  o.be2 = o.g2 + h;
-  o.W3 = o.be2 + h;
-  o.n = o.W3 + (size_t)out * h;
-  return o;
-}
-
-size_t nn_radial_params(int in, int H, int out) { return offsets(in, H, out).n; }
-
-/* save: a1, s1, a2, s2 (E x H each), then two lnrelu statistics (2E each). */
-size_t nn_radial_save_size(int E, int H) { return 4 * (size_t)E * (size_t)H + 4 * (size_t)E; }
-
-size_t nn_radial_w3(int in, int H) { return offsets(in, H, 0).W3; }
-
-const real *nn_radial_s2(const real *save, int E, int H) { return save + 3 * (size_t)E * (size_t)H; }
-
 void nn_radial_hidden_forward(real *save, const real *x, const real *params, int E, int in, int H) {
-  struct rp o = offsets(in, H, 0);
+  struct nn_radial_offsets o = nn_radial_offsets(in, H, 0);
   size_t eh = (size_t)E * (size_t)H;
   real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
   const real *p = params;
@@ -48,7 +18,7 @@ void nn_radial_hidden_forward(real *save, const real *x, const real *params, int
 
 void nn_radial_hidden_backward(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
                                const real *params, int E, int in, int H) {
-  struct rp o = offsets(in, H, 0);
+  struct nn_radial_offsets o = nn_radial_offsets(in, H, 0);
   size_t eh = (size_t)E * (size_t)H;
   const real *a1 = save, *s1 = a1 + eh, *a2 = s1 + eh, *s2 = a2 + eh, *st1 = s2 + eh, *st2 = st1 + 2 * (size_t)E;
   const real *p = params;

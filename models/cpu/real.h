@@ -1,7 +1,5 @@
-/* real.h — the floating-point type of the layers, and the BLAS calls that go
- * with it. The product is built with real = float; the gradient tests build
- * the same sources with SE3_REAL_F64 (real = double), where finite
- * differences are accurate enough to catch a wrong derivative. */
+/* real.h — the CPU backend's BLAS calls for the type `real` (models/real.h:
+ * float in the product, double in the gradient tests). */
 #ifndef SE3_REAL_H
 #define SE3_REAL_H
 
@@ -10,14 +8,12 @@
 #include <omp.h>
 #endif
 
+#include "models/real.h"
+
 #ifdef SE3_REAL_F64
-typedef double real;
 #define nn_gemm cblas_dgemm
-#define NN_REAL_NAME "f64"
 #else
-typedef float real;
 #define nn_gemm cblas_sgemm
-#define NN_REAL_NAME "f32"
 #endif
 
 /* C (m x n) = alpha op(A) op(B) + beta C, all row-major; op = transpose when

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/cpu/optim.h"
+#include "models/objective.h"
 #include "tests/gradcheck.h"
 
 enum { N = 24 };

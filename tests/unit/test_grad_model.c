@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/cpu/model.h"
+#include "models/se3.h"
 #include "models/so3.h"
 #include "tests/gradcheck.h"
 

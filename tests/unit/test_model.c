@@ -6,12 +6,13 @@
  * the prediction by O(1e-4), where without it the prediction jumps. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chem/graph.h"
 #include "chem/mol.h"
-#include "models/cpu/model.h"
+#include "models/se3.h"
 #include "models/so3.h"
 #include "tests/testutil.h"
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "models/cpu/optim.h"
+#include "models/objective.h"
 #include "tests/testutil.h"
 
 enum { N = 37, STEPS = 6 };

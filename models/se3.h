@@ -1,4 +1,4 @@
-/* model.h — the SE(3)-Transformer assembled from the layers of nn.h, in the
+/* se3.h — the SE(3)-Transformer assembled from the layers (layers.h), in the
  * layout of NVIDIA's optimised implementation (../shared/notes/se3_reference.md):
  *
  *   h = node features (degree 0)
@@ -17,15 +17,23 @@
  * values and keys have channels / channels_div (keys only for degrees the
  * block's input has). All parameters live in one array (params), laid out
  * by se3_model_init; gradients have the same layout.
+ *
+ * The forward and the backward run on the model's backend (backend.h; the
+ * CPU unless the caller sets m->be): their arrays (parameters, the batch's
+ * arrays, outputs, gradients) are that backend's memory. Stages do not call
+ * them directly: they use models/model.h, which moves batches and results
+ * between the host and the backend.
  */
-#ifndef SE3_MODEL_H
-#define SE3_MODEL_H
+#ifndef SE3_SE3_H
+#define SE3_SE3_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "models/backend.h"
 #include "models/basis.h"
-#include "models/cpu/nn.h"
+#include "models/kernels/envelope.h"
+#include "models/layers.h"
 
 struct se3_config {
   int layers;        /* attention blocks (7 for QM9) */
@@ -63,7 +71,6 @@ struct se3_config {
  * continuous first derivative, in the atom coordinates. The weights depend on
  * the graph only, not on parameters. SE3_ENVELOPE_NONE (models trained before
  * the envelope existed, bond graphs) uses weight 1 everywhere, as before. */
-enum { SE3_ENVELOPE_NONE = 0, SE3_ENVELOPE_COSINE = 1, SE3_ENVELOPE_POLY = 2 };
 
 /* One batch of molecules: graphs concatenated, edges sorted by target. */
 struct se3_batch {
@@ -111,6 +118,7 @@ struct se3_block_layout {
 
 struct se3_model {
   struct se3_config cfg;
+  const struct nn_backend *be; /* where forward and backward run; se3_model_init sets the CPU */
   /* 0 (se3_model_init's default): the forward keeps every block's per-edge
    * activations for the backward. 1: it keeps only per-node ones and the
    * backward recomputes a block's radial network, convolution and attention

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/cpu/model.h"
+#include "models/se3.h"
 
 void se3_batch_buf_init(struct se3_batch_buf *bb, int node_in, int edge_in) {
   memset(bb, 0, sizeof *bb);

@@ -6,7 +6,7 @@
  * and no allocator work. */
 #include <stdlib.h>
 
-#include "models/cpu/nn.h"
+#include "models/layers.h"
 
 #define ARENA_ALIGN 64
 #define ARENA_MIN_BLOCK ((size_t)64 << 20)
@@ -46,7 +46,7 @@ void *nn_arena_alloc(struct nn_arena *a, size_t bytes) {
     a->cap_blocks = cap;
   }
   size_t cap = bytes > ARENA_MIN_BLOCK ? bytes : ARENA_MIN_BLOCK;
-  char *p = aligned_alloc(ARENA_ALIGN, cap);
+  char *p = a->block_alloc ? a->block_alloc(cap) : aligned_alloc(ARENA_ALIGN, cap);
   if (!p) return NULL;
   a->blocks[a->n] = (struct nn_arena_block){p, cap, bytes};
   a->cur = a->n++;
@@ -62,7 +62,10 @@ void nn_arena_reset(struct nn_arena *a) {
 
 void nn_arena_free(struct nn_arena *a) {
   for (int i = 0; i < a->n; i++)
-    free(a->blocks[i].p);
+    if (a->block_free)
+      a->block_free(a->blocks[i].p);
+    else
+      free(a->blocks[i].p);
   free(a->blocks);
   a->blocks = NULL;
   a->n = a->cap_blocks = a->cur = 0;

@@ -1,7 +1,9 @@
-/* model.c — the SE(3)-Transformer's forward and backward over one batch
- * (model.h has the architecture). Activations are kept in a tape; the
- * backward walks the blocks in reverse. */
-#include "models/cpu/model.h"
+/* se3.c — the SE(3)-Transformer's forward and backward over one batch
+ * (se3.h has the architecture), written once against the backend table
+ * (backend.h): every array here is the backend's memory, and every
+ * arithmetic step is one of the table's operations. Activations are kept in
+ * a tape; the backward walks the blocks in reverse. */
+#include "models/se3.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +15,7 @@
 int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   m->cfg = *c;
-  nn_blas_init();
+  m->be = nn_backend_cpu();
   if (c->layers < 0 || c->layers > SE3_MAX_LAYERS || c->degrees < 1 || c->degrees > NN_MAX_DEG + 1 || c->channels < 1 ||
       c->heads < 1 || c->channels_div < 1 || c->node_in < 1 || c->edge_in < 1 || c->radial_hidden < 1 ||
       c->mlp_hidden < 1 || c->outputs < 1) {
@@ -126,15 +128,9 @@ int se3_config_parse(const char *s, struct se3_config *c) {
 }
 
 void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, real *w) {
-  const int in = c->edge_in;
-  for (int e = 0; e < E; e++) {
-    const real *f = edge_feat + (size_t)e * (size_t)in;
-    if (c->envelope == SE3_ENVELOPE_NONE || (c->bonds_kept && f[0] < (real)0.5))
-      w[e] = 1;
-    else
-      w[e] = c->envelope == SE3_ENVELOPE_POLY ? nn_envelope_poly(f[in - 1], (real)c->cutoff)
-                                              : nn_envelope_cosine(f[in - 1], (real)c->cutoff);
-  }
+  for (int e = 0; e < E; e++)
+    w[e] = nn_edge_weight(edge_feat + (size_t)e * (size_t)c->edge_in, c->edge_in, c->envelope, (real)c->cutoff,
+                          c->bonds_kept);
 }
 
 /* The final input fiber: the hidden one, or the node features with no layers. */
@@ -232,21 +228,6 @@ const real *se3_tape_hidden(const struct se3_tape *t, const struct se3_model *m,
   return t->blk[block].h_out[d];
 }
 
-/* rows x a and rows x b side by side into rows x (a + b). */
-static void concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows) {
-  for (size_t r = 0; r < rows; r++) {
-    memcpy(out + r * (size_t)(a + b), x + r * (size_t)a, (size_t)a * sizeof *out);
-    memcpy(out + r * (size_t)(a + b) + a, y + r * (size_t)b, (size_t)b * sizeof *out);
-  }
-}
-
-static void split_rows(real *x, int a, real *y, int b, const real *in, size_t rows) {
-  for (size_t r = 0; r < rows; r++) {
-    if (x) memcpy(x + r * (size_t)a, in + r * (size_t)(a + b), (size_t)a * sizeof *x);
-    if (y) memcpy(y + r * (size_t)b, in + r * (size_t)(a + b) + a, (size_t)b * sizeof *y);
-  }
-}
-
 /* The per-edge arrays of block B (radial activations, keys and values,
  * attention weights) and the attention output z, from the arena. */
 static int block_edge_alloc(struct se3_tape *t, const struct se3_model *m, const struct se3_block_layout *B,
@@ -275,15 +256,16 @@ static int block_edges(const struct se3_model *m, const real *params, const stru
                        real *alpha, real *z[]) {
   const struct se3_config *c = &m->cfg;
   const struct se3_block_layout *B = &m->block[bi];
+  const struct nn_backend *be = m->be;
   int H = c->radial_hidden;
-  nn_radial_hidden_forward(rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
-  if (w) nn_scale_rows(radial_s2(rsave, b->E, H), w, b->E, H);
+  be->radial_hidden_forward(rsave, b->edge_feat, params + B->radial, b->E, c->edge_in, H);
+  if (w) be->scale_rows(radial_s2(rsave, b->E, H), w, b->E, H);
   struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-  if (nn_conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H),
-                      params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
+  if (be->conv_forward(kv, &cs, h, b->basis, nn_radial_s2(rsave, b->E, H),
+                       params + B->radial + nn_radial_w3(c->edge_in, H), H, 0))
     return -1;
   struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start, w};
-  nn_attn_forward(z, alpha, &as, (const real *const *)kv, q);
+  be->attn_forward(z, alpha, &as, (const real *const *)kv, q);
   return 0;
 }
 
@@ -295,15 +277,17 @@ struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params
 struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
                                       real *out, struct nn_arena *ws) {
   const struct se3_config *c = &m->cfg;
+  const struct nn_backend *be = m->be;
   struct se3_tape *t = calloc(1, sizeof *t);
   if (!t) return NULL;
+  nn_backend_arena(be, &t->own);
   t->arena = ws ? ws : &t->own;
   nn_arena_reset(t->arena);
   size_t N = (size_t)b->N;
   if (c->envelope != SE3_ENVELOPE_NONE) {
     t->w = talloc(t, (size_t)b->E + 1);
     if (t->oom) goto fail;
-    se3_edge_weights(c, b->edge_feat, b->E, t->w);
+    be->edge_weights(t->w, b->edge_feat, b->E, c->edge_in, c->envelope, (real)c->cutoff, c->bonds_kept);
   }
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
   for (int bi = 0; bi < c->layers; bi++) {
@@ -322,20 +306,17 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
     real *z[NN_MAX_DEG + 1] = {0};
     if (block_edge_alloc(t, m, B, b, T->kv, &T->rsave, &T->alpha, z)) goto fail;
     for (int d = 0; d < c->degrees; d++)
-      if (B->fk.ch[d]) nn_linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
+      if (B->fk.ch[d]) be->linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
     if (block_edges(m, params, b, bi, (const real *const *)h, (const real *const *)T->q, t->w, T->rsave, T->kv,
                     T->alpha, z))
       goto fail;
     for (int d = 0; d < c->degrees; d++) {
       size_t rows = N * (size_t)NN_DIM(d);
       int cat = B->fv.ch[d] + B->fin.ch[d];
-      if (B->fin.ch[d])
-        concat_rows(T->cat[d], z[d], B->fv.ch[d], h[d], B->fin.ch[d], rows);
-      else
-        memcpy(T->cat[d], z[d], rows * (size_t)cat * sizeof(real));
-      nn_linear_forward(T->o[d], T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
-      nn_norm_forward(T->h_out[d], T->nsave[d], T->o[d], params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d),
-                      c->channels);
+      be->concat_rows(T->cat[d], z[d], B->fv.ch[d], h[d], B->fin.ch[d], rows);
+      be->linear_forward(T->o[d], T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
+      be->norm_forward(T->h_out[d], T->nsave[d], T->o[d], params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d),
+                       c->channels);
     }
     if (m->low_memory) {
       nn_arena_release(t->arena, edges);
@@ -358,24 +339,22 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
   t->v = talloc(t, (size_t)b->G * (size_t)M);
   if (t->oom) goto fail;
   int H = c->radial_hidden;
-  nn_radial_hidden_forward(t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, H);
-  if (t->w) nn_scale_rows(radial_s2(t->rfsave, b->E, H), t->w, b->E, H);
+  be->radial_hidden_forward(t->rfsave, b->edge_feat, params + m->final_radial, b->E, c->edge_in, H);
+  if (t->w) be->scale_rows(radial_s2(t->rfsave, b->E, H), t->w, b->E, H);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   real *fy[NN_MAX_DEG + 1] = {t->f};
-  if (nn_conv_forward(fy, &fs, (const real *const *)h, b->basis, nn_radial_s2(t->rfsave, b->E, H),
-                      params + m->final_radial + nn_radial_w3(c->edge_in, H), H, 1))
+  if (be->conv_forward(fy, &fs, (const real *const *)h, b->basis, nn_radial_s2(t->rfsave, b->E, H),
+                       params + m->final_radial + nn_radial_w3(c->edge_in, H), H, 1))
     goto fail;
-  nn_linear_forward(self, h[0], params + m->w_self, b->N, fin.ch[0], M);
-  for (size_t i = 0; i < N * (size_t)M; i++)
-    t->f[i] += self[i];
+  be->linear_forward(self, h[0], params + m->w_self, b->N, fin.ch[0], M);
+  be->add(t->f, self, N * (size_t)M);
   if (c->pool_max)
-    nn_pool_max_forward(t->g, t->arg, t->f, b->graph_start, b->G, M);
+    be->pool_max_forward(t->g, t->arg, t->f, b->graph_start, b->G, M);
   else
-    nn_pool_mean_forward(t->g, t->f, b->graph_start, b->G, M);
-  nn_dense_forward(t->u, t->g, params + m->w1, params + m->b1, b->G, M, M);
-  for (size_t i = 0; i < (size_t)b->G * (size_t)M; i++)
-    t->v[i] = t->u[i] > 0 ? t->u[i] : 0;
-  nn_dense_forward(out, t->v, params + m->w2, params + m->b2, b->G, M, c->outputs);
+    be->pool_mean_forward(t->g, t->f, b->graph_start, b->G, M);
+  be->dense_forward(t->u, t->g, params + m->w1, params + m->b1, b->G, M, M);
+  be->relu(t->v, t->u, (size_t)b->G * (size_t)M);
+  be->dense_forward(out, t->v, params + m->w2, params + m->b2, b->G, M, c->outputs);
   return t;
 fail:
   se3_tape_free(t);
@@ -392,6 +371,7 @@ static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
 int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                         const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
   const struct se3_config *c = &m->cfg;
+  const struct nn_backend *be = m->be;
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
   int M = c->mlp_hidden;
   struct nn_fiber fin = final_in(m);
@@ -414,25 +394,23 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
   real *dv = TMP(G * (size_t)M), *dg = TMP(G * (size_t)M), *df = TMP(N * (size_t)M);
   real *dself = TMP(N * (size_t)fin.ch[0]);
   if (oom) goto fail;
-  nn_dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
-  for (size_t i = 0; i < G * (size_t)M; i++)
-    if (t->u[i] <= 0) dv[i] = 0;
-  nn_dense_backward(dg, dparams + m->w1, dparams + m->b1, dv, t->g, params + m->w1, b->G, M, M);
+  be->dense_backward(dv, dparams + m->w2, dparams + m->b2, dout, t->v, params + m->w2, b->G, M, c->outputs);
+  be->relu_backward(dv, t->u, G * (size_t)M);
+  be->dense_backward(dg, dparams + m->w1, dparams + m->b1, dv, t->g, params + m->w1, b->G, M, M);
   if (c->pool_max)
-    nn_pool_max_backward(df, dg, t->arg, b->N, b->G, M);
+    be->pool_max_backward(df, dg, t->arg, b->N, b->G, M);
   else
-    nn_pool_mean_backward(df, dg, b->graph_start, b->G, M);
+    be->pool_mean_backward(df, dg, b->graph_start, b->G, M);
   struct nn_conv_shape fs = {fin, m->fout, &m->plan, b->N, b->E, b->src, b->in_start};
   const real *dfy[NN_MAX_DEG + 1] = {df};
-  if (nn_conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
-                       nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1))
+  if (be->conv_backward(dh, ds2, dparams + m->final_radial + w3, &fs, dfy, (const real *const *)t->h_final, b->basis,
+                        nn_radial_s2(t->rfsave, b->E, H), params + m->final_radial + w3, H, 1))
     goto fail;
-  if (t->w) nn_scale_rows(ds2, t->w, b->E, H); /* d s2 before the envelope */
-  nn_radial_hidden_backward(NULL, dparams + m->final_radial, ds2, b->edge_feat, t->rfsave, params + m->final_radial,
-                            b->E, c->edge_in, H);
-  nn_linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
-  for (size_t i = 0; i < N * (size_t)fin.ch[0]; i++)
-    dh[0][i] += dself[i];
+  if (t->w) be->scale_rows(ds2, t->w, b->E, H); /* d s2 before the envelope */
+  be->radial_hidden_backward(NULL, dparams + m->final_radial, ds2, b->edge_feat, t->rfsave, params + m->final_radial,
+                             b->E, c->edge_in, H);
+  be->linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
+  be->add(dh[0], dself, N * (size_t)fin.ch[0]);
   nn_arena_release(A, head);
 
   for (int bi = c->layers - 1; bi >= 0; bi--) {
@@ -459,39 +437,37 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
       dkv[d] = TMP(E * (size_t)(NN_DIM(d) * B->fkv.ch[d]));
       if (B->fk.ch[d]) dq[d] = TMP(rows * (size_t)B->fk.ch[d]);
       if (oom) goto fail;
-      nn_norm_backward(d_o, dparams + B->gamma[d], dparams + B->beta[d], dh[d], T->o[d], T->nsave[d],
-                       params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d), c->channels);
-      nn_linear_backward(dcat, dparams + B->wo[d], d_o, T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
+      be->norm_backward(d_o, dparams + B->gamma[d], dparams + B->beta[d], dh[d], T->o[d], T->nsave[d],
+                        params + B->gamma[d], params + B->beta[d], b->N, NN_DIM(d), c->channels);
+      be->linear_backward(dcat, dparams + B->wo[d], d_o, T->cat[d], params + B->wo[d], (int)rows, cat, c->channels);
       if (B->fin.ch[d]) dhin[d] = dh_next[d];
-      split_rows(dz[d], B->fv.ch[d], dhin[d], B->fin.ch[d], dcat, rows);
+      be->split_rows(dz[d], B->fv.ch[d], dhin[d], B->fin.ch[d], dcat, rows);
     }
     struct nn_attn_shape as = {B->fk, B->fv, c->heads, b->N, b->E, b->in_start, t->w};
-    nn_attn_backward(dkv, dq, &as, (const real *const *)dz, alpha, (const real *const *)kv, (const real *const *)T->q);
+    be->attn_backward(dkv, dq, &as, (const real *const *)dz, alpha, (const real *const *)kv, (const real *const *)T->q);
     /* the block input's gradient: the concatenation, the queries and the convolution */
 
     for (int d = 0; d <= NN_MAX_DEG; d++)
       if (B->fin.ch[d]) dconv[d] = TMP(N * (size_t)(NN_DIM(d) * B->fin.ch[d]));
     if (oom) goto fail;
     struct nn_conv_shape cs = {B->fin, B->fkv, &m->plan, b->N, b->E, b->src, b->in_start};
-    if (nn_conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv,
-                         (const real *const *)T->h_in, b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3,
-                         H, 0))
+    if (be->conv_backward(dconv, ds2, dparams + B->radial + w3, &cs, (const real *const *)dkv,
+                          (const real *const *)T->h_in, b->basis, nn_radial_s2(rsave, b->E, H), params + B->radial + w3,
+                          H, 0))
       goto fail;
-    if (t->w) nn_scale_rows(ds2, t->w, b->E, H);
-    nn_radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E, c->edge_in,
-                              H);
+    if (t->w) be->scale_rows(ds2, t->w, b->E, H);
+    be->radial_hidden_backward(NULL, dparams + B->radial, ds2, b->edge_feat, rsave, params + B->radial, b->E,
+                               c->edge_in, H);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       if (!B->fin.ch[d]) continue;
       size_t n = N * (size_t)(NN_DIM(d) * B->fin.ch[d]);
-      for (size_t i = 0; i < n; i++)
-        dhin[d][i] += dconv[d][i];
+      be->add(dhin[d], dconv[d], n);
       if (B->fk.ch[d]) {
         real *dql = TMP(n);
         if (oom) goto fail;
-        nn_linear_backward(dql, dparams + B->wq[d], dq[d], T->h_in[d], params + B->wq[d], b->N * NN_DIM(d),
-                           B->fin.ch[d], B->fk.ch[d]);
-        for (size_t i = 0; i < n; i++)
-          dhin[d][i] += dql[i];
+        be->linear_backward(dql, dparams + B->wq[d], dq[d], T->h_in[d], params + B->wq[d], b->N * NN_DIM(d),
+                            B->fin.ch[d], B->fk.ch[d]);
+        be->add(dhin[d], dql, n);
       }
     }
     nn_arena_release(A, mark);
@@ -501,7 +477,7 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
       dh_next[d] = tmp;
     }
   }
-  if (dnode) memcpy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
+  if (dnode) be->copy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
 #undef TMP
   nn_arena_release(A, start);
   return 0;

@@ -1,0 +1,139 @@
+/* backend.h — a compute backend is a table of operations. The model
+ * (models/se3.c) is written once against this table; the CPU backend
+ * (models/cpu/backend.c) and the CUDA backend (models/cuda/) fill it. Adding
+ * a backend means filling a table, not editing the model or the stages.
+ *
+ * Memory. Every pointer an operation takes is the backend's memory (device
+ * memory on a GPU), except where a member says "host". Shapes, fibers and
+ * counts are plain host values; the structs of layers.h that carry arrays
+ * (nn_conv_shape's src and in_start, nn_attn_shape's in_start and w) point
+ * into the backend's memory too. The one exception is nn_conv_shape's plan
+ * (models/basis.h), a host struct of small tables: a backend that needs it in
+ * its own memory keeps its own copy (it does not change during a run).
+ *
+ * Semantics. A layer operation does exactly what the CPU function of the
+ * same name in models/cpu/nn.h documents (shapes, what is saved, which
+ * gradients are added to and which overwritten, NULL meaning "not needed"),
+ * and it keeps the same save layouts (layers.h), so the model can find s2
+ * in a radial network's save area on any backend. Results may differ from
+ * the CPU's by round-off (another summation order, TF32 or half precision
+ * where `precision` allows); tests/unit/test_backend_ops.c bounds the
+ * difference of every operation on every backend against the CPU.
+ *
+ * Order. Operations may run asynchronously, in the order they are called
+ * (one stream); `download` and `sumsq` return host values and so wait for
+ * what came before them. `sync` waits and reports a failure of anything
+ * queued since the last sync.
+ *
+ * One device per process: a table drives the device it was opened on
+ * (nn_backend_open). Data-parallel training runs one process per device and
+ * joins their gradients through `allreduce`.
+ */
+#ifndef SE3_BACKEND_H
+#define SE3_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/layers.h"
+
+/* Arithmetic precisions a backend may offer (the workflow's `precision:`).
+ * FP32 everywhere is the default and the only one the CPU backend has. */
+enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2, NN_PREC_FP16 = 3 };
+
+/* A group of processes whose gradients are summed (models/model.h); NULL or
+ * size 1 for a run of one process. Filled by the data-parallel layer. */
+struct nn_comm;
+
+struct nn_backend {
+  const char *name;   /* "cpu", "cuda:0", ... */
+  char device[128];   /* the hardware, for logs and benchmark JSON (processor or GPU name) */
+  int host_memory;    /* 1: the backend's memory is the host's (pointers can be shared, copies skipped) */
+  enum nn_precision precision;
+
+  /* ---- memory ---- */
+  void *(*alloc)(size_t bytes); /* 256-byte aligned; NULL when out of memory */
+  void (*release)(void *p);     /* NULL is allowed */
+  void (*upload)(void *dst, const void *host_src, size_t bytes);
+  void (*download)(void *host_dst, const void *src, size_t bytes); /* waits for queued work */
+  void (*copy)(void *dst, const void *src, size_t bytes);
+  void (*zero)(void *p, size_t bytes);
+  /* Waits for queued work: 0, or -1 with what failed in err. */
+  int (*sync)(char *err, size_t errlen);
+
+  /* ---- layers (models/cpu/nn.h documents each) ---- */
+  void (*linear_forward)(real *y, const real *x, const real *W, int rows, int cin, int cout);
+  void (*linear_backward)(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin,
+                          int cout);
+  void (*norm_forward)(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
+  void (*norm_backward)(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
+                        const real *gamma, const real *beta, int N, int dim, int C);
+  void (*dense_forward)(real *y, const real *x, const real *W, const real *b, int rows, int in, int out);
+  void (*dense_backward)(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W, int rows, int in,
+                         int out);
+  void (*radial_hidden_forward)(real *save, const real *x, const real *params, int E, int in, int H);
+  void (*radial_hidden_backward)(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
+                                 const real *params, int E, int in, int H);
+  /* 0, or -1 when out of memory */
+  int (*conv_forward)(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                      const real *s2, const real *W3, int H, int pool);
+  int (*conv_backward)(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
+                       const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool);
+  void (*attn_forward)(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
+                       const real *const q[]);
+  void (*attn_backward)(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
+                        const real *alpha, const real *const kv[], const real *const q[]);
+  void (*scale_rows)(real *x, const real *w, int rows, int n);
+  void (*pool_max_forward)(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);
+  void (*pool_max_backward)(real *dx, const real *dy, const int32_t *arg, int N, int G, int C);
+  void (*pool_mean_forward)(real *y, const real *x, const int32_t *graph_start, int G, int C);
+  void (*pool_mean_backward)(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
+
+  /* ---- the model's glue (element-wise; models/cpu/backend.c is the reference) ---- */
+  /* out (rows x (a + b)) = [x (rows x a), y (rows x b)] side by side; b may be 0 (y unused). */
+  void (*concat_rows)(real *out, const real *x, int a, const real *y, int b, size_t rows);
+  /* The inverse: in (rows x (a + b)) into x (rows x a) and y (rows x b); a NULL x or y is skipped. */
+  void (*split_rows)(real *x, int a, real *y, int b, const real *in, size_t rows);
+  void (*add)(real *y, const real *x, size_t n);           /* y += x */
+  void (*relu)(real *y, const real *x, size_t n);          /* y = max(x, 0) */
+  void (*relu_backward)(real *dy, const real *x, size_t n); /* dy = x > 0 ? dy : 0, in place */
+  /* w[e] = nn_edge_weight(edge_feat + e in, in, kind, cutoff, bonds_kept) (models/kernels/envelope.h) */
+  void (*edge_weights)(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
+
+  /* ---- training ---- */
+  /* nn_adam_step of models/cpu/optim.h */
+  void (*adam_step)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
+                    double lr);
+  double (*sumsq)(const real *x, size_t n); /* sum of x[i]^2 in double, on the host; waits */
+  void (*scale)(real *x, size_t n, double s); /* x *= s */
+  /* Sums x (n reals) over the processes of comm, in place, the same result
+   * on each: the gradient all-reduce of data-parallel training. With comm
+   * NULL (one process) nothing to do: 0. -1 with a message in err. */
+  int (*allreduce)(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen);
+};
+
+/* ---- choosing a backend ---------------------------------------------------------
+ * The workflow's `device:` names one: "cpu", "cuda" (the first GPU), "cuda:N"
+ * or "auto" (a GPU when this build has the CUDA backend and a usable GPU is
+ * present, else the CPU). */
+struct nn_device {
+  int cuda;  /* 0: the CPU; 1: a GPU */
+  int index; /* the GPU's index (cuda:N) */
+  int any;   /* "auto": fall back to the CPU when no GPU can be used */
+};
+/* 0, or -1 with a message naming the value and the choices. */
+int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen);
+/* The backend for d, ready to use; NULL with a message in err saying what
+ * was asked, what was found and how to run on the CPU instead. */
+const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, char *err,
+                                         size_t errlen);
+/* The CPU backend (always there; FP32, or double in the gradient tests'
+ * build). */
+const struct nn_backend *nn_backend_cpu(void);
+/* The CUDA backend on GPU `index` (models/cuda/); NULL with a message when
+ * this build has none, or no usable GPU or driver is found. */
+const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen);
+/* An arena whose blocks are the backend's memory. */
+void nn_backend_arena(const struct nn_backend *be, struct nn_arena *a);
+
+#endif

@@ -1,0 +1,151 @@
+/* backend.c — the CPU backend's table (models/backend.h): the layers of
+ * nn.h as they are, host memory, and the model's element-wise glue, which
+ * the other backends match. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/backend.h"
+#include "models/cpu/nn.h"
+#include "models/cpu/optim.h"
+
+static void *cpu_alloc(size_t bytes) { return aligned_alloc(256, (bytes + 255) / 256 * 256); }
+static void cpu_release(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) memmove(dst, src, bytes);
+}
+static void cpu_zero(void *p, size_t bytes) {
+  if (bytes) memset(p, 0, bytes);
+}
+static int cpu_sync(char *err, size_t errlen) {
+  (void)err;
+  (void)errlen;
+  return 0;
+}
+
+static void cpu_concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows) {
+#pragma omp parallel for schedule(static)
+  for (long r = 0; r < (long)rows; r++) {
+    memcpy(out + (size_t)r * (size_t)(a + b), x + (size_t)r * (size_t)a, (size_t)a * sizeof *out);
+    if (b) memcpy(out + (size_t)r * (size_t)(a + b) + a, y + (size_t)r * (size_t)b, (size_t)b * sizeof *out);
+  }
+}
+
+static void cpu_split_rows(real *x, int a, real *y, int b, const real *in, size_t rows) {
+#pragma omp parallel for schedule(static)
+  for (long r = 0; r < (long)rows; r++) {
+    if (x) memcpy(x + (size_t)r * (size_t)a, in + (size_t)r * (size_t)(a + b), (size_t)a * sizeof *x);
+    if (y) memcpy(y + (size_t)r * (size_t)b, in + (size_t)r * (size_t)(a + b) + a, (size_t)b * sizeof *y);
+  }
+}
+
+static void cpu_add(real *y, const real *x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)n; i++)
+    y[i] += x[i];
+}
+
+static void cpu_relu(real *y, const real *x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)n; i++)
+    y[i] = x[i] > 0 ? x[i] : 0;
+}
+
+static void cpu_relu_backward(real *dy, const real *x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)n; i++)
+    if (!(x[i] > 0)) dy[i] = 0;
+}
+
+static void cpu_edge_weights(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept) {
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < E; e++)
+    w[e] = nn_edge_weight(edge_feat + (size_t)e * (size_t)in, in, kind, cutoff, bonds_kept);
+}
+
+/* In index order, so the sum does not depend on the thread count. */
+static double cpu_sumsq(const real *x, size_t n) {
+  double s = nn_grad_norm(x, n);
+  return s * s;
+}
+
+static void cpu_scale(real *x, size_t n, double s) {
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < (long)n; i++)
+    x[i] = (real)(x[i] * s);
+}
+
+static int cpu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen) {
+  (void)x;
+  (void)n;
+  if (!comm) return 0;
+  snprintf(err, errlen, "the gradient all-reduce across processes is not built into this backend yet");
+  return -1;
+}
+
+static struct nn_backend cpu = {
+    .name = "cpu",
+    .host_memory = 1,
+    .precision = NN_PREC_FP32,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .linear_forward = nn_linear_forward,
+    .linear_backward = nn_linear_backward,
+    .norm_forward = nn_norm_forward,
+    .norm_backward = nn_norm_backward,
+    .dense_forward = nn_dense_forward,
+    .dense_backward = nn_dense_backward,
+    .radial_hidden_forward = nn_radial_hidden_forward,
+    .radial_hidden_backward = nn_radial_hidden_backward,
+    .conv_forward = nn_conv_forward,
+    .conv_backward = nn_conv_backward,
+    .attn_forward = nn_attn_forward,
+    .attn_backward = nn_attn_backward,
+    .scale_rows = nn_scale_rows,
+    .pool_max_forward = nn_pool_max_forward,
+    .pool_max_backward = nn_pool_max_backward,
+    .pool_mean_forward = nn_pool_mean_forward,
+    .pool_mean_backward = nn_pool_mean_backward,
+    .concat_rows = cpu_concat_rows,
+    .split_rows = cpu_split_rows,
+    .add = cpu_add,
+    .relu = cpu_relu,
+    .relu_backward = cpu_relu_backward,
+    .edge_weights = cpu_edge_weights,
+    .adam_step = nn_adam_step,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .allreduce = cpu_allreduce,
+};
+
+/* The processor's name, from /proc/cpuinfo (Linux), once. */
+static void cpu_name(char *out, size_t n) {
+  snprintf(out, n, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10)) continue;
+    char *v = strchr(line, ':');
+    if (!v) break;
+    for (v++; *v == ' ' || *v == '\t'; v++)
+      ;
+    v[strcspn(v, "\n")] = 0;
+    snprintf(out, n, "%s", v);
+    break;
+  }
+  fclose(f);
+}
+
+const struct nn_backend *nn_backend_cpu(void) {
+  if (!cpu.device[0]) {
+    nn_blas_init();
+    cpu_name(cpu.device, sizeof cpu.device);
+  }
+  return &cpu;
+}

@@ -1,0 +1,211 @@
+/* model.c — a model on a backend, as the stages see it (model.h). */
+#include "models/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A buffer in the backend's memory that grows as batches do. */
+struct dbuf {
+  void *p;
+  size_t cap;
+};
+
+struct se3_net {
+  const struct nn_backend *be;
+  struct se3_model model;
+  real *arr[4]; /* params, adam m, adam v, grad (se3_net_array order): the backend's memory */
+  struct nn_arena ws;
+  struct se3_tape *tape; /* of the last forward kept */
+  struct se3_batch db;   /* the batch in the backend's memory (the host's own arrays on a host backend) */
+  struct dbuf node, edge, src, in_start, graph_start, basis, out, dout;
+};
+
+/* p with at least `bytes`, keeping nothing: -1 when out of memory. */
+static int dbuf_fit(const struct nn_backend *be, struct dbuf *b, size_t bytes) {
+  if (bytes <= b->cap && b->p) return 0;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < bytes)
+    cap *= 2;
+  be->release(b->p);
+  b->p = be->alloc(cap);
+  b->cap = b->p ? cap : 0;
+  return b->p ? 0 : -1;
+}
+
+static void dbuf_free(const struct nn_backend *be, struct dbuf *b) {
+  be->release(b->p);
+  b->p = NULL;
+  b->cap = 0;
+}
+
+struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory, char *err,
+                               size_t errlen) {
+  struct se3_net *n = calloc(1, sizeof *n);
+  if (!n) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  n->be = be;
+  if (se3_model_init(&n->model, cfg, err, errlen)) {
+    free(n);
+    return NULL;
+  }
+  n->model.be = be;
+  n->model.low_memory = low_memory;
+  nn_backend_arena(be, &n->ws);
+  size_t bytes = (n->model.n_params ? n->model.n_params : 1) * sizeof(real);
+  for (int i = 0; i < 4; i++)
+    if (!(n->arr[i] = be->alloc(bytes))) {
+      snprintf(err, errlen, "out of %s memory for %zu parameters", be->name, n->model.n_params);
+      se3_net_free(n);
+      return NULL;
+    }
+  return n;
+}
+
+void se3_net_free(struct se3_net *n) {
+  if (!n) return;
+  const struct nn_backend *be = n->be;
+  se3_tape_free(n->tape);
+  nn_arena_free(&n->ws);
+  for (int i = 0; i < 4; i++)
+    be->release(n->arr[i]);
+  struct dbuf *bufs[] = {&n->node, &n->edge, &n->src, &n->in_start, &n->graph_start, &n->basis, &n->out, &n->dout};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    dbuf_free(be, bufs[i]);
+  se3_model_free(&n->model);
+  free(n);
+}
+
+const struct se3_model *se3_net_model(const struct se3_net *n) { return &n->model; }
+const struct nn_backend *se3_net_backend(const struct se3_net *n) { return n->be; }
+size_t se3_net_n_params(const struct se3_net *n) { return n->model.n_params; }
+
+int se3_net_init_params(struct se3_net *n, uint64_t seed) {
+  size_t np = n->model.n_params;
+  real *host = malloc((np ? np : 1) * sizeof *host);
+  if (!host) return -1;
+  se3_model_init_params(&n->model, host, seed);
+  se3_net_set(n, SE3_NET_PARAMS, host);
+  free(host);
+  n->be->zero(n->arr[SE3_NET_ADAM_M], np * sizeof(real));
+  n->be->zero(n->arr[SE3_NET_ADAM_V], np * sizeof(real));
+  return 0;
+}
+
+void se3_net_get(struct se3_net *n, enum se3_net_array which, real *host) {
+  n->be->download(host, n->arr[which], n->model.n_params * sizeof(real));
+}
+
+void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host) {
+  n->be->upload(n->arr[which], host, n->model.n_params * sizeof(real));
+}
+
+/* The batch's arrays in the backend's memory: the host's own on a host
+ * backend, else uploaded into buffers kept across batches. */
+static int stage_batch(struct se3_net *n, const struct se3_batch *b) {
+  const struct nn_backend *be = n->be;
+  if (be->host_memory) {
+    n->db = *b;
+    return 0;
+  }
+  const struct se3_config *c = &n->model.cfg;
+  size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
+  size_t nb = N * (size_t)c->node_in * sizeof(real), eb = E * (size_t)c->edge_in * sizeof(real);
+  size_t sb = E * sizeof(int32_t), ib = (N + 1) * sizeof(int32_t), gb = (G + 1) * sizeof(int32_t);
+  size_t bb = E * n->model.plan.per_edge * sizeof(real);
+  if (dbuf_fit(be, &n->node, nb) || dbuf_fit(be, &n->edge, eb) || dbuf_fit(be, &n->src, sb) ||
+      dbuf_fit(be, &n->in_start, ib) || dbuf_fit(be, &n->graph_start, gb) || dbuf_fit(be, &n->basis, bb))
+    return -1;
+  be->upload(n->node.p, b->node_feat, nb);
+  be->upload(n->edge.p, b->edge_feat, eb);
+  be->upload(n->src.p, b->src, sb);
+  be->upload(n->in_start.p, b->in_start, ib);
+  be->upload(n->graph_start.p, b->graph_start, gb);
+  be->upload(n->basis.p, b->basis, bb);
+  n->db = (struct se3_batch){b->N, b->E, b->G, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p,
+                             n->basis.p};
+  return 0;
+}
+
+int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  se3_tape_free(n->tape);
+  n->tape = NULL;
+  size_t ob = (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real);
+  if (stage_batch(n, b) || (!be->host_memory && dbuf_fit(be, &n->out, ob))) {
+    snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges)", be->name, b->G, b->N,
+             b->E);
+    return -1;
+  }
+  real *dout = be->host_memory ? out : n->out.p;
+  struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, &n->ws);
+  if (!t) {
+    snprintf(err, errlen,
+             "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges): lower the batch "
+             "size or set low_memory: true",
+             be->name, b->G, b->N, b->E);
+    return -1;
+  }
+  if (!be->host_memory) be->download(out, dout, ob);
+  if (be->sync(err, errlen)) {
+    se3_tape_free(t);
+    return -1;
+  }
+  if (keep)
+    n->tape = t;
+  else
+    se3_tape_free(t);
+  return 0;
+}
+
+int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  if (!n->tape) {
+    snprintf(err, errlen, "no forward pass was kept for the backward");
+    return -1;
+  }
+  size_t ob = (size_t)n->db.G * (size_t)n->model.cfg.outputs * sizeof(real);
+  const real *dd = dout;
+  if (!be->host_memory) {
+    if (dbuf_fit(be, &n->dout, ob)) {
+      snprintf(err, errlen, "out of %s memory for the output gradient", be->name);
+      return -1;
+    }
+    be->upload(n->dout.p, dout, ob);
+    dd = n->dout.p;
+  }
+  be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real));
+  int bad = se3_model_backward(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->tape, dd, n->arr[SE3_NET_GRAD], NULL);
+  se3_tape_free(n->tape);
+  n->tape = NULL;
+  if (bad) {
+    snprintf(err, errlen,
+             "out of %s memory in the backward pass (a batch of %d molecules): lower the batch size or set "
+             "low_memory: true",
+             be->name, n->db.G);
+    return -1;
+  }
+  return be->sync(err, errlen);
+}
+
+int se3_net_allreduce(struct se3_net *n, const struct nn_comm *comm, char *err, size_t errlen) {
+  return n->be->allreduce(n->arr[SE3_NET_GRAD], n->model.n_params, comm, err, errlen);
+}
+
+double se3_net_clip(struct se3_net *n, double max_norm) {
+  real *g = n->arr[SE3_NET_GRAD];
+  size_t np = n->model.n_params;
+  double norm = sqrt(n->be->sumsq(g, np));
+  if (max_norm > 0 && isfinite(norm) && norm > max_norm) n->be->scale(g, np, max_norm / norm);
+  return norm;
+}
+
+void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr) {
+  n->be->adam_step(n->arr[SE3_NET_PARAMS], n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], n->arr[SE3_NET_GRAD],
+                   n->model.n_params, o, step, lr);
+}
+
+size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(&n->ws); }

@@ -1,0 +1,76 @@
+/* model.h — the one way stages reach the model, whatever backend runs it.
+ *
+ * A net is a model (se3.h) on a backend (backend.h, chosen from the
+ * workflow's `device:`), with its parameters, gradient and Adam moments in
+ * the backend's memory, a workspace kept across steps, and buffers for the
+ * batch. Stages hand it batches built on the host (se3.h's se3_batch_buf)
+ * and get predictions back on the host; they never see device memory or a
+ * backend's header, and never know which backend runs.
+ *
+ * A training step:
+ *   se3_net_forward(net, batch, pred, 1)    predictions, the tape kept
+ *   (loss and d loss / d pred on the host: objective.h)
+ *   se3_net_backward(net, dpred)            the gradient
+ *   se3_net_allreduce(net, comm)            summed over processes (data parallel)
+ *   se3_net_clip(net, max_norm)             its norm, clipped
+ *   se3_net_adam(net, &adam, step, lr)      the update
+ * Checkpoints read and write the arrays through se3_net_get / se3_net_set.
+ */
+#ifndef SE3_MODEL_H
+#define SE3_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/backend.h"
+#include "models/objective.h"
+#include "models/se3.h"
+
+struct se3_net;
+
+/* A net for cfg on be; low_memory as in se3.h. Its arrays are allocated but
+ * not initialised (se3_net_init_params or se3_net_set). NULL with a message
+ * in err when the configuration is invalid or memory runs out. */
+struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory, char *err,
+                               size_t errlen);
+void se3_net_free(struct se3_net *n);
+const struct se3_model *se3_net_model(const struct se3_net *n);
+const struct nn_backend *se3_net_backend(const struct se3_net *n);
+size_t se3_net_n_params(const struct se3_net *n);
+
+/* Random initial parameters for a seed (se3_model_init_params, computed on
+ * the host so every backend starts from the same values) and zero Adam
+ * moments. 0, or -1 when out of host memory. */
+int se3_net_init_params(struct se3_net *n, uint64_t seed);
+
+/* The arrays of n_params reals the net holds. */
+enum se3_net_array { SE3_NET_PARAMS, SE3_NET_ADAM_M, SE3_NET_ADAM_V, SE3_NET_GRAD };
+/* Copies one to the host (host: n_params reals). */
+void se3_net_get(struct se3_net *n, enum se3_net_array which, real *host);
+/* Copies one from the host. */
+void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host);
+
+/* The predictions for a batch whose arrays are on the host: out (host,
+ * G x outputs). With keep, the activations are kept for se3_net_backward
+ * (until the next forward). 0, or -1 with a message in err (out of memory
+ * for the batch, or the device failed). */
+int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen);
+/* The gradient (overwritten) of the loss with respect to the parameters,
+ * from dout (host, G x outputs, d loss / d out) for the last forward kept.
+ * 0, or -1 with a message in err; the gradient is then incomplete and the
+ * step must be discarded. */
+int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen);
+/* Sums the gradient over the processes of comm (NULL: one process, nothing
+ * to do). 0, or -1 with a message. */
+int se3_net_allreduce(struct se3_net *n, const struct nn_comm *comm, char *err, size_t errlen);
+/* The gradient's norm; when max_norm > 0 and the norm exceeds it, the
+ * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
+ * non-finite norm leaves the gradient alone. */
+double se3_net_clip(struct se3_net *n, double max_norm);
+/* One Adam / AdamW update of the parameters from the gradient (step
+ * 1-based, lr this step's learning rate). */
+void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr);
+/* The most workspace bytes in use at once so far. */
+size_t se3_net_peak_bytes(const struct se3_net *n);
+
+#endif
