@@ -26,7 +26,7 @@
  * queued since the last sync.
  *
  * One device per process: a table drives the device it was opened on
- * (nn_backend_open). Data-parallel training runs one process per device and
+ * (models/device.h chooses and opens one). Data-parallel training runs one process per device and
  * joins their gradients through `allreduce`.
  */
 #ifndef SE3_BACKEND_H
@@ -112,28 +112,11 @@ struct nn_backend {
   int (*allreduce)(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen);
 };
 
-/* ---- choosing a backend ---------------------------------------------------------
- * The workflow's `device:` names one: "cpu", "cuda" (the first GPU), "cuda:N"
- * or "auto" (a GPU when this build has the CUDA backend and a usable GPU is
- * present, else the CPU). */
-struct nn_device {
-  int cuda;  /* 0: the CPU; 1: a GPU */
-  int index; /* the GPU's index (cuda:N) */
-  int any;   /* "auto": fall back to the CPU when no GPU can be used */
-};
-/* 0, or -1 with a message naming the value and the choices. */
-int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen);
-/* The backend for d, ready to use; NULL with a message in err saying what
- * was asked, what was found and how to run on the CPU instead. */
-const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, char *err,
-                                         size_t errlen);
-/* The CPU backend (always there; FP32, or double in the gradient tests'
- * build). */
-const struct nn_backend *nn_backend_cpu(void);
-/* The CUDA backend on GPU `index` (models/cuda/); NULL with a message when
- * this build has none, or no usable GPU or driver is found. */
-const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen);
 /* An arena whose blocks are the backend's memory. */
-void nn_backend_arena(const struct nn_backend *be, struct nn_arena *a);
+static inline void nn_backend_arena(const struct nn_backend *be, struct nn_arena *a) {
+  if (be->host_memory) return; /* the arena's own aligned host blocks */
+  a->block_alloc = be->alloc;
+  a->block_free = be->release;
+}
 
 #endif

@@ -5,6 +5,8 @@
  * a tape; the backward walks the blocks in reverse. */
 #include "models/se3.h"
 
+#include "models/device.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   m->cfg = *c;
-  m->be = nn_backend_cpu();
+  m->be = nn_backend_host();
   if (c->layers < 0 || c->layers > SE3_MAX_LAYERS || c->degrees < 1 || c->degrees > NN_MAX_DEG + 1 || c->channels < 1 ||
       c->heads < 1 || c->channels_div < 1 || c->node_in < 1 || c->edge_in < 1 || c->radial_hidden < 1 ||
       c->mlp_hidden < 1 || c->outputs < 1) {

@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "models/backend.h"
+#include "models/device.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
 #include "stage.h"

@@ -1,11 +1,11 @@
-/* backend.c — the CPU backend's table (models/backend.h): the layers of
+/* table.c — the CPU backend's table (models/backend.h): the layers of
  * nn.h as they are, host memory, and the model's element-wise glue, which
  * the other backends match. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/backend.h"
+#include "models/cpu/table.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
 

@@ -1,9 +1,14 @@
-/* backend.c — choosing a backend from the workflow's `device:` (backend.h). */
-#include "models/backend.h"
+/* device.c — choosing a backend from the workflow's `device:` (device.h). */
+#include "models/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "models/cpu/table.h"
+#if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
+#include "models/cuda/backend.h"
+#endif
 
 int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen) {
   memset(d, 0, sizeof *d);
@@ -29,16 +34,21 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
   return -1;
 }
 
-#if !defined(SE3_CUDA_BACKEND) || defined(SE3_REAL_F64)
-const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen) {
+/* The CUDA backend on GPU `index`, or NULL with a message. */
+static const struct nn_backend *cuda_open(int index, enum nn_precision precision, char *err, size_t errlen) {
+#if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
+  return nn_backend_cuda(index, precision, err, errlen);
+#else
   (void)index;
   (void)precision;
   snprintf(err, errlen,
            "this se3screen was built without the CUDA backend (nvcc was not found when it was built); install the "
            "CUDA toolkit and rebuild, or set device: cpu");
   return NULL;
-}
 #endif
+}
+
+const struct nn_backend *nn_backend_host(void) { return nn_backend_cpu(); }
 
 static const char *precision_name(enum nn_precision p) {
   switch (p) {
@@ -54,7 +64,7 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
                                          size_t errlen) {
   if (d->cuda) {
     char why[512] = "";
-    const struct nn_backend *be = nn_backend_cuda(d->index, precision, why, sizeof why);
+    const struct nn_backend *be = cuda_open(d->index, precision, why, sizeof why);
     if (be) return be;
     if (!d->any) {
       snprintf(err, errlen, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
@@ -68,10 +78,4 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
     return NULL;
   }
   return nn_backend_cpu();
-}
-
-void nn_backend_arena(const struct nn_backend *be, struct nn_arena *a) {
-  if (be->host_memory) return; /* the arena's own aligned host blocks */
-  a->block_alloc = be->alloc;
-  a->block_free = be->release;
 }
