@@ -42,7 +42,7 @@ static const struct nn_backend *cuda_open(int index, enum nn_precision precision
   (void)index;
   (void)precision;
   snprintf(err, errlen,
-           "this se3screen was built without the CUDA backend (nvcc was not found when it was built); install the "
+           "this se3screen was built without the CUDA backend (it is built when CMake finds nvcc); install the "
            "CUDA toolkit and rebuild, or set device: cpu");
   return NULL;
 #endif

@@ -47,11 +47,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, s
   snprintf(want, sizeof want, "%s/%s", dev, prec);
   if (opened && !strcmp(key, want)) return opened;
   struct nn_device d;
-  char why[512];
-  if (nn_device_parse(dev, &d, why, sizeof why)) {
-    snprintf(err, errlen, "device: %s", why);
-    return NULL;
-  }
+  if (nn_device_parse(dev, &d, err, errlen)) return NULL;
   enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
                         : !strcmp(prec, "bf16") ? NN_PREC_BF16
                         : !strcmp(prec, "fp16") ? NN_PREC_FP16

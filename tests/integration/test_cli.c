@@ -133,3 +133,33 @@ Test(cli, missing_inputs_fail_check_and_run_before_the_workdir) {
   free(wf);
   free(dir);
 }
+
+/* device: and precision: are checked before any work when the run will use
+ * the model: an unknown device, a GPU that is not there (cuda:999 is on no
+ * machine) or a GPU precision on the CPU stop with one message at the key's
+ * position that says how to run on the CPU, and the workdir is not made. */
+Test(cli, device_is_checked_before_any_work) {
+  char *dir = tu_tmpdir("cli_device");
+  const char *cases[][3] = {
+      {"device: cuda:999", "wf.yaml:2:1: device: cuda:999 was asked for, but ", "device: cpu"},
+      {"device: tpu", "wf.yaml:2:1: device 'tpu' is not one of cpu, cuda, cuda:N", "auto"},
+      {"precision: bf16", "precision bf16 needs a GPU (device: cuda)", "the CPU backend computes in fp32"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "workflow: t\n%s\nworkdir: work\nrun: {progress: none}\n"
+             "sets:\n  train:\n    - {path: %s, labels: [gap]}\n"
+             "stages:\n  train: {target: gap, epochs: 1}\n",
+             cases[i][0], tu_src("workflows/data/qm9_mini.sdf"));
+    char *wf = tu_write(dir, "wf.yaml", text);
+    char *out = NULL;
+    cr_assert_eq(tu_se3(&out, "run %s", wf), 2, "%s: %s", cases[i][0], out);
+    for (int k = 1; k < 3; k++)
+      cr_assert(strstr(out, cases[i][k]), "%s: missing '%s' in\n%s", cases[i][0], cases[i][k], out);
+    cr_assert_neq(tu_sh(NULL, "test -e %s/work", dir), 0, "%s: run made the workdir", cases[i][0]);
+    free(out);
+    free(wf);
+  }
+  free(dir);
+}
