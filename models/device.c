@@ -7,7 +7,7 @@
 
 #include "models/cpu/table.h"
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
-#include "models/cuda/backend.h"
+#include "models/cuda/table.h"
 #endif
 
 int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen) {

@@ -23,78 +23,16 @@
 #include <stddef.h>
 
 #include "models/cpu/nn.h"
-#include "models/so3.h" /* SE3_HD */
-
-/* 1/sqrt(total key width); 0 when there are no keys (uniform weights). */
-static real attn_scale(const struct nn_attn_shape *s) {
-  int W = 0;
-  for (int d = 0; d <= NN_MAX_DEG; d++)
-    W += s->fk.ch[d] * NN_DIM(d);
-  return W > 0 ? (real)(1.0 / sqrt((double)W)) : (real)0;
-}
-
-/* The logits of the edges of one node into alpha[e0..e1) (x H), then the
- * softmax over those edges per head, in place (SE3_HD: a node per thread
- * on the GPU). */
-SE3_HD static inline void attn_node_alpha(real *alpha, const struct nn_attn_shape *s, const real *const kv[],
-                                          const real *const q[], real scale, int n, int e0, int e1) {
-  const int H = s->heads;
-  for (int e = e0; e < e1; e++) {
-    real *a = alpha + (size_t)e * H;
-    for (int h = 0; h < H; h++)
-      a[h] = 0;
-    for (int d = 0; d <= NN_MAX_DEG; d++) {
-      const int ck = s->fk.ch[d], cv = s->fv.ch[d], dim = NN_DIM(d), g = ck / H;
-      if (ck == 0) continue;
-      for (int m = 0; m < dim; m++) {
-        const real *key = kv[d] + ((size_t)e * dim + m) * (cv + ck) + cv;
-        const real *qr = q[d] + ((size_t)n * dim + m) * ck;
-        for (int h = 0; h < H; h++) {
-          real acc = 0;
-          for (int c = h * g; c < (h + 1) * g; c++)
-            acc += key[c] * qr[c];
-          a[h] += acc;
-        }
-      }
-    }
-    for (int h = 0; h < H; h++)
-      a[h] *= scale;
-  }
-  const real *w = s->w;
-  for (int h = 0; h < H; h++) {
-    /* the maximum over the edges that take part (weight > 0) */
-    int any = 0;
-    real mx = 0;
-    for (int e = e0; e < e1; e++)
-      if ((!w || w[e] > 0) && (!any || alpha[(size_t)e * H + h] > mx)) {
-        mx = alpha[(size_t)e * H + h];
-        any = 1;
-      }
-    real sum = 0;
-    for (int e = e0; e < e1; e++) {
-      real *a = alpha + (size_t)e * H + h;
-      *a = w ? (w[e] > 0 ? w[e] * (real)exp((double)(*a - mx)) : 0) : (real)exp((double)(*a - mx));
-      sum += *a;
-    }
-    if (!w) {
-      const real inv = 1 / sum; /* sum >= 1: the maximum contributes exp(0) */
-      for (int e = e0; e < e1; e++)
-        alpha[(size_t)e * H + h] *= inv;
-    } else if (sum > 0) { /* the maximum's term is its weight, maybe tiny: divide (1/sum could overflow) */
-      for (int e = e0; e < e1; e++)
-        alpha[(size_t)e * H + h] /= sum;
-    } /* else no edge takes part: every a stays 0 */
-  }
-}
+#include "models/kernels/attention.h"
 
 void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
                      const real *const q[]) {
   const int H = s->heads, N = s->N;
-  const real scale = attn_scale(s);
+  const real scale = nn_k_attn_scale(s);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int n = 0; n < N; n++) {
     const int e0 = s->in_start[n], e1 = s->in_start[n + 1];
-    if (e1 > e0) attn_node_alpha(alpha, s, kv, q, scale, n, e0, e1);
+    if (e1 > e0) nn_k_attn_node_alpha(alpha, s, kv, q, scale, n, e0, e1);
     for (int d = 0; d <= NN_MAX_DEG; d++) {
       const int ck = s->fk.ch[d], cv = s->fv.ch[d], dim = NN_DIM(d), g = cv / H;
       if (cv == 0 || z[d] == NULL) continue;
@@ -114,27 +52,10 @@ void nn_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s
   }
 }
 
-/* da[e,h] for one edge and head: dz of the node against the edge's values. */
-SE3_HD static inline real attn_dalpha(const struct nn_attn_shape *s, const real *const dz[], const real *const kv[],
-                                      int n, int e, int h) {
-  real acc = 0;
-  for (int d = 0; d <= NN_MAX_DEG; d++) {
-    const int ck = s->fk.ch[d], cv = s->fv.ch[d], dim = NN_DIM(d), g = cv / s->heads;
-    if (cv == 0 || dz[d] == NULL) continue;
-    for (int m = 0; m < dim; m++) {
-      const real *val = kv[d] + ((size_t)e * dim + m) * (cv + ck);
-      const real *dzr = dz[d] + ((size_t)n * dim + m) * cv;
-      for (int c = h * g; c < (h + 1) * g; c++)
-        acc += dzr[c] * val[c];
-    }
-  }
-  return acc;
-}
-
 void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
                       const real *alpha, const real *const kv[], const real *const q[]) {
   const int H = s->heads, N = s->N;
-  const real scale = attn_scale(s);
+  const real scale = nn_k_attn_scale(s);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int n = 0; n < N; n++) {
     const int e0 = s->in_start[n], e1 = s->in_start[n + 1];
@@ -149,10 +70,10 @@ void nn_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_
     for (int h = 0; h < H; h++) {
       real S = 0;
       for (int e = e0; e < e1; e++)
-        S += alpha[(size_t)e * H + h] * attn_dalpha(s, dz, kv, n, e, h);
+        S += alpha[(size_t)e * H + h] * nn_k_attn_dalpha(s, dz, kv, n, e, h);
       for (int e = e0; e < e1; e++) {
         const real a = alpha[(size_t)e * H + h];
-        const real dl = scale * a * (attn_dalpha(s, dz, kv, n, e, h) - S);
+        const real dl = scale * a * (nn_k_attn_dalpha(s, dz, kv, n, e, h) - S);
         for (int d = 0; d <= NN_MAX_DEG; d++) {
           const int ck = s->fk.ch[d], cv = s->fv.ch[d], dim = NN_DIM(d);
           const int gv = cv / H, gk = ck / H, w = cv + ck;

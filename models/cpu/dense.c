@@ -9,9 +9,7 @@
 #include <stddef.h>
 
 #include "models/cpu/nn.h"
-#include "models/so3.h" /* SE3_HD */
-
-#define LN_EPS 1e-5
+#include "models/kernels/lnrelu.h"
 
 /* ---- equivariant linear ------------------------------------------------------ */
 
@@ -55,81 +53,26 @@ void nn_dense_backward(real *dx, real *dW, real *db, const real *dy, const real 
 
 /* ---- layer norm + ReLU ------------------------------------------------------- */
 
-/* Per row r of x (rows x n): mean, rstd = 1/sqrt(var + eps) (biased variance),
- * y = relu(gamma (x - mean) rstd + beta). save: mean at save[r], rstd at
- * save[rows + r]. y may be x (the statistics are taken before writing). */
-/* One row's forward (SE3_HD: the CUDA launcher maps rows to threads); its
- * mean and 1/sqrt(var + eps) go to *mean and *rstd. */
-SE3_HD static inline void lnrelu_row_forward(real *yr, real *mean, real *rstd, const real *xr, const real *gamma,
-                                             const real *beta, int n) {
-  real m = 0;
-  for (int i = 0; i < n; i++)
-    m += xr[i];
-  m /= n;
-  real v = 0;
-  for (int i = 0; i < n; i++) {
-    real d = xr[i] - m;
-    v += d * d;
-  }
-  v /= n;
-  real s = (real)(1 / sqrt((double)v + LN_EPS));
-  for (int i = 0; i < n; i++) {
-    real xh = (xr[i] - m) * s, u = gamma[i] * xh + beta[i]; /* as in the backward */
-    yr[i] = u > 0 ? u : 0;
-  }
-  *mean = m;
-  *rstd = s;
-}
-
+/* Per row r of x (rows x n), the row bodies of models/kernels/lnrelu.h:
+ * y = relu(gamma (x - mean) rstd + beta), rstd = 1/sqrt(var + eps). save:
+ * mean at save[r], rstd at save[rows + r]. y may be x. */
 void nn_lnrelu_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int rows, int n) {
   real *mean = save, *rstd = save + rows;
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; r++)
-    lnrelu_row_forward(y + (size_t)r * n, &mean[r], &rstd[r], x + (size_t)r * n, gamma, beta, n);
+    nn_k_lnrelu_row_forward(y + (size_t)r * n, &mean[r], &rstd[r], x + (size_t)r * n, gamma, beta, n);
 }
 
-/* With xhat = (x - mean) rstd, u = gamma xhat + beta and du = dy [u > 0]:
- *   dgamma += sum_r du xhat, dbeta += sum_r du,
- *   dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma du (per row).
- * dx may be dy (parameter gradients first, then each row's sums before the
- * row is written). */
-SE3_HD static inline void lnrelu_row_dparams(real *dgamma, real *dbeta, const real *dyr, const real *xr, real m, real s,
-                                             const real *gamma, const real *beta, int n) {
-  for (int i = 0; i < n; i++) {
-    real xh = (xr[i] - m) * s, u = gamma[i] * xh + beta[i];
-    if (u > 0) {
-      dgamma[i] += dyr[i] * xh;
-      dbeta[i] += dyr[i];
-    }
-  }
-}
-
-SE3_HD static inline void lnrelu_row_dx(real *dxr, const real *dyr, const real *xr, real m, real s, const real *gamma,
-                                        const real *beta, int n) {
-  real sg = 0, sgx = 0; /* sum g, sum g xhat */
-  for (int i = 0; i < n; i++) {
-    real xh = (xr[i] - m) * s, u = gamma[i] * xh + beta[i];
-    real g = u > 0 ? gamma[i] * dyr[i] : 0;
-    sg += g;
-    sgx += g * xh;
-  }
-  sg /= n;
-  sgx /= n;
-  for (int i = 0; i < n; i++) {
-    real xh = (xr[i] - m) * s, u = gamma[i] * xh + beta[i];
-    real g = u > 0 ? gamma[i] * dyr[i] : 0;
-    dxr[i] = s * (g - sg - xh * sgx);
-  }
-}
-
+/* dgamma, dbeta += each row's share, serially in row order; then dx (may be
+ * dy) row by row. */
 void nn_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
                         const real *gamma, const real *beta, int rows, int n) {
   const real *mean = save, *rstd = save + rows;
   for (int r = 0; r < rows; r++) /* serial: a fixed order of summation */
-    lnrelu_row_dparams(dgamma, dbeta, dy + (size_t)r * n, x + (size_t)r * n, mean[r], rstd[r], gamma, beta, n);
+    nn_k_lnrelu_row_dparams(dgamma, dbeta, dy + (size_t)r * n, x + (size_t)r * n, mean[r], rstd[r], gamma, beta, n);
   if (dx) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++)
-      lnrelu_row_dx(dx + (size_t)r * n, dy + (size_t)r * n, x + (size_t)r * n, mean[r], rstd[r], gamma, beta, n);
+      nn_k_lnrelu_row_dx(dx + (size_t)r * n, dy + (size_t)r * n, x + (size_t)r * n, mean[r], rstd[r], gamma, beta, n);
   }
 }

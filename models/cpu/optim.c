@@ -7,25 +7,9 @@
 #include <stddef.h>
 
 #include "models/cpu/optim.h"
-#include "models/so3.h" /* SE3_HD */
-
+#include "models/kernels/adam.h"
 
 /* ---- Adam / AdamW ------------------------------------------------------------ */
-
-/* One parameter's update (SE3_HD: the CUDA launcher maps parameters to
- * threads); c1, c2 are the bias corrections of the step. */
-SE3_HD static inline void adam_one(real *p, real *m, real *v, real grad, double b1, double b2, double eps, double wd,
-                                   int decoupled, double c1, double c2, double lr) {
-  double pv = *p, g = grad;
-  if (!decoupled) g += wd * pv;
-  double mi = b1 * *m + (1 - b1) * g;
-  double vi = b2 * *v + (1 - b2) * g * g;
-  double upd = lr * (mi / c1) / (sqrt(vi / c2) + eps);
-  if (decoupled) upd += lr * wd * pv;
-  *m = (real)mi;
-  *v = (real)vi;
-  *p = (real)(pv - upd);
-}
 
 void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr) {
@@ -34,7 +18,7 @@ void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, co
   const double c1 = 1 - pow(b1, (double)step), c2 = 1 - pow(b2, (double)step);
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < (long)n; i++)
-    adam_one(&params[i], &m[i], &v[i], grad[i], b1, b2, eps, wd, o->decoupled, c1, c2, lr);
+    nn_k_adam_one(&params[i], &m[i], &v[i], grad[i], b1, b2, eps, wd, o->decoupled, c1, c2, lr);
 }
 
 /* ---- gradient norm and clipping ----------------------------------------------- */
@@ -56,4 +40,3 @@ double nn_grad_clip(real *g, size_t n, double max_norm) {
   }
   return norm;
 }
-

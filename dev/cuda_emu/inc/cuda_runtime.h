@@ -1,0 +1,119 @@
+/* A host emulation of the CUDA runtime subset models/cuda/ uses, for checking
+ * the kernels' logic on a machine without a GPU: a block's threads are an
+ * OpenMP team (barrier = __syncthreads), blocks run one after another,
+ * __shared__ arrays are statics, device memory is host memory. */
+#ifndef SE3_CUDA_EMU_RUNTIME_H
+#define SE3_CUDA_EMU_RUNTIME_H
+#include <omp.h>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+extern dim3 emu_grid, emu_block, emu_bidx;
+#define gridDim emu_grid
+#define blockDim emu_block
+#define blockIdx emu_bidx
+inline dim3 emu_tid() {
+  unsigned t = (unsigned)omp_get_thread_num();
+  return dim3(t % emu_block.x, t / emu_block.x % emu_block.y, t / (emu_block.x * emu_block.y));
+}
+#define threadIdx emu_tid()
+inline void __syncthreads() {
+#pragma omp barrier
+}
+inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+template <class F> void emu_launch(dim3 g, dim3 b, F f) {
+  emu_grid = g;
+  emu_block = b;
+  const int nt = (int)(b.x * b.y * b.z);
+  for (unsigned z = 0; z < g.z; z++)
+    for (unsigned y = 0; y < g.y; y++)
+      for (unsigned x = 0; x < g.x; x++) {
+        emu_bidx = dim3(x, y, z);
+#pragma omp parallel num_threads(nt)
+        {
+          if (omp_get_num_threads() != nt) abort();
+          f();
+        }
+      }
+}
+template <class G, class B, class... R> std::pair<dim3, dim3> emu_cfg(G g, B b, R...) { return {dim3(g), dim3(b)}; }
+#define EMU_LAUNCH(cfg, call)                                                                                          \
+  do {                                                                                                                 \
+    auto c_ = emu_cfg cfg;                                                                                             \
+    emu_launch(c_.first, c_.second, [&]() { call; });                                                                  \
+  } while (0)
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInsufficientDriver = 35, cudaErrorMemoryAllocation = 2 };
+typedef void *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor;
+};
+inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+  snprintf(p->name, sizeof p->name, "emulated GPU");
+  p->major = 9;
+  p->minor = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+  *s = (void *)1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
+inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+inline cudaError_t cudaMalloc(void **p, size_t n) {
+  *p = aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!*p) return cudaErrorMemoryAllocation;
+  memset(*p, 0xff, n); /* poison (NaN floats): the kernels must write everything they read */
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void *p) {
+  free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+  free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
+  memcpy(d, s, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
+  memset(d, v, n);
+  return cudaSuccess;
+}
+
+#endif

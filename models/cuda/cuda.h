@@ -1,0 +1,159 @@
+/* cuda.h — the CUDA backend's internal header (models/backend.h is the
+ * contract; this is how models/cuda/ keeps its pieces together).
+ *
+ * One device per process: table.cu holds the device's state in file-static
+ * variables (its stream, its cuBLAS handle, the scratch buffers, the first
+ * failure since the last sync) and fills the table from the entry points
+ * declared here, one file per concern:
+ *   table.cu        the device, memory, copies, sync, scratch, the table
+ *   gemm.cu         row-major GEMMs on cuBLAS; linear and dense layers
+ *   reduce.cu       deterministic column sums and the sum of squares
+ *   elementwise.cu  the model's glue, scale, edge weights, Adam
+ *   norm.cu         the norm nonlinearity and layer norm + ReLU
+ *   radial.cu       the radial network's hidden layers
+ *   attention.cu    the graph attention (segment softmax by target)
+ *   pool.cu         molecule pooling
+ *   conv.cu         the TFN convolution fused with the radial network's
+ *                   last layer
+ *
+ * Everything runs in order on the one stream; nothing waits for the device
+ * inside an operation except `download` and `sumsq` (which return host
+ * values). Every CUDA, cuBLAS call and kernel launch is checked: the first
+ * failure is recorded (where, what, CUDA's words) and `sync` reports it.
+ * Every reduction is in a fixed order (no floating-point atomics), so a
+ * result does not depend on thread timing.
+ *
+ * `real` is float here: the backend is built into the float model library
+ * only (the double build keeps the stub of models/backend.c).
+ */
+#ifndef SE3_CUDA_CUDA_H
+#define SE3_CUDA_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The project's headers are C: their functions keep C linkage. */
+extern "C" {
+#include "models/backend.h"
+}
+
+static_assert(sizeof(real) == sizeof(float), "the CUDA backend is built for real = float only");
+
+/* ---- the device (table.cu) ---- */
+cudaStream_t cu_stream(void);
+cublasHandle_t cu_blas(void);
+
+/* 0 when e is cudaSuccess; else records the first failure since the last
+ * sync (file:line, what was called, CUDA's message) and returns -1. */
+int cu_check(cudaError_t e, const char *file, int line, const char *what);
+int cu_check_blas(cublasStatus_t s, const char *file, int line, const char *what);
+/* Records a failure that is not a CUDA error code (e.g. out of scratch). */
+void cu_fail(const char *file, int line, const char *what);
+#define CU_CHECK(call) cu_check((call), __FILE__, __LINE__, #call)
+#define CU_BLAS(call) cu_check_blas((call), __FILE__, __LINE__, #call)
+/* After every kernel launch: a bad configuration shows at once, a fault in
+ * the kernel at the next sync. */
+#define CU_LAUNCHED(name) cu_check(cudaGetLastError(), __FILE__, __LINE__, "launch of " name)
+
+/* ---- scratch (table.cu) ----
+ * Grow-only device buffers, one per slot, for the temporaries of an
+ * operation; stream-ordered (cudaMallocAsync / cudaFreeAsync on the one
+ * stream), so growing one never waits for the device, and the next
+ * operation may reuse a buffer because it runs after this one. An operation
+ * asks for one slot once and carves its arrays from it (cu_carve). Slot
+ * CU_SCRATCH_LAYER is for an operation that calls others which use
+ * CU_SCRATCH_OP themselves (the radial network's backward). Freed at exit.
+ * NULL when out of memory (recorded for sync too). */
+enum cu_scratch_slot { CU_SCRATCH_OP = 0, CU_SCRATCH_LAYER = 1, CU_SCRATCH_SLOTS = 2 };
+void *cu_scratch(enum cu_scratch_slot slot, size_t bytes);
+
+/* Sizes rounded to 256 bytes, so every carved array stays aligned. */
+static inline size_t cu_round(size_t bytes) { return (bytes + 255) / 256 * 256; }
+/* The next array of `bytes` from a scratch block (sizes added up beforehand
+ * with cu_round). */
+static inline void *cu_carve(char **p, size_t bytes) {
+  void *r = *p;
+  *p += cu_round(bytes);
+  return r;
+}
+
+/* ---- launches ---- */
+#define CU_THREADS 256
+/* Blocks for n items, CU_THREADS each, capped: kernels loop grid-stride.
+ * n must be > 0 (a launch of no blocks is an error; callers skip n = 0). */
+static inline unsigned cu_grid(size_t n) {
+  size_t b = (n + CU_THREADS - 1) / CU_THREADS;
+  return (unsigned)(b < ((size_t)1 << 20) ? b : ((size_t)1 << 20));
+}
+
+/* ---- GEMM (gemm.cu) ----
+ * C (m x n) = alpha op(A) op(B) + beta C, every matrix ROW-major with row
+ * strides lda, ldb, ldc (models/cpu/real.h's nn_mm, on cuBLAS); beta = 0
+ * does not read C. k <= 0 gives C = beta C. */
+void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int lda, const real *B, int ldb, real beta,
+           real *C, int ldc);
+
+/* ---- reductions (reduce.cu) ----
+ * out[c] += sum over r of in[r ld + c] (rows x cols), in row order within
+ * fixed blocks of rows and then in block order: deterministic. part: scratch
+ * of cu_colsum_scratch(rows, cols) bytes. */
+size_t cu_colsum_scratch(long rows, int cols);
+void cu_colsum_add(real *out, const real *in, long rows, int cols, long ld, real *part);
+
+/* ---- graphs (attention.cu) ----
+ * dst[e] = the target of edge e, from the CSR offsets in_start (N + 1). */
+void cu_edge_targets(int32_t *dst, const int32_t *in_start, int N);
+
+/* ---- the table's operations ---- */
+/* table.cu */
+int cu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen);
+/* gemm.cu */
+void cu_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);
+void cu_linear_backward(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin, int cout);
+void cu_dense_forward(real *y, const real *x, const real *W, const real *b, int rows, int in, int out);
+void cu_dense_backward(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W, int rows, int in,
+                       int out);
+/* reduce.cu */
+double cu_sumsq(const real *x, size_t n);
+/* elementwise.cu */
+void cu_concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows);
+void cu_split_rows(real *x, int a, real *y, int b, const real *in, size_t rows);
+void cu_add(real *y, const real *x, size_t n);
+void cu_relu(real *y, const real *x, size_t n);
+void cu_relu_backward(real *dy, const real *x, size_t n);
+void cu_edge_weights(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
+void cu_scale_rows(real *x, const real *w, int rows, int n);
+void cu_scale(real *x, size_t n, double s);
+void cu_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
+                  double lr);
+/* norm.cu */
+void cu_norm_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
+void cu_norm_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
+                      const real *gamma, const real *beta, int N, int dim, int C);
+void cu_lnrelu_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int rows, int n);
+void cu_lnrelu_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,
+                        const real *gamma, const real *beta, int rows, int n);
+/* radial.cu */
+void cu_radial_hidden_forward(real *save, const real *x, const real *params, int E, int in, int H);
+void cu_radial_hidden_backward(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
+                               const real *params, int E, int in, int H);
+/* attention.cu */
+void cu_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s, const real *const kv[],
+                     const real *const q[]);
+void cu_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
+                      const real *alpha, const real *const kv[], const real *const q[]);
+/* pool.cu */
+void cu_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);
+void cu_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, int G, int C);
+void cu_pool_mean_forward(real *y, const real *x, const int32_t *graph_start, int G, int C);
+void cu_pool_mean_backward(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
+/* conv.cu */
+int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                    const real *s2, const real *W3, int H, int pool);
+int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
+                     const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool);
+
+#endif

@@ -1,0 +1,297 @@
+/* table.cu — the CUDA backend's table (models/backend.h): opening the
+ * device, memory and copies, sync and the record of failures, the scratch
+ * buffers, and the table itself (cuda.h lists where each operation lives).
+ *
+ * One device per process: the state below is file-static. nn_backend_cuda
+ * opens GPU `index` once (its stream, its cuBLAS handle) and returns the same
+ * table on later calls for that GPU; asking for another GPU in the same
+ * process is refused.
+ *
+ * Memory is cudaMalloc'd (256-byte aligned, as the contract asks); copies
+ * and zeroing are queued on the stream. `upload` reads pageable host memory:
+ * the driver copies it into its own staging buffers before cudaMemcpyAsync
+ * returns, so the caller may reuse its buffer at once. `download` waits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/cuda/cuda.h"
+#include "models/cuda/table.h"
+
+static struct {
+  int open, index;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  void *scratch[CU_SCRATCH_SLOTS];
+  size_t scratch_cap[CU_SCRATCH_SLOTS];
+  int failed;    /* a failure since the last sync */
+  char err[768]; /* the first one */
+  char name[32];
+} st;
+
+static struct nn_backend table;
+
+cudaStream_t cu_stream(void) { return st.stream; }
+cublasHandle_t cu_blas(void) { return st.blas; }
+
+/* ---- failures ---- */
+
+/* Only the file's name: the path is the build machine's. */
+static const char *base_name(const char *file) {
+  const char *s = strrchr(file, '/');
+  return s ? s + 1 : file;
+}
+
+void cu_fail(const char *file, int line, const char *what) {
+  if (st.failed) return; /* the first failure is the one to report */
+  st.failed = 1;
+  snprintf(st.err, sizeof st.err, "%s (models/cuda/%s:%d)", what, base_name(file), line);
+}
+
+int cu_check(cudaError_t e, const char *file, int line, const char *what) {
+  if (e == cudaSuccess) return 0;
+  char msg[512];
+  snprintf(msg, sizeof msg, "CUDA error in %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  cu_fail(file, line, msg);
+  return -1;
+}
+
+int cu_check_blas(cublasStatus_t s, const char *file, int line, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return 0;
+  char msg[512];
+  snprintf(msg, sizeof msg, "cuBLAS error in %s: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
+  cu_fail(file, line, msg);
+  return -1;
+}
+
+static int cu_sync(char *err, size_t errlen) {
+  CU_CHECK(cudaStreamSynchronize(st.stream));
+  CU_CHECK(cudaGetLastError());
+  if (!st.failed) return 0;
+  snprintf(err, errlen, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
+  st.failed = 0;
+  st.err[0] = 0;
+  return -1;
+}
+
+/* ---- memory ---- */
+
+static void *cu_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, cu_round(bytes ? bytes : 1)) != cudaSuccess) {
+    (void)cudaGetLastError(); /* out of memory is the caller's to report, not a failure of the device */
+    return NULL;
+  }
+  return p;
+}
+
+static void cu_release(void *p) {
+  if (p) CU_CHECK(cudaFree(p));
+}
+
+static void cu_upload(void *dst, const void *host_src, size_t bytes) {
+  if (bytes) CU_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st.stream));
+}
+
+static void cu_download(void *host_dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st.stream));
+  CU_CHECK(cudaStreamSynchronize(st.stream));
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st.stream));
+}
+
+static void cu_zero(void *p, size_t bytes) {
+  if (bytes) CU_CHECK(cudaMemsetAsync(p, 0, bytes, st.stream));
+}
+
+void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
+  if (bytes <= st.scratch_cap[slot] && st.scratch[slot]) return st.scratch[slot];
+  if (st.scratch[slot]) CU_CHECK(cudaFreeAsync(st.scratch[slot], st.stream));
+  st.scratch[slot] = NULL;
+  st.scratch_cap[slot] = 0;
+  /* half as much again as asked, in whole MiB, so a batch a little larger
+   * than the last does not reallocate */
+  size_t cap = bytes + bytes / 2;
+  cap = (cap + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+  void *p = NULL;
+  if (cudaMallocAsync(&p, cap, st.stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    char msg[160];
+    snprintf(msg, sizeof msg, "out of GPU memory for %zu bytes of scratch", cap);
+    cu_fail(__FILE__, __LINE__, msg);
+    return NULL;
+  }
+  st.scratch[slot] = p;
+  st.scratch_cap[slot] = cap;
+  return p;
+}
+
+/* At exit, while the CUDA runtime is still there (it registered its own
+ * exit handler before this one, so it runs after). Errors no longer matter. */
+static void cu_shutdown(void) {
+  if (!st.open) return;
+  for (int i = 0; i < CU_SCRATCH_SLOTS; i++)
+    if (st.scratch[i]) (void)cudaFreeAsync(st.scratch[i], st.stream);
+  (void)cudaStreamSynchronize(st.stream);
+  (void)cublasDestroy(st.blas);
+  (void)cudaStreamDestroy(st.stream);
+  st.open = 0;
+}
+
+int cu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen) {
+  (void)x;
+  (void)n;
+  if (!comm) return 0;
+  snprintf(err, errlen, "the gradient all-reduce across processes (NCCL) is not built into the CUDA backend yet");
+  return -1;
+}
+
+/* ---- the table ---- */
+
+static void fill_table(void) {
+  table.host_memory = 0;
+  table.alloc = cu_alloc;
+  table.release = cu_release;
+  table.upload = cu_upload;
+  table.download = cu_download;
+  table.copy = cu_copy;
+  table.zero = cu_zero;
+  table.sync = cu_sync;
+  table.linear_forward = cu_linear_forward;
+  table.linear_backward = cu_linear_backward;
+  table.norm_forward = cu_norm_forward;
+  table.norm_backward = cu_norm_backward;
+  table.dense_forward = cu_dense_forward;
+  table.dense_backward = cu_dense_backward;
+  table.radial_hidden_forward = cu_radial_hidden_forward;
+  table.radial_hidden_backward = cu_radial_hidden_backward;
+  table.conv_forward = cu_conv_forward;
+  table.conv_backward = cu_conv_backward;
+  table.attn_forward = cu_attn_forward;
+  table.attn_backward = cu_attn_backward;
+  table.scale_rows = cu_scale_rows;
+  table.pool_max_forward = cu_pool_max_forward;
+  table.pool_max_backward = cu_pool_max_backward;
+  table.pool_mean_forward = cu_pool_mean_forward;
+  table.pool_mean_backward = cu_pool_mean_backward;
+  table.concat_rows = cu_concat_rows;
+  table.split_rows = cu_split_rows;
+  table.add = cu_add;
+  table.relu = cu_relu;
+  table.relu_backward = cu_relu_backward;
+  table.edge_weights = cu_edge_weights;
+  table.adam_step = cu_adam_step;
+  table.sumsq = cu_sumsq;
+  table.scale = cu_scale;
+  table.allreduce = cu_allreduce;
+}
+
+static const char *const run_on_cpu = "set device: cpu to run on the CPU";
+
+/* cuBLAS's math mode for a precision: 0, or -1 with a message. */
+static int set_precision(enum nn_precision precision, char *err, size_t errlen) {
+  cublasMath_t mode;
+  switch (precision) {
+  case NN_PREC_FP32:
+    mode = CUBLAS_DEFAULT_MATH;
+    break;
+  case NN_PREC_TF32:
+    mode = CUBLAS_TF32_TENSOR_OP_MATH;
+    break;
+  default:
+    snprintf(err, errlen,
+             "precision %s is not implemented on the CUDA backend yet: set precision: fp32 or tf32 (or device: cpu, "
+             "fp32)",
+             precision == NN_PREC_BF16 ? "bf16" : "fp16");
+    return -1;
+  }
+  cublasStatus_t s = cublasSetMathMode(st.blas, mode);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errlen, "cublasSetMathMode failed on GPU %d: %s", st.index, cublasGetStatusString(s));
+    return -1;
+  }
+  table.precision = precision;
+  return 0;
+}
+
+extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen) {
+  if (st.open) {
+    if (index != st.index) {
+      snprintf(err, errlen, "this process already drives GPU %d, and a process drives one GPU only (cuda:%d asked for)",
+               st.index, index);
+      return NULL;
+    }
+    return set_precision(precision, err, errlen) ? NULL : &table;
+  }
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    int rt = 0;
+    (void)cudaRuntimeGetVersion(&rt);
+    char hint[160];
+    if (e == cudaErrorInsufficientDriver)
+      snprintf(hint, sizeof hint, ": no NVIDIA driver is loaded, or it is older than this build's CUDA %d.%d runtime",
+               rt / 1000, rt % 1000 / 10);
+    else
+      snprintf(hint, sizeof hint, " (this build's CUDA runtime is %d.%d)", rt / 1000, rt % 1000 / 10);
+    snprintf(err, errlen, "no CUDA driver or GPU: cudaGetDeviceCount says '%s' (%s)%s; %s", cudaGetErrorString(e),
+             cudaGetErrorName(e), hint, run_on_cpu);
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  if (count <= 0) {
+    snprintf(err, errlen, "no GPU: the CUDA driver found none; %s", run_on_cpu);
+    return NULL;
+  }
+  if (index < 0 || index >= count) {
+    if (count == 1)
+      snprintf(err, errlen, "GPU %d asked for, 1 found (cuda:0); set device: cuda:0, or %s", index, run_on_cpu);
+    else
+      snprintf(err, errlen,
+               "GPU %d asked for, %d found (cuda:0 .. cuda:%d); set device: cuda:N with one of them, or %s", index,
+               count, count - 1, run_on_cpu);
+    return NULL;
+  }
+  cudaDeviceProp prop;
+  if ((e = cudaSetDevice(index)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, index)) != cudaSuccess) {
+    snprintf(err, errlen, "GPU %d cannot be used: %s (%s); %s", index, cudaGetErrorString(e), cudaGetErrorName(e),
+             run_on_cpu);
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  if (prop.major < 8) {
+    snprintf(err, errlen,
+             "GPU %d (%s) has compute capability %d.%d; this build has code for 8.0 and newer (A100, H100, ...); %s",
+             index, prop.name, prop.major, prop.minor, run_on_cpu);
+    return NULL;
+  }
+  if ((e = cudaStreamCreate(&st.stream)) != cudaSuccess) {
+    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreate failed: %s; %s", index, prop.name, cudaGetErrorString(e),
+             run_on_cpu);
+    return NULL;
+  }
+  cublasStatus_t s = cublasCreate(&st.blas);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(st.blas, st.stream);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errlen, "GPU %d (%s): cuBLAS could not start: %s; %s", index, prop.name, cublasGetStatusString(s),
+             run_on_cpu);
+    (void)cudaStreamDestroy(st.stream);
+    return NULL;
+  }
+  st.index = index;
+  if (set_precision(precision, err, errlen)) {
+    (void)cublasDestroy(st.blas);
+    (void)cudaStreamDestroy(st.stream);
+    return NULL;
+  }
+  st.open = 1;
+  atexit(cu_shutdown);
+  snprintf(st.name, sizeof st.name, "cuda:%d", index);
+  table.name = st.name;
+  snprintf(table.device, sizeof table.device, "%.127s", prop.name);
+  fill_table();
+  return &table;
+}

@@ -1,0 +1,27 @@
+/* adam.h — one parameter's Adam / AdamW update (models/cpu/optim.h has the
+ * formulas): a header-only SE3_HD body, valid C and CUDA C++, that the CPU
+ * backend loops over and the CUDA backend maps to threads. The arithmetic is
+ * in double whatever `real` is, on both. */
+#ifndef SE3_KERNELS_ADAM_H
+#define SE3_KERNELS_ADAM_H
+
+#include <math.h>
+
+#include "models/real.h"
+#include "models/so3.h" /* SE3_HD */
+
+/* c1, c2 are the bias corrections of the step: 1 - beta1^t, 1 - beta2^t. */
+SE3_HD static inline void nn_k_adam_one(real *p, real *m, real *v, real grad, double b1, double b2, double eps,
+                                        double wd, int decoupled, double c1, double c2, double lr) {
+  double pv = *p, g = grad;
+  if (!decoupled) g += wd * pv;
+  double mi = b1 * *m + (1 - b1) * g;
+  double vi = b2 * *v + (1 - b2) * g * g;
+  double upd = lr * (mi / c1) / (sqrt(vi / c2) + eps);
+  if (decoupled) upd += lr * wd * pv;
+  *m = (real)mi;
+  *v = (real)vi;
+  *p = (real)(pv - upd);
+}
+
+#endif
