@@ -535,6 +535,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, "device"), "%s", err);
   if (!(t->net = se3_net_create(be, &t->mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  ctx->report->log(ctx, "the model runs on %s (%s)", be->name, be->device);
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
   size_t np = t->np = se3_net_n_params(t->net);
   t->params = malloc(np * sizeof *t->params);
