@@ -1,4 +1,4 @@
-/* model.c — the SE(3)-Transformer's speed on CPU: molecules per second for
+/* model.c — the SE(3)-Transformer's speed: molecules per second for
  * inference (forward) and for a training step (forward, backward and the
  * AdamW update), at the se3_qm9 settings (7 blocks, degrees 0-3, 32
  * channels, 8 heads), on a batch of synthetic QM9-sized molecules (18 atoms),
@@ -8,16 +8,27 @@
  *   model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100]
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
  *               [--envelope auto|poly|cosine|none]
+ *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
  *
  * --envelope: the smooth cutoff at 5 Å (models/se3.h); auto, as the
  * train stage, is poly for radius graphs and none for bond graphs.
+ * --device, --precision: the backend (models/backend.h), as the workflow's
+ * `device:` and `precision:`; the model runs through models/model.h
+ * (se3_net), as the stages run it, so the same program measures every
+ * backend. On the CPU the net uses the host's arrays as they are (no
+ * copies). A device that cannot be opened is an error (exit 1) with the
+ * backend's message.
  *
- * Bases are recomputed from the graphs inside the timed step (the default
- * path, see the README); activations live in an arena kept across steps.
- * FLOPs are counted from the layer shapes (se3_model_flops; a training step
- * is 3 forwards); MFU divides the achieved GFLOP/s by what OpenBLAS sgemm
- * reaches on a large square product (2048^3) with the same threads, measured
- * in the same run. One JSON object per line.
+ * Bases are recomputed from the graphs on the host inside the timed step
+ * (the default path, see the README); activations live in the net's
+ * workspace, kept across steps. FLOPs are counted from the layer shapes
+ * (se3_model_flops; a training step is 3 forwards); on the CPU, MFU divides
+ * the achieved GFLOP/s by what OpenBLAS sgemm reaches on a large square
+ * product (2048^3) with the same threads, measured in the same run (on a GPU
+ * sgemm_gflops and mfu are null: the yardstick there is the GPU's
+ * tensor-core peak, not measured here). One JSON object per line, with the
+ * backend's name and device (the processor or GPU) and the peak workspace
+ * bytes.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -30,11 +41,10 @@
 #include <time.h>
 
 #include "chem/graph.h"
-#include "models/cpu/optim.h"
-#include "models/objective.h"
 #include "chem/mol.h"
 #include "models/cpu/isa.h"
-#include "models/se3.h"
+#include "models/cpu/real.h"
+#include "models/model.h"
 #include "models/so3.h"
 
 static double now(void) {
@@ -114,10 +124,24 @@ static double sgemm_gflops(int n, int threads) {
   return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
+static const char *const PRECISIONS[] = {"fp32", "tf32", "bf16", "fp16"}; /* enum nn_precision order */
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
+             "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
+             "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n");
+  return f == stdout ? 0 : 2;
+}
+
 int main(int argc, char **argv) {
-  const char *graph = "bonds", *mode = "infer", *envelope = "auto";
+  const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
+    if (i + 1 >= argc) {
+      fprintf(stderr, "model_bench: %s needs a value\n", argv[i]);
+      return usage(stderr);
+    }
     if (!strcmp(argv[i], "--graph"))
       graph = argv[i + 1];
     else if (!strcmp(argv[i], "--mode"))
@@ -134,15 +158,34 @@ int main(int argc, char **argv) {
       low_memory = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--envelope"))
       envelope = argv[i + 1];
+    else if (!strcmp(argv[i], "--device"))
+      device = argv[i + 1];
+    else if (!strcmp(argv[i], "--precision"))
+      precision = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
-      return 2;
+      return usage(stderr);
     }
+  }
+  int prec = -1;
+  for (int k = 0; k < 4; k++)
+    if (!strcmp(precision, PRECISIONS[k])) prec = k;
+  if (prec < 0) {
+    fprintf(stderr, "model_bench: --precision %s is not one of fp32, tf32, bf16, fp16\n", precision);
+    return 2;
   }
   nn_blas_reexec(argv); /* as se3screen's main: OpenBLAS's kernels from the processor's features */
   /* as se3screen's main: freed blocks stay in the heap (no first-touch faults) */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  char err[512] = "";
+  struct nn_device dev;
+  const struct nn_backend *be = NULL;
+  if (nn_device_parse(device, &dev, err, sizeof err) ||
+      !(be = nn_backend_open(&dev, (enum nn_precision)prec, err, sizeof err))) {
+    fprintf(stderr, "model_bench: %s\n", err);
+    return 1;
+  }
   int train = !strcmp(mode, "train");
   static const uint8_t el[] = {1, 6, 7, 8, 9};
   struct graph_opts go = {.cutoff = 5.0,
@@ -167,15 +210,27 @@ int main(int argc, char **argv) {
                                            ? SE3_ENVELOPE_POLY
                                            : SE3_ENVELOPE_NONE,
                            .cutoff = 5.0f};
-  struct se3_model m;
-  char err[256] = "";
-  if (se3_model_init(&m, &cfg, err, sizeof err)) {
+  struct se3_net *net = se3_net_create(be, &cfg, low_memory, err, sizeof err);
+  if (!net) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
   }
-  m.low_memory = low_memory;
-  real *params = malloc(m.n_params * sizeof *params), *grads = calloc(m.n_params, sizeof *grads);
-  se3_model_init_params(&m, params, 1);
+  const struct se3_model *m = se3_net_model(net);
+  if (train) { /* parameters and zero Adam moments, as the train stage starts */
+    if (se3_net_init_params(net, 1)) {
+      fprintf(stderr, "model_bench: out of memory\n");
+      return 1;
+    }
+  } else { /* the parameters only, as the score stage loads them: the moments stay untouched */
+    real *host = malloc(m->n_params * sizeof *host);
+    if (!host) {
+      fprintf(stderr, "model_bench: out of memory\n");
+      return 1;
+    }
+    se3_model_init_params(m, host, 1);
+    se3_net_set(net, SE3_NET_PARAMS, host);
+    free(host);
+  }
 
   /* the batch's graphs (built once: the graph stage stores them) */
   uint64_t rng = 12345;
@@ -199,60 +254,63 @@ int main(int argc, char **argv) {
   for (int i = 0; i < batch; i++)
     dout[i] = 1.0f / (real)batch;
 
-  real *adam_m = calloc(m.n_params, sizeof *adam_m), *adam_v = calloc(m.n_params, sizeof *adam_v);
   struct nn_adam adam = {0.9, 0.999, 1e-8, 0.0, 1};
-  struct nn_arena ws = {0}; /* activations, kept across steps */
   double best = 1e30;
   long step = 0;
   for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
     double t0 = now();
-    if (se3_batch_bases(&bb, &m.plan)) {
+    if (se3_batch_bases(&bb, &m->plan)) {
       fprintf(stderr, "model_bench: out of memory\n");
       return 1;
     }
-    struct se3_tape *t = se3_model_forward_ws(&m, params, b, out, &ws);
-    if (!t) {
-      fprintf(stderr, "model_bench: out of memory\n");
+    if (se3_net_forward(net, b, out, train, err, sizeof err) ||
+        (train && se3_net_backward(net, dout, err, sizeof err))) {
+      fprintf(stderr, "model_bench: %s\n", err);
       return 1;
     }
-    if (train) {
-      memset(grads, 0, m.n_params * sizeof *grads);
-      if (se3_model_backward(&m, params, b, t, dout, grads, NULL)) {
-        fprintf(stderr, "model_bench: out of memory in the backward pass\n");
-        return 1;
-      }
-      nn_adam_step(params, adam_m, adam_v, grads, m.n_params, &adam, step++, 1e-6);
+    if (train) se3_net_adam(net, &adam, step++, 1e-6);
+    if (be->sync(err, sizeof err)) { /* the update may still be queued on a device */
+      fprintf(stderr, "model_bench: %s\n", err);
+      return 1;
     }
-    se3_tape_free(t);
     double dt = now() - t0;
     if (r > 0 && dt < best) best = dt;
   }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  double flops = se3_model_flops(&m, bb.N, bb.E, batch) * (train ? 3 : 1);
-  double gflops = flops / best * 1e-9, peak = sgemm_gflops(2048, omp_get_max_threads());
+  double flops = se3_model_flops(m, bb.N, bb.E, batch) * (train ? 3 : 1);
+  double gflops = flops / best * 1e-9;
+  char sgemm[32] = "null", mfu[32] = "null";
+  if (be->host_memory) { /* the CPU's yardstick; a GPU's would be its tensor-core peak */
+    double peak = sgemm_gflops(2048, omp_get_max_threads());
+    snprintf(sgemm, sizeof sgemm, "%.1f", peak);
+    snprintf(mfu, sizeof mfu, "%.3f", gflops / peak);
+  }
+  char dev_json[2 * sizeof be->device];
+  size_t k = 0;
+  for (const char *c = be->device; *c && k + 2 < sizeof dev_json; c++) { /* a JSON string */
+    if (*c == '"' || *c == '\\') dev_json[k++] = '\\';
+    dev_json[k++] = (unsigned char)*c < 0x20 ? ' ' : *c;
+  }
+  dev_json[k] = 0;
   printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
+         "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
          "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
-         "\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
-         "\"sgemm_gflops\":%.1f,\"mfu\":%.3f,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
-         mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m.n_params, NN_REAL_NAME,
-         low_memory,
+         "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
+         "\"sgemm_gflops\":%s,\"mfu\":%s,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
+         mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m->n_params,
+         PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",
-         best, batch / best, ru.ru_maxrss / 1024.0, flops / batch, gflops, peak, gflops / peak,
+         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu,
          nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
-  free(adam_m);
-  free(adam_v);
-  nn_arena_free(&ws);
   se3_batch_buf_free(&bb);
   free(out);
   free(dout);
-  free(params);
-  free(grads);
-  se3_model_free(&m);
+  se3_net_free(net);
   return 0;
 }

@@ -1,0 +1,516 @@
+/* test_gpu_train.c — training on the CUDA backend against the CPU backend,
+ * through the stages' API (models/model.h, se3_net), on small random
+ * batches of molecules:
+ *
+ *   (a) one step (forward, an MSE loss on the host, backward, clip, AdamW)
+ *       on both, for a small model and one of the se3_qm9 preset's sizes
+ *       with a few molecules: predictions, the gradient, the clipped norm
+ *       and the updated parameters;
+ *   (b) 50 steps on both (small model): final parameters and loss;
+ *   (c) determinism: two GPU runs of 20 steps give bitwise-equal parameters;
+ *   (d) equivariance on the GPU: a rotated and translated copy of the batch
+ *       (positions rotated before the bases are computed) gives the same
+ *       predictions, to a bound per precision (fp32, tf32).
+ *
+ *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
+ *                                     (no CUDA backend in this build or no
+ *                                     GPU: never reported as passed)
+ *   test_gpu_train cpu [--noise X]    the CPU against itself, for checking
+ *                                     this program and its bounds: with
+ *                                     --noise the "device" run's gradient
+ *                                     gets noise X (|g_i| + rms g) after
+ *                                     every backward (1e-6 stands for GPU
+ *                                     round-off; 1e-2 must fail). Not a GPU
+ *                                     test; ctest does not run it.
+ *
+ * Bounds (fp32), and why:
+ *   predictions   max |d| / max |y_cpu| <= 1e-4 (summation order only)
+ *   gradient      ||d|| / ||g_cpu|| <= 1e-3 (L2; max pooling and ReLU
+ *                 boundaries can move single entries more)
+ *   clip norm     relative 1e-4
+ *   parameters    after one step, every |d| <= 2 lr (AdamW's first step
+ *                 moves a parameter by at most lr: gradients near zero may
+ *                 take either sign), and |d| <= 1e-5 (|p| + lr) wherever
+ *                 |g| > 1e-4 max |g| (there the step is lr sign(g))
+ *   50 steps      ||p_gpu - p_cpu|| <= 0.2 ||p_cpu - p_0||, losses within
+ *                 1e-2 relative, and the CPU's loss must have fallen. Adam
+ *                 turns round-off in near-zero gradient entries into steps
+ *                 of either sign, so parameters drift apart much faster
+ *                 than the loss does. Calibrated with `cpu --noise X`:
+ *                 X = 1e-7, 1e-6, 1e-5 (round-off sized) give 1.7e-3,
+ *                 1.5e-2, 7.7e-2 for the parameters and 5e-7, 4e-7, 2e-4
+ *                 for the loss; X = 1e-4 gives 0.19 and 1.1e-2 (fails),
+ *                 X = 1e-2 (a gradient 1% wrong) 0.54 and 6.4e-2 (fails,
+ *                 as do (a)'s gradient and parameter checks)
+ *   equivariance  relative change <= 1e-4 in fp32, 2e-2 in tf32 (TF32 keeps
+ *                 10 mantissa bits; NVIDIA's own equivariance test fails
+ *                 under TF32 with fp32 bounds)
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model.h"
+#include "models/so3.h"
+
+#define SKIP_CODE 77
+
+static int n_pass, n_fail;
+static double noise; /* cpu self-check: relative noise on the device run's gradient */
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%-4s ", ok ? "ok" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+  if (ok)
+    n_pass++;
+  else
+    n_fail++;
+}
+
+static void die(const char *what, const char *err) {
+  printf("FAIL %s: %s\n", what, err);
+  exit(1);
+}
+
+/* ---- molecules and batches --------------------------------------------------- */
+
+enum { MAX_ATOMS = 16, MAX_MOLS = 8 };
+
+struct molset {
+  int G, n[MAX_MOLS], elem[MAX_MOLS][MAX_ATOMS];
+  double pos[MAX_MOLS][MAX_ATOMS][3];
+  real y[MAX_MOLS * 2]; /* targets, G x outputs */
+};
+
+/* Molecules of the given sizes: atoms in a ball, at least 0.9 Å apart, one
+ * of 5 elements each; random targets. */
+static void make_mols(struct molset *ms, const int *sizes, int G, uint64_t seed) {
+  uint64_t rng = seed;
+  memset(ms, 0, sizeof *ms);
+  ms->G = G;
+  for (int g = 0; g < G; g++) {
+    ms->n[g] = sizes[g];
+    double R = 1.0 + 0.35 * sizes[g];
+    for (int a = 0; a < sizes[g]; a++) {
+      ms->elem[g][a] = (int)(so3_rng_uniform(&rng) * 5);
+      for (int tries = 0; tries < 10000; tries++) {
+        double *p = ms->pos[g][a];
+        for (int k = 0; k < 3; k++)
+          p[k] = R * (2 * so3_rng_uniform(&rng) - 1);
+        int ok = 1;
+        for (int b = 0; b < a && ok; b++) {
+          double d2 = 0;
+          for (int k = 0; k < 3; k++)
+            d2 += (p[k] - ms->pos[g][b][k]) * (p[k] - ms->pos[g][b][k]);
+          ok = d2 > 0.81;
+        }
+        if (ok) break;
+      }
+    }
+  }
+  for (int i = 0; i < G * 2; i++)
+    ms->y[i] = (real)(2 * so3_rng_uniform(&rng) - 1);
+}
+
+/* The batch of a molecule set, positions transformed by x -> Q x + t first:
+ * radius graphs at `cutoff` (edges sorted by target, then source), node
+ * features a one-hot of the element and a constant, edge features the bond
+ * one-hot (a "single bond" under 1.6 Å, else "none") and the distance. */
+static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m, const struct molset *ms, double cutoff,
+                       const double Q[9], const double t[3]) {
+  se3_batch_buf_init(bb, m->cfg.node_in, m->cfg.edge_in);
+  for (int g = 0; g < ms->G; g++) {
+    int n = ms->n[g];
+    double p[MAX_ATOMS][3];
+    for (int a = 0; a < n; a++) {
+      so3_matvec(Q, ms->pos[g][a], p[a]);
+      for (int k = 0; k < 3; k++)
+        p[a][k] += t[k];
+    }
+    float node[MAX_ATOMS * 6] = {0}, edge[MAX_ATOMS * MAX_ATOMS * 6], rel[MAX_ATOMS * MAX_ATOMS * 3];
+    int32_t src[MAX_ATOMS * MAX_ATOMS], dst[MAX_ATOMS * MAX_ATOMS];
+    int e = 0;
+    for (int a = 0; a < n; a++) {
+      node[a * 6 + ms->elem[g][a]] = 1;
+      node[a * 6 + 5] = 0.5f;
+    }
+    for (int d = 0; d < n; d++)
+      for (int s = 0; s < n; s++) {
+        if (s == d) continue;
+        double v[3], r = 0;
+        for (int k = 0; k < 3; k++) {
+          v[k] = p[d][k] - p[s][k];
+          r += v[k] * v[k];
+        }
+        r = sqrt(r);
+        if (r >= cutoff) continue;
+        src[e] = s;
+        dst[e] = d;
+        for (int k = 0; k < 6; k++)
+          edge[e * 6 + k] = 0;
+        edge[e * 6 + (r < 1.6 ? 1 : 0)] = 1;
+        edge[e * 6 + 5] = (float)r;
+        for (int k = 0; k < 3; k++)
+          rel[e * 3 + k] = (float)v[k];
+        e++;
+      }
+    if (se3_batch_add(bb, n, node, e, src, dst, edge, rel)) die("batch", "out of memory");
+  }
+  if (se3_batch_bases(bb, &m->plan)) die("batch", "out of memory");
+}
+
+static const double IDENTITY[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, ZERO3[3] = {0, 0, 0};
+
+static double l2(const real *a, const real *b, size_t n) { /* ||a - b||, b may be NULL */
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - (b ? b[i] : 0);
+    s += d * d;
+  }
+  return sqrt(s);
+}
+static double maxabs(const real *a, const real *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    m = fmax(m, fabs((double)a[i] - (b ? b[i] : 0)));
+  return m;
+}
+
+/* ---- training -------------------------------------------------------------------- */
+
+static const struct nn_adam ADAM = {0.9, 0.999, 1e-8, 1e-4, 1}; /* AdamW */
+static const double LR = 1e-3, MAX_NORM = 1.0;
+
+struct run {
+  struct se3_net *net;
+  size_t np;
+  int outputs, G, noisy;
+  real *pred, *dpred;
+  uint64_t rng;
+};
+
+static void run_open(struct run *r, const struct nn_backend *be, const struct se3_config *cfg, int G, int noisy) {
+  char err[512];
+  memset(r, 0, sizeof *r);
+  r->net = se3_net_create(be, cfg, 0, err, sizeof err);
+  if (!r->net) die("se3_net_create", err);
+  if (se3_net_init_params(r->net, 42)) die("se3_net_init_params", "out of memory");
+  r->np = se3_net_n_params(r->net);
+  r->outputs = cfg->outputs;
+  r->G = G;
+  r->noisy = noisy;
+  r->pred = calloc((size_t)G * cfg->outputs, sizeof(real));
+  r->dpred = calloc((size_t)G * cfg->outputs, sizeof(real));
+  r->rng = 99;
+}
+
+static void run_close(struct run *r) {
+  se3_net_free(r->net);
+  free(r->pred);
+  free(r->dpred);
+}
+
+/* Forward and backward: the predictions in r->pred; the MSE loss. */
+static double forward_backward(struct run *r, const struct se3_batch *b, const real *y) {
+  char err[512];
+  if (se3_net_forward(r->net, b, r->pred, 1, err, sizeof err)) die("se3_net_forward", err);
+  size_t n = (size_t)r->G * r->outputs;
+  double loss = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)r->pred[i] - y[i];
+    loss += d * d / (double)n;
+    r->dpred[i] = (real)(2 * d / (double)n);
+  }
+  if (se3_net_backward(r->net, r->dpred, err, sizeof err)) die("se3_net_backward", err);
+  if (r->noisy && noise > 0) { /* the self-check's stand-in for another summation order */
+    real *g = malloc(r->np * sizeof *g);
+    se3_net_get(r->net, SE3_NET_GRAD, g);
+    double rms = l2(g, NULL, r->np) / sqrt((double)r->np);
+    for (size_t i = 0; i < r->np; i++) /* relative to the entry and to the gradient's size: signs of small entries
+                                          flip; exact zeros (dead units, unused parameters) stay zero on any backend */
+      if (g[i] != 0) g[i] = (real)(g[i] + noise * (fabs((double)g[i]) + rms) * (2 * so3_rng_uniform(&r->rng) - 1));
+    se3_net_set(r->net, SE3_NET_GRAD, g);
+    free(g);
+  }
+  return loss;
+}
+
+static double update(struct run *r, long step) {
+  double norm = se3_net_clip(r->net, MAX_NORM);
+  se3_net_adam(r->net, &ADAM, step, LR);
+  return norm;
+}
+
+static double loss_now(struct run *r, const struct se3_batch *b, const real *y) {
+  char err[512];
+  if (se3_net_forward(r->net, b, r->pred, 0, err, sizeof err)) die("se3_net_forward", err);
+  size_t n = (size_t)r->G * r->outputs;
+  double loss = 0;
+  for (size_t i = 0; i < n; i++)
+    loss += ((double)r->pred[i] - y[i]) * ((double)r->pred[i] - y[i]) / (double)n;
+  return loss;
+}
+
+static real *get(struct run *r, enum se3_net_array which) {
+  real *p = malloc((r->np ? r->np : 1) * sizeof *p);
+  se3_net_get(r->net, which, p);
+  return p;
+}
+
+/* ---- the checks --------------------------------------------------------------------- */
+
+struct model_case {
+  const char *name;
+  struct se3_config cfg;
+  int sizes[MAX_MOLS], G;
+  double cutoff;
+};
+
+/* (a) */
+static void one_step(const struct model_case *mc, const struct nn_backend *cpu, const struct nn_backend *dev) {
+  struct run c, d;
+  run_open(&c, cpu, &mc->cfg, mc->G, 0);
+  run_open(&d, dev, &mc->cfg, mc->G, 1);
+  struct molset ms;
+  make_mols(&ms, mc->sizes, mc->G, 7);
+  struct se3_batch_buf bb;
+  make_batch(&bb, se3_net_model(c.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+  size_t np = c.np, no = (size_t)mc->G * mc->cfg.outputs;
+  real *p0 = get(&c, SE3_NET_PARAMS);
+  double lc = forward_backward(&c, &bb.b, ms.y), ld = forward_backward(&d, &bb.b, ms.y);
+  double pe = maxabs(d.pred, c.pred, no) / fmax(maxabs(c.pred, NULL, no), 1e-30);
+  check(pe <= 1e-4, "(a) %s: one step: predictions max |d| / max |y| = %.2e (bound 1e-4); loss %.6f vs %.6f", mc->name,
+        pe, ld, lc);
+  real *gc = get(&c, SE3_NET_GRAD), *gd = get(&d, SE3_NET_GRAD);
+  double gn = l2(gc, NULL, np), ge = l2(gd, gc, np) / fmax(gn, 1e-30);
+  check(gn > 0 && ge <= 1e-3,
+        "(a) %s: gradient ||d|| / ||g|| = %.2e (bound 1e-3); max |d| %.2e, ||g|| %.3e, %zu "
+        "parameters",
+        mc->name, ge, maxabs(gd, gc, np), gn, np);
+  double nc = update(&c, 1), nd = update(&d, 1);
+  check(fabs(nd - nc) <= 1e-4 * nc,
+        "(a) %s: gradient norm before clipping %.6e vs %.6e (relative bound 1e-4; clipped "
+        "to %g)",
+        mc->name, nd, nc, MAX_NORM);
+  real *pc = get(&c, SE3_NET_PARAMS), *pd = get(&d, SE3_NET_PARAMS);
+  double gmax = maxabs(gc, NULL, np), worst_all = 0, worst_big = 0, moved = 0;
+  size_t n_big = 0;
+  for (size_t i = 0; i < np; i++) {
+    double dp = fabs((double)pd[i] - pc[i]);
+    worst_all = fmax(worst_all, dp);
+    moved = fmax(moved, fabs((double)pc[i] - p0[i]));
+    if (fabs((double)gc[i]) > 1e-4 * gmax) {
+      n_big++;
+      worst_big = fmax(worst_big, dp / (fabs((double)pc[i]) + LR));
+    }
+  }
+  check(worst_all <= 2 * LR && worst_big <= 1e-5 && moved > 0.5 * LR,
+        "(a) %s: updated parameters: max |d| %.2e (bound 2 lr = %.0e); where |g| > 1e-4 max|g| (%zu of %zu) max |d| / "
+        "(|p| + lr) %.2e (bound 1e-5); the step moved them by up to %.2e",
+        mc->name, worst_all, 2 * LR, n_big, np, worst_big, moved);
+  free(p0);
+  free(gc);
+  free(gd);
+  free(pc);
+  free(pd);
+  se3_batch_buf_free(&bb);
+  run_close(&c);
+  run_close(&d);
+}
+
+/* (b) */
+static void fifty_steps(const struct model_case *mc, const struct nn_backend *cpu, const struct nn_backend *dev) {
+  const int steps = 50;
+  struct run c, d;
+  run_open(&c, cpu, &mc->cfg, mc->G, 0);
+  run_open(&d, dev, &mc->cfg, mc->G, 1);
+  struct molset ms;
+  make_mols(&ms, mc->sizes, mc->G, 11);
+  struct se3_batch_buf bb;
+  make_batch(&bb, se3_net_model(c.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+  real *p0 = get(&c, SE3_NET_PARAMS);
+  double l0 = loss_now(&c, &bb.b, ms.y);
+  for (long s = 1; s <= steps; s++) {
+    forward_backward(&c, &bb.b, ms.y);
+    forward_backward(&d, &bb.b, ms.y);
+    update(&c, s);
+    update(&d, s);
+  }
+  double lc = loss_now(&c, &bb.b, ms.y), ld = loss_now(&d, &bb.b, ms.y);
+  real *pc = get(&c, SE3_NET_PARAMS), *pd = get(&d, SE3_NET_PARAMS);
+  double path = l2(pc, p0, c.np), diff = l2(pd, pc, c.np) / fmax(path, 1e-30);
+  check(lc < 0.9 * l0, "(b) %s: %d steps on the CPU: loss %.5f -> %.5f (must fall by 10%%)", mc->name, steps, l0, lc);
+  check(diff <= 0.2 && fabs(ld - lc) <= 1e-2 * lc,
+        "(b) %s: after %d steps: ||p_dev - p_cpu|| / ||p_cpu - p_0|| = %.2e (bound 0.2); loss %.6f vs %.6f (relative "
+        "%.2e, bound 1e-2)",
+        mc->name, steps, diff, ld, lc, fabs(ld - lc) / lc);
+  free(p0);
+  free(pc);
+  free(pd);
+  se3_batch_buf_free(&bb);
+  run_close(&c);
+  run_close(&d);
+}
+
+/* (c) */
+static void determinism(const struct model_case *mc, const struct nn_backend *dev) {
+  const int steps = 20;
+  real *p[2];
+  double loss[2];
+  for (int k = 0; k < 2; k++) {
+    struct run d;
+    run_open(&d, dev, &mc->cfg, mc->G, 0);
+    struct molset ms;
+    make_mols(&ms, mc->sizes, mc->G, 13);
+    struct se3_batch_buf bb;
+    make_batch(&bb, se3_net_model(d.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+    for (long s = 1; s <= steps; s++) {
+      forward_backward(&d, &bb.b, ms.y);
+      update(&d, s);
+    }
+    loss[k] = loss_now(&d, &bb.b, ms.y);
+    p[k] = get(&d, SE3_NET_PARAMS);
+    size_t np = d.np;
+    if (k == 1) {
+      size_t differ = 0;
+      for (size_t i = 0; i < np; i++)
+        differ += memcmp(&p[0][i], &p[1][i], sizeof(real)) != 0;
+      check(differ == 0 && loss[0] == loss[1],
+            "(c) %s: two runs of %d steps on %s: %zu of %zu parameters differ bitwise (must be 0); losses %.9g, %.9g",
+            mc->name, steps, dev->name, differ, np, loss[0], loss[1]);
+    }
+    se3_batch_buf_free(&bb);
+    run_close(&d);
+  }
+  free(p[0]);
+  free(p[1]);
+}
+
+/* (d): the relative change of the predictions under a rotation and a
+ * translation of every molecule. */
+static double invariance(const struct model_case *mc, const struct nn_backend *be) {
+  struct run r;
+  run_open(&r, be, &mc->cfg, mc->G, 0);
+  struct molset ms;
+  make_mols(&ms, mc->sizes, mc->G, 17);
+  uint64_t rng = 2024;
+  double Q[9], t[3] = {1.25, -3.5, 0.75};
+  so3_random_rotation(&rng, Q);
+  struct se3_batch_buf a, b;
+  make_batch(&a, se3_net_model(r.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+  make_batch(&b, se3_net_model(r.net), &ms, mc->cutoff, Q, t);
+  if (a.b.E != b.b.E) die("(d) rotation", "the rotated graphs have other edges (a distance at the cutoff)");
+  size_t no = (size_t)mc->G * mc->cfg.outputs;
+  real *ya = calloc(no, sizeof *ya), *yb = calloc(no, sizeof *yb);
+  char err[512];
+  if (se3_net_forward(r.net, &a.b, ya, 0, err, sizeof err) || se3_net_forward(r.net, &b.b, yb, 0, err, sizeof err))
+    die("se3_net_forward", err);
+  double rel = maxabs(yb, ya, no) / fmax(maxabs(ya, NULL, no), 1e-30);
+  free(ya);
+  free(yb);
+  se3_batch_buf_free(&a);
+  se3_batch_buf_free(&b);
+  run_close(&r);
+  return rel;
+}
+
+static void equivariance(const struct model_case *mc, const struct nn_backend *cpu, const struct nn_backend *dev,
+                         const struct nn_backend *dev_tf32, const char *tf32_why) {
+  double rc = invariance(mc, cpu), rd = invariance(mc, dev);
+  check(rd <= 1e-4, "(d) %s: rotation + translation, %s fp32: relative change %.2e (bound 1e-4; the CPU: %.2e)",
+        mc->name, dev->name, rd, rc);
+  if (dev_tf32) {
+    double rt = invariance(mc, dev_tf32);
+    check(rt <= 2e-2, "(d) %s: rotation + translation, %s tf32: relative change %.2e (bound 2e-2)", mc->name,
+          dev_tf32->name, rt);
+  } else {
+    printf("skip (d) %s: tf32: %s\n", mc->name, tf32_why);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *dev_name = "cuda";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--noise") && i + 1 < argc)
+      noise = atof(argv[++i]);
+    else if (argv[i][0] != '-')
+      dev_name = argv[i];
+    else {
+      fprintf(stderr, "usage: test_gpu_train [cuda|cuda:N]   or   test_gpu_train cpu [--noise X]\n");
+      return 2;
+    }
+  }
+  const struct nn_backend *cpu = nn_backend_cpu(), *dev = NULL, *dev_tf32 = NULL;
+  char err[512] = "", why_tf32[512] = "the CPU has no tf32";
+  struct nn_device d;
+  if (nn_device_parse(dev_name, &d, err, sizeof err) || d.any) {
+    fprintf(stderr, "test_gpu_train: %s\n", err[0] ? err : "name cuda, cuda:N or cpu");
+    return 2;
+  }
+  if (!d.cuda) {
+    dev = cpu;
+    printf("test_gpu_train: the CPU against itself%s: a check of this program, not of a GPU\n",
+           noise > 0 ? " with gradient noise" : "");
+  } else {
+    dev = nn_backend_cuda(d.index, NN_PREC_FP32, err, sizeof err);
+    if (!dev) {
+      printf("test_gpu_train %s: %s\nSKIPPED: no CUDA backend or no GPU here\n", dev_name, err);
+      return SKIP_CODE;
+    }
+    dev_tf32 = nn_backend_cuda(d.index, NN_PREC_TF32, why_tf32, sizeof why_tf32);
+    printf("test_gpu_train: %s (%s) against the CPU (%s)\n", dev->name, dev->device, cpu->device);
+  }
+  struct model_case small = {"small",
+                             {.layers = 2,
+                              .degrees = 3,
+                              .channels = 8,
+                              .heads = 2,
+                              .channels_div = 2,
+                              .node_in = 6,
+                              .edge_in = 6,
+                              .radial_hidden = 16,
+                              .mlp_hidden = 32,
+                              .pool_max = 0,
+                              .outputs = 2,
+                              .envelope = SE3_ENVELOPE_COSINE,
+                              .bonds_kept = 1,
+                              .cutoff = 3.0f},
+                             {5, 9, 1, 12, 7, 3},
+                             6,
+                             3.0};
+  struct model_case qm9 = {"se3_qm9 sizes",
+                           {.layers = 7,
+                            .degrees = 4,
+                            .channels = 32,
+                            .heads = 8,
+                            .channels_div = 2,
+                            .node_in = 6,
+                            .edge_in = 6,
+                            .radial_hidden = 32,
+                            .mlp_hidden = 128,
+                            .pool_max = 1,
+                            .outputs = 1,
+                            .envelope = SE3_ENVELOPE_POLY,
+                            .cutoff = 3.0f},
+                           {9, 12, 1, 6},
+                           4,
+                           3.0};
+  one_step(&small, cpu, dev);
+  one_step(&qm9, cpu, dev);
+  fifty_steps(&small, cpu, dev);
+  determinism(&small, dev);
+  equivariance(&small, cpu, dev, dev_tf32, why_tf32);
+  equivariance(&qm9, cpu, dev, dev_tf32, why_tf32);
+  if (d.cuda && !dev_tf32) check(0, "the CUDA backend did not open in tf32: %s", why_tf32);
+  printf("%d passed, %d failed (%s)\n", n_pass, n_fail, dev->name);
+  return n_fail ? 1 : 0;
+}
