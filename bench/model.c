@@ -44,6 +44,7 @@
 #include "chem/mol.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
+#include "models/device.h"
 #include "models/model.h"
 #include "models/so3.h"
 

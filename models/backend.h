@@ -17,8 +17,10 @@
  * and it keeps the same save layouts (layers.h), so the model can find s2
  * in a radial network's save area on any backend. Results may differ from
  * the CPU's by round-off (another summation order, TF32 or half precision
- * where `precision` allows); tests/unit/test_backend_ops.c bounds the
- * difference of every operation on every backend against the CPU.
+ * where `precision` allows); tests/gpu/test_backend_ops.c bounds the
+ * difference of every operation on every backend against the CPU. Every
+ * reduction runs in a fixed order (no floating-point atomics), so on one
+ * device a result is the same from run to run, bit for bit.
  *
  * Order. Operations may run asynchronously, in the order they are called
  * (one stream); `download` and `sumsq` return host values and so wait for
@@ -26,7 +28,9 @@
  * queued since the last sync.
  *
  * One device per process: a table drives the device it was opened on
- * (models/device.h chooses and opens one). Data-parallel training runs one process per device and
+ * (models/device.h chooses and opens one). One precision at a time: opening
+ * the same device again with another precision returns the same table,
+ * switched to it, for everything that uses it. Data-parallel training runs one process per device and
  * joins their gradients through `allreduce`.
  */
 #ifndef SE3_BACKEND_H
@@ -56,7 +60,7 @@ struct nn_backend {
   void (*release)(void *p);     /* NULL is allowed */
   void (*upload)(void *dst, const void *host_src, size_t bytes);
   void (*download)(void *host_dst, const void *src, size_t bytes); /* waits for queued work */
-  void (*copy)(void *dst, const void *src, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes); /* the two must not overlap */
   void (*zero)(void *p, size_t bytes);
   /* Waits for queued work: 0, or -1 with what failed in err. */
   int (*sync)(char *err, size_t errlen);
@@ -74,7 +78,7 @@ struct nn_backend {
   void (*radial_hidden_forward)(real *save, const real *x, const real *params, int E, int in, int H);
   void (*radial_hidden_backward)(real *dx, real *dparams, const real *ds2, const real *x, const real *save,
                                  const real *params, int E, int in, int H);
-  /* 0, or -1 when out of memory */
+  /* 0, or -1 when out of memory or the device failed (sync says which) */
   int (*conv_forward)(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
                       const real *s2, const real *W3, int H, int pool);
   int (*conv_backward)(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],

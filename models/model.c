@@ -142,6 +142,7 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
   }
   real *dout = be->host_memory ? out : n->out.p;
   struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, &n->ws);
+  if (!t && be->sync(err, errlen)) return -1; /* the device failed: its message */
   if (!t) {
     snprintf(err, errlen,
              "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges): lower the batch "
@@ -181,6 +182,7 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
   int bad = se3_model_backward(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->tape, dd, n->arr[SE3_NET_GRAD], NULL);
   se3_tape_free(n->tape);
   n->tape = NULL;
+  if (bad && be->sync(err, errlen)) return -1; /* the device failed: its message */
   if (bad) {
     snprintf(err, errlen,
              "out of %s memory in the backward pass (a batch of %d molecules): lower the batch size or set "

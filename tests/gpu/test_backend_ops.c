@@ -48,6 +48,8 @@
 #include <string.h>
 
 #include "models/backend.h"
+#include "models/cpu/table.h"
+#include "models/device.h"
 #include "models/basis.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
@@ -1527,7 +1529,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32]%s%s\n", err[0] ? ": " : "", err);
       return 2;
     }
-    BE = nn_backend_cuda(d.index, p, err, sizeof err);
+    BE = nn_backend_open(&d, p, err, sizeof err);
     if (!BE) {
       printf("test_backend_ops %s (%s): %s\nSKIPPED: no CUDA backend or no GPU here\n", dev, prec, err);
       return SKIP_CODE;
