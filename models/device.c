@@ -7,6 +7,10 @@
 
 #include "models/cpu/table.h"
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include "models/cuda/table.h"
 #endif
 
@@ -34,10 +38,38 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
   return -1;
 }
 
-/* The CUDA backend on GPU `index`, or NULL with a message. */
+/* The CUDA backend on GPU `index`, or NULL with a message. The backend is
+ * a module (libse3cuda.so, models/cuda/table.h's nn_backend_cuda) loaded on
+ * first use, so that only runs on a GPU load the CUDA runtime and cuBLAS:
+ * from beside the executable, else from where it was built. */
 static const struct nn_backend *cuda_open(int index, enum nn_precision precision, char *err, size_t errlen) {
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
-  return nn_backend_cuda(index, precision, err, errlen);
+  static const struct nn_backend *(*open_fn)(int, enum nn_precision, char *, size_t);
+  if (!open_fn) {
+    char exe[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    void *h = NULL;
+    if (n > 0) {
+      exe[n] = 0;
+      char *slash = strrchr(exe, '/');
+      if (slash) *slash = 0;
+      snprintf(path, sizeof path, "%s/libse3cuda.so", exe);
+      h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) h = dlopen(SE3_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      snprintf(err, errlen, "the CUDA backend (%s) could not be loaded: %s; set device: cpu", SE3_CUDA_MODULE,
+               dlerror());
+      return NULL;
+    }
+    *(void **)&open_fn = dlsym(h, "nn_backend_cuda");
+    if (!open_fn) {
+      snprintf(err, errlen, "the CUDA backend (%s) lacks nn_backend_cuda: %s; set device: cpu", SE3_CUDA_MODULE,
+               dlerror());
+      return NULL;
+    }
+  }
+  return open_fn(index, precision, err, errlen);
 #else
   (void)index;
   (void)precision;
