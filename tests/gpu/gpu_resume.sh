@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# GPU resume: kill -9 during training on the GPU, resume, and end with
+# checkpoints byte-identical to an uninterrupted GPU run's (the CUDA backend
+# is deterministic: backend.h). The quickstart's training with a checkpoint
+# every 2 steps, so many kills land mid-epoch.
+#   usage: tests/gpu/gpu_resume.sh SE3SCREEN SOURCE_DIR WORK_DIR
+# Exit 77 (ctest: skipped) when device: cuda cannot run here: this build has
+# no CUDA backend or the machine no usable GPU. DEVICE=cpu runs the same
+# check on the CPU (a check of this script, not of a GPU).
+set -uo pipefail
+se3=$1 src=$2 work=$3
+device=${DEVICE:-cuda}
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cp -r "$src/workflows/data" "$work/" || exit 1
+sed -e "s|^workdir: .*|workdir: ref|" -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device|" \
+  -e "s|    epochs: 10|    epochs: 4\n    checkpoint_every: 2|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
+grep -q "checkpoint_every: 2" "$work/wf.yaml" || { echo "gpu_resume: could not adapt the quickstart"; exit 1; }
+
+# Up to the training's input, once, then copied: both runs train from the same graphs.
+"$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+cp -r "$work/ref" "$work/killed"
+
+# The reference; the device is checked before its training starts.
+start=$(date +%s.%N)
+"$se3" run "$work/wf.yaml" --until train --set run.progress=none >"$work/ref.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "device: $device was asked for" "$work/ref.log"; then
+  tail -1 "$work/ref.log"
+  echo "SKIPPED: device: $device cannot run here"
+  exit 77
+fi
+[ $rc -eq 0 ] || { cat "$work/ref.log"; exit 1; }
+full=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+echo "uninterrupted training on $device: ${full} s"
+
+# kill -9 at random moments within the training, then let it finish
+kills=0
+for i in $(seq 1 40); do
+  [ $kills -ge 6 ] && break
+  "$se3" run "$work/wf.yaml" --workdir "$work/killed" --until train --set run.progress=none >>"$work/killed.log" 2>&1 &
+  pid=$!
+  sleep "$(awk -v f="$full" -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.3 + (r / 32768) * 0.3 * f }')"
+  if kill -0 $pid 2>/dev/null; then
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    kills=$((kills + 1))
+  else
+    wait $pid || { echo "a run failed before its kill"; tail -20 "$work/killed.log"; exit 1; }
+    break # it finished: nothing left to interrupt
+  fi
+done
+"$se3" run "$work/wf.yaml" --workdir "$work/killed" --until train --set run.progress=none >>"$work/killed.log" 2>&1 ||
+  { tail -20 "$work/killed.log"; exit 1; }
+resumed=$(grep -c "resuming from its checkpoint at step" "$work/killed.log")
+echo "$kills kills, $resumed resumed mid-epoch"
+[ $kills -ge 2 ] || { echo "FAIL: only $kills runs were killed"; exit 1; }
+[ "$resumed" -ge 1 ] || { echo "FAIL: no run resumed mid-epoch"; exit 1; }
+fail=0
+for f in best.ckpt epoch-3.ckpt epoch-2.ckpt; do
+  if cmp -s "$work/ref/models/train-0/$f" "$work/killed/models/train-0/$f"; then
+    echo "ok   $f identical"
+  else
+    echo "FAIL $f differs from the uninterrupted run's"
+    fail=1
+  fi
+done
+exit $fail
