@@ -63,10 +63,14 @@ static void cpu_edge_weights(real *w, const real *edge_feat, int E, int in, int 
     w[e] = nn_edge_weight(edge_feat + (size_t)e * (size_t)in, in, kind, cutoff, bonds_kept);
 }
 
-/* In index order, so the sum does not depend on the thread count. */
+/* Serially in index order, so the sum does not depend on the thread count,
+ * and its square root is nn_grad_norm's exactly (se3_net_clip clips as
+ * nn_grad_clip did). */
 static double cpu_sumsq(const real *x, size_t n) {
-  double s = nn_grad_norm(x, n);
-  return s * s;
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (double)x[i] * (double)x[i];
+  return s;
 }
 
 static void cpu_scale(real *x, size_t n, double s) {
