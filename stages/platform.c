@@ -48,10 +48,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, s
   if (opened && !strcmp(key, want)) return opened;
   struct nn_device d;
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
-  enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
-                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
-                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
-                                                : NN_PREC_FP32;
+  enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : NN_PREC_FP32;
   const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
   if (be) {
     opened = be;

@@ -24,7 +24,7 @@
  * result does not depend on thread timing.
  *
  * `real` is float here: the backend is built into the float model library
- * only (the double build keeps the stub of models/backend.c).
+ * only (the double build has no CUDA backend: models/device.c says so).
  */
 #ifndef SE3_CUDA_CUDA_H
 #define SE3_CUDA_CUDA_H

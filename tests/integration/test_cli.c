@@ -143,7 +143,7 @@ Test(cli, device_is_checked_before_any_work) {
   const char *cases[][3] = {
       {"device: cuda:999", "wf.yaml:2:1: device: cuda:999 was asked for, but ", "device: cpu"},
       {"device: tpu", "wf.yaml:2:1: device 'tpu' is not one of cpu, cuda, cuda:N", "auto"},
-      {"precision: bf16", "precision bf16 needs a GPU (device: cuda)", "the CPU backend computes in fp32"},
+      {"precision: tf32", "precision tf32 needs a GPU (device: cuda)", "the CPU backend computes in fp32"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char text[1024];
