@@ -16,7 +16,7 @@ struct se3_net {
   const struct nn_backend *be;
   struct se3_model model;
   real *arr[4]; /* params, adam m, adam v, grad (se3_net_array order): the backend's memory */
-  struct nn_arena ws;
+  struct nn_arena own_ws, *ws; /* the workspace: its own, or another net's (se3_net_share_workspace) */
   struct se3_tape *tape; /* of the last forward kept */
   struct se3_batch db;   /* the batch in the backend's memory (the host's own arrays on a host backend) */
   struct dbuf node, edge, src, in_start, graph_start, basis, out, dout;
@@ -54,7 +54,8 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   }
   n->model.be = be;
   n->model.low_memory = low_memory;
-  nn_backend_arena(be, &n->ws);
+  nn_backend_arena(be, &n->own_ws);
+  n->ws = &n->own_ws;
   size_t bytes = (n->model.n_params ? n->model.n_params : 1) * sizeof(real);
   for (int i = 0; i < 4; i++)
     if (!(n->arr[i] = be->alloc(bytes))) {
@@ -69,7 +70,7 @@ void se3_net_free(struct se3_net *n) {
   if (!n) return;
   const struct nn_backend *be = n->be;
   se3_tape_free(n->tape);
-  nn_arena_free(&n->ws);
+  nn_arena_free(&n->own_ws);
   for (int i = 0; i < 4; i++)
     be->release(n->arr[i]);
   struct dbuf *bufs[] = {&n->node, &n->edge, &n->src, &n->in_start, &n->graph_start, &n->basis, &n->out, &n->dout};
@@ -141,7 +142,7 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
     return -1;
   }
   real *dout = be->host_memory ? out : n->out.p;
-  struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, &n->ws);
+  struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws);
   if (!t && be->sync(err, errlen)) return -1; /* the device failed: its message */
   if (!t) {
     snprintf(err, errlen,
@@ -210,4 +211,11 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
                    n->model.n_params, o, step, lr);
 }
 
-size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(&n->ws); }
+size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(n->ws); }
+
+void se3_net_share_workspace(struct se3_net *n, struct se3_net *with) {
+  se3_tape_free(n->tape);
+  n->tape = NULL;
+  nn_arena_free(&n->own_ws);
+  n->ws = with->ws;
+}

@@ -72,5 +72,10 @@ double se3_net_clip(struct se3_net *n, double max_norm);
 void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr);
 /* The most workspace bytes in use at once so far. */
 size_t se3_net_peak_bytes(const struct se3_net *n);
+/* n uses the workspace of `with` (same backend) from now on, and gives up
+ * its own: nets that run one after another (an ensemble's members) then
+ * need the memory of one step, not one each. A forward kept by either is
+ * lost when the other runs; `with` must outlive n's use of it. */
+void se3_net_share_workspace(struct se3_net *n, struct se3_net *with);
 
 #endif

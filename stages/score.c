@@ -171,6 +171,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
         m->model->cfg.node_in != s->mem[0].model->cfg.node_in)
       return stage_fail_at(ctx, NULL, "the ensemble's models disagree on the target, task or node features");
     if (m->nz) s->atomref = 1;
+    if (i > 0) se3_net_share_workspace(m->net, s->mem[0].net); /* members run one after another */
   }
   return STAGE_OK;
 }
