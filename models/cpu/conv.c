@@ -18,10 +18,13 @@
  *             tiles over a buffered dR; F_k^T turns d U into d x.
  *
  * Work is cut into chunks of CE consecutive edges whose U, outputs and
- * gradients stay in cache. The tile bodies are SE3_HD functions (models/
- * so3.h) over plain arrays; the fast variants are the same bodies with the
- * channel counts fixed (OC output channels, 32 radial features), which lets
- * the compiler keep a tile in vector registers.
+ * gradients stay in cache. Each step has two bodies: a generic one over
+ * plain arrays and any channel counts, and a fast one for whole tiles (OC
+ * output channels, 32 radial features, JB or JV columns) written in vectors
+ * of the instruction set's width, with the register tile sized for that
+ * instruction set (TE, OC, ... below); the two compute the same sums in the
+ * same order (test_grad_conv compares them, and each instruction set's build
+ * with the baseline one).
  *
  * Threads: the edges are cut into one contiguous range per thread (for
  * pooled outputs, ranges of whole target nodes); d W3 and d x are summed per
@@ -40,10 +43,74 @@
 #include "models/cpu/nn.h"
 #include "models/so3.h"
 
+/* Register tiles, per instruction set (isa.h). A tile's sums must stay in
+ * vector registers: AVX-512 has 32 registers of 16 floats, where a tile of
+ * 8 edges x 32 channels takes 16; AVX2 has 16 registers of 8 floats, where
+ * the same tile would need 32 and spill to memory at every step, so its tiles
+ * are a quarter of the size (8 or 12 sums, the rest of the registers for the
+ * operands); the baseline build (SSE2, 16 registers of 4 floats) halves
+ * them again. A tile only cuts the work into pieces: each sum runs over the
+ * same terms in the same order whatever the tile, so the tiles do not change
+ * what is computed. */
+#if defined(__AVX512F__)
 #define TE 8  /* edges per register tile */
 #define OC 32 /* output channels per register tile */
+#define JV 32 /* columns per register tile of the backward's d U */
+#define HQ 8  /* rows of d W3 per register tile */
+#define EQ 8  /* edges per d s2 register tile */
+#define HC 32 /* radial features per d s2 register tile */
+#elif defined(__AVX2__)
+#define TE 6
+#define OC 16
+#define JV 16
+#define HQ 4
+#define EQ 6
+#define HC 16
+#else /* baseline x86-64: 16 registers of 4 floats */
+#define TE 4
+#define OC 8
+#define JV 8
+#define HQ 4
+#define EQ 4
+#define HC 8
+#endif
 #define HF 32 /* radial features of the fast tiles */
-#define CE 64 /* edges per chunk (a multiple of TE) */
+#if TE == 6
+#define CE 60 /* edges per chunk (a multiple of TE) */
+#else
+#define CE 64
+#endif
+_Static_assert(CE % TE == 0 && TE % EQ == 0 && HF % HQ == 0 && HF % HC == 0, "tiles must divide what they cut");
+
+/* The fast tiles are written in vectors of the instruction set's width
+ * (GCC's vector extensions: the compiler maps each vector to one register and
+ * each a += b * c to one FMA), so the register tile is the one written here,
+ * not one the vectoriser may or may not find. VB bytes a vector, NL reals. */
+#if defined(__AVX512F__)
+#define VB 64
+#elif defined(__AVX__)
+#define VB 32
+#else
+#define VB 16
+#endif
+typedef real vreal __attribute__((vector_size(VB)));
+typedef real vreal_u __attribute__((vector_size(VB), aligned(sizeof(real)), may_alias)); /* unaligned access */
+#define NL ((int)(VB / sizeof(real)))
+#define NV(n) ((n) / NL) /* vectors in n reals */
+static inline __attribute__((always_inline)) vreal vld(const real *p) { return *(const vreal_u *)p; }
+static inline __attribute__((always_inline)) void vst(real *p, vreal v) { *(vreal_u *)p = v; }
+/* Every lane x: one broadcast ({0} + x would also be an addition, which
+ * the compiler must keep for x = -0). */
+#if defined(__GNUC__) && !defined(__clang__)
+#ifdef SE3_REAL_F64
+typedef long long vlane __attribute__((vector_size(VB)));
+#else
+typedef int vlane __attribute__((vector_size(VB)));
+#endif
+static inline __attribute__((always_inline)) vreal vbc(real x) { return __builtin_shuffle((vreal){x}, (vlane){0}); }
+#else
+static inline __attribute__((always_inline)) vreal vbc(real x) { return (vreal){0} + x; }
+#endif
 
 /* Full unrolling of the small fixed loops of a tile, so that its sums stay
  * in registers (GCC does not do it by itself for the larger tiles). */
@@ -177,16 +244,13 @@ SE3_HD static inline void conv_edge_du(real *const g[], const struct plan *p, co
  * (TE x JB x cout; s2: TE x H; wt: W3T_l from column j0), a register tile
  * of TE x OC sums per column. jn <= JB columns. */
 #define JB 16
-#define JV 32
-#define HQ 8 /* rows of d W3 per register tile */
-#define EQ 8 /* edges per d s2 register tile */
 SE3_HD static inline __attribute__((always_inline)) void conv_tile_r(real *Rb, const real *s2, int H, const real *wt,
-                                                                     int cout, int jn, int fast) {
-  int hh = fast ? HF : H;
+                                                                     int cout, int jn) {
+  int hh = H;
   for (int jj = 0; jj < jn; jj++) {
     const real *wj = wt + (size_t)jj * (size_t)hh * (size_t)cout;
     for (int oc = 0; oc < cout; oc += OC) {
-      int on = fast ? OC : imin(OC, cout - oc);
+      int on = imin(OC, cout - oc);
       real r[TE][OC];
       for (int e = 0; e < TE; e++)
         for (int o = 0; o < on; o++)
@@ -210,9 +274,9 @@ SE3_HD static inline __attribute__((always_inline)) void conv_tile_r(real *Rb, c
  * (out: the edge's degree-l rows; Rb: its JB x cout block; U: its U_l at
  * column j0, rows K apart), the ni x OC sums in registers. */
 SE3_HD static inline __attribute__((always_inline)) void conv_contract(real *out, const real *Rb, const real *U, int K,
-                                                                       int jn, int cout, int ni, int fast) {
+                                                                       int jn, int cout, int ni) {
   for (int oc = 0; oc < cout; oc += OC) {
-    int on = fast ? OC : imin(OC, cout - oc);
+    int on = imin(OC, cout - oc);
     real acc[NN_DIM(NN_MAX_DEG)][OC];
     for (int i = 0; i < ni; i++)
       for (int o = 0; o < on; o++)
@@ -237,8 +301,8 @@ SE3_HD static inline __attribute__((always_inline)) void conv_contract(real *out
  * apart), vectors over the columns; jn <= JV. */
 
 SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, const real *s2, int H, const real *wo,
-                                                                      int K, int cout, int jn, int fast) {
-  int hh = fast ? HF : H, n = fast ? JV : jn;
+                                                                      int K, int cout, int jn) {
+  int hh = H, n = jn;
   for (int o = 0; o < cout; o++) {
     const real *wq = wo + (size_t)o * (size_t)hh * (size_t)K;
     real r[TE][JV];
@@ -263,8 +327,8 @@ SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, 
  * gradient at column j0, rows K apart; g: its ni x cout output gradient;
  * Rb: its cout x JV block), the ni x JV sums in registers. */
 SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *dU, const real *Rb, const real *g,
-                                                                          int K, int jn, int cout, int ni, int fast) {
-  int n = fast ? JV : jn;
+                                                                          int K, int jn, int cout, int ni) {
+  int n = jn;
   real acc[NN_DIM(NN_MAX_DEG)][JV];
   for (int i = 0; i < ni; i++)
     for (int j = 0; j < n; j++)
@@ -289,9 +353,9 @@ SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *
  *   ds2[e][h] += sum_{jj,o} dR[e][jj][o] W3J[jj][o][h]     (conv_ds2_block)
  * dR (chunk x JB x cout) stays in cache between the three. */
 SE3_HD static inline __attribute__((always_inline)) void conv_dr_rows(real *DR, const real *g, const real *U, int K,
-                                                                      int jn, int cout, int ni, int fast) {
+                                                                      int jn, int cout, int ni) {
   for (int oc = 0; oc < cout; oc += OC) {
-    int on = fast ? OC : imin(OC, cout - oc);
+    int on = imin(OC, cout - oc);
     real gr[NN_DIM(NN_MAX_DEG)][OC];
     for (int i = 0; i < ni; i++)
       for (int o = 0; o < on; o++)
@@ -312,13 +376,13 @@ SE3_HD static inline __attribute__((always_inline)) void conv_dr_rows(real *DR, 
 }
 
 SE3_HD static inline __attribute__((always_inline)) void conv_dw_block(real *dW, const real *DR, const real *s2, int ne,
-                                                                       int H, int cout, int jn, int fast) {
-  int hh = fast ? HF : H;
+                                                                       int H, int cout, int jn) {
+  int hh = H;
   for (int jj = 0; jj < jn; jj++)
     for (int oc = 0; oc < cout; oc += OC) {
-      int on = fast ? OC : imin(OC, cout - oc);
+      int on = imin(OC, cout - oc);
       for (int h = 0; h < hh; h += HQ) { /* HQ rows at a time: a register tile of HQ x OC sums */
-        int nq = fast ? HQ : imin(HQ, hh - h);
+        int nq = imin(HQ, hh - h);
         real acc[HQ][OC];
         real *d = dW + ((size_t)jj * (size_t)hh + (size_t)h) * (size_t)cout + (size_t)oc;
         for (int q = 0; q < nq; q++)
@@ -341,13 +405,13 @@ SE3_HD static inline __attribute__((always_inline)) void conv_dw_block(real *dW,
 }
 
 SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds2, const real *DR, const real *W,
-                                                                        int ne, int H, int cout, int jn, int fast) {
-  int hh = fast ? HF : H;
+                                                                        int ne, int H, int cout, int jn) {
+  int hh = H;
   for (int e = 0; e < ne; e += EQ) { /* EQ edges at a time */
     int nq = imin(EQ, ne - e);
-    for (int hc = 0; hc < hh; hc += HF) {
-      int hn = fast ? HF : imin(HF, hh - hc);
-      real acc[EQ][HF];
+    for (int hc = 0; hc < hh; hc += HC) {
+      int hn = imin(HC, hh - hc);
+      real acc[EQ][HC];
       for (int q = 0; q < nq; q++)
         for (int h = 0; h < hn; h++)
           acc[q][h] = ds2[(size_t)(e + q) * (size_t)hh + (size_t)(hc + h)];
@@ -366,6 +430,164 @@ SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds
           ds2[(size_t)(e + q) * (size_t)hh + (size_t)(hc + h)] = acc[q][h];
     }
   }
+}
+
+/* ---- the fast tiles, in vectors ------------------------------------------------- */
+
+/* The same sums as the bodies above for the fast case (HF radial features,
+ * JB or JV columns, output channels in whole tiles of OC), each in the same
+ * order; the tile's sums are the array of vectors a[][] below, kept in
+ * registers. Loops over a tile's rows and vectors are unrolled in full. */
+static inline __attribute__((always_inline)) void vtile_r(real *Rb, const real *s2, const real *wt, int cout) {
+  for (int jj = 0; jj < JB; jj++) {
+    const real *wj = wt + (size_t)jj * HF * (size_t)cout;
+    for (int oc = 0; oc < cout; oc += OC) {
+      vreal a[TE][NV(OC)];
+      UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] = vbc(0);
+      for (int h = 0; h < HF; h++) {
+        const real *w = wj + (size_t)h * (size_t)cout + oc;
+        vreal wv[NV(OC)];
+        UNROLL(4) for (int v = 0; v < NV(OC); v++) wv[v] = vld(w + v * NL);
+        UNROLL(16) for (int e = 0; e < TE; e++) {
+          vreal sv = vbc(s2[e * HF + h]);
+          UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] += sv * wv[v];
+        }
+      }
+      UNROLL(16)
+      for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
+          vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void vcontract(real *out, const real *Rb, const real *U, int K, int cout,
+                                                            int ni) {
+  for (int oc = 0; oc < cout; oc += OC) {
+    vreal a[NN_DIM(NN_MAX_DEG)][NV(OC)];
+    UNROLL(7)
+    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] =
+        vld(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
+    for (int jj = 0; jj < JB; jj++) {
+      const real *r = Rb + (size_t)jj * (size_t)cout + oc;
+      vreal rv[NV(OC)];
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) rv[v] = vld(r + v * NL);
+      UNROLL(7) for (int i = 0; i < ni; i++) {
+        vreal u = vbc(U[(size_t)i * (size_t)K + (size_t)jj]);
+        UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] += u * rv[v];
+      }
+    }
+    UNROLL(7)
+    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
+        vst(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL), a[i][v]);
+  }
+}
+
+static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real *s2, const real *wo, int K, int cout) {
+  for (int o = 0; o < cout; o++) {
+    const real *wq = wo + (size_t)o * HF * (size_t)K;
+    vreal a[TE][NV(JV)];
+    UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(JV); v++) a[e][v] = vbc(0);
+    for (int h = 0; h < HF; h++) {
+      const real *w = wq + (size_t)h * (size_t)K;
+      vreal wv[NV(JV)];
+      UNROLL(4) for (int v = 0; v < NV(JV); v++) wv[v] = vld(w + v * NL);
+      UNROLL(16) for (int e = 0; e < TE; e++) {
+        vreal sv = vbc(s2[e * HF + h]);
+        UNROLL(4) for (int v = 0; v < NV(JV); v++) a[e][v] += sv * wv[v];
+      }
+    }
+    UNROLL(16)
+    for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(JV); v++)
+        vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
+  }
+}
+
+static inline __attribute__((always_inline)) void vcontract_du(real *dU, const real *Rb, const real *g, int K, int cout,
+                                                               int ni) {
+  vreal a[NN_DIM(NN_MAX_DEG)][NV(JV)];
+  UNROLL(7)
+  for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] =
+      vld(dU + (size_t)i * (size_t)K + (size_t)(v * NL));
+  for (int o = 0; o < cout; o++) {
+    vreal rv[NV(JV)];
+    UNROLL(4) for (int v = 0; v < NV(JV); v++) rv[v] = vld(Rb + (size_t)o * JV + (size_t)(v * NL));
+    UNROLL(7) for (int i = 0; i < ni; i++) {
+      vreal gv = vbc(g[(size_t)i * (size_t)cout + (size_t)o]);
+      UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] += gv * rv[v];
+    }
+  }
+  UNROLL(7)
+  for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(JV); v++)
+      vst(dU + (size_t)i * (size_t)K + (size_t)(v * NL), a[i][v]);
+}
+
+static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real *g, const real *U, int K, int cout,
+                                                           int ni) {
+  for (int oc = 0; oc < cout; oc += OC) {
+    vreal gr[NN_DIM(NN_MAX_DEG)][NV(OC)];
+    UNROLL(7)
+    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++) gr[i][v] =
+        vld(g + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
+    for (int jj = 0; jj < JB; jj++) {
+      vreal d[NV(OC)];
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) d[v] = vbc(0);
+      UNROLL(7) for (int i = 0; i < ni; i++) {
+        vreal u = vbc(U[(size_t)i * (size_t)K + (size_t)jj]);
+        UNROLL(4) for (int v = 0; v < NV(OC); v++) d[v] += u * gr[i][v];
+      }
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(DR + (size_t)jj * (size_t)cout + (size_t)(oc + v * NL), d[v]);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void vdw_block(real *dW, const real *DR, const real *s2, int ne,
+                                                            int cout) {
+  for (int jj = 0; jj < JB; jj++)
+    for (int oc = 0; oc < cout; oc += OC)
+      for (int h = 0; h < HF; h += HQ) {
+        vreal a[HQ][NV(OC)];
+        real *d = dW + ((size_t)jj * HF + (size_t)h) * (size_t)cout + (size_t)oc;
+        UNROLL(8)
+        for (int q = 0; q < HQ; q++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] =
+            vld(d + (size_t)q * (size_t)cout + (size_t)(v * NL));
+        for (int e = 0; e < ne; e++) {
+          const real *dv = DR + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)oc;
+          vreal x[NV(OC)];
+          UNROLL(4) for (int v = 0; v < NV(OC); v++) x[v] = vld(dv + v * NL);
+          UNROLL(8) for (int q = 0; q < HQ; q++) {
+            vreal sv = vbc(s2[(size_t)e * HF + (size_t)(h + q)]);
+            UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] += sv * x[v];
+          }
+        }
+        UNROLL(8)
+        for (int q = 0; q < HQ; q++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
+            vst(d + (size_t)q * (size_t)cout + (size_t)(v * NL), a[q][v]);
+      }
+}
+
+/* ne: a multiple of EQ. */
+static inline __attribute__((always_inline)) void vds2_block(real *ds2, const real *DR, const real *W, int ne,
+                                                             int cout) {
+  for (int e = 0; e < ne; e += EQ)
+    for (int hc = 0; hc < HF; hc += HC) {
+      vreal a[EQ][NV(HC)];
+      UNROLL(8)
+      for (int q = 0; q < EQ; q++) UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] =
+          vld(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL));
+      for (int jj = 0; jj < JB; jj++)
+        for (int o = 0; o < cout; o++) {
+          const real *w = W + ((size_t)jj * (size_t)cout + (size_t)o) * HF + (size_t)hc;
+          vreal wv[NV(HC)];
+          UNROLL(4) for (int v = 0; v < NV(HC); v++) wv[v] = vld(w + v * NL);
+          UNROLL(8) for (int q = 0; q < EQ; q++) {
+            vreal d = vbc(DR[((size_t)(e + q) * JB + (size_t)jj) * (size_t)cout + (size_t)o]);
+            UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] += d * wv[v];
+          }
+        }
+      UNROLL(8)
+      for (int q = 0; q < EQ; q++) UNROLL(4) for (int v = 0; v < NV(HC); v++)
+          vst(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL), a[q][v]);
+    }
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -423,23 +645,23 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
 /* The per-edge steps with the number of rows ni (2l+1) and of columns fixed
  * at compile time in the fast case, so their sums stay in registers: one
  * dispatcher per body, all with the same arguments. */
-#define ROWS_DISPATCH(name, body, JN)                                                                                  \
+#define ROWS_DISPATCH(name, body, vbody)                                                                               \
   __attribute__((noinline)) static void name(real *a, const real *b, const real *c, int K, int jn, int cout, int ni,   \
                                              int fast) {                                                               \
     if (!fast)                                                                                                         \
-      body(a, b, c, K, jn, cout, ni, 0);                                                                               \
+      body(a, b, c, K, jn, cout, ni);                                                                                  \
     else if (ni == 1)                                                                                                  \
-      body(a, b, c, K, JN, cout, 1, 1);                                                                                \
+      vbody(a, b, c, K, cout, 1);                                                                                      \
     else if (ni == 3)                                                                                                  \
-      body(a, b, c, K, JN, cout, 3, 1);                                                                                \
+      vbody(a, b, c, K, cout, 3);                                                                                      \
     else if (ni == 5)                                                                                                  \
-      body(a, b, c, K, JN, cout, 5, 1);                                                                                \
+      vbody(a, b, c, K, cout, 5);                                                                                      \
     else                                                                                                               \
-      body(a, b, c, K, JN, cout, 7, 1);                                                                                \
+      vbody(a, b, c, K, cout, 7);                                                                                      \
   }
-ROWS_DISPATCH(contract_rows, conv_contract, JB)       /* out, Rb, U */
-ROWS_DISPATCH(dr_rows, conv_dr_rows, JB)              /* DR, g, U */
-ROWS_DISPATCH(contract_du_rows, conv_contract_du, JV) /* dU, Rb, g */
+ROWS_DISPATCH(contract_rows, conv_contract, vcontract)          /* out, Rb, U */
+ROWS_DISPATCH(dr_rows, conv_dr_rows, vdr_rows)                  /* DR, g, U */
+ROWS_DISPATCH(contract_du_rows, conv_contract_du, vcontract_du) /* dU, Rb, g */
 
 static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real *wt, int n) {
   int np = (n + TE - 1) / TE * TE;
@@ -453,9 +675,9 @@ static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real 
       for (int e = 0; e < np; e += TE) {
         const real *s2 = c->s2 + (size_t)e * (size_t)p->H;
         if (fast)
-          conv_tile_r(c->Rb, s2, p->H, w, cout, JB, 1);
+          vtile_r(c->Rb, s2, w, cout);
         else
-          conv_tile_r(c->Rb, s2, p->H, w, cout, jn, 0);
+          conv_tile_r(c->Rb, s2, p->H, w, cout, jn);
         for (int q = 0; q < TE && e + q < n; q++)
           contract_rows(c->y + (size_t)(e + q) * p->ysize + p->y_off[l], c->Rb + (size_t)q * JB * (size_t)cout,
                         c->U + (size_t)(e + q) * p->usize + p->u_off[l] + j0, K, jn, cout, ni, fast);
@@ -660,9 +882,9 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
             for (int e = 0; e < np; e += TE) {
               const real *sv = c.s2 + (size_t)e * (size_t)H;
               if (fast)
-                conv_tile_ro(c.Rb, sv, H, wo, K, cout, JV, 1);
+                vtile_ro(c.Rb, sv, wo, K, cout);
               else
-                conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn, 0);
+                conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn);
               for (int q = 0; q < TE && e + q < n; q++)
                 contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
                                  c.Rb + (size_t)q * (size_t)cout * JV, c.g + (size_t)(e + q) * p.ysize + p.y_off[l], K,
@@ -676,11 +898,11 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
               dr_rows(c.DR + (size_t)q * JB * (size_t)cout, c.g + (size_t)q * p.ysize + p.y_off[l],
                       c.U + (size_t)q * p.usize + p.u_off[l] + (size_t)j0, K, jn, cout, ni, fast);
             if (fast) {
-              conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, JB, 1);
-              conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, JB, 1);
+              vdw_block(my_dwt + wo, c.DR, c.s2, np, cout);
+              vds2_block(c.ds2, c.DR, wj + wo, np, cout);
             } else {
-              conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, jn, 0);
-              conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, jn, 0);
+              conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, jn);
+              conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, jn);
             }
           }
         }
