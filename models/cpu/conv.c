@@ -140,6 +140,7 @@ struct plan {
   size_t y_off[NN_MAX_DEG + 1], ysize;      /* degree l ((2l+1) x cout_l) in an edge's output */
   size_t wt_off[NN_MAX_DEG + 1], wt_size;   /* W3T_l, [j][h][o]: K_l x H x cout_l */
   int max_l, fast, max_cout;
+  int vec_u; /* every input degree's channels are whole vectors: vedge_u, vedge_du */
 };
 
 static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
@@ -147,8 +148,10 @@ static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
   p->H = H;
   p->max_l = s->plan->max_degree < NN_MAX_DEG ? s->plan->max_degree : NN_MAX_DEG;
   p->fast = !nn_conv_generic_only && H == HF;
+  p->vec_u = !nn_conv_generic_only;
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     p->cin[d] = d <= p->max_l ? s->fin.ch[d] : 0;
+    if (p->cin[d] % NL) p->vec_u = 0;
     p->cout[d] = d <= p->max_l ? s->fout.ch[d] : 0;
     if (p->cout[d] % OC) p->fast = 0;
     if (p->cout[d] > p->max_cout) p->max_cout = p->cout[d];
@@ -454,8 +457,10 @@ static inline __attribute__((always_inline)) void vtile_r(real *Rb, const real *
         }
       }
       UNROLL(16)
-      for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
-          vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
+      for (int e = 0; e < TE; e++)
+        UNROLL(4)
+        for (int v = 0; v < NV(OC); v++)
+            vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
     }
   }
 }
@@ -465,8 +470,8 @@ static inline __attribute__((always_inline)) void vcontract(real *out, const rea
   for (int oc = 0; oc < cout; oc += OC) {
     vreal a[NN_DIM(NN_MAX_DEG)][NV(OC)];
     UNROLL(7)
-    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] =
-        vld(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
+    for (int i = 0; i < ni; i++)
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] = vld(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
     for (int jj = 0; jj < JB; jj++) {
       const real *r = Rb + (size_t)jj * (size_t)cout + oc;
       vreal rv[NV(OC)];
@@ -477,8 +482,8 @@ static inline __attribute__((always_inline)) void vcontract(real *out, const rea
       }
     }
     UNROLL(7)
-    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
-        vst(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL), a[i][v]);
+    for (int i = 0; i < ni; i++)
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL), a[i][v]);
   }
 }
 
@@ -497,8 +502,10 @@ static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real 
       }
     }
     UNROLL(16)
-    for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(JV); v++)
-        vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
+    for (int e = 0; e < TE; e++)
+      UNROLL(4)
+      for (int v = 0; v < NV(JV); v++)
+          vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
   }
 }
 
@@ -506,8 +513,8 @@ static inline __attribute__((always_inline)) void vcontract_du(real *dU, const r
                                                                int ni) {
   vreal a[NN_DIM(NN_MAX_DEG)][NV(JV)];
   UNROLL(7)
-  for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] =
-      vld(dU + (size_t)i * (size_t)K + (size_t)(v * NL));
+  for (int i = 0; i < ni; i++)
+    UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] = vld(dU + (size_t)i * (size_t)K + (size_t)(v * NL));
   for (int o = 0; o < cout; o++) {
     vreal rv[NV(JV)];
     UNROLL(4) for (int v = 0; v < NV(JV); v++) rv[v] = vld(Rb + (size_t)o * JV + (size_t)(v * NL));
@@ -517,8 +524,8 @@ static inline __attribute__((always_inline)) void vcontract_du(real *dU, const r
     }
   }
   UNROLL(7)
-  for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(JV); v++)
-      vst(dU + (size_t)i * (size_t)K + (size_t)(v * NL), a[i][v]);
+  for (int i = 0; i < ni; i++)
+    UNROLL(4) for (int v = 0; v < NV(JV); v++) vst(dU + (size_t)i * (size_t)K + (size_t)(v * NL), a[i][v]);
 }
 
 static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real *g, const real *U, int K, int cout,
@@ -526,8 +533,8 @@ static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real 
   for (int oc = 0; oc < cout; oc += OC) {
     vreal gr[NN_DIM(NN_MAX_DEG)][NV(OC)];
     UNROLL(7)
-    for (int i = 0; i < ni; i++) UNROLL(4) for (int v = 0; v < NV(OC); v++) gr[i][v] =
-        vld(g + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
+    for (int i = 0; i < ni; i++)
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) gr[i][v] = vld(g + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
     for (int jj = 0; jj < JB; jj++) {
       vreal d[NV(OC)];
       UNROLL(4) for (int v = 0; v < NV(OC); v++) d[v] = vbc(0);
@@ -548,8 +555,8 @@ static inline __attribute__((always_inline)) void vdw_block(real *dW, const real
         vreal a[HQ][NV(OC)];
         real *d = dW + ((size_t)jj * HF + (size_t)h) * (size_t)cout + (size_t)oc;
         UNROLL(8)
-        for (int q = 0; q < HQ; q++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] =
-            vld(d + (size_t)q * (size_t)cout + (size_t)(v * NL));
+        for (int q = 0; q < HQ; q++)
+          UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] = vld(d + (size_t)q * (size_t)cout + (size_t)(v * NL));
         for (int e = 0; e < ne; e++) {
           const real *dv = DR + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)oc;
           vreal x[NV(OC)];
@@ -560,8 +567,8 @@ static inline __attribute__((always_inline)) void vdw_block(real *dW, const real
           }
         }
         UNROLL(8)
-        for (int q = 0; q < HQ; q++) UNROLL(4) for (int v = 0; v < NV(OC); v++)
-            vst(d + (size_t)q * (size_t)cout + (size_t)(v * NL), a[q][v]);
+        for (int q = 0; q < HQ; q++)
+          UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(d + (size_t)q * (size_t)cout + (size_t)(v * NL), a[q][v]);
       }
 }
 
@@ -572,8 +579,8 @@ static inline __attribute__((always_inline)) void vds2_block(real *ds2, const re
     for (int hc = 0; hc < HF; hc += HC) {
       vreal a[EQ][NV(HC)];
       UNROLL(8)
-      for (int q = 0; q < EQ; q++) UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] =
-          vld(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL));
+      for (int q = 0; q < EQ; q++)
+        UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] = vld(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL));
       for (int jj = 0; jj < JB; jj++)
         for (int o = 0; o < cout; o++) {
           const real *w = W + ((size_t)jj * (size_t)cout + (size_t)o) * HF + (size_t)hc;
@@ -585,9 +592,95 @@ static inline __attribute__((always_inline)) void vds2_block(real *ds2, const re
           }
         }
       UNROLL(8)
-      for (int q = 0; q < EQ; q++) UNROLL(4) for (int v = 0; v < NV(HC); v++)
-          vst(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL), a[q][v]);
+      for (int q = 0; q < EQ; q++)
+        UNROLL(4) for (int v = 0; v < NV(HC); v++) vst(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL), a[q][v]);
     }
+}
+
+/* conv_edge_u and conv_edge_du when every input degree's channels are whole
+ * vectors (p->vec_u): a row of U (or a vector of g_k) summed in registers
+ * over the nk basis columns instead of through memory, in the same order. */
+static inline __attribute__((always_inline)) void vedge_u_k(real *U, const struct plan *p, const real *F,
+                                                            const real *xs, int k, int nk) {
+  int cin = p->cin[k];
+  for (int l = 0; l <= p->max_l; l++) {
+    if (!p->cout[l]) continue;
+    int nJ = 2 * imin(k, l) + 1;
+    for (int i = 0; i < NN_DIM(l); i++)
+      for (int J = 0; J < nJ; J++) {
+        const real *f = F + (size_t)(p->row0[k][l] + i * nJ + J) * (size_t)nk;
+        real *d = U + p->u_off[l] + (size_t)i * (size_t)p->K[l] + (size_t)(p->col0[l][k] + J * cin);
+        for (int v = 0; v < cin; v += NL) {
+          vreal a = vbc(0);
+          UNROLL(7) for (int q = 0; q < nk; q++) a += vbc(f[q]) * vld(xs + q * cin + v);
+          vst(d + v, a);
+        }
+      }
+  }
+}
+
+static void vedge_u(real *U, const struct plan *p, const size_t *f_off, const real *const x[], const real *bas,
+                    int src) {
+  for (int k = 0; k <= p->max_l; k++) {
+    int cin = p->cin[k], nk = NN_DIM(k);
+    if (!cin) continue;
+    const real *F = bas + f_off[k], *xs = x[k] + (size_t)src * (size_t)(nk * cin);
+    switch (k) { /* nk fixed, so the sums over it unroll */
+    case 0:
+      vedge_u_k(U, p, F, xs, 0, 1);
+      break;
+    case 1:
+      vedge_u_k(U, p, F, xs, 1, 3);
+      break;
+    case 2:
+      vedge_u_k(U, p, F, xs, 2, 5);
+      break;
+    default:
+      vedge_u_k(U, p, F, xs, 3, 7);
+      break;
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void vedge_du_k(real *g, const struct plan *p, const real *F,
+                                                             const real *dU, int k, int nk) {
+  int cin = p->cin[k];
+  for (int v = 0; v < cin; v += NL) {
+    vreal a[NN_DIM(NN_MAX_DEG)];
+    UNROLL(7) for (int q = 0; q < nk; q++) a[q] = vld(g + q * cin + v);
+    for (int l = 0; l <= p->max_l; l++) {
+      if (!p->cout[l]) continue;
+      int nJ = 2 * imin(k, l) + 1;
+      for (int i = 0; i < NN_DIM(l); i++)
+        for (int J = 0; J < nJ; J++) {
+          const real *f = F + (size_t)(p->row0[k][l] + i * nJ + J) * (size_t)nk;
+          vreal d = vld(dU + p->u_off[l] + (size_t)i * (size_t)p->K[l] + (size_t)(p->col0[l][k] + J * cin) + (size_t)v);
+          UNROLL(7) for (int q = 0; q < nk; q++) a[q] += vbc(f[q]) * d;
+        }
+    }
+    UNROLL(7) for (int q = 0; q < nk; q++) vst(g + q * cin + v, a[q]);
+  }
+}
+
+static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off, const real *dU, const real *bas) {
+  for (int k = 0; k <= p->max_l; k++) {
+    if (!p->cin[k] || !g[k]) continue;
+    const real *F = bas + f_off[k];
+    switch (k) {
+    case 0:
+      vedge_du_k(g[0], p, F, dU, 0, 1);
+      break;
+    case 1:
+      vedge_du_k(g[1], p, F, dU, 1, 3);
+      break;
+    case 2:
+      vedge_du_k(g[2], p, F, dU, 2, 5);
+      break;
+    default:
+      vedge_du_k(g[3], p, F, dU, 3, 7);
+      break;
+    }
+  }
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -636,7 +729,8 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
                        const real *const x[], const real *basis, const real *s2, int e0, int n) {
   int np = (n + TE - 1) / TE * TE;
   for (int i = 0; i < n; i++)
-    conv_edge_u(c->U + (size_t)i * p->usize, p, f_off, x, basis + (size_t)(e0 + i) * s->plan->per_edge, s->src[e0 + i]);
+    (p->vec_u ? vedge_u : conv_edge_u)(c->U + (size_t)i * p->usize, p, f_off, x,
+                                       basis + (size_t)(e0 + i) * s->plan->per_edge, s->src[e0 + i]);
   memcpy(c->s2, s2 + (size_t)e0 * (size_t)p->H, (size_t)n * (size_t)p->H * sizeof(real));
   memset(c->U + (size_t)n * p->usize, 0, (size_t)(np - n) * p->usize * sizeof(real));
   memset(c->s2 + (size_t)n * (size_t)p->H, 0, (size_t)(np - n) * (size_t)p->H * sizeof(real));
@@ -911,7 +1005,8 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
           real *g[NN_MAX_DEG + 1] = {0};
           for (int k = 0; k <= NN_MAX_DEG; k++)
             if (p.cin[k] && dx[k]) g[k] = my_dx + (size_t)s->src[e] * xw + xo[k];
-          conv_edge_du(g, &p, f_off, c.dU + (size_t)i * p.usize, basis + (size_t)e * s->plan->per_edge);
+          (p.vec_u ? vedge_du : conv_edge_du)(g, &p, f_off, c.dU + (size_t)i * p.usize,
+                                              basis + (size_t)e * s->plan->per_edge);
           if (ds2) memcpy(ds2 + (size_t)e * (size_t)H, c.ds2 + (size_t)i * (size_t)H, (size_t)H * sizeof(real));
         }
       }
