@@ -21,14 +21,27 @@
  *
  * Bases are recomputed from the graphs on the host inside the timed step
  * (the default path, see the README); activations live in the net's
- * workspace, kept across steps. FLOPs are counted from the layer shapes
- * (se3_model_flops; a training step is 3 forwards); on the CPU, MFU divides
- * the achieved GFLOP/s by what OpenBLAS sgemm reaches on a large square
- * product (2048^3) with the same threads, measured in the same run (on a GPU
- * sgemm_gflops and mfu are null: the yardstick there is the GPU's
- * tensor-core peak, not measured here). One JSON object per line, with the
- * backend's name and device (the processor or GPU) and the peak workspace
- * bytes.
+ * workspace, kept across steps. step_s is the fastest of the --reps timed
+ * steps, after one warm-up step. FLOPs are counted from the layer shapes
+ * (se3_model_flops; a training step is 3 forwards).
+ *
+ * Yardsticks, on the CPU only (on a GPU they are null: the yardstick there
+ * is the GPU's tensor-core peak, not measured here), both measured in the
+ * same run with the same threads:
+ *   sgemm_gflops, mfu   what OpenBLAS sgemm reaches on a large square
+ *                       product (2048^3), and GFLOP/s over it: how the
+ *                       model compares with a good dense kernel.
+ *   fma_peak_gflops,    the processor's fp32 peak for the instruction set the
+ *   fma_peak_isa,       convolution runs (fma_peak_isa, the same as isa:
+ *   peak_fraction       SE3_ISA chooses it), from multiply-add chains held in
+ *                       registers on every thread at once (fmapeak.c:
+ *                       512-bit FMAs for avx512, 256-bit for avx2, SSE
+ *                       multiplies and adds for base), and GFLOP/s over it:
+ *                       the fraction of the arithmetic units' ceiling the
+ *                       model uses (no real kernel reaches 1).
+ *
+ * One JSON object per line, with the backend's name and device (the
+ * processor or GPU) and the peak workspace bytes.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -40,6 +53,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/fmapeak.h"
 #include "chem/graph.h"
 #include "chem/mol.h"
 #include "models/cpu/isa.h"
@@ -281,8 +295,18 @@ int main(int argc, char **argv) {
   getrusage(RUSAGE_SELF, &ru);
   double flops = se3_model_flops(m, bb.N, bb.E, batch) * (train ? 3 : 1);
   double gflops = flops / best * 1e-9;
-  char sgemm[32] = "null", mfu[32] = "null";
-  if (be->host_memory) { /* the CPU's yardstick; a GPU's would be its tensor-core peak */
+  char sgemm[32] = "null", mfu[32] = "null", fma[32] = "null", fma_isa[16] = "null", frac[32] = "null";
+  if (be->host_memory) { /* the CPU's yardsticks; a GPU's would be its tensor-core peak */
+    /* the FMA peak before sgemm, whose OpenBLAS worker threads may still
+     * be spinning for a while after it returns (after sgemm, one run in four
+     * measured 10 % less on the idle 2-core Zen 5) */
+    enum nn_isa isa = nn_isa_current();
+    double fpeak = fma_peak_gflops(isa, omp_get_max_threads(), 0.2);
+    if (fpeak > 0) {
+      snprintf(fma, sizeof fma, "%.1f", fpeak);
+      snprintf(fma_isa, sizeof fma_isa, "\"%s\"", nn_isa_name(isa));
+      snprintf(frac, sizeof frac, "%.3f", gflops / fpeak);
+    }
     double peak = sgemm_gflops(2048, omp_get_max_threads());
     snprintf(sgemm, sizeof sgemm, "%.1f", peak);
     snprintf(mfu, sizeof mfu, "%.3f", gflops / peak);
@@ -299,14 +323,15 @@ int main(int argc, char **argv) {
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
          "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
-         "\"sgemm_gflops\":%s,\"mfu\":%s,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
+         "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
+         "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m->n_params,
          PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",
-         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu,
-         nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
+         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu, fma,
+         fma_isa, frac, nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   se3_batch_buf_free(&bb);
