@@ -9,6 +9,7 @@
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
  *               [--envelope auto|poly|cosine|none]
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
+ *               [--profile 0|1]
  *
  * --envelope: the smooth cutoff at 5 Å (models/se3.h); auto, as the
  * train stage, is poly for radius graphs and none for bond graphs.
@@ -21,14 +22,44 @@
  *
  * Bases are recomputed from the graphs on the host inside the timed step
  * (the default path, see the README); activations live in the net's
- * workspace, kept across steps. FLOPs are counted from the layer shapes
- * (se3_model_flops; a training step is 3 forwards); on the CPU, MFU divides
- * the achieved GFLOP/s by what OpenBLAS sgemm reaches on a large square
- * product (2048^3) with the same threads, measured in the same run (on a GPU
- * sgemm_gflops and mfu are null: the yardstick there is the GPU's
- * tensor-core peak, not measured here). One JSON object per line, with the
- * backend's name and device (the processor or GPU) and the peak workspace
- * bytes.
+ * workspace, kept across steps. step_s is the fastest of the --reps timed
+ * steps, after one warm-up step. FLOPs are counted from the layer shapes
+ * (se3_model_flops; a training step is 3 forwards).
+ *
+ * Yardsticks, on the CPU only (on a GPU they are null: the yardstick there
+ * is the GPU's tensor-core peak, not measured here), both measured in the
+ * same run with the same threads:
+ *   sgemm_gflops, mfu   what OpenBLAS sgemm reaches on a large square
+ *                       product (2048^3), and GFLOP/s over it: how the
+ *                       model compares with a good dense kernel.
+ *   fma_peak_gflops,    the processor's fp32 peak for the instruction set the
+ *   fma_peak_isa,       convolution runs (fma_peak_isa, the same as isa:
+ *   peak_fraction       SE3_ISA chooses it), from multiply-add chains held in
+ *                       registers on every thread at once (fmapeak.c:
+ *                       512-bit FMAs for avx512, 256-bit for avx2, SSE
+ *                       multiplies and adds for base), and GFLOP/s over it:
+ *                       the fraction of the arithmetic units' ceiling the
+ *                       model uses (no real kernel reaches 1).
+ *
+ * ops (--profile 1, the default; null with 0): where a step's time goes, in
+ * seconds, from one more step after the timed ones, run on the profiled
+ * table (models/profile.h: each operation timed between syncs, so on a GPU
+ * the times are the device's): basis (se3_batch_bases on the host), radial
+ * (the radial network's hidden layers), conv_forward, conv_backward,
+ * attention, norm, linear (the node-wise linear maps and the MLP head),
+ * pooling, glue (element-wise: concatenation, sums, ReLU, the envelope),
+ * optimizer (AdamW), and other: the step's wall time, ops_step_s, minus all
+ * those (memory copies, the model's own host code). The timed steps run on
+ * the same table with the profile off, when it only forwards, so step_s and
+ * mol_per_s are never profiled. One step varies by a few % from the next:
+ * compare ops_step_s with step_s. The cost of profiling, steps alternately
+ * on and off in one run on the idle 2-core Zen 5: none measurable on bonds
+ * infer (median -0.7 %, fastest -0.1 %, 9 and 8 steps of 0.36 s) nor on
+ * bonds train (the fastest profiled step 1.7 % faster than the fastest
+ * unprofiled one, within the steps' spread of 1.52-1.80 s).
+ *
+ * One JSON object per line, with the backend's name and device (the
+ * processor or GPU) and the peak workspace bytes.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -40,12 +71,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/fmapeak.h"
 #include "chem/graph.h"
 #include "chem/mol.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
 #include "models/device.h"
 #include "models/model.h"
+#include "models/profile.h"
 #include "models/so3.h"
 
 static double now(void) {
@@ -130,13 +163,13 @@ static const char *const PRECISIONS[] = {"fp32", "tf32", "bf16", "fp16"}; /* enu
 static int usage(FILE *f) {
   fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
-             "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n");
+             "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n");
   return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
   const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32";
-  int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0;
+  int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0, profile = 1;
   for (int i = 1; i < argc; i += 2) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
     if (i + 1 >= argc) {
@@ -163,6 +196,8 @@ int main(int argc, char **argv) {
       device = argv[i + 1];
     else if (!strcmp(argv[i], "--precision"))
       precision = argv[i + 1];
+    else if (!strcmp(argv[i], "--profile"))
+      profile = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return usage(stderr);
@@ -187,6 +222,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
   }
+  /* The net runs on the profiled table (models/profile.h) with the profile
+   * off for the timed steps (it then only forwards), and on for one more. */
+  struct nn_profile prof = {0};
+  const struct nn_backend *net_be = profile ? nn_backend_profiled(be, &prof) : be;
   int train = !strcmp(mode, "train");
   static const uint8_t el[] = {1, 6, 7, 8, 9};
   struct graph_opts go = {.cutoff = 5.0,
@@ -211,7 +250,7 @@ int main(int argc, char **argv) {
                                            ? SE3_ENVELOPE_POLY
                                            : SE3_ENVELOPE_NONE,
                            .cutoff = 5.0f};
-  struct se3_net *net = se3_net_create(be, &cfg, low_memory, err, sizeof err);
+  struct se3_net *net = se3_net_create(net_be, &cfg, low_memory, err, sizeof err);
   if (!net) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
@@ -256,36 +295,67 @@ int main(int argc, char **argv) {
     dout[i] = 1.0f / (real)batch;
 
   struct nn_adam adam = {0.9, 0.999, 1e-8, 0.0, 1};
-  double best = 1e30;
+  double best = 1e30, prof_step = 0;
   long step = 0;
-  for (int r = 0; r < reps + 1; r++) { /* the first round warms up */
+  /* the first round warms up; with --profile 1 one more, profiled, follows */
+  for (int r = 0; r < reps + 1 + (profile != 0); r++) {
+    int profiled = profile && r == reps + 1;
+    if (profiled) {
+      nn_profile_clear(&prof);
+      prof.on = 1;
+    }
     double t0 = now();
     if (se3_batch_bases(&bb, &m->plan)) {
       fprintf(stderr, "model_bench: out of memory\n");
       return 1;
     }
+    if (profiled) nn_profile_add(&prof, NN_PROF_BASIS, now() - t0);
     if (se3_net_forward(net, b, out, train, err, sizeof err) ||
         (train && se3_net_backward(net, dout, err, sizeof err))) {
       fprintf(stderr, "model_bench: %s\n", err);
       return 1;
     }
     if (train) se3_net_adam(net, &adam, step++, 1e-6);
-    if (be->sync(err, sizeof err)) { /* the update may still be queued on a device */
+    if (net_be->sync(err, sizeof err)) { /* the update may still be queued on a device */
       fprintf(stderr, "model_bench: %s\n", err);
       return 1;
     }
     double dt = now() - t0;
-    if (r > 0 && dt < best) best = dt;
+    if (profiled) {
+      prof.on = 0;
+      prof_step = dt;
+    } else if (r > 0 && dt < best)
+      best = dt;
   }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   double flops = se3_model_flops(m, bb.N, bb.E, batch) * (train ? 3 : 1);
   double gflops = flops / best * 1e-9;
-  char sgemm[32] = "null", mfu[32] = "null";
-  if (be->host_memory) { /* the CPU's yardstick; a GPU's would be its tensor-core peak */
+  char sgemm[32] = "null", mfu[32] = "null", fma[32] = "null", fma_isa[16] = "null", frac[32] = "null";
+  if (be->host_memory) { /* the CPU's yardsticks; a GPU's would be its tensor-core peak */
+    /* the FMA peak before sgemm, whose OpenBLAS worker threads may still
+     * be spinning for a while after it returns (after sgemm, one run in four
+     * measured 10 % less on the idle 2-core Zen 5) */
+    enum nn_isa isa = nn_isa_current();
+    double fpeak = fma_peak_gflops(isa, omp_get_max_threads(), 0.2);
+    if (fpeak > 0) {
+      snprintf(fma, sizeof fma, "%.1f", fpeak);
+      snprintf(fma_isa, sizeof fma_isa, "\"%s\"", nn_isa_name(isa));
+      snprintf(frac, sizeof frac, "%.3f", gflops / fpeak);
+    }
     double peak = sgemm_gflops(2048, omp_get_max_threads());
     snprintf(sgemm, sizeof sgemm, "%.1f", peak);
     snprintf(mfu, sizeof mfu, "%.3f", gflops / peak);
+  }
+  char ops[512] = "null", ops_step[32] = "null";
+  if (profile) { /* the profiled step: each category, and the rest of its wall time */
+    size_t k = 0;
+    k += (size_t)snprintf(ops + k, sizeof ops - k, "{");
+    for (int c = 0; c < NN_PROF_COUNT; c++)
+      k += (size_t)snprintf(ops + k, sizeof ops - k, "\"%s\":%.5f,", nn_profile_name((enum nn_prof_cat)c),
+                            prof.seconds[c]);
+    snprintf(ops + k, sizeof ops - k, "\"other\":%.5f}", prof_step - nn_profile_total(&prof));
+    snprintf(ops_step, sizeof ops_step, "%.4f", prof_step);
   }
   char dev_json[2 * sizeof be->device];
   size_t k = 0;
@@ -299,14 +369,15 @@ int main(int argc, char **argv) {
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
          "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
-         "\"sgemm_gflops\":%s,\"mfu\":%s,\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"note\":\"%s\"}\n",
+         "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
+         "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m->n_params,
          PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",
-         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu,
-         nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(),
+         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu, fma,
+         fma_isa, frac, nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   se3_batch_buf_free(&bb);
