@@ -331,6 +331,15 @@ int main(int argc, char **argv) {
   getrusage(RUSAGE_SELF, &ru);
   double flops = se3_model_flops(m, bb.N, bb.E, batch) * (train ? 3 : 1);
   double gflops = flops / best * 1e-9;
+  /* what the JSON needs of the net and the batch, which are freed before the
+   * yardsticks below: a process's peak memory (as /usr/bin/time sees it)
+   * is then the model's, or the 2048^3 sgemm's if larger, not their sum */
+  size_t n_params = m->n_params, ws_peak = se3_net_peak_bytes(net);
+  int nodes = bb.N, edges = bb.E;
+  se3_batch_buf_free(&bb);
+  free(out);
+  free(dout);
+  se3_net_free(net);
   char sgemm[32] = "null", mfu[32] = "null", fma[32] = "null", fma_isa[16] = "null", frac[32] = "null";
   if (be->host_memory) { /* the CPU's yardsticks; a GPU's would be its tensor-core peak */
     /* the FMA peak before sgemm, whose OpenBLAS worker threads may still
@@ -371,18 +380,14 @@ int main(int argc, char **argv) {
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
-         mode, graph, batch, (double)bb.N / batch, (double)bb.E / batch, layers, channels, m->n_params,
+         mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
          PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",
-         best, batch / best, ru.ru_maxrss / 1024.0, se3_net_peak_bytes(net), flops / batch, gflops, sgemm, mfu, fma,
-         fma_isa, frac, nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
+         best, batch / best, ru.ru_maxrss / 1024.0, ws_peak, flops / batch, gflops, sgemm, mfu, fma, fma_isa, frac,
+         nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
-  se3_batch_buf_free(&bb);
-  free(out);
-  free(dout);
-  se3_net_free(net);
   return 0;
 }

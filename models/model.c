@@ -15,10 +15,10 @@ struct dbuf {
 struct se3_net {
   const struct nn_backend *be;
   struct se3_model model;
-  real *arr[4]; /* params, adam m, adam v, grad (se3_net_array order): the backend's memory */
+  real *arr[4];                /* params, adam m, adam v, grad (se3_net_array order): the backend's memory */
   struct nn_arena own_ws, *ws; /* the workspace: its own, or another net's (se3_net_share_workspace) */
-  struct se3_tape *tape; /* of the last forward kept */
-  struct se3_batch db;   /* the batch in the backend's memory (the host's own arrays on a host backend) */
+  struct se3_tape *tape;       /* of the last forward kept */
+  struct se3_batch db;         /* the batch in the backend's memory (the host's own arrays on a host backend) */
   struct dbuf node, edge, src, in_start, graph_start, basis, out, dout;
 };
 
@@ -126,8 +126,8 @@ static int stage_batch(struct se3_net *n, const struct se3_batch *b) {
   be->upload(n->in_start.p, b->in_start, ib);
   be->upload(n->graph_start.p, b->graph_start, gb);
   be->upload(n->basis.p, b->basis, bb);
-  n->db = (struct se3_batch){b->N, b->E, b->G, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p,
-                             n->basis.p};
+  n->db =
+      (struct se3_batch){b->N, b->E, b->G, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p, n->basis.p};
   return 0;
 }
 
@@ -142,9 +142,14 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
     return -1;
   }
   real *dout = be->host_memory ? out : n->out.p;
-  struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws);
-  if (!t && be->sync(err, errlen)) return -1; /* the device failed: its message */
-  if (!t) {
+  struct se3_tape *t = NULL;
+  int failed;
+  if (keep)
+    failed = !(t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws));
+  else
+    failed = se3_model_infer_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws) != 0;
+  if (failed && be->sync(err, errlen)) return -1; /* the device failed: its message */
+  if (failed) {
     snprintf(err, errlen,
              "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges): lower the batch "
              "size or set low_memory: true",
@@ -156,10 +161,7 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
     se3_tape_free(t);
     return -1;
   }
-  if (keep)
-    n->tape = t;
-  else
-    se3_tape_free(t);
+  n->tape = t; /* NULL when not kept */
   return 0;
 }
 

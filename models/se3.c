@@ -25,9 +25,8 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
              NN_MAX_DEG + 1);
     return -1;
   }
-  if (c->envelope != SE3_ENVELOPE_NONE &&
-      ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) || !(c->cutoff > 0) ||
-       !isfinite(c->cutoff))) {
+  if (c->envelope != SE3_ENVELOPE_NONE && ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) ||
+                                           !(c->cutoff > 0) || !isfinite(c->cutoff))) {
     snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff (%g)", c->envelope,
              (double)c->cutoff);
     return -1;
@@ -101,7 +100,9 @@ void se3_config_format(const struct se3_config *c, char *out, size_t n) {
                    c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
   if (c->envelope != SE3_ENVELOPE_NONE && k >= 0 && (size_t)k < n)
     snprintf(out + k, n - (size_t)k, " envelope=%s cutoff=%.9g bonds_kept=%d",
-             c->envelope == SE3_ENVELOPE_COSINE ? "cosine" : c->envelope == SE3_ENVELOPE_POLY ? "poly" : "unknown",
+             c->envelope == SE3_ENVELOPE_COSINE ? "cosine"
+             : c->envelope == SE3_ENVELOPE_POLY ? "poly"
+                                                : "unknown",
              (double)c->cutoff, c->bonds_kept);
 }
 
@@ -276,8 +277,13 @@ struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params
   return se3_model_forward_ws(m, params, b, out, NULL);
 }
 
-struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
-                                      real *out, struct nn_arena *ws) {
+/* The forward pass; with keep = 0 only the outputs count: each block's
+ * activations are released once the next block's input is made, and the
+ * block outputs alternate between two buffers, so the workspace holds one
+ * block at a time instead of all of them (the tape is then only good for
+ * se3_tape_free). */
+static struct se3_tape *forward(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out,
+                                struct nn_arena *ws, int keep) {
   const struct se3_config *c = &m->cfg;
   const struct nn_backend *be = m->be;
   struct se3_tape *t = calloc(1, sizeof *t);
@@ -292,23 +298,30 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
     be->edge_weights(t->w, b->edge_feat, b->E, c->edge_in, c->envelope, (real)c->cutoff, c->bonds_kept);
   }
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
+  real *hbuf[2][NN_MAX_DEG + 1] = {{0}}; /* the block outputs, when not kept */
+  if (!keep)
+    for (int k = 0; k < 2; k++)
+      for (int d = 0; d < c->degrees; d++)
+        hbuf[k][d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
   for (int bi = 0; bi < c->layers; bi++) {
     const struct se3_block_layout *B = &m->block[bi];
     struct block_tape *T = &t->blk[bi];
+    struct nn_arena_mark block = nn_arena_mark(t->arena);
     memcpy(T->h_in, h, sizeof h);
     for (int d = 0; d < c->degrees; d++) { /* per node: kept */
       if (B->fk.ch[d]) T->q[d] = talloc(t, N * (size_t)(NN_DIM(d) * B->fk.ch[d]));
       T->cat[d] = talloc(t, N * (size_t)(NN_DIM(d) * (B->fv.ch[d] + B->fin.ch[d])));
       T->o[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
       T->nsave[d] = talloc(t, nn_norm_save_size(b->N, c->channels));
-      T->h_out[d] = talloc(t, N * (size_t)(NN_DIM(d) * c->channels));
+      T->h_out[d] = keep ? talloc(t, N * (size_t)(NN_DIM(d) * c->channels)) : hbuf[bi & 1][d];
     }
     /* per edge: kept too, unless low_memory (the backward recomputes them) */
     struct nn_arena_mark edges = nn_arena_mark(t->arena);
     real *z[NN_MAX_DEG + 1] = {0};
     if (block_edge_alloc(t, m, B, b, T->kv, &T->rsave, &T->alpha, z)) goto fail;
     for (int d = 0; d < c->degrees; d++)
-      if (B->fk.ch[d]) be->linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
+      if (B->fk.ch[d])
+        be->linear_forward(T->q[d], h[d], params + B->wq[d], b->N * NN_DIM(d), B->fin.ch[d], B->fk.ch[d]);
     if (block_edges(m, params, b, bi, (const real *const *)h, (const real *const *)T->q, t->w, T->rsave, T->kv,
                     T->alpha, z))
       goto fail;
@@ -325,6 +338,7 @@ struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *par
       T->rsave = T->alpha = NULL;
       memset(T->kv, 0, sizeof T->kv);
     }
+    if (!keep) nn_arena_release(t->arena, block);
     memcpy(h, T->h_out, sizeof h);
   }
   memcpy(t->h_final, h, sizeof h);
@@ -363,6 +377,19 @@ fail:
   return NULL;
 }
 
+struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                                      real *out, struct nn_arena *ws) {
+  return forward(m, params, b, out, ws, 1);
+}
+
+int se3_model_infer_ws(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out,
+                       struct nn_arena *ws) {
+  struct se3_tape *t = forward(m, params, b, out, ws, 0);
+  int rc = t ? 0 : -1;
+  se3_tape_free(t);
+  return rc;
+}
+
 /* An arena allocation of n reals for the backward; sets *oom on failure. */
 static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
   real *p = nn_arena_alloc(A, n * sizeof(real));
@@ -371,7 +398,7 @@ static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
 }
 
 int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
-                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
+                       const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
   const struct se3_config *c = &m->cfg;
   const struct nn_backend *be = m->be;
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;

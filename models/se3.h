@@ -159,6 +159,11 @@ struct se3_tape *se3_model_forward(const struct se3_model *m, const real *params
  * until ws is reset or freed. */
 struct se3_tape *se3_model_forward_ws(const struct se3_model *m, const real *params, const struct se3_batch *b,
                                       real *out, struct nn_arena *ws);
+/* The outputs only (scoring): the same values as se3_model_forward_ws to
+ * the bit, with the workspace holding one block's activations at a time
+ * instead of every block's. 0, or -1 when out of memory. */
+int se3_model_infer_ws(const struct se3_model *m, const real *params, const struct se3_batch *b, real *out,
+                       struct nn_arena *ws);
 /* dparams += d loss / d params from dout (G x outputs); dnode (N x node_in,
  * overwritten) may be NULL. Returns 0, or -1 when out of memory (dparams is
  * then incomplete: discard the step). */

@@ -248,6 +248,49 @@ Test(model, low_memory_gives_identical_gradients_with_the_envelope) {
   check_low_memory(&e);
 }
 
+/* Inference (se3_model_infer_ws, what scoring runs) gives the forward's
+ * predictions bit for bit while its workspace holds one block at a time:
+ * with 4 blocks, well under what the kept forward needs. */
+static void check_infer(const struct se3_config *c) {
+  struct se3_model m;
+  char err[256];
+  cr_assert_eq(se3_model_init(&m, c, err, sizeof err), 0, "%s", err);
+  float *p = malloc(m.n_params * sizeof *p);
+  se3_model_init_params(&m, p, 5);
+  struct mol mols[N_MOL];
+  make_mols(mols);
+  struct se3_batch_buf mb;
+  batch_from(&mb, mols, &m);
+  float y0[N_MOL], y1[N_MOL], y2[N_MOL];
+  struct nn_arena w0 = {0}, w1 = {0};
+  se3_tape_free(se3_model_forward_ws(&m, p, &mb.b, y0, &w0));
+  cr_assert_eq(se3_model_infer_ws(&m, p, &mb.b, y1, &w1), 0);
+  cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "inference differs from the forward");
+  cr_assert_eq(se3_model_infer_ws(&m, p, &mb.b, y2, &w1), 0); /* again, on the reused workspace */
+  cr_assert_eq(memcmp(y0, y2, sizeof y0), 0, "a second inference differs");
+  cr_log_info("arena peak: %zu bytes kept, %zu inference", nn_arena_peak(&w0), nn_arena_peak(&w1));
+  cr_assert_lt(nn_arena_peak(&w1) * 2, nn_arena_peak(&w0), "inference holds more than half of the kept forward");
+  nn_arena_free(&w0);
+  nn_arena_free(&w1);
+  se3_batch_buf_free(&mb);
+  for (int i = 0; i < N_MOL; i++)
+    mol_free(&mols[i]);
+  free(p);
+  se3_model_free(&m);
+}
+
+Test(model, inference_equals_the_forward_in_less_memory) {
+  struct se3_config c4 = cfg32;
+  c4.layers = 4;
+  check_infer(&c4);
+}
+
+Test(model, inference_equals_the_forward_with_the_envelope) {
+  struct se3_config c4 = with_envelope(&cfg32);
+  c4.layers = 4;
+  check_infer(&c4);
+}
+
 /* The step arena hands out the same memory in the same order after a reset,
  * aligned, and a release frees exactly what came after its mark. */
 Test(model, arena_reuses_its_memory) {
