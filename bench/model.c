@@ -9,8 +9,11 @@
  *               [--reps 3] [--layers 7] [--channels 32] [--low-memory 0|1]
  *               [--envelope auto|poly|cosine|none]
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
- *               [--profile 0|1]
+ *               [--profile 0|1] [--model se3_qm9|small]
  *
+ * --model small: the train stage's default model (configs/models/small.yaml:
+ * 2 blocks, degrees 0-2, 8 channels, 2 heads, 16 radial and 32 MLP
+ * features), for the cost of a screen with the defaults.
  * --envelope: the smooth cutoff at 5 Å (models/se3.h); auto, as the
  * train stage, is poly for radius graphs and none for bond graphs.
  * --device, --precision: the backend (models/backend.h), as the workflow's
@@ -163,12 +166,14 @@ static const char *const PRECISIONS[] = {"fp32", "tf32", "bf16", "fp16"}; /* enu
 static int usage(FILE *f) {
   fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
-             "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n");
+             "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n"
+             "                   [--model se3_qm9|small]\n");
   return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
-  const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32";
+  const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32",
+             *model = "se3_qm9";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0, profile = 1;
   for (int i = 1; i < argc; i += 2) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
@@ -198,10 +203,28 @@ int main(int argc, char **argv) {
       precision = argv[i + 1];
     else if (!strcmp(argv[i], "--profile"))
       profile = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--model"))
+      model = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return usage(stderr);
     }
+  }
+  /* small: configs/models/small.yaml, the train stage's default model
+   * (--layers and --channels still apply on top) */
+  int small = !strcmp(model, "small");
+  if (!small && strcmp(model, "se3_qm9")) {
+    fprintf(stderr, "model_bench: --model %s is not se3_qm9 or small\n", model);
+    return 2;
+  }
+  if (small) {
+    int set_layers = 0, set_channels = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+      set_layers |= !strcmp(argv[i], "--layers");
+      set_channels |= !strcmp(argv[i], "--channels");
+    }
+    if (!set_layers) layers = 2;
+    if (!set_channels) channels = 8;
   }
   int prec = -1;
   for (int k = 0; k < 4; k++)
@@ -234,14 +257,14 @@ int main(int argc, char **argv) {
                           .n_elements = 5,
                           .with_atomic_number = 1};
   struct se3_config cfg = {.layers = layers,
-                           .degrees = 4,
+                           .degrees = small ? 3 : 4,
                            .channels = channels,
-                           .heads = 8,
+                           .heads = small ? 2 : 8,
                            .channels_div = 2,
                            .node_in = 6,
                            .edge_in = 6,
-                           .radial_hidden = 32,
-                           .mlp_hidden = 128,
+                           .radial_hidden = small ? 16 : 32,
+                           .mlp_hidden = small ? 32 : 128,
                            .pool_max = 1,
                            .outputs = 1,
                            .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
@@ -373,14 +396,14 @@ int main(int argc, char **argv) {
     dev_json[k++] = (unsigned char)*c < 0x20 ? ' ' : *c;
   }
   dev_json[k] = 0;
-  printf("{\"bench\":\"model\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
+  printf("{\"bench\":\"model\",\"model\":\"%s\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
          "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
-         mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
+         model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
          PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
