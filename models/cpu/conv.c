@@ -441,28 +441,36 @@ SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds
  * JB or JV columns, output channels in whole tiles of OC), each in the same
  * order; the tile's sums are the array of vectors a[][] below, kept in
  * registers. Loops over a tile's rows and vectors are unrolled in full. */
+/* The radial weights of TE edges for OC columns in the tile a:
+ * a[e][.] = sum_h s2[e][h] w[h][.], rows of w ws reals apart. The forward
+ * takes its columns over output channels, the backward over the columns of
+ * R (JV = OC), so one tile serves both. */
+_Static_assert(JV == OC, "vrtile serves the forward's OC and the backward's JV columns");
+static inline __attribute__((always_inline)) void vrtile(vreal a[TE][NV(OC)], const real *s2, const real *w,
+                                                         size_t ws) {
+  UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] = vbc(0);
+  for (int h = 0; h < HF; h++) {
+    const real *wh = w + (size_t)h * ws;
+    vreal wv[NV(OC)];
+    UNROLL(4) for (int v = 0; v < NV(OC); v++) wv[v] = vld(wh + v * NL);
+    UNROLL(16) for (int e = 0; e < TE; e++) {
+      vreal sv = vbc(s2[e * HF + h]);
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] += sv * wv[v];
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) void vtile_r(real *Rb, const real *s2, const real *wt, int cout) {
-  for (int jj = 0; jj < JB; jj++) {
-    const real *wj = wt + (size_t)jj * HF * (size_t)cout;
+  for (int jj = 0; jj < JB; jj++)
     for (int oc = 0; oc < cout; oc += OC) {
       vreal a[TE][NV(OC)];
-      UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] = vbc(0);
-      for (int h = 0; h < HF; h++) {
-        const real *w = wj + (size_t)h * (size_t)cout + oc;
-        vreal wv[NV(OC)];
-        UNROLL(4) for (int v = 0; v < NV(OC); v++) wv[v] = vld(w + v * NL);
-        UNROLL(16) for (int e = 0; e < TE; e++) {
-          vreal sv = vbc(s2[e * HF + h]);
-          UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] += sv * wv[v];
-        }
-      }
+      vrtile(a, s2, wt + (size_t)jj * HF * (size_t)cout + oc, (size_t)cout);
       UNROLL(16)
       for (int e = 0; e < TE; e++)
         UNROLL(4)
-        for (int v = 0; v < NV(OC); v++)
-            vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
+      for (int v = 0; v < NV(OC); v++)
+        vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
     }
-  }
 }
 
 static inline __attribute__((always_inline)) void vcontract(real *out, const real *Rb, const real *U, int K, int cout,
@@ -489,23 +497,13 @@ static inline __attribute__((always_inline)) void vcontract(real *out, const rea
 
 static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real *s2, const real *wo, int K, int cout) {
   for (int o = 0; o < cout; o++) {
-    const real *wq = wo + (size_t)o * HF * (size_t)K;
     vreal a[TE][NV(JV)];
-    UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(JV); v++) a[e][v] = vbc(0);
-    for (int h = 0; h < HF; h++) {
-      const real *w = wq + (size_t)h * (size_t)K;
-      vreal wv[NV(JV)];
-      UNROLL(4) for (int v = 0; v < NV(JV); v++) wv[v] = vld(w + v * NL);
-      UNROLL(16) for (int e = 0; e < TE; e++) {
-        vreal sv = vbc(s2[e * HF + h]);
-        UNROLL(4) for (int v = 0; v < NV(JV); v++) a[e][v] += sv * wv[v];
-      }
-    }
+    vrtile(a, s2, wo + (size_t)o * HF * (size_t)K, (size_t)K);
     UNROLL(16)
     for (int e = 0; e < TE; e++)
       UNROLL(4)
-      for (int v = 0; v < NV(JV); v++)
-          vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
+    for (int v = 0; v < NV(JV); v++)
+      vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
   }
 }
 
