@@ -17,4 +17,9 @@
  * cannot run isa, or on a processor that is not x86-64. */
 double fma_peak_gflops(enum nn_isa isa, int threads, double seconds);
 
+/* The same for vdpbf16ps (AVX512-BF16: two bf16 products summed into each
+ * fp32 lane, 4 FLOPs a lane): the ceiling of precision bf16's radial
+ * product. -1 where the processor lacks it. */
+double bf16_peak_gflops(int threads, double seconds);
+
 #endif

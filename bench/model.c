@@ -43,6 +43,10 @@
  *                       multiplies and adds for base), and GFLOP/s over it:
  *                       the fraction of the arithmetic units' ceiling the
  *                       model uses (no real kernel reaches 1).
+ *   bf16_peak_gflops    with --precision bf16 on the CPU: the same for
+ *                       vdpbf16ps (two bf16 products a lane), the ceiling of
+ *                       the radial product that bf16 runs; peak_fraction
+ *                       stays over the fp32 peak. null otherwise.
  *
  * ops (--profile 1, the default; null with 0): where a step's time goes, in
  * seconds, from one more step after the timed ones, run on the profiled
@@ -250,6 +254,11 @@ int main(int argc, char **argv) {
   struct nn_profile prof = {0};
   const struct nn_backend *net_be = profile ? nn_backend_profiled(be, &prof) : be;
   int train = !strcmp(mode, "train");
+  if (train && be->host_memory && be->precision == NN_PREC_BF16) {
+    fprintf(stderr,
+            "model_bench: precision bf16 on the CPU is for scoring (--mode infer); training there runs in fp32\n");
+    return 2;
+  }
   static const uint8_t el[] = {1, 6, 7, 8, 9};
   struct graph_opts go = {.cutoff = 5.0,
                           .edges = strcmp(graph, "radius") ? GRAPH_EDGES_BONDS : GRAPH_EDGES_RADIUS,
@@ -364,6 +373,7 @@ int main(int argc, char **argv) {
   free(dout);
   se3_net_free(net);
   char sgemm[32] = "null", mfu[32] = "null", fma[32] = "null", fma_isa[16] = "null", frac[32] = "null";
+  char bpeak[32] = "null";
   if (be->host_memory) { /* the CPU's yardsticks; a GPU's would be its tensor-core peak */
     /* the FMA peak before sgemm, whose OpenBLAS worker threads may still
      * be spinning for a while after it returns (after sgemm, one run in four
@@ -375,6 +385,8 @@ int main(int argc, char **argv) {
       snprintf(fma_isa, sizeof fma_isa, "\"%s\"", nn_isa_name(isa));
       snprintf(frac, sizeof frac, "%.3f", gflops / fpeak);
     }
+    double b16 = be->precision == NN_PREC_BF16 ? bf16_peak_gflops(omp_get_max_threads(), 0.2) : -1;
+    if (b16 > 0) snprintf(bpeak, sizeof bpeak, "%.1f", b16);
     double peak = sgemm_gflops(2048, omp_get_max_threads());
     snprintf(sgemm, sizeof sgemm, "%.1f", peak);
     snprintf(mfu, sizeof mfu, "%.3f", gflops / peak);
@@ -402,6 +414,7 @@ int main(int argc, char **argv) {
          "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
+         "\"bf16_peak_gflops\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
          PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
@@ -409,7 +422,7 @@ int main(int argc, char **argv) {
          : cfg.envelope                    ? "cosine"
                                            : "none",
          best, batch / best, ru.ru_maxrss / 1024.0, ws_peak, flops / batch, gflops, sgemm, mfu, fma, fma_isa, frac,
-         nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
+         bpeak, nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
   return 0;

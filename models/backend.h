@@ -42,7 +42,9 @@
 #include "models/layers.h"
 
 /* Arithmetic precisions a backend may offer (the workflow's `precision:`).
- * FP32 everywhere is the default and the only one the CPU backend has. */
+ * FP32 everywhere is the default; the CPU backend also has BF16 (the
+ * convolution's radial product, for scoring) where the processor has
+ * AVX512-BF16, as a second table (models/cpu/table.h). */
 enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2, NN_PREC_FP16 = 3 };
 
 /* A group of processes whose gradients are summed (models/model.h); NULL or

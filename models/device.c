@@ -82,16 +82,6 @@ static const struct nn_backend *cuda_open(int index, enum nn_precision precision
 
 const struct nn_backend *nn_backend_host(void) { return nn_backend_cpu(); }
 
-static const char *precision_name(enum nn_precision p) {
-  switch (p) {
-  case NN_PREC_FP32: return "fp32";
-  case NN_PREC_TF32: return "tf32";
-  case NN_PREC_BF16: return "bf16";
-  case NN_PREC_FP16: return "fp16";
-  }
-  return "?";
-}
-
 const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, char *err,
                                          size_t errlen) {
   if (d->cuda) {
@@ -102,12 +92,7 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
       snprintf(err, errlen, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
       return NULL;
     }
-    /* auto: the CPU, which has FP32 only */
+    /* auto: the CPU, in fp32 or (scoring) bf16 */
   }
-  if (precision != NN_PREC_FP32) {
-    snprintf(err, errlen, "precision %s needs a GPU (device: cuda); the CPU backend computes in fp32",
-             precision_name(precision));
-    return NULL;
-  }
-  return nn_backend_cpu();
+  return nn_backend_cpu_precision(precision, err, errlen);
 }

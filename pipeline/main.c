@@ -185,6 +185,8 @@ int main(int argc, char **argv) {
     printf("sqlite %s\n", sqlite3_libversion());
     printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,
            pi.isa_best);
+    printf("bf16: %s\n", pi.bf16 ? "yes (precision: bf16 scores with AVX512-BF16)"
+                                 : "no (precision: bf16 needs AVX512-BF16, which this processor lacks)");
     printf("openblas: core %s", pi.blas_core);
     if (pi.blas_detected)
       printf(" (OpenBLAS itself detected %s; chosen from the processor's features)", pi.blas_detected);

@@ -534,8 +534,9 @@ int runner_run(const struct run_opts *o) {
   for (int i = first; i <= last; i++)
     if (all_stages[i] == &stage_train || all_stages[i] == &stage_score) {
       char why[1024];
-      if (stage_device_check(r.root, why, sizeof why)) {
-        const struct cfg_node *dn = cfg_get(r.root, "device");
+      const char *bad = "device";
+      if (stage_device_check(r.root, &bad, why, sizeof why)) {
+        const struct cfg_node *dn = cfg_get(r.root, bad);
         if (dn && dn->file && strcmp(dn->file, "<default>"))
           fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
         else

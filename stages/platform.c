@@ -22,6 +22,7 @@ void stage_platform_info(struct stage_platform *p) {
       break;
     }
   p->isa_best = nn_isa_name((enum nn_isa)best);
+  p->bf16 = nn_bf16_supported();
   p->blas_core = nn_blas_core();
   const char *d = getenv(NN_BLAS_DETECTED_ENV);
   p->blas_detected = d && *d && strcmp(d, p->blas_core) ? d : NULL;
@@ -39,24 +40,40 @@ void stage_platform_info(struct stage_platform *p) {
 
 void stage_blas_reexec(char **argv) { nn_blas_reexec(argv); }
 
-const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, size_t errlen) {
+const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key, char *err,
+                                       size_t errlen) {
   static const struct nn_backend *opened;
-  static char key[64];
+  static char opened_key[80];
   const char *dev = cfg_str(root, "device", "cpu"), *prec = cfg_str(root, "precision", "fp32");
-  char want[64];
-  snprintf(want, sizeof want, "%s/%s", dev, prec);
-  if (opened && !strcmp(key, want)) return opened;
+  char want[80];
+  snprintf(want, sizeof want, "%s/%s/%d", dev, prec, training);
+  if (key) *key = "device";
+  if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
-  enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : NN_PREC_FP32;
+  enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : !strcmp(prec, "bf16") ? NN_PREC_BF16 : NN_PREC_FP32;
   const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
+  if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
+    char ignored[8];
+    if (nn_backend_open(&d, NN_PREC_FP32, ignored, sizeof ignored)) *key = "precision";
+  }
+  /* bf16 on the CPU is the convolution's forward only: training there runs in fp32 */
+  if (be && training && be->host_memory && be->precision == NN_PREC_BF16) {
+    struct nn_device cpu = {0};
+    be = nn_backend_open(&cpu, NN_PREC_FP32, err, errlen);
+  }
   if (be) {
     opened = be;
-    snprintf(key, sizeof key, "%s", want);
+    snprintf(opened_key, sizeof opened_key, "%s", want);
   }
   return be;
 }
 
-int stage_device_check(const struct cfg_node *root, char *err, size_t errlen) {
-  return stage_backend(root, err, errlen) ? 0 : -1;
+const char *stage_precision_name(const struct nn_backend *be) {
+  static const char *const names[] = {"fp32", "tf32", "bf16", "fp16"};
+  return (unsigned)be->precision < 4 ? names[be->precision] : "?";
+}
+
+int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {
+  return stage_backend(root, 0, key, err, errlen) ? 0 : -1;
 }

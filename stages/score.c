@@ -183,8 +183,10 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   s->set = cfg_str(ctx->cfg, "set", "library");
   s->batch = (int)cfg_int(ctx->cfg, "batch_size", 64);
   char err[512];
-  if (!(s->be = stage_backend(ctx->root, err, sizeof err))) return stage_fail_at(ctx, cfg_get(ctx->root, "device"), "%s", err);
-  ctx->report->log(ctx, "the model runs on %s (%s)", s->be->name, s->be->device);
+  const char *key = "device";
+  if (!(s->be = stage_backend(ctx->root, 0, &key, err, sizeof err)))
+    return stage_fail_at(ctx, cfg_get(ctx->root, key), "%s", err);
+  ctx->report->log(ctx, "the model runs on %s (%s) in %s", s->be->name, s->be->device, stage_precision_name(s->be));
   if (load_models(ctx, s)) return STAGE_ERROR;
   const struct se3_config *mc = &s->mem[0].model->cfg;
   double cutoff = cfg_float(ctx->root, "stages.graph.cutoff", 5.0);

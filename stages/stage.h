@@ -150,6 +150,7 @@ struct stage_platform {
   const char *blas_better;  /* kernels this processor could run that are better than blas_core, or NULL */
   const char *blas_config;  /* openblas_get_config() */
   int threads;              /* OpenMP threads the model uses */
+  int bf16;                 /* 1: precision: bf16 can score here (AVX512-BF16) */
 };
 
 void stage_platform_info(struct stage_platform *p);
@@ -163,12 +164,19 @@ void stage_blas_reexec(char **argv);
 /* ---- the compute backend ------------------------------------------------
  * The backend the workflow's `device:` and `precision:` select
  * (models/backend.h), opened once per process; the stages that run the
- * model (train, score) take it from here. NULL with a message in err that
- * says what was asked, what was found and how to run on the CPU. */
+ * model (train, score) take it from here. For training (training = 1),
+ * `precision: bf16` on the CPU gives the fp32 table: the CPU's bf16 is the
+ * convolution's forward only, for scoring. NULL with a message in err that
+ * says what was asked, what was found and how to run on the CPU, and in
+ * *key (when key is not NULL) the setting at fault, "device" or
+ * "precision". */
 struct nn_backend;
-const struct nn_backend *stage_backend(const struct cfg_node *root, char *err, size_t errlen);
+const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key, char *err,
+                                       size_t errlen);
+/* "fp32", "tf32", "bf16" or "fp16": the precision a backend computes in. */
+const char *stage_precision_name(const struct nn_backend *be);
 /* For the runner, before any work: 0 when `device:` and `precision:` can be
- * used, else -1 with stage_backend's message. */
-int stage_device_check(const struct cfg_node *root, char *err, size_t errlen);
+ * used for scoring, else -1 with stage_backend's message and key. */
+int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen);
 
 #endif

@@ -531,11 +531,14 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                               .bonds_kept = strcmp(edges, "radius") != 0,
                               .cutoff = (float)cfg_float(ctx->root, "stages.graph.cutoff", 5.0)};
   char err[512];
-  const struct nn_backend *be = stage_backend(ctx->root, err, sizeof err);
-  if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, "device"), "%s", err);
+  const char *bad = "device";
+  const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, err, sizeof err);
+  if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, bad), "%s", err);
   if (!(t->net = se3_net_create(be, &t->mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
-  ctx->report->log(ctx, "the model runs on %s (%s)", be->name, be->device);
+  const char *asked = cfg_str(ctx->root, "precision", "fp32");
+  ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", be->name, be->device, stage_precision_name(be),
+                   strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "");
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
   size_t np = t->np = se3_net_n_params(t->net);
   t->params = malloc(np * sizeof *t->params);

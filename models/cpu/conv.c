@@ -42,6 +42,9 @@
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/so3.h"
+#ifdef SE3_CONV_BF16
+#include <immintrin.h>
+#endif
 
 /* Register tiles, per instruction set (isa.h). A tile's sums must stay in
  * vector registers: AVX-512 has 32 registers of 16 floats, where a tile of
@@ -141,6 +144,11 @@ struct plan {
   size_t wt_off[NN_MAX_DEG + 1], wt_size;   /* W3T_l, [j][h][o]: K_l x H x cout_l */
   int max_l, fast, max_cout;
   int vec_u; /* every input degree's channels are whole vectors: vedge_u, vedge_du */
+  /* bf16 forward (SE3_CONV_BF16): W3 as bf16 pairs of radial features,
+   * W3P_l[j][h2][o] (h2 < H2 = ceil(H / 2), o < opad_l = cout_l rounded up
+   * to 16), one 32-bit word a pair, at wb_off[l] */
+  int H2, opad[NN_MAX_DEG + 1];
+  size_t wb_off[NN_MAX_DEG + 1], wb_size;
 };
 
 static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
@@ -181,7 +189,11 @@ static void make_plan(struct plan *p, const struct nn_conv_shape *s, int H) {
     p->ysize += (size_t)(NN_DIM(l) * p->cout[l]);
     p->wt_off[l] = p->wt_size;
     p->wt_size += (size_t)p->K[l] * (size_t)H * (size_t)p->cout[l];
+    p->opad[l] = (p->cout[l] + 15) / 16 * 16;
+    p->wb_off[l] = p->wb_size;
+    p->wb_size += (size_t)p->K[l] * (size_t)((H + 1) / 2) * (size_t)p->opad[l];
   }
+  p->H2 = (H + 1) / 2;
 }
 
 /* ---- per-edge bodies ----------------------------------------------------------- */
@@ -660,6 +672,7 @@ static inline __attribute__((always_inline)) void vedge_du_k(real *g, const stru
   }
 }
 
+#ifndef SE3_CONV_BF16 /* the backward's */
 static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off, const real *dU, const real *bas) {
   for (int k = 0; k <= p->max_l; k++) {
     if (!p->cin[k] || !g[k]) continue;
@@ -681,11 +694,93 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
   }
 }
 
+#endif
+#ifdef SE3_CONV_BF16
+/* ---- the bf16 forward ------------------------------------------------------------
+ * The radial weights R = s2 W3 with s2 and W3 rounded to bf16 and the sums
+ * in fp32: vdpbf16ps adds two products a lane (an adjacent pair of radial
+ * features h, h+1) per instruction, twice the products of an fp32 FMA.
+ * Everything else (U, the contraction with U, the outputs) stays fp32. Any
+ * H (an odd one gets a zero feature) and any channel count (vectors of 16
+ * channels, the last one stored under a mask). */
+
+/* s2 of the chunk's np edges (H reals a row) as bf16 pairs (H2 words a row). */
+static void pack_s2_bf16(uint32_t *sb, const real *s2, int np, int H, int H2) {
+  for (int e = 0; e < np; e++)
+    for (int q = 0; q < H2; q++) {
+      const real *r = s2 + (size_t)e * (size_t)H;
+      uint32_t lo = nn_bf16_bits(r[2 * q]), hi = 2 * q + 1 < H ? nn_bf16_bits(r[2 * q + 1]) : 0;
+      sb[(size_t)e * (size_t)H2 + (size_t)q] = lo | hi << 16;
+    }
+}
+
+/* W3 (rows o K_l + j, H columns) to W3P_l[j][h2][o] (plan.wb_off), the
+ * padding channels zero. */
+static void pack_w3_bf16(uint32_t *wb, const struct plan *p, const real *W3) {
+  for (int l = 0; l <= p->max_l; l++) {
+    int cout = p->cout[l], K = p->K[l], H = p->H, H2 = p->H2, op = p->opad[l];
+    if (!cout) continue;
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < K; j++)
+      for (int q = 0; q < H2; q++) {
+        uint32_t *d = wb + p->wb_off[l] + ((size_t)j * (size_t)H2 + (size_t)q) * (size_t)op;
+        for (int o = 0; o < op; o++) {
+          uint32_t w = 0;
+          if (o < cout) {
+            const real *src = W3 + (p->r_off[l] + (size_t)o * (size_t)K + (size_t)j) * (size_t)H;
+            w = nn_bf16_bits(src[2 * q]) | (2 * q + 1 < H ? (uint32_t)nn_bf16_bits(src[2 * q + 1]) << 16 : 0);
+          }
+          d[o] = w;
+        }
+      }
+  }
+}
+
+/* TE edges x NVO vectors of 16 channels from oc: Rb[e][jj][oc + .] =
+ * sum_q s2 pair (e, q) . W3 pair (q, oc + .), on channels < cout. */
+static inline __attribute__((always_inline)) void btile(real *Rb, const uint32_t *sb, int H2, const uint32_t *w, int op,
+                                                        int cout, int oc, int jj, int nvo) {
+  __m512 a[TE][2];
+  UNROLL(8) for (int e = 0; e < TE; e++) UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_setzero_ps();
+  for (int q = 0; q < H2; q++) {
+    __m512bh wv[2];
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++)
+      wv[v] = (__m512bh)_mm512_loadu_si512(w + (size_t)q * (size_t)op + (size_t)(oc + 16 * v));
+    UNROLL(8) for (int e = 0; e < TE; e++) {
+      __m512bh sv = (__m512bh)_mm512_set1_epi32((int)sb[e * H2 + q]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_dpbf16_ps(a[e][v], sv, wv[v]);
+    }
+  }
+  UNROLL(2) for (int v = 0; v < nvo; v++) {
+    int left = cout - oc - 16 * v;
+    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    UNROLL(8)
+    for (int e = 0; e < TE; e++)
+      _mm512_mask_storeu_ps(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + 16 * v), m, a[e][v]);
+  }
+}
+
+/* conv_tile_r's Rb from bf16 pairs: jn <= JB columns of W3P_l from j0 (w). */
+static void btile_r(real *Rb, const uint32_t *sb, int H2, const uint32_t *w, int op, int cout, int jn) {
+  for (int jj = 0; jj < jn; jj++) {
+    const uint32_t *wj = w + (size_t)jj * (size_t)H2 * (size_t)op;
+    for (int oc = 0; oc < cout; oc += 32) {
+      if (cout - oc > 16)
+        btile(Rb, sb, H2, wj, op, cout, oc, jj, 2);
+      else
+        btile(Rb, sb, H2, wj, op, cout, oc, jj, 1);
+    }
+  }
+}
+#endif
+
 /* ---- chunks ------------------------------------------------------------------ */
 
 /* Per-thread buffers for a chunk of up to CE edges. */
 struct chunk_buf {
   real *U, *s2, *y, *g, *dU, *ds2, *Rb, *DR; /* Rb: one tile's radial weights; DR: the chunk's dR block */
+  uint32_t *sb;                              /* the bf16 forward's s2 as pairs (H2 words an edge) */
 };
 
 static int chunk_alloc(struct chunk_buf *c, const struct plan *p, int backward) {
@@ -697,6 +792,10 @@ static int chunk_alloc(struct chunk_buf *c, const struct plan *p, int backward) 
   size_t rb = (size_t)TE * (size_t)(JB > JV ? JB : JV) * (size_t)p->max_cout + 1;
   c->Rb = malloc(rb * sizeof(real));
   if (!c->Rb) return -1;
+#ifdef SE3_CONV_BF16
+  c->sb = malloc(((size_t)CE * (size_t)p->H2 + 1) * sizeof *c->sb);
+  if (!c->sb) return -1;
+#endif
   if (backward) {
     c->g = c->y;
     c->dU = malloc(u * sizeof(real));
@@ -715,6 +814,7 @@ static void chunk_free(struct chunk_buf *c) {
   free(c->ds2);
   free(c->Rb);
   free(c->DR);
+  free(c->sb);
 }
 
 static void fused_offsets(size_t *f_off, const struct nn_conv_shape *s) {
@@ -732,6 +832,9 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
   memcpy(c->s2, s2 + (size_t)e0 * (size_t)p->H, (size_t)n * (size_t)p->H * sizeof(real));
   memset(c->U + (size_t)n * p->usize, 0, (size_t)(np - n) * p->usize * sizeof(real));
   memset(c->s2 + (size_t)n * (size_t)p->H, 0, (size_t)(np - n) * (size_t)p->H * sizeof(real));
+#ifdef SE3_CONV_BF16
+  pack_s2_bf16(c->sb, c->s2, np, p->H, p->H2);
+#endif
 }
 
 /* The per-edge steps with the number of rows ni (2l+1) and of columns fixed
@@ -751,11 +854,14 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
     else                                                                                                               \
       vbody(a, b, c, K, cout, 7);                                                                                      \
   }
-ROWS_DISPATCH(contract_rows, conv_contract, vcontract)          /* out, Rb, U */
+ROWS_DISPATCH(contract_rows, conv_contract, vcontract) /* out, Rb, U */
+#ifndef SE3_CONV_BF16
 ROWS_DISPATCH(dr_rows, conv_dr_rows, vdr_rows)                  /* DR, g, U */
 ROWS_DISPATCH(contract_du_rows, conv_contract_du, vcontract_du) /* dU, Rb, g */
+#endif
 
-static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real *wt, int n) {
+/* wt: W3T (fp32), or W3P (bf16 pairs) in the bf16 build. */
+static void chunk_forward(struct chunk_buf *c, const struct plan *p, const void *wt, int n) {
   int np = (n + TE - 1) / TE * TE;
   memset(c->y, 0, (size_t)np * p->ysize * sizeof(real));
   for (int l = 0; l <= p->max_l; l++) {
@@ -763,13 +869,21 @@ static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real 
     if (!cout) continue;
     for (int j0 = 0; j0 < K; j0 += JB) {
       int jn = imin(JB, K - j0), fast = p->fast && jn == JB;
-      const real *w = wt + p->wt_off[l] + (size_t)j0 * (size_t)p->H * (size_t)cout;
+#ifdef SE3_CONV_BF16
+      const uint32_t *w = (const uint32_t *)wt + p->wb_off[l] + (size_t)j0 * (size_t)p->H2 * (size_t)p->opad[l];
+#else
+      const real *w = (const real *)wt + p->wt_off[l] + (size_t)j0 * (size_t)p->H * (size_t)cout;
+#endif
       for (int e = 0; e < np; e += TE) {
+#ifdef SE3_CONV_BF16
+        btile_r(c->Rb, c->sb + (size_t)e * (size_t)p->H2, p->H2, w, p->opad[l], cout, jn);
+#else
         const real *s2 = c->s2 + (size_t)e * (size_t)p->H;
         if (fast)
           vtile_r(c->Rb, s2, w, cout);
         else
           conv_tile_r(c->Rb, s2, p->H, w, cout, jn);
+#endif
         for (int q = 0; q < TE && e + q < n; q++)
           contract_rows(c->y + (size_t)(e + q) * p->ysize + p->y_off[l], c->Rb + (size_t)q * JB * (size_t)cout,
                         c->U + (size_t)(e + q) * p->usize + p->u_off[l] + j0, K, jn, cout, ni, fast);
@@ -778,6 +892,7 @@ static void chunk_forward(struct chunk_buf *c, const struct plan *p, const real 
   }
 }
 
+#ifndef SE3_CONV_BF16 /* which packs W3 its own way (pack_w3_bf16) */
 /* W3 (rows o K_l + j per degree, H columns) to W3T_l[j][h][o] (wt, for the
  * forward) or W3J_l[j][o][h] and W3O_l[o][h][j] (wj and wo, for the
  * backward); all at the offsets wt_off. */
@@ -802,7 +917,9 @@ static void transpose_w3(real *wt, real *wj, real *wo, const struct plan *p, con
       }
   }
 }
+#endif
 
+#ifndef SE3_CONV_BF16 /* the backward's */
 static int n_threads(void) {
 #ifdef _OPENMP
   return omp_get_max_threads();
@@ -811,6 +928,7 @@ static int n_threads(void) {
 #endif
 }
 
+#endif
 static int team_size(void) {
 #ifdef _OPENMP
   return omp_get_num_threads();
@@ -862,9 +980,15 @@ int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
   make_plan(&p, s, H);
   size_t f_off[NN_MAX_DEG + 1];
   fused_offsets(f_off, s);
+#ifdef SE3_CONV_BF16
+  uint32_t *wt = malloc((p.wb_size + 1) * sizeof *wt);
+  if (!wt) return -1;
+  pack_w3_bf16(wt, &p, W3);
+#else
   real *wt = malloc((p.wt_size + 1) * sizeof *wt);
   if (!wt) return -1;
   transpose_w3(wt, NULL, NULL, &p, W3);
+#endif
   int fail = 0;
 #pragma omp parallel reduction(| : fail)
   {
@@ -910,6 +1034,7 @@ int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
   return fail ? -1 : 0;
 }
 
+#ifndef SE3_CONV_BF16 /* the bf16 build is the forward's only */
 int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
                      const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool) {
   struct plan p;
@@ -1050,3 +1175,4 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   free(dst);
   return fail ? -1 : 0;
 }
+#endif

@@ -80,6 +80,32 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   return conv_backward[nn_isa_current()](dx, ds2, dW3, s, dy, x, basis, s2, W3, H, pool);
 }
 
+/* ---- bf16 --------------------------------------------------------------------- */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(SE3_REAL_F64)
+#define HAVE_BF16 1
+conv_forward_fn nn_conv_forward_avx512bf16;
+#endif
+
+int nn_bf16_supported(void) {
+#ifdef HAVE_BF16
+  const char *off = getenv("SE3_BF16");
+  if (off && !strcmp(off, "off")) return 0;
+  __builtin_cpu_init();
+  return nn_isa_supported(NN_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+#else
+  return 0;
+#endif
+}
+
+int nn_conv_forward_bf16(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                         const real *s2, const real *W3, int H, int pool) {
+#ifdef HAVE_BF16
+  if (nn_bf16_supported()) return nn_conv_forward_avx512bf16(y, s, x, basis, s2, W3, H, pool);
+#endif
+  return nn_conv_forward(y, s, x, basis, s2, W3, H, pool);
+}
+
 /* ---- OpenBLAS ---------------------------------------------------------------- */
 
 /* OpenBLAS cores with AVX-512 kernels, and with AVX2 ones (0.3.21's names). */

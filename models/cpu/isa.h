@@ -55,6 +55,32 @@ void nn_blas_reexec(char **argv);
 /* OpenBLAS's core name (e.g. "Haswell", "SkylakeX"), as it runs. */
 const char *nn_blas_core(void);
 
+/* ---- bf16 ----------------------------------------------------------------------
+ * nn_conv_forward_bf16 (nn.h) rounds the radial product's operands to bf16. */
+/* Whether this processor runs it (and this build has it: x86-64, float;
+ * AVX512-BF16: Intel Cooper Lake and Sapphire Rapids on, AMD Zen 4 on).
+ * SE3_BF16=off in the environment says no (tests of the refusal). */
+int nn_bf16_supported(void);
+
+/* The bf16 nearest to x (ties to even, as vcvtne2ps2bf16 rounds), as its 16
+ * bits; NaN stays NaN. */
+static inline unsigned short nn_bf16_bits(float x) {
+  union {
+    float f;
+    unsigned u;
+  } v = {x};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)(v.u >> 16 | 0x40u);
+  return (unsigned short)((v.u + 0x7fffu + (v.u >> 16 & 1u)) >> 16);
+}
+/* x rounded to bf16, as a float. */
+static inline float nn_bf16_round(float x) {
+  union {
+    unsigned u;
+    float f;
+  } v = {(unsigned)nn_bf16_bits(x) << 16};
+  return v.f;
+}
+
 /* Inside conv.c: its two entry points get the variant's name, and isa.c's
  * dispatchers carry the public names of nn.h. */
 #ifdef SE3_ISA_IMPL

@@ -97,6 +97,13 @@ int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
  * like y). */
 int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
                      const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool);
+/* nn_conv_forward with the radial product R = s2 W3 in bf16: s2 and W3
+ * rounded to bf16 (ties to even), the products summed in fp32 (vdpbf16ps,
+ * twice an fp32 FMA's products an instruction); the rest in fp32. For
+ * scoring with `precision: bf16`. Where the processor lacks AVX512-BF16
+ * (nn_bf16_supported in isa.h), nn_conv_forward itself. */
+int nn_conv_forward_bf16(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
+                         const real *s2, const real *W3, int H, int pool);
 /* Tests set this to run the generic tiles where the fast ones would run
  * (channel counts multiples of 32 and H = 32), to compare the two. */
 extern int nn_conv_generic_only;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "models/cpu/table.h"
+#include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
 
@@ -152,4 +153,32 @@ const struct nn_backend *nn_backend_cpu(void) {
     cpu_name(cpu.device, sizeof cpu.device);
   }
   return &cpu;
+}
+
+/* precision bf16: the fp32 table with the convolution's forward in bf16
+ * (nn_conv_forward_bf16); its backward stays fp32 (training on the CPU runs
+ * in fp32: stages/platform.c). A table of its own, so that the fp32 table
+ * (nn_backend_cpu, the host's) never changes under another user. */
+static struct nn_backend cpu_bf16;
+
+const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, char *err, size_t errlen) {
+  const struct nn_backend *be = nn_backend_cpu();
+  if (precision == NN_PREC_FP32) return be;
+  if (precision == NN_PREC_BF16 && nn_bf16_supported()) {
+    if (!cpu_bf16.name) {
+      cpu_bf16 = cpu;
+      cpu_bf16.precision = NN_PREC_BF16;
+      cpu_bf16.conv_forward = nn_conv_forward_bf16;
+    }
+    return &cpu_bf16;
+  }
+  if (precision == NN_PREC_BF16)
+    snprintf(err, errlen,
+             "precision bf16 on the CPU needs AVX512-BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 "
+             "and later), which this processor (%s) lacks; use precision: fp32, or a GPU (device: cuda)",
+             cpu.device);
+  else
+    snprintf(err, errlen, "precision %s needs a GPU (device: cuda); the CPU computes in fp32, or in bf16 for scoring",
+             precision == NN_PREC_TF32 ? "tf32" : "fp16");
+  return NULL;
 }

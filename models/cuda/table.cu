@@ -203,7 +203,8 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
     break;
   default:
     snprintf(err, errlen,
-             "precision %s is not offered: the CUDA backend computes in fp32 or tf32 (or set device: cpu, fp32)",
+             "precision %s is not offered: the CUDA backend computes in fp32 or tf32 (device: cpu scores in bf16 "
+             "where the processor has AVX512-BF16)",
              precision == NN_PREC_BF16 ? "bf16" : "fp16");
     return -1;
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/cpu/isa.h"
 #include "tests/testutil.h"
 
 Test(cli, help_and_exit_codes) {
@@ -143,7 +144,7 @@ Test(cli, device_is_checked_before_any_work) {
   const char *cases[][3] = {
       {"device: cuda:999", "wf.yaml:2:1: device: cuda:999 was asked for, but ", "device: cpu"},
       {"device: tpu", "wf.yaml:2:1: device 'tpu' is not one of cpu, cuda, cuda:N", "auto"},
-      {"precision: tf32", "precision tf32 needs a GPU (device: cuda)", "the CPU backend computes in fp32"},
+      {"precision: tf32", "wf.yaml:2:1: precision tf32 needs a GPU (device: cuda)", "the CPU computes in fp32"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char text[1024];
@@ -161,5 +162,38 @@ Test(cli, device_is_checked_before_any_work) {
     free(out);
     free(wf);
   }
+  free(dir);
+}
+
+/* precision: bf16 on the CPU: where the processor has AVX512-BF16, training
+ * runs in fp32 and says so, and scoring runs in bf16; where it has not (or
+ * SE3_BF16=off says so), the run stops before any work with a message at
+ * the key naming what is missing. */
+Test(cli, bf16_scores_on_the_cpu_or_says_why_not) {
+  char *dir = tu_tmpdir("cli_bf16");
+  char text[1024];
+  snprintf(text, sizeof text,
+           "workflow: t\nprecision: bf16\nworkdir: work\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "stages:\n  ingest: {workers: 1}\n  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"));
+  char *wf = tu_write(dir, "wf.yaml", text);
+  char *out = NULL;
+  /* as on a processor without it (SE3_BF16=off) */
+  cr_assert_eq(tu_sh(&out, "SE3_BF16=off %s run %s", SE3_BINARY, wf), 2, "%s", out);
+  cr_assert(strstr(out, "wf.yaml:2:1: precision bf16 on the CPU needs AVX512-BF16"), "%s", out);
+  cr_assert_neq(tu_sh(NULL, "test -e %s/work", dir), 0, "run made the workdir");
+  free(out);
+  out = NULL;
+  if (nn_bf16_supported()) {
+    cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+    cr_assert(strstr(out, "in fp32; precision bf16 on the CPU is for scoring"), "training: %s", out);
+    cr_assert(strstr(out, "the model runs on cpu") && strstr(out, ") in bf16"), "scoring: %s", out);
+  } else {
+    cr_assert_eq(tu_se3(&out, "run %s", wf), 2, "%s", out);
+    cr_assert(strstr(out, "needs AVX512-BF16"), "%s", out);
+  }
+  free(out);
+  free(wf);
   free(dir);
 }
