@@ -42,7 +42,11 @@
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/so3.h"
-#ifdef SE3_CONV_BF16
+/* The generic tiles in masked vectors where the build has AVX-512 (float). */
+#if defined(__AVX512F__) && !defined(SE3_REAL_F64) && !defined(__CUDACC__)
+#define MASKED 1
+#endif
+#if defined(SE3_CONV_BF16) || defined(MASKED)
 #include <immintrin.h>
 #endif
 
@@ -695,6 +699,107 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
 }
 
 #endif
+#ifdef MASKED
+/* ---- the generic tiles in masked vectors (AVX-512, float) --------------------------
+ * conv_tile_r and conv_contract for any channel count and H (the default
+ * model's 8 channels and 16 radial features): vectors of 16 channels, the
+ * last one loaded and stored under a mask, the same sums in the same order
+ * as the two bodies (test_conv_float compares them with the baseline
+ * build's). */
+
+static inline __mmask16 lanes_left(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* TE edges x nvo vectors of channels from oc of one column jj. */
+static inline __attribute__((always_inline)) void mtile(real *Rb, const real *s2, int H, const real *w, int cout,
+                                                        int oc, int jj, int nvo) {
+  __m512 a[TE][2];
+  __mmask16 m[2];
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  UNROLL(8) for (int e = 0; e < TE; e++) UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_setzero_ps();
+  for (int h = 0; h < H; h++) {
+    __m512 wv[2];
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++)
+      wv[v] = _mm512_maskz_loadu_ps(m[v], w + (size_t)h * (size_t)cout + (size_t)(oc + 16 * v));
+    UNROLL(8) for (int e = 0; e < TE; e++) {
+      __m512 sv = _mm512_set1_ps(s2[e * H + h]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_fmadd_ps(sv, wv[v], a[e][v]);
+    }
+  }
+  UNROLL(2)
+  for (int v = 0; v < nvo; v++)
+    UNROLL(8)
+  for (int e = 0; e < TE; e++)
+    _mm512_mask_storeu_ps(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + 16 * v), m[v], a[e][v]);
+}
+
+static inline void mtile_r(real *Rb, const real *s2, int H, const real *wt, int cout, int jn) {
+  for (int jj = 0; jj < jn; jj++) {
+    const real *wj = wt + (size_t)jj * (size_t)H * (size_t)cout;
+    for (int oc = 0; oc < cout; oc += 32) {
+      if (cout - oc > 16)
+        mtile(Rb, s2, H, wj, cout, oc, jj, 2);
+      else
+        mtile(Rb, s2, H, wj, cout, oc, jj, 1);
+    }
+  }
+}
+
+/* conv_contract with ni rows (fixed by the caller) of nvo vectors. */
+static inline __attribute__((always_inline)) void mcontract_v(real *out, const real *Rb, const real *U, int K, int jn,
+                                                              int cout, int oc, int ni, int nvo) {
+  __m512 a[NN_DIM(NN_MAX_DEG)][2];
+  __mmask16 m[2];
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  UNROLL(7)
+  for (int i = 0; i < ni; i++)
+    UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] =
+        _mm512_maskz_loadu_ps(m[v], out + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v));
+  for (int jj = 0; jj < jn; jj++) {
+    __m512 rv[2];
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++)
+      rv[v] = _mm512_maskz_loadu_ps(m[v], Rb + (size_t)jj * (size_t)cout + (size_t)(oc + 16 * v));
+    UNROLL(7) for (int i = 0; i < ni; i++) {
+      __m512 u = _mm512_set1_ps(U[(size_t)i * (size_t)K + (size_t)jj]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] = _mm512_fmadd_ps(u, rv[v], a[i][v]);
+    }
+  }
+  UNROLL(7)
+  for (int i = 0; i < ni; i++)
+    UNROLL(2) for (int v = 0; v < nvo; v++)
+        _mm512_mask_storeu_ps(out + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v), m[v], a[i][v]);
+}
+
+static inline __attribute__((always_inline)) void mcontract_n(real *out, const real *Rb, const real *U, int K, int jn,
+                                                              int cout, int ni) {
+  for (int oc = 0; oc < cout; oc += 32) {
+    if (cout - oc > 16)
+      mcontract_v(out, Rb, U, K, jn, cout, oc, ni, 2);
+    else
+      mcontract_v(out, Rb, U, K, jn, cout, oc, ni, 1);
+  }
+}
+
+static inline __attribute__((always_inline)) void mcontract(real *out, const real *Rb, const real *U, int K, int jn,
+                                                            int cout, int ni) {
+  switch (ni) {
+  case 1:
+    mcontract_n(out, Rb, U, K, jn, cout, 1);
+    break;
+  case 3:
+    mcontract_n(out, Rb, U, K, jn, cout, 3);
+    break;
+  case 5:
+    mcontract_n(out, Rb, U, K, jn, cout, 5);
+    break;
+  default:
+    mcontract_n(out, Rb, U, K, jn, cout, 7);
+    break;
+  }
+}
+#endif
+
 #ifdef SE3_CONV_BF16
 /* ---- the bf16 forward ------------------------------------------------------------
  * The radial weights R = s2 W3 with s2 and W3 rounded to bf16 and the sums
@@ -854,7 +959,11 @@ static void chunk_load(struct chunk_buf *c, const struct plan *p, const size_t *
     else                                                                                                               \
       vbody(a, b, c, K, cout, 7);                                                                                      \
   }
+#ifdef MASKED
+ROWS_DISPATCH(contract_rows, mcontract, vcontract) /* out, Rb, U */
+#else
 ROWS_DISPATCH(contract_rows, conv_contract, vcontract) /* out, Rb, U */
+#endif
 #ifndef SE3_CONV_BF16
 ROWS_DISPATCH(dr_rows, conv_dr_rows, vdr_rows)                  /* DR, g, U */
 ROWS_DISPATCH(contract_du_rows, conv_contract_du, vcontract_du) /* dU, Rb, g */
@@ -882,7 +991,11 @@ static void chunk_forward(struct chunk_buf *c, const struct plan *p, const void 
         if (fast)
           vtile_r(c->Rb, s2, w, cout);
         else
+#ifdef MASKED
+          mtile_r(c->Rb, s2, p->H, w, cout, jn);
+#else
           conv_tile_r(c->Rb, s2, p->H, w, cout, jn);
+#endif
 #endif
         for (int q = 0; q < TE && e + q < n; q++)
           contract_rows(c->y + (size_t)(e + q) * p->ysize + p->y_off[l], c->Rb + (size_t)q * JB * (size_t)cout,

@@ -1,4 +1,13 @@
-/* precision bf16 on the CPU: the convolution's forward with its radial
+/* The convolution's float-only kernels, each against the fp32 path it
+ * stands in for.
+ *
+ * The masked tiles (conv.c, MASKED: the AVX-512 build's generic tiles, for
+ * channel counts and H that the fast tiles do not take, such as the default
+ * model's 8 channels and 16 radial features) must give the baseline build's
+ * forward to fp32 round-off (the baseline has no FMA, so the last bits
+ * differ). Skipped where the processor has no AVX-512.
+ *
+ * precision bf16 on the CPU: the convolution's forward with its radial
  * product in bf16 (nn_conv_forward_bf16, conv_bf16.c).
  *
  * On a processor with AVX512-BF16 it must be the fp32 forward of the same
@@ -190,6 +199,41 @@ static void check_conv(int cin, int cout, int H, int pool) {
   }
   ccase_free(&c);
 }
+
+/* The AVX-512 build (masked tiles where the shape is not the fast one)
+ * against the baseline build. */
+static void check_masked(int cin, int cout, int H, int pool) {
+  if (!nn_isa_supported(NN_ISA_AVX512)) cr_skip_test("no AVX-512 on this processor");
+  struct ccase c;
+  ccase_init(&c, cin, cout, H, pool, (unsigned)(cin * 1000 + cout * 10 + H + pool + 7));
+  float *ya[NN_MAX_DEG + 1], *yb[NN_MAX_DEG + 1];
+  enum nn_isa was = nn_isa_current();
+  cr_assert_eq(nn_isa_set(NN_ISA_AVX512), 0);
+  forward(&c, 0, c.s2, c.W3, ya);
+  cr_assert_eq(nn_isa_set(NN_ISA_BASE), 0);
+  forward(&c, 0, c.s2, c.W3, yb);
+  nn_isa_set(was);
+  double scale = 0, d = 0;
+  for (int k = 0; k <= NN_MAX_DEG; k++)
+    for (size_t i = 0; i < out_len(&c, k); i++) {
+      scale = fmax(scale, fabs(yb[k][i]));
+      d = fmax(d, fabs((double)ya[k][i] - yb[k][i]));
+    }
+  cr_log_info("masked, cin %d cout %d H %d pool %d: |y| <= %.3g, avx512 vs base %.2e relative", cin, cout, H, pool,
+              scale, d / scale);
+  cr_assert_gt(scale, 1e-2);
+  cr_assert_lt(d, 2e-6 * scale);
+  for (int k = 0; k <= NN_MAX_DEG; k++) {
+    free(ya[k]);
+    free(yb[k]);
+  }
+  ccase_free(&c);
+}
+
+Test(masked, conv_small_model_shape) { check_masked(8, 8, 16, 1); }
+Test(masked, conv_partial_vectors_per_edge) { check_masked(5, 40, 15, 0); }
+Test(masked, conv_two_partial_vectors) { check_masked(16, 24, 33, 1); }
+Test(masked, conv_one_channel) { check_masked(1, 1, 3, 1); }
 
 Test(bf16, conv_fast_shape_per_edge) { check_conv(32, 32, 32, 0); }
 Test(bf16, conv_fast_shape_pooled) { check_conv(32, 32, 32, 1); }
