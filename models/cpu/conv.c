@@ -701,28 +701,36 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
 #endif
 #ifdef MASKED
 /* ---- the generic tiles in masked vectors (AVX-512, float) --------------------------
- * conv_tile_r and conv_contract for any channel count and H (the default
- * model's 8 channels and 16 radial features): vectors of 16 channels, the
- * last one loaded and stored under a mask, the same sums in the same order
- * as the two bodies (test_conv_float compares them with the baseline
- * build's). */
+ * The generic bodies above for any channel count and H (the default model's
+ * 8 channels and 16 radial features, which the fast tiles do not take):
+ * vectors of 16 columns, the last one loaded and stored under a mask, each
+ * sum over the same terms in the same order as the body it replaces
+ * (test_conv_float compares the forward and test_model the gradients with
+ * the baseline build's). Three shapes serve all seven bodies:
+ *   mrows     a[e][.] = sum_h s[e][h] w[h][.]: TE rows of a column block
+ *             (conv_tile_r, conv_tile_ro);
+ *   mcontract out[i][.] += sum_j u[i][j] r[j][.] for ni rows (conv_contract,
+ *             conv_contract_du; conv_dr_rows with out zeroed);
+ *   mouter    acc[q][.] += sum_e a[e][q] b[e][.] for nq rows (conv_dw_block,
+ *             conv_ds2_block). */
 
 static inline __mmask16 lanes_left(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
-/* TE edges x nvo vectors of channels from oc of one column jj. */
-static inline __attribute__((always_inline)) void mtile(real *Rb, const real *s2, int H, const real *w, int cout,
-                                                        int oc, int jj, int nvo) {
+/* out[e * os + c] = sum_h s[e * ss + h] w[h * ws + c] for e < TE and the
+ * nvo vectors of columns c from c0 (c < nc). */
+static inline __attribute__((always_inline)) void mrows_v(real *out, size_t os, const real *s, int ss, int H,
+                                                          const real *w, size_t ws, int nc, int c0, int nvo) {
   __m512 a[TE][2];
   __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
   UNROLL(8) for (int e = 0; e < TE; e++) UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_setzero_ps();
   for (int h = 0; h < H; h++) {
     __m512 wv[2];
     UNROLL(2)
     for (int v = 0; v < nvo; v++)
-      wv[v] = _mm512_maskz_loadu_ps(m[v], w + (size_t)h * (size_t)cout + (size_t)(oc + 16 * v));
+      wv[v] = _mm512_maskz_loadu_ps(m[v], w + (size_t)h * ws + (size_t)(c0 + 16 * v));
     UNROLL(8) for (int e = 0; e < TE; e++) {
-      __m512 sv = _mm512_set1_ps(s2[e * H + h]);
+      __m512 sv = _mm512_set1_ps(s[e * ss + h]);
       UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_fmadd_ps(sv, wv[v], a[e][v]);
     }
   }
@@ -730,76 +738,213 @@ static inline __attribute__((always_inline)) void mtile(real *Rb, const real *s2
   for (int v = 0; v < nvo; v++)
     UNROLL(8)
   for (int e = 0; e < TE; e++)
-    _mm512_mask_storeu_ps(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + 16 * v), m[v], a[e][v]);
+    _mm512_mask_storeu_ps(out + (size_t)e * os + (size_t)(c0 + 16 * v), m[v], a[e][v]);
 }
 
-static inline void mtile_r(real *Rb, const real *s2, int H, const real *wt, int cout, int jn) {
-  for (int jj = 0; jj < jn; jj++) {
-    const real *wj = wt + (size_t)jj * (size_t)H * (size_t)cout;
-    for (int oc = 0; oc < cout; oc += 32) {
-      if (cout - oc > 16)
-        mtile(Rb, s2, H, wj, cout, oc, jj, 2);
-      else
-        mtile(Rb, s2, H, wj, cout, oc, jj, 1);
-    }
+static inline void mrows(real *out, size_t os, const real *s, int ss, int H, const real *w, size_t ws, int nc) {
+  for (int c0 = 0; c0 < nc; c0 += 32) {
+    if (nc - c0 > 16)
+      mrows_v(out, os, s, ss, H, w, ws, nc, c0, 2);
+    else
+      mrows_v(out, os, s, ss, H, w, ws, nc, c0, 1);
   }
 }
 
-/* conv_contract with ni rows (fixed by the caller) of nvo vectors. */
-static inline __attribute__((always_inline)) void mcontract_v(real *out, const real *Rb, const real *U, int K, int jn,
-                                                              int cout, int oc, int ni, int nvo) {
+/* out[i * os + c] += sum_{j < n} u[i * us + j] r[j * rs + c] for i < ni and
+ * the nvo vectors of columns c from c0 (c < nc). */
+static inline __attribute__((always_inline)) void mcontract_v(real *out, size_t os, const real *r, size_t rs,
+                                                              const real *u, size_t us, int n, int nc, int c0, int ni,
+                                                              int nvo) {
   __m512 a[NN_DIM(NN_MAX_DEG)][2];
   __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
   UNROLL(7)
   for (int i = 0; i < ni; i++)
-    UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] =
-        _mm512_maskz_loadu_ps(m[v], out + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v));
-  for (int jj = 0; jj < jn; jj++) {
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++) a[i][v] = _mm512_maskz_loadu_ps(m[v], out + (size_t)i * os + (size_t)(c0 + 16 * v));
+  for (int j = 0; j < n; j++) {
     __m512 rv[2];
     UNROLL(2)
     for (int v = 0; v < nvo; v++)
-      rv[v] = _mm512_maskz_loadu_ps(m[v], Rb + (size_t)jj * (size_t)cout + (size_t)(oc + 16 * v));
+      rv[v] = _mm512_maskz_loadu_ps(m[v], r + (size_t)j * rs + (size_t)(c0 + 16 * v));
     UNROLL(7) for (int i = 0; i < ni; i++) {
-      __m512 u = _mm512_set1_ps(U[(size_t)i * (size_t)K + (size_t)jj]);
-      UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] = _mm512_fmadd_ps(u, rv[v], a[i][v]);
+      __m512 uv = _mm512_set1_ps(u[(size_t)i * us + (size_t)j]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] = _mm512_fmadd_ps(uv, rv[v], a[i][v]);
     }
   }
   UNROLL(7)
   for (int i = 0; i < ni; i++)
-    UNROLL(2) for (int v = 0; v < nvo; v++)
-        _mm512_mask_storeu_ps(out + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v), m[v], a[i][v]);
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++) _mm512_mask_storeu_ps(out + (size_t)i * os + (size_t)(c0 + 16 * v), m[v], a[i][v]);
 }
 
-static inline __attribute__((always_inline)) void mcontract_n(real *out, const real *Rb, const real *U, int K, int jn,
-                                                              int cout, int ni) {
-  for (int oc = 0; oc < cout; oc += 32) {
-    if (cout - oc > 16)
-      mcontract_v(out, Rb, U, K, jn, cout, oc, ni, 2);
+static inline __attribute__((always_inline)) void mcontract_n(real *out, size_t os, const real *r, size_t rs,
+                                                              const real *u, size_t us, int n, int nc, int ni) {
+  for (int c0 = 0; c0 < nc; c0 += 32) {
+    if (nc - c0 > 16)
+      mcontract_v(out, os, r, rs, u, us, n, nc, c0, ni, 2);
     else
-      mcontract_v(out, Rb, U, K, jn, cout, oc, ni, 1);
+      mcontract_v(out, os, r, rs, u, us, n, nc, c0, ni, 1);
   }
+}
+
+static inline __attribute__((always_inline)) void mcontract_any(real *out, size_t os, const real *r, size_t rs,
+                                                                const real *u, size_t us, int n, int nc, int ni) {
+  switch (ni) { /* the rows fixed, so the sums stay in registers */
+  case 1:
+    mcontract_n(out, os, r, rs, u, us, n, nc, 1);
+    break;
+  case 3:
+    mcontract_n(out, os, r, rs, u, us, n, nc, 3);
+    break;
+  case 5:
+    mcontract_n(out, os, r, rs, u, us, n, nc, 5);
+    break;
+  default:
+    mcontract_n(out, os, r, rs, u, us, n, nc, 7);
+    break;
+  }
+}
+
+/* acc[q * as + c] += sum_{e < ne} a[e * aes + q * aqs] b[e * bes + c] for
+ * q < nq and the nvo vectors of columns c from c0 (c < nc). */
+static inline __attribute__((always_inline)) void mouter_v(real *acc, size_t as, const real *a, size_t aes, size_t aqs,
+                                                           const real *b, size_t bes, int ne, int nc, int c0, int nq,
+                                                           int nvo) {
+  __m512 t[8][2];
+  __mmask16 m[2];
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
+  UNROLL(8)
+  for (int q = 0; q < nq; q++)
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++) t[q][v] = _mm512_maskz_loadu_ps(m[v], acc + (size_t)q * as + (size_t)(c0 + 16 * v));
+  for (int e = 0; e < ne; e++) {
+    __m512 bv[2];
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++)
+      bv[v] = _mm512_maskz_loadu_ps(m[v], b + (size_t)e * bes + (size_t)(c0 + 16 * v));
+    UNROLL(8) for (int q = 0; q < nq; q++) {
+      __m512 av = _mm512_set1_ps(a[(size_t)e * aes + (size_t)q * aqs]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) t[q][v] = _mm512_fmadd_ps(av, bv[v], t[q][v]);
+    }
+  }
+  UNROLL(8)
+  for (int q = 0; q < nq; q++)
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++) _mm512_mask_storeu_ps(acc + (size_t)q * as + (size_t)(c0 + 16 * v), m[v], t[q][v]);
+}
+
+/* The same for every q < nq, 8 rows at a time (then one by one). */
+static inline void mouter(real *acc, size_t as, const real *a, size_t aes, size_t aqs, const real *b, size_t bes,
+                          int ne, int nc, int nq) {
+  for (int c0 = 0; c0 < nc; c0 += 32) {
+    int two = nc - c0 > 16, q = 0;
+    for (; q + 8 <= nq; q += 8) {
+      real *d = acc + (size_t)q * as;
+      const real *aq = a + (size_t)q * aqs;
+      if (two)
+        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 8, 2);
+      else
+        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 8, 1);
+    }
+    for (; q < nq; q++) {
+      real *d = acc + (size_t)q * as;
+      const real *aq = a + (size_t)q * aqs;
+      if (two)
+        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 1, 2);
+      else
+        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 1, 1);
+    }
+  }
+}
+
+/* The seven bodies, with the generic bodies' arguments. */
+static inline void mtile_r(real *Rb, const real *s2, int H, const real *wt, int cout, int jn) {
+  for (int jj = 0; jj < jn; jj++)
+    mrows(Rb + (size_t)jj * (size_t)cout, JB * (size_t)cout, s2, H, H, wt + (size_t)jj * (size_t)H * (size_t)cout,
+          (size_t)cout, cout);
+}
+
+static inline void mtile_ro(real *Rb, const real *s2, int H, const real *wo, int K, int cout, int jn) {
+  for (int o = 0; o < cout; o++)
+    mrows(Rb + (size_t)o * JV, (size_t)cout * JV, s2, H, H, wo + (size_t)o * (size_t)H * (size_t)K, (size_t)K, jn);
 }
 
 static inline __attribute__((always_inline)) void mcontract(real *out, const real *Rb, const real *U, int K, int jn,
                                                             int cout, int ni) {
+  mcontract_any(out, (size_t)cout, Rb, (size_t)cout, U, (size_t)K, jn, cout, ni);
+}
+
+static inline __attribute__((always_inline)) void mcontract_du(real *dU, const real *Rb, const real *g, int K, int jn,
+                                                               int cout, int ni) {
+  mcontract_any(dU, (size_t)K, Rb, JV, g, (size_t)cout, cout, jn, ni);
+}
+
+/* DR[jj][o] = sum_i U[i][jj] g[i][o] (conv_dr_rows): the ni rows of g in
+ * registers, nvo vectors of channels from oc. */
+static inline __attribute__((always_inline)) void mdr_v(real *DR, const real *g, const real *U, int K, int jn, int cout,
+                                                        int oc, int ni, int nvo) {
+  __m512 gr[NN_DIM(NN_MAX_DEG)][2];
+  __mmask16 m[2];
+  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  UNROLL(7)
+  for (int i = 0; i < ni; i++)
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++) gr[i][v] =
+        _mm512_maskz_loadu_ps(m[v], g + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v));
+  for (int jj = 0; jj < jn; jj++) {
+    __m512 d[2];
+    UNROLL(2) for (int v = 0; v < nvo; v++) d[v] = _mm512_setzero_ps();
+    UNROLL(7) for (int i = 0; i < ni; i++) {
+      __m512 u = _mm512_set1_ps(U[(size_t)i * (size_t)K + (size_t)jj]);
+      UNROLL(2) for (int v = 0; v < nvo; v++) d[v] = _mm512_fmadd_ps(u, gr[i][v], d[v]);
+    }
+    UNROLL(2)
+    for (int v = 0; v < nvo; v++)
+      _mm512_mask_storeu_ps(DR + (size_t)jj * (size_t)cout + (size_t)(oc + 16 * v), m[v], d[v]);
+  }
+}
+
+static inline __attribute__((always_inline)) void mdr_n(real *DR, const real *g, const real *U, int K, int jn, int cout,
+                                                        int ni) {
+  for (int oc = 0; oc < cout; oc += 32) {
+    if (cout - oc > 16)
+      mdr_v(DR, g, U, K, jn, cout, oc, ni, 2);
+    else
+      mdr_v(DR, g, U, K, jn, cout, oc, ni, 1);
+  }
+}
+
+static inline __attribute__((always_inline)) void mdr_rows(real *DR, const real *g, const real *U, int K, int jn,
+                                                           int cout, int ni) {
   switch (ni) {
   case 1:
-    mcontract_n(out, Rb, U, K, jn, cout, 1);
+    mdr_n(DR, g, U, K, jn, cout, 1);
     break;
   case 3:
-    mcontract_n(out, Rb, U, K, jn, cout, 3);
+    mdr_n(DR, g, U, K, jn, cout, 3);
     break;
   case 5:
-    mcontract_n(out, Rb, U, K, jn, cout, 5);
+    mdr_n(DR, g, U, K, jn, cout, 5);
     break;
   default:
-    mcontract_n(out, Rb, U, K, jn, cout, 7);
+    mdr_n(DR, g, U, K, jn, cout, 7);
     break;
   }
 }
-#endif
 
+static inline void mdw_block(real *dW, const real *DR, const real *s2, int ne, int H, int cout, int jn) {
+  for (int jj = 0; jj < jn; jj++) /* dW[jj][h][o] += sum_e s2[e][h] DR[e][jj][o] */
+    mouter(dW + (size_t)jj * (size_t)H * (size_t)cout, (size_t)cout, s2, (size_t)H, 1, DR + (size_t)jj * (size_t)cout,
+           JB * (size_t)cout, ne, cout, H);
+}
+
+/* ds2[e][h] += sum_{jj, o} DR[e][jj][o] W[jj][o][h]: (jj, o) one index r,
+ * jj * cout + o, in DR's rows and W's. */
+static inline void mds2_block(real *ds2, const real *DR, const real *W, int ne, int H, int cout, int jn) {
+  mouter(ds2, (size_t)H, DR, 1, JB * (size_t)cout, W, (size_t)H, jn * cout, H, ne);
+}
+#endif
 #ifdef SE3_CONV_BF16
 /* ---- the bf16 forward ------------------------------------------------------------
  * The radial weights R = s2 W3 with s2 and W3 rounded to bf16 and the sums
@@ -965,8 +1110,13 @@ ROWS_DISPATCH(contract_rows, mcontract, vcontract) /* out, Rb, U */
 ROWS_DISPATCH(contract_rows, conv_contract, vcontract) /* out, Rb, U */
 #endif
 #ifndef SE3_CONV_BF16
+#ifdef MASKED
+ROWS_DISPATCH(dr_rows, mdr_rows, vdr_rows)                  /* DR, g, U */
+ROWS_DISPATCH(contract_du_rows, mcontract_du, vcontract_du) /* dU, Rb, g */
+#else
 ROWS_DISPATCH(dr_rows, conv_dr_rows, vdr_rows)                  /* DR, g, U */
 ROWS_DISPATCH(contract_du_rows, conv_contract_du, vcontract_du) /* dU, Rb, g */
+#endif
 #endif
 
 /* wt: W3T (fp32), or W3P (bf16 pairs) in the bf16 build. */
@@ -1214,7 +1364,11 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
               if (fast)
                 vtile_ro(c.Rb, sv, wo, K, cout);
               else
+#ifdef MASKED
+                mtile_ro(c.Rb, sv, H, wo, K, cout, jn);
+#else
                 conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn);
+#endif
               for (int q = 0; q < TE && e + q < n; q++)
                 contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
                                  c.Rb + (size_t)q * (size_t)cout * JV, c.g + (size_t)(e + q) * p.ysize + p.y_off[l], K,
@@ -1231,8 +1385,13 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
               vdw_block(my_dwt + wo, c.DR, c.s2, np, cout);
               vds2_block(c.ds2, c.DR, wj + wo, np, cout);
             } else {
+#ifdef MASKED
+              mdw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, jn);
+              mds2_block(c.ds2, c.DR, wj + wo, np, H, cout, jn);
+#else
               conv_dw_block(my_dwt + wo, c.DR, c.s2, np, H, cout, jn);
               conv_ds2_block(c.ds2, c.DR, wj + wo, np, H, cout, jn);
+#endif
             }
           }
         }

@@ -200,8 +200,30 @@ static void check_conv(int cin, int cout, int H, int pool) {
   ccase_free(&c);
 }
 
+/* The backward of one build: dx, ds2 and dW3 (from zero) for the output
+ * gradient dy, into one array (dx by degree, then ds2, then dW3). */
+static float *backward(const struct ccase *c, float *const dy[], size_t part[4]) {
+  size_t ndx = 0, ns = (size_t)c->E * (size_t)c->H, nw = nn_conv_radial_size(&c->s.fin, &c->s.fout) * (size_t)c->H;
+  for (int d = 0; d <= NN_MAX_DEG; d++)
+    ndx += (size_t)c->N * (size_t)(NN_DIM(d) * c->s.fin.ch[d]);
+  part[0] = 0;
+  part[1] = ndx;
+  part[2] = ndx + ns;
+  part[3] = ndx + ns + nw;
+  float *all = calloc(part[3], sizeof *all), *dx[NN_MAX_DEG + 1], *p = all;
+  for (int d = 0; d <= NN_MAX_DEG; d++) {
+    dx[d] = p;
+    p += (size_t)c->N * (size_t)(NN_DIM(d) * c->s.fin.ch[d]);
+  }
+  const float *const *x = (const float *const *)c->x;
+  cr_assert_eq(
+      nn_conv_backward(dx, p, p + ns, &c->s, (const float *const *)dy, x, c->basis, c->s2, c->W3, c->H, c->pool), 0);
+  return all;
+}
+
 /* The AVX-512 build (masked tiles where the shape is not the fast one)
- * against the baseline build. */
+ * against the baseline build: the forward, and the backward's dx, ds2 and
+ * dW3 (relative to the largest of each). */
 static void check_masked(int cin, int cout, int H, int pool) {
   if (!nn_isa_supported(NN_ISA_AVX512)) cr_skip_test("no AVX-512 on this processor");
   struct ccase c;
@@ -223,9 +245,36 @@ static void check_masked(int cin, int cout, int H, int pool) {
               scale, d / scale);
   cr_assert_gt(scale, 1e-2);
   cr_assert_lt(d, 2e-6 * scale);
+  /* the backward, for an output gradient shaped like y */
+  float *dy[NN_MAX_DEG + 1];
+  for (int k = 0; k <= NN_MAX_DEG; k++) {
+    dy[k] = malloc((out_len(&c, k) + 1) * sizeof(float));
+    for (size_t i = 0; i < out_len(&c, k); i++)
+      dy[k][i] = (float)(2 * tu_rnd() - 1);
+  }
+  size_t part[4];
+  cr_assert_eq(nn_isa_set(NN_ISA_AVX512), 0);
+  float *ga = backward(&c, dy, part);
+  cr_assert_eq(nn_isa_set(NN_ISA_BASE), 0);
+  float *gb = backward(&c, dy, part);
+  nn_isa_set(was);
+  static const char *const names[3] = {"dx", "ds2", "dW3"};
+  for (int q = 0; q < 3; q++) {
+    double gs = 0, gd = 0;
+    for (size_t i = part[q]; i < part[q + 1]; i++) {
+      gs = fmax(gs, fabs(gb[i]));
+      gd = fmax(gd, fabs((double)ga[i] - gb[i]));
+    }
+    cr_log_info("masked backward %s: |.| <= %.3g, avx512 vs base %.2e relative", names[q], gs, gd / gs);
+    cr_assert_gt(gs, 1e-2, "%s", names[q]);
+    cr_assert_lt(gd, 1e-5 * gs, "%s", names[q]);
+  }
+  free(ga);
+  free(gb);
   for (int k = 0; k <= NN_MAX_DEG; k++) {
     free(ya[k]);
     free(yb[k]);
+    free(dy[k]);
   }
   ccase_free(&c);
 }
