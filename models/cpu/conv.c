@@ -705,86 +705,63 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
  * 8 channels and 16 radial features, which the fast tiles do not take):
  * vectors of 16 columns, the last one loaded and stored under a mask, each
  * sum over the same terms in the same order as the body it replaces
- * (test_conv_float compares the forward and test_model the gradients with
- * the baseline build's). Three shapes serve all seven bodies:
- *   mrows     a[e][.] = sum_h s[e][h] w[h][.]: TE rows of a column block
- *             (conv_tile_r, conv_tile_ro);
- *   mcontract out[i][.] += sum_j u[i][j] r[j][.] for ni rows (conv_contract,
- *             conv_contract_du; conv_dr_rows with out zeroed);
- *   mouter    acc[q][.] += sum_e a[e][q] b[e][.] for nq rows (conv_dw_block,
- *             conv_ds2_block). */
+ * (test_conv_float compares the forward and the gradients with the
+ * baseline build's). One tile, mcontract_v, out[i][.] (+)= sum_j u[i][j]
+ * r[j][.] for up to 8 rows i with any strides, serves six of the seven
+ * bodies: as mrows (TE edges of radial weights: conv_tile_r, conv_tile_ro),
+ * as mcontract (conv_contract, conv_contract_du) and as mouter (d W3 and
+ * d s2: conv_dw_block, conv_ds2_block); mdr (conv_dr_rows) keeps the ni
+ * rows of g in registers instead. */
 
 static inline __mmask16 lanes_left(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
-/* out[e * os + c] = sum_h s[e * ss + h] w[h * ws + c] for e < TE and the
- * nvo vectors of columns c from c0 (c < nc). */
-static inline __attribute__((always_inline)) void mrows_v(real *out, size_t os, const real *s, int ss, int H,
-                                                          const real *w, size_t ws, int nc, int c0, int nvo) {
-  __m512 a[TE][2];
-  __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
-  UNROLL(8) for (int e = 0; e < TE; e++) UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_setzero_ps();
-  for (int h = 0; h < H; h++) {
-    __m512 wv[2];
-    UNROLL(2)
-    for (int v = 0; v < nvo; v++)
-      wv[v] = _mm512_maskz_loadu_ps(m[v], w + (size_t)h * ws + (size_t)(c0 + 16 * v));
-    UNROLL(8) for (int e = 0; e < TE; e++) {
-      __m512 sv = _mm512_set1_ps(s[e * ss + h]);
-      UNROLL(2) for (int v = 0; v < nvo; v++) a[e][v] = _mm512_fmadd_ps(sv, wv[v], a[e][v]);
-    }
-  }
-  UNROLL(2)
-  for (int v = 0; v < nvo; v++)
-    UNROLL(8)
-  for (int e = 0; e < TE; e++)
-    _mm512_mask_storeu_ps(out + (size_t)e * os + (size_t)(c0 + 16 * v), m[v], a[e][v]);
-}
-
-static inline void mrows(real *out, size_t os, const real *s, int ss, int H, const real *w, size_t ws, int nc) {
-  for (int c0 = 0; c0 < nc; c0 += 32) {
-    if (nc - c0 > 16)
-      mrows_v(out, os, s, ss, H, w, ws, nc, c0, 2);
-    else
-      mrows_v(out, os, s, ss, H, w, ws, nc, c0, 1);
-  }
-}
-
-/* out[i * os + c] += sum_{j < n} u[i * us + j] r[j * rs + c] for i < ni and
- * the nvo vectors of columns c from c0 (c < nc). */
+/* out[i * os + c] += sum_{j < n} u[i * us + j * uj] r[j * rs + c] for
+ * i < ni (at most 8) and the nvo vectors of columns c from c0 (c < nc);
+ * with zero, = instead of +=. */
 static inline __attribute__((always_inline)) void mcontract_v(real *out, size_t os, const real *r, size_t rs,
-                                                              const real *u, size_t us, int n, int nc, int c0, int ni,
-                                                              int nvo) {
-  __m512 a[NN_DIM(NN_MAX_DEG)][2];
+                                                              const real *u, size_t us, size_t uj, int n, int nc,
+                                                              int c0, int ni, int nvo, int zero) {
+  __m512 a[8][2];
   __mmask16 m[2];
   UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
-  UNROLL(7)
+  UNROLL(8)
   for (int i = 0; i < ni; i++)
     UNROLL(2)
-    for (int v = 0; v < nvo; v++) a[i][v] = _mm512_maskz_loadu_ps(m[v], out + (size_t)i * os + (size_t)(c0 + 16 * v));
+    for (int v = 0; v < nvo; v++) a[i][v] =
+        zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[v], out + (size_t)i * os + (size_t)(c0 + 16 * v));
   for (int j = 0; j < n; j++) {
     __m512 rv[2];
     UNROLL(2)
     for (int v = 0; v < nvo; v++)
       rv[v] = _mm512_maskz_loadu_ps(m[v], r + (size_t)j * rs + (size_t)(c0 + 16 * v));
-    UNROLL(7) for (int i = 0; i < ni; i++) {
-      __m512 uv = _mm512_set1_ps(u[(size_t)i * us + (size_t)j]);
+    UNROLL(8) for (int i = 0; i < ni; i++) {
+      __m512 uv = _mm512_set1_ps(u[(size_t)i * us + (size_t)j * uj]);
       UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] = _mm512_fmadd_ps(uv, rv[v], a[i][v]);
     }
   }
-  UNROLL(7)
+  UNROLL(8)
   for (int i = 0; i < ni; i++)
     UNROLL(2)
     for (int v = 0; v < nvo; v++) _mm512_mask_storeu_ps(out + (size_t)i * os + (size_t)(c0 + 16 * v), m[v], a[i][v]);
+}
+
+/* out[e * os + c] = sum_h s[e * ss + h] w[h * ws + c] for e < TE. */
+static inline void mrows(real *out, size_t os, const real *s, int ss, int H, const real *w, size_t ws, int nc) {
+  for (int c0 = 0; c0 < nc; c0 += 32) {
+    if (nc - c0 > 16)
+      mcontract_v(out, os, w, ws, s, (size_t)ss, 1, H, nc, c0, TE, 2, 1);
+    else
+      mcontract_v(out, os, w, ws, s, (size_t)ss, 1, H, nc, c0, TE, 1, 1);
+  }
 }
 
 static inline __attribute__((always_inline)) void mcontract_n(real *out, size_t os, const real *r, size_t rs,
                                                               const real *u, size_t us, int n, int nc, int ni) {
   for (int c0 = 0; c0 < nc; c0 += 32) {
     if (nc - c0 > 16)
-      mcontract_v(out, os, r, rs, u, us, n, nc, c0, ni, 2);
+      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 2, 0);
     else
-      mcontract_v(out, os, r, rs, u, us, n, nc, c0, ni, 1);
+      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 1, 0);
   }
 }
 
@@ -807,34 +784,8 @@ static inline __attribute__((always_inline)) void mcontract_any(real *out, size_
 }
 
 /* acc[q * as + c] += sum_{e < ne} a[e * aes + q * aqs] b[e * bes + c] for
- * q < nq and the nvo vectors of columns c from c0 (c < nc). */
-static inline __attribute__((always_inline)) void mouter_v(real *acc, size_t as, const real *a, size_t aes, size_t aqs,
-                                                           const real *b, size_t bes, int ne, int nc, int c0, int nq,
-                                                           int nvo) {
-  __m512 t[8][2];
-  __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
-  UNROLL(8)
-  for (int q = 0; q < nq; q++)
-    UNROLL(2)
-    for (int v = 0; v < nvo; v++) t[q][v] = _mm512_maskz_loadu_ps(m[v], acc + (size_t)q * as + (size_t)(c0 + 16 * v));
-  for (int e = 0; e < ne; e++) {
-    __m512 bv[2];
-    UNROLL(2)
-    for (int v = 0; v < nvo; v++)
-      bv[v] = _mm512_maskz_loadu_ps(m[v], b + (size_t)e * bes + (size_t)(c0 + 16 * v));
-    UNROLL(8) for (int q = 0; q < nq; q++) {
-      __m512 av = _mm512_set1_ps(a[(size_t)e * aes + (size_t)q * aqs]);
-      UNROLL(2) for (int v = 0; v < nvo; v++) t[q][v] = _mm512_fmadd_ps(av, bv[v], t[q][v]);
-    }
-  }
-  UNROLL(8)
-  for (int q = 0; q < nq; q++)
-    UNROLL(2)
-    for (int v = 0; v < nvo; v++) _mm512_mask_storeu_ps(acc + (size_t)q * as + (size_t)(c0 + 16 * v), m[v], t[q][v]);
-}
-
-/* The same for every q < nq, 8 rows at a time (then one by one). */
+ * every q < nq, 8 rows at a time (then one by one): mcontract_v's sums with
+ * a's strides. */
 static inline void mouter(real *acc, size_t as, const real *a, size_t aes, size_t aqs, const real *b, size_t bes,
                           int ne, int nc, int nq) {
   for (int c0 = 0; c0 < nc; c0 += 32) {
@@ -843,17 +794,17 @@ static inline void mouter(real *acc, size_t as, const real *a, size_t aes, size_
       real *d = acc + (size_t)q * as;
       const real *aq = a + (size_t)q * aqs;
       if (two)
-        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 8, 2);
+        mcontract_v(d, as, b, bes, aq, aqs, aes, ne, nc, c0, 8, 2, 0);
       else
-        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 8, 1);
+        mcontract_v(d, as, b, bes, aq, aqs, aes, ne, nc, c0, 8, 1, 0);
     }
     for (; q < nq; q++) {
       real *d = acc + (size_t)q * as;
       const real *aq = a + (size_t)q * aqs;
       if (two)
-        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 1, 2);
+        mcontract_v(d, as, b, bes, aq, aqs, aes, ne, nc, c0, 1, 2, 0);
       else
-        mouter_v(d, as, aq, aes, aqs, b, bes, ne, nc, c0, 1, 1);
+        mcontract_v(d, as, b, bes, aq, aqs, aes, ne, nc, c0, 1, 1, 0);
     }
   }
 }
