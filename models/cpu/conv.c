@@ -42,8 +42,9 @@
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/so3.h"
-/* The generic tiles in masked vectors where the build has AVX-512 (float). */
-#if defined(__AVX512F__) && !defined(SE3_REAL_F64) && !defined(__CUDACC__)
+/* The generic tiles in masked vectors where the build has AVX-512 or AVX2
+ * (float). */
+#if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(SE3_REAL_F64) && !defined(__CUDACC__)
 #define MASKED 1
 #endif
 #if defined(SE3_CONV_BF16) || defined(MASKED)
@@ -700,10 +701,11 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
 
 #endif
 #ifdef MASKED
-/* ---- the generic tiles in masked vectors (AVX-512, float) --------------------------
+/* ---- the generic tiles in masked vectors (AVX-512 or AVX2, float) -----------------
  * The generic bodies above for any channel count and H (the default model's
  * 8 channels and 16 radial features, which the fast tiles do not take):
- * vectors of 16 columns, the last one loaded and stored under a mask, each
+ * vectors of MW columns (16 floats in AVX-512, 8 in AVX2), the last one
+ * loaded and stored under a mask (a mask register, or vmaskmov), each
  * sum over the same terms in the same order as the body it replaces
  * (test_conv_float compares the forward and the gradients with the
  * baseline build's). One tile, mcontract_v, out[i][.] (+)= sum_j u[i][j]
@@ -713,7 +715,31 @@ static void vedge_du(real *const g[], const struct plan *p, const size_t *f_off,
  * d s2: conv_dw_block, conv_ds2_block); mdr (conv_dr_rows) keeps the ni
  * rows of g in registers instead. */
 
-static inline __mmask16 lanes_left(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+#if defined(__AVX512F__)
+typedef __m512 mvec;
+typedef __mmask16 mmask;
+#define MW 16 /* columns a vector */
+#define MNV 2 /* vectors a row of a tile */
+static inline mmask lanes_left(int left) { return left >= 16 ? (mmask)0xffff : (mmask)((1u << left) - 1); }
+static inline mvec mload(mmask m, const real *p) { return _mm512_maskz_loadu_ps(m, p); }
+static inline void mstore(real *p, mmask m, mvec v) { _mm512_mask_storeu_ps(p, m, v); }
+static inline mvec mfma(mvec a, mvec b, mvec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline mvec mset1(real x) { return _mm512_set1_ps(x); }
+static inline mvec mzero(void) { return _mm512_setzero_ps(); }
+#else /* AVX2: 16 ymm registers, so a tile row is one vector (8 rows x 1 + operands) */
+typedef __m256 mvec;
+typedef __m256i mmask;
+#define MW 8
+#define MNV 1
+static inline mmask lanes_left(int left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline mvec mload(mmask m, const real *p) { return _mm256_maskload_ps(p, m); }
+static inline void mstore(real *p, mmask m, mvec v) { _mm256_maskstore_ps(p, m, v); }
+static inline mvec mfma(mvec a, mvec b, mvec c) { return _mm256_fmadd_ps(a, b, c); }
+static inline mvec mset1(real x) { return _mm256_set1_ps(x); }
+static inline mvec mzero(void) { return _mm256_setzero_ps(); }
+#endif
 
 /* out[i * os + c] += sum_{j < n} u[i * us + j * uj] r[j * rs + c] for
  * i < ni (at most 8) and the nvo vectors of columns c from c0 (c < nc);
@@ -721,34 +747,34 @@ static inline __mmask16 lanes_left(int left) { return left >= 16 ? (__mmask16)0x
 static inline __attribute__((always_inline)) void mcontract_v(real *out, size_t os, const real *r, size_t rs,
                                                               const real *u, size_t us, size_t uj, int n, int nc,
                                                               int c0, int ni, int nvo, int zero) {
-  __m512 a[8][2];
-  __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - 16 * v);
+  mvec a[8][MNV];
+  mmask m[MNV];
+  UNROLL(MNV) for (int v = 0; v < nvo; v++) m[v] = lanes_left(nc - c0 - MW * v);
   UNROLL(8)
   for (int i = 0; i < ni; i++)
-    UNROLL(2)
+    UNROLL(MNV)
     for (int v = 0; v < nvo; v++) a[i][v] =
-        zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[v], out + (size_t)i * os + (size_t)(c0 + 16 * v));
+        zero ? mzero() : mload(m[v], out + (size_t)i * os + (size_t)(c0 + MW * v));
   for (int j = 0; j < n; j++) {
-    __m512 rv[2];
-    UNROLL(2)
+    mvec rv[MNV];
+    UNROLL(MNV)
     for (int v = 0; v < nvo; v++)
-      rv[v] = _mm512_maskz_loadu_ps(m[v], r + (size_t)j * rs + (size_t)(c0 + 16 * v));
+      rv[v] = mload(m[v], r + (size_t)j * rs + (size_t)(c0 + MW * v));
     UNROLL(8) for (int i = 0; i < ni; i++) {
-      __m512 uv = _mm512_set1_ps(u[(size_t)i * us + (size_t)j * uj]);
-      UNROLL(2) for (int v = 0; v < nvo; v++) a[i][v] = _mm512_fmadd_ps(uv, rv[v], a[i][v]);
+      mvec uv = mset1(u[(size_t)i * us + (size_t)j * uj]);
+      UNROLL(MNV) for (int v = 0; v < nvo; v++) a[i][v] = mfma(uv, rv[v], a[i][v]);
     }
   }
   UNROLL(8)
   for (int i = 0; i < ni; i++)
-    UNROLL(2)
-    for (int v = 0; v < nvo; v++) _mm512_mask_storeu_ps(out + (size_t)i * os + (size_t)(c0 + 16 * v), m[v], a[i][v]);
+    UNROLL(MNV)
+    for (int v = 0; v < nvo; v++) mstore(out + (size_t)i * os + (size_t)(c0 + MW * v), m[v], a[i][v]);
 }
 
 /* out[e * os + c] = sum_h s[e * ss + h] w[h * ws + c] for e < TE. */
 static inline void mrows(real *out, size_t os, const real *s, int ss, int H, const real *w, size_t ws, int nc) {
-  for (int c0 = 0; c0 < nc; c0 += 32) {
-    if (nc - c0 > 16)
+  for (int c0 = 0; c0 < nc; c0 += MW * MNV) {
+    if (MNV == 2 && nc - c0 > MW)
       mcontract_v(out, os, w, ws, s, (size_t)ss, 1, H, nc, c0, TE, 2, 1);
     else
       mcontract_v(out, os, w, ws, s, (size_t)ss, 1, H, nc, c0, TE, 1, 1);
@@ -757,8 +783,8 @@ static inline void mrows(real *out, size_t os, const real *s, int ss, int H, con
 
 static inline __attribute__((always_inline)) void mcontract_n(real *out, size_t os, const real *r, size_t rs,
                                                               const real *u, size_t us, int n, int nc, int ni) {
-  for (int c0 = 0; c0 < nc; c0 += 32) {
-    if (nc - c0 > 16)
+  for (int c0 = 0; c0 < nc; c0 += MW * MNV) {
+    if (MNV == 2 && nc - c0 > MW)
       mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 2, 0);
     else
       mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 1, 0);
@@ -788,8 +814,8 @@ static inline __attribute__((always_inline)) void mcontract_any(real *out, size_
  * a's strides. */
 static inline void mouter(real *acc, size_t as, const real *a, size_t aes, size_t aqs, const real *b, size_t bes,
                           int ne, int nc, int nq) {
-  for (int c0 = 0; c0 < nc; c0 += 32) {
-    int two = nc - c0 > 16, q = 0;
+  for (int c0 = 0; c0 < nc; c0 += MW * MNV) {
+    int two = MNV == 2 && nc - c0 > MW, q = 0;
     for (; q + 8 <= nq; q += 8) {
       real *d = acc + (size_t)q * as;
       const real *aq = a + (size_t)q * aqs;
@@ -835,31 +861,31 @@ static inline __attribute__((always_inline)) void mcontract_du(real *dU, const r
  * registers, nvo vectors of channels from oc. */
 static inline __attribute__((always_inline)) void mdr_v(real *DR, const real *g, const real *U, int K, int jn, int cout,
                                                         int oc, int ni, int nvo) {
-  __m512 gr[NN_DIM(NN_MAX_DEG)][2];
-  __mmask16 m[2];
-  UNROLL(2) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - 16 * v);
+  mvec gr[NN_DIM(NN_MAX_DEG)][MNV];
+  mmask m[MNV];
+  UNROLL(MNV) for (int v = 0; v < nvo; v++) m[v] = lanes_left(cout - oc - MW * v);
   UNROLL(7)
   for (int i = 0; i < ni; i++)
-    UNROLL(2)
+    UNROLL(MNV)
     for (int v = 0; v < nvo; v++) gr[i][v] =
-        _mm512_maskz_loadu_ps(m[v], g + (size_t)i * (size_t)cout + (size_t)(oc + 16 * v));
+        mload(m[v], g + (size_t)i * (size_t)cout + (size_t)(oc + MW * v));
   for (int jj = 0; jj < jn; jj++) {
-    __m512 d[2];
-    UNROLL(2) for (int v = 0; v < nvo; v++) d[v] = _mm512_setzero_ps();
+    mvec d[MNV];
+    UNROLL(MNV) for (int v = 0; v < nvo; v++) d[v] = mzero();
     UNROLL(7) for (int i = 0; i < ni; i++) {
-      __m512 u = _mm512_set1_ps(U[(size_t)i * (size_t)K + (size_t)jj]);
-      UNROLL(2) for (int v = 0; v < nvo; v++) d[v] = _mm512_fmadd_ps(u, gr[i][v], d[v]);
+      mvec u = mset1(U[(size_t)i * (size_t)K + (size_t)jj]);
+      UNROLL(MNV) for (int v = 0; v < nvo; v++) d[v] = mfma(u, gr[i][v], d[v]);
     }
-    UNROLL(2)
+    UNROLL(MNV)
     for (int v = 0; v < nvo; v++)
-      _mm512_mask_storeu_ps(DR + (size_t)jj * (size_t)cout + (size_t)(oc + 16 * v), m[v], d[v]);
+      mstore(DR + (size_t)jj * (size_t)cout + (size_t)(oc + MW * v), m[v], d[v]);
   }
 }
 
 static inline __attribute__((always_inline)) void mdr_n(real *DR, const real *g, const real *U, int K, int jn, int cout,
                                                         int ni) {
-  for (int oc = 0; oc < cout; oc += 32) {
-    if (cout - oc > 16)
+  for (int oc = 0; oc < cout; oc += MW * MNV) {
+    if (MNV == 2 && cout - oc > MW)
       mdr_v(DR, g, U, K, jn, cout, oc, ni, 2);
     else
       mdr_v(DR, g, U, K, jn, cout, oc, ni, 1);

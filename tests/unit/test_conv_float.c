@@ -1,11 +1,11 @@
 /* The convolution's float-only kernels, each against the fp32 path it
  * stands in for.
  *
- * The masked tiles (conv.c, MASKED: the AVX-512 build's generic tiles, for
- * channel counts and H that the fast tiles do not take, such as the default
- * model's 8 channels and 16 radial features) must give the baseline build's
- * forward to fp32 round-off (the baseline has no FMA, so the last bits
- * differ). Skipped where the processor has no AVX-512.
+ * The masked tiles (conv.c, MASKED: the AVX-512 and AVX2 builds' generic
+ * tiles, for channel counts and H that the fast tiles do not take, such as
+ * the default model's 8 channels and 16 radial features) must give the
+ * baseline build's forward and backward to fp32 round-off (the baseline has
+ * no FMA, so the last bits differ). Skipped where the processor lacks them.
  *
  * precision bf16 on the CPU: the convolution's forward with its radial
  * product in bf16 (nn_conv_forward_bf16, conv_bf16.c).
@@ -221,16 +221,15 @@ static float *backward(const struct ccase *c, float *const dy[], size_t part[4])
   return all;
 }
 
-/* The AVX-512 build (masked tiles where the shape is not the fast one)
- * against the baseline build: the forward, and the backward's dx, ds2 and
- * dW3 (relative to the largest of each). */
-static void check_masked(int cin, int cout, int H, int pool) {
-  if (!nn_isa_supported(NN_ISA_AVX512)) cr_skip_test("no AVX-512 on this processor");
+/* The AVX-512 or AVX2 build (masked tiles where the shape is not the fast
+ * one) against the baseline build: the forward, and the backward's dx, ds2
+ * and dW3 (relative to the largest of each). */
+static void check_masked_isa(enum nn_isa isa, int cin, int cout, int H, int pool) {
   struct ccase c;
   ccase_init(&c, cin, cout, H, pool, (unsigned)(cin * 1000 + cout * 10 + H + pool + 7));
   float *ya[NN_MAX_DEG + 1], *yb[NN_MAX_DEG + 1];
   enum nn_isa was = nn_isa_current();
-  cr_assert_eq(nn_isa_set(NN_ISA_AVX512), 0);
+  cr_assert_eq(nn_isa_set(isa), 0);
   forward(&c, 0, c.s2, c.W3, ya);
   cr_assert_eq(nn_isa_set(NN_ISA_BASE), 0);
   forward(&c, 0, c.s2, c.W3, yb);
@@ -241,8 +240,8 @@ static void check_masked(int cin, int cout, int H, int pool) {
       scale = fmax(scale, fabs(yb[k][i]));
       d = fmax(d, fabs((double)ya[k][i] - yb[k][i]));
     }
-  cr_log_info("masked, cin %d cout %d H %d pool %d: |y| <= %.3g, avx512 vs base %.2e relative", cin, cout, H, pool,
-              scale, d / scale);
+  cr_log_info("masked, cin %d cout %d H %d pool %d: |y| <= %.3g, %s vs base %.2e relative", cin, cout, H, pool, scale,
+              nn_isa_name(isa), d / scale);
   cr_assert_gt(scale, 1e-2);
   cr_assert_lt(d, 2e-6 * scale);
   /* the backward, for an output gradient shaped like y */
@@ -253,7 +252,7 @@ static void check_masked(int cin, int cout, int H, int pool) {
       dy[k][i] = (float)(2 * tu_rnd() - 1);
   }
   size_t part[4];
-  cr_assert_eq(nn_isa_set(NN_ISA_AVX512), 0);
+  cr_assert_eq(nn_isa_set(isa), 0);
   float *ga = backward(&c, dy, part);
   cr_assert_eq(nn_isa_set(NN_ISA_BASE), 0);
   float *gb = backward(&c, dy, part);
@@ -265,7 +264,7 @@ static void check_masked(int cin, int cout, int H, int pool) {
       gs = fmax(gs, fabs(gb[i]));
       gd = fmax(gd, fabs((double)ga[i] - gb[i]));
     }
-    cr_log_info("masked backward %s: |.| <= %.3g, avx512 vs base %.2e relative", names[q], gs, gd / gs);
+    cr_log_info("masked backward %s: |.| <= %.3g, %s vs base %.2e relative", names[q], gs, nn_isa_name(isa), gd / gs);
     cr_assert_gt(gs, 1e-2, "%s", names[q]);
     cr_assert_lt(gd, 1e-5 * gs, "%s", names[q]);
   }
@@ -277,6 +276,13 @@ static void check_masked(int cin, int cout, int H, int pool) {
     free(dy[k]);
   }
   ccase_free(&c);
+}
+
+static void check_masked(int cin, int cout, int H, int pool) {
+  if (!nn_isa_supported(NN_ISA_AVX2)) cr_skip_test("no AVX2 on this processor");
+  check_masked_isa(NN_ISA_AVX2, cin, cout, H, pool);
+  if (!nn_isa_supported(NN_ISA_AVX512)) cr_skip_test("no AVX-512 on this processor (the AVX2 build passed)");
+  check_masked_isa(NN_ISA_AVX512, cin, cout, H, pool);
 }
 
 Test(masked, conv_small_model_shape) { check_masked(8, 8, 16, 1); }
