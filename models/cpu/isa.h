@@ -11,7 +11,9 @@
  *
  * The environment variable SE3_ISA (base, avx2, avx512 or auto) forces a
  * variant, for tests and benchmarks; one the processor lacks is refused and
- * the best supported one is used instead.
+ * the best supported one is used instead. Under avx512, a convolution
+ * whose output degrees have at most 8 channels each (the default model)
+ * runs the avx2 variant, whose 8-float tiles its shapes fill (isa.c).
  *
  * The same file also chooses OpenBLAS's kernels from the processor's
  * features: Debian's OpenBLAS 0.3.21 does not recognise some current
