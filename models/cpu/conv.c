@@ -456,91 +456,61 @@ SE3_HD static inline __attribute__((always_inline)) void conv_ds2_block(real *ds
 
 /* The same sums as the bodies above for the fast case (HF radial features,
  * JB or JV columns, output channels in whole tiles of OC), each in the same
- * order; the tile's sums are the array of vectors a[][] below, kept in
- * registers. Loops over a tile's rows and vectors are unrolled in full. */
-/* The radial weights of TE edges for OC columns in the tile a:
- * a[e][.] = sum_h s2[e][h] w[h][.], rows of w ws reals apart. The forward
- * takes its columns over output channels, the backward over the columns of
- * R (JV = OC), so one tile serves both. */
-_Static_assert(JV == OC, "vrtile serves the forward's OC and the backward's JV columns");
-static inline __attribute__((always_inline)) void vrtile(vreal a[TE][NV(OC)], const real *s2, const real *w,
-                                                         size_t ws) {
-  UNROLL(16) for (int e = 0; e < TE; e++) UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] = vbc(0);
-  for (int h = 0; h < HF; h++) {
-    const real *wh = w + (size_t)h * ws;
-    vreal wv[NV(OC)];
-    UNROLL(4) for (int v = 0; v < NV(OC); v++) wv[v] = vld(wh + v * NL);
-    UNROLL(16) for (int e = 0; e < TE; e++) {
-      vreal sv = vbc(s2[e * HF + h]);
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) a[e][v] += sv * wv[v];
+ * order. All but conv_dr_rows are one register tile, vtile: rows of OC
+ * columns (NV(OC) vectors a row, up to 8 rows), each row a sum of n
+ * products of a broadcast real and a row of r, its loops over rows and
+ * vectors unrolled in full so that the sums stay in registers. The forward
+ * takes its columns over output channels, the backward's d U over the
+ * columns of R (JV) and d s2 over radial features (HC): all are OC wide. */
+_Static_assert(JV == OC && HC == OC, "vtile's columns are OC wide for every caller");
+_Static_assert(TE <= 8 && HQ <= 8 && EQ <= 8 && NN_DIM(NN_MAX_DEG) <= 8, "vtile holds up to 8 rows");
+
+/* out[i * os + c] (+)= sum_{j < n} u[i * us + j * uj] r[j * rs + c] for
+ * i < ni and c < OC: with zero, out is overwritten, else added to. */
+static inline __attribute__((always_inline)) void vtile(real *out, size_t os, const real *r, size_t rs, const real *u,
+                                                        size_t us, size_t uj, int n, int ni, int zero) {
+  vreal a[8][NV(OC)];
+  UNROLL(8)
+  for (int i = 0; i < ni; i++)
+    UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] = zero ? vbc(0) : vld(out + (size_t)i * os + (size_t)(v * NL));
+  for (int j = 0; j < n; j++) {
+    vreal rv[NV(OC)];
+    UNROLL(4) for (int v = 0; v < NV(OC); v++) rv[v] = vld(r + (size_t)j * rs + (size_t)(v * NL));
+    UNROLL(8) for (int i = 0; i < ni; i++) {
+      vreal x = vbc(u[(size_t)i * us + (size_t)j * uj]);
+      UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] += x * rv[v];
     }
   }
+  UNROLL(8)
+  for (int i = 0; i < ni; i++)
+    UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(out + (size_t)i * os + (size_t)(v * NL), a[i][v]);
 }
 
+/* conv_tile_r: Rb[e][jj][o] = sum_h s2[e][h] wt[jj][h][o]. */
 static inline __attribute__((always_inline)) void vtile_r(real *Rb, const real *s2, const real *wt, int cout) {
   for (int jj = 0; jj < JB; jj++)
-    for (int oc = 0; oc < cout; oc += OC) {
-      vreal a[TE][NV(OC)];
-      vrtile(a, s2, wt + (size_t)jj * HF * (size_t)cout + oc, (size_t)cout);
-      UNROLL(16)
-      for (int e = 0; e < TE; e++)
-        UNROLL(4)
-      for (int v = 0; v < NV(OC); v++)
-        vst(Rb + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)(oc + v * NL), a[e][v]);
-    }
+    for (int oc = 0; oc < cout; oc += OC)
+      vtile(Rb + (size_t)jj * (size_t)cout + (size_t)oc, JB * (size_t)cout,
+            wt + (size_t)jj * HF * (size_t)cout + (size_t)oc, (size_t)cout, s2, HF, 1, HF, TE, 1);
 }
 
+/* conv_contract: out[i][o] += sum_jj U[i][jj] Rb[jj][o]. */
 static inline __attribute__((always_inline)) void vcontract(real *out, const real *Rb, const real *U, int K, int cout,
                                                             int ni) {
-  for (int oc = 0; oc < cout; oc += OC) {
-    vreal a[NN_DIM(NN_MAX_DEG)][NV(OC)];
-    UNROLL(7)
-    for (int i = 0; i < ni; i++)
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] = vld(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
-    for (int jj = 0; jj < JB; jj++) {
-      const real *r = Rb + (size_t)jj * (size_t)cout + oc;
-      vreal rv[NV(OC)];
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) rv[v] = vld(r + v * NL);
-      UNROLL(7) for (int i = 0; i < ni; i++) {
-        vreal u = vbc(U[(size_t)i * (size_t)K + (size_t)jj]);
-        UNROLL(4) for (int v = 0; v < NV(OC); v++) a[i][v] += u * rv[v];
-      }
-    }
-    UNROLL(7)
-    for (int i = 0; i < ni; i++)
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(out + (size_t)i * (size_t)cout + (size_t)(oc + v * NL), a[i][v]);
-  }
+  for (int oc = 0; oc < cout; oc += OC)
+    vtile(out + oc, (size_t)cout, Rb + oc, (size_t)cout, U, (size_t)K, 1, JB, ni, 0);
 }
 
+/* conv_tile_ro: Rb[e][o][j] = sum_h s2[e][h] wo[o][h][j]. */
 static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real *s2, const real *wo, int K, int cout) {
-  for (int o = 0; o < cout; o++) {
-    vreal a[TE][NV(JV)];
-    vrtile(a, s2, wo + (size_t)o * HF * (size_t)K, (size_t)K);
-    UNROLL(16)
-    for (int e = 0; e < TE; e++)
-      UNROLL(4)
-    for (int v = 0; v < NV(JV); v++)
-      vst(Rb + ((size_t)e * (size_t)cout + (size_t)o) * JV + (size_t)(v * NL), a[e][v]);
-  }
+  for (int o = 0; o < cout; o++)
+    vtile(Rb + (size_t)o * JV, (size_t)cout * JV, wo + (size_t)o * HF * (size_t)K, (size_t)K, s2, HF, 1, HF, TE, 1);
 }
 
+/* conv_contract_du: dU[i][j] += sum_o g[i][o] Rb[o][j]. */
 static inline __attribute__((always_inline)) void vcontract_du(real *dU, const real *Rb, const real *g, int K, int cout,
                                                                int ni) {
-  vreal a[NN_DIM(NN_MAX_DEG)][NV(JV)];
-  UNROLL(7)
-  for (int i = 0; i < ni; i++)
-    UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] = vld(dU + (size_t)i * (size_t)K + (size_t)(v * NL));
-  for (int o = 0; o < cout; o++) {
-    vreal rv[NV(JV)];
-    UNROLL(4) for (int v = 0; v < NV(JV); v++) rv[v] = vld(Rb + (size_t)o * JV + (size_t)(v * NL));
-    UNROLL(7) for (int i = 0; i < ni; i++) {
-      vreal gv = vbc(g[(size_t)i * (size_t)cout + (size_t)o]);
-      UNROLL(4) for (int v = 0; v < NV(JV); v++) a[i][v] += gv * rv[v];
-    }
-  }
-  UNROLL(7)
-  for (int i = 0; i < ni; i++)
-    UNROLL(4) for (int v = 0; v < NV(JV); v++) vst(dU + (size_t)i * (size_t)K + (size_t)(v * NL), a[i][v]);
+  vtile(dU, (size_t)K, Rb, JV, g, (size_t)cout, 1, cout, ni, 0);
 }
 
 static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real *g, const real *U, int K, int cout,
@@ -562,54 +532,25 @@ static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real 
   }
 }
 
+/* conv_dw_block: dW[jj][h][o] += sum_e s2[e][h] DR[e][jj][o], HQ rows h at
+ * a time. */
 static inline __attribute__((always_inline)) void vdw_block(real *dW, const real *DR, const real *s2, int ne,
                                                             int cout) {
   for (int jj = 0; jj < JB; jj++)
     for (int oc = 0; oc < cout; oc += OC)
-      for (int h = 0; h < HF; h += HQ) {
-        vreal a[HQ][NV(OC)];
-        real *d = dW + ((size_t)jj * HF + (size_t)h) * (size_t)cout + (size_t)oc;
-        UNROLL(8)
-        for (int q = 0; q < HQ; q++)
-          UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] = vld(d + (size_t)q * (size_t)cout + (size_t)(v * NL));
-        for (int e = 0; e < ne; e++) {
-          const real *dv = DR + ((size_t)e * JB + (size_t)jj) * (size_t)cout + (size_t)oc;
-          vreal x[NV(OC)];
-          UNROLL(4) for (int v = 0; v < NV(OC); v++) x[v] = vld(dv + v * NL);
-          UNROLL(8) for (int q = 0; q < HQ; q++) {
-            vreal sv = vbc(s2[(size_t)e * HF + (size_t)(h + q)]);
-            UNROLL(4) for (int v = 0; v < NV(OC); v++) a[q][v] += sv * x[v];
-          }
-        }
-        UNROLL(8)
-        for (int q = 0; q < HQ; q++)
-          UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(d + (size_t)q * (size_t)cout + (size_t)(v * NL), a[q][v]);
-      }
+      for (int h = 0; h < HF; h += HQ)
+        vtile(dW + ((size_t)jj * HF + (size_t)h) * (size_t)cout + (size_t)oc, (size_t)cout,
+              DR + (size_t)jj * (size_t)cout + (size_t)oc, JB * (size_t)cout, s2 + h, 1, HF, ne, HQ, 0);
 }
 
-/* ne: a multiple of EQ. */
+/* conv_ds2_block: ds2[e][h] += sum_{jj, o} DR[e][jj][o] W[jj][o][h], EQ
+ * edges at a time, (jj, o) one index jj cout + o; ne a multiple of EQ. */
 static inline __attribute__((always_inline)) void vds2_block(real *ds2, const real *DR, const real *W, int ne,
                                                              int cout) {
   for (int e = 0; e < ne; e += EQ)
-    for (int hc = 0; hc < HF; hc += HC) {
-      vreal a[EQ][NV(HC)];
-      UNROLL(8)
-      for (int q = 0; q < EQ; q++)
-        UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] = vld(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL));
-      for (int jj = 0; jj < JB; jj++)
-        for (int o = 0; o < cout; o++) {
-          const real *w = W + ((size_t)jj * (size_t)cout + (size_t)o) * HF + (size_t)hc;
-          vreal wv[NV(HC)];
-          UNROLL(4) for (int v = 0; v < NV(HC); v++) wv[v] = vld(w + v * NL);
-          UNROLL(8) for (int q = 0; q < EQ; q++) {
-            vreal d = vbc(DR[((size_t)(e + q) * JB + (size_t)jj) * (size_t)cout + (size_t)o]);
-            UNROLL(4) for (int v = 0; v < NV(HC); v++) a[q][v] += d * wv[v];
-          }
-        }
-      UNROLL(8)
-      for (int q = 0; q < EQ; q++)
-        UNROLL(4) for (int v = 0; v < NV(HC); v++) vst(ds2 + (size_t)(e + q) * HF + (size_t)(hc + v * NL), a[q][v]);
-    }
+    for (int hc = 0; hc < HF; hc += HC)
+      vtile(ds2 + (size_t)e * HF + (size_t)hc, HF, W + hc, HF, DR + (size_t)e * JB * (size_t)cout, JB * (size_t)cout, 1,
+            JB * cout, EQ, 0);
 }
 
 /* conv_edge_u and conv_edge_du when every input degree's channels are whole
