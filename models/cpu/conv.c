@@ -317,20 +317,20 @@ SE3_HD static inline __attribute__((always_inline)) void conv_contract(real *out
 
 /* Backward, first part: d U, per block of JV columns j0.. of R_l and TE
  * edges. First R[e][o][jj] = sum_h s2[e][h] wo[o][h][jj] into Rb
- * (TE x cout x JV; wo: W3O_l = W3 at [o][h][j], from column j0, rows K
- * apart), vectors over the columns; jn <= JV. */
+ * (TE x cout x JV; wo: the block of W3O_l for columns j0..j0+jn-1, rows
+ * ws apart), vectors over the columns; jn <= JV. */
 
 SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, const real *s2, int H, const real *wo,
-                                                                      int K, int cout, int jn) {
+                                                                      int ws, int cout, int jn) {
   int hh = H, n = jn;
   for (int o = 0; o < cout; o++) {
-    const real *wq = wo + (size_t)o * (size_t)hh * (size_t)K;
+    const real *wq = wo + (size_t)o * (size_t)hh * (size_t)ws;
     real r[TE][JV];
     for (int e = 0; e < TE; e++)
       for (int j = 0; j < n; j++)
         r[e][j] = 0;
     for (int h = 0; h < hh; h++) {
-      const real *w = wq + (size_t)h * (size_t)K;
+      const real *w = wq + (size_t)h * (size_t)ws;
       for (int e = 0; e < TE; e++) {
         real sv = s2[e * hh + h];
         for (int j = 0; j < n; j++)
@@ -343,16 +343,17 @@ SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, 
   }
 }
 
-/* Then, per edge, dU[i][jj] += sum_o g[i][o] R[o][jj] (dU: the edge's U_l
- * gradient at column j0, rows K apart; g: its ni x cout output gradient;
- * Rb: its cout x JV block), the ni x JV sums in registers. */
+/* Then, per edge, dU[i][jj] = sum_o g[i][o] R[o][jj] (dU: the edge's U_l
+ * gradient at column j0, rows K apart, each entry written once; g: its
+ * ni x cout output gradient; Rb: its cout x JV block), the ni x JV sums in
+ * registers. */
 SE3_HD static inline __attribute__((always_inline)) void conv_contract_du(real *dU, const real *Rb, const real *g,
                                                                           int K, int jn, int cout, int ni) {
   int n = jn;
   real acc[NN_DIM(NN_MAX_DEG)][JV];
   for (int i = 0; i < ni; i++)
     for (int j = 0; j < n; j++)
-      acc[i][j] = dU[(size_t)i * (size_t)K + (size_t)j];
+      acc[i][j] = 0;
   for (int o = 0; o < cout; o++) {
     const real *r = Rb + (size_t)o * JV;
     for (int i = 0; i < ni; i++) {
@@ -501,35 +502,39 @@ static inline __attribute__((always_inline)) void vcontract(real *out, const rea
     vtile(out + oc, (size_t)cout, Rb + oc, (size_t)cout, U, (size_t)K, 1, JB, ni, 0);
 }
 
-/* conv_tile_ro: Rb[e][o][j] = sum_h s2[e][h] wo[o][h][j]. */
-static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real *s2, const real *wo, int K, int cout) {
+/* conv_tile_ro: Rb[e][o][j] = sum_h s2[e][h] wo[o][h][j], wo's rows JV
+ * wide. */
+static inline __attribute__((always_inline)) void vtile_ro(real *Rb, const real *s2, const real *wo, int cout) {
   for (int o = 0; o < cout; o++)
-    vtile(Rb + (size_t)o * JV, (size_t)cout * JV, wo + (size_t)o * HF * (size_t)K, (size_t)K, s2, HF, 1, HF, TE, 1);
+    vtile(Rb + (size_t)o * JV, (size_t)cout * JV, wo + (size_t)o * HF * JV, JV, s2, HF, 1, HF, TE, 1);
 }
 
-/* conv_contract_du: dU[i][j] += sum_o g[i][o] Rb[o][j]. */
+/* conv_contract_du: dU[i][j] = sum_o g[i][o] Rb[o][j]. */
 static inline __attribute__((always_inline)) void vcontract_du(real *dU, const real *Rb, const real *g, int K, int cout,
                                                                int ni) {
-  vtile(dU, (size_t)K, Rb, JV, g, (size_t)cout, 1, cout, ni, 0);
+  vtile(dU, (size_t)K, Rb, JV, g, (size_t)cout, 1, cout, ni, 1);
 }
 
+/* conv_dr_rows: DR[jj][o] = sum_i U[i][jj] g[i][o], DJ columns jj at a
+ * time so that 2 DJ independent sums are under way (one row of g, then the
+ * next: each sum's terms in the same order). */
+#define DJ 4
 static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real *g, const real *U, int K, int cout,
                                                            int ni) {
-  for (int oc = 0; oc < cout; oc += OC) {
-    vreal gr[NN_DIM(NN_MAX_DEG)][NV(OC)];
-    UNROLL(7)
-    for (int i = 0; i < ni; i++)
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) gr[i][v] = vld(g + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
-    for (int jj = 0; jj < JB; jj++) {
-      vreal d[NV(OC)];
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) d[v] = vbc(0);
+  for (int oc = 0; oc < cout; oc += OC)
+    for (int jj = 0; jj < JB; jj += DJ) {
+      vreal d[DJ][NV(OC)];
       UNROLL(7) for (int i = 0; i < ni; i++) {
-        vreal u = vbc(U[(size_t)i * (size_t)K + (size_t)jj]);
-        UNROLL(4) for (int v = 0; v < NV(OC); v++) d[v] += u * gr[i][v];
+        vreal gr[NV(OC)];
+        UNROLL(4) for (int v = 0; v < NV(OC); v++) gr[v] = vld(g + (size_t)i * (size_t)cout + (size_t)(oc + v * NL));
+        UNROLL(4) for (int q = 0; q < DJ; q++) {
+          vreal u = vbc(U[(size_t)i * (size_t)K + (size_t)(jj + q)]);
+          UNROLL(4) for (int v = 0; v < NV(OC); v++) d[q][v] = i ? d[q][v] + u * gr[v] : u * gr[v];
+        }
       }
-      UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(DR + (size_t)jj * (size_t)cout + (size_t)(oc + v * NL), d[v]);
+      UNROLL(4) for (int q = 0; q < DJ; q++)
+        UNROLL(4) for (int v = 0; v < NV(OC); v++) vst(DR + (size_t)(jj + q) * (size_t)cout + (size_t)(oc + v * NL), d[q][v]);
     }
-  }
 }
 
 /* conv_dw_block: dW[jj][h][o] += sum_e s2[e][h] DR[e][jj][o], HQ rows h at
@@ -723,29 +728,31 @@ static inline void mrows(real *out, size_t os, const real *s, int ss, int H, con
 }
 
 static inline __attribute__((always_inline)) void mcontract_n(real *out, size_t os, const real *r, size_t rs,
-                                                              const real *u, size_t us, int n, int nc, int ni) {
+                                                              const real *u, size_t us, int n, int nc, int ni,
+                                                              int zero) {
   for (int c0 = 0; c0 < nc; c0 += MW * MNV) {
     if (MNV == 2 && nc - c0 > MW)
-      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 2, 0);
+      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 2, zero);
     else
-      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 1, 0);
+      mcontract_v(out, os, r, rs, u, us, 1, n, nc, c0, ni, 1, zero);
   }
 }
 
 static inline __attribute__((always_inline)) void mcontract_any(real *out, size_t os, const real *r, size_t rs,
-                                                                const real *u, size_t us, int n, int nc, int ni) {
+                                                                const real *u, size_t us, int n, int nc, int ni,
+                                                                int zero) {
   switch (ni) { /* the rows fixed, so the sums stay in registers */
   case 1:
-    mcontract_n(out, os, r, rs, u, us, n, nc, 1);
+    mcontract_n(out, os, r, rs, u, us, n, nc, 1, zero);
     break;
   case 3:
-    mcontract_n(out, os, r, rs, u, us, n, nc, 3);
+    mcontract_n(out, os, r, rs, u, us, n, nc, 3, zero);
     break;
   case 5:
-    mcontract_n(out, os, r, rs, u, us, n, nc, 5);
+    mcontract_n(out, os, r, rs, u, us, n, nc, 5, zero);
     break;
   default:
-    mcontract_n(out, os, r, rs, u, us, n, nc, 7);
+    mcontract_n(out, os, r, rs, u, us, n, nc, 7, zero);
     break;
   }
 }
@@ -783,19 +790,19 @@ static inline void mtile_r(real *Rb, const real *s2, int H, const real *wt, int 
           (size_t)cout, cout);
 }
 
-static inline void mtile_ro(real *Rb, const real *s2, int H, const real *wo, int K, int cout, int jn) {
+static inline void mtile_ro(real *Rb, const real *s2, int H, const real *wo, int ws, int cout, int jn) {
   for (int o = 0; o < cout; o++)
-    mrows(Rb + (size_t)o * JV, (size_t)cout * JV, s2, H, H, wo + (size_t)o * (size_t)H * (size_t)K, (size_t)K, jn);
+    mrows(Rb + (size_t)o * JV, (size_t)cout * JV, s2, H, H, wo + (size_t)o * (size_t)H * (size_t)ws, (size_t)ws, jn);
 }
 
 static inline __attribute__((always_inline)) void mcontract(real *out, const real *Rb, const real *U, int K, int jn,
                                                             int cout, int ni) {
-  mcontract_any(out, (size_t)cout, Rb, (size_t)cout, U, (size_t)K, jn, cout, ni);
+  mcontract_any(out, (size_t)cout, Rb, (size_t)cout, U, (size_t)K, jn, cout, ni, 0);
 }
 
 static inline __attribute__((always_inline)) void mcontract_du(real *dU, const real *Rb, const real *g, int K, int jn,
                                                                int cout, int ni) {
-  mcontract_any(dU, (size_t)K, Rb, JV, g, (size_t)cout, cout, jn, ni);
+  mcontract_any(dU, (size_t)K, Rb, JV, g, (size_t)cout, cout, jn, ni, 1);
 }
 
 /* DR[jj][o] = sum_i U[i][jj] g[i][o] (conv_dr_rows): the ni rows of g in
@@ -1075,8 +1082,10 @@ static void chunk_forward(struct chunk_buf *c, const struct plan *p, const void 
 
 #ifndef SE3_CONV_BF16 /* which packs W3 its own way (pack_w3_bf16) */
 /* W3 (rows o K_l + j per degree, H columns) to W3T_l[j][h][o] (wt, for the
- * forward) or W3J_l[j][o][h] and W3O_l[o][h][j] (wj and wo, for the
- * backward); all at the offsets wt_off. */
+ * forward) or W3J_l[j][o][h] and W3O_l (wj and wo, for the backward); all
+ * at the offsets wt_off. W3O_l is in blocks of JV columns j0.., each
+ * [o][h][j - j0] with rows jw = min(JV, K_l - j0) wide and starting at
+ * j0 H cout, so that a block's tiles read contiguous memory. */
 static void transpose_w3(real *wt, real *wj, real *wo, const struct plan *p, const real *W3) {
   for (int l = 0; l <= p->max_l; l++) {
     int cout = p->cout[l], K = p->K[l], H = p->H;
@@ -1092,9 +1101,12 @@ static void transpose_w3(real *wt, real *wj, real *wo, const struct plan *p, con
         }
         if (wj)
           memcpy(wj + p->wt_off[l] + ((size_t)j * (size_t)cout + (size_t)o) * (size_t)H, src, (size_t)H * sizeof *wj);
-        if (wo)
+        if (wo) {
+          int j0 = j / JV * JV, jw = imin(JV, K - j0);
+          real *dst = wo + p->wt_off[l] + (size_t)j0 * (size_t)H * (size_t)cout + (size_t)(j - j0);
           for (int h = 0; h < H; h++)
-            wo[p->wt_off[l] + ((size_t)o * (size_t)H + (size_t)h) * (size_t)K + (size_t)j] = src[h];
+            dst[((size_t)o * (size_t)H + (size_t)h) * (size_t)jw] = src[h];
+        }
       }
   }
 }
@@ -1269,23 +1281,22 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
             else
               memset(gd, 0, w * sizeof(real));
           }
-        memset(c.dU, 0, (size_t)np * p.usize * sizeof(real));
         memset(c.ds2, 0, (size_t)np * (size_t)H * sizeof(real));
         for (int l = 0; l <= p.max_l; l++) {
           int cout = p.cout[l], K = p.K[l], ni = NN_DIM(l);
           if (!cout) continue;
           for (int j0 = 0; j0 < K; j0 += JV) { /* d U, JV columns at a time */
             int jn = imin(JV, K - j0), fast = p.fast && jn == JV;
-            const real *wo = wo3 + p.wt_off[l] + (size_t)j0;
+            const real *wo = wo3 + p.wt_off[l] + (size_t)j0 * (size_t)H * (size_t)cout;
             for (int e = 0; e < np; e += TE) {
               const real *sv = c.s2 + (size_t)e * (size_t)H;
               if (fast)
-                vtile_ro(c.Rb, sv, wo, K, cout);
+                vtile_ro(c.Rb, sv, wo, cout);
               else
 #ifdef MASKED
-                mtile_ro(c.Rb, sv, H, wo, K, cout, jn);
+                mtile_ro(c.Rb, sv, H, wo, jn, cout, jn);
 #else
-                conv_tile_ro(c.Rb, sv, H, wo, K, cout, jn);
+                conv_tile_ro(c.Rb, sv, H, wo, jn, cout, jn);
 #endif
               for (int q = 0; q < TE && e + q < n; q++)
                 contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
@@ -1299,7 +1310,10 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
             for (int q = 0; q < np; q++)
               dr_rows(c.DR + (size_t)q * JB * (size_t)cout, c.g + (size_t)q * p.ysize + p.y_off[l],
                       c.U + (size_t)q * p.usize + p.u_off[l] + (size_t)j0, K, jn, cout, ni, fast);
-            if (fast) {
+            if (fast && cout == 32) { /* the strides as constants, so no register holds them */
+              vdw_block(my_dwt + wo, c.DR, c.s2, np, 32);
+              vds2_block(c.ds2, c.DR, wj + wo, np, 32);
+            } else if (fast) {
               vdw_block(my_dwt + wo, c.DR, c.s2, np, cout);
               vds2_block(c.ds2, c.DR, wj + wo, np, cout);
             } else {
