@@ -71,7 +71,7 @@
 #define TE 6
 #define OC 16
 #define JV 16
-#define HQ 4
+#define HQ 6 /* 5 tiles of 6 rows and one of 2 for HF = 32 */
 #define EQ 6
 #define HC 16
 #else /* baseline x86-64: 16 registers of 4 floats */
@@ -88,7 +88,7 @@
 #else
 #define CE 64
 #endif
-_Static_assert(CE % TE == 0 && TE % EQ == 0 && HF % HQ == 0 && HF % HC == 0, "tiles must divide what they cut");
+_Static_assert(CE % TE == 0 && TE % EQ == 0 && HF % HC == 0, "tiles must divide what they cut");
 
 /* The fast tiles are written in vectors of the instruction set's width
  * (GCC's vector extensions: the compiler maps each vector to one register and
@@ -538,14 +538,25 @@ static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real 
 }
 
 /* conv_dw_block: dW[jj][h][o] += sum_e s2[e][h] DR[e][jj][o], HQ rows h at
- * a time. */
+ * a time (then the HF % HQ left). dW, a thread's whole d W3 (megabytes),
+ * is read and written once a chunk, so the next column's rows are fetched
+ * while this one's are summed (past the end, a prefetch does nothing). */
 static inline __attribute__((always_inline)) void vdw_block(real *dW, const real *DR, const real *s2, int ne,
                                                             int cout) {
   for (int jj = 0; jj < JB; jj++)
-    for (int oc = 0; oc < cout; oc += OC)
-      for (int h = 0; h < HF; h += HQ)
-        vtile(dW + ((size_t)jj * HF + (size_t)h) * (size_t)cout + (size_t)oc, (size_t)cout,
-              DR + (size_t)jj * (size_t)cout + (size_t)oc, JB * (size_t)cout, s2 + h, 1, HF, ne, HQ, 0);
+    for (int oc = 0; oc < cout; oc += OC) {
+      if (!oc) {
+        const char *next = (const char *)(dW + (size_t)(jj + 1) * HF * (size_t)cout);
+        for (size_t b = 0; b < HF * (size_t)cout * sizeof(real); b += 64)
+          __builtin_prefetch(next + b, 1);
+      }
+      real *d = dW + (size_t)jj * HF * (size_t)cout + (size_t)oc;
+      const real *r = DR + (size_t)jj * (size_t)cout + (size_t)oc;
+      int h = 0;
+      for (; h + HQ <= HF; h += HQ)
+        vtile(d + (size_t)h * (size_t)cout, (size_t)cout, r, JB * (size_t)cout, s2 + h, 1, HF, ne, HQ, 0);
+      if (HF % HQ) vtile(d + (size_t)h * (size_t)cout, (size_t)cout, r, JB * (size_t)cout, s2 + h, 1, HF, ne, HF % HQ, 0);
+    }
 }
 
 /* conv_ds2_block: ds2[e][h] += sum_{jj, o} DR[e][jj][o] W[jj][o][h], EQ
