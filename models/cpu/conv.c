@@ -317,20 +317,20 @@ SE3_HD static inline __attribute__((always_inline)) void conv_contract(real *out
 
 /* Backward, first part: d U, per block of JV columns j0.. of R_l and TE
  * edges. First R[e][o][jj] = sum_h s2[e][h] wo[o][h][jj] into Rb
- * (TE x cout x JV; wo: the block of W3O_l for columns j0..j0+jn-1, rows
- * ws apart), vectors over the columns; jn <= JV. */
+ * (TE x cout x JV; wo: the block of W3O_l for columns j0..j0+jn-1, its
+ * rows jn wide), vectors over the columns; jn <= JV. */
 
 SE3_HD static inline __attribute__((always_inline)) void conv_tile_ro(real *Rb, const real *s2, int H, const real *wo,
-                                                                      int ws, int cout, int jn) {
+                                                                      int cout, int jn) {
   int hh = H, n = jn;
   for (int o = 0; o < cout; o++) {
-    const real *wq = wo + (size_t)o * (size_t)hh * (size_t)ws;
+    const real *wq = wo + (size_t)o * (size_t)hh * (size_t)n;
     real r[TE][JV];
     for (int e = 0; e < TE; e++)
       for (int j = 0; j < n; j++)
         r[e][j] = 0;
     for (int h = 0; h < hh; h++) {
-      const real *w = wq + (size_t)h * (size_t)ws;
+      const real *w = wq + (size_t)h * (size_t)n;
       for (int e = 0; e < TE; e++) {
         real sv = s2[e * hh + h];
         for (int j = 0; j < n; j++)
@@ -516,8 +516,8 @@ static inline __attribute__((always_inline)) void vcontract_du(real *dU, const r
 }
 
 /* conv_dr_rows: DR[jj][o] = sum_i U[i][jj] g[i][o], DJ columns jj at a
- * time so that 2 DJ independent sums are under way (one row of g, then the
- * next: each sum's terms in the same order). */
+ * time so that DJ x NV(OC) independent sums are under way (one row of g,
+ * then the next: each sum's terms in the same order). */
 #define DJ 4
 static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real *g, const real *U, int K, int cout,
                                                            int ni) {
@@ -543,13 +543,11 @@ static inline __attribute__((always_inline)) void vdr_rows(real *DR, const real 
  * while this one's are summed (past the end, a prefetch does nothing). */
 static inline __attribute__((always_inline)) void vdw_block(real *dW, const real *DR, const real *s2, int ne,
                                                             int cout) {
-  for (int jj = 0; jj < JB; jj++)
+  for (int jj = 0; jj < JB; jj++) {
+    const char *next = (const char *)(dW + (size_t)(jj + 1) * HF * (size_t)cout);
+    for (size_t b = 0; b < HF * (size_t)cout * sizeof(real); b += 64)
+      __builtin_prefetch(next + b, 1);
     for (int oc = 0; oc < cout; oc += OC) {
-      if (!oc) {
-        const char *next = (const char *)(dW + (size_t)(jj + 1) * HF * (size_t)cout);
-        for (size_t b = 0; b < HF * (size_t)cout * sizeof(real); b += 64)
-          __builtin_prefetch(next + b, 1);
-      }
       real *d = dW + (size_t)jj * HF * (size_t)cout + (size_t)oc;
       const real *r = DR + (size_t)jj * (size_t)cout + (size_t)oc;
       int h = 0;
@@ -557,6 +555,7 @@ static inline __attribute__((always_inline)) void vdw_block(real *dW, const real
         vtile(d + (size_t)h * (size_t)cout, (size_t)cout, r, JB * (size_t)cout, s2 + h, 1, HF, ne, HQ, 0);
       if (HF % HQ) vtile(d + (size_t)h * (size_t)cout, (size_t)cout, r, JB * (size_t)cout, s2 + h, 1, HF, ne, HF % HQ, 0);
     }
+  }
 }
 
 /* conv_ds2_block: ds2[e][h] += sum_{jj, o} DR[e][jj][o] W[jj][o][h], EQ
@@ -801,9 +800,9 @@ static inline void mtile_r(real *Rb, const real *s2, int H, const real *wt, int 
           (size_t)cout, cout);
 }
 
-static inline void mtile_ro(real *Rb, const real *s2, int H, const real *wo, int ws, int cout, int jn) {
+static inline void mtile_ro(real *Rb, const real *s2, int H, const real *wo, int cout, int jn) {
   for (int o = 0; o < cout; o++)
-    mrows(Rb + (size_t)o * JV, (size_t)cout * JV, s2, H, H, wo + (size_t)o * (size_t)H * (size_t)ws, (size_t)ws, jn);
+    mrows(Rb + (size_t)o * JV, (size_t)cout * JV, s2, H, H, wo + (size_t)o * (size_t)H * (size_t)jn, (size_t)jn, jn);
 }
 
 static inline __attribute__((always_inline)) void mcontract(real *out, const real *Rb, const real *U, int K, int jn,
@@ -1305,9 +1304,9 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
                 vtile_ro(c.Rb, sv, wo, cout);
               else
 #ifdef MASKED
-                mtile_ro(c.Rb, sv, H, wo, jn, cout, jn);
+                mtile_ro(c.Rb, sv, H, wo, cout, jn);
 #else
-                conv_tile_ro(c.Rb, sv, H, wo, jn, cout, jn);
+                conv_tile_ro(c.Rb, sv, H, wo, cout, jn);
 #endif
               for (int q = 0; q < TE && e + q < n; q++)
                 contract_du_rows(c.dU + (size_t)(e + q) * p.usize + p.u_off[l] + (size_t)j0,
