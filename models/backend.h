@@ -47,9 +47,9 @@
  * AVX512-BF16, as a second table (models/cpu/table.h). */
 enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2, NN_PREC_FP16 = 3 };
 
-/* A group of processes whose gradients are summed (models/model.h); NULL or
- * size 1 for a run of one process. Filled by the data-parallel layer. */
-struct nn_comm;
+/* A group of processes whose gradients are summed (common/comm.h); NULL
+ * for a run of one process. */
+struct se3_comm;
 
 struct nn_backend {
   const char *name;   /* "cpu", "cuda:0", ... */
@@ -113,9 +113,10 @@ struct nn_backend {
   double (*sumsq)(const real *x, size_t n); /* sum of x[i]^2 in double, on the host; waits */
   void (*scale)(real *x, size_t n, double s); /* x *= s */
   /* Sums x (n reals) over the processes of comm, in place, the same result
-   * on each: the gradient all-reduce of data-parallel training. With comm
-   * NULL (one process) nothing to do: 0. -1 with a message in err. */
-  int (*allreduce)(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen);
+   * on each, in comm.h's fixed order: the gradient all-reduce of
+   * data-parallel training. With comm NULL (one process) nothing to do: 0.
+   * -1 with a message in err. */
+  int (*allreduce)(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
 };
 
 /* An arena whose blocks are the backend's memory. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/device.h"
+
 /* A buffer in the backend's memory that grows as batches do. */
 struct dbuf {
   void *p;
@@ -196,8 +198,24 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
   return be->sync(err, errlen);
 }
 
-int se3_net_allreduce(struct se3_net *n, const struct nn_comm *comm, char *err, size_t errlen) {
-  return n->be->allreduce(n->arr[SE3_NET_GRAD], n->model.n_params, comm, err, errlen);
+void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
+
+int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  size_t np = n->model.n_params;
+  if (!comm || be->host_memory) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
+  /* A device's gradient through the host, summed as the CPU's is: the
+   * CUDA backend's own hook (NCCL) is not built yet. */
+  real *h = malloc(np * sizeof *h);
+  if (!h) {
+    snprintf(err, errlen, "out of host memory for the gradient (%zu parameters)", np);
+    return -1;
+  }
+  be->download(h, n->arr[SE3_NET_GRAD], np * sizeof *h);
+  int rc = nn_backend_host()->allreduce(h, np, comm, err, errlen);
+  if (rc == 0) be->upload(n->arr[SE3_NET_GRAD], h, np * sizeof *h);
+  free(h);
+  return rc;
 }
 
 double se3_net_clip(struct se3_net *n, double max_norm) {

@@ -60,9 +60,12 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
  * 0, or -1 with a message in err; the gradient is then incomplete and the
  * step must be discarded. */
 int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen);
+/* A zero gradient: a process whose share of a batch is empty still sums
+ * its (nothing) with the others'. */
+void se3_net_zero_grad(struct se3_net *n);
 /* Sums the gradient over the processes of comm (NULL: one process, nothing
- * to do). 0, or -1 with a message. */
-int se3_net_allreduce(struct se3_net *n, const struct nn_comm *comm, char *err, size_t errlen);
+ * to do), in common/comm.h's fixed order. 0, or -1 with a message. */
+int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
 /* The gradient's norm; when max_norm > 0 and the norm exceeds it, the
  * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
  * non-finite norm leaves the gradient alone. */

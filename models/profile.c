@@ -256,7 +256,7 @@ static void p_scale(real *x, size_t n, double s) {
   end(NN_PROF_OPTIMIZER, t0);
 }
 
-static int p_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen) {
+static int p_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   return in->allreduce(x, n, comm, err, errlen);
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/comm.h"
 #include "models/cpu/table.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
@@ -80,12 +81,11 @@ static void cpu_scale(real *x, size_t n, double s) {
     x[i] = (real)(x[i] * s);
 }
 
-static int cpu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen) {
-  (void)x;
-  (void)n;
+static int cpu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   if (!comm) return 0;
-  snprintf(err, errlen, "the gradient all-reduce across processes is not built into this backend yet");
-  return -1;
+  int rc = sizeof(real) == sizeof(float) ? comm_sum_f32(comm, (float *)x, n) : comm_sum_f64(comm, (double *)x, n);
+  if (rc) snprintf(err, errlen, "summing the gradient over %d processes: MPI failed", comm_size(comm));
+  return rc;
 }
 
 static struct nn_backend cpu = {

@@ -109,7 +109,7 @@ void cu_edge_targets(int32_t *dst, const int32_t *in_start, int N);
 
 /* ---- the table's operations ---- */
 /* table.cu */
-int cu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen);
+int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
 /* gemm.cu */
 void cu_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);
 void cu_linear_backward(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin, int cout);

@@ -141,7 +141,7 @@ static void cu_shutdown(void) {
   st.open = 0;
 }
 
-int cu_allreduce(real *x, size_t n, const struct nn_comm *comm, char *err, size_t errlen) {
+int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   (void)x;
   (void)n;
   if (!comm) return 0;

@@ -1,0 +1,246 @@
+/* comm.c — the processes of one data-parallel run (comm.h). */
+#define _GNU_SOURCE
+#include "common/comm.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Variables a launcher sets in the processes it starts: Open MPI's mpirun,
+ * PMIx (srun --mpi=pmix, prterun), PMI (MPICH's hydra, srun --mpi=pmi2). */
+static int launched_size(int *known) {
+  static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    const char *v = getenv(sizes[i]);
+    if (v && *v) {
+      *known = 1;
+      return atoi(v);
+    }
+  }
+  *known = 0;
+  const char *r = getenv("PMIX_RANK");
+  if (r && *r) return atoi(r) > 0 ? 2 : 1; /* PMIx names the rank, not the size */
+  return 0;
+}
+
+#ifdef SE3_HAVE_MPI
+#include <mpi.h>
+
+struct se3_comm {
+  MPI_Comm world, node;
+  int rank, size, local_rank, local_size;
+  void *scratch; /* comm_sum_f32/f64's two buffers */
+  size_t scratch_bytes;
+};
+
+/* Waits for r without holding a core: a short spin (a step's sum is often
+ * ready within microseconds), then sleeps growing to a millisecond. */
+static int wait_req(MPI_Request *r) {
+  long ns = 2000;
+  for (int spins = 0;; spins++) {
+    int done = 0;
+    if (MPI_Test(r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+    if (done) return 0;
+    if (spins < 1000) continue;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    if (ns < 1000000) ns *= 2;
+  }
+}
+
+int comm_open(struct se3_comm **out, char *err, size_t errlen) {
+  *out = NULL;
+  int known, n = launched_size(&known);
+  if (n == 0 || (known && n == 1)) return 0; /* no launcher, or one process: no MPI at all */
+  int provided;
+  if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    snprintf(err, errlen, "MPI failed to start (the launcher started %s processes)", known ? "several" : "this");
+    return -1;
+  }
+  struct se3_comm *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  c->world = MPI_COMM_WORLD;
+  MPI_Comm_rank(c->world, &c->rank);
+  MPI_Comm_size(c->world, &c->size);
+  if (c->size == 1) {
+    free(c);
+    MPI_Finalize();
+    return 0;
+  }
+  if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node) != MPI_SUCCESS) {
+    snprintf(err, errlen, "MPI could not tell which processes share this node");
+    free(c);
+    return -1;
+  }
+  MPI_Comm_rank(c->node, &c->local_rank);
+  MPI_Comm_size(c->node, &c->local_size);
+  *out = c;
+  return 0;
+}
+
+void comm_close(struct se3_comm *c) {
+  if (!c) return;
+  MPI_Comm_free(&c->node);
+  free(c->scratch);
+  free(c);
+  MPI_Finalize();
+}
+
+void comm_abort(const struct se3_comm *c, int code) {
+  if (c) MPI_Abort(c->world, code);
+  exit(code);
+}
+
+const char *comm_library(void) {
+  static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  if (!v[0]) {
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    v[strcspn(v, ",\n")] = 0; /* "Open MPI v4.1.4, package: ..." -> its first part */
+  }
+  return v;
+}
+
+static void *scratch(struct se3_comm *c, size_t bytes) {
+  if (bytes > c->scratch_bytes) {
+    void *p = realloc(c->scratch, bytes);
+    if (!p) return NULL;
+    c->scratch = p;
+    c->scratch_bytes = bytes;
+  }
+  return c->scratch;
+}
+
+int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes) {
+  if (!c) return 0;
+  for (size_t off = 0; off < bytes;) {
+    int n = bytes - off < (1u << 30) ? (int)(bytes - off) : 1 << 30;
+    MPI_Request r;
+    if (MPI_Ibcast((char *)buf + off, n, MPI_BYTE, 0, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
+    off += (size_t)n;
+  }
+  return 0;
+}
+
+/* The sum of x over the processes in rank order, element by element, for
+ * float (esz 4) or double (esz 8): slices of `slice` elements, one a
+ * process; rank j receives every process's copy of slice j, adds them in
+ * rank order in double, and all gather the summed slices. */
+static int sum_fixed(const struct se3_comm *cc, void *x, size_t n, int esz) {
+  struct se3_comm *c = (struct se3_comm *)cc;
+  MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  size_t N = (size_t)c->size;
+  for (size_t off = 0; off < n;) {
+    /* pieces small enough for MPI's int counts */
+    size_t m = n - off, cap = (size_t)(1u << 30) / N;
+    if (m > cap * N) m = cap * N;
+    size_t slice = (m + N - 1) / N;
+    char *send = scratch(c, 2 * N * slice * (size_t)esz);
+    if (!send) return -1;
+    char *recv = send + N * slice * (size_t)esz;
+    char *src = (char *)x + off * (size_t)esz;
+    memcpy(send, src, m * (size_t)esz);
+    memset(send + m * (size_t)esz, 0, (N * slice - m) * (size_t)esz);
+    MPI_Request r;
+    if (MPI_Ialltoall(send, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
+    /* recv holds slice `rank` of process 0, then of process 1, ... */
+    char *mine = send; /* free again: the sums go here */
+    for (size_t i = 0; i < slice; i++) {
+      double s = 0;
+      for (size_t j = 0; j < N; j++)
+        s += esz == 4 ? (double)((const float *)recv)[j * slice + i] : ((const double *)recv)[j * slice + i];
+      if (esz == 4)
+        ((float *)mine)[i] = (float)s;
+      else
+        ((double *)mine)[i] = s;
+    }
+    if (MPI_Iallgather(mine, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r))
+      return -1;
+    memcpy(src, recv, m * (size_t)esz);
+    off += m;
+  }
+  return 0;
+}
+
+int comm_max_int(const struct se3_comm *c, int *x, int n) {
+  if (!c) return 0;
+  MPI_Request r;
+  return MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MAX, c->world, &r) != MPI_SUCCESS || wait_req(&r) ? -1 : 0;
+}
+
+int comm_gather_f64(const struct se3_comm *c, const double *mine, const int *counts, double *all) {
+  if (!c) {
+    if (counts[0] > 0) memmove(all, mine, (size_t)counts[0] * sizeof *all);
+    return 0;
+  }
+  int *displs = malloc((size_t)c->size * sizeof *displs);
+  if (!displs) return -1;
+  for (int i = 0, o = 0; i < c->size; o += counts[i], i++)
+    displs[i] = o;
+  MPI_Request r;
+  int bad = MPI_Iallgatherv(mine, counts[c->rank], MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, c->world, &r) !=
+                MPI_SUCCESS ||
+            wait_req(&r);
+  free(displs);
+  return bad ? -1 : 0;
+}
+
+int comm_rank(const struct se3_comm *c) { return c ? c->rank : 0; }
+int comm_size(const struct se3_comm *c) { return c ? c->size : 1; }
+int comm_local_rank(const struct se3_comm *c) { return c ? c->local_rank : 0; }
+int comm_local_size(const struct se3_comm *c) { return c ? c->local_size : 1; }
+
+#else /* no MPI in this build: one process */
+
+struct se3_comm {
+  int unused;
+};
+
+int comm_open(struct se3_comm **out, char *err, size_t errlen) {
+  *out = NULL;
+  int known, n = launched_size(&known);
+  if (n > 1) {
+    snprintf(err, errlen,
+             "a launcher started %s processes, but this se3screen was built without MPI: install libopenmpi-dev "
+             "and rebuild (cmake finds MPI by itself), or start one process",
+             known ? "several" : "more than one");
+    return -1;
+  }
+  return 0;
+}
+void comm_close(struct se3_comm *c) { (void)c; }
+void comm_abort(const struct se3_comm *c, int code) {
+  (void)c;
+  exit(code);
+}
+const char *comm_library(void) { return "none"; }
+int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes) {
+  (void)c, (void)buf, (void)bytes;
+  return 0;
+}
+static int sum_fixed(const struct se3_comm *c, void *x, size_t n, int esz) {
+  (void)c, (void)x, (void)n, (void)esz;
+  return 0;
+}
+int comm_max_int(const struct se3_comm *c, int *x, int n) {
+  (void)c, (void)x, (void)n;
+  return 0;
+}
+int comm_gather_f64(const struct se3_comm *c, const double *mine, const int *counts, double *all) {
+  (void)c;
+  if (counts[0] > 0) memmove(all, mine, (size_t)counts[0] * sizeof *all);
+  return 0;
+}
+int comm_rank(const struct se3_comm *c) { return (void)c, 0; }
+int comm_size(const struct se3_comm *c) { return (void)c, 1; }
+int comm_local_rank(const struct se3_comm *c) { return (void)c, 0; }
+int comm_local_size(const struct se3_comm *c) { return (void)c, 1; }
+#endif
+
+int comm_sum_f32(const struct se3_comm *c, float *x, size_t n) { return c ? sum_fixed(c, x, n, 4) : 0; }
+int comm_sum_f64(const struct se3_comm *c, double *x, size_t n) { return c ? sum_fixed(c, x, n, 8) : 0; }

@@ -1,0 +1,59 @@
+/* comm.h — the processes of one data-parallel run, over MPI.
+ *
+ * One process per device. A process started by a launcher (mpirun/mpiexec,
+ * or Slurm's srun --mpi=pmix) joins its launcher's MPI job; one started
+ * without a launcher is the whole run, and every function here then does
+ * nothing: comm_open gives NULL, and NULL means "one process".
+ *
+ * Sums run in a fixed order. A sum over processes adds the processes'
+ * values in rank order, 0 first, in double, on every element the same way
+ * whatever MPI's own algorithms would choose (comm_sum_f32: the array is cut
+ * into one slice per process; each process receives every process's copy of
+ * its slice, adds them in rank order and hands its slice of the result to
+ * all). The result is the same on every process, bit for bit, and the same
+ * from run to run.
+ *
+ * Waiting does not spin: a process waiting for the others (rank 0 building
+ * graphs while the others wait for the training, a slow step) polls MPI
+ * with growing sleeps, so on a node whose cores are all in use a waiting
+ * process takes none of them.
+ *
+ * Every function returns 0, or -1 when MPI reported an error (its message
+ * in err where there is one). A process that dies makes the launcher end
+ * the others (mpirun's and srun's default); see DESIGN and the README. */
+#ifndef SE3_COMM_H
+#define SE3_COMM_H
+
+#include <stddef.h>
+
+struct se3_comm;
+
+/* Joins the launcher's job. *out = NULL for a process started without a
+ * launcher (or by one that started it alone). -1 with a message when the
+ * launcher started several processes but this build has no MPI, or MPI
+ * failed to start. Call once, before any other thread exists. */
+int comm_open(struct se3_comm **out, char *err, size_t errlen);
+/* Leaves the job (MPI_Finalize); NULL is allowed. */
+void comm_close(struct se3_comm *c);
+/* Ends every process of the job with exit status code. */
+void comm_abort(const struct se3_comm *c, int code);
+
+int comm_rank(const struct se3_comm *c);       /* 0 for NULL */
+int comm_size(const struct se3_comm *c);       /* 1 for NULL */
+int comm_local_rank(const struct se3_comm *c); /* among the processes of this node; 0 for NULL */
+int comm_local_size(const struct se3_comm *c); /* 1 for NULL */
+/* "MPI (Open MPI v4.1.4 ...)" or "none": for --version and logs. */
+const char *comm_library(void);
+
+/* bytes of buf from rank 0 to every process. */
+int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes);
+/* x[0..n) summed over the processes, in rank order, in place on each. */
+int comm_sum_f64(const struct se3_comm *c, double *x, size_t n);
+int comm_sum_f32(const struct se3_comm *c, float *x, size_t n);
+/* x[0..n) the largest over the processes, in place on each. */
+int comm_max_int(const struct se3_comm *c, int *x, int n);
+/* Every process's `mine` (counts[rank] values) end to end, in rank order,
+ * into all (sum of counts) on every process. */
+int comm_gather_f64(const struct se3_comm *c, const double *mine, const int *counts, double *all);
+
+#endif
