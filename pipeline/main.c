@@ -195,6 +195,10 @@ int main(int argc, char **argv) {
              pi.blas_better ? pi.blas_better : "", pi.blas_better ? ": unset it for faster products" : "");
     printf(", %s\n", pi.blas_config);
     printf("threads: %d (OMP_NUM_THREADS)\n", pi.threads);
+    if (strcmp(comm_library(), "none"))
+      printf("mpi: %s (data-parallel training under mpirun or srun --mpi=pmix)\n", comm_library());
+    else
+      printf("mpi: none (this build trains in one process; libopenmpi-dev and a new build add MPI)\n");
     return SE3_EXIT_OK;
   }
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -218,7 +222,19 @@ int main(int argc, char **argv) {
     ro.n_sets = n_sets;
     char *cl = join_args(argc, argv);
     ro.command_line = cl;
+    /* started by mpirun or srun: the processes of one data-parallel run */
+    struct se3_comm *comm = NULL;
+    char why[512];
+    if (comm_open(&comm, why, sizeof why)) {
+      fprintf(stderr, "se3screen: %s\n", why);
+      free(cl);
+      free(sets);
+      return SE3_EXIT_FAILED;
+    }
+    ro.comm = comm;
+    stage_share_cores(comm);
     rc = runner_run(&ro);
+    comm_close(comm);
     free(cl);
     free(sets);
     return rc;

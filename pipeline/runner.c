@@ -152,8 +152,14 @@ struct run {
   struct progress prog;
   int shard, n_shards;
   const char *src; /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
+  const struct se3_comm *comm; /* data-parallel processes; NULL: one */
   char err[2048];
 };
+
+/* Rank 0's runner to the other processes of a data-parallel run (sent
+ * with stage_order's message): run the collective stage i, or the run is
+ * over with exit status code. The stages' own orders follow RUN_STAGE. */
+enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2 };
 
 /* The runner's stage_report: ctx is embedded in a struct holding the run. */
 struct run_ctx {
@@ -177,6 +183,11 @@ static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
 }
 
 static const struct stage_report report = {cb_advance, cb_log};
+
+/* Ranks > 0 neither show progress nor log: rank 0 speaks for the run. */
+static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n; }
+static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
+static const struct stage_report quiet_report = {quiet_advance, quiet_log};
 
 static int exec_sql(struct run *r, const char *fmt, ...) {
   va_list ap;
@@ -319,8 +330,31 @@ static int run_stage(struct run *r, int si) {
   int64_t n_chunks = 0, n_items = 0;
   uint64_t upstream = 0;
   if (check_upstream(r, s, &upstream)) return SE3_EXIT_FAILED;
-  if (s->begin(ctx, &n_chunks, &n_items) != STAGE_OK) {
+  /* A collective stage: the other processes begin it with this one. */
+  int collective = r->comm && s->serve;
+  ctx->comm = collective ? r->comm : NULL;
+  if (collective) {
+    struct stage_order o = {.op = RUN_ORDER_STAGE, .i = {si}};
+    if (stage_order(ctx, &o)) {
+      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+      return SE3_EXIT_FAILED;
+    }
+  }
+  int began = s->begin(ctx, &n_chunks, &n_items);
+  int all_began = began;
+  if (collective) comm_max_int(r->comm, &all_began, 1);
+  if (all_began != STAGE_OK) {
+    if (began != STAGE_OK)
+      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    else
+      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
+               s->name);
+    if (s->end) s->end(ctx);
+    return SE3_EXIT_FAILED;
+  }
+  if (s->ready && s->ready(ctx) != STAGE_OK) {
     snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    if (collective) stage_serve_end(ctx);
     if (s->end) s->end(ctx);
     return SE3_EXIT_FAILED;
   }
@@ -458,8 +492,79 @@ rollback:
   sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
 out:
   free(old);
+  if (collective && stage_serve_end(ctx) && ret == SE3_EXIT_OK) {
+    snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", s->name);
+    ret = SE3_EXIT_FAILED;
+  }
   if (s->end) s->end(ctx);
   return ret;
+}
+
+/* A process of rank > 0: the workflow's configuration as rank 0 reads it,
+ * screen.db read-only, and rank 0's orders: begin a collective stage, serve
+ * it, end it; until the run is over. Returns rank 0's exit status. */
+static int run_follow(const struct run_opts *o) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.o = o;
+  r.comm = o->comm;
+  r.n_shards = 1;
+  r.st.lock_fd = -1;
+  int rank = comm_rank(o->comm);
+  r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
+  snprintf(r.workdir, sizeof r.workdir, "%s", r.root ? cfg_str(r.root, "workdir", ".") : ".");
+  char tmp[PATH_MAX];
+  snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");
+  install_signals();
+  for (;;) {
+    struct stage_order ord;
+    struct stage_ctx bare = {.comm = o->comm};
+    if (stage_order(&bare, &ord)) {
+      fprintf(stderr, "se3screen (rank %d): MPI failed waiting for rank 0\n", rank);
+      cfg_node_free(r.root);
+      return SE3_EXIT_FAILED;
+    }
+    if (ord.op == RUN_ORDER_END) {
+      cfg_node_free(r.root);
+      return (int)ord.i[0];
+    }
+    if (ord.op != RUN_ORDER_STAGE || ord.i[0] < 0 || ord.i[0] >= N_STAGES || !r.root) {
+      fprintf(stderr, "se3screen (rank %d): rank 0 sent order %lld, which this process cannot follow\n", rank,
+              (long long)ord.op);
+      comm_abort(o->comm, SE3_EXIT_FAILED);
+    }
+    const struct stage *s = all_stages[ord.i[0]];
+    struct run_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    struct stage_ctx *ctx = &rc.ctx;
+    rc.run = &r;
+    ctx->name = s->name;
+    ctx->src = "main";
+    ctx->root = r.root;
+    ctx->cfg = cfg_get(r.root, "stages") ? cfg_get(cfg_get(r.root, "stages"), s->name) : NULL;
+    ctx->workdir = r.workdir;
+    ctx->workflow_dir = r.workflow_dir;
+    ctx->n_shards = 1;
+    ctx->stop = &stop_flag;
+    ctx->report = &quiet_report;
+    ctx->comm = o->comm;
+    char dbpath[PATH_MAX + 64];
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
+    int st = STAGE_ERROR;
+    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000),
+                   ctx->err, sizeof ctx->err) == 0) {
+      ctx->db = r.st.db;
+      int64_t n_chunks, n_items;
+      st = s->begin(ctx, &n_chunks, &n_items);
+    }
+    if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
+    int all = st;
+    comm_max_int(o->comm, &all, 1);
+    if (all == STAGE_OK && s->serve(ctx) != STAGE_OK)
+      fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
+    if (s->end) s->end(ctx);
+    store_close(&r.st);
+  }
 }
 
 static int parse_slurm_shard(int *shard, int *n) {
@@ -473,10 +578,24 @@ static int parse_slurm_shard(int *shard, int *n) {
   return 1;
 }
 
+static int run_main(const struct run_opts *o);
+
 int runner_run(const struct run_opts *o) {
+  if (comm_rank(o->comm) > 0) return run_follow(o);
+  int ret = run_main(o);
+  if (o->comm) {
+    struct stage_order end = {.op = RUN_ORDER_END, .i = {ret}};
+    struct stage_ctx bare = {.comm = o->comm};
+    if (stage_order(&bare, &end)) comm_abort(o->comm, ret ? ret : SE3_EXIT_FAILED);
+  }
+  return ret;
+}
+
+static int run_main(const struct run_opts *o) {
   struct run r;
   memset(&r, 0, sizeof r);
   r.o = o;
+  r.comm = o->comm;
   r.shard = 0;
   r.n_shards = 1;
   r.st.lock_fd = -1;
@@ -521,6 +640,13 @@ int runner_run(const struct run_opts *o) {
              strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
       last--;
     if (last < first) last = first;
+  }
+  if (r.n_shards > 1 && o->comm) {
+    fprintf(stderr, "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
+                    "Slurm array), or train on several processes, not both at once\n",
+            comm_size(o->comm), r.shard, r.n_shards);
+    cfg_node_free(r.root);
+    return SE3_EXIT_USAGE;
   }
   if (r.n_shards > 1 && first != last) {
     fprintf(stderr, "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
@@ -636,7 +762,7 @@ int runner_run(const struct run_opts *o) {
              r.err[0] ? r.err : NULL, r.run_id);
   }
   if (ret == SE3_EXIT_STOPPED)
-    fprintf(stderr, "se3screen: stopped at a chunk boundary; run the same command again to resume\n");
+    fprintf(stderr, "se3screen: stopped by a signal, its finished work kept; run the same command again to resume\n");
   else if (ret != SE3_EXIT_OK)
     fprintf(stderr, "se3screen: %s\n", r.err[0] ? r.err : "run failed");
   store_close(&r.st);

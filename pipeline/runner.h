@@ -9,6 +9,8 @@
 #define SE3_EXIT_USAGE 2       /* bad command line or configuration */
 #define SE3_EXIT_STOPPED 75    /* stopped by a signal; run again to resume */
 
+struct se3_comm;
+
 struct run_opts {
   const char *workflow;          /* the YAML file */
   const char *const *sets;       /* --set overrides */
@@ -18,8 +20,13 @@ struct run_opts {
   const char *workdir;           /* --workdir override */
   int shard, n_shards;           /* --shard i/n; n_shards 0 = not given */
   const char *command_line;      /* recorded in runs */
+  const struct se3_comm *comm;   /* the processes of a data-parallel run (common/comm.h);
+                                    NULL: this one alone */
 };
 
+/* `run`. In a data-parallel run every process calls it: rank 0 runs the
+ * workflow, the others take their part in its collective stages (train)
+ * and return rank 0's exit status. */
 int runner_run(const struct run_opts *o);
 /* `check`: validate and print the resolved configuration. */
 int runner_check(const char *workflow, const char *const *sets, int n_sets);

@@ -1,5 +1,5 @@
 /* chunks.c — what the stages share beyond the configuration tree: error
- * messages, reject rows, and the plan and chunk loop of a per-molecule stage
+ * messages, the orders of a collective stage, reject rows, and the plan and chunk loop of a per-molecule stage
  * (graph, basis: one output row per molecule, computed from one input blob). */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -27,6 +27,16 @@ int stage_sql_fail(struct stage_ctx *ctx, const char *what) {
   snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
   return STAGE_ERROR;
 }
+
+int stage_order(struct stage_ctx *ctx, struct stage_order *o) { return comm_bcast(ctx->comm, o, sizeof *o); }
+
+int stage_serve_end(struct stage_ctx *ctx) {
+  struct stage_order o;
+  memset(&o, 0, sizeof o);
+  return stage_order(ctx, &o);
+}
+
+int stage_writer(const struct stage_ctx *ctx) { return comm_rank(ctx->comm) == 0; }
 
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason) {
   char *sql = sqlite3_mprintf(

@@ -1,4 +1,6 @@
 /* platform.c — what the model runs on (stage.h, "platform"). */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -6,6 +8,7 @@
 #endif
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "models/device.h"
 #include "models/cpu/isa.h"
@@ -40,6 +43,25 @@ void stage_platform_info(struct stage_platform *p) {
 
 void stage_blas_reexec(char **argv) { nn_blas_reexec(argv); }
 
+/* the run's processes, for the GPU each takes (stage_share_cores) */
+static const struct se3_comm *run_comm;
+
+void stage_share_cores(const struct se3_comm *comm) {
+  run_comm = comm;
+#ifdef _OPENMP
+  int local = comm_local_size(comm);
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (local <= 1 || (env && *env)) return;
+  cpu_set_t set;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)online;
+  int n = mine >= online ? (int)(online / local) : mine; /* unbound: a share of the node */
+  omp_set_num_threads(n > 0 ? n : 1);
+#else
+  (void)comm;
+#endif
+}
+
 const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key, char *err,
                                        size_t errlen) {
   static const struct nn_backend *opened;
@@ -51,6 +73,8 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
+  /* several processes on a node, `cuda` or `auto`: one GPU each, by local rank */
+  if (d.cuda && strncmp(dev, "cuda:", 5)) d.index = comm_local_rank(run_comm);
   enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : !strcmp(prec, "bf16") ? NN_PREC_BF16 : NN_PREC_FP32;
   const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */

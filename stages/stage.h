@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "common/cfgtree.h"
+#include "common/comm.h"
 
 /* ---- stages ------------------------------------------------------------ */
 
@@ -46,6 +47,9 @@ struct stage_ctx {
                                    stage adds to it; the ledger keeps it) */
   const char *src;              /* schema of the upstream tables: "main", or "src"
                                    in a sharded run (screen.db attached read-only) */
+  const struct se3_comm *comm;  /* the processes of a data-parallel run (common/comm.h);
+                                   NULL: this one alone. Rank 0 holds the database
+                                   and writes everything; see `serve` */
   char err[1024];               /* message when a callback returns non-zero */
 };
 
@@ -80,7 +84,36 @@ struct stage {
   int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
   int (*finalize)(struct stage_ctx *ctx);
   void (*end)(struct stage_ctx *ctx);
+  /* A stage whose work the processes of a data-parallel run share (train).
+   * Every process runs begin (ranks > 0 on a read-only connection) and end;
+   * rank 0 runs the chunks and finalize as in a run of one process, and the
+   * others run serve, which does what rank 0's stage asks of them (through
+   * stage_order) until rank 0's runner sends the order 0 (stage_serve_end).
+   * serve reports its failures to rank 0 through the stage's own
+   * collectives and keeps serving; its return is the process's last word
+   * (STAGE_ERROR when it cannot go on). NULL: rank 0 runs the stage alone
+   * while the others wait. */
+  int (*serve)(struct stage_ctx *ctx);
+  /* Optional, rank 0 only: after every process has begun the stage and
+   * before its chunks, work that may need the others (train: recomputing a
+   * finished model's damaged checkpoint). NULL: nothing. */
+  int (*ready)(struct stage_ctx *ctx);
 };
+
+/* What rank 0's collective stage asks of the others: an operation of the
+ * stage's own (0: the stage is over) and its arguments. */
+struct stage_order {
+  int64_t op;
+  int64_t i[6];
+  double f[2];
+};
+/* Rank 0: sends o to the others. Ranks > 0: waits for rank 0's next order.
+ * 0, or -1 when MPI failed. */
+int stage_order(struct stage_ctx *ctx, struct stage_order *o);
+/* Rank 0's runner, when a collective stage is over: the order 0. */
+int stage_serve_end(struct stage_ctx *ctx);
+/* 1 when this process writes (rank 0, or a run of one process). */
+int stage_writer(const struct stage_ctx *ctx);
 
 extern const struct stage stage_ingest;
 extern const struct stage stage_graph;
@@ -160,6 +193,13 @@ void stage_platform_info(struct stage_platform *p);
  * with OPENBLAS_CORETYPE set: OpenBLAS reads it only when it is loaded.
  * Returns when nothing needs doing or the re-execution failed. */
 void stage_blas_reexec(char **argv);
+
+/* The processes of the run (common/comm.h; NULL: one). When several share
+ * this node and OMP_NUM_THREADS is not set, each takes its share of the
+ * cores the launcher left it (all of them when it bound none), at least
+ * one; and `device: cuda` (or auto) gives each the GPU of its local rank
+ * (cuda:N names one for all). */
+void stage_share_cores(const struct se3_comm *comm);
 
 /* ---- the compute backend ------------------------------------------------
  * The backend the workflow's `device:` and `precision:` select

@@ -403,7 +403,8 @@ static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k);
  * finalize a finished stage again. Only when the member's last epoch
  * checkpoint is there: a training of other settings is not recomputed, its
  * chunks are redone anyway. */
-static int repair_finished(struct stage_ctx *ctx, struct tstage *t) {
+static int repair_finished(struct stage_ctx *ctx) {
+  struct tstage *t = ctx->state;
   for (int k = 0; k < t->ensemble; k++) {
     char id[32], last[PATH_MAX + 64], *ck = NULL;
     snprintf(id, sizeof id, "train/%d", k);
@@ -552,8 +553,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   se3_batch_buf_init(&t->bb, t->mc.node_in, GRAPH_EDGE_WIDTH);
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s/models", ctx->workdir);
-  mkdir(tmp, 0755);
-  for (int k = 0; k < t->ensemble; k++) {
+  if (stage_writer(ctx)) mkdir(tmp, 0755);
+  for (int k = 0; k < t->ensemble && stage_writer(ctx); k++) {
     member_dir(ctx, k, tmp, sizeof tmp);
     if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", tmp, strerror(errno));
   }
@@ -564,7 +565,13 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                    t->ensemble > 1 ? "; an ensemble" : "");
   /* After a scaffold split Open Babel has run in this process: the count is
    * still the caller's (chem/obbridge.cc), and the log says what it is. */
-  ctx->report->log(ctx, "training on %d OpenMP threads", omp_get_max_threads());
+  if (ctx->comm)
+    ctx->report->log(ctx,
+                     "training on %d processes (each step's batch of %d shared among them), %d OpenMP threads on "
+                     "rank 0",
+                     comm_size(ctx->comm), t->batch, omp_get_max_threads());
+  else
+    ctx->report->log(ctx, "training on %d OpenMP threads", omp_get_max_threads());
   if (t->atomref) {
     char line[1024];
     int o = 0;
@@ -573,14 +580,16 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                     t->ref[p]);
     ctx->report->log(ctx, "atomref (per-element references of '%s'): %s", t->target, line);
   }
-  return repair_finished(ctx, t);
+  return STAGE_OK;
 }
 
 /* ---- batches ------------------------------------------------------------------ */
 
 /* Molecules idx[0..k-1] as a batch; with augment, each molecule's relative
- * positions turned by a rotation drawn from (seed, epoch, position). */
-static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint64_t rseed) {
+ * positions turned by a rotation drawn from (seed, step, its position in
+ * the whole batch: first + i, so a process's share of a batch turns its
+ * molecules as one process with the whole batch would). */
+static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint64_t rseed, int first) {
   se3_batch_clear(&t->bb);
   float *rel = NULL;
   size_t cap = 0;
@@ -597,7 +606,7 @@ static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint6
         }
         rel = grown;
       }
-      uint64_t s = mix(rseed, (uint64_t)i);
+      uint64_t s = mix(rseed, (uint64_t)(first + i));
       double R[9];
       so3_random_rotation(&s, R);
       for (int e = 0; e < g->n_edges; e++) {
@@ -617,17 +626,88 @@ static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint6
   return se3_batch_bases(&t->bb, &se3_net_model(t->net)->plan);
 }
 
-/* Predictions (the model's raw outputs) for every molecule of a split. */
-static int predict(struct tstage *t, int which, double *out) {
+/* Orders of rank 0 to the other processes of a data-parallel run
+ * (stage_order; 0 ends the stage): an epoch from a state (member, epoch,
+ * position, step, replay; the running loss; then the parameters and Adam
+ * moments), predictions for a split (which; then the parameters). */
+enum { ORDER_EPOCH = 10, ORDER_PREDICT = 11 };
+
+/* Rank 0: the order o to the others, followed by the parameters (and the
+ * Adam moments with moments). Nothing in a run of one process. */
+static int send_state(struct stage_ctx *ctx, struct tstage *t, struct stage_order *o, int moments) {
+  if (!ctx->comm) return STAGE_OK;
+  size_t b = t->np * sizeof(real);
+  se3_net_get(t->net, SE3_NET_PARAMS, t->params);
+  if (moments) {
+    se3_net_get(t->net, SE3_NET_ADAM_M, t->m);
+    se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
+  }
+  if (stage_order(ctx, o) || comm_bcast(ctx->comm, t->params, b) ||
+      (moments && (comm_bcast(ctx->comm, t->m, b) || comm_bcast(ctx->comm, t->v, b))))
+    return stage_fail_at(ctx, NULL, "MPI failed sending the model to the other processes");
+  return STAGE_OK;
+}
+
+/* Ranks > 0: what send_state sent after its order. */
+static int receive_state(struct stage_ctx *ctx, struct tstage *t, int moments) {
+  size_t b = t->np * sizeof(real);
+  if (comm_bcast(ctx->comm, t->params, b) ||
+      (moments && (comm_bcast(ctx->comm, t->m, b) || comm_bcast(ctx->comm, t->v, b))))
+    return stage_fail_at(ctx, NULL, "MPI failed receiving the model from rank 0");
+  se3_net_set(t->net, SE3_NET_PARAMS, t->params);
+  if (moments) {
+    se3_net_set(t->net, SE3_NET_ADAM_M, t->m);
+    se3_net_set(t->net, SE3_NET_ADAM_V, t->v);
+  }
+  return STAGE_OK;
+}
+
+/* Predictions (the model's raw outputs) for every molecule of a split. In
+ * a data-parallel run each process predicts a contiguous share and all of
+ * them gather the whole (rank 0 first orders the others to). */
+static int predict(struct stage_ctx *ctx, struct tstage *t, int which, double *out) {
+  int n = t->cnt[which], np = comm_size(ctx->comm), rank = comm_rank(ctx->comm);
+  if (ctx->comm && stage_writer(ctx)) {
+    struct stage_order o = {.op = ORDER_PREDICT, .i = {which}};
+    if (send_state(ctx, t, &o, 0)) {
+      snprintf(t->why, sizeof t->why, "%.500s", ctx->err);
+      return -1;
+    }
+  }
+  int lo = (int)((long)n * rank / np), hi = (int)((long)n * (rank + 1) / np), failed = 0;
   real pred[4096];
   int step = t->batch < 4096 ? t->batch : 4096;
-  for (int i = 0; i < t->cnt[which]; i += step) {
-    int k = t->cnt[which] - i < step ? t->cnt[which] - i : step;
-    if (make_batch(t, t->idx[which] + i, k, 0, 0)) return -1;
-    if (se3_net_forward(t->net, &t->bb.b, pred, 0, t->why, sizeof t->why)) return -1;
+  for (int i = lo; i < hi && !failed; i += step) {
+    int k = hi - i < step ? hi - i : step;
+    if (make_batch(t, t->idx[which] + i, k, 0, 0, 0) ||
+        se3_net_forward(t->net, &t->bb.b, pred, 0, t->why, sizeof t->why)) {
+      failed = 1;
+      break;
+    }
     for (int j = 0; j < k; j++)
       out[i + j] = pred[j];
   }
+  if (!ctx->comm) return failed ? -1 : 0;
+  int any = failed;
+  if (comm_max_int(ctx->comm, &any, 1)) any = 1;
+  if (any) {
+    if (!failed) snprintf(t->why, sizeof t->why, "another process of the run failed to predict (its message is above)");
+    return -1;
+  }
+  int *counts = malloc((size_t)np * sizeof *counts);
+  double *mine = malloc((size_t)(hi - lo + 1) * sizeof *mine);
+  int rc = counts && mine ? 0 : -1;
+  if (rc == 0) {
+    for (int q = 0; q < np; q++)
+      counts[q] = (int)((long)n * (q + 1) / np - (long)n * q / np);
+    memcpy(mine, out + lo, (size_t)(hi - lo) * sizeof *mine);
+    rc = comm_gather_f64(ctx->comm, mine, counts, out);
+  }
+  /* every process must take part in the gather: an allocation that failed
+   * here leaves the others waiting, so it ends the job */
+  if (rc) comm_abort(ctx->comm, 1);
+  free(counts);
+  free(mine);
   return 0;
 }
 
@@ -639,7 +719,7 @@ struct eval {
   struct se3_cls_metrics cls;
 };
 
-static int evaluate(struct tstage *t, int which, struct eval *ev) {
+static int evaluate(struct stage_ctx *ctx, struct tstage *t, int which, struct eval *ev) {
   int n = t->cnt[which];
   memset(ev, 0, sizeof *ev);
   ev->loss = NAN;
@@ -648,7 +728,7 @@ static int evaluate(struct tstage *t, int which, struct eval *ev) {
   real *p = malloc((size_t)n * sizeof *p), *yt = malloc((size_t)n * sizeof *yt);
   int rc = -1;
   if (raw && y && p && yt)
-    rc = predict(t, which, raw);
+    rc = predict(ctx, t, which, raw);
   else
     snprintf(t->why, sizeof t->why, "out of memory for %d predictions", n);
   if (rc == 0) {
@@ -925,8 +1005,22 @@ static int write_split(struct stage_ctx *ctx, struct tstage *t) {
 
 /* Steps through the epoch's order from molecule `pos` on; a mid-epoch
  * checkpoint every ckpt_every steps (not after the last batch: the epoch's
- * own checkpoint follows). */
+ * own checkpoint follows), and one where a signal stopped it.
+ *
+ * Data parallel: every process runs this together (rank 0 first orders the
+ * others to, with its state). Each takes a contiguous share of every batch,
+ * its loss scaled by its share of the batch, and the gradients are summed
+ * (comm.h's fixed order): the step is the one a single process takes with
+ * the whole batch, up to the order of the sums. Each step the processes
+ * agree on the loss, on failures and on signals, so all stop at the same
+ * step. */
 static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, double *loss_sum, int replay) {
+  const struct se3_comm *comm = ctx->comm;
+  int nproc = comm_size(comm), rank = comm_rank(comm);
+  if (comm && stage_writer(ctx)) {
+    struct stage_order o = {.op = ORDER_EPOCH, .i = {t->member, e, pos, t->step, replay}, .f = {*loss_sum}};
+    if (send_state(ctx, t, &o, 1)) return STAGE_ERROR;
+  }
   int ntr = t->cnt[SPLIT_TRAIN];
   uint64_t seed = t->seed + (uint64_t)t->member;
   int *order = malloc((size_t)ntr * sizeof *order);
@@ -934,43 +1028,85 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
        *dpred = malloc((size_t)t->batch * sizeof *dpred);
   if (!order || !pred || !yt || !dpred) {
     free(order), free(pred), free(yt), free(dpred);
+    if (comm) comm_abort(comm, 1); /* the others would wait for this process's steps */
     return stage_fail_at(ctx, NULL, "out of memory");
   }
   memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
   shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
   if (pos && !replay) ctx->report->advance(ctx, pos);
   int ret = STAGE_OK;
-  for (long i = pos; i < ntr && ret == STAGE_OK; i += t->batch) {
-    if (*ctx->stop) {
+  long i;
+  for (i = pos; i < ntr; i += t->batch) {
+    if (!comm && *ctx->stop) {
       ret = STAGE_STOPPED;
       break;
     }
     int k = ntr - i < t->batch ? ntr - (int)i : t->batch;
-    if (make_batch(t, order + i, k, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step))) {
-      ret = stage_fail_at(ctx, NULL, "out of memory building a batch");
-      break;
+    /* this process's share of the batch: molecules lo..hi-1 of it */
+    int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = 0;
+    double part = 0;
+    if (kr == 0) {
+      se3_net_zero_grad(t->net);
+    } else if (make_batch(t, order + i + lo, kr, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step), lo)) {
+      snprintf(t->why, sizeof t->why, "out of memory building a batch");
+      failed = 1;
+    } else if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
+      failed = 1;
+    } else {
+      for (int j = 0; j < kr; j++)
+        yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
+      part = nn_loss(t->loss, pred, yt, NULL, kr, 1.0, dpred) * kr;
+      if (kr != k) /* the mean over the whole batch, not over this share */
+        for (int j = 0; j < kr; j++)
+          dpred[j] = (real)((double)dpred[j] * kr / k);
+      /* a failed backward leaves an incomplete gradient: the step is not taken */
+      if (se3_net_backward(t->net, dpred, t->why, sizeof t->why)) failed = 1;
     }
-    if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
-      ret = stage_fail_at(ctx, NULL, "%s", t->why);
-      break;
-    }
-    for (int j = 0; j < k; j++)
-      yt[j] = (real)((t->y[order[i + j]] - t->base[order[i + j]] - t->mean) / t->std);
-    *loss_sum += nn_loss(t->loss, pred, yt, NULL, k, 1.0, dpred) * k;
-    if (se3_net_backward(t->net, dpred, t->why, sizeof t->why)) {
+    if (comm) {
+      double agree[3] = {part, failed, *ctx->stop != 0};
+      if (comm_sum_f64(comm, agree, 3)) {
+        ret = stage_fail_at(ctx, NULL, "MPI failed at step %ld", t->step + 1);
+        break;
+      }
+      if (agree[1] > 0) {
+        if (failed)
+          ret = stage_fail_at(ctx, NULL, "%s", t->why);
+        else
+          ret = stage_fail_at(ctx, NULL,
+                              "step %ld failed on %.0f other process%s of the run (their messages are above)",
+                              t->step + 1, agree[1], agree[1] > 1 ? "es" : "");
+        break;
+      }
+      if (agree[2] > 0) { /* a signal reached one of the processes: all stop before this step */
+        ret = STAGE_STOPPED;
+        break;
+      }
+      part = agree[0];
+      if (se3_net_allreduce(t->net, comm, t->why, sizeof t->why)) {
+        ret = stage_fail_at(ctx, NULL, "%s", t->why);
+        break;
+      }
+    } else if (failed) {
       /* the epoch's transaction rolls back: nothing of this step is kept */
       ret = stage_fail_at(ctx, NULL, "%s", t->why);
       break;
     }
+    *loss_sum += part;
     if (t->clip > 0) se3_net_clip(t->net, t->clip);
     double lr = nn_schedule_lr(&t->sched, t->step);
     t->step++;
     se3_net_adam(t->net, &t->adam, t->step, lr);
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
-    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr)
+    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr && stage_writer(ctx))
       ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
+    if (ret != STAGE_OK) break;
   }
+  /* stopped by a signal part-way: the steps taken are kept, and the epoch
+   * resumes from here (resume_mid_epoch) */
+  if (ret == STAGE_STOPPED && !replay && i > pos && stage_writer(ctx) &&
+      save(ctx, t, "step.ckpt", e, i, *loss_sum) != STAGE_OK)
+    ret = STAGE_ERROR;
   free(order), free(pred), free(yt), free(dpred);
   return ret;
 }
@@ -988,7 +1124,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
   if (!*stopped_early) {
     long pos = 0;
     double loss_sum = 0;
-    if (!replay && t->ckpt_every > 0 && resume_mid_epoch(ctx, t, e, &pos, &loss_sum)) {
+    if (!replay && resume_mid_epoch(ctx, t, e, &pos, &loss_sum)) {
       t->epoch_done = -2;
       return STAGE_ERROR;
     }
@@ -1000,7 +1136,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
     tr->loss = loss_sum / t->cnt[SPLIT_TRAIN];
     *lr = nn_schedule_lr(&t->sched, t->step - 1);
   }
-  if (evaluate(t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
+  if (evaluate(ctx, t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
   double watch = t->cnt[SPLIT_VALID] ? va->loss : tr->loss;
   if (!*stopped_early && isfinite(watch) && watch < t->best) {
     t->best = watch;
@@ -1110,7 +1246,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   t->epoch_done = -2; /* memory now holds the best, not the last, epoch */
   if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   struct eval te;
-  if (evaluate(t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
+  if (evaluate(ctx, t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
   if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
@@ -1183,6 +1319,39 @@ static void train_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* Ranks > 0 of a data-parallel run: rank 0's epochs and predictions, with
+ * its state, until it ends the stage. A failure is this process's to
+ * report; rank 0 hears of it through the step's or the prediction's
+ * agreement and decides. */
+static int train_serve(struct stage_ctx *ctx) {
+  struct tstage *t = ctx->state;
+  int rank = comm_rank(ctx->comm);
+  for (;;) {
+    struct stage_order o;
+    if (stage_order(ctx, &o)) return stage_fail_at(ctx, NULL, "MPI failed waiting for rank 0");
+    int ret;
+    if (o.op == 0) return STAGE_OK;
+    if (o.op == ORDER_EPOCH) {
+      if (receive_state(ctx, t, 1)) return STAGE_ERROR;
+      t->member = (int)o.i[0];
+      t->step = (long)o.i[3];
+      t->epoch_done = -2;
+      double loss_sum = o.f[0];
+      ret = run_epoch(ctx, t, (int)o.i[1], (long)o.i[2], &loss_sum, (int)o.i[4]);
+    } else if (o.op == ORDER_PREDICT && o.i[0] >= 0 && o.i[0] < 3) {
+      if (receive_state(ctx, t, 0)) return STAGE_ERROR;
+      int which = (int)o.i[0];
+      double *out = malloc(((size_t)t->cnt[which] + 1) * sizeof *out);
+      if (!out) comm_abort(ctx->comm, 1); /* the others wait for this process's share */
+      ret = predict(ctx, t, which, out) ? stage_fail_at(ctx, NULL, "predicting: %s", t->why) : STAGE_OK;
+      free(out);
+    } else {
+      return stage_fail_at(ctx, NULL, "rank 0 sent order %lld, which this process cannot follow", (long long)o.op);
+    }
+    if (ret == STAGE_ERROR) fprintf(stderr, "se3screen (rank %d): train: %s\n", rank, ctx->err);
+  }
+}
+
 const struct stage stage_train = {
     .name = "train",
     .tables = "metrics models splits",
@@ -1193,4 +1362,6 @@ const struct stage stage_train = {
     .run_chunk = train_chunk,
     .finalize = train_finalize,
     .end = train_end,
+    .serve = train_serve,
+    .ready = repair_finished,
 };

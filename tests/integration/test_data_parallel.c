@@ -1,0 +1,279 @@
+/* Data-parallel training through Debian's Open MPI (mpirun -np 2 on this
+ * machine's cores): two processes sharing each batch train the model one
+ * process trains with the whole batch, the same metrics follow, a signal to
+ * one process stops both at the same step with status 75 and the run resumes
+ * on one process or two, and a process killed with SIGKILL ends the job. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "models/checkpoint.h"
+#include "tests/testutil.h"
+
+/* Open MPI refuses root without these; CI runs as root. */
+static void mpi_env(void) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+}
+
+/* The quickstart's QM7 molecules (944 of them train), their graphs built
+ * once into base/; `extra` goes under stages.train. */
+static char *workflow(const char *dir, const char *extra) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: dp\nworkdir: base\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
+           "stages:\n  ingest: {add_hydrogens: true}\n  graph: {edges: radius+bonds, cutoff: 5.0}\n"
+           "  train:\n    target: u0_atom\n    model: small\n%s",
+           tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"), extra);
+  return tu_write(dir, "dp.yaml", yaml);
+}
+
+/* dir/base with the graphs, then copies of it for each run. */
+static char *prepare(const char *name, const char *extra, char **wf) {
+  mpi_env();
+  char *dir = tu_tmpdir(name), *out = NULL;
+  *wf = workflow(dir, extra);
+  cr_assert_eq(tu_se3(&out, "run %s --until graph", *wf), 0, "%s", out);
+  free(out);
+  return dir;
+}
+
+static void copy_base(const char *dir, const char *to) {
+  cr_assert_eq(tu_sh(NULL, "rm -rf %s/%s && cp -r %s/base %s/%s", dir, to, dir, dir, to), 0);
+}
+
+static int run_train(const char *dir, const char *wf, const char *wd, int np, const char *log) {
+  char *out = NULL;
+  int rc;
+  if (np > 1)
+    rc = tu_sh(&out, "mpirun -np %d %s run %s --stage train --workdir %s/%s", np, SE3_BINARY, wf, dir, wd);
+  else
+    rc = tu_se3(&out, "run %s --stage train --workdir %s/%s", wf, dir, wd);
+  if (log) {
+    char *p = tu_write(dir, log, out ? out : "");
+    free(p);
+  }
+  free(out);
+  return rc;
+}
+
+/* The parameters of models/train-0/<name> in workdir dir/wd (malloc'd). */
+static float *params_of(const char *dir, const char *wd, const char *name, size_t *n) {
+  char path[1200], err[1400];
+  snprintf(path, sizeof path, "%s/%s/models/train-0/%s", dir, wd, name);
+  struct se3_ckpt c;
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  const struct se3_ckpt_record *r = se3_ckpt_find(&c, "params");
+  cr_assert(r && r->type == SE3_CK_F32, "%s has no params", path);
+  *n = r->count;
+  float *p = malloc(*n * sizeof *p);
+  cr_assert_eq(se3_ckpt_get(&c, "params", SE3_CK_F32, p, *n), 0);
+  se3_ckpt_free(&c);
+  return p;
+}
+
+/* |a - b| / |a| over the parameters of two checkpoints. */
+static double rel_diff(const char *dir, const char *wa, const char *wb, const char *name) {
+  size_t na, nb;
+  float *a = params_of(dir, wa, name, &na), *b = params_of(dir, wb, name, &nb);
+  cr_assert_eq(na, nb);
+  double d = 0, s = 0;
+  for (size_t i = 0; i < na; i++) {
+    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    s += (double)a[i] * a[i];
+  }
+  free(a);
+  free(b);
+  cr_assert_gt(s, 0);
+  return sqrt(d / s);
+}
+
+Test(data_parallel, build_has_mpi) {
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "--version"), 0);
+  cr_assert(strstr(out, "mpi: Open MPI"), "se3screen was built without MPI (setup.sh installs libopenmpi-dev):\n%s",
+            out);
+  free(out);
+}
+
+/* One process with the whole batch against two sharing it, an epoch of
+ * `steps` steps: the same parameters to 1e-6, the same metrics to
+ * round-off. */
+static void same_training(const char *name, const char *extra, int steps) {
+  char *wf;
+  char *dir = prepare(name, extra, &wf);
+  copy_base(dir, "one");
+  copy_base(dir, "two");
+  cr_assert_eq(run_train(dir, wf, "one", 1, "one.log"), 0);
+  cr_assert_eq(run_train(dir, wf, "two", 2, "two.log"), 0, "see %s/two.log", dir);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/two.log", dir);
+  char *log = tu_read(path, NULL);
+  cr_assert(strstr(log, "training on 2 processes"), "%s", log);
+  free(log);
+  for (int i = 0; i < 2; i++) {
+    char ck[1200], err[1400];
+    snprintf(ck, sizeof ck, "%s/%s/models/train-0/epoch-0.ckpt", dir, i ? "two" : "one");
+    struct se3_ckpt c;
+    int64_t state[3];
+    cr_assert_eq(se3_ckpt_load(&c, ck, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3), 0);
+    se3_ckpt_free(&c);
+    cr_assert_eq(state[0], steps, "%s: %lld steps", ck, (long long)state[0]);
+  }
+  double rel = rel_diff(dir, "one", "two", "epoch-0.ckpt");
+  cr_assert_lt(rel, 1e-6, "parameters after %d steps differ by %g (relative)", steps, rel);
+  cr_assert_gt(rel, 0, "bit-identical: the two runs may not have split the batches at all");
+  /* the metrics tables: same rows, values to round-off */
+  const char *q = "SELECT model || ' ' || epoch || ' ' || split, loss, mae FROM metrics ORDER BY 1";
+  char a_db[1100], b_db[1100];
+  snprintf(a_db, sizeof a_db, "%s/one/screen.db", dir);
+  snprintf(b_db, sizeof b_db, "%s/two/screen.db", dir);
+  char *x = tu_query(a_db, q), *y = tu_query(b_db, q);
+  cr_assert(x && y);
+  char *sx, *sy, *lx = strtok_r(x, "\n", &sx), *ly = strtok_r(y, "\n", &sy);
+  int rows = 0;
+  for (; lx && ly; lx = strtok_r(NULL, "\n", &sx), ly = strtok_r(NULL, "\n", &sy), rows++) {
+    char *px = strchr(lx, '|'), *py = strchr(ly, '|');
+    cr_assert(px && py);
+    *px = *py = 0;
+    cr_assert_str_eq(lx, ly);
+    double l1 = atof(px + 1), l2 = atof(py + 1);
+    char *mx = strchr(px + 1, '|'), *my = strchr(py + 1, '|');
+    cr_assert(fabs(l1 - l2) <= 1e-5 * fabs(l1), "%s: loss %g vs %g", lx, l1, l2);
+    if (mx && my && strcmp(mx + 1, "NULL"))
+      cr_assert(fabs(atof(mx + 1) - atof(my + 1)) <= 1e-5 * fabs(atof(mx + 1)), "%s: MAE %s vs %s", lx, mx + 1, my + 1);
+  }
+  cr_assert(!lx && !ly && rows >= 3, "the metrics tables have different rows");
+  free(x);
+  free(y);
+  free(wf);
+  free(dir);
+}
+
+/* 944 training molecules in 20 batches of 48 (24 a process; the last batch
+ * 32), each molecule turned by its own rotation: a process's share must
+ * draw the rotations the whole batch draws there. */
+Test(data_parallel, two_processes_train_what_one_trains) {
+  same_training("dp_same", "    epochs: 1\n    batch_size: 48\n    augment: true\n", 20);
+}
+
+/* Batches of 47: shares of 23 and 24 molecules (the last batch 4, 2
+ * each), the loss of each share weighed by its size. */
+Test(data_parallel, uneven_shares_of_a_batch) { same_training("dp_uneven", "    epochs: 1\n    batch_size: 47\n", 21); }
+
+/* Starts `mpirun -np 2 se3screen run WF --stage train --workdir DIR/WD` in
+ * the background; its pid. */
+static int spawn_two(const char *dir, const char *wf, const char *wd, const char *log) {
+  char logpath[1100], wdpath[1100];
+  snprintf(logpath, sizeof logpath, "%s/%s", dir, log);
+  snprintf(wdpath, sizeof wdpath, "%s/%s", dir, wd);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    if (!freopen(logpath, "a", stderr) || !freopen("/dev/null", "w", stdout)) _exit(126);
+    execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", "train", "--workdir", wdpath,
+           (char *)NULL);
+    _exit(127);
+  }
+  return (int)pid;
+}
+
+/* The pid of the rank-1 process mpirun started (its second child), waiting
+ * up to 20 s for it. */
+static int second_rank(int mpirun) {
+  for (int tries = 0; tries < 200; tries++) {
+    char *out = NULL;
+    tu_sh(&out, "pgrep -P %d | sort -n", mpirun);
+    int a = 0, b = 0;
+    if (out && sscanf(out, "%d %d", &a, &b) == 2) {
+      free(out);
+      return b;
+    }
+    free(out);
+    tu_sleep(0.1);
+  }
+  cr_assert_fail("mpirun %d started no two processes", mpirun);
+  return -1;
+}
+
+/* Waits up to `limit` s for a file to exist. */
+static int wait_for(const char *path, double limit) {
+  double t0 = tu_now();
+  while (access(path, F_OK) != 0) {
+    if (tu_now() - t0 > limit) return -1;
+    tu_sleep(0.05);
+  }
+  return 0;
+}
+
+/* SIGTERM to one of two processes mid-epoch: both stop at the same step,
+ * keep it in step.ckpt, and the job ends with 75. Resumed on two processes
+ * the run ends exactly where an uninterrupted two-process run does (the
+ * checkpoints byte for byte); resumed on one, where an uninterrupted run
+ * does up to the order of the sums. */
+Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
+  char *wf;
+  /* 32 channels: about 10 s an epoch, room to stop in the middle */
+  char *dir =
+      prepare("dp_stop", "    epochs: 1\n    batch_size: 47\n    checkpoint_every: 3\n    arch: {channels: 32}\n", &wf);
+  for (int i = 0; i < 3; i++)
+    copy_base(dir, (const char *[]){"ref1", "ref2", "cut"}[i]);
+  cr_assert_eq(run_train(dir, wf, "ref1", 1, NULL), 0);
+  cr_assert_eq(run_train(dir, wf, "ref2", 2, NULL), 0);
+
+  int mp = spawn_two(dir, wf, "cut", "cut.log");
+  int rank1 = second_rank(mp);
+  char step[1200];
+  snprintf(step, sizeof step, "%s/cut/models/train-0/step.ckpt", dir);
+  cr_assert_eq(wait_for(step, 120), 0, "no mid-epoch checkpoint appeared (see %s/cut.log)", dir);
+  kill((pid_t)rank1, SIGTERM);
+  int st = tu_wait(mp);
+  cr_assert_eq(st, 75, "mpirun ended with %d, not 75 (see %s/cut.log)", st, dir);
+  cr_assert_eq(access(step, F_OK), 0);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/cut/models/train-0/epoch-0.ckpt", dir);
+  cr_assert_neq(access(path, F_OK), 0, "the epoch finished before the signal: nothing was resumed");
+
+  cr_assert_eq(tu_sh(NULL, "cp -r %s/cut %s/cut1 && mv %s/cut %s/cut2", dir, dir, dir, dir), 0);
+  cr_assert_eq(run_train(dir, wf, "cut2", 2, "cut2.log"), 0, "see %s/cut2.log", dir);
+  cr_assert_eq(run_train(dir, wf, "cut1", 1, "cut1.log"), 0, "see %s/cut1.log", dir);
+  snprintf(path, sizeof path, "%s/cut1.log", dir);
+  char *log = tu_read(path, NULL);
+  cr_assert(strstr(log, "resuming from its checkpoint at step"), "%s", log);
+  free(log);
+  cr_assert_eq(tu_sh(NULL, "cmp %s/ref2/models/train-0/epoch-0.ckpt %s/cut2/models/train-0/epoch-0.ckpt", dir, dir), 0,
+               "resumed on two processes, the run ends elsewhere than without the stop");
+  double rel = rel_diff(dir, "ref1", "cut1", "epoch-0.ckpt");
+  cr_assert_lt(rel, 1e-6, "resumed on one process: %g from the uninterrupted run", rel);
+  free(wf);
+  free(dir);
+}
+
+/* SIGKILL to one process: the other does not wait for it forever. */
+Test(data_parallel, a_killed_process_ends_the_job) {
+  char *wf;
+  char *dir = prepare("dp_kill", "    epochs: 50\n    arch: {channels: 32}\n", &wf);
+  copy_base(dir, "k");
+  int mp = spawn_two(dir, wf, "k", "k.log");
+  int rank1 = second_rank(mp);
+  tu_sleep(3); /* into the training */
+  int st = 0;
+  cr_assert_eq(waitpid((pid_t)mp, &st, WNOHANG), 0, "the job ended before the kill (see %s/k.log)", dir);
+  double t0 = tu_now();
+  kill((pid_t)rank1, SIGKILL);
+  st = tu_wait(mp);
+  double took = tu_now() - t0;
+  cr_assert_neq(st, 0, "mpirun reported success after a process was killed");
+  cr_assert_lt(took, 30, "the job took %.1f s to end after a process was killed", took);
+  free(wf);
+  free(dir);
+}
