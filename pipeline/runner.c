@@ -309,12 +309,21 @@ static int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *
 }
 
 /* Returns SE3_EXIT_*. */
-static int run_stage(struct run *r, int si) {
-  const struct stage *s = all_stages[si];
-  struct run_ctx rc;
-  memset(&rc, 0, sizeof rc);
-  struct stage_ctx *ctx = &rc.ctx;
-  rc.run = r;
+/* A run of one command: nothing open yet, one shard, no lock. */
+static void run_init(struct run *r, const struct run_opts *o) {
+  memset(r, 0, sizeof *r);
+  r->o = o;
+  r->comm = o->comm;
+  r->shard = 0;
+  r->n_shards = 1;
+  r->st.lock_fd = -1;
+}
+
+/* Stage s's context in run r (its database, whatever r has open). */
+static void stage_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
+  memset(rc, 0, sizeof *rc);
+  struct stage_ctx *ctx = &rc->ctx;
+  rc->run = r;
   ctx->name = s->name;
   ctx->db = r->st.db;
   ctx->src = r->src;
@@ -326,6 +335,13 @@ static int run_stage(struct run *r, int si) {
   ctx->n_shards = r->n_shards;
   ctx->stop = &stop_flag;
   ctx->report = &report;
+}
+
+static int run_stage(struct run *r, int si) {
+  const struct stage *s = all_stages[si];
+  struct run_ctx rc;
+  stage_ctx_init(&rc, r, s);
+  struct stage_ctx *ctx = &rc.ctx;
 
   int64_t n_chunks = 0, n_items = 0;
   uint64_t upstream = 0;
@@ -505,11 +521,8 @@ out:
  * it, end it; until the run is over. Returns rank 0's exit status. */
 static int run_follow(const struct run_opts *o) {
   struct run r;
-  memset(&r, 0, sizeof r);
-  r.o = o;
-  r.comm = o->comm;
-  r.n_shards = 1;
-  r.st.lock_fd = -1;
+  run_init(&r, o);
+  r.src = "main";
   int rank = comm_rank(o->comm);
   r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
   snprintf(r.workdir, sizeof r.workdir, "%s", r.root ? cfg_str(r.root, "workdir", ".") : ".");
@@ -535,17 +548,8 @@ static int run_follow(const struct run_opts *o) {
     }
     const struct stage *s = all_stages[ord.i[0]];
     struct run_ctx rc;
-    memset(&rc, 0, sizeof rc);
+    stage_ctx_init(&rc, &r, s);
     struct stage_ctx *ctx = &rc.ctx;
-    rc.run = &r;
-    ctx->name = s->name;
-    ctx->src = "main";
-    ctx->root = r.root;
-    ctx->cfg = cfg_get(r.root, "stages") ? cfg_get(cfg_get(r.root, "stages"), s->name) : NULL;
-    ctx->workdir = r.workdir;
-    ctx->workflow_dir = r.workflow_dir;
-    ctx->n_shards = 1;
-    ctx->stop = &stop_flag;
     ctx->report = &quiet_report;
     ctx->comm = o->comm;
     char dbpath[PATH_MAX + 64];
@@ -593,12 +597,7 @@ int runner_run(const struct run_opts *o) {
 
 static int run_main(const struct run_opts *o) {
   struct run r;
-  memset(&r, 0, sizeof r);
-  r.o = o;
-  r.comm = o->comm;
-  r.shard = 0;
-  r.n_shards = 1;
-  r.st.lock_fd = -1;
+  run_init(&r, o);
   hostname_of(r.host, sizeof r.host);
   int ret = SE3_EXIT_FAILED;
 
