@@ -366,7 +366,12 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
     if (open_readonly(s, path, busy_timeout_ms, err, errlen)) goto fail;
     return 0;
   }
-  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+  /* (URIs only for store_attach_readonly: the paths given here are paths) */
+  char *uri = file_uri(path, "");
+  int rc = uri ? sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, NULL)
+               : SQLITE_NOMEM;
+  free(uri);
+  if (rc != SQLITE_OK) {
     snprintf(err, errlen, "%s: cannot open: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
     goto fail;
   }
@@ -441,4 +446,14 @@ int store_lock(struct store *s, char *err, size_t errlen) {
   }
   s->lock_fd = fd;
   return 0;
+}
+
+int store_attach_readonly(struct store *s, const char *path, const char *schema, char *err, size_t errlen) {
+  char *uri = file_uri(path, "mode=ro");
+  char *sql = uri ? sqlite3_mprintf("ATTACH %Q AS \"%w\"", uri, schema) : NULL;
+  int rc = sql ? store_exec(s->db, sql, err, errlen) : -1;
+  if (!sql) snprintf(err, errlen, "out of memory attaching %s", path);
+  sqlite3_free(sql);
+  free(uri);
+  return rc;
 }

@@ -34,6 +34,12 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
                char *err, size_t errlen);
 void store_close(struct store *s);
 
+/* Attaches the database at path read-only as `schema`: a transaction of
+ * s's that writes (BEGIN IMMEDIATE) then takes no write lock on it, so
+ * processes writing their own databases while reading one in common do not
+ * queue for its lock. 0, or -1 with err set. */
+int store_attach_readonly(struct store *s, const char *path, const char *schema, char *err, size_t errlen);
+
 /* Take the single-writer lock for this database (a lock file beside it).
  * Fails at once, naming the holder (host, pid, since when), if another
  * process holds it. */
