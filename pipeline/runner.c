@@ -157,9 +157,11 @@ struct run {
 };
 
 /* Rank 0's runner to the other processes of a data-parallel run (sent
- * with stage_order's message): run the collective stage i, or the run is
- * over with exit status code. The stages' own orders follow RUN_STAGE. */
-enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2 };
+ * with stage_order's message): run the collective stage i[0], or the run is
+ * over with exit status i[0], or take a share of the chunks of stage i[0]
+ * (struct stage's `spread`) whose config hash is i[1]. The stages' own
+ * orders follow RUN_ORDER_STAGE. */
+enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2, RUN_ORDER_SPREAD = 3 };
 
 /* The runner's stage_report: ctx is embedded in a struct holding the run. */
 struct run_ctx {
@@ -337,6 +339,338 @@ static void stage_ctx_init(struct run_ctx *rc, struct run *r, const struct stage
   ctx->report = &report;
 }
 
+/* The meta rows that say how to rebuild this run's configuration (merge
+ * needs them to finalize; `stage` names a shard's one stage, "" for a whole
+ * run) and the run's row in `runs`. 0, or -1 with r->err set. */
+static int record_run(struct run *r, const char *stage) {
+  const struct run_opts *o = r->o;
+  char abs[PATH_MAX];
+  if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
+  size_t len = 1;
+  for (int i = 0; i < o->n_sets; i++)
+    len += strlen(o->sets[i]) + 1;
+  char *sets = calloc(len, 1);
+  if (!sets) {
+    snprintf(r->err, sizeof r->err, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < o->n_sets; i++) {
+    strcat(sets, o->sets[i]);
+    strcat(sets, "\n");
+  }
+  char shard[32];
+  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
+  char when[32];
+  now_iso(when, sizeof when);
+  int bad = exec_sql(r,
+                     "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
+                     "('stage',%Q);"
+                     "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version) "
+                     "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q)",
+                     abs, sets, r->workdir, shard, stage, when, r->host, (int)getpid(),
+                     o->command_line ? o->command_line : "", abs, r->n_shards > 1 ? shard : NULL, SE3_VERSION);
+  free(sets);
+  if (bad) return -1;
+  r->run_id = sqlite3_last_insert_rowid(r->st.db);
+  return 0;
+}
+
+/* The run's row in `runs`: finished, with its exit status and message. */
+static void finish_run(struct run *r, int ret) {
+  char when[32];
+  now_iso(when, sizeof when);
+  const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
+  exec_sql(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
+           r->err[0] ? r->err : NULL, r->run_id);
+}
+
+/* ---- stages shared by the processes of a data-parallel run --------------- */
+
+/* Process `rank`'s database for stage `stage` (struct stage's `spread`). */
+static void rank_db_path(char *out, size_t n, const char *workdir, const char *stage, int rank) {
+  snprintf(out, n, "%s/shards/%s-rank%d.db", workdir, stage, rank);
+}
+
+static void remove_db(const char *path) {
+  char p[PATH_MAX + 400];
+  unlink(path);
+  const char *ext[] = {"-wal", "-shm", ".lock"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", path, ext[i]);
+    unlink(p);
+  }
+}
+
+static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
+                      char **sets);
+
+/* Folds into r's database the processes' databases of stage s found in
+ * WORKDIR/shards (those run under `hash`; others are stale and go) and
+ * deletes them. `why`: a line for each, "" for silence. The number folded,
+ * or -1 with r->err set. */
+static int fold_rank_shards(struct run *r, const struct stage *s, const char *hash, const char *why) {
+  char dir[PATH_MAX + 16], prefix[64];
+  snprintf(dir, sizeof dir, "%s/shards", r->workdir);
+  snprintf(prefix, sizeof prefix, "%s-rank", s->name);
+  DIR *dh = opendir(dir);
+  if (!dh) return 0;
+  int folded = 0;
+  struct dirent *e;
+  while ((e = readdir(dh))) {
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, prefix, strlen(prefix)) || len < 4 || strcmp(e->d_name + len - 3, ".db")) continue;
+    char path[PATH_MAX + 320];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    int si = fold_shard(r, path, s->name, hash, NULL, NULL);
+    if (si == -2) {
+      closedir(dh);
+      return -1;
+    }
+    if (why[0])
+      progress_log(NULL, "%s: %s %s", s->name, si >= 0 ? "folded in" : "discarded (another configuration)", path);
+    remove_db(path);
+    folded += si >= 0;
+  }
+  closedir(dh);
+  return folded;
+}
+
+/* Folds the shard database `path` (a Slurm array task's, --shard's, or a
+ * process's of a data-parallel run) into r's database, in one transaction.
+ * want_hash: fold only a shard of stage want_stage run under this config
+ * hash; NULL: any shard, and one made with another configuration than r's
+ * database holds replaces the stage there (`merge`). *workflow and *sets,
+ * when NULL, are set from the shard's meta (where given). Returns the
+ * stage's index, -1 for a shard with nothing to fold (it never planned a
+ * stage, or another than want_stage/want_hash), -2 with r->err set. */
+static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
+                      char **sets) {
+  struct store sh;
+  if (store_open(&sh, path, STORE_READONLY, NULL, 10000, r->err, sizeof r->err)) return -2;
+  char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
+  char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+  if (workflow && !*workflow) *workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
+  if (sets && !*sets) *sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
+  store_close(&sh);
+  int si = stage ? stage_index(stage) : -1;
+  if (si < 0 || !hash || (want_hash && (strcmp(stage, want_stage) || strcmp(hash, want_hash)))) {
+    /* A shard that never got as far as planning holds nothing to merge. */
+    free(stage);
+    free(hash);
+    return -1;
+  }
+  free(stage);
+  free(hash);
+  const struct stage *s = all_stages[si];
+  if (exec_sql(r, "ATTACH %Q AS shard", path)) return -2;
+  if (exec_sql(r, "BEGIN IMMEDIATE")) goto detach;
+  char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
+  char *theirs = query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
+  if (mine && theirs && strcmp(mine, theirs)) {
+    progress_log(NULL, "%s: shard %s was made with another configuration than %s holds; replacing it", s->name, path,
+                 r->st.path);
+    if (clear_from(r, si)) {
+      free(mine);
+      free(theirs);
+      goto rollback;
+    }
+  } else if (!mine) {
+    if (clear_from(r, si + 1)) {
+      free(theirs);
+      goto rollback;
+    }
+  }
+  free(mine);
+  free(theirs);
+  /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
+  /* `tables` lists children first (for deleting); insert parents first. */
+  char *tables = strdup(s->tables), *tok[16];
+  int n_tok = 0, bad = !tables;
+  for (char *save = NULL, *t = tables ? strtok_r(tables, " ", &save) : NULL; t && n_tok < 16;
+       t = strtok_r(NULL, " ", &save))
+    tok[n_tok++] = t;
+  for (int t = n_tok - 1; t >= 0 && !bad; t--)
+    bad = exec_sql(r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
+  free(tables);
+  if (bad ||
+      exec_sql(r,
+               "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
+               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
+               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
+               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
+               "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
+               "version) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version "
+               "FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
+               s->name, s->name, s->name) ||
+      exec_sql(r, "COMMIT"))
+    goto rollback;
+  exec_sql(r, "DETACH shard");
+  return si;
+rollback:
+  sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+detach:
+  sqlite3_exec(r->st.db, "DETACH shard", NULL, NULL, NULL);
+  return -2;
+}
+
+/* This process's chunks of stage s: those with chunk % n_shards == shard
+ * that the ledger does not list as done, in increasing order, each in its
+ * own transaction with its ledger row. together: the processes of a
+ * data-parallel run sharing the stage (shard = rank, n_shards = size); they
+ * go in step, a chunk each and then a word with the others (molecules done,
+ * a signal seen, a failure, work left), so a signal or a failure on any one
+ * stops all after the chunk in flight, and rank 0's progress counts
+ * everyone's molecules. A process of such a run that is not rank 0 also
+ * counts the chunks screen.db ("src") lists under this hash as done.
+ * Returns SE3_EXIT_OK, _STOPPED, or _FAILED with r->err set. */
+static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t n_chunks,
+                      int64_t n_items, int shard, int n_shards, const struct se3_comm *together) {
+  int speaks = comm_rank(together) == 0; /* shows the progress */
+  /* (A failed read of the ledger must stop the stage: taken as "nothing
+   * done", it would redo, and store twice, every finished chunk.) */
+  char *done = calloc((size_t)n_chunks + 1, 1);
+  int64_t done_items = 0, todo = 0;
+  if (!done) {
+    snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
+    return SE3_EXIT_FAILED;
+  }
+  {
+    int also_src = together && strcmp(r->src, "main");
+    char *sql = sqlite3_mprintf("SELECT chunk, max(n) FROM (SELECT chunk, n_ok + n_rejected AS n FROM stage_chunks "
+                                "WHERE stage=?1%s) GROUP BY chunk",
+                                also_src ? " UNION ALL SELECT chunk, n_ok + n_rejected FROM src.stage_chunks "
+                                           "WHERE stage=?1 AND config_hash=?2"
+                                         : "");
+    sqlite3_stmt *q = NULL;
+    int rc = sql ? sqlite3_prepare_v2(r->st.db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && also_src) rc = sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+      int64_t c = sqlite3_column_int64(q, 0);
+      if (c >= 0 && c < n_chunks) done[c] = 1;
+      done_items += sqlite3_column_int64(q, 1);
+      rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
+               sqlite3_errmsg(r->st.db));
+      free(done);
+      return SE3_EXIT_FAILED;
+    }
+  }
+  int64_t shard_items = n_items;
+  for (int64_t c = 0; c < n_chunks; c++)
+    if (c % n_shards == shard && !done[c]) todo++;
+  int64_t all_todo = todo; /* of every process sharing the stage */
+  if (together) {
+    double t = (double)todo;
+    if (comm_sum_f64(together, &t, 1)) {
+      fprintf(stderr, "se3screen (rank %d): %s: MPI failed counting the chunks; ending the run\n", comm_rank(together),
+              s->name);
+      comm_abort(together, SE3_EXIT_FAILED);
+    }
+    all_todo = (int64_t)t;
+  }
+  if (n_shards > 1 && !together) shard_items = done_items + (n_chunks ? (n_items / n_chunks) * todo : 0);
+  char label[96];
+  if (n_shards > 1 && !together)
+    snprintf(label, sizeof label, "%s (shard %d/%d)", s->name, shard, n_shards);
+  else if (together)
+    snprintf(label, sizeof label, "%s (%d processes)", s->name, n_shards);
+  else
+    snprintf(label, sizeof label, "%s", s->name);
+  if (speaks) {
+    progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
+                   cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
+    if (all_todo == 0 && n_chunks > 0)
+      progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label,
+                   (long long)n_chunks, n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
+  }
+
+  int ret = SE3_EXIT_OK;
+  int64_t ok_total = 0, rej_total = 0, c = 0;
+  while (all_todo > 0) {
+    while (c < n_chunks && (c % n_shards != shard || done[c]))
+      c++;
+    int64_t n_ok = 0, n_rej = 0;
+    int stopped = together && stop_flag; /* one with nothing left still stops the others */
+    if (c < n_chunks && stop_flag) {
+      stopped = 1;
+    } else if (c < n_chunks) {
+      char started[32], finished[32];
+      now_iso(started, sizeof started);
+      int st = exec_sql(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
+      ctx->chunk_bytes = 0;
+      if (st == STAGE_OK) {
+        st = s->run_chunk(ctx, c, &n_ok, &n_rej);
+        if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
+      }
+      if (st == STAGE_OK) {
+        now_iso(finished, sizeof finished);
+        if (exec_sql(r,
+                     "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
+                     "finished, n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
+                     s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
+                     (long long)n_rej, (long long)ctx->chunk_bytes) ||
+            exec_sql(r, "COMMIT"))
+          st = STAGE_ERROR;
+      }
+      if (st != STAGE_OK) {
+        sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+        n_ok = n_rej = 0;
+        stopped = st == STAGE_STOPPED;
+      } else {
+        done[c] = 1;
+        ok_total += n_ok;
+        rej_total += n_rej;
+        c++;
+      }
+    }
+    int failed = r->err[0] != 0;
+    if (failed && !speaks) fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(together), r->err);
+    if (!together) {
+      if (stopped) ret = SE3_EXIT_STOPPED;
+      if (failed) ret = SE3_EXIT_FAILED;
+      if (stopped || failed || c >= n_chunks) break;
+      continue;
+    }
+    int64_t next = c;
+    while (next < n_chunks && (next % n_shards != shard || done[next]))
+      next++;
+    double word[4] = {(double)(n_ok + n_rej), stopped, failed, next < n_chunks && !stopped && !failed};
+    if (comm_sum_f64(together, word, 4)) {
+      /* the others may wait in this sum for ever */
+      fprintf(stderr, "se3screen (rank %d): %s: MPI failed between two chunks; ending the run\n",
+              comm_rank(together), s->name);
+      comm_abort(together, SE3_EXIT_FAILED);
+    }
+    if (speaks) progress_add(&r->prog, (int64_t)word[0] - (n_ok + n_rej));
+    if (word[2] > 0) {
+      if (!failed)
+        snprintf(r->err, sizeof r->err, "%s: another process of the run failed (its message is above); this one "
+                 "stopped after its chunk in flight", s->name);
+      ret = SE3_EXIT_FAILED;
+      break;
+    }
+    if (word[1] > 0) {
+      ret = SE3_EXIT_STOPPED;
+      break;
+    }
+    if (word[3] == 0) break;
+  }
+  free(done);
+  if (speaks) {
+    char summary[256];
+    snprintf(summary, sizeof summary, "%lld stored, %lld rejected%s%s", (long long)ok_total, (long long)rej_total,
+             together ? " by this process" : "",
+             ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
+    if (all_todo > 0) progress_end(&r->prog, summary);
+  }
+  return ret;
+}
+
 static int run_stage(struct run *r, int si) {
   const struct stage *s = all_stages[si];
   struct run_ctx rc;
@@ -409,91 +743,38 @@ static int run_stage(struct run *r, int si) {
       exec_sql(r, "COMMIT"))
     goto rollback;
 
-  /* What is left to do in this shard. */
-  /* (A failed read of the ledger must stop the stage: taken as "nothing
-   * done", it would redo, and store twice, every finished chunk.) */
-  char *done = calloc((size_t)n_chunks + 1, 1);
-  int64_t done_items = 0, todo = 0;
-  if (!done) {
-    snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
-    goto out;
-  }
-  {
-    sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(r->st.db, "SELECT chunk, n_ok + n_rejected FROM stage_chunks WHERE stage=?1", -1, &q,
-                                NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-      int64_t c = sqlite3_column_int64(q, 0);
-      if (c >= 0 && c < n_chunks) done[c] = 1;
-      done_items += sqlite3_column_int64(q, 1);
-      rc = SQLITE_OK;
+  /* Work of this stage that processes of an earlier data-parallel run
+   * left in their own databases (stopped before rank 0 folded it in). */
+  if (s->spread && r->n_shards <= 1 && fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
+  int spread = r->comm && s->spread && !collective;
+  if (spread) {
+    /* The others begin the stage on their own databases. */
+    struct stage_order o = {.op = RUN_ORDER_SPREAD, .i = {si, (int64_t)strtoull(hash, NULL, 16)}};
+    struct stage_ctx bare = {.comm = r->comm};
+    int all = STAGE_OK;
+    if (stage_order(&bare, &o) || comm_max_int(r->comm, &all, 1)) {
+      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+      goto out;
     }
-    sqlite3_finalize(q);
-    if (rc != SQLITE_DONE) {
-      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
-               sqlite3_errmsg(r->st.db));
-      free(done);
+    if (all != STAGE_OK) {
+      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
+               s->name);
       goto out;
     }
   }
-  int64_t shard_items = n_items;
-  for (int64_t c = 0; c < n_chunks; c++)
-    if (c % r->n_shards == r->shard && !done[c]) todo++;
-  if (r->n_shards > 1) shard_items = done_items + (n_chunks ? (n_items / n_chunks) * todo : 0);
-  char label[96];
-  if (r->n_shards > 1)
-    snprintf(label, sizeof label, "%s (shard %d/%d)", s->name, r->shard, r->n_shards);
-  else
-    snprintf(label, sizeof label, "%s", s->name);
-  progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
-                 cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
-  if (todo == 0 && n_chunks > 0)
-    progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
-                 r->n_shards > 1 ? " of this shard" : "", (long long)done_items);
-
-  int64_t ok_total = 0, rej_total = 0;
-  for (int64_t c = 0; c < n_chunks; c++) {
-    if (c % r->n_shards != r->shard || done[c]) continue;
-    if (stop_flag) {
-      ret = SE3_EXIT_STOPPED;
-      break;
+  ret = spread ? run_chunks(r, s, ctx, hash, n_chunks, n_items, 0, comm_size(r->comm), r->comm)
+               : run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
+  if (spread) {
+    /* Once the others closed their databases: their work into this one. */
+    int closed = 0;
+    if (comm_max_int(r->comm, &closed, 1)) {
+      snprintf(r->err, sizeof r->err, "%s: MPI failed waiting for the other processes", s->name);
+      ret = SE3_EXIT_FAILED;
     }
-    char started[32], finished[32];
-    now_iso(started, sizeof started);
-    if (exec_sql(r, "BEGIN IMMEDIATE")) break;
-    int64_t n_ok = 0, n_rej = 0;
-    ctx->chunk_bytes = 0;
-    int st = s->run_chunk(ctx, c, &n_ok, &n_rej);
-    if (st != STAGE_OK) {
-      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-      if (st == STAGE_STOPPED) {
-        ret = SE3_EXIT_STOPPED;
-      } else {
-        snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
-      }
-      break;
-    }
-    now_iso(finished, sizeof finished);
-    if (exec_sql(r,
-                 "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, finished, "
-                 "n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
-                 s->name, (long long)c, r->shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
-                 (long long)n_rej, (long long)ctx->chunk_bytes) ||
-        exec_sql(r, "COMMIT")) {
-      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-      break;
-    }
-    done[c] = 1;
-    ok_total += n_ok;
-    rej_total += n_rej;
+    if (ret == SE3_EXIT_OK && fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
   }
-  free(done);
-  char summary[256];
-  snprintf(summary, sizeof summary, "%lld stored, %lld rejected%s", (long long)ok_total, (long long)rej_total,
-           ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
-  if (todo > 0) progress_end(&r->prog, summary);
-  if (ret == SE3_EXIT_STOPPED || r->err[0]) goto out;
+  if (ret != SE3_EXIT_OK) goto out;
+  ret = SE3_EXIT_FAILED;
 
   /* Finalize once every chunk of the stage is in this database. */
   long long n_done =
@@ -514,6 +795,70 @@ out:
   }
   if (s->end) s->end(ctx);
   return ret;
+}
+
+/* A process of rank > 0 in a stage whose chunks the processes share:
+ * its own database WORKDIR/shards/<stage>-rank<r>.db (screen.db attached
+ * read-only as "src"), its chunks in step with the others (run_chunks),
+ * then the database closed for rank 0 to fold in. Its failures are printed
+ * here; rank 0 learns of them through run_chunks's words. */
+static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64) {
+  const struct se3_comm *comm = r->comm;
+  int rank = comm_rank(comm), n = comm_size(comm);
+  char hash[17], settings[17], path[PATH_MAX + 96], up[PATH_MAX + 32];
+  snprintf(hash, sizeof hash, "%016" PRIx64, hash64);
+  settings_hash(r->root, s, settings);
+  struct run_ctx rc;
+  r->shard = rank;
+  r->n_shards = n;
+  r->src = "src";
+  r->err[0] = 0;
+  stage_ctx_init(&rc, r, s);
+  struct stage_ctx *ctx = &rc.ctx;
+  ctx->report = &quiet_report;
+  int64_t n_chunks = 0, n_items = 0;
+  int st = STAGE_ERROR;
+  snprintf(up, sizeof up, "%s/shards", r->workdir);
+  rank_db_path(path, sizeof path, r->workdir, s->name, rank);
+  if (!mkdirs(up, r->err, sizeof r->err) &&
+      !store_open(&r->st, path, STORE_WRITE, cfg_str(r->root, "store.journal", "wal"),
+                  (int)cfg_int(r->root, "store.busy_timeout_ms", 10000), r->err, sizeof r->err) &&
+      !store_lock(&r->st, r->err, sizeof r->err) &&
+      (snprintf(up, sizeof up, "%s/screen.db", r->workdir), !store_attach_readonly(&r->st, up, "src", r->err, sizeof r->err)) &&
+      !record_run(r, s->name)) {
+    /* (rank 0 folded and removed what an earlier run left here; whatever is
+     * still here from another configuration goes) */
+    char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+    if (old && strcmp(old, hash)) clear_from(r, stage_index(s->name));
+    free(old);
+    ctx->db = r->st.db;
+    st = s->begin(ctx, &n_chunks, &n_items);
+    if (st != STAGE_OK) {
+      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    } else {
+      char when[32];
+      now_iso(when, sizeof when);
+      if (exec_sql(r,
+                   "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, "
+                   "updated) VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
+                   "config_hash=excluded.config_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
+                   "updated=excluded.updated",
+                   s->name, hash, settings, (long long)n_chunks, (long long)n_items, when))
+        st = STAGE_ERROR;
+    }
+  }
+  if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s\n", rank, r->err);
+  int all = st, ret = SE3_EXIT_FAILED;
+  if (comm_max_int(comm, &all, 1)) comm_abort(comm, SE3_EXIT_FAILED);
+  if (all == STAGE_OK) ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, rank, n, comm);
+  if (r->st.db) finish_run(r, ret);
+  if (s->end) s->end(ctx);
+  store_close(&r->st);
+  r->src = "main";
+  r->shard = 0;
+  r->n_shards = 1;
+  int closed = 0;
+  if (comm_max_int(comm, &closed, 1)) comm_abort(comm, SE3_EXIT_FAILED);
 }
 
 /* A process of rank > 0: the workflow's configuration as rank 0 reads it,
@@ -540,6 +885,10 @@ static int run_follow(const struct run_opts *o) {
     if (ord.op == RUN_ORDER_END) {
       cfg_node_free(r.root);
       return (int)ord.i[0];
+    }
+    if (ord.op == RUN_ORDER_SPREAD && ord.i[0] >= 0 && ord.i[0] < N_STAGES && r.root) {
+      follow_spread(&r, all_stages[ord.i[0]], (uint64_t)ord.i[1]);
+      continue;
     }
     if (ord.op != RUN_ORDER_STAGE || ord.i[0] < 0 || ord.i[0] >= N_STAGES || !r.root) {
       fprintf(stderr, "se3screen (rank %d): rank 0 sent order %lld, which this process cannot follow\n", rank,
@@ -707,42 +1056,12 @@ static int run_main(const struct run_opts *o) {
                all_stages[first]->name, all_stages[first]->after, up, all_stages[first]->after);
       goto fail_early;
     }
-    if (exec_sql(&r, "ATTACH %Q AS src", up)) goto fail_early;
+    if (store_attach_readonly(&r.st, up, "src", r.err, sizeof r.err)) goto fail_early;
     r.src = "src";
   }
 
   /* Remember how to rebuild this configuration (merge needs it to finalize). */
-  {
-    char abs[PATH_MAX];
-    if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
-    size_t len = 1;
-    for (int i = 0; i < o->n_sets; i++)
-      len += strlen(o->sets[i]) + 1;
-    char *sets = calloc(len, 1);
-    if (!sets) {
-      snprintf(r.err, sizeof r.err, "out of memory");
-      goto fail_early;
-    }
-    for (int i = 0; i < o->n_sets; i++) {
-      strcat(sets, o->sets[i]);
-      strcat(sets, "\n");
-    }
-    char shard[32];
-    snprintf(shard, sizeof shard, "%d/%d", r.shard, r.n_shards);
-    char when[32];
-    now_iso(when, sizeof when);
-    int bad = exec_sql(&r,
-                       "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
-                       "('stage',%Q);"
-                       "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version) "
-                       "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q)",
-                       abs, sets, r.workdir, shard, r.n_shards > 1 ? all_stages[first]->name : "", when, r.host,
-                       (int)getpid(), o->command_line ? o->command_line : "", abs, r.n_shards > 1 ? shard : NULL,
-                       SE3_VERSION);
-    free(sets);
-    if (bad) goto fail_early;
-    r.run_id = sqlite3_last_insert_rowid(r.st.db);
-  }
+  if (record_run(&r, r.n_shards > 1 ? all_stages[first]->name : "")) goto fail_early;
 
   install_signals();
   ret = SE3_EXIT_OK;
@@ -753,13 +1072,7 @@ static int run_main(const struct run_opts *o) {
     ret = run_stage(&r, i);
   }
 
-  {
-    char when[32];
-    now_iso(when, sizeof when);
-    const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
-    exec_sql(&r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
-             r.err[0] ? r.err : NULL, r.run_id);
-  }
+  finish_run(&r, ret);
   if (ret == SE3_EXIT_STOPPED)
     fprintf(stderr, "se3screen: stopped by a signal, its finished work kept; run the same command again to resume\n");
   else if (ret != SE3_EXIT_OK)
@@ -826,69 +1139,11 @@ int runner_merge(const char *db_path) {
   if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
   int touched[N_STAGES] = {0};
   for (int k = 0; k < n; k++) {
-    struct store sh;
-    if (store_open(&sh, shards[k], STORE_READONLY, NULL, 10000, r.err, sizeof r.err)) goto done;
-    char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-    char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
-    if (!workflow) workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
-    if (!sets) sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
-    store_close(&sh);
-    int si = stage ? stage_index(stage) : -1;
-    if (si < 0 || !hash) {
-      /* A shard that never got as far as planning holds nothing to merge. */
-      free(stage);
-      free(hash);
-      continue;
-    }
-    const struct stage *s = all_stages[si];
-    if (exec_sql(&r, "ATTACH %Q AS shard", shards[k])) goto done;
-    if (exec_sql(&r, "BEGIN IMMEDIATE")) goto detach;
-    char *mine = query_text(r.st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
-    if (mine && strcmp(mine, hash)) {
-      progress_log(NULL, "%s: shard %s was made with another configuration than %s holds; replacing it", s->name,
-                   shards[k], db_path);
-      if (clear_from(&r, si)) {
-        free(mine);
-        goto rollback;
-      }
-    } else if (!mine) {
-      if (clear_from(&r, si + 1)) goto rollback;
-    }
-    free(mine);
-    /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
-    /* `tables` lists children first (for deleting); insert parents first. */
-    char *tables = strdup(s->tables), *tok[16];
-    int n_tok = 0, bad = 0;
-    for (char *save = NULL, *t = strtok_r(tables, " ", &save); t && n_tok < 16; t = strtok_r(NULL, " ", &save))
-      tok[n_tok++] = t;
-    for (int t = n_tok - 1; t >= 0 && !bad; t--)
-      bad = exec_sql(&r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
-    free(tables);
-    if (bad ||
-        exec_sql(&r,
-                 "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
-                 "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
-                 "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
-                 "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
-                 "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
-                 "version) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version "
-                 "FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-                 s->name, s->name, s->name) ||
-        exec_sql(&r, "COMMIT"))
-      goto rollback;
+    int si = fold_shard(&r, shards[k], NULL, NULL, &workflow, &sets);
+    if (si == -2) goto done;
+    if (si < 0) continue;
     touched[si] = 1;
     progress_log(NULL, "merged %s", shards[k]);
-    exec_sql(&r, "DETACH shard");
-    free(stage);
-    free(hash);
-    continue;
-  rollback:
-    sqlite3_exec(r.st.db, "ROLLBACK", NULL, NULL, NULL);
-  detach:
-    sqlite3_exec(r.st.db, "DETACH shard", NULL, NULL, NULL);
-    free(stage);
-    free(hash);
-    goto done;
   }
   /* Finalize the stages whose chunks are now all here. */
   for (int si = 0; si < N_STAGES; si++) {

@@ -113,6 +113,7 @@ const struct stage stage_basis = {
     .after = "graph",
     .optional = 1, /* the model recomputes bases by default (README: read or recompute) */
     .blob_column = "basis",
+    .spread = 1,
     .begin = basis_begin,
     .run_chunk = basis_chunk,
     .finalize = NULL,

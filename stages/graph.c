@@ -148,6 +148,7 @@ const struct stage stage_graph = {
     .uses_sets = 0,
     .after = "ingest",
     .blob_column = "graph",
+    .spread = 1,
     .begin = graph_begin,
     .run_chunk = graph_chunk,
     .finalize = NULL,

@@ -377,6 +377,7 @@ const struct stage stage_score = {
     .tables = "scores",
     .uses_sets = 0,
     .after = "train",
+    .spread = 1,
     .begin = score_begin,
     .run_chunk = score_chunk,
     .finalize = NULL,

@@ -98,6 +98,13 @@ struct stage {
    * before its chunks, work that may need the others (train: recomputing a
    * finished model's damaged checkpoint). NULL: nothing. */
   int (*ready)(struct stage_ctx *ctx);
+  /* 1: the processes of a data-parallel run share the stage's chunks
+   * (graph, basis, score): process r of N takes every chunk with
+   * chunk % N == r, ranks > 0 into their own shard database
+   * (WORKDIR/shards/<stage>-rank<r>.db, screen.db attached read-only as
+   * "src"), and rank 0 folds the shards into screen.db when all are done,
+   * as `merge` folds a Slurm array's. 0: rank 0 runs it alone. */
+  int spread;
 };
 
 /* What rank 0's collective stage asks of the others: an operation of the

@@ -2,7 +2,10 @@
  * machine's cores): two processes sharing each batch train the model one
  * process trains with the whole batch, the same metrics follow, a signal to
  * one process stops both at the same step with status 75 and the run resumes
- * on one process or two, and a process killed with SIGKILL ends the job. */
+ * on one process or two, and a process killed with SIGKILL ends the job.
+ * Two processes sharing the chunks of the graph and score stages give the
+ * tables one process gives, and a shared score stopped by a signal is
+ * finished by one process without redoing the other's chunks. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
@@ -170,9 +173,9 @@ Test(data_parallel, two_processes_train_what_one_trains) {
  * each), the loss of each share weighed by its size. */
 Test(data_parallel, uneven_shares_of_a_batch) { same_training("dp_uneven", "    epochs: 1\n    batch_size: 47\n", 21); }
 
-/* Starts `mpirun -np 2 se3screen run WF --stage train --workdir DIR/WD` in
+/* Starts `mpirun -np 2 se3screen run WF --stage STAGE --workdir DIR/WD` in
  * the background; its pid. */
-static int spawn_two(const char *dir, const char *wf, const char *wd, const char *log) {
+static int spawn_stage(const char *dir, const char *wf, const char *stage, const char *wd, const char *log) {
   char logpath[1100], wdpath[1100];
   snprintf(logpath, sizeof logpath, "%s/%s", dir, log);
   snprintf(wdpath, sizeof wdpath, "%s/%s", dir, wd);
@@ -180,11 +183,15 @@ static int spawn_two(const char *dir, const char *wf, const char *wd, const char
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     if (!freopen(logpath, "a", stderr) || !freopen("/dev/null", "w", stdout)) _exit(126);
-    execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", "train", "--workdir", wdpath,
+    execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", stage, "--workdir", wdpath,
            (char *)NULL);
     _exit(127);
   }
   return (int)pid;
+}
+
+static int spawn_two(const char *dir, const char *wf, const char *wd, const char *log) {
+  return spawn_stage(dir, wf, "train", wd, log);
 }
 
 /* The pid of the rank-1 process mpirun started (its second child), waiting
@@ -274,6 +281,146 @@ Test(data_parallel, a_killed_process_ends_the_job) {
   double took = tu_now() - t0;
   cr_assert_neq(st, 0, "mpirun reported success after a process was killed");
   cr_assert_lt(took, 30, "the job took %.1f s to end after a process was killed", took);
+  free(wf);
+  free(dir);
+}
+
+/* ---- stages whose chunks the processes share: graph, score -------------- */
+
+/* Graphs, a model and scores of the quickstart's molecules in chunks of
+ * `chunk` molecules; `arch` goes under stages.train. One thread a process
+ * (OMP_NUM_THREADS=1, which mpirun passes on), so that one process and two
+ * compute every molecule alike: the forward pass is the same to the bit
+ * only at the same thread count. */
+static char *score_workflow(const char *dir, int chunk, const char *arch) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: dps\nworkdir: base\nrun: {progress: none, chunk_size: %d}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
+           "stages:\n  ingest: {add_hydrogens: true}\n  graph: {edges: radius+bonds, cutoff: 5.0}\n"
+           "  train: {target: u0_atom, model: small, epochs: 1, batch_size: 64%s}\n  score: {set: train}\n",
+           chunk, tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"), arch);
+  mpi_env();
+  setenv("OMP_NUM_THREADS", "1", 1);
+  return tu_write(dir, "dps.yaml", yaml);
+}
+
+static int run_stage_on(const char *dir, const char *wf, const char *stage, const char *wd, int np, char **out) {
+  if (np > 1) return tu_sh(out, "mpirun -np %d %s run %s --stage %s --workdir %s/%s", np, SE3_BINARY, wf, stage, dir, wd);
+  return tu_se3(out, "run %s --stage %s --workdir %s/%s", wf, stage, dir, wd);
+}
+
+/* The same rows of `sql` in two workdirs' screen.db; their count. */
+static int same_rows(const char *dir, const char *a, const char *b, const char *sql) {
+  char pa[1100], pb[1100];
+  snprintf(pa, sizeof pa, "%s/%s/screen.db", dir, a);
+  snprintf(pb, sizeof pb, "%s/%s/screen.db", dir, b);
+  char *x = tu_query(pa, sql), *y = tu_query(pb, sql);
+  cr_assert(x && y, "cannot read %s or %s", pa, pb);
+  cr_assert(!strcmp(x, y), "%s: %s and %s differ", sql, a, b);
+  int rows = 0;
+  for (const char *c = x; *c; c++)
+    rows += *c == '\n';
+  free(x);
+  free(y);
+  return rows;
+}
+
+/* The stage finished in the workdir's screen.db, and no process's own
+ * database of it left in shards/. */
+static void finished_and_folded(const char *dir, const char *wd, const char *stage) {
+  char db[1100], q[256];
+  snprintf(db, sizeof db, "%s/%s/screen.db", dir, wd);
+  snprintf(q, sizeof q, "SELECT finalized FROM stage_state WHERE stage='%s'", stage);
+  cr_assert_eq(tu_query_int(db, q), 1, "%s: %s not finished", db, stage);
+  snprintf(q, sizeof q, "SELECT n_chunks - (SELECT count(*) FROM stage_chunks WHERE stage='%s') FROM stage_state "
+           "WHERE stage='%s'", stage, stage);
+  cr_assert_eq(tu_query_int(db, q), 0, "%s: chunks of %s missing from the ledger", db, stage);
+  cr_assert_neq(tu_sh(NULL, "ls %s/%s/shards/%s-rank*.db", dir, wd, stage), 0, "a process's database was left");
+}
+
+/* Two processes build the graphs and score the molecules, each a share of
+ * the chunks in its own database that rank 0 folds in: the same graphs
+ * and the same scores table as one process. */
+Test(data_parallel, two_processes_share_the_graph_and_score_stages) {
+  char *dir = tu_tmpdir("dp_spread"), *out = NULL;
+  char *wf = score_workflow(dir, 40, "");
+  cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
+  free(out);
+  copy_base(dir, "one");
+  copy_base(dir, "two");
+  cr_assert_eq(run_stage_on(dir, wf, "graph", "one", 1, &out), 0, "%s", out);
+  free(out);
+  cr_assert_eq(run_stage_on(dir, wf, "graph", "two", 2, &out), 0, "%s", out);
+  free(out);
+  int n = same_rows(dir, "one", "two", "SELECT mol_id, n_nodes, n_edges, graph FROM graphs ORDER BY 1");
+  cr_assert_gt(n, 1000, "%d graphs", n);
+  same_rows(dir, "one", "two", "SELECT stage, chunk, n_ok, n_rejected FROM stage_chunks ORDER BY 1, 2");
+  finished_and_folded(dir, "two", "graph");
+  char db[1100];
+  snprintf(db, sizeof db, "%s/two/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT shard) FROM stage_chunks WHERE stage='graph'"), 2,
+               "both processes should have built graphs");
+
+  cr_assert_eq(run_stage_on(dir, wf, "train", "one", 1, &out), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "rm -rf %s/two && cp -r %s/one %s/two", dir, dir, dir), 0);
+  cr_assert_eq(run_stage_on(dir, wf, "score", "one", 1, &out), 0, "%s", out);
+  free(out);
+  cr_assert_eq(run_stage_on(dir, wf, "score", "two", 2, &out), 0, "%s", out);
+  free(out);
+  n = same_rows(dir, "one", "two", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
+  cr_assert_gt(n, 1000, "%d scores", n);
+  same_rows(dir, "one", "two", "SELECT stage, chunk, n_ok, n_rejected FROM stage_chunks ORDER BY 1, 2");
+  finished_and_folded(dir, "two", "score");
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT shard) FROM stage_chunks WHERE stage='score'"), 2);
+  free(wf);
+  free(dir);
+}
+
+/* SIGTERM to one of two processes scoring: both stop after their chunk in
+ * flight (status 75), the other process's finished chunks stay in its own
+ * database, and one process finishing the stage folds them in: the scores
+ * of an uninterrupted run. */
+Test(data_parallel, a_signal_stops_a_shared_score_and_one_process_finishes_it) {
+  char *dir = tu_tmpdir("dp_spread_stop"), *out = NULL;
+  char *wf = score_workflow(dir, 10, ", arch: {channels: 32}");
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  copy_base(dir, "ref");
+  copy_base(dir, "cut");
+  cr_assert_eq(run_stage_on(dir, wf, "score", "ref", 1, &out), 0, "%s", out);
+  free(out);
+
+  int mp = spawn_stage(dir, wf, "score", "cut", "cut.log");
+  int rank1 = second_rank(mp);
+  char shard[1200];
+  snprintf(shard, sizeof shard, "%s/cut/shards/score-rank1.db", dir);
+  double t0 = tu_now();
+  while (access(shard, F_OK) != 0 || tu_query_int(shard, "SELECT count(*) FROM stage_chunks") < 2) {
+    int st = 0;
+    cr_assert_eq(waitpid((pid_t)mp, &st, WNOHANG), 0, "the scoring ended before the signal (see %s/cut.log)", dir);
+    cr_assert_lt(tu_now() - t0, 120, "rank 1 stored no chunks in 120 s (see %s/cut.log)", dir);
+    tu_sleep(0.02);
+  }
+  kill((pid_t)rank1, SIGTERM);
+  int st = tu_wait(mp);
+  cr_assert_eq(st, 75, "mpirun ended with %d, not 75 (see %s/cut.log)", st, dir);
+  long long kept = tu_query_int(shard, "SELECT count(*) FROM stage_chunks");
+  cr_assert_geq(kept, 2, "rank 1's finished chunks are gone");
+  char db[1100];
+  snprintf(db, sizeof db, "%s/cut/screen.db", dir);
+  cr_assert_neq(tu_query_int(db, "SELECT finalized FROM stage_state WHERE stage='score'"), 1,
+                "the stage finished before the signal: nothing was resumed");
+
+  cr_assert_eq(run_stage_on(dir, wf, "score", "cut", 1, &out), 0, "%s", out);
+  cr_assert(strstr(out, "folded in") && strstr(out, "score-rank1.db"), "rank 1's work was not folded in:\n%s", out);
+  free(out);
+  int n = same_rows(dir, "ref", "cut", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
+  cr_assert_gt(n, 1000);
+  finished_and_folded(dir, "cut", "score");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage='score' AND shard=1"), kept,
+               "the chunks rank 1 finished were done again");
   free(wf);
   free(dir);
 }
