@@ -127,6 +127,32 @@ int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes) {
   return 0;
 }
 
+/* The first step of a sum in rank order over m elements of x (float, esz
+ * 4, or double, esz 8) cut into slices of `slice` elements, one a process:
+ * every process's copy of slice `rank` comes here and is added in rank
+ * order in double, into `mine` (slice elements). recv: N * slice elements
+ * of room. */
+static int sum_slice(struct se3_comm *c, const char *x, size_t m, size_t slice, int esz, char *send, char *recv,
+                     char *mine) {
+  MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  size_t N = (size_t)c->size;
+  memcpy(send, x, m * (size_t)esz);
+  memset(send + m * (size_t)esz, 0, (N * slice - m) * (size_t)esz);
+  MPI_Request r;
+  if (MPI_Ialltoall(send, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
+  /* recv holds slice `rank` of process 0, then of process 1, ... */
+  for (size_t i = 0; i < slice; i++) {
+    double s = 0;
+    for (size_t j = 0; j < N; j++)
+      s += esz == 4 ? (double)((const float *)recv)[j * slice + i] : ((const double *)recv)[j * slice + i];
+    if (esz == 4)
+      ((float *)mine)[i] = (float)s;
+    else
+      ((double *)mine)[i] = s;
+  }
+  return 0;
+}
+
 /* The sum of x over the processes in rank order, element by element, for
  * float (esz 4) or double (esz 8): slices of `slice` elements, one a
  * process; rank j receives every process's copy of slice j, adds them in
@@ -144,27 +170,85 @@ static int sum_fixed(const struct se3_comm *cc, void *x, size_t n, int esz) {
     if (!send) return -1;
     char *recv = send + N * slice * (size_t)esz;
     char *src = (char *)x + off * (size_t)esz;
-    memcpy(send, src, m * (size_t)esz);
-    memset(send + m * (size_t)esz, 0, (N * slice - m) * (size_t)esz);
+    char *mine = send; /* free again once sent: the sums go here */
+    if (sum_slice(c, src, m, slice, esz, send, recv, mine)) return -1;
     MPI_Request r;
-    if (MPI_Ialltoall(send, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
-    /* recv holds slice `rank` of process 0, then of process 1, ... */
-    char *mine = send; /* free again: the sums go here */
-    for (size_t i = 0; i < slice; i++) {
-      double s = 0;
-      for (size_t j = 0; j < N; j++)
-        s += esz == 4 ? (double)((const float *)recv)[j * slice + i] : ((const double *)recv)[j * slice + i];
-      if (esz == 4)
-        ((float *)mine)[i] = (float)s;
-      else
-        ((double *)mine)[i] = s;
-    }
     if (MPI_Iallgather(mine, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r))
       return -1;
     memcpy(src, recv, m * (size_t)esz);
     off += m;
   }
   return 0;
+}
+
+void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
+  size_t N = (size_t)comm_size(c), per = (n + N - 1) / N, r = (size_t)comm_rank(c);
+  *lo = r * per < n ? r * per : n;
+  *hi = *lo + per < n ? *lo + per : n;
+}
+
+/* The slices' element counts and offsets, in bytes, for the v-collectives;
+ * NULL when they do not fit MPI's int counts. */
+static int *slice_counts(const struct se3_comm *c, size_t n, int esz) {
+  if (n * (size_t)esz > (size_t)INT32_MAX) return NULL;
+  int *cd = malloc(2 * (size_t)c->size * sizeof *cd);
+  if (!cd) return NULL;
+  size_t per = (n + (size_t)c->size - 1) / (size_t)c->size;
+  for (int i = 0; i < c->size; i++) {
+    size_t lo = (size_t)i * per < n ? (size_t)i * per : n, hi = lo + per < n ? lo + per : n;
+    cd[i] = (int)((hi - lo) * (size_t)esz);
+    cd[c->size + i] = (int)(lo * (size_t)esz);
+  }
+  return cd;
+}
+
+int comm_reduce_scatter(const struct se3_comm *cc, void *x, size_t n, int esz) {
+  if (!cc || cc->size == 1) return 0;
+  struct se3_comm *c = (struct se3_comm *)cc;
+  size_t N = (size_t)c->size, slice = (n + N - 1) / N, lo, hi;
+  if (n > (size_t)(1u << 30)) return -1;
+  comm_slice(c, n, &lo, &hi);
+  char *send = scratch(c, (2 * N + 1) * slice * (size_t)esz);
+  if (!send) return -1;
+  char *recv = send + N * slice * (size_t)esz, *mine = recv + N * slice * (size_t)esz;
+  if (sum_slice(c, x, n, slice, esz, send, recv, mine)) return -1;
+  memcpy((char *)x + lo * (size_t)esz, mine, (hi - lo) * (size_t)esz);
+  return 0;
+}
+
+int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
+  if (!c || c->size == 1) return 0;
+  int *cd = slice_counts(c, n, esz);
+  if (!cd) return -1;
+  MPI_Request r;
+  int bad = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, x, cd, cd + c->size, MPI_BYTE, c->world, &r) != MPI_SUCCESS ||
+            wait_req(&r);
+  free(cd);
+  return bad ? -1 : 0;
+}
+
+int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz) {
+  if (!c || c->size == 1) return 0;
+  int *cd = slice_counts(c, n, esz);
+  if (!cd) return -1;
+  MPI_Request r;
+  int bad = MPI_Igatherv(c->rank ? mine : MPI_IN_PLACE, cd[c->rank], MPI_BYTE, all, cd, cd + c->size, MPI_BYTE, 0,
+                         c->world, &r) != MPI_SUCCESS ||
+            wait_req(&r);
+  free(cd);
+  return bad ? -1 : 0;
+}
+
+int comm_scatter_slices(const struct se3_comm *c, const void *all, void *mine, size_t n, int esz) {
+  if (!c || c->size == 1) return 0;
+  int *cd = slice_counts(c, n, esz);
+  if (!cd) return -1;
+  MPI_Request r;
+  int bad = MPI_Iscatterv(all, cd, cd + c->size, MPI_BYTE, c->rank ? mine : MPI_IN_PLACE, cd[c->rank], MPI_BYTE, 0,
+                          c->world, &r) != MPI_SUCCESS ||
+            wait_req(&r);
+  free(cd);
+  return bad ? -1 : 0;
 }
 
 int comm_max_int(const struct se3_comm *c, int *x, int n) {
@@ -230,6 +314,19 @@ static int sum_fixed(const struct se3_comm *c, void *x, size_t n, int esz) {
 int comm_max_int(const struct se3_comm *c, int *x, int n) {
   (void)c, (void)x, (void)n;
   return 0;
+}
+void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
+  (void)c;
+  *lo = 0;
+  *hi = n;
+}
+int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz) { return (void)c, (void)x, (void)n, (void)esz, 0; }
+int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) { return (void)c, (void)x, (void)n, (void)esz, 0; }
+int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz) {
+  return (void)c, (void)mine, (void)all, (void)n, (void)esz, 0;
+}
+int comm_scatter_slices(const struct se3_comm *c, const void *all, void *mine, size_t n, int esz) {
+  return (void)c, (void)mine, (void)all, (void)n, (void)esz, 0;
 }
 int comm_gather_f64(const struct se3_comm *c, const double *mine, const int *counts, double *all) {
   (void)c;

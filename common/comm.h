@@ -52,6 +52,23 @@ int comm_sum_f64(const struct se3_comm *c, double *x, size_t n);
 int comm_sum_f32(const struct se3_comm *c, float *x, size_t n);
 /* x[0..n) the largest over the processes, in place on each. */
 int comm_max_int(const struct se3_comm *c, int *x, int n);
+/* Sharded state (ZeRO stage 1): n elements cut into one contiguous slice a
+ * process, in rank order, each ceil(n / size) long (the last shorter, or
+ * empty): this process's is [*lo, *hi). The same slices as comm_sum_f32's
+ * for n up to 2^30. */
+void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi);
+/* x[0..n) (float: esz 4, double: esz 8) summed over the processes, but only
+ * this process's slice is written: the first half of comm_sum_f32, its
+ * sums the same to the bit. The rest of x is left as it was. n <= 2^30. */
+int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz);
+/* Every process's slice of x (elements of esz bytes) to every process. */
+int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz);
+/* Every process's slice (mine: its hi - lo elements) into all[0..n) on
+ * rank 0, whose own slice must already be in place there. */
+int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz);
+/* The reverse: rank 0's all[0..n) cut into the slices, each process's into
+ * its mine (rank 0 keeps its own in place). */
+int comm_scatter_slices(const struct se3_comm *c, const void *all, void *mine, size_t n, int esz);
 /* Every process's `mine` (counts[rank] values) end to end, in rank order,
  * into all (sum of counts) on every process. */
 int comm_gather_f64(const struct se3_comm *c, const double *mine, const int *counts, double *all);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/comm.h"
 #include "models/device.h"
 
 /* A buffer in the backend's memory that grows as batches do. */
@@ -22,6 +23,10 @@ struct se3_net {
   struct se3_tape *tape;       /* of the last forward kept */
   struct se3_batch db;         /* the batch in the backend's memory (the host's own arrays on a host backend) */
   struct dbuf node, edge, src, in_start, graph_start, basis, out, dout;
+  /* Adam's moments: of parameters [opt_lo, opt_hi) (all of them, unless
+   * se3_net_shard_optimizer gave this process a slice of opt_comm's) */
+  size_t opt_lo, opt_hi;
+  const struct se3_comm *opt_comm;
 };
 
 /* p with at least `bytes`, keeping nothing: -1 when out of memory. */
@@ -59,6 +64,7 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   nn_backend_arena(be, &n->own_ws);
   n->ws = &n->own_ws;
   size_t bytes = (n->model.n_params ? n->model.n_params : 1) * sizeof(real);
+  n->opt_hi = n->model.n_params;
   for (int i = 0; i < 4; i++)
     if (!(n->arr[i] = be->alloc(bytes))) {
       snprintf(err, errlen, "out of %s memory for %zu parameters", be->name, n->model.n_params);
@@ -93,17 +99,60 @@ int se3_net_init_params(struct se3_net *n, uint64_t seed) {
   se3_model_init_params(&n->model, host, seed);
   se3_net_set(n, SE3_NET_PARAMS, host);
   free(host);
-  n->be->zero(n->arr[SE3_NET_ADAM_M], np * sizeof(real));
-  n->be->zero(n->arr[SE3_NET_ADAM_V], np * sizeof(real));
+  n->be->zero(n->arr[SE3_NET_ADAM_M], (n->opt_hi - n->opt_lo) * sizeof(real));
+  n->be->zero(n->arr[SE3_NET_ADAM_V], (n->opt_hi - n->opt_lo) * sizeof(real));
   return 0;
 }
 
+/* The reals array `which` holds. */
+static size_t array_len(const struct se3_net *n, enum se3_net_array which) {
+  return which == SE3_NET_ADAM_M || which == SE3_NET_ADAM_V ? n->opt_hi - n->opt_lo : n->model.n_params;
+}
+
 void se3_net_get(struct se3_net *n, enum se3_net_array which, real *host) {
-  n->be->download(host, n->arr[which], n->model.n_params * sizeof(real));
+  n->be->download(host, n->arr[which], array_len(n, which) * sizeof(real));
 }
 
 void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host) {
-  n->be->upload(n->arr[which], host, n->model.n_params * sizeof(real));
+  n->be->upload(n->arr[which], host, array_len(n, which) * sizeof(real));
+}
+
+int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi, char *err,
+                            size_t errlen) {
+  size_t np = n->model.n_params, a, b;
+  comm_slice(comm, np, &a, &b);
+  *lo = a;
+  *hi = b;
+  if (comm_size(comm) <= 1) return 0;
+  const struct nn_backend *be = n->be;
+  for (int i = SE3_NET_ADAM_M; i <= SE3_NET_ADAM_V; i++) {
+    be->release(n->arr[i]);
+    if (!(n->arr[i] = be->alloc((b > a ? b - a : 1) * sizeof(real)))) {
+      snprintf(err, errlen, "out of %s memory for Adam's moments of %zu parameters", be->name, b - a);
+      return -1;
+    }
+    be->zero(n->arr[i], (b - a) * sizeof(real));
+  }
+  n->opt_lo = a;
+  n->opt_hi = b;
+  n->opt_comm = comm;
+  return 0;
+}
+
+/* x (n reals in the backend's memory) through one of comm.h's slice
+ * collectives: in place on a host backend, else through the host (the
+ * NCCL hook is not built yet). */
+static int on_host(struct se3_net *n, real *x, int (*op)(const struct se3_comm *, void *, size_t, int)) {
+  const struct nn_backend *be = n->be;
+  size_t np = n->model.n_params;
+  if (be->host_memory) return op(n->opt_comm, x, np, (int)sizeof(real));
+  real *h = malloc((np ? np : 1) * sizeof *h);
+  if (!h) return -1;
+  be->download(h, x, np * sizeof *h);
+  int rc = op(n->opt_comm, h, np, (int)sizeof(real));
+  if (rc == 0) be->upload(x, h, np * sizeof *h);
+  free(h);
+  return rc;
 }
 
 /* The batch's arrays in the backend's memory: the host's own on a host
@@ -203,6 +252,11 @@ void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n-
 int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
   size_t np = n->model.n_params;
+  if (n->opt_comm) { /* only this process's slice is needed: the others' Adam updates the rest */
+    if (on_host(n, n->arr[SE3_NET_GRAD], comm_reduce_scatter) == 0) return 0;
+    snprintf(err, errlen, "summing the gradient over the processes failed (MPI, or out of host memory)");
+    return -1;
+  }
   if (!comm || be->host_memory) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
   /* A device's gradient through the host, summed as the CPU's is: the
    * CUDA backend's own hook (NCCL) is not built yet. */
@@ -219,16 +273,25 @@ int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err,
 }
 
 double se3_net_clip(struct se3_net *n, double max_norm) {
-  real *g = n->arr[SE3_NET_GRAD];
-  size_t np = n->model.n_params;
-  double norm = sqrt(n->be->sumsq(g, np));
-  if (max_norm > 0 && isfinite(norm) && norm > max_norm) n->be->scale(g, np, max_norm / norm);
+  /* (sharded: the squares of each process's slice, summed in rank order) */
+  real *g = n->arr[SE3_NET_GRAD] + n->opt_lo;
+  size_t len = n->opt_comm ? n->opt_hi - n->opt_lo : n->model.n_params;
+  double ss = n->be->sumsq(g, len);
+  if (n->opt_comm && comm_sum_f64(n->opt_comm, &ss, 1)) comm_abort(n->opt_comm, 1);
+  double norm = sqrt(ss);
+  if (max_norm > 0 && isfinite(norm) && norm > max_norm) n->be->scale(g, len, max_norm / norm);
   return norm;
 }
 
 void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr) {
-  n->be->adam_step(n->arr[SE3_NET_PARAMS], n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], n->arr[SE3_NET_GRAD],
-                   n->model.n_params, o, step, lr);
+  size_t lo = n->opt_lo;
+  n->be->adam_step(n->arr[SE3_NET_PARAMS] + lo, n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V],
+                   n->arr[SE3_NET_GRAD] + lo, n->opt_hi - lo, o, step, lr);
+  if (n->opt_comm && on_host(n, n->arr[SE3_NET_PARAMS], comm_allgather)) {
+    fprintf(stderr, "se3screen (rank %d): gathering the parameters' slices failed (MPI, or out of host memory)\n",
+            comm_rank(n->opt_comm));
+    comm_abort(n->opt_comm, 1);
+  }
 }
 
 size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(n->ws); }

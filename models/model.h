@@ -66,6 +66,17 @@ void se3_net_zero_grad(struct se3_net *n);
 /* Sums the gradient over the processes of comm (NULL: one process, nothing
  * to do), in common/comm.h's fixed order. 0, or -1 with a message. */
 int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
+/* ZeRO stage 1: this process keeps Adam's moments of its slice [*lo, *hi)
+ * of the parameters only (common/comm.h's comm_slice), zeroed. From then
+ * on se3_net_allreduce sums only the gradient's slice, se3_net_clip takes
+ * the norm over every process's slice, se3_net_adam updates the slice and
+ * gathers the others' (every process then holds all the parameters, the
+ * same bits as without sharding), and se3_net_get / se3_net_set of
+ * SE3_NET_ADAM_M / _V copy the slice's *hi - *lo reals. One process (comm
+ * NULL): nothing changes, the slice is everything. 0, or -1 (out of
+ * memory). An MPI failure inside these calls ends the job (comm_abort). */
+int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi, char *err,
+                            size_t errlen);
 /* The gradient's norm; when max_norm > 0 and the norm exceeds it, the
  * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
  * non-finite norm leaves the gradient alone. */

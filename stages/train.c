@@ -80,6 +80,12 @@ struct tstage {
   struct se3_net *net;
   size_t np;            /* parameters */
   real *params, *m, *v; /* host copies, for checkpoints */
+  /* shard_optimizer on several processes (ZeRO stage 1): each keeps Adam's
+   * moments of its slice [opt_lo, opt_hi) of the parameters only; rank 0's
+   * m and v (all of them) are the moments whenever no epoch is running
+   * (gather_moments), the others' m and v hold their slice */
+  int zero;
+  size_t opt_lo, opt_hi, m_len; /* m_len: the reals m and v hold */
   long step;
   int member, epoch_done;
   double best;    /* best validation loss so far (INFINITY: none) */
@@ -474,6 +480,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->adam = (struct nn_adam){0.9, 0.999, 1e-8, cfg_float(c, "weight_decay", 0),
                              strcmp(cfg_str(c, "optimizer", "adamw"), "adam") != 0};
   t->clip = cfg_float(c, "clip_norm", 0);
+  t->zero = cfg_bool(c, "shard_optimizer", 0) && comm_size(ctx->comm) > 1;
   t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
   t->best = INFINITY;
   t->best_epoch = -1;
@@ -542,9 +549,16 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "");
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
   size_t np = t->np = se3_net_n_params(t->net);
+  if (t->zero && se3_net_shard_optimizer(t->net, ctx->comm, &t->opt_lo, &t->opt_hi, err, sizeof err))
+    return stage_fail_at(ctx, NULL, "%s", err);
+  size_t nm = t->zero && !stage_writer(ctx) ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
+  if (t->zero)
+    ctx->report->log(ctx, "Adam's moments sharded over %d processes: %zu of %zu parameters' here",
+                     comm_size(ctx->comm), t->opt_hi - t->opt_lo, np);
   t->params = malloc(np * sizeof *t->params);
-  t->m = malloc(np * sizeof *t->m);
-  t->v = malloc(np * sizeof *t->v);
+  t->m = malloc(nm * sizeof *t->m);
+  t->v = malloc(nm * sizeof *t->v);
+  t->m_len = nm;
   if (!t->params || !t->m || !t->v) return stage_fail_at(ctx, NULL, "out of memory for %zu parameters", np);
   long steps_per_epoch = (t->cnt[SPLIT_TRAIN] + t->batch - 1) / t->batch;
   long period = (t->restart_epochs ? t->restart_epochs : t->epochs) * steps_per_epoch;
@@ -632,18 +646,41 @@ static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint6
  * moments), predictions for a split (which; then the parameters). */
 enum { ORDER_EPOCH = 10, ORDER_PREDICT = 11 };
 
+/* The Adam moments from rank 0's m and v to every process: whole, or with
+ * shard_optimizer each process's slice. -1 when MPI failed. */
+static int send_moments(struct stage_ctx *ctx, struct tstage *t) {
+  size_t b = t->np * sizeof(real);
+  if (!t->zero) return comm_bcast(ctx->comm, t->m, b) || comm_bcast(ctx->comm, t->v, b) ? -1 : 0;
+  return comm_scatter_slices(ctx->comm, t->m, t->m, t->np, sizeof(real)) ||
+                 comm_scatter_slices(ctx->comm, t->v, t->v, t->np, sizeof(real))
+             ? -1
+             : 0;
+}
+
+/* With shard_optimizer: every process's slice of the Adam moments into
+ * rank 0's m and v (before a checkpoint, and when an epoch ends). A
+ * collective: all processes call it at the same step. */
+static int gather_moments(struct stage_ctx *ctx, struct tstage *t) {
+  if (!t->zero) return STAGE_OK;
+  se3_net_get(t->net, SE3_NET_ADAM_M, t->m); /* rank 0's slice is the start of its m */
+  se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
+  if (comm_gather_slices(ctx->comm, t->m, t->m, t->np, sizeof(real)) ||
+      comm_gather_slices(ctx->comm, t->v, t->v, t->np, sizeof(real)))
+    return stage_fail_at(ctx, NULL, "MPI failed gathering Adam's moments");
+  return STAGE_OK;
+}
+
 /* Rank 0: the order o to the others, followed by the parameters (and the
  * Adam moments with moments). Nothing in a run of one process. */
 static int send_state(struct stage_ctx *ctx, struct tstage *t, struct stage_order *o, int moments) {
   if (!ctx->comm) return STAGE_OK;
   size_t b = t->np * sizeof(real);
   se3_net_get(t->net, SE3_NET_PARAMS, t->params);
-  if (moments) {
+  if (moments && !t->zero) {
     se3_net_get(t->net, SE3_NET_ADAM_M, t->m);
     se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
   }
-  if (stage_order(ctx, o) || comm_bcast(ctx->comm, t->params, b) ||
-      (moments && (comm_bcast(ctx->comm, t->m, b) || comm_bcast(ctx->comm, t->v, b))))
+  if (stage_order(ctx, o) || comm_bcast(ctx->comm, t->params, b) || (moments && send_moments(ctx, t)))
     return stage_fail_at(ctx, NULL, "MPI failed sending the model to the other processes");
   return STAGE_OK;
 }
@@ -651,8 +688,7 @@ static int send_state(struct stage_ctx *ctx, struct tstage *t, struct stage_orde
 /* Ranks > 0: what send_state sent after its order. */
 static int receive_state(struct stage_ctx *ctx, struct tstage *t, int moments) {
   size_t b = t->np * sizeof(real);
-  if (comm_bcast(ctx->comm, t->params, b) ||
-      (moments && (comm_bcast(ctx->comm, t->m, b) || comm_bcast(ctx->comm, t->v, b))))
+  if (comm_bcast(ctx->comm, t->params, b) || (moments && send_moments(ctx, t)))
     return stage_fail_at(ctx, NULL, "MPI failed receiving the model from rank 0");
   se3_net_set(t->net, SE3_NET_PARAMS, t->params);
   if (moments) {
@@ -771,8 +807,10 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   se3_net_get(t->net, SE3_NET_PARAMS, t->params);
-  se3_net_get(t->net, SE3_NET_ADAM_M, t->m);
-  se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
+  if (!t->zero) { /* sharded: gather_moments put them in m and v */
+    se3_net_get(t->net, SE3_NET_ADAM_M, t->m);
+    se3_net_get(t->net, SE3_NET_ADAM_V, t->v);
+  }
   int64_t state[3] = {t->step, epoch, t->best_epoch};
   double stats[3] = {t->best, t->mean, t->std};
   int64_t order_seed = (int64_t)mix(t->seed + (uint64_t)t->member, (uint64_t)epoch + 1);
@@ -865,6 +903,10 @@ static int resume_mid_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long
 /* Member k's state before its first epoch. */
 static void state_fresh(struct tstage *t, int k) {
   se3_net_init_params(t->net, mix(t->seed + (uint64_t)k, 0x1a1));
+  if (t->zero) { /* rank 0's copies are the moments (the others' are overwritten by each epoch's) */
+    memset(t->m, 0, t->m_len * sizeof *t->m);
+    memset(t->v, 0, t->m_len * sizeof *t->v);
+  }
   t->step = 0;
   t->best = INFINITY;
   t->best_epoch = -1;
@@ -1034,7 +1076,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
   shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
   if (pos && !replay) ctx->report->advance(ctx, pos);
-  int ret = STAGE_OK;
+  int ret = STAGE_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
   long i;
   for (i = pos; i < ntr; i += t->batch) {
     if (!comm && *ctx->stop) {
@@ -1043,9 +1085,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     }
     int k = ntr - i < t->batch ? ntr - (int)i : t->batch;
     /* this process's share of the batch: molecules lo..hi-1 of it */
-    int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = 0;
+    int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = held;
     double part = 0;
-    if (kr == 0) {
+    if (held) {
+      /* (its message is in ctx->err) */
+    } else if (kr == 0) {
       se3_net_zero_grad(t->net);
     } else if (make_batch(t, order + i + lo, kr, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step), lo)) {
       snprintf(t->why, sizeof t->why, "out of memory building a batch");
@@ -1069,7 +1113,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
         break;
       }
       if (agree[1] > 0) {
-        if (failed)
+        if (held)
+          ret = STAGE_ERROR;
+        else if (failed)
           ret = stage_fail_at(ctx, NULL, "%s", t->why);
         else
           ret = stage_fail_at(ctx, NULL,
@@ -1098,15 +1144,24 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     se3_net_adam(t->net, &t->adam, t->step, lr);
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
-    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr && stage_writer(ctx))
-      ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
+    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr) {
+      ret = gather_moments(ctx, t);
+      if (ret == STAGE_OK && stage_writer(ctx)) ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
+    }
+    if (ret != STAGE_OK && comm) { /* told at the next step, which there is (i + k < ntr) */
+      held = 1;
+      ret = STAGE_OK;
+    }
     if (ret != STAGE_OK) break;
   }
   /* stopped by a signal part-way: the steps taken are kept, and the epoch
    * resumes from here (resume_mid_epoch) */
-  if (ret == STAGE_STOPPED && !replay && i > pos && stage_writer(ctx) &&
-      save(ctx, t, "step.ckpt", e, i, *loss_sum) != STAGE_OK)
+  if (ret == STAGE_STOPPED && !replay && i > pos &&
+      (gather_moments(ctx, t) != STAGE_OK ||
+       (stage_writer(ctx) && save(ctx, t, "step.ckpt", e, i, *loss_sum) != STAGE_OK)))
     ret = STAGE_ERROR;
+  /* the epoch's end: rank 0 holds the moments again */
+  if (ret == STAGE_OK) ret = gather_moments(ctx, t);
   free(order), free(pred), free(yt), free(dpred);
   return ret;
 }

@@ -53,19 +53,24 @@ static void copy_base(const char *dir, const char *to) {
   cr_assert_eq(tu_sh(NULL, "rm -rf %s/%s && cp -r %s/base %s/%s", dir, to, dir, dir, to), 0);
 }
 
-static int run_train(const char *dir, const char *wf, const char *wd, int np, const char *log) {
+/* np processes train in dir/wd; `more`: further arguments. */
+static int run_train_with(const char *dir, const char *wf, const char *wd, int np, const char *log, const char *more) {
   char *out = NULL;
   int rc;
   if (np > 1)
-    rc = tu_sh(&out, "mpirun -np %d %s run %s --stage train --workdir %s/%s", np, SE3_BINARY, wf, dir, wd);
+    rc = tu_sh(&out, "mpirun -np %d %s run %s --stage train --workdir %s/%s %s", np, SE3_BINARY, wf, dir, wd, more);
   else
-    rc = tu_se3(&out, "run %s --stage train --workdir %s/%s", wf, dir, wd);
+    rc = tu_se3(&out, "run %s --stage train --workdir %s/%s %s", wf, dir, wd, more);
   if (log) {
     char *p = tu_write(dir, log, out ? out : "");
     free(p);
   }
   free(out);
   return rc;
+}
+
+static int run_train(const char *dir, const char *wf, const char *wd, int np, const char *log) {
+  return run_train_with(dir, wf, wd, np, log, "");
 }
 
 /* The parameters of models/train-0/<name> in workdir dir/wd (malloc'd). */
@@ -175,7 +180,8 @@ Test(data_parallel, uneven_shares_of_a_batch) { same_training("dp_uneven", "    
 
 /* Starts `mpirun -np 2 se3screen run WF --stage STAGE --workdir DIR/WD` in
  * the background; its pid. */
-static int spawn_stage(const char *dir, const char *wf, const char *stage, const char *wd, const char *log) {
+static int spawn_stage_with(const char *dir, const char *wf, const char *stage, const char *wd, const char *log,
+                            const char *set) {
   char logpath[1100], wdpath[1100];
   snprintf(logpath, sizeof logpath, "%s/%s", dir, log);
   snprintf(wdpath, sizeof wdpath, "%s/%s", dir, wd);
@@ -183,15 +189,57 @@ static int spawn_stage(const char *dir, const char *wf, const char *stage, const
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     if (!freopen(logpath, "a", stderr) || !freopen("/dev/null", "w", stdout)) _exit(126);
-    execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", stage, "--workdir", wdpath,
-           (char *)NULL);
+    if (set)
+      execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", stage, "--workdir", wdpath, "--set", set,
+             (char *)NULL);
+    else
+      execlp("mpirun", "mpirun", "-np", "2", SE3_BINARY, "run", wf, "--stage", stage, "--workdir", wdpath,
+             (char *)NULL);
     _exit(127);
   }
   return (int)pid;
 }
 
+static int spawn_stage(const char *dir, const char *wf, const char *stage, const char *wd, const char *log) {
+  return spawn_stage_with(dir, wf, stage, wd, log, NULL);
+}
+
 static int spawn_two(const char *dir, const char *wf, const char *wd, const char *log) {
   return spawn_stage(dir, wf, "train", wd, log);
+}
+
+/* Adam's moments sharded over the processes (stages.train.shard_optimizer):
+ * the same training to the bit, checkpoints included (their moments
+ * gathered whole on rank 0), over two epochs with mid-epoch checkpoints;
+ * with gradient clipping (whose norm then sums the slices' squares) the
+ * same to round-off. */
+Test(data_parallel, sharded_adam_moments_train_what_whole_ones_train) {
+  char *wf;
+  char *dir = prepare("dp_zero", "    epochs: 2\n    batch_size: 47\n    checkpoint_every: 7\n", &wf);
+  for (int i = 0; i < 4; i++)
+    copy_base(dir, (const char *[]){"whole", "sharded", "whole_clip", "sharded_clip"}[i]);
+  const char *zero = "--set stages.train.shard_optimizer=true", *clip = "--set stages.train.clip_norm=0.05";
+  char both[256];
+  snprintf(both, sizeof both, "%s %s", zero, clip);
+  cr_assert_eq(run_train_with(dir, wf, "whole", 2, NULL, ""), 0);
+  cr_assert_eq(run_train_with(dir, wf, "sharded", 2, "sharded.log", zero), 0, "see %s/sharded.log", dir);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/sharded.log", dir);
+  char *log = tu_read(path, NULL);
+  cr_assert(strstr(log, "Adam's moments sharded over 2 processes"), "%s", log);
+  free(log);
+  const char *files[] = {"epoch-0.ckpt", "epoch-1.ckpt", "best.ckpt"};
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(tu_sh(NULL, "cmp %s/whole/models/train-0/%s %s/sharded/models/train-0/%s", dir, files[i], dir, files[i]),
+                 0, "%s differs with the moments sharded", files[i]);
+  cr_assert_eq(run_train_with(dir, wf, "whole_clip", 2, NULL, clip), 0);
+  cr_assert_eq(run_train_with(dir, wf, "sharded_clip", 2, NULL, both), 0);
+  double rel = rel_diff(dir, "whole_clip", "sharded_clip", "epoch-1.ckpt");
+  cr_assert_lt(rel, 1e-6, "with clipping, sharded moments end %g (relative) from whole ones", rel);
+  rel = rel_diff(dir, "whole", "whole_clip", "epoch-1.ckpt");
+  cr_assert_gt(rel, 1e-4, "clip_norm 0.05 did not clip (%g): the comparison above proves nothing", rel);
+  free(wf);
+  free(dir);
 }
 
 /* The pid of the rank-1 process mpirun started (its second child), waiting
@@ -226,7 +274,8 @@ static int wait_for(const char *path, double limit) {
  * keep it in step.ckpt, and the job ends with 75. Resumed on two processes
  * the run ends exactly where an uninterrupted two-process run does (the
  * checkpoints byte for byte); resumed on one, where an uninterrupted run
- * does up to the order of the sums. */
+ * does up to the order of the sums. The stopped run shards Adam's moments
+ * and the resumed ones do not: checkpoints do not depend on it. */
 Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
   char *wf;
   /* 32 channels: about 10 s an epoch, room to stop in the middle */
@@ -237,7 +286,8 @@ Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
   cr_assert_eq(run_train(dir, wf, "ref1", 1, NULL), 0);
   cr_assert_eq(run_train(dir, wf, "ref2", 2, NULL), 0);
 
-  int mp = spawn_two(dir, wf, "cut", "cut.log");
+  /* the stopped run keeps Adam's moments sharded: its step.ckpt must hold them whole */
+  int mp = spawn_stage_with(dir, wf, "train", "cut", "cut.log", "stages.train.shard_optimizer=true");
   int rank1 = second_rank(mp);
   char step[1200];
   snprintf(step, sizeof step, "%s/cut/models/train-0/step.ckpt", dir);
