@@ -63,7 +63,11 @@ struct tstage {
   /* data: molecules with the target label, in id order */
   int n;
   int64_t *ids;
-  struct graph *g;
+  struct graph *g;          /* NULL when `lazy` */
+  int lazy;                 /* data parallel: each process reads the graphs of its
+                               share of each batch when it needs them (get_graph) */
+  sqlite3_stmt *get_graph;  /* lazy: a graph by mol_id */
+  int node_width;
   double *y;
   double *split_label; /* split.method column: the column's value (NAN: none) */
   char **scaffold;     /* split.method scaffold: the framework's key */
@@ -173,12 +177,12 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     if (t->n == cap) {
       cap = cap ? 2 * cap : 256;
       t->ids = realloc(t->ids, (size_t)cap * sizeof *t->ids);
-      t->g = realloc(t->g, (size_t)cap * sizeof *t->g);
+      if (!t->lazy) t->g = realloc(t->g, (size_t)cap * sizeof *t->g);
       t->y = realloc(t->y, (size_t)cap * sizeof *t->y);
       t->split_label = realloc(t->split_label, (size_t)cap * sizeof *t->split_label);
       t->scaffold = realloc(t->scaffold, (size_t)cap * sizeof *t->scaffold);
       t->counts = realloc(t->counts, (size_t)cap * ATOMREF_MAX * sizeof *t->counts);
-      if (!t->ids || !t->g || !t->y || !t->split_label || !t->scaffold || !t->counts) {
+      if (!t->ids || (!t->g && !t->lazy) || !t->y || !t->split_label || !t->scaffold || !t->counts) {
         sqlite3_finalize(st);
         return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
       }
@@ -186,12 +190,15 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     char err[256];
     const void *blob = sqlite3_column_blob(st, 1);
     size_t len = (size_t)sqlite3_column_bytes(st, 1);
-    graph_init(&t->g[t->n]);
+    struct graph one, *g = t->lazy ? &one : &t->g[t->n]; /* lazy: only checked here */
+    graph_init(g);
     t->scaffold[t->n] = NULL;
-    if (graph_from_blob(blob, len, &t->g[t->n], err, sizeof err)) {
+    if (graph_from_blob(blob, len, g, err, sizeof err)) {
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
+    if (t->n == 0) t->node_width = g->node_width;
+    if (t->lazy) graph_free(&one);
     h = se3_hash_bytes(h, &id, sizeof id);
     h = se3_hash_bytes(h, blob, len);
     t->ids[t->n] = id;
@@ -488,7 +495,14 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->epoch_done = -2; /* nothing in memory */
 
   int need_mol = !strcmp(method, "scaffold") ? 2 : t->atomref ? 1 : 0;
+  t->lazy = comm_size(ctx->comm) > 1;
   if (load_data(ctx, t, !strcmp(method, "column") ? column : NULL, need_mol)) return STAGE_ERROR;
+  if (t->lazy) {
+    char *sql = sqlite3_mprintf("SELECT graph FROM \"%w\".graphs WHERE mol_id = ?1", ctx->src);
+    int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &t->get_graph, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the training graphs");
+  }
   if (t->n < 2)
     return stage_fail_at(ctx, c,
                          "stages.train: set '%s' has %d molecule%s with a graph and the label '%s'; need 2 or more",
@@ -526,7 +540,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                               .channels = (int)cfg_int(c, "arch.channels", 8),
                               .heads = (int)cfg_int(c, "arch.heads", 2),
                               .channels_div = (int)cfg_int(c, "arch.channels_div", 2),
-                              .node_in = t->g[0].node_width,
+                              .node_in = t->node_width,
                               .edge_in = GRAPH_EDGE_WIDTH,
                               .radial_hidden = (int)cfg_int(c, "arch.radial_hidden", 16),
                               .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden", 32),
@@ -603,19 +617,49 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
  * positions turned by a rotation drawn from (seed, step, its position in
  * the whole batch: first + i, so a process's share of a batch turns its
  * molecules as one process with the whole batch would). */
+/* Molecule i's graph: in memory, or (lazy) read into *tmp, which the
+ * caller frees. NULL with t->why set when it cannot be read. */
+static const struct graph *graph_of(struct tstage *t, int i, struct graph *tmp) {
+  if (!t->lazy) return &t->g[i];
+  char err[256];
+  graph_init(tmp);
+  sqlite3_stmt *q = t->get_graph;
+  sqlite3_reset(q);
+  sqlite3_bind_int64(q, 1, t->ids[i]);
+  int rc = sqlite3_step(q);
+  if (rc != SQLITE_ROW)
+    snprintf(t->why, sizeof t->why, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
+             rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
+  else if (graph_from_blob(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err, sizeof err))
+    snprintf(t->why, sizeof t->why, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
+  else
+    rc = SQLITE_DONE;
+  sqlite3_reset(q); /* no read transaction held between steps */
+  return rc == SQLITE_DONE ? tmp : NULL;
+}
+
+/* -1 with t->why set when a graph cannot be read or memory runs out. */
 static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint64_t rseed, int first) {
   se3_batch_clear(&t->bb);
   float *rel = NULL;
   size_t cap = 0;
   for (int i = 0; i < k; i++) {
-    const struct graph *g = &t->g[idx[i]];
+    struct graph tmp;
+    const struct graph *g = graph_of(t, idx[i], &tmp);
+    if (!g) {
+      free(rel);
+      return -1;
+    }
     const float *r = g->rel_pos;
+    int bad = 0;
     if (rotate) {
       if ((size_t)g->n_edges * 3 > cap) {
         cap = (size_t)g->n_edges * 3;
         float *grown = realloc(rel, cap * sizeof *rel);
         if (!grown) {
+          if (g == &tmp) graph_free(&tmp);
           free(rel);
+          snprintf(t->why, sizeof t->why, "out of memory building a batch");
           return -1;
         }
         rel = grown;
@@ -631,13 +675,18 @@ static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint6
       }
       r = rel;
     }
-    if (se3_batch_add(&t->bb, g->n_nodes, g->node_feat, g->n_edges, g->src, g->dst, g->edge_feat, r)) {
+    bad = se3_batch_add(&t->bb, g->n_nodes, g->node_feat, g->n_edges, g->src, g->dst, g->edge_feat, r);
+    if (g == &tmp) graph_free(&tmp);
+    if (bad) {
       free(rel);
+      snprintf(t->why, sizeof t->why, "out of memory building a batch");
       return -1;
     }
   }
   free(rel);
-  return se3_batch_bases(&t->bb, &se3_net_model(t->net)->plan);
+  if (se3_batch_bases(&t->bb, &se3_net_model(t->net)->plan) == 0) return 0;
+  snprintf(t->why, sizeof t->why, "out of memory building a batch");
+  return -1;
 }
 
 /* Orders of rank 0 to the other processes of a data-parallel run
@@ -1092,7 +1141,6 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     } else if (kr == 0) {
       se3_net_zero_grad(t->net);
     } else if (make_batch(t, order + i + lo, kr, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step), lo)) {
-      snprintf(t->why, sizeof t->why, "out of memory building a batch");
       failed = 1;
     } else if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
       failed = 1;
@@ -1351,9 +1399,10 @@ static int train_finalize(struct stage_ctx *ctx) {
 static void train_end(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
   if (!t) return;
-  for (int i = 0; i < t->n; i++)
+  for (int i = 0; t->g && i < t->n; i++)
     graph_free(&t->g[i]);
   free(t->g);
+  sqlite3_finalize(t->get_graph);
   free(t->ids);
   free(t->y);
   free(t->split);
