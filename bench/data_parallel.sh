@@ -2,7 +2,9 @@
 # data_parallel.sh — the train stage on one process and on several (mpirun),
 # on the same graphs, in alternated rounds. Prints one JSON object per run
 # and one summary object: medians of molecules/s per setting and their
-# ratio, and the parameters' relative distance between the settings after
+# ratio, the parallel runs' share of a step spent summing the gradients and
+# in the per-step agreement (which includes waiting for the slowest
+# process), and the parameters' relative distance between the settings after
 # the same steps (data parallel trains the same model up to the order of
 # the sums).
 #
@@ -63,19 +65,33 @@ n, = db.execute("SELECT n_train FROM models").fetchone()
 print(round(n * int(sys.argv[2]) / secs, 1))' "$work/$1/screen.db" "$epochs"
 }
 
-one=() many=()
+# the parallel run's share of its steps spent summing the gradients and in
+# the per-step agreement (which waits for the slowest process), over its
+# epochs, from train's log lines: "SUM AGREE" in percent
+shares() {
+  /usr/bin/python3 -c '
+import re, sys
+rows = [tuple(map(float, m.groups())) for m in re.finditer(
+    r"of ([0-9.]+) s of steps, ([0-9.]+) % summing the gradients and ([0-9.]+) % agreeing", open(sys.argv[1]).read())]
+t = sum(r[0] for r in rows) or 1
+print(round(sum(r[0] * r[1] for r in rows) / t, 2), round(sum(r[0] * r[2] for r in rows) / t, 2))' "$work/$1.log"
+}
+
+one=() many=() sums=() agrees=()
 for r in $(seq 1 "$rounds"); do
   a=$(run one 1)
   b=$(run many "$np")
-  one+=("$a") many+=("$b")
+  read -r su ag <<<"$(shares many)"
+  one+=("$a") many+=("$b") sums+=("$su") agrees+=("$ag")
   printf '{"bench":"data_parallel","round":%d,"processes":1,"threads":%d,"mol_per_s":%s}\n' "$r" "$cores" "$a"
-  printf '{"bench":"data_parallel","round":%d,"processes":%d,"threads":%d,"mol_per_s":%s}\n' "$r" "$np" \
-    $((cores / np > 0 ? cores / np : 1)) "$b"
+  printf '{"bench":"data_parallel","round":%d,"processes":%d,"threads":%d,"mol_per_s":%s,"sum_pct":%s,"agree_pct":%s}\n' \
+    "$r" "$np" $((cores / np > 0 ? cores / np : 1)) "$b" "$su" "$ag"
 done
 
-/usr/bin/python3 - "$work" "$np" "$model" "$edges" "$epochs" "$batch" "$cores" "${one[*]}" "${many[*]}" <<'EOF'
+/usr/bin/python3 - "$work" "$np" "$model" "$edges" "$epochs" "$batch" "$cores" "${one[*]}" "${many[*]}" \
+  "${sums[*]}" "${agrees[*]}" <<'EOF'
 import json, math, statistics, struct, sys
-work, np_, model, edges, epochs, batch, cores, one, many = sys.argv[1:]
+work, np_, model, edges, epochs, batch, cores, one, many, sums, agrees = sys.argv[1:]
 def params(wd):
     b = open(f"{work}/{wd}/models/train-0/epoch-{int(epochs) - 1}.ckpt", "rb").read()
     o = 8
@@ -95,5 +111,7 @@ mn = statistics.median(float(x) for x in many.split())
 print(json.dumps({"bench": "data_parallel", "summary": True, "model": model, "edges": edges, "epochs": int(epochs),
                   "batch_size": int(batch), "cores": int(cores), "processes": int(np_),
                   "one_process_mol_per_s": m1, "processes_mol_per_s": mn, "ratio": round(mn / m1, 3),
+                  "gradient_sum_pct_of_step": statistics.median(float(x) for x in sums.split()),
+                  "agreement_pct_of_step": statistics.median(float(x) for x in agrees.split()),
                   "params_rel_diff": rel}))
 EOF

@@ -1127,6 +1127,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   if (pos && !replay) ctx->report->advance(ctx, pos);
   int ret = STAGE_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
   long i;
+  /* seconds in the steps, in the per-step agreement (which waits for the
+   * slowest process) and in the gradient's sum, for the epoch's log line */
+  double t_steps = 0, t_agree = 0, t_sum = 0, t_start = now_s();
   for (i = pos; i < ntr; i += t->batch) {
     if (!comm && *ctx->stop) {
       ret = STAGE_STOPPED;
@@ -1155,7 +1158,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       if (se3_net_backward(t->net, dpred, t->why, sizeof t->why)) failed = 1;
     }
     if (comm) {
-      double agree[3] = {part, failed, *ctx->stop != 0};
+      double agree[3] = {part, failed, *ctx->stop != 0}, t0 = now_s();
       if (comm_sum_f64(comm, agree, 3)) {
         ret = stage_fail_at(ctx, NULL, "MPI failed at step %ld", t->step + 1);
         break;
@@ -1176,10 +1179,13 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
         break;
       }
       part = agree[0];
+      double t1 = now_s();
       if (se3_net_allreduce(t->net, comm, t->why, sizeof t->why)) {
         ret = stage_fail_at(ctx, NULL, "%s", t->why);
         break;
       }
+      t_agree += t1 - t0;
+      t_sum += now_s() - t1;
     } else if (failed) {
       /* the epoch's transaction rolls back: nothing of this step is kept */
       ret = stage_fail_at(ctx, NULL, "%s", t->why);
@@ -1190,6 +1196,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     double lr = nn_schedule_lr(&t->sched, t->step);
     t->step++;
     se3_net_adam(t->net, &t->adam, t->step, lr);
+    t_steps = now_s() - t_start;
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
     if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr) {
@@ -1210,6 +1217,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     ret = STAGE_ERROR;
   /* the epoch's end: rank 0 holds the moments again */
   if (ret == STAGE_OK) ret = gather_moments(ctx, t);
+  if (ret == STAGE_OK && comm && !replay && t_steps > 0)
+    ctx->report->log(ctx,
+                     "model %d epoch %d: of %.2f s of steps, %.1f %% summing the gradients and %.1f %% agreeing "
+                     "(which waits for the slowest process)",
+                     t->member, e + 1, t_steps, 100 * t_sum / t_steps, 100 * t_agree / t_steps);
   free(order), free(pred), free(yt), free(dpred);
   return ret;
 }
