@@ -53,7 +53,11 @@ static int wait_req(MPI_Request *r) {
 int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   *out = NULL;
   int known, n = launched_size(&known);
-  if (n == 0 || (known && n == 1)) return 0; /* no launcher, or one process: no MPI at all */
+  /* SE3_COMM=mpi: join MPI even as the only process (a run of one then
+   * takes the data-parallel paths: the tests, a check of a setup) */
+  const char *want = getenv("SE3_COMM");
+  int alone = want && !strcmp(want, "mpi");
+  if (!alone && (n == 0 || (known && n == 1))) return 0; /* no launcher, or one process: no MPI at all */
   int provided;
   if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     snprintf(err, errlen, "MPI failed to start (the launcher started %s processes)", known ? "several" : "this");
@@ -67,7 +71,7 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   c->world = MPI_COMM_WORLD;
   MPI_Comm_rank(c->world, &c->rank);
   MPI_Comm_size(c->world, &c->size);
-  if (c->size == 1) {
+  if (c->size == 1 && !alone) {
     free(c);
     MPI_Finalize();
     return 0;
@@ -293,6 +297,11 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
              "a launcher started %s processes, but this se3screen was built without MPI: install libopenmpi-dev "
              "and rebuild (cmake finds MPI by itself), or start one process",
              known ? "several" : "more than one");
+    return -1;
+  }
+  const char *want = getenv("SE3_COMM");
+  if (want && !strcmp(want, "mpi")) {
+    snprintf(err, errlen, "SE3_COMM=mpi, but this se3screen was built without MPI");
     return -1;
   }
   return 0;

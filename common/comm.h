@@ -3,7 +3,10 @@
  * One process per device. A process started by a launcher (mpirun/mpiexec,
  * or Slurm's srun --mpi=pmix) joins its launcher's MPI job; one started
  * without a launcher is the whole run, and every function here then does
- * nothing: comm_open gives NULL, and NULL means "one process".
+ * nothing: comm_open gives NULL, and NULL means "one process". With
+ * SE3_COMM=mpi in the environment a process joins MPI even alone (a job of
+ * one), so that a run of one process takes the paths of several: the
+ * tests compare the two.
  *
  * Sums run in a fixed order. A sum over processes adds the processes'
  * values in rank order, 0 first, in double, on every element the same way

@@ -117,6 +117,22 @@ struct nn_backend {
    * data-parallel training. With comm NULL (one process) nothing to do: 0.
    * -1 with a message in err. */
   int (*allreduce)(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
+
+  /* ---- collectives between devices (NULL on a host backend, and on a
+   * device backend built without them: the model then moves the arrays
+   * through the host and comm.h) ---- */
+  /* Joins the device collectives of the processes of comm (NCCL on the
+   * CUDA backend: rank 0's unique id sent to all with `bcast`, comm.h's
+   * comm_bcast), once; later calls with the same comm do nothing. After it
+   * `allreduce` sums on the device (the same result on every process, in
+   * the library's order, not comm.h's), and the two below work. 0, or -1
+   * with a message in err. */
+  int (*join)(const struct se3_comm *comm, int rank, int size,
+              int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen);
+  /* comm.h's comm_reduce_scatter and comm_allgather on the device's x (n
+   * reals), with comm.h's slices (comm_slice). 0, or -1 with err. */
+  int (*reduce_scatter)(real *x, size_t n, char *err, size_t errlen);
+  int (*allgather)(real *x, size_t n, char *err, size_t errlen);
 };
 
 /* An arena whose blocks are the backend's memory. */

@@ -123,7 +123,7 @@ int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size
   comm_slice(comm, np, &a, &b);
   *lo = a;
   *hi = b;
-  if (comm_size(comm) <= 1) return 0;
+  if (!comm) return 0;
   const struct nn_backend *be = n->be;
   for (int i = SE3_NET_ADAM_M; i <= SE3_NET_ADAM_V; i++) {
     be->release(n->arr[i]);
@@ -139,13 +139,32 @@ int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size
   return 0;
 }
 
+/* A device backend's own collectives (NCCL), joined once by the first net
+ * that needs them: 1 when they are there, 0 when the arrays go through the
+ * host, -1 with err when joining failed. */
+static int device_collectives(const struct nn_backend *be, const struct se3_comm *comm, char *err, size_t errlen) {
+  if (be->host_memory || !be->join || !comm) return 0;
+  return be->join(comm, comm_rank(comm), comm_size(comm), comm_bcast, err, errlen) ? -1 : 1;
+}
+
 /* x (n reals in the backend's memory) through one of comm.h's slice
- * collectives: in place on a host backend, else through the host (the
- * NCCL hook is not built yet). */
-static int on_host(struct se3_net *n, real *x, int (*op)(const struct se3_comm *, void *, size_t, int)) {
+ * collectives: in place on a host backend, on the device with its own
+ * collectives, else through the host. */
+static int slice_collective(struct se3_net *n, real *x, int (*op)(const struct se3_comm *, void *, size_t, int)) {
   const struct nn_backend *be = n->be;
   size_t np = n->model.n_params;
   if (be->host_memory) return op(n->opt_comm, x, np, (int)sizeof(real));
+  char err[256];
+  int dev = device_collectives(be, n->opt_comm, err, sizeof err);
+  if (dev < 0) {
+    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), err);
+    return -1;
+  }
+  if (dev) {
+    if ((op == comm_reduce_scatter ? be->reduce_scatter : be->allgather)(x, np, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), err);
+    return -1;
+  }
   real *h = malloc((np ? np : 1) * sizeof *h);
   if (!h) return -1;
   be->download(h, x, np * sizeof *h);
@@ -249,17 +268,24 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
 
 void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
 
+const char *se3_net_collectives(const struct se3_net *n) {
+  return !n->be->host_memory && n->be->join ? "NCCL" : "MPI";
+}
+
 int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
   size_t np = n->model.n_params;
   if (n->opt_comm) { /* only this process's slice is needed: the others' Adam updates the rest */
-    if (on_host(n, n->arr[SE3_NET_GRAD], comm_reduce_scatter) == 0) return 0;
+    if (slice_collective(n, n->arr[SE3_NET_GRAD], comm_reduce_scatter) == 0) return 0;
     snprintf(err, errlen, "summing the gradient over the processes failed (MPI, or out of host memory)");
     return -1;
   }
   if (!comm || be->host_memory) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
-  /* A device's gradient through the host, summed as the CPU's is: the
-   * CUDA backend's own hook (NCCL) is not built yet. */
+  int dev = device_collectives(be, comm, err, errlen);
+  if (dev < 0) return -1;
+  if (dev) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
+  /* A device without its own collectives: the gradient through the host,
+   * summed as the CPU's is. */
   real *h = malloc(np * sizeof *h);
   if (!h) {
     snprintf(err, errlen, "out of host memory for the gradient (%zu parameters)", np);
@@ -287,7 +313,7 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
   size_t lo = n->opt_lo;
   n->be->adam_step(n->arr[SE3_NET_PARAMS] + lo, n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V],
                    n->arr[SE3_NET_GRAD] + lo, n->opt_hi - lo, o, step, lr);
-  if (n->opt_comm && on_host(n, n->arr[SE3_NET_PARAMS], comm_allgather)) {
+  if (n->opt_comm && slice_collective(n, n->arr[SE3_NET_PARAMS], comm_allgather)) {
     fprintf(stderr, "se3screen (rank %d): gathering the parameters' slices failed (MPI, or out of host memory)\n",
             comm_rank(n->opt_comm));
     comm_abort(n->opt_comm, 1);

@@ -73,10 +73,14 @@ int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err,
  * gathers the others' (every process then holds all the parameters, the
  * same bits as without sharding), and se3_net_get / se3_net_set of
  * SE3_NET_ADAM_M / _V copy the slice's *hi - *lo reals. One process (comm
- * NULL): nothing changes, the slice is everything. 0, or -1 (out of
+ * NULL): nothing changes, the slice is everything (a job of one process
+ * takes the sharded paths with one slice). 0, or -1 (out of
  * memory). An MPI failure inside these calls ends the job (comm_abort). */
 int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi, char *err,
                             size_t errlen);
+/* How se3_net_allreduce sums over processes on this net's backend, for the
+ * logs: "NCCL" (a GPU's own collectives), "MPI" (through the host). */
+const char *se3_net_collectives(const struct se3_net *n);
 /* The gradient's norm; when max_norm > 0 and the norm exceeds it, the
  * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
  * non-finite norm leaves the gradient alone. */

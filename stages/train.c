@@ -487,7 +487,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->adam = (struct nn_adam){0.9, 0.999, 1e-8, cfg_float(c, "weight_decay", 0),
                              strcmp(cfg_str(c, "optimizer", "adamw"), "adam") != 0};
   t->clip = cfg_float(c, "clip_norm", 0);
-  t->zero = cfg_bool(c, "shard_optimizer", 0) && comm_size(ctx->comm) > 1;
+  t->zero = cfg_bool(c, "shard_optimizer", 0) && ctx->comm; /* (a job of one too: SE3_COMM=mpi) */
   t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
   t->best = INFINITY;
   t->best_epoch = -1;
@@ -567,8 +567,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, NULL, "%s", err);
   size_t nm = t->zero && !stage_writer(ctx) ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
   if (t->zero)
-    ctx->report->log(ctx, "Adam's moments sharded over %d processes: %zu of %zu parameters' here",
-                     comm_size(ctx->comm), t->opt_hi - t->opt_lo, np);
+    ctx->report->log(ctx, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here",
+                     comm_size(ctx->comm), comm_size(ctx->comm) > 1 ? "es" : "", t->opt_hi - t->opt_lo, np);
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(nm * sizeof *t->m);
   t->v = malloc(nm * sizeof *t->v);
@@ -595,9 +595,10 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
    * still the caller's (chem/obbridge.cc), and the log says what it is. */
   if (ctx->comm)
     ctx->report->log(ctx,
-                     "training on %d processes (each step's batch of %d shared among them), %d OpenMP threads on "
-                     "rank 0",
-                     comm_size(ctx->comm), t->batch, omp_get_max_threads());
+                     "training on %d process%s (each step's batch of %d shared among them, the gradients summed "
+                     "by %s), %d OpenMP threads on rank 0",
+                     comm_size(ctx->comm), comm_size(ctx->comm) > 1 ? "es" : "", t->batch,
+                     se3_net_collectives(t->net), omp_get_max_threads());
   else
     ctx->report->log(ctx, "training on %d OpenMP threads", omp_get_max_threads());
   if (t->atomref) {

@@ -15,6 +15,7 @@
  *   pool.cu         molecule pooling
  *   conv.cu         the TFN convolution fused with the radial network's
  *                   last layer
+ *   collectives.cu  NCCL between the GPUs of a data-parallel run
  *
  * Everything runs in order on the one stream; nothing waits for the device
  * inside an operation except `download` and `sumsq` (which return host
@@ -108,8 +109,13 @@ void cu_colsum_add(real *out, const real *in, long rows, int cols, long ld, real
 void cu_edge_targets(int32_t *dst, const int32_t *in_start, int N);
 
 /* ---- the table's operations ---- */
-/* table.cu */
+/* collectives.cu (NCCL; without it, only an allreduce that refuses) */
 int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
+int cu_join(const struct se3_comm *comm, int rank, int size,
+            int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen);
+int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen);
+int cu_allgather(real *x, size_t n, char *err, size_t errlen);
+void cu_collectives_shutdown(void);
 /* gemm.cu */
 void cu_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);
 void cu_linear_backward(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin, int cout);

@@ -133,20 +133,13 @@ void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
  * exit handler before this one, so it runs after). Errors no longer matter. */
 static void cu_shutdown(void) {
   if (!st.open) return;
+  cu_collectives_shutdown();
   for (int i = 0; i < CU_SCRATCH_SLOTS; i++)
     if (st.scratch[i]) (void)cudaFreeAsync(st.scratch[i], st.stream);
   (void)cudaStreamSynchronize(st.stream);
   (void)cublasDestroy(st.blas);
   (void)cudaStreamDestroy(st.stream);
   st.open = 0;
-}
-
-int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
-  (void)x;
-  (void)n;
-  if (!comm) return 0;
-  snprintf(err, errlen, "the gradient all-reduce across processes (NCCL) is not built into the CUDA backend yet");
-  return -1;
 }
 
 /* ---- the table ---- */
@@ -187,6 +180,11 @@ static void fill_table(void) {
   table.sumsq = cu_sumsq;
   table.scale = cu_scale;
   table.allreduce = cu_allreduce;
+#ifdef SE3_HAVE_NCCL
+  table.join = cu_join;
+  table.reduce_scatter = cu_reduce_scatter;
+  table.allgather = cu_allgather;
+#endif
 }
 
 static const char *const run_on_cpu = "set device: cpu to run on the CPU";

@@ -474,3 +474,38 @@ Test(data_parallel, a_signal_stops_a_shared_score_and_one_process_finishes_it) {
   free(wf);
   free(dir);
 }
+
+/* A process joined to MPI alone (SE3_COMM=mpi) takes every data-parallel
+ * path (orders, per-step agreement, the gradient's sum, the shared stages)
+ * with one process: the same checkpoint, byte for byte, and the same
+ * scores, as a plain run. tests/gpu/gpu_nccl.sh does the same on a GPU
+ * through NCCL. */
+Test(data_parallel, a_process_joined_alone_trains_and_scores_what_a_plain_one_does) {
+  char *wf;
+  char *dir = prepare("dp_alone", "    epochs: 1\n    batch_size: 48\n  score: {set: train}\n", &wf);
+  copy_base(dir, "plain");
+  copy_base(dir, "alone");
+  copy_base(dir, "alone_sharded");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/plain", wf, dir), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "SE3_COMM=mpi %s run %s --workdir %s/alone", SE3_BINARY, wf, dir), 0, "%s",
+               out);
+  cr_assert(strstr(out, "training on 1 process (") && strstr(out, "summed by MPI"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-0.ckpt %s/alone/models/train-0/epoch-0.ckpt", dir, dir), 0,
+               "joined to MPI alone, the training ended elsewhere");
+  /* and Adam's moments sharded in one slice: the reduce-scatter and gather paths */
+  cr_assert_eq(tu_sh(&out, "SE3_COMM=mpi %s run %s --workdir %s/alone_sharded --set stages.train.shard_optimizer=true",
+                     SE3_BINARY, wf, dir),
+               0, "%s", out);
+  cr_assert(strstr(out, "Adam's moments sharded over 1 process:"), "%s", out);
+  free(out);
+  cr_assert_eq(
+      tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-0.ckpt %s/alone_sharded/models/train-0/epoch-0.ckpt", dir, dir), 0,
+      "joined alone with the moments sharded, the training ended elsewhere");
+  int n = same_rows(dir, "plain", "alone", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
+  cr_assert_gt(n, 900);
+  free(wf);
+  free(dir);
+}

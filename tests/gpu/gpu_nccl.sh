@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# NCCL on a GPU: a process joined to MPI alone (SE3_COMM=mpi) trains with
+# the data-parallel paths, its gradient summed by NCCL on the GPU (a
+# one-rank communicator: NCCL refuses two ranks on one GPU), and ends with
+# checkpoints byte-identical to a plain GPU run's; so does one with Adam's
+# moments sharded (NCCL's reduce-scatter and all-gather). With two GPUs or more,
+# two processes (mpirun -np 2, one GPU each) also train, and their final
+# validation loss must match one process's to 1e-4; with one GPU that check
+# is reported as not run.
+#   usage: tests/gpu/gpu_nccl.sh SE3SCREEN SOURCE_DIR WORK_DIR
+# Exit 77 (ctest: skipped) when device: cuda cannot run here. DEVICE=cpu
+# runs the one-process check on the CPU (summed by MPI: a check of this
+# script, not of NCCL).
+set -uo pipefail
+se3=$1 src=$2 work=$3
+device=${DEVICE:-cuda}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cp -r "$src/workflows/data" "$work/" || exit 1
+sed -e "s|^workdir: .*|workdir: plain|" -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device|" \
+  -e "s|    epochs: 10|    epochs: 2|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
+grep -q "epochs: 2" "$work/wf.yaml" || { echo "gpu_nccl: could not adapt the quickstart"; exit 1; }
+
+"$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+cp -r "$work/plain" "$work/alone"
+cp -r "$work/plain" "$work/sharded"
+cp -r "$work/plain" "$work/two"
+
+"$se3" run "$work/wf.yaml" --until train --set run.progress=none >"$work/plain.log" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "device: $device was asked for" "$work/plain.log"; then
+  tail -1 "$work/plain.log"
+  echo "SKIPPED: device: $device cannot run here"
+  exit 77
+fi
+[ $rc -eq 0 ] || { cat "$work/plain.log"; exit 1; }
+
+SE3_COMM=mpi "$se3" run "$work/wf.yaml" --workdir "$work/alone" --until train --set run.progress=none \
+  >"$work/alone.log" 2>&1 || { cat "$work/alone.log"; exit 1; }
+want=NCCL
+[ "$device" = cpu ] && want=MPI
+grep -q "training on 1 process (.*summed by $want" "$work/alone.log" ||
+  { echo "FAIL: the gradients were not summed by $want:"; grep "training on" "$work/alone.log"; exit 1; }
+# and Adam's moments sharded (one slice): NCCL's reduce-scatter and all-gather
+SE3_COMM=mpi "$se3" run "$work/wf.yaml" --workdir "$work/sharded" --until train --set run.progress=none \
+  --set stages.train.shard_optimizer=true >"$work/sharded.log" 2>&1 || { cat "$work/sharded.log"; exit 1; }
+fail=0
+for wd in alone sharded; do
+  for f in best.ckpt epoch-1.ckpt; do
+    if cmp -s "$work/plain/models/train-0/$f" "$work/$wd/models/train-0/$f"; then
+      echo "ok   $wd: $f identical through $want"
+    else
+      echo "FAIL $wd: $f differs from the plain run's"
+      fail=1
+    fi
+  done
+done
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$device" = cuda ] && [ "${gpus:-0}" -ge 2 ] && command -v mpirun >/dev/null; then
+  mpirun -np 2 "$se3" run "$work/wf.yaml" --workdir "$work/two" --until train --set run.progress=none \
+    >"$work/two.log" 2>&1 || { tail -20 "$work/two.log"; exit 1; }
+  q="SELECT loss FROM metrics WHERE split='valid' ORDER BY epoch DESC LIMIT 1"
+  /usr/bin/python3 - "$work/plain/screen.db" "$work/two/screen.db" "$q" <<'PY' || fail=1
+import sqlite3, sys
+a, b = (sqlite3.connect(p).execute(sys.argv[3]).fetchone()[0] for p in sys.argv[1:3])
+ok = abs(a - b) <= 1e-4 * abs(a)
+print("%s 2 GPUs: validation loss %.6g, 1 GPU %.6g" % ("ok  " if ok else "FAIL", b, a))
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "not run: the 2-process check needs 2 GPUs (this machine has ${gpus:-0})"
+fi
+exit $fail
