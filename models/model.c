@@ -99,9 +99,18 @@ int se3_net_init_params(struct se3_net *n, uint64_t seed) {
   se3_model_init_params(&n->model, host, seed);
   se3_net_set(n, SE3_NET_PARAMS, host);
   free(host);
-  n->be->zero(n->arr[SE3_NET_ADAM_M], (n->opt_hi - n->opt_lo) * sizeof(real));
-  n->be->zero(n->arr[SE3_NET_ADAM_V], (n->opt_hi - n->opt_lo) * sizeof(real));
+  if (n->arr[SE3_NET_ADAM_M]) {
+    n->be->zero(n->arr[SE3_NET_ADAM_M], (n->opt_hi - n->opt_lo) * sizeof(real));
+    n->be->zero(n->arr[SE3_NET_ADAM_V], (n->opt_hi - n->opt_lo) * sizeof(real));
+  }
   return 0;
+}
+
+void se3_net_inference_only(struct se3_net *n) {
+  for (int i = SE3_NET_ADAM_M; i <= SE3_NET_GRAD; i++) {
+    n->be->release(n->arr[i]);
+    n->arr[i] = NULL;
+  }
 }
 
 /* The reals array `which` holds. */
@@ -237,6 +246,10 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
 
 int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
+  if (!n->arr[SE3_NET_GRAD]) {
+    snprintf(err, errlen, "this net was made for inference only (se3_net_inference_only)");
+    return -1;
+  }
   if (!n->tape) {
     snprintf(err, errlen, "no forward pass was kept for the backward");
     return -1;

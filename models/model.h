@@ -43,6 +43,11 @@ size_t se3_net_n_params(const struct se3_net *n);
  * moments. 0, or -1 when out of host memory. */
 int se3_net_init_params(struct se3_net *n, uint64_t seed);
 
+/* Gives back the memory of the gradient and Adam's moments (3 reals a
+ * parameter: on a GPU, cudaMalloc'd memory) for a net that only predicts
+ * (scoring). se3_net_backward then fails with a message, and the get/set,
+ * allreduce, clip and adam calls on those arrays must not be made. */
+void se3_net_inference_only(struct se3_net *n);
 /* The arrays of n_params reals the net holds. */
 enum se3_net_array { SE3_NET_PARAMS, SE3_NET_ADAM_M, SE3_NET_ADAM_V, SE3_NET_GRAD };
 /* Copies one to the host (host: n_params reals). */

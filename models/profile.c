@@ -305,5 +305,9 @@ const struct nn_backend *nn_backend_profiled(const struct nn_backend *inner, str
   memcpy(profiled.device, inner->device, sizeof profiled.device);
   profiled.host_memory = inner->host_memory;
   profiled.precision = inner->precision;
+  /* collectives between devices: not timed, passed through */
+  profiled.join = inner->join;
+  profiled.reduce_scatter = inner->reduce_scatter;
+  profiled.allgather = inner->allgather;
   return &profiled;
 }

@@ -96,6 +96,7 @@ static int load_member(struct stage_ctx *ctx, const struct nn_backend *be, struc
     se3_ckpt_free(&k);
     return stage_fail_at(ctx, NULL, "%s: %s", path, err);
   }
+  se3_net_inference_only(m->net); /* no gradient, no moments */
   m->model = se3_net_model(m->net);
   size_t np = se3_net_n_params(m->net);
   real *params = malloc(np * sizeof *params);

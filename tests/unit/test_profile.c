@@ -4,7 +4,9 @@
  * step on the CPU table it wraps; every category of operation the step uses
  * is counted, with the number of calls the model makes, and timed; while
  * the profile is off nothing is recorded; and a device failure that one of
- * the wrapper's own syncs caught still reaches the caller's sync. */
+ * the wrapper's own syncs caught still reaches the caller's sync. Also (a
+ * net on a table, as here): a net made for inference only predicts what a
+ * full one does and refuses a backward pass. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -199,4 +201,37 @@ Test(profile, a_failure_caught_by_the_wrappers_sync_reaches_the_callers) {
   cr_assert_eq(pbe->sync(err, sizeof err), -1);
   cr_assert_str_eq(err, "kernel launch failed (test)");
   cr_assert_eq(pbe->sync(err, sizeof err), 0, "reported once");
+}
+
+/* se3_net_inference_only: the gradient and Adam's moments given back; the
+ * same predictions, bit for bit, and a backward pass is refused with a
+ * message, not run on missing arrays. */
+Test(profile, an_inference_only_net_predicts_what_a_full_one_does) {
+  const struct nn_backend *host = nn_backend_host();
+  char err[256] = "";
+  struct se3_net *full = se3_net_create(host, &cfg, 0, err, sizeof err), *lean = NULL;
+  cr_assert_not_null(full, "%s", err);
+  cr_assert_eq(se3_net_init_params(full, 11), 0);
+  size_t n = se3_net_n_params(full);
+  real *params = malloc(n * sizeof *params);
+  se3_net_get(full, SE3_NET_PARAMS, params);
+  lean = se3_net_create(host, &cfg, 0, err, sizeof err);
+  cr_assert_not_null(lean, "%s", err);
+  se3_net_inference_only(lean);
+  cr_assert_eq(se3_net_init_params(lean, 3), 0); /* no moments to zero: must not touch them */
+  se3_net_set(lean, SE3_NET_PARAMS, params);
+  struct se3_batch_buf bb;
+  make_batch(&bb, se3_net_model(full));
+  real a[N_MOL], b[N_MOL];
+  cr_assert_eq(se3_net_forward(full, &bb.b, a, 0, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_forward(lean, &bb.b, b, 1, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(memcmp(a, b, sizeof a), 0, "an inference-only net predicts otherwise");
+  const real dout[N_MOL] = {1, 1, 1};
+  err[0] = 0;
+  cr_assert_eq(se3_net_backward(lean, dout, err, sizeof err), -1);
+  cr_assert(strstr(err, "inference only"), "%s", err);
+  free(params);
+  se3_batch_buf_free(&bb);
+  se3_net_free(full);
+  se3_net_free(lean);
 }
