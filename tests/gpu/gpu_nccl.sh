@@ -15,25 +15,12 @@ set -uo pipefail
 se3=$1 src=$2 work=$3
 device=${DEVICE:-cuda}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cp -r "$src/workflows/data" "$work/" || exit 1
-sed -e "s|^workdir: .*|workdir: plain|" -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device|" \
-  -e "s|    epochs: 10|    epochs: 2|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
-grep -q "epochs: 2" "$work/wf.yaml" || { echo "gpu_nccl: could not adapt the quickstart"; exit 1; }
-
-"$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+. "$(dirname "$0")/quickstart.sh"
+gpu_quickstart "$se3" "$src" "$work" plain "    epochs: 2"
 cp -r "$work/plain" "$work/alone"
 cp -r "$work/plain" "$work/sharded"
 cp -r "$work/plain" "$work/two"
-
-"$se3" run "$work/wf.yaml" --until train --set run.progress=none >"$work/plain.log" 2>&1
-rc=$?
-if [ $rc -eq 2 ] && grep -q "device: $device was asked for" "$work/plain.log"; then
-  tail -1 "$work/plain.log"
-  echo "SKIPPED: device: $device cannot run here"
-  exit 77
-fi
-[ $rc -eq 0 ] || { cat "$work/plain.log"; exit 1; }
+gpu_reference "$se3" "$work" "$work/plain.log"
 
 SE3_COMM=mpi "$se3" run "$work/wf.yaml" --workdir "$work/alone" --until train --set run.progress=none \
   >"$work/alone.log" 2>&1 || { cat "$work/alone.log"; exit 1; }

@@ -10,26 +10,14 @@
 set -uo pipefail
 se3=$1 src=$2 work=$3
 device=${DEVICE:-cuda}
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cp -r "$src/workflows/data" "$work/" || exit 1
-sed -e "s|^workdir: .*|workdir: ref|" -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device|" \
-  -e "s|    epochs: 10|    epochs: 4\n    checkpoint_every: 2|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
-grep -q "checkpoint_every: 2" "$work/wf.yaml" || { echo "gpu_resume: could not adapt the quickstart"; exit 1; }
-
+. "$(dirname "$0")/quickstart.sh"
 # Up to the training's input, once, then copied: both runs train from the same graphs.
-"$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+gpu_quickstart "$se3" "$src" "$work" ref "    epochs: 4\n    checkpoint_every: 2"
 cp -r "$work/ref" "$work/killed"
 
 # The reference; the device is checked before its training starts.
 start=$(date +%s.%N)
-"$se3" run "$work/wf.yaml" --until train --set run.progress=none >"$work/ref.log" 2>&1
-rc=$?
-if [ $rc -eq 2 ] && grep -q "device: $device was asked for" "$work/ref.log"; then
-  tail -1 "$work/ref.log"
-  echo "SKIPPED: device: $device cannot run here"
-  exit 77
-fi
-[ $rc -eq 0 ] || { cat "$work/ref.log"; exit 1; }
+gpu_reference "$se3" "$work" "$work/ref.log"
 full=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 echo "uninterrupted training on $device: ${full} s"
 

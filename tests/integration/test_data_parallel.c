@@ -389,6 +389,25 @@ static void finished_and_folded(const char *dir, const char *wd, const char *sta
   cr_assert_neq(tu_sh(NULL, "ls %s/%s/shards/%s-rank*.db", dir, wd, stage), 0, "a process's database was left");
 }
 
+/* `stage` on one process in dir/one and on two in dir/two (copies of the
+ * same upstream work): the same rows of `sql` (at least `min` of them) and
+ * the same ledger, the stage finished and folded in, and both processes
+ * did chunks of it. */
+static void one_and_two_agree(const char *dir, const char *wf, const char *stage, const char *sql, int min) {
+  char *out = NULL, db[1100], q[200];
+  cr_assert_eq(run_stage_on(dir, wf, stage, "one", 1, &out), 0, "%s", out);
+  free(out);
+  cr_assert_eq(run_stage_on(dir, wf, stage, "two", 2, &out), 0, "%s", out);
+  free(out);
+  int n = same_rows(dir, "one", "two", sql);
+  cr_assert_geq(n, min, "%s: %d rows", stage, n);
+  same_rows(dir, "one", "two", "SELECT stage, chunk, n_ok, n_rejected FROM stage_chunks ORDER BY 1, 2");
+  finished_and_folded(dir, "two", stage);
+  snprintf(db, sizeof db, "%s/two/screen.db", dir);
+  snprintf(q, sizeof q, "SELECT count(DISTINCT shard) FROM stage_chunks WHERE stage='%s'", stage);
+  cr_assert_eq(tu_query_int(db, q), 2, "both processes should have done chunks of %s", stage);
+}
+
 /* Two processes build the graphs and score the molecules, each a share of
  * the chunks in its own database that rank 0 folds in: the same graphs
  * and the same scores table as one process. */
@@ -399,31 +418,11 @@ Test(data_parallel, two_processes_share_the_graph_and_score_stages) {
   free(out);
   copy_base(dir, "one");
   copy_base(dir, "two");
-  cr_assert_eq(run_stage_on(dir, wf, "graph", "one", 1, &out), 0, "%s", out);
-  free(out);
-  cr_assert_eq(run_stage_on(dir, wf, "graph", "two", 2, &out), 0, "%s", out);
-  free(out);
-  int n = same_rows(dir, "one", "two", "SELECT mol_id, n_nodes, n_edges, graph FROM graphs ORDER BY 1");
-  cr_assert_gt(n, 1000, "%d graphs", n);
-  same_rows(dir, "one", "two", "SELECT stage, chunk, n_ok, n_rejected FROM stage_chunks ORDER BY 1, 2");
-  finished_and_folded(dir, "two", "graph");
-  char db[1100];
-  snprintf(db, sizeof db, "%s/two/screen.db", dir);
-  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT shard) FROM stage_chunks WHERE stage='graph'"), 2,
-               "both processes should have built graphs");
-
+  one_and_two_agree(dir, wf, "graph", "SELECT mol_id, n_nodes, n_edges, graph FROM graphs ORDER BY 1", 1000);
   cr_assert_eq(run_stage_on(dir, wf, "train", "one", 1, &out), 0, "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL, "rm -rf %s/two && cp -r %s/one %s/two", dir, dir, dir), 0);
-  cr_assert_eq(run_stage_on(dir, wf, "score", "one", 1, &out), 0, "%s", out);
-  free(out);
-  cr_assert_eq(run_stage_on(dir, wf, "score", "two", 2, &out), 0, "%s", out);
-  free(out);
-  n = same_rows(dir, "one", "two", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
-  cr_assert_gt(n, 1000, "%d scores", n);
-  same_rows(dir, "one", "two", "SELECT stage, chunk, n_ok, n_rejected FROM stage_chunks ORDER BY 1, 2");
-  finished_and_folded(dir, "two", "score");
-  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT shard) FROM stage_chunks WHERE stage='score'"), 2);
+  one_and_two_agree(dir, wf, "score", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1", 1000);
   free(wf);
   free(dir);
 }
