@@ -194,6 +194,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     graph_init(g);
     t->scaffold[t->n] = NULL;
     if (graph_from_blob(blob, len, g, err, sizeof err)) {
+      graph_free(g);
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
@@ -614,10 +615,6 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
 
 /* ---- batches ------------------------------------------------------------------ */
 
-/* Molecules idx[0..k-1] as a batch; with augment, each molecule's relative
- * positions turned by a rotation drawn from (seed, step, its position in
- * the whole batch: first + i, so a process's share of a batch turns its
- * molecules as one process with the whole batch would). */
 /* Molecule i's graph: in memory, or (lazy) read into *tmp, which the
  * caller frees. NULL with t->why set when it cannot be read. */
 static const struct graph *graph_of(struct tstage *t, int i, struct graph *tmp) {
@@ -631,15 +628,20 @@ static const struct graph *graph_of(struct tstage *t, int i, struct graph *tmp) 
   if (rc != SQLITE_ROW)
     snprintf(t->why, sizeof t->why, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
              rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
-  else if (graph_from_blob(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err, sizeof err))
+  else if (graph_from_blob(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err, sizeof err)) {
     snprintf(t->why, sizeof t->why, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
-  else
+    graph_free(tmp);
+  } else
     rc = SQLITE_DONE;
   sqlite3_reset(q); /* no read transaction held between steps */
   return rc == SQLITE_DONE ? tmp : NULL;
 }
 
-/* -1 with t->why set when a graph cannot be read or memory runs out. */
+/* Molecules idx[0..k-1] as a batch; with augment, each molecule's relative
+ * positions turned by a rotation drawn from (seed, step, its position in
+ * the whole batch: first + i, so a process's share of a batch turns its
+ * molecules as one process with the whole batch would).
+ * -1 with t->why set when a graph cannot be read or memory runs out. */
 static int make_batch(struct tstage *t, const int *idx, int k, int rotate, uint64_t rseed, int first) {
   se3_batch_clear(&t->bb);
   float *rel = NULL;
