@@ -31,8 +31,11 @@
  *             comment says otherwise. A NULL input-gradient pointer means
  *             "not needed".
  * Threads     OpenMP over nodes or edges; every reduction is in a fixed
- *             order, so results do not depend on scheduling (for a fixed
- *             thread count: BLAS may split sums by thread count).
+ *             order, so results do not depend on scheduling. The forward
+ *             pass does not depend on the thread count either (nn_mm cuts
+ *             BLAS products at multiples of its tiles); a backward sums
+ *             the threads' parameter gradients in thread order, so a
+ *             gradient is fixed for a thread count.
  */
 #ifndef SE3_LAYERS_H
 #define SE3_LAYERS_H

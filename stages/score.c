@@ -10,8 +10,8 @@
  * (NULL for one model). Plan: the set's molecule ids with a graph,
  * ascending, in chunks of run.chunk_size; a chunk's predictions and its
  * ledger row commit together, so a killed run resumes at the chunk in flight
- * and gives the same scores (the forward pass is deterministic for a fixed
- * thread count).
+ * and gives the same scores (the forward pass gives the same bits on any
+ * number of threads).
  */
 #define _GNU_SOURCE
 #include <limits.h>

@@ -29,13 +29,19 @@ static inline void nn_mm(int ta, int tb, int m, int n, int k, real alpha, const 
   }
 #ifdef _OPENMP
   /* One pool of threads: OpenBLAS runs single-threaded (nn_blas_init) and a
-   * large product is cut into row blocks, one per OpenMP thread. A row's
-   * result does not depend on the cut. */
+   * large product is cut into row blocks, one per OpenMP thread. The cuts
+   * fall on multiples of 96 rows: OpenBLAS computes a row with the kernel
+   * of its place in its tile of rows (2 to 32 of them, counted from the
+   * start of the call; the last, partial tile another way), so a cut
+   * elsewhere would move rows between kernels and change their rounding
+   * with the number of threads. On multiples of every tile size a row's
+   * result is the same bits on any number of threads. */
   if (m >= 256 && (double)m * n * k >= 4e6 && !omp_in_parallel()) {
 #pragma omp parallel
     {
-      int t = omp_get_thread_num(), T = omp_get_num_threads();
-      int r0 = (int)((long)m * t / T), r1 = (int)((long)m * (t + 1) / T);
+      long t = omp_get_thread_num(), T = omp_get_num_threads(), tiles = (m + 95) / 96;
+      int r0 = (int)(tiles * t / T * 96 < m ? tiles * t / T * 96 : m);
+      int r1 = (int)(tiles * (t + 1) / T * 96 < m ? tiles * (t + 1) / T * 96 : m);
       if (r1 > r0)
         nn_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, r1 - r0, n, k, alpha,
                 ta ? A + r0 : A + (long)r0 * lda, lda, B, ldb, beta, C + (long)r0 * ldc, ldc);

@@ -338,10 +338,9 @@ Test(data_parallel, a_killed_process_ends_the_job) {
 /* ---- stages whose chunks the processes share: graph, score -------------- */
 
 /* Graphs, a model and scores of the quickstart's molecules in chunks of
- * `chunk` molecules; `arch` goes under stages.train. One thread a process
- * (OMP_NUM_THREADS=1, which mpirun passes on), so that one process and two
- * compute every molecule alike: the forward pass is the same to the bit
- * only at the same thread count. */
+ * `chunk` molecules; `arch` goes under stages.train. One process runs on
+ * every core's thread, each of two on its share of them: the forward pass
+ * gives the same bits on any number of threads, so they must score alike. */
 static char *score_workflow(const char *dir, int chunk, const char *arch) {
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
@@ -351,7 +350,6 @@ static char *score_workflow(const char *dir, int chunk, const char *arch) {
            "  train: {target: u0_atom, model: small, epochs: 1, batch_size: 64%s}\n  score: {set: train}\n",
            chunk, tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"), arch);
   mpi_env();
-  setenv("OMP_NUM_THREADS", "1", 1);
   return tu_write(dir, "dps.yaml", yaml);
 }
 

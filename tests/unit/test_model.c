@@ -12,6 +12,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "models/cpu/real.h"
 #include "models/se3.h"
 #include "models/so3.h"
 #include "tests/testutil.h"
@@ -619,3 +620,37 @@ Test(model, no_jump_at_the_cutoff_radius_bonds) {
   check_across_cutoff(0, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_COSINE);
 }
 Test(model, no_jump_at_the_cutoff_polynomial) { check_across_cutoff(1, GRAPH_EDGES_RADIUS_BONDS, SE3_ENVELOPE_POLY); }
+
+/* nn_mm cuts a large product into row blocks, one an OpenMP thread; on 1,
+ * 2 and 3 threads every row must come out the same bits (the cuts fall on
+ * multiples of OpenBLAS's row tiles), as the forward pass's independence
+ * of the thread count rests on it. Sizes as a batch's edges meet the
+ * radial network: rows not a multiple of anything in particular. */
+Test(model, products_do_not_depend_on_the_thread_count) {
+#ifdef _OPENMP
+  const int m = 1001, n = 37, k = 160;
+  real *A = malloc((size_t)m * k * sizeof *A), *B = malloc((size_t)n * k * sizeof *B);
+  real *C[3];
+  tu_seed(77);
+  for (int i = 0; i < m * k; i++)
+    A[i] = (real)(2 * tu_rnd() - 1);
+  for (int i = 0; i < n * k; i++)
+    B[i] = (real)(2 * tu_rnd() - 1);
+  nn_blas_init(); /* BLAS single-threaded inside OpenMP's threads, as the model runs it */
+  int keep = omp_get_max_threads();
+  for (int t = 0; t < 3; t++) {
+    C[t] = calloc((size_t)m * n, sizeof *C[t]);
+    omp_set_num_threads(t + 1);
+    nn_mm(0, 1, m, n, k, 1, A, k, B, k, 0, C[t], n);
+  }
+  omp_set_num_threads(keep);
+  for (int t = 1; t < 3; t++)
+    cr_assert_eq(memcmp(C[0], C[t], (size_t)m * n * sizeof *C[0]), 0, "the product on %d threads differs from 1's", t + 1);
+  for (int t = 0; t < 3; t++)
+    free(C[t]);
+  free(A);
+  free(B);
+#else
+  cr_skip_test("built without OpenMP");
+#endif
+}
