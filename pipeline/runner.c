@@ -671,6 +671,86 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   return ret;
 }
 
+/* Every process's part in a stage whose chunks the processes of a
+ * data-parallel run share (struct stage's `spread`), rank 0's included, in
+ * a run `w` of its own: its own database WORKDIR/shards/<stage>-rank<r>.db
+ * (screen.db attached read-only as "src": nobody writes screen.db while
+ * the processes work, so it may sit on any shared filesystem), the stage
+ * begun there, its chunks in step with the others (run_chunks), then the
+ * database closed for rank 0 to fold in. Collective: every process calls
+ * it once rank 0 has sent RUN_ORDER_SPREAD. A process > 0 prints its own
+ * failure; rank 0's is left in w->err. Returns SE3_EXIT_*. */
+static int share_stage(struct run *w, const struct stage *s, const char *hash) {
+  const struct se3_comm *comm = w->comm;
+  int rank = comm_rank(comm), n = comm_size(comm);
+  char settings[17], path[PATH_MAX + 96], up[PATH_MAX + 32];
+  settings_hash(w->root, s, settings);
+  struct run_ctx rc;
+  w->shard = rank;
+  w->n_shards = n;
+  w->src = "src";
+  w->err[0] = 0;
+  stage_ctx_init(&rc, w, s);
+  struct stage_ctx *ctx = &rc.ctx;
+  if (rank > 0) ctx->report = &quiet_report;
+  int64_t n_chunks = 0, n_items = 0;
+  int st = STAGE_ERROR;
+  snprintf(up, sizeof up, "%s/shards", w->workdir);
+  rank_db_path(path, sizeof path, w->workdir, s->name, rank);
+  if (!mkdirs(up, w->err, sizeof w->err) &&
+      !store_open(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal", "wal"),
+                  (int)cfg_int(w->root, "store.busy_timeout_ms", 10000), w->err, sizeof w->err) &&
+      !store_lock(&w->st, w->err, sizeof w->err) &&
+      (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
+       !store_attach_readonly(&w->st, up, "src", w->err, sizeof w->err)) &&
+      !record_run(w, s->name)) {
+    /* (rank 0 folded and removed what an earlier run left here; whatever is
+     * still here from another configuration goes) */
+    char *old = query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+    if (old && strcmp(old, hash)) clear_from(w, stage_index(s->name));
+    free(old);
+    ctx->db = w->st.db;
+    st = s->begin(ctx, &n_chunks, &n_items);
+    if (st != STAGE_OK) {
+      snprintf(w->err, sizeof w->err, "%s: %s", s->name, ctx->err);
+    } else {
+      char when[32];
+      now_iso(when, sizeof when);
+      if (exec_sql(w,
+                   "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, "
+                   "updated) VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
+                   "config_hash=excluded.config_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
+                   "updated=excluded.updated",
+                   s->name, hash, settings, (long long)n_chunks, (long long)n_items, when))
+        st = STAGE_ERROR;
+    }
+  }
+  if (st != STAGE_OK && rank > 0) fprintf(stderr, "se3screen (rank %d): %s\n", rank, w->err);
+  int all = st, ret = SE3_EXIT_FAILED;
+  if (comm_max_int(comm, &all, 1)) comm_abort(comm, SE3_EXIT_FAILED);
+  if (all == STAGE_OK)
+    ret = run_chunks(w, s, ctx, hash, n_chunks, n_items, rank, n, comm);
+  else if (st == STAGE_OK)
+    snprintf(w->err, sizeof w->err, "%s: another process of the run could not begin it (its message is above)",
+             s->name);
+  if (w->st.db) finish_run(w, ret);
+  if (s->end) s->end(ctx);
+  store_close(&w->st);
+  int closed = 0;
+  if (comm_max_int(comm, &closed, 1)) comm_abort(comm, SE3_EXIT_FAILED);
+  return ret;
+}
+
+/* A process of rank > 0 in a shared stage (share_stage), in its run r. */
+static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64) {
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016" PRIx64, hash64);
+  share_stage(r, s, hash);
+  r->src = "main";
+  r->shard = 0;
+  r->n_shards = 1;
+}
+
 static int run_stage(struct run *r, int si) {
   const struct stage *s = all_stages[si];
   struct run_ctx rc;
@@ -746,32 +826,30 @@ static int run_stage(struct run *r, int si) {
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */
   if (s->spread && r->n_shards <= 1 && fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
-  int spread = r->comm && s->spread && !collective;
+  int spread = r->comm && s->spread && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
   if (spread) {
-    /* The others begin the stage on their own databases. */
+    /* Every process, this one too, does its share in a database of its own
+     * (share_stage), and this one then folds them all in. The planning
+     * begun here on screen.db has done its part. */
+    if (s->end) s->end(ctx);
+    ctx->state = NULL;
     struct stage_order o = {.op = RUN_ORDER_SPREAD, .i = {si, (int64_t)strtoull(hash, NULL, 16)}};
     struct stage_ctx bare = {.comm = r->comm};
-    int all = STAGE_OK;
-    if (stage_order(&bare, &o) || comm_max_int(r->comm, &all, 1)) {
+    if (stage_order(&bare, &o)) {
       snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
       goto out;
     }
-    if (all != STAGE_OK) {
-      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
-               s->name);
-      goto out;
-    }
-  }
-  ret = spread ? run_chunks(r, s, ctx, hash, n_chunks, n_items, 0, comm_size(r->comm), r->comm)
-               : run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
-  if (spread) {
-    /* Once the others closed their databases: their work into this one. */
-    int closed = 0;
-    if (comm_max_int(r->comm, &closed, 1)) {
-      snprintf(r->err, sizeof r->err, "%s: MPI failed waiting for the other processes", s->name);
-      ret = SE3_EXIT_FAILED;
-    }
+    struct run w;
+    run_init(&w, r->o);
+    w.root = r->root;
+    memcpy(w.workdir, r->workdir, sizeof w.workdir);
+    memcpy(w.workflow_dir, r->workflow_dir, sizeof w.workflow_dir);
+    memcpy(w.host, r->host, sizeof w.host);
+    ret = share_stage(&w, s, hash);
+    if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
     if (ret == SE3_EXIT_OK && fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
+  } else {
+    ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
   }
   if (ret != SE3_EXIT_OK) goto out;
   ret = SE3_EXIT_FAILED;
@@ -795,70 +873,6 @@ out:
   }
   if (s->end) s->end(ctx);
   return ret;
-}
-
-/* A process of rank > 0 in a stage whose chunks the processes share:
- * its own database WORKDIR/shards/<stage>-rank<r>.db (screen.db attached
- * read-only as "src"), its chunks in step with the others (run_chunks),
- * then the database closed for rank 0 to fold in. Its failures are printed
- * here; rank 0 learns of them through run_chunks's words. */
-static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64) {
-  const struct se3_comm *comm = r->comm;
-  int rank = comm_rank(comm), n = comm_size(comm);
-  char hash[17], settings[17], path[PATH_MAX + 96], up[PATH_MAX + 32];
-  snprintf(hash, sizeof hash, "%016" PRIx64, hash64);
-  settings_hash(r->root, s, settings);
-  struct run_ctx rc;
-  r->shard = rank;
-  r->n_shards = n;
-  r->src = "src";
-  r->err[0] = 0;
-  stage_ctx_init(&rc, r, s);
-  struct stage_ctx *ctx = &rc.ctx;
-  ctx->report = &quiet_report;
-  int64_t n_chunks = 0, n_items = 0;
-  int st = STAGE_ERROR;
-  snprintf(up, sizeof up, "%s/shards", r->workdir);
-  rank_db_path(path, sizeof path, r->workdir, s->name, rank);
-  if (!mkdirs(up, r->err, sizeof r->err) &&
-      !store_open(&r->st, path, STORE_WRITE, cfg_str(r->root, "store.journal", "wal"),
-                  (int)cfg_int(r->root, "store.busy_timeout_ms", 10000), r->err, sizeof r->err) &&
-      !store_lock(&r->st, r->err, sizeof r->err) &&
-      (snprintf(up, sizeof up, "%s/screen.db", r->workdir), !store_attach_readonly(&r->st, up, "src", r->err, sizeof r->err)) &&
-      !record_run(r, s->name)) {
-    /* (rank 0 folded and removed what an earlier run left here; whatever is
-     * still here from another configuration goes) */
-    char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (old && strcmp(old, hash)) clear_from(r, stage_index(s->name));
-    free(old);
-    ctx->db = r->st.db;
-    st = s->begin(ctx, &n_chunks, &n_items);
-    if (st != STAGE_OK) {
-      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
-    } else {
-      char when[32];
-      now_iso(when, sizeof when);
-      if (exec_sql(r,
-                   "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, "
-                   "updated) VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
-                   "config_hash=excluded.config_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
-                   "updated=excluded.updated",
-                   s->name, hash, settings, (long long)n_chunks, (long long)n_items, when))
-        st = STAGE_ERROR;
-    }
-  }
-  if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s\n", rank, r->err);
-  int all = st, ret = SE3_EXIT_FAILED;
-  if (comm_max_int(comm, &all, 1)) comm_abort(comm, SE3_EXIT_FAILED);
-  if (all == STAGE_OK) ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, rank, n, comm);
-  if (r->st.db) finish_run(r, ret);
-  if (s->end) s->end(ctx);
-  store_close(&r->st);
-  r->src = "main";
-  r->shard = 0;
-  r->n_shards = 1;
-  int closed = 0;
-  if (comm_max_int(comm, &closed, 1)) comm_abort(comm, SE3_EXIT_FAILED);
 }
 
 /* A process of rank > 0: the workflow's configuration as rank 0 reads it,

@@ -100,10 +100,11 @@ struct stage {
   int (*ready)(struct stage_ctx *ctx);
   /* 1: the processes of a data-parallel run share the stage's chunks
    * (graph, basis, score): process r of N takes every chunk with
-   * chunk % N == r, ranks > 0 into their own shard database
+   * chunk % N == r into its own shard database
    * (WORKDIR/shards/<stage>-rank<r>.db, screen.db attached read-only as
-   * "src"), and rank 0 folds the shards into screen.db when all are done,
-   * as `merge` folds a Slurm array's. 0: rank 0 runs it alone. */
+   * "src"; rank 0's planning begin on screen.db is ended first), and rank 0
+   * folds the shards into screen.db when all are done, as `merge` folds a
+   * Slurm array's. Such a stage has no finalize. 0: rank 0 runs it alone. */
   int spread;
 };
 
