@@ -33,5 +33,11 @@ for f in "$out"/gen/*.cpp; do
     -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
 gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/obj/check.o"
-g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" -lopenblas -lm -o "$out/check"
+# the data-parallel hooks (common/comm.c) come along; with MPI when the build has it
+mpi=()
+if nm "$bld/libse3common.a" 2>/dev/null | grep -q " U MPI_Init"; then
+  read -r -a mpi <<<"$(mpicc --showme:link)"
+fi
+g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
+  -o "$out/check"
 OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check"
