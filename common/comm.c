@@ -31,7 +31,7 @@ static int launched_size(int *known) {
 struct se3_comm {
   MPI_Comm world, node;
   int rank, size, local_rank, local_size;
-  void *scratch; /* comm_sum_f32/f64's two buffers */
+  void *scratch; /* the sums' receive buffer */
   size_t scratch_bytes;
 };
 
@@ -131,28 +131,44 @@ int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes) {
   return 0;
 }
 
+/* Slice j of m elements cut into slices of `slice`: counts[j] elements
+ * from displs[j] (the last slices shorter or empty); MPI's int counts. */
+static void slice_table(int N, size_t m, size_t slice, int *counts, int *displs) {
+  for (int j = 0; j < N; j++) {
+    size_t lo = (size_t)j * slice < m ? (size_t)j * slice : m, hi = lo + slice < m ? lo + slice : m;
+    counts[j] = (int)(hi - lo);
+    displs[j] = (int)lo;
+  }
+}
+
 /* The first step of a sum in rank order over m elements of x (float, esz
  * 4, or double, esz 8) cut into slices of `slice` elements, one a process:
- * every process's copy of slice `rank` comes here and is added in rank
- * order in double, into `mine` (slice elements). recv: N * slice elements
- * of room. */
-static int sum_slice(struct se3_comm *c, const char *x, size_t m, size_t slice, int esz, char *send, char *recv,
-                     char *mine) {
+ * every process's copy of this process's slice comes here (straight from
+ * their x, no copy) and is added in rank order in double, and the sums are
+ * written over this process's slice of x. recv: room for N slices; tab:
+ * 4 N ints. */
+static int sum_slice(struct se3_comm *c, void *x, size_t m, size_t slice, int esz, char *recv, int *tab) {
   MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
-  size_t N = (size_t)c->size;
-  memcpy(send, x, m * (size_t)esz);
-  memset(send + m * (size_t)esz, 0, (N * slice - m) * (size_t)esz);
+  int N = c->size, *sc = tab, *sd = tab + N, *rc = tab + 2 * N, *rd = tab + 3 * N;
+  slice_table(N, m, slice, sc, sd);
+  int mine = sc[c->rank];
+  for (int j = 0; j < N; j++) {
+    rc[j] = mine;
+    rd[j] = j * mine;
+  }
   MPI_Request r;
-  if (MPI_Ialltoall(send, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
-  /* recv holds slice `rank` of process 0, then of process 1, ... */
-  for (size_t i = 0; i < slice; i++) {
+  if (MPI_Ialltoallv(x, sc, sd, t, recv, rc, rd, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
+  /* recv holds this slice of process 0, then of process 1, ... */
+  char *out = (char *)x + (size_t)sd[c->rank] * (size_t)esz;
+  for (size_t i = 0; i < (size_t)mine; i++) {
     double s = 0;
-    for (size_t j = 0; j < N; j++)
-      s += esz == 4 ? (double)((const float *)recv)[j * slice + i] : ((const double *)recv)[j * slice + i];
+    for (size_t j = 0; j < (size_t)N; j++)
+      s += esz == 4 ? (double)((const float *)recv)[j * (size_t)mine + i]
+                    : ((const double *)recv)[j * (size_t)mine + i];
     if (esz == 4)
-      ((float *)mine)[i] = (float)s;
+      ((float *)out)[i] = (float)s;
     else
-      ((double *)mine)[i] = s;
+      ((double *)out)[i] = s;
   }
   return 0;
 }
@@ -160,28 +176,30 @@ static int sum_slice(struct se3_comm *c, const char *x, size_t m, size_t slice, 
 /* The sum of x over the processes in rank order, element by element, for
  * float (esz 4) or double (esz 8): slices of `slice` elements, one a
  * process; rank j receives every process's copy of slice j, adds them in
- * rank order in double, and all gather the summed slices. */
+ * rank order in double over its own slice of x, and all gather the summed
+ * slices in place. */
 static int sum_fixed(const struct se3_comm *cc, void *x, size_t n, int esz) {
   struct se3_comm *c = (struct se3_comm *)cc;
   MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
   size_t N = (size_t)c->size;
+  int *tab = malloc(4 * N * sizeof *tab);
+  if (!tab) return -1;
   for (size_t off = 0; off < n;) {
     /* pieces small enough for MPI's int counts */
     size_t m = n - off, cap = (size_t)(1u << 30) / N;
     if (m > cap * N) m = cap * N;
     size_t slice = (m + N - 1) / N;
-    char *send = scratch(c, 2 * N * slice * (size_t)esz);
-    if (!send) return -1;
-    char *recv = send + N * slice * (size_t)esz;
+    char *recv = scratch(c, N * slice * (size_t)esz + 1);
     char *src = (char *)x + off * (size_t)esz;
-    char *mine = send; /* free again once sent: the sums go here */
-    if (sum_slice(c, src, m, slice, esz, send, recv, mine)) return -1;
     MPI_Request r;
-    if (MPI_Iallgather(mine, (int)slice, t, recv, (int)slice, t, c->world, &r) != MPI_SUCCESS || wait_req(&r))
+    if (!recv || sum_slice(c, src, m, slice, esz, recv, tab) ||
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, t, src, tab, tab + N, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) {
+      free(tab);
       return -1;
-    memcpy(src, recv, m * (size_t)esz);
+    }
     off += m;
   }
+  free(tab);
   return 0;
 }
 
@@ -209,15 +227,13 @@ static int *slice_counts(const struct se3_comm *c, size_t n, int esz) {
 int comm_reduce_scatter(const struct se3_comm *cc, void *x, size_t n, int esz) {
   if (!cc || cc->size == 1) return 0;
   struct se3_comm *c = (struct se3_comm *)cc;
-  size_t N = (size_t)c->size, slice = (n + N - 1) / N, lo, hi;
+  size_t N = (size_t)c->size, slice = (n + N - 1) / N;
   if (n > (size_t)(1u << 30)) return -1;
-  comm_slice(c, n, &lo, &hi);
-  char *send = scratch(c, (2 * N + 1) * slice * (size_t)esz);
-  if (!send) return -1;
-  char *recv = send + N * slice * (size_t)esz, *mine = recv + N * slice * (size_t)esz;
-  if (sum_slice(c, x, n, slice, esz, send, recv, mine)) return -1;
-  memcpy((char *)x + lo * (size_t)esz, mine, (hi - lo) * (size_t)esz);
-  return 0;
+  char *recv = scratch(c, N * slice * (size_t)esz + 1);
+  int *tab = malloc(4 * N * sizeof *tab);
+  int rc = recv && tab ? sum_slice(c, x, n, slice, esz, recv, tab) : -1;
+  free(tab);
+  return rc;
 }
 
 int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
