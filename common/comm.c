@@ -131,6 +131,9 @@ int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes) {
   return 0;
 }
 
+/* MPI's type for the elements of the sums and slices: float or double. */
+static MPI_Datatype elem(int esz) { return esz == 4 ? MPI_FLOAT : MPI_DOUBLE; }
+
 /* Slice j of m elements cut into slices of `slice`: counts[j] elements
  * from displs[j] (the last slices shorter or empty); MPI's int counts. */
 static void slice_table(int N, size_t m, size_t slice, int *counts, int *displs) {
@@ -148,7 +151,7 @@ static void slice_table(int N, size_t m, size_t slice, int *counts, int *displs)
  * written over this process's slice of x. recv: room for N slices; tab:
  * 4 N ints. */
 static int sum_slice(struct se3_comm *c, void *x, size_t m, size_t slice, int esz, char *recv, int *tab) {
-  MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  MPI_Datatype t = elem(esz);
   int N = c->size, *sc = tab, *sd = tab + N, *rc = tab + 2 * N, *rd = tab + 3 * N;
   slice_table(N, m, slice, sc, sd);
   int mine = sc[c->rank];
@@ -180,7 +183,7 @@ static int sum_slice(struct se3_comm *c, void *x, size_t m, size_t slice, int es
  * slices in place. */
 static int sum_fixed(const struct se3_comm *cc, void *x, size_t n, int esz) {
   struct se3_comm *c = (struct se3_comm *)cc;
-  MPI_Datatype t = esz == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  MPI_Datatype t = elem(esz);
   size_t N = (size_t)c->size;
   int *tab = malloc(4 * N * sizeof *tab);
   if (!tab) return -1;
@@ -209,18 +212,12 @@ void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
   *hi = *lo + per < n ? *lo + per : n;
 }
 
-/* The slices' element counts and offsets, in bytes, for the v-collectives;
- * NULL when they do not fit MPI's int counts. */
-static int *slice_counts(const struct se3_comm *c, size_t n, int esz) {
-  if (n * (size_t)esz > (size_t)INT32_MAX) return NULL;
+/* comm_slice's slices of n elements as the v-collectives' counts and
+ * displacements (slice_table: 2 x size ints); NULL beyond MPI's int counts. */
+static int *slice_counts(const struct se3_comm *c, size_t n) {
+  if (n > (size_t)INT32_MAX) return NULL;
   int *cd = malloc(2 * (size_t)c->size * sizeof *cd);
-  if (!cd) return NULL;
-  size_t per = (n + (size_t)c->size - 1) / (size_t)c->size;
-  for (int i = 0; i < c->size; i++) {
-    size_t lo = (size_t)i * per < n ? (size_t)i * per : n, hi = lo + per < n ? lo + per : n;
-    cd[i] = (int)((hi - lo) * (size_t)esz);
-    cd[c->size + i] = (int)(lo * (size_t)esz);
-  }
+  if (cd) slice_table(c->size, n, (n + (size_t)c->size - 1) / (size_t)c->size, cd, cd + c->size);
   return cd;
 }
 
@@ -238,10 +235,10 @@ int comm_reduce_scatter(const struct se3_comm *cc, void *x, size_t n, int esz) {
 
 int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
   if (!c || c->size == 1) return 0;
-  int *cd = slice_counts(c, n, esz);
+  int *cd = slice_counts(c, n);
   if (!cd) return -1;
   MPI_Request r;
-  int bad = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, x, cd, cd + c->size, MPI_BYTE, c->world, &r) != MPI_SUCCESS ||
+  int bad = MPI_Iallgatherv(MPI_IN_PLACE, 0, elem(esz), x, cd, cd + c->size, elem(esz), c->world, &r) != MPI_SUCCESS ||
             wait_req(&r);
   free(cd);
   return bad ? -1 : 0;
@@ -249,10 +246,10 @@ int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
 
 int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz) {
   if (!c || c->size == 1) return 0;
-  int *cd = slice_counts(c, n, esz);
+  int *cd = slice_counts(c, n);
   if (!cd) return -1;
   MPI_Request r;
-  int bad = MPI_Igatherv(c->rank ? mine : MPI_IN_PLACE, cd[c->rank], MPI_BYTE, all, cd, cd + c->size, MPI_BYTE, 0,
+  int bad = MPI_Igatherv(c->rank ? mine : MPI_IN_PLACE, cd[c->rank], elem(esz), all, cd, cd + c->size, elem(esz), 0,
                          c->world, &r) != MPI_SUCCESS ||
             wait_req(&r);
   free(cd);
@@ -261,10 +258,10 @@ int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, si
 
 int comm_scatter_slices(const struct se3_comm *c, const void *all, void *mine, size_t n, int esz) {
   if (!c || c->size == 1) return 0;
-  int *cd = slice_counts(c, n, esz);
+  int *cd = slice_counts(c, n);
   if (!cd) return -1;
   MPI_Request r;
-  int bad = MPI_Iscatterv(all, cd, cd + c->size, MPI_BYTE, c->rank ? mine : MPI_IN_PLACE, cd[c->rank], MPI_BYTE, 0,
+  int bad = MPI_Iscatterv(all, cd, cd + c->size, elem(esz), c->rank ? mine : MPI_IN_PLACE, cd[c->rank], elem(esz), 0,
                           c->world, &r) != MPI_SUCCESS ||
             wait_req(&r);
   free(cd);
@@ -345,8 +342,12 @@ void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
   *lo = 0;
   *hi = n;
 }
-int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz) { return (void)c, (void)x, (void)n, (void)esz, 0; }
-int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) { return (void)c, (void)x, (void)n, (void)esz, 0; }
+int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz) {
+  return (void)c, (void)x, (void)n, (void)esz, 0;
+}
+int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
+  return (void)c, (void)x, (void)n, (void)esz, 0;
+}
 int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz) {
   return (void)c, (void)mine, (void)all, (void)n, (void)esz, 0;
 }
