@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "common/comm.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,16 +30,35 @@ static int launched_size(int *known) {
 #ifdef SE3_HAVE_MPI
 #include <mpi.h>
 
+/* A sum comm_sum_start queued for the background thread. */
+struct bg_job {
+  void *x;
+  size_t n, lo, hi;
+  int esz, scatter;
+};
+
+#define BG_QUEUE 256
+
 struct se3_comm {
   MPI_Comm world, node;
   int rank, size, local_rank, local_size;
   void *scratch; /* the sums' receive buffer */
   size_t scratch_bytes;
+  /* the background sums (comm_sum_start): one thread, started by the first,
+   * that alone calls MPI while sums are queued; threads: MPI allows it
+   * (MPI_THREAD_SERIALIZED), else the sums run at once in the caller */
+  int threads, bg_started, bg_quit, bg_failed;
+  pthread_t bg;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  struct bg_job q[BG_QUEUE];
+  size_t head, tail; /* queued: q[head % BG_QUEUE] .. q[(tail - 1) % BG_QUEUE]; the one at head may be running */
+  double bg_busy;    /* seconds the thread spent summing since the last comm_sum_wait */
 };
 
 /* Waits for r without holding a core: a short spin (a step's sum is often
- * ready within microseconds), then sleeps growing to a millisecond. */
-static int wait_req(MPI_Request *r) {
+ * ready within microseconds), then sleeps growing to max_ns. */
+static int wait_req_max(MPI_Request *r, long max_ns) {
   long ns = 2000;
   for (int spins = 0;; spins++) {
     int done = 0;
@@ -46,9 +67,12 @@ static int wait_req(MPI_Request *r) {
     if (spins < 1000) continue;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
-    if (ns < 1000000) ns *= 2;
+    if (ns < max_ns) ns *= 2;
   }
 }
+
+/* The sleeps grow to a millisecond: a process waiting for the others. */
+static int wait_req(MPI_Request *r) { return wait_req_max(r, 1000000); }
 
 int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   *out = NULL;
@@ -59,7 +83,9 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   int alone = want && !strcmp(want, "mpi");
   if (!alone && (n == 0 || (known && n == 1))) return 0; /* no launcher, or one process: no MPI at all */
   int provided;
-  if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  /* serialized: the background sums' thread calls MPI while the caller
+   * computes (never both at once) */
+  if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
     snprintf(err, errlen, "MPI failed to start (the launcher started %s processes)", known ? "several" : "this");
     return -1;
   }
@@ -69,6 +95,10 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
     return -1;
   }
   c->world = MPI_COMM_WORLD;
+  c->threads = provided >= MPI_THREAD_SERIALIZED;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->work, NULL);
+  pthread_cond_init(&c->done, NULL);
   MPI_Comm_rank(c->world, &c->rank);
   MPI_Comm_size(c->world, &c->size);
   if (c->size == 1 && !alone) {
@@ -87,8 +117,11 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   return 0;
 }
 
+static void bg_stop(struct se3_comm *c);
+
 void comm_close(struct se3_comm *c) {
   if (!c) return;
+  bg_stop(c);
   MPI_Comm_free(&c->node);
   free(c->scratch);
   free(c);
@@ -144,25 +177,41 @@ static void slice_table(int N, size_t m, size_t slice, int *counts, int *displs)
   }
 }
 
-/* The first step of a sum in rank order over m elements of x (float, esz
- * 4, or double, esz 8) cut into slices of `slice` elements, one a process:
- * every process's copy of this process's slice comes here (straight from
- * their x, no copy) and is added in rank order in double, and the sums are
- * written over this process's slice of x. recv: room for N slices; tab:
- * 4 N ints. */
-static int sum_slice(struct se3_comm *c, void *x, size_t m, size_t slice, int esz, char *recv, int *tab) {
+/* One piece of a sum in rank order: x[lo..hi) of an array of n elements
+ * (float: esz 4, double: esz 8) cut into comm_slice's slices of n. Every
+ * process's copy of the part of the piece inside this process's slice
+ * comes here (straight from their x, no copy) and is added in rank order,
+ * in double, over this process's part of x; unless scatter, all then
+ * gather the summed parts in place. An element's sum depends on nothing
+ * but the processes' values of it, so a whole array, its slices and any
+ * buckets of it give the same bits. (N - 1) (hi - lo) elements must fit
+ * MPI's int counts (sum_range cuts); tab: 4 N ints; waits sleep up to
+ * max_ns. */
+static int sum_part(struct se3_comm *c, void *x, size_t n, size_t lo, size_t hi, int esz, int scatter, long max_ns,
+                    int *tab) {
   MPI_Datatype t = elem(esz);
   int N = c->size, *sc = tab, *sd = tab + N, *rc = tab + 2 * N, *rd = tab + 3 * N;
-  slice_table(N, m, slice, sc, sd);
+  size_t per = (n + (size_t)N - 1) / (size_t)N;
+  for (int j = 0; j < N; j++) {
+    size_t a = (size_t)j * per < n ? (size_t)j * per : n, b = a + per < n ? a + per : n;
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    sc[j] = b > a ? (int)(b - a) : 0;
+    sd[j] = b > a ? (int)(a - lo) : 0;
+  }
   int mine = sc[c->rank];
+  char *recv = scratch(c, (size_t)N * (size_t)mine * (size_t)esz + 1);
+  if (!recv) return -1;
   for (int j = 0; j < N; j++) {
     rc[j] = mine;
     rd[j] = j * mine;
   }
+  char *base = (char *)x + lo * (size_t)esz;
   MPI_Request r;
-  if (MPI_Ialltoallv(x, sc, sd, t, recv, rc, rd, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) return -1;
-  /* recv holds this slice of process 0, then of process 1, ... */
-  char *out = (char *)x + (size_t)sd[c->rank] * (size_t)esz;
+  if (MPI_Ialltoallv(base, sc, sd, t, recv, rc, rd, t, c->world, &r) != MPI_SUCCESS || wait_req_max(&r, max_ns))
+    return -1;
+  /* recv holds this part of process 0's copy, then of process 1's, ... */
+  char *out = base + (size_t)sd[c->rank] * (size_t)esz;
   for (size_t i = 0; i < (size_t)mine; i++) {
     double s = 0;
     for (size_t j = 0; j < (size_t)N; j++)
@@ -173,37 +222,124 @@ static int sum_slice(struct se3_comm *c, void *x, size_t m, size_t slice, int es
     else
       ((double *)out)[i] = s;
   }
-  return 0;
+  if (scatter) return 0;
+  return MPI_Iallgatherv(MPI_IN_PLACE, 0, t, base, sc, sd, t, c->world, &r) != MPI_SUCCESS || wait_req_max(&r, max_ns)
+             ? -1
+             : 0;
+}
+
+/* x[lo..hi) of an array of n elements summed over the processes in rank
+ * order (sum_part), in pieces small enough for MPI's int counts. */
+static int sum_range(struct se3_comm *c, void *x, size_t n, size_t lo, size_t hi, int esz, int scatter, long max_ns) {
+  size_t N = (size_t)c->size, cap = (size_t)(1u << 30) / N;
+  int *tab = malloc(4 * N * sizeof *tab);
+  if (!tab) return -1;
+  int rc = 0;
+  for (size_t a = lo; a < hi && rc == 0; a += cap)
+    rc = sum_part(c, x, n, a, hi - a < cap ? hi : a + cap, esz, scatter, max_ns, tab);
+  free(tab);
+  return rc;
 }
 
 /* The sum of x over the processes in rank order, element by element, for
- * float (esz 4) or double (esz 8): slices of `slice` elements, one a
- * process; rank j receives every process's copy of slice j, adds them in
- * rank order in double over its own slice of x, and all gather the summed
+ * float (esz 4) or double (esz 8): slice j of x is summed on process j,
+ * which receives every process's copy of it, and all gather the summed
  * slices in place. */
 static int sum_fixed(const struct se3_comm *cc, void *x, size_t n, int esz) {
-  struct se3_comm *c = (struct se3_comm *)cc;
-  MPI_Datatype t = elem(esz);
-  size_t N = (size_t)c->size;
-  int *tab = malloc(4 * N * sizeof *tab);
-  if (!tab) return -1;
-  for (size_t off = 0; off < n;) {
-    /* pieces small enough for MPI's int counts */
-    size_t m = n - off, cap = (size_t)(1u << 30) / N;
-    if (m > cap * N) m = cap * N;
-    size_t slice = (m + N - 1) / N;
-    char *recv = scratch(c, N * slice * (size_t)esz + 1);
-    char *src = (char *)x + off * (size_t)esz;
-    MPI_Request r;
-    if (!recv || sum_slice(c, src, m, slice, esz, recv, tab) ||
-        MPI_Iallgatherv(MPI_IN_PLACE, 0, t, src, tab, tab + N, t, c->world, &r) != MPI_SUCCESS || wait_req(&r)) {
-      free(tab);
-      return -1;
-    }
-    off += m;
+  return sum_range((struct se3_comm *)cc, x, n, 0, n, esz, 0, 1000000);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The background thread: runs the queued sums in order until told to quit
+ * with nothing queued. Its waits sleep at most 0.1 ms: the caller is
+ * computing, and a late sum is late for the next bucket too. */
+static void *bg_main(void *arg) {
+  struct se3_comm *c = arg;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    while (c->head == c->tail && !c->bg_quit)
+      pthread_cond_wait(&c->work, &c->mu);
+    if (c->head == c->tail) break;
+    struct bg_job j = c->q[c->head % BG_QUEUE];
+    pthread_mutex_unlock(&c->mu);
+    double t0 = mono_s();
+    int rc = sum_range(c, j.x, j.n, j.lo, j.hi, j.esz, j.scatter, 100000);
+    double dt = mono_s() - t0;
+    pthread_mutex_lock(&c->mu);
+    c->bg_failed |= rc != 0;
+    c->bg_busy += dt;
+    c->head++;
+    pthread_cond_broadcast(&c->done);
   }
-  free(tab);
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* Starts the thread, with every signal blocked in it (the stage's
+ * handlers run on the thread that computes). 0, or -1. */
+static int bg_start(struct se3_comm *c) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&c->bg, NULL, bg_main, c);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) return -1;
+  c->bg_started = 1;
   return 0;
+}
+
+static void bg_stop(struct se3_comm *c) {
+  if (!c->bg_started) return;
+  pthread_mutex_lock(&c->mu);
+  c->bg_quit = 1;
+  pthread_cond_signal(&c->work);
+  pthread_mutex_unlock(&c->mu);
+  pthread_join(c->bg, NULL);
+  c->bg_started = 0;
+}
+
+int comm_sum_start(const struct se3_comm *cc, void *x, size_t n, size_t lo, size_t hi, int esz, int scatter) {
+  if (!cc || cc->size == 1 || hi <= lo) return 0;
+  struct se3_comm *c = (struct se3_comm *)cc;
+  pthread_mutex_lock(&c->mu);
+  if (c->threads && !c->bg_started && bg_start(c)) c->threads = 0;
+  if (!c->threads) { /* no thread: the sum now, in this one */
+    pthread_mutex_unlock(&c->mu);
+    double t0 = mono_s();
+    int rc = sum_range(c, x, n, lo, hi, esz, scatter, 1000000);
+    pthread_mutex_lock(&c->mu);
+    c->bg_busy += mono_s() - t0;
+    c->bg_failed |= rc != 0;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+  }
+  while (c->tail - c->head >= BG_QUEUE)
+    pthread_cond_wait(&c->done, &c->mu);
+  c->q[c->tail % BG_QUEUE] = (struct bg_job){x, n, lo, hi, esz, scatter};
+  c->tail++;
+  pthread_cond_signal(&c->work);
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+
+int comm_sum_wait(const struct se3_comm *cc, double *busy) {
+  if (busy) *busy = 0;
+  if (!cc || cc->size == 1) return 0;
+  struct se3_comm *c = (struct se3_comm *)cc;
+  pthread_mutex_lock(&c->mu);
+  while (c->head != c->tail)
+    pthread_cond_wait(&c->done, &c->mu);
+  int failed = c->bg_failed;
+  if (busy) *busy = c->bg_busy;
+  c->bg_failed = 0;
+  c->bg_busy = 0;
+  pthread_mutex_unlock(&c->mu);
+  return failed ? -1 : 0;
 }
 
 void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
@@ -221,16 +357,9 @@ static int *slice_counts(const struct se3_comm *c, size_t n) {
   return cd;
 }
 
-int comm_reduce_scatter(const struct se3_comm *cc, void *x, size_t n, int esz) {
-  if (!cc || cc->size == 1) return 0;
-  struct se3_comm *c = (struct se3_comm *)cc;
-  size_t N = (size_t)c->size, slice = (n + N - 1) / N;
-  if (n > (size_t)(1u << 30)) return -1;
-  char *recv = scratch(c, N * slice * (size_t)esz + 1);
-  int *tab = malloc(4 * N * sizeof *tab);
-  int rc = recv && tab ? sum_slice(c, x, n, slice, esz, recv, tab) : -1;
-  free(tab);
-  return rc;
+int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz) {
+  if (!c || c->size == 1) return 0;
+  return sum_range((struct se3_comm *)c, x, n, 0, n, esz, 1, 1000000);
 }
 
 int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz) {
@@ -336,6 +465,13 @@ static int sum_fixed(const struct se3_comm *c, void *x, size_t n, int esz) {
 int comm_max_int(const struct se3_comm *c, int *x, int n) {
   (void)c, (void)x, (void)n;
   return 0;
+}
+int comm_sum_start(const struct se3_comm *c, void *x, size_t n, size_t lo, size_t hi, int esz, int scatter) {
+  return (void)c, (void)x, (void)n, (void)lo, (void)hi, (void)esz, (void)scatter, 0;
+}
+int comm_sum_wait(const struct se3_comm *c, double *busy) {
+  if (busy) *busy = 0;
+  return (void)c, 0;
 }
 void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi) {
   (void)c;

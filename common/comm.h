@@ -57,15 +57,29 @@ int comm_sum_f32(const struct se3_comm *c, float *x, size_t n);
 int comm_max_int(const struct se3_comm *c, int *x, int n);
 /* Sharded state (ZeRO stage 1): n elements cut into one contiguous slice a
  * process, in rank order, each ceil(n / size) long (the last shorter, or
- * empty): this process's is [*lo, *hi). The same slices as comm_sum_f32's
- * for n up to 2^30. */
+ * empty): this process's is [*lo, *hi). The slices comm_sum_f32 sums on. */
 void comm_slice(const struct se3_comm *c, size_t n, size_t *lo, size_t *hi);
 /* x[0..n) (float: esz 4, double: esz 8) summed over the processes, but only
  * this process's slice is written: the first half of comm_sum_f32, its
- * sums the same to the bit. The rest of x is left as it was. n <= 2^30. */
+ * sums the same to the bit. The rest of x is left as it was. */
 int comm_reduce_scatter(const struct se3_comm *c, void *x, size_t n, int esz);
 /* Every process's slice of x (elements of esz bytes) to every process. */
 int comm_allgather(const struct se3_comm *c, void *x, size_t n, int esz);
+/* Sums in the background, while the caller computes (a gradient's
+ * buckets summed while the backward pass produces the rest):
+ * comm_sum_start queues x[lo..hi) of an array of n elements (esz 4 or 8)
+ * and returns at once; a thread of comm's sums it over the processes as
+ * comm_sum_f32 would sum the whole array (the same bits, element by
+ * element), or with scatter only this process's part of its comm_slice
+ * slice, as comm_reduce_scatter. Sums run in the order queued, and every
+ * process must queue the same ranges in the same order. comm_sum_wait waits
+ * until all queued sums are done: 0, or -1 when one failed; *busy (may be
+ * NULL): the seconds the thread spent summing since the last wait. Between
+ * the first comm_sum_start and comm_sum_wait the caller makes no other comm
+ * call and leaves the ranges alone. Where MPI allows no second thread
+ * (MPI_THREAD_SERIALIZED) the sum runs in comm_sum_start. */
+int comm_sum_start(const struct se3_comm *c, void *x, size_t n, size_t lo, size_t hi, int esz, int scatter);
+int comm_sum_wait(const struct se3_comm *c, double *busy);
 /* Every process's slice (mine: its hi - lo elements) into all[0..n) on
  * rank 0, whose own slice must already be in place there. */
 int comm_gather_slices(const struct se3_comm *c, const void *mine, void *all, size_t n, int esz);

@@ -133,6 +133,14 @@ struct nn_backend {
    * reals), with comm.h's slices (comm_slice). 0, or -1 with err. */
   int (*reduce_scatter)(real *x, size_t n, char *err, size_t errlen);
   int (*allgather)(real *x, size_t n, char *err, size_t errlen);
+  /* The gradient summed bucket by bucket while the backward goes on (NULL
+   * where the backend cannot: the model then sums after the backward).
+   * sum_start queues the sum of x[0..n) over the joined processes on a
+   * stream of its own, behind the work queued before it; the work queued
+   * after it does not wait for it. sum_wait makes the work queued after it
+   * wait for every sum started. After join; 0, or -1 with err. */
+  int (*sum_start)(real *x, size_t n, char *err, size_t errlen);
+  int (*sum_wait)(char *err, size_t errlen);
 };
 
 /* An arena whose blocks are the backend's memory. */

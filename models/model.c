@@ -1,10 +1,12 @@
 /* model.c — a model on a backend, as the stages see it (model.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "models/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/comm.h"
 #include "models/device.h"
@@ -244,7 +246,10 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
   return 0;
 }
 
-int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
+/* The gradient of the last forward kept, calling done(ctx, stage) as
+ * se3_model_backward_staged does. */
+static int backward(struct se3_net *n, const real *dout, void (*done)(void *, int), void *ctx, char *err,
+                    size_t errlen) {
   const struct nn_backend *be = n->be;
   if (!n->arr[SE3_NET_GRAD]) {
     snprintf(err, errlen, "this net was made for inference only (se3_net_inference_only)");
@@ -265,7 +270,8 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
     dd = n->dout.p;
   }
   be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real));
-  int bad = se3_model_backward(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->tape, dd, n->arr[SE3_NET_GRAD], NULL);
+  int bad = se3_model_backward_staged(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->tape, dd, n->arr[SE3_NET_GRAD],
+                                      NULL, done, ctx);
   se3_tape_free(n->tape);
   n->tape = NULL;
   if (bad && be->sync(err, errlen)) return -1; /* the device failed: its message */
@@ -276,7 +282,12 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
              be->name, n->db.G);
     return -1;
   }
-  return be->sync(err, errlen);
+  return 0;
+}
+
+int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
+  if (backward(n, dout, NULL, NULL, err, errlen)) return -1;
+  return n->be->sync(err, errlen);
 }
 
 void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
@@ -309,6 +320,119 @@ int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err,
   if (rc == 0) be->upload(n->arr[SE3_NET_GRAD], h, np * sizeof *h);
   free(h);
   return rc;
+}
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The gradient's buckets (se3_net_backward_sum): bucket k is
+ * [cut[k + 1], cut[k]), cut[0] = n_params, the last 0; after backward
+ * stage s the first ready[s] buckets are final. */
+struct buckets {
+  struct se3_net *n;
+  const struct se3_comm *comm;
+  int device; /* summed by the backend's sum_start (else comm.h's background sums) */
+  int scatter; /* sharded moments: only this process's slice is summed */
+  size_t cut[SE3_MAX_LAYERS + 2];
+  int count, ready[SE3_MAX_LAYERS + 1], started;
+  int failed; /* a sum could not be started: its message in err */
+  char err[256];
+};
+
+static void buckets_plan(struct buckets *bk, size_t bucket_bytes) {
+  size_t from[SE3_MAX_LAYERS + 1];
+  int stages = se3_model_grad_stages(&bk->n->model, from);
+  bk->cut[0] = bk->n->model.n_params;
+  bk->count = 0;
+  for (int s = 0; s < stages; s++) {
+    size_t top = bk->cut[bk->count];
+    /* a bucket closes once it holds bucket_bytes, and at the start */
+    if (top > from[s] && ((top - from[s]) * sizeof(real) >= bucket_bytes || s == stages - 1))
+      bk->cut[++bk->count] = from[s];
+    bk->ready[s] = bk->count;
+  }
+}
+
+/* Starts the sums of buckets started .. upto - 1. */
+static void buckets_start(struct buckets *bk, int upto) {
+  struct se3_net *n = bk->n;
+  real *g = n->arr[SE3_NET_GRAD];
+  for (; bk->started < upto; bk->started++) {
+    size_t lo = bk->cut[bk->started + 1], hi = bk->cut[bk->started];
+    if (bk->failed) continue; /* (the job ends: see se3_net_backward_sum) */
+    if (bk->device) {
+      if (n->be->sum_start(g + lo, hi - lo, bk->err, sizeof bk->err)) bk->failed = 1;
+    } else {
+      comm_sum_start(bk->comm, g, n->model.n_params, lo, hi, (int)sizeof(real), bk->scatter);
+    }
+  }
+}
+
+static void bucket_stage_done(void *ctx, int stage) {
+  struct buckets *bk = ctx;
+  buckets_start(bk, bk->ready[stage]);
+}
+
+int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_comm *comm, size_t bucket_bytes,
+                         struct se3_sum_stats *st, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  memset(st, 0, sizeof *st);
+  if (!comm) {
+    if (dout) return se3_net_backward(n, dout, err, errlen);
+    se3_net_zero_grad(n);
+    return 0;
+  }
+  int dev = 0;
+  if (!be->host_memory && !n->opt_comm && be->sum_start && (dev = device_collectives(be, comm, err, errlen)) < 0)
+    return -1;
+  if (bucket_bytes == 0 || (!be->host_memory && !dev)) {
+    /* one sum after the backward; a failed backward joins it all the same */
+    char why[512] = "";
+    int bad = 0;
+    if (dout) bad = se3_net_backward(n, dout, why, sizeof why) != 0;
+    if (!dout || bad) se3_net_zero_grad(n); /* (a failed backward adds nothing) */
+    double t0 = seconds();
+    int rc = se3_net_allreduce(n, comm, err, errlen);
+    st->wait_s = st->sum_s = seconds() - t0;
+    st->buckets = 1;
+    if (bad) snprintf(err, errlen, "%s", why);
+    return bad || rc ? -1 : 0;
+  }
+  struct buckets bk = {.n = n, .comm = comm, .device = dev, .scatter = n->opt_comm != NULL};
+  buckets_plan(&bk, bucket_bytes);
+  int bad = 0;
+  if (dout) {
+    bad = backward(n, dout, bucket_stage_done, &bk, err, errlen) != 0;
+  } else {
+    se3_net_zero_grad(n);
+  }
+  if (bad && bk.started < bk.count) /* the unfinished rest joins the sums all the same, as zeros */
+    be->zero(n->arr[SE3_NET_GRAD], bk.cut[bk.started] * sizeof(real));
+  buckets_start(&bk, bk.count);
+  double t0 = seconds(), busy = 0;
+  int rc;
+  if (dev) {
+    if (bk.failed) { /* the others' sums wait on the device for this one's: end the job */
+      fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(comm), bk.err);
+      comm_abort(comm, 1);
+    }
+    rc = be->sum_wait(bk.err, sizeof bk.err) || be->sync(bk.err, sizeof bk.err) ? -1 : 0;
+  } else {
+    rc = comm_sum_wait(comm, &busy);
+    if (rc) snprintf(bk.err, sizeof bk.err, "summing the gradient over %d processes: MPI failed", comm_size(comm));
+  }
+  st->wait_s = seconds() - t0;
+  st->sum_s = dev ? st->wait_s : busy;
+  st->buckets = bk.count;
+  if (bad) return -1; /* (the backward's message is in err) */
+  if (rc) {
+    snprintf(err, errlen, "%s", bk.err);
+    return -1;
+  }
+  return dev ? 0 : be->sync(err, errlen);
 }
 
 double se3_net_clip(struct se3_net *n, double max_norm) {

@@ -71,6 +71,30 @@ void se3_net_zero_grad(struct se3_net *n);
 /* Sums the gradient over the processes of comm (NULL: one process, nothing
  * to do), in common/comm.h's fixed order. 0, or -1 with a message. */
 int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
+/* What se3_net_backward_sum measured: wait_s, seconds it waited after the
+ * backward for the sums to finish (the part of the sums the backward did
+ * not hide); sum_s, seconds the sums took in all (on the host: the
+ * background thread's time; on a device, or with one sum after the
+ * backward, the same as wait_s); buckets, how many sums. */
+struct se3_sum_stats {
+  double wait_s, sum_s;
+  int buckets;
+};
+/* se3_net_backward and se3_net_allreduce in one, the sums overlapping the
+ * backward: each stretch of the gradient a layer's backward has finished
+ * (gathered into buckets of at least bucket_bytes, cut where the layers
+ * end) is summed over comm's processes while the layers below compute
+ * theirs (on the host, by comm.h's background thread; on a device with its
+ * own collectives, on a second stream). The same bits as the two calls one
+ * after the other: every element is summed in the same order. bucket_bytes
+ * 0: one sum after the backward. dout NULL: this process adds nothing (an
+ * empty share of the batch, or a step that failed before its backward)
+ * but joins the sums. Every process of comm must make this call with the
+ * same bucket_bytes, and a backward that fails still joins every sum (the
+ * others would wait for it) before it returns -1 with its message: discard
+ * the step. comm NULL: se3_net_backward (or a zero gradient). */
+int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_comm *comm, size_t bucket_bytes,
+                         struct se3_sum_stats *st, char *err, size_t errlen);
 /* ZeRO stage 1: this process keeps Adam's moments of its slice [*lo, *hi)
  * of the parameters only (common/comm.h's comm_slice), zeroed. From then
  * on se3_net_allreduce sums only the gradient's slice, se3_net_clip takes

@@ -309,5 +309,7 @@ const struct nn_backend *nn_backend_profiled(const struct nn_backend *inner, str
   profiled.join = inner->join;
   profiled.reduce_scatter = inner->reduce_scatter;
   profiled.allgather = inner->allgather;
+  profiled.sum_start = inner->sum_start;
+  profiled.sum_wait = inner->sum_wait;
   return &profiled;
 }

@@ -397,8 +397,22 @@ static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
   return p;
 }
 
+int se3_model_grad_stages(const struct se3_model *m, size_t from[SE3_MAX_LAYERS + 1]) {
+  int k = 0;
+  from[k++] = m->final_radial;
+  for (int bi = m->cfg.layers - 1; bi >= 0; bi--)
+    from[k++] = m->block[bi].radial;
+  return k;
+}
+
 int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
+  return se3_model_backward_staged(m, params, b, t, dout, dparams, dnode, NULL, NULL);
+}
+
+int se3_model_backward_staged(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                              const struct se3_tape *t, const real *dout, real *dparams, real *dnode,
+                              void (*done)(void *ctx, int stage), void *ctx) {
   const struct se3_config *c = &m->cfg;
   const struct nn_backend *be = m->be;
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
@@ -441,6 +455,7 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
   be->linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
   be->add(dh[0], dself, N * (size_t)fin.ch[0]);
   nn_arena_release(A, head);
+  if (done) done(ctx, 0);
 
   for (int bi = c->layers - 1; bi >= 0; bi--) {
     const struct se3_block_layout *B = &m->block[bi];
@@ -500,6 +515,7 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
       }
     }
     nn_arena_release(A, mark);
+    if (done) done(ctx, c->layers - bi);
     for (int d = 0; d <= NN_MAX_DEG; d++) { /* swap: this block's input gradient is the next one's dh */
       real *tmp = dh[d];
       dh[d] = dh_next[d];

@@ -169,6 +169,19 @@ int se3_model_infer_ws(const struct se3_model *m, const real *params, const stru
  * then incomplete: discard the step). */
 int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode);
+/* The backward finishes the gradient stretch by stretch, from the end of
+ * the parameters to their start: first the head's (the MLP, the final
+ * convolution and its radial network), then each block's, the last block
+ * first; no stretch is touched again once done. se3_model_grad_stages
+ * writes the offsets where they start, in that order (from[0] the head's,
+ * from[k] block layers - k's, the last 0): dparams[from[k] ..) is final
+ * once stage k is done. Returns the count, layers + 1. */
+int se3_model_grad_stages(const struct se3_model *m, size_t from[SE3_MAX_LAYERS + 1]);
+/* se3_model_backward, calling done(ctx, k) when stage k is done (on a
+ * device: once its work is queued). */
+int se3_model_backward_staged(const struct se3_model *m, const real *params, const struct se3_batch *b,
+                              const struct se3_tape *t, const real *dout, real *dparams, real *dnode,
+                              void (*done)(void *ctx, int stage), void *ctx);
 void se3_tape_free(struct se3_tape *t);
 /* The envelope weights (E) of a batch's edges from their features (E x
  * edge_in), as the forward computes them; all 1 without an envelope. */

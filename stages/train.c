@@ -90,6 +90,9 @@ struct tstage {
    * (gather_moments), the others' m and v hold their slice */
   int zero;
   size_t opt_lo, opt_hi, m_len; /* m_len: the reals m and v hold */
+  /* on several processes, the gradient is summed in buckets of this size
+   * while the backward runs (0: one sum after it) */
+  size_t bucket_bytes;
   long step;
   int member, epoch_done;
   double best;    /* best validation loss so far (INFINITY: none) */
@@ -489,6 +492,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                              strcmp(cfg_str(c, "optimizer", "adamw"), "adam") != 0};
   t->clip = cfg_float(c, "clip_norm", 0);
   t->zero = cfg_bool(c, "shard_optimizer", 0) && ctx->comm; /* (a job of one too: SE3_COMM=mpi) */
+  t->bucket_bytes = (size_t)(cfg_float(c, "bucket_mb", 4) * 1048576.0);
   t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
   t->best = INFINITY;
   t->best_epoch = -1;
@@ -1131,8 +1135,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   int ret = STAGE_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
   long i;
   /* seconds in the steps, in the per-step agreement (which waits for the
-   * slowest process) and in the gradient's sum, for the epoch's log line */
-  double t_steps = 0, t_agree = 0, t_sum = 0, t_start = now_s();
+   * slowest process), waiting for the gradient's sums after the backward
+   * and in those sums (most of them while the backward ran), for the
+   * epoch's log line */
+  double t_steps = 0, t_agree = 0, t_sum = 0, t_sum_all = 0, t_start = now_s();
+  int buckets = 0;
   for (i = pos; i < ntr; i += t->batch) {
     if (!comm && *ctx->stop) {
       ret = STAGE_STOPPED;
@@ -1142,10 +1149,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     /* this process's share of the batch: molecules lo..hi-1 of it */
     int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = held;
     double part = 0;
+    const real *dout = NULL; /* d loss / d predictions, for the backward; NULL: none (nothing to add) */
     if (held) {
       /* (its message is in ctx->err) */
     } else if (kr == 0) {
-      se3_net_zero_grad(t->net);
+      /* an empty share: a zero gradient */
     } else if (make_batch(t, order + i + lo, kr, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step), lo)) {
       failed = 1;
     } else if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
@@ -1157,8 +1165,24 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       if (kr != k) /* the mean over the whole batch, not over this share */
         for (int j = 0; j < kr; j++)
           dpred[j] = (real)((double)dpred[j] * kr / k);
-      /* a failed backward leaves an incomplete gradient: the step is not taken */
-      if (se3_net_backward(t->net, dpred, t->why, sizeof t->why)) failed = 1;
+      dout = dpred;
+    }
+    /* The gradient; on several processes summed over them while the
+     * backward runs (each process joins every sum, failed or not). A failed
+     * backward leaves an incomplete gradient: the step is not taken. */
+    if (comm) {
+      struct se3_sum_stats ss;
+      char why[512];
+      int rc = se3_net_backward_sum(t->net, dout, comm, t->bucket_bytes, &ss, why, sizeof why);
+      if (rc && !failed) {
+        snprintf(t->why, sizeof t->why, "%s", why);
+        failed = 1;
+      }
+      t_sum += ss.wait_s;
+      t_sum_all += ss.sum_s;
+      buckets = ss.buckets;
+    } else if (dout && se3_net_backward(t->net, dout, t->why, sizeof t->why)) {
+      failed = 1;
     }
     if (comm) {
       double agree[3] = {part, failed, *ctx->stop != 0}, t0 = now_s();
@@ -1182,13 +1206,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
         break;
       }
       part = agree[0];
-      double t1 = now_s();
-      if (se3_net_allreduce(t->net, comm, t->why, sizeof t->why)) {
-        ret = stage_fail_at(ctx, NULL, "%s", t->why);
-        break;
-      }
-      t_agree += t1 - t0;
-      t_sum += now_s() - t1;
+      t_agree += now_s() - t0;
     } else if (failed) {
       /* the epoch's transaction rolls back: nothing of this step is kept */
       ret = stage_fail_at(ctx, NULL, "%s", t->why);
@@ -1222,9 +1240,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   if (ret == STAGE_OK) ret = gather_moments(ctx, t);
   if (ret == STAGE_OK && comm && !replay && t_steps > 0)
     ctx->report->log(ctx,
-                     "model %d epoch %d: of %.2f s of steps, %.1f %% summing the gradients and %.1f %% agreeing "
-                     "(which waits for the slowest process)",
-                     t->member, e + 1, t_steps, 100 * t_sum / t_steps, 100 * t_agree / t_steps);
+                     "model %d epoch %d: of %.2f s of steps, %.1f %% waiting for the gradients' sums after the "
+                     "backward (the sums took %.1f %%, in %d bucket%s a step) and %.1f %% agreeing (which waits for "
+                     "the slowest process)",
+                     t->member, e + 1, t_steps, 100 * t_sum / t_steps, 100 * t_sum_all / t_steps, buckets,
+                     buckets == 1 ? "" : "s", 100 * t_agree / t_steps);
   free(order), free(pred), free(yt), free(dpred);
   return ret;
 }

@@ -5,7 +5,8 @@
  * way NCCL's documentation shows), every call queued on the backend's one
  * stream, so a collective runs after the backward that filled its array
  * and before the update that reads it, and nothing waits for it on the
- * host. NCCL's own settings (NCCL_DEBUG, NCCL_ALGO, NCCL_IB_HCA, ...) come
+ * host; the gradient's buckets (sum_start) run on a second stream, ordered
+ * by events, so they overlap the rest of the backward. NCCL's own settings (NCCL_DEBUG, NCCL_ALGO, NCCL_IB_HCA, ...) come
  * from the environment, untouched.
  *
  * Sums are NCCL's: the same result on every process, in an order NCCL
@@ -138,7 +139,55 @@ int cu_allgather(real *x, size_t n, char *err, size_t errlen) {
   return 0;
 }
 
+/* The gradient's buckets: each sum on a stream of its own (created with
+ * the first), started when an event recorded on the backend's stream says
+ * the backward has finished the bucket; the backward of the layers below
+ * goes on meanwhile (it writes none of a finished bucket). sum_wait makes
+ * the backend's stream wait for the last sum queued. The communicator's
+ * calls are on one stream, so the buckets run in the order started, the
+ * same on every process. */
+static struct {
+  cudaStream_t stream;
+  cudaEvent_t ready, done;
+} bk;
+
+int cu_sum_start(real *x, size_t n, char *err, size_t errlen) {
+  if (n == 0) return 0;
+  if (!nc.comm) {
+    snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
+    return -1;
+  }
+  if (!bk.stream && (CU_CHECK(cudaStreamCreateWithFlags(&bk.stream, cudaStreamNonBlocking)) ||
+                     CU_CHECK(cudaEventCreateWithFlags(&bk.ready, cudaEventDisableTiming)) ||
+                     CU_CHECK(cudaEventCreateWithFlags(&bk.done, cudaEventDisableTiming)))) {
+    snprintf(err, errlen, "CUDA could not make a stream and events for the gradient's sums");
+    return -1;
+  }
+  if (CU_CHECK(cudaEventRecord(bk.ready, cu_stream())) || CU_CHECK(cudaStreamWaitEvent(bk.stream, bk.ready, 0))) {
+    snprintf(err, errlen, "CUDA failed ordering a gradient bucket's sum after its backward");
+    return -1;
+  }
+  ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat, ncclSum, nc.comm, bk.stream);
+  return r == ncclSuccess ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket)", err, errlen);
+}
+
+int cu_sum_wait(char *err, size_t errlen) {
+  if (!bk.stream) return 0;
+  if (CU_CHECK(cudaEventRecord(bk.done, bk.stream)) || CU_CHECK(cudaStreamWaitEvent(cu_stream(), bk.done, 0))) {
+    snprintf(err, errlen, "CUDA failed ordering the update after the gradient's sums");
+    return -1;
+  }
+  return 0;
+}
+
 void cu_collectives_shutdown(void) {
+  if (bk.stream) {
+    (void)cudaStreamSynchronize(bk.stream);
+    (void)cudaEventDestroy(bk.ready);
+    (void)cudaEventDestroy(bk.done);
+    (void)cudaStreamDestroy(bk.stream);
+    bk.stream = NULL;
+  }
   if (nc.comm) (void)ncclCommDestroy(nc.comm);
   nc.comm = NULL;
 }

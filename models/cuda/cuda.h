@@ -115,6 +115,8 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
             int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen);
 int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen);
 int cu_allgather(real *x, size_t n, char *err, size_t errlen);
+int cu_sum_start(real *x, size_t n, char *err, size_t errlen);
+int cu_sum_wait(char *err, size_t errlen);
 void cu_collectives_shutdown(void);
 /* gemm.cu */
 void cu_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);

@@ -184,6 +184,8 @@ static void fill_table(void) {
   table.join = cu_join;
   table.reduce_scatter = cu_reduce_scatter;
   table.allgather = cu_allgather;
+  table.sum_start = cu_sum_start;
+  table.sum_wait = cu_sum_wait;
 #endif
 }
 

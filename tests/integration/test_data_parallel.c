@@ -208,30 +208,47 @@ static int spawn_two(const char *dir, const char *wf, const char *wd, const char
   return spawn_stage(dir, wf, "train", wd, log);
 }
 
+/* The log of a run in dir holds `what`. */
+static void log_says(const char *dir, const char *log, const char *what) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/%s", dir, log);
+  char *text = tu_read(path, NULL);
+  cr_assert(text && strstr(text, what), "%s does not say \"%s\":\n%s", path, what, text ? text : "");
+  free(text);
+}
+
 /* Adam's moments sharded over the processes (stages.train.shard_optimizer):
  * the same training to the bit, checkpoints included (their moments
  * gathered whole on rank 0), over two epochs with mid-epoch checkpoints;
  * with gradient clipping (whose norm then sums the slices' squares) the
- * same to round-off. */
+ * same to round-off. And the gradient summed bucket by bucket while the
+ * backward runs (stages.train.bucket_mb; a bucket a layer here, 3 in all),
+ * whole or sharded: the same bits as one sum after the backward. */
 Test(data_parallel, sharded_adam_moments_train_what_whole_ones_train) {
   char *wf;
   char *dir = prepare("dp_zero", "    epochs: 2\n    batch_size: 47\n    checkpoint_every: 7\n", &wf);
-  for (int i = 0; i < 4; i++)
-    copy_base(dir, (const char *[]){"whole", "sharded", "whole_clip", "sharded_clip"}[i]);
-  const char *zero = "--set stages.train.shard_optimizer=true", *clip = "--set stages.train.clip_norm=0.05";
-  char both[256];
+  for (int i = 0; i < 5; i++)
+    copy_base(dir, (const char *[]){"whole", "sharded", "bucketed", "whole_clip", "sharded_clip"}[i]);
+  const char *zero = "--set stages.train.shard_optimizer=true", *clip = "--set stages.train.clip_norm=0.05",
+             *one_sum = "--set stages.train.bucket_mb=0", *per_layer = "--set stages.train.bucket_mb=0.000001";
+  char both[256], zero_buckets[256];
   snprintf(both, sizeof both, "%s %s", zero, clip);
-  cr_assert_eq(run_train_with(dir, wf, "whole", 2, NULL, ""), 0);
-  cr_assert_eq(run_train_with(dir, wf, "sharded", 2, "sharded.log", zero), 0, "see %s/sharded.log", dir);
-  char path[1100];
-  snprintf(path, sizeof path, "%s/sharded.log", dir);
-  char *log = tu_read(path, NULL);
-  cr_assert(strstr(log, "Adam's moments sharded over 2 processes"), "%s", log);
-  free(log);
+  snprintf(zero_buckets, sizeof zero_buckets, "%s %s", zero, per_layer);
+  cr_assert_eq(run_train_with(dir, wf, "whole", 2, "whole.log", one_sum), 0, "see %s/whole.log", dir);
+  log_says(dir, "whole.log", "in 1 bucket a step");
+  cr_assert_eq(run_train_with(dir, wf, "sharded", 2, "sharded.log", zero_buckets), 0, "see %s/sharded.log", dir);
+  log_says(dir, "sharded.log", "Adam's moments sharded over 2 processes");
+  log_says(dir, "sharded.log", "in 3 buckets a step");
+  cr_assert_eq(run_train_with(dir, wf, "bucketed", 2, "bucketed.log", per_layer), 0, "see %s/bucketed.log", dir);
+  log_says(dir, "bucketed.log", "in 3 buckets a step");
   const char *files[] = {"epoch-0.ckpt", "epoch-1.ckpt", "best.ckpt"};
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     cr_assert_eq(tu_sh(NULL, "cmp %s/whole/models/train-0/%s %s/sharded/models/train-0/%s", dir, files[i], dir, files[i]),
                  0, "%s differs with the moments sharded", files[i]);
+    cr_assert_eq(
+        tu_sh(NULL, "cmp %s/whole/models/train-0/%s %s/bucketed/models/train-0/%s", dir, files[i], dir, files[i]), 0,
+        "%s differs with the gradient summed bucket by bucket", files[i]);
+  }
   cr_assert_eq(run_train_with(dir, wf, "whole_clip", 2, NULL, clip), 0);
   cr_assert_eq(run_train_with(dir, wf, "sharded_clip", 2, NULL, both), 0);
   double rel = rel_diff(dir, "whole_clip", "sharded_clip", "epoch-1.ckpt");

@@ -249,6 +249,70 @@ Test(model, low_memory_gives_identical_gradients_with_the_envelope) {
   check_low_memory(&e);
 }
 
+/* The backward's stages (se3_model_grad_stages), which the gradient's
+ * buckets are summed by while the backward goes on: when stage k is
+ * reported done, the gradient from from[k] on is already final (no later
+ * stage writes it again), and every stage adds something there. */
+struct stage_snap {
+  const struct se3_model *m;
+  const float *g;
+  size_t from[SE3_MAX_LAYERS + 1];
+  float *snap[SE3_MAX_LAYERS + 1];
+  int calls;
+};
+
+static void snap_stage(void *ctx, int k) {
+  struct stage_snap *s = ctx;
+  cr_assert_eq(k, s->calls, "stage %d reported after %d stages", k, s->calls);
+  size_t n = s->m->n_params - s->from[k];
+  s->snap[k] = malloc((n ? n : 1) * sizeof(float));
+  memcpy(s->snap[k], s->g + s->from[k], n * sizeof(float));
+  s->calls++;
+}
+
+Test(model, each_backward_stage_finishes_its_stretch_of_the_gradient) {
+  struct se3_model m;
+  char err[256];
+  struct se3_config c = cfg32;
+  c.layers = 3;
+  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  float *p = malloc(m.n_params * sizeof *p), *g = calloc(m.n_params, sizeof *g);
+  se3_model_init_params(&m, p, 11);
+  struct mol mols[N_MOL];
+  make_mols(mols);
+  struct se3_batch_buf mb;
+  batch_from(&mb, mols, &m);
+  float y[N_MOL], dout[N_MOL] = {0.5f, -1, 2};
+  struct nn_arena ws = {0};
+  struct stage_snap s = {.m = &m, .g = g};
+  int stages = se3_model_grad_stages(&m, s.from);
+  cr_assert_eq(stages, c.layers + 1);
+  cr_assert_eq(s.from[stages - 1], 0);
+  for (int k = 1; k < stages; k++)
+    cr_assert_lt(s.from[k], s.from[k - 1], "stages must go from the end of the parameters down");
+  struct se3_tape *t = se3_model_forward_ws(&m, p, &mb.b, y, &ws);
+  cr_assert_eq(se3_model_backward_staged(&m, p, &mb.b, t, dout, g, NULL, snap_stage, &s), 0);
+  cr_assert_eq(s.calls, stages);
+  for (int k = 0; k < stages; k++) {
+    size_t n = m.n_params - s.from[k], hi = k ? s.from[k - 1] : m.n_params;
+    cr_assert_eq(memcmp(s.snap[k], g + s.from[k], n * sizeof *g), 0,
+                 "the gradient from %zu on changed after stage %d was reported done", s.from[k], k);
+    int moved = 0;
+    for (size_t i = s.from[k]; i < hi; i++)
+      moved |= g[i] != 0;
+    cr_assert(moved, "stage %d left its stretch [%zu, %zu) at zero", k, s.from[k], hi);
+    free(s.snap[k]);
+  }
+  se3_tape_free(t);
+  nn_arena_free(&ws);
+  se3_batch_buf_free(&mb);
+  for (int i = 0; i < N_MOL; i++)
+    mol_free(&mols[i]);
+  free(p);
+  free(g);
+  se3_model_free(&m);
+}
+
 /* Inference (se3_model_infer_ws, what scoring runs) gives the forward's
  * predictions bit for bit while its workspace holds one block at a time:
  * with 4 blocks, well under what the kept forward needs. */
