@@ -19,8 +19,10 @@ on 1 to 512 GPUs (or CPU nodes): what a step costs on N devices, from
             over InfiniBand (those of one rail a GPU), plus one small
             all-reduce a step (the loss and the processes' agreement);
   overlap   the fraction of the all-reduce hidden behind the backward pass
-            (--overlap, measured: 0 for se3screen today, whose sum starts
-            when the backward has finished).
+            (--overlap): measured by bench/data_parallel.sh ("overlap": the
+            share of the one-sum-after-the-backward runs' wait for the sum
+            that the runs summing bucket by bucket during the backward no
+            longer wait for); 0 models a sum that starts after the backward.
 
 step(N) = compute * imbalance(N) + (1 - overlap) * allreduce(N); throughput
 N * batch / step(N). Prints one JSON object per N and a summary with every
@@ -74,7 +76,7 @@ def main():
     ap.add_argument("--params", type=int, default=0, help="parameters (with --reference; else model_bench's)")
     ap.add_argument("--graphs", help="a screen.db whose graphs' edge counts give the shares' costs")
     ap.add_argument("--overlap", type=float, default=0.0, help="measured fraction of the all-reduce hidden")
-    ap.add_argument("--buckets", type=int, default=1, help="all-reduce pieces a step (se3screen today: 1)")
+    ap.add_argument("--buckets", type=int, default=1, help="all-reduce pieces a step (se3screen: 7 for se3_qm9 with bucket_mb 4, the default; 1 with bucket_mb 0)")
     ap.add_argument("--per-node", type=int, default=8, help="devices a node")
     ap.add_argument("--nvlink-gbs", type=float, default=370.0, help="all-reduce bus bandwidth in a node, GB/s")
     ap.add_argument("--nvlink-alpha-us", type=float, default=8.0, help="latency a ring step in a node, us")
