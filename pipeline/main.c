@@ -12,6 +12,7 @@
 
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
+#include "pipeline/slurm.h"
 #include "pipeline/verify.h"
 #include "stages/stage.h"
 
@@ -24,6 +25,7 @@ static const char usage_main[] =
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
     "  top DB [-n N]          the best hits of the rank stage, as a table\n"
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
+    "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
     "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
     "  --version              version, and the kernels this processor gets (ISA, OpenBLAS core)\n"
     "\n"
@@ -86,6 +88,26 @@ static const char usage_merge[] = "usage: se3screen merge DB\n"
                                   "Folds the shard databases in the folder shards/ beside DB into DB, then finishes\n"
                                   "stages whose chunks are now all present (for ingest: set-wide dedupe).\n"
                                   "Merging twice gives the same result as merging once.\n";
+
+static const char usage_slurm[] =
+    "usage: se3screen slurm WORKFLOW.yaml [--submit | --resume] [--partition P] [--account A] [--time T]\n"
+    "                       [--array-size N] [--max-running K] [--nodes M] [--tasks-per-node T]\n"
+    "                       [--gpus-per-task G] [--cpus-per-task C] [--mem M] [--extra 'SBATCH OPTIONS']\n"
+    "                       [--set KEY=VALUE]...\n"
+    "\n"
+    "Writes WORKDIR/slurm/: one sbatch script a step, readable and editable, and\n"
+    "submit.sh, which submits them in order, each after the one before succeeded.\n"
+    "Chunked stages (ingest, graph, basis, score) run as arrays whose tasks share\n"
+    "out the chunks, each followed by a merge; train runs as one job of\n"
+    "nodes x tasks-per-node processes (srun --mpi=pmix); rank as one task. Every\n"
+    "job stops at a chunk or step when Slurm warns it of its time limit, keeps its\n"
+    "work and requeues itself. Defaults come from the workflow's slurm: block; the\n"
+    "options override it.\n"
+    "\n"
+    "  --submit         write the scripts, then submit every step (sbatch)\n"
+    "  --resume         submit again from the first step whose stage is not finished in\n"
+    "                   screen.db (the scripts are kept as they are, edits included);\n"
+    "                   refused while jobs of this workflow are still queued\n";
 
 static const char usage_verify[] =
     "usage: se3screen verify DB|WORKDIR [--quick] [--max-listed N]\n"
@@ -356,6 +378,64 @@ int main(int argc, char **argv) {
     struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
     rc = query_run(path, sql, fmt, &lim, stdout);
     sqlite3_free(sql);
+    return rc;
+  }
+  if (!strcmp(verb, "slurm")) {
+    if (wants_help(argc, argv)) return fputs(usage_slurm, stdout), SE3_EXIT_OK;
+    /* the options are slurm.* keys: --set slurm.KEY=VALUE, after the user's own --set */
+    static const char *const keys[][2] = {
+        {"--partition", "partition"},     {"--account", "account"},
+        {"--time", "time"},               {"--array-size", "array_size"},
+        {"--max-running", "max_running"}, {"--nodes", "nodes"},
+        {"--tasks-per-node", "tasks_per_node"}, {"--gpus-per-task", "gpus_per_task"},
+        {"--cpus-per-task", "cpus_per_task"},   {"--mem", "mem"},
+        {"--extra", "extra"}};
+    struct slurm_opts so = {0};
+    const char **all = calloc((size_t)argc + 1, sizeof *all);
+    char **owned = calloc((size_t)argc + 1, sizeof *owned);
+    int n_own = 0;
+    if (!all || !owned) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
+    rc = SE3_EXIT_OK;
+    for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
+      const char *a = argv[i];
+      size_t k = 0, nk = sizeof keys / sizeof *keys;
+      while (k < nk && strcmp(a, keys[k][0]))
+        k++;
+      if (!strcmp(a, "--submit")) {
+        so.submit = 1;
+      } else if (!strcmp(a, "--resume")) {
+        so.resume = 1;
+      } else if (!strcmp(a, "--set") || k < nk) {
+        if (i + 1 >= argc) {
+          rc = usage_error(usage_slurm, "%s needs a value", a);
+          break;
+        }
+        const char *v = argv[++i];
+        if (k == nk) {
+          if (!strchr(v, '=')) rc = usage_error(usage_slurm, "--set wants KEY=VALUE, got '%s'", v);
+          all[so.n_sets++] = v;
+        } else if (asprintf(&owned[n_own], "slurm.%s=%s", keys[k][1], v) >= 0) {
+          all[so.n_sets++] = owned[n_own++];
+        }
+      } else if (a[0] == '-' && a[1]) {
+        rc = usage_error(usage_slurm, "unknown option '%s'", a);
+      } else if (!so.workflow) {
+        so.workflow = a;
+      } else {
+        rc = usage_error(usage_slurm, "unexpected argument '%s'", a);
+      }
+    }
+    if (rc == SE3_EXIT_OK && !so.workflow) rc = usage_error(usage_slurm, "%s", "missing the workflow file");
+    if (rc == SE3_EXIT_OK && so.submit && so.resume)
+      rc = usage_error(usage_slurm, "%s", "--submit and --resume exclude each other");
+    if (rc == SE3_EXIT_OK) {
+      so.sets = all;
+      rc = slurm_run(&so);
+    }
+    for (int i = 0; i < n_own; i++)
+      free(owned[i]);
+    free(owned);
+    free(all);
     return rc;
   }
   if (!strcmp(verb, "merge")) {

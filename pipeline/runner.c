@@ -131,6 +131,26 @@ static struct cfg_node *load_config(const char *workflow, const char *const *set
   return root;
 }
 
+struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets) {
+  return load_config(workflow, sets, n_sets, NULL, "*");
+}
+
+int runner_stages(const struct cfg_node *root, const char *names[], int max) {
+  const struct cfg_node *stages = cfg_get(root, "stages");
+  int last = N_STAGES - 1, n = 0;
+  while (last > 0 && !(stages && cfg_get(stages, all_stages[last]->name) &&
+                       cfg_get(stages, all_stages[last]->name)->file &&
+                       strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
+    last--;
+  for (int i = 0; i <= last && n < max; i++) {
+    const struct cfg_node *sc = stages ? cfg_get(stages, all_stages[i]->name) : NULL;
+    int configured = sc && sc->file && strcmp(sc->file, "<default>");
+    if (all_stages[i]->optional && !configured) continue;
+    names[n++] = all_stages[i]->name;
+  }
+  return n;
+}
+
 int runner_check(const char *workflow, const char *const *sets, int n_sets) {
   struct cfg_node *root = load_config(workflow, sets, n_sets, NULL, "*");
   if (!root) return SE3_EXIT_USAGE;

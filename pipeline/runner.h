@@ -35,4 +35,14 @@ int runner_status(const char *workflow_or_db, const char *const *sets, int n_set
 /* `merge`: fold WORKDIR/shards/<stage>-<i>.db into the database. */
 int runner_merge(const char *db_path);
 
+struct cfg_node;
+/* The workflow's configuration with the --set overrides, every input
+ * checked (`check`'s); NULL with the problems printed. Free with
+ * cfg_node_free. */
+struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets);
+/* The stages `run` runs for this configuration, in order (up to the last
+ * one the workflow configures, optional ones only where configured): their
+ * names into names (at most max); returns the count. */
+int runner_stages(const struct cfg_node *root, const char *names[], int max);
+
 #endif

@@ -1,0 +1,415 @@
+/* slurm.c — `se3screen slurm` (slurm.h). */
+#define _GNU_SOURCE
+#include "pipeline/slurm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "common/cfgtree.h"
+#include "pipeline/runner.h"
+
+enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_TRAIN, STEP_SINGLE };
+
+struct step {
+  enum step_kind kind;
+  const char *stage; /* the stage it runs (merges, for STEP_MERGE) */
+  char file[64];     /* NN-name.sbatch */
+};
+
+#define MAX_STEPS 32
+
+/* The stages whose chunks an array's tasks share out (the others run as
+ * one job). */
+static int chunked(const char *stage) {
+  static const char *const names[] = {"ingest", "graph", "basis", "score"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(stage, names[i])) return 1;
+  return 0;
+}
+
+/* s as one bash word, in single quotes. */
+static void put_quoted(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++)
+    if (*s == '\'')
+      fputs("'\\''", f);
+    else
+      fputc(*s, f);
+  fputc('\'', f);
+}
+
+/* mkdir -p. 0, or -1 with errno. */
+static int mkdirs(const char *path) {
+  char tmp[PATH_MAX + 64];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+struct ctx {
+  const struct slurm_opts *o;
+  const struct cfg_node *root;
+  char workflow[PATH_MAX], workdir[PATH_MAX], dir[PATH_MAX + 16], se3[PATH_MAX];
+  const char *name; /* the workflow's name */
+  struct step steps[MAX_STEPS];
+  int n;
+};
+
+/* The #SBATCH lines every script shares. */
+static void common_header(FILE *f, const struct ctx *c, const struct step *s) {
+  const struct cfg_node *r = c->root;
+  const char *part = cfg_str(r, "slurm.partition", NULL), *acct = cfg_str(r, "slurm.account", NULL),
+             *extra = cfg_str(r, "slurm.extra", NULL);
+  fprintf(f, "#SBATCH --job-name=se3-%s-%s%s\n", c->name, s->kind == STEP_MERGE ? "merge-" : "", s->stage);
+  fprintf(f, "#SBATCH --time=%s\n", cfg_str(r, "slurm.time", "04:00:00"));
+  fprintf(f, "#SBATCH --signal=B:USR1@%lld\n", (long long)cfg_int(r, "slurm.signal_s", 120));
+  fprintf(f, "#SBATCH --requeue\n#SBATCH --open-mode=append\n");
+  fprintf(f, "#SBATCH --mem=%s\n", cfg_str(r, "slurm.mem", "8G"));
+  if (part) fprintf(f, "#SBATCH --partition=%s\n", part);
+  if (acct) fprintf(f, "#SBATCH --account=%s\n", acct);
+  if (extra) { /* one line an option */
+    char *copy = strdup(extra), *save = NULL;
+    for (char *t = copy ? strtok_r(copy, " \t", &save) : NULL; t; t = strtok_r(NULL, " \t", &save))
+      fprintf(f, "#SBATCH %s\n", t);
+    free(copy);
+  }
+}
+
+/* The shell function every script runs se3screen through. */
+static const char step_function[] =
+    "# Runs its arguments. Slurm's USR1 (slurm.signal_s before the time limit)\n"
+    "# and TERM (preemption, scancel) make se3screen stop at its next chunk or\n"
+    "# step with its finished work kept (exit 75); the job then requeues itself,\n"
+    "# at most REQUEUES times, and the rerun goes on where this one stopped.\n"
+    "step() {\n"
+    "  \"$@\" &\n"
+    "  local pid=$! rc\n"
+    "  trap 'kill -USR1 $pid 2>/dev/null' USR1\n"
+    "  trap 'kill -TERM $pid 2>/dev/null' TERM\n"
+    "  while :; do\n"
+    "    wait \"$pid\"; rc=$?\n"
+    "    # a trapped signal ends `wait` early: wait again while it runs\n"
+    "    if [ \"$rc\" -gt 128 ] && kill -0 \"$pid\" 2>/dev/null; then continue; fi\n"
+    "    break\n"
+    "  done\n"
+    "  if [ \"$rc\" -eq 75 ] && [ \"${SLURM_RESTART_COUNT:-0}\" -lt \"$REQUEUES\" ]; then\n"
+    "    echo \"$(date -u +%FT%TZ) se3screen slurm: stopped, its work kept; requeueing job $SLURM_JOB_ID\" \\\n"
+    "         \"(restart $((${SLURM_RESTART_COUNT:-0} + 1)) of $REQUEUES)\" >&2\n"
+    "    # Slurm ends this run and starts the job again\n"
+    "    scontrol requeue \"$SLURM_JOB_ID\" && sleep 600\n"
+    "    echo \"$(date -u +%FT%TZ) se3screen slurm: scontrol did not requeue job $SLURM_JOB_ID (if Slurm is\" \\\n"
+    "         \"requeueing it already, nothing is lost; else: se3screen slurm --resume $WORKFLOW)\" >&2\n"
+    "  elif [ \"$rc\" -eq 75 ]; then\n"
+    "    echo \"$(date -u +%FT%TZ) se3screen slurm: stopped before finishing, requeued $REQUEUES times already:\" \\\n"
+    "         \"raise slurm.time, then run: se3screen slurm --resume $WORKFLOW\" >&2\n"
+    "  elif [ \"$rc\" -ne 0 ]; then\n"
+    "    echo \"$(date -u +%FT%TZ) se3screen slurm: job $SLURM_JOB_ID failed with status $rc (its message is\" \\\n"
+    "         \"above); the steps after it are cancelled. Fix the cause, then: se3screen slurm --resume $WORKFLOW\" >&2\n"
+    "  fi\n"
+    "  exit \"$rc\"\n"
+    "}\n";
+
+/* se3screen run WORKFLOW --stage S with the --set overrides, as bash words. */
+static void run_words(FILE *f, const struct ctx *c, const char *stage) {
+  fputs("\"$SE3\" run \"$WORKFLOW\" --stage ", f);
+  fputs(stage, f);
+  for (int i = 0; i < c->o->n_sets; i++) {
+    if (!strncmp(c->o->sets[i], "slurm.", 6)) continue; /* (the scripts' own settings) */
+    fputs(" --set ", f);
+    put_quoted(f, c->o->sets[i]);
+  }
+}
+
+static int write_step(const struct ctx *c, int k) {
+  const struct step *s = &c->steps[k];
+  const struct cfg_node *r = c->root;
+  char path[PATH_MAX + 96], tmp[PATH_MAX + 112];
+  snprintf(path, sizeof path, "%s/%s", c->dir, s->file);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  long long tasks = cfg_int(r, "slurm.array_size", 16), cap = cfg_int(r, "slurm.max_running", 0),
+            cpus = cfg_int(r, "slurm.cpus_per_task", 2), gpus = cfg_int(r, "slurm.gpus_per_task", 0),
+            nodes = cfg_int(r, "slurm.nodes", 1), per_node = cfg_int(r, "slurm.tasks_per_node", 1);
+  fprintf(f, "#!/bin/bash\n");
+  switch (s->kind) {
+  case STEP_ARRAY:
+    fprintf(f,
+            "# se3screen slurm, workflow %s, step %d: the %s stage as an array of %lld tasks;\n"
+            "# task I takes every %lld-th chunk from chunk I into %s/shards/%s-I.db,\n"
+            "# and the next step merges them into screen.db.\n",
+            c->name, k, s->stage, tasks, tasks, c->workdir, s->stage);
+    break;
+  case STEP_MERGE:
+    fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage's shards merged into screen.db.\n", c->name,
+            k, s->stage);
+    break;
+  case STEP_TRAIN:
+    fprintf(f, "# se3screen slurm, workflow %s, step %d: the train stage on %lld process%s (%lld node%s).\n",
+            c->name, k, nodes * per_node, nodes * per_node > 1 ? "es" : "", nodes, nodes > 1 ? "s" : "");
+    break;
+  case STEP_SINGLE:
+    fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage.\n", c->name, k, s->stage);
+    break;
+  }
+  fprintf(f, "# Written by `se3screen slurm`, edit freely; submit.sh submits the steps in order.\n");
+  common_header(f, c, s);
+  if (s->kind == STEP_ARRAY) {
+    fprintf(f, "#SBATCH --array=0-%lld", tasks - 1);
+    if (cap > 0) fprintf(f, "%%%lld", cap);
+    fprintf(f, "\n#SBATCH --output=%s/logs/%s-%%A_%%a.log\n", c->dir, s->file);
+  } else {
+    fprintf(f, "#SBATCH --output=%s/logs/%s-%%j.log\n", c->dir, s->file);
+  }
+  if (s->kind == STEP_TRAIN) {
+    fprintf(f, "#SBATCH --nodes=%lld\n#SBATCH --ntasks-per-node=%lld\n#SBATCH --cpus-per-task=%lld\n", nodes, per_node,
+            cpus);
+  } else {
+    fprintf(f, "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=%lld\n", s->kind == STEP_MERGE ? 1 : cpus);
+  }
+  if (gpus > 0 && (s->kind == STEP_TRAIN || (s->kind == STEP_ARRAY && !strcmp(s->stage, "score"))))
+    fprintf(f, "#SBATCH --gpus-per-task=%lld\n", gpus);
+  fprintf(f, "\nset -u\nSE3=");
+  put_quoted(f, c->se3);
+  fprintf(f, "\nWORKFLOW=");
+  put_quoted(f, c->workflow);
+  fprintf(f, "\nREQUEUES=%lld\n", (long long)cfg_int(r, "slurm.requeues", 3));
+  fprintf(f, "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n\n%s\n", step_function);
+  switch (s->kind) {
+  case STEP_ARRAY:
+    fputs("step ", f);
+    run_words(f, c, s->stage);
+    fputs(" --shard \"$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT\"\n", f);
+    break;
+  case STEP_MERGE:
+    fputs("step \"$SE3\" merge ", f);
+    put_quoted(f, c->workdir);
+    fputs("/screen.db\n", f);
+    break;
+  case STEP_TRAIN:
+    /* one process: no launcher; several: srun starts them, PMIx joins them */
+    fputs("if [ \"${SLURM_NTASKS:-1}\" -gt 1 ]; then\n  step srun --mpi=pmix ", f);
+    run_words(f, c, s->stage);
+    fputs("\nelse\n  step ", f);
+    run_words(f, c, s->stage);
+    fputs("\nfi\n", f);
+    break;
+  case STEP_SINGLE:
+    fputs("step ", f);
+    run_words(f, c, s->stage);
+    fputc('\n', f);
+    break;
+  }
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int write_submit(const struct ctx *c) {
+  char path[PATH_MAX + 48], tmp[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/submit.sh", c->dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  fprintf(f,
+          "#!/bin/bash\n"
+          "# Submits the steps of workflow %s from step FIRST (default 0) on, each\n"
+          "# after the one before has succeeded (afterok); a step whose dependency\n"
+          "# failed is cancelled, not left pending (--kill-on-invalid-dep). Every\n"
+          "# submission is added to jobs.tsv. Written by `se3screen slurm`;\n"
+          "# `se3screen slurm --resume` runs it from the first unfinished step.\n"
+          "#   usage: bash submit.sh [FIRST]\n"
+          "set -euo pipefail\n"
+          "cd \"$(dirname \"$0\")\"\n"
+          "steps=(",
+          c->name);
+  for (int k = 0; k < c->n; k++)
+    fprintf(f, "%s%s", k ? " " : "", c->steps[k].file);
+  fprintf(f, ")\n"
+             "first=${1:-0}\n"
+             "dep=\"\"\n"
+             "for ((i = first; i < ${#steps[@]}; i++)); do\n"
+             "  id=$(sbatch --parsable --kill-on-invalid-dep=yes ${dep:+--dependency=afterok:$dep} \"${steps[i]}\")\n"
+             "  id=${id%%%%;*}\n"
+             "  printf '%%s\\t%%s\\t%%s\\n' \"$(date -u +%%FT%%TZ)\" \"${steps[i]}\" \"$id\" >>jobs.tsv\n"
+             "  echo \"submitted ${steps[i]} as job $id${dep:+ (after job $dep)}\"\n"
+             "  dep=$id\n"
+             "done\n");
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Whether stage `name` is finished in WORKDIR/screen.db (0 where there is
+ * no database yet). */
+static int stage_finished(const struct ctx *c, const char *name) {
+  char db[PATH_MAX + 16];
+  snprintf(db, sizeof db, "%s/screen.db", c->workdir);
+  if (access(db, R_OK) != 0) return 0;
+  sqlite3 *h = NULL;
+  int done = 0;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 10000);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT finalized FROM stage_state WHERE stage = ?1", -1, &st, NULL) == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+      if (sqlite3_step(st) == SQLITE_ROW) done = sqlite3_column_int(st, 0) != 0;
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  return done;
+}
+
+/* The job ids jobs.tsv lists that Slurm still holds (queued or running),
+ * into busy (a line of ids); 0, 1 where there are some, -1 where squeue
+ * could not be asked. */
+static int jobs_alive(const struct ctx *c, char *busy, size_t n) {
+  busy[0] = 0;
+  char path[PATH_MAX + 48];
+  snprintf(path, sizeof path, "%s/jobs.tsv", c->dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char ids[8192] = "", line[1024];
+  while (fgets(line, sizeof line, f)) {
+    char *id = strrchr(line, '\t');
+    if (!id) continue;
+    id[strcspn(id, "\r\n")] = 0;
+    if (strlen(ids) + strlen(id) + 2 < sizeof ids) strcat(strcat(ids, " "), id + 1);
+  }
+  fclose(f);
+  FILE *q = popen("squeue -h -o %F 2>/dev/null", "r");
+  if (!q) return -1;
+  int found = 0;
+  while (fgets(line, sizeof line, q)) {
+    line[strcspn(line, "\r\n")] = 0;
+    char key[1100];
+    snprintf(key, sizeof key, " %s ", line);
+    char hay[8300];
+    snprintf(hay, sizeof hay, "%s ", ids);
+    if (line[0] && strstr(hay, key) && !strstr(busy, key)) {
+      if (strlen(busy) + strlen(line) + 2 < n) strcat(strcat(busy, " "), line);
+      found = 1;
+    }
+  }
+  int rc = pclose(q);
+  if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) return -1;
+  return found;
+}
+
+int slurm_run(const struct slurm_opts *o) {
+  struct ctx c = {.o = o};
+  struct cfg_node *root = runner_config(o->workflow, o->sets, o->n_sets);
+  if (!root) return SE3_EXIT_USAGE;
+  c.root = root;
+  int ret = SE3_EXIT_FAILED;
+  if (!realpath(o->workflow, c.workflow)) snprintf(c.workflow, sizeof c.workflow, "%s", o->workflow);
+  snprintf(c.workdir, sizeof c.workdir, "%s", cfg_str(root, "workdir", "."));
+  snprintf(c.dir, sizeof c.dir, "%s/slurm", c.workdir);
+  c.name = cfg_str(root, "workflow", "workflow");
+  ssize_t len = readlink("/proc/self/exe", c.se3, sizeof c.se3 - 1);
+  c.se3[len > 0 ? len : 0] = 0;
+  if (len <= 0) snprintf(c.se3, sizeof c.se3, "se3screen");
+
+  const char *names[16];
+  int ns = runner_stages(root, names, 16);
+  for (int i = 0; i < ns && c.n + 2 <= MAX_STEPS; i++) {
+    enum step_kind kind = chunked(names[i]) ? STEP_ARRAY : !strcmp(names[i], "train") ? STEP_TRAIN : STEP_SINGLE;
+    c.steps[c.n] = (struct step){kind, names[i], ""};
+    snprintf(c.steps[c.n].file, sizeof c.steps[c.n].file, "%02d-%s.sbatch", c.n, names[i]);
+    c.n++;
+    if (kind == STEP_ARRAY) {
+      c.steps[c.n] = (struct step){STEP_MERGE, names[i], ""};
+      snprintf(c.steps[c.n].file, sizeof c.steps[c.n].file, "%02d-merge-%s.sbatch", c.n, names[i]);
+      c.n++;
+    }
+  }
+  char logs[PATH_MAX + 32];
+  snprintf(logs, sizeof logs, "%s/logs", c.dir);
+  if (mkdirs(logs) != 0) {
+    fprintf(stderr, "se3screen slurm: cannot create %s: %s\n", logs, strerror(errno));
+    goto out;
+  }
+  /* --resume keeps the scripts as they are (they may have been edited);
+   * otherwise they are written anew */
+  char sub[PATH_MAX + 48];
+  snprintf(sub, sizeof sub, "%s/submit.sh", c.dir);
+  int write = !o->resume || access(sub, R_OK) != 0;
+  for (int k = 0; write && k < c.n; k++)
+    if (write_step(&c, k)) goto out;
+  if (write && write_submit(&c)) goto out;
+  if (write) {
+    printf("wrote %d steps for workflow %s into %s:\n", c.n, c.name, c.dir);
+    for (int k = 0; k < c.n; k++)
+      printf("  %s\n", c.steps[k].file);
+  }
+
+  int first = 0;
+  if (o->resume) {
+    char busy[1024];
+    int alive = jobs_alive(&c, busy, sizeof busy);
+    if (alive < 0) {
+      fprintf(stderr, "se3screen slurm --resume: squeue could not be asked which jobs are still queued (is this a "
+                      "Slurm login node?)\n");
+      goto out;
+    }
+    if (alive > 0) {
+      fprintf(stderr,
+              "se3screen slurm --resume: jobs of this workflow are still queued or running:%s; wait for them, or "
+              "scancel them, then resume\n",
+              busy);
+      goto out;
+    }
+    while (first < c.n && stage_finished(&c, c.steps[first].stage))
+      first++;
+    if (first == c.n) {
+      printf("every stage of workflow %s is finished in %s/screen.db: nothing to submit\n", c.name, c.workdir);
+      ret = SE3_EXIT_OK;
+      goto out;
+    }
+    printf("resuming workflow %s from step %s (the stages before it are finished)\n", c.name, c.steps[first].file);
+  }
+  if (o->submit || o->resume) {
+    fflush(stdout);
+    char *cmd = NULL;
+    if (asprintf(&cmd, "bash '%s' %d", sub, first) < 0) goto out;
+    int rc = system(cmd);
+    free(cmd);
+    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+      fprintf(stderr,
+              "se3screen slurm: submitting failed (sbatch's message is above); the steps submitted so far are in "
+              "%s/jobs.tsv\n",
+              c.dir);
+      goto out;
+    }
+  } else {
+    printf("submit them with: bash %s   (or: se3screen slurm --submit %s)\n", sub, o->workflow);
+  }
+  ret = SE3_EXIT_OK;
+out:
+  cfg_node_free(root);
+  return ret;
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# test_slurm.sh — `se3screen slurm` on a real Slurm: where it runs as root on
+# Debian, installs Slurm and munge (apt), starts a single-node cluster of its
+# own (its own ports and state under WORK_DIR; ../shared/notes/slurm.md is the
+# recipe), and:
+#   1. submits the quickstart (chunks of 64, every chunked stage a 4-task
+#      array) with `se3screen slurm --submit`, waits for the jobs, and
+#      requires the molecules, graphs, scores and hits that a local run of the
+#      same workflow makes;
+#   2. submits the rest of a workflow whose stages up to the bases ran
+#      locally with `se3screen slurm --resume` (which starts at train, and a
+#      second --resume while those jobs are queued is refused), stops the
+#      running train job with `scontrol requeue`: it runs again, goes on
+#      from its mid-epoch checkpoint and ends byte-identical to an
+#      uninterrupted local run, and --resume then has nothing to submit.
+# Elsewhere it reports skipped (exit 77) with the reason.
+#   usage: test_slurm.sh SE3SCREEN SOURCE_DIR WORK_DIR
+set -uo pipefail
+se3=$1 src=$2 work=$3
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+fail() {
+  echo "FAILED: $*"
+  exit 1
+}
+[ "$(id -u)" -eq 0 ] || skip "installing and starting Slurm needs root"
+[ -f /etc/debian_version ] && command -v apt-get >/dev/null || skip "installs Slurm with Debian's apt-get"
+
+need=()
+for p in slurmctld slurmd slurm-client munge; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/dev/null 2>&1 ||
+    skip "apt-get could not install ${need[*]}"
+fi
+
+rm -rf "$work" && mkdir -p "$work/slurm/state" "$work/slurm/spool" || fail "cannot make $work"
+D=$work/slurm
+host=$(hostname -s)
+mem=$(($(free -m | awk '/^Mem:/{print $2}') - 512))
+# munge: Debian's package made the key; munged runs as munge (as root it refuses)
+started_munge=0
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  mkdir -p /run/munge && chown munge:munge /run/munge
+  runuser -u munge -- /usr/sbin/munged || skip "munged does not start"
+  started_munge=1
+fi
+cat >"$D/slurm.conf" <<EOF
+ClusterName=se3test
+SlurmctldHost=$host
+SlurmctldPort=16817
+SlurmdPort=16818
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=cred_expire=10
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool
+SlurmctldPidFile=$D/slurmctld.pid
+SlurmdPidFile=$D/slurmd.pid
+SlurmctldLogFile=$D/slurmctld.log
+SlurmdLogFile=$D/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+MailProg=/bin/true
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=1
+MessageTimeout=10
+KillWait=5
+NodeName=$host CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF=$D/slurm.conf
+slurmctld -D -c >"$D/slurmctld.out" 2>&1 &
+ctld=$!
+slurmd -D >"$D/slurmd.out" 2>&1 &
+slurmd=$!
+cleanup() {
+  scancel --user=root >/dev/null 2>&1
+  kill "$slurmd" "$ctld" 2>/dev/null
+  wait "$slurmd" "$ctld" 2>/dev/null
+  [ $started_munge -eq 1 ] && kill "$(cat /run/munge/munged.pid 2>/dev/null)" 2>/dev/null
+}
+trap cleanup EXIT
+for _ in $(seq 240); do
+  [ "$(sinfo -h -o %T 2>/dev/null)" = idle ] && break
+  sleep 0.25
+done
+[ "$(sinfo -h -o %T 2>/dev/null)" = idle ] || {
+  tail -5 "$D"/*.out
+  skip "the Slurm daemons did not come up (logs above)"
+}
+echo "slurm: $(sinfo -h -o '%P %a %D %T %N')"
+
+# Waits up to $1 s until Slurm holds none of our jobs.
+drain() {
+  local t0=$SECONDS
+  while [ -n "$(squeue -h -o %i 2>/dev/null)" ]; do
+    [ $((SECONDS - t0)) -gt "$1" ] && { squeue; return 1; }
+    sleep 1
+  done
+}
+
+# The quickstart in chunks of 64 (its 60 library molecules in one chunk
+# would leave 3 of 4 score tasks idle: the library in chunks of 16)
+cp -r "$src/workflows/data" "$work/" || fail "cannot copy the data"
+sed -e "s|^workdir: .*|workdir: local|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
+printf 'run: {chunk_size: 16, progress: lines}\n' >>"$work/wf.yaml"
+common=(--set stages.train.epochs=2)
+
+"$se3" run "$work/wf.yaml" "${common[@]}" >"$work/local.log" 2>&1 || { cat "$work/local.log"; fail "the local run"; }
+
+# 1. the whole workflow through Slurm
+"$se3" slurm "$work/wf.yaml" "${common[@]}" --set workdir="$work/cluster" --array-size 4 --cpus-per-task 2 \
+  --time 10:00 --submit >"$work/submit.log" 2>&1 || { cat "$work/submit.log"; fail "se3screen slurm --submit"; }
+cat "$work/submit.log"
+grep -q "submitted [0-9]*-rank.sbatch" "$work/submit.log" || fail "not every step was submitted"
+drain 900 || fail "the jobs did not finish in 900 s"
+for l in "$work"/cluster/slurm/logs/*.log; do
+  grep -q "se3screen slurm: job .* failed" "$l" && { cat "$l"; fail "a job failed: $l"; }
+done
+"$se3" status "$work/cluster" >"$work/status.log" 2>&1
+same() { # what, SQL: the same rows in both databases
+  local a b
+  a=$("$se3" query "$work/local/screen.db" "$2" --csv) || fail "query $2"
+  b=$("$se3" query "$work/cluster/screen.db" "$2" --csv) || { cat "$work/status.log"; fail "query $2 on the Slurm run"; }
+  [ "$a" = "$b" ] || {
+    diff <(echo "$a") <(echo "$b") | head -20
+    fail "$1 differ between the local and the Slurm run"
+  }
+  echo "ok: $1 ($(($(echo "$a" | wc -l) - 1)) rows)"
+}
+same "molecules" "SELECT id, set_name, name, inchikey FROM molecules ORDER BY id"
+same "rejects" "SELECT stage, source_file, record_no, reason FROM rejects ORDER BY 1, 2, 3"
+same "graphs" "SELECT mol_id, n_nodes, n_edges, hex(graph) FROM graphs ORDER BY mol_id"
+same "scores" "SELECT mol_id, target, printf('%.5e', value) FROM scores ORDER BY mol_id, target"
+same "hits" "SELECT rank, name FROM ranked_hits ORDER BY rank"
+[ -s "$work/cluster/hits.csv" ] || fail "the Slurm run wrote no hits.csv"
+
+# 2. A job stopped by `scontrol requeue` mid-run runs again and goes on
+# where it stopped: the train stage (20 epochs, a checkpoint every 10 steps)
+# on graphs and bases made locally, submitted by --resume from the first
+# unfinished step. Its last checkpoint must be byte-identical to an
+# uninterrupted local run's, and every epoch's metrics there once.
+ep=(--set stages.train.epochs=20 --set stages.train.checkpoint_every=10)
+"$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/ref" --until train >"$work/ref.log" 2>&1 ||
+  { cat "$work/ref.log"; fail "the local reference training"; }
+"$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --until basis >"$work/rq-local.log" 2>&1 ||
+  { cat "$work/rq-local.log"; fail "the local run up to the bases"; }
+"$se3" slurm "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --cpus-per-task 2 --time 10:00 --resume \
+  >"$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "se3screen slurm --resume"; }
+cat "$work/resume.log"
+grep -q "resuming workflow quickstart from step 06-train.sbatch" "$work/resume.log" ||
+  fail "--resume did not start from the train step"
+if "$se3" slurm "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --resume >"$work/again.log" 2>&1 ||
+  ! grep -q "still queued or running" "$work/again.log"; then
+  cat "$work/again.log"
+  fail "a second --resume while the jobs are queued was not refused"
+fi
+train_job=$(awk -F'\t' '$2 == "06-train.sbatch" {id = $3} END {print id}' "$work/rq/slurm/jobs.tsv")
+[ -n "$train_job" ] || fail "jobs.tsv has no train job"
+t0=$SECONDS
+newest() { # the newest epoch checkpoint's epoch (training keeps the last two), -1 for none
+  ls "$work/rq/models/train-0/" 2>/dev/null | sed -n 's/^epoch-\([0-9]*\)\.ckpt$/\1/p' | sort -n | tail -1 |
+    grep . || echo -1
+}
+until [ "$(newest)" -ge 4 ]; do
+  [ $((SECONDS - t0)) -gt 300 ] && fail "the train job finished no 5 epochs in 300 s"
+  sleep 0.1
+done
+at=$(newest)
+[ "$at" -lt 19 ] || fail "training ended before the requeue: nothing was tested"
+scontrol requeue "$train_job" || fail "scontrol requeue $train_job"
+echo "requeued job $train_job after epoch $((at + 1)) of 20"
+drain 900 || fail "the jobs did not finish in 900 s"
+log=$(ls "$work"/rq/slurm/logs/06-train.sbatch-*.log)
+[ "$(grep -c "train: the model runs on" "$log")" -ge 2 ] || {
+  cat "$log"
+  fail "the requeued train job did not run again"
+}
+cmp "$work/ref/models/train-0/epoch-19.ckpt" "$work/rq/models/train-0/epoch-19.ckpt" ||
+  fail "the requeued training ended elsewhere than the uninterrupted one"
+echo "ok: requeued training ends byte-identical to an uninterrupted run"
+n=$("$se3" query "$work/rq/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
+[ "$n" = "20 20" ] || fail "metrics: $n rows and distinct epochs, not 20 20"
+[ -s "$work/rq/hits.csv" ] || fail "the resumed workflow wrote no hits.csv"
+"$se3" slurm "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --resume >"$work/done.log" 2>&1 ||
+  { cat "$work/done.log"; fail "--resume after the end"; }
+grep -q "nothing to submit" "$work/done.log" || { cat "$work/done.log"; fail "--resume after the end submitted"; }
+echo "ok: --resume after the end has nothing to submit"
+
+echo "ALL OK"
