@@ -382,13 +382,21 @@ static int record_run(struct run *r, const char *stage) {
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   char when[32];
   now_iso(when, sizeof when);
+  /* the Slurm job running this, for `status`: an array task as JOB_TASK */
+  char job[64] = "";
+  const char *aj = getenv("SLURM_ARRAY_JOB_ID"), *at = getenv("SLURM_ARRAY_TASK_ID"), *j = getenv("SLURM_JOB_ID");
+  if (aj && *aj && at && *at)
+    snprintf(job, sizeof job, "%s_%s", aj, at);
+  else if (j && *j)
+    snprintf(job, sizeof job, "%s", j);
   int bad = exec_sql(r,
                      "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
                      "('stage',%Q);"
-                     "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version) "
-                     "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q)",
+                     "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version,job) "
+                     "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q,%Q)",
                      abs, sets, r->workdir, shard, stage, when, r->host, (int)getpid(),
-                     o->command_line ? o->command_line : "", abs, r->n_shards > 1 ? shard : NULL, SE3_VERSION);
+                     o->command_line ? o->command_line : "", abs, r->n_shards > 1 ? shard : NULL, SE3_VERSION,
+                     job[0] ? job : NULL);
   free(sets);
   if (bad) return -1;
   r->run_id = sqlite3_last_insert_rowid(r->st.db);
@@ -512,6 +520,8 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   for (int t = n_tok - 1; t >= 0 && !bad; t--)
     bad = exec_sql(r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
   free(tables);
+  /* (a shard made before schema version 4 has no runs.job) */
+  int has_job = query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
   if (bad ||
       exec_sql(r,
                "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
@@ -519,9 +529,9 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
                "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
                "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
                "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
-               "version) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version "
-               "FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-               s->name, s->name, s->name) ||
+               "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
+               "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
+               s->name, s->name, s->name, has_job ? "job" : "NULL") ||
       exec_sql(r, "COMMIT"))
     goto rollback;
   exec_sql(r, "DETACH shard");
@@ -1332,11 +1342,16 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
     printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
     free(settings);
   }
-  sqlite3_stmt *q = status_step_v(&sr, "SELECT id, started, coalesce(finished,''), status, coalesce(message,'') "
-                                       "FROM runs ORDER BY id DESC LIMIT 1");
+  /* (runs.job: schema version 4; an older database read as it is lacks it) */
+  int has_job = status_int(&sr, 0, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'job'") > 0;
+  sqlite3_stmt *q = status_step_v(&sr,
+                                  "SELECT id, started, coalesce(finished,''), status, coalesce(message,''), %s "
+                                  "FROM runs ORDER BY id DESC LIMIT 1",
+                                  has_job ? "coalesce(job,'')" : "''");
   if (q)
-    printf("  last run: #%lld started %s, %s%s%s\n", (long long)sqlite3_column_int64(q, 0), sqlite3_column_text(q, 1),
-           sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "", sqlite3_column_text(q, 2));
+    printf("  last run: #%lld started %s, %s%s%s%s%s\n", (long long)sqlite3_column_int64(q, 0),
+           sqlite3_column_text(q, 1), sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "",
+           sqlite3_column_text(q, 2), *sqlite3_column_text(q, 5) ? ", Slurm job " : "", sqlite3_column_text(q, 5));
   sqlite3_finalize(q);
   char *last_err = status_text(&sr, "SELECT started || ': ' || message FROM runs WHERE message IS NOT NULL "
                                     "AND message<>'' ORDER BY id DESC LIMIT 1");

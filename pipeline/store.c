@@ -169,10 +169,15 @@ static const char schema_v3_sql[] =
     "         m.source_file, m.record_no, r.mol_id\n"
     "  FROM ranks r JOIN molecules m ON m.id = r.mol_id ORDER BY r.rank;\n";
 
+/* Version 4: the batch scheduler's job of each run (Slurm's). */
+static const char schema_v4_sql[] =
+    "ALTER TABLE runs ADD COLUMN job TEXT; -- the Slurm job that ran it: JOBID, or ARRAYJOBID_TASKID for an array task\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
     /* to version 3 */ schema_v3_sql,
+    /* to version 4 */ schema_v4_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -11,7 +11,7 @@
 #include <sqlite3.h>
 
 #define STORE_APPLICATION_ID 0x53453353
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 enum store_mode { STORE_READONLY, STORE_WRITE };
 

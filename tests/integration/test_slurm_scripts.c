@@ -2,7 +2,8 @@
  * steps in order, the workflow's slurm: block and the options that override
  * it, the train job's processes, the --set overrides passed on), its errors,
  * and a script run by hand outside Slurm: a USR1 to the script stops the
- * stage at a chunk with its work kept, and the script exits 75 saying so.
+ * stage at a chunk with its work kept, and the script exits 75 saying so;
+ * `status` then names the run's Slurm job.
  * tests/slurm/test_slurm.sh runs them on a real Slurm. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -181,6 +182,10 @@ Test(slurm_scripts, usr1_stops_the_step_with_its_work_kept) {
   free(out);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage = 'ingest' AND status = 'done'"),
                planned);
+  /* status names the Slurm job of the last run (runs.job) */
+  cr_assert_eq(tu_se3(&out, "status %s/wd", dir), 0, "%s", out);
+  has(out, ", Slurm job 4242\n", "status");
+  free(out);
   free(wf);
   free(dir);
 }

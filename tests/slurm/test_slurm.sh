@@ -150,6 +150,12 @@ same "graphs" "SELECT mol_id, n_nodes, n_edges, hex(graph) FROM graphs ORDER BY 
 same "scores" "SELECT mol_id, target, printf('%.5e', value) FROM scores ORDER BY mol_id, target"
 same "hits" "SELECT rank, name FROM ranked_hits ORDER BY rank"
 [ -s "$work/cluster/hits.csv" ] || fail "the Slurm run wrote no hits.csv"
+# status names the job of every run: the array tasks' shards as JOB_TASK
+score_job=$(awk -F'\t' '$2 == "07-score.sbatch" {id = $3} END {print id}' "$work/cluster/slurm/jobs.tsv")
+for t in 0 1 2 3; do
+  grep -q "Slurm job ${score_job}_$t\$" "$work/status.log" || { cat "$work/status.log"; fail "status lacks job ${score_job}_$t"; }
+done
+echo "ok: status names the Slurm job of each shard"
 
 # 2. A job stopped by `scontrol requeue` mid-run runs again and goes on
 # where it stopped: the train stage (20 epochs, a checkpoint every 10 steps)
