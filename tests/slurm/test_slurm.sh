@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_slurm.sh — `se3screen slurm` on a real Slurm: where it runs as root on
 # Debian, installs Slurm and munge (apt), starts a single-node cluster of its
-# own (its own ports and state under WORK_DIR; ../shared/notes/slurm.md is the
-# recipe), and:
+# own (its own ports, 16817 and 16818 or SE3_TEST_SLURM_PORT and the next, and
+# state under WORK_DIR; ../shared/notes/slurm.md is the recipe), and:
 #   1. submits the quickstart (chunks of 64, every chunked stage a 4-task
 #      array) with `se3screen slurm --submit`, waits for the jobs, and
 #      requires the molecules, graphs, scores and hits that a local run of the
@@ -12,7 +12,10 @@
 #      second --resume while those jobs are queued is refused), stops the
 #      running train job with `scontrol requeue`: it runs again, goes on
 #      from its mid-epoch checkpoint and ends byte-identical to an
-#      uninterrupted local run, and --resume then has nothing to submit.
+#      uninterrupted local run, and --resume then has nothing to submit;
+#   3. gives a train job a 1-minute limit and more epochs than fit: Slurm's
+#      USR1 before the limit stops it at a step with its work kept, it
+#      requeues itself and ends in a later run, every epoch trained once.
 # Elsewhere it reports skipped (exit 77) with the reason.
 #   usage: test_slurm.sh SE3SCREEN SOURCE_DIR WORK_DIR
 set -uo pipefail
@@ -42,6 +45,7 @@ fi
 rm -rf "$work" && mkdir -p "$work/slurm/state" "$work/slurm/spool" || fail "cannot make $work"
 D=$work/slurm
 host=$(hostname -s)
+port=${SE3_TEST_SLURM_PORT:-16817} # slurmctld's; slurmd's the next
 mem=$(($(free -m | awk '/^Mem:/{print $2}') - 512))
 # munge: Debian's package made the key; munged runs as munge (as root it refuses)
 started_munge=0
@@ -53,8 +57,8 @@ fi
 cat >"$D/slurm.conf" <<EOF
 ClusterName=se3test
 SlurmctldHost=$host
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=cred_expire=10
@@ -208,5 +212,31 @@ n=$("$se3" query "$work/rq/screen.db" "SELECT count(*) || ' ' || count(DISTINCT 
   { cat "$work/done.log"; fail "--resume after the end"; }
 grep -q "nothing to submit" "$work/done.log" || { cat "$work/done.log"; fail "--resume after the end submitted"; }
 echo "ok: --resume after the end has nothing to submit"
+
+# 3. Slurm's own warning: a train job with a 1-minute limit and signal_s 10
+# (Slurm checks every 30 s, so USR1 comes 10 to 40 s before the limit) and
+# about 70 s of epochs (from the reference's speed) gets USR1 before its
+# limit, stops at a step with its work kept (75), requeues itself and ends
+# in a later run with every epoch trained once. Up to 8 requeues leave room
+# for a machine slower than the reference measured.
+secs=$("$se3" query "$work/ref/screen.db" "SELECT sum(seconds) FROM metrics WHERE split = 'train'" --csv | tail -1)
+long=$(/usr/bin/python3 -c "import math, sys; print(min(3000, max(40, math.ceil(70 * 20 / float(sys.argv[1])))))" "$secs")
+u=(--set stages.train.epochs="$long" --set stages.train.checkpoint_every=10)
+"$se3" run "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --until basis >"$work/usr1-local.log" 2>&1 ||
+  { cat "$work/usr1-local.log"; fail "the local run up to the bases"; }
+"$se3" slurm "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --cpus-per-task 2 --time 1 --set slurm.signal_s=10 \
+  --set slurm.requeues=8 --resume >"$work/usr1.log" 2>&1 || { cat "$work/usr1.log"; fail "se3screen slurm --resume"; }
+drain 900 || fail "the jobs did not finish in 900 s"
+log=$(ls "$work"/usr1/slurm/logs/06-train.sbatch-*.log)
+grep -q "DUE TO TIME LIMIT" "$log" && { cat "$log"; fail "the train job ran into its time limit instead of stopping"; }
+grep -q "se3screen slurm: stopped, its work kept; requeueing job" "$log" || {
+  cat "$log"
+  fail "the train job ($long epochs in a 1-minute limit) was not stopped by Slurm's USR1 and requeued"
+}
+grep -q "resuming from its checkpoint" "$log" || { cat "$log"; fail "the requeued train job did not resume"; }
+[ -f "$work/usr1/models/train-0/epoch-$((long - 1)).ckpt" ] || { cat "$log"; fail "training did not finish"; }
+n=$("$se3" query "$work/usr1/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
+[ "$n" = "$long $long" ] || fail "metrics: $n rows and distinct epochs, not $long $long"
+echo "ok: USR1 before the limit: stopped, requeued $(grep -c "requeueing job" "$log") time(s), $long epochs done once each"
 
 echo "ALL OK"
