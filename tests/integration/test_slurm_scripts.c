@@ -113,23 +113,25 @@ Test(slurm_scripts, one_script_a_step_from_the_block_and_the_options) {
 }
 
 Test(slurm_scripts, bad_values_and_usage_are_refused) {
-  char *dir = tu_tmpdir("slurm_bad"), *out = NULL;
+  char *dir = tu_tmpdir("slurm_bad");
   char *wf = workflow(dir, "");
-  cr_assert_eq(tu_se3(&out, "slurm %s --array-size 0", wf), 2, "%s", out);
-  has(out, "slurm.array_size", "the message for --array-size 0");
-  free(out);
-  cr_assert_eq(tu_se3(&out, "slurm %s --submit --resume", wf), 2, "%s", out);
-  has(out, "exclude each other", "the message for --submit --resume");
-  free(out);
-  cr_assert_eq(tu_se3(&out, "slurm %s --nodes", wf), 2, "%s", out);
-  has(out, "--nodes needs a value", "the message for --nodes without a value");
-  free(out);
-  cr_assert_eq(tu_se3(&out, "slurm"), 2, "%s", out);
-  has(out, "missing the workflow file", "the message without a workflow");
-  free(out);
-  cr_assert_eq(tu_se3(&out, "slurm --help"), 0, "%s", out);
-  has(out, "usage: se3screen slurm", "--help");
-  free(out);
+  /* arguments after `slurm` (%s: the workflow), the exit status, what the output must say */
+  static const struct {
+    const char *args;
+    int status;
+    const char *says;
+  } cases[] = {
+      {"%s --array-size 0", 2, "slurm.array_size"},         {"%s --submit --resume", 2, "exclude each other"},
+      {"%s --nodes", 2, "--nodes needs a value"},          {"", 2, "missing the workflow file"},
+      {"--help", 0, "usage: se3screen slurm"},              {"%s --bogus", 2, "unknown option '--bogus'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char args[1400], *out = NULL;
+    snprintf(args, sizeof args, cases[i].args, wf);
+    cr_assert_eq(tu_se3(&out, "slurm %s", args), cases[i].status, "slurm %s: %s", args, out);
+    has(out, cases[i].says, cases[i].args);
+    free(out);
+  }
   free(wf);
   free(dir);
 }
