@@ -285,38 +285,46 @@ static int stage_finished(const struct ctx *c, const char *name) {
 }
 
 /* The job ids jobs.tsv lists that Slurm still holds (queued or running),
- * into busy (a line of ids); 0, 1 where there are some, -1 where squeue
- * could not be asked. */
+ * into busy (a line of ids, as many as fit); 0, 1 where there are some, -1
+ * where squeue could not be asked. One squeue call for this user's jobs;
+ * then every line of jobs.tsv, however many submissions it holds. */
 static int jobs_alive(const struct ctx *c, char *busy, size_t n) {
   busy[0] = 0;
   char path[PATH_MAX + 48];
   snprintf(path, sizeof path, "%s/jobs.tsv", c->dir);
   FILE *f = fopen(path, "r");
   if (!f) return 0;
-  char ids[8192] = "", line[1024];
-  while (fgets(line, sizeof line, f)) {
-    char *id = strrchr(line, '\t');
-    if (!id) continue;
-    id[strcspn(id, "\r\n")] = 0;
-    if (strlen(ids) + strlen(id) + 2 < sizeof ids) strcat(strcat(ids, " "), id + 1);
+  /* the queue's ids, each as " ID " in one string */
+  FILE *q = popen("squeue --me -h -o %F 2>/dev/null", "r");
+  if (!q) {
+    fclose(f);
+    return -1;
   }
-  fclose(f);
-  FILE *q = popen("squeue -h -o %F 2>/dev/null", "r");
-  if (!q) return -1;
-  int found = 0;
-  while (fgets(line, sizeof line, q)) {
+  char *queued = NULL, line[1024];
+  size_t len = 0;
+  FILE *mem = open_memstream(&queued, &len);
+  while (mem && fgets(line, sizeof line, q)) {
     line[strcspn(line, "\r\n")] = 0;
-    char key[1100];
-    snprintf(key, sizeof key, " %s ", line);
-    char hay[8300];
-    snprintf(hay, sizeof hay, "%s ", ids);
-    if (line[0] && strstr(hay, key) && !strstr(busy, key)) {
-      if (strlen(busy) + strlen(line) + 2 < n) strcat(strcat(busy, " "), line);
-      found = 1;
-    }
+    if (line[0]) fprintf(mem, " %s ", line);
   }
   int rc = pclose(q);
-  if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) return -1;
+  if (!mem || fclose(mem) != 0 || rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+    free(queued);
+    fclose(f);
+    return -1;
+  }
+  int found = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *id = strrchr(line, '\t'), key[1100];
+    if (!id) continue;
+    id[strcspn(id, "\r\n")] = 0;
+    snprintf(key, sizeof key, " %s ", id + 1);
+    if (!strstr(queued, key)) continue;
+    found = 1;
+    if (strlen(busy) + strlen(id + 1) + 2 < n) strcat(strcat(busy, " "), id + 1);
+  }
+  fclose(f);
+  free(queued);
   return found;
 }
 
