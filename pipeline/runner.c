@@ -242,6 +242,7 @@ static int clear_from(struct run *r, int first) {
                  "DELETE FROM stage_state WHERE stage=%Q",
                  s->name, s->name, s->name))
       return -1;
+    if (s == &stage_score && exec_sql(r, "DELETE FROM meta WHERE key='scores_kept'")) return -1;
   }
   return 0;
 }
@@ -463,6 +464,55 @@ static int fold_rank_shards(struct run *r, const struct stage *s, const char *ha
   return folded;
 }
 
+/* stages.score.merge: hits, while shard.scores is attached in fold_shard's
+ * transaction: copies into main.scores only the shard's own hits under
+ * rank's settings (rank_select: one pass, memory bounded by rank's `top`),
+ * which hold every hit of the whole library (a molecule among the best
+ * `top` of all is among the best `top` of its shard), and records those
+ * settings in meta 'scores_kept' for rank to check. *n_kept: rows kept, or -1
+ * when the shard is to be folded whole (merge: all, or rank's top: 0).
+ * Returns 0, or -1 with r->err set. */
+static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
+  *n_kept = -1;
+  const char *mode = r->root ? cfg_str(r->root, "stages.score.merge", "all") : "all";
+  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
+  if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
+    return exec_sql(r, "DELETE FROM main.meta WHERE key='scores_kept'");
+  char target[256], err[1024];
+  if (rank_target(r->st.db, "main", rank, target, sizeof target)) {
+    snprintf(r->err, sizeof r->err,
+             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target: "
+             "set stages.rank.target",
+             r->st.path);
+    return -1;
+  }
+  int64_t *rows = NULL, n = 0;
+  if (rank_select(r->st.db, "shard", "main", rank, target, &rows, &n, err, sizeof err)) {
+    snprintf(r->err, sizeof r->err, "%s", err);
+    return -1;
+  }
+  *n_scores = query_int(r->st.db, 0, "SELECT count(*) FROM shard.scores");
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(r->st.db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1",
+                              -1, &st, NULL);
+  for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
+    sqlite3_bind_int64(st, 1, rows[i]);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  free(rows);
+  if (rc != SQLITE_OK) {
+    snprintf(r->err, sizeof r->err, "keeping the shard's hits: %s", sqlite3_errmsg(r->st.db));
+    return -1;
+  }
+  char spec[512];
+  rank_spec(rank, target, spec, sizeof spec);
+  if (exec_sql(r, "INSERT OR REPLACE INTO main.meta VALUES('scores_kept', %Q)", spec)) return -1;
+  *n_kept = n;
+  return 0;
+}
+
 /* Folds the shard database `path` (a Slurm array task's, --shard's, or a
  * process's of a data-parallel run) into r's database, in one transaction.
  * want_hash: fold only a shard of stage want_stage run under this config
@@ -510,6 +560,10 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   }
   free(mine);
   free(theirs);
+  /* `merge` of a score shard under stages.score.merge: hits folds only the
+   * shard's candidates for rank's hits. */
+  int64_t n_kept = -1, n_scores = 0;
+  if (!want_hash && s == &stage_score && merge_hits(r, &n_kept, &n_scores)) goto rollback;
   /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
   /* `tables` lists children first (for deleting); insert parents first. */
   char *tables = strdup(s->tables), *tok[16];
@@ -517,9 +571,12 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   for (char *save = NULL, *t = tables ? strtok_r(tables, " ", &save) : NULL; t && n_tok < 16;
        t = strtok_r(NULL, " ", &save))
     tok[n_tok++] = t;
-  for (int t = n_tok - 1; t >= 0 && !bad; t--)
+  for (int t = n_tok - 1; t >= 0 && !bad && n_kept < 0; t--)
     bad = exec_sql(r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
   free(tables);
+  if (!bad && n_kept >= 0)
+    progress_log(NULL, "%s: kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)",
+                 path, (long long)n_kept, (long long)n_scores);
   /* (a shard made before schema version 4 has no runs.job) */
   int has_job = query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
   if (bad ||
@@ -1179,11 +1236,32 @@ int runner_merge(const char *db_path) {
     return SE3_EXIT_USAGE;
   }
   int ret = SE3_EXIT_FAILED;
-  if (store_open(&r.st, db_path, STORE_WRITE, "wal", 10000, r.err, sizeof r.err)) goto done;
+  /* The workflow the shards were made from (their meta), loaded once: a
+   * score shard's merge may need rank's settings, finalize the stages'. */
+  for (int k = 0; k < n && !workflow; k++) {
+    struct store sh;
+    char why[256];
+    if (store_open(&sh, shards[k], STORE_READONLY, NULL, 10000, why, sizeof why)) continue;
+    workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
+    if (workflow) sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
+    store_close(&sh);
+  }
+  if (workflow) {
+    const char *setv[64];
+    int n_set = 0;
+    for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
+         t = strtok_r(NULL, "\n", &save))
+      setv[n_set++] = t;
+    r.root = load_config(workflow, setv, n_set, NULL, NULL);
+  }
+  /* the workflow's journal mode (delete on NFS/Lustre) */
+  if (store_open(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
+                 r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
+    goto done;
   if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
   int touched[N_STAGES] = {0};
   for (int k = 0; k < n; k++) {
-    int si = fold_shard(&r, shards[k], NULL, NULL, &workflow, &sets);
+    int si = fold_shard(&r, shards[k], NULL, NULL, NULL, NULL);
     if (si == -2) goto done;
     if (si < 0) continue;
     touched[si] = 1;
@@ -1204,12 +1282,6 @@ int runner_merge(const char *db_path) {
       if (exec_sql(&r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name)) goto done;
       continue;
     }
-    const char *setv[64];
-    int n_set = 0;
-    for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
-         t = strtok_r(NULL, "\n", &save))
-      setv[n_set++] = t;
-    r.root = workflow ? load_config(workflow, setv, n_set, NULL, NULL) : NULL;
     if (!r.root) {
       snprintf(r.err, sizeof r.err, "cannot load the workflow %s the shards were made from", workflow ? workflow : "?");
       goto done;
@@ -1225,8 +1297,6 @@ int runner_merge(const char *db_path) {
     rc.ctx.stop = &stop_flag;
     rc.ctx.report = &report;
     if (run_finalize(&r, s, &rc.ctx)) goto done;
-    cfg_node_free(r.root);
-    r.root = NULL;
   }
   ret = SE3_EXIT_OK;
 done:

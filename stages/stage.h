@@ -176,6 +176,21 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
 /* A reject row for molecule `id` (its set, file and record from molecules). */
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
 
+/* ---- rank's choice of hits --------------------------------------------- */
+
+/* The score rank sorts by: cfg's `target` (rank's configuration), else the
+ * first model's in "<schema>".models. Returns 0, or -1 when neither names one. */
+int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n);
+/* The hits of rank's configuration cfg (top > 0, order, min, max, dedupe)
+ * among "<scores>".scores of `target`, the InChIKeys read from
+ * "<mols>".molecules: their rowids in scores, best first, in *rowids
+ * (malloc'd, *n of them). One pass keeping the best `top`: memory bounded by
+ * top, not by the number of scores. Returns 0, or -1 with err set. */
+int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
+                int64_t **rowids, int64_t *n, char *err, size_t errlen);
+/* rank's settings that decide its hits, as one line ("top=N target=... ..."). */
+void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n);
+
 /* ---- platform ---------------------------------------------------------- */
 
 /* What the model runs on, for `se3screen --version`, the logs and the

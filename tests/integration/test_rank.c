@@ -124,3 +124,79 @@ Test(rank, filters_order_and_duplicates) {
   cr_assert_neq(tu_sh(NULL, "test -e %s", path), 0, "hits.sdf was not asked for");
   free(wd);
 }
+
+/* A score stage in 12 shards (more than SQLite attaches at once: merge takes
+ * one shard at a time) merged under stages.score.merge: hits: screen.db
+ * keeps at most top scores of each shard, rank gives exactly the hits of an
+ * unsharded run, a rank asking for more than was kept is refused with what
+ * to do, and a merge under `all` brings every score back. Chunks of 10 in
+ * both runs: a batch's composition may move a score in its last bits. */
+static char *hits_workflow(const char *dir, const char *merge) {
+  const char *esol = tu_src("workflows/data/delaney_first60.csv");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none, chunk_size: 10}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s}\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1, dedupe: none}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library, merge: %s}\n"
+           "  rank: {top: 5}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, esol, merge);
+  return tu_write(dir, "wf.yaml", yaml);
+}
+
+Test(rank, sharded_scores_merged_as_hits) {
+  char *rdir = tu_tmpdir("rank_hits_ref"), *rwf = hits_workflow(rdir, "all");
+  char *dir = tu_tmpdir("rank_hits"), *wf = hits_workflow(dir, "hits");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", rwf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  for (int i = 0; i < 12; i++) {
+    cr_assert_eq(tu_se3(&out, "run %s --stage score --shard %d/12", wf, i), 0, "%s", out);
+    free(out);
+  }
+  char db[1100], refdb[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  snprintf(refdb, sizeof refdb, "%s/work/screen.db", rdir);
+  cr_assert_eq(tu_se3(&out, "merge %s", db), 0, "%s", out);
+  cr_assert(strstr(out, "candidates for rank's hits"), "merge did not say what it kept:\n%s", out);
+  free(out);
+  long long kept = tu_query_int(db, "SELECT count(*) FROM scores");
+  cr_assert(kept > 5 && kept <= 12 * 5, "%lld scores kept: at most 5 a shard, and more than 5 in all", kept);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage='score'"), 12);
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank", wf), 0, "%s", out);
+  free(out);
+  /* the same hits as the unsharded run's, the same bits */
+  char *want = tu_query(refdb, "SELECT rank, mol_id, printf('%%.17g', value) FROM ranks ORDER BY rank");
+  char *got = tu_query(db, "SELECT rank, mol_id, printf('%%.17g', value) FROM ranks ORDER BY rank");
+  cr_assert_str_eq(got, want, "hits differ from an unsharded run's");
+  free(got);
+  free(want);
+  char a[1200], b[1200];
+  snprintf(a, sizeof a, "%s/work/hits.csv", rdir);
+  snprintf(b, sizeof b, "%s/work/hits.csv", dir);
+  cr_assert_eq(tu_sh(&out, "cmp %s %s", a, b), 0, "hits.csv differs: %s", out);
+  free(out);
+  /* more hits than were kept: refused, saying how to get them */
+  cr_assert_neq(tu_se3(&out, "run %s --stage rank --set rank.top=10", wf), 0, "ranked 10 from 5 kept a shard");
+  cr_assert(strstr(out, "stages.score.merge: all"), "%s", out);
+  free(out);
+  /* merge: all brings every score back, and then any rank runs */
+  cr_assert_eq(tu_se3(&out, "merge %s", db), 0, "%s", out); /* idempotent under hits */
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), kept);
+  cr_assert_eq(tu_sh(&out, "sed -i 's/merge: hits/merge: all/' %s", wf), 0);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "merge %s", db), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), tu_query_int(refdb, "SELECT count(*) FROM scores"));
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank --set rank.top=10", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranks"), 10);
+  free(wf);
+  free(dir);
+  free(rwf);
+  free(rdir);
+}
