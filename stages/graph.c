@@ -6,6 +6,11 @@
  * sees the same ids, so chunk c is the same molecules everywhere. A molecule
  * whose graph cannot be built (no 3D coordinates, too many edges) becomes a
  * reject of this stage; the others go on.
+ *
+ * With stages.graph.store: false a row keeps the graph's size and an empty
+ * blob, and the stages that read graphs rebuild each from its molecule with
+ * the same settings (stage_graph_load): the same graph, bit for bit, without
+ * its tens of kilobytes a molecule on disk.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -24,10 +29,9 @@ struct gcount {
 };
 
 struct gstage {
-  struct graph_opts go;
+  struct stage_graphs gs;
   struct gcount *chunk, run; /* chunk: written by compute through the const state */
-  uint8_t elements[128];
-  int threads;
+  int threads, store;
   struct stage_ids plan;
   char *select;
   sqlite3_stmt *insert;
@@ -39,26 +43,10 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->state = g;
   g->chunk = calloc(1, sizeof *g->chunk);
   if (!g->chunk) return stage_fail_at(ctx, NULL, "out of memory");
+  if (stage_graphs_init(ctx, ctx->cfg, &g->gs)) return STAGE_ERROR;
   const struct cfg_node *c = ctx->cfg;
-  const char *edges = cfg_str(c, "edges", "radius");
-  g->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
-                : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
-                                                 : GRAPH_EDGES_RADIUS;
-  g->go.cutoff = cfg_float(c, "cutoff", 5.0);
-  g->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
-  const struct cfg_node *el = cfg_get(c, "elements");
-  for (int i = 0; el && i < el->n_kids && i < (int)sizeof g->elements; i++) {
-    int z = mol_element_z(el->kids[i]->value);
-    if (z <= 0)
-      return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
-    g->elements[g->go.n_elements++] = (uint8_t)z;
-  }
-  g->go.elements = g->elements;
-  g->go.with_other = cfg_bool(c, "other_element", 1);
-  g->go.with_charge = cfg_bool(c, "charge", 1);
-  g->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
+  g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
-  if (graph_node_width(&g->go) < 0) return stage_fail_at(ctx, el, "stages.graph.elements: too many elements");
   char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules ORDER BY id", ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
   sqlite3_free(plan);
@@ -68,21 +56,70 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
+int stage_graphs_init(struct stage_ctx *ctx, const struct cfg_node *c, struct stage_graphs *gs) {
+  memset(gs, 0, sizeof *gs);
+  const char *edges = cfg_str(c, "edges", "radius");
+  gs->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
+                 : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
+                                                  : GRAPH_EDGES_RADIUS;
+  gs->go.cutoff = cfg_float(c, "cutoff", 5.0);
+  gs->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
+  const struct cfg_node *el = cfg_get(c, "elements");
+  for (int i = 0; el && i < el->n_kids && i < (int)sizeof gs->elements; i++) {
+    int z = mol_element_z(el->kids[i]->value);
+    if (z <= 0)
+      return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
+    gs->elements[gs->go.n_elements++] = (uint8_t)z;
+  }
+  gs->go.elements = gs->elements;
+  gs->go.with_other = cfg_bool(c, "other_element", 1);
+  gs->go.with_charge = cfg_bool(c, "charge", 1);
+  gs->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
+  if (graph_node_width(&gs->go) < 0) return stage_fail_at(ctx, el, "stages.graph.elements: too many elements");
+  return STAGE_OK;
+}
+
+/* A molecule's graph under gs, or why there is none. */
+static int build_graph(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
+                       size_t n) {
+  struct mol m;
+  char why[200];
+  int rc = -1;
+  mol_init(&m);
+  if (mol_from_blob(blob, len, &m, why, sizeof why))
+    snprintf(err, n, "molecule: %s", why);
+  else if (m.dim != 3 && m.n_atoms > 1)
+    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always", m.dim);
+  else if (graph_build(&m, &gs->go, g, why, sizeof why))
+    snprintf(err, n, "graph: %s", why);
+  else
+    rc = 0;
+  mol_free(&m);
+  return rc;
+}
+
+int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
+                     size_t n) {
+  if (blob && len >= 4 && !memcmp(blob, "SE3G", 4)) return graph_from_blob(blob, len, g, err, n);
+  int rc = build_graph(gs, blob, len, g, err, n);
+  if (rc) {
+    graph_free(g);
+    graph_init(g);
+  }
+  return rc;
+}
+
 static void graph_compute(const void *state, struct stage_item *it) {
   const struct gstage *g = state;
-  struct mol m;
   struct graph gr;
-  char err[200];
-  mol_init(&m);
+  char err[240];
   graph_init(&gr);
-  if (mol_from_blob(it->in, it->in_len, &m, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err);
-  } else if (m.dim != 3 && m.n_atoms > 1) {
-    snprintf(it->reason, sizeof it->reason, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always",
-             m.dim);
-  } else if (graph_build(&m, &g->go, &gr, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "graph: %s", err);
-  } else if (graph_to_blob(&gr, &it->out, &it->out_len)) {
+  if (build_graph(&g->gs, it->in, it->in_len, &gr, err, sizeof err)) {
+    if (!strncmp(err, "molecule: ", 10))
+      snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err + 10);
+    else
+      snprintf(it->reason, sizeof it->reason, "%s", err);
+  } else if (g->store && graph_to_blob(&gr, &it->out, &it->out_len)) {
     snprintf(it->reason, sizeof it->reason, "graph: out of memory");
   } else {
     it->count[0] = gr.n_nodes;
@@ -94,7 +131,6 @@ static void graph_compute(const void *state, struct stage_item *it) {
     g->chunk->edges += all;
   }
   graph_free(&gr);
-  mol_free(&m);
 }
 
 static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {
@@ -109,7 +145,10 @@ static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
   sqlite3_bind_int64(g->insert, 2, it->count[0]);
   sqlite3_bind_int64(g->insert, 3, it->count[1]);
   sqlite3_bind_int64(g->insert, 4, chunk);
-  sqlite3_bind_blob64(g->insert, 5, it->out, it->out_len, SQLITE_STATIC);
+  if (it->out)
+    sqlite3_bind_blob64(g->insert, 5, it->out, it->out_len, SQLITE_STATIC);
+  else
+    sqlite3_bind_zeroblob(g->insert, 5, 0); /* store: false, rebuilt where it is read */
   int rc = sqlite3_step(g->insert);
   sqlite3_clear_bindings(g->insert);
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a graph");
@@ -130,8 +169,8 @@ static void graph_end(struct stage_ctx *ctx) {
   struct gstage *g = ctx->state;
   if (!g) return;
   /* what the cap cost this run (a cap makes the graph jump at near-ties) */
-  if (g->go.max_neighbors > 0 && g->go.edges != GRAPH_EDGES_BONDS && g->run.edges > 0)
-    ctx->report->log(ctx, "max_neighbors=%d dropped %lld of %lld edges (%.2f %%)", g->go.max_neighbors,
+  if (g->gs.go.max_neighbors > 0 && g->gs.go.edges != GRAPH_EDGES_BONDS && g->run.edges > 0)
+    ctx->report->log(ctx, "max_neighbors=%d dropped %lld of %lld edges (%.2f %%)", g->gs.go.max_neighbors,
                      (long long)g->run.dropped, (long long)g->run.edges,
                      100.0 * (double)g->run.dropped / (double)g->run.edges);
   free(g->chunk);

@@ -47,6 +47,7 @@ struct sstage {
   struct stage_ids plan;
   char *select;
   const struct nn_backend *be;
+  struct stage_graphs gs; /* to rebuild graphs not stored */
   struct se3_batch_buf bb;
   double *pred;     /* batch x n_members */
   double *base;     /* batch x n_members: atomref sums */
@@ -197,6 +198,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                      "note: the model fades edges out at %g Å, its training cutoff; these graphs were built with "
                      "stages.graph.cutoff %g Å",
                      (double)mc->cutoff, cutoff);
+  if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &s->gs)) return STAGE_ERROR;
   se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->base = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base);
@@ -212,7 +214,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                          s->set);
   *n_items = s->plan.n;
   s->select =
-      sqlite3_mprintf("SELECT g.mol_id, g.graph, m.mol FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
+      sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", m.mol FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
                       "WHERE m.set_name = ?1 AND g.mol_id BETWEEN ?2 AND ?3 ORDER BY g.mol_id",
                       ctx->src, ctx->src);
   return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
@@ -306,7 +308,8 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     struct graph g;
     char err[256];
     graph_init(&g);
-    if (graph_from_blob(sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err, sizeof err)) {
+    if (stage_graph_load(&s->gs, sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err,
+                         sizeof err)) {
       char why[320];
       snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
       ret = stage_reject_mol(ctx, "score", id, chunk, why);

@@ -18,6 +18,7 @@
 
 #include "common/cfgtree.h"
 #include "common/comm.h"
+#include "chem/graph.h"
 
 /* ---- stages ------------------------------------------------------------ */
 
@@ -175,6 +176,25 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
 
 /* A reject row for molecule `id` (its set, file and record from molecules). */
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
+
+/* ---- graphs, stored or rebuilt (stages/graph.c) ------------------------- */
+
+/* The graph settings of a workflow (its stages.graph node), for building
+ * graphs as the graph stage does. Not to be copied: go points into it. */
+struct stage_graphs {
+  struct graph_opts go;
+  uint8_t elements[128];
+};
+int stage_graphs_init(struct stage_ctx *ctx, const struct cfg_node *graph_cfg, struct stage_graphs *gs);
+/* A graphs row's graph into g (freed first): `blob` is the stored graph,
+ * or, where the graph stage ran with store: false, the molecule's blob
+ * (select CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END), from
+ * which the graph is rebuilt exactly as the graph stage built it. Returns 0,
+ * or -1 with err set (a damaged blob, a molecule without 3D coordinates). */
+int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
+                     size_t n);
+/* The SQL of that column for graphs alias g and molecules alias m. */
+#define STAGE_GRAPH_COLUMN "CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END"
 
 /* ---- rank's choice of hits --------------------------------------------- */
 

@@ -49,6 +49,7 @@ static const char *const split_name[3] = {"train", "valid", "test"};
 #define ATOMREF_MAX 32
 
 struct tstage {
+  struct stage_graphs gs; /* to rebuild graphs not stored */
   /* configuration */
   const char *set, *target;
   int classify, epochs, batch, patience, augment, restart_epochs, ensemble, atomref, low_memory;
@@ -160,7 +161,7 @@ static int count_elements(struct stage_ctx *ctx, struct tstage *t, int i, const 
 }
 
 static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_column, int need_mol) {
-  char *sql = sqlite3_mprintf("SELECT g.mol_id, g.graph, l.value, s.value, %s FROM \"%w\".graphs g "
+  char *sql = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.value, s.value, %s FROM \"%w\".graphs g "
                               "JOIN \"%w\".molecules m ON m.id = g.mol_id "
                               "JOIN \"%w\".labels l ON l.mol_id = g.mol_id AND l.name = ?1 "
                               "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
@@ -196,7 +197,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     struct graph one, *g = t->lazy ? &one : &t->g[t->n]; /* lazy: only checked here */
     graph_init(g);
     t->scaffold[t->n] = NULL;
-    if (graph_from_blob(blob, len, g, err, sizeof err)) {
+    if (stage_graph_load(&t->gs, blob, len, g, err, sizeof err)) {
       graph_free(g);
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
@@ -501,9 +502,12 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
 
   int need_mol = !strcmp(method, "scaffold") ? 2 : t->atomref ? 1 : 0;
   t->lazy = comm_size(ctx->comm) > 1;
+  if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &t->gs)) return STAGE_ERROR;
   if (load_data(ctx, t, !strcmp(method, "column") ? column : NULL, need_mol)) return STAGE_ERROR;
   if (t->lazy) {
-    char *sql = sqlite3_mprintf("SELECT graph FROM \"%w\".graphs WHERE mol_id = ?1", ctx->src);
+    char *sql = sqlite3_mprintf("SELECT " STAGE_GRAPH_COLUMN " FROM \"%w\".graphs g JOIN \"%w\".molecules m "
+                                "ON m.id = g.mol_id WHERE g.mol_id = ?1",
+                                ctx->src, ctx->src);
     int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &t->get_graph, NULL) : SQLITE_NOMEM;
     sqlite3_free(sql);
     if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the training graphs");
@@ -632,7 +636,8 @@ static const struct graph *graph_of(struct tstage *t, int i, struct graph *tmp) 
   if (rc != SQLITE_ROW)
     snprintf(t->why, sizeof t->why, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
              rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
-  else if (graph_from_blob(sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err, sizeof err)) {
+  else if (stage_graph_load(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err,
+                            sizeof err)) {
     snprintf(t->why, sizeof t->why, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
     graph_free(tmp);
   } else
