@@ -154,3 +154,35 @@ done:
   free(k);
   free(rank);
 }
+
+int se3_roc_curve(const double *score, const double *label, int n, double *fpr, double *tpr) {
+  if (n < 1) return 0;
+  long P = 0;
+  for (int i = 0; i < n; i++)
+    P += label[i] > 0.5;
+  long N = n - P;
+  if (P == 0 || N == 0) return 0;
+  struct keyed *k = malloc((size_t)n * sizeof *k);
+  if (!k) return -1;
+  sort_keyed(k, score, n, 1);
+  int m = 0;
+  long tp = 0, fp = 0;
+  fpr[m] = tpr[m] = 0;
+  m++;
+  for (int a = 0; a < n;) { /* one point per group of equal scores: a threshold */
+    int b = a;
+    while (b < n && cmp_val(k[b].v, k[a].v) == 0) {
+      if (label[k[b].i] > 0.5)
+        tp++;
+      else
+        fp++;
+      b++;
+    }
+    fpr[m] = (double)fp / (double)N;
+    tpr[m] = (double)tp / (double)P;
+    m++;
+    a = b;
+  }
+  free(k);
+  return m;
+}

@@ -46,4 +46,11 @@ struct se3_cls_metrics {
 };
 void se3_classification_metrics(const double *score, const double *label, int n, struct se3_cls_metrics *out);
 
+/* The ROC curve of the same scores and labels: (0, 0), then one point a
+ * threshold, from the best score down, a group of equal scores being one
+ * threshold (so the area under the straight segments is roc_auc above, ties
+ * counting 1/2), ending at (1, 1). fpr and tpr have room for n + 1 points.
+ * Returns the number of points, 0 when P = 0 or N = 0, -1 out of memory. */
+int se3_roc_curve(const double *score, const double *label, int n, double *fpr, double *tpr);
+
 #endif
