@@ -100,7 +100,9 @@ static int build_graph(const struct stage_graphs *gs, const void *blob, size_t l
 
 int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
                      size_t n) {
-  if (blob && len >= 4 && !memcmp(blob, "SE3G", 4)) return graph_from_blob(blob, len, g, err, n);
+  /* a stored graph, or (store: false) the molecule; anything else is a
+   * damaged graph, said as such */
+  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) return graph_from_blob(blob, len, g, err, n);
   int rc = build_graph(gs, blob, len, g, err, n);
   if (rc) {
     graph_free(g);

@@ -44,15 +44,15 @@ struct rstage {
 struct hit {
   double value;
   int64_t mol_id, rowid;
-  char key[32];  /* InChIKey (27 characters) or the molecule id */
+  char key[32]; /* InChIKey (27 characters) or the molecule id */
   char model[128];
 };
 
 struct topk {
   int cap, n, descending;
   struct hit *h;
-  int *slot;     /* h[i]'s slot in tab */
-  int *tab;      /* open addressing over keys: heap index, or -1 */
+  int *slot; /* h[i]'s slot in tab */
+  int *tab;  /* open addressing over keys: heap index, or -1 */
   unsigned mask;
 };
 
@@ -64,7 +64,8 @@ static int better(const struct topk *t, const struct hit *a, const struct hit *b
 
 static unsigned key_hash(const char *k) {
   unsigned x = 2166136261u; /* FNV-1a */
-  for (; *k; k++) x = (x ^ (unsigned char)*k) * 16777619u;
+  for (; *k; k++)
+    x = (x ^ (unsigned char)*k) * 16777619u;
   return x;
 }
 
@@ -73,13 +74,15 @@ static int topk_init(struct topk *t, int cap, int descending) {
   t->cap = cap;
   t->descending = descending;
   unsigned size = 16;
-  while (size < 2u * (unsigned)cap && size < (1u << 30)) size <<= 1;
+  while (size < 2u * (unsigned)cap && size < (1u << 30))
+    size <<= 1;
   t->mask = size - 1;
   t->h = malloc(sizeof *t->h * (size_t)cap);
   t->slot = malloc(sizeof *t->slot * (size_t)cap);
   t->tab = malloc(sizeof *t->tab * size);
   if (!t->h || !t->slot || !t->tab) return -1;
-  for (unsigned i = 0; i < size; i++) t->tab[i] = -1;
+  for (unsigned i = 0; i < size; i++)
+    t->tab[i] = -1;
   return 0;
 }
 
@@ -99,7 +102,8 @@ static int tab_find(const struct topk *t, const char *key) {
 
 static void tab_put(struct topk *t, int i) {
   unsigned s = key_hash(t->h[i].key) & t->mask;
-  while (t->tab[s] >= 0) s = (s + 1) & t->mask;
+  while (t->tab[s] >= 0)
+    s = (s + 1) & t->mask;
   t->tab[s] = i;
   t->slot[i] = (int)s;
 }
@@ -222,8 +226,7 @@ static int check_kept(struct stage_ctx *ctx, const char *target) {
   const char *rest_kept = strchr(kept, ' '), *rest_mine = strchr(mine, ' ');
   sscanf(kept, "top=%lld", &top_kept);
   sscanf(mine, "top=%lld", &top_mine);
-  if (rest_kept && rest_mine && !strcmp(rest_kept, rest_mine) && top_mine > 0 && top_mine <= top_kept)
-    return STAGE_OK;
+  if (rest_kept && rest_mine && !strcmp(rest_kept, rest_mine) && top_mine > 0 && top_mine <= top_kept) return STAGE_OK;
   return stage_fail_at(ctx, NULL,
                        "the scores were merged keeping only each shard's candidates for the hits of %s "
                        "(stages.score.merge: hits), and this rank asks for %s: set stages.score.merge: all and run "
@@ -287,7 +290,8 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
     snprintf(err, errlen, "out of memory");
     return -1;
   }
-  for (int i = 0; i < t.n; i++) (*rowids)[i] = t.h[i].rowid;
+  for (int i = 0; i < t.n; i++)
+    (*rowids)[i] = t.h[i].rowid;
   *n = t.n;
   topk_free(&t);
   return 0;

@@ -214,7 +214,8 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                          s->set);
   *n_items = s->plan.n;
   s->select =
-      sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", m.mol FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
+      sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", m.mol FROM \"%w\".graphs g "
+                      "JOIN \"%w\".molecules m ON m.id = g.mol_id "
                       "WHERE m.set_name = ?1 AND g.mol_id BETWEEN ?2 AND ?3 ORDER BY g.mol_id",
                       ctx->src, ctx->src);
   return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");

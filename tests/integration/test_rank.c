@@ -228,11 +228,11 @@ Test(rank, graphs_not_stored_are_rebuilt_bit_for_bit) {
     snprintf(dbs[k], sizeof dbs[k], "%s/work/screen.db", dirs[k]);
   }
   cr_assert_eq(tu_query_int(dbs[1], "SELECT count(*) FROM graphs WHERE length(graph) > 0"), 0, "a graph was stored");
-  cr_assert_eq(tu_query_int(dbs[1], "SELECT count(*) FROM graphs"), tu_query_int(dbs[0], "SELECT count(*) FROM graphs"));
-  const char *same[] = {"SELECT mol_id, n_nodes, n_edges FROM graphs ORDER BY 1",
-                        "SELECT mol_id, hex(basis) FROM bases ORDER BY 1",
-                        "SELECT mol_id, printf('%.17g', value) FROM scores ORDER BY 1",
-                        "SELECT rank, mol_id FROM ranks ORDER BY 1"};
+  cr_assert_eq(tu_query_int(dbs[1], "SELECT count(*) FROM graphs"),
+               tu_query_int(dbs[0], "SELECT count(*) FROM graphs"));
+  const char *same[] = {
+      "SELECT mol_id, n_nodes, n_edges FROM graphs ORDER BY 1", "SELECT mol_id, hex(basis) FROM bases ORDER BY 1",
+      "SELECT mol_id, printf('%.17g', value) FROM scores ORDER BY 1", "SELECT rank, mol_id FROM ranks ORDER BY 1"};
   for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
     char *a = tu_query(dbs[0], same[i]), *b = tu_query(dbs[1], same[i]);
     cr_assert(a[0], "nothing from %s", same[i]);

@@ -127,8 +127,7 @@ static void check(int top, int descending, int dedupe, int has_min, double min, 
                (long long)n, k);
   for (int i = 0; i < k; i++)
     cr_assert_eq(got[i], want[i], "top %d %s dedupe %d min %d max %d: hit %d is row %lld, expected %lld", top,
-                 descending ? "desc" : "asc", dedupe, has_min, has_max, i + 1, (long long)got[i],
-                 (long long)want[i]);
+                 descending ? "desc" : "asc", dedupe, has_min, has_max, i + 1, (long long)got[i], (long long)want[i]);
   free(got);
   free(want);
   cfg_node_free(cfg);
@@ -140,7 +139,8 @@ Test(rank_select, equals_sorting_everything) {
     int tops[] = {1, 2, 7, 100, 399, 400, 5000};
     for (size_t t = 0; t < sizeof tops / sizeof *tops; t++)
       for (int d = 0; d < 2; d++)
-        for (int dd = 0; dd < 2; dd++) check(tops[t], d, dd, 0, 0, 0, 0);
+        for (int dd = 0; dd < 2; dd++)
+          check(tops[t], d, dd, 0, 0, 0, 0);
     check(50, 1, 1, 1, 2.5, 0, 0);
     check(50, 0, 1, 0, 0, 1, -1.25);
     check(3000, 0, 0, 1, -2, 1, 4);
