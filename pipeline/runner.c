@@ -173,6 +173,7 @@ struct run {
   int shard, n_shards;
   const char *src; /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
+  int scores_kept_as_now;      /* merge: screen.db's scores were kept as stages.score.merge keeps them now */
   char err[2048];
 };
 
@@ -513,6 +514,49 @@ static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
   return 0;
 }
 
+/* 1 when the attached shard was folded into main already and holds nothing
+ * new: every ledger row of its stage is in main as it is in the shard, under
+ * the same configuration, and (score) under the same stages.score.merge
+ * choice as now. Then merging it again would rewrite the same rows: a
+ * workdir's merge job after each array folds every shard in shards/, and
+ * refolding the earlier stages' cost as much as folding them the first time.
+ * -1 with r->err set on an error. */
+static int already_folded(struct run *r, const struct stage *s) {
+  long long n = query_int(r->st.db, -1,
+                          "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
+                          "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
+                          "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
+                          "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
+                          "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
+                          "m.finished=c.finished)) END",
+                          s->name, s->name, s->name);
+  if (n < 0) {
+    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
+    return -1;
+  }
+  if (n > 0 || query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0)
+    return 0;
+  /* a score shard: only when the scores were kept as they would be now */
+  return s != &stage_score || r->scores_kept_as_now;
+}
+
+/* Whether screen.db's scores were kept as stages.score.merge would keep them
+ * now (meta 'scores_kept' names rank's settings under `hits`, and is absent
+ * under `all`), asked once before a merge folds anything. */
+static int scores_kept_as_now(struct run *r) {
+  char *kept = query_text(r->st.db, "SELECT value FROM main.meta WHERE key='scores_kept'");
+  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
+  int hits = r->root && !strcmp(cfg_str(r->root, "stages.score.merge", "all"), "hits") && cfg_int(rank, "top", 100) > 0;
+  int same = !hits && !kept;
+  if (hits && kept) {
+    char target[256], spec[512];
+    same = !rank_target(r->st.db, "main", rank, target, sizeof target) &&
+           (rank_spec(rank, target, spec, sizeof spec), !strcmp(spec, kept));
+  }
+  free(kept);
+  return same;
+}
+
 /* Folds the shard database `path` (a Slurm array task's, --shard's, or a
  * process's of a data-parallel run) into r's database, in one transaction.
  * want_hash: fold only a shard of stage want_stage run under this config
@@ -520,7 +564,9 @@ static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
  * database holds replaces the stage there (`merge`). *workflow and *sets,
  * when NULL, are set from the shard's meta (where given). Returns the
  * stage's index, -1 for a shard with nothing to fold (it never planned a
- * stage, or another than want_stage/want_hash), -2 with r->err set. */
+ * stage, or another than want_stage/want_hash), -2 with r->err set, -3 (only
+ * for `merge`, want_hash NULL) for a shard folded before that holds nothing
+ * new, its stage finalized. */
 static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
                       char **sets) {
   struct store sh;
@@ -542,6 +588,16 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   const struct stage *s = all_stages[si];
   if (exec_sql(r, "ATTACH %Q AS shard", path)) return -2;
   if (exec_sql(r, "BEGIN IMMEDIATE")) goto detach;
+  if (!want_hash) {
+    int done = already_folded(r, s);
+    if (done < 0) goto rollback;
+    if (done) { /* nothing new: a merge run again, or the next stage's merge */
+      int finalized = query_int(r->st.db, 0, "SELECT finalized FROM main.stage_state WHERE stage=%Q", s->name) == 1;
+      if (exec_sql(r, "COMMIT")) goto rollback;
+      exec_sql(r, "DETACH shard");
+      return finalized ? -3 : si;
+    }
+  }
   char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
   char *theirs = query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
   if (mine && theirs && strcmp(mine, theirs)) {
@@ -1259,10 +1315,12 @@ int runner_merge(const char *db_path) {
                  r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
     goto done;
   if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
+  r.scores_kept_as_now = scores_kept_as_now(&r);
   int touched[N_STAGES] = {0};
   for (int k = 0; k < n; k++) {
     int si = fold_shard(&r, shards[k], NULL, NULL, NULL, NULL);
     if (si == -2) goto done;
+    if (si == -3) progress_log(NULL, "%s: merged already, nothing new", shards[k]);
     if (si < 0) continue;
     touched[si] = 1;
     progress_log(NULL, "merged %s", shards[k]);

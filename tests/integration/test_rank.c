@@ -185,6 +185,7 @@ Test(rank, sharded_scores_merged_as_hits) {
   free(out);
   /* merge: all brings every score back, and then any rank runs */
   cr_assert_eq(tu_se3(&out, "merge %s", db), 0, "%s", out); /* idempotent under hits */
+  cr_assert(strstr(out, "score-11.db: merged already, nothing new"), "a merged shard was folded again:\n%s", out);
   free(out);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), kept);
   cr_assert_eq(tu_sh(&out, "sed -i 's/merge: hits/merge: all/' %s", wf), 0);
