@@ -13,6 +13,7 @@
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/slurm.h"
+#include "pipeline/store.h"
 #include "pipeline/verify.h"
 #include "stages/stage.h"
 
@@ -27,6 +28,7 @@ static const char usage_main[] =
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
     "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
     "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
+    "  schema                 every table and column of the result databases, as Markdown\n"
     "  --version              version, and the kernels this processor gets (ISA, OpenBLAS core)\n"
     "\n"
     "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
@@ -228,6 +230,15 @@ int main(int argc, char **argv) {
     return argc < 2 ? SE3_EXIT_USAGE : SE3_EXIT_OK;
   }
   const char *verb = argv[1];
+  if (!strcmp(verb, "schema")) {
+    if (argc > 2) {
+      fputs("usage: se3screen schema\n\nPrints every table, view, column and index of the result databases as\n"
+            "Markdown (docs/schema.md), generated from the schema's own SQL.\n",
+            wants_help(argc, argv) ? stdout : stderr);
+      return wants_help(argc, argv) ? SE3_EXIT_OK : SE3_EXIT_USAGE;
+    }
+    return store_schema_doc(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+  }
   const char *pos = NULL;
   const char **sets = NULL;
   int n_sets = 0, rc;

@@ -16,57 +16,57 @@
  * database is brought forward one step at a time inside one transaction. */
 const char store_schema_sql[] =
     "CREATE TABLE meta(\n"
-    "  key TEXT PRIMARY KEY,\n"
-    "  value TEXT\n"
+    "  key TEXT PRIMARY KEY,          -- workflow, sets, workdir, shard, stage; scores_kept (below)\n"
+    "  value TEXT                     -- workflow: the workflow file; sets: the --set overrides, one a line; scores_kept: after a merge under stages.score.merge: hits, the rank settings whose hits the kept scores hold\n"
     ") STRICT;\n"
     "CREATE TABLE runs(\n"
-    "  id INTEGER PRIMARY KEY,\n"
+    "  id INTEGER PRIMARY KEY,        -- one row per se3screen run on this database\n"
     "  started TEXT NOT NULL,          -- UTC, ISO 8601\n"
-    "  finished TEXT,\n"
-    "  host TEXT NOT NULL,\n"
-    "  pid INTEGER NOT NULL,\n"
+    "  finished TEXT,                 -- UTC; NULL while running (or killed)\n"
+    "  host TEXT NOT NULL,            -- where it ran\n"
+    "  pid INTEGER NOT NULL,          -- its process id\n"
     "  command TEXT NOT NULL,          -- the command line\n"
     "  workflow TEXT,                  -- the workflow file\n"
     "  shard TEXT,                     -- 'i/n' or NULL\n"
     "  status TEXT NOT NULL,           -- running | done | stopped | failed\n"
-    "  exit_code INTEGER,\n"
+    "  exit_code INTEGER,             -- 0, 1 failed, 2 usage, 75 stopped by a signal\n"
     "  message TEXT,                   -- last error\n"
-    "  version TEXT NOT NULL\n"
+    "  version TEXT NOT NULL          -- se3screen's version\n"
     ") STRICT;\n"
     "CREATE TABLE stage_state(\n"
-    "  stage TEXT PRIMARY KEY,\n"
+    "  stage TEXT PRIMARY KEY,        -- ingest, graph, basis, train, score, rank\n"
     "  config_hash TEXT NOT NULL,      -- hash of the stage's resolved config and its input files\n"
     "  settings_hash TEXT NOT NULL,    -- hash of the stage's resolved config alone\n"
     "  n_chunks INTEGER NOT NULL,      -- chunks in the plan\n"
     "  n_items INTEGER NOT NULL,       -- molecules (or records) in the plan\n"
-    "  finalized INTEGER NOT NULL DEFAULT 0,\n"
-    "  updated TEXT NOT NULL\n"
+    "  finalized INTEGER NOT NULL DEFAULT 0, -- 1 once the stage's closing step (ingest's dedupe, train's test) is done\n"
+    "  updated TEXT NOT NULL          -- UTC\n"
     ") STRICT;\n"
     "CREATE TABLE stage_chunks(\n"
-    "  stage TEXT NOT NULL,\n"
-    "  chunk INTEGER NOT NULL,\n"
-    "  shard INTEGER NOT NULL,\n"
-    "  config_hash TEXT NOT NULL,\n"
+    "  stage TEXT NOT NULL,           -- a stage's name\n"
+    "  chunk INTEGER NOT NULL,        -- 0-based; a chunk is run.chunk_size molecules (train: one epoch of one member)\n"
+    "  shard INTEGER NOT NULL,        -- the shard (array task, or process) that did it\n"
+    "  config_hash TEXT NOT NULL,     -- stage_state.config_hash it was done under\n"
     "  status TEXT NOT NULL,           -- done\n"
-    "  host TEXT NOT NULL,\n"
-    "  pid INTEGER NOT NULL,\n"
-    "  started TEXT NOT NULL,\n"
-    "  finished TEXT NOT NULL,\n"
-    "  n_ok INTEGER NOT NULL,\n"
-    "  n_rejected INTEGER NOT NULL,\n"
+    "  host TEXT NOT NULL,            -- where it ran\n"
+    "  pid INTEGER NOT NULL,          -- the process that ran it\n"
+    "  started TEXT NOT NULL,         -- UTC\n"
+    "  finished TEXT NOT NULL,        -- UTC, when it committed\n"
+    "  n_ok INTEGER NOT NULL,         -- molecules (or records) stored\n"
+    "  n_rejected INTEGER NOT NULL,   -- molecules (or records) rejected (in rejects)\n"
     "  PRIMARY KEY(stage, chunk)\n"
     ") STRICT;\n"
     "CREATE TABLE molecules(\n"
     "  id INTEGER PRIMARY KEY,         -- (input index + 1) * 1e9 + record_no: the same in every shard\n"
-    "  set_name TEXT NOT NULL,\n"
+    "  set_name TEXT NOT NULL,        -- the workflow's set it came in\n"
     "  source_file TEXT NOT NULL,      -- relative to the workflow file when below it\n"
     "  record_no INTEGER NOT NULL,     -- 1-based record in the source file\n"
-    "  name TEXT NOT NULL,\n"
+    "  name TEXT NOT NULL,            -- the record's title (or the name column)\n"
     "  smiles TEXT NOT NULL,           -- canonical SMILES (Open Babel)\n"
-    "  inchikey TEXT NOT NULL,\n"
-    "  formula TEXT NOT NULL,\n"
+    "  inchikey TEXT NOT NULL,        -- standard InChIKey (Open Babel)\n"
+    "  formula TEXT NOT NULL,         -- Hill formula, with hydrogens\n"
     "  n_atoms INTEGER NOT NULL,       -- with hydrogens\n"
-    "  n_heavy INTEGER NOT NULL,\n"
+    "  n_heavy INTEGER NOT NULL,      -- atoms other than hydrogen\n"
     "  charge INTEGER NOT NULL,        -- total formal charge\n"
     "  coords_from TEXT NOT NULL,      -- input | gen3d\n"
     "  chunk INTEGER NOT NULL,         -- ingest chunk that wrote it\n"
@@ -76,20 +76,20 @@ const char store_schema_sql[] =
     "CREATE INDEX molecules_set_smiles ON molecules(set_name, smiles);\n"
     "CREATE INDEX molecules_chunk ON molecules(chunk);\n"
     "CREATE TABLE labels(\n"
-    "  mol_id INTEGER NOT NULL REFERENCES molecules(id) ON DELETE CASCADE,\n"
-    "  name TEXT NOT NULL,\n"
-    "  value REAL NOT NULL,\n"
+    "  mol_id INTEGER NOT NULL REFERENCES molecules(id) ON DELETE CASCADE, -- molecules.id\n"
+    "  name TEXT NOT NULL,            -- the SD tag or CSV column (or labels: name: value)\n"
+    "  value REAL NOT NULL,           -- the label's number\n"
     "  PRIMARY KEY(mol_id, name)\n"
     ") STRICT, WITHOUT ROWID;\n"
     "CREATE TABLE rejects(\n"
-    "  stage TEXT NOT NULL,\n"
-    "  set_name TEXT NOT NULL,\n"
-    "  source_file TEXT NOT NULL,\n"
-    "  record_no INTEGER NOT NULL,\n"
+    "  stage TEXT NOT NULL,           -- the stage that rejected it\n"
+    "  set_name TEXT NOT NULL,        -- the set of its input\n"
+    "  source_file TEXT NOT NULL,     -- the input file\n"
+    "  record_no INTEGER NOT NULL,    -- 1-based record in the file; 0 = the whole file\n"
     "  line INTEGER,                   -- 1-based line where the record starts, when known\n"
-    "  name TEXT,\n"
-    "  chunk INTEGER NOT NULL,\n"
-    "  reason TEXT NOT NULL,\n"
+    "  name TEXT,                     -- the record's title, when it has one\n"
+    "  chunk INTEGER NOT NULL,        -- the stage's chunk that wrote it\n"
+    "  reason TEXT NOT NULL,          -- why, in words\n"
     "  PRIMARY KEY(stage, source_file, record_no)\n"
     ") STRICT;\n"
     "CREATE INDEX rejects_chunk ON rejects(stage, chunk);\n";
@@ -100,16 +100,16 @@ const char store_schema_sql[] =
 static const char schema_v2_sql[] =
     "CREATE TABLE graphs(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id\n"
-    "  n_nodes INTEGER NOT NULL,\n"
-    "  n_edges INTEGER NOT NULL,\n"
+    "  n_nodes INTEGER NOT NULL,      -- atoms\n"
+    "  n_edges INTEGER NOT NULL,      -- directed edges\n"
     "  chunk INTEGER NOT NULL,         -- graph chunk that wrote it\n"
     "  graph BLOB NOT NULL             -- edges, features, relative positions: see chem/graph.h\n"
     ") STRICT;\n"
     "CREATE INDEX graphs_chunk ON graphs(chunk);\n"
     "CREATE TABLE bases(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id (= graphs.mol_id)\n"
-    "  n_edges INTEGER NOT NULL,\n"
-    "  max_degree INTEGER NOT NULL,\n"
+    "  n_edges INTEGER NOT NULL,      -- edges (= graphs.n_edges)\n"
+    "  max_degree INTEGER NOT NULL,   -- highest feature degree: bases for every pair k, l <= it\n"
     "  dtype TEXT NOT NULL,            -- fp32 | fp16 | bf16\n"
     "  chunk INTEGER NOT NULL,         -- basis chunk that wrote it\n"
     "  basis BLOB NOT NULL             -- every edge's basis, in the graph's edge order: see models/basis.h\n"
@@ -128,28 +128,35 @@ static const char schema_v3_sql[] =
     "  epoch INTEGER NOT NULL,         -- 0-based; the test row has the best epoch\n"
     "  split TEXT NOT NULL,            -- train | valid | test\n"
     "  loss REAL,                      -- the training loss (on standardised targets for regression)\n"
-    "  mae REAL, rmse REAL, r2 REAL, spearman REAL,   -- regression, in the target's units\n"
-    "  roc_auc REAL, pr_auc REAL, ef1 REAL,           -- classification\n"
+    "  mae REAL,                       -- regression: mean absolute error, in the target's units\n"
+    "  rmse REAL,                      -- regression: root mean square error, in the target's units\n"
+    "  r2 REAL,                        -- regression: coefficient of determination\n"
+    "  spearman REAL,                  -- regression: Spearman's rank correlation\n"
+    "  roc_auc REAL,                   -- classification: area under the ROC curve\n"
+    "  pr_auc REAL,                    -- classification: average precision\n"
+    "  ef1 REAL,                       -- classification: enrichment factor at 1 %\n"
     "  lr REAL,                        -- learning rate at the end of the epoch\n"
     "  seconds REAL,                   -- wall time of the epoch\n"
     "  PRIMARY KEY(model, epoch, split)\n"
     ") STRICT;\n"
     "CREATE TABLE models(\n"
     "  id TEXT PRIMARY KEY,            -- train/<member>\n"
-    "  target TEXT NOT NULL,\n"
+    "  target TEXT NOT NULL,           -- the label it learned\n"
     "  task TEXT NOT NULL,             -- regression | classification\n"
     "  checkpoint TEXT NOT NULL,       -- the best checkpoint, relative to the workdir\n"
     "  arch TEXT NOT NULL,             -- the architecture, as key=value words (se3_config_format)\n"
     "  mean REAL NOT NULL,             -- target standardisation (train split)\n"
-    "  std REAL NOT NULL,\n"
-    "  best_epoch INTEGER NOT NULL,\n"
-    "  best_valid_loss REAL,\n"
-    "  n_train INTEGER NOT NULL, n_valid INTEGER NOT NULL, n_test INTEGER NOT NULL\n"
+    "  std REAL NOT NULL,              -- and its standard deviation: a prediction is mean + std * the net's output (+ atomref)\n"
+    "  best_epoch INTEGER NOT NULL,   -- 0-based epoch of best.ckpt (lowest validation loss)\n"
+    "  best_valid_loss REAL,          -- its validation loss\n"
+    "  n_train INTEGER NOT NULL,       -- molecules in the train split\n"
+    "  n_valid INTEGER NOT NULL,       -- in the valid split\n"
+    "  n_test INTEGER NOT NULL         -- in the test split\n"
     ") STRICT;\n"
     "CREATE TABLE scores(\n"
     "  mol_id INTEGER NOT NULL,        -- molecules.id\n"
     "  model TEXT NOT NULL,            -- models.id\n"
-    "  target TEXT NOT NULL,\n"
+    "  target TEXT NOT NULL,           -- the label predicted (models.target)\n"
     "  value REAL NOT NULL,            -- the prediction in the target's units (classification: probability)\n"
     "  std REAL,                       -- spread of an ensemble's predictions; NULL for one model\n"
     "  chunk INTEGER NOT NULL,         -- score chunk that wrote it\n"
@@ -159,10 +166,10 @@ static const char schema_v3_sql[] =
     "CREATE TABLE ranks(\n"
     "  rank INTEGER PRIMARY KEY,       -- 1 = the best hit\n"
     "  mol_id INTEGER NOT NULL,        -- molecules.id\n"
-    "  model TEXT NOT NULL,\n"
-    "  target TEXT NOT NULL,\n"
-    "  value REAL NOT NULL,\n"
-    "  std REAL\n"
+    "  model TEXT NOT NULL,           -- scores.model\n"
+    "  target TEXT NOT NULL,          -- scores.target\n"
+    "  value REAL NOT NULL,           -- the score (scores.value)\n"
+    "  std REAL                       -- scores.std\n"
     ") STRICT;\n"
     "CREATE VIEW ranked_hits AS\n"
     "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.value AS score, r.std, m.set_name,\n"
@@ -461,4 +468,153 @@ int store_attach_readonly(struct store *s, const char *path, const char *schema,
   sqlite3_free(sql);
   free(uri);
   return rc;
+}
+
+/* ---- the schema, documented from its own SQL ------------------------------ */
+
+enum { DOC_MAX_TABLES = 32, DOC_MAX_COLS = 32, DOC_MAX_LINE = 512 };
+
+struct doc_col {
+  char name[64], def[160], note[DOC_MAX_LINE];
+  int version;
+};
+struct doc_table {
+  char name[64], kind[8]; /* "table" | "view" */
+  int version, n_cols;
+  struct doc_col col[DOC_MAX_COLS];
+  char keys[DOC_MAX_LINE], indexes[DOC_MAX_LINE], view[1024];
+};
+
+static char *trim(char *s) {
+  while (*s == ' ') s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == ',' || s[n - 1] == ';')) s[--n] = 0;
+  return s;
+}
+
+static struct doc_table *doc_find(struct doc_table *t, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(t[i].name, name)) return &t[i];
+  return NULL;
+}
+
+static void md(FILE *out, const char *s) { /* a table cell: | escaped */
+  for (; *s; s++) {
+    if (*s == '|') fputc('\\', out);
+    fputc(*s, out);
+  }
+}
+
+static void doc_append(char *dst, size_t n, const char *sep, const char *s) {
+  size_t len = strlen(dst);
+  snprintf(dst + len, n - len, "%s%s", len ? sep : "", s);
+}
+
+int store_schema_doc(FILE *out) {
+  static struct doc_table t[DOC_MAX_TABLES];
+  int nt = 0;
+  memset(t, 0, sizeof t);
+  for (size_t v = 0; v < sizeof migrations / sizeof *migrations; v++) {
+    struct doc_table *cur = NULL;
+    const char *p = migrations[v];
+    while (*p) {
+      char line[DOC_MAX_LINE * 2];
+      size_t n = strcspn(p, "\n");
+      snprintf(line, sizeof line, "%.*s", (int)n, p);
+      p += n + (p[n] == '\n');
+      char *note = strstr(line, "-- ");
+      if (note) {
+        *note = 0;
+        note += 3;
+      }
+      int ends = strchr(line, ';') != NULL; /* the statement's end */
+      char raw[sizeof line];
+      snprintf(raw, sizeof raw, "%s", line + strspn(line, " "));
+      raw[strcspn(raw, ";")] = 0;
+      char *def = trim(line), name[64];
+      if (!*def) continue;
+      if (sscanf(def, "CREATE TABLE %63[^( ](", name) == 1 || sscanf(def, "CREATE VIEW %63s AS", name) == 1) {
+        if (nt == DOC_MAX_TABLES) return -1;
+        cur = &t[nt++];
+        snprintf(cur->name, sizeof cur->name, "%s", name);
+        snprintf(cur->kind, sizeof cur->kind, "%s", def[7] == 'T' ? "table" : "view");
+        cur->version = (int)v + 1;
+        continue;
+      }
+      char on[64], cols[256];
+      if (sscanf(def, "CREATE INDEX %63s ON %63[^(](%255[^)])", name, on, cols) == 3) {
+        struct doc_table *x = doc_find(t, nt, on);
+        if (!x) return -1;
+        char one[DOC_MAX_LINE];
+        snprintf(one, sizeof one, "`%s` (%s)", name, cols);
+        doc_append(x->indexes, sizeof x->indexes, ", ", one);
+        cur = NULL;
+        continue;
+      }
+      char col[64];
+      if (sscanf(def, "ALTER TABLE %63s ADD COLUMN %63s", on, col) == 2) {
+        struct doc_table *x = doc_find(t, nt, on);
+        if (!x || x->n_cols == DOC_MAX_COLS) return -1;
+        struct doc_col *c = &x->col[x->n_cols++];
+        snprintf(c->name, sizeof c->name, "%s", col);
+        const char *rest = strstr(def, col) + strlen(col);
+        snprintf(c->def, sizeof c->def, "%s", rest + (*rest == ' '));
+        snprintf(c->note, sizeof c->note, "%s", note ? note : "");
+        c->version = (int)v + 1;
+        cur = NULL;
+        continue;
+      }
+      if (!cur) return -1;
+      if (cur->kind[0] == 'v') { /* the view's SELECT, line by line */
+        doc_append(cur->view, sizeof cur->view, "\n", raw);
+        if (ends) cur = NULL;
+        continue;
+      }
+      if (def[0] == ')') { /* the table's end: ") STRICT;" */
+        cur = NULL;
+        continue;
+      }
+      if (!strncmp(def, "PRIMARY KEY(", 12) || !strncmp(def, "UNIQUE(", 7)) {
+        doc_append(cur->keys, sizeof cur->keys, ", ", def);
+        continue;
+      }
+      if (cur->n_cols == DOC_MAX_COLS || sscanf(def, "%63s", col) != 1) return -1;
+      struct doc_col *c = &cur->col[cur->n_cols++];
+      snprintf(c->name, sizeof c->name, "%s", col);
+      const char *rest = def + strlen(col);
+      snprintf(c->def, sizeof c->def, "%s", rest + (*rest == ' '));
+      snprintf(c->note, sizeof c->note, "%s", note ? trim(note) : "");
+      c->version = (int)v + 1;
+    }
+  }
+  fprintf(out,
+          "# The se3screen database (schema version %d)\n\n"
+          "Generated by `se3screen schema` from the SQL of the schema and its migrations\n"
+          "([`pipeline/store.c`](../pipeline/store.c)); `test_cli` fails when this file\n"
+          "and that output differ. A workdir's `screen.db` and every shard database have\n"
+          "these tables; `PRAGMA user_version` is the schema version and older databases\n"
+          "are migrated forward when opened. \"Since\" is the version that added a table\n"
+          "or column. Blob layouts: [`chem/mol.h`](../chem/mol.h),\n"
+          "[`chem/graph.h`](../chem/graph.h), [`models/basis.h`](../models/basis.h).\n",
+          STORE_SCHEMA_VERSION);
+  for (int i = 0; i < nt; i++) {
+    struct doc_table *x = &t[i];
+    fprintf(out, "\n## `%s` (%s, since %d)\n\n", x->name, x->kind, x->version);
+    if (x->kind[0] == 'v') {
+      fprintf(out, "```sql\n%s\n```\n", x->view);
+      continue;
+    }
+    fprintf(out, "| column | type | meaning | since |\n|---|---|---|---|\n");
+    for (int k = 0; k < x->n_cols; k++) {
+      struct doc_col *c = &x->col[k];
+      fprintf(out, "| `%s` | ", c->name);
+      md(out, c->def);
+      fprintf(out, " | ");
+      md(out, c->note);
+      fprintf(out, " | %d |\n", c->version);
+    }
+    if (x->keys[0]) fprintf(out, "\nKey: %s.\n", x->keys);
+    if (x->indexes[0]) fprintf(out, "\nIndexes: %s.\n", x->indexes);
+  }
+  return ferror(out) ? -1 : 0;
 }

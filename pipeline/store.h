@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <sqlite3.h>
+#include <stdio.h>
 
 #define STORE_APPLICATION_ID 0x53453353
 #define STORE_SCHEMA_VERSION 4
@@ -53,5 +54,12 @@ long long store_int(sqlite3 *db, const char *sql, long long dflt);
 /* The version-1 schema as SQL; later versions add to it (store.c,
  * `migrations`). The README's schema section shows them all. */
 extern const char store_schema_sql[];
+
+/* The schema as Markdown (docs/schema.md, `se3screen schema`): every table,
+ * view and index of the current version, each column with its type and
+ * constraints and the meaning its comment in the SQL gives, and the version
+ * that added it. Generated from the migrations themselves, so it cannot
+ * drift from them. 0, or -1 when the SQL holds something it cannot read. */
+int store_schema_doc(FILE *out);
 
 #endif

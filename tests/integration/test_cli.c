@@ -44,7 +44,8 @@ Test(cli, check_prints_resolved_config_or_every_error) {
   cr_assert_eq(tu_se3(&out, "check %s", wf), 2);
   cr_assert(strstr(out, "wf.yaml:4:21: sets.a.0.fromat: unknown key"), "%s", out);
   cr_assert(strstr(out, "did you mean 'format'"), "%s", out);
-  cr_assert(strstr(out, "wf.yaml:6:12: stages.ingest.gen3d: must be one of auto, always, never; got 'sometimes'"), "%s", out);
+  cr_assert(strstr(out, "wf.yaml:6:12: stages.ingest.gen3d: must be one of auto, always, never; got 'sometimes'"), "%s",
+            out);
   cr_assert(strstr(out, "wf.yaml:6:30: stages.ingest.workers: must be between 0 and 1024, got -1"), "%s", out);
   free(out);
   free(wf);
@@ -64,8 +65,7 @@ Test(cli, check_prints_resolved_config_or_every_error) {
 Test(cli, status_and_read_only_query) {
   char *dir = tu_tmpdir("cli_query");
   char yaml[1024];
-  snprintf(yaml, sizeof yaml,
-           "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
+  snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
            tu_src("workflows/data/qm9_mini.sdf"));
   char *wf = tu_write(dir, "wf.yaml", yaml);
   char *out = NULL;
@@ -81,8 +81,9 @@ Test(cli, status_and_read_only_query) {
   free(out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
-  cr_assert_eq(tu_se3(&out, "query %s \"SELECT name, n_atoms FROM molecules WHERE record_no <= 2 ORDER BY id\" --csv", db),
-               0, "%s", out);
+  cr_assert_eq(
+      tu_se3(&out, "query %s \"SELECT name, n_atoms FROM molecules WHERE record_no <= 2 ORDER BY id\" --csv", db), 0,
+      "%s", out);
   cr_assert_str_eq(out, "name,n_atoms\ngdb_1,5\ngdb_2,4\n");
   free(out);
   cr_assert_eq(tu_se3(&out, "query %s/work \"SELECT value FROM labels LIMIT 0\" --json", dir), 0, "%s", out);
@@ -196,4 +197,51 @@ Test(cli, bf16_scores_on_the_cpu_or_says_why_not) {
   free(out);
   free(wf);
   free(dir);
+}
+
+/* docs/schema.md is `se3screen schema`, generated from the schema's SQL: a
+ * column added or changed without regenerating it fails here. Every table a
+ * fresh database has is documented, with every column. */
+Test(cli, schema_doc_is_generated_from_the_sql) {
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "schema"), 0, "%s", out);
+  size_t len = 0;
+  char *doc = tu_read(tu_src("docs/schema.md"), &len);
+  cr_assert(doc, "docs/schema.md is missing");
+  cr_assert_str_eq(out, doc,
+                   "docs/schema.md differs from `se3screen schema`: regenerate it with build/se3screen schema > "
+                   "docs/schema.md");
+  /* every table and column of a real database is in it */
+  char *dir = tu_tmpdir("cli_schema");
+  char *wf =
+      tu_write(dir, "wf.yaml", "workflow: s\nworkdir: w\nrun: {progress: none}\nsets:\n  a:\n    - {path: x.smi}\n");
+  cr_assert_eq(tu_sh(NULL, "echo 'CCO ethanol' > %s/x.smi", dir), 0);
+  char *o2 = NULL;
+  cr_assert_eq(tu_se3(&o2, "run %s", wf), 0, "%s", o2);
+  free(o2);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/w/screen.db", dir);
+  char *cols = tu_query(db, "SELECT t.name || '|' || c.name FROM sqlite_schema t, pragma_table_info(t.name) c "
+                            "WHERE t.type IN ('table', 'view') ORDER BY 1");
+  int n = 0;
+  for (char *save = NULL, *l = strtok_r(cols, "\n", &save); l; l = strtok_r(NULL, "\n", &save), n++) {
+    char table[128], heading[160], row[160];
+    const char *bar = strchr(l, '|');
+    cr_assert(bar);
+    snprintf(table, sizeof table, "%.*s", (int)(bar - l), l);
+    snprintf(heading, sizeof heading, "## `%s` (", table);
+    snprintf(row, sizeof row, "| `%s` |", bar + 1);
+    const char *sec = strstr(doc, heading);
+    cr_assert(sec, "table %s is not in docs/schema.md", table);
+    const char *next = strstr(sec + 1, "\n## ");
+    const char *hit = strstr(sec, row);
+    int in_view = strstr(sec, "(view,") == sec + strlen(heading) - 1;
+    cr_assert(in_view || (hit && (!next || hit < next)), "column %s.%s is not in docs/schema.md", table, bar + 1);
+  }
+  cr_assert_gt(n, 60, "only %d columns", n);
+  free(cols);
+  free(wf);
+  free(dir);
+  free(doc);
+  free(out);
 }
