@@ -211,6 +211,12 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
 /* rank's settings that decide its hits, as one line ("top=N target=... ..."). */
 void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n);
 
+/* score's select of one chunk's molecules in schema src (?1 the set, ?2
+ * and ?3 the chunk's first and last id), sqlite3_malloc'd: a chunk reads
+ * its own rows only, whatever the library's size (test_rank checks the
+ * plan). */
+char *score_chunk_sql(const char *src);
+
 /* ---- platform ---------------------------------------------------------- */
 
 /* What the model runs on, for `se3screen --version`, the logs and the
