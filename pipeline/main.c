@@ -10,6 +10,7 @@
 
 #include <sqlite3.h>
 
+#include "pipeline/export.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/slurm.h"
@@ -25,6 +26,7 @@ static const char usage_main[] =
     "  status WORKFLOW|DB     chunks done, molecules stored/rejected, config changes, last error\n"
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
     "  top DB [-n N]          the best hits of the rank stage, as a table\n"
+    "  export DB -o FILE      ranked hits or a query's rows as CSV, SDF or SMILES (--format)\n"
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
     "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
     "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
@@ -84,6 +86,23 @@ static const char usage_top[] = "usage: se3screen top DB [-n N] [--target T] [--
                                 "\n"
                                 "Prints the best N hits (default 20) the rank stage kept: rank, name, SMILES,\n"
                                 "score and where each molecule came from. DB may also be a workdir.\n";
+
+static const char usage_export[] =
+    "usage: se3screen export DB|WORKDIR --format csv|sdf|smi [--query SQL | --top N] -o FILE\n"
+    "\n"
+    "Writes every row of ranked_hits, in rank order (--top N: the first N), or the\n"
+    "rows of one read-only SQL statement (--query, checked as `query` checks it) to\n"
+    "FILE, through a temporary file renamed at the end (-o -: stdout). The database\n"
+    "is opened read-only. stderr says how many rows were written.\n"
+    "\n"
+    "  csv   a header row and the rows, as `query --csv` prints them: RFC 4180 quoting,\n"
+    "        NULL empty, numbers that read back exactly\n"
+    "  sdf   each row's molecule with its 3D coordinates, titled by the name column\n"
+    "        (else molecules.name), every other column an SD tag (NULLs left out);\n"
+    "        the row needs a mol_id (or id) column naming molecules.id\n"
+    "  smi   SMILES, a tab and the name, one row a line (the row's smiles and name\n"
+    "        columns, else the molecule's, by mol_id or id)\n"
+    "Exit codes: 0 written, 1 failed (no file left behind), 2 usage error.\n";
 
 static const char usage_merge[] = "usage: se3screen merge DB\n"
                                   "\n"
@@ -379,17 +398,59 @@ int main(int argc, char **argv) {
     else
       snprintf(path, sizeof path, "%s", db);
     char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
-    char *sql =
-        sqlite3_mprintf("SELECT rank, name, smiles, target, printf('%%.6g', score) AS score, "
-                        "CASE WHEN std IS NULL THEN '' ELSE printf('%%.3g', std) END AS std, source_file, record_no "
-                        "FROM ranked_hits %s "
-                        "ORDER BY rank LIMIT %ld",
-                        where, n);
+    /* Rounded for people in the table; CSV and JSON are for scripts: the
+     * numbers as stored (JSON numbers, null for no spread). */
+    const char *cols = fmt == QUERY_TABLE ? "printf('%.6g', score) AS score, "
+                                            "CASE WHEN std IS NULL THEN '' ELSE printf('%.3g', std) END AS std"
+                                          : "score, std";
+    char *sql = sqlite3_mprintf("SELECT rank, name, smiles, target, %s, source_file, record_no "
+                                "FROM ranked_hits %s "
+                                "ORDER BY rank LIMIT %ld",
+                                cols, where, n);
     sqlite3_free(where);
     struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
     rc = query_run(path, sql, fmt, &lim, stdout);
     sqlite3_free(sql);
     return rc;
+  }
+  if (!strcmp(verb, "export")) {
+    if (wants_help(argc, argv)) return fputs(usage_export, stdout), SE3_EXIT_OK;
+    struct export_opts eo = {0};
+    const char *format = NULL;
+    for (int i = 2; i < argc; i++) {
+      const char *a = argv[i];
+      if (!strcmp(a, "--format") || !strcmp(a, "--query") || !strcmp(a, "--top") || !strcmp(a, "-o")) {
+        if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--format")) {
+          format = v;
+        } else if (!strcmp(a, "--query")) {
+          eo.query = v;
+        } else if (!strcmp(a, "-o")) {
+          if (!*v) return usage_error(usage_export, "%s", "-o needs a file name (or - for stdout)");
+          eo.out = v;
+        } else {
+          char *end;
+          errno = 0;
+          eo.top = strtoll(v, &end, 10);
+          if (end == v || *end || errno || eo.top < 1)
+            return usage_error(usage_export, "--top needs a whole number >= 1, got '%s'", v);
+        }
+      } else if (a[0] == '-' && a[1]) {
+        return usage_error(usage_export, "unknown option '%s'", a);
+      } else if (!eo.db) {
+        eo.db = a;
+      } else {
+        return usage_error(usage_export, "unexpected argument '%s'", a);
+      }
+    }
+    if (!eo.db) return usage_error(usage_export, "%s", "export needs DB or WORKDIR");
+    if (!format) return usage_error(usage_export, "%s", "export needs --format csv, sdf or smi");
+    if (export_parse_format(format, &eo.format))
+      return usage_error(usage_export, "unknown --format '%s' (csv, sdf or smi)", format);
+    if (!eo.out) return usage_error(usage_export, "%s", "export needs -o FILE (or -o - for stdout)");
+    if (eo.query && eo.top) return usage_error(usage_export, "%s", "--query and --top exclude each other");
+    return export_run(&eo);
   }
   if (!strcmp(verb, "slurm")) {
     if (wants_help(argc, argv)) return fputs(usage_slurm, stdout), SE3_EXIT_OK;

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "pipeline/query.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,7 +18,7 @@
 #include "pipeline/runner.h"
 #include "pipeline/store.h"
 
-static void csv_field(FILE *out, const char *s) {
+void query_csv_field(FILE *out, const char *s) {
   if (!s) return;
   if (!strpbrk(s, ",\"\n\r")) {
     fputs(s, out);
@@ -31,33 +32,98 @@ static void csv_field(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-static void json_string(FILE *out, const char *s) {
+/* Length of the well-formed UTF-8 sequence at s (1-4), 0 when it is not one
+ * (stray continuation bytes, overlong forms, surrogates, past U+10FFFF). */
+static int utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (n <= 1) return n;
+  unsigned cp = c & (0x7fu >> n);
+  for (int k = 1; k < n; k++) {
+    if ((s[k] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[k] & 0x3fu);
+  }
+  static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+/* A JSON string. SQLite hands text back as it was stored, and a molecule's
+ * title read from an old SD file may be Latin-1: bytes that are not UTF-8
+ * become U+FFFD, so that the output is always valid JSON a parser accepts. */
+static void json_string(FILE *out, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
   fputc('"', out);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-    else if (c == '\n') fputs("\\n", out);
-    else if (c == '\t') fputs("\\t", out);
-    else if (c < 0x20) fprintf(out, "\\u%04x", c);
-    else fputc(c, out);
+  while (*s) {
+    unsigned char c = *s;
+    int n = utf8_len(s);
+    if (!n) {
+      fputs("\\ufffd", out);
+      s++;
+      continue;
+    }
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", out);
+    else if (c == '\t')
+      fputs("\\t", out);
+    else if (c == '\r')
+      fputs("\\r", out);
+    else if (c < 0x20 || c == 0x7f)
+      fprintf(out, "\\u%04x", c);
+    else
+      fwrite(s, 1, (size_t)n, out);
+    s += n;
   }
   fputc('"', out);
 }
 
-/* Text of a value for table and CSV output; blobs as <N bytes>. */
-static char *cell_text(sqlite3_stmt *st, int i) {
+void query_real_text(double v, char *buf, size_t n) {
+  if (isinf(v)) {
+    snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    return;
+  }
+  if (isnan(v)) { /* SQLite stores NaN as NULL; a function may still return one */
+    snprintf(buf, n, "nan");
+    return;
+  }
+  for (int p = 15; p <= 17; p++) {
+    snprintf(buf, n, "%.*g", p, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  if (!strpbrk(buf, ".e")) {
+    size_t k = strlen(buf);
+    if (k + 2 < n) memcpy(buf + k, ".0", 3);
+  }
+}
+
+/* Text of a value for table (exact = 0: SQLite's own text, 15 digits, for
+ * people) and CSV (exact = 1: numbers that read back as stored, for
+ * scripts); NULL as "", blobs as <N bytes>. */
+static char *cell_text(sqlite3_stmt *st, int i, int exact) {
   char *s = NULL;
   switch (sqlite3_column_type(st, i)) {
-  case SQLITE_NULL: return strdup("");
+  case SQLITE_NULL:
+    return strdup("");
   case SQLITE_BLOB:
     if (asprintf(&s, "<%d bytes>", sqlite3_column_bytes(st, i)) < 0) s = NULL;
     return s;
+  case SQLITE_FLOAT:
+    if (exact) {
+      char b[40];
+      query_real_text(sqlite3_column_double(st, i), b, sizeof b);
+      return strdup(b);
+    }
+    /* fall through */
   default: {
     const char *t = (const char *)sqlite3_column_text(st, i);
     return t ? strdup(t) : NULL;
   }
   }
 }
+
+char *query_value_text(sqlite3_stmt *st, int i) { return cell_text(st, i, 1); }
 
 /* ---- the guard: reading only ---------------------------------------------- */
 
@@ -166,18 +232,15 @@ static int query_authorize(void *ctx, int action, const char *a1, const char *a2
   return names_object && a1 ? deny(g, "%s %s", name, a1) : deny(g, "%s%s", name, "");
 }
 
-/* ---- limits ------------------------------------------------------------ */
+/* ---- the connection ---------------------------------------------------- */
 
-struct qrun {
-  enum query_format fmt;
-  FILE *out;
-  int first_json;
-  struct query_limits lim;
-  double deadline; /* CLOCK_MONOTONIC seconds; 0: none */
+struct query_conn {
+  struct store s;
+  struct guard g;
+  const char *who;  /* "se3screen query", "se3screen export": the messages' prefix */
+  double timeout_s; /* 0: none */
+  double deadline;  /* CLOCK_MONOTONIC seconds; 0: none */
   int timed_out;
-  long long n_rows, n_bytes;
-  const char *stopped_by; /* "--max-rows" or "--max-bytes" once a limit cut the output */
-  int no_memory;
 };
 
 static double now_s(void) {
@@ -187,10 +250,167 @@ static double now_s(void) {
 }
 
 static int query_progress(void *ctx) {
-  struct qrun *q = ctx;
-  if (q->deadline > 0 && now_s() > q->deadline) q->timed_out = 1;
-  return q->timed_out;
+  struct query_conn *qc = ctx;
+  if (qc->deadline > 0 && now_s() > qc->deadline) qc->timed_out = 1;
+  return qc->timed_out;
 }
+
+int query_open(struct query_conn **out, const char *db_path, const char *who, double timeout_s) {
+  *out = NULL;
+  struct query_conn *qc = calloc(1, sizeof *qc);
+  if (!qc) {
+    fprintf(stderr, "%s: out of memory\n", who);
+    return SE3_EXIT_FAILED;
+  }
+  qc->who = who;
+  char err[1024];
+  if (store_open(&qc->s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", who, err);
+    free(qc);
+    return SE3_EXIT_USAGE;
+  }
+  if (qc->s.note) fprintf(stderr, "%s: note: %s\n", who, qc->s.note);
+  if (store_exec(qc->s.db, "PRAGMA query_only=1", err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", who, err);
+    query_close(qc);
+    return SE3_EXIT_FAILED;
+  }
+  sqlite3_limit(qc->s.db, SQLITE_LIMIT_ATTACHED, 0);
+  sqlite3_limit(qc->s.db, SQLITE_LIMIT_LENGTH, 256 << 20);
+  sqlite3_set_authorizer(qc->s.db, query_authorize, &qc->g);
+  if (timeout_s > 0) {
+    qc->timeout_s = timeout_s;
+    qc->deadline = now_s() + timeout_s;
+    sqlite3_progress_handler(qc->s.db, 1000, query_progress, qc);
+  }
+  *out = qc;
+  return SE3_EXIT_OK;
+}
+
+sqlite3 *query_db(const struct query_conn *qc) { return qc->s.db; }
+
+void query_close(struct query_conn *qc) {
+  if (!qc) return;
+  store_close(&qc->s);
+  free(qc);
+}
+
+/* First words of statements that change something. */
+static const char *const writing_words[] = {"INSERT", "REPLACE",  "UPDATE",    "DELETE",  "CREATE",  "DROP",  "ALTER",
+                                            "ATTACH", "DETACH",   "VACUUM",    "REINDEX", "ANALYZE", "BEGIN", "COMMIT",
+                                            "END",    "ROLLBACK", "SAVEPOINT", "RELEASE", NULL};
+
+/* The statement's first word, in capitals, for a message. */
+static void first_word(const char *sql, char *buf, size_t n) {
+  while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r')
+    sql++;
+  size_t k = 0;
+  while (k + 1 < n && sql[k] && ((sql[k] >= 'a' && sql[k] <= 'z') || (sql[k] >= 'A' && sql[k] <= 'Z'))) {
+    buf[k] = sql[k] >= 'a' ? (char)(sql[k] - 'a' + 'A') : sql[k];
+    k++;
+  }
+  buf[k] = 0;
+  if (!k) snprintf(buf, n, "this statement");
+}
+
+/* Prepares the next statement at *tail and checks that it only reads.
+ * Returns 0 with *out set (NULL where only whitespace or a comment was
+ * left), or an exit code with the message printed; a timeout prints nothing
+ * here (the caller says it once). */
+static int check_next(struct query_conn *qc, const char **tail, sqlite3_stmt **out) {
+  const char *start = *tail;
+  sqlite3_stmt *st = NULL;
+  *out = NULL;
+  qc->g.why[0] = 0;
+  if (sqlite3_prepare_v2(qc->s.db, start, -1, &st, tail) != SQLITE_OK) {
+    char word[32];
+    first_word(start, word, sizeof word);
+    if (qc->g.why[0]) {
+      fprintf(stderr, "%s: not allowed: %s (query is read-only)\n", qc->who, qc->g.why);
+      return SE3_EXIT_USAGE;
+    }
+    if (in_list(writing_words, word)) {
+      /* refused by SQLite before the authorizer saw it (the schema table,
+       * a table that does not exist): still a write */
+      fprintf(stderr, "%s: not allowed: %s (query is read-only; SQLite says: %s)\n", qc->who, word,
+              sqlite3_errmsg(qc->s.db));
+      return SE3_EXIT_USAGE;
+    }
+    if (!qc->timed_out) fprintf(stderr, "%s: %s\n", qc->who, sqlite3_errmsg(qc->s.db));
+    return SE3_EXIT_FAILED;
+  }
+  if (!st) return SE3_EXIT_OK; /* whitespace or a comment */
+  if (!sqlite3_stmt_readonly(st)) {
+    char word[32];
+    first_word(start, word, sizeof word);
+    fprintf(stderr, "%s: not allowed: %s (query is read-only)\n", qc->who, word);
+    sqlite3_finalize(st);
+    return SE3_EXIT_USAGE;
+  }
+  *out = st;
+  return SE3_EXIT_OK;
+}
+
+static void say_timeout(const struct query_conn *qc) {
+  fprintf(stderr, "%s: stopped after %g s (--timeout)\n", qc->who, qc->timeout_s);
+}
+
+int query_prepare_one(struct query_conn *qc, const char *sql, sqlite3_stmt **out) {
+  *out = NULL;
+  const char *tail = sql;
+  sqlite3_stmt *st = NULL;
+  int rc;
+  while (!st && tail && *tail)
+    if ((rc = check_next(qc, &tail, &st))) {
+      if (qc->timed_out) say_timeout(qc);
+      return rc;
+    }
+  if (!st) {
+    fprintf(stderr, "%s: the SQL holds no statement\n", qc->who);
+    return SE3_EXIT_USAGE;
+  }
+  /* Anything after it must be whitespace or comments. Prepared, not run:
+   * a second statement is refused whatever it is, before anything runs. */
+  while (tail && *tail) {
+    sqlite3_stmt *more = NULL;
+    const char *before = tail;
+    if (sqlite3_prepare_v2(qc->s.db, before, -1, &more, &tail) != SQLITE_OK || more) {
+      sqlite3_finalize(more);
+      sqlite3_finalize(st);
+      fprintf(stderr, "%s: one statement only, and the SQL holds more (from '%.40s')\n", qc->who,
+              before + strspn(before, " \t\r\n;"));
+      return SE3_EXIT_USAGE;
+    }
+  }
+  qc->g.why[0] = 0;
+  *out = st;
+  return SE3_EXIT_OK;
+}
+
+int query_step_failed(struct query_conn *qc) {
+  if (qc->g.why[0]) { /* pragma table-valued functions ask when they run */
+    fprintf(stderr, "%s: not allowed: %s (query is read-only)\n", qc->who, qc->g.why);
+    qc->g.why[0] = 0;
+    return SE3_EXIT_USAGE;
+  }
+  if (qc->timed_out)
+    say_timeout(qc);
+  else
+    fprintf(stderr, "%s: %s\n", qc->who, sqlite3_errmsg(qc->s.db));
+  return SE3_EXIT_FAILED;
+}
+
+/* ---- limits on what is printed ----------------------------------------- */
+
+struct qrun {
+  enum query_format fmt;
+  FILE *out;
+  int first_json;
+  struct query_limits lim;
+  long long n_rows, n_bytes;
+  const char *stopped_by; /* "--max-rows" or "--max-bytes" once a limit cut the output */
+  int no_memory;
+};
 
 /* sqlite3_step, counting what is printed: a row past --max-rows or
  * --max-bytes ends the statement as if it were done, and q->stopped_by says
@@ -223,15 +443,15 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
   if (q->fmt == QUERY_CSV) {
     for (int i = 0; i < nc; i++) {
       if (i) fputc(',', out);
-      csv_field(out, sqlite3_column_name(st, i));
+      query_csv_field(out, sqlite3_column_name(st, i));
     }
     fputc('\n', out);
     while ((rc = step_row(st, q)) == SQLITE_ROW) {
       for (int i = 0; i < nc; i++) {
         if (i) fputc(',', out);
-        char *c = cell_text(st, i);
+        char *c = cell_text(st, i, 1);
         if (!c) return q->no_memory = 1, SQLITE_NOMEM;
-        csv_field(out, c);
+        query_csv_field(out, c);
         free(c);
       }
       fputc('\n', out);
@@ -254,14 +474,14 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
           fprintf(out, "%lld", (long long)sqlite3_column_int64(st, i));
           break;
         case SQLITE_FLOAT: {
-          /* Shortest form that reads back as the same double. */
+          /* Shortest form that reads back as the same double, a float
+           * to JSON readers too (5.0, not 5). JSON has no infinity: 1e999
+           * is a number every parser reads as one (SQLite's json() writes
+           * 9e999). NaN cannot be stored; null should a function return it. */
           double v = sqlite3_column_double(st, i);
-          char b[32];
-          for (int p = 15; p <= 17; p++) {
-            snprintf(b, sizeof b, "%.*g", p, v);
-            if (strtod(b, NULL) == v) break;
-          }
-          fputs(b, out);
+          char b[40];
+          query_real_text(v, b, sizeof b);
+          fputs(isinf(v) ? (v > 0 ? "1e999" : "-1e999") : isnan(v) ? "null" : b, out);
           break;
         }
         case SQLITE_BLOB:
@@ -297,7 +517,7 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
     }
     int i = 0;
     for (; i < nc; i++) {
-      char *c = cell_text(st, i);
+      char *c = cell_text(st, i, 0);
       if (!c) break;
       if ((int)strlen(c) > w[i]) w[i] = (int)strlen(c);
       cells[n_rows * (size_t)nc + (size_t)i] = c;
@@ -336,77 +556,20 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
 
 /* ---- the verb ---------------------------------------------------------- */
 
-/* First words of statements that change something. */
-static const char *const writing_words[] = {"INSERT", "REPLACE",  "UPDATE",    "DELETE",  "CREATE",  "DROP",  "ALTER",
-                                            "ATTACH", "DETACH",   "VACUUM",    "REINDEX", "ANALYZE", "BEGIN", "COMMIT",
-                                            "END",    "ROLLBACK", "SAVEPOINT", "RELEASE", NULL};
-
-/* The statement's first word, in capitals, for a message. */
-static void first_word(const char *sql, char *buf, size_t n) {
-  while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r')
-    sql++;
-  size_t k = 0;
-  while (k + 1 < n && sql[k] && ((sql[k] >= 'a' && sql[k] <= 'z') || (sql[k] >= 'A' && sql[k] <= 'Z'))) {
-    buf[k] = sql[k] >= 'a' ? (char)(sql[k] - 'a' + 'A') : sql[k];
-    k++;
-  }
-  buf[k] = 0;
-  if (!k) snprintf(buf, n, "this statement");
-}
-
 int query_run(const char *db_path, const char *sql, enum query_format fmt, const struct query_limits *lim, FILE *out) {
-  struct store s;
-  char err[1024];
-  if (store_open(&s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
-    fprintf(stderr, "se3screen query: %s\n", err);
-    return SE3_EXIT_USAGE;
-  }
-  if (s.note) fprintf(stderr, "se3screen query: note: %s\n", s.note);
   struct qrun q = {.fmt = fmt, .out = out, .first_json = 1};
   if (lim) q.lim = *lim;
-  struct guard g = {{0}};
-  int ret = SE3_EXIT_OK;
+  struct query_conn *qc = NULL;
+  int ret = query_open(&qc, db_path, "se3screen query", q.lim.timeout_s);
+  if (ret) return ret;
   sqlite3_stmt **stmts = NULL;
   size_t n_stmts = 0;
-  if (store_exec(s.db, "PRAGMA query_only=1", err, sizeof err)) {
-    fprintf(stderr, "se3screen query: %s\n", err);
-    ret = SE3_EXIT_FAILED;
-    goto done;
-  }
-  sqlite3_limit(s.db, SQLITE_LIMIT_ATTACHED, 0);
-  sqlite3_limit(s.db, SQLITE_LIMIT_LENGTH, 256 << 20);
-  sqlite3_set_authorizer(s.db, query_authorize, &g);
-  if (q.lim.timeout_s > 0) {
-    q.deadline = now_s() + q.lim.timeout_s;
-    sqlite3_progress_handler(s.db, 1000, query_progress, &q);
-  }
   /* Check every statement before running any. */
   const char *tail = sql;
   while (tail && *tail) {
     sqlite3_stmt *st = NULL;
-    const char *start = tail;
-    g.why[0] = 0;
-    if (sqlite3_prepare_v2(s.db, tail, -1, &st, &tail) != SQLITE_OK) {
-      char word[32];
-      first_word(start, word, sizeof word);
-      if (g.why[0]) {
-        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", g.why);
-        ret = SE3_EXIT_USAGE;
-      } else if (in_list(writing_words, word)) {
-        /* refused by SQLite before the authorizer saw it (the schema table,
-         * a table that does not exist): still a write */
-        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only; SQLite says: %s)\n", word,
-                sqlite3_errmsg(s.db));
-        ret = SE3_EXIT_USAGE;
-      } else if (q.timed_out) {
-        ret = SE3_EXIT_FAILED;
-      } else {
-        fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
-        ret = SE3_EXIT_FAILED;
-      }
-      goto done;
-    }
-    if (!st) continue; /* whitespace or a comment */
+    if ((ret = check_next(qc, &tail, &st))) goto done;
+    if (!st) continue;
     sqlite3_stmt **grown = realloc(stmts, (n_stmts + 1) * sizeof *stmts);
     if (!grown) {
       sqlite3_finalize(st);
@@ -416,29 +579,20 @@ int query_run(const char *db_path, const char *sql, enum query_format fmt, const
     }
     stmts = grown;
     stmts[n_stmts++] = st;
-    if (!sqlite3_stmt_readonly(st)) {
-      char word[32];
-      first_word(start, word, sizeof word);
-      fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", word);
-      ret = SE3_EXIT_USAGE;
-      goto done;
-    }
   }
   if (fmt == QUERY_JSON) fputc('[', out);
-  g.why[0] = 0;
+  qc->g.why[0] = 0;
   for (size_t k = 0; k < n_stmts && !ret && !q.stopped_by; k++) {
     int rc = print_stmt(stmts[k], &q);
     if (rc != SQLITE_DONE) {
-      if (g.why[0]) { /* pragma table-valued functions ask when they run */
-        fprintf(stderr, "se3screen query: not allowed: %s (query is read-only)\n", g.why);
-        ret = SE3_EXIT_USAGE;
-        continue;
-      }
-      if (q.no_memory)
+      if (q.no_memory) {
         fprintf(stderr, "se3screen query: out of memory after %lld rows\n", q.n_rows);
-      else if (!q.timed_out)
-        fprintf(stderr, "se3screen query: %s\n", sqlite3_errmsg(s.db));
-      ret = SE3_EXIT_FAILED;
+        ret = SE3_EXIT_FAILED;
+      } else if (qc->timed_out) {
+        ret = SE3_EXIT_FAILED; /* said once, below */
+      } else {
+        ret = query_step_failed(qc);
+      }
     }
   }
   if (fmt == QUERY_JSON) fputs(q.first_json ? "]\n" : "\n]\n", out);
@@ -449,13 +603,13 @@ int query_run(const char *db_path, const char *sql, enum query_format fmt, const
     ret = SE3_EXIT_FAILED;
   }
 done:
-  if (q.timed_out) {
-    fprintf(stderr, "se3screen query: stopped after %g s (--timeout)\n", q.lim.timeout_s);
+  if (qc->timed_out) {
+    say_timeout(qc);
     ret = SE3_EXIT_FAILED;
   }
   for (size_t k = 0; k < n_stmts; k++)
     sqlite3_finalize(stmts[k]);
   free(stmts);
-  store_close(&s);
+  query_close(qc);
   return ret;
 }

@@ -1,0 +1,443 @@
+/* `se3screen export` through the binary, on a real screen: SDF read back
+ * through Open Babel (the library se3screen links, and the obabel command
+ * where it is installed) with the database's molecules, names and tags; CSV
+ * read back by Python's csv module equal to `query --csv` and to the stored
+ * values; SMILES lines; refused usages with their exit codes and messages,
+ * and no file left behind by a failure; `top --json` and `query --json` read
+ * by Python's json module. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chem/mol.h"
+#include "chem/obbridge.h"
+#include "chem/records.h"
+#include "tests/testutil.h"
+
+/* The system's Python, with its csv, json and sqlite3 modules (the python3
+ * on PATH may be another one). */
+#define PY "/usr/bin/python3"
+
+/* A screen to export from, made once per test run and shared by the tests
+ * (each runs in its own process): train on the bundled QM9 records, score a
+ * library of named molecules (QM9 titles) and unnamed ones (ESOL SMILES),
+ * rank every score. The runner's pid in a marker file tells this run's
+ * screen from a stale one. Returns the folder holding work/. */
+static const char *screen(void) {
+  static char dir[1024];
+  snprintf(dir, sizeof dir, "%s/export", SE3_TEST_TMP);
+  char marker[1100], want[32];
+  snprintf(marker, sizeof marker, "%s/ready", dir);
+  snprintf(want, sizeof want, "%d\n", (int)getppid());
+  char *have = tu_read(marker, NULL);
+  int fresh = have && !strcmp(have, want);
+  free(have);
+  if (fresh) return dir;
+  char *d = tu_tmpdir("export");
+  cr_assert_not_null(d);
+  free(d);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s}\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/delaney_first60.csv"));
+  free(tu_write(dir, "wf.yaml", yaml));
+  char *out = NULL;
+  int rc = tu_se3(&out, "run %s/wf.yaml", dir);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(out);
+  free(tu_write(dir, "ready", want));
+  return dir;
+}
+
+/* dir/work/screen.db */
+static const char *db_of(const char *dir) {
+  static char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  return db;
+}
+
+static void premise(const char *db) {
+  /* what the checks below need from the screen: both kinds of names, more
+   * than a handful of hits, no ensemble spread */
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE name <> ''"), 5);
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE name = ''"), 5);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE std IS NOT NULL"), 0);
+}
+
+/* Reads an SD file through Open Babel (ob_parse) and checks each record
+ * against row `rank` of ranked_hits, in order: the title is the name, the
+ * InChIKey's connectivity block is the molecule's (Open Babel may see stereo
+ * in the 3D coordinates that the SMILES left open), the coordinates are 3D
+ * with every stored atom, and the tags hold the row's values exactly.
+ * Returns the number of records. */
+static int check_sdf(const char *path, const char *db) {
+  cr_assert_eq(ob_init(), 0);
+  struct rec_options ro = {0};
+  char err[512];
+  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
+  cr_assert(rd, "%s", err);
+  struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
+  struct rec r;
+  int n = 0;
+  while (rec_next(rd, &r, err, sizeof err) == 1) {
+    struct mol m;
+    char why[256];
+    mol_init(&m);
+    cr_assert_eq(ob_parse(r.text, r.len, &po, &m, why, sizeof why), 0, "record %d: %s", n + 1, why);
+    cr_assert_eq(m.dim, 3, "record %d has no 3D coordinates", n + 1);
+    char q[1024];
+    /* tu_query writes a REAL with C's %.17g (SQLite's printf stops at 16 digits) */
+    snprintf(q, sizeof q,
+             "SELECT h.name, substr(h.inchikey, 1, 14), m.n_atoms, h.rank, h.score, h.smiles, h.inchikey, h.target, "
+             "h.set_name, h.record_no, h.mol_id FROM ranked_hits h JOIN molecules m ON m.id = h.mol_id "
+             "WHERE h.rank = %d",
+             n + 1);
+    char *want = tu_query(db, q);
+    cr_assert(want && *want, "no hit of rank %d", n + 1);
+    const char *score = mol_tag(&m, "score");
+    char got[2048], exact[64] = "(no score tag)";
+    if (score) snprintf(exact, sizeof exact, "%.17g", strtod(score, NULL));
+    snprintf(got, sizeof got, "%s|%.14s|%d|%s|%s|%s|%s|%s|%s|%s|%s\n", m.name ? m.name : "(no title)", m.inchikey,
+             m.n_atoms, mol_tag(&m, "rank"), exact, mol_tag(&m, "smiles"), mol_tag(&m, "inchikey"),
+             mol_tag(&m, "target"), mol_tag(&m, "set_name"), mol_tag(&m, "record_no"), mol_tag(&m, "mol_id"));
+    cr_assert_str_eq(got, want, "record %d:\n  sdf:  %s  view: %s", n + 1, got, want);
+    cr_assert_null(mol_tag(&m, "name"), "record %d: the name is the title, not a tag", n + 1);
+    cr_assert_null(mol_tag(&m, "std"), "record %d: a NULL is no tag", n + 1);
+    cr_assert_not_null(mol_tag(&m, "source_file"));
+    free(want);
+    mol_free(&m);
+    n++;
+  }
+  rec_close(rd);
+  return n;
+}
+
+Test(export, sdf_reads_back_through_open_babel) {
+  const char *dir = screen(), *db = db_of(dir);
+  premise(db);
+  long long hits = tu_query_int(db, "SELECT count(*) FROM ranked_hits");
+  char path[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/all.sdf", dir);
+  cr_assert_eq(tu_se3(&out, "export %s/work --format sdf -o %s", dir, path), 0, "%s", out);
+  char said[1300];
+  snprintf(said, sizeof said, "export: %lld rows written to %s", hits, path);
+  cr_assert(strstr(out, said), "the count on stderr: %s", out);
+  free(out);
+  cr_assert_eq(check_sdf(path, db), hits);
+  /* the obabel command reads the same number of molecules, with their titles */
+  if (tu_sh(NULL, "command -v obabel") == 0) {
+    cr_assert_eq(tu_sh(&out, "obabel -isdf %s -osmi 2>/dev/null | cut -f2", path), 0);
+    char *names = tu_query(db, "SELECT name FROM ranked_hits ORDER BY rank");
+    cr_assert_str_eq(out, names, "obabel's titles differ from ranked_hits' names");
+    free(names);
+    free(out);
+  }
+  /* --top N: the first N, given a database file rather than the workdir */
+  snprintf(path, sizeof path, "%s/top7.sdf", dir);
+  cr_assert_eq(tu_se3(&out, "export %s --format sdf --top 7 -o %s", db, path), 0, "%s", out);
+  free(out);
+  cr_assert_eq(check_sdf(path, db), 7);
+  /* a query's rows: molecules by id, the title from molecules.name when the
+   * row has no name column, every column a tag */
+  snprintf(path, sizeof path, "%s/q.sdf", dir);
+  cr_assert_eq(tu_se3(&out,
+                      "export %s/work --format sdf -o %s --query \"SELECT id, inchikey, 'x,y' AS note FROM molecules "
+                      "WHERE set_name = 'train' AND name = 'gdb_3'\"",
+                      dir, path),
+               0, "%s", out);
+  free(out);
+  cr_assert_eq(ob_init(), 0);
+  char *text = tu_read(path, NULL);
+  cr_assert_not_null(text);
+  struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
+  struct mol m;
+  char why[256];
+  cr_assert_eq(ob_parse(text, strlen(text), &po, &m, why, sizeof why), 0, "%s", why);
+  cr_assert_str_eq(m.name, "gdb_3");
+  char *key = tu_query(db, "SELECT inchikey FROM molecules WHERE set_name = 'train' AND name = 'gdb_3'");
+  key[strcspn(key, "\n")] = 0;
+  cr_assert_str_eq(mol_tag(&m, "inchikey"), key);
+  cr_assert_str_eq(mol_tag(&m, "note"), "x,y");
+  cr_assert_eq(strncmp(m.inchikey, key, 14), 0, "%s is not %s", m.inchikey, key);
+  cr_assert_eq(strstr(text, "$$$$") - text + 5, (long)strlen(text), "one record:\n%s", text);
+  free(key);
+  free(text);
+  mol_free(&m);
+}
+
+/* A Python script comparing the export's CSV with `query --csv`'s and with
+ * the database itself (argv: export.csv query.csv db sql): the same rows,
+ * and every field the stored value (NULL empty, numbers read back exactly,
+ * text as stored). */
+static const char csv_check_py[] =
+    "import csv, sqlite3, sys\n"
+    "exp, qry, db, sql = sys.argv[1:5]\n"
+    "def rows(p):\n"
+    "    with open(p, newline='', encoding='utf-8') as f:\n"
+    "        return list(csv.reader(f))\n"
+    "a, b = rows(exp), rows(qry)\n"
+    "if a != b: sys.exit('export and query --csv differ:\\n%r\\n%r' % (a[:3], b[:3]))\n"
+    "con = sqlite3.connect('file:' + db + '?mode=ro', uri=True)\n"
+    "cur = con.execute(sql)\n"
+    "head = [d[0] for d in cur.description]\n"
+    "if a[0] != head: sys.exit('header %r, columns %r' % (a[0], head))\n"
+    "want = cur.fetchall()\n"
+    "if len(a) - 1 != len(want): sys.exit('%d rows, the database has %d' % (len(a) - 1, len(want)))\n"
+    "for i, (got, row) in enumerate(zip(a[1:], want)):\n"
+    "    for name, g, v in zip(head, got, row):\n"
+    "        ok = (g == '') if v is None else (float(g) == v and any(c in g for c in '.en')) if isinstance(v, float) "
+    "else (int(g) == v) if isinstance(v, int) else (g == v)\n"
+    "        if not ok: sys.exit('row %d, %s: %r, the database has %r' % (i + 1, name, g, v))\n"
+    "print(len(want))\n";
+
+static void csv_equal(const char *dir, const char *name, const char *sql) {
+  const char *db = db_of(dir);
+  char *sqlf = NULL, *py = tu_write(dir, "csv_check.py", csv_check_py);
+  cr_assert_geq(asprintf(&sqlf, "%s/%s.sql", dir, name), 0);
+  free(tu_write(dir, strrchr(sqlf, '/') + 1, sql));
+  char *out = NULL;
+  /* the default export is ranked_hits: compare it with that query */
+  int is_default = !strcmp(name, "ranked_hits");
+  cr_assert_eq(tu_se3(&out, "export %s/work --format csv -o %s/%s.csv %s%s%s", dir, dir, name,
+                      is_default ? "" : "--query \"$(cat ", is_default ? "" : sqlf, is_default ? "" : ")\""),
+               0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "%s query %s \"$(cat %s)\" --csv > %s/%s.query.csv", SE3_BINARY, db, sqlf, dir, name), 0,
+               "%s", out);
+  free(out);
+  int rc = tu_sh(&out, "%s %s %s/%s.csv %s/%s.query.csv %s \"$(cat %s)\"", PY, py, dir, name, dir, name, db, sqlf);
+  cr_assert_eq(rc, 0, "%s: %s", name, out);
+  free(out);
+  free(py);
+  free(sqlf);
+}
+
+Test(export, csv_is_query_csv_and_the_stored_values) {
+  const char *dir = screen();
+  premise(db_of(dir));
+  csv_equal(dir, "ranked_hits", "SELECT * FROM ranked_hits ORDER BY rank");
+  /* commas, quotes, line breaks, NULL, a whole REAL and a blob-free mix */
+  csv_equal(dir, "quoted",
+            "SELECT rank, 'a,\"b\"' AS odd, name || char(10) || 'second line' AS two_lines, "
+            "'say \"\"hi\"\", ok' AS quotes, score, score * 1e-300 AS tiny, 5.0 AS whole, NULL AS nada, "
+            "std, mol_id FROM ranked_hits ORDER BY rank DESC");
+  char *text = NULL;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/quoted.csv", dir);
+  text = tu_read(path, NULL);
+  cr_assert(text && strstr(text, "\"a,\"\"b\"\"\""), "RFC 4180 quoting: %s", text ? text : "(no file)");
+  free(text);
+}
+
+Test(export, smi_lines) {
+  const char *dir = screen(), *db = db_of(dir);
+  premise(db);
+  char path[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/all.smi", dir);
+  cr_assert_eq(tu_se3(&out, "export %s/work --format smi -o %s", dir, path), 0, "%s", out);
+  free(out);
+  char *got = tu_read(path, NULL);
+  char *want = tu_query(db, "SELECT smiles || CASE WHEN name = '' THEN '' ELSE char(9) || name END "
+                            "FROM ranked_hits ORDER BY rank");
+  cr_assert_str_eq(got, want);
+  long long lines = 0;
+  for (char *p = got; *p; p++)
+    lines += *p == '\n';
+  cr_assert_eq(lines, tu_query_int(db, "SELECT count(*) FROM ranked_hits"));
+  free(got);
+  free(want);
+  /* rows without smiles or name: both from molecules by mol_id */
+  cr_assert_eq(tu_sh(&out,
+                     "%s export %s/work --format smi -o - --query \"SELECT mol_id, score FROM ranked_hits "
+                     "WHERE name <> '' ORDER BY rank LIMIT 4\" 2>/dev/null",
+                     SE3_BINARY, dir),
+               0, "%s", out);
+  want = tu_query(db, "SELECT m.smiles || char(9) || m.name FROM ranked_hits h JOIN molecules m ON m.id = h.mol_id "
+                      "WHERE h.name <> '' ORDER BY h.rank LIMIT 4");
+  cr_assert_str_eq(out, want);
+  free(out);
+  free(want);
+  /* obabel reads every line */
+  if (tu_sh(NULL, "command -v obabel") == 0) {
+    cr_assert_eq(tu_sh(&out, "obabel -ismi %s -ocan 2>/dev/null | wc -l", path), 0);
+    cr_assert_eq(atoll(out), tu_query_int(db, "SELECT count(*) FROM ranked_hits"), "%s", out);
+    free(out);
+  }
+}
+
+Test(export, refused_and_failed_leave_no_file) {
+  const char *dir = screen(), *db = db_of(dir);
+  char junk[1200];
+  snprintf(junk, sizeof junk, "%s/junk.db", dir);
+  free(tu_write(dir, "junk.db", "not a database\n"));
+  struct {
+    const char *args; /* after "export "; %1$s is the folder, OUT the output file */
+    int rc;
+    const char *says;
+  } cases[] = {
+      {"%1$s/work --format xml -o OUT", 2, "unknown --format 'xml'"},
+      {"%1$s/work -o OUT", 2, "export needs --format"},
+      {"%1$s/work --format csv", 2, "export needs -o FILE"},
+      {"--format csv -o OUT", 2, "export needs DB or WORKDIR"},
+      {"%1$s/work --format csv -o OUT --top 3 --query 'SELECT 1'", 2, "--query and --top exclude each other"},
+      {"%1$s/work --format csv -o OUT --top 0", 2, "--top needs a whole number >= 1, got '0'"},
+      {"%1$s/work --format csv -o OUT --top 5x", 2, "--top needs a whole number >= 1, got '5x'"},
+      {"%1$s/work --format csv -o OUT --frobnicate", 2, "unknown option '--frobnicate'"},
+      {"%1$s/nowhere --format csv -o OUT", 2, "nowhere"},
+      {"%1$s/junk.db --format csv -o OUT", 2, "not a se3screen database"},
+      {"%1$s/work --format csv -o OUT --query 'DELETE FROM ranks'", 2, "not allowed: DELETE from ranks"},
+      {"%1$s/work --format csv -o OUT --query 'PRAGMA user_version = 9'", 2, "not allowed: PRAGMA user_version=9"},
+      {"%1$s/work --format csv -o OUT --query 'SELECT 1; DROP TABLE ranks'", 2, "one statement only"},
+      {"%1$s/work --format csv -o OUT --query ' -- nothing'", 2, "no statement"},
+      {"%1$s/work --format csv -o OUT --query 'SELECT * FROM nosuch'", 1, "no such table: nosuch"},
+      {"%1$s/work --format sdf -o OUT --query 'SELECT name, score FROM ranked_hits'", 2, "add a column mol_id"},
+      {"%1$s/work --format smi -o OUT --query 'SELECT score FROM ranked_hits'", 2, "add smiles or mol_id"},
+      {"%1$s/work --format sdf -o OUT --query 'SELECT 424242 AS mol_id'", 1, "mol_id 424242 not found in molecules"},
+      {"%1$s/work --format sdf -o OUT --query 'SELECT NULL AS mol_id'", 1, "mol_id is NULL"},
+      {"%1$s/work --format smi -o OUT --query 'SELECT NULL AS smiles'", 1, "no SMILES"},
+      {"%1$s/work --format csv -o %1$s/no/such/folder/x.csv", 1, "no/such/folder/x.csv"},
+      {"%1$s/work --format csv -o %1$s/work", 2, "is a folder"},
+      {"%1$s/work --format csv -o %1$s/work/screen.db", 2, "is the database itself"},
+  };
+  char before[256];
+  char *sum = NULL;
+  cr_assert_eq(tu_sh(&sum, "md5sum < %s", db), 0);
+  snprintf(before, sizeof before, "%s", sum);
+  free(sum);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char fmt[2600], args[4096], out_path[1200];
+    snprintf(out_path, sizeof out_path, "%s/refused-%zu.out", dir, i);
+    /* OUT: the output file, absent before */
+    const char *o = strstr(cases[i].args, "OUT");
+    if (o)
+      snprintf(fmt, sizeof fmt, "%.*s%s%s", (int)(o - cases[i].args), cases[i].args, out_path, o + 3);
+    else
+      snprintf(fmt, sizeof fmt, "%s", cases[i].args);
+    snprintf(args, sizeof args, fmt, dir);
+    char *out = NULL;
+    int rc = tu_se3(&out, "export %s", args);
+    cr_expect_eq(rc, cases[i].rc, "export %s: exit %d, want %d\n%s", args, rc, cases[i].rc, out);
+    cr_expect(strstr(out, cases[i].says), "export %s: no '%s' in\n%s", args, cases[i].says, out);
+    if (cases[i].rc == 2 && !strstr(cases[i].says, "not allowed"))
+      cr_expect(strlen(out) > 0 && strchr(out, '\n') - out < 200, "export %s: not one line first:\n%s", args, out);
+    free(out);
+    cr_expect_neq(tu_sh(NULL, "test -e %s", out_path), 0, "export %s left %s", args, out_path);
+  }
+  /* no temporary files left anywhere */
+  char *left = NULL;
+  cr_assert_eq(tu_sh(&left, "find %s -name '*.tmp-*'", dir), 0);
+  cr_expect_str_empty(left, "left behind: %s", left);
+  free(left);
+  /* A failure part-way keeps the old file as it was: rows 1-2 are fine, row
+   * 3 names a molecule that does not exist. */
+  char keep[1200];
+  snprintf(keep, sizeof keep, "%s/keep.sdf", dir);
+  free(tu_write(dir, "keep.sdf", "the old file\n"));
+  char *out = NULL;
+  int rc = tu_se3(&out,
+                  "export %s/work --format sdf -o %s --query \"SELECT mol_id FROM ranked_hits WHERE rank <= 2 "
+                  "UNION ALL SELECT 31337\"",
+                  dir, keep);
+  cr_assert_eq(rc, 1, "%s", out);
+  cr_assert(strstr(out, "row 3: mol_id 31337 not found in molecules"), "%s", out);
+  free(out);
+  char *text = tu_read(keep, NULL);
+  cr_assert_str_eq(text, "the old file\n");
+  free(text);
+  /* and the database was never changed */
+  cr_assert_eq(tu_sh(&sum, "md5sum < %s", db), 0);
+  cr_assert_str_eq(sum, before, "export changed the database");
+  free(sum);
+  /* --help */
+  cr_assert_eq(tu_se3(&out, "export --help"), 0);
+  cr_assert(strstr(out, "usage: se3screen export DB|WORKDIR --format csv|sdf|smi"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "--help"), 0);
+  cr_assert(strstr(out, "export DB -o FILE"), "%s", out);
+  free(out);
+}
+
+Test(export, zero_rows_and_stdout) {
+  const char *dir = screen();
+  const char *none = "SELECT * FROM ranked_hits WHERE rank < 0";
+  const char *formats[] = {"csv", "sdf", "smi"};
+  const char *contents[] = {"rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", "",
+                            ""};
+  for (int i = 0; i < 3; i++) {
+    char path[1200], *out = NULL;
+    snprintf(path, sizeof path, "%s/empty.%s", dir, formats[i]);
+    cr_assert_eq(tu_se3(&out, "export %s/work --format %s -o %s --query \"%s\"", dir, formats[i], path, none), 0, "%s",
+                 out);
+    char said[1300];
+    snprintf(said, sizeof said, "export: 0 rows written to %s", path);
+    cr_assert(strstr(out, said), "%s", out);
+    free(out);
+    char *text = tu_read(path, NULL);
+    cr_assert_not_null(text, "%s: no file", path);
+    cr_assert_str_eq(text, contents[i], "%s", formats[i]);
+    free(text);
+  }
+  /* -o -: the same bytes on stdout as in a file, the count on stderr */
+  char path[1200], *file = NULL, *out = NULL;
+  snprintf(path, sizeof path, "%s/top5.csv", dir);
+  cr_assert_eq(tu_se3(&out, "export %s/work --format csv --top 5 -o %s", dir, path), 0, "%s", out);
+  free(out);
+  file = tu_read(path, NULL);
+  cr_assert_eq(tu_sh(&out, "%s export %s/work --format csv --top 5 -o - 2>/dev/null", SE3_BINARY, dir), 0);
+  cr_assert_str_eq(out, file);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "%s export %s/work --format csv --top 5 -o - 2>&1 >/dev/null", SE3_BINARY, dir), 0);
+  cr_assert_str_eq(out, "se3screen export: 5 rows written to stdout (csv)\n");
+  free(out);
+  free(file);
+}
+
+/* top --json and query --json for scripts: valid JSON (Python's parser),
+ * numbers as numbers equal to the stored values, NULL as null, text escaped,
+ * bytes that are not UTF-8 replaced rather than passed through. */
+static const char json_check_py[] =
+    "import json, sqlite3, sys\n"
+    "db, top, odd = sys.argv[1:4]\n"
+    "con = sqlite3.connect('file:' + db + '?mode=ro', uri=True)\n"
+    "rows = json.load(open(top, encoding='utf-8'))\n"
+    "keys = ['rank', 'name', 'smiles', 'target', 'score', 'std', 'source_file', 'record_no']\n"
+    "want = con.execute('SELECT ' + ', '.join(keys) + ' FROM ranked_hits ORDER BY rank LIMIT 5').fetchall()\n"
+    "if len(rows) != 5: sys.exit('%d rows' % len(rows))\n"
+    "for r, w in zip(rows, want):\n"
+    "    if list(r) != keys: sys.exit('keys %r' % list(r))\n"
+    "    if not isinstance(r['score'], float) or not isinstance(r['rank'], int): sys.exit('types: %r' % r)\n"
+    "    if tuple(r[k] for k in keys) != tuple(w): sys.exit('%r, the database has %r' % (r, w))\n"
+    "o = json.load(open(odd, encoding='utf-8'))\n"
+    "want = [{'q': 'a\"b\\\\c', 'nl': 'x\\ny\\tz', 'n': None, 'whole': 5.0, 'big': float('inf'), "
+    "'i': 7, 'latin1': 'caf\\ufffd', 'utf8': 'caf\\u00e9'}]\n"
+    "if o != want or not isinstance(o[0]['whole'], float): sys.exit('%r, want %r' % (o, want))\n";
+
+Test(export, top_and_query_json_parse) {
+  const char *dir = screen(), *db = db_of(dir);
+  premise(db);
+  char *out = NULL;
+  cr_assert_eq(tu_sh(&out, "%s top %s/work -n 5 --json > %s/top.json", SE3_BINARY, dir, dir), 0, "%s", out);
+  free(out);
+  free(tu_write(dir, "odd.sql",
+                "SELECT 'a\"b\\c' AS q, 'x' || char(10) || 'y' || char(9) || 'z' AS nl, NULL AS n, 5.0 AS whole, "
+                "1e999 AS big, 7 AS i, CAST(x'636166e9' AS TEXT) AS latin1, 'caf' || char(233) AS utf8"));
+  cr_assert_eq(tu_sh(&out, "%s query %s/work \"$(cat %s/odd.sql)\" --json > %s/odd.json", SE3_BINARY, dir, dir, dir), 0,
+               "%s", out);
+  free(out);
+  char *py = tu_write(dir, "json_check.py", json_check_py);
+  int rc = tu_sh(&out, "%s %s %s %s/top.json %s/odd.json", PY, py, db, dir, dir);
+  char *top = NULL;
+  if (rc) top = tu_read(py, NULL);
+  cr_assert_eq(rc, 0, "%s", out);
+  free(top);
+  free(out);
+  free(py);
+}
