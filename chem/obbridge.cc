@@ -496,6 +496,32 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
   } catch (...) { return nullptr; }
 }
 
+extern "C" char *ob_depict_svg(const char *smiles, int px) {
+  if (!smiles || !*smiles) return nullptr;
+  if (!g_ready && ob_init() != 0) return nullptr;
+  try {
+    OneOmpThread one;
+    OBConversion conv;
+    if (!conv.SetInAndOutFormats("smi", "svg")) return nullptr;
+    char size[16];
+    snprintf(size, sizeof size, "%d", px > 0 ? px : 160);
+    conv.AddOption("d", OBConversion::OUTOPTIONS); // no title: the table beside it names the molecule
+    conv.AddOption("P", OBConversion::OUTOPTIONS, size);
+    OBMol mol;
+    clear_log();
+    if (!conv.ReadString(&mol, smiles) || mol.NumAtoms() == 0) return nullptr;
+    std::string s = conv.WriteString(&mol);
+    // inline in HTML: no XML prolog, and no id that every depiction would repeat
+    size_t at = s.find("<svg");
+    if (at == std::string::npos) return nullptr;
+    s.erase(0, at);
+    const std::string id = " id=\"topsvg\"";
+    for (size_t k; (k = s.find(id)) != std::string::npos;)
+      s.erase(k, id.size());
+    return dup_c(trim(s));
+  } catch (...) { return nullptr; }
+}
+
 extern "C" const char *ob_version(void) {
   static std::string v;
   try {

@@ -39,6 +39,10 @@ char *ob_write_sdf(const struct mol *m);
  * flags and implicit hydrogens, and bonds; no stereo, no title), malloc'd;
  * NULL when Open Babel fails. */
 char *ob_canonical_smiles(const struct mol *m);
+/* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
+ * drawing; px pixels square, <= 0: 160), without XML prolog so it can sit
+ * inline in HTML; malloc'd; NULL when Open Babel cannot read or draw it. */
+char *ob_depict_svg(const char *smiles, int px);
 /* Open Babel's version string. */
 const char *ob_version(void);
 

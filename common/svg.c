@@ -268,7 +268,7 @@ void svg_legend(struct svg *s, const struct svg_plot *p, const struct svg_legend
   }
   double h = 18.0 * n + 6;
   double x = corner ? p->width - p->right - w - 8 : p->left + 8;
-  double y = corner ? p->height - p->bottom - h - 8 : p->top + 8;
+  double y = corner == 1 ? p->height - p->bottom - h - 8 : p->top + 8;
   svg_printf(s,
              "<g class=\"legend\">\n<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#fff\" "
              "fill-opacity=\"0.85\" stroke=\"#999\"/>\n",

@@ -77,7 +77,8 @@ int svg_line(struct svg *s, const struct svg_plot *p, const double *x, const dou
  * (n bars, n + 1 edges), each a <rect> of class cls with a <title> giving
  * its range and count. Returns the bars drawn (those with count > 0). */
 int svg_bars(struct svg *s, const struct svg_plot *p, const double *edges, const double *count, int n, const char *cls);
-/* A legend in the data area's top-left (corner 0) or bottom-right (1):
+/* A legend in the data area's top-left (corner 0), bottom-right (1) or
+ * top-right (2) corner:
  * each entry a sample of its series (marker or line, as drawn) and its name. */
 struct svg_legend_entry {
   const char *name, *cls;

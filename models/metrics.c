@@ -186,3 +186,49 @@ int se3_roc_curve(const double *score, const double *label, int n, double *fpr, 
   free(k);
   return m;
 }
+
+double se3_enrichment_factor(const double *score, const double *label, int n, double fraction) {
+  if (n < 1 || !(fraction > 0) || fraction > 1) return NAN;
+  long P = 0;
+  for (int i = 0; i < n; i++)
+    P += label[i] > 0.5;
+  if (P == 0 || P == n) return NAN;
+  struct keyed *k = malloc((size_t)n * sizeof *k);
+  if (!k) return NAN;
+  sort_keyed(k, score, n, 1);
+  /* the top ceil(n * fraction), as ef1 takes ceil(n / 100); the small
+   * tolerance keeps 0.05 * 100 at 5, not 6 */
+  int top = (int)ceil((double)n * fraction - 1e-9);
+  if (top < 1) top = 1;
+  long hits = 0;
+  for (int j = 0; j < top; j++)
+    hits += label[k[j].i] > 0.5;
+  free(k);
+  return ((double)hits / top) / ((double)P / n);
+}
+
+int se3_enrichment_curve(const double *score, const double *label, int n, double *x, double *y) {
+  if (n < 1) return 0;
+  long P = 0;
+  for (int i = 0; i < n; i++)
+    P += label[i] > 0.5;
+  if (P == 0 || P == n) return 0;
+  struct keyed *k = malloc((size_t)n * sizeof *k);
+  if (!k) return -1;
+  sort_keyed(k, score, n, 1);
+  int m = 0;
+  long tp = 0;
+  x[m] = y[m] = 0;
+  m++;
+  for (int a = 0; a < n;) { /* one point per group of equal scores */
+    int b = a;
+    while (b < n && cmp_val(k[b].v, k[a].v) == 0)
+      tp += label[k[b++].i] > 0.5;
+    x[m] = (double)b / n;
+    y[m] = (double)tp / (double)P;
+    m++;
+    a = b;
+  }
+  free(k);
+  return m;
+}

@@ -53,4 +53,16 @@ void se3_classification_metrics(const double *score, const double *label, int n,
  * Returns the number of points, 0 when P = 0 or N = 0, -1 out of memory. */
 int se3_roc_curve(const double *score, const double *label, int n, double *fpr, double *tpr);
 
+/* The enrichment factor at `fraction` (0 < fraction <= 1) of the same
+ * scores and labels: with k = ceil(n fraction), (actives among the k best,
+ * ties by index) / k divided by P / n; fraction 0.01 is ef1 above. NaN when
+ * P = 0 or N = 0. */
+double se3_enrichment_factor(const double *score, const double *label, int n, double fraction);
+/* The enrichment curve: (0, 0), then one point a threshold from the best
+ * score down (a group of equal scores being one), x the fraction of the n
+ * molecules scored at or above it and y the fraction of the actives among
+ * them, ending at (1, 1). x and y have room for n + 1 points. Returns the
+ * points, 0 when P = 0 or N = 0, -1 out of memory. */
+int se3_enrichment_curve(const double *score, const double *label, int n, double *x, double *y);
+
 #endif

@@ -27,6 +27,7 @@ static const char usage_main[] =
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
     "  top DB [-n N]          the best hits of the rank stage, as a table\n"
     "  export DB -o FILE      ranked hits or a query's rows as CSV, SDF or SMILES (--format)\n"
+    "  report DB|WORKDIR      report.html: the run, training, scores, hits and rejects as one page\n"
     "  merge DB               fold shard databases (shards/*.db) into DB\n"
     "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
     "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
@@ -35,6 +36,21 @@ static const char usage_main[] =
     "\n"
     "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
     "2 usage or configuration error, 75 interrupted (run again to resume).\n";
+
+static const char usage_report[] =
+    "usage: se3screen report DB|WORKDIR [-o FILE] [--top N] [--bins N] [--no-depict]\n"
+    "\n"
+    "Writes one self-contained HTML page (inline SVG plots, no scripts, nothing fetched)\n"
+    "from a result database opened read-only: the run and its inputs, wall time per stage,\n"
+    "learning curves, the held-out molecules (parity and residuals, or ROC and enrichment),\n"
+    "score histograms, the top hits with their 2D structures, and rejects by reason.\n"
+    "The report stage (stages.report in a workflow) writes the same page as\n"
+    "WORKDIR/report.html at the end of a run.\n"
+    "  -o FILE       where to write it (default: report.html beside the database; - for\n"
+    "                standard output); written to a temporary file and renamed\n"
+    "  --top N       hits in the table (default 50)\n"
+    "  --bins N      bars of each histogram (default 40)\n"
+    "  --no-depict   leave out the 2D structures\n";
 
 static const char usage_run[] =
     "usage: se3screen run WORKFLOW.yaml [--set stage.key=value]... [--stage NAME | --until NAME]\n"
@@ -509,6 +525,70 @@ int main(int argc, char **argv) {
     free(owned);
     free(all);
     return rc;
+  }
+  if (!strcmp(verb, "report")) {
+    if (wants_help(argc, argv)) return fputs(usage_report, stdout), SE3_EXIT_OK;
+    struct report_opts ro = {.top = 50, .depict = 1, .bins = 40};
+    const char *db = NULL, *out = NULL;
+    for (int i = 2; i < argc; i++) {
+      const char *a = argv[i];
+      if (!strcmp(a, "--no-depict")) {
+        ro.depict = 0;
+      } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--bins")) {
+        if (i + 1 >= argc) return usage_error(usage_report, "%s needs a value", a);
+        const char *v = argv[++i];
+        if (a[1] == 'o') {
+          if (!*v) return usage_error(usage_report, "%s", "-o needs a file name (or - for standard output)");
+          out = v;
+          continue;
+        }
+        char *end;
+        long n = strtol(v, &end, 10);
+        int bins = a[2] == 'b';
+        if (*end || !*v || n < (bins ? 5 : 0) || n > (bins ? 500 : 10000))
+          return usage_error(usage_report,
+                             bins ? "--bins needs a whole number from 5 to 500, got '%s'"
+                                  : "--top needs a whole number from 0 to 10000, got '%s'",
+                             v);
+        if (bins)
+          ro.bins = (int)n;
+        else
+          ro.top = (int)n;
+      } else if (a[0] == '-' && a[1]) {
+        return usage_error(usage_report, "unknown option '%s'", a);
+      } else if (!db) {
+        db = a;
+      } else {
+        return usage_error(usage_report, "unexpected argument '%s'", a);
+      }
+    }
+    if (!db) return usage_error(usage_report, "%s", "report needs DB or WORKDIR");
+    char path[4096], dflt[4096];
+    struct stat sb;
+    if (stat(db, &sb) != 0) {
+      fprintf(stderr, "se3screen: %s: %s\n", db, strerror(errno));
+      return SE3_EXIT_USAGE;
+    }
+    if (S_ISDIR(sb.st_mode))
+      snprintf(path, sizeof path, "%s/screen.db", db);
+    else
+      snprintf(path, sizeof path, "%s", db);
+    if (stat(path, &sb) != 0) {
+      fprintf(stderr, "se3screen: %s: %s\n", path, strerror(errno));
+      return SE3_EXIT_USAGE;
+    }
+    if (!out) {
+      const char *slash = strrchr(path, '/');
+      snprintf(dflt, sizeof dflt, "%.*sreport.html", slash ? (int)(slash - path + 1) : 0, path);
+      out = dflt;
+    }
+    char err[8192];
+    if (report_file(path, &ro, out, err, sizeof err)) {
+      fprintf(stderr, "se3screen: %s\n", err);
+      return SE3_EXIT_FAILED;
+    }
+    if (strcmp(out, "-")) fprintf(stderr, "se3screen: wrote %s\n", out);
+    return SE3_EXIT_OK;
   }
   if (!strcmp(verb, "merge")) {
     if (wants_help(argc, argv)) return fputs(usage_merge, stdout), SE3_EXIT_OK;

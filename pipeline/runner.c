@@ -35,7 +35,7 @@
 
 /* The stages in pipeline order. */
 static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
-                                                 &stage_score,  &stage_rank};
+                                                 &stage_score,  &stage_rank,  &stage_report};
 enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
 
 static volatile sig_atomic_t stop_flag;

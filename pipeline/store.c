@@ -180,11 +180,25 @@ static const char schema_v3_sql[] =
 static const char schema_v4_sql[] =
     "ALTER TABLE runs ADD COLUMN job TEXT; -- the Slurm job that ran it: JOBID, or ARRAYJOBID_TASKID for an array task\n";
 
+/* Version 5: each model's predictions on its held-out molecules, which the
+ * report's parity plot, residuals and ROC and enrichment curves draw. */
+static const char schema_v5_sql[] =
+    "CREATE TABLE predictions(\n"
+    "  model TEXT NOT NULL,            -- models.id\n"
+    "  mol_id INTEGER NOT NULL,        -- molecules.id of a molecule of the split\n"
+    "  split TEXT NOT NULL,            -- test: the held-out molecules, predicted by the best checkpoint\n"
+    "  label REAL NOT NULL,            -- the molecule's label (the model's target)\n"
+    "  value REAL NOT NULL,            -- the prediction in the target's units (classification: probability)\n"
+    "  PRIMARY KEY(model, mol_id)\n"
+    ") STRICT;\n"
+    "ALTER TABLE models ADD COLUMN device TEXT; -- what trained it: the backend, its device and the precision\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
     /* to version 3 */ schema_v3_sql,
     /* to version 4 */ schema_v4_sql,
+    /* to version 5 */ schema_v5_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -130,6 +130,7 @@ extern const struct stage stage_basis;
 extern const struct stage stage_train;
 extern const struct stage stage_score;
 extern const struct stage stage_rank;
+extern const struct stage stage_report;
 
 /* ---- helpers shared by the stages --------------------------------------- */
 
@@ -216,6 +217,21 @@ void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t
  * its own rows only, whatever the library's size (test_rank checks the
  * plan). */
 char *score_chunk_sql(const char *src);
+
+/* ---- the report (stages/report.c) --------------------------------------- */
+
+struct report_opts {
+  int top;    /* hits in the table */
+  int depict; /* 1: each hit's 2D structure drawn (Open Babel) */
+  int bins;   /* bars of each histogram */
+};
+/* report.html of the result database db (tables in "main") into out_path,
+ * written atomically ("-": standard output); db_label names the database on
+ * the page. 0, or -1 with err set. */
+int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
+                 size_t errlen);
+/* The same from a database file, opened read-only. */
+int report_file(const char *db_path, const struct report_opts *o, const char *out_path, char *err, size_t errlen);
 
 /* ---- platform ---------------------------------------------------------- */
 

@@ -12,7 +12,8 @@
  * bit-identical parameters. The chunk writes epoch-<e>.ckpt (and best.ckpt
  * when validation improves) atomically before its transaction commits, and
  * its metrics rows in that transaction. finalize evaluates every member's
- * best checkpoint on the test split and writes the `models` rows.
+ * best checkpoint on the test split and writes the `models` rows and each
+ * test molecule's prediction (`predictions`, for the report's plots).
  *
  * Regression targets: with atomref, a per-element reference (least squares
  * of the target on the element counts of the training split, with a tiny
@@ -61,6 +62,7 @@ struct tstage {
   uint64_t seed;
   struct se3_config mc;
   char arch[512];
+  char device[256]; /* the backend, its device and precision (models.device) */
   /* data: molecules with the target label, in id order */
   int n;
   int64_t *ids;
@@ -571,6 +573,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", be->name, be->device, stage_precision_name(be),
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "");
   se3_config_format(&t->mc, t->arch, sizeof t->arch);
+  snprintf(t->device, sizeof t->device, "%s (%s), %s%s", be->name, be->device, stage_precision_name(be),
+           comm_size(ctx->comm) > 1 ? ", data parallel" : "");
   size_t np = t->np = se3_net_n_params(t->net);
   if (t->zero && se3_net_shard_optimizer(t->net, ctx->comm, &t->opt_lo, &t->opt_hi, err, sizeof err))
     return stage_fail_at(ctx, NULL, "%s", err);
@@ -816,7 +820,9 @@ struct eval {
   struct se3_cls_metrics cls;
 };
 
-static int evaluate(struct stage_ctx *ctx, struct tstage *t, int which, struct eval *ev) {
+/* keep, when not NULL: each molecule's prediction as scoring gives it (the
+ * target's units; classification: the probability), in t->idx[which]'s order. */
+static int evaluate(struct stage_ctx *ctx, struct tstage *t, int which, struct eval *ev, double *keep) {
   int n = t->cnt[which];
   memset(ev, 0, sizeof *ev);
   ev->loss = NAN;
@@ -838,10 +844,13 @@ static int evaluate(struct stage_ctx *ctx, struct tstage *t, int which, struct e
     ev->loss = nn_loss(t->loss, p, yt, NULL, n, 1.0, NULL);
     if (t->classify) {
       se3_classification_metrics(raw, y, n, &ev->cls);
+      for (int i = 0; keep && i < n; i++)
+        keep[i] = 1 / (1 + exp(-raw[i]));
     } else {
       for (int i = 0; i < n; i++)
         raw[i] = raw[i] * t->std + t->mean + t->base[t->idx[which][i]];
       se3_regression_metrics(raw, y, n, &ev->reg);
+      if (keep) memcpy(keep, raw, (size_t)n * sizeof *keep);
     }
   }
   free(raw);
@@ -1279,7 +1288,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
     tr->loss = loss_sum / t->cnt[SPLIT_TRAIN];
     *lr = nn_schedule_lr(&t->sched, t->step - 1);
   }
-  if (evaluate(ctx, t, SPLIT_VALID, va)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
+  if (evaluate(ctx, t, SPLIT_VALID, va, NULL)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
   double watch = t->cnt[SPLIT_VALID] ? va->loss : tr->loss;
   if (!*stopped_early && isfinite(watch) && watch < t->best) {
     t->best = watch;
@@ -1372,7 +1381,39 @@ static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k) {
   return ret;
 }
 
-/* Member k's best checkpoint on the test split, and its models row. */
+/* The predictions rows of a split (the report draws them): what was
+ * there for this model is replaced. */
+static int write_predictions(struct stage_ctx *ctx, struct tstage *t, const char *model, int which,
+                             const double *pred) {
+  sqlite3_stmt *del = NULL, *st = NULL;
+  int rc = sqlite3_prepare_v2(ctx->db, "DELETE FROM predictions WHERE model = ?1 AND split = ?2", -1, &del, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(ctx->db,
+                            "INSERT OR REPLACE INTO predictions(model, mol_id, split, label, value) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5)",
+                            -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(del, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(del, 2, split_name[which], -1, SQLITE_STATIC);
+    rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  for (int i = 0; rc == SQLITE_OK && i < t->cnt[which]; i++) {
+    int k = t->idx[which][i];
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, t->ids[k]);
+    sqlite3_bind_text(st, 3, split_name[which], -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 4, t->y[k]);
+    sqlite3_bind_double(st, 5, pred[i]);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  sqlite3_finalize(del);
+  sqlite3_finalize(st);
+  return rc == SQLITE_OK ? STAGE_OK : stage_sql_fail(ctx, "writing the test predictions");
+}
+
+/* Member k's best checkpoint on the test split, its predictions there, and
+ * its models row. */
 static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   char path[PATH_MAX + 64], id[32];
   snprintf(id, sizeof id, "train/%d", k);
@@ -1389,14 +1430,24 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   t->epoch_done = -2; /* memory now holds the best, not the last, epoch */
   if (restore(ctx, t, name, &epoch)) return STAGE_ERROR;
   struct eval te;
-  if (evaluate(ctx, t, SPLIT_TEST, &te)) return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
-  if (t->cnt[SPLIT_TEST] && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
+  int nt = t->cnt[SPLIT_TEST];
+  double *pred = malloc((size_t)(nt + 1) * sizeof *pred);
+  if (!pred) return stage_fail_at(ctx, NULL, "out of memory for %d test predictions", nt);
+  if (evaluate(ctx, t, SPLIT_TEST, &te, pred)) {
+    free(pred);
+    return stage_fail_at(ctx, NULL, "evaluating: %s", t->why);
+  }
+  ret = write_predictions(ctx, t, id, SPLIT_TEST, pred);
+  free(pred);
+  if (ret != STAGE_OK) return ret;
+  if (nt && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO models(id, target, task, checkpoint, arch, mean, std, best_epoch, "
-                         "best_valid_loss, n_train, n_valid, n_test) VALUES(?12,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                         "best_valid_loss, n_train, n_valid, n_test, device) "
+                         "VALUES(?12,?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?13)",
                          -1, &st, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "writing the model");
   sqlite3_bind_text(st, 1, t->target, -1, SQLITE_STATIC);
@@ -1413,6 +1464,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   for (int i = 0; i < 3; i++)
     sqlite3_bind_int(st, 9 + i, t->cnt[i]);
   sqlite3_bind_text(st, 12, id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 13, t->device, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "writing the model");
@@ -1498,7 +1550,7 @@ static int train_serve(struct stage_ctx *ctx) {
 
 const struct stage stage_train = {
     .name = "train",
-    .tables = "metrics models splits",
+    .tables = "predictions metrics models splits",
     .uses_sets = 0,
     .after = "graph",
     .blob_column = NULL,

@@ -154,6 +154,7 @@ same "graphs" "SELECT mol_id, n_nodes, n_edges, hex(graph) FROM graphs ORDER BY 
 same "scores" "SELECT mol_id, target, printf('%.5e', value) FROM scores ORDER BY mol_id, target"
 same "hits" "SELECT rank, name FROM ranked_hits ORDER BY rank"
 [ -s "$work/cluster/hits.csv" ] || fail "the Slurm run wrote no hits.csv"
+grep -q "<h2>Top hits</h2>" "$work/cluster/report.html" || fail "the Slurm run's report job wrote no report.html"
 # status names the job of every run: the array tasks' shards as JOB_TASK
 score_job=$(awk -F'\t' '$2 == "07-score.sbatch" {id = $3} END {print id}' "$work/cluster/slurm/jobs.tsv")
 for t in 0 1 2 3; do

@@ -192,3 +192,55 @@ Test(metrics, classification_undefined_cases) {
   se3_classification_metrics(s, all, 0, &m);
   cr_assert(isnan(m.roc_auc) && isnan(m.pr_auc) && isnan(m.ef1), "empty");
 }
+
+/* EF at a fraction: equal to ef1 at 1 %, counted by hand at 5 %, and the
+ * enrichment curve: its points are (taken / n, actives found / P) at each
+ * threshold, it ends at (1, 1), and its height at 5 % matches EF5 * 5 % */
+Test(metrics, enrichment_factor_at_a_fraction_and_its_curve) {
+  enum { N = 200 };
+  double s[N], l[N];
+  srand(11);
+  for (int i = 0; i < N; i++) {
+    l[i] = rand() % 10 == 0;
+    s[i] = (double)(rand() % 1000) + 300 * l[i] + 1e-6 * i; /* distinct: one point a molecule */
+  }
+  long P = 0;
+  for (int i = 0; i < N; i++)
+    P += l[i] > 0.5;
+  struct se3_cls_metrics m;
+  se3_classification_metrics(s, l, N, &m);
+  cr_assert_float_eq(se3_enrichment_factor(s, l, N, 0.01), m.ef1, EPS);
+  /* by hand: the 10 best scores (5 % of 200), ties by index */
+  int order[N];
+  for (int i = 0; i < N; i++)
+    order[i] = i;
+  for (int i = 0; i < N; i++) /* insertion sort, best first, lower index first on ties */
+    for (int j = i; j > 0 && (s[order[j]] > s[order[j - 1]] ||
+                              (s[order[j]] == s[order[j - 1]] && order[j] < order[j - 1]));
+         j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  int hits = 0;
+  for (int j = 0; j < 10; j++)
+    hits += l[order[j]] > 0.5;
+  cr_assert_float_eq(se3_enrichment_factor(s, l, N, 0.05), (hits / 10.0) / ((double)P / N), EPS);
+  double x[N + 1], y[N + 1];
+  int np = se3_enrichment_curve(s, l, N, x, y);
+  cr_assert(np > 2 && np <= N + 1);
+  cr_assert(x[0] == 0 && y[0] == 0 && x[np - 1] == 1 && y[np - 1] == 1);
+  for (int i = 1; i < np; i++)
+    cr_assert(x[i] > x[i - 1] && y[i] >= y[i - 1], "not monotone at %d", i);
+  /* where 10 molecules have been taken, hits of the P actives were found */
+  int at = -1;
+  for (int i = 0; i < np; i++)
+    if (fabs(x[i] - 10.0 / N) < 1e-12) at = i;
+  cr_assert_eq(np, N + 1);
+  cr_assert_geq(at, 0);
+  cr_assert_float_eq(y[at], (double)hits / P, EPS);
+  double none[3] = {0, 0, 0}, sc[3] = {1, 2, 3};
+  cr_assert(isnan(se3_enrichment_factor(sc, none, 3, 0.05)));
+  cr_assert_eq(se3_enrichment_curve(sc, none, 3, x, y), 0);
+  cr_assert(isnan(se3_enrichment_factor(sc, none, 3, 0)), "fraction 0 is undefined");
+}

@@ -203,4 +203,17 @@ Test(svg, legend_names_each_series_in_text) {
   cr_assert(strstr(g, "stroke-dasharray=\"6 3\""), "the dashed series' sample is not dashed");
   cr_assert(strstr(g, "<path d=\"M"), "the triangle marker is missing");
   svg_free(&s);
+  /* each corner: the legend's box inside the data area, against that corner */
+  for (int corner = 0; corner < 3; corner++) {
+    svg_init(&s);
+    svg_legend(&s, &parity, e, 3, corner);
+    double x, y, w, h;
+    g = strstr(s.buf, "<rect ");
+    cr_assert(g && sscanf(g, "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\" height=\"%lf\"", &x, &y, &w, &h) == 4);
+    double x0 = parity.left, x1 = parity.width - parity.right, y0 = parity.top, y1 = parity.height - parity.bottom;
+    cr_assert(x >= x0 && x + w <= x1 && y >= y0 && y + h <= y1, "corner %d: the box leaves the data area", corner);
+    cr_assert_float_eq(corner ? x1 - (x + w) : x - x0, 8, 1e-9, "corner %d: not against its side", corner);
+    cr_assert_float_eq(corner == 1 ? y1 - (y + h) : y - y0, 8, 1e-9, "corner %d: not against its edge", corner);
+    svg_free(&s);
+  }
 }

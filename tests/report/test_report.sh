@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# report.html of the two bundled workflows, checked against their databases
+# (tests/report/check_report.py: self-contained, every plot's points and
+# bars as the database gives them, the parity points at their pixels, the
+# hits with their 2D structures, the rejects by reason), and the
+# `se3screen report` command: its output file, -o -, --no-depict, a
+# database of schema version 4 opened read-only, and its refusals.
+# Leaves the two workdirs in WORK for test_report_browser.
+#
+#   test_report.sh SE3SCREEN SOURCE_DIR WORK
+set -uo pipefail
+se3=$1 src=$2 work=$3
+py=/usr/bin/python3
+check="$src/tests/report/check_report.py"
+fail() {
+  echo "test_report: FAIL: $*"
+  exit 1
+}
+rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
+
+# 1. the quickstart as shipped (its report stage), and the classification example
+for w in quickstart classify; do
+  "$se3" run "$src/workflows/$w.yaml" --workdir "$work/$w" --set run.progress=none >"$work/$w.log" 2>&1 ||
+    { tail -20 "$work/$w.log"; fail "se3screen run workflows/$w.yaml"; }
+  [ -s "$work/$w/report.html" ] || fail "workflows/$w.yaml wrote no report.html"
+  top=$("$se3" check "$src/workflows/$w.yaml" | awk '/^  report:/{r=1} r && /^    top:/{print $2; exit}')
+  [ -n "$top" ] || fail "no stages.report.top in se3screen check's output"
+  $py "$check" "$work/$w/report.html" "$work/$w/screen.db" --top "$top" || fail "the report of $w"
+done
+# an ensemble of two: the spread against the score
+"$se3" run "$src/workflows/classify.yaml" --workdir "$work/ensemble" --set run.progress=none \
+  --set stages.train.ensemble=2 --set stages.train.epochs=3 >"$work/ensemble.log" 2>&1 ||
+  { tail -20 "$work/ensemble.log"; fail "the classification workflow with an ensemble of 2"; }
+$py "$check" "$work/ensemble/report.html" "$work/ensemble/screen.db" --top 30 || fail "the report of an ensemble"
+grep -q "Ensemble spread" "$work/ensemble/report.html" || fail "the ensemble's report has no spread plot"
+grep -q "Parity: u0_atom" "$work/quickstart/report.html" || fail "the quickstart's report has no parity plot"
+grep -q "ROC: active" "$work/classify/report.html" || fail "the classification report has no ROC curve"
+grep -q "Enrichment: active" "$work/classify/report.html" || fail "the classification report has no enrichment curve"
+grep -q "EF5%" "$work/classify/report.html" || fail "the classification report has no EF5%"
+# the quickstart rejects 14 QM7 records at ingest: the page names them
+grep -q "<h2>Rejects</h2>" "$work/quickstart/report.html" || fail "no rejects section"
+n_rej=$("$se3" query "$work/quickstart" "SELECT count(*) FROM rejects" --csv | tail -1)
+grep -q "<p>$n_rej records or molecules were rejected" "$work/quickstart/report.html" ||
+  fail "the report does not count the $n_rej rejects"
+size=$(stat -c %s "$work/quickstart/report.html")
+[ "$size" -lt 2000000 ] || fail "the quickstart's report is $size bytes"
+echo "ok: report.html of both workflows ($size bytes for the quickstart)"
+
+# 2. se3screen report: the same checks on its output, options and refusals
+out="$work/cmd"
+mkdir -p "$out"
+"$se3" report "$work/classify" -o "$out/c.html" --top 5 --bins 12 2>"$out/err" || { cat "$out/err"; fail "report -o"; }
+grep -q "wrote $out/c.html" "$out/err" || fail "report did not say where it wrote"
+$py "$check" "$out/c.html" "$work/classify/screen.db" --top 5 --bins 12 >/dev/null || fail "report --top 5 --bins 12"
+"$se3" report "$work/classify/screen.db" -o - --no-depict >"$out/stdout.html" 2>"$out/err" || fail "report -o -"
+grep -q "<h2>Top hits</h2>" "$out/stdout.html" || fail "report -o - printed no page"
+grep -q 'class="depict"' "$out/stdout.html" && fail "--no-depict drew structures"
+# the database is only read: its bytes do not change
+sum0=$(md5sum <"$work/quickstart/screen.db")
+"$se3" report "$work/quickstart" >/dev/null 2>&1 || fail "report WORKDIR"
+[ "$(md5sum <"$work/quickstart/screen.db")" = "$sum0" ] || fail "report changed screen.db"
+# an older database (schema version 4: no predictions, no models.device),
+# opened read-only, gives a page that says what it lacks
+cp "$work/quickstart/screen.db" "$out/v4.db"
+sqlite3 "$out/v4.db" "DROP TABLE predictions; ALTER TABLE models DROP COLUMN device; PRAGMA user_version = 4" ||
+  fail "cannot make a version 4 database"
+"$se3" report "$out/v4.db" -o "$out/v4.html" 2>"$out/err" || { cat "$out/err"; fail "report of a version 4 database"; }
+grep -q "predates the <code>predictions</code> table" "$out/v4.html" || fail "the v4 page does not say what it lacks"
+[ "$(sqlite3 "$out/v4.db" 'PRAGMA user_version')" = 4 ] || fail "report migrated a database it only reads"
+# refusals: usage errors exit 2, a file that is no result database exits 1
+refuse() { # expected-exit message-fragment args...
+  local want=$1 frag=$2
+  shift 2
+  "$se3" report "$@" >"$out/r.out" 2>"$out/r.err"
+  local rc=$?
+  [ "$rc" = "$want" ] || { cat "$out/r.err"; fail "report $* exited $rc, not $want"; }
+  grep -q -- "$frag" "$out/r.err" || { cat "$out/r.err"; fail "report $*: no '$frag' in the message"; }
+}
+refuse 2 "report needs DB" 
+refuse 2 "unknown option '--nope'" "$work/classify" --nope
+refuse 2 "--top needs a whole number" "$work/classify" --top x
+refuse 2 "--bins needs a whole number from 5 to 500" "$work/classify" --bins 2
+refuse 2 "No such file" "$work/nowhere"
+echo "not a database" >"$out/junk.db"
+refuse 1 "junk.db" "$out/junk.db"
+refuse 1 "report.html" "$work/classify" -o "$work/no/such/dir/report.html"
+[ -e "$work/no/such/dir/report.html" ] && fail "a failed report left a file"
+echo "ok: se3screen report (options, read-only, a version 4 database, refusals)"
