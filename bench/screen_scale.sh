@@ -5,7 +5,11 @@
 # train stage on QM7 (the quickstart's model); the score shards merged
 # keeping only each shard's candidate hits (stages.score.merge: hits); rank.
 #
-#   bash bench/screen_scale.sh [SE3SCREEN] [N] [TMPDIR]
+#   bash bench/screen_scale.sh [SE3SCREEN] [N] [TMPDIR] [sweep]
+#
+# With `sweep`, instead: ingest + graph of the first N records (say 20000)
+# as 2 shards and their merges, for each journal mode (wal, delete) and
+# run.chunk_size (256, 1024, 4096): the settings the defaults rest on.
 #
 # The library is synthetic (bench/make_library.py): the 13,997 3D PDB
 # ligands of ../shared/data/ligands3d cycled to N records, each copy with its
@@ -18,7 +22,7 @@
 # per molecule (per table, from SQLite's dbstat) and the extrapolation to
 # 10^8 molecules on 100 array tasks from the measured per-task rates.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=${SE3_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 se3=${1:-$here/build/se3screen}
 n=${2:-1000000}
 tmp=${3:-${TMPDIR:-/tmp}/se3bench_scale}
@@ -39,11 +43,13 @@ if [ ! -s "$lib" ]; then
   echo "{\"bench\":\"screen_scale\",\"step\":\"make_library\",\"records\":$n,\"seconds\":$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'),\"bytes\":$(stat -c %s "$lib")}"
 fi
 
-rm -rf "$wd" && mkdir -p "$wd"
+# write_workflow JOURNAL CHUNK
+write_workflow() {
 cat > "$wd/scale.yaml" <<YAML
 workflow: scale
 workdir: $wd/out
-run: {progress: lines, progress_interval_s: 60}
+store: {journal: $1}
+run: {progress: lines, progress_interval_s: 60, chunk_size: $2}
 sets:
   train:
     - path: $here/workflows/data/qm7_quick.sdf.gz
@@ -57,6 +63,7 @@ stages:
   score: {set: library, merge: hits}
   rank: {order: ascending, top: 100, outputs: [hits.csv, hits.sdf]}
 YAML
+}
 db="$wd/out/screen.db"
 
 # run STEP CMD...: one process, timed, its peak RSS (KB) from GNU time
@@ -97,6 +104,27 @@ emit() { # step items
       step, n, s, (s > 0 ? n / s : 0), r / 1024 }'
 }
 
+if [ "${4:-}" = sweep ]; then
+  for journal in wal delete; do
+    for chunk in 256 1024 4096; do
+      rm -rf "$wd" && mkdir -p "$wd"
+      write_workflow "$journal" "$chunk"
+      sharded ingest
+      sharded graph
+      n_lib=$(q "SELECT count(*) FROM molecules WHERE set_name='library'")
+      awk -v j="$journal" -v c="$chunk" -v n="$n_lib" -v ti="${secs[ingest]}" -v tmi="${secs[merge_ingest]}" \
+          -v tg="${secs[graph]}" -v tmg="${secs[merge_graph]}" -v b="$(stat -c %s "$db")" 'BEGIN{
+        printf "{\"bench\":\"screen_scale_sweep\",\"journal\":\"%s\",\"chunk_size\":%d,\"molecules\":%d,", j, c, n
+        printf "\"ingest_s\":%.2f,\"merge_ingest_s\":%.2f,\"graph_s\":%.2f,\"merge_graph_s\":%.2f,", ti, tmi, tg, tmg
+        printf "\"ingest_plus_graph_mol_per_s\":%.1f,\"with_merges_mol_per_s\":%.1f,\"db_bytes_per_mol\":%.0f}\n",
+          n / (ti + tg), n / (ti + tmi + tg + tmg), b / n }'
+    done
+  done
+  exit 0
+fi
+
+rm -rf "$wd" && mkdir -p "$wd"
+write_workflow wal 1024
 sharded ingest
 n_lib=$(q "SELECT count(*) FROM molecules WHERE set_name='library'")
 n_rej=$(q "SELECT count(*) FROM rejects WHERE stage='ingest' AND set_name='library'")
