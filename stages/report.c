@@ -112,6 +112,16 @@ static const char *col_text(sqlite3_stmt *st, int i) {
 #define P(...) svg_printf(&r->h, __VA_ARGS__)
 static void esc(struct rep *r, const char *t) { svg_escaped(&r->h, t); }
 
+/* a table cell of text, escaped; cls NULL: no class */
+static void td(struct rep *r, const char *cls, const char *text) {
+  if (cls)
+    P("<td class=\"%s\">", cls);
+  else
+    P("<td>");
+  esc(r, text);
+  P("</td>");
+}
+
 /* a number as a table shows it: empty for NULL/NaN */
 static void num(struct rep *r, double v, const char *fmt) {
   if (isfinite(v)) P(fmt, v);
@@ -219,11 +229,10 @@ static void section_summary(struct rep *r, const char *db_label) {
                "UNION ALL SELECT set_name, source_file, 0, count(*) FROM rejects WHERE stage = 'ingest' GROUP BY 1, 2"
                ") GROUP BY 1, 2 ORDER BY 1, 2");
   while (row(r, st)) {
-    P("<tr><td>");
-    esc(r, col_text(st, 0));
-    P("</td><td>");
-    esc(r, col_text(st, 1));
-    P("</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>\n", (long long)sqlite3_column_int64(st, 2),
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    P("<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>\n", (long long)sqlite3_column_int64(st, 2),
       (long long)sqlite3_column_int64(st, 3));
   }
   sqlite3_finalize(st);
@@ -243,19 +252,15 @@ static void section_summary(struct rep *r, const char *db_label) {
         "<th scope=\"col\">task</th><th scope=\"col\">train / valid / test molecules</th>"
         "<th scope=\"col\">best epoch</th><th scope=\"col\">trained on</th><th scope=\"col\">architecture</th>"
         "</tr></thead><tbody>\n");
-    P("<tr><td>");
-    esc(r, col_text(st, 0));
-    P("</td><td>");
-    esc(r, col_text(st, 1));
-    P("</td><td>");
-    esc(r, col_text(st, 2));
-    P("</td><td class=\"n\">%lld / %lld / %lld</td><td class=\"n\">%lld</td><td>",
-      (long long)sqlite3_column_int64(st, 4), (long long)sqlite3_column_int64(st, 5),
-      (long long)sqlite3_column_int64(st, 6), (long long)sqlite3_column_int64(st, 7) + 1);
-    esc(r, sqlite3_column_type(st, 9) == SQLITE_NULL ? "(not recorded)" : col_text(st, 9));
-    P("</td><td class=\"arch\">");
-    esc(r, col_text(st, 3));
-    P("</td></tr>\n");
+    P("<tr>");
+    for (int c = 0; c < 3; c++)
+      td(r, NULL, col_text(st, c));
+    P("<td class=\"n\">%lld / %lld / %lld</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 4),
+      (long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 6),
+      (long long)sqlite3_column_int64(st, 7) + 1);
+    td(r, NULL, sqlite3_column_type(st, 9) == SQLITE_NULL ? "(not recorded)" : col_text(st, 9));
+    td(r, "arch", col_text(st, 3));
+    P("</tr>\n");
   }
   sqlite3_finalize(st);
   if (header) P("</tbody></table>\n");
@@ -801,19 +806,16 @@ static void section_hits(struct rep *r) {
       P("</td>");
       free(svg);
     }
-    P("<td>");
-    esc(r, col_text(st, 1));
-    P("</td><td class=\"smiles\">");
-    esc(r, col_text(st, 2));
-    P("</td><td>");
-    esc(r, col_text(st, 3));
-    P("</td><td class=\"n\">");
+    td(r, NULL, col_text(st, 1));
+    td(r, "smiles", col_text(st, 2));
+    td(r, NULL, col_text(st, 3));
+    P("<td class=\"n\">");
     col_num(r, st, 4, "%.6g");
     P("</td><td class=\"n\">");
     col_num(r, st, 5, "%.3g");
-    P("</td><td>");
-    esc(r, col_text(st, 6));
-    P("</td><td>");
+    P("</td>");
+    td(r, NULL, col_text(st, 6));
+    P("<td>");
     esc(r, col_text(st, 7));
     P(" (%lld)</td></tr>\n", (long long)sqlite3_column_int64(st, 8));
   }
@@ -842,11 +844,10 @@ static void section_rejects(struct rep *r) {
                           "ORDER BY count(*) DESC, stage, reason LIMIT %d",
                           GROUPS);
   while (row(r, st)) {
-    P("<tr><td>");
-    esc(r, col_text(st, 0));
-    P("</td><td>");
-    esc(r, col_text(st, 1));
-    P("</td><td class=\"n\">%lld</td><td>", (long long)sqlite3_column_int64(st, 2));
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    P("<td class=\"n\">%lld</td><td>", (long long)sqlite3_column_int64(st, 2));
     sqlite3_stmt *ex = prep(r,
                             "SELECT source_file, record_no, coalesce(name, '') FROM rejects WHERE stage = %Q AND "
                             "reason = %Q ORDER BY source_file, record_no LIMIT %d",
