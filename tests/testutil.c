@@ -251,24 +251,35 @@ int tu_wait(int pid) {
 }
 
 int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts) {
+  return tu_kill_randomly_reset(log, argv, lo, hi, kills, max_attempts, NULL);
+}
+
+int tu_kill_randomly_reset(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts,
+                           const char *reset) {
   static int seeded;
   if (!seeded) {
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     seeded = 1;
   }
   int n = 0;
-  for (int attempt = 0; attempt < max_attempts && n < kills; attempt++) {
-    int pid = tu_spawn_se3(log, argv);
-    tu_sleep(lo + (double)rand() / RAND_MAX * (hi - lo));
-    kill((pid_t)pid, SIGKILL);
-    int st = tu_wait(pid);
-    if (st != 128 + SIGKILL) {
-      cr_assert_eq(st, 0, "run ended with %d before the kill (see %s)", st, log);
-      break;
+  for (int round = 0;; round++) {
+    n = 0;
+    for (int attempt = 0; attempt < max_attempts && n < kills; attempt++) {
+      int pid = tu_spawn_se3(log, argv);
+      tu_sleep(lo + (double)rand() / RAND_MAX * (hi - lo));
+      kill((pid_t)pid, SIGKILL);
+      int st = tu_wait(pid);
+      if (st != 128 + SIGKILL) {
+        cr_assert_eq(st, 0, "run ended with %d before the kill (see %s)", st, log);
+        break;
+      }
+      n++;
     }
-    n++;
+    if (n >= kills || !reset || round == 4) return n;
+    cr_log_info("the run ended after %d kills in [%.2f, %.2f] s: starting again with half the window", n, lo, hi);
+    cr_assert_eq(tu_sh(NULL, "%s", reset), 0, "reset failed: %s", reset);
+    hi = lo + (hi - lo) / 2;
   }
-  return n;
 }
 
 void tu_assert_same_training(const char *ref, const char *wd, const char *const files[], int n) {

@@ -42,6 +42,13 @@ int tu_wait(int pid);
  * or a run ends by itself (which must be with status 0), or after
  * max_attempts runs. Returns the number of runs killed mid-way. */
 int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts);
+/* The same, for runs whose starting state the shell command `reset` restores:
+ * when a run ends by itself before `kills` kills (the machine was faster than
+ * the uninterrupted run that sized [lo, hi] suggested), `reset` is run and the
+ * kills begin again with the window's width halved, up to 4 times. Returns
+ * the kills of the last sequence. */
+int tu_kill_randomly_reset(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts,
+                           const char *reset);
 /* Asserts that training in workdir `wd` ended where the reference workdir
  * `ref` did: the checkpoint files models/train-0/<files[i]> byte-equal and the
  * metrics tables equal. */

@@ -295,6 +295,11 @@ Test(geometry, kill9_during_graph_and_basis_resumes_byte_identical) {
   free(out);
   /* The killed runs start from the same ingest. */
   cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  /* The killed runs' starting state, restored if they must begin again. */
+  char start[1100], reset[3300];
+  snprintf(start, sizeof start, "%s/start", dir);
+  snprintf(reset, sizeof reset, "rm -rf %s && cp -r %s %s", wd, start, wd);
+  cr_assert_eq(tu_sh(NULL, "cp -r %s %s", wd, start), 0);
   double t0 = tu_now();
   cr_assert_eq(tu_se3(&out, "run %s --stage graph", wf), 0, "%s", out);
   free(out);
@@ -306,11 +311,13 @@ Test(geometry, kill9_during_graph_and_basis_resumes_byte_identical) {
   cr_log_info("uninterrupted: graph %.2f s, basis %.2f s", t_graph, t_basis);
 
   char *argv[] = {"se3screen", "run", wf, "--workdir", wd, "--stage", "graph", NULL};
-  int kg = tu_kill_randomly(log, argv, 0.05, 0.05 + 0.3 * t_graph, 4, 40);
+  int kg = tu_kill_randomly_reset(log, argv, 0.05, 0.05 + 0.3 * t_graph, 4, 40, reset);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s --stage graph", wf, wd), 0, "%s", out);
   free(out);
+  /* The basis kills start from the finished graph stage. */
+  cr_assert_eq(tu_sh(NULL, "rm -rf %s && cp -r %s %s", start, wd, start), 0);
   argv[6] = "basis";
-  int kb = tu_kill_randomly(log, argv, 0.05, 0.05 + 0.3 * t_basis, 4, 40);
+  int kb = tu_kill_randomly_reset(log, argv, 0.05, 0.05 + 0.3 * t_basis, 4, 40, reset);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_log_info("%d kills during graph, %d during basis", kg, kb);

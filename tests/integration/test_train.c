@@ -105,13 +105,18 @@ Test(train, kill9_resumes_to_identical_checkpoints) {
   snprintf(wd, sizeof wd, "%s/killed", dir);
   snprintf(log, sizeof log, "%s/log.txt", dir);
   cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  /* The killed runs' starting state, restored if they must begin again. */
+  char start[1100], reset[3300];
+  snprintf(start, sizeof start, "%s/start", dir);
+  snprintf(reset, sizeof reset, "rm -rf %s && cp -r %s %s", wd, start, wd);
+  cr_assert_eq(tu_sh(NULL, "cp -r %s %s", wd, start), 0);
   double t0 = tu_now();
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
   double full = tu_now() - t0;
   cr_log_info("uninterrupted training: %.2f s", full);
   char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
-  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.15 * full, 6, 40);
+  int kills = tu_kill_randomly_reset(log, argv, 0.1, 0.1 + 0.15 * full, 6, 40, reset);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_log_info("%d kills", kills);
@@ -190,13 +195,18 @@ Test(train, kill9_while_scoring_resumes_to_identical_scores) {
   cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp -r %s/screen.db %s/models %s/", wd, ref, ref, wd), 0);
+  /* The killed runs' starting state, restored if they must begin again. */
+  char start[1100], reset[3300];
+  snprintf(start, sizeof start, "%s/start", dir);
+  snprintf(reset, sizeof reset, "rm -rf %s && cp -r %s %s", wd, start, wd);
+  cr_assert_eq(tu_sh(NULL, "cp -r %s %s", wd, start), 0);
   double t0 = tu_now();
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
   double full = tu_now() - t0;
   cr_log_info("uninterrupted scoring: %.2f s", full);
   char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
-  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.2 * full, 5, 40);
+  int kills = tu_kill_randomly_reset(log, argv, 0.1, 0.1 + 0.2 * full, 5, 40, reset);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_log_info("%d kills", kills);

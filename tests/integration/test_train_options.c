@@ -337,9 +337,9 @@ Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
   /* 32 channels: the default 8 now train an epoch of these 16 molecules in
    * a few milliseconds, so most random kills landed in start-up and none
    * mid-epoch; at 32 the run lasts about 2.7 s */
-  char *wf = qm9_wf(dir, labels,
-                    "target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1, arch: {channels: 32}",
-                    NULL);
+  char *wf =
+      qm9_wf(dir, labels,
+             "target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1, arch: {channels: 32}", NULL);
   char ref[1024], wd[1024], log[1024];
   snprintf(ref, sizeof ref, "%s/work", dir);
   snprintf(wd, sizeof wd, "%s/killed", dir);
@@ -348,13 +348,18 @@ Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
   cr_assert_eq(tu_se3(&out, "run %s --until graph", wf), 0, "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/screen.db %s/", wd, ref, wd), 0);
+  /* The killed runs' starting state, restored if they must begin again. */
+  char start[1100], reset[3300];
+  snprintf(start, sizeof start, "%s/start", dir);
+  snprintf(reset, sizeof reset, "rm -rf %s && cp -r %s %s", wd, start, wd);
+  cr_assert_eq(tu_sh(NULL, "cp -r %s %s", wd, start), 0);
   double t0 = tu_now();
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
   double full = tu_now() - t0;
   cr_log_info("uninterrupted training: %.2f s", full);
   char *argv[] = {"se3screen", "run", (char *)wf, "--workdir", wd, NULL};
-  int kills = tu_kill_randomly(log, argv, 0.1, 0.1 + 0.2 * full, 6, 40);
+  int kills = tu_kill_randomly_reset(log, argv, 0.1, 0.1 + 0.2 * full, 6, 40, reset);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_assert_geq(kills, 4, "only %d runs were killed mid-way", kills);
