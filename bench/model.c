@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "model_bench: --precision %s is not one of fp32, tf32, bf16, fp16\n", precision);
     return 2;
   }
-  nn_blas_reexec(argv); /* as se3screen's main: OpenBLAS's kernels from the processor's features */
+  nn_cpu_reexec(argv); /* as se3screen's main: OpenBLAS's kernels, libgomp's spinning */
   /* as se3screen's main: freed blocks stay in the heap (no first-touch faults) */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);

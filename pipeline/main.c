@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
    * basis stage's time before this). */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  stage_blas_reexec(argv); /* before any work: OpenBLAS reads its core type at load time */
+  stage_cpu_reexec(argv); /* before any work: OpenBLAS and libgomp read their settings at load time */
   if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
     struct stage_platform pi;
     stage_platform_info(&pi);
@@ -250,10 +250,11 @@ int main(int argc, char **argv) {
     if (pi.blas_detected)
       printf(" (OpenBLAS itself detected %s; chosen from the processor's features)", pi.blas_detected);
     else if (pi.blas_forced)
-      printf(" (OPENBLAS_CORETYPE=%s is set%s%s%s)", pi.blas_forced, pi.blas_better ? "; this processor could run " : "",
-             pi.blas_better ? pi.blas_better : "", pi.blas_better ? ": unset it for faster products" : "");
+      printf(" (OPENBLAS_CORETYPE=%s is set%s%s%s)", pi.blas_forced,
+             pi.blas_better ? "; this processor could run " : "", pi.blas_better ? pi.blas_better : "",
+             pi.blas_better ? ": unset it for faster products" : "");
     printf(", %s\n", pi.blas_config);
-    printf("threads: %d (OMP_NUM_THREADS)\n", pi.threads);
+    printf("threads: %d (OMP_NUM_THREADS), waiting: %s\n", pi.threads, pi.omp_wait);
     if (strcmp(comm_library(), "none"))
       printf("mpi: %s (data-parallel training under mpirun or srun --mpi=pmix)\n", comm_library());
     else
@@ -471,13 +472,17 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "slurm")) {
     if (wants_help(argc, argv)) return fputs(usage_slurm, stdout), SE3_EXIT_OK;
     /* the options are slurm.* keys: --set slurm.KEY=VALUE, after the user's own --set */
-    static const char *const keys[][2] = {
-        {"--partition", "partition"},     {"--account", "account"},
-        {"--time", "time"},               {"--array-size", "array_size"},
-        {"--max-running", "max_running"}, {"--nodes", "nodes"},
-        {"--tasks-per-node", "tasks_per_node"}, {"--gpus-per-task", "gpus_per_task"},
-        {"--cpus-per-task", "cpus_per_task"},   {"--mem", "mem"},
-        {"--extra", "extra"}};
+    static const char *const keys[][2] = {{"--partition", "partition"},
+                                          {"--account", "account"},
+                                          {"--time", "time"},
+                                          {"--array-size", "array_size"},
+                                          {"--max-running", "max_running"},
+                                          {"--nodes", "nodes"},
+                                          {"--tasks-per-node", "tasks_per_node"},
+                                          {"--gpus-per-task", "gpus_per_task"},
+                                          {"--cpus-per-task", "cpus_per_task"},
+                                          {"--mem", "mem"},
+                                          {"--extra", "extra"}};
     struct slurm_opts so = {0};
     const char **all = calloc((size_t)argc + 1, sizeof *all);
     char **owned = calloc((size_t)argc + 1, sizeof *owned);

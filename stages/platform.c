@@ -39,9 +39,16 @@ void stage_platform_info(struct stage_platform *p) {
 #else
   p->threads = 1;
 #endif
+  const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+  if (policy && *policy)
+    snprintf(p->omp_wait, sizeof p->omp_wait, "OMP_WAIT_POLICY=%.40s", policy);
+  else if (spin && *spin)
+    snprintf(p->omp_wait, sizeof p->omp_wait, "GOMP_SPINCOUNT=%.40s", spin);
+  else
+    snprintf(p->omp_wait, sizeof p->omp_wait, "the OpenMP runtime's default");
 }
 
-void stage_blas_reexec(char **argv) { nn_blas_reexec(argv); }
+void stage_cpu_reexec(char **argv) { nn_cpu_reexec(argv); }
 
 /* the run's processes, for the GPU each takes (stage_share_cores) */
 static const struct se3_comm *run_comm;

@@ -32,32 +32,32 @@ struct stage_report {
 };
 
 struct stage_ctx {
-  const char *name;             /* the stage's name */
-  sqlite3 *db;                  /* open connection; the runner holds the lock */
-  const struct cfg_node *root;  /* the whole resolved workflow */
-  const struct cfg_node *cfg;   /* stages.<name> */
-  const char *workdir;          /* absolute */
-  const char *workflow_dir;     /* folder of the workflow file; stored paths are relative to it */
-  int shard, n_shards;          /* this task takes chunks with chunk % n == shard */
-  volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM/SIGUSR1: finish at a chunk boundary */
+  const char *name;            /* the stage's name */
+  sqlite3 *db;                 /* open connection; the runner holds the lock */
+  const struct cfg_node *root; /* the whole resolved workflow */
+  const struct cfg_node *cfg;  /* stages.<name> */
+  const char *workdir;         /* absolute */
+  const char *workflow_dir;    /* folder of the workflow file; stored paths are relative to it */
+  int shard, n_shards;         /* this task takes chunks with chunk % n == shard */
+  volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM/SIGUSR1: finish at a chunk boundary */
   const struct stage_report *report;
-  void *state;                  /* the stage's own data between begin and end */
-  uint64_t inputs_hash;         /* set by begin: fingerprint of input files (size,
-                                   mtime), folded into the stage's config hash */
-  int64_t chunk_bytes;          /* bytes of blobs the chunk in flight stored (the
-                                   stage adds to it; the ledger keeps it) */
-  const char *src;              /* schema of the upstream tables: "main", or "src"
-                                   in a sharded run (screen.db attached read-only) */
-  const struct se3_comm *comm;  /* the processes of a data-parallel run (common/comm.h);
-                                   NULL: this one alone. Rank 0 holds the database
-                                   and writes everything; see `serve` */
-  char err[1024];               /* message when a callback returns non-zero */
+  void *state;                 /* the stage's own data between begin and end */
+  uint64_t inputs_hash;        /* set by begin: fingerprint of input files (size,
+                                  mtime), folded into the stage's config hash */
+  int64_t chunk_bytes;         /* bytes of blobs the chunk in flight stored (the
+                                  stage adds to it; the ledger keeps it) */
+  const char *src;             /* schema of the upstream tables: "main", or "src"
+                                  in a sharded run (screen.db attached read-only) */
+  const struct se3_comm *comm; /* the processes of a data-parallel run (common/comm.h);
+                                  NULL: this one alone. Rank 0 holds the database
+                                  and writes everything; see `serve` */
+  char err[1024];              /* message when a callback returns non-zero */
 };
 
 /* Return codes of the callbacks. */
 #define STAGE_OK 0
-#define STAGE_ERROR 1     /* ctx->err says why; the run fails */
-#define STAGE_STOPPED 2   /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
+#define STAGE_ERROR 1   /* ctx->err says why; the run fails */
+#define STAGE_STOPPED 2 /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
 
 /* One stage. The runner calls begin (which plans the work: chunks and items,
  * the same plan in every shard), then run_chunk for each chunk of this shard
@@ -70,17 +70,17 @@ struct stage_ctx {
  * stage's configuration changed. */
 struct stage {
   const char *name;
-  const char *tables;           /* space-separated tables this stage writes,
-                                   children before the tables they reference */
-  int uses_sets;                /* the config hash includes `sets` */
-  const char *after;            /* the stage whose tables this one reads (NULL for
-                                   ingest): it must be finished (finalized) first,
-                                   and its config hash is part of this one's */
-  int optional;                 /* runs only when the workflow configures it (or
-                                   --stage names it), even when a later stage runs */
-  const char *blob_column;      /* the main table's blob column; `status` shows
-                                   its bytes per molecule (chunk_bytes summed in
-                                   the ledger); NULL for none */
+  const char *tables;      /* space-separated tables this stage writes,
+                              children before the tables they reference */
+  int uses_sets;           /* the config hash includes `sets` */
+  const char *after;       /* the stage whose tables this one reads (NULL for
+                              ingest): it must be finished (finalized) first,
+                              and its config hash is part of this one's */
+  int optional;            /* runs only when the workflow configures it (or
+                              --stage names it), even when a later stage runs */
+  const char *blob_column; /* the main table's blob column; `status` shows
+                              its bytes per molecule (chunk_bytes summed in
+                              the ledger); NULL for none */
   int (*begin)(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items);
   int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
   int (*finalize)(struct stage_ctx *ctx);
@@ -148,19 +148,18 @@ struct stage_ids {
   int64_t *ids;
   int64_t n, chunk_size;
 };
-int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p,
-                   int64_t *n_chunks);
+int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks);
 void stage_ids_free(struct stage_ids *p);
 
 /* One molecule of a per-molecule map (stage_map_chunk). */
 struct stage_item {
   int64_t id;
-  uint8_t *in;         /* the input blob (column 1 of the select), a copy */
+  uint8_t *in; /* the input blob (column 1 of the select), a copy */
   size_t in_len;
-  uint8_t *out;        /* set by compute: the output blob (malloc'd) ... */
+  uint8_t *out; /* set by compute: the output blob (malloc'd) ... */
   size_t out_len;
-  int64_t count[2];    /* ... and counts for its row (nodes, edges) */
-  char reason[256];    /* set by compute instead: why the molecule is rejected */
+  int64_t count[2]; /* ... and counts for its row (nodes, edges) */
+  char reason[256]; /* set by compute instead: why the molecule is rejected */
 };
 
 /* A per-molecule stage's chunk: reads (id, blob) rows for the chunk's ids with
@@ -192,8 +191,7 @@ int stage_graphs_init(struct stage_ctx *ctx, const struct cfg_node *graph_cfg, s
  * (select CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END), from
  * which the graph is rebuilt exactly as the graph stage built it. Returns 0,
  * or -1 with err set (a damaged blob, a molecule without 3D coordinates). */
-int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
-                     size_t n);
+int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n);
 /* The SQL of that column for graphs alias g and molecules alias m. */
 #define STAGE_GRAPH_COLUMN "CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END"
 
@@ -240,24 +238,27 @@ int report_file(const char *db_path, const struct report_opts *o, const char *ou
  * thread count (stages/platform.c). The pipeline asks here rather than
  * reaching into models/. */
 struct stage_platform {
-  const char *isa;          /* the convolution's variant: base, avx2, avx512 */
-  const char *isa_best;     /* the widest the processor supports */
-  const char *blas_core;    /* OpenBLAS's kernels as they run (e.g. SkylakeX) */
+  const char *isa;           /* the convolution's variant: base, avx2, avx512 */
+  const char *isa_best;      /* the widest the processor supports */
+  const char *blas_core;     /* OpenBLAS's kernels as they run (e.g. SkylakeX) */
   const char *blas_detected; /* what OpenBLAS chose itself, when se3screen overrode it; else NULL */
-  const char *blas_forced;  /* OPENBLAS_CORETYPE as the user set it, or NULL */
-  const char *blas_better;  /* kernels this processor could run that are better than blas_core, or NULL */
-  const char *blas_config;  /* openblas_get_config() */
-  int threads;              /* OpenMP threads the model uses */
-  int bf16;                 /* 1: precision: bf16 can score here (AVX512-BF16) */
+  const char *blas_forced;   /* OPENBLAS_CORETYPE as the user set it, or NULL */
+  const char *blas_better;   /* kernels this processor could run that are better than blas_core, or NULL */
+  const char *blas_config;   /* openblas_get_config() */
+  int threads;               /* OpenMP threads the model uses */
+  char omp_wait[64];         /* how they wait at a barrier: "GOMP_SPINCOUNT=1000", "OMP_WAIT_POLICY=passive", ... */
+  int bf16;                  /* 1: precision: bf16 can score here (AVX512-BF16) */
 };
 
 void stage_platform_info(struct stage_platform *p);
 
 /* When OpenBLAS detected weaker kernels than this processor supports (and
- * the user did not set OPENBLAS_CORETYPE), executes this program again, once,
- * with OPENBLAS_CORETYPE set: OpenBLAS reads it only when it is loaded.
- * Returns when nothing needs doing or the re-execution failed. */
-void stage_blas_reexec(char **argv);
+ * the user did not set OPENBLAS_CORETYPE), or neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY is set, executes this program again, once, with
+ * OPENBLAS_CORETYPE and GOMP_SPINCOUNT set (nn_cpu_reexec): both libraries
+ * read them only when they load. Returns when nothing needs doing or the
+ * re-execution failed. */
+void stage_cpu_reexec(char **argv);
 
 /* The processes of the run (common/comm.h; NULL: one). When several share
  * this node and OMP_NUM_THREADS is not set, each takes its share of the

@@ -32,10 +32,14 @@ int nn_isa_supported(enum nn_isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   switch (isa) {
-  case NN_ISA_BASE: return 1;
-  case NN_ISA_AVX2: return __builtin_cpu_supports("x86-64-v3") != 0;
-  case NN_ISA_AVX512: return __builtin_cpu_supports("x86-64-v4") != 0;
-  default: return 0;
+  case NN_ISA_BASE:
+    return 1;
+  case NN_ISA_AVX2:
+    return __builtin_cpu_supports("x86-64-v3") != 0;
+  case NN_ISA_AVX512:
+    return __builtin_cpu_supports("x86-64-v4") != 0;
+  default:
+    return 0;
   }
 #else
   return isa == NN_ISA_BASE;
@@ -148,12 +152,33 @@ const char *nn_blas_core_wanted(void) {
   return nn_blas_core_better();
 }
 
-void nn_blas_reexec(char **argv) {
-  if (getenv(NN_BLAS_DETECTED_ENV)) return; /* done once already */
-  const char *want = nn_blas_core_wanted();
-  if (!want) return;
-  if (setenv(NN_BLAS_DETECTED_ENV, nn_blas_core(), 1) || setenv("OPENBLAS_CORETYPE", want, 1)) return;
+/* ---- OpenMP's waiting threads ------------------------------------------------ */
+
+static int set_in_env(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+
+const char *nn_omp_spin_wanted(void) {
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+  if (set_in_env("OMP_WAIT_POLICY") || set_in_env("GOMP_SPINCOUNT")) return NULL; /* the user's choice stands */
+  return NN_OMP_SPINCOUNT;
+#else
+  return NULL;
+#endif
+}
+
+void nn_cpu_reexec(char **argv) {
+  const char *core = getenv(NN_BLAS_DETECTED_ENV) ? NULL : nn_blas_core_wanted();
+  const char *spin = nn_omp_spin_wanted();
+  if (core && (setenv(NN_BLAS_DETECTED_ENV, nn_blas_core(), 1) || setenv("OPENBLAS_CORETYPE", core, 1))) core = NULL;
+  if (spin && setenv("GOMP_SPINCOUNT", spin, 1)) spin = NULL;
+  if (!core && !spin) return;
   execv("/proc/self/exe", argv);
-  /* could not: go on with OpenBLAS's own kernels */
-  unsetenv("OPENBLAS_CORETYPE");
+  /* could not: go on as loaded */
+  if (core) {
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(NN_BLAS_DETECTED_ENV);
+  }
+  if (spin) unsetenv("GOMP_SPINCOUNT");
 }

@@ -48,12 +48,22 @@ const char *nn_blas_core_wanted(void);
 /* As nn_blas_core_wanted, but also when OPENBLAS_CORETYPE chose the weaker
  * kernels (to say so). */
 const char *nn_blas_core_better(void);
-/* When nn_blas_core_wanted names a core, executes this program again
- * (/proc/self/exe, same arguments), once, with OPENBLAS_CORETYPE set to it and
- * NN_BLAS_DETECTED_ENV set to what OpenBLAS had detected. Returns when
- * nothing needs doing or execv failed. For main() only: call it first. */
+/* GOMP_SPINCOUNT for this process when neither it nor OMP_WAIT_POLICY is set
+ * (NULL when the user set one, or the build has no libgomp). libgomp's threads
+ * spin 300,000 times at a barrier before they sleep: alone that is harmless,
+ * but two processes on the same cores then spend their time slices spinning
+ * while the thread they wait for cannot run (quickstart training: 5.8 s alone,
+ * 67 s each with two at once; with 1,000 spins 6.0 s and 13.3 s). */
+#define NN_OMP_SPINCOUNT "1000"
+const char *nn_omp_spin_wanted(void);
+/* When nn_blas_core_wanted names a core or nn_omp_spin_wanted a spin count,
+ * executes this program again (/proc/self/exe, same arguments), once, with
+ * OPENBLAS_CORETYPE set to the core and NN_BLAS_DETECTED_ENV to what OpenBLAS
+ * had detected, and GOMP_SPINCOUNT set: both libraries read them when they
+ * load, before main. Returns when nothing needs doing or execv failed. For
+ * main() only: call it first. */
 #define NN_BLAS_DETECTED_ENV "SE3_OPENBLAS_DETECTED"
-void nn_blas_reexec(char **argv);
+void nn_cpu_reexec(char **argv);
 /* OpenBLAS's core name (e.g. "Haswell", "SkylakeX"), as it runs. */
 const char *nn_blas_core(void);
 

@@ -48,8 +48,7 @@ Test(platform, se3_isa_forces_a_variant) {
  * its own detection, or the core se3screen chose when that fell short. */
 Test(platform, openblas_kernels_match_the_processor) {
   char *out = NULL;
-  cr_assert_eq(tu_sh(&out, "env -u OPENBLAS_CORETYPE -u SE3_OPENBLAS_DETECTED %s --version", SE3_BINARY), 0, "%s",
-               out);
+  cr_assert_eq(tu_sh(&out, "env -u OPENBLAS_CORETYPE -u SE3_OPENBLAS_DETECTED %s --version", SE3_BINARY), 0, "%s", out);
   const char *core = field(out, "openblas: core ");
   static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
   static const char *const avx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"};
@@ -70,10 +69,26 @@ Test(platform, openblas_kernels_match_the_processor) {
 /* A core the user forces stands, and --version says what it costs. */
 Test(platform, a_forced_openblas_core_stands_and_is_reported) {
   char *out = NULL;
-  cr_assert_eq(tu_sh(&out, "env -u SE3_OPENBLAS_DETECTED OPENBLAS_CORETYPE=Prescott %s --version", SE3_BINARY), 0,
-               "%s", out);
+  cr_assert_eq(tu_sh(&out, "env -u SE3_OPENBLAS_DETECTED OPENBLAS_CORETYPE=Prescott %s --version", SE3_BINARY), 0, "%s",
+               out);
   cr_assert_str_eq(field(out, "openblas: core "), "Prescott", "%s", out);
   cr_assert(strstr(out, "OPENBLAS_CORETYPE=Prescott is set"), "%s", out);
   if (nn_isa_supported(NN_ISA_AVX2)) cr_assert(strstr(out, "this processor could run"), "%s", out);
+  free(out);
+}
+
+/* OpenMP's idle threads: se3screen caps libgomp's spinning (a second process
+ * on the same cores otherwise spends its time slices waiting on spinners:
+ * bench/contention.sh), and a setting of the user's stands. */
+Test(platform, openmp_waiting_is_capped_unless_the_user_chose) {
+  char *out = NULL;
+  cr_assert_eq(tu_sh(&out, "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY %s --version", SE3_BINARY), 0, "%s", out);
+  cr_assert(strstr(out, "waiting: GOMP_SPINCOUNT=" NN_OMP_SPINCOUNT "\n"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=77 %s --version", SE3_BINARY), 0, "%s", out);
+  cr_assert(strstr(out, "waiting: GOMP_SPINCOUNT=77\n"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive %s --version", SE3_BINARY), 0, "%s", out);
+  cr_assert(strstr(out, "waiting: OMP_WAIT_POLICY=passive\n"), "%s", out);
   free(out);
 }
