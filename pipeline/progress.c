@@ -28,7 +28,10 @@ static void stamp(char *buf, size_t n) {
 }
 
 static void fmt_eta(double s, char *buf, size_t n) {
-  if (s < 0 || s > 1e7) { snprintf(buf, n, "?"); return; }
+  if (s < 0 || s > 1e7) {
+    snprintf(buf, n, "?");
+    return;
+  }
   long v = (long)(s + 0.5);
   if (v >= 3600)
     snprintf(buf, n, "%ld:%02ld:%02ld", v / 3600, v / 60 % 60, v % 60);
@@ -36,8 +39,8 @@ static void fmt_eta(double s, char *buf, size_t n) {
     snprintf(buf, n, "%ld:%02ld", v / 60, v % 60);
 }
 
-void progress_start(struct progress *p, enum progress_mode mode, double interval_s, const char *label,
-                    const char *unit, int64_t total, int64_t done0) {
+void progress_start(struct progress *p, enum progress_mode mode, double interval_s, const char *label, const char *unit,
+                    int64_t total, int64_t done0) {
   memset(p, 0, sizeof *p);
   p->out = stderr;
   if (mode == PROGRESS_AUTO) mode = isatty(fileno(stderr)) ? PROGRESS_BAR : PROGRESS_LINES;
@@ -59,7 +62,8 @@ static void draw(struct progress *p, double t) {
   if (p->mode == PROGRESS_BAR) {
     char bar[31];
     int fill = (int)(frac * 30);
-    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    for (int i = 0; i < 30; i++)
+      bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
     fprintf(p->out, "\r%s [%s] %lld/%lld %s %3.0f%% %.0f/s ETA %s  ", p->label, bar, (long long)p->done,
             (long long)p->total, p->unit, frac * 100, rate, eta);
@@ -107,7 +111,9 @@ void progress_end(struct progress *p, const char *summary) {
   if (p->mode == PROGRESS_NONE) return;
   char ts[32];
   stamp(ts, sizeof ts);
-  fprintf(p->out, "[%s] %s: %lld %s in %.1f s (%.1f %s/s)%s%s\n", ts, p->label, (long long)n, p->unit, el,
-          el > 0 ? (double)n / el : 0.0, p->unit, summary ? "; " : "", summary ? summary : "");
+  char rate[64] = "";
+  if (n > 1) snprintf(rate, sizeof rate, " (%.1f %s/s)", el > 0 ? (double)n / el : 0.0, p->unit);
+  fprintf(p->out, "[%s] %s: %lld %s in %.1f s%s%s%s\n", ts, p->label, (long long)n, p->unit, el, rate,
+          summary ? "; " : "", summary ? summary : "");
   fflush(p->out);
 }

@@ -138,9 +138,9 @@ struct cfg_node *runner_config(const char *workflow, const char *const *sets, in
 int runner_stages(const struct cfg_node *root, const char *names[], int max) {
   const struct cfg_node *stages = cfg_get(root, "stages");
   int last = N_STAGES - 1, n = 0;
-  while (last > 0 && !(stages && cfg_get(stages, all_stages[last]->name) &&
-                       cfg_get(stages, all_stages[last]->name)->file &&
-                       strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
+  while (last > 0 &&
+         !(stages && cfg_get(stages, all_stages[last]->name) && cfg_get(stages, all_stages[last]->name)->file &&
+           strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
     last--;
   for (int i = 0; i <= last && n < max; i++) {
     const struct cfg_node *sc = stages ? cfg_get(stages, all_stages[i]->name) : NULL;
@@ -171,7 +171,7 @@ struct run {
   long long run_id;
   struct progress prog;
   int shard, n_shards;
-  const char *src; /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
+  const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
   int scores_kept_as_now;      /* merge: screen.db's scores were kept as stages.score.merge keeps them now */
   char err[2048];
@@ -494,8 +494,8 @@ static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
   }
   *n_scores = query_int(r->st.db, 0, "SELECT count(*) FROM shard.scores");
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(r->st.db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1",
-                              -1, &st, NULL);
+  int rc = sqlite3_prepare_v2(
+      r->st.db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1", -1, &st, NULL);
   for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
     sqlite3_bind_int64(st, 1, rows[i]);
     rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
@@ -534,8 +534,7 @@ static int already_folded(struct run *r, const struct stage *s) {
     snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
     return -1;
   }
-  if (n > 0 || query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0)
-    return 0;
+  if (n > 0 || query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0) return 0;
   /* a score shard: only when the scores were kept as they would be now */
   return s != &stage_score || r->scores_kept_as_now;
 }
@@ -634,7 +633,8 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
     progress_log(NULL, "%s: kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)",
                  path, (long long)n_kept, (long long)n_scores);
   /* (a shard made before schema version 4 has no runs.job) */
-  int has_job = query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
+  int has_job =
+      query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
   if (bad ||
       exec_sql(r,
                "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
@@ -726,10 +726,11 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     snprintf(label, sizeof label, "%s", s->name);
   if (speaks) {
     progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
-                   cfg_float(r->root, "run.progress_interval_s", 5), label, "mol", shard_items, done_items);
+                   cfg_float(r->root, "run.progress_interval_s", 5), label, s->unit ? s->unit : "mol", shard_items,
+                   done_items);
     if (all_todo == 0 && n_chunks > 0)
-      progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label,
-                   (long long)n_chunks, n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
+      progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
+                   n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
   }
 
   int ret = SE3_EXIT_OK;
@@ -785,15 +786,17 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     double word[4] = {(double)(n_ok + n_rej), stopped, failed, next < n_chunks && !stopped && !failed};
     if (comm_sum_f64(together, word, 4)) {
       /* the others may wait in this sum for ever */
-      fprintf(stderr, "se3screen (rank %d): %s: MPI failed between two chunks; ending the run\n",
-              comm_rank(together), s->name);
+      fprintf(stderr, "se3screen (rank %d): %s: MPI failed between two chunks; ending the run\n", comm_rank(together),
+              s->name);
       comm_abort(together, SE3_EXIT_FAILED);
     }
     if (speaks) progress_add(&r->prog, (int64_t)word[0] - (n_ok + n_rej));
     if (word[2] > 0) {
       if (!failed)
-        snprintf(r->err, sizeof r->err, "%s: another process of the run failed (its message is above); this one "
-                 "stopped after its chunk in flight", s->name);
+        snprintf(r->err, sizeof r->err,
+                 "%s: another process of the run failed (its message is above); this one "
+                 "stopped after its chunk in flight",
+                 s->name);
       ret = SE3_EXIT_FAILED;
       break;
     }
@@ -806,8 +809,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   free(done);
   if (speaks) {
     char summary[256];
-    snprintf(summary, sizeof summary, "%lld stored, %lld rejected%s%s", (long long)ok_total, (long long)rej_total,
-             together ? " by this process" : "",
+    snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total, s->done ? s->done : "stored",
+             (long long)rej_total, together ? " by this process" : "",
              ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
     if (all_todo > 0) progress_end(&r->prog, summary);
   }
@@ -1061,8 +1064,8 @@ static int run_follow(const struct run_opts *o) {
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
     int st = STAGE_ERROR;
-    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000),
-                   ctx->err, sizeof ctx->err) == 0) {
+    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), ctx->err,
+                   sizeof ctx->err) == 0) {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
       st = s->begin(ctx, &n_chunks, &n_items);
@@ -1147,8 +1150,9 @@ static int run_main(const struct run_opts *o) {
     if (last < first) last = first;
   }
   if (r.n_shards > 1 && o->comm) {
-    fprintf(stderr, "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
-                    "Slurm array), or train on several processes, not both at once\n",
+    fprintf(stderr,
+            "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
+            "Slurm array), or train on several processes, not both at once\n",
             comm_size(o->comm), r.shard, r.n_shards);
     cfg_node_free(r.root);
     return SE3_EXIT_USAGE;

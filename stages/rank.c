@@ -513,6 +513,7 @@ static void rank_end(struct stage_ctx *ctx) {
 
 const struct stage stage_rank = {
     .name = "rank",
+    .done = "hits",
     .tables = "ranks",
     .uses_sets = 0,
     .after = "score",

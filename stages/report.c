@@ -1000,6 +1000,8 @@ static int report_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
 
 const struct stage stage_report = {
     .name = "report",
+    .unit = "page",
+    .done = "written",
     .tables = "",
     .uses_sets = 0,
     .after = "rank",

@@ -107,6 +107,10 @@ struct stage {
    * folds the shards into screen.db when all are done, as `merge` folds a
    * Slurm array's. Such a stage has no finalize. 0: rank 0 runs it alone. */
   int spread;
+  /* The end-of-stage line "<n> <unit> in <s> (<rate>); <n_ok> <done>, <n_rejected>
+   * rejected": what the progress counts (NULL: "mol") and the word for the
+   * chunks' n_ok (NULL: "stored"). */
+  const char *unit, *done;
 };
 
 /* What rank 0's collective stage asks of the others: an operation of the

@@ -1550,6 +1550,7 @@ static int train_serve(struct stage_ctx *ctx) {
 
 const struct stage stage_train = {
     .name = "train",
+    .done = "trained on",
     .tables = "predictions metrics models splits",
     .uses_sets = 0,
     .after = "graph",
