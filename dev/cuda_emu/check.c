@@ -39,6 +39,7 @@ static real *dev(const real *a, size_t n) {
   if (a) G->upload(p, a, n * sizeof *p);
   return p;
 }
+static double tol_scale = 1; /* the precision's: main */
 static void cmp(const char *what, const real *cpu, const real *gpu_dev, size_t n, double tol) {
   real *g = malloc((n + 1) * sizeof *g);
   G->download(g, gpu_dev, n * sizeof *g);
@@ -53,7 +54,7 @@ static void cmp(const char *what, const real *cpu, const real *gpu_dev, size_t n
       at = i;
     }
   }
-  int bad = nan || md > tol * (mx > 1 ? mx : 1);
+  int bad = nan || md > tol * tol_scale * (mx > 1 ? mx : 1);
   printf("%-40s n=%-8zu max|cpu|=%-10.3g maxdiff=%-10.3g %s\n", what, n, mx, md, bad ? "FAIL" : "ok");
   if (bad) {
     printf("   first/last bad at %zu: cpu %g gpu %g%s\n", at, (double)cpu[at], (double)g[at], nan ? " (NaN)" : "");
@@ -500,8 +501,12 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   se3_batch_buf_free(&bb);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   char err[512];
+  const char *prec = argc > 1 ? argv[1] : "fp32";
+  enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : !strcmp(prec, "bf16") ? NN_PREC_BF16 : NN_PREC_FP32;
+  /* products with inputs rounded to 10 (tf32) or 7 (bf16) significand bits */
+  tol_scale = p == NN_PREC_TF32 ? 200 : p == NN_PREC_BF16 ? 1000 : 1;
   G = nn_backend_cuda(0, NN_PREC_FP32, err, sizeof err);
   if (!G) {
     printf("open: %s\n", err);
@@ -509,8 +514,9 @@ int main(void) {
   }
   printf("backend %s on %s\n", G->name, G->device);
   if (nn_backend_cuda(1, NN_PREC_FP32, err, sizeof err) == NULL) printf("second GPU refused: %s\n", err);
-  if (nn_backend_cuda(0, NN_PREC_BF16, err, sizeof err) == NULL) printf("bf16 refused: %s\n", err);
-  G = nn_backend_cuda(0, NN_PREC_FP32, err, sizeof err);
+  if (nn_backend_cuda(0, NN_PREC_FP16, err, sizeof err) == NULL) printf("fp16 refused: %s\n", err);
+  G = nn_backend_cuda(0, p, err, sizeof err);
+  printf("precision %s (tolerances x %g)\n", prec, tol_scale);
   test_gemm();
   test_norm();
   test_radial(300, 6, 10);

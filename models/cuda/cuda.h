@@ -46,6 +46,8 @@ static_assert(sizeof(real) == sizeof(float), "the CUDA backend is built for real
 /* ---- the device (table.cu) ---- */
 cudaStream_t cu_stream(void);
 cublasHandle_t cu_blas(void);
+/* The table's precision: cu_mm's products are fp32, tf32 or bf16 by it. */
+enum nn_precision cu_precision(void);
 
 /* 0 when e is cudaSuccess; else records the first failure since the last
  * sync (file:line, what was called, CUDA's message) and returns -1. */

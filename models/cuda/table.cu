@@ -33,6 +33,7 @@ static struct nn_backend table;
 
 cudaStream_t cu_stream(void) { return st.stream; }
 cublasHandle_t cu_blas(void) { return st.blas; }
+enum nn_precision cu_precision(void) { return table.precision; }
 
 /* ---- failures ---- */
 
@@ -191,11 +192,14 @@ static void fill_table(void) {
 
 static const char *const run_on_cpu = "set device: cpu to run on the CPU";
 
-/* cuBLAS's math mode for a precision: 0, or -1 with a message. */
+/* cuBLAS's math mode for a precision: 0, or -1 with a message. bf16 keeps
+ * the default mode: cu_mm asks for bf16 tensor cores per product
+ * (cublasGemmEx's compute type), since no math mode allows them. */
 static int set_precision(enum nn_precision precision, char *err, size_t errlen) {
   cublasMath_t mode;
   switch (precision) {
   case NN_PREC_FP32:
+  case NN_PREC_BF16:
     mode = CUBLAS_DEFAULT_MATH;
     break;
   case NN_PREC_TF32:
@@ -203,9 +207,8 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
     break;
   default:
     snprintf(err, errlen,
-             "precision %s is not offered: the CUDA backend computes in fp32 or tf32 (device: cpu scores in bf16 "
-             "where the processor has AVX512-BF16)",
-             precision == NN_PREC_BF16 ? "bf16" : "fp16");
+             "precision fp16 is not offered: the CUDA backend computes in fp32, tf32 or bf16 (fp16 needs loss "
+             "scaling, which it does not have)");
     return -1;
   }
   cublasStatus_t s = cublasSetMathMode(st.blas, mode);

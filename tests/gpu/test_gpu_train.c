@@ -10,7 +10,8 @@
  *   (c) determinism: two GPU runs of 20 steps give bitwise-equal parameters;
  *   (d) equivariance on the GPU: a rotated and translated copy of the batch
  *       (positions rotated before the bases are computed) gives the same
- *       predictions, to a bound per precision (fp32, tf32).
+ *       predictions, to a bound per precision (fp32, tf32, bf16), each
+ *       error printed.
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
  *                                     (no CUDA backend in this build or no
@@ -437,15 +438,26 @@ static void equivariance(const struct model_case *mc, const struct nn_backend *c
     printf("skip (d) %s: tf32: the CPU has no tf32\n", mc->name);
     return;
   }
-  char why[512] = "";
-  const struct nn_backend *t = nn_backend_open(d, NN_PREC_TF32, why, sizeof why);
-  if (t) {
-    double rt = invariance(mc, t);
-    check(rt <= 2e-2, "(d) %s: rotation + translation, %s tf32: relative change %.2e (bound 2e-2)", mc->name,
-          t->name, rt);
-  } else {
-    check(0, "(d) %s: the CUDA backend did not open in tf32: %s", mc->name, why);
+  /* bounds: not measured on a GPU yet. Under dev/cuda_emu, whose cuBLAS
+   * rounds the products' inputs as tensor cores do, the se3_qm9 sizes gave
+   * 9.6e-3 (tf32) and 2.8e-2 (bf16), the small model 8.4e-5 and 2.1e-3 */
+  static const struct {
+    enum nn_precision p;
+    const char *name;
+    double bound;
+  } reduced[] = {{NN_PREC_TF32, "tf32", 2e-2}, {NN_PREC_BF16, "bf16", 8e-2}};
+  for (size_t i = 0; i < sizeof reduced / sizeof *reduced; i++) {
+    char why[512] = "";
+    const struct nn_backend *t = nn_backend_open(d, reduced[i].p, why, sizeof why);
+    if (t) {
+      double rt = invariance(mc, t);
+      check(rt <= reduced[i].bound, "(d) %s: rotation + translation, %s %s: relative change %.2e (bound %.0e)",
+            mc->name, t->name, reduced[i].name, rt, reduced[i].bound);
+    } else {
+      check(0, "(d) %s: the CUDA backend did not open in %s: %s", mc->name, reduced[i].name, why);
+    }
   }
+  char why[512] = "";
   check(nn_backend_open(d, NN_PREC_FP32, why, sizeof why) == dev, "(d) %s: back to fp32: %s", mc->name, why);
 }
 

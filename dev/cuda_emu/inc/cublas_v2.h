@@ -7,21 +7,45 @@ typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH } cublasMath_t;
+typedef enum { CUDA_R_32F } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F_FAST_16BF } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
+/* the handle's math mode (one handle in the emulation) */
+inline cublasMath_t &emu_math() {
+  static cublasMath_t m = CUBLAS_DEFAULT_MATH;
+  return m;
+}
 inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
   *h = (void *)1;
   return 0;
 }
 inline cublasStatus_t cublasDestroy(cublasHandle_t) { return 0; }
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return 0; }
-inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return 0; }
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t m) {
+  emu_math() = m;
+  return 0;
+}
 inline const char *cublasGetStatusString(cublasStatus_t) { return "emulated"; }
 inline const char *cublasGetStatusName(cublasStatus_t) { return "EMU"; }
-/* column-major C (m x n) = alpha op(A) op(B) + beta C; C not read when beta = 0 */
-inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                  const float *alpha, const float *A, int lda, const float *B, int ldb,
-                                  const float *beta, float *C, int ldc) {
+/* x with its significand cut to `bits` stored bits (round to nearest, ties
+ * to even), as tensor cores take their inputs: 10 for TF32, 7 for bf16. */
+inline float emu_round(float x, int bits) {
+  if (bits >= 23 || !std::isfinite(x)) return x;
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  const int drop = 23 - bits;
+  const uint32_t half = 1u << (drop - 1), lsb = (u >> drop) & 1u;
+  u = (u + half - 1 + lsb) & ~((1u << drop) - 1);
+  memcpy(&x, &u, 4);
+  return x;
+}
+/* column-major C (m x n) = alpha op(A) op(B) + beta C; C not read when beta
+ * = 0; A's and B's elements cut to `bits` significand bits, sums in double */
+inline cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                               const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc,
+                               int bits) {
   if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1) {
-    fprintf(stderr, "cublasSgemm: bad leading dimension\n");
+    fprintf(stderr, "cublas gemm: bad leading dimension\n");
     abort();
   }
   for (int j = 0; j < n; j++)
@@ -30,12 +54,28 @@ inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOp
       for (int p = 0; p < k; p++) {
         float a = ta == CUBLAS_OP_N ? A[i + (size_t)p * lda] : A[p + (size_t)i * lda];
         float b = tb == CUBLAS_OP_N ? B[p + (size_t)j * ldb] : B[j + (size_t)p * ldb];
-        s += (double)a * b;
+        s += (double)emu_round(a, bits) * emu_round(b, bits);
       }
       float *c = &C[i + (size_t)j * ldc];
       *c = (float)(*alpha * s + (*beta == 0 ? 0.0 : (double)*beta * *c));
     }
   return 0;
+}
+inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                  const float *alpha, const float *A, int lda, const float *B, int ldb,
+                                  const float *beta, float *C, int ldc) {
+  return emu_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+                  emu_math() == CUBLAS_TF32_TENSOR_OP_MATH ? 10 : 23);
+}
+/* fp32 arrays only, as models/cuda/ calls it */
+inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                   cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
+  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 7 : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10 : 23;
+  return emu_gemm(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
+                  (const float *)beta, (float *)C, ldc, bits);
 }
 
 #endif
