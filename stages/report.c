@@ -492,7 +492,8 @@ static void bin(const double *v, int n, int bins, double *count, double *lo, dou
   }
 }
 
-/* the held-out molecules of the first model */
+/* the held-out molecules: the one model's predictions, or an ensemble's
+ * mean (every member holds out the same molecules; scores are the mean) */
 static void test_split(struct rep *r) {
   if (!has_table(r, "predictions")) {
     P("<p>This database predates the <code>predictions</code> table (schema version 5): run the train stage again "
@@ -500,14 +501,16 @@ static void test_split(struct rep *r) {
     return;
   }
   sqlite3_stmt *st = prep(r, "SELECT p.model, m.task, m.target, count(*) FROM predictions p JOIN models m ON "
-                             "m.id = p.model WHERE p.split = 'test' GROUP BY p.model ORDER BY p.model LIMIT 1");
+                             "m.id = p.model WHERE p.split = 'test' GROUP BY p.model ORDER BY p.model");
   char model[128] = "", task[32] = "", target[128] = "";
-  int n = 0;
-  if (row(r, st)) {
-    snprintf(model, sizeof model, "%s", col_text(st, 0));
-    snprintf(task, sizeof task, "%s", col_text(st, 1));
-    snprintf(target, sizeof target, "%s", col_text(st, 2));
-    n = sqlite3_column_int(st, 3);
+  int n = 0, members = 0;
+  while (row(r, st)) {
+    if (!members++) {
+      snprintf(model, sizeof model, "%s", col_text(st, 0));
+      snprintf(task, sizeof task, "%s", col_text(st, 1));
+      snprintf(target, sizeof target, "%s", col_text(st, 2));
+      n = sqlite3_column_int(st, 3);
+    }
   }
   sqlite3_finalize(st);
   if (n == 0) {
@@ -523,7 +526,13 @@ static void test_split(struct rep *r) {
     return;
   }
   int k = 0;
-  st = prep(r, "SELECT label, value FROM predictions WHERE model = %Q AND split = 'test' ORDER BY rowid", model);
+  if (members > 1) /* the molecules every member predicted, in the first member's order */
+    st = prep(r,
+              "SELECT min(label), avg(value) FROM predictions WHERE split = 'test' GROUP BY mol_id "
+              "HAVING count(*) = %d ORDER BY min(rowid)",
+              members);
+  else
+    st = prep(r, "SELECT label, value FROM predictions WHERE model = %Q AND split = 'test' ORDER BY rowid", model);
   while (k < n && row(r, st)) {
     y[k] = sqlite3_column_double(st, 0);
     p[k] = sqlite3_column_double(st, 1);
@@ -533,9 +542,16 @@ static void test_split(struct rep *r) {
   n = k;
   char title[512], desc[1024];
   int classify = !strcmp(task, "classification");
-  P("<h3>Held-out molecules (test split) of ");
-  esc(r, model);
-  P(": %d</h3>\n", n);
+  if (members > 1) {
+    P("<h3>Held-out molecules (test split) of the ensemble: %d</h3>\n", n);
+    P("<p>Each molecule's prediction is the mean of the %d members' (as scores are); the table above has each "
+      "member's own.</p>\n",
+      members);
+  } else {
+    P("<h3>Held-out molecules (test split) of ");
+    esc(r, model);
+    P(": %d</h3>\n", n);
+  }
   if (!classify) {
     struct se3_reg_metrics m;
     se3_regression_metrics(p, y, n, &m);

@@ -239,12 +239,26 @@ def main():
         for split in ("train", "valid"):
             n = db.execute(f"SELECT count(*) FROM metrics WHERE split = ? AND {col} IS NOT NULL", (split,)).fetchone()[0]
             expect(f"learning curve {split} {col}", count(page, f"pts-{split}-{col}"), n)
-    first = db.execute("SELECT p.model, m.task FROM predictions p JOIN models m ON m.id = p.model "
-                       "WHERE p.split = 'test' ORDER BY p.model LIMIT 1").fetchone()
-    if first:
-        model, task = first
+    members = db.execute("SELECT p.model, m.task FROM predictions p JOIN models m ON m.id = p.model "
+                         "WHERE p.split = 'test' GROUP BY p.model ORDER BY p.model").fetchall()
+    if members:
+        model, task = members[0]
         rows = db.execute("SELECT label, value FROM predictions WHERE model = ? AND split = 'test' ORDER BY rowid",
                           (model,)).fetchall()
+        if len(members) > 1:
+            # an ensemble: each molecule's mean over the members (scores are
+            # the mean), for the molecules every member predicted, in the
+            # first member's order
+            preds = {}
+            for mol, label, value in db.execute("SELECT mol_id, label, value FROM predictions WHERE split = 'test'"):
+                preds.setdefault(mol, [label, []])[1].append(value)
+            order = [m for (m,) in db.execute("SELECT mol_id FROM predictions WHERE model = ? AND split = 'test' "
+                                              "ORDER BY rowid", (model,))]
+            rows = [(preds[m][0], sum(preds[m][1]) / len(preds[m][1])) for m in order
+                    if len(preds[m][1]) == len(members)]
+            if f"of the ensemble: {len(rows)}</h3>" not in text:
+                fail(f"no heading for the ensemble's {len(rows)} held-out molecules")
+            ok(f"held-out plots of the mean of {len(members)} members")
         if task == "regression":
             pts = page.drawn.get("pts-parity", [])
             stride = -(-len(rows) // 4000) if len(rows) > 4000 else 1  # an evenly spaced sample beyond 4000
