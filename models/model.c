@@ -292,9 +292,7 @@ int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errl
 
 void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
 
-const char *se3_net_collectives(const struct se3_net *n) {
-  return !n->be->host_memory && n->be->join ? "NCCL" : "MPI";
-}
+const char *se3_net_collectives(const struct se3_net *n) { return !n->be->host_memory && n->be->join ? "NCCL" : "MPI"; }
 
 int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
@@ -334,7 +332,7 @@ static double seconds(void) {
 struct buckets {
   struct se3_net *n;
   const struct se3_comm *comm;
-  int device; /* summed by the backend's sum_start (else comm.h's background sums) */
+  int device;  /* summed by the backend's sum_start (else comm.h's background sums) */
   int scatter; /* sharded moments: only this process's slice is summed */
   size_t cut[SE3_MAX_LAYERS + 2];
   int count, ready[SE3_MAX_LAYERS + 1], started;
@@ -435,14 +433,21 @@ int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_c
   return dev ? 0 : be->sync(err, errlen);
 }
 
-double se3_net_clip(struct se3_net *n, double max_norm) {
+double se3_net_clip(struct se3_net *n, double max_norm) { return se3_net_unscale_clip(n, 1, max_norm); }
+
+double se3_net_unscale_clip(struct se3_net *n, double scale, double max_norm) {
   /* (sharded: the squares of each process's slice, summed in rank order) */
   real *g = n->arr[SE3_NET_GRAD] + n->opt_lo;
   size_t len = n->opt_comm ? n->opt_hi - n->opt_lo : n->model.n_params;
   double ss = n->be->sumsq(g, len);
   if (n->opt_comm && comm_sum_f64(n->opt_comm, &ss, 1)) comm_abort(n->opt_comm, 1);
   double norm = sqrt(ss);
-  if (max_norm > 0 && isfinite(norm) && norm > max_norm) n->be->scale(g, len, max_norm / norm);
+  if (scale != 1) norm /= scale;
+  if (!isfinite(norm)) return norm;
+  if (max_norm > 0 && norm > max_norm)
+    n->be->scale(g, len, scale != 1 ? max_norm / norm / scale : max_norm / norm);
+  else if (scale != 1)
+    n->be->scale(g, len, 1 / scale);
   return norm;
 }
 

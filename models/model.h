@@ -114,6 +114,11 @@ const char *se3_net_collectives(const struct se3_net *n);
  * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
  * non-finite norm leaves the gradient alone. */
 double se3_net_clip(struct se3_net *n, double max_norm);
+/* The same for a gradient that is `scale` times the true one (loss
+ * scaling): returns the true gradient's norm, and when it is finite divides
+ * the gradient by scale (and clips it) in one pass. scale 1 is
+ * se3_net_clip to the bit. */
+double se3_net_unscale_clip(struct se3_net *n, double scale, double max_norm);
 /* One Adam / AdamW update of the parameters from the gradient (step
  * 1-based, lr this step's learning rate). */
 void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr);

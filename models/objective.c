@@ -102,3 +102,23 @@ void nn_standardize(double *mean, double *std, const double *y, int n) {
   *mean = mu;
   *std = sd > 0 && isfinite(sd) ? sd : 1;
 }
+
+/* ---- dynamic loss scaling ------------------------------------------------------ */
+
+void nn_loss_scaler_init(struct nn_loss_scaler *s) {
+  s->scale = NN_LOSS_SCALE_INIT;
+  s->good = 0;
+}
+
+int nn_loss_scaler_update(struct nn_loss_scaler *s, double norm, long grow_every) {
+  if (!isfinite(norm)) {
+    s->scale = s->scale > 2 ? s->scale / 2 : 1;
+    s->good = 0;
+    return 0;
+  }
+  if (++s->good >= grow_every && grow_every > 0) {
+    if (s->scale < 16777216.0) s->scale *= 2;
+    s->good = 0;
+  }
+  return 1;
+}

@@ -57,4 +57,21 @@ double nn_loss(enum nn_loss kind, const real *pred, const real *target, const un
  * mean 0, std 1. Standardise with (y - mean) / std. */
 void nn_standardize(double *mean, double *std, const double *y, int n);
 
+/* ---- dynamic loss scaling (precision: fp16) --------------------------------------
+ * fp16 products lose gradients below about 6e-8 and overflow above 65504.
+ * The gradient of the loss is multiplied by `scale` before the backward and
+ * divided by it after. A step whose (unscaled) gradient norm is not finite
+ * is skipped and the scale halved (not below 1); after `grow_every`
+ * finite steps in a row the scale doubles (not above 2^24). */
+#define NN_LOSS_SCALE_INIT 65536.0
+#define NN_LOSS_SCALE_GROW_EVERY 2000
+struct nn_loss_scaler {
+  double scale;
+  long good; /* finite steps since the last change */
+};
+void nn_loss_scaler_init(struct nn_loss_scaler *s);
+/* After a step's gradient norm: 1 when the step is to be taken, 0 when it
+ * is to be skipped. */
+int nn_loss_scaler_update(struct nn_loss_scaler *s, double norm, long grow_every);
+
 #endif

@@ -82,7 +82,10 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local rank */
   if (d.cuda && strncmp(dev, "cuda:", 5)) d.index = comm_local_rank(run_comm);
-  enum nn_precision p = !strcmp(prec, "tf32") ? NN_PREC_TF32 : !strcmp(prec, "bf16") ? NN_PREC_BF16 : NN_PREC_FP32;
+  enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
+                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
+                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
+                                                : NN_PREC_FP32;
   const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
     char ignored[8];

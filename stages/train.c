@@ -66,10 +66,10 @@ struct tstage {
   /* data: molecules with the target label, in id order */
   int n;
   int64_t *ids;
-  struct graph *g;          /* NULL when `lazy` */
-  int lazy;                 /* data parallel: each process reads the graphs of its
-                               share of each batch when it needs them (get_graph) */
-  sqlite3_stmt *get_graph;  /* lazy: a graph by mol_id */
+  struct graph *g;         /* NULL when `lazy` */
+  int lazy;                /* data parallel: each process reads the graphs of its
+                              share of each batch when it needs them (get_graph) */
+  sqlite3_stmt *get_graph; /* lazy: a graph by mol_id */
   int node_width;
   double *y;
   double *split_label; /* split.method column: the column's value (NAN: none) */
@@ -78,11 +78,11 @@ struct tstage {
   unsigned char *split;
   int *idx[3], cnt[3];
   double mean, std;
-  int nz;                         /* atomref: elements seen */
-  int64_t zs[ATOMREF_MAX];        /* their atomic numbers */
-  double ref[ATOMREF_MAX];        /* fitted reference per element */
-  double *base;                   /* per molecule: sum of references (0 without atomref) */
-  uint64_t fingerprint;           /* settings and data: guards mid-epoch checkpoints */
+  int nz;                  /* atomref: elements seen */
+  int64_t zs[ATOMREF_MAX]; /* their atomic numbers */
+  double ref[ATOMREF_MAX]; /* fitted reference per element */
+  double *base;            /* per molecule: sum of references (0 without atomref) */
+  uint64_t fingerprint;    /* settings and data: guards mid-epoch checkpoints */
   /* the model and the training state of `member` after `epoch_done` */
   struct se3_net *net;
   size_t np;            /* parameters */
@@ -97,6 +97,9 @@ struct tstage {
    * while the backward runs (0: one sum after it) */
   size_t bucket_bytes;
   long step;
+  int fp16;                     /* the backend computes in fp16: the loss is scaled */
+  struct nn_loss_scaler scaler; /* (fp16) part of the training state, checkpointed */
+  long skipped;                 /* (fp16) steps skipped this epoch for a non-finite gradient */
   int member, epoch_done;
   double best;    /* best validation loss so far (INFINITY: none) */
   int best_epoch; /* -1: none */
@@ -331,8 +334,8 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
                             cfg_str(c, "split.column", ""), v);
     }
   } else if (n_test + n_valid >= t->n) {
-    ret = stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
-                        t->n);
+    ret =
+        stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)", t->n);
   } else if (!strcmp(method, "scaffold")) {
     if (split_scaffold(t, perm, seed, n_test, n_valid)) ret = stage_fail_at(ctx, NULL, "out of memory");
   } else {
@@ -538,8 +541,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
       if (t->y[i] != 0 && t->y[i] != 1) {
         char where[600];
         mol_where(ctx, t->ids[i], where, sizeof where);
-        return stage_fail_at(ctx, cfg_get(c, "task"), "stages.train.task: classification needs labels 0 or 1; %s has %g",
-                             where, t->y[i]);
+        return stage_fail_at(ctx, cfg_get(c, "task"),
+                             "stages.train.task: classification needs labels 0 or 1; %s has %g", where, t->y[i]);
       }
   }
   /* the model; its envelope fades radius edges out at the graph stage's cutoff */
@@ -569,6 +572,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, bad), "%s", err);
   if (!(t->net = se3_net_create(be, &t->mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  t->fp16 = be->precision == NN_PREC_FP16;
+  nn_loss_scaler_init(&t->scaler);
   const char *asked = cfg_str(ctx->root, "precision", "fp32");
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", be->name, be->device, stage_precision_name(be),
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "");
@@ -580,8 +585,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, NULL, "%s", err);
   size_t nm = t->zero && !stage_writer(ctx) ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
   if (t->zero)
-    ctx->report->log(ctx, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here",
-                     comm_size(ctx->comm), comm_size(ctx->comm) > 1 ? "es" : "", t->opt_hi - t->opt_lo, np);
+    ctx->report->log(ctx, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here", comm_size(ctx->comm),
+                     comm_size(ctx->comm) > 1 ? "es" : "", t->opt_hi - t->opt_lo, np);
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(nm * sizeof *t->m);
   t->v = malloc(nm * sizeof *t->v);
@@ -610,8 +615,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     ctx->report->log(ctx,
                      "training on %d process%s (each step's batch of %d shared among them, the gradients summed "
                      "by %s), %d OpenMP threads on rank 0",
-                     comm_size(ctx->comm), comm_size(ctx->comm) > 1 ? "es" : "", t->batch,
-                     se3_net_collectives(t->net), omp_get_max_threads());
+                     comm_size(ctx->comm), comm_size(ctx->comm) > 1 ? "es" : "", t->batch, se3_net_collectives(t->net),
+                     omp_get_max_threads());
   else
     ctx->report->log(ctx, "training on %d OpenMP threads", omp_get_max_threads());
   if (t->atomref) {
@@ -896,6 +901,8 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   se3_ckpt_put(&w, "classification", SE3_CK_I64, &task, 1);
   se3_ckpt_put(&w, "atomref_z", SE3_CK_I64, t->zs, t->atomref ? (uint64_t)t->nz : 0);
   se3_ckpt_put(&w, "atomref", SE3_CK_F64, t->ref, t->atomref ? (uint64_t)t->nz : 0);
+  double scaler[2] = {t->scaler.scale, (double)t->scaler.good};
+  if (t->fp16) se3_ckpt_put(&w, "loss_scaler", SE3_CK_F64, scaler, 2);
   if (pos >= 0) {
     int64_t where[2] = {pos, (int64_t)t->fingerprint};
     se3_ckpt_put(&w, "position_fingerprint", SE3_CK_I64, where, 2);
@@ -915,10 +922,17 @@ static int load_state(struct tstage *t, const char *name, int *epoch, char *why,
   size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
-  double stats[3];
+  double stats[3], scaler[2];
   int bad = se3_ckpt_get(&c, "params", rt, t->params, np) || se3_ckpt_get(&c, "adam_m", rt, t->m, np) ||
             se3_ckpt_get(&c, "adam_v", rt, t->v, np) || se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) ||
             se3_ckpt_get(&c, "best_mean_std", SE3_CK_F64, stats, 3);
+  /* fp16: the loss scale goes on from where it was (a checkpoint of an
+   * fp32 or bf16 training starts it afresh) */
+  nn_loss_scaler_init(&t->scaler);
+  if (t->fp16 && se3_ckpt_get(&c, "loss_scaler", SE3_CK_F64, scaler, 2) == 0 && scaler[0] >= 1) {
+    t->scaler.scale = scaler[0];
+    t->scaler.good = (long)scaler[1];
+  }
   se3_ckpt_free(&c);
   if (bad) {
     snprintf(why, whylen, "%s: not a checkpoint of this model (%zu parameters)", path, np);
@@ -978,6 +992,7 @@ static void state_fresh(struct tstage *t, int k) {
     memset(t->v, 0, t->m_len * sizeof *t->v);
   }
   t->step = 0;
+  nn_loss_scaler_init(&t->scaler);
   t->best = INFINITY;
   t->best_epoch = -1;
 }
@@ -1130,7 +1145,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   const struct se3_comm *comm = ctx->comm;
   int nproc = comm_size(comm), rank = comm_rank(comm);
   if (comm && stage_writer(ctx)) {
-    struct stage_order o = {.op = ORDER_EPOCH, .i = {t->member, e, pos, t->step, replay}, .f = {*loss_sum}};
+    struct stage_order o = {.op = ORDER_EPOCH,
+                            .i = {t->member, e, pos, t->step, replay, t->scaler.good},
+                            .f = {*loss_sum, t->scaler.scale}};
     if (send_state(ctx, t, &o, 1)) return STAGE_ERROR;
   }
   int ntr = t->cnt[SPLIT_TRAIN];
@@ -1146,6 +1163,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
   shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
   if (pos && !replay) ctx->report->advance(ctx, pos);
+  t->skipped = 0;
   int ret = STAGE_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
   long i;
   /* seconds in the steps, in the per-step agreement (which waits for the
@@ -1179,6 +1197,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       if (kr != k) /* the mean over the whole batch, not over this share */
         for (int j = 0; j < kr; j++)
           dpred[j] = (real)((double)dpred[j] * kr / k);
+      if (t->fp16) /* loss scaling: the backward's fp16 products keep small gradients */
+        for (int j = 0; j < kr; j++)
+          dpred[j] = (real)((double)dpred[j] * t->scaler.scale);
       dout = dpred;
     }
     /* The gradient; on several processes summed over them while the
@@ -1210,9 +1231,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
         else if (failed)
           ret = stage_fail_at(ctx, NULL, "%s", t->why);
         else
-          ret = stage_fail_at(ctx, NULL,
-                              "step %ld failed on %.0f other process%s of the run (their messages are above)",
-                              t->step + 1, agree[1], agree[1] > 1 ? "es" : "");
+          ret =
+              stage_fail_at(ctx, NULL, "step %ld failed on %.0f other process%s of the run (their messages are above)",
+                            t->step + 1, agree[1], agree[1] > 1 ? "es" : "");
         break;
       }
       if (agree[2] > 0) { /* a signal reached one of the processes: all stop before this step */
@@ -1227,10 +1248,19 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       break;
     }
     *loss_sum += part;
-    if (t->clip > 0) se3_net_clip(t->net, t->clip);
-    double lr = nn_schedule_lr(&t->sched, t->step);
-    t->step++;
-    se3_net_adam(t->net, &t->adam, t->step, lr);
+    int take = 1;
+    if (t->fp16) /* every process holds the same summed gradient: the same decision */
+      take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
+                                   NN_LOSS_SCALE_GROW_EVERY);
+    else if (t->clip > 0)
+      se3_net_clip(t->net, t->clip);
+    if (take) {
+      double lr = nn_schedule_lr(&t->sched, t->step);
+      t->step++;
+      se3_net_adam(t->net, &t->adam, t->step, lr);
+    } else {
+      t->skipped++;
+    }
     t_steps = now_s() - t_start;
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
@@ -1259,6 +1289,9 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
                      "the slowest process)",
                      t->member, e + 1, t_steps, 100 * t_sum / t_steps, 100 * t_sum_all / t_steps, buckets,
                      buckets == 1 ? "" : "s", 100 * t_agree / t_steps);
+  if (ret == STAGE_OK && t->fp16 && !replay)
+    ctx->report->log(ctx, "model %d epoch %d: loss scale %g; %ld step%s skipped (a gradient out of fp16's range)",
+                     t->member, e + 1, t->scaler.scale, t->skipped, t->skipped == 1 ? "" : "s");
   free(order), free(pred), free(yt), free(dpred);
   return ret;
 }
@@ -1531,6 +1564,8 @@ static int train_serve(struct stage_ctx *ctx) {
       if (receive_state(ctx, t, 1)) return STAGE_ERROR;
       t->member = (int)o.i[0];
       t->step = (long)o.i[3];
+      t->scaler.good = (long)o.i[5];
+      t->scaler.scale = o.f[1];
       t->epoch_done = -2;
       double loss_sum = o.f[0];
       ret = run_epoch(ctx, t, (int)o.i[1], (long)o.i[2], &loss_sum, (int)o.i[4]);

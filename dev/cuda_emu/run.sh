@@ -16,12 +16,14 @@
 #
 #   usage: dev/cuda_emu/run.sh [BUILD_DIR]   (default build; needs its libse3nn.a)
 # EMU_BUDGET=65536 shrinks the convolution backward's chunks to a few edges.
-# EMU_PRECISION=fp32|tf32|bf16 opens check.c's table in that precision (the
+# EMU_PRECISION=fp32|tf32|bf16|fp16 opens check.c's table in that precision (the
 # emulated cuBLAS rounds the products' inputs as tensor cores would).
 # Then, unless EMU_TESTS=0, the suite's GPU programs (test_backend_ops in
-# each precision, test_gpu_train) run against the emulated GPU: the same
-# sources as a module beside copies of them. Their verdicts there say
-# nothing about a real GPU's warps, cuBLAS or driver.
+# each precision, test_gpu_train) and a small workflow with device: cuda
+# (against the same on the CPU; EMU_TESTS=workflow: that alone) run against
+# the emulated GPU: the same sources as a module beside copies of them and
+# of se3screen. Their verdicts there say nothing about a real GPU's warps,
+# cuBLAS or driver.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -60,12 +62,74 @@ done
 g++ -shared -fopenmp -Wl,--no-undefined "$out"/module/*.o -o "$out/module/libse3cuda.so"
 cp "$bld/tests/test_backend_ops" "$bld/tests/test_gpu_train" "$out/module/"
 status=0
-for p in fp32 tf32 bf16; do
+[ "${EMU_TESTS:-1}" = workflow ] || for p in fp32 tf32 bf16 fp16; do
   echo "== test_backend_ops cuda --precision $p (emulated GPU)"
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_backend_ops" cuda --precision $p >"$out/ops_$p.txt" || status=1
   grep -E "^(FAIL|fail)|passed|failed" "$out/ops_$p.txt" | tail -5
 done
-echo "== test_gpu_train cuda (emulated GPU)"
-OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_gpu_train" cuda >"$out/train.txt" || status=1
-tail -15 "$out/train.txt"
+if [ "${EMU_TESTS:-1}" != workflow ]; then
+  echo "== test_gpu_train cuda (emulated GPU)"
+  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_gpu_train" cuda >"$out/train.txt" || status=1
+  tail -15 "$out/train.txt"
+fi
+
+# A whole workflow with device: cuda (se3screen beside the emulated module)
+# against the same workflow on the CPU: the 20 molecules of qm9_mini, 3
+# epochs, scored. fp32: trained and scored on the GPU, the scores agree to
+# 1e-3 of their spread. bf16, fp16: trained on the GPU in that precision
+# (it must finish; fp16's log gives its loss scale), and the CPU-trained
+# model scored on the GPU in that precision agrees to 2e-2 of the spread
+# (trainings in other precisions drift apart, so their scores are not
+# compared).
+echo "== a workflow with device: cuda (emulated GPU) against device: cpu"
+cp "$bld/se3screen" "$out/module/"
+cat >"$out/wf.yaml" <<X
+workflow: emu
+workdir: cpu
+run: {progress: none}
+sets:
+  train:
+    - path: $root/workflows/data/qm9_mini.sdf
+      labels_csv: {path: $root/workflows/data/qm9_mini.sdf.csv, join: mol_id, columns: [gap]}
+stages:
+  ingest: {workers: 1}
+  graph: {edges: radius+bonds, cutoff: 4.0}
+  train: {target: gap, epochs: 3, batch_size: 4}
+  score: {set: train}
+X
+rm -rf "$out/wf_"*
+export OMP_WAIT_POLICY=passive OMP_DYNAMIC=false
+se3() { "$out/module/se3screen" "$@"; }
+same_scores() { # CPU_DB GPU_DB BOUND
+  python3 - "$@" <<'Y'
+import sqlite3, sys
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+q = "SELECT mol_id, value FROM scores ORDER BY mol_id"
+x = sqlite3.connect(a).execute(q).fetchall()
+y = sqlite3.connect(b).execute(q).fetchall()
+assert len(x) == len(y) > 0 and [i for i, _ in x] == [i for i, _ in y], "not the same molecules scored"
+spread = max(v for _, v in x) - min(v for _, v in x)
+worst = max(abs(u - v) for (_, u), (_, v) in zip(x, y)) / spread
+print(f"  {len(x)} scores: max |cuda - cpu| / spread = {worst:.2e} (bound {tol:g})")
+sys.exit(0 if worst <= tol else 1)
+Y
+}
+se3 run "$out/wf.yaml" --workdir "$out/wf_cpu" >"$out/wf_cpu.log" 2>&1 || { tail "$out/wf_cpu.log"; status=1; }
+grep -E "train: test \(" "$out/wf_cpu.log" | sed 's/^\[[^]]*\] /  cpu: /'
+for p in fp32 bf16 fp16; do
+  echo "-- $p"
+  se3 run "$out/wf.yaml" --workdir "$out/wf_$p" --set device=cuda --set precision=$p >"$out/wf_$p.log" 2>&1 ||
+    { tail "$out/wf_$p.log"; status=1; }
+  grep -E "runs on|test \(|loss scale" "$out/wf_$p.log" | sed 's/^\[[^]]*\] /  /'
+  if [ $p = fp32 ]; then
+    same_scores "$out/wf_cpu/screen.db" "$out/wf_$p/screen.db" 1e-3 || status=1
+  else
+    [ $p = bf16 ] || grep -q "loss scale" "$out/wf_$p.log" || { echo "  no loss scale in the log"; status=1; }
+    cp -r "$out/wf_cpu" "$out/wf_${p}_score" # the CPU's model, scored again (another batch size) on the GPU
+    se3 run "$out/wf.yaml" --workdir "$out/wf_${p}_score" --stage score --set stages.score.batch_size=7 \
+      --set device=cuda --set precision=$p >"$out/wf_${p}_score.log" 2>&1 || { tail "$out/wf_${p}_score.log"; status=1; }
+    echo "  the CPU-trained model scored in $p:"
+    same_scores "$out/wf_cpu/screen.db" "$out/wf_${p}_score/screen.db" 2e-2 || status=1
+  fi
+done
 exit $status

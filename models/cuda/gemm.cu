@@ -13,9 +13,11 @@
  *   cublasSgemm(T, N, cout, rows, cin, W, lda = cin, x, ldb = cin, y, ldc = cout).
  *
  * Precision: cuBLAS's math mode (table.cu) is FP32, or TF32 tensor cores
- * when the workflow asks for tf32. With bf16 every product runs on bf16
- * tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF): the inputs are
- * rounded to bf16 on the way in, the sums are fp32 and so is every array,
+ * when the workflow asks for tf32. With bf16 (fp16) every product runs on
+ * bf16 (fp16) tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF or
+ * _16F): the inputs are rounded on the way in (fp16: values beyond 65504
+ * become infinite, below 6e-8 zero, which is what training's loss scaling is
+ * for: stages/train.c), the sums are fp32 and so is every array,
  * the parameters and Adam's moments included; the kernels outside cuBLAS
  * (the convolution's contraction among them) stay fp32. Bias and its
  * gradient are small kernels; db sums the rows of dy in a fixed order
@@ -43,9 +45,11 @@ void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int l
     return;
   }
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (cu_precision() == NN_PREC_BF16)
-    CU_BLAS(cublasGemmEx(cu_blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
-                         CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+  enum nn_precision p = cu_precision();
+  if (p == NN_PREC_BF16 || p == NN_PREC_FP16)
+    CU_BLAS(cublasGemmEx(
+        cu_blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+        p == NN_PREC_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_FAST_16F, CUBLAS_GEMM_DEFAULT));
   else
     CU_BLAS(cublasSgemm(cu_blas(), opb, opa, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }

@@ -192,23 +192,23 @@ static void fill_table(void) {
 
 static const char *const run_on_cpu = "set device: cpu to run on the CPU";
 
-/* cuBLAS's math mode for a precision: 0, or -1 with a message. bf16 keeps
- * the default mode: cu_mm asks for bf16 tensor cores per product
+/* cuBLAS's math mode for a precision: 0, or -1 with a message. bf16 and
+ * fp16 keep the default mode: cu_mm asks for their tensor cores per product
  * (cublasGemmEx's compute type), since no math mode allows them. */
 static int set_precision(enum nn_precision precision, char *err, size_t errlen) {
   cublasMath_t mode;
   switch (precision) {
   case NN_PREC_FP32:
   case NN_PREC_BF16:
+  case NN_PREC_FP16:
     mode = CUBLAS_DEFAULT_MATH;
     break;
   case NN_PREC_TF32:
     mode = CUBLAS_TF32_TENSOR_OP_MATH;
     break;
   default:
-    snprintf(err, errlen,
-             "precision fp16 is not offered: the CUDA backend computes in fp32, tf32 or bf16 (fp16 needs loss "
-             "scaling, which it does not have)");
+    snprintf(err, errlen, "precision %d is not offered: the CUDA backend computes in fp32, tf32, bf16 or fp16",
+             (int)precision);
     return -1;
   }
   cublasStatus_t s = cublasSetMathMode(st.blas, mode);

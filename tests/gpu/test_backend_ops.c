@@ -1,7 +1,7 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]
  *
  * For each operation and shape the inputs are random host arrays (a fixed
  * seed), the expected result is computed on the host (the CPU functions of
@@ -27,16 +27,15 @@
  * Errors. Where the result is a sum of products, each element's error is
  * divided by the sum of the absolute values of its terms (computed by the
  * same formula on absolute values); the tolerance is then 1e-5 for fp32,
- * 2e-3 for tf32 and 1.6e-2 for bf16 (products of inputs rounded to 10 or 7
- * stored significand bits: 4 times the unit round-off, 2^-11 or 2^-8; under
+ * 2e-3 for tf32 and fp16, 1.6e-2 for bf16 (products of inputs rounded to 10
+ * or 7 stored significand bits: 4 times the unit round-off, 2^-11 or 2^-8; under
  * dev/cuda_emu's rounding the worst case reached 0.39 and 0.32 of them). For the layers
  * with normalisations and softmax in them (norm, radial network, attention
  * weights and gradients) the error is divided by |expected| + the root mean
- * square of the output, tolerance 5e-5 (fp32), 2e-2 (tf32) or 8e-2 (bf16). Data movement (copies, concat, split, relu
- * and its backward, max pooling) must be exact; Adam is compared relative
- * to |p| + lr (|m| + |g|, v + g^2), the envelope weights absolutely, and
- * sumsq, which backend.h says is summed in double, to 1e-9 relative. One
- * line per operation and shape, then a summary.
+ * square of the output, tolerance 5e-5 (fp32), 2e-2 (tf32, fp16) or 8e-2 (bf16). Data movement (copies, concat, split,
+ * relu and its backward, max pooling) must be exact; Adam is compared relative to |p| + lr (|m| + |g|, v + g^2), the
+ * envelope weights absolutely, and sumsq, which backend.h says is summed in double, to 1e-9 relative. One line per
+ * operation and shape, then a summary.
  *
  * Exit status: 0 all passed, 1 some failed, 77 the backend cannot be opened
  * (this build has no CUDA backend or no GPU: reported as skipped, never as
@@ -1514,9 +1513,10 @@ int main(int argc, char **argv) {
   enum nn_precision p = !strcmp(prec, "fp32")   ? NN_PREC_FP32
                         : !strcmp(prec, "tf32") ? NN_PREC_TF32
                         : !strcmp(prec, "bf16") ? NN_PREC_BF16
+                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
                                                 : (enum nn_precision) - 1;
   if (!dev || (int)p < 0) {
-    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16]\n");
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]\n");
     return 2;
   }
   if (!strcmp(dev, "cpu")) {
@@ -1529,8 +1529,8 @@ int main(int argc, char **argv) {
     struct nn_device d;
     char err[512] = "";
     if (nn_device_parse(dev, &d, err, sizeof err) || !d.cuda || d.any) {
-      fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16]%s%s\n", err[0] ? ": " : "",
-              err);
+      fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]%s%s\n",
+              err[0] ? ": " : "", err);
       return 2;
     }
     BE = nn_backend_open(&d, p, err, sizeof err);
@@ -1539,8 +1539,8 @@ int main(int argc, char **argv) {
       return SKIP_CODE;
     }
   }
-  TOL = p == NN_PREC_TF32 ? 2e-3 : p == NN_PREC_BF16 ? 1.6e-2 : 1e-5;
-  TOL_MAG = p == NN_PREC_TF32 ? 2e-2 : p == NN_PREC_BF16 ? 8e-2 : 5e-5;
+  TOL = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 2e-3 : p == NN_PREC_BF16 ? 1.6e-2 : 1e-5;
+  TOL_MAG = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 2e-2 : p == NN_PREC_BF16 ? 8e-2 : 5e-5;
   printf("test_backend_ops: backend %s (%s), precision %s; the reference is the CPU in fp32 (layers) and loops in "
          "double (the rest)\n",
          BE->name, BE->device, prec);

@@ -10,7 +10,7 @@
  *   (c) determinism: two GPU runs of 20 steps give bitwise-equal parameters;
  *   (d) equivariance on the GPU: a rotated and translated copy of the batch
  *       (positions rotated before the bases are computed) gives the same
- *       predictions, to a bound per precision (fp32, tf32, bf16), each
+ *       predictions, to a bound per precision (fp32, tf32, bf16, fp16), each
  *       error printed.
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
@@ -445,7 +445,7 @@ static void equivariance(const struct model_case *mc, const struct nn_backend *c
     enum nn_precision p;
     const char *name;
     double bound;
-  } reduced[] = {{NN_PREC_TF32, "tf32", 2e-2}, {NN_PREC_BF16, "bf16", 8e-2}};
+  } reduced[] = {{NN_PREC_TF32, "tf32", 2e-2}, {NN_PREC_BF16, "bf16", 8e-2}, {NN_PREC_FP16, "fp16", 2e-2}};
   for (size_t i = 0; i < sizeof reduced / sizeof *reduced; i++) {
     char why[512] = "";
     const struct nn_backend *t = nn_backend_open(d, reduced[i].p, why, sizeof why);

@@ -146,6 +146,8 @@ Test(cli, device_is_checked_before_any_work) {
       {"device: cuda:999", "wf.yaml:2:1: device: cuda:999 was asked for, but ", "device: cpu"},
       {"device: tpu", "wf.yaml:2:1: device 'tpu' is not one of cpu, cuda, cuda:N", "auto"},
       {"precision: tf32", "wf.yaml:2:1: precision tf32 needs a GPU (device: cuda)", "the CPU computes in fp32"},
+      {"precision: fp16", "wf.yaml:2:1: precision fp16 needs a GPU (device: cuda)", "the CPU computes in fp32"},
+      {"precision: fp8", "wf.yaml:2:1: precision: must be one of fp32, tf32, bf16, fp16", "fp8"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char text[1024];

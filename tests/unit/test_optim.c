@@ -202,3 +202,36 @@ Test(optim, adam_minimises_a_convex_function) {
   cr_log_info("adam on sum (p - c)^2: worst |p - c| %.2e after %d steps", worst, ITERS);
   cr_assert_lt(worst, 1e-3);
 }
+
+/* Dynamic loss scaling (precision: fp16): a non-finite gradient norm skips
+ * the step and halves the scale, never below 1; grow_every finite steps in a
+ * row double it, never above 2^24; a skip restarts the count. */
+Test(optim, loss_scaler_halves_on_overflow_and_grows_after_good_steps) {
+  struct nn_loss_scaler s;
+  nn_loss_scaler_init(&s);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT);
+  cr_assert_eq(nn_loss_scaler_update(&s, INFINITY, 3), 0);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT / 2);
+  cr_assert_eq(nn_loss_scaler_update(&s, NAN, 3), 0);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT / 4);
+  cr_assert_eq(nn_loss_scaler_update(&s, 1.5, 3), 1);
+  cr_assert_eq(nn_loss_scaler_update(&s, 0.0, 3), 1);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT / 4, "grew before 3 good steps");
+  cr_assert_eq(nn_loss_scaler_update(&s, 2.0, 3), 1);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT / 2, "did not grow after 3 good steps");
+  cr_assert_eq(s.good, 0);
+  /* a skip between good steps restarts the count */
+  nn_loss_scaler_update(&s, 1, 3);
+  nn_loss_scaler_update(&s, 1, 3);
+  nn_loss_scaler_update(&s, -INFINITY, 3);
+  nn_loss_scaler_update(&s, 1, 3);
+  nn_loss_scaler_update(&s, 1, 3);
+  cr_assert_eq(s.scale, NN_LOSS_SCALE_INIT / 4);
+  /* bounds */
+  for (int i = 0; i < 40; i++)
+    nn_loss_scaler_update(&s, INFINITY, 3);
+  cr_assert_eq(s.scale, 1);
+  for (int i = 0; i < 200; i++)
+    nn_loss_scaler_update(&s, 1, 3);
+  cr_assert_eq(s.scale, 16777216.0);
+}

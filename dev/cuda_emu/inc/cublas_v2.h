@@ -8,7 +8,12 @@ enum { CUBLAS_STATUS_SUCCESS = 0 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH } cublasMath_t;
 typedef enum { CUDA_R_32F } cudaDataType;
-typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F_FAST_16BF } cublasComputeType_t;
+typedef enum {
+  CUBLAS_COMPUTE_32F,
+  CUBLAS_COMPUTE_32F_FAST_TF32,
+  CUBLAS_COMPUTE_32F_FAST_16BF,
+  CUBLAS_COMPUTE_32F_FAST_16F
+} cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
 /* the handle's math mode (one handle in the emulation) */
 inline cublasMath_t &emu_math() {
@@ -39,8 +44,20 @@ inline float emu_round(float x, int bits) {
   memcpy(&x, &u, 4);
   return x;
 }
+/* x as fp16 holds it: 10 significand bits, infinite beyond 65504 (after
+ * rounding), subnormal below 2^-14 in steps of 2^-24 (bits = -1 below) */
+inline float emu_half(float x) {
+  if (!std::isfinite(x)) return x;
+  float a = std::fabs(x);
+  if (a < 6.103515625e-05f) /* subnormal: a multiple of 2^-24, ties to even */
+    return std::copysign(std::nearbyint(a * 16777216.0f) / 16777216.0f, x);
+  float r = emu_round(x, 10);
+  return std::fabs(r) > 65504.0f ? std::copysign(INFINITY, x) : r;
+}
+inline float emu_in(float x, int bits) { return bits < 0 ? emu_half(x) : emu_round(x, bits); }
 /* column-major C (m x n) = alpha op(A) op(B) + beta C; C not read when beta
- * = 0; A's and B's elements cut to `bits` significand bits, sums in double */
+ * = 0; A's and B's elements cut to `bits` significand bits (-1: fp16, with
+ * its range), sums in double */
 inline cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                const float *A, int lda, const float *B, int ldb, const float *beta, float *C, int ldc,
                                int bits) {
@@ -54,7 +71,7 @@ inline cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m
       for (int p = 0; p < k; p++) {
         float a = ta == CUBLAS_OP_N ? A[i + (size_t)p * lda] : A[p + (size_t)i * lda];
         float b = tb == CUBLAS_OP_N ? B[p + (size_t)j * ldb] : B[j + (size_t)p * ldb];
-        s += (double)emu_round(a, bits) * emu_round(b, bits);
+        s += (double)emu_in(a, bits) * emu_in(b, bits);
       }
       float *c = &C[i + (size_t)j * ldc];
       *c = (float)(*alpha * s + (*beta == 0 ? 0.0 : (double)*beta * *c));
@@ -73,7 +90,10 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                                    cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                    cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
-  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 7 : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10 : 23;
+  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF  ? 7
+             : compute == CUBLAS_COMPUTE_32F_FAST_16F ? -1
+             : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10
+                                                       : 23;
   return emu_gemm(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
                   (const float *)beta, (float *)C, ldc, bits);
 }
