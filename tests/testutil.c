@@ -3,6 +3,8 @@
 #include "testutil.h"
 
 #include "chem/mol.h"
+#include "chem/obbridge.h"
+#include "chem/records.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -297,4 +299,27 @@ void tu_assert_same_training(const char *ref, const char *wd, const char *const 
   cr_assert(x && y && strcmp(x, y) == 0, "metrics differ:\n%s\n--\n%s", x, y);
   free(x);
   free(y);
+}
+
+int tu_sdf_each(const char *path, void (*each)(int i, const struct mol *m, void *ctx), void *ctx) {
+  cr_assert_eq(ob_init(), 0);
+  struct rec_options ro = {0};
+  char err[512];
+  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
+  cr_assert(rd, "%s", err);
+  struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
+  struct rec r;
+  int n = 0;
+  while (rec_next(rd, &r, err, sizeof err) == 1) {
+    struct mol m;
+    char why[256];
+    mol_init(&m);
+    cr_assert_eq(ob_parse(r.text, r.len, &po, &m, why, sizeof why), 0, "%s record %d: %s", path, n + 1, why);
+    cr_assert_eq(m.dim, 3, "%s record %d has no 3D coordinates", path, n + 1);
+    each(n, &m, ctx);
+    mol_free(&m);
+    n++;
+  }
+  rec_close(rd);
+  return n;
 }

@@ -54,6 +54,13 @@ int tu_kill_randomly_reset(const char *log, char *const argv[], double lo, doubl
  * metrics tables equal. */
 void tu_assert_same_training(const char *ref, const char *wd, const char *const files[], int n);
 
+/* Reads the SD file `path` through se3screen's record reader and Open Babel
+ * (no 3D generation), asserting that every record parses and has 3D
+ * coordinates, and calls each(i, m, ctx) for record i (0-based; m is freed
+ * after). Returns the number of records. */
+struct mol;
+int tu_sdf_each(const char *path, void (*each)(int i, const struct mol *m, void *ctx), void *ctx);
+
 /* Deterministic uniform numbers in [0, 1) for test data (one stream per process). */
 void tu_seed(uint64_t seed);
 double tu_rnd(void);

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chem/mol.h"
@@ -29,13 +32,23 @@
 static const char *screen(void) {
   static char dir[1024];
   snprintf(dir, sizeof dir, "%s/export", SE3_TEST_TMP);
-  char marker[1100], want[32];
+  char marker[1100], want[32], lock[1100];
   snprintf(marker, sizeof marker, "%s/ready", dir);
   snprintf(want, sizeof want, "%d\n", (int)getppid());
+  /* Criterion runs the tests in processes side by side: the first to come
+   * builds the screen while the others wait on the lock (two built it at
+   * once before, and one found the other's run holding screen.db) */
+  snprintf(lock, sizeof lock, "%s/export.lock", SE3_TEST_TMP);
+  mkdir(SE3_TEST_TMP, 0755);
+  int fd = open(lock, O_RDWR | O_CREAT, 0644);
+  cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0, "cannot lock %s", lock);
   char *have = tu_read(marker, NULL);
   int fresh = have && !strcmp(have, want);
   free(have);
-  if (fresh) return dir;
+  if (fresh) {
+    close(fd); /* the lock goes with it */
+    return dir;
+  }
   char *d = tu_tmpdir("export");
   cr_assert_not_null(d);
   free(d);
@@ -54,6 +67,7 @@ static const char *screen(void) {
   cr_assert_eq(rc, 0, "%s", out);
   free(out);
   free(tu_write(dir, "ready", want));
+  close(fd);
   return dir;
 }
 
@@ -78,47 +92,32 @@ static void premise(const char *db) {
  * in the 3D coordinates that the SMILES left open), the coordinates are 3D
  * with every stored atom, and the tags hold the row's values exactly.
  * Returns the number of records. */
-static int check_sdf(const char *path, const char *db) {
-  cr_assert_eq(ob_init(), 0);
-  struct rec_options ro = {0};
-  char err[512];
-  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
-  cr_assert(rd, "%s", err);
-  struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
-  struct rec r;
-  int n = 0;
-  while (rec_next(rd, &r, err, sizeof err) == 1) {
-    struct mol m;
-    char why[256];
-    mol_init(&m);
-    cr_assert_eq(ob_parse(r.text, r.len, &po, &m, why, sizeof why), 0, "record %d: %s", n + 1, why);
-    cr_assert_eq(m.dim, 3, "record %d has no 3D coordinates", n + 1);
-    char q[1024];
-    /* tu_query writes a REAL with C's %.17g (SQLite's printf stops at 16 digits) */
-    snprintf(q, sizeof q,
-             "SELECT h.name, substr(h.inchikey, 1, 14), m.n_atoms, h.rank, h.score, h.smiles, h.inchikey, h.target, "
-             "h.set_name, h.record_no, h.mol_id FROM ranked_hits h JOIN molecules m ON m.id = h.mol_id "
-             "WHERE h.rank = %d",
-             n + 1);
-    char *want = tu_query(db, q);
-    cr_assert(want && *want, "no hit of rank %d", n + 1);
-    const char *score = mol_tag(&m, "score");
-    char got[2048], exact[64] = "(no score tag)";
-    if (score) snprintf(exact, sizeof exact, "%.17g", strtod(score, NULL));
-    snprintf(got, sizeof got, "%s|%.14s|%d|%s|%s|%s|%s|%s|%s|%s|%s\n", m.name ? m.name : "(no title)", m.inchikey,
-             m.n_atoms, mol_tag(&m, "rank"), exact, mol_tag(&m, "smiles"), mol_tag(&m, "inchikey"),
-             mol_tag(&m, "target"), mol_tag(&m, "set_name"), mol_tag(&m, "record_no"), mol_tag(&m, "mol_id"));
-    cr_assert_str_eq(got, want, "record %d:\n  sdf:  %s  view: %s", n + 1, got, want);
-    cr_assert_null(mol_tag(&m, "name"), "record %d: the name is the title, not a tag", n + 1);
-    cr_assert_null(mol_tag(&m, "std"), "record %d: a NULL is no tag", n + 1);
-    cr_assert_not_null(mol_tag(&m, "source_file"));
-    free(want);
-    mol_free(&m);
-    n++;
-  }
-  rec_close(rd);
-  return n;
+static void check_record(int i, const struct mol *m, void *ctx) {
+  const char *db = ctx;
+  int n = i;
+  char q[1024];
+  /* tu_query writes a REAL with C's %.17g (SQLite's printf stops at 16 digits) */
+  snprintf(q, sizeof q,
+           "SELECT h.name, substr(h.inchikey, 1, 14), m.n_atoms, h.rank, h.score, h.smiles, h.inchikey, h.target, "
+           "h.set_name, h.record_no, h.mol_id FROM ranked_hits h JOIN molecules m ON m.id = h.mol_id "
+           "WHERE h.rank = %d",
+           n + 1);
+  char *want = tu_query(db, q);
+  cr_assert(want && *want, "no hit of rank %d", n + 1);
+  const char *score = mol_tag(m, "score");
+  char got[2048], exact[64] = "(no score tag)";
+  if (score) snprintf(exact, sizeof exact, "%.17g", strtod(score, NULL));
+  snprintf(got, sizeof got, "%s|%.14s|%d|%s|%s|%s|%s|%s|%s|%s|%s\n", m->name ? m->name : "(no title)", m->inchikey,
+           m->n_atoms, mol_tag(m, "rank"), exact, mol_tag(m, "smiles"), mol_tag(m, "inchikey"), mol_tag(m, "target"),
+           mol_tag(m, "set_name"), mol_tag(m, "record_no"), mol_tag(m, "mol_id"));
+  cr_assert_str_eq(got, want, "record %d:\n  sdf:  %s  view: %s", n + 1, got, want);
+  cr_assert_null(mol_tag(m, "name"), "record %d: the name is the title, not a tag", n + 1);
+  cr_assert_null(mol_tag(m, "std"), "record %d: a NULL is no tag", n + 1);
+  cr_assert_not_null(mol_tag(m, "source_file"));
+  free(want);
 }
+
+static int check_sdf(const char *path, const char *db) { return tu_sdf_each(path, check_record, (void *)db); }
 
 Test(export, sdf_reads_back_through_open_babel) {
   const char *dir = screen(), *db = db_of(dir);

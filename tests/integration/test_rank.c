@@ -41,6 +41,24 @@ static char *screen(const char *name, const char *rank) {
   return wd;
 }
 
+/* One record of hits.sdf against ranked_hits' row of its rank: the same
+ * molecule (its InChIKey's connectivity block: Open Babel may see stereo in
+ * the 3D coordinates that the input's SMILES left open) and the tags. */
+static void check_hit(int i, const struct mol *m, void *ctx) {
+  const char *db = ctx;
+  char q[256];
+  snprintf(q, sizeof q,
+           "SELECT substr(inchikey, 1, 14) || '|' || inchikey || '|' || printf('%%.9g', score) || '|' || rank "
+           "FROM ranked_hits WHERE rank = %d",
+           i + 1);
+  char *want = tu_query(db, q), got[512];
+  snprintf(got, sizeof got, "%.14s|%s|%s|%s\n", m->inchikey, mol_tag(m, "inchikey"), mol_tag(m, "gap"),
+           mol_tag(m, "rank"));
+  cr_assert_str_eq(got, want, "hits.sdf record %d: %s, the view: %s", i + 1, got, want);
+  cr_assert_not_null(mol_tag(m, "source_file"));
+  free(want);
+}
+
 Test(rank, view_csv_and_sdf_agree) {
   char *wd = screen("rank_files", "top: 10");
   char db[1100], path[1200];
@@ -63,39 +81,8 @@ Test(rank, view_csv_and_sdf_agree) {
   free(csv);
   free(view);
   /* hits.sdf through Open Babel: same molecules in the same order, with the tags */
-  cr_assert_eq(ob_init(), 0);
   snprintf(path, sizeof path, "%s/hits.sdf", wd);
-  struct rec_options ro = {0};
-  char err[512];
-  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
-  cr_assert(rd, "%s", err);
-  struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
-  struct rec r;
-  int n = 0;
-  while (rec_next(rd, &r, err, sizeof err) == 1) {
-    struct mol m;
-    char why[256];
-    mol_init(&m);
-    cr_assert_eq(ob_parse(r.text, r.len, &po, &m, why, sizeof why), 0, "record %d: %s", n + 1, why);
-    cr_assert_eq(m.dim, 3, "hits.sdf record %d has no 3D coordinates", n + 1);
-    char q[256];
-    /* the same molecule: its InChIKey's connectivity block (Open Babel may see
-     * stereo in the 3D coordinates that the input's SMILES left open) */
-    snprintf(q, sizeof q,
-             "SELECT substr(inchikey, 1, 14) || '|' || inchikey || '|' || printf('%%.9g', score) || '|' || rank "
-             "FROM ranked_hits WHERE rank = %d",
-             n + 1);
-    char *want = tu_query(db, q), got[512];
-    snprintf(got, sizeof got, "%.14s|%s|%s|%s\n", m.inchikey, mol_tag(&m, "inchikey"), mol_tag(&m, "gap"),
-             mol_tag(&m, "rank"));
-    cr_assert_str_eq(got, want, "hits.sdf record %d: %s, the view: %s", n + 1, got, want);
-    cr_assert_not_null(mol_tag(&m, "source_file"));
-    free(want);
-    mol_free(&m);
-    n++;
-  }
-  rec_close(rd);
-  cr_assert_eq(n, 10);
+  cr_assert_eq(tu_sdf_each(path, check_hit, (void *)db), 10);
   /* top */
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "top %s -n 3", wd), 0, "%s", out);
