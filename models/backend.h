@@ -52,9 +52,9 @@ enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2, NN_PRE
 struct se3_comm;
 
 struct nn_backend {
-  const char *name;   /* "cpu", "cuda:0", ... */
-  char device[128];   /* the hardware, for logs and benchmark JSON (processor or GPU name) */
-  int host_memory;    /* 1: the backend's memory is the host's (pointers can be shared, copies skipped) */
+  const char *name; /* "cpu", "cuda:0", ... */
+  char device[128]; /* the hardware, for logs and benchmark JSON (processor or GPU name) */
+  int host_memory;  /* 1: the backend's memory is the host's (pointers can be shared, copies skipped) */
   enum nn_precision precision;
 
   /* ---- memory ---- */
@@ -62,10 +62,27 @@ struct nn_backend {
   void (*release)(void *p);     /* NULL is allowed */
   void (*upload)(void *dst, const void *host_src, size_t bytes);
   void (*download)(void *host_dst, const void *src, size_t bytes); /* waits for queued work */
-  void (*copy)(void *dst, const void *src, size_t bytes); /* the two must not overlap */
+  void (*copy)(void *dst, const void *src, size_t bytes);          /* the two must not overlap */
   void (*zero)(void *p, size_t bytes);
   /* Waits for queued work: 0, or -1 with what failed in err. */
   int (*sync)(char *err, size_t errlen);
+  /* ---- copies back that do not wait, for pipelines (scoring) ----
+   * host_alloc: host memory the device copies into directly (page-locked on
+   * a GPU; plain on the host), NULL when out of memory; host_release frees
+   * it (NULL allowed). download_queued queues a copy of src into host_dst
+   * (from host_alloc) behind the work queued before it, and returns at once:
+   * the bytes are there once a fence marked after it has passed. A fence
+   * (fence_new: NULL when out of resources) marks the work queued so far
+   * each time fence_mark is called; fence_wait waits until the last mark
+   * has passed and reports, as sync does, a failure of anything queued
+   * since the last sync or wait (0, or -1 with err). */
+  void *(*host_alloc)(size_t bytes);
+  void (*host_release)(void *p);
+  void (*download_queued)(void *host_dst, const void *src, size_t bytes);
+  void *(*fence_new)(void);
+  void (*fence_mark)(void *fence);
+  int (*fence_wait)(void *fence, char *err, size_t errlen);
+  void (*fence_free)(void *fence); /* NULL allowed */
 
   /* ---- layers (models/cpu/nn.h documents each) ---- */
   void (*linear_forward)(real *y, const real *x, const real *W, int rows, int cin, int cout);
@@ -100,8 +117,8 @@ struct nn_backend {
   void (*concat_rows)(real *out, const real *x, int a, const real *y, int b, size_t rows);
   /* The inverse: in (rows x (a + b)) into x (rows x a) and y (rows x b); a NULL x or y is skipped. */
   void (*split_rows)(real *x, int a, real *y, int b, const real *in, size_t rows);
-  void (*add)(real *y, const real *x, size_t n);           /* y += x */
-  void (*relu)(real *y, const real *x, size_t n);          /* y = max(x, 0) */
+  void (*add)(real *y, const real *x, size_t n);            /* y += x */
+  void (*relu)(real *y, const real *x, size_t n);           /* y = max(x, 0) */
   void (*relu_backward)(real *dy, const real *x, size_t n); /* dy = x > 0 ? dy : 0, in place */
   /* w[e] = nn_edge_weight(edge_feat + e in, in, kind, cutoff, bonds_kept) (models/kernels/envelope.h) */
   void (*edge_weights)(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
@@ -110,8 +127,25 @@ struct nn_backend {
   /* nn_adam_step of models/cpu/optim.h */
   void (*adam_step)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                     double lr);
-  double (*sumsq)(const real *x, size_t n); /* sum of x[i]^2 in double, on the host; waits */
+  double (*sumsq)(const real *x, size_t n);   /* sum of x[i]^2 in double, on the host; waits */
   void (*scale)(real *x, size_t n, double s); /* x *= s */
+  /* A training step's loss without a trip to the host (models/kernels/loss.h's
+   * nn_k_step_loss): dpred (n) = d loss / d pred, the mean over the n
+   * entries, times num / den when they differ and times gscale when it is
+   * not 1; acc (two doubles, the backend's memory): acc[0] = loss * num,
+   * acc[1] += acc[0]. kind is objective.h's enum nn_loss, delta the Huber
+   * delta (> 0). Nothing waits. */
+  void (*loss)(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta, int num,
+               int den, double gscale);
+  /* *ss (one double, the backend's memory) = sumsq(x, n), in sumsq's order;
+   * nothing waits. */
+  void (*sumsq_to)(double *ss, const real *x, size_t n);
+  /* Clips x (n reals, `unscale` times the true gradient) by *ss, its sum of
+   * squares, in the backend's memory: x times nn_k_clip_factor(*ss, unscale,
+   * max_norm) (models/kernels/loss.h), the same arithmetic as the host's
+   * se3_net_unscale_clip; norm (one double, the backend's memory) gets the
+   * true gradient's norm. Nothing waits. */
+  void (*clip)(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm);
   /* Sums x (n reals) over the processes of comm, in place, the same result
    * on each, in comm.h's fixed order: the gradient all-reduce of
    * data-parallel training. With comm NULL (one process) nothing to do: 0.

@@ -10,6 +10,7 @@
 
 #include "common/comm.h"
 #include "models/device.h"
+#include "models/kernels/loss.h"
 
 /* A buffer in the backend's memory that grows as batches do. */
 struct dbuf {
@@ -24,7 +25,21 @@ struct se3_net {
   struct nn_arena own_ws, *ws; /* the workspace: its own, or another net's (se3_net_share_workspace) */
   struct se3_tape *tape;       /* of the last forward kept */
   struct se3_batch db;         /* the batch in the backend's memory (the host's own arrays on a host backend) */
-  struct dbuf node, edge, src, in_start, graph_start, basis, out, dout;
+  struct dbuf node, edge, src, in_start, graph_start, basis, out, dout, target;
+  /* predictions under way (se3_net_predict_start): slots used in turn, the
+   * oldest first; each its output on the backend, its copy on the host and
+   * the fence after the copy */
+  struct pending {
+    struct dbuf out;
+    real *host;
+    size_t host_cap;
+    void *fence;
+    size_t bytes;
+  } pend[2];
+  int pend_first, pend_count;
+  /* the backend's memory: the step's loss times num and the running sum
+   * (backend.h's `loss`), the gradient's sum of squares and norm (`clip`) */
+  double *acc;
   /* Adam's moments: of parameters [opt_lo, opt_hi) (all of them, unless
    * se3_net_shard_optimizer gave this process a slice of opt_comm's) */
   size_t opt_lo, opt_hi;
@@ -73,6 +88,12 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
       se3_net_free(n);
       return NULL;
     }
+  if (!(n->acc = be->alloc(4 * sizeof(double)))) {
+    snprintf(err, errlen, "out of %s memory", be->name);
+    se3_net_free(n);
+    return NULL;
+  }
+  be->zero(n->acc, 4 * sizeof(double));
   return n;
 }
 
@@ -83,7 +104,14 @@ void se3_net_free(struct se3_net *n) {
   nn_arena_free(&n->own_ws);
   for (int i = 0; i < 4; i++)
     be->release(n->arr[i]);
-  struct dbuf *bufs[] = {&n->node, &n->edge, &n->src, &n->in_start, &n->graph_start, &n->basis, &n->out, &n->dout};
+  be->release(n->acc);
+  for (int i = 0; i < 2; i++) {
+    dbuf_free(be, &n->pend[i].out);
+    be->host_release(n->pend[i].host);
+    be->fence_free(n->pend[i].fence);
+  }
+  struct dbuf *bufs[] = {&n->node,  &n->edge, &n->src,  &n->in_start, &n->graph_start,
+                         &n->basis, &n->out,  &n->dout, &n->target};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     dbuf_free(be, bufs[i]);
   se3_model_free(&n->model);
@@ -212,17 +240,21 @@ static int stage_batch(struct se3_net *n, const struct se3_batch *b) {
   return 0;
 }
 
-int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen) {
+/* The forward of b into *pred: dst (the backend's memory) when it is not
+ * NULL, else the net's own buffer; the tape kept with keep. Nothing waits
+ * unless it fails. 0, or -1 with err. */
+static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int keep, real **pred, char *err,
+                   size_t errlen) {
   const struct nn_backend *be = n->be;
   se3_tape_free(n->tape);
   n->tape = NULL;
   size_t ob = (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real);
-  if (stage_batch(n, b) || (!be->host_memory && dbuf_fit(be, &n->out, ob))) {
+  if (stage_batch(n, b) || (!dst && dbuf_fit(be, &n->out, ob))) {
     snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges)", be->name, b->G, b->N,
              b->E);
     return -1;
   }
-  real *dout = be->host_memory ? out : n->out.p;
+  real *dout = dst ? dst : n->out.p;
   struct se3_tape *t = NULL;
   int failed;
   if (keep)
@@ -237,14 +269,102 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
              be->name, b->G, b->N, b->E);
     return -1;
   }
-  if (!be->host_memory) be->download(out, dout, ob);
-  if (be->sync(err, errlen)) {
-    se3_tape_free(t);
-    return -1;
-  }
   n->tape = t; /* NULL when not kept */
+  *pred = dout;
   return 0;
 }
+
+int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  real *pred;
+  if (forward(n, b, be->host_memory ? out : NULL, keep, &pred, err, errlen)) return -1;
+  if (!be->host_memory) be->download(out, pred, (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real));
+  if (be->sync(err, errlen)) {
+    se3_tape_free(n->tape);
+    n->tape = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  if (n->pend_count == 2) {
+    snprintf(err, errlen, "two predictions are already under way (finish one first)");
+    return -1;
+  }
+  struct pending *p = &n->pend[(n->pend_first + n->pend_count) % 2];
+  size_t ob = (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real);
+  if (ob > p->host_cap) {
+    be->host_release(p->host);
+    p->host_cap = 0;
+    if ((p->host = be->host_alloc(ob)) != NULL) p->host_cap = ob;
+  }
+  if (!p->fence) p->fence = be->fence_new();
+  if (dbuf_fit(be, &p->out, ob) || !p->host || !p->fence) {
+    snprintf(err, errlen, "out of %s memory for a batch's predictions", be->name);
+    return -1;
+  }
+  real *pred;
+  if (forward(n, b, p->out.p, 0, &pred, err, errlen)) return -1;
+  be->download_queued(p->host, pred, ob);
+  be->fence_mark(p->fence);
+  p->bytes = ob;
+  n->pend_count++;
+  return 0;
+}
+
+int se3_net_predict_finish(struct se3_net *n, real *out, char *err, size_t errlen) {
+  if (n->pend_count == 0) {
+    snprintf(err, errlen, "no prediction is under way");
+    return -1;
+  }
+  struct pending *p = &n->pend[n->pend_first];
+  n->pend_first = (n->pend_first + 1) % 2;
+  n->pend_count--;
+  if (n->be->fence_wait(p->fence, err, errlen)) return -1;
+  if (p->bytes) memcpy(out, p->host, p->bytes);
+  return 0;
+}
+
+void se3_net_predict_drop(struct se3_net *n) {
+  char err[256];
+  for (; n->pend_count; n->pend_count--, n->pend_first = (n->pend_first + 1) % 2)
+    (void)n->be->fence_wait(n->pend[n->pend_first].fence, err, sizeof err);
+}
+
+int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const real *target,
+                         const struct se3_loss_spec *ls, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  int cnt = b->G * n->model.cfg.outputs;
+  size_t tb = (size_t)cnt * sizeof(real);
+  real *pred;
+  if (dbuf_fit(be, &n->target, tb) || dbuf_fit(be, &n->dout, tb)) {
+    snprintf(err, errlen, "out of %s memory for a batch's targets", be->name);
+    return -1;
+  }
+  if (forward(n, b, NULL, 1, &pred, err, errlen)) return -1;
+  be->upload(n->target.p, target, tb);
+  double delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
+  be->loss(n->dout.p, n->acc, pred, n->target.p, cnt, (int)ls->kind, delta, ls->num, ls->den, ls->grad_scale);
+  return 0;
+}
+
+const real *se3_net_loss_grad(const struct se3_net *n) { return n->dout.p; }
+
+int se3_net_loss_part(struct se3_net *n, double *part, char *err, size_t errlen) {
+  n->be->download(part, n->acc, sizeof *part);
+  return n->be->sync(err, errlen);
+}
+
+int se3_net_loss_sum(struct se3_net *n, double *sum, char *err, size_t errlen) {
+  n->be->download(sum, n->acc + 1, sizeof *sum);
+  return n->be->sync(err, errlen);
+}
+
+void se3_net_set_loss_sum(struct se3_net *n, double sum) { n->be->upload(n->acc + 1, &sum, sizeof sum); }
+
+int se3_net_sync(struct se3_net *n, char *err, size_t errlen) { return n->be->sync(err, errlen); }
 
 /* The gradient of the last forward kept, calling done(ctx, stage) as
  * se3_model_backward_staged does. */
@@ -261,7 +381,7 @@ static int backward(struct se3_net *n, const real *dout, void (*done)(void *, in
   }
   size_t ob = (size_t)n->db.G * (size_t)n->model.cfg.outputs * sizeof(real);
   const real *dd = dout;
-  if (!be->host_memory) {
+  if (!be->host_memory && dout != n->dout.p) { /* (n->dout.p: the loss's gradient, already there) */
     if (dbuf_fit(be, &n->dout, ob)) {
       snprintf(err, errlen, "out of %s memory for the output gradient", be->name);
       return -1;
@@ -288,6 +408,10 @@ static int backward(struct se3_net *n, const real *dout, void (*done)(void *, in
 int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
   if (backward(n, dout, NULL, NULL, err, errlen)) return -1;
   return n->be->sync(err, errlen);
+}
+
+int se3_net_backward_loss(struct se3_net *n, char *err, size_t errlen) {
+  return backward(n, n->dout.p, NULL, NULL, err, errlen);
 }
 
 void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
@@ -435,19 +559,24 @@ int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_c
 
 double se3_net_clip(struct se3_net *n, double max_norm) { return se3_net_unscale_clip(n, 1, max_norm); }
 
+void se3_net_clip_queued(struct se3_net *n, double max_norm) {
+  if (n->opt_comm) { /* the norm sums the processes' slices through the host */
+    se3_net_clip(n, max_norm);
+    return;
+  }
+  real *g = n->arr[SE3_NET_GRAD];
+  n->be->sumsq_to(n->acc + 2, g, n->model.n_params);
+  n->be->clip(g, n->model.n_params, n->acc + 2, 1, max_norm, n->acc + 3);
+}
+
 double se3_net_unscale_clip(struct se3_net *n, double scale, double max_norm) {
   /* (sharded: the squares of each process's slice, summed in rank order) */
   real *g = n->arr[SE3_NET_GRAD] + n->opt_lo;
   size_t len = n->opt_comm ? n->opt_hi - n->opt_lo : n->model.n_params;
   double ss = n->be->sumsq(g, len);
   if (n->opt_comm && comm_sum_f64(n->opt_comm, &ss, 1)) comm_abort(n->opt_comm, 1);
-  double norm = sqrt(ss);
-  if (scale != 1) norm /= scale;
-  if (!isfinite(norm)) return norm;
-  if (max_norm > 0 && norm > max_norm)
-    n->be->scale(g, len, scale != 1 ? max_norm / norm / scale : max_norm / norm);
-  else if (scale != 1)
-    n->be->scale(g, len, 1 / scale);
+  double norm, f = nn_k_clip_factor(ss, scale, max_norm, &norm);
+  if (f != 1) n->be->scale(g, len, f);
   return norm;
 }
 
@@ -463,6 +592,77 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
 }
 
 size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(n->ws); }
+
+size_t se3_net_memory_bytes(const struct se3_net *n) {
+  size_t b = nn_arena_bytes(n->ws);
+  const struct dbuf *bufs[] = {&n->node, &n->edge, &n->src,    &n->in_start,    &n->graph_start, &n->basis,
+                               &n->out,  &n->dout, &n->target, &n->pend[0].out, &n->pend[1].out};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    b += bufs[i]->cap;
+  return b + n->pend[0].host_cap + n->pend[1].host_cap;
+}
+
+/* A batch of G molecules with N atoms and E edges in all, spread evenly
+ * (every molecule at least one atom; each atom's incoming edges from the
+ * atoms after it, cyclically), zero features but the distance column, the
+ * same relative position everywhere: a shape, not a molecule. */
+static int shape_batch(struct se3_batch_buf *bb, const struct se3_model *m, int N, int E, int G) {
+  const struct se3_config *c = &m->cfg;
+  int nmax = N / G + 1, emax = E / G + 1;
+  float *nf = calloc((size_t)nmax * (size_t)c->node_in + 1, sizeof *nf);
+  float *ef = calloc((size_t)emax * (size_t)c->edge_in + 1, sizeof *ef), *rel = malloc((size_t)emax * 3 * sizeof *rel);
+  int32_t *src = malloc((size_t)emax * sizeof *src), *dst = malloc((size_t)emax * sizeof *dst);
+  int rc = nf && ef && rel && src && dst ? 0 : -1;
+  for (int g = 0; g < G && rc == 0; g++) {
+    int na = N / G + (g < N % G), ne = E / G + (g < E % G);
+    for (int k = 0; k < ne; k++) {
+      dst[k] = (int32_t)((long)k * na / ne);
+      src[k] = (int32_t)((dst[k] + 1 + k) % na);
+      ef[(size_t)k * (size_t)c->edge_in + (size_t)(c->edge_in - 1)] = 1.0f;
+      rel[3 * k] = 0.6f, rel[3 * k + 1] = 0.0f, rel[3 * k + 2] = 0.8f;
+    }
+    rc = se3_batch_add(bb, na, nf, ne, src, dst, ef, rel);
+  }
+  if (rc == 0) rc = se3_batch_bases(bb, &m->plan);
+  free(nf), free(ef), free(rel), free(src), free(dst);
+  return rc;
+}
+
+int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err, size_t errlen) {
+  if (G <= 0) return 0;
+  if (N < G) N = G;
+  const struct nn_backend *be = n->be;
+  const struct se3_config *c = &n->model.cfg;
+  size_t no = (size_t)G * (size_t)c->outputs, ob = no * sizeof(real);
+  struct se3_batch_buf bb;
+  se3_batch_buf_init(&bb, c->node_in, c->edge_in);
+  real *out = calloc(no, sizeof *out), *zero = calloc(no, sizeof *zero);
+  int rc = 0;
+  if (!out || !zero || shape_batch(&bb, &n->model, N, E, G)) {
+    snprintf(err, errlen, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G, N, E);
+    rc = -1;
+  }
+  /* the buffers a training step and the scoring pipeline use besides */
+  for (int i = 0; i < 2 && rc == 0; i++) {
+    struct pending *p = &n->pend[i];
+    if (p->host_cap < ob) {
+      be->host_release(p->host);
+      p->host_cap = (p->host = be->host_alloc(ob)) ? ob : 0;
+    }
+    if (!p->host || dbuf_fit(be, &p->out, ob)) rc = -1;
+  }
+  if (rc == 0 && (dbuf_fit(be, &n->out, ob) || (train && (dbuf_fit(be, &n->target, ob) || dbuf_fit(be, &n->dout, ob)))))
+    rc = -1;
+  if (rc && out && zero && bb.b.node_feat) /* (the batch was built: the backend's memory ran out) */
+    snprintf(err, errlen, "out of %s memory for a batch of %d molecules", be->name, G);
+  if (rc == 0 && train)
+    rc = se3_net_forward(n, &bb.b, out, 1, err, errlen) || se3_net_backward(n, zero, err, errlen) ? -1 : 0;
+  if (rc == 0) rc = se3_net_forward(n, &bb.b, out, 0, err, errlen) ? -1 : 0;
+  se3_batch_buf_free(&bb);
+  free(out);
+  free(zero);
+  return rc;
+}
 
 void se3_net_share_workspace(struct se3_net *n, struct se3_net *with) {
   se3_tape_free(n->tape);

@@ -14,6 +14,14 @@
  *   se3_net_allreduce(net, comm)            summed over processes (data parallel)
  *   se3_net_clip(net, max_norm)             its norm, clipped
  *   se3_net_adam(net, &adam, step, lr)      the update
+ * or, with nothing waiting for the device from one step to the next (the
+ * loss on the backend; the host reads it when it needs it):
+ *   se3_net_forward_loss(net, batch, targets, &spec)
+ *   se3_net_backward_loss(net)
+ *   se3_net_clip_queued(net, max_norm)
+ *   se3_net_adam(net, &adam, step, lr)
+ *   ... se3_net_loss_sum(net, &sum)         (waits; reports a failure of the device)
+ * Both compute the same values: on the CPU, the same bits.
  * Checkpoints read and write the arrays through se3_net_get / se3_net_set.
  */
 #ifndef SE3_MODEL_H
@@ -60,6 +68,54 @@ void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host);
  * (until the next forward). 0, or -1 with a message in err (out of memory
  * for the batch, or the device failed). */
 int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen);
+/* Predictions in a pipeline (scoring a library): se3_net_predict_start
+ * queues the predictions of b (its upload, the forward, the copy of the
+ * results back) and returns without waiting for the device; the host may
+ * reuse b's memory at once and build the next batch while the device
+ * computes. se3_net_predict_finish waits for the oldest prediction started
+ * and writes it into out (host, G x outputs of that batch). At most two
+ * under way per net; the values are se3_net_forward's (keep 0), bit for
+ * bit. Each returns 0, or -1 with a message in err (out of memory for the
+ * batch, the device failed, or the calls out of turn); a failed start
+ * leaves nothing under way for it. */
+int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *err, size_t errlen);
+int se3_net_predict_finish(struct se3_net *n, real *out, char *err, size_t errlen);
+/* Waits for every prediction under way and drops them (after a failure). */
+void se3_net_predict_drop(struct se3_net *n);
+/* How a training step takes its loss (objective.h's nn_loss without a mask):
+ * kind and Huber delta; the gradient times num / den (num molecules of a
+ * batch of den: a process's share in data-parallel training; equal
+ * otherwise) and times grad_scale (loss scaling for fp16; else 1). */
+struct se3_loss_spec {
+  enum nn_loss kind;
+  double huber_delta;
+  int num, den;
+  double grad_scale;
+};
+/* se3_net_forward with the tape kept, and the loss of the predictions
+ * against target (host, G x outputs) on the backend: its gradient stays
+ * there for se3_net_backward_loss (or se3_net_backward_sum with
+ * se3_net_loss_grad), and the loss times num is this step's part of the
+ * net's running sum. Nothing waits for the device: a failure shows at the
+ * next call that waits (se3_net_loss_part, se3_net_loss_sum,
+ * se3_net_sync). 0, or -1 with a message in err (out of memory). The
+ * arithmetic is the host's (models/kernels/loss.h). */
+int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const real *target,
+                         const struct se3_loss_spec *ls, char *err, size_t errlen);
+/* The loss's gradient on the backend, as dout for se3_net_backward_sum (to
+ * pass on, never to read). */
+const real *se3_net_loss_grad(const struct se3_net *n);
+/* The last se3_net_forward_loss's loss times num, and the running sum of
+ * those since se3_net_set_loss_sum: both wait for the device and report its
+ * failure (0, or -1 with err). */
+int se3_net_loss_part(struct se3_net *n, double *part, char *err, size_t errlen);
+int se3_net_loss_sum(struct se3_net *n, double *sum, char *err, size_t errlen);
+void se3_net_set_loss_sum(struct se3_net *n, double sum);
+/* Waits for the device: 0, or -1 with what failed since the last wait. */
+int se3_net_sync(struct se3_net *n, char *err, size_t errlen);
+/* se3_net_backward from the loss's gradient, without waiting: 0, or -1
+ * with a message in err (out of memory: discard the step). */
+int se3_net_backward_loss(struct se3_net *n, char *err, size_t errlen);
 /* The gradient (overwritten) of the loss with respect to the parameters,
  * from dout (host, G x outputs, d loss / d out) for the last forward kept.
  * 0, or -1 with a message in err; the gradient is then incomplete and the
@@ -114,6 +170,10 @@ const char *se3_net_collectives(const struct se3_net *n);
  * gradient is scaled to norm max_norm (models/cpu/optim.h's nn_grad_clip). A
  * non-finite norm leaves the gradient alone. */
 double se3_net_clip(struct se3_net *n, double max_norm);
+/* se3_net_clip without the norm coming back to the host: nothing waits
+ * (with sharded moments, se3_net_clip itself). The same gradient, bit for
+ * bit, as se3_net_clip on the same backend. */
+void se3_net_clip_queued(struct se3_net *n, double max_norm);
 /* The same for a gradient that is `scale` times the true one (loss
  * scaling): returns the true gradient's norm, and when it is finite divides
  * the gradient by scale (and clips it) in one pass. scale 1 is
@@ -124,6 +184,19 @@ double se3_net_unscale_clip(struct se3_net *n, double scale, double max_norm);
 void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr);
 /* The most workspace bytes in use at once so far. */
 size_t se3_net_peak_bytes(const struct se3_net *n);
+/* The memory the net holds for batches (its workspace and its batch,
+ * output and pipeline buffers), in bytes; the parameters, gradient and
+ * moments and a backend's own scratch are not counted. */
+size_t se3_net_memory_bytes(const struct se3_net *n);
+/* Allocates, before the first real step, the memory of the largest batch a
+ * run will see (N atoms, E edges and G molecules at most at once): one
+ * training step (with train) and one prediction of a batch of that shape
+ * run (zero features: a shape, not molecules; the gradient is left zero),
+ * so the workspace and buffers are sized by it and later batches, each no
+ * larger in N, E and G, normally allocate nothing. A batch that does not
+ * fit in the device's memory fails here, at the start, not hours into a
+ * run. 0, or -1 with a message in err. */
+int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err, size_t errlen);
 /* n uses the workspace of `with` (same backend) from now on, and gives up
  * its own: nets that run one after another (an ensemble's members) then
  * need the memory of one step, not one each. A forward kept by either is

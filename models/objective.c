@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "models/kernels/loss.h"
+
 #define OPT_PI 3.14159265358979323846
 
 /* ---- learning-rate schedule ----------------------------------------------------- */
@@ -28,62 +30,14 @@ double nn_schedule_lr(const struct nn_schedule *s, long step) {
 
 /* ---- losses --------------------------------------------------------------------- */
 
-static double sign(double r) { return r > 0 ? 1 : r < 0 ? -1 : 0; }
-
-/* Loss of one entry and its derivative w.r.t. the prediction (before the
- * mean's 1/count). */
-static double loss_one(enum nn_loss kind, double p, double t, double delta, double *d) {
-  double r = p - t;
-  switch (kind) {
-  case NN_LOSS_L1:
-    *d = sign(r);
-    return fabs(r);
-  case NN_LOSS_MSE:
-    *d = 2 * r;
-    return r * r;
-  case NN_LOSS_HUBER:
-    if (fabs(r) <= delta) {
-      *d = r;
-      return 0.5 * r * r;
-    }
-    *d = delta * sign(r);
-    return delta * (fabs(r) - 0.5 * delta);
-  case NN_LOSS_BCE: {
-    /* z = p logits, t targets: softplus(z) - z t in the stable form, and
-     * sigmoid(z) from exp(-|z|) <= 1 so nothing overflows */
-    double e = exp(-fabs(p));
-    double sig = p >= 0 ? 1 / (1 + e) : e / (1 + e);
-    *d = sig - t;
-    return fmax(p, 0) - p * t + log1p(e);
-  }
-  }
-  *d = 0;
-  return 0;
-}
+_Static_assert((int)NN_LOSS_L1 == (int)NN_K_LOSS_L1 && (int)NN_LOSS_MSE == (int)NN_K_LOSS_MSE &&
+                   (int)NN_LOSS_HUBER == (int)NN_K_LOSS_HUBER && (int)NN_LOSS_BCE == (int)NN_K_LOSS_BCE,
+               "models/kernels/loss.h numbers the losses as objective.h does");
 
 double nn_loss(enum nn_loss kind, const real *pred, const real *target, const unsigned char *mask, int n,
                double huber_delta, real *dpred) {
   double delta = huber_delta > 0 && isfinite(huber_delta) ? huber_delta : 1;
-  int count = 0;
-  for (int i = 0; i < n; i++)
-    count += !mask || mask[i];
-  if (count == 0) {
-    if (dpred)
-      for (int i = 0; i < n; i++)
-        dpred[i] = 0;
-    return 0;
-  }
-  double sum = 0, inv = 1.0 / count;
-  for (int i = 0; i < n; i++) {
-    if (mask && !mask[i]) {
-      if (dpred) dpred[i] = 0;
-      continue;
-    }
-    double d;
-    sum += loss_one(kind, pred[i], target[i], delta, &d);
-    if (dpred) dpred[i] = (real)(d * inv);
-  }
-  return sum * inv;
+  return nn_k_loss((int)kind, pred, target, mask, n, delta, dpred);
 }
 
 void nn_standardize(double *mean, double *std, const double *y, int n) {

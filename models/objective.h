@@ -1,7 +1,10 @@
-/* objective.h — what training computes on the host, the same whatever
- * backend runs the model: the learning-rate schedule, the losses on a
+/* objective.h — what training computes besides the model, the same
+ * whatever backend runs it: the learning-rate schedule, the losses on a
  * batch of predictions (a few reals per molecule) and the standardisation
- * of targets. Sums are serial, in double, in index order. */
+ * of targets. Sums are serial, in double, in index order. The losses'
+ * arithmetic is models/kernels/loss.h's, which a backend also runs on its
+ * device (backend.h's `loss`), so a step's loss need not come back to the
+ * host. */
 #ifndef SE3_OBJECTIVE_H
 #define SE3_OBJECTIVE_H
 

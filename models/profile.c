@@ -256,6 +256,35 @@ static void p_scale(real *x, size_t n, double s) {
   end(NN_PROF_OPTIMIZER, t0);
 }
 
+static void p_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta,
+                   int num, int den, double gscale) {
+  double t0 = begin();
+  in->loss(dpred, acc, pred, target, n, kind, delta, num, den, gscale);
+  end(NN_PROF_OPTIMIZER, t0);
+}
+
+static void p_sumsq_to(double *ss, const real *x, size_t n) {
+  double t0 = begin();
+  in->sumsq_to(ss, x, n);
+  end(NN_PROF_OPTIMIZER, t0);
+}
+
+static void p_clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm) {
+  double t0 = begin();
+  in->clip(x, n, ss, unscale, max_norm, norm);
+  end(NN_PROF_OPTIMIZER, t0);
+}
+
+static void *p_host_alloc(size_t bytes) { return in->host_alloc(bytes); }
+static void p_host_release(void *p) { in->host_release(p); }
+static void p_download_queued(void *host_dst, const void *src, size_t bytes) {
+  in->download_queued(host_dst, src, bytes);
+}
+static void *p_fence_new(void) { return in->fence_new(); }
+static void p_fence_mark(void *fence) { in->fence_mark(fence); }
+static int p_fence_wait(void *fence, char *err, size_t errlen) { return in->fence_wait(fence, err, errlen); }
+static void p_fence_free(void *fence) { in->fence_free(fence); }
+
 static int p_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   return in->allreduce(x, n, comm, err, errlen);
 }
@@ -268,6 +297,13 @@ static struct nn_backend profiled = {
     .copy = p_copy,
     .zero = p_zero,
     .sync = p_sync,
+    .host_alloc = p_host_alloc,
+    .host_release = p_host_release,
+    .download_queued = p_download_queued,
+    .fence_new = p_fence_new,
+    .fence_mark = p_fence_mark,
+    .fence_wait = p_fence_wait,
+    .fence_free = p_fence_free,
     .linear_forward = p_linear_forward,
     .linear_backward = p_linear_backward,
     .norm_forward = p_norm_forward,
@@ -294,6 +330,9 @@ static struct nn_backend profiled = {
     .adam_step = p_adam_step,
     .sumsq = p_sumsq,
     .scale = p_scale,
+    .loss = p_loss,
+    .sumsq_to = p_sumsq_to,
+    .clip = p_clip,
     .allreduce = p_allreduce,
 };
 

@@ -8,7 +8,8 @@
  * clock starts and before it stops: the times are the device's, not the
  * launch's) and its CLOCK_MONOTONIC time and one call are added to its
  * category below. Memory operations (alloc, release, upload, download,
- * copy, zero) and the all-reduce only forward: their time is nobody's
+ * copy, zero, the pipeline's host memory, copies and fences) and the
+ * all-reduce only forward: their time is nobody's
  * (the caller's "other" is the step's wall time minus the categories).
  * While it is off, every operation only forwards (no sync, no clock).
  *
@@ -28,7 +29,8 @@
  *   glue           concat_rows, split_rows, add, relu, relu_backward,
  *                  edge_weights, scale_rows (the envelope's scaling of the
  *                  radial features)
- *   optimizer      adam_step, sumsq, scale (gradient clipping)
+ *   optimizer      adam_step, sumsq, scale, sumsq_to, clip (gradient
+ *                  clipping) and loss (the loss of a training step)
  *   basis          nothing in the table: the caller adds the host's time
  *                  building the bases (se3_batch_bases) with nn_profile_add
  *

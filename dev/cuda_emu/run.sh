@@ -8,7 +8,10 @@
 # OpenMP team (__syncthreads is its barrier), blocks run one after another,
 # __shared__ arrays are statics and device memory is host memory (poisoned
 # with NaN when allocated, so reading what no kernel wrote shows);
-# inc/cublas_v2.h does cublasSgemm naively by its column-major definition.
+# inc/cublas_v2.h does cublasSgemm naively by its column-major definition;
+# uploads' pinned staging halves are 64 KiB (32 MiB on a GPU), so batches
+# cross from one half to the other (copies finish at once here, so a reuse
+# of a half too early would not show).
 # The kernels' index arithmetic, tiling, shared-memory use and the GEMMs'
 # transposes are checked this way; timing, warp behaviour, real cuBLAS and
 # anything only a GPU does are not. A development tool, not part of the
@@ -37,7 +40,7 @@ cat >"$out/gen/emu.cpp" <<'X'
 dim3 emu_grid, emu_block, emu_bidx;
 X
 for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
+  g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
     -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
 gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/obj/check.o"
@@ -56,7 +59,7 @@ OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
 # the executable), and copies of tests/gpu's binaries put beside it.
 mkdir -p "$out/module"
 for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -fPIC -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
+  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
     -I"$root" -c "$f" -o "$out/module/$(basename "$f" .cpp).o"
 done
 g++ -shared -fopenmp -Wl,--no-undefined "$out"/module/*.o -o "$out/module/libse3cuda.so"

@@ -10,6 +10,7 @@
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
+#include "models/kernels/loss.h"
 
 static void *cpu_alloc(size_t bytes) { return aligned_alloc(256, (bytes + 255) / 256 * 256); }
 static void cpu_release(void *p) { free(p); }
@@ -81,6 +82,29 @@ static void cpu_scale(real *x, size_t n, double s) {
     x[i] = (real)(x[i] * s);
 }
 
+/* The host backend's pipeline copies: everything has run when a call
+ * returns, so a fence is only a token. */
+static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
+static void cpu_download_queued(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
+static void *cpu_fence_new(void) { return malloc(1); }
+static void cpu_fence_mark(void *fence) { (void)fence; }
+static int cpu_fence_wait(void *fence, char *err, size_t errlen) {
+  (void)fence;
+  return cpu_sync(err, errlen);
+}
+
+static void cpu_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta,
+                     int num, int den, double gscale) {
+  nn_k_step_loss(dpred, acc, pred, target, n, kind, delta, num, den, gscale);
+}
+
+static void cpu_sumsq_to(double *ss, const real *x, size_t n) { *ss = cpu_sumsq(x, n); }
+
+static void cpu_clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm) {
+  double f = nn_k_clip_factor(*ss, unscale, max_norm, norm);
+  if (f != 1) cpu_scale(x, n, f);
+}
+
 static int cpu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   if (!comm) return 0;
   int rc = sizeof(real) == sizeof(float) ? comm_sum_f32(comm, (float *)x, n) : comm_sum_f64(comm, (double *)x, n);
@@ -99,6 +123,13 @@ static struct nn_backend cpu = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .sync = cpu_sync,
+    .host_alloc = cpu_host_alloc,
+    .host_release = cpu_release,
+    .download_queued = cpu_download_queued,
+    .fence_new = cpu_fence_new,
+    .fence_mark = cpu_fence_mark,
+    .fence_wait = cpu_fence_wait,
+    .fence_free = free,
     .linear_forward = nn_linear_forward,
     .linear_backward = nn_linear_backward,
     .norm_forward = nn_norm_forward,
@@ -125,6 +156,9 @@ static struct nn_backend cpu = {
     .adam_step = nn_adam_step,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
+    .loss = cpu_loss,
+    .sumsq_to = cpu_sumsq_to,
+    .clip = cpu_clip,
     .allreduce = cpu_allreduce,
 };
 

@@ -8,7 +8,8 @@
  *   table.cu        the device, memory, copies, sync, scratch, the table
  *   gemm.cu         row-major GEMMs on cuBLAS; linear and dense layers
  *   reduce.cu       deterministic column sums and the sum of squares
- *   elementwise.cu  the model's glue, scale, edge weights, Adam
+ *   elementwise.cu  the model's glue, scale, edge weights, Adam, the
+ *                   step's loss and the gradient's clipping
  *   norm.cu         the norm nonlinearity and layer norm + ReLU
  *   radial.cu       the radial network's hidden layers
  *   attention.cu    the graph attention (segment softmax by target)
@@ -19,7 +20,8 @@
  *
  * Everything runs in order on the one stream; nothing waits for the device
  * inside an operation except `download` and `sumsq` (which return host
- * values). Every CUDA, cuBLAS call and kernel launch is checked: the first
+ * values), `fence_wait`, and an upload that finds both pinned staging halves
+ * still being copied from (table.cu). Every CUDA, cuBLAS call and kernel launch is checked: the first
  * failure is recorded (where, what, CUDA's words) and `sync` reports it.
  * Every reduction is in a fixed order (no floating-point atomics), so a
  * result does not depend on thread timing.
@@ -128,6 +130,7 @@ void cu_dense_backward(real *dx, real *dW, real *db, const real *dy, const real 
                        int out);
 /* reduce.cu */
 double cu_sumsq(const real *x, size_t n);
+void cu_sumsq_to(double *ss, const real *x, size_t n);
 /* elementwise.cu */
 void cu_concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows);
 void cu_split_rows(real *x, int a, real *y, int b, const real *in, size_t rows);
@@ -137,6 +140,9 @@ void cu_relu_backward(real *dy, const real *x, size_t n);
 void cu_edge_weights(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
 void cu_scale_rows(real *x, const real *w, int rows, int n);
 void cu_scale(real *x, size_t n, double s);
+void cu_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta, int num,
+             int den, double gscale);
+void cu_clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm);
 void cu_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr);
 /* norm.cu */

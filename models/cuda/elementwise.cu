@@ -1,11 +1,14 @@
 /* elementwise.cu — the model's element-wise glue (models/cpu/backend.c is
  * the reference), the envelope's edge weights and scaling of rows
  * (models/kernels/envelope.h), gradient scaling and the Adam update
- * (models/kernels/adam.h). One thread per element, grid-stride; the
- * arithmetic of the weights and of Adam is the CPU's SE3_HD bodies. */
+ * (models/kernels/adam.h), the step's loss and the clipping of the
+ * gradient on the device (models/kernels/loss.h). One thread per element,
+ * grid-stride; the arithmetic of the weights, of Adam, of the loss and of
+ * the clipping factor is the CPU's SE3_HD bodies. */
 #include "models/cuda/cuda.h"
 #include "models/kernels/adam.h"
 #include "models/kernels/envelope.h"
+#include "models/kernels/loss.h"
 
 #define GRID_STRIDE(i, n)                                                                                              \
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
@@ -51,6 +54,21 @@ static __global__ void scale_rows(real *x, const real *w, size_t rows, size_t n)
 }
 
 static __global__ void scale(real *x, size_t n, double s) { GRID_STRIDE(i, n) x[i] = (real)(x[i] * s); }
+
+/* The step's loss: one thread, the host's serial loop (a batch's
+ * predictions are a few hundred reals; the sum stays in index order). */
+static __global__ void step_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind,
+                                 double delta, int num, int den, double gscale) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) nn_k_step_loss(dpred, acc, pred, target, n, kind, delta, num, den, gscale);
+}
+
+/* Every thread computes the factor from *ss (a few flops), so nothing goes
+ * back to the host; thread 0 of block 0 writes the norm. */
+static __global__ void clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm) {
+  double nm, f = nn_k_clip_factor(*ss, unscale, max_norm, &nm);
+  if (blockIdx.x == 0 && threadIdx.x == 0 && norm) *norm = nm;
+  if (f != 1) GRID_STRIDE(i, n) x[i] = (real)(x[i] * f);
+}
 
 static __global__ void adam(real *p, real *m, real *v, const real *g, size_t n, double b1, double b2, double eps,
                             double wd, int decoupled, double c1, double c2, double lr) {
@@ -105,6 +123,17 @@ void cu_scale(real *x, size_t n, double s) {
   if (!n) return;
   scale<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(x, n, s);
   CU_LAUNCHED("scale");
+}
+
+void cu_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta, int num,
+             int den, double gscale) {
+  step_loss<<<1, 32, 0, cu_stream()>>>(dpred, acc, pred, target, n, kind, delta, num, den, gscale);
+  CU_LAUNCHED("step_loss");
+}
+
+void cu_clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm) {
+  clip<<<cu_grid(n ? n : 1), CU_THREADS, 0, cu_stream()>>>(x, n, ss, unscale, max_norm, norm);
+  CU_LAUNCHED("clip");
 }
 
 /* models/cpu/optim.h's nn_adam_step: the bias corrections on the host, as

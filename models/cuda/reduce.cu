@@ -10,7 +10,8 @@
  * sum of squares in double: each block of SUMSQ_BLOCK elements is summed
  *               by CU_THREADS threads (strided, in order) and a tree in
  *               shared memory, then one block sums the partials the same
- *               way; the result is copied to the host (this waits). */
+ *               way; the result is copied to the host (this waits), or
+ *               left in the device's memory (sumsq_to). */
 #include "models/cuda/cuda.h"
 
 #define COLSUM_ROWS 256
@@ -83,6 +84,24 @@ static __global__ void sumsq_final(double *out, const double *part, size_t nb) {
     v += part[i];
   double t = block_sum(v);
   if (threadIdx.x == 0) *out = t;
+}
+
+void cu_sumsq_to(double *ss, const real *x, size_t n) {
+  if (!n) {
+    CU_CHECK(cudaMemsetAsync(ss, 0, sizeof *ss, cu_stream())); /* all-zero bytes: 0.0 */
+    return;
+  }
+  size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+  double *part = (double *)cu_scratch(CU_SCRATCH_OP, nb * sizeof(double));
+  if (!part) return; /* the failure is recorded */
+  if (nb > 0x7fffffff) {
+    cu_fail(__FILE__, __LINE__, "sum of squares of more than 17 trillion reals");
+    return;
+  }
+  sumsq_partial<<<(unsigned)nb, CU_THREADS, 0, cu_stream()>>>(part, x, n);
+  CU_LAUNCHED("sumsq_partial");
+  sumsq_final<<<1, CU_THREADS, 0, cu_stream()>>>(ss, part, nb);
+  CU_LAUNCHED("sumsq_final");
 }
 
 double cu_sumsq(const real *x, size_t n) {

@@ -8,9 +8,21 @@
  * process is refused.
  *
  * Memory is cudaMalloc'd (256-byte aligned, as the contract asks); copies
- * and zeroing are queued on the stream. `upload` reads pageable host memory:
- * the driver copies it into its own staging buffers before cudaMemcpyAsync
- * returns, so the caller may reuse its buffer at once. `download` waits. */
+ * and zeroing are queued on the stream. `download` waits; `download_queued`
+ * copies into pinned memory (host_alloc) without waiting, and a fence is a
+ * CUDA event recorded on the stream.
+ *
+ * `upload` goes through pinned (page-locked) host memory of our own: two
+ * halves of CU_STAGE_BYTES, filled in turn. The caller's bytes are copied
+ * into the current half (a host memcpy) and a cudaMemcpyAsync from there is
+ * queued; when a half is full, an event marks its last copy and the other
+ * half is taken, once the event that marked its own last copy has passed.
+ * So an upload returns without waiting for the GPU (unless it has not yet
+ * reached copies queued two halves ago), and the caller may reuse its
+ * buffer at once. A cudaMemcpyAsync from pageable memory instead waits for
+ * everything queued before it: the host could not build the next batch
+ * while the GPU computes the last. Without pinned memory (cudaHostAlloc
+ * refused) uploads are the plain pageable copies. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +39,17 @@ static struct {
   int failed;    /* a failure since the last sync */
   char err[768]; /* the first one */
   char name[32];
+  /* upload staging: two pinned halves, the one being filled, its fill, the
+   * events marking each half's last copy (armed: recorded at least once) */
+  char *stage[2];
+  cudaEvent_t stage_done[2];
+  int stage_cur, stage_armed[2], stage_off;
+  size_t stage_used;
 } st;
+
+#ifndef CU_STAGE_BYTES /* (dev/cuda_emu makes it small, to cross halves often) */
+#define CU_STAGE_BYTES ((size_t)32 << 20)
+#endif
 
 static struct nn_backend table;
 
@@ -90,14 +112,116 @@ static void cu_release(void *p) {
   if (p) CU_CHECK(cudaFree(p));
 }
 
+/* The pinned halves, once: 0, or -1 (st.stage_off: uploads go direct). */
+static int stage_open(void) {
+  if (st.stage[0]) return 0;
+  if (st.stage_off) return -1;
+  for (int h = 0; h < 2; h++)
+    if (cudaHostAlloc((void **)&st.stage[h], CU_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+        cudaEventCreateWithFlags(&st.stage_done[h], cudaEventDisableTiming) != cudaSuccess) {
+      (void)cudaGetLastError(); /* not a failure: pageable copies work, only slower */
+      st.stage[h] = NULL;
+      for (int k = 0; k < h; k++) {
+        (void)cudaFreeHost(st.stage[k]);
+        (void)cudaEventDestroy(st.stage_done[k]);
+        st.stage[k] = NULL;
+      }
+      st.stage_off = 1;
+      return -1;
+    }
+  st.stage_cur = 0;
+  st.stage_used = 0;
+  return 0;
+}
+
 static void cu_upload(void *dst, const void *host_src, size_t bytes) {
-  if (bytes) CU_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st.stream));
+  if (!bytes) return;
+  if (stage_open()) {
+    CU_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, st.stream));
+    return;
+  }
+  const char *src = (const char *)host_src;
+  char *d = (char *)dst;
+  while (bytes) {
+    if (st.stage_used == CU_STAGE_BYTES) { /* this half is full: mark its last copy, take the other */
+      int h = st.stage_cur;
+      if (CU_CHECK(cudaEventRecord(st.stage_done[h], st.stream))) return;
+      st.stage_armed[h] = 1;
+      h ^= 1;
+      if (st.stage_armed[h] && CU_CHECK(cudaEventSynchronize(st.stage_done[h]))) return;
+      st.stage_cur = h;
+      st.stage_used = 0;
+    }
+    size_t take = CU_STAGE_BYTES - st.stage_used;
+    if (take > bytes) take = bytes;
+    char *p = st.stage[st.stage_cur] + st.stage_used;
+    memcpy(p, src, take);
+    if (CU_CHECK(cudaMemcpyAsync(d, p, take, cudaMemcpyHostToDevice, st.stream))) return;
+    st.stage_used += cu_round(take); /* the next copy starts 256-byte aligned */
+    if (st.stage_used > CU_STAGE_BYTES) st.stage_used = CU_STAGE_BYTES;
+    src += take;
+    d += take;
+    bytes -= take;
+  }
 }
 
 static void cu_download(void *host_dst, const void *src, size_t bytes) {
   if (!bytes) return;
   CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st.stream));
   CU_CHECK(cudaStreamSynchronize(st.stream));
+}
+
+/* ---- copies back that do not wait: pinned memory, events ---- */
+
+static void *cu_host_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaHostAlloc(&p, cu_round(bytes ? bytes : 1), cudaHostAllocDefault) != cudaSuccess) {
+    (void)cudaGetLastError(); /* out of memory is the caller's to report */
+    return NULL;
+  }
+  return p;
+}
+
+static void cu_host_release(void *p) {
+  if (p) CU_CHECK(cudaFreeHost(p));
+}
+
+static void cu_download_queued(void *host_dst, const void *src, size_t bytes) {
+  if (bytes) CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st.stream));
+}
+
+/* A fence is a CUDA event (timing off), behind a pointer. */
+struct cu_fence {
+  cudaEvent_t ev;
+};
+
+static void *cu_fence_new(void) {
+  struct cu_fence *f = (struct cu_fence *)malloc(sizeof *f);
+  if (!f) return NULL;
+  if (cudaEventCreateWithFlags(&f->ev, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+static void cu_fence_mark(void *fence) { CU_CHECK(cudaEventRecord(((struct cu_fence *)fence)->ev, st.stream)); }
+
+static int cu_fence_wait(void *fence, char *err, size_t errlen) {
+  CU_CHECK(cudaEventSynchronize(((struct cu_fence *)fence)->ev));
+  CU_CHECK(cudaGetLastError());
+  if (!st.failed) return 0;
+  snprintf(err, errlen, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
+  st.failed = 0;
+  st.err[0] = 0;
+  return -1;
+}
+
+static void cu_fence_free(void *fence) {
+  if (!fence) return;
+  (void)cudaEventDestroy(((struct cu_fence *)fence)->ev);
+  free(fence);
 }
 
 static void cu_copy(void *dst, const void *src, size_t bytes) {
@@ -138,6 +262,11 @@ static void cu_shutdown(void) {
   for (int i = 0; i < CU_SCRATCH_SLOTS; i++)
     if (st.scratch[i]) (void)cudaFreeAsync(st.scratch[i], st.stream);
   (void)cudaStreamSynchronize(st.stream);
+  for (int h = 0; h < 2; h++)
+    if (st.stage[h]) {
+      (void)cudaFreeHost(st.stage[h]);
+      (void)cudaEventDestroy(st.stage_done[h]);
+    }
   (void)cublasDestroy(st.blas);
   (void)cudaStreamDestroy(st.stream);
   st.open = 0;
@@ -154,6 +283,13 @@ static void fill_table(void) {
   table.copy = cu_copy;
   table.zero = cu_zero;
   table.sync = cu_sync;
+  table.host_alloc = cu_host_alloc;
+  table.host_release = cu_host_release;
+  table.download_queued = cu_download_queued;
+  table.fence_new = cu_fence_new;
+  table.fence_mark = cu_fence_mark;
+  table.fence_wait = cu_fence_wait;
+  table.fence_free = cu_fence_free;
   table.linear_forward = cu_linear_forward;
   table.linear_backward = cu_linear_backward;
   table.norm_forward = cu_norm_forward;
@@ -180,6 +316,9 @@ static void fill_table(void) {
   table.adam_step = cu_adam_step;
   table.sumsq = cu_sumsq;
   table.scale = cu_scale;
+  table.loss = cu_loss;
+  table.sumsq_to = cu_sumsq_to;
+  table.clip = cu_clip;
   table.allreduce = cu_allreduce;
 #ifdef SE3_HAVE_NCCL
   table.join = cu_join;

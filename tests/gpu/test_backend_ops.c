@@ -7,7 +7,8 @@
  * seed), the expected result is computed on the host (the CPU functions of
  * models/cpu/nn.h for the layers with real arithmetic in them: norm, radial
  * network, convolution, attention; plain loops in double for the linear and
- * dense layers, pooling, the glue, Adam, sumsq and scale), and the operation
+ * dense layers, pooling, the glue, Adam, sumsq, scale, the loss and the
+ * clipping), and the operation
  * runs on the backend under test: inputs uploaded with be->alloc/upload, the
  * call made through the table, outputs downloaded.
  *
@@ -459,12 +460,13 @@ static void fiber_str(char *out, size_t n, const struct nn_fiber *f) {
 /* Every operation of struct nn_backend. */
 /* clang-format off */
 #define NN_OPS(X)                                                                                                      \
-  X(alloc) X(release) X(upload) X(download) X(copy) X(zero) X(sync)                                                    \
+  X(alloc) X(release) X(upload) X(download) X(copy) X(zero) X(sync) X(host_alloc) X(host_release)                    \
+  X(download_queued) X(fence_new) X(fence_mark) X(fence_wait) X(fence_free)                                            \
   X(linear_forward) X(linear_backward) X(norm_forward) X(norm_backward) X(dense_forward) X(dense_backward)             \
   X(radial_hidden_forward) X(radial_hidden_backward) X(conv_forward) X(conv_backward) X(attn_forward)                  \
   X(attn_backward) X(scale_rows) X(pool_max_forward) X(pool_max_backward) X(pool_mean_forward) X(pool_mean_backward)   \
   X(concat_rows) X(split_rows) X(add) X(relu) X(relu_backward) X(edge_weights)                                         \
-  X(adam_step) X(sumsq) X(scale) X(allreduce)
+  X(adam_step) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
 /* clang-format on */
 
 static void check_table(enum nn_precision want) {
@@ -1394,6 +1396,208 @@ static void check_sumsq(size_t n) {
   host_free_all();
 }
 
+/* ---- a step's loss and clipping on the backend: loss, sumsq_to, clip --------------------------------- */
+
+/* The loss of one entry and its derivative, written here from the
+ * definitions (objective.h), not from models/kernels/loss.h. */
+static double ref_loss(int kind, double p, double t, double *d) {
+  double r = p - t, delta = 0.7;
+  switch (kind) {
+  case 0: /* L1 */
+    *d = r > 0 ? 1 : r < 0 ? -1 : 0;
+    return fabs(r);
+  case 1: /* MSE */
+    *d = 2 * r;
+    return r * r;
+  case 2: /* Huber, delta 0.7 */
+    *d = fabs(r) <= delta ? r : delta * (r > 0 ? 1 : -1);
+    return fabs(r) <= delta ? r * r / 2 : delta * (fabs(r) - delta / 2);
+  default: /* BCE on logits p, |p| < 6 here */
+    *d = 1 / (1 + exp(-p)) - t;
+    return log(1 + exp(p)) - p * t;
+  }
+}
+
+struct loss_args {
+  real *dpred, *x;
+  const real *pred, *target;
+  double *dev;      /* the backend's doubles: acc[2], then ss, norm */
+  double want[4];   /* expected acc[0], acc[1] (from the start value below), norm */
+  double start_sum; /* acc[1] before the call */
+  int n, kind, num, den;
+  double gscale, unscale, max_norm;
+};
+
+static void check_doubles(const char *what, const double *got, const double *want, int k, double tol) {
+  for (int i = 0; i < k; i++) {
+    double err = fabs(got[i] - want[i]) / (fabs(want[i]) > 1e-300 ? fabs(want[i]) : 1);
+    if (!(err <= tol))
+      why("%s[%d] = %.17g, expected %.17g (relative error %.3g > %.3g)", what, i, got[i], want[i], err, tol);
+  }
+}
+
+static void call_loss(void *p) {
+  struct loss_args *a = p;
+  double acc[2] = {777, a->start_sum}, got[2];
+  BE->upload(a->dev, acc, sizeof acc);
+  BE->loss(a->dpred, a->dev, a->pred, a->target, a->n, a->kind, 0.7, a->num, a->den, a->gscale);
+  BE->download(got, a->dev, sizeof got);
+  /* L1, MSE and Huber have the host's arithmetic to the bit in the
+   * reference's order too, up to the last place; BCE's exp and log1p may
+   * differ by an ulp between libraries */
+  check_doubles("acc", got, a->want, 2, 1e-12);
+}
+
+static void check_loss(int n, int kind, int num, int den, double gscale) {
+  static const char *const names[] = {"l1", "mse", "huber", "bce"};
+  char shape[96];
+  snprintf(shape, sizeof shape, "n=%d %s share %d/%d scale %g", n, names[kind], num, den, gscale);
+  real *pred = hrand((size_t)n, -3, 3), *target = kind == 3 ? hvec((size_t)n) : hrand((size_t)n, -3, 3);
+  if (kind == 3)
+    for (int i = 0; i < n; i++)
+      target[i] = (real)irand(2);
+  if (n > 2) target[1] = pred[1]; /* r = 0: the sign's 0 */
+  real *dref = hvec((size_t)n), *ds = hvec((size_t)n);
+  double sum = 0;
+  for (int i = 0; i < n; i++) {
+    double d;
+    sum += ref_loss(kind, pred[i], target[i], &d);
+    double g = d / n * num / den * gscale;
+    dref[i] = (real)g;
+    ds[i] = (real)(fabs(g) + 1e-30);
+  }
+  struct loss_args A = {.n = n, .kind = kind, .num = num, .den = den, .gscale = gscale, .start_sum = 12.5};
+  A.want[0] = sum / n * num;
+  A.want[1] = A.start_sum + A.want[0];
+  A.pred = in_r("pred", pred, (size_t)n);
+  A.target = in_r("target", target, (size_t)n);
+  A.dpred = out_over("dpred", (size_t)n, dref, ds, 1e-6);
+  A.dev = BE->alloc(4 * sizeof(double));
+  h_run("loss", shape, call_loss, &A);
+  BE->release(A.dev);
+  host_free_all();
+}
+
+static void call_clip(void *p) {
+  struct loss_args *a = p;
+  double got[2];
+  BE->sumsq_to(a->dev + 2, a->x, (size_t)a->n);
+  BE->clip(a->x, (size_t)a->n, a->dev + 2, a->unscale, a->max_norm, a->dev + 3);
+  BE->download(got, a->dev + 2, sizeof got);
+  check_doubles("sum of squares, norm", got, a->want + 2, 2, 1e-9);
+}
+
+/* sumsq_to then clip, as se3_net_clip_queued calls them. */
+static void check_clip(int n, double unscale, double max_norm) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "n=%d unscale=%g max_norm=%g", n, unscale, max_norm);
+  real *x = hrand((size_t)n, -2, 2), *y = hvec((size_t)n), *ys = hvec((size_t)n);
+  double ss = 0;
+  for (int i = 0; i < n; i++)
+    ss += (double)x[i] * x[i];
+  double norm = sqrt(ss) / unscale, f = 1;
+  if (max_norm > 0 && norm > max_norm)
+    f = max_norm / norm / unscale;
+  else
+    f = 1 / unscale;
+  for (int i = 0; i < n; i++) {
+    y[i] = (real)(x[i] * f);
+    ys[i] = (real)(fabs(x[i] * f) + 1e-30);
+  }
+  struct loss_args A = {.n = n, .unscale = unscale, .max_norm = max_norm};
+  A.want[2] = ss;
+  A.want[3] = norm;
+  A.x = out_inplace("x", (size_t)n, x, y, ys, 1e-6);
+  A.dev = BE->alloc(4 * sizeof(double));
+  h_run("sumsq_to+clip", shape, call_clip, &A);
+  BE->release(A.dev);
+  host_free_all();
+}
+
+/* ---- copies back that do not wait: host_alloc, download_queued, fences ------------------------------- */
+
+/* x uploaded; its copy queued into pinned host memory and fenced; then x
+ * scaled by 2 on the device and copied again behind a second fence. After
+ * the waits the first copy holds x (it ran before the scaling: the queue's
+ * order) and the second 2 x, exactly; the fences can be marked again. */
+static void check_pipeline(size_t n) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%zu, two copies in flight", n);
+  real *x = hrand(n, -3, 3);
+  real *d = BE->alloc((n + 1) * sizeof(real));
+  real *h[2] = {BE->host_alloc((n + 1) * sizeof(real)), BE->host_alloc((n + 1) * sizeof(real))};
+  void *f[2] = {BE->fence_new(), BE->fence_new()};
+  char err[256] = "";
+  int ok = d && h[0] && h[1] && f[0] && f[1];
+  size_t bad = 0;
+  for (int round = 0; ok && round < 2; round++) {
+    BE->upload(d, x, n * sizeof(real));
+    BE->download_queued(h[0], d, n * sizeof(real));
+    BE->fence_mark(f[0]);
+    BE->scale(d, n, 2.0);
+    BE->download_queued(h[1], d, n * sizeof(real));
+    BE->fence_mark(f[1]);
+    if (BE->fence_wait(f[1], err, sizeof err) || BE->fence_wait(f[0], err, sizeof err)) {
+      ok = 0;
+      break;
+    }
+    for (size_t i = 0; i < n; i++)
+      bad += h[0][i] != x[i] || h[1][i] != (real)(x[i] * 2.0);
+    for (size_t i = 0; i < n; i++) /* the next round must write them again */
+      h[0][i] = h[1][i] = (real)NAN;
+  }
+  if (!ok)
+    report("download_queued+fence", shape, 0, 1, 0, err[0] ? err : "out of memory or fences");
+  else
+    report("download_queued+fence", shape, bad == 0, (double)bad, 0, "copies differ (the queue's order, or lost)");
+  for (int i = 0; i < 2; i++) {
+    BE->host_release(h[i]);
+    BE->fence_free(f[i]);
+  }
+  BE->release(d);
+  host_free_all();
+}
+
+/* Uploads larger than the CUDA backend's pinned staging halves (32 MiB), one
+ * after another from ONE host buffer rewritten as soon as each upload
+ * returns (backend.h: the caller may reuse it at once), then small ones
+ * between them: every device copy must hold what its host buffer held
+ * when its upload was called. */
+static void check_upload_stream(size_t n, int count) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "%d uploads of n=%zu from one host buffer", count, n);
+  real *host = hvec(n), *got = hvec(n), *d[8] = {0}, *small[8] = {0};
+  size_t bad = 0;
+  int ok = count <= 8;
+  for (int k = 0; ok && k < count; k++) {
+    if (!(d[k] = BE->alloc(n * sizeof(real))) || !(small[k] = BE->alloc(sizeof(real)))) ok = 0;
+  }
+  for (int k = 0; ok && k < count; k++) {
+    for (size_t i = 0; i < n; i++)
+      host[i] = (real)(k * 1000003.0 + (double)(i % 1000));
+    BE->upload(d[k], host, n * sizeof(real));
+    real v = (real)(-k - 1);
+    BE->upload(small[k], &v, sizeof v);
+  }
+  for (int k = 0; ok && k < count; k++) {
+    BE->download(got, d[k], n * sizeof(real));
+    for (size_t i = 0; i < n; i++)
+      bad += got[i] != (real)(k * 1000003.0 + (double)(i % 1000));
+    real v;
+    BE->download(&v, small[k], sizeof v);
+    bad += v != (real)(-k - 1);
+  }
+  char err[256] = "";
+  if (ok && BE->sync(err, sizeof err)) ok = 0;
+  report("upload (staged)", shape, ok && bad == 0, ok ? (double)bad : 1, 0,
+         ok ? "a copy holds other bytes than its host buffer did" : (err[0] ? err : "out of memory"));
+  for (int k = 0; k < count && k < 8; k++) {
+    BE->release(d[k]);
+    BE->release(small[k]);
+  }
+  host_free_all();
+}
+
 /* ---- the cases ------------------------------------------------------------------------------------------ */
 
 static void run_all(void) {
@@ -1498,6 +1702,24 @@ static void run_all(void) {
   check_scale(0, 2);
   check_allreduce(1001);
   check_allreduce(0);
+
+  seed(11);
+  for (int kind = 0; kind < 4; kind++) {
+    check_loss(240, kind, 240, 240, 1);
+    check_loss(37, kind, 37, 75, 65536);
+  }
+  check_loss(1, 1, 1, 1, 1);
+  check_clip(12345, 1, 5.0);    /* clipped: the norm is about 128 */
+  check_clip(12345, 1, 1000);   /* not clipped: untouched */
+  check_clip(1001, 1024, 0.01); /* loss-scaled and clipped */
+  check_clip(1001, 1024, 0);    /* loss-scaled, no clipping */
+  check_clip(0, 1, 1);
+
+  seed(12);
+  check_pipeline(100003);
+  check_pipeline(1);
+  check_upload_stream(9000001, 5); /* 36 MB each: every one crosses a staging half */
+  check_upload_stream(1000, 3);
 }
 
 int main(int argc, char **argv) {

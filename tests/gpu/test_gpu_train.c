@@ -11,7 +11,10 @@
  *   (d) equivariance on the GPU: a rotated and translated copy of the batch
  *       (positions rotated before the bases are computed) gives the same
  *       predictions, to a bound per precision (fp32, tf32, bf16, fp16), each
- *       error printed.
+ *       error printed;
+ *   (e) the train stage's step with the loss and the clipping on the device
+ *       (nothing waits from one step to the next) gives the parameters and
+ *       losses of the step with the loss on the host, bit for bit.
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
  *                                     (no CUDA backend in this build or no
@@ -364,6 +367,61 @@ static void fifty_steps(const struct model_case *mc, const struct nn_backend *cp
   run_close(&d);
 }
 
+/* (e) The train stage's step, with the loss, its gradient and the clipping
+ * left on the device (se3_net_forward_loss, se3_net_backward_loss,
+ * se3_net_clip_queued; nothing waits until the loss sum is read), against
+ * the step with the predictions on the host (se3_net_forward, nn_loss,
+ * se3_net_backward, se3_net_clip) on the same backend: the same arithmetic
+ * in the same order (models/kernels/loss.h), so the same parameters and
+ * losses, bit for bit, after 20 steps of a half-batch share (num/den) with
+ * clipping that bites. */
+static void queued_step(const struct model_case *mc, const struct nn_backend *dev) {
+  const int steps = 20;
+  char err[512];
+  struct run h, q;
+  run_open(&h, dev, &mc->cfg, mc->G, 0);
+  run_open(&q, dev, &mc->cfg, mc->G, 0);
+  struct molset ms;
+  make_mols(&ms, mc->sizes, mc->G, 17);
+  struct se3_batch_buf bb;
+  make_batch(&bb, se3_net_model(h.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+  int n = mc->G * mc->cfg.outputs;
+  real *y = malloc((size_t)n * sizeof *y);
+  for (int i = 0; i < n; i++)
+    y[i] = (real)ms.y[i];
+  const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, n, 2 * n, 1};
+  double sum_h = 0, sum_q = 0;
+  se3_net_set_loss_sum(q.net, 0);
+  for (long s = 1; s <= steps; s++) {
+    if (se3_net_forward(h.net, &bb.b, h.pred, 1, err, sizeof err)) die("se3_net_forward", err);
+    sum_h += nn_loss(NN_LOSS_HUBER, h.pred, y, NULL, n, 1.0, h.dpred) * n;
+    for (int i = 0; i < n; i++)
+      h.dpred[i] = (real)((double)h.dpred[i] * n / (2 * n));
+    if (se3_net_backward(h.net, h.dpred, err, sizeof err)) die("se3_net_backward", err);
+    se3_net_clip(h.net, 0.05);
+    se3_net_adam(h.net, &ADAM, s, LR);
+    if (se3_net_forward_loss(q.net, &bb.b, y, &ls, err, sizeof err)) die("se3_net_forward_loss", err);
+    if (se3_net_backward_loss(q.net, err, sizeof err)) die("se3_net_backward_loss", err);
+    se3_net_clip_queued(q.net, 0.05);
+    se3_net_adam(q.net, &ADAM, s, LR);
+  }
+  if (se3_net_loss_sum(q.net, &sum_q, err, sizeof err)) die("se3_net_loss_sum", err);
+  real *ph = get(&h, SE3_NET_PARAMS), *pq = get(&q, SE3_NET_PARAMS);
+  size_t differ = 0;
+  for (size_t i = 0; i < h.np; i++)
+    differ += memcmp(&ph[i], &pq[i], sizeof(real)) != 0;
+  check(differ == 0 && sum_h == sum_q,
+        "(e) %s: %d steps on %s with the loss and clipping on the device against the host's: %zu of %zu parameters "
+        "differ bitwise (must be 0); loss sums %.17g, %.17g",
+        mc->name, steps, dev->name, differ, h.np, sum_q, sum_h);
+  free(ph);
+  free(pq);
+  free(y);
+  se3_batch_buf_free(&bb);
+  run_close(&h);
+  run_close(&q);
+}
+
 /* (c) */
 static void determinism(const struct model_case *mc, const struct nn_backend *dev) {
   const int steps = 20;
@@ -531,6 +589,7 @@ int main(int argc, char **argv) {
   one_step(&qm9, cpu, dev);
   fifty_steps(&small, cpu, dev);
   determinism(&small, dev);
+  queued_step(&small, dev);
   equivariance(&small, cpu, dev, d.cuda ? &d : NULL);
   equivariance(&qm9, cpu, dev, d.cuda ? &d : NULL);
   printf("%d passed, %d failed (%s)\n", n_pass, n_fail, dev->name);

@@ -1,0 +1,206 @@
+/* The stages' way to the model (models/model.h) on the CPU backend, for the
+ * calls that keep a GPU busy: a training step with the loss and the
+ * clipping left on the backend, the scoring pipeline (two predictions under
+ * way), and the memory of the run's largest batch taken at the start. Each
+ * must give the same bits as the plain calls; tests/gpu/test_gpu_train's
+ * (e) and test_backend_ops check the same on a GPU. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/graph.h"
+#include "chem/mol.h"
+#include "models/cpu/table.h"
+#include "models/model.h"
+#include "tests/testutil.h"
+
+static const uint8_t elements[] = {1, 6, 7, 8};
+
+static const struct se3_config cfg = {.layers = 2,
+                                      .degrees = 3,
+                                      .channels = 8,
+                                      .heads = 2,
+                                      .channels_div = 2,
+                                      .node_in = 6,
+                                      .edge_in = GRAPH_EDGE_WIDTH,
+                                      .radial_hidden = 16,
+                                      .mlp_hidden = 16,
+                                      .pool_max = 1,
+                                      .outputs = 1,
+                                      .envelope = 2,
+                                      .bonds_kept = 1,
+                                      .cutoff = 2.6f};
+
+/* A batch of `count` chain molecules of sizes from `sizes` (cycled). */
+static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m, const int *sizes, int n_sizes, int count,
+                       uint64_t seed) {
+  struct graph_opts go = {.cutoff = 2.6,
+                          .edges = GRAPH_EDGES_RADIUS_BONDS,
+                          .elements = elements,
+                          .n_elements = 4,
+                          .with_other = 1,
+                          .with_charge = 1};
+  char err[256];
+  tu_seed(seed);
+  se3_batch_buf_init(bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
+  for (int i = 0; i < count; i++) {
+    struct mol mol;
+    mol_init(&mol);
+    double p[3] = {0, 0, 0};
+    for (int a = 0; a < sizes[i % n_sizes]; a++) {
+      for (int k = 0; k < 3; k++)
+        p[k] += 1.4 * (2 * tu_rnd() - 1) / sqrt(3.0) * 1.2;
+      tu_add_atom(&mol, elements[(a * 5 + i) % 4], p[0], p[1], p[2]);
+      if (a) tu_add_bond(&mol, a - 1, a, 1 + a % 2);
+    }
+    mol.dim = 3;
+    struct graph g;
+    graph_init(&g);
+    cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(g.node_width, m->cfg.node_in);
+    cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
+    graph_free(&g);
+    mol_free(&mol);
+  }
+  cr_assert_eq(se3_batch_bases(bb, &m->plan), 0);
+}
+
+static struct se3_net *net_new(void) {
+  char err[256];
+  struct se3_net *n = se3_net_create(nn_backend_cpu(), &cfg, 0, err, sizeof err);
+  cr_assert(n, "%s", err);
+  cr_assert_eq(se3_net_init_params(n, 5), 0);
+  return n;
+}
+
+static real *params_of(struct se3_net *n) {
+  real *p = malloc(se3_net_n_params(n) * sizeof *p);
+  se3_net_get(n, SE3_NET_PARAMS, p);
+  return p;
+}
+
+/* The train stage's step (the loss on the backend, a share of 5 molecules
+ * of 9, clipping that bites) against the same step through the host. */
+Test(net, the_queued_step_is_the_host_step_to_the_bit) {
+  static const int sizes[] = {5, 9, 3, 12, 7};
+  const struct nn_adam adam = {0.9, 0.999, 1e-8, 0.01, 1};
+  struct se3_net *h = net_new(), *q = net_new();
+  char err[256];
+  real y[5], pred[5], dpred[5];
+  double sum_h = 0.25, sum_q = 0;
+  se3_net_set_loss_sum(q, 0.25);
+  for (long s = 1; s <= 8; s++) {
+    struct se3_batch_buf bb;
+    make_batch(&bb, se3_net_model(h), sizes, 5, 5, (uint64_t)s);
+    for (int i = 0; i < 5; i++)
+      y[i] = (real)(0.5 * (double)i - 1 + 0.1 * (double)s);
+    cr_assert_eq(se3_net_forward(h, &bb.b, pred, 1, err, sizeof err), 0, "%s", err);
+    sum_h += nn_loss(NN_LOSS_HUBER, pred, y, NULL, 5, 1.0, dpred) * 5;
+    for (int i = 0; i < 5; i++)
+      dpred[i] = (real)((double)dpred[i] * 5 / 9);
+    cr_assert_eq(se3_net_backward(h, dpred, err, sizeof err), 0, "%s", err);
+    double norm = se3_net_clip(h, 0.02);
+    cr_assert(norm > 0.02, "the clipping must bite (norm %g)", norm);
+    se3_net_adam(h, &adam, s, 1e-3);
+
+    const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, 5, 9, 1};
+    cr_assert_eq(se3_net_forward_loss(q, &bb.b, y, &ls, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_net_backward_loss(q, err, sizeof err), 0, "%s", err);
+    se3_net_clip_queued(q, 0.02);
+    se3_net_adam(q, &adam, s, 1e-3);
+    double part;
+    cr_assert_eq(se3_net_loss_part(q, &part, err, sizeof err), 0, "%s", err);
+    se3_batch_buf_free(&bb);
+  }
+  cr_assert_eq(se3_net_loss_sum(q, &sum_q, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(sum_q, sum_h, "loss sums %.17g and %.17g", sum_q, sum_h);
+  real *ph = params_of(h), *pq = params_of(q);
+  cr_assert_eq(memcmp(ph, pq, se3_net_n_params(h) * sizeof *ph), 0, "the parameters differ");
+  free(ph);
+  free(pq);
+  se3_net_free(h);
+  se3_net_free(q);
+}
+
+/* Three batches through the pipeline, two under way at a time, give the
+ * plain forward's predictions; calls out of turn are refused. */
+Test(net, the_pipeline_predicts_as_the_forward) {
+  static const int s1[] = {4, 8}, s2[] = {11, 2, 6}, s3[] = {9};
+  struct se3_net *n = net_new();
+  struct se3_batch_buf b[3];
+  make_batch(&b[0], se3_net_model(n), s1, 2, 6, 1);
+  make_batch(&b[1], se3_net_model(n), s2, 3, 7, 2);
+  make_batch(&b[2], se3_net_model(n), s3, 1, 3, 3);
+  char err[256];
+  real want[3][8], got[3][8];
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(se3_net_forward(n, &b[i].b, want[i], 0, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_finish(n, got[0], err, sizeof err), -1, "finish with nothing under way");
+  cr_assert_eq(se3_net_predict_start(n, &b[0].b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_start(n, &b[1].b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_start(n, &b[2].b, err, sizeof err), -1, "a third under way");
+  cr_assert_eq(se3_net_predict_finish(n, got[0], err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_start(n, &b[2].b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_finish(n, got[1], err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_finish(n, got[2], err, sizeof err), 0, "%s", err);
+  cr_assert_eq(memcmp(got[0], want[0], 6 * sizeof(real)), 0);
+  cr_assert_eq(memcmp(got[1], want[1], 7 * sizeof(real)), 0);
+  cr_assert_eq(memcmp(got[2], want[2], 3 * sizeof(real)), 0);
+  /* dropped: nothing left under way */
+  cr_assert_eq(se3_net_predict_start(n, &b[0].b, err, sizeof err), 0, "%s", err);
+  se3_net_predict_drop(n);
+  cr_assert_eq(se3_net_predict_finish(n, got[0], err, sizeof err), -1, "finish after a drop");
+  for (int i = 0; i < 3; i++)
+    se3_batch_buf_free(&b[i]);
+  se3_net_free(n);
+}
+
+/* Batches growing from small to large: without a reservation the net's
+ * memory grows with them; reserved for the largest first, it does not, and
+ * the steps give the same bits. */
+Test(net, memory_reserved_for_the_largest_batch_is_all_a_run_takes) {
+  static const int sizes[][3] = {{3, 4, 2}, {6, 9, 5}, {12, 14, 10}, {20, 17, 22}};
+  const int count[] = {3, 5, 6, 8};
+  const struct nn_adam adam = {0.9, 0.999, 1e-8, 0.0, 1};
+  struct se3_batch_buf b[4];
+  struct se3_net *n = net_new(), *r = net_new();
+  int N = 0, E = 0, G = 0;
+  for (int i = 0; i < 4; i++) {
+    make_batch(&b[i], se3_net_model(n), sizes[i], 3, count[i], (uint64_t)(10 + i));
+    if (b[i].N > N) N = b[i].N;
+    if (b[i].E > E) E = b[i].E;
+    if (b[i].G > G) G = b[i].G;
+  }
+  char err[256];
+  cr_assert_eq(se3_net_reserve(r, N, E, G, 1, err, sizeof err), 0, "%s", err);
+  size_t reserved = se3_net_memory_bytes(r), first = 0;
+  real y[8] = {0.1f, -0.4f, 0.7f, 0.2f, -1.0f, 0.3f, 0.9f, -0.2f}, pn[8], pr[8];
+  for (int i = 0; i < 4; i++) {
+    const struct se3_loss_spec ls = {NN_LOSS_L1, 1.0, count[i], count[i], 1};
+    struct se3_net *both[2] = {n, r};
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(se3_net_forward_loss(both[k], &b[i].b, y, &ls, err, sizeof err), 0, "%s", err);
+      cr_assert_eq(se3_net_backward_loss(both[k], err, sizeof err), 0, "%s", err);
+      se3_net_adam(both[k], &adam, i + 1, 1e-3);
+      cr_assert_eq(se3_net_predict_start(both[k], &b[i].b, err, sizeof err), 0, "%s", err);
+    }
+    cr_assert_eq(se3_net_predict_finish(n, pn, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_net_predict_finish(r, pr, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(memcmp(pn, pr, (size_t)count[i] * sizeof(real)), 0, "batch %d: the reservation changed results", i);
+    if (i == 0) first = se3_net_memory_bytes(n);
+    cr_assert_eq(se3_net_memory_bytes(r), reserved, "batch %d (%d atoms, %d edges): the reserved net took more memory",
+                 i, b[i].N, b[i].E);
+  }
+  cr_assert_gt(se3_net_memory_bytes(n), first,
+               "the unreserved net's memory should grow with the batches (else this "
+               "test shows nothing)");
+  real *pa = params_of(n), *pb = params_of(r);
+  cr_assert_eq(memcmp(pa, pb, se3_net_n_params(n) * sizeof *pa), 0, "the parameters differ");
+  free(pa);
+  free(pb);
+  for (int i = 0; i < 4; i++)
+    se3_batch_buf_free(&b[i]);
+  se3_net_free(n);
+  se3_net_free(r);
+}
