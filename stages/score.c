@@ -49,8 +49,10 @@ struct sstage {
   const struct nn_backend *be;
   struct stage_graphs gs; /* to rebuild graphs not stored */
   struct se3_batch_buf bb;
-  double *pred;     /* batch x n_members */
-  double *base;     /* batch x n_members: atomref sums */
+  double *pred;    /* batch x n_members */
+  double *base[2]; /* batch x n_members: atomref sums, of the batch being gathered and of the one under way */
+  int64_t *ids[2]; /* batch: the molecules of each */
+  real *out;       /* batch: one member's predictions */
 };
 
 /* One member from checkpoint `path`; `arch` (the models row's, or NULL) is
@@ -201,8 +203,13 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &s->gs)) return STAGE_ERROR;
   se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
-  s->base = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base);
-  if (!s->pred || !s->base) return stage_fail_at(ctx, NULL, "out of memory");
+  s->out = malloc((size_t)s->batch * sizeof *s->out);
+  for (int i = 0; i < 2; i++) {
+    s->base[i] = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base[i]);
+    s->ids[i] = malloc((size_t)s->batch * sizeof *s->ids[i]);
+  }
+  if (!s->pred || !s->out || !s->base[0] || !s->base[1] || !s->ids[0] || !s->ids[1])
+    return stage_fail_at(ctx, NULL, "out of memory");
   char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
                                "WHERE m.set_name = ?1 ORDER BY 1",
                                ctx->src, ctx->src);
@@ -229,29 +236,37 @@ char *score_chunk_sql(const char *src) {
                          src, src);
 }
 
-/* Predicts the molecules gathered in bb with every member and writes their
- * scores: the mean and, for an ensemble, the sample standard deviation. */
-static int flush(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, const int64_t *ids, int k, int64_t chunk) {
-  if (k == 0) return STAGE_OK;
-  real *out = malloc((size_t)k * sizeof *out);
-  if (!out || se3_batch_bases(&s->bb, &s->mem[0].model->plan)) {
-    free(out);
-    return stage_fail_at(ctx, NULL, "out of memory scoring");
-  }
+/* Scoring is a pipeline of two batches: the molecules gathered in bb are
+ * started on every member (batch_start: their bases, then each member's
+ * prediction queued on its backend), and only then are the previous
+ * batch's predictions collected and written (batch_finish). On a GPU the
+ * host reads the next molecules and computes their bases while the device
+ * predicts; on the CPU the prediction runs inside batch_start. */
+static int batch_start(struct stage_ctx *ctx, struct sstage *s) {
+  if (se3_batch_bases(&s->bb, &s->mem[0].model->plan)) return stage_fail_at(ctx, NULL, "out of memory scoring");
   for (int j = 0; j < s->n_members; j++) {
+    char why[512];
+    if (se3_net_predict_start(s->mem[j].net, &s->bb.b, why, sizeof why))
+      return stage_fail_at(ctx, NULL, "scoring: %s", why);
+  }
+  se3_batch_clear(&s->bb);
+  return STAGE_OK;
+}
+
+/* The predictions of the batch under way (k molecules: ids, atomref sums
+ * base) from every member, and their scores written: the mean and, for an
+ * ensemble, the sample standard deviation. */
+static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, const int64_t *ids,
+                        const double *base, int k, int64_t chunk) {
+  int ret = STAGE_OK, nm = s->n_members;
+  for (int j = 0; j < nm; j++) {
     struct member *m = &s->mem[j];
     char why[512];
-    if (se3_net_forward(m->net, &s->bb.b, out, 0, why, sizeof why)) {
-      free(out);
-      return stage_fail_at(ctx, NULL, "scoring: %s", why);
-    }
+    if (se3_net_predict_finish(m->net, s->out, why, sizeof why)) return stage_fail_at(ctx, NULL, "scoring: %s", why);
     for (int i = 0; i < k; i++)
-      s->pred[(size_t)i * s->n_members + j] =
-          m->classify ? 1 / (1 + exp(-(double)out[i]))
-                      : (double)out[i] * m->std + m->mean + s->base[(size_t)i * s->n_members + j];
+      s->pred[(size_t)i * nm + j] = m->classify ? 1 / (1 + exp(-(double)s->out[i]))
+                                                : (double)s->out[i] * m->std + m->mean + base[(size_t)i * nm + j];
   }
-  free(out);
-  int ret = STAGE_OK, nm = s->n_members;
   for (int i = 0; i < k && ret == STAGE_OK; i++) {
     const double *p = s->pred + (size_t)i * nm;
     double mean = 0, ss = 0;
@@ -272,9 +287,36 @@ static int flush(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, con
     sqlite3_bind_int64(ins, 6, chunk);
     if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing scores");
   }
-  se3_batch_clear(&s->bb);
-  ctx->report->advance(ctx, k);
+  if (ret == STAGE_OK) ctx->report->advance(ctx, k);
   return ret;
+}
+
+/* Every member's predictions under way, waited for and dropped (the
+ * chunk failed or was stopped: its transaction is rolled back). */
+static void drop_started(struct sstage *s) {
+  for (int j = 0; j < s->n_members; j++)
+    se3_net_predict_drop(s->mem[j].net);
+}
+
+/* Starts the k molecules gathered (slot *cur: their ids and atomref sums),
+ * then finishes the batch under way, if any (*pending molecules, the other
+ * slot); the gathered batch is then the one under way. k 0: only finishes.
+ * On a failure nothing is left under way. */
+static int batch_turn(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, int k, int *cur, int *pending,
+                      int64_t chunk, int64_t *n_ok) {
+  int ret = k ? batch_start(ctx, s) : STAGE_OK;
+  if (ret == STAGE_OK && *pending) {
+    ret = batch_finish(ctx, s, ins, s->ids[!*cur], s->base[!*cur], *pending, chunk);
+    if (ret == STAGE_OK) *n_ok += *pending;
+  }
+  if (ret != STAGE_OK) {
+    drop_started(s);
+    *pending = 0;
+    return ret;
+  }
+  *pending = k;
+  if (k) *cur = !*cur;
+  return STAGE_OK;
 }
 
 /* Member j's atomref sum for a molecule, from its stored atoms. */
@@ -305,9 +347,10 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   sqlite3_bind_text(sel, 1, s->set, -1, SQLITE_STATIC);
   sqlite3_bind_int64(sel, 2, s->plan.ids[lo]);
   sqlite3_bind_int64(sel, 3, s->plan.ids[hi - 1]);
-  int64_t *ids = malloc((size_t)s->batch * sizeof *ids);
-  int k = 0, ret = ids ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
-  int rc;
+  /* molecules gathered into slot cur (k of them), while the batch of the
+   * other slot (pending molecules) is under way */
+  int k = 0, cur = 0, pending = 0, ret = STAGE_OK;
+  int rc = SQLITE_DONE;
   while (ret == STAGE_OK && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
     if (*ctx->stop) {
       ret = STAGE_STOPPED;
@@ -346,25 +389,26 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
         continue;
       }
       for (int j = 0; j < s->n_members; j++)
-        s->base[(size_t)k * s->n_members + j] = atomref_sum(&s->mem[j], &m);
+        s->base[cur][(size_t)k * s->n_members + j] = atomref_sum(&s->mem[j], &m);
       mol_free(&m);
     }
     if (se3_batch_add(&s->bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos))
       ret = stage_fail_at(ctx, NULL, "out of memory scoring");
     graph_free(&g);
-    ids[k++] = id;
+    s->ids[cur][k++] = id;
     if (ret == STAGE_OK && k == s->batch) {
-      ret = flush(ctx, s, ins, ids, k, chunk);
-      *n_ok += k;
+      ret = batch_turn(ctx, s, ins, k, &cur, &pending, chunk, n_ok);
       k = 0;
     }
   }
+  if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the graphs to score");
+  if (ret == STAGE_OK && k) ret = batch_turn(ctx, s, ins, k, &cur, &pending, chunk, n_ok); /* the last, started */
   if (ret == STAGE_OK) {
-    ret = flush(ctx, s, ins, ids, k, chunk);
-    *n_ok += k;
+    ret = batch_turn(ctx, s, ins, 0, &cur, &pending, chunk, n_ok); /* the batch under way, finished */
+  } else { /* a failure, a signal: what is under way is dropped, as the chunk's transaction is */
+    drop_started(s);
   }
   se3_batch_clear(&s->bb);
-  free(ids);
   sqlite3_finalize(sel);
   sqlite3_finalize(ins);
   return ret;
@@ -377,7 +421,11 @@ static void score_end(struct stage_ctx *ctx) {
     se3_net_free(s->mem[j].net);
   free(s->mem);
   free(s->pred);
-  free(s->base);
+  free(s->out);
+  for (int i = 0; i < 2; i++) {
+    free(s->base[i]);
+    free(s->ids[i]);
+  }
   stage_ids_free(&s->plan);
   sqlite3_free(s->select);
   se3_batch_buf_free(&s->bb);

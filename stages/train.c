@@ -72,6 +72,7 @@ struct tstage {
   sqlite3_stmt *get_graph; /* lazy: a graph by mol_id */
   int node_width;
   double *y;
+  int *atoms, *edges;  /* per molecule: its graph's nodes and edges (the batches' sizes) */
   double *split_label; /* split.method column: the column's value (NAN: none) */
   char **scaffold;     /* split.method scaffold: the framework's key */
   uint16_t *counts;    /* atomref: n x nz element counts */
@@ -125,6 +126,59 @@ static void shuffle(int *a, int n, uint64_t seed) {
     a[i] = a[j];
     a[j] = t;
   }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The most atoms, edges and molecules any one batch of this run gives this
+ * process: its share of every training step of every member and epoch (the
+ * epochs' orders are drawn from the seed, as run_epoch draws them), and of
+ * every batch `predict` makes of a split. Sizes are the graphs'; rotations
+ * do not change them. */
+struct batch_max {
+  int N, E, G;
+};
+static void batch_max_add(struct batch_max *m, const struct tstage *t, const int *idx, int k) {
+  long N = 0, E = 0;
+  for (int j = 0; j < k; j++) {
+    N += t->atoms[idx[j]];
+    E += t->edges[idx[j]];
+  }
+  if (N > m->N) m->N = N > INT_MAX ? INT_MAX : (int)N;
+  if (E > m->E) m->E = E > INT_MAX ? INT_MAX : (int)E;
+  if (k > m->G) m->G = k;
+}
+
+static int largest_batches(const struct tstage *t, int nproc, int rank, struct batch_max *train,
+                           struct batch_max *pred) {
+  *train = *pred = (struct batch_max){0, 0, 0};
+  int ntr = t->cnt[SPLIT_TRAIN];
+  int *order = malloc(((size_t)ntr + 1) * sizeof *order);
+  if (!order) return -1;
+  for (int k = 0; k < t->ensemble; k++) {
+    uint64_t seed = t->seed + (uint64_t)k;
+    for (int e = 0; e < t->epochs; e++) {
+      memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
+      shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
+      for (int i = 0; i < ntr; i += t->batch) {
+        int kk = ntr - i < t->batch ? ntr - i : t->batch;
+        int lo = (int)((long)kk * rank / nproc), hi = (int)((long)kk * (rank + 1) / nproc);
+        batch_max_add(train, t, order + i + lo, hi - lo);
+      }
+    }
+  }
+  free(order);
+  int step = t->batch < 4096 ? t->batch : 4096; /* predict's */
+  for (int w = 0; w < 3; w++) {
+    int n = t->cnt[w], lo = (int)((long)n * rank / nproc), hi = (int)((long)n * (rank + 1) / nproc);
+    for (int i = lo; i < hi; i += step)
+      batch_max_add(pred, t, t->idx[w] + i, hi - i < step ? hi - i : step);
+  }
+  return 0;
 }
 
 /* "name" (file record N) of molecule id, for messages. */
@@ -188,10 +242,13 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       t->ids = realloc(t->ids, (size_t)cap * sizeof *t->ids);
       if (!t->lazy) t->g = realloc(t->g, (size_t)cap * sizeof *t->g);
       t->y = realloc(t->y, (size_t)cap * sizeof *t->y);
+      t->atoms = realloc(t->atoms, (size_t)cap * sizeof *t->atoms);
+      t->edges = realloc(t->edges, (size_t)cap * sizeof *t->edges);
       t->split_label = realloc(t->split_label, (size_t)cap * sizeof *t->split_label);
       t->scaffold = realloc(t->scaffold, (size_t)cap * sizeof *t->scaffold);
       t->counts = realloc(t->counts, (size_t)cap * ATOMREF_MAX * sizeof *t->counts);
-      if (!t->ids || (!t->g && !t->lazy) || !t->y || !t->split_label || !t->scaffold || !t->counts) {
+      if (!t->ids || (!t->g && !t->lazy) || !t->y || !t->atoms || !t->edges || !t->split_label || !t->scaffold ||
+          !t->counts) {
         sqlite3_finalize(st);
         return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
       }
@@ -208,6 +265,8 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
     if (t->n == 0) t->node_width = g->node_width;
+    t->atoms[t->n] = g->n_nodes;
+    t->edges[t->n] = g->n_edges;
     if (t->lazy) graph_free(&one);
     h = se3_hash_bytes(h, &id, sizeof id);
     h = se3_hash_bytes(h, blob, len);
@@ -587,6 +646,22 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (t->zero)
     ctx->report->log(ctx, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here", comm_size(ctx->comm),
                      comm_size(ctx->comm) > 1 ? "es" : "", t->opt_hi - t->opt_lo, np);
+  /* the memory of the run's largest batches, taken now: a batch too large
+   * for the device fails here, not hours into the run */
+  struct batch_max bt, bp;
+  double t_res = now_s();
+  if (largest_batches(t, comm_size(ctx->comm), comm_rank(ctx->comm), &bt, &bp))
+    return stage_fail_at(ctx, NULL, "out of memory");
+  if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
+      se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(c, "batch_size"),
+                         "the largest batch of this run (%d molecules, %d atoms, %d edges in a training step) does not "
+                         "fit: %s; lower stages.train.batch_size, or set stages.train.low_memory: true",
+                         bt.G, bt.N, bt.E, err);
+  ctx->report->log(ctx,
+                   "memory for the run's largest batches taken at the start (a training step of %d molecules, %d "
+                   "atoms, %d edges; predictions of %d molecules): %.1f MB for activations and batches, %.2f s",
+                   bt.G, bt.N, bt.E, bp.G, (double)se3_net_memory_bytes(t->net) / 1e6, now_s() - t_res);
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(nm * sizeof *t->m);
   t->v = malloc(nm * sizeof *t->v);
@@ -1105,12 +1180,6 @@ static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, in
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing metrics");
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int write_split(struct stage_ctx *ctx, struct tstage *t) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO splits(mol_id, split) VALUES(?1, ?2)", -1, &st, NULL))
@@ -1129,6 +1198,15 @@ static int write_split(struct stage_ctx *ctx, struct tstage *t) {
 }
 
 /* ---- one epoch of one member ------------------------------------------------------------ */
+
+/* One process: the running sum of the epoch's losses from the model's
+ * backend into *loss_sum; this waits for the steps queued, and a failure of
+ * the device in any of them fails the stage here. */
+static int loss_sum_read(struct stage_ctx *ctx, struct tstage *t, double *loss_sum) {
+  if (ctx->comm) return STAGE_OK; /* summed on the host, step by step */
+  if (se3_net_loss_sum(t->net, loss_sum, t->why, sizeof t->why) == 0) return STAGE_OK;
+  return stage_fail_at(ctx, NULL, "%s", t->why);
+}
 
 /* Steps through the epoch's order from molecule `pos` on; a mid-epoch
  * checkpoint every ckpt_every steps (not after the last batch: the epoch's
@@ -1153,15 +1231,19 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   int ntr = t->cnt[SPLIT_TRAIN];
   uint64_t seed = t->seed + (uint64_t)t->member;
   int *order = malloc((size_t)ntr * sizeof *order);
-  real *pred = malloc((size_t)t->batch * sizeof *pred), *yt = malloc((size_t)t->batch * sizeof *yt),
-       *dpred = malloc((size_t)t->batch * sizeof *dpred);
-  if (!order || !pred || !yt || !dpred) {
-    free(order), free(pred), free(yt), free(dpred);
+  real *yt = malloc((size_t)t->batch * sizeof *yt);
+  if (!order || !yt) {
+    free(order), free(yt);
     if (comm) comm_abort(comm, 1); /* the others would wait for this process's steps */
     return stage_fail_at(ctx, NULL, "out of memory");
   }
   memcpy(order, t->idx[SPLIT_TRAIN], (size_t)ntr * sizeof *order);
   shuffle(order, ntr, mix(seed, (uint64_t)e + 1));
+  /* One process: the losses are summed on the model's backend, and the
+   * host reads the sum where it needs it (checkpoints, the epoch's end), so
+   * nothing waits for a GPU from one step to the next. Several: each step's
+   * part is summed over the processes in the step's agreement. */
+  if (!comm) se3_net_set_loss_sum(t->net, *loss_sum);
   if (pos && !replay) ctx->report->advance(ctx, pos);
   t->skipped = 0;
   int ret = STAGE_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
@@ -1188,19 +1270,17 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       /* an empty share: a zero gradient */
     } else if (make_batch(t, order + i + lo, kr, t->augment, mix(mix(seed, 0xa06), (uint64_t)t->step), lo)) {
       failed = 1;
-    } else if (se3_net_forward(t->net, &t->bb.b, pred, 1, t->why, sizeof t->why)) {
-      failed = 1;
     } else {
       for (int j = 0; j < kr; j++)
         yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
-      part = nn_loss(t->loss, pred, yt, NULL, kr, 1.0, dpred) * kr;
-      if (kr != k) /* the mean over the whole batch, not over this share */
-        for (int j = 0; j < kr; j++)
-          dpred[j] = (real)((double)dpred[j] * kr / k);
-      if (t->fp16) /* loss scaling: the backward's fp16 products keep small gradients */
-        for (int j = 0; j < kr; j++)
-          dpred[j] = (real)((double)dpred[j] * t->scaler.scale);
-      dout = dpred;
+      /* the loss on the model's backend: the mean over the whole batch, not
+       * over this share (kr of k); with fp16, scaled so that the backward's
+       * fp16 products keep small gradients */
+      struct se3_loss_spec ls = {t->loss, 1.0, kr, k, t->fp16 ? t->scaler.scale : 1};
+      if (se3_net_forward_loss(t->net, &t->bb.b, yt, &ls, t->why, sizeof t->why))
+        failed = 1;
+      else
+        dout = se3_net_loss_grad(t->net);
     }
     /* The gradient; on several processes summed over them while the
      * backward runs (each process joins every sum, failed or not). A failed
@@ -1216,10 +1296,11 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       t_sum += ss.wait_s;
       t_sum_all += ss.sum_s;
       buckets = ss.buckets;
-    } else if (dout && se3_net_backward(t->net, dout, t->why, sizeof t->why)) {
+    } else if (dout && se3_net_backward_loss(t->net, t->why, sizeof t->why)) {
       failed = 1;
     }
     if (comm) {
+      if (dout && !failed && se3_net_loss_part(t->net, &part, t->why, sizeof t->why)) failed = 1;
       double agree[3] = {part, failed, *ctx->stop != 0}, t0 = now_s();
       if (comm_sum_f64(comm, agree, 3)) {
         ret = stage_fail_at(ctx, NULL, "MPI failed at step %ld", t->step + 1);
@@ -1247,13 +1328,13 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       ret = stage_fail_at(ctx, NULL, "%s", t->why);
       break;
     }
-    *loss_sum += part;
+    if (comm) *loss_sum += part;
     int take = 1;
     if (t->fp16) /* every process holds the same summed gradient: the same decision */
       take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
                                    NN_LOSS_SCALE_GROW_EVERY);
     else if (t->clip > 0)
-      se3_net_clip(t->net, t->clip);
+      se3_net_clip_queued(t->net, t->clip);
     if (take) {
       double lr = nn_schedule_lr(&t->sched, t->step);
       t->step++;
@@ -1265,7 +1346,8 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
     ctx->report->advance(ctx, k);
     if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr) {
-      ret = gather_moments(ctx, t);
+      ret = loss_sum_read(ctx, t, loss_sum);
+      if (ret == STAGE_OK) ret = gather_moments(ctx, t);
       if (ret == STAGE_OK && stage_writer(ctx)) ret = save(ctx, t, "step.ckpt", e, i + k, *loss_sum);
     }
     if (ret != STAGE_OK && comm) { /* told at the next step, which there is (i + k < ntr) */
@@ -1274,6 +1356,8 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     }
     if (ret != STAGE_OK) break;
   }
+  /* the steps' losses (and whether the device failed in any of them) */
+  if ((ret == STAGE_OK || ret == STAGE_STOPPED) && loss_sum_read(ctx, t, loss_sum) != STAGE_OK) ret = STAGE_ERROR;
   /* stopped by a signal part-way: the steps taken are kept, and the epoch
    * resumes from here (resume_mid_epoch) */
   if (ret == STAGE_STOPPED && !replay && i > pos &&
@@ -1292,7 +1376,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
   if (ret == STAGE_OK && t->fp16 && !replay)
     ctx->report->log(ctx, "model %d epoch %d: loss scale %g; %ld step%s skipped (a gradient out of fp16's range)",
                      t->member, e + 1, t->scaler.scale, t->skipped, t->skipped == 1 ? "" : "s");
-  free(order), free(pred), free(yt), free(dpred);
+  free(order), free(yt);
   return ret;
 }
 
@@ -1530,6 +1614,8 @@ static void train_end(struct stage_ctx *ctx) {
   sqlite3_finalize(t->get_graph);
   free(t->ids);
   free(t->y);
+  free(t->atoms);
+  free(t->edges);
   free(t->split);
   free(t->split_label);
   for (int i = 0; t->scaffold && i < t->n; i++)
