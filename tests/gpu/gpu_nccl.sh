@@ -8,7 +8,8 @@
 # validation loss must match one process's to 1e-4; with one GPU that check
 # is reported as not run.
 #   usage: tests/gpu/gpu_nccl.sh SE3SCREEN SOURCE_DIR WORK_DIR
-# Exit 77 (ctest: skipped) when device: cuda cannot run here. DEVICE=cpu
+# Exit 77 (ctest: skipped) when device: cuda cannot run here, or this
+# se3screen has no MPI. DEVICE=cpu
 # runs the one-process check on the CPU (summed by MPI: a check of this
 # script, not of NCCL).
 set -uo pipefail
@@ -16,6 +17,10 @@ se3=$1 src=$2 work=$3
 device=${DEVICE:-cuda}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . "$(dirname "$0")/quickstart.sh"
+if "$se3" --version 2>/dev/null | grep -q "^mpi: none"; then # (dev/gpu/run.sh builds without MPI)
+  echo "SKIPPED: this se3screen was built without MPI: the data-parallel paths cannot run"
+  exit 77
+fi
 gpu_quickstart "$se3" "$src" "$work" plain "    epochs: 2"
 cp -r "$work/plain" "$work/alone"
 cp -r "$work/plain" "$work/sharded"

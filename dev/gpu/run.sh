@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# dev/gpu/run.sh — on a lent GPU machine (the library's `device` tool), in
+# one call: build se3screen with the CUDA backend against the kit of
+# dev/gpu/kit.sh, run the `gpu` tests, and run model_bench on the GPU at
+# NVIDIA's settings (../shared/notes/se3_reference.md): training at batch
+# 240, inference at batch 1600, se3_qm9, bond and radius graphs, in each
+# precision. What it finds goes to $OUT (the tool brings it back):
+#   device.txt      nvidia-smi, the compilers, what the build loads
+#   build.log       the configure and build (its end on failure)
+#   gpu_tests.txt   ctest -L gpu, every test's output (-V)
+#   bench.jsonl     one model_bench JSON line per setting
+#   summary.txt     what passed and failed, each phase's seconds
+#
+#   bash dev/gpu/run.sh [build] [test] [bench] [all]    (default all)
+# Environment: OUT (default build-gpu/out), SE3_KIT_PREFIX (where the kit
+# is unpacked, default /opt/se3kit), DEVICE (default cuda; cpu runs the same
+# steps on the CPU, to check this script on a machine without a GPU),
+# BENCH_REPS (default 5), BENCH_QUICK=1 (one setting per mode, for the
+# check). The build is kept in build-gpu/ for later calls while the machine
+# is warm. Each phase stops where its time is up (TEST_S, BENCH_S), so the
+# call ends inside the tool's 10 minutes.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+kit=$root/.gpukit
+prefix=${SE3_KIT_PREFIX:-/opt/se3kit}
+bld=$root/build-gpu
+out=${OUT:-$bld/out}
+device=${DEVICE:-cuda}
+mkdir -p "$out" "$bld"
+summary=$out/summary.txt
+say() { echo "$*" | tee -a "$summary"; }
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(all)
+want() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
+
+# ---- the kit: Debian's packages unpacked into a prefix of their own ----
+lib=$prefix/usr/lib/x86_64-linux-gnu
+if [ ! -f "$prefix/.unpacked" ]; then
+  ls "$kit"/*.deb >/dev/null 2>&1 || { say "no kit in $kit: run bash dev/gpu/kit.sh here first, carry .gpukit"; exit 2; }
+  mkdir -p "$prefix"
+  for f in "$kit"/*.deb; do dpkg-deb -x "$f" "$prefix" || { say "could not unpack $f"; exit 2; }; done
+  touch "$prefix/.unpacked"
+fi
+export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$prefix
+export BABEL_LIBDIR=$lib/openbabel/3.1.1 BABEL_DATADIR=$prefix/usr/share/openbabel/3.1.1
+pkgconf=$prefix/usr/bin/pkgconf
+export PATH=/usr/local/cuda/bin:$PATH
+
+# ---- build ----
+if want build; then
+  t0=$(date +%s)
+  {
+    nvidia-smi 2>&1 || echo "(no nvidia-smi)"
+    nvcc --version 2>&1 | tail -2
+    cc --version 2>&1 | head -1
+    cmake --version | head -1
+  } >"$out/device.txt"
+  if cmake -S "$root" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSE3_CUDA=ON -DSE3_MPI=OFF \
+    -DSE3_CRITERION_TESTS=OFF -DPKG_CONFIG_EXECUTABLE="$pkgconf" >"$out/build.log" 2>&1 &&
+    cmake --build "$bld" -j "$(nproc)" --target se3screen se3cuda test_backend_ops test_gpu_train model_bench \
+      >>"$out/build.log" 2>&1; then
+    say "build: ok ($(($(date +%s) - t0)) s)"
+  else
+    tail -40 "$out/build.log"
+    say "build: FAILED ($(($(date +%s) - t0)) s); build.log has it"
+    exit 1
+  fi
+  # what the programs load: everything found, the kit's where the machine has none
+  missing=0
+  for b in "$bld/se3screen" "$bld/libse3cuda.so"; do
+    echo "== ldd $b" >>"$out/device.txt"
+    ldd "$b" >>"$out/device.txt" 2>&1
+    if ldd "$b" | grep -q "not found"; then
+      missing=1
+      say "build: $b cannot load: $(ldd "$b" | grep 'not found' | tr -s ' \t' ' ' | tr '\n' ';')"
+    fi
+  done
+  [ $missing = 0 ] || exit 1
+  "$bld/se3screen" --version >>"$out/device.txt" 2>&1
+fi
+
+# ---- the gpu tests ----
+if want test; then
+  t0=$(date +%s)
+  # (DEVICE is this script's; the GPU tests' scripts read their own DEVICE)
+  if [ "$device" = cpu ]; then
+    # the CPU's op test and the GPU tests' skip paths: this script's check
+    env -u DEVICE ctest --test-dir "$bld" -R "test_backend_ops|test_gpu" -V --timeout "${TEST_S:-420}" \
+      >"$out/gpu_tests.txt" 2>&1
+  else
+    env -u DEVICE ctest --test-dir "$bld" -L gpu -V --timeout "${TEST_S:-420}" >"$out/gpu_tests.txt" 2>&1
+  fi
+  rc=$?
+  grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$out/gpu_tests.txt" | grep -E "Test +#|tests " |
+    tee -a "$summary"
+  say "tests: rc $rc ($(($(date +%s) - t0)) s)"
+fi
+
+# ---- the benchmark ----
+if want bench; then
+  t0=$(date +%s)
+  budget=${BENCH_S:-300}
+  reps=${BENCH_REPS:-5}
+  runs=()
+  for g in bonds radius; do
+    for p in fp32 tf32 bf16 fp16; do runs+=("--mode train --batch 240 --graph $g --precision $p"); done
+    for p in fp32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p"); done
+  done
+  [ "${BENCH_QUICK:-0}" = 1 ] && runs=("--mode train --batch 16 --graph bonds" "--mode infer --batch 32 --graph radius")
+  : >"$out/bench.jsonl"
+  for r in "${runs[@]}"; do
+    if [ $(($(date +%s) - t0)) -gt "$budget" ]; then
+      say "bench: time up before: $r"
+      continue
+    fi
+    # shellcheck disable=SC2086
+    if line=$("$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" $r 2>&1 | tail -1) &&
+      [ "${line:0:1}" = "{" ]; then
+      echo "$line" >>"$out/bench.jsonl"
+    else
+      say "bench: $r: $line"
+    fi
+  done
+  say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings ($(($(date +%s) - t0)) s)"
+fi
