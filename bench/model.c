@@ -23,8 +23,9 @@
  * copies). A device that cannot be opened is an error (exit 1) with the
  * backend's message.
  *
- * Bases are recomputed from the graphs on the host inside the timed step
- * (the default path, see the README); activations live in the net's
+ * Bases are recomputed from the graphs inside the timed step, by the
+ * backend (backend.h's `bases`: on the GPU for --device cuda), as the
+ * stages compute them (the default path, see the README); activations live in the net's
  * workspace, kept across steps. step_s is the fastest of the --reps timed
  * steps, after one warm-up step. FLOPs are counted from the layer shapes
  * (se3_model_flops; a training step is 3 forwards).
@@ -51,7 +52,7 @@
  * ops (--profile 1, the default; null with 0): where a step's time goes, in
  * seconds, from one more step after the timed ones, run on the profiled
  * table (models/profile.h: each operation timed between syncs, so on a GPU
- * the times are the device's): basis (se3_batch_bases on the host), radial
+ * the times are the device's): basis (the backend's bases), radial
  * (the radial network's hidden layers), conv_forward, conv_backward,
  * attention, norm, linear (the node-wise linear maps and the MLP head),
  * pooling, glue (element-wise: concatenation, sums, ReLU, the envelope),
@@ -342,11 +343,7 @@ int main(int argc, char **argv) {
       prof.on = 1;
     }
     double t0 = now();
-    if (se3_batch_bases(&bb, &m->plan)) {
-      fprintf(stderr, "model_bench: out of memory\n");
-      return 1;
-    }
-    if (profiled) nn_profile_add(&prof, NN_PROF_BASIS, now() - t0);
+    se3_batch_geometry(&bb); /* a new batch each step: its bases computed in the step, where the model runs */
     if (train
             ? se3_net_forward_loss(net, b, target, &ls, err, sizeof err) || se3_net_backward_loss(net, err, sizeof err)
             : se3_net_forward(net, b, out, 0, err, sizeof err)) {

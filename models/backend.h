@@ -120,6 +120,12 @@ struct nn_backend {
   void (*add)(real *y, const real *x, size_t n);            /* y += x */
   void (*relu)(real *y, const real *x, size_t n);           /* y = max(x, 0) */
   void (*relu_backward)(real *dy, const real *x, size_t n); /* dy = x > 0 ? dy : 0, in place */
+  /* Every edge's basis (models/basis.h's basis_edge, models/kernels/basis.h):
+   * out (E x plan->per_edge) from rel (E x 3 floats, target minus source),
+   * both the backend's memory; plan is the host's (a device backend keeps
+   * its own copy of its tables, by max_degree). 0, or -1 when out of memory
+   * or the device failed (sync says which). */
+  int (*bases)(real *out, const float *rel, int E, const struct basis_plan *plan);
   /* w[e] = nn_edge_weight(edge_feat + e in, in, kind, cutoff, bonds_kept) (models/kernels/envelope.h) */
   void (*edge_weights)(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
 

@@ -8,6 +8,7 @@
 
 #include "common/crc32c.h"
 #include "common/le.h"
+#include "models/kernels/basis.h"
 #include "models/so3.h"
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -95,17 +96,9 @@ int basis_plan_init(struct basis_plan *p, int max_degree) {
 
 void basis_edge(const struct basis_plan *p, const float rel[3], float *out) {
   double y[SO3_SH_DIM(2 * BASIS_MAX_DEGREE)];
-  const double x[3] = {rel[0], rel[1], rel[2]};
-  so3_sh(2 * p->max_degree, x, y);
-  const uint32_t *start = p->nz_start;
-  const uint16_t *yi = p->nz_y;
-  const double *c = p->nz_c;
-  for (size_t o = 0; o < p->per_edge; o++) {
-    double s = 0;
-    for (uint32_t i = start[o]; i < start[o + 1]; i++)
-      s += c[i] * y[yi[i]];
-    out[o] = (float)s;
-  }
+  nn_k_basis_harmonics(p->max_degree, so3_sh_norm, rel, y);
+  for (size_t o = 0; o < p->per_edge; o++)
+    out[o] = (float)nn_k_basis_value(o, p->nz_start, p->nz_y, p->nz_c, y);
 }
 
 /* ---- reduced precision -------------------------------------------------- */

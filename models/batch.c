@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/kernels/basis.h"
 #include "models/se3.h"
 
 void se3_batch_buf_init(struct se3_batch_buf *bb, int node_in, int edge_in) {
@@ -104,23 +105,24 @@ int se3_batch_bases(struct se3_batch_buf *bb, const struct basis_plan *plan) {
     if (resize((void **)&bb->basis, need * sizeof(real))) return -1;
     bb->cap_basis = need;
   }
-  int failed = 0;
-#pragma omp parallel
-  {
-    float *tmp = malloc(per * sizeof *tmp);
-    if (!tmp) failed = 1;
-#pragma omp for schedule(static)
-    for (int e = 0; e < bb->E; e++) {
-      if (!tmp) continue;
-      basis_edge(plan, bb->rel + (size_t)e * 3, tmp);
-      real *out = bb->basis + (size_t)e * per;
-      for (size_t k = 0; k < per; k++)
-        out[k] = tmp[k];
-    }
-    free(tmp);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < bb->E; e++) {
+    double y[SO3_SH_DIM(2 * BASIS_MAX_DEGREE)];
+    nn_k_basis_harmonics(plan->max_degree, so3_sh_norm, bb->rel + (size_t)e * 3, y);
+    real *out = bb->basis + (size_t)e * per;
+    for (size_t k = 0; k < per; k++)
+      out[k] = nn_k_basis_value(k, plan->nz_start, plan->nz_y, plan->nz_c, y);
   }
-  if (failed) return -1;
-  bb->b =
-      (struct se3_batch){bb->N, bb->E, bb->G, bb->node, bb->edge, bb->src, bb->in_start, bb->graph_start, bb->basis};
+  se3_batch_geometry(bb);
+  bb->b.basis = bb->basis;
+  bb->b.id = 0; /* (bases given: nothing for a net to keep) */
   return 0;
+}
+
+void se3_batch_geometry(struct se3_batch_buf *bb) {
+  static _Atomic uint64_t next_id = 1;
+  bb->b = (struct se3_batch){bb->N,        bb->E,           bb->G,
+                             bb->node,     bb->edge,        bb->src,
+                             bb->in_start, bb->graph_start, NULL /* basis: the model's backend computes it */,
+                             bb->rel,      next_id++};
 }

@@ -25,7 +25,16 @@ struct se3_net {
   struct nn_arena own_ws, *ws; /* the workspace: its own, or another net's (se3_net_share_workspace) */
   struct se3_tape *tape;       /* of the last forward kept */
   struct se3_batch db;         /* the batch in the backend's memory (the host's own arrays on a host backend) */
-  struct dbuf node, edge, src, in_start, graph_start, basis, out, dout, target;
+  struct dbuf node, edge, src, in_start, graph_start, out, dout, target;
+  /* the bases the backend computed last (for se3_batch id `id`, plan degree
+   * max_degree) and the relative positions they came from: the net's own,
+   * or shared with the nets sharing its workspace, so an ensemble computes
+   * a batch's bases once */
+  struct bases_cache {
+    struct dbuf basis, rel;
+    uint64_t id;
+    int max_degree;
+  } own_bc, *bc;
   /* predictions under way (se3_net_predict_start): slots used in turn, the
    * oldest first; each its output on the backend, its copy on the host and
    * the fence after the copy */
@@ -80,6 +89,7 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   n->model.low_memory = low_memory;
   nn_backend_arena(be, &n->own_ws);
   n->ws = &n->own_ws;
+  n->bc = &n->own_bc;
   size_t bytes = (n->model.n_params ? n->model.n_params : 1) * sizeof(real);
   n->opt_hi = n->model.n_params;
   for (int i = 0; i < 4; i++)
@@ -110,8 +120,8 @@ void se3_net_free(struct se3_net *n) {
     be->host_release(n->pend[i].host);
     be->fence_free(n->pend[i].fence);
   }
-  struct dbuf *bufs[] = {&n->node,  &n->edge, &n->src,  &n->in_start, &n->graph_start,
-                         &n->basis, &n->out,  &n->dout, &n->target};
+  struct dbuf *bufs[] = {&n->node, &n->edge, &n->src,    &n->in_start,     &n->graph_start,
+                         &n->out,  &n->dout, &n->target, &n->own_bc.basis, &n->own_bc.rel};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     dbuf_free(be, bufs[i]);
   se3_model_free(&n->model);
@@ -214,29 +224,52 @@ static int slice_collective(struct se3_net *n, real *x, int (*op)(const struct s
 }
 
 /* The batch's arrays in the backend's memory: the host's own on a host
- * backend, else uploaded into buffers kept across batches. */
+ * backend, else uploaded into buffers kept across batches. A batch without
+ * bases (se3_batch_geometry) gets them computed by the backend from its
+ * relative positions, into the net's own buffer. -1 when out of memory (or
+ * the device failed computing the bases: sync says so). */
 static int stage_batch(struct se3_net *n, const struct se3_batch *b) {
   const struct nn_backend *be = n->be;
-  if (be->host_memory) {
-    n->db = *b;
-    return 0;
-  }
   const struct se3_config *c = &n->model.cfg;
   size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G;
+  size_t bb = E * n->model.plan.per_edge * sizeof(real), rb = E * 3 * sizeof(float);
+  struct bases_cache *bc = n->bc;
+  /* the bases of this very batch are there already (another member of an
+   * ensemble computed them): reused */
+  int cached = !b->basis && b->id && b->id == bc->id && bc->max_degree == n->model.plan.max_degree;
+  if (!b->basis && !cached) {
+    bc->id = 0;
+    if (dbuf_fit(be, &bc->basis, bb) || (!be->host_memory && dbuf_fit(be, &bc->rel, rb))) return -1;
+    const float *rel = b->rel;
+    if (!be->host_memory) {
+      be->upload(bc->rel.p, b->rel, rb);
+      rel = bc->rel.p;
+    }
+    if (be->bases(bc->basis.p, rel, b->E, &n->model.plan)) return -1;
+    bc->id = b->id;
+    bc->max_degree = n->model.plan.max_degree;
+  }
+  if (be->host_memory) {
+    n->db = *b;
+    if (!b->basis) n->db.basis = bc->basis.p;
+    return 0;
+  }
   size_t nb = N * (size_t)c->node_in * sizeof(real), eb = E * (size_t)c->edge_in * sizeof(real);
   size_t sb = E * sizeof(int32_t), ib = (N + 1) * sizeof(int32_t), gb = (G + 1) * sizeof(int32_t);
-  size_t bb = E * n->model.plan.per_edge * sizeof(real);
   if (dbuf_fit(be, &n->node, nb) || dbuf_fit(be, &n->edge, eb) || dbuf_fit(be, &n->src, sb) ||
-      dbuf_fit(be, &n->in_start, ib) || dbuf_fit(be, &n->graph_start, gb) || dbuf_fit(be, &n->basis, bb))
+      dbuf_fit(be, &n->in_start, ib) || dbuf_fit(be, &n->graph_start, gb) || (b->basis && dbuf_fit(be, &bc->basis, bb)))
     return -1;
   be->upload(n->node.p, b->node_feat, nb);
   be->upload(n->edge.p, b->edge_feat, eb);
   be->upload(n->src.p, b->src, sb);
   be->upload(n->in_start.p, b->in_start, ib);
   be->upload(n->graph_start.p, b->graph_start, gb);
-  be->upload(n->basis.p, b->basis, bb);
-  n->db =
-      (struct se3_batch){b->N, b->E, b->G, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p, n->basis.p};
+  if (b->basis) {
+    bc->id = 0; /* (the cache now holds bases from the host) */
+    be->upload(bc->basis.p, b->basis, bb);
+  }
+  n->db = (struct se3_batch){b->N,        b->E, b->G, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p,
+                             bc->basis.p, NULL, 0};
   return 0;
 }
 
@@ -250,6 +283,7 @@ static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int 
   n->tape = NULL;
   size_t ob = (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real);
   if (stage_batch(n, b) || (!dst && dbuf_fit(be, &n->out, ob))) {
+    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
     snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges)", be->name, b->G, b->N,
              b->E);
     return -1;
@@ -595,8 +629,8 @@ size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(n->ws)
 
 size_t se3_net_memory_bytes(const struct se3_net *n) {
   size_t b = nn_arena_bytes(n->ws);
-  const struct dbuf *bufs[] = {&n->node, &n->edge, &n->src,    &n->in_start,    &n->graph_start, &n->basis,
-                               &n->out,  &n->dout, &n->target, &n->pend[0].out, &n->pend[1].out};
+  const struct dbuf *bufs[] = {&n->node,    &n->edge, &n->src,  &n->in_start, &n->graph_start, &n->bc->basis,
+                               &n->bc->rel, &n->out,  &n->dout, &n->target,   &n->pend[0].out, &n->pend[1].out};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     b += bufs[i]->cap;
   return b + n->pend[0].host_cap + n->pend[1].host_cap;
@@ -623,7 +657,7 @@ static int shape_batch(struct se3_batch_buf *bb, const struct se3_model *m, int 
     }
     rc = se3_batch_add(bb, na, nf, ne, src, dst, ef, rel);
   }
-  if (rc == 0) rc = se3_batch_bases(bb, &m->plan);
+  if (rc == 0) se3_batch_geometry(bb); /* (the bases are computed where the net runs, as a stage's batch's) */
   free(nf), free(ef), free(rel), free(src), free(dst);
   return rc;
 }
@@ -669,4 +703,7 @@ void se3_net_share_workspace(struct se3_net *n, struct se3_net *with) {
   n->tape = NULL;
   nn_arena_free(&n->own_ws);
   n->ws = with->ws;
+  dbuf_free(n->be, &n->own_bc.basis);
+  dbuf_free(n->be, &n->own_bc.rel);
+  n->bc = with->bc;
 }

@@ -229,6 +229,13 @@ static void p_relu_backward(real *dy, const real *x, size_t n) {
   end(NN_PROF_GLUE, t0);
 }
 
+static int p_bases(real *out, const float *rel, int E, const struct basis_plan *plan) {
+  double t0 = begin();
+  int rc = in->bases(out, rel, E, plan);
+  end(NN_PROF_BASIS, t0);
+  return rc;
+}
+
 static void p_edge_weights(real *w, const real *edge_feat, int E, int nin, int kind, real cutoff, int bonds_kept) {
   double t0 = begin();
   in->edge_weights(w, edge_feat, E, nin, kind, cutoff, bonds_kept);
@@ -326,6 +333,7 @@ static struct nn_backend profiled = {
     .add = p_add,
     .relu = p_relu,
     .relu_backward = p_relu_backward,
+    .bases = p_bases,
     .edge_weights = p_edge_weights,
     .adam_step = p_adam_step,
     .sumsq = p_sumsq,

@@ -31,8 +31,9 @@
  *                  radial features)
  *   optimizer      adam_step, sumsq, scale, sumsq_to, clip (gradient
  *                  clipping) and loss (the loss of a training step)
- *   basis          nothing in the table: the caller adds the host's time
- *                  building the bases (se3_batch_bases) with nn_profile_add
+ *   basis          bases (each edge's basis from its relative position,
+ *                  where the model runs); a caller that builds them on the
+ *                  host (se3_batch_bases) adds that time with nn_profile_add
  *
  * One profiled table per process: it is a static table, since the table's
  * function pointers carry no context. Calling nn_backend_profiled again

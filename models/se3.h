@@ -80,12 +80,15 @@ struct se3_batch {
   const int32_t *src;         /* E */
   const int32_t *in_start;    /* N + 1 */
   const int32_t *graph_start; /* G + 1 */
-  const real *basis;          /* E x plan->per_edge */
+  const real *basis;          /* E x plan->per_edge; NULL: computed from rel where the model runs */
+  const float *rel;           /* E x 3, relative positions (target minus source); may be NULL with basis */
+  uint64_t id;                /* se3_batch_geometry's: this batch's contents, for reusing its bases; 0 none */
 };
 
 /* A batch assembled one molecule at a time from its graph (the arrays of
  * chem/graph.h: float features, edges sorted by target), then its bases
- * computed from the relative positions. b is valid after se3_batch_bases. */
+ * computed from the relative positions. b is valid after se3_batch_bases
+ * or se3_batch_geometry. */
 struct se3_batch_buf {
   struct se3_batch b;
   int node_in, edge_in, N, E, G;
@@ -103,9 +106,15 @@ void se3_batch_clear(struct se3_batch_buf *bb);
  * relative positions. 0, or -1 when out of memory or dst is out of order. */
 int se3_batch_add(struct se3_batch_buf *bb, int n, const float *node_feat, int e, const int32_t *src,
                   const int32_t *dst, const float *edge_feat, const float *rel_pos);
-/* Computes every edge's basis for plan (in parallel) and fills bb->b.
- * 0, or -1 when out of memory. */
+/* Computes every edge's basis for plan (in parallel) on the host and fills
+ * bb->b. 0, or -1 when out of memory. */
 int se3_batch_bases(struct se3_batch_buf *bb, const struct basis_plan *plan);
+/* Fills bb->b without bases (basis NULL, rel set): models/model.h's net
+ * computes them on its backend (on a GPU, from 12 bytes an edge instead of
+ * uploading per_edge floats an edge), the same values. Each call gives the
+ * batch a new id (process-wide), by which the members of an ensemble
+ * (nets sharing a workspace) compute its bases once. */
+void se3_batch_geometry(struct se3_batch_buf *bb);
 
 #define SE3_MAX_LAYERS 32
 

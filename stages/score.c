@@ -237,13 +237,13 @@ char *score_chunk_sql(const char *src) {
 }
 
 /* Scoring is a pipeline of two batches: the molecules gathered in bb are
- * started on every member (batch_start: their bases, then each member's
- * prediction queued on its backend), and only then are the previous
+ * started on every member (batch_start: each member's prediction, its
+ * bases included, queued on its backend), and only then are the previous
  * batch's predictions collected and written (batch_finish). On a GPU the
- * host reads the next molecules and computes their bases while the device
- * predicts; on the CPU the prediction runs inside batch_start. */
+ * host reads the next molecules while the device computes; on the CPU the
+ * prediction runs inside batch_start. */
 static int batch_start(struct stage_ctx *ctx, struct sstage *s) {
-  if (se3_batch_bases(&s->bb, &s->mem[0].model->plan)) return stage_fail_at(ctx, NULL, "out of memory scoring");
+  se3_batch_geometry(&s->bb); /* the bases: computed where the model runs */
   for (int j = 0; j < s->n_members; j++) {
     char why[512];
     if (se3_net_predict_start(s->mem[j].net, &s->bb.b, why, sizeof why))

@@ -10,6 +10,7 @@
 #include "models/cpu/isa.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
+#include "models/kernels/basis.h"
 #include "models/kernels/loss.h"
 
 static void *cpu_alloc(size_t bytes) { return aligned_alloc(256, (bytes + 255) / 256 * 256); }
@@ -58,6 +59,19 @@ static void cpu_relu_backward(real *dy, const real *x, size_t n) {
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < (long)n; i++)
     if (!(x[i] > 0)) dy[i] = 0;
+}
+
+static int cpu_bases(real *out, const float *rel, int E, const struct basis_plan *plan) {
+  size_t per = plan->per_edge;
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < E; e++) {
+    double y[SO3_SH_DIM(2 * BASIS_MAX_DEGREE)];
+    nn_k_basis_harmonics(plan->max_degree, so3_sh_norm, rel + (size_t)e * 3, y);
+    real *o = out + (size_t)e * per;
+    for (size_t k = 0; k < per; k++)
+      o[k] = nn_k_basis_value(k, plan->nz_start, plan->nz_y, plan->nz_c, y);
+  }
+  return 0;
 }
 
 static void cpu_edge_weights(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept) {
@@ -152,6 +166,7 @@ static struct nn_backend cpu = {
     .add = cpu_add,
     .relu = cpu_relu,
     .relu_backward = cpu_relu_backward,
+    .bases = cpu_bases,
     .edge_weights = cpu_edge_weights,
     .adam_step = nn_adam_step,
     .sumsq = cpu_sumsq,

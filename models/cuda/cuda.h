@@ -16,6 +16,7 @@
  *   pool.cu         molecule pooling
  *   conv.cu         the TFN convolution fused with the radial network's
  *                   last layer
+ *   basis.cu        every edge's basis from its relative position
  *   collectives.cu  NCCL between the GPUs of a data-parallel run
  *
  * Everything runs in order on the one stream; nothing waits for the device
@@ -161,6 +162,9 @@ void cu_attn_forward(real *const z[], real *alpha, const struct nn_attn_shape *s
                      const real *const q[]);
 void cu_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_shape *s, const real *const dz[],
                       const real *alpha, const real *const kv[], const real *const q[]);
+/* basis.cu */
+int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan);
+void cu_bases_shutdown(void);
 /* pool.cu */
 void cu_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);
 void cu_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, int G, int C);

@@ -259,6 +259,7 @@ void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
 static void cu_shutdown(void) {
   if (!st.open) return;
   cu_collectives_shutdown();
+  cu_bases_shutdown();
   for (int i = 0; i < CU_SCRATCH_SLOTS; i++)
     if (st.scratch[i]) (void)cudaFreeAsync(st.scratch[i], st.stream);
   (void)cudaStreamSynchronize(st.stream);
@@ -312,6 +313,7 @@ static void fill_table(void) {
   table.add = cu_add;
   table.relu = cu_relu;
   table.relu_backward = cu_relu_backward;
+  table.bases = cu_bases;
   table.edge_weights = cu_edge_weights;
   table.adam_step = cu_adam_step;
   table.sumsq = cu_sumsq;

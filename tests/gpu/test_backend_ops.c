@@ -465,7 +465,7 @@ static void fiber_str(char *out, size_t n, const struct nn_fiber *f) {
   X(linear_forward) X(linear_backward) X(norm_forward) X(norm_backward) X(dense_forward) X(dense_backward)             \
   X(radial_hidden_forward) X(radial_hidden_backward) X(conv_forward) X(conv_backward) X(attn_forward)                  \
   X(attn_backward) X(scale_rows) X(pool_max_forward) X(pool_max_backward) X(pool_mean_forward) X(pool_mean_backward)   \
-  X(concat_rows) X(split_rows) X(add) X(relu) X(relu_backward) X(edge_weights)                                         \
+  X(concat_rows) X(split_rows) X(add) X(relu) X(relu_backward) X(bases) X(edge_weights)                                         \
   X(adam_step) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
 /* clang-format on */
 
@@ -1514,6 +1514,62 @@ static void check_clip(int n, double unscale, double max_norm) {
   host_free_all();
 }
 
+/* ---- bases from relative positions ---------------------------------------------------------------- */
+
+struct bases_args {
+  real *out;
+  const float *rel;
+  int E, rc;
+  const struct basis_plan *plan;
+};
+static void call_bases(void *p) {
+  struct bases_args *a = p;
+  a->rc = BE->bases(a->out, a->rel, a->E, a->plan);
+  if (a->rc) why("bases returned %d", a->rc);
+}
+
+/* Each edge's basis against models/basis.c's basis_edge on the host (the
+ * same double arithmetic; a GPU may fuse multiply-adds, so a value may
+ * differ in its last float place): relative 2.5e-7 over |value| + 1e-6.
+ * Directions of every kind, a zero vector (the degree-0 harmonic only), very
+ * short and very long vectors. */
+static void check_bases(int E, int max_degree) {
+  struct basis_plan plan;
+  if (basis_plan_init(&plan, max_degree)) {
+    fprintf(stderr, "test_backend_ops: out of memory\n");
+    exit(1);
+  }
+  char shape[64];
+  snprintf(shape, sizeof shape, "E=%d max_degree=%d (%zu values an edge)", E, max_degree, plan.per_edge);
+  size_t per = plan.per_edge;
+  float *rel = hmem((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
+  for (int e = 0; e < E; e++)
+    for (int k = 0; k < 3; k++)
+      rel[3 * e + k] = (float)uni(-4, 4);
+  if (E > 3) {
+    rel[0] = rel[1] = rel[2] = 0;                  /* zero */
+    rel[3] = 1e-30f, rel[4] = -2e-30f, rel[5] = 0; /* tiny */
+    rel[6] = 0, rel[7] = 0, rel[8] = -3e30f;       /* huge, on an axis */
+  }
+  real *ref = hvec((size_t)E * per + 1), *sc = hvec((size_t)E * per + 1);
+  float *one = hmem(per * sizeof(float));
+  for (int e = 0; e < E; e++) {
+    basis_edge(&plan, rel + 3 * e, one);
+    for (size_t k = 0; k < per; k++) {
+      ref[(size_t)e * per + k] = one[k];
+      sc[(size_t)e * per + k] = (real)(fabs((double)one[k]) + 1e-6);
+    }
+  }
+  float *drel = BE->alloc((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
+  BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
+  struct bases_args A = {.rel = drel, .E = E, .plan = &plan};
+  A.out = out_over("basis", (size_t)E * per, ref, sc, 2.5e-7);
+  h_run("bases", shape, call_bases, &A);
+  BE->release(drel);
+  basis_plan_free(&plan);
+  host_free_all();
+}
+
 /* ---- copies back that do not wait: host_alloc, download_queued, fences ------------------------------- */
 
 /* x uploaded; its copy queued into pinned host memory and fenced; then x
@@ -1714,6 +1770,12 @@ static void run_all(void) {
   check_clip(1001, 1024, 0.01); /* loss-scaled and clipped */
   check_clip(1001, 1024, 0);    /* loss-scaled, no clipping */
   check_clip(0, 1, 1);
+
+  seed(13);
+  check_bases(37, 3);
+  check_bases(1001, 2);
+  check_bases(5, 5);
+  check_bases(0, 3);
 
   seed(12);
   check_pipeline(100003);

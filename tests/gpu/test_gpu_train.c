@@ -14,7 +14,9 @@
  *       error printed;
  *   (e) the train stage's step with the loss and the clipping on the device
  *       (nothing waits from one step to the next) gives the parameters and
- *       losses of the step with the loss on the host, bit for bit.
+ *       losses of the step with the loss on the host, bit for bit;
+ *   (f) bases computed on the device from the relative positions give the
+ *       predictions and gradient of the host's bases, within 1e-5.
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
  *                                     (no CUDA backend in this build or no
@@ -422,6 +424,40 @@ static void queued_step(const struct model_case *mc, const struct nn_backend *de
   run_close(&q);
 }
 
+/* (f) The bases computed on the device (a batch of relative positions only,
+ * se3_batch_geometry: what the stages send) against the host's bases sent
+ * up: the same arithmetic (models/kernels/basis.h), a GPU's fused
+ * multiply-adds aside, so predictions and the gradient within 1e-5. */
+static void device_bases(const struct model_case *mc, const struct nn_backend *dev) {
+  char err[512];
+  struct run d;
+  run_open(&d, dev, &mc->cfg, mc->G, 0);
+  struct molset ms;
+  make_mols(&ms, mc->sizes, mc->G, 19);
+  struct se3_batch_buf bb;
+  make_batch(&bb, se3_net_model(d.net), &ms, mc->cutoff, IDENTITY, ZERO3);
+  size_t no = (size_t)mc->G * mc->cfg.outputs;
+  real *ph = malloc(no * sizeof *ph), *pg = malloc(no * sizeof *pg), *dout = malloc(no * sizeof *dout);
+  for (size_t i = 0; i < no; i++)
+    dout[i] = (real)(0.1 * (double)(i % 7) - 0.3);
+  if (se3_net_forward(d.net, &bb.b, ph, 1, err, sizeof err) || se3_net_backward(d.net, dout, err, sizeof err))
+    die("host bases", err);
+  real *gh = get(&d, SE3_NET_GRAD);
+  se3_batch_geometry(&bb);
+  if (se3_net_forward(d.net, &bb.b, pg, 1, err, sizeof err) || se3_net_backward(d.net, dout, err, sizeof err))
+    die("device bases", err);
+  real *gg = get(&d, SE3_NET_GRAD);
+  double pe = maxabs(pg, ph, no) / fmax(maxabs(ph, NULL, no), 1e-30),
+         ge = l2(gg, gh, d.np) / fmax(l2(gh, NULL, d.np), 1e-30);
+  check(pe <= 1e-5 && ge <= 1e-5,
+        "(f) %s: bases computed on %s against the host's: predictions max |d| / max |y| = %.2e, gradient ||d|| / ||g|| "
+        "= %.2e (bounds 1e-5)",
+        mc->name, dev->name, pe, ge);
+  free(ph), free(pg), free(dout), free(gh), free(gg);
+  se3_batch_buf_free(&bb);
+  run_close(&d);
+}
+
 /* (c) */
 static void determinism(const struct model_case *mc, const struct nn_backend *dev) {
   const int steps = 20;
@@ -590,6 +626,7 @@ int main(int argc, char **argv) {
   fifty_steps(&small, cpu, dev);
   determinism(&small, dev);
   queued_step(&small, dev);
+  device_bases(&qm9, dev);
   equivariance(&small, cpu, dev, d.cuda ? &d : NULL);
   equivariance(&qm9, cpu, dev, d.cuda ? &d : NULL);
   printf("%d passed, %d failed (%s)\n", n_pass, n_fail, dev->name);

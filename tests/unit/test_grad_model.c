@@ -79,7 +79,7 @@ static void make_batch(struct tbatch *t, const struct se3_model *m, const double
     first += sizes[g];
   }
   t->graph_start[2] = first;
-  t->b = (struct se3_batch){t->N, t->E, t->G, t->node, t->edge, t->src, t->in_start, t->graph_start, t->basis};
+  t->b = (struct se3_batch){t->N, t->E, t->G, t->node, t->edge, t->src, t->in_start, t->graph_start, t->basis, NULL, 0};
 }
 
 static const struct se3_config small = {.layers = 2,

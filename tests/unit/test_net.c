@@ -13,6 +13,7 @@
 #include "chem/mol.h"
 #include "models/cpu/table.h"
 #include "models/model.h"
+#include "models/profile.h"
 #include "tests/testutil.h"
 
 static const uint8_t elements[] = {1, 6, 7, 8};
@@ -33,8 +34,8 @@ static const struct se3_config cfg = {.layers = 2,
                                       .cutoff = 2.6f};
 
 /* A batch of `count` chain molecules of sizes from `sizes` (cycled). */
-static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m, const int *sizes, int n_sizes, int count,
-                       uint64_t seed) {
+static void make_geometry(struct se3_batch_buf *bb, const struct se3_model *m, const int *sizes, int n_sizes, int count,
+                          uint64_t seed) {
   struct graph_opts go = {.cutoff = 2.6,
                           .edges = GRAPH_EDGES_RADIUS_BONDS,
                           .elements = elements,
@@ -63,6 +64,13 @@ static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m, cons
     graph_free(&g);
     mol_free(&mol);
   }
+  se3_batch_geometry(bb);
+}
+
+/* The same with the bases computed on the host. */
+static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m, const int *sizes, int n_sizes, int count,
+                       uint64_t seed) {
+  make_geometry(bb, m, sizes, n_sizes, count, seed);
   cr_assert_eq(se3_batch_bases(bb, &m->plan), 0);
 }
 
@@ -203,4 +211,57 @@ Test(net, memory_reserved_for_the_largest_batch_is_all_a_run_takes) {
     se3_batch_buf_free(&b[i]);
   se3_net_free(n);
   se3_net_free(r);
+}
+
+/* A batch without bases (se3_batch_geometry) gets them from the net's
+ * backend: the predictions and gradient are those of the host's bases, bit
+ * for bit. Nets sharing a workspace (an ensemble's members) compute one
+ * batch's bases once: the profiled table counts the backend's calls. */
+Test(net, bases_where_the_model_runs) {
+  static const int sizes[] = {6, 10, 3};
+  struct se3_batch_buf host, geo;
+  struct se3_net *a = net_new();
+  make_batch(&host, se3_net_model(a), sizes, 3, 5, 77);
+  make_geometry(&geo, se3_net_model(a), sizes, 3, 5, 77);
+  cr_assert_null(geo.b.basis);
+  char err[256];
+  real pa[5], pb[5], dout[5] = {0.3f, -0.2f, 0.1f, 0.5f, -0.4f};
+  cr_assert_eq(se3_net_forward(a, &host.b, pa, 1, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_backward(a, dout, err, sizeof err), 0, "%s", err);
+  size_t np = se3_net_n_params(a);
+  real *ga = malloc(np * sizeof *ga), *gb = malloc(np * sizeof *gb);
+  se3_net_get(a, SE3_NET_GRAD, ga);
+  cr_assert_eq(se3_net_forward(a, &geo.b, pb, 1, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_backward(a, dout, err, sizeof err), 0, "%s", err);
+  se3_net_get(a, SE3_NET_GRAD, gb);
+  cr_assert_eq(memcmp(pa, pb, sizeof pa), 0, "predictions differ");
+  cr_assert_eq(memcmp(ga, gb, np * sizeof *ga), 0, "gradients differ");
+  se3_net_free(a);
+
+  struct nn_profile prof;
+  nn_profile_clear(&prof);
+  const struct nn_backend *be = nn_backend_profiled(nn_backend_cpu(), &prof);
+  struct se3_net *m[3];
+  for (int i = 0; i < 3; i++) {
+    cr_assert(m[i] = se3_net_create(be, &cfg, 0, err, sizeof err), "%s", err);
+    cr_assert_eq(se3_net_init_params(m[i], (uint64_t)(5 + i)), 0);
+    if (i) se3_net_share_workspace(m[i], m[0]);
+  }
+  prof.on = 1;
+  real out[3][5];
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(se3_net_forward(m[i], &geo.b, out[i], 0, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(prof.calls[NN_PROF_BASIS], 1, "three members, one batch: %ld computations of its bases",
+               (long)prof.calls[NN_PROF_BASIS]);
+  cr_assert_eq(memcmp(out[0], pb, sizeof pb), 0, "the first member is the net above (same seed)");
+  se3_batch_geometry(&geo); /* the same molecules as a new batch: computed again */
+  cr_assert_eq(se3_net_forward(m[1], &geo.b, out[1], 0, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(prof.calls[NN_PROF_BASIS], 2);
+  prof.on = 0;
+  for (int i = 2; i >= 0; i--)
+    se3_net_free(m[i]);
+  free(ga);
+  free(gb);
+  se3_batch_buf_free(&host);
+  se3_batch_buf_free(&geo);
 }

@@ -107,6 +107,10 @@ inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
   free(p);
   return cudaSuccess;
 }
+inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
+  memcpy(d, s, n);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
   memcpy(d, s, n);
   return cudaSuccess;

@@ -1,0 +1,99 @@
+/* basis.cu — every edge's equivariant basis computed on the GPU from its
+ * relative position (backend.h's `bases`), so a batch goes up as 12 bytes an
+ * edge instead of per_edge floats (1,092 at degree 3) and the host computes
+ * none of them. The arithmetic is models/kernels/basis.h's, the host's: the
+ * harmonics and the sparse Clebsch–Gordan sums in double, each value
+ * rounded to float.
+ *
+ * A block takes BASIS_EPB edges: its first threads compute their harmonics
+ * into shared memory, then all its threads write the block's run of
+ * BASIS_EPB x per_edge outputs in order (consecutive threads, consecutive
+ * addresses). The plan's sparse tables and the harmonics' normalisation
+ * go to the device once per max_degree (a few tens of KB) and stay. */
+#include "models/cuda/cuda.h"
+#include "models/kernels/basis.h"
+
+#define BASIS_EPB 16
+#define BASIS_SH_MAX SO3_SH_DIM(2 * BASIS_MAX_DEGREE)
+
+static __global__ void bases_kernel(real *out, const float *rel, int E, int max_degree, size_t per,
+                                    const uint32_t *nz_start, const uint16_t *nz_y, const double *nz_c,
+                                    const double *norm) {
+  __shared__ double y[BASIS_EPB * BASIS_SH_MAX];
+  const int shdim = SO3_SH_DIM(2 * max_degree);
+  const int e0 = (int)blockIdx.x * BASIS_EPB, ne = E - e0 < BASIS_EPB ? E - e0 : BASIS_EPB;
+  for (int t = (int)threadIdx.x; t < ne; t += (int)blockDim.x)
+    nn_k_basis_harmonics(max_degree, norm, rel + (size_t)(e0 + t) * 3, y + (size_t)t * (size_t)shdim);
+  __syncthreads();
+  const size_t total = (size_t)ne * per;
+  real *o = out + (size_t)e0 * per;
+  for (size_t i = threadIdx.x; i < total; i += blockDim.x)
+    o[i] = nn_k_basis_value(i % per, nz_start, nz_y, nz_c, y + (i / per) * (size_t)shdim);
+}
+
+/* The harmonics' normalisation (so3_sh_norm's values: the module links
+ * nothing of the host's libraries, so it keeps its own copy). */
+static const double sh_norm_host[SO3_SH_NNORM] = SO3_SH_NORM_INIT;
+
+/* The device's copy of a plan's tables, by max_degree. */
+static struct {
+  uint32_t *nz_start;
+  uint16_t *nz_y;
+  double *nz_c, *norm;
+  size_t per_edge;
+  uint32_t n_nonzero;
+} tables[BASIS_MAX_DEGREE + 1];
+
+/* 0, or -1 (recorded) when the tables cannot go to the device. */
+static int tables_for(const struct basis_plan *p) {
+  if (p->max_degree < 0 || p->max_degree > BASIS_MAX_DEGREE) {
+    cu_fail(__FILE__, __LINE__, "bases: max_degree out of range");
+    return -1;
+  }
+  auto *t = &tables[p->max_degree];
+  if (t->nz_start) {
+    if (t->per_edge == p->per_edge && t->n_nonzero == p->n_nonzero) return 0;
+    cu_fail(__FILE__, __LINE__, "bases: two different plans of one max_degree");
+    return -1;
+  }
+  size_t b_start = (p->per_edge + 1) * sizeof(uint32_t), b_y = (size_t)p->n_nonzero * sizeof(uint16_t),
+         b_c = (size_t)p->n_nonzero * sizeof(double), b_norm = SO3_SH_NNORM * sizeof(double);
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  if (CU_CHECK(cudaMalloc(&a, b_start)) || CU_CHECK(cudaMalloc(&b, b_y ? b_y : 1)) ||
+      CU_CHECK(cudaMalloc(&c, b_c ? b_c : 1)) || CU_CHECK(cudaMalloc(&d, b_norm)) ||
+      CU_CHECK(cudaMemcpy(a, p->nz_start, b_start, cudaMemcpyHostToDevice)) ||
+      (b_y && CU_CHECK(cudaMemcpy(b, p->nz_y, b_y, cudaMemcpyHostToDevice))) ||
+      (b_c && CU_CHECK(cudaMemcpy(c, p->nz_c, b_c, cudaMemcpyHostToDevice))) ||
+      CU_CHECK(cudaMemcpy(d, sh_norm_host, b_norm, cudaMemcpyHostToDevice))) {
+    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+    return -1;
+  }
+  t->nz_start = (uint32_t *)a;
+  t->nz_y = (uint16_t *)b;
+  t->nz_c = (double *)c;
+  t->norm = (double *)d;
+  t->per_edge = p->per_edge;
+  t->n_nonzero = p->n_nonzero;
+  return 0;
+}
+
+int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan) {
+  if (E <= 0 || plan->per_edge == 0) return 0;
+  if (tables_for(plan)) return -1;
+  const auto *t = &tables[plan->max_degree];
+  unsigned blocks = (unsigned)((E + BASIS_EPB - 1) / BASIS_EPB);
+  bases_kernel<<<blocks, CU_THREADS, 0, cu_stream()>>>(out, rel, E, plan->max_degree, plan->per_edge, t->nz_start,
+                                                       t->nz_y, t->nz_c, t->norm);
+  return CU_LAUNCHED("bases_kernel");
+}
+
+void cu_bases_shutdown(void) {
+  for (auto &t : tables) {
+    if (!t.nz_start) continue;
+    (void)cudaFree(t.nz_start);
+    (void)cudaFree(t.nz_y);
+    (void)cudaFree(t.nz_c);
+    (void)cudaFree(t.norm);
+    t.nz_start = NULL;
+  }
+}
