@@ -97,6 +97,7 @@ struct tstage {
   /* on several processes, the gradient is summed in buckets of this size
    * while the backward runs (0: one sum after it) */
   size_t bucket_bytes;
+  size_t reserved_bytes; /* the net's memory for batches after se3_net_reserve */
   long step;
   int fp16;                     /* the backend computes in fp16: the loss is scaled */
   struct nn_loss_scaler scaler; /* (fp16) part of the training state, checkpointed */
@@ -658,10 +659,11 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                          "the largest batch of this run (%d molecules, %d atoms, %d edges in a training step) does not "
                          "fit: %s; lower stages.train.batch_size, or set stages.train.low_memory: true",
                          bt.G, bt.N, bt.E, err);
+  t->reserved_bytes = se3_net_memory_bytes(t->net);
   ctx->report->log(ctx,
                    "memory for the run's largest batches taken at the start (a training step of %d molecules, %d "
                    "atoms, %d edges; predictions of %d molecules): %.1f MB for activations and batches, %.2f s",
-                   bt.G, bt.N, bt.E, bp.G, (double)se3_net_memory_bytes(t->net) / 1e6, now_s() - t_res);
+                   bt.G, bt.N, bt.E, bp.G, (double)t->reserved_bytes / 1e6, now_s() - t_res);
   t->params = malloc(np * sizeof *t->params);
   t->m = malloc(nm * sizeof *t->m);
   t->v = malloc(nm * sizeof *t->v);
@@ -1601,6 +1603,14 @@ static int train_finalize(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
   for (int k = 0; k < t->ensemble; k++)
     if (finalize_member(ctx, t, k)) return STAGE_ERROR;
+  /* the reservation foresaw every batch: the memory did not grow since
+   * (else largest_batches missed one: the test suite looks for this line) */
+  size_t now = se3_net_memory_bytes(t->net);
+  if (now > t->reserved_bytes)
+    ctx->report->log(ctx,
+                     "the model's memory grew by %.1f MB after the start: a batch was larger than the largest "
+                     "foreseen (a defect of se3screen; the run is not affected)",
+                     (double)(now - t->reserved_bytes) / 1e6);
   return STAGE_OK;
 }
 

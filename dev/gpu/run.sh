@@ -93,7 +93,7 @@ if want test; then
     env -u DEVICE ctest --test-dir "$bld" -L gpu -V --timeout "${TEST_S:-420}" >"$out/gpu_tests.txt" 2>&1
   fi
   rc=$?
-  grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$out/gpu_tests.txt" | grep -E "Test +#|tests " |
+  grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$out/gpu_tests.txt" | grep -E "Test +#|tests " | grep -v following |
     tee -a "$summary"
   say "tests: rc $rc ($(($(date +%s) - t0)) s)"
 fi

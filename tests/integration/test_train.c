@@ -30,6 +30,11 @@ Test(train, learns_and_records_everything) {
   cr_assert_eq(rc, 0, "%s", out);
   cr_assert(strstr(out, "train: 20 molecules with 'gap' in set 'train': 16 train, 2 valid, 2 test"), "%s", out);
   cr_assert(strstr(out, "train: test (2 molecules"), "%s", out);
+  /* the largest batch was foreseen: its memory taken at the start, none after */
+  cr_assert(strstr(out, "train: memory for the run's largest batches taken at the start (a training step of 4 "
+                        "molecules"),
+            "%s", out);
+  cr_assert_null(strstr(out, "memory grew"), "%s", out);
   free(out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
