@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,18 @@ void tu_add_bond(struct mol *m, int a, int b, int order) {
   bd->a = (uint32_t)(a < b ? a : b);
   bd->b = (uint32_t)(a < b ? b : a);
   bd->order = (uint8_t)order;
+}
+
+void tu_chain_mol(struct mol *m, int n, int variant) {
+  static const int elements[] = {1, 6, 7, 8};
+  double p[3] = {0, 0, 0};
+  for (int a = 0; a < n; a++) {
+    for (int k = 0; k < 3; k++)
+      p[k] += 1.4 * (2 * tu_rnd() - 1) / sqrt(3.0) * 1.2;
+    tu_add_atom(m, elements[(a * 5 + variant) % 4], p[0], p[1], p[2]);
+    if (a) tu_add_bond(m, a - 1, a, 1 + a % 2);
+  }
+  m->dim = 3;
 }
 
 int tu_spawn_se3(const char *log, char *const argv[]) {

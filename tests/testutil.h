@@ -69,5 +69,10 @@ double tu_rnd(void);
 struct mol;
 void tu_add_atom(struct mol *m, int z, double x, double y, double zz);
 void tu_add_bond(struct mol *m, int a, int b, int order);
+/* m (initialised, empty) made a chain of n atoms: a random walk of steps
+ * about 1.4 Å (tu_rnd), elements H, C, N, O in turn from (5a + variant) mod
+ * 4, bond orders alternating 2 and 1; dim 3. The molecules of the model
+ * tests. */
+void tu_chain_mol(struct mol *m, int n, int variant);
 
 #endif

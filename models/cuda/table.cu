@@ -87,14 +87,20 @@ int cu_check_blas(cublasStatus_t s, const char *file, int line, const char *what
   return -1;
 }
 
-static int cu_sync(char *err, size_t errlen) {
-  CU_CHECK(cudaStreamSynchronize(st.stream));
+/* After a wait: 0, or -1 with the first failure recorded since the last
+ * wait (then forgotten). */
+static int waited(char *err, size_t errlen) {
   CU_CHECK(cudaGetLastError());
   if (!st.failed) return 0;
   snprintf(err, errlen, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
   st.failed = 0;
   st.err[0] = 0;
   return -1;
+}
+
+static int cu_sync(char *err, size_t errlen) {
+  CU_CHECK(cudaStreamSynchronize(st.stream));
+  return waited(err, errlen);
 }
 
 /* ---- memory ---- */
@@ -210,12 +216,7 @@ static void cu_fence_mark(void *fence) { CU_CHECK(cudaEventRecord(((struct cu_fe
 
 static int cu_fence_wait(void *fence, char *err, size_t errlen) {
   CU_CHECK(cudaEventSynchronize(((struct cu_fence *)fence)->ev));
-  CU_CHECK(cudaGetLastError());
-  if (!st.failed) return 0;
-  snprintf(err, errlen, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
-  st.failed = 0;
-  st.err[0] = 0;
-  return -1;
+  return waited(err, errlen);
 }
 
 static void cu_fence_free(void *fence) {

@@ -48,14 +48,7 @@ static void make_mols(struct mol *mols) {
   const int sizes[N_MOL] = {7, 9, 12};
   for (int i = 0; i < N_MOL; i++) {
     mol_init(&mols[i]);
-    double p[3] = {0, 0, 0};
-    for (int a = 0; a < sizes[i]; a++) {
-      for (int k = 0; k < 3; k++)
-        p[k] += 1.4 * (2 * tu_rnd() - 1) / sqrt(3.0) * 1.2;
-      tu_add_atom(&mols[i], elements[(a * 5 + i) % 4], p[0], p[1], p[2]);
-      if (a) tu_add_bond(&mols[i], a - 1, a, 1 + a % 2);
-    }
-    mols[i].dim = 3;
+    tu_chain_mol(&mols[i], sizes[i], i);
   }
 }
 
@@ -709,7 +702,8 @@ Test(model, products_do_not_depend_on_the_thread_count) {
   }
   omp_set_num_threads(keep);
   for (int t = 1; t < 3; t++)
-    cr_assert_eq(memcmp(C[0], C[t], (size_t)m * n * sizeof *C[0]), 0, "the product on %d threads differs from 1's", t + 1);
+    cr_assert_eq(memcmp(C[0], C[t], (size_t)m * n * sizeof *C[0]), 0, "the product on %d threads differs from 1's",
+                 t + 1);
   for (int t = 0; t < 3; t++)
     free(C[t]);
   free(A);

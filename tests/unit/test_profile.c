@@ -57,14 +57,7 @@ static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m) {
   for (int i = 0; i < N_MOL; i++) {
     struct mol mol;
     mol_init(&mol);
-    double p[3] = {0, 0, 0};
-    for (int a = 0; a < sizes[i]; a++) {
-      for (int k = 0; k < 3; k++)
-        p[k] += 1.4 * (2 * tu_rnd() - 1) / sqrt(3.0) * 1.2;
-      tu_add_atom(&mol, elements[(a * 5 + i) % 4], p[0], p[1], p[2]);
-      if (a) tu_add_bond(&mol, a - 1, a, 1 + a % 2);
-    }
-    mol.dim = 3;
+    tu_chain_mol(&mol, sizes[i], i);
     struct graph g;
     graph_init(&g);
     cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
