@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # dev/gpu/run.sh — on a lent GPU machine (the library's `device` tool), in
 # one call: build se3screen with the CUDA backend against the kit of
-# dev/gpu/kit.sh, run the `gpu` tests, and run model_bench on the GPU at
+# dev/gpu/kit.sh, run the `gpu` tests, the quickstart on the CPU and on the
+# GPU, and model_bench on the GPU at
 # NVIDIA's settings (../shared/notes/se3_reference.md): training at batch
 # 240, inference at batch 1600, se3_qm9, bond and radius graphs, in each
 # precision. What it finds goes to $OUT (the tool brings it back):
 #   device.txt      nvidia-smi, the compilers, what the build loads
 #   build.log       the configure and build (its end on failure)
 #   gpu_tests.txt   ctest -L gpu, every test's output (-V)
+#   workflow.txt    the quickstart run on the CPU and on the GPU: times, log lines
 #   bench.jsonl     one model_bench JSON line per setting
 #   summary.txt     what passed and failed, each phase's seconds
 #
-#   bash dev/gpu/run.sh [build] [test] [bench] [all]    (default all)
+#   bash dev/gpu/run.sh [build] [test] [workflow] [bench] [all]    (default all)
 # Environment: OUT (default build-gpu/out), SE3_KIT_PREFIX (where the kit
 # is unpacked, default /opt/se3kit), DEVICE (default cuda; cpu runs the same
 # steps on the CPU, to check this script on a machine without a GPU),
@@ -96,6 +98,29 @@ if want test; then
   grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$out/gpu_tests.txt" | grep -E "Test +#|tests " | grep -v following |
     tee -a "$summary"
   say "tests: rc $rc ($(($(date +%s) - t0)) s)"
+fi
+
+# ---- the quickstart end to end, on the GPU and on the host's CPU ----
+if want workflow; then
+  t0=$(date +%s)
+  w=$bld/quickstart
+  rm -rf "$w" && mkdir -p "$w"
+  cp -r "$root/workflows/data" "$w/"
+  sed -e "s|^workdir: .*|workdir: run|" "$root/workflows/quickstart.yaml" >"$w/wf.yaml"
+  : >"$out/workflow.txt"
+  for dev in cpu "$device"; do
+    [ "$dev" = cpu ] && [ "$device" = cpu ] && [ -s "$out/workflow.txt" ] && continue
+    rm -rf "$w/run"
+    s0=$(date +%s%N)
+    "$bld/se3screen" run "$w/wf.yaml" --set device="$dev" --set run.progress=none >"$w/$dev.log" 2>&1
+    rc=$?
+    ms=$((($(date +%s%N) - s0) / 1000000))
+    {
+      echo "== device: $dev, rc $rc, $ms ms"
+      grep -E "runs on|memory for|: done|test \(|finished" "$w/$dev.log"
+    } >>"$out/workflow.txt"
+    say "workflow: device $dev rc $rc ($ms ms)"
+  done
 fi
 
 # ---- the benchmark ----
