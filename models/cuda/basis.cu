@@ -6,9 +6,8 @@
  * rounded to float.
  *
  * A block takes BASIS_EPB edges: its first threads compute their harmonics
- * into shared memory, then all its threads write the block's run of
- * BASIS_EPB x per_edge outputs in order (consecutive threads, consecutive
- * addresses). The plan's sparse tables and the harmonics' normalisation
+ * into shared memory, then all its threads write the edges' outputs, one
+ * edge after another (consecutive threads, consecutive addresses). The plan's sparse tables and the harmonics' normalisation
  * go to the device once per max_degree (a few tens of KB) and stay. */
 #include "models/cuda/cuda.h"
 #include "models/kernels/basis.h"
@@ -25,10 +24,13 @@ static __global__ void bases_kernel(real *out, const float *rel, int E, int max_
   for (int t = (int)threadIdx.x; t < ne; t += (int)blockDim.x)
     nn_k_basis_harmonics(max_degree, norm, rel + (size_t)(e0 + t) * 3, y + (size_t)t * (size_t)shdim);
   __syncthreads();
-  const size_t total = (size_t)ne * per;
-  real *o = out + (size_t)e0 * per;
-  for (size_t i = threadIdx.x; i < total; i += blockDim.x)
-    o[i] = nn_k_basis_value(i % per, nz_start, nz_y, nz_c, y + (i / per) * (size_t)shdim);
+  /* edge by edge, its outputs across the threads (no division per value) */
+  for (int t = 0; t < ne; t++) {
+    real *o = out + (size_t)(e0 + t) * per;
+    const double *yt = y + (size_t)t * (size_t)shdim;
+    for (size_t k = threadIdx.x; k < per; k += blockDim.x)
+      o[k] = nn_k_basis_value(k, nz_start, nz_y, nz_c, yt);
+  }
 }
 
 /* The harmonics' normalisation (so3_sh_norm's values: the module links
