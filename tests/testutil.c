@@ -5,6 +5,8 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "chem/graph.h"
+#include "models/se3.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -243,6 +245,23 @@ void tu_chain_mol(struct mol *m, int n, int variant) {
     if (a) tu_add_bond(m, a - 1, a, 1 + a % 2);
   }
   m->dim = 3;
+}
+
+void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m) {
+  static const uint8_t elements[] = {1, 6, 7, 8};
+  struct graph_opts go = {.cutoff = 2.6,
+                          .edges = GRAPH_EDGES_RADIUS_BONDS,
+                          .elements = elements,
+                          .n_elements = 4,
+                          .with_other = 1,
+                          .with_charge = 1};
+  char err[256];
+  struct graph g;
+  graph_init(&g);
+  cr_assert_eq(graph_build(m, &go, &g, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(g.node_width, bb->node_in);
+  cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
+  graph_free(&g);
 }
 
 int tu_spawn_se3(const char *log, char *const argv[]) {

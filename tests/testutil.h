@@ -74,5 +74,10 @@ void tu_add_bond(struct mol *m, int a, int b, int order);
  * 4, bond orders alternating 2 and 1; dim 3. The molecules of the model
  * tests. */
 void tu_chain_mol(struct mol *m, int n, int variant);
+/* m's radius+bond graph (cutoff 2.6 Å; node features H C N O, other,
+ * charge: 6 wide) appended to bb; asserts that it builds and fits. The
+ * batches of the model tests. */
+struct se3_batch_buf;
+void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m);
 
 #endif

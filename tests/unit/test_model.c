@@ -23,22 +23,9 @@ static const uint8_t elements[] = {1, 6, 7, 8};
 
 /* A batch made from molecules: their graphs through se3_batch_buf. */
 static void batch_from(struct se3_batch_buf *bb, struct mol *mols, const struct se3_model *m) {
-  struct graph_opts go = {.cutoff = 2.6,
-                          .edges = GRAPH_EDGES_RADIUS_BONDS,
-                          .elements = elements,
-                          .n_elements = 4,
-                          .with_other = 1,
-                          .with_charge = 1};
-  char err[256];
   se3_batch_buf_init(bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
-  for (int i = 0; i < N_MOL; i++) {
-    struct graph g;
-    graph_init(&g);
-    cr_assert_eq(graph_build(&mols[i], &go, &g, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(g.node_width, m->cfg.node_in);
-    cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
-    graph_free(&g);
-  }
+  for (int i = 0; i < N_MOL; i++)
+    tu_batch_add_mol(bb, &mols[i]);
   cr_assert_eq(se3_batch_bases(bb, &m->plan), 0);
 }
 

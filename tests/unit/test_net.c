@@ -16,8 +16,6 @@
 #include "models/profile.h"
 #include "tests/testutil.h"
 
-static const uint8_t elements[] = {1, 6, 7, 8};
-
 static const struct se3_config cfg = {.layers = 2,
                                       .degrees = 3,
                                       .channels = 8,
@@ -36,25 +34,13 @@ static const struct se3_config cfg = {.layers = 2,
 /* A batch of `count` chain molecules of sizes from `sizes` (cycled). */
 static void make_geometry(struct se3_batch_buf *bb, const struct se3_model *m, const int *sizes, int n_sizes, int count,
                           uint64_t seed) {
-  struct graph_opts go = {.cutoff = 2.6,
-                          .edges = GRAPH_EDGES_RADIUS_BONDS,
-                          .elements = elements,
-                          .n_elements = 4,
-                          .with_other = 1,
-                          .with_charge = 1};
-  char err[256];
   tu_seed(seed);
   se3_batch_buf_init(bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
   for (int i = 0; i < count; i++) {
     struct mol mol;
     mol_init(&mol);
     tu_chain_mol(&mol, sizes[i % n_sizes], i);
-    struct graph g;
-    graph_init(&g);
-    cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(g.node_width, m->cfg.node_in);
-    cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
-    graph_free(&g);
+    tu_batch_add_mol(bb, &mol);
     mol_free(&mol);
   }
   se3_batch_geometry(bb);

@@ -22,8 +22,6 @@
 
 enum { N_MOL = 3 };
 
-static const uint8_t elements[] = {1, 6, 7, 8};
-
 /* Small, but with every kind of operation: degrees 0-3, the envelope (edge
  * weights, scaled radial features) and max pooling. */
 static const struct se3_config cfg = {.layers = 2,
@@ -44,13 +42,6 @@ static const struct se3_config cfg = {.layers = 2,
 /* Three molecules of 7, 9 and 12 atoms (a chain of bonds, random
  * positions), as one batch of radius+bond graphs with their bases. */
 static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m) {
-  struct graph_opts go = {.cutoff = 2.6,
-                          .edges = GRAPH_EDGES_RADIUS_BONDS,
-                          .elements = elements,
-                          .n_elements = 4,
-                          .with_other = 1,
-                          .with_charge = 1};
-  char err[256];
   tu_seed(2025);
   se3_batch_buf_init(bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);
   const int sizes[N_MOL] = {7, 9, 12};
@@ -58,11 +49,7 @@ static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m) {
     struct mol mol;
     mol_init(&mol);
     tu_chain_mol(&mol, sizes[i], i);
-    struct graph g;
-    graph_init(&g);
-    cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
-    graph_free(&g);
+    tu_batch_add_mol(bb, &mol);
     mol_free(&mol);
   }
   cr_assert_eq(se3_batch_bases(bb, &m->plan), 0);
