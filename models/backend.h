@@ -133,6 +133,12 @@ struct nn_backend {
   /* nn_adam_step of models/cpu/optim.h */
   void (*adam_step)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                     double lr);
+  /* adam_step with the step's bias corrections and learning rate read from
+   * the backend's memory when the update runs: sched = {c1, c2, lr}
+   * (models/kernels/adam.h's nn_k_adam_sched), so a recorded step (below)
+   * takes each replay's values. The same arithmetic as adam_step. */
+  void (*adam_step_at)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
+                       const double *sched);
   double (*sumsq)(const real *x, size_t n);   /* sum of x[i]^2 in double, on the host; waits */
   void (*scale)(real *x, size_t n, double s); /* x *= s */
   /* A training step's loss without a trip to the host (models/kernels/loss.h's
@@ -181,6 +187,25 @@ struct nn_backend {
    * wait for every sum started. After join; 0, or -1 with err. */
   int (*sum_start)(real *x, size_t n, char *err, size_t errlen);
   int (*sum_wait)(char *err, size_t errlen);
+
+  /* ---- recorded work (CUDA graphs; NULL where the backend cannot: every
+   * step then runs as it is called) ----
+   * record_begin: the operations called from now until record_end are
+   * recorded, not run (nothing may wait in between: no download, sync,
+   * sumsq, fence_wait, upload or alloc). record_end returns the recording,
+   * ready to replay, or NULL when it could not be made (an operation needed
+   * memory the backend did not yet hold, or the device refused): nothing of
+   * it ran, so the caller runs the same work eagerly instead; a NULL is not
+   * a failure of the device. replay queues a recording's work, behind what
+   * was queued before: 0, or 1 when it is stale (memory it used has been
+   * given back since, or the precision switched: record it anew). The
+   * arguments it was recorded with are replayed as they were; only the
+   * contents of the memory they point to may differ from one replay to the
+   * next. */
+  int (*record_begin)(void);
+  void *(*record_end)(void);
+  int (*replay)(void *rec);
+  void (*record_free)(void *rec); /* NULL allowed */
 };
 
 /* An arena whose blocks are the backend's memory. */

@@ -29,6 +29,10 @@
 /* struct nn_adam: models/layers.h */
 void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr);
+/* The same with {c1, c2, lr} = {1 - beta1^t, 1 - beta2^t, lr} given
+ * (models/kernels/adam.h's nn_k_adam_sched). */
+void nn_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
+                     const double *sched);
 
 /* ---- gradient norm and clipping -----------------------------------------------
  * nn_grad_norm: sqrt(sum g_i^2), summed in double in index order.

@@ -169,6 +169,7 @@ static struct nn_backend cpu = {
     .bases = cpu_bases,
     .edge_weights = cpu_edge_weights,
     .adam_step = nn_adam_step,
+    .adam_step_at = nn_adam_step_at,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .loss = cpu_loss,

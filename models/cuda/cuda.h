@@ -146,6 +146,8 @@ void cu_loss(real *dpred, double *acc, const real *pred, const real *target, int
 void cu_clip(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm);
 void cu_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr);
+void cu_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
+                     const double *sched);
 /* norm.cu */
 void cu_norm_forward(real *y, real *save, const real *x, const real *gamma, const real *beta, int N, int dim, int C);
 void cu_norm_backward(real *dx, real *dgamma, real *dbeta, const real *dy, const real *x, const real *save,

@@ -136,15 +136,30 @@ void cu_clip(real *x, size_t n, const double *ss, double unscale, double max_nor
   CU_LAUNCHED("clip");
 }
 
+/* The same with {c1, c2, lr} read from device memory as it runs (a
+ * recorded step replays with each step's values). */
+static __global__ void adam_at(real *p, real *m, real *v, const real *g, size_t n, double b1, double b2, double eps,
+                               double wd, int decoupled, const double *sched) {
+  const double c1 = sched[0], c2 = sched[1], lr = sched[2];
+  GRID_STRIDE(i, n) nn_k_adam_one(&p[i], &m[i], &v[i], g[i], b1, b2, eps, wd, decoupled, c1, c2, lr);
+}
+
+void cu_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
+                     const double *sched) {
+  if (!n) return;
+  adam_at<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(params, m, v, grad, n, o->beta1, o->beta2, o->eps,
+                                                      o->weight_decay, o->decoupled, sched);
+  CU_LAUNCHED("adam_at");
+}
+
 /* models/cpu/optim.h's nn_adam_step: the bias corrections on the host, as
  * the CPU computes them. */
 void cu_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr) {
   if (!n) return;
-  if (step < 1) step = 1;
-  const double b1 = o->beta1, b2 = o->beta2;
-  const double c1 = 1 - pow(b1, (double)step), c2 = 1 - pow(b2, (double)step);
-  adam<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(params, m, v, grad, n, b1, b2, o->eps, o->weight_decay, o->decoupled,
-                                                   c1, c2, lr);
+  double sc[3];
+  nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
+  adam<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(params, m, v, grad, n, o->beta1, o->beta2, o->eps, o->weight_decay,
+                                                   o->decoupled, sc[0], sc[1], sc[2]);
   CU_LAUNCHED("adam");
 }

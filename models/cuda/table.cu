@@ -45,6 +45,11 @@ static struct {
   cudaEvent_t stage_done[2];
   int stage_cur, stage_armed[2], stage_off;
   size_t stage_used;
+  /* recorded work: a capture under way, spoiled by a failure or a need for
+   * memory while it ran; gen counts the frees of device memory and the
+   * switches of precision, which leave older recordings stale */
+  int recording, rec_spoiled;
+  unsigned long gen, rec_gen;
 } st;
 
 #ifndef CU_STAGE_BYTES /* (dev/cuda_emu makes it small, to cross halves often) */
@@ -66,6 +71,10 @@ static const char *base_name(const char *file) {
 }
 
 void cu_fail(const char *file, int line, const char *what) {
+  if (st.recording) { /* nothing ran: the recording is dropped and the work runs eagerly, where it fails again */
+    st.rec_spoiled = 1;
+    return;
+  }
   if (st.failed) return; /* the first failure is the one to report */
   st.failed = 1;
   snprintf(st.err, sizeof st.err, "%s (models/cuda/%s:%d)", what, base_name(file), line);
@@ -115,7 +124,9 @@ static void *cu_alloc(size_t bytes) {
 }
 
 static void cu_release(void *p) {
-  if (p) CU_CHECK(cudaFree(p));
+  if (!p) return;
+  CU_CHECK(cudaFree(p));
+  st.gen++; /* a recording may have used it */
 }
 
 /* The pinned halves, once: 0, or -1 (st.stage_off: uploads go direct). */
@@ -235,6 +246,11 @@ static void cu_zero(void *p, size_t bytes) {
 
 void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
   if (bytes <= st.scratch_cap[slot] && st.scratch[slot]) return st.scratch[slot];
+  if (st.recording) { /* no memory is allocated while recording: the work runs eagerly instead */
+    st.rec_spoiled = 1;
+    return NULL;
+  }
+  st.gen++; /* recordings that used the old buffer are stale */
   if (st.scratch[slot]) CU_CHECK(cudaFreeAsync(st.scratch[slot], st.stream));
   st.scratch[slot] = NULL;
   st.scratch_cap[slot] = 0;
@@ -253,6 +269,63 @@ void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
   st.scratch[slot] = p;
   st.scratch_cap[slot] = cap;
   return p;
+}
+
+/* ---- recorded work: CUDA graphs ----
+ * The stream is captured (thread-local mode: a cudaMalloc or a wait in this
+ * thread while capturing spoils the capture instead of running), and the
+ * graph instantiated once; a replay is one cudaGraphLaunch. A recording
+ * keeps the generation it was made in: a free of device memory since (its
+ * buffers may be gone) or a switch of precision (cuBLAS's math mode is
+ * baked in) makes it stale. */
+struct cu_rec {
+  cudaGraphExec_t exec;
+  unsigned long gen;
+};
+
+static int cu_record_begin(void) {
+  if (st.failed || st.recording) return -1;
+  if (cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  st.recording = 1;
+  st.rec_spoiled = 0;
+  st.rec_gen = st.gen;
+  return 0;
+}
+
+static void *cu_record_end(void) {
+  if (!st.recording) return NULL;
+  cudaGraph_t g = NULL;
+  cudaError_t e = cudaStreamEndCapture(st.stream, &g);
+  st.recording = 0;
+  struct cu_rec *r = NULL;
+  if (e == cudaSuccess && g && !st.rec_spoiled && st.gen == st.rec_gen &&
+      (r = (struct cu_rec *)malloc(sizeof *r)) != NULL) {
+    if (cudaGraphInstantiate(&r->exec, g, 0) == cudaSuccess) {
+      r->gen = st.gen;
+    } else {
+      free(r);
+      r = NULL;
+    }
+  }
+  if (g) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError(); /* a refused capture is not a failure of the device */
+  return r;
+}
+
+static int cu_replay(void *rec) {
+  struct cu_rec *r = (struct cu_rec *)rec;
+  if (r->gen != st.gen) return 1;
+  CU_CHECK(cudaGraphLaunch(r->exec, st.stream));
+  return 0;
+}
+
+static void cu_record_free(void *rec) {
+  if (!rec) return;
+  (void)cudaGraphExecDestroy(((struct cu_rec *)rec)->exec);
+  free(rec);
 }
 
 /* At exit, while the CUDA runtime is still there (it registered its own
@@ -317,12 +390,17 @@ static void fill_table(void) {
   table.bases = cu_bases;
   table.edge_weights = cu_edge_weights;
   table.adam_step = cu_adam_step;
+  table.adam_step_at = cu_adam_step_at;
   table.sumsq = cu_sumsq;
   table.scale = cu_scale;
   table.loss = cu_loss;
   table.sumsq_to = cu_sumsq_to;
   table.clip = cu_clip;
   table.allreduce = cu_allreduce;
+  table.record_begin = cu_record_begin;
+  table.record_end = cu_record_end;
+  table.replay = cu_replay;
+  table.record_free = cu_record_free;
 #ifdef SE3_HAVE_NCCL
   table.join = cu_join;
   table.reduce_scatter = cu_reduce_scatter;
@@ -358,6 +436,7 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
     snprintf(err, errlen, "cublasSetMathMode failed on GPU %d: %s", st.index, cublasGetStatusString(s));
     return -1;
   }
+  if (table.precision != precision) st.gen++; /* recordings hold the old math mode */
   table.precision = precision;
   return 0;
 }

@@ -24,4 +24,13 @@ SE3_HD static inline void nn_k_adam_one(real *p, real *m, real *v, real grad, do
   *p = (real)(pv - upd);
 }
 
+/* A step's {c1, c2, lr} (step 1-based; below 1 counts as 1): what
+ * adam_step computes on the host and adam_step_at reads from memory. */
+SE3_HD static inline void nn_k_adam_sched(double sched[3], double b1, double b2, long step, double lr) {
+  if (step < 1) step = 1;
+  sched[0] = 1 - pow(b1, (double)step);
+  sched[1] = 1 - pow(b2, (double)step);
+  sched[2] = lr;
+}
+
 #endif

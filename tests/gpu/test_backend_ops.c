@@ -55,6 +55,7 @@
 #include "models/basis.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
+#include "models/kernels/adam.h"
 
 #define SKIP_CODE 77
 
@@ -466,7 +467,7 @@ static void fiber_str(char *out, size_t n, const struct nn_fiber *f) {
   X(radial_hidden_forward) X(radial_hidden_backward) X(conv_forward) X(conv_backward) X(attn_forward)                  \
   X(attn_backward) X(scale_rows) X(pool_max_forward) X(pool_max_backward) X(pool_mean_forward) X(pool_mean_backward)   \
   X(concat_rows) X(split_rows) X(add) X(relu) X(relu_backward) X(bases) X(edge_weights)                                         \
-  X(adam_step) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
+  X(adam_step) X(adam_step_at) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
 /* clang-format on */
 
 static void check_table(enum nn_precision want) {
@@ -1306,10 +1307,15 @@ struct train_args {
   long step;
   double lr, s;
   int rc;
+  const double *sched; /* adam_step_at's {c1, c2, lr}, the backend's memory */
 };
 static void call_adam(void *p) {
   struct train_args *a = p;
   BE->adam_step(a->p, a->m, a->v, a->g, a->n, &a->o, a->step, a->lr);
+}
+static void call_adam_at(void *p) {
+  struct train_args *a = p;
+  BE->adam_step_at(a->p, a->m, a->v, a->g, a->n, &a->o, a->sched);
 }
 static void call_scale(void *p) {
   struct train_args *a = p;
@@ -1345,12 +1351,73 @@ static void check_adam(size_t n, int decoupled, double wd, long step) {
     ms[i] = (real)(fabs(mi) + fabs(gi));
     vs[i] = (real)(vi + gi * gi);
   }
-  struct train_args A = {.n = n, .o = o, .step = step, .lr = lr};
-  A.g = in_r("grad", g, n);
-  A.p = out_inplace("params", n, p, pr, ps, TOL);
-  A.m = out_inplace("m", n, m, mr, ms, TOL);
-  A.v = out_inplace("v", n, v, vr, vs, TOL);
-  h_run("adam_step", shape, call_adam, &A);
+  /* adam_step, then the same update with the step's values read from the
+   * backend's memory (adam_step_at); h_run gives its buffers back at the end */
+  double sc[3];
+  nn_k_adam_sched(sc, o.beta1, o.beta2, step, lr);
+  double *dsc = BE->alloc(sizeof sc);
+  BE->upload(dsc, sc, sizeof sc);
+  for (int at = 0; at < 2; at++) {
+    struct train_args A = {.n = n, .o = o, .step = step, .lr = lr, .sched = dsc};
+    A.g = in_r("grad", g, n);
+    A.p = out_inplace("params", n, p, pr, ps, TOL);
+    A.m = out_inplace("m", n, m, mr, ms, TOL);
+    A.v = out_inplace("v", n, v, vr, vs, TOL);
+    h_run(at ? "adam_step_at" : "adam_step", shape, at ? call_adam_at : call_adam, &A);
+  }
+  BE->release(dsc);
+  host_free_all();
+}
+
+/* Recorded work (CUDA graphs; skipped where the backend records nothing):
+ * the operations called between record_begin and record_end do not run;
+ * each replay runs them once, with the memory's contents of that moment;
+ * a free of the backend's memory makes the recording stale. */
+static void check_record(size_t n) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%zu: x = 2 x + y, replayed", n);
+  if (!BE->record_begin) {
+    printf("skip %-22s %-64s (%s records nothing)\n", "record/replay", shape, BE->name);
+    return;
+  }
+  H.why[0] = 0;
+  real *x = hrand(n, -1, 1), *y = hrand(n, -1, 1), *got = hvec(n);
+  real *dx = BE->alloc(n * sizeof(real)), *dy = BE->alloc(n * sizeof(real));
+  BE->upload(dx, x, n * sizeof(real));
+  BE->upload(dy, y, n * sizeof(real));
+  char err[256] = "";
+  void *rec = NULL;
+  if (BE->record_begin()) {
+    why("record_begin refused");
+  } else {
+    BE->scale(dx, n, 2);
+    BE->add(dx, dy, n);
+    rec = BE->record_end();
+    if (!rec) why("record_end made no recording");
+  }
+  BE->download(got, dx, n * sizeof(real));
+  if (memcmp(got, x, n * sizeof(real))) why("the recorded operations ran while recording");
+  for (int r = 1; r <= 2 && rec; r++) {
+    for (size_t i = 0; i < n; i++) /* a new y before each replay: read as it is then */
+      y[i] = (real)(0.25 * (double)r + (double)(i % 5));
+    BE->upload(dy, y, n * sizeof(real));
+    if (BE->replay(rec)) why("replay %d: stale at once", r);
+    BE->download(got, dx, n * sizeof(real));
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (real)(x[i] * 2);
+      x[i] = (real)(x[i] + y[i]);
+    }
+    if (memcmp(got, x, n * sizeof(real))) why("replay %d: x differs from 2 x + y", r);
+  }
+  if (BE->sync(err, sizeof err)) why("sync: %s", err);
+  void *other = BE->alloc(64);
+  BE->release(other);
+  if (rec && BE->replay(rec) != 1) why("a replay after a free of the backend's memory was not refused as stale");
+  BE->record_free(rec);
+  BE->release(dx);
+  BE->release(dy);
+  report("record/replay", shape, !H.why[0], 0, 0, H.why[0] ? H.why : NULL);
+  H.why[0] = 0;
   host_free_all();
 }
 
@@ -1750,6 +1817,8 @@ static void run_all(void) {
   check_adam(1001, 1, 0.01, 1);
   check_adam(1001, 0, 0.05, 7);
   check_adam(33, 1, 0.0, 0);
+  check_record(1001);
+  check_record(1);
   check_sumsq(0);
   check_sumsq(1);
   check_sumsq(12345);
