@@ -1,5 +1,5 @@
 # Rewrites the kernel launches of models/cuda/*.cu into calls of the
-# emulator (inc/cuda_runtime.h): NAME<<<CFG>>>(ARGS) -> EMU_LAUNCH((CFG), NAME(ARGS)).
+# emulator (inc/cuda_runtime.h): NAME<<<CFG>>>(ARGS) -> EMU_LAUNCH((CFG), NAME, (ARGS)).
 #   usage: launch.py SRC_DIR OUT_DIR   (writes OUT_DIR/*.cpp)
 import re, sys, os
 src_dir, out_dir = sys.argv[1], sys.argv[2]
@@ -28,7 +28,7 @@ for fn in os.listdir(src_dir):
             q += 1
         args = s[p:q+1]
         out.append(s[i:k])
-        out.append('EMU_LAUNCH((%s), %s%s)' % (cfg, m.group(1), args))
+        out.append('EMU_LAUNCH((%s), %s, %s)' % (cfg, m.group(1), args))
         i = q + 1
     t = ''.join(out)
     if os.environ.get('EMU_BUDGET'):

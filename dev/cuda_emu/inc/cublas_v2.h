@@ -78,11 +78,21 @@ inline cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m
     }
   return 0;
 }
+/* Runs the product now, or records it while capturing: alpha and beta are
+ * host values, read at the call (as cuBLAS does in host pointer mode), and
+ * the math mode is the one of the call. */
+inline cublasStatus_t emu_gemm_do(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                                  const float *A, int lda, const float *B, int ldb, const float *beta, float *C,
+                                  int ldc, int bits) {
+  float al = *alpha, be = *beta;
+  emu_do([=]() { emu_gemm(ta, tb, m, n, k, &al, A, lda, B, ldb, &be, C, ldc, bits); });
+  return 0;
+}
 inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                   const float *alpha, const float *A, int lda, const float *B, int ldb,
                                   const float *beta, float *C, int ldc) {
-  return emu_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
-                  emu_math() == CUBLAS_TF32_TENSOR_OP_MATH ? 10 : 23);
+  return emu_gemm_do(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+                     emu_math() == CUBLAS_TF32_TENSOR_OP_MATH ? 10 : 23);
 }
 /* fp32 arrays only, as models/cuda/ calls it */
 inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -90,12 +100,12 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                                    cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                    cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
-  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF  ? 7
-             : compute == CUBLAS_COMPUTE_32F_FAST_16F ? -1
+  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF   ? 7
+             : compute == CUBLAS_COMPUTE_32F_FAST_16F  ? -1
              : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10
                                                        : 23;
-  return emu_gemm(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
-                  (const float *)beta, (float *)C, ldc, bits);
+  return emu_gemm_do(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
+                     (const float *)beta, (float *)C, ldc, bits);
 }
 
 #endif

@@ -11,7 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #define __global__
 #define __device__
@@ -54,14 +57,53 @@ template <class F> void emu_launch(dim3 g, dim3 b, F f) {
       }
 }
 template <class G, class B, class... R> std::pair<dim3, dim3> emu_cfg(G g, B b, R...) { return {dim3(g), dim3(b)}; }
-#define EMU_LAUNCH(cfg, call)                                                                                          \
+
+/* Stream capture (CUDA graphs): while a capture is under way, launches,
+ * copies, sets and GEMMs are recorded as closures over their arguments'
+ * values (a kernel's arguments are copied at launch, as on a GPU) instead of
+ * run; a graph replays them in order. What a capture in thread-local mode
+ * refuses (cudaMalloc, a synchronous copy, a wait) invalidates it. */
+struct emu_capture_state {
+  int on, invalid;
+  std::vector<std::function<void()>> ops;
+};
+inline emu_capture_state &emu_cap() {
+  static emu_capture_state c;
+  return c;
+}
+/* Runs f now, or records it while capturing. */
+template <class F> void emu_do(F f) {
+  if (emu_cap().on)
+    emu_cap().ops.push_back(std::function<void()>(f));
+  else
+    f();
+}
+/* A call a capture refuses: 1 (and the capture invalid) while capturing. */
+inline int emu_refused() {
+  if (!emu_cap().on) return 0;
+  emu_cap().invalid = 1;
+  return 1;
+}
+/* The arguments are evaluated once, at the launch, into a tuple of values
+ * (as a GPU copies them at the launch); each thread of a block calls the
+ * kernel with them. */
+#define EMU_LAUNCH(cfg, kernel, args)                                                                                  \
   do {                                                                                                                 \
     auto c_ = emu_cfg cfg;                                                                                             \
-    emu_launch(c_.first, c_.second, [&]() { call; });                                                                  \
+    auto t_ = std::make_tuple args;                                                                                    \
+    emu_do([c_, t_]() {                                                                                                \
+      emu_launch(c_.first, c_.second, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                   \
+    });                                                                                                                \
   } while (0)
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInsufficientDriver = 35, cudaErrorMemoryAllocation = 2 };
+enum {
+  cudaSuccess = 0,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901
+};
 typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp {
@@ -88,35 +130,43 @@ inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return emu_refused() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 inline cudaError_t cudaMalloc(void **p, size_t n) {
+  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
   *p = aligned_alloc(256, (n + 255) / 256 * 256);
   if (!*p) return cudaErrorMemoryAllocation;
   memset(*p, 0xff, n); /* poison (NaN floats): the kernels must write everything they read */
   return cudaSuccess;
 }
 inline cudaError_t cudaFree(void *p) {
+  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
   free(p);
   return cudaSuccess;
 }
+/* (the models' code never allocates or frees while capturing: refused here,
+ * though a GPU would record an allocation node) */
 inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
+  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
   free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
+  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
   memcpy(d, s, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
-  memcpy(d, s, n);
+  emu_do([=]() { memcpy(d, s, n); });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
-  memset(d, v, n);
+  emu_do([=]() { memset(d, v, n); });
   return cudaSuccess;
 }
 typedef int cudaEvent_t;
@@ -135,7 +185,58 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return emu_refused() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
 inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+
+/* graphs: a captured list of closures, replayed in order */
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal,
+  cudaStreamCaptureModeThreadLocal,
+  cudaStreamCaptureModeRelaxed
+};
+struct emu_graph {
+  std::vector<std::function<void()>> ops;
+};
+typedef emu_graph *cudaGraph_t;
+typedef emu_graph *cudaGraphExec_t;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  if (emu_cap().on) return cudaErrorStreamCaptureUnsupported;
+  emu_cap().on = 1;
+  emu_cap().invalid = 0;
+  emu_cap().ops.clear();
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+  emu_capture_state &c = emu_cap();
+  c.on = 0;
+  *g = NULL;
+  if (c.invalid) {
+    c.ops.clear();
+    return cudaErrorStreamCaptureInvalidated;
+  }
+  *g = new emu_graph{std::move(c.ops)};
+  c.ops.clear();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+  *e = new emu_graph{g->ops};
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+  if (emu_refused()) return cudaErrorStreamCaptureUnsupported; /* (a graph inside a capture: not used) */
+  for (auto &f : e->ops)
+    f();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  delete g;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+  delete e;
+  return cudaSuccess;
+}
 
 #endif
