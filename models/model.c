@@ -10,7 +10,11 @@
 
 #include "common/comm.h"
 #include "models/device.h"
+#include "models/kernels/adam.h"
 #include "models/kernels/loss.h"
+
+/* Shapes recorded at once per net (se3_net_train_step). */
+#define REC_SLOTS 16
 
 /* A buffer in the backend's memory that grows as batches do. */
 struct dbuf {
@@ -53,6 +57,27 @@ struct se3_net {
    * se3_net_shard_optimizer gave this process a slice of opt_comm's) */
   size_t opt_lo, opt_hi;
   const struct se3_comm *opt_comm;
+  /* se3_net_train_step: how steps run, the recordings by shape (the least
+   * recently used one gives way), Adam's {c1, c2, lr} in the backend's
+   * memory, the padding's host arrays, and the counts */
+  enum se3_steps steps;
+  struct rec_slot {
+    struct rec_key {
+      int N, E, G, cnt, kind, num, den, max_degree, decoupled, low_memory;
+      double delta, gscale, max_norm, beta1, beta2, eps, weight_decay;
+    } key;
+    void *rec;          /* the recording, once made */
+    unsigned long used; /* when last used (0: a free slot) */
+  } rec[REC_SLOTS];
+  unsigned long rec_clock;
+  struct dbuf sched;
+  struct pad_host {
+    real *node, *edge;
+    int32_t *src, *in_start;
+    float *rel;
+    size_t cap_n, cap_e;
+  } pad;
+  struct se3_step_stats stats;
 };
 
 /* p with at least `bytes`, keeping nothing: -1 when out of memory. */
@@ -73,6 +98,17 @@ static void dbuf_free(const struct nn_backend *be, struct dbuf *b) {
   b->cap = 0;
 }
 
+/* The padded size of x (>= 1): the smallest m 2^k >= x with 8 <= m < 16, at
+ * least 16, so at most an eighth is padding and a run's batches fall into a
+ * few shapes. */
+static int pad_size(long x) {
+  long step = 1;
+  while (step * 16 <= x)
+    step *= 2;
+  long v = (x + step - 1) / step * step;
+  return v < 16 ? 16 : (int)v;
+}
+
 struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory, char *err,
                                size_t errlen) {
   struct se3_net *n = calloc(1, sizeof *n);
@@ -81,6 +117,7 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
     return NULL;
   }
   n->be = be;
+  n->steps = be->record_begin ? SE3_STEPS_RECORDED : SE3_STEPS_PLAIN;
   if (se3_model_init(&n->model, cfg, err, errlen)) {
     free(n);
     return NULL;
@@ -111,6 +148,10 @@ void se3_net_free(struct se3_net *n) {
   if (!n) return;
   const struct nn_backend *be = n->be;
   se3_tape_free(n->tape);
+  for (int i = 0; i < REC_SLOTS; i++)
+    if (n->rec[i].rec) be->record_free(n->rec[i].rec);
+  dbuf_free(be, &n->sched);
+  free(n->pad.node), free(n->pad.edge), free(n->pad.src), free(n->pad.in_start), free(n->pad.rel);
   nn_arena_free(&n->own_ws);
   for (int i = 0; i < 4; i++)
     be->release(n->arr[i]);
@@ -625,6 +666,214 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
   }
 }
 
+/* ---- a whole training step, padded to a shape, recorded once, replayed ---- */
+
+void se3_net_set_steps(struct se3_net *n, enum se3_steps steps) {
+  if (steps == SE3_STEPS_RECORDED && !n->be->record_begin) steps = SE3_STEPS_PADDED;
+  n->steps = steps;
+}
+
+void se3_net_step_stats(const struct se3_net *n, struct se3_step_stats *st) { *st = n->stats; }
+
+/* The padding molecule's host arrays for a batch of N atoms and E edges
+ * padded to Np > N and Ep >= E: Np - N atoms of zero features, Ep - E edges
+ * among them (each atom's incoming edges from the atoms after it,
+ * cyclically, as se3_net_reserve's shape batch), features zero but the
+ * distance (1), and every relative position (0.6, 0, 0.8): a molecule whose
+ * prediction the loss leaves out. -1 when out of host memory. */
+static int pad_fill(struct se3_net *n, int N, int E, int Np, int Ep) {
+  const struct se3_config *c = &n->model.cfg;
+  struct pad_host *p = &n->pad;
+  size_t na = (size_t)(Np - N), ne = (size_t)(Ep - E);
+  if (na > p->cap_n) {
+    free(p->node), free(p->in_start);
+    p->node = calloc(na * (size_t)c->node_in + 1, sizeof *p->node);
+    p->in_start = malloc((na + 1) * sizeof *p->in_start);
+    p->cap_n = p->node && p->in_start ? na : 0;
+    if (!p->cap_n) return -1;
+  }
+  if (ne > p->cap_e || !p->src) {
+    free(p->edge), free(p->src), free(p->rel);
+    size_t cap = ne ? ne : 1;
+    p->edge = malloc(cap * (size_t)c->edge_in * sizeof *p->edge);
+    p->src = malloc(cap * sizeof *p->src);
+    p->rel = malloc(cap * 3 * sizeof *p->rel);
+    p->cap_e = p->edge && p->src && p->rel ? cap : 0;
+    if (!p->cap_e) return -1;
+  }
+  /* (node features stay zero: written once by calloc) */
+  size_t k = 0;
+  for (size_t a = 0; a < na; a++) {
+    p->in_start[a] = (int32_t)(E + (long)k);
+    for (; k < ne && (size_t)((long)k * (long)na / (long)ne) == a; k++) {
+      p->src[k] = (int32_t)(N + (long)((a + 1 + k) % na));
+      for (int j = 0; j < c->edge_in; j++)
+        p->edge[k * (size_t)c->edge_in + (size_t)j] = j == c->edge_in - 1 ? 1 : 0;
+      p->rel[3 * k] = 0.6f, p->rel[3 * k + 1] = 0.0f, p->rel[3 * k + 2] = 0.8f;
+    }
+  }
+  p->in_start[na] = (int32_t)Ep;
+  return 0;
+}
+
+/* The buffers of a padded step of Np atoms, Ep edges and G + 1 molecules
+ * (the host backend's too: its batch is copied, to be padded). -1 when out
+ * of memory. */
+static int pad_fit(struct se3_net *n, int Np, int Ep, int G) {
+  const struct nn_backend *be = n->be;
+  const struct se3_config *c = &n->model.cfg;
+  size_t ni = (size_t)c->node_in, ei = (size_t)c->edge_in, outs = (size_t)c->outputs, g = (size_t)G;
+  return dbuf_fit(be, &n->node, (size_t)Np * ni * sizeof(real)) ||
+                 dbuf_fit(be, &n->edge, (size_t)Ep * ei * sizeof(real)) ||
+                 dbuf_fit(be, &n->src, (size_t)Ep * sizeof(int32_t)) ||
+                 dbuf_fit(be, &n->in_start, ((size_t)Np + 1) * sizeof(int32_t)) ||
+                 dbuf_fit(be, &n->graph_start, (g + 2) * sizeof(int32_t)) ||
+                 dbuf_fit(be, &n->bc->rel, (size_t)Ep * 3 * sizeof(float)) ||
+                 dbuf_fit(be, &n->bc->basis, (size_t)Ep * n->model.plan.per_edge * sizeof(real)) ||
+                 dbuf_fit(be, &n->out, (g + 1) * outs * sizeof(real)) ||
+                 dbuf_fit(be, &n->dout, (g + 1) * outs * sizeof(real)) ||
+                 dbuf_fit(be, &n->target, g * outs * sizeof(real)) || dbuf_fit(be, &n->sched, 3 * sizeof(double))
+             ? -1
+             : 0;
+}
+
+/* The padded batch in the backend's memory (n->db, the bases' rel), the
+ * targets and Adam's {c1, c2, lr}: uploads only, before the step's work.
+ * -1 when out of memory. */
+static int pad_stage(struct se3_net *n, const struct se3_batch *b, const real *target, int Np, int Ep,
+                     const struct nn_adam *o, long step, double lr) {
+  const struct nn_backend *be = n->be;
+  const struct se3_config *c = &n->model.cfg;
+  struct bases_cache *bc = n->bc;
+  size_t N = (size_t)b->N, E = (size_t)b->E, G = (size_t)b->G, na = (size_t)Np - N, ne = (size_t)Ep - E;
+  size_t ni = (size_t)c->node_in, ei = (size_t)c->edge_in, outs = (size_t)c->outputs;
+  if (pad_fill(n, b->N, b->E, Np, Ep) || pad_fit(n, Np, Ep, b->G)) return -1;
+  const struct pad_host *p = &n->pad;
+  char *node = n->node.p, *edge = n->edge.p, *src = n->src.p, *ins = n->in_start.p, *rel = bc->rel.p;
+  be->upload(node, b->node_feat, N * ni * sizeof(real));
+  be->upload(node + N * ni * sizeof(real), p->node, na * ni * sizeof(real));
+  be->upload(edge, b->edge_feat, E * ei * sizeof(real));
+  be->upload(edge + E * ei * sizeof(real), p->edge, ne * ei * sizeof(real));
+  be->upload(src, b->src, E * sizeof(int32_t));
+  be->upload(src + E * sizeof(int32_t), p->src, ne * sizeof(int32_t));
+  be->upload(ins, b->in_start, N * sizeof(int32_t)); /* (in_start[N] = E: the padding's first) */
+  be->upload(ins + N * sizeof(int32_t), p->in_start, (na + 1) * sizeof(int32_t));
+  be->upload(rel, b->rel, E * 3 * sizeof(float));
+  be->upload(rel + E * 3 * sizeof(float), p->rel, ne * 3 * sizeof(float));
+  int32_t last = Np;
+  be->upload(n->graph_start.p, b->graph_start, (G + 1) * sizeof(int32_t));
+  be->upload((int32_t *)n->graph_start.p + G + 1, &last, sizeof last);
+  be->upload(n->target.p, target, G * outs * sizeof(real));
+  double sc[3];
+  nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
+  be->upload(n->sched.p, sc, sizeof sc);
+  bc->id = 0; /* (the cache holds the padded batch's bases now) */
+  n->db = (struct se3_batch){
+      Np, Ep, b->G + 1, n->node.p, n->edge.p, n->src.p, n->in_start.p, n->graph_start.p, bc->basis.p, NULL, 0};
+  return 0;
+}
+
+/* The step's work on the staged padded batch, queued (or recorded): bases,
+ * forward, loss over the real molecules (the padding's gradient zero),
+ * backward, clipping, Adam with the step's values from memory. 0, or -1
+ * (out of memory, or the device failed: sync says which). */
+static int pad_work(struct se3_net *n, const struct rec_key *k, const struct nn_adam *o) {
+  const struct nn_backend *be = n->be;
+  const struct se3_batch *db = &n->db;
+  if (be->bases(n->bc->basis.p, n->bc->rel.p, db->E, &n->model.plan)) return -1;
+  struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], db, n->out.p, n->ws);
+  if (!t) return -1;
+  real *dout = n->dout.p, *g = n->arr[SE3_NET_GRAD];
+  be->loss(dout, n->acc, n->out.p, n->target.p, k->cnt, k->kind, k->delta, k->num, k->den, k->gscale);
+  be->zero(dout + k->cnt, (size_t)n->model.cfg.outputs * sizeof(real));
+  be->zero(g, n->model.n_params * sizeof(real));
+  int bad = se3_model_backward_staged(&n->model, n->arr[SE3_NET_PARAMS], db, t, dout, g, NULL, NULL, NULL);
+  se3_tape_free(t);
+  if (bad) return -1;
+  if (k->max_norm > 0) {
+    be->sumsq_to(n->acc + 2, g, n->model.n_params);
+    be->clip(g, n->model.n_params, n->acc + 2, 1, k->max_norm, n->acc + 3);
+  }
+  be->adam_step_at(n->arr[SE3_NET_PARAMS], n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g, n->model.n_params, o,
+                   n->sched.p);
+  return 0;
+}
+
+int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
+                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  if (n->steps == SE3_STEPS_PLAIN || n->opt_comm || !n->arr[SE3_NET_GRAD] || b->basis || !b->rel) {
+    if (se3_net_forward_loss(n, b, target, ls, err, errlen) || se3_net_backward_loss(n, err, errlen)) return -1;
+    if (max_norm > 0) se3_net_clip_queued(n, max_norm);
+    se3_net_adam(n, o, step, lr);
+    n->stats.eager++;
+    return 0;
+  }
+  se3_tape_free(n->tape); /* (a forward kept before is not this step's) */
+  n->tape = NULL;
+  int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E);
+  if (pad_stage(n, b, target, Np, Ep, o, step, lr)) {
+    if (be->sync(err, errlen)) return -1;
+    snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges; padded %d, %d)", be->name,
+             b->G, b->N, b->E, Np, Ep);
+    return -1;
+  }
+  struct rec_key k;
+  memset(&k, 0, sizeof k); /* (compared as bytes) */
+  k.N = Np, k.E = Ep, k.G = b->G, k.cnt = b->G * n->model.cfg.outputs, k.kind = (int)ls->kind, k.num = ls->num;
+  k.den = ls->den, k.max_degree = n->model.plan.max_degree, k.decoupled = o->decoupled;
+  k.low_memory = n->model.low_memory;
+  k.delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
+  k.gscale = ls->grad_scale, k.max_norm = max_norm > 0 ? max_norm : 0, k.beta1 = o->beta1, k.beta2 = o->beta2;
+  k.eps = o->eps, k.weight_decay = o->weight_decay;
+  /* this shape's slot, or the least recently used one */
+  struct rec_slot *slot = NULL, *old = &n->rec[0];
+  for (int i = 0; i < REC_SLOTS && !slot; i++) {
+    if (n->rec[i].used && memcmp(&n->rec[i].key, &k, sizeof k) == 0) slot = &n->rec[i];
+    if (n->rec[i].used < old->used) old = &n->rec[i];
+  }
+  int seen = slot != NULL;
+  if (!slot) {
+    slot = old;
+    if (slot->rec) be->record_free(slot->rec);
+    slot->rec = NULL;
+    slot->key = k;
+  }
+  slot->used = ++n->rec_clock;
+  if (slot->rec) {
+    if (be->replay(slot->rec) == 0) {
+      n->stats.replayed++;
+      return 0;
+    }
+    be->record_free(slot->rec); /* stale: recorded anew */
+    slot->rec = NULL;
+  }
+  /* a shape seen before (its first step, eager, made the memory it needs)
+   * is recorded, then replayed; nothing of a recording runs until then */
+  if (seen && n->steps == SE3_STEPS_RECORDED && be->record_begin() == 0) {
+    int bad = pad_work(n, &k, o);
+    void *rec = be->record_end();
+    if (!bad && rec && be->replay(rec) == 0) {
+      slot->rec = rec;
+      n->stats.recorded++;
+      n->stats.replayed++;
+      return 0;
+    }
+    if (rec) be->record_free(rec);
+    n->stats.refused++;
+  }
+  if (pad_work(n, &k, o)) {
+    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
+    snprintf(err, errlen,
+             "out of %s memory in a training step (a batch of %d molecules, %d atoms, %d edges): lower the batch size "
+             "or set low_memory: true",
+             be->name, b->G, b->N, b->E);
+    return -1;
+  }
+  n->stats.eager++;
+  return 0;
+}
+
 size_t se3_net_peak_bytes(const struct se3_net *n) { return nn_arena_peak(n->ws); }
 
 size_t se3_net_memory_bytes(const struct se3_net *n) {
@@ -689,7 +938,26 @@ int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err
     rc = -1;
   if (rc && out && zero && bb.b.node_feat) /* (the batch was built: the backend's memory ran out) */
     snprintf(err, errlen, "out of %s memory for a batch of %d molecules", be->name, G);
-  if (rc == 0 && train)
+  if (rc == 0 && train && n->steps != SE3_STEPS_PLAIN) {
+    /* se3_net_train_step pads its batches: the memory of the largest
+     * padded shape (the same work on the same shape, without Adam's update) */
+    struct se3_batch_buf pb;
+    se3_batch_buf_init(&pb, c->node_in, c->edge_in);
+    int Np = pad_size((long)N + 1), Ep = pad_size(E);
+    real *pout = calloc(no + c->outputs, sizeof *pout), *pzero = calloc(no + c->outputs, sizeof *pzero);
+    if (!pout || !pzero || shape_batch(&pb, &n->model, Np, Ep, G + 1)) {
+      snprintf(err, errlen, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G + 1, Np, Ep);
+      rc = -1;
+    } else if (pad_fit(n, Np, Ep, G)) {
+      snprintf(err, errlen, "out of %s memory for a batch of %d molecules", be->name, G);
+      rc = -1;
+    } else {
+      rc = se3_net_forward(n, &pb.b, pout, 1, err, errlen) || se3_net_backward(n, pzero, err, errlen) ? -1 : 0;
+    }
+    se3_batch_buf_free(&pb);
+    free(pout), free(pzero);
+  }
+  if (rc == 0 && train && n->steps == SE3_STEPS_PLAIN)
     rc = se3_net_forward(n, &bb.b, out, 1, err, errlen) || se3_net_backward(n, zero, err, errlen) ? -1 : 0;
   if (rc == 0) rc = se3_net_forward(n, &bb.b, out, 0, err, errlen) ? -1 : 0;
   se3_batch_buf_free(&bb);

@@ -21,7 +21,9 @@
  *   se3_net_clip_queued(net, max_norm)
  *   se3_net_adam(net, &adam, step, lr)
  *   ... se3_net_loss_sum(net, &sum)         (waits; reports a failure of the device)
- * Both compute the same values: on the CPU, the same bits.
+ * Both compute the same values: on the CPU, the same bits. The second, in
+ * one call, is se3_net_train_step, which a GPU pads to a few shapes and
+ * records once per shape (CUDA graphs; se3_net_set_steps).
  * Checkpoints read and write the arrays through se3_net_get / se3_net_set.
  */
 #ifndef SE3_MODEL_H
@@ -182,6 +184,43 @@ double se3_net_unscale_clip(struct se3_net *n, double scale, double max_norm);
 /* One Adam / AdamW update of the parameters from the gradient (step
  * 1-based, lr this step's learning rate). */
 void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double lr);
+/* A whole training step of one process, with nothing waiting for the
+ * device: se3_net_forward_loss, se3_net_backward_loss, se3_net_clip_queued
+ * (when max_norm > 0) and se3_net_adam (step 1-based, lr this step's), in
+ * one call, so that a backend that records work (CUDA graphs) can record a
+ * step once and replay it (se3_net_set_steps). The loss's part and sum are
+ * kept as se3_net_forward_loss keeps them. 0, or -1 with a message in err
+ * (out of memory, or the device failed). */
+int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
+                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen);
+/* How se3_net_train_step runs:
+ *   SE3_STEPS_PLAIN     the batch as it is, each operation called in turn
+ *                       (the CPU's default);
+ *   SE3_STEPS_PADDED    the batch padded to a shape (at most an eighth
+ *                       more atoms and edges, in one more molecule of its
+ *                       own whose prediction the loss leaves out), so that
+ *                       a run's batches fall into a few shapes; the
+ *                       padding adds exact zeros to the gradient, so the
+ *                       step is the plain one's up to round-off (the sums
+ *                       run over more terms);
+ *   SE3_STEPS_RECORDED  padded, and the second step of a shape recorded
+ *                       (the backend's record_begin), then replayed for
+ *                       every later step of that shape: one launch a step
+ *                       (the default where the backend records; elsewhere
+ *                       the same as PADDED). A replay computes the same bits
+ *                       as the padded step run eagerly.
+ * Batches with bases from the host, sharded moments (se3_net_shard_optimizer)
+ * and nets for inference run plainly. */
+enum se3_steps { SE3_STEPS_PLAIN, SE3_STEPS_PADDED, SE3_STEPS_RECORDED };
+void se3_net_set_steps(struct se3_net *n, enum se3_steps steps);
+/* How se3_net_train_step's steps ran: eagerly (the first of a shape, or
+ * every one when not recorded), replayed (recorded counts the recordings
+ * made, each also replayed once at once), refused (recordings the backend
+ * could not make: those steps ran eagerly). */
+struct se3_step_stats {
+  long eager, recorded, replayed, refused;
+};
+void se3_net_step_stats(const struct se3_net *n, struct se3_step_stats *st);
 /* The most workspace bytes in use at once so far. */
 size_t se3_net_peak_bytes(const struct se3_net *n);
 /* The memory the net holds for batches (its workspace and its batch,
@@ -193,7 +232,9 @@ size_t se3_net_memory_bytes(const struct se3_net *n);
  * training step (with train) and one prediction of a batch of that shape
  * run (zero features: a shape, not molecules; the gradient is left zero),
  * so the workspace and buffers are sized by it and later batches, each no
- * larger in N, E and G, normally allocate nothing. A batch that does not
+ * larger in N, E and G, normally allocate nothing (with padded training
+ * steps, se3_net_set_steps, the step is that of the largest padded shape).
+ * A batch that does not
  * fit in the device's memory fails here, at the start, not hours into a
  * run. 0, or -1 with a message in err. */
 int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err, size_t errlen);

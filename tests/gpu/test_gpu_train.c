@@ -16,7 +16,13 @@
  *       (nothing waits from one step to the next) gives the parameters and
  *       losses of the step with the loss on the host, bit for bit;
  *   (f) bases computed on the device from the relative positions give the
- *       predictions and gradient of the host's bases, within 1e-5.
+ *       predictions and gradient of the host's bases, within 1e-5;
+ *   (g) recorded steps (se3_net_train_step, SE3_STEPS_RECORDED: padded to a
+ *       shape, recorded once per shape as a CUDA graph, replayed) give the
+ *       parameters and loss sum of the same padded steps run eagerly, bit
+ *       for bit, through a reallocation that makes the recordings stale;
+ *       and the CPU's plain steps within (b)'s bounds (12 steps of the
+ *       small model, 8 at se3_qm9 sizes).
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
  *                                     (no CUDA backend in this build or no
@@ -555,6 +561,87 @@ static void equivariance(const struct model_case *mc, const struct nn_backend *c
   check(nn_backend_open(d, NN_PREC_FP32, why, sizeof why) == dev, "(d) %s: back to fp32: %s", mc->name, why);
 }
 
+/* (g) Two batches of different shapes in turn, `steps` (even, >= 8): each
+ * shape's first step runs eagerly, its second is recorded, the rest
+ * replayed; halfway both nets reserve a larger batch (buffers reallocated:
+ * the recordings are stale and made anew). Against the same padded steps run
+ * eagerly on the device (bitwise), and the CPU's plain steps (the padding
+ * and the device's round-off: (b)'s bounds). */
+static void recorded_steps(const struct model_case *mc, const struct nn_backend *cpu, const struct nn_backend *dev,
+                           int steps) {
+  char err[512];
+  struct run r, p, c;
+  run_open(&r, dev, &mc->cfg, mc->G, 0);
+  run_open(&p, dev, &mc->cfg, mc->G, 0);
+  run_open(&c, cpu, &mc->cfg, mc->G, 0);
+  se3_net_set_steps(r.net, SE3_STEPS_RECORDED);
+  se3_net_set_steps(p.net, SE3_STEPS_PADDED);
+  se3_net_set_steps(c.net, SE3_STEPS_PLAIN);
+  struct molset ms[2];
+  struct se3_batch_buf bb[2];
+  int sizes2[MAX_MOLS];
+  for (int g = 0; g < mc->G; g++)
+    sizes2[g] = mc->sizes[mc->G - 1 - g] + (g % 2 ? 1 : 4);
+  make_mols(&ms[0], mc->sizes, mc->G, 23);
+  make_mols(&ms[1], sizes2, mc->G, 29);
+  for (int i = 0; i < 2; i++) {
+    make_batch(&bb[i], se3_net_model(r.net), &ms[i], mc->cutoff, IDENTITY, ZERO3);
+    se3_batch_geometry(&bb[i]); /* (as the stages send it: the bases computed on the device) */
+  }
+  int n = mc->G * mc->cfg.outputs;
+  const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, mc->G, mc->G, 1};
+  struct run *all[3] = {&r, &p, &c};
+  real *p0 = get(&c, SE3_NET_PARAMS);
+  for (int k = 0; k < 3; k++)
+    se3_net_set_loss_sum(all[k]->net, 0);
+  for (long s = 1; s <= steps; s++) {
+    int i = (int)(s % 2);
+    real y[MAX_MOLS * 2];
+    for (int j = 0; j < n; j++)
+      y[j] = ms[i].y[j];
+    for (int k = 0; k < 3; k++)
+      if (se3_net_train_step(all[k]->net, &bb[i].b, y, &ls, 0.05, &ADAM, s, LR, err, sizeof err))
+        die("se3_net_train_step", err);
+    if (s == steps / 2)
+      for (int k = 0; k < 2; k++)
+        if (se3_net_reserve(all[k]->net, 4 * (bb[0].b.N + bb[1].b.N), 4 * (bb[0].b.E + bb[1].b.E), 2 * mc->G, 1, err,
+                            sizeof err))
+          die("se3_net_reserve", err);
+  }
+  double sum[3];
+  for (int k = 0; k < 3; k++)
+    if (se3_net_loss_sum(all[k]->net, &sum[k], err, sizeof err)) die("se3_net_loss_sum", err);
+  real *pr = get(&r, SE3_NET_PARAMS), *pp = get(&p, SE3_NET_PARAMS), *pc = get(&c, SE3_NET_PARAMS);
+  size_t differ = 0;
+  for (size_t j = 0; j < r.np; j++)
+    differ += memcmp(&pr[j], &pp[j], sizeof(real)) != 0;
+  struct se3_step_stats st;
+  se3_net_step_stats(r.net, &st);
+  check(differ == 0 && sum[0] == sum[1],
+        "(g) %s: %d recorded steps on %s (%ld eager, %ld recordings, %ld replays, %ld refused) against the same padded "
+        "steps run eagerly: %zu of %zu parameters differ bitwise (must be 0); loss sums %.17g, %.17g",
+        mc->name, steps, dev->name, st.eager, st.recorded, st.replayed, st.refused, differ, r.np, sum[0], sum[1]);
+  if (dev->record_begin)
+    /* each shape: eager once, recorded at its second step; after the
+     * reallocation, recorded anew at its next */
+    check(st.eager == 2 && st.recorded == 4 && st.replayed == steps - 2 && st.refused == 0,
+          "(g) %s: %ld eager steps (want 2), %ld recordings (want 4: two shapes, twice), %ld replays (want %d), %ld "
+          "refused (want 0)",
+          mc->name, st.eager, st.recorded, st.replayed, steps - 2, st.refused);
+  else
+    printf("skip (g) %s: %s records nothing (its recorded steps are the padded ones)\n", mc->name, dev->name);
+  double path = l2(pc, p0, c.np), diff = l2(pr, pc, c.np) / fmax(path, 1e-30);
+  check(diff <= 0.2 && fabs(sum[0] - sum[2]) <= 1e-2 * fabs(sum[2]),
+        "(g) %s: recorded steps on %s against the CPU's plain steps: ||p_dev - p_cpu|| / ||p_cpu - p_0|| = %.2e (bound "
+        "0.2); loss sums %.6f vs %.6f (bound 1e-2 relative)",
+        mc->name, dev->name, diff, sum[0], sum[2]);
+  free(p0), free(pr), free(pp), free(pc);
+  for (int i = 0; i < 2; i++)
+    se3_batch_buf_free(&bb[i]);
+  for (int k = 0; k < 3; k++)
+    run_close(all[k]);
+}
+
 int main(int argc, char **argv) {
   const char *dev_name = "cuda";
   for (int i = 1; i < argc; i++) {
@@ -627,6 +714,8 @@ int main(int argc, char **argv) {
   determinism(&small, dev);
   queued_step(&small, dev);
   device_bases(&qm9, dev);
+  recorded_steps(&small, cpu, dev, 12);
+  recorded_steps(&qm9, cpu, dev, 8);
   equivariance(&small, cpu, dev, d.cuda ? &d : NULL);
   equivariance(&qm9, cpu, dev, d.cuda ? &d : NULL);
   printf("%d passed, %d failed (%s)\n", n_pass, n_fail, dev->name);

@@ -110,6 +110,68 @@ Test(net, the_queued_step_is_the_host_step_to_the_bit) {
   se3_net_free(q);
 }
 
+/* se3_net_train_step padded (one more molecule, at most an eighth more
+ * atoms and edges, its prediction left out of the loss) against the plain
+ * calls: the same steps up to round-off (the sums run over more terms), and
+ * a net reserved for the largest batch takes no more memory in its padded
+ * steps. On the CPU nothing is recorded: every step runs eagerly. */
+Test(net, padded_steps_are_the_plain_steps) {
+  static const int sizes[] = {5, 9, 3, 12, 7, 4};
+  const struct nn_adam adam = {0.9, 0.999, 1e-8, 0.01, 1};
+  struct se3_net *p = net_new(), *q = net_new(), *r = net_new();
+  se3_net_set_steps(p, SE3_STEPS_PLAIN);
+  se3_net_set_steps(q, SE3_STEPS_PADDED);
+  se3_net_set_steps(r, SE3_STEPS_RECORDED); /* (the CPU records nothing: padded) */
+  char err[256];
+  struct se3_batch_buf bb[8];
+  int N = 0, E = 0, G = 0;
+  for (int s = 0; s < 8; s++) {
+    make_geometry(&bb[s], se3_net_model(p), sizes + s % 3, 3, 5 + s % 3, (uint64_t)(40 + s));
+    if (bb[s].b.N > N) N = bb[s].b.N;
+    if (bb[s].b.E > E) E = bb[s].b.E;
+    if (bb[s].b.G > G) G = bb[s].b.G;
+  }
+  cr_assert_eq(se3_net_reserve(r, N, E, G, 1, err, sizeof err), 0, "%s", err);
+  size_t reserved = se3_net_memory_bytes(r);
+  struct se3_net *all[3] = {p, q, r};
+  for (int i = 0; i < 3; i++)
+    se3_net_set_loss_sum(all[i], 0);
+  real y[8];
+  for (long s = 1; s <= 8; s++) {
+    const struct se3_batch *b = &bb[s - 1].b;
+    for (int i = 0; i < b->G; i++)
+      y[i] = (real)(0.5 * (double)i - 1 + 0.1 * (double)s);
+    const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, b->G, b->G + 2, 1};
+    for (int i = 0; i < 3; i++)
+      cr_assert_eq(se3_net_train_step(all[i], b, y, &ls, 0.02, &adam, s, 1e-3, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_net_memory_bytes(r), reserved, "step %ld (%d atoms, %d edges): the reserved net took more memory",
+                 s, b->N, b->E);
+  }
+  double sum[3];
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(se3_net_loss_sum(all[i], &sum[i], err, sizeof err), 0, "%s", err);
+  cr_assert(fabs(sum[1] - sum[0]) <= 1e-5 * fabs(sum[0]), "loss sums %.9g (padded) and %.9g", sum[1], sum[0]);
+  cr_assert_eq(sum[2], sum[1], "the reserved padded net's loss sum differs");
+  real *pp = params_of(p), *pq = params_of(q), *pr = params_of(r);
+  size_t np = se3_net_n_params(p);
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    cr_assert(isfinite(pq[i]), "parameter %zu is not finite after padded steps", i);
+    if (fabs(pq[i] - pp[i]) > worst) worst = fabs(pq[i] - pp[i]);
+  }
+  cr_assert_leq(worst, 2e-6, "padded and plain parameters differ by %g (8 steps of lr 1e-3)", worst);
+  cr_assert_eq(memcmp(pq, pr, np * sizeof *pq), 0, "the reserved padded net's parameters differ");
+  struct se3_step_stats st;
+  se3_net_step_stats(r, &st);
+  cr_assert_eq(st.eager, 8);
+  cr_assert_eq(st.recorded + st.replayed + st.refused, 0);
+  free(pp), free(pq), free(pr);
+  for (int s = 0; s < 8; s++)
+    se3_batch_buf_free(&bb[s]);
+  for (int i = 0; i < 3; i++)
+    se3_net_free(all[i]);
+}
+
 /* Three batches through the pipeline, two under way at a time, give the
  * plain forward's predictions; calls out of turn are refused. */
 Test(net, the_pipeline_predicts_as_the_forward) {
