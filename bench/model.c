@@ -325,7 +325,7 @@ int main(int argc, char **argv) {
   const struct se3_batch *b = &bb.b;
   /* training's loss: L1 against targets far below every prediction, so
    * d loss / d out = 1 / batch for each molecule, as the train stage takes
-   * it (se3_net_forward_loss: the loss and its gradient on the backend,
+   * it (se3_net_train_step: the loss and its gradient on the backend,
    * nothing waiting for the device inside the step) */
   real *out = malloc((size_t)batch * sizeof *out), *target = malloc((size_t)batch * sizeof *target);
   for (int i = 0; i < batch; i++)
@@ -344,13 +344,11 @@ int main(int argc, char **argv) {
     }
     double t0 = now();
     se3_batch_geometry(&bb); /* a new batch each step: its bases computed in the step, where the model runs */
-    if (train
-            ? se3_net_forward_loss(net, b, target, &ls, err, sizeof err) || se3_net_backward_loss(net, err, sizeof err)
-            : se3_net_forward(net, b, out, 0, err, sizeof err)) {
+    if (train ? se3_net_train_step(net, b, target, &ls, 0, &adam, ++step, 1e-6, err, sizeof err)
+              : se3_net_forward(net, b, out, 0, err, sizeof err)) {
       fprintf(stderr, "model_bench: %s\n", err);
       return 1;
     }
-    if (train) se3_net_adam(net, &adam, step++, 1e-6);
     if (net_be->sync(err, sizeof err)) { /* the update may still be queued on a device */
       fprintf(stderr, "model_bench: %s\n", err);
       return 1;
@@ -370,6 +368,11 @@ int main(int argc, char **argv) {
    * yardsticks below: a process's peak memory (as /usr/bin/time sees it)
    * is then the model's, or the 2048^3 sgemm's if larger, not their sum */
   size_t n_params = m->n_params, ws_peak = se3_net_peak_bytes(net);
+  struct se3_step_stats sst;
+  se3_net_step_stats(net, &sst);
+  /* how the training steps ran (model.h's se3_steps): recorded once and
+   * replayed (a GPU's default), or each run as it came (the CPU's) */
+  const char *steps = !train ? "null" : sst.replayed ? "\"recorded\"" : "\"eager\"";
   int nodes = bb.N, edges = bb.E;
   se3_batch_buf_free(&bb);
   free(out);
@@ -414,13 +417,13 @@ int main(int argc, char **argv) {
   printf("{\"bench\":\"model\",\"model\":\"%s\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
-         "\"low_memory\":%d,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
+         "\"low_memory\":%d,\"steps\":%s,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
          "\"bf16_peak_gflops\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
-         PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory,
+         PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory, steps,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",

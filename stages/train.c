@@ -651,6 +651,10 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
    * for the device fails here, not hours into the run */
   struct batch_max bt, bp;
   double t_res = now_s();
+  /* steps padded to a few shapes and recorded (CUDA graphs) where one
+   * process trains without loss scaling (se3_net_train_step); else as
+   * they come */
+  if (ctx->comm || t->fp16) se3_net_set_steps(t->net, SE3_STEPS_PLAIN);
   if (largest_batches(t, comm_size(ctx->comm), comm_rank(ctx->comm), &bt, &bp))
     return stage_fail_at(ctx, NULL, "out of memory");
   if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
@@ -1265,6 +1269,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
     int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = held;
     double part = 0;
     const real *dout = NULL; /* d loss / d predictions, for the backward; NULL: none (nothing to add) */
+    int whole = 0;           /* se3_net_train_step took the whole step */
     if (held) {
       /* (its message is in ctx->err) */
     } else if (kr == 0) {
@@ -1278,10 +1283,19 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
        * over this share (kr of k); with fp16, scaled so that the backward's
        * fp16 products keep small gradients */
       struct se3_loss_spec ls = {t->loss, 1.0, kr, k, t->fp16 ? t->scaler.scale : 1};
-      if (se3_net_forward_loss(t->net, &t->bb.b, yt, &ls, t->why, sizeof t->why))
+      if (!comm && !t->fp16) {
+        /* one process, no loss scaling: the whole step in one call (on a
+         * GPU, recorded once per batch shape and replayed) */
+        if (se3_net_train_step(t->net, &t->bb.b, yt, &ls, t->clip, &t->adam, t->step + 1,
+                               nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
+          failed = 1;
+        else
+          whole = 1;
+      } else if (se3_net_forward_loss(t->net, &t->bb.b, yt, &ls, t->why, sizeof t->why)) {
         failed = 1;
-      else
+      } else {
         dout = se3_net_loss_grad(t->net);
+      }
     }
     /* The gradient; on several processes summed over them while the
      * backward runs (each process joins every sum, failed or not). A failed
@@ -1330,18 +1344,22 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
       break;
     }
     if (comm) *loss_sum += part;
-    int take = 1;
-    if (t->fp16) /* every process holds the same summed gradient: the same decision */
-      take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
-                                   NN_LOSS_SCALE_GROW_EVERY);
-    else if (t->clip > 0)
-      se3_net_clip_queued(t->net, t->clip);
-    if (take) {
-      double lr = nn_schedule_lr(&t->sched, t->step);
-      t->step++;
-      se3_net_adam(t->net, &t->adam, t->step, lr);
+    if (whole) {
+      t->step++; /* (se3_net_train_step took it, Adam's update included) */
     } else {
-      t->skipped++;
+      int take = 1;
+      if (t->fp16) /* every process holds the same summed gradient: the same decision */
+        take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
+                                     NN_LOSS_SCALE_GROW_EVERY);
+      else if (t->clip > 0)
+        se3_net_clip_queued(t->net, t->clip);
+      if (take) {
+        double lr = nn_schedule_lr(&t->sched, t->step);
+        t->step++;
+        se3_net_adam(t->net, &t->adam, t->step, lr);
+      } else {
+        t->skipped++;
+      }
     }
     t_steps = now_s() - t_start;
     if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
@@ -1611,6 +1629,14 @@ static int train_finalize(struct stage_ctx *ctx) {
                      "the model's memory grew by %.1f MB after the start: a batch was larger than the largest "
                      "foreseen (a defect of se3screen; the run is not affected)",
                      (double)(now - t->reserved_bytes) / 1e6);
+  struct se3_step_stats st;
+  se3_net_step_stats(t->net, &st);
+  if (st.recorded || st.refused)
+    ctx->report->log(ctx,
+                     "training steps: %ld replayed from %ld recording%s (one per batch shape: CUDA graphs), %ld run "
+                     "eagerly (a shape's first), %ld recording%s refused",
+                     st.replayed, st.recorded, st.recorded == 1 ? "" : "s", st.eager, st.refused,
+                     st.refused == 1 ? "" : "s");
   return STAGE_OK;
 }
 
