@@ -10,6 +10,13 @@
  *               [--envelope auto|poly|cosine|none]
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
  *               [--profile 0|1] [--model se3_qm9|small]
+ *               [--steps auto|plain|padded|recorded]
+ *
+ * --steps: how training steps run (models/model.h's se3_steps); auto, as
+ * the train stage, records them on a GPU (CUDA graphs: the timed steps are
+ * replays) except in fp16, and runs them plainly on the CPU. The profiled
+ * step (--profile 1) runs padded instead of replayed, so its operations
+ * are seen.
  *
  * --model small: the train stage's default model (configs/models/small.yaml:
  * 2 blocks, degrees 0-2, 8 channels, 2 heads, 16 radial and 32 MLP
@@ -172,13 +179,13 @@ static int usage(FILE *f) {
   fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
              "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n"
-             "                   [--model se3_qm9|small]\n");
+             "                   [--model se3_qm9|small] [--steps auto|plain|padded|recorded]\n");
   return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
   const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32",
-             *model = "se3_qm9";
+             *model = "se3_qm9", *steps_opt = "auto";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0, profile = 1;
   for (int i = 1; i < argc; i += 2) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
@@ -210,6 +217,8 @@ int main(int argc, char **argv) {
       profile = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--model"))
       model = argv[i + 1];
+    else if (!strcmp(argv[i], "--steps"))
+      steps_opt = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return usage(stderr);
@@ -289,6 +298,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   const struct se3_model *m = se3_net_model(net);
+  /* how training steps run (model.h's se3_steps): auto as the train stage
+   * (recorded where the backend records, but plain with fp16, whose loss
+   * scaler reads each step's norm) */
+  enum se3_steps steps_mode = !strcmp(steps_opt, "plain")    ? SE3_STEPS_PLAIN
+                              : !strcmp(steps_opt, "padded") ? SE3_STEPS_PADDED
+                                                             : SE3_STEPS_RECORDED;
+  if (!strcmp(steps_opt, "auto"))
+    steps_mode = be->precision == NN_PREC_FP16 || !be->record_begin ? SE3_STEPS_PLAIN : SE3_STEPS_RECORDED;
+  else if (strcmp(steps_opt, "plain") && strcmp(steps_opt, "padded") && strcmp(steps_opt, "recorded")) {
+    fprintf(stderr, "model_bench: --steps %s is not auto, plain, padded or recorded\n", steps_opt);
+    return 2;
+  }
+  se3_net_set_steps(net, steps_mode);
   if (train) { /* parameters and zero Adam moments, as the train stage starts */
     if (se3_net_init_params(net, 1)) {
       fprintf(stderr, "model_bench: out of memory\n");
@@ -341,6 +363,7 @@ int main(int argc, char **argv) {
     if (profiled) {
       nn_profile_clear(&prof);
       prof.on = 1;
+      if (steps_mode == SE3_STEPS_RECORDED) se3_net_set_steps(net, SE3_STEPS_PADDED); /* (a replay calls no op) */
     }
     double t0 = now();
     se3_batch_geometry(&bb); /* a new batch each step: its bases computed in the step, where the model runs */
@@ -370,9 +393,12 @@ int main(int argc, char **argv) {
   size_t n_params = m->n_params, ws_peak = se3_net_peak_bytes(net);
   struct se3_step_stats sst;
   se3_net_step_stats(net, &sst);
-  /* how the training steps ran (model.h's se3_steps): recorded once and
-   * replayed (a GPU's default), or each run as it came (the CPU's) */
-  const char *steps = !train ? "null" : sst.replayed ? "\"recorded\"" : "\"eager\"";
+  /* how the timed training steps ran (model.h's se3_steps): recorded once
+   * and replayed (a GPU's default), padded, or plain (the CPU's) */
+  const char *steps = !train                          ? "null"
+                      : sst.replayed                  ? "\"recorded\""
+                      : steps_mode == SE3_STEPS_PLAIN ? "\"plain\""
+                                                      : "\"padded\"";
   int nodes = bb.N, edges = bb.E;
   se3_batch_buf_free(&bb);
   free(out);

@@ -366,6 +366,13 @@ const struct nn_backend *nn_backend_profiled(const struct nn_backend *inner, str
   profiled.allgather = inner->allgather;
   profiled.sum_start = inner->sum_start;
   profiled.sum_wait = inner->sum_wait;
-  /* recorded work (CUDA graphs) is not offered: each operation is timed as it runs */
+  /* recorded work (CUDA graphs) passed through, untimed: a replay calls no
+   * operation, so a profiled step must run eagerly (model_bench's profiled
+   * step is padded, not recorded); recording while profiling would wait
+   * inside the capture and spoil it */
+  profiled.record_begin = inner->record_begin;
+  profiled.record_end = inner->record_end;
+  profiled.replay = inner->replay;
+  profiled.record_free = inner->record_free;
   return &profiled;
 }

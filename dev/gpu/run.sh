@@ -133,6 +133,9 @@ if want bench; then
     for p in fp32 tf32 bf16 fp16; do runs+=("--mode train --batch 240 --graph $g --precision $p"); done
     for p in fp32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p"); done
   done
+  # what recording the step (CUDA graphs) gains: the same step plain, and padded without recording
+  runs+=("--mode train --batch 240 --graph bonds --precision tf32 --steps plain"
+    "--mode train --batch 240 --graph bonds --precision tf32 --steps padded")
   [ "${BENCH_QUICK:-0}" = 1 ] && runs=("--mode train --batch 16 --graph bonds" "--mode infer --batch 32 --graph radius")
   : >"$out/bench.jsonl"
   for r in "${runs[@]}"; do
