@@ -840,7 +840,7 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     slot->key = k;
   }
   slot->used = ++n->rec_clock;
-  if (slot->rec) {
+  if (slot->rec && n->steps == SE3_STEPS_RECORDED) {
     if (be->replay(slot->rec) == 0) {
       n->stats.replayed++;
       return 0;
