@@ -67,6 +67,7 @@ struct se3_net {
       double delta, gscale, max_norm, beta1, beta2, eps, weight_decay;
     } key;
     void *rec;          /* the recording, once made */
+    int refused;        /* times the backend could not record it: after two, run eagerly from then on */
     unsigned long used; /* when last used (0: a free slot) */
   } rec[REC_SLOTS];
   unsigned long rec_clock;
@@ -837,6 +838,7 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     slot = old;
     if (slot->rec) be->record_free(slot->rec);
     slot->rec = NULL;
+    slot->refused = 0;
     slot->key = k;
   }
   slot->used = ++n->rec_clock;
@@ -850,7 +852,7 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
   }
   /* a shape seen before (its first step, eager, made the memory it needs)
    * is recorded, then replayed; nothing of a recording runs until then */
-  if (seen && n->steps == SE3_STEPS_RECORDED && be->record_begin() == 0) {
+  if (seen && slot->refused < 2 && n->steps == SE3_STEPS_RECORDED && be->record_begin() == 0) {
     int bad = pad_work(n, &k, o);
     void *rec = be->record_end();
     if (!bad && rec && be->replay(rec) == 0) {
@@ -861,6 +863,8 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     }
     if (rec) be->record_free(rec);
     n->stats.refused++;
+    slot->refused++; /* (tried once more, after the eager step made what memory it needed; then not: each
+                        try costs the host a step's calls) */
   }
   if (pad_work(n, &k, o)) {
     if (be->sync(err, errlen)) return -1; /* the device failed: its message */

@@ -216,7 +216,8 @@ void se3_net_set_steps(struct se3_net *n, enum se3_steps steps);
 /* How se3_net_train_step's steps ran: eagerly (the first of a shape, or
  * every one when not recorded), replayed (recorded counts the recordings
  * made, each also replayed once at once), refused (recordings the backend
- * could not make: those steps ran eagerly). */
+ * could not make: those steps ran eagerly; a shape refused twice is not
+ * tried again). */
 struct se3_step_stats {
   long eager, recorded, replayed, refused;
 };
