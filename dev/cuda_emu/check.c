@@ -18,6 +18,7 @@
 
 static const struct nn_backend *G;
 static int fails;
+long emu_lt_count(void); /* inc/cublasLt.h: the matmuls run (run.sh's emu.cpp) */
 static unsigned long long rs = 12345;
 static double rnd(void) {
   rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -107,6 +108,18 @@ static void test_gemm(void) {
   nn_dense_backward(NULL, dW, NULL, dy, x, W, rows, cin, cout);
   G->dense_backward(NULL, DW, NULL, DY, X, Wd, rows, cin, cout);
   cmp("dense_backward dW, no dx/db", dW, DW, cout * cin, 1e-5);
+  /* operands one float past their 256-byte alignment: the bias then is not
+   * 16-byte aligned, and the layer takes the way without cuBLASLt (gemm.cu) */
+  long lt0 = emu_lt_count();
+  real *X1 = dev(NULL, rows * cin + 1), *W1 = dev(NULL, cout * cin + 1), *B1 = dev(NULL, cout + 1);
+  real *Y1 = dev(NULL, rows * cout + 1);
+  G->upload(X1 + 1, x, (size_t)rows * cin * sizeof *x);
+  G->upload(W1 + 1, W, (size_t)cout * cin * sizeof *W);
+  G->upload(B1 + 1, b, (size_t)cout * sizeof *b);
+  nn_dense_forward(y, x, W, b, rows, cin, cout);
+  G->dense_forward(Y1 + 1, X1 + 1, W1 + 1, B1 + 1, rows, cin, cout);
+  cmp("dense_forward, unaligned (no cuBLASLt)", y, Y1 + 1, rows * cout, 1e-5);
+  if (emu_lt_count() != lt0) printf("   FAIL: an unaligned bias went to cuBLASLt\n"), fails++;
 }
 
 static void test_norm(void) {
@@ -581,6 +594,11 @@ int main(int argc, char **argv) {
   test_model(1, 0, 3, 8);
   test_model(0, 1, 4, 16);
   if (G->sync(err, sizeof err)) printf("sync: %s\n", err), fails++;
+  const char *lt = getenv("EMU_LT");
+  long nlt = emu_lt_count();
+  printf("dense forwards with the bias in cuBLASLt's epilogue: %ld%s\n", nlt,
+         lt && !strcmp(lt, "0") ? " (EMU_LT=0)" : "");
+  if ((nlt == 0) != (lt && !strcmp(lt, "0"))) printf("   FAIL: expected %s\n", nlt ? "none" : "some"), fails++;
   printf("%s: %d failures\n", fails ? "FAILED" : "ALL OK", fails);
   return fails != 0;
 }

@@ -8,7 +8,9 @@
 # OpenMP team (__syncthreads is its barrier), blocks run one after another,
 # __shared__ arrays are statics and device memory is host memory (poisoned
 # with NaN when allocated, so reading what no kernel wrote shows);
-# inc/cublas_v2.h does cublasSgemm naively by its column-major definition;
+# inc/cublas_v2.h does cublasSgemm naively by its column-major definition,
+# inc/cublasLt.h the dense layers' matmul with its bias epilogue (EMU_LT=0:
+# its heuristic offers nothing, so the layers take their other path);
 # uploads' pinned staging halves are 64 KiB (32 MiB on a GPU), so batches
 # cross from one half to the other (copies finish at once here, so a reuse
 # of a half too early would not show).
@@ -37,7 +39,9 @@ python3 "$here/launch.py" "$root/models/cuda" "$out/gen"
 cat >"$out/gen/emu.cpp" <<'X'
 #include "cuda_runtime.h"
 #include "cublas_v2.h"
+#include "cublasLt.h"
 dim3 emu_grid, emu_block, emu_bidx;
+extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X
 for f in "$out"/gen/*.cpp; do
   g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \

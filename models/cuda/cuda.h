@@ -7,6 +7,7 @@
  * declared here, one file per concern:
  *   table.cu        the device, memory, copies, sync, scratch, the table
  *   gemm.cu         row-major GEMMs on cuBLAS; linear and dense layers
+ *                   (the dense forward's bias in cuBLASLt's epilogue)
  *   reduce.cu       deterministic column sums and the sum of squares
  *   elementwise.cu  the model's glue, scale, edge weights, Adam, the
  *                   step's loss and the gradient's clipping
@@ -33,6 +34,7 @@
 #ifndef SE3_CUDA_CUDA_H
 #define SE3_CUDA_CUDA_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -49,6 +51,10 @@ static_assert(sizeof(real) == sizeof(float), "the CUDA backend is built for real
 /* ---- the device (table.cu) ---- */
 cudaStream_t cu_stream(void);
 cublasHandle_t cu_blas(void);
+/* cuBLASLt's handle (NULL when it did not start) and the GEMMs' workspace
+ * (NULL, 0 without one), both set up with the device. */
+cublasLtHandle_t cu_blaslt(void);
+void *cu_workspace(size_t *bytes);
 /* The table's precision: cu_mm's products are fp32, tf32 or bf16 by it. */
 enum nn_precision cu_precision(void);
 
@@ -101,6 +107,9 @@ static inline unsigned cu_grid(size_t n) {
  * does not read C. k <= 0 gives C = beta C. */
 void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int lda, const real *B, int ldb, real beta,
            real *C, int ldc);
+
+/* Frees gemm.cu's cuBLASLt plans (at exit). */
+void cu_gemm_shutdown(void);
 
 /* ---- reductions (reduce.cu) ----
  * out[c] += sum over r of in[r ld + c] (rows x cols), in row order within

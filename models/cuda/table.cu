@@ -34,6 +34,8 @@ static struct {
   int open, index;
   cudaStream_t stream;
   cublasHandle_t blas;
+  cublasLtHandle_t lt; /* NULL: cuBLASLt did not start, dense layers add their bias apart */
+  void *ws;            /* the GEMM workspace (cuBLAS's and cuBLASLt's), CU_WORKSPACE_BYTES or NULL */
   void *scratch[CU_SCRATCH_SLOTS];
   size_t scratch_cap[CU_SCRATCH_SLOTS];
   int failed;    /* a failure since the last sync */
@@ -52,6 +54,12 @@ static struct {
   unsigned long gen, rec_gen;
 } st;
 
+/* The GEMMs' workspace: allocated once when the device opens and given to
+ * cuBLAS (cublasSetWorkspace) and to cuBLASLt (gemm.cu), so neither
+ * allocates while a step is being recorded; 32 MiB is what NVIDIA advises
+ * for Hopper. */
+#define CU_WORKSPACE_BYTES ((size_t)32 << 20)
+
 #ifndef CU_STAGE_BYTES /* (dev/cuda_emu makes it small, to cross halves often) */
 #define CU_STAGE_BYTES ((size_t)32 << 20)
 #endif
@@ -60,6 +68,11 @@ static struct nn_backend table;
 
 cudaStream_t cu_stream(void) { return st.stream; }
 cublasHandle_t cu_blas(void) { return st.blas; }
+cublasLtHandle_t cu_blaslt(void) { return st.lt; }
+void *cu_workspace(size_t *bytes) {
+  *bytes = st.ws ? CU_WORKSPACE_BYTES : 0;
+  return st.ws;
+}
 enum nn_precision cu_precision(void) { return table.precision; }
 
 /* ---- failures ---- */
@@ -334,6 +347,7 @@ static void cu_shutdown(void) {
   if (!st.open) return;
   cu_collectives_shutdown();
   cu_bases_shutdown();
+  cu_gemm_shutdown();
   for (int i = 0; i < CU_SCRATCH_SLOTS; i++)
     if (st.scratch[i]) (void)cudaFreeAsync(st.scratch[i], st.stream);
   (void)cudaStreamSynchronize(st.stream);
@@ -342,7 +356,9 @@ static void cu_shutdown(void) {
       (void)cudaFreeHost(st.stage[h]);
       (void)cudaEventDestroy(st.stage_done[h]);
     }
+  if (st.lt) (void)cublasLtDestroy(st.lt);
   (void)cublasDestroy(st.blas);
+  if (st.ws) (void)cudaFree(st.ws);
   (void)cudaStreamDestroy(st.stream);
   st.open = 0;
 }
@@ -505,9 +521,27 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
     (void)cudaStreamDestroy(st.stream);
     return NULL;
   }
+  /* The workspace, after cublasSetStream (which would reset it). Without
+   * it cuBLAS keeps its own pool and cuBLASLt runs without workspace;
+   * without cuBLASLt the dense layers add their bias in a kernel of their
+   * own: slower, not wrong, so neither refuses the device. */
+  void *ws = NULL;
+  if (cudaMalloc(&ws, CU_WORKSPACE_BYTES) != cudaSuccess) {
+    (void)cudaGetLastError();
+    ws = NULL;
+  } else if (cublasSetWorkspace(st.blas, ws, CU_WORKSPACE_BYTES) != CUBLAS_STATUS_SUCCESS) {
+    (void)cudaFree(ws);
+    ws = NULL;
+  }
+  st.ws = ws;
+  if (cublasLtCreate(&st.lt) != CUBLAS_STATUS_SUCCESS) st.lt = NULL;
   st.index = index;
   if (set_precision(precision, err, errlen)) {
+    if (st.lt) (void)cublasLtDestroy(st.lt);
+    st.lt = NULL;
     (void)cublasDestroy(st.blas);
+    if (st.ws) (void)cudaFree(st.ws);
+    st.ws = NULL;
     (void)cudaStreamDestroy(st.stream);
     return NULL;
   }

@@ -30,6 +30,11 @@ inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t m) {
   emu_math() = m;
   return 0;
 }
+/* a workspace of the caller's: 256-byte aligned, as cuBLAS asks */
+inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *ws, size_t bytes) {
+  if ((!ws && bytes) || (uintptr_t)ws % 256) abort();
+  return 0;
+}
 inline const char *cublasGetStatusString(cublasStatus_t) { return "emulated"; }
 inline const char *cublasGetStatusName(cublasStatus_t) { return "EMU"; }
 /* x with its significand cut to `bits` stored bits (round to nearest, ties
