@@ -1,6 +1,7 @@
 /* workers.c — parse records in isolated worker processes (see workers.h).
  *
  * Protocol over two pipes per worker, native byte order (same machine):
+ *   hello:    once, when the worker has loaded Open Babel: i32 status 2, u32 0
  *   request:  u32 format length, u32 text length, format bytes, text bytes
  *   response: i32 status (0 ok, 1 rejected), u32 length, then a packed
  *             molecule (mol_pack) or the reason text
@@ -9,6 +10,16 @@
  * the supervisor between records; it answers them in order, so the oldest
  * unanswered record is the one in flight: a crash or a timeout is blamed on
  * it alone and the records queued behind it are sent again.
+ *
+ * A request and its response both carry every SD tag of the record, so either
+ * can be far bigger than a pipe's buffer (64 KiB). The worker reads a whole
+ * request, then writes a whole response, blocking; the supervisor must
+ * therefore never block on either pipe: were it blocked writing the next
+ * request while the worker is blocked writing the answer to the last one,
+ * both would wait for ever (issue 30). The supervisor's ends are non-blocking
+ * and one poll() serves every pipe in both directions: requests are written,
+ * answers read, as far as each pipe allows, and the deadline of the record in
+ * flight is checked whatever the state of its request or answer.
  */
 #define _GNU_SOURCE
 #include "chem/workers.h"
@@ -36,14 +47,32 @@ struct rbuf {
 };
 
 #define QUEUE_DEPTH 2
+#define STATUS_HELLO 2
+/* A worker that has not said hello this long after its start is stuck in
+ * Open Babel's set-up: killed and started again. Not a record's time (no
+ * record is blamed), so not timeout_s, which may be a fraction of a second. */
+#define START_LIMIT_S 60.0
+/* Workers that die (or never get ready) before their hello, in a row, before
+ * the run gives up: Open Babel's set-up itself fails. */
+#define MAX_START_DEATHS 5
 
 struct worker {
   pid_t pid;
-  struct rbuf in;        /* answers read ahead */
-  int to_fd;             /* supervisor writes requests */
-  int from_fd;           /* supervisor reads responses */
-  int q[QUEUE_DEPTH];    /* job indices sent, oldest (in flight) first */
+  int to_fd;             /* supervisor writes requests (non-blocking) */
+  int from_fd;           /* supervisor reads responses (non-blocking) */
+  unsigned gen;          /* counts starts: tells poll results of a replaced worker apart */
+  int ready;             /* its hello has come */
+  double spawned;        /* when it was started */
+  int q[QUEUE_DEPTH];    /* job indices given, oldest (in flight) first */
   int nq;
+  int n_sent;            /* of q, the requests written whole (a prefix) */
+  size_t out_off;        /* bytes of request q[n_sent] written so far */
+  struct rbuf in;        /* answer bytes read ahead */
+  uint8_t hdr[8];        /* the header of the answer being read */
+  size_t hdr_got;
+  uint8_t *msg;          /* its payload, once the header is whole (NULL before) */
+  uint32_t msg_len;
+  size_t msg_got;
   double started;        /* when the job in flight started */
 };
 
@@ -54,7 +83,7 @@ struct wpool {
   struct mol_check_opts check;
   uint8_t *elements;
   int restarts;
-  int idle_deaths;       /* workers that died holding no record, in a row */
+  int idle_deaths;       /* workers that died before their hello, in a row */
 };
 
 static double now_s(void) {
@@ -63,6 +92,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Blocking read of exactly n bytes through rb: the worker's side. */
 static int rb_read(int fd, struct rbuf *rb, void *dst, size_t n) {
   uint8_t *d = dst;
   while (n) {
@@ -126,6 +156,11 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
   char *text = NULL;
   struct rbuf rb = {malloc(RBUF_CAP), 0, 0};
   if (!rb.b) return;
+  /* Ready: from now on a death or a delay is the record's doing. */
+  if (send_response(out_fd, STATUS_HELLO, "", 0)) {
+    free(rb.b);
+    return;
+  }
   for (;;) {
     uint32_t hdr[2];
     if (rb_read(in_fd, &rb, hdr, sizeof hdr)) break;
@@ -168,6 +203,19 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
   free(text);
 }
 
+/* Forget a worker's half-done transfers (it is being replaced). */
+static void clear_transfers(struct worker *w) {
+  w->nq = 0;
+  w->n_sent = 0;
+  w->out_off = 0;
+  w->in.s = w->in.e = 0;
+  w->hdr_got = 0;
+  free(w->msg);
+  w->msg = NULL;
+  w->msg_len = 0;
+  w->msg_got = 0;
+}
+
 static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
   int req[2], resp[2];
   if (pipe2(req, O_CLOEXEC) != 0) goto syserr;
@@ -199,18 +247,38 @@ static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
   }
   close(req[0]);
   close(resp[1]);
-  p->w[k].pid = pid;
-  p->w[k].to_fd = req[1];
-  p->w[k].from_fd = resp[0];
-  p->w[k].nq = 0;
-  p->w[k].in.s = p->w[k].in.e = 0;
+  /* Only the supervisor's ends are non-blocking (O_NONBLOCK belongs to the
+   * open file description, which the worker's ends do not share): the
+   * worker's blocking reads and writes are what it should do. */
+  if (fcntl(req[1], F_SETFL, fcntl(req[1], F_GETFL) | O_NONBLOCK) != 0 ||
+      fcntl(resp[0], F_SETFL, fcntl(resp[0], F_GETFL) | O_NONBLOCK) != 0) {
+    snprintf(err, errlen, "cannot make a parser process's pipes non-blocking: %s", strerror(errno));
+    kill(pid, SIGKILL);
+    close(req[1]);
+    close(resp[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    return -1;
+  }
+  struct worker *w = &p->w[k];
+  w->pid = pid;
+  w->to_fd = req[1];
+  w->from_fd = resp[0];
+  w->gen++;
+  w->ready = 0;
+  w->spawned = now_s();
+  clear_transfers(w);
   return 0;
 syserr:
   snprintf(err, errlen, "cannot start a parser process: %s", strerror(errno));
   return -1;
 }
 
+/* Kill worker w (whatever it is doing: running, stopped, already exiting)
+ * and collect its exit status. A worker that is already exiting keeps the
+ * status it had: a signal to a dying process changes nothing. */
 static void reap(struct worker *w, int *wstatus) {
+  if (w->pid > 0) kill(w->pid, SIGKILL);
   if (w->to_fd >= 0) close(w->to_fd);
   if (w->from_fd >= 0) close(w->from_fd);
   w->to_fd = w->from_fd = -1;
@@ -226,13 +294,27 @@ static void reap(struct worker *w, int *wstatus) {
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
                           char *err, size_t errlen) {
   struct wpool *p = calloc(1, sizeof *p);
-  if (!p) return NULL;
+  if (!p) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
   p->n = n < 1 ? 1 : n;
   p->w = calloc((size_t)p->n, sizeof *p->w);
+  if (!p->w) {
+    free(p);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
   p->parse = *parse;
   p->check = *check;
   if (check->n_elements > 0) {
     p->elements = malloc((size_t)check->n_elements);
+    if (!p->elements) {
+      free(p->w);
+      free(p);
+      snprintf(err, errlen, "out of memory");
+      return NULL;
+    }
     memcpy(p->elements, check->elements, (size_t)check->n_elements);
     p->check.elements = p->elements;
   }
@@ -240,6 +322,8 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
   for (int k = 0; k < p->n; k++) {
     p->w[k].pid = -1;
     p->w[k].to_fd = p->w[k].from_fd = -1;
+  }
+  for (int k = 0; k < p->n; k++) {
     p->w[k].in.b = malloc(RBUF_CAP);
     if (!p->w[k].in.b) {
       snprintf(err, errlen, "out of memory");
@@ -257,8 +341,8 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
 void wpool_stop(struct wpool *p) {
   if (!p) return;
   for (int k = 0; k < p->n; k++) {
-    if (p->w[k].pid > 0) kill(p->w[k].pid, SIGKILL);
     reap(&p->w[k], NULL);
+    clear_transfers(&p->w[k]);
     free(p->w[k].in.b);
   }
   free(p->w);
@@ -267,6 +351,8 @@ void wpool_stop(struct wpool *p) {
 }
 
 int wpool_restarts(const struct wpool *p) { return p->restarts; }
+
+pid_t wpool_worker_pid(const struct wpool *p, int k) { return k >= 0 && k < p->n ? p->w[k].pid : -1; }
 
 static void describe_death(int st, char *out, size_t n) {
   if (WIFSIGNALED(st))
@@ -289,17 +375,21 @@ static int feed_take(struct feed *f) {
 
 static int feed_empty(const struct feed *f) { return f->n_again == 0 && f->next >= f->n; }
 
-/* Kill and restart worker k. Its job in flight (if any) is rejected with
- * reason (or how the worker died); the jobs queued behind it go back to the
- * feed. Returns the number of jobs finished (0 or 1), or -1 on a system error. */
-static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason, int timed_out,
-                       char *err, size_t errlen) {
+/* Kill and restart worker k. With a reason (it ran out of time, or broke the
+ * protocol), its job in flight is rejected with that reason; without one (it
+ * died), the job in flight is rejected with how it died if the worker had the
+ * whole record: it cannot have died of a record it never had. A worker that
+ * never said hello had begun no record. The other jobs it held go back to the
+ * feed. Returns the number of jobs finished (0 or 1), or -1 with err (a system
+ * error, or workers that keep dying before they take any record). */
+static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason, char *err,
+                       size_t errlen) {
   struct worker *w = &p->w[k];
-  if (timed_out && w->pid > 0) kill(w->pid, SIGKILL);
+  int ready = w->ready;
   int st = 0;
   reap(w, &st);
-  int finished = 0;
-  if (w->nq > 0) {
+  int finished = 0, first_again = 0;
+  if (ready && w->nq > 0 && (reason || w->n_sent > 0)) {
     struct wjob *j = &jobs[w->q[0]];
     j->status = 1;
     if (reason)
@@ -307,27 +397,142 @@ static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f
     else
       describe_death(st, j->reason, sizeof j->reason);
     finished = 1;
-    for (int i = w->nq - 1; i >= 1; i--) f->again[f->n_again++] = w->q[i];
+    first_again = 1;
   }
-  w->nq = 0;
+  for (int i = w->nq - 1; i >= first_again; i--) f->again[f->n_again++] = w->q[i];
+  clear_transfers(w);
   p->restarts++;
+  if (finished == 0) {
+    /* Nothing to blame it on: a start-up that fails (or a worker killed from
+     * outside) would otherwise be restarted for ever. */
+    if (++p->idle_deaths > MAX_START_DEATHS) {
+      char how[160];
+      if (reason)
+        snprintf(how, sizeof how, "%s", reason);
+      else if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
+      else
+        snprintf(how, sizeof how, "exit status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      snprintf(err, errlen,
+               "parser processes keep dying before they take any record (%d in a row; the last: %s): does Open "
+               "Babel start (try `obabel -L formats`)?",
+               p->idle_deaths, how);
+      return -1;
+    }
+  }
   return spawn(p, k, err, errlen) ? -1 : finished;
 }
 
-static int receive(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
+/* Write as much of worker k's unsent requests as its pipe takes now.
+ * 0: all written or the pipe is full; -1: the worker is gone. */
+static int pump_out(struct worker *w, const struct wjob *jobs) {
+  while (w->n_sent < w->nq) {
+    const struct wjob *jb = &jobs[w->q[w->n_sent]];
+    uint32_t hdr[2] = {(uint32_t)strlen(jb->format), (uint32_t)jb->len};
+    size_t part[3] = {sizeof hdr, hdr[0], jb->len};
+    const char *base[3] = {(const char *)hdr, jb->format, jb->text};
+    struct iovec iov[3];
+    int n = 0;
+    size_t skip = w->out_off, total = 0;
+    for (int i = 0; i < 3; i++) {
+      total += part[i];
+      if (skip >= part[i]) {
+        skip -= part[i];
+        continue;
+      }
+      iov[n].iov_base = (void *)(base[i] + skip);
+      iov[n].iov_len = part[i] - skip;
+      skip = 0;
+      n++;
+    }
+    if (n == 0) { /* nothing left of this one (cannot happen: a header is never empty) */
+      w->n_sent++;
+      w->out_off = 0;
+      continue;
+    }
+    ssize_t r = writev(w->to_fd, iov, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return -1; /* EPIPE: the worker has closed its end, it is dead or dying */
+    }
+    w->out_off += (size_t)r;
+    if (w->out_off >= total) {
+      w->n_sent++;
+      w->out_off = 0;
+    }
+  }
+  return 0;
+}
+
+/* Read worker k's pipe until one whole message is in w->hdr/w->msg.
+ * 1: a message is whole; 0: the pipe is empty for now; -1: end of file or a
+ * read error (the worker is gone); -2: out of memory (err filled). */
+static int pump_in(struct worker *w, char *err, size_t errlen) {
+  for (;;) {
+    struct rbuf *rb = &w->in;
+    if (!w->msg) {
+      size_t k = rb->e - rb->s < 8 - w->hdr_got ? rb->e - rb->s : 8 - w->hdr_got;
+      memcpy(w->hdr + w->hdr_got, rb->b + rb->s, k);
+      rb->s += k;
+      w->hdr_got += k;
+      if (w->hdr_got == 8) {
+        memcpy(&w->msg_len, w->hdr + 4, 4);
+        w->msg = malloc((size_t)w->msg_len + 1);
+        if (!w->msg) {
+          snprintf(err, errlen, "out of memory for a parsed record of %u bytes", w->msg_len);
+          return -2;
+        }
+        w->msg_got = 0;
+      }
+    }
+    if (w->msg) {
+      size_t want = w->msg_len - w->msg_got;
+      size_t k = rb->e - rb->s < want ? rb->e - rb->s : want;
+      memcpy(w->msg + w->msg_got, rb->b + rb->s, k);
+      rb->s += k;
+      w->msg_got += k;
+      if (w->msg_got == w->msg_len) return 1;
+    }
+    /* The buffer is drained: read more. */
+    size_t left = w->msg ? w->msg_len - w->msg_got : 0;
+    int direct = left >= RBUF_CAP; /* big payloads go straight to their place */
+    ssize_t r = direct ? read(w->from_fd, w->msg + w->msg_got, left) : read(w->from_fd, rb->b, RBUF_CAP);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r <= 0) return -1;
+    if (direct) {
+      w->msg_got += (size_t)r;
+    } else {
+      rb->s = 0;
+      rb->e = (size_t)r;
+    }
+  }
+}
+
+/* The whole message now in worker k: a hello, or the answer for its oldest
+ * job. Returns the number of jobs finished (0 or 1), or -1 on a system error. */
+static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
   struct worker *w = &p->w[k];
   int32_t status;
-  uint32_t len;
-  uint8_t hdr[8];
-  if (rb_read(w->from_fd, &w->in, hdr, 8)) return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
-  memcpy(&status, hdr, 4);
-  memcpy(&len, hdr + 4, 4);
-  uint8_t *buf = malloc((size_t)len + 1);
-  if (!buf || rb_read(w->from_fd, &w->in, buf, len)) {
-    free(buf);
-    return fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
-  }
+  memcpy(&status, w->hdr, 4);
+  uint8_t *buf = w->msg;
+  uint32_t len = w->msg_len;
   buf[len] = 0;
+  w->msg = NULL;
+  w->hdr_got = 0;
+  if (status == STATUS_HELLO && !w->ready) {
+    free(buf);
+    w->ready = 1;
+    p->idle_deaths = 0;
+    w->started = now_s(); /* the job in flight, if any, starts now */
+    return 0;
+  }
+  if (!w->ready || w->n_sent == 0 || (status != 0 && status != 1)) {
+    free(buf);
+    return fail_worker(p, k, jobs, f, "internal error: the parser process broke the protocol on this record", err,
+                       errlen);
+  }
   struct wjob *j = &jobs[w->q[0]];
   if (status == 0) {
     mol_init(&j->mol);
@@ -342,78 +547,103 @@ static int receive(struct wpool *p, int k, struct wjob *jobs, struct feed *f, ch
     snprintf(j->reason, sizeof j->reason, "%s", (char *)buf);
   }
   free(buf);
-  p->idle_deaths = 0;
   memmove(w->q, w->q + 1, sizeof w->q[0] * (size_t)(QUEUE_DEPTH - 1));
   w->nq--;
+  w->n_sent--;
   w->started = now_s(); /* the next queued job starts now */
   return 1;
 }
 
-/* Send job j to worker k. 0 sent; otherwise the worker is dead: the caller
- * gets the finished count of fail_worker in *finished and j goes back to the feed. */
-static int send_job(struct wpool *p, int k, struct wjob *jobs, int j, struct feed *f, int *finished, char *err,
-                    size_t errlen) {
+/* Take every whole message waiting in worker k's pipe (an end of file: the
+ * worker died). Returns the number of jobs finished, or -1 on a system error. */
+static int drain(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
   struct worker *w = &p->w[k];
-  const struct wjob *jb = &jobs[j];
-  uint32_t hdr[2] = {(uint32_t)strlen(jb->format), (uint32_t)jb->len};
-  struct iovec iov[3] = {{hdr, sizeof hdr}, {(void *)jb->format, hdr[0]}, {(void *)jb->text, jb->len}};
-  if (writev_full(w->to_fd, iov, 3) == 0) {
-    if (w->nq == 0) w->started = now_s();
-    w->q[w->nq++] = j;
-    return 0;
+  int total = 0;
+  for (;;) {
+    int got = pump_in(w, err, errlen);
+    if (got == -2) return -1;
+    if (got == 0) return total;
+    if (got < 0) {
+      int fin = fail_worker(p, k, jobs, f, NULL, err, errlen);
+      return fin < 0 ? -1 : total + fin;
+    }
+    unsigned before = w->gen;
+    int fin = take_message(p, k, jobs, f, err, errlen);
+    if (fin < 0) return -1;
+    total += fin;
+    if (w->gen != before) return total; /* replaced: its pipe is a new one */
   }
-  /* The worker is gone: it crashed on the job it had in flight (blamed on
-   * it now), or died idle. Restart it; j is sent again. */
-  f->again[f->n_again++] = j;
-  if (w->nq == 0 && ++p->idle_deaths > 5) {
-    snprintf(err, errlen, "parser processes keep dying before they get any record (Open Babel set-up fails?)");
-    *finished = -1;
-    return 1;
+}
+
+/* Why the job in flight on w ran out of time, by how far it had got. */
+static void timeout_reason(const struct worker *w, const struct wjob *jobs, double timeout_s, char *out, size_t n) {
+  if (w->n_sent == 0) {
+    const struct wjob *j = &jobs[w->q[0]];
+    snprintf(out, n,
+             "timed out after %g s: the parser process had taken %zu of the record's %zu bytes (it stopped "
+             "reading)",
+             timeout_s, w->out_off, sizeof(uint32_t) * 2 + strlen(j->format) + j->len);
+  } else if (w->msg) {
+    snprintf(out, n, "timed out after %g s: the parser process had sent %zu of the %u bytes of its answer",
+             timeout_s, w->msg_got, w->msg_len);
+  } else {
+    snprintf(out, n, "timed out after %g s (Open Babel hung on this record)", timeout_s);
   }
-  *finished = fail_worker(p, k, jobs, f, NULL, 0, err, errlen);
-  return 1;
 }
 
 int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
               void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen) {
   struct feed f = {0, n, calloc((size_t)n + (size_t)p->n * QUEUE_DEPTH + 1, sizeof(int)), 0};
-  struct pollfd *pfd = calloc((size_t)p->n, sizeof *pfd);
-  int *who = calloc((size_t)p->n, sizeof *who);
+  struct pollfd *pfd = calloc((size_t)p->n * 2, sizeof *pfd);
+  int *who = calloc((size_t)p->n * 2, sizeof *who);
+  unsigned *gen = calloc((size_t)p->n * 2, sizeof *gen);
   int done = 0, rc = 0;
+  if (!f.again || !pfd || !who || !gen) {
+    snprintf(err, errlen, "out of memory");
+    rc = -1;
+    goto out;
+  }
+  /* Counts what a step finished (its value, evaluated once), or leaves on a system error. */
+#define FINISHED(step)                   \
+  do {                                   \
+    int fin_ = (step);                   \
+    if (fin_ < 0) {                      \
+      rc = -1;                           \
+      goto out;                          \
+    }                                    \
+    done += fin_;                        \
+    if (fin_ && advance) advance(arg, fin_); \
+  } while (0)
   while (done < n) {
     if (stop && *stop) { rc = 1; break; }
-    /* Keep every worker's queue full. */
+    /* Keep every worker's queue full, and write what the pipes take now. */
     for (int k = 0; k < p->n; k++) {
-      while (p->w[k].nq < QUEUE_DEPTH && !feed_empty(&f)) {
-        int j = feed_take(&f), fin = 0;
-        if (send_job(p, k, jobs, j, &f, &fin, err, errlen) == 0) continue;
-        if (fin < 0) { rc = -1; goto out; }
-        done += fin;
-        if (fin && advance) advance(arg, fin);
-        break; /* a fresh worker: fill it on the next round */
+      struct worker *w = &p->w[k];
+      while (w->nq < QUEUE_DEPTH && !feed_empty(&f)) {
+        if (w->nq == 0) w->started = now_s();
+        w->q[w->nq++] = feed_take(&f);
       }
+      if (w->n_sent < w->nq && pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, err, errlen));
     }
-    /* Answers already read ahead need no waiting. */
-    for (int k = 0; k < p->n; k++) {
-      while (p->w[k].nq > 0 && p->w[k].in.s < p->w[k].in.e) {
-        int fin = receive(p, k, jobs, &f, err, errlen);
-        if (fin < 0) { rc = -1; goto out; }
-        done += fin;
-        if (fin && advance) advance(arg, fin);
-      }
-    }
-    /* Wait for answers, at most until the nearest deadline. */
+    /* One poll over every pipe: answers in, requests out, at most until the
+     * nearest deadline (and a fifth of a second, to see *stop). */
     int m = 0;
     double t = now_s(), wait_s = 0.2;
     for (int k = 0; k < p->n; k++) {
-      if (p->w[k].nq == 0) continue;
-      double left = p->w[k].started + timeout_s - t;
+      struct worker *w = &p->w[k];
+      double left = 1e9;
+      if (!w->ready) left = w->spawned + (timeout_s > START_LIMIT_S ? timeout_s : START_LIMIT_S) - t;
+      else if (w->nq > 0) left = w->started + timeout_s - t;
       if (left < wait_s) wait_s = left;
-      pfd[m].fd = p->w[k].from_fd;
-      pfd[m].events = POLLIN;
-      who[m++] = k;
+      pfd[m] = (struct pollfd){.fd = w->from_fd, .events = POLLIN};
+      who[m] = k;
+      gen[m++] = w->gen;
+      if (w->n_sent < w->nq) {
+        pfd[m] = (struct pollfd){.fd = w->to_fd, .events = POLLOUT};
+        who[m] = k;
+        gen[m++] = w->gen;
+      }
     }
-    if (m == 0) continue;
     int ms = wait_s <= 0 ? 0 : (int)(wait_s * 1000) + 1;
     int r = poll(pfd, (nfds_t)m, ms);
     if (r < 0 && errno != EINTR) {
@@ -422,37 +652,56 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
       goto out;
     }
     for (int i = 0; r > 0 && i < m; i++) {
-      if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      int fin = receive(p, who[i], jobs, &f, err, errlen);
-      if (fin < 0) { rc = -1; goto out; }
-      done += fin;
-      if (fin && advance) advance(arg, fin);
+      int k = who[i];
+      struct worker *w = &p->w[k];
+      if (!pfd[i].revents || gen[i] != w->gen) continue; /* nothing, or a worker replaced meanwhile */
+      if (pfd[i].events & POLLOUT) {
+        if (pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, err, errlen));
+        continue;
+      }
+      FINISHED(drain(p, k, jobs, &f, err, errlen));
     }
+    /* Deadlines, whatever the state of the job in flight: its request half
+     * written, Open Babel at work, its answer half read. */
     t = now_s();
     for (int k = 0; k < p->n; k++) {
       struct worker *w = &p->w[k];
+      if (!w->ready) {
+        double limit = timeout_s > START_LIMIT_S ? timeout_s : START_LIMIT_S;
+        if (t - w->spawned < limit) continue;
+        char reason[160];
+        snprintf(reason, sizeof reason, "not ready %g s after its start", limit);
+        FINISHED(fail_worker(p, k, jobs, &f, reason, err, errlen));
+        continue;
+      }
       if (w->nq == 0 || t - w->started < timeout_s) continue;
-      char reason[128];
-      snprintf(reason, sizeof reason, "timed out after %.1f s (Open Babel hung on this record)", timeout_s);
-      int fin = fail_worker(p, k, jobs, &f, reason, 1, err, errlen);
-      if (fin < 0) { rc = -1; goto out; }
-      done += fin;
-      if (fin && advance) advance(arg, fin);
+      /* An answer already in the pipe is in time: the supervisor may have
+       * been busy with other workers' answers since the poll. */
+      FINISHED(drain(p, k, jobs, &f, err, errlen));
+      if (!w->ready || w->nq == 0 || now_s() - w->started < timeout_s) continue;
+      char reason[256];
+      timeout_reason(w, jobs, timeout_s, reason, sizeof reason);
+      FINISHED(fail_worker(p, k, jobs, &f, reason, err, errlen));
     }
   }
+#undef FINISHED
 out:
   if (rc != 0) {
     /* Abandon jobs in flight: restart those workers so no stale answer is read later. */
     for (int k = 0; k < p->n; k++) {
-      if (p->w[k].nq == 0) continue;
-      p->w[k].nq = 0;
-      kill(p->w[k].pid, SIGKILL);
-      reap(&p->w[k], NULL);
-      if (spawn(p, k, err, errlen)) rc = -1;
+      struct worker *w = &p->w[k];
+      if (w->nq == 0 && !w->msg && w->hdr_got == 0) continue;
+      reap(w, NULL);
+      char e2[256];
+      if (spawn(p, k, e2, sizeof e2) && rc == 1) {
+        snprintf(err, errlen, "%s", e2);
+        rc = -1;
+      }
     }
   }
   free(f.again);
   free(pfd);
   free(who);
+  free(gen);
   return rc;
 }

@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 
@@ -27,14 +28,23 @@ struct wpool;
 /* Start n workers (forked now; each calls ob_init). NULL with err on failure. */
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
                           char *err, size_t errlen);
-/* Parse jobs[0..n) on the pool, at most timeout_s seconds each. Calls
- * advance(arg, 1) as each job finishes. Returns 0 when all are done, 1 when
- * *stop was set first (jobs are then incomplete), -1 on a system error. */
+/* Parse jobs[0..n) on the pool, at most timeout_s seconds each: a record's
+ * time runs from when a ready worker has it first in line until its answer
+ * is read whole, whatever it is waiting for (its request to be taken, Open
+ * Babel, its answer to come through). A record out of time is rejected
+ * ("timed out after N s ...") and its worker killed and restarted. Records
+ * of any size pass: requests and answers larger than a pipe's buffer never
+ * block the supervisor. Calls advance(arg, 1) as each job finishes. Returns 0
+ * when all are done, 1 when *stop was set first (jobs are then incomplete),
+ * -1 on a system error. */
 int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
               void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen);
 /* Kill the workers and free the pool. */
 void wpool_stop(struct wpool *p);
 /* Counters since start: workers restarted after a crash or timeout. */
 int wpool_restarts(const struct wpool *p);
+/* Process id of worker k (0 <= k < n), -1 when it has none: for tests and
+ * diagnostics. */
+pid_t wpool_worker_pid(const struct wpool *p, int k);
 
 #endif
