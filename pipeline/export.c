@@ -6,21 +6,28 @@
  * text `query --csv` prints. Molecules for SDF and SMILES are looked up by id
  * on the same guarded connection. Everything that can refuse the command
  * (the SQL, the columns a format needs, the output path) is checked before
- * the output file is created. */
+ * the output file is created. The row loop is where the bounds and a
+ * stopping signal are checked, so a stopped export never commits its file. */
 #define _GNU_SOURCE
 #include "pipeline/export.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "chem/mol.h"
 #include "chem/obbridge.h"
+#include "chem/sdtext.h"
+#include "common/csvcell.h"
 #include "models/atomic_file.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
+#include "stages/run_files.h"
 
 #define WHO "se3screen export"
 
@@ -36,6 +43,41 @@ int export_parse_format(const char *s, enum export_format *f) {
   return 0;
 }
 
+void export_default_bounds(struct export_opts *o) {
+  o->timeout_s = -1;
+  o->max_rows = o->max_bytes = -1;
+}
+
+int export_parse_bound(struct export_opts *o, const char *opt, const char *v, char *why, size_t why_len) {
+  char *end;
+  if (!strcmp(opt, "--timeout")) {
+    double t = strtod(v, &end);
+    if (end == v || *end || !(t >= 0) || t > 1e9) {
+      snprintf(why, why_len, "--timeout needs seconds >= 0, got '%s'", v);
+      return -1;
+    }
+    o->timeout_s = t;
+    return 0;
+  }
+  int bytes = !strcmp(opt, "--max-bytes");
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  int shift = !bytes ? 0 : *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+  if (shift) end++;
+  if (end == v || *end || n < 0 || errno || n > (LLONG_MAX >> shift)) {
+    snprintf(why, why_len,
+             bytes ? "--max-bytes needs a whole number >= 0 (K/M/G allowed), got '%s'"
+                   : "--max-rows needs a whole number >= 0, got '%s'",
+             v);
+    return -1;
+  }
+  if (bytes)
+    o->max_bytes = n << shift;
+  else
+    o->max_rows = n;
+  return 0;
+}
+
 /* What one export holds while it runs. */
 struct exp {
   const struct export_opts *o;
@@ -44,8 +86,60 @@ struct exp {
   int nc;
   int c_id, c_name, c_smiles; /* columns of st, -1 when absent */
   long long row;              /* 1-based row being written, for messages */
+  long long bytes;            /* of values in the rows written, as --max-bytes counts them */
   FILE *f;
 };
+
+/* ---- stopping on a signal ------------------------------------------------
+ *
+ * SIGINT, SIGTERM and SIGUSR1 set a flag the row loop reads before each row
+ * and interrupt SQLite, which may be inside a long step (a sort, a CTE that
+ * returns nothing). sqlite3_interrupt only sets a flag in the connection:
+ * safe in a handler, as the sqlite3 shell uses it. */
+static volatile sig_atomic_t stop_signal;
+static sqlite3 *volatile stop_db;
+
+static void on_stop(int sig) {
+  stop_signal = sig;
+  sqlite3 *db = stop_db;
+  if (db) sqlite3_interrupt(db);
+}
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1};
+enum { N_STOP = sizeof stop_signals / sizeof stop_signals[0] };
+
+static void catch_stop(struct sigaction old[N_STOP]) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART; /* a write in progress finishes; the loop stops after it */
+  stop_signal = 0;
+  for (int i = 0; i < N_STOP; i++)
+    sigaction(stop_signals[i], &sa, &old[i]);
+}
+
+static void release_stop(const struct sigaction old[N_STOP]) {
+  stop_db = NULL;
+  for (int i = 0; i < N_STOP; i++)
+    sigaction(stop_signals[i], &old[i], NULL);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Bytes of the current row's values as `query --max-bytes` counts them. */
+static long long row_bytes(const struct exp *e) {
+  long long n = 0;
+  for (int i = 0; i < e->nc; i++) {
+    int t = sqlite3_column_type(e->st, i);
+    n += t == SQLITE_TEXT || t == SQLITE_BLOB ? sqlite3_column_bytes(e->st, i) : 8;
+  }
+  return n;
+}
 
 /* Column named name (SQLite compares names without case), or -1. */
 static int column(sqlite3_stmt *st, const char *name) {
@@ -76,23 +170,27 @@ static int find_molecule(struct exp *e) {
 
 /* ---- csv ---------------------------------------------------------------- */
 
+/* Cells as `query --csv` writes them, but text that a spreadsheet would
+ * run as a formula gets a ' in front (common/csvcell.h); numbers (INTEGER
+ * and REAL values, and text that is a plain number) never do. */
 static void csv_header(struct exp *e) {
   for (int i = 0; i < e->nc; i++) {
     if (i) fputc(',', e->f);
-    query_csv_field(e->f, sqlite3_column_name(e->st, i));
+    csv_cell_write(e->f, sqlite3_column_name(e->st, i), 1);
   }
   fputc('\n', e->f);
 }
 
 static int csv_row(struct exp *e) {
   for (int i = 0; i < e->nc; i++) {
+    int text = sqlite3_column_type(e->st, i) == SQLITE_TEXT; /* read before the value is converted */
     char *c = query_value_text(e->st, i);
     if (!c) {
       fprintf(stderr, WHO ": out of memory at row %lld\n", e->row);
       return SE3_EXIT_FAILED;
     }
     if (i) fputc(',', e->f);
-    query_csv_field(e->f, c);
+    csv_cell_write(e->f, c, text);
     free(c);
   }
   fputc('\n', e->f);
@@ -100,31 +198,6 @@ static int csv_row(struct exp *e) {
 }
 
 /* ---- sdf ---------------------------------------------------------------- */
-
-/* An SD tag's name goes between < and >: those and control characters
- * would end it early, so they become '_'. */
-static char *tag_name(const char *s) {
-  char *t = strdup(s ? s : "");
-  for (char *p = t; p && *p; p++)
-    if (*p == '<' || *p == '>' || (unsigned char)*p < 0x20) *p = '_';
-  return t;
-}
-
-/* An SD tag's value ends at the first blank line, and a title is one line:
- * in a value every line break becomes '\n' and blank lines go; in a title
- * (one_line) line breaks and tabs become spaces. Edits s in place. */
-static void sd_text(char *s, int one_line) {
-  char *w = s;
-  for (const char *r = s; *r; r++) {
-    char c = *r == '\r' ? '\n' : *r;
-    if (one_line && (c == '\n' || c == '\t')) c = ' ';
-    if (!one_line && c == '\n' && (w == s || w[-1] == '\n')) continue;
-    *w++ = c;
-  }
-  while (!one_line && w > s && w[-1] == '\n')
-    w--;
-  *w = 0;
-}
 
 static int sdf_row(struct exp *e) {
   int ret = find_molecule(e);
@@ -144,18 +217,15 @@ static int sdf_row(struct exp *e) {
                           ? (const char *)sqlite3_column_text(e->st, e->c_name)
                           : (const char *)sqlite3_column_text(e->look, 0);
   m.name = strdup(title ? title : "");
-  if (!m.name)
-    ret = SE3_EXIT_FAILED;
-  else
-    sd_text(m.name, 1);
+  if (!m.name) ret = SE3_EXIT_FAILED;
   for (int i = 0; i < e->nc && !ret; i++) {
     if (i == e->c_name || sqlite3_column_type(e->st, i) == SQLITE_NULL) continue;
-    char *name = tag_name(sqlite3_column_name(e->st, i)), *value = query_value_text(e->st, i);
-    if (value) sd_text(value, 0);
-    if (!name || !value || mol_add_tag(&m, name, value)) ret = SE3_EXIT_FAILED;
-    free(name);
+    char *value = query_value_text(e->st, i);
+    if (!value || mol_add_tag(&m, sqlite3_column_name(e->st, i), value)) ret = SE3_EXIT_FAILED;
     free(value);
   }
+  /* nothing a row holds may end its record or a value early (sdtext.h) */
+  if (!ret && sd_make_safe(&m)) ret = SE3_EXIT_FAILED;
   if (ret) {
     fprintf(stderr, WHO ": out of memory at row %lld\n", e->row);
     mol_free(&m);
@@ -208,16 +278,47 @@ static int smi_row(struct exp *e) {
 
 /* Refuses an output that would replace the database or is a folder. */
 static int check_output(const char *out, const char *db) {
-  struct stat so, sd;
-  if (!strcmp(out, "-") || stat(out, &so) != 0) return SE3_EXIT_OK;
-  if (S_ISDIR(so.st_mode)) {
+  if (!strcmp(out, "-")) return SE3_EXIT_OK;
+  /* first, before out need exist: screen.db-wal is the database's too */
+  char err[8448];
+  if (stage_check_output(db, out, err, sizeof err)) {
+    fprintf(stderr, WHO ": -o %s\n", err);
+    return SE3_EXIT_USAGE;
+  }
+  struct stat so;
+  if (stat(out, &so) == 0 && S_ISDIR(so.st_mode)) {
     fprintf(stderr, WHO ": -o %s is a folder; name a file\n", out);
     return SE3_EXIT_USAGE;
   }
-  if (stat(db, &sd) == 0 && so.st_dev == sd.st_dev && so.st_ino == sd.st_ino) {
-    fprintf(stderr, WHO ": -o %s is the database itself; name another file\n", out);
-    return SE3_EXIT_USAGE;
+  return SE3_EXIT_OK;
+}
+
+/* Reads the next row into e->st, checking first what may end the export
+ * before it: a stopping signal, --timeout, and (for the row read)
+ * --max-rows and --max-bytes. Returns SE3_EXIT_OK with *rc the step's
+ * result, or the exit code with the message printed. */
+static int next_row(struct exp *e, struct query_conn *qc, double timeout_s, double deadline, long long max_rows,
+                    long long max_bytes, int *rc) {
+  if (stop_signal) return SE3_EXIT_STOPPED;
+  if (deadline > 0 && now_s() > deadline) {
+    fprintf(stderr, WHO ": stopped after %g s (--timeout), at row %lld\n", timeout_s, e->row + 1);
+    return SE3_EXIT_FAILED;
   }
+  *rc = sqlite3_step(e->st);
+  if (stop_signal) return SE3_EXIT_STOPPED; /* SQLite was interrupted, or the row came first */
+  if (*rc != SQLITE_ROW) return *rc == SQLITE_DONE ? SE3_EXIT_OK : query_step_failed(qc);
+  long long bytes = row_bytes(e);
+  const char *by = max_rows > 0 && e->row + 1 > max_rows           ? "--max-rows"
+                   : max_bytes > 0 && e->bytes + bytes > max_bytes ? "--max-bytes"
+                                                                   : NULL;
+  if (by) {
+    fprintf(stderr,
+            WHO ": stopped at %lld row%s (%lld bytes of values) by %s %lld: the result has more; "
+                "raise it, or 0 for no limit\n",
+            e->row, e->row == 1 ? "" : "s", e->bytes, by, by[6] == 'r' ? max_rows : max_bytes);
+    return SE3_EXIT_FAILED;
+  }
+  e->bytes += bytes;
   return SE3_EXIT_OK;
 }
 
@@ -230,9 +331,20 @@ int export_run(const struct export_opts *o) {
     snprintf(path, sizeof path, "%s", o->db);
   int ret = check_output(o->out, path);
   if (ret) return ret;
-  /* No --timeout or row limits: an export is asked to write everything. */
+  /* the bounds: export.h says why ranked_hits has none by default */
+  double timeout_s = o->timeout_s >= 0 ? o->timeout_s : o->query ? EXPORT_DEFAULT_QUERY_TIMEOUT_S : 0;
+  long long max_rows = o->max_rows > 0 ? o->max_rows : 0, max_bytes = o->max_bytes > 0 ? o->max_bytes : 0;
+  /* From here a signal stops the export rather than the process: nothing
+   * may be left half written, and the caller hears 75. */
+  struct sigaction old[N_STOP];
+  catch_stop(old);
   struct query_conn *qc = NULL;
-  if ((ret = query_open(&qc, path, WHO, 0))) return ret;
+  if ((ret = query_open(&qc, path, WHO, timeout_s))) {
+    release_stop(old);
+    return ret;
+  }
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  stop_db = query_db(qc);
   struct exp e = {.o = o, .c_id = -1, .c_name = -1, .c_smiles = -1};
   char *sql = o->query     ? sqlite3_mprintf("%s", o->query)
               : o->top > 0 ? sqlite3_mprintf("SELECT * FROM ranked_hits ORDER BY rank LIMIT %lld", o->top)
@@ -280,6 +392,10 @@ int export_run(const struct export_opts *o) {
     ret = SE3_EXIT_FAILED;
     goto done;
   }
+  if (stop_signal) {
+    ret = SE3_EXIT_STOPPED;
+    goto done;
+  }
   if (strcmp(o->out, "-")) {
     char err[8448];
     if (atomic_file_open(&af, o->out, err, sizeof err)) {
@@ -293,18 +409,24 @@ int export_run(const struct export_opts *o) {
   }
   if (o->format == EXPORT_CSV) csv_header(&e);
   int rc = SQLITE_DONE;
-  while (!ret && (rc = sqlite3_step(e.st)) == SQLITE_ROW) {
+  while (!(ret = next_row(&e, qc, timeout_s, deadline, max_rows, max_bytes, &rc)) && rc == SQLITE_ROW) {
     e.row++;
     ret = o->format == EXPORT_CSV ? csv_row(&e) : o->format == EXPORT_SDF ? sdf_row(&e) : smi_row(&e);
+    if (ret) break;
   }
-  if (!ret && rc != SQLITE_DONE) ret = query_step_failed(qc);
+  if (!ret && stop_signal) ret = SE3_EXIT_STOPPED; /* nothing is committed once asked to stop */
+  if (ret == SE3_EXIT_STOPPED)
+    fprintf(stderr, WHO ": stopped by signal %d (%s) after %lld row%s\n", (int)stop_signal, strsignal((int)stop_signal),
+            e.row, e.row == 1 ? "" : "s");
   if (e.f == stdout) {
     if (fflush(stdout) != 0 || ferror(stdout)) {
       fprintf(stderr, WHO ": writing to stdout: %s\n", strerror(errno));
       if (!ret) ret = SE3_EXIT_FAILED;
     }
+    if (ret) fprintf(stderr, WHO ": the rows on stdout end after row %lld; the result was not written whole\n", e.row);
   } else if (ret) {
     atomic_file_abort(&af);
+    fprintf(stderr, WHO ": no file written (%s is as it was)\n", o->out);
   } else {
     char err[8448];
     if (atomic_file_commit(&af, err, sizeof err)) {
@@ -319,9 +441,14 @@ int export_run(const struct export_opts *o) {
     if (!n && !o->query) fprintf(stderr, WHO ": ranked_hits is empty: has the rank stage run on this database?\n");
   }
 done:
+  if (ret == SE3_EXIT_STOPPED && !e.f)
+    fprintf(stderr, WHO ": stopped by signal %d (%s) before writing; no file written\n", (int)stop_signal,
+            strsignal((int)stop_signal));
+  stop_db = NULL;
   sqlite3_finalize(e.look);
   sqlite3_finalize(e.st);
   sqlite3_free(sql);
   query_close(qc);
+  release_stop(old);
   return ret;
 }

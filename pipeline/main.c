@@ -3,19 +3,23 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "models/atomic_file.h"
 #include "pipeline/export.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/slurm.h"
 #include "pipeline/store.h"
 #include "pipeline/verify.h"
+#include "stages/run_files.h"
 #include "stages/stage.h"
 
 static const char usage_main[] =
@@ -47,10 +51,13 @@ static const char usage_report[] =
     "The report stage (stages.report in a workflow) writes the same page as\n"
     "WORKDIR/report.html at the end of a run.\n"
     "  -o FILE       where to write it (default: report.html beside the database; - for\n"
-    "                standard output); written to a temporary file and renamed\n"
+    "                standard output); written to a temporary file and renamed. Refused\n"
+    "                (exit 2): the database, its -wal/-shm/lock files, shards, checkpoints,\n"
+    "                the run's inputs; a symbolic link, a device, a FIFO, a folder\n"
     "  --top N       hits in the table (default 50)\n"
     "  --bins N      bars of each histogram (default 40)\n"
-    "  --no-depict   leave out the 2D structures\n";
+    "  --no-depict   leave out the 2D structures\n"
+    "SIGINT, SIGTERM and SIGUSR1 stop it with exit status 75, no temporary file left.\n";
 
 static const char usage_run[] =
     "usage: se3screen run WORKFLOW.yaml [--set stage.key=value]... [--stage NAME | --until NAME]\n"
@@ -105,6 +112,7 @@ static const char usage_top[] = "usage: se3screen top DB [-n N] [--target T] [--
 
 static const char usage_export[] =
     "usage: se3screen export DB|WORKDIR --format csv|sdf|smi [--query SQL | --top N] -o FILE\n"
+    "                        [--timeout S] [--max-rows N] [--max-bytes N]\n"
     "\n"
     "Writes every row of ranked_hits, in rank order (--top N: the first N), or the\n"
     "rows of one read-only SQL statement (--query, checked as `query` checks it) to\n"
@@ -112,13 +120,25 @@ static const char usage_export[] =
     "is opened read-only. stderr says how many rows were written.\n"
     "\n"
     "  csv   a header row and the rows, as `query --csv` prints them: RFC 4180 quoting,\n"
-    "        NULL empty, numbers that read back exactly\n"
+    "        NULL empty, numbers that read back exactly; text beginning with = + - @,\n"
+    "        a tab or a CR that is not a number gets a ' in front (a spreadsheet\n"
+    "        would run it as a formula)\n"
     "  sdf   each row's molecule with its 3D coordinates, titled by the name column\n"
     "        (else molecules.name), every other column an SD tag (NULLs left out);\n"
-    "        the row needs a mol_id (or id) column naming molecules.id\n"
+    "        the row needs a mol_id (or id) column naming molecules.id. Line breaks\n"
+    "        in a value or title become one space, a title or value beginning with\n"
+    "        $$$$ gets a _ in front, and < > in tag names become _, so no record breaks\n"
     "  smi   SMILES, a tab and the name, one row a line (the row's smiles and name\n"
     "        columns, else the molecule's, by mol_id or id)\n"
-    "Exit codes: 0 written, 1 failed (no file left behind), 2 usage error.\n";
+    "\n"
+    "  --timeout S      stop after S seconds (default: none for ranked_hits, 600 with\n"
+    "                   --query; 0: no limit)\n"
+    "  --max-rows N     stop at a result of more than N rows (default: no limit)\n"
+    "  --max-bytes N    stop at more than N bytes of values, K/M/G suffixes allowed\n"
+    "                   (counted as `query` counts them; default: no limit)\n"
+    "A bound reached is a failure: no file is written. SIGINT, SIGTERM and SIGUSR1\n"
+    "stop the export at the next row, leave no file and exit 75.\n"
+    "Exit codes: 0 written, 1 failed (no file left behind), 2 usage error, 75 stopped.\n";
 
 static const char usage_merge[] = "usage: se3screen merge DB\n"
                                   "\n"
@@ -167,6 +187,27 @@ static int usage_error(const char *usage, const char *fmt, const char *arg) {
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n\n%s", usage);
   return SE3_EXIT_USAGE;
+}
+
+/* `report` (and `export`) write one file from a database opened read-only
+ * and have nothing to finish: SIGINT, SIGTERM and SIGUSR1 remove the
+ * temporary file being written (models/atomic_file.h) and exit 75 at once,
+ * the status `run` gives when a signal stops it. Only async-signal-safe
+ * calls in the handler. */
+static void stop_now(int sig) {
+  (void)sig;
+  atomic_file_cleanup_on_signal();
+  _exit(SE3_EXIT_STOPPED);
+}
+
+static void exit_75_on_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = stop_now;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
 }
 
 static char *join_args(int argc, char **argv) {
@@ -433,10 +474,15 @@ int main(int argc, char **argv) {
   if (!strcmp(verb, "export")) {
     if (wants_help(argc, argv)) return fputs(usage_export, stdout), SE3_EXIT_OK;
     struct export_opts eo = {0};
+    export_default_bounds(&eo);
     const char *format = NULL;
     for (int i = 2; i < argc; i++) {
       const char *a = argv[i];
-      if (!strcmp(a, "--format") || !strcmp(a, "--query") || !strcmp(a, "--top") || !strcmp(a, "-o")) {
+      if (!strcmp(a, "--timeout") || !strcmp(a, "--max-rows") || !strcmp(a, "--max-bytes")) {
+        if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
+        char why[256];
+        if (export_parse_bound(&eo, a, argv[++i], why, sizeof why)) return usage_error(usage_export, "%s", why);
+      } else if (!strcmp(a, "--format") || !strcmp(a, "--query") || !strcmp(a, "--top") || !strcmp(a, "-o")) {
         if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--format")) {
@@ -568,6 +614,7 @@ int main(int argc, char **argv) {
       }
     }
     if (!db) return usage_error(usage_report, "%s", "report needs DB or WORKDIR");
+    exit_75_on_signals();
     char path[4096], dflt[4096];
     struct stat sb;
     if (stat(db, &sb) != 0) {
@@ -588,6 +635,12 @@ int main(int argc, char **argv) {
       out = dflt;
     }
     char err[8192];
+    /* -o must not name what the report reads: the database (whose page it
+     * would become), its companions, shards, checkpoints, inputs */
+    if (stage_check_output(path, out, err, sizeof err)) {
+      fprintf(stderr, "se3screen: report -o %s\n", err);
+      return SE3_EXIT_USAGE;
+    }
     if (report_file(path, &ro, out, err, sizeof err)) {
       fprintf(stderr, "se3screen: %s\n", err);
       return SE3_EXIT_FAILED;

@@ -9,6 +9,11 @@
  * library), with top: 0 (every score a hit) by SQLite's sort. The files are written to temporary names and renamed
  * before the chunk's transaction commits, so a kill leaves either the old or
  * the new files, and a rerun rewrites them identically.
+ *
+ * Names and paths come from the input files and may hold anything: hits.csv
+ * writes a text cell that a spreadsheet would run as a formula with a ' in
+ * front (common/csvcell.h), and hits.sdf writes titles and tags so that
+ * none can end its record or value early (chem/sdtext.h).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -19,6 +24,8 @@
 
 #include "chem/mol.h"
 #include "chem/obbridge.h"
+#include "chem/sdtext.h"
+#include "common/csvcell.h"
 #include "models/atomic_file.h"
 #include "stage.h"
 
@@ -330,21 +337,6 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   return STAGE_OK;
 }
 
-/* A CSV field: quoted when it holds a comma, quote or line break. */
-static void csv_field(FILE *f, const char *s) {
-  if (!s) return;
-  if (!strpbrk(s, ",\"\n\r")) {
-    fputs(s, f);
-    return;
-  }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 /* Writes WORKDIR/name through a temporary file renamed over it
  * (models/atomic_file.h). */
 static int out_open(struct stage_ctx *ctx, struct atomic_file *o, const char *name) {
@@ -456,9 +448,11 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
                               (const char *)sqlite3_column_text(st, 8),
                               rec,
                               id};
+      /* rank, score, std, record_no and mol_id are numbers; the rest is text */
+      static const int text[11] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
       for (int i = 0; i < 11; i++) {
         if (i) fputc(',', csv.f);
-        csv_field(csv.f, cols[i]);
+        csv_cell_write(csv.f, cols[i], text[i]);
       }
       fputc('\n', csv.f);
     }
@@ -483,7 +477,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
       mol_add_tag(&m, "inchikey", (const char *)sqlite3_column_text(st, 3));
       mol_add_tag(&m, "source_file", (const char *)sqlite3_column_text(st, 8));
       mol_add_tag(&m, "record_no", rec);
-      char *text = ob_write_sdf(&m);
+      /* a title `$$$$`, a line break in a path or the target's name: sdtext.h */
+      char *text = m.name && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
       mol_free(&m);
       if (!text) {
         ret = stage_fail_at(ctx, NULL, "molecule %s: Open Babel could not write it as SDF", id);

@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "chem/mol.h"
@@ -304,7 +307,13 @@ Test(export, refused_and_failed_leave_no_file) {
       {"%1$s/work --format smi -o OUT --query 'SELECT NULL AS smiles'", 1, "no SMILES"},
       {"%1$s/work --format csv -o %1$s/no/such/folder/x.csv", 1, "no/such/folder/x.csv"},
       {"%1$s/work --format csv -o %1$s/work", 2, "is a folder"},
-      {"%1$s/work --format csv -o %1$s/work/screen.db", 2, "is the database itself"},
+      {"%1$s/work --format csv -o %1$s/work/screen.db", 2, "this command reads: writing it would destroy it"},
+      {"%1$s/work --format csv -o %1$s/work/screen.db-wal", 2, "this command reads: writing it would destroy it"},
+      {"%1$s/work --format csv -o %1$s/work/screen.db.lock", 2, "this command reads: writing it would destroy it"},
+      {"%1$s/work --format csv -o OUT --timeout -1", 2, "--timeout needs seconds >= 0, got '-1'"},
+      {"%1$s/work --format csv -o OUT --timeout", 2, "--timeout needs a value"},
+      {"%1$s/work --format csv -o OUT --max-rows 1k", 2, "--max-rows needs a whole number >= 0, got '1k'"},
+      {"%1$s/work --format csv -o OUT --max-bytes 1T", 2, "--max-bytes needs a whole number >= 0"},
   };
   char before[256];
   char *sum = NULL;
@@ -439,4 +448,252 @@ Test(export, top_and_query_json_parse) {
   free(top);
   free(out);
   free(py);
+}
+
+/* ---- bounds, signals, SD records and CSV cells (issue 30: 7, 8, 9, 11) ---- */
+
+/* A statement that never ends by itself: a recursive CTE counting up. */
+#define ENDLESS "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+
+/* The names in folder dir, one a line ("" when it is empty). */
+static char *folder_names(const char *dir) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "cannot read %s", dir);
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) fprintf(f, "%s\n", e->d_name);
+  closedir(d);
+  fclose(f);
+  return s;
+}
+
+/* export's --timeout, --max-rows and --max-bytes end a statement that would
+ * never end: exit 1, a message naming the bound, and nothing in the output's
+ * folder (neither the file nor its temporary). Each run is itself bounded by
+ * timeout(1), so a bound that does not work fails rather than hangs. */
+Test(export, bounds_stop_an_endless_statement) {
+  const char *dir = screen();
+  struct {
+    const char *format, *bound, *says, *select;
+  } cases[] = {
+      /* rows keep coming: the bound is checked between rows */
+      {"csv", "--timeout 2", "--timeout", "SELECT n, 'row' AS what FROM r WHERE n % 64 = 0"},
+      /* no row ever comes: SQLite itself is stopped */
+      {"csv", "--timeout 1", "--timeout", "SELECT n FROM r WHERE n < 0"},
+      {"sdf", "--timeout 2", "--timeout", "SELECT (SELECT min(mol_id) FROM ranked_hits) AS mol_id, n FROM r"},
+      {"sdf", "--max-rows 1000", "--max-rows", "SELECT (SELECT min(mol_id) FROM ranked_hits) AS mol_id, n FROM r"},
+      {"smi", "--max-rows 1000", "--max-rows", "SELECT 'CCO' AS smiles, n AS name FROM r"},
+      {"csv", "--max-bytes 100000", "--max-bytes", "SELECT n, printf('%.100c', 'x') AS pad FROM r"},
+      {"csv", "--max-bytes 100K --max-rows 0", "--max-bytes", "SELECT n, printf('%.100c', 'x') AS pad FROM r"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char name[64], sql[1200], *od, *out = NULL;
+    snprintf(name, sizeof name, "export-bound-%zu", i);
+    od = tu_tmpdir(name);
+    snprintf(sql, sizeof sql, "%s/bound-%zu.sql", dir, i);
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s", ENDLESS, cases[i].select);
+    free(tu_write(dir, strrchr(sql, '/') + 1, text));
+    double t0 = tu_now();
+    int rc = tu_sh(&out, "timeout -s KILL 120 %s export %s/work --format %s -o %s/out.%s %s --query \"$(cat %s)\"",
+                   SE3_BINARY, dir, cases[i].format, od, cases[i].format, cases[i].bound, sql);
+    cr_expect_eq(rc, 1, "%s %s: exit %d, want 1 (%.1f s)\n%s", cases[i].format, cases[i].bound, rc, tu_now() - t0, out);
+    cr_expect(strstr(out, cases[i].says), "%s %s: the message does not name %s:\n%s", cases[i].format, cases[i].bound,
+              cases[i].says, out);
+    free(out);
+    char *left = folder_names(od);
+    cr_expect_str_empty(left, "%s %s left in %s:\n%s", cases[i].format, cases[i].bound, od, left);
+    free(left);
+    free(od);
+  }
+  /* a result exactly at a bound is the whole result: written, exit 0 */
+  char path[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/bound-exact.csv", dir);
+  cr_assert_eq(tu_se3(&out,
+                      "export %s/work --format csv -o %s --max-rows 1000 --timeout 0 --query \"%s SELECT n FROM r "
+                      "LIMIT 1000\"",
+                      dir, path, ENDLESS),
+               0, "%s", out);
+  cr_assert(strstr(out, "1000 rows written"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "wc -l < %s", path), 0);
+  cr_assert_eq(atoi(out), 1001, "a header and 1000 rows: %s", out);
+  free(out);
+}
+
+/* SIGTERM, SIGINT and SIGUSR1 (Slurm's --signal) stop an export at the next
+ * row: exit 75, and neither the file nor its temporary is left. The signal
+ * goes once the temporary has appeared in the output's folder (the export is
+ * then writing rows of a statement that never ends). */
+Test(export, signals_stop_with_75_and_leave_nothing) {
+  const char *dir = screen();
+  char sql[1200], work[1100];
+  snprintf(sql, sizeof sql, "%s SELECT n, 'row' AS what FROM r", ENDLESS);
+  snprintf(work, sizeof work, "%s/work", dir);
+  const int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+  for (int k = 0; k < 3; k++) {
+    char name[64], outp[1200], logp[1200];
+    snprintf(name, sizeof name, "export-signal-%d", sigs[k]);
+    char *od = tu_tmpdir(name);
+    snprintf(outp, sizeof outp, "%s/out.csv", od);
+    snprintf(logp, sizeof logp, "%s/signal-%d.log", dir, sigs[k]);
+    unlink(logp);
+    char *argv[] = {"se3screen", "export", work, "--format", "csv", "-o", outp, "--query", sql, NULL};
+    int pid = tu_spawn_se3(logp, argv), st = 0;
+    double t0 = tu_now();
+    for (;;) {
+      char *names = folder_names(od);
+      int some = names[0] != 0;
+      free(names);
+      if (some) break;
+      pid_t w = waitpid((pid_t)pid, &st, WNOHANG);
+      char *log = w == (pid_t)pid ? tu_read(logp, NULL) : NULL;
+      cr_assert_neq(w, (pid_t)pid, "export ended (status %d) before its temporary appeared:\n%s", st, log);
+      if (tu_now() - t0 > 60) {
+        kill((pid_t)pid, SIGKILL);
+        tu_wait(pid);
+        cr_assert_fail("no temporary in %s after 60 s", od);
+      }
+      tu_sleep(0.005);
+    }
+    cr_assert_eq(kill((pid_t)pid, sigs[k]), 0);
+    int rc = tu_wait(pid);
+    char *log = tu_read(logp, NULL);
+    cr_expect_eq(rc, 75, "signal %d: exit %d, want 75\n%s", sigs[k], rc, log ? log : "");
+    cr_expect(log && strstr(log, "no file written"), "signal %d: the log does not say so:\n%s", sigs[k],
+              log ? log : "");
+    free(log);
+    char *left = folder_names(od);
+    cr_expect_str_empty(left, "signal %d left in %s:\n%s", sigs[k], od, left);
+    free(left);
+    free(od);
+  }
+}
+
+/* Rows whose names and values would break SD records if written raw: a title
+ * `$$$$` (and starting with it, with line breaks), values holding `$$$$`
+ * lines, blank lines and a fake tag header, tag names with < > and a line
+ * break. The file must hold exactly one record a row, read so by a plain
+ * reader that splits on lines equal to `$$$$` (and reads each tag's value
+ * up to its blank line), by the obabel command, and by se3screen's own SDF
+ * reader with Open Babel; every title and value as export.h says it writes
+ * them (line breaks flattened to one space, a leading `$$$$` prefixed with
+ * '_', < > and line breaks in tag names made '_'). */
+static const char sd_sql[] =
+    "SELECT mol_id, CASE rank % 5 WHEN 0 THEN '$$$$' WHEN 1 THEN '$$$$ and more' || char(10) || '$$$$' "
+    "WHEN 2 THEN '  $$$$' WHEN 3 THEN 'two' || char(13) || char(10) || 'lines' ELSE name END AS name, "
+    "'a' || char(10) || '$$$$' || char(10) || char(10) || 'b' AS v_lines, "
+    "char(10) || '$$$$' || char(10) AS v_dollars, "
+    "'x' || char(10) || char(10) || '> <fake>' || char(10) || 'y' AS v_fake_tag, "
+    "'$$$$' AS v_just, 'plain' AS \"odd<name>\", 'c' AS \"new\nline\", score "
+    "FROM ranked_hits ORDER BY rank LIMIT 30";
+
+static const char sd_check_py[] =
+    "import sqlite3, sys\n"
+    "sdf, db = sys.argv[1:3]\n"
+    "text = open(sdf, encoding='utf-8', newline='').read()\n"
+    "recs, cur = [], []\n"
+    "for l in text.split('\\n'):\n"
+    "    if l == '$$$$': recs.append(cur); cur = []\n"
+    "    else: cur.append(l)\n"
+    "if cur != ['']: sys.exit('text after the last $$$$: %r' % cur[:5])\n"
+    "con = sqlite3.connect('file:' + db + '?mode=ro', uri=True)\n"
+    "rows = con.execute('SELECT rank, name, score, mol_id FROM ranked_hits ORDER BY rank LIMIT 30').fetchall()\n"
+    "if len(recs) != len(rows): sys.exit('%d records for %d rows' % (len(recs), len(rows)))\n"
+    "titles = {0: '_$$$$', 1: '_$$$$ and more $$$$', 2: '_  $$$$', 3: 'two lines'}\n"
+    "for i, (rank, name, score, mol_id) in enumerate(rows):\n"
+    "    r = recs[i]\n"
+    "    if r[0] != titles.get(rank % 5, name): sys.exit('record %d: title %r' % (i + 1, r[0]))\n"
+    "    k, tags = r.index('M  END') + 1, {}\n"
+    "    while k < len(r):\n"
+    "        l = r[k]\n"
+    "        k += 1\n"
+    "        if not l.startswith('>'):\n"
+    "            if l: sys.exit('record %d: %r outside a data item' % (i + 1, l))\n"
+    "            continue\n"
+    "        a = l.index('<') + 1\n"
+    "        tag, vals = l[a:l.index('>', a)], []\n"
+    "        while k < len(r) and r[k] != '':\n"
+    "            vals.append(r[k]); k += 1\n"
+    "        if tag in tags: sys.exit('record %d: tag %r twice' % (i + 1, tag))\n"
+    "        tags[tag] = '\\n'.join(vals)\n"
+    "    want = {'mol_id': str(mol_id), 'v_lines': 'a $$$$ b', 'v_dollars': '_$$$$', 'v_fake_tag': 'x > <fake> y',\n"
+    "            'v_just': '_$$$$', 'odd_name_': 'plain', 'new_line': 'c', 'score': tags.get('score')}\n"
+    "    if tags != want: sys.exit('record %d: tags %r, want %r' % (i + 1, tags, want))\n"
+    "    if float(tags['score']) != score: sys.exit('record %d: score %r, stored %r' % (i + 1, tags['score'], score))\n"
+    "print(len(recs))\n";
+
+static void sd_check_record(int i, const struct mol *m, void *ctx) {
+  const char *db = ctx;
+  char q[256];
+  snprintf(q, sizeof q, "SELECT rank %% 5, name, mol_id FROM ranked_hits WHERE rank = %d", i + 1);
+  char *row = tu_query(db, q);
+  cr_assert(row && *row, "no hit of rank %d", i + 1);
+  row[strcspn(row, "\n")] = 0;
+  int r5 = atoi(row);
+  char *name = strchr(row, '|') + 1, *id = strrchr(row, '|') + 1;
+  name[id - 1 - name] = 0;
+  /* Open Babel trims a title's blanks at its ends */
+  const char *titles[] = {"_$$$$", "_$$$$ and more $$$$", "_  $$$$", "two lines", name};
+  cr_expect_str_eq(m->name, titles[r5], "record %d: title", i + 1);
+  const char *tags[][2] = {
+      {"mol_id", id},      {"v_lines", "a $$$$ b"}, {"v_dollars", "_$$$$"}, {"v_fake_tag", "x > <fake> y"},
+      {"v_just", "_$$$$"}, {"odd_name_", "plain"},  {"new_line", "c"}};
+  for (size_t k = 0; k < sizeof tags / sizeof tags[0]; k++) {
+    const char *v = mol_tag(m, tags[k][0]);
+    cr_expect(v && !strcmp(v, tags[k][1]), "record %d: tag %s is '%s', want '%s'", i + 1, tags[k][0], v ? v : "(none)",
+              tags[k][1]);
+  }
+  cr_expect_eq(m->n_tags, 8, "record %d: %d tags, want 8", i + 1, m->n_tags);
+  free(row);
+}
+
+Test(export, sdf_records_cannot_be_broken) {
+  const char *dir = screen(), *db = db_of(dir);
+  char path[1200], sqlf[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/hostile.sdf", dir);
+  snprintf(sqlf, sizeof sqlf, "%s/hostile.sql", dir);
+  free(tu_write(dir, "hostile.sql", sd_sql));
+  cr_assert_eq(tu_se3(&out, "export %s/work --format sdf -o %s --query \"$(cat %s)\"", dir, path, sqlf), 0, "%s", out);
+  cr_assert(strstr(out, "30 rows written"), "%s", out);
+  free(out);
+  /* the plain reader */
+  char *py = tu_write(dir, "sd_check.py", sd_check_py);
+  int rc = tu_sh(&out, "%s %s %s %s", PY, py, path, db);
+  cr_expect_eq(rc, 0, "plain reader: %s", out);
+  free(out);
+  free(py);
+  /* the obabel command: one molecule a row */
+  if (tu_sh(NULL, "command -v obabel") == 0) {
+    cr_assert_eq(tu_sh(&out, "obabel -isdf %s -osmi 2>/dev/null | wc -l", path), 0);
+    cr_expect_eq(atoi(out), 30, "obabel reads %s molecules, want 30", out);
+    free(out);
+  }
+  /* se3screen's own reader and Open Babel: titles and tags as written */
+  cr_expect_eq(tu_sdf_each(path, sd_check_record, (void *)db), 30);
+}
+
+/* CSV cells that a spreadsheet would run as a formula (text beginning with
+ * = + - @, a tab or a carriage return) are written with a ' in front; a
+ * number, stored as one or as text, is written as it is. */
+Test(export, csv_formulas_are_neutralised) {
+  const char *dir = screen();
+  char path[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/formula.csv", dir);
+  free(tu_write(dir, "formula.sql",
+                "SELECT '=1+1' AS eq, '+1+cmd' AS plus, '-2+3+cmd|'' /C calc''!A0' AS minus, '@SUM(A1)' AS at, "
+                "char(9) || '=x' AS tab, char(13) || 'x' AS cr, '-1.5' AS num_text, -1.5 AS num, -7 AS int, "
+                "'+3e5' AS exp_text, '-' AS dash, 'a=b' AS inner, '' AS empty, 1e999 * -1 AS minf, "
+                "'=q' AS \"=head\""));
+  cr_assert_eq(tu_se3(&out, "export %s/work --format csv -o %s --query \"$(cat %s/formula.sql)\"", dir, path, dir), 0,
+               "%s", out);
+  free(out);
+  char *text = tu_read(path, NULL);
+  cr_assert_not_null(text);
+  cr_expect_str_eq(
+      text, "eq,plus,minus,at,tab,cr,num_text,num,int,exp_text,dash,inner,empty,minf,'=head\n"
+            "'=1+1,'+1+cmd,'-2+3+cmd|' /C calc'!A0,'@SUM(A1),'\t=x,\"'\rx\",-1.5,-1.5,-7,+3e5,'-,a=b,,-inf,'=q\n");
+  free(text);
 }

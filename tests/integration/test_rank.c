@@ -285,3 +285,99 @@ Test(rank, score_reads_a_chunk_by_its_ids) {
   sqlite3_close(h);
   free(wd);
 }
+
+/* Molecule names that would break hits.sdf or run in a spreadsheet from
+ * hits.csv (issue 30, 8 and 11): a library whose names are `$$$$`, start
+ * with it, or begin with = + - @. hits.sdf: one record a hit for a plain
+ * reader that splits on lines equal to `$$$$`, for the obabel command and
+ * for se3screen's reader with Open Babel, titles prefixed with '_' where
+ * they begin with `$$$$`; hits.csv: those names with a ' in front, a name
+ * that is a number as it is. */
+static const char hostile_library[] = "smiles,name\n"
+                                      "CCO,$$$$\n"
+                                      "CCN,$$$$ and more\n"
+                                      "CCC,\"=HYPERLINK(\"\"http://example.com\"\",\"\"x\"\")\"\n"
+                                      "CCCl,-2+3+cmd|' /C calc'!A0\n"
+                                      "c1ccccc1,@SUM(1+1)\n"
+                                      "CC(=O)O,+1+1\n"
+                                      "CCCC,-1.5\n"
+                                      "CO,-\n"
+                                      "CCOC,plain\n";
+
+/* What each name becomes in hits.sdf (sdf = 1) and hits.csv (sdf = 0). */
+static const char *hostile_written(const char *name, int sdf) {
+  static char buf[256];
+  if (sdf)
+    snprintf(buf, sizeof buf, "%s%s", strncmp(name, "$$$$", 4) ? "" : "_", name);
+  else
+    snprintf(buf, sizeof buf, "%s%s", strchr("=+-@", name[0]) && strcmp(name, "-1.5") ? "'" : "", name);
+  return buf;
+}
+
+static void check_hostile_hit(int i, const struct mol *m, void *ctx) {
+  const char *db = ctx;
+  char q[128];
+  snprintf(q, sizeof q, "SELECT name FROM ranked_hits WHERE rank = %d", i + 1);
+  char *name = tu_query(db, q);
+  cr_assert(name && *name, "no hit of rank %d", i + 1);
+  name[strcspn(name, "\n")] = 0;
+  cr_expect_str_eq(m->name, hostile_written(name, 1), "hits.sdf record %d: title", i + 1);
+  free(name);
+}
+
+Test(rank, hostile_names_keep_hits_files_well_formed) {
+  char *dir = tu_tmpdir("rank_hostile");
+  char *lib = tu_write(dir, "library.csv", hostile_library);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), lib);
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  char db[1100], sdf[1100], csv[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  snprintf(sdf, sizeof sdf, "%s/work/hits.sdf", dir);
+  snprintf(csv, sizeof csv, "%s/work/hits.csv", dir);
+  long long hits = tu_query_int(db, "SELECT count(*) FROM ranked_hits");
+  cr_assert_eq(hits, 9, "every library molecule a hit");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE name = '$$$$'"), 1, "the premise");
+  /* hits.sdf: the plain reader, obabel, se3screen's reader */
+  cr_assert_eq(tu_sh(&out, "grep -c -x '[$][$][$][$]' %s", sdf), 0);
+  cr_expect_eq(atoll(out), hits, "%s lines equal to $$$$ for %lld hits", out, hits);
+  free(out);
+  if (tu_sh(NULL, "command -v obabel") == 0) {
+    cr_assert_eq(tu_sh(&out, "obabel -isdf %s -osmi 2>/dev/null | wc -l", sdf), 0);
+    cr_expect_eq(atoll(out), hits, "obabel reads %s molecules for %lld hits", out, hits);
+    free(out);
+  }
+  /* hits.csv through Python's csv module: the name column */
+  cr_assert_eq(tu_sh(&out,
+                     "/usr/bin/python3 -c \"import csv, sys; r = list(csv.reader(open(sys.argv[1], newline='')));"
+                     " print(len(r) - 1); [print(x[1]) for x in r[1:]]\" %s",
+                     csv),
+               0, "%s", out);
+  char *names = tu_query(db, "SELECT name FROM ranked_hits ORDER BY rank"), *want = NULL;
+  size_t wn = 0;
+  FILE *w = open_memstream(&want, &wn);
+  fprintf(w, "%lld\n", hits);
+  for (char *p = names, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    *nl = 0;
+    fprintf(w, "%s\n", hostile_written(p, 0));
+  }
+  fclose(w);
+  cr_expect_str_eq(out, want, "hits.csv names:\n%s\nwant:\n%s", out, want);
+  free(out);
+  free(want);
+  free(names);
+  /* last: it stops the test at a record it cannot read */
+  cr_expect_eq(tu_sdf_each(sdf, check_hostile_hit, db), hits);
+  free(wf);
+  free(lib);
+  free(dir);
+}

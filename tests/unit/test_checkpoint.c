@@ -256,7 +256,8 @@ Test(atomic_file, failures_keep_the_old_file) {
   assert_content(path, "old\n");
   cr_assert_eq(n_temps(path), 0);
 
-  /* a rename that fails: the target is a non-empty folder */
+  /* the target is a non-empty folder: refused before anything is written
+   * (models/atomic_file.h replaces regular files only) */
   char *folder = NULL, *inside = NULL;
   cr_assert_geq(asprintf(&folder, "%s/taken", dir), 0);
   cr_assert_geq(asprintf(&inside, "%s/keep", folder), 0);
@@ -264,7 +265,7 @@ Test(atomic_file, failures_keep_the_old_file) {
   free(tu_write(folder, "keep", "kept"));
   err[0] = 0;
   cr_assert_eq(atomic_file_write(folder, "new", 3, err, sizeof err), -1);
-  cr_assert(strstr(err, folder) && strstr(err, "cannot replace"), "%s", err);
+  cr_assert(strstr(err, folder) && strstr(err, "is a folder, not a regular file"), "%s", err);
   assert_content(inside, "kept");
   cr_assert_eq(n_temps(folder), 0);
   free(folder);
