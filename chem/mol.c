@@ -86,18 +86,23 @@ static void set_err(char *err, size_t len, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ blob */
 
-enum { BLOB_HEADER = 16, BLOB_ATOM = 16, BLOB_BOND = 12 };
+enum { BLOB_HEADER = 16, BLOB_ATOM = 16, BLOB_BOND = 12, BLOB_ISOTOPE = 8 };
 enum { BLOB_FLAG_3D = 1, BLOB_FLAG_2D = 2 };
 
 int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
   *blob = NULL;
   *len = 0;
   if (m->n_atoms < 0 || m->n_bonds < 0) return -1;
-  size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND + MOL_BLOB_CRC;
+  /* Version 3 only when there are isotopes: other molecules keep version 2's bytes. */
+  uint32_t n_iso = 0;
+  for (int i = 0; i < m->n_atoms; i++)
+    n_iso += m->atoms[i].isotope != 0;
+  size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND +
+             (n_iso ? 4 + (size_t)n_iso * BLOB_ISOTOPE : 0) + MOL_BLOB_CRC;
   uint8_t *b = calloc(1, n);
   if (!b) return -1;
   memcpy(b, MOL_BLOB_MAGIC, 4);
-  le_put_u16(b + 4, MOL_BLOB_VERSION);
+  le_put_u16(b + 4, n_iso ? 3 : 2);
   le_put_u16(b + 6, m->dim == 3 ? BLOB_FLAG_3D : m->dim == 2 ? BLOB_FLAG_2D : 0);
   le_put_u32(b + 8, (uint32_t)m->n_atoms);
   le_put_u32(b + 12, (uint32_t)m->n_bonds);
@@ -118,6 +123,16 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
     le_put_u32(p + 4, bd->b);
     p[8] = bd->order;
   }
+  if (n_iso) {
+    le_put_u32(p, n_iso);
+    p += 4;
+    for (int i = 0; i < m->n_atoms; i++)
+      if (m->atoms[i].isotope) {
+        le_put_u32(p, (uint32_t)i);
+        le_put_u16(p + 4, m->atoms[i].isotope);
+        p += BLOB_ISOTOPE;
+      }
+  }
   crc32c_seal(b, n);
   *blob = b;
   *len = n;
@@ -137,8 +152,8 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     return -1;
   }
   unsigned version = le_get_u16(blob + 4);
-  if (version != MOL_BLOB_VERSION && version != 1) {
-    set_err(err, errlen, "unsupported molecule blob version %u (this se3screen reads 1 and %d)", version,
+  if (version < 1 || version > MOL_BLOB_VERSION) {
+    set_err(err, errlen, "unsupported molecule blob version %u (this se3screen reads 1 to %d)", version,
             MOL_BLOB_VERSION);
     return -1;
   }
@@ -146,6 +161,11 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
   unsigned flags = le_get_u16(blob + 6);
   uint32_t na = le_get_u32(blob + 8), nb = le_get_u32(blob + 12);
   uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND + crc;
+  uint32_t n_iso = 0;
+  if (version >= 3) { /* the isotopes section: its count sits after the bonds */
+    if (want + 4 <= len) n_iso = le_get_u32(blob + (want - crc));
+    want += 4 + (uint64_t)n_iso * BLOB_ISOTOPE;
+  }
   if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
     set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
             (unsigned long long)want, (unsigned)na, (unsigned)nb);
@@ -189,6 +209,25 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
       goto bad;
     }
   }
+  if (version >= 3) {
+    if (n_iso == 0 || n_iso > na) {
+      set_err(err, errlen, "molecule blob: %u isotopes for %u atoms", (unsigned)n_iso, (unsigned)na);
+      goto bad;
+    }
+    p += 4;
+    int64_t prev = -1;
+    for (uint32_t k = 0; k < n_iso; k++, p += BLOB_ISOTOPE) {
+      uint32_t at = le_get_u32(p);
+      unsigned mass = le_get_u16(p + 4);
+      if ((int64_t)at <= prev || at >= na || mass == 0) {
+        set_err(err, errlen, "molecule blob: isotope %u (atom %u, mass number %u) out of order or range", (unsigned)k,
+                (unsigned)at, mass);
+        goto bad;
+      }
+      atoms[at].isotope = (uint16_t)mass;
+      prev = at;
+    }
+  }
   m->atoms = atoms;
   m->bonds = bonds;
   m->n_atoms = (int)na;
@@ -205,14 +244,14 @@ bad:
  * Private format: "SE3P", u32 version, then
  *   str name, str smiles, str inchikey, str formula,
  *   i32 dim, i32 coords_gen3d, i32 charge, u32 n_atoms, u32 n_bonds, u32 n_tags,
- *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z
+ *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z, u16 isotope
  *   bonds: u32 a, u32 b, u8 order
  *   tags:  str name, str value
  * where str is u32 length (0xffffffff = NULL) and that many bytes.
  */
 
 #define PACK_MAGIC "SE3P"
-enum { PACK_VERSION = 1, PACK_ATOM = 28, PACK_BOND = 9 };
+enum { PACK_VERSION = 2, PACK_ATOM = 30, PACK_BOND = 9 };
 static const uint32_t PACK_NULL = 0xffffffffu;
 
 static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
@@ -260,6 +299,7 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
     le_put_f64(p + 4, a->x);
     le_put_f64(p + 12, a->y);
     le_put_f64(p + 20, a->z_);
+    le_put_u16(p + 28, a->isotope);
   }
   for (int i = 0; i < m->n_bonds; i++, p += PACK_BOND) {
     le_put_u32(p, m->bonds[i].a);
@@ -342,6 +382,7 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
     a->x = le_get_f64(p + 4);
     a->y = le_get_f64(p + 12);
     a->z_ = le_get_f64(p + 20);
+    a->isotope = le_get_u16(p + 28);
   }
   for (uint32_t i = 0; i < nb; i++) {
     const uint8_t *p = take(&c, PACK_BOND);

@@ -1,8 +1,8 @@
 /* mol.h — the molecule type, its stored blob, and the sanity checks.
  *
- * Blob layout (version 2, little-endian, stored in molecules.mol):
+ * Blob layout (version 2 or 3, little-endian, stored in molecules.mol):
  *   offset 0  char[4]  magic "SE3M"
- *          4  u16      version (2)
+ *          4  u16      version (2, or 3 when an atom has a mass number)
  *          6  u16      flags (bit 0: coordinates are 3D; bit 1: coordinates are 2D)
  *          8  u32      n_atoms
  *         12  u32      n_bonds
@@ -12,11 +12,18 @@
  *             n_bonds x 12 bytes: u32 begin, u32 end (0-based atom index,
  *                      begin < end), u8 order (1,2,3; 5 = aromatic),
  *                      u8[3] reserved 0
+ *             version 3 only, the isotopes:
+ *             u32      n_isotopes (1..n_atoms)
+ *             n_isotopes x 8 bytes: u32 atom (0-based, increasing), u16 mass
+ *                      number (> 0), u16 reserved 0
  *             u32      CRC-32C (common/crc32c.h) of every byte before it
- * Version 1 is the same without the checksum: it is still read (unchecked;
- * `se3screen verify` counts such rows as "unchecked, old format"), and only
- * version 2 is written. A version 2 blob whose checksum does not match is
- * refused ("checksum mismatch"): the caller adds the table and row.
+ * Version 3 is version 2 with the isotopes section; it is written only for a
+ * molecule with an atom of a given mass number ([13CH4], [2H]O[2H]), so a
+ * molecule without one is stored byte for byte as before (and read by an
+ * older se3screen). Version 1 is version 2 without the checksum: it is still
+ * read (unchecked; `se3screen verify` counts such rows as "unchecked, old
+ * format"). A blob whose checksum does not match is refused ("checksum
+ * mismatch"): the caller adds the table and row.
  */
 #ifndef SE3_MOL_H
 #define SE3_MOL_H
@@ -25,7 +32,7 @@
 #include <stdint.h>
 
 #define MOL_BLOB_MAGIC "SE3M"
-#define MOL_BLOB_VERSION 2
+#define MOL_BLOB_VERSION 3 /* the newest read and written (see above: 2 without isotopes) */
 #define MOL_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 #define MOL_BOND_AROMATIC 5
 
@@ -34,6 +41,9 @@ struct mol_atom {
   int8_t charge;      /* formal charge */
   uint8_t aromatic;
   uint8_t implicit_h; /* hydrogens on this atom that are not in atoms[] */
+  uint16_t isotope;   /* mass number ([13CH4]: 13, [2H]: 2); 0 = not given (the natural mixture).
+                         Kept for identity and output (SMILES, InChIKey, SD M  ISO); the
+                         model's features are by element and ignore it */
   double x, y, z_;    /* coordinates in Å (z_ to avoid clashing with z) */
 };
 

@@ -226,6 +226,18 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
                "record too large (" + std::to_string(len) + " > " + std::to_string(max_bytes) + " bytes)");
     return 1;
   }
+  // Open Babel's readers take the text as a C string in places (the SMILES
+  // parser does): a NUL byte would end the record there and `CC\0O` would
+  // come out as ethane. The record reader refuses such records already; this
+  // is the same rule for any other caller.
+  if (const char *z = (const char *)std::memchr(text, 0, len)) {
+    size_t line = 1, col = 1;
+    for (const char *c = text; c < z; c++)
+      *c == '\n' ? (line++, col = 1) : col++;
+    put_reason(reason, rlen,
+               "NUL byte at line " + std::to_string(line) + " column " + std::to_string(col) + " of the record");
+    return 1;
+  }
   if (g_in_format != o->format) {
     if (!g_in->SetInFormat(o->format)) {
       g_in_format.clear();
@@ -333,6 +345,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     t.charge = (int8_t)a->GetFormalCharge();
     t.aromatic = a->IsAromatic() ? 1 : 0;
     t.implicit_h = a->GetImplicitHCount();
+    t.isotope = a->GetIsotope(); // 0 unless the input gave a mass number (16 bits in both)
     t.x = a->GetX();
     t.y = a->GetY();
     t.z_ = a->GetZ();
@@ -426,8 +439,9 @@ extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts
 }
 
 // m's atoms and bonds into mol (aromatic flags kept, bonds given Kekulé
-// orders); false on a bad bond.
-static bool build_obmol(const struct mol *m, OBMol &mol) {
+// orders; mass numbers when with_isotopes, so that the writers give M  ISO
+// lines and [13C]); false on a bad bond.
+static bool build_obmol(const struct mol *m, OBMol &mol, bool with_isotopes) {
   mol.BeginModify();
   for (int i = 0; i < m->n_atoms; i++) {
     const mol_atom &a = m->atoms[i];
@@ -435,6 +449,7 @@ static bool build_obmol(const struct mol *m, OBMol &mol) {
     t->SetAtomicNum(a.z);
     t->SetFormalCharge(a.charge);
     t->SetImplicitHCount(a.implicit_h);
+    if (with_isotopes) t->SetIsotope(a.isotope);
     t->SetVector(a.x, a.y, a.z_);
     if (a.aromatic) t->SetAromatic();
   }
@@ -466,7 +481,7 @@ extern "C" char *ob_write_sdf(const struct mol *m) {
   try {
     OneOmpThread one;
     OBMol mol;
-    if (!build_obmol(m, mol)) return nullptr;
+    if (!build_obmol(m, mol, true)) return nullptr;
     mol.SetTitle(m->name ? m->name : "");
     for (int i = 0; i < m->n_tags; i++) {
       OBPairData *pd = new OBPairData;
@@ -488,8 +503,10 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
   try {
     OneOmpThread one;
     OBMol mol;
-    if (!build_obmol(m, mol)) return nullptr;
-    mol.SetDimension(0); // no stereo from coordinates: the key is the graph's
+    // No isotopes, and no stereo from coordinates: the key is the graph's (a
+    // scaffold key, where [13C]benzene and benzene are one scaffold).
+    if (!build_obmol(m, mol, false)) return nullptr;
+    mol.SetDimension(0);
     clear_log();
     std::string s = g_can->WriteString(&mol);
     return dup_c(trim(s));

@@ -30,14 +30,16 @@ struct ob_parse_opts {
  * leaves the caller's thread count (omp_get_max_threads) as it found it. */
 int ob_init(void);
 /* Parse the first molecule in text. 0: *out filled (name, canonical SMILES,
- * InChIKey, formula, atoms, bonds, input tags); 1: rejected, with a reason. */
+ * InChIKey, formula, atoms with their mass numbers, bonds, input tags); 1:
+ * rejected, with a reason (a NUL byte in the text is one). */
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);
-/* The molecule as an SD record (with its tags), for hits.sdf. Caller frees. */
+/* The molecule as an SD record (with its tags and its atoms' mass numbers as
+ * M  ISO lines), for hits.sdf and export. Caller frees. */
 char *ob_write_sdf(const struct mol *m);
 /* Open Babel's canonical SMILES of m (atoms with their charges, aromatic
- * flags and implicit hydrogens, and bonds; no stereo, no title), malloc'd;
- * NULL when Open Babel fails. */
+ * flags and implicit hydrogens, and bonds; no stereo, no isotopes, no title:
+ * a key of the graph, for scaffolds), malloc'd; NULL when Open Babel fails. */
 char *ob_canonical_smiles(const struct mol *m);
 /* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
  * drawing; px pixels square, <= 0: 160), without XML prolog so it can sit

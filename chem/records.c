@@ -8,6 +8,12 @@
  * read on to its end without keeping more of it, and reported as an error
  * record naming its number. Empty records go through empty_record(), which
  * lists the first max_empty_listed and counts the rest.
+ *
+ * NUL bytes: record text is handed on as a C string (to Open Babel, through
+ * the worker pipes, into SQLite), where a NUL byte ends it: `CC\0O` would be
+ * stored as ethane. The first NUL byte of a record is noted (line and column)
+ * as its pieces are taken in, and the record becomes an error record naming
+ * it; the records after it are read as usual.
  */
 #define _GNU_SOURCE /* memmem */
 #include "chem/records.h"
@@ -15,6 +21,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +42,7 @@ struct piece {
   int complete; /* ends a line */
   int cont;     /* continues a line begun in an earlier piece */
   int64_t no;   /* 1-based line number */
+  size_t col;   /* 0-based byte offset of p in its line (non-zero only when cont) */
 };
 
 struct rec_reader {
@@ -48,13 +56,15 @@ struct rec_reader {
   int eof;
   int64_t lineno;
   int in_cont;
-  int unread; /* hand out `last` again */
+  size_t line_off; /* bytes of the current line in earlier pieces (while in_cont) */
+  int unread;      /* hand out `last` again */
   int bom_done;
   struct piece last;
 
   char *text; /* record text */
   size_t tlen, tcap;
   int overflow;
+  int64_t nul_line, nul_col; /* first NUL byte of the record (1-based; 0: none) */
   int64_t n_rec; /* records numbered so far (handed out or counted only) */
   int64_t n_out; /* records handed out */
   char err[512];
@@ -77,6 +87,7 @@ struct rec_reader {
   size_t *foff;
   char **fptr;
   int nf, foff_cap, fovf;
+  int64_t fnul_line, fnul_col; /* first NUL byte of the row (1-based; 0: none) */
 
   /* cml: the piece being scanned and the scanner state */
   struct piece cp;
@@ -239,6 +250,8 @@ static int next_piece(struct rec_reader *r, struct piece *out) {
     out->n = n;
     out->complete = complete;
     out->cont = r->in_cont;
+    out->col = r->in_cont ? r->line_off : 0;
+    r->line_off = complete ? 0 : out->col + n;
     if (!r->in_cont && (++r->lineno & 0xFFFFF) == 0 && r->progress) {
       struct rec_stats st;
       rec_get_stats(r, &st);
@@ -308,6 +321,29 @@ static int text_add(struct rec_reader *r, const char *p, size_t n) {
 static void text_reset(struct rec_reader *r) {
   r->tlen = 0;
   r->overflow = 0;
+  r->nul_line = r->nul_col = 0;
+}
+
+/* Notes the first NUL byte at byte i of piece l (1-based line and column). */
+static void note_nul(int64_t *line, int64_t *col, const struct piece *l, size_t i) {
+  if (*line) return;
+  *line = l->no;
+  *col = (int64_t)(l->col + i) + 1;
+}
+
+/* Appends a piece of the record, noting a NUL byte in it. */
+static int piece_add(struct rec_reader *r, const struct piece *l) {
+  const char *z = r->nul_line ? NULL : memchr(l->p, 0, l->n);
+  if (z) note_nul(&r->nul_line, &r->nul_col, l, (size_t)(z - l->p));
+  return text_add(r, l->p, l->n);
+}
+
+/* The error text for a record with a NUL byte, into buf. */
+static const char *nul_error(char *buf, size_t len, int64_t line, int64_t col) {
+  snprintf(buf, len,
+           "NUL byte at line %lld column %lld (a text record cannot hold one: its text would end there, cut short)",
+           (long long)line, (long long)col);
+  return buf;
 }
 
 static int oom(struct rec_reader *r) {
@@ -328,6 +364,7 @@ static int emit(struct rec_reader *r, struct rec *out, int64_t line, const char 
              (long long)out->record_no, (long long)line, r->max_rec);
     error = r->err;
   }
+  if (!error && r->nul_line) error = nul_error(r->err, sizeof r->err, r->nul_line, r->nul_col);
   if (error) {
     if (error != r->err) snprintf(r->err, sizeof r->err, "%s", error);
     out->error = r->err;
@@ -372,7 +409,7 @@ static int next_sdf(struct rec_reader *r, struct rec *out) {
       if (!start) start = l.no;
       if (l.p[0] == '$' && line_is(&l, "$$$$")) {
         if (!blank || r->overflow) {
-          if (text_add(r, l.p, l.n) != 0) return oom(r);
+          if (piece_add(r, &l) != 0) return oom(r);
           return emit(r, out, start, NULL);
         }
         int e = empty_record(r, out, start, "empty record (nothing before its $$$$ line)");
@@ -380,7 +417,7 @@ static int next_sdf(struct rec_reader *r, struct rec *out) {
         break; /* counted only: on to the next record */
       }
       if (blank && !is_blank(l.p, l.n)) blank = 0;
-      if (text_add(r, l.p, l.n) != 0) return oom(r);
+      if (piece_add(r, &l) != 0) return oom(r);
     }
   }
 }
@@ -451,19 +488,19 @@ static int next_mol2(struct rec_reader *r, struct rec *out) {
     } while (!is_mol2_start(&l));
     int64_t start = l.no;
     int blank = 1;
-    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (piece_add(r, &l) != 0) return oom(r);
     for (;;) {
       k = next_piece(r, &l);
       if (k < 0) return -1;
       if (k == 0 || is_mol2_start(&l)) {
         if (k) unread_piece(r);
-        if (!blank || r->overflow) return emit(r, out, start, r->overflow ? NULL : mol2_check(r, start));
+        if (!blank || r->overflow) return emit(r, out, start, r->overflow || r->nul_line ? NULL : mol2_check(r, start));
         int e = empty_record(r, out, start, "empty record (nothing after its @<TRIPOS>MOLECULE line)");
         if (e) return e;
         break;
       }
       if (blank && !is_blank(l.p, l.n)) blank = 0;
-      if (text_add(r, l.p, l.n) != 0) return oom(r);
+      if (piece_add(r, &l) != 0) return oom(r);
     }
   }
 }
@@ -477,7 +514,7 @@ static int read_line(struct rec_reader *r, int64_t *no) {
   if (k <= 0) return k;
   *no = l.no;
   for (;;) {
-    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (piece_add(r, &l) != 0) return oom(r);
     if (l.complete) return 1;
     k = next_piece(r, &l);
     if (k < 0) return -1;
@@ -553,7 +590,7 @@ again:
     return emit(r, out, bad, msg);
   }
   int64_t start = l.no;
-  if (text_add(r, l.p, l.n) != 0) return oom(r);
+  if (piece_add(r, &l) != 0) return oom(r);
   if (n_atoms == 0) { /* the count line says 0 atoms: its comment line, then the next frame */
     int64_t no;
     if (read_line(r, &no) < 0) return -1;
@@ -599,7 +636,7 @@ static int next_pdb(struct rec_reader *r, struct rec *out) {
     if (k < 0) return -1;
     if (k == 0) return start && has_atoms ? emit(r, out, start, NULL) : 0;
     if (!start) start = l.no;
-    if (text_add(r, l.p, l.n) != 0) return oom(r);
+    if (piece_add(r, &l) != 0) return oom(r);
     if (l.cont) continue;
     if (l.n >= 4 && (memcmp(l.p, "ATOM", 4) == 0 || (l.n >= 6 && memcmp(l.p, "HETATM", 6) == 0))) has_atoms = 1;
     if (l.p[0] == 'E' && (pdb_record_is(&l, "END") || pdb_record_is(&l, "ENDMDL"))) {
@@ -728,6 +765,7 @@ static int next_cml(struct rec_reader *r, struct rec *out) {
     while (r->cpos < r->cp.n) {
       char c = r->cp.p[r->cpos++];
       int store = r->depth > 0, done = 0;
+      if (!c && r->depth > 0) note_nul(&r->nul_line, &r->nul_col, &r->cp, r->cpos - 1);
       if (r->in_comment) {
         if (c == '>' && r->prev1 == '-' && r->prev2 == '-') r->in_comment = 0;
       } else if (!r->in_tag) {
@@ -827,6 +865,7 @@ static int csv_row(struct rec_reader *r, int64_t *no, int *unterminated) {
   r->flen = 0;
   r->nf = 0;
   r->fovf = 0;
+  r->fnul_line = r->fnul_col = 0;
   if (!r->foff) {
     r->foff_cap = 64;
     if (!(r->foff = malloc((size_t)r->foff_cap * sizeof *r->foff))) return oom(r);
@@ -854,6 +893,7 @@ static int csv_row(struct rec_reader *r, int64_t *no, int *unterminated) {
     }
     for (size_t i = 0; i < n; i++) {
       char c = l.p[i];
+      if (!c) note_nul(&r->fnul_line, &r->fnul_col, &l, i);
       if (in_q) {
         if (c == '"') {
           in_q = 0;
@@ -925,6 +965,12 @@ static int csv_header(struct rec_reader *r, const struct rec_options *opt, char 
     fmt_err(err, errlen, "%s: unreadable header row", r->path);
     return -1;
   }
+  if (r->fnul_line) {
+    char why[160];
+    fmt_err(err, errlen, "%s: unreadable header row: %s", r->path,
+            nul_error(why, sizeof why, r->fnul_line, r->fnul_col));
+    return -1;
+  }
   r->n_cols = r->nf;
   r->cols = calloc((size_t)r->n_cols, sizeof *r->cols);
   if (!r->cols) return oom(r);
@@ -976,6 +1022,8 @@ again:;
              "record %lld (line %lld) is longer than max_record_bytes (%zu bytes); skipped to the next record",
              (long long)r->n_rec + 1, (long long)no, r->max_rec);
     error = msg;
+  } else if (r->fnul_line) {
+    error = nul_error(msg, sizeof msg, r->fnul_line, r->fnul_col);
   } else if (unterminated) {
     error = "unterminated quoted field";
   } else if (r->nf != r->n_cols) {
@@ -1199,6 +1247,71 @@ int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_option
   return rec_scan(path, fmt, opt, &st, err, errlen) != 0 ? -1 : st.n_out;
 }
 
+/* ----------------------------------------------------------------- labels */
+
+/* strtod alone will not do: it also reads hexadecimal (0x10 is 16, 0x1p4
+ * too), "infinity" and "nan(...)", and follows the locale's decimal point.
+ * The syntax is checked here first; strtod then only converts what the check
+ * let through. */
+int rec_parse_label(const char *s, double *v, char *why, size_t whylen) {
+  *v = 0;
+  if (!s) s = "";
+  const char *b = s;
+  while (*b == ' ' || *b == '\t' || *b == '\r' || *b == '\n')
+    b++;
+  size_t n = strlen(b);
+  while (n && (b[n - 1] == ' ' || b[n - 1] == '\t' || b[n - 1] == '\r' || b[n - 1] == '\n'))
+    n--;
+  if (!n) return 1;
+  size_t i = 0, digits = 0;
+  if (b[i] == '+' || b[i] == '-') i++;
+  const char *mant = b + i;
+  while (i < n && isdigit((unsigned char)b[i]))
+    i++, digits++;
+  if (i < n && b[i] == '.') {
+    i++;
+    while (i < n && isdigit((unsigned char)b[i]))
+      i++, digits++;
+  }
+  if (digits && i < n && (b[i] == 'e' || b[i] == 'E')) {
+    size_t e = i + 1, ed = 0;
+    if (e < n && (b[e] == '+' || b[e] == '-')) e++;
+    while (e < n && isdigit((unsigned char)b[e]))
+      e++, ed++;
+    if (ed) i = e;
+  }
+  if (!digits || i != n) {
+    const char *what = "not a decimal number";
+    if (mant[0] == '0' && (mant[1] == 'x' || mant[1] == 'X'))
+      what = "hexadecimal, not a decimal number";
+    else if (!strncasecmp(mant, "inf", 3) || !strncasecmp(mant, "nan", 3))
+      what = "not a finite number";
+    else if (memchr(b, ',', n))
+      what = "a comma is not a decimal point (write 1.5, no thousands separators)";
+    fmt_err(why, whylen, "%s", what);
+    return -1;
+  }
+  char buf[128], *end;
+  if (n >= sizeof buf) { /* only digits: a longer one is not a label anyone wrote */
+    fmt_err(why, whylen, "too long for a number (%zu characters)", n);
+    return -1;
+  }
+  memcpy(buf, b, n);
+  buf[n] = 0;
+  errno = 0;
+  double x = strtod(buf, &end);
+  if (*end) { /* a locale whose decimal point is not '.' */
+    fmt_err(why, whylen, "not a decimal number");
+    return -1;
+  }
+  if (errno == ERANGE || !isfinite(x)) {
+    fmt_err(why, whylen, "out of range for a double");
+    return -1;
+  }
+  *v = x;
+  return 0;
+}
+
 /* ------------------------------------------------------------------ sniff */
 
 /* The head's lines, one at a time: p and n get a line without its end. */
@@ -1300,8 +1413,8 @@ static unsigned sniff_mask(const char *head, size_t n) {
     int blank = is_blank(p, len);
     if (!blank) nonblank++;
     if (has_prefix(p, len, "@<TRIPOS>")) m |= 1u << MOL_FMT_MOL2;
-    if (line_is(&(struct piece){p, len, 1, 0, 0}, "M  END") || line_is(&(struct piece){p, len, 1, 0, 0}, "$$$$") ||
-        sdf_counts_line(p, len))
+    if (line_is(&(struct piece){p, len, 1, 0, 0, 0}, "M  END") ||
+        line_is(&(struct piece){p, len, 1, 0, 0, 0}, "$$$$") || sdf_counts_line(p, len))
       m |= 1u << MOL_FMT_SDF;
     if ((has_prefix(p, len, "ATOM  ") || has_prefix(p, len, "HETATM")) && pdb_coords(p, len)) m |= 1u << MOL_FMT_PDB;
     if (nonblank == 1 && !blank) {

@@ -22,6 +22,10 @@
  * costs a scan and not a billion reject rows. Record numbers count every
  * record, listed or not.
  *
+ * A record holding a NUL byte (in any text format) is handed out as an error
+ * record, "NUL byte at line L column C": its text goes on as a C string, and
+ * would end there (`CC\0O` read as ethane).
+ *
  * Inputs must be regular files: a FIFO or a device is refused before any read
  * (it could block forever or never end), and every file is read twice (once
  * to plan, once to parse).
@@ -117,6 +121,14 @@ void rec_get_stats(const struct rec_reader *r, struct rec_stats *st);
 /* csv/tsv header names; NULL for other formats. */
 const char *const *rec_columns(const struct rec_reader *r, int *n);
 void rec_close(struct rec_reader *r);
+
+/* A label value as written in a CSV cell or an SD tag: a decimal number
+ * (optional sign, digits with an optional '.', optional exponent), blanks
+ * around it allowed. 0: *v set; 1: blank (no value); -1: refused, with why
+ * naming the reason: hexadecimal (strtod reads 0x10 as 16 and 0x1p4 too),
+ * inf and nan (not finite), 1e400 (out of range), 1,5 (a comma), or anything
+ * else that is not a decimal number. Independent of the C locale. */
+int rec_parse_label(const char *s, double *v, char *why, size_t whylen);
 
 /* Number of records in a file (a full scan); -1 with err on failure. */
 int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt,

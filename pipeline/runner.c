@@ -600,8 +600,16 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
   char *theirs = query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
   if (mine && theirs && strcmp(mine, theirs)) {
-    progress_log(NULL, "%s: shard %s was made with another configuration than %s holds; replacing it", s->name, path,
-                 r->st.path);
+    /* (merge_verdict let only a shard of the workflow as it is now come here:
+     * screen.db's stage is the one from before the change, as `run` would
+     * find it) */
+    char down[256] = "";
+    for (int i = si + 1; i < N_STAGES; i++)
+      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "", all_stages[i]->name);
+    progress_log(NULL,
+                 "%s: %s holds this stage as made before the workflow changed; replacing it with the shards made "
+                 "with the workflow as it is now, starting with %s%s%s",
+                 s->name, r->st.path, path, down[0] ? ", and discarding the stages after it: " : "", down);
     if (clear_from(r, si)) {
       free(mine);
       free(theirs);
@@ -1283,11 +1291,157 @@ static char **list_shards(const char *db_path, int *n) {
   return out;
 }
 
+/* The config hash `run` would give stage s now, from r's workflow and
+ * against the upstream results r's database holds: 1 with it in out, 0 when
+ * it cannot be known here (why in note). Ingest plans its inputs
+ * for their fingerprint (as every run does); graph, basis and score take
+ * none (score only with stages.score.checkpoint, which needs the model's
+ * device to read: not known here); other stages are not sharded. */
+static int expected_hash(struct run *r, const struct stage *s, char out[17], char *note, size_t notelen) {
+  int no_inputs = s == &stage_graph || s == &stage_basis ||
+                  (s == &stage_score && !cfg_str(cfg_get(cfg_get(r->root, "stages"), "score"), "checkpoint", NULL));
+  if (s != &stage_ingest && !no_inputs) {
+    snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
+    return 0;
+  }
+  uint64_t upstream = 0;
+  if (check_upstream(r, s, &upstream)) {
+    snprintf(note, notelen, "%.500s", r->err);
+    r->err[0] = 0;
+    return 0;
+  }
+  uint64_t inputs = 0;
+  if (s == &stage_ingest) {
+    struct run_ctx rc;
+    stage_ctx_init(&rc, r, s);
+    int64_t n_chunks = 0, n_items = 0;
+    int st = s->begin(&rc.ctx, &n_chunks, &n_items);
+    inputs = rc.ctx.inputs_hash;
+    if (st != STAGE_OK) snprintf(note, notelen, "planning %s: %.400s", s->name, rc.ctx.err);
+    if (s->end) s->end(&rc.ctx);
+    if (st != STAGE_OK) return 0;
+  }
+  char settings[17], with_inputs[17];
+  settings_hash(r->root, s, settings);
+  fold_hash(settings, inputs, with_inputs);
+  fold_hash(with_inputs, upstream, out);
+  return 1;
+}
+
+/* What `merge` holds a shard to: the workflow of this workdir, and the
+ * configuration it has now. */
+struct merge_ref {
+  const char *workflow; /* screen.db's meta, or the first shard's; NULL: unknown */
+  char expected[N_STAGES][17];
+  int known[N_STAGES]; /* 0 not asked yet, 1 expected[] holds it, -1 unknown (note[]) */
+  char note[N_STAGES][512];
+};
+
+/* Whether the shard database at path belongs to this workdir's workflow as
+ * it is now: 1 yes (or it holds nothing to fold: fold_shard skips it), 0 no
+ * (why says why, in words naming the stage). A
+ * shard made from another workflow, with another configuration of its
+ * stage than the workflow's now, or from other inputs or upstream results
+ * than screen.db holds, is stale or foreign: folding it would replace work
+ * of the current configuration with it. */
+static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path, char *why, size_t whylen) {
+  struct store sh;
+  char err[1024];
+  if (store_open(&sh, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    snprintf(why, whylen, "it cannot be read: %s", err);
+    return 0;
+  }
+  char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
+  char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+  char *settings = stage ? query_text(sh.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+  char *workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
+  char *shard = query_text(sh.db, "SELECT value FROM meta WHERE key='shard'");
+  store_close(&sh);
+  int si = stage ? stage_index(stage) : -1, ret = 1;
+  if (si < 0 || !hash || !settings) goto out; /* never planned a stage: nothing to fold */
+  const struct stage *s = all_stages[si];
+  char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
+  int differs = mine && strcmp(mine, hash);
+  free(mine);
+  if (ref->workflow && (!workflow || strcmp(workflow, ref->workflow))) {
+    snprintf(why, whylen, "it was made by another workflow (%s), not this workdir's (%s)",
+             workflow ? workflow : "none recorded", ref->workflow);
+    ret = 0;
+    goto out;
+  }
+  if (!r->root) {
+    if (differs) {
+      snprintf(why, whylen,
+               "its %s stage differs from the one %s holds, and the workflow to tell which is current cannot "
+               "be loaded",
+               s->name, r->st.path);
+      ret = 0;
+    }
+    goto out;
+  }
+  char now[17];
+  settings_hash(r->root, s, now);
+  if (strcmp(settings, now)) {
+    snprintf(why, whylen,
+             "it was made with another configuration of stage %s than %s has now (a stale shard, from before "
+             "the workflow changed)",
+             s->name, ref->workflow ? ref->workflow : "the workflow");
+    ret = 0;
+    goto out;
+  }
+  if (!ref->known[si])
+    ref->known[si] = expected_hash(r, s, ref->expected[si], ref->note[si], sizeof ref->note[si]) == 1 ? 1 : -1;
+  if (ref->known[si] == 1 && strcmp(hash, ref->expected[si])) {
+    if (s->after)
+      snprintf(why, whylen,
+               "its %s stage was made from other results of stage %s than %s holds now (a stale shard, from "
+               "before %s was redone)",
+               s->name, s->after, r->st.path, s->after);
+    else
+      snprintf(why, whylen,
+               "its %s stage was made from other input files than the workflow's now (a stale shard, from "
+               "before an input file changed)",
+               s->name);
+    ret = 0;
+  } else if (ref->known[si] != 1 && differs) {
+    snprintf(why, whylen, "its %s stage differs from the one %s holds, and which is current cannot be told here (%s)",
+             s->name, r->st.path, ref->note[si]);
+    ret = 0;
+  }
+out:
+  /* a stale shard of this workflow: how to redo it (a rank's database of a
+   * data-parallel run is redone by the run itself) */
+  if (!ret && si >= 0 && ref->workflow && workflow && !strcmp(workflow, ref->workflow) && shard &&
+      strcmp(shard, "0/1") && !strstr(strrchr(path, '/') ? strrchr(path, '/') + 1 : path, "-rank")) {
+    size_t len = strlen(why);
+    snprintf(why + len, whylen - len, "; to redo it: se3screen run %s --stage %s --shard %s", ref->workflow,
+             all_stages[si]->name, shard);
+  }
+  free(stage);
+  free(hash);
+  free(settings);
+  free(workflow);
+  free(shard);
+  return ret;
+}
+
+/* The meta value `key` of the se3screen database at path, NULL when it has
+ * none (or is no such database: opening it read-only changes nothing). */
+static char *db_meta(const char *path, const char *key) {
+  struct store st;
+  char err[1024];
+  if (access(path, F_OK) != 0 || store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) return NULL;
+  char *v = query_text(st.db, "SELECT value FROM meta WHERE key=%Q", key);
+  store_close(&st);
+  return v;
+}
+
 int runner_merge(const char *db_path) {
   char *workflow = NULL, *sets = NULL;
   struct run r;
   memset(&r, 0, sizeof r);
   r.n_shards = 1;
+  r.src = "main";
   hostname_of(r.host, sizeof r.host);
   int n = 0;
   char **shards = list_shards(db_path, &n);
@@ -1295,16 +1449,42 @@ int runner_merge(const char *db_path) {
     fprintf(stderr, "se3screen merge: no shard databases (shards/*.db) beside %s\n", db_path);
     return SE3_EXIT_USAGE;
   }
-  int ret = SE3_EXIT_FAILED;
-  /* The workflow the shards were made from (their meta), loaded once: a
-   * score shard's merge may need rank's settings, finalize the stages'. */
-  for (int k = 0; k < n && !workflow; k++) {
-    struct store sh;
-    char why[256];
-    if (store_open(&sh, shards[k], STORE_READONLY, NULL, 10000, why, sizeof why)) continue;
-    workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
-    if (workflow) sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
-    store_close(&sh);
+  int ret = SE3_EXIT_FAILED, refused = 0, from_shard = 0;
+  char *sets_text = NULL;
+  struct merge_ref *ref = calloc(1, sizeof *ref);
+  if (!ref) {
+    snprintf(r.err, sizeof r.err, "out of memory");
+    goto done;
+  }
+  /* This workdir's workflow: the one screen.db was run with (its meta), or
+   * for a screen.db that only merges have made, the first shard's. It is
+   * loaded once, as it is now, with the --set overrides its first shard was
+   * run with (the shards' own: screen.db's are those of its last run, which
+   * may have been of another stage): shards are checked against it, a score
+   * shard's merge may need rank's settings, finalize the stages'. */
+  workflow = db_meta(db_path, "workflow");
+  from_shard = !workflow;
+  for (int k = 0; k < n && !sets; k++) {
+    char *w = db_meta(shards[k], "workflow");
+    if (w && (!workflow || !strcmp(w, workflow))) {
+      sets = db_meta(shards[k], "sets");
+      if (!sets) sets = strdup("");
+    }
+    if (w && !workflow) {
+      workflow = w;
+      w = NULL;
+    }
+    free(w);
+  }
+  if (workflow && !sets) sets = db_meta(db_path, "sets");
+  ref->workflow = workflow;
+  sets_text = sets ? strdup(sets) : NULL; /* (sets is cut into lines below) */
+  {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", db_path);
+    snprintf(r.workdir, sizeof r.workdir, "%s", dirname(dir));
+    char abs[PATH_MAX];
+    if (realpath(r.workdir, abs)) snprintf(r.workdir, sizeof r.workdir, "%s", abs);
   }
   if (workflow) {
     const char *setv[64];
@@ -1312,7 +1492,10 @@ int runner_merge(const char *db_path) {
     for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
          t = strtok_r(NULL, "\n", &save))
       setv[n_set++] = t;
-    r.root = load_config(workflow, setv, n_set, NULL, NULL);
+    r.root = load_config(workflow, setv, n_set, r.workdir, NULL);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", workflow);
+    snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", dirname(tmp));
   }
   /* the workflow's journal mode (delete on NFS/Lustre) */
   if (store_open(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
@@ -1320,15 +1503,28 @@ int runner_merge(const char *db_path) {
     goto done;
   if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
   r.scores_kept_as_now = scores_kept_as_now(&r);
-  int touched[N_STAGES] = {0};
+  int touched[N_STAGES] = {0}, adopted = 0;
   for (int k = 0; k < n; k++) {
+    char why[2048];
+    if (!merge_verdict(&r, ref, shards[k], why, sizeof why)) {
+      fprintf(stderr, "se3screen merge: refused %s: %s; it was not merged, and nothing was deleted\n", shards[k], why);
+      refused++;
+      continue;
+    }
     int si = fold_shard(&r, shards[k], NULL, NULL, NULL, NULL);
     if (si == -2) goto done;
     if (si == -3) progress_log(NULL, "%s: merged already, nothing new", shards[k]);
     if (si < 0) continue;
     touched[si] = 1;
+    adopted = 1;
     progress_log(NULL, "merged %s", shards[k]);
   }
+  /* A screen.db that merges alone have made learns its workflow from the
+   * shards it took, so that a later merge knows which shards are its own. */
+  if (adopted && from_shard && workflow &&
+      exec_sql(&r, "INSERT OR IGNORE INTO meta VALUES('workflow',%Q),('sets',%Q)", workflow,
+               sets_text ? sets_text : ""))
+    goto done;
   /* Finalize the stages whose chunks are now all here. */
   for (int si = 0; si < N_STAGES; si++) {
     if (!touched[si]) continue;
@@ -1349,25 +1545,28 @@ int runner_merge(const char *db_path) {
       goto done;
     }
     struct run_ctx rc;
-    memset(&rc, 0, sizeof rc);
-    rc.run = &r;
-    rc.ctx.db = r.st.db;
-    rc.ctx.root = r.root;
-    rc.ctx.cfg = cfg_get(cfg_get(r.root, "stages"), s->name);
-    rc.ctx.workdir = cfg_str(r.root, "workdir", ".");
-    rc.ctx.n_shards = 1;
-    rc.ctx.stop = &stop_flag;
-    rc.ctx.report = &report;
+    stage_ctx_init(&rc, &r, s);
     if (run_finalize(&r, s, &rc.ctx)) goto done;
   }
   ret = SE3_EXIT_OK;
+  if (refused) {
+    /* Not a silent success: the refused shards are named above. */
+    fprintf(stderr,
+            "se3screen merge: refused %d shard database%s of %d (named above): %s keeps its own work. A stale or "
+            "foreign shard can be deleted; a stale one is brought up to date by running its shard again with the "
+            "workflow as it is now (se3screen run WORKFLOW --stage STAGE --shard I/N), then merge again\n",
+            refused, refused == 1 ? "" : "s", n, db_path);
+    ret = SE3_EXIT_FAILED;
+  }
 done:
-  if (ret != SE3_EXIT_OK) fprintf(stderr, "se3screen merge: %s\n", r.err);
+  if (ret != SE3_EXIT_OK && r.err[0]) fprintf(stderr, "se3screen merge: %s\n", r.err);
   for (int k = 0; k < n; k++)
     free(shards[k]);
   free(shards);
   free(workflow);
   free(sets);
+  free(sets_text);
+  free(ref);
   cfg_node_free(r.root);
   store_close(&r.st);
   return ret;

@@ -32,7 +32,15 @@ int runner_run(const struct run_opts *o);
 int runner_check(const char *workflow, const char *const *sets, int n_sets);
 /* `status`: per stage chunks done/total, molecules accepted/rejected, config changes, last error. */
 int runner_status(const char *workflow_or_db, const char *const *sets, int n_sets);
-/* `merge`: fold WORKDIR/shards/<stage>-<i>.db into the database. */
+/* `merge`: fold WORKDIR/shards/<stage>-<i>.db into the database: only the
+ * shards of this workdir's workflow (screen.db's, or for a screen.db made by
+ * merges alone the first shard's) made with the workflow as it is now
+ * (configuration, input files' contents, the upstream results screen.db
+ * holds). The others are refused by name with the reason, nothing of them
+ * merged and nothing deleted, and merge then exits SE3_EXIT_FAILED after
+ * folding the rest. A shard of the current workflow replaces a stage that
+ * screen.db holds from before a change (and discards the stages after it,
+ * as `run` does). */
 int runner_merge(const char *db_path);
 
 struct cfg_node;

@@ -383,6 +383,48 @@ static int open_readonly(struct store *s, const char *path, int busy_timeout_ms,
   return 0;
 }
 
+/* Reads (only) what says whose the file is: its application_id, its schema
+ * version and whether it holds any table. 0 when it is a se3screen database
+ * this version can open, or empty (a new file, or an SQLite file without a
+ * table or an id); -1 with err naming the file and why. Nothing is written:
+ * a refused file is left exactly as it was. */
+static int check_ours(struct store *s, char *err, size_t errlen) {
+  static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
+                                     "SELECT count(*) FROM sqlite_schema"};
+  long long v[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i++) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql[i], -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(st);
+      if (rc == SQLITE_ROW) {
+        v[i] = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+      }
+    }
+    if (rc != SQLITE_OK) rc = sqlite3_extended_errcode(s->db);
+    sqlite3_finalize(st);
+    if ((rc & 0xff) == SQLITE_NOTADB) {
+      snprintf(err, errlen, "%s: not a se3screen database (not an SQLite file); it was left as it is", s->path);
+      return -1;
+    }
+    if (rc != SQLITE_OK) {
+      snprintf(err, errlen, "%s: cannot read: %s", s->path, sqlite3_errmsg(s->db));
+      return -1;
+    }
+  }
+  if (v[0] != STORE_APPLICATION_ID && !(v[0] == 0 && v[1] == 0 && v[2] == 0)) {
+    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld); it was left as it is", s->path, v[0]);
+    return -1;
+  }
+  if (v[1] > STORE_SCHEMA_VERSION) {
+    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen", s->path, v[1],
+             STORE_SCHEMA_VERSION);
+    return -1;
+  }
+  return 0;
+}
+
 int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
                char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
@@ -403,6 +445,10 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
   }
   sqlite3_busy_timeout(s->db, busy_timeout_ms);
   sqlite3_extended_result_codes(s->db, 1);
+  /* Ours, or new, before anything below writes to the file: the journal mode
+   * (WAL rewrites the header), the page size and the schema would change a
+   * foreign database that is then refused. */
+  if (check_ours(s, err, errlen)) goto fail;
   /* A new database gets 64 KiB pages: basis blobs run to megabytes, and with
    * 4 KiB pages SQLite writes them 2x and reads them 4x slower (overflow page
    * chains). It must be set before the first table and before WAL. An 8 MiB
@@ -443,9 +489,37 @@ void store_close(struct store *s) {
 
 int store_lock(struct store *s, char *err, size_t errlen) {
   if (asprintf(&s->lock_path, "%s.lock", s->path) < 0) return -1;
-  int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  /* Never through a symbolic link (a link planted in a shared workdir would
+   * have the holder line written over its target), and never a FIFO or a
+   * device (no blocking open, no controlling terminal): O_NOFOLLOW refuses
+   * the link, fstat the rest. */
+  int fd = open(s->lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
   if (fd < 0) {
+    if (errno == ELOOP)
+      snprintf(err, errlen,
+               "%s: the lock file is a symbolic link; se3screen follows none there (it would write through it): "
+               "remove the link and run again",
+               s->lock_path);
+    else
+      snprintf(err, errlen, "%s: %s", s->lock_path, strerror(errno));
+    return -1;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
     snprintf(err, errlen, "%s: %s", s->lock_path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(sb.st_mode) || sb.st_nlink != 1) {
+    snprintf(err, errlen,
+             "%s: the lock file is %s; se3screen writes only a regular file of its own there: remove it and run again",
+             s->lock_path,
+             S_ISREG(sb.st_mode)                          ? "a regular file with other names (hard links)"
+             : S_ISDIR(sb.st_mode)                        ? "a directory"
+             : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+             : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                          : "a socket or another special file");
+    close(fd);
     return -1;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -465,7 +539,9 @@ int store_lock(struct store *s, char *err, size_t errlen) {
   now_iso(when, sizeof when);
   char line[512];
   int len = snprintf(line, sizeof line, "host %s, pid %d, since %s\n", host, (int)getpid(), when);
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+  /* Only now, holding the lock: the holder line over the old one, then the
+   * rest of the old one cut off (a waiting process never reads an empty file). */
+  if (pwrite(fd, line, (size_t)len, 0) != len || ftruncate(fd, len) != 0) {
     snprintf(err, errlen, "%s: cannot write: %s", s->lock_path, strerror(errno));
     close(fd);
     return -1;

@@ -26,7 +26,9 @@ struct store {
 
 /* Open (and for STORE_WRITE create and migrate) a database. journal is "wal"
  * or "delete". Returns 0, or -1 with a message naming the file and the reason
- * in err. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
+ * in err. STORE_WRITE refuses a file that is neither a se3screen database
+ * (of this schema version or older) nor empty before anything is written to
+ * it: a refused file keeps its bytes and its journal mode. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
  * function, extensions and untrusted schema functions off; where the WAL
  * index (-shm) cannot be created (a read-only directory or mount) it opens
  * the file as immutable and, when a -wal file is thereby not read, says so
@@ -43,7 +45,9 @@ int store_attach_readonly(struct store *s, const char *path, const char *schema,
 
 /* Take the single-writer lock for this database (a lock file beside it).
  * Fails at once, naming the holder (host, pid, since when), if another
- * process holds it. */
+ * process holds it. The lock file is never followed through a symbolic link
+ * and must be a regular file with one name (anything else is refused,
+ * naming it); it is written (the holder's line) only once the lock is held. */
 int store_lock(struct store *s, char *err, size_t errlen);
 
 /* Run SQL that returns no rows; -1 with message on failure. */

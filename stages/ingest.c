@@ -45,6 +45,8 @@ struct side_csv {              /* labels_csv, loaded whole */
   int n_cols, n_rows;
   char **header;
   char ***rows;                /* rows[r][c] */
+  int64_t *lines;              /* line of each row, for messages */
+  char **row_error;            /* the reader's reason a row is bad (a NUL byte...), or NULL */
   char **keys;                 /* join values, sorted, for lookup ... */
   int *key_row;                /* ... and the row each belongs to */
   int *use;                    /* columns to read */
@@ -96,7 +98,10 @@ static void side_free(struct side_csv *s) {
   for (int r = 0; r < s->n_rows; r++) {
     for (int c = 0; c < s->n_cols; c++) free(s->rows[r][c]);
     free(s->rows[r]);
+    if (s->row_error) free(s->row_error[r]);
   }
+  free(s->lines);
+  free(s->row_error);
   for (int c = 0; c < s->n_cols; c++) free(s->header[c]);
   free(s->header);
   free(s->rows);
@@ -183,10 +188,18 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
       char ***grown = realloc(s->rows, sizeof *s->rows * (size_t)cap);
       if (!grown) goto oom_open;
       s->rows = grown;
+      int64_t *lines = realloc(s->lines, sizeof *s->lines * (size_t)cap);
+      if (lines) s->lines = lines;
+      char **errs = lines ? realloc(s->row_error, sizeof *s->row_error * (size_t)cap) : NULL;
+      if (!errs) goto oom_open;
+      s->row_error = errs;
     }
     char **row = calloc((size_t)s->n_cols + 1, sizeof *row);
     if (!row) goto oom_open;
+    s->lines[s->n_rows] = r.line;
+    s->row_error[s->n_rows] = NULL;
     s->rows[s->n_rows++] = row; /* side_free frees what is filled */
+    if (r.error && !(s->row_error[s->n_rows - 1] = strdup(r.error))) goto oom_open;
     for (int c = 0; c < s->n_cols; c++)
       if (!(row[c] = strdup(r.fields && c < r.n_fields ? r.fields[c] : ""))) goto oom_open;
   }
@@ -254,6 +267,88 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- inputs by content --------------------------------------------------- */
+
+/* A 64-bit hash of a file's bytes, read in 1 MiB blocks (never whole):
+ * four lanes of 8-byte words, each word multiplied in and the lane rotated
+ * and multiplied again, then the lanes, the length and a final mix. It keys
+ * work by what the file holds (an edited label, a replaced molecule file
+ * redo what depends on them; a `touch` or a copy redoes nothing), at
+ * several GB/s: far less than planning's scan of the same file. Not a
+ * defence against a forger, only against a change. 0, or -1 with errno. */
+#define FH_P1 0x9e3779b185ebca87ULL
+#define FH_P2 0xc2b2ae3d27d4eb4fULL
+static uint64_t fh_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t fh_word(const unsigned char *p) { /* little-endian, whatever the host */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t w;
+  memcpy(&w, p, sizeof w);
+  return w;
+#else
+  uint64_t w = 0;
+  for (int i = 7; i >= 0; i--)
+    w = (w << 8) | p[i];
+  return w;
+#endif
+}
+static uint64_t fh_mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+static int file_content_hash(const char *path, uint64_t *out) {
+  enum { BLOCK = 1 << 20 };
+  unsigned char *buf = malloc(BLOCK);
+  FILE *f = buf ? fopen(path, "rb") : NULL;
+  if (!f) {
+    int e = buf ? errno : ENOMEM;
+    free(buf);
+    errno = e;
+    return -1;
+  }
+  uint64_t lane[4] = {FH_P1, FH_P2, ~FH_P1, ~FH_P2}, total = 0;
+  size_t n;
+  while ((n = fread(buf, 1, BLOCK, f)) > 0) {
+    total += n;
+    size_t full = n & ~(size_t)31; /* whole stripes of 4 words; a block is whole but the last */
+    for (size_t i = 0; i < full; i += 32)
+      for (int k = 0; k < 4; k++)
+        lane[k] = fh_rotl(lane[k] ^ (fh_word(buf + i + 8 * k) * FH_P2), 31) * FH_P1;
+    for (size_t i = full; i < n; i++) /* the file's last bytes, one at a time */
+      lane[i & 3] = fh_rotl(lane[i & 3] ^ ((uint64_t)buf[i] * FH_P2), 23) * FH_P1;
+    if (n < BLOCK) break;
+  }
+  int bad = ferror(f);
+  int e = errno;
+  fclose(f);
+  free(buf);
+  if (bad) {
+    errno = e ? e : EIO;
+    return -1;
+  }
+  uint64_t h = total * FH_P1;
+  for (int k = 0; k < 4; k++)
+    h = fh_mix(h ^ lane[k]) * FH_P2;
+  *out = fh_mix(h);
+  return 0;
+}
+
+/* Folds a file the stage reads into its inputs' fingerprint: its path and
+ * its contents (not its time: a touched file is the same input). 0, or -1
+ * with err set. */
+static int hash_input(struct stage_ctx *ctx, const char *path, char *err, size_t errlen) {
+  uint64_t h = 0;
+  if (file_content_hash(path, &h) != 0) {
+    snprintf(err, errlen, "%s: cannot read it to fingerprint it: %s", path, strerror(errno));
+    return -1;
+  }
+  ctx->inputs_hash = se3_hash_str(ctx->inputs_hash, path);
+  ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &h, sizeof h);
+  return 0;
 }
 
 /* "SDF", "MOL2", ... for messages. */
@@ -390,12 +485,14 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
     ctx->report->log(ctx, "planning: %s: %lld records in %.1f s", path, (long long)p->n_records, now_s() - pp.t0);
   p->first = g->total;
   g->total += p->n_records;
-  struct stat sb;
-  if (stat(path, &sb) == 0) {
-    int64_t v[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
-    ctx->inputs_hash = se3_hash_str(ctx->inputs_hash, path);
-    ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, v, sizeof v);
-  }
+  /* Every file this input reads enters the stage's hash by its contents:
+   * the molecule file, and the labels_csv beside it (an edited label must
+   * redo the labels and all that learned from them). A molecule file that
+   * cannot be read is a reject row already (file_error). */
+  if (hash_input(ctx, path, err, sizeof err) && !p->file_error)
+    return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
+  if (p->side && hash_input(ctx, p->side->path, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(side, "path"), "labels_csv: %s", err);
   return STAGE_OK;
 }
 
@@ -582,8 +679,13 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     job->status = 1;
     snprintf(job->reason, sizeof job->reason, "%s", r.error);
   } else {
-    job->text = strndup(r.text, r.len);
-    if (!job->text) goto oom;
+    /* the record's bytes as read (the reader refuses a NUL inside one, but
+     * len, not a terminator, is what the worker is sent) */
+    char *text = malloc(r.len + 1);
+    if (!text) goto oom;
+    memcpy(text, r.text, r.len);
+    text[r.len] = 0;
+    job->text = text;
     job->len = r.len;
   }
   return 0;
@@ -592,16 +694,10 @@ oom:
   return -1;
 }
 
-/* Parse a label value; 0 ok, 1 missing (empty), -1 unparseable. */
-static int parse_label(const char *s, double *v) {
-  while (*s == ' ' || *s == '\t') s++;
-  if (!*s) return 1;
-  char *end;
-  errno = 0;
-  *v = strtod(s, &end);
-  while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
-  if (*end || errno == ERANGE || !isfinite(*v)) return -1;
-  return 0;
+/* Parse a label value; 0 ok, 1 missing (empty), -1 unparseable (why says
+ * why). Decimal numbers only: strtod read 0x10 as 16 (chem/records.h). */
+static int parse_label(const char *s, double *v, char *why, size_t whylen) {
+  return rec_parse_label(s, v, why, whylen);
 }
 
 struct label { const char *name; double value; };
@@ -619,12 +715,20 @@ static int collect_labels(const struct input *in, const struct item *it, const s
       const char *name = L->kids[k]->value, *val = NULL;
       for (int c = 0; it->fields && c < it->n_cols && c < it->n_fields; c++)
         if (!strcmp(it->cols[c], name)) val = it->fields[c];
+      int column = val != NULL;
       if (!val) val = mol_tag(m, name);
       if (!val) continue;
       double v;
-      int rc = parse_label(val, &v);
+      char why[128];
+      int rc = parse_label(val, &v, why, sizeof why);
+      if (rc < 0 && column) {
+        snprintf(reason, rlen, "label '%s': cannot read '%.60s' as a number (%s:%lld, column '%s'): %s", name, val,
+                 in->stored, (long long)it->line, name, why);
+        return 1;
+      }
       if (rc < 0) {
-        snprintf(reason, rlen, "label '%s': cannot read '%.60s' as a number", name, val);
+        snprintf(reason, rlen, "label '%s': cannot read '%.60s' as a number (%s, record %lld at line %lld, SD tag "
+                 "'%s'): %s", name, val, in->stored, (long long)it->record_no, (long long)it->line, name, why);
         return 1;
       }
       if (rc == 0) out[(*n_out)++] = (struct label){name, v};
@@ -634,13 +738,18 @@ static int collect_labels(const struct input *in, const struct item *it, const s
     const struct side_csv *s = in->side;
     const char *name = it->name ? it->name : m->name;
     int row = side_row(s, it->record_no, name);
+    if (row >= 0 && s->row_error[row]) { /* its cells may be cut short: no label from it */
+      snprintf(reason, rlen, "labels_csv %s:%lld: %s", s->path, (long long)s->lines[row], s->row_error[row]);
+      return 1;
+    }
     for (int u = 0; row >= 0 && u < s->n_use && *n_out < max_out; u++) {
       const char *val = s->rows[row][s->use[u]];
       double v;
-      int rc = parse_label(val, &v);
+      char why[128];
+      int rc = parse_label(val, &v, why, sizeof why);
       if (rc < 0) {
-        snprintf(reason, rlen, "label '%s' (%s row %d): cannot read '%.60s' as a number", s->header[s->use[u]],
-                 s->path, row + 2, val);
+        snprintf(reason, rlen, "label '%s': cannot read '%.60s' as a number (%s:%lld, column '%s'): %s",
+                 s->header[s->use[u]], val, s->path, (long long)s->lines[row], s->header[s->use[u]], why);
         return 1;
       }
       if (rc == 0) out[(*n_out)++] = (struct label){s->header[s->use[u]], v};

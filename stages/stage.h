@@ -42,8 +42,9 @@ struct stage_ctx {
   volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM/SIGUSR1: finish at a chunk boundary */
   const struct stage_report *report;
   void *state;                 /* the stage's own data between begin and end */
-  uint64_t inputs_hash;        /* set by begin: fingerprint of input files (size,
-                                  mtime), folded into the stage's config hash */
+  uint64_t inputs_hash;        /* set by begin: fingerprint of every file the stage
+                                  reads (path and contents), folded into the
+                                  stage's config hash */
   int64_t chunk_bytes;         /* bytes of blobs the chunk in flight stored (the
                                   stage adds to it; the ledger keeps it) */
   const char *src;             /* schema of the upstream tables: "main", or "src"

@@ -207,8 +207,10 @@ Test(mol, blob_bad_inputs) {
   c[0] = 'X';
   expect_bad_blob(c, n, "bad magic");
   memcpy(c, b, n);
-  c[4] = 3;
-  expect_bad_blob(c, n, "unsupported molecule blob version 3 (this se3screen reads 1 and 2)");
+  c[4] = 4;
+  expect_bad_blob(c, n, "unsupported molecule blob version 4 (this se3screen reads 1 to 3)");
+  c[4] = 3; /* version 3 has an isotopes section */
+  expect_bad_blob(c, n, "size mismatch");
   expect_bad_blob(b, n - 1, "size mismatch: 259 bytes, expected 260 for 9 atoms and 8 bonds");
   memcpy(c, b, n);
   memset(c + n, 0, 4);
@@ -297,6 +299,83 @@ Test(mol, blob_version_1_still_read) {
   mol_free(&m);
 }
 
+/* Isotopes ([13CH4], [2H]O[2H]) were dropped from the stored molecule. A
+ * molecule with a mass number is stored as version 3 (version 2 and an
+ * isotopes section); one without is stored as version 2, byte for byte as
+ * before, so that old databases and old readers keep working. */
+Test(mol, blob_isotopes_version_3) {
+  struct mol m;
+  ethanol(&m);
+  m.atoms[0].isotope = 13;
+  m.atoms[3].isotope = 2;
+  m.atoms[8].isotope = 3;
+  uint8_t *b;
+  size_t n;
+  cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
+  size_t iso = 16 + 9 * 16 + 8 * 12;
+  cr_assert_eq(n, iso + 4 + 3 * 8 + 4);
+  cr_assert_eq(b[4] | b[5] << 8, 3, "version");
+  cr_assert_eq(le32(b + iso), 3, "isotopes");
+  cr_assert_eq(le32(b + iso + 4), 0);
+  cr_assert_eq(b[iso + 8] | b[iso + 9] << 8, 13);
+  cr_assert_eq(b[iso + 10] | b[iso + 11] << 8, 0, "reserved");
+  cr_assert_eq(le32(b + iso + 12), 3);
+  cr_assert_eq(b[iso + 16] | b[iso + 17] << 8, 2);
+  cr_assert_eq(le32(b + iso + 20), 8);
+  cr_assert_eq(b[iso + 24] | b[iso + 25] << 8, 3);
+  cr_assert_eq(le32(b + n - 4), crc32c(0, b, n - 4), "trailer: CRC-32C of every byte before it");
+  struct mol back;
+  char err[256] = "";
+  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(back.n_atoms, 9);
+  cr_assert_eq(back.n_bonds, 8);
+  for (int i = 0; i < 9; i++)
+    cr_assert_eq(back.atoms[i].isotope, m.atoms[i].isotope, "atom %d", i);
+  cr_assert_eq(back.bonds[7].b, 8);
+  mol_free(&back);
+  /* every flipped bit of the isotopes section is refused */
+  uint8_t *c = malloc(n + 8);
+  for (size_t i = iso; i < n; i++)
+    for (int bit = 0; bit < 8; bit++) {
+      memcpy(c, b, n);
+      c[i] ^= (uint8_t)(1u << bit);
+      cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1, "byte %zu bit %d: accepted", i, bit);
+    }
+  /* damage behind a valid checksum */
+  memcpy(c, b, n);
+  c[iso + 12] = 0; /* atom 3 -> 0: not increasing */
+  crc32c_seal(c, n);
+  expect_bad_blob(c, n, "isotope 1 (atom 0, mass number 2) out of order or range");
+  memcpy(c, b, n);
+  c[iso + 20] = 9; /* atom 9 of 9 */
+  crc32c_seal(c, n);
+  expect_bad_blob(c, n, "isotope 2 (atom 9, mass number 3) out of order or range");
+  memcpy(c, b, n);
+  c[iso + 8] = 0; /* mass number 0 */
+  crc32c_seal(c, n);
+  expect_bad_blob(c, n, "isotope 0 (atom 0, mass number 0) out of order or range");
+  memcpy(c, b, n);
+  c[iso] = 4; /* 4 announced, 3 present */
+  crc32c_seal(c, n);
+  expect_bad_blob(c, n, "size mismatch");
+  /* an empty isotopes section is not written, and not accepted */
+  memcpy(c, b, iso);
+  memset(c + iso, 0, 4);
+  n = iso + 4 + 4;
+  crc32c_seal(c, n);
+  expect_bad_blob(c, n, "0 isotopes for 9 atoms");
+  free(b);
+  /* no mass number: version 2, the bytes of before */
+  for (int i = 0; i < 9; i++)
+    m.atoms[i].isotope = 0;
+  cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
+  cr_assert_eq(b[4], 2);
+  cr_assert_eq(n, iso + 4);
+  free(b);
+  free(c);
+  mol_free(&m);
+}
+
 /* CRC-32C itself: the standard check value, and the processor's crc32
  * instruction (when there is one) agrees with the byte table. */
 Test(mol, crc32c_check_values) {
@@ -326,6 +405,8 @@ Test(mol, pack_round_trip_exact) {
   m.atoms[2].z_ = 12345.678901234567;
   m.atoms[2].charge = -3;
   m.atoms[3].implicit_h = 7;
+  m.atoms[0].isotope = 13; /* between processes too: the worker's [13C] reaches the store */
+  m.atoms[4].isotope = 65535;
   m.coords_gen3d = 1;
   m.charge = -2;
   m.bonds[0].order = 2;
@@ -350,6 +431,7 @@ Test(mol, pack_round_trip_exact) {
     cr_assert_eq(back.atoms[i].charge, m.atoms[i].charge);
     cr_assert_eq(back.atoms[i].aromatic, m.atoms[i].aromatic);
     cr_assert_eq(back.atoms[i].implicit_h, m.atoms[i].implicit_h);
+    cr_assert_eq(back.atoms[i].isotope, m.atoms[i].isotope, "atom %d: mass number", i);
     cr_assert(memcmp(&back.atoms[i].x, &m.atoms[i].x, sizeof(double)) == 0, "bit-exact x");
     cr_assert(memcmp(&back.atoms[i].y, &m.atoms[i].y, sizeof(double)) == 0, "bit-exact y");
     cr_assert(memcmp(&back.atoms[i].z_, &m.atoms[i].z_, sizeof(double)) == 0, "bit-exact z");

@@ -193,6 +193,28 @@ Test(ob, rejects_with_reasons) {
   cr_assert_eq(strlen(tiny), 7);
 }
 
+/* A NUL byte inside the text ended it where Open Babel reads a C string:
+ * `CC\0O` came out as ethane. */
+Test(ob, nul_byte_in_the_text_is_refused) {
+  struct ob_parse_opts o = opts("smi");
+  struct mol m;
+  char why[512] = "";
+  static const char cut[] = "CC\0O name\n";
+  int rc = ob_parse(cut, sizeof cut - 1, &o, &m, why, sizeof why);
+  cr_assert_eq(rc, 1, "'CC\\0O' accepted as %s", rc == 0 ? m.smiles : "?");
+  cr_assert(strstr(why, "NUL byte at line 1 column 3"), "%s", why);
+  cr_assert_null(m.atoms);
+  o = opts("sdf");
+  char *text = sd_record(0);
+  size_t n = strlen(text);
+  char *at = strstr(text, "M  END");
+  cr_assert_not_null(at);
+  at[1] = 0; /* "M\0 END" */
+  cr_assert_eq(ob_parse(text, n, &o, &m, why, sizeof why), 1, "an SD record with a NUL byte accepted");
+  cr_assert(strstr(why, "NUL byte at line "), "%s", why);
+  free(text);
+}
+
 Test(ob, rejects_bad_format_and_empty_sdf) {
   struct ob_parse_opts o = opts("nope");
   expect_reject("CCO\n", &o, "unknown Open Babel format 'nope'");
@@ -621,6 +643,63 @@ Test(ob, write_sdf_round_trip) {
   static const char *stereo[] = {"OC(=O)[C@@H](N)Cc1ccccc1", "OC(=O)[C@H](N)Cc1ccccc1", "C/C=C/C", "C/C=C\\C"};
   for (size_t i = 0; i < sizeof stereo / sizeof stereo[0]; i++)
     round_trip(stereo[i], 1, 1);
+}
+
+/* Isotopes: kept from SMILES and from an SD file's M  ISO line, part of the
+ * canonical SMILES and the InChIKey ([13CH4] is not methane), and written
+ * back as M  ISO lines; added hydrogens are plain. The scaffold key ignores
+ * them: [13C]benzene has benzene's scaffold. */
+Test(ob, isotopes_kept_and_written) {
+  static const struct {
+    const char *smiles;
+    int add_h, gen3d;
+  } cases[] = {{"[13CH4]", 0, 0},  {"[13CH4]", 1, 1},       {"[2H]O[2H]", 0, 0}, {"[2H]O[2H]", 1, 1},
+               {"[15NH4+]", 1, 0}, {"[13cH]1ccccc1", 1, 1}, {"[235U]", 0, 0}};
+  struct ob_parse_opts so = opts("sdf");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct ob_parse_opts o = opts("smi");
+    o.add_hydrogens = cases[i].add_h;
+    o.gen3d = cases[i].gen3d ? OB_GEN3D_AUTO : OB_GEN3D_NEVER;
+    o.quality = OB_Q_FAST;
+    char text[64];
+    snprintf(text, sizeof text, "%s\n", cases[i].smiles);
+    struct mol m, back;
+    parse_ok(text, &o, &m);
+    char *sdf = ob_write_sdf(&m);
+    cr_assert_not_null(sdf);
+    cr_assert(strstr(sdf, "M  ISO"), "%s: no M  ISO line:\n%s", cases[i].smiles, sdf);
+    parse_ok(sdf, &so, &back);
+    cr_assert_str_eq(back.smiles, m.smiles, "%s (H %d, 3D %d) written and read back as %s:\n%s", cases[i].smiles,
+                     cases[i].add_h, cases[i].gen3d, back.smiles, sdf);
+    cr_assert_str_eq(back.inchikey, m.inchikey, "%s", cases[i].smiles);
+    free(sdf);
+    mol_free(&back);
+    mol_free(&m);
+  }
+  struct ob_parse_opts o = opts("smi");
+  struct mol a, b;
+  parse_ok("[13CH4]\n", &o, &a);
+  parse_ok("C\n", &o, &b);
+  cr_assert_str_eq(a.smiles, "[13CH4]");
+  cr_assert_str_neq(a.inchikey, b.inchikey, "[13CH4] and CH4 share an InChIKey: dedupe would merge them");
+  mol_free(&a);
+  mol_free(&b);
+  /* an SD file's M  ISO line */
+  static const char *iso_sd = "m\n  t\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\n"
+                              "    0.0000    0.0000    0.0000 C   0  0  0  0  0  0  0  0  0  0  0  0\n"
+                              "    1.4300    0.0000    0.0000 O   0  0  0  0  0  0  0  0  0  0  0  0\n"
+                              "  1  2  1  0  0  0  0\nM  ISO  2   1  13   2  18\nM  END\n$$$$\n";
+  parse_ok(iso_sd, &so, &a);
+  cr_assert_str_eq(a.smiles, "[13CH3][18OH]");
+  char *sdf = ob_write_sdf(&a);
+  cr_assert(strstr(sdf, "M  ISO  2   1  13   2  18"), "%s", sdf);
+  free(sdf);
+  /* the scaffold key: [13C]benzene is benzene's scaffold */
+  parse_ok("[13cH]1ccccc1C\n", &o, &a);
+  char *key = scaffold_key(&a);
+  cr_assert_str_eq(key, "c1ccccc1");
+  free(key);
+  mol_free(&a);
 }
 
 Test(ob, write_sdf_keeps_name_and_tags) {

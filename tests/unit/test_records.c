@@ -735,3 +735,141 @@ Test(records, progress_callback_can_stop) {
   free(p);
   free(dir);
 }
+
+/* ---- NUL bytes ------------------------------------------------------------------ */
+
+/* Writes n bytes (NUL bytes included) to a fresh file; returns its path. */
+static char *write_bytes(const char *test, const char *name, const char *bytes, size_t n) {
+  char *dir = tu_tmpdir(test);
+  cr_assert_not_null(dir);
+  char *p = NULL;
+  cr_assert_geq(asprintf(&p, "%s/%s", dir, name), 0);
+  FILE *f = fopen(p, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(bytes, 1, n, f), n);
+  cr_assert_eq(fclose(f), 0);
+  free(dir);
+  return p;
+}
+
+/* A NUL byte inside a record would cut the record's text short wherever it is
+ * handled as a C string (`CC\0O` became ethane): every text format makes
+ * such a record an error record naming the byte's line and column, and the
+ * records after it are read as usual. */
+Test(records, nul_byte_makes_an_error_record) {
+  static const char SDF_OK[] = "ok\n  prog\n\n  1  0  0  0  0  0  0  0  0  0999 V2000\n"
+                               "    0.0000    0.0000    0.0000 C   0  0  0  0  0  0  0  0  0  0  0  0\nM  END\n$$$$\n";
+#define BYTES(s) s, sizeof s - 1 /* a literal with its NUL bytes, without the final one */
+  static const struct {
+    const char *name;
+    enum mol_format fmt;
+    const char *bytes;
+    size_t n;
+    int64_t line, col; /* of the NUL byte */
+    int bad;           /* index of the bad record; the other record is intact */
+  } cases[] = {
+      {"a.smi", MOL_FMT_SMI, BYTES("CC\0O bad\nCCO good\n"), 1, 3, 0},
+      {"b.smi", MOL_FMT_SMI, BYTES("CCO good\nCCO na\0me\n"), 2, 7, 1},
+      {"a.csv", MOL_FMT_CSV, BYTES("smiles,name\nCC\0O,bad\nCCO,good\n"), 2, 3, 0},
+      {"b.csv", MOL_FMT_CSV, BYTES("smiles,name\nCCO,good\n\"CCO\",b\0d\n"), 3, 8, 1},
+      {"a.tsv", MOL_FMT_TSV, BYTES("smiles\tname\nCC\0O\tbad\nCCO\tgood\n"), 2, 3, 0},
+      {"a.xyz", MOL_FMT_XYZ, BYTES("1\ncomment\nC 0 0 \0\n1\n\nO 0 0 0\n"), 3, 7, 0},
+      {"a.pdb", MOL_FMT_PDB,
+       BYTES("HETATM    1  C   UNL     1       0.000   0.000   0.000  1.00  0.00           C\nEND\n"
+             "HETATM    1  O   UNL     1       0.000   0.0\0\0   0.000  1.00  0.00           O\nEND\n"),
+       3, 45, 1},
+      {"a.mol2", MOL_FMT_MOL2,
+       BYTES("@<TRIPOS>MOLECULE\nm\0\n 1 0 0 0 0\nSMALL\nNO_CHARGES\n\n@<TRIPOS>ATOM\n"
+             "      1 C           0.0000    0.0000    0.0000 C.3     1  UNL1        0.0000\n"
+             "@<TRIPOS>MOLECULE\nn\n 1 0 0 0 0\nSMALL\nNO_CHARGES\n\n@<TRIPOS>ATOM\n"
+             "      1 C           0.0000    0.0000    0.0000 C.3     1  UNL1        0.0000\n"),
+       2, 2, 0},
+      {"a.cml", MOL_FMT_CML,
+       BYTES("<cml>\n<molecule id=\"a\"><atomArray><atom id=\"a1\" elementType=\"C\"/></atomArray></molecule>\n"
+             "<molecule id=\"b\"><atomArray><atom id=\"a1\" elementType=\"O\0\"/></atomArray></molecule>\n</cml>\n"),
+       3, 57, 1},
+  };
+#undef BYTES
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *p = write_bytes("rec_nul", cases[i].name, cases[i].bytes, cases[i].n);
+    struct got g;
+    collect(p, cases[i].fmt, NULL, &g);
+    cr_assert_eq(g.n, 2, "%s: %d records", cases[i].name, g.n);
+    int bad = cases[i].bad, good = 1 - bad;
+    char want[64];
+    snprintf(want, sizeof want, "NUL byte at line %lld column %lld", (long long)cases[i].line, (long long)cases[i].col);
+    cr_assert_not_null(g.r[bad].error, "%s: the record with a NUL byte was read as '%s'", cases[i].name, g.r[bad].text);
+    cr_assert(strstr(g.r[bad].error, want), "%s: '%s' lacks '%s'", cases[i].name, g.r[bad].error, want);
+    cr_assert_null(g.r[good].error, "%s: the other record: %s", cases[i].name, g.r[good].error);
+    got_free(&g);
+    free(p);
+  }
+  /* SDF: a NUL in the second record; the first and the third are intact */
+  char sdf[1024];
+  size_t n = 0;
+  memcpy(sdf + n, SDF_OK, sizeof SDF_OK - 1), n += sizeof SDF_OK - 1;
+  memcpy(sdf + n, SDF_OK, sizeof SDF_OK - 1), sdf[n + 1] = 0, n += sizeof SDF_OK - 1; /* "o\0" on line 8 */
+  memcpy(sdf + n, SDF_OK, sizeof SDF_OK - 1), n += sizeof SDF_OK - 1;
+  char *p = write_bytes("rec_nul_sdf", "a.sdf", sdf, n);
+  struct got g;
+  collect(p, MOL_FMT_SDF, NULL, &g);
+  cr_assert_eq(g.n, 3);
+  cr_assert_null(g.r[0].error);
+  cr_assert_not_null(g.r[1].error, "the record with a NUL byte was read as '%s'", g.r[1].text);
+  cr_assert(strstr(g.r[1].error, "NUL byte at line 8 column 2"), "%s", g.r[1].error);
+  cr_assert_eq(g.r[1].line, 8);
+  cr_assert_null(g.r[2].error);
+  got_free(&g);
+  free(p);
+}
+
+/* ---- label values --------------------------------------------------------------- */
+
+/* strtod read 0x10 as 16: labels are decimal numbers only, and a refusal
+ * says why. NaN, inf and 1e400 were refused before and still are. */
+Test(records, label_values_are_decimal) {
+  static const struct {
+    const char *text;
+    double v;
+  } ok[] = {{"1.5", 1.5}, {" 1.5 ", 1.5}, {"\t-2\r\n", -2},   {"+3", 3},    {".5", 0.5},
+            {"5.", 5},    {"1e3", 1000},  {"-2.5E-1", -0.25}, {"0010", 10}, {"6.02e+23", 6.02e23}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    double v = -99;
+    char why[160] = "";
+    cr_assert_eq(rec_parse_label(ok[i].text, &v, why, sizeof why), 0, "'%s': %s", ok[i].text, why);
+    cr_assert_eq(v, ok[i].v, "'%s' read as %g", ok[i].text, v);
+  }
+  static const struct {
+    const char *text, *why;
+  } bad[] = {{"0x10", "hexadecimal"},
+             {"-0X1F", "hexadecimal"},
+             {"0x1p4", "hexadecimal"},
+             {"nan", "not a finite number"},
+             {"NaN(1)", "not a finite number"},
+             {"-inf", "not a finite number"},
+             {"Infinity", "not a finite number"},
+             {"1e400", "out of range"},
+             {"-1e400", "out of range"},
+             {"1,5", "comma"},
+             {"1,000", "comma"},
+             {"1.5.2", "not a decimal number"},
+             {"1e", "not a decimal number"},
+             {"e5", "not a decimal number"},
+             {"1 5", "not a decimal number"},
+             {"--1", "not a decimal number"},
+             {"abc", "not a decimal number"},
+             {"1.5x", "not a decimal number"},
+             {".", "not a decimal number"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    double v = -99;
+    char why[160] = "";
+    int rc = rec_parse_label(bad[i].text, &v, why, sizeof why);
+    cr_assert_eq(rc, -1, "'%s' accepted as %g", bad[i].text, v);
+    cr_assert(strstr(why, bad[i].why), "'%s': '%s' lacks '%s'", bad[i].text, why, bad[i].why);
+  }
+  double v;
+  char why[8];
+  cr_assert_eq(rec_parse_label("", &v, why, sizeof why), 1, "blank: no value");
+  cr_assert_eq(rec_parse_label("  \t", &v, why, sizeof why), 1);
+  cr_assert_eq(rec_parse_label(NULL, &v, why, sizeof why), 1);
+}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,4 +158,90 @@ Test(store, version_1_database_is_migrated_forward) {
   cr_assert_eq(store_int(s.db, "PRAGMA page_size", 0), 65536);
   store_close(&s);
   free(p);
+}
+
+/* A foreign SQLite file (a rollback-journal database of someone else's) is
+ * refused for writing before anything is written to it: its bytes and its
+ * journal mode stay as they were, and no -wal appears. (Before: the journal
+ * mode was switched to WAL, rewriting the header, and only then was the file
+ * refused.) Random bytes are refused unchanged too. */
+Test(store, foreign_database_is_refused_unchanged) {
+  char *p = db_path("store_foreign_unchanged");
+  cr_assert_eq(tu_sh(NULL, "sqlite3 %s 'PRAGMA journal_mode=DELETE; CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);'",
+                     p),
+               0);
+  size_t n0 = 0, n1 = 0;
+  char *before = tu_read(p, &n0);
+  cr_assert(before && n0 > 0);
+  struct store s;
+  char err[1024];
+  cr_assert_neq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0);
+  cr_assert(strstr(err, "not a se3screen database"), "%s", err);
+  cr_assert(strstr(err, p), "the message names the file: %s", err);
+  char *after = tu_read(p, &n1);
+  cr_assert(after && n1 == n0 && !memcmp(before, after, n0), "refusing the file changed it (%zu bytes, then %zu)", n0,
+            n1);
+  char *mode = tu_query(p, "PRAGMA journal_mode");
+  cr_assert_str_eq(mode, "delete\n", "the refusal changed the journal mode");
+  char wal[1100];
+  snprintf(wal, sizeof wal, "%s-wal", p);
+  cr_assert_neq(access(wal, F_OK), 0, "a -wal file was made beside the refused file");
+  free(mode);
+  free(before);
+  free(after);
+  /* bytes that are not SQLite at all */
+  cr_assert_eq(tu_sh(NULL, "head -c 8192 /dev/urandom > %s", p), 0);
+  before = tu_read(p, &n0);
+  cr_assert_neq(store_open(&s, p, STORE_WRITE, "delete", 1000, err, sizeof err), 0);
+  cr_assert(strstr(err, "not a se3screen database"), "%s", err);
+  after = tu_read(p, &n1);
+  cr_assert(after && n1 == n0 && !memcmp(before, after, n0), "refusing random bytes changed them");
+  free(before);
+  free(after);
+  free(p);
+}
+
+/* The lock file is never followed through a symbolic link (a link planted
+ * in a shared workdir would have the holder line written over its target)
+ * nor taken when it is a FIFO: refused with a message naming it, the target
+ * untouched. (Before: opened with O_CREAT through the link and the target
+ * truncated and overwritten.) */
+Test(store, lock_file_symlink_or_fifo_is_refused) {
+  char *dir = tu_tmpdir("store_lock_link");
+  char *target = tu_write(dir, "precious.txt", "precious contents\n");
+  char *p = NULL, *lock = NULL;
+  cr_assert(asprintf(&p, "%s/screen.db", dir) > 0 && asprintf(&lock, "%s/screen.db.lock", dir) > 0);
+  cr_assert_eq(symlink(target, lock), 0);
+  struct store s;
+  char err[1024];
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_neq(store_lock(&s, err, sizeof err), 0, "the lock was taken through a symbolic link");
+  cr_assert(strstr(err, lock), "the message names the lock file: %s", err);
+  cr_assert(strstr(err, "symbolic link"), "%s", err);
+  char *t = tu_read(target, NULL);
+  cr_assert_str_eq(t, "precious contents\n", "the link's target was changed");
+  free(t);
+  store_close(&s);
+  /* a FIFO: no blocking open, a refusal naming it */
+  cr_assert_eq(unlink(lock), 0);
+  cr_assert_eq(mkfifo(lock, 0644), 0);
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_neq(store_lock(&s, err, sizeof err), 0);
+  cr_assert(strstr(err, lock) && strstr(err, "a FIFO"), "%s", err);
+  store_close(&s);
+  /* and a lock file of its own is written only once held: the holder line, nothing else */
+  cr_assert_eq(unlink(lock), 0);
+  tu_write(dir, "screen.db.lock", "host old, pid 1, since long ago, and a much longer line than the new one\n");
+  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_lock(&s, err, sizeof err), 0, "%s", err);
+  t = tu_read(lock, NULL);
+  char want[64];
+  snprintf(want, sizeof want, "pid %d, since ", (int)getpid());
+  cr_assert(t && strstr(t, want) && !strstr(t, "longer line") && strchr(t, '\n') == t + strlen(t) - 1, "%s", t);
+  free(t);
+  store_close(&s);
+  free(p);
+  free(lock);
+  free(target);
+  free(dir);
 }
