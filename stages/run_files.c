@@ -142,3 +142,32 @@ int stage_check_output(const char *db_path, const char *out, char *err, size_t e
   atomic_file_keep_free(&k);
   return rc;
 }
+
+int stage_check_input(const char *workdir, const char *in, char *err, size_t errlen) {
+  static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
+  struct atomic_file_keep k = {0};
+  char db[PATH_MAX], shards[PATH_MAX], models[PATH_MAX];
+  snprintf(db, sizeof db, "%s/screen.db", workdir);
+  snprintf(shards, sizeof shards, "%s/shards", workdir);
+  snprintf(models, sizeof models, "%s/models", workdir);
+  int bad = add_db(&k, db) || add_tree(&k, shards, 1, 1) || add_tree(&k, models, 4, 0);
+  for (size_t i = 0; i < sizeof written / sizeof *written && !bad; i++)
+    bad = add_fmt(&k, workdir, "/", written[i]);
+  int rc = -1;
+  if (bad) {
+    snprintf(err, errlen, "%s: out of memory listing the files the run writes", workdir);
+  } else {
+    for (size_t i = 0; i < k.n; i++)
+      if (atomic_file_same(in, k.path[i])) {
+        snprintf(err, errlen,
+                 "%s is %s, which this run writes (it would be replaced while it is an input): copy it out of the "
+                 "workdir and name the copy",
+                 in, k.path[i]);
+        goto out;
+      }
+    rc = 0;
+  }
+out:
+  atomic_file_keep_free(&k);
+  return rc;
+}

@@ -31,4 +31,11 @@ int stage_run_files(const char *db_path, struct atomic_file_keep *k);
  * stage_run_files(db_path): 0, or -1 with a message naming both in err. */
 int stage_check_output(const char *db_path, const char *out, char *err, size_t errlen);
 
+/* Refuses in, an input file of a run writing into workdir, when it is one
+ * of the files that run writes: WORKDIR/screen.db and its companions,
+ * hits.csv, hits.sdf, report.html, shards and checkpoints (a previous
+ * screen's hits.sdf named as this one's library would be replaced by its
+ * rank stage). 0, or -1 with a message naming both in err. */
+int stage_check_input(const char *workdir, const char *in, char *err, size_t errlen);
+
 #endif

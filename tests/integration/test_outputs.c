@@ -329,3 +329,40 @@ Test(report_output, sigterm_at_random_moments_leaves_no_temporary, .timeout = 30
   assert_still_a_database(dir);
   free(dir);
 }
+
+/* The other way round: an input of a run may not be a file that run
+ * writes. A previous screen's hits.sdf (or a labels_csv kept in the workdir
+ * as hits.csv) named as this run's input would be replaced by its own rank
+ * stage: `run` refuses it before reading anything, naming both files, and
+ * the file keeps its bytes. */
+Test(report_output, inputs_that_the_run_writes_are_refused) {
+  char *dir = workdir("out_inputs");
+  char hits[PATH_MAX], labels[PATH_MAX];
+  snprintf(hits, sizeof hits, "%s/work/hits.sdf", dir);
+  snprintf(labels, sizeof labels, "%s/work/hits.csv", dir);
+  cr_assert_eq(tu_sh(NULL, "cp '%s/qm9_mini.sdf' '%s'", dir, hits), 0);
+  cr_assert_eq(tu_sh(NULL, "printf 'name,y\\ngdb_1,1.5\\n' > '%s'", labels), 0);
+  free(tu_write(dir, "wf2.yaml",
+                "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+                "sets:\n  library:\n    - {path: work/hits.sdf}\n"
+                "stages:\n  ingest: {workers: 1}\n"));
+  free(tu_write(dir, "wf3.yaml",
+                "workflow: t\nworkdir: work\nrun: {progress: none}\n"
+                "sets:\n  library:\n    - {path: qm9_mini.sdf, labels_csv: {path: work/./hits.csv, join: name, "
+                "columns: [y]}}\n"
+                "stages:\n  ingest: {workers: 1}\n"));
+  const char *wfs[] = {"wf2.yaml", "wf3.yaml"}, *names[] = {"hits.sdf", "hits.csv"};
+  for (int i = 0; i < 2; i++) {
+    const char *file = i ? labels : hits;
+    char *before = sum(file), *msg = NULL;
+    int rc = tu_se3(&msg, "run %s/%s", dir, wfs[i]);
+    char *after = sum(file);
+    cr_assert_str_eq(after, before, "%s: the input %s changed", wfs[i], file);
+    cr_assert_neq(rc, 0, "%s: a run whose input is its own %s was accepted: %s", wfs[i], names[i], msg);
+    cr_assert(strstr(msg, "which this run writes") && strstr(msg, names[i]), "%s: %s", wfs[i], msg);
+    free(msg);
+    free(before);
+    free(after);
+  }
+  free(dir);
+}
