@@ -198,6 +198,38 @@ static void set_value(struct cfg_node *n, const char *text) {
   n->value = v;
 }
 
+/* Strings and paths may hold no control character (a byte below 0x20,
+ * newline, CR and tab included, or DEL): names, paths and slurm options
+ * end up in the scripts `se3screen slurm` writes, in comment and #SBATCH
+ * lines that a newline would end, starting a command (and in logs and
+ * terminal lines, where control bytes can hide text). A workflow file is
+ * trusted to run, but never a way to run commands through generated
+ * scripts. Checked on the value as written (a path before it is resolved);
+ * 1 where refused. Defaults are made from checked values, and not checked
+ * again. */
+static int refuse_control(struct ld *ld, const struct cfg_node *n, const struct path *p) {
+  if (n->file && strcmp(n->file, DEFAULT_FILE) == 0) return 0;
+  for (const char *c = n->value; *c; c++) {
+    unsigned char b = (unsigned char)*c;
+    if (b >= 0x20 && b != 0x7f) continue;
+    char what[16];
+    if (b == '\n')
+      snprintf(what, sizeof what, "a newline");
+    else if (b == '\r')
+      snprintf(what, sizeof what, "a CR");
+    else if (b == '\t')
+      snprintf(what, sizeof what, "a tab");
+    else
+      snprintf(what, sizeof what, "byte 0x%02x", b);
+    cfg_err_node(ld, n, cfg_path_str(p),
+                 "holds a control character (%s at character %d); names, paths and options "
+                 "may not hold control characters (newlines, tabs, ...)",
+                 what, (int)(c - n->value) + 1);
+    return 1;
+  }
+  return 0;
+}
+
 static void check_int(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
   int64_t v = 0, lo = 0, hi = 0;
   int r = cfg_parse_int(n->value, &v);
@@ -409,12 +441,12 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
   if (strcmp(t, "string") == 0) {
     if (!is_scalar)
       cfg_err_expected(ld, n, p, "a string");
-    else
+    else if (!refuse_control(ld, n, p))
       n->type = CFG_T_STRING;
   } else if (strcmp(t, "path") == 0) {
     if (!is_scalar || !n->value[0]) {
       cfg_err_expected(ld, n, p, "a path");
-    } else {
+    } else if (!refuse_control(ld, n, p)) {
       cfg_resolve_path(ld, n);
       n->type = CFG_T_PATH;
       const char *input = cfg_sch_text(s, "input");

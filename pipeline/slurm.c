@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "common/cfgtree.h"
+#include "models/atomic_file.h"
 #include "pipeline/runner.h"
 
 enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_TRAIN, STEP_SINGLE };
@@ -35,7 +37,9 @@ static int chunked(const char *stage) {
   return 0;
 }
 
-/* s as one bash word, in single quotes. */
+/* s as one bash word, in single quotes: inside them bash takes every byte
+ * as it is but the closing quote, so a quote is written '\'' (close, an
+ * escaped quote, open again). Any string comes through, newlines included. */
 static void put_quoted(FILE *f, const char *s) {
   fputc('\'', f);
   for (; *s; s++)
@@ -44,6 +48,65 @@ static void put_quoted(FILE *f, const char *s) {
     else
       fputc(*s, f);
   fputc('\'', f);
+}
+
+/* ---- what the scripts may hold ----------------------------------------------
+ *
+ * A script has three kinds of line that carry the workflow's values: shell
+ * words (SE3=, WORKFLOW=, the merge's path, the --set words), written by
+ * put_quoted whatever they hold; comments ("# ... workflow NAME ..."), which
+ * bash ends at the first newline; and #SBATCH lines, which bash ignores and
+ * sbatch reads itself (Slurm's opt.c): whitespace separates arguments, ' and
+ * " quote, a backslash takes the next character as it is, an unquoted # ends
+ * the line, "hetjob" or "packjob" anywhere in the line starts another job
+ * component, and the first line that is not a comment ends the options. So a
+ * control character (a newline, CR, tab, ... any byte below 0x20, or DEL)
+ * in a value written into a comment or an #SBATCH line would start a
+ * command: validation refuses them in every string and path of the
+ * configuration (config_validate.c), and the generator refuses them again
+ * here, for what validation does not see (a relative workdir resolved
+ * against the workflow file's folder) or in case it is bypassed. */
+
+/* The first control character of s (a byte below 0x20, or DEL), or NULL. */
+static const char *control_char(const char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) return s;
+  return NULL;
+}
+
+/* s as one argument of an #SBATCH line: as it is where sbatch would read it
+ * so (the common case: short, --qos=long), else in double quotes with " and
+ * \ escaped by a backslash. s holds no control character (checked first). */
+static void put_sbatch(FILE *f, const char *s) {
+  if (!s[strcspn(s, " \"'\\#")]) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* "#SBATCH --output=" the log file path, then pattern (Slurm's %j, %A, %a
+ * placeholders): Slurm reads %% in it as one %, so every % of path is
+ * doubled; a backslash would turn the placeholders off and cannot be
+ * written (refused first). 0, or -1 out of memory. */
+static int put_output(FILE *f, const char *path, const char *pattern) {
+  char *word = malloc(2 * strlen(path) + strlen(pattern) + 1), *o = word;
+  if (!word) return -1;
+  for (const char *c = path; *c; c++) {
+    if (*c == '%') *o++ = '%';
+    *o++ = *c;
+  }
+  strcpy(o, pattern);
+  fputs("#SBATCH --output=", f);
+  put_sbatch(f, word);
+  fputc('\n', f);
+  free(word);
+  return 0;
 }
 
 /* mkdir -p. 0, or -1 with errno. */
@@ -68,22 +131,92 @@ struct ctx {
   int n;
 };
 
+/* The slurm: values written into #SBATCH lines as they are. */
+static const char *const sbatch_keys[] = {"slurm.time", "slurm.mem", "slurm.partition", "slurm.account"};
+
+/* 0 where what goes into a comment or an #SBATCH line can be written there
+ * (see above), else -1 with a message naming the value. */
+static int check_value(const char *what, const char *v, int sbatch) {
+  const char *bad = control_char(v);
+  if (bad) {
+    fprintf(stderr,
+            "se3screen slurm: %s holds a control character (byte 0x%02x at character %d), which would end a line of "
+            "the scripts and start a command; rename it\n",
+            what, (unsigned char)*bad, (int)(bad - v) + 1);
+    return -1;
+  }
+  if (sbatch && (strcasestr(v, "hetjob") || strcasestr(v, "packjob"))) {
+    fprintf(stderr,
+            "se3screen slurm: %s holds \"hetjob\" or \"packjob\", which sbatch reads in an #SBATCH line as the start "
+            "of another job component: '%s'\n",
+            what, v);
+    return -1;
+  }
+  return 0;
+}
+
+/* Every value the scripts carry outside shell quotes, checked before any is
+ * written. 0, or -1 with a message. */
+static int check_values(const struct ctx *c) {
+  const struct cfg_node *r = c->root;
+  if (check_value("the workflow's name (workflow:)", c->name, 1) ||
+      check_value("the workdir (workdir:, resolved)", c->workdir, 1))
+    return -1;
+  if (strchr(c->workdir, '\\')) {
+    fprintf(stderr,
+            "se3screen slurm: the workdir holds a backslash, which Slurm cannot take in a job's log path (#SBATCH "
+            "--output: a backslash there turns off its %%j patterns): %s\n",
+            c->workdir);
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof sbatch_keys / sizeof *sbatch_keys; i++) {
+    const char *v = cfg_str(r, sbatch_keys[i], NULL);
+    if (v && check_value(sbatch_keys[i], v, 1)) return -1;
+  }
+  const char *extra = cfg_str(r, "slurm.extra", NULL);
+  if (extra) {
+    if (check_value("slurm.extra", extra, 1)) return -1;
+    /* each word becomes an #SBATCH line of its own: an option */
+    for (const char *w = extra + strspn(extra, " "); *w; w += strcspn(w, " "), w += strspn(w, " "))
+      if (*w != '-') {
+        fprintf(stderr,
+                "se3screen slurm: slurm.extra: every word must be an sbatch option (-x or --name=VALUE), "
+                "got '%.*s'\n",
+                (int)strcspn(w, " "), w);
+        return -1;
+      }
+  }
+  return 0;
+}
+
+/* "#SBATCH OPTION=VALUE", the value as sbatch must read it. */
+static void put_option(FILE *f, const char *option, const char *value) {
+  fprintf(f, "#SBATCH %s=", option);
+  put_sbatch(f, value);
+  fputc('\n', f);
+}
+
 /* The #SBATCH lines every script shares. */
 static void common_header(FILE *f, const struct ctx *c, const struct step *s) {
   const struct cfg_node *r = c->root;
   const char *part = cfg_str(r, "slurm.partition", NULL), *acct = cfg_str(r, "slurm.account", NULL),
              *extra = cfg_str(r, "slurm.extra", NULL);
-  fprintf(f, "#SBATCH --job-name=se3-%s-%s%s\n", c->name, s->kind == STEP_MERGE ? "merge-" : "", s->stage);
-  fprintf(f, "#SBATCH --time=%s\n", cfg_str(r, "slurm.time", "04:00:00"));
+  char name[PATH_MAX + 96];
+  snprintf(name, sizeof name, "se3-%s-%s%s", c->name, s->kind == STEP_MERGE ? "merge-" : "", s->stage);
+  put_option(f, "--job-name", name);
+  put_option(f, "--time", cfg_str(r, "slurm.time", "04:00:00"));
   fprintf(f, "#SBATCH --signal=B:USR1@%lld\n", (long long)cfg_int(r, "slurm.signal_s", 120));
   fprintf(f, "#SBATCH --requeue\n#SBATCH --open-mode=append\n");
-  fprintf(f, "#SBATCH --mem=%s\n", cfg_str(r, "slurm.mem", "8G"));
-  if (part) fprintf(f, "#SBATCH --partition=%s\n", part);
-  if (acct) fprintf(f, "#SBATCH --account=%s\n", acct);
-  if (extra) { /* one line an option */
+  put_option(f, "--mem", cfg_str(r, "slurm.mem", "8G"));
+  if (part) put_option(f, "--partition", part);
+  if (acct) put_option(f, "--account", acct);
+  if (extra) { /* one line an option (each word checked by check_values) */
     char *copy = strdup(extra), *save = NULL;
-    for (char *t = copy ? strtok_r(copy, " \t", &save) : NULL; t; t = strtok_r(NULL, " \t", &save))
-      fprintf(f, "#SBATCH %s\n", t);
+    for (char *t = copy ? strtok_r(copy, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save)) {
+      fputs("#SBATCH ", f);
+      put_sbatch(f, t);
+      fputc('\n', f);
+    }
     free(copy);
   }
 }
@@ -133,17 +266,36 @@ static void run_words(FILE *f, const struct ctx *c, const char *stage) {
   }
 }
 
+/* Opens path for writing through the atomic writer (a temporary file beside
+ * it, renamed over it at commit: an interrupted `slurm` leaves the old
+ * script or the new one, never half of one). The scripts are run as `bash
+ * FILE` and `sbatch FILE`, which need no execute bit, only the owner's
+ * read: they keep the mode atomic_file gives (today 0666 less the umask
+ * for a new file, as fopen gave; a rewritten script keeps its old mode).
+ * 0, or -1 with a message. */
+static int open_script(struct atomic_file *a, const char *path) {
+  char err[PATH_MAX + 256];
+  if (atomic_file_open(a, path, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "se3screen slurm: %s\n", err);
+  return -1;
+}
+
+static int commit_script(struct atomic_file *a) {
+  char err[PATH_MAX + 256];
+  if (atomic_file_commit(a, err, sizeof err) == 0) return 0;
+  fprintf(stderr, "se3screen slurm: %s\n", err);
+  return -1;
+}
+
 static int write_step(const struct ctx *c, int k) {
   const struct step *s = &c->steps[k];
   const struct cfg_node *r = c->root;
-  char path[PATH_MAX + 96], tmp[PATH_MAX + 112];
+  char path[PATH_MAX + 96], logs[PATH_MAX + 160];
   snprintf(path, sizeof path, "%s/%s", c->dir, s->file);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", tmp, strerror(errno));
-    return -1;
-  }
+  snprintf(logs, sizeof logs, "%s/logs/%s", c->dir, s->file);
+  struct atomic_file a;
+  if (open_script(&a, path)) return -1;
+  FILE *f = a.f;
   long long tasks = cfg_int(r, "slurm.array_size", 16), cap = cfg_int(r, "slurm.max_running", 0),
             cpus = cfg_int(r, "slurm.cpus_per_task", 2), gpus = cfg_int(r, "slurm.gpus_per_task", 0),
             nodes = cfg_int(r, "slurm.nodes", 1), per_node = cfg_int(r, "slurm.tasks_per_node", 1);
@@ -173,9 +325,12 @@ static int write_step(const struct ctx *c, int k) {
   if (s->kind == STEP_ARRAY) {
     fprintf(f, "#SBATCH --array=0-%lld", tasks - 1);
     if (cap > 0) fprintf(f, "%%%lld", cap);
-    fprintf(f, "\n#SBATCH --output=%s/logs/%s-%%A_%%a.log\n", c->dir, s->file);
-  } else {
-    fprintf(f, "#SBATCH --output=%s/logs/%s-%%j.log\n", c->dir, s->file);
+    fputc('\n', f);
+  }
+  if (put_output(f, logs, s->kind == STEP_ARRAY ? "-%A_%a.log" : "-%j.log")) {
+    atomic_file_abort(&a);
+    fprintf(stderr, "se3screen slurm: out of memory writing %s\n", path);
+    return -1;
   }
   if (s->kind == STEP_TRAIN) {
     fprintf(f, "#SBATCH --nodes=%lld\n#SBATCH --ntasks-per-node=%lld\n#SBATCH --cpus-per-task=%lld\n", nodes, per_node,
@@ -216,22 +371,15 @@ static int write_step(const struct ctx *c, int k) {
     fputc('\n', f);
     break;
   }
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return commit_script(&a);
 }
 
 static int write_submit(const struct ctx *c) {
-  char path[PATH_MAX + 48], tmp[PATH_MAX + 64];
+  char path[PATH_MAX + 48];
   snprintf(path, sizeof path, "%s/submit.sh", c->dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", tmp, strerror(errno));
-    return -1;
-  }
+  struct atomic_file a;
+  if (open_script(&a, path)) return -1;
+  FILE *f = a.f;
   fprintf(f,
           "#!/bin/bash\n"
           "# Submits the steps of workflow %s from step FIRST (default 0) on, each\n"
@@ -256,11 +404,7 @@ static int write_submit(const struct ctx *c) {
              "  echo \"submitted ${steps[i]} as job $id${dep:+ (after job $dep)}\"\n"
              "  dep=$id\n"
              "done\n");
-  if (fclose(f) != 0 || rename(tmp, path) != 0) {
-    fprintf(stderr, "se3screen slurm: cannot write %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return commit_script(&a);
 }
 
 /* Whether stage `name` is finished in WORKDIR/screen.db (0 where there is
@@ -328,6 +472,58 @@ static int jobs_alive(const struct ctx *c, char *busy, size_t n) {
   return found;
 }
 
+/* Runs `bash SUBMIT FIRST` as a child with an argument vector, no shell
+ * between: the path reaches bash as one argument whatever it holds (quotes,
+ * $( ), backticks, spaces). While it runs, a Ctrl-C or Ctrl-\ is left to
+ * it (as system() does), so that this process stays to say how it ended and
+ * where the steps submitted so far are listed. 0 once it has exited 0; else
+ * -1 with that message. */
+static int run_submit(const struct ctx *c, const char *sub, int first) {
+  char arg[24];
+  snprintf(arg, sizeof arg, "%d", first);
+  fflush(stdout);
+  fflush(stderr);
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  pid_t pid = fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    /* "--": a path that began with '-' would be read as bash's option */
+    char *const argv[] = {"bash", "--", (char *)sub, arg, NULL};
+    execvp("bash", argv);
+    fprintf(stderr, "se3screen slurm: cannot run bash: %s\n", strerror(errno));
+    _exit(127);
+  }
+  int fork_err = errno, st = 0;
+  pid_t waited = -1;
+  if (pid > 0)
+    while ((waited = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+      ;
+  int wait_err = errno;
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  if (pid < 0) {
+    fprintf(stderr, "se3screen slurm: cannot start bash to run %s: %s\n", sub, strerror(fork_err));
+    return -1;
+  }
+  if (waited < 0) {
+    fprintf(stderr, "se3screen slurm: waiting for bash %s: %s\n", sub, strerror(wait_err));
+    return -1;
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+  if (WIFEXITED(st))
+    fprintf(stderr, "se3screen slurm: submitting failed: bash %s exited with status %d (sbatch's message is above)",
+            sub, WEXITSTATUS(st));
+  else
+    fprintf(stderr, "se3screen slurm: submitting failed: bash %s was killed by signal %d (%s)", sub,
+            WIFSIGNALED(st) ? WTERMSIG(st) : 0, WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "?");
+  fprintf(stderr, "; the steps submitted so far are in %s/jobs.tsv\n", c->dir);
+  return -1;
+}
+
 int slurm_run(const struct slurm_opts *o) {
   struct ctx c = {.o = o};
   struct cfg_node *root = runner_config(o->workflow, o->sets, o->n_sets);
@@ -341,6 +537,10 @@ int slurm_run(const struct slurm_opts *o) {
   ssize_t len = readlink("/proc/self/exe", c.se3, sizeof c.se3 - 1);
   c.se3[len > 0 ? len : 0] = 0;
   if (len <= 0) snprintf(c.se3, sizeof c.se3, "se3screen");
+  if (check_values(&c)) {
+    ret = SE3_EXIT_USAGE;
+    goto out;
+  }
 
   const char *names[16];
   int ns = runner_stages(root, names, 16);
@@ -401,20 +601,14 @@ int slurm_run(const struct slurm_opts *o) {
     printf("resuming workflow %s from step %s (the stages before it are finished)\n", c.name, c.steps[first].file);
   }
   if (o->submit || o->resume) {
-    fflush(stdout);
-    char *cmd = NULL;
-    if (asprintf(&cmd, "bash '%s' %d", sub, first) < 0) goto out;
-    int rc = system(cmd);
-    free(cmd);
-    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-      fprintf(stderr,
-              "se3screen slurm: submitting failed (sbatch's message is above); the steps submitted so far are in "
-              "%s/jobs.tsv\n",
-              c.dir);
-      goto out;
-    }
+    if (run_submit(&c, sub, first)) goto out;
   } else {
-    printf("submit them with: bash %s   (or: se3screen slurm --submit %s)\n", sub, o->workflow);
+    /* as a shell reads it, pasted */
+    fputs("submit them with: bash ", stdout);
+    put_quoted(stdout, sub);
+    fputs("   (or: se3screen slurm --submit ", stdout);
+    put_quoted(stdout, o->workflow);
+    fputs(")\n", stdout);
   }
   ret = SE3_EXIT_OK;
 out:

@@ -13,7 +13,17 @@
  * Written to WORKDIR/slurm/: NN-STEP.sbatch, submit.sh (submits the steps
  * from a given one on, each `afterok` the one before and cancelled, not left
  * pending, when that one fails), logs/, and jobs.tsv (every submission:
- * time, script, job id). */
+ * time, script, job id).
+ *
+ * No value of the workflow runs as a command: paths and --set words are
+ * single-quoted shell words; #SBATCH values are written so that sbatch
+ * reads them back as they are (double-quoted where they hold a space, a
+ * quote, a backslash or #; % doubled in the log paths); values with a
+ * control character (a newline, CR, tab, ... or DEL) are refused, at
+ * validation and again here (a workdir resolved into such a folder), and
+ * so are a workdir with a backslash, values holding sbatch's "hetjob" or
+ * "packjob", and slurm.extra words that are not options. --submit runs
+ * `bash submit.sh FIRST` by fork and exec, without a shell. */
 #ifndef SE3_SLURM_H
 #define SE3_SLURM_H
 
