@@ -24,6 +24,10 @@ const char *tu_shared(const char *rel);
  * '\n', blobs as hex, NULL as "NULL". Opens the file read-only, directly
  * through SQLite (not through se3screen). NULL on error (message in *err). */
 char *tu_query(const char *db, const char *sql);
+/* The same, waiting at most busy_ms for a writer's lock (tu_query: 10 s);
+ * with 0, the caller may hold the writer frozen: a locked database or a
+ * schema not yet there gives NULL at once, with no message. */
+char *tu_query_wait(const char *db, const char *sql, int busy_ms);
 /* First column of the first row as an integer, -1 on error or no row. */
 long long tu_query_int(const char *db, const char *sql);
 /* Monotonic clock in seconds, and a sleep of s seconds. */
@@ -79,5 +83,54 @@ void tu_chain_mol(struct mol *m, int n, int variant);
  * batches of the model tests. */
 struct se3_batch_buf;
 void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m);
+
+/* ---- Waiting for a state, not for a time (issue 30) -------------------------
+ * A test that sleeps and then assumes where a process is fails when the
+ * machine is faster or slower than its author's. These wait for something
+ * the test can see, with a deadline that only ends a hang. */
+
+/* Waits up to `limit` s for the file `path` to exist and contain `text`
+ * ("" for any content). 0 when it does, -1 at the deadline. */
+int tu_wait_for_text(const char *path, const char *text, double limit);
+/* Stops process pid with SIGSTOP (any process of this user, not only a
+ * child) and waits until every one of its threads is stopped: nothing it
+ * does changes while frozen. 0 when frozen, -1 when it had ended (gone or a
+ * zombie not yet waited for). tu_thaw continues it (SIGCONT); a signal sent
+ * while it is frozen is delivered before it runs another instruction. */
+int tu_freeze(int pid);
+void tu_thaw(int pid);
+/* Freezes the n processes pids[] in a state: every 20 ms, up to `limit` s,
+ * they are frozen and state(ctx) is asked; when it returns > 0 they are
+ * left frozen (the caller thaws them), otherwise thawed. state returns 0
+ * for "not yet" and < 0 for "passed: cannot come any more"; it must not
+ * wait for the frozen processes (tu_query_wait with 0 for a database they
+ * write). Returns 1 when frozen in the state, 0 when one of the processes
+ * ended before the state was seen, -1 when state() said it had passed, -2
+ * at the deadline. */
+int tu_freeze_in_state(const int pids[], int n, double limit, int (*state)(void *ctx), void *ctx);
+/* Sends `sig` to process `target` (one of pids[], or not) in a state seen
+ * by tu_freeze_in_state, before the processes are thawed: the signal
+ * lands in exactly the state seen, however fast or slow the machine.
+ * Returns what tu_freeze_in_state returned (1: sent). */
+int tu_signal_in_state(const int pids[], int n, int target, int sig, double limit, int (*state)(void *ctx), void *ctx);
+/* 1 when signal `sig` waits to be delivered to process pid (its thread's
+ * or its process's pending set): a signal sent to a frozen process, or
+ * forwarded to it by a frozen one's parent (a Slurm script's trap), has
+ * arrived and will land when it is thawed. */
+int tu_signal_pending(int pid, int sig);
+
+/* Waits up to `limit` s for a child of process `parent` whose name (the
+ * comm of /proc/PID/stat) is `name`, e.g. the se3screen a Slurm script
+ * started. Its pid, or -1 at the deadline or when parent has ended. */
+int tu_child_named(int parent, const char *name, double limit);
+
+/* Counts that a loaded machine cannot change, for "not quadratic, not
+ * hanging" checks (issue 30): the CPU time of this process in seconds
+ * (other processes competing for the cores do not add to it, unlike the
+ * wall clock), and the bytes this process has read through read(2) and
+ * its kin since it started (/proc/self/io rchar; -1 where the kernel does
+ * not keep it). */
+double tu_cpu_now(void);
+long long tu_bytes_read(void);
 
 #endif

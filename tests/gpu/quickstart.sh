@@ -31,3 +31,31 @@ gpu_reference() {
   fi
   [ $rc -eq 0 ] || { cat "$log"; exit 1; }
 }
+
+#   freeze PID
+# stops process PID (SIGSTOP) and waits until each of its threads is
+# stopped, so that what the test sees next cannot change under it (kill
+# -CONT PID thaws it; a signal sent meanwhile lands in the state seen);
+# status 1 when PID has ended (gone, or a zombie not yet waited for). A
+# test that waits for a state instead of sleeping a guessed time (issue
+# 30) looks while the process is frozen.
+freeze() {
+  local pid=$1 f s all
+  kill -STOP "$pid" 2>/dev/null || return 1
+  for _ in $(seq 100000); do
+    [ -d "/proc/$pid/task" ] || return 1
+    all=1
+    for f in /proc/"$pid"/task/*/stat; do
+      s=$(sed 's/.*) \(.\).*/\1/' "$f" 2>/dev/null) || continue
+      case $s in
+      T | t) ;;
+      Z | X) return 1 ;;
+      *) all=0 ;;
+      esac
+    done
+    [ $all -eq 1 ] && return 0
+    sleep 0.002
+  done
+  echo "process $pid did not stop after SIGSTOP"
+  return 1
+}

@@ -163,13 +163,17 @@ Test(query, timeout_and_size_limits) {
   const char *forever = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) ";
   char *out = NULL;
   /* A query that never ends stops at --timeout (the outer timeout only keeps
-   * a broken build from hanging the suite). */
+   * a broken build from hanging the suite). Exit 1 and the message show that
+   * --timeout stopped it (the outer one would give 124); the bound on the
+   * wall clock only catches a timer that fires far too late (about 1.1 s
+   * here: 5 s, as it was, can pass on a loaded machine's start-up alone). */
   double t0 = tu_now();
   int rc = tu_sh(&out, "timeout 60 %s query %s \"%sSELECT count(*) FROM c\" --timeout 1", SE3_BINARY, db, forever);
   double took = tu_now() - t0;
+  cr_log_info("--timeout 1 stopped the query after %.2f s", took);
   cr_assert_eq(rc, 1, "exit %d:\n%s", rc, out);
   cr_assert(strstr(out, "stopped after 1 s (--timeout)"), "%s", out);
-  cr_assert_lt(took, 5.0, "took %.1f s", took);
+  cr_assert_lt(took, 30.0, "took %.1f s", took);
   free(out);
   /* Endless rows stop at --max-rows: the rows before the cut are printed,
    * the output stays well-formed, stderr says so, exit 1. */

@@ -118,7 +118,16 @@ Test(robustness, crash_costs_one_record) {
   free(dir);
 }
 
-/* The known Open Babel crashers and hangs are rejected, in time. */
+/* Runs `se3screen run wf` under `timeout`, so that a hang fails the test
+ * instead of blocking it; returns the exit status (137: killed at the limit). */
+static int run_bounded(char **out, int limit_s, const char *wf, const char *extra) {
+  return tu_sh(out, "timeout -s KILL %d %s run %s %s", limit_s, SE3_BINARY, wf, extra ? extra : "");
+}
+
+/* The known Open Babel crashers and hangs are rejected, in time: a hang is
+ * killed at 300 s and fails the test (exit 137); the run takes 0.8 s here.
+ * (It used to run without a limit, so a hang blocked the suite, and to
+ * assert under 60 s of wall clock, which a loaded machine can exceed.) */
 Test(robustness, crashers_rejected_within_time_limit) {
   if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
   char *dir = tu_tmpdir("robustness_crashers");
@@ -134,9 +143,10 @@ Test(robustness, crashers_rejected_within_time_limit) {
   char *wf = tu_write(dir, "wf.yaml", yaml);
   double t0 = tu_now();
   char *out = NULL;
-  int rc = tu_se3(&out, "run %s --set run.progress=none", wf);
+  int rc = run_bounded(&out, 300, wf, "--set run.progress=none");
   double took = tu_now() - t0;
-  cr_assert_eq(rc, 1, "run ended with %d:\n%s", rc, out);
+  cr_log_info("the run took %.1f s", took);
+  cr_assert_eq(rc, 1, "run ended with %d after %.1f s:\n%s", rc, took, out);
   cr_assert(strstr(out, "3 non-empty inputs yielded no molecule"), "%s", out);
   free(out);
   char db[1100];
@@ -149,7 +159,6 @@ Test(robustness, crashers_rejected_within_time_limit) {
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE source_file LIKE '%crashers%'"), 0);
   /* The good file next to them is whole. */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE source_file LIKE '%qm9_mini.sdf'"), 20);
-  cr_assert_lt(took, 60, "took %.1f s", took);
   free(rej);
   free(wf);
   free(dir);
@@ -192,12 +201,6 @@ Test(robustness, slow_record_times_out) {
 }
 
 /* ---- hostile inputs ------------------------------------------------------------ */
-
-/* Runs `se3screen run wf` under `timeout`, so that a hang fails the test
- * instead of blocking it; returns the exit status (124 on a timeout). */
-static int run_bounded(char **out, int limit_s, const char *wf, const char *extra) {
-  return tu_sh(out, "timeout -s KILL %d %s run %s %s", limit_s, SE3_BINARY, wf, extra ? extra : "");
-}
 
 /* A FIFO would block the open (no writer) and /dev/zero never ends; /dev/null
  * gave 0 molecules and exit 0. All are refused at once, named, with their kind. */
@@ -272,7 +275,10 @@ static const char *METHYLAMINE_SDF =
  * unzipped, 0.3 MB zipped). It used to plan 40 million records and write a
  * reject row for each (a million took 56 s and 117 MB here). Now: the first
  * 10 get a row each, one row counts the rest, planning says how far it got,
- * and the molecules around them are stored. */
+ * and the molecules around them are stored. The cost is checked by counting
+ * rows, not by the clock: 11 reject rows, not 40 million; a scan slowed to
+ * the old rate (about 40 minutes) is killed at 300 s (it takes 2.4 s here;
+ * a bound of 60 s on the wall clock could fail on a loaded machine). */
 Test(robustness, empty_records_cost_a_scan_not_a_row_each) {
   char *dir = tu_tmpdir("robustness_empty_records");
   char *path = NULL;
@@ -283,11 +289,10 @@ Test(robustness, empty_records_cost_a_scan_not_a_row_each) {
                       "stages:\n  ingest: {workers: 1, gen3d: never}\n");
   char *out = NULL;
   double t0 = tu_now();
-  int rc = run_bounded(&out, 120, wf, "--set run.progress=lines --set run.progress_interval_s=0.1");
+  int rc = run_bounded(&out, 300, wf, "--set run.progress=lines --set run.progress_interval_s=0.1");
   double took = tu_now() - t0;
   cr_log_info("40 million empty records: %.1f s", took);
   cr_assert_eq(rc, 0, "exit %d after %.1f s:\n%s", rc, took, out);
-  cr_assert_lt(took, 60, "took %.1f s", took);
   cr_assert(strstr(out, "planning: ") && strstr(out, "hostile.sdf.gz: ") && strstr(out, " lines read, "),
             "no planning progress:\n%s", out);
   cr_assert(strstr(out, "40000000 empty records; the first 10 have a reject row each, one more row counts the other "

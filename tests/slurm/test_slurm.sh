@@ -189,14 +189,56 @@ newest() { # the newest epoch checkpoint's epoch (training keeps the last two), 
   ls "$work/rq/models/train-0/" 2>/dev/null | sed -n 's/^epoch-\([0-9]*\)\.ckpt$/\1/p' | sort -n | tail -1 |
     grep . || echo -1
 }
-until [ "$(newest)" -ge 4 ]; do
-  [ $((SECONDS - t0)) -gt 300 ] && fail "the train job finished no 5 epochs in 300 s"
+# freeze PID: SIGSTOP, then wait until each of its threads is stopped
+# (status 1 when PID has ended: gone, or a zombie)
+freeze() {
+  local pid=$1 f s all
+  kill -STOP "$pid" 2>/dev/null || return 1
+  for _ in $(seq 100000); do
+    [ -d "/proc/$pid/task" ] || return 1
+    all=1
+    for f in /proc/"$pid"/task/*/stat; do
+      s=$(sed 's/.*) \(.\).*/\1/' "$f" 2>/dev/null) || continue
+      case $s in
+      T | t) ;;
+      Z | X) return 1 ;;
+      *) all=0 ;;
+      esac
+    done
+    [ $all -eq 1 ] && return 0
+    sleep 0.002
+  done
+  return 1
+}
+# The requeue is asked while the job's se3screen (the pid its lock file
+# names) is frozen between epochs 5 and 17 of 20, and it stays frozen until
+# Slurm's own signals reach it (SIGCONT and SIGTERM, or SIGKILL after
+# KillWait): it cannot finish the training in between, however fast the
+# machine. (It used to be asked as soon as epoch 5 was seen, and the job
+# ran on meanwhile.)
+at=-1
+until [ "$at" -ge 0 ]; do
+  [ $((SECONDS - t0)) -gt 300 ] && fail "the train job was not seen between epochs 5 and 17 in 300 s"
+  sleep 0.1
+  [ "$(newest)" -ge 4 ] || continue
+  pid=$(sed -n 's/.*, pid \([0-9]*\),.*/\1/p' "$work/rq/screen.db.lock" 2>/dev/null)
+  [ -n "$pid" ] && grep -q se3screen "/proc/$pid/cmdline" 2>/dev/null || continue
+  freeze "$pid" || continue
+  n=$(newest)
+  if [ "$n" -ge 4 ] && [ "$n" -le 16 ]; then
+    at=$n
+  else
+    kill -CONT "$pid"
+    [ "$n" -gt 16 ] && fail "the training was first seen frozen after epoch $((n + 1)): too late to requeue it"
+  fi
+done
+scontrol requeue "$train_job" || { kill -CONT "$pid"; fail "scontrol requeue $train_job"; }
+echo "requeued job $train_job after epoch $((at + 1)) of 20"
+t1=$SECONDS
+while [ -d "/proc/$pid" ] && grep -q '^State:.*stopped' "/proc/$pid/status" 2>/dev/null; do
+  [ $((SECONDS - t1)) -gt 120 ] && { kill -CONT "$pid"; fail "Slurm did not signal the requeued job in 120 s"; }
   sleep 0.1
 done
-at=$(newest)
-[ "$at" -lt 19 ] || fail "training ended before the requeue: nothing was tested"
-scontrol requeue "$train_job" || fail "scontrol requeue $train_job"
-echo "requeued job $train_job after epoch $((at + 1)) of 20"
 drain 900 || fail "the jobs did not finish in 900 s"
 log=$(ls "$work"/rq/slurm/logs/06-train.sbatch-*.log)
 [ "$(grep -c "train: the model runs on" "$log")" -ge 2 ] || {
