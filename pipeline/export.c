@@ -105,24 +105,18 @@ static void on_stop(int sig) {
   if (db) sqlite3_interrupt(db);
 }
 
-static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1};
-enum { N_STOP = sizeof stop_signals / sizeof stop_signals[0] };
+enum { N_STOP = SE3_N_STOP_SIGNALS };
 
 static void catch_stop(struct sigaction old[N_STOP]) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART; /* a write in progress finishes; the loop stops after it */
   stop_signal = 0;
-  for (int i = 0; i < N_STOP; i++)
-    sigaction(stop_signals[i], &sa, &old[i]);
+  /* SA_RESTART: a write in progress finishes; the loop stops after it */
+  se3_on_stop_signals(on_stop, SA_RESTART, old);
 }
 
 static void release_stop(const struct sigaction old[N_STOP]) {
   stop_db = NULL;
   for (int i = 0; i < N_STOP; i++)
-    sigaction(stop_signals[i], &old[i], NULL);
+    sigaction(se3_stop_signals[i], &old[i], NULL);
 }
 
 static double now_s(void) {

@@ -200,15 +200,7 @@ static void stop_now(int sig) {
   _exit(SE3_EXIT_STOPPED);
 }
 
-static void exit_75_on_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = stop_now;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGUSR1, &sa, NULL);
-}
+static void exit_75_on_signals(void) { se3_on_stop_signals(stop_now, 0, NULL); }
 
 static char *join_args(int argc, char **argv) {
   size_t n = 1;

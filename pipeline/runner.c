@@ -44,15 +44,19 @@ static void on_signal(int sig) {
   stop_flag = 1;
 }
 
-static void install_signals(void) {
+const int se3_stop_signals[SE3_N_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGUSR1};
+
+void se3_on_stop_signals(void (*fn)(int), int flags, struct sigaction *old) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_handler = fn;
+  sa.sa_flags = flags;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGUSR1, &sa, NULL);
+  for (int i = 0; i < SE3_N_STOP_SIGNALS; i++)
+    sigaction(se3_stop_signals[i], &sa, old ? &old[i] : NULL);
 }
+
+static void install_signals(void) { se3_on_stop_signals(on_signal, 0, NULL); }
 
 static void now_iso(char *buf, size_t n) {
   time_t t = time(NULL);

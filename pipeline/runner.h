@@ -9,6 +9,16 @@
 #define SE3_EXIT_USAGE 2       /* bad command line or configuration */
 #define SE3_EXIT_STOPPED 75    /* stopped by a signal; run again to resume */
 
+struct sigaction;
+
+/* The signals that stop se3screen with SE3_EXIT_STOPPED: SIGINT, SIGTERM
+ * and SIGUSR1 (Slurm's --signal). */
+enum { SE3_N_STOP_SIGNALS = 3 };
+extern const int se3_stop_signals[SE3_N_STOP_SIGNALS];
+/* Installs fn (with sa_flags flags) for each of them; the actions they had
+ * go to old unless it is NULL. */
+void se3_on_stop_signals(void (*fn)(int), int flags, struct sigaction *old);
+
 struct se3_comm;
 
 struct run_opts {
