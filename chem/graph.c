@@ -423,6 +423,23 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
     int j = radius ? b.cells.atom[t] : t;
     write_edges(&b, m, j, off[j], g);
   }
+  /* Finite coordinates can still be too far apart for a float (±3e38 Å:
+   * 6e38 overflows to infinity); such a graph would be stored and then
+   * refused by graph_from_blob as damaged. mol_check refuses these
+   * molecules at ingest; this is the builder's own guard, first edge in
+   * (target, source) order. */
+  for (size_t e = 0; e < ne; e++) {
+    const float *r = &g->rel_pos[e * 3];
+    if (!isfinite(g->edge_feat[e * GRAPH_EDGE_WIDTH + GRAPH_EF_DISTANCE]) || !isfinite(r[0]) || !isfinite(r[1]) ||
+        !isfinite(r[2])) {
+      set_err(err, errlen, "edge %zu (atom %d to atom %d): distance or relative position overflows a float", e + 1,
+              (int)g->src[e] + 1, (int)g->dst[e] + 1);
+      free(off);
+      builder_free(&b);
+      graph_free(g);
+      return -1;
+    }
+  }
   node_features(m, o, g->node_feat, width);
   free(off);
   builder_free(&b);

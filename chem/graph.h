@@ -131,7 +131,8 @@ int graph_node_width(const struct graph_opts *o);
 
 /* Builds the graph of m. g is overwritten (re-initialised, not freed).
  * Returns 0, or -1 with a message in err (bad options, a bad bond, a
- * non-finite coordinate, too many edges, out of memory); g is empty then. */
+ * non-finite coordinate, an edge whose distance or relative position
+ * overflows a float, too many edges, out of memory); g is empty then. */
 int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen);
 
 /* The stored blob. Caller frees *blob. Returns 0, or -1 for a malformed graph

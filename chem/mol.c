@@ -680,6 +680,16 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
       set_err(reason, len, "non-finite coordinate (atom %d)", i + 1);
       return 1;
     }
+    /* Finite is not enough: two atoms at ±3e38 Å are 6e38 Å apart, which
+     * overflows the float the graph stores, and nothing real is that far
+     * out. Whatever the dimension (2D depictions use Å-like units too). */
+    const double c[3] = {a->x, a->y, a->z_};
+    for (int k = 0; k < 3; k++)
+      if (fabs(c[k]) > MOL_MAX_COORD) {
+        set_err(reason, len, "coordinate out of range (atom %d: %c = %g Å, beyond ±%g Å)", i + 1, "xyz"[k], c[k],
+                MOL_MAX_COORD);
+        return 1;
+      }
   }
 
   nbr = calloc((size_t)n, sizeof *nbr);

@@ -90,6 +90,11 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
 int mol_pack(const struct mol *m, uint8_t **buf, size_t *len);
 int mol_unpack(const uint8_t *buf, size_t len, struct mol *m);
 
+/* mol_check refuses a coordinate beyond ±this (Å): far past any molecule or
+ * depiction, and far enough below FLT_MAX that every distance and relative
+ * position between two atoms is a finite float in the stored graph. */
+#define MOL_MAX_COORD 1e6
+
 struct mol_check_opts {
   int max_atoms;               /* reject above this many atoms (with H) */
   int min_heavy_atoms;         /* reject below this many non-hydrogen atoms; 0 = off */
@@ -102,8 +107,9 @@ struct mol_check_opts {
 
 /* 0 when the molecule passes; 1 with a one-line reason otherwise.
  * Checks: no atoms, too many atoms, too few heavy atoms, dummy or disallowed
- * elements, non-finite coordinates, a neutral hydrogen without a bond (in a
- * molecule of more than one atom; when asked), impossible valences (e.g. carbon with five or more bonds),
+ * elements, non-finite coordinates or any beyond ±MOL_MAX_COORD (whatever the
+ * dimension), a neutral hydrogen without a bond (in a molecule of more than
+ * one atom; when asked), impossible valences (e.g. carbon with five or more bonds),
  * atoms closer than min_distance, fragments farther than max_fragment_gap.
  * Distance checks only apply to 3D molecules and use a cell list (O(N)). */
 int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len);

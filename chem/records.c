@@ -75,6 +75,11 @@ struct rec_reader {
   int64_t n_empty, n_unlisted, first_unlisted, first_unlisted_line;
   int cml_empty;
 
+  /* mol2: a record has started; the first line before it that is neither
+   * blank nor a comment (0: none) */
+  int mol2_started;
+  int64_t mol2_stray;
+
   int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
   void *progress_arg;
 
@@ -396,27 +401,56 @@ static int empty_record(struct rec_reader *r, struct rec *out, int64_t line, con
 
 /* ------------------------------------------------------------------- sdf */
 
+/* An "M  END" line: the end of a molecule's connection table (V2000, and
+ * V3000 after its "M  V30 END CTAB"; the SD data items follow it). */
+static int is_m_end(const struct piece *l) {
+  if (l->cont || l->n < 6 || memcmp(l->p, "M  END", 6) != 0) return 0;
+  return l->n == 6 || l->p[6] == '\n' || l->p[6] == '\r' || l->p[6] == ' ' || l->p[6] == '\t';
+}
+
+/* A record with more than one "M  END" line holds several molecules: the
+ * $$$$ line between them is damaged or missing. Open Babel would read the
+ * first and drop the rest without a word, so the record is refused whole.
+ * NULL when there is one molecule (or none: Open Babel reports that), or
+ * when the record is already an error (over the cap, a NUL byte). */
+static const char *sdf_check(struct rec_reader *r, int64_t start, int n_end, int64_t first_end, int64_t last_end) {
+  if (n_end < 2 || r->overflow || r->nul_line) return NULL; /* emit() names those */
+  snprintf(r->err, sizeof r->err,
+           "SD record %lld (line %lld) holds %d molecules (%d \"M  END\" lines, the first at line %lld, the last at "
+           "line %lld): the second starts at line %lld, after a $$$$ line damaged or missing; Open Babel would read "
+           "only the first",
+           (long long)r->n_rec + 1, (long long)start, n_end, n_end, (long long)first_end, (long long)last_end,
+           (long long)first_end + 1);
+  return r->err;
+}
+
 static int next_sdf(struct rec_reader *r, struct rec *out) {
   struct piece l;
   for (;;) {
-    int64_t start = 0;
-    int blank = 1;
+    int64_t start = 0, first_end = 0, last_end = 0;
+    int blank = 1, n_end = 0;
     text_reset(r);
     for (;;) {
       int k = next_piece(r, &l);
       if (k < 0) return -1;
-      if (k == 0) return start && (r->overflow || !blank) ? emit(r, out, start, NULL) : 0;
+      /* the end: a tail of blank lines is no record, however long (blank
+       * is kept for every piece, those past the cap too) */
+      if (k == 0) return start && !blank ? emit(r, out, start, sdf_check(r, start, n_end, first_end, last_end)) : 0;
       if (!start) start = l.no;
       if (l.p[0] == '$' && line_is(&l, "$$$$")) {
         if (!blank || r->overflow) {
           if (piece_add(r, &l) != 0) return oom(r);
-          return emit(r, out, start, NULL);
+          return emit(r, out, start, sdf_check(r, start, n_end, first_end, last_end));
         }
         int e = empty_record(r, out, start, "empty record (nothing before its $$$$ line)");
         if (e) return e;
         break; /* counted only: on to the next record */
       }
       if (blank && !is_blank(l.p, l.n)) blank = 0;
+      if (l.p[0] == 'M' && is_m_end(&l)) {
+        if (!n_end++) first_end = l.no;
+        last_end = l.no;
+      }
       if (piece_add(r, &l) != 0) return oom(r);
     }
   }
@@ -479,13 +513,32 @@ static const char *mol2_check(struct rec_reader *r, int64_t start) {
 
 static int next_mol2(struct rec_reader *r, struct rec *out) {
   struct piece l;
-  int k;
+  int k, comment = 0;
   for (;;) {
     text_reset(r);
     do { /* skip to the next MOLECULE line */
       k = next_piece(r, &l);
       if (k <= 0) return k;
+      if (!l.cont) comment = l.p[0] == '#';
+      if (!r->mol2_started && !r->mol2_stray && !comment && !is_mol2_start(&l) && !is_blank(l.p, l.n))
+        r->mol2_stray = l.no;
     } while (!is_mol2_start(&l));
+    if (!r->mol2_started) {
+      r->mol2_started = 1;
+      if (r->mol2_stray) {
+        /* Text before the first record is a record whose MOLECULE line is
+         * damaged: skipped on the way to the first MOLECULE line, it would
+         * vanish without a word. One error record says so; the MOLECULE line is
+         * read again as the start of the next record. A file without any
+         * MOLECULE line has no records at all, which ingest reports. */
+        unread_piece(r);
+        snprintf(r->err, sizeof r->err,
+                 "line %lld: text before the first @<TRIPOS>MOLECULE line (line %lld) that is neither blank nor "
+                 "a comment: a record whose @<TRIPOS>MOLECULE line is damaged? it is not read",
+                 (long long)r->mol2_stray, (long long)l.no);
+        return emit(r, out, r->mol2_stray, r->err);
+      }
+    }
     int64_t start = l.no;
     int blank = 1;
     if (piece_add(r, &l) != 0) return oom(r);
@@ -1013,7 +1066,7 @@ again:;
   int k = csv_row(r, &no, &unterminated);
   if (k <= 0) return k;
   text_reset(r);
-  char msg[256];
+  char msg[512];
   const char *error = NULL;
   if (r->fovf) r->nf = 0;
   if (set_fields(r) != 0) return oom(r);
@@ -1041,6 +1094,31 @@ again:;
       out->fields = r->fptr;
       out->n_fields = r->nf;
       return 1;
+    }
+    /* The record text is "SMILES name": Open Babel's SMILES reader ends the
+     * SMILES at the first white space and takes the rest as a title, so a
+     * cell "CC O" (or CC<tab>O, or a quoted line break) would be stored as
+     * ethane without a word. A SMILES never holds white space: refuse it. */
+    size_t cut = 0;
+    while (smiles[cut] && !isspace((unsigned char)smiles[cut]))
+      cut++;
+    if (smiles[cut]) {
+      /* the cell, cut at 60 bytes, its white space but ' ' spelled out as
+       * C escapes to keep the message on one line */
+      static const char ws[] = "\t\n\r\v\f", esc[] = "tnrvf";
+      char shown[128];
+      size_t w = 0;
+      for (size_t i = 0; smiles[i] && i < 60; i++) {
+        const char *e = smiles[i] != ' ' ? strchr(ws, smiles[i]) : NULL;
+        if (e) shown[w++] = '\\';
+        shown[w++] = e ? esc[e - ws] : smiles[i];
+      }
+      shown[w] = 0;
+      snprintf(msg, sizeof msg,
+               "line %lld: SMILES cell '%s%s' has white space at character %zu; Open Babel would read only "
+               "'%.*s' (the rest as a title)",
+               (long long)no, shown, strlen(smiles) > 60 ? "..." : "", cut + 1, cut > 60 ? 60 : (int)cut, smiles);
+      error = msg;
     }
   }
   if (!error) {

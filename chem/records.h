@@ -26,6 +26,16 @@
  * record, "NUL byte at line L column C": its text goes on as a C string, and
  * would end there (`CC\0O` read as ethane).
  *
+ * Likewise error records, for what Open Babel would misread without a word:
+ *   - an SD record with more than one "M  END" line (two molecules joined by
+ *     a damaged or missing $$$$ line: Open Babel reads only the first);
+ *   - MOL2 text before the first @<TRIPOS>MOLECULE line that is neither
+ *     blank nor a comment (a first record whose MOLECULE line is damaged):
+ *     one error record naming its first line, once a MOLECULE line follows;
+ *   - a CSV/TSV SMILES cell with white space inside it, once trimmed ("CC O"
+ *     would reach Open Babel as SMILES "CC" and a title). In a .smi file the
+ *     first white space ends the SMILES by the format's definition.
+ *
  * Inputs must be regular files: a FIFO or a device is refused before any read
  * (it could block forever or never end), and every file is read twice (once
  * to plan, once to parse).

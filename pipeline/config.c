@@ -157,8 +157,16 @@ struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int
     goto out;
   }
   /* workdir defaults to runs/<workflow> beside the workflow file ("<default>"
-   * paths resolve against that folder) */
+   * paths resolve against that folder). `workdir:` with nothing after it is
+   * absent too: validation drops such an empty key, and it must not take the
+   * default with it (the run would write into the current folder). */
   const struct cfg_node *wf = cfg_find_kid(root, "workflow");
+  int wdi = cfg_kid_index(root, "workdir");
+  if (wdi >= 0 && root->kids[wdi]->kind == CFG_NULL) {
+    cfg_node_free(root->kids[wdi]);
+    memmove(root->kids + wdi, root->kids + wdi + 1, (size_t)(root->n_kids - wdi - 1) * sizeof *root->kids);
+    root->n_kids--;
+  }
   if (!cfg_find_kid(root, "workdir") && wf && wf->kind == CFG_SCALAR) {
     struct cfg_node *wd = cfg_node_new(CFG_SCALAR, "workdir", DEFAULT_FILE, 0, 0);
     if (wd && asprintf(&wd->value, "runs/%s", wf->value) < 0) wd->value = NULL;

@@ -1130,3 +1130,34 @@ Test(graph, linear_work, .timeout = 120) {
   mol_free(&m10);
   mol_free(&m40);
 }
+
+/* Two bonded atoms at x = ±3e38 Å: finite coordinates whose distance (6e38)
+ * overflows a float. graph_build stored an infinite distance that its own
+ * blob reader refuses, so `verify` called the database damaged. It must
+ * refuse such an edge with a message and build nothing. */
+Test(graph, overflowing_edge_is_an_error) {
+  struct mol m;
+  mol_init(&m);
+  m.dim = 3;
+  tu_add_atom(&m, 6, -3e38, 0, 0);
+  tu_add_atom(&m, 6, 3e38, 0, 0);
+  tu_add_bond(&m, 0, 1, 1);
+  struct graph_opts o = {.cutoff = 5, .edges = GRAPH_EDGES_BONDS};
+  expect_build_error(&m, &o, "edge 1 (atom 2 to atom 1): distance or relative position overflows a float");
+  o.edges = GRAPH_EDGES_RADIUS_BONDS;
+  expect_build_error(&m, &o, "edge 1 (atom 2 to atom 1): distance or relative position overflows a float");
+  /* without the bond the atoms are no edge, and the graph is fine */
+  o.edges = GRAPH_EDGES_RADIUS;
+  struct graph g;
+  build_ok(&m, &o, &g);
+  cr_assert_eq(g.n_edges, 0);
+  graph_free(&g);
+  /* one axis alone can overflow the relative position */
+  m.atoms[0].x = 0;
+  m.atoms[1].x = 0;
+  m.atoms[0].z_ = 2e38;
+  m.atoms[1].z_ = -2e38;
+  o.edges = GRAPH_EDGES_BONDS;
+  expect_build_error(&m, &o, "edge 1 (atom 2 to atom 1): distance or relative position overflows a float");
+  mol_free(&m);
+}

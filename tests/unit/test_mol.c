@@ -853,3 +853,34 @@ Test(mol, fragment_gap_matches_brute_force, .timeout = 120) {
             clean);
   cr_log_info("%d flagged (%d groups of several), %d clean", flagged, grouped, clean);
 }
+
+/* Two bonded atoms at x = ±3e38 Å have finite coordinates, but their
+ * distance overflows a float to infinity: the stored graph would be one its
+ * own reader refuses (issue 30's fuzz). A coordinate beyond ±1e6 Å is no
+ * molecule; it is refused here, at ingest, whatever the dimension. */
+Test(mol, check_coordinates_out_of_range) {
+  struct mol m;
+  mol_init(&m);
+  m.dim = 3;
+  tu_add_atom(&m, 6, -3e38, 0, 0);
+  tu_add_atom(&m, 6, 3e38, 0, 0);
+  tu_add_bond(&m, 0, 1, 1);
+  struct mol_check_opts o = default_opts();
+  expect_reject(&m, &o, "coordinate out of range (atom 1: x = -3e+38 Å, beyond ±1e+06 Å)");
+  mol_free(&m);
+
+  ethanol(&m);
+  for (int i = 0; i < m.n_atoms; i++) { /* far from the origin, still a molecule */
+    m.atoms[i].x += 9.99e5;
+    m.atoms[i].z_ -= 9.99e5;
+  }
+  char why[256] = "";
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "ethanol moved by 9.99e5 Å: %s", why);
+  m.atoms[4].z_ = -1.5e6;
+  expect_reject(&m, &o, "coordinate out of range (atom 5: z = -1.5e+06 Å, beyond ±1e+06 Å)");
+  m.atoms[4].z_ = 0;
+  m.atoms[7].y = 2e6;
+  m.dim = 2;
+  expect_reject(&m, &o, "coordinate out of range (atom 8: y = 2e+06 Å, beyond ±1e+06 Å)");
+  mol_free(&m);
+}

@@ -873,3 +873,156 @@ Test(records, label_values_are_decimal) {
   cr_assert_eq(rec_parse_label("  \t", &v, why, sizeof why), 1);
   cr_assert_eq(rec_parse_label(NULL, &v, why, sizeof why), 1);
 }
+
+/* ---- silent truncation (issue 30: fuzz regressions) ------------------------------ */
+
+/* A SMILES cell with white space inside reaches Open Babel as "SMILES title"
+ * and is read as the part before the space: "CC O" would be stored as
+ * ethane. Such a row is an error record naming its line; the other rows go
+ * on, and a name with spaces is still fine. */
+Test(records, csv_smiles_cell_with_white_space_is_an_error) {
+  char *p = write_tmp("csv_ws", "a.csv",
+                      "smiles,name,logp\n"               /* 1 */
+                      "\"CC O\",space_inside,1.5\n"      /* 2 */
+                      "CC\tO,tab_inside,2\n"             /* 3 */
+                      "\"CCN\nO\",line_break_inside,3\n" /* 4-5 */
+                      "c1ccccc1 C,space_then_atom,4\n"   /* 6 */
+                      "  CCO  ,intact with spaces,5\n"); /* 7 */
+  struct got g;
+  collect(p, MOL_FMT_CSV, NULL, &g);
+  cr_assert_eq(g.n, 5);
+  static const int64_t lines[] = {2, 3, 4, 6};
+  static const char *const before[] = {"'CC'", "'CC'", "'CCN'", "'c1ccccc1'"};
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(g.r[i].line, lines[i]);
+    cr_assert_not_null(g.r[i].error, "row at line %lld read as '%s'", (long long)lines[i], g.r[i].text);
+    char want[32];
+    snprintf(want, sizeof want, "line %lld", (long long)lines[i]);
+    cr_assert(strstr(g.r[i].error, want), "%s", g.r[i].error);
+    cr_assert(strstr(g.r[i].error, "white space"), "%s", g.r[i].error);
+    cr_assert(strstr(g.r[i].error, before[i]), "%s", g.r[i].error);
+  }
+  cr_assert_null(g.r[4].error, "%s", g.r[4].error);
+  cr_assert_str_eq(g.r[4].text, "CCO intact with spaces\n");
+  got_free(&g);
+  /* the colleague's fuzz input, and TSV: same rule */
+  {
+    const char *in = tu_src("tests/data/fuzz/regress_csv_smiles_whitespace.csv");
+    collect(in, MOL_FMT_CSV, NULL, &g);
+    cr_assert_eq(g.n, 5);
+    for (int i = 0; i < 4; i++)
+      cr_assert_not_null(g.r[i].error, "row %d read as '%s'", i + 1, g.r[i].text);
+    cr_assert_str_eq(g.r[4].text, "CCO intact\n");
+    got_free(&g);
+  }
+  char *t = write_tmp("tsv_ws", "a.tsv", "smiles\tname\nC C\tx y\nCCO\tethanol 95%\n");
+  collect(t, MOL_FMT_TSV, NULL, &g);
+  cr_assert_eq(g.n, 2);
+  cr_assert_not_null(g.r[0].error);
+  cr_assert(strstr(g.r[0].error, "line 2"), "%s", g.r[0].error);
+  cr_assert_str_eq(g.r[1].text, "CCO ethanol 95%\n");
+  got_free(&g);
+  free(t);
+  free(p);
+}
+
+/* A damaged or missing $$$$ line joins two SD records; Open Babel reads the
+ * first molecule and drops the second without a word. A record with two
+ * "M  END" lines is an error record saying where the second molecule
+ * starts, and the records after it are read as usual. */
+Test(records, sdf_record_with_two_molecules_is_an_error) {
+  static const char mol[] = "\n  test\n\n  1  0  0  0  0  0  0  0  0  0999 V2000\n"
+                            "    0.0000    0.0000    0.0000 C   0  0  0  0  0  0  0  0  0  0  0  0\nM  END\n";
+  /* each molecule is 6 lines: title, program, comment, counts, atom, M  END */
+  char text[2048];
+  snprintf(text, sizeof text, "a%s$$$$\nb%s$$$$x\nc%s$$$$\nd%s> <tag>\nv\n\n$$$$\n", mol, mol, mol, mol);
+  char *p = write_tmp("sdf_two", "a.sdf", text);
+  struct got g;
+  collect(p, MOL_FMT_SDF, NULL, &g);
+  cr_assert_eq(g.n, 3, "records: %d", g.n);
+  cr_assert_null(g.r[0].error, "%s", g.r[0].error);
+  cr_assert_eq(g.r[1].line, 8);
+  cr_assert_not_null(g.r[1].error, "two molecules read as one record: '%s'", g.r[1].text);
+  cr_assert(strstr(g.r[1].error, "2 molecules"), "%s", g.r[1].error);
+  cr_assert(strstr(g.r[1].error, "line 14"), "names the line after the first M  END: %s", g.r[1].error);
+  cr_assert(strstr(g.r[1].error, "line 20"), "names the second M  END: %s", g.r[1].error);
+  cr_assert_null(g.r[2].error, "%s", g.r[2].error);
+  cr_assert_eq(g.r[2].line, 22);
+  cr_assert(starts_with(g.r[2].text, "d\n"));
+  got_free(&g);
+  /* V3000: one "M  END" ends the whole block, after "M  V30 END CTAB" */
+  char *v3 = write_tmp("sdf_two_v3", "b.sdf",
+                       "x\n  t\n\n  0  0  0     0  0            999 V3000\nM  V30 BEGIN CTAB\nM  V30 COUNTS 1 0 0 0 0\n"
+                       "M  V30 BEGIN ATOM\nM  V30 1 C 0 0 0 0\nM  V30 END ATOM\nM  V30 END CTAB\nM  END\n"
+                       "y\n  t\n\n  0  0  0     0  0            999 V3000\nM  V30 BEGIN CTAB\nM  V30 COUNTS 1 0 0 0 0\n"
+                       "M  V30 BEGIN ATOM\nM  V30 1 N 0 0 0 0\nM  V30 END ATOM\nM  V30 END CTAB\nM  END\n$$$$\n");
+  collect(v3, MOL_FMT_SDF, NULL, &g);
+  cr_assert_eq(g.n, 1);
+  cr_assert_not_null(g.r[0].error, "two V3000 molecules read as one: '%s'", g.r[0].text);
+  cr_assert(strstr(g.r[0].error, "line 12"), "%s", g.r[0].error);
+  got_free(&g);
+  {
+    const char *in = tu_src("tests/data/fuzz/regress_sdf_damaged_delimiter.sdf");
+    collect(in, MOL_FMT_SDF, NULL, &g);
+    cr_assert_eq(g.n, 3, "records: %d", g.n);
+    cr_assert_not_null(g.r[0].error, "gdb_1 and gdb_2 (its $$$$ line cut to $$$) read as one molecule");
+    cr_assert(strstr(g.r[0].error, "starts at line 15"), "%s", g.r[0].error);
+    cr_assert(starts_with(g.r[1].text, "gdb_3\n"));
+    cr_assert(starts_with(g.r[2].text, "gdb_4\n"));
+    got_free(&g);
+  }
+  free(v3);
+  free(p);
+}
+
+/* A damaged first @<TRIPOS>MOLECULE line made the whole first record vanish:
+ * text before the first record that is neither blank nor a comment is one
+ * error record naming its first line. */
+Test(records, mol2_text_before_the_first_record_is_an_error) {
+  char *p = write_tmp("mol2_pre", "a.mol2",
+                      "# a comment\n\n"                                          /* 1-2 */
+                      "@<TRIPOS>MOLECULX\nm1\n 1 0 0 0 0\nSMALL\nNO_CHARGES\n\n" /* 3-8 */
+                      "@<TRIPOS>ATOM\n 1 C1 0 0 0 C.3\n"                         /* 9-10 */
+                      "@<TRIPOS>MOLECULE\nm2\n 1 0 0 0 0\nSMALL\nNO_CHARGES\n\n" /* 11-16 */
+                      "@<TRIPOS>ATOM\n 1 N1 0 0 0 N.3\n");                       /* 17-18 */
+  struct got g;
+  collect(p, MOL_FMT_MOL2, NULL, &g);
+  cr_assert_eq(g.n, 2, "records: %d", g.n);
+  cr_assert_not_null(g.r[0].error, "the damaged record vanished; first record '%s'", g.r[0].text);
+  cr_assert_eq(g.r[0].line, 3);
+  cr_assert(strstr(g.r[0].error, "line 3"), "%s", g.r[0].error);
+  cr_assert(strstr(g.r[0].error, "@<TRIPOS>MOLECULE"), "%s", g.r[0].error);
+  cr_assert_null(g.r[1].error, "%s", g.r[1].error);
+  cr_assert_eq(g.r[1].no, 2);
+  cr_assert_eq(g.r[1].line, 11);
+  cr_assert(strstr(g.r[1].text, "N.3"));
+  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL, 0), 2);
+  got_free(&g);
+  {
+    const char *in = tu_src("tests/data/fuzz/regress_mol2_damaged_first_tag.mol2");
+    collect(in, MOL_FMT_MOL2, NULL, &g);
+    cr_assert_eq(g.n, 3, "records: %d", g.n);
+    cr_assert_not_null(g.r[0].error);
+    cr_assert_eq(g.r[0].line, 1);
+    got_free(&g);
+  }
+  free(p);
+}
+
+/* A blank tail after the last $$$$ is no record, however long: one longer
+ * than max_record_bytes came out as an error record "longer than
+ * max_record_bytes" (found by test_fuzz, seed 4242). */
+Test(records, sdf_long_blank_tail_is_not_a_record) {
+  char text[4096];
+  int n = snprintf(text, sizeof text, "m\n  x\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n$$$$\n");
+  memset(text + n, ' ', 3000);
+  text[n + 3000] = 0;
+  char *p = write_tmp("sdf_long_blank", "a.sdf", text);
+  struct rec_options o = {.max_record_bytes = 627};
+  struct got g;
+  collect(p, MOL_FMT_SDF, &o, &g);
+  cr_assert_eq(g.n, 1, "records: %d (the second: %s)", g.n, g.n > 1 ? g.r[1].error : "");
+  cr_assert_null(g.r[0].error, "%s", g.r[0].error);
+  got_free(&g);
+  free(p);
+}
