@@ -238,7 +238,7 @@ static int run_target(const struct target *t, char *first, size_t first_len) {
       snprintf(kept, sizeof kept, "%s/failed-%lld-%s", dir, (long long)g_sh->iter, base);
       if (rename(g_sh->path, kept) != 0) snprintf(kept, sizeof kept, "%s (could not keep it)", g_sh->path);
     }
-    char report[10000];
+    char report[16384]; /* why, kept twice and the rest: the compiler checks the sum */
     if (replay)
       snprintf(report, sizeof report,
                "fuzz: %s: %s failed: %s\n  again: SE3_FUZZ_REPLAY=%s test_fuzz --filter 'fuzz/%s'", t->name, replay,
