@@ -250,7 +250,12 @@ static int run_target(const struct target *t, char *first, size_t first_len) {
                t->name, (long long)g_sh->iter, (unsigned long long)seed, why, kept, (unsigned long long)seed,
                (long long)g_sh->iter, t->name, kept, t->name);
     fprintf(stderr, "%s\n", report);
-    if (!first[0]) snprintf(first, first_len, "%s", report);
+    if (!first[0] && first_len) { /* the first failure, cut to fit */
+      size_t l = strlen(report);
+      if (l >= first_len) l = first_len - 1;
+      memcpy(first, report, l);
+      first[l] = 0;
+    }
     if (failures >= max_fail || replay || now_s() >= deadline) break;
     iter = g_sh->iter + 1;
   }
