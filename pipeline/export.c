@@ -27,7 +27,7 @@
 #include "models/atomic_file.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
-#include "stages/run_files.h"
+#include "models/run_files.h"
 
 #define WHO "se3screen export"
 
@@ -275,7 +275,7 @@ static int check_output(const char *out, const char *db) {
   if (!strcmp(out, "-")) return SE3_EXIT_OK;
   /* first, before out need exist: screen.db-wal is the database's too */
   char err[8448];
-  if (stage_check_output(db, out, err, sizeof err)) {
+  if (run_files_check_output(db, out, err, sizeof err)) {
     fprintf(stderr, WHO ": -o %s\n", err);
     return SE3_EXIT_USAGE;
   }

@@ -19,7 +19,7 @@
 #include "pipeline/slurm.h"
 #include "pipeline/store.h"
 #include "pipeline/verify.h"
-#include "stages/run_files.h"
+#include "models/run_files.h"
 #include "stages/stage.h"
 
 static const char usage_main[] =
@@ -629,7 +629,7 @@ int main(int argc, char **argv) {
     char err[8192];
     /* -o must not name what the report reads: the database (whose page it
      * would become), its companions, shards, checkpoints, inputs */
-    if (stage_check_output(path, out, err, sizeof err)) {
+    if (run_files_check_output(path, out, err, sizeof err)) {
       fprintf(stderr, "se3screen: report -o %s\n", err);
       return SE3_EXIT_USAGE;
     }

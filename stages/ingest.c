@@ -38,7 +38,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/workers.h"
-#include "stages/run_files.h"
+#include "models/run_files.h"
 
 #define ID_STRIDE 1000000000LL
 
@@ -122,7 +122,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   if (rec_check_regular(path, err, sizeof err) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   char why[2 * PATH_MAX + 256];
-  if (stage_check_input(ctx->workdir, path, why, sizeof why) != 0)
+  if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
   /* The reader wants a SMILES column: give it any column; we only use fields. */
   struct rec_reader *rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
@@ -421,7 +421,7 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   if (rec_check_regular(path, err, sizeof err) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
   /* nor a file this run replaces (a previous screen's hits.sdf as a library) */
   char why[2 * PATH_MAX + 256];
-  if (stage_check_input(ctx->workdir, path, why, sizeof why) != 0)
+  if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(item, "path"), "%s", why);
   /* What the contents look like. A read error here is left to the scan
    * below, which turns it into a reject row. */

@@ -5,6 +5,8 @@
  * input (issue 30). Files are compared by device and inode
  * (models/atomic_file.h: atomic_file_same), so another spelling of a path,
  * a hard link and a symbolic link are caught as well as the path itself.
+ * It lives beside atomic_file in models/, not in stages/: it is no stage,
+ * and both the stages (ingest) and the commands (report, export) use it.
  */
 #ifndef SE3_RUN_FILES_H
 #define SE3_RUN_FILES_H
@@ -25,17 +27,17 @@
  *     (it is opened read-only here; an unreadable one adds nothing more).
  * Label files (labels_csv) are not recorded in the database and not added.
  * 0, or -1 out of memory. */
-int stage_run_files(const char *db_path, struct atomic_file_keep *k);
+int run_files_list(const char *db_path, struct atomic_file_keep *k);
 
 /* Refuses out ("-", standard output, is always fine) when it is one of
- * stage_run_files(db_path): 0, or -1 with a message naming both in err. */
-int stage_check_output(const char *db_path, const char *out, char *err, size_t errlen);
+ * run_files_list(db_path): 0, or -1 with a message naming both in err. */
+int run_files_check_output(const char *db_path, const char *out, char *err, size_t errlen);
 
 /* Refuses in, an input file of a run writing into workdir, when it is one
  * of the files that run writes: WORKDIR/screen.db and its companions,
  * hits.csv, hits.sdf, report.html, shards and checkpoints (a previous
  * screen's hits.sdf named as this one's library would be replaced by its
  * rank stage). 0, or -1 with a message naming both in err. */
-int stage_check_input(const char *workdir, const char *in, char *err, size_t errlen);
+int run_files_check_input(const char *workdir, const char *in, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,6 @@
 /* run_files.c — the files of a result database's run (run_files.h). */
 #define _GNU_SOURCE
-#include "stages/run_files.h"
+#include "models/run_files.h"
 
 #include <dirent.h>
 #include <libgen.h>
@@ -119,7 +119,7 @@ static int add_inputs(struct atomic_file_keep *k, const char *db_path) {
   return bad;
 }
 
-int stage_run_files(const char *db_path, struct atomic_file_keep *k) {
+int run_files_list(const char *db_path, struct atomic_file_keep *k) {
   char *copy = strdup(db_path);
   if (!copy) return -1;
   const char *folder = dirname(copy);
@@ -131,10 +131,10 @@ int stage_run_files(const char *db_path, struct atomic_file_keep *k) {
   return bad ? -1 : 0;
 }
 
-int stage_check_output(const char *db_path, const char *out, char *err, size_t errlen) {
+int run_files_check_output(const char *db_path, const char *out, char *err, size_t errlen) {
   if (!strcmp(out, "-")) return 0;
   struct atomic_file_keep k = {0};
-  int rc = stage_run_files(db_path, &k);
+  int rc = run_files_list(db_path, &k);
   if (rc)
     snprintf(err, errlen, "%s: out of memory listing the run's files", db_path);
   else
@@ -143,7 +143,7 @@ int stage_check_output(const char *db_path, const char *out, char *err, size_t e
   return rc;
 }
 
-int stage_check_input(const char *workdir, const char *in, char *err, size_t errlen) {
+int run_files_check_input(const char *workdir, const char *in, char *err, size_t errlen) {
   static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
   struct atomic_file_keep k = {0};
   char db[PATH_MAX], shards[PATH_MAX], models[PATH_MAX];
