@@ -48,8 +48,8 @@ for f in "$work"/fp32/models/*/*.ckpt; do
 done
 
 q() { sqlite3 -readonly -separator ' ' "$work/fp32/screen.db" "ATTACH '$work/bf16/screen.db' AS b;" "$1"; }
-read -r n spread dmax dmean < <(q "SELECT count(*), max(a.value) - min(a.value), max(abs(a.value - c.value)),
-  avg(abs(a.value - c.value)) FROM scores a JOIN b.scores c USING (mol_id, model, target)")
+read -r n spread dmax dmean < <(q "SELECT count(*), max(a.score) - min(a.score), max(abs(a.score - c.score)),
+  avg(abs(a.score - c.score)) FROM scores a JOIN b.scores c USING (mol_id, model, target)")
 overlap=$(q "SELECT count(*) FROM ranks a JOIN b.ranks c USING (mol_id)")
 top=$(q "SELECT count(*) FROM ranks")
 awk -v n="$n" -v s="$spread" -v dm="$dmax" -v da="$dmean" -v o="$overlap" -v t="$top" -v w32="$wall32" -v w16="$wall16" \

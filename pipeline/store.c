@@ -125,7 +125,7 @@ static const char schema_v3_sql[] =
     ") STRICT;\n"
     "CREATE TABLE metrics(\n"
     "  model TEXT NOT NULL,            -- models.id\n"
-    "  epoch INTEGER NOT NULL,         -- 0-based; the test row has the best epoch\n"
+    "  epoch INTEGER NOT NULL,         -- 1-based (0-based before version 6); the test row has the best epoch\n"
     "  split TEXT NOT NULL,            -- train | valid | test\n"
     "  loss REAL,                      -- the training loss (on standardised targets for regression)\n"
     "  mae REAL,                       -- regression: mean absolute error, in the target's units\n"
@@ -147,7 +147,7 @@ static const char schema_v3_sql[] =
     "  arch TEXT NOT NULL,             -- the architecture, as key=value words (se3_config_format)\n"
     "  mean REAL NOT NULL,             -- target standardisation (train split)\n"
     "  std REAL NOT NULL,              -- and its standard deviation: a prediction is mean + std * the net's output (+ atomref)\n"
-    "  best_epoch INTEGER NOT NULL,   -- 0-based epoch of best.ckpt (lowest validation loss)\n"
+    "  best_epoch INTEGER NOT NULL,   -- 1-based epoch of best.ckpt (lowest validation loss; 0-based before version 6)\n"
     "  best_valid_loss REAL,          -- its validation loss\n"
     "  n_train INTEGER NOT NULL,       -- molecules in the train split\n"
     "  n_valid INTEGER NOT NULL,       -- in the valid split\n"
@@ -193,12 +193,32 @@ static const char schema_v5_sql[] =
     ") STRICT;\n"
     "ALTER TABLE models ADD COLUMN device TEXT; -- what trained it: the backend, its device and the precision\n";
 
+/* Version 6 (issue 31): one name for the score, scores.score as
+ * ranked_hits.score (it was scores.value and ranks.value); the content hash
+ * of the model that made each score; epochs counted from 1 everywhere, as
+ * the log counts them (metrics.epoch and models.best_epoch were 0-based).
+ * The epochs move through negative numbers: a row set to epoch + 1 at once
+ * would meet the next row's key on the way. */
+static const char schema_v6_sql[] =
+    "ALTER TABLE scores RENAME COLUMN value TO score; -- the prediction in the target's units (classification: probability)\n"
+    "ALTER TABLE ranks RENAME COLUMN value TO score; -- the hit's score (scores.score)\n"
+    "ALTER TABLE scores ADD COLUMN model_hash TEXT; -- content hash of the model's checkpoint files (16 hex digits): the same hash, the same model\n"
+    "DROP VIEW ranked_hits;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id ORDER BY r.rank;\n"
+    "UPDATE metrics SET epoch = -(epoch + 1);\n"
+    "UPDATE metrics SET epoch = -epoch; -- metrics.epoch: 1-based from here on\n"
+    "UPDATE models SET best_epoch = best_epoch + 1; -- models.best_epoch: 1-based from here on\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
     /* to version 3 */ schema_v3_sql,
     /* to version 4 */ schema_v4_sql,
     /* to version 5 */ schema_v5_sql,
+    /* to version 6 */ schema_v6_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 
@@ -623,6 +643,19 @@ int store_schema_doc(FILE *out) {
       raw[strcspn(raw, ";")] = 0;
       char *def = trim(line), name[64];
       if (!*def) continue;
+      if (!strncmp(def, "UPDATE ", 7)) { /* a data migration: nothing to document */
+        cur = NULL;
+        continue;
+      }
+      if (sscanf(def, "DROP VIEW %63s", name) == 1) { /* redefined below: it keeps its place and version */
+        if (!doc_find(t, nt, name)) return -1;
+        cur = NULL;
+        continue;
+      }
+      if (sscanf(def, "CREATE VIEW %63s AS", name) == 1 && (cur = doc_find(t, nt, name))) {
+        cur->view[0] = 0;
+        continue;
+      }
       if (sscanf(def, "CREATE TABLE %63[^( ](", name) == 1 || sscanf(def, "CREATE VIEW %63s AS", name) == 1) {
         if (nt == DOC_MAX_TABLES) return -1;
         cur = &t[nt++];
@@ -641,7 +674,21 @@ int store_schema_doc(FILE *out) {
         cur = NULL;
         continue;
       }
-      char col[64];
+      char col[64], to[64];
+      if (sscanf(def, "ALTER TABLE %63s RENAME COLUMN %63s TO %63s", on, col, to) == 3) {
+        struct doc_table *x = doc_find(t, nt, on);
+        struct doc_col *c = NULL;
+        for (int k = 0; x && k < x->n_cols; k++)
+          if (!strcmp(x->col[k].name, col)) c = &x->col[k];
+        if (!c) return -1;
+        char was[96];
+        snprintf(was, sizeof was, " (`%s` before version %d)", col, (int)v + 1);
+        if (note) snprintf(c->note, sizeof c->note, "%s", trim(note));
+        doc_append(c->note, sizeof c->note, "", was);
+        snprintf(c->name, sizeof c->name, "%s", to);
+        cur = NULL;
+        continue;
+      }
       if (sscanf(def, "ALTER TABLE %63s ADD COLUMN %63s", on, col) == 2) {
         struct doc_table *x = doc_find(t, nt, on);
         if (!x || x->n_cols == DOC_MAX_COLS) return -1;

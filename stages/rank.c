@@ -259,9 +259,9 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
     return -1;
   }
   /* scores first (a scan), each molecule's InChIKey by its id */
-  char *sql = sqlite3_mprintf("SELECT s.rowid, s.value, s.mol_id, s.model, m.inchikey FROM \"%w\".scores s "
+  char *sql = sqlite3_mprintf("SELECT s.rowid, s.score, s.mol_id, s.model, m.inchikey FROM \"%w\".scores s "
                               "CROSS JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1%s%s",
-                              scores, mols, min ? " AND s.value >= ?2" : "", max ? " AND s.value <= ?3" : "");
+                              scores, mols, min ? " AND s.score >= ?2" : "", max ? " AND s.score <= ?3" : "");
   sqlite3_stmt *st = NULL;
   int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
   sqlite3_free(sql);
@@ -368,8 +368,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
     char err[768];
     if (rank_select(ctx->db, ctx->src, ctx->src, ctx->cfg, r->target, &rows, &n, err, sizeof err))
       return stage_fail_at(ctx, NULL, "%s", err);
-    char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, value, std) "
-                                "SELECT ?1, mol_id, model, target, value, std FROM \"%w\".scores WHERE rowid = ?2",
+    char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std) "
+                                "SELECT ?1, mol_id, model, target, score, std FROM \"%w\".scores WHERE rowid = ?2",
                                 ctx->src);
     rc = sqlite3_exec(ctx->db, "DELETE FROM ranks", NULL, NULL, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
@@ -384,17 +384,17 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
     free(rows);
     if (rc != SQLITE_OK) return stage_sql_fail(ctx, "ranking");
   } else {
-    char *filter = sqlite3_mprintf("%s%s", r->min ? " AND s.value >= ?2" : "", r->max ? " AND s.value <= ?3" : "");
+    char *filter = sqlite3_mprintf("%s%s", r->min ? " AND s.score >= ?2" : "", r->max ? " AND s.score <= ?3" : "");
     const char *dir = r->descending ? "DESC" : "ASC";
     char *sql = sqlite3_mprintf(
         "DELETE FROM ranks;"
-        "INSERT INTO ranks(rank, mol_id, model, target, value, std) "
-        "SELECT row_number() OVER (ORDER BY value %s, mol_id, model), mol_id, model, target, value, std FROM ("
-        "  SELECT s.mol_id, s.model, s.target, s.value, s.std, "
+        "INSERT INTO ranks(rank, mol_id, model, target, score, std) "
+        "SELECT row_number() OVER (ORDER BY score %s, mol_id, model), mol_id, model, target, score, std FROM ("
+        "  SELECT s.mol_id, s.model, s.target, s.score, s.std, "
         "         row_number() OVER (PARTITION BY CASE WHEN ?4 THEN m.inchikey ELSE s.mol_id END "
-        "                            ORDER BY s.value %s, s.mol_id, s.model) AS k "
+        "                            ORDER BY s.score %s, s.mol_id, s.model) AS k "
         "  FROM \"%w\".scores s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
-        ") WHERE k = 1 ORDER BY value %s, mol_id, model",
+        ") WHERE k = 1 ORDER BY score %s, mol_id, model",
         dir, dir, ctx->src, ctx->src, filter, dir);
     sqlite3_free(filter);
     /* two statements: the DELETE, then the INSERT with its parameters */

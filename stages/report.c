@@ -725,7 +725,7 @@ static void section_scores(struct rep *r) {
   }
   /* one histogram per scored set and target; bins counted by SQL, so the
    * page costs the same for 10^3 or 10^8 scores */
-  sqlite3_stmt *st = prep(r, "SELECT m.set_name, s.target, min(s.value), max(s.value), count(*), count(s.std) "
+  sqlite3_stmt *st = prep(r, "SELECT m.set_name, s.target, min(s.score), max(s.score), count(*), count(s.std) "
                              "FROM scores s JOIN molecules m ON m.id = s.mol_id GROUP BY 1, 2 ORDER BY 1, 2");
   P("<div class=\"row\">");
   while (row(r, st)) {
@@ -740,7 +740,7 @@ static void section_scores(struct rep *r) {
     }
     memset(count, 0, (size_t)bins * sizeof *count);
     sqlite3_stmt *b = prep(r,
-                           "SELECT min(max(CAST((s.value - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM scores s "
+                           "SELECT min(max(CAST((s.score - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM scores s "
                            "JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q GROUP BY 1",
                            lo, (hi - lo) / bins, bins - 1, set, target);
     while (row(r, b)) {
@@ -757,7 +757,7 @@ static void section_scores(struct rep *r) {
       long long stride = n_std > REPORT_MAX_POINTS ? (n_std + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1;
       struct series sp = {0};
       sqlite3_stmt *q = prep(r,
-                             "SELECT value, std FROM (SELECT s.value, s.std, row_number() OVER (ORDER BY s.rowid) AS k "
+                             "SELECT score, std FROM (SELECT s.score, s.std, row_number() OVER (ORDER BY s.rowid) AS k "
                              "FROM scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = "
                              "%Q AND s.std IS NOT NULL) WHERE (k - 1) %% %lld = 0",
                              set, target, stride);

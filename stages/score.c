@@ -338,7 +338,7 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   sqlite3_stmt *sel = NULL, *ins = NULL;
   if (sqlite3_prepare_v2(ctx->db, s->select, -1, &sel, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
-                         "INSERT OR REPLACE INTO scores(mol_id, model, target, value, std, chunk) "
+                         "INSERT OR REPLACE INTO scores(mol_id, model, target, score, std, chunk) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
                          -1, &ins, NULL) != SQLITE_OK) {
     sqlite3_finalize(sel);

@@ -111,7 +111,7 @@ same_scores() { # CPU_DB GPU_DB BOUND
   python3 - "$@" <<'Y'
 import sqlite3, sys
 a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-q = "SELECT mol_id, value FROM scores ORDER BY mol_id"
+q = "SELECT mol_id, score FROM scores ORDER BY mol_id"
 x = sqlite3.connect(a).execute(q).fetchall()
 y = sqlite3.connect(b).execute(q).fetchall()
 assert len(x) == len(y) > 0 and [i for i, _ in x] == [i for i, _ in y], "not the same molecules scored"

@@ -505,7 +505,7 @@ Test(data_parallel, two_processes_share_the_graph_and_score_stages) {
   cr_assert_eq(run_stage_on(dir, wf, "train", "one", 1, &out), 0, "%s", out);
   free(out);
   cr_assert_eq(tu_sh(NULL, "rm -rf %s/two && cp -r %s/one %s/two", dir, dir, dir), 0);
-  one_and_two_agree(dir, wf, "score", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1", 1000);
+  one_and_two_agree(dir, wf, "score", "SELECT mol_id, model, target, score, std, chunk FROM scores ORDER BY 1", 1000);
   free(wf);
   free(dir);
 }
@@ -583,7 +583,7 @@ Test(data_parallel, a_signal_stops_a_shared_score_and_one_process_finishes_it) {
   cr_assert_eq(run_stage_on(dir, wf, "score", "cut", 1, &out), 0, "%s", out);
   cr_assert(strstr(out, "folded in") && strstr(out, "score-rank1.db"), "rank 1's work was not folded in:\n%s", out);
   free(out);
-  int n = same_rows(dir, "ref", "cut", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
+  int n = same_rows(dir, "ref", "cut", "SELECT mol_id, model, target, score, std, chunk FROM scores ORDER BY 1");
   cr_assert_gt(n, 1000);
   finished_and_folded(dir, "cut", "score");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage='score' AND shard=1"), kept,
@@ -621,7 +621,7 @@ Test(data_parallel, a_process_joined_alone_trains_and_scores_what_a_plain_one_do
   cr_assert_eq(
       tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-0.ckpt %s/alone_sharded/models/train-0/epoch-0.ckpt", dir, dir), 0,
       "joined alone with the moments sharded, the training ended elsewhere");
-  int n = same_rows(dir, "plain", "alone", "SELECT mol_id, model, target, value, std, chunk FROM scores ORDER BY 1");
+  int n = same_rows(dir, "plain", "alone", "SELECT mol_id, model, target, score, std, chunk FROM scores ORDER BY 1");
   cr_assert_gt(n, 900);
   free(wf);
   free(dir);

@@ -66,9 +66,9 @@ Test(rank, view_csv_and_sdf_agree) {
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits"), 10);
   cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT inchikey) FROM ranked_hits"), 10, "dedupe by InChIKey");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranks a JOIN ranks b ON b.rank = a.rank + 1 "
-                                "WHERE b.value > a.value"),
+                                "WHERE b.score > a.score"),
                0, "not in descending order");
-  cr_assert_eq(tu_query_int(db, "SELECT min(value) >= (SELECT max(s.value) FROM scores s JOIN molecules m ON "
+  cr_assert_eq(tu_query_int(db, "SELECT min(score) >= (SELECT max(s.score) FROM scores s JOIN molecules m ON "
                                 "m.id = s.mol_id WHERE m.inchikey NOT IN (SELECT inchikey FROM ranked_hits)) "
                                 "FROM ranks"),
                1, "a better molecule was left out");
@@ -103,10 +103,10 @@ Test(rank, filters_order_and_duplicates) {
   char db[1100], path[1200];
   snprintf(db, sizeof db, "%s/screen.db", wd);
   long long kept = tu_query_int(db, "SELECT count(*) FROM ranks");
-  cr_assert_eq(kept, tu_query_int(db, "SELECT count(*) FROM scores WHERE value <= 0.5"), "max or top: 0 ignored");
+  cr_assert_eq(kept, tu_query_int(db, "SELECT count(*) FROM scores WHERE score <= 0.5"), "max or top: 0 ignored");
   cr_assert_gt(kept, 0);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranks a JOIN ranks b ON b.rank = a.rank + 1 "
-                                "WHERE b.value < a.value"),
+                                "WHERE b.score < a.score"),
                0, "not in ascending order");
   cr_assert_gt(kept, tu_query_int(db, "SELECT count(DISTINCT inchikey) FROM ranked_hits"),
                "without dedupe both copies of a molecule stay");
@@ -159,8 +159,8 @@ Test(rank, sharded_scores_merged_as_hits) {
   cr_assert_eq(tu_se3(&out, "run %s --stage rank", wf), 0, "%s", out);
   free(out);
   /* the same hits as the unsharded run's, the same bits */
-  char *want = tu_query(refdb, "SELECT rank, mol_id, printf('%%.17g', value) FROM ranks ORDER BY rank");
-  char *got = tu_query(db, "SELECT rank, mol_id, printf('%%.17g', value) FROM ranks ORDER BY rank");
+  char *want = tu_query(refdb, "SELECT rank, mol_id, printf('%%.17g', score) FROM ranks ORDER BY rank");
+  char *got = tu_query(db, "SELECT rank, mol_id, printf('%%.17g', score) FROM ranks ORDER BY rank");
   cr_assert_str_eq(got, want, "hits differ from an unsharded run's");
   free(got);
   free(want);
@@ -223,7 +223,7 @@ Test(rank, graphs_not_stored_are_rebuilt_bit_for_bit) {
                tu_query_int(dbs[0], "SELECT count(*) FROM graphs"));
   const char *same[] = {
       "SELECT mol_id, n_nodes, n_edges FROM graphs ORDER BY 1", "SELECT mol_id, hex(basis) FROM bases ORDER BY 1",
-      "SELECT mol_id, printf('%.17g', value) FROM scores ORDER BY 1", "SELECT rank, mol_id FROM ranks ORDER BY 1"};
+      "SELECT mol_id, printf('%.17g', score) FROM scores ORDER BY 1", "SELECT rank, mol_id FROM ranks ORDER BY 1"};
   for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
     char *a = tu_query(dbs[0], same[i]), *b = tu_query(dbs[1], same[i]);
     cr_assert(a[0], "nothing from %s", same[i]);

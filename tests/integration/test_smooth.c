@@ -119,7 +119,7 @@ static struct outcome run_and_compare(const char *dir, const char *wf, const cha
   free(out);
   char db[1200], sql[600];
   snprintf(db, sizeof db, "%s/%s/screen.db", dir, work);
-  char *rows = tu_query(db, "SELECT m.source_file LIKE '%rot.sdf', m.record_no, s.value FROM scores s JOIN molecules m "
+  char *rows = tu_query(db, "SELECT m.source_file LIKE '%rot.sdf', m.record_no, s.score FROM scores s JOIN molecules m "
                             "ON m.id = s.mol_id WHERE m.set_name = 'library' ORDER BY 2, 1");
   cr_assert(rows, "no scores");
   static double val[2][N_MOL + 1];

@@ -156,7 +156,7 @@ Test(train, scores_reproduce_the_test_metrics) {
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE model='train/0' AND target='gap'"), 20);
   long long agree = tu_query_int(
-      db, "SELECT abs((SELECT avg(abs(s.value - l.value)) FROM scores s JOIN labels l ON l.mol_id = s.mol_id AND "
+      db, "SELECT abs((SELECT avg(abs(s.score - l.value)) FROM scores s JOIN labels l ON l.mol_id = s.mol_id AND "
           "l.name = 'gap' JOIN splits p ON p.mol_id = s.mol_id WHERE p.split = 'test') / "
           "(SELECT mae FROM metrics WHERE split = 'test') - 1) < 1e-5");
   cr_assert_eq(agree, 1, "the scores do not reproduce the recorded test MAE");
@@ -225,7 +225,7 @@ Test(train, kill9_while_scoring_resumes_to_identical_scores) {
   char *diff = NULL;
   cr_assert_eq(tu_sh(&diff,
                      "sqlite3 -readonly '%s' \"ATTACH '%s' AS o; SELECT count(*) FROM main.scores a "
-                     "JOIN o.scores b USING (mol_id, model) WHERE a.value <> b.value OR a.chunk <> b.chunk\"",
+                     "JOIN o.scores b USING (mol_id, model) WHERE a.score <> b.score OR a.chunk <> b.chunk\"",
                      a_db, b_db),
                0, "%s", diff);
   cr_assert_eq(atoi(diff), 0, "%s resumed scores differ", diff);

@@ -139,7 +139,7 @@ Test(train_options, atomref_recovers_a_linear_target) {
   free(out);
   double mae_wavy = query_double(db, "SELECT mae FROM metrics WHERE split='test'");
   cr_assert_lt(mae_wavy, 10, "test MAE %g on the wavy target", mae_wavy);
-  double from_scores = query_double(db, "SELECT avg(abs(s.value - l.value)) FROM scores s JOIN labels l ON "
+  double from_scores = query_double(db, "SELECT avg(abs(s.score - l.value)) FROM scores s JOIN labels l ON "
                                         "l.mol_id = s.mol_id AND l.name = 'wavy' JOIN splits p ON p.mol_id = s.mol_id "
                                         "WHERE p.split = 'test'");
   cr_assert_lt(fabs(from_scores / mae_wavy - 1), 1e-6, "scores give MAE %.9g, the metric %.9g", from_scores, mae_wavy);
@@ -474,12 +474,12 @@ Test(train_options, classification_records_screening_metrics) {
   cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT l.value) FROM splits s JOIN labels l ON l.mol_id = s.mol_id "
                                 "WHERE s.split = 'test'"),
                2);
-  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE value > 0 AND value < 1 AND std IS NULL"), 40);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores WHERE score > 0 AND score < 1 AND std IS NULL"), 40);
   /* the scores give the recorded test ROC-AUC: the fraction of (active, decoy)
    * pairs of the test split ordered correctly, ties counting 1/2 */
   double auc = query_double(db, "SELECT roc_auc FROM metrics WHERE split = 'test'");
   double from_scores = query_double(
-      db, "WITH t AS (SELECT s.value AS v, l.value AS y FROM scores s JOIN labels l ON l.mol_id = s.mol_id "
+      db, "WITH t AS (SELECT s.score AS v, l.value AS y FROM scores s JOIN labels l ON l.mol_id = s.mol_id "
           "JOIN splits p ON p.mol_id = s.mol_id WHERE p.split = 'test') "
           "SELECT avg(CASE WHEN a.v > d.v THEN 1.0 WHEN a.v = d.v THEN 0.5 ELSE 0.0 END) FROM t a, t d "
           "WHERE a.y = 1 AND d.y = 0");

@@ -149,8 +149,8 @@ Test(train_recovery, damaged_best_checkpoint_is_recomputed_before_scoring) {
   char a[1200], b[1200];
   snprintf(a, sizeof a, "%s/screen.db", ref);
   snprintf(b, sizeof b, "%s/screen.db", wd);
-  char *x = tu_query(a, "SELECT mol_id, value FROM scores ORDER BY 1"),
-       *y = tu_query(b, "SELECT mol_id, value FROM scores ORDER BY 1");
+  char *x = tu_query(a, "SELECT mol_id, score FROM scores ORDER BY 1"),
+       *y = tu_query(b, "SELECT mol_id, score FROM scores ORDER BY 1");
   cr_assert(x && y && strlen(x) > 10 && !strcmp(x, y), "scores differ:\n%s\n--\n%s", x, y);
   free(x);
   free(y);

@@ -125,7 +125,7 @@ Test(verify, flipped_coordinate_never_reaches_hits_sdf) {
   snprintf(sdf, sizeof sdf, "%s/hits.sdf", wd);
   cr_assert_eq(tu_se3(&out, "run %s --until score", wf), 0, "%s", out);
   free(out);
-  long long id = tu_query_int(db, "SELECT mol_id FROM scores ORDER BY value DESC LIMIT 1");
+  long long id = tu_query_int(db, "SELECT mol_id FROM scores ORDER BY score DESC LIMIT 1");
   cr_assert_gt(id, 0);
   flip_byte(db, "molecules", "id", "mol", id, MOL_X_HIGH(0), 0x40);
   int rc = tu_se3(&out, "run %s", wf);

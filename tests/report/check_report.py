@@ -132,11 +132,11 @@ def bins_of(values, n):
 
 
 def sql_bins(db, set_name, target, n):
-    lo, hi = db.execute("SELECT min(s.value), max(s.value) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+    lo, hi = db.execute("SELECT min(s.score), max(s.score) FROM scores s JOIN molecules m ON m.id = s.mol_id "
                         "WHERE m.set_name = ? AND s.target = ?", (set_name, target)).fetchone()
     if not hi > lo:
         lo, hi = lo - 0.5, hi + 0.5
-    return db.execute("SELECT count(DISTINCT min(max(CAST((s.value - ?) / ? AS INTEGER), 0), ?)) FROM scores s "
+    return db.execute("SELECT count(DISTINCT min(max(CAST((s.score - ?) / ? AS INTEGER), 0), ?)) FROM scores s "
                       "JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = ? AND s.target = ?",
                       (lo, (hi - lo) / n, n - 1, set_name, target)).fetchone()[0]
 

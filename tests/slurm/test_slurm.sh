@@ -151,7 +151,7 @@ same() { # what, SQL: the same rows in both databases
 same "molecules" "SELECT id, set_name, name, inchikey FROM molecules ORDER BY id"
 same "rejects" "SELECT stage, source_file, record_no, reason FROM rejects ORDER BY 1, 2, 3"
 same "graphs" "SELECT mol_id, n_nodes, n_edges, hex(graph) FROM graphs ORDER BY mol_id"
-same "scores" "SELECT mol_id, target, printf('%.5e', value) FROM scores ORDER BY mol_id, target"
+same "scores" "SELECT mol_id, target, printf('%.5e', score) FROM scores ORDER BY mol_id, target"
 same "hits" "SELECT rank, name FROM ranked_hits ORDER BY rank"
 [ -s "$work/cluster/hits.csv" ] || fail "the Slurm run wrote no hits.csv"
 grep -q "<h2>Top hits</h2>" "$work/cluster/report.html" || fail "the Slurm run's report job wrote no report.html"

@@ -28,14 +28,14 @@ static void make_db(unsigned seed) {
   cr_assert_eq(sqlite3_exec(db,
                             "CREATE TABLE molecules(id INTEGER PRIMARY KEY, inchikey TEXT NOT NULL);"
                             "CREATE TABLE scores(mol_id INTEGER NOT NULL, model TEXT NOT NULL, target TEXT NOT NULL,"
-                            " value REAL NOT NULL, std REAL, PRIMARY KEY(mol_id, model));",
+                            " score REAL NOT NULL, std REAL, PRIMARY KEY(mol_id, model));",
                             NULL, NULL, NULL),
                SQLITE_OK);
   srand(seed);
   sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
   sqlite3_stmt *m, *s;
   sqlite3_prepare_v2(db, "INSERT INTO molecules VALUES(?1, ?2)", -1, &m, NULL);
-  sqlite3_prepare_v2(db, "INSERT INTO scores(mol_id, model, target, value) VALUES(?1, ?2, ?3, ?4)", -1, &s, NULL);
+  sqlite3_prepare_v2(db, "INSERT INTO scores(mol_id, model, target, score) VALUES(?1, ?2, ?3, ?4)", -1, &s, NULL);
   const int n_mols = 2000;
   rows = calloc(2 * n_mols, sizeof *rows);
   n_rows = 0;
