@@ -83,6 +83,9 @@ struct rec_reader {
   int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
   void *progress_arg;
 
+  /* smi: the line of a header recognised at open (0: none); see rec_smi_header */
+  int64_t smi_header;
+
   /* csv/tsv */
   char sep;
   int n_cols, smiles_col, name_col;
@@ -109,6 +112,7 @@ struct rec_reader {
 };
 
 static void fmt_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int64_t smi_header_of(const char *path);
 static void fmt_err(char *err, size_t len, const char *fmt, ...) {
   if (!err || !len) return;
   va_list ap;
@@ -583,6 +587,7 @@ static int next_smi(struct rec_reader *r, struct rec *out) {
     text_reset(r);
     int k = read_line(r, &no);
     if (k <= 0) return k;
+    if (no == r->smi_header) continue; /* a header names columns: no record, no number */
     if (r->overflow) return emit(r, out, no, NULL);
     size_t n = trimmed_len(r->text, r->tlen), b = 0;
     while (b < n && isspace((unsigned char)r->text[b]))
@@ -1002,7 +1007,53 @@ static int set_fields(struct rec_reader *r) {
   return 0;
 }
 
-static int csv_header(struct rec_reader *r, const struct rec_options *opt, char *err, size_t errlen) {
+/* The columns a CSV/TSV row is read by. The SMILES column is the one named
+ * smiles_column, else the first of these names found (in this order, not
+ * the file's): smiles, canonical_smiles, isomeric_smiles, structure. The
+ * name column is the one named name_column, else the first found of, in
+ * this order of priority:
+ *   1. name, id, title   (the names read before any other was: a file that
+ *                         has one of them keeps the names it had)
+ *   2. compound, compound_id, compound_name, molecule, molecule_name,
+ *      mol_id, mol_name  (what chemists' tables call them)
+ *   3. any column ending in _id  (nci_id, chembl_id, zinc_id ...)
+ *   4. any column ending in _name
+ * never the SMILES column itself. Names compare without letter case; within
+ * a rule the leftmost column wins. */
+void rec_pick_columns(const char *const *cols, int n, const char *smiles_column, const char *name_column,
+                      int *smiles_col, int *name_col) {
+  static const char *const smiles_names[] = {"smiles", "canonical_smiles", "isomeric_smiles", "structure"};
+  static const char *const name_names[] = {"name",          "id",       "title",         "compound", "compound_id",
+                                           "compound_name", "molecule", "molecule_name", "mol_id",   "mol_name"};
+  *smiles_col = *name_col = -1;
+  if (smiles_column) {
+    for (int i = 0; i < n && *smiles_col < 0; i++)
+      if (strcasecmp(cols[i], smiles_column) == 0) *smiles_col = i;
+  } else {
+    for (size_t k = 0; k < sizeof smiles_names / sizeof *smiles_names && *smiles_col < 0; k++)
+      for (int i = 0; i < n && *smiles_col < 0; i++)
+        if (strcasecmp(cols[i], smiles_names[k]) == 0) *smiles_col = i;
+  }
+  if (name_column) {
+    for (int i = 0; i < n && *name_col < 0; i++)
+      if (strcasecmp(cols[i], name_column) == 0) *name_col = i;
+    return;
+  }
+  for (size_t k = 0; k < sizeof name_names / sizeof *name_names && *name_col < 0; k++)
+    for (int i = 0; i < n && *name_col < 0; i++)
+      if (i != *smiles_col && strcasecmp(cols[i], name_names[k]) == 0) *name_col = i;
+  static const char *const suffixes[] = {"_id", "_name"};
+  for (int k = 0; k < 2 && *name_col < 0; k++)
+    for (int i = 0; i < n && *name_col < 0; i++) {
+      size_t cl = strlen(cols[i]), sl = strlen(suffixes[k]);
+      if (i != *smiles_col && cl > sl && strcasecmp(cols[i] + cl - sl, suffixes[k]) == 0) *name_col = i;
+    }
+}
+
+/* Reads the header row into r->cols; with pick, also finds the SMILES and
+ * name columns (rec_pick_columns), refusing a file without the SMILES
+ * column (or without a name column named by name_column). */
+static int csv_header(struct rec_reader *r, const struct rec_options *opt, int pick, char *err, size_t errlen) {
   int64_t no;
   int unterminated;
   int k = csv_row(r, &no, &unterminated);
@@ -1035,23 +1086,20 @@ static int csv_header(struct rec_reader *r, const struct rec_options *opt, char 
     r->cols[i] = strdup(s);
     if (!r->cols[i]) return oom(r);
   }
-  const char *want = opt && opt->smiles_column ? opt->smiles_column : "smiles";
   r->smiles_col = r->name_col = -1;
-  for (int i = 0; i < r->n_cols && r->smiles_col < 0; i++)
-    if (strcasecmp(r->cols[i], want) == 0) r->smiles_col = i;
-  if (opt && opt->name_column) {
-    for (int i = 0; i < r->n_cols && r->name_col < 0; i++)
-      if (strcasecmp(r->cols[i], opt->name_column) == 0) r->name_col = i;
-  } else {
-    static const char *const names[] = {"name", "id", "title"};
-    for (int k2 = 0; k2 < 3 && r->name_col < 0; k2++)
-      for (int i = 0; i < r->n_cols && r->name_col < 0; i++)
-        if (strcasecmp(r->cols[i], names[k2]) == 0) r->name_col = i;
-  }
-  const char *missing = r->smiles_col < 0 ? "SMILES" : (opt && opt->name_column && r->name_col < 0) ? "name" : NULL;
-  if (missing) {
-    int w = snprintf(err, errlen, "%s: no %s column '%s'; columns are:", r->path, missing,
-                     r->smiles_col < 0 ? want : opt->name_column);
+  if (!pick) return 0;
+  const char *sc = opt ? opt->smiles_column : NULL, *nc = opt ? opt->name_column : NULL;
+  rec_pick_columns((const char *const *)r->cols, r->n_cols, sc, nc, &r->smiles_col, &r->name_col);
+  if (r->smiles_col < 0 || (nc && r->name_col < 0)) {
+    int w;
+    if (r->smiles_col < 0 && !sc)
+      w = snprintf(err, errlen,
+                   "%s: no SMILES column (none is named smiles, canonical_smiles, isomeric_smiles or structure; "
+                   "name it with smiles_column); columns are:",
+                   r->path);
+    else
+      w = snprintf(err, errlen, "%s: no %s column '%s'; columns are:", r->path, r->smiles_col < 0 ? "SMILES" : "name",
+                   r->smiles_col < 0 ? sc : nc);
     for (int i = 0; i < r->n_cols && w >= 0 && (size_t)w < errlen; i++)
       w += snprintf(err + w, errlen - (size_t)w, "%s '%s'", i ? "," : "", r->cols[i]);
     return -1;
@@ -1198,8 +1246,10 @@ static gzFile open_regular(const char *path, char *err, size_t errlen) {
   return gz;
 }
 
-struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
-                            size_t errlen) {
+/* rec_open, and rec_read_header (pick 0: a CSV/TSV header is read, no
+ * column is looked for). */
+static struct rec_reader *open_reader(const char *path, enum mol_format fmt, const struct rec_options *opt, int pick,
+                                      char *err, size_t errlen) {
   if (fmt == MOL_FMT_UNKNOWN) fmt = rec_format_from_path(path);
   if (fmt == MOL_FMT_UNKNOWN) {
     fmt_err(err, errlen, "%s: unknown molecule format (name it with format:)", path);
@@ -1219,6 +1269,7 @@ struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct 
     r->progress_arg = opt->progress_arg;
   }
   r->sep = fmt == MOL_FMT_TSV ? '\t' : ',';
+  if (fmt == MOL_FMT_SMI) r->smi_header = smi_header_of(path);
   r->gz = open_regular(path, err, errlen);
   if (!r->gz) {
     rec_close(r);
@@ -1226,12 +1277,40 @@ struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct 
   }
   gzbuffer(r->gz, 256 * 1024);
   if (fmt == MOL_FMT_CSV || fmt == MOL_FMT_TSV) {
-    if (csv_header(r, opt, err, errlen) != 0) {
+    if (csv_header(r, opt, pick, err, errlen) != 0) {
       rec_close(r);
       return NULL;
     }
   }
   return r;
+}
+
+struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
+                            size_t errlen) {
+  return open_reader(path, fmt, opt, 1, err, errlen);
+}
+
+int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, char *err, size_t errlen) {
+  *cols = NULL;
+  *n = 0;
+  if (fmt != MOL_FMT_CSV && fmt != MOL_FMT_TSV) {
+    fmt_err(err, errlen, "%s: not a CSV or TSV file", path);
+    return -1;
+  }
+  struct rec_reader *r = open_reader(path, fmt, NULL, 0, err, errlen);
+  if (!r) return -1;
+  *cols = r->cols; /* the reader's, handed over */
+  *n = r->n_cols;
+  r->cols = NULL;
+  r->n_cols = 0;
+  rec_close(r);
+  return 0;
+}
+
+void rec_free_names(char **names, int n) {
+  for (int i = 0; names && i < n; i++)
+    free(names[i]);
+  free(names);
 }
 
 int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen) {
@@ -1572,4 +1651,235 @@ int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *ou
   *out = rec_sniff(head, n, prefer);
   free(head);
   return 0;
+}
+
+/* ---------------------------------------------------------- smiles header */
+
+/* Only the shape is checked, not the chemistry: what Open Babel makes of
+ * the SMILES is its own business (a bad one is a reject). The point is to
+ * tell a line of column names from a line of molecules. */
+int rec_smiles_like(const char *s, size_t n) {
+  int atoms = 0, depth = 0;
+  for (size_t i = 0; i < n;) {
+    char c = s[i];
+    if (c == '[') { /* a bracket atom: [13CH3+], [nH], [Fe+2], [C@@H], [*:1] */
+      size_t j = i + 1;
+      int element = 0;
+      for (; j < n && s[j] != ']'; j++) {
+        char d = s[j];
+        if (isalpha((unsigned char)d) || d == '*')
+          element = 1;
+        else if (!isdigit((unsigned char)d) && d != '@' && d != '+' && d != '-' && d != ':' && d != '#')
+          return 0;
+      }
+      if (j >= n || !element) return 0;
+      atoms++;
+      i = j + 1;
+    } else if ((c == 'C' && i + 1 < n && s[i + 1] == 'l') || (c == 'B' && i + 1 < n && s[i + 1] == 'r')) {
+      atoms++; /* Cl, Br */
+      i += 2;
+    } else if (c && (strchr("BCNOPSFI*", c) || strchr("bcnops", c))) {
+      atoms++; /* the organic subset, aromatic or not, and the wildcard */
+      i++;
+    } else if (c == '%') { /* ring bond %nn */
+      if (i + 2 >= n || !isdigit((unsigned char)s[i + 1]) || !isdigit((unsigned char)s[i + 2])) return 0;
+      i += 3;
+    } else if (c == '(') {
+      depth++;
+      i++;
+    } else if (c == ')') {
+      if (--depth < 0) return 0;
+      i++;
+    } else if (isdigit((unsigned char)c) || (c && strchr("-=#$:/\\.@+", c))) {
+      i++; /* ring bonds, bonds, dots; @ and + are let through outside brackets too */
+    } else {
+      return 0;
+    }
+  }
+  return atoms > 0 && depth == 0;
+}
+
+/* A column name that says what a SMILES file's first line is: a header
+ * (compared without letter case). */
+static int known_column(const char *p, size_t n) {
+  static const char *const names[] = {"smiles", "canonical_smiles", "isomeric_smiles", "structure", "name", "id",
+                                      "title",  "compound",         "molecule",        "mol_id"};
+  for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+    if (strlen(names[k]) == n && strncasecmp(p, names[k], n) == 0) return 1;
+  return n > 3 && strncasecmp(p + n - 3, "_id", 3) == 0;
+}
+
+/* A word as column names are written: a letter, then letters, '_', '-'
+ * or '.'; no digits, which a damaged SMILES (ring bonds) would have. */
+static int word_like(const char *p, size_t n) {
+  if (!n || !isalpha((unsigned char)p[0])) return 0;
+  for (size_t i = 1; i < n; i++)
+    if (!isalpha((unsigned char)p[i]) && p[i] != '_' && p[i] != '-' && p[i] != '.') return 0;
+  return 1;
+}
+
+/* The first token of a content line (neither blank nor a comment): 1 with
+ * *tok and *tn set, 0 for a line that is no record. */
+static int smi_first_token(const char *p, size_t n, const char **tok, size_t *tn) {
+  size_t b = 0;
+  while (b < n && isspace((unsigned char)p[b]))
+    b++;
+  if (b == n || p[b] == '#') return 0;
+  size_t e = b;
+  while (e < n && !isspace((unsigned char)p[e]))
+    e++;
+  *tok = p + b;
+  *tn = e - b;
+  return 1;
+}
+
+/* How many content lines after the first must look like SMILES for a first
+ * line that does not (and is not a known column name) to be a header. */
+#define SMI_HEADER_LOOKAHEAD 3
+
+int rec_smi_header(const char *head, size_t n, int whole, int64_t *line) {
+  *line = 0;
+  if (n >= 3 && memcmp(head, "\xEF\xBB\xBF", 3) == 0) {
+    head += 3;
+    n -= 3;
+  }
+  struct lines it = {head, head + n};
+  const char *p, *tok;
+  size_t len, tn;
+  int64_t no = 0, first = 0;
+  int following = 0;
+  while (line_next(&it, &p, &len)) {
+    no++;
+    if (!whole && it.s > it.end) break; /* the line cut at the end of the head */
+    if (memchr(p, 0, len)) return 0;    /* a NUL byte: the reader makes it an error record */
+    if (!smi_first_token(p, len, &tok, &tn)) continue;
+    if (!first) {
+      if (known_column(tok, tn)) {
+        *line = no;
+        return 1;
+      }
+      if (!word_like(tok, tn) || rec_smiles_like(tok, tn)) return 0;
+      first = no;
+      continue;
+    }
+    if (!rec_smiles_like(tok, tn)) return 0;
+    if (++following == SMI_HEADER_LOOKAHEAD) break;
+  }
+  if (!first || following == 0) return 0;
+  *line = first;
+  return 1;
+}
+
+/* The line of the header of a SMILES file (0: none), from its first 64 KiB.
+ * A file that cannot be read has none: the reader says why. */
+static int64_t smi_header_of(const char *path) {
+  char err[256];
+  gzFile gz = open_regular(path, err, sizeof err);
+  if (!gz) return 0;
+  char *head = malloc(SNIFF_BYTES);
+  size_t n = 0;
+  int got = 0;
+  while (head && n < SNIFF_BYTES && (got = gzread(gz, head + n, (unsigned)(SNIFF_BYTES - n))) > 0)
+    n += (size_t)got;
+  int whole = head && n < SNIFF_BYTES && got == 0;
+  gzclose(gz);
+  int64_t line = 0;
+  if (head && got >= 0 && !rec_smi_header(head, n, whole, &line)) line = 0;
+  free(head);
+  return line;
+}
+
+/* ---------------------------------------------------------------- SD tags */
+
+/* A data header line as Open Babel reads it (in the data items after
+ * "M  END"): any line with a '<'; the name runs from the first '<' to the
+ * last '>' ("> <pIC50> (7)" names pIC50). */
+static int add_tag(char ***tags, int *n, int *cap, const char *p, size_t len) {
+  const char *lt = memchr(p, '<', len);
+  if (!lt) return 0;
+  const char *rt = NULL;
+  for (const char *q = p + len; q > lt + 1; q--)
+    if (q[-1] == '>') {
+      rt = q - 1;
+      break;
+    }
+  if (!rt) return 0;
+  size_t tl = (size_t)(rt - lt - 1);
+  for (int i = 0; i < *n; i++)
+    if (strlen((*tags)[i]) == tl && memcmp((*tags)[i], lt + 1, tl) == 0) return 0;
+  if (*n == *cap) {
+    int c = *cap ? 2 * *cap : 16;
+    char **t = realloc(*tags, (size_t)c * sizeof *t);
+    if (!t) return -1;
+    *tags = t;
+    *cap = c;
+  }
+  char *name = malloc(tl + 1);
+  if (!name) return -1;
+  memcpy(name, lt + 1, tl);
+  name[tl] = 0;
+  (*tags)[(*n)++] = name;
+  return 0;
+}
+
+int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***tags, int *n_tags, int64_t *n_records,
+                 char *err, size_t errlen) {
+  *tags = NULL;
+  *n_tags = 0;
+  *n_records = 0;
+  gzFile gz = open_regular(path, err, errlen);
+  if (!gz) return -1;
+  enum { LINE = 4096 };
+  char *buf = malloc(LINE);
+  if (!buf) {
+    gzclose(gz);
+    fmt_err(err, errlen, "%s: out of memory", path);
+    return -1;
+  }
+  size_t bytes = 0;
+  int cap = 0, in_data = 0, in_value = 0, cont = 0, content = 0, rc = 0;
+  /* gzgets hands out a line longer than the buffer in pieces: only a
+   * piece that starts a line (cont == 0) is looked at */
+  while (*n_records < max_records && bytes < max_bytes && gzgets(gz, buf, LINE)) {
+    size_t len = strlen(buf);
+    bytes += len;
+    int starts = !cont;
+    cont = len && buf[len - 1] != '\n';
+    if (!starts) continue;
+    size_t t = trimmed_len(buf, len);
+    if (t == 4 && memcmp(buf, "$$$$", 4) == 0) {
+      (*n_records)++;
+      in_data = in_value = content = 0;
+      continue;
+    }
+    if (!is_blank(buf, len)) content = 1;
+    if (!in_data) {
+      in_data = len >= 6 && memcmp(buf, "M  END", 6) == 0 && (t == 6 || isspace((unsigned char)buf[6]));
+    } else if (in_value) {
+      if (t == 0) in_value = 0; /* a blank line ends the value */
+    } else if (memchr(buf, '<', t)) {
+      if (add_tag(tags, n_tags, &cap, buf, t) != 0) {
+        fmt_err(err, errlen, "%s: out of memory", path);
+        rc = -1;
+        break;
+      }
+      in_value = 1;
+    }
+  }
+  if (rc == 0 && content && *n_records < max_records && bytes < max_bytes)
+    (*n_records)++; /* a last record without $$$$ */
+  int zerr;
+  const char *msg = gzerror(gz, &zerr);
+  if (rc == 0 && zerr != Z_OK && zerr != Z_STREAM_END) {
+    fmt_err(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+    rc = -1;
+  }
+  free(buf);
+  gzclose(gz);
+  if (rc != 0) {
+    rec_free_names(*tags, *n_tags);
+    *tags = NULL;
+    *n_tags = 0;
+  }
+  return rc;
 }

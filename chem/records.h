@@ -7,9 +7,10 @@
  *
  *   sdf/mol  records end at a "$$$$" line; a trailing record without one counts
  *   mol2     records start at "@<TRIPOS>MOLECULE"
- *   smi      one non-blank line per record ("SMILES [name]"); lines starting with # are comments
- *   csv/tsv  a header row, then one record per row; the SMILES column is found
- *            by name (default: the first column named smiles, case-insensitive)
+ *   smi      one non-blank line per record ("SMILES [name]"); lines starting with # are comments;
+ *            a first line of column names is a header, no record (rec_smi_header)
+ *   csv/tsv  a header row, then one record per row; the SMILES and name columns
+ *            are found by name (rec_pick_columns)
  *   xyz      an atom-count line, a comment line, then that many atom lines
  *   pdb      records end at END or ENDMDL; records without ATOM/HETATM lines are dropped
  *   cml      each top-level <molecule> ... </molecule> element
@@ -95,8 +96,8 @@ struct rec_stats {
 };
 
 struct rec_options {
-  const char *smiles_column;  /* csv/tsv; NULL = first column named "smiles" */
-  const char *name_column;    /* csv/tsv; NULL = first column named name/id/title if any */
+  const char *smiles_column;  /* csv/tsv; NULL = smiles, canonical_smiles, ... (rec_pick_columns) */
+  const char *name_column;    /* csv/tsv; NULL = name, id, title, ... if any (rec_pick_columns) */
   size_t max_record_bytes;    /* a longer record becomes an error record (its text is
                                  not kept past the cap); 0 = 64 MiB */
   long max_empty_listed;      /* empty records handed out as error records; 0 = 10, < 0 = all */
@@ -131,6 +132,49 @@ void rec_get_stats(const struct rec_reader *r, struct rec_stats *st);
 /* csv/tsv header names; NULL for other formats. */
 const char *const *rec_columns(const struct rec_reader *r, int *n);
 void rec_close(struct rec_reader *r);
+
+/* The SMILES and name columns of a CSV/TSV header cols[0..n) as the reader
+ * picks them (-1: none). smiles_column, when not NULL, names the SMILES
+ * column, else the first of smiles, canonical_smiles, isomeric_smiles,
+ * structure is taken. name_column, when not NULL, names the name column,
+ * else the first by priority: name, id, title; compound, compound_id,
+ * compound_name, molecule, molecule_name, mol_id, mol_name; any *_id; any
+ * *_name (never the SMILES column). Letter case is ignored throughout. */
+void rec_pick_columns(const char *const *cols, int n, const char *smiles_column, const char *name_column,
+                      int *smiles_col, int *name_col);
+
+/* The header row of a CSV or TSV file (fmt), whatever its columns: *cols
+ * (malloc'd, free with rec_free_names) and *n. Reads the first row only.
+ * 0, or -1 with a message naming the file in err. */
+int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, char *err, size_t errlen);
+void rec_free_names(char **names, int n);
+
+/* Whether a token has the shape of a SMILES string: atoms of the organic
+ * subset (B C N O P S F Cl Br I, aromatic b c n o p s, *), bracket atoms,
+ * ring bonds (digits, %nn), bonds (- = # $ : / \), parentheses (balanced),
+ * dots, @ and +; at least one atom. A text-level check, not chemistry. */
+int rec_smiles_like(const char *tok, size_t n);
+
+/* Whether the head of a SMILES file (n bytes; whole: the whole file, else
+ * its last line may be cut) starts with a header line. The first line
+ * that is neither blank nor a comment is a header when its first token is
+ * a column name (smiles, canonical_smiles, isomeric_smiles, structure,
+ * name, id, title, compound, molecule, mol_id or any *_id; any letter
+ * case), or when that token is a word (a letter, then letters, '_', '-',
+ * '.') that does not look like SMILES while the first tokens of the next
+ * content lines (up to 3, at least 1) all do. 1 with its 1-based line in
+ * *line, else 0. The reader skips that line: record 1 is the first
+ * molecule. */
+int rec_smi_header(const char *head, size_t n, int whole, int64_t *line);
+
+/* The SD tag names (data item headers after "M  END", as Open Babel reads
+ * them: from the first '<' to the last '>' of the line) in the first
+ * max_records records of an SD file, or its first max_bytes bytes
+ * (uncompressed) if that comes first: a text scan, plain or gzip'd.
+ * *tags (distinct, in order of first sight; free with rec_free_names),
+ * *n_tags, and *n_records the records scanned. 0, or -1 with err. */
+int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***tags, int *n_tags, int64_t *n_records,
+                 char *err, size_t errlen);
 
 /* A label value as written in a CSV cell or an SD tag: a decimal number
  * (optional sign, digits with an optional '.', optional exponent), blanks

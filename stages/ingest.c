@@ -18,6 +18,12 @@
  * input costs a scan, not a row per line. Finalize then fails the run when a
  * non-empty input gave no molecule at all (only rejects): every such file is
  * named in the error.
+ *
+ * Names. A molecule's name is its CSV/TSV name column (chem/records.h,
+ * rec_pick_columns), else the title Open Babel read (SD, MOL2, the rest of a
+ * SMILES line), else STEM:RECORD made from the file name and the record
+ * number, so that every hit can be told apart and found again. A labels_csv
+ * joins by the record's own name only, never by a made-up one.
  */
 #define _GNU_SOURCE
 #include "stage.h"
@@ -767,6 +773,32 @@ static int collect_labels(const struct input *in, const struct item *it, const s
   return 0;
 }
 
+static int is_blank_name(const char *s) {
+  for (; s && *s; s++)
+    if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return 0;
+  return 1;
+}
+
+/* "STEM:RECORD": the input's file name without its folder and extensions
+ * (qm7_quick.sdf.gz -> qm7_quick; a .gz, then one extension of up to 8
+ * letters or digits), ':' and the record number, counted as the rejects
+ * table and `record_no` count it (1 = the first molecule of the file). */
+static const char *generated_name(const struct input *in, int64_t record_no, char *buf, size_t size) {
+  const char *base = strrchr(in->path, '/');
+  base = base ? base + 1 : in->path;
+  size_t n = strlen(base);
+  if (n > 3 && strcasecmp(base + n - 3, ".gz") == 0) n -= 3;
+  size_t dot = n;
+  while (dot > 0 && base[dot - 1] != '.' && n - dot < 9 &&
+         ((base[dot - 1] >= 'a' && base[dot - 1] <= 'z') || (base[dot - 1] >= 'A' && base[dot - 1] <= 'Z') ||
+          (base[dot - 1] >= '0' && base[dot - 1] <= '9')))
+    dot--;
+  if (dot > 1 && base[dot - 1] == '.' && dot < n) n = dot - 1;
+  if (n > 256) n = 256;
+  snprintf(buf, size, "%.*s:%lld", (int)n, base, (long long)record_no);
+  return buf;
+}
+
 static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct ingest *g = ctx->state;
   if (!g->pool) {
@@ -865,6 +897,12 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       (*n_rej)++;
       continue;
     }
+    /* Every molecule has a name: one the record had no name at all gets
+     * STEM:RECORD, stable across runs. Only here, for the stored name: the
+     * labels above were joined by the record's own name (a made-up one
+     * must never match a labels_csv row). */
+    char made[320];
+    if (is_blank_name(name)) name = generated_name(in, it->record_no, made, sizeof made);
     int64_t id = (int64_t)(it->in + 1) * ID_STRIDE + it->record_no;
     uint8_t *blob = NULL;
     size_t blen = 0;

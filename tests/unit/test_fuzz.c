@@ -597,6 +597,14 @@ static int reference(enum mol_format fmt, const unsigned char *p, size_t n, cons
   }
   size_t rs = 0; /* start of the record (SDF) */
   int64_t line = 0, rline = 0;
+  /* a SMILES file's header line, as the reader decides from the first
+   * 64 KiB (rec_smi_header, tested on its own in test_records_header), is
+   * no record; every other rule below is the reference's own */
+  int64_t header = 0;
+  if (fmt == MOL_FMT_SMI) {
+    const size_t head = (size_t)64 << 10;
+    if (!rec_smi_header((const char *)p, n < head ? n : head, n < head, &header)) header = 0;
+  }
   for (size_t s = 0; s < n;) {
     const unsigned char *nl = memchr(p + s, '\n', n - s);
     size_t e = nl ? (size_t)(nl - p) + 1 : n; /* line [s, e) */
@@ -606,7 +614,9 @@ static int reference(enum mol_format fmt, const unsigned char *p, size_t n, cons
       size_t t = trim_end(p + s, e - s), b = 0;
       while (b < t && isspace(p[s + b]))
         b++;
-      if (e - s > cap)
+      if (line == header)
+        ; /* the header */
+      else if (e - s > cap)
         w[nw++] = (struct want){line, 1, NULL, 0, 0};
       else if (b < t && p[s + b] != '#')
         w[nw++] = (struct want){line, memchr(p + s + b, 0, t - b) ? 1 : 0, p + s + b, t - b, 1};

@@ -1,0 +1,401 @@
+/* check_inputs.c — the inputs' headers and tags against the workflow (see
+ * check_inputs.h).
+ *
+ * The rules mirror what ingest does with the same keys, so that what passes
+ * here is what ingest reads, and what is refused here would have failed (or
+ * read nothing) there:
+ *   - CSV/TSV columns: the SMILES and name columns are found as the reader
+ *     finds them (rec_pick_columns: letter case ignored); a `labels:` name
+ *     must be a column exactly (ingest compares with strcmp);
+ *   - labels_csv: read as CSV whatever its extension, `join` and `columns`
+ *     compared exactly; without `columns` every column but the join column
+ *     is a label (all of them with join: record);
+ *   - SD tags: as Open Babel names them (chem/records.h, rec_sdf_tags),
+ *     compared exactly (mol_tag).
+ * An input's format is found as ingest finds it: `format:`, else the file
+ * name, overridden by what the first bytes clearly show.
+ */
+#define _GNU_SOURCE
+#include "stages/check_inputs.h"
+
+#include <glob.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chem/records.h"
+#include "common/suggest.h"
+
+/* How far into an SD file its tags are looked for. */
+#define TAG_RECORDS 50
+#define TAG_BYTES ((size_t)4 << 20)
+/* Files of one glob pattern looked at (a pattern may match thousands). */
+#define MAX_GLOB_FILES 64
+/* Names listed in a message before "... (N in all)". */
+#define MAX_SHOWN 12
+
+struct ck {
+  void (*problem)(void *arg, const char *msg);
+  void *arg;
+  int n;
+};
+
+/* A list of distinct names. */
+struct names {
+  char **v;
+  int n, cap;
+  int unknown; /* some label names could not be read (a labels_csv that cannot be opened) */
+};
+
+static void names_add(struct names *s, const char *x) {
+  if (!x) return;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->v[i], x)) return;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 16;
+    char **v = realloc(s->v, (size_t)cap * sizeof *v);
+    if (!v) return;
+    s->v = v;
+    s->cap = cap;
+  }
+  char *d = strdup(x);
+  if (d) s->v[s->n++] = d;
+}
+
+static int names_has(const struct names *s, const char *x) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->v[i], x)) return 1;
+  return 0;
+}
+
+static void names_free(struct names *s) {
+  rec_free_names(s->v, s->n);
+  memset(s, 0, sizeof *s);
+}
+
+static int has_name(char *const *v, int n, const char *x) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(v[i], x)) return 1;
+  return 0;
+}
+
+/* Reports one problem at node `at` (its position when the workflow wrote
+ * it), under the key path `key`. */
+static void report(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void report(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...) {
+  char text[3072], msg[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  /* "<default>" (filled in) and "<--set>" nodes have no place in a file */
+  if (at && at->file && at->file[0] != '<')
+    snprintf(msg, sizeof msg, "%s:%d:%d: %s: %s", at->file, at->line, at->col, key, text);
+  else
+    snprintf(msg, sizeof msg, "%s: %s", key, text);
+  ck->problem(ck->arg, msg);
+  ck->n++;
+}
+
+/* "; did you mean 'x'?" or "", for word among names. */
+static const char *did_you_mean(char *buf, size_t size, const char *word, char *const *names, int n) {
+  const char *s = se3_suggest(word, (const char *const *)names, n);
+  if (s)
+    snprintf(buf, size, "; did you mean '%s'?", s);
+  else
+    buf[0] = 0;
+  return buf;
+}
+
+static const char *listed(char *buf, size_t size, char *const *names, int n) {
+  return se3_list_names(buf, size, (const char *const *)names, n, MAX_SHOWN);
+}
+
+static int stage_runs(const char *list, const char *name) {
+  if (!list) return 0;
+  size_t nl = strlen(name);
+  for (const char *p = list; *p;) {
+    while (*p == ' ')
+      p++;
+    const char *e = p;
+    while (*e && *e != ' ')
+      e++;
+    if ((e - p == 1 && *p == '*') || ((size_t)(e - p) == nl && !strncmp(p, name, nl))) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+/* A node the workflow wrote (not a default filled in). */
+static int written(const struct cfg_node *n) { return n && n->file && strcmp(n->file, "<default>") != 0; }
+
+static const struct cfg_node *kid(const struct cfg_node *m, const char *key) {
+  for (int i = 0; m && m->kind == CFG_MAP && i < m->n_kids; i++)
+    if (m->kids[i]->key && !strcmp(m->kids[i]->key, key)) return m->kids[i];
+  return NULL;
+}
+
+static int readable(const char *path) {
+  return path && access(path, R_OK) == 0 && rec_check_regular(path, NULL, 0) == 0;
+}
+
+/* The format ingest would read path in; MOL_FMT_UNKNOWN when it could not tell. */
+static enum mol_format format_of(const char *path, const struct cfg_node *item) {
+  const char *name = cfg_str(item, "format", "auto");
+  int explicit_fmt = strcmp(name, "auto") != 0;
+  enum mol_format f = explicit_fmt ? rec_format_from_name(name) : rec_format_from_path(path);
+  if (explicit_fmt) return f;
+  enum mol_format seen = MOL_FMT_UNKNOWN;
+  int nonblank = 0;
+  char err[256];
+  if (rec_sniff_file(path, f, &seen, &nonblank, err, sizeof err) == 0 && seen != MOL_FMT_UNKNOWN) f = seen;
+  return f;
+}
+
+/* ---- one input file ---------------------------------------------------- */
+
+static void check_csv_input(struct ck *ck, const char *file, enum mol_format fmt, const struct cfg_node *item,
+                            const char *key) {
+  char **cols = NULL, err[512], k[512], list[1024], dym[300];
+  int n = 0;
+  if (rec_read_header(file, fmt, &cols, &n, err, sizeof err) != 0) return; /* ingest names what is wrong */
+  const struct cfg_node *sc = kid(item, "smiles_column"), *nc = kid(item, "name_column");
+  const char *scv = sc && sc->kind == CFG_SCALAR ? sc->value : NULL,
+             *ncv = nc && nc->kind == CFG_SCALAR ? nc->value : NULL;
+  int s_col, n_col;
+  rec_pick_columns((const char *const *)cols, n, scv, ncv, &s_col, &n_col);
+  if (s_col < 0 && scv) {
+    snprintf(k, sizeof k, "%s.smiles_column", key);
+    report(ck, sc, k, "no column '%s' in %s (columns: %s)%s", scv, file, listed(list, sizeof list, cols, n),
+           did_you_mean(dym, sizeof dym, scv, cols, n));
+  }
+  /* A file with none of the default SMILES column names is bad input, not a
+   * mistake in the workflow: ingest makes it a reject row and goes on with
+   * the other files (and fails the run if it gave no molecule at all). */
+  if (n_col < 0 && ncv) {
+    snprintf(k, sizeof k, "%s.name_column", key);
+    report(ck, nc, k, "no column '%s' in %s (columns: %s)%s", ncv, file, listed(list, sizeof list, cols, n),
+           did_you_mean(dym, sizeof dym, ncv, cols, n));
+  }
+  const struct cfg_node *labels = kid(item, "labels");
+  for (int i = 0; labels && labels->kind == CFG_LIST && i < labels->n_kids; i++) {
+    const struct cfg_node *l = labels->kids[i];
+    if (l->kind != CFG_SCALAR || has_name(cols, n, l->value)) continue;
+    snprintf(k, sizeof k, "%s.labels.%d", key, i);
+    report(ck, l, k, "no column '%s' in %s (columns: %s)%s", l->value, file, listed(list, sizeof list, cols, n),
+           did_you_mean(dym, sizeof dym, l->value, cols, n));
+  }
+  rec_free_names(cols, n);
+}
+
+static void check_sdf_input(struct ck *ck, const char *file, const struct cfg_node *item, const char *key) {
+  const struct cfg_node *labels = kid(item, "labels");
+  if (!labels || labels->kind != CFG_LIST || labels->n_kids == 0) return;
+  char **tags = NULL, err[512], k[512], list[1024], dym[300];
+  int n = 0;
+  int64_t n_rec = 0;
+  if (rec_sdf_tags(file, TAG_RECORDS, TAG_BYTES, &tags, &n, &n_rec, err, sizeof err) != 0) return;
+  for (int i = 0; n_rec > 0 && i < labels->n_kids; i++) {
+    const struct cfg_node *l = labels->kids[i];
+    if (l->kind != CFG_SCALAR || has_name(tags, n, l->value)) continue;
+    snprintf(k, sizeof k, "%s.labels.%d", key, i);
+    if (n)
+      report(ck, l, k, "no SD tag '%s' in the first %lld record%s of %s (tags there: %s)%s", l->value, (long long)n_rec,
+             n_rec == 1 ? "" : "s", file, listed(list, sizeof list, tags, n),
+             did_you_mean(dym, sizeof dym, l->value, tags, n));
+    else
+      report(ck, l, k, "no SD tag '%s' in the first %lld record%s of %s: they have no SD tags at all", l->value,
+             (long long)n_rec, n_rec == 1 ? "" : "s", file);
+  }
+  rec_free_names(tags, n);
+}
+
+static void check_other_input(struct ck *ck, const char *file, enum mol_format fmt, const struct cfg_node *item,
+                              const char *key) {
+  char k[512];
+  static const char *const col_keys[] = {"smiles_column", "name_column"};
+  for (int c = 0; c < 2; c++) {
+    const struct cfg_node *n = kid(item, col_keys[c]);
+    if (!n) continue;
+    snprintf(k, sizeof k, "%s.%s", key, col_keys[c]);
+    report(ck, n, k, "%s is read as %s, which has no columns: %s applies to CSV and TSV inputs", file,
+           rec_format_name(fmt), col_keys[c]);
+  }
+  const struct cfg_node *labels = kid(item, "labels");
+  if (fmt == MOL_FMT_SMI && labels && labels->kind == CFG_LIST && labels->n_kids > 0) {
+    snprintf(k, sizeof k, "%s.labels", key);
+    report(ck, labels, k,
+           "%s is a SMILES file: it has no columns or SD tags to read labels from (a CSV with a SMILES column "
+           "has; or give them in labels_csv)",
+           file);
+  }
+}
+
+static void check_input_file(struct ck *ck, const char *file, const struct cfg_node *item, const char *key) {
+  if (!readable(file)) return; /* the loader reports a missing input */
+  enum mol_format fmt = format_of(file, item);
+  if (fmt == MOL_FMT_CSV || fmt == MOL_FMT_TSV)
+    check_csv_input(ck, file, fmt, item, key);
+  else if (fmt == MOL_FMT_SDF)
+    check_sdf_input(ck, file, item, key);
+  else if (fmt != MOL_FMT_UNKNOWN)
+    check_other_input(ck, file, fmt, item, key);
+}
+
+/* labels_csv of an input: its join column and columns; the labels it gives
+ * are added to set_labels (unknown when the file cannot be read). */
+static void check_side_csv(struct ck *ck, const struct cfg_node *side, const char *key, int report_problems,
+                           struct names *set_labels) {
+  const char *file = cfg_str(side, "path", NULL);
+  const struct cfg_node *cols_node = kid(side, "columns"), *join_node = kid(side, "join");
+  const char *join = cfg_str(side, "join", "record");
+  char **cols = NULL, err[512], k[512], list[1024], dym[300];
+  int n = 0;
+  if (!readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, err, sizeof err) != 0) {
+    /* what it gives cannot be known: named columns are labels all the same */
+    for (int i = 0; cols_node && cols_node->kind == CFG_LIST && i < cols_node->n_kids; i++)
+      names_add(set_labels, cols_node->kids[i]->value);
+    if (!cols_node) set_labels->unknown = 1;
+    return;
+  }
+  int join_ok = !strcmp(join, "record") || has_name(cols, n, join);
+  if (!join_ok && report_problems) {
+    snprintf(k, sizeof k, "%s.labels_csv.join", key);
+    report(ck, join_node, k, "no column '%s' in %s (columns: %s)%s", join, file, listed(list, sizeof list, cols, n),
+           did_you_mean(dym, sizeof dym, join, cols, n));
+  }
+  if (cols_node && cols_node->kind == CFG_LIST) {
+    for (int i = 0; i < cols_node->n_kids; i++) {
+      const struct cfg_node *c = cols_node->kids[i];
+      if (c->kind != CFG_SCALAR) continue;
+      names_add(set_labels, c->value);
+      if (has_name(cols, n, c->value) || !report_problems) continue;
+      snprintf(k, sizeof k, "%s.labels_csv.columns.%d", key, i);
+      report(ck, c, k, "no column '%s' in %s (columns: %s)%s", c->value, file, listed(list, sizeof list, cols, n),
+             did_you_mean(dym, sizeof dym, c->value, cols, n));
+    }
+  } else {
+    for (int i = 0; i < n; i++)
+      if (strcmp(join, "record") == 0 || strcmp(cols[i], join) != 0) names_add(set_labels, cols[i]);
+  }
+  rec_free_names(cols, n);
+}
+
+/* Every input of a set: the files checked (when ingest runs) and the set's
+ * label names gathered into labels (when not NULL). */
+static void check_set(struct ck *ck, const struct cfg_node *set, int ingest, struct names *labels) {
+  char key[400];
+  for (int i = 0; set && set->kind == CFG_LIST && i < set->n_kids; i++) {
+    const struct cfg_node *item = set->kids[i];
+    snprintf(key, sizeof key, "sets.%s.%d", set->key ? set->key : "?", i);
+    const struct cfg_node *L = kid(item, "labels");
+    if (labels && L && L->kind == CFG_MAP)
+      for (int k = 0; k < L->n_kids; k++)
+        names_add(labels, L->kids[k]->key);
+    if (labels && L && L->kind == CFG_LIST)
+      for (int k = 0; k < L->n_kids; k++)
+        names_add(labels, L->kids[k]->value);
+    const struct cfg_node *side = kid(item, "labels_csv");
+    if (side && side->kind == CFG_MAP) {
+      struct names ignored = {0};
+      check_side_csv(ck, side, key, ingest, labels ? labels : &ignored);
+      names_free(&ignored);
+    }
+    if (!ingest) continue;
+    const char *path = cfg_str(item, "path", NULL);
+    if (!path) continue;
+    if (strpbrk(path, "*?[")) {
+      glob_t gl;
+      if (glob(path, 0, NULL, &gl) != 0) continue; /* no match: the loader says so */
+      for (size_t g = 0; g < gl.gl_pathc && g < MAX_GLOB_FILES; g++)
+        check_input_file(ck, gl.gl_pathv[g], item, key);
+      globfree(&gl);
+    } else {
+      check_input_file(ck, path, item, key);
+    }
+  }
+}
+
+static const struct cfg_node *find_set(const struct cfg_node *sets, const char *name) {
+  for (int i = 0; sets && sets->kind == CFG_MAP && i < sets->n_kids; i++)
+    if (sets->kids[i]->key && !strcmp(sets->kids[i]->key, name)) return sets->kids[i];
+  return NULL;
+}
+
+/* A value that must name a label of the training set. */
+static void check_label_name(struct ck *ck, const struct cfg_node *at, const char *key, const char *set,
+                             const struct names *labels) {
+  if (!at || at->kind != CFG_SCALAR || labels->unknown || names_has(labels, at->value)) return;
+  char list[1024], dym[300];
+  report(ck, at, key, "'%s' is no label of set '%s' (its labels: %s)%s", at->value, set,
+         listed(list, sizeof list, labels->v, labels->n),
+         did_you_mean(dym, sizeof dym, at->value, labels->v, labels->n));
+}
+
+int check_inputs(const struct cfg_node *root, const char *stages_that_run, void (*problem)(void *arg, const char *msg),
+                 void *arg) {
+  struct ck ck = {problem, arg, 0};
+  const struct cfg_node *sets = cfg_get(root, "sets");
+  int ingest = stage_runs(stages_that_run, "ingest");
+  int train = stage_runs(stages_that_run, "train");
+  /* rank.target is checked only when score runs too: then the scores ranked
+   * are this workflow's model's. `run --stage rank` alone may rank scores
+   * that the database holds of another target (a score-only run's, or an
+   * earlier model's), which only the database knows. */
+  int rank = stage_runs(stages_that_run, "rank") && stage_runs(stages_that_run, "score");
+
+  const struct cfg_node *target = cfg_get(root, "stages.train.target");
+  const char *train_set = cfg_str(root, "stages.train.set", "train");
+  const struct cfg_node *tset = find_set(sets, train_set);
+  /* The training set's labels are needed when train or rank is checked. */
+  int need_labels = (train || rank) && target && target->kind == CFG_SCALAR && tset;
+  struct names labels = {0};
+
+  for (int s = 0; sets && sets->kind == CFG_MAP && s < sets->n_kids; s++) {
+    const struct cfg_node *set = sets->kids[s];
+    int is_train = need_labels && set == tset;
+    if (ingest || is_train) check_set(&ck, set, ingest, is_train ? &labels : NULL);
+  }
+
+  if (train && target && target->kind == CFG_SCALAR) {
+    if (!tset) {
+      int n = 0;
+      char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
+      for (int s = 0; keys && sets && s < sets->n_kids; s++)
+        if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
+      char list[1024], dym[300];
+      report(&ck, cfg_get(root, "stages.train.set"), "stages.train.set", "no set '%s' in `sets` (sets: %s)%s",
+             train_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, train_set, keys, n));
+      free(keys);
+    } else {
+      check_label_name(&ck, target, "stages.train.target", train_set, &labels);
+      if (!strcmp(cfg_str(root, "stages.train.split.method", "random"), "column"))
+        check_label_name(&ck, cfg_get(root, "stages.train.split.column"), "stages.train.split.column", train_set,
+                         &labels);
+    }
+  }
+
+  const struct cfg_node *rt = cfg_get(root, "stages.rank.target");
+  /* A score-only workflow ranks by the target of the model it names. */
+  int score_only = !written(cfg_get(root, "stages.train")) && cfg_get(root, "stages.score.checkpoint");
+  if (rank && written(rt) && rt->kind == CFG_SCALAR && !score_only && tset && target && target->kind == CFG_SCALAR &&
+      strcmp(rt->value, target->value) != 0 && !labels.unknown && !names_has(&labels, rt->value)) {
+    /* the model's target first among the names suggested */
+    struct names cands = {0};
+    names_add(&cands, target->value);
+    for (int i = 0; i < labels.n; i++)
+      names_add(&cands, labels.v[i]);
+    char list[1024], dym[300];
+    report(&ck, rt, "stages.rank.target",
+           "'%s' is neither what the model learns ('%s', stages.train.target) nor a label of set '%s' (its labels: "
+           "%s)%s",
+           rt->value, target->value, train_set, listed(list, sizeof list, labels.v, labels.n),
+           did_you_mean(dym, sizeof dym, rt->value, cands.v, cands.n));
+    names_free(&cands);
+  }
+  names_free(&labels);
+  return ck.n;
+}
