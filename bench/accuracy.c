@@ -225,7 +225,7 @@ int main(int argc, char **argv) {
   put_str(target);
   printf(", \"task\": \"%s\", \"arch\": ", classify ? "classification" : "regression");
   put_str(arch);
-  printf(", \"best_epoch\": %d, \"n_train\": %d, \"n_valid\": %d, \"n_test\": %d", sqlite3_column_int(st, 4) + 1,
+  printf(", \"best_epoch\": %d, \"n_train\": %d, \"n_valid\": %d, \"n_test\": %d", sqlite3_column_int(st, 4),
          sqlite3_column_int(st, 5), sqlite3_column_int(st, 6), sqlite3_column_int(st, 7));
   sqlite3_finalize(st);
 

@@ -109,7 +109,7 @@ import json, math, statistics, struct, sys
 (work, np_, model, edges, epochs, batch, cores, one, many, after, waits, sums, agrees, waits0, agrees0,
  nb) = sys.argv[1:]
 def params(wd):
-    b = open(f"{work}/{wd}/models/train-0/epoch-{int(epochs) - 1}.ckpt", "rb").read()
+    b = open(f"{work}/{wd}/models/train-0/epoch-{int(epochs)}.ckpt", "rb").read()
     o = 8
     while b[o:o + 4] != b"END!":
         n, = struct.unpack_from("<H", b, o); o += 2

@@ -11,11 +11,14 @@
 #define _GNU_SOURCE
 #include "pipeline/config_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+#include "stages/modelcard.h"
 
 void cfg_errors_free(struct cfg_errors *e) {
   if (!e) return;
@@ -124,6 +127,129 @@ char *cfg_abs_dir(const struct ld *ld, const char *file) {
   return dir;
 }
 
+/* ---- a saved model's settings ------------------------------------------------------ */
+
+/* The node at a dotted key, and the mapping that holds it; NULL when absent. */
+static struct cfg_node *find_at(struct cfg_node *root, const char *key, struct cfg_node **parent) {
+  char *copy = strdup(key);
+  struct cfg_node *n = root, *up = NULL;
+  if (!copy) return NULL;
+  for (char *save = NULL, *seg = strtok_r(copy, ".", &save); n && seg; seg = strtok_r(NULL, ".", &save)) {
+    up = n;
+    n = cfg_find_kid(n, seg);
+  }
+  free(copy);
+  *parent = up;
+  return n;
+}
+
+/* The schema entry of a dotted key (every card key lies in plain sections). */
+static const struct cfg_node *schema_at(const struct cfg_node *schema, const char *key) {
+  struct cfg_node *parent;
+  return find_at((struct cfg_node *)schema, key, &parent);
+}
+
+/* A card value as the node a workflow writing it would have had: the card's
+ * text parsed as YAML and validated against the key's schema entry, so it
+ * types, prints and hashes exactly as the same value written in a workflow
+ * (the stage hashes of a score-only workflow then equal the training
+ * workflow's). NULL when the text is no valid value (reported, naming the
+ * checkpoint file). */
+static struct cfg_node *card_node(struct ld *ld, const char *file, const char *key, const char *text,
+                                  const struct cfg_node *entry) {
+  struct cfg_node *m = cfg_parse_yaml(ld, file, text, strlen(text), NULL);
+  if (!m) return NULL;
+  int before = ld->n_errs;
+  struct path p = {0};
+  cfg_path_push(&p, key);
+  cfg_validate(ld, m, entry, &p);
+  free(p.s);
+  if (ld->n_errs != before) {
+    cfg_node_free(m);
+    return NULL;
+  }
+  const char *dot = strrchr(key, '.');
+  free(m->key);
+  m->key = strdup(dot ? dot + 1 : key);
+  /* not written by the workflow: as a default is not */
+  cfg_set_loc(m, DEFAULT_FILE, 0, 0);
+  return m;
+}
+
+/* stages.score.checkpoint names a saved model (stages/modelcard.h): every
+ * card key the workflow leaves out takes the model's value (ingest, graph
+ * and rank then work as they did for the model's training); a featurisation
+ * key the workflow sets to another value is refused, since the model would
+ * score features it was not trained on; a key the card lacks (a checkpoint
+ * from before cards) must be set by the workflow. rank's order is a
+ * preference: taken when left out, never refused. Values compare as their
+ * canonical hashes do: lists element by element, numbers numerically (5 and
+ * 5.0 agree), bools and enums by their value. */
+static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct cfg_node *schema) {
+  struct cfg_node *parent;
+  const struct cfg_node *ck = find_at(root, MODEL_KEY, &parent);
+  if (!ck || ck->kind != CFG_SCALAR || ck->type != CFG_T_PATH) return;
+  /* A model that is not there is a missing input like any other: reported
+   * where the load checks score's inputs (check, a run that may score), as
+   * cfg_check_input words it; elsewhere (status, merge, a run of earlier
+   * stages) the workflow loads without the model's settings, and a run that
+   * later finds the model redoes what they decide if it differs (the stage
+   * hashes change). */
+  if (access(ck->value, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    const char *input = cfg_sch_text(schema_at(schema, MODEL_KEY), "input");
+    if (input && cfg_wants_inputs_of(ld, input)) cfg_err_node(ld, ck, MODEL_KEY, "no such file: %s", ck->value);
+    return;
+  }
+  struct model_card card;
+  char *first = NULL, why[3072];
+  if (model_card_read_path(ck->value, &card, &first, why, sizeof why)) {
+    cfg_err_node(ld, ck, MODEL_KEY, "%s", why);
+    return;
+  }
+  char missing[1024] = "";
+  int n_missing = 0;
+  for (int i = 0; model_card_key(i); i++) {
+    const char *key = model_card_key(i), *text = model_card_get(&card, key);
+    struct cfg_node *n = find_at(root, key, &parent);
+    const struct cfg_node *entry = schema_at(schema, key);
+    if (!n || !parent || !entry) continue;
+    int written = n->file && strcmp(n->file, DEFAULT_FILE) != 0;
+    if (!text) {
+      if (!written && !model_card_preference(key)) {
+        snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", n_missing ? ", " : "", key);
+        n_missing++;
+      }
+      continue;
+    }
+    struct cfg_node *m = card_node(ld, first, key, text, entry);
+    if (!m) continue;
+    if (!written) {
+      int k = cfg_kid_index(parent, n->key);
+      cfg_node_free(parent->kids[k]);
+      parent->kids[k] = m;
+      continue;
+    }
+    if (!model_card_preference(key) && cfg_hash(SE3_HASH_INIT, n) != cfg_hash(SE3_HASH_INIT, m)) {
+      char theirs[1024], ours[1024];
+      model_card_value(m, theirs, sizeof theirs);
+      model_card_value(n, ours, sizeof ours);
+      cfg_err_node(ld, n, key,
+                   "the model (%s) was trained with %s; this workflow sets %s: leave the key out to use the "
+                   "model's, or train a model with these settings",
+                   ck->value, theirs, ours);
+    }
+    cfg_node_free(m);
+  }
+  if (n_missing)
+    cfg_err_node(ld, ck, MODEL_KEY,
+                 "the model (%s) does not record %s %s (%s was written before checkpoints carried the "
+                 "settings they were trained with): set %s in this workflow as %s when the model was trained",
+                 ck->value, n_missing == 1 ? "the setting" : "the settings", missing, first,
+                 n_missing == 1 ? "it" : "them", n_missing == 1 ? "it was" : "they were");
+  free(first);
+  model_card_free(&card);
+}
+
 /* ---- load ------------------------------------------------------------------------ */
 
 struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {
@@ -179,6 +305,7 @@ struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int
   struct path p = {0};
   cfg_validate(&ld, root, schema, &p);
   free(p.s);
+  apply_model_card(&ld, root, schema);
 out:
   cfg_node_free(schema);
   free(ld.origins);

@@ -28,6 +28,11 @@
 #define DEFAULT_FILE "<default>"
 #define SCHEMA_FILE "<defaults>"
 
+/* The key naming a saved model to score with: a checkpoint file, a workdir or
+ * a workdir's models/ folder (stages/modelcard.h). The loader checks it as a
+ * model (its members and their cards, config.c), not as an input file. */
+#define MODEL_KEY "stages.score.checkpoint"
+
 /* ---- loader state ---------------------------------------------------------- */
 
 /* The --set text that created a node, so its errors can name the override. */

@@ -450,7 +450,8 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
       cfg_resolve_path(ld, n);
       n->type = CFG_T_PATH;
       const char *input = cfg_sch_text(s, "input");
-      if (input && cfg_wants_inputs_of(ld, input)) cfg_check_input(ld, n, p);
+      /* (the model path may be a folder: config.c reads it as a model) */
+      if (input && cfg_wants_inputs_of(ld, input) && strcmp(cfg_path_str(p), MODEL_KEY) != 0) cfg_check_input(ld, n, p);
     }
   } else if (strcmp(t, "int") == 0) {
     if (!is_scalar)

@@ -14,6 +14,7 @@
 
 #include "models/atomic_file.h"
 #include "pipeline/export.h"
+#include "pipeline/predict.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/slurm.h"
@@ -27,6 +28,7 @@ static const char usage_main[] =
     "\n"
     "  run WORKFLOW.yaml      run the workflow's stages (resumes where it stopped)\n"
     "  check WORKFLOW.yaml    validate and print the resolved configuration\n"
+    "  predict MODEL INPUT... score and rank molecule files with a saved model (a workdir of its own)\n"
     "  status WORKFLOW|DB     chunks done, molecules stored/rejected, config changes, last error\n"
     "  query DB \"SQL\"         run SQL on a result database, read-only\n"
     "  top DB [-n N]          the best hits of the rank stage, as a table\n"
@@ -76,6 +78,36 @@ static const char usage_run[] =
     "                   WORKDIR/shards/STAGE-I.db; `se3screen merge` folds them in.\n"
     "                   Default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.\n"
     "  --workdir DIR    write here instead of the workflow's workdir\n";
+
+static const char usage_predict[] =
+    "usage: se3screen predict MODEL INPUT... [-o FILE] [--top N] [--workdir DIR] [--set KEY=VALUE]...\n"
+    "\n"
+    "Scores molecule files with a saved model and ranks them. MODEL is a checkpoint\n"
+    "file (e.g. WORKDIR/models/train-0/best.ckpt), a workdir (its model, or its\n"
+    "ensemble's members) or its models/ folder. INPUT is any file `run` reads (.smi,\n"
+    ".sdf, .csv, .tsv, .mol2, ..., gzip'd or not); several form one library.\n"
+    "\n"
+    "predict writes DIR/predict.yaml, a score-only workflow (the inputs as the set\n"
+    "`library`; the stages ingest, graph, score with MODEL, rank) and runs it as `run`\n"
+    "does. The model's card gives the featurisation (hydrogens, 3D generation, graph)\n"
+    "and the ranking order, so the library is prepared as the training set was.\n"
+    "DIR is a normal workdir: `se3screen top|query|report|status DIR` read it. Run the\n"
+    "same command again after a crash, a kill or a timeout and it goes on where it\n"
+    "stopped (predict.yaml is rewritten only when the command changes it).\n"
+    "\n"
+    "  -o FILE          after the run, the hits also to FILE: FILE.csv gets DIR/hits.csv,\n"
+    "                   FILE.sdf DIR/hits.sdf (through a temporary file, renamed). Refused\n"
+    "                   before any work (exit 2): another extension, an input, the model,\n"
+    "                   a file of DIR (screen.db, hits.csv, ...), a symbolic link, a folder\n"
+    "  --top N          hits to keep (default 100; 0: every molecule scored)\n"
+    "  --workdir DIR    where to work (default: predict-STEM in the current folder, STEM\n"
+    "                   the first input's name without extensions: lib.smi.gz gives\n"
+    "                   predict-lib). A DIR holding another workflow's screen.db, or a\n"
+    "                   predict.yaml that predict did not write, is refused (exit 2)\n"
+    "  --set KEY=VALUE  as for `run` (\"ingest.workers=2\"), over predict.yaml; a\n"
+    "                   featurisation key set to another value than the model's is refused\n"
+    "Exit codes as `run`: 0 done, 1 failed, 2 usage or configuration error, 75 stopped\n"
+    "by SIGINT, SIGTERM or SIGUSR1 (the same command again resumes).\n";
 
 static const char usage_check[] = "usage: se3screen check WORKFLOW.yaml [--set KEY=VALUE]...\n"
                                   "\n"
@@ -338,6 +370,71 @@ int main(int argc, char **argv) {
     rc = runner_run(&ro);
     comm_close(comm);
     free(cl);
+    free(sets);
+    return rc;
+  }
+  if (!strcmp(verb, "predict")) {
+    if (wants_help(argc, argv)) return fputs(usage_predict, stdout), SE3_EXIT_OK;
+    struct predict_opts po = {.top = 100};
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    sets = calloc((size_t)argc, sizeof *sets);
+    rc = SE3_EXIT_OK;
+    if (!inputs || !sets) {
+      fprintf(stderr, "se3screen: out of memory\n");
+      rc = SE3_EXIT_FAILED;
+    }
+    for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
+      const char *a = argv[i], *v = NULL;
+      if (!strncmp(a, "--set=", 6)) {
+        a = "--set";
+        v = argv[i] + 6;
+      } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--workdir") || !strcmp(a, "--set")) {
+        if (i + 1 >= argc) {
+          rc = usage_error(usage_predict, "%s needs a value", a);
+          break;
+        }
+        v = argv[++i];
+      }
+      if (!v) {
+        if (a[0] == '-' && a[1])
+          rc = usage_error(usage_predict, "unknown option '%s'", a);
+        else if (!po.model)
+          po.model = a;
+        else
+          inputs[po.n_inputs++] = a;
+      } else if (!strcmp(a, "--set")) {
+        if (!strchr(v, '='))
+          rc = usage_error(usage_predict, "--set wants KEY=VALUE, got '%s'", v);
+        else
+          sets[n_sets++] = v;
+      } else if (!strcmp(a, "--top")) {
+        char *end;
+        errno = 0;
+        po.top = strtoll(v, &end, 10);
+        if (end == v || *end || errno || po.top < 0 || po.top > 1000000000)
+          rc = usage_error(usage_predict, "--top needs a whole number from 0 (all) to 1000000000, got '%s'", v);
+      } else if (!*v) {
+        rc = usage_error(usage_predict, "%s needs a value", a);
+      } else if (a[1] == 'o') {
+        po.out = v;
+      } else {
+        po.workdir = v;
+      }
+    }
+    if (rc == SE3_EXIT_OK && !po.model)
+      rc = usage_error(usage_predict, "%s", "predict needs MODEL (a checkpoint, a workdir or its models/ folder)");
+    else if (rc == SE3_EXIT_OK && !po.n_inputs)
+      rc = usage_error(usage_predict, "%s", "predict needs at least one INPUT file after MODEL");
+    if (rc == SE3_EXIT_OK) {
+      char *cl = join_args(argc, argv);
+      po.inputs = inputs;
+      po.sets = sets;
+      po.n_sets = n_sets;
+      po.command_line = cl;
+      rc = predict_run(&po);
+      free(cl);
+    }
+    free(inputs);
     free(sets);
     return rc;
   }

@@ -27,6 +27,7 @@
 #include "pipeline/config.h"
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
+#include "stages/check_inputs.h"
 #include "stages/stage.h"
 
 #ifndef SE3_VERSION
@@ -139,25 +140,74 @@ struct cfg_node *runner_config(const char *workflow, const char *const *sets, in
   return load_config(workflow, sets, n_sets, NULL, "*");
 }
 
-int runner_stages(const struct cfg_node *root, const char *names[], int max) {
-  const struct cfg_node *stages = cfg_get(root, "stages");
-  int last = N_STAGES - 1, n = 0;
-  while (last > 0 &&
-         !(stages && cfg_get(stages, all_stages[last]->name) && cfg_get(stages, all_stages[last]->name)->file &&
-           strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
+/* Whether the workflow writes a section for stage s (defaults alone do not
+ * count). */
+static int stage_configured(const struct cfg_node *root, const struct stage *s) {
+  const struct cfg_node *sc = cfg_get(cfg_get(root, "stages"), s->name);
+  return sc && sc->file && strcmp(sc->file, "<default>") != 0;
+}
+
+/* A score-only workflow: it scores with a saved model
+ * (stages.score.checkpoint) and does not configure train, so train does not
+ * run and score reads the graph stage's results. With both, train runs and
+ * score keeps its place after it. */
+static int score_only(const struct cfg_node *root) {
+  return root && cfg_get(root, "stages.score.checkpoint") && !stage_configured(root, &stage_train);
+}
+
+/* The stage whose results stage s reads in this configuration (NULL for
+ * none): its `after`, except score in a score-only workflow, which reads
+ * what train would have read. Everything that asks which stage comes before
+ * another asks here. root NULL (a workflow that cannot be loaded): `after`. */
+static const char *upstream_of(const struct cfg_node *root, const struct stage *s) {
+  if (s == &stage_score && score_only(root)) return stage_train.after;
+  return s->after;
+}
+
+/* Whether `run` skips stage s of this configuration unless --stage names it:
+ * an optional stage the workflow does not configure, or train in a
+ * score-only workflow. */
+static int stage_skipped(const struct cfg_node *root, const struct stage *s) {
+  if (s->optional && !stage_configured(root, s)) return 1;
+  return s == &stage_train && score_only(root);
+}
+
+/* The last stage `run` runs without --stage/--until: the last one the
+ * workflow configures (ingest at least). */
+static int last_configured(const struct cfg_node *root, int first, int last) {
+  while (last > first && !stage_configured(root, all_stages[last]))
     last--;
-  for (int i = 0; i <= last && n < max; i++) {
-    const struct cfg_node *sc = stages ? cfg_get(stages, all_stages[i]->name) : NULL;
-    int configured = sc && sc->file && strcmp(sc->file, "<default>");
-    if (all_stages[i]->optional && !configured) continue;
-    names[n++] = all_stages[i]->name;
-  }
+  return last;
+}
+
+int runner_stages(const struct cfg_node *root, const char *names[], int max) {
+  int last = last_configured(root, 0, N_STAGES - 1), n = 0;
+  for (int i = 0; i <= last && n < max; i++)
+    if (!stage_skipped(root, all_stages[i])) names[n++] = all_stages[i]->name;
   return n;
+}
+
+/* The inputs' headers against what the workflow reads from them (column
+ * names, SD tags, the target among the labels: stages/check_inputs.h), for
+ * the stages named in `stages`: each problem on stderr. SE3_EXIT_USAGE when
+ * there was one: a mistake found in milliseconds, not after hours of ingest. */
+static void print_problem(void *arg, const char *msg) {
+  (void)arg;
+  fprintf(stderr, "%s\n", msg);
+}
+static int check_input_files(const struct cfg_node *root, const char *stages, const char *workflow) {
+  int bad = check_inputs(root, stages, print_problem, NULL);
+  if (bad > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", bad, workflow);
+  return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
 }
 
 int runner_check(const char *workflow, const char *const *sets, int n_sets) {
   struct cfg_node *root = load_config(workflow, sets, n_sets, NULL, "*");
   if (!root) return SE3_EXIT_USAGE;
+  if (check_input_files(root, "*", workflow)) {
+    cfg_node_free(root);
+    return SE3_EXIT_USAGE;
+  }
   cfg_print(stdout, root);
   cfg_node_free(root);
   return SE3_EXIT_OK;
@@ -296,26 +346,25 @@ static void settings_hash(const struct cfg_node *root, const struct stage *s, ch
  * redoing the upstream stage redoes this one. 0, or -1 with r->err set. */
 static int check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
   *upstream = 0;
-  if (!s->after) return 0;
+  const char *after = upstream_of(r->root, s);
+  if (!after) return 0;
   const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
-  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
-  long long n_chunks =
-      query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
-  long long n_done =
-      query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, s->after);
+  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_chunks = query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, after);
   if (fin < 0) {
     snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
-             s->after, where, s->after);
+             after, where, after);
     return -1;
   }
   if (fin != 1) {
     snprintf(r->err, sizeof r->err,
              "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
              "finish %s first",
-             s->name, s->after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", s->after);
+             s->name, after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", after);
     return -1;
   }
-  char *hash = query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, s->after);
+  char *hash = query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
   *upstream = se3_hash_str(SE3_HASH_INIT, hash ? hash : "");
   free(hash);
   return 0;
@@ -484,10 +533,13 @@ static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
   if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
     return exec_sql(r, "DELETE FROM main.meta WHERE key='scores_kept'");
   char target[256], err[1024];
-  if (rank_target(r->st.db, "main", rank, target, sizeof target)) {
+  /* before the first fold screen.db of a score-only workflow holds neither
+   * models nor scores: the shard's scores name the target */
+  if (rank_target(r->st.db, "main", rank, target, sizeof target) &&
+      rank_target(r->st.db, "shard", rank, target, sizeof target)) {
     snprintf(r->err, sizeof r->err,
-             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target: "
-             "set stages.rank.target",
+             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target "
+             "and the scores hold none or several: set stages.rank.target",
              r->st.path);
     return -1;
   }
@@ -740,7 +792,13 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
                    cfg_float(r->root, "run.progress_interval_s", 5), label, s->unit ? s->unit : "mol", shard_items,
                    done_items);
-    if (all_todo == 0 && n_chunks > 0)
+    if (n_shards > 1 && !together && shard >= n_chunks)
+      /* an array task beyond the stage's last chunk (slurm.array_size above the chunks) */
+      progress_log(&r->prog,
+                   "%s: no chunk for this task: the stage has %lld chunk%s and %d tasks share it (task %d takes "
+                   "chunks %d, %d, ...); nothing to do",
+                   label, (long long)n_chunks, n_chunks == 1 ? "" : "s", n_shards, shard, shard, shard + n_shards);
+    else if (all_todo == 0 && n_chunks > 0)
       progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
                    n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
   }
@@ -965,7 +1023,7 @@ static int run_stage(struct run *r, int si) {
     char *old_settings = query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
-                 : s->after                                     ? "the upstream stage's output"
+                 : upstream_of(r->root, s)                      ? "the upstream stage's output"
                                                                 : "an input file",
                  n_done, n_done == 1 ? "" : "s", down[0] ? " and the downstream stages: " : "", down);
     free(old_settings);
@@ -1153,14 +1211,7 @@ static int run_main(const struct run_opts *o) {
   }
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */
-  const struct cfg_node *stages = cfg_get(r.root, "stages");
-  if (!o->stage) {
-    while (last >= first &&
-           !(stages && cfg_get(stages, all_stages[last]->name) && cfg_get(stages, all_stages[last]->name)->file &&
-             strcmp(cfg_get(stages, all_stages[last]->name)->file, "<default>")))
-      last--;
-    if (last < first) last = first;
-  }
+  if (!o->stage) last = last_configured(r.root, first, last);
   if (r.n_shards > 1 && o->comm) {
     fprintf(stderr,
             "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
@@ -1193,6 +1244,17 @@ static int run_main(const struct run_opts *o) {
       }
       break;
     }
+  { /* the inputs' columns and tags, for the stages that will run */
+    char names[128] = "";
+    for (int i = first; i <= last; i++) {
+      if (stage_skipped(r.root, all_stages[i]) && !(o->stage && i == first)) continue;
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "", all_stages[i]->name);
+    }
+    if (check_input_files(r.root, names, o->workflow)) {
+      cfg_node_free(r.root);
+      return SE3_EXIT_USAGE;
+    }
+  }
 
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
   {
@@ -1221,12 +1283,13 @@ static int run_main(const struct run_opts *o) {
   /* A shard of a stage that reads another's tables reads them from screen.db
    * (made by an unsharded run or by merge); it writes only its own database. */
   r.src = "main";
-  if (r.n_shards > 1 && all_stages[first]->after) {
+  const char *first_after = upstream_of(r.root, all_stages[first]);
+  if (r.n_shards > 1 && first_after) {
     char up[PATH_MAX + 32];
     snprintf(up, sizeof up, "%s/screen.db", r.workdir);
     if (access(up, R_OK) != 0) {
       snprintf(r.err, sizeof r.err, "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
-               all_stages[first]->name, all_stages[first]->after, up, all_stages[first]->after);
+               all_stages[first]->name, first_after, up, first_after);
       goto fail_early;
     }
     if (store_attach_readonly(&r.st, up, "src", r.err, sizeof r.err)) goto fail_early;
@@ -1239,9 +1302,7 @@ static int run_main(const struct run_opts *o) {
   install_signals();
   ret = SE3_EXIT_OK;
   for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
-    const struct cfg_node *sc = stages ? cfg_get(stages, all_stages[i]->name) : NULL;
-    int configured = sc && sc->file && strcmp(sc->file, "<default>");
-    if (all_stages[i]->optional && !configured && !(o->stage && i == first)) continue;
+    if (stage_skipped(r.root, all_stages[i]) && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
   }
 
@@ -1395,12 +1456,13 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   }
   if (!ref->known[si])
     ref->known[si] = expected_hash(r, s, ref->expected[si], ref->note[si], sizeof ref->note[si]) == 1 ? 1 : -1;
+  const char *after = upstream_of(r->root, s);
   if (ref->known[si] == 1 && strcmp(hash, ref->expected[si])) {
-    if (s->after)
+    if (after)
       snprintf(why, whylen,
                "its %s stage was made from other results of stage %s than %s holds now (a stale shard, from "
                "before %s was redone)",
-               s->name, s->after, r->st.path, s->after);
+               s->name, after, r->st.path, after);
     else
       snprintf(why, whylen,
                "its %s stage was made from other input files than the workflow's now (a stale shard, from "
@@ -1688,8 +1750,10 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
            sqlite3_column_text(q, 1), sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "",
            sqlite3_column_text(q, 2), *sqlite3_column_text(q, 5) ? ", Slurm job " : "", sqlite3_column_text(q, 5));
   sqlite3_finalize(q);
-  char *last_err = status_text(&sr, "SELECT started || ': ' || message FROM runs WHERE message IS NOT NULL "
-                                    "AND message<>'' ORDER BY id DESC LIMIT 1");
+  /* the latest run's error, and only when it failed: an error that a later
+   * run got past is history (the runs table keeps it), not the state */
+  char *last_err = status_text(&sr, "SELECT started || ': ' || message FROM (SELECT * FROM runs ORDER BY id DESC "
+                                    "LIMIT 1) WHERE status<>'done' AND message IS NOT NULL AND message<>''");
   printf("  last error: %s\n", last_err ? last_err : "none");
   free(last_err);
   store_close(&st);

@@ -2,13 +2,20 @@
  * `scores` out (one row per molecule).
  *
  * The models are this workflow's `train` result (every `models` row: one, or
- * an ensemble's members) or, with stages.score.checkpoint, one checkpoint
- * file from anywhere. Each checkpoint carries what scoring needs: the
- * architecture, task, target, standardisation and atomref references. A
- * molecule's value is the members' mean prediction in the target's units
- * (classification: probability) and std their sample standard deviation
- * (NULL for one model). Plan: the set's molecule ids with a graph,
- * ascending, in chunks of run.chunk_size; a chunk's predictions and its
+ * an ensemble's members, in member order) or, with stages.score.checkpoint,
+ * a model from anywhere: one checkpoint file, or a folder holding an
+ * ensemble's members (a workdir or its models/ folder: model_card_members).
+ * Each checkpoint carries what scoring needs: the architecture, task, target,
+ * standardisation and atomref references (its card, the featurisation, is
+ * checked when the workflow is loaded, not here). A molecule's score is the
+ * members' mean prediction in the target's units (classification:
+ * probability) and std their sample standard deviation (NULL for one model),
+ * the same bits whichever way the members were found. Every row carries
+ * model_hash: the content hash of the members' checkpoint files, folded in
+ * member order, so equal hashes mean the same model; scores.model is "train/0"
+ * or "train" for this workflow's model, else the model path as the workflow
+ * writes it (relative to its folder). Plan: the set's molecule ids with a
+ * graph, ascending, in chunks of run.chunk_size; a chunk's predictions and its
  * ledger row commit together, so a killed run resumes at the chunk in flight
  * and gives the same scores (the forward pass gives the same bits on any
  * number of threads).
@@ -24,6 +31,7 @@
 #include "chem/mol.h"
 #include "models/checkpoint.h"
 #include "models/model.h"
+#include "modelcard.h"
 #include "stage.h"
 
 #define ATOMREF_MAX 32
@@ -43,6 +51,7 @@ struct sstage {
   const char *set;
   int batch, classify, n_members, atomref;
   char model_id[PATH_MAX], target[256];
+  char model_hash[17]; /* 16 hex digits: the members' checkpoint bytes */
   struct member *mem;
   struct stage_ids plan;
   char *select;
@@ -111,24 +120,67 @@ static int load_member(struct stage_ctx *ctx, const struct nn_backend *be, struc
   return STAGE_OK;
 }
 
-/* The models rows (every member), or the configured checkpoint. */
-static int load_models(struct stage_ctx *ctx, struct sstage *s) {
-  const char *ck = cfg_str(ctx->cfg, "checkpoint", NULL);
-  if (ck) {
-    s->mem = calloc(1, sizeof *s->mem);
-    if (!s->mem) return stage_fail_at(ctx, NULL, "out of memory");
-    s->n_members = 1;
-    snprintf(s->model_id, sizeof s->model_id, "%s", ck);
-    uint64_t h = SE3_HASH_INIT;
-    if (load_member(ctx, s->be, &s->mem[0], ck, NULL, &h)) {
+/* path (absolute, normalised) relative to the folder base (absolute), as a
+ * workflow in base names it: "../a/work" for a sibling folder's, so that
+ * scores.model is the same on every machine where the two lie the same way.
+ * The path itself when the two share no folder below the root. */
+static void path_from(const char *base, const char *path, char *out, size_t n) {
+  size_t common = 0; /* the length of the folders both start with */
+  for (size_t i = 0;; i++) {
+    int ends_b = base[i] == '/' || !base[i], ends_p = path[i] == '/' || !path[i];
+    if (ends_b && ends_p && i > 0) common = i;
+    if (!base[i] || !path[i] || base[i] != path[i]) break;
+  }
+  if (base[0] != '/' || path[0] != '/' || common == 0) {
+    snprintf(out, n, "%s", path);
+    return;
+  }
+  size_t at = 0;
+  out[0] = 0;
+  /* one ".." for each of base's folders below the common ones */
+  for (const char *b = base + common; *b; b++)
+    if (*b == '/' && b[1] && b[1] != '/') at += (size_t)snprintf(out + at, at < n ? n - at : 0, "../");
+  const char *rest = path[common] == '/' ? path + common + 1 : path + common;
+  if (at >= n) at = n - 1;
+  snprintf(out + at, n - at, "%s", *rest ? rest : at ? "" : ".");
+  if (at && !*rest) out[at - 1] = 0; /* "../.." rather than "../../" */
+}
+
+/* The members of the configured model path (a checkpoint file, or an
+ * ensemble's folder), each loaded as the ensemble's member k. */
+static int load_path(struct stage_ctx *ctx, struct sstage *s, const char *ck, uint64_t *h) {
+  char **files = NULL, err[PATH_MAX + 512];
+  int n = 0;
+  if (model_card_members(ck, &files, &n, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", err);
+  int ret = STAGE_OK;
+  if (!(s->mem = calloc((size_t)n, sizeof *s->mem))) ret = stage_fail_at(ctx, NULL, "out of memory");
+  for (int k = 0; k < n && ret == STAGE_OK; k++) {
+    s->n_members = k + 1; /* score_end frees the nets loaded */
+    if (load_member(ctx, s->be, &s->mem[k], files[k], NULL, h)) {
       /* name the key that pointed there */
       char msg[sizeof ctx->err];
       snprintf(msg, sizeof msg, "%s", ctx->err);
-      return stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", msg);
+      ret = stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", msg);
     }
-    ctx->inputs_hash = h; /* a different file (or a retrained one) redoes the scores */
+  }
+  model_card_members_free(files, n);
+  if (ret != STAGE_OK) return ret;
+  path_from(ctx->workflow_dir, ck, s->model_id, sizeof s->model_id);
+  ctx->inputs_hash = *h; /* a different model (or a retrained one) redoes the scores */
+  return STAGE_OK;
+}
+
+/* The models rows (every member), or the configured model path. */
+static int load_models(struct stage_ctx *ctx, struct sstage *s) {
+  const char *ck = cfg_str(ctx->cfg, "checkpoint", NULL);
+  uint64_t h = SE3_HASH_INIT; /* the members' checkpoint bytes, folded in member order */
+  if (ck) {
+    if (load_path(ctx, s, ck, &h)) return STAGE_ERROR;
   } else {
-    char *sql = sqlite3_mprintf("SELECT id, checkpoint, arch, mean, std, task, target FROM \"%w\".models ORDER BY id",
+    /* member order: train/2 before train/10, as a folder's members are read */
+    char *sql = sqlite3_mprintf("SELECT id, checkpoint, arch, mean, std, task, target FROM \"%w\".models "
+                                "ORDER BY length(id), id",
                                 ctx->src);
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
@@ -150,7 +202,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
       if (s->n_members == 1) snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
       char path[PATH_MAX + 256];
       snprintf(path, sizeof path, "%s/%s", ctx->workdir, sqlite3_column_text(st, 1));
-      int bad = load_member(ctx, s->be, m, path, (const char *)sqlite3_column_text(st, 2), NULL);
+      int bad = load_member(ctx, s->be, m, path, (const char *)sqlite3_column_text(st, 2), &h);
       if (!bad) { /* checkpoints written before they carried these: the row's */
         m->mean = sqlite3_column_double(st, 3);
         m->std = sqlite3_column_double(st, 4);
@@ -167,6 +219,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
     if (s->n_members == 0) return stage_fail_at(ctx, NULL, "no trained model: run the train stage first");
     if (s->n_members > 1) snprintf(s->model_id, sizeof s->model_id, "train");
   }
+  snprintf(s->model_hash, sizeof s->model_hash, "%016llx", (unsigned long long)h);
   s->classify = s->mem[0].classify;
   snprintf(s->target, sizeof s->target, "%s", s->mem[0].target);
   for (int i = 0; i < s->n_members; i++) {
@@ -285,6 +338,7 @@ static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *i
     else
       sqlite3_bind_null(ins, 5);
     sqlite3_bind_int64(ins, 6, chunk);
+    sqlite3_bind_text(ins, 7, s->model_hash, -1, SQLITE_STATIC);
     if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing scores");
   }
   if (ret == STAGE_OK) ctx->report->advance(ctx, k);
@@ -338,8 +392,8 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   sqlite3_stmt *sel = NULL, *ins = NULL;
   if (sqlite3_prepare_v2(ctx->db, s->select, -1, &sel, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
-                         "INSERT OR REPLACE INTO scores(mol_id, model, target, score, std, chunk) "
-                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                         "INSERT OR REPLACE INTO scores(mol_id, model, target, score, std, chunk, model_hash) "
+                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                          -1, &ins, NULL) != SQLITE_OK) {
     sqlite3_finalize(sel);
     return stage_sql_fail(ctx, "scoring");

@@ -203,7 +203,9 @@ int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len
 /* ---- rank's choice of hits --------------------------------------------- */
 
 /* The score rank sorts by: cfg's `target` (rank's configuration), else the
- * first model's in "<schema>".models. Returns 0, or -1 when neither names one. */
+ * first model's in "<schema>".models, else the one target of
+ * "<schema>".scores (a score-only run trains no model). Returns 0, or -1 when
+ * none names one (no scores, or scores of several targets). */
 int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n);
 /* The hits of rank's configuration cfg (top > 0, order, min, max, dedupe)
  * among "<scores>".scores of `target`, the InChIKeys read from

@@ -9,20 +9,25 @@
  * data, and everything random is derived from the member's seed, the epoch
  * and the step (data order, rotations), so an epoch redone after a kill
  * computes exactly what the lost run computed: a resumed run ends with
- * bit-identical parameters. The chunk writes epoch-<e>.ckpt (and best.ckpt
+ * bit-identical parameters. The chunk writes epoch-<N>.ckpt (and best.ckpt
  * when validation improves) atomically before its transaction commits, and
- * its metrics rows in that transaction. finalize evaluates every member's
- * best checkpoint on the test split and writes the `models` rows and each
- * test molecule's prediction (`predictions`, for the report's plots).
+ * its metrics rows in that transaction. Epochs are counted from 1 wherever
+ * they are shown or stored (the log, metrics.epoch, models.best_epoch, the
+ * epoch-<N>.ckpt names); inside, e and the checkpoints' step_epoch_best
+ * record count from 0, as the ledger's chunks do. finalize evaluates every
+ * member's best checkpoint on the test split and writes the `models` rows and
+ * each test molecule's prediction (`predictions`, for the report's plots).
  *
  * Regression targets: with atomref, a per-element reference (least squares
  * of the target on the element counts of the training split, with a tiny
  * ridge term) is taken off first; the residual is standardised with the
  * training split's mean and deviation. Metrics and scores add both back.
  * Every checkpoint carries what scoring needs: the architecture, task,
- * target, standardisation and the atomref coefficients.
+ * target, standardisation, the atomref coefficients and the model's card
+ * (stages/modelcard.h: the featurisation it was trained with).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -41,6 +46,7 @@
 #include "models/metrics.h"
 #include "models/model.h"
 #include "models/so3.h"
+#include "modelcard.h"
 #include "stage.h"
 
 enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 };
@@ -479,17 +485,136 @@ static void member_dir(const struct stage_ctx *ctx, int member, char *out, size_
   snprintf(out, n, "%s/models/train-%d", ctx->workdir, member);
 }
 
+/* The name of the checkpoint of the state after epoch e (0-based, as chunks
+ * and the step_epoch_best record count): epochs are shown counted from 1,
+ * so the file of the first is epoch-1.ckpt. */
+static void epoch_file(char *out, size_t n, int e) { snprintf(out, n, "epoch-%d.ckpt", e + 1); }
+
 static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k);
 
-/* A finished training's model rows name the checkpoints scoring reads; one
- * damaged since (or deleted) is recomputed here, as the runner does not
- * finalize a finished stage again. Only when the member's last epoch
- * checkpoint is there: a training of other settings is not recomputed, its
- * chunks are redone anyway. */
+static int by_descending(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x < y) - (x > y);
+}
+
+/* A workdir trained before epochs were counted from 1 (schema 5 and
+ * earlier) named the state after epoch e (0-based) epoch-<e>.ckpt, today's
+ * name of the epoch before it. Each epoch-<N>.ckpt of member k whose
+ * step_epoch_best record says it holds epoch N (0-based) is such a file: it
+ * is renamed epoch-<N+1>.ckpt, the highest N first so that none is renamed
+ * over another, and the log says so; training then resumes where it was.
+ * A models row naming the file (a model none of whose epochs improved has no
+ * best.ckpt) is made to name the new one first: were the run killed between
+ * the two, the next run renames the file, and the row names it still.
+ * A file that does not load, or whose new name is taken, is left alone:
+ * every load checks the epoch it expects (state_before, replay_to,
+ * ensure_final), so a file of another epoch is reported and its epoch
+ * recomputed, never trained on. */
+static int adopt_zero_based(struct stage_ctx *ctx, int k) {
+  char dir[PATH_MAX];
+  member_dir(ctx, k, dir, sizeof dir);
+  DIR *d = opendir(dir);
+  if (!d) return STAGE_OK; /* nothing trained yet */
+  int *num = NULL, n = 0, cap = 0, ret = STAGE_OK;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    int e;
+    char canon[64];
+    if (sscanf(de->d_name, "epoch-%d.ckpt", &e) != 1 || e < 0) continue;
+    snprintf(canon, sizeof canon, "epoch-%d.ckpt", e);
+    if (strcmp(canon, de->d_name)) continue; /* "epoch-01.ckpt", "epoch-1.ckpt.tmp-…": none of ours */
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      int *grown = realloc(num, (size_t)cap * sizeof *num);
+      if (!grown) {
+        ret = stage_fail_at(ctx, NULL, "out of memory listing %s", dir);
+        break;
+      }
+      num = grown;
+    }
+    num[n++] = e;
+  }
+  closedir(d);
+  if (n > 1) qsort(num, (size_t)n, sizeof *num, by_descending);
+  for (int i = 0; i < n && ret == STAGE_OK; i++) {
+    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64], why[PATH_MAX + 256];
+    snprintf(from, sizeof from, "%s/epoch-%d.ckpt", dir, num[i]);
+    struct se3_ckpt c;
+    int64_t state[3];
+    if (se3_ckpt_load(&c, from, why, sizeof why)) continue;
+    int held = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 ? (int)state[1] : -1;
+    se3_ckpt_free(&c);
+    if (held != num[i]) continue; /* named from 1 (it holds epoch N - 1), or no training state */
+    epoch_file(name, sizeof name, held);
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    if (access(to, F_OK) == 0) {
+      ctx->report->log(ctx, "%s holds epoch %d (named from 0 by an earlier se3screen); left alone, as %s is there",
+                       from, held + 1, name);
+      continue;
+    }
+    char *sql = sqlite3_mprintf("UPDATE models SET checkpoint = 'models/train-%d/%q' WHERE id = 'train/%d' AND "
+                                "checkpoint = 'models/train-%d/epoch-%d.ckpt'",
+                                k, name, k, k, num[i]);
+    int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK)
+      ret = stage_sql_fail(ctx, "renaming a checkpoint in the models table");
+    else if (rename(from, to) != 0)
+      ret = stage_fail_at(ctx, NULL, "renaming %s to %s: %s", from, name, strerror(errno));
+    else
+      ctx->report->log(ctx, "%s holds epoch %d (named from 0 by an earlier se3screen): renamed %s", from, held + 1,
+                       name);
+  }
+  free(num);
+  return ret;
+}
+
+/* Member folders past the ensemble (models/train-<k>, k >= ensemble) are
+ * an earlier training's, whose models rows went when its configuration
+ * changed; a workdir scored as an ensemble (stages.score.checkpoint: WORKDIR,
+ * modelcard.h) must hold this training's members only, or it scores
+ * otherwise than this workdir does. Their checkpoints (and temporaries) are
+ * removed, and the folder with them when nothing else is in it. */
+static int drop_stale_members(struct stage_ctx *ctx, const struct tstage *t) {
+  for (int k = t->ensemble;; k++) {
+    char dir[PATH_MAX], path[PATH_MAX + 300];
+    member_dir(ctx, k, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) return STAGE_OK;
+    struct dirent *de;
+    int removed = 0, failed = 0;
+    while ((de = readdir(d))) {
+      size_t len = strlen(de->d_name);
+      if (!(len > 5 && !strcmp(de->d_name + len - 5, ".ckpt")) && !strstr(de->d_name, ".ckpt.tmp-")) continue;
+      snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+      if (unlink(path) == 0)
+        removed++;
+      else
+        failed = errno;
+    }
+    closedir(d);
+    if (failed)
+      return stage_fail_at(ctx, NULL, "%s: removing the checkpoints of an earlier training: %s", dir, strerror(failed));
+    int gone = rmdir(dir) == 0;
+    if (removed || gone) /* (a folder left with files of the user's in it is no member: said once) */
+      ctx->report->log(ctx, "%s: %d checkpoint%s of an earlier training (this one is an ensemble of %d) removed%s", dir,
+                       removed, removed == 1 ? "" : "s", t->ensemble, gone ? ", and the folder" : "");
+  }
+}
+
+/* Before any chunk: checkpoints named from 0 by an earlier se3screen are
+ * renamed (adopt_zero_based), and an earlier training's members past this
+ * ensemble removed (drop_stale_members). A finished training's model rows name the
+ * checkpoints scoring reads; one damaged since (or deleted) is recomputed
+ * here, as the runner does not finalize a finished stage again. Only when the
+ * member's last epoch checkpoint is there: a training of other settings is
+ * not recomputed, its chunks are redone anyway. */
 static int repair_finished(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
+  if (drop_stale_members(ctx, t)) return STAGE_ERROR;
   for (int k = 0; k < t->ensemble; k++) {
-    char id[32], last[PATH_MAX + 64], *ck = NULL;
+    if (adopt_zero_based(ctx, k)) return STAGE_ERROR;
+    char id[32], last[PATH_MAX + 64], name[64], *ck = NULL;
     snprintf(id, sizeof id, "train/%d", k);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(ctx->db, "SELECT checkpoint FROM models WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
@@ -503,7 +628,8 @@ static int repair_finished(struct stage_ctx *ctx) {
     snprintf(path, sizeof path, "%s/%s", ctx->workdir, ck);
     free(ck);
     member_dir(ctx, k, t->dir, sizeof t->dir);
-    snprintf(last, sizeof last, "%s/epoch-%d.ckpt", t->dir, t->epochs - 1);
+    epoch_file(name, sizeof name, t->epochs - 1);
+    snprintf(last, sizeof last, "%s/%s", t->dir, name);
     struct se3_ckpt c;
     if (se3_ckpt_load(&c, path, why, sizeof why) == 0) {
       se3_ckpt_free(&c);
@@ -952,8 +1078,9 @@ static void ckpt_path(const struct tstage *t, char *out, size_t n, const char *n
 }
 
 /* The training state, and what scoring needs (arch, task, target,
- * standardisation, atomref). A mid-epoch checkpoint (pos >= 0) adds its place
- * in the epoch, the running loss and the fingerprint of settings and data. */
+ * standardisation, atomref, the card). A mid-epoch checkpoint (pos >= 0) adds
+ * its place in the epoch, the running loss and the fingerprint of settings
+ * and data. */
 static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int epoch, long pos, double loss_sum) {
   char path[PATH_MAX + 64], err[512];
   ckpt_path(t, path, sizeof path, name);
@@ -981,6 +1108,7 @@ static int save(struct stage_ctx *ctx, struct tstage *t, const char *name, int e
   se3_ckpt_put(&w, "classification", SE3_CK_I64, &task, 1);
   se3_ckpt_put(&w, "atomref_z", SE3_CK_I64, t->zs, t->atomref ? (uint64_t)t->nz : 0);
   se3_ckpt_put(&w, "atomref", SE3_CK_F64, t->ref, t->atomref ? (uint64_t)t->nz : 0);
+  model_card_put(&w, ctx->root); /* the featurisation trained with: the model scores the same anywhere */
   double scaler[2] = {t->scaler.scale, (double)t->scaler.good};
   if (t->fp16) se3_ckpt_put(&w, "loss_scaler", SE3_CK_F64, scaler, 2);
   if (pos >= 0) {
@@ -1087,7 +1215,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
  * naming the file and what is wrong), or from the start, then epoch by epoch
  * exactly as the first time (everything random derives from the seed, the
  * epoch and the step), so the recomputed checkpoints are the lost ones, byte
- * for byte. best.ckpt is rewritten where an epoch improved; epoch-<e>.ckpt
+ * for byte. best.ckpt is rewritten where an epoch improved; epoch-<e+1>.ckpt
  * files too when save_epoch. */
 static int replay_to(struct stage_ctx *ctx, struct tstage *t, int k, int target, int max_start, int save_epoch) {
   t->member = k;
@@ -1098,7 +1226,7 @@ static int replay_to(struct stage_ctx *ctx, struct tstage *t, int k, int target,
   for (int j = max_start; j >= 0 && start < 0; j--) {
     char path[PATH_MAX + 64];
     int got = -1;
-    snprintf(name, sizeof name, "epoch-%d.ckpt", j);
+    epoch_file(name, sizeof name, j);
     ckpt_path(t, path, sizeof path, name);
     if (access(path, F_OK) != 0) continue; /* kept are the last two only */
     why[0] = 0;
@@ -1112,7 +1240,7 @@ static int replay_to(struct stage_ctx *ctx, struct tstage *t, int k, int target,
   if (start < 0) state_fresh(t, k);
   char who[48] = "";
   if (t->ensemble > 1) snprintf(who, sizeof who, "model %d: ", k);
-  if (start >= 0) snprintf(name, sizeof name, "epoch-%d.ckpt", start);
+  if (start >= 0) epoch_file(name, sizeof name, start);
   const char *from = start >= 0 ? name : "the start";
   if (target == start + 1)
     ctx->report->log(ctx, "%srecomputing epoch %d from %s", who, target + 1, from);
@@ -1145,7 +1273,7 @@ static int state_before(struct stage_ctx *ctx, struct tstage *t, int k, int e) {
   } else {
     char name[64], why[PATH_MAX + 256] = "";
     int got = -1;
-    snprintf(name, sizeof name, "epoch-%d.ckpt", e - 1);
+    epoch_file(name, sizeof name, e - 1);
     if (load_state(t, name, &got, why, sizeof why) != 0 || got != e - 1) {
       if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
       ctx->report->log(ctx, "%s", why);
@@ -1156,6 +1284,7 @@ static int state_before(struct stage_ctx *ctx, struct tstage *t, int k, int e) {
   return STAGE_OK;
 }
 
+/* A metrics row; epoch counted from 1. */
 static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, int which, const struct eval *ev,
                          double lr, double seconds, int classify) {
   sqlite3_stmt *st = NULL;
@@ -1401,7 +1530,7 @@ static int run_epoch(struct stage_ctx *ctx, struct tstage *t, int e, long pos, d
 
 /* Epoch e of member t->member from its state after epoch e - 1 (in memory):
  * trains (unless stopped early), evaluates on the validation split, writes
- * best.ckpt when validation improved and, when save_epoch, epoch-<e>.ckpt
+ * best.ckpt when validation improved and, when save_epoch, epoch-<e+1>.ckpt
  * (dropping the one two epochs back). A replay (replay_to) neither resumes
  * from nor writes mid-epoch checkpoints, nor advances the progress. */
 static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay, int save_epoch, struct eval *tr,
@@ -1434,7 +1563,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
   t->epoch_done = e;
   if (!save_epoch) return STAGE_OK;
   char name[64], old[PATH_MAX + 64];
-  snprintf(name, sizeof name, "epoch-%d.ckpt", e);
+  epoch_file(name, sizeof name, e);
   if (save(ctx, t, name, e, -1, 0)) return STAGE_ERROR;
   /* the mid-epoch checkpoint is spent: were this chunk lost now, redoing the
    * epoch from its start computes the same (a replay of an earlier epoch
@@ -1445,7 +1574,7 @@ static int epoch_body(struct stage_ctx *ctx, struct tstage *t, int e, int replay
   }
   /* the checkpoint two epochs back is no longer needed once this one is */
   if (e >= 2) {
-    snprintf(name, sizeof name, "epoch-%d.ckpt", e - 2);
+    epoch_file(name, sizeof name, e - 2);
     ckpt_path(t, old, sizeof old, name);
     unlink(old);
   }
@@ -1468,8 +1597,8 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   if (ret != STAGE_OK) return ret;
   double secs = now_s() - t0;
   if (!stopped_early &&
-      (write_metrics(ctx, model, e, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
-       (t->cnt[SPLIT_VALID] && write_metrics(ctx, model, e, SPLIT_VALID, &va, lr, secs, t->classify))))
+      (write_metrics(ctx, model, e + 1, SPLIT_TRAIN, &tr, lr, secs, t->classify) ||
+       (t->cnt[SPLIT_VALID] && write_metrics(ctx, model, e + 1, SPLIT_VALID, &va, lr, secs, t->classify))))
     return STAGE_ERROR;
   char who[48] = "";
   if (t->ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
@@ -1485,7 +1614,7 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   return STAGE_OK;
 }
 
-/* Member k's checkpoints that outlive training, epoch-<last>.ckpt and
+/* Member k's checkpoints that outlive training, epoch-<epochs>.ckpt and
  * best.ckpt (the model scoring reads), load; a damaged or lost one is
  * reported and recomputed (replay_to), byte for byte what it was. */
 static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k) {
@@ -1494,7 +1623,7 @@ static int ensure_final(struct stage_ctx *ctx, struct tstage *t, int k) {
   t->epoch_done = -2;
   int last = t->epochs - 1, got = -1, ret;
   char name[64], why[PATH_MAX + 256] = "";
-  snprintf(name, sizeof name, "epoch-%d.ckpt", last);
+  epoch_file(name, sizeof name, last);
   if (load_state(t, name, &got, why, sizeof why) != 0 || got != last) {
     if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
     ctx->report->log(ctx, "%s", why);
@@ -1559,7 +1688,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   const char *name = access(path, R_OK) == 0 ? "best.ckpt" : NULL;
   char last[64];
   if (!name) {
-    snprintf(last, sizeof last, "epoch-%d.ckpt", t->epochs - 1);
+    epoch_file(last, sizeof last, t->epochs - 1);
     name = last;
   }
   int epoch;
@@ -1576,7 +1705,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   ret = write_predictions(ctx, t, id, SPLIT_TEST, pred);
   free(pred);
   if (ret != STAGE_OK) return ret;
-  if (nt && write_metrics(ctx, id, epoch, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
+  if (nt && write_metrics(ctx, id, epoch + 1, SPLIT_TEST, &te, NAN, -1, t->classify)) return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
   sqlite3_stmt *st = NULL;
@@ -1592,7 +1721,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   sqlite3_bind_text(st, 4, t->arch, -1, SQLITE_STATIC);
   sqlite3_bind_double(st, 5, t->mean);
   sqlite3_bind_double(st, 6, t->std);
-  sqlite3_bind_int(st, 7, t->best_epoch >= 0 ? t->best_epoch : epoch);
+  sqlite3_bind_int(st, 7, (t->best_epoch >= 0 ? t->best_epoch : epoch) + 1); /* counted from 1 */
   if (isfinite(t->best))
     sqlite3_bind_double(st, 8, t->best);
   else

@@ -129,7 +129,7 @@ static void same_training(const char *name, const char *extra, int steps) {
   free(log);
   for (int i = 0; i < 2; i++) {
     char ck[1200], err[1400];
-    snprintf(ck, sizeof ck, "%s/%s/models/train-0/epoch-0.ckpt", dir, i ? "two" : "one");
+    snprintf(ck, sizeof ck, "%s/%s/models/train-0/epoch-1.ckpt", dir, i ? "two" : "one");
     struct se3_ckpt c;
     int64_t state[3];
     cr_assert_eq(se3_ckpt_load(&c, ck, err, sizeof err), 0, "%s", err);
@@ -137,7 +137,7 @@ static void same_training(const char *name, const char *extra, int steps) {
     se3_ckpt_free(&c);
     cr_assert_eq(state[0], steps, "%s: %lld steps", ck, (long long)state[0]);
   }
-  double rel = rel_diff(dir, "one", "two", "epoch-0.ckpt");
+  double rel = rel_diff(dir, "one", "two", "epoch-1.ckpt");
   cr_assert_lt(rel, 1e-6, "parameters after %d steps differ by %g (relative)", steps, rel);
   cr_assert_gt(rel, 0, "bit-identical: the two runs may not have split the batches at all");
   /* the metrics tables: same rows, values to round-off */
@@ -241,7 +241,7 @@ Test(data_parallel, sharded_adam_moments_train_what_whole_ones_train) {
   log_says(dir, "sharded.log", "in 3 buckets a step");
   cr_assert_eq(run_train_with(dir, wf, "bucketed", 2, "bucketed.log", per_layer), 0, "see %s/bucketed.log", dir);
   log_says(dir, "bucketed.log", "in 3 buckets a step");
-  const char *files[] = {"epoch-0.ckpt", "epoch-1.ckpt", "best.ckpt"};
+  const char *files[] = {"epoch-1.ckpt", "epoch-2.ckpt", "best.ckpt"};
   for (int i = 0; i < 3; i++) {
     cr_assert_eq(tu_sh(NULL, "cmp %s/whole/models/train-0/%s %s/sharded/models/train-0/%s", dir, files[i], dir, files[i]),
                  0, "%s differs with the moments sharded", files[i]);
@@ -251,9 +251,9 @@ Test(data_parallel, sharded_adam_moments_train_what_whole_ones_train) {
   }
   cr_assert_eq(run_train_with(dir, wf, "whole_clip", 2, NULL, clip), 0);
   cr_assert_eq(run_train_with(dir, wf, "sharded_clip", 2, NULL, both), 0);
-  double rel = rel_diff(dir, "whole_clip", "sharded_clip", "epoch-1.ckpt");
+  double rel = rel_diff(dir, "whole_clip", "sharded_clip", "epoch-2.ckpt");
   cr_assert_lt(rel, 1e-6, "with clipping, sharded moments end %g (relative) from whole ones", rel);
-  rel = rel_diff(dir, "whole", "whole_clip", "epoch-1.ckpt");
+  rel = rel_diff(dir, "whole", "whole_clip", "epoch-2.ckpt");
   cr_assert_gt(rel, 1e-4, "clip_norm 0.05 did not clip (%g): the comparison above proves nothing", rel);
   free(wf);
   free(dir);
@@ -355,10 +355,10 @@ Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
    * with nothing to show that the epoch could not end first). */
   struct train_at at = {.steps = 0};
   char path[1200];
-  snprintf(path, sizeof path, "%s/ref2/models/train-0/epoch-0.ckpt", dir);
+  snprintf(path, sizeof path, "%s/ref2/models/train-0/epoch-1.ckpt", dir);
   at.steps = ckpt_step(path);
   snprintf(at.step, sizeof at.step, "%s/cut/models/train-0/step.ckpt", dir);
-  snprintf(at.epoch, sizeof at.epoch, "%s/cut/models/train-0/epoch-0.ckpt", dir);
+  snprintf(at.epoch, sizeof at.epoch, "%s/cut/models/train-0/epoch-1.ckpt", dir);
   int mp = spawn_stage_with(dir, wf, "train", "cut", "cut.log", "stages.train.shard_optimizer=true");
   int ranks[2];
   both_ranks(mp, ranks);
@@ -383,9 +383,9 @@ Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
   char *log = tu_read(path, NULL);
   cr_assert(strstr(log, "resuming from its checkpoint at step"), "%s", log);
   free(log);
-  cr_assert_eq(tu_sh(NULL, "cmp %s/ref2/models/train-0/epoch-0.ckpt %s/cut2/models/train-0/epoch-0.ckpt", dir, dir), 0,
+  cr_assert_eq(tu_sh(NULL, "cmp %s/ref2/models/train-0/epoch-1.ckpt %s/cut2/models/train-0/epoch-1.ckpt", dir, dir), 0,
                "resumed on two processes, the run ends elsewhere than without the stop");
-  double rel = rel_diff(dir, "ref1", "cut1", "epoch-0.ckpt");
+  double rel = rel_diff(dir, "ref1", "cut1", "epoch-1.ckpt");
   cr_assert_lt(rel, 1e-6, "resumed on one process: %g from the uninterrupted run", rel);
   free(wf);
   free(dir);
@@ -404,7 +404,7 @@ Test(data_parallel, a_killed_process_ends_the_job) {
    * both are frozen after a mid-epoch checkpoint, 50 epochs from the end. */
   struct train_at at = {.steps = 1L << 40};
   snprintf(at.step, sizeof at.step, "%s/k/models/train-0/step.ckpt", dir);
-  snprintf(at.epoch, sizeof at.epoch, "%s/k/models/train-0/epoch-49.ckpt", dir);
+  snprintf(at.epoch, sizeof at.epoch, "%s/k/models/train-0/epoch-50.ckpt", dir);
   int sent = tu_signal_in_state(ranks, 2, ranks[1], SIGKILL, 120, mid_epoch, &at);
   if (sent != 1) wait_job(mp, 0);
   cr_assert_eq(sent, 1, "the training was not seen under way in 120 s (%d; see %s/k.log)", sent, dir);
@@ -610,7 +610,7 @@ Test(data_parallel, a_process_joined_alone_trains_and_scores_what_a_plain_one_do
                out);
   cr_assert(strstr(out, "training on 1 process (") && strstr(out, "summed by MPI"), "%s", out);
   free(out);
-  cr_assert_eq(tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-0.ckpt %s/alone/models/train-0/epoch-0.ckpt", dir, dir), 0,
+  cr_assert_eq(tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-1.ckpt %s/alone/models/train-0/epoch-1.ckpt", dir, dir), 0,
                "joined to MPI alone, the training ended elsewhere");
   /* and Adam's moments sharded in one slice: the reduce-scatter and gather paths */
   cr_assert_eq(tu_sh(&out, "SE3_COMM=mpi %s run %s --workdir %s/alone_sharded --set stages.train.shard_optimizer=true",
@@ -619,7 +619,7 @@ Test(data_parallel, a_process_joined_alone_trains_and_scores_what_a_plain_one_do
   cr_assert(strstr(out, "Adam's moments sharded over 1 process:"), "%s", out);
   free(out);
   cr_assert_eq(
-      tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-0.ckpt %s/alone_sharded/models/train-0/epoch-0.ckpt", dir, dir), 0,
+      tu_sh(NULL, "cmp %s/plain/models/train-0/epoch-1.ckpt %s/alone_sharded/models/train-0/epoch-1.ckpt", dir, dir), 0,
       "joined alone with the moments sharded, the training ended elsewhere");
   int n = same_rows(dir, "plain", "alone", "SELECT mol_id, model, target, score, std, chunk FROM scores ORDER BY 1");
   cr_assert_gt(n, 900);

@@ -37,19 +37,20 @@ static void reference(const char *dir, const char *wf, const char *until) {
   free(out);
 }
 
-/* Runs training in DIR/wd until epoch `fail_at` cannot be saved (its
- * checkpoint's name is taken by a folder): epochs before it are done in the
- * ledger, their last two checkpoints on disk. */
+/* Runs training in DIR/wd until epoch `fail_at` + 1 cannot be saved (its
+ * checkpoint's name, epoch-<fail_at + 1>.ckpt, is taken by a folder): the
+ * `fail_at` epochs before it are done in the ledger, their last two
+ * checkpoints on disk. */
 static void train_until_failing(const char *dir, const char *wf, int fail_at) {
   char *out = NULL;
-  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd/models/train-0/epoch-%d.ckpt", dir, fail_at), 0);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd/models/train-0/epoch-%d.ckpt", dir, fail_at + 1), 0);
   int rc = tu_se3(&out, "run %s --workdir %s/wd", wf, dir);
   cr_assert_eq(rc, 1, "%s", out);
   char want[64];
-  snprintf(want, sizeof want, "epoch-%d.ckpt", fail_at);
+  snprintf(want, sizeof want, "epoch-%d.ckpt", fail_at + 1);
   cr_assert(strstr(out, want), "%s", out);
   free(out);
-  cr_assert_eq(tu_sh(NULL, "rmdir %s/wd/models/train-0/epoch-%d.ckpt", dir, fail_at), 0);
+  cr_assert_eq(tu_sh(NULL, "rmdir %s/wd/models/train-0/epoch-%d.ckpt", dir, fail_at + 1), 0);
   char db[1100];
   snprintf(db, sizeof db, "%s/wd/screen.db", dir);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage='train'"), fail_at);
@@ -63,7 +64,7 @@ static void flip_middle_byte(const char *path) {
                0);
 }
 
-static const char *const final_files[] = {"epoch-5.ckpt", "epoch-4.ckpt", "best.ckpt"};
+static const char *const final_files[] = {"epoch-6.ckpt", "epoch-5.ckpt", "best.ckpt"};
 
 /* Runs DIR/wd again (with `args`): it must succeed, print `damage` (the
  * file and what is wrong) and `recompute` (NULL: not checked), and end where
@@ -90,11 +91,12 @@ Test(train_recovery, damaged_epoch_checkpoint_is_recomputed) {
   reference(dir, wf, NULL);
   train_until_failing(dir, wf, 3);
   char path[1200];
-  snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-2.ckpt", dir);
+  snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-3.ckpt", dir);
   flip_middle_byte(path);
   char want[1400];
   snprintf(want, sizeof want, "%s: the checkpoint is corrupt (its checksum does not match)", path);
-  rerun_recovers(dir, wf, "", want, "recomputing epoch 3 from epoch-1.ckpt");
+  /* epoch 3's file damaged: epoch 3 recomputed from epoch 2's */
+  rerun_recovers(dir, wf, "", want, "recomputing epoch 3 from epoch-2.ckpt");
   free(wf);
   free(dir);
 }
@@ -107,8 +109,8 @@ Test(train_recovery, truncated_and_deleted_checkpoints_are_recomputed) {
   reference(dir, wf, NULL);
   train_until_failing(dir, wf, 4);
   char path[1200];
-  snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-3.ckpt", dir);
-  cr_assert_eq(tu_sh(NULL, "truncate -s 1000 %s && rm %s/wd/models/train-0/epoch-2.ckpt", path, dir), 0);
+  snprintf(path, sizeof path, "%s/wd/models/train-0/epoch-4.ckpt", dir);
+  cr_assert_eq(tu_sh(NULL, "truncate -s 1000 %s && rm %s/wd/models/train-0/epoch-3.ckpt", path, dir), 0);
   char want[1400];
   snprintf(want, sizeof want, "%s: the checkpoint is cut short", path);
   rerun_recovers(dir, wf, "", want, "recomputing epochs 1..4 from the start");
@@ -172,10 +174,11 @@ Test(train_recovery, damaged_step_checkpoint_restarts_its_epoch) {
   cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd && cp %s/ref/screen.db %s/wd/", dir, dir, dir), 0);
   cr_assert_eq(tu_se3(&out, "run %s --set train.checkpoint_every=2", wf), 0, "%s", out);
   free(out);
-  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd/models/train-0/epoch-2.ckpt", dir), 0);
+  /* epoch 3 cannot be saved: its checkpoint's name is taken by a folder */
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/wd/models/train-0/epoch-3.ckpt", dir), 0);
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s/wd --set train.checkpoint_every=2", wf, dir), 1, "%s", out);
   free(out);
-  cr_assert_eq(tu_sh(NULL, "rmdir %s/wd/models/train-0/epoch-2.ckpt", dir), 0);
+  cr_assert_eq(tu_sh(NULL, "rmdir %s/wd/models/train-0/epoch-3.ckpt", dir), 0);
   char path[1200];
   snprintf(path, sizeof path, "%s/wd/models/train-0/step.ckpt", dir);
   cr_assert_eq(access(path, F_OK), 0, "no mid-epoch checkpoint was left");

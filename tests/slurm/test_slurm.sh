@@ -185,7 +185,7 @@ fi
 train_job=$(awk -F'\t' '$2 == "06-train.sbatch" {id = $3} END {print id}' "$work/rq/slurm/jobs.tsv")
 [ -n "$train_job" ] || fail "jobs.tsv has no train job"
 t0=$SECONDS
-newest() { # the newest epoch checkpoint's epoch (training keeps the last two), -1 for none
+newest() { # the newest epoch checkpoint's epoch (counted from 1; training keeps the last two), -1 for none
   ls "$work/rq/models/train-0/" 2>/dev/null | sed -n 's/^epoch-\([0-9]*\)\.ckpt$/\1/p' | sort -n | tail -1 |
     grep . || echo -1
 }
@@ -220,16 +220,16 @@ at=-1
 until [ "$at" -ge 0 ]; do
   [ $((SECONDS - t0)) -gt 300 ] && fail "the train job was not seen between epochs 5 and 17 in 300 s"
   sleep 0.1
-  [ "$(newest)" -ge 4 ] || continue
+  [ "$(newest)" -ge 5 ] || continue
   pid=$(sed -n 's/.*, pid \([0-9]*\),.*/\1/p' "$work/rq/screen.db.lock" 2>/dev/null)
   [ -n "$pid" ] && grep -q se3screen "/proc/$pid/cmdline" 2>/dev/null || continue
   freeze "$pid" || continue
   n=$(newest)
-  if [ "$n" -ge 4 ] && [ "$n" -le 16 ]; then
+  if [ "$n" -ge 5 ] && [ "$n" -le 17 ]; then
     at=$n
   else
     kill -CONT "$pid"
-    [ "$n" -gt 16 ] && fail "the training was first seen frozen after epoch $((n + 1)): too late to requeue it"
+    [ "$n" -gt 17 ] && fail "the training was first seen frozen after epoch $n: too late to requeue it"
   fi
 done
 scontrol requeue "$train_job" || { kill -CONT "$pid"; fail "scontrol requeue $train_job"; }
@@ -245,7 +245,7 @@ log=$(ls "$work"/rq/slurm/logs/06-train.sbatch-*.log)
   cat "$log"
   fail "the requeued train job did not run again"
 }
-cmp "$work/ref/models/train-0/epoch-19.ckpt" "$work/rq/models/train-0/epoch-19.ckpt" ||
+cmp "$work/ref/models/train-0/epoch-20.ckpt" "$work/rq/models/train-0/epoch-20.ckpt" ||
   fail "the requeued training ended elsewhere than the uninterrupted one"
 echo "ok: requeued training ends byte-identical to an uninterrupted run"
 n=$("$se3" query "$work/rq/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
@@ -279,7 +279,7 @@ grep -q "se3screen slurm: stopped, its work kept; requeueing job" "$log" || {
   fail "the train job ($long epochs in a 1-minute limit) was not stopped by Slurm's USR1 and requeued"
 }
 grep -q "resuming from its checkpoint" "$log" || { cat "$log"; fail "the requeued train job did not resume"; }
-[ -f "$work/usr1/models/train-0/epoch-$((long - 1)).ckpt" ] || { cat "$log"; fail "training did not finish"; }
+[ -f "$work/usr1/models/train-0/epoch-$long.ckpt" ] || { cat "$log"; fail "training did not finish"; }
 n=$("$se3" query "$work/usr1/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
 [ "$n" = "$long $long" ] || fail "metrics: $n rows and distinct epochs, not $long $long"
 echo "ok: USR1 before the limit: stopped, requeued $(grep -c "requeueing job" "$log") time(s), $long epochs done once each"

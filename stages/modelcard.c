@@ -1,0 +1,320 @@
+/* modelcard.c — a model's card (modelcard.h): the settings its scores depend
+ * on, written by train into every checkpoint and read back by the runner when
+ * a workflow scores with a saved model, and the member files of a model path.
+ * A helper of the stages like chunks.c: it includes no stage's header. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "modelcard.h"
+
+#define CARD_RECORD "settings"
+
+/* The card keys in the card's order. The featurisation first: how molecules
+ * are read (hydrogens, 3D coordinates: a model trained on MMFF-minimised
+ * conformers scores builder-only ones differently) and made into graphs (the
+ * node one-hot's elements and their order, the extra node features, the
+ * edges); then rank's direction, a preference. */
+static const char *const KEYS[] = {
+    "stages.ingest.add_hydrogens",
+    "stages.ingest.gen3d",
+    "stages.ingest.gen3d_quality",
+    "stages.ingest.seed",
+    "stages.graph.edges",
+    "stages.graph.cutoff",
+    "stages.graph.max_neighbors",
+    "stages.graph.elements",
+    "stages.graph.other_element",
+    "stages.graph.charge",
+    "stages.graph.atomic_number",
+    "stages.rank.order",
+    NULL,
+};
+
+const char *model_card_key(int i) {
+  if (i < 0 || i >= (int)(sizeof KEYS / sizeof KEYS[0])) return NULL;
+  return KEYS[i];
+}
+
+static int n_keys(void) { return (int)(sizeof KEYS / sizeof KEYS[0]) - 1; }
+
+int model_card_preference(const char *key) { return key && strcmp(key, "stages.rank.order") == 0; }
+
+/* ---- values as text --------------------------------------------------------- */
+
+/* Appends s to out[*at..len), truncating. */
+static void put_text(char *out, size_t len, size_t *at, const char *s) {
+  size_t n = strlen(s);
+  if (*at + 1 >= len) return;
+  if (n > len - 1 - *at) n = len - 1 - *at;
+  memcpy(out + *at, s, n);
+  *at += n;
+  out[*at] = 0;
+}
+
+static void scalar_text(const struct cfg_node *n, char *buf, size_t len) {
+  switch (n->type) {
+  case CFG_T_INT:
+    snprintf(buf, len, "%lld", (long long)n->i);
+    break;
+  case CFG_T_BOOL:
+    snprintf(buf, len, "%s", n->i ? "true" : "false");
+    break;
+  case CFG_T_FLOAT:
+    snprintf(buf, len, "%.17g", n->f);
+    break;
+  default:
+    snprintf(buf, len, "%s", n->value ? n->value : "");
+    break;
+  }
+}
+
+char *model_card_value(const struct cfg_node *n, char *out, size_t len) {
+  size_t at = 0;
+  if (!len) return out;
+  out[0] = 0;
+  if (!n) return out;
+  if (n->kind == CFG_LIST) {
+    put_text(out, len, &at, "[");
+    for (int i = 0; i < n->n_kids; i++) {
+      char item[256];
+      if (i) put_text(out, len, &at, ", ");
+      if (n->kids[i]->kind == CFG_SCALAR)
+        scalar_text(n->kids[i], item, sizeof item);
+      else
+        item[0] = 0;
+      put_text(out, len, &at, item);
+    }
+    put_text(out, len, &at, "]");
+  } else if (n->kind == CFG_SCALAR) {
+    scalar_text(n, out, len);
+  }
+  return out;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root) {
+  size_t cap = 1024, len = 0;
+  char *text = malloc(cap);
+  if (!text) {
+    w->failed = 1;
+    return;
+  }
+  text[0] = 0;
+  for (int i = 0; KEYS[i]; i++) {
+    const struct cfg_node *n = cfg_get(root, KEYS[i]);
+    if (!n) continue; /* (every card key has a default in the schema) */
+    char value[2048], line[2400];
+    model_card_value(n, value, sizeof value);
+    int k = snprintf(line, sizeof line, "%s=%s\n", KEYS[i], value);
+    if (k < 0 || (size_t)k >= sizeof line) continue;
+    if (len + (size_t)k + 1 > cap) {
+      while (len + (size_t)k + 1 > cap)
+        cap *= 2;
+      char *grown = realloc(text, cap);
+      if (!grown) {
+        free(text);
+        w->failed = 1;
+        return;
+      }
+      text = grown;
+    }
+    memcpy(text + len, line, (size_t)k + 1);
+    len += (size_t)k;
+  }
+  se3_ckpt_put(w, CARD_RECORD, SE3_CK_U8, text, len);
+  free(text);
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+void model_card_free(struct model_card *card) {
+  if (!card) return;
+  for (int i = 0; i < card->n; i++)
+    free(card->values[i]);
+  free(card->values);
+  memset(card, 0, sizeof *card);
+}
+
+const char *model_card_get(const struct model_card *card, const char *key) {
+  if (!card || !card->values) return NULL;
+  for (int i = 0; i < card->n; i++)
+    if (strcmp(KEYS[i], key) == 0) return card->values[i];
+  return NULL;
+}
+
+int model_card_read(const char *file, struct model_card *card, char *err, size_t errlen) {
+  memset(card, 0, sizeof *card);
+  card->n = n_keys();
+  card->values = calloc((size_t)card->n, sizeof *card->values);
+  if (!card->values) {
+    snprintf(err, errlen, "%s: out of memory", file);
+    return -1;
+  }
+  struct se3_ckpt c;
+  char why[512];
+  if (se3_ckpt_load(&c, file, why, sizeof why)) {
+    snprintf(err, errlen, "%s", why);
+    model_card_free(card);
+    return -1;
+  }
+  const struct se3_ckpt_record *r = se3_ckpt_find(&c, CARD_RECORD);
+  int rc = 0;
+  if (r && r->type != SE3_CK_U8) {
+    snprintf(err, errlen, "%s: the record \"%s\" is not text", file, CARD_RECORD);
+    rc = -1;
+  } else if (r) {
+    card->has = 1;
+    const char *p = (const char *)r->data, *end = p + r->count;
+    int line = 0;
+    while (p < end && rc == 0) {
+      const char *nl = memchr(p, '\n', (size_t)(end - p));
+      const char *le = nl ? nl : end;
+      line++;
+      const char *eq = memchr(p, '=', (size_t)(le - p));
+      if (!eq) {
+        snprintf(err, errlen, "%s: the model card's line %d has no '='", file, line);
+        rc = -1;
+        break;
+      }
+      /* keys this version does not know (a newer card) are left alone */
+      for (int i = 0; KEYS[i]; i++)
+        if (strlen(KEYS[i]) == (size_t)(eq - p) && memcmp(KEYS[i], p, (size_t)(eq - p)) == 0) {
+          free(card->values[i]);
+          card->values[i] = strndup(eq + 1, (size_t)(le - eq - 1));
+          if (!card->values[i]) {
+            snprintf(err, errlen, "%s: out of memory", file);
+            rc = -1;
+          }
+          break;
+        }
+      p = nl ? nl + 1 : end;
+    }
+  }
+  se3_ckpt_free(&c);
+  if (rc) model_card_free(card);
+  return rc;
+}
+
+int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen) {
+  char **files;
+  int n;
+  if (first) *first = NULL;
+  memset(card, 0, sizeof *card);
+  if (model_card_members(path, &files, &n, err, errlen)) return -1;
+  if (model_card_read(files[0], card, err, errlen)) {
+    model_card_members_free(files, n);
+    return -1;
+  }
+  /* an ensemble is one model: its members were trained with one workflow,
+   * and one that was not (a folder assembled by hand) scores inconsistently */
+  for (int m = 1; m < n; m++) {
+    struct model_card other;
+    if (model_card_read(files[m], &other, err, errlen)) {
+      model_card_free(card);
+      model_card_members_free(files, n);
+      return -1;
+    }
+    const char *bad = NULL;
+    for (int i = 0; !bad && i < card->n; i++) {
+      const char *a = card->values[i], *b = other.values[i];
+      if ((a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0)) bad = KEYS[i];
+    }
+    if (bad || other.has != card->has) {
+      const char *b = bad ? model_card_get(&other, bad) : NULL, *a = bad ? model_card_get(card, bad) : NULL;
+      const char *no_a = card->has ? "(not recorded)" : "(no card)", *no_b = other.has ? "(not recorded)" : "(no card)";
+      snprintf(err, errlen,
+               "%s: the ensemble's members disagree on %s: %s has %s, %s has %s; score with one of them or retrain",
+               path, bad ? bad : "their settings", files[0], a ? a : no_a, files[m], b ? b : no_b);
+      model_card_free(&other);
+      model_card_free(card);
+      model_card_members_free(files, n);
+      return -1;
+    }
+    model_card_free(&other);
+  }
+  if (first) *first = strdup(files[0]);
+  model_card_members_free(files, n);
+  return 0;
+}
+
+/* ---- the members of a model path ----------------------------------------------- */
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* DIR/train-0/best.ckpt, DIR/train-1/best.ckpt, ... while they exist. */
+static int collect(const char *dir, char ***files, int *n) {
+  for (int k = 0;; k++) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/train-%d/best.ckpt", dir, k);
+    if (!is_file(p)) return 0;
+    char **grown = realloc(*files, (size_t)(*n + 1) * sizeof *grown);
+    if (!grown) return -1;
+    *files = grown;
+    if (!((*files)[*n] = strdup(p))) return -1;
+    (*n)++;
+  }
+}
+
+int model_card_members(const char *path, char ***files, int *n, char *err, size_t errlen) {
+  *files = NULL;
+  *n = 0;
+  struct stat st;
+  if (stat(path, &st)) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (S_ISREG(st.st_mode)) {
+    *files = malloc(sizeof **files);
+    if (!*files || !((*files)[0] = strdup(path))) {
+      free(*files);
+      *files = NULL;
+      snprintf(err, errlen, "%s: out of memory", path);
+      return -1;
+    }
+    *n = 1;
+    return 0;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "%s: neither a checkpoint file nor a folder", path);
+    return -1;
+  }
+  char models[PATH_MAX + 16];
+  snprintf(models, sizeof models, "%s/models", path);
+  int rc = collect(path, files, n);
+  if (rc == 0 && *n == 0 && is_dir(models)) rc = collect(models, files, n);
+  if (rc) {
+    model_card_members_free(*files, *n);
+    *files = NULL;
+    *n = 0;
+    snprintf(err, errlen, "%s: out of memory", path);
+    return -1;
+  }
+  if (*n == 0) {
+    snprintf(err, errlen,
+             "%s: a folder without models: expected train-0/best.ckpt (a models/ folder) or models/train-0/best.ckpt "
+             "(a workdir)",
+             path);
+    return -1;
+  }
+  return 0;
+}
+
+void model_card_members_free(char **files, int n) {
+  for (int i = 0; i < n; i++)
+    free(files[i]);
+  free(files);
+}

@@ -1,0 +1,65 @@
+/* modelcard.h — a model's card: the workflow settings its scores depend on,
+ * kept in its checkpoint (record "settings") so that a model scores the same
+ * anywhere. train writes the card; a score-only workflow (stages.score.checkpoint
+ * and no train stage) takes the card's values where it leaves a key out, and
+ * is refused where it sets one differently (pipeline/runner.c).
+ *
+ * Card format: the record "settings" (type u8) holds text lines "key=value\n",
+ * one per card key, in the fixed order of model_card_key(): lists as YAML flow
+ * text "[H, C, N]", floats as %.17g, ints in decimal, bools true/false, enums
+ * and strings as written. */
+#ifndef SE3_MODELCARD_H
+#define SE3_MODELCARD_H
+
+#include <stddef.h>
+
+#include "common/cfgtree.h"
+#include "models/checkpoint.h"
+
+/* Writes into checkpoint writer w the record "settings": the workflow values a
+ * model's scores depend on (its featurisation: how molecules were read, given
+ * hydrogens and 3D coordinates, and made into graphs) and how its scores are
+ * ranked (stages.rank.order), as text lines "key=value\n" in a fixed order. */
+void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root);
+
+/* The checkpoint files of a model path: a file is one model; a directory is an
+ * ensemble: DIR/train-<k>/best.ckpt, or DIR/models/train-<k>/best.ckpt (DIR
+ * is then a workdir), k = 0, 1, ... in order. 0 with *files (malloc'd, n >= 1),
+ * or -1 with err naming the path and why. */
+int model_card_members(const char *path, char ***files, int *n, char *err, size_t errlen);
+void model_card_members_free(char **files, int n);
+
+/* ---- reading cards --------------------------------------------------------- */
+
+/* The card keys, in the card's order: model_card_key(i) for i = 0, 1, ...
+ * until NULL. */
+const char *model_card_key(int i);
+/* 1 when the key is a preference (stages.rank.order): taken from the card
+ * when the workflow leaves it out, never refused. */
+int model_card_preference(const char *key);
+
+/* A card read from a checkpoint: values[i] is model_card_key(i)'s value, or
+ * NULL when the card lacks that key (has == 0: the checkpoint has no card at
+ * all, written before cards existed). */
+struct model_card {
+  int has;
+  char **values;
+  int n;
+};
+
+/* The card of one checkpoint file. 0, or -1 with err naming the file and
+ * why (unreadable checkpoint, malformed card). */
+int model_card_read(const char *file, struct model_card *card, char *err, size_t errlen);
+/* The card of a model path (model_card_members): the members' cards must
+ * agree key by key; else -1 with err naming the two files and the key.
+ * *first (when not NULL) is set to the first member's file name (malloc'd). */
+int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen);
+void model_card_free(struct model_card *card);
+/* The card's value of key, or NULL. */
+const char *model_card_get(const struct model_card *card, const char *key);
+
+/* The card text of node n (a leaf of the resolved tree): the same text
+ * model_card_put writes for it. Returns out. */
+char *model_card_value(const struct cfg_node *n, char *out, size_t len);
+
+#endif

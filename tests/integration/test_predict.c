@@ -1,0 +1,321 @@
+/* `se3screen predict MODEL INPUT...` (issue 31): a model trained in workdir A
+ * scores SMILES, SDF and CSV files exactly as a workflow in A scores them;
+ * a killed predict resumes to the same hits; -o copies the hits and refuses
+ * to replace an input; a missing model or input is a usage error.
+ *
+ * The model is tiny (one attention block, degrees 0-1, 4 channels, one
+ * epoch on the 20 bundled QM9 records) and trained with a featurisation
+ * that is not the default (3D generation "fast", radius+bonds graph with a
+ * 4 Å cutoff): predict must take it from the model, or its scores differ. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/testutil.h"
+
+/* A's workflow: train on the QM9 records, score and rank `library`. */
+static char *write_a(const char *dir, const char *library) {
+  char yaml[4096];
+  snprintf(yaml, sizeof yaml,
+           "workflow: a\nworkdir: A\nrun: {progress: none}\n"
+           "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "  library:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1, gen3d_quality: fast}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "  train: {target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
+           "batch_size: 4}\n  score: {set: library}\n  rank: {top: 100}\n",
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), library);
+  return tu_write(dir, "a.yaml", yaml);
+}
+
+/* The first ten molecules of the bundled Delaney set as dir/lib.smi
+ * (SMILES, tab, name) and dir/lib.csv (smiles,name with a header). One of
+ * them is rejected at ingest (two atoms too close after 3D generation):
+ * predict keeps the rejects as a workflow does. */
+static void write_libraries(const char *dir) {
+  char *csv = tu_read(tu_src("workflows/data/delaney_first60.csv"), NULL);
+  cr_assert_not_null(csv);
+  char smi[8192] = "", two[8192] = "smiles,name\n";
+  char *line = strchr(csv, '\n') + 1;
+  for (int i = 1; i <= 10; i++) {
+    char *end = strchr(line, '\n'), *comma = strchr(line, ',');
+    cr_assert(end && comma && comma < end);
+    snprintf(smi + strlen(smi), sizeof smi - strlen(smi), "%.*s\td%d\n", (int)(comma - line), line, i);
+    snprintf(two + strlen(two), sizeof two - strlen(two), "%.*s,d%d\n", (int)(comma - line), line, i);
+    line = end + 1;
+  }
+  free(csv);
+  free(tu_write(dir, "lib.smi", smi));
+  free(tu_write(dir, "lib.csv", two));
+}
+
+/* Trains A's model (dir/A) with `library` named in the workflow. */
+static void train_a(const char *dir, const char *library) {
+  char *wf = write_a(dir, library), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  free(wf);
+}
+
+/* Asserts that db_a (a workflow's) and db_p (a predict's) hold the same
+ * scores of the library, matched by record, bit for bit, and the same
+ * rejects. */
+static void assert_same_scores(const char *db_a, const char *db_p) {
+  long long n_a = tu_query_int(db_a, "SELECT count(*) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+                                     "WHERE m.set_name = 'library'");
+  long long n_p = tu_query_int(db_p, "SELECT count(*) FROM scores");
+  cr_assert_gt(n_a, 5, "A scored %lld molecules", n_a);
+  cr_assert_eq(n_p, n_a, "predict scored %lld molecules, the workflow %lld", n_p, n_a);
+  char *same = NULL;
+  /* compared as stored: the same doubles */
+  cr_assert_eq(tu_sh(&same,
+                     "sqlite3 -readonly '%s' \"ATTACH '%s' AS p; SELECT count(*) FROM main.scores a "
+                     "JOIN main.molecules ma ON ma.id = a.mol_id AND ma.set_name = 'library' "
+                     "JOIN p.molecules mp ON mp.record_no = ma.record_no "
+                     "JOIN p.scores b ON b.mol_id = mp.id AND b.score = a.score AND b.target = a.target\"",
+                     db_a, db_p),
+               0, "%s", same);
+  cr_assert_eq(atoll(same), n_a, "only %s of %lld scores are the workflow's, bit for bit", same, n_a);
+  free(same);
+  static const char rejects[] = "SELECT record_no, stage, reason FROM rejects WHERE set_name = 'library' "
+                                "ORDER BY record_no";
+  char *ra = tu_query(db_a, rejects), *rp = tu_query(db_p, rejects);
+  cr_assert(ra && rp);
+  cr_assert_str_eq(rp, ra, "predict's rejects differ from the workflow's");
+  free(ra);
+  free(rp);
+}
+
+/* ranked_hits as text: rank, record, name, score. */
+static char *hits_of(const char *db) {
+  char *t = tu_query(db, "SELECT rank, record_no, name, score FROM ranked_hits ORDER BY rank");
+  cr_assert_not_null(t, "%s: no ranked_hits", db);
+  return t;
+}
+
+/* (a) predict on a SMILES file, a CSV and an SDF holding the same molecules
+ * gives the scores (bit for bit, matched by record) and the hits a workflow
+ * in A gives for the same file; MODEL named as the workdir, its models/
+ * folder and the checkpoint file. */
+Test(predict, scores_as_the_workflow_does_for_smi_csv_sdf) {
+  char *dir = tu_tmpdir("predict_same");
+  write_libraries(dir);
+  char lib[1024], db_a[1100], db_p[1200], model[1100], wd[1100];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  train_a(dir, lib);
+  snprintf(db_a, sizeof db_a, "%s/A/screen.db", dir);
+  static const char *const formats[] = {"smi", "csv", "sdf"};
+  static const char *const models[] = {"A", "A/models", "A/models/train-0/best.ckpt"};
+  for (int k = 0; k < 3; k++) {
+    if (k == 2) /* the SDF: the last run's hits, with their generated 3D coordinates */
+      cr_assert_eq(tu_sh(NULL, "cp %s/A/hits.sdf %s/lib.sdf", dir, dir), 0);
+    snprintf(lib, sizeof lib, "%s/lib.%s", dir, formats[k]);
+    char *wf = write_a(dir, lib), *out = NULL;
+    cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+    free(out);
+    free(wf);
+    snprintf(model, sizeof model, "%s/%s", dir, models[k]);
+    if (k == 0) { /* the default workdir: predict-<stem> in the current folder, relative names */
+      snprintf(wd, sizeof wd, "%s/predict-lib", dir);
+      cr_assert_eq(tu_sh(&out, "cd %s && %s predict %s lib.smi", dir, SE3_BINARY, models[k]), 0, "%s", out);
+    } else {
+      snprintf(wd, sizeof wd, "%s/P-%s", dir, formats[k]);
+      cr_assert_eq(tu_se3(&out, "predict %s %s --workdir %s", model, lib, wd), 0, "%s", out);
+    }
+    free(out);
+    snprintf(db_p, sizeof db_p, "%s/screen.db", wd);
+    assert_same_scores(db_a, db_p);
+    char *ha = hits_of(db_a), *hp = hits_of(db_p);
+    cr_assert_str_eq(hp, ha, "%s: predict's hits differ from the workflow's", formats[k]);
+    free(ha);
+    free(hp);
+    /* a normal workdir: `top` reads it */
+    cr_assert_eq(tu_se3(&out, "top %s -n 3", wd), 0, "%s", out);
+    cr_assert(strstr(out, "gap"), "%s", out);
+    free(out);
+  }
+  free(dir);
+}
+
+struct predict_at {
+  const char *db;
+  long long done;
+};
+
+/* Inside the run: ingest has committed a chunk and rank has not begun (so
+ * the kill lands with work left, whatever the machine's speed). */
+static int mid_predict(void *p) {
+  struct predict_at *g = p;
+  char *t = tu_query_wait(g->db,
+                          "SELECT (SELECT count(*) FROM stage_chunks WHERE stage = 'ingest'), "
+                          "(SELECT count(*) FROM stage_chunks WHERE stage = 'rank')",
+                          0);
+  long long ingested = -1, ranked = -1;
+  if (t && sscanf(t, "%lld|%lld", &ingested, &ranked) != 2) ingested = ranked = -1;
+  free(t);
+  if (ingested < 1) return 0;
+  g->done = ingested;
+  return ranked == 0 ? 1 : -1;
+}
+
+/* (b) kill -9 during predict; the same command again ends with exit 0 and
+ * the hits of an uninterrupted predict. */
+Test(predict, killed_predict_resumes_to_the_same_hits) {
+  char *dir = tu_tmpdir("predict_kill9");
+  write_libraries(dir);
+  char lib[1024], model[1024], ref[1024], wd[1024], db[1100], log[1024];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  train_a(dir, lib);
+  snprintf(model, sizeof model, "%s/A", dir);
+  snprintf(ref, sizeof ref, "%s/ref", dir);
+  snprintf(wd, sizeof wd, "%s/killed", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  snprintf(log, sizeof log, "%s/log.txt", dir);
+  char *out = NULL;
+  /* chunks of two molecules: five ingest chunks to be killed among */
+  cr_assert_eq(tu_se3(&out, "predict %s %s --workdir %s --set run.chunk_size=2", model, lib, ref), 0, "%s", out);
+  free(out);
+  char *argv[] = {"se3screen", "predict", model, lib, "--workdir", wd, "--set", "run.chunk_size=2", NULL};
+  struct predict_at at = {db, 0};
+  int pid = tu_spawn_se3(log, argv);
+  int seen = tu_signal_in_state(&pid, 1, pid, SIGKILL, 120, mid_predict, &at);
+  int st = tu_wait(pid);
+  cr_assert_eq(seen, 1, "predict was not killed inside its run (%d; exit %d; see %s)", seen, st, log);
+  cr_assert_eq(st, 128 + SIGKILL, "exit %d (see %s)", st, log);
+  cr_log_info("killed with %lld ingest chunks committed", at.done);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_chunks WHERE stage = 'rank'"), 0);
+  cr_assert_eq(tu_se3(&out, "predict %s %s --workdir %s --set run.chunk_size=2", model, lib, wd), 0, "%s", out);
+  cr_assert(strstr(out, "resuming predict.yaml"), "the same command rewrote its workflow: %s", out);
+  free(out);
+  char a[1100], b[1100];
+  snprintf(a, sizeof a, "%s/hits.csv", ref);
+  snprintf(b, sizeof b, "%s/hits.csv", wd);
+  char *ha = tu_read(a, NULL), *hb = tu_read(b, NULL);
+  cr_assert(ha && hb && strchr(ha, '\n') != strrchr(ha, '\n'), "hits.csv missing or empty");
+  cr_assert_str_eq(hb, ha, "the resumed predict's hits differ from an uninterrupted one's");
+  free(ha);
+  free(hb);
+  char ref_db[1100];
+  snprintf(ref_db, sizeof ref_db, "%s/screen.db", ref);
+  char *x = tu_query(ref_db, "SELECT mol_id, score FROM scores ORDER BY mol_id");
+  char *y = tu_query(db, "SELECT mol_id, score FROM scores ORDER BY mol_id");
+  cr_assert(x && y);
+  cr_assert_str_eq(y, x);
+  free(x);
+  free(y);
+  free(dir);
+}
+
+/* (c) -o FILE.csv is DIR/hits.csv and -o FILE.sdf DIR/hits.sdf, byte for
+ * byte; -o naming an input, a file of the workdir or another kind of file
+ * is refused before any work, the file left as it was. */
+Test(predict, o_copies_the_hits_and_refuses_an_input) {
+  char *dir = tu_tmpdir("predict_out");
+  write_libraries(dir);
+  char lib[1024], model[1024], wd[1024];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  train_a(dir, lib);
+  snprintf(model, sizeof model, "%s/A", dir);
+  snprintf(wd, sizeof wd, "%s/P", dir);
+  char csv_in[1100];
+  snprintf(csv_in, sizeof csv_in, "%s/lib.csv", dir);
+  char *before = tu_read(csv_in, NULL);
+  char *out = NULL;
+  /* refusals before any work: no workdir made, the input unchanged. The
+   * input is named as given and as another spelling of it. */
+  const char *bad[] = {"hits.txt", "lib.csv", "./out/../lib.csv"};
+  const char *why[] = {"name a file ending in one", "this command reads", "this command reads"};
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s/out", dir), 0);
+  for (int k = 0; k < 3; k++) {
+    int rc = tu_sh(&out, "cd %s && %s predict %s lib.csv --workdir %s -o %s", dir, SE3_BINARY, model, wd, bad[k]);
+    cr_assert_eq(rc, 2, "-o %s: exit %d: %s", bad[k], rc, out);
+    cr_assert(strstr(out, why[k]), "-o %s: %s", bad[k], out);
+    free(out);
+    struct stat sb;
+    cr_assert_neq(stat(wd, &sb), 0, "a refused predict made its workdir");
+  }
+  char *after = tu_read(csv_in, NULL);
+  cr_assert_str_eq(after, before, "a refused -o changed the input");
+  free(after);
+  free(before);
+  /* the hits, both kinds */
+  static const char *const kinds[] = {"csv", "sdf"};
+  for (int k = 0; k < 2; k++) {
+    char o[1100], h[1100];
+    snprintf(o, sizeof o, "%s/out/hits-copy.%s", dir, kinds[k]);
+    snprintf(h, sizeof h, "%s/hits.%s", wd, kinds[k]);
+    cr_assert_eq(tu_se3(&out, "predict %s %s --workdir %s -o %s --top 5", model, lib, wd, o), 0, "%s", out);
+    free(out);
+    size_t no = 0, nh = 0;
+    char *a = tu_read(o, &no), *b = tu_read(h, &nh);
+    cr_assert(a && b && nh > 0, "%s or %s missing", o, h);
+    cr_assert(no == nh && !memcmp(a, b, nh), "-o %s is not %s", o, h);
+    free(a);
+    free(b);
+  }
+  /* --top 5: five hits (a header line and five rows) */
+  char h[1100];
+  snprintf(h, sizeof h, "%s/hits.csv", wd);
+  char *text = tu_read(h, NULL);
+  int lines = 0;
+  for (char *p = text; p && *p; p++)
+    lines += *p == '\n';
+  cr_assert_eq(lines, 6, "%s", text);
+  free(text);
+  /* a file of the workdir */
+  int rc = tu_se3(&out, "predict %s %s --workdir %s -o %s", model, lib, wd, h);
+  cr_assert_eq(rc, 2, "-o %s: exit %d: %s", h, rc, out);
+  cr_assert(strstr(out, "this command reads"), "%s", out);
+  free(out);
+  free(dir);
+}
+
+/* (d) a missing model or input: exit 2 naming it, nothing made. The
+ * workdir of another workflow is refused, its database untouched. */
+Test(predict, missing_model_or_input_is_a_usage_error) {
+  char *dir = tu_tmpdir("predict_usage");
+  write_libraries(dir);
+  char *out = NULL;
+  int rc = tu_sh(&out, "cd %s && %s predict no-such-model lib.smi", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "model no-such-model: No such file or directory"), "%s", out);
+  free(out);
+  rc = tu_sh(&out, "cd %s && %s predict lib.csv no-such-library.smi", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "input no-such-library.smi: No such file or directory"), "%s", out);
+  free(out);
+  /* a folder that holds no model */
+  rc = tu_sh(&out, "cd %s && %s predict . lib.smi", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "se3screen predict: model ") && strstr(out, "without models"), "%s", out);
+  free(out);
+  rc = tu_sh(&out, "cd %s && %s predict lib.csv", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "predict needs at least one INPUT"), "%s", out);
+  free(out);
+  struct stat sb;
+  char p[1100];
+  snprintf(p, sizeof p, "%s/predict-lib", dir);
+  cr_assert_neq(stat(p, &sb), 0, "a refused predict made its workdir");
+  snprintf(p, sizeof p, "%s/predict-no-such-library", dir);
+  cr_assert_neq(stat(p, &sb), 0, "a refused predict made its workdir");
+  /* another workflow's workdir */
+  char *wf = write_a(dir, "lib.smi");
+  cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/A/screen.db", dir);
+  long long n = tu_query_int(db, "SELECT count(*) FROM molecules");
+  rc = tu_sh(&out, "cd %s && %s predict lib.csv lib.smi --workdir A", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "not of a predict"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), n);
+  snprintf(p, sizeof p, "%s/A/predict.yaml", dir);
+  cr_assert_neq(stat(p, &sb), 0, "predict wrote into another workflow's workdir");
+  free(wf);
+  free(dir);
+}
