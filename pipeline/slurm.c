@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -129,6 +130,8 @@ struct ctx {
   const char *name; /* the workflow's name */
   struct step steps[MAX_STEPS];
   int n;
+  long long records;    /* the ingest's plan in screen.db: records; -1 when not known */
+  long long max_chunks; /* so the most chunks any array stage can have; -1 when not known */
 };
 
 /* The slurm: values written into #SBATCH lines as they are. */
@@ -287,6 +290,73 @@ static int commit_script(struct atomic_file *a) {
   return -1;
 }
 
+/* ---- how many tasks an array needs ------------------------------------------
+ *
+ * An array task takes every N-th chunk of its stage (N tasks), so a task
+ * beyond the stage's last chunk has nothing to do: slurm.array_size 4 for a
+ * stage of two chunks queued two idle tasks, and said nothing. The chunks
+ * are known only once the stage is planned, in its own job; what is known
+ * here is the ingest's plan, where WORKDIR/screen.db has one (an earlier
+ * run, or `run --stage ingest` before `slurm`): its records, of which each
+ * later stage keeps at most as many molecules (one molecule a record, then
+ * one graph, basis or score a molecule). So no array stage has more than
+ * records / run.chunk_size chunks (rounded up), and an array is cut to that.
+ * A task too many loses no work either way (the tasks still take every
+ * chunk between them); a cut too deep would only queue fewer of them, so a
+ * plan is trusted only when it is newer than every file it counted: the
+ * workflow, its includes and the sets' input files (a glob, which may match
+ * new files, makes it unknown). */
+
+/* Latest modification time (s) of the files node n was read from and, with
+ * inputs, of the path values below it; -1 where one cannot be read. */
+static int newest_file(const struct cfg_node *n, int inputs, time_t *newest) {
+  struct stat st;
+  if (!n) return 0;
+  if (n->file && n->file[0] != '<' && stat(n->file, &st) == 0 && st.st_mtime > *newest) *newest = st.st_mtime;
+  if (inputs && n->kind == CFG_SCALAR && n->type == CFG_T_PATH && n->value) {
+    if (strpbrk(n->value, "*?[") || stat(n->value, &st) != 0) return -1;
+    if (st.st_mtime > *newest) *newest = st.st_mtime;
+  }
+  for (int i = 0; i < n->n_kids; i++)
+    if (newest_file(n->kids[i], inputs, newest)) return -1;
+  return 0;
+}
+
+/* c->records and c->max_chunks from WORKDIR/screen.db's ingest plan, or -1. */
+static void known_chunks(struct ctx *c) {
+  c->records = c->max_chunks = -1;
+  char db[PATH_MAX + 16];
+  snprintf(db, sizeof db, "%s/screen.db", c->workdir);
+  if (access(db, R_OK) != 0) return;
+  time_t newest = 0;
+  if (newest_file(c->root, 0, &newest) || newest_file(cfg_get(c->root, "sets"), 1, &newest)) return;
+  sqlite3 *h = NULL;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 10000);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT n_items, updated FROM stage_state WHERE stage = 'ingest'", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      struct tm tm;
+      memset(&tm, 0, sizeof tm);
+      const char *when = (const char *)sqlite3_column_text(st, 1);
+      const char *end = when ? strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+      /* (the store writes times to the second: a file of the same second counts as older) */
+      if (end && timegm(&tm) >= newest) c->records = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  long long size = cfg_int(c->root, "run.chunk_size", 1024);
+  if (c->records >= 0 && size > 0) c->max_chunks = c->records > 0 ? (c->records + size - 1) / size : 1;
+}
+
+/* The tasks of an array: slurm.array_size, or fewer where no more chunks can be. */
+static long long array_tasks(const struct ctx *c) {
+  long long tasks = cfg_int(c->root, "slurm.array_size", 16);
+  return c->max_chunks > 0 && c->max_chunks < tasks ? c->max_chunks : tasks;
+}
+
 static int write_step(const struct ctx *c, int k) {
   const struct step *s = &c->steps[k];
   const struct cfg_node *r = c->root;
@@ -296,7 +366,7 @@ static int write_step(const struct ctx *c, int k) {
   struct atomic_file a;
   if (open_script(&a, path)) return -1;
   FILE *f = a.f;
-  long long tasks = cfg_int(r, "slurm.array_size", 16), cap = cfg_int(r, "slurm.max_running", 0),
+  long long tasks = array_tasks(c), cap = cfg_int(r, "slurm.max_running", 0),
             cpus = cfg_int(r, "slurm.cpus_per_task", 2), gpus = cfg_int(r, "slurm.gpus_per_task", 0),
             nodes = cfg_int(r, "slurm.nodes", 1), per_node = cfg_int(r, "slurm.tasks_per_node", 1);
   fprintf(f, "#!/bin/bash\n");
@@ -307,6 +377,12 @@ static int write_step(const struct ctx *c, int k) {
             "# task I takes every %lld-th chunk from chunk I into %s/shards/%s-I.db,\n"
             "# and the next step merges them into screen.db.\n",
             c->name, k, s->stage, tasks, tasks, c->workdir, s->stage);
+    if (tasks < cfg_int(r, "slurm.array_size", 16))
+      fprintf(f,
+              "# (slurm.array_size is %lld: cut to %lld, the most chunks this stage can have,\n"
+              "# as screen.db's ingest plan of %lld records at run.chunk_size %lld says.)\n",
+              (long long)cfg_int(r, "slurm.array_size", 16), tasks, c->records,
+              (long long)cfg_int(r, "run.chunk_size", 1024));
     break;
   case STEP_MERGE:
     fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage's shards merged into screen.db.\n", c->name,
@@ -542,6 +618,7 @@ int slurm_run(const struct slurm_opts *o) {
     goto out;
   }
 
+  known_chunks(&c);
   const char *names[16];
   int ns = runner_stages(root, names, 16);
   for (int i = 0; i < ns && c.n + 2 <= MAX_STEPS; i++) {
@@ -571,8 +648,22 @@ int slurm_run(const struct slurm_opts *o) {
   if (write && write_submit(&c)) goto out;
   if (write) {
     printf("wrote %d steps for workflow %s into %s:\n", c.n, c.name, c.dir);
-    for (int k = 0; k < c.n; k++)
-      printf("  %s\n", c.steps[k].file);
+    long long size = cfg_int(root, "slurm.array_size", 16), tasks = array_tasks(&c);
+    int arrays = 0;
+    for (int k = 0; k < c.n; k++) {
+      arrays += c.steps[k].kind == STEP_ARRAY;
+      printf("  %s", c.steps[k].file);
+      if (c.steps[k].kind == STEP_ARRAY && tasks < size)
+        printf(": an array of %lld task%s, not %lld (slurm.array_size): the stage has at most %lld chunk%s "
+               "(screen.db's ingest plan: %lld records, run.chunk_size %lld)",
+               tasks, tasks == 1 ? "" : "s", size, tasks, tasks == 1 ? "" : "s", c.records,
+               (long long)cfg_int(root, "run.chunk_size", 1024));
+      printf("\n");
+    }
+    if (c.max_chunks < 0 && size > 1 && arrays)
+      printf("the stages' chunks are not known yet (no ingest plan in %s/screen.db newer than the workflow and "
+             "its inputs): each array has slurm.array_size %lld tasks, and a task with no chunk has nothing to do\n",
+             c.workdir, size);
   }
 
   int first = 0;

@@ -1,7 +1,10 @@
 /* rank.c — `scores` in, ranked hits out: the `ranks` table (read through the
- * `ranked_hits` view), WORKDIR/hits.csv and WORKDIR/hits.sdf (3D coordinates,
- * SD tags for the score, its spread, the rank, the InChIKey and where the
- * molecule came from).
+ * `ranked_hits` view), WORKDIR/hits.csv and WORKDIR/hits.sdf (3D coordinates).
+ * Both files speak the view's language (docs/outputs.md): hits.csv's columns
+ * are ranked_hits' columns, and hits.sdf's title is the name and its SD tags
+ * the other columns, by the same names and in the same order, a NULL std
+ * left out: what `se3screen export WORKDIR --format csv|sdf` writes of the
+ * view, so a script reads either file the same way.
  *
  * One chunk: filter (min/max), keep each InChIKey's best score (dedupe),
  * order, cut to `top`: with top > 0 in one pass over the scores keeping the
@@ -191,6 +194,22 @@ static int cmp_asc(const void *a, const void *b) {
   return better(&order_asc, a, b) ? -1 : better(&order_asc, b, a) ? 1 : 0;
 }
 
+/* Up to `max` distinct targets of "<schema>".scores into out[] (256 bytes
+ * each); returns how many. SQLite stops the scan once `max` are found, so
+ * asking "one or several?" (max 2) reads every score only when there is
+ * one target, as ranking them does anyway. */
+static int score_targets(sqlite3 *db, const char *schema, char out[][256], int max) {
+  int k = 0;
+  char *sql = sqlite3_mprintf("SELECT DISTINCT target FROM \"%w\".scores LIMIT %d", schema, max);
+  sqlite3_stmt *st = NULL;
+  if (sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK)
+    while (k < max && sqlite3_step(st) == SQLITE_ROW)
+      snprintf(out[k++], 256, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  return k;
+}
+
 int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n) {
   const char *t = cfg_str(cfg, "target", NULL);
   if (t) {
@@ -204,7 +223,15 @@ int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, cha
     snprintf(target, n, "%s", (const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
   sqlite3_free(sql);
-  return target[0] ? 0 : -1;
+  if (target[0]) return 0;
+  /* No trained model (a score-only workflow scores with another workflow's
+   * checkpoint and trains nothing): the scores' target, the label the model
+   * learned, when they hold one only. Several are for the workflow to
+   * choose between (rank_begin names them). */
+  char found[2][256];
+  if (score_targets(db, schema, found, 2) != 1) return -1;
+  snprintf(target, n, "%s", found[0]);
+  return 0;
 }
 
 void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n) {
@@ -309,8 +336,24 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   if (!r) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = r;
   const struct cfg_node *c = ctx->cfg;
-  if (rank_target(ctx->db, ctx->src, c, r->target, sizeof r->target))
-    return stage_fail_at(ctx, c, "stages.rank.target: no trained model names one; set it");
+  if (rank_target(ctx->db, ctx->src, c, r->target, sizeof r->target)) {
+    enum { SHOWN = 6 };
+    char found[SHOWN + 1][256], list[SHOWN * 64 + 32] = "";
+    int k = score_targets(ctx->db, ctx->src, found, SHOWN + 1);
+    if (k == 0)
+      return stage_fail_at(ctx, c,
+                           "stages.rank.target: nothing to rank: no trained model names a target and there are no "
+                           "scores (run the score stage first)");
+    for (int i = 0; i < k && i < SHOWN; i++) {
+      size_t used = strlen(list);
+      snprintf(list + used, sizeof list - used, "%s'%.60s'", i ? ", " : "", found[i]);
+    }
+    if (k > SHOWN) strcat(list, ", ...");
+    return stage_fail_at(ctx, c,
+                         "stages.rank.target: the scores hold several targets (%s) and no trained model names one: "
+                         "set stages.rank.target to the one to rank by",
+                         list);
+  }
   if (check_kept(ctx, r->target)) return STAGE_ERROR;
   r->descending = strcmp(cfg_str(c, "order", "descending"), "ascending") != 0;
   r->top = (int)cfg_int(c, "top", 100);
@@ -426,7 +469,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   struct atomic_file csv = {0}, sdf = {0};
   int ret = STAGE_OK;
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
-    fputs("rank,name,smiles,inchikey,target,score,std,set,source_file,record_no,mol_id\n", csv.f);
+    fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", csv.f);
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(st, 1);
@@ -466,19 +509,25 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
         break;
       }
       m.name = strdup(name ? name : "");
-      char tag[300];
-      snprintf(tag, sizeof tag, "%s", (const char *)sqlite3_column_text(st, 4));
-      mol_add_tag(&m, tag, score);
-      if (stdv[0]) {
-        snprintf(tag, sizeof tag, "%s_std", (const char *)sqlite3_column_text(st, 4));
-        mol_add_tag(&m, tag, stdv);
-      }
-      mol_add_tag(&m, "rank", rank);
-      mol_add_tag(&m, "inchikey", (const char *)sqlite3_column_text(st, 3));
-      mol_add_tag(&m, "source_file", (const char *)sqlite3_column_text(st, 8));
-      mol_add_tag(&m, "record_no", rec);
+      /* the view's columns after the name, as export writes them: the
+       * target is a value (a tag named after it, as before issue 31, made
+       * each target's hits.sdf read differently), and std is left out when
+       * NULL (one model, no spread) */
+      const char *tags[][2] = {{"rank", rank},
+                               {"smiles", (const char *)sqlite3_column_text(st, 2)},
+                               {"inchikey", (const char *)sqlite3_column_text(st, 3)},
+                               {"target", (const char *)sqlite3_column_text(st, 4)},
+                               {"score", score},
+                               {"std", stdv[0] ? stdv : NULL},
+                               {"set_name", (const char *)sqlite3_column_text(st, 7)},
+                               {"source_file", (const char *)sqlite3_column_text(st, 8)},
+                               {"record_no", rec},
+                               {"mol_id", id}};
+      int bad = !m.name;
+      for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
+        if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;
       /* a title `$$$$`, a line break in a path or the target's name: sdtext.h */
-      char *text = m.name && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
+      char *text = !bad && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
       mol_free(&m);
       if (!text) {
         ret = stage_fail_at(ctx, NULL, "molecule %s: Open Babel could not write it as SDF", id);

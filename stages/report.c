@@ -3,9 +3,11 @@
  *
  * Everything comes from the result database: the run (workflow, inputs with
  * their molecules and rejects, the model, wall time per stage as a
- * timeline), the learning curves (metrics), the held-out molecules
- * (predictions: parity plot and residuals for regression, ROC and enrichment
- * curves for classification), the score distribution of each scored set
+ * timeline), the learning curves (metrics; a score-only run, which trains
+ * nothing, gets a note naming the model its scores came from instead), the
+ * held-out molecules (predictions: parity plot and residuals for
+ * regression, ROC and enrichment curves for classification), the score
+ * distribution of each scored set
  * (and the ensemble's spread against the score), the top hits with a 2D
  * depiction each (Open Babel's drawing of their SMILES), and the rejects
  * grouped by reason. The page is self-contained: inline SVG drawn by
@@ -47,6 +49,14 @@ struct rep {
   struct svg h; /* the page */
   char err[1024];
   int failed;
+  /* A database is read as it is, never migrated (`se3screen report` opens
+   * it read-only), so an older schema's names and counts are translated
+   * here. score_col: scores.score, or scores.value before version 6.
+   * epoch_from0: 1 where metrics.epoch and models.best_epoch count from 0
+   * (before version 6), added to show them from 1 as the log counts; 0 from
+   * version 6 on, where they are shown as stored. */
+  const char *score_col;
+  int epoch_from0;
 };
 
 /* ---- SQL helpers ---------------------------------------------------------- */
@@ -242,9 +252,9 @@ static void section_summary(struct rep *r, const char *db_label) {
   st = !has_table(r, "models")
            ? NULL
            : prep(r,
-                  "SELECT id, target, task, arch, n_train, n_valid, n_test, best_epoch, checkpoint, %s FROM models "
-                  "ORDER BY id",
-                  has_column(r, "models", "device") ? "device" : "NULL");
+                  "SELECT id, target, task, arch, n_train, n_valid, n_test, best_epoch + %d, checkpoint, %s FROM "
+                  "models ORDER BY id",
+                  r->epoch_from0, has_column(r, "models", "device") ? "device" : "NULL");
   int header = 0;
   while (row(r, st)) {
     if (!header++)
@@ -257,7 +267,7 @@ static void section_summary(struct rep *r, const char *db_label) {
       td(r, NULL, col_text(st, c));
     P("<td class=\"n\">%lld / %lld / %lld</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 4),
       (long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 6),
-      (long long)sqlite3_column_int64(st, 7) + 1);
+      (long long)sqlite3_column_int64(st, 7));
     td(r, NULL, sqlite3_column_type(st, 9) == SQLITE_NULL ? "(not recorded)" : col_text(st, 9));
     td(r, "arch", col_text(st, 3));
     P("</tr>\n");
@@ -396,20 +406,21 @@ static void minmax(const double *v, int n, double *lo, double *hi) {
 }
 
 /* one learning-curve plot: column `col` of metrics for the train and valid
- * splits of every model, by epoch (1-based); lines break between models */
+ * splits of every model, by epoch (from 1, as stored); lines break between
+ * models */
 static void learning_plot(struct rep *r, const char *col, const char *title, const char *ylabel) {
   struct series s[2] = {{0}};
   static const char *const split[2] = {"train", "valid"};
   for (int k = 0; k < 2; k++) {
     sqlite3_stmt *st = prep(r,
-                            "SELECT model, epoch, \"%w\" FROM metrics WHERE split = %Q AND \"%w\" IS NOT NULL "
+                            "SELECT model, epoch + %d, \"%w\" FROM metrics WHERE split = %Q AND \"%w\" IS NOT NULL "
                             "ORDER BY model, epoch",
-                            col, split[k], col);
+                            r->epoch_from0, col, split[k], col);
     char prev[128] = "";
     while (row(r, st)) {
       if (prev[0] && strcmp(prev, col_text(st, 0)) && series_add(&s[k], NAN, NAN)) r->failed = 1;
       snprintf(prev, sizeof prev, "%s", col_text(st, 0));
-      if (series_add(&s[k], (double)sqlite3_column_int64(st, 1) + 1, sqlite3_column_double(st, 2))) r->failed = 1;
+      if (series_add(&s[k], (double)sqlite3_column_int64(st, 1), sqlite3_column_double(st, 2))) r->failed = 1;
     }
     sqlite3_finalize(st);
   }
@@ -660,14 +671,51 @@ static void test_split(struct rep *r) {
   free(p);
 }
 
+/* No model trained in this workdir: a score-only workflow scores with a
+ * checkpoint trained elsewhere (or nothing has been trained yet). The
+ * section says so and names the models the scores came from, with their
+ * content hash where recorded; no learning curve or test table (they would
+ * be empty plots). */
+static void section_no_training(struct rep *r) {
+  P("<section id=\"training\"><h2>Model</h2>\n");
+  int scored = has_table(r, "scores") && q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") > 0;
+  if (!scored) {
+    P("<p>No model was trained in this workdir, and nothing has been scored yet.</p></section>\n");
+    return;
+  }
+  P("<p>No model was trained in this workdir: the scores come from a model trained elsewhere "
+    "(<code>stages.score.checkpoint</code>), so there are no learning curves or test metrics here; "
+    "they are in the report of the workdir that trained it.</p>\n");
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">model</th><th scope=\"col\">target</th>"
+    "<th scope=\"col\">checkpoint hash</th><th scope=\"col\">scores</th></tr></thead><tbody>\n");
+  sqlite3_stmt *st =
+      prep(r, "SELECT model, target, %s, count(*) FROM scores GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LIMIT 20",
+           has_column(r, "scores", "model_hash") ? "model_hash" : "NULL");
+  while (row(r, st)) {
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    td(r, "arch", sqlite3_column_type(st, 2) == SQLITE_NULL ? "(not recorded)" : col_text(st, 2));
+    P("<td class=\"n\">%lld</td></tr>\n", (long long)sqlite3_column_int64(st, 3));
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table></section>\n");
+}
+
 static void section_training(struct rep *r) {
-  if (!has_table(r, "models") || !has_table(r, "metrics")) return; /* schema version < 3: no training */
-  if (q_double(r, 0, "SELECT count(*) FROM models") == 0 && q_double(r, 0, "SELECT count(*) FROM metrics") == 0) return;
+  /* (schema version < 3 has neither table) */
+  if (!has_table(r, "models") || !has_table(r, "metrics") ||
+      (q_double(r, 0, "SELECT count(*) FROM models") == 0 && q_double(r, 0, "SELECT count(*) FROM metrics") == 0)) {
+    section_no_training(r);
+    return;
+  }
   int classify = q_double(r, 0, "SELECT count(*) FROM models WHERE task = 'classification'") > 0;
   P("<section id=\"training\"><h2>Training</h2>\n");
   /* test metrics of every model */
-  sqlite3_stmt *st = prep(r, "SELECT model, epoch, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1 FROM metrics "
-                             "WHERE split = 'test' ORDER BY model");
+  sqlite3_stmt *st = prep(r,
+                          "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1 FROM metrics "
+                          "WHERE split = 'test' ORDER BY model",
+                          r->epoch_from0);
   int header = 0;
   while (row(r, st)) {
     if (!header++) {
@@ -681,7 +729,7 @@ static void section_training(struct rep *r) {
     }
     P("<tr><td>");
     esc(r, col_text(st, 0));
-    P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1) + 1);
+    P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1));
     for (int c = classify ? 6 : 2; c < (classify ? 9 : 6); c++) {
       P("<td class=\"n\">");
       col_num(r, st, c, "%.4g");
@@ -725,8 +773,11 @@ static void section_scores(struct rep *r) {
   }
   /* one histogram per scored set and target; bins counted by SQL, so the
    * page costs the same for 10^3 or 10^8 scores */
-  sqlite3_stmt *st = prep(r, "SELECT m.set_name, s.target, min(s.score), max(s.score), count(*), count(s.std) "
-                             "FROM scores s JOIN molecules m ON m.id = s.mol_id GROUP BY 1, 2 ORDER BY 1, 2");
+  const char *sc = r->score_col;
+  sqlite3_stmt *st = prep(r,
+                          "SELECT m.set_name, s.target, min(s.\"%w\"), max(s.\"%w\"), count(*), count(s.std) "
+                          "FROM scores s JOIN molecules m ON m.id = s.mol_id GROUP BY 1, 2 ORDER BY 1, 2",
+                          sc, sc);
   P("<div class=\"row\">");
   while (row(r, st)) {
     char set[128], target[128], title[400], desc[800];
@@ -740,9 +791,10 @@ static void section_scores(struct rep *r) {
     }
     memset(count, 0, (size_t)bins * sizeof *count);
     sqlite3_stmt *b = prep(r,
-                           "SELECT min(max(CAST((s.score - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM scores s "
-                           "JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q GROUP BY 1",
-                           lo, (hi - lo) / bins, bins - 1, set, target);
+                           "SELECT min(max(CAST((s.\"%w\" - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM "
+                           "scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q "
+                           "GROUP BY 1",
+                           sc, lo, (hi - lo) / bins, bins - 1, set, target);
     while (row(r, b)) {
       int k = sqlite3_column_int(b, 0);
       if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
@@ -757,10 +809,10 @@ static void section_scores(struct rep *r) {
       long long stride = n_std > REPORT_MAX_POINTS ? (n_std + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1;
       struct series sp = {0};
       sqlite3_stmt *q = prep(r,
-                             "SELECT score, std FROM (SELECT s.score, s.std, row_number() OVER (ORDER BY s.rowid) AS k "
-                             "FROM scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = "
-                             "%Q AND s.std IS NOT NULL) WHERE (k - 1) %% %lld = 0",
-                             set, target, stride);
+                             "SELECT v, std FROM (SELECT s.\"%w\" AS v, s.std, row_number() OVER (ORDER BY s.rowid) "
+                             "AS k FROM scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND "
+                             "s.target = %Q AND s.std IS NOT NULL) WHERE (k - 1) %% %lld = 0",
+                             sc, set, target, stride);
       while (row(r, q))
         if (series_add(&sp, sqlite3_column_double(q, 0), sqlite3_column_double(q, 1))) r->failed = 1;
       sqlite3_finalize(q);
@@ -910,6 +962,8 @@ int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o,
              "leaves them out)");
     return -1;
   }
+  r.score_col = has_column(&r, "scores", "value") && !has_column(&r, "scores", "score") ? "value" : "score";
+  r.epoch_from0 = q_double(&r, 0, "PRAGMA user_version") < 6;
   char title[512], when[64];
   char *wf = NULL;
   {

@@ -82,10 +82,11 @@ static const char *db_of(const char *dir) {
 }
 
 static void premise(const char *db) {
-  /* what the checks below need from the screen: both kinds of names, more
-   * than a handful of hits, no ensemble spread */
+  /* what the checks below need from the screen: names, more than a handful
+   * of hits, no ensemble spread. (The ESOL rows were unnamed hits once;
+   * since issue 31 every molecule has a name, a generated one where its
+   * input gives none, and the checks take an empty name as they did.) */
   cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE name <> ''"), 5);
-  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE name = ''"), 5);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE std IS NOT NULL"), 0);
 }
 
@@ -696,4 +697,39 @@ Test(export, csv_formulas_are_neutralised) {
       text, "eq,plus,minus,at,tab,cr,num_text,num,int,exp_text,dash,inner,empty,minf,'=head\n"
             "'=1+1,'+1+cmd,'-2+3+cmd|' /C calc'!A0,'@SUM(A1),'\t=x,\"'\rx\",-1.5,-1.5,-7,+3e5,'-,a=b,,-inf,'=q\n");
   free(text);
+}
+
+/* One convention for the hits (issue 31, docs/outputs.md): the rank stage's
+ * hits.sdf carries the SD tags `export --format sdf` writes of ranked_hits
+ * (its column names, in its column order, a NULL std left out; the name is
+ * the title), and hits.csv's header is ranked_hits' column names. Before,
+ * hits.sdf tagged the score with the target's name (<gap>) and hits.csv
+ * said `set` where the view says set_name. */
+Test(export, hits_files_use_the_view_column_names) {
+  const char *dir = screen(), *db = db_of(dir);
+  char path[1200], *out = NULL;
+  snprintf(path, sizeof path, "%s/view.sdf", dir);
+  cr_assert_eq(tu_se3(&out, "export %s/work --format sdf -o %s", dir, path), 0, "%s", out);
+  free(out);
+  /* every data header line of every record, in order: the tags and their order */
+  char *want = NULL, *got = NULL;
+  cr_assert_eq(tu_sh(&want, "grep '^>' %s", path), 0);
+  cr_assert_eq(tu_sh(&got, "grep '^>' %s/work/hits.sdf", dir), 0, "hits.sdf has no tags: %s", got);
+  cr_assert_gt(strlen(want), 0);
+  cr_assert_str_eq(got, want, "hits.sdf's tags are not export's of ranked_hits");
+  free(want);
+  free(got);
+  /* the titles: each hit's name */
+  cr_assert_eq(tu_sh(&want, "awk 'NR == 1 || prev == \"$$$$\" {print} {prev = $0}' %s", path), 0);
+  cr_assert_eq(tu_sh(&got, "awk 'NR == 1 || prev == \"$$$$\" {print} {prev = $0}' %s/work/hits.sdf", dir), 0);
+  cr_assert_str_eq(got, want, "hits.sdf's titles are not export's");
+  free(want);
+  free(got);
+  /* hits.csv: the view's column names */
+  want = tu_query(db, "SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_table_info('ranked_hits') "
+                      "ORDER BY cid)");
+  cr_assert_eq(tu_sh(&got, "head -n 1 %s/work/hits.csv", dir), 0);
+  cr_assert_str_eq(got, want, "hits.csv's header is not ranked_hits' columns");
+  free(want);
+  free(got);
 }

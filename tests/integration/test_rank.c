@@ -1,7 +1,7 @@
 /* The rank stage and `se3screen top` through the binary: the ranked_hits
  * view, hits.csv and hits.sdf agree (hits.sdf read back through Open Babel
  * with the same molecules and SD tags), filters, order, top-k and InChIKey
- * dedupe. */
+ * dedupe; the target without models rows (a score-only run's). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <sqlite3.h>
@@ -52,14 +52,48 @@ static void check_hit(int i, const struct mol *m, void *ctx) {
            "FROM ranked_hits WHERE rank = %d",
            i + 1);
   char *want = tu_query(db, q), got[512];
-  snprintf(got, sizeof got, "%.14s|%s|%s|%s\n", m->inchikey, mol_tag(m, "inchikey"), mol_tag(m, "gap"),
+  snprintf(got, sizeof got, "%.14s|%s|%s|%s\n", m->inchikey, mol_tag(m, "inchikey"), mol_tag(m, "score"),
            mol_tag(m, "rank"));
   cr_assert_str_eq(got, want, "hits.sdf record %d: %s, the view: %s", i + 1, got, want);
   cr_assert_not_null(mol_tag(m, "source_file"));
+  cr_assert_str_eq(mol_tag(m, "target"), "gap", "hits.sdf record %d: the target is a tag of its own", i + 1);
   free(want);
 }
 
-Test(rank, view_csv_and_sdf_agree) {
+/* A score-only run has no models rows (issue 31): rank then ranks the
+ * scores' one target, and refuses scores of several targets unless
+ * stages.rank.target names one, naming them. Made from the trained run in
+ * wd (top: 10) with its models rows deleted; a changed top reruns rank. */
+static void rank_without_models(const char *wd) {
+  char db[1100], wf[1100];
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  snprintf(wf, sizeof wf, "%s/../wf.yaml", wd);
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+  cr_assert_eq(sqlite3_exec(h, "DELETE FROM models", NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank --set stages.rank.top=3", wf), 0, "%s", out);
+  free(out);
+  char *got = tu_query(db, "SELECT count(*), min(target), max(target) FROM ranks");
+  cr_assert_str_eq(got, "3|gap|gap\n", "ranks: %s", got);
+  free(got);
+  /* scores of two targets: which one is for the workflow to say */
+  cr_assert_eq(sqlite3_exec(h, "UPDATE scores SET target = 'other' WHERE mol_id % 2 = 0", NULL, NULL, NULL), SQLITE_OK,
+               "%s", sqlite3_errmsg(h));
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM scores WHERE target = 'other'"), 0, "the premise");
+  cr_assert_neq(tu_se3(&out, "run %s --stage rank --set stages.rank.top=4", wf), 0, "ranked one of two targets:\n%s",
+                out);
+  cr_assert(strstr(out, "stages.rank.target") && strstr(out, "'gap'") && strstr(out, "'other'"),
+            "the refusal names neither the key nor the targets:\n%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank --set stages.rank.top=4 --set stages.rank.target=other", wf), 0, "%s",
+               out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranks WHERE target = 'other'"), 4);
+  sqlite3_close(h);
+}
+
+Test(rank, view_csv_and_sdf_agree_and_target_without_models) {
   char *wd = screen("rank_files", "top: 10");
   char db[1100], path[1200];
   snprintf(db, sizeof db, "%s/screen.db", wd);
@@ -95,6 +129,8 @@ Test(rank, view_csv_and_sdf_agree) {
   cr_assert_eq(lines, 5, "a header, a rule and 3 hits:\n%s", out);
   free(first);
   free(out);
+  /* last: it changes the database */
+  rank_without_models(wd);
   free(wd);
 }
 

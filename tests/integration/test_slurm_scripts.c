@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipeline/store.h"
 #include "tests/testutil.h"
 
 /* The quickstart's data in dir, a workflow whose first lines are head
@@ -122,6 +123,67 @@ Test(slurm_scripts, one_script_a_step_from_the_block_and_the_options) {
   s = script(dir, "00-ingest.sbatch");
   has(s, "#SBATCH --array=0-2\n", "the ingest array with --array-size 3");
   free(s);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* wd/screen.db holding an ingest plan of n_items records made at `updated`
+ * (SQL: a time), as a run of the ingest stage leaves it. */
+static void ingest_planned(const char *dir, long long n_items, const char *updated) {
+  char wd[1100], db[1200], err[1024];
+  snprintf(wd, sizeof wd, "%s/wd", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  mkdir(wd, 0755);
+  struct store st;
+  cr_assert_eq(store_open(&st, db, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  char *sql =
+      sqlite3_mprintf("INSERT OR REPLACE INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, "
+                      "updated) VALUES('ingest', 'h', 'h', (%lld + 63) / 64, %lld, %s)",
+                      n_items, n_items, updated);
+  cr_assert_eq(store_exec(st.db, sql, err, sizeof err), 0, "%s", err);
+  sqlite3_free(sql);
+  store_close(&st);
+}
+
+/* An array has at most as many tasks as its stage can have chunks, where
+ * screen.db knows it (issue 31: `--array-size 4` made four tasks for two
+ * chunks without a word): the ingest's plan counts the records, and no
+ * later stage has more molecules. A plan older than the workflow or its
+ * inputs says nothing (they may have grown), nor does one of more chunks
+ * than tasks. */
+Test(slurm_scripts, arrays_capped_at_the_chunks_screen_db_knows) {
+  char *dir = tu_tmpdir("slurm_capped"), *out = NULL;
+  char *wf = workflow(dir, ""); /* array_size 5, chunk_size 64 */
+  ingest_planned(dir, 100, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')");
+  cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);
+  const char *arrays[] = {"00-ingest.sbatch", "02-graph.sbatch", "05-score.sbatch"};
+  for (int i = 0; i < 3; i++) {
+    char *s = script(dir, arrays[i]);
+    has(s, "#SBATCH --array=0-1\n", arrays[i]);
+    has(s, "as an array of 2 tasks", arrays[i]);
+    free(s);
+    char said[256];
+    snprintf(said, sizeof said, "%s: an array of 2 tasks, not 5 (slurm.array_size)", arrays[i]);
+    has(out, said, "slurm's output");
+  }
+  has(out, "100 records", "slurm's output");
+  free(out);
+  /* the same plan made before the workflow was written: not known */
+  ingest_planned(dir, 100, "'2000-01-01T00:00:00Z'");
+  cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);
+  char *s = script(dir, "02-graph.sbatch");
+  has(s, "#SBATCH --array=0-4\n", "the graph array, the plan older than the workflow");
+  free(s);
+  cr_assert(!strstr(out, "not 5"), "capped by a plan older than the workflow:\n%s", out);
+  free(out);
+  /* more chunks than tasks: every task has work */
+  ingest_planned(dir, 1000, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')");
+  cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);
+  s = script(dir, "02-graph.sbatch");
+  has(s, "#SBATCH --array=0-4\n", "the graph array of 16 chunks");
+  free(s);
+  cr_assert(!strstr(out, "not 5"), "%s", out);
   free(out);
   free(wf);
   free(dir);

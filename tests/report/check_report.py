@@ -12,7 +12,12 @@ the page must hold:
 - self-contained: no script, stylesheet link, image, frame, import or
   url() that is not a fragment (#...), and no link that leaves the page;
 - the timeline has one bar per stage in stage_chunks;
-- the learning curves have one point per metrics row of each split;
+- every link to a part of the page (#id) finds it;
+- the learning curves have one point per metrics row of each split, each
+  at its epoch on the x axis (read back through the axis's tick labels),
+  and the models and test tables show the best epoch: epochs are shown as
+  schema version 6 stores them, from 1 (an older database, read as it is,
+  stored them from 0);
 - the parity plot has one point per held-out prediction, each at the pixel
   the axes give it (the plot's geometry and its 5 % padding, as report.c
   lays them out); the residual histogram has a bar per non-empty bin;
@@ -131,14 +136,85 @@ def bins_of(values, n):
     return len(got)
 
 
+def score_column(db):
+    """scores.score (schema version 6 on), scores.value before."""
+    have = {r[1] for r in db.execute("PRAGMA table_info(scores)")}
+    return "score" if "score" in have else "value"
+
+
 def sql_bins(db, set_name, target, n):
-    lo, hi = db.execute("SELECT min(s.score), max(s.score) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+    col = score_column(db)
+    lo, hi = db.execute(f"SELECT min(s.{col}), max(s.{col}) FROM scores s JOIN molecules m ON m.id = s.mol_id "
                         "WHERE m.set_name = ? AND s.target = ?", (set_name, target)).fetchone()
     if not hi > lo:
         lo, hi = lo - 0.5, hi + 0.5
-    return db.execute("SELECT count(DISTINCT min(max(CAST((s.score - ?) / ? AS INTEGER), 0), ?)) FROM scores s "
+    return db.execute(f"SELECT count(DISTINCT min(max(CAST((s.{col} - ?) / ? AS INTEGER), 0), ?)) FROM scores s "
                       "JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = ? AND s.target = ?",
                       (lo, (hi - lo) / n, n - 1, set_name, target)).fetchone()[0]
+
+
+def plot_svg(text, title):
+    """The <svg> of the plot titled `title`, or None."""
+    m = re.search(r'<title id="t\d+">' + re.escape(title) + r"</title>(.*?)</svg>", text, re.S)
+    return m.group(1) if m else None
+
+
+def x_values(svg, cls, shape):
+    """The x data values of the markers of <g class="... cls"> in a plot's
+    svg, read back through its x axis: the tick labels at their pixels."""
+    ticks = re.search(r'<g class="xticks"[^>]*>(.*?)</g>', svg, re.S)
+    pairs = [(float(x), float(v)) for x, v in
+             re.findall(r'<text x="([-\d.]+)" y="[-\d.]+" stroke="none" text-anchor="middle">([^<]+)</text>',
+                        ticks.group(1) if ticks else "")]
+    if len(pairs) < 2:
+        fail(f"a plot with {len(pairs)} x tick labels: its x values cannot be read back")
+    (x0, v0), (x1, v1) = pairs[0], pairs[-1]
+    g = re.search(r'<g class="[^"]*\b' + re.escape(cls) + r'">(.*?)</g>', svg, re.S)
+    if not g:
+        return []
+    if shape == "circle":
+        px = [float(x) for x in re.findall(r'<circle cx="([-\d.]+)"', g.group(1))]
+    else:  # a square marker: its x is the centre less 3 px
+        px = [float(x) + 3 for x in re.findall(r'<rect x="([-\d.]+)"', g.group(1))]
+    return [v0 + (x - x0) * (v1 - v0) / (x1 - x0) for x in px]
+
+
+def check_epochs(text, db):
+    """Epochs on the page as the database stores them: from 1 in schema
+    version 6 on; an older database (read as it is) stored them from 0."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    shift = 1 if version < 6 else 0
+    want = {m: e + shift for m, e in db.execute("SELECT id, best_epoch FROM models")}
+    got = dict(re.findall(r'<tr><td>([^<]*)</td><td>[^<]*</td><td>[^<]*</td><td class="n">\d+ / \d+ / \d+</td>'
+                          r'<td class="n">(-?\d+)</td>', text))
+    got = {m: int(e) for m, e in got.items()}
+    if got != want:
+        fail(f"the models table's best epochs {got}, the database gives {want} (schema version {version})")
+    ok(f"best epochs in the models table: {sorted(got.values())}")
+    section = re.search(r'<section id="training">(.*?)</section>', text, re.S)
+    want = {m: e + shift for m, e in db.execute("SELECT model, epoch FROM metrics WHERE split = 'test'")}
+    got = {m: int(e) for m, e in re.findall(r'<tr><td>([^<]*)</td><td class="n">(-?\d+)</td>',
+                                             section.group(1) if section else "")}
+    if got != want:
+        fail(f"the test table's best epochs {got}, the database gives {want} (schema version {version})")
+    ok(f"best epochs in the test table: {sorted(got.values())}")
+    svg = plot_svg(text, "Loss per epoch")
+    for split, cls, shape in (("train", "pts-train-loss", "circle"), ("valid", "pts-valid-loss", "square")):
+        want = sorted(e + shift for (e,) in db.execute(
+            "SELECT epoch FROM metrics WHERE split = ? AND loss IS NOT NULL", (split,)))
+        got = sorted(round(v, 2) for v in x_values(svg, cls, shape)) if svg else []
+        if got != want:
+            fail(f"learning curve {split} loss at epochs {got}, the database gives {want} (schema version {version})")
+        ok(f"learning curve {split} loss at epochs {got[:3]}...{got[-1:]}" if got else f"no {split} loss curve")
+
+
+def check_fragments(text):
+    """Every href="#x" of the page has an element with id="x"."""
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    missing = sorted({h for h in re.findall(r'href="#([^"]+)"', text) if h not in ids})
+    if missing:
+        fail(f"links to parts the page does not have: {missing}")
+    ok("every #link finds its part of the page")
 
 
 def png_pixels(path):
@@ -227,6 +303,9 @@ def main():
             fail(f"{what}: {got} drawn, the database gives {want}")
         ok(f"{what}: {got}")
 
+    check_fragments(text)
+    if "NaN" in text or re.search(r"\bnan\b", text):
+        fail("the page shows a NaN")
     stages = db.execute("SELECT count(DISTINCT stage) FROM stage_chunks").fetchone()[0]
     # the report stage's own chunk commits after it wrote the page
     has_report = db.execute("SELECT count(*) FROM stage_chunks WHERE stage = 'report'").fetchone()[0]
@@ -239,6 +318,7 @@ def main():
         for split in ("train", "valid"):
             n = db.execute(f"SELECT count(*) FROM metrics WHERE split = ? AND {col} IS NOT NULL", (split,)).fetchone()[0]
             expect(f"learning curve {split} {col}", count(page, f"pts-{split}-{col}"), n)
+    check_epochs(text, db)
     members = db.execute("SELECT p.model, m.task FROM predictions p JOIN models m ON m.id = p.model "
                          "WHERE p.split = 'test' GROUP BY p.model ORDER BY p.model").fetchall()
     if members:
