@@ -16,7 +16,7 @@
  * name, overridden by what the first bytes clearly show.
  */
 #define _GNU_SOURCE
-#include "stages/check_inputs.h"
+#include "check_inputs.h"
 
 #include <glob.h>
 #include <stdarg.h>
