@@ -536,9 +536,9 @@ static int frag_visit(void *vctx, int i, int j) {
 /* The smallest group of fragments (ties: the one holding the lowest atom
  * index) with no atom of another group within gap, when there are several
  * groups. 1 when found (*size atoms in *n_frags fragments, *dist to the
- * nearest atom outside), 0 when all fragments hang together, -1 on
- * allocation failure. */
-static int find_far_fragment(const struct mol *m, double gap, int *size, int *n_frags, double *dist) {
+ * nearest atom outside, *first its lowest atom index), 0 when all fragments
+ * hang together, -1 on allocation failure. */
+static int find_far_fragment(const struct mol *m, double gap, int *size, int *n_frags, double *dist, int *first) {
   int n = m->n_atoms, rc = -1;
   int *frag = malloc((size_t)n * sizeof *frag);
   int *group = malloc((size_t)n * sizeof *group);
@@ -575,8 +575,10 @@ static int find_far_fragment(const struct mol *m, double gap, int *size, int *n_
   for (int i = 0; i < n; i++)
     if (count[i] && (pick < 0 || count[i] < count[pick])) pick = i;
   double best = INFINITY;
+  *first = -1;
   for (int i = 0; i < n; i++) {
     if (group[frag[i]] != pick) continue; /* flat after the finds above */
+    if (*first < 0) *first = i;
     for (int j = 0; j < n; j++)
       if (group[frag[j]] != pick) {
         double d2 = dist2(&m->atoms[i], &m->atoms[j]);
@@ -638,33 +640,72 @@ static int max_order_sum(int z) {
   }
 }
 
-int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len) {
+void mol_why_clear(struct mol_why *w) {
+  if (!w) return;
+  w->reason[0] = w->detail[0] = 0;
+  w->atom = 0;
+}
+
+void mol_why_set(struct mol_why *w, int atom, const char *reason, const char *detail_fmt, ...) {
+  if (!w) return;
+  snprintf(w->reason, sizeof w->reason, "%s", reason ? reason : "");
+  w->atom = atom;
+  w->detail[0] = 0;
+  if (detail_fmt) {
+    va_list ap;
+    va_start(ap, detail_fmt);
+    vsnprintf(w->detail, sizeof w->detail, detail_fmt, ap);
+    va_end(ap);
+  }
+}
+
+void mol_why_text(const struct mol_why *w, char *buf, size_t len) {
+  if (!buf || !len) return;
+  if (!w) {
+    buf[0] = 0;
+    return;
+  }
+  if (w->detail[0])
+    snprintf(buf, len, "%s: %s", w->reason, w->detail);
+  else
+    snprintf(buf, len, "%s", w->reason);
+}
+
+/* Each rejection has its kind in why->reason, always the same words (the
+ * rejects table and the report group by it), the atom it is about in
+ * why->atom and the numbers in why->detail. */
+int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why) {
+  struct mol_why scratch;
+  if (!why) why = &scratch;
+  mol_why_clear(why);
   int n = m->n_atoms, rc = 1;
   int *nbr = NULL, *osum = NULL;
   unsigned char *arom = NULL;
   if (n <= 0 || !m->atoms) {
-    set_err(reason, len, "no atoms");
+    mol_why_set(why, 0, "no atoms", NULL);
     return 1;
   }
   if (o && o->max_atoms > 0 && n > o->max_atoms) {
-    set_err(reason, len, "too many atoms (%d > %d)", n, o->max_atoms);
+    mol_why_set(why, 0, "too many atoms", "%d > %d", n, o->max_atoms);
     return 1;
   }
   for (int k = 0; k < m->n_bonds; k++) {
     const struct mol_bond *b = &m->bonds[k];
     if (b->a >= (uint32_t)n || b->b >= (uint32_t)n || b->a == b->b) {
-      set_err(reason, len, "bad bond %d (atoms %u and %u of %d)", k + 1, (unsigned)b->a + 1, (unsigned)b->b + 1, n);
+      /* the atom only when the bond names a real one (its first end) */
+      mol_why_set(why, b->a < (uint32_t)n ? (int)b->a + 1 : 0, "bad bond", "bond %d joins atoms %u and %u of %d", k + 1,
+                  (unsigned)b->a + 1, (unsigned)b->b + 1, n);
       return 1;
     }
   }
   for (int i = 0; i < n; i++) {
     const struct mol_atom *a = &m->atoms[i];
     if (a->z == 0) {
-      set_err(reason, len, "dummy atom (atom %d)", i + 1);
+      mol_why_set(why, i + 1, "dummy atom", "atom %d", i + 1);
       return 1;
     }
     if (a->z > 118) {
-      set_err(reason, len, "unknown element %d (atom %d)", a->z, i + 1);
+      mol_why_set(why, i + 1, "unknown element", "atomic number %d (atom %d)", a->z, i + 1);
       return 1;
     }
     if (o && o->elements) {
@@ -672,22 +713,23 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
       for (int k = 0; k < o->n_elements && !ok; k++)
         ok = o->elements[k] == a->z;
       if (!ok) {
-        set_err(reason, len, "element %s (atom %d) not allowed", mol_element_symbol(a->z), i + 1);
+        mol_why_set(why, i + 1, "element not allowed", "%s (atom %d)", mol_element_symbol(a->z), i + 1);
         return 1;
       }
     }
-    if (!isfinite(a->x) || !isfinite(a->y) || !isfinite(a->z_)) {
-      set_err(reason, len, "non-finite coordinate (atom %d)", i + 1);
-      return 1;
-    }
+    const double c[3] = {a->x, a->y, a->z_};
+    for (int k = 0; k < 3; k++)
+      if (!isfinite(c[k])) {
+        mol_why_set(why, i + 1, "non-finite coordinate", "atom %d: %c = %g", i + 1, "xyz"[k], c[k]);
+        return 1;
+      }
     /* Finite is not enough: two atoms at ±3e38 Å are 6e38 Å apart, which
      * overflows the float the graph stores, and nothing real is that far
      * out. Whatever the dimension (2D depictions use Å-like units too). */
-    const double c[3] = {a->x, a->y, a->z_};
     for (int k = 0; k < 3; k++)
       if (fabs(c[k]) > MOL_MAX_COORD) {
-        set_err(reason, len, "coordinate out of range (atom %d: %c = %g Å, beyond ±%g Å)", i + 1, "xyz"[k], c[k],
-                MOL_MAX_COORD);
+        mol_why_set(why, i + 1, "coordinate out of range", "atom %d: %c = %g Å, beyond ±%g Å", i + 1, "xyz"[k], c[k],
+                    MOL_MAX_COORD);
         return 1;
       }
   }
@@ -696,7 +738,7 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
   osum = calloc((size_t)n, sizeof *osum);
   arom = calloc((size_t)n, 1);
   if (!nbr || !osum || !arom) {
-    set_err(reason, len, "out of memory");
+    mol_why_set(why, 0, "out of memory", "checking a molecule of %d atoms", n);
     goto out;
   }
   for (int k = 0; k < m->n_bonds; k++) {
@@ -709,8 +751,8 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
     if (b->order == MOL_BOND_AROMATIC) arom[b->a] = arom[b->b] = 1;
   }
   if (o && o->min_heavy_atoms > 0 && mol_n_heavy(m) < o->min_heavy_atoms) {
-    set_err(reason, len, "%d heavy atom%s (fewer than %d)", mol_n_heavy(m), mol_n_heavy(m) == 1 ? "" : "s",
-            o->min_heavy_atoms);
+    mol_why_set(why, 0, "too few heavy atoms", "%d heavy atom%s (fewer than %d)", mol_n_heavy(m),
+                mol_n_heavy(m) == 1 ? "" : "s", o->min_heavy_atoms);
     goto out;
   }
   for (int i = 0; o && o->reject_lone_hydrogen && n > 1 && i < n; i++) {
@@ -718,7 +760,7 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
      * record (QM7's methane has two), not chemistry; H+ of a salt is fine. */
     const struct mol_atom *a = &m->atoms[i];
     if (a->z == 1 && nbr[i] == 0 && a->charge == 0) {
-      set_err(reason, len, "hydrogen atom %d has no bond", i + 1);
+      mol_why_set(why, i + 1, "hydrogen without a bond", "hydrogen atom %d has no bond", i + 1);
       goto out;
     }
   }
@@ -726,14 +768,14 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
     const struct mol_atom *a = &m->atoms[i];
     int lim = max_neighbours(a->z), have = nbr[i] + a->implicit_h;
     if (lim && have > lim) {
-      set_err(reason, len, "impossible valence: %s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
+      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
       goto out;
     }
     lim = max_order_sum(a->z);
     have = osum[i] + a->implicit_h;
     if (lim && !arom[i] && have > lim) {
-      set_err(reason, len, "impossible valence: %s atom %d has bond order sum %d", mol_element_symbol(a->z), i + 1,
-              have);
+      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has bond order sum %d", mol_element_symbol(a->z),
+                  i + 1, have);
       goto out;
     }
   }
@@ -743,38 +785,51 @@ int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason,
     double d;
     int r = find_close_pair(m, o->min_distance, &i, &j, &d);
     if (r < 0) {
-      set_err(reason, len, "out of memory");
+      mol_why_set(why, 0, "out of memory", "checking the distances of %d atoms", n);
       goto out;
     }
     if (r > 0) {
-      set_err(reason, len, "atoms %d and %d are %.2f Å apart (< %g)", i + 1, j + 1, d, o->min_distance);
+      mol_why_set(why, i + 1, "atoms too close", "atoms %d and %d are %.2f Å apart (< %g)", i + 1, j + 1, d,
+                  o->min_distance);
       goto out;
     }
   }
   if (m->dim == 3 && o && o->max_fragment_gap > 0 && n > 1) {
-    int size, n_frags;
+    int size, n_frags, first;
     double d;
-    int r = find_far_fragment(m, o->max_fragment_gap, &size, &n_frags, &d);
+    int r = find_far_fragment(m, o->max_fragment_gap, &size, &n_frags, &d, &first);
     if (r < 0) {
-      set_err(reason, len, "out of memory");
+      mol_why_set(why, 0, "out of memory", "checking the fragments of %d atoms", n);
       goto out;
     }
     if (r > 0 && n_frags == 1) {
-      set_err(reason, len, "fragment of %d atom%s is %.1f Å from the rest (> %g)", size, size == 1 ? "" : "s", d,
-              o->max_fragment_gap);
+      mol_why_set(why, first + 1, "fragment far from the rest", "fragment of %d atom%s is %.1f Å from the rest (> %g)",
+                  size, size == 1 ? "" : "s", d, o->max_fragment_gap);
       goto out;
     }
     if (r > 0) {
-      set_err(reason, len, "%d fragments of %d atoms together are %.1f Å from the rest (> %g)", n_frags, size, d,
-              o->max_fragment_gap);
+      mol_why_set(why, first + 1, "fragment far from the rest",
+                  "%d fragments of %d atoms together are %.1f Å from the rest (> %g)", n_frags, size, d,
+                  o->max_fragment_gap);
       goto out;
     }
   }
   rc = 0;
-  if (reason && len) reason[0] = 0;
 out:
   free(nbr);
   free(osum);
   free(arom);
+  return rc;
+}
+
+int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len) {
+  struct mol_why why;
+  int rc = mol_check_why(m, o, &why);
+  if (reason && len) {
+    if (rc)
+      mol_why_text(&why, reason, len);
+    else
+      reason[0] = 0;
+  }
   return rc;
 }

@@ -105,13 +105,39 @@ struct mol_check_opts {
   double max_fragment_gap;     /* reject a fragment farther than this from the rest (Å); 0 = off */
 };
 
-/* 0 when the molecule passes; 1 with a one-line reason otherwise.
- * Checks: no atoms, too many atoms, too few heavy atoms, dummy or disallowed
- * elements, non-finite coordinates or any beyond ±MOL_MAX_COORD (whatever the
- * dimension), a neutral hydrogen without a bond (in a molecule of more than
- * one atom; when asked), impossible valences (e.g. carbon with five or more bonds),
- * atoms closer than min_distance, fragments farther than max_fragment_gap.
+/* Why a molecule was refused. reason is one fixed text per kind ("radical",
+ * "atoms too close", ...) so that rejects group by it; atom is the 1-based
+ * atom it concerns (0: none); detail says the specifics ("O atom 7 has 1
+ * unpaired electron", "atoms 3 and 9 are 0.31 Å apart (< 0.5)"), "" when
+ * the reason says all. */
+struct mol_why {
+  char reason[128];
+  char detail[384];
+  int atom;
+};
+void mol_why_clear(struct mol_why *w);
+void mol_why_set(struct mol_why *w, int atom, const char *reason, const char *detail_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* One line for messages: "reason" or "reason: detail". */
+void mol_why_text(const struct mol_why *w, char *buf, size_t len);
+
+/* mol_check_why: 0 when the molecule passes; 1 with why filled otherwise
+ * (why may be NULL). mol_check: the same with why as one line of text
+ * (mol_why_text; reason may be NULL or len 0; "" when it passes).
+ * Checks, in this order, each with its reason (the atom: the one concerned):
+ *   "no atoms"; "too many atoms" ("1204 > 999"); "bad bond" (a bond to an
+ *   atom that is not there or to itself; the atom: its first end when real);
+ *   "dummy atom"; "unknown element" (atomic number above 118); "element not
+ *   allowed" (not in elements); "non-finite coordinate"; "coordinate out of
+ *   range" (beyond ±MOL_MAX_COORD, whatever the dimension); "too few heavy
+ *   atoms" (min_heavy_atoms); "hydrogen without a bond" (a neutral H in a
+ *   molecule of more than one atom, when reject_lone_hydrogen); "impossible
+ *   valence" (e.g. carbon with five bonds); "atoms too close" (the first of
+ *   the first pair in atom order closer than min_distance); "fragment far
+ *   from the rest" (the lowest atom of the smallest group of fragments
+ *   farther than max_fragment_gap from every other atom); "out of memory".
  * Distance checks only apply to 3D molecules and use a cell list (O(N)). */
+int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why);
 int mol_check(const struct mol *m, const struct mol_check_opts *o, char *reason, size_t len);
 
 /* Atomic number of an element symbol ("C", "Cl"), 0 when unknown. */

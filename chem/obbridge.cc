@@ -17,9 +17,11 @@
 extern "C" {
 #include "chem/obbridge.h"
 }
+#include "chem/gen3d.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +31,7 @@ extern "C" {
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 // Open Babel's headers are not -Wextra clean.
@@ -48,6 +51,8 @@ extern "C" {
 #include <openbabel/obconversion.h>
 #include <openbabel/oberror.h>
 #include <openbabel/obiter.h>
+#include <openbabel/op.h>
+#include <openbabel/elements.h>
 #pragma GCC diagnostic pop
 
 using namespace OpenBabel;
@@ -71,9 +76,10 @@ struct OneOmpThread {
   OneOmpThread &operator=(const OneOmpThread &) = delete;
 };
 
-void put_reason(char *reason, size_t len, const std::string &s) {
-  if (!reason || !len) return;
-  std::snprintf(reason, len, "%s", s.c_str());
+// A rejection: one fixed text per kind, the atom it concerns (1-based, 0:
+// none) and the specifics.
+void put_reason(mol_why *why, const char *reason, int atom = 0, const std::string &detail = std::string()) {
+  mol_why_set(why, atom, reason, "%s", detail.c_str());
 }
 
 std::string trim(const std::string &s) {
@@ -138,92 +144,208 @@ unsigned hash_text(const char *p, size_t n) { // FNV-1a
   return h;
 }
 
-bool coords_ok(OBMol &mol) {
-  if (mol.NumAtoms() > 1 && !mol.HasNonZeroCoords()) return false;
+// ---- chemistry on the way in -------------------------------------------------
+
+// The Tripos atom type and partial charge of each atom of a MOL2 record, in
+// the order of its @<TRIPOS>ATOM lines (Open Babel's atom order); empty when
+// the section cannot be read. has_charges: every line had a charge column.
+struct Mol2Atoms {
+  std::vector<std::string> type;
+  std::vector<double> charge;
+  bool has_charges = true;
+};
+
+Mol2Atoms mol2_atoms(const char *text, size_t len) {
+  Mol2Atoms t;
+  std::istringstream is(std::string(text, len));
+  std::string line;
+  bool in_atoms = false;
+  while (std::getline(is, line)) {
+    if (line.compare(0, 9, "@<TRIPOS>") == 0) {
+      if (in_atoms) break;
+      in_atoms = line.compare(0, 13, "@<TRIPOS>ATOM") == 0;
+      continue;
+    }
+    if (!in_atoms || trim(line).empty()) continue;
+    std::istringstream ls(line);
+    std::string id, name, x, y, z, type, subst_id, subst_name;
+    double q = 0;
+    if (!(ls >> id >> name >> x >> y >> z >> type)) return Mol2Atoms();
+    if (!(ls >> subst_id >> subst_name >> q) || !std::isfinite(q)) t.has_charges = false;
+    t.type.push_back(type);
+    t.charge.push_back(q);
+  }
+  return t;
+}
+
+// Unpaired electrons of an atom from its element, charge and valence; see below.
+int unpaired_electrons(int z, int charge, int valence);
+
+// DUD-E and ZINC write charged groups by atom type and partial charges alone,
+// with no formal charges: a carboxylate's two O.co2 oxygens, N.4 of an
+// ammonium, a deprotonated sulfonamide N.2 or thiolate S.3. Open Babel 3.1.1
+// reads them as radicals (C(=O)[O], [N], [S]). Give each group the formal
+// charges its types imply: a terminal O.co2 with one single bond
+// (carboxylate, phosphate, sulfonate) -1; N.4, and any neutral nitrogen with
+// four bonds (iminium, amidinium, pyridinium typed N.pl3 or N.ar), +1 (N.4
+// without its hydrogens in the file gets them as implicit ones). Then, where
+// the partial charges sum to a net charge the formal ones do not reach yet,
+// atoms left with one unpaired electron take -1 (the most negative partial
+// charge first) or +1 (the most positive first) until they do. What remains
+// is a radical, and the radical check rejects it.
+void mol2_formal_charges(OBMol &mol, const Mol2Atoms &t) {
+  if (t.type.size() != mol.NumAtoms()) return;
+  int total = 0;
+  double partial = 0;
   FOR_ATOMS_OF_MOL(a, mol) {
-    if (!std::isfinite(a->GetX()) || !std::isfinite(a->GetY()) || !std::isfinite(a->GetZ())) return false;
+    size_t k = a->GetIdx() - 1;
+    const std::string &type = t.type[k];
+    partial += t.charge[k];
+    if (a->GetFormalCharge() == 0) {
+      unsigned val = a->GetTotalValence(); // bond orders (Kekulé) + implicit hydrogens
+      if (type == "O.co2" && a->GetAtomicNum() == 8 && a->GetExplicitDegree() == 1 && val == 1) {
+        a->SetFormalCharge(-1);
+      } else if (a->GetAtomicNum() == 7 && (val == 4 || type == "N.4")) {
+        a->SetFormalCharge(1);
+        if (val < 4) a->SetImplicitHCount(a->GetImplicitHCount() + 4 - val);
+      }
+    }
+    total += a->GetFormalCharge();
   }
-  return true;
+  if (!t.has_charges) return;
+  int net = (int)std::lround(partial);
+  if (net == total) return;
+  std::vector<std::pair<double, OBAtom *>> lone; // radicals by partial charge
+  FOR_ATOMS_OF_MOL(a, mol)
+  if (a->GetFormalCharge() == 0 &&
+      unpaired_electrons((int)a->GetAtomicNum(), 0, (int)a->GetTotalValence()) == 1)
+    lone.emplace_back(t.charge[a->GetIdx() - 1], &*a);
+  std::sort(lone.begin(), lone.end(), [](const std::pair<double, OBAtom *> &x, const std::pair<double, OBAtom *> &y) {
+    return x.first < y.first;
+  });
+  for (size_t k = 0; k < lone.size() && total > net; k++) {
+    OBAtom *a = lone[k].second;
+    if (unpaired_electrons((int)a->GetAtomicNum(), -1, (int)a->GetTotalValence()) != 0) continue;
+    a->SetFormalCharge(-1);
+    total--;
+  }
+  for (size_t k = lone.size(); k-- > 0 && total < net;) {
+    OBAtom *a = lone[k].second;
+    if (a->GetFormalCharge() != 0 ||
+        unpaired_electrons((int)a->GetAtomicNum(), 1, (int)a->GetTotalValence()) != 0)
+      continue;
+    a->SetFormalCharge(1);
+    total++;
+  }
 }
 
-// OBBuilder may stack disconnected fragments on top of each other (two
-// benzenes came out superimposed): lay them out along x, each centred on the
-// x axis, 3 Å between bounding boxes.
-void separate_fragments(OBMol &mol) {
-  std::vector<std::vector<int>> frags;
+// Unpaired electrons of an atom from its element, charge and valence (the sum
+// of its bond orders in a Kekulé structure plus its hydrogens); 0 for the
+// elements this does not judge (metals, noble gases) and for valences above
+// what the element allows (the valence check's business). An odd count of
+// non-bonding electrons is a radical; so is a valence below the element's
+// usual one at that charge with an even count (a carbene, a nitrene).
+int unpaired_electrons(int z, int charge, int valence) {
+  int ve;
+  switch (z) {
+  case 1: ve = 1; break;
+  case 5: ve = 3; break;
+  case 6: ve = 4; break;
+  case 7: ve = 5; break;
+  case 8: ve = 6; break;
+  case 9: ve = 7; break;
+  case 14: ve = 4; break;
+  case 15: ve = 5; break;
+  case 16: ve = 6; break;
+  case 17: ve = 7; break;
+  case 33: ve = 5; break;
+  case 34: ve = 6; break;
+  case 35: ve = 7; break;
+  case 52: ve = 6; break;
+  case 53: ve = 7; break;
+  default: return 0;
+  }
+  int e = ve - charge; // valence electrons of the charged atom
+  if (z == 1) return e == 1 && valence == 0 ? 1 : 0; // H atom; H+ and H- pass
+  if (e < 0 || valence > e) return 0;
+  int lone = e - valence;
+  int usual = e <= 4 ? e : 8 - e;
+  if (lone % 2) return valence < usual ? usual - valence : 1;
+  return valence < usual ? usual - valence : 0; // above: S 4 and 6, P 5 (expanded, even)
+}
+
+// The first atom with unpaired electrons (1-based), 0 when none. A record
+// with a lone neutral hydrogen atom (QM7's methane lost two of its four to
+// another fragment) or with no heavy atom is broken rather than a radical:
+// mol_check names that ("hydrogen without a bond", "too few heavy atoms").
+int first_radical(OBMol &mol, int *unpaired) {
+  bool heavy = false;
+  FOR_ATOMS_OF_MOL(a, mol) {
+    if (a->GetAtomicNum() != 1) heavy = true;
+    else if (a->GetExplicitDegree() == 0 && a->GetFormalCharge() == 0 && mol.NumAtoms() > 1) return 0;
+  }
+  if (!heavy) return 0;
+  FOR_ATOMS_OF_MOL(a, mol) {
+    int u = unpaired_electrons((int)a->GetAtomicNum(), a->GetFormalCharge(), (int)a->GetTotalValence());
+    if (u > 0) {
+      *unpaired = u;
+      return (int)a->GetIdx();
+    }
+  }
+  return 0;
+}
+
+// The molecule's fragments, less lone neutral hydrogen atoms: those are a
+// broken record (QM7's methane has two), not a salt's counter-ion, and
+// mol_check rejects them ("hydrogen without a bond") whatever the policy.
+std::vector<std::vector<int>> fragments(OBMol &mol) {
+  std::vector<std::vector<int>> frags, out;
   mol.ContigFragList(frags);
-  if (frags.size() < 2) return;
-  double cursor = 0;
-  for (const std::vector<int> &f : frags) {
-    double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
-    for (int idx : f) {
-      const double *c = mol.GetAtom(idx)->GetCoordinate();
-      for (int k = 0; k < 3; k++)
-        lo[k] = std::fmin(lo[k], c[k]), hi[k] = std::fmax(hi[k], c[k]);
+  for (std::vector<int> &f : frags) {
+    if (f.size() == 1) {
+      OBAtom *a = mol.GetAtom(f[0]);
+      if (a->GetAtomicNum() == 1 && a->GetFormalCharge() == 0) continue;
     }
-    vector3 shift(cursor - lo[0], -(lo[1] + hi[1]) / 2, -(lo[2] + hi[2]) / 2);
-    for (int idx : f) {
-      OBAtom *a = mol.GetAtom(idx);
-      a->SetVector(a->GetVector() + shift);
-    }
-    cursor += hi[0] - lo[0] + 3.0;
+    out.push_back(std::move(f));
   }
+  return out;
 }
 
-// A new instance of a force field, logging into a sink (Setup crashes on a
-// new instance without a log file).
-OBForceField *fresh_forcefield(const char *name) {
-  static std::ostringstream sink;
-  OBForceField *proto = OBForceField::FindForceField(name);
-  if (!proto) return nullptr;
-  OBForceField *ff = proto->MakeNewInstance();
-  if (!ff) return nullptr;
-  sink.str("");
-  ff->SetLogFile(&sink);
-  ff->SetLogLevel(OBFF_LOGLVL_NONE);
-  return ff;
-}
-
-// Builder coordinates, hydrogens when asked, then force-field refinement.
-bool gen3d(OBMol &mol, const ob_parse_opts *o, const char *text, size_t len) {
-  std::srand(o->seed ^ hash_text(text, len));
-  OBBuilder builder;
-  if (!builder.Build(mol)) return false;
-  mol.SetDimension(3);
-  if (o->add_hydrogens) mol.AddHydrogens();
-  separate_fragments(mol);
-  if (o->quality != OB_Q_FAST) {
-    int steps = o->quality == OB_Q_BEST ? 2000 : 250;
-    double econv = o->quality == OB_Q_BEST ? 1e-6 : 1e-4;
-    // A fresh force field per molecule: the shared instance skips its setup
-    // when the previous molecule looks alike (same atoms and bonds count, e.g.
-    // a positional isomer) and then minimises with the previous molecule's
-    // terms, so results would depend on what the worker parsed before.
-    std::unique_ptr<OBForceField> ff(fresh_forcefield("MMFF94"));
-    if (!ff || !ff->Setup(mol)) {
-      ff.reset(fresh_forcefield("UFF"));
-      if (ff && !ff->Setup(mol)) ff.reset();
+// Keep one of frags: the most heavy atoms among fragments with carbon (any
+// fragment when none has carbon), then the most atoms, then the first.
+void keep_largest_fragment(OBMol &mol, const std::vector<std::vector<int>> &frags) {
+  size_t best = 0;
+  auto score = [&](const std::vector<int> &f) {
+    int heavy = 0, carbon = 0;
+    for (int idx : f) {
+      int z = (int)mol.GetAtom(idx)->GetAtomicNum();
+      heavy += z != 1;
+      carbon += z == 6;
     }
-    if (ff) {
-      OBMol before(mol);
-      ff->ConjugateGradients(steps, econv);
-      ff->GetCoordinates(mol);
-      if (!coords_ok(mol)) mol = before; // keep the builder's geometry
-    }
-  }
-  return coords_ok(mol);
+    return std::make_tuple(carbon > 0, heavy, (int)f.size());
+  };
+  for (size_t k = 1; k < frags.size(); k++)
+    if (score(frags[k]) > score(frags[best])) best = k;
+  std::vector<OBAtom *> drop;
+  for (size_t k = 0; k < frags.size(); k++)
+    if (k != best)
+      for (int idx : frags[k])
+        drop.push_back(mol.GetAtom(idx));
+  mol.BeginModify();
+  for (OBAtom *a : drop)
+    mol.DeleteAtom(a);
+  mol.EndModify(false);
 }
 
-int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out, char *reason, size_t rlen) {
+int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out, mol_why *why) {
   if (!o || !o->format || !text) {
-    put_reason(reason, rlen, "internal error: no text or format");
+    put_reason(why, "internal error", 0, "no text or format");
     return 1;
   }
   size_t max_bytes = o->max_record_bytes ? o->max_record_bytes : DEFAULT_MAX_RECORD;
   int max_atoms = o->max_atoms > 0 ? o->max_atoms : DEFAULT_MAX_ATOMS;
   if (len > max_bytes) {
-    put_reason(reason, rlen,
-               "record too large (" + std::to_string(len) + " > " + std::to_string(max_bytes) + " bytes)");
+    put_reason(why, "record too large", 0, std::to_string(len) + " > " + std::to_string(max_bytes) + " bytes");
     return 1;
   }
   // Open Babel's readers take the text as a C string in places (the SMILES
@@ -234,14 +356,14 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     size_t line = 1, col = 1;
     for (const char *c = text; c < z; c++)
       *c == '\n' ? (line++, col = 1) : col++;
-    put_reason(reason, rlen,
-               "NUL byte at line " + std::to_string(line) + " column " + std::to_string(col) + " of the record");
+    put_reason(why, "NUL byte in the record", 0,
+               "line " + std::to_string(line) + " column " + std::to_string(col) + " of the record");
     return 1;
   }
   if (g_in_format != o->format) {
     if (!g_in->SetInFormat(o->format)) {
       g_in_format.clear();
-      put_reason(reason, rlen, std::string("unknown Open Babel format '") + o->format + "'");
+      put_reason(why, "unknown Open Babel format", 0, std::string("'") + o->format + "'");
       return 1;
     }
     g_in_format = o->format;
@@ -252,33 +374,70 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   bool ok = g_in->ReadString(&mol, std::string(text, len));
   std::vector<std::string> msgs = logged_messages();
   if (!ok) {
-    put_reason(reason, rlen, msgs.empty() ? "parse failed (no message)" : "parse failed: " + msgs[0]);
+    put_reason(why, "parse failed", 0, msgs.empty() ? "no message" : msgs[0]);
     return 1;
   }
   if (mol.NumAtoms() == 0) {
-    put_reason(reason, rlen, "no atoms");
+    put_reason(why, "no atoms");
     return 1;
   }
   for (const std::string &m : msgs)
     if (contains_nocase(m, "kekulize")) {
-      put_reason(reason, rlen, "kekulization failed: " + m);
+      put_reason(why, "kekulization failed", 0, m);
       return 1;
     }
   long n_atoms = (long)mol.NumAtoms();
   if (o->add_hydrogens) FOR_ATOMS_OF_MOL(a, mol) n_atoms += a->GetImplicitHCount();
   if (n_atoms > max_atoms) {
-    put_reason(reason, rlen, "too many atoms (" + std::to_string(n_atoms) + " > " + std::to_string(max_atoms) + ")");
+    put_reason(why, "too many atoms", 0, std::to_string(n_atoms) + " > " + std::to_string(max_atoms));
     return 1;
   }
   FOR_ATOMS_OF_MOL(a, mol) {
     if (a->GetAtomicNum() == 0) {
-      put_reason(reason, rlen, "dummy atom (atom " + std::to_string(a->GetIdx()) + ")");
+      put_reason(why, "dummy atom", (int)a->GetIdx(), "atom " + std::to_string(a->GetIdx()));
       return 1;
     }
     int q = a->GetFormalCharge();
     if (q < -127 || q > 127) {
-      put_reason(reason, rlen,
-                 "formal charge " + std::to_string(q) + " out of range (atom " + std::to_string(a->GetIdx()) + ")");
+      put_reason(why, "formal charge out of range", (int)a->GetIdx(),
+                 std::to_string(q) + " on atom " + std::to_string(a->GetIdx()));
+      return 1;
+    }
+  }
+
+  if (std::strcmp(o->format, "mol2") == 0) mol2_formal_charges(mol, mol2_atoms(text, len));
+  if (o->fragments != OB_FRAG_KEEP) {
+    std::vector<std::vector<int>> frags = fragments(mol);
+    if (frags.size() > 1) {
+      if (o->fragments == OB_FRAG_REJECT) {
+        put_reason(why, "several fragments", 0,
+                   std::to_string(frags.size()) + " fragments (stages.ingest.fragments: reject)");
+        return 1;
+      }
+      keep_largest_fragment(mol, frags);
+    }
+  }
+  if (o->protonate == OB_PROT_NEUTRAL) {
+    OBOp *op = OBOp::FindType("neutralize");
+    if (!op) {
+      put_reason(why, "internal error", 0, "Open Babel has no neutralize operation");
+      return 1;
+    }
+    op->Do(&mol);
+  } else if (o->protonate == OB_PROT_PH) {
+    // The pH model works on explicit hydrogens; it adds them, and they go
+    // again so that the rest of parsing sees the molecule as read.
+    mol.AddHydrogens(false, true, o->ph);
+    mol.DeleteHydrogens();
+  }
+  if (!o->allow_radicals) {
+    int unpaired = 0, at = first_radical(mol, &unpaired);
+    if (at) {
+      OBAtom *a = mol.GetAtom(at);
+      put_reason(why, "radical", at,
+                 std::string(OBElements::GetSymbol(a->GetAtomicNum())) + " atom " + std::to_string(at) + " has " +
+                     std::to_string(unpaired) + " unpaired electron" + (unpaired == 1 ? "" : "s") +
+                     " (stages.ingest.allow_radicals: true keeps it)");
       return 1;
     }
   }
@@ -289,12 +448,12 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
 
   std::string smiles = trim(g_can->WriteString(&mol, true));
   if (smiles.empty()) {
-    put_reason(reason, rlen, "no canonical SMILES");
+    put_reason(why, "no canonical SMILES");
     return 1;
   }
   std::string ikey = trim(g_ikey->WriteString(&mol, true));
   if (ikey.empty()) {
-    put_reason(reason, rlen, "no InChIKey");
+    put_reason(why, "no InChIKey");
     return 1;
   }
   std::string formula = mol.GetFormula();
@@ -308,8 +467,14 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
 
   int made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && dim != 3);
   if (made3d) {
-    if (!gen3d(mol, o, text, len)) {
-      put_reason(reason, rlen, "3D generation failed");
+    std::string gen_why;
+    se3_gen3d_trace tr{};
+    if (!se3_gen3d_traced(mol, o, o->seed ^ hash_text(text, len), gen_why, &tr)) {
+      // one reason per failed check, the atom beside it
+      const char *kind = tr.last_fail == GEN3D_STEREO  ? "3D generation: stereo not kept"
+                         : tr.last_fail == GEN3D_CLASH ? "3D generation: atoms clash"
+                                                       : "3D generation failed";
+      put_reason(why, kind, tr.atom, gen_why);
       return 1;
     }
     dim = 3;
@@ -335,7 +500,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   out->bonds = (mol_bond *)std::calloc(out->n_bonds ? out->n_bonds : 1, sizeof *out->bonds);
   if (!out->name || !out->smiles || !out->inchikey || !out->formula || !out->atoms || !out->bonds) {
     mol_free(out);
-    put_reason(reason, rlen, "out of memory");
+    put_reason(why, "out of memory");
     return 1;
   }
   int i = 0;
@@ -362,7 +527,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   for (auto &tg : tags)
     if (mol_add_tag(out, tg.first.c_str(), tg.second.c_str()) != 0) {
       mol_free(out);
-      put_reason(reason, rlen, "out of memory");
+      put_reason(why, "out of memory");
       return 1;
     }
   return 0;
@@ -400,9 +565,9 @@ extern "C" int ob_init(void) {
     o.quality = OB_Q_MEDIUM;
     struct mol m;
     mol_init(&m);
-    char why[256];
+    mol_why why;
     const char *warm = "OCC(=O)N\n";
-    if (parse(warm, std::strlen(warm), &o, &m, why, sizeof why) != 0) {
+    if (parse(warm, std::strlen(warm), &o, &m, &why) != 0) {
       g_ready = false;
       return -1;
     }
@@ -415,27 +580,37 @@ extern "C" int ob_init(void) {
   }
 }
 
-extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out, char *reason,
-                        size_t reason_len) {
+extern "C" int ob_parse_why(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
+                            struct mol_why *why) {
   mol_init(out);
+  mol_why_clear(why);
   if (!g_ready && ob_init() != 0) {
-    put_reason(reason, reason_len, "Open Babel failed to initialise");
+    put_reason(why, "Open Babel failed to initialise");
     return 1;
   }
   try {
     OneOmpThread one;
-    int rc = parse(text, len, o, out, reason, reason_len);
+    int rc = parse(text, len, o, out, why);
     if (rc != 0) mol_free(out);
     return rc;
   } catch (const std::exception &e) {
     mol_free(out);
-    put_reason(reason, reason_len, std::string("internal error: ") + e.what());
+    put_reason(why, "internal error", 0, e.what());
     return 1;
   } catch (...) {
     mol_free(out);
-    put_reason(reason, reason_len, "internal error");
+    put_reason(why, "internal error");
     return 1;
   }
+}
+
+extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out, char *reason,
+                        size_t reason_len) {
+  mol_why why;
+  int rc = ob_parse_why(text, len, o, out, &why);
+  if (rc != 0) mol_why_text(&why, reason, reason_len);
+  else if (reason && reason_len) reason[0] = 0;
+  return rc;
 }
 
 // m's atoms and bonds into mol (aromatic flags kept, bonds given Kekulé

@@ -14,6 +14,14 @@ enum ob_gen3d { OB_GEN3D_NEVER = 0, OB_GEN3D_AUTO, OB_GEN3D_ALWAYS };
  * gradients (UFF if MMFF94 has no parameters); best: + 2000 steps. */
 enum ob_quality { OB_Q_FAST = 0, OB_Q_MEDIUM, OB_Q_BEST };
 
+/* A record of several fragments (a salt's counter-ion, a solvent): keep the
+ * largest organic fragment (the most heavy atoms among those with carbon;
+ * the first of equals), reject the record, or keep every fragment. */
+enum ob_fragments { OB_FRAG_LARGEST = 0, OB_FRAG_REJECT, OB_FRAG_KEEP };
+/* Protonation: as the input has it, neutralised (+1/-1 charges that a
+ * hydrogen can undo), or Open Babel's pH model at ph. */
+enum ob_protonate { OB_PROT_KEEP = 0, OB_PROT_NEUTRAL, OB_PROT_PH };
+
 struct ob_parse_opts {
   const char *format;       /* Open Babel format id: "sdf", "mol2", "smi", ... */
   int add_hydrogens;
@@ -23,6 +31,10 @@ struct ob_parse_opts {
   int max_atoms;            /* refuse before canonicalisation/InChI/gen3d (they crash on huge inputs);
                                counts the hydrogens to be added; <= 0 means 999 */
   size_t max_record_bytes;  /* 0 means 64 MiB */
+  enum ob_fragments fragments;
+  enum ob_protonate protonate;
+  double ph;                /* OB_PROT_PH: the pH */
+  int allow_radicals;       /* 0: an atom with unpaired electrons rejects the record ("radical") */
 };
 
 /* Once per process, before any parse: messages captured, formats and force
@@ -31,9 +43,19 @@ struct ob_parse_opts {
 int ob_init(void);
 /* Parse the first molecule in text. 0: *out filled (name, canonical SMILES,
  * InChIKey, formula, atoms with their mass numbers, bonds, input tags); 1:
- * rejected, with a reason (a NUL byte in the text is one). */
+ * rejected, with a reason (a NUL byte in the text is one).
+ * In order: read; MOL2 records get the formal charges their Tripos atom
+ * types imply (O.co2 of carboxylates, phosphates and sulfonates -1, N.4 and
+ * four-valent N +1: DUD-E and ZINC files carry none, and Open Babel would
+ * make radicals of them); fragments as o->fragments says; protonation as
+ * o->protonate says; the radical check; then canonical SMILES, InChIKey and
+ * 3D coordinates. */
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);
+/* ob_parse with the reason of a rejection as a struct mol_why (a fixed text
+ * per kind, the atom, the detail): what the rejects table stores. */
+int ob_parse_why(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
+                 struct mol_why *why);
 /* The molecule as an SD record (with its tags and its atoms' mass numbers as
  * M  ISO lines), for hits.sdf and export. Caller frees. */
 char *ob_write_sdf(const struct mol *m);

@@ -4,7 +4,8 @@
  *   hello:    once, when the worker has loaded Open Babel: i32 status 2, u32 0
  *   request:  u32 format length, u32 text length, format bytes, text bytes
  *   response: i32 status (0 ok, 1 rejected), u32 length, then a packed
- *             molecule (mol_pack) or the reason text
+ *             molecule (mol_pack), or why it was rejected: i32 atom (1-based,
+ *             0 none), the reason, a NUL byte, the detail (struct mol_why)
  *
  * Each worker has up to QUEUE_DEPTH records sent to it, so it never waits for
  * the supervisor between records; it answers them in order, so the oldest
@@ -147,6 +148,18 @@ static int send_response(int fd, int32_t status, const void *payload, uint32_t l
   return writev_full(fd, iov, 2);
 }
 
+/* A rejection's answer: the atom, the reason, NUL, the detail. */
+static int send_why(int fd, const struct mol_why *why) {
+  char buf[4 + sizeof why->reason + sizeof why->detail];
+  int32_t atom = why->atom;
+  memcpy(buf, &atom, 4);
+  size_t nr = strnlen(why->reason, sizeof why->reason - 1), nd = strnlen(why->detail, sizeof why->detail - 1);
+  memcpy(buf + 4, why->reason, nr);
+  buf[4 + nr] = 0;
+  memcpy(buf + 5 + nr, why->detail, nd);
+  return send_response(fd, 1, buf, (uint32_t)(5 + nr + nd));
+}
+
 /* The worker's whole life: read a request, parse, check, answer; until EOF. */
 static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
   ob_init();
@@ -178,23 +191,24 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
     o.format = fmt;
     struct mol m;
     mol_init(&m);
-    char reason[512] = "";
-    int rc = ob_parse(text, hdr[1], &o, &m, reason, sizeof reason);
-    if (rc == 0 && mol_check(&m, &p->check, reason, sizeof reason) != 0) rc = 1;
+    struct mol_why why;
+    mol_why_clear(&why);
+    int rc = ob_parse_why(text, hdr[1], &o, &m, &why);
+    if (rc == 0 && mol_check_why(&m, &p->check, &why) != 0) rc = 1;
     int bad;
     if (rc == 0) {
       uint8_t *buf = NULL;
       size_t len = 0;
       if (mol_pack(&m, &buf, &len) != 0) {
-        const char *msg = "out of memory packing the molecule";
-        bad = send_response(out_fd, 1, msg, (uint32_t)strlen(msg));
+        mol_why_set(&why, 0, "out of memory", "packing the molecule (%d atoms)", m.n_atoms);
+        bad = send_why(out_fd, &why);
       } else {
         bad = send_response(out_fd, 0, buf, (uint32_t)len);
       }
       free(buf);
     } else {
-      if (!reason[0]) snprintf(reason, sizeof reason, "rejected (no reason given)");
-      bad = send_response(out_fd, 1, reason, (uint32_t)strlen(reason));
+      if (!why.reason[0]) snprintf(why.reason, sizeof why.reason, "rejected (no reason given)");
+      bad = send_why(out_fd, &why);
     }
     mol_free(&m);
     if (bad) break;
@@ -354,11 +368,11 @@ int wpool_restarts(const struct wpool *p) { return p->restarts; }
 
 pid_t wpool_worker_pid(const struct wpool *p, int k) { return k >= 0 && k < p->n ? p->w[k].pid : -1; }
 
-static void describe_death(int st, char *out, size_t n) {
+static void describe_death(int st, struct mol_why *why) {
   if (WIFSIGNALED(st))
-    snprintf(out, n, "Open Babel crashed on this record (signal %d, %s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    mol_why_set(why, 0, "Open Babel crashed", "signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
   else
-    snprintf(out, n, "the parser process exited unexpectedly (status %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    mol_why_set(why, 0, "parser process exited", "status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
 /* Jobs to hand out: those sent again after a worker died come first. */
@@ -376,14 +390,15 @@ static int feed_take(struct feed *f) {
 static int feed_empty(const struct feed *f) { return f->n_again == 0 && f->next >= f->n; }
 
 /* Kill and restart worker k. With a reason (it ran out of time, or broke the
- * protocol), its job in flight is rejected with that reason; without one (it
- * died), the job in flight is rejected with how it died if the worker had the
- * whole record: it cannot have died of a record it never had. A worker that
- * never said hello had begun no record. The other jobs it held go back to the
- * feed. Returns the number of jobs finished (0 or 1), or -1 with err (a system
- * error, or workers that keep dying before they take any record). */
-static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason, char *err,
-                       size_t errlen) {
+ * protocol: a fixed text, the specifics in detail), its job in flight is
+ * rejected with that reason; without one (it died), the job in flight is
+ * rejected with how it died if the worker had the whole record: it cannot
+ * have died of a record it never had. A worker that never said hello had
+ * begun no record. The other jobs it held go back to the feed. Returns the
+ * number of jobs finished (0 or 1), or -1 with err (a system error, or
+ * workers that keep dying before they take any record). */
+static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason,
+                       const char *detail, char *err, size_t errlen) {
   struct worker *w = &p->w[k];
   int ready = w->ready;
   int st = 0;
@@ -393,9 +408,9 @@ static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f
     struct wjob *j = &jobs[w->q[0]];
     j->status = 1;
     if (reason)
-      snprintf(j->reason, sizeof j->reason, "%s", reason);
+      mol_why_set(&j->why, 0, reason, "%s", detail ? detail : "");
     else
-      describe_death(st, j->reason, sizeof j->reason);
+      describe_death(st, &j->why);
     finished = 1;
     first_again = 1;
   }
@@ -408,7 +423,7 @@ static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f
     if (++p->idle_deaths > MAX_START_DEATHS) {
       char how[160];
       if (reason)
-        snprintf(how, sizeof how, "%s", reason);
+        snprintf(how, sizeof how, "%s%s%s", reason, detail && detail[0] ? ": " : "", detail ? detail : "");
       else if (WIFSIGNALED(st))
         snprintf(how, sizeof how, "signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
       else
@@ -530,7 +545,7 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
   }
   if (!w->ready || w->n_sent == 0 || (status != 0 && status != 1)) {
     free(buf);
-    return fail_worker(p, k, jobs, f, "internal error: the parser process broke the protocol on this record", err,
+    return fail_worker(p, k, jobs, f, "internal error", "the parser process broke the protocol on this record", err,
                        errlen);
   }
   struct wjob *j = &jobs[w->q[0]];
@@ -538,13 +553,22 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
     mol_init(&j->mol);
     if (mol_unpack(buf, len, &j->mol) != 0) {
       j->status = 1;
-      snprintf(j->reason, sizeof j->reason, "internal error: bad molecule from the parser process");
+      mol_why_set(&j->why, 0, "internal error", "bad molecule from the parser process");
     } else {
       j->status = 0;
     }
   } else {
+    /* atom, reason, NUL, detail (buf[len] is 0: the detail ends there) */
+    const char *nul = len >= 4 ? memchr(buf + 4, 0, len - 4) : NULL;
     j->status = 1;
-    snprintf(j->reason, sizeof j->reason, "%s", (char *)buf);
+    if (!nul) {
+      mol_why_set(&j->why, 0, "internal error", "a rejection of %u bytes without its reason from the parser process",
+                  len);
+    } else {
+      int32_t atom;
+      memcpy(&atom, buf, 4);
+      mol_why_set(&j->why, atom > 0 ? atom : 0, (const char *)buf + 4, "%s", nul + 1);
+    }
   }
   free(buf);
   memmove(w->q, w->q + 1, sizeof w->q[0] * (size_t)(QUEUE_DEPTH - 1));
@@ -564,7 +588,7 @@ static int drain(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char
     if (got == -2) return -1;
     if (got == 0) return total;
     if (got < 0) {
-      int fin = fail_worker(p, k, jobs, f, NULL, err, errlen);
+      int fin = fail_worker(p, k, jobs, f, NULL, NULL, err, errlen);
       return fin < 0 ? -1 : total + fin;
     }
     unsigned before = w->gen;
@@ -575,19 +599,18 @@ static int drain(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char
   }
 }
 
-/* Why the job in flight on w ran out of time, by how far it had got. */
-static void timeout_reason(const struct worker *w, const struct wjob *jobs, double timeout_s, char *out, size_t n) {
+/* How far the job in flight on w had got when it ran out of time (the
+ * detail of its "timed out"). */
+static void timeout_detail(const struct worker *w, const struct wjob *jobs, double timeout_s, char *out, size_t n) {
   if (w->n_sent == 0) {
     const struct wjob *j = &jobs[w->q[0]];
-    snprintf(out, n,
-             "timed out after %g s: the parser process had taken %zu of the record's %zu bytes (it stopped "
-             "reading)",
+    snprintf(out, n, "after %g s: the parser process had taken %zu of the record's %zu bytes (it stopped reading)",
              timeout_s, w->out_off, sizeof(uint32_t) * 2 + strlen(j->format) + j->len);
   } else if (w->msg) {
-    snprintf(out, n, "timed out after %g s: the parser process had sent %zu of the %u bytes of its answer",
-             timeout_s, w->msg_got, w->msg_len);
+    snprintf(out, n, "after %g s: the parser process had sent %zu of the %u bytes of its answer", timeout_s,
+             w->msg_got, w->msg_len);
   } else {
-    snprintf(out, n, "timed out after %g s (Open Babel hung on this record)", timeout_s);
+    snprintf(out, n, "after %g s (Open Babel hung on this record)", timeout_s);
   }
 }
 
@@ -623,7 +646,7 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
         if (w->nq == 0) w->started = now_s();
         w->q[w->nq++] = feed_take(&f);
       }
-      if (w->n_sent < w->nq && pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, err, errlen));
+      if (w->n_sent < w->nq && pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err, errlen));
     }
     /* One poll over every pipe: answers in, requests out, at most until the
      * nearest deadline (and a fifth of a second, to see *stop). */
@@ -656,7 +679,7 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
       struct worker *w = &p->w[k];
       if (!pfd[i].revents || gen[i] != w->gen) continue; /* nothing, or a worker replaced meanwhile */
       if (pfd[i].events & POLLOUT) {
-        if (pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, err, errlen));
+        if (pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err, errlen));
         continue;
       }
       FINISHED(drain(p, k, jobs, &f, err, errlen));
@@ -669,9 +692,9 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
       if (!w->ready) {
         double limit = timeout_s > START_LIMIT_S ? timeout_s : START_LIMIT_S;
         if (t - w->spawned < limit) continue;
-        char reason[160];
-        snprintf(reason, sizeof reason, "not ready %g s after its start", limit);
-        FINISHED(fail_worker(p, k, jobs, &f, reason, err, errlen));
+        char detail[160];
+        snprintf(detail, sizeof detail, "%g s after its start", limit);
+        FINISHED(fail_worker(p, k, jobs, &f, "not ready", detail, err, errlen));
         continue;
       }
       if (w->nq == 0 || t - w->started < timeout_s) continue;
@@ -679,9 +702,9 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
        * been busy with other workers' answers since the poll. */
       FINISHED(drain(p, k, jobs, &f, err, errlen));
       if (!w->ready || w->nq == 0 || now_s() - w->started < timeout_s) continue;
-      char reason[256];
-      timeout_reason(w, jobs, timeout_s, reason, sizeof reason);
-      FINISHED(fail_worker(p, k, jobs, &f, reason, err, errlen));
+      char detail[256];
+      timeout_detail(w, jobs, timeout_s, detail, sizeof detail);
+      FINISHED(fail_worker(p, k, jobs, &f, "timed out", detail, err, errlen));
     }
   }
 #undef FINISHED

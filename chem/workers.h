@@ -19,7 +19,9 @@ struct wjob {
   size_t len;
   const char *format;   /* Open Babel format id (in) */
   int status;           /* out: 0 parsed and passed the checks, 1 rejected */
-  char reason[512];     /* out: why it was rejected */
+  struct mol_why why;   /* out: why it was rejected: ob_parse_why's or mol_check_why's reason, atom and detail;
+                           "timed out", "Open Babel crashed", "parser process exited" or "internal error"
+                           with the specifics in detail */
   struct mol mol;       /* out: the molecule when status == 0 (caller frees) */
 };
 
@@ -32,7 +34,7 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
  * time runs from when a ready worker has it first in line until its answer
  * is read whole, whatever it is waiting for (its request to be taken, Open
  * Babel, its answer to come through). A record out of time is rejected
- * ("timed out after N s ...") and its worker killed and restarted. Records
+ * ("timed out", detail "after N s ...") and its worker killed and restarted. Records
  * of any size pass: requests and answers larger than a pipe's buffer never
  * block the supervisor. Calls advance(arg, 1) as each job finishes. Returns 0
  * when all are done, 1 when *stop was set first (jobs are then incomplete),

@@ -181,7 +181,8 @@ static struct cfg_node *card_node(struct ld *ld, const char *file, const char *k
  * and rank then work as they did for the model's training); a featurisation
  * key the workflow sets to another value is refused, since the model would
  * score features it was not trained on; a key the card lacks (a checkpoint
- * from before cards) must be set by the workflow. rank's order is a
+ * from before cards) must be set by the workflow; a key added to cards later
+ * takes the value older se3screens used (model_card_older_value). rank's order is a
  * preference: taken when left out, never refused. Values compare as their
  * canonical hashes do: lists element by element, numbers numerically (5 and
  * 5.0 agree), bools and enums by their value. */
@@ -210,6 +211,7 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
   int n_missing = 0;
   for (int i = 0; model_card_key(i); i++) {
     const char *key = model_card_key(i), *text = model_card_get(&card, key);
+    if (!text) text = model_card_older_value(key);
     struct cfg_node *n = find_at(root, key, &parent);
     const struct cfg_node *entry = schema_at(schema, key);
     if (!n || !parent || !entry) continue;

@@ -270,6 +270,8 @@ static void check_float(struct ld *ld, struct cfg_node *n, const struct cfg_node
   n->f = v;
 }
 
+/* An enum with min or max also takes a number in that range (protonate:
+ * keep, neutral or a pH). */
 static void check_enum(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
   const struct cfg_node *vals = cfg_find_kid(s, "values");
   int nv = vals && vals->kind == CFG_LIST ? vals->n_kids : 0;
@@ -279,6 +281,11 @@ static void check_enum(struct ld *ld, struct cfg_node *n, const struct cfg_node 
         n->type = CFG_T_ENUM;
         return;
       }
+  double v;
+  if (n->kind == CFG_SCALAR && (cfg_sch_text(s, "min") || cfg_sch_text(s, "max")) && cfg_parse_float(n->value, &v)) {
+    check_float(ld, n, s, p);
+    return;
+  }
   /* "must be one of a, b, c; got 'x'; did you mean 'y'?" */
   size_t cap = 64;
   for (int i = 0; i < nv; i++)
@@ -295,6 +302,16 @@ static void check_enum(struct ld *ld, struct cfg_node *n, const struct cfg_node 
     }
   char d[96];
   cfg_describe(n, d, sizeof d);
+  const char *lo = cfg_sch_text(s, "min"), *hi = cfg_sch_text(s, "max");
+  if (list && (lo || hi)) {
+    size_t at = strlen(list);
+    char *more = realloc(list, at + 96);
+    if (more) {
+      list = more;
+      snprintf(list + at, 96, " or a number%s%s%s%s", lo ? " from " : "", lo ? lo : "", hi ? " to " : "",
+               hi ? hi : "");
+    }
+  }
   const char *sug = n->kind == CFG_SCALAR && cands ? suggest(n->value, cands, nc) : NULL;
   if (sug)
     cfg_err_node(ld, n, cfg_path_str(p), "must be one of %s; got %s; did you mean '%s'?", list ? list : "", d, sug);

@@ -696,19 +696,24 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   if (!bad && n_kept >= 0)
     progress_log(NULL, "%s: kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)",
                  path, (long long)n_kept, (long long)n_scores);
-  /* (a shard made before schema version 4 has no runs.job) */
+  /* (a shard made before schema version 4 has no runs.job, one made before
+   * version 7 no rejects.atom and rejects.detail) */
   int has_job =
       query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
+  int has_detail =
+      query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('rejects', 'shard') WHERE name = 'detail'") > 0;
   if (bad ||
       exec_sql(r,
-               "INSERT OR REPLACE INTO main.rejects SELECT * FROM shard.rejects WHERE stage=%Q;"
+               "INSERT OR REPLACE INTO main.rejects(stage,set_name,source_file,record_no,line,name,chunk,reason,atom,"
+               "detail) SELECT stage,set_name,source_file,record_no,line,name,chunk,reason,%s FROM shard.rejects "
+               "WHERE stage=%Q;"
                "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
                "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
                "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
                "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
                "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
                "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-               s->name, s->name, s->name, has_job ? "job" : "NULL") ||
+               has_detail ? "atom,detail" : "NULL,NULL", s->name, s->name, s->name, has_job ? "job" : "NULL") ||
       exec_sql(r, "COMMIT"))
     goto rollback;
   exec_sql(r, "DETACH shard");

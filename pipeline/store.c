@@ -89,7 +89,7 @@ const char store_schema_sql[] =
     "  line INTEGER,                   -- 1-based line where the record starts, when known\n"
     "  name TEXT,                     -- the record's title, when it has one\n"
     "  chunk INTEGER NOT NULL,        -- the stage's chunk that wrote it\n"
-    "  reason TEXT NOT NULL,          -- why, in words\n"
+    "  reason TEXT NOT NULL,          -- why, in words; since version 7 one text per kind (\"atoms too close\"), the specifics in detail\n"
     "  PRIMARY KEY(stage, source_file, record_no)\n"
     ") STRICT;\n"
     "CREATE INDEX rejects_chunk ON rejects(stage, chunk);\n";
@@ -212,6 +212,15 @@ static const char schema_v6_sql[] =
     "UPDATE metrics SET epoch = -epoch; -- metrics.epoch: 1-based from here on\n"
     "UPDATE models SET best_epoch = best_epoch + 1; -- models.best_epoch: 1-based from here on\n";
 
+/* Version 7 (issue 32): a reject's reason is one text per kind ("atoms too
+ * close", "radical"), so that the rejects group by it; the atom it concerns
+ * and the specifics (which atoms, how far apart) have their own columns.
+ * Rows written before keep their reason as it was, the specifics in it, and
+ * no atom or detail. */
+static const char schema_v7_sql[] =
+    "ALTER TABLE rejects ADD COLUMN atom INTEGER; -- the 1-based atom the reason concerns, numbered as in the molecule checked (the input's order, added hydrogens after it); NULL when none\n"
+    "ALTER TABLE rejects ADD COLUMN detail TEXT; -- the specifics (\"atoms 3 and 7 are 0.42 Å apart (< 0.5)\"); NULL when the reason says all\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -219,6 +228,7 @@ static const char *const migrations[] = {
     /* to version 4 */ schema_v4_sql,
     /* to version 5 */ schema_v5_sql,
     /* to version 6 */ schema_v6_sql,
+    /* to version 7 */ schema_v7_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -527,6 +527,17 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
   g->po.seed = (unsigned)cfg_int(c, "seed", 42);
   g->po.add_hydrogens = cfg_bool(c, "add_hydrogens", 1);
+  const char *frag = cfg_str(c, "fragments", "largest");
+  g->po.fragments = !strcmp(frag, "reject") ? OB_FRAG_REJECT : !strcmp(frag, "keep") ? OB_FRAG_KEEP : OB_FRAG_LARGEST;
+  const struct cfg_node *prot = cfg_get(c, "protonate");
+  if (prot && prot->type == CFG_T_FLOAT) {
+    g->po.protonate = OB_PROT_PH;
+    g->po.ph = prot->f;
+  } else {
+    const char *pv = cfg_str(c, "protonate", "keep");
+    g->po.protonate = !strcmp(pv, "neutral") ? OB_PROT_NEUTRAL : OB_PROT_KEEP;
+  }
+  g->po.allow_radicals = cfg_bool(c, "allow_radicals", 0);
   g->po.max_atoms = (int)cfg_int(c, "max_atoms", 999);
   g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes", 16 << 20);
   g->po.max_record_bytes = g->max_record_bytes;
@@ -595,8 +606,23 @@ struct item {                  /* one record of the chunk */
   int n_fields;
   const char *const *cols;
   int n_cols;
-  int direct;                  /* rejected before parsing (reason in job) */
+  int direct;                  /* rejected before parsing (reason below) */
+  /* A rejection of ingest's own (the reader's, the labels'), kept whole
+   * here (a record's error can name long paths): the reason and its
+   * specifics (NULL: none). NULL reason: the worker's, in the job's why. */
+  char *reason, *detail;
 };
+
+/* Rejects record `it` with a reason of ingest's own (the text whole; detail
+ * NULL for none). 0, or -1 out of memory. */
+static int item_reject(struct item *it, struct wjob *job, const char *reason, const char *detail) {
+  job->status = 1;
+  free(it->reason);
+  free(it->detail);
+  it->reason = strdup(reason);
+  it->detail = detail ? strdup(detail) : NULL;
+  return it->reason && (!detail || it->detail) ? 0 : -1;
+}
 
 static void advance_cb(void *arg, int64_t n) {
   struct stage_ctx *ctx = arg;
@@ -620,8 +646,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     it->record_no = 0;
     it->direct = 1;
     job->format = rec_format_ob(in->fmt);
-    job->status = 1;
-    snprintf(job->reason, sizeof job->reason, "%s", in->file_error);
+    if (item_reject(it, job, in->file_error, NULL)) goto oom;
     return 0;
   }
   if (in->st.n_unlisted > 0 && want == in->n_records) {
@@ -631,11 +656,12 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     it->line = in->st.first_unlisted_line;
     it->direct = 1;
     job->format = rec_format_ob(in->fmt);
-    job->status = 1;
-    snprintf(job->reason, sizeof job->reason,
+    char why[256];
+    snprintf(why, sizeof why,
              "%lld more empty records, not listed one by one (this is the first of them; %lld empty records in "
              "the file)",
              (long long)in->st.n_unlisted, (long long)in->st.n_empty);
+    if (item_reject(it, job, why, NULL)) goto oom;
     return 0;
   }
   if (g->rd_in != lo || g->rd_next > want) {
@@ -691,8 +717,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   job->format = rec_format_ob(in->fmt);
   if (r.error) { /* including a record over max_record_bytes (the reader's cap) */
     it->direct = 1;
-    job->status = 1;
-    snprintf(job->reason, sizeof job->reason, "%s", r.error);
+    if (item_reject(it, job, r.error, NULL)) goto oom;
   } else {
     /* the record's bytes as read (the reader refuses a NUL inside one, but
      * len, not a terminator, is what the worker is sent) */
@@ -705,7 +730,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   }
   return 0;
 oom:
-  snprintf(ctx->err, sizeof ctx->err, "%s: out of memory reading record %lld", in->path, (long long)r.record_no);
+  snprintf(ctx->err, sizeof ctx->err, "%s: out of memory reading record %lld", in->path, (long long)it->record_no);
   return -1;
 }
 
@@ -717,9 +742,11 @@ static int parse_label(const char *s, double *v, char *why, size_t whylen) {
 
 struct label { const char *name; double value; };
 
-/* Collect the labels of a record; 0 ok, 1 rejected with reason. */
+/* Collect the labels of a record; 0 ok, 1 rejected: *kind the reason (one
+ * text per kind, so that rejects group by it), the specifics in detail. */
 static int collect_labels(const struct input *in, const struct item *it, const struct mol *m, struct label *out,
-                          int *n_out, int max_out, char *reason, size_t rlen) {
+                          int *n_out, int max_out, const char **kind, char *reason, size_t rlen) {
+  *kind = "label not a number";
   *n_out = 0;
   const struct cfg_node *L = in->labels;
   if (L && L->kind == CFG_MAP) {
@@ -754,6 +781,7 @@ static int collect_labels(const struct input *in, const struct item *it, const s
     const char *name = it->name ? it->name : m->name;
     int row = side_row(s, it->record_no, name);
     if (row >= 0 && s->row_error[row]) { /* its cells may be cut short: no label from it */
+      *kind = "bad labels_csv row";
       snprintf(reason, rlen, "labels_csv %s:%lld: %s", s->path, (long long)s->lines[row], s->row_error[row]);
       return 1;
     }
@@ -866,7 +894,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
           SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, "
-                         "reason) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7)",
+                         "reason, atom, detail) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7,?8,?9)",
                          -1, &ins_rej, NULL) != SQLITE_OK) {
     ret = stage_sql_fail(ctx, "preparing inserts");
     goto out;
@@ -877,9 +905,13 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     const struct input *in = &g->in[it->in];
     struct label labels[256];
     int n_lab = 0;
-    if (j->status == 0 &&
-        collect_labels(in, it, &j->mol, labels, &n_lab, 256, j->reason, sizeof j->reason) != 0)
-      j->status = 1;
+    const char *kind = NULL;
+    char detail[512];
+    if (j->status == 0 && collect_labels(in, it, &j->mol, labels, &n_lab, 256, &kind, detail, sizeof detail) != 0 &&
+        item_reject(it, j, kind, detail)) {
+      snprintf(ctx->err, sizeof ctx->err, "out of memory for a reject");
+      goto out;
+    }
     const char *name = it->name ? it->name : j->mol.name ? j->mol.name : "";
     if (j->status != 0) {
       sqlite3_reset(ins_rej);
@@ -889,7 +921,27 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       sqlite3_bind_int64(ins_rej, 4, it->line);
       sqlite3_bind_text(ins_rej, 5, name, -1, SQLITE_STATIC);
       sqlite3_bind_int64(ins_rej, 6, chunk);
-      sqlite3_bind_text(ins_rej, 7, j->reason, -1, SQLITE_STATIC);
+      /* the reason alone in its column (rejects group by it); the atom
+       * (NULL: none) and the specifics (NULL: none) in theirs */
+      if (it->reason) {
+        sqlite3_bind_text(ins_rej, 7, it->reason, -1, SQLITE_STATIC);
+        sqlite3_bind_null(ins_rej, 8);
+        if (it->detail)
+          sqlite3_bind_text(ins_rej, 9, it->detail, -1, SQLITE_STATIC);
+        else
+          sqlite3_bind_null(ins_rej, 9);
+      } else {
+        sqlite3_bind_text(ins_rej, 7, j->why.reason[0] ? j->why.reason : "rejected (no reason given)", -1,
+                          SQLITE_STATIC);
+        if (j->why.atom > 0)
+          sqlite3_bind_int(ins_rej, 8, j->why.atom);
+        else
+          sqlite3_bind_null(ins_rej, 8);
+        if (j->why.detail[0])
+          sqlite3_bind_text(ins_rej, 9, j->why.detail, -1, SQLITE_STATIC);
+        else
+          sqlite3_bind_null(ins_rej, 9);
+      }
       if (sqlite3_step(ins_rej) != SQLITE_DONE) {
         ret = stage_sql_fail(ctx, "writing a reject");
         goto out;
@@ -951,6 +1003,8 @@ out:
     free((char *)jobs[i].text);
     mol_free(&jobs[i].mol);
     free(items[i].name);
+    free(items[i].reason);
+    free(items[i].detail);
     for (int k = 0; k < items[i].n_fields; k++) free(items[i].fields[k]);
     free(items[i].fields);
   }
@@ -981,7 +1035,8 @@ static int check_yield(struct stage_ctx *ctx) {
                          -1, &f, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
                          "SELECT count(*), coalesce(sum(reason LIKE 'duplicate of molecule %'), 0), "
-                         "(SELECT record_no || ': ' || reason FROM rejects WHERE stage='ingest' AND source_file=?1 "
+                         "(SELECT record_no || ': ' || reason || coalesce(': ' || detail, '') FROM rejects "
+                         "WHERE stage='ingest' AND source_file=?1 "
                          "ORDER BY record_no LIMIT 1) FROM rejects WHERE stage='ingest' AND source_file=?1",
                          -1, &c, NULL) != SQLITE_OK) {
     ret = stage_sql_fail(ctx, "checking that every input gave molecules");

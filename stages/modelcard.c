@@ -16,7 +16,8 @@
 
 /* The card keys in the card's order. The featurisation first: how molecules
  * are read (hydrogens, 3D coordinates: a model trained on MMFF-minimised
- * conformers scores builder-only ones differently) and made into graphs (the
+ * conformers scores builder-only ones differently; which fragment of a salt
+ * is kept; the protonation) and made into graphs (the
  * node one-hot's elements and their order, the extra node features, the
  * edges); then rank's direction, a preference. */
 static const char *const KEYS[] = {
@@ -24,6 +25,8 @@ static const char *const KEYS[] = {
     "stages.ingest.gen3d",
     "stages.ingest.gen3d_quality",
     "stages.ingest.seed",
+    "stages.ingest.fragments",
+    "stages.ingest.protonate",
     "stages.graph.edges",
     "stages.graph.cutoff",
     "stages.graph.max_neighbors",
@@ -43,6 +46,15 @@ const char *model_card_key(int i) {
 static int n_keys(void) { return (int)(sizeof KEYS / sizeof KEYS[0]) - 1; }
 
 int model_card_preference(const char *key) { return key && strcmp(key, "stages.rank.order") == 0; }
+
+/* Keys added after cards: a model trained before them read every fragment of
+ * a record and kept the input's protonation. */
+const char *model_card_older_value(const char *key) {
+  if (!key) return NULL;
+  if (strcmp(key, "stages.ingest.fragments") == 0) return "keep";
+  if (strcmp(key, "stages.ingest.protonate") == 0) return "keep";
+  return NULL;
+}
 
 /* ---- values as text --------------------------------------------------------- */
 

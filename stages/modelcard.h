@@ -37,6 +37,10 @@ const char *model_card_key(int i);
 /* 1 when the key is a preference (stages.rank.order): taken from the card
  * when the workflow leaves it out, never refused. */
 int model_card_preference(const char *key);
+/* The value a card written before key existed implies (a card that has
+ * other keys but not this one): what se3screen did then. NULL when there is
+ * none and the workflow must set the key. */
+const char *model_card_older_value(const char *key);
 
 /* A card read from a checkpoint: values[i] is model_card_key(i)'s value, or
  * NULL when the card lacks that key (has == 0: the checkpoint has no card at

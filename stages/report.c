@@ -905,8 +905,13 @@ static void section_rejects(struct rep *r) {
   P("<p>%lld records or molecules were rejected, for %lld distinct reasons%s. Every one is in the "
     "<code>rejects</code> table with its file and record.</p>\n",
     total, groups, groups > GROUPS ? " (the most frequent shown)" : "");
+  /* Since schema version 7 the reason is one text per kind and the specifics
+   * (which atom, how far apart) are in atom and detail: the examples show
+   * them. An older database, read as it is, has them in the reason. */
+  int specifics = has_column(r, "rejects", "detail");
   P("<table class=\"grid\"><thead><tr><th scope=\"col\">stage</th><th scope=\"col\">reason</th>"
-    "<th scope=\"col\">count</th><th scope=\"col\">examples (file, record, name)</th></tr></thead><tbody>\n");
+    "<th scope=\"col\">count</th><th scope=\"col\">examples (file, record, name%s)</th></tr></thead><tbody>\n",
+    specifics ? " &mdash; specifics" : "");
   sqlite3_stmt *st = prep(r,
                           "SELECT stage, reason, count(*) FROM rejects GROUP BY stage, reason "
                           "ORDER BY count(*) DESC, stage, reason LIMIT %d",
@@ -917,14 +922,23 @@ static void section_rejects(struct rep *r) {
     td(r, NULL, col_text(st, 1));
     P("<td class=\"n\">%lld</td><td>", (long long)sqlite3_column_int64(st, 2));
     sqlite3_stmt *ex = prep(r,
-                            "SELECT source_file, record_no, coalesce(name, '') FROM rejects WHERE stage = %Q AND "
+                            "SELECT source_file, record_no, coalesce(name, ''), %s FROM rejects WHERE stage = %Q AND "
                             "reason = %Q ORDER BY source_file, record_no LIMIT %d",
-                            col_text(st, 0), col_text(st, 1), EXAMPLES);
+                            specifics ? "atom, detail" : "NULL, NULL", col_text(st, 0), col_text(st, 1), EXAMPLES);
     for (int k = 0; row(r, ex); k++) {
       P("%s", k ? "<br>" : "");
       esc(r, col_text(ex, 0));
-      P(" #%lld ", (long long)sqlite3_column_int64(ex, 1));
+      P(" #%lld", (long long)sqlite3_column_int64(ex, 1));
+      if (col_text(ex, 2)[0]) P(" ");
       esc(r, col_text(ex, 2));
+      /* the specifics name the atom where there is one ("atoms 3 and 7 are
+       * 0.42 Å apart"): the atom alone only when there are none */
+      if (col_text(ex, 4)[0]) {
+        P(" &mdash; ");
+        esc(r, col_text(ex, 4));
+      } else if (sqlite3_column_type(ex, 3) != SQLITE_NULL) {
+        P(" &mdash; atom %lld", (long long)sqlite3_column_int64(ex, 3));
+      }
     }
     sqlite3_finalize(ex);
     P("</td></tr>\n");

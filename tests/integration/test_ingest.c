@@ -118,9 +118,10 @@ Test(ingest, label_sources_and_bad_values) {
                       "c|m3|active|1\n",
                    "got:\n%s", q);
   free(q);
-  q = tu_query(db, "SELECT set_name, record_no, reason FROM rejects ORDER BY set_name, record_no");
-  cr_assert(strstr(q, "a|2|label 'score': cannot read 'not-a-number' as a number"), "%s", q);
-  cr_assert(strstr(q, "b|2|label 'y': cannot read 'abc' as a number"), "%s", q);
+  /* one reason for the kind, the specifics in detail */
+  q = tu_query(db, "SELECT set_name, record_no, reason, atom, detail FROM rejects ORDER BY set_name, record_no");
+  cr_assert(strstr(q, "a|2|label not a number|NULL|label 'score': cannot read 'not-a-number' as a number"), "%s", q);
+  cr_assert(strstr(q, "b|2|label not a number|NULL|label 'y': cannot read 'abc' as a number"), "%s", q);
   free(q);
   free(db);
   free(out);
@@ -144,24 +145,48 @@ Test(ingest, qm7_counts_and_rejects) {
   long long n_rej = tu_query_int(db, "SELECT count(*) FROM rejects");
   cr_assert_eq(n_mol + n_rej, 7169, "%lld stored + %lld rejected", n_mol, n_rej);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE reason IS NULL OR length(reason) < 5"), 0);
-  cr_assert_lt(n_rej, 100, "too many rejects: %lld", n_rej);
+  /* Open Babel wrote this file from XYZ files and marked the atoms where its
+   * bond perception missed a double or triple bond "M  RAD": each such record
+   * is a radical as written, rejected as one (workflows/data/SOURCES.md: the
+   * quickstart's subset gets its bond orders back). The other rejects are few. */
+  char *n_rad_text = NULL;
+  cr_assert_eq(tu_sh(&n_rad_text, "grep -c '^M  RAD' %s/gdb7.sdf", dir), 0);
+  long long n_rad = atoll(n_rad_text);
+  free(n_rad_text);
+  cr_assert_gt(n_rad, 500);
+  long long n_radical = tu_query_int(db, "SELECT count(*) FROM rejects WHERE reason = 'radical'");
+  /* and 4 of the 9 C7H16 records that lack hydrogens (../shared/data/README.md)
+   * are radicals by their valences alone */
+  cr_assert(n_radical >= n_rad && n_radical <= n_rad + 9, "%lld radical rejects, %lld records with M  RAD", n_radical,
+            n_rad);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE reason = 'radical' AND "
+                                "detail NOT LIKE '% atom ' || atom || ' has % unpaired electron%'"),
+               0);
+  cr_assert_lt(n_rej - n_radical, 100, "too many rejects: %lld", n_rej);
   char *why = tu_query(db, "SELECT record_no, name, reason FROM rejects ORDER BY record_no");
   cr_log_info("QM7 rejects:\n%s", why);
   /* The known defects (../shared/data/README.md): the four hydrogen-only junk
    * records, and methane (record 1) with two unbonded hydrogens. */
-  char *junk = tu_query(db, "SELECT record_no, reason FROM rejects WHERE record_no IN (1, 5718, 5719, 6486, 6487) "
-                            "ORDER BY record_no");
-  cr_assert_str_eq(junk, "1|hydrogen atom 3 has no bond\n"
-                         "5718|0 heavy atoms (fewer than 1)\n"
-                         "5719|0 heavy atoms (fewer than 1)\n"
-                         "6486|0 heavy atoms (fewer than 1)\n"
-                         "6487|0 heavy atoms (fewer than 1)\n",
+  char *junk = tu_query(db, "SELECT record_no, reason, atom, detail FROM rejects "
+                            "WHERE record_no IN (1, 5718, 5719, 6486, 6487) ORDER BY record_no");
+  cr_assert_str_eq(junk, "1|hydrogen without a bond|3|hydrogen atom 3 has no bond\n"
+                         "5718|too few heavy atoms|NULL|0 heavy atoms (fewer than 1)\n"
+                         "5719|too few heavy atoms|NULL|0 heavy atoms (fewer than 1)\n"
+                         "6486|too few heavy atoms|NULL|0 heavy atoms (fewer than 1)\n"
+                         "6487|too few heavy atoms|NULL|0 heavy atoms (fewer than 1)\n",
                    "%s", junk);
   free(junk);
-  /* Every other reject is a geometry or valence defect of the record itself. */
+  /* Every other reject is a geometry or valence defect of the record itself,
+   * with the atom concerned and the specifics. */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE record_no NOT IN (1, 5718, 5719, 6486, 6487) AND "
-                                "reason NOT LIKE 'impossible valence: %' AND reason NOT LIKE 'atoms % apart (< 0.5)'"),
+                                "reason <> 'radical' AND NOT (reason = 'impossible valence' AND detail LIKE '% atom ' || atom || ' has %' OR "
+                                "reason = 'atoms too close' AND "
+                                "detail LIKE 'atoms ' || atom || ' and % apart (< 0.5)')"),
                0);
+  /* so the rejects fall in a group per kind (each had its own reason before) */
+  char *kinds = tu_query(db, "SELECT reason, count(*) FROM rejects GROUP BY 1 ORDER BY 1");
+  cr_assert_leq(tu_query_int(db, "SELECT count(DISTINCT reason) FROM rejects"), 5, "%s", kinds);
+  free(kinds);
   /* Stored molecules all have 3D coordinates from the file and at most 7 heavy atoms. */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE coords_from<>'input' OR n_heavy>7"), 0);
   free(why);

@@ -211,7 +211,12 @@ Test(ingest_values, labels_are_decimal_numbers) {
                            "WHERE m.id < 2000000000 ORDER BY m.id");
   cr_assert_str_eq(got, "padded|y|1.5\nplain|y|-0.25\ndot|y|0.5\n", "labels from the y column:\n%s", got);
   free(got);
-  /* every other row of the first input is a reject naming file:line and column */
+  /* every other row of the first input is a reject ("label not a number"),
+   * its detail naming file:line and column (l.csv is the second input too,
+   * whose labels_csv has a row that cannot be read) */
+  got = tu_query(db, "SELECT reason, count(*), count(atom), count(detail) FROM rejects GROUP BY 1 ORDER BY 1");
+  cr_assert_str_eq(got, "bad labels_csv row|1|0|1\nlabel not a number|8|0|8\n", "%s", got);
+  free(got);
   static const struct {
     int line;
     const char *value, *why;
@@ -219,7 +224,7 @@ Test(ingest_values, labels_are_decimal_numbers) {
              {6, "-inf", "not a finite number"}, {7, "1,5", "comma"},          {9, "0X1P4", "hexadecimal"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char sql[256];
-    snprintf(sql, sizeof sql, "SELECT reason FROM rejects WHERE source_file LIKE '%%l.csv' AND line = %d", bad[i].line);
+    snprintf(sql, sizeof sql, "SELECT detail FROM rejects WHERE source_file LIKE '%%l.csv' AND line = %d", bad[i].line);
     got = tu_query(db, sql);
     cr_assert_not_null(got);
     char where[64];
@@ -235,16 +240,19 @@ Test(ingest_values, labels_are_decimal_numbers) {
                      "WHERE m.id > 2000000000 AND m.id < 3000000000 ORDER BY m.id");
   cr_assert_str_eq(got, "hex|1\nplain|3\n", "labels from side.csv:\n%s", got);
   free(got);
-  got = tu_query(db, "SELECT reason FROM rejects WHERE name = 'padded' AND reason LIKE '%side.csv%'");
+  got = tu_query(db, "SELECT reason || ': ' || detail FROM rejects WHERE name = 'padded' AND detail LIKE '%side.csv%'");
   cr_assert_not_null(got);
-  cr_assert(strstr(got, "side.csv:3") && strstr(got, "column 'z'") && strstr(got, "0x1F") && strstr(got, "hexadecimal"),
+  cr_assert(strstr(got, "label not a number: ") == got && strstr(got, "side.csv:3") && strstr(got, "column 'z'") &&
+                strstr(got, "0x1F") && strstr(got, "hexadecimal"),
             "the labels_csv reject: '%s'", got);
   free(got);
-  got = tu_query(db, "SELECT reason FROM rejects WHERE name = 'dot' AND reason LIKE '%side.csv%'");
+  got = tu_query(db, "SELECT reason || ': ' || detail FROM rejects WHERE name = 'dot' AND detail LIKE '%side.csv%'");
   cr_assert_not_null(got);
-  cr_assert(strstr(got, "side.csv:5: NUL byte at line 5 column 6"), "the labels_csv row with a NUL byte: '%s'", got);
+  cr_assert(strstr(got, "bad labels_csv row: labels_csv ") == got &&
+                strstr(got, "side.csv:5: NUL byte at line 5 column 6"),
+            "the labels_csv row with a NUL byte: '%s'", got);
   free(got);
-  got = tu_query(db, "SELECT reason FROM rejects WHERE name = 'tagged'");
+  got = tu_query(db, "SELECT detail FROM rejects WHERE name = 'tagged' AND reason = 'label not a number'");
   cr_assert_not_null(got);
   cr_assert(strstr(got, "t.sdf, record 1 at line 1, SD tag 'y'") && strstr(got, "'0x10'") && strstr(got, "hexadecimal"),
             "the SD tag reject: '%s'", got);

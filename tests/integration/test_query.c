@@ -232,7 +232,7 @@ Test(query, reading_still_works) {
   cr_assert_str_eq(out, "s\n10\n");
   free(out);
   cr_assert_eq(tu_se3(&out, "query %s \"PRAGMA user_version\" --csv", wd), 0, "%s", out);
-  cr_assert_str_eq(out, "user_version\n6\n");
+  cr_assert_str_eq(out, "user_version\n7\n");
   free(out);
   cr_assert_eq(tu_se3(&out, "query %s \"PRAGMA table_info(meta)\" --csv", wd), 0, "%s", out);
   cr_assert(strstr(out, "0,key,TEXT"), "%s", out);

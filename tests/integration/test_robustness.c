@@ -104,14 +104,17 @@ Test(robustness, crash_costs_one_record) {
   /* The crasher file has no other record: nothing came of it, which is an
    * error naming it; the other file is whole all the same. */
   cr_assert_eq(rc, 1, "run ended with %d:\n%s", rc, out);
-  cr_assert(strstr(out, "1 non-empty input yielded no molecule") && strstr(out, "crash_attr0.mol2 (1 record rejected"),
+  cr_assert(strstr(out, "1 non-empty input yielded no molecule") &&
+                strstr(out, "crash_attr0.mol2 (1 record rejected; record 1: Open Babel crashed: signal 11, "
+                            "Segmentation fault)"),
             "%s", out);
   cr_assert_null(strstr(out, "qm9_mini.sdf ("), "%s", out);
   free(out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
-  char *rej = tu_query(db, "SELECT record_no, reason FROM rejects WHERE source_file LIKE '%crash_attr0.mol2'");
-  cr_assert_str_eq(rej, "1|Open Babel crashed on this record (signal 11, Segmentation fault)\n");
+  char *rej = tu_query(db, "SELECT record_no, reason, atom, detail FROM rejects WHERE source_file LIKE "
+                           "'%crash_attr0.mol2'");
+  cr_assert_str_eq(rej, "1|Open Babel crashed|NULL|signal 11, Segmentation fault\n");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE source_file LIKE '%qm9_mini.sdf'"), 20);
   free(rej);
   free(wf);
@@ -189,8 +192,8 @@ Test(robustness, slow_record_times_out) {
     cr_assert(rc == 1 && strstr(out, "in.smi (3 records rejected"), "%d: %s", rc, out);
   else
     cr_assert_eq(rc, 0, "%s", out);
-  char *rej = tu_query(db, "SELECT record_no, name, reason FROM rejects");
-  cr_assert(strstr(rej, "2||timed out after 0.1 s"), "%s", rej);
+  char *rej = tu_query(db, "SELECT record_no, name, reason, atom, detail FROM rejects");
+  cr_assert(strstr(rej, "2||timed out|NULL|after 0.1 s"), "%s", rej);
   free(rej);
   /* Every record is accounted for, the slow one is not stored. */
   cr_assert_eq(tu_query_int(db, "SELECT (SELECT count(*) FROM molecules) + (SELECT count(*) FROM rejects)"), 3);

@@ -277,6 +277,44 @@ Test(score_only, another_featurisation_is_refused_at_check) {
   free(dir);
 }
 
+/* Issue 32 put fragments and protonate on the card. A card written before
+ * them (se3screen read every fragment and kept the input's charges then)
+ * reads as fragments=keep, protonate=keep: the workflow loads with those;
+ * a workflow asking for another protonation than the model's is refused. */
+Test(score_only, a_card_from_before_fragments_and_protonate_reads_as_keep) {
+  char *dir = train_a("score_only_older_card");
+  char ck[2048], old[2100];
+  snprintf(ck, sizeof ck, "%s/A/models/train-0/best.ckpt", dir);
+  snprintf(old, sizeof old, "%s/older.ckpt", dir);
+  char *card = card_of(ck);
+  cr_assert(strstr(card, "stages.ingest.fragments=largest\n") && strstr(card, "stages.ingest.protonate=keep\n"),
+            "the card:\n%s", card);
+  /* the card without the two lines */
+  static const char *const gone[] = {"stages.ingest.fragments=", "stages.ingest.protonate="};
+  for (int k = 0; k < 2; k++) {
+    char *at = strstr(card, gone[k]), *nl = at ? strchr(at, '\n') : NULL;
+    cr_assert(at && nl);
+    memmove(at, nl + 1, strlen(nl + 1) + 1);
+  }
+  copy_with_card(ck, old, card);
+  free(card);
+  char *wf = write_b(dir, "b.yaml", "B", "", old), *out = NULL;
+  int rc = tu_se3(&out, "check %s", wf); /* check prints the workflow as it will run */
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_assert(strstr(out, "fragments: keep") && strstr(out, "protonate: keep"), "%s", out);
+  free(out);
+  free(wf);
+  /* the new card: another protonation is refused, naming both */
+  wf = write_b(dir, "c.yaml", "C", "", ck);
+  rc = tu_se3(&out, "check %s --set ingest.protonate=7.4", wf);
+  cr_assert_eq(rc, 2, "%s", out);
+  cr_assert(strstr(out, "stages.ingest.protonate: the model (") && strstr(out, "was trained with keep; this workflow sets 7.4"),
+            "%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
 /* A checkpoint from before cards: refused naming what it lacks and how to go
  * on; scored (as A scored) when the workflow sets every featurisation key. */
 Test(score_only, a_checkpoint_without_a_card_needs_the_settings_written_out) {

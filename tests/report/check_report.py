@@ -25,7 +25,8 @@ the page must hold:
 - each score histogram has a bar per non-empty bin of that set's scores,
   and an ensemble's spread plot a point per scored molecule;
 - the hits table has min(top, ranks) rows, each with its 2D structure;
-- the rejects table has a row per reason (at most 30).
+- the rejects table has a row per reason (at most 30), and (schema version
+  7 on) each example shows its file, record, name and specifics (or atom).
 --png: the screenshot is a PNG that is not blank. --console: the browser's
 log holds no console message (every one is an error or a warning here).
 Prints what it checked; exits 1 on the first failure.
@@ -269,6 +270,11 @@ def check_png(path):
     ok(f"screenshot {width}x{height} is not blank ({100 * share:.1f} % of the sampled pixels drawn)")
 
 
+def esc(t):
+    """Text as report.c escapes it (common/svg.c, svg_escaped)."""
+    return "".join({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}.get(c, c) for c in t)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
@@ -396,6 +402,23 @@ def main():
     ok(f"a 2D structure for each of the {page.hit_rows} hits")
     reasons = db.execute("SELECT count(*) FROM (SELECT 1 FROM rejects GROUP BY stage, reason)").fetchone()[0]
     expect("reject reasons", page.reject_rows, min(30, reasons))
+    if "detail" in {c[1] for c in db.execute("PRAGMA table_info(rejects)")}:
+        shown = 0
+        groups = db.execute("SELECT stage, reason FROM rejects GROUP BY stage, reason "
+                            "ORDER BY count(*) DESC, stage, reason LIMIT 30").fetchall()
+        for stage, reason in groups:
+            for f, rec, name, atom, detail in db.execute(
+                    "SELECT source_file, record_no, coalesce(name, ''), atom, detail FROM rejects "
+                    "WHERE stage = ? AND reason = ? ORDER BY source_file, record_no LIMIT 3", (stage, reason)):
+                want = f"{esc(f)} #{rec}" + (f" {esc(name)}" if name else "")
+                if detail:
+                    want += " &mdash; " + esc(detail)
+                elif atom is not None:
+                    want += f" &mdash; atom {atom}"
+                if want not in text:
+                    fail(f"the rejects table does not show '{want}' ({stage}: {reason})")
+                shown += 1
+        ok(f"{shown} reject examples with their atom and specifics")
     if a.png:
         check_png(a.png)
     if a.console:

@@ -21,9 +21,11 @@ fail() {
 rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
 # v5 SRC DST: DST a copy of the database SRC as schema version 5 had it:
 # the score was scores.value (and ranks.value), no scores.model_hash, and
-# metrics.epoch and models.best_epoch counted from 0
+# metrics.epoch and models.best_epoch counted from 0; no rejects.atom and
+# rejects.detail (version 7)
 v5() {
-  cp "$1" "$2" && sqlite3 "$2" "ALTER TABLE scores RENAME COLUMN score TO value;
+  cp "$1" "$2" && sqlite3 "$2" "ALTER TABLE rejects DROP COLUMN atom; ALTER TABLE rejects DROP COLUMN detail;
+    ALTER TABLE scores RENAME COLUMN score TO value;
     ALTER TABLE ranks RENAME COLUMN score TO value; ALTER TABLE scores DROP COLUMN model_hash; DROP VIEW ranked_hits;
     CREATE VIEW ranked_hits AS SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.value AS score, r.std,
       m.set_name, m.source_file, m.record_no, r.mol_id FROM ranks r JOIN molecules m ON m.id = r.mol_id ORDER BY r.rank;

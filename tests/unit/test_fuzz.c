@@ -1187,7 +1187,9 @@ static long declared_atoms(enum mol_format fmt, const char *t) {
 static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, const char *replay) {
   struct rng r = rng_for(seed, "workers", (uint64_t)iter);
   if (!g_pool) {
-    struct ob_parse_opts po = {.format = "sdf", .add_hydrogens = 0, .gen3d = OB_GEN3D_NEVER, .max_atoms = 2000};
+    /* every fragment kept: the invariant below counts the atoms a record declares */
+    struct ob_parse_opts po = {
+        .format = "sdf", .add_hydrogens = 0, .gen3d = OB_GEN3D_NEVER, .max_atoms = 2000, .fragments = OB_FRAG_KEEP};
     struct mol_check_opts co = {.max_atoms = 5000, .min_distance = 0.0};
     char err[512] = "";
     g_pool = wpool_start(2, &po, &co, err, sizeof err);
@@ -1241,7 +1243,7 @@ static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, con
     int rc = wpool_run(g_pool, jobs, nj, 3.0, &stop, NULL, NULL, err, sizeof err);
     if (rc != 0) why = failf("wpool_run returned %d: %s", rc, err);
     for (int i = 0; i < nj && !why; i++) {
-      if (jobs[i].status == 1 && !jobs[i].reason[0])
+      if (jobs[i].status == 1 && !jobs[i].why.reason[0])
         why = failf("record %d rejected without a reason", i + 1);
       else if (jobs[i].status == 0 && (jobs[i].mol.n_atoms < 1 || !jobs[i].mol.smiles || !jobs[i].mol.smiles[0]))
         why = failf("record %d accepted with %d atoms and SMILES '%s'", i + 1, jobs[i].mol.n_atoms,

@@ -50,10 +50,26 @@ static struct mol_check_opts default_opts(void) {
   return o;
 }
 
-static void expect_reject(const struct mol *m, const struct mol_check_opts *o, const char *want) {
-  char why[256] = "";
-  cr_assert_eq(mol_check(m, o, why, sizeof why), 1, "expected rejection '%s'", want);
-  cr_assert_str_eq(why, want);
+/* A rejection of one kind (reason, always the same words), about one atom
+ * (1-based, 0 none), with its specifics in detail; mol_check's one line is
+ * "reason: detail" ("reason" alone when there is no detail). */
+static void expect_reject(const struct mol *m, const struct mol_check_opts *o, const char *reason, int atom,
+                          const char *detail) {
+  struct mol_why w;
+  mol_why_set(&w, 99, "stale", "stale");
+  cr_assert_eq(mol_check_why(m, o, &w), 1, "expected rejection '%s'", reason);
+  cr_assert_str_eq(w.reason, reason);
+  cr_assert_eq(w.atom, atom, "%s: atom %d, expected %d", reason, w.atom, atom);
+  cr_assert_str_eq(w.detail, detail, "%s", reason);
+  char line[512] = "", want[512];
+  if (detail[0])
+    snprintf(want, sizeof want, "%s: %s", reason, detail);
+  else
+    snprintf(want, sizeof want, "%s", reason);
+  cr_assert_eq(mol_check(m, o, line, sizeof line), 1);
+  cr_assert_str_eq(line, want);
+  cr_assert_eq(mol_check(m, o, NULL, 0), 1, "no reason buffer");
+  cr_assert_eq(mol_check_why(m, o, NULL), 1, "no why");
 }
 
 /* ---- basics ------------------------------------------------------------------ */
@@ -476,6 +492,10 @@ Test(mol, check_clean_pass) {
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
   cr_assert_str_eq(why, "");
   cr_assert_eq(mol_check(&m, NULL, NULL, 0), 0, "no options, no reason buffer");
+  struct mol_why w;
+  mol_why_set(&w, 7, "stale", "stale");
+  cr_assert_eq(mol_check_why(&m, &o, &w), 0);
+  cr_assert(w.reason[0] == 0 && w.detail[0] == 0 && w.atom == 0, "a pass leaves why empty");
   mol_free(&m);
 }
 
@@ -483,10 +503,10 @@ Test(mol, check_no_atoms_and_too_many) {
   struct mol m;
   mol_init(&m);
   struct mol_check_opts o = default_opts();
-  expect_reject(&m, &o, "no atoms");
+  expect_reject(&m, &o, "no atoms", 0, "");
   for (int i = 0; i < 1204; i++)
     tu_add_atom(&m, 6, i * 1.5, 0, 0);
-  expect_reject(&m, &o, "too many atoms (1204 > 999)");
+  expect_reject(&m, &o, "too many atoms", 0, "1204 > 999");
   o.max_atoms = 0; /* off */
   char why[128];
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -505,7 +525,7 @@ Test(mol, check_heavy_atoms_and_unbonded_hydrogen) {
   tu_add_atom(&m, 1, 0, 0, 0);
   tu_add_atom(&m, 1, 0.74, 0, 0);
   tu_add_bond(&m, 0, 1, 1);
-  expect_reject(&m, &o, "0 heavy atoms (fewer than 1)");
+  expect_reject(&m, &o, "too few heavy atoms", 0, "0 heavy atoms (fewer than 1)");
   o.min_heavy_atoms = 0;
   char why[128];
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -515,7 +535,7 @@ Test(mol, check_heavy_atoms_and_unbonded_hydrogen) {
   ethanol(&m);
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
   tu_add_atom(&m, 1, 3.0, 3.0, 0); /* a ninth hydrogen, bonded to nothing */
-  expect_reject(&m, &o, "hydrogen atom 10 has no bond");
+  expect_reject(&m, &o, "hydrogen without a bond", 10, "hydrogen atom 10 has no bond");
   m.atoms[9].charge = 1; /* H+ of a salt */
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
   m.atoms[9].charge = 0;
@@ -532,16 +552,16 @@ Test(mol, check_elements_and_dummies) {
   o.elements = chno;
   o.n_elements = 4;
   m.atoms[2].z = 54;
-  expect_reject(&m, &o, "element Xe (atom 3) not allowed");
+  expect_reject(&m, &o, "element not allowed", 3, "Xe (atom 3)");
   m.atoms[2].z = 0;
-  expect_reject(&m, &o, "dummy atom (atom 3)");
+  expect_reject(&m, &o, "dummy atom", 3, "atom 3");
   o.elements = NULL;
-  expect_reject(&m, &o, "dummy atom (atom 3)");
+  expect_reject(&m, &o, "dummy atom", 3, "atom 3");
   m.atoms[2].z = 54;
   char why[128];
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "any element when the list is NULL: %s", why);
   m.atoms[2].z = 200;
-  expect_reject(&m, &o, "unknown element 200 (atom 3)");
+  expect_reject(&m, &o, "unknown element", 3, "atomic number 200 (atom 3)");
   mol_free(&m);
 }
 
@@ -550,11 +570,11 @@ Test(mol, check_non_finite) {
   ethanol(&m);
   struct mol_check_opts o = default_opts();
   m.atoms[4].y = NAN;
-  expect_reject(&m, &o, "non-finite coordinate (atom 5)");
+  expect_reject(&m, &o, "non-finite coordinate", 5, "atom 5: y = nan");
   m.atoms[4].y = 0;
   m.atoms[4].z_ = -INFINITY;
   m.dim = 0; /* checked whatever the dimension */
-  expect_reject(&m, &o, "non-finite coordinate (atom 5)");
+  expect_reject(&m, &o, "non-finite coordinate", 5, "atom 5: z = -inf");
   mol_free(&m);
 }
 
@@ -562,7 +582,7 @@ Test(mol, check_bad_bond) {
   struct mol m;
   ethanol(&m);
   m.bonds[3].b = 99;
-  expect_reject(&m, NULL, "bad bond 4 (atoms 1 and 100 of 9)");
+  expect_reject(&m, NULL, "bad bond", 1, "bond 4 joins atoms 1 and 100 of 9");
   mol_free(&m);
 }
 
@@ -580,17 +600,17 @@ Test(mol, check_valence) {
     tu_add_atom(&m, 17, 4 + i * 0.5, 7, 7);
   for (int i = 4; i < 9; i++)
     tu_add_bond(&m, 3, i, 1);
-  expect_reject(&m, &o, "impossible valence: C atom 4 has 5 bonds");
+  expect_reject(&m, &o, "impossible valence", 4, "C atom 4 has 5 bonds");
   m.n_bonds = 4;
   char why[128];
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
   m.atoms[3].implicit_h = 1; /* CCl4 + implicit H */
-  expect_reject(&m, &o, "impossible valence: C atom 4 has 5 bonds");
+  expect_reject(&m, &o, "impossible valence", 4, "C atom 4 has 5 bonds");
   m.atoms[3].implicit_h = 0;
   /* H bonded twice */
   tu_add_bond(&m, 0, 1, 1);
   tu_add_bond(&m, 0, 2, 1);
-  expect_reject(&m, &o, "impossible valence: H atom 1 has 2 bonds");
+  expect_reject(&m, &o, "impossible valence", 1, "H atom 1 has 2 bonds");
   mol_free(&m);
 
   /* C(=C)(=C)C: four neighbours would pass, the orders do not */
@@ -602,7 +622,7 @@ Test(mol, check_valence) {
   tu_add_bond(&m, 0, 1, 2);
   tu_add_bond(&m, 0, 2, 2);
   tu_add_bond(&m, 0, 3, 1);
-  expect_reject(&m, &o, "impossible valence: C atom 1 has bond order sum 5");
+  expect_reject(&m, &o, "impossible valence", 1, "C atom 1 has bond order sum 5");
   /* aromatic bonds count one each: a ring-fusion carbon (3 aromatic) passes */
   m.bonds[0].order = m.bonds[1].order = m.bonds[2].order = MOL_BOND_AROMATIC;
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -612,10 +632,10 @@ Test(mol, check_valence) {
   static const struct {
     int z, n;
     const char *want;
-  } cases[] = {{7, 5, "impossible valence: N atom 1 has 5 bonds"},
-               {8, 4, "impossible valence: O atom 1 has 4 bonds"},
-               {9, 2, "impossible valence: F atom 1 has 2 bonds"},
-               {5, 5, "impossible valence: B atom 1 has 5 bonds"}};
+  } cases[] = {{7, 5, "N atom 1 has 5 bonds"},
+               {8, 4, "O atom 1 has 4 bonds"},
+               {9, 2, "F atom 1 has 2 bonds"},
+               {5, 5, "B atom 1 has 5 bonds"}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mol_init(&m);
     tu_add_atom(&m, cases[c].z, 0, 0, 0);
@@ -623,7 +643,7 @@ Test(mol, check_valence) {
       tu_add_atom(&m, 1, cos(i * 1.3), sin(i * 1.3), i * 0.3);
       tu_add_bond(&m, 0, i + 1, 1);
     }
-    expect_reject(&m, &o, cases[c].want);
+    expect_reject(&m, &o, "impossible valence", 1, cases[c].want);
     m.n_bonds--; /* one fewer is fine (oxonium, ammonium, borate); the lone H is a fragment */
     cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
     mol_free(&m);
@@ -636,7 +656,7 @@ Test(mol, check_close_atoms) {
   struct mol_check_opts o = default_opts();
   tu_add_atom(&m, 8, m.atoms[2].x + 0.21, m.atoms[2].y, m.atoms[2].z_); /* atom 10 */
   tu_add_bond(&m, 2, 9, 1);
-  expect_reject(&m, &o, "atoms 3 and 10 are 0.21 Å apart (< 0.5)");
+  expect_reject(&m, &o, "atoms too close", 3, "atoms 3 and 10 are 0.21 Å apart (< 0.5)");
   m.dim = 2; /* distances are only checked in 3D */
   char why[128];
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
@@ -655,11 +675,13 @@ Test(mol, check_far_fragment) {
   tu_add_atom(&m, 1, 1.8 + 14.3 + 0.96 + 0.5, 2.3, 0);
   tu_add_bond(&m, 9, 10, 1);
   tu_add_bond(&m, 9, 11, 1);
-  expect_reject(&m, &o, "fragment of 3 atoms is 14.3 Å from the rest (> 10)");
+  expect_reject(&m, &o, "fragment far from the rest", 10, "fragment of 3 atoms is 14.3 Å from the rest (> 10)");
   m.n_bonds--; /* atom 12 is now a lone H beside the water: they form a group of 3 */
-  expect_reject(&m, &o, "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
+  expect_reject(&m, &o, "fragment far from the rest", 10,
+                "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
   tu_add_atom(&m, 1, -1.6, -3.0, 0); /* a lone H 2.5 Å from ethanol: groups of 10 and 3 */
-  expect_reject(&m, &o, "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
+  expect_reject(&m, &o, "fragment far from the rest", 10,
+                "2 fragments of 3 atoms together are 14.3 Å from the rest (> 10)");
   m.atoms[12].x = 9.0; /* moved between them: 7.2 Å from ethanol, 7.1 Å from the water */
   m.atoms[12].y = 1.3;
   char why0[128];
@@ -732,8 +754,11 @@ Test(mol, cell_list_matches_brute_force, .timeout = 120) {
       if (bf) {
         double d = sqrt(pow(m.atoms[i].x - m.atoms[j].x, 2) + pow(m.atoms[i].y - m.atoms[j].y, 2) +
                         pow(m.atoms[i].z_ - m.atoms[j].z_, 2));
-        snprintf(want, sizeof want, "atoms %d and %d are %.2f Å apart (< 0.5)", i + 1, j + 1, d);
+        snprintf(want, sizeof want, "atoms too close: atoms %d and %d are %.2f Å apart (< 0.5)", i + 1, j + 1, d);
         cr_assert_str_eq(why, want, "the first pair in atom order");
+        struct mol_why w;
+        cr_assert_eq(mol_check_why(&m, &o, &w), 1);
+        cr_assert_eq(w.atom, i + 1, "the first atom of the pair");
         with++;
       } else {
         without++;
@@ -832,13 +857,20 @@ Test(mol, fragment_gap_matches_brute_force, .timeout = 120) {
             if (d < gap) gap = d;
           }
       if (best_frags == 1)
-        snprintf(want, sizeof want, "fragment of %d atom%s is %.1f Å from the rest (> 6)", best_size,
-                 best_size == 1 ? "" : "s", gap);
+        snprintf(want, sizeof want, "fragment far from the rest: fragment of %d atom%s is %.1f Å from the rest (> 6)",
+                 best_size, best_size == 1 ? "" : "s", gap);
       else
-        snprintf(want, sizeof want, "%d fragments of %d atoms together are %.1f Å from the rest (> 6)", best_frags,
-                 best_size, gap);
+        snprintf(want, sizeof want,
+                 "fragment far from the rest: %d fragments of %d atoms together are %.1f Å from the rest (> 6)",
+                 best_frags, best_size, gap);
       cr_assert_eq(rc, 1, "seed %d: expected '%s'", (int)seed, want);
       cr_assert_str_eq(why, want, "seed %d", (int)seed);
+      int first = 0;
+      while (bf_find(grp, first) != best)
+        first++;
+      struct mol_why w;
+      cr_assert_eq(mol_check_why(&m, &o, &w), 1);
+      cr_assert_eq(w.atom, first + 1, "seed %d: the far group's lowest atom", (int)seed);
       flagged++;
       grouped += best_frags > 1;
     } else {
@@ -866,7 +898,7 @@ Test(mol, check_coordinates_out_of_range) {
   tu_add_atom(&m, 6, 3e38, 0, 0);
   tu_add_bond(&m, 0, 1, 1);
   struct mol_check_opts o = default_opts();
-  expect_reject(&m, &o, "coordinate out of range (atom 1: x = -3e+38 Å, beyond ±1e+06 Å)");
+  expect_reject(&m, &o, "coordinate out of range", 1, "atom 1: x = -3e+38 Å, beyond ±1e+06 Å");
   mol_free(&m);
 
   ethanol(&m);
@@ -877,10 +909,10 @@ Test(mol, check_coordinates_out_of_range) {
   char why[256] = "";
   cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "ethanol moved by 9.99e5 Å: %s", why);
   m.atoms[4].z_ = -1.5e6;
-  expect_reject(&m, &o, "coordinate out of range (atom 5: z = -1.5e+06 Å, beyond ±1e+06 Å)");
+  expect_reject(&m, &o, "coordinate out of range", 5, "atom 5: z = -1.5e+06 Å, beyond ±1e+06 Å");
   m.atoms[4].z_ = 0;
   m.atoms[7].y = 2e6;
   m.dim = 2;
-  expect_reject(&m, &o, "coordinate out of range (atom 8: y = 2e+06 Å, beyond ±1e+06 Å)");
+  expect_reject(&m, &o, "coordinate out of range", 8, "atom 8: y = 2e+06 Å, beyond ±1e+06 Å");
   mol_free(&m);
 }

@@ -113,7 +113,8 @@ Test(store_v6, a_version_5_database_is_migrated_keeping_its_values) {
   char err[1024];
   cr_assert_eq(store_open(&s, path, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
-  cr_assert_eq(STORE_SCHEMA_VERSION, 6, "this test knows version 6: a later one needs its own");
+  /* (version 7 only adds the rejects' atom and detail: test_store_v7.c) */
+  cr_assert_geq(STORE_SCHEMA_VERSION, 6, "this test knows version 6");
   /* the scores and ranks under their new name, to the bit */
   same(s.db, "SELECT mol_id, score, std FROM scores ORDER BY mol_id",
        "1000000001|-0.10000000000000001|0.25\n1000000002|1e-300|NULL\n");

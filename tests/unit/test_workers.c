@@ -99,7 +99,7 @@ static struct wpool *pool_with_stopped_worker(pid_t *pid_out) {
   struct wjob j;
   job_of(&j, t);
   run_ok(p, &j, 1);
-  cr_assert_eq(j.status, 0, "warm-up record: %s", j.reason);
+  cr_assert_eq(j.status, 0, "warm-up record: %s", j.why.reason);
   mol_free(&j.mol);
   free(t);
   pid_t pid = wpool_worker_pid(p, 0);
@@ -125,8 +125,10 @@ Test(workers, stuck_worker_while_the_next_request_is_blocked, .timeout = 60) {
   run_ok(p, jobs, 2);
   double took = tu_now() - t0;
   cr_assert_eq(jobs[0].status, 1);
-  cr_assert_str_eq(jobs[0].reason, "timed out after 2 s (Open Babel hung on this record)");
-  cr_assert_eq(jobs[1].status, 0, "B: %s", jobs[1].reason);
+  cr_assert_str_eq(jobs[0].why.reason, "timed out");
+  cr_assert_str_eq(jobs[0].why.detail, "after 2 s (Open Babel hung on this record)");
+  cr_assert_eq(jobs[0].why.atom, 0);
+  cr_assert_eq(jobs[1].status, 0, "B: %s", jobs[1].why.reason);
   cr_assert_str_eq(jobs[1].mol.name, "ethanol");
   cr_assert_eq(jobs[1].mol.n_atoms, 9);
   cr_assert_eq(wpool_restarts(p), 1);
@@ -151,9 +153,10 @@ Test(workers, stuck_worker_never_takes_the_request, .timeout = 60) {
   run_ok(p, &j, 1);
   double took = tu_now() - t0;
   cr_assert_eq(j.status, 1);
-  cr_assert(strstr(j.reason, "timed out after 2 s: the parser process had taken ") &&
-                strstr(j.reason, "bytes (it stopped reading)"),
-            "%s", j.reason);
+  cr_assert_str_eq(j.why.reason, "timed out");
+  cr_assert(strstr(j.why.detail, "after 2 s: the parser process had taken ") == j.why.detail &&
+                strstr(j.why.detail, "bytes (it stopped reading)"),
+            "%s", j.why.detail);
   cr_assert_eq(wpool_restarts(p), 1);
   cr_assert_lt(took, 30, "took %.1f s", took);
   /* The new worker works. */
@@ -161,7 +164,7 @@ Test(workers, stuck_worker_never_takes_the_request, .timeout = 60) {
   struct wjob k;
   job_of(&k, a);
   run_ok(p, &k, 1);
-  cr_assert_eq(k.status, 0, "%s", k.reason);
+  cr_assert_eq(k.status, 0, "%s", k.why.reason);
   mol_free(&k.mol);
   mol_free(&j.mol);
   wpool_stop(p);
@@ -183,7 +186,7 @@ Test(workers, worker_dead_while_idle_costs_no_record, .timeout = 60) {
   job_of(&jobs[2], a);
   run_ok(p, jobs, 3);
   for (int i = 0; i < 3; i++) {
-    cr_assert_eq(jobs[i].status, 0, "record %d: %s", i, jobs[i].reason);
+    cr_assert_eq(jobs[i].status, 0, "record %d: %s", i, jobs[i].why.reason);
     mol_free(&jobs[i].mol);
   }
   cr_assert_eq(wpool_restarts(p), 1);
@@ -205,7 +208,7 @@ Test(workers, records_larger_than_a_pipe, .timeout = 60) {
   }
   run_ok(p, jobs, N);
   for (int i = 0; i < N; i++) {
-    cr_assert_eq(jobs[i].status, 0, "record %d: %s", i, jobs[i].reason);
+    cr_assert_eq(jobs[i].status, 0, "record %d: %s", i, jobs[i].why.reason);
     const char *blob = mol_tag(&jobs[i].mol, "blob");
     size_t want = (size_t)(i % 4) * (150 << 10);
     cr_assert_eq(blob ? strlen(blob) : 0, want, "record %d: tag of %zu bytes, want %zu", i,
@@ -216,3 +219,38 @@ Test(workers, records_larger_than_a_pipe, .timeout = 60) {
   cr_assert_eq(wpool_restarts(p), 0);
   wpool_stop(p);
 }
+
+/* A rejection comes back from the worker as the checks made it: the reason
+ * (one text per kind), the atom it concerns and the specifics, each in its
+ * own field, for the rejects table's own columns. Two records with atoms too
+ * close, at different atoms: the same reason, their own atom and detail. */
+Test(workers, a_rejection_comes_back_with_its_atom_and_detail, .timeout = 60) {
+  struct wpool *p = start_pool(1);
+  /* ethanol with its O 0.2 Å from the second C; then with the first C 0.3 Å
+   * from the second (and a z coordinate other than 0: a flat record is 2D,
+   * where distances are not checked) */
+  char *close23 = record(0), *close12 = record(0);
+  memcpy(strstr(close23, "   -0.9290    0.2960    0.0000"), "   -0.9290    0.2960    0.5000", 30);
+  memcpy(strstr(close23, "    1.3690    0.8800    0.0000"), "    0.6950   -0.2360    0.0000", 30);
+  memcpy(strstr(close12, "   -0.9290    0.2960    0.0000"), "    0.1950   -0.2360    0.0000", 30);
+  memcpy(strstr(close12, "    1.3690    0.8800    0.0000"), "    1.3690    0.8800    0.5000", 30);
+  struct wjob jobs[2];
+  job_of(&jobs[0], close23);
+  job_of(&jobs[1], close12);
+  run_ok(p, jobs, 2);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(jobs[i].status, 1, "record %d passed", i);
+    cr_assert_str_eq(jobs[i].why.reason, "atoms too close", "record %d: %s: %s", i, jobs[i].why.reason,
+                     jobs[i].why.detail);
+  }
+  cr_assert_eq(jobs[0].why.atom, 2, "%s", jobs[0].why.detail);
+  cr_assert_str_eq(jobs[0].why.detail, "atoms 2 and 3 are 0.20 Å apart (< 0.5)");
+  cr_assert_eq(jobs[1].why.atom, 1, "%s", jobs[1].why.detail);
+  cr_assert_str_eq(jobs[1].why.detail, "atoms 1 and 2 are 0.30 Å apart (< 0.5)");
+  cr_assert_eq(wpool_restarts(p), 0);
+  for (int i = 0; i < 2; i++) mol_free(&jobs[i].mol);
+  wpool_stop(p);
+  free(close23);
+  free(close12);
+}
+
