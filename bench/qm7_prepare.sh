@@ -17,6 +17,8 @@
 # the label belongs to; found as an acyclic all-single-bond C7 skeleton
 # with fewer than 16 hydrogens). Every record left out is listed on stderr
 # with the reason; the last line on stdout is a JSON summary of the counts.
+# Records Open Babel wrote with lost double bonds and M  RAD marks get their
+# bond orders back (bench/qm7_bond_orders.py): QM7 has no radicals.
 set -euo pipefail
 src=${1:?usage: qm7_prepare.sh QM7_DIR OUT_DIR [EVERY [OFFSET]]}
 out=${2:?usage: qm7_prepare.sh QM7_DIR OUT_DIR [EVERY [OFFSET]]}
@@ -73,3 +75,7 @@ awk -v every="$every" -v offset="$offset" -v sdf="$out/qm7.sdf" -v csv="$out/qm7
     printf "{\"records\": %d, \"labels\": %d, \"left_out\": %d, \"kept\": %d}\n", rec, n_labels, skipped, kept
   }
 ' "$tmp/gdb7.sdf.csv" "$tmp/gdb7.sdf"
+# The bonds Open Babel's XYZ reading left single, with M  RAD marks, get their
+# orders back (bench/qm7_bond_orders.py; its JSON summary on stderr).
+/usr/bin/python3 "$(dirname "$0")/qm7_bond_orders.py" "$out/qm7.sdf" "$tmp/fixed.sdf" >&2
+mv "$tmp/fixed.sdf" "$out/qm7.sdf"
