@@ -521,6 +521,56 @@ void minimise(OBMol &mol, int steps, double econv, const char *first = "MMFF94",
   if (check_coords(mol).check != GEN3D_OK) mol = before;
 }
 
+// OBBuilder places the four neighbours of a phosphorus with a P=O or P=S
+// bond (phosphates, phosphonates, phosphine oxides) as if it had five: 90
+// and 180 degree angles, which 250 MMFF94 steps do not undo (bench/gen3d.sh
+// found every stereo change on its PDB ligands there). Such a centre off
+// tetrahedral (an angle below 95 or above 135 degrees) gets its branches
+// turned rigidly about the P onto a tetrahedron: the first neighbour stays,
+// the second keeps its plane with the first, the other two take the two
+// remaining corners in the order that keeps the centre's handedness. A P
+// in a ring (whose branches meet again) is left as built.
+void tetrahedral_phosphorus(OBMol &mol) {
+  const double TETRA = std::acos(-1.0 / 3.0);
+  FOR_ATOMS_OF_MOL(p, mol) {
+    if (p->GetAtomicNum() != 15 || p->GetExplicitDegree() != 4 || p->IsInRing()) continue;
+    std::vector<OBAtom *> nb;
+    FOR_NBORS_OF_ATOM(x, &*p) nb.push_back(&*x);
+    vector3 c = p->GetVector();
+    std::vector<vector3> d;
+    for (OBAtom *x : nb)
+      d.push_back((x->GetVector() - c).normalize());
+    bool off = false;
+    for (int a = 0; a < 4; a++)
+      for (int b = a + 1; b < 4; b++) {
+        double ang = std::acos(std::max(-1.0, std::min(1.0, dot(d[a], d[b]))));
+        off = off || ang < 95 * M_PI / 180 || ang > 135 * M_PI / 180;
+      }
+    if (!off) continue;
+    // the ideal corners: t0 along d0, t1 in the plane of d0 and d1, t2 and t3
+    // a third of a turn either way about t0
+    vector3 t0 = d[0], side = d[1] - t0 * dot(d[1], t0);
+    if (side.length() < 1e-6) side = t0.x() < 0.9 ? cross(t0, vector3(1, 0, 0)) : cross(t0, vector3(0, 1, 0));
+    side.normalize();
+    vector3 t1 = t0 * std::cos(TETRA) + side * std::sin(TETRA);
+    vector3 t2 = rotate(c + t1, c, t0, 2 * M_PI / 3) - c, t3 = rotate(c + t1, c, t0, -2 * M_PI / 3) - c;
+    // keep the sign of the triple product of d1, d2, d3 (the handedness)
+    double had = dot(d[1], cross(d[2], d[3])), now = dot(t1, cross(t2, t3));
+    if ((had < 0) != (now < 0)) std::swap(t2, t3);
+    const vector3 target[4] = {t0, t1, t2, t3};
+    for (int k = 1; k < 4; k++) {
+      vector3 axis = cross(d[k], target[k]);
+      double len = axis.length(), t = std::atan2(len, dot(d[k], target[k]));
+      if (len < 1e-9) continue;
+      axis /= len;
+      for (int idx : side_of(mol, nb[k], &*p)) {
+        OBAtom *a = mol.GetAtom(idx + 1);
+        a->SetVector(rotate(a->GetVector(), c, axis, t));
+      }
+    }
+  }
+}
+
 // The builder's coordinates for input under seed, hydrogens when asked, the
 // fragments apart. mol becomes a copy of input first.
 void build(OBMol &mol, OBMol &input, const ob_parse_opts *o, unsigned seed, se3_gen3d_trace *tr) {
@@ -530,6 +580,7 @@ void build(OBMol &mol, OBMol &input, const ob_parse_opts *o, unsigned seed, se3_
   OBBuilder builder;
   // Its verdict on stereo is not the last word: the checks below are.
   builder.Build(mol, false);
+  tetrahedral_phosphorus(mol);
   mol.SetDimension(3);
   if (tr) tr->builds++, tr->t_build += since(t0);
   t0 = Clock::now();
