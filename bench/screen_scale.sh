@@ -17,6 +17,13 @@
 # record is distinct while the chemistry repeats every 13,997. Hydrogens are
 # added at ingest, as for any heavy-atom PDB ligand.
 #
+# INPUT=smiles: the library is SMILES instead (bench/make_smiles_library.py):
+# the ~46,000 distinct SMILES of ../shared/data (Enamine 10k, NCI, QM8,
+# MoleculeNet) cycled to N records, each with its own name, so that ingest
+# generates 3D coordinates for every record afresh (stages.ingest.gen3d:
+# auto; GEN3D_QUALITY=fast|medium|best to choose, default the workflow
+# default).
+#
 # Prints one JSON object per step (molecules/s, wall seconds, peak resident
 # memory of the largest process), then a summary with the database's bytes
 # per molecule (per table, from SQLite's dbstat) and the extrapolation to
@@ -29,10 +36,19 @@ tmp=${3:-${TMPDIR:-/tmp}/se3bench_scale}
 shared=${SE3_SHARED:-$here/../shared}
 shards=2
 mkdir -p "$tmp"
-lib="$tmp/library_$n.sdf.gz"
-wd="$tmp/work_$n"
+input=${INPUT:-sdf}
+case $input in sdf | smiles) ;; *) echo "screen_scale: INPUT is sdf or smiles, not '$input'" >&2; exit 2 ;; esac
+if [ "$input" = smiles ]; then lib="$tmp/library_$n.smi.gz"; else lib="$tmp/library_$n.sdf.gz"; fi
+wd="$tmp/work_${input}_$n"
+ingest_extra=""
+[ -n "${GEN3D_QUALITY:-}" ] && ingest_extra=", gen3d_quality: $GEN3D_QUALITY"
 
 now() { date +%s.%N; }
+if [ "$input" = smiles ] && [ ! -s "$lib" ]; then
+  t0=$(now)
+  /usr/bin/python3 "$here/bench/make_smiles_library.py" "$shared/data" "$n" "$lib"
+  echo "{\"bench\":\"screen_scale\",\"step\":\"make_library\",\"input\":\"smiles\",\"records\":$n,\"seconds\":$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'),\"bytes\":$(stat -c %s "$lib")}"
+fi
 if [ ! -s "$lib" ]; then
   if [ ! -d "$tmp/lig/pdb_ligands_sdf" ]; then
     mkdir -p "$tmp/lig"
@@ -57,7 +73,7 @@ sets:
   library:
     - {path: $lib}
 stages:
-  ingest: {add_hydrogens: true, workers: 1}
+  ingest: {add_hydrogens: true, workers: 1$ingest_extra}
   graph: {edges: radius+bonds, cutoff: 5.0, threads: 1, store: ${STORE_GRAPHS:-false}}
   train: {target: u0_atom, model: small, arch: {degrees: 2}, epochs: 10, batch_size: 16}
   score: {set: library, merge: hits}
@@ -144,7 +160,7 @@ tables=$(sqlite3 "$db" "SELECT coalesce(t.tbl_name, d.name) AS t, sum(d.pgsize) 
 shard_scores=$(sqlite3 "$wd/out/shards/score-0.db" "SELECT sum(pgsize) FROM dbstat WHERE name IN ('scores','sqlite_autoindex_scores_1','scores_chunk')")
 shard_n=$(sqlite3 "$wd/out/shards/score-0.db" "SELECT count(*) FROM scores")
 file_bytes=$(stat -c %s "$db")
-awk -v n="$n_lib" -v rej="$n_rej" -v fb="$file_bytes" -v tables="$tables" -v ss="$shard_scores" -v sn="$shard_n" -v kept="$(q "SELECT count(*) FROM scores")" \
+awk -v input="$input" -v n="$n_lib" -v rej="$n_rej" -v fb="$file_bytes" -v tables="$tables" -v ss="$shard_scores" -v sn="$shard_n" -v kept="$(q "SELECT count(*) FROM scores")" \
     -v ti="${secs[ingest]}" -v tg="${secs[graph]}" -v ts="${secs[score]}" -v tmi="${secs[merge_ingest]}" -v tmg="${secs[merge_graph]}" \
     -v tms="${secs[merge_score]}" -v tt="${secs[train]}" -v tr="${secs[rank]}" -v shards="$shards" \
     -v rmax="$(printf '%s\n' "${rss[@]}" | sort -n | tail -1)" 'BEGIN{
@@ -155,7 +171,7 @@ awk -v n="$n_lib" -v rej="$n_rej" -v fb="$file_bytes" -v tables="$tables" -v ss=
   m = 1e8 / 100
   t_ingest = m * per_task_ingest; t_graph = m * per_task_graph; t_score = m * per_task_score
   t_merge = 1e8 * (tmi + tmg) / n; t_merge_score = 1e8 * tms / n
-  printf "{\"bench\":\"screen_scale\",\"step\":\"summary\",\"molecules\":%d,\"rejected\":%d,\"shards\":%d,", n, rej, shards
+  printf "{\"bench\":\"screen_scale\",\"step\":\"summary\",\"input\":\"%s\",\"molecules\":%d,\"rejected\":%d,\"shards\":%d,", input, n, rej, shards
   printf "\"ingest_plus_graph_mol_per_s\":%.1f,\"whole_screen_s\":%.1f,\"peak_rss_mb\":%.1f,", n / (ti + tg), total, rmax / 1024
   printf "\"db_bytes_per_mol\":%.0f,\"db_bytes_per_mol_by_table\":{%s},", fb / n, tables
   printf "\"scores_kept_in_screen_db\":%d,\"score_shard_bytes_per_score\":%.1f,", kept, ss / sn
