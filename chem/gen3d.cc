@@ -20,11 +20,15 @@
 //            the path between them (microseconds; most clashes)
 //   cleanup  15 UFF steps (MMFF94 where UFF has no parameters) from the
 //            builder's geometry: pushes the remaining clashes apart
+//   etkdg    RDKit's ETKDGv3 (chem/etkdg.h; where the build has RDKit), then
+//            the quality's refinement: for what the builder's templates
+//            cannot give, a ring centre inverted or flattened
 //   medium   the builder and 250 MMFF94 steps (fast only; for a clash, or a
 //            centre too flat to read)
 // and the checks again after each. A molecule that no fix saves is refused,
 // naming the check.
 #include "chem/gen3d.h"
+#include "chem/etkdg.h"
 
 #include <chrono>
 #include <cmath>
@@ -175,6 +179,39 @@ int winding(OBMol &mol, const TetraWant &t) {
   if (t.from != OBStereo::NoRef && dot(pos(mol, t.from) - c, v0 + v1 + v2) >= 0) return 0;
   double vol = dot(cross(v0, v1), v2) / norm;
   return vol > FLAT ? 1 : vol < -FLAT ? -1 : 0;
+}
+
+// A centre whose winding reads right from its three refs but whose fourth
+// neighbour (an explicit atom, or the hydrogen added for an implicit one)
+// lies near the plane of the centre and two refs: no tetrahedron, and a
+// reader that takes another three neighbours (RDKit takes the first three)
+// sees a flat or inverted centre. bench/gen3d.sh found such builder
+// geometries at ring fusions and spiro centres passed as right. For a
+// tetrahedron about its centre, replacing any ref by the fourth neighbour
+// turns the triple product's sign; each of the three must, clearly.
+bool distorted(OBMol &mol, const TetraWant &t) {
+  OBAtom *centre = mol.GetAtomById(t.centre);
+  OBAtom *fourth = t.from != OBStereo::NoRef ? mol.GetAtomById(t.from) : nullptr;
+  if (!fourth) {
+    FOR_NBORS_OF_ATOM(n, centre) {
+      unsigned long id = n->GetId();
+      if (id != t.refs[0] && id != t.refs[1] && id != t.refs[2]) fourth = &*n;
+    }
+  }
+  if (!fourth) return false; // three neighbours (N, S+, an implicit H not added): the winding says it all
+  vector3 c = centre->GetVector();
+  vector3 v[4] = {pos(mol, t.refs[0]) - c, pos(mol, t.refs[1]) - c, pos(mol, t.refs[2]) - c, fourth->GetVector() - c};
+  for (vector3 &x : v) {
+    if (!(x.length() > 0)) return true;
+    x.normalize();
+  }
+  double base = dot(cross(v[0], v[1]), v[2]);
+  for (int k = 0; k < 3; k++) {
+    vector3 u[3] = {v[0], v[1], v[2]};
+    u[k] = v[3];
+    if (!(dot(cross(u[0], u[1]), u[2]) * (base > 0 ? 1 : -1) < -FLAT)) return true;
+  }
+  return false;
 }
 
 // +1 cis, -1 trans, 0 twisted (substituents near 90° about the bond).
@@ -416,11 +453,17 @@ Verdict check_stereo(OBMol &mol, const StereoWant &want, OBMol &input, std::stri
   Verdict v;
   int first = 0;
   std::string what;
+  // Centres too flat to read, or that read right but are no tetrahedron: no
+  // canonical SMILES excuses them (Open Babel reads a flat centre one way or
+  // the other; bench/gen3d.sh found square-planar ring carbons passed so).
+  int bent = 0;
   for (const TetraWant &t : want.tetra) {
     int w = winding(mol, t);
-    if (w != 1) {
+    bool bad_shape = w == 0 || (w == 1 && distorted(mol, t));
+    bent += bad_shape;
+    if (w != 1 || bad_shape) {
       v.tetra_wrong++;
-      v.flat += w == 0;
+      v.flat += w == 0 || bad_shape;
       if (!first) {
         first = (int)mol.GetAtomById(t.centre)->GetIdx();
         what = "stereo not kept at atom " + std::to_string(first);
@@ -441,7 +484,7 @@ Verdict check_stereo(OBMol &mol, const StereoWant &want, OBMol &input, std::stri
   }
   if (!first) return v;
   if (input_can.empty()) input_can = canonical(input);
-  if (canonical_from_3d(mol, want) == input_can) {
+  if (!bent && canonical_from_3d(mol, want) == input_can) {
     v.tetra_wrong = v.cistrans_wrong = v.flat = 0;
     return v;
   }
@@ -698,6 +741,24 @@ bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::st
     if (steps) minimise(mol, steps, refine_econv(o->quality));
     v = quick_fixes(mol, check(mol), check, fix);
     if (v.check == GEN3D_OK) fix = GEN3D_FIX_RESEED;
+  }
+  // RDKit's ETKDGv3 next, where the build has it: distance geometry embeds
+  // what the builder's templates cannot (an inverted ring centre, a flat
+  // fusion) in 10-70 ms, and its conformers are closer to crystal ones than
+  // the medium path's (bench/gen3d.sh), which costs 100-200 ms. Then the
+  // quality's own refinement, and the checks as for the builder.
+  if (v.check != GEN3D_OK && se3_etkdg_available()) {
+    std::string failed;
+    OBMol kept(mol);
+    if (se3_etkdg_embed(mol, input, seed, failed)) {
+      if (tr) tr->builds++;
+      if (o->add_hydrogens) mol.AddHydrogens();
+      separate_fragments(mol);
+      if (steps) minimise(mol, steps, refine_econv(o->quality));
+      Verdict e = quick_fixes(mol, check(mol), check, fix);
+      if (e.check == GEN3D_OK) v = e, fix = GEN3D_FIX_ETKDG;
+    }
+    if (v.check != GEN3D_OK) mol = kept; // a failed fallback leaves the builder's verdict as the reason
   }
   // The medium path as the last resort, where it can help: a clash, or a
   // centre or double bond too flat to read. MMFF94 does not carry a centre

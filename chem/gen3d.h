@@ -7,7 +7,8 @@
 // bonds) kept. Only a molecule that fails a check pays for a fix (see
 // gen3d.cc): at every quality the fixes that cost microseconds (turning
 // single bonds, inverting centres, the mirror image); at fast also a short
-// UFF cleanup and, last, the medium path. One that no fix saves is refused
+// UFF cleanup and the medium path; last, at every quality, RDKit's ETKDGv3
+// where this build has it (chem/etkdg.h). One that no fix saves is refused
 // with the failed check named, never passed on silently.
 //
 // The caller runs it on one OpenMP thread, in a worker process (see
@@ -40,7 +41,8 @@ enum se3_gen3d_fix {
   GEN3D_FIX_INVERT,
   GEN3D_FIX_CLEANUP,
   GEN3D_FIX_RESEED,
-  GEN3D_FIX_MEDIUM
+  GEN3D_FIX_MEDIUM,
+  GEN3D_FIX_ETKDG
 };
 struct se3_gen3d_trace {
   se3_gen3d_check first_fail;                     // the first build's failed check (GEN3D_OK: none)

@@ -17,6 +17,7 @@
 extern "C" {
 #include "chem/obbridge.h"
 }
+#include "chem/etkdg.h"
 #include "chem/gen3d.h"
 
 #include <omp.h>
@@ -469,7 +470,13 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   if (made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
-    if (!se3_gen3d_traced(mol, o, o->seed ^ hash_text(text, len), gen_why, &tr)) {
+    bool made = se3_gen3d_traced(mol, o, o->seed ^ hash_text(text, len), gen_why, &tr);
+    static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
+    if (trace) // for measurements (bench/gen3d.sh --trace): which check failed, what fixed it, the times
+      std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f\n",
+                   (int)tr.first_fail, (int)tr.last_fail, (int)tr.fixed_by, tr.builds, 1e3 * tr.t_build,
+                   1e3 * tr.t_hydrogens, 1e3 * tr.t_checks, 1e3 * tr.t_fixes);
+    if (!made) {
       // one reason per failed check, the atom beside it
       const char *kind = tr.last_fail == GEN3D_STEREO  ? "3D generation: stereo not kept"
                          : tr.last_fail == GEN3D_CLASH ? "3D generation: atoms clash"
@@ -713,6 +720,8 @@ extern "C" char *ob_depict_svg(const char *smiles, int px) {
     return dup_c(trim(s));
   } catch (...) { return nullptr; }
 }
+
+extern "C" const char *ob_gen3d_fallback(void) { return se3_etkdg_available() ? "RDKit ETKDGv3" : nullptr; }
 
 extern "C" const char *ob_version(void) {
   static std::string v;

@@ -69,5 +69,8 @@ char *ob_canonical_smiles(const struct mol *m);
 char *ob_depict_svg(const char *smiles, int px);
 /* Open Babel's version string. */
 const char *ob_version(void);
+/* The embedder 3D generation falls back on when the builder's fixes fail
+ * ("RDKit ETKDGv3"), or NULL when this build has none (no RDKit). */
+const char *ob_gen3d_fallback(void);
 
 #endif

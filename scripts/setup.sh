@@ -9,7 +9,8 @@ packages=(build-essential cmake pkg-config git
           libopenbabel-dev openbabel libyaml-dev libsqlite3-dev sqlite3 zlib1g-dev
           libopenblas-dev libopenmpi-dev openmpi-bin libcriterion-dev
           python3 chromium fonts-dejavu-core  # the tests' helpers; report.html rendered in a real browser
-          python3-rdkit)  # test_gen3d_bench: RDKit's ETKDG and RMSD beside se3screen's 3D generation
+          python3-rdkit  # test_gen3d_bench: RDKit's ETKDG and RMSD beside se3screen's 3D generation
+          librdkit-dev libboost-dev)  # 3D generation's ETKDG fallback (chem/etkdg.h)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -523,7 +523,7 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
 
   const char *gen3d = cfg_str(c, "gen3d", "auto");
   g->po.gen3d = !strcmp(gen3d, "always") ? OB_GEN3D_ALWAYS : !strcmp(gen3d, "never") ? OB_GEN3D_NEVER : OB_GEN3D_AUTO;
-  const char *q = cfg_str(c, "gen3d_quality", "medium");
+  const char *q = cfg_str(c, "gen3d_quality", "fast");
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
   g->po.seed = (unsigned)cfg_int(c, "seed", 42);
   g->po.add_hydrogens = cfg_bool(c, "add_hydrogens", 1);
