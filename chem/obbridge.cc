@@ -472,7 +472,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     se3_gen3d_trace tr{};
     bool made = se3_gen3d_traced(mol, o, o->seed ^ hash_text(text, len), gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
-    if (trace) // for measurements (bench/gen3d.sh --trace): which check failed, what fixed it, the times
+    if (trace) // SE3_GEN3D_TRACE=1, for measurements: which check failed, what fixed it, the times
       std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f\n",
                    (int)tr.first_fail, (int)tr.last_fail, (int)tr.fixed_by, tr.builds, 1e3 * tr.t_build,
                    1e3 * tr.t_hydrogens, 1e3 * tr.t_checks, 1e3 * tr.t_fixes);

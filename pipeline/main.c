@@ -307,6 +307,8 @@ int main(int argc, char **argv) {
     stage_platform_info(&pi);
     printf("se3screen %s\n", SE3_VERSION);
     printf("sqlite %s\n", sqlite3_libversion());
+    printf("open babel %s; 3D generation's fallback: %s\n", pi.openbabel,
+           pi.gen3d_fallback ? pi.gen3d_fallback : "none (librdkit-dev and libboost-dev and a new build add RDKit's ETKDG)");
     printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,
            pi.isa_best);
     printf("bf16: %s\n", pi.bf16 ? "yes (precision: bf16 scores with AVX512-BF16)"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "chem/obbridge.h"
 #include "models/device.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
@@ -26,6 +27,8 @@ void stage_platform_info(struct stage_platform *p) {
     }
   p->isa_best = nn_isa_name((enum nn_isa)best);
   p->bf16 = nn_bf16_supported();
+  p->openbabel = ob_version();
+  p->gen3d_fallback = ob_gen3d_fallback();
   p->blas_core = nn_blas_core();
   const char *d = getenv(NN_BLAS_DETECTED_ENV);
   p->blas_detected = d && *d && strcmp(d, p->blas_core) ? d : NULL;

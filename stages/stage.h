@@ -255,6 +255,8 @@ struct stage_platform {
   int threads;               /* OpenMP threads the model uses */
   char omp_wait[64];         /* how they wait at a barrier: "GOMP_SPINCOUNT=1000", "OMP_WAIT_POLICY=passive", ... */
   int bf16;                  /* 1: precision: bf16 can score here (AVX512-BF16) */
+  const char *openbabel;     /* Open Babel's version */
+  const char *gen3d_fallback; /* 3D generation's fallback embedder ("RDKit ETKDGv3"), NULL: none in this build */
 };
 
 void stage_platform_info(struct stage_platform *p);
