@@ -113,8 +113,21 @@ Test(data_parallel, build_has_mpi) {
 }
 
 /* One process with the whole batch against two sharing it, an epoch of
- * `steps` steps: the same parameters to 1e-6, the same metrics to
- * round-off. */
+ * `steps` steps: the same parameters to SAME_PARAMS, the same metrics to
+ * SAME_METRICS. */
+/* Two processes sum their shares' gradients in another order than one
+ * process sums the whole batch, and fp32 round-off grows over Adam's steps
+ * (it divides by the root of small second moments). Measured on the 2-core
+ * AMD EPYC (Zen 4) of 2026-11-25: 8.8e-6 relative after 21 steps with
+ * OpenBLAS's AVX-512 kernels (Cooperlake, SkylakeX), under 1e-6 with its
+ * Haswell ones; the same runs with each share's loss averaged over the share
+ * instead of the whole batch (the bug these tests look for) differ by
+ * 4.1e-4 (even shares) and 3.1e-3 (47 as 24 + 23). */
+#define SAME_PARAMS 5e-5
+/* The losses and MAEs those parameters give: 1.1e-5 relative at most in the
+ * AVX-512 runs above. */
+#define SAME_METRICS 1e-4
+
 static void same_training(const char *name, const char *extra, int steps) {
   char *wf;
   char *dir = prepare(name, extra, &wf);
@@ -138,7 +151,7 @@ static void same_training(const char *name, const char *extra, int steps) {
     cr_assert_eq(state[0], steps, "%s: %lld steps", ck, (long long)state[0]);
   }
   double rel = rel_diff(dir, "one", "two", "epoch-1.ckpt");
-  cr_assert_lt(rel, 1e-6, "parameters after %d steps differ by %g (relative)", steps, rel);
+  cr_assert_lt(rel, SAME_PARAMS, "parameters after %d steps differ by %g (relative)", steps, rel);
   cr_assert_gt(rel, 0, "bit-identical: the two runs may not have split the batches at all");
   /* the metrics tables: same rows, values to round-off */
   const char *q = "SELECT model || ' ' || epoch || ' ' || split, loss, mae FROM metrics ORDER BY 1";
@@ -156,9 +169,10 @@ static void same_training(const char *name, const char *extra, int steps) {
     cr_assert_str_eq(lx, ly);
     double l1 = atof(px + 1), l2 = atof(py + 1);
     char *mx = strchr(px + 1, '|'), *my = strchr(py + 1, '|');
-    cr_assert(fabs(l1 - l2) <= 1e-5 * fabs(l1), "%s: loss %g vs %g", lx, l1, l2);
+    cr_assert(fabs(l1 - l2) <= SAME_METRICS * fabs(l1), "%s: loss %g vs %g", lx, l1, l2);
     if (mx && my && strcmp(mx + 1, "NULL"))
-      cr_assert(fabs(atof(mx + 1) - atof(my + 1)) <= 1e-5 * fabs(atof(mx + 1)), "%s: MAE %s vs %s", lx, mx + 1, my + 1);
+      cr_assert(fabs(atof(mx + 1) - atof(my + 1)) <= SAME_METRICS * fabs(atof(mx + 1)), "%s: MAE %s vs %s", lx,
+                mx + 1, my + 1);
   }
   cr_assert(!lx && !ly && rows >= 3, "the metrics tables have different rows");
   free(x);
