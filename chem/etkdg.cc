@@ -16,15 +16,13 @@ bool se3_etkdg_embed(OpenBabel::OBMol &, OpenBabel::OBMol &, unsigned, std::stri
 #include <sstream>
 #include <vector>
 
+#include "chem/ob_headers.h"
+
+// RDKit's headers are not -Wextra clean either.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-copy"
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#include <openbabel/atom.h>
-#include <openbabel/generic.h>
-#include <openbabel/mol.h>
-#include <openbabel/obconversion.h>
-
 #include <GraphMol/Conformer.h>
 #include <GraphMol/DistGeomHelpers/Embedder.h>
 #include <GraphMol/MolOps.h>

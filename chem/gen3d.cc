@@ -41,23 +41,7 @@
 #include <utility>
 #include <vector>
 
-// Open Babel's headers are not -Wextra clean.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wdeprecated-copy"
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#include <openbabel/atom.h>
-#include <openbabel/bond.h>
-#include <openbabel/builder.h>
-#include <openbabel/forcefield.h>
-#include <openbabel/math/vector3.h>
-#include <openbabel/mol.h>
-#include <openbabel/obconversion.h>
-#include <openbabel/obiter.h>
-#include <openbabel/stereo/cistrans.h>
-#include <openbabel/stereo/stereo.h>
-#include <openbabel/stereo/tetrahedral.h>
-#pragma GCC diagnostic pop
+#include "chem/ob_headers.h"
 
 using namespace OpenBabel;
 

@@ -35,26 +35,7 @@ extern "C" {
 #include <tuple>
 #include <vector>
 
-// Open Babel's headers are not -Wextra clean.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wdeprecated-copy"
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#include <openbabel/atom.h>
-#include <openbabel/base.h>
-#include <openbabel/bond.h>
-#include <openbabel/builder.h>
-#include <openbabel/forcefield.h>
-#include <openbabel/generic.h>
-#include <openbabel/kekulize.h>
-#include <openbabel/math/vector3.h>
-#include <openbabel/mol.h>
-#include <openbabel/obconversion.h>
-#include <openbabel/oberror.h>
-#include <openbabel/obiter.h>
-#include <openbabel/op.h>
-#include <openbabel/elements.h>
-#pragma GCC diagnostic pop
+#include "chem/ob_headers.h"
 
 using namespace OpenBabel;
 
