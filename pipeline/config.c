@@ -258,9 +258,21 @@ struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets,
   return cfg_load_checked(path, sets, n_sets, NULL, errs);
 }
 
+static struct cfg_node *load(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                             int skip_missing, struct cfg_errors *errs);
+
 struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int n_sets, const char *input_stages,
                                   struct cfg_errors *errs) {
-  struct ld ld = {.errs = errs, .inputs = input_stages};
+  return load(path, sets, n_sets, input_stages, 0, errs);
+}
+
+struct cfg_node *cfg_load_no_inputs(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {
+  return load(path, sets, n_sets, NULL, 1, errs);
+}
+
+static struct cfg_node *load(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                             int skip_missing, struct cfg_errors *errs) {
+  struct ld ld = {.errs = errs, .inputs = input_stages, .skip_missing = skip_missing};
   if (!path) {
     cfg_add_msg(&ld, strdup("?:0:0: (root): no workflow file given"));
     return NULL;

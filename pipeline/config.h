@@ -35,8 +35,22 @@ struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets,
 struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int n_sets, const char *input_stages,
                                   struct cfg_errors *errs);
 
+/* As cfg_load, for workflows in documentation (`se3screen check --no-inputs`):
+ * every key is checked against the schema as cfg_load checks it, but no file
+ * that the workflow names must exist: input files are not looked for, and an
+ * include, a model file (stages.train.model) or a checkpoint that is not
+ * there is passed over (its keys are then not checked). One that exists is
+ * read as cfg_load reads it. */
+struct cfg_node *cfg_load_no_inputs(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs);
+
 /* Print the resolved tree as YAML (defaults filled, keys in schema order). */
 void cfg_print(FILE *f, const struct cfg_node *root);
+
+/* The configuration reference as Markdown (docs/configuration.md, `se3screen
+ * keys`): a table a section of the schema, a row a key (type, default,
+ * bounds, whether it changes results, its doc: text). 0, or -1 when the
+ * schema cannot be read or a key has no doc: text (named on stderr). */
+int cfg_doc_markdown(FILE *f);
 
 /* The canonical hash of one stage's configuration, as 16 hex digits
  * (stages.<name>, plus `sets` for stages that read the inputs). */

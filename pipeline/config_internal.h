@@ -9,6 +9,7 @@
  *                      scalar types, paths and input files
  *   config_validate.c  errors (file:line:col, --set origins), checking a tree
  *                      against the schema, defaults, "did you mean"
+ *   config_doc.c       the schema as the configuration reference (Markdown)
  *
  * A load runs: parse the schema; parse the workflow and its includes (each
  * file once); apply --set; resolve the model preset; validate and fill
@@ -66,6 +67,7 @@ struct ld {
   struct origin *origins;
   int n_origins;
   const char *inputs; /* check input paths of these stages ("*": all), or NULL */
+  int skip_missing;   /* an include or model file that does not exist is passed over (cfg_load_no_inputs) */
 };
 
 /* ---- config.c: helpers ------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "models/atomic_file.h"
+#include "pipeline/config.h"
 #include "pipeline/export.h"
 #include "pipeline/predict.h"
 #include "pipeline/query.h"
@@ -38,6 +39,7 @@ static const char usage_main[] =
     "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
     "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
     "  schema                 every table and column of the result databases, as Markdown\n"
+    "  keys                   every configuration key of a workflow, as Markdown\n"
     "  --version              version, and the kernels this processor gets (ISA, OpenBLAS core)\n"
     "\n"
     "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
@@ -109,11 +111,30 @@ static const char usage_predict[] =
     "Exit codes as `run`: 0 done, 1 failed, 2 usage or configuration error, 75 stopped\n"
     "by SIGINT, SIGTERM or SIGUSR1 (the same command again resumes).\n";
 
-static const char usage_check[] = "usage: se3screen check WORKFLOW.yaml [--set KEY=VALUE]...\n"
-                                  "\n"
-                                  "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
-                                  "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
-                                  "is reported at once as file:line:col: key.path: message. Runs nothing.\n";
+static const char usage_check[] =
+    "usage: se3screen check WORKFLOW.yaml [--no-inputs] [--set KEY=VALUE]...\n"
+    "\n"
+    "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
+    "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
+    "is reported at once as file:line:col: key.path: message. Runs nothing.\n"
+    "The input files must exist, and their heads are read: CSV/TSV header rows and SD\n"
+    "tags must hold the columns, tags and labels the workflow names.\n"
+    "\n"
+    "  --no-inputs      for a workflow in documentation, or written before its data:\n"
+    "                   types, bounds, allowed values, unknown and required keys and\n"
+    "                   the rules between keys (the training set and target named) are\n"
+    "                   checked, but no input file need exist and none is read; an\n"
+    "                   include or model file that is not there is passed over\n"
+    "  --set KEY=VALUE  override a configuration value, as for `run`\n";
+
+static const char usage_keys[] =
+    "usage: se3screen keys\n"
+    "\n"
+    "Prints the configuration reference as Markdown (docs/configuration.md): every key a\n"
+    "workflow may set, section by section, with its type, default, bounds, whether it\n"
+    "changes results and what it does, generated from the schema compiled into this\n"
+    "binary (configs/defaults.yaml). Regenerate the page with\n"
+    "  se3screen keys > docs/configuration.md\n";
 
 static const char usage_status[] = "usage: se3screen status WORKFLOW.yaml|WORKDIR|DB [--set KEY=VALUE]...\n"
                                    "\n"
@@ -342,6 +363,13 @@ int main(int argc, char **argv) {
     }
     return store_schema_doc(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
   }
+  if (!strcmp(verb, "keys")) {
+    if (argc > 2) {
+      fputs(usage_keys, wants_help(argc, argv) ? stdout : stderr);
+      return wants_help(argc, argv) ? SE3_EXIT_OK : SE3_EXIT_USAGE;
+    }
+    return cfg_doc_markdown(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+  }
   const char *pos = NULL;
   const char **sets = NULL;
   int n_sets = 0, rc;
@@ -442,11 +470,19 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(verb, "check")) {
     if (wants_help(argc, argv)) return fputs(usage_check, stdout), SE3_EXIT_OK;
-    if ((rc = parse_common(argc, argv, usage_check, &pos, &sets, &n_sets, NULL))) {
-      free(sets);
-      return rc;
+    /* --no-inputs is check's own: taken out before the options all share */
+    int no_inputs = 0, n = 0;
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
+    for (int i = 0; i < argc; i++) {
+      if (i >= 2 && !strcmp(argv[i], "--no-inputs") && strcmp(argv[i - 1], "--set"))
+        no_inputs = 1;
+      else
+        args[n++] = argv[i];
     }
-    rc = runner_check(pos, sets, n_sets);
+    rc = parse_common(n, args, usage_check, &pos, &sets, &n_sets, NULL);
+    if (!rc) rc = runner_check(pos, sets, n_sets, no_inputs);
+    free(args);
     free(sets);
     return rc;
   }

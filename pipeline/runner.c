@@ -201,10 +201,23 @@ static int check_input_files(const struct cfg_node *root, const char *stages, co
   return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
 }
 
-int runner_check(const char *workflow, const char *const *sets, int n_sets) {
-  struct cfg_node *root = load_config(workflow, sets, n_sets, NULL, "*");
+int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs) {
+  struct cfg_node *root = NULL;
+  if (no_inputs) {
+    struct cfg_errors errs = {0};
+    root = cfg_load_no_inputs(workflow, sets, n_sets, &errs);
+    if (!root) {
+      print_errors(&errs);
+      if (errs.n > 1) fprintf(stderr, "%d problems in %s\n", errs.n, workflow);
+    }
+    cfg_errors_free(&errs);
+  } else {
+    root = load_config(workflow, sets, n_sets, NULL, "*");
+  }
   if (!root) return SE3_EXIT_USAGE;
-  if (check_input_files(root, "*", workflow)) {
+  int bad = no_inputs ? check_inputs_unread(root, "*", print_problem, NULL) : check_input_files(root, "*", workflow);
+  if (no_inputs && bad > 1) fprintf(stderr, "%d problems in %s\n", bad, workflow);
+  if (bad) {
     cfg_node_free(root);
     return SE3_EXIT_USAGE;
   }

@@ -38,8 +38,11 @@ struct run_opts {
  * workflow, the others take their part in its collective stages (train)
  * and return rank 0's exit status. */
 int runner_run(const struct run_opts *o);
-/* `check`: validate and print the resolved configuration. */
-int runner_check(const char *workflow, const char *const *sets, int n_sets);
+/* `check`: validate and print the resolved configuration. no_inputs
+ * (`check --no-inputs`, for workflows in documentation): the schema and the
+ * rules between keys only; input files need not exist and none is read
+ * (cfg_load_no_inputs, check_inputs_unread). */
+int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs);
 /* `status`: per stage chunks done/total, molecules accepted/rejected, config changes, last error. */
 int runner_status(const char *workflow_or_db, const char *const *sets, int n_sets);
 /* `merge`: fold WORKDIR/shards/<stage>-<i>.db into the database: only the

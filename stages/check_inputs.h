@@ -44,4 +44,14 @@
 int check_inputs(const struct cfg_node *root, const char *stages_that_run, void (*problem)(void *arg, const char *msg),
                  void *arg);
 
+/* The rules above that need no file, for a workflow whose inputs need not
+ * exist (`se3screen check --no-inputs`, workflows in documentation):
+ * stages.train.set names a set, and the training target, the split column
+ * and the rank target name labels the workflow itself gives (`labels:`
+ * names, constant labels, labels_csv `columns`). No file is opened: a
+ * training set with a labels_csv without `columns` has labels only its
+ * file knows, and its target is not checked. */
+int check_inputs_unread(const struct cfg_node *root, const char *stages_that_run,
+                        void (*problem)(void *arg, const char *msg), void *arg);
+
 #endif

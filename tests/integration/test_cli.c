@@ -247,3 +247,128 @@ Test(cli, schema_doc_is_generated_from_the_sql) {
   free(doc);
   free(out);
 }
+
+/* docs/configuration.md is `se3screen keys`, generated from the schema's doc:
+ * fields (configs/defaults.yaml): a key added or a doc: changed without
+ * regenerating it fails here. Every key has a row with a meaning: each key
+ * `check` prints for a workflow (defaults filled in, so nearly all of
+ * them) is a row of the page, and no row's meaning is empty. */
+Test(cli, configuration_doc_is_generated_from_the_schema) {
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "keys"), 0, "%s", out);
+  size_t len = 0;
+  char *doc = tu_read(tu_src("docs/configuration.md"), &len);
+  cr_assert(doc, "docs/configuration.md is missing");
+  cr_assert_str_eq(out, doc,
+                   "docs/configuration.md differs from `se3screen keys`: regenerate it with build/se3screen keys > "
+                   "docs/configuration.md");
+  /* every row: | `key` | type | default | bounds | changes results | meaning | */
+  int rows = 0;
+  for (char *l = doc, *next; l && *l; l = next) {
+    next = strchr(l, '\n');
+    if (next) *next++ = 0;
+    if (strncmp(l, "| `", 3)) continue;
+    int cells = 0;
+    const char *last = NULL;
+    for (char *c = l; *c; c++)
+      if (*c == '|' && c[-1] != '\\') {
+        cells++;
+        if (c[1]) last = c + 1;
+      }
+    cr_expect_eq(cells, 7, "docs/configuration.md: a row of %d cells, not 6: %s", cells - 1, l);
+    cr_expect(last && strspn(last, " ") < strlen(last) - 1, "docs/configuration.md: no meaning: %s", l);
+    rows++;
+  }
+  cr_assert_gt(rows, 100, "only %d rows in docs/configuration.md", rows);
+  free(doc);
+  doc = tu_read(tu_src("docs/configuration.md"), &len);
+  /* each key the resolved quickstart has, as a row (lists of sets become
+   * sets.<name>[].KEY) */
+  char *resolved = NULL;
+  cr_assert_eq(tu_se3(&resolved, "check %s", tu_src("workflows/quickstart.yaml")), 0, "%s", resolved);
+  char path[16][64];
+  int n_keys = 0;
+  for (char *l = resolved, *next; l && *l; l = next) {
+    next = strchr(l, '\n');
+    if (next) *next++ = 0;
+    /* a list item's "- " is one more level: "    - path: x" is at level 3 */
+    size_t sp = strspn(l, " ");
+    int item = !strncmp(l + sp, "- ", 2);
+    int lvl = (int)(sp + (item ? 2 : 0)) / 2;
+    const char *k = l + sp + (item ? 2 : 0), *colon = strchr(k, ':');
+    if (!colon || lvl >= 16) continue;
+    snprintf(path[lvl], sizeof path[0], "%.*s", (int)(colon - k), k);
+    if (colon[1] == 0) continue; /* a section: its keys follow */
+    char key[512] = "";
+    int first = 0;
+    if (!strcmp(path[0], "sets")) { /* sets.train.0.path is documented as sets.<name>[].path */
+      if (lvl < 3) continue;
+      strcpy(key, "sets.<name>[]");
+      first = 3;
+    }
+    for (int i = first; i <= lvl; i++) {
+      if (*key) strcat(key, ".");
+      strcat(key, path[i]);
+    }
+    char row[600];
+    snprintf(row, sizeof row, "| `%s` |", key);
+    cr_expect(strstr(doc, row), "docs/configuration.md has no row for %s", key);
+    n_keys++;
+  }
+  cr_assert_gt(n_keys, 90, "only %d keys in the quickstart resolved: the parsing no longer matches `check`", n_keys);
+  free(resolved);
+  free(doc);
+  free(out);
+}
+
+/* `check --no-inputs`, for workflows in documentation: the schema and the
+ * rules between keys, no input file looked for or read; plain `check` is
+ * unchanged (the same workflow fails it, for the missing file and for the
+ * column the CSV lacks). */
+Test(cli, check_no_inputs_reads_no_file) {
+  char *dir = tu_tmpdir("cli_no_inputs");
+  cr_assert_eq(tu_sh(NULL, "printf 'smiles,logp\\nCCO,1\\n' > %s/have.csv", dir), 0);
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: d\ninclude: [not_here.yaml]\n"
+                      "sets:\n  train:\n    - {path: missing.sdf, labels: [homo]}\n"
+                      "    - {path: have.csv, labels: [homo]}\n"
+                      "stages:\n  train: {target: homo, model: models/mine.yaml}\n"
+                      "  score: {checkpoint: elsewhere/models}\n");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "check --no-inputs %s", wf), 0, "%s", out);
+  cr_expect(strstr(out, "target: homo"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "check %s", wf), 2, "%s", out);
+  cr_expect(strstr(out, "not_here.yaml"), "%s", out);
+  cr_expect(strstr(out, "no such file") && strstr(out, "missing.sdf"), "%s", out);
+  free(out);
+  /* the inputs' heads: read by check, not by check --no-inputs */
+  char *csv = tu_write(dir, "csv.yaml", "workflow: d\nsets:\n  train:\n    - {path: have.csv, labels: [homo]}\n");
+  cr_assert_eq(tu_se3(&out, "check %s", csv), 2, "%s", out);
+  cr_expect(strstr(out, "no column 'homo'"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "check --no-inputs %s", csv), 0, "%s", out);
+  free(out);
+  free(csv);
+  /* what needs no file is still checked: keys, types, the target among the set's labels */
+  char *bad = tu_write(dir, "bad.yaml",
+                       "workflow: d\nsets:\n  train:\n    - {path: missing.sdf, labels: [homo]}\n"
+                       "stages:\n  ingest: {workerz: 2}\n  graph: {cutoff: far}\n  train: {target: hom}\n");
+  cr_assert_eq(tu_se3(&out, "check --no-inputs %s", bad), 2, "%s", out);
+  cr_expect(strstr(out, "did you mean 'workers'"), "%s", out);
+  cr_expect(strstr(out, "stages.graph.cutoff"), "%s", out);
+  free(out);
+  free(bad);
+  bad = tu_write(dir, "bad2.yaml",
+                 "workflow: d\nsets:\n  train:\n    - {path: missing.sdf, labels: [homo]}\n"
+                 "stages:\n  train: {target: hom}\n");
+  cr_assert_eq(tu_se3(&out, "check --no-inputs %s", bad), 2, "%s", out);
+  cr_expect(strstr(out, "'hom' is no label of set 'train'") && strstr(out, "did you mean 'homo'"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "check --help"), 0);
+  cr_expect(strstr(out, "--no-inputs"), "%s", out);
+  free(out);
+  free(bad);
+  free(wf);
+  free(dir);
+}
