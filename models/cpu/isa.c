@@ -174,6 +174,15 @@ void nn_cpu_reexec(char **argv) {
   if (core && (setenv(NN_BLAS_DETECTED_ENV, nn_blas_core(), 1) || setenv("OPENBLAS_CORETYPE", core, 1))) core = NULL;
   if (spin && setenv("GOMP_SPINCOUNT", spin, 1)) spin = NULL;
   if (!core && !spin) return;
+  /* by the executable's own path: a process exec'd through /proc/self/exe is
+   * named "exe" (its comm), which is what ps, top, pkill and tests looking
+   * for "se3screen" would then see for the whole run */
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = 0;
+    execv(self, argv);
+  }
   execv("/proc/self/exe", argv);
   /* could not: go on as loaded */
   if (core) {
