@@ -1,14 +1,30 @@
 /* The bundled quickstart, exactly as shipped (workflows/quickstart.yaml),
- * end to end: ingest -> graph -> basis -> train -> score -> rank. Its model
- * must beat predicting the training mean on the test split, by a clear margin:
- * the mean predictor's MAE is computed here from the database's labels and
- * splits, independently of the train stage's own metrics.
+ * end to end: ingest -> graph -> basis -> train -> score -> rank -> report.
  *
- * It takes about as long as the quickstart itself (1-2 minutes on 2 cores).
+ * What it promises a first-time user, each checked against figures computed
+ * here from the database, independently of the train stage's own metrics:
+ *   - its model of u0_atom beats, on the test split, both predicting the
+ *     training mean and the element-count baseline (least squares of the
+ *     label on per-element atom counts, hydrogens included, with an
+ *     intercept, fitted on the train split): a 3D model that cannot beat a
+ *     formula shows nothing;
+ *   - the library is screened by that same property: a set of its own (no
+ *     molecule of it in the training set), isomers of one formula, scored,
+ *     ranked most stable first into hits.csv and hits.sdf, and the ranking
+ *     agrees with the library's DFT values, which the model never saw.
+ *
+ * It takes about as long as the quickstart itself (5-10 s on 2 cores).
  * Under AddressSanitizer the model runs several times slower, so there the
- * same workflow trains for 3 epochs instead of 10 and must still beat the mean. */
+ * same workflow trains for 3 epochs instead of 10. Three epochs still beat
+ * the element-count baseline without the sanitizer (test MAE 9.8-11.0
+ * against 14.7-15.8 over three seeds), so both branches assert it; only the
+ * library's rank correlation is asked less of (measured 0.48-0.65 after 3
+ * epochs, 0.64-0.80 after 10). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <ctype.h>
+#include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +52,207 @@ static double query_double(const char *db, const char *sql) {
   return v;
 }
 
-Test(quickstart, model_beats_the_training_mean) {
+/* ---- the element-count baseline, from the molecules' formulas ---- */
+
+enum { MAX_EL = 16 }; /* distinct elements; QM7 has 5 (C, H, N, O, S) */
+
+struct elements {
+  char sym[MAX_EL][4];
+  int n;
+};
+
+/* Adds the atoms of a Hill formula ("C5H10O", "C2H7NS", "CH4") to count[],
+ * one slot per element symbol, new symbols appended to el. The `formula`
+ * column is Open Babel's, hydrogens included, so it is read here rather than
+ * the molecule blob the model itself reads. */
+static void formula_counts(const char *f, struct elements *el, int count[MAX_EL]) {
+  const char *p = f;
+  while (*p) {
+    cr_assert(isupper((unsigned char)*p), "cannot read formula '%s'", f);
+    char sym[4] = {*p++, 0, 0, 0};
+    for (int k = 1; k < 3 && islower((unsigned char)*p); k++)
+      sym[k] = *p++;
+    int n = 1;
+    if (isdigit((unsigned char)*p)) n = (int)strtol(p, (char **)&p, 10);
+    int e = 0;
+    while (e < el->n && strcmp(el->sym[e], sym))
+      e++;
+    if (e == el->n) {
+      cr_assert_lt(el->n, MAX_EL, "too many elements in the formulas");
+      strcpy(el->sym[el->n++], sym);
+    }
+    count[e] += n;
+  }
+}
+
+/* Solves A x = b (n x n, row-major) in place by Gaussian elimination with
+ * partial pivoting; x is left in b. Returns -1 when A is singular. */
+static int solve(double *A, double *b, int n) {
+  for (int c = 0; c < n; c++) {
+    int piv = c;
+    for (int r = c + 1; r < n; r++)
+      if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
+    if (fabs(A[piv * n + c]) < 1e-9) return -1;
+    if (piv != c) {
+      for (int k = 0; k < n; k++) {
+        double t = A[c * n + k];
+        A[c * n + k] = A[piv * n + k];
+        A[piv * n + k] = t;
+      }
+      double t = b[c];
+      b[c] = b[piv];
+      b[piv] = t;
+    }
+    for (int r = c + 1; r < n; r++) {
+      double f = A[r * n + c] / A[c * n + c];
+      for (int k = c; k < n; k++)
+        A[r * n + k] -= f * A[c * n + k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (int c = n - 1; c >= 0; c--) {
+    for (int k = c + 1; k < n; k++)
+      b[c] -= A[c * n + k] * b[k];
+    b[c] /= A[c * n + c];
+  }
+  return 0;
+}
+
+/* The test-split MAE of least squares of TARGET on element counts plus an
+ * intercept, fitted on the train split: labels, splits and formulas read
+ * straight from the database. Elements only the test split has count 0 (the
+ * fit knows nothing of them). */
+static double element_count_baseline(const char *db_path, const char *target) {
+  sqlite3 *db = NULL;
+  cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(db,
+                                  "SELECT s.split, l.value, m.formula FROM splits s "
+                                  "JOIN labels l ON l.mol_id = s.mol_id AND l.name = ?1 "
+                                  "JOIN molecules m ON m.id = s.mol_id WHERE s.split IN ('train', 'test')",
+                                  -1, &st, NULL),
+               SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
+  struct elements el = {0};
+  int n = 0, cap = 2048;
+  int(*count)[MAX_EL] = calloc((size_t)cap, sizeof *count);
+  double *y = calloc((size_t)cap, sizeof *y);
+  int *is_test = calloc((size_t)cap, sizeof *is_test);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    cr_assert_lt(n, cap, "more labelled molecules than the quickstart has");
+    is_test[n] = !strcmp((const char *)sqlite3_column_text(st, 0), "test");
+    y[n] = sqlite3_column_double(st, 1);
+    formula_counts((const char *)sqlite3_column_text(st, 2), &el, count[n]);
+    n++;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+
+  /* normal equations over [counts of the elements the train split has, 1] */
+  int col[MAX_EL], nc = 0;
+  for (int e = 0; e < el.n; e++) {
+    int seen = 0;
+    for (int i = 0; i < n && !seen; i++)
+      seen = !is_test[i] && count[i][e] > 0;
+    if (seen) col[nc++] = e;
+  }
+  int p = nc + 1, n_train = 0, n_test = 0;
+  double A[(MAX_EL + 1) * (MAX_EL + 1)] = {0}, b[MAX_EL + 1] = {0}, x[MAX_EL + 1];
+  for (int i = 0; i < n; i++) {
+    if (is_test[i]) continue;
+    n_train++;
+    for (int j = 0; j < p; j++)
+      x[j] = j < nc ? count[i][col[j]] : 1.0;
+    for (int j = 0; j < p; j++) {
+      b[j] += x[j] * y[i];
+      for (int k = 0; k < p; k++)
+        A[j * p + k] += x[j] * x[k];
+    }
+  }
+  cr_assert_gt(n_train, p, "%d training molecules for %d coefficients", n_train, p);
+  cr_assert_eq(solve(A, b, p), 0, "the element counts of the train split are collinear");
+  double err = 0;
+  for (int i = 0; i < n; i++) {
+    if (!is_test[i]) continue;
+    double pred = b[nc];
+    for (int j = 0; j < nc; j++)
+      pred += b[j] * count[i][col[j]];
+    err += fabs(y[i] - pred);
+    n_test++;
+  }
+  cr_assert_gt(n_test, 0);
+  free(count);
+  free(y);
+  free(is_test);
+  return err / n_test;
+}
+
+/* ---- rank correlation of the library's scores with its DFT values ---- */
+
+/* 1-based ranks of v[0..n), ties given their mean rank. */
+static void ranks_of(const double *v, int n, double *r) {
+  int *idx = malloc((size_t)n * sizeof *idx);
+  for (int i = 0; i < n; i++)
+    idx[i] = i;
+  for (int i = 1; i < n; i++) /* insertion sort: n is the library's 58 */
+    for (int j = i; j > 0 && v[idx[j]] < v[idx[j - 1]]; j--) {
+      int t = idx[j];
+      idx[j] = idx[j - 1];
+      idx[j - 1] = t;
+    }
+  for (int i = 0; i < n;) {
+    int j = i;
+    while (j + 1 < n && v[idx[j + 1]] == v[idx[i]])
+      j++;
+    for (int k = i; k <= j; k++)
+      r[idx[k]] = 0.5 * (i + j) + 1;
+    i = j + 1;
+  }
+  free(idx);
+}
+
+static double spearman(const double *a, const double *b, int n) {
+  double *ra = malloc((size_t)n * sizeof *ra), *rb = malloc((size_t)n * sizeof *rb);
+  ranks_of(a, n, ra);
+  ranks_of(b, n, rb);
+  double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+  for (int i = 0; i < n; i++)
+    ma += ra[i] / n, mb += rb[i] / n;
+  for (int i = 0; i < n; i++) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  free(ra);
+  free(rb);
+  return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0;
+}
+
+/* The library's (score, DFT label) pairs. */
+static int library_pairs(const char *db_path, double **score, double **label) {
+  sqlite3 *db = NULL;
+  cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(db,
+                                  "SELECT s.score, l.value FROM scores s JOIN molecules m ON m.id = s.mol_id "
+                                  "JOIN labels l ON l.mol_id = m.id AND l.name = s.target "
+                                  "WHERE m.set_name = 'library'",
+                                  -1, &st, NULL),
+               SQLITE_OK, "%s", sqlite3_errmsg(db));
+  int n = 0, cap = 1024;
+  *score = calloc((size_t)cap, sizeof **score);
+  *label = calloc((size_t)cap, sizeof **label);
+  while (sqlite3_step(st) == SQLITE_ROW && n < cap) {
+    (*score)[n] = sqlite3_column_double(st, 0);
+    (*label)[n] = sqlite3_column_double(st, 1);
+    n++;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+Test(quickstart, model_beats_the_baselines_and_ranks_the_library) {
   char *dir = tu_tmpdir("quickstart");
   char *out = NULL;
   int rc = tu_se3(&out, "run %s --workdir %s/work --set run.progress=none%s", tu_src("workflows/quickstart.yaml"), dir,
@@ -61,27 +277,74 @@ Test(quickstart, model_beats_the_training_mean) {
                          "mu AS (SELECT avg(value) AS m FROM y WHERE split = 'train') "
                          "SELECT printf('%.17g', avg(abs(value - m))) FROM y, mu WHERE split = 'test'";
   double mean_mae = query_double(db, mean_sql);
+  double linear_mae = element_count_baseline(db, "u0_atom");
   double model_mae = query_double(db, "SELECT printf('%.17g', mae) FROM metrics WHERE split = 'test'");
+  cr_log_info("quickstart test MAE %.2f kcal/mol; element-count least squares %.2f; training mean %.2f", model_mae,
+              linear_mae, mean_mae);
   cr_assert_gt(mean_mae, 50.0, "u0_atom spreads over hundreds of kcal/mol; the mean predictor's MAE is %g", mean_mae);
-  cr_log_info("quickstart test MAE %.2f kcal/mol, training-mean predictor %.2f kcal/mol", model_mae, mean_mae);
-  if (SANITIZED)
-    cr_assert_lt(model_mae, mean_mae, "test MAE %g is not below the mean predictor's %g", model_mae, mean_mae);
-  else
-    cr_assert_lt(model_mae, 0.5 * mean_mae, "test MAE %g is not clearly below the mean predictor's %g", model_mae,
-                 mean_mae);
+  /* the baseline is computed right: atomization energy is mostly additive
+   * over atoms, so counts explain most of the spread (labels paired with the
+   * wrong molecules would not: ../shared/data/README.md) */
+  cr_assert_lt(linear_mae, 0.25 * mean_mae, "element-count baseline %g against the mean's %g", linear_mae, mean_mae);
+  cr_assert_lt(model_mae, mean_mae, "test MAE %g is not below the mean predictor's %g", model_mae, mean_mae);
+  cr_assert_lt(model_mae, linear_mae, "test MAE %g is not below the element-count baseline's %g", model_mae,
+               linear_mae);
 
-  /* the library is scored and ranked into hits.csv and hits.sdf */
+  /* the library: a set of its own, no molecule of it trained on, isomers of
+   * one formula (so any element-count model scores them all alike) */
+  long long n_lib = tu_query_int(db, "SELECT count(*) FROM molecules WHERE set_name = 'library'");
+  cr_assert_gt(n_lib, 40);
+  cr_assert_eq(tu_query_int(db, "SELECT count(DISTINCT formula) FROM molecules WHERE set_name = 'library'"), 1);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules a JOIN molecules b ON b.inchikey = a.inchikey "
+                                "WHERE a.set_name = 'library' AND b.set_name = 'train'"),
+               0, "library molecules are in the training set");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM splits s JOIN molecules m ON m.id = s.mol_id "
+                                "WHERE m.set_name <> 'train'"),
+               0);
+
+  /* scored by the model of what it learned, every library molecule with a graph */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores s JOIN molecules m ON m.id = s.mol_id "
-                                "WHERE m.set_name = 'library'"),
+                                "WHERE m.set_name = 'library' AND s.target = (SELECT target FROM models)"),
                tu_query_int(db, "SELECT count(*) FROM graphs g JOIN molecules m ON m.id = g.mol_id "
                                 "WHERE m.set_name = 'library'"));
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM scores"), 40);
+
+  /* ranked by that property, lowest (most stable) first: 20 hits, all from
+   * the library, in ascending order, and no library molecule left out
+   * scoring lower than a hit */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits"), 20);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranked_hits WHERE target <> (SELECT target FROM models) "
+                                "OR set_name <> 'library'"),
+               0);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM ranks a JOIN ranks b ON b.rank = a.rank + 1 "
+                                "WHERE b.score < a.score"),
+               0, "the hits are not in ascending order");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores s JOIN molecules m ON m.id = s.mol_id "
+                                "WHERE m.set_name = 'library' AND s.mol_id NOT IN (SELECT mol_id FROM ranks) "
+                                "AND s.score < (SELECT max(score) FROM ranks)"),
+               0, "a library molecule scored better than a hit but is not one");
+
+  /* the ranking means something: the isomers' predicted stabilities agree
+   * with their DFT values (shipped as the library's labels, never trained on) */
+  double *score = NULL, *label = NULL;
+  int n_pairs = library_pairs(db, &score, &label);
+  cr_assert_gt(n_pairs, 40, "%d library molecules with a score and a DFT value", n_pairs);
+  double rho = spearman(score, label, n_pairs);
+  cr_log_info("library: %d isomers, Spearman %.3f between score and DFT u0_atom", n_pairs, rho);
+  cr_assert_gt(rho, SANITIZED ? 0.2 : 0.4, "the library's ranking does not follow its DFT values: Spearman %g", rho);
+  free(score);
+  free(label);
+
+  /* the hits in the files */
   char *n = NULL;
   cr_assert_eq(tu_sh(&n, "tail -n +2 %s/work/hits.csv | wc -l", dir), 0);
   cr_assert_eq(atoi(n), 20, "hits.csv: %s", n);
   free(n);
   cr_assert_eq(tu_sh(&n, "grep -c '^\\$\\$\\$\\$' %s/work/hits.sdf", dir), 0);
   cr_assert_eq(atoi(n), 20, "hits.sdf: %s", n);
+  free(n);
+  cr_assert_eq(tu_sh(&n, "grep -c 'u0_atom' %s/work/hits.csv", dir), 0);
+  cr_assert_eq(atoi(n), 20, "hits.csv rows not ranked by u0_atom: %s", n);
   free(n);
   free(dir);
 }

@@ -119,7 +119,7 @@ drain() {
   done
 }
 
-# The quickstart in chunks of 64 (its 60 library molecules in one chunk
+# The quickstart in chunks of 64 (its 58 library molecules in one chunk
 # would leave 3 of 4 score tasks idle: the library in chunks of 16)
 cp -r "$src/workflows/data" "$work/" || fail "cannot copy the data"
 sed -e "s|^workdir: .*|workdir: local|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
