@@ -610,9 +610,18 @@ int slurm_run(const struct slurm_opts *o) {
   snprintf(c.workdir, sizeof c.workdir, "%s", cfg_str(root, "workdir", "."));
   snprintf(c.dir, sizeof c.dir, "%s/slurm", c.workdir);
   c.name = cfg_str(root, "workflow", "workflow");
-  ssize_t len = readlink("/proc/self/exe", c.se3, sizeof c.se3 - 1);
-  c.se3[len > 0 ? len : 0] = 0;
-  if (len <= 0) snprintf(c.se3, sizeof c.se3, "se3screen");
+  /* the program the jobs run: this executable, or in a relocatable bundle
+   * (scripts/bundle.sh) its launcher, which sets the library path and Open
+   * Babel's folders that the binary alone would lack in a job started later */
+  const char *launcher = getenv("SE3_LAUNCHER");
+  ssize_t len = -1;
+  if (launcher && launcher[0] == '/' && access(launcher, X_OK) == 0 && strlen(launcher) < sizeof c.se3) {
+    snprintf(c.se3, sizeof c.se3, "%s", launcher);
+  } else {
+    len = readlink("/proc/self/exe", c.se3, sizeof c.se3 - 1);
+    c.se3[len > 0 ? len : 0] = 0;
+    if (len <= 0) snprintf(c.se3, sizeof c.se3, "se3screen");
+  }
   if (check_values(&c)) {
     ret = SE3_EXIT_USAGE;
     goto out;

@@ -10,6 +10,8 @@ packages=(build-essential cmake pkg-config git
           libopenblas-dev libopenmpi-dev openmpi-bin libcriterion-dev
           python3 chromium fonts-dejavu-core  # the tests' helpers; report.html rendered in a real browser
           python3-rdkit  # test_gen3d_bench: RDKit's ETKDG and RMSD beside se3screen's 3D generation
+          strace  # test_bundle: every file the bundled quickstart opens comes from the bundle
+          python3-pandas  # the README's tutorial reads its hits with pandas (test_tutorial runs it)
           librdkit-dev libboost-dev)  # 3D generation's ETKDG fallback (chem/etkdg.h)
 missing=()
 for p in "${packages[@]}"; do
