@@ -32,7 +32,7 @@
  *
  * Bases are recomputed from the graphs inside the timed step, by the
  * backend (backend.h's `bases`: on the GPU for --device cuda), as the
- * stages compute them (the default path, see the README); activations live in the net's
+ * stages compute them (the default path); activations live in the net's
  * workspace, kept across steps. step_s is the fastest of the --reps timed
  * steps, after one warm-up step. FLOPs are counted from the layer shapes
  * (se3_model_flops; a training step is 3 forwards).

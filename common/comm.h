@@ -23,7 +23,7 @@
  *
  * Every function returns 0, or -1 when MPI reported an error (its message
  * in err where there is one). A process that dies makes the launcher end
- * the others (mpirun's and srun's default); see DESIGN and the README. */
+ * the others (mpirun's and srun's default); see DESIGN and docs/cluster.md. */
 #ifndef SE3_COMM_H
 #define SE3_COMM_H
 

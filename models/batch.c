@@ -1,7 +1,7 @@
 /* batch.c — molecules' graphs concatenated into one batch (model.h): node
  * and edge features, sources shifted by the molecule's first node, CSR
  * offsets by target, molecule offsets, and the bases recomputed from the
- * relative positions (the default; see the README's "Read or recompute"). */
+ * relative positions (always: the basis stage's stored bases are not read here). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -56,7 +56,7 @@ int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 long long store_int(sqlite3 *db, const char *sql, long long dflt);
 
 /* The version-1 schema as SQL; later versions add to it (store.c,
- * `migrations`). The README's schema section shows them all. */
+ * `migrations`). docs/formats.md shows them all. */
 extern const char store_schema_sql[];
 
 /* The schema as Markdown (docs/schema.md, `se3screen schema`): every table,
