@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/testutil.h"
 
@@ -56,5 +57,93 @@ Test(doc_commands, every_command_named_exists) {
     n++;
   }
   cr_assert_gt(n, 10, "only %d commands found: the pattern no longer matches the files", n);
+  free(out);
+}
+
+/* GitHub's anchor of a heading: lower case, spaces to '-', '-' and '_' and
+ * non-ASCII bytes kept, any other punctuation dropped */
+static void slug(const char *h, size_t n, char *out, size_t size) {
+  size_t k = 0;
+  for (size_t i = 0; i < n && k + 1 < size; i++) {
+    unsigned char c = (unsigned char)h[i];
+    if (c >= 'A' && c <= 'Z') out[k++] = (char)(c - 'A' + 'a');
+    else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c >= 0x80) out[k++] = (char)c;
+    else if (c == ' ') out[k++] = '-';
+  }
+  out[k] = 0;
+}
+
+/* does the Markdown text have a heading (outside code fences) whose anchor is `anchor`? */
+static int has_anchor(const char *md, const char *anchor) {
+  int fence = 0;
+  for (const char *l = md; l && *l;) {
+    const char *end = strchr(l, '\n');
+    size_t n = end ? (size_t)(end - l) : strlen(l);
+    if (!strncmp(l, "```", 3)) fence = !fence;
+    else if (!fence && *l == '#') {
+      size_t h = strspn(l, "#");
+      if (h < n && l[h] == ' ') {
+        char s[512];
+        slug(l + h + 1, n - h - 1, s, sizeof s);
+        if (!strcmp(s, anchor)) return 1;
+      }
+    }
+    l = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+/* Every relative link of the README and docs/ leads somewhere: the file
+ * exists and, with a #fragment, has that heading. The README's sections
+ * moved to docs/ (issue 33); a link to where a section used to be fails. */
+Test(doc_commands, every_link_resolves) {
+  char *out = NULL;
+  int rc = tu_sh(&out, "cd %s && ls README.md docs/*.md", tu_src("."));
+  cr_assert_eq(rc, 0, "%s", out);
+  int n_links = 0, n_anchors = 0;
+  for (char *f = out, *next; f && *f; f = next) {
+    next = strchr(f, '\n');
+    if (next) *next++ = 0;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", tu_src("."), f);
+    char *md = tu_read(path, NULL);
+    cr_assert(md, "cannot read %s", path);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    int fence = 0;
+    for (char *l = md; l && *l;) {
+      char *end = strchr(l, '\n');
+      if (!strncmp(l, "```", 3)) fence = !fence;
+      for (char *p = fence ? NULL : strstr(l, "]("); p && (!end || p < end); p = strstr(p + 2, "](")) {
+        char target[600];
+        if (sscanf(p + 2, "%599[^) \n]", target) != 1) continue;
+        if (!strncmp(target, "http://", 7) || !strncmp(target, "https://", 8) || !strncmp(target, "mailto:", 7))
+          continue;
+        char *hash = strchr(target, '#');
+        if (hash) *hash++ = 0;
+        char *doc = md;
+        char full[2000];
+        if (*target) {
+          snprintf(full, sizeof full, "%s/%s", dir, target);
+          cr_expect(access(full, F_OK) == 0, "%s: the link (%s) leads to no file", f, target);
+          doc = hash && access(full, F_OK) == 0 ? tu_read(full, NULL) : NULL;
+        }
+        if (hash && (doc || !*target)) {
+          cr_expect(has_anchor(doc, hash), "%s: the link (%s#%s) names no heading there", f, target, hash);
+          n_anchors++;
+        }
+        if (doc && doc != md) free(doc);
+        n_links++;
+      }
+      l = end ? end + 1 : NULL;
+    }
+    free(md);
+  }
+  cr_log_info("%d links, %d of them to a heading", n_links, n_anchors);
+  /* the README and docs link each other dozens of times: far fewer means the
+   * pattern stopped matching */
+  cr_assert_gt(n_links, 40, "only %d links found", n_links);
+  cr_assert_gt(n_anchors, 3, "only %d links to headings found", n_anchors);
   free(out);
 }
