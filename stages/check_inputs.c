@@ -381,6 +381,28 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
     }
   }
 
+  /* The set score reads must be in `sets`: a workflow that trains and names
+   * rank (say for its order) but has no library failed only after training.
+   * `check` is given "*" (every stage), so there score counts as running when
+   * the workflow names it or a stage after it, as `run` would go that far. */
+  int score = stage_runs(stages_that_run, "score") &&
+              (strcmp(stages_that_run, "*") != 0 || written(cfg_get(root, "stages.score")) ||
+               written(cfg_get(root, "stages.rank")) || written(cfg_get(root, "stages.report")));
+  const char *score_set = cfg_str(root, "stages.score.set", "library");
+  if (score && !find_set(sets, score_set)) {
+    int n = 0;
+    char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
+    for (int s = 0; keys && sets && s < sets->n_kids; s++)
+      if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
+    char list[1024], dym[300];
+    report(&ck, cfg_get(root, "stages.score.set"), "stages.score.set",
+           "no set '%s' in `sets` to score (sets: %s)%s; add it, or leave score, rank and report out of this "
+           "workflow and score a library later with `se3screen predict WORKDIR FILE` (with --set rank.order=... "
+           "for the order)",
+           score_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, score_set, keys, n));
+    free(keys);
+  }
+
   const struct cfg_node *rt = cfg_get(root, "stages.rank.target");
   /* A score-only workflow ranks by the target of the model it names. */
   int score_only = !written(cfg_get(root, "stages.train")) && cfg_get(root, "stages.score.checkpoint");

@@ -140,9 +140,10 @@ Test(check_inputs, target_that_is_no_label) {
            "workflow: t\nworkdir: work\nsets:\n  train:\n"
            "    - {path: %s, labels_csv: {path: %s, join: mol_id}}\n"
            "    - {path: %s, labels: {active: 1}}\n"
+           "  library:\n    - {path: %s}\n"
            "stages:\n  train:\n    target: gpa\n    split: {method: column, column: fold}\n"
            "  rank: {target: homo}\n",
-           sdf, side, sdf);
+           sdf, side, sdf, sdf);
   struct msgs got;
   double took;
   char *wf = check_yaml(dir, yaml, "*", &got, &took);
@@ -170,8 +171,9 @@ Test(check_inputs, target_that_is_no_label) {
    * ranks by its model's target, which check cannot know: not checked */
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nsets:\n  train:\n    - {path: %s, labels: [pIC50]}\n"
+           "  library:\n    - {path: %s}\n"
            "stages:\n  train: {target: pIC50}\n  rank: {target: pic50}\n",
-           sdf);
+           sdf, sdf);
   wf = check_yaml(dir, yaml, "score rank", &got, NULL);
   pos_of(yaml, "target: pic50", &line, &col);
   snprintf(want, sizeof want,
@@ -191,6 +193,51 @@ Test(check_inputs, target_that_is_no_label) {
            "stages:\n  score: {set: library}\n  rank: {target: whatever}\n",
            sdf);
   free(check_yaml(dir, yaml, "*", &got, NULL));
+  cr_assert_eq(got.n, 0, "%s", got.m[0]);
+  free(dir);
+}
+
+/* The set score reads is one of `sets`: a workflow that trains and names
+ * rank (for its order, say) without a library failed after training (found
+ * by following the README as a newcomer). A workflow that only trains names
+ * no set to score and passes; `check` ("*") counts score as running only
+ * where the workflow names it or a stage after it. */
+Test(check_inputs, score_set_must_exist) {
+  char *dir = tu_tmpdir("chk_score_set");
+  const char *csv = tu_src("workflows/data/esol.csv");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nsets:\n  train:\n    - {path: %s, labels: [logS]}\n"
+           "stages:\n  train: {target: logS}\n  rank: {order: ascending}\n",
+           csv);
+  struct msgs got;
+  char *wf = check_yaml(dir, yaml, "*", &got, NULL);
+  cr_assert_eq(got.n, 1, "%d problems: %s", got.n, got.n ? got.m[0] : "(none)");
+  cr_assert(strstr(got.m[0], "stages.score.set: no set 'library' in `sets` to score (sets: 'train')"), "%s",
+            got.m[0]);
+  cr_assert(strstr(got.m[0], "se3screen predict"), "the message names the way out: %s", got.m[0]);
+  free(wf);
+  /* the same, with score's set written: the message is at its line */
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nsets:\n  train:\n    - {path: %s, labels: [logS]}\n"
+           "stages:\n  train: {target: logS}\n  score: {set: libary}\n",
+           csv);
+  wf = check_yaml(dir, yaml, "*", &got, NULL);
+  int line, col;
+  pos_of(yaml, "set: libary", &line, &col);
+  char want[1400];
+  snprintf(want, sizeof want, "%s:%d:%d: stages.score.set: no set 'libary'", wf, line, col);
+  cr_assert_eq(got.n, 1, "%d problems: %s", got.n, got.n ? got.m[0] : "(none)");
+  cr_assert(!strncmp(got.m[0], want, strlen(want)), "%s\nwanted it to start with %s", got.m[0], want);
+  free(wf);
+  /* training alone: nothing is scored, nothing to refuse */
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nsets:\n  train:\n    - {path: %s, labels: [logS]}\n"
+           "stages:\n  train: {target: logS}\n",
+           csv);
+  free(check_yaml(dir, yaml, "*", &got, NULL));
+  cr_assert_eq(got.n, 0, "%s", got.m[0]);
+  free(check_yaml(dir, yaml, "ingest graph train", &got, NULL));
   cr_assert_eq(got.n, 0, "%s", got.m[0]);
   free(dir);
 }

@@ -332,6 +332,7 @@ Test(cli, check_no_inputs_reads_no_file) {
                       "workflow: d\ninclude: [not_here.yaml]\n"
                       "sets:\n  train:\n    - {path: missing.sdf, labels: [homo]}\n"
                       "    - {path: have.csv, labels: [homo]}\n"
+                      "  library:\n    - {path: library_not_here.smi}\n"
                       "stages:\n  train: {target: homo, model: models/mine.yaml}\n"
                       "  score: {checkpoint: elsewhere/models}\n");
   char *out = NULL;
