@@ -323,6 +323,65 @@ int tu_kill_randomly_reset(const char *log, char *const argv[], double lo, doubl
   }
 }
 
+struct progress_at {
+  const char *db, *stage;
+  long long base;
+  int min_left;
+};
+
+/* 1: the run committed a chunk of the stage of its own, min_left or more
+ * left; -1: fewer than min_left left; 0: not yet */
+static int in_progress(void *p) {
+  struct progress_at *a = p;
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT (SELECT count(*) FROM stage_chunks WHERE stage='%s'), "
+           "(SELECT n_chunks FROM stage_state WHERE stage='%s')",
+           a->stage, a->stage);
+  char *t = tu_query_wait(a->db, sql, 0);
+  long long done = -1, total = -1;
+  if (!t || sscanf(t, "%lld|%lld", &done, &total) != 2) done = total = -1;
+  free(t);
+  if (done < 0 || total <= 0) return 0; /* no database or plan yet */
+  if (total - done < a->min_left) return -1;
+  return done > a->base ? 1 : 0;
+}
+
+int tu_kill_in_progress(const char *log, char *const argv[], const char *db, const char *stage, int kills,
+                        int min_left) {
+  int n = 0;
+  while (n < kills) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM stage_chunks WHERE stage='%s'", stage);
+    long long base = tu_query_int(db, sql); /* -1: no database yet */
+    struct progress_at at = {db, stage, base > 0 ? base : 0, min_left};
+    int pid = tu_spawn_se3(log, argv);
+    int seen = tu_signal_in_state(&pid, 1, pid, SIGKILL, 120, in_progress, &at);
+    int st = tu_wait(pid);
+    cr_assert_neq(seen, -2, "the run made no progress in %s in 120 s (see %s)", stage, log);
+    if (seen != 1) {
+      /* it ended first, or too little was left and it was let run to its
+       * end: either way it must have ended well */
+      cr_assert_eq(st, 0, "the run ended with %d (see %s)", st, log);
+      break;
+    }
+    cr_assert_eq(st, 128 + SIGKILL, "the kill in %s: exit %d (see %s)", stage, st, log);
+    n++;
+  }
+  return n;
+}
+
+int tu_kills_mid_way(const char *log, char *const argv[], double lo, double hi, int need, const char *reset,
+                     const char *db, const char *stage) {
+  int n = tu_kill_randomly_reset(log, argv, lo, hi, need, 40, reset);
+  if (n >= need) return n;
+  n += tu_kill_in_progress(log, argv, db, stage, need - n, 2);
+  if (n >= need) return n;
+  cr_log_info("%d kills, too little of %s left for more: starting again, every kill in a state seen", n, stage);
+  cr_assert_eq(tu_sh(NULL, "%s", reset), 0, "reset failed: %s", reset);
+  return tu_kill_in_progress(log, argv, db, stage, need, 2);
+}
+
 void tu_assert_same_training(const char *ref, const char *wd, const char *const files[], int n) {
   for (int i = 0; i < n; i++) {
     char a[1200], b[1200];

@@ -53,6 +53,21 @@ int tu_kill_randomly(const char *log, char *const argv[], double lo, double hi, 
  * the kills of the last sequence. */
 int tu_kill_randomly_reset(const char *log, char *const argv[], double lo, double hi, int kills, int max_attempts,
                            const char *reset);
+/* Kill -9 in states seen, not at moments guessed: runs argv `kills` times,
+ * each time freezing the run once `db`'s ledger shows it has committed a
+ * chunk of `stage` of its own and `min_left` or more of the stage's chunks
+ * are left (stage_state.n_chunks), then SIGKILL. The kill lands at whatever
+ * point the run had reached when frozen (mid-chunk as a rule). Returns the
+ * kills made: fewer when too few chunks were left for the next one. */
+int tu_kill_in_progress(const char *log, char *const argv[], const char *db, const char *stage, int kills,
+                        int min_left);
+/* Random kills (tu_kill_randomly_reset) topped up to `need` runs killed
+ * mid-way by tu_kill_in_progress; when the random ones left too little of
+ * `stage` for that, `reset` restores the start and every kill is in a state
+ * seen. The count then depends on the machine's speed nowhere. Returns the
+ * kills of the sequence that counts. */
+int tu_kills_mid_way(const char *log, char *const argv[], double lo, double hi, int need, const char *reset,
+                     const char *db, const char *stage);
 /* Asserts that training in workdir `wd` ended where the reference workdir
  * `ref` did: the checkpoint files models/train-0/<files[i]> byte-equal and the
  * metrics tables equal. */

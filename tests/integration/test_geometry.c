@@ -313,18 +313,20 @@ Test(geometry, kill9_during_graph_and_basis_resumes_byte_identical) {
   cr_log_info("uninterrupted: graph %.2f s, basis %.2f s", t_graph, t_basis);
 
   char *argv[] = {"se3screen", "run", wf, "--workdir", wd, "--stage", "graph", NULL};
-  int kg = tu_kill_randomly_reset(log, argv, 0.05, 0.05 + 0.3 * t_graph, 4, 40, reset);
+  char kdb[1100];
+  snprintf(kdb, sizeof kdb, "%s/screen.db", wd);
+  int kg = tu_kills_mid_way(log, argv, 0.05, 0.05 + 0.3 * t_graph, 4, reset, kdb, "graph");
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s --stage graph", wf, wd), 0, "%s", out);
   free(out);
   /* The basis kills start from the finished graph stage. */
   cr_assert_eq(tu_sh(NULL, "rm -rf %s && cp -r %s %s", start, wd, start), 0);
   argv[6] = "basis";
-  int kb = tu_kill_randomly_reset(log, argv, 0.05, 0.05 + 0.3 * t_basis, 4, 40, reset);
+  int kb = tu_kills_mid_way(log, argv, 0.05, 0.05 + 0.3 * t_basis, 4, reset, kdb, "basis");
   cr_assert_eq(tu_se3(&out, "run %s --workdir %s", wf, wd), 0, "%s", out);
   free(out);
   cr_log_info("%d kills during graph, %d during basis", kg, kb);
-  cr_assert_geq(kg, 3, "only %d graph runs were killed mid-way", kg);
-  cr_assert_geq(kb, 3, "only %d basis runs were killed mid-way", kb);
+  cr_assert_geq(kg, 4, "only %d graph runs were killed mid-way", kg);
+  cr_assert_geq(kb, 4, "only %d basis runs were killed mid-way", kb);
 
   char *a = db_in(ref), *b = db_in(wd);
   cr_assert_gt(tu_query_int(a, "SELECT count(*) FROM bases"), 7000);
