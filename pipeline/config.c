@@ -1,8 +1,9 @@
 /* config.c — workflows in YAML: the public API (load, print, stage hash) and
- * the small helpers the loader's files share. The loader is split by job
- * (see config_internal.h): config_parse.c (YAML, files, includes, --set),
- * config_schema.c (defaults.yaml as the schema, types, paths) and
- * config_validate.c (errors, checking against the schema, defaults).
+ * a saved model's settings. The loader is split by job (see
+ * config_internal.h): config_parse.c (YAML, files, includes, --set),
+ * config_schema.c (the schema's entries, types, paths), config_validate.c
+ * (checking against the schema, defaults) and config_util.c (the helpers
+ * and errors they all share).
  *
  * Every problem is collected rather than returned at the first one, so a user
  * fixes a workflow in one round. Errors are appended to the caller's
@@ -27,104 +28,6 @@ void cfg_errors_free(struct cfg_errors *e) {
   free(e->msgs);
   e->msgs = NULL;
   e->n = 0;
-}
-
-/* ---- helpers shared by config_*.c -------------------------------------------- */
-
-size_t cfg_path_push(struct path *p, const char *seg) {
-  size_t old = p->len, need = old + strlen(seg) + 2;
-  if (need > p->cap) {
-    size_t cap = need * 2;
-    char *s = realloc(p->s, cap);
-    if (!s) return old;
-    p->s = s;
-    p->cap = cap;
-  }
-  if (old) p->s[p->len++] = '.';
-  strcpy(p->s + p->len, seg);
-  p->len += strlen(seg);
-  return old;
-}
-
-size_t cfg_path_push_index(struct path *p, int i) {
-  char b[16];
-  snprintf(b, sizeof b, "%d", i);
-  return cfg_path_push(p, b);
-}
-
-void cfg_path_pop(struct path *p, size_t old) {
-  p->len = old;
-  if (p->s) p->s[old] = 0;
-}
-
-const char *cfg_path_str(const struct path *p) { return p->s ? p->s : ""; }
-
-struct cfg_node *cfg_find_kid(const struct cfg_node *n, const char *key) {
-  if (!n || n->kind != CFG_MAP || !key) return NULL;
-  for (int i = 0; i < n->n_kids; i++)
-    if (n->kids[i]->key && strcmp(n->kids[i]->key, key) == 0) return n->kids[i];
-  return NULL;
-}
-
-int cfg_kid_index(const struct cfg_node *n, const char *key) {
-  for (int i = 0; i < n->n_kids; i++)
-    if (n->kids[i]->key && strcmp(n->kids[i]->key, key) == 0) return i;
-  return -1;
-}
-
-void cfg_set_loc(struct cfg_node *n, const char *file, int line, int col) {
-  free(n->file);
-  n->file = strdup(file);
-  n->line = line;
-  n->col = col;
-  for (int i = 0; i < n->n_kids; i++)
-    cfg_set_loc(n->kids[i], file, line, col);
-}
-
-/* Remove "." and "x/.." components of an absolute path, in place. */
-void cfg_normalize_path(char *s) {
-  size_t n = strlen(s), w = 0;
-  char *out = malloc(n + 2);
-  if (!out) return;
-  const char *p = s;
-  while (*p) {
-    while (*p == '/')
-      p++;
-    if (!*p) break;
-    const char *e = strchr(p, '/');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == 1 && p[0] == '.') {
-    } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-      while (w > 0 && out[w - 1] != '/')
-        w--;
-      if (w > 0) w--;
-    } else {
-      out[w++] = '/';
-      memcpy(out + w, p, len);
-      w += len;
-    }
-    p += len;
-  }
-  if (w == 0) out[w++] = '/';
-  out[w] = 0;
-  memcpy(s, out, w + 1);
-  free(out);
-}
-
-/* Absolute folder of a file name (relative names are from the cwd). */
-char *cfg_abs_dir(const struct ld *ld, const char *file) {
-  const char *slash = strrchr(file, '/');
-  char *dir = NULL;
-  int rc;
-  if (!slash)
-    rc = asprintf(&dir, "%s", ld->cwd);
-  else if (file[0] == '/')
-    rc = asprintf(&dir, "/%.*s", (int)(slash - file), file);
-  else
-    rc = asprintf(&dir, "%s/%.*s", ld->cwd, (int)(slash - file), file);
-  if (rc < 0) return NULL;
-  cfg_normalize_path(dir);
-  return dir;
 }
 
 /* ---- a saved model's settings ------------------------------------------------------ */

@@ -1,15 +1,20 @@
 /* config_internal.h — what the files of the configuration loader share; not
  * for use outside pipeline/config*.c (the public API is pipeline/config.h).
  *
- *   config.c           the public API (load, print, stage hash) and small
- *                      helpers: key paths, child lookup, file paths
- *   config_parse.c     YAML text to tree, files and includes (bounded), model
- *                      presets, --set overrides
- *   config_schema.c    configs/defaults.yaml as the schema: its entries, the
- *                      scalar types, paths and input files
- *   config_validate.c  errors (file:line:col, --set origins), checking a tree
- *                      against the schema, defaults, "did you mean"
+ *   config.c           the public API (load, print, stage hash), a saved
+ *                      model's settings
+ *   config_parse.c     YAML text to tree (the schema's too), files and
+ *                      includes (bounded), model presets, --set overrides
+ *   config_schema.c    the schema's entries, the scalar types, paths and
+ *                      input files
+ *   config_validate.c  checking a tree against the schema, defaults, "did
+ *                      you mean"
  *   config_doc.c       the schema as the configuration reference (Markdown)
+ *   config_util.c      the leaf: key paths, child lookup, file paths, errors
+ *                      (file:line:col, --set origins)
+ *
+ * Calls run one way: config.c -> {parse, validate, schema, doc, util},
+ * doc -> {parse, schema}, validate -> schema, and all of them -> util.
  *
  * A load runs: parse the schema; parse the workflow and its includes (each
  * file once); apply --set; resolve the model preset; validate and fill
@@ -70,7 +75,7 @@ struct ld {
   int skip_missing;   /* an include or model file that does not exist is passed over (cfg_load_no_inputs) */
 };
 
-/* ---- config.c: helpers ------------------------------------------------------- */
+/* ---- config_util.c ----------------------------------------------------------- */
 
 /* A dotted key path grown and shrunk while walking the tree. */
 struct path {
@@ -94,6 +99,23 @@ void cfg_normalize_path(char *s);
 /* Absolute folder of a file name (relative names are from the cwd); malloc'd. */
 char *cfg_abs_dir(const struct ld *ld, const char *file);
 
+/* Errors: "file:line:col: key.path: message", or "--set TEXT: key.path:
+ * message" for a node an override made. cfg_add_msg takes the message. */
+void cfg_add_msg(struct ld *ld, char *msg);
+void cfg_verr(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path, const char *fmt,
+              va_list ap);
+void cfg_err_at(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path,
+                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+void cfg_err_node(struct ld *ld, const struct cfg_node *n, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int cfg_is_set_node(const struct cfg_node *n);
+/* Remember (forget, before it is freed) that a tree came from --set TEXT. */
+void cfg_register_tree(struct ld *ld, const struct cfg_node *n, const char *text);
+void cfg_unregister_tree(struct ld *ld, const struct cfg_node *n);
+/* How a value looks ("a list", "'x'"), and "expected WHAT, got that". */
+void cfg_describe(const struct cfg_node *n, char *buf, size_t size);
+void cfg_err_expected(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *what);
+
 /* ---- config_parse.c ------------------------------------------------------------ */
 
 /* Parse one YAML text into a tree; an empty text is a CFG_NULL node. origin:
@@ -107,10 +129,11 @@ void cfg_resolve_model(struct ld *ld, struct cfg_node *root);
 /* One --set KEY=VALUE on the tree (the schema tells the stage shorthand). */
 void cfg_apply_set(struct ld *ld, struct cfg_node *root, const struct cfg_node *schema, const char *set);
 
-/* ---- config_schema.c ------------------------------------------------------------- */
-
 /* The schema (configs/defaults.yaml, compiled in). */
 struct cfg_node *cfg_schema_load(struct ld *ld);
+
+/* ---- config_schema.c ------------------------------------------------------------- */
+
 /* A schema entry's type, a flag (dflt when absent) and a scalar field. */
 const char *cfg_sch_type(const struct cfg_node *s);
 int cfg_sch_flag(const struct cfg_node *s, const char *key, int dflt);
@@ -128,22 +151,6 @@ void cfg_check_input(struct ld *ld, const struct cfg_node *n, const struct path 
 
 /* ---- config_validate.c ----------------------------------------------------------- */
 
-/* Errors: "file:line:col: key.path: message", or "--set TEXT: key.path:
- * message" for a node an override made. cfg_add_msg takes the message. */
-void cfg_add_msg(struct ld *ld, char *msg);
-void cfg_verr(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path, const char *fmt,
-              va_list ap);
-void cfg_err_at(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path,
-                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-void cfg_err_node(struct ld *ld, const struct cfg_node *n, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-int cfg_is_set_node(const struct cfg_node *n);
-/* Remember (forget, before it is freed) that a tree came from --set TEXT. */
-void cfg_register_tree(struct ld *ld, const struct cfg_node *n, const char *text);
-void cfg_unregister_tree(struct ld *ld, const struct cfg_node *n);
-/* How a value looks ("a list", "'x'"), and "expected WHAT, got that". */
-void cfg_describe(const struct cfg_node *n, char *buf, size_t size);
-void cfg_err_expected(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *what);
 /* Check n against schema entry s: types, ranges, keys; fill defaults. */
 void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p);
 

@@ -387,6 +387,13 @@ struct cfg_node *cfg_parse_yaml(struct ld *ld, const char *file, const char *tex
   return root;
 }
 
+/* The schema: configs/defaults.yaml, compiled in (defaults_yaml.c). */
+extern const char cfg_defaults_yaml[];
+
+struct cfg_node *cfg_schema_load(struct ld *ld) {
+  return cfg_parse_yaml(ld, SCHEMA_FILE, cfg_defaults_yaml, strlen(cfg_defaults_yaml), NULL);
+}
+
 /* ---- one file: duplicates, merge keys, includes ------------------------------------ */
 
 /* Copy the entries of src that m lacks (YAML "<<" merge keys). */

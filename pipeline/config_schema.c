@@ -14,12 +14,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-extern const char cfg_defaults_yaml[];
-
-struct cfg_node *cfg_schema_load(struct ld *ld) {
-  return cfg_parse_yaml(ld, SCHEMA_FILE, cfg_defaults_yaml, strlen(cfg_defaults_yaml), NULL);
-}
-
 /* ---- entries ------------------------------------------------------------------- */
 
 const char *cfg_sch_type(const struct cfg_node *s) {

@@ -1,7 +1,6 @@
-/* config_validate.c — errors and validation: messages located at
- * file:line:col (or at the --set that made a node), a tree checked against
- * the schema (types, ranges, enums, required and unknown keys with a "did
- * you mean"), defaults filled in, keys put in schema order.
+/* config_validate.c — validation: a tree checked against the schema (types,
+ * ranges, enums, required and unknown keys with a "did you mean"), defaults
+ * filled in, keys put in schema order.
  */
 #define _GNU_SOURCE
 #include "pipeline/config_internal.h"
@@ -11,85 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- errors ------------------------------------------------------------------ */
-
-/* Messages are appended with room doubled at powers of two, so that a file
- * with many mistakes is reported in linear time. */
-void cfg_add_msg(struct ld *ld, char *msg) {
-  ld->n_errs++;
-  if (!msg) return;
-  if (!ld->errs) {
-    free(msg);
-    return;
-  }
-  int n = ld->errs->n;
-  if (n == 0 || (n >= 8 && (n & (n - 1)) == 0)) {
-    char **m = realloc(ld->errs->msgs, (n ? 2 * (size_t)n : 8) * sizeof *m);
-    if (!m) {
-      free(msg);
-      return;
-    }
-    ld->errs->msgs = m;
-  }
-  ld->errs->msgs[ld->errs->n++] = msg;
-}
-
-void cfg_verr(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path, const char *fmt,
-              va_list ap) {
-  char *text = NULL, *msg = NULL;
-  if (vasprintf(&text, fmt, ap) < 0) text = NULL;
-  const char *p = path && *path ? path : "(root)";
-  int rc;
-  if (origin)
-    rc = asprintf(&msg, "--set %s: %s: %s", origin, p, text ? text : "?");
-  else
-    rc = asprintf(&msg, "%s:%d:%d: %s: %s", file ? file : "?", line, col, p, text ? text : "?");
-  if (rc < 0) msg = NULL;
-  free(text);
-  cfg_add_msg(ld, msg);
-}
-
-void cfg_err_at(struct ld *ld, const char *file, int line, int col, const char *origin, const char *path,
-                const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  cfg_verr(ld, file, line, col, origin, path, fmt, ap);
-  va_end(ap);
-}
-
-int cfg_is_set_node(const struct cfg_node *n) { return n->file && strcmp(n->file, SET_FILE) == 0; }
-
-static const char *origin_of(const struct ld *ld, const struct cfg_node *n) {
-  for (int i = ld->n_origins - 1; i >= 0; i--)
-    if (ld->origins[i].node == n) return ld->origins[i].text;
-  return NULL;
-}
-
-void cfg_err_node(struct ld *ld, const struct cfg_node *n, const char *path, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  const char *origin = cfg_is_set_node(n) ? origin_of(ld, n) : NULL;
-  cfg_verr(ld, n->file, n->line, n->col, origin, path, fmt, ap);
-  va_end(ap);
-}
-
-void cfg_register_tree(struct ld *ld, const struct cfg_node *n, const char *text) {
-  struct origin *o = realloc(ld->origins, (size_t)(ld->n_origins + 1) * sizeof *o);
-  if (!o) return;
-  ld->origins = o;
-  o[ld->n_origins++] = (struct origin){n, text};
-  for (int i = 0; i < n->n_kids; i++)
-    cfg_register_tree(ld, n->kids[i], text);
-}
-
-/* Before a node is freed, so a later node at the same address is not mistaken for it. */
-void cfg_unregister_tree(struct ld *ld, const struct cfg_node *n) {
-  for (int i = 0; i < ld->n_origins; i++)
-    if (ld->origins[i].node == n) ld->origins[i].node = NULL;
-  for (int i = 0; i < n->n_kids; i++)
-    cfg_unregister_tree(ld, n->kids[i]);
-}
-
 static void mark_no_hash(struct cfg_node *n) {
   n->no_hash = 1;
   for (int i = 0; i < n->n_kids; i++)
@@ -97,33 +17,6 @@ static void mark_no_hash(struct cfg_node *n) {
 }
 
 /* ---- values and suggestions -------------------------------------------------- */
-
-/* How a value looks, for "expected X, got Y". */
-void cfg_describe(const struct cfg_node *n, char *buf, size_t size) {
-  switch (n->kind) {
-  case CFG_NULL:
-    snprintf(buf, size, "an empty value");
-    break;
-  case CFG_LIST:
-    snprintf(buf, size, "a list");
-    break;
-  case CFG_MAP:
-    snprintf(buf, size, "a mapping");
-    break;
-  case CFG_SCALAR:
-    if (strlen(n->value) > 60)
-      snprintf(buf, size, "'%.57s...'", n->value);
-    else
-      snprintf(buf, size, "'%s'", n->value);
-    break;
-  }
-}
-
-void cfg_err_expected(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *what) {
-  char d[96];
-  cfg_describe(n, d, sizeof d);
-  cfg_err_node(ld, n, cfg_path_str(p), "expected %s, got %s", what, d);
-}
 
 static int levenshtein(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
