@@ -173,8 +173,6 @@ static double sgemm_gflops(int n, int threads) {
   return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
-static const char *const PRECISIONS[] = {"fp32", "tf32", "bf16", "fp16"}; /* enum nn_precision order */
-
 static int usage(FILE *f) {
   fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
@@ -240,10 +238,8 @@ int main(int argc, char **argv) {
     if (!set_layers) layers = 2;
     if (!set_channels) channels = 8;
   }
-  int prec = -1;
-  for (int k = 0; k < 4; k++)
-    if (!strcmp(precision, PRECISIONS[k])) prec = k;
-  if (prec < 0) {
+  enum nn_precision prec;
+  if (nn_precision_parse(precision, &prec)) {
     fprintf(stderr, "model_bench: --precision %s is not one of fp32, tf32, bf16, fp16\n", precision);
     return 2;
   }
@@ -449,7 +445,7 @@ int main(int argc, char **argv) {
          "\"bf16_peak_gflops\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
-         PRECISIONS[be->precision], be->name, dev_json, NN_REAL_NAME, low_memory, steps,
+         nn_precision_name(be->precision), be->name, dev_json, NN_REAL_NAME, low_memory, steps,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",

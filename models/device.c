@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/cpu/isa.h"
+#include "models/cpu/real.h"
 #include "models/cpu/table.h"
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
 #include <dlfcn.h>
@@ -96,3 +98,39 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
   }
   return nn_backend_cpu_precision(precision, err, errlen);
 }
+
+static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"}; /* enum nn_precision's order */
+
+int nn_precision_parse(const char *s, enum nn_precision *p) {
+  for (int k = 0; s && k < 4; k++)
+    if (!strcmp(s, precision_names[k])) {
+      *p = (enum nn_precision)k;
+      return 0;
+    }
+  return -1;
+}
+
+const char *nn_precision_name(enum nn_precision p) { return (unsigned)p < 4 ? precision_names[p] : "?"; }
+
+void nn_host_info(struct nn_host *h) {
+  memset(h, 0, sizeof *h);
+  h->isa = nn_isa_name(nn_isa_current());
+  int best = NN_ISA_BASE;
+  for (int i = NN_ISA_COUNT - 1; i > 0; i--)
+    if (nn_isa_supported((enum nn_isa)i)) {
+      best = i;
+      break;
+    }
+  h->isa_best = nn_isa_name((enum nn_isa)best);
+  h->bf16 = nn_bf16_supported();
+  h->blas_core = nn_blas_core();
+  const char *d = getenv(NN_BLAS_DETECTED_ENV);
+  h->blas_detected = d && *d && strcmp(d, h->blas_core) ? d : NULL;
+  const char *forced = getenv("OPENBLAS_CORETYPE");
+  h->blas_forced = forced && *forced && !h->blas_detected ? forced : NULL;
+  h->blas_better = nn_blas_core_better();
+  const char *cfg = openblas_get_config();
+  h->blas_config = cfg ? cfg : "?";
+}
+
+void nn_host_reexec(char **argv) { nn_cpu_reexec(argv); }

@@ -26,4 +26,30 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
  * tests' build): nn_backend_open of device "cpu". */
 const struct nn_backend *nn_backend_host(void);
 
+/* ---- precisions -------------------------------------------------------------------
+ * The workflow's `precision:` (and the benchmarks' --precision): "fp32",
+ * "tf32", "bf16" or "fp16". The one parser of the word: 0, or -1 when s is
+ * none of them. nn_precision_name gives the word back ("?" out of range). */
+int nn_precision_parse(const char *s, enum nn_precision *p);
+const char *nn_precision_name(enum nn_precision p);
+
+/* ---- the host ----------------------------------------------------------------------
+ * What the CPU backend computes with, for `se3screen --version`, the logs and
+ * the benchmarks, so that nothing above models/ includes a backend's header. */
+struct nn_host {
+  const char *isa;           /* the convolution's variant: base, avx2, avx512 */
+  const char *isa_best;      /* the widest the processor supports */
+  int bf16;                  /* 1: the CPU can score in bf16 (AVX512-BF16) */
+  const char *blas_core;     /* OpenBLAS's kernels as they run (e.g. SkylakeX) */
+  const char *blas_detected; /* what OpenBLAS chose itself, when se3screen overrode it; else NULL */
+  const char *blas_forced;   /* OPENBLAS_CORETYPE as the user set it, or NULL */
+  const char *blas_better;   /* kernels this processor could run that are better than blas_core, or NULL */
+  const char *blas_config;   /* openblas_get_config() */
+};
+void nn_host_info(struct nn_host *h);
+/* Re-execute argv[0] with the environment OpenBLAS and OpenMP read only
+ * when they load, when this processor needs it (models/cpu/isa.h,
+ * nn_cpu_reexec); returns when nothing needs doing or it failed. */
+void nn_host_reexec(char **argv);
+
 #endif

@@ -12,31 +12,22 @@
 
 #include "chem/obbridge.h"
 #include "models/device.h"
-#include "models/cpu/isa.h"
-#include "models/cpu/real.h"
 #include "stage.h"
 
 void stage_platform_info(struct stage_platform *p) {
   memset(p, 0, sizeof *p);
-  p->isa = nn_isa_name(nn_isa_current());
-  int best = NN_ISA_BASE;
-  for (int i = NN_ISA_COUNT - 1; i > 0; i--)
-    if (nn_isa_supported((enum nn_isa)i)) {
-      best = i;
-      break;
-    }
-  p->isa_best = nn_isa_name((enum nn_isa)best);
-  p->bf16 = nn_bf16_supported();
+  struct nn_host h;
+  nn_host_info(&h);
+  p->isa = h.isa;
+  p->isa_best = h.isa_best;
+  p->bf16 = h.bf16;
+  p->blas_core = h.blas_core;
+  p->blas_detected = h.blas_detected;
+  p->blas_forced = h.blas_forced;
+  p->blas_better = h.blas_better;
+  p->blas_config = h.blas_config;
   p->openbabel = ob_version();
   p->gen3d_fallback = ob_gen3d_fallback();
-  p->blas_core = nn_blas_core();
-  const char *d = getenv(NN_BLAS_DETECTED_ENV);
-  p->blas_detected = d && *d && strcmp(d, p->blas_core) ? d : NULL;
-  const char *forced = getenv("OPENBLAS_CORETYPE");
-  p->blas_forced = forced && *forced && !p->blas_detected ? forced : NULL;
-  p->blas_better = nn_blas_core_better();
-  const char *cfg = openblas_get_config();
-  p->blas_config = cfg ? cfg : "?";
 #ifdef _OPENMP
   p->threads = omp_get_max_threads();
 #else
@@ -51,7 +42,7 @@ void stage_platform_info(struct stage_platform *p) {
     snprintf(p->omp_wait, sizeof p->omp_wait, "the OpenMP runtime's default");
 }
 
-void stage_cpu_reexec(char **argv) { nn_cpu_reexec(argv); }
+void stage_cpu_reexec(char **argv) { nn_host_reexec(argv); }
 
 /* the run's processes, for the GPU each takes (stage_share_cores) */
 static const struct se3_comm *run_comm;
@@ -85,10 +76,12 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local rank */
   if (d.cuda && strncmp(dev, "cuda:", 5)) d.index = comm_local_rank(run_comm);
-  enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
-                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
-                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
-                                                : NN_PREC_FP32;
+  enum nn_precision p = NN_PREC_FP32; /* the schema lets only the four words through */
+  if (nn_precision_parse(prec, &p)) {
+    snprintf(err, errlen, "precision '%s' is not one of fp32, tf32, bf16, fp16", prec);
+    if (key) *key = "precision";
+    return NULL;
+  }
   const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
     char ignored[8];
@@ -106,10 +99,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   return be;
 }
 
-const char *stage_precision_name(const struct nn_backend *be) {
-  static const char *const names[] = {"fp32", "tf32", "bf16", "fp16"};
-  return (unsigned)be->precision < 4 ? names[be->precision] : "?";
-}
+const char *stage_precision_name(const struct nn_backend *be) { return nn_precision_name(be->precision); }
 
 int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {
   return stage_backend(root, 0, key, err, errlen) ? 0 : -1;

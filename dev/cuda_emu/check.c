@@ -10,6 +10,7 @@
 #include "models/backend.h"
 #include "models/cpu/table.h"
 #include "models/cuda/table.h"
+#include "models/device.h"
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
 #include "models/model.h"
@@ -554,10 +555,11 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
 int main(int argc, char **argv) {
   char err[512];
   const char *prec = argc > 1 ? argv[1] : "fp32";
-  enum nn_precision p = !strcmp(prec, "tf32")   ? NN_PREC_TF32
-                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
-                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
-                                                : NN_PREC_FP32;
+  enum nn_precision p = NN_PREC_FP32;
+  if (nn_precision_parse(prec, &p)) {
+    printf("usage: check [fp32|tf32|bf16|fp16]\n");
+    return 2;
+  }
   /* products with inputs rounded to 10 (tf32, fp16) or 7 (bf16) significand
    * bits: bf16's unit round-off is 8 times tf32's */
   tol_scale = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 200 : p == NN_PREC_BF16 ? 1600 : 1;

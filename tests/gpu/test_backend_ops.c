@@ -1872,12 +1872,8 @@ int main(int argc, char **argv) {
     else
       dev = NULL, i = argc;
   }
-  enum nn_precision p = !strcmp(prec, "fp32")   ? NN_PREC_FP32
-                        : !strcmp(prec, "tf32") ? NN_PREC_TF32
-                        : !strcmp(prec, "bf16") ? NN_PREC_BF16
-                        : !strcmp(prec, "fp16") ? NN_PREC_FP16
-                                                : (enum nn_precision) - 1;
-  if (!dev || (int)p < 0) {
+  enum nn_precision p = NN_PREC_FP32;
+  if (!dev || nn_precision_parse(prec, &p)) {
     fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]\n");
     return 2;
   }
