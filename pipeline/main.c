@@ -24,27 +24,6 @@
 #include "models/run_files.h"
 #include "stages/stage.h"
 
-static const char usage_main[] =
-    "usage: se3screen VERB [options]\n"
-    "\n"
-    "  run WORKFLOW.yaml      run the workflow's stages (resumes where it stopped)\n"
-    "  check WORKFLOW.yaml    validate and print the resolved configuration\n"
-    "  predict MODEL INPUT... score and rank molecule files with a saved model (a workdir of its own)\n"
-    "  status WORKFLOW|DB     chunks done, molecules stored/rejected, config changes, last error\n"
-    "  query DB \"SQL\"         run SQL on a result database, read-only\n"
-    "  top DB [-n N]          the best hits of the rank stage, as a table\n"
-    "  export DB -o FILE      ranked hits or a query's rows as CSV, SDF or SMILES (--format)\n"
-    "  report DB|WORKDIR      report.html: the run, training, scores, hits and rejects as one page\n"
-    "  merge DB               fold shard databases (shards/*.db) into DB\n"
-    "  slurm WORKFLOW.yaml    sbatch scripts for every step, chained; --submit submits them\n"
-    "  verify DB|WORKDIR      check a database's pages and every stored blob's checksum\n"
-    "  schema                 every table and column of the result databases, as Markdown\n"
-    "  keys                   every configuration key of a workflow, as Markdown\n"
-    "  --version              version, and the kernels this processor gets (ISA, OpenBLAS core)\n"
-    "\n"
-    "`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
-    "2 usage or configuration error, 75 interrupted (run again to resume).\n";
-
 static const char usage_report[] =
     "usage: se3screen report DB|WORKDIR [-o FILE] [--top N] [--bins N] [--no-depict]\n"
     "\n"
@@ -111,30 +90,33 @@ static const char usage_predict[] =
     "Exit codes as `run`: 0 done, 1 failed, 2 usage or configuration error, 75 stopped\n"
     "by SIGINT, SIGTERM or SIGUSR1 (the same command again resumes).\n";
 
-static const char usage_check[] =
-    "usage: se3screen check WORKFLOW.yaml [--no-inputs] [--set KEY=VALUE]...\n"
-    "\n"
-    "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
-    "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
-    "is reported at once as file:line:col: key.path: message. Runs nothing.\n"
-    "The input files must exist, and their heads are read: CSV/TSV header rows and SD\n"
-    "tags must hold the columns, tags and labels the workflow names.\n"
-    "\n"
-    "  --no-inputs      for a workflow in documentation, or written before its data:\n"
-    "                   types, bounds, allowed values, unknown and required keys and\n"
-    "                   the rules between keys (the training set and target named) are\n"
-    "                   checked, but no input file need exist and none is read; an\n"
-    "                   include or model file that is not there is passed over\n"
-    "  --set KEY=VALUE  override a configuration value, as for `run`\n";
+static const char usage_check[] = "usage: se3screen check WORKFLOW.yaml [--no-inputs] [--set KEY=VALUE]...\n"
+                                  "\n"
+                                  "Validates the workflow against the schema (configs/defaults.yaml) and prints the\n"
+                                  "fully resolved configuration, defaults filled and paths absolute. Every problem\n"
+                                  "is reported at once as file:line:col: key.path: message. Runs nothing.\n"
+                                  "The input files must exist, and their heads are read: CSV/TSV header rows and SD\n"
+                                  "tags must hold the columns, tags and labels the workflow names.\n"
+                                  "\n"
+                                  "  --no-inputs      for a workflow in documentation, or written before its data:\n"
+                                  "                   types, bounds, allowed values, unknown and required keys and\n"
+                                  "                   the rules between keys (the training set and target named) are\n"
+                                  "                   checked, but no input file need exist and none is read; an\n"
+                                  "                   include or model file that is not there is passed over\n"
+                                  "  --set KEY=VALUE  override a configuration value, as for `run`\n";
 
-static const char usage_keys[] =
-    "usage: se3screen keys\n"
-    "\n"
-    "Prints the configuration reference as Markdown (docs/configuration.md): every key a\n"
-    "workflow may set, section by section, with its type, default, bounds, whether it\n"
-    "changes results and what it does, generated from the schema compiled into this\n"
-    "binary (configs/defaults.yaml). Regenerate the page with\n"
-    "  se3screen keys > docs/configuration.md\n";
+static const char usage_schema[] = "usage: se3screen schema\n"
+                                   "\n"
+                                   "Prints every table, view, column and index of the result databases as\n"
+                                   "Markdown (docs/schema.md), generated from the schema's own SQL.\n";
+
+static const char usage_keys[] = "usage: se3screen keys\n"
+                                 "\n"
+                                 "Prints the configuration reference as Markdown (docs/configuration.md): every key a\n"
+                                 "workflow may set, section by section, with its type, default, bounds, whether it\n"
+                                 "changes results and what it does, generated from the schema compiled into this\n"
+                                 "binary (configs/defaults.yaml). Regenerate the page with\n"
+                                 "  se3screen keys > docs/configuration.md\n";
 
 static const char usage_status[] = "usage: se3screen status WORKFLOW.yaml|WORKDIR|DB [--set KEY=VALUE]...\n"
                                    "\n"
@@ -315,6 +297,548 @@ static int parse_common(int argc, char **argv, const char *usage, const char **p
   return 0;
 }
 
+static int print_version(void) {
+  struct stage_platform pi;
+  stage_platform_info(&pi);
+  printf("se3screen %s\n", SE3_VERSION);
+  printf("sqlite %s\n", sqlite3_libversion());
+  printf("open babel %s; 3D generation's fallback: %s\n", pi.openbabel,
+         pi.gen3d_fallback ? pi.gen3d_fallback
+                           : "none (librdkit-dev and libboost-dev and a new build add RDKit's ETKDG)");
+  printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,
+         pi.isa_best);
+  printf("bf16: %s\n", pi.bf16 ? "yes (precision: bf16 scores with AVX512-BF16)"
+                               : "no (precision: bf16 needs AVX512-BF16, which this processor lacks)");
+  printf("openblas: core %s", pi.blas_core);
+  if (pi.blas_detected)
+    printf(" (OpenBLAS itself detected %s; chosen from the processor's features)", pi.blas_detected);
+  else if (pi.blas_forced)
+    printf(" (OPENBLAS_CORETYPE=%s is set%s%s%s)", pi.blas_forced, pi.blas_better ? "; this processor could run " : "",
+           pi.blas_better ? pi.blas_better : "", pi.blas_better ? ": unset it for faster products" : "");
+  printf(", %s\n", pi.blas_config);
+  printf("threads: %d (OMP_NUM_THREADS), waiting: %s\n", pi.threads, pi.omp_wait);
+  if (strcmp(comm_library(), "none"))
+    printf("mpi: %s (data-parallel training under mpirun or srun --mpi=pmix)\n", comm_library());
+  else
+    printf("mpi: none (this build trains in one process; libopenmpi-dev and a new build add MPI)\n");
+  return SE3_EXIT_OK;
+}
+
+/* ---- one function a verb ------------------------------------------------ */
+
+static int verb_run(int argc, char **argv) {
+  const char *pos = NULL;
+  const char **sets = NULL;
+  int n_sets = 0;
+  int rc;
+  struct run_opts ro;
+  memset(&ro, 0, sizeof ro);
+  if ((rc = parse_common(argc, argv, usage_run, &pos, &sets, &n_sets, &ro))) {
+    free(sets);
+    return rc;
+  }
+  ro.workflow = pos;
+  ro.sets = sets;
+  ro.n_sets = n_sets;
+  char *cl = join_args(argc, argv);
+  ro.command_line = cl;
+  /* started by mpirun or srun: the processes of one data-parallel run */
+  struct se3_comm *comm = NULL;
+  char why[512];
+  if (comm_open(&comm, why, sizeof why)) {
+    fprintf(stderr, "se3screen: %s\n", why);
+    free(cl);
+    free(sets);
+    return SE3_EXIT_FAILED;
+  }
+  ro.comm = comm;
+  stage_share_cores(comm);
+  rc = runner_run(&ro);
+  comm_close(comm);
+  free(cl);
+  free(sets);
+  return rc;
+}
+
+static int verb_check(int argc, char **argv) {
+  const char *pos = NULL;
+  const char **sets = NULL;
+  int n_sets = 0;
+  int rc;
+  /* --no-inputs is check's own: taken out before the options all share */
+  int no_inputs = 0, n = 0;
+  char **args = calloc((size_t)argc + 1, sizeof *args);
+  if (!args) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
+  for (int i = 0; i < argc; i++) {
+    if (i >= 2 && !strcmp(argv[i], "--no-inputs") && strcmp(argv[i - 1], "--set"))
+      no_inputs = 1;
+    else
+      args[n++] = argv[i];
+  }
+  rc = parse_common(n, args, usage_check, &pos, &sets, &n_sets, NULL);
+  if (!rc) rc = runner_check(pos, sets, n_sets, no_inputs);
+  free(args);
+  free(sets);
+  return rc;
+}
+
+static int verb_predict(int argc, char **argv) {
+  const char **sets = NULL;
+  int n_sets = 0;
+  int rc;
+  struct predict_opts po = {.top = 100};
+  const char **inputs = calloc((size_t)argc, sizeof *inputs);
+  sets = calloc((size_t)argc, sizeof *sets);
+  rc = SE3_EXIT_OK;
+  if (!inputs || !sets) {
+    fprintf(stderr, "se3screen: out of memory\n");
+    rc = SE3_EXIT_FAILED;
+  }
+  for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!strncmp(a, "--set=", 6)) {
+      a = "--set";
+      v = argv[i] + 6;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--workdir") || !strcmp(a, "--set")) {
+      if (i + 1 >= argc) {
+        rc = usage_error(usage_predict, "%s needs a value", a);
+        break;
+      }
+      v = argv[++i];
+    }
+    if (!v) {
+      if (a[0] == '-' && a[1])
+        rc = usage_error(usage_predict, "unknown option '%s'", a);
+      else if (!po.model)
+        po.model = a;
+      else
+        inputs[po.n_inputs++] = a;
+    } else if (!strcmp(a, "--set")) {
+      if (!strchr(v, '='))
+        rc = usage_error(usage_predict, "--set wants KEY=VALUE, got '%s'", v);
+      else
+        sets[n_sets++] = v;
+    } else if (!strcmp(a, "--top")) {
+      char *end;
+      errno = 0;
+      po.top = strtoll(v, &end, 10);
+      if (end == v || *end || errno || po.top < 0 || po.top > 1000000000)
+        rc = usage_error(usage_predict, "--top needs a whole number from 0 (all) to 1000000000, got '%s'", v);
+    } else if (!*v) {
+      rc = usage_error(usage_predict, "%s needs a value", a);
+    } else if (a[1] == 'o') {
+      po.out = v;
+    } else {
+      po.workdir = v;
+    }
+  }
+  if (rc == SE3_EXIT_OK && !po.model)
+    rc = usage_error(usage_predict, "%s", "predict needs MODEL (a checkpoint, a workdir or its models/ folder)");
+  else if (rc == SE3_EXIT_OK && !po.n_inputs)
+    rc = usage_error(usage_predict, "%s", "predict needs at least one INPUT file after MODEL");
+  if (rc == SE3_EXIT_OK) {
+    char *cl = join_args(argc, argv);
+    po.inputs = inputs;
+    po.sets = sets;
+    po.n_sets = n_sets;
+    po.command_line = cl;
+    rc = predict_run(&po);
+    free(cl);
+  }
+  free(inputs);
+  free(sets);
+  return rc;
+}
+
+static int verb_status(int argc, char **argv) {
+  const char *pos = NULL;
+  const char **sets = NULL;
+  int n_sets = 0;
+  int rc;
+  if ((rc = parse_common(argc, argv, usage_status, &pos, &sets, &n_sets, NULL))) {
+    free(sets);
+    return rc;
+  }
+  rc = runner_status(pos, sets, n_sets);
+  free(sets);
+  return rc;
+}
+
+static int verb_query(int argc, char **argv) {
+  enum query_format fmt = QUERY_TABLE;
+  const char *db = NULL, *sql = NULL;
+  struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, QUERY_DEFAULT_MAX_ROWS, QUERY_DEFAULT_MAX_BYTES};
+  for (int i = 2; i < argc; i++) {
+    const char *opt = argv[i];
+    if (!strcmp(opt, "--timeout") || !strcmp(opt, "--max-rows") || !strcmp(opt, "--max-bytes")) {
+      if (i + 1 >= argc) return usage_error(usage_query, "%s needs a value", opt);
+      const char *v = argv[++i];
+      char *end;
+      if (!strcmp(opt, "--timeout")) {
+        lim.timeout_s = strtod(v, &end);
+        if (end == v || *end || !(lim.timeout_s >= 0) || lim.timeout_s > 1e9)
+          return usage_error(usage_query, "--timeout needs seconds >= 0, got '%s'", v);
+      } else {
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+        if (shift && opt[6] == 'b') end++;
+        if (end == v || *end || n < 0 || errno || n > (LLONG_MAX >> shift))
+          return usage_error(usage_query,
+                             opt[6] == 'r' ? "--max-rows needs a whole number >= 0, got '%s'"
+                                           : "--max-bytes needs a whole number >= 0 (K/M/G allowed), got '%s'",
+                             v);
+        if (opt[6] == 'r')
+          lim.max_rows = n;
+        else
+          lim.max_bytes = n << shift;
+      }
+    } else if (!strcmp(argv[i], "--csv"))
+      fmt = QUERY_CSV;
+    else if (!strcmp(argv[i], "--json"))
+      fmt = QUERY_JSON;
+    else if (!strcmp(argv[i], "--table"))
+      fmt = QUERY_TABLE;
+    else if (argv[i][0] == '-' && argv[i][1])
+      return usage_error(usage_query, "unknown option '%s'", argv[i]);
+    else if (!db)
+      db = argv[i];
+    else if (!sql)
+      sql = argv[i];
+    else
+      return usage_error(usage_query, "unexpected argument '%s'", argv[i]);
+  }
+  if (!db || !sql) return usage_error(usage_query, "%s", "query needs DB and SQL");
+  char path[4096];
+  struct stat sb;
+  if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
+    snprintf(path, sizeof path, "%s/screen.db", db);
+  else
+    snprintf(path, sizeof path, "%s", db);
+  return query_run(path, sql, fmt, &lim, stdout);
+}
+
+static int verb_top(int argc, char **argv) {
+  int rc;
+  enum query_format fmt = QUERY_TABLE;
+  const char *db = NULL, *target = NULL;
+  long n = 20;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--csv"))
+      fmt = QUERY_CSV;
+    else if (!strcmp(argv[i], "--json"))
+      fmt = QUERY_JSON;
+    else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--target")) && i + 1 < argc) {
+      if (argv[i][1] == 'n') {
+        char *end;
+        n = strtol(argv[++i], &end, 10);
+        if (*end || n < 1) return usage_error(usage_top, "-n needs a positive number, got '%s'", argv[i]);
+      } else {
+        target = argv[++i];
+      }
+    } else if (argv[i][0] == '-')
+      return usage_error(usage_top, "unknown option '%s'", argv[i]);
+    else if (!db)
+      db = argv[i];
+    else
+      return usage_error(usage_top, "unexpected argument '%s'", argv[i]);
+  }
+  if (!db) return usage_error(usage_top, "%s", "top needs DB");
+  char path[4096];
+  struct stat sb;
+  if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
+    snprintf(path, sizeof path, "%s/screen.db", db);
+  else
+    snprintf(path, sizeof path, "%s", db);
+  char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
+  /* Rounded for people in the table; CSV and JSON are for scripts: the
+   * numbers as stored (JSON numbers, null for no spread). */
+  const char *cols = fmt == QUERY_TABLE ? "printf('%.6g', score) AS score, "
+                                          "CASE WHEN std IS NULL THEN '' ELSE printf('%.3g', std) END AS std"
+                                        : "score, std";
+  char *sql = sqlite3_mprintf("SELECT rank, name, smiles, target, %s, source_file, record_no "
+                              "FROM ranked_hits %s "
+                              "ORDER BY rank LIMIT %ld",
+                              cols, where, n);
+  sqlite3_free(where);
+  struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
+  rc = query_run(path, sql, fmt, &lim, stdout);
+  sqlite3_free(sql);
+  return rc;
+}
+
+static int verb_export(int argc, char **argv) {
+  struct export_opts eo = {0};
+  export_default_bounds(&eo);
+  const char *format = NULL;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--timeout") || !strcmp(a, "--max-rows") || !strcmp(a, "--max-bytes")) {
+      if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
+      char why[256];
+      if (export_parse_bound(&eo, a, argv[++i], why, sizeof why)) return usage_error(usage_export, "%s", why);
+    } else if (!strcmp(a, "--format") || !strcmp(a, "--query") || !strcmp(a, "--top") || !strcmp(a, "-o")) {
+      if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
+      const char *v = argv[++i];
+      if (!strcmp(a, "--format")) {
+        format = v;
+      } else if (!strcmp(a, "--query")) {
+        eo.query = v;
+      } else if (!strcmp(a, "-o")) {
+        if (!*v) return usage_error(usage_export, "%s", "-o needs a file name (or - for stdout)");
+        eo.out = v;
+      } else {
+        char *end;
+        errno = 0;
+        eo.top = strtoll(v, &end, 10);
+        if (end == v || *end || errno || eo.top < 1)
+          return usage_error(usage_export, "--top needs a whole number >= 1, got '%s'", v);
+      }
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error(usage_export, "unknown option '%s'", a);
+    } else if (!eo.db) {
+      eo.db = a;
+    } else {
+      return usage_error(usage_export, "unexpected argument '%s'", a);
+    }
+  }
+  if (!eo.db) return usage_error(usage_export, "%s", "export needs DB or WORKDIR");
+  if (!format) return usage_error(usage_export, "%s", "export needs --format csv, sdf or smi");
+  if (export_parse_format(format, &eo.format))
+    return usage_error(usage_export, "unknown --format '%s' (csv, sdf or smi)", format);
+  if (!eo.out) return usage_error(usage_export, "%s", "export needs -o FILE (or -o - for stdout)");
+  if (eo.query && eo.top) return usage_error(usage_export, "%s", "--query and --top exclude each other");
+  return export_run(&eo);
+}
+
+static int verb_report(int argc, char **argv) {
+  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40};
+  const char *db = NULL, *out = NULL;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--no-depict")) {
+      ro.depict = 0;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--bins")) {
+      if (i + 1 >= argc) return usage_error(usage_report, "%s needs a value", a);
+      const char *v = argv[++i];
+      if (a[1] == 'o') {
+        if (!*v) return usage_error(usage_report, "%s", "-o needs a file name (or - for standard output)");
+        out = v;
+        continue;
+      }
+      char *end;
+      long n = strtol(v, &end, 10);
+      int bins = a[2] == 'b';
+      if (*end || !*v || n < (bins ? 5 : 0) || n > (bins ? 500 : 10000))
+        return usage_error(usage_report,
+                           bins ? "--bins needs a whole number from 5 to 500, got '%s'"
+                                : "--top needs a whole number from 0 to 10000, got '%s'",
+                           v);
+      if (bins)
+        ro.bins = (int)n;
+      else
+        ro.top = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error(usage_report, "unknown option '%s'", a);
+    } else if (!db) {
+      db = a;
+    } else {
+      return usage_error(usage_report, "unexpected argument '%s'", a);
+    }
+  }
+  if (!db) return usage_error(usage_report, "%s", "report needs DB or WORKDIR");
+  exit_75_on_signals();
+  char path[4096], dflt[4096];
+  struct stat sb;
+  if (stat(db, &sb) != 0) {
+    fprintf(stderr, "se3screen: %s: %s\n", db, strerror(errno));
+    return SE3_EXIT_USAGE;
+  }
+  if (S_ISDIR(sb.st_mode))
+    snprintf(path, sizeof path, "%s/screen.db", db);
+  else
+    snprintf(path, sizeof path, "%s", db);
+  if (stat(path, &sb) != 0) {
+    fprintf(stderr, "se3screen: %s: %s\n", path, strerror(errno));
+    return SE3_EXIT_USAGE;
+  }
+  if (!out) {
+    const char *slash = strrchr(path, '/');
+    snprintf(dflt, sizeof dflt, "%.*sreport.html", slash ? (int)(slash - path + 1) : 0, path);
+    out = dflt;
+  }
+  char err[8192];
+  /* -o must not name what the report reads: the database (whose page it
+   * would become), its companions, shards, checkpoints, inputs */
+  if (run_files_check_output(path, out, err, sizeof err)) {
+    fprintf(stderr, "se3screen: report -o %s\n", err);
+    return SE3_EXIT_USAGE;
+  }
+  if (report_file(path, &ro, out, err, sizeof err)) {
+    fprintf(stderr, "se3screen: %s\n", err);
+    return SE3_EXIT_FAILED;
+  }
+  if (strcmp(out, "-")) fprintf(stderr, "se3screen: wrote %s\n", out);
+  return SE3_EXIT_OK;
+}
+
+static int verb_merge(int argc, char **argv) {
+  if (argc != 3) return usage_error(usage_merge, "%s", "merge needs exactly one DB");
+  char path[4096];
+  struct stat sb;
+  if (stat(argv[2], &sb) == 0 && S_ISDIR(sb.st_mode))
+    snprintf(path, sizeof path, "%s/screen.db", argv[2]);
+  else
+    snprintf(path, sizeof path, "%s", argv[2]);
+  return runner_merge(path);
+}
+
+static int verb_slurm(int argc, char **argv) {
+  int rc;
+  /* the options are slurm.* keys: --set slurm.KEY=VALUE, after the user's own --set */
+  static const char *const keys[][2] = {{"--partition", "partition"},
+                                        {"--account", "account"},
+                                        {"--time", "time"},
+                                        {"--array-size", "array_size"},
+                                        {"--max-running", "max_running"},
+                                        {"--nodes", "nodes"},
+                                        {"--tasks-per-node", "tasks_per_node"},
+                                        {"--gpus-per-task", "gpus_per_task"},
+                                        {"--cpus-per-task", "cpus_per_task"},
+                                        {"--mem", "mem"},
+                                        {"--extra", "extra"}};
+  struct slurm_opts so = {0};
+  const char **all = calloc((size_t)argc + 1, sizeof *all);
+  char **owned = calloc((size_t)argc + 1, sizeof *owned);
+  int n_own = 0;
+  if (!all || !owned) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
+  rc = SE3_EXIT_OK;
+  for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
+    const char *a = argv[i];
+    size_t k = 0, nk = sizeof keys / sizeof *keys;
+    while (k < nk && strcmp(a, keys[k][0]))
+      k++;
+    if (!strcmp(a, "--submit")) {
+      so.submit = 1;
+    } else if (!strcmp(a, "--resume")) {
+      so.resume = 1;
+    } else if (!strcmp(a, "--set") || k < nk) {
+      if (i + 1 >= argc) {
+        rc = usage_error(usage_slurm, "%s needs a value", a);
+        break;
+      }
+      const char *v = argv[++i];
+      if (k == nk) {
+        if (!strchr(v, '=')) rc = usage_error(usage_slurm, "--set wants KEY=VALUE, got '%s'", v);
+        all[so.n_sets++] = v;
+      } else if (asprintf(&owned[n_own], "slurm.%s=%s", keys[k][1], v) >= 0) {
+        all[so.n_sets++] = owned[n_own++];
+      }
+    } else if (a[0] == '-' && a[1]) {
+      rc = usage_error(usage_slurm, "unknown option '%s'", a);
+    } else if (!so.workflow) {
+      so.workflow = a;
+    } else {
+      rc = usage_error(usage_slurm, "unexpected argument '%s'", a);
+    }
+  }
+  if (rc == SE3_EXIT_OK && !so.workflow) rc = usage_error(usage_slurm, "%s", "missing the workflow file");
+  if (rc == SE3_EXIT_OK && so.submit && so.resume)
+    rc = usage_error(usage_slurm, "%s", "--submit and --resume exclude each other");
+  if (rc == SE3_EXIT_OK) {
+    so.sets = all;
+    rc = slurm_run(&so);
+  }
+  for (int i = 0; i < n_own; i++)
+    free(owned[i]);
+  free(owned);
+  free(all);
+  return rc;
+}
+
+static int verb_verify(int argc, char **argv) {
+  const char *db = NULL;
+  int quick = 0;
+  long max_listed = 20;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) {
+      quick = 1;
+    } else if (!strcmp(argv[i], "--max-listed") && i + 1 < argc) {
+      char *end;
+      max_listed = strtol(argv[++i], &end, 10);
+      if (*end || max_listed < 0 || max_listed > 1000000)
+        return usage_error(usage_verify, "--max-listed needs a number >= 0, got '%s'", argv[i]);
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      return usage_error(usage_verify, "unknown option '%s'", argv[i]);
+    } else if (!db) {
+      db = argv[i];
+    } else {
+      return usage_error(usage_verify, "unexpected argument '%s'", argv[i]);
+    }
+  }
+  if (!db) return usage_error(usage_verify, "%s", "verify needs DB or WORKDIR");
+  return verify_run(db, quick, (int)max_listed, stdout);
+}
+
+static int verb_schema(int argc, char **argv) {
+  (void)argv;
+  if (argc > 2) {
+    fputs(usage_schema, stderr);
+    return SE3_EXIT_USAGE;
+  }
+  return store_schema_doc(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+}
+
+static int verb_keys(int argc, char **argv) {
+  (void)argv;
+  if (argc > 2) {
+    fputs(usage_keys, stderr);
+    return SE3_EXIT_USAGE;
+  }
+  return cfg_doc_markdown(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+}
+
+/* ---- the verbs ------------------------------------------------------------
+ * One row a verb, in the order `se3screen --help` lists them: its synopsis
+ * and summary for that list, its --help text, and the function that runs it
+ * (argv[1] is the verb). main answers --help for every verb from the row. */
+struct verb {
+  const char *name, *synopsis, *summary, *usage;
+  int (*run)(int argc, char **argv);
+};
+
+static const struct verb verbs[] = {
+    {"run", "run WORKFLOW.yaml", "run the workflow's stages (resumes where it stopped)", usage_run, verb_run},
+    {"check", "check WORKFLOW.yaml", "validate and print the resolved configuration", usage_check, verb_check},
+    {"predict", "predict MODEL INPUT...", "score and rank molecule files with a saved model (a workdir of its own)",
+     usage_predict, verb_predict},
+    {"status", "status WORKFLOW|DB", "chunks done, molecules stored/rejected, config changes, last error", usage_status,
+     verb_status},
+    {"query", "query DB \"SQL\"", "run SQL on a result database, read-only", usage_query, verb_query},
+    {"top", "top DB [-n N]", "the best hits of the rank stage, as a table", usage_top, verb_top},
+    {"export", "export DB -o FILE", "ranked hits or a query's rows as CSV, SDF or SMILES (--format)", usage_export,
+     verb_export},
+    {"report", "report DB|WORKDIR", "report.html: the run, training, scores, hits and rejects as one page",
+     usage_report, verb_report},
+    {"merge", "merge DB", "fold shard databases (shards/*.db) into DB", usage_merge, verb_merge},
+    {"slurm", "slurm WORKFLOW.yaml", "sbatch scripts for every step, chained; --submit submits them", usage_slurm,
+     verb_slurm},
+    {"verify", "verify DB|WORKDIR", "check a database's pages and every stored blob's checksum", usage_verify,
+     verb_verify},
+    {"schema", "schema", "every table and column of the result databases, as Markdown", usage_schema, verb_schema},
+    {"keys", "keys", "every configuration key of a workflow, as Markdown", usage_keys, verb_keys},
+};
+
+static void print_usage(FILE *f) {
+  fputs("usage: se3screen VERB [options]\n\n", f);
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+    fprintf(f, "  %-22s %s\n", verbs[i].synopsis, verbs[i].summary);
+  fprintf(f, "  %-22s %s\n", "--version", "version, and the kernels this processor gets (ISA, OpenBLAS core)");
+  fputs("\n`se3screen VERB --help` describes a verb. Exit codes: 0 success, 1 run failure,\n"
+        "2 usage or configuration error, 75 interrupted (run again to resume).\n",
+        f);
+}
+
 int main(int argc, char **argv) {
   /* Keep freed memory instead of handing it back: the stages allocate and
    * free blobs of megabytes per molecule, and with glibc's defaults each one
@@ -323,492 +847,17 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   stage_cpu_reexec(argv); /* before any work: OpenBLAS and libgomp read their settings at load time */
-  if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
-    struct stage_platform pi;
-    stage_platform_info(&pi);
-    printf("se3screen %s\n", SE3_VERSION);
-    printf("sqlite %s\n", sqlite3_libversion());
-    printf("open babel %s; 3D generation's fallback: %s\n", pi.openbabel,
-           pi.gen3d_fallback ? pi.gen3d_fallback : "none (librdkit-dev and libboost-dev and a new build add RDKit's ETKDG)");
-    printf("model kernels: %s (widest this processor supports: %s; SE3_ISA=base|avx2|avx512 forces one)\n", pi.isa,
-           pi.isa_best);
-    printf("bf16: %s\n", pi.bf16 ? "yes (precision: bf16 scores with AVX512-BF16)"
-                                 : "no (precision: bf16 needs AVX512-BF16, which this processor lacks)");
-    printf("openblas: core %s", pi.blas_core);
-    if (pi.blas_detected)
-      printf(" (OpenBLAS itself detected %s; chosen from the processor's features)", pi.blas_detected);
-    else if (pi.blas_forced)
-      printf(" (OPENBLAS_CORETYPE=%s is set%s%s%s)", pi.blas_forced,
-             pi.blas_better ? "; this processor could run " : "", pi.blas_better ? pi.blas_better : "",
-             pi.blas_better ? ": unset it for faster products" : "");
-    printf(", %s\n", pi.blas_config);
-    printf("threads: %d (OMP_NUM_THREADS), waiting: %s\n", pi.threads, pi.omp_wait);
-    if (strcmp(comm_library(), "none"))
-      printf("mpi: %s (data-parallel training under mpirun or srun --mpi=pmix)\n", comm_library());
-    else
-      printf("mpi: none (this build trains in one process; libopenmpi-dev and a new build add MPI)\n");
-    return SE3_EXIT_OK;
-  }
+  if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) return print_version();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    fputs(usage_main, argc < 2 ? stderr : stdout);
+    print_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? SE3_EXIT_USAGE : SE3_EXIT_OK;
   }
-  const char *verb = argv[1];
-  if (!strcmp(verb, "schema")) {
-    if (argc > 2) {
-      fputs("usage: se3screen schema\n\nPrints every table, view, column and index of the result databases as\n"
-            "Markdown (docs/schema.md), generated from the schema's own SQL.\n",
-            wants_help(argc, argv) ? stdout : stderr);
-      return wants_help(argc, argv) ? SE3_EXIT_OK : SE3_EXIT_USAGE;
-    }
-    return store_schema_doc(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
+    if (strcmp(argv[1], verbs[i].name)) continue;
+    if (wants_help(argc, argv)) return fputs(verbs[i].usage, stdout), SE3_EXIT_OK;
+    return verbs[i].run(argc, argv);
   }
-  if (!strcmp(verb, "keys")) {
-    if (argc > 2) {
-      fputs(usage_keys, wants_help(argc, argv) ? stdout : stderr);
-      return wants_help(argc, argv) ? SE3_EXIT_OK : SE3_EXIT_USAGE;
-    }
-    return cfg_doc_markdown(stdout) ? SE3_EXIT_FAILED : SE3_EXIT_OK;
-  }
-  const char *pos = NULL;
-  const char **sets = NULL;
-  int n_sets = 0, rc;
-  if (!strcmp(verb, "run")) {
-    if (wants_help(argc, argv)) return fputs(usage_run, stdout), SE3_EXIT_OK;
-    struct run_opts ro;
-    memset(&ro, 0, sizeof ro);
-    if ((rc = parse_common(argc, argv, usage_run, &pos, &sets, &n_sets, &ro))) {
-      free(sets);
-      return rc;
-    }
-    ro.workflow = pos;
-    ro.sets = sets;
-    ro.n_sets = n_sets;
-    char *cl = join_args(argc, argv);
-    ro.command_line = cl;
-    /* started by mpirun or srun: the processes of one data-parallel run */
-    struct se3_comm *comm = NULL;
-    char why[512];
-    if (comm_open(&comm, why, sizeof why)) {
-      fprintf(stderr, "se3screen: %s\n", why);
-      free(cl);
-      free(sets);
-      return SE3_EXIT_FAILED;
-    }
-    ro.comm = comm;
-    stage_share_cores(comm);
-    rc = runner_run(&ro);
-    comm_close(comm);
-    free(cl);
-    free(sets);
-    return rc;
-  }
-  if (!strcmp(verb, "predict")) {
-    if (wants_help(argc, argv)) return fputs(usage_predict, stdout), SE3_EXIT_OK;
-    struct predict_opts po = {.top = 100};
-    const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    sets = calloc((size_t)argc, sizeof *sets);
-    rc = SE3_EXIT_OK;
-    if (!inputs || !sets) {
-      fprintf(stderr, "se3screen: out of memory\n");
-      rc = SE3_EXIT_FAILED;
-    }
-    for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
-      const char *a = argv[i], *v = NULL;
-      if (!strncmp(a, "--set=", 6)) {
-        a = "--set";
-        v = argv[i] + 6;
-      } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--workdir") || !strcmp(a, "--set")) {
-        if (i + 1 >= argc) {
-          rc = usage_error(usage_predict, "%s needs a value", a);
-          break;
-        }
-        v = argv[++i];
-      }
-      if (!v) {
-        if (a[0] == '-' && a[1])
-          rc = usage_error(usage_predict, "unknown option '%s'", a);
-        else if (!po.model)
-          po.model = a;
-        else
-          inputs[po.n_inputs++] = a;
-      } else if (!strcmp(a, "--set")) {
-        if (!strchr(v, '='))
-          rc = usage_error(usage_predict, "--set wants KEY=VALUE, got '%s'", v);
-        else
-          sets[n_sets++] = v;
-      } else if (!strcmp(a, "--top")) {
-        char *end;
-        errno = 0;
-        po.top = strtoll(v, &end, 10);
-        if (end == v || *end || errno || po.top < 0 || po.top > 1000000000)
-          rc = usage_error(usage_predict, "--top needs a whole number from 0 (all) to 1000000000, got '%s'", v);
-      } else if (!*v) {
-        rc = usage_error(usage_predict, "%s needs a value", a);
-      } else if (a[1] == 'o') {
-        po.out = v;
-      } else {
-        po.workdir = v;
-      }
-    }
-    if (rc == SE3_EXIT_OK && !po.model)
-      rc = usage_error(usage_predict, "%s", "predict needs MODEL (a checkpoint, a workdir or its models/ folder)");
-    else if (rc == SE3_EXIT_OK && !po.n_inputs)
-      rc = usage_error(usage_predict, "%s", "predict needs at least one INPUT file after MODEL");
-    if (rc == SE3_EXIT_OK) {
-      char *cl = join_args(argc, argv);
-      po.inputs = inputs;
-      po.sets = sets;
-      po.n_sets = n_sets;
-      po.command_line = cl;
-      rc = predict_run(&po);
-      free(cl);
-    }
-    free(inputs);
-    free(sets);
-    return rc;
-  }
-  if (!strcmp(verb, "check")) {
-    if (wants_help(argc, argv)) return fputs(usage_check, stdout), SE3_EXIT_OK;
-    /* --no-inputs is check's own: taken out before the options all share */
-    int no_inputs = 0, n = 0;
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    if (!args) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
-    for (int i = 0; i < argc; i++) {
-      if (i >= 2 && !strcmp(argv[i], "--no-inputs") && strcmp(argv[i - 1], "--set"))
-        no_inputs = 1;
-      else
-        args[n++] = argv[i];
-    }
-    rc = parse_common(n, args, usage_check, &pos, &sets, &n_sets, NULL);
-    if (!rc) rc = runner_check(pos, sets, n_sets, no_inputs);
-    free(args);
-    free(sets);
-    return rc;
-  }
-  if (!strcmp(verb, "status")) {
-    if (wants_help(argc, argv)) return fputs(usage_status, stdout), SE3_EXIT_OK;
-    if ((rc = parse_common(argc, argv, usage_status, &pos, &sets, &n_sets, NULL))) {
-      free(sets);
-      return rc;
-    }
-    rc = runner_status(pos, sets, n_sets);
-    free(sets);
-    return rc;
-  }
-  if (!strcmp(verb, "query")) {
-    if (wants_help(argc, argv)) return fputs(usage_query, stdout), SE3_EXIT_OK;
-    enum query_format fmt = QUERY_TABLE;
-    const char *db = NULL, *sql = NULL;
-    struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, QUERY_DEFAULT_MAX_ROWS, QUERY_DEFAULT_MAX_BYTES};
-    for (int i = 2; i < argc; i++) {
-      const char *opt = argv[i];
-      if (!strcmp(opt, "--timeout") || !strcmp(opt, "--max-rows") || !strcmp(opt, "--max-bytes")) {
-        if (i + 1 >= argc) return usage_error(usage_query, "%s needs a value", opt);
-        const char *v = argv[++i];
-        char *end;
-        if (!strcmp(opt, "--timeout")) {
-          lim.timeout_s = strtod(v, &end);
-          if (end == v || *end || !(lim.timeout_s >= 0) || lim.timeout_s > 1e9)
-            return usage_error(usage_query, "--timeout needs seconds >= 0, got '%s'", v);
-        } else {
-          errno = 0;
-          long long n = strtoll(v, &end, 10);
-          int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-          if (shift && opt[6] == 'b') end++;
-          if (end == v || *end || n < 0 || errno || n > (LLONG_MAX >> shift))
-            return usage_error(usage_query,
-                               opt[6] == 'r' ? "--max-rows needs a whole number >= 0, got '%s'"
-                                             : "--max-bytes needs a whole number >= 0 (K/M/G allowed), got '%s'",
-                               v);
-          if (opt[6] == 'r')
-            lim.max_rows = n;
-          else
-            lim.max_bytes = n << shift;
-        }
-      } else if (!strcmp(argv[i], "--csv"))
-        fmt = QUERY_CSV;
-      else if (!strcmp(argv[i], "--json"))
-        fmt = QUERY_JSON;
-      else if (!strcmp(argv[i], "--table"))
-        fmt = QUERY_TABLE;
-      else if (argv[i][0] == '-' && argv[i][1])
-        return usage_error(usage_query, "unknown option '%s'", argv[i]);
-      else if (!db)
-        db = argv[i];
-      else if (!sql)
-        sql = argv[i];
-      else
-        return usage_error(usage_query, "unexpected argument '%s'", argv[i]);
-    }
-    if (!db || !sql) return usage_error(usage_query, "%s", "query needs DB and SQL");
-    char path[4096];
-    struct stat sb;
-    if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
-      snprintf(path, sizeof path, "%s/screen.db", db);
-    else
-      snprintf(path, sizeof path, "%s", db);
-    return query_run(path, sql, fmt, &lim, stdout);
-  }
-  if (!strcmp(verb, "top")) {
-    if (wants_help(argc, argv)) return fputs(usage_top, stdout), SE3_EXIT_OK;
-    enum query_format fmt = QUERY_TABLE;
-    const char *db = NULL, *target = NULL;
-    long n = 20;
-    for (int i = 2; i < argc; i++) {
-      if (!strcmp(argv[i], "--csv"))
-        fmt = QUERY_CSV;
-      else if (!strcmp(argv[i], "--json"))
-        fmt = QUERY_JSON;
-      else if ((!strcmp(argv[i], "-n") || !strcmp(argv[i], "--target")) && i + 1 < argc) {
-        if (argv[i][1] == 'n') {
-          char *end;
-          n = strtol(argv[++i], &end, 10);
-          if (*end || n < 1) return usage_error(usage_top, "-n needs a positive number, got '%s'", argv[i]);
-        } else {
-          target = argv[++i];
-        }
-      } else if (argv[i][0] == '-')
-        return usage_error(usage_top, "unknown option '%s'", argv[i]);
-      else if (!db)
-        db = argv[i];
-      else
-        return usage_error(usage_top, "unexpected argument '%s'", argv[i]);
-    }
-    if (!db) return usage_error(usage_top, "%s", "top needs DB");
-    char path[4096];
-    struct stat sb;
-    if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode))
-      snprintf(path, sizeof path, "%s/screen.db", db);
-    else
-      snprintf(path, sizeof path, "%s", db);
-    char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
-    /* Rounded for people in the table; CSV and JSON are for scripts: the
-     * numbers as stored (JSON numbers, null for no spread). */
-    const char *cols = fmt == QUERY_TABLE ? "printf('%.6g', score) AS score, "
-                                            "CASE WHEN std IS NULL THEN '' ELSE printf('%.3g', std) END AS std"
-                                          : "score, std";
-    char *sql = sqlite3_mprintf("SELECT rank, name, smiles, target, %s, source_file, record_no "
-                                "FROM ranked_hits %s "
-                                "ORDER BY rank LIMIT %ld",
-                                cols, where, n);
-    sqlite3_free(where);
-    struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
-    rc = query_run(path, sql, fmt, &lim, stdout);
-    sqlite3_free(sql);
-    return rc;
-  }
-  if (!strcmp(verb, "export")) {
-    if (wants_help(argc, argv)) return fputs(usage_export, stdout), SE3_EXIT_OK;
-    struct export_opts eo = {0};
-    export_default_bounds(&eo);
-    const char *format = NULL;
-    for (int i = 2; i < argc; i++) {
-      const char *a = argv[i];
-      if (!strcmp(a, "--timeout") || !strcmp(a, "--max-rows") || !strcmp(a, "--max-bytes")) {
-        if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
-        char why[256];
-        if (export_parse_bound(&eo, a, argv[++i], why, sizeof why)) return usage_error(usage_export, "%s", why);
-      } else if (!strcmp(a, "--format") || !strcmp(a, "--query") || !strcmp(a, "--top") || !strcmp(a, "-o")) {
-        if (i + 1 >= argc) return usage_error(usage_export, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--format")) {
-          format = v;
-        } else if (!strcmp(a, "--query")) {
-          eo.query = v;
-        } else if (!strcmp(a, "-o")) {
-          if (!*v) return usage_error(usage_export, "%s", "-o needs a file name (or - for stdout)");
-          eo.out = v;
-        } else {
-          char *end;
-          errno = 0;
-          eo.top = strtoll(v, &end, 10);
-          if (end == v || *end || errno || eo.top < 1)
-            return usage_error(usage_export, "--top needs a whole number >= 1, got '%s'", v);
-        }
-      } else if (a[0] == '-' && a[1]) {
-        return usage_error(usage_export, "unknown option '%s'", a);
-      } else if (!eo.db) {
-        eo.db = a;
-      } else {
-        return usage_error(usage_export, "unexpected argument '%s'", a);
-      }
-    }
-    if (!eo.db) return usage_error(usage_export, "%s", "export needs DB or WORKDIR");
-    if (!format) return usage_error(usage_export, "%s", "export needs --format csv, sdf or smi");
-    if (export_parse_format(format, &eo.format))
-      return usage_error(usage_export, "unknown --format '%s' (csv, sdf or smi)", format);
-    if (!eo.out) return usage_error(usage_export, "%s", "export needs -o FILE (or -o - for stdout)");
-    if (eo.query && eo.top) return usage_error(usage_export, "%s", "--query and --top exclude each other");
-    return export_run(&eo);
-  }
-  if (!strcmp(verb, "slurm")) {
-    if (wants_help(argc, argv)) return fputs(usage_slurm, stdout), SE3_EXIT_OK;
-    /* the options are slurm.* keys: --set slurm.KEY=VALUE, after the user's own --set */
-    static const char *const keys[][2] = {{"--partition", "partition"},
-                                          {"--account", "account"},
-                                          {"--time", "time"},
-                                          {"--array-size", "array_size"},
-                                          {"--max-running", "max_running"},
-                                          {"--nodes", "nodes"},
-                                          {"--tasks-per-node", "tasks_per_node"},
-                                          {"--gpus-per-task", "gpus_per_task"},
-                                          {"--cpus-per-task", "cpus_per_task"},
-                                          {"--mem", "mem"},
-                                          {"--extra", "extra"}};
-    struct slurm_opts so = {0};
-    const char **all = calloc((size_t)argc + 1, sizeof *all);
-    char **owned = calloc((size_t)argc + 1, sizeof *owned);
-    int n_own = 0;
-    if (!all || !owned) return fprintf(stderr, "se3screen: out of memory\n"), SE3_EXIT_FAILED;
-    rc = SE3_EXIT_OK;
-    for (int i = 2; i < argc && rc == SE3_EXIT_OK; i++) {
-      const char *a = argv[i];
-      size_t k = 0, nk = sizeof keys / sizeof *keys;
-      while (k < nk && strcmp(a, keys[k][0]))
-        k++;
-      if (!strcmp(a, "--submit")) {
-        so.submit = 1;
-      } else if (!strcmp(a, "--resume")) {
-        so.resume = 1;
-      } else if (!strcmp(a, "--set") || k < nk) {
-        if (i + 1 >= argc) {
-          rc = usage_error(usage_slurm, "%s needs a value", a);
-          break;
-        }
-        const char *v = argv[++i];
-        if (k == nk) {
-          if (!strchr(v, '=')) rc = usage_error(usage_slurm, "--set wants KEY=VALUE, got '%s'", v);
-          all[so.n_sets++] = v;
-        } else if (asprintf(&owned[n_own], "slurm.%s=%s", keys[k][1], v) >= 0) {
-          all[so.n_sets++] = owned[n_own++];
-        }
-      } else if (a[0] == '-' && a[1]) {
-        rc = usage_error(usage_slurm, "unknown option '%s'", a);
-      } else if (!so.workflow) {
-        so.workflow = a;
-      } else {
-        rc = usage_error(usage_slurm, "unexpected argument '%s'", a);
-      }
-    }
-    if (rc == SE3_EXIT_OK && !so.workflow) rc = usage_error(usage_slurm, "%s", "missing the workflow file");
-    if (rc == SE3_EXIT_OK && so.submit && so.resume)
-      rc = usage_error(usage_slurm, "%s", "--submit and --resume exclude each other");
-    if (rc == SE3_EXIT_OK) {
-      so.sets = all;
-      rc = slurm_run(&so);
-    }
-    for (int i = 0; i < n_own; i++)
-      free(owned[i]);
-    free(owned);
-    free(all);
-    return rc;
-  }
-  if (!strcmp(verb, "report")) {
-    if (wants_help(argc, argv)) return fputs(usage_report, stdout), SE3_EXIT_OK;
-    struct report_opts ro = {.top = 50, .depict = 1, .bins = 40};
-    const char *db = NULL, *out = NULL;
-    for (int i = 2; i < argc; i++) {
-      const char *a = argv[i];
-      if (!strcmp(a, "--no-depict")) {
-        ro.depict = 0;
-      } else if (!strcmp(a, "-o") || !strcmp(a, "--top") || !strcmp(a, "--bins")) {
-        if (i + 1 >= argc) return usage_error(usage_report, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (a[1] == 'o') {
-          if (!*v) return usage_error(usage_report, "%s", "-o needs a file name (or - for standard output)");
-          out = v;
-          continue;
-        }
-        char *end;
-        long n = strtol(v, &end, 10);
-        int bins = a[2] == 'b';
-        if (*end || !*v || n < (bins ? 5 : 0) || n > (bins ? 500 : 10000))
-          return usage_error(usage_report,
-                             bins ? "--bins needs a whole number from 5 to 500, got '%s'"
-                                  : "--top needs a whole number from 0 to 10000, got '%s'",
-                             v);
-        if (bins)
-          ro.bins = (int)n;
-        else
-          ro.top = (int)n;
-      } else if (a[0] == '-' && a[1]) {
-        return usage_error(usage_report, "unknown option '%s'", a);
-      } else if (!db) {
-        db = a;
-      } else {
-        return usage_error(usage_report, "unexpected argument '%s'", a);
-      }
-    }
-    if (!db) return usage_error(usage_report, "%s", "report needs DB or WORKDIR");
-    exit_75_on_signals();
-    char path[4096], dflt[4096];
-    struct stat sb;
-    if (stat(db, &sb) != 0) {
-      fprintf(stderr, "se3screen: %s: %s\n", db, strerror(errno));
-      return SE3_EXIT_USAGE;
-    }
-    if (S_ISDIR(sb.st_mode))
-      snprintf(path, sizeof path, "%s/screen.db", db);
-    else
-      snprintf(path, sizeof path, "%s", db);
-    if (stat(path, &sb) != 0) {
-      fprintf(stderr, "se3screen: %s: %s\n", path, strerror(errno));
-      return SE3_EXIT_USAGE;
-    }
-    if (!out) {
-      const char *slash = strrchr(path, '/');
-      snprintf(dflt, sizeof dflt, "%.*sreport.html", slash ? (int)(slash - path + 1) : 0, path);
-      out = dflt;
-    }
-    char err[8192];
-    /* -o must not name what the report reads: the database (whose page it
-     * would become), its companions, shards, checkpoints, inputs */
-    if (run_files_check_output(path, out, err, sizeof err)) {
-      fprintf(stderr, "se3screen: report -o %s\n", err);
-      return SE3_EXIT_USAGE;
-    }
-    if (report_file(path, &ro, out, err, sizeof err)) {
-      fprintf(stderr, "se3screen: %s\n", err);
-      return SE3_EXIT_FAILED;
-    }
-    if (strcmp(out, "-")) fprintf(stderr, "se3screen: wrote %s\n", out);
-    return SE3_EXIT_OK;
-  }
-  if (!strcmp(verb, "merge")) {
-    if (wants_help(argc, argv)) return fputs(usage_merge, stdout), SE3_EXIT_OK;
-    if (argc != 3) return usage_error(usage_merge, "%s", "merge needs exactly one DB");
-    char path[4096];
-    struct stat sb;
-    if (stat(argv[2], &sb) == 0 && S_ISDIR(sb.st_mode))
-      snprintf(path, sizeof path, "%s/screen.db", argv[2]);
-    else
-      snprintf(path, sizeof path, "%s", argv[2]);
-    return runner_merge(path);
-  }
-  if (!strcmp(verb, "verify")) {
-    if (wants_help(argc, argv)) return fputs(usage_verify, stdout), SE3_EXIT_OK;
-    const char *db = NULL;
-    int quick = 0;
-    long max_listed = 20;
-    for (int i = 2; i < argc; i++) {
-      if (!strcmp(argv[i], "--quick")) {
-        quick = 1;
-      } else if (!strcmp(argv[i], "--max-listed") && i + 1 < argc) {
-        char *end;
-        max_listed = strtol(argv[++i], &end, 10);
-        if (*end || max_listed < 0 || max_listed > 1000000)
-          return usage_error(usage_verify, "--max-listed needs a number >= 0, got '%s'", argv[i]);
-      } else if (argv[i][0] == '-' && argv[i][1]) {
-        return usage_error(usage_verify, "unknown option '%s'", argv[i]);
-      } else if (!db) {
-        db = argv[i];
-      } else {
-        return usage_error(usage_verify, "unexpected argument '%s'", argv[i]);
-      }
-    }
-    if (!db) return usage_error(usage_verify, "%s", "verify needs DB or WORKDIR");
-    return verify_run(db, quick, (int)max_listed, stdout);
-  }
-  return usage_error(usage_main, "unknown verb '%s'", verb);
+  fprintf(stderr, "se3screen: unknown verb '%s'\n\n", argv[1]);
+  print_usage(stderr);
+  return SE3_EXIT_USAGE;
 }
