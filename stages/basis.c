@@ -16,7 +16,7 @@
 
 struct bstage {
   struct basis_plan bp;
-  struct stage_graphs gs; /* to rebuild graphs not stored */
+  struct graph_settings gs; /* to rebuild graphs not stored */
   enum basis_dtype dtype;
   const char *dtype_name;
   int threads;
@@ -43,7 +43,7 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
   *n_items = b->plan.n;
-  if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &b->gs)) return STAGE_ERROR;
+  if (stage_graph_settings(ctx, &b->gs)) return STAGE_ERROR;
   b->select = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN " FROM \"%w\".graphs g JOIN \"%w\".molecules m "
                               "ON m.id = g.mol_id WHERE g.mol_id BETWEEN ?1 AND ?2 ORDER BY g.mol_id",
                               ctx->src, ctx->src);
@@ -55,7 +55,7 @@ static void basis_compute(const void *state, struct stage_item *it) {
   struct graph g;
   char err[200];
   graph_init(&g);
-  if (stage_graph_load(&b->gs, it->in, it->in_len, &g, err, sizeof err)) {
+  if (graph_load(&b->gs, it->in, it->in_len, &g, err, sizeof err)) {
     snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id, err);
     graph_free(&g);
     return;

@@ -1,6 +1,6 @@
 /* chunks.c — what the stages share beyond the configuration tree: error
- * messages, the orders of a collective stage, reject rows, and the plan and chunk loop of a per-molecule stage
- * (graph, basis: one output row per molecule, computed from one input blob). */
+ * messages, the graph settings, the orders of a collective stage, reject rows, and the plan and chunk loop of a
+ * per-molecule stage (graph, basis: one output row per molecule, computed from one input blob). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +21,14 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
   else
     snprintf(ctx->err, sizeof ctx->err, "%s", msg);
   return STAGE_ERROR;
+}
+
+int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
+  char err[256];
+  const struct cfg_node *bad;
+  if (graph_settings_read(cfg_get(ctx->root, "stages.graph"), gs, &bad, err, sizeof err))
+    return stage_fail_at(ctx, bad, "%s", err);
+  return STAGE_OK;
 }
 
 int stage_sql_fail(struct stage_ctx *ctx, const char *what) {

@@ -9,7 +9,7 @@
  *
  * With stages.graph.store: false a row keeps the graph's size and an empty
  * blob, and the stages that read graphs rebuild each from its molecule with
- * the same settings (stage_graph_load): the same graph, bit for bit, without
+ * the same settings (chem/graph_settings.h, graph_load): the same graph, bit for bit, without
  * its tens of kilobytes a molecule on disk.
  */
 #define _GNU_SOURCE
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "chem/graph.h"
-#include "chem/mol.h"
+#include "chem/graph_settings.h"
 #include "stage.h"
 
 /* Edges the max_neighbors cap dropped, and all edges before it: added to
@@ -29,7 +29,7 @@ struct gcount {
 };
 
 struct gstage {
-  struct stage_graphs gs;
+  struct graph_settings gs;
   struct gcount *chunk, run; /* chunk: written by compute through the const state */
   int threads, store;
   struct stage_ids plan;
@@ -43,7 +43,7 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->state = g;
   g->chunk = calloc(1, sizeof *g->chunk);
   if (!g->chunk) return stage_fail_at(ctx, NULL, "out of memory");
-  if (stage_graphs_init(ctx, ctx->cfg, &g->gs)) return STAGE_ERROR;
+  if (stage_graph_settings(ctx, &g->gs)) return STAGE_ERROR;
   const struct cfg_node *c = ctx->cfg;
   g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
@@ -56,67 +56,12 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
-int stage_graphs_init(struct stage_ctx *ctx, const struct cfg_node *c, struct stage_graphs *gs) {
-  memset(gs, 0, sizeof *gs);
-  const char *edges = cfg_str(c, "edges", "radius");
-  gs->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
-                 : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
-                                                  : GRAPH_EDGES_RADIUS;
-  gs->go.cutoff = cfg_float(c, "cutoff", 5.0);
-  gs->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
-  const struct cfg_node *el = cfg_get(c, "elements");
-  for (int i = 0; el && i < el->n_kids && i < (int)sizeof gs->elements; i++) {
-    int z = mol_element_z(el->kids[i]->value);
-    if (z <= 0)
-      return stage_fail_at(ctx, el->kids[i], "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
-    gs->elements[gs->go.n_elements++] = (uint8_t)z;
-  }
-  gs->go.elements = gs->elements;
-  gs->go.with_other = cfg_bool(c, "other_element", 1);
-  gs->go.with_charge = cfg_bool(c, "charge", 1);
-  gs->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
-  if (graph_node_width(&gs->go) < 0) return stage_fail_at(ctx, el, "stages.graph.elements: too many elements");
-  return STAGE_OK;
-}
-
-/* A molecule's graph under gs, or why there is none. */
-static int build_graph(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
-                       size_t n) {
-  struct mol m;
-  char why[200];
-  int rc = -1;
-  mol_init(&m);
-  if (mol_from_blob(blob, len, &m, why, sizeof why))
-    snprintf(err, n, "molecule: %s", why);
-  else if (m.dim != 3 && m.n_atoms > 1)
-    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always", m.dim);
-  else if (graph_build(&m, &gs->go, g, why, sizeof why))
-    snprintf(err, n, "graph: %s", why);
-  else
-    rc = 0;
-  mol_free(&m);
-  return rc;
-}
-
-int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err,
-                     size_t n) {
-  /* a stored graph, or (store: false) the molecule; anything else is a
-   * damaged graph, said as such */
-  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) return graph_from_blob(blob, len, g, err, n);
-  int rc = build_graph(gs, blob, len, g, err, n);
-  if (rc) {
-    graph_free(g);
-    graph_init(g);
-  }
-  return rc;
-}
-
 static void graph_compute(const void *state, struct stage_item *it) {
   const struct gstage *g = state;
   struct graph gr;
   char err[240];
   graph_init(&gr);
-  if (build_graph(&g->gs, it->in, it->in_len, &gr, err, sizeof err)) {
+  if (graph_from_mol_blob(&g->gs, it->in, it->in_len, &gr, err, sizeof err)) {
     if (!strncmp(err, "molecule: ", 10))
       snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err + 10);
     else

@@ -56,7 +56,7 @@ struct sstage {
   struct stage_ids plan;
   char *select;
   const struct nn_backend *be;
-  struct stage_graphs gs; /* to rebuild graphs not stored */
+  struct graph_settings gs; /* to rebuild graphs not stored */
   struct se3_batch_buf bb;
   double *pred;    /* batch x n_members */
   double *base[2]; /* batch x n_members: atomref sums, of the batch being gathered and of the one under way */
@@ -246,14 +246,14 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->report->log(ctx, "the model runs on %s (%s) in %s", s->be->name, s->be->device, stage_precision_name(s->be));
   if (load_models(ctx, s)) return STAGE_ERROR;
   const struct se3_config *mc = &s->mem[0].model->cfg;
-  double cutoff = cfg_float(ctx->root, "stages.graph.cutoff", 5.0);
-  if (mc->envelope != SE3_ENVELOPE_NONE && strcmp(cfg_str(ctx->root, "stages.graph.edges", "radius"), "bonds") &&
+  if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR;
+  double cutoff = s->gs.go.cutoff;
+  if (mc->envelope != SE3_ENVELOPE_NONE && s->gs.go.edges != GRAPH_EDGES_BONDS &&
       fabs(cutoff - mc->cutoff) > 1e-6 * cutoff)
     ctx->report->log(ctx,
                      "note: the model fades edges out at %g Å, its training cutoff; these graphs were built with "
                      "stages.graph.cutoff %g Å",
                      (double)mc->cutoff, cutoff);
-  if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &s->gs)) return STAGE_ERROR;
   se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->out = malloc((size_t)s->batch * sizeof *s->out);
@@ -414,8 +414,7 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     struct graph g;
     char err[256];
     graph_init(&g);
-    if (stage_graph_load(&s->gs, sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err,
-                         sizeof err)) {
+    if (graph_load(&s->gs, sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err, sizeof err)) {
       char why[320];
       snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
       ret = stage_reject_mol(ctx, "score", id, chunk, why);

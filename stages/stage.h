@@ -19,6 +19,7 @@
 #include "common/cfgtree.h"
 #include "common/comm.h"
 #include "chem/graph.h"
+#include "chem/graph_settings.h"
 
 /* ---- stages ------------------------------------------------------------ */
 
@@ -182,22 +183,14 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
 /* A reject row for molecule `id` (its set, file and record from molecules). */
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
 
-/* ---- graphs, stored or rebuilt (stages/graph.c) ------------------------- */
+/* ---- graphs, stored or rebuilt (chem/graph_settings.h) ------------------ */
 
-/* The graph settings of a workflow (its stages.graph node), for building
- * graphs as the graph stage does. Not to be copied: go points into it. */
-struct stage_graphs {
-  struct graph_opts go;
-  uint8_t elements[128];
-};
-int stage_graphs_init(struct stage_ctx *ctx, const struct cfg_node *graph_cfg, struct stage_graphs *gs);
-/* A graphs row's graph into g (freed first): `blob` is the stored graph,
- * or, where the graph stage ran with store: false, the molecule's blob
- * (select CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END), from
- * which the graph is rebuilt exactly as the graph stage built it. Returns 0,
- * or -1 with err set (a damaged blob, a molecule without 3D coordinates). */
-int stage_graph_load(const struct stage_graphs *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n);
-/* The SQL of that column for graphs alias g and molecules alias m. */
+/* The workflow's stages.graph as gs (chem/graph_settings.h, graph_load
+ * loads or rebuilds a graph under it); STAGE_ERROR at the node at fault. */
+int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs);
+/* The graphs row's blob for graph_load: the stored graph, or where the graph
+ * stage ran with store: false the molecule's blob, for graphs alias g and
+ * molecules alias m. */
 #define STAGE_GRAPH_COLUMN "CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END"
 
 /* ---- rank's choice of hits --------------------------------------------- */
@@ -245,17 +238,17 @@ int report_file(const char *db_path, const struct report_opts *o, const char *ou
  * thread count (stages/platform.c). The pipeline asks here rather than
  * reaching into models/. */
 struct stage_platform {
-  const char *isa;           /* the convolution's variant: base, avx2, avx512 */
-  const char *isa_best;      /* the widest the processor supports */
-  const char *blas_core;     /* OpenBLAS's kernels as they run (e.g. SkylakeX) */
-  const char *blas_detected; /* what OpenBLAS chose itself, when se3screen overrode it; else NULL */
-  const char *blas_forced;   /* OPENBLAS_CORETYPE as the user set it, or NULL */
-  const char *blas_better;   /* kernels this processor could run that are better than blas_core, or NULL */
-  const char *blas_config;   /* openblas_get_config() */
-  int threads;               /* OpenMP threads the model uses */
-  char omp_wait[64];         /* how they wait at a barrier: "GOMP_SPINCOUNT=1000", "OMP_WAIT_POLICY=passive", ... */
-  int bf16;                  /* 1: precision: bf16 can score here (AVX512-BF16) */
-  const char *openbabel;     /* Open Babel's version */
+  const char *isa;            /* the convolution's variant: base, avx2, avx512 */
+  const char *isa_best;       /* the widest the processor supports */
+  const char *blas_core;      /* OpenBLAS's kernels as they run (e.g. SkylakeX) */
+  const char *blas_detected;  /* what OpenBLAS chose itself, when se3screen overrode it; else NULL */
+  const char *blas_forced;    /* OPENBLAS_CORETYPE as the user set it, or NULL */
+  const char *blas_better;    /* kernels this processor could run that are better than blas_core, or NULL */
+  const char *blas_config;    /* openblas_get_config() */
+  int threads;                /* OpenMP threads the model uses */
+  char omp_wait[64];          /* how they wait at a barrier: "GOMP_SPINCOUNT=1000", "OMP_WAIT_POLICY=passive", ... */
+  int bf16;                   /* 1: precision: bf16 can score here (AVX512-BF16) */
+  const char *openbabel;      /* Open Babel's version */
   const char *gen3d_fallback; /* 3D generation's fallback embedder ("RDKit ETKDGv3"), NULL: none in this build */
 };
 

@@ -56,7 +56,7 @@ static const char *const split_name[3] = {"train", "valid", "test"};
 #define ATOMREF_MAX 32
 
 struct tstage {
-  struct stage_graphs gs; /* to rebuild graphs not stored */
+  struct graph_settings gs; /* to rebuild graphs not stored */
   /* configuration */
   const char *set, *target;
   int classify, epochs, batch, patience, augment, restart_epochs, ensemble, atomref, low_memory;
@@ -266,7 +266,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     struct graph one, *g = t->lazy ? &one : &t->g[t->n]; /* lazy: only checked here */
     graph_init(g);
     t->scaffold[t->n] = NULL;
-    if (stage_graph_load(&t->gs, blob, len, g, err, sizeof err)) {
+    if (graph_load(&t->gs, blob, len, g, err, sizeof err)) {
       graph_free(g);
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
@@ -693,7 +693,7 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
 
   int need_mol = !strcmp(method, "scaffold") ? 2 : t->atomref ? 1 : 0;
   t->lazy = comm_size(ctx->comm) > 1;
-  if (stage_graphs_init(ctx, cfg_get(ctx->root, "stages.graph"), &t->gs)) return STAGE_ERROR;
+  if (stage_graph_settings(ctx, &t->gs)) return STAGE_ERROR;
   if (load_data(ctx, t, !strcmp(method, "column") ? column : NULL, need_mol)) return STAGE_ERROR;
   if (t->lazy) {
     char *sql = sqlite3_mprintf("SELECT " STAGE_GRAPH_COLUMN " FROM \"%w\".graphs g JOIN \"%w\".molecules m "
@@ -731,10 +731,10 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                              "stages.train.task: classification needs labels 0 or 1; %s has %g", where, t->y[i]);
       }
   }
-  /* the model; its envelope fades radius edges out at the graph stage's cutoff */
-  const char *edges = cfg_str(ctx->root, "stages.graph.edges", "radius"),
-             *envelope = cfg_str(c, "arch.envelope", "auto");
-  int radius = strcmp(edges, "bonds") != 0;
+  /* the model; its envelope fades radius edges out at the graph stage's
+   * cutoff (the graph settings, read once in begin) */
+  const char *envelope = cfg_str(c, "arch.envelope", "auto");
+  int radius = t->gs.go.edges != GRAPH_EDGES_BONDS;
   t->mc = (struct se3_config){.layers = (int)cfg_int(c, "arch.layers", 2),
                               .degrees = (int)cfg_int(c, "arch.degrees", 3),
                               .channels = (int)cfg_int(c, "arch.channels", 8),
@@ -750,8 +750,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                                           : !strcmp(envelope, "poly") || (!strcmp(envelope, "auto") && radius)
                                               ? SE3_ENVELOPE_POLY
                                               : SE3_ENVELOPE_NONE,
-                              .bonds_kept = strcmp(edges, "radius") != 0,
-                              .cutoff = (float)cfg_float(ctx->root, "stages.graph.cutoff", 5.0)};
+                              .bonds_kept = t->gs.go.edges != GRAPH_EDGES_RADIUS,
+                              .cutoff = (float)t->gs.go.cutoff};
   char err[512];
   const char *bad = "device";
   const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, err, sizeof err);
@@ -852,8 +852,7 @@ static const struct graph *graph_of(struct tstage *t, int i, struct graph *tmp) 
   if (rc != SQLITE_ROW)
     snprintf(t->why, sizeof t->why, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
              rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
-  else if (stage_graph_load(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err,
-                            sizeof err)) {
+  else if (graph_load(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), tmp, err, sizeof err)) {
     snprintf(t->why, sizeof t->why, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
     graph_free(tmp);
   } else

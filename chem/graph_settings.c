@@ -1,0 +1,70 @@
+/* graph_settings.c — stages.graph read once, and graphs loaded or rebuilt
+ * (graph_settings.h). */
+#include "chem/graph_settings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "chem/mol.h"
+
+int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, const struct cfg_node **bad, char *err,
+                        size_t n) {
+  memset(gs, 0, sizeof *gs);
+  *bad = NULL;
+  const char *edges = cfg_str(c, "edges", "radius");
+  gs->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
+                 : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
+                                                  : GRAPH_EDGES_RADIUS;
+  gs->go.cutoff = cfg_float(c, "cutoff", 5.0);
+  gs->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
+  const struct cfg_node *el = cfg_get(c, "elements");
+  for (int i = 0; el && i < el->n_kids && i < (int)sizeof gs->elements; i++) {
+    int z = mol_element_z(el->kids[i]->value);
+    if (z <= 0) {
+      *bad = el->kids[i];
+      snprintf(err, n, "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
+      return -1;
+    }
+    gs->elements[gs->go.n_elements++] = (uint8_t)z;
+  }
+  gs->go.elements = gs->elements;
+  gs->go.with_other = cfg_bool(c, "other_element", 1);
+  gs->go.with_charge = cfg_bool(c, "charge", 1);
+  gs->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
+  if (graph_node_width(&gs->go) < 0) {
+    *bad = el;
+    snprintf(err, n, "stages.graph.elements: too many elements");
+    return -1;
+  }
+  return 0;
+}
+
+int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err,
+                        size_t n) {
+  struct mol m;
+  char why[200];
+  int rc = -1;
+  mol_init(&m);
+  if (mol_from_blob(blob, len, &m, why, sizeof why))
+    snprintf(err, n, "molecule: %s", why);
+  else if (m.dim != 3 && m.n_atoms > 1)
+    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always", m.dim);
+  else if (graph_build(&m, &gs->go, g, why, sizeof why))
+    snprintf(err, n, "graph: %s", why);
+  else
+    rc = 0;
+  mol_free(&m);
+  return rc;
+}
+
+int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n) {
+  /* a stored graph, or (store: false) the molecule; anything else is a
+   * damaged graph, said as such */
+  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) return graph_from_blob(blob, len, g, err, n);
+  int rc = graph_from_mol_blob(gs, blob, len, g, err, n);
+  if (rc) {
+    graph_free(g);
+    graph_init(g);
+  }
+  return rc;
+}
