@@ -22,6 +22,7 @@
 #include "pipeline/store.h"
 #include "pipeline/verify.h"
 #include "models/run_files.h"
+#include "stages/report_page.h"
 #include "stages/stage.h"
 
 static const char usage_report[] =

@@ -28,6 +28,7 @@
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
 #include "stages/check_inputs.h"
+#include "stages/rank_select.h"
 #include "stages/stage.h"
 
 #ifndef SE3_VERSION

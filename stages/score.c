@@ -32,6 +32,7 @@
 #include "models/checkpoint.h"
 #include "models/model.h"
 #include "modelcard.h"
+#include "score_sql.h"
 #include "stage.h"
 
 #define ATOMREF_MAX 32
@@ -275,18 +276,6 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   *n_items = s->plan.n;
   s->select = score_chunk_sql(ctx->src);
   return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
-}
-
-/* The chunk's rows are found by the graphs' id range, and set_name only
- * filters them (the unary + keeps SQLite from driving the join by the
- * set_name index): driven by that index, every chunk walked every molecule
- * of the set, and scoring 10^6 molecules slowed from about 600 to 70
- * molecules/s a process. */
-char *score_chunk_sql(const char *src) {
-  return sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", m.mol FROM \"%w\".graphs g "
-                         "JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                         "WHERE g.mol_id BETWEEN ?2 AND ?3 AND +m.set_name = ?1 ORDER BY g.mol_id",
-                         src, src);
 }
 
 /* Scoring is a pipeline of two batches: the molecules gathered in bb are

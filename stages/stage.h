@@ -193,44 +193,6 @@ int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs);
  * molecules alias m. */
 #define STAGE_GRAPH_COLUMN "CASE WHEN length(g.graph) > 0 THEN g.graph ELSE m.mol END"
 
-/* ---- rank's choice of hits --------------------------------------------- */
-
-/* The score rank sorts by: cfg's `target` (rank's configuration), else the
- * first model's in "<schema>".models, else the one target of
- * "<schema>".scores (a score-only run trains no model). Returns 0, or -1 when
- * none names one (no scores, or scores of several targets). */
-int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n);
-/* The hits of rank's configuration cfg (top > 0, order, min, max, dedupe)
- * among "<scores>".scores of `target`, the InChIKeys read from
- * "<mols>".molecules: their rowids in scores, best first, in *rowids
- * (malloc'd, *n of them). One pass keeping the best `top`: memory bounded by
- * top, not by the number of scores. Returns 0, or -1 with err set. */
-int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
-                int64_t **rowids, int64_t *n, char *err, size_t errlen);
-/* rank's settings that decide its hits, as one line ("top=N target=... ..."). */
-void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n);
-
-/* score's select of one chunk's molecules in schema src (?1 the set, ?2
- * and ?3 the chunk's first and last id), sqlite3_malloc'd: a chunk reads
- * its own rows only, whatever the library's size (test_rank checks the
- * plan). */
-char *score_chunk_sql(const char *src);
-
-/* ---- the report (stages/report.c) --------------------------------------- */
-
-struct report_opts {
-  int top;    /* hits in the table */
-  int depict; /* 1: each hit's 2D structure drawn (Open Babel) */
-  int bins;   /* bars of each histogram */
-};
-/* report.html of the result database db (tables in "main") into out_path,
- * written atomically ("-": standard output); db_label names the database on
- * the page. 0, or -1 with err set. */
-int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
-                 size_t errlen);
-/* The same from a database file, opened read-only. */
-int report_file(const char *db_path, const struct report_opts *o, const char *out_path, char *err, size_t errlen);
-
 /* ---- platform ---------------------------------------------------------- */
 
 /* What the model runs on, for `se3screen --version`, the logs and the

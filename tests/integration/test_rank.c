@@ -13,6 +13,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "stages/score_sql.h"
 #include "stages/stage.h"
 #include "tests/testutil.h"
 

@@ -1,4 +1,4 @@
-/* rank_select (stages/rank.c), the bounded top-k behind the rank stage and
+/* rank_select (stages/rank_select.c), the bounded top-k behind the rank stage and
  * `merge` under stages.score.merge: hits, against a brute-force choice of
  * the same hits: every score filtered, each key's best kept (the InChIKey
  * with dedupe, else the molecule), sorted by value, then mol_id, then model,
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/rank_select.h"
 #include "stages/stage.h"
 
 struct row {

@@ -1,0 +1,1058 @@
+/* report_page.c — report.html: what a screen did and found, as one page a chemist
+ * opens in a browser or attaches to an e-mail.
+ *
+ * Everything comes from the result database: the run (workflow, inputs with
+ * their molecules and rejects, the model, wall time per stage as a
+ * timeline), the learning curves (metrics; a score-only run, which trains
+ * nothing, gets a note naming the model its scores came from instead), the
+ * held-out molecules (predictions: parity plot and residuals for
+ * regression, ROC and enrichment curves for classification), the score
+ * distribution of each scored set
+ * (and the ensemble's spread against the score), the top hits with a 2D
+ * depiction each (Open Babel's drawing of their SMILES), and the rejects
+ * grouped by reason. The page is self-contained: inline SVG drawn by
+ * common/svg.h and inline CSS; no script, font, image or style is fetched
+ * from anywhere. Its size does not grow with the library: histograms are
+ * binned in SQL, scatter plots are capped (a stated, evenly spaced sample
+ * beyond REPORT_MAX_POINTS), and the hits table holds `top` rows.
+ *
+ * The report stage (stages/report.c, after rank) writes WORKDIR/report.html
+ * with report_write, through a temporary file renamed over it
+ * (models/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
+ * from a database opened read-only (report_file).
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chem/obbridge.h"
+#include "common/svg.h"
+#include "models/atomic_file.h"
+#include "models/metrics.h"
+#include "report_page.h"
+#include "stage.h"
+
+/* scatter plots draw at most this many points (an evenly spaced sample) */
+#define REPORT_MAX_POINTS 4000
+
+/* the plots' size and margins, px */
+enum { PW = 460, PH = 320 };
+static const struct svg_plot plot0 = {.width = PW, .height = PH, .left = 66, .right = 16, .top = 30, .bottom = 44};
+
+struct rep {
+  sqlite3 *db;
+  const struct report_opts *o;
+  struct svg h; /* the page */
+  char err[1024];
+  int failed;
+  /* A database is read as it is, never migrated (`se3screen report` opens
+   * it read-only), so an older schema's names and counts are translated
+   * here. score_col: scores.score, or scores.value before version 6.
+   * epoch_from0: 1 where metrics.epoch and models.best_epoch count from 0
+   * (before version 6), added to show them from 1 as the log counts; 0 from
+   * version 6 on, where they are shown as stored. */
+  const char *score_col;
+  int epoch_from0;
+};
+
+/* ---- SQL helpers ---------------------------------------------------------- */
+
+/* fmt is sqlite3_mprintf's (%Q, %w): not checked as printf's */
+static sqlite3_stmt *prep(struct rep *r, const char *fmt, ...) {
+  if (r->failed) return NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  sqlite3_stmt *st = NULL;
+  if (!sql || sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    snprintf(r->err, sizeof r->err, "reading the database: %s", sql ? sqlite3_errmsg(r->db) : "out of memory");
+    r->failed = 1;
+    st = NULL;
+  }
+  sqlite3_free(sql);
+  return st;
+}
+
+/* sqlite3_step, noting an error: 1 a row, 0 done or failed */
+static int row(struct rep *r, sqlite3_stmt *st) {
+  if (!st) return 0;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) return 1;
+  if (rc != SQLITE_DONE && !r->failed) {
+    snprintf(r->err, sizeof r->err, "reading the database: %s", sqlite3_errmsg(r->db));
+    r->failed = 1;
+  }
+  return 0;
+}
+
+static double q_double(struct rep *r, double dflt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  sqlite3_stmt *st = sql ? prep(r, "%s", sql) : NULL;
+  sqlite3_free(sql);
+  double v = dflt;
+  if (row(r, st) && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+static int has_table(struct rep *r, const char *name) {
+  return q_double(r, 0, "SELECT count(*) FROM sqlite_schema WHERE name = %Q", name) > 0;
+}
+
+/* (a database of an older schema, opened read-only, lacks later columns) */
+static int has_column(struct rep *r, const char *table, const char *column) {
+  return q_double(r, 0, "SELECT count(*) FROM pragma_table_info(%Q) WHERE name = %Q", table, column) > 0;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? (const char *)t : "";
+}
+
+/* ---- page helpers --------------------------------------------------------- */
+
+#define P(...) svg_printf(&r->h, __VA_ARGS__)
+static void esc(struct rep *r, const char *t) { svg_escaped(&r->h, t); }
+
+/* a table cell of text, escaped; cls NULL: no class */
+static void td(struct rep *r, const char *cls, const char *text) {
+  if (cls)
+    P("<td class=\"%s\">", cls);
+  else
+    P("<td>");
+  esc(r, text);
+  P("</td>");
+}
+
+/* a number as a table shows it: empty for NULL/NaN */
+static void num(struct rep *r, double v, const char *fmt) {
+  if (isfinite(v)) P(fmt, v);
+}
+
+static void col_num(struct rep *r, sqlite3_stmt *st, int i, const char *fmt) {
+  if (sqlite3_column_type(st, i) != SQLITE_NULL) num(r, sqlite3_column_double(st, i), fmt);
+}
+
+/* an axis over [lo, hi] with 5 % room either side */
+static struct svg_axis axis(double lo, double hi, const char *label) {
+  if (!isfinite(lo) || !isfinite(hi)) lo = 0, hi = 1;
+  if (!(hi > lo)) {
+    double d = fabs(lo) > 0 ? fabs(lo) * 0.1 : 1;
+    lo -= d;
+    hi += d;
+  }
+  double d = (hi - lo) * 0.05;
+  return (struct svg_axis){.lo = lo - d, .hi = hi + d, .label = label};
+}
+
+static void figure_open(struct rep *r) { P("<figure>"); }
+
+static void figure_close(struct rep *r, const char *caption) {
+  P("<figcaption>");
+  esc(r, caption);
+  P("</figcaption></figure>\n");
+}
+
+/* parses "YYYY-MM-DDTHH:MM:SS[.fff]Z" (how the store writes times) as seconds */
+static double iso_seconds(const char *t) {
+  struct tm tm;
+  memset(&tm, 0, sizeof tm);
+  double frac = 0;
+  int y, mo, d, h, mi, n = 0;
+  double s;
+  if (!t || sscanf(t, "%d-%d-%d%*c%d:%d:%lf%n", &y, &mo, &d, &h, &mi, &s, &n) < 6) return NAN;
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = (int)s;
+  frac = s - (int)s;
+  return (double)timegm(&tm) + frac;
+}
+
+static void duration(char *out, size_t n, double s) {
+  if (!isfinite(s) || s < 0)
+    snprintf(out, n, "?");
+  else if (s < 1)
+    snprintf(out, n, "under 1 s"); /* the ledger's times are to the second */
+  else if (s < 60)
+    snprintf(out, n, "%.0f s", s);
+  else if (s < 3600)
+    snprintf(out, n, "%d min %02d s", (int)(s / 60), (int)fmod(s, 60));
+  else
+    snprintf(out, n, "%d h %02d min", (int)(s / 3600), (int)fmod(s / 60, 60));
+}
+
+/* ---- the run -------------------------------------------------------------- */
+
+static void section_summary(struct rep *r, const char *db_label) {
+  sqlite3_stmt *st = prep(r, "SELECT (SELECT value FROM meta WHERE key = 'workflow'), "
+                             "(SELECT value FROM meta WHERE key = 'sets'), count(*), min(started), max(finished), "
+                             "(SELECT version FROM runs ORDER BY id DESC LIMIT 1), "
+                             "(SELECT group_concat(DISTINCT host) FROM runs) FROM runs");
+  P("<section id=\"summary\"><h2>Run summary</h2>\n<table class=\"kv\">\n");
+  P("<tr><th scope=\"row\">database</th><td>");
+  esc(r, db_label);
+  P("</td></tr>\n");
+  if (row(r, st)) {
+    P("<tr><th scope=\"row\">workflow</th><td>");
+    esc(r, col_text(st, 0));
+    P("</td></tr>\n");
+    if (col_text(st, 1)[0]) {
+      P("<tr><th scope=\"row\">overrides (--set)</th><td><pre>");
+      esc(r, col_text(st, 1));
+      P("</pre></td></tr>\n");
+    }
+    P("<tr><th scope=\"row\">runs</th><td>%lld: the first started ", (long long)sqlite3_column_int64(st, 2));
+    esc(r, col_text(st, 3));
+    if (col_text(st, 4)[0]) {
+      P(", the last to finish ended ");
+      esc(r, col_text(st, 4));
+    }
+    long long running = (long long)q_double(r, 0, "SELECT count(*) FROM runs WHERE status = 'running'");
+    if (running)
+      P(" (%lld still running or killed: a report written by the report stage is its run's last step)", running);
+    P("</td></tr>\n");
+    P("<tr><th scope=\"row\">se3screen</th><td>");
+    esc(r, col_text(st, 5));
+    P("</td></tr>\n<tr><th scope=\"row\">hosts</th><td>");
+    esc(r, col_text(st, 6));
+    P("</td></tr>\n");
+  }
+  sqlite3_finalize(st);
+  P("</table>\n");
+
+  /* inputs: molecules stored and rejected, per set and file */
+  P("<h3>Inputs</h3>\n<table class=\"grid\"><thead><tr><th scope=\"col\">set</th><th scope=\"col\">file</th>"
+    "<th scope=\"col\">molecules stored</th><th scope=\"col\">rejected at ingest</th></tr></thead><tbody>\n");
+  st = prep(r, "SELECT set_name, source_file, sum(n), sum(rej) FROM ("
+               "SELECT set_name, source_file, count(*) AS n, 0 AS rej FROM molecules GROUP BY 1, 2 "
+               "UNION ALL SELECT set_name, source_file, 0, count(*) FROM rejects WHERE stage = 'ingest' GROUP BY 1, 2"
+               ") GROUP BY 1, 2 ORDER BY 1, 2");
+  while (row(r, st)) {
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    P("<td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>\n", (long long)sqlite3_column_int64(st, 2),
+      (long long)sqlite3_column_int64(st, 3));
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table>\n");
+
+  /* the models (none before schema version 3) */
+  st = !has_table(r, "models")
+           ? NULL
+           : prep(r,
+                  "SELECT id, target, task, arch, n_train, n_valid, n_test, best_epoch + %d, checkpoint, %s FROM "
+                  "models ORDER BY id",
+                  r->epoch_from0, has_column(r, "models", "device") ? "device" : "NULL");
+  int header = 0;
+  while (row(r, st)) {
+    if (!header++)
+      P("<h3>Models</h3>\n<table class=\"grid\"><thead><tr><th scope=\"col\">model</th><th scope=\"col\">target</th>"
+        "<th scope=\"col\">task</th><th scope=\"col\">train / valid / test molecules</th>"
+        "<th scope=\"col\">best epoch</th><th scope=\"col\">trained on</th><th scope=\"col\">architecture</th>"
+        "</tr></thead><tbody>\n");
+    P("<tr>");
+    for (int c = 0; c < 3; c++)
+      td(r, NULL, col_text(st, c));
+    P("<td class=\"n\">%lld / %lld / %lld</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 4),
+      (long long)sqlite3_column_int64(st, 5), (long long)sqlite3_column_int64(st, 6),
+      (long long)sqlite3_column_int64(st, 7));
+    td(r, NULL, sqlite3_column_type(st, 9) == SQLITE_NULL ? "(not recorded)" : col_text(st, 9));
+    td(r, "arch", col_text(st, 3));
+    P("</tr>\n");
+  }
+  sqlite3_finalize(st);
+  if (header) P("</tbody></table>\n");
+  P("</section>\n");
+}
+
+/* wall time per stage: each stage's chunks from the first start to the last
+ * commit, as bars on one time axis */
+static void section_timeline(struct rep *r) {
+  sqlite3_stmt *st = prep(r, "SELECT stage, min(started), max(finished), count(*), sum(n_ok), sum(n_rejected), "
+                             "count(DISTINCT shard) FROM stage_chunks GROUP BY stage ORDER BY min(started), "
+                             "instr(' ingest graph basis train score rank report', ' ' || stage || ' ')");
+  enum { MAXS = 16 };
+  char name[MAXS][32];
+  double t0[MAXS], t1[MAXS];
+  long long nch[MAXS], nok[MAXS], nrej[MAXS], nsh[MAXS];
+  int n = 0;
+  while (row(r, st) && n < MAXS) {
+    snprintf(name[n], sizeof name[n], "%s", col_text(st, 0));
+    t0[n] = iso_seconds(col_text(st, 1));
+    t1[n] = iso_seconds(col_text(st, 2));
+    nch[n] = sqlite3_column_int64(st, 3);
+    nok[n] = sqlite3_column_int64(st, 4);
+    nrej[n] = sqlite3_column_int64(st, 5);
+    nsh[n] = sqlite3_column_int64(st, 6);
+    n++;
+  }
+  sqlite3_finalize(st);
+  P("<section id=\"timeline\"><h2>Where the time went</h2>\n");
+  if (n == 0) {
+    P("<p>No stage has finished a chunk yet.</p></section>\n");
+    return;
+  }
+  double first = t0[0], last = t1[0];
+  for (int i = 0; i < n; i++) {
+    if (t0[i] < first) first = t0[i];
+    if (t1[i] > last) last = t1[i];
+  }
+  /* one row a stage: its name on the left, a bar from its first start to
+   * its last commit (time from the first stage's start) */
+  struct svg_plot p = plot0;
+  p.width = 720;
+  p.left = 90;
+  p.height = 60 + 26 * n;
+  p.x = axis(0, last - first, "seconds since the first stage started");
+  p.x.lo = 0;
+  p.y = (struct svg_axis){.lo = 0, .hi = n, .label = ""};
+  P("<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+    "role=\"img\" aria-labelledby=\"tl-t\" font-family=\"sans-serif\" font-size=\"12\">"
+    "<title id=\"tl-t\">Wall time per stage</title>\n",
+    p.width, p.height, p.width, p.height);
+  double ticks[16];
+  int nt = svg_ticks(&p.x, 10, ticks);
+  double ybot = p.height - p.bottom;
+  P("<g class=\"xticks\" stroke=\"#444\">");
+  for (int i = 0; i < nt; i++) {
+    double x = svg_x(&p, ticks[i]);
+    P("<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"/><text x=\"%.2f\" y=\"%.2f\" stroke=\"none\" "
+      "text-anchor=\"middle\">%.6g</text>",
+      x, ybot, x, ybot + 5, x, ybot + 18, ticks[i]);
+  }
+  P("</g>\n<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n", p.left, ybot,
+    (double)p.width - p.right, ybot);
+  P("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">", (p.left + p.width - p.right) / 2, (double)p.height - 6);
+  esc(r, p.x.label);
+  P("</text>\n<g class=\"tl\">\n");
+  for (int i = 0; i < n; i++) {
+    double y = p.top + 26.0 * i, x0 = svg_x(&p, t0[i] - first), x1 = svg_x(&p, t1[i] - first);
+    if (!isfinite(x0) || !isfinite(x1)) continue;
+    if (x1 - x0 < 2) x1 = x0 + 2; /* a stage of a few milliseconds is still seen */
+    char d[64];
+    duration(d, sizeof d, t1[i] - t0[i]);
+    P("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" stroke=\"none\">", p.left - 8, y + 14);
+    esc(r, name[i]);
+    P("</text><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"18\"><title>", x0, y, x1 - x0);
+    esc(r, name[i]);
+    P(": %s</title></rect>\n", d);
+  }
+  P("</g></svg>\n");
+  figure_close(r, "Each stage from its first chunk's start to its last chunk's commit. Stages run one after another "
+                  "on one machine; under Slurm the array tasks of a stage overlap.");
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">stage</th><th scope=\"col\">wall time</th>"
+    "<th scope=\"col\">chunks</th><th scope=\"col\">shards</th><th scope=\"col\">stored</th>"
+    "<th scope=\"col\">rejected</th></tr></thead><tbody>\n");
+  for (int i = 0; i < n; i++) {
+    char d[64];
+    duration(d, sizeof d, t1[i] - t0[i]);
+    P("<tr><td>");
+    esc(r, name[i]);
+    P("</td><td class=\"n\">%s</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
+      "<td class=\"n\">%lld</td></tr>\n",
+      d, nch[i], nsh[i], nok[i], nrej[i]);
+  }
+  P("</tbody></table></section>\n");
+}
+
+/* ---- training ------------------------------------------------------------- */
+
+struct series {
+  double *x, *y;
+  int n, cap;
+};
+
+static int series_add(struct series *s, double x, double y) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    double *nx = realloc(s->x, (size_t)cap * sizeof *nx);
+    if (!nx) return -1;
+    s->x = nx;
+    double *ny = realloc(s->y, (size_t)cap * sizeof *ny);
+    if (!ny) return -1;
+    s->y = ny;
+    s->cap = cap;
+  }
+  s->x[s->n] = x;
+  s->y[s->n] = y;
+  s->n++;
+  return 0;
+}
+
+static void series_free(struct series *s) {
+  free(s->x);
+  free(s->y);
+  memset(s, 0, sizeof *s);
+}
+
+static void minmax(const double *v, int n, double *lo, double *hi) {
+  for (int i = 0; i < n; i++) {
+    if (!isfinite(v[i])) continue;
+    if (!(v[i] >= *lo)) *lo = v[i];
+    if (!(v[i] <= *hi)) *hi = v[i];
+  }
+}
+
+/* one learning-curve plot: column `col` of metrics for the train and valid
+ * splits of every model, by epoch (from 1, as stored); lines break between
+ * models */
+static void learning_plot(struct rep *r, const char *col, const char *title, const char *ylabel) {
+  struct series s[2] = {{0}};
+  static const char *const split[2] = {"train", "valid"};
+  for (int k = 0; k < 2; k++) {
+    sqlite3_stmt *st = prep(r,
+                            "SELECT model, epoch + %d, \"%w\" FROM metrics WHERE split = %Q AND \"%w\" IS NOT NULL "
+                            "ORDER BY model, epoch",
+                            r->epoch_from0, col, split[k], col);
+    char prev[128] = "";
+    while (row(r, st)) {
+      if (prev[0] && strcmp(prev, col_text(st, 0)) && series_add(&s[k], NAN, NAN)) r->failed = 1;
+      snprintf(prev, sizeof prev, "%s", col_text(st, 0));
+      if (series_add(&s[k], (double)sqlite3_column_int64(st, 1), sqlite3_column_double(st, 2))) r->failed = 1;
+    }
+    sqlite3_finalize(st);
+  }
+  if (s[0].n + s[1].n > 0 && !r->failed) {
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    for (int k = 0; k < 2; k++) {
+      minmax(s[k].x, s[k].n, &xlo, &xhi);
+      minmax(s[k].y, s[k].n, &ylo, &yhi);
+    }
+    struct svg_plot p = plot0;
+    p.title = title;
+    p.x = axis(xlo, xhi, "epoch");
+    p.y = axis(ylo, yhi, ylabel);
+    char desc[256];
+    snprintf(desc, sizeof desc, "%s%s%s%s, one point an epoch%s", ylabel,
+             s[0].n ? " for the training split (solid line, circles)" : "", s[0].n && s[1].n ? " and" : "",
+             s[1].n ? " for the validation split (dashed line, squares)" : "",
+             s[0].n ? "" : " (not measured on the training split)");
+    figure_open(r);
+    svg_plot_begin(&r->h, &p, desc);
+    svg_line(&r->h, &p, s[0].x, s[0].y, s[0].n, "s0 line", NULL);
+    svg_line(&r->h, &p, s[1].x, s[1].y, s[1].n, "s1 line", "6 4");
+    char cls[2][96];
+    snprintf(cls[0], sizeof cls[0], "s0 pts-train-%s", col);
+    snprintf(cls[1], sizeof cls[1], "s1 pts-valid-%s", col);
+    svg_points(&r->h, &p, s[0].x, s[0].y, s[0].n, cls[0], SVG_CIRCLE);
+    svg_points(&r->h, &p, s[1].x, s[1].y, s[1].n, cls[1], SVG_SQUARE);
+    /* the legend names the splits drawn (classification has no training ROC-AUC) */
+    struct svg_legend_entry le[2];
+    int nl = 0;
+    if (s[0].n) le[nl++] = (struct svg_legend_entry){"train", "s0", 1, SVG_CIRCLE, NULL};
+    if (s[1].n) le[nl++] = (struct svg_legend_entry){"valid", "s1", 1, SVG_SQUARE, "6 4"};
+    svg_legend(&r->h, &p, le, nl, 2); /* the curves fall: their top right is empty */
+    svg_plot_end(&r->h);
+    figure_close(r, desc);
+  }
+  series_free(&s[0]);
+  series_free(&s[1]);
+}
+
+/* a histogram of values already binned: n bars over [lo, hi] */
+static void histogram(struct rep *r, const double *count, int n, double lo, double hi, const char *title,
+                      const char *xlabel, const char *cls, const char *desc) {
+  double *edges = malloc((size_t)(n + 1) * sizeof *edges), top = 0;
+  if (!edges) {
+    r->failed = 1;
+    snprintf(r->err, sizeof r->err, "out of memory");
+    return;
+  }
+  for (int i = 0; i <= n; i++)
+    edges[i] = lo + (hi - lo) * i / n;
+  for (int i = 0; i < n; i++)
+    if (count[i] > top) top = count[i];
+  struct svg_plot p = plot0;
+  p.title = title;
+  p.x = axis(lo, hi, xlabel);
+  p.y = (struct svg_axis){.lo = 0, .hi = top > 0 ? top * 1.08 : 1, .label = "molecules"};
+  figure_open(r);
+  svg_plot_begin(&r->h, &p, desc);
+  svg_bars(&r->h, &p, edges, count, n, cls);
+  svg_plot_end(&r->h);
+  figure_close(r, desc);
+  free(edges);
+}
+
+/* bins of the values of v[0..n) */
+static void bin(const double *v, int n, int bins, double *count, double *lo, double *hi) {
+  *lo = INFINITY;
+  *hi = -INFINITY;
+  minmax(v, n, lo, hi);
+  if (!(*hi > *lo)) {
+    *lo -= 0.5;
+    *hi += 0.5;
+  }
+  memset(count, 0, (size_t)bins * sizeof *count);
+  for (int i = 0; i < n; i++) {
+    if (!isfinite(v[i])) continue;
+    int b = (int)((v[i] - *lo) / (*hi - *lo) * bins);
+    count[b < 0 ? 0 : b >= bins ? bins - 1 : b]++;
+  }
+}
+
+/* the held-out molecules: the one model's predictions, or an ensemble's
+ * mean (every member holds out the same molecules; scores are the mean) */
+static void test_split(struct rep *r) {
+  if (!has_table(r, "predictions")) {
+    P("<p>This database predates the <code>predictions</code> table (schema version 5): run the train stage again "
+      "with this se3screen to see the held-out molecules' plots.</p>\n");
+    return;
+  }
+  sqlite3_stmt *st = prep(r, "SELECT p.model, m.task, m.target, count(*) FROM predictions p JOIN models m ON "
+                             "m.id = p.model WHERE p.split = 'test' GROUP BY p.model ORDER BY p.model");
+  char model[128] = "", task[32] = "", target[128] = "";
+  int n = 0, members = 0;
+  while (row(r, st)) {
+    if (!members++) {
+      snprintf(model, sizeof model, "%s", col_text(st, 0));
+      snprintf(task, sizeof task, "%s", col_text(st, 1));
+      snprintf(target, sizeof target, "%s", col_text(st, 2));
+      n = sqlite3_column_int(st, 3);
+    }
+  }
+  sqlite3_finalize(st);
+  if (n == 0) {
+    P("<p>No held-out (test split) predictions are recorded.</p>\n");
+    return;
+  }
+  double *y = malloc((size_t)n * sizeof *y), *p = malloc((size_t)n * sizeof *p);
+  if (!y || !p) {
+    free(y);
+    free(p);
+    r->failed = 1;
+    snprintf(r->err, sizeof r->err, "out of memory for %d predictions", n);
+    return;
+  }
+  int k = 0;
+  if (members > 1) /* the molecules every member predicted, in the first member's order */
+    st = prep(r,
+              "SELECT min(label), avg(value) FROM predictions WHERE split = 'test' GROUP BY mol_id "
+              "HAVING count(*) = %d ORDER BY min(rowid)",
+              members);
+  else
+    st = prep(r, "SELECT label, value FROM predictions WHERE model = %Q AND split = 'test' ORDER BY rowid", model);
+  while (k < n && row(r, st)) {
+    y[k] = sqlite3_column_double(st, 0);
+    p[k] = sqlite3_column_double(st, 1);
+    k++;
+  }
+  sqlite3_finalize(st);
+  n = k;
+  char title[512], desc[1024];
+  int classify = !strcmp(task, "classification");
+  if (members > 1) {
+    P("<h3>Held-out molecules (test split) of the ensemble: %d</h3>\n", n);
+    P("<p>Each molecule's prediction is the mean of the %d members' (as scores are); the table above has each "
+      "member's own.</p>\n",
+      members);
+  } else {
+    P("<h3>Held-out molecules (test split) of ");
+    esc(r, model);
+    P(": %d</h3>\n", n);
+  }
+  if (!classify) {
+    struct se3_reg_metrics m;
+    se3_regression_metrics(p, y, n, &m);
+    P("<p class=\"metrics\">MAE <b>%.4g</b> &middot; RMSE <b>%.4g</b> &middot; R&sup2; <b>%.3f</b> &middot; "
+      "Spearman <b>%.3f</b> (in ",
+      m.mae, m.rmse, m.r2, m.spearman);
+    esc(r, target);
+    P("'s units)</p>\n<div class=\"row\">");
+    double lo = INFINITY, hi = -INFINITY;
+    minmax(y, n, &lo, &hi);
+    minmax(p, n, &lo, &hi);
+    struct svg_plot pl = plot0;
+    pl.width = PH + 60; /* square data area */
+    snprintf(title, sizeof title, "Parity: %s", target);
+    pl.title = title;
+    pl.x = axis(lo, hi, "label");
+    pl.y = pl.x;
+    pl.y.label = "prediction";
+    int stride = n > REPORT_MAX_POINTS ? (n + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1, m_pts = 0;
+    double *sx = malloc((size_t)n * sizeof *sx), *sy = malloc((size_t)n * sizeof *sy);
+    for (int i = 0; sx && sy && i < n; i += stride) {
+      sx[m_pts] = y[i];
+      sy[m_pts++] = p[i];
+    }
+    snprintf(desc, sizeof desc,
+             "Each held-out molecule's prediction against its label (%d points%s); the dashed diagonal is a perfect "
+             "prediction.",
+             m_pts, stride > 1 ? ", an evenly spaced sample" : "");
+    figure_open(r);
+    svg_plot_begin(&r->h, &pl, desc);
+    double dx[2] = {pl.x.lo, pl.x.hi};
+    svg_line(&r->h, &pl, dx, dx, 2, "diag", "4 4");
+    if (sx && sy) svg_points(&r->h, &pl, sx, sy, m_pts, "s0 pts-parity", SVG_CIRCLE);
+    svg_plot_end(&r->h);
+    figure_close(r, desc);
+    free(sx);
+    free(sy);
+    int bins = r->o->bins;
+    double *count = malloc((size_t)bins * sizeof *count), rlo, rhi;
+    for (int i = 0; i < n; i++)
+      p[i] -= y[i];
+    if (count) {
+      bin(p, n, bins, count, &rlo, &rhi);
+      snprintf(title, sizeof title, "Residuals: %s", target);
+      snprintf(desc, sizeof desc, "Prediction minus label of the %d held-out molecules, in %d bins.", n, bins);
+      histogram(r, count, bins, rlo, rhi, title, "prediction - label", "s0 bars-residual", desc);
+    }
+    free(count);
+    P("</div>\n");
+  } else {
+    struct se3_cls_metrics m;
+    se3_classification_metrics(p, y, n, &m);
+    double ef5 = se3_enrichment_factor(p, y, n, 0.05);
+    P("<p class=\"metrics\">ROC-AUC <b>%.3f</b> &middot; PR-AUC <b>%.3f</b> &middot; EF1%% <b>%.2f</b> &middot; "
+      "EF5%% <b>%.2f</b></p>\n<div class=\"row\">",
+      m.roc_auc, m.pr_auc, m.ef1, ef5);
+    double *fx = malloc((size_t)(n + 2) * sizeof *fx), *fy = malloc((size_t)(n + 2) * sizeof *fy);
+    int np = fx && fy ? se3_roc_curve(p, y, n, fx, fy) : -1;
+    struct svg_plot pl = plot0;
+    pl.width = PH + 60;
+    pl.x = (struct svg_axis){.lo = 0, .hi = 1, .label = "false positive rate"};
+    pl.y = (struct svg_axis){.lo = 0, .hi = 1, .label = "true positive rate"};
+    double dx[2] = {0, 1};
+    if (np > 0) {
+      snprintf(title, sizeof title, "ROC: %s", target);
+      pl.title = title;
+      snprintf(desc, sizeof desc,
+               "True against false positive rate of the held-out molecules, one point a score threshold (%d points); "
+               "area %.3f. The dashed diagonal is a random ranking.",
+               np, m.roc_auc);
+      figure_open(r);
+      svg_plot_begin(&r->h, &pl, desc);
+      svg_line(&r->h, &pl, dx, dx, 2, "diag", "4 4");
+      svg_line(&r->h, &pl, fx, fy, np, "s0 line", NULL);
+      svg_points(&r->h, &pl, fx, fy, np, "s0 pts-roc", SVG_CIRCLE);
+      svg_plot_end(&r->h);
+      figure_close(r, desc);
+    }
+    np = fx && fy ? se3_enrichment_curve(p, y, n, fx, fy) : -1;
+    if (np > 0) {
+      snprintf(title, sizeof title, "Enrichment: %s", target);
+      pl.title = title;
+      pl.x.label = "fraction of molecules screened, best scores first";
+      pl.y.label = "fraction of actives found";
+      snprintf(desc, sizeof desc,
+               "The share of the held-out actives among the best-scored molecules, as more are taken (%d points); "
+               "EF1%% %.2f, EF5%% %.2f. The dashed diagonal is a random ranking.",
+               np, m.ef1, ef5);
+      figure_open(r);
+      svg_plot_begin(&r->h, &pl, desc);
+      svg_line(&r->h, &pl, dx, dx, 2, "diag", "4 4");
+      svg_line(&r->h, &pl, fx, fy, np, "s1 line", NULL);
+      svg_plot_end(&r->h);
+      figure_close(r, desc);
+    }
+    if (np < 0) {
+      r->failed = 1;
+      snprintf(r->err, sizeof r->err, "out of memory for the curves of %d predictions", n);
+    }
+    if (np == 0) P("<p>The test split holds one class only: no ROC or enrichment curve.</p>");
+    free(fx);
+    free(fy);
+    P("</div>\n");
+  }
+  free(y);
+  free(p);
+}
+
+/* No model trained in this workdir: a score-only workflow scores with a
+ * checkpoint trained elsewhere (or nothing has been trained yet). The
+ * section says so and names the models the scores came from, with their
+ * content hash where recorded; no learning curve or test table (they would
+ * be empty plots). */
+static void section_no_training(struct rep *r) {
+  P("<section id=\"training\"><h2>Model</h2>\n");
+  int scored = has_table(r, "scores") && q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") > 0;
+  if (!scored) {
+    P("<p>No model was trained in this workdir, and nothing has been scored yet.</p></section>\n");
+    return;
+  }
+  P("<p>No model was trained in this workdir: the scores come from a model trained elsewhere "
+    "(<code>stages.score.checkpoint</code>), so there are no learning curves or test metrics here; "
+    "they are in the report of the workdir that trained it.</p>\n");
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">model</th><th scope=\"col\">target</th>"
+    "<th scope=\"col\">checkpoint hash</th><th scope=\"col\">scores</th></tr></thead><tbody>\n");
+  sqlite3_stmt *st =
+      prep(r, "SELECT model, target, %s, count(*) FROM scores GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 LIMIT 20",
+           has_column(r, "scores", "model_hash") ? "model_hash" : "NULL");
+  while (row(r, st)) {
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    td(r, "arch", sqlite3_column_type(st, 2) == SQLITE_NULL ? "(not recorded)" : col_text(st, 2));
+    P("<td class=\"n\">%lld</td></tr>\n", (long long)sqlite3_column_int64(st, 3));
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table></section>\n");
+}
+
+static void section_training(struct rep *r) {
+  /* (schema version < 3 has neither table) */
+  if (!has_table(r, "models") || !has_table(r, "metrics") ||
+      (q_double(r, 0, "SELECT count(*) FROM models") == 0 && q_double(r, 0, "SELECT count(*) FROM metrics") == 0)) {
+    section_no_training(r);
+    return;
+  }
+  int classify = q_double(r, 0, "SELECT count(*) FROM models WHERE task = 'classification'") > 0;
+  P("<section id=\"training\"><h2>Training</h2>\n");
+  /* test metrics of every model */
+  sqlite3_stmt *st = prep(r,
+                          "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1 FROM metrics "
+                          "WHERE split = 'test' ORDER BY model",
+                          r->epoch_from0);
+  int header = 0;
+  while (row(r, st)) {
+    if (!header++) {
+      P("<table class=\"grid\"><thead><tr><th scope=\"col\">model</th><th scope=\"col\">best epoch</th>");
+      if (classify)
+        P("<th scope=\"col\">test ROC-AUC</th><th scope=\"col\">test PR-AUC</th><th scope=\"col\">test EF1%%</th>");
+      else
+        P("<th scope=\"col\">test MAE</th><th scope=\"col\">test RMSE</th><th scope=\"col\">test R&sup2;</th>"
+          "<th scope=\"col\">test Spearman</th>");
+      P("</tr></thead><tbody>\n");
+    }
+    P("<tr><td>");
+    esc(r, col_text(st, 0));
+    P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1));
+    for (int c = classify ? 6 : 2; c < (classify ? 9 : 6); c++) {
+      P("<td class=\"n\">");
+      col_num(r, st, c, "%.4g");
+      P("</td>");
+    }
+    P("</tr>\n");
+  }
+  sqlite3_finalize(st);
+  if (header) P("</tbody></table>\n");
+  P("<div class=\"row\">");
+  learning_plot(r, "loss", "Loss per epoch", classify ? "binary cross-entropy" : "loss (standardised target)");
+  if (classify)
+    learning_plot(r, "roc_auc", "ROC-AUC per epoch", "ROC-AUC");
+  else
+    learning_plot(r, "mae", "MAE per epoch", "mean absolute error");
+  P("</div>\n");
+  test_split(r);
+  P("</section>\n");
+}
+
+/* ---- scores --------------------------------------------------------------- */
+
+static void section_scores(struct rep *r) {
+  if (!has_table(r, "scores")) return;
+  if (q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") == 0) return;
+  P("<section id=\"scores\"><h2>Scores</h2>\n");
+  sqlite3_stmt *kept = prep(r, "SELECT value FROM meta WHERE key = 'scores_kept'");
+  if (row(r, kept)) {
+    P("<p class=\"note\">This database keeps only the scores that can be hits (<code>stages.score.merge: hits</code>, "
+      "for ");
+    esc(r, col_text(kept, 0));
+    P("); the shard databases hold every score. The histograms show the kept scores only.</p>\n");
+  }
+  sqlite3_finalize(kept);
+  int bins = r->o->bins;
+  double *count = malloc((size_t)bins * sizeof *count);
+  if (!count) {
+    r->failed = 1;
+    snprintf(r->err, sizeof r->err, "out of memory");
+    return;
+  }
+  /* one histogram per scored set and target; bins counted by SQL, so the
+   * page costs the same for 10^3 or 10^8 scores */
+  const char *sc = r->score_col;
+  sqlite3_stmt *st = prep(r,
+                          "SELECT m.set_name, s.target, min(s.\"%w\"), max(s.\"%w\"), count(*), count(s.std) "
+                          "FROM scores s JOIN molecules m ON m.id = s.mol_id GROUP BY 1, 2 ORDER BY 1, 2",
+                          sc, sc);
+  P("<div class=\"row\">");
+  while (row(r, st)) {
+    char set[128], target[128], title[400], desc[800];
+    snprintf(set, sizeof set, "%s", col_text(st, 0));
+    snprintf(target, sizeof target, "%s", col_text(st, 1));
+    double lo = sqlite3_column_double(st, 2), hi = sqlite3_column_double(st, 3);
+    long long n = sqlite3_column_int64(st, 4), n_std = sqlite3_column_int64(st, 5);
+    if (!(hi > lo)) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+    memset(count, 0, (size_t)bins * sizeof *count);
+    sqlite3_stmt *b = prep(r,
+                           "SELECT min(max(CAST((s.\"%w\" - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM "
+                           "scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q "
+                           "GROUP BY 1",
+                           sc, lo, (hi - lo) / bins, bins - 1, set, target);
+    while (row(r, b)) {
+      int k = sqlite3_column_int(b, 0);
+      if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
+    }
+    sqlite3_finalize(b);
+    snprintf(title, sizeof title, "Scores of set '%s'", set);
+    snprintf(desc, sizeof desc, "Predicted %s of the %lld scored molecules of set '%s', in %d bins.", target, n, set,
+             bins);
+    histogram(r, count, bins, lo, hi, title, target, "s0 bars-score", desc);
+    if (n_std > 0) {
+      /* the ensemble's spread against the score: an evenly spaced sample */
+      long long stride = n_std > REPORT_MAX_POINTS ? (n_std + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1;
+      struct series sp = {0};
+      sqlite3_stmt *q = prep(r,
+                             "SELECT v, std FROM (SELECT s.\"%w\" AS v, s.std, row_number() OVER (ORDER BY s.rowid) "
+                             "AS k FROM scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND "
+                             "s.target = %Q AND s.std IS NOT NULL) WHERE (k - 1) %% %lld = 0",
+                             sc, set, target, stride);
+      while (row(r, q))
+        if (series_add(&sp, sqlite3_column_double(q, 0), sqlite3_column_double(q, 1))) r->failed = 1;
+      sqlite3_finalize(q);
+      double xlo = INFINITY, xhi = -INFINITY, ylo = 0, yhi = -INFINITY;
+      minmax(sp.x, sp.n, &xlo, &xhi);
+      minmax(sp.y, sp.n, &ylo, &yhi);
+      struct svg_plot p = plot0;
+      snprintf(title, sizeof title, "Ensemble spread, set '%s'", set);
+      p.title = title;
+      p.x = axis(xlo, xhi, target);
+      p.y = axis(0, yhi, "standard deviation of the ensemble");
+      p.y.lo = 0;
+      snprintf(desc, sizeof desc, "The ensemble members' standard deviation against the score, %d molecules%s.", sp.n,
+               stride > 1 ? " (an evenly spaced sample)" : "");
+      figure_open(r);
+      svg_plot_begin(&r->h, &p, desc);
+      svg_points(&r->h, &p, sp.x, sp.y, sp.n, "s1 pts-std", SVG_TRIANGLE);
+      svg_plot_end(&r->h);
+      figure_close(r, desc);
+      series_free(&sp);
+    }
+  }
+  sqlite3_finalize(st);
+  P("</div></section>\n");
+  free(count);
+}
+
+/* ---- hits ----------------------------------------------------------------- */
+
+static void section_hits(struct rep *r) {
+  long long n = has_table(r, "ranked_hits") ? (long long)q_double(r, 0, "SELECT count(*) FROM ranks") : 0;
+  P("<section id=\"hits\"><h2>Top hits</h2>\n");
+  if (n == 0) {
+    P("<p>No ranked hits (the rank stage has not run, or kept none).</p></section>\n");
+    return;
+  }
+  int top = r->o->top;
+  P("<p>The best %lld of %lld ranked hits (the rank stage's order; <code>se3screen top</code> and "
+    "<code>hits.csv</code> list them all).</p>\n",
+    n < top ? n : (long long)top, n);
+  P("<table class=\"grid hits\"><thead><tr><th scope=\"col\">rank</th>%s<th scope=\"col\">name</th>"
+    "<th scope=\"col\">SMILES</th><th scope=\"col\">target</th><th scope=\"col\">score</th>"
+    "<th scope=\"col\">std</th><th scope=\"col\">set</th><th scope=\"col\">source (record)</th></tr></thead><tbody>\n",
+    r->o->depict ? "<th scope=\"col\">structure</th>" : "");
+  sqlite3_stmt *st = prep(r,
+                          "SELECT rank, name, smiles, target, score, std, set_name, source_file, record_no FROM "
+                          "ranked_hits ORDER BY rank LIMIT %d",
+                          top);
+  while (row(r, st)) {
+    P("<tr><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 0));
+    if (r->o->depict) {
+      char *svg = ob_depict_svg(col_text(st, 2), 150);
+      P("<td class=\"depict\">");
+      if (svg) {
+        P("%s", svg);
+      } else {
+        P("(no depiction)");
+      }
+      P("</td>");
+      free(svg);
+    }
+    td(r, NULL, col_text(st, 1));
+    td(r, "smiles", col_text(st, 2));
+    td(r, NULL, col_text(st, 3));
+    P("<td class=\"n\">");
+    col_num(r, st, 4, "%.6g");
+    P("</td><td class=\"n\">");
+    col_num(r, st, 5, "%.3g");
+    P("</td>");
+    td(r, NULL, col_text(st, 6));
+    P("<td>");
+    esc(r, col_text(st, 7));
+    P(" (%lld)</td></tr>\n", (long long)sqlite3_column_int64(st, 8));
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table></section>\n");
+}
+
+/* ---- rejects -------------------------------------------------------------- */
+
+static void section_rejects(struct rep *r) {
+  long long total = (long long)q_double(r, 0, "SELECT count(*) FROM rejects");
+  P("<section id=\"rejects\"><h2>Rejects</h2>\n");
+  if (total == 0) {
+    P("<p>Nothing was rejected.</p></section>\n");
+    return;
+  }
+  enum { GROUPS = 30, EXAMPLES = 3 };
+  long long groups = (long long)q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM rejects GROUP BY stage, reason)");
+  P("<p>%lld records or molecules were rejected, for %lld distinct reasons%s. Every one is in the "
+    "<code>rejects</code> table with its file and record.</p>\n",
+    total, groups, groups > GROUPS ? " (the most frequent shown)" : "");
+  /* Since schema version 7 the reason is one text per kind and the specifics
+   * (which atom, how far apart) are in atom and detail: the examples show
+   * them. An older database, read as it is, has them in the reason. */
+  int specifics = has_column(r, "rejects", "detail");
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">stage</th><th scope=\"col\">reason</th>"
+    "<th scope=\"col\">count</th><th scope=\"col\">examples (file, record, name%s)</th></tr></thead><tbody>\n",
+    specifics ? " &mdash; specifics" : "");
+  sqlite3_stmt *st = prep(r,
+                          "SELECT stage, reason, count(*) FROM rejects GROUP BY stage, reason "
+                          "ORDER BY count(*) DESC, stage, reason LIMIT %d",
+                          GROUPS);
+  while (row(r, st)) {
+    P("<tr>");
+    td(r, NULL, col_text(st, 0));
+    td(r, NULL, col_text(st, 1));
+    P("<td class=\"n\">%lld</td><td>", (long long)sqlite3_column_int64(st, 2));
+    sqlite3_stmt *ex = prep(r,
+                            "SELECT source_file, record_no, coalesce(name, ''), %s FROM rejects WHERE stage = %Q AND "
+                            "reason = %Q ORDER BY source_file, record_no LIMIT %d",
+                            specifics ? "atom, detail" : "NULL, NULL", col_text(st, 0), col_text(st, 1), EXAMPLES);
+    for (int k = 0; row(r, ex); k++) {
+      P("%s", k ? "<br>" : "");
+      esc(r, col_text(ex, 0));
+      P(" #%lld", (long long)sqlite3_column_int64(ex, 1));
+      if (col_text(ex, 2)[0]) P(" ");
+      esc(r, col_text(ex, 2));
+      /* the specifics name the atom where there is one ("atoms 3 and 7 are
+       * 0.42 Å apart"): the atom alone only when there are none */
+      if (col_text(ex, 4)[0]) {
+        P(" &mdash; ");
+        esc(r, col_text(ex, 4));
+      } else if (sqlite3_column_type(ex, 3) != SQLITE_NULL) {
+        P(" &mdash; atom %lld", (long long)sqlite3_column_int64(ex, 3));
+      }
+    }
+    sqlite3_finalize(ex);
+    P("</td></tr>\n");
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table></section>\n");
+}
+
+/* ---- the page ------------------------------------------------------------- */
+
+static const char css[] =
+    "body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;color:#111;line-height:1.4}"
+    "h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}"
+    "table{border-collapse:collapse;margin:.6em 0}th,td{padding:.25em .6em;text-align:left;vertical-align:middle}"
+    "table.grid th,table.grid td{border:1px solid #ccc}table.kv th{color:#444;font-weight:normal}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}td.smiles,td.arch{font-family:monospace;"
+    "font-size:.85em;word-break:break-all;max-width:22em}td.depict svg{display:block}"
+    "figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}"
+    "figcaption{font-size:.85em;color:#333;max-width:460px}"
+    "nav a{margin-right:1em}.note{background:#fff8e0;padding:.4em .6em}.metrics b{font-size:1.1em}"
+    "pre{margin:0}"
+    ".frame{stroke:#444}.line{fill:none;stroke-width:2}.diag{stroke:#888;stroke-width:1}"
+    ".s0{fill:#1f5fa8;stroke:#1f5fa8}.s1{fill:#c0392b;stroke:#c0392b}"
+    ".s0 rect{fill-opacity:.85}g.tl rect{fill:#1f5fa8}.legend text{fill:#111;stroke:none}"
+    "circle,.pts-valid rect,path{fill-opacity:.75;stroke:none}"
+    "g.line polyline,g.diag polyline,.legend line{fill:none;stroke-width:2}g.diag polyline{stroke-width:1}";
+
+int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
+                 size_t errlen) {
+  struct rep r = {.db = db, .o = o};
+  svg_init(&r.h);
+  if (o->depict && ob_init() != 0) {
+    snprintf(err, errlen,
+             "report: Open Babel could not be started for the depictions (stages.report.depict: false "
+             "leaves them out)");
+    return -1;
+  }
+  r.score_col = has_column(&r, "scores", "value") && !has_column(&r, "scores", "score") ? "value" : "score";
+  r.epoch_from0 = q_double(&r, 0, "PRAGMA user_version") < 6;
+  char title[512], when[64];
+  char *wf = NULL;
+  {
+    sqlite3_stmt *st = prep(&r, "SELECT value FROM meta WHERE key = 'workflow'");
+    if (row(&r, st)) wf = strdup(col_text(st, 0));
+    sqlite3_finalize(st);
+  }
+  const char *base = wf && strrchr(wf, '/') ? strrchr(wf, '/') + 1 : wf ? wf : db_label;
+  snprintf(title, sizeof title, "se3screen report: %s", base);
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+  svg_printf(&r.h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+  svg_escaped(&r.h, title);
+  svg_printf(&r.h, "</title>\n<style>%s</style></head>\n<body>\n<h1>", css);
+  svg_escaped(&r.h, title);
+  svg_printf(&r.h,
+             "</h1>\n<p>Written %s by se3screen from the result database. Every figure here is a query away: "
+             "<code>se3screen query</code> and <code>docs/schema.md</code>.</p>\n"
+             "<nav aria-label=\"sections\"><a href=\"#summary\">Run</a><a href=\"#timeline\">Time</a>"
+             "<a href=\"#training\">Training</a><a href=\"#scores\">Scores</a><a href=\"#hits\">Hits</a>"
+             "<a href=\"#rejects\">Rejects</a></nav>\n",
+             when);
+  free(wf);
+  section_summary(&r, db_label);
+  section_timeline(&r);
+  section_training(&r);
+  section_scores(&r);
+  section_hits(&r);
+  section_rejects(&r);
+  svg_printf(&r.h, "</body></html>\n");
+  int rc = 0;
+  if (r.failed) {
+    snprintf(err, errlen, "report: %s", r.err);
+    rc = -1;
+  } else if (r.h.oom) {
+    snprintf(err, errlen, "report: out of memory for the page");
+    rc = -1;
+  } else if (!strcmp(out_path, "-")) {
+    if (fwrite(r.h.buf, 1, r.h.len, stdout) != r.h.len || fflush(stdout)) {
+      snprintf(err, errlen, "report: writing to standard output failed");
+      rc = -1;
+    }
+  } else if (atomic_file_write(out_path, r.h.buf, r.h.len, err, errlen)) {
+    rc = -1;
+  }
+  svg_free(&r.h);
+  return rc;
+}
+
+int report_file(const char *db_path, const struct report_opts *o, const char *out_path, char *err, size_t errlen) {
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "%s: %s", db_path, db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_close(db);
+    return -1;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  /* a file that is not a result database says so, not "no such table" */
+  sqlite3_stmt *st = NULL;
+  int ok = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('molecules', 'runs', 'meta')", -1,
+                              &st, NULL) == SQLITE_OK &&
+           sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 3;
+  if (!ok) {
+    snprintf(err, errlen, "%s: not an se3screen result database (%s)", db_path,
+             st ? "no molecules, runs and meta tables" : sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return -1;
+  }
+  sqlite3_finalize(st);
+  int rc = report_write(db, db_path, o, out_path, err, errlen);
+  sqlite3_close(db);
+  return rc;
+}
