@@ -1,4 +1,6 @@
-/* runner.c — run a workflow's stages: ledger, chunks, signals, shards, merge.
+/* runner.c — run a workflow's stages: ledger, chunks, signals, shards. The
+ * folding of shards and `merge` are in merge.c, `status` in status.c; what
+ * the three share is in runner_internal.h.
  *
  * The resumability contract: a chunk's outputs and its ledger row are
  * committed in one transaction; a rerun skips chunks done under the same
@@ -8,7 +10,7 @@
  * databases and `merge` folds them in idempotently.
  */
 #define _GNU_SOURCE
-#include "pipeline/runner.h"
+#include "pipeline/runner_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,10 +37,8 @@
 #define SE3_VERSION "0.1.0"
 #endif
 
-/* The stages in pipeline order. */
-static const struct stage *const all_stages[] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
-                                                 &stage_score,  &stage_rank,  &stage_report};
-enum { N_STAGES = sizeof all_stages / sizeof all_stages[0] };
+const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
+                                                      &stage_score,  &stage_rank,  &stage_report};
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) {
@@ -67,20 +67,20 @@ static void now_iso(char *buf, size_t n) {
   strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void hostname_of(char *buf, size_t n) {
+void run_hostname(char *buf, size_t n) {
   if (gethostname(buf, n) != 0) snprintf(buf, n, "?");
   buf[n - 1] = 0;
 }
 
-static int stage_index(const char *name) {
+int run_stage_index(const char *name) {
   for (int i = 0; i < N_STAGES; i++)
-    if (!strcmp(all_stages[i]->name, name)) return i;
+    if (!strcmp(run_all_stages[i]->name, name)) return i;
   return -1;
 }
 
 static void print_stage_names(FILE *f) {
   for (int i = 0; i < N_STAGES; i++)
-    fprintf(f, "%s%s", i ? ", " : "", all_stages[i]->name);
+    fprintf(f, "%s%s", i ? ", " : "", run_all_stages[i]->name);
 }
 
 static int mkdirs(const char *path, char *err, size_t errlen) {
@@ -108,8 +108,8 @@ static void print_errors(const struct cfg_errors *e) {
 
 /* inputs: check that the input files of these stages exist (see
  * cfg_load_checked), so a run refuses before it makes its workdir. */
-static struct cfg_node *load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
-                                    const char *inputs) {
+struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                 const char *inputs) {
   const char **all = calloc((size_t)n_sets + 1, sizeof *all);
   char *wd = NULL;
   int n = 0;
@@ -138,7 +138,7 @@ static struct cfg_node *load_config(const char *workflow, const char *const *set
 }
 
 struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets) {
-  return load_config(workflow, sets, n_sets, NULL, "*");
+  return run_load_config(workflow, sets, n_sets, NULL, "*");
 }
 
 /* Whether the workflow writes a section for stage s (defaults alone do not
@@ -160,7 +160,7 @@ static int score_only(const struct cfg_node *root) {
  * none): its `after`, except score in a score-only workflow, which reads
  * what train would have read. Everything that asks which stage comes before
  * another asks here. root NULL (a workflow that cannot be loaded): `after`. */
-static const char *upstream_of(const struct cfg_node *root, const struct stage *s) {
+const char *run_upstream_of(const struct cfg_node *root, const struct stage *s) {
   if (s == &stage_score && score_only(root)) return stage_train.after;
   return s->after;
 }
@@ -176,7 +176,7 @@ static int stage_skipped(const struct cfg_node *root, const struct stage *s) {
 /* The last stage `run` runs without --stage/--until: the last one the
  * workflow configures (ingest at least). */
 static int last_configured(const struct cfg_node *root, int first, int last) {
-  while (last > first && !stage_configured(root, all_stages[last]))
+  while (last > first && !stage_configured(root, run_all_stages[last]))
     last--;
   return last;
 }
@@ -184,7 +184,7 @@ static int last_configured(const struct cfg_node *root, int first, int last) {
 int runner_stages(const struct cfg_node *root, const char *names[], int max) {
   int last = last_configured(root, 0, N_STAGES - 1), n = 0;
   for (int i = 0; i <= last && n < max; i++)
-    if (!stage_skipped(root, all_stages[i])) names[n++] = all_stages[i]->name;
+    if (!stage_skipped(root, run_all_stages[i])) names[n++] = run_all_stages[i]->name;
   return n;
 }
 
@@ -213,7 +213,7 @@ int runner_check(const char *workflow, const char *const *sets, int n_sets, int 
     }
     cfg_errors_free(&errs);
   } else {
-    root = load_config(workflow, sets, n_sets, NULL, "*");
+    root = run_load_config(workflow, sets, n_sets, NULL, "*");
   }
   if (!root) return SE3_EXIT_USAGE;
   int bad = no_inputs ? check_inputs_unread(root, "*", print_problem, NULL) : check_input_files(root, "*", workflow);
@@ -229,34 +229,12 @@ int runner_check(const char *workflow, const char *const *sets, int n_sets, int 
 
 /* ---- the run ------------------------------------------------------------- */
 
-struct run {
-  struct store st;
-  struct cfg_node *root;
-  const struct run_opts *o;
-  char workdir[PATH_MAX];
-  char workflow_dir[PATH_MAX];
-  char host[256];
-  long long run_id;
-  struct progress prog;
-  int shard, n_shards;
-  const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
-  const struct se3_comm *comm; /* data-parallel processes; NULL: one */
-  int scores_kept_as_now;      /* merge: screen.db's scores were kept as stages.score.merge keeps them now */
-  char err[2048];
-};
-
 /* Rank 0's runner to the other processes of a data-parallel run (sent
  * with stage_order's message): run the collective stage i[0], or the run is
  * over with exit status i[0], or take a share of the chunks of stage i[0]
  * (struct stage's `spread`) whose config hash is i[1]. The stages' own
  * orders follow RUN_ORDER_STAGE. */
 enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2, RUN_ORDER_SPREAD = 3 };
-
-/* The runner's stage_report: ctx is embedded in a struct holding the run. */
-struct run_ctx {
-  struct stage_ctx ctx;
-  struct run *run;
-};
 
 static void cb_advance(struct stage_ctx *ctx, int64_t n) {
   struct run_ctx *rc = (struct run_ctx *)ctx;
@@ -280,7 +258,7 @@ static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n
 static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
 static const struct stage_report quiet_report = {quiet_advance, quiet_log};
 
-static int exec_sql(struct run *r, const char *fmt, ...) {
+int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
@@ -291,32 +269,32 @@ static int exec_sql(struct run *r, const char *fmt, ...) {
 }
 
 /* Delete everything stage i and the stages after it wrote. */
-static int clear_from(struct run *r, int first) {
+int run_clear_from(struct run *r, int first) {
   for (int i = first; i < N_STAGES; i++) {
-    const struct stage *s = all_stages[i];
+    const struct stage *s = run_all_stages[i];
     char *tables = strdup(s->tables);
     if (!tables) {
       snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
       return -1;
     }
     for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-      if (exec_sql(r, "DELETE FROM \"%w\"", t)) {
+      if (run_exec(r, "DELETE FROM \"%w\"", t)) {
         free(tables);
         return -1;
       }
     }
     free(tables);
-    if (exec_sql(r,
+    if (run_exec(r,
                  "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
                  "DELETE FROM stage_state WHERE stage=%Q",
                  s->name, s->name, s->name))
       return -1;
-    if (s == &stage_score && exec_sql(r, "DELETE FROM meta WHERE key='scores_kept'")) return -1;
+    if (s == &stage_score && run_exec(r, "DELETE FROM meta WHERE key='scores_kept'")) return -1;
   }
   return 0;
 }
 
-static char *query_text(sqlite3 *db, const char *fmt, ...) {
+char *run_query_text(sqlite3 *db, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
@@ -331,7 +309,7 @@ static char *query_text(sqlite3 *db, const char *fmt, ...) {
   return out;
 }
 
-static long long query_int(sqlite3 *db, long long dflt, const char *fmt, ...) {
+long long run_query_int(sqlite3 *db, long long dflt, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
@@ -341,7 +319,7 @@ static long long query_int(sqlite3 *db, long long dflt, const char *fmt, ...) {
   return v;
 }
 
-static void fold_hash(const char hex[17], uint64_t extra, char out[17]) {
+void run_fold_hash(const char hex[17], uint64_t extra, char out[17]) {
   uint64_t h = se3_hash_str(SE3_HASH_INIT, hex);
   h = se3_hash_bytes(h, &extra, sizeof extra);
   snprintf(out, 17, "%016" PRIx64, h);
@@ -349,23 +327,25 @@ static void fold_hash(const char hex[17], uint64_t extra, char out[17]) {
 
 /* The hash of what a stage was asked to do: its configuration, and the chunk
  * size, which decides which molecules a chunk number means. */
-static void settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
+void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
   char cfg[17];
   cfg_stage_hash(root, s->name, s->uses_sets, cfg);
-  fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
+  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
 }
 
 /* A stage that reads another's tables needs that stage finished (finalized)
  * in the database it reads; its config hash then joins this stage's, so
  * redoing the upstream stage redoes this one. 0, or -1 with r->err set. */
-static int check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
+int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
   *upstream = 0;
-  const char *after = upstream_of(r->root, s);
+  const char *after = run_upstream_of(r->root, s);
   if (!after) return 0;
   const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
-  long long fin = query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  long long n_chunks = query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, after);
+  long long fin = run_query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_chunks =
+      run_query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_done =
+      run_query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, after);
   if (fin < 0) {
     snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
              after, where, after);
@@ -378,21 +358,21 @@ static int check_upstream(struct run *r, const struct stage *s, uint64_t *upstre
              s->name, after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", after);
     return -1;
   }
-  char *hash = query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  char *hash = run_query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
   *upstream = se3_hash_str(SE3_HASH_INIT, hash ? hash : "");
   free(hash);
   return 0;
 }
 
-static int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
-  if (!s->finalize) return exec_sql(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
-  if (exec_sql(r, "BEGIN IMMEDIATE")) return -1;
+int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
+  if (!s->finalize) return run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
+  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
   if (s->finalize(ctx) != STAGE_OK) {
     snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }
-  if (exec_sql(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name) || exec_sql(r, "COMMIT")) {
+  if (run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name) || run_exec(r, "COMMIT")) {
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }
@@ -411,7 +391,7 @@ static void run_init(struct run *r, const struct run_opts *o) {
 }
 
 /* Stage s's context in run r (its database, whatever r has open). */
-static void stage_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
+void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   memset(rc, 0, sizeof *rc);
   struct stage_ctx *ctx = &rc->ctx;
   rc->run = r;
@@ -458,7 +438,7 @@ static int record_run(struct run *r, const char *stage) {
     snprintf(job, sizeof job, "%s_%s", aj, at);
   else if (j && *j)
     snprintf(job, sizeof job, "%s", j);
-  int bad = exec_sql(r,
+  int bad = run_exec(r,
                      "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
                      "('stage',%Q);"
                      "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version,job) "
@@ -477,266 +457,8 @@ static void finish_run(struct run *r, int ret) {
   char when[32];
   now_iso(when, sizeof when);
   const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
-  exec_sql(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
+  run_exec(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
            r->err[0] ? r->err : NULL, r->run_id);
-}
-
-/* ---- stages shared by the processes of a data-parallel run --------------- */
-
-/* Process `rank`'s database for stage `stage` (struct stage's `spread`). */
-static void rank_db_path(char *out, size_t n, const char *workdir, const char *stage, int rank) {
-  snprintf(out, n, "%s/shards/%s-rank%d.db", workdir, stage, rank);
-}
-
-static void remove_db(const char *path) {
-  char p[PATH_MAX + 400];
-  unlink(path);
-  const char *ext[] = {"-wal", "-shm", ".lock"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s%s", path, ext[i]);
-    unlink(p);
-  }
-}
-
-static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
-                      char **sets);
-
-/* Folds into r's database the processes' databases of stage s found in
- * WORKDIR/shards (those run under `hash`; others are stale and go) and
- * deletes them. `why`: a line for each, "" for silence. The number folded,
- * or -1 with r->err set. */
-static int fold_rank_shards(struct run *r, const struct stage *s, const char *hash, const char *why) {
-  char dir[PATH_MAX + 16], prefix[64];
-  snprintf(dir, sizeof dir, "%s/shards", r->workdir);
-  snprintf(prefix, sizeof prefix, "%s-rank", s->name);
-  DIR *dh = opendir(dir);
-  if (!dh) return 0;
-  int folded = 0;
-  struct dirent *e;
-  while ((e = readdir(dh))) {
-    size_t len = strlen(e->d_name);
-    if (strncmp(e->d_name, prefix, strlen(prefix)) || len < 4 || strcmp(e->d_name + len - 3, ".db")) continue;
-    char path[PATH_MAX + 320];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    int si = fold_shard(r, path, s->name, hash, NULL, NULL);
-    if (si == -2) {
-      closedir(dh);
-      return -1;
-    }
-    if (why[0])
-      progress_log(NULL, "%s: %s %s", s->name, si >= 0 ? "folded in" : "discarded (another configuration)", path);
-    remove_db(path);
-    folded += si >= 0;
-  }
-  closedir(dh);
-  return folded;
-}
-
-/* stages.score.merge: hits, while shard.scores is attached in fold_shard's
- * transaction: copies into main.scores only the shard's own hits under
- * rank's settings (rank_select: one pass, memory bounded by rank's `top`),
- * which hold every hit of the whole library (a molecule among the best
- * `top` of all is among the best `top` of its shard), and records those
- * settings in meta 'scores_kept' for rank to check. *n_kept: rows kept, or -1
- * when the shard is to be folded whole (merge: all, or rank's top: 0).
- * Returns 0, or -1 with r->err set. */
-static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
-  *n_kept = -1;
-  const char *mode = r->root ? cfg_str(r->root, "stages.score.merge", "all") : "all";
-  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
-  if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
-    return exec_sql(r, "DELETE FROM main.meta WHERE key='scores_kept'");
-  char target[256], err[1024];
-  /* before the first fold screen.db of a score-only workflow holds neither
-   * models nor scores: the shard's scores name the target */
-  if (rank_target(r->st.db, "main", rank, target, sizeof target) &&
-      rank_target(r->st.db, "shard", rank, target, sizeof target)) {
-    snprintf(r->err, sizeof r->err,
-             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target "
-             "and the scores hold none or several: set stages.rank.target",
-             r->st.path);
-    return -1;
-  }
-  int64_t *rows = NULL, n = 0;
-  if (rank_select(r->st.db, "shard", "main", rank, target, &rows, &n, err, sizeof err)) {
-    snprintf(r->err, sizeof r->err, "%s", err);
-    return -1;
-  }
-  *n_scores = query_int(r->st.db, 0, "SELECT count(*) FROM shard.scores");
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(
-      r->st.db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1", -1, &st, NULL);
-  for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
-    sqlite3_bind_int64(st, 1, rows[i]);
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    sqlite3_reset(st);
-  }
-  sqlite3_finalize(st);
-  free(rows);
-  if (rc != SQLITE_OK) {
-    snprintf(r->err, sizeof r->err, "keeping the shard's hits: %s", sqlite3_errmsg(r->st.db));
-    return -1;
-  }
-  char spec[512];
-  rank_spec(rank, target, spec, sizeof spec);
-  if (exec_sql(r, "INSERT OR REPLACE INTO main.meta VALUES('scores_kept', %Q)", spec)) return -1;
-  *n_kept = n;
-  return 0;
-}
-
-/* 1 when the attached shard was folded into main already and holds nothing
- * new: every ledger row of its stage is in main as it is in the shard, under
- * the same configuration, and (score) under the same stages.score.merge
- * choice as now. Then merging it again would rewrite the same rows: a
- * workdir's merge job after each array folds every shard in shards/, and
- * refolding the earlier stages' cost as much as folding them the first time.
- * -1 with r->err set on an error. */
-static int already_folded(struct run *r, const struct stage *s) {
-  long long n = query_int(r->st.db, -1,
-                          "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
-                          "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
-                          "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
-                          "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
-                          "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
-                          "m.finished=c.finished)) END",
-                          s->name, s->name, s->name);
-  if (n < 0) {
-    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
-    return -1;
-  }
-  if (n > 0 || query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0) return 0;
-  /* a score shard: only when the scores were kept as they would be now */
-  return s != &stage_score || r->scores_kept_as_now;
-}
-
-/* Whether screen.db's scores were kept as stages.score.merge would keep them
- * now (meta 'scores_kept' names rank's settings under `hits`, and is absent
- * under `all`), asked once before a merge folds anything. */
-static int scores_kept_as_now(struct run *r) {
-  char *kept = query_text(r->st.db, "SELECT value FROM main.meta WHERE key='scores_kept'");
-  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
-  int hits = r->root && !strcmp(cfg_str(r->root, "stages.score.merge", "all"), "hits") && cfg_int(rank, "top", 100) > 0;
-  int same = !hits && !kept;
-  if (hits && kept) {
-    char target[256], spec[512];
-    same = !rank_target(r->st.db, "main", rank, target, sizeof target) &&
-           (rank_spec(rank, target, spec, sizeof spec), !strcmp(spec, kept));
-  }
-  free(kept);
-  return same;
-}
-
-/* Folds the shard database `path` (a Slurm array task's, --shard's, or a
- * process's of a data-parallel run) into r's database, in one transaction.
- * want_hash: fold only a shard of stage want_stage run under this config
- * hash; NULL: any shard, and one made with another configuration than r's
- * database holds replaces the stage there (`merge`). *workflow and *sets,
- * when NULL, are set from the shard's meta (where given). Returns the
- * stage's index, -1 for a shard with nothing to fold (it never planned a
- * stage, or another than want_stage/want_hash), -2 with r->err set, -3 (only
- * for `merge`, want_hash NULL) for a shard folded before that holds nothing
- * new, its stage finalized. */
-static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
-                      char **sets) {
-  struct store sh;
-  if (store_open(&sh, path, STORE_READONLY, NULL, 10000, r->err, sizeof r->err)) return -2;
-  char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
-  if (workflow && !*workflow) *workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
-  if (sets && !*sets) *sets = query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
-  store_close(&sh);
-  int si = stage ? stage_index(stage) : -1;
-  if (si < 0 || !hash || (want_hash && (strcmp(stage, want_stage) || strcmp(hash, want_hash)))) {
-    /* A shard that never got as far as planning holds nothing to merge. */
-    free(stage);
-    free(hash);
-    return -1;
-  }
-  free(stage);
-  free(hash);
-  const struct stage *s = all_stages[si];
-  if (exec_sql(r, "ATTACH %Q AS shard", path)) return -2;
-  if (exec_sql(r, "BEGIN IMMEDIATE")) goto detach;
-  if (!want_hash) {
-    int done = already_folded(r, s);
-    if (done < 0) goto rollback;
-    if (done) { /* nothing new: a merge run again, or the next stage's merge */
-      int finalized = query_int(r->st.db, 0, "SELECT finalized FROM main.stage_state WHERE stage=%Q", s->name) == 1;
-      if (exec_sql(r, "COMMIT")) goto rollback;
-      exec_sql(r, "DETACH shard");
-      return finalized ? -3 : si;
-    }
-  }
-  char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
-  char *theirs = query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
-  if (mine && theirs && strcmp(mine, theirs)) {
-    /* (merge_verdict let only a shard of the workflow as it is now come here:
-     * screen.db's stage is the one from before the change, as `run` would
-     * find it) */
-    char down[256] = "";
-    for (int i = si + 1; i < N_STAGES; i++)
-      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "", all_stages[i]->name);
-    progress_log(NULL,
-                 "%s: %s holds this stage as made before the workflow changed; replacing it with the shards made "
-                 "with the workflow as it is now, starting with %s%s%s",
-                 s->name, r->st.path, path, down[0] ? ", and discarding the stages after it: " : "", down);
-    if (clear_from(r, si)) {
-      free(mine);
-      free(theirs);
-      goto rollback;
-    }
-  } else if (!mine) {
-    if (clear_from(r, si + 1)) {
-      free(theirs);
-      goto rollback;
-    }
-  }
-  free(mine);
-  free(theirs);
-  /* `merge` of a score shard under stages.score.merge: hits folds only the
-   * shard's candidates for rank's hits. */
-  int64_t n_kept = -1, n_scores = 0;
-  if (!want_hash && s == &stage_score && merge_hits(r, &n_kept, &n_scores)) goto rollback;
-  /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
-  /* `tables` lists children first (for deleting); insert parents first. */
-  char *tables = strdup(s->tables), *tok[16];
-  int n_tok = 0, bad = !tables;
-  for (char *save = NULL, *t = tables ? strtok_r(tables, " ", &save) : NULL; t && n_tok < 16;
-       t = strtok_r(NULL, " ", &save))
-    tok[n_tok++] = t;
-  for (int t = n_tok - 1; t >= 0 && !bad && n_kept < 0; t--)
-    bad = exec_sql(r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
-  free(tables);
-  if (!bad && n_kept >= 0)
-    progress_log(NULL, "%s: kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)",
-                 path, (long long)n_kept, (long long)n_scores);
-  /* (a shard made before schema version 4 has no runs.job, one made before
-   * version 7 no rejects.atom and rejects.detail) */
-  int has_job =
-      query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE name = 'job'") > 0;
-  int has_detail =
-      query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('rejects', 'shard') WHERE name = 'detail'") > 0;
-  if (bad ||
-      exec_sql(r,
-               "INSERT OR REPLACE INTO main.rejects(stage,set_name,source_file,record_no,line,name,chunk,reason,atom,"
-               "detail) SELECT stage,set_name,source_file,record_no,line,name,chunk,reason,%s FROM shard.rejects "
-               "WHERE stage=%Q;"
-               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
-               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
-               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
-               "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
-               "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
-               "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-               has_detail ? "atom,detail" : "NULL,NULL", s->name, s->name, s->name, has_job ? "job" : "NULL") ||
-      exec_sql(r, "COMMIT"))
-    goto rollback;
-  exec_sql(r, "DETACH shard");
-  return si;
-rollback:
-  sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-detach:
-  sqlite3_exec(r->st.db, "DETACH shard", NULL, NULL, NULL);
-  return -2;
 }
 
 /* This process's chunks of stage s: those with chunk % n_shards == shard
@@ -834,7 +556,7 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     } else if (c < n_chunks) {
       char started[32], finished[32];
       now_iso(started, sizeof started);
-      int st = exec_sql(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
+      int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
       ctx->chunk_bytes = 0;
       if (st == STAGE_OK) {
         st = s->run_chunk(ctx, c, &n_ok, &n_rej);
@@ -842,12 +564,12 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
       }
       if (st == STAGE_OK) {
         now_iso(finished, sizeof finished);
-        if (exec_sql(r,
+        if (run_exec(r,
                      "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
                      "finished, n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
                      s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
                      (long long)n_rej, (long long)ctx->chunk_bytes) ||
-            exec_sql(r, "COMMIT"))
+            run_exec(r, "COMMIT"))
           st = STAGE_ERROR;
       }
       if (st != STAGE_OK) {
@@ -919,19 +641,19 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash) {
   const struct se3_comm *comm = w->comm;
   int rank = comm_rank(comm), n = comm_size(comm);
   char settings[17], path[PATH_MAX + 96], up[PATH_MAX + 32];
-  settings_hash(w->root, s, settings);
+  run_settings_hash(w->root, s, settings);
   struct run_ctx rc;
   w->shard = rank;
   w->n_shards = n;
   w->src = "src";
   w->err[0] = 0;
-  stage_ctx_init(&rc, w, s);
+  run_ctx_init(&rc, w, s);
   struct stage_ctx *ctx = &rc.ctx;
   if (rank > 0) ctx->report = &quiet_report;
   int64_t n_chunks = 0, n_items = 0;
   int st = STAGE_ERROR;
   snprintf(up, sizeof up, "%s/shards", w->workdir);
-  rank_db_path(path, sizeof path, w->workdir, s->name, rank);
+  run_rank_db_path(path, sizeof path, w->workdir, s->name, rank);
   if (!mkdirs(up, w->err, sizeof w->err) &&
       !store_open(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal", "wal"),
                   (int)cfg_int(w->root, "store.busy_timeout_ms", 10000), w->err, sizeof w->err) &&
@@ -941,8 +663,8 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash) {
       !record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
-    char *old = query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (old && strcmp(old, hash)) clear_from(w, stage_index(s->name));
+    char *old = run_query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+    if (old && strcmp(old, hash)) run_clear_from(w, run_stage_index(s->name));
     free(old);
     ctx->db = w->st.db;
     st = s->begin(ctx, &n_chunks, &n_items);
@@ -951,7 +673,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash) {
     } else {
       char when[32];
       now_iso(when, sizeof when);
-      if (exec_sql(w,
+      if (run_exec(w,
                    "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, "
                    "updated) VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
                    "config_hash=excluded.config_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
@@ -987,14 +709,14 @@ static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64)
 }
 
 static int run_stage(struct run *r, int si) {
-  const struct stage *s = all_stages[si];
+  const struct stage *s = run_all_stages[si];
   struct run_ctx rc;
-  stage_ctx_init(&rc, r, s);
+  run_ctx_init(&rc, r, s);
   struct stage_ctx *ctx = &rc.ctx;
 
   int64_t n_chunks = 0, n_items = 0;
   uint64_t upstream = 0;
-  if (check_upstream(r, s, &upstream)) return SE3_EXIT_FAILED;
+  if (run_check_upstream(r, s, &upstream)) return SE3_EXIT_FAILED;
   /* A collective stage: the other processes begin it with this one. */
   int collective = r->comm && s->serve;
   ctx->comm = collective ? r->comm : NULL;
@@ -1024,43 +746,44 @@ static int run_stage(struct run *r, int si) {
     return SE3_EXIT_FAILED;
   }
   char settings[17], hash[17], with_inputs[17];
-  settings_hash(r->root, s, settings);
-  fold_hash(settings, ctx->inputs_hash, with_inputs);
-  fold_hash(with_inputs, upstream, hash);
+  run_settings_hash(r->root, s, settings);
+  run_fold_hash(settings, ctx->inputs_hash, with_inputs);
+  run_fold_hash(with_inputs, upstream, hash);
 
   /* A changed configuration discards this stage and everything downstream. */
-  char *old = query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
   long long stale =
-      query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
+      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
   int ret = SE3_EXIT_FAILED;
-  if (exec_sql(r, "BEGIN IMMEDIATE")) goto out;
+  if (run_exec(r, "BEGIN IMMEDIATE")) goto out;
   if ((old && strcmp(old, hash)) || stale > 0) {
-    long long n_done = query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
     char down[256] = "";
     for (int i = si + 1; i < N_STAGES; i++)
-      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "", all_stages[i]->name);
-    char *old_settings = query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "",
+               run_all_stages[i]->name);
+    char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
-                 : upstream_of(r->root, s)                      ? "the upstream stage's output"
+                 : run_upstream_of(r->root, s)                  ? "the upstream stage's output"
                                                                 : "an input file",
                  n_done, n_done == 1 ? "" : "s", down[0] ? " and the downstream stages: " : "", down);
     free(old_settings);
-    if (clear_from(r, si)) goto rollback;
+    if (run_clear_from(r, si)) goto rollback;
   }
   char when[32];
   now_iso(when, sizeof when);
-  if (exec_sql(r,
+  if (run_exec(r,
                "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, updated) "
                "VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET n_chunks=excluded.n_chunks, "
                "n_items=excluded.n_items, updated=excluded.updated",
                s->name, hash, settings, (long long)n_chunks, (long long)n_items, when) ||
-      exec_sql(r, "COMMIT"))
+      run_exec(r, "COMMIT"))
     goto rollback;
 
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */
-  if (s->spread && r->n_shards <= 1 && fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
+  if (s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
   int spread = r->comm && s->spread && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
   if (spread) {
     /* Every process, this one too, does its share in a database of its own
@@ -1082,7 +805,7 @@ static int run_stage(struct run *r, int si) {
     memcpy(w.host, r->host, sizeof w.host);
     ret = share_stage(&w, s, hash);
     if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
-    if (ret == SE3_EXIT_OK && fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
+    if (ret == SE3_EXIT_OK && run_fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
   } else {
     ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
   }
@@ -1091,8 +814,8 @@ static int run_stage(struct run *r, int si) {
 
   /* Finalize once every chunk of the stage is in this database. */
   long long n_done =
-      query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
-  long long finalized = query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
+  long long finalized = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
   if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
     if (run_finalize(r, s, ctx)) goto out;
   }
@@ -1118,7 +841,7 @@ static int run_follow(const struct run_opts *o) {
   run_init(&r, o);
   r.src = "main";
   int rank = comm_rank(o->comm);
-  r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
+  r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
   snprintf(r.workdir, sizeof r.workdir, "%s", r.root ? cfg_str(r.root, "workdir", ".") : ".");
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");
@@ -1136,7 +859,7 @@ static int run_follow(const struct run_opts *o) {
       return (int)ord.i[0];
     }
     if (ord.op == RUN_ORDER_SPREAD && ord.i[0] >= 0 && ord.i[0] < N_STAGES && r.root) {
-      follow_spread(&r, all_stages[ord.i[0]], (uint64_t)ord.i[1]);
+      follow_spread(&r, run_all_stages[ord.i[0]], (uint64_t)ord.i[1]);
       continue;
     }
     if (ord.op != RUN_ORDER_STAGE || ord.i[0] < 0 || ord.i[0] >= N_STAGES || !r.root) {
@@ -1144,9 +867,9 @@ static int run_follow(const struct run_opts *o) {
               (long long)ord.op);
       comm_abort(o->comm, SE3_EXIT_FAILED);
     }
-    const struct stage *s = all_stages[ord.i[0]];
+    const struct stage *s = run_all_stages[ord.i[0]];
     struct run_ctx rc;
-    stage_ctx_init(&rc, &r, s);
+    run_ctx_init(&rc, &r, s);
     struct stage_ctx *ctx = &rc.ctx;
     ctx->report = &quiet_report;
     ctx->comm = o->comm;
@@ -1196,7 +919,7 @@ int runner_run(const struct run_opts *o) {
 static int run_main(const struct run_opts *o) {
   struct run r;
   run_init(&r, o);
-  hostname_of(r.host, sizeof r.host);
+  run_hostname(r.host, sizeof r.host);
   int ret = SE3_EXIT_FAILED;
 
   /* Which stages. */
@@ -1204,7 +927,7 @@ static int run_main(const struct run_opts *o) {
   const char *asked[2] = {o->stage, o->until};
   for (int k = 0; k < 2; k++) {
     if (!asked[k]) continue;
-    int i = stage_index(asked[k]);
+    int i = run_stage_index(asked[k]);
     if (i < 0) {
       fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", asked[k]);
       print_stage_names(stderr);
@@ -1225,8 +948,8 @@ static int run_main(const struct run_opts *o) {
     char inputs[128] = ""; /* the stages that may run read their inputs */
     for (int i = first; i <= last; i++)
       snprintf(inputs + strlen(inputs), sizeof inputs - strlen(inputs), "%s%s", i > first ? " " : "",
-               all_stages[i]->name);
-    r.root = load_config(o->workflow, o->sets, o->n_sets, o->workdir, inputs);
+               run_all_stages[i]->name);
+    r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, inputs);
   }
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */
@@ -1249,7 +972,7 @@ static int run_main(const struct run_opts *o) {
   /* The model's device, before any work: `device: cuda` without a usable
    * GPU stops here, not after hours of graphs and bases. */
   for (int i = first; i <= last; i++)
-    if (all_stages[i] == &stage_train || all_stages[i] == &stage_score) {
+    if (run_all_stages[i] == &stage_train || run_all_stages[i] == &stage_score) {
       char why[1024];
       const char *bad = "device";
       if (stage_device_check(r.root, &bad, why, sizeof why)) {
@@ -1266,8 +989,9 @@ static int run_main(const struct run_opts *o) {
   { /* the inputs' columns and tags, for the stages that will run */
     char names[128] = "";
     for (int i = first; i <= last; i++) {
-      if (stage_skipped(r.root, all_stages[i]) && !(o->stage && i == first)) continue;
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "", all_stages[i]->name);
+      if (stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "",
+               run_all_stages[i]->name);
     }
     if (check_input_files(r.root, names, o->workflow)) {
       cfg_node_free(r.root);
@@ -1289,7 +1013,7 @@ static int run_main(const struct run_opts *o) {
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/shards", r.workdir);
     if (mkdirs(dir, r.err, sizeof r.err)) goto fail_early;
-    snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, all_stages[first]->name, r.shard);
+    snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, run_all_stages[first]->name, r.shard);
   } else {
     if (mkdirs(r.workdir, r.err, sizeof r.err)) goto fail_early;
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
@@ -1302,13 +1026,13 @@ static int run_main(const struct run_opts *o) {
   /* A shard of a stage that reads another's tables reads them from screen.db
    * (made by an unsharded run or by merge); it writes only its own database. */
   r.src = "main";
-  const char *first_after = upstream_of(r.root, all_stages[first]);
+  const char *first_after = run_upstream_of(r.root, run_all_stages[first]);
   if (r.n_shards > 1 && first_after) {
     char up[PATH_MAX + 32];
     snprintf(up, sizeof up, "%s/screen.db", r.workdir);
     if (access(up, R_OK) != 0) {
       snprintf(r.err, sizeof r.err, "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
-               all_stages[first]->name, first_after, up, first_after);
+               run_all_stages[first]->name, first_after, up, first_after);
       goto fail_early;
     }
     if (store_attach_readonly(&r.st, up, "src", r.err, sizeof r.err)) goto fail_early;
@@ -1316,12 +1040,12 @@ static int run_main(const struct run_opts *o) {
   }
 
   /* Remember how to rebuild this configuration (merge needs it to finalize). */
-  if (record_run(&r, r.n_shards > 1 ? all_stages[first]->name : "")) goto fail_early;
+  if (record_run(&r, r.n_shards > 1 ? run_all_stages[first]->name : "")) goto fail_early;
 
   install_signals();
   ret = SE3_EXIT_OK;
   for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
-    if (stage_skipped(r.root, all_stages[i]) && !(o->stage && i == first)) continue;
+    if (stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
   }
 
@@ -1339,487 +1063,4 @@ fail_early:
   store_close(&r.st);
   cfg_node_free(r.root);
   return SE3_EXIT_FAILED;
-}
-
-/* ---- merge ----------------------------------------------------------------- */
-
-static int has_suffix(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && !strcmp(s + a - b, suf);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Shard databases beside db_path, sorted. */
-static char **list_shards(const char *db_path, int *n) {
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", db_path);
-  char *d = dirname(dir);
-  char sdir[PATH_MAX + 16];
-  snprintf(sdir, sizeof sdir, "%s/shards", d);
-  *n = 0;
-  DIR *dh = opendir(sdir);
-  if (!dh) return NULL;
-  char **out = NULL;
-  struct dirent *e;
-  while ((e = readdir(dh))) {
-    if (!has_suffix(e->d_name, ".db")) continue;
-    char **grown = realloc(out, sizeof *out * (size_t)(*n + 1));
-    if (!grown) break;
-    out = grown;
-    if (asprintf(&out[*n], "%s/%s", sdir, e->d_name) < 0) break;
-    (*n)++;
-  }
-  closedir(dh);
-  if (*n > 1) qsort(out, (size_t)*n, sizeof *out, cmp_str);
-  return out;
-}
-
-/* The config hash `run` would give stage s now, from r's workflow and
- * against the upstream results r's database holds: 1 with it in out, 0 when
- * it cannot be known here (why in note). Ingest plans its inputs
- * for their fingerprint (as every run does); graph, basis and score take
- * none (score only with stages.score.checkpoint, which needs the model's
- * device to read: not known here); other stages are not sharded. */
-static int expected_hash(struct run *r, const struct stage *s, char out[17], char *note, size_t notelen) {
-  int no_inputs = s == &stage_graph || s == &stage_basis ||
-                  (s == &stage_score && !cfg_str(cfg_get(cfg_get(r->root, "stages"), "score"), "checkpoint", NULL));
-  if (s != &stage_ingest && !no_inputs) {
-    snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
-    return 0;
-  }
-  uint64_t upstream = 0;
-  if (check_upstream(r, s, &upstream)) {
-    snprintf(note, notelen, "%.500s", r->err);
-    r->err[0] = 0;
-    return 0;
-  }
-  uint64_t inputs = 0;
-  if (s == &stage_ingest) {
-    struct run_ctx rc;
-    stage_ctx_init(&rc, r, s);
-    int64_t n_chunks = 0, n_items = 0;
-    int st = s->begin(&rc.ctx, &n_chunks, &n_items);
-    inputs = rc.ctx.inputs_hash;
-    if (st != STAGE_OK) snprintf(note, notelen, "planning %s: %.400s", s->name, rc.ctx.err);
-    if (s->end) s->end(&rc.ctx);
-    if (st != STAGE_OK) return 0;
-  }
-  char settings[17], with_inputs[17];
-  settings_hash(r->root, s, settings);
-  fold_hash(settings, inputs, with_inputs);
-  fold_hash(with_inputs, upstream, out);
-  return 1;
-}
-
-/* What `merge` holds a shard to: the workflow of this workdir, and the
- * configuration it has now. */
-struct merge_ref {
-  const char *workflow; /* screen.db's meta, or the first shard's; NULL: unknown */
-  char expected[N_STAGES][17];
-  int known[N_STAGES]; /* 0 not asked yet, 1 expected[] holds it, -1 unknown (note[]) */
-  char note[N_STAGES][512];
-};
-
-/* Whether the shard database at path belongs to this workdir's workflow as
- * it is now: 1 yes (or it holds nothing to fold: fold_shard skips it), 0 no
- * (why says why, in words naming the stage). A
- * shard made from another workflow, with another configuration of its
- * stage than the workflow's now, or from other inputs or upstream results
- * than screen.db holds, is stale or foreign: folding it would replace work
- * of the current configuration with it. */
-static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path, char *why, size_t whylen) {
-  struct store sh;
-  char err[1024];
-  if (store_open(&sh, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
-    snprintf(why, whylen, "it cannot be read: %s", err);
-    return 0;
-  }
-  char *stage = query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  char *hash = stage ? query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
-  char *settings = stage ? query_text(sh.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
-  char *workflow = query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
-  char *shard = query_text(sh.db, "SELECT value FROM meta WHERE key='shard'");
-  store_close(&sh);
-  int si = stage ? stage_index(stage) : -1, ret = 1;
-  if (si < 0 || !hash || !settings) goto out; /* never planned a stage: nothing to fold */
-  const struct stage *s = all_stages[si];
-  char *mine = query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
-  int differs = mine && strcmp(mine, hash);
-  free(mine);
-  if (ref->workflow && (!workflow || strcmp(workflow, ref->workflow))) {
-    snprintf(why, whylen, "it was made by another workflow (%s), not this workdir's (%s)",
-             workflow ? workflow : "none recorded", ref->workflow);
-    ret = 0;
-    goto out;
-  }
-  if (!r->root) {
-    if (differs) {
-      snprintf(why, whylen,
-               "its %s stage differs from the one %s holds, and the workflow to tell which is current cannot "
-               "be loaded",
-               s->name, r->st.path);
-      ret = 0;
-    }
-    goto out;
-  }
-  char now[17];
-  settings_hash(r->root, s, now);
-  if (strcmp(settings, now)) {
-    snprintf(why, whylen,
-             "it was made with another configuration of stage %s than %s has now (a stale shard, from before "
-             "the workflow changed)",
-             s->name, ref->workflow ? ref->workflow : "the workflow");
-    ret = 0;
-    goto out;
-  }
-  if (!ref->known[si])
-    ref->known[si] = expected_hash(r, s, ref->expected[si], ref->note[si], sizeof ref->note[si]) == 1 ? 1 : -1;
-  const char *after = upstream_of(r->root, s);
-  if (ref->known[si] == 1 && strcmp(hash, ref->expected[si])) {
-    if (after)
-      snprintf(why, whylen,
-               "its %s stage was made from other results of stage %s than %s holds now (a stale shard, from "
-               "before %s was redone)",
-               s->name, after, r->st.path, after);
-    else
-      snprintf(why, whylen,
-               "its %s stage was made from other input files than the workflow's now (a stale shard, from "
-               "before an input file changed)",
-               s->name);
-    ret = 0;
-  } else if (ref->known[si] != 1 && differs) {
-    snprintf(why, whylen, "its %s stage differs from the one %s holds, and which is current cannot be told here (%s)",
-             s->name, r->st.path, ref->note[si]);
-    ret = 0;
-  }
-out:
-  /* a stale shard of this workflow: how to redo it (a rank's database of a
-   * data-parallel run is redone by the run itself) */
-  if (!ret && si >= 0 && ref->workflow && workflow && !strcmp(workflow, ref->workflow) && shard &&
-      strcmp(shard, "0/1") && !strstr(strrchr(path, '/') ? strrchr(path, '/') + 1 : path, "-rank")) {
-    size_t len = strlen(why);
-    snprintf(why + len, whylen - len, "; to redo it: se3screen run %s --stage %s --shard %s", ref->workflow,
-             all_stages[si]->name, shard);
-  }
-  free(stage);
-  free(hash);
-  free(settings);
-  free(workflow);
-  free(shard);
-  return ret;
-}
-
-/* The meta value `key` of the se3screen database at path, NULL when it has
- * none (or is no such database: opening it read-only changes nothing). */
-static char *db_meta(const char *path, const char *key) {
-  struct store st;
-  char err[1024];
-  if (access(path, F_OK) != 0 || store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) return NULL;
-  char *v = query_text(st.db, "SELECT value FROM meta WHERE key=%Q", key);
-  store_close(&st);
-  return v;
-}
-
-int runner_merge(const char *db_path) {
-  char *workflow = NULL, *sets = NULL;
-  struct run r;
-  memset(&r, 0, sizeof r);
-  r.n_shards = 1;
-  r.src = "main";
-  hostname_of(r.host, sizeof r.host);
-  int n = 0;
-  char **shards = list_shards(db_path, &n);
-  if (n == 0) {
-    fprintf(stderr, "se3screen merge: no shard databases (shards/*.db) beside %s\n", db_path);
-    return SE3_EXIT_USAGE;
-  }
-  int ret = SE3_EXIT_FAILED, refused = 0, from_shard = 0;
-  char *sets_text = NULL;
-  struct merge_ref *ref = calloc(1, sizeof *ref);
-  if (!ref) {
-    snprintf(r.err, sizeof r.err, "out of memory");
-    goto done;
-  }
-  /* This workdir's workflow: the one screen.db was run with (its meta), or
-   * for a screen.db that only merges have made, the first shard's. It is
-   * loaded once, as it is now, with the --set overrides its first shard was
-   * run with (the shards' own: screen.db's are those of its last run, which
-   * may have been of another stage): shards are checked against it, a score
-   * shard's merge may need rank's settings, finalize the stages'. */
-  workflow = db_meta(db_path, "workflow");
-  from_shard = !workflow;
-  for (int k = 0; k < n && !sets; k++) {
-    char *w = db_meta(shards[k], "workflow");
-    if (w && (!workflow || !strcmp(w, workflow))) {
-      sets = db_meta(shards[k], "sets");
-      if (!sets) sets = strdup("");
-    }
-    if (w && !workflow) {
-      workflow = w;
-      w = NULL;
-    }
-    free(w);
-  }
-  if (workflow && !sets) sets = db_meta(db_path, "sets");
-  ref->workflow = workflow;
-  sets_text = sets ? strdup(sets) : NULL; /* (sets is cut into lines below) */
-  {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", db_path);
-    snprintf(r.workdir, sizeof r.workdir, "%s", dirname(dir));
-    char abs[PATH_MAX];
-    if (realpath(r.workdir, abs)) snprintf(r.workdir, sizeof r.workdir, "%s", abs);
-  }
-  if (workflow) {
-    const char *setv[64];
-    int n_set = 0;
-    for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
-         t = strtok_r(NULL, "\n", &save))
-      setv[n_set++] = t;
-    r.root = load_config(workflow, setv, n_set, r.workdir, NULL);
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", workflow);
-    snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", dirname(tmp));
-  }
-  /* the workflow's journal mode (delete on NFS/Lustre) */
-  if (store_open(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
-                 r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
-    goto done;
-  if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
-  r.scores_kept_as_now = scores_kept_as_now(&r);
-  int touched[N_STAGES] = {0}, adopted = 0;
-  for (int k = 0; k < n; k++) {
-    char why[2048];
-    if (!merge_verdict(&r, ref, shards[k], why, sizeof why)) {
-      fprintf(stderr, "se3screen merge: refused %s: %s; it was not merged, and nothing was deleted\n", shards[k], why);
-      refused++;
-      continue;
-    }
-    int si = fold_shard(&r, shards[k], NULL, NULL, NULL, NULL);
-    if (si == -2) goto done;
-    if (si == -3) progress_log(NULL, "%s: merged already, nothing new", shards[k]);
-    if (si < 0) continue;
-    touched[si] = 1;
-    adopted = 1;
-    progress_log(NULL, "merged %s", shards[k]);
-  }
-  /* A screen.db that merges alone have made learns its workflow from the
-   * shards it took, so that a later merge knows which shards are its own. */
-  if (adopted && from_shard && workflow &&
-      exec_sql(&r, "INSERT OR IGNORE INTO meta VALUES('workflow',%Q),('sets',%Q)", workflow,
-               sets_text ? sets_text : ""))
-    goto done;
-  /* Finalize the stages whose chunks are now all here. */
-  for (int si = 0; si < N_STAGES; si++) {
-    if (!touched[si]) continue;
-    const struct stage *s = all_stages[si];
-    long long n_chunks = query_int(r.st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
-    long long n_done = query_int(r.st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
-    if (n_done < n_chunks) {
-      progress_log(NULL, "%s: %lld of %lld chunks merged; run the missing shards and merge again", s->name, n_done,
-                   n_chunks);
-      continue;
-    }
-    if (!s->finalize) {
-      if (exec_sql(&r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name)) goto done;
-      continue;
-    }
-    if (!r.root) {
-      snprintf(r.err, sizeof r.err, "cannot load the workflow %s the shards were made from", workflow ? workflow : "?");
-      goto done;
-    }
-    struct run_ctx rc;
-    stage_ctx_init(&rc, &r, s);
-    if (run_finalize(&r, s, &rc.ctx)) goto done;
-  }
-  ret = SE3_EXIT_OK;
-  if (refused) {
-    /* Not a silent success: the refused shards are named above. */
-    fprintf(stderr,
-            "se3screen merge: refused %d shard database%s of %d (named above): %s keeps its own work. A stale or "
-            "foreign shard can be deleted; a stale one is brought up to date by running its shard again with the "
-            "workflow as it is now (se3screen run WORKFLOW --stage STAGE --shard I/N), then merge again\n",
-            refused, refused == 1 ? "" : "s", n, db_path);
-    ret = SE3_EXIT_FAILED;
-  }
-done:
-  if (ret != SE3_EXIT_OK && r.err[0]) fprintf(stderr, "se3screen merge: %s\n", r.err);
-  for (int k = 0; k < n; k++)
-    free(shards[k]);
-  free(shards);
-  free(workflow);
-  free(sets);
-  free(sets_text);
-  free(ref);
-  cfg_node_free(r.root);
-  store_close(&r.st);
-  return ret;
-}
-
-/* ---- status ---------------------------------------------------------------- */
-
-/* Status reads with every query checked: a database that opens but cannot be
- * read through (truncated, damaged) must not pass for an empty one. A table
- * an older schema lacks (SQLITE_ERROR at prepare) only reads as nothing. */
-struct status_reader {
-  sqlite3 *db;
-  char err[512]; /* the first read failure */
-};
-
-static sqlite3_stmt *status_step(struct status_reader *sr, const char *fmt, va_list ap) {
-  char *sql = sqlite3_vmprintf(fmt, ap);
-  sqlite3_stmt *st = NULL;
-  int rc = sql ? sqlite3_prepare_v2(sr->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
-  if (rc == SQLITE_OK) {
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) rc = SQLITE_OK;
-  }
-  if (rc != SQLITE_OK && rc != SQLITE_DONE && (rc & 0xff) != SQLITE_ERROR && !sr->err[0])
-    snprintf(sr->err, sizeof sr->err, "%s", sql ? sqlite3_errmsg(sr->db) : "out of memory");
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) {
-    sqlite3_finalize(st);
-    return NULL;
-  }
-  return st;
-}
-
-static sqlite3_stmt *status_step_v(struct status_reader *sr, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sqlite3_stmt *st = status_step(sr, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-static long long status_int(struct status_reader *sr, long long dflt, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sqlite3_stmt *st = status_step(sr, fmt, ap);
-  va_end(ap);
-  long long v = st && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0) : dflt;
-  sqlite3_finalize(st);
-  return v;
-}
-
-static char *status_text(struct status_reader *sr, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sqlite3_stmt *st = status_step(sr, fmt, ap);
-  va_end(ap);
-  char *v = st && sqlite3_column_text(st, 0) ? strdup((const char *)sqlite3_column_text(st, 0)) : NULL;
-  sqlite3_finalize(st);
-  return v;
-}
-
-/* Prints one database's status; returns 0, or -1 when it cannot be read
- * (the message names the file and why). */
-static int status_of_db(const char *path, const struct cfg_node *root, int with_header) {
-  struct store st;
-  char err[1024];
-  if (store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
-    fprintf(stderr, "se3screen status: %s\n", err);
-    return -1;
-  }
-  if (st.note) fprintf(stderr, "se3screen status: note: %s\n", st.note);
-  struct status_reader sr = {.db = st.db};
-  if (with_header) printf("%s\n", path);
-  printf("  %-8s %13s %10s %10s %10s %11s  %s\n", "stage", "chunks", "planned", "stored", "rejected", "bytes/mol",
-         "config");
-  for (int i = 0; i < N_STAGES; i++) {
-    const struct stage *s = all_stages[i];
-    long long n_chunks = status_int(&sr, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
-    if (n_chunks < 0) {
-      printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
-      continue;
-    }
-    long long n_done = status_int(&sr, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
-    long long n_items = status_int(&sr, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
-    /* The last table of `tables` is the stage's main one (children come first). */
-    const char *main_table = strrchr(s->tables, ' ') ? strrchr(s->tables, ' ') + 1 : s->tables;
-    long long n_rows = status_int(&sr, 0, "SELECT count(*) FROM \"%w\"", main_table);
-    long long n_rej = status_int(&sr, 0, "SELECT count(*) FROM rejects WHERE stage=%Q", s->name);
-    const char *state = "unknown (give the workflow file)";
-    char *settings = status_text(&sr, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (root) {
-      char now[17];
-      settings_hash(root, s, now);
-      state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
-    }
-    char chunks[32], bytes[32] = "-";
-    snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
-    /* from the ledger: reading the blobs' sizes would read the tables */
-    long long n_stored = status_int(&sr, 0, "SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", s->name);
-    if (s->blob_column && n_stored > 0)
-      snprintf(bytes, sizeof bytes, "%.0f",
-               (double)status_int(&sr, 0, "SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", s->name) /
-                   (double)n_stored);
-    printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
-    free(settings);
-  }
-  /* (runs.job: schema version 4; an older database read as it is lacks it) */
-  int has_job = status_int(&sr, 0, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'job'") > 0;
-  sqlite3_stmt *q = status_step_v(&sr,
-                                  "SELECT id, started, coalesce(finished,''), status, coalesce(message,''), %s "
-                                  "FROM runs ORDER BY id DESC LIMIT 1",
-                                  has_job ? "coalesce(job,'')" : "''");
-  if (q)
-    printf("  last run: #%lld started %s, %s%s%s%s%s\n", (long long)sqlite3_column_int64(q, 0),
-           sqlite3_column_text(q, 1), sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "",
-           sqlite3_column_text(q, 2), *sqlite3_column_text(q, 5) ? ", Slurm job " : "", sqlite3_column_text(q, 5));
-  sqlite3_finalize(q);
-  /* the latest run's error, and only when it failed: an error that a later
-   * run got past is history (the runs table keeps it), not the state */
-  char *last_err = status_text(&sr, "SELECT started || ': ' || message FROM (SELECT * FROM runs ORDER BY id DESC "
-                                    "LIMIT 1) WHERE status<>'done' AND message IS NOT NULL AND message<>''");
-  printf("  last error: %s\n", last_err ? last_err : "none");
-  free(last_err);
-  store_close(&st);
-  if (sr.err[0]) {
-    fprintf(stderr, "se3screen status: %s: cannot be read: %s\n", path, sr.err);
-    return -1;
-  }
-  return 0;
-}
-
-int runner_status(const char *target, const char *const *sets, int n_sets) {
-  struct cfg_node *root = NULL;
-  char dbpath[PATH_MAX + 32];
-  if (has_suffix(target, ".yaml") || has_suffix(target, ".yml")) {
-    root = load_config(target, sets, n_sets, NULL, NULL);
-    if (!root) return SE3_EXIT_USAGE;
-    snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir", "."));
-  } else {
-    struct stat sb;
-    if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode))
-      snprintf(dbpath, sizeof dbpath, "%s/screen.db", target);
-    else
-      snprintf(dbpath, sizeof dbpath, "%s", target);
-  }
-  int shown = 0, failed = 0, missing_errno = 0;
-  struct stat sb;
-  if (lstat(dbpath, &sb) == 0) {
-    failed |= status_of_db(dbpath, root, 1) != 0;
-    shown = 1;
-  } else {
-    missing_errno = errno;
-  }
-  int n = 0;
-  char **shards = list_shards(dbpath, &n);
-  for (int k = 0; k < n; k++) {
-    failed |= status_of_db(shards[k], root, 1) != 0;
-    free(shards[k]);
-    shown = 1;
-  }
-  free(shards);
-  cfg_node_free(root);
-  if (!shown) {
-    if (missing_errno == ENOENT)
-      fprintf(stderr, "se3screen status: %s does not exist yet (nothing has run)\n", dbpath);
-    else
-      fprintf(stderr, "se3screen status: %s: %s\n", dbpath, strerror(missing_errno));
-    return SE3_EXIT_FAILED;
-  }
-  return failed ? SE3_EXIT_FAILED : SE3_EXIT_OK;
 }

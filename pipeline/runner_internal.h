@@ -1,0 +1,100 @@
+/* runner_internal.h — what the runner's files share; not for use outside
+ * pipeline/runner.c, merge.c and status.c (the public API is
+ * pipeline/runner.h).
+ *
+ *   runner.c   the run: configuration, the ledger, chunks, signals, the
+ *              processes of a data-parallel run
+ *   merge.c    shard databases folded in (a data-parallel run's, an array's,
+ *              `merge`)
+ *   status.c   `status`
+ */
+#ifndef SE3_RUNNER_INTERNAL_H
+#define SE3_RUNNER_INTERNAL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sqlite3.h>
+
+#include "pipeline/config.h"
+#include "pipeline/progress.h"
+#include "pipeline/runner.h"
+#include "pipeline/store.h"
+#include "stages/stage.h"
+
+/* The stages in pipeline order. */
+#define N_STAGES 7
+extern const struct stage *const run_all_stages[N_STAGES];
+
+struct run {
+  struct store st;
+  struct cfg_node *root;
+  const struct run_opts *o;
+  char workdir[PATH_MAX];
+  char workflow_dir[PATH_MAX];
+  char host[256];
+  long long run_id;
+  struct progress prog;
+  int shard, n_shards;
+  const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
+  const struct se3_comm *comm; /* data-parallel processes; NULL: one */
+  int scores_kept_as_now;      /* merge: screen.db's scores were kept as stages.score.merge keeps them now */
+  char err[2048];
+};
+
+/* The runner's stage_report: ctx is embedded in a struct holding the run. */
+struct run_ctx {
+  struct stage_ctx ctx;
+  struct run *run;
+};
+
+/* ---- runner.c ------------------------------------------------------------- */
+
+void run_hostname(char *buf, size_t n);
+/* The index of the stage of that name in run_all_stages, or -1. */
+int run_stage_index(const char *name);
+/* inputs: check that the input files of these stages exist (see
+ * cfg_load_checked), so a run refuses before it makes its workdir. NULL with
+ * the problems printed. */
+struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                 const char *inputs);
+/* The stage whose results stage s reads in this configuration (NULL for
+ * none): its `after`, except score in a score-only workflow, which reads
+ * what train would have read. root NULL: `after`. */
+const char *run_upstream_of(const struct cfg_node *root, const struct stage *s);
+/* SQL from a format (sqlite3_mprintf's) on r's database: 0, or -1 with r->err set. */
+int run_exec(struct run *r, const char *fmt, ...);
+/* Delete everything stage `first` and the stages after it wrote. */
+int run_clear_from(struct run *r, int first);
+/* The first column of the first row (malloc'd; NULL for none or an error),
+ * and as an integer (dflt for none or an error). */
+char *run_query_text(sqlite3 *db, const char *fmt, ...);
+long long run_query_int(sqlite3 *db, long long dflt, const char *fmt, ...);
+/* A 16-hex-digit hash folded with 8 bytes more. */
+void run_fold_hash(const char hex[17], uint64_t extra, char out[17]);
+/* The hash of what a stage was asked to do: its configuration and the chunk size. */
+void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]);
+/* The upstream stage finished where s reads it, its config hash into
+ * *upstream; 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream);
+/* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
+int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
+/* Stage s's context in run r (its database, whatever r has open). */
+void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
+
+/* ---- merge.c -------------------------------------------------------------- */
+
+/* Process `rank`'s database for stage `stage` (struct stage's `spread`). */
+void run_rank_db_path(char *out, size_t n, const char *workdir, const char *stage, int rank);
+/* Folds into r's database the processes' databases of stage s found in
+ * WORKDIR/shards (those run under `hash`; others are stale and go) and
+ * deletes them. `why`: a line for each, "" for silence. The number folded,
+ * or -1 with r->err set. */
+int run_fold_rank_shards(struct run *r, const struct stage *s, const char *hash, const char *why);
+/* Whether screen.db's scores were kept as stages.score.merge would keep
+ * them now, asked once before a merge folds anything. */
+int run_scores_kept_as_now(struct run *r);
+/* Shard databases beside db_path, sorted (malloc'd, *n of them). */
+char **run_list_shards(const char *db_path, int *n);
+
+#endif

@@ -1,0 +1,182 @@
+/* status.c — `se3screen status`: per stage chunks done and planned,
+ * molecules stored and rejected, whether the configuration changed since
+ * (given the workflow), the last run and its error, and the shard databases.
+ * Read-only: status never writes a database.
+ */
+#define _GNU_SOURCE
+#include "pipeline/runner_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- status ---------------------------------------------------------------- */
+
+/* Status reads with every query checked: a database that opens but cannot be
+ * read through (truncated, damaged) must not pass for an empty one. A table
+ * an older schema lacks (SQLITE_ERROR at prepare) only reads as nothing. */
+struct status_reader {
+  sqlite3 *db;
+  char err[512]; /* the first read failure */
+};
+
+static sqlite3_stmt *status_step(struct status_reader *sr, const char *fmt, va_list ap) {
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  sqlite3_stmt *st = NULL;
+  int rc = sql ? sqlite3_prepare_v2(sr->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) rc = SQLITE_OK;
+  }
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && (rc & 0xff) != SQLITE_ERROR && !sr->err[0])
+    snprintf(sr->err, sizeof sr->err, "%s", sql ? sqlite3_errmsg(sr->db) : "out of memory");
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
+static sqlite3_stmt *status_step_v(struct status_reader *sr, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sqlite3_stmt *st = status_step(sr, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+static long long status_int(struct status_reader *sr, long long dflt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sqlite3_stmt *st = status_step(sr, fmt, ap);
+  va_end(ap);
+  long long v = st && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0) : dflt;
+  sqlite3_finalize(st);
+  return v;
+}
+
+static char *status_text(struct status_reader *sr, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sqlite3_stmt *st = status_step(sr, fmt, ap);
+  va_end(ap);
+  char *v = st && sqlite3_column_text(st, 0) ? strdup((const char *)sqlite3_column_text(st, 0)) : NULL;
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* Prints one database's status; returns 0, or -1 when it cannot be read
+ * (the message names the file and why). */
+static int status_of_db(const char *path, const struct cfg_node *root, int with_header) {
+  struct store st;
+  char err[1024];
+  if (store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    fprintf(stderr, "se3screen status: %s\n", err);
+    return -1;
+  }
+  if (st.note) fprintf(stderr, "se3screen status: note: %s\n", st.note);
+  struct status_reader sr = {.db = st.db};
+  if (with_header) printf("%s\n", path);
+  printf("  %-8s %13s %10s %10s %10s %11s  %s\n", "stage", "chunks", "planned", "stored", "rejected", "bytes/mol",
+         "config");
+  for (int i = 0; i < N_STAGES; i++) {
+    const struct stage *s = run_all_stages[i];
+    long long n_chunks = status_int(&sr, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
+    if (n_chunks < 0) {
+      printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
+      continue;
+    }
+    long long n_done = status_int(&sr, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_items = status_int(&sr, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
+    /* The last table of `tables` is the stage's main one (children come first). */
+    const char *main_table = strrchr(s->tables, ' ') ? strrchr(s->tables, ' ') + 1 : s->tables;
+    long long n_rows = status_int(&sr, 0, "SELECT count(*) FROM \"%w\"", main_table);
+    long long n_rej = status_int(&sr, 0, "SELECT count(*) FROM rejects WHERE stage=%Q", s->name);
+    const char *state = "unknown (give the workflow file)";
+    char *settings = status_text(&sr, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+    if (root) {
+      char now[17];
+      run_settings_hash(root, s, now);
+      state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
+    }
+    char chunks[32], bytes[32] = "-";
+    snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
+    /* from the ledger: reading the blobs' sizes would read the tables */
+    long long n_stored = status_int(&sr, 0, "SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", s->name);
+    if (s->blob_column && n_stored > 0)
+      snprintf(bytes, sizeof bytes, "%.0f",
+               (double)status_int(&sr, 0, "SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", s->name) /
+                   (double)n_stored);
+    printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
+    free(settings);
+  }
+  /* (runs.job: schema version 4; an older database read as it is lacks it) */
+  int has_job = status_int(&sr, 0, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'job'") > 0;
+  sqlite3_stmt *q = status_step_v(&sr,
+                                  "SELECT id, started, coalesce(finished,''), status, coalesce(message,''), %s "
+                                  "FROM runs ORDER BY id DESC LIMIT 1",
+                                  has_job ? "coalesce(job,'')" : "''");
+  if (q)
+    printf("  last run: #%lld started %s, %s%s%s%s%s\n", (long long)sqlite3_column_int64(q, 0),
+           sqlite3_column_text(q, 1), sqlite3_column_text(q, 3), *sqlite3_column_text(q, 2) ? ", finished " : "",
+           sqlite3_column_text(q, 2), *sqlite3_column_text(q, 5) ? ", Slurm job " : "", sqlite3_column_text(q, 5));
+  sqlite3_finalize(q);
+  /* the latest run's error, and only when it failed: an error that a later
+   * run got past is history (the runs table keeps it), not the state */
+  char *last_err = status_text(&sr, "SELECT started || ': ' || message FROM (SELECT * FROM runs ORDER BY id DESC "
+                                    "LIMIT 1) WHERE status<>'done' AND message IS NOT NULL AND message<>''");
+  printf("  last error: %s\n", last_err ? last_err : "none");
+  free(last_err);
+  store_close(&st);
+  if (sr.err[0]) {
+    fprintf(stderr, "se3screen status: %s: cannot be read: %s\n", path, sr.err);
+    return -1;
+  }
+  return 0;
+}
+
+int runner_status(const char *target, const char *const *sets, int n_sets) {
+  struct cfg_node *root = NULL;
+  char dbpath[PATH_MAX + 32];
+  size_t tl = strlen(target);
+  if ((tl >= 5 && !strcmp(target + tl - 5, ".yaml")) || (tl >= 4 && !strcmp(target + tl - 4, ".yml"))) {
+    root = run_load_config(target, sets, n_sets, NULL, NULL);
+    if (!root) return SE3_EXIT_USAGE;
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir", "."));
+  } else {
+    struct stat sb;
+    if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode))
+      snprintf(dbpath, sizeof dbpath, "%s/screen.db", target);
+    else
+      snprintf(dbpath, sizeof dbpath, "%s", target);
+  }
+  int shown = 0, failed = 0, missing_errno = 0;
+  struct stat sb;
+  if (lstat(dbpath, &sb) == 0) {
+    failed |= status_of_db(dbpath, root, 1) != 0;
+    shown = 1;
+  } else {
+    missing_errno = errno;
+  }
+  int n = 0;
+  char **shards = run_list_shards(dbpath, &n);
+  for (int k = 0; k < n; k++) {
+    failed |= status_of_db(shards[k], root, 1) != 0;
+    free(shards[k]);
+    shown = 1;
+  }
+  free(shards);
+  cfg_node_free(root);
+  if (!shown) {
+    if (missing_errno == ENOENT)
+      fprintf(stderr, "se3screen status: %s does not exist yet (nothing has run)\n", dbpath);
+    else
+      fprintf(stderr, "se3screen status: %s: %s\n", dbpath, strerror(missing_errno));
+    return SE3_EXIT_FAILED;
+  }
+  return failed ? SE3_EXIT_FAILED : SE3_EXIT_OK;
+}
