@@ -17,8 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "stages/rank_select.h"
-
 /* ---- stages shared by the processes of a data-parallel run --------------- */
 
 /* Process `rank`'s database for stage `stage` (struct stage's `spread`). */
@@ -70,58 +68,6 @@ int run_fold_rank_shards(struct run *r, const struct stage *s, const char *hash,
   return folded;
 }
 
-/* stages.score.merge: hits, while shard.scores is attached in fold_shard's
- * transaction: copies into main.scores only the shard's own hits under
- * rank's settings (rank_select: one pass, memory bounded by rank's `top`),
- * which hold every hit of the whole library (a molecule among the best
- * `top` of all is among the best `top` of its shard), and records those
- * settings in meta 'scores_kept' for rank to check. *n_kept: rows kept, or -1
- * when the shard is to be folded whole (merge: all, or rank's top: 0).
- * Returns 0, or -1 with r->err set. */
-static int merge_hits(struct run *r, int64_t *n_kept, int64_t *n_scores) {
-  *n_kept = -1;
-  const char *mode = r->root ? cfg_str(r->root, "stages.score.merge", "all") : "all";
-  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
-  if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
-    return run_exec(r, "DELETE FROM main.meta WHERE key='scores_kept'");
-  char target[256], err[1024];
-  /* before the first fold screen.db of a score-only workflow holds neither
-   * models nor scores: the shard's scores name the target */
-  if (rank_target(r->st.db, "main", rank, target, sizeof target) &&
-      rank_target(r->st.db, "shard", rank, target, sizeof target)) {
-    snprintf(r->err, sizeof r->err,
-             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target "
-             "and the scores hold none or several: set stages.rank.target",
-             r->st.path);
-    return -1;
-  }
-  int64_t *rows = NULL, n = 0;
-  if (rank_select(r->st.db, "shard", "main", rank, target, &rows, &n, err, sizeof err)) {
-    snprintf(r->err, sizeof r->err, "%s", err);
-    return -1;
-  }
-  *n_scores = run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.scores");
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(
-      r->st.db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1", -1, &st, NULL);
-  for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
-    sqlite3_bind_int64(st, 1, rows[i]);
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    sqlite3_reset(st);
-  }
-  sqlite3_finalize(st);
-  free(rows);
-  if (rc != SQLITE_OK) {
-    snprintf(r->err, sizeof r->err, "keeping the shard's hits: %s", sqlite3_errmsg(r->st.db));
-    return -1;
-  }
-  char spec[512];
-  rank_spec(rank, target, spec, sizeof spec);
-  if (run_exec(r, "INSERT OR REPLACE INTO main.meta VALUES('scores_kept', %Q)", spec)) return -1;
-  *n_kept = n;
-  return 0;
-}
-
 /* 1 when the attached shard was folded into main already and holds nothing
  * new: every ledger row of its stage is in main as it is in the shard, under
  * the same configuration, and (score) under the same stages.score.merge
@@ -145,25 +91,8 @@ static int already_folded(struct run *r, const struct stage *s) {
   }
   if (n > 0 || run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0)
     return 0;
-  /* a score shard: only when the scores were kept as they would be now */
-  return s != &stage_score || r->scores_kept_as_now;
-}
-
-/* Whether screen.db's scores were kept as stages.score.merge would keep them
- * now (meta 'scores_kept' names rank's settings under `hits`, and is absent
- * under `all`), asked once before a merge folds anything. */
-int run_scores_kept_as_now(struct run *r) {
-  char *kept = run_query_text(r->st.db, "SELECT value FROM main.meta WHERE key='scores_kept'");
-  const struct cfg_node *rank = r->root ? cfg_get(cfg_get(r->root, "stages"), "rank") : NULL;
-  int hits = r->root && !strcmp(cfg_str(r->root, "stages.score.merge", "all"), "hits") && cfg_int(rank, "top", 100) > 0;
-  int same = !hits && !kept;
-  if (hits && kept) {
-    char target[256], spec[512];
-    same = !rank_target(r->st.db, "main", rank, target, sizeof target) &&
-           (rank_spec(rank, target, spec, sizeof spec), !strcmp(spec, kept));
-  }
-  free(kept);
-  return same;
+  /* a stage with a fold of its own (score): only when its rows were kept as they would be now */
+  return !s->folded_as_now || r->folded_as_now[run_stage_index(s->name)];
 }
 
 /* Folds the shard database `path` (a Slurm array task's, --shard's, or a
@@ -234,10 +163,15 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   }
   free(mine);
   free(theirs);
-  /* `merge` of a score shard under stages.score.merge: hits folds only the
-   * shard's candidates for rank's hits. */
-  int64_t n_kept = -1, n_scores = 0;
-  if (!want_hash && s == &stage_score && merge_hits(r, &n_kept, &n_scores)) goto rollback;
+  /* `merge` of a shard of a stage with a fold of its own (score under
+   * stages.score.merge: hits folds only the shard's candidates for rank's
+   * hits) */
+  int kept = 0;
+  struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root};
+  if (!want_hash && s->fold && (kept = s->fold(&f)) < 0) {
+    snprintf(r->err, sizeof r->err, "%s", f.err);
+    goto rollback;
+  }
   /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
   /* `tables` lists children first (for deleting); insert parents first. */
   char *tables = strdup(s->tables), *tok[16];
@@ -245,12 +179,10 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   for (char *save = NULL, *t = tables ? strtok_r(tables, " ", &save) : NULL; t && n_tok < 16;
        t = strtok_r(NULL, " ", &save))
     tok[n_tok++] = t;
-  for (int t = n_tok - 1; t >= 0 && !bad && n_kept < 0; t--)
+  for (int t = n_tok - 1; t >= 0 && !bad && !kept; t--)
     bad = run_exec(r, "INSERT OR REPLACE INTO main.\"%w\" SELECT * FROM shard.\"%w\"", tok[t], tok[t]);
   free(tables);
-  if (!bad && n_kept >= 0)
-    progress_log(NULL, "%s: kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)",
-                 path, (long long)n_kept, (long long)n_scores);
+  if (!bad && kept) progress_log(NULL, "%s: %s", path, f.note);
   /* (a shard made before schema version 4 has no runs.job, one made before
    * version 7 no rejects.atom and rejects.detail) */
   int has_job =
@@ -322,9 +254,8 @@ char **run_list_shards(const char *db_path, int *n) {
  * none (score only with stages.score.checkpoint, which needs the model's
  * device to read: not known here); other stages are not sharded. */
 static int expected_hash(struct run *r, const struct stage *s, char out[17], char *note, size_t notelen) {
-  int no_inputs = s == &stage_graph || s == &stage_basis ||
-                  (s == &stage_score && !cfg_str(cfg_get(cfg_get(r->root, "stages"), "score"), "checkpoint", NULL));
-  if (s != &stage_ingest && !no_inputs) {
+  int how = s->merge_hash ? s->merge_hash(r->root) : STAGE_HASH_UNKNOWN;
+  if (how == STAGE_HASH_UNKNOWN) {
     snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
     return 0;
   }
@@ -335,7 +266,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     return 0;
   }
   uint64_t inputs = 0;
-  if (s == &stage_ingest) {
+  if (how == STAGE_HASH_PLANNED) {
     struct run_ctx rc;
     run_ctx_init(&rc, r, s);
     int64_t n_chunks = 0, n_items = 0;
@@ -527,7 +458,8 @@ int runner_merge(const char *db_path) {
                  r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
     goto done;
   if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
-  r.scores_kept_as_now = run_scores_kept_as_now(&r);
+  for (int i = 0; i < N_STAGES; i++)
+    r.folded_as_now[i] = run_all_stages[i]->folded_as_now && run_all_stages[i]->folded_as_now(r.st.db, r.root);
   int touched[N_STAGES] = {0}, adopted = 0;
   for (int k = 0; k < n; k++) {
     char why[2048];

@@ -148,29 +148,22 @@ static int stage_configured(const struct cfg_node *root, const struct stage *s) 
   return sc && sc->file && strcmp(sc->file, "<default>") != 0;
 }
 
-/* A score-only workflow: it scores with a saved model
- * (stages.score.checkpoint) and does not configure train, so train does not
- * run and score reads the graph stage's results. With both, train runs and
- * score keeps its place after it. */
-static int score_only(const struct cfg_node *root) {
-  return root && cfg_get(root, "stages.score.checkpoint") && !stage_configured(root, &stage_train);
-}
-
 /* The stage whose results stage s reads in this configuration (NULL for
- * none): its `after`, except score in a score-only workflow, which reads
- * what train would have read. Everything that asks which stage comes before
- * another asks here. root NULL (a workflow that cannot be loaded): `after`. */
+ * none): its `after`, or what its `reads` says (score in a score-only
+ * workflow reads what train would have read). Everything that asks which
+ * stage comes before another asks here. root NULL (a workflow that cannot
+ * be loaded): `after`. */
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s) {
-  if (s == &stage_score && score_only(root)) return stage_train.after;
-  return s->after;
+  const char *reads = root && s->reads ? s->reads(root) : NULL;
+  return reads ? reads : s->after;
 }
 
 /* Whether `run` skips stage s of this configuration unless --stage names it:
- * an optional stage the workflow does not configure, or train in a
- * score-only workflow. */
+ * an optional stage the workflow does not configure, or one its `skipped`
+ * leaves out (train in a score-only workflow). */
 static int stage_skipped(const struct cfg_node *root, const struct stage *s) {
   if (s->optional && !stage_configured(root, s)) return 1;
-  return s == &stage_train && score_only(root);
+  return root && s->skipped && s->skipped(root);
 }
 
 /* The last stage `run` runs without --stage/--until: the last one the
@@ -289,7 +282,7 @@ int run_clear_from(struct run *r, int first) {
                  "DELETE FROM stage_state WHERE stage=%Q",
                  s->name, s->name, s->name))
       return -1;
-    if (s == &stage_score && run_exec(r, "DELETE FROM meta WHERE key='scores_kept'")) return -1;
+    if (s->meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->meta_key)) return -1;
   }
   return 0;
 }
@@ -972,7 +965,7 @@ static int run_main(const struct run_opts *o) {
   /* The model's device, before any work: `device: cuda` without a usable
    * GPU stops here, not after hours of graphs and bases. */
   for (int i = first; i <= last; i++)
-    if (run_all_stages[i] == &stage_train || run_all_stages[i] == &stage_score) {
+    if (run_all_stages[i]->uses_model) {
       char why[1024];
       const char *bad = "device";
       if (stage_device_check(r.root, &bad, why, sizeof why)) {

@@ -38,7 +38,7 @@ struct run {
   int shard, n_shards;
   const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
-  int scores_kept_as_now;      /* merge: screen.db's scores were kept as stages.score.merge keeps them now */
+  int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
   char err[2048];
 };
 
@@ -91,9 +91,6 @@ void run_rank_db_path(char *out, size_t n, const char *workdir, const char *stag
  * deletes them. `why`: a line for each, "" for silence. The number folded,
  * or -1 with r->err set. */
 int run_fold_rank_shards(struct run *r, const struct stage *s, const char *hash, const char *why);
-/* Whether screen.db's scores were kept as stages.score.merge would keep
- * them now, asked once before a merge folds anything. */
-int run_scores_kept_as_now(struct run *r);
 /* Shard databases beside db_path, sorted (malloc'd, *n of them). */
 char **run_list_shards(const char *db_path, int *n);
 

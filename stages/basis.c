@@ -109,6 +109,12 @@ static void basis_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* merge: a shard's hash is the settings' and the upstream stage's */
+static int basis_merge_hash(const struct cfg_node *root) {
+  (void)root;
+  return STAGE_HASH_SETTINGS;
+}
+
 const struct stage stage_basis = {
     .name = "basis",
     .tables = "bases",
@@ -121,4 +127,5 @@ const struct stage stage_basis = {
     .run_chunk = basis_chunk,
     .finalize = NULL,
     .end = basis_end,
+    .merge_hash = basis_merge_hash,
 };

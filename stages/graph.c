@@ -128,6 +128,12 @@ static void graph_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* merge: a shard's hash is the settings' and the upstream stage's */
+static int graph_merge_hash(const struct cfg_node *root) {
+  (void)root;
+  return STAGE_HASH_SETTINGS;
+}
+
 const struct stage stage_graph = {
     .name = "graph",
     .tables = "graphs",
@@ -139,4 +145,5 @@ const struct stage stage_graph = {
     .run_chunk = graph_chunk,
     .finalize = NULL,
     .end = graph_end,
+    .merge_hash = graph_merge_hash,
 };

@@ -1154,6 +1154,12 @@ static void ingest_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* merge: a shard's hash folds in the inputs' fingerprint, which begin plans */
+static int ingest_merge_hash(const struct cfg_node *root) {
+  (void)root;
+  return STAGE_HASH_PLANNED;
+}
+
 const struct stage stage_ingest = {
     .name = "ingest",
     .tables = "labels molecules",
@@ -1163,4 +1169,5 @@ const struct stage stage_ingest = {
     .run_chunk = ingest_chunk,
     .finalize = ingest_finalize,
     .end = ingest_end,
+    .merge_hash = ingest_merge_hash,
 };

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #include "models/checkpoint.h"
 #include "models/model.h"
 #include "modelcard.h"
+#include "rank_select.h"
 #include "score_sql.h"
 #include "stage.h"
 
@@ -475,6 +477,115 @@ static void score_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* ---- what the runner asks of the score stage ------------------------------ */
+
+/* In a score-only workflow score reads what train would have read: the
+ * graphs (train's `after`). */
+static const char *score_reads(const struct cfg_node *root) { return stage_score_only(root) ? "graph" : NULL; }
+
+/* merge: the hash is the settings' and the upstream stage's, except with
+ * stages.score.checkpoint, whose model's fingerprint needs its device to
+ * read (not known to merge). */
+static int score_merge_hash(const struct cfg_node *root) {
+  return cfg_str(cfg_get(cfg_get(root, "stages"), "score"), "checkpoint", NULL) ? STAGE_HASH_UNKNOWN
+                                                                                : STAGE_HASH_SETTINGS;
+}
+
+static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  char *msg = NULL;
+  int rc = sql ? sqlite3_exec(f->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+  if (rc != SQLITE_OK) snprintf(f->err, sizeof f->err, "%s", msg ? msg : sqlite3_errstr(rc));
+  sqlite3_free(msg);
+  sqlite3_free(sql);
+  return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* stages.score.merge: hits, while shard.scores is attached in the fold's
+ * transaction: copies into main.scores only the shard's own hits under
+ * rank's settings (rank_select: one pass, memory bounded by rank's `top`),
+ * which hold every hit of the whole library (a molecule among the best
+ * `top` of all is among the best `top` of its shard), and records those
+ * settings in meta 'scores_kept' for rank to check. Under merge: all (or
+ * rank's top: 0) the shard is folded whole. */
+static int score_fold(struct stage_fold *f) {
+  const struct cfg_node *root = f->root;
+  const char *mode = root ? cfg_str(root, "stages.score.merge", "all") : "all";
+  const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
+  if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
+    return fold_exec(f, "DELETE FROM main.meta WHERE key='scores_kept'") ? -1 : 0;
+  char target[256], err[1024];
+  /* before the first fold screen.db of a score-only workflow holds neither
+   * models nor scores: the shard's scores name the target */
+  if (rank_target(f->db, "main", rank, target, sizeof target) &&
+      rank_target(f->db, "shard", rank, target, sizeof target)) {
+    snprintf(f->err, sizeof f->err,
+             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target "
+             "and the scores hold none or several: set stages.rank.target",
+             f->db_path);
+    return -1;
+  }
+  int64_t *rows = NULL, n = 0;
+  if (rank_select(f->db, "shard", "main", rank, target, &rows, &n, err, sizeof err)) {
+    snprintf(f->err, sizeof f->err, "%s", err);
+    return -1;
+  }
+  long long n_scores = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(f->db, "SELECT count(*) FROM shard.scores", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    n_scores = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  st = NULL;
+  int rc = sqlite3_prepare_v2(f->db, "INSERT OR REPLACE INTO main.scores SELECT * FROM shard.scores WHERE rowid = ?1",
+                              -1, &st, NULL);
+  for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
+    sqlite3_bind_int64(st, 1, rows[i]);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  free(rows);
+  if (rc != SQLITE_OK) {
+    snprintf(f->err, sizeof f->err, "keeping the shard's hits: %s", sqlite3_errmsg(f->db));
+    return -1;
+  }
+  char spec[512];
+  rank_spec(rank, target, spec, sizeof spec);
+  if (fold_exec(f, "INSERT OR REPLACE INTO main.meta VALUES('scores_kept', %Q)", spec)) return -1;
+  snprintf(f->note, sizeof f->note,
+           "kept %lld of its %lld scores, the candidates for rank's hits (stages.score.merge: hits)", (long long)n,
+           n_scores);
+  return 1;
+}
+
+/* Whether screen.db's scores were kept as stages.score.merge would keep them
+ * now (meta 'scores_kept' names rank's settings under `hits`, and is absent
+ * under `all`). */
+static int score_folded_as_now(sqlite3 *db, const struct cfg_node *root) {
+  char kept[512] = "";
+  int has_kept = 0;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM main.meta WHERE key='scores_kept'", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+    snprintf(kept, sizeof kept, "%s", (const char *)sqlite3_column_text(st, 0));
+    has_kept = 1;
+  }
+  sqlite3_finalize(st);
+  const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
+  int hits = root && !strcmp(cfg_str(root, "stages.score.merge", "all"), "hits") && cfg_int(rank, "top", 100) > 0;
+  int same = !hits && !has_kept;
+  if (hits && has_kept) {
+    char target[256], spec[512];
+    same = !rank_target(db, "main", rank, target, sizeof target) &&
+           (rank_spec(rank, target, spec, sizeof spec), !strcmp(spec, kept));
+  }
+  return same;
+}
+
 const struct stage stage_score = {
     .name = "score",
     .tables = "scores",
@@ -485,4 +596,10 @@ const struct stage stage_score = {
     .run_chunk = score_chunk,
     .finalize = NULL,
     .end = score_end,
+    .uses_model = 1,
+    .reads = score_reads,
+    .merge_hash = score_merge_hash,
+    .fold = score_fold,
+    .folded_as_now = score_folded_as_now,
+    .meta_key = "scores_kept",
 };

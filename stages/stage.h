@@ -24,6 +24,7 @@
 /* ---- stages ------------------------------------------------------------ */
 
 struct stage_ctx;
+struct stage_fold;
 
 /* Progress and log callbacks provided by the runner. */
 struct stage_report {
@@ -113,7 +114,53 @@ struct stage {
    * rejected": what the progress counts (NULL: "mol") and the word for the
    * chunks' n_ok (NULL: "stored"). */
   const char *unit, *done;
+
+  /* What the runner would otherwise have to know of particular stages
+   * (0 or NULL: nothing particular). */
+  /* 1: the stage runs the model (train, score): `run` opens the workflow's
+   * device before any stage, so `device: cuda` without a GPU fails at once
+   * rather than after hours of graphs. */
+  int uses_model;
+  /* 1 when this workflow leaves the stage out although a later stage runs
+   * (train in a score-only workflow); `--stage` still runs it. */
+  int (*skipped)(const struct cfg_node *root);
+  /* The stage whose results this one reads in this workflow when it is not
+   * `after` (score in a score-only workflow reads graph's); NULL: `after`. */
+  const char *(*reads)(const struct cfg_node *root);
+  /* How `merge` knows the config hash a shard of this stage must have been
+   * made with (STAGE_HASH_*); NULL: STAGE_HASH_UNKNOWN. */
+  int (*merge_hash)(const struct cfg_node *root);
+  /* `merge` of one of the stage's shards, attached as "shard" inside the
+   * fold's transaction on screen.db ("main"): copies what of the shard's
+   * `tables` it keeps into main itself and returns 1 (f->note saying what
+   * was kept), or returns 0 to have every row copied; -1 with f->err set. */
+  int (*fold)(struct stage_fold *f);
+  /* Whether main's rows of the stage were folded as `fold` would fold them
+   * now, asked once before a merge: a shard folded before then is folded
+   * again. NULL: always. */
+  int (*folded_as_now)(sqlite3 *db, const struct cfg_node *root);
+  /* A key of `meta` the stage's fold writes: deleted with its tables. */
+  const char *meta_key;
 };
+
+/* merge_hash's answers: the hash cannot be known by merge (the stage reads
+ * files merge does not fingerprint); it is the settings' and the upstream
+ * stage's; or begin must plan the stage for its inputs' fingerprint. */
+enum { STAGE_HASH_UNKNOWN = 0, STAGE_HASH_SETTINGS = 1, STAGE_HASH_PLANNED = 2 };
+
+/* What a stage's fold gets (struct stage's `fold`). */
+struct stage_fold {
+  sqlite3 *db;                 /* screen.db as "main", the shard as "shard" */
+  const char *db_path;         /* screen.db's path, for messages */
+  const struct cfg_node *root; /* the workflow; NULL when it cannot be loaded */
+  char note[256];              /* set when rows were kept: what and why */
+  char err[1024];
+};
+
+/* A score-only workflow: it scores with a saved model
+ * (stages.score.checkpoint) and does not configure train, so train does not
+ * run and score reads the graph stage's results. root NULL: 0. */
+int stage_score_only(const struct cfg_node *root);
 
 /* What rank 0's collective stage asks of the others: an operation of the
  * stage's own (0: the stage is over) and its arguments. */

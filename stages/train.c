@@ -1845,4 +1845,6 @@ const struct stage stage_train = {
     .end = train_end,
     .serve = train_serve,
     .ready = repair_finished,
+    .uses_model = 1,
+    .skipped = stage_score_only,
 };
