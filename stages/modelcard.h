@@ -2,7 +2,7 @@
  * kept in its checkpoint (record "settings") so that a model scores the same
  * anywhere. train writes the card; a score-only workflow (stages.score.checkpoint
  * and no train stage) takes the card's values where it leaves a key out, and
- * is refused where it sets one differently (pipeline/runner.c).
+ * is refused where it sets one differently (pipeline/config.c).
  *
  * Card format: the record "settings" (type u8) holds text lines "key=value\n",
  * one per card key, in the fixed order of model_card_key(): lists as YAML flow
