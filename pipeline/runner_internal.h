@@ -7,11 +7,17 @@
  *   merge.c    shard databases folded in (a data-parallel run's, an array's,
  *              `merge`)
  *   status.c   `status`
+ *   runner_util.c  the leaf all three call: the stage list, the workflow
+ *              loaded, SQL helpers, hashes, a stage's context
+ *
+ * Calls run one way: runner.c -> merge.c -> runner_util.c; status.c ->
+ * {merge.c, runner_util.c}.
  */
 #ifndef SE3_RUNNER_INTERNAL_H
 #define SE3_RUNNER_INTERNAL_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sqlite3.h>
@@ -48,9 +54,14 @@ struct run_ctx {
   struct run *run;
 };
 
-/* ---- runner.c ------------------------------------------------------------- */
+/* ---- runner_util.c -------------------------------------------------------- */
+
+/* Set by SIGINT, SIGTERM and SIGUSR1 during a run: stop at the next chunk. */
+extern volatile sig_atomic_t run_stop_flag;
 
 void run_hostname(char *buf, size_t n);
+/* A load's problems, one a line, on stderr. */
+void run_print_errors(const struct cfg_errors *e);
 /* The index of the stage of that name in run_all_stages, or -1. */
 int run_stage_index(const char *name);
 /* inputs: check that the input files of these stages exist (see

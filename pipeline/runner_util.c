@@ -1,0 +1,236 @@
+/* runner_util.c — the leaf of the runner's files (runner_internal.h): the
+ * stage list, the workflow loaded, the SQL helpers of the run's database,
+ * config hashes, a stage's upstream checked, a stage finalized, a stage's
+ * context with the run's progress callbacks and stop flag. runner.c,
+ * merge.c and status.c call these; this file calls none of them, so the
+ * calls run one way: runner.c -> merge.c -> runner_util.c, status.c ->
+ * {merge.c, runner_util.c}.
+ */
+#define _GNU_SOURCE
+#include "pipeline/runner_internal.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
+                                                      &stage_score,  &stage_rank,  &stage_report};
+
+volatile sig_atomic_t run_stop_flag;
+
+void run_hostname(char *buf, size_t n) {
+  if (gethostname(buf, n) != 0) snprintf(buf, n, "?");
+  buf[n - 1] = 0;
+}
+
+int run_stage_index(const char *name) {
+  for (int i = 0; i < N_STAGES; i++)
+    if (!strcmp(run_all_stages[i]->name, name)) return i;
+  return -1;
+}
+
+void run_print_errors(const struct cfg_errors *e) {
+  for (int i = 0; i < e->n; i++)
+    fprintf(stderr, "%s\n", e->msgs[i]);
+}
+
+/* inputs: check that the input files of these stages exist (see
+ * cfg_load_checked), so a run refuses before it makes its workdir. */
+struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                 const char *inputs) {
+  const char **all = calloc((size_t)n_sets + 1, sizeof *all);
+  char *wd = NULL;
+  int n = 0;
+  if (!all) {
+    fprintf(stderr, "se3screen: out of memory reading %s\n", workflow);
+    return NULL;
+  }
+  for (int i = 0; i < n_sets; i++)
+    all[n++] = sets[i];
+  if (workdir) {
+    char abs[PATH_MAX];
+    if (!realpath(workdir, abs)) snprintf(abs, sizeof abs, "%s", workdir);
+    if (asprintf(&wd, "workdir=%s", abs) < 0) wd = NULL;
+    if (wd) all[n++] = wd;
+  }
+  struct cfg_errors errs = {0};
+  struct cfg_node *root = cfg_load_checked(workflow, all, n, inputs, &errs);
+  if (!root) {
+    run_print_errors(&errs);
+    if (errs.n > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", errs.n, workflow);
+  }
+  cfg_errors_free(&errs);
+  free(wd);
+  free(all);
+  return root;
+}
+
+/* The stage whose results stage s reads in this configuration (NULL for
+ * none): its `after`, or what its `reads` says (score in a score-only
+ * workflow reads what train would have read). Everything that asks which
+ * stage comes before another asks here. root NULL (a workflow that cannot
+ * be loaded): `after`. */
+const char *run_upstream_of(const struct cfg_node *root, const struct stage *s) {
+  const char *reads = root && s->reads ? s->reads(root) : NULL;
+  return reads ? reads : s->after;
+}
+
+static void cb_advance(struct stage_ctx *ctx, int64_t n) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_add(&rc->run->prog, n);
+}
+
+static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  progress_log(&rc->run->prog, "%s: %s", ctx->cfg ? ctx->cfg->key : "run", msg);
+}
+
+static const struct stage_report report = {cb_advance, cb_log};
+
+int run_exec(struct run *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  int rc = store_exec(r->st.db, sql, r->err, sizeof r->err);
+  sqlite3_free(sql);
+  return rc;
+}
+
+/* Delete everything stage i and the stages after it wrote. */
+int run_clear_from(struct run *r, int first) {
+  for (int i = first; i < N_STAGES; i++) {
+    const struct stage *s = run_all_stages[i];
+    char *tables = strdup(s->tables);
+    if (!tables) {
+      snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
+      return -1;
+    }
+    for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+      if (run_exec(r, "DELETE FROM \"%w\"", t)) {
+        free(tables);
+        return -1;
+      }
+    }
+    free(tables);
+    if (run_exec(r,
+                 "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
+                 "DELETE FROM stage_state WHERE stage=%Q",
+                 s->name, s->name, s->name))
+      return -1;
+    if (s->meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->meta_key)) return -1;
+  }
+  return 0;
+}
+
+char *run_query_text(sqlite3 *db, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  sqlite3_stmt *st = NULL;
+  char *out = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_text(st, 0))
+    out = strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  return out;
+}
+
+long long run_query_int(sqlite3 *db, long long dflt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *sql = sqlite3_vmprintf(fmt, ap);
+  va_end(ap);
+  long long v = store_int(db, sql, dflt);
+  sqlite3_free(sql);
+  return v;
+}
+
+void run_fold_hash(const char hex[17], uint64_t extra, char out[17]) {
+  uint64_t h = se3_hash_str(SE3_HASH_INIT, hex);
+  h = se3_hash_bytes(h, &extra, sizeof extra);
+  snprintf(out, 17, "%016" PRIx64, h);
+}
+
+/* The hash of what a stage was asked to do: its configuration, and the chunk
+ * size, which decides which molecules a chunk number means. */
+void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
+  char cfg[17];
+  cfg_stage_hash(root, s->name, s->uses_sets, cfg);
+  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
+}
+
+/* A stage that reads another's tables needs that stage finished (finalized)
+ * in the database it reads; its config hash then joins this stage's, so
+ * redoing the upstream stage redoes this one. 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
+  *upstream = 0;
+  const char *after = run_upstream_of(r->root, s);
+  if (!after) return 0;
+  const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
+  long long fin = run_query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_chunks =
+      run_query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  long long n_done =
+      run_query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, after);
+  if (fin < 0) {
+    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
+             after, where, after);
+    return -1;
+  }
+  if (fin != 1) {
+    snprintf(r->err, sizeof r->err,
+             "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
+             "finish %s first",
+             s->name, after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", after);
+    return -1;
+  }
+  char *hash = run_query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  *upstream = se3_hash_str(SE3_HASH_INIT, hash ? hash : "");
+  free(hash);
+  return 0;
+}
+
+int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
+  if (!s->finalize) return run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
+  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
+  if (s->finalize(ctx) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  if (run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name) || run_exec(r, "COMMIT")) {
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stage s's context in run r (its database, whatever r has open). */
+void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
+  memset(rc, 0, sizeof *rc);
+  struct stage_ctx *ctx = &rc->ctx;
+  rc->run = r;
+  ctx->name = s->name;
+  ctx->db = r->st.db;
+  ctx->src = r->src;
+  ctx->root = r->root;
+  ctx->cfg = cfg_get(r->root, "stages") ? cfg_get(cfg_get(r->root, "stages"), s->name) : NULL;
+  ctx->workdir = r->workdir;
+  ctx->workflow_dir = r->workflow_dir;
+  ctx->shard = r->shard;
+  ctx->n_shards = r->n_shards;
+  ctx->stop = &run_stop_flag;
+  ctx->report = &report;
+}
