@@ -77,6 +77,8 @@ double cfg_float(const struct cfg_node *n, const char *path, double dflt) {
   return v;
 }
 
+int cfg_written(const struct cfg_node *n) { return n && n->file && strcmp(n->file, CFG_DEFAULT_FILE) != 0; }
+
 int cfg_bool(const struct cfg_node *n, const char *path, int dflt) {
   const struct cfg_node *s = get_scalar(n, path);
   if (!s) return dflt;

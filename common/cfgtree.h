@@ -31,6 +31,11 @@ struct cfg_node {
 
 /* Look up a dotted path ("stages.ingest.workers"); NULL when absent. */
 const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path);
+/* The file of the nodes the loader fills in from the schema's defaults. */
+#define CFG_DEFAULT_FILE "<default>"
+/* 1 when the workflow wrote n (a file's node, or a --set's), 0 for a default
+ * the loader filled in (CFG_DEFAULT_FILE) or no node. */
+int cfg_written(const struct cfg_node *n);
 /* Typed getters over a dotted path; `dflt` is returned when absent. */
 int64_t cfg_int(const struct cfg_node *n, const char *path, int64_t dflt);
 double cfg_float(const struct cfg_node *n, const char *path, double dflt);

@@ -31,7 +31,7 @@
 
 /* the file of nodes that --set made, defaults filled in, and the schema */
 #define SET_FILE "<--set>"
-#define DEFAULT_FILE "<default>"
+#define DEFAULT_FILE CFG_DEFAULT_FILE
 #define SCHEMA_FILE "<defaults>"
 
 /* The key naming a saved model to score with: a checkpoint file, a workdir or

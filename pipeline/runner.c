@@ -93,8 +93,7 @@ struct cfg_node *runner_config(const char *workflow, const char *const *sets, in
 /* Whether the workflow writes a section for stage s (defaults alone do not
  * count). */
 static int stage_configured(const struct cfg_node *root, const struct stage *s) {
-  const struct cfg_node *sc = cfg_get(cfg_get(root, "stages"), s->name);
-  return sc && sc->file && strcmp(sc->file, "<default>") != 0;
+  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
 }
 
 /* Whether `run` skips stage s of this configuration unless --stage names it:
@@ -753,7 +752,7 @@ static int run_main(const struct run_opts *o) {
       const char *bad = "device";
       if (stage_device_check(r.root, &bad, why, sizeof why)) {
         const struct cfg_node *dn = cfg_get(r.root, bad);
-        if (dn && dn->file && strcmp(dn->file, "<default>"))
+        if (cfg_written(dn))
           fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
         else
           fprintf(stderr, "se3screen: %s\n", why);

@@ -27,6 +27,7 @@
 
 #include "chem/records.h"
 #include "common/suggest.h"
+#include "stage.h"
 
 /* How far into an SD file its tags are looked for. */
 #define TAG_RECORDS 50
@@ -129,9 +130,6 @@ static int stage_runs(const char *list, const char *name) {
   }
   return 0;
 }
-
-/* A node the workflow wrote (not a default filled in). */
-static int written(const struct cfg_node *n) { return n && n->file && strcmp(n->file, "<default>") != 0; }
 
 static const struct cfg_node *kid(const struct cfg_node *m, const char *key) {
   for (int i = 0; m && m->kind == CFG_MAP && i < m->n_kids; i++)
@@ -386,8 +384,8 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
    * `check` is given "*" (every stage), so there score counts as running when
    * the workflow names it or a stage after it, as `run` would go that far. */
   int score = stage_runs(stages_that_run, "score") &&
-              (strcmp(stages_that_run, "*") != 0 || written(cfg_get(root, "stages.score")) ||
-               written(cfg_get(root, "stages.rank")) || written(cfg_get(root, "stages.report")));
+              (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
+               cfg_written(cfg_get(root, "stages.rank")) || cfg_written(cfg_get(root, "stages.report")));
   const char *score_set = cfg_str(root, "stages.score.set", "library");
   if (score && !find_set(sets, score_set)) {
     int n = 0;
@@ -405,8 +403,8 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
   const struct cfg_node *rt = cfg_get(root, "stages.rank.target");
   /* A score-only workflow ranks by the target of the model it names. */
-  int score_only = !written(cfg_get(root, "stages.train")) && cfg_get(root, "stages.score.checkpoint");
-  if (rank && written(rt) && rt->kind == CFG_SCALAR && !score_only && tset && target && target->kind == CFG_SCALAR &&
+  int score_only = stage_score_only(root);
+  if (rank && cfg_written(rt) && rt->kind == CFG_SCALAR && !score_only && tset && target && target->kind == CFG_SCALAR &&
       strcmp(rt->value, target->value) != 0 && !labels.unknown && !names_has(&labels, rt->value)) {
     /* the model's target first among the names suggested */
     struct names cands = {0};

@@ -32,10 +32,8 @@ int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
 }
 
 int stage_score_only(const struct cfg_node *root) {
-  if (!root || !cfg_get(root, "stages.score.checkpoint")) return 0;
   /* train configured: a section the workflow writes (defaults alone do not count) */
-  const struct cfg_node *train = cfg_get(root, "stages.train");
-  return !(train && train->file && strcmp(train->file, "<default>") != 0);
+  return root && cfg_get(root, "stages.score.checkpoint") && !cfg_written(cfg_get(root, "stages.train"));
 }
 
 int stage_sql_fail(struct stage_ctx *ctx, const char *what) {
