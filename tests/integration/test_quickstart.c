@@ -2,7 +2,9 @@
  * end to end: ingest -> graph -> basis -> train -> score -> rank -> report.
  *
  * What it promises a first-time user, each checked against figures computed
- * here from the database, independently of the train stage's own metrics:
+ * from the database, independently of the train stage's own metrics (the
+ * baselines by accuracy_bench, bench/accuracy.c, as the benchmarks report
+ * them):
  *   - its model of u0_atom beats, on the test split, both predicting the
  *     training mean and the element-count baseline (least squares of the
  *     label on per-element atom counts, hydrogens included, with an
@@ -22,7 +24,6 @@
  * epochs, 0.64-0.80 after 10). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <ctype.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -52,139 +53,30 @@ static double query_double(const char *db, const char *sql) {
   return v;
 }
 
-/* ---- the element-count baseline, from the molecules' formulas ---- */
+/* ---- the baselines, as accuracy_bench (bench/accuracy.c) computes them ---- */
 
-enum { MAX_EL = 16 }; /* distinct elements; QM7 has 5 (C, H, N, O, S) */
-
-struct elements {
-  char sym[MAX_EL][4];
-  int n;
-};
-
-/* Adds the atoms of a Hill formula ("C5H10O", "C2H7NS", "CH4") to count[],
- * one slot per element symbol, new symbols appended to el. The `formula`
- * column is Open Babel's, hydrogens included, so it is read here rather than
- * the molecule blob the model itself reads. */
-static void formula_counts(const char *f, struct elements *el, int count[MAX_EL]) {
-  const char *p = f;
-  while (*p) {
-    cr_assert(isupper((unsigned char)*p), "cannot read formula '%s'", f);
-    char sym[4] = {*p++, 0, 0, 0};
-    for (int k = 1; k < 3 && islower((unsigned char)*p); k++)
-      sym[k] = *p++;
-    int n = 1;
-    if (isdigit((unsigned char)*p)) n = (int)strtol(p, (char **)&p, 10);
-    int e = 0;
-    while (e < el->n && strcmp(el->sym[e], sym))
-      e++;
-    if (e == el->n) {
-      cr_assert_lt(el->n, MAX_EL, "too many elements in the formulas");
-      strcpy(el->sym[el->n++], sym);
-    }
-    count[e] += n;
-  }
+/* KEY's number in accuracy_bench's JSON line. */
+static double json_number(const char *json, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *at = strstr(json, pat);
+  cr_assert(at, "accuracy_bench printed no %s: %s", key, json);
+  char *end = NULL;
+  double v = strtod(at + strlen(pat), &end);
+  cr_assert(end != at + strlen(pat), "accuracy_bench's %s is not a number: %s", key, json);
+  return v;
 }
 
-/* Solves A x = b (n x n, row-major) in place by Gaussian elimination with
- * partial pivoting; x is left in b. Returns -1 when A is singular. */
-static int solve(double *A, double *b, int n) {
-  for (int c = 0; c < n; c++) {
-    int piv = c;
-    for (int r = c + 1; r < n; r++)
-      if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
-    if (fabs(A[piv * n + c]) < 1e-9) return -1;
-    if (piv != c) {
-      for (int k = 0; k < n; k++) {
-        double t = A[c * n + k];
-        A[c * n + k] = A[piv * n + k];
-        A[piv * n + k] = t;
-      }
-      double t = b[c];
-      b[c] = b[piv];
-      b[piv] = t;
-    }
-    for (int r = c + 1; r < n; r++) {
-      double f = A[r * n + c] / A[c * n + c];
-      for (int k = c; k < n; k++)
-        A[r * n + k] -= f * A[c * n + k];
-      b[r] -= f * b[c];
-    }
-  }
-  for (int c = n - 1; c >= 0; c--) {
-    for (int k = c + 1; k < n; k++)
-      b[c] -= A[c * n + k] * b[k];
-    b[c] /= A[c * n + c];
-  }
-  return 0;
-}
-
-/* The test-split MAE of least squares of TARGET on element counts plus an
- * intercept, fitted on the train split: labels, splits and formulas read
- * straight from the database. Elements only the test split has count 0 (the
- * fit knows nothing of them). */
-static double element_count_baseline(const char *db_path, const char *target) {
-  sqlite3 *db = NULL;
-  cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  sqlite3_stmt *st = NULL;
-  cr_assert_eq(sqlite3_prepare_v2(db,
-                                  "SELECT s.split, l.value, m.formula FROM splits s "
-                                  "JOIN labels l ON l.mol_id = s.mol_id AND l.name = ?1 "
-                                  "JOIN molecules m ON m.id = s.mol_id WHERE s.split IN ('train', 'test')",
-                                  -1, &st, NULL),
-               SQLITE_OK, "%s", sqlite3_errmsg(db));
-  sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-  struct elements el = {0};
-  int n = 0, cap = 2048;
-  int(*count)[MAX_EL] = calloc((size_t)cap, sizeof *count);
-  double *y = calloc((size_t)cap, sizeof *y);
-  int *is_test = calloc((size_t)cap, sizeof *is_test);
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    cr_assert_lt(n, cap, "more labelled molecules than the quickstart has");
-    is_test[n] = !strcmp((const char *)sqlite3_column_text(st, 0), "test");
-    y[n] = sqlite3_column_double(st, 1);
-    formula_counts((const char *)sqlite3_column_text(st, 2), &el, count[n]);
-    n++;
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-
-  /* normal equations over [counts of the elements the train split has, 1] */
-  int col[MAX_EL], nc = 0;
-  for (int e = 0; e < el.n; e++) {
-    int seen = 0;
-    for (int i = 0; i < n && !seen; i++)
-      seen = !is_test[i] && count[i][e] > 0;
-    if (seen) col[nc++] = e;
-  }
-  int p = nc + 1, n_train = 0, n_test = 0;
-  double A[(MAX_EL + 1) * (MAX_EL + 1)] = {0}, b[MAX_EL + 1] = {0}, x[MAX_EL + 1];
-  for (int i = 0; i < n; i++) {
-    if (is_test[i]) continue;
-    n_train++;
-    for (int j = 0; j < p; j++)
-      x[j] = j < nc ? count[i][col[j]] : 1.0;
-    for (int j = 0; j < p; j++) {
-      b[j] += x[j] * y[i];
-      for (int k = 0; k < p; k++)
-        A[j * p + k] += x[j] * x[k];
-    }
-  }
-  cr_assert_gt(n_train, p, "%d training molecules for %d coefficients", n_train, p);
-  cr_assert_eq(solve(A, b, p), 0, "the element counts of the train split are collinear");
-  double err = 0;
-  for (int i = 0; i < n; i++) {
-    if (!is_test[i]) continue;
-    double pred = b[nc];
-    for (int j = 0; j < nc; j++)
-      pred += b[j] * count[i][col[j]];
-    err += fabs(y[i] - pred);
-    n_test++;
-  }
-  cr_assert_gt(n_test, 0);
-  free(count);
-  free(y);
-  free(is_test);
-  return err / n_test;
+/* The test-split MAE of predicting the training split's mean label, and of
+ * least squares of the label on element counts (hydrogens included, from
+ * the stored molecules) with an intercept, fitted on the train split: read
+ * from the database by accuracy_bench, the benchmarks' own measure of them. */
+static void baselines(const char *db, double *mean_mae, double *linear_mae) {
+  char *json = NULL;
+  cr_assert_eq(tu_sh(&json, "%s %s", SE3_ACCURACY_BENCH, db), 0, "accuracy_bench failed: %s", json);
+  *mean_mae = json_number(json, "mean_mae");
+  *linear_mae = json_number(json, "linear_mae");
+  free(json);
 }
 
 /* ---- rank correlation of the library's scores with its DFT values ---- */
@@ -271,13 +163,9 @@ Test(quickstart, model_beats_the_baselines_and_ranks_the_library) {
                                 "l.name = 'u0_atom' WHERE s.split = 'test'"),
                n_test, "the test split in `splits` is not the models row's");
 
-  /* the mean predictor: the training split's mean label, scored on the test split */
-  const char *mean_sql = "WITH y AS (SELECT l.value, s.split FROM labels l JOIN splits s ON s.mol_id = l.mol_id WHERE "
-                         "l.name = 'u0_atom'), "
-                         "mu AS (SELECT avg(value) AS m FROM y WHERE split = 'train') "
-                         "SELECT printf('%.17g', avg(abs(value - m))) FROM y, mu WHERE split = 'test'";
-  double mean_mae = query_double(db, mean_sql);
-  double linear_mae = element_count_baseline(db, "u0_atom");
+  /* the baselines: the training split's mean label, and the element-count fit */
+  double mean_mae, linear_mae;
+  baselines(db, &mean_mae, &linear_mae);
   double model_mae = query_double(db, "SELECT printf('%.17g', mae) FROM metrics WHERE split = 'test'");
   cr_log_info("quickstart test MAE %.2f kcal/mol; element-count least squares %.2f; training mean %.2f", model_mae,
               linear_mae, mean_mae);
