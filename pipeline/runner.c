@@ -1,6 +1,7 @@
 /* runner.c — run a workflow's stages: ledger, chunks, signals, shards. The
- * folding of shards and `merge` are in merge.c, `status` in status.c; what
- * the three share is in runner_internal.h and runner_util.c.
+ * folding of shards and `merge` are in merge.c, `status` in status.c, which
+ * stages a workflow runs and `check` in check.c; what they share is in
+ * runner_internal.h and runner_util.c.
  *
  * The resumability contract: a chunk's outputs and its ledger row are
  * committed in one transaction; a rerun skips chunks done under the same
@@ -29,7 +30,6 @@
 #include "pipeline/config.h"
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
-#include "stages/check_inputs.h"
 #include "stages/rank_select.h"
 #include "stages/stage.h"
 
@@ -82,80 +82,6 @@ static int mkdirs(const char *path, char *err, size_t errlen) {
 fail:
   snprintf(err, errlen, "cannot create %.1024s: %s", tmp, strerror(errno));
   return -1;
-}
-
-/* ---- configuration ------------------------------------------------------ */
-
-struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets) {
-  return run_load_config(workflow, sets, n_sets, NULL, "*");
-}
-
-/* Whether the workflow writes a section for stage s (defaults alone do not
- * count). */
-static int stage_configured(const struct cfg_node *root, const struct stage *s) {
-  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
-}
-
-/* Whether `run` skips stage s of this configuration unless --stage names it:
- * an optional stage the workflow does not configure, or one its `skipped`
- * leaves out (train in a score-only workflow). */
-static int stage_skipped(const struct cfg_node *root, const struct stage *s) {
-  if (s->optional && !stage_configured(root, s)) return 1;
-  return root && s->skipped && s->skipped(root);
-}
-
-/* The last stage `run` runs without --stage/--until: the last one the
- * workflow configures (ingest at least). */
-static int last_configured(const struct cfg_node *root, int first, int last) {
-  while (last > first && !stage_configured(root, run_all_stages[last]))
-    last--;
-  return last;
-}
-
-int runner_stages(const struct cfg_node *root, const char *names[], int max) {
-  int last = last_configured(root, 0, N_STAGES - 1), n = 0;
-  for (int i = 0; i <= last && n < max; i++)
-    if (!stage_skipped(root, run_all_stages[i])) names[n++] = run_all_stages[i]->name;
-  return n;
-}
-
-/* The inputs' headers against what the workflow reads from them (column
- * names, SD tags, the target among the labels: stages/check_inputs.h), for
- * the stages named in `stages`: each problem on stderr. SE3_EXIT_USAGE when
- * there was one: a mistake found in milliseconds, not after hours of ingest. */
-static void print_problem(void *arg, const char *msg) {
-  (void)arg;
-  fprintf(stderr, "%s\n", msg);
-}
-static int check_input_files(const struct cfg_node *root, const char *stages, const char *workflow) {
-  int bad = check_inputs(root, stages, print_problem, NULL);
-  if (bad > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", bad, workflow);
-  return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
-}
-
-int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs) {
-  struct cfg_node *root = NULL;
-  if (no_inputs) {
-    struct cfg_errors errs = {0};
-    root = cfg_load_no_inputs(workflow, sets, n_sets, &errs);
-    if (!root) {
-      run_print_errors(&errs);
-      if (errs.n > 1) fprintf(stderr, "%d problems in %s\n", errs.n, workflow);
-    }
-    cfg_errors_free(&errs);
-  } else {
-    root = run_load_config(workflow, sets, n_sets, NULL, "*");
-  }
-  if (!root) return SE3_EXIT_USAGE;
-  int bad = no_inputs ? check_inputs_unread(root, "*", print_problem, NULL) : check_input_files(root, "*", workflow);
-  if (no_inputs && bad > 1) fprintf(stderr, "%d problems in %s\n", bad, workflow);
-  if (bad) {
-    cfg_node_free(root);
-    return SE3_EXIT_USAGE;
-  }
-  cfg_print(stdout, root);
-  cfg_node_free(root);
-  return SE3_EXIT_OK;
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -728,7 +654,7 @@ static int run_main(const struct run_opts *o) {
   }
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */
-  if (!o->stage) last = last_configured(r.root, first, last);
+  if (!o->stage) last = run_last_configured(r.root, first, last);
   if (r.n_shards > 1 && o->comm) {
     fprintf(stderr,
             "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
@@ -764,11 +690,11 @@ static int run_main(const struct run_opts *o) {
   { /* the inputs' columns and tags, for the stages that will run */
     char names[128] = "";
     for (int i = first; i <= last; i++) {
-      if (stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
+      if (run_stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
       snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "",
                run_all_stages[i]->name);
     }
-    if (check_input_files(r.root, names, o->workflow)) {
+    if (run_check_input_files(r.root, names, o->workflow)) {
       cfg_node_free(r.root);
       return SE3_EXIT_USAGE;
     }
@@ -820,7 +746,7 @@ static int run_main(const struct run_opts *o) {
   install_signals();
   ret = SE3_EXIT_OK;
   for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
-    if (stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
+    if (run_stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
   }
 

@@ -64,6 +64,12 @@ void run_hostname(char *buf, size_t n);
 void run_print_errors(const struct cfg_errors *e);
 /* The index of the stage of that name in run_all_stages, or -1. */
 int run_stage_index(const char *name);
+/* check.c: whether `run` skips stage s of this configuration unless --stage
+ * names it; the last stage it runs without --stage/--until; the inputs'
+ * headers checked for the stages named (SE3_EXIT_USAGE on a problem). */
+int run_stage_skipped(const struct cfg_node *root, const struct stage *s);
+int run_last_configured(const struct cfg_node *root, int first, int last);
+int run_check_input_files(const struct cfg_node *root, const char *stages, const char *workflow);
 /* inputs: check that the input files of these stages exist (see
  * cfg_load_checked), so a run refuses before it makes its workdir. NULL with
  * the problems printed. */

@@ -1,0 +1,83 @@
+/* check.c — what a workflow asks for: which stages `run` runs (the ones it
+ * configures, up to the last, less those a stage's `skipped` leaves out),
+ * and `se3screen check` (the configuration resolved and printed, the
+ * inputs' headers against what the stages read from them). */
+#include <stdio.h>
+
+#include "pipeline/config.h"
+#include "pipeline/runner_internal.h"
+#include "stages/check_inputs.h"
+#include "stages/stage.h"
+
+struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets) {
+  return run_load_config(workflow, sets, n_sets, NULL, "*");
+}
+
+/* Whether the workflow writes a section for stage s (defaults alone do not
+ * count). */
+static int stage_configured(const struct cfg_node *root, const struct stage *s) {
+  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
+}
+
+/* Whether `run` skips stage s of this configuration unless --stage names it:
+ * an optional stage the workflow does not configure, or one its `skipped`
+ * leaves out (train in a score-only workflow). */
+int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
+  if (s->optional && !stage_configured(root, s)) return 1;
+  return root && s->skipped && s->skipped(root);
+}
+
+/* The last stage `run` runs without --stage/--until: the last one the
+ * workflow configures (ingest at least). */
+int run_last_configured(const struct cfg_node *root, int first, int last) {
+  while (last > first && !stage_configured(root, run_all_stages[last]))
+    last--;
+  return last;
+}
+
+int runner_stages(const struct cfg_node *root, const char *names[], int max) {
+  int last = run_last_configured(root, 0, N_STAGES - 1), n = 0;
+  for (int i = 0; i <= last && n < max; i++)
+    if (!run_stage_skipped(root, run_all_stages[i])) names[n++] = run_all_stages[i]->name;
+  return n;
+}
+
+/* The inputs' headers against what the workflow reads from them (column
+ * names, SD tags, the target among the labels: stages/check_inputs.h), for
+ * the stages named in `stages`: each problem on stderr. SE3_EXIT_USAGE when
+ * there was one: a mistake found in milliseconds, not after hours of ingest. */
+static void print_problem(void *arg, const char *msg) {
+  (void)arg;
+  fprintf(stderr, "%s\n", msg);
+}
+int run_check_input_files(const struct cfg_node *root, const char *stages, const char *workflow) {
+  int bad = check_inputs(root, stages, print_problem, NULL);
+  if (bad > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", bad, workflow);
+  return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
+}
+
+int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs) {
+  struct cfg_node *root = NULL;
+  if (no_inputs) {
+    struct cfg_errors errs = {0};
+    root = cfg_load_no_inputs(workflow, sets, n_sets, &errs);
+    if (!root) {
+      run_print_errors(&errs);
+      if (errs.n > 1) fprintf(stderr, "%d problems in %s\n", errs.n, workflow);
+    }
+    cfg_errors_free(&errs);
+  } else {
+    root = run_load_config(workflow, sets, n_sets, NULL, "*");
+  }
+  if (!root) return SE3_EXIT_USAGE;
+  int bad =
+      no_inputs ? check_inputs_unread(root, "*", print_problem, NULL) : run_check_input_files(root, "*", workflow);
+  if (no_inputs && bad > 1) fprintf(stderr, "%d problems in %s\n", bad, workflow);
+  if (bad) {
+    cfg_node_free(root);
+    return SE3_EXIT_USAGE;
+  }
+  cfg_print(stdout, root);
+  cfg_node_free(root);
+  return SE3_EXIT_OK;
+}
