@@ -943,6 +943,78 @@ int se3_trainer_ensure_final(struct se3_trainer *t, int k) {
   return ret;
 }
 
+static int by_descending(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x < y) - (x > y);
+}
+
+/* A workdir trained before epochs were counted from 1 (schema 5 and
+ * earlier) named the state after epoch e (0-based) epoch-<e>.ckpt, today's
+ * name of the epoch before it. Each epoch-<N>.ckpt of member k whose
+ * step_epoch_best record says it holds epoch N (0-based) is such a file: it
+ * is renamed epoch-<N+1>.ckpt, the highest N first so that none is renamed
+ * over another, and the log says so; training then resumes where it was.
+ * A models row naming the file (a model none of whose epochs improved has no
+ * best.ckpt) is made to name the new one first: were the run killed between
+ * the two, the next run renames the file, and the row names it still.
+ * A file that does not load, or whose new name is taken, is left alone:
+ * every load checks the epoch it expects (state_before, replay_to,
+ * ensure_final), so a file of another epoch is reported and its epoch
+ * recomputed, never trained on. */
+int se3_trainer_adopt_zero_based(struct se3_trainer *t, int k,
+                                 int (*renaming)(void *user, int k, int from, const char *name), void *user) {
+  char dir[PATH_MAX];
+  se3_trainer_member_dir(t, k, dir, sizeof dir);
+  DIR *d = opendir(dir);
+  if (!d) return SE3_TRAIN_OK; /* nothing trained yet */
+  int *num = NULL, n = 0, cap = 0, ret = SE3_TRAIN_OK;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    int e;
+    char canon[64];
+    if (sscanf(de->d_name, "epoch-%d.ckpt", &e) != 1 || e < 0) continue;
+    snprintf(canon, sizeof canon, "epoch-%d.ckpt", e);
+    if (strcmp(canon, de->d_name)) continue; /* "epoch-01.ckpt", "epoch-1.ckpt.tmp-…": none of ours */
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      int *grown = realloc(num, (size_t)cap * sizeof *num);
+      if (!grown) {
+        ret = tr_fail(t, "out of memory listing %s", dir);
+        break;
+      }
+      num = grown;
+    }
+    num[n++] = e;
+  }
+  closedir(d);
+  if (n > 1) qsort(num, (size_t)n, sizeof *num, by_descending);
+  for (int i = 0; i < n && ret == SE3_TRAIN_OK; i++) {
+    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64], why[PATH_MAX + 256];
+    snprintf(from, sizeof from, "%s/epoch-%d.ckpt", dir, num[i]);
+    struct se3_ckpt c;
+    int64_t state[3];
+    if (se3_ckpt_load(&c, from, why, sizeof why)) continue;
+    int held = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 ? (int)state[1] : -1;
+    se3_ckpt_free(&c);
+    if (held != num[i]) continue; /* named from 1 (it holds epoch N - 1), or no training state */
+    se3_trainer_epoch_file(name, sizeof name, held);
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    if (access(to, F_OK) == 0) {
+      tr_log(t, "%s holds epoch %d (named from 0 by an earlier se3screen); left alone, as %s is there", from, held + 1,
+             name);
+      continue;
+    }
+    if (renaming && renaming(user, k, num[i], name))
+      ret = -1; /* (its message is the caller's) */
+    else if (rename(from, to) != 0)
+      ret = tr_fail(t, "renaming %s to %s: %s", from, name, strerror(errno));
+    else
+      tr_log(t, "%s holds epoch %d (named from 0 by an earlier se3screen): renamed %s", from, held + 1, name);
+  }
+  free(num);
+  return ret;
+}
+
 /* Member folders past the ensemble (models/train-<k>, k >= ensemble) are
  * an earlier training's, whose models rows went when its configuration
  * changed; a workdir scored as an ensemble (stages.score.checkpoint: WORKDIR,

@@ -173,6 +173,12 @@ int se3_trainer_restore(struct se3_trainer *t, const char *name, int *epoch);
  * (classification: the probability), in t->idx[which]'s order. 0, or -1
  * with t->why. */
 int se3_trainer_evaluate(struct se3_trainer *t, int which, struct se3_eval *ev, double *keep);
+/* Member k's checkpoints named from 0 by se3screen before schema 6
+ * (epoch-<e>.ckpt holding epoch e) renamed epoch-<e+1>.ckpt, the highest
+ * first; renaming(user, k, e, new name), when given, is called before each
+ * rename (a nonzero return: -1, its message is the caller's). */
+int se3_trainer_adopt_zero_based(struct se3_trainer *t, int k,
+                                 int (*renaming)(void *user, int k, int from, const char *name), void *user);
 /* Member folders past the ensemble (an earlier training's): their
  * checkpoints removed, and the folder when nothing else is in it. */
 int se3_trainer_drop_stale_members(struct se3_trainer *t);

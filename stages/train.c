@@ -32,7 +32,6 @@
  * (stages/modelcard.h: the featurisation it was trained with).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -262,85 +261,20 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
   return STAGE_OK;
 }
 
-static int by_descending(const void *a, const void *b) {
-  int x = *(const int *)a, y = *(const int *)b;
-  return (x < y) - (x > y);
-}
-
-/* A workdir trained before epochs were counted from 1 (schema 5 and
- * earlier) named the state after epoch e (0-based) epoch-<e>.ckpt, today's
- * name of the epoch before it. Each epoch-<N>.ckpt of member k whose
- * step_epoch_best record says it holds epoch N (0-based) is such a file: it
- * is renamed epoch-<N+1>.ckpt, the highest N first so that none is renamed
- * over another, and the log says so; training then resumes where it was.
- * A models row naming the file (a model none of whose epochs improved has no
- * best.ckpt) is made to name the new one first: were the run killed between
- * the two, the next run renames the file, and the row names it still.
- * A file that does not load, or whose new name is taken, is left alone:
- * every load checks the epoch it expects (state_before, replay_to,
- * ensure_final), so a file of another epoch is reported and its epoch
- * recomputed, never trained on. */
-static int adopt_zero_based(struct stage_ctx *ctx, const struct tstage *t, int k) {
-  char dir[PATH_MAX];
-  se3_trainer_member_dir(&t->tr, k, dir, sizeof dir);
-  DIR *d = opendir(dir);
-  if (!d) return STAGE_OK; /* nothing trained yet */
-  int *num = NULL, n = 0, cap = 0, ret = STAGE_OK;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    int e;
-    char canon[64];
-    if (sscanf(de->d_name, "epoch-%d.ckpt", &e) != 1 || e < 0) continue;
-    snprintf(canon, sizeof canon, "epoch-%d.ckpt", e);
-    if (strcmp(canon, de->d_name)) continue; /* "epoch-01.ckpt", "epoch-1.ckpt.tmp-…": none of ours */
-    if (n == cap) {
-      cap = cap ? 2 * cap : 8;
-      int *grown = realloc(num, (size_t)cap * sizeof *num);
-      if (!grown) {
-        ret = stage_fail_at(ctx, NULL, "out of memory listing %s", dir);
-        break;
-      }
-      num = grown;
-    }
-    num[n++] = e;
-  }
-  closedir(d);
-  if (n > 1) qsort(num, (size_t)n, sizeof *num, by_descending);
-  for (int i = 0; i < n && ret == STAGE_OK; i++) {
-    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64], why[PATH_MAX + 256];
-    snprintf(from, sizeof from, "%s/epoch-%d.ckpt", dir, num[i]);
-    struct se3_ckpt c;
-    int64_t state[3];
-    if (se3_ckpt_load(&c, from, why, sizeof why)) continue;
-    int held = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 ? (int)state[1] : -1;
-    se3_ckpt_free(&c);
-    if (held != num[i]) continue; /* named from 1 (it holds epoch N - 1), or no training state */
-    se3_trainer_epoch_file(name, sizeof name, held);
-    snprintf(to, sizeof to, "%s/%s", dir, name);
-    if (access(to, F_OK) == 0) {
-      ctx->report->log(ctx, "%s holds epoch %d (named from 0 by an earlier se3screen); left alone, as %s is there",
-                       from, held + 1, name);
-      continue;
-    }
-    char *sql = sqlite3_mprintf("UPDATE models SET checkpoint = 'models/train-%d/%q' WHERE id = 'train/%d' AND "
-                                "checkpoint = 'models/train-%d/epoch-%d.ckpt'",
-                                k, name, k, k, num[i]);
-    int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
-    sqlite3_free(sql);
-    if (rc != SQLITE_OK)
-      ret = stage_sql_fail(ctx, "renaming a checkpoint in the models table");
-    else if (rename(from, to) != 0)
-      ret = stage_fail_at(ctx, NULL, "renaming %s to %s: %s", from, name, strerror(errno));
-    else
-      ctx->report->log(ctx, "%s holds epoch %d (named from 0 by an earlier se3screen): renamed %s", from, held + 1,
-                       name);
-  }
-  free(num);
-  return ret;
+/* se3_trainer_adopt_zero_based's hook: before member k's epoch-<from>.ckpt
+ * is renamed `name`, a models row naming it names the new file. */
+static int rename_in_models(void *user, int k, int from, const char *name) {
+  struct stage_ctx *ctx = user;
+  char *sql = sqlite3_mprintf("UPDATE models SET checkpoint = 'models/train-%d/%q' WHERE id = 'train/%d' AND "
+                              "checkpoint = 'models/train-%d/epoch-%d.ckpt'",
+                              k, name, k, k, from);
+  int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  return rc == SQLITE_OK ? 0 : stage_sql_fail(ctx, "renaming a checkpoint in the models table");
 }
 
 /* Before any chunk: checkpoints named from 0 by an earlier se3screen are
- * renamed (adopt_zero_based), and an earlier training's members past this
+ * renamed (se3_trainer_adopt_zero_based), and an earlier training's members past this
  * ensemble removed (se3_trainer_drop_stale_members). A finished training's model rows name the
  * checkpoints scoring reads; one damaged since (or deleted) is recomputed
  * here, as the runner does not finalize a finished stage again. Only when the
@@ -350,7 +284,8 @@ static int repair_finished(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
   if (se3_trainer_drop_stale_members(&t->tr)) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
   for (int k = 0; k < t->tr.ensemble; k++) {
-    if (adopt_zero_based(ctx, t, k)) return STAGE_ERROR;
+    int rc = se3_trainer_adopt_zero_based(&t->tr, k, rename_in_models, ctx);
+    if (rc) return rc < 0 ? STAGE_ERROR : stage_fail_at(ctx, NULL, "%s", t->tr.err);
     char id[32], last[PATH_MAX + 64], name[64], *ck = NULL;
     snprintf(id, sizeof id, "train/%d", k);
     sqlite3_stmt *st = NULL;
