@@ -1,16 +1,21 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]
  *
- * For each operation and shape the inputs are random host arrays (a fixed
- * seed), the expected result is computed on the host (the CPU functions of
- * models/cpu/nn.h for the layers with real arithmetic in them: norm, radial
- * network, convolution, attention; plain loops in double for the linear and
- * dense layers, pooling, the glue, Adam, sumsq, scale, the loss and the
- * clipping), and the operation
- * runs on the backend under test: inputs uploaded with be->alloc/upload, the
- * call made through the table, outputs downloaded.
+ * The cases are one table (CASES, at the end): an entry per operation and
+ * shape gives the tolerance class of its outputs and the builder that draws
+ * its inputs (random host arrays from fixed seeds), computes the expected
+ * result on the host (the CPU functions of models/cpu/nn.h for the layers
+ * with real arithmetic in them: norm, radial network, convolution,
+ * attention; plain loops in double for the linear and dense layers,
+ * pooling, the glue, Adam, sumsq, scale, the loss and the clipping) and
+ * declares the backend's buffers; the engine (op_engine.h) uploads the
+ * inputs, makes the call through the table and downloads the outputs. A
+ * forward and its backward share a builder; an entry marked SAME draws the
+ * inputs of the entry before it again (a backward those of its forward).
+ * A new shape is one entry; a new operation, its entries and at most one
+ * builder.
  *
  * Each operation runs twice on the backend:
  *   run 1  outputs a backward ADDS to (parameter gradients) start from
@@ -25,31 +30,41 @@
  * elements after it that must come back unchanged (no write past the end),
  * and every input must come back unchanged.
  *
- * Errors. Where the result is a sum of products, each element's error is
- * divided by the sum of the absolute values of its terms (computed by the
- * same formula on absolute values); the tolerance is then 1e-5 for fp32,
- * 2e-3 for tf32 and fp16, 1.6e-2 for bf16 (products of inputs rounded to 10
- * or 7 stored significand bits: 4 times the unit round-off, 2^-11 or 2^-8; under
- * dev/cuda_emu's rounding the worst case reached 0.39 and 0.32 of them). For the layers
- * with normalisations and softmax in them (norm, radial network, attention
- * weights and gradients) the error is divided by |expected| + the root mean
- * square of the output, tolerance 5e-5 (fp32), 2e-2 (tf32, fp16) or 8e-2 (bf16). Data movement (copies, concat, split,
- * relu and its backward, max pooling) must be exact; Adam is compared relative to |p| + lr (|m| + |g|, v + g^2), the
- * envelope weights absolutely, and sumsq, which backend.h says is summed in double, to 1e-9 relative. One line per
- * operation and shape, then a summary.
+ * Tolerance classes (op_engine.h's tol_of):
+ *   EXACT   data movement: copies, concat, split, relu and its backward,
+ *           max pooling, allreduce;
+ *   T_SUM   a sum of products: each element's error divided by the sum of
+ *           the absolute values of its terms (the same formula on absolute
+ *           values); 1e-5 for fp32, 2e-3 for tf32 and fp16, 1.6e-2 for
+ *           bf16. Adam is compared relative to |p| + lr (|m| + |g|, v + g^2),
+ *           the envelope weights absolutely;
+ *   T_MAG   the layers with normalisations and softmax in them (norm, radial
+ *           network, attention weights and gradients): divided by |expected|
+ *           + the root mean square of the output; 5e-5 (fp32), 2e-2 (tf32,
+ *           fp16) or 8e-2 (bf16);
+ *   T_REAL  the loss's gradient and the clipped gradient, computed in double
+ *           on both sides: 1e-6 (their doubles: the loss 1e-12, the sum of
+ *           squares and norm 1e-9);
+ *   T_BASIS the bases: 2.5e-7 over |value| + 1e-6;
+ *   T_DBL   sumsq, which backend.h says is summed in double: 1e-9 relative.
+ * One line per operation and shape, then a summary.
+ *
+ * The gradient mode (--grad; the double build, test_backend_ops_f64, where
+ * real is double): each entry flagged FD, the backwards (linear, dense,
+ * norm, radial network, convolution, attention, both poolings, relu),
+ * scale_rows (its own backward) and the loss, is checked at its shape
+ * against central differences of its forward instead (op_engine.h): for
+ * each input x a backward differentiates, <dL/dx, v> along a random v
+ * against (L(x + hv) - L(x - hv)) / 2h, L = <forward's outputs, random w>,
+ * to 1e-6 of sum |dL/dx_k v_k|. The other operations have no derivative in
+ * the table (edge_weights, bases) or are exact copies (concat, split).
  *
  * Exit status: 0 all passed, 1 some failed, 77 the backend cannot be opened
  * (this build has no CUDA backend or no GPU: reported as skipped, never as
- * passed), 2 bad arguments.
+ * passed), 2 bad arguments (or --grad without the double build).
  */
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "tests/gpu/op_engine.h"
 
-#include "models/backend.h"
 #include "models/cpu/table.h"
 #include "models/device.h"
 #include "models/basis.h"
@@ -59,330 +74,29 @@
 
 #define SKIP_CODE 77
 
-static const struct nn_backend *BE;
-static double TOL;     /* relative to the sum of |terms| */
-static double TOL_MAG; /* relative to |expected| + rms(expected) */
-static int n_pass, n_fail;
-
-/* ---- random numbers (splitmix64) ------------------------------------------- */
-
-static uint64_t rng_state;
-static void seed(uint64_t s) { rng_state = s * 0x9e3779b97f4a7c15ULL + 1; }
-static double urand(void) { /* [0, 1) */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return (double)(z >> 11) * 0x1p-53;
-}
-static double uni(double lo, double hi) { return lo + (hi - lo) * urand(); }
-static int irand(int n) { return (int)(urand() * n); }
-
-/* ---- host memory of one case, freed when the case ends ---------------------- */
-
-#define MAX_HOST 1024
-static void *host_blocks[MAX_HOST];
-static int n_host;
-
-static void *hmem(size_t bytes) {
-  void *p = calloc(1, bytes + 64);
-  if (!p || n_host == MAX_HOST) {
-    fprintf(stderr, "test_backend_ops: out of host memory\n");
-    exit(1);
-  }
-  host_blocks[n_host++] = p;
-  return p;
-}
-static real *hvec(size_t n) { return hmem(n * sizeof(real)); }
-static int32_t *ivec(size_t n) { return hmem(n * sizeof(int32_t)); }
-static real *hrand(size_t n, double lo, double hi) {
-  real *p = hvec(n);
-  for (size_t i = 0; i < n; i++)
-    p[i] = (real)uni(lo, hi);
-  return p;
-}
-static real *hcopy(const real *x, size_t n) {
-  real *p = hvec(n);
-  if (n) memcpy(p, x, n * sizeof *p);
-  return p;
-}
-static real *habs(const real *x, size_t n) {
-  real *p = hvec(n);
-  for (size_t i = 0; i < n; i++)
-    p[i] = (real)fabs((double)x[i]);
-  return p;
-}
-static void host_free_all(void) {
-  for (int i = 0; i < n_host; i++)
-    free(host_blocks[i]);
-  n_host = 0;
-}
-
-/* ---- the harness: buffers on the backend, two runs, comparisons ------------- */
-
-#define GUARD 16 /* elements after every device buffer that must not change */
-#define MAX_BUF 32
-enum { K_IN, K_OVER, K_ADD, K_INPLACE };
-
-struct buf {
-  const char *name;
-  int kind, i32;
-  size_t n;
-  void *base, *dev;  /* the allocation; the array (H.shift elements into it) */
-  const void *host;  /* K_IN: its values; K_ADD, K_INPLACE: the values it starts from */
-  const void *ref;   /* outputs: the expected values */
-  const real *scale; /* per element; NULL: |ref| + rms(ref) */
-  double tol;        /* 0: exact */
-  void *got[2];
+/* the builders' flags (op_engine.h has FD and SHIFT) */
+enum {
+  BIAS = 1 << 2,   /* dense: a bias */
+  NO_DX = 1 << 3,  /* dx NULL */
+  NO_DB = 1 << 4,  /* dense: db NULL */
+  POOL = 1 << 5,   /* conv: pooled onto the nodes */
+  NO_DX1 = 1 << 6, /* conv: dx of degree 1 NULL */
+  NO_DS2 = 1 << 7,
+  NO_DW3 = 1 << 8,
+  W = 1 << 9,       /* attention: edge weights */
+  NO_DZ1 = 1 << 10, /* attention: dz of degree 1 NULL */
+  NO_DQ = 1 << 11,
+  NO_X = 1 << 12, /* split: x NULL */
+  NO_Y = 1 << 13, /* split: y NULL */
 };
 
-static struct {
-  struct buf b[MAX_BUF];
-  int n;
-  int shift;     /* elements each new buffer starts past its 256-byte aligned allocation */
-  char why[512]; /* the first failure of the case, if any */
-} H;
+static int backward(const struct op_case *c) { return strstr(c->op, "_backward") != NULL; }
 
-static const real GUARD_R = (real)-31.4159;
-static const int32_t GUARD_I = 0x5a5a5a5a;
-
-static size_t esize(const struct buf *b) { return b->i32 ? sizeof(int32_t) : sizeof(real); }
-
-static void why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void why(const char *fmt, ...) {
-  if (H.why[0]) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(H.why, sizeof H.why, fmt, ap);
-  va_end(ap);
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = calloc(1, bytes + 64);
-  if (!p) {
-    fprintf(stderr, "test_backend_ops: out of host memory\n");
-    exit(1);
-  }
-  return p;
-}
-
-/* A staging copy (free it): n values (or, with vals NULL, the garbage of
- * run which_fill) then the guard. */
-static void *stage(const struct buf *b, const void *vals, int which_fill) {
-  size_t es = esize(b);
-  char *s = xmalloc((b->n + GUARD) * es);
-  for (size_t i = 0; i < b->n + GUARD; i++) {
-    int guard = i >= b->n;
-    if (b->i32) {
-      int32_t v = guard ? GUARD_I : vals ? ((const int32_t *)vals)[i] : which_fill == 0 ? INT32_MIN + 7 : 777;
-      memcpy(s + i * es, &v, es);
-    } else {
-      real v = guard ? GUARD_R : vals ? ((const real *)vals)[i] : which_fill == 0 ? (real)NAN : (real)777;
-      memcpy(s + i * es, &v, es);
-    }
-  }
-  return s;
-}
-
-static void *h_add(int kind, const char *name, size_t n, int i32, const void *host, const void *ref, const real *scale,
-                   double tol) {
-  if (H.n == MAX_BUF) {
-    fprintf(stderr, "test_backend_ops: too many buffers in one case\n");
-    exit(1);
-  }
-  struct buf *b = &H.b[H.n++];
-  memset(b, 0, sizeof *b);
-  b->name = name;
-  b->kind = kind;
-  b->i32 = i32;
-  b->n = n;
-  b->host = host;
-  b->ref = ref;
-  b->scale = scale;
-  b->tol = tol;
-  size_t bytes = (n + GUARD) * esize(b);
-  b->base = BE->alloc(bytes + (size_t)H.shift * esize(b));
-  if (!b->base) {
-    fprintf(stderr, "test_backend_ops: %s: alloc(%zu) failed\n", BE->name, bytes);
-    exit(1);
-  }
-  if (((uintptr_t)b->base) % 256) why("alloc(%zu) is not 256-byte aligned", bytes);
-  b->dev = (char *)b->base + (size_t)H.shift * esize(b);
-  if (kind == K_IN) {
-    void *s = stage(b, host, 0);
-    BE->upload(b->dev, s, bytes);
-    free(s);
-  }
-  return b->dev;
-}
-/* An input (real or int32): uploaded now, checked unchanged after each run. */
-static void *in_r(const char *name, const real *host, size_t n) { return h_add(K_IN, name, n, 0, host, NULL, NULL, 0); }
-static void *in_i(const char *name, const int32_t *host, size_t n) {
-  return h_add(K_IN, name, n, 1, host, NULL, NULL, 0);
-}
-/* An output the operation overwrites. */
-static real *out_over(const char *name, size_t n, const real *ref, const real *scale, double tol) {
-  return h_add(K_OVER, name, n, 0, NULL, ref, scale, tol);
-}
-static int32_t *out_over_i(const char *name, size_t n, const int32_t *ref) {
-  return h_add(K_OVER, name, n, 1, NULL, ref, NULL, 0);
-}
-/* An output the operation adds to, from pre (ref includes pre). */
-static real *out_add(const char *name, size_t n, const real *pre, const real *ref, const real *scale, double tol) {
-  return h_add(K_ADD, name, n, 0, pre, ref, scale, tol);
-}
-/* An array the operation updates in place, from pre. */
-static real *out_inplace(const char *name, size_t n, const real *pre, const real *ref, const real *scale, double tol) {
-  return h_add(K_INPLACE, name, n, 0, pre, ref, scale, tol);
-}
-
-/* The worst error of the case: err / tol largest (exact outputs: any error
- * is infinitely bad). */
-struct worst {
-  double ratio, err, tol;
-};
-static void note(struct worst *w, double err, double tol, const char *name, size_t at, const char *what) {
-  double r = tol > 0 ? err / tol : (err > 0 ? INFINITY : 0);
-  if (!(err == err)) r = INFINITY;
-  if (r > w->ratio || (w->ratio == 0 && err > w->err)) {
-    w->ratio = r;
-    w->err = err;
-    w->tol = tol;
-  }
-  if (r > 1) why("%s[%zu]: %s", name, at, what);
-}
-
-/* Largest |got - want| / s_i over an array (exact: largest |got - want|);
- * NaN counts as infinite. */
-static double errs(const real *got, const real *want, const real *scale, const real *pre, size_t n, double tol,
-                   size_t *at) {
-  double rms = 0;
-  if (!scale) {
-    for (size_t i = 0; i < n; i++)
-      rms += (double)want[i] * want[i];
-    rms = n ? sqrt(rms / (double)n) : 0;
-  }
-  double worst = 0;
-  *at = 0;
-  for (size_t i = 0; i < n; i++) {
-    double g = got[i], w = want[i], d = fabs(g - w), e;
-    if (!(g == g) || !(w == w))
-      e = INFINITY;
-    else if (tol == 0)
-      e = d;
-    else {
-      double s = scale ? (double)scale[i] : fabs(w) + rms;
-      if (pre) s += fabs((double)pre[i]);
-      e = d == 0 ? 0 : s > 0 ? d / s : INFINITY;
-    }
-    if (e > worst || (e != e)) {
-      worst = e;
-      *at = i;
-    }
-  }
-  return worst;
-}
-
-static void h_free_bufs(void) {
-  for (int i = 0; i < H.n; i++)
-    BE->release(H.b[i].base);
-  H.n = 0;
-}
-
-/* One line of the report: op, shape, the worst error and its tolerance. */
-static void report(const char *op, const char *shape, int ok, double err, double tol, const char *msg) {
-  if (ok)
-    n_pass++;
-  else
-    n_fail++;
-  if (tol > 0)
-    printf("%-4s %-22s %-64s max err %.2e  tol %.1e", ok ? "ok" : "FAIL", op, shape, err, tol);
-  else
-    printf("%-4s %-22s %-64s max err %.2e  exact  ", ok ? "ok" : "FAIL", op, shape, err);
-  if (!ok && msg) printf("  <- %s", msg);
-  printf("\n");
-  fflush(stdout);
-}
-
-/* Runs `call` twice as the file's comment says, compares, prints the line. */
-static void h_run(const char *op, const char *shape, void (*call)(void *), void *arg) {
-  for (int r = 0; r < 2; r++) {
-    for (int i = 0; i < H.n; i++) {
-      struct buf *b = &H.b[i];
-      if (b->kind == K_IN) continue;
-      const void *vals = b->kind == K_INPLACE ? b->host : b->kind == K_ADD ? (r == 0 ? b->host : NULL) : NULL;
-      void *zeros = b->kind == K_ADD && r == 1 ? xmalloc(b->n * esize(b)) : NULL;
-      void *s = stage(b, zeros ? zeros : vals, r);
-      BE->upload(b->dev, s, (b->n + GUARD) * esize(b));
-      free(s);
-      free(zeros);
-    }
-    call(arg);
-    char err[256] = "";
-    if (BE->sync(err, sizeof err)) why("run %d: sync failed: %s", r + 1, err);
-    for (int i = 0; i < H.n; i++) {
-      struct buf *b = &H.b[i];
-      size_t es = esize(b);
-      char *got = xmalloc((b->n + GUARD) * es);
-      BE->download(got, b->dev, (b->n + GUARD) * es);
-      for (size_t k = b->n; k < b->n + GUARD; k++) {
-        int bad = b->i32 ? memcmp(got + k * es, &GUARD_I, es) != 0 : memcmp(got + k * es, &GUARD_R, es) != 0;
-        if (bad) {
-          why("%s: written past its end (element %zu of %zu)", b->name, k, b->n);
-          break;
-        }
-      }
-      if (b->kind == K_IN) {
-        if (b->n && memcmp(got, b->host, b->n * es)) why("input %s was changed", b->name);
-        free(got);
-      } else {
-        b->got[r] = got;
-      }
-    }
-  }
-  struct worst w = {0, 0, 0};
-  for (int i = 0; i < H.n; i++) {
-    struct buf *b = &H.b[i];
-    if (b->kind == K_IN) continue;
-    size_t at;
-    if (b->i32) {
-      const int32_t *g0 = b->got[0], *g1 = b->got[1], *want = b->ref;
-      for (size_t k = 0; k < b->n; k++) {
-        if (g0[k] != want[k]) note(&w, INFINITY, 0, b->name, k, "differs from the expected value");
-        if (g1[k] != g0[k]) note(&w, INFINITY, 0, b->name, k, "run 2 differs (not overwritten everywhere?)");
-      }
-      continue;
-    }
-    const real *g0 = b->got[0], *g1 = b->got[1];
-    double e = errs(g0, b->ref, b->scale, b->kind == K_ADD ? b->host : NULL, b->n, b->tol, &at);
-    note(&w, e, b->tol, b->name, at,
-         b->kind == K_OVER && g0[at] != g0[at] ? "NaN: not written, or added to instead of overwritten"
-                                               : "differs from the expected value");
-    if (b->kind == K_ADD) { /* run 1 minus P against run 2 (from 0): added, not overwritten */
-      real *d = xmalloc(b->n * sizeof *d);
-      const real *pre = b->host;
-      for (size_t k = 0; k < b->n; k++)
-        d[k] = (real)((double)g0[k] - pre[k]);
-      double tol = b->tol > 0 ? b->tol : TOL;
-      e = errs(d, g1, b->scale, pre, b->n, tol, &at);
-      free(d);
-      note(&w, e, tol, b->name, at, "run 1 minus its start differs from run 2 from zero: overwritten, not added to");
-    } else {
-      e = errs(g1, g0, b->scale, NULL, b->n, b->tol, &at);
-      note(&w, e, b->tol, b->name, at, "run 2 differs from run 1: not overwritten everywhere, or not repeatable");
-    }
-  }
-  if (w.ratio == 0) /* no error anywhere: show the loosest tolerance of the case */
-    for (int i = 0; i < H.n; i++)
-      if (H.b[i].kind != K_IN && H.b[i].tol > w.tol) w.tol = H.b[i].tol;
-  report(op, shape, !H.why[0], w.err, w.tol, H.why);
-  H.why[0] = 0;
-  for (int i = 0; i < H.n; i++) {
-    free(H.b[i].got[0]);
-    free(H.b[i].got[1]);
-  }
-  h_free_bufs();
-}
+#define CHECK_RC(name, call)                                                                                           \
+  do {                                                                                                                 \
+    int rc_ = (call);                                                                                                  \
+    if (rc_) why(name " returned %d", rc_);                                                                            \
+  } while (0)
 
 /* ---- graphs ------------------------------------------------------------------ */
 
@@ -458,7 +172,10 @@ static void fiber_str(char *out, size_t n, const struct nn_fiber *f) {
   snprintf(out, n, "%d,%d,%d,%d", f->ch[0], f->ch[1], f->ch[2], f->ch[3]);
 }
 
-/* ---- the table itself ----------------------------------------------------------- */
+static const char *const X_NAME[] = {"x0", "x1", "x2", "x3"}, *const Y_NAME[] = {"y0", "y1", "y2", "y3"};
+static const char *const DX_NAME[] = {"dx0", "dx1", "dx2", "dx3"}, *const DY_NAME[] = {"dy0", "dy1", "dy2", "dy3"};
+
+/* ---- the table itself and memory ------------------------------------------------------ */
 
 /* Every operation of struct nn_backend. */
 /* clang-format off */
@@ -472,7 +189,7 @@ static void fiber_str(char *out, size_t n, const struct nn_fiber *f) {
   X(adam_step) X(adam_step_at) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
 /* clang-format on */
 
-static void check_table(enum nn_precision want) {
+static void b_table(const struct op_case *c) {
   char missing[512] = "";
   int n_missing = 0;
 #define X(op)                                                                                                          \
@@ -484,20 +201,19 @@ static void check_table(enum nn_precision want) {
 #undef X
   char msg[600];
   snprintf(msg, sizeof msg, "missing:%s", missing);
-  report("table", "every operation filled in", n_missing == 0, n_missing, 0, msg);
+  report(c->op, "every operation filled in", n_missing == 0, n_missing, 0, msg);
   if (n_missing) {
     printf("%d passed, %d failed (%s): cannot go on with a table that has holes\n", n_pass, n_fail, BE->name);
     exit(1);
   }
   int named = BE->name && BE->name[0] && BE->device[0];
-  report("table", "name and device set", named, !named, 0, "empty name or device");
-  snprintf(msg, sizeof msg, "precision %d, %d asked for", (int)BE->precision, (int)want);
-  report("table", "precision as asked", BE->precision == want, BE->precision != want, 0, msg);
+  report(c->op, "name and device set", named, !named, 0, "empty name or device");
+  snprintf(msg, sizeof msg, "precision %d, %d asked for", (int)BE->precision, (int)PREC);
+  report(c->op, "precision as asked", BE->precision == PREC, BE->precision != PREC, 0, msg);
 }
 
-/* ---- memory and copies --------------------------------------------------------- */
-
-static void check_memory(void) {
+static void b_memory(const struct op_case *c) {
+  (void)c;
   const size_t n = 1000;
   real *a = hrand(n, -1, 1), *b = hrand(n, -1, 1), *back = hvec(n);
   real *da = BE->alloc(n * sizeof(real)), *db = BE->alloc(n * sizeof(real));
@@ -555,61 +271,42 @@ static void check_memory(void) {
   BE->release(db);
   BE->release(one);
   BE->release(big);
-  host_free_all();
 }
 
-/* ---- linear and dense ------------------------------------------------------------ */
+/* ---- linear and dense: n = {rows, in, out}; BIAS, NO_DX, NO_DB --------------------------- */
 
-struct mm_args {
-  real *y, *dx, *dW, *db;
-  const real *x, *W, *b, *dy;
-  int rows, in, out;
-};
-static void call_linear_fwd(void *p) {
-  struct mm_args *a = p;
-  BE->linear_forward(a->y, a->x, a->W, a->rows, a->in, a->out);
-}
-static void call_linear_bwd(void *p) {
-  struct mm_args *a = p;
-  BE->linear_backward(a->dx, a->dW, a->dy, a->x, a->W, a->rows, a->in, a->out);
-}
-static void call_dense_fwd(void *p) {
-  struct mm_args *a = p;
-  BE->dense_forward(a->y, a->x, a->W, a->b, a->rows, a->in, a->out);
-}
-static void call_dense_bwd(void *p) {
-  struct mm_args *a = p;
-  BE->dense_backward(a->dx, a->dW, a->db, a->dy, a->x, a->W, a->rows, a->in, a->out);
-}
-
-/* linear (bias 0) and dense, forward and backward, against loops in double;
- * scales are the sums of |terms|. */
-static void check_mm(int dense, int rows, int in, int out, int with_b, int with_dx, int with_db) {
-  char fshape[96], shape[128];
-  snprintf(fshape, sizeof fshape, "rows=%d in=%d out=%d%s%s", rows, in, out,
-           dense ? (with_b ? " bias" : " no-bias") : "", H.shift ? " arrays 4 B off" : "");
-  snprintf(shape, sizeof shape, "%s%s%s", fshape, with_dx ? "" : " dx=NULL",
-           dense && with_b && !with_db ? " db=NULL" : "");
+/* Linear (bias 0) and dense against loops in double; scales are the sums of
+ * |terms|. The backward on fresh inputs, drawn after the forward's. */
+static void b_mm(const struct op_case *c) {
+  int dense = !strncmp(c->op, "dense", 5), rows = c->n[0], in = c->n[1], out = c->n[2];
+  int with_b = !!(c->fl & BIAS), with_dx = !(c->fl & NO_DX), with_db = with_b && !(c->fl & NO_DB);
+  char shape[128];
+  int k = snprintf(shape, sizeof shape, "rows=%d in=%d out=%d%s%s", rows, in, out,
+                   dense ? (with_b ? " bias" : " no-bias") : "", H.shift ? " arrays 4 B off" : "");
   size_t nr = (size_t)rows, ni = (size_t)in, no = (size_t)out;
   real *x = hrand(nr * ni, -1, 1), *W = hrand(no * ni, -1, 1), *b = with_b ? hrand(no, -1, 1) : NULL;
-  real *y = hvec(nr * no), *ys = hvec(nr * no);
-  for (size_t r = 0; r < nr; r++)
-    for (size_t o = 0; o < no; o++) {
-      double s = b ? b[o] : 0, a = b ? fabs(b[o]) : 0;
-      for (size_t i = 0; i < ni; i++) {
-        s += (double)x[r * ni + i] * W[o * ni + i];
-        a += fabs((double)x[r * ni + i] * W[o * ni + i]);
+  if (!backward(c)) {
+    real *y = hvec(nr * no), *ys = hvec(nr * no);
+    for (size_t r = 0; r < nr; r++)
+      for (size_t o = 0; o < no; o++) {
+        double s = b ? b[o] : 0, a = b ? fabs(b[o]) : 0;
+        for (size_t i = 0; i < ni; i++) {
+          s += (double)x[r * ni + i] * W[o * ni + i];
+          a += fabs((double)x[r * ni + i] * W[o * ni + i]);
+        }
+        y[r * no + o] = (real)s;
+        ys[r * no + o] = (real)a;
       }
-      y[r * no + o] = (real)s;
-      ys[r * no + o] = (real)a;
-    }
-  struct mm_args A = {.rows = rows, .in = in, .out = out};
-  A.x = in_r("x", x, nr * ni);
-  A.W = in_r("W", W, no * ni);
-  if (b) A.b = in_r("b", b, no);
-  A.y = out_over("y", nr * no, y, ys, TOL);
-  h_run(dense ? "dense_forward" : "linear_forward", fshape, dense ? call_dense_fwd : call_linear_fwd, &A);
-
+    real *d_x = in_r("x", x, nr * ni), *d_W = in_r("W", W, no * ni), *d_b = b ? in_r("b", b, no) : NULL;
+    real *d_y = out_over("y", nr * no, y, ys);
+    H_RUN(c->op, shape,
+          dense ? BE->dense_forward(d_y, d_x, d_W, d_b, rows, in, out)
+                : BE->linear_forward(d_y, d_x, d_W, rows, in, out));
+    return;
+  }
+  snprintf(shape + k, sizeof shape - (size_t)k, "%s%s", with_dx ? "" : " dx=NULL",
+           dense && with_b && !with_db ? " db=NULL" : "");
+  real *fb = b; /* the forward's bias, for the gradient mode */
   x = hrand(nr * ni, -1, 1);
   W = hrand(no * ni, -1, 1);
   real *dy = hrand(nr * no, -1, 1);
@@ -644,89 +341,62 @@ static void check_mm(int dense, int rows, int in, int out, int with_b, int with_
     dbv[o] = (real)s;
     dbs[o] = (real)a;
   }
-  struct mm_args B = {.rows = rows, .in = in, .out = out};
-  B.x = in_r("x", x, nr * ni);
-  B.W = in_r("W", W, no * ni);
-  B.dy = in_r("dy", dy, nr * no);
-  if (with_dx) B.dx = out_over("dx", nr * ni, dx, dxs, TOL);
-  B.dW = out_add("dW", no * ni, dW0, dW, dWs, TOL);
-  if (dense && with_db) B.db = out_add("db", no, db0, dbv, dbs, TOL);
-  h_run(dense ? "dense_backward" : "linear_backward", shape, dense ? call_dense_bwd : call_linear_bwd, &B);
-  host_free_all();
+  real *d_x = in_r("x", x, nr * ni), *d_W = in_r("W", W, no * ni), *d_dy = in_r("dy", dy, nr * no);
+  real *d_dx = with_dx ? out_over("dx", nr * ni, dx, dxs) : NULL;
+  real *d_dW = out_add("dW", no * ni, dW0, dW, dWs);
+  real *d_db = dense && with_db ? out_add("db", no, db0, dbv, dbs) : NULL;
+  real *d_b = GRAD && fb ? in_r("b", fb, no) : NULL, *d_y = GRAD ? out_over("y", nr * no, NULL, NULL) : NULL;
+  g_out(d_y, nr * no, d_dy);
+  g_var(d_x, d_dx);
+  g_var(d_W, d_dW);
+  g_var(d_b, d_db);
+  BWD_RUN(c->op, shape,
+          dense ? BE->dense_forward(d_y, d_x, d_W, d_b, rows, in, out)
+                : BE->linear_forward(d_y, d_x, d_W, rows, in, out),
+          dense ? BE->dense_backward(d_dx, d_dW, d_db, d_dy, d_x, d_W, rows, in, out)
+                : BE->linear_backward(d_dx, d_dW, d_dy, d_x, d_W, rows, in, out));
 }
 
-/* ---- norm nonlinearity ------------------------------------------------------------ */
+/* ---- norm nonlinearity: n = {N, dim, C} -------------------------------------------------- */
 
-struct norm_args {
-  real *y, *save, *dx, *dgamma, *dbeta;
-  const real *x, *gamma, *beta, *dy, *saved;
-  int N, dim, C;
-};
-static void call_norm_fwd(void *p) {
-  struct norm_args *a = p;
-  BE->norm_forward(a->y, a->save, a->x, a->gamma, a->beta, a->N, a->dim, a->C);
-}
-static void call_norm_bwd(void *p) {
-  struct norm_args *a = p;
-  BE->norm_backward(a->dx, a->dgamma, a->dbeta, a->dy, a->x, a->saved, a->gamma, a->beta, a->N, a->dim, a->C);
-}
-
-static void check_norm(int N, int dim, int C) {
+static void b_norm(const struct op_case *c) {
+  int N = c->n[0], dim = c->n[1], C = c->n[2];
   char shape[96];
-  snprintf(shape, sizeof shape, "N=%d dim=%d C=%d (one norm at the clamp)", N, dim, C);
-  size_t n = (size_t)N * dim * C, ns = nn_norm_save_size(N, C);
-  real *x = hrand(n, -1, 1), *gamma = hrand((size_t)C, 0.5, 1.5), *beta = hrand((size_t)C, -0.5, 0.5);
-  for (int m = 0; m < dim; m++) /* node 0, channel C-1: a zero vector, its norm clamped */
+  snprintf(shape, sizeof shape, "N=%d dim=%d C=%d%s", N, dim, C, GRAD ? "" : " (one norm at the clamp)");
+  size_t n = (size_t)N * dim * C, ns = nn_norm_save_size(N, C), nc = (size_t)C;
+  real *x = hrand(n, -1, 1), *gamma = hrand(nc, 0.5, 1.5), *beta = hrand(nc, -0.5, 0.5), *save = hvec(ns);
+  for (int m = 0; m < dim && !GRAD; m++) /* node 0, channel C-1: a zero vector, its norm clamped */
     x[(size_t)m * C + (size_t)(C - 1)] = 0;
-  real *y = hvec(n), *save = hvec(ns);
-  nn_norm_forward(y, save, x, gamma, beta, N, dim, C);
-  struct norm_args A = {.N = N, .dim = dim, .C = C};
-  A.x = in_r("x", x, n);
-  A.gamma = in_r("gamma", gamma, (size_t)C);
-  A.beta = in_r("beta", beta, (size_t)C);
-  A.y = out_over("y", n, y, NULL, TOL_MAG);
-  A.save = out_over("save", ns, save, NULL, TOL_MAG);
-  h_run("norm_forward", shape, call_norm_fwd, &A);
-
+  if (!backward(c)) {
+    real *y = hvec(n);
+    nn_norm_forward(y, save, x, gamma, beta, N, dim, C);
+    real *d_x = in_r("x", x, n), *d_gamma = in_r("gamma", gamma, nc), *d_beta = in_r("beta", beta, nc);
+    real *d_y = out_over("y", n, y, NULL), *d_save = out_over("save", ns, save, NULL);
+    H_RUN(c->op, shape, BE->norm_forward(d_y, d_save, d_x, d_gamma, d_beta, N, dim, C));
+    return;
+  }
   x = hrand(n, -1, 1);
-  gamma = hrand((size_t)C, 0.5, 1.5);
-  beta = hrand((size_t)C, -0.5, 0.5);
-  for (int m = 0; m < dim; m++)
+  gamma = hrand(nc, 0.5, 1.5);
+  beta = hrand(nc, -0.5, 0.5);
+  for (int m = 0; m < dim && !GRAD; m++)
     x[(size_t)m * C + (size_t)(C - 1)] = 0;
-  save = hvec(ns);
   nn_norm_forward(hvec(n), save, x, gamma, beta, N, dim, C);
   real *dy = hrand(n, -1, 1), *dx = hvec(n);
-  real *dg0 = hrand((size_t)C, -1, 1), *db0 = hrand((size_t)C, -1, 1);
-  real *dg = hcopy(dg0, (size_t)C), *dbt = hcopy(db0, (size_t)C);
+  real *dg0 = hrand(nc, -1, 1), *db0 = hrand(nc, -1, 1), *dg = hcopy(dg0, nc), *dbt = hcopy(db0, nc);
   nn_norm_backward(dx, dg, dbt, dy, x, save, gamma, beta, N, dim, C);
-  struct norm_args B = {.N = N, .dim = dim, .C = C};
-  B.x = in_r("x", x, n);
-  B.gamma = in_r("gamma", gamma, (size_t)C);
-  B.beta = in_r("beta", beta, (size_t)C);
-  B.saved = in_r("save", save, ns);
-  B.dy = in_r("dy", dy, n);
-  B.dx = out_over("dx", n, dx, NULL, TOL_MAG);
-  B.dgamma = out_add("dgamma", (size_t)C, dg0, dg, NULL, TOL_MAG);
-  B.dbeta = out_add("dbeta", (size_t)C, db0, dbt, NULL, TOL_MAG);
-  h_run("norm_backward", shape, call_norm_bwd, &B);
-  host_free_all();
+  real *d_x = in_r("x", x, n), *d_gamma = in_r("gamma", gamma, nc), *d_beta = in_r("beta", beta, nc);
+  real *d_save = in_r("save", save, ns), *d_dy = in_r("dy", dy, n);
+  real *d_dx = out_over("dx", n, dx, NULL), *d_dg = out_add("dgamma", nc, dg0, dg, NULL);
+  real *d_db = out_add("dbeta", nc, db0, dbt, NULL), *d_y = GRAD ? out_over("y", n, NULL, NULL) : NULL;
+  g_out(d_y, n, d_dy);
+  g_var(d_x, d_dx);
+  g_var(d_gamma, d_dg);
+  g_var(d_beta, d_db);
+  BWD_RUN(c->op, shape, BE->norm_forward(d_y, d_save, d_x, d_gamma, d_beta, N, dim, C),
+          BE->norm_backward(d_dx, d_dg, d_db, d_dy, d_x, d_save, d_gamma, d_beta, N, dim, C));
 }
 
-/* ---- the radial network's hidden layers -------------------------------------------- */
-
-struct radial_args {
-  real *save, *dx, *dparams;
-  const real *x, *params, *ds2, *saved;
-  int E, in, H;
-};
-static void call_radial_fwd(void *p) {
-  struct radial_args *a = p;
-  BE->radial_hidden_forward(a->save, a->x, a->params, a->E, a->in, a->H);
-}
-static void call_radial_bwd(void *p) {
-  struct radial_args *a = p;
-  BE->radial_hidden_backward(a->dx, a->dparams, a->ds2, a->x, a->saved, a->params, a->E, a->in, a->H);
-}
+/* ---- the radial network's hidden layers: n = {E, in, H}; NO_DX ------------------------------- */
 
 /* A parameter block as the model's: W1, W2, W3 of variance 1/fan-in, gains
  * near 1, shifts near 0 (the last layer, W3, `out` rows). */
@@ -766,175 +436,135 @@ static real *radial_save_scale(const real *save, int E, int H) {
   return s;
 }
 
-static void check_radial(int E, int in, int H, int with_dx) {
-  char fshape[64], shape[96];
-  snprintf(fshape, sizeof fshape, "E=%d in=%d H=%d", E, in, H);
-  snprintf(shape, sizeof shape, "%s%s", fshape, with_dx ? "" : " dx=NULL");
+static void b_radial(const struct op_case *c) {
+  int E = c->n[0], in = c->n[1], H = c->n[2], with_dx = !(c->fl & NO_DX);
+  char shape[96];
+  snprintf(shape, sizeof shape, "E=%d in=%d H=%d%s", E, in, H, with_dx || !backward(c) ? "" : " dx=NULL");
   const int out = 5; /* W3's rows: the backward must leave them alone */
-  size_t np = nn_radial_params(in, H, out), ns = nn_radial_save_size(E, H), ne = (size_t)E * in;
+  size_t np = nn_radial_params(in, H, out), ns = nn_radial_save_size(E, H), ne = (size_t)E * in, eh = (size_t)E * H;
   real *x = hrand(ne, 0, 1), *p = radial_params(in, H, out), *save = hvec(ns);
   nn_radial_hidden_forward(save, x, p, E, in, H);
-  struct radial_args A = {.E = E, .in = in, .H = H};
-  A.x = in_r("x", x, ne);
-  A.params = in_r("params", p, np);
-  A.save = out_over("save", ns, save, radial_save_scale(save, E, H), TOL_MAG);
-  h_run("radial_hidden_forward", fshape, call_radial_fwd, &A);
-
+  if (!backward(c)) {
+    real *d_x = in_r("x", x, ne), *d_p = in_r("params", p, np);
+    real *d_save = out_over("save", ns, save, radial_save_scale(save, E, H));
+    H_RUN(c->op, shape, BE->radial_hidden_forward(d_save, d_x, d_p, E, in, H));
+    return;
+  }
   x = hrand(ne, 0, 1);
   p = radial_params(in, H, out);
-  save = hvec(ns);
   nn_radial_hidden_forward(save, x, p, E, in, H);
-  real *ds2 = hrand((size_t)E * H, -1, 1), *dx = hvec(ne);
-  real *dp0 = hrand(np, -1, 1), *dp = hcopy(dp0, np);
+  real *ds2 = hrand(eh, -1, 1), *dx = hvec(ne), *dp0 = hrand(np, -1, 1), *dp = hcopy(dp0, np);
   nn_radial_hidden_backward(with_dx ? dx : NULL, dp, ds2, x, save, p, E, in, H);
-  struct radial_args B = {.E = E, .in = in, .H = H};
-  B.x = in_r("x", x, ne);
-  B.params = in_r("params", p, np);
-  B.saved = in_r("save", save, ns);
-  B.ds2 = in_r("ds2", ds2, (size_t)E * H);
-  if (with_dx) B.dx = out_over("dx", ne, dx, NULL, TOL_MAG);
-  B.dparams = out_add("dparams", np, dp0, dp, NULL, TOL_MAG);
-  h_run("radial_hidden_backward", shape, call_radial_bwd, &B);
-  host_free_all();
+  real *d_x = in_r("x", x, ne), *d_p = in_r("params", p, np), *d_save = in_r("save", save, ns);
+  real *d_ds2 = in_r("ds2", ds2, eh), *d_dx = with_dx ? out_over("dx", ne, dx, NULL) : NULL;
+  real *d_dp = out_add("dparams", np, dp0, dp, NULL);
+  g_out(nn_radial_s2(d_save, E, H), eh, d_ds2);
+  g_var(d_x, d_dx);
+  g_var(d_p, d_dp);
+  BWD_RUN(c->op, shape, BE->radial_hidden_forward(d_save, d_x, d_p, E, in, H),
+          BE->radial_hidden_backward(d_dx, d_dp, d_ds2, d_x, d_save, d_p, E, in, H));
 }
 
-/* ---- the convolution ------------------------------------------------------------------ */
+/* ---- the convolution: f = {in, out}, n = {H, graph}; POOL, NO_DX1, NO_DS2, NO_DW3 ---------------- */
 
-struct conv_args {
-  struct nn_conv_shape s;
-  real *y[NN_MAX_DEG + 1], *dx[NN_MAX_DEG + 1], *ds2, *dW3;
-  const real *x[NN_MAX_DEG + 1], *dy[NN_MAX_DEG + 1], *basis, *s2, *W3;
-  int H, pool;
-};
-static void call_conv_fwd(void *p) {
-  struct conv_args *a = p;
-  int rc = BE->conv_forward(a->y, &a->s, a->x, a->basis, a->s2, a->W3, a->H, a->pool);
-  if (rc) why("conv_forward returned %d", rc);
-}
-static void call_conv_bwd(void *p) {
-  struct conv_args *a = p;
-  int rc = BE->conv_backward(a->dx, a->ds2, a->dW3, &a->s, a->dy, a->x, a->basis, a->s2, a->W3, a->H, a->pool);
-  if (rc) why("conv_backward returned %d", rc);
-}
-
-static const char *const DX_NAME[] = {"dx0", "dx1", "dx2", "dx3"}, *const Y_NAME[] = {"y0", "y1", "y2", "y3"};
-static const char *const X_NAME[] = {"x0", "x1", "x2", "x3"}, *const DY_NAME[] = {"dy0", "dy1", "dy2", "dy3"};
-
-/* skip_dx: a degree whose dx is NULL (-1: none); no_ds2, no_dw3: those NULL. */
-static void check_conv(const char *what, struct nn_fiber fin, struct nn_fiber fout, int H, int pool, int graph,
-                       int skip_dx, int no_ds2, int no_dw3) {
+static void b_conv(const struct op_case *c) {
+  struct nn_fiber fin = c->f[0], fout = c->f[1];
+  int H = c->n[0], pool = !!(c->fl & POOL), skip_dx = c->fl & NO_DX1 ? 1 : -1;
+  int no_ds2 = !!(c->fl & NO_DS2), no_dw3 = !!(c->fl & NO_DW3);
   struct tgraph gr, *g = &gr;
-  graph_make(g, graph);
-  char fshape[128], shape[192], fi[32], fo[32];
+  graph_make(g, c->n[1]);
+  char shape[192], fi[32], fo[32];
   fiber_str(fi, sizeof fi, &fin);
   fiber_str(fo, sizeof fo, &fout);
-  snprintf(fshape, sizeof fshape, "%s %s->%s H=%d pool=%d %s N=%d E=%d", what, fi, fo, H, pool, g->what, g->N, g->E);
-  snprintf(shape, sizeof shape, "%s%s%s%s", fshape, skip_dx >= 0 ? " dx[d]=NULL" : "", no_ds2 ? " ds2=NULL" : "",
-           no_dw3 ? " dW3=NULL" : "");
+  int k = snprintf(shape, sizeof shape, "%s %s->%s H=%d pool=%d %s N=%d E=%d", c->what, fi, fo, H, pool, g->what, g->N,
+                   g->E);
   struct nn_conv_shape hs = {fin, fout, &PLAN, g->N, g->E, g->src, g->in_start};
   size_t E = (size_t)g->E, N = (size_t)g->N, rows = pool ? N : E, rs = nn_conv_radial_size(&fin, &fout);
-  size_t nb = E * PLAN.per_edge;
+  size_t nb = E * PLAN.per_edge, eh = E * (size_t)H, rh = rs * (size_t)H;
   real *x[NN_MAX_DEG + 1] = {0}, *ax[NN_MAX_DEG + 1] = {0}, *y[NN_MAX_DEG + 1] = {0}, *ay[NN_MAX_DEG + 1] = {0};
   size_t nx[NN_MAX_DEG + 1] = {0}, ny[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     nx[d] = N * (size_t)(NN_DIM(d) * fin.ch[d]);
     ny[d] = rows * (size_t)(NN_DIM(d) * fout.ch[d]);
-    if (fin.ch[d]) {
-      x[d] = hrand(nx[d], -1, 1);
-      ax[d] = habs(x[d], nx[d]);
-    }
-    if (fout.ch[d]) {
-      y[d] = hvec(ny[d]);
-      ay[d] = hvec(ny[d]);
-    }
+    if (fin.ch[d]) x[d] = hrand(nx[d], -1, 1);
   }
-  real *s2 = hrand(E * (size_t)H, 0, 1.5), *W3 = hrand(rs * (size_t)H, -1, 1);
-  for (size_t i = 0; i < rs * (size_t)H; i++)
+  real *s2 = hrand(eh, 0, 1.5), *W3 = hrand(rh, -1, 1);
+  real *abasis = habs(g->basis, nb);
+  struct nn_conv_shape ds = hs;
+  ds.src = in_i("src", g->src, E);
+  ds.in_start = in_i("in_start", g->in_start, N + 1);
+  real *d_basis = in_r("basis", g->basis, nb);
+  real *d_x[NN_MAX_DEG + 1] = {0}, *d_y[NN_MAX_DEG + 1] = {0}, *d_dx[NN_MAX_DEG + 1] = {0}, *d_dy[NN_MAX_DEG + 1] = {0};
+  if (backward(c)) { /* fresh inputs, after the forward's */
+    for (int d = 0; d <= NN_MAX_DEG; d++) {
+      if (fin.ch[d]) x[d] = hrand(nx[d], -1, 1);
+      if (fout.ch[d]) y[d] = hrand(ny[d], -1, 1); /* dy */
+    }
+    s2 = hrand(eh, 0, 1.5);
+    W3 = hrand(rh, -1, 1);
+  }
+  for (size_t i = 0; i < rh; i++)
     W3[i] *= (real)(1 / sqrt((double)H));
-  real *as2 = habs(s2, E * (size_t)H), *aW3 = habs(W3, rs * (size_t)H), *abasis = habs(g->basis, nb);
-  if (nn_conv_forward(y, &hs, (const real *const *)x, g->basis, s2, W3, H, pool) ||
-      nn_conv_forward(ay, &hs, (const real *const *)ax, abasis, as2, aW3, H, pool)) {
-    fprintf(stderr, "test_backend_ops: the CPU convolution ran out of memory\n");
-    exit(1);
-  }
-  struct conv_args A = {.H = H, .pool = pool};
-  A.s = hs;
-  A.s.src = in_i("src", g->src, E);
-  A.s.in_start = in_i("in_start", g->in_start, N + 1);
-  A.basis = in_r("basis", g->basis, nb);
-  A.s2 = in_r("s2", s2, E * (size_t)H);
-  A.W3 = in_r("W3", W3, rs * (size_t)H);
   for (int d = 0; d <= NN_MAX_DEG; d++) {
-    if (fin.ch[d]) A.x[d] = in_r(X_NAME[d], x[d], nx[d]);
-    if (fout.ch[d]) A.y[d] = out_over(Y_NAME[d], ny[d], y[d], ay[d], TOL);
+    if (x[d]) ax[d] = habs(x[d], nx[d]);
+    if (y[d]) ay[d] = habs(y[d], ny[d]);
   }
-  h_run("conv_forward", fshape, call_conv_fwd, &A);
-
-  /* the backward, on fresh data */
-  real *dy[NN_MAX_DEG + 1] = {0}, *ady[NN_MAX_DEG + 1] = {0}, *dx[NN_MAX_DEG + 1] = {0}, *adx[NN_MAX_DEG + 1] = {0};
-  for (int d = 0; d <= NN_MAX_DEG; d++) {
-    if (fin.ch[d]) {
-      x[d] = hrand(nx[d], -1, 1);
-      ax[d] = habs(x[d], nx[d]);
-      if (d != skip_dx) {
-        dx[d] = hvec(nx[d]);
-        adx[d] = hvec(nx[d]);
+  real *as2 = habs(s2, eh), *aW3 = habs(W3, rh);
+  real *d_s2 = in_r("s2", s2, eh), *d_W3 = in_r("W3", W3, rh);
+  if (!backward(c)) { /* y, and with |everything| its sums of |terms| */
+    for (int d = 0; d <= NN_MAX_DEG; d++)
+      if (fout.ch[d]) {
+        y[d] = hvec(ny[d]);
+        ay[d] = hvec(ny[d]);
       }
+    if (nn_conv_forward(y, &hs, (const real *const *)x, g->basis, s2, W3, H, pool) ||
+        nn_conv_forward(ay, &hs, (const real *const *)ax, abasis, as2, aW3, H, pool)) {
+      fprintf(stderr, "test_backend_ops: the CPU convolution ran out of memory\n");
+      exit(1);
     }
-    if (fout.ch[d]) {
-      dy[d] = hrand(ny[d], -1, 1);
-      ady[d] = habs(dy[d], ny[d]);
+    for (int d = 0; d <= NN_MAX_DEG; d++) {
+      if (fin.ch[d]) d_x[d] = in_r(X_NAME[d], x[d], nx[d]);
+      if (fout.ch[d]) d_y[d] = out_over(Y_NAME[d], ny[d], y[d], ay[d]);
     }
+    H_RUN(c->op, shape,
+          CHECK_RC("conv_forward", BE->conv_forward(d_y, &ds, (const real *const *)d_x, d_basis, d_s2, d_W3, H, pool)));
+    return;
   }
-  s2 = hrand(E * (size_t)H, 0, 1.5);
-  W3 = hrand(rs * (size_t)H, -1, 1);
-  for (size_t i = 0; i < rs * (size_t)H; i++)
-    W3[i] *= (real)(1 / sqrt((double)H));
-  as2 = habs(s2, E * (size_t)H);
-  aW3 = habs(W3, rs * (size_t)H);
-  real *ds2 = hvec(E * (size_t)H), *ads2 = hvec(E * (size_t)H);
-  real *dW30 = hrand(rs * (size_t)H, -1, 1), *dW3 = hcopy(dW30, rs * (size_t)H), *adW3 = hvec(rs * (size_t)H);
-  if (nn_conv_backward(dx, no_ds2 ? NULL : ds2, no_dw3 ? NULL : dW3, &hs, (const real *const *)dy,
+  snprintf(shape + k, sizeof shape - (size_t)k, "%s%s%s", skip_dx >= 0 ? " dx[d]=NULL" : "", no_ds2 ? " ds2=NULL" : "",
+           no_dw3 ? " dW3=NULL" : "");
+  real *dx[NN_MAX_DEG + 1] = {0}, *adx[NN_MAX_DEG + 1] = {0};
+  for (int d = 0; d <= NN_MAX_DEG; d++)
+    if (fin.ch[d] && d != skip_dx) {
+      dx[d] = hvec(nx[d]);
+      adx[d] = hvec(nx[d]);
+    }
+  real *ds2 = hvec(eh), *ads2 = hvec(eh), *dW30 = hrand(rh, -1, 1), *dW3 = hcopy(dW30, rh), *adW3 = hvec(rh);
+  if (nn_conv_backward(dx, no_ds2 ? NULL : ds2, no_dw3 ? NULL : dW3, &hs, (const real *const *)y,
                        (const real *const *)x, g->basis, s2, W3, H, pool) ||
-      nn_conv_backward(adx, ads2, adW3, &hs, (const real *const *)ady, (const real *const *)ax, abasis, as2, aW3, H,
+      nn_conv_backward(adx, ads2, adW3, &hs, (const real *const *)ay, (const real *const *)ax, abasis, as2, aW3, H,
                        pool)) {
     fprintf(stderr, "test_backend_ops: the CPU convolution ran out of memory\n");
     exit(1);
   }
-  struct conv_args B = {.H = H, .pool = pool};
-  B.s = hs;
-  B.s.src = in_i("src", g->src, E);
-  B.s.in_start = in_i("in_start", g->in_start, N + 1);
-  B.basis = in_r("basis", g->basis, nb);
-  B.s2 = in_r("s2", s2, E * (size_t)H);
-  B.W3 = in_r("W3", W3, rs * (size_t)H);
   for (int d = 0; d <= NN_MAX_DEG; d++) {
-    if (fin.ch[d]) B.x[d] = in_r(X_NAME[d], x[d], nx[d]);
-    if (fout.ch[d]) B.dy[d] = in_r(DY_NAME[d], dy[d], ny[d]);
-    if (dx[d]) B.dx[d] = out_over(DX_NAME[d], nx[d], dx[d], adx[d], TOL);
+    if (fin.ch[d]) d_x[d] = in_r(X_NAME[d], x[d], nx[d]);
+    if (fout.ch[d]) d_dy[d] = in_r(DY_NAME[d], y[d], ny[d]);
+    if (dx[d]) d_dx[d] = out_over(DX_NAME[d], nx[d], dx[d], adx[d]);
+    if (GRAD && fout.ch[d]) d_y[d] = out_over(Y_NAME[d], ny[d], NULL, NULL);
+    g_out(d_y[d], ny[d], d_dy[d]);
+    g_var(d_x[d], d_dx[d]);
   }
-  if (!no_ds2) B.ds2 = out_over("ds2", E * (size_t)H, ds2, ads2, TOL);
-  if (!no_dw3) B.dW3 = out_add("dW3", rs * (size_t)H, dW30, dW3, adW3, TOL);
-  h_run("conv_backward", shape, call_conv_bwd, &B);
-  host_free_all();
+  real *d_ds2 = no_ds2 ? NULL : out_over("ds2", eh, ds2, ads2);
+  real *d_dW3 = no_dw3 ? NULL : out_add("dW3", rh, dW30, dW3, adW3);
+  g_var(d_s2, d_ds2);
+  g_var(d_W3, d_dW3);
+  BWD_RUN(c->op, shape,
+          CHECK_RC("conv_forward", BE->conv_forward(d_y, &ds, (const real *const *)d_x, d_basis, d_s2, d_W3, H, pool)),
+          CHECK_RC("conv_backward", BE->conv_backward(d_dx, d_ds2, d_dW3, &ds, (const real *const *)d_dy,
+                                                      (const real *const *)d_x, d_basis, d_s2, d_W3, H, pool)));
 }
 
-/* ---- the attention --------------------------------------------------------------------- */
-
-struct attn_args {
-  struct nn_attn_shape s;
-  real *z[NN_MAX_DEG + 1], *alpha, *dkv[NN_MAX_DEG + 1], *dq[NN_MAX_DEG + 1];
-  const real *kv[NN_MAX_DEG + 1], *q[NN_MAX_DEG + 1], *dz[NN_MAX_DEG + 1], *alpha_in;
-  int dq_null;
-};
-static void call_attn_fwd(void *p) {
-  struct attn_args *a = p;
-  BE->attn_forward(a->z, a->alpha, &a->s, a->kv, a->q);
-}
-static void call_attn_bwd(void *p) {
-  struct attn_args *a = p;
-  BE->attn_backward(a->dkv, a->dq_null ? NULL : a->dq, &a->s, a->dz, a->alpha_in, a->kv, a->q);
-}
+/* ---- the attention: f = {keys, values}, n = {heads, graph}; W, NO_DZ1, NO_DQ --------------------- */
 
 /* Edge weights as the envelope gives them: most in (0, 1], some 0, some
  * tiny, and every edge into node `all_zero` 0. */
@@ -954,20 +584,19 @@ static const char *const KV_NAME[] = {"kv0", "kv1", "kv2", "kv3"}, *const Q_NAME
 static const char *const Z_NAME[] = {"z0", "z1", "z2", "z3"}, *const DZ_NAME[] = {"dz0", "dz1", "dz2", "dz3"};
 static const char *const DKV_NAME[] = {"dkv0", "dkv1", "dkv2", "dkv3"}, *const DQ_NAME[] = {"dq0", "dq1", "dq2", "dq3"};
 
-/* with_w: edge weights; null_dz: a degree whose dz is NULL (-1: none);
- * dq_null: the whole dq NULL. */
-static void check_attn(const char *what, struct nn_fiber fk, struct nn_fiber fv, int heads, int graph, int with_w,
-                       int null_dz, int dq_null) {
+/* The backward from the forward's alpha, on the forward's inputs. */
+static void b_attn(const struct op_case *c) {
+  struct nn_fiber fk = c->f[0], fv = c->f[1];
+  int heads = c->n[0], null_dz = c->fl & NO_DZ1 ? 1 : -1, dq_null = !!(c->fl & NO_DQ);
   struct tgraph gr, *g = &gr;
-  graph_make(g, graph);
-  char fshape[160], shape[192], a[32], b[32];
+  graph_make(g, c->n[1]);
+  char shape[192], a[32], b[32];
   fiber_str(a, sizeof a, &fk);
   fiber_str(b, sizeof b, &fv);
-  snprintf(fshape, sizeof fshape, "%s k=%s v=%s heads=%d %s N=%d E=%d%s", what, a, b, heads, g->what, g->N, g->E,
-           with_w ? " w" : " w=NULL");
-  snprintf(shape, sizeof shape, "%s%s%s", fshape, null_dz >= 0 ? " dz[d]=NULL" : "", dq_null ? " dq=NULL" : "");
+  int k = snprintf(shape, sizeof shape, "%s k=%s v=%s heads=%d %s N=%d E=%d%s", c->what, a, b, heads, g->what, g->N,
+                   g->E, c->fl & W ? " w" : " w=NULL");
   size_t N = (size_t)g->N, E = (size_t)g->E, nkv[NN_MAX_DEG + 1], nq[NN_MAX_DEG + 1], nz[NN_MAX_DEG + 1];
-  real *w = with_w ? attn_weights(g, 2) : NULL;
+  real *w = c->fl & W ? attn_weights(g, 2) : NULL;
   struct nn_attn_shape hs = {fk, fv, heads, g->N, g->E, g->in_start, w};
   real *kv[NN_MAX_DEG + 1] = {0}, *q[NN_MAX_DEG + 1] = {0}, *z[NN_MAX_DEG + 1] = {0}, *az[NN_MAX_DEG + 1] = {0};
   real *akv[NN_MAX_DEG + 1] = {0};
@@ -980,8 +609,8 @@ static void check_attn(const char *what, struct nn_fiber fk, struct nn_fiber fv,
       kv[d] = hrand(nkv[d], -1.5, 1.5);
       akv[d] = hcopy(kv[d], nkv[d]); /* |values|, the keys as they are: the same weights */
       for (size_t r = 0; r < E * (size_t)dim; r++)
-        for (int c = 0; c < fv.ch[d]; c++)
-          akv[d][r * (size_t)wkv + (size_t)c] = (real)fabs((double)akv[d][r * (size_t)wkv + (size_t)c]);
+        for (int ch = 0; ch < fv.ch[d]; ch++)
+          akv[d][r * (size_t)wkv + (size_t)ch] = (real)fabs((double)akv[d][r * (size_t)wkv + (size_t)ch]);
     }
     if (fk.ch[d]) q[d] = hrand(nq[d], -1.5, 1.5);
     if (fv.ch[d]) {
@@ -991,21 +620,24 @@ static void check_attn(const char *what, struct nn_fiber fk, struct nn_fiber fv,
   }
   real *alpha = hvec(E * (size_t)heads), *alpha2 = hvec(E * (size_t)heads);
   nn_attn_forward(z, alpha, &hs, (const real *const *)kv, (const real *const *)q);
-  nn_attn_forward(az, alpha2, &hs, (const real *const *)akv, (const real *const *)q); /* z's sums of |terms| */
-  struct attn_args A;
-  memset(&A, 0, sizeof A);
-  A.s = hs;
-  A.s.in_start = in_i("in_start", g->in_start, N + 1);
-  if (w) A.s.w = in_r("w", w, E);
+  struct nn_attn_shape ds = hs;
+  ds.in_start = in_i("in_start", g->in_start, N + 1);
+  if (w) ds.w = in_r("w", w, E);
+  real *d_kv[NN_MAX_DEG + 1] = {0}, *d_q[NN_MAX_DEG + 1] = {0}, *d_z[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d <= NN_MAX_DEG; d++) {
-    if (kv[d]) A.kv[d] = in_r(KV_NAME[d], kv[d], nkv[d]);
-    if (q[d]) A.q[d] = in_r(Q_NAME[d], q[d], nq[d]);
-    if (z[d]) A.z[d] = out_over(Z_NAME[d], nz[d], z[d], az[d], TOL);
+    if (kv[d]) d_kv[d] = in_r(KV_NAME[d], kv[d], nkv[d]);
+    if (q[d]) d_q[d] = in_r(Q_NAME[d], q[d], nq[d]);
   }
-  A.alpha = out_over("alpha", E * (size_t)heads, alpha, NULL, TOL_MAG);
-  h_run("attn_forward", fshape, call_attn_fwd, &A);
-
-  /* the backward from the forward's alpha */
+  if (!backward(c)) {
+    nn_attn_forward(az, alpha2, &hs, (const real *const *)akv, (const real *const *)q); /* z's sums of |terms| */
+    for (int d = 0; d <= NN_MAX_DEG; d++)
+      if (z[d]) d_z[d] = out_over(Z_NAME[d], nz[d], z[d], az[d]);
+    /* the weights are a softmax's: T_MAG, whatever the entry's class */
+    real *d_alpha = h_add(K_OVER, "alpha", E * (size_t)heads, 0, NULL, alpha, NULL, tol_of(T_MAG));
+    H_RUN(c->op, shape, BE->attn_forward(d_z, d_alpha, &ds, (const real *const *)d_kv, (const real *const *)d_q));
+    return;
+  }
+  snprintf(shape + k, sizeof shape - (size_t)k, "%s%s", null_dz >= 0 ? " dz[d]=NULL" : "", dq_null ? " dq=NULL" : "");
   real *dz[NN_MAX_DEG + 1] = {0}, *dkv[NN_MAX_DEG + 1] = {0}, *dq[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d <= NN_MAX_DEG; d++) {
     if (fv.ch[d] && d != null_dz) dz[d] = hrand(nz[d], -1, 1);
@@ -1014,37 +646,26 @@ static void check_attn(const char *what, struct nn_fiber fk, struct nn_fiber fv,
   }
   nn_attn_backward(dkv, dq_null ? NULL : dq, &hs, (const real *const *)dz, alpha, (const real *const *)kv,
                    (const real *const *)q);
-  struct attn_args B;
-  memset(&B, 0, sizeof B);
-  B.dq_null = dq_null;
-  B.s = hs;
-  B.s.in_start = in_i("in_start", g->in_start, N + 1);
-  if (w) B.s.w = in_r("w", w, E);
-  B.alpha_in = in_r("alpha", alpha, E * (size_t)heads);
+  real *d_alpha = in_r("alpha", alpha, E * (size_t)heads);
+  real *d_dz[NN_MAX_DEG + 1] = {0}, *d_dkv[NN_MAX_DEG + 1] = {0}, *d_dq[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d <= NN_MAX_DEG; d++) {
-    if (kv[d]) B.kv[d] = in_r(KV_NAME[d], kv[d], nkv[d]);
-    if (q[d]) B.q[d] = in_r(Q_NAME[d], q[d], nq[d]);
-    if (dz[d]) B.dz[d] = in_r(DZ_NAME[d], dz[d], nz[d]);
-    if (dkv[d]) B.dkv[d] = out_over(DKV_NAME[d], nkv[d], dkv[d], NULL, TOL_MAG);
-    if (dq[d]) B.dq[d] = out_over(DQ_NAME[d], nq[d], dq[d], NULL, TOL_MAG);
+    if (dz[d]) d_dz[d] = in_r(DZ_NAME[d], dz[d], nz[d]);
+    if (dkv[d]) d_dkv[d] = out_over(DKV_NAME[d], nkv[d], dkv[d], NULL);
+    if (dq[d]) d_dq[d] = out_over(DQ_NAME[d], nq[d], dq[d], NULL);
+    if (GRAD && z[d]) d_z[d] = out_over(Z_NAME[d], nz[d], NULL, NULL);
+    if (dz[d]) g_out(d_z[d], nz[d], d_dz[d]);
+    g_var(d_kv[d], d_dkv[d]);
+    g_var(d_q[d], d_dq[d]);
   }
-  h_run("attn_backward", shape, call_attn_bwd, &B);
-  host_free_all();
+  BWD_RUN(c->op, shape, BE->attn_forward(d_z, d_alpha, &ds, (const real *const *)d_kv, (const real *const *)d_q),
+          BE->attn_backward(d_dkv, dq_null ? NULL : d_dq, &ds, (const real *const *)d_dz, d_alpha,
+                            (const real *const *)d_kv, (const real *const *)d_q));
 }
 
-/* ---- scale_rows ---------------------------------------------------------------------------- */
+/* ---- scale_rows: n = {rows, n}; in the gradient mode its own backward ---------------------------- */
 
-struct rows_args {
-  real *x;
-  const real *w;
-  int rows, n;
-};
-static void call_scale_rows(void *p) {
-  struct rows_args *a = p;
-  BE->scale_rows(a->x, a->w, a->rows, a->n);
-}
-
-static void check_scale_rows(int rows, int n) {
+static void b_scale_rows(const struct op_case *c) {
+  int rows = c->n[0], n = c->n[1];
   char shape[64];
   snprintf(shape, sizeof shape, "rows=%d n=%d (some weights 0)", rows, n);
   size_t m = (size_t)rows * n;
@@ -1056,66 +677,46 @@ static void check_scale_rows(int rows, int n) {
       y[r * n + i] = (real)((double)x[r * n + i] * w[r]);
       s[r * n + i] = (real)fabs((double)x[r * n + i] * w[r]);
     }
-  struct rows_args A = {.rows = rows, .n = n};
-  A.w = in_r("w", w, (size_t)rows);
-  A.x = out_inplace("x", m, x, y, s, TOL);
-  h_run("scale_rows", shape, call_scale_rows, &A);
-  host_free_all();
+  real *d_w = in_r("w", w, (size_t)rows), *d_x = out_inplace("x", m, x, y, s);
+  real *d_u = GRAD ? out_over("u", m, NULL, NULL) : NULL; /* dy, then dx in place */
+  g_out(d_x, m, d_u);
+  g_var(d_x, d_u);
+  if (GRAD)
+    G_RUN(c->op, shape, BE->scale_rows(d_x, d_w, rows, n), BE->scale_rows(d_u, d_w, rows, n));
+  else
+    H_RUN(c->op, shape, BE->scale_rows(d_x, d_w, rows, n));
 }
 
-/* ---- pooling --------------------------------------------------------------------------------- */
-
-struct pool_args {
-  real *y, *dx;
-  int32_t *arg;
-  const real *x, *dy;
-  const int32_t *gs, *arg_in;
-  int N, G, C;
-};
-static void call_pool_max_fwd(void *p) {
-  struct pool_args *a = p;
-  BE->pool_max_forward(a->y, a->arg, a->x, a->gs, a->G, a->C);
-}
-static void call_pool_max_bwd(void *p) {
-  struct pool_args *a = p;
-  BE->pool_max_backward(a->dx, a->dy, a->arg_in, a->N, a->G, a->C);
-}
-static void call_pool_mean_fwd(void *p) {
-  struct pool_args *a = p;
-  BE->pool_mean_forward(a->y, a->x, a->gs, a->G, a->C);
-}
-static void call_pool_mean_bwd(void *p) {
-  struct pool_args *a = p;
-  BE->pool_mean_backward(a->dx, a->dy, a->gs, a->G, a->C);
-}
+/* ---- pooling: n = {C, G}, sizes: the molecules' ----------------------------------------------- */
 
 /* Molecules of the given sizes (0 allowed); in max pooling some channels
- * hold one value on several atoms (ties go to the first). */
-static void check_pool(const int *sizes, int G, int C) {
+ * hold one value on several atoms (ties go to the first; not in the
+ * gradient mode, where a tie is a kink). */
+static void b_pool(const struct op_case *c) {
+  int C = c->n[0], G = c->n[1];
   int32_t *gs = ivec((size_t)G + 1);
-  gs[0] = 0;
   char shape[128];
   int k = snprintf(shape, sizeof shape, "C=%d molecules of", C);
   for (int g = 0; g < G; g++) {
-    gs[g + 1] = gs[g] + sizes[g];
-    if (k < (int)sizeof shape) k += snprintf(shape + k, sizeof shape - (size_t)k, " %d", sizes[g]);
+    gs[g + 1] = gs[g] + c->sizes[g];
+    if (k < (int)sizeof shape) k += snprintf(shape + k, sizeof shape - (size_t)k, " %d", c->sizes[g]);
   }
-  int N = gs[G];
+  int N = gs[G], max = strstr(c->op, "max") != NULL;
   size_t nx = (size_t)N * C, ny = (size_t)G * C;
   real *x = hrand(nx, -2, 2);
-  for (int g = 0; g < G; g++) /* ties: channel c % 3 == 0 holds the same value on every atom */
+  for (int g = 0; g < G && !GRAD; g++) /* ties: channel c % 3 == 0 holds the same value on every atom */
     for (int n = gs[g] + 1; n < gs[g + 1]; n++)
-      for (int c = 0; c < C; c += 3)
-        x[(size_t)n * C + c] = x[(size_t)gs[g] * C + c];
+      for (int ch = 0; ch < C; ch += 3)
+        x[(size_t)n * C + ch] = x[(size_t)gs[g] * C + ch];
   real *ymax = hvec(ny), *ymean = hvec(ny), *smean = hvec(ny);
   int32_t *arg = ivec(ny);
   for (int g = 0; g < G; g++)
-    for (int c = 0; c < C; c++) {
-      size_t o = (size_t)g * C + c;
+    for (int ch = 0; ch < C; ch++) {
+      size_t o = (size_t)g * C + ch;
       arg[o] = -1;
       double s = 0, a = 0;
       for (int n = gs[g]; n < gs[g + 1]; n++) {
-        real v = x[(size_t)n * C + c];
+        real v = x[(size_t)n * C + ch];
         if (arg[o] < 0 || v > ymax[o]) {
           ymax[o] = v;
           arg[o] = n;
@@ -1127,115 +728,81 @@ static void check_pool(const int *sizes, int G, int C) {
       ymean[o] = cnt ? (real)(s / cnt) : 0;
       smean[o] = cnt ? (real)(a / cnt) : 0;
     }
-  struct pool_args A = {.N = N, .G = G, .C = C};
-  A.x = in_r("x", x, nx);
-  A.gs = in_i("graph_start", gs, (size_t)G + 1);
-  A.y = out_over("y", ny, ymax, NULL, 0);
-  A.arg = out_over_i("arg", ny, arg);
-  h_run("pool_max_forward", shape, call_pool_max_fwd, &A);
-
   real *dy = hrand(ny, -1, 1), *dxmax = hvec(nx), *dxmean = hvec(nx), *sdx = hvec(nx);
   for (int g = 0; g < G; g++)
-    for (int c = 0; c < C; c++) {
-      size_t o = (size_t)g * C + c;
-      if (arg[o] >= 0) dxmax[(size_t)arg[o] * C + c] += dy[o];
+    for (int ch = 0; ch < C; ch++) {
+      size_t o = (size_t)g * C + ch;
+      if (arg[o] >= 0) dxmax[(size_t)arg[o] * C + ch] += dy[o];
       int cnt = gs[g + 1] - gs[g];
       for (int n = gs[g]; n < gs[g + 1]; n++) {
-        dxmean[(size_t)n * C + c] = (real)((double)dy[o] / cnt);
-        sdx[(size_t)n * C + c] = (real)fabs((double)dy[o] / cnt);
+        dxmean[(size_t)n * C + ch] = (real)((double)dy[o] / cnt);
+        sdx[(size_t)n * C + ch] = (real)fabs((double)dy[o] / cnt);
       }
     }
-  struct pool_args B = {.N = N, .G = G, .C = C};
-  B.dy = in_r("dy", dy, ny);
-  B.arg_in = in_i("arg", arg, ny);
-  B.dx = out_over("dx", nx, dxmax, NULL, 0);
-  h_run("pool_max_backward", shape, call_pool_max_bwd, &B);
-
-  struct pool_args M = {.N = N, .G = G, .C = C};
-  M.x = in_r("x", x, nx);
-  M.gs = in_i("graph_start", gs, (size_t)G + 1);
-  M.y = out_over("y", ny, ymean, smean, TOL);
-  h_run("pool_mean_forward", shape, call_pool_mean_fwd, &M);
-
-  struct pool_args D = {.N = N, .G = G, .C = C};
-  D.dy = in_r("dy", dy, ny);
-  D.gs = in_i("graph_start", gs, (size_t)G + 1);
-  D.dx = out_over("dx", nx, dxmean, sdx, TOL);
-  h_run("pool_mean_backward", shape, call_pool_mean_bwd, &D);
-  host_free_all();
+  if (!backward(c)) {
+    real *d_x = in_r("x", x, nx), *d_y = out_over("y", ny, max ? ymax : ymean, max ? NULL : smean);
+    int32_t *d_gs = in_i("graph_start", gs, (size_t)G + 1), *d_arg = max ? out_over_i("arg", ny, arg) : NULL;
+    if (max)
+      H_RUN(c->op, shape, BE->pool_max_forward(d_y, d_arg, d_x, d_gs, G, C));
+    else
+      H_RUN(c->op, shape, BE->pool_mean_forward(d_y, d_x, d_gs, G, C));
+    return;
+  }
+  real *d_dy = in_r("dy", dy, ny);
+  int32_t *d_arg = max ? in_i("arg", arg, ny) : NULL,
+          *d_gs = max && !GRAD ? NULL : in_i("graph_start", gs, (size_t)G + 1);
+  real *d_dx = out_over("dx", nx, max ? dxmax : dxmean, max ? NULL : sdx);
+  real *d_x = GRAD ? in_r("x", x, nx) : NULL, *d_y = GRAD ? out_over("y", ny, NULL, NULL) : NULL;
+  g_out(d_y, ny, d_dy);
+  g_var(d_x, d_dx);
+  if (max)
+    BWD_RUN(c->op, shape, BE->pool_max_forward(d_y, d_arg, d_x, d_gs, G, C),
+            BE->pool_max_backward(d_dx, d_dy, d_arg, N, G, C));
+  else
+    BWD_RUN(c->op, shape, BE->pool_mean_forward(d_y, d_x, d_gs, G, C), BE->pool_mean_backward(d_dx, d_dy, d_gs, G, C));
 }
 
 /* ---- the glue ----------------------------------------------------------------------------------- */
 
-struct glue_args {
-  real *out, *x, *y;
-  const real *in, *cx, *cy;
-  int a, b;
-  size_t rows, n;
-  int kind, bonds_kept, E, width;
-  real cutoff;
-};
-static void call_concat(void *p) {
-  struct glue_args *g = p;
-  BE->concat_rows(g->out, g->cx, g->a, g->cy, g->b, g->rows);
-}
-static void call_split(void *p) {
-  struct glue_args *g = p;
-  BE->split_rows(g->x, g->a, g->y, g->b, g->in, g->rows);
-}
-static void call_add(void *p) {
-  struct glue_args *g = p;
-  BE->add(g->y, g->cx, g->n);
-}
-static void call_relu(void *p) {
-  struct glue_args *g = p;
-  BE->relu(g->y, g->cx, g->n);
-}
-static void call_relu_bwd(void *p) {
-  struct glue_args *g = p;
-  BE->relu_backward(g->y, g->cx, g->n);
-}
-static void call_edge_weights(void *p) {
-  struct glue_args *g = p;
-  BE->edge_weights(g->out, g->cx, g->E, g->width, g->kind, g->cutoff, g->bonds_kept);
-}
-
-static void check_concat_split(int a, int b, size_t rows) {
+/* concat_rows: n = {a, b, rows} */
+static void b_concat(const struct op_case *c) {
+  int a = c->n[0], b = c->n[1];
+  size_t rows = (size_t)c->n[2], w = (size_t)(a + b);
   char shape[96];
   snprintf(shape, sizeof shape, "a=%d b=%d rows=%zu%s", a, b, rows, b ? "" : " (y NULL)");
-  size_t w = (size_t)(a + b);
   real *x = hrand(rows * a, -1, 1), *y = b ? hrand(rows * b, -1, 1) : NULL, *out = hvec(rows * w);
   for (size_t r = 0; r < rows; r++) {
     memcpy(out + r * w, x + r * a, (size_t)a * sizeof(real));
     if (b) memcpy(out + r * w + a, y + r * b, (size_t)b * sizeof(real));
   }
-  struct glue_args C = {.a = a, .b = b, .rows = rows};
-  C.cx = in_r("x", x, rows * a);
-  if (b) C.cy = in_r("y", y, rows * b);
-  C.out = out_over("out", rows * w, out, NULL, 0);
-  h_run("concat_rows", shape, call_concat, &C);
-
-  for (int which = 0; which < 3; which++) { /* both, x only, y only */
-    if (which == 2 && !b) continue;
-    snprintf(shape, sizeof shape, "a=%d b=%d rows=%zu%s", a, b, rows,
-             which == 1   ? " (y NULL)"
-             : which == 2 ? " (x NULL)"
-                          : "");
-    real *in = hrand(rows * w, -1, 1), *xs = hvec(rows * a + 1), *ys = hvec(rows * b + 1);
-    for (size_t r = 0; r < rows; r++) {
-      memcpy(xs + r * a, in + r * w, (size_t)a * sizeof(real));
-      if (b) memcpy(ys + r * b, in + r * w + a, (size_t)b * sizeof(real));
-    }
-    struct glue_args S = {.a = a, .b = b, .rows = rows};
-    S.in = in_r("in", in, rows * w);
-    if (which != 2) S.x = out_over("x", rows * a, xs, NULL, 0);
-    if (which != 1 && b) S.y = out_over("y", rows * b, ys, NULL, 0);
-    h_run("split_rows", shape, call_split, &S);
-  }
-  host_free_all();
+  real *d_x = in_r("x", x, rows * a), *d_y = b ? in_r("y", y, rows * b) : NULL;
+  real *d_out = out_over("out", rows * w, out, NULL);
+  H_RUN(c->op, shape, BE->concat_rows(d_out, d_x, a, d_y, b, rows));
 }
 
-static void check_elementwise(size_t n) {
+/* split_rows: n = {a, b, rows}; NO_X, NO_Y */
+static void b_split(const struct op_case *c) {
+  int a = c->n[0], b = c->n[1];
+  size_t rows = (size_t)c->n[2], w = (size_t)(a + b);
+  char shape[96];
+  snprintf(shape, sizeof shape, "a=%d b=%d rows=%zu%s", a, b, rows,
+           c->fl & NO_Y   ? " (y NULL)"
+           : c->fl & NO_X ? " (x NULL)"
+                          : "");
+  real *in = hrand(rows * w, -1, 1), *xs = hvec(rows * a + 1), *ys = hvec(rows * b + 1);
+  for (size_t r = 0; r < rows; r++) {
+    memcpy(xs + r * a, in + r * w, (size_t)a * sizeof(real));
+    if (b) memcpy(ys + r * b, in + r * w + a, (size_t)b * sizeof(real));
+  }
+  real *d_in = in_r("in", in, rows * w);
+  real *d_x = c->fl & NO_X ? NULL : out_over("x", rows * a, xs, NULL);
+  real *d_y = c->fl & NO_Y || !b ? NULL : out_over("y", rows * b, ys, NULL);
+  H_RUN(c->op, shape, BE->split_rows(d_x, a, d_y, b, d_in, rows));
+}
+
+/* add: n = {n} */
+static void b_add(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu", n);
   real *x = hrand(n, -1, 1), *y0 = hrand(n, -1, 1), *sum = hvec(n), *ssum = hvec(n);
@@ -1243,30 +810,34 @@ static void check_elementwise(size_t n) {
     sum[i] = (real)((double)y0[i] + x[i]);
     ssum[i] = (real)(fabs((double)y0[i]) + fabs((double)x[i]));
   }
-  struct glue_args A = {.n = n};
-  A.cx = in_r("x", x, n);
-  A.y = out_add("y", n, y0, sum, ssum, TOL);
-  h_run("add", shape, call_add, &A);
+  real *d_x = in_r("x", x, n), *d_y = out_add("y", n, y0, sum, ssum);
+  H_RUN(c->op, shape, BE->add(d_y, d_x, n));
+}
 
-  x = hrand(n, -1, 1);
-  for (size_t i = 0; i < n; i += 5)
-    x[i] = 0; /* relu(0) = 0, relu'(0) = 0 */
-  real *r = hvec(n);
+/* relu and its backward: n = {n}; every fifth x 0 (relu(0) = 0, relu'(0)
+ * = 0), not in the gradient mode */
+static void b_relu(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%zu", n);
+  real *x = hrand(n, -1, 1), *r = hvec(n);
+  for (size_t i = 0; i < n && !GRAD; i += 5)
+    x[i] = 0;
   for (size_t i = 0; i < n; i++)
     r[i] = x[i] > 0 ? x[i] : 0;
-  struct glue_args R = {.n = n};
-  R.cx = in_r("x", x, n);
-  R.y = out_over("y", n, r, NULL, 0);
-  h_run("relu", shape, call_relu, &R);
-
+  real *d_x = in_r("x", x, n);
+  if (!backward(c)) {
+    real *d_y = out_over("y", n, r, NULL);
+    H_RUN(c->op, shape, BE->relu(d_y, d_x, n));
+    return;
+  }
   real *dy = hrand(n, -1, 1), *d = hvec(n);
   for (size_t i = 0; i < n; i++)
     d[i] = x[i] > 0 ? dy[i] : 0;
-  struct glue_args B = {.n = n};
-  B.cx = in_r("x", x, n);
-  B.y = out_inplace("dy", n, dy, d, NULL, 0);
-  h_run("relu_backward", shape, call_relu_bwd, &B);
-  host_free_all();
+  real *d_dy = out_inplace("dy", n, dy, d, NULL), *d_y = GRAD ? out_over("y", n, NULL, NULL) : NULL;
+  g_out(d_y, n, d_dy);
+  g_var(d_x, d_dy);
+  BWD_RUN(c->op, shape, BE->relu(d_y, d_x, n), BE->relu_backward(d_dy, d_x, n));
 }
 
 /* The envelope's weight in double, from models/se3.h's formulas. */
@@ -1279,8 +850,10 @@ static double naive_weight(const real *f, int in, int kind, double rc, int bonds
   return 1 - 28 * pow(dd, 6) + 48 * pow(dd, 7) - 21 * pow(dd, 8);
 }
 
-static void check_edge_weights(int E, int kind, int bonds_kept) {
+/* edge_weights: n = {E, kind, bonds_kept}; errors absolute (the scale 1) */
+static void b_edge_weights(const struct op_case *c) {
   static const char *const kinds[] = {"none", "cosine", "poly"};
+  int E = c->n[0], kind = c->n[1], bonds_kept = c->n[2];
   char shape[96];
   snprintf(shape, sizeof shape, "E=%d %s bonds_kept=%d cutoff=5 (r over 0..6)", E, kinds[kind], bonds_kept);
   const int in = 6;
@@ -1292,45 +865,20 @@ static void check_edge_weights(int E, int kind, int bonds_kept) {
     w[e] = (real)naive_weight(f + (size_t)e * in, in, kind, 5.0, bonds_kept);
     one[e] = 1;
   }
-  struct glue_args A = {.E = E, .width = in, .kind = kind, .bonds_kept = bonds_kept, .cutoff = 5};
-  A.cx = in_r("edge_feat", f, (size_t)E * in);
-  A.out = out_over("w", (size_t)E, w, one, TOL);
-  h_run("edge_weights", shape, call_edge_weights, &A);
-  host_free_all();
+  real *d_f = in_r("edge_feat", f, (size_t)E * in), *d_w = out_over("w", (size_t)E, w, one);
+  H_RUN(c->op, shape, BE->edge_weights(d_w, d_f, E, in, kind, 5, bonds_kept));
 }
 
-/* ---- training: Adam, sumsq, scale, allreduce --------------------------------------------------------- */
+/* ---- training: Adam, recording, sumsq, scale, allreduce --------------------------------------------- */
 
-struct train_args {
-  real *p, *m, *v, *x;
-  const real *g;
-  size_t n;
-  struct nn_adam o;
-  long step;
-  double lr, s;
-  int rc;
-  const double *sched; /* adam_step_at's {c1, c2, lr}, the backend's memory */
-};
-static void call_adam(void *p) {
-  struct train_args *a = p;
-  BE->adam_step(a->p, a->m, a->v, a->g, a->n, &a->o, a->step, a->lr);
-}
-static void call_adam_at(void *p) {
-  struct train_args *a = p;
-  BE->adam_step_at(a->p, a->m, a->v, a->g, a->n, &a->o, a->sched);
-}
-static void call_scale(void *p) {
-  struct train_args *a = p;
-  BE->scale(a->x, a->n, a->s);
-}
-static void call_allreduce(void *p) {
-  struct train_args *a = p;
-  char err[128] = "";
-  a->rc = BE->allreduce(a->x, a->n, NULL, err, sizeof err);
-  if (a->rc) why("allreduce with comm NULL returned %d: %s", a->rc, err);
-}
-
-static void check_adam(size_t n, int decoupled, double wd, long step) {
+/* adam_step, and the same update with the step's values read from the
+ * backend's memory (adam_step_at): n = {n, decoupled, step}, x = {weight
+ * decay}; errors relative to |p| + lr, |m| + |g|, v + g^2. */
+static void b_adam(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  int decoupled = c->n[1];
+  long step = c->n[2];
+  double wd = c->x[0];
   char shape[96];
   snprintf(shape, sizeof shape, "n=%zu %s weight_decay=%g step=%ld", n, decoupled ? "AdamW" : "Adam", wd, step);
   struct nn_adam o = {0.9, 0.999, 1e-8, wd, decoupled};
@@ -1353,33 +901,30 @@ static void check_adam(size_t n, int decoupled, double wd, long step) {
     ms[i] = (real)(fabs(mi) + fabs(gi));
     vs[i] = (real)(vi + gi * gi);
   }
-  /* adam_step, then the same update with the step's values read from the
-   * backend's memory (adam_step_at); h_run gives its buffers back at the end */
+  real *d_g = in_r("grad", g, n), *d_p = out_inplace("params", n, p, pr, ps);
+  real *d_m = out_inplace("m", n, m, mr, ms), *d_v = out_inplace("v", n, v, vr, vs);
+  if (strcmp(c->op, "adam_step_at")) {
+    H_RUN(c->op, shape, BE->adam_step(d_p, d_m, d_v, d_g, n, &o, step, lr));
+    return;
+  }
   double sc[3];
   nn_k_adam_sched(sc, o.beta1, o.beta2, step, lr);
   double *dsc = BE->alloc(sizeof sc);
   BE->upload(dsc, sc, sizeof sc);
-  for (int at = 0; at < 2; at++) {
-    struct train_args A = {.n = n, .o = o, .step = step, .lr = lr, .sched = dsc};
-    A.g = in_r("grad", g, n);
-    A.p = out_inplace("params", n, p, pr, ps, TOL);
-    A.m = out_inplace("m", n, m, mr, ms, TOL);
-    A.v = out_inplace("v", n, v, vr, vs, TOL);
-    h_run(at ? "adam_step_at" : "adam_step", shape, at ? call_adam_at : call_adam, &A);
-  }
+  H_RUN(c->op, shape, BE->adam_step_at(d_p, d_m, d_v, d_g, n, &o, dsc));
   BE->release(dsc);
-  host_free_all();
 }
 
 /* Recorded work (CUDA graphs; skipped where the backend records nothing):
  * the operations called between record_begin and record_end do not run;
  * each replay runs them once, with the memory's contents of that moment;
- * a free of the backend's memory makes the recording stale. */
-static void check_record(size_t n) {
+ * a free of the backend's memory makes the recording stale. n = {n} */
+static void b_record(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu: x = 2 x + y, replayed", n);
   if (!BE->record_begin) {
-    printf("skip %-22s %-64s (%s records nothing)\n", "record/replay", shape, BE->name);
+    printf("skip %-22s %-64s (%s records nothing)\n", c->op, shape, BE->name);
     return;
   }
   H.why[0] = 0;
@@ -1418,12 +963,14 @@ static void check_record(size_t n) {
   BE->record_free(rec);
   BE->release(dx);
   BE->release(dy);
-  report("record/replay", shape, !H.why[0], 0, 0, H.why[0] ? H.why : NULL);
+  report(c->op, shape, !H.why[0], 0, 0, H.why[0] ? H.why : NULL);
   H.why[0] = 0;
-  host_free_all();
 }
 
-static void check_scale(size_t n, double s) {
+/* scale: n = {n}, x = {s} */
+static void b_scale(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  double s = c->x[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu s=%g", n, s);
   real *x = hrand(n, -3, 3), *y = hvec(n), *ys = hvec(n);
@@ -1431,24 +978,26 @@ static void check_scale(size_t n, double s) {
     y[i] = (real)(x[i] * s);
     ys[i] = (real)fabs(x[i] * s);
   }
-  struct train_args A = {.n = n, .s = s};
-  A.x = out_inplace("x", n, x, y, ys, TOL);
-  h_run("scale", shape, call_scale, &A);
-  host_free_all();
+  real *d_x = out_inplace("x", n, x, y, ys);
+  H_RUN(c->op, shape, BE->scale(d_x, n, s));
 }
 
-static void check_allreduce(size_t n) {
+/* allreduce with comm NULL: n = {n} */
+static void b_allreduce(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu comm=NULL (one process: unchanged)", n);
-  real *x = hrand(n, -1, 1);
-  struct train_args A = {.n = n};
-  A.x = out_inplace("x", n, x, x, NULL, 0);
-  h_run("allreduce", shape, call_allreduce, &A);
-  host_free_all();
+  real *x = hrand(n, -1, 1), *d_x = out_inplace("x", n, x, x, NULL);
+  char err[128] = "";
+  H_RUN(c->op, shape, {
+    int rc = BE->allreduce(d_x, n, NULL, err, sizeof err);
+    if (rc) why("allreduce with comm NULL returned %d: %s", rc, err);
+  });
 }
 
-/* sum of x^2, in double (backend.h): relative error against a double sum. */
-static void check_sumsq(size_t n) {
+/* sum of x^2, in double (backend.h): relative error against a double sum. n = {n} */
+static void b_sumsq(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu (summed in double)", n);
   real *x = hrand(n, -2, 2);
@@ -1459,10 +1008,8 @@ static void check_sumsq(size_t n) {
   BE->upload(d, x, n * sizeof(real));
   double got = BE->sumsq(d, n);
   BE->release(d);
-  const double tol = 1e-9;
   double err = want > 0 ? fabs(got - want) / want : fabs(got);
-  report("sumsq", shape, err <= tol, err, tol, "differs from the sum in double");
-  host_free_all();
+  report(c->op, shape, err <= H.tol, err, H.tol, "differs from the sum in double");
 }
 
 /* ---- a step's loss and clipping on the backend: loss, sumsq_to, clip --------------------------------- */
@@ -1487,16 +1034,6 @@ static double ref_loss(int kind, double p, double t, double *d) {
   }
 }
 
-struct loss_args {
-  real *dpred, *x;
-  const real *pred, *target;
-  double *dev;      /* the backend's doubles: acc[2], then ss, norm */
-  double want[4];   /* expected acc[0], acc[1] (from the start value below), norm */
-  double start_sum; /* acc[1] before the call */
-  int n, kind, num, den;
-  double gscale, unscale, max_norm;
-};
-
 static void check_doubles(const char *what, const double *got, const double *want, int k, double tol) {
   for (int i = 0; i < k; i++) {
     double err = fabs(got[i] - want[i]) / (fabs(want[i]) > 1e-300 ? fabs(want[i]) : 1);
@@ -1505,27 +1042,22 @@ static void check_doubles(const char *what, const double *got, const double *wan
   }
 }
 
-static void call_loss(void *p) {
-  struct loss_args *a = p;
-  double acc[2] = {777, a->start_sum}, got[2];
-  BE->upload(a->dev, acc, sizeof acc);
-  BE->loss(a->dpred, a->dev, a->pred, a->target, a->n, a->kind, 0.7, a->num, a->den, a->gscale);
-  BE->download(got, a->dev, sizeof got);
-  /* L1, MSE and Huber have the host's arithmetic to the bit in the
-   * reference's order too, up to the last place; BCE's exp and log1p may
-   * differ by an ulp between libraries */
-  check_doubles("acc", got, a->want, 2, 1e-12);
-}
-
-static void check_loss(int n, int kind, int num, int den, double gscale) {
+/* loss: n = {n, kind (l1, mse, huber, bce), num, den}, x = {gscale}. acc[0]
+ * and acc[1] (from 12.5) to 1e-12: L1, MSE and Huber have the host's
+ * arithmetic to the bit in the reference's order too, up to the last place;
+ * BCE's exp and log1p may differ by an ulp between libraries. In the
+ * gradient mode dpred against d acc[0] * gscale / den. */
+static void b_loss(const struct op_case *c) {
   static const char *const names[] = {"l1", "mse", "huber", "bce"};
+  int n = c->n[0], kind = c->n[1], num = c->n[2], den = c->n[3];
+  double gscale = c->x[0];
   char shape[96];
   snprintf(shape, sizeof shape, "n=%d %s share %d/%d scale %g", n, names[kind], num, den, gscale);
   real *pred = hrand((size_t)n, -3, 3), *target = kind == 3 ? hvec((size_t)n) : hrand((size_t)n, -3, 3);
   if (kind == 3)
     for (int i = 0; i < n; i++)
       target[i] = (real)irand(2);
-  if (n > 2) target[1] = pred[1]; /* r = 0: the sign's 0 */
+  if (n > 2 && !GRAD) target[1] = pred[1]; /* r = 0: the sign's 0 */
   real *dref = hvec((size_t)n), *ds = hvec((size_t)n);
   double sum = 0;
   for (int i = 0; i < n; i++) {
@@ -1535,81 +1067,73 @@ static void check_loss(int n, int kind, int num, int den, double gscale) {
     dref[i] = (real)g;
     ds[i] = (real)(fabs(g) + 1e-30);
   }
-  struct loss_args A = {.n = n, .kind = kind, .num = num, .den = den, .gscale = gscale, .start_sum = 12.5};
-  A.want[0] = sum / n * num;
-  A.want[1] = A.start_sum + A.want[0];
-  A.pred = in_r("pred", pred, (size_t)n);
-  A.target = in_r("target", target, (size_t)n);
-  A.dpred = out_over("dpred", (size_t)n, dref, ds, 1e-6);
-  A.dev = BE->alloc(4 * sizeof(double));
-  h_run("loss", shape, call_loss, &A);
-  BE->release(A.dev);
-  host_free_all();
+  double want[2] = {sum / n * num, 12.5 + sum / n * num};
+  real *d_pred = in_r("pred", pred, (size_t)n), *d_target = in_r("target", target, (size_t)n);
+  real *d_dpred = out_over("dpred", (size_t)n, dref, ds);
+  double *acc = BE->alloc(4 * sizeof(double));
+  g_var(d_pred, d_dpred);
+  g_out_d(acc, gscale / den);
+#define LOSS_CALL BE->loss(d_dpred, acc, d_pred, d_target, n, kind, 0.7, num, den, gscale)
+  BWD_RUN(c->op, shape, LOSS_CALL, {
+    double start[2] = {777, 12.5}, got[2];
+    BE->upload(acc, start, sizeof start);
+    LOSS_CALL;
+    BE->download(got, acc, sizeof got);
+    check_doubles("acc", got, want, 2, 1e-12);
+  });
+#undef LOSS_CALL
+  BE->release(acc);
 }
 
-static void call_clip(void *p) {
-  struct loss_args *a = p;
-  double got[2];
-  BE->sumsq_to(a->dev + 2, a->x, (size_t)a->n);
-  BE->clip(a->x, (size_t)a->n, a->dev + 2, a->unscale, a->max_norm, a->dev + 3);
-  BE->download(got, a->dev + 2, sizeof got);
-  check_doubles("sum of squares, norm", got, a->want + 2, 2, 1e-9);
-}
-
-/* sumsq_to then clip, as se3_net_clip_queued calls them. */
-static void check_clip(int n, double unscale, double max_norm) {
+/* sumsq_to then clip, as se3_net_clip_queued calls them: n = {n}, x =
+ * {unscale, max_norm}; the sum of squares and the norm to 1e-9. */
+static void b_clip(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  double unscale = c->x[0], max_norm = c->x[1];
   char shape[96];
-  snprintf(shape, sizeof shape, "n=%d unscale=%g max_norm=%g", n, unscale, max_norm);
-  real *x = hrand((size_t)n, -2, 2), *y = hvec((size_t)n), *ys = hvec((size_t)n);
+  snprintf(shape, sizeof shape, "n=%zu unscale=%g max_norm=%g", n, unscale, max_norm);
+  real *x = hrand(n, -2, 2), *y = hvec(n), *ys = hvec(n);
   double ss = 0;
-  for (int i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++)
     ss += (double)x[i] * x[i];
   double norm = sqrt(ss) / unscale, f = 1;
   if (max_norm > 0 && norm > max_norm)
     f = max_norm / norm / unscale;
   else
     f = 1 / unscale;
-  for (int i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++) {
     y[i] = (real)(x[i] * f);
     ys[i] = (real)(fabs(x[i] * f) + 1e-30);
   }
-  struct loss_args A = {.n = n, .unscale = unscale, .max_norm = max_norm};
-  A.want[2] = ss;
-  A.want[3] = norm;
-  A.x = out_inplace("x", (size_t)n, x, y, ys, 1e-6);
-  A.dev = BE->alloc(4 * sizeof(double));
-  h_run("sumsq_to+clip", shape, call_clip, &A);
-  BE->release(A.dev);
-  host_free_all();
+  double want[2] = {ss, norm};
+  real *d_x = out_inplace("x", n, x, y, ys);
+  double *dev = BE->alloc(4 * sizeof(double));
+  H_RUN(c->op, shape, {
+    double got[2];
+    BE->sumsq_to(dev + 2, d_x, n);
+    BE->clip(d_x, n, dev + 2, unscale, max_norm, dev + 3);
+    BE->download(got, dev + 2, sizeof got);
+    check_doubles("sum of squares, norm", got, want, 2, tol_of(T_DBL));
+  });
+  BE->release(dev);
 }
 
 /* ---- bases from relative positions ---------------------------------------------------------------- */
 
-struct bases_args {
-  real *out;
-  const float *rel;
-  int E, rc;
-  const struct basis_plan *plan;
-};
-static void call_bases(void *p) {
-  struct bases_args *a = p;
-  a->rc = BE->bases(a->out, a->rel, a->E, a->plan);
-  if (a->rc) why("bases returned %d", a->rc);
-}
-
 /* Each edge's basis against models/basis.c's basis_edge on the host (the
  * same double arithmetic; a GPU may fuse multiply-adds, so a value may
- * differ in its last float place): relative 2.5e-7 over |value| + 1e-6.
+ * differ in its last float place): relative to |value| + 1e-6.
  * Directions of every kind, a zero vector (the degree-0 harmonic only), very
- * short and very long vectors. */
-static void check_bases(int E, int max_degree) {
+ * short and very long vectors. n = {E, max_degree} */
+static void b_bases(const struct op_case *c) {
+  int E = c->n[0];
   struct basis_plan plan;
-  if (basis_plan_init(&plan, max_degree)) {
+  if (basis_plan_init(&plan, c->n[1])) {
     fprintf(stderr, "test_backend_ops: out of memory\n");
     exit(1);
   }
   char shape[64];
-  snprintf(shape, sizeof shape, "E=%d max_degree=%d (%zu values an edge)", E, max_degree, plan.per_edge);
+  snprintf(shape, sizeof shape, "E=%d max_degree=%d (%zu values an edge)", E, c->n[1], plan.per_edge);
   size_t per = plan.per_edge;
   float *rel = hmem((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
   for (int e = 0; e < E; e++)
@@ -1631,12 +1155,10 @@ static void check_bases(int E, int max_degree) {
   }
   float *drel = BE->alloc((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
   BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
-  struct bases_args A = {.rel = drel, .E = E, .plan = &plan};
-  A.out = out_over("basis", (size_t)E * per, ref, sc, 2.5e-7);
-  h_run("bases", shape, call_bases, &A);
+  real *d_out = out_over("basis", (size_t)E * per, ref, sc);
+  H_RUN(c->op, shape, CHECK_RC("bases", BE->bases(d_out, drel, E, &plan)));
   BE->release(drel);
   basis_plan_free(&plan);
-  host_free_all();
 }
 
 /* ---- copies back that do not wait: host_alloc, download_queued, fences ------------------------------- */
@@ -1644,8 +1166,9 @@ static void check_bases(int E, int max_degree) {
 /* x uploaded; its copy queued into pinned host memory and fenced; then x
  * scaled by 2 on the device and copied again behind a second fence. After
  * the waits the first copy holds x (it ran before the scaling: the queue's
- * order) and the second 2 x, exactly; the fences can be marked again. */
-static void check_pipeline(size_t n) {
+ * order) and the second 2 x, exactly; the fences can be marked again. n = {n} */
+static void b_pipeline(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu, two copies in flight", n);
   real *x = hrand(n, -3, 3);
@@ -1672,23 +1195,24 @@ static void check_pipeline(size_t n) {
       h[0][i] = h[1][i] = (real)NAN;
   }
   if (!ok)
-    report("download_queued+fence", shape, 0, 1, 0, err[0] ? err : "out of memory or fences");
+    report(c->op, shape, 0, 1, 0, err[0] ? err : "out of memory or fences");
   else
-    report("download_queued+fence", shape, bad == 0, (double)bad, 0, "copies differ (the queue's order, or lost)");
+    report(c->op, shape, bad == 0, (double)bad, 0, "copies differ (the queue's order, or lost)");
   for (int i = 0; i < 2; i++) {
     BE->host_release(h[i]);
     BE->fence_free(f[i]);
   }
   BE->release(d);
-  host_free_all();
 }
 
 /* Uploads larger than the CUDA backend's pinned staging halves (32 MiB), one
  * after another from ONE host buffer rewritten as soon as each upload
  * returns (backend.h: the caller may reuse it at once), then small ones
  * between them: every device copy must hold what its host buffer held
- * when its upload was called. */
-static void check_upload_stream(size_t n, int count) {
+ * when its upload was called. n = {n, count} */
+static void b_upload_stream(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  int count = c->n[1];
   char shape[64];
   snprintf(shape, sizeof shape, "%d uploads of n=%zu from one host buffer", count, n);
   real *host = hvec(n), *got = hvec(n), *d[8] = {0}, *small[8] = {0};
@@ -1714,171 +1238,251 @@ static void check_upload_stream(size_t n, int count) {
   }
   char err[256] = "";
   if (ok && BE->sync(err, sizeof err)) ok = 0;
-  report("upload (staged)", shape, ok && bad == 0, ok ? (double)bad : 1, 0,
+  report(c->op, shape, ok && bad == 0, ok ? (double)bad : 1, 0,
          ok ? "a copy holds other bytes than its host buffer did" : (err[0] ? err : "out of memory"));
   for (int k = 0; k < count && k < 8; k++) {
     BE->release(d[k]);
     BE->release(small[k]);
   }
-  host_free_all();
 }
 
 /* ---- the cases ------------------------------------------------------------------------------------------ */
 
-static void run_all(void) {
-  seed(1);
-  check_memory();
+/* clang-format off */
+#define FIB(a, b, c, d) {{a, b, c, d}}
+#define Q32 FIB(32, 32, 32, 32)
+#define ODD_IN FIB(3, 5, 3, 5)
+#define ODD_OUT FIB(5, 3, 5, 3)
+#define K16 FIB(16, 16, 16, 16)
+#define ODD_K FIB(2, 4, 0, 2)
+#define ODD_V FIB(4, 2, 6, 0)
+/* clang-format on */
+static const int MOLS[] = {3, 0, 1, 5, 2}, ONE_MOL[] = {1};
 
-  seed(2);
-  check_mm(0, 1, 1, 1, 0, 1, 0);
-  check_mm(0, 7, 3, 5, 0, 1, 0);
-  check_mm(0, 96, 32, 32, 0, 1, 0);
-  check_mm(0, 45, 48, 32, 0, 0, 0);
-  check_mm(0, 0, 4, 3, 0, 1, 0);
-  check_mm(1, 13, 6, 32, 1, 1, 1);
-  check_mm(1, 40, 32, 32, 1, 0, 1);
-  check_mm(1, 3, 128, 128, 1, 1, 1);
-  check_mm(1, 4, 128, 1, 1, 1, 1);
-  check_mm(1, 5, 7, 3, 0, 1, 0);
-  check_mm(1, 6, 5, 4, 1, 1, 0);
-  check_mm(1, 0, 6, 32, 1, 1, 1);
-  /* every array one float past 256-byte alignment: a backend whose fast way
+/* op, builder, tolerance class, rng (a seed, 0: go on, SAME), n, flags, then
+ * the builder's named fields; an entry names only what its builder reads
+ * (the rest is 0, hence the pragma) */
+/* clang-format off */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const struct op_case CASES[] = {
+  {"table", b_table, EXACT},
+  {"memory", b_memory, EXACT, 1},
+
+  {"linear_forward", b_mm, T_SUM, 2, {1, 1, 1}},
+  {"linear_backward", b_mm, T_SUM, SAME, {1, 1, 1}, FD},
+  {"linear_forward", b_mm, T_SUM, 0, {7, 3, 5}},
+  {"linear_backward", b_mm, T_SUM, SAME, {7, 3, 5}, FD},
+  {"linear_forward", b_mm, T_SUM, 0, {96, 32, 32}},
+  {"linear_backward", b_mm, T_SUM, SAME, {96, 32, 32}, FD},
+  {"linear_forward", b_mm, T_SUM, 0, {45, 48, 32}},
+  {"linear_backward", b_mm, T_SUM, SAME, {45, 48, 32}, FD | NO_DX},
+  {"linear_forward", b_mm, T_SUM, 0, {0, 4, 3}},
+  {"linear_backward", b_mm, T_SUM, SAME, {0, 4, 3}, FD},
+  {"dense_forward", b_mm, T_SUM, 0, {13, 6, 32}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {13, 6, 32}, FD | BIAS},
+  {"dense_forward", b_mm, T_SUM, 0, {40, 32, 32}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {40, 32, 32}, FD | BIAS | NO_DX},
+  {"dense_forward", b_mm, T_SUM, 0, {3, 128, 128}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {3, 128, 128}, FD | BIAS},
+  {"dense_forward", b_mm, T_SUM, 0, {4, 128, 1}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {4, 128, 1}, FD | BIAS},
+  {"dense_forward", b_mm, T_SUM, 0, {5, 7, 3}},
+  {"dense_backward", b_mm, T_SUM, SAME, {5, 7, 3}, FD},
+  {"dense_forward", b_mm, T_SUM, 0, {6, 5, 4}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {6, 5, 4}, FD | BIAS | NO_DB},
+  {"dense_forward", b_mm, T_SUM, 0, {0, 6, 32}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {0, 6, 32}, FD | BIAS},
+  /* every array one real past 256-byte alignment: a backend whose fast way
    * needs aligned operands (CUDA: cuBLASLt's bias epilogue wants a 16-byte
    * aligned bias) must take its other way, and give the same results */
-  H.shift = 1;
-  check_mm(1, 40, 32, 32, 1, 1, 1);
-  check_mm(1, 13, 6, 32, 1, 1, 1);
-  H.shift = 0;
+  {"dense_forward", b_mm, T_SUM, 0, {40, 32, 32}, BIAS | SHIFT},
+  {"dense_backward", b_mm, T_SUM, SAME, {40, 32, 32}, FD | BIAS | SHIFT},
+  {"dense_forward", b_mm, T_SUM, 0, {13, 6, 32}, BIAS | SHIFT},
+  {"dense_backward", b_mm, T_SUM, SAME, {13, 6, 32}, FD | BIAS | SHIFT},
 
-  seed(3);
-  check_norm(6, 1, 32);
-  check_norm(6, 3, 32);
-  check_norm(4, 7, 32);
-  check_norm(5, 5, 3);
-  check_norm(1, 3, 5);
+  {"norm_forward", b_norm, T_MAG, 3, {6, 1, 32}},
+  {"norm_backward", b_norm, T_MAG, SAME, {6, 1, 32}, FD},
+  {"norm_forward", b_norm, T_MAG, 0, {6, 3, 32}},
+  {"norm_backward", b_norm, T_MAG, SAME, {6, 3, 32}, FD},
+  {"norm_forward", b_norm, T_MAG, 0, {4, 7, 32}},
+  {"norm_backward", b_norm, T_MAG, SAME, {4, 7, 32}, FD},
+  {"norm_forward", b_norm, T_MAG, 0, {5, 5, 3}},
+  {"norm_backward", b_norm, T_MAG, SAME, {5, 5, 3}, FD},
+  {"norm_forward", b_norm, T_MAG, 0, {1, 3, 5}},
+  {"norm_backward", b_norm, T_MAG, SAME, {1, 3, 5}, FD},
 
-  seed(4);
-  check_radial(37, 6, 32, 0);
-  check_radial(11, 6, 7, 1);
-  check_radial(1, 3, 5, 1);
-  check_radial(0, 6, 32, 1);
+  {"radial_hidden_forward", b_radial, T_MAG, 4, {37, 6, 32}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {37, 6, 32}, FD | NO_DX},
+  {"radial_hidden_forward", b_radial, T_MAG, 0, {11, 6, 7}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {11, 6, 7}, FD},
+  {"radial_hidden_forward", b_radial, T_MAG, 0, {1, 3, 5}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {1, 3, 5}, FD},
+  {"radial_hidden_forward", b_radial, T_MAG, 0, {0, 6, 32}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {0, 6, 32}, FD},
 
-  seed(5);
-  if (basis_plan_init(&PLAN, NN_MAX_DEG)) {
-    fprintf(stderr, "test_backend_ops: out of memory\n");
-    exit(1);
-  }
-  const struct nn_fiber q32 = {{32, 32, 32, 32}}, qkv = {{32, 32, 32, 32}}, qfinal = {{128, 0, 0, 0}};
-  const struct nn_fiber first_in = {{6, 0, 0, 0}}, first_kv = {{32, 16, 16, 16}};
-  const struct nn_fiber odd_in = {{3, 5, 3, 5}}, odd_out = {{5, 3, 5, 3}}, odd2_in = {{3, 5, 0, 0}},
-                        odd2_out = {{5, 0, 3, 0}};
-  check_conv("qm9", q32, qkv, 32, 0, G_BIG, -1, 0, 0);
-  check_conv("qm9-final", q32, qfinal, 32, 1, G_BIG, -1, 0, 0);
-  check_conv("first-block", first_in, first_kv, 32, 0, G_SMALL, -1, 0, 0);
-  check_conv("odd", odd_in, odd_out, 7, 0, G_SMALL, -1, 0, 0);
-  check_conv("odd", odd_in, odd_out, 7, 1, G_SMALL, -1, 0, 0);
-  check_conv("odd", odd_in, odd_out, 7, 1, G_BIG, 1, 1, 0);
-  check_conv("odd", odd2_in, odd2_out, 7, 0, G_SMALL, -1, 0, 1);
-  check_conv("odd", odd_in, odd_out, 7, 0, G_NONE, -1, 0, 0);
-  check_conv("odd", odd_in, odd_out, 7, 1, G_NONE, -1, 0, 0);
-  check_conv("odd", odd_in, odd_out, 7, 1, G_ONE, -1, 0, 0);
+  {"conv_forward", b_conv, T_SUM, 5, {32, G_BIG}, .what = "qm9", .f = {Q32, Q32}},
+  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD, .what = "qm9", .f = {Q32, Q32}},
+  {"conv_forward", b_conv, T_SUM, 0, {32, G_BIG}, POOL, .what = "qm9-final", .f = {Q32, FIB(128, 0, 0, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD | POOL, .what = "qm9-final", .f = {Q32, FIB(128, 0, 0, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {32, G_SMALL}, .what = "first-block", .f = {FIB(6, 0, 0, 0), FIB(32, 16, 16, 16)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {32, G_SMALL}, FD, .what = "first-block",
+   .f = {FIB(6, 0, 0, 0), FIB(32, 16, 16, 16)}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_SMALL}, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_SMALL}, FD, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_SMALL}, POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_SMALL}, FD | POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_BIG}, POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_BIG}, FD | POOL | NO_DX1 | NO_DS2, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_SMALL}, .what = "odd", .f = {FIB(3, 5, 0, 0), FIB(5, 0, 3, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_SMALL}, FD | NO_DW3, .what = "odd", .f = {FIB(3, 5, 0, 0), FIB(5, 0, 3, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_NONE}, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_NONE}, FD, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_NONE}, POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_NONE}, FD | POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_ONE}, POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_ONE}, FD | POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
 
-  seed(6);
-  const struct nn_fiber k16 = {{16, 16, 16, 16}}, k16_0 = {{16, 0, 0, 0}}, none = {{0, 0, 0, 0}};
-  const struct nn_fiber ok = {{2, 4, 0, 2}}, ov = {{4, 2, 6, 0}}, ov2 = {{2, 2, 0, 0}};
-  check_attn("qm9", k16, k16, 8, G_BIG, 0, -1, 0);
-  check_attn("qm9", k16, k16, 8, G_BIG, 1, -1, 0);
-  check_attn("first-block", k16_0, k16, 8, G_SMALL, 1, -1, 0);
-  check_attn("odd", ok, ov, 2, G_SMALL, 0, -1, 0);
-  check_attn("odd", ok, ov, 2, G_SMALL, 1, 1, 0);
-  check_attn("odd", ok, ov, 1, G_BIG, 1, -1, 1);
-  check_attn("no-keys", none, ov2, 2, G_SMALL, 0, -1, 0);
-  check_attn("odd", ok, ov, 2, G_NONE, 1, -1, 0);
-  check_attn("odd", ok, ov, 2, G_ONE, 0, -1, 0);
-  basis_plan_free(&PLAN);
+  /* the forward's z: T_SUM; its weights alpha: T_MAG (b_attn) */
+  {"attn_forward", b_attn, T_SUM, 6, {8, G_BIG}, .what = "qm9", .f = {K16, K16}},
+  {"attn_backward", b_attn, T_MAG, SAME, {8, G_BIG}, FD, .what = "qm9", .f = {K16, K16}},
+  {"attn_forward", b_attn, T_SUM, 0, {8, G_BIG}, W, .what = "qm9", .f = {K16, K16}},
+  {"attn_backward", b_attn, T_MAG, SAME, {8, G_BIG}, FD | W, .what = "qm9", .f = {K16, K16}},
+  {"attn_forward", b_attn, T_SUM, 0, {8, G_SMALL}, W, .what = "first-block", .f = {FIB(16, 0, 0, 0), K16}},
+  {"attn_backward", b_attn, T_MAG, SAME, {8, G_SMALL}, FD | W, .what = "first-block", .f = {FIB(16, 0, 0, 0), K16}},
+  {"attn_forward", b_attn, T_SUM, 0, {2, G_SMALL}, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_backward", b_attn, T_MAG, SAME, {2, G_SMALL}, FD, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_forward", b_attn, T_SUM, 0, {2, G_SMALL}, W, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_backward", b_attn, T_MAG, SAME, {2, G_SMALL}, FD | W | NO_DZ1, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_forward", b_attn, T_SUM, 0, {1, G_BIG}, W, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_backward", b_attn, T_MAG, SAME, {1, G_BIG}, FD | W | NO_DQ, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_forward", b_attn, T_SUM, 0, {2, G_SMALL}, .what = "no-keys", .f = {FIB(0, 0, 0, 0), FIB(2, 2, 0, 0)}},
+  {"attn_backward", b_attn, T_MAG, SAME, {2, G_SMALL}, FD, .what = "no-keys", .f = {FIB(0, 0, 0, 0), FIB(2, 2, 0, 0)}},
+  {"attn_forward", b_attn, T_SUM, 0, {2, G_NONE}, W, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_backward", b_attn, T_MAG, SAME, {2, G_NONE}, FD | W, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_forward", b_attn, T_SUM, 0, {2, G_ONE}, .what = "odd", .f = {ODD_K, ODD_V}},
+  {"attn_backward", b_attn, T_MAG, SAME, {2, G_ONE}, FD, .what = "odd", .f = {ODD_K, ODD_V}},
 
-  seed(7);
-  check_scale_rows(17, 32);
-  check_scale_rows(5, 7);
-  check_scale_rows(0, 32);
+  {"scale_rows", b_scale_rows, T_SUM, 7, {17, 32}, FD},
+  {"scale_rows", b_scale_rows, T_SUM, 0, {5, 7}, FD},
+  {"scale_rows", b_scale_rows, T_SUM, 0, {0, 32}, FD},
 
-  seed(8);
-  static const int mols[] = {3, 0, 1, 5, 2}, one[] = {1};
-  check_pool(mols, 5, 128);
-  check_pool(mols, 5, 7);
-  check_pool(one, 1, 3);
+  {"pool_max_forward", b_pool, EXACT, 8, {128, 5}, .sizes = MOLS},
+  {"pool_max_backward", b_pool, EXACT, SAME, {128, 5}, FD, .sizes = MOLS},
+  {"pool_mean_forward", b_pool, T_SUM, SAME, {128, 5}, .sizes = MOLS},
+  {"pool_mean_backward", b_pool, T_SUM, SAME, {128, 5}, FD, .sizes = MOLS},
+  {"pool_max_forward", b_pool, EXACT, 0, {7, 5}, .sizes = MOLS},
+  {"pool_max_backward", b_pool, EXACT, SAME, {7, 5}, FD, .sizes = MOLS},
+  {"pool_mean_forward", b_pool, T_SUM, SAME, {7, 5}, .sizes = MOLS},
+  {"pool_mean_backward", b_pool, T_SUM, SAME, {7, 5}, FD, .sizes = MOLS},
+  {"pool_max_forward", b_pool, EXACT, 0, {3, 1}, .sizes = ONE_MOL},
+  {"pool_max_backward", b_pool, EXACT, SAME, {3, 1}, FD, .sizes = ONE_MOL},
+  {"pool_mean_forward", b_pool, T_SUM, SAME, {3, 1}, .sizes = ONE_MOL},
+  {"pool_mean_backward", b_pool, T_SUM, SAME, {3, 1}, FD, .sizes = ONE_MOL},
 
-  seed(9);
-  check_concat_split(16, 32, 27);
-  check_concat_split(3, 5, 7);
-  check_concat_split(6, 0, 9);
-  check_concat_split(4, 4, 0);
-  check_elementwise(1);
-  check_elementwise(1001);
-  check_elementwise(0);
-  for (int kind = 0; kind < 3; kind++)
-    for (int bk = 0; bk < 2; bk++)
-      check_edge_weights(41, kind, bk);
-  check_edge_weights(0, SE3_ENVELOPE_POLY, 0);
+  {"concat_rows", b_concat, EXACT, 9, {16, 32, 27}},
+  {"split_rows", b_split, EXACT, 0, {16, 32, 27}},
+  {"split_rows", b_split, EXACT, 0, {16, 32, 27}, NO_Y},
+  {"split_rows", b_split, EXACT, 0, {16, 32, 27}, NO_X},
+  {"concat_rows", b_concat, EXACT, 0, {3, 5, 7}},
+  {"split_rows", b_split, EXACT, 0, {3, 5, 7}},
+  {"split_rows", b_split, EXACT, 0, {3, 5, 7}, NO_Y},
+  {"split_rows", b_split, EXACT, 0, {3, 5, 7}, NO_X},
+  {"concat_rows", b_concat, EXACT, 0, {6, 0, 9}},
+  {"split_rows", b_split, EXACT, 0, {6, 0, 9}},
+  {"split_rows", b_split, EXACT, 0, {6, 0, 9}, NO_Y},
+  {"concat_rows", b_concat, EXACT, 0, {4, 4, 0}},
+  {"split_rows", b_split, EXACT, 0, {4, 4, 0}},
+  {"split_rows", b_split, EXACT, 0, {4, 4, 0}, NO_Y},
+  {"split_rows", b_split, EXACT, 0, {4, 4, 0}, NO_X},
+  {"add", b_add, T_SUM, 0, {1}},
+  {"relu", b_relu, EXACT, 0, {1}},
+  {"relu_backward", b_relu, EXACT, SAME, {1}, FD},
+  {"add", b_add, T_SUM, 0, {1001}},
+  {"relu", b_relu, EXACT, 0, {1001}},
+  {"relu_backward", b_relu, EXACT, SAME, {1001}, FD},
+  {"add", b_add, T_SUM, 0, {0}},
+  {"relu", b_relu, EXACT, 0, {0}},
+  {"relu_backward", b_relu, EXACT, SAME, {0}, FD},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_NONE, 0}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_NONE, 1}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_COSINE, 0}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_COSINE, 1}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_POLY, 0}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {41, SE3_ENVELOPE_POLY, 1}},
+  {"edge_weights", b_edge_weights, T_SUM, 0, {0, SE3_ENVELOPE_POLY, 0}},
 
-  seed(10);
-  check_adam(1, 1, 0.01, 1);
-  check_adam(1001, 1, 0.01, 1);
-  check_adam(1001, 0, 0.05, 7);
-  check_adam(33, 1, 0.0, 0);
-  check_record(1001);
-  check_record(1);
-  check_sumsq(0);
-  check_sumsq(1);
-  check_sumsq(12345);
-  check_scale(1001, 0.37);
-  check_scale(5, 0);
-  check_scale(0, 2);
-  check_allreduce(1001);
-  check_allreduce(0);
+  {"adam_step", b_adam, T_SUM, 10, {1, 1, 1}, .x = {0.01}},
+  {"adam_step_at", b_adam, T_SUM, SAME, {1, 1, 1}, .x = {0.01}},
+  {"adam_step", b_adam, T_SUM, 0, {1001, 1, 1}, .x = {0.01}},
+  {"adam_step_at", b_adam, T_SUM, SAME, {1001, 1, 1}, .x = {0.01}},
+  {"adam_step", b_adam, T_SUM, 0, {1001, 0, 7}, .x = {0.05}},
+  {"adam_step_at", b_adam, T_SUM, SAME, {1001, 0, 7}, .x = {0.05}},
+  {"adam_step", b_adam, T_SUM, 0, {33, 1, 0}, .x = {0.0}},
+  {"adam_step_at", b_adam, T_SUM, SAME, {33, 1, 0}, .x = {0.0}},
+  {"record/replay", b_record, EXACT, 0, {1001}},
+  {"record/replay", b_record, EXACT, 0, {1}},
+  {"sumsq", b_sumsq, T_DBL, 0, {0}},
+  {"sumsq", b_sumsq, T_DBL, 0, {1}},
+  {"sumsq", b_sumsq, T_DBL, 0, {12345}},
+  {"scale", b_scale, T_SUM, 0, {1001}, .x = {0.37}},
+  {"scale", b_scale, T_SUM, 0, {5}, .x = {0}},
+  {"scale", b_scale, T_SUM, 0, {0}, .x = {2}},
+  {"allreduce", b_allreduce, EXACT, 0, {1001}},
+  {"allreduce", b_allreduce, EXACT, 0, {0}},
 
-  seed(11);
-  for (int kind = 0; kind < 4; kind++) {
-    check_loss(240, kind, 240, 240, 1);
-    check_loss(37, kind, 37, 75, 65536);
-  }
-  check_loss(1, 1, 1, 1, 1);
-  check_clip(12345, 1, 5.0);    /* clipped: the norm is about 128 */
-  check_clip(12345, 1, 1000);   /* not clipped: untouched */
-  check_clip(1001, 1024, 0.01); /* loss-scaled and clipped */
-  check_clip(1001, 1024, 0);    /* loss-scaled, no clipping */
-  check_clip(0, 1, 1);
+  {"loss", b_loss, T_REAL, 11, {240, 0, 240, 240}, FD, .x = {1}},
+  {"loss", b_loss, T_REAL, 0, {37, 0, 37, 75}, FD, .x = {65536}},
+  {"loss", b_loss, T_REAL, 0, {240, 1, 240, 240}, FD, .x = {1}},
+  {"loss", b_loss, T_REAL, 0, {37, 1, 37, 75}, FD, .x = {65536}},
+  {"loss", b_loss, T_REAL, 0, {240, 2, 240, 240}, FD, .x = {1}},
+  {"loss", b_loss, T_REAL, 0, {37, 2, 37, 75}, FD, .x = {65536}},
+  {"loss", b_loss, T_REAL, 0, {240, 3, 240, 240}, FD, .x = {1}},
+  {"loss", b_loss, T_REAL, 0, {37, 3, 37, 75}, FD, .x = {65536}},
+  {"loss", b_loss, T_REAL, 0, {1, 1, 1, 1}, FD, .x = {1}},
+  {"sumsq_to+clip", b_clip, T_REAL, 0, {12345}, .x = {1, 5.0}},    /* clipped: the norm is about 128 */
+  {"sumsq_to+clip", b_clip, T_REAL, 0, {12345}, .x = {1, 1000}},   /* not clipped: untouched */
+  {"sumsq_to+clip", b_clip, T_REAL, 0, {1001}, .x = {1024, 0.01}}, /* loss-scaled and clipped */
+  {"sumsq_to+clip", b_clip, T_REAL, 0, {1001}, .x = {1024, 0}},    /* loss-scaled, no clipping */
+  {"sumsq_to+clip", b_clip, T_REAL, 0, {0}, .x = {1, 1}},
 
-  seed(13);
-  check_bases(37, 3);
-  check_bases(1001, 2);
-  check_bases(5, 5);
-  check_bases(0, 3);
+  {"bases", b_bases, T_BASIS, 13, {37, 3}},
+  {"bases", b_bases, T_BASIS, 0, {1001, 2}},
+  {"bases", b_bases, T_BASIS, 0, {5, 5}},
+  {"bases", b_bases, T_BASIS, 0, {0, 3}},
 
-  seed(12);
-  check_pipeline(100003);
-  check_pipeline(1);
-  check_upload_stream(9000001, 5); /* 36 MB each: every one crosses a staging half */
-  check_upload_stream(1000, 3);
-}
+  {"download_queued+fence", b_pipeline, EXACT, 12, {100003}},
+  {"download_queued+fence", b_pipeline, EXACT, 0, {1}},
+  {"upload (staged)", b_upload_stream, EXACT, 0, {9000001, 5}}, /* 36 MB each: every one crosses a staging half */
+  {"upload (staged)", b_upload_stream, EXACT, 0, {1000, 3}},
+};
+#pragma GCC diagnostic pop
+/* clang-format on */
 
 int main(int argc, char **argv) {
   const char *dev = NULL, *prec = "fp32";
+  int bad = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--precision") && i + 1 < argc)
       prec = argv[++i];
+    else if (!strcmp(argv[i], "--grad"))
+      GRAD = 1;
     else if (!dev && argv[i][0] != '-')
       dev = argv[i];
     else
-      dev = NULL, i = argc;
+      bad = 1;
   }
-  enum nn_precision p = NN_PREC_FP32;
-  if (!dev || nn_precision_parse(prec, &p)) {
-    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]\n");
+  if (bad || !dev || nn_precision_parse(prec, &PREC)) {
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]\n");
+    return 2;
+  }
+  if (GRAD && sizeof(real) != sizeof(double)) {
+    fprintf(stderr, "test_backend_ops: --grad needs the double build (test_backend_ops_f64): in float round-off "
+                    "hides a wrong derivative\n");
     return 2;
   }
   if (!strcmp(dev, "cpu")) {
-    if (p != NN_PREC_FP32) {
+    if (PREC != NN_PREC_FP32) {
       fprintf(stderr, "test_backend_ops: the CPU backend computes in fp32 only\n");
       return 2;
     }
@@ -1887,23 +1491,30 @@ int main(int argc, char **argv) {
     struct nn_device d;
     char err[512] = "";
     if (nn_device_parse(dev, &d, err, sizeof err) || !d.cuda || d.any) {
-      fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16]%s%s\n",
+      fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]%s%s\n",
               err[0] ? ": " : "", err);
       return 2;
     }
-    BE = nn_backend_open(&d, p, err, sizeof err);
+    BE = nn_backend_open(&d, PREC, err, sizeof err);
     if (!BE) {
       printf("test_backend_ops %s (%s): %s\nSKIPPED: no CUDA backend or no GPU here\n", dev, prec, err);
       return SKIP_CODE;
     }
   }
-  TOL = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 2e-3 : p == NN_PREC_BF16 ? 1.6e-2 : 1e-5;
-  TOL_MAG = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 2e-2 : p == NN_PREC_BF16 ? 8e-2 : 5e-5;
-  printf("test_backend_ops: backend %s (%s), precision %s; the reference is the CPU in fp32 (layers) and loops in "
-         "double (the rest)\n",
-         BE->name, BE->device, prec);
-  check_table(p);
-  run_all();
-  printf("%d passed, %d failed (%s, %s)\n", n_pass, n_fail, BE->name, prec);
+  if (GRAD)
+    printf("test_backend_ops: backend %s (%s) in double; every backward against central differences of its "
+           "forward\n",
+           BE->name, BE->device);
+  else
+    printf("test_backend_ops: backend %s (%s), precision %s; the reference is the CPU in fp32 (layers) and loops in "
+           "double (the rest)\n",
+           BE->name, BE->device, prec);
+  if (basis_plan_init(&PLAN, NN_MAX_DEG)) {
+    fprintf(stderr, "test_backend_ops: out of memory\n");
+    return 1;
+  }
+  run_cases(CASES, sizeof CASES / sizeof CASES[0]);
+  basis_plan_free(&PLAN);
+  printf("%d passed, %d failed (%s, %s)\n", n_pass, n_fail, BE->name, GRAD ? "finite differences" : prec);
   return n_fail ? 1 : 0;
 }
