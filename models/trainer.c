@@ -666,7 +666,7 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
 
 /* One process: the running sum of the epoch's losses from the model's
  * backend into *loss_sum; this waits for the steps queued, and a failure of
- * the device in any of them fails the stage here. */
+ * the device in any of them fails the epoch here. */
 static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
   if (t->io.comm) return SE3_TRAIN_OK; /* summed on the host, step by step */
   if (se3_net_loss_sum(t->net, loss_sum, t->why, sizeof t->why) == 0) return SE3_TRAIN_OK;
@@ -798,7 +798,7 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
       part = agree[0];
       t_agree += now_s() - t0;
     } else if (failed) {
-      /* the epoch's transaction rolls back: nothing of this step is kept */
+      /* the epoch fails (the train stage rolls its chunk back): nothing of this step is kept */
       ret = tr_fail(t, "%s", t->why);
       break;
     }
@@ -895,7 +895,7 @@ int se3_trainer_epoch(struct se3_trainer *t, int e, int replay, int save_epoch, 
   char name[64], old[PATH_MAX + 64];
   se3_trainer_epoch_file(name, sizeof name, e);
   if (save(t, name, e, -1, 0)) return SE3_TRAIN_ERROR;
-  /* the mid-epoch checkpoint is spent: were this chunk lost now, redoing the
+  /* the mid-epoch checkpoint is spent: were the epoch lost now, redoing the
    * epoch from its start computes the same (a replay of an earlier epoch
    * leaves the current epoch's alone) */
   if (!replay) {
