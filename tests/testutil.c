@@ -254,7 +254,7 @@ void tu_chain_mol(struct mol *m, int n, int variant) {
   m->dim = 3;
 }
 
-void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m) {
+void tu_graph_build(const struct mol *m, struct graph *g) {
   static const uint8_t elements[] = {1, 6, 7, 8};
   struct graph_opts go = {.cutoff = 2.6,
                           .edges = GRAPH_EDGES_RADIUS_BONDS,
@@ -263,9 +263,13 @@ void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m) {
                           .with_other = 1,
                           .with_charge = 1};
   char err[256];
+  cr_assert_eq(graph_build(m, &go, g, err, sizeof err), 0, "%s", err);
+}
+
+void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m) {
   struct graph g;
   graph_init(&g);
-  cr_assert_eq(graph_build(m, &go, &g, err, sizeof err), 0, "%s", err);
+  tu_graph_build(m, &g);
   cr_assert_eq(g.node_width, bb->node_in);
   cr_assert_eq(se3_batch_add(bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos), 0);
   graph_free(&g);

@@ -94,7 +94,11 @@ void tu_add_bond(struct mol *m, int a, int b, int order);
  * tests. */
 void tu_chain_mol(struct mol *m, int n, int variant);
 /* m's radius+bond graph (cutoff 2.6 Å; node features H C N O, other,
- * charge: 6 wide) appended to bb; asserts that it builds and fits. The
+ * charge: 6 wide) into g (graph_init'd by the caller); asserts that it
+ * builds. The graphs of the model tests. */
+struct graph;
+void tu_graph_build(const struct mol *m, struct graph *g);
+/* tu_graph_build's graph of m appended to bb; asserts that it fits. The
  * batches of the model tests. */
 struct se3_batch_buf;
 void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m);

@@ -28,21 +28,13 @@ static int stop_after; /* io.advance raises the stop flag after this many steps 
 static int steps_seen;
 
 static void data_make(void) {
-  static const uint8_t elements[] = {1, 6, 7, 8};
-  struct graph_opts go = {.cutoff = 2.6,
-                          .edges = GRAPH_EDGES_RADIUS_BONDS,
-                          .elements = elements,
-                          .n_elements = 4,
-                          .with_other = 1,
-                          .with_charge = 1};
   tu_seed(11);
   for (int i = 0; i < N; i++) {
     struct mol m;
-    char err[256];
     mol_init(&m);
     tu_chain_mol(&m, 3 + i % 7, i);
     graph_init(&graphs[i]);
-    cr_assert_eq(graph_build(&m, &go, &graphs[i], err, sizeof err), 0, "%s", err);
+    tu_graph_build(&m, &graphs[i]);
     double heavy = 0; /* a label the graph determines: heavy atoms and the mean edge length */
     for (int a = 0; a < m.n_atoms; a++)
       heavy += m.atoms[a].z > 1;
