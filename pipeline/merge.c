@@ -138,7 +138,26 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   }
   char *mine = run_query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
   char *theirs = run_query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
-  if (mine && theirs && strcmp(mine, theirs)) {
+  char *mine_chain = run_query_text(r->st.db, "SELECT chain_hash FROM main.stage_state WHERE stage=%Q", s->name);
+  char *their_chain = run_query_text(r->st.db, "SELECT chain_hash FROM shard.stage_state WHERE stage=%Q", s->name);
+  int same_chain = mine_chain && their_chain && !strcmp(mine_chain, their_chain);
+  free(mine_chain);
+  free(their_chain);
+  if (mine && theirs && strcmp(mine, theirs) && same_chain && stage_is_keyed(s, r->root)) {
+    /* A keyed stage planned anew (what screen.db lacked when the shards
+     * began): its rows stay, the ledger of its old plan goes, and the
+     * stages after it run again before anything reads them. */
+    if (run_exec(r,
+                 "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
+                 "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
+                 "WHERE stage=%Q), n_items=(SELECT n_items FROM shard.stage_state WHERE stage=%Q) WHERE stage=%Q",
+                 s->name, theirs, theirs, s->name, s->name, s->name) ||
+        run_unfinish_after(r, si)) {
+      free(mine);
+      free(theirs);
+      goto rollback;
+    }
+  } else if (mine && theirs && strcmp(mine, theirs)) {
     /* (merge_verdict let only a shard of the workflow as it is now come here:
      * screen.db's stage is the one from before the change, as `run` would
      * find it) */
@@ -190,18 +209,21 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   int has_detail =
       run_query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('rejects', 'shard') WHERE name = 'detail'") >
       0;
+  int has_mol_hash =
+      run_query_int(r->st.db, 0, "SELECT count(*) FROM pragma_table_info('rejects', 'shard') WHERE name = 'mol_hash'") >
+      0;
   if (bad ||
       run_exec(r,
                "INSERT OR REPLACE INTO main.rejects(stage,set_name,source_file,record_no,line,name,chunk,reason,atom,"
-               "detail) SELECT stage,set_name,source_file,record_no,line,name,chunk,reason,%s FROM shard.rejects "
-               "WHERE stage=%Q;"
+               "detail,mol_id,mol_hash) SELECT stage,set_name,source_file,record_no,line,name,chunk,reason,%s,%s "
+               "FROM shard.rejects WHERE stage=%Q;"
                "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
                "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
                "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
                "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
                "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
                "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-               has_detail ? "atom,detail" : "NULL,NULL", s->name, s->name, s->name, has_job ? "job" : "NULL") ||
+               has_detail ? "atom,detail" : "NULL,NULL", has_mol_hash ? "mol_id,mol_hash" : "NULL,NULL", s->name, s->name, s->name, has_job ? "job" : "NULL") ||
       run_exec(r, "COMMIT"))
     goto rollback;
   run_exec(r, "DETACH shard");
@@ -253,20 +275,21 @@ char **run_list_shards(const char *db_path, int *n) {
  * for their fingerprint (as every run does); graph, basis and score take
  * none (score only with stages.score.checkpoint, which needs the model's
  * device to read: not known here); other stages are not sharded. */
-static int expected_hash(struct run *r, const struct stage *s, char out[17], char *note, size_t notelen) {
+static int expected_hash(struct run *r, const struct stage *s, char out[17], char chain[17], char *note,
+                         size_t notelen) {
   int how = s->merge_hash ? s->merge_hash(r->root) : STAGE_HASH_UNKNOWN;
   if (how == STAGE_HASH_UNKNOWN) {
     snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
     return 0;
   }
-  uint64_t upstream = 0;
-  if (run_check_upstream(r, s, &upstream)) {
+  struct run_upstream up;
+  if (run_check_upstream(r, s, &up)) {
     snprintf(note, notelen, "%.500s", r->err);
     r->err[0] = 0;
     return 0;
   }
   uint64_t inputs = 0;
-  if (how == STAGE_HASH_PLANNED) {
+  if (how == STAGE_HASH_PLANNED || stage_is_keyed(s, r->root)) { /* a keyed stage's names its plan */
     struct run_ctx rc;
     run_ctx_init(&rc, r, s);
     int64_t n_chunks = 0, n_items = 0;
@@ -276,10 +299,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     if (s->end) s->end(&rc.ctx);
     if (st != STAGE_OK) return 0;
   }
-  char settings[17], with_inputs[17];
-  run_settings_hash(r->root, s, settings);
-  run_fold_hash(settings, inputs, with_inputs);
-  run_fold_hash(with_inputs, upstream, out);
+  run_stage_hashes(r->root, s, inputs, &up, out, chain);
   return 1;
 }
 
@@ -288,6 +308,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
 struct merge_ref {
   const char *workflow; /* screen.db's meta, or the first shard's; NULL: unknown */
   char expected[N_STAGES][17];
+  char chain[N_STAGES][17]; /* the settings chain: what a keyed stage's shard is held to */
   int known[N_STAGES]; /* 0 not asked yet, 1 expected[] holds it, -1 unknown (note[]) */
   char note[N_STAGES][512];
 };
@@ -311,6 +332,7 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   char *settings = stage ? run_query_text(sh.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
   char *workflow = run_query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
   char *shard = run_query_text(sh.db, "SELECT value FROM meta WHERE key='shard'");
+  char *chain = stage ? run_query_text(sh.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
   store_close(&sh);
   int si = stage ? run_stage_index(stage) : -1, ret = 1;
   if (si < 0 || !hash || !settings) goto out; /* never planned a stage: nothing to fold */
@@ -345,9 +367,13 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
     goto out;
   }
   if (!ref->known[si])
-    ref->known[si] = expected_hash(r, s, ref->expected[si], ref->note[si], sizeof ref->note[si]) == 1 ? 1 : -1;
+    ref->known[si] =
+        expected_hash(r, s, ref->expected[si], ref->chain[si], ref->note[si], sizeof ref->note[si]) == 1 ? 1 : -1;
   const char *after = run_upstream_of(r->root, s);
-  if (ref->known[si] == 1 && strcmp(hash, ref->expected[si])) {
+  /* a keyed stage's rows each name what they were made from, and its hash
+   * names the plan of the moment: its shard is held to its settings chain */
+  int keyed = stage_is_keyed(s, r->root);
+  if (ref->known[si] == 1 && (keyed ? !chain || strcmp(chain, ref->chain[si]) : strcmp(hash, ref->expected[si]))) {
     if (after)
       snprintf(why, whylen,
                "its %s stage was made from other results of stage %s than %s holds now (a stale shard, from "
@@ -375,6 +401,7 @@ out:
   }
   free(stage);
   free(hash);
+  free(chain);
   free(settings);
   free(workflow);
   free(shard);

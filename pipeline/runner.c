@@ -243,6 +243,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     else if (all_todo == 0 && n_chunks > 0)
       progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
                    n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
+    else if (n_chunks == 0 && stage_is_keyed(s, r->root))
+      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run", label);
   }
 
   int ret = SE3_EXIT_OK;
@@ -338,7 +340,7 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
  * database closed for rank 0 to fold in. Collective: every process calls
  * it once rank 0 has sent RUN_ORDER_SPREAD. A process > 0 prints its own
  * failure; rank 0's is left in w->err. Returns SE3_EXIT_*. */
-static int share_stage(struct run *w, const struct stage *s, const char *hash) {
+static int share_stage(struct run *w, const struct stage *s, const char *hash, const char *chain) {
   const struct se3_comm *comm = w->comm;
   int rank = comm_rank(comm), n = comm_size(comm);
   char settings[17], path[PATH_MAX + 96], up[PATH_MAX + 32];
@@ -375,11 +377,11 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash) {
       char when[32];
       now_iso(when, sizeof when);
       if (run_exec(w,
-                   "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, "
-                   "updated) VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
-                   "config_hash=excluded.config_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
-                   "updated=excluded.updated",
-                   s->name, hash, settings, (long long)n_chunks, (long long)n_items, when))
+                   "INSERT INTO stage_state(stage, config_hash, settings_hash, chain_hash, n_chunks, n_items, "
+                   "finalized, updated) VALUES(%Q,%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
+                   "config_hash=excluded.config_hash, chain_hash=excluded.chain_hash, n_chunks=excluded.n_chunks, "
+                   "n_items=excluded.n_items, updated=excluded.updated",
+                   s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when))
         st = STAGE_ERROR;
     }
   }
@@ -400,13 +402,47 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash) {
 }
 
 /* A process of rank > 0 in a shared stage (share_stage), in its run r. */
-static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64) {
-  char hash[17];
+static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64, uint64_t chain64) {
+  char hash[17], chain[17];
   snprintf(hash, sizeof hash, "%016" PRIx64, hash64);
-  share_stage(r, s, hash);
+  snprintf(chain, sizeof chain, "%016" PRIx64, chain64);
+  share_stage(r, s, hash, chain);
   r->src = "main";
   r->shard = 0;
   r->n_shards = 1;
+}
+
+/* A keyed stage whose settings chain changed (its settings, or those of a
+ * stage before it) loses all its rows before it plans: its begin then
+ * plans every molecule. 0, or -1 with r->err set. */
+static int discard_keyed(struct run *r, int si, const struct run_upstream *up) {
+  const struct stage *s = run_all_stages[si];
+  char settings[17], chain[17];
+  run_settings_hash(r->root, s, settings);
+  run_chain_hash(r->root, s, up->chain, chain);
+  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+  /* (a stage of an earlier se3screen has no chain: kept when its own
+   * settings are, its rows judged one by one) */
+  int discard = old && (old_chain ? strcmp(old_chain, chain) != 0 : strcmp(old_settings ? old_settings : "", settings) != 0);
+  int ret = 0;
+  if (discard) {
+    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
+                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "what it is made from",
+                 n_done, n_done == 1 ? "" : "s");
+    if (run_exec(r, "BEGIN IMMEDIATE")) {
+      ret = -1;
+    } else if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
+      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+      ret = -1;
+    }
+  }
+  free(old);
+  free(old_chain);
+  free(old_settings);
+  return ret;
 }
 
 static int run_stage(struct run *r, int si) {
@@ -416,8 +452,9 @@ static int run_stage(struct run *r, int si) {
   struct stage_ctx *ctx = &rc.ctx;
 
   int64_t n_chunks = 0, n_items = 0;
-  uint64_t upstream = 0;
-  if (run_check_upstream(r, s, &upstream)) return SE3_EXIT_FAILED;
+  struct run_upstream up;
+  if (run_check_upstream(r, s, &up)) return SE3_EXIT_FAILED;
+  if (stage_is_keyed(s, r->root) && discard_keyed(r, si, &up)) return SE3_EXIT_FAILED;
   /* A collective stage: the other processes begin it with this one. */
   int collective = r->comm && s->serve;
   ctx->comm = collective ? r->comm : NULL;
@@ -446,39 +483,60 @@ static int run_stage(struct run *r, int si) {
     if (s->end) s->end(ctx);
     return SE3_EXIT_FAILED;
   }
-  char settings[17], hash[17], with_inputs[17];
+  char settings[17], hash[17], chain[17];
   run_settings_hash(r->root, s, settings);
-  run_fold_hash(settings, ctx->inputs_hash, with_inputs);
-  run_fold_hash(with_inputs, upstream, hash);
+  run_stage_hashes(r->root, s, ctx->inputs_hash, &up, hash, chain);
+  int keyed = stage_is_keyed(s, r->root);
 
-  /* A changed configuration discards this stage and everything downstream. */
+  /* A changed configuration discards this stage's rows: all of them, or for
+   * a keyed stage (whose rows each name what they were made from) only when
+   * its settings chain changed; a new plan of a keyed stage drops the
+   * ledger of the old one, and prune the rows no longer wanted. The stages
+   * after it judge for themselves when they run; until then they are not
+   * finished. */
   char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
   long long stale =
       run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
   int ret = SE3_EXIT_FAILED;
   if (run_exec(r, "BEGIN IMMEDIATE")) goto out;
-  if ((old && strcmp(old, hash)) || stale > 0) {
+  /* (a keyed stage's were discarded before it planned: discard_keyed) */
+  int discard = !keyed && ((old && strcmp(old, hash)) || stale > 0);
+  if (discard) {
     long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
-    char down[256] = "";
-    for (int i = si + 1; i < N_STAGES; i++)
-      snprintf(down + strlen(down), sizeof down - strlen(down), "%s%s", i > si + 1 ? ", " : "",
-               run_all_stages[i]->name);
-    char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
-    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s%s%s", s->name,
+    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
-                 : run_upstream_of(r->root, s)                  ? "the upstream stage's output"
+                 : run_upstream_of(r->root, s)                  ? "what it is made from"
                                                                 : "an input file",
-                 n_done, n_done == 1 ? "" : "s", down[0] ? " and the downstream stages: " : "", down);
-    free(old_settings);
-    if (run_clear_from(r, si)) goto rollback;
+                 n_done, n_done == 1 ? "" : "s");
+    if (run_clear_stage(r, si)) goto rollback;
+  } else if (keyed && stale > 0) {
+    if (run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash)) goto rollback;
   }
+  int64_t n_pruned = 0;
+  if (keyed && s->prune && !strcmp(r->src, "main")) {
+    if (s->prune(ctx, &n_pruned) != STAGE_OK) {
+      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+      goto rollback;
+    }
+    if (n_pruned > 0)
+      progress_log(NULL, "%s: %lld row%s of molecules changed or gone deleted", s->name, (long long)n_pruned,
+                   n_pruned == 1 ? "" : "s");
+  }
+  /* (a keyed stage with nothing to do and nothing deleted changed nothing,
+   * whatever its plan's hash) */
+  int changed = keyed ? n_chunks > 0 || n_pruned > 0 : discard || !old;
+  if (changed && run_unfinish_after(r, si)) goto rollback;
   char when[32];
   now_iso(when, sizeof when);
   if (run_exec(r,
-               "INSERT INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, finalized, updated) "
-               "VALUES(%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET n_chunks=excluded.n_chunks, "
-               "n_items=excluded.n_items, updated=excluded.updated",
-               s->name, hash, settings, (long long)n_chunks, (long long)n_items, when) ||
+               "INSERT INTO stage_state(stage, config_hash, settings_hash, chain_hash, n_chunks, n_items, finalized, "
+               "updated) VALUES(%Q,%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
+               "config_hash=excluded.config_hash, settings_hash=excluded.settings_hash, "
+               "chain_hash=excluded.chain_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
+               "finalized=CASE WHEN config_hash=excluded.config_hash THEN finalized ELSE 0 END, "
+               "updated=excluded.updated",
+               s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when) ||
       run_exec(r, "COMMIT"))
     goto rollback;
 
@@ -492,7 +550,8 @@ static int run_stage(struct run *r, int si) {
      * begun here on screen.db has done its part. */
     if (s->end) s->end(ctx);
     ctx->state = NULL;
-    struct stage_order o = {.op = RUN_ORDER_SPREAD, .i = {si, (int64_t)strtoull(hash, NULL, 16)}};
+    struct stage_order o = {.op = RUN_ORDER_SPREAD,
+                            .i = {si, (int64_t)strtoull(hash, NULL, 16), (int64_t)strtoull(chain, NULL, 16)}};
     struct stage_ctx bare = {.comm = r->comm};
     if (stage_order(&bare, &o)) {
       snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
@@ -504,7 +563,7 @@ static int run_stage(struct run *r, int si) {
     memcpy(w.workdir, r->workdir, sizeof w.workdir);
     memcpy(w.workflow_dir, r->workflow_dir, sizeof w.workflow_dir);
     memcpy(w.host, r->host, sizeof w.host);
-    ret = share_stage(&w, s, hash);
+    ret = share_stage(&w, s, hash, chain);
     if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
     if (ret == SE3_EXIT_OK && run_fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
   } else {
@@ -526,6 +585,7 @@ rollback:
   sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
 out:
   free(old);
+  free(old_settings);
   if (collective && stage_serve_end(ctx) && ret == SE3_EXIT_OK) {
     snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", s->name);
     ret = SE3_EXIT_FAILED;
@@ -560,7 +620,7 @@ static int run_follow(const struct run_opts *o) {
       return (int)ord.i[0];
     }
     if (ord.op == RUN_ORDER_SPREAD && ord.i[0] >= 0 && ord.i[0] < N_STAGES && r.root) {
-      follow_spread(&r, run_all_stages[ord.i[0]], (uint64_t)ord.i[1]);
+      follow_spread(&r, run_all_stages[ord.i[0]], (uint64_t)ord.i[1], (uint64_t)ord.i[2]);
       continue;
     }
     if (ord.op != RUN_ORDER_STAGE || ord.i[0] < 0 || ord.i[0] >= N_STAGES || !r.root) {

@@ -81,8 +81,13 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s);
 /* SQL from a format (sqlite3_mprintf's) on r's database: 0, or -1 with r->err set. */
 int run_exec(struct run *r, const char *fmt, ...);
+/* Delete everything stage i wrote (its tables, rejects, ledger and state). */
+int run_clear_stage(struct run *r, int i);
 /* Delete everything stage `first` and the stages after it wrote. */
 int run_clear_from(struct run *r, int first);
+/* The stages after stage i are not finished (their rows kept): they run
+ * again, and judge what to redo, before a stage after them reads them. */
+int run_unfinish_after(struct run *r, int i);
 /* The first column of the first row (malloc'd; NULL for none or an error),
  * and as an integer (dflt for none or an error). */
 char *run_query_text(sqlite3 *db, const char *fmt, ...);
@@ -91,9 +96,26 @@ long long run_query_int(sqlite3 *db, long long dflt, const char *fmt, ...);
 void run_fold_hash(const char hex[17], uint64_t extra, char out[17]);
 /* The hash of what a stage was asked to do: its configuration and the chunk size. */
 void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]);
-/* The upstream stage finished where s reads it, its config hash into
- * *upstream; 0, or -1 with r->err set. */
-int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream);
+/* A stage's settings chain: its configuration without the sets, the chunk
+ * size, and the chain of the stage it reads (up_chain; 0 for none). A
+ * keyed stage (struct stage's keyed) discards its rows only when it changes. */
+void run_chain_hash(const struct cfg_node *root, const struct stage *s, uint64_t up_chain, char out[17]);
+/* What a stage's hashes take from the stage it reads (the same in both
+ * fields): that stage's config hash, what it made whole; or where it is
+ * keyed (its config hash names only its last plan) or its rows' content is
+ * recorded row by row after it (struct stage's content_per_row), its
+ * settings chain, the stage reading it keying or fingerprinting what it
+ * reads itself. */
+struct run_upstream {
+  uint64_t content, chain;
+};
+/* Stage s's config hash (the ledger's: a keyed stage's chain and plan
+ * (inputs); another's settings, inputs and upstream content) and chain. */
+void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64_t inputs,
+                      const struct run_upstream *up, char hash[17], char chain[17]);
+/* The upstream stage finished where s reads it, what its hashes say into
+ * *up; 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up);
 /* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* Stage s's context in run r (its database, whatever r has open). */

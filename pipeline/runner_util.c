@@ -106,29 +106,39 @@ int run_exec(struct run *r, const char *fmt, ...) {
   return rc;
 }
 
+int run_clear_stage(struct run *r, int i) {
+  const struct stage *s = run_all_stages[i];
+  char *tables = strdup(s->tables);
+  if (!tables) {
+    snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
+    return -1;
+  }
+  for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+    if (run_exec(r, "DELETE FROM \"%w\"", t)) {
+      free(tables);
+      return -1;
+    }
+  }
+  free(tables);
+  if (run_exec(r,
+               "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
+               "DELETE FROM stage_state WHERE stage=%Q",
+               s->name, s->name, s->name))
+    return -1;
+  if (s->meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->meta_key)) return -1;
+  return 0;
+}
+
 /* Delete everything stage i and the stages after it wrote. */
 int run_clear_from(struct run *r, int first) {
-  for (int i = first; i < N_STAGES; i++) {
-    const struct stage *s = run_all_stages[i];
-    char *tables = strdup(s->tables);
-    if (!tables) {
-      snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
-      return -1;
-    }
-    for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-      if (run_exec(r, "DELETE FROM \"%w\"", t)) {
-        free(tables);
-        return -1;
-      }
-    }
-    free(tables);
-    if (run_exec(r,
-                 "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
-                 "DELETE FROM stage_state WHERE stage=%Q",
-                 s->name, s->name, s->name))
-      return -1;
-    if (s->meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->meta_key)) return -1;
-  }
+  for (int i = first; i < N_STAGES; i++)
+    if (run_clear_stage(r, i)) return -1;
+  return 0;
+}
+
+int run_unfinish_after(struct run *r, int i) {
+  for (int k = i + 1; k < N_STAGES; k++)
+    if (run_exec(r, "UPDATE stage_state SET finalized=0 WHERE stage=%Q", run_all_stages[k]->name)) return -1;
   return 0;
 }
 
@@ -171,11 +181,31 @@ void run_settings_hash(const struct cfg_node *root, const struct stage *s, char 
   run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
 }
 
+void run_chain_hash(const struct cfg_node *root, const struct stage *s, uint64_t up_chain, char out[17]) {
+  char cfg[17], with_chunks[17];
+  cfg_stage_hash(root, s->name, 0, cfg);
+  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), with_chunks);
+  run_fold_hash(with_chunks, up_chain, out);
+}
+
+void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64_t inputs,
+                      const struct run_upstream *up, char hash[17], char chain[17]) {
+  run_chain_hash(root, s, up->chain, chain);
+  if (stage_is_keyed(s, root)) {
+    run_fold_hash(chain, inputs, hash);
+  } else {
+    char settings[17], with_inputs[17];
+    run_settings_hash(root, s, settings);
+    run_fold_hash(settings, inputs, with_inputs);
+    run_fold_hash(with_inputs, up->content, hash);
+  }
+}
+
 /* A stage that reads another's tables needs that stage finished (finalized)
- * in the database it reads; its config hash then joins this stage's, so
- * redoing the upstream stage redoes this one. 0, or -1 with r->err set. */
-int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream) {
-  *upstream = 0;
+ * in the database it reads; what that stage's hashes say then joins this
+ * stage's (struct run_upstream). 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up) {
+  up->content = up->chain = 0;
   const char *after = run_upstream_of(r->root, s);
   if (!after) return 0;
   const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
@@ -197,8 +227,17 @@ int run_check_upstream(struct run *r, const struct stage *s, uint64_t *upstream)
     return -1;
   }
   char *hash = run_query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  *upstream = se3_hash_str(SE3_HASH_INIT, hash ? hash : "");
+  char *chain = run_query_text(r->st.db, "SELECT chain_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
+  int ui = run_stage_index(after);
+  /* After a keyed stage, or one whose rows' content the stages after it
+   * record row by row, its settings chain (a database of an earlier
+   * se3screen has none: the config hash stands in); after another, its
+   * config hash: what it made, whole. */
+  const char *ch = chain ? chain : hash ? hash : "";
+  int by_row = ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || run_all_stages[ui]->content_per_row);
+  up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row ? ch : hash ? hash : "");
   free(hash);
+  free(chain);
   return 0;
 }
 

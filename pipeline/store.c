@@ -221,6 +221,22 @@ static const char schema_v7_sql[] =
     "ALTER TABLE rejects ADD COLUMN atom INTEGER; -- the 1-based atom the reason concerns, numbered as in the molecule checked (the input's order, added hydrogens after it); NULL when none\n"
     "ALTER TABLE rejects ADD COLUMN detail TEXT; -- the specifics (\"atoms 3 and 7 are 0.42 Å apart (< 0.5)\"); NULL when the reason says all\n";
 
+/* Version 8 (issue 35): work keyed by what it depends on. A molecule's
+ * content hash, and beside every graph, basis and score the hash of the
+ * molecule it was made from, so that a rerun keeps the rows whose molecule
+ * is unchanged and redoes only the others; a reject of those stages names
+ * its molecule the same way; a stage's settings chain (its settings and
+ * those of the stages before it) decides when all of a stage's rows go. */
+static const char schema_v8_sql[] =
+    "ALTER TABLE molecules ADD COLUMN mol_hash INTEGER; -- 64-bit hash of mol (the blob); NULL in rows written before version 8\n"
+    "ALTER TABLE graphs ADD COLUMN mol_hash INTEGER; -- molecules.mol_hash of the molecule it was built from: a rerun rebuilds the graph when they differ\n"
+    "ALTER TABLE bases ADD COLUMN mol_hash INTEGER; -- graphs.mol_hash of the graph it was computed from\n"
+    "ALTER TABLE scores ADD COLUMN mol_hash INTEGER; -- graphs.mol_hash of the graph scored: a rerun scores the molecule again when they differ\n"
+    "ALTER TABLE rejects ADD COLUMN mol_id INTEGER; -- graph, basis, score: the molecule rejected (molecules.id); NULL for ingest\n"
+    "ALTER TABLE rejects ADD COLUMN mol_hash INTEGER; -- graph, basis, score: its molecules.mol_hash then: the reject stands while the molecule is unchanged\n"
+    "CREATE INDEX rejects_mol ON rejects(stage, mol_id);\n"
+    "ALTER TABLE stage_state ADD COLUMN chain_hash TEXT; -- hash of the stage's settings and those of the stages before it, without the inputs: a change discards the stage's rows\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -229,6 +245,7 @@ static const char *const migrations[] = {
     /* to version 5 */ schema_v5_sql,
     /* to version 6 */ schema_v6_sql,
     /* to version 7 */ schema_v7_sql,
+    /* to version 8 */ schema_v8_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -2,8 +2,10 @@
  * degree pairs up to max_degree, in the graph's edge order, stored as fp32,
  * fp16 or bf16 (models/basis.h has the blob layout).
  *
- * Plan: the ids of `graphs`, ascending, in chunks of run.chunk_size, as in
- * the graph stage.
+ * Plan: the ids of the graphs without a basis of their present contents
+ * (bases.mol_hash is the graph's when it was computed), ascending, in chunks
+ * of run.chunk_size; prune deletes the bases of graphs gone or changed, as
+ * in the graph stage.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -38,13 +40,19 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);
   b->max_blob = sqlite3_limit(ctx->db, SQLITE_LIMIT_LENGTH, -1);
-  char *plan = sqlite3_mprintf("SELECT mol_id FROM \"%w\".graphs ORDER BY mol_id", ctx->src);
+  /* the graphs without a basis of their present contents, or a reject of it */
+  char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g WHERE NOT EXISTS (SELECT 1 FROM \"%w\".bases b "
+                               "WHERE b.mol_id = g.mol_id AND b.mol_hash IS g.mol_hash) AND NOT EXISTS (SELECT 1 FROM "
+                               "\"%w\".rejects r WHERE r.stage = 'basis' AND r.mol_id = g.mol_id AND r.mol_hash IS "
+                               "g.mol_hash) ORDER BY g.mol_id",
+                               ctx->src, ctx->src, ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &b->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
+  ctx->inputs_hash = b->plan.hash;
   *n_items = b->plan.n;
   if (stage_graph_settings(ctx, &b->gs)) return STAGE_ERROR;
-  b->select = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN " FROM \"%w\".graphs g JOIN \"%w\".molecules m "
+  b->select = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m "
                               "ON m.id = g.mol_id WHERE g.mol_id BETWEEN ?1 AND ?2 ORDER BY g.mol_id",
                               ctx->src, ctx->src);
   return b->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
@@ -77,8 +85,8 @@ static void basis_compute(const void *state, struct stage_item *it) {
 static int basis_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {
   struct bstage *b = ctx->state;
   if (!b->insert && sqlite3_prepare_v2(ctx->db,
-                                       "INSERT OR REPLACE INTO bases(mol_id, n_edges, max_degree, dtype, chunk, basis) "
-                                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                                       "INSERT OR REPLACE INTO bases(mol_id, n_edges, max_degree, dtype, chunk, basis, "
+                                       "mol_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                                        -1, &b->insert, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "preparing the basis insert");
   sqlite3_reset(b->insert);
@@ -88,6 +96,10 @@ static int basis_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
   sqlite3_bind_text(b->insert, 4, b->dtype_name, -1, SQLITE_STATIC);
   sqlite3_bind_int64(b->insert, 5, chunk);
   sqlite3_bind_blob64(b->insert, 6, it->out, it->out_len, SQLITE_STATIC);
+  if (it->has_hash)
+    sqlite3_bind_int64(b->insert, 7, it->mol_hash);
+  else
+    sqlite3_bind_null(b->insert, 7);
   int rc = sqlite3_step(b->insert);
   sqlite3_clear_bindings(b->insert);
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a basis");
@@ -109,6 +121,16 @@ static void basis_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* The bases (and rejects) of graphs gone or changed. */
+static int basis_prune(struct stage_ctx *ctx, int64_t *n) {
+  return stage_prune_sql(ctx,
+                         "DELETE FROM bases WHERE NOT EXISTS (SELECT 1 FROM graphs g WHERE g.mol_id = bases.mol_id "
+                         "AND g.mol_hash IS bases.mol_hash);"
+                         "DELETE FROM rejects WHERE stage = 'basis' AND NOT EXISTS (SELECT 1 FROM graphs g WHERE "
+                         "g.mol_id = rejects.mol_id AND g.mol_hash IS rejects.mol_hash)",
+                         "deleting the bases of graphs changed or gone", n);
+}
+
 /* merge: a shard's hash is the settings' and the upstream stage's */
 static int basis_merge_hash(const struct cfg_node *root) {
   (void)root;
@@ -118,6 +140,8 @@ static int basis_merge_hash(const struct cfg_node *root) {
 const struct stage stage_basis = {
     .name = "basis",
     .tables = "bases",
+    .keyed = stage_keyed_always,
+    .prune = basis_prune,
     .uses_sets = 0,
     .after = "graph",
     .optional = 1, /* train and score recompute bases from the graphs; stored ones are not read */

@@ -53,8 +53,9 @@ int stage_writer(const struct stage_ctx *ctx) { return comm_rank(ctx->comm) == 0
 
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason) {
   char *sql = sqlite3_mprintf(
-      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason) "
-      "SELECT ?1, set_name, source_file, record_no, NULL, name, ?2, ?3 FROM \"%w\".molecules WHERE id=?4",
+      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, mol_id, "
+      "mol_hash) SELECT ?1, set_name, source_file, record_no, NULL, name, ?2, ?3, id, mol_hash "
+      "FROM \"%w\".molecules WHERE id=?4",
       ctx->src ? ctx->src : "main");
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
@@ -79,6 +80,7 @@ void stage_ids_free(struct stage_ids *p) {
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks) {
   memset(p, 0, sizeof *p);
   p->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
+  p->hash = SE3_HASH_INIT;
   sqlite3_stmt *st = NULL;
   if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) return stage_sql_fail(ctx, "planning");
   if (param) sqlite3_bind_text(st, 1, param, -1, SQLITE_TRANSIENT);
@@ -95,7 +97,9 @@ int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, st
       }
       p->ids = grown;
     }
-    p->ids[p->n++] = sqlite3_column_int64(st, 0);
+    p->ids[p->n] = sqlite3_column_int64(st, 0);
+    p->hash = se3_hash_bytes(p->hash, &p->ids[p->n], sizeof p->ids[p->n]);
+    p->n++;
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
@@ -104,6 +108,23 @@ int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, st
   }
   *n_chunks = (p->n + p->chunk_size - 1) / p->chunk_size;
   return STAGE_OK;
+}
+
+int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n) {
+  int64_t before = sqlite3_total_changes64(ctx->db);
+  char *msg = NULL;
+  if (sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, msg ? msg : sqlite3_errmsg(ctx->db));
+    sqlite3_free(msg);
+    return STAGE_ERROR;
+  }
+  *n = sqlite3_total_changes64(ctx->db) - before;
+  return STAGE_OK;
+}
+
+int stage_keyed_always(const struct cfg_node *root) {
+  (void)root;
+  return 1;
 }
 
 static void items_clear(struct stage_item *it, int n) {
@@ -138,6 +159,7 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
   sqlite3_bind_int64(sel, 1, p->ids[lo]);
   sqlite3_bind_int64(sel, 2, p->ids[hi - 1]);
   int done_reading = 0;
+  int64_t next = lo; /* the plan's next id */
   while (!done_reading && ret == STAGE_OK) {
     if (*ctx->stop) {
       ret = STAGE_STOPPED;
@@ -154,8 +176,14 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
         ret = stage_sql_fail(ctx, "reading the chunk");
         break;
       }
+      int64_t id = sqlite3_column_int64(sel, 0);
+      while (next < hi && p->ids[next] < id)
+        next++;
+      if (next >= hi || p->ids[next] != id) continue; /* between the plan's ids, not in it: done already */
       struct stage_item *it = &items[n++];
-      it->id = sqlite3_column_int64(sel, 0);
+      it->id = id;
+      it->has_hash = sqlite3_column_count(sel) > 2 && sqlite3_column_type(sel, 2) != SQLITE_NULL;
+      it->mol_hash = it->has_hash ? sqlite3_column_int64(sel, 2) : 0;
       it->in_len = (size_t)sqlite3_column_bytes(sel, 1);
       it->in = malloc(it->in_len ? it->in_len : 1);
       if (!it->in) {

@@ -2,8 +2,12 @@
  * molecule with node and edge features and relative positions (chem/graph.h
  * has the blob layout).
  *
- * Plan: the molecule ids, ascending, in chunks of run.chunk_size; every shard
- * sees the same ids, so chunk c is the same molecules everywhere. A molecule
+ * Plan: the ids of the molecules without a graph of their present contents
+ * (graphs.mol_hash is the molecule's hash when it was built), ascending, in
+ * chunks of run.chunk_size; every shard sees the same ids, so chunk c is
+ * the same molecules everywhere. A rerun after a change of the inputs
+ * builds only the graphs of new or changed molecules; prune deletes those
+ * of molecules gone or changed (struct stage's keyed). A molecule
  * whose graph cannot be built (no 3D coordinates, too many edges) becomes a
  * reject of this stage; the others go on.
  *
@@ -47,12 +51,19 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const struct cfg_node *c = ctx->cfg;
   g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
-  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules ORDER BY id", ctx->src);
+  /* the molecules without a graph of their present contents, or a reject of it */
+  char *plan = sqlite3_mprintf("SELECT m.id FROM \"%w\".molecules m WHERE NOT EXISTS (SELECT 1 FROM \"%w\".graphs g "
+                               "WHERE g.mol_id = m.id AND g.mol_hash IS m.mol_hash) AND NOT EXISTS (SELECT 1 FROM "
+                               "\"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND r.mol_hash IS "
+                               "m.mol_hash) ORDER BY m.id",
+                               ctx->src, ctx->src, ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
+  ctx->inputs_hash = g->plan.hash;
   *n_items = g->plan.n;
-  g->select = sqlite3_mprintf("SELECT id, mol FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id", ctx->src);
+  g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+                              ctx->src);
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
@@ -83,8 +94,8 @@ static void graph_compute(const void *state, struct stage_item *it) {
 static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {
   struct gstage *g = ctx->state;
   if (!g->insert && sqlite3_prepare_v2(ctx->db,
-                                       "INSERT OR REPLACE INTO graphs(mol_id, n_nodes, n_edges, chunk, graph) "
-                                       "VALUES(?1, ?2, ?3, ?4, ?5)",
+                                       "INSERT OR REPLACE INTO graphs(mol_id, n_nodes, n_edges, chunk, graph, "
+                                       "mol_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
                                        -1, &g->insert, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "preparing the graph insert");
   sqlite3_reset(g->insert);
@@ -96,6 +107,10 @@ static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
     sqlite3_bind_blob64(g->insert, 5, it->out, it->out_len, SQLITE_STATIC);
   else
     sqlite3_bind_zeroblob(g->insert, 5, 0); /* store: false, rebuilt where it is read */
+  if (it->has_hash)
+    sqlite3_bind_int64(g->insert, 6, it->mol_hash);
+  else
+    sqlite3_bind_null(g->insert, 6);
   int rc = sqlite3_step(g->insert);
   sqlite3_clear_bindings(g->insert);
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a graph");
@@ -128,6 +143,16 @@ static void graph_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* The graphs (and rejects) of molecules gone or changed. */
+static int graph_prune(struct stage_ctx *ctx, int64_t *n) {
+  return stage_prune_sql(ctx,
+                         "DELETE FROM graphs WHERE NOT EXISTS (SELECT 1 FROM molecules m WHERE m.id = graphs.mol_id "
+                         "AND m.mol_hash IS graphs.mol_hash);"
+                         "DELETE FROM rejects WHERE stage = 'graph' AND NOT EXISTS (SELECT 1 FROM molecules m WHERE "
+                         "m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash)",
+                         "deleting the graphs of molecules changed or gone", n);
+}
+
 /* merge: a shard's hash is the settings' and the upstream stage's */
 static int graph_merge_hash(const struct cfg_node *root) {
   (void)root;
@@ -137,6 +162,8 @@ static int graph_merge_hash(const struct cfg_node *root) {
 const struct stage stage_graph = {
     .name = "graph",
     .tables = "graphs",
+    .keyed = stage_keyed_always,
+    .prune = graph_prune,
     .uses_sets = 0,
     .after = "ingest",
     .blob_column = "graph",

@@ -887,8 +887,8 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
 
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT INTO molecules(id, set_name, source_file, record_no, name, smiles, inchikey, "
-                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol) "
-                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash) "
+                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
                          -1, &ins_mol, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, "INSERT INTO labels(mol_id, name, value) VALUES(?1,?2,?3)", -1, &ins_lab, NULL) !=
           SQLITE_OK ||
@@ -977,6 +977,9 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     sqlite3_bind_text(ins_mol, 12, j->mol.coords_gen3d ? "gen3d" : "input", -1, SQLITE_STATIC);
     sqlite3_bind_int64(ins_mol, 13, chunk);
     ctx->chunk_bytes += (int64_t)blen;
+    /* what the stages after this one key their rows by: the same molecule,
+     * the same hash, whichever run or shard stored it */
+    sqlite3_bind_int64(ins_mol, 15, (sqlite3_int64)se3_hash_bytes(SE3_HASH_INIT, blob, blen));
     sqlite3_bind_blob(ins_mol, 14, blob, (int)blen, free);
     if (sqlite3_step(ins_mol) != SQLITE_DONE) {
       ret = stage_sql_fail(ctx, "writing a molecule");
@@ -1170,4 +1173,5 @@ const struct stage stage_ingest = {
     .finalize = ingest_finalize,
     .end = ingest_end,
     .merge_hash = ingest_merge_hash,
+    .content_per_row = 1, /* molecules.mol_hash */
 };

@@ -111,6 +111,30 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   if (*n_items == 0)
     return stage_fail_at(ctx, NULL, "no scores for '%s': run the score stage first (or set stages.rank.target)",
                          r->target);
+  /* The ranks are keyed by the scores they rank (each with its molecule's
+   * hash) and what the hits show of each molecule: the score stage keeps
+   * the scores of unchanged molecules, so its plan says nothing of whether
+   * they changed. */
+  sql = sqlite3_mprintf("SELECT s.mol_id, s.model, s.score, s.std, s.mol_hash, s.model_hash, m.name, m.smiles, "
+                        "m.inchikey, m.set_name, m.source_file, m.record_no FROM \"%w\".scores s LEFT JOIN "
+                        "\"%w\".molecules m ON m.id = s.mol_id WHERE s.target = %Q ORDER BY s.mol_id, s.model",
+                        ctx->src, ctx->src, r->target);
+  uint64_t h = SE3_HASH_INIT;
+  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t v[2] = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 4)};
+    double d[2] = {sqlite3_column_double(st, 2), sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3)};
+    h = se3_hash_bytes(h, v, sizeof v);
+    h = se3_hash_bytes(h, d, sizeof d);
+    h = se3_hash_str(h, (const char *)sqlite3_column_text(st, 1));
+    for (int c = 5; c < 12; c++) /* and what the hits show of the molecule */
+      h = se3_hash_str(se3_hash_bytes(h, "|", 1), (const char *)sqlite3_column_text(st, c));
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the scores");
+  ctx->inputs_hash = h;
   return STAGE_OK;
 }
 

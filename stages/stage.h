@@ -46,7 +46,8 @@ struct stage_ctx {
   void *state;                 /* the stage's own data between begin and end */
   uint64_t inputs_hash;        /* set by begin: fingerprint of every file the stage
                                   reads (path and contents), folded into the
-                                  stage's config hash */
+                                  stage's config hash; a keyed stage's: its
+                                  plan's (struct stage's keyed) */
   int64_t chunk_bytes;         /* bytes of blobs the chunk in flight stored (the
                                   stage adds to it; the ledger keeps it) */
   const char *src;             /* schema of the upstream tables: "main", or "src"
@@ -141,7 +142,35 @@ struct stage {
   int (*folded_as_now)(sqlite3 *db, const struct cfg_node *root);
   /* A key of `meta` the stage's fold writes: deleted with its tables. */
   const char *meta_key;
+
+  /* Work keyed by what it depends on (graph, basis, score). 1 when, in this
+   * workflow, each of the stage's rows records the molecule (and model) it
+   * was made from, so that rows outlive a change of the stage's inputs: the
+   * stage's begin then plans only the molecules whose rows are missing or
+   * stale (and sets ctx->inputs_hash to that plan's fingerprint, which
+   * names its chunks in the ledger), and `prune`, called by the runner on
+   * the database it writes inside a transaction before the chunks, deletes
+   * the rows nothing wants any more (their molecule gone or changed). Such
+   * a stage's rows are all discarded only when its settings chain changes:
+   * its own settings or those of a stage before it. The stages after it
+   * fold its settings chain, not its plan, into their hashes, and read its
+   * rows' content themselves where they depend on it (train's data
+   * fingerprint, rank's scores). NULL or 0: the stage is redone whole when
+   * its configuration, its inputs or the stage before it change. */
+  int (*keyed)(const struct cfg_node *root);
+  /* 1: the stages after this one record, in each of their rows, the
+   * content of the row of this stage they were made from (ingest: a
+   * molecule's hash), so they fold this stage's settings chain, not its
+   * config hash, as they do after a keyed stage. */
+  int content_per_row;
+  /* The rows deleted, counted in *n (for the log). STAGE_OK or STAGE_ERROR. */
+  int (*prune)(struct stage_ctx *ctx, int64_t *n);
 };
+
+/* Whether stage s keys its work in this workflow (struct stage's keyed). */
+static inline int stage_is_keyed(const struct stage *s, const struct cfg_node *root) {
+  return s->keyed && s->keyed(root);
+}
 
 /* merge_hash's answers: the hash cannot be known by merge (the stage reads
  * files merge does not fingerprint); it is the settings' and the upstream
@@ -200,8 +229,15 @@ int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 struct stage_ids {
   int64_t *ids;
   int64_t n, chunk_size;
+  uint64_t hash; /* the ids' fingerprint (a keyed stage's plan: its ctx->inputs_hash) */
 };
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks);
+/* A keyed stage's prune: runs `sql` (statements that delete, with %w
+ * nowhere: the writer's own tables) and counts the rows they deleted into
+ * *n. STAGE_OK, or STAGE_ERROR naming `what`. */
+int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n);
+/* A keyed stage in every workflow (struct stage's keyed). */
+int stage_keyed_always(const struct cfg_node *root);
 void stage_ids_free(struct stage_ids *p);
 
 /* One molecule of a per-molecule map (stage_map_chunk). */
@@ -213,10 +249,13 @@ struct stage_item {
   size_t out_len;
   int64_t count[2]; /* ... and counts for its row (nodes, edges) */
   char reason[256]; /* set by compute instead: why the molecule is rejected */
+  sqlite3_int64 mol_hash; /* the select's third column (the molecule's hash), when it has one */
+  int has_hash;           /* 0: that column is NULL (a row of an earlier se3screen) or absent */
 };
 
-/* A per-molecule stage's chunk: reads (id, blob) rows for the chunk's ids with
- * `select_sql` (two parameters: the first and last id; rows in id order),
+/* A per-molecule stage's chunk: reads (id, blob[, mol_hash]) rows for the chunk's ids with
+ * `select_sql` (two parameters: the first and last id; rows in id order; rows
+ * between them that the plan leaves out are skipped),
  * runs compute on each (in parallel over OpenMP threads: compute must only
  * touch its item and read-only state) and store on each, in id order, in the
  * transaction the runner opened. Works through the chunk a few molecules at a
@@ -227,7 +266,8 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
                     int (*store)(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it), int64_t *n_ok,
                     int64_t *n_rejected);
 
-/* A reject row for molecule `id` (its set, file and record from molecules). */
+/* A reject row for molecule `id` (its set, file, record and hash from
+ * molecules: a keyed stage's reject stands while the molecule is unchanged). */
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
 
 /* ---- graphs, stored or rebuilt (chem/graph_settings.h) ------------------ */

@@ -447,6 +447,10 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                          t->set, t->tr.n, t->tr.n == 1 ? "" : "s", t->tr.target);
   if (make_split(ctx, t)) return STAGE_ERROR;
   t->tr.fingerprint = cfg_hash(se3_hash_bytes(t->tr.fingerprint, t->split, (size_t)t->tr.n), c);
+  /* The model is keyed by what it learns from (the molecules' ids and
+   * graphs, their labels, the split) and its settings: a change elsewhere
+   * (a library added, a label it does not learn) keeps it. */
+  ctx->inputs_hash = t->tr.fingerprint;
   t->tr.base = calloc((size_t)t->tr.n, sizeof *t->tr.base);
   if (!t->tr.base) return stage_fail_at(ctx, NULL, "out of memory");
   if (t->tr.atomref && se3_trainer_fit_atomref(&t->tr, t->counts))

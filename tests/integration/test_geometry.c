@@ -208,7 +208,7 @@ Test(geometry, config_changes_redo_the_right_stages) {
   char *db = run_ok(dir, wf);
   char *out = NULL;
   char *ingest0 = tu_query(db, "SELECT started, finished FROM stage_chunks WHERE stage='ingest' ORDER BY chunk");
-  char *graph0 = tu_query(db, "SELECT started, finished, config_hash FROM stage_chunks WHERE stage='graph'");
+  char *graph0 = tu_query(db, "SELECT mol_id, chunk, mol_hash, n_edges FROM graphs ORDER BY mol_id");
   long long e0 = tu_query_int(db, "SELECT sum(n_edges) FROM graphs");
   long long b0 = tu_query_int(db, "SELECT sum(length(basis)) FROM bases");
   tu_sleep(1.1); /* timestamps have 1 s resolution */
@@ -219,7 +219,7 @@ Test(geometry, config_changes_redo_the_right_stages) {
   cr_assert(strstr(out, "basis: the configuration changed"), "%s", out);
   cr_assert_null(strstr(out, "graph: the configuration changed"), "%s", out);
   free(out);
-  char *graph1 = tu_query(db, "SELECT started, finished, config_hash FROM stage_chunks WHERE stage='graph'");
+  char *graph1 = tu_query(db, "SELECT mol_id, chunk, mol_hash, n_edges FROM graphs ORDER BY mol_id");
   cr_assert_str_eq(graph1, graph0, "the graph stage was redone");
   long long n = tu_query_int(db, "SELECT count(*) FROM bases");
   cr_assert_eq(tu_query_int(db, "SELECT sum(length(basis)) FROM bases"), (b0 - 24 * n) / 2 + 24 * n,
@@ -229,9 +229,8 @@ Test(geometry, config_changes_redo_the_right_stages) {
   free(wf);
   wf = write_wf(dir, sdf, "workers: 1", "edges: radius, cutoff: 2.0", "max_degree: 2, dtype: bf16");
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
-  cr_assert(strstr(out, "graph: the configuration changed since the last run; discarding its 2 finished chunks "
-                        "and the downstream stages: basis"),
-            "%s", out);
+  cr_assert(strstr(out, "graph: the configuration changed since the last run; discarding its"), "%s", out);
+  cr_assert(strstr(out, "basis: what it is made from changed since the last run; discarding its"), "%s", out);
   free(out);
   cr_assert_lt(tu_query_int(db, "SELECT sum(n_edges) FROM graphs"), e0);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs g JOIN bases b USING(mol_id) WHERE g.n_edges<>b.n_edges"),

@@ -148,7 +148,7 @@ Test(store, version_1_database_is_migrated_forward) {
                5);
   cr_assert_eq(store_int(s.db, "SELECT n_bytes FROM stage_chunks", -1), 0);
   cr_assert_eq(store_int(s.db, "SELECT count(*) FROM molecules WHERE inchikey='KEY'", 0), 1);
-  cr_assert_eq(store_exec(s.db, "INSERT INTO graphs VALUES(1000000001, 5, 8, 0, x'00')", err, sizeof err), 0, "%s",
+  cr_assert_eq(store_exec(s.db, "INSERT INTO graphs(mol_id, n_nodes, n_edges, chunk, graph) VALUES(1000000001, 5, 8, 0, x'00')", err, sizeof err), 0, "%s",
                err);
   store_close(&s);
   free(p);
