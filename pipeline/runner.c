@@ -162,6 +162,13 @@ static void finish_run(struct run *r, int ret) {
            r->err[0] ? r->err : NULL, r->run_id);
 }
 
+/* Whether a keyed stage's plan has a chunk with work (ctx->chunk_needed). */
+static int any_needed(const struct stage_ctx *ctx, int64_t n_chunks) {
+  for (int64_t c = 0; ctx->chunk_needed && c < n_chunks; c++)
+    if (ctx->chunk_needed[c]) return 1;
+  return 0;
+}
+
 /* This process's chunks of stage s: those with chunk % n_shards == shard
  * that the ledger does not list as done, in increasing order, each in its
  * own transaction with its ledger row. together: the processes of a
@@ -183,7 +190,13 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
     return SE3_EXIT_FAILED;
   }
-  {
+  if (ctx->chunk_needed) {
+    /* a keyed stage: the chunks with work are what its plan marks (its
+     * ledger only tells what was done, chunk by chunk, last) */
+    for (int64_t c = 0; c < n_chunks; c++)
+      done[c] = !ctx->chunk_needed[c];
+    done_items = ctx->items_done;
+  } else {
     int also_src = together && strcmp(r->src, "main");
     char *sql = sqlite3_mprintf("SELECT chunk, max(n) FROM (SELECT chunk, n_ok + n_rejected AS n FROM stage_chunks "
                                 "WHERE stage=?1%s) GROUP BY chunk",
@@ -240,11 +253,12 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
                    "%s: no chunk for this task: the stage has %lld chunk%s and %d tasks share it (task %d takes "
                    "chunks %d, %d, ...); nothing to do",
                    label, (long long)n_chunks, n_chunks == 1 ? "" : "s", n_shards, shard, shard, shard + n_shards);
+    else if (all_todo == 0 && n_chunks > 0 && ctx->chunk_needed && !any_needed(ctx, n_chunks))
+      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run (%lld molecules)",
+                   label, (long long)done_items);
     else if (all_todo == 0 && n_chunks > 0)
       progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
                    n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
-    else if (n_chunks == 0 && stage_is_keyed(s, r->root))
-      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run", label);
   }
 
   int ret = SE3_EXIT_OK;
@@ -268,7 +282,7 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
       if (st == STAGE_OK) {
         now_iso(finished, sizeof finished);
         if (run_exec(r,
-                     "INSERT INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
+                     "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
                      "finished, n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
                      s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
                      (long long)n_rej, (long long)ctx->chunk_bytes) ||
@@ -454,7 +468,15 @@ static int run_stage(struct run *r, int si) {
   int64_t n_chunks = 0, n_items = 0;
   struct run_upstream up;
   if (run_check_upstream(r, s, &up)) return SE3_EXIT_FAILED;
-  if (stage_is_keyed(s, r->root) && discard_keyed(r, si, &up)) return SE3_EXIT_FAILED;
+  if (stage_is_keyed(s, r->root)) {
+    if (discard_keyed(r, si, &up)) return SE3_EXIT_FAILED;
+    /* Work that processes of an earlier data-parallel run left in their own
+     * databases, folded in before the plan asks what is missing (a keyed
+     * stage's hash is its chain: known before it plans). */
+    char chain[17];
+    run_chain_hash(r->root, s, up.chain, chain);
+    if (s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0) return SE3_EXIT_FAILED;
+  }
   /* A collective stage: the other processes begin it with this one. */
   int collective = r->comm && s->serve;
   ctx->comm = collective ? r->comm : NULL;
@@ -488,12 +510,11 @@ static int run_stage(struct run *r, int si) {
   run_stage_hashes(r->root, s, ctx->inputs_hash, &up, hash, chain);
   int keyed = stage_is_keyed(s, r->root);
 
-  /* A changed configuration discards this stage's rows: all of them, or for
-   * a keyed stage (whose rows each name what they were made from) only when
-   * its settings chain changed; a new plan of a keyed stage drops the
-   * ledger of the old one, and prune the rows no longer wanted. The stages
-   * after it judge for themselves when they run; until then they are not
-   * finished. */
+  /* A changed configuration discards this stage's rows (a keyed stage's,
+   * whose rows each name what they were made from, only when its settings
+   * chain changed: discard_keyed; its prune deletes the rows no longer
+   * wanted). A stage with work to do is not finished, nor, until they have
+   * run again and judged for themselves, are the stages after it. */
   char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
   char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
   long long stale =
@@ -510,8 +531,9 @@ static int run_stage(struct run *r, int si) {
                                                                 : "an input file",
                  n_done, n_done == 1 ? "" : "s");
     if (run_clear_stage(r, si)) goto rollback;
-  } else if (keyed && stale > 0) {
-    if (run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash)) goto rollback;
+  } else if (keyed && run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", s->name,
+                               (long long)n_chunks)) {
+    goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
   }
   int64_t n_pruned = 0;
   if (keyed && s->prune && !strcmp(r->src, "main")) {
@@ -523,9 +545,8 @@ static int run_stage(struct run *r, int si) {
       progress_log(NULL, "%s: %lld row%s of molecules changed or gone deleted", s->name, (long long)n_pruned,
                    n_pruned == 1 ? "" : "s");
   }
-  /* (a keyed stage with nothing to do and nothing deleted changed nothing,
-   * whatever its plan's hash) */
-  int changed = keyed ? n_chunks > 0 || n_pruned > 0 : discard || !old;
+  /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
+  int changed = keyed ? any_needed(ctx, n_chunks) || n_pruned > 0 : discard || !old;
   if (changed && run_unfinish_after(r, si)) goto rollback;
   char when[32];
   now_iso(when, sizeof when);
@@ -534,15 +555,15 @@ static int run_stage(struct run *r, int si) {
                "updated) VALUES(%Q,%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
                "config_hash=excluded.config_hash, settings_hash=excluded.settings_hash, "
                "chain_hash=excluded.chain_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
-               "finalized=CASE WHEN config_hash=excluded.config_hash THEN finalized ELSE 0 END, "
+               "finalized=CASE WHEN %d OR config_hash<>excluded.config_hash THEN 0 ELSE finalized END, "
                "updated=excluded.updated",
-               s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when) ||
+               s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when, changed) ||
       run_exec(r, "COMMIT"))
     goto rollback;
 
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */
-  if (s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
+  if (!keyed && s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
   int spread = r->comm && s->spread && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
   if (spread) {
     /* Every process, this one too, does its share in a database of its own
@@ -550,6 +571,7 @@ static int run_stage(struct run *r, int si) {
      * begun here on screen.db has done its part. */
     if (s->end) s->end(ctx);
     ctx->state = NULL;
+    ctx->chunk_needed = NULL; /* (the plan's, freed with it) */
     struct stage_order o = {.op = RUN_ORDER_SPREAD,
                             .i = {si, (int64_t)strtoull(hash, NULL, 16), (int64_t)strtoull(chain, NULL, 16)}};
     struct stage_ctx bare = {.comm = r->comm};
@@ -572,9 +594,11 @@ static int run_stage(struct run *r, int si) {
   if (ret != SE3_EXIT_OK) goto out;
   ret = SE3_EXIT_FAILED;
 
-  /* Finalize once every chunk of the stage is in this database. */
+  /* Finalize once every chunk of the stage is in this database (a keyed
+   * stage's without work count). */
   long long n_done =
       run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
+  if (keyed) n_done = n_chunks; /* (every chunk with work done here, or in the processes folded in) */
   long long finalized = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
   if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
     if (run_finalize(r, s, ctx)) goto out;

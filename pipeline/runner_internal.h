@@ -109,8 +109,8 @@ void run_chain_hash(const struct cfg_node *root, const struct stage *s, uint64_t
 struct run_upstream {
   uint64_t content, chain;
 };
-/* Stage s's config hash (the ledger's: a keyed stage's chain and plan
- * (inputs); another's settings, inputs and upstream content) and chain. */
+/* Stage s's config hash (the ledger's: a keyed stage's chain; another's
+ * settings, inputs and upstream content) and chain. */
 void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64_t inputs,
                       const struct run_upstream *up, char hash[17], char chain[17]);
 /* The upstream stage finished where s reads it, what its hashes say into

@@ -2,10 +2,10 @@
  * degree pairs up to max_degree, in the graph's edge order, stored as fp32,
  * fp16 or bf16 (models/basis.h has the blob layout).
  *
- * Plan: the ids of the graphs without a basis of their present contents
- * (bases.mol_hash is the graph's when it was computed), ascending, in chunks
- * of run.chunk_size; prune deletes the bases of graphs gone or changed, as
- * in the graph stage.
+ * Plan: the ids of `graphs`, ascending, in chunks as in the graph stage; a
+ * basis records the hash its graph's molecule had (bases.mol_hash), and a
+ * rerun redoes only the chunks holding a graph without a basis of its
+ * present contents; prune deletes the bases of graphs gone or changed.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -40,16 +40,19 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);
   b->max_blob = sqlite3_limit(ctx->db, SQLITE_LIMIT_LENGTH, -1);
-  /* the graphs without a basis of their present contents, or a reject of it */
-  char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g WHERE NOT EXISTS (SELECT 1 FROM \"%w\".bases b "
-                               "WHERE b.mol_id = g.mol_id AND b.mol_hash IS g.mol_hash) AND NOT EXISTS (SELECT 1 FROM "
-                               "\"%w\".rejects r WHERE r.stage = 'basis' AND r.mol_id = g.mol_id AND r.mol_hash IS "
-                               "g.mol_hash) ORDER BY g.mol_id",
-                               ctx->src, ctx->src, ctx->src);
+  char *plan = sqlite3_mprintf("SELECT mol_id FROM \"%w\".graphs ORDER BY mol_id", ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &b->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
-  ctx->inputs_hash = b->plan.hash;
+  /* the chunks with a graph without a basis of its present contents, or a reject of it */
+  char *pending = sqlite3_mprintf(
+      "SELECT g.mol_id FROM \"%w\".graphs g WHERE 1%z%z ORDER BY g.mol_id", ctx->src,
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".bases b WHERE b.mol_id = g.mol_id AND b.mol_hash IS g.mol_hash"),
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'basis' AND r.mol_id = g.mol_id AND "
+                        "r.mol_hash IS g.mol_hash"));
+  bad = stage_ids_pending(ctx, pending, NULL, 0, &b->plan);
+  sqlite3_free(pending);
+  if (bad) return STAGE_ERROR;
   *n_items = b->plan.n;
   if (stage_graph_settings(ctx, &b->gs)) return STAGE_ERROR;
   b->select = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m "

@@ -74,6 +74,8 @@ int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64
 
 void stage_ids_free(struct stage_ids *p) {
   free(p->ids);
+  free(p->start);
+  free(p->needed);
   memset(p, 0, sizeof *p);
 }
 
@@ -106,8 +108,70 @@ int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, st
     stage_ids_free(p);
     return stage_sql_fail(ctx, "planning");
   }
-  *n_chunks = (p->n + p->chunk_size - 1) / p->chunk_size;
+  /* chunks of chunk_size, each within one input file */
+  int64_t cap_c = p->n / (p->chunk_size > 0 ? p->chunk_size : 1) + 2;
+  p->start = malloc((size_t)cap_c * sizeof *p->start);
+  if (!p->start) {
+    stage_ids_free(p);
+    return stage_fail_at(ctx, NULL, "planning: out of memory");
+  }
+  for (int64_t i = 0; i < p->n; i++) {
+    int64_t c0 = p->n_chunks ? p->start[p->n_chunks - 1] : -1;
+    if (c0 >= 0 && i - c0 < p->chunk_size && p->ids[i] / STAGE_ID_STRIDE == p->ids[c0] / STAGE_ID_STRIDE) continue;
+    if (p->n_chunks + 1 >= cap_c) {
+      cap_c *= 2;
+      int64_t *grown = realloc(p->start, (size_t)cap_c * sizeof *grown);
+      if (!grown) {
+        stage_ids_free(p);
+        return stage_fail_at(ctx, NULL, "planning: out of memory");
+      }
+      p->start = grown;
+    }
+    p->start[p->n_chunks++] = i;
+  }
+  p->start[p->n_chunks] = p->n;
+  *n_chunks = p->n_chunks;
   return STAGE_OK;
+}
+
+int stage_ids_pending(struct stage_ctx *ctx, const char *sql, const char *const *params, int n_params,
+                      struct stage_ids *p) {
+  p->needed = calloc((size_t)p->n_chunks + 1, 1);
+  if (!p->needed) return stage_fail_at(ctx, NULL, "planning: out of memory");
+  p->n_needed = 0;
+  sqlite3_stmt *st = NULL;
+  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "planning what to redo");
+  for (int i = 0; i < n_params; i++)
+    sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_TRANSIENT);
+  int rc;
+  int64_t c = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(st, 0);
+    while (c < p->n_chunks && p->ids[p->start[c + 1] - 1] < id) /* the chunk that would hold it */
+      c++;
+    if (c < p->n_chunks && !p->needed[c]) {
+      p->needed[c] = 1;
+      p->n_needed += p->start[c + 1] - p->start[c];
+    }
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "planning what to redo");
+  ctx->chunk_needed = p->needed;
+  ctx->items_done = p->n - p->n_needed;
+  return STAGE_OK;
+}
+
+char *stage_absent(const struct stage_ctx *ctx, const char *fmt) {
+  char *in_src = sqlite3_mprintf(fmt, ctx->src);
+  char *in_main = strcmp(ctx->src, "main") ? sqlite3_mprintf(fmt, "main") : NULL;
+  char *out = in_src && (in_main || !strcmp(ctx->src, "main"))
+                  ? sqlite3_mprintf(" AND NOT EXISTS (%s)%s%s%s", in_src, in_main ? " AND NOT EXISTS (" : "",
+                                    in_main ? in_main : "", in_main ? ")" : "")
+                  : NULL;
+  sqlite3_free(in_src);
+  sqlite3_free(in_main);
+  return out;
 }
 
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n) {
@@ -139,10 +203,9 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
                     int threads, void (*compute)(const void *state, struct stage_item *it), const void *state,
                     int (*store)(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it), int64_t *n_ok,
                     int64_t *n_rejected) {
-  int64_t lo = chunk * p->chunk_size, hi = lo + p->chunk_size;
-  if (hi > p->n) hi = p->n;
   *n_ok = *n_rejected = 0;
-  if (lo >= hi) return STAGE_OK;
+  if (chunk < 0 || chunk >= p->n_chunks) return STAGE_OK;
+  int64_t lo = p->start[chunk], hi = p->start[chunk + 1];
   if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (threads < 1) threads = 1;
   /* A few molecules per thread at a time: enough to balance, little memory. */
@@ -159,7 +222,6 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
   sqlite3_bind_int64(sel, 1, p->ids[lo]);
   sqlite3_bind_int64(sel, 2, p->ids[hi - 1]);
   int done_reading = 0;
-  int64_t next = lo; /* the plan's next id */
   while (!done_reading && ret == STAGE_OK) {
     if (*ctx->stop) {
       ret = STAGE_STOPPED;
@@ -176,12 +238,8 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
         ret = stage_sql_fail(ctx, "reading the chunk");
         break;
       }
-      int64_t id = sqlite3_column_int64(sel, 0);
-      while (next < hi && p->ids[next] < id)
-        next++;
-      if (next >= hi || p->ids[next] != id) continue; /* between the plan's ids, not in it: done already */
       struct stage_item *it = &items[n++];
-      it->id = id;
+      it->id = sqlite3_column_int64(sel, 0);
       it->has_hash = sqlite3_column_count(sel) > 2 && sqlite3_column_type(sel, 2) != SQLITE_NULL;
       it->mol_hash = it->has_hash ? sqlite3_column_int64(sel, 2) : 0;
       it->in_len = (size_t)sqlite3_column_bytes(sel, 1);

@@ -2,12 +2,13 @@
  * molecule with node and edge features and relative positions (chem/graph.h
  * has the blob layout).
  *
- * Plan: the ids of the molecules without a graph of their present contents
- * (graphs.mol_hash is the molecule's hash when it was built), ascending, in
- * chunks of run.chunk_size; every shard sees the same ids, so chunk c is
- * the same molecules everywhere. A rerun after a change of the inputs
- * builds only the graphs of new or changed molecules; prune deletes those
- * of molecules gone or changed (struct stage's keyed). A molecule
+ * Plan: the molecule ids, ascending, in chunks of run.chunk_size within one
+ * input file (stage_ids_load); every shard sees the same ids, so chunk c is
+ * the same molecules everywhere. Keyed (struct stage's keyed): a graph
+ * records the hash of the molecule it was built from (graphs.mol_hash), and
+ * a rerun redoes only the chunks holding a molecule without a graph of its
+ * present contents (a new file's, a changed record's); prune deletes the
+ * graphs of molecules gone or changed. A molecule
  * whose graph cannot be built (no 3D coordinates, too many edges) becomes a
  * reject of this stage; the others go on.
  *
@@ -51,16 +52,19 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const struct cfg_node *c = ctx->cfg;
   g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
-  /* the molecules without a graph of their present contents, or a reject of it */
-  char *plan = sqlite3_mprintf("SELECT m.id FROM \"%w\".molecules m WHERE NOT EXISTS (SELECT 1 FROM \"%w\".graphs g "
-                               "WHERE g.mol_id = m.id AND g.mol_hash IS m.mol_hash) AND NOT EXISTS (SELECT 1 FROM "
-                               "\"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND r.mol_hash IS "
-                               "m.mol_hash) ORDER BY m.id",
-                               ctx->src, ctx->src, ctx->src);
+  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules ORDER BY id", ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
-  ctx->inputs_hash = g->plan.hash;
+  /* the chunks with a molecule without a graph of its present contents, or a reject of it */
+  char *pending = sqlite3_mprintf(
+      "SELECT m.id FROM \"%w\".molecules m WHERE 1%z%z ORDER BY m.id", ctx->src,
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".graphs g WHERE g.mol_id = m.id AND g.mol_hash IS m.mol_hash"),
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND "
+                        "r.mol_hash IS m.mol_hash"));
+  bad = stage_ids_pending(ctx, pending, NULL, 0, &g->plan);
+  sqlite3_free(pending);
+  if (bad) return STAGE_ERROR;
   *n_items = g->plan.n;
   g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
                               ctx->src);

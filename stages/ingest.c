@@ -46,7 +46,7 @@
 #include "chem/workers.h"
 #include "models/run_files.h"
 
-#define ID_STRIDE 1000000000LL
+#define ID_STRIDE STAGE_ID_STRIDE
 
 struct side_csv {              /* labels_csv, loaded whole */
   int join_col;                /* -1: join by record order */

@@ -15,10 +15,14 @@
  * member order, so equal hashes mean the same model; scores.model is "train/0"
  * or "train" for this workflow's model, else the model path as the workflow
  * writes it (relative to its folder). Plan: the set's molecule ids with a
- * graph, ascending, in chunks of run.chunk_size; a chunk's predictions and its
- * ledger row commit together, so a killed run resumes at the chunk in flight
- * and gives the same scores (the forward pass gives the same bits on any
- * number of threads).
+ * graph, ascending, in chunks of run.chunk_size within one input file; a
+ * chunk's predictions and its ledger row commit together, so a killed run
+ * resumes at the chunk in flight and gives the same scores (the forward
+ * pass gives the same bits on any number of threads). Keyed (struct
+ * stage's keyed; not under merge: hits): a score records the hash of the
+ * molecule of its graph (scores.mol_hash) beside the model's, and a rerun
+ * scores again, whole, only the chunks holding a molecule without a score
+ * of this model from its present graph: a new file's, a changed record's.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -236,6 +240,8 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
   return STAGE_OK;
 }
 
+static int score_keyed(const struct cfg_node *root);
+
 static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct sstage *s = calloc(1, sizeof *s);
   if (!s) return stage_fail_at(ctx, NULL, "out of memory");
@@ -266,51 +272,51 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   }
   if (!s->pred || !s->out || !s->base[0] || !s->base[1] || !s->ids[0] || !s->ids[1])
     return stage_fail_at(ctx, NULL, "out of memory");
-  long long n_set = 0;
-  {
-    char *sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                                "WHERE m.set_name = %Q",
-                                ctx->src, ctx->src, s->set);
-    sqlite3_stmt *st = NULL;
-    n_set = sql && sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW
-                ? sqlite3_column_int64(st, 0)
-                : -1;
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-  }
-  if (n_set < 0) return stage_sql_fail(ctx, "counting the molecules to score");
-  if (n_set == 0)
-    return stage_fail_at(ctx, cfg_get(ctx->cfg, "set"), "stages.score.set: set '%s' has no molecules with a graph",
-                         s->set);
-  /* The set's molecules with a graph, every one: a score's last bits
-   * depend on the other molecules of its batch, so the scores are redone
-   * whole when the set's molecules change (their ids and hashes are the
-   * plan's fingerprint), and a resumed run's chunks are an uninterrupted
-   * one's. (Keying scores by molecule, as graphs are, needs batches that
-   * do not move: a later step of issue 35.) */
+  /* The set's molecules with a graph, in chunks within one input file. */
   char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = "
                                "g.mol_id WHERE m.set_name = ?1 ORDER BY 1",
                                ctx->src, ctx->src);
   int bad = stage_ids_load(ctx, plan, s->set, &s->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
-  {
-    char *sql = sqlite3_mprintf("SELECT g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                                "WHERE m.set_name = %Q ORDER BY g.mol_id",
-                                ctx->src, ctx->src, s->set);
+  if (s->plan.n == 0)
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, "set"), "stages.score.set: set '%s' has no molecules with a graph",
+                         s->set);
+  char *sql = NULL;
+  if (score_keyed(ctx->root)) {
+    /* keyed: the chunks with a molecule not scored by this model from its
+     * present graph (nor rejected from it), each scored again whole, in the
+     * batches a fresh run makes (a score's last bits depend on them) */
+    sql = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
+                          "WHERE m.set_name = ?1%z%z ORDER BY 1",
+                          ctx->src, ctx->src,
+                          stage_absent(ctx, "SELECT 1 FROM \"%w\".scores s WHERE s.mol_id = g.mol_id AND s.model = ?2 "
+                                            "AND s.model_hash = ?3 AND s.mol_hash IS g.mol_hash"),
+                          stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'score' AND r.mol_id = "
+                                            "g.mol_id AND r.mol_hash IS g.mol_hash"));
+    const char *params[3] = {s->set, s->model_id, s->model_hash};
+    bad = stage_ids_pending(ctx, sql, params, 3, &s->plan);
+  } else {
+    /* whole: the scores are redone when the set's molecules (ids and
+     * hashes) change */
+    sql = sqlite3_mprintf("SELECT g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
+                          "WHERE m.set_name = ?1 ORDER BY g.mol_id",
+                          ctx->src, ctx->src);
     sqlite3_stmt *st = NULL;
     uint64_t h = s->plan.hash;
     int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
-    sqlite3_free(sql);
+    if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, s->set, -1, SQLITE_STATIC);
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
       int64_t mh = sqlite3_column_int64(st, 0);
       h = se3_hash_bytes(h, &mh, sizeof mh);
       rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "fingerprinting the molecules to score");
+    bad = rc != SQLITE_DONE ? stage_sql_fail(ctx, "fingerprinting the molecules to score") : STAGE_OK;
     ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &h, sizeof h);
   }
+  sqlite3_free(sql);
+  if (bad) return STAGE_ERROR;
   *n_items = s->plan.n;
   s->select = score_chunk_sql(ctx->src);
   return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
@@ -413,9 +419,9 @@ static double atomref_sum(const struct member *m, const struct mol *mol) {
 
 static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct sstage *s = ctx->state;
-  int64_t lo = chunk * s->plan.chunk_size, hi = lo + s->plan.chunk_size;
-  if (hi > s->plan.n) hi = s->plan.n;
   *n_ok = *n_rej = 0;
+  if (chunk < 0 || chunk >= s->plan.n_chunks) return STAGE_OK;
+  int64_t lo = s->plan.start[chunk], hi = s->plan.start[chunk + 1];
   sqlite3_stmt *sel = NULL, *ins = NULL;
   /* each score beside the hash of the molecule its graph was built from
    * (graphs.mol_hash): a rerun scores again only what changed */
@@ -437,16 +443,12 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
    * other slot (pending molecules) is under way */
   int k = 0, cur = 0, pending = 0, ret = STAGE_OK;
   int rc = SQLITE_DONE;
-  int64_t next = lo; /* the plan's next id */
   while (ret == STAGE_OK && (rc = sqlite3_step(sel)) == SQLITE_ROW) {
     if (*ctx->stop) {
       ret = STAGE_STOPPED;
       break;
     }
     int64_t id = sqlite3_column_int64(sel, 0);
-    while (next < hi && s->plan.ids[next] < id)
-      next++;
-    if (next >= hi || s->plan.ids[next] != id) continue; /* between the plan's ids, not in it: scored already */
     struct graph g;
     char err[256];
     graph_init(&g);
@@ -524,12 +526,36 @@ static void score_end(struct stage_ctx *ctx) {
 
 /* ---- what the runner asks of the score stage ------------------------------ */
 
+/* Keyed (struct stage's keyed) unless stages.score.merge: hits keeps only
+ * the hits' scores in screen.db: the others' would look missing. */
+static int score_keyed(const struct cfg_node *root) {
+  return strcmp(cfg_str(root, "stages.score.merge", "all"), "hits") != 0;
+}
+
+/* The scores of another model (or checkpoint), of molecules gone, changed
+ * or out of the set, and the rejects of molecules gone or changed. */
+static int score_prune(struct stage_ctx *ctx, int64_t *n) {
+  struct sstage *s = ctx->state;
+  char *sql = sqlite3_mprintf(
+      "DELETE FROM scores WHERE model <> %Q OR model_hash IS NOT %Q OR NOT EXISTS (SELECT 1 FROM graphs g JOIN "
+      "molecules m ON m.id = g.mol_id WHERE g.mol_id = scores.mol_id AND g.mol_hash IS scores.mol_hash AND "
+      "m.set_name = %Q);"
+      "DELETE FROM rejects WHERE stage = 'score' AND NOT EXISTS (SELECT 1 FROM graphs g JOIN molecules m ON m.id = "
+      "g.mol_id WHERE g.mol_id = rejects.mol_id AND g.mol_hash IS rejects.mol_hash AND m.set_name = %Q)",
+      s->model_id, s->model_hash, s->set, s->set);
+  int rc = sql ? stage_prune_sql(ctx, sql, "deleting the scores of another model or of molecules changed or gone", n)
+               : stage_fail_at(ctx, NULL, "out of memory");
+  sqlite3_free(sql);
+  return rc;
+}
+
 /* In a score-only workflow score reads what train would have read: the
  * graphs (train's `after`). */
 static const char *score_reads(const struct cfg_node *root) { return stage_score_only(root) ? "graph" : NULL; }
 
 /* merge: the hash is the settings', the upstream stage's and the set's
- * molecules' (begin plans them), except with stages.score.checkpoint,
+ * molecules' (begin plans them; a keyed score's shard is held to its
+ * settings chain), except with stages.score.checkpoint,
  * whose model's fingerprint needs its device to read (not known to
  * merge). */
 static int score_merge_hash(const struct cfg_node *root) {
@@ -648,4 +674,6 @@ const struct stage stage_score = {
     .fold = score_fold,
     .folded_as_now = score_folded_as_now,
     .meta_key = "scores_kept",
+    .keyed = score_keyed,
+    .prune = score_prune,
 };

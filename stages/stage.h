@@ -55,6 +55,10 @@ struct stage_ctx {
   const struct se3_comm *comm; /* the processes of a data-parallel run (common/comm.h);
                                   NULL: this one alone. Rank 0 holds the database
                                   and writes everything; see `serve` */
+  const uint8_t *chunk_needed; /* set by a keyed stage's begin (stage_ids_pending):
+                                  per chunk, 1 when it has work; the runner takes
+                                  the others as done. NULL: every chunk */
+  int64_t items_done;          /* ... and the molecules of those others */
   char err[1024];              /* message when a callback returns non-zero */
 };
 
@@ -146,17 +150,16 @@ struct stage {
   /* Work keyed by what it depends on (graph, basis, score). 1 when, in this
    * workflow, each of the stage's rows records the molecule (and model) it
    * was made from, so that rows outlive a change of the stage's inputs: the
-   * stage's begin then plans only the molecules whose rows are missing or
-   * stale (and sets ctx->inputs_hash to that plan's fingerprint, which
-   * names its chunks in the ledger), and `prune`, called by the runner on
-   * the database it writes inside a transaction before the chunks, deletes
-   * the rows nothing wants any more (their molecule gone or changed). Such
-   * a stage's rows are all discarded only when its settings chain changes:
-   * its own settings or those of a stage before it. The stages after it
-   * fold its settings chain, not its plan, into their hashes, and read its
-   * rows' content themselves where they depend on it (train's data
-   * fingerprint, rank's scores). NULL or 0: the stage is redone whole when
-   * its configuration, its inputs or the stage before it change. */
+   * stage's begin plans every molecule and marks the chunks with a row
+   * missing or stale (stage_ids_pending), the runner runs only those, and
+   * `prune`, called by the runner on the database it writes inside a
+   * transaction before the chunks, deletes the rows nothing wants any more
+   * (their molecule gone or changed). Its config hash is its settings
+   * chain (its own settings and those of the stages before it), and its
+   * rows are all discarded only when that changes. The stages after it
+   * read its rows' content themselves where they depend on it (train's
+   * data fingerprint, rank's scores). NULL or 0: the stage is redone whole
+   * when its configuration, its inputs or the stage before it change. */
   int (*keyed)(const struct cfg_node *root);
   /* 1: the stages after this one record, in each of their rows, the
    * content of the row of this stage they were made from (ingest: a
@@ -223,15 +226,40 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
 /* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 
+/* Molecule ids are (input + 1) * STAGE_ID_STRIDE + record: the input file a
+ * molecule came from is id / STAGE_ID_STRIDE. */
+#define STAGE_ID_STRIDE 1000000000LL
+
 /* The plan of a per-molecule stage: the ids `sql` selects (one column,
  * ascending; `param`, when not NULL, bound to ?1), cut into chunks of
- * run.chunk_size. The same in every shard. */
+ * run.chunk_size that each hold molecules of one input file (a chunk ends
+ * where the file does), so that a file added or removed leaves the other
+ * files' chunks as they were. The same in every shard. */
 struct stage_ids {
   int64_t *ids;
   int64_t n, chunk_size;
-  uint64_t hash; /* the ids' fingerprint (a keyed stage's plan: its ctx->inputs_hash) */
+  int64_t *start;      /* chunk c is ids[start[c]] .. ids[start[c + 1] - 1] */
+  int64_t n_chunks;
+  uint8_t *needed;     /* stage_ids_pending: 1 for a chunk with a molecule to (re)do */
+  int64_t n_needed;    /* ... the molecules of those chunks */
+  uint64_t hash;       /* the ids' fingerprint */
 };
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks);
+/* A keyed stage's plan (struct stage's keyed): marks needed the chunks of p
+ * holding an id that `sql` selects (the molecules whose row is missing or
+ * stale, in the tables read and in those written, which differ in a
+ * shard; ascending; params bound to ?1, ?2, ...) and hands the marks to the runner
+ * (ctx->chunk_needed, ctx->items_done). A chunk is then done again whole,
+ * as a fresh run does it: its molecules and their batches are the same,
+ * and so are its rows, chunk numbers included. */
+int stage_ids_pending(struct stage_ctx *ctx, const char *sql, const char *const *params, int n_params,
+                      struct stage_ids *p);
+/* " AND NOT EXISTS (q)" with q = `fmt` (a literal with one %w, the schema,
+ * and no other conversion: values go in as parameters)
+ * for the tables the stage reads (ctx->src) and, where it writes others (a
+ * shard's, a process's database), for those too: a keyed stage's test of a
+ * molecule's row. sqlite3_malloc'd (for %z), NULL when out of memory. */
+char *stage_absent(const struct stage_ctx *ctx, const char *fmt);
 /* A keyed stage's prune: runs `sql` (statements that delete, with %w
  * nowhere: the writer's own tables) and counts the rows they deleted into
  * *n. STAGE_OK, or STAGE_ERROR naming `what`. */
@@ -254,8 +282,7 @@ struct stage_item {
 };
 
 /* A per-molecule stage's chunk: reads (id, blob[, mol_hash]) rows for the chunk's ids with
- * `select_sql` (two parameters: the first and last id; rows in id order; rows
- * between them that the plan leaves out are skipped),
+ * `select_sql` (two parameters: the first and last id; rows in id order),
  * runs compute on each (in parallel over OpenMP threads: compute must only
  * touch its item and read-only state) and store on each, in id order, in the
  * transaction the runner opened. Works through the chunk a few molecules at a
