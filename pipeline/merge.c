@@ -144,9 +144,11 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   free(mine_chain);
   free(their_chain);
   if (mine && theirs && strcmp(mine, theirs) && same_chain && stage_is_keyed(s, r->root)) {
-    /* A keyed stage planned anew (what screen.db lacked when the shards
-     * began): its rows stay, the ledger of its old plan goes, and the
-     * stages after it run again before anything reads them. */
+    /* A keyed stage whose hash screen.db has from when it was not keyed
+     * (score under merge: hits) or from an earlier se3screen, with the
+     * same settings: its rows stay (each says what it was made from), the
+     * old ledger goes, and the stages after it run again before anything
+     * reads them. */
     if (run_exec(r,
                  "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
                  "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
@@ -289,7 +291,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     return 0;
   }
   uint64_t inputs = 0;
-  if (how == STAGE_HASH_PLANNED || stage_is_keyed(s, r->root)) { /* a keyed stage's names its plan */
+  if (how == STAGE_HASH_PLANNED && !stage_is_keyed(s, r->root)) { /* (a keyed stage's hash is its chain) */
     struct run_ctx rc;
     run_ctx_init(&rc, r, s);
     int64_t n_chunks = 0, n_items = 0;

@@ -429,11 +429,10 @@ static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64,
 /* A keyed stage whose settings chain changed (its settings, or those of a
  * stage before it) loses all its rows before it plans: its begin then
  * plans every molecule. 0, or -1 with r->err set. */
-static int discard_keyed(struct run *r, int si, const struct run_upstream *up) {
+static int discard_keyed(struct run *r, int si, const char chain[17]) {
   const struct stage *s = run_all_stages[si];
-  char settings[17], chain[17];
+  char settings[17];
   run_settings_hash(r->root, s, settings);
-  run_chain_hash(r->root, s, up->chain, chain);
   char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
   char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
   char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
@@ -469,12 +468,12 @@ static int run_stage(struct run *r, int si) {
   struct run_upstream up;
   if (run_check_upstream(r, s, &up)) return SE3_EXIT_FAILED;
   if (stage_is_keyed(s, r->root)) {
-    if (discard_keyed(r, si, &up)) return SE3_EXIT_FAILED;
     /* Work that processes of an earlier data-parallel run left in their own
      * databases, folded in before the plan asks what is missing (a keyed
      * stage's hash is its chain: known before it plans). */
     char chain[17];
     run_chain_hash(r->root, s, up.chain, chain);
+    if (discard_keyed(r, si, chain)) return SE3_EXIT_FAILED;
     if (s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0) return SE3_EXIT_FAILED;
   }
   /* A collective stage: the other processes begin it with this one. */

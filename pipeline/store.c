@@ -226,7 +226,9 @@ static const char schema_v7_sql[] =
  * molecule it was made from, so that a rerun keeps the rows whose molecule
  * is unchanged and redoes only the others; a reject of those stages names
  * its molecule the same way; a stage's settings chain (its settings and
- * those of the stages before it) decides when all of a stage's rows go. */
+ * those of the stages before it) decides when all of a stage's rows go.
+ * The hashes come after the blobs in their rows: the (id, hash) indexes
+ * let a rerun compare them without reading a blob. */
 static const char schema_v8_sql[] =
     "ALTER TABLE molecules ADD COLUMN mol_hash INTEGER; -- 64-bit hash of mol (the blob); NULL in rows written before version 8\n"
     "ALTER TABLE graphs ADD COLUMN mol_hash INTEGER; -- molecules.mol_hash of the molecule it was built from: a rerun rebuilds the graph when they differ\n"
@@ -235,6 +237,9 @@ static const char schema_v8_sql[] =
     "ALTER TABLE rejects ADD COLUMN mol_id INTEGER; -- graph, basis, score: the molecule rejected (molecules.id); NULL for ingest\n"
     "ALTER TABLE rejects ADD COLUMN mol_hash INTEGER; -- graph, basis, score: its molecules.mol_hash then: the reject stands while the molecule is unchanged\n"
     "CREATE INDEX rejects_mol ON rejects(stage, mol_id);\n"
+    "CREATE INDEX molecules_hash ON molecules(id, mol_hash);\n"
+    "CREATE INDEX graphs_hash ON graphs(mol_id, mol_hash);\n"
+    "CREATE INDEX bases_hash ON bases(mol_id, mol_hash);\n"
     "ALTER TABLE stage_state ADD COLUMN chain_hash TEXT; -- hash of the stage's settings and those of the stages before it, without the inputs: a change discards the stage's rows\n";
 
 static const char *const migrations[] = {

@@ -46,8 +46,9 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (bad) return STAGE_ERROR;
   /* the chunks with a graph without a basis of its present contents, or a reject of it */
   char *pending = sqlite3_mprintf(
-      "SELECT g.mol_id FROM \"%w\".graphs g WHERE 1%z%z ORDER BY g.mol_id", ctx->src,
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".bases b WHERE b.mol_id = g.mol_id AND b.mol_hash IS g.mol_hash"),
+      "SELECT g.mol_id FROM \"%w\".graphs g INDEXED BY graphs_hash WHERE 1%z%z ORDER BY g.mol_id", ctx->src,
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".bases b INDEXED BY bases_hash WHERE b.mol_id = g.mol_id AND "
+                        "b.mol_hash IS g.mol_hash"),
       stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'basis' AND r.mol_id = g.mol_id AND "
                         "r.mol_hash IS g.mol_hash"));
   bad = stage_ids_pending(ctx, pending, NULL, 0, &b->plan);
@@ -127,9 +128,11 @@ static void basis_end(struct stage_ctx *ctx) {
 /* The bases (and rejects) of graphs gone or changed. */
 static int basis_prune(struct stage_ctx *ctx, int64_t *n) {
   return stage_prune_sql(ctx,
-                         "DELETE FROM bases WHERE NOT EXISTS (SELECT 1 FROM graphs g WHERE g.mol_id = bases.mol_id "
-                         "AND g.mol_hash IS bases.mol_hash);"
-                         "DELETE FROM rejects WHERE stage = 'basis' AND NOT EXISTS (SELECT 1 FROM graphs g WHERE "
+                         "DELETE FROM bases WHERE mol_id IN (SELECT b.mol_id FROM bases b INDEXED BY bases_hash "
+                         "WHERE NOT EXISTS (SELECT 1 FROM graphs g INDEXED BY graphs_hash WHERE g.mol_id = b.mol_id "
+                         "AND g.mol_hash IS b.mol_hash));"
+                         "DELETE FROM rejects WHERE stage = 'basis' AND NOT EXISTS (SELECT 1 FROM graphs g INDEXED BY "
+                         "graphs_hash WHERE "
                          "g.mol_id = rejects.mol_id AND g.mol_hash IS rejects.mol_hash)",
                          "deleting the bases of graphs changed or gone", n);
 }

@@ -58,8 +58,9 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (bad) return STAGE_ERROR;
   /* the chunks with a molecule without a graph of its present contents, or a reject of it */
   char *pending = sqlite3_mprintf(
-      "SELECT m.id FROM \"%w\".molecules m WHERE 1%z%z ORDER BY m.id", ctx->src,
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".graphs g WHERE g.mol_id = m.id AND g.mol_hash IS m.mol_hash"),
+      "SELECT m.id FROM \"%w\".molecules m INDEXED BY molecules_hash WHERE 1%z%z ORDER BY m.id", ctx->src,
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash WHERE g.mol_id = m.id AND "
+                        "g.mol_hash IS m.mol_hash"),
       stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND "
                         "r.mol_hash IS m.mol_hash"));
   bad = stage_ids_pending(ctx, pending, NULL, 0, &g->plan);
@@ -150,8 +151,9 @@ static void graph_end(struct stage_ctx *ctx) {
 /* The graphs (and rejects) of molecules gone or changed. */
 static int graph_prune(struct stage_ctx *ctx, int64_t *n) {
   return stage_prune_sql(ctx,
-                         "DELETE FROM graphs WHERE NOT EXISTS (SELECT 1 FROM molecules m WHERE m.id = graphs.mol_id "
-                         "AND m.mol_hash IS graphs.mol_hash);"
+                         "DELETE FROM graphs WHERE mol_id IN (SELECT g.mol_id FROM graphs g INDEXED BY graphs_hash "
+                         "WHERE NOT EXISTS (SELECT 1 FROM molecules m INDEXED BY molecules_hash WHERE m.id = g.mol_id "
+                         "AND m.mol_hash IS g.mol_hash));"
                          "DELETE FROM rejects WHERE stage = 'graph' AND NOT EXISTS (SELECT 1 FROM molecules m WHERE "
                          "m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash)",
                          "deleting the graphs of molecules changed or gone", n);

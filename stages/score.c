@@ -287,8 +287,8 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     /* keyed: the chunks with a molecule not scored by this model from its
      * present graph (nor rejected from it), each scored again whole, in the
      * batches a fresh run makes (a score's last bits depend on them) */
-    sql = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                          "WHERE m.set_name = ?1%z%z ORDER BY 1",
+    sql = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g INDEXED BY graphs_hash JOIN \"%w\".molecules m ON "
+                          "m.id = g.mol_id WHERE m.set_name = ?1%z%z ORDER BY 1",
                           ctx->src, ctx->src,
                           stage_absent(ctx, "SELECT 1 FROM \"%w\".scores s WHERE s.mol_id = g.mol_id AND s.model = ?2 "
                                             "AND s.model_hash = ?3 AND s.mol_hash IS g.mol_hash"),
