@@ -108,26 +108,16 @@ int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, st
     stage_ids_free(p);
     return stage_sql_fail(ctx, "planning");
   }
-  /* chunks of chunk_size, each within one input file */
-  int64_t cap_c = p->n / (p->chunk_size > 0 ? p->chunk_size : 1) + 2;
-  p->start = malloc((size_t)cap_c * sizeof *p->start);
+  /* chunks of chunk_size, each within one input file (at most one a molecule) */
+  p->start = malloc((size_t)(p->n + 1) * sizeof *p->start);
   if (!p->start) {
     stage_ids_free(p);
     return stage_fail_at(ctx, NULL, "planning: out of memory");
   }
   for (int64_t i = 0; i < p->n; i++) {
     int64_t c0 = p->n_chunks ? p->start[p->n_chunks - 1] : -1;
-    if (c0 >= 0 && i - c0 < p->chunk_size && p->ids[i] / STAGE_ID_STRIDE == p->ids[c0] / STAGE_ID_STRIDE) continue;
-    if (p->n_chunks + 1 >= cap_c) {
-      cap_c *= 2;
-      int64_t *grown = realloc(p->start, (size_t)cap_c * sizeof *grown);
-      if (!grown) {
-        stage_ids_free(p);
-        return stage_fail_at(ctx, NULL, "planning: out of memory");
-      }
-      p->start = grown;
-    }
-    p->start[p->n_chunks++] = i;
+    if (c0 < 0 || i - c0 == p->chunk_size || p->ids[i] / STAGE_ID_STRIDE != p->ids[c0] / STAGE_ID_STRIDE)
+      p->start[p->n_chunks++] = i;
   }
   p->start[p->n_chunks] = p->n;
   *n_chunks = p->n_chunks;
@@ -163,15 +153,12 @@ int stage_ids_pending(struct stage_ctx *ctx, const char *sql, const char *const 
 }
 
 char *stage_absent(const struct stage_ctx *ctx, const char *fmt) {
-  char *in_src = sqlite3_mprintf(fmt, ctx->src);
-  char *in_main = strcmp(ctx->src, "main") ? sqlite3_mprintf(fmt, "main") : NULL;
-  char *out = in_src && (in_main || !strcmp(ctx->src, "main"))
-                  ? sqlite3_mprintf(" AND NOT EXISTS (%s)%s%s%s", in_src, in_main ? " AND NOT EXISTS (" : "",
-                                    in_main ? in_main : "", in_main ? ")" : "")
-                  : NULL;
-  sqlite3_free(in_src);
-  sqlite3_free(in_main);
-  return out;
+  char *q = sqlite3_mprintf(fmt, ctx->src);
+  if (q && strcmp(ctx->src, "main")) { /* and the rows this database holds itself */
+    char *own = sqlite3_mprintf(fmt, "main");
+    q = own ? sqlite3_mprintf("%z) AND NOT EXISTS (%z", q, own) : (sqlite3_free(q), NULL);
+  }
+  return q ? sqlite3_mprintf(" AND NOT EXISTS (%z)", q) : NULL;
 }
 
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n) {

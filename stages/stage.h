@@ -46,8 +46,8 @@ struct stage_ctx {
   void *state;                 /* the stage's own data between begin and end */
   uint64_t inputs_hash;        /* set by begin: fingerprint of every file the stage
                                   reads (path and contents), folded into the
-                                  stage's config hash; a keyed stage's: its
-                                  plan's (struct stage's keyed) */
+                                  stage's config hash (not a keyed stage's:
+                                  its rows say what they were made from) */
   int64_t chunk_bytes;         /* bytes of blobs the chunk in flight stored (the
                                   stage adds to it; the ledger keeps it) */
   const char *src;             /* schema of the upstream tables: "main", or "src"
