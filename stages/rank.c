@@ -112,9 +112,9 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
     return stage_fail_at(ctx, NULL, "no scores for '%s': run the score stage first (or set stages.rank.target)",
                          r->target);
   /* The ranks are keyed by the scores they rank (each with its molecule's
-   * hash) and what the hits show of each molecule: the score stage keeps
-   * the scores of unchanged molecules, so its plan says nothing of whether
-   * they changed. */
+   * and model's hashes) and what the hits show of each molecule: the score
+   * stage is keyed, so its hash (its settings chain) says nothing of
+   * whether they changed. */
   sql = sqlite3_mprintf("SELECT s.mol_id, s.model, s.score, s.std, s.mol_hash, s.model_hash, m.name, m.smiles, "
                         "m.inchikey, m.set_name, m.source_file, m.record_no FROM \"%w\".scores s LEFT JOIN "
                         "\"%w\".molecules m ON m.id = s.mol_id WHERE s.target = %Q ORDER BY s.mol_id, s.model",
