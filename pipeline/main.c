@@ -45,7 +45,7 @@ static const char usage_report[] =
 
 static const char usage_run[] =
     "usage: se3screen run WORKFLOW.yaml [--set stage.key=value]... [--stage NAME | --until NAME]\n"
-    "                     [--shard I/N] [--workdir DIR]\n"
+    "                     [--shard I/N] [--workdir DIR] [--dry-run]\n"
     "\n"
     "Runs the stages the workflow configures, in order, in chunks. Finished chunks\n"
     "are kept: run the same command again after a crash, a kill or a timeout and it\n"
@@ -59,7 +59,10 @@ static const char usage_run[] =
     "  --shard I/N      take every N-th chunk starting at I (0-based) and write\n"
     "                   WORKDIR/shards/STAGE-I.db; `se3screen merge` folds them in.\n"
     "                   Default from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT.\n"
-    "  --workdir DIR    write here instead of the workflow's workdir\n";
+    "  --workdir DIR    write here instead of the workflow's workdir\n"
+    "  --dry-run        say what the run would do now, stage by stage, and why (the\n"
+    "                   files new, changed or gone, the molecules to do), and stop;\n"
+    "                   nothing is written\n";
 
 static const char usage_predict[] =
     "usage: se3screen predict MODEL INPUT... [-o FILE] [--top N] [--workdir DIR] [--set KEY=VALUE]...\n"
@@ -285,6 +288,8 @@ static int parse_common(int argc, char **argv, const char *usage, const char **p
         return usage_error(usage, "--shard wants I/N with 0 <= I < N, got '%s'", val);
       ro->shard = si;
       ro->n_shards = sn;
+    } else if (ro && !strcmp(a, "--dry-run") && usage == usage_run) {
+      ro->dry_run = 1;
     } else if (a[0] == '-' && a[1]) {
       return usage_error(usage, "unknown option '%s'", a);
     } else if (!*pos) {
@@ -341,6 +346,11 @@ static int verb_run(int argc, char **argv) {
   ro.workflow = pos;
   ro.sets = sets;
   ro.n_sets = n_sets;
+  if (ro.dry_run) {
+    rc = runner_dry_run(&ro);
+    free(sets);
+    return rc;
+  }
   char *cl = join_args(argc, argv);
   ro.command_line = cl;
   /* started by mpirun or srun: the processes of one data-parallel run */

@@ -291,7 +291,8 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     return 0;
   }
   uint64_t inputs = 0;
-  if (how == STAGE_HASH_PLANNED && !stage_is_keyed(s, r->root)) { /* (a keyed stage's hash is its chain) */
+  /* (a keyed stage's hash is its chain, and with STAGE_HASH_FILES its files') */
+  if ((how == STAGE_HASH_PLANNED && !stage_is_keyed(s, r->root)) || how == STAGE_HASH_FILES) {
     struct run_ctx rc;
     run_ctx_init(&rc, r, s);
     int64_t n_chunks = 0, n_items = 0;
@@ -374,7 +375,7 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   const char *after = run_upstream_of(r->root, s);
   /* a keyed stage's rows each name what they were made from, and its hash
    * names the plan of the moment: its shard is held to its settings chain */
-  int keyed = stage_is_keyed(s, r->root);
+  int keyed = stage_is_keyed(s, r->root) && s->merge_hash && s->merge_hash(r->root) != STAGE_HASH_FILES;
   if (ref->known[si] == 1 && (keyed ? !chain || strcmp(chain, ref->chain[si]) : strcmp(hash, ref->expected[si]))) {
     if (after)
       snprintf(why, whylen,

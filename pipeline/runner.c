@@ -535,7 +535,7 @@ static int run_stage(struct run *r, int si) {
     goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
   }
   int64_t n_pruned = 0;
-  if (keyed && s->prune && !strcmp(r->src, "main")) {
+  if (keyed && s->prune) { /* (in a shard, a stage's prune leaves screen.db alone) */
     if (s->prune(ctx, &n_pruned) != STAGE_OK) {
       snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
       goto rollback;

@@ -32,12 +32,17 @@ struct run_opts {
   const char *command_line;      /* recorded in runs */
   const struct se3_comm *comm;   /* the processes of a data-parallel run (common/comm.h);
                                     NULL: this one alone */
+  int dry_run;                   /* --dry-run: runner_dry_run */
 };
 
 /* `run`. In a data-parallel run every process calls it: rank 0 runs the
  * workflow, the others take their part in its collective stages (train)
  * and return rank 0's exit status. */
 int runner_run(const struct run_opts *o);
+/* `run --dry-run`: what `run` with these options would do now, stage by
+ * stage, and why, on stdout; writes nothing (the database is opened
+ * read-only). */
+int runner_dry_run(const struct run_opts *o);
 /* `check`: validate and print the resolved configuration. no_inputs
  * (`check --no-inputs`, for workflows in documentation): the schema and the
  * rules between keys only; input files need not exist and none is read

@@ -7,6 +7,7 @@
  *   merge.c    shard databases folded in (a data-parallel run's, an array's,
  *              `merge`)
  *   status.c   `status`
+ *   plan.c     `run --dry-run`, and status's "next run" lines
  *   runner_util.c  the leaf all three call: the stage list, the workflow
  *              loaded, SQL helpers, hashes, a stage's context
  *
@@ -120,6 +121,12 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* Stage s's context in run r (its database, whatever r has open). */
 void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
+
+/* ---- plan.c --------------------------------------------------------------- */
+
+/* What a run of stages first..last would do now, a line a stage, into out
+ * (r's database open, read-only will do; r->root the workflow). */
+int run_plan_print(struct run *r, int first, int last, int explicit_stage, FILE *out);
 
 /* ---- merge.c -------------------------------------------------------------- */
 

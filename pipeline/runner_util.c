@@ -192,7 +192,9 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
                       const struct run_upstream *up, char hash[17], char chain[17]) {
   run_chain_hash(root, s, up->chain, chain);
   if (stage_is_keyed(s, root)) {
-    memcpy(hash, chain, 17); /* its rows say what they were made from */
+    memcpy(hash, chain, 17); /* its rows say what they were made from ... */
+    if (s->merge_hash && s->merge_hash(root) == STAGE_HASH_FILES) /* ... and which files (stage.h) */
+      run_fold_hash(chain, inputs, hash);
   } else {
     char settings[17], with_inputs[17];
     run_settings_hash(root, s, settings);

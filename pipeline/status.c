@@ -7,6 +7,8 @@
 #include "pipeline/runner_internal.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,10 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
       continue;
     }
     long long n_done = status_int(&sr, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    /* (a keyed stage's ledger logs the chunks its runs did; finished, it
+     * has every chunk of its last plan) */
+    if (root && stage_is_keyed(s, root) && status_int(&sr, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name) == 1)
+      n_done = n_chunks;
     long long n_items = status_int(&sr, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
     /* The last table of `tables` is the stage's main one (children come first). */
     const char *main_table = strrchr(s->tables, ' ') ? strrchr(s->tables, ' ') + 1 : s->tables;
@@ -98,7 +104,24 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
     long long n_rej = status_int(&sr, 0, "SELECT count(*) FROM rejects WHERE stage=%Q", s->name);
     const char *state = "unknown (give the workflow file)";
     char *settings = status_text(&sr, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (root) {
+    if (root && stage_is_keyed(s, root)) {
+      /* a keyed stage is redone whole only when its settings chain changes
+       * (the next run's lines below say what else it does) */
+      char now[17];
+      const char *after = run_upstream_of(root, s);
+      int ui = after ? run_stage_index(after) : -1;
+      int by_row = ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || run_all_stages[ui]->content_per_row);
+      char *up = after ? status_text(&sr,
+                                     by_row ? "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q"
+                                            : "SELECT config_hash FROM stage_state WHERE stage=%Q",
+                                     after)
+                       : NULL;
+      char *chain = status_text(&sr, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
+      run_chain_hash(root, s, up ? se3_hash_str(SE3_HASH_INIT, up) : 0, now);
+      state = chain && !strcmp(chain, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
+      free(up);
+      free(chain);
+    } else if (root) {
       char now[17];
       run_settings_hash(root, s, now);
       state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
@@ -139,6 +162,32 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
   return 0;
 }
 
+/* Given the workflow: what its next run would do (plan.c, as `run
+ * --dry-run` says it), read-only. 0, or -1 when it cannot be told. */
+static int next_run(const char *workflow, const struct cfg_node *root, const char *dbpath) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.root = (struct cfg_node *)root;
+  r.src = "main";
+  r.n_shards = 1;
+  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir", "."));
+  char tmp[PATH_MAX];
+  snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
+  if (store_open(&r.st, dbpath, STORE_READONLY, NULL, 10000, r.err, sizeof r.err)) {
+    fprintf(stderr, "se3screen status: %s\n", r.err);
+    return -1;
+  }
+  long long ver = run_query_int(r.st.db, 0, "PRAGMA user_version");
+  printf("  next run:\n");
+  if (ver < STORE_SCHEMA_VERSION)
+    printf("  %s was made by an earlier se3screen (schema %lld, this one writes %d): see `se3screen upgrade`\n",
+           dbpath, ver, STORE_SCHEMA_VERSION);
+  else
+    run_plan_print(&r, 0, run_last_configured(root, 0, N_STAGES - 1), 0, stdout);
+  store_close(&r.st);
+  return 0;
+}
+
 int runner_status(const char *target, const char *const *sets, int n_sets) {
   struct cfg_node *root = NULL;
   char dbpath[PATH_MAX + 32];
@@ -159,6 +208,7 @@ int runner_status(const char *target, const char *const *sets, int n_sets) {
   if (lstat(dbpath, &sb) == 0) {
     failed |= status_of_db(dbpath, root, 1) != 0;
     shown = 1;
+    if (root && !failed) failed |= next_run(target, root, dbpath) != 0;
   } else {
     missing_errno = errno;
   }

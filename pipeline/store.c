@@ -57,7 +57,7 @@ const char store_schema_sql[] =
     "  PRIMARY KEY(stage, chunk)\n"
     ") STRICT;\n"
     "CREATE TABLE molecules(\n"
-    "  id INTEGER PRIMARY KEY,         -- (input index + 1) * 1e9 + record_no: the same in every shard\n"
+    "  id INTEGER PRIMARY KEY,         -- input key * 1e9 + record_no (the key: ingest_files.input since version 9, the input's place + 1 before): the same in every shard\n"
     "  set_name TEXT NOT NULL,        -- the workflow's set it came in\n"
     "  source_file TEXT NOT NULL,      -- relative to the workflow file when below it\n"
     "  record_no INTEGER NOT NULL,     -- 1-based record in the source file\n"
@@ -234,13 +234,52 @@ static const char schema_v8_sql[] =
     "ALTER TABLE graphs ADD COLUMN mol_hash INTEGER; -- molecules.mol_hash of the molecule it was built from: a rerun rebuilds the graph when they differ\n"
     "ALTER TABLE bases ADD COLUMN mol_hash INTEGER; -- graphs.mol_hash of the graph it was computed from\n"
     "ALTER TABLE scores ADD COLUMN mol_hash INTEGER; -- graphs.mol_hash of the graph scored: a rerun scores the molecule again when they differ\n"
-    "ALTER TABLE rejects ADD COLUMN mol_id INTEGER; -- graph, basis, score: the molecule rejected (molecules.id); NULL for ingest\n"
+    "ALTER TABLE rejects ADD COLUMN mol_id INTEGER; -- graph, basis, score: the molecule rejected (molecules.id); ingest (since version 9): the id its record would have had\n"
     "ALTER TABLE rejects ADD COLUMN mol_hash INTEGER; -- graph, basis, score: its molecules.mol_hash then: the reject stands while the molecule is unchanged\n"
     "CREATE INDEX rejects_mol ON rejects(stage, mol_id);\n"
     "CREATE INDEX molecules_hash ON molecules(id, mol_hash);\n"
     "CREATE INDEX graphs_hash ON graphs(mol_id, mol_hash);\n"
     "CREATE INDEX bases_hash ON bases(mol_id, mol_hash);\n"
     "ALTER TABLE stage_state ADD COLUMN chain_hash TEXT; -- hash of the stage's settings and those of the stages before it, without the inputs: a change discards the stage's rows\n";
+
+/* Version 9 (issue 35): ingest keyed by input file. A molecule's id is its
+ * input's key times 1e9 plus its record: the key comes from the input's set
+ * and path (not its place in the workflow), so adding, removing or moving a
+ * file leaves the other files' ids. ingest_files is the inputs as ingest
+ * last planned them; ingest_parts the parts (chunks of one file) it
+ * finished, each under the file's contents and reading settings (mol_key)
+ * and what its labels come from (label_key): a part is redone when its
+ * mol_key changes, and only its labels reread when its label_key does.
+ * Dedupe no longer deletes: a duplicate keeps its row, `duplicates` names
+ * the molecule it repeats, and the stages after ingest leave it out; so a
+ * new file that changes which copy comes first costs no stored work. */
+static const char schema_v9_sql[] =
+    "CREATE TABLE ingest_files(\n"
+    "  input INTEGER PRIMARY KEY,      -- the input's key: molecules.id / 1e9 for its molecules\n"
+    "  position INTEGER NOT NULL,     -- its place among the workflow's inputs (0 = first): dedupe keeps the first\n"
+    "  set_name TEXT NOT NULL,         -- the set it is read into\n"
+    "  source_file TEXT NOT NULL,     -- as in molecules.source_file\n"
+    "  mol_key TEXT NOT NULL,          -- hash of its contents and how they are read (format, columns)\n"
+    "  label_key TEXT NOT NULL,       -- hash of what its labels come from (labels:, a labels_csv and its contents)\n"
+    "  n_records INTEGER NOT NULL,     -- records planned (empty ones not listed one by one count as one)\n"
+    "  n_parts INTEGER NOT NULL       -- its chunks (run.chunk_size records each)\n"
+    ") STRICT;\n"
+    "CREATE TABLE ingest_parts(\n"
+    "  input INTEGER NOT NULL,         -- ingest_files.input\n"
+    "  part INTEGER NOT NULL,         -- 0-based chunk of the file\n"
+    "  mol_key TEXT NOT NULL,          -- the file's mol_key when the part was read\n"
+    "  label_key TEXT NOT NULL,       -- the file's label_key when its labels were read\n"
+    "  first_record INTEGER NOT NULL,  -- its first and last records (record_no; 0: the whole file)\n"
+    "  last_record INTEGER NOT NULL,\n"
+    "  n_ok INTEGER NOT NULL,          -- molecules stored\n"
+    "  n_rejected INTEGER NOT NULL,   -- records rejected\n"
+    "  PRIMARY KEY(input, part)\n"
+    ") STRICT;\n"
+    "CREATE TABLE duplicates(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- a molecule that repeats another of its set (stages.ingest.dedupe): the stages after ingest leave it out\n"
+    "  of_id INTEGER NOT NULL,        -- the molecule it repeats: the first in the workflow's order (its file's place, then its record)\n"
+    "  by TEXT NOT NULL                -- inchikey or smiles\n"
+    ") STRICT;\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
@@ -251,6 +290,7 @@ static const char *const migrations[] = {
     /* to version 6 */ schema_v6_sql,
     /* to version 7 */ schema_v7_sql,
     /* to version 8 */ schema_v8_sql,
+    /* to version 9 */ schema_v9_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

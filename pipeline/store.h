@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #define STORE_APPLICATION_ID 0x53453353
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 enum store_mode { STORE_READONLY, STORE_WRITE };
 

@@ -162,6 +162,8 @@ char *stage_absent(const struct stage_ctx *ctx, const char *fmt) {
 }
 
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n) {
+  *n = 0;
+  if (ctx->src && strcmp(ctx->src, "main")) return STAGE_OK; /* a shard's database: screen.db is pruned by the next run */
   int64_t before = sqlite3_total_changes64(ctx->db);
   char *msg = NULL;
   if (sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {

@@ -52,13 +52,18 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const struct cfg_node *c = ctx->cfg;
   g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
-  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules ORDER BY id", ctx->src);
+  /* (a duplicate, stages.ingest.dedupe, is left out) */
+  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
+                               "WHERE d.mol_id = m.id) ORDER BY id",
+                               ctx->src, ctx->src);
   int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
   /* the chunks with a molecule without a graph of its present contents, or a reject of it */
   char *pending = sqlite3_mprintf(
-      "SELECT m.id FROM \"%w\".molecules m INDEXED BY molecules_hash WHERE 1%z%z ORDER BY m.id", ctx->src,
+      "SELECT m.id FROM \"%w\".molecules m INDEXED BY molecules_hash WHERE NOT EXISTS (SELECT 1 FROM \"%w\".duplicates "
+      "d WHERE d.mol_id = m.id)%z%z ORDER BY m.id",
+      ctx->src, ctx->src,
       stage_absent(ctx, "SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash WHERE g.mol_id = m.id AND "
                         "g.mol_hash IS m.mol_hash"),
       stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND "
@@ -148,14 +153,16 @@ static void graph_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
-/* The graphs (and rejects) of molecules gone or changed. */
+/* The graphs (and rejects) of molecules gone or changed, and of duplicates. */
 static int graph_prune(struct stage_ctx *ctx, int64_t *n) {
   return stage_prune_sql(ctx,
                          "DELETE FROM graphs WHERE mol_id IN (SELECT g.mol_id FROM graphs g INDEXED BY graphs_hash "
                          "WHERE NOT EXISTS (SELECT 1 FROM molecules m INDEXED BY molecules_hash WHERE m.id = g.mol_id "
-                         "AND m.mol_hash IS g.mol_hash));"
+                         "AND m.mol_hash IS g.mol_hash) OR EXISTS (SELECT 1 FROM duplicates d WHERE d.mol_id = "
+                         "g.mol_id));"
                          "DELETE FROM rejects WHERE stage = 'graph' AND NOT EXISTS (SELECT 1 FROM molecules m WHERE "
-                         "m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash)",
+                         "m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash) OR (stage = 'graph' AND mol_id IN (SELECT "
+                         "mol_id FROM duplicates))",
                          "deleting the graphs of molecules changed or gone", n);
 }
 

@@ -1,12 +1,23 @@
 /* ingest.c — molecule files in, `molecules`, `labels` and `rejects` out.
  *
  * Plan: every input of every set (globs expanded, in workflow order) is split
- * into records by chem/records.c; the records of all inputs form one sequence
- * cut into chunks of run.chunk_size. A chunk's records are parsed by Open
- * Babel in worker processes (chem/workers.c), checked, labelled and written.
- * A molecule's id is (input index + 1) * 1e9 + record number, so every shard
- * and every rerun gives the same ids. Set-wide dedupe runs in finalize, once
- * all chunks are in one database, so a sharded run equals an unsharded one.
+ * into records by chem/records.c, and each input's records into parts of
+ * run.chunk_size: a chunk is one part of one file. A chunk's records are
+ * parsed by Open Babel in worker processes (chem/workers.c), checked,
+ * labelled and written.
+ *
+ * Keyed by file (issue 35). A molecule's id is its input's key * 1e9 + its
+ * record number; the key comes from the input's set and path (ingest_files
+ * keeps it while the file stays), so every shard and every rerun gives the
+ * same ids, and adding, removing or reordering files moves no other file's.
+ * Each input has a mol_key (its contents and how they are read) and a
+ * label_key (what its labels come from); ingest_parts lists the parts read
+ * under them. A rerun reads a part again when its mol_key changed (prune
+ * first deletes what the file's old contents gave), reads only the labels
+ * of its records when its label_key alone changed (the molecules stay; no
+ * Open Babel), and skips it otherwise; a file gone takes its rows. Dedupe
+ * runs in finalize, once all chunks are in one database, so a sharded run
+ * equals an unsharded one; it deletes nothing (`duplicates`).
  *
  * Nothing is lost quietly. Inputs must be regular files. Planning sniffs each
  * file's first bytes: when they clearly show another format than the
@@ -29,6 +40,7 @@
 #include "stage.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
@@ -63,6 +75,13 @@ struct side_csv {              /* labels_csv, loaded whole */
 };
 
 struct input {
+  int64_t key;                 /* molecules.id / ID_STRIDE for its molecules: from its set and path */
+  int position;                /* its place among the inputs (0 = first) */
+  char mol_key[17];            /* its contents and how they are read: a part is read again when it changes */
+  char label_key[17];          /* what its labels come from: only the labels are read again when it changes */
+  int labels_from_mol;         /* its labels are SD tags, read with the molecule (so in mol_key too) */
+  int64_t n_parts;             /* its chunks */
+  int status, seen;            /* what the plan found of it (IN_*); seen: a part of it is stored */
   char *set;
   char *path;                  /* absolute */
   char *stored;                /* as stored in source_file */
@@ -77,6 +96,17 @@ struct input {
   int n_cols;
 };
 
+/* Whether a space-separated list of set names has `set`. */
+static int set_listed(const char *list, const char *set) {
+  size_t n = strlen(set);
+  for (const char *q = list; (q = strstr(q, set)) != NULL; q += n)
+    if ((q == list || q[-1] == ' ') && (q[n] == ' ' || !q[n])) return 1;
+  return 0;
+}
+
+/* An input as the plan finds it, in the order that the worst part decides. */
+enum { IN_SAME, IN_LABELS, IN_NEW, IN_CHANGED };
+
 struct ingest {
   struct input *in;
   int n_in;
@@ -89,6 +119,12 @@ struct ingest {
   double timeout_s;
   size_t max_record_bytes;
   struct wpool *pool;
+  int64_t n_chunks;            /* chunk c is part chunk_part[c] of input chunk_in[c] */
+  int *chunk_in;
+  int64_t *chunk_part;
+  uint8_t *needed;             /* per chunk: 1 when it has work (ctx->chunk_needed) ... */
+  uint8_t *relabel;            /* ... and 1 when that work is its labels alone */
+  int64_t n_parsed, n_gen3d, n_relabelled; /* what this run did, for its last line */
   struct rec_reader *rd;       /* reader positioned in input rd_in ... */
   int rd_in;
   int64_t rd_next;             /* ... before record rd_next (1-based) */
@@ -269,6 +305,10 @@ static void ingest_free(struct ingest *g) {
     side_free(g->in[i].side);
   }
   free(g->in);
+  free(g->chunk_in);
+  free(g->chunk_part);
+  free(g->needed);
+  free(g->relabel);
   if (g->rd) rec_close(g->rd);
   if (g->pool) wpool_stop(g->pool);
   free(g);
@@ -348,18 +388,59 @@ static int file_content_hash(const char *path, uint64_t *out) {
   return 0;
 }
 
-/* Folds a file the stage reads into its inputs' fingerprint: its path and
- * its contents (not its time: a touched file is the same input). 0, or -1
- * with err set. */
-static int hash_input(struct stage_ctx *ctx, const char *path, char *err, size_t errlen) {
-  uint64_t h = 0;
-  if (file_content_hash(path, &h) != 0) {
-    snprintf(err, errlen, "%s: cannot read it to fingerprint it: %s", path, strerror(errno));
-    return -1;
+/* A string into a hash, with a terminator (so "ab","c" and "a","bc" differ). */
+static uint64_t hash_word(uint64_t h, const char *s) {
+  h = se3_hash_str(h, s ? s : "");
+  return se3_hash_bytes(h, "", 1);
+}
+
+/* What an input's molecules depend on (its contents, its format and
+ * columns) and what its labels do (the labels: setting, the labels_csv
+ * and that file's contents), each a 64-bit hash, as text. Labels that are
+ * SD tags are read with the molecule: they count in both. Not its time (a
+ * touched or copied file is the same input). 0, or STAGE_ERROR. */
+static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_node *item) {
+  uint64_t content = 0;
+  char err[PATH_MAX + 128];
+  if (file_content_hash(p->path, &content) != 0 && !p->file_error) {
+    snprintf(err, sizeof err, "%s: cannot read it to fingerprint it: %s", p->path, strerror(errno));
+    return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
   }
-  ctx->inputs_hash = se3_hash_str(ctx->inputs_hash, path);
-  ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &h, sizeof h);
-  return 0;
+  uint64_t mk = hash_word(SE3_HASH_INIT, "molecules");
+  mk = se3_hash_bytes(mk, &content, sizeof content);
+  mk = hash_word(mk, p->file_error);
+  mk = hash_word(mk, rec_format_name(p->fmt));
+  mk = hash_word(mk, p->ropt.smiles_column);
+  mk = hash_word(mk, p->ropt.name_column);
+  uint64_t lk = hash_word(SE3_HASH_INIT, "labels");
+  lk = cfg_hash(lk, p->labels);
+  if (p->side) {
+    const struct cfg_node *side = cfg_get(item, "labels_csv");
+    uint64_t sc = 0;
+    if (file_content_hash(p->side->path, &sc) != 0) {
+      snprintf(err, sizeof err, "labels_csv: %s: cannot read it to fingerprint it: %s", p->side->path,
+               strerror(errno));
+      return stage_fail_at(ctx, cfg_get(side, "path"), "%s", err);
+    }
+    lk = cfg_hash(lk, side);
+    lk = se3_hash_bytes(lk, &sc, sizeof sc);
+  }
+  p->labels_from_mol = p->labels && p->labels->kind == CFG_LIST && p->fmt != MOL_FMT_CSV && p->fmt != MOL_FMT_TSV;
+  if (p->labels_from_mol) mk = se3_hash_bytes(mk, &lk, sizeof lk);
+  snprintf(p->mol_key, sizeof p->mol_key, "%016" PRIx64, mk);
+  snprintf(p->label_key, sizeof p->label_key, "%016" PRIx64, lk);
+  ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &mk, sizeof mk);
+  ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &lk, sizeof lk);
+  return STAGE_OK;
+}
+
+/* An input's key: from its set and path (as stored), so that it does not
+ * move when files are added, removed or reordered; below 2^23, so every id
+ * (key * 1e9 + record) stays below 2^53, exact in JSON and JavaScript. */
+#define INPUT_KEYS 8388607LL
+static int64_t input_key_of(const char *set, const char *stored) {
+  uint64_t h = hash_word(hash_word(SE3_HASH_INIT, set), stored);
+  return 1 + (int64_t)(fh_mix(h) % (uint64_t)INPUT_KEYS);
 }
 
 /* "SDF", "MOL2", ... for messages. */
@@ -500,18 +581,230 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
     ctx->report->log(ctx, "planning: %s: %lld records in %.1f s", path, (long long)p->n_records, now_s() - pp.t0);
   p->first = g->total;
   g->total += p->n_records;
-  /* Every file this input reads enters the stage's hash by its contents:
-   * the molecule file, and the labels_csv beside it (an edited label must
-   * redo the labels and all that learned from them). A molecule file that
+  p->position = g->n_in - 1;
+  /* Every file this input reads enters its keys by its contents: the
+   * molecule file, and the labels_csv beside it (an edited label must redo
+   * the labels and all that learned from them). A molecule file that
    * cannot be read is a reject row already (file_error). */
-  if (hash_input(ctx, path, err, sizeof err) && !p->file_error)
-    return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
-  if (p->side && hash_input(ctx, p->side->path, err, sizeof err))
-    return stage_fail_at(ctx, cfg_get(side, "path"), "labels_csv: %s", err);
-  return STAGE_OK;
+  return input_keys(ctx, p, item);
 }
 
 static int has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+/* Each input's key: the one the database has for its set and path, else
+ * the hash of both, stepped past keys another input of this plan has. */
+static int assign_keys(struct stage_ctx *ctx, struct ingest *g) {
+  sqlite3_stmt *q = NULL;
+  char *sql = sqlite3_mprintf("SELECT input FROM \"%w\".ingest_files WHERE set_name=?1 AND source_file=?2", ctx->src);
+  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the inputs of the last run");
+  for (int pass = 0; pass < 2; pass++) /* those the database knows first, then the new ones */
+    for (int i = 0; i < g->n_in; i++) {
+      struct input *in = &g->in[i];
+      if (in->key) continue;
+      int64_t k = 0;
+      if (pass == 0) {
+        sqlite3_reset(q);
+        sqlite3_bind_text(q, 1, in->set, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, in->stored, -1, SQLITE_STATIC);
+        rc = sqlite3_step(q);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+          sqlite3_finalize(q);
+          return stage_sql_fail(ctx, "reading the inputs of the last run");
+        }
+        if (rc != SQLITE_ROW) continue;
+        k = sqlite3_column_int64(q, 0);
+      } else {
+        k = input_key_of(in->set, in->stored);
+      }
+      for (int taken = 1; taken;) {
+        taken = 0;
+        for (int j = 0; j < g->n_in && !taken; j++)
+          taken = g->in[j].key == k;
+        if (taken && pass == 0) break; /* (the same file twice: the second gets a key of its own) */
+        if (taken) k = k % INPUT_KEYS + 1;
+      }
+      for (int j = 0; j < g->n_in; j++)
+        if (g->in[j].key == k) k = 0;
+      in->key = k;
+    }
+  sqlite3_finalize(q);
+  return STAGE_OK;
+}
+
+/* The chunks: each input's records in parts of chunk_size, in the
+ * workflow's order; and which have work. A part the database lists as
+ * read from the file as it is now, with its labels as they are now, is
+ * done; one read from the same file but with other labels has its labels
+ * read again only (in a shard: read again whole, merge replaces it); any
+ * other is read. */
+static int plan_parts(struct stage_ctx *ctx, struct ingest *g) {
+  g->n_chunks = 0;
+  for (int i = 0; i < g->n_in; i++) {
+    g->in[i].n_parts = (g->in[i].n_records + g->chunk_size - 1) / g->chunk_size;
+    g->n_chunks += g->in[i].n_parts;
+  }
+  g->chunk_in = malloc(sizeof *g->chunk_in * (size_t)(g->n_chunks + 1));
+  g->chunk_part = malloc(sizeof *g->chunk_part * (size_t)(g->n_chunks + 1));
+  g->needed = calloc((size_t)g->n_chunks + 1, 1);
+  g->relabel = calloc((size_t)g->n_chunks + 1, 1);
+  if (!g->chunk_in || !g->chunk_part || !g->needed || !g->relabel) return stage_fail_at(ctx, NULL, "planning: out of memory");
+  int shard = strcmp(ctx->src, "main") != 0;
+  sqlite3_stmt *q[2] = {NULL, NULL};
+  for (int d = 0; d <= shard; d++) { /* the database's own first (a shard's newer rows), then screen.db */
+    char *sql = sqlite3_mprintf("SELECT mol_key, label_key FROM \"%w\".ingest_parts WHERE input=?1 AND part=?2",
+                                d == 0 ? "main" : ctx->src);
+    int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &q[d], NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) {
+      sqlite3_finalize(q[0]);
+      return stage_sql_fail(ctx, "reading the parts read before");
+    }
+  }
+  int64_t c = 0, done_items = 0;
+  int ret = STAGE_OK;
+  for (int i = 0; i < g->n_in && ret == STAGE_OK; i++) {
+    struct input *in = &g->in[i];
+    for (int64_t k = 0; k < in->n_parts; k++, c++) {
+      g->chunk_in[c] = i;
+      g->chunk_part[c] = k;
+      int found = 0, same_mol = 0, same_labels = 0;
+      for (int d = 0; d <= shard && !found; d++) {
+        sqlite3_reset(q[d]);
+        sqlite3_bind_int64(q[d], 1, in->key);
+        sqlite3_bind_int64(q[d], 2, k);
+        int rc = sqlite3_step(q[d]);
+        if (rc == SQLITE_ROW) {
+          found = 1;
+          same_mol = !strcmp((const char *)sqlite3_column_text(q[d], 0), in->mol_key);
+          same_labels = !strcmp((const char *)sqlite3_column_text(q[d], 1), in->label_key);
+        } else if (rc != SQLITE_DONE) {
+          ret = stage_sql_fail(ctx, "reading the parts read before");
+          break;
+        }
+      }
+      int64_t n = in->n_records - k * g->chunk_size;
+      if (n > g->chunk_size) n = g->chunk_size;
+      if (found && same_mol && same_labels) {
+        done_items += n;
+      } else {
+        g->needed[c] = 1;
+        g->relabel[c] = found && same_mol && !shard;
+      }
+      /* what the plan says of the file: its worst part */
+      int st = !found ? IN_NEW : !same_mol ? IN_CHANGED : !same_labels ? IN_LABELS : IN_SAME;
+      if (k == 0 || st > in->status) in->status = st;
+      if (found) in->seen = 1;
+    }
+  }
+  sqlite3_finalize(q[0]);
+  sqlite3_finalize(q[1]);
+  ctx->chunk_needed = g->needed;
+  ctx->items_done = done_items;
+  return ret;
+}
+
+/* What the plan found, in words, when anything is to be done (else ""):
+ * the files new, changed, with changed labels only, and gone, by name (the
+ * first few of each), and how many are unchanged; and the sets whose
+ * molecules (a file new, changed or gone) and whose labels alone change,
+ * space-separated, for `run --dry-run`. */
+static void plan_describe(struct stage_ctx *ctx, const struct ingest *g, char *line, size_t size, char *mol_sets,
+                          char *label_sets, size_t sets_size) {
+  static const char *const what[] = {"unchanged", "labels changed, molecules kept", "new", "changed, read again"};
+  int count[4] = {0}, resumed = 0;
+  line[0] = 0;
+  if (mol_sets) mol_sets[0] = label_sets[0] = 0;
+  for (int i = 0; i < g->n_in; i++) {
+    int st = g->in[i].status == IN_NEW && g->in[i].seen ? IN_SAME : g->in[i].status;
+    resumed += g->in[i].status == IN_NEW && g->in[i].seen;
+    count[st]++;
+    char *to = g->in[i].status == IN_LABELS ? label_sets : g->in[i].status != IN_SAME ? mol_sets : NULL;
+    if (mol_sets && to && !set_listed(to, g->in[i].set))
+      snprintf(to + strlen(to), sets_size - strlen(to), "%s%s", to[0] ? " " : "", g->in[i].set);
+  }
+  /* the files of the last plan gone from this one */
+  char gone[512] = "";
+  int n_gone = 0;
+  sqlite3_stmt *q = NULL;
+  char *sql = sqlite3_mprintf("SELECT set_name, source_file FROM \"%w\".ingest_files ORDER BY position", ctx->src);
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      const char *set = (const char *)sqlite3_column_text(q, 0), *file = (const char *)sqlite3_column_text(q, 1);
+      int here = 0;
+      for (int i = 0; i < g->n_in && !here; i++)
+        here = !strcmp(g->in[i].set, set) && !strcmp(g->in[i].stored, file);
+      if (here) continue;
+      if (n_gone < 4) {
+        size_t o = strlen(gone);
+        snprintf(gone + o, sizeof gone - o, "%s%s", n_gone ? ", " : "", file);
+      }
+      if (mol_sets && !set_listed(mol_sets, set))
+        snprintf(mol_sets + strlen(mol_sets), sets_size - strlen(mol_sets), "%s%s", mol_sets[0] ? " " : "", set);
+      n_gone++;
+    }
+  }
+  sqlite3_finalize(q);
+  sqlite3_free(sql);
+  if (count[IN_LABELS] + count[IN_NEW] + count[IN_CHANGED] + n_gone + resumed == 0) return;
+  size_t o = 0;
+  for (int st = IN_NEW; st >= IN_LABELS; st = st == IN_NEW ? IN_CHANGED : st == IN_CHANGED ? IN_LABELS : -1) {
+    if (!count[st] || o >= size - 64) continue;
+    o += (size_t)snprintf(line + o, size - o, "%s%s: ", o ? "; " : "", what[st]);
+    int shown = 0;
+    for (int i = 0; i < g->n_in && o < size - 64; i++) {
+      int s2 = g->in[i].status == IN_NEW && g->in[i].seen ? IN_SAME : g->in[i].status;
+      if (s2 != st) continue;
+      if (shown == 4) {
+        o += (size_t)snprintf(line + o, size - o, ", ... (%d files)", count[st]);
+        break;
+      }
+      o += (size_t)snprintf(line + o, size - o, "%s%s", shown ? ", " : "", g->in[i].stored);
+      shown++;
+    }
+  }
+  if (n_gone && o < size - 64)
+    o += (size_t)snprintf(line + o, size - o, "%sgone: %s%s (%s molecules and all made from them deleted)",
+                          o ? "; " : "", gone, n_gone > 4 ? ", ..." : "", n_gone == 1 ? "its" : "their");
+  if (resumed && o < size - 64)
+    o += (size_t)snprintf(line + o, size - o, "%sread in part before, resumed: %d file%s", o ? "; " : "", resumed,
+                          resumed == 1 ? "" : "s");
+  if (count[IN_SAME] - resumed > 0 && o < size - 64)
+    snprintf(line + o, size - o, "; %d file%s unchanged", count[IN_SAME] - resumed,
+             count[IN_SAME] - resumed == 1 ? "" : "s");
+}
+
+/* The plan's line in the run's log. */
+static void plan_say(struct stage_ctx *ctx, const struct ingest *g) {
+  char line[2048];
+  plan_describe(ctx, g, line, sizeof line, NULL, NULL, 0);
+  if (line[0]) ctx->report->log(ctx, "%s", line);
+}
+
+/* run --dry-run: the plan's line, with the records to read. */
+static int ingest_explain(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
+                          size_t sets_size) {
+  const struct ingest *g = ctx->state;
+  plan_describe(ctx, g, line, size, mol_sets, label_sets, sets_size);
+  int64_t parse = 0, relabel = 0;
+  for (int64_t c = 0; c < g->n_chunks; c++) {
+    if (!g->needed[c]) continue;
+    const struct input *in = &g->in[g->chunk_in[c]];
+    int64_t n = in->n_records - g->chunk_part[c] * g->chunk_size;
+    if (n > g->chunk_size) n = g->chunk_size;
+    if (g->relabel[c]) relabel += n;
+    else parse += n;
+  }
+  size_t o = strlen(line);
+  if (parse && o < size - 80)
+    o += (size_t)snprintf(line + o, size - o, "%sreads %lld record%s (molecules parsed)", o ? "; " : "",
+                          (long long)parse, parse == 1 ? "" : "s");
+  if (relabel && o < size - 80)
+    snprintf(line + o, size - o, "%sreads the labels of %lld record%s (molecules kept)", o ? "; " : "",
+             (long long)relabel, relabel == 1 ? "" : "s");
+  return STAGE_OK;
+}
 
 static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct ingest *g = calloc(1, sizeof *g);
@@ -591,8 +884,9 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
     }
   }
   if (g->n_in == 0) return stage_fail_at(ctx, sets, "no input files: add a set with at least one `path`");
+  if (assign_keys(ctx, g) || plan_parts(ctx, g)) return STAGE_ERROR;
   *n_items = g->total;
-  *n_chunks = (g->total + g->chunk_size - 1) / g->chunk_size;
+  *n_chunks = g->n_chunks;
   return STAGE_OK;
 }
 
@@ -607,6 +901,9 @@ struct item {                  /* one record of the chunk */
   const char *const *cols;
   int n_cols;
   int direct;                  /* rejected before parsing (reason below) */
+  int kept;                    /* labels alone read again: 1 its molecule is stored (name: its
+                                  stored name), 2 it stands rejected for a reason not its labels' */
+  char *stored_name;
   /* A rejection of ingest's own (the reader's, the labels'), kept whole
    * here (a record's error can name long paths): the reason and its
    * specifics (NULL: none). NULL reason: the worker's, in the job's why. */
@@ -827,19 +1124,100 @@ static const char *generated_name(const struct input *in, int64_t record_no, cha
   return buf;
 }
 
+/* A record read again (its labels changed): its labels, its reject and,
+ * unless keep_molecule, its molecule deleted. 0, or -1 with ctx->err. */
+static int forget_record(struct stage_ctx *ctx, int64_t id, int keep_molecule) {
+  char *sql = sqlite3_mprintf("DELETE FROM labels WHERE mol_id=%lld; DELETE FROM rejects WHERE stage='ingest' AND "
+                              "mol_id=%lld;",
+                              (long long)id, (long long)id);
+  if (sql && !keep_molecule) sql = sqlite3_mprintf("%z DELETE FROM molecules WHERE id=%lld", sql, (long long)id);
+  char *msg = NULL;
+  int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "deleting what was stored of molecule %lld: %s", (long long)id,
+             msg ? msg : sqlite3_errstr(rc));
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* Whether a reject's reason is its labels' (collect_labels's kinds). */
+static int label_reason(const char *r) {
+  return r && (!strcmp(r, "label not a number") || !strcmp(r, "bad labels_csv row"));
+}
+
+/* A part whose labels alone changed: each record with a stored molecule
+ * keeps it (kept 1, its stored name with it), each rejected for a reason
+ * other than its labels stays so (kept 2); the others (rejected for their
+ * labels, or not found) are parsed as usual. */
+static int relabel_look(struct stage_ctx *ctx, const struct input *in, struct item *items, int n) {
+  sqlite3_stmt *m = NULL, *r = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "SELECT name FROM molecules WHERE id=?1", -1, &m, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db, "SELECT reason FROM rejects WHERE stage='ingest' AND mol_id=?1", -1, &r, NULL) !=
+          SQLITE_OK) {
+    sqlite3_finalize(m);
+    return stage_sql_fail(ctx, "finding the molecules stored before");
+  }
+  int ret = STAGE_OK;
+  for (int i = 0; i < n && ret == STAGE_OK; i++) {
+    struct item *it = &items[i];
+    if (it->direct) continue;
+    int64_t id = in->key * ID_STRIDE + it->record_no;
+    sqlite3_reset(m);
+    sqlite3_bind_int64(m, 1, id);
+    int rc = sqlite3_step(m);
+    if (rc == SQLITE_ROW) {
+      it->kept = 1;
+      if (!(it->stored_name = strdup((const char *)sqlite3_column_text(m, 0)))) ret = stage_fail_at(ctx, NULL, "out of memory");
+      continue;
+    }
+    sqlite3_reset(r);
+    sqlite3_bind_int64(r, 1, id);
+    if (rc == SQLITE_DONE && (rc = sqlite3_step(r)) == SQLITE_ROW) {
+      if (!label_reason((const char *)sqlite3_column_text(r, 0))) it->kept = 2;
+      rc = SQLITE_DONE;
+    }
+    if (rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "finding the molecules stored before");
+  }
+  sqlite3_finalize(m);
+  sqlite3_finalize(r);
+  return ret;
+}
+
+/* The ledger of parts: part `part` of input `in` read under its present
+ * keys, records first..last. */
+static int write_part(struct stage_ctx *ctx, const struct input *in, int64_t part, int64_t first, int64_t last,
+                      int64_t n_ok, int64_t n_rej) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO ingest_parts(input, part, mol_key, label_key, first_record, "
+                         "last_record, n_ok, n_rejected) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                         -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "writing the part's row");
+  sqlite3_bind_int64(st, 1, in->key);
+  sqlite3_bind_int64(st, 2, part);
+  sqlite3_bind_text(st, 3, in->mol_key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, in->label_key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, first);
+  sqlite3_bind_int64(st, 6, last);
+  sqlite3_bind_int64(st, 7, n_ok);
+  sqlite3_bind_int64(st, 8, n_rej);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing the part's row");
+}
+
 static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct ingest *g = ctx->state;
-  if (!g->pool) {
-    char err[512];
-    g->pool = wpool_start(g->workers, &g->po, &g->co, err, sizeof err);
-    if (!g->pool) {
-      snprintf(ctx->err, sizeof ctx->err, "%s", err);
-      return STAGE_ERROR;
-    }
-  }
-  int64_t g0 = chunk * g->chunk_size, g1 = g0 + g->chunk_size;
-  if (g1 > g->total) g1 = g->total;
+  if (chunk < 0 || chunk >= g->n_chunks) return STAGE_OK;
+  const struct input *cin = &g->in[g->chunk_in[chunk]];
+  int64_t part = g->chunk_part[chunk];
+  int64_t g0 = cin->first + part * g->chunk_size, g1 = g0 + g->chunk_size;
+  if (g1 > cin->first + cin->n_records) g1 = cin->first + cin->n_records;
   int n = (int)(g1 - g0);
+  int relabel = g->relabel[chunk];
   struct item *items = calloc((size_t)n + 1, sizeof *items);
   struct wjob *jobs = calloc((size_t)n + 1, sizeof *jobs);
   int ret = STAGE_ERROR, n_todo = 0;
@@ -854,6 +1232,8 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     mol_init(&jobs[i].mol);
     if (read_record(ctx, g, g0 + i, &items[i], &jobs[i])) goto out;
   }
+  if (relabel && (ret = relabel_look(ctx, cin, items, n)) != STAGE_OK) goto out;
+  ret = STAGE_ERROR;
   /* Parse what survived reading, in the worker processes. Records rejected
    * before parsing count as finished now. */
   struct wjob *packed = calloc((size_t)n + 1, sizeof *packed);
@@ -865,14 +1245,23 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     goto out;
   }
   for (int i = 0; i < n; i++) {
-    if (items[i].direct) continue;
+    if (items[i].direct || items[i].kept) continue;
     where[n_todo] = i;
     packed[n_todo] = jobs[i];
     n_todo++;
   }
   if (n - n_todo > 0) ctx->report->advance(ctx, n - n_todo);
   char err[512] = "";
-  int rc = wpool_run(g->pool, packed, n_todo, g->timeout_s, ctx->stop, advance_cb, ctx, err, sizeof err);
+  /* (the workers start with the first record to parse: a run that reads
+   * labels alone starts none) */
+  if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, err, sizeof err))) {
+    free(packed);
+    free(where);
+    snprintf(ctx->err, sizeof ctx->err, "%s", err);
+    goto out;
+  }
+  int rc = n_todo > 0 ? wpool_run(g->pool, packed, n_todo, g->timeout_s, ctx->stop, advance_cb, ctx, err, sizeof err)
+                      : 0;
   for (int k = 0; k < n_todo; k++) jobs[where[k]] = packed[k];
   free(packed);
   free(where);
@@ -894,7 +1283,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
           SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, "
-                         "reason, atom, detail) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                         "reason, atom, detail, mol_id) VALUES('ingest',?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
                          -1, &ins_rej, NULL) != SQLITE_OK) {
     ret = stage_sql_fail(ctx, "preparing inserts");
     goto out;
@@ -903,15 +1292,33 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     struct item *it = &items[i];
     struct wjob *j = &jobs[i];
     const struct input *in = &g->in[it->in];
+    int64_t id = in->key * ID_STRIDE + it->record_no;
     struct label labels[256];
     int n_lab = 0;
     const char *kind = NULL;
     char detail[512];
+    if (it->kept == 2) { /* its reject stands */
+      (*n_rej)++;
+      continue;
+    }
+    if (it->kept == 1) {
+      /* The molecule stays as stored; its labels are read again, joined by
+       * the name the record itself had (none when the stored one was made
+       * up), from its columns, the labels_csv or the workflow. */
+      char made[320];
+      const char *own = strcmp(it->stored_name, generated_name(in, it->record_no, made, sizeof made)) ? it->stored_name : "";
+      if (!(j->mol.name = strdup(own))) {
+        snprintf(ctx->err, sizeof ctx->err, "out of memory relabelling");
+        goto out;
+      }
+    }
     if (j->status == 0 && collect_labels(in, it, &j->mol, labels, &n_lab, 256, &kind, detail, sizeof detail) != 0 &&
         item_reject(it, j, kind, detail)) {
       snprintf(ctx->err, sizeof ctx->err, "out of memory for a reject");
       goto out;
     }
+    /* (a record read again: what was stored of it before goes, unless it is kept) */
+    if (relabel && forget_record(ctx, id, it->kept == 1 && j->status == 0)) goto out;
     const char *name = it->name ? it->name : j->mol.name ? j->mol.name : "";
     if (j->status != 0) {
       sqlite3_reset(ins_rej);
@@ -921,6 +1328,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       sqlite3_bind_int64(ins_rej, 4, it->line);
       sqlite3_bind_text(ins_rej, 5, name, -1, SQLITE_STATIC);
       sqlite3_bind_int64(ins_rej, 6, chunk);
+      sqlite3_bind_int64(ins_rej, 10, id);
       /* the reason alone in its column (rejects group by it); the atom
        * (NULL: none) and the specifics (NULL: none) in theirs */
       if (it->reason) {
@@ -955,13 +1363,19 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
      * must never match a labels_csv row). */
     char made[320];
     if (is_blank_name(name)) name = generated_name(in, it->record_no, made, sizeof made);
-    int64_t id = (int64_t)(it->in + 1) * ID_STRIDE + it->record_no;
+    if (it->kept == 1) {
+      g->n_relabelled++;
+    } else {
+      g->n_parsed++;
+      g->n_gen3d += j->mol.coords_gen3d != 0;
+    }
     uint8_t *blob = NULL;
     size_t blen = 0;
-    if (mol_to_blob(&j->mol, &blob, &blen) != 0) {
+    if (it->kept != 1 && mol_to_blob(&j->mol, &blob, &blen) != 0) {
       snprintf(ctx->err, sizeof ctx->err, "out of memory encoding a molecule");
       goto out;
     }
+    if (it->kept != 1) {
     sqlite3_reset(ins_mol);
     sqlite3_bind_int64(ins_mol, 1, id);
     sqlite3_bind_text(ins_mol, 2, in->set, -1, SQLITE_STATIC);
@@ -985,6 +1399,7 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       ret = stage_sql_fail(ctx, "writing a molecule");
       goto out;
     }
+    }
     for (int k = 0; k < n_lab; k++) {
       sqlite3_reset(ins_lab);
       sqlite3_bind_int64(ins_lab, 1, id);
@@ -997,7 +1412,8 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     }
     (*n_ok)++;
   }
-  ret = STAGE_OK;
+  /* the part is read: under which keys, and what it holds */
+  ret = write_part(ctx, cin, part, n ? items[0].record_no : 0, n ? items[n - 1].record_no : 0, *n_ok, *n_rej);
 out:
   sqlite3_finalize(ins_mol);
   sqlite3_finalize(ins_lab);
@@ -1006,6 +1422,7 @@ out:
     free((char *)jobs[i].text);
     mol_free(&jobs[i].mol);
     free(items[i].name);
+    free(items[i].stored_name);
     free(items[i].reason);
     free(items[i].detail);
     for (int k = 0; k < items[i].n_fields; k++) free(items[i].fields[k]);
@@ -1120,52 +1537,242 @@ out:
   return ret;
 }
 
-/* Every non-empty input gave a molecule; then set-wide dedupe: keep the
- * molecule with the smallest id of each set and key. */
+/* Every non-empty input gave a molecule; then set-wide dedupe, decided
+ * afresh from what is stored: of each set's molecules with the same key,
+ * the first in the workflow's order (its file's place, then its record)
+ * stays, and the others are listed in `duplicates` (the stages after ingest
+ * leave them out) and get a reject row saying which one they repeat. Their
+ * rows stay: a file added ahead of them, or removed, changes the choice
+ * without reading any molecule again. */
 static int ingest_finalize(struct stage_ctx *ctx) {
   if (check_yield(ctx) != STAGE_OK) return STAGE_ERROR;
   const char *mode = cfg_str(ctx->cfg, "dedupe", "none");
-  if (!strcmp(mode, "none")) return STAGE_OK;
   const char *col = !strcmp(mode, "smiles") ? "smiles" : "inchikey";
   char *sql = sqlite3_mprintf(
-      "CREATE TEMP TABLE dup AS SELECT m.id AS id, m.set_name, m.source_file, m.record_no, m.name, m.chunk, "
-      "  'duplicate of molecule ' || k.id || ' (' || k.source_file || ' record ' || k.record_no || ') by %s' "
-      "  AS reason "
-      "FROM molecules m JOIN (SELECT set_name, \"%w\" AS key, min(id) AS id FROM molecules "
-      "  GROUP BY set_name, \"%w\" HAVING count(*) > 1) f ON f.set_name = m.set_name AND f.key = m.\"%w\" "
-      "JOIN molecules k ON k.id = f.id WHERE m.id <> f.id;"
-      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason) "
-      "  SELECT 'ingest', set_name, source_file, record_no, NULL, name, chunk, reason FROM dup;"
-      "DELETE FROM labels WHERE mol_id IN (SELECT id FROM dup);"
-      "DELETE FROM molecules WHERE id IN (SELECT id FROM dup);"
-      "DROP TABLE dup;",
-      mode, col, col, col);
+      "DELETE FROM rejects WHERE stage='ingest' AND mol_id IN (SELECT mol_id FROM duplicates);"
+      "DELETE FROM duplicates;"
+      "INSERT INTO duplicates(mol_id, of_id, by) SELECT id, keep, %Q FROM ("
+      "  SELECT m.id, first_value(m.id) OVER w AS keep, row_number() OVER w AS n "
+      "  FROM molecules m JOIN ingest_files f ON f.input = m.id / %lld "
+      "  WHERE %d AND (SELECT count(*) FROM molecules d WHERE d.set_name = m.set_name AND d.\"%w\" = m.\"%w\") > 1 "
+      "  WINDOW w AS (PARTITION BY m.set_name, m.\"%w\" ORDER BY f.position, m.record_no, m.id)) WHERE n > 1;"
+      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, mol_id) "
+      "  SELECT 'ingest', m.set_name, m.source_file, m.record_no, NULL, m.name, m.chunk, "
+      "  'duplicate of molecule ' || k.id || ' (' || k.source_file || ' record ' || k.record_no || ') by %s', m.id "
+      "  FROM duplicates d JOIN molecules m ON m.id = d.mol_id JOIN molecules k ON k.id = d.of_id;",
+      col, ID_STRIDE, strcmp(mode, "none") != 0, col, col, col, mode);
   char *msg = NULL;
   int rc = sqlite3_exec(ctx->db, sql, NULL, NULL, &msg);
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
     snprintf(ctx->err, sizeof ctx->err, "dedupe: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
-    sqlite3_exec(ctx->db, "DROP TABLE IF EXISTS temp.dup", NULL, NULL, NULL);
     return STAGE_ERROR;
   }
   return STAGE_OK;
 }
 
 static void ingest_end(struct stage_ctx *ctx) {
-  ingest_free(ctx->state);
+  struct ingest *g = ctx->state;
+  /* what the chunks of this run read: molecules parsed (and generated in
+   * 3D), or only their labels */
+  if (g && (g->n_parsed || g->n_relabelled))
+    ctx->report->log(ctx, "%lld molecule%s parsed (%lld with 3D coordinates generated), %lld with only "
+                          "their labels read again",
+                     (long long)g->n_parsed, g->n_parsed == 1 ? "" : "s", (long long)g->n_gen3d,
+                     (long long)g->n_relabelled);
+  ingest_free(g);
   ctx->state = NULL;
 }
 
-/* merge: a shard's hash folds in the inputs' fingerprint, which begin plans */
+/* Deletes from main what ingest stored of an input `plan` does not have as
+ * it is now (a table of input and mol_key: this run's plan, or a shard's
+ * ingest_files): an input gone, or one now read from other contents or in
+ * another way; and what a database of an earlier se3screen holds, whose
+ * ids went by the input's place (molecules and rejects of an input with no
+ * part listed). Counts the rows into *n. 0, or -1 with err set. */
+static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, size_t errlen) {
+  int64_t *keys = NULL, before = sqlite3_total_changes64(db);
+  int n_keys = 0, cap = 0, ret = -1;
+  sqlite3_stmt *q = NULL;
+  char *sql = sqlite3_mprintf(
+      "SELECT DISTINCT p.input FROM main.ingest_parts p WHERE NOT EXISTS (SELECT 1 FROM %s q WHERE q.input = p.input "
+      "AND q.mol_key = p.mol_key) UNION SELECT DISTINCT mol_id / %lld FROM main.rejects WHERE stage = 'ingest' AND "
+      "mol_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main.ingest_parts p WHERE p.input = mol_id / %lld)",
+      plan, ID_STRIDE, ID_STRIDE);
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    if (n_keys == cap) {
+      cap = cap ? 2 * cap : 16;
+      int64_t *k = realloc(keys, sizeof *keys * (size_t)cap);
+      if (!k) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      keys = k;
+    }
+    keys[n_keys++] = sqlite3_column_int64(q, 0);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(q);
+  q = NULL;
+  if (rc != SQLITE_DONE) goto fail;
+  /* the molecules' inputs with no part: a skip over the id ranges */
+  rc = sqlite3_prepare_v2(db, "SELECT id FROM main.molecules WHERE id >= ?1 ORDER BY id LIMIT 1", -1, &q, NULL);
+  for (int64_t from = 0; rc == SQLITE_OK;) {
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, from);
+    if ((rc = sqlite3_step(q)) != SQLITE_ROW) break;
+    int64_t k = sqlite3_column_int64(q, 0) / ID_STRIDE;
+    from = (k + 1) * ID_STRIDE;
+    rc = SQLITE_OK;
+    int listed = 0;
+    for (int i = 0; i < n_keys && !listed; i++)
+      listed = keys[i] == k;
+    char *has = sqlite3_mprintf("SELECT count(*) FROM main.ingest_parts WHERE input = %lld", (long long)k);
+    sqlite3_stmt *h = NULL;
+    int parts = 0;
+    if (has && sqlite3_prepare_v2(db, has, -1, &h, NULL) == SQLITE_OK && sqlite3_step(h) == SQLITE_ROW)
+      parts = sqlite3_column_int(h, 0);
+    else
+      rc = SQLITE_ERROR;
+    sqlite3_finalize(h);
+    sqlite3_free(has);
+    if (listed || parts || rc != SQLITE_OK) continue;
+    if (n_keys == cap) {
+      cap = cap ? 2 * cap : 16;
+      int64_t *kk = realloc(keys, sizeof *keys * (size_t)cap);
+      if (!kk) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      keys = kk;
+    }
+    keys[n_keys++] = k;
+  }
+  sqlite3_finalize(q);
+  if (rc != SQLITE_DONE) goto fail;
+  sql = sqlite3_mprintf("DELETE FROM main.rejects WHERE stage = 'ingest' AND mol_id IS NULL;");
+  for (int i = 0; i < n_keys && sql; i++) {
+    long long lo = keys[i] * ID_STRIDE, hi = lo + ID_STRIDE - 1;
+    sql = sqlite3_mprintf("%z DELETE FROM main.labels WHERE mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.duplicates WHERE mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.molecules WHERE id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.rejects WHERE stage = 'ingest' AND mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.ingest_parts WHERE input = %lld;",
+                          sql, lo, hi, lo, hi, lo, hi, lo, hi, (long long)keys[i]);
+  }
+  char *msg = NULL;
+  rc = sql ? sqlite3_exec(db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(err, errlen, "deleting the molecules of inputs gone or changed: %s", msg ? msg : sqlite3_errstr(rc));
+    sqlite3_free(msg);
+    free(keys);
+    return -1;
+  }
+  *n = sqlite3_total_changes64(db) - before;
+  ret = 0;
+  free(keys);
+  return ret;
+fail:
+  snprintf(err, errlen, "finding the inputs gone or changed: %s", rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+  free(keys);
+  return -1;
+}
+
+/* Before the chunks, inside the runner's transaction: what is stored of
+ * inputs gone or changed goes (not in a shard: `merge` does it there, from
+ * the shard's plan), and ingest_files becomes this plan. */
+static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
+  struct ingest *g = ctx->state;
+  *n = 0;
+  plan_say(ctx, g); /* (before ingest_files becomes this plan: it tells the files gone) */
+  char *msg = NULL;
+  if (sqlite3_exec(ctx->db,
+                   "CREATE TEMP TABLE IF NOT EXISTS ingest_plan(input INTEGER PRIMARY KEY, mol_key TEXT NOT NULL);"
+                   "DELETE FROM temp.ingest_plan; DELETE FROM main.ingest_files",
+                   NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "planning: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    sqlite3_free(msg);
+    return STAGE_ERROR;
+  }
+  sqlite3_stmt *p = NULL, *f = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO temp.ingest_plan(input, mol_key) VALUES(?1, ?2)", -1, &p,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO main.ingest_files(input, position, set_name, source_file, mol_key, "
+                         "label_key, n_records, n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                         -1, &f, NULL) != SQLITE_OK) {
+    sqlite3_finalize(p);
+    return stage_sql_fail(ctx, "planning");
+  }
+  int ret = STAGE_OK;
+  for (int i = 0; i < g->n_in && ret == STAGE_OK; i++) {
+    const struct input *in = &g->in[i];
+    sqlite3_reset(p);
+    sqlite3_bind_int64(p, 1, in->key);
+    sqlite3_bind_text(p, 2, in->mol_key, -1, SQLITE_STATIC);
+    sqlite3_reset(f);
+    sqlite3_bind_int64(f, 1, in->key);
+    sqlite3_bind_int(f, 2, in->position);
+    sqlite3_bind_text(f, 3, in->set, -1, SQLITE_STATIC);
+    sqlite3_bind_text(f, 4, in->stored, -1, SQLITE_STATIC);
+    sqlite3_bind_text(f, 5, in->mol_key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(f, 6, in->label_key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(f, 7, in->n_records);
+    sqlite3_bind_int64(f, 8, in->n_parts);
+    if (sqlite3_step(p) != SQLITE_DONE || sqlite3_step(f) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
+  }
+  sqlite3_finalize(p);
+  sqlite3_finalize(f);
+  if (ret == STAGE_OK && !strcmp(ctx->src, "main") &&
+      delete_stale(ctx->db, "temp.ingest_plan", n, ctx->err, sizeof ctx->err))
+    ret = STAGE_ERROR;
+  return ret;
+}
+
+/* merge of a shard: what screen.db holds of inputs the shard's plan has
+ * gone or changed, and of the parts the shard read (their records), goes
+ * before the shard's rows are copied in. */
+static int ingest_fold(struct stage_fold *f) {
+  int64_t n = 0;
+  if (delete_stale(f->db, "shard.ingest_files", &n, f->err, sizeof f->err)) return -1;
+  sqlite3_stmt *q = NULL;
+  char *sql = sqlite3_mprintf("DELETE FROM main.ingest_files;");
+  int rc = sqlite3_prepare_v2(f->db, "SELECT input, first_record, last_record FROM shard.ingest_parts", -1, &q, NULL);
+  while (rc == SQLITE_OK && sql && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    long long base = sqlite3_column_int64(q, 0) * ID_STRIDE, lo = base + sqlite3_column_int64(q, 1),
+              hi = base + sqlite3_column_int64(q, 2);
+    sql = sqlite3_mprintf("%z DELETE FROM main.labels WHERE mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.molecules WHERE id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.rejects WHERE stage = 'ingest' AND mol_id BETWEEN %lld AND %lld;",
+                          sql, lo, hi, lo, hi, lo, hi);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(q);
+  char *msg = NULL;
+  if (rc == SQLITE_DONE) rc = sql ? sqlite3_exec(f->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(f->err, sizeof f->err, "ingest: replacing the parts a shard read: %s", msg ? msg : sqlite3_errmsg(f->db));
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0; /* then every row of the shard is copied */
+}
+
+/* merge: a shard's hash folds in the inputs' fingerprint (their mol_key
+ * and label_key), which begin plans */
 static int ingest_merge_hash(const struct cfg_node *root) {
   (void)root;
-  return STAGE_HASH_PLANNED;
+  return STAGE_HASH_FILES;
 }
 
 const struct stage stage_ingest = {
     .name = "ingest",
-    .tables = "labels molecules",
+    .tables = "duplicates labels ingest_parts ingest_files molecules", /* (status counts the last) */
     .blob_column = "mol",
     .uses_sets = 1,
     .begin = ingest_begin,
@@ -1174,4 +1781,8 @@ const struct stage stage_ingest = {
     .end = ingest_end,
     .merge_hash = ingest_merge_hash,
     .content_per_row = 1, /* molecules.mol_hash */
+    .keyed = stage_keyed_always, /* by input file: ingest_files, ingest_parts */
+    .prune = ingest_prune,
+    .fold = ingest_fold,
+    .explain = ingest_explain,
 };

@@ -315,6 +315,7 @@ static void rank_end(struct stage_ctx *ctx) {
 
 const struct stage stage_rank = {
     .name = "rank",
+    .reads_set = "stages.score.set",
     .done = "hits",
     .tables = "ranks",
     .uses_sets = 0,

@@ -660,6 +660,7 @@ static int score_folded_as_now(sqlite3 *db, const struct cfg_node *root) {
 
 const struct stage stage_score = {
     .name = "score",
+    .reads_set = "stages.score.set",
     .tables = "scores",
     .uses_sets = 0,
     .after = "train",

@@ -154,7 +154,10 @@ struct stage {
    * missing or stale (stage_ids_pending), the runner runs only those, and
    * `prune`, called by the runner on the database it writes inside a
    * transaction before the chunks, deletes the rows nothing wants any more
-   * (their molecule gone or changed). Its config hash is its settings
+   * (their molecule gone or changed); in a shard (ctx->src not "main") it
+   * leaves screen.db alone, and the next unsharded run or `merge` (the
+   * stage's fold) deletes them. Ingest is keyed by input file the same
+   * way (stages/ingest.c). Its config hash is its settings
    * chain (its own settings and those of the stages before it), and its
    * rows are all discarded only when that changes. The stages after it
    * read its rows' content themselves where they depend on it (train's
@@ -168,6 +171,17 @@ struct stage {
   int content_per_row;
   /* The rows deleted, counted in *n (for the log). STAGE_OK or STAGE_ERROR. */
   int (*prune)(struct stage_ctx *ctx, int64_t *n);
+  /* `run --dry-run` (after begin, on the database opened read-only): what
+   * the plan will do and why, in words (one line without the stage's name;
+   * "" for nothing), and the sets whose molecules (mol_sets) and whose
+   * labels alone (label_sets) it changes, space-separated (each sets_size
+   * bytes). NULL: the runner words it from the plan (chunk_needed). */
+  int (*explain)(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
+                 size_t sets_size);
+  /* The configuration key naming the one set the stage reads (train's
+   * stages.train.set, score's and rank's stages.score.set); NULL: every
+   * set. For --dry-run: a change to another set leaves it alone. */
+  const char *reads_set;
 };
 
 /* Whether stage s keys its work in this workflow (struct stage's keyed). */
@@ -177,8 +191,12 @@ static inline int stage_is_keyed(const struct stage *s, const struct cfg_node *r
 
 /* merge_hash's answers: the hash cannot be known by merge (the stage reads
  * files merge does not fingerprint); it is the settings' and the upstream
- * stage's; or begin must plan the stage for its inputs' fingerprint. */
-enum { STAGE_HASH_UNKNOWN = 0, STAGE_HASH_SETTINGS = 1, STAGE_HASH_PLANNED = 2 };
+ * stage's; or begin must plan the stage for its inputs' fingerprint (a
+ * keyed stage's hash is then its chain alone); or, for a keyed stage whose
+ * rows say which input files they were made from (ingest), its chain and
+ * the fingerprint of the files its begin plans (ctx->inputs_hash), so that
+ * a shard made from other files than the workflow's now is refused. */
+enum { STAGE_HASH_UNKNOWN = 0, STAGE_HASH_SETTINGS = 1, STAGE_HASH_PLANNED = 2, STAGE_HASH_FILES = 3 };
 
 /* What a stage's fold gets (struct stage's `fold`). */
 struct stage_fold {
@@ -226,7 +244,8 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
 /* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 
-/* Molecule ids are (input + 1) * STAGE_ID_STRIDE + record: the input file a
+/* Molecule ids are key * STAGE_ID_STRIDE + record, the key the input file's
+ * own (from its set and path: ingest_files.input): the input file a
  * molecule came from is id / STAGE_ID_STRIDE. */
 #define STAGE_ID_STRIDE 1000000000LL
 

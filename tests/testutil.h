@@ -23,6 +23,12 @@ const char *tu_shared(const char *rel);
 /* Rows of a query on a SQLite file as text: columns separated by '|', rows by
  * '\n', blobs as hex, NULL as "NULL". Opens the file read-only, directly
  * through SQLite (not through se3screen). NULL on error (message in *err). */
+/* SQL: a molecules row's place in the workflow's order (its input's place,
+ * then its record), for ORDER BY; `m` the table's alias with its dot, or
+ * "". Ids go by the input's key (its set and path), not its place. */
+#define TU_IN_ORDER(m) "(SELECT position FROM ingest_files f WHERE f.input = " m "id / 1000000000), " m "record_no"
+/* SQL: whether a molecules row came from the workflow's input at place k */
+#define TU_FROM_INPUT(m, k) "(" m "id / 1000000000 = (SELECT input FROM ingest_files WHERE position = " #k "))"
 char *tu_query(const char *db, const char *sql);
 /* The same, waiting at most busy_ms for a writer's lock (tu_query: 10 s);
  * with 0, the caller may hold the writer frozen: a locked database or a

@@ -35,7 +35,7 @@ Test(ingest_names, headers_name_columns_titles_and_generated_names) {
   cr_assert_eq(rc, 0, "%s", out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
-  char *mols = tu_query(db, "SELECT set_name, record_no, name FROM molecules ORDER BY id");
+  char *mols = tu_query(db, "SELECT set_name, record_no, name FROM molecules ORDER BY " TU_IN_ORDER(""));
   cr_assert_str_eq(mols, "a|1|ethanol\n"
                          "a|2|benzene\n"
                          "a|3|structure_compound:3\n"

@@ -52,7 +52,7 @@ Test(ingest_rejects, one_group_per_kind_with_the_atom_and_detail_apart) {
   free(out);
   char db[1300];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
-  char *got = tu_query(db, "SELECT name FROM molecules ORDER BY id");
+  char *got = tu_query(db, "SELECT name FROM molecules ORDER BY " TU_IN_ORDER(""));
   cr_assert_str_eq(got, "good\nethanol\n", "stored:\n%s", got);
   free(got);
   /* one group per kind, not one per atom */

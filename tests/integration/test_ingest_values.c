@@ -48,7 +48,7 @@ Test(ingest_values, nul_byte_rejects_its_record) {
   int rc = run_wf(dir, yaml, &out);
   cr_assert_eq(rc, 0, "run failed (%d): %s", rc, out);
   char *db = db_of(dir);
-  char *got = tu_query(db, "SELECT smiles FROM molecules ORDER BY id");
+  char *got = tu_query(db, "SELECT smiles FROM molecules ORDER BY " TU_IN_ORDER(""));
   cr_assert_str_eq(got, "CCO\n", "the molecules stored (a NUL byte cut 'CC\\0O' to ethane):\n%s", got);
   free(got);
   got = tu_query(db, "SELECT record_no, line, reason FROM rejects");
@@ -109,7 +109,7 @@ Test(ingest_values, isotopes_stored_and_exported) {
   free(out);
   char *db = db_of(dir);
   /* [13CH4] and CH4 are two molecules: dedupe by InChIKey keeps both */
-  char *got = tu_query(db, "SELECT name, smiles FROM molecules ORDER BY id");
+  char *got = tu_query(db, "SELECT name, smiles FROM molecules ORDER BY " TU_IN_ORDER(""));
   cr_assert_str_eq(got, "methane13|[13CH4]\nheavywater|[2H]O[2H]\nethanol|CCO\nmethane|C\nmethanol13|[13CH3]O\n", "%s",
                    got);
   free(got);
@@ -126,7 +126,7 @@ Test(ingest_values, isotopes_stored_and_exported) {
   /* exported as SD with M  ISO lines, and read back by Open Babel */
   char *path = NULL;
   cr_assert(asprintf(&path, "%s/out.sdf", dir) > 0);
-  cr_assert_eq(tu_se3(&out, "export %s/work --format sdf -o %s --query \"SELECT id, name FROM molecules ORDER BY id\"",
+  cr_assert_eq(tu_se3(&out, "export %s/work --format sdf -o %s --query \"SELECT id, name FROM molecules ORDER BY " TU_IN_ORDER("") "\"",
                       dir, path),
                0, "%s", out);
   free(out);
@@ -208,7 +208,7 @@ Test(ingest_values, labels_are_decimal_numbers) {
   free(out);
   char *db = db_of(dir);
   char *got = tu_query(db, "SELECT m.name, l.name, l.value FROM labels l JOIN molecules m ON m.id = l.mol_id "
-                           "WHERE m.id < 2000000000 ORDER BY m.id");
+                           "WHERE " TU_FROM_INPUT("m.", 0) " ORDER BY m.id");
   cr_assert_str_eq(got, "padded|y|1.5\nplain|y|-0.25\ndot|y|0.5\n", "labels from the y column:\n%s", got);
   free(got);
   /* every other row of the first input is a reject ("label not a number"),
@@ -237,7 +237,7 @@ Test(ingest_values, labels_are_decimal_numbers) {
   }
   /* the labels_csv: 0x1F refused, naming side.csv:3 and column 'z'; the other rows read */
   got = tu_query(db, "SELECT m.name, l.value FROM labels l JOIN molecules m ON m.id = l.mol_id "
-                     "WHERE m.id > 2000000000 AND m.id < 3000000000 ORDER BY m.id");
+                     "WHERE " TU_FROM_INPUT("m.", 1) " ORDER BY m.id");
   cr_assert_str_eq(got, "hex|1\nplain|3\n", "labels from side.csv:\n%s", got);
   free(got);
   got = tu_query(db, "SELECT reason || ': ' || detail FROM rejects WHERE name = 'padded' AND detail LIKE '%side.csv%'");

@@ -1,0 +1,315 @@
+/* plan.c — what the next run would do, stage by stage, and why:
+ * `se3screen run --dry-run`, and the "next run" lines of `status WORKFLOW`.
+ *
+ * Every stage is planned as `run` plans it (its begin, on the database
+ * opened read-only, the input files read for their keys), and nothing is
+ * written. Where a stage's work depends on what a stage before it will
+ * make, the line says so rather than guess: train after ingest reads new
+ * labels of its set retrains only if the labels it learns change, which
+ * only that run can tell.
+ *
+ * A stage's verdict is one of: nothing to do; some of its rows (a keyed
+ * stage's new or changed molecules; chunks left over); redone whole (its
+ * settings, or what it reads whole, changed); or decided after the stage
+ * before it. The stages after one with work carry what it changes on:
+ * the sets whose molecules and whose labels change.
+ */
+#define _GNU_SOURCE
+#include "pipeline/runner_internal.h"
+
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { P_NOTHING, P_SOME, P_MAYBE, P_WHOLE };
+
+struct plan {
+  struct run *r;
+  FILE *out;
+  int verdict[N_STAGES];
+  int planned[N_STAGES];
+  char chain[N_STAGES][17]; /* each stage's settings chain as the run will have it ("" unknown) */
+  char hash[N_STAGES][17];  /* a non-keyed stage's config hash as it will be ("" unknown: it depends on the run) */
+  /* what a stage changes, for those after it: sets whose molecules, and
+   * whose labels only, change ("*": every set); space-separated */
+  char mol_sets[N_STAGES][512], label_sets[N_STAGES][512];
+  int n_work; /* stages with something to do */
+};
+
+static void quiet_advance(struct stage_ctx *ctx, int64_t n) {
+  (void)ctx;
+  (void)n;
+}
+static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) {
+  (void)ctx;
+  (void)fmt;
+}
+static const struct stage_report quiet = {quiet_advance, quiet_log};
+
+static void say(struct plan *p, int i, int verdict, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void say(struct plan *p, int i, int verdict, const char *fmt, ...) {
+  p->verdict[i] = verdict;
+  p->planned[i] = 1;
+  if (verdict != P_NOTHING) p->n_work++;
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(p->out, "  %s: %s\n", run_all_stages[i]->name, line);
+}
+
+/* Whether the space-separated list has the set (or is "*"), and whether two lists meet. */
+static int has_set(const char *list, const char *set) {
+  if (!strcmp(list, "*")) return 1;
+  size_t n = strlen(set);
+  for (const char *q = list; (q = strstr(q, set)) != NULL; q += n)
+    if ((q == list || q[-1] == ' ') && (q[n] == ' ' || !q[n])) return 1;
+  return 0;
+}
+static void add_sets(char *to, size_t size, const char *from) {
+  if (!strcmp(to, "*")) return;
+  if (!strcmp(from, "*")) {
+    snprintf(to, size, "*");
+    return;
+  }
+  char *copy = strdup(from), *save = NULL;
+  for (char *w = copy ? strtok_r(copy, " ", &save) : NULL; w; w = strtok_r(NULL, " ", &save))
+    if (!has_set(to, w)) snprintf(to + strlen(to), size - strlen(to), "%s%s", to[0] ? " " : "", w);
+  free(copy);
+}
+static const char *sets_words(const char *list, char *buf, size_t n) {
+  if (!strcmp(list, "*")) snprintf(buf, n, "every set");
+  else snprintf(buf, n, "%s %s", strchr(list, ' ') ? "sets" : "set", list);
+  return buf;
+}
+
+/* The set a stage reads (struct stage's reads_set), NULL for every set. */
+static const char *stage_set(const struct cfg_node *root, const struct stage *s) {
+  return s->reads_set ? cfg_str(root, s->reads_set, NULL) : NULL;
+}
+
+/* Whether the stage's upstream records its rows' content row by row (its
+ * chain, not its config hash, goes into this one's hashes). */
+static int by_row(const struct cfg_node *root, int ui) {
+  return ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || run_all_stages[ui]->content_per_row);
+}
+
+static void plan_stage(struct plan *p, int i) {
+  struct run *r = p->r;
+  const struct stage *s = run_all_stages[i];
+  const char *after = run_upstream_of(r->root, s);
+  int ui = after ? run_stage_index(after) : -1;
+  int keyed = stage_is_keyed(s, r->root);
+  const char *set = stage_set(r->root, s);
+  char words[600];
+  p->chain[i][0] = p->hash[i][0] = 0;
+  p->mol_sets[i][0] = p->label_sets[i][0] = 0;
+  long long n_chunks = run_query_int(r->st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
+  long long n_items = run_query_int(r->st.db, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
+  char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old_hash = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+  int up_v = ui >= 0 && p->planned[ui] ? p->verdict[ui] : P_NOTHING;
+  /* what the stage before it changes that this one reads */
+  char up_mols[512] = "", up_labels[512] = "";
+  if (ui >= 0 && p->planned[ui]) {
+    snprintf(up_mols, sizeof up_mols, "%s", p->mol_sets[ui]);
+    snprintf(up_labels, sizeof up_labels, "%s", p->label_sets[ui]);
+  }
+  int touches_mols = up_mols[0] && (!set || has_set(up_mols, set));
+  int touches_labels = up_labels[0] && (!set || has_set(up_labels, set));
+  /* the chain as the run will have it: known when the stage before it is
+   * keyed (its chain known) or has nothing to do (its hash stands) */
+  char up_hex[17] = "";
+  if (ui >= 0) {
+    if (by_row(r->root, ui)) {
+      snprintf(up_hex, sizeof up_hex, "%s", p->planned[ui] ? p->chain[ui] : "");
+      if (!p->planned[ui]) {
+        char *c = run_query_text(r->st.db, "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q", after);
+        snprintf(up_hex, sizeof up_hex, "%s", c ? c : "");
+        free(c);
+      }
+    } else if (!p->planned[ui] || p->hash[ui][0]) {
+      char *h = p->planned[ui] ? NULL : run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", after);
+      snprintf(up_hex, sizeof up_hex, "%s", p->planned[ui] ? p->hash[ui] : h ? h : "");
+      free(h);
+    }
+  }
+  int chain_known = ui < 0 || up_hex[0];
+  if (chain_known) run_chain_hash(r->root, s, ui < 0 ? 0 : se3_hash_str(SE3_HASH_INIT, up_hex), p->chain[i]);
+  char settings[17];
+  run_settings_hash(r->root, s, settings);
+
+  if (n_chunks < 0) {
+    say(p, i, P_WHOLE, "not run yet: runs whole");
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "*");
+    snprintf(p->label_sets[i], sizeof p->label_sets[i], "*");
+    goto out;
+  }
+  if (keyed && chain_known && old_chain && strcmp(old_chain, p->chain[i])) {
+    say(p, i, P_WHOLE, "%s changed: redone whole (its %lld rows discarded)",
+        old_settings && strcmp(old_settings, settings) ? "its settings" : "the settings of a stage before it",
+        n_items);
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "*");
+    goto out;
+  }
+  if (keyed && !chain_known) {
+    if (up_v == P_WHOLE)
+      say(p, i, P_WHOLE, "redone whole: %s is redone, and %s depends on all of it", after, s->name);
+    else
+      say(p, i, P_MAYBE, "decided after %s: redone whole if %s is (%s depends on all of it)", after, after, s->name);
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
+    goto out;
+  }
+  int up_changes = touches_mols || touches_labels || (up_v != P_NOTHING && !up_mols[0] && !up_labels[0]);
+  if (!keyed && up_changes) {
+    /* what it reads will differ, or may: only the run can tell */
+    if (up_v == P_WHOLE && (touches_mols || !up_mols[0]))
+      say(p, i, P_WHOLE, "redone: %s is redone whole", after);
+    else if (touches_mols || !up_labels[0])
+      say(p, i, P_MAYBE, "decided when it runs: redone if what it reads of %s changes",
+          set ? sets_words(set, words, sizeof words) : "every set");
+    else
+      say(p, i, P_MAYBE, "decided when it runs: the labels of %s are read again; redone if those it uses change",
+          set ? sets_words(set, words, sizeof words) : "every set");
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
+    goto out;
+  }
+  /* Plan it as the run would, on the database as it is. */
+  struct run_upstream up = {0, 0};
+  if (ui >= 0 && run_check_upstream(r, s, &up)) {
+    say(p, i, up_v == P_NOTHING ? P_WHOLE : up_v, "runs after %s (%s)", after, r->err);
+    r->err[0] = 0;
+    goto out;
+  }
+  struct run_ctx rc;
+  run_ctx_init(&rc, r, s);
+  rc.ctx.report = &quiet;
+  int64_t planned_chunks = 0, planned_items = 0;
+  if (s->begin(&rc.ctx, &planned_chunks, &planned_items) != STAGE_OK) {
+    say(p, i, P_MAYBE, "cannot be planned now: %s", rc.ctx.err);
+    if (s->end) s->end(&rc.ctx);
+    goto out;
+  }
+  char hash[17], chain[17];
+  run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
+  if (keyed) {
+    char line[1536] = "", mols[512] = "", labels[512] = "";
+    int64_t todo = 0, chunks = 0;
+    for (int64_t c = 0; rc.ctx.chunk_needed && c < planned_chunks; c++)
+      chunks += rc.ctx.chunk_needed[c] != 0;
+    todo = planned_items - rc.ctx.items_done;
+    if (s->explain) {
+      s->explain(&rc.ctx, line, sizeof line, mols, labels, sizeof mols);
+    } else {
+      if (todo > 0)
+        snprintf(line, sizeof line, "%lld of %lld molecules to do (new or changed, or never done), in %lld chunk%s",
+                 (long long)todo, (long long)planned_items, (long long)chunks, chunks == 1 ? "" : "s");
+      if (todo > 0) snprintf(mols, sizeof mols, "%s", set ? set : "*");
+    }
+    if (touches_mols) {
+      size_t o = strlen(line);
+      snprintf(line + o, sizeof line - o, "%sthe molecules new or changed upstream (%s)", o ? "; then " : "",
+               sets_words(set ? set : up_mols, words, sizeof words));
+    }
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", mols);
+    snprintf(p->label_sets[i], sizeof p->label_sets[i], "%s", labels);
+    say(p, i, line[0] ? P_SOME : P_NOTHING, "%s", line[0] ? line : "nothing to do");
+  } else if (!old_hash || strcmp(old_hash, hash)) {
+    say(p, i, P_WHOLE, "redone: %s changed since the last run",
+        old_settings && strcmp(old_settings, settings) ? "its settings" : "what it is made from");
+    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
+  } else {
+    long long done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q",
+                                   s->name, hash);
+    long long fin = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+    memcpy(p->hash[i], hash, 17);
+    if (done < planned_chunks)
+      say(p, i, P_SOME, "%lld of %lld chunks left from a run that stopped", (long long)(planned_chunks - done),
+          (long long)planned_chunks);
+    else if (!fin)
+      say(p, i, P_SOME, "its chunks are done; it finishes");
+    else
+      say(p, i, P_NOTHING, "nothing to do");
+    if (p->verdict[i] != P_NOTHING) snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
+  }
+  if (s->end) s->end(&rc.ctx);
+out:
+  /* what the stages before it change goes on to those after it */
+  add_sets(p->mol_sets[i], sizeof p->mol_sets[i], up_mols);
+  add_sets(p->label_sets[i], sizeof p->label_sets[i], up_labels);
+  free(old_chain);
+  free(old_hash);
+  free(old_settings);
+}
+
+int run_plan_print(struct run *r, int first, int last, int explicit_stage, FILE *out) {
+  struct plan *p = calloc(1, sizeof *p);
+  if (!p) return -1;
+  p->r = r;
+  p->out = out;
+  for (int i = first; i <= last; i++) {
+    if (run_stage_skipped(r->root, run_all_stages[i]) && !(explicit_stage && i == first)) continue;
+    plan_stage(p, i);
+  }
+  if (!p->n_work) fprintf(out, "  (a run now would change nothing)\n");
+  free(p);
+  return 0;
+}
+
+int runner_dry_run(const struct run_opts *o) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.o = o;
+  r.src = "main";
+  r.n_shards = 1;
+  int first = 0, last = N_STAGES - 1;
+  const char *asked[2] = {o->stage, o->until};
+  for (int k = 0; k < 2; k++) {
+    if (!asked[k]) continue;
+    int i = run_stage_index(asked[k]);
+    if (i < 0) {
+      fprintf(stderr, "se3screen run: unknown stage '%s'\n", asked[k]);
+      return SE3_EXIT_USAGE;
+    }
+    if (k == 0) first = i;
+    last = i;
+  }
+  if (o->n_shards > 0) {
+    fprintf(stderr, "se3screen run: --dry-run tells what an unsharded run would do: leave out --shard\n");
+    return SE3_EXIT_USAGE;
+  }
+  r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
+  if (!r.root) return SE3_EXIT_USAGE;
+  if (!o->stage) last = run_last_configured(r.root, first, last);
+  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
+  char tmp[PATH_MAX];
+  snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");
+  char dbpath[PATH_MAX + 32];
+  snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
+  int ret = SE3_EXIT_OK;
+  printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
+  if (access(dbpath, F_OK) != 0) {
+    printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
+  } else if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000),
+                        r.err, sizeof r.err)) {
+    fprintf(stderr, "se3screen: %s\n", r.err);
+    ret = SE3_EXIT_FAILED;
+  } else {
+    long long ver = run_query_int(r.st.db, 0, "PRAGMA user_version");
+    if (ver < STORE_SCHEMA_VERSION)
+      printf("  %s was made by an earlier se3screen (schema %lld, this one writes %d): see `se3screen upgrade`\n",
+             dbpath, ver, STORE_SCHEMA_VERSION);
+    else
+      run_plan_print(&r, first, last, o->stage != NULL, stdout);
+    store_close(&r.st);
+  }
+  cfg_node_free(r.root);
+  return ret;
+}
