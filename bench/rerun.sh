@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # What a rerun redoes after a change (issue 35): the quickstart run once,
 # then, each on a copy of that workdir, a rerun after one change: none, a
-# library file added (20 SMILES), a training label edited in place (same
-# size), a training setting (epochs 10 -> 11), another set scored, a graph
-# setting (cutoff 5.0 -> 4.5). Prints one JSON object per line: the change,
-# the rerun's seconds, and the molecules each stage worked on (its
-# end-of-stage line; 0: nothing to do).
+# library file added (20 SMILES), that file removed again (the copy run
+# with it first, untimed), a training label edited in place (same size),
+# one library record edited (its SMILES replaced), a training setting
+# (epochs 10 -> 11), another set scored, a graph setting (cutoff 5.0 ->
+# 4.5). Prints one JSON object per line: the change, the rerun's seconds,
+# the molecules each stage worked on (its end-of-stage line; 0: nothing to
+# do) and those ingest parsed with Open Babel ("parsed": its line saying
+# so; an se3screen before ingest was keyed by file has none, and parses
+# every record it reads).
 #
 #   bash bench/rerun.sh [SE3SCREEN] [LIBRARY]
 #
@@ -49,6 +53,8 @@ work() {
     n=$(grep -E "\] $s: [0-9]+ [a-z]+ in " "$1" | tail -n 1 | sed -E "s/.*\] $s: ([0-9]+) .*/\1/" || true)
     out+="${out:+, }\"$s\": ${n:-0}"
   done
+  n=$(grep -E "\] ingest: [0-9]+ molecules? parsed" "$1" | tail -n 1 | sed -E 's/.*\] ingest: ([0-9]+) .*/\1/' || true)
+  out+=", \"parsed\": ${n:-null}"
   printf '{%s}' "$out"
 }
 
@@ -58,14 +64,27 @@ t0=$(now)
 t1=$(now)
 printf '{"bench": "rerun", "library": "%s", "change": "fresh run", "seconds": %s, "work": %s}\n' "$library" \
   "$(secs "$t0" "$t1")" "$(work fresh.log)"
-for c in none add label train set graph; do
+lib_file=$(sed -E 's/.*path: ([^,}]*).*/\1/' <<<"$lib_line")
+cp "$lib_file" library.orig
+cp add.yaml remove_before.yaml
+cp none.yaml remove.yaml
+cp none.yaml record.yaml
+for c in none add remove label record train set graph; do
   rm -rf "$tmp/copy" && cp -r "$tmp/base" "$tmp/copy"
+  # the file removed: the copy has it first
+  [[ $c == remove ]] && "$se3" run remove_before.yaml --workdir "$tmp/copy" --set run.progress=none >/dev/null 2>&1
   # one label of the training set, edited in place (same size)
   [[ $c == label ]] && sed -i '2s/-404\.88/-404.81/' data/qm7_quick.csv
+  # the library's first record another molecule (its SMILES: the first column, or the second after a name)
+  if [[ $c == record ]]; then
+    if [[ $library == enamine* ]]; then sed -i '2s/^[^,]*/CCOC(=O)c1ccccc1/' "$lib_file"
+    else sed -i '2s/^\([^,]*\),[^,]*/\1,CCOC(C)=O/' "$lib_file"; fi
+  fi
   t0=$(now)
   "$se3" run "$c.yaml" --workdir "$tmp/copy" --set run.progress=lines >"$c.log" 2>&1
   t1=$(now)
   cp qm7_quick.csv.orig data/qm7_quick.csv
+  cp library.orig "$lib_file"
   printf '{"bench": "rerun", "library": "%s", "change": "%s", "seconds": %s, "work": %s}\n' "$library" "$c" \
     "$(secs "$t0" "$t1")" "$(work "$c.log")"
 done

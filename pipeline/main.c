@@ -126,7 +126,17 @@ static const char usage_status[] = "usage: se3screen status WORKFLOW.yaml|WORKDI
                                    "\n"
                                    "Per stage: chunks done/total, molecules planned, stored and rejected, and (given\n"
                                    "the workflow) whether its configuration changed since the run; then the last run\n"
-                                   "and the last error. Shard databases are listed too.\n";
+                                   "and the last error, and (given the workflow) what the next run would do, as\n"
+                                   "`run --dry-run` says it. Shard databases are listed too.\n";
+
+static const char usage_upgrade[] =
+    "usage: se3screen upgrade WORKDIR|DB [--workflow WORKFLOW.yaml [--set KEY=VALUE]...]\n"
+    "\n"
+    "Converts in place a result database that an earlier se3screen made (`run` and\n"
+    "`merge` refuse one; status, query, top and report read it as it is), keeping\n"
+    "its work where the files and the workflow are those it was made from, and says\n"
+    "what the next run then does. The workflow is the one its last run recorded,\n"
+    "with that run's --set overrides, unless given.\n";
 
 static const char usage_query[] =
     "usage: se3screen query DB \"SQL\" [--csv | --json | --table] [--timeout S] [--max-rows N] [--max-bytes N]\n"
@@ -471,6 +481,40 @@ static int verb_status(int argc, char **argv) {
     return rc;
   }
   rc = runner_status(pos, sets, n_sets);
+  free(sets);
+  return rc;
+}
+
+static int verb_upgrade(int argc, char **argv) {
+  const char *target = NULL, *workflow = NULL;
+  const char **sets = calloc((size_t)argc, sizeof *sets);
+  int n_sets = 0;
+  if (!sets) return SE3_EXIT_FAILED;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "--workflow") || !strcmp(a, "--set")) && i + 1 < argc) {
+      if (!strcmp(a, "--set")) {
+        if (!strchr(argv[i + 1], '=')) {
+          free(sets);
+          return usage_error(usage_upgrade, "--set wants KEY=VALUE, got '%s'", argv[i + 1]);
+        }
+        sets[n_sets++] = argv[++i];
+      } else {
+        workflow = argv[++i];
+      }
+    } else if (a[0] == '-' && a[1]) {
+      free(sets);
+      return usage_error(usage_upgrade, "unknown option or missing value: '%s'", a);
+    } else if (!target) {
+      target = a;
+    } else {
+      free(sets);
+      return usage_error(usage_upgrade, "unexpected argument '%s'", a);
+    }
+  }
+  int rc = !target ? usage_error(usage_upgrade, "%s", "missing the workdir")
+           : n_sets && !workflow ? usage_error(usage_upgrade, "%s", "--set goes with --workflow")
+                                 : runner_upgrade(target, workflow, sets, n_sets);
   free(sets);
   return rc;
 }
@@ -825,6 +869,8 @@ static const struct verb verbs[] = {
      usage_predict, verb_predict},
     {"status", "status WORKFLOW|DB", "chunks done, molecules stored/rejected, config changes, last error", usage_status,
      verb_status},
+    {"upgrade", "upgrade WORKDIR", "convert a workdir of an earlier se3screen in place, keeping its work", usage_upgrade,
+     verb_upgrade},
     {"query", "query DB \"SQL\"", "run SQL on a result database, read-only", usage_query, verb_query},
     {"top", "top DB [-n N]", "the best hits of the rank stage, as a table", usage_top, verb_top},
     {"export", "export DB -o FILE", "ranked hits or a query's rows as CSV, SDF or SMILES (--format)", usage_export,

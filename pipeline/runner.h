@@ -43,6 +43,11 @@ int runner_run(const struct run_opts *o);
  * stage, and why, on stdout; writes nothing (the database is opened
  * read-only). */
 int runner_dry_run(const struct run_opts *o);
+/* `upgrade`: the database at target (a workdir or a file) of an earlier
+ * se3screen converted in place to this one's schema, each stage keeping
+ * what it can (pipeline/upgrade.c); workflow NULL: the one its last run
+ * recorded, with that run's --set overrides. */
+int runner_upgrade(const char *target, const char *workflow, const char *const *sets, int n_sets);
 /* `check`: validate and print the resolved configuration. no_inputs
  * (`check --no-inputs`, for workflows in documentation): the schema and the
  * rules between keys only; input files need not exist and none is read

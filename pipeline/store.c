@@ -480,7 +480,7 @@ static int open_readonly(struct store *s, const char *path, int busy_timeout_ms,
  * this version can open, or empty (a new file, or an SQLite file without a
  * table or an id); -1 with err naming the file and why. Nothing is written:
  * a refused file is left exactly as it was. */
-static int check_ours(struct store *s, char *err, size_t errlen) {
+static int check_ours(struct store *s, enum store_mode mode, char *err, size_t errlen) {
   static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
                                      "SELECT count(*) FROM sqlite_schema"};
   long long v[3] = {0, 0, 0};
@@ -514,6 +514,19 @@ static int check_ours(struct store *s, char *err, size_t errlen) {
              STORE_SCHEMA_VERSION);
     return -1;
   }
+  if (mode == STORE_WRITE && v[0] == STORE_APPLICATION_ID && v[1] < STORE_SCHEMA_VERSION && v[2] > 0) {
+    /* the workdir, when this is its screen.db */
+    const char *base = strrchr(s->path, '/');
+    int is_main = !strcmp(base ? base + 1 : s->path, "screen.db");
+    int dir_len = base ? (int)(base - s->path) : 1;
+    snprintf(err, errlen,
+             "%s was made by an earlier se3screen (schema version %lld; this one writes %d): convert it in place "
+             "with `se3screen upgrade %.*s`, which says what, if anything, the next run then redoes (status, "
+             "query, top and report read it as it is)",
+             s->path, v[1], STORE_SCHEMA_VERSION, is_main ? dir_len : (int)strlen(s->path),
+             is_main ? (base ? s->path : ".") : s->path);
+    return -1;
+  }
   return 0;
 }
 
@@ -540,7 +553,7 @@ int store_open(struct store *s, const char *path, enum store_mode mode, const ch
   /* Ours, or new, before anything below writes to the file: the journal mode
    * (WAL rewrites the header), the page size and the schema would change a
    * foreign database that is then refused. */
-  if (check_ours(s, err, errlen)) goto fail;
+  if (check_ours(s, mode, err, errlen)) goto fail;
   /* A new database gets 64 KiB pages: basis blobs run to megabytes, and with
    * 4 KiB pages SQLite writes them 2x and reads them 4x slower (overflow page
    * chains). It must be set before the first table and before WAL. An 8 MiB

@@ -14,7 +14,9 @@
 #define STORE_APPLICATION_ID 0x53453353
 #define STORE_SCHEMA_VERSION 9
 
-enum store_mode { STORE_READONLY, STORE_WRITE };
+/* STORE_WRITE refuses a database of an older schema version (it names
+ * `se3screen upgrade`); STORE_UPGRADE migrates it (pipeline/upgrade.c). */
+enum store_mode { STORE_READONLY, STORE_WRITE, STORE_UPGRADE };
 
 struct store {
   sqlite3 *db;
@@ -24,11 +26,13 @@ struct store {
   char *note; /* read-only opening: what the reader should know (NULL: nothing) */
 };
 
-/* Open (and for STORE_WRITE create and migrate) a database. journal is "wal"
- * or "delete". Returns 0, or -1 with a message naming the file and the reason
- * in err. STORE_WRITE refuses a file that is neither a se3screen database
- * (of this schema version or older) nor empty before anything is written to
- * it: a refused file keeps its bytes and its journal mode. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
+/* Open (and for STORE_WRITE create, for STORE_UPGRADE migrate) a database.
+ * journal is "wal" or "delete". Returns 0, or -1 with a message naming the
+ * file and the reason in err. STORE_WRITE refuses a file that is neither a
+ * se3screen database of this schema version nor empty, and STORE_UPGRADE
+ * one that is not a se3screen database of this version or older, before
+ * anything is written to it: a refused file keeps its bytes and its journal
+ * mode. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
  * function, extensions and untrusted schema functions off; where the WAL
  * index (-shm) cannot be created (a read-only directory or mount) it opens
  * the file as immutable and, when a -wal file is thereby not read, says so

@@ -152,6 +152,34 @@ int stage_ids_pending(struct stage_ctx *ctx, const char *sql, const char *const 
   return STAGE_OK;
 }
 
+int stage_ids_moved(struct stage_ctx *ctx, const char *sql, const char *const *params, int n_params,
+                    struct stage_ids *p) {
+  sqlite3_stmt *st = NULL;
+  if (!p->needed) return stage_fail_at(ctx, NULL, "planning: stage_ids_moved before stage_ids_pending");
+  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "planning what moved");
+  for (int i = 0; i < n_params; i++)
+    sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_TRANSIENT);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    /* the file's chunk it sat in (the last one starting below it) and
+     * those after it (few ids: rows left behind by a change) */
+    int64_t id = sqlite3_column_int64(st, 0), file = id / STAGE_ID_STRIDE, at = -1;
+    for (int64_t c = 0; c < p->n_chunks; c++)
+      if (p->ids[p->start[c]] / STAGE_ID_STRIDE == file && p->ids[p->start[c]] < id) at = c;
+    for (int64_t c = 0; c < p->n_chunks; c++)
+      if (!p->needed[c] && p->ids[p->start[c]] / STAGE_ID_STRIDE == file && (c == at || p->ids[p->start[c]] > id)) {
+        p->needed[c] = 1;
+        p->n_needed += p->start[c + 1] - p->start[c];
+      }
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "planning what moved");
+  ctx->chunk_needed = p->needed;
+  ctx->items_done = p->n - p->n_needed;
+  return STAGE_OK;
+}
+
 char *stage_absent(const struct stage_ctx *ctx, const char *fmt) {
   char *q = sqlite3_mprintf(fmt, ctx->src);
   if (q && strcmp(ctx->src, "main")) { /* and the rows this database holds itself */

@@ -72,8 +72,9 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   sqlite3_free(pending);
   if (bad) return STAGE_ERROR;
   *n_items = g->plan.n;
-  g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-                              ctx->src);
+  g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules m WHERE id BETWEEN ?1 AND ?2 AND NOT "
+                              "EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
+                              ctx->src, ctx->src);
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 

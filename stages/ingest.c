@@ -82,6 +82,8 @@ struct input {
   int labels_from_mol;         /* its labels are SD tags, read with the molecule (so in mol_key too) */
   int64_t n_parts;             /* its chunks */
   int status, seen;            /* what the plan found of it (IN_*); seen: a part of it is stored */
+  uint64_t content, side_content; /* its file's and its labels_csv's content hashes ... */
+  int content_ok;              /* ... (0: the file could not be read) */
   char *set;
   char *path;                  /* absolute */
   char *stored;                /* as stored in source_file */
@@ -402,10 +404,12 @@ static uint64_t hash_word(uint64_t h, const char *s) {
 static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_node *item) {
   uint64_t content = 0;
   char err[PATH_MAX + 128];
-  if (file_content_hash(p->path, &content) != 0 && !p->file_error) {
+  p->content_ok = file_content_hash(p->path, &content) == 0;
+  if (!p->content_ok && !p->file_error) {
     snprintf(err, sizeof err, "%s: cannot read it to fingerprint it: %s", p->path, strerror(errno));
     return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
   }
+  p->content = content;
   uint64_t mk = hash_word(SE3_HASH_INIT, "molecules");
   mk = se3_hash_bytes(mk, &content, sizeof content);
   mk = hash_word(mk, p->file_error);
@@ -424,6 +428,7 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
     }
     lk = cfg_hash(lk, side);
     lk = se3_hash_bytes(lk, &sc, sizeof sc);
+    p->side_content = sc;
   }
   p->labels_from_mol = p->labels && p->labels->kind == CFG_LIST && p->fmt != MOL_FMT_CSV && p->fmt != MOL_FMT_TSV;
   if (p->labels_from_mol) mk = se3_hash_bytes(mk, &lk, sizeof lk);
@@ -1770,6 +1775,134 @@ static int ingest_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_FILES;
 }
 
+/* `se3screen upgrade` of a database of an earlier se3screen (schema < 9),
+ * whose ids went by the input's place (key = place + 1) and whose ingest
+ * hash folded its inputs' fingerprint: *legacy is that fingerprint for the
+ * files as they are now (each molecule file's path and contents, then its
+ * labels_csv's). write: the caller found the stage current under it, so the
+ * files are those the stored molecules came from: each input keeps its
+ * place's key (ingest_files), its parts are listed as read under their
+ * present keys (ingest_parts), and its rejects name their would-be ids,
+ * so that the next run reads nothing again. An input with a molecule that
+ * the earlier dedupe deleted (now kept, and listed in `duplicates`) is
+ * left to be read again: its rows go. note: what was done, in words. */
+static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, char *note, size_t size) {
+  struct ingest *g = ctx->state;
+  uint64_t h = SE3_HASH_INIT;
+  for (int i = 0; i < g->n_in; i++) {
+    const struct input *in = &g->in[i];
+    if (in->content_ok) {
+      h = se3_hash_str(h, in->path);
+      h = se3_hash_bytes(h, &in->content, sizeof in->content);
+    }
+    if (in->side) {
+      h = se3_hash_str(h, in->side->path);
+      h = se3_hash_bytes(h, &in->side_content, sizeof in->side_content);
+    }
+  }
+  *legacy = h;
+  note[0] = 0;
+  if (!write) return STAGE_OK;
+  int64_t kept = 0, again = 0;
+  sqlite3_stmt *dup = NULL, *file = NULL;
+  char *sql = NULL;
+  if (sqlite3_prepare_v2(ctx->db,
+                         "SELECT count(*) FROM rejects WHERE stage='ingest' AND set_name=?1 AND source_file=?2 AND "
+                         "reason LIKE 'duplicate of molecule %'",
+                         -1, &dup, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db,
+                         "INSERT OR REPLACE INTO ingest_files(input, position, set_name, source_file, mol_key, "
+                         "label_key, n_records, n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                         -1, &file, NULL) != SQLITE_OK) {
+    sqlite3_finalize(dup);
+    return stage_sql_fail(ctx, "upgrading ingest");
+  }
+  int ret = STAGE_OK;
+  for (int i = 0; i < g->n_in && ret == STAGE_OK; i++) {
+    struct input *in = &g->in[i];
+    in->key = i + 1; /* (the id an earlier se3screen gave: its place + 1) */
+    long long lo = in->key * ID_STRIDE, hi = lo + ID_STRIDE - 1;
+    sqlite3_reset(file);
+    sqlite3_bind_int64(file, 1, in->key);
+    sqlite3_bind_int(file, 2, in->position);
+    sqlite3_bind_text(file, 3, in->set, -1, SQLITE_STATIC);
+    sqlite3_bind_text(file, 4, in->stored, -1, SQLITE_STATIC);
+    sqlite3_bind_text(file, 5, in->mol_key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(file, 6, in->label_key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(file, 7, in->n_records);
+    sqlite3_bind_int64(file, 8, in->n_parts);
+    sqlite3_reset(dup);
+    sqlite3_bind_text(dup, 1, in->set, -1, SQLITE_STATIC);
+    sqlite3_bind_text(dup, 2, in->stored, -1, SQLITE_STATIC);
+    if (sqlite3_step(file) != SQLITE_DONE || sqlite3_step(dup) != SQLITE_ROW) {
+      ret = stage_sql_fail(ctx, "upgrading ingest");
+      break;
+    }
+    /* its rejects name the ids their records would have had */
+    sql = sqlite3_mprintf("UPDATE rejects SET mol_id = %lld + record_no WHERE stage='ingest' AND set_name=%Q AND "
+                          "source_file=%Q AND mol_id IS NULL;",
+                          lo, in->set, in->stored);
+    if (sqlite3_column_int64(dup, 0) > 0) { /* read again by the next run */
+      sql = sqlite3_mprintf("%z DELETE FROM labels WHERE mol_id BETWEEN %lld AND %lld; DELETE FROM molecules WHERE id "
+                            "BETWEEN %lld AND %lld; DELETE FROM rejects WHERE stage='ingest' AND mol_id BETWEEN %lld "
+                            "AND %lld;",
+                            sql, lo, hi, lo, hi, lo, hi);
+      again++;
+    } else {
+      for (int64_t k = 0; k < in->n_parts && sql; k++) {
+        int64_t i0 = in->first + k * g->chunk_size, i1 = i0 + g->chunk_size - 1;
+        if (i1 > in->first + in->n_records - 1) i1 = in->first + in->n_records - 1;
+        int64_t rec[2] = {0, 0};
+        for (int e = 0; e < 2; e++) { /* the part's first and last records, as the reader numbers them */
+          struct item it;
+          struct wjob job;
+          memset(&it, 0, sizeof it);
+          memset(&job, 0, sizeof job);
+          mol_init(&job.mol);
+          int bad = read_record(ctx, g, e ? i1 : i0, &it, &job);
+          rec[e] = it.record_no;
+          free((char *)job.text);
+          mol_free(&job.mol);
+          free(it.name);
+          free(it.reason);
+          free(it.detail);
+          for (int f = 0; f < it.n_fields; f++)
+            free(it.fields[f]);
+          free(it.fields);
+          if (bad) {
+            sqlite3_free(sql);
+            sqlite3_finalize(dup);
+            sqlite3_finalize(file);
+            return STAGE_ERROR;
+          }
+        }
+        sql = sqlite3_mprintf(
+            "%z INSERT OR REPLACE INTO ingest_parts(input, part, mol_key, label_key, first_record, last_record, "
+            "n_ok, n_rejected) VALUES(%lld, %lld, %Q, %Q, %lld, %lld, (SELECT count(*) FROM molecules WHERE id "
+            "BETWEEN %lld AND %lld), (SELECT count(*) FROM rejects WHERE stage='ingest' AND mol_id BETWEEN %lld AND "
+            "%lld));",
+            sql, (long long)in->key, (long long)k, in->mol_key, in->label_key, (long long)rec[0], (long long)rec[1],
+            lo + rec[0], lo + rec[1], lo + rec[0], lo + rec[1]);
+      }
+      kept++;
+    }
+    char *msg = NULL;
+    if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+      snprintf(ctx->err, sizeof ctx->err, "upgrading ingest: %s", msg ? msg : "out of memory");
+      sqlite3_free(msg);
+      ret = STAGE_ERROR;
+    }
+    sqlite3_free(sql);
+    sql = NULL;
+  }
+  sqlite3_finalize(dup);
+  sqlite3_finalize(file);
+  if (ret == STAGE_OK)
+    snprintf(note, size, "%lld input file%s kept as read%s", (long long)kept, kept == 1 ? "" : "s",
+             again ? "; files whose duplicates the earlier dedupe deleted are read again by the next run" : "");
+  return ret;
+}
+
 const struct stage stage_ingest = {
     .name = "ingest",
     .tables = "duplicates labels ingest_parts ingest_files molecules", /* (status counts the last) */
@@ -1785,4 +1918,5 @@ const struct stage stage_ingest = {
     .prune = ingest_prune,
     .fold = ingest_fold,
     .explain = ingest_explain,
+    .upgrade = ingest_upgrade,
 };

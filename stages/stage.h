@@ -182,6 +182,13 @@ struct stage {
    * stages.train.set, score's and rank's stages.score.set); NULL: every
    * set. For --dry-run: a change to another set leaves it alone. */
   const char *reads_set;
+  /* `se3screen upgrade` of a database an earlier se3screen wrote (schema
+   * older than this one's), after begin, inside upgrade's transaction:
+   * *legacy is the fingerprint that se3screen gave the stage's inputs (its
+   * ctx->inputs_hash); with write = 1 (the caller found the stage current
+   * under it) it converts what it stored so that the next run finds it
+   * done, and says what it did in note. NULL: nothing to convert. */
+  int (*upgrade)(struct stage_ctx *ctx, int write, uint64_t *legacy, char *note, size_t size);
 };
 
 /* Whether stage s keys its work in this workflow (struct stage's keyed). */
@@ -273,6 +280,13 @@ int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, st
  * and so are its rows, chunk numbers included. */
 int stage_ids_pending(struct stage_ctx *ctx, const char *sql, const char *const *params, int n_params,
                       struct stage_ids *p);
+/* After stage_ids_pending, for a keyed stage whose chunk members matter to
+ * each other (score: a score's last bits depend on its batch-mates): for
+ * each id `sql` selects (a row of the stage whose molecule has left the
+ * plan: prune deletes it), marks needed the chunks of that id's input file
+ * from where it sat to the file's end, which a fresh run cuts without it. */
+int stage_ids_moved(struct stage_ctx *ctx, const char *sql, const char *const *params, int n_params,
+                    struct stage_ids *p);
 /* " AND NOT EXISTS (q)" with q = `fmt` (a literal with one %w, the schema,
  * and no other conversion: values go in as parameters)
  * for the tables the stage reads (ctx->src) and, where it writes others (a

@@ -26,10 +26,11 @@ struct wf {
   int epochs;            /* stages.train.epochs */
   const char *score_set; /* stages.score.set */
   const char *other;     /* the set `other`, YAML ("" for none) */
+  const char *dedupe;    /* stages.ingest.dedupe */
 };
 
-static const struct wf base = {"    - {path: lib1.sdf}\n",          "[gap]", "4.0", 2, "library",
-                               "  other:\n    - {path: lib2.sdf}\n"};
+static const struct wf base = {"    - {path: lib1.sdf}\n",           "[gap]", "4.0", 2, "library",
+                               "  other:\n    - {path: lib2.sdf}\n", "none"};
 
 /* dir/wf.yaml for w, with workdir `work` (or another name). */
 static char *write_wf(const char *dir, const struct wf *w, const char *workdir) {
@@ -37,11 +38,11 @@ static char *write_wf(const char *dir, const struct wf *w, const char *workdir) 
   snprintf(yaml, sizeof yaml,
            "workflow: keyed\nworkdir: %s\nrun: {progress: lines}\nsets:\n  train:\n    - path: train.sdf\n"
            "      labels_csv: {path: labels.csv, join: mol_id, columns: %s}\n%s  library:\n%s"
-           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
+           "stages:\n  ingest: {workers: 1, dedupe: %s}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
            "  basis: {max_degree: 1}\n"
            "  train: {target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
            "  score: {set: %s}\n  rank: {top: 5, outputs: [hits.csv]}\n",
-           workdir, w->columns, w->other, w->library, w->cutoff, w->epochs, w->score_set);
+           workdir, w->columns, w->other, w->library, w->dedupe, w->cutoff, w->epochs, w->score_set);
   char name[64];
   snprintf(name, sizeof name, "%s.yaml", workdir);
   return tu_write(dir, name, yaml);
@@ -230,6 +231,27 @@ Test(keyed, a_file_added_ahead_of_the_others_moves_nothing, .timeout = 300) {
   static const char *const dry[] = {"ingest: new: lib3.sdf, lib3.sdf; 3 files unchanged", "train: nothing to do",
                                     "score: the molecules new or changed upstream (set library)", NULL};
   change("keyed_ahead", NULL, &w, want, dry);
+}
+
+Test(keyed, a_file_of_duplicates_added_is_left_out_after_ingest, .timeout = 300) {
+  struct wf before = base, w = base;
+  before.dedupe = w.dedupe = "inchikey";
+  w.library = "    - {path: lib1.sdf}\n    - {path: r16.sdf}\n"; /* lib1.sdf's records 3 and 4 again */
+  const long want[6] = {2, 0, 0, 0, 0, 2};
+  static const char *const dry[] = {"ingest: new: r16.sdf", "train: nothing to do", NULL};
+  change_from("keyed_dup", &before, NULL, &w, want, dry);
+}
+
+Test(keyed, a_file_added_ahead_of_its_duplicates_takes_their_place, .timeout = 300) {
+  struct wf before = base, w = base;
+  before.dedupe = w.dedupe = "inchikey";
+  w.library = "    - {path: r16.sdf}\n    - {path: lib1.sdf}\n";
+  /* r16.sdf's 2 molecules graphed and scored; lib1.sdf's copies left out,
+   * its other 2 scored again (their batch-mates are not those a fresh run
+   * gives them) */
+  const long want[6] = {2, 2, 2, 4, 0, 2};
+  static const char *const dry[] = {"ingest: new: r16.sdf", "train: nothing to do", NULL};
+  change_from("keyed_dup_ahead", &before, NULL, &w, want, dry);
 }
 
 Test(keyed, a_library_file_removed_takes_its_rows_and_nothing_more, .timeout = 300) {

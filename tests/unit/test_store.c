@@ -140,7 +140,16 @@ Test(store, version_1_database_is_migrated_forward) {
   sqlite3_close(db);
 
   struct store s;
-  cr_assert_eq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  /* `run` (STORE_WRITE) refuses it, naming `se3screen upgrade`, and leaves it as it was */
+  cr_assert_neq(store_open(&s, p, STORE_WRITE, "wal", 1000, err, sizeof err), 0);
+  cr_assert(strstr(err, "made by an earlier se3screen (schema version 1; this one writes") &&
+                strstr(err, "se3screen upgrade "),
+            "%s", err);
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+  cr_assert_eq(store_int(db, "PRAGMA user_version", 0), 1);
+  sqlite3_close(db);
+  /* `upgrade` (STORE_UPGRADE) migrates it forward */
+  cr_assert_eq(store_open(&s, p, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
   cr_assert_eq(store_int(s.db,
                          "SELECT count(*) FROM sqlite_schema WHERE name IN ('graphs','bases','splits','metrics','models')",

@@ -111,7 +111,7 @@ Test(store_v6, a_version_5_database_is_migrated_keeping_its_values) {
 
   struct store s;
   char err[1024];
-  cr_assert_eq(store_open(&s, path, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
   /* (version 7 only adds the rejects' atom and detail: test_store_v7.c) */
   cr_assert_geq(STORE_SCHEMA_VERSION, 6, "this test knows version 6");
@@ -138,7 +138,7 @@ Test(store_v6, a_version_5_database_is_migrated_keeping_its_values) {
        "1|a|gap|-0.10000000000000001|0.25|library|1000000001\n2|b|gap|1e-300|NULL|library|1000000002\n");
   store_close(&s);
   /* opened again: nothing moves a second time */
-  cr_assert_eq(store_open(&s, path, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
   same(s.db, "SELECT id, best_epoch FROM models ORDER BY id", "train/0|2\ntrain/1|1\n");
   same(s.db, "SELECT min(epoch), max(epoch) FROM metrics", "1|3\n");
   store_close(&s);
