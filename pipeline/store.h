@@ -15,7 +15,9 @@
 #define STORE_SCHEMA_VERSION 9
 
 /* STORE_WRITE refuses a database of an older schema version (it names
- * `se3screen upgrade`); STORE_UPGRADE migrates it (pipeline/upgrade.c). */
+ * `se3screen upgrade`); STORE_UPGRADE migrates it (pipeline/upgrade.c),
+ * leaving the migration's transaction open when there was one to run
+ * (sqlite3_get_autocommit says), for the caller to go on in and commit. */
 enum store_mode { STORE_READONLY, STORE_WRITE, STORE_UPGRADE };
 
 struct store {

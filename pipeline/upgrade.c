@@ -99,15 +99,22 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
     fprintf(stderr, "se3screen upgrade: %s\n", r.err);
     goto out;
   }
+  /* The migration's transaction is open (store.h): each stage converts
+   * what it stored in it, and the schema and the conversion land together
+   * (a kill leaves the database as it was). */
+  if (sqlite3_get_autocommit(r.st.db) && run_exec(&r, "BEGIN IMMEDIATE")) {
+    fprintf(stderr, "se3screen upgrade: %s\n", r.err);
+    goto out;
+  }
   printf("se3screen upgrade: %s: schema version %lld -> %d\n", dbpath, ver, STORE_SCHEMA_VERSION);
-  /* Each stage converts what it stored, in one transaction. */
   if (!r.root) {
     printf("  ingest: the workflow it was made with (%s) cannot be read: nothing kept; the next run reads every "
            "input file again and redoes what was made of them\n",
            wf ? wf : "not recorded");
-  } else if (run_exec(&r, "BEGIN IMMEDIATE")) {
-    fprintf(stderr, "se3screen upgrade: %s\n", r.err);
-    goto out;
+    if (run_exec(&r, "COMMIT")) {
+      fprintf(stderr, "se3screen upgrade: %s\n", r.err);
+      goto out;
+    }
   } else {
     for (int i = 0; i < N_STAGES; i++) {
       const struct stage *s = run_all_stages[i];

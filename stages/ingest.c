@@ -10,12 +10,13 @@
  * record number; the key comes from the input's set and path (ingest_files
  * keeps it while the file stays), so every shard and every rerun gives the
  * same ids, and adding, removing or reordering files moves no other file's.
- * Each input has a mol_key (its contents and how they are read) and a
- * label_key (what its labels come from); ingest_parts lists the parts read
- * under them. A rerun reads a part again when its mol_key changed (prune
- * first deletes what the file's old contents gave), reads only the labels
- * of its records when its label_key alone changed (the molecules stay; no
- * Open Babel), and skips it otherwise; a file gone takes its rows. Dedupe
+ * Each part has a mol_key (its records' contents and how they are read),
+ * each input a label_key (what its labels come from); ingest_parts lists
+ * the parts read under them. A rerun reads a part again when its mol_key
+ * changed (prune first deletes what its old records gave: an edited record
+ * costs its part, not its file), reads only the labels of its records when
+ * its file's label_key alone changed (the molecules stay; no Open Babel),
+ * and skips it otherwise; a file gone takes its rows. Dedupe
  * runs in finalize, once all chunks are in one database, so a sharded run
  * equals an unsharded one; it deletes nothing (`duplicates`).
  *
@@ -81,6 +82,10 @@ struct input {
   char label_key[17];          /* what its labels come from: only the labels are read again when it changes */
   int labels_from_mol;         /* its labels are SD tags, read with the molecule (so in mol_key too) */
   int64_t n_parts;             /* its chunks */
+  char (*part_key)[17];        /* each part's mol_key: its records' contents and how they are read (a
+                                  part is read again when its own changes, not when another part's does) */
+  uint64_t how;                /* how its records are read (format, columns, a file error, SD-tag labels) */
+  int n_changed;               /* parts whose mol_key changed (the plan's count) */
   int status, seen;            /* what the plan found of it (IN_*); seen: a part of it is stored */
   uint64_t content, side_content; /* its file's and its labels_csv's content hashes ... */
   int content_ok;              /* ... (0: the file could not be read) */
@@ -304,6 +309,7 @@ static void ingest_free(struct ingest *g) {
     free(g->in[i].file_error);
     for (int c = 0; c < g->in[i].n_cols; c++) free(g->in[i].cols[c]);
     free(g->in[i].cols);
+    free(g->in[i].part_key);
     side_free(g->in[i].side);
   }
   free(g->in);
@@ -432,6 +438,13 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
   }
   p->labels_from_mol = p->labels && p->labels->kind == CFG_LIST && p->fmt != MOL_FMT_CSV && p->fmt != MOL_FMT_TSV;
   if (p->labels_from_mol) mk = se3_hash_bytes(mk, &lk, sizeof lk);
+  uint64_t how = hash_word(SE3_HASH_INIT, "read");
+  how = hash_word(how, p->file_error);
+  how = hash_word(how, rec_format_name(p->fmt));
+  how = hash_word(how, p->ropt.smiles_column);
+  how = hash_word(how, p->ropt.name_column);
+  if (p->labels_from_mol) how = se3_hash_bytes(how, &lk, sizeof lk);
+  p->how = how;
   snprintf(p->mol_key, sizeof p->mol_key, "%016" PRIx64, mk);
   snprintf(p->label_key, sizeof p->label_key, "%016" PRIx64, lk);
   ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &mk, sizeof mk);
@@ -596,6 +609,51 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
 
 static int has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
+/* Each part's mol_key: how its file is read, and its records as the reader
+ * hands them out (number, text, name and fields, error), in parts of
+ * chunk_size; the last item of a file with empty records not listed one by
+ * one (read_record) counts in its part too. One pass of the reader over
+ * the file, without Open Babel. */
+static int part_keys(struct stage_ctx *ctx, struct ingest *g, struct input *in) {
+  in->n_parts = (in->n_records + g->chunk_size - 1) / g->chunk_size;
+  in->part_key = calloc((size_t)in->n_parts + 1, sizeof *in->part_key);
+  if (!in->part_key) return stage_fail_at(ctx, NULL, "planning %s: out of memory", in->path);
+  uint64_t h = se3_hash_bytes(SE3_HASH_INIT, &in->how, sizeof in->how);
+  int64_t i = 0, k = 0;
+  char err[512];
+  struct rec_reader *rd = NULL;
+  if (!in->file_error && in->n_records > 0) {
+    rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
+    if (!rd) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, err);
+    struct rec r;
+    int rc;
+    while ((rc = rec_next(rd, &r, err, sizeof err)) > 0) {
+      h = se3_hash_bytes(h, &r.record_no, sizeof r.record_no);
+      h = se3_hash_bytes(h, r.text ? r.text : "", r.text ? r.len : 0);
+      h = hash_word(h, r.name);
+      h = hash_word(h, r.error);
+      for (int f = 0; f < r.n_fields; f++)
+        h = hash_word(h, r.fields[f]);
+      if (++i % g->chunk_size == 0 && k < in->n_parts) {
+        snprintf(in->part_key[k++], 17, "%016" PRIx64, h);
+        h = se3_hash_bytes(SE3_HASH_INIT, &in->how, sizeof in->how);
+      }
+    }
+    rec_close(rd);
+    if (rc < 0) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, err);
+  }
+  if (in->st.n_unlisted > 0 || in->file_error) { /* the one item without a record of its own */
+    h = se3_hash_bytes(h, &in->st.n_unlisted, sizeof in->st.n_unlisted);
+    h = hash_word(h, in->file_error);
+    i++;
+  }
+  if (i != in->n_records)
+    return stage_fail_at(ctx, NULL, "planning %s: %lld records now, %lld when it was scanned (was the file changed?)",
+                         in->path, (long long)i, (long long)in->n_records);
+  if (k < in->n_parts) snprintf(in->part_key[k], 17, "%016" PRIx64, h);
+  return STAGE_OK;
+}
+
 /* Each input's key: the one the database has for its set and path, else
  * the hash of both, stepped past keys another input of this plan has. */
 static int assign_keys(struct stage_ctx *ctx, struct ingest *g) {
@@ -646,10 +704,8 @@ static int assign_keys(struct stage_ctx *ctx, struct ingest *g) {
  * other is read. */
 static int plan_parts(struct stage_ctx *ctx, struct ingest *g) {
   g->n_chunks = 0;
-  for (int i = 0; i < g->n_in; i++) {
-    g->in[i].n_parts = (g->in[i].n_records + g->chunk_size - 1) / g->chunk_size;
-    g->n_chunks += g->in[i].n_parts;
-  }
+  for (int i = 0; i < g->n_in; i++)
+    g->n_chunks += g->in[i].n_parts; /* (part_keys) */
   g->chunk_in = malloc(sizeof *g->chunk_in * (size_t)(g->n_chunks + 1));
   g->chunk_part = malloc(sizeof *g->chunk_part * (size_t)(g->n_chunks + 1));
   g->needed = calloc((size_t)g->n_chunks + 1, 1);
@@ -682,7 +738,7 @@ static int plan_parts(struct stage_ctx *ctx, struct ingest *g) {
         int rc = sqlite3_step(q[d]);
         if (rc == SQLITE_ROW) {
           found = 1;
-          same_mol = !strcmp((const char *)sqlite3_column_text(q[d], 0), in->mol_key);
+          same_mol = !strcmp((const char *)sqlite3_column_text(q[d], 0), in->part_key[k]);
           same_labels = !strcmp((const char *)sqlite3_column_text(q[d], 1), in->label_key);
         } else if (rc != SQLITE_DONE) {
           ret = stage_sql_fail(ctx, "reading the parts read before");
@@ -699,6 +755,7 @@ static int plan_parts(struct stage_ctx *ctx, struct ingest *g) {
       }
       /* what the plan says of the file: its worst part */
       int st = !found ? IN_NEW : !same_mol ? IN_CHANGED : !same_labels ? IN_LABELS : IN_SAME;
+      in->n_changed += found && !same_mol;
       if (k == 0 || st > in->status) in->status = st;
       if (found) in->seen = 1;
     }
@@ -766,6 +823,9 @@ static void plan_describe(struct stage_ctx *ctx, const struct ingest *g, char *l
         break;
       }
       o += (size_t)snprintf(line + o, size - o, "%s%s", shown ? ", " : "", g->in[i].stored);
+      if (st == IN_CHANGED && g->in[i].n_changed < g->in[i].n_parts && o < size - 64)
+        o += (size_t)snprintf(line + o, size - o, " (%d of %lld parts)", g->in[i].n_changed,
+                              (long long)g->in[i].n_parts);
       shown++;
     }
   }
@@ -889,6 +949,8 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
     }
   }
   if (g->n_in == 0) return stage_fail_at(ctx, sets, "no input files: add a set with at least one `path`");
+  for (int i = 0; i < g->n_in; i++)
+    if (part_keys(ctx, g, &g->in[i])) return STAGE_ERROR;
   if (assign_keys(ctx, g) || plan_parts(ctx, g)) return STAGE_ERROR;
   *n_items = g->total;
   *n_chunks = g->n_chunks;
@@ -1203,7 +1265,7 @@ static int write_part(struct stage_ctx *ctx, const struct input *in, int64_t par
     return stage_sql_fail(ctx, "writing the part's row");
   sqlite3_bind_int64(st, 1, in->key);
   sqlite3_bind_int64(st, 2, part);
-  sqlite3_bind_text(st, 3, in->mol_key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, in->part_key[part], -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 4, in->label_key, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 5, first);
   sqlite3_bind_int64(st, 6, last);
@@ -1600,12 +1662,42 @@ static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, si
   int64_t *keys = NULL, before = sqlite3_total_changes64(db);
   int n_keys = 0, cap = 0, ret = -1;
   sqlite3_stmt *q = NULL;
+  /* the parts read from other contents, or of files or parts gone: their
+   * records' rows (a file gone loses every part, and then its key) */
   char *sql = sqlite3_mprintf(
-      "SELECT DISTINCT p.input FROM main.ingest_parts p WHERE NOT EXISTS (SELECT 1 FROM %s q WHERE q.input = p.input "
-      "AND q.mol_key = p.mol_key) UNION SELECT DISTINCT mol_id / %lld FROM main.rejects WHERE stage = 'ingest' AND "
-      "mol_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM main.ingest_parts p WHERE p.input = mol_id / %lld)",
-      plan, ID_STRIDE, ID_STRIDE);
+      "SELECT p.input, p.part, p.first_record, p.last_record FROM main.ingest_parts p WHERE NOT EXISTS (SELECT 1 "
+      "FROM %s q WHERE q.input = p.input AND q.part = p.part AND q.mol_key = p.mol_key)",
+      plan);
   int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  char *del = sqlite3_mprintf("%s", "");
+  while (rc == SQLITE_OK && del && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    long long key = sqlite3_column_int64(q, 0), part = sqlite3_column_int64(q, 1),
+              lo = key * ID_STRIDE + sqlite3_column_int64(q, 2), hi = key * ID_STRIDE + sqlite3_column_int64(q, 3);
+    del = sqlite3_mprintf("%z DELETE FROM main.labels WHERE mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.duplicates WHERE mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.molecules WHERE id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.rejects WHERE stage = 'ingest' AND mol_id BETWEEN %lld AND %lld;"
+                          "DELETE FROM main.ingest_parts WHERE input = %lld AND part = %lld;",
+                          del, lo, hi, lo, hi, lo, hi, lo, hi, key, part);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(q);
+  q = NULL;
+  char *msg0 = NULL;
+  if (rc == SQLITE_DONE) rc = del ? sqlite3_exec(db, del, NULL, NULL, &msg0) : SQLITE_NOMEM;
+  sqlite3_free(del);
+  if (rc != SQLITE_OK) {
+    snprintf(err, errlen, "deleting the parts of inputs changed or gone: %s", msg0 ? msg0 : sqlite3_errstr(rc));
+    sqlite3_free(msg0);
+    return -1;
+  }
+  /* the keys of rows no part covers: a database of an earlier se3screen
+   * (ids by the input's place) */
+  sql = sqlite3_mprintf("SELECT DISTINCT mol_id / %lld FROM main.rejects WHERE stage = 'ingest' AND mol_id IS NOT "
+                        "NULL AND NOT EXISTS (SELECT 1 FROM main.ingest_parts p WHERE p.input = mol_id / %lld)",
+                        ID_STRIDE, ID_STRIDE);
+  rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
   sqlite3_free(sql);
   while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     if (n_keys == cap) {
@@ -1695,17 +1787,15 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   *n = 0;
   plan_say(ctx, g); /* (before ingest_files becomes this plan: it tells the files gone) */
   char *msg = NULL;
-  if (sqlite3_exec(ctx->db,
-                   "CREATE TEMP TABLE IF NOT EXISTS ingest_plan(input INTEGER PRIMARY KEY, mol_key TEXT NOT NULL);"
-                   "DELETE FROM temp.ingest_plan; DELETE FROM main.ingest_files",
-                   NULL, NULL, &msg) != SQLITE_OK) {
+  if (sqlite3_exec(ctx->db, "DELETE FROM main.ingest_plan; DELETE FROM main.ingest_files", NULL, NULL, &msg) !=
+      SQLITE_OK) {
     snprintf(ctx->err, sizeof ctx->err, "planning: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
     return STAGE_ERROR;
   }
   sqlite3_stmt *p = NULL, *f = NULL;
-  if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO temp.ingest_plan(input, mol_key) VALUES(?1, ?2)", -1, &p,
-                         NULL) != SQLITE_OK ||
+  if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO main.ingest_plan(input, part, mol_key) VALUES(?1, ?2, ?3)",
+                         -1, &p, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO main.ingest_files(input, position, set_name, source_file, mol_key, "
                          "label_key, n_records, n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
@@ -1716,9 +1806,13 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   int ret = STAGE_OK;
   for (int i = 0; i < g->n_in && ret == STAGE_OK; i++) {
     const struct input *in = &g->in[i];
-    sqlite3_reset(p);
-    sqlite3_bind_int64(p, 1, in->key);
-    sqlite3_bind_text(p, 2, in->mol_key, -1, SQLITE_STATIC);
+    for (int64_t k = 0; k < in->n_parts && ret == STAGE_OK; k++) {
+      sqlite3_reset(p);
+      sqlite3_bind_int64(p, 1, in->key);
+      sqlite3_bind_int64(p, 2, k);
+      sqlite3_bind_text(p, 3, in->part_key[k], -1, SQLITE_STATIC);
+      if (sqlite3_step(p) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
+    }
     sqlite3_reset(f);
     sqlite3_bind_int64(f, 1, in->key);
     sqlite3_bind_int(f, 2, in->position);
@@ -1728,12 +1822,12 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
     sqlite3_bind_text(f, 6, in->label_key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(f, 7, in->n_records);
     sqlite3_bind_int64(f, 8, in->n_parts);
-    if (sqlite3_step(p) != SQLITE_DONE || sqlite3_step(f) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
+    if (ret == STAGE_OK && sqlite3_step(f) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
   }
   sqlite3_finalize(p);
   sqlite3_finalize(f);
   if (ret == STAGE_OK && !strcmp(ctx->src, "main") &&
-      delete_stale(ctx->db, "temp.ingest_plan", n, ctx->err, sizeof ctx->err))
+      delete_stale(ctx->db, "main.ingest_plan", n, ctx->err, sizeof ctx->err))
     ret = STAGE_ERROR;
   return ret;
 }
@@ -1743,9 +1837,9 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
  * before the shard's rows are copied in. */
 static int ingest_fold(struct stage_fold *f) {
   int64_t n = 0;
-  if (delete_stale(f->db, "shard.ingest_files", &n, f->err, sizeof f->err)) return -1;
+  if (delete_stale(f->db, "shard.ingest_plan", &n, f->err, sizeof f->err)) return -1;
   sqlite3_stmt *q = NULL;
-  char *sql = sqlite3_mprintf("DELETE FROM main.ingest_files;");
+  char *sql = sqlite3_mprintf("DELETE FROM main.ingest_files; DELETE FROM main.ingest_plan;");
   int rc = sqlite3_prepare_v2(f->db, "SELECT input, first_record, last_record FROM shard.ingest_parts", -1, &q, NULL);
   while (rc == SQLITE_OK && sql && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     long long base = sqlite3_column_int64(q, 0) * ID_STRIDE, lo = base + sqlite3_column_int64(q, 1),
@@ -1881,7 +1975,7 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
             "n_ok, n_rejected) VALUES(%lld, %lld, %Q, %Q, %lld, %lld, (SELECT count(*) FROM molecules WHERE id "
             "BETWEEN %lld AND %lld), (SELECT count(*) FROM rejects WHERE stage='ingest' AND mol_id BETWEEN %lld AND "
             "%lld));",
-            sql, (long long)in->key, (long long)k, in->mol_key, in->label_key, (long long)rec[0], (long long)rec[1],
+            sql, (long long)in->key, (long long)k, in->part_key[k], in->label_key, (long long)rec[0], (long long)rec[1],
             lo + rec[0], lo + rec[1], lo + rec[0], lo + rec[1]);
       }
       kept++;
@@ -1905,7 +1999,7 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
 
 const struct stage stage_ingest = {
     .name = "ingest",
-    .tables = "duplicates labels ingest_parts ingest_files molecules", /* (status counts the last) */
+    .tables = "duplicates labels ingest_parts ingest_plan ingest_files molecules", /* (status counts the last) */
     .blob_column = "mol",
     .uses_sets = 1,
     .begin = ingest_begin,

@@ -297,12 +297,13 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     const char *params[3] = {s->set, s->model_id, s->model_hash};
     bad = stage_ids_pending(ctx, sql, params, 3, &s->plan);
     /* the scores of this model whose molecule left the set's plan (its
-     * file's record gone, its graph gone: a duplicate now): the chunks of
-     * its file from there on are cut otherwise now */
+     * file's record gone, its graph gone: a duplicate now; not one changed,
+     * which stays in its chunk): the chunks of its file from there on are
+     * cut otherwise now */
     sqlite3_free(sql);
     sql = sqlite3_mprintf("SELECT s.mol_id FROM \"%w\".scores s WHERE s.model = ?2 AND s.model_hash = ?3 AND NOT EXISTS "
                           "(SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash JOIN \"%w\".molecules m ON m.id = "
-                          "g.mol_id WHERE g.mol_id = s.mol_id AND g.mol_hash IS s.mol_hash AND m.set_name = ?1) "
+                          "g.mol_id WHERE g.mol_id = s.mol_id AND m.set_name = ?1) "
                           "ORDER BY 1",
                           ctx->src, ctx->src, ctx->src);
     if (!bad) bad = stage_ids_moved(ctx, sql, params, 3, &s->plan);

@@ -27,22 +27,24 @@ struct wf {
   const char *score_set; /* stages.score.set */
   const char *other;     /* the set `other`, YAML ("" for none) */
   const char *dedupe;    /* stages.ingest.dedupe */
+  int chunk;             /* run.chunk_size */
 };
 
 static const struct wf base = {"    - {path: lib1.sdf}\n",           "[gap]", "4.0", 2, "library",
-                               "  other:\n    - {path: lib2.sdf}\n", "none"};
+                               "  other:\n    - {path: lib2.sdf}\n", "none",  1024};
 
 /* dir/wf.yaml for w, with workdir `work` (or another name). */
 static char *write_wf(const char *dir, const struct wf *w, const char *workdir) {
   char yaml[2048];
-  snprintf(yaml, sizeof yaml,
-           "workflow: keyed\nworkdir: %s\nrun: {progress: lines}\nsets:\n  train:\n    - path: train.sdf\n"
-           "      labels_csv: {path: labels.csv, join: mol_id, columns: %s}\n%s  library:\n%s"
-           "stages:\n  ingest: {workers: 1, dedupe: %s}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
-           "  basis: {max_degree: 1}\n"
-           "  train: {target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
-           "  score: {set: %s}\n  rank: {top: 5, outputs: [hits.csv]}\n",
-           workdir, w->columns, w->other, w->library, w->dedupe, w->cutoff, w->epochs, w->score_set);
+  snprintf(
+      yaml, sizeof yaml,
+      "workflow: keyed\nworkdir: %s\nrun: {progress: lines, chunk_size: %d}\nsets:\n  train:\n    - path: train.sdf\n"
+      "      labels_csv: {path: labels.csv, join: mol_id, columns: %s}\n%s  library:\n%s"
+      "stages:\n  ingest: {workers: 1, dedupe: %s}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
+      "  basis: {max_degree: 1}\n"
+      "  train: {target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
+      "  score: {set: %s}\n  rank: {top: 5, outputs: [hits.csv]}\n",
+      workdir, w->chunk, w->columns, w->other, w->library, w->dedupe, w->cutoff, w->epochs, w->score_set);
   char name[64];
   snprintf(name, sizeof name, "%s.yaml", workdir);
   return tu_write(dir, name, yaml);
@@ -324,6 +326,17 @@ Test(keyed, a_graph_setting_redoes_graphs_and_all_after, .timeout = 300) {
                                     "basis: the settings of a stage before it changed: redone whole",
                                     "score: redone whole: train is redone", NULL};
   change("keyed_graph", NULL, &w, want, dry);
+}
+
+Test(keyed, one_record_edited_in_a_file_of_parts_redoes_its_part_alone, .timeout = 300) {
+  /* parts and chunks of 2 records: lib1.sdf's second record replaced */
+  struct wf w = base;
+  w.chunk = 2;
+  const long want[6] = {2, 2, 2, 2, 0, 2};
+  static const char *const dry[] = {"ingest: changed, read again: lib1.sdf (1 of 2 parts); 2 files unchanged; reads 2 "
+                                    "records (molecules parsed)",
+                                    "train: nothing to do", NULL};
+  change_from("keyed_record_part", &w, "cp lib1_edit.sdf lib1.sdf", &w, want, dry);
 }
 
 Test(keyed, one_record_edited_redoes_its_file_and_that_chunk, .timeout = 300) {
