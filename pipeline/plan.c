@@ -89,6 +89,22 @@ static const char *sets_words(const char *list, char *buf, size_t n) {
   return buf;
 }
 
+/* Whether label changes (SET:LABEL words, or "*") touch a stage reading
+ * `set` (NULL: every set) and `label` (NULL: any label of it). */
+static int labels_touch(const char *list, const char *set, const char *label) {
+  if (!list[0]) return 0;
+  if (!strcmp(list, "*")) return 1;
+  char *copy = strdup(list), *save = NULL;
+  int hit = !copy;
+  for (char *w = copy ? strtok_r(copy, " ", &save) : NULL; w && !hit; w = strtok_r(NULL, " ", &save)) {
+    char *colon = strchr(w, ':');
+    if (colon) *colon = 0;
+    hit = (!set || !strcmp(w, set)) && (!label || (colon && !strcmp(colon + 1, label)));
+  }
+  free(copy);
+  return hit;
+}
+
 /* The set a stage reads (struct stage's reads_set), NULL for every set. */
 static const char *stage_set(const struct cfg_node *root, const struct stage *s) {
   return s->reads_set ? cfg_str(root, s->reads_set, NULL) : NULL;
@@ -123,7 +139,8 @@ static void plan_stage(struct plan *p, int i) {
     snprintf(up_labels, sizeof up_labels, "%s", p->label_sets[ui]);
   }
   int touches_mols = up_mols[0] && (!set || has_set(up_mols, set));
-  int touches_labels = up_labels[0] && (!set || has_set(up_labels, set));
+  const char *label = s->reads_label ? cfg_str(r->root, s->reads_label, NULL) : NULL;
+  int touches_labels = labels_touch(up_labels, set, label);
   /* the chain as the run will have it: known when the stage before it is
    * keyed (its chain known) or has nothing to do (its hash stands) */
   char up_hex[17] = "";
@@ -175,8 +192,11 @@ static void plan_stage(struct plan *p, int i) {
     else if (touches_mols || !up_labels[0])
       say(p, i, P_MAYBE, "decided when it runs: redone if what it reads of %s changes",
           set ? sets_words(set, words, sizeof words) : "every set");
+    else if (label)
+      say(p, i, P_WHOLE, "redone: the labels it learns change ('%s' in %s)", label,
+          set ? sets_words(set, words, sizeof words) : "every set");
     else
-      say(p, i, P_MAYBE, "decided when it runs: the labels of %s are read again; redone if those it uses change",
+      say(p, i, P_MAYBE, "decided when it runs: labels of %s change; redone if those it uses do",
           set ? sets_words(set, words, sizeof words) : "every set");
     snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
     goto out;

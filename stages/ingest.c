@@ -782,7 +782,7 @@ static void plan_describe(struct stage_ctx *ctx, const struct ingest *g, char *l
     int st = g->in[i].status == IN_NEW && g->in[i].seen ? IN_SAME : g->in[i].status;
     resumed += g->in[i].status == IN_NEW && g->in[i].seen;
     count[st]++;
-    char *to = g->in[i].status == IN_LABELS ? label_sets : g->in[i].status != IN_SAME ? mol_sets : NULL;
+    char *to = g->in[i].status == IN_NEW || g->in[i].status == IN_CHANGED ? mol_sets : NULL;
     if (mol_sets && to && !set_listed(to, g->in[i].set))
       snprintf(to + strlen(to), sets_size - strlen(to), "%s%s", to[0] ? " " : "", g->in[i].set);
   }
@@ -848,10 +848,38 @@ static void plan_say(struct stage_ctx *ctx, const struct ingest *g) {
 }
 
 /* run --dry-run: the plan's line, with the records to read. */
+static int label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *names, size_t size, int64_t *n_rec,
+                         int *mols);
+
 static int ingest_explain(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
                           size_t sets_size) {
-  const struct ingest *g = ctx->state;
+  struct ingest *g = ctx->state;
   plan_describe(ctx, g, line, size, mol_sets, label_sets, sets_size);
+  /* the labels that a file whose labels alone changed changes, read now */
+  char said[1024] = "";
+  for (int i = 0; i < g->n_in; i++) {
+    if (g->in[i].status != IN_LABELS) continue;
+    char names[512];
+    int64_t n_rec = 0;
+    int mols = 0;
+    if (label_changes(ctx, g, i, names, sizeof names, &n_rec, &mols)) return STAGE_ERROR;
+    if (mols && !set_listed(mol_sets, g->in[i].set)) /* (a record rejected for its labels now, or no longer) */
+      snprintf(mol_sets + strlen(mol_sets), sets_size - strlen(mol_sets), "%s%s", mol_sets[0] ? " " : "", g->in[i].set);
+    size_t so = strlen(said);
+    if (!names[0]) {
+      snprintf(said + so, sizeof said - so, "%s%s: no label value changes", so ? "; " : "", g->in[i].stored);
+      continue;
+    }
+    snprintf(said + so, sizeof said - so, "%s%s: %s change%s (%lld record%s)", so ? "; " : "", g->in[i].stored, names,
+             strchr(names, ' ') ? "" : "s", (long long)n_rec, n_rec == 1 ? "" : "s");
+    char *copy = strdup(names), *save = NULL;
+    for (char *w = copy ? strtok_r(copy, " ", &save) : NULL; w; w = strtok_r(NULL, " ", &save)) {
+      size_t lo = strlen(label_sets);
+      snprintf(label_sets + lo, sets_size - lo, "%s%s:%s", lo ? " " : "", g->in[i].set, w);
+    }
+    free(copy);
+  }
+
   int64_t parse = 0, relabel = 0;
   for (int64_t c = 0; c < g->n_chunks; c++) {
     if (!g->needed[c]) continue;
@@ -866,8 +894,9 @@ static int ingest_explain(struct stage_ctx *ctx, char *line, size_t size, char *
     o += (size_t)snprintf(line + o, size - o, "%sreads %lld record%s (molecules parsed)", o ? "; " : "",
                           (long long)parse, parse == 1 ? "" : "s");
   if (relabel && o < size - 80)
-    snprintf(line + o, size - o, "%sreads the labels of %lld record%s (molecules kept)", o ? "; " : "",
-             (long long)relabel, relabel == 1 ? "" : "s");
+    o += (size_t)snprintf(line + o, size - o, "%sreads the labels of %lld record%s (molecules kept)", o ? "; " : "",
+                          (long long)relabel, relabel == 1 ? "" : "s");
+  if (said[0] && o < size - 80) snprintf(line + o, size - o, "%slabels now: %s", o ? "; " : "", said);
   return STAGE_OK;
 }
 
@@ -1250,6 +1279,102 @@ static int relabel_look(struct stage_ctx *ctx, const struct input *in, struct it
   }
   sqlite3_finalize(m);
   sqlite3_finalize(r);
+  return ret;
+}
+
+/* run --dry-run, for input ii whose labels alone changed: the labels its
+ * records would get now (as a relabelling chunk reads them) against those
+ * stored. names: the label names with a value changed, added or gone, or
+ * of a record rejected for its labels now or no longer, space-separated;
+ * *n_rec: the records with a change; *mols: 1 when a record is rejected
+ * for its labels now or no longer (its molecule goes or comes). */
+static int label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *names, size_t size, int64_t *n_rec,
+                         int *mols) {
+  struct input *in = &g->in[ii];
+  names[0] = 0;
+  *n_rec = 0;
+  *mols = 0;
+  sqlite3_stmt *lab = NULL, *rej = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "SELECT name, value FROM labels WHERE mol_id=?1", -1, &lab, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db, "SELECT name FROM rejects WHERE stage='ingest' AND mol_id=?1", -1, &rej, NULL) !=
+          SQLITE_OK) {
+    sqlite3_finalize(lab);
+    return stage_sql_fail(ctx, "reading the labels stored");
+  }
+  int ret = STAGE_OK;
+  for (int64_t c = 0; c < g->n_chunks && ret == STAGE_OK; c++) {
+    if (g->chunk_in[c] != ii || !g->relabel[c]) continue;
+    int64_t g0 = in->first + g->chunk_part[c] * g->chunk_size, g1 = g0 + g->chunk_size;
+    if (g1 > in->first + in->n_records) g1 = in->first + in->n_records;
+    for (int64_t gi = g0; gi < g1 && ret == STAGE_OK; gi++) {
+      struct item it;
+      struct wjob job;
+      memset(&it, 0, sizeof it);
+      memset(&job, 0, sizeof job);
+      mol_init(&job.mol);
+      if (read_record(ctx, g, gi, &it, &job) || relabel_look(ctx, in, &it, 1)) ret = STAGE_ERROR;
+      int64_t id = in->key * ID_STRIDE + it.record_no;
+      if (ret == STAGE_OK && !it.direct && it.kept != 2) {
+        /* what it had: labels, or (kept 0) a reject for its labels, whose
+         * row keeps the name the record had */
+        struct label now[256];
+        int n_now = 0, rejected_now = 0, rejected_then = it.kept == 0;
+        const char *kind = NULL;
+        char why[512];
+        const char *own = "";
+        char made[320];
+        if (it.kept == 1)
+          own = strcmp(it.stored_name, generated_name(in, it.record_no, made, sizeof made)) ? it.stored_name : "";
+        sqlite3_reset(rej);
+        sqlite3_bind_int64(rej, 1, id);
+        if (!it.kept && sqlite3_step(rej) == SQLITE_ROW && sqlite3_column_text(rej, 0))
+          snprintf(made, sizeof made, "%s", (const char *)sqlite3_column_text(rej, 0)), own = made;
+        job.mol.name = strdup(own);
+        rejected_now = collect_labels(in, &it, &job.mol, now, &n_now, 256, &kind, why, sizeof why) != 0;
+        int changed = rejected_now != rejected_then;
+        *mols |= changed;
+        char these[512] = "";
+        sqlite3_reset(lab);
+        sqlite3_bind_int64(lab, 1, id);
+        while (sqlite3_step(lab) == SQLITE_ROW) { /* stored labels gone or changed */
+          const char *name = (const char *)sqlite3_column_text(lab, 0);
+          double v = sqlite3_column_double(lab, 1);
+          int same = 0;
+          for (int k = 0; k < n_now && !rejected_now; k++)
+            if (!strcmp(now[k].name, name)) same = now[k].value == v;
+          if (!same && !set_listed(these, name))
+            snprintf(these + strlen(these), sizeof these - strlen(these), "%s%s", these[0] ? " " : "", name);
+        }
+        for (int k = 0; k < n_now && !rejected_now; k++) { /* labels new */
+          int had = 0;
+          sqlite3_reset(lab);
+          sqlite3_bind_int64(lab, 1, id);
+          while (sqlite3_step(lab) == SQLITE_ROW)
+            had |= !strcmp((const char *)sqlite3_column_text(lab, 0), now[k].name);
+          if (!had && !set_listed(these, now[k].name))
+            snprintf(these + strlen(these), sizeof these - strlen(these), "%s%s", these[0] ? " " : "", now[k].name);
+        }
+        if (these[0] || changed) {
+          (*n_rec)++;
+          char *copy = strdup(these), *save = NULL;
+          for (char *w = copy ? strtok_r(copy, " ", &save) : NULL; w; w = strtok_r(NULL, " ", &save))
+            if (!set_listed(names, w)) snprintf(names + strlen(names), size - strlen(names), "%s%s", names[0] ? " " : "", w);
+          free(copy);
+        }
+      }
+      free((char *)job.text);
+      mol_free(&job.mol);
+      free(it.name);
+      free(it.stored_name);
+      free(it.reason);
+      free(it.detail);
+      for (int f = 0; f < it.n_fields; f++)
+        free(it.fields[f]);
+      free(it.fields);
+    }
+  }
+  sqlite3_finalize(lab);
+  sqlite3_finalize(rej);
   return ret;
 }
 

@@ -182,6 +182,11 @@ struct stage {
    * stages.train.set, score's and rank's stages.score.set); NULL: every
    * set. For --dry-run: a change to another set leaves it alone. */
   const char *reads_set;
+  /* The configuration key naming the label the stage reads (train's
+   * stages.train.target); NULL: none. For --dry-run: a file whose labels
+   * alone change touches it only when that label does (explain's
+   * label_sets hold SET:LABEL words). */
+  const char *reads_label;
   /* `se3screen upgrade` of a database an earlier se3screen wrote (schema
    * older than this one's), after begin, inside upgrade's transaction:
    * *legacy is the fingerprint that se3screen gave the stage's inputs (its

@@ -763,6 +763,7 @@ static int train_serve(struct stage_ctx *ctx) {
 const struct stage stage_train = {
     .name = "train",
     .reads_set = "stages.train.set",
+    .reads_label = "stages.train.target",
     .done = "trained on",
     .tables = "predictions metrics models splits",
     .uses_sets = 0,

@@ -273,8 +273,9 @@ Test(keyed, a_label_edited_in_place_rereads_labels_retrains_and_rescores, .timeo
                                     "labels of 13 records (molecules kept)",
                                     "graph: nothing to do",
                                     "basis: nothing to do",
-                                    "train: decided when it runs: the labels of set train are read again",
-                                    "score: decided after train: redone whole if train is",
+                                    "labels now: train.sdf: gap changes (1 record)",
+                                    "train: redone: the labels it learns change ('gap' in set train)",
+                                    "score: redone whole: train is redone",
                                     NULL};
   change("keyed_label",
          "sed -i 's/^gdb_1,\\(.*\\),0\\.5048,/gdb_1,\\1,0.5049,/' labels.csv && grep -q 0.5049 labels.csv", &base, want,
@@ -285,8 +286,9 @@ Test(keyed, a_label_column_added_rereads_labels_only, .timeout = 300) {
   struct wf w = base;
   w.columns = "[gap, homo]";
   const long want[6] = {13, 0, 0, 0, 0, 0}; /* (train learns gap: its data are the same) */
-  static const char *const dry[] = {"ingest: labels changed, molecules kept: train.sdf", "graph: nothing to do",
-                                    "train: decided when it runs: the labels of set train are read again", NULL};
+  static const char *const dry[] = {"ingest: labels changed, molecules kept: train.sdf",
+                                    "labels now: train.sdf: homo changes (13 records)", "graph: nothing to do",
+                                    "train: nothing to do", "score: nothing to do", NULL};
   change("keyed_column", NULL, &w, want, dry);
 }
 
@@ -294,7 +296,8 @@ Test(keyed, a_label_file_added_to_the_library_rereads_its_labels, .timeout = 300
   struct wf w = base;
   w.library = "    - path: lib1.sdf\n      labels_csv: {path: labels.csv, join: mol_id, columns: [gap]}\n";
   const long want[6] = {4, 0, 0, 0, 0, 0};
-  static const char *const dry[] = {"ingest: labels changed, molecules kept: lib1.sdf", "graph: nothing to do",
+  static const char *const dry[] = {"ingest: labels changed, molecules kept: lib1.sdf",
+                                    "labels now: lib1.sdf: gap changes (4 records)", "graph: nothing to do",
                                     "train: nothing to do", "score: nothing to do", NULL};
   change("keyed_label_file", NULL, &w, want, dry);
 }
