@@ -289,18 +289,8 @@ int runner_dry_run(const struct run_opts *o) {
   r.o = o;
   r.src = "main";
   r.n_shards = 1;
-  int first = 0, last = N_STAGES - 1;
-  const char *asked[2] = {o->stage, o->until};
-  for (int k = 0; k < 2; k++) {
-    if (!asked[k]) continue;
-    int i = run_stage_index(asked[k]);
-    if (i < 0) {
-      fprintf(stderr, "se3screen run: unknown stage '%s'\n", asked[k]);
-      return SE3_EXIT_USAGE;
-    }
-    if (k == 0) first = i;
-    last = i;
-  }
+  int first, last;
+  if (run_stage_range(o, &first, &last)) return SE3_EXIT_USAGE;
   if (o->n_shards > 0) {
     fprintf(stderr, "se3screen run: --dry-run tells what an unsharded run would do: leave out --shard\n");
     return SE3_EXIT_USAGE;

@@ -63,11 +63,6 @@ static void now_iso(char *buf, size_t n) {
   strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void print_stage_names(FILE *f) {
-  for (int i = 0; i < N_STAGES; i++)
-    fprintf(f, "%s%s", i ? ", " : "", run_all_stages[i]->name);
-}
-
 static int mkdirs(const char *path, char *err, size_t errlen) {
   char tmp[PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s", path);
@@ -707,20 +702,8 @@ static int run_main(const struct run_opts *o) {
   int ret = SE3_EXIT_FAILED;
 
   /* Which stages. */
-  int first = 0, last = N_STAGES - 1;
-  const char *asked[2] = {o->stage, o->until};
-  for (int k = 0; k < 2; k++) {
-    if (!asked[k]) continue;
-    int i = run_stage_index(asked[k]);
-    if (i < 0) {
-      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", asked[k]);
-      print_stage_names(stderr);
-      fprintf(stderr, ")\n");
-      return SE3_EXIT_USAGE;
-    }
-    if (k == 0) first = i;
-    last = i;
-  }
+  int first, last;
+  if (run_stage_range(o, &first, &last)) return SE3_EXIT_USAGE;
   if (o->n_shards > 0) {
     r.shard = o->shard;
     r.n_shards = o->n_shards;

@@ -65,6 +65,9 @@ void run_hostname(char *buf, size_t n);
 void run_print_errors(const struct cfg_errors *e);
 /* The index of the stage of that name in run_all_stages, or -1. */
 int run_stage_index(const char *name);
+/* The stages --stage and --until ask for (all without them), first..last;
+ * 0, or -1 with the unknown name and the stages' names on stderr. */
+int run_stage_range(const struct run_opts *o, int *first, int *last);
 /* check.c: whether `run` skips stage s of this configuration unless --stage
  * names it; the last stage it runs without --stage/--until; the inputs'
  * headers checked for the stages named (SE3_EXIT_USAGE on a problem). */

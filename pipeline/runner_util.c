@@ -173,6 +173,26 @@ void run_fold_hash(const char hex[17], uint64_t extra, char out[17]) {
   snprintf(out, 17, "%016" PRIx64, h);
 }
 
+int run_stage_range(const struct run_opts *o, int *first, int *last) {
+  *first = 0;
+  *last = N_STAGES - 1;
+  const char *asked[2] = {o->stage, o->until};
+  for (int k = 0; k < 2; k++) {
+    if (!asked[k]) continue;
+    int i = run_stage_index(asked[k]);
+    if (i < 0) {
+      fprintf(stderr, "se3screen run: unknown stage '%s' (stages: ", asked[k]);
+      for (int j = 0; j < N_STAGES; j++)
+        fprintf(stderr, "%s%s", j ? ", " : "", run_all_stages[j]->name);
+      fprintf(stderr, ")\n");
+      return -1;
+    }
+    if (k == 0) *first = i;
+    *last = i;
+  }
+  return 0;
+}
+
 /* The hash of what a stage was asked to do: its configuration, and the chunk
  * size, which decides which molecules a chunk number means. */
 void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {

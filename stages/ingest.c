@@ -1904,6 +1904,24 @@ fail:
   return -1;
 }
 
+/* ingest_files' row of input `in` (st: its INSERT, prepared with
+ * FILE_ROW_SQL). SQLITE_DONE, or SQLite's error. */
+#define FILE_ROW_SQL                                                                                                   \
+  "INSERT OR REPLACE INTO main.ingest_files(input, position, set_name, source_file, mol_key, label_key, n_records, "  \
+  "n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)"
+static int file_row(sqlite3_stmt *st, const struct input *in) {
+  sqlite3_reset(st);
+  sqlite3_bind_int64(st, 1, in->key);
+  sqlite3_bind_int(st, 2, in->position);
+  sqlite3_bind_text(st, 3, in->set, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, in->stored, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, in->mol_key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, in->label_key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 7, in->n_records);
+  sqlite3_bind_int64(st, 8, in->n_parts);
+  return sqlite3_step(st);
+}
+
 /* Before the chunks, inside the runner's transaction: what is stored of
  * inputs gone or changed goes (not in a shard: `merge` does it there, from
  * the shard's plan), and ingest_files becomes this plan. */
@@ -1921,10 +1939,7 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   sqlite3_stmt *p = NULL, *f = NULL;
   if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO main.ingest_plan(input, part, mol_key) VALUES(?1, ?2, ?3)",
                          -1, &p, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v2(ctx->db,
-                         "INSERT OR REPLACE INTO main.ingest_files(input, position, set_name, source_file, mol_key, "
-                         "label_key, n_records, n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
-                         -1, &f, NULL) != SQLITE_OK) {
+      sqlite3_prepare_v2(ctx->db, FILE_ROW_SQL, -1, &f, NULL) != SQLITE_OK) {
     sqlite3_finalize(p);
     return stage_sql_fail(ctx, "planning");
   }
@@ -1938,16 +1953,7 @@ static int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
       sqlite3_bind_text(p, 3, in->part_key[k], -1, SQLITE_STATIC);
       if (sqlite3_step(p) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
     }
-    sqlite3_reset(f);
-    sqlite3_bind_int64(f, 1, in->key);
-    sqlite3_bind_int(f, 2, in->position);
-    sqlite3_bind_text(f, 3, in->set, -1, SQLITE_STATIC);
-    sqlite3_bind_text(f, 4, in->stored, -1, SQLITE_STATIC);
-    sqlite3_bind_text(f, 5, in->mol_key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(f, 6, in->label_key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(f, 7, in->n_records);
-    sqlite3_bind_int64(f, 8, in->n_parts);
-    if (ret == STAGE_OK && sqlite3_step(f) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
+    if (ret == STAGE_OK && file_row(f, in) != SQLITE_DONE) ret = stage_sql_fail(ctx, "planning");
   }
   sqlite3_finalize(p);
   sqlite3_finalize(f);
@@ -2029,10 +2035,7 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
                          "SELECT count(*) FROM rejects WHERE stage='ingest' AND set_name=?1 AND source_file=?2 AND "
                          "reason LIKE 'duplicate of molecule %'",
                          -1, &dup, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v2(ctx->db,
-                         "INSERT OR REPLACE INTO ingest_files(input, position, set_name, source_file, mol_key, "
-                         "label_key, n_records, n_parts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
-                         -1, &file, NULL) != SQLITE_OK) {
+      sqlite3_prepare_v2(ctx->db, FILE_ROW_SQL, -1, &file, NULL) != SQLITE_OK) {
     sqlite3_finalize(dup);
     return stage_sql_fail(ctx, "upgrading ingest");
   }
@@ -2041,19 +2044,10 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
     struct input *in = &g->in[i];
     in->key = i + 1; /* (the id an earlier se3screen gave: its place + 1) */
     long long lo = in->key * ID_STRIDE, hi = lo + ID_STRIDE - 1;
-    sqlite3_reset(file);
-    sqlite3_bind_int64(file, 1, in->key);
-    sqlite3_bind_int(file, 2, in->position);
-    sqlite3_bind_text(file, 3, in->set, -1, SQLITE_STATIC);
-    sqlite3_bind_text(file, 4, in->stored, -1, SQLITE_STATIC);
-    sqlite3_bind_text(file, 5, in->mol_key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(file, 6, in->label_key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(file, 7, in->n_records);
-    sqlite3_bind_int64(file, 8, in->n_parts);
     sqlite3_reset(dup);
     sqlite3_bind_text(dup, 1, in->set, -1, SQLITE_STATIC);
     sqlite3_bind_text(dup, 2, in->stored, -1, SQLITE_STATIC);
-    if (sqlite3_step(file) != SQLITE_DONE || sqlite3_step(dup) != SQLITE_ROW) {
+    if (file_row(file, in) != SQLITE_DONE || sqlite3_step(dup) != SQLITE_ROW) {
       ret = stage_sql_fail(ctx, "upgrading ingest");
       break;
     }
