@@ -65,13 +65,7 @@ static void say(struct plan *p, int i, int verdict, const char *fmt, ...) {
 }
 
 /* Whether the space-separated list has the set (or is "*"), and whether two lists meet. */
-static int has_set(const char *list, const char *set) {
-  if (!strcmp(list, "*")) return 1;
-  size_t n = strlen(set);
-  for (const char *q = list; (q = strstr(q, set)) != NULL; q += n)
-    if ((q == list || q[-1] == ' ') && (q[n] == ' ' || !q[n])) return 1;
-  return 0;
-}
+static int has_set(const char *list, const char *set) { return !strcmp(list, "*") || stage_word_listed(list, set); }
 static void add_sets(char *to, size_t size, const char *from) {
   if (!strcmp(to, "*")) return;
   if (!strcmp(from, "*")) {

@@ -203,6 +203,13 @@ int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, in
   return STAGE_OK;
 }
 
+int stage_word_listed(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *q = list; n && (q = strstr(q, word)) != NULL; q += n)
+    if ((q == list || q[-1] == ' ') && (q[n] == ' ' || !q[n])) return 1;
+  return 0;
+}
+
 int stage_keyed_always(const struct cfg_node *root) {
   (void)root;
   return 1;

@@ -103,14 +103,6 @@ struct input {
   int n_cols;
 };
 
-/* Whether a space-separated list of set names has `set`. */
-static int set_listed(const char *list, const char *set) {
-  size_t n = strlen(set);
-  for (const char *q = list; (q = strstr(q, set)) != NULL; q += n)
-    if ((q == list || q[-1] == ' ') && (q[n] == ' ' || !q[n])) return 1;
-  return 0;
-}
-
 /* An input as the plan finds it, in the order that the worst part decides. */
 enum { IN_SAME, IN_LABELS, IN_NEW, IN_CHANGED };
 
@@ -783,7 +775,7 @@ static void plan_describe(struct stage_ctx *ctx, const struct ingest *g, char *l
     resumed += g->in[i].status == IN_NEW && g->in[i].seen;
     count[st]++;
     char *to = g->in[i].status == IN_NEW || g->in[i].status == IN_CHANGED ? mol_sets : NULL;
-    if (mol_sets && to && !set_listed(to, g->in[i].set))
+    if (mol_sets && to && !stage_word_listed(to, g->in[i].set))
       snprintf(to + strlen(to), sets_size - strlen(to), "%s%s", to[0] ? " " : "", g->in[i].set);
   }
   /* the files of the last plan gone from this one */
@@ -802,7 +794,7 @@ static void plan_describe(struct stage_ctx *ctx, const struct ingest *g, char *l
         size_t o = strlen(gone);
         snprintf(gone + o, sizeof gone - o, "%s%s", n_gone ? ", " : "", file);
       }
-      if (mol_sets && !set_listed(mol_sets, set))
+      if (mol_sets && !stage_word_listed(mol_sets, set))
         snprintf(mol_sets + strlen(mol_sets), sets_size - strlen(mol_sets), "%s%s", mol_sets[0] ? " " : "", set);
       n_gone++;
     }
@@ -863,7 +855,7 @@ static int ingest_explain(struct stage_ctx *ctx, char *line, size_t size, char *
     int64_t n_rec = 0;
     int mols = 0;
     if (label_changes(ctx, g, i, names, sizeof names, &n_rec, &mols)) return STAGE_ERROR;
-    if (mols && !set_listed(mol_sets, g->in[i].set)) /* (a record rejected for its labels now, or no longer) */
+    if (mols && !stage_word_listed(mol_sets, g->in[i].set)) /* (a record rejected for its labels now, or no longer) */
       snprintf(mol_sets + strlen(mol_sets), sets_size - strlen(mol_sets), "%s%s", mol_sets[0] ? " " : "", g->in[i].set);
     size_t so = strlen(said);
     if (!names[0]) {
@@ -1005,6 +997,19 @@ struct item {                  /* one record of the chunk */
    * specifics (NULL: none). NULL reason: the worker's, in the job's why. */
   char *reason, *detail;
 };
+
+/* What read_record (and relabel_look) allocated for one record. */
+static void item_free(struct item *it, struct wjob *job) {
+  free((char *)job->text);
+  mol_free(&job->mol);
+  free(it->name);
+  free(it->stored_name);
+  free(it->reason);
+  free(it->detail);
+  for (int f = 0; f < it->n_fields; f++)
+    free(it->fields[f]);
+  free(it->fields);
+}
 
 /* Rejects record `it` with a reason of ingest's own (the text whole; detail
  * NULL for none). 0, or -1 out of memory. */
@@ -1342,7 +1347,7 @@ static int label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *
           int same = 0;
           for (int k = 0; k < n_now && !rejected_now; k++)
             if (!strcmp(now[k].name, name)) same = now[k].value == v;
-          if (!same && !set_listed(these, name))
+          if (!same && !stage_word_listed(these, name))
             snprintf(these + strlen(these), sizeof these - strlen(these), "%s%s", these[0] ? " " : "", name);
         }
         for (int k = 0; k < n_now && !rejected_now; k++) { /* labels new */
@@ -1351,26 +1356,18 @@ static int label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *
           sqlite3_bind_int64(lab, 1, id);
           while (sqlite3_step(lab) == SQLITE_ROW)
             had |= !strcmp((const char *)sqlite3_column_text(lab, 0), now[k].name);
-          if (!had && !set_listed(these, now[k].name))
+          if (!had && !stage_word_listed(these, now[k].name))
             snprintf(these + strlen(these), sizeof these - strlen(these), "%s%s", these[0] ? " " : "", now[k].name);
         }
         if (these[0] || changed) {
           (*n_rec)++;
           char *copy = strdup(these), *save = NULL;
           for (char *w = copy ? strtok_r(copy, " ", &save) : NULL; w; w = strtok_r(NULL, " ", &save))
-            if (!set_listed(names, w)) snprintf(names + strlen(names), size - strlen(names), "%s%s", names[0] ? " " : "", w);
+            if (!stage_word_listed(names, w)) snprintf(names + strlen(names), size - strlen(names), "%s%s", names[0] ? " " : "", w);
           free(copy);
         }
       }
-      free((char *)job.text);
-      mol_free(&job.mol);
-      free(it.name);
-      free(it.stored_name);
-      free(it.reason);
-      free(it.detail);
-      for (int f = 0; f < it.n_fields; f++)
-        free(it.fields[f]);
-      free(it.fields);
+      item_free(&it, &job);
     }
   }
   sqlite3_finalize(lab);
@@ -1611,14 +1608,7 @@ out:
   sqlite3_finalize(ins_lab);
   sqlite3_finalize(ins_rej);
   for (int i = 0; i < n; i++) {
-    free((char *)jobs[i].text);
-    mol_free(&jobs[i].mol);
-    free(items[i].name);
-    free(items[i].stored_name);
-    free(items[i].reason);
-    free(items[i].detail);
-    for (int k = 0; k < items[i].n_fields; k++) free(items[i].fields[k]);
-    free(items[i].fields);
+    item_free(&items[i], &jobs[i]);
   }
   free(items);
   free(jobs);
@@ -2074,14 +2064,7 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
           mol_init(&job.mol);
           int bad = read_record(ctx, g, e ? i1 : i0, &it, &job);
           rec[e] = it.record_no;
-          free((char *)job.text);
-          mol_free(&job.mol);
-          free(it.name);
-          free(it.reason);
-          free(it.detail);
-          for (int f = 0; f < it.n_fields; f++)
-            free(it.fields[f]);
-          free(it.fields);
+          item_free(&it, &job);
           if (bad) {
             sqlite3_free(sql);
             sqlite3_finalize(dup);

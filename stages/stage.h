@@ -302,6 +302,8 @@ char *stage_absent(const struct stage_ctx *ctx, const char *fmt);
  * nowhere: the writer's own tables) and counts the rows they deleted into
  * *n. STAGE_OK, or STAGE_ERROR naming `what`. */
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n);
+/* Whether the space-separated list has `word` as one of its words. */
+int stage_word_listed(const char *list, const char *word);
 /* A keyed stage in every workflow (struct stage's keyed). */
 int stage_keyed_always(const struct cfg_node *root);
 void stage_ids_free(struct stage_ids *p);
