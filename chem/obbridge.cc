@@ -29,6 +29,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -658,6 +659,168 @@ extern "C" char *ob_write_sdf(const struct mol *m) {
     if (s.empty()) return nullptr;
     return dup_c(s);
   } catch (...) { return nullptr; }
+}
+
+// ---- docking (chem/dock.h) ---------------------------------------------------
+
+static void put_err(char *err, size_t errlen, const std::string &s) {
+  if (err && errlen) std::snprintf(err, errlen, "%s", s.c_str());
+}
+
+// The log's last message, or `dflt`.
+static std::string last_message(const char *dflt) {
+  std::vector<std::string> msgs = logged_messages();
+  return msgs.empty() ? std::string(dflt) : msgs.front();
+}
+
+extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char *err, size_t errlen) {
+  *map = nullptr;
+  *n_map = 0;
+  if (!m || m->n_atoms <= 0 || !m->atoms) {
+    put_err(err, errlen, "no atoms");
+    return nullptr;
+  }
+  if (!g_ready && ob_init() != 0) {
+    put_err(err, errlen, "Open Babel did not start");
+    return nullptr;
+  }
+  try {
+    OneOmpThread one;
+    OBMol mol;
+    if (!build_obmol(m, mol, false)) {
+      put_err(err, errlen, "a bond names an atom the molecule does not have");
+      return nullptr;
+    }
+    mol.SetTitle(m->name ? m->name : "");
+    // The hydrogens the molecule holds as counts, placed in 3D after its own
+    // atoms; then the non-polar ones (on carbon) go, as the writer would drop
+    // them, but here, so that each atom left is known by its number in m.
+    mol.AddHydrogens(false, false);
+    std::vector<OBAtom *> drop;
+    std::map<OBAtom *, int> was;
+    FOR_ATOMS_OF_MOL(a, mol) {
+      int i = (int)a->GetIdx() - 1;
+      was[&*a] = i < m->n_atoms ? i : -1;
+      if (a->IsNonPolarHydrogen()) drop.push_back(&*a);
+    }
+    mol.BeginModify();
+    for (OBAtom *a : drop)
+      mol.DeleteAtom(a);
+    mol.EndModify(false);
+    std::vector<int> order;
+    FOR_ATOMS_OF_MOL(a, mol)
+    order.push_back(was[&*a]);
+    // Gasteiger charges, as AutoDock's tools give a ligand (Vina reads
+    // none): asking for one has Open Babel compute them all (its automatic
+    // model is Gasteiger's), and the writer then writes them
+    FOR_ATOMS_OF_MOL(a, mol)
+    a->GetPartialCharge();
+    clear_log();
+    OBConversion conv;
+    if (!conv.SetOutFormat("pdbqt")) {
+      put_err(err, errlen, "Open Babel has no PDBQT writer");
+      return nullptr;
+    }
+    conv.AddOption("p", OBConversion::OUTOPTIONS); // atom serials = the atoms' numbers here
+    std::string s = conv.WriteString(&mol);
+    if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
+      put_err(err, errlen, last_message("Open Babel wrote no atoms"));
+      return nullptr;
+    }
+    if ((int)mol.NumAtoms() != (int)order.size()) {
+      put_err(err, errlen, "the PDBQT writer dropped atoms");
+      return nullptr;
+    }
+    int *out = (int *)std::malloc(sizeof(int) * (order.size() ? order.size() : 1));
+    char *text = dup_c(s);
+    if (!out || !text) {
+      std::free(out);
+      std::free(text);
+      put_err(err, errlen, "out of memory");
+      return nullptr;
+    }
+    std::copy(order.begin(), order.end(), out);
+    *map = out;
+    *n_map = (int)order.size();
+    return text;
+  } catch (...) {
+    put_err(err, errlen, "Open Babel failed");
+    return nullptr;
+  }
+}
+
+// The first molecule of a file, read by its extension (.gz read through).
+static bool read_first(const char *path, OBMol &mol, char *err, size_t errlen) {
+  OBConversion conv;
+  OBFormat *f = conv.FormatFromExt(path);
+  if (!f || !conv.SetInFormat(f)) {
+    put_err(err, errlen, std::string(path) + ": Open Babel reads no format by this file's extension");
+    return false;
+  }
+  clear_log();
+  if (!conv.ReadFile(&mol, path) || mol.NumAtoms() == 0) {
+    put_err(err, errlen, std::string(path) + ": " + last_message("no molecule read"));
+    return false;
+  }
+  return true;
+}
+
+extern "C" char *ob_receptor_pdbqt(const char *path, double ph, char *err, size_t errlen) {
+  if (!g_ready && ob_init() != 0) {
+    put_err(err, errlen, "Open Babel did not start");
+    return nullptr;
+  }
+  try {
+    OneOmpThread one;
+    OBMol mol;
+    if (!read_first(path, mol, err, errlen)) return nullptr;
+    mol.AddHydrogens(false, true, ph); // polar ones are what the writer keeps
+    OBConversion conv;
+    if (!conv.SetOutFormat("pdbqt")) {
+      put_err(err, errlen, "Open Babel has no PDBQT writer");
+      return nullptr;
+    }
+    conv.AddOption("r", OBConversion::OUTOPTIONS); // rigid: no torsion tree
+    std::string s = conv.WriteString(&mol);
+    if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
+      put_err(err, errlen, std::string(path) + ": " + last_message("Open Babel wrote no atoms"));
+      return nullptr;
+    }
+    return dup_c(s);
+  } catch (...) {
+    put_err(err, errlen, std::string(path) + ": Open Babel failed");
+    return nullptr;
+  }
+}
+
+extern "C" int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, char *err, size_t errlen) {
+  if (!g_ready && ob_init() != 0) {
+    put_err(err, errlen, "Open Babel did not start");
+    return -1;
+  }
+  try {
+    OneOmpThread one;
+    OBMol mol;
+    if (!read_first(path, mol, err, errlen)) return -1;
+    int n = 0;
+    FOR_ATOMS_OF_MOL(a, mol) {
+      double v[3] = {a->GetX(), a->GetY(), a->GetZ()};
+      for (int k = 0; k < 3; k++) {
+        if (!n || v[k] < lo[k]) lo[k] = v[k];
+        if (!n || v[k] > hi[k]) hi[k] = v[k];
+      }
+      n++;
+    }
+    *n_atoms = n;
+    if (mol.GetDimension() != 3) {
+      put_err(err, errlen, std::string(path) + ": the molecule has no 3D coordinates");
+      return -1;
+    }
+    return 0;
+  } catch (...) {
+    put_err(err, errlen, std::string(path) + ": Open Babel failed");
+    return -1;
+  }
 }
 
 extern "C" char *ob_canonical_smiles(const struct mol *m) {

@@ -67,6 +67,22 @@ char *ob_canonical_smiles(const struct mol *m);
  * drawing; px pixels square, <= 0: 160), without XML prolog so it can sit
  * inline in HTML; malloc'd; NULL when Open Babel cannot read or draw it. */
 char *ob_depict_svg(const char *smiles, int px);
+/* Docking's conversions (chem/dock.h). m as an AutoDock PDBQT ligand
+ * (Open Babel's writer: a torsion tree, Gasteiger charges), with the
+ * hydrogens m holds as counts placed in 3D and the non-polar ones (on
+ * carbon) left out, as AutoDock's ligands are. Each ATOM's serial number s
+ * is an atom of m: (*map)[s - 1], its 0-based number in m, or -1 for a
+ * hydrogen placed here (*n_map entries, malloc'd), so that a docked pose
+ * maps back. The text malloc'd, or NULL with err. */
+char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char *err, size_t errlen);
+/* The first molecule of the file at path (its format by its extension) as
+ * a rigid PDBQT receptor, with polar hydrogens placed for pH ph. malloc'd,
+ * or NULL with err naming the file. */
+char *ob_receptor_pdbqt(const char *path, double ph, char *err, size_t errlen);
+/* The box around the first molecule of the file at path: its atoms' least
+ * and greatest coordinates, and their count. 0, or -1 with err (no 3D
+ * coordinates included). */
+int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, char *err, size_t errlen);
 /* Open Babel's version string. */
 const char *ob_version(void);
 /* The embedder 3D generation falls back on when the builder's fixes fail

@@ -131,6 +131,9 @@ static void plan_stage(struct plan *p, int i) {
   if (ui >= 0 && p->planned[ui]) {
     snprintf(up_mols, sizeof up_mols, "%s", p->mol_sets[ui]);
     snprintf(up_labels, sizeof up_labels, "%s", p->label_sets[ui]);
+    /* labels a stage off the chain makes (dock's score) reach a stage that learns a label */
+    for (int j = 0; s->reads_label && j < i; j++)
+      add_sets(up_labels, sizeof up_labels, p->label_sets[j]);
   }
   int touches_mols = up_mols[0] && (!set || has_set(up_mols, set));
   const char *label = s->reads_label ? cfg_str(r->root, s->reads_label, NULL) : NULL;

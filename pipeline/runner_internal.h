@@ -30,7 +30,7 @@
 #include "stages/stage.h"
 
 /* The stages in pipeline order. */
-#define N_STAGES 7
+#define N_STAGES 8
 extern const struct stage *const run_all_stages[N_STAGES];
 
 struct run {

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_graph, &stage_basis, &stage_train,
-                                                      &stage_score,  &stage_rank,  &stage_report};
+const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_dock, &stage_graph, &stage_basis,
+                                                      &stage_train,  &stage_score, &stage_rank,  &stage_report};
 
 volatile sig_atomic_t run_stop_flag;
 

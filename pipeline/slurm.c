@@ -32,7 +32,7 @@ struct step {
 /* The stages whose chunks an array's tasks share out (the others run as
  * one job). */
 static int chunked(const char *stage) {
-  static const char *const names[] = {"ingest", "graph", "basis", "score"};
+  static const char *const names[] = {"ingest", "dock", "graph", "basis", "score"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (!strcmp(stage, names[i])) return 1;
   return 0;

@@ -288,6 +288,23 @@ static const char schema_v9_sql[] =
     "  by TEXT NOT NULL                -- inchikey or smiles\n"
     ") STRICT;\n";
 
+/* Version 10 (issue 36): docking. Each molecule of the docked set with
+ * its best AutoDock Vina affinity and its pose (the molecule as stored, at
+ * the coordinates Vina gave it), keyed like a graph by the molecule it was
+ * made from, and by the set-up it was docked under. */
+static const char schema_v10_sql[] =
+    "CREATE TABLE docking(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- molecules.id\n"
+    "  score REAL NOT NULL,            -- the best pose's affinity, kcal/mol (Vina's; lower is better)\n"
+    "  pose BLOB NOT NULL,             -- the molecule at that pose: its atoms, bonds and atom order as stored, the hydrogens Vina does not place as counts (chem/mol.h)\n"
+    "  seconds REAL NOT NULL,          -- wall time of its docking (ligand preparation and Vina)\n"
+    "  chunk INTEGER NOT NULL,         -- dock chunk that wrote it\n"
+    "  mol_hash INTEGER,               -- molecules.mol_hash of the molecule docked: a rerun docks it again when they differ\n"
+    "  setup TEXT NOT NULL             -- hash of Vina's version, the receptor file, the box, exhaustiveness and seed (meta 'dock_setup': the set-up of the last run)\n"
+    ") STRICT;\n"
+    "CREATE INDEX docking_chunk ON docking(chunk);\n"
+    "CREATE INDEX docking_hash ON docking(mol_id, mol_hash);\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -298,6 +315,7 @@ static const char *const migrations[] = {
     /* to version 7 */ schema_v7_sql,
     /* to version 8 */ schema_v8_sql,
     /* to version 9 */ schema_v9_sql,
+    /* to version 10 */ schema_v10_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -12,7 +12,8 @@ packages=(build-essential cmake pkg-config git
           python3-rdkit  # test_gen3d_bench: RDKit's ETKDG and RMSD beside se3screen's 3D generation
           strace  # test_bundle: every file the bundled quickstart opens comes from the bundle
           python3-pandas  # the README's tutorial reads its hits with pandas (test_tutorial runs it)
-          librdkit-dev libboost-dev)  # 3D generation's ETKDG fallback (chem/etkdg.h)
+          librdkit-dev libboost-dev  # 3D generation's ETKDG fallback (chem/etkdg.h)
+          autodock-vina)  # the dock stage runs its `vina` program (chem/dock.h)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -371,11 +371,34 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
       report(&ck, cfg_get(root, "stages.train.set"), "stages.train.set", "no set '%s' in `sets` (sets: %s)%s",
              train_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, train_set, keys, n));
       free(keys);
+    } else if (stage_dock_label(root) && !strcmp(stage_dock_label(root), target->value)) {
+      /* the docking score: of the set docked */
+      const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+      if (strcmp(dock_set, train_set))
+        report(&ck, target, "stages.train.target",
+               "'%s' is the docking score (stages.dock.label) of set '%s' (stages.dock.set), and train learns set "
+               "'%s' (stages.train.set): dock the set train learns",
+               target->value, dock_set, train_set);
     } else {
       check_label_name(&ck, target, "stages.train.target", train_set, &labels);
       if (!strcmp(cfg_str(root, "stages.train.split.method", "random"), "column"))
         check_label_name(&ck, cfg_get(root, "stages.train.split.column"), "stages.train.split.column", train_set,
                          &labels);
+    }
+  }
+
+  /* The set dock docks must be in `sets`. */
+  if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
+    const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+    if (!find_set(sets, dock_set)) {
+      int n = 0;
+      char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
+      for (int s = 0; keys && sets && s < sets->n_kids; s++)
+        if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
+      char list[1024], dym[300];
+      report(&ck, cfg_get(root, "stages.dock.set"), "stages.dock.set", "no set '%s' in `sets` to dock (sets: %s)%s",
+             dock_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, dock_set, keys, n));
+      free(keys);
     }
   }
 

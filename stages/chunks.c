@@ -52,9 +52,14 @@ int stage_serve_end(struct stage_ctx *ctx) {
 int stage_writer(const struct stage_ctx *ctx) { return comm_rank(ctx->comm) == 0; }
 
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason) {
+  return stage_reject_mol_detail(ctx, stage, id, chunk, reason, NULL);
+}
+
+int stage_reject_mol_detail(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason,
+                            const char *detail) {
   char *sql = sqlite3_mprintf(
       "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, mol_id, "
-      "mol_hash) SELECT ?1, set_name, source_file, record_no, NULL, name, ?2, ?3, id, mol_hash "
+      "mol_hash, detail) SELECT ?1, set_name, source_file, record_no, NULL, name, ?2, ?3, id, mol_hash, ?5 "
       "FROM \"%w\".molecules WHERE id=?4",
       ctx->src ? ctx->src : "main");
   sqlite3_stmt *st = NULL;
@@ -65,6 +70,7 @@ int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64
   sqlite3_bind_int64(st, 2, chunk);
   sqlite3_bind_text(st, 3, reason, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 4, id);
+  if (detail) sqlite3_bind_text(st, 5, detail, -1, SQLITE_TRANSIENT);
   rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing a reject");

@@ -217,10 +217,12 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   }
 
   /* the files, from the view the database keeps */
+  /* (a docked molecule at its docked pose, with its docking score) */
   char *q = sqlite3_mprintf("SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
-                            "h.source_file, h.record_no, h.mol_id, m.mol FROM ranked_hits h "
-                            "JOIN \"%w\".molecules m ON m.id = h.mol_id ORDER BY h.rank",
-                            ctx->src);
+                            "h.source_file, h.record_no, h.mol_id, coalesce(k.pose, m.mol), k.score FROM ranked_hits h "
+                            "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
+                            "h.mol_id AND k.mol_hash IS m.mol_hash ORDER BY h.rank",
+                            ctx->src, ctx->src);
   rc = sqlite3_prepare_v2(ctx->db, q, -1, &st, NULL);
   sqlite3_free(q);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
@@ -259,7 +261,9 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
     }
     if (sdf.f) {
       struct mol m;
-      char err[256];
+      char err[256], docked[64] = "";
+      if (sqlite3_column_type(st, 12) != SQLITE_NULL)
+        snprintf(docked, sizeof docked, "%.9g", sqlite3_column_double(st, 12));
       mol_init(&m);
       if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err)) {
         ret = stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", id,
@@ -280,7 +284,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
                                {"set_name", (const char *)sqlite3_column_text(st, 7)},
                                {"source_file", (const char *)sqlite3_column_text(st, 8)},
                                {"record_no", rec},
-                               {"mol_id", id}};
+                               {"mol_id", id},
+                               {"docking_score", docked[0] ? docked : NULL}};
       int bad = !m.name;
       for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
         if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;

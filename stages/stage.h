@@ -224,6 +224,10 @@ struct stage_fold {
  * run and score reads the graph stage's results. root NULL: 0. */
 int stage_score_only(const struct cfg_node *root);
 
+/* The name under which the train stage reads the docking score
+ * (stages.dock.label) when the workflow docks; NULL when it does not. */
+const char *stage_dock_label(const struct cfg_node *root);
+
 /* What rank 0's collective stage asks of the others: an operation of the
  * stage's own (0: the stage is over) and its arguments. */
 struct stage_order {
@@ -240,6 +244,7 @@ int stage_serve_end(struct stage_ctx *ctx);
 int stage_writer(const struct stage_ctx *ctx);
 
 extern const struct stage stage_ingest;
+extern const struct stage stage_dock;
 extern const struct stage stage_graph;
 extern const struct stage stage_basis;
 extern const struct stage stage_train;
@@ -336,6 +341,9 @@ int stage_map_chunk(struct stage_ctx *ctx, const struct stage_ids *p, int64_t ch
 /* A reject row for molecule `id` (its set, file, record and hash from
  * molecules: a keyed stage's reject stands while the molecule is unchanged). */
 int stage_reject_mol(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason);
+/* ... with the specifics in rejects.detail (NULL: none). */
+int stage_reject_mol_detail(struct stage_ctx *ctx, const char *stage, int64_t id, int64_t chunk, const char *reason,
+                            const char *detail);
 
 /* ---- graphs, stored or rebuilt (chem/graph_settings.h) ------------------ */
 

@@ -127,12 +127,16 @@ static int count_elements(struct stage_ctx *ctx, struct tstage *t, int i, const 
 }
 
 static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_column, int need_mol) {
-  char *sql = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.value, s.value, %s FROM \"%w\".graphs g "
+  /* the target: a label of the inputs, or the docking score (stages.dock.label) */
+  const char *dock_label = stage_dock_label(ctx->root);
+  int docked = dock_label && !strcmp(dock_label, t->tr.target);
+  char *sql = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.%s, s.value, %s FROM \"%w\".graphs g "
                               "JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                              "JOIN \"%w\".labels l ON l.mol_id = g.mol_id AND l.name = ?1 "
+                              "JOIN \"%w\".%s l ON l.mol_id = g.mol_id AND %s "
                               "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
                               "WHERE m.set_name = ?2 ORDER BY g.mol_id",
-                              need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src, ctx->src);
+                              docked ? "score" : "value", need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src,
+                              docked ? "docking" : "labels", docked ? "?1 IS NOT NULL" : "l.name = ?1", ctx->src);
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   sqlite3_free(sql);

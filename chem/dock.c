@@ -1,0 +1,736 @@
+/* dock.c — AutoDock Vina, one molecule per isolated process (dock.h). */
+#define _GNU_SOURCE
+#include "chem/dock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chem/obbridge.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void sleep_s(double s) {
+  struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int write_file(const char *path, const char *text, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  int bad = write_all(fd, text, len);
+  if (close(fd) != 0) bad = -1;
+  return bad;
+}
+
+/* The whole file, NUL-terminated (malloc'd), or NULL. */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+    n += r;
+    if (cap - n - 1 == 0) {
+      char *b = realloc(buf, cap * 2);
+      if (!b) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = b;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  if (len) *len = n;
+  return buf;
+}
+
+/* The last non-empty lines of a log, joined by " | ", at most size bytes. */
+static void log_tail(const char *path, int lines, char *out, size_t size) {
+  out[0] = 0;
+  size_t n = 0;
+  char *t = read_file(path, &n);
+  if (!t) return;
+  char *end = t + n;
+  int got = 0;
+  char *start = end;
+  while (start > t && got < lines) {
+    char *e = start;
+    while (e > t && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' '))
+      e--;
+    char *b = e;
+    while (b > t && b[-1] != '\n')
+      b--;
+    if (e > b) got++;
+    start = b;
+    if (b == t) break;
+  }
+  size_t o = 0;
+  for (char *line = start; line < end && o + 1 < size;) {
+    char *nl = memchr(line, '\n', (size_t)(end - line));
+    char *e = nl ? nl : end;
+    while (e > line && (e[-1] == '\r' || e[-1] == ' '))
+      e--;
+    if (e > line) {
+      int w = snprintf(out + o, size - o, "%s%.*s", o ? " | " : "", (int)(e - line), line);
+      if (w < 0) break;
+      o += (size_t)w < size - o ? (size_t)w : size - o - 1;
+    }
+    line = nl ? nl + 1 : end;
+  }
+  free(t);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(path) == 0 || errno == ENOENT ? 0 : 0;
+}
+
+static void rm_tree(const char *dir) {
+  if (dir && dir[0]) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int make_dir(const struct dock_setup *s, const char *what, char *dir, size_t size) {
+  const char *base = s && s->tmpdir ? s->tmpdir : getenv("TMPDIR");
+  if (!base || !base[0]) base = "/tmp";
+  if ((size_t)snprintf(dir, size, "%s/se3screen-%s-XXXXXX", base, what) >= size) return -1;
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+/* In a child, first thing: its own process group, killed with its parent,
+ * the signals as a fresh program has them. */
+static void child_setup(pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(126);
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGPIPE, SIGCHLD, SIGALRM};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    signal(sigs[i], SIG_DFL);
+}
+
+/* Kill a child's group and reap it. */
+static void kill_child(pid_t pid) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
+/* ---- a small job in a child process -------------------------------------- */
+
+/* Runs fn(arg, fd) in a child process (Open Babel's work): what the child
+ * writes to fd comes back in out (at most size - 1 bytes, NUL-terminated);
+ * fn returns 0, or non-zero having written its message. 0, or -1 with err
+ * (the child's message, "timed out", "crashed"). */
+static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, char *out, size_t size, char *err,
+                    size_t errlen) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t parent = getpid();
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    child_setup(parent);
+    close(p[0]);
+    _exit(fn(arg, p[1]) ? 1 : 0);
+  }
+  setpgid(pid, pid);
+  close(p[1]);
+  size_t n = 0;
+  double deadline = now_s() + timeout_s;
+  int timed_out = 0;
+  for (;;) {
+    double left = deadline - now_s();
+    if (left <= 0) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd pf = {p[0], POLLIN, 0};
+    int r = poll(&pf, 1, (int)(left * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(p[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    size_t take = n + (size_t)got < size ? (size_t)got : size - 1 - n;
+    memcpy(out + n, buf, take);
+    n += take;
+  }
+  close(p[0]);
+  out[n] = 0;
+  if (timed_out) {
+    kill_child(pid);
+    snprintf(err, errlen, "timed out after %.0f s", timeout_s);
+    return -1;
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(st)) {
+    snprintf(err, errlen, "Open Babel crashed (signal %d)", WTERMSIG(st));
+    return -1;
+  }
+  if (WEXITSTATUS(st) != 0) {
+    snprintf(err, errlen, "%s", n ? out : "failed");
+    return -1;
+  }
+  return 0;
+}
+
+struct receptor_arg {
+  const char *in, *out;
+};
+
+static int receptor_child(void *arg, int fd) {
+  struct receptor_arg *a = arg;
+  char err[512] = "";
+  char *text = ob_receptor_pdbqt(a->in, 7.4, err, sizeof err);
+  if (!text) {
+    write_all(fd, err, strlen(err));
+    return 1;
+  }
+  if (write_file(a->out, text, strlen(text))) {
+    snprintf(err, sizeof err, "%s: %s", a->out, strerror(errno));
+    write_all(fd, err, strlen(err));
+    free(text);
+    return 1;
+  }
+  free(text);
+  return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcasecmp(s + a - b, suffix) == 0;
+}
+
+int dock_prepare_receptor(const char *in, const char *out, double timeout_s, char *err, size_t errlen) {
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid()) >= sizeof tmp) {
+    snprintf(err, errlen, "%s: path too long", out);
+    return -1;
+  }
+  if (ends_with(in, ".pdbqt")) {
+    size_t n = 0;
+    char *text = read_file(in, &n);
+    if (!text) {
+      snprintf(err, errlen, "%s: %s", in, strerror(errno));
+      return -1;
+    }
+    int bad = write_file(tmp, text, n);
+    free(text);
+    if (bad) {
+      snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+      unlink(tmp);
+      return -1;
+    }
+  } else {
+    struct receptor_arg a = {in, tmp};
+    char msg[1024], why[1024];
+    if (isolated(receptor_child, &a, timeout_s, msg, sizeof msg, why, sizeof why)) {
+      snprintf(err, errlen, "preparing the receptor %s: %s", in, why);
+      unlink(tmp);
+      return -1;
+    }
+  }
+  if (rename(tmp, out) != 0) {
+    snprintf(err, errlen, "%s: %s", out, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+static int extent_child(void *arg, int fd) {
+  double lo[3], hi[3];
+  int n = 0;
+  char err[512] = "", text[512];
+  if (ob_file_extent((const char *)arg, lo, hi, &n, err, sizeof err)) {
+    write_all(fd, err, strlen(err));
+    return 1;
+  }
+  int len = snprintf(text, sizeof text, "%d %.17g %.17g %.17g %.17g %.17g %.17g", n, lo[0], lo[1], lo[2], hi[0], hi[1],
+                     hi[2]);
+  return write_all(fd, text, (size_t)len) ? 1 : 0;
+}
+
+int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b, char *err,
+                         size_t errlen) {
+  char out[512], why[1024];
+  if (isolated(extent_child, (void *)path, timeout_s, out, sizeof out, why, sizeof why)) {
+    snprintf(err, errlen, "the box's reference ligand: %s", why);
+    return -1;
+  }
+  int n = 0;
+  double lo[3], hi[3];
+  if (sscanf(out, "%d %lf %lf %lf %lf %lf %lf", &n, &lo[0], &lo[1], &lo[2], &hi[0], &hi[1], &hi[2]) != 7 || n <= 0) {
+    snprintf(err, errlen, "the box's reference ligand %s: no atoms read", path);
+    return -1;
+  }
+  for (int k = 0; k < 3; k++) {
+    b->center[k] = 0.5 * (lo[k] + hi[k]);
+    b->size[k] = hi[k] - lo[k] + 2 * padding;
+  }
+  return 0;
+}
+
+int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t parent = getpid();
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    child_setup(parent);
+    dup2(p[1], 1);
+    dup2(p[1], 2);
+    execlp(vina, vina, "--version", (char *)NULL);
+    dprintf(1, "cannot run %s: %s", vina, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  char buf[1024];
+  size_t n = 0;
+  double deadline = now_s() + 30;
+  while (n + 1 < sizeof buf && now_s() < deadline) {
+    struct pollfd pf = {p[0], POLLIN, 0};
+    int r = poll(&pf, 1, 100);
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    ssize_t got = read(p[0], buf + n, sizeof buf - 1 - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    n += (size_t)got;
+  }
+  close(p[0]);
+  buf[n] = 0;
+  kill_child(pid); /* (reaped; it has finished by now, or ran out of time) */
+  char *nl = strchr(buf, '\n');
+  if (nl) *nl = 0;
+  if (strncmp(buf, "AutoDock Vina", 13) != 0) {
+    snprintf(err, errlen, "%s --version said \"%s\", not AutoDock Vina's version (install Debian's autodock-vina, or "
+                          "set stages.dock.vina)",
+             vina, buf);
+    return -1;
+  }
+  snprintf(out, size, "%s", buf);
+  return 0;
+}
+
+/* ---- the pose ------------------------------------------------------------ */
+
+/* A fixed-column number of a PDB line (columns from..to, 1-based). */
+static int pdb_field(const char *line, size_t len, int from, int to, double *v) {
+  if ((size_t)to > len) return -1;
+  char buf[32];
+  int w = to - from + 1;
+  memcpy(buf, line + from - 1, (size_t)w);
+  buf[w] = 0;
+  char *end;
+  *v = strtod(buf, &end);
+  while (*end == ' ')
+    end++;
+  return end == buf || *end || !isfinite(*v) ? -1 : 0;
+}
+
+int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
+                    size_t errlen) {
+  memset(seen, 0, (size_t)n);
+  int have_score = 0, atoms = 0, in_model = 0;
+  for (const char *line = text, *end = text + len; line < end;) {
+    const char *nl = memchr(line, '\n', (size_t)(end - line));
+    size_t l = (size_t)((nl ? nl : end) - line);
+    if (l >= 6 && !memcmp(line, "MODEL ", 6)) {
+      if (in_model) break;
+      in_model = 1;
+    } else if (l >= 6 && !memcmp(line, "ENDMDL", 6)) {
+      break;
+    } else if (l > 19 && !memcmp(line, "REMARK VINA RESULT:", 19) && !have_score) {
+      char buf[64];
+      size_t k = l - 19 < sizeof buf - 1 ? l - 19 : sizeof buf - 1;
+      memcpy(buf, line + 19, k);
+      buf[k] = 0;
+      if (sscanf(buf, "%lf", score) == 1 && isfinite(*score)) have_score = 1;
+    } else if (l >= 54 && (!memcmp(line, "ATOM  ", 6) || !memcmp(line, "HETATM", 6))) {
+      double serial, x, y, z;
+      if (pdb_field(line, l, 7, 11, &serial) || pdb_field(line, l, 31, 38, &x) || pdb_field(line, l, 39, 46, &y) ||
+          pdb_field(line, l, 47, 54, &z)) {
+        snprintf(err, errlen, "an ATOM line Vina wrote cannot be read: %.*s", (int)(l < 80 ? l : 80), line);
+        return -1;
+      }
+      int s = (int)serial;
+      if (s >= 1 && s <= n) {
+        xyz[3 * (s - 1)] = x;
+        xyz[3 * (s - 1) + 1] = y;
+        xyz[3 * (s - 1) + 2] = z;
+        seen[s - 1] = 1;
+      }
+      atoms++;
+    }
+    line = nl ? nl + 1 : end;
+  }
+  if (!have_score) {
+    snprintf(err, errlen, "Vina's output has no \"REMARK VINA RESULT\" line");
+    return -1;
+  }
+  if (!atoms) {
+    snprintf(err, errlen, "Vina's output has no atoms");
+    return -1;
+  }
+  return 0;
+}
+
+int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
+                  size_t errlen) {
+  mol_init(out);
+  int *to = malloc(sizeof *to * (size_t)(m->n_atoms ? m->n_atoms : 1));
+  out->atoms = calloc((size_t)(m->n_atoms ? m->n_atoms : 1), sizeof *out->atoms);
+  out->bonds = calloc((size_t)(m->n_bonds ? m->n_bonds : 1), sizeof *out->bonds);
+  if (!to || !out->atoms || !out->bonds) {
+    free(to);
+    mol_free(out);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int k = 0;
+  for (int i = 0; i < m->n_atoms; i++) {
+    to[i] = -1;
+    if (seen[i]) {
+      to[i] = k;
+      out->atoms[k] = m->atoms[i];
+      out->atoms[k].x = xyz[3 * i];
+      out->atoms[k].y = xyz[3 * i + 1];
+      out->atoms[k].z_ = xyz[3 * i + 2];
+      k++;
+    } else if (m->atoms[i].z != 1) {
+      snprintf(err, errlen, "Vina's pose lacks atom %d (%s)", i + 1, mol_element_symbol(m->atoms[i].z));
+      free(to);
+      mol_free(out);
+      return -1;
+    }
+  }
+  out->n_atoms = k;
+  int nb = 0;
+  for (int i = 0; i < m->n_bonds; i++) {
+    const struct mol_bond *b = &m->bonds[i];
+    int a = to[b->a], c = to[b->b];
+    if (a >= 0 && c >= 0) {
+      out->bonds[nb++] = (struct mol_bond){(uint32_t)a, (uint32_t)c, b->order};
+    } else if (a >= 0 || c >= 0) {
+      /* a hydrogen Vina did not place: a count on its atom again */
+      struct mol_atom *h = &out->atoms[a >= 0 ? a : c];
+      if (h->implicit_h < 255) h->implicit_h++;
+    }
+  }
+  out->n_bonds = nb;
+  out->dim = 3;
+  out->charge = m->charge;
+  free(to);
+  return 0;
+}
+
+/* ---- the docking of one molecule ----------------------------------------- */
+
+static void child_dock(const struct dock_setup *s, const struct dock_job *j, const char *dir, pid_t parent) {
+  child_setup(parent);
+  if (chdir(dir) != 0) _exit(125);
+  int log = open("log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (log < 0 || devnull < 0) _exit(125);
+  dup2(devnull, 0);
+  dup2(log, 1);
+  dup2(log, 2);
+  struct mol m;
+  char err[512];
+  mol_init(&m);
+  if (mol_from_blob(j->mol, j->mol_len, &m, err, sizeof err)) {
+    dprintf(2, "the stored molecule: %s\n", err);
+    write_file("why", err, strlen(err));
+    _exit(3);
+  }
+  int *map = NULL, n_map = 0;
+  char *pdbqt = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
+  if (!pdbqt) {
+    write_file("why", err, strlen(err));
+    _exit(3);
+  }
+  /* which atom of the molecule each serial number is (one number a line) */
+  FILE *f = fopen("map", "w");
+  if (!f) _exit(125);
+  for (int i = 0; i < n_map; i++)
+    fprintf(f, "%d\n", map[i]);
+  if (fclose(f) != 0 || write_file("ligand.pdbqt", pdbqt, strlen(pdbqt))) _exit(125);
+  char num[9][40];
+  for (int k = 0; k < 3; k++) {
+    snprintf(num[k], sizeof num[k], "%.4f", s->box.center[k]);
+    snprintf(num[3 + k], sizeof num[k], "%.4f", s->box.size[k]);
+  }
+  snprintf(num[6], sizeof num[6], "%d", s->exhaustiveness);
+  snprintf(num[7], sizeof num[7], "%u", s->seed);
+  const char *argv[] = {s->vina,       "--receptor",       s->receptor, "--ligand",         "ligand.pdbqt",
+                        "--center_x",  num[0],             "--center_y", num[1],            "--center_z",
+                        num[2],        "--size_x",         num[3],      "--size_y",         num[4],
+                        "--size_z",    num[5],             "--exhaustiveness", num[6],      "--seed",
+                        num[7],        "--cpu",            "1",         "--num_modes",      "1",
+                        "--out",       "out.pdbqt",        NULL};
+  execvp(s->vina, (char *const *)argv);
+  snprintf(err, sizeof err, "cannot run %s: %s", s->vina, strerror(errno));
+  write_file("why", err, strlen(err));
+  _exit(4);
+}
+
+/* What the molecule's process left in dir: j docked, or rejected. */
+static void collect(const struct dock_job *in, struct dock_job *j, const char *dir, int st) {
+  char path[4200];
+  if (WIFSIGNALED(st)) {
+    snprintf(j->reason, sizeof j->reason, "docking crashed");
+    snprintf(path, sizeof path, "%s/log", dir);
+    char tail[400];
+    log_tail(path, 2, tail, sizeof tail);
+    snprintf(j->detail, sizeof j->detail, "signal %d%s%s", WTERMSIG(st), tail[0] ? "; " : "", tail);
+    return;
+  }
+  int code = WEXITSTATUS(st);
+  if (code == 3 || code == 4) {
+    snprintf(j->reason, sizeof j->reason, code == 3 ? "ligand preparation failed" : "Vina failed");
+    snprintf(path, sizeof path, "%s/why", dir);
+    char *why = read_file(path, NULL);
+    snprintf(j->detail, sizeof j->detail, "%s", why ? why : "");
+    free(why);
+    return;
+  }
+  if (code != 0) {
+    snprintf(j->reason, sizeof j->reason, "Vina failed");
+    snprintf(path, sizeof path, "%s/log", dir);
+    char tail[480];
+    log_tail(path, 3, tail, sizeof tail);
+    snprintf(j->detail, sizeof j->detail, "exit status %d%s%s", code, tail[0] ? ": " : "", tail);
+    return;
+  }
+  struct mol m, pose;
+  char err[400];
+  mol_init(&m);
+  if (mol_from_blob(in->mol, in->mol_len, &m, err, sizeof err)) {
+    snprintf(j->reason, sizeof j->reason, "no pose");
+    snprintf(j->detail, sizeof j->detail, "the stored molecule: %s", err);
+    return;
+  }
+  size_t len = 0, map_len = 0;
+  snprintf(path, sizeof path, "%s/out.pdbqt", dir);
+  char *text = read_file(path, &len);
+  snprintf(path, sizeof path, "%s/map", dir);
+  char *map_text = read_file(path, &map_len);
+  /* the serial numbers' atoms of the molecule (the child's map) */
+  int n_map = 0;
+  for (size_t i = 0; map_text && i < map_len; i++)
+    n_map += map_text[i] == '\n';
+  int *map = malloc(sizeof *map * (size_t)(n_map ? n_map : 1));
+  double *xyz = malloc(sizeof *xyz * 3 * (size_t)(m.n_atoms ? m.n_atoms : 1));
+  uint8_t *seen = calloc((size_t)(m.n_atoms ? m.n_atoms : 1), 1);
+  double *sxyz = malloc(sizeof *sxyz * 3 * (size_t)(n_map ? n_map : 1));
+  uint8_t *sseen = malloc((size_t)(n_map ? n_map : 1));
+  int bad = !text || !map_text || !map || !xyz || !seen || !sxyz || !sseen;
+  if (bad)
+    snprintf(err, sizeof err, "%s",
+             !text ? "Vina wrote no out.pdbqt" : !map_text ? "the ligand's atom map is missing" : "out of memory");
+  for (int i = 0, k = 0; !bad && i < n_map; i++) {
+    char *end;
+    long v = strtol(map_text + k, &end, 10);
+    if (end == map_text + k || *end != '\n' || v < -1 || v >= m.n_atoms) {
+      snprintf(err, sizeof err, "the ligand's atom map is damaged");
+      bad = 1;
+    }
+    map[i] = (int)v;
+    k = (int)(end - map_text) + 1;
+  }
+  if (!bad) bad = dock_parse_pose(text, len, n_map, sxyz, sseen, &j->score, err, sizeof err);
+  for (int s = 0; !bad && s < n_map; s++)
+    if (sseen[s] && map[s] >= 0) {
+      memcpy(xyz + 3 * map[s], sxyz + 3 * s, 3 * sizeof *xyz);
+      seen[map[s]] = 1;
+    }
+  if (!bad) bad = dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err);
+  if (!bad) {
+    bad = mol_to_blob(&pose, &j->pose, &j->pose_len) != 0;
+    if (bad) snprintf(err, sizeof err, "out of memory");
+    mol_free(&pose);
+  }
+  if (bad) {
+    snprintf(j->reason, sizeof j->reason, "no pose");
+    snprintf(j->detail, sizeof j->detail, "%s", err);
+  } else {
+    j->status = 0;
+  }
+  free(text);
+  free(map_text);
+  free(map);
+  free(xyz);
+  free(seen);
+  free(sxyz);
+  free(sseen);
+  mol_free(&m);
+}
+
+struct slot {
+  pid_t pid;
+  int job;
+  double start;
+  char dir[4096];
+};
+
+int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
+             int (*done)(void *arg, int k), void *arg, char *err, size_t errlen) {
+  if (workers <= 0) workers = 1;
+  if (workers > n) workers = n > 0 ? n : 1;
+  for (int k = 0; k < n; k++) {
+    jobs[k].status = -1;
+    jobs[k].pose = NULL;
+    jobs[k].pose_len = 0;
+    jobs[k].reason[0] = jobs[k].detail[0] = 0;
+  }
+  /* Open Babel started once here, so each child has it ready */
+  if (n > 0 && ob_init() != 0) {
+    snprintf(err, errlen, "Open Babel did not start");
+    return -1;
+  }
+  struct slot *sl = calloc((size_t)workers, sizeof *sl);
+  if (!sl) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int next = 0, active = 0, ret = 0;
+  pid_t parent = getpid();
+  while (next < n || active > 0) {
+    if (stop && *stop) {
+      ret = 1;
+      break;
+    }
+    int moved = 0;
+    for (int w = 0; w < workers && next < n; w++) {
+      if (sl[w].pid) continue;
+      struct slot *t = &sl[w];
+      if (make_dir(s, "dock", t->dir, sizeof t->dir)) {
+        snprintf(err, errlen, "a folder for docking under %s: %s", s->tmpdir ? s->tmpdir : "$TMPDIR or /tmp",
+                 strerror(errno));
+        ret = -1;
+        goto out;
+      }
+      fflush(NULL);
+      pid_t pid = fork();
+      if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        rm_tree(t->dir);
+        ret = -1;
+        goto out;
+      }
+      if (pid == 0) child_dock(s, &jobs[next], t->dir, parent);
+      setpgid(pid, pid);
+      t->pid = pid;
+      t->job = next++;
+      t->start = now_s();
+      active++;
+      moved = 1;
+    }
+    for (int w = 0; w < workers; w++) {
+      struct slot *t = &sl[w];
+      if (!t->pid) continue;
+      int st = 0;
+      pid_t r = waitpid(t->pid, &st, WNOHANG);
+      struct dock_job *j = &jobs[t->job];
+      double took = now_s() - t->start;
+      if (r == 0 && took > s->timeout_s) {
+        kill_child(t->pid);
+        j->status = 1;
+        j->seconds = took;
+        snprintf(j->reason, sizeof j->reason, "timed out");
+        snprintf(j->detail, sizeof j->detail, "after %.0f s (stages.dock.timeout_s)", s->timeout_s);
+      } else if (r == t->pid) {
+        j->status = 1;
+        j->seconds = took;
+        collect(j, j, t->dir, st);
+      } else if (r < 0 && errno != EINTR) {
+        snprintf(err, errlen, "waiting for a docking: %s", strerror(errno));
+        ret = -1;
+        goto out;
+      } else {
+        continue;
+      }
+      rm_tree(t->dir);
+      t->pid = 0;
+      t->dir[0] = 0;
+      active--;
+      moved = 1;
+      if (done && done(arg, t->job)) {
+        snprintf(err, errlen, "storing a docking failed");
+        ret = -1;
+        goto out;
+      }
+    }
+    if (!moved) sleep_s(0.01);
+  }
+out:
+  for (int w = 0; w < workers; w++)
+    if (sl[w].pid) {
+      kill_child(sl[w].pid);
+      rm_tree(sl[w].dir);
+      jobs[sl[w].job].status = -1;
+    }
+  free(sl);
+  return ret;
+}

@@ -1,0 +1,89 @@
+/* dock.h — docking with AutoDock Vina, one molecule per isolated process.
+ *
+ * Debian's autodock-vina ships the `vina` program and no library, so each
+ * molecule is docked by a child process of its own: it writes the ligand as
+ * PDBQT through Open Babel (chem/obbridge.h, in the child: Open Babel is
+ * neither thread-safe nor crash-free) into a fresh folder and becomes
+ * `vina` there, in a process group of its own that dies with its parent.
+ * The supervisor (dock_run) keeps `workers` of them going, gives each a
+ * wall-time limit, and reads the best pose back: a crash, a failure of Vina
+ * or a timeout costs that molecule (a reason and the log's last words),
+ * never the run.
+ *
+ * A pose is the docked molecule itself: the atoms and bonds it was stored
+ * with, its coordinates those Vina gave each atom (the child leaves beside
+ * the ligand a map from each PDBQT serial number to the molecule's atom),
+ * less the hydrogens Vina does not place (non-polar ones, whose count goes
+ * back on their atom), so the pose keeps the bond orders, charges and atom
+ * order of the molecule that was docked.
+ */
+#ifndef SE3_DOCK_H
+#define SE3_DOCK_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chem/mol.h"
+
+struct dock_box {
+  double center[3], size[3]; /* Å */
+};
+
+struct dock_setup {
+  const char *vina;        /* the program (a name looked up in PATH, or a path) */
+  const char *receptor;    /* the receptor as PDBQT (dock_prepare_receptor) */
+  struct dock_box box;
+  int exhaustiveness;      /* Vina's --exhaustiveness */
+  unsigned seed;           /* Vina's --seed: the same seed, the same pose */
+  double timeout_s;        /* per molecule, whatever it waits for */
+  const char *tmpdir;      /* where each molecule's folder goes; NULL: $TMPDIR or /tmp */
+};
+
+struct dock_job {
+  const uint8_t *mol;      /* in: the molecule's blob (chem/mol.h) */
+  size_t mol_len;
+  int status;              /* out: 0 docked, 1 rejected */
+  double score;            /* docked: the best pose's affinity, kcal/mol (lower is better) */
+  uint8_t *pose;           /* docked: the pose as a molecule blob (malloc'd: the caller frees) */
+  size_t pose_len;
+  double seconds;          /* wall time of the molecule's process */
+  char reason[96];         /* rejected: "ligand preparation failed", "Vina failed", "timed out",
+                              "docking crashed", "no pose" */
+  char detail[512];        /* ... and the specifics (Vina's last words, the signal) */
+};
+
+/* The receptor file (any format Open Babel reads by its extension; a .pdbqt
+ * file as it is) as PDBQT at out (written whole, then renamed), polar
+ * hydrogens placed for pH 7.4, in a process of its own with timeout_s. 0, or
+ * -1 with err naming the file. */
+int dock_prepare_receptor(const char *in, const char *out, double timeout_s, char *err, size_t errlen);
+/* The box around the first molecule of the file at path (a reference
+ * ligand, as placed in the receptor), `padding` Å added on every side. 0, or
+ * -1 with err. */
+int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b, char *err,
+                         size_t errlen);
+/* Vina's version line ("AutoDock Vina v1.2.3") into out; 0, or -1 with err
+ * when the program cannot be run. */
+int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen);
+/* Dock jobs[0..n), at most `workers` at once (<= 0: one). Calls
+ * done(arg, k) in the calling thread as job k finishes (docked or
+ * rejected), in the order they finish. Returns 0 when all are done, 1 when
+ * *stop was set first (the molecules in flight are killed and their jobs
+ * left with status -1), -1 on a system error (err). */
+int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
+             int (*done)(void *arg, int k), void *arg, char *err, size_t errlen);
+
+/* ---- the parts, for the tests ---------------------------------------------- */
+
+/* The first model of Vina's output (PDBQT text): its affinity and each
+ * atom's coordinates by serial number (xyz[3 * (serial - 1)], seen[serial -
+ * 1] = 1 for 1 <= serial <= n). 0, or -1 with err. */
+int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
+                    size_t errlen);
+/* m at the pose: the coordinates of the atoms seen, the hydrogens unseen
+ * dropped (counted on their atom). 0, or -1 with err (a heavy atom unseen). */
+int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
+                  size_t errlen);
+
+#endif

@@ -1,0 +1,466 @@
+/* dock.c — `molecules` of one set in, `docking` out: each molecule docked
+ * into the workflow's receptor by AutoDock Vina (chem/dock.h), its best
+ * affinity and its pose stored.
+ *
+ * Optional: it runs when the workflow names stages.dock. Plan: the set's
+ * molecules (duplicates left out), ascending, in chunks of run.chunk_size
+ * within one input file (stage_ids_load), as graph plans them. Keyed: a
+ * docking records the hash of the molecule docked (docking.mol_hash) and of
+ * the set-up it was docked under (docking.setup: Vina's version, the
+ * receptor file's bytes, the box, exhaustiveness and seed); a rerun docks
+ * only the molecules without a docking of their present contents under the
+ * present set-up. A set-up that changes discards every docking and dock
+ * reject (meta 'dock_setup' says which set-up they belong to).
+ *
+ * A docking takes seconds to minutes, so a chunk does not wait for its end
+ * to keep its work: each docking is committed as it finishes (the runner's
+ * chunk transaction is committed and begun again), and a chunk cut short —
+ * kill -9, a signal, a failure — leaves its finished dockings stored; the
+ * rerun plans that chunk again and docks only the rest. The ledger row
+ * comes when the whole chunk is done.
+ *
+ * A molecule whose docking fails (its ligand cannot be prepared, Vina
+ * fails or crashes, it runs out of time) becomes a reject of this stage
+ * with the reason and Vina's last words; the others go on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chem/dock.h"
+#include "stage.h"
+
+struct dstage {
+  struct dock_setup ds;
+  char setup[17];          /* the set-up's key (docking.setup) */
+  char vina_version[128];
+  const char *set;
+  const char *receptor_in; /* the workflow's receptor file */
+  char tmp[4096];          /* this run's folder: the prepared receptor */
+  char receptor[4200];     /* ... and its path */
+  int workers;
+  struct stage_ids plan;
+  struct stage_ctx *ctx;   /* for the store callback */
+  sqlite3_stmt *insert;
+  int64_t chunk, n_ok, n_rej, docked, rejected, before;
+  double seconds, last_commit;
+  struct dock_job *jobs;
+  int64_t *ids;
+  sqlite3_int64 *hashes;
+  uint8_t *no_hash;        /* the molecule's row has no mol_hash (an earlier se3screen's) */
+  int failed;
+};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A list of three numbers (center:, size:) into v. */
+static int three(struct stage_ctx *ctx, const char *key, double v[3]) {
+  const struct cfg_node *n = cfg_get(ctx->cfg, key);
+  if (!n || n->kind != CFG_LIST || n->n_kids != 3)
+    return stage_fail_at(ctx, n ? n : ctx->cfg, "stages.dock.%s: three numbers (x, y, z in Å) are needed", key);
+  for (int k = 0; k < 3; k++)
+    v[k] = n->kids[k]->f;
+  return STAGE_OK;
+}
+
+static uint64_t hash_file(const char *path, uint64_t h, int *bad) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    *bad = 1;
+    return h;
+  }
+  char buf[65536];
+  for (size_t r; (r = fread(buf, 1, sizeof buf, f)) > 0;)
+    h = se3_hash_bytes(h, buf, r);
+  fclose(f);
+  return h;
+}
+
+/* The set-up: Vina, the receptor, the box; its key. */
+static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
+  const struct cfg_node *c = ctx->cfg;
+  d->set = cfg_str(c, "set", "library");
+  d->receptor_in = cfg_str(c, "receptor", NULL);
+  if (!d->receptor_in)
+    return stage_fail_at(ctx, c, "stages.dock.receptor: the receptor to dock into is not given (a PDB, PDBQT or any "
+                                 "file Open Babel reads)");
+  d->ds.vina = cfg_str(c, "vina", "vina");
+  d->ds.exhaustiveness = (int)cfg_int(c, "exhaustiveness", 8);
+  d->ds.seed = (unsigned)cfg_int(c, "seed", 1);
+  d->ds.timeout_s = cfg_float(c, "timeout_s", 900);
+  d->workers = (int)cfg_int(c, "workers", 0);
+  if (d->workers <= 0) { /* the cores this process may use (an array task's allocation under Slurm) */
+    cpu_set_t mine;
+    long n = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : sysconf(_SC_NPROCESSORS_ONLN);
+    d->workers = n > 0 ? (int)n : 1;
+  }
+  char err[1024];
+  if (dock_vina_version(d->ds.vina, d->vina_version, sizeof d->vina_version, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(c, "vina") ? cfg_get(c, "vina") : c, "%s", err);
+  const char *ligand = cfg_str(c, "box_ligand", NULL);
+  const struct cfg_node *center = cfg_get(c, "center");
+  if (ligand && center)
+    return stage_fail_at(ctx, center, "stages.dock: give the box either by `box_ligand` or by `center` and `size`, "
+                                      "not both");
+  if (ligand) {
+    if (dock_box_from_ligand(ligand, cfg_float(c, "padding", 4), 120, &d->ds.box, err, sizeof err))
+      return stage_fail_at(ctx, cfg_get(c, "box_ligand"), "%s", err);
+  } else if (center) {
+    if (three(ctx, "center", d->ds.box.center) || three(ctx, "size", d->ds.box.size)) return STAGE_ERROR;
+  } else {
+    return stage_fail_at(ctx, c, "stages.dock: the box to dock into is not given: `box_ligand` (a ligand placed in "
+                                 "the receptor; the box is its extent and `padding` on every side) or `center` and "
+                                 "`size`");
+  }
+  for (int k = 0; k < 3; k++)
+    if (!(d->ds.box.size[k] > 0 && d->ds.box.size[k] <= 200))
+      return stage_fail_at(ctx, cfg_get(c, "size") ? cfg_get(c, "size") : c,
+                           "stages.dock: the box's size %g Å is not between 0 and 200 Å", d->ds.box.size[k]);
+  int bad = 0;
+  uint64_t h = se3_hash_str(SE3_HASH_INIT, d->vina_version);
+  h = hash_file(d->receptor_in, h, &bad);
+  if (bad) return stage_fail_at(ctx, cfg_get(c, "receptor"), "%s: %s", d->receptor_in, strerror(errno));
+  /* the box as Vina is given it (4 decimals) */
+  char box[256];
+  snprintf(box, sizeof box, "%.4f %.4f %.4f %.4f %.4f %.4f %d %u", d->ds.box.center[0], d->ds.box.center[1],
+           d->ds.box.center[2], d->ds.box.size[0], d->ds.box.size[1], d->ds.box.size[2], d->ds.exhaustiveness,
+           d->ds.seed);
+  h = se3_hash_str(h, box);
+  snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
+  return STAGE_OK;
+}
+
+/* The molecules of the plan without a docking (or reject) of their present
+ * contents under this set-up: ?1 the set, ?2 the set-up. */
+static char *pending_sql(struct stage_ctx *ctx, const char *select, const char *range) {
+  return sqlite3_mprintf(
+      "SELECT %s FROM \"%w\".molecules m WHERE m.set_name = ?1%s AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
+      "WHERE d.mol_id = m.id)%z%z ORDER BY m.id",
+      select, ctx->src, range, ctx->src,
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".docking k WHERE k.mol_id = m.id AND k.mol_hash IS m.mol_hash AND "
+                        "k.setup = ?2"),
+      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'dock' AND r.mol_id = m.id AND r.mol_hash IS "
+                        "m.mol_hash AND (SELECT value FROM meta WHERE key = 'dock_setup') IS ?2"));
+}
+
+static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct dstage *d = calloc(1, sizeof *d);
+  if (!d) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = d;
+  d->ctx = ctx;
+  if (dock_setup(ctx, d)) return STAGE_ERROR;
+  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE set_name = ?1 AND NOT EXISTS (SELECT 1 FROM "
+                               "\"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
+                               ctx->src, ctx->src);
+  int bad = stage_ids_load(ctx, plan, d->set, &d->plan, n_chunks);
+  sqlite3_free(plan);
+  if (bad) return STAGE_ERROR;
+  if (d->plan.n == 0)
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, "set") ? cfg_get(ctx->cfg, "set") : ctx->cfg,
+                         "stages.dock.set: the set '%s' has no molecules to dock (is it one of the workflow's sets, "
+                         "and were its records all rejected?)",
+                         d->set);
+  char *pending = pending_sql(ctx, "m.id", "");
+  const char *params[] = {d->set, d->setup};
+  bad = stage_ids_pending(ctx, pending, params, 2, &d->plan);
+  sqlite3_free(pending);
+  if (bad) return STAGE_ERROR;
+  *n_items = d->plan.n;
+  return STAGE_OK;
+}
+
+/* The receptor, prepared once a run (not in --dry-run, which docks nothing). */
+static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d) {
+  if (d->ds.receptor) return STAGE_OK;
+  const char *base = getenv("TMPDIR");
+  snprintf(d->tmp, sizeof d->tmp, "%s/se3screen-receptor-XXXXXX", base && base[0] ? base : "/tmp");
+  if (!mkdtemp(d->tmp)) {
+    int e = errno;
+    d->tmp[0] = 0;
+    return stage_fail_at(ctx, NULL, "a temporary folder for the receptor: %s", strerror(e));
+  }
+  snprintf(d->receptor, sizeof d->receptor, "%s/receptor.pdbqt", d->tmp);
+  char err[1024];
+  if (dock_prepare_receptor(d->receptor_in, d->receptor, 300, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, "receptor"), "%s", err);
+  d->ds.receptor = d->receptor;
+  ctx->report->log(ctx, "docking into %s with %s (box centre %.2f %.2f %.2f Å, size %.1f x %.1f x %.1f Å, "
+                        "exhaustiveness %d, seed %u, %d at once)",
+                   d->receptor_in, d->vina_version, d->ds.box.center[0], d->ds.box.center[1], d->ds.box.center[2],
+                   d->ds.box.size[0], d->ds.box.size[1], d->ds.box.size[2], d->ds.exhaustiveness, d->ds.seed,
+                   d->workers);
+  return STAGE_OK;
+}
+
+/* Commit what the chunk has stored so far, and go on in a new transaction. */
+static int commit_so_far(struct stage_ctx *ctx) {
+  char *msg = NULL;
+  if (sqlite3_exec(ctx->db, "COMMIT; BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "committing the dockings done: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    sqlite3_free(msg);
+    return STAGE_ERROR;
+  }
+  return STAGE_OK;
+}
+
+static int store_one(void *arg, int k) {
+  struct dstage *d = arg;
+  struct stage_ctx *ctx = d->ctx;
+  struct dock_job *j = &d->jobs[k];
+  int rc = STAGE_OK;
+  if (j->status == 0) {
+    if (!d->insert &&
+        sqlite3_prepare_v2(ctx->db,
+                           "INSERT OR REPLACE INTO docking(mol_id, score, pose, seconds, chunk, mol_hash, setup) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                           -1, &d->insert, NULL) != SQLITE_OK)
+      rc = stage_sql_fail(ctx, "preparing the docking insert");
+    if (rc == STAGE_OK) {
+      sqlite3_reset(d->insert);
+      sqlite3_bind_int64(d->insert, 1, d->ids[k]);
+      sqlite3_bind_double(d->insert, 2, j->score);
+      sqlite3_bind_blob64(d->insert, 3, j->pose, j->pose_len, SQLITE_STATIC);
+      sqlite3_bind_double(d->insert, 4, j->seconds);
+      sqlite3_bind_int64(d->insert, 5, d->chunk);
+      if (d->no_hash[k])
+        sqlite3_bind_null(d->insert, 6);
+      else
+        sqlite3_bind_int64(d->insert, 6, d->hashes[k]);
+      sqlite3_bind_text(d->insert, 7, d->setup, -1, SQLITE_STATIC);
+      if (sqlite3_step(d->insert) != SQLITE_DONE) rc = stage_sql_fail(ctx, "writing a docking");
+      sqlite3_clear_bindings(d->insert);
+      sqlite3_reset(d->insert);
+    }
+    ctx->chunk_bytes += (int64_t)j->pose_len;
+    d->n_ok++;
+    d->docked++;
+    d->seconds += j->seconds;
+  } else {
+    rc = stage_reject_mol_detail(ctx, "dock", d->ids[k], d->chunk, j->reason, j->detail[0] ? j->detail : NULL);
+    d->n_rej++;
+    d->rejected++;
+  }
+  free(j->pose);
+  j->pose = NULL;
+  ctx->report->advance(ctx, 1);
+  /* each docking kept as it finishes (at most a few commits a second) */
+  if (rc == STAGE_OK && now_s() - d->last_commit >= 0.2) {
+    rc = commit_so_far(ctx);
+    d->last_commit = now_s();
+  }
+  if (rc != STAGE_OK) d->failed = 1;
+  return rc != STAGE_OK;
+}
+
+static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
+  struct dstage *d = ctx->state;
+  const struct stage_ids *p = &d->plan;
+  int64_t lo = p->ids[p->start[chunk]], hi = p->ids[p->start[chunk + 1] - 1], in_chunk = p->start[chunk + 1] - p->start[chunk];
+  /* the chunk's molecules still to dock (a chunk cut short kept the others) */
+  char *sql = pending_sql(ctx, "m.id, m.mol, m.mol_hash", " AND m.id BETWEEN ?3 AND ?4");
+  sqlite3_stmt *st = NULL;
+  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_free(sql);
+    return stage_sql_fail(ctx, "reading the molecules to dock");
+  }
+  sqlite3_free(sql);
+  sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, d->setup, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, lo);
+  sqlite3_bind_int64(st, 4, hi);
+  int64_t n = 0, cap = 0;
+  uint8_t **blobs = NULL;
+  int rc, ret = STAGE_OK;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      void *a = realloc(d->jobs, (size_t)cap * sizeof *d->jobs), *b = NULL, *c = NULL, *e = NULL;
+      if (a) d->jobs = a;
+      if (a) b = realloc(d->ids, (size_t)cap * sizeof *d->ids);
+      if (b) d->ids = b;
+      if (b) c = realloc(d->hashes, (size_t)cap * sizeof *d->hashes);
+      if (c) d->hashes = c;
+      if (c) e = realloc(d->no_hash, (size_t)cap);
+      if (e) d->no_hash = e;
+      void *f = e ? realloc(blobs, (size_t)cap * sizeof *blobs) : NULL;
+      if (f) blobs = f;
+      if (!f) {
+        ret = stage_fail_at(ctx, NULL, "out of memory");
+        break;
+      }
+    }
+    size_t len = (size_t)sqlite3_column_bytes(st, 1);
+    blobs[n] = malloc(len ? len : 1);
+    if (!blobs[n]) {
+      ret = stage_fail_at(ctx, NULL, "out of memory");
+      break;
+    }
+    memcpy(blobs[n], sqlite3_column_blob(st, 1), len);
+    memset(&d->jobs[n], 0, sizeof d->jobs[n]);
+    d->jobs[n].mol = blobs[n];
+    d->jobs[n].mol_len = len;
+    d->ids[n] = sqlite3_column_int64(st, 0);
+    d->hashes[n] = sqlite3_column_int64(st, 2);
+    d->no_hash[n] = sqlite3_column_type(st, 2) == SQLITE_NULL;
+    n++;
+  }
+  if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the molecules to dock");
+  sqlite3_finalize(st);
+  /* what earlier runs docked of this chunk counts as done */
+  if (ret == STAGE_OK) ctx->report->advance(ctx, in_chunk - n);
+  d->before += in_chunk - n;
+  d->chunk = chunk;
+  d->n_ok = d->n_rej = 0;
+  d->failed = 0;
+  d->last_commit = now_s();
+  if (ret == STAGE_OK && n > 0) ret = prepare_receptor(ctx, d);
+  if (ret == STAGE_OK && n > 0) {
+    char err[1024] = "";
+    int r = dock_run(&d->ds, d->jobs, (int)n, d->workers, ctx->stop, store_one, d, err, sizeof err);
+    if (d->failed)
+      ret = STAGE_ERROR; /* ctx->err says why */
+    else if (r < 0)
+      ret = stage_fail_at(ctx, NULL, "%s", err);
+    else if (r > 0)
+      ret = STAGE_STOPPED;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    free(d->jobs[i].pose);
+    d->jobs[i].pose = NULL;
+    free(blobs[i]);
+  }
+  free(blobs);
+  if (ret != STAGE_OK) return ret;
+  /* the ledger's counts: the chunk's dockings and rejects, this run's and before */
+  *n_ok = d->n_ok;
+  *n_rej = d->n_rej;
+  if (n < in_chunk) {
+    char *count = sqlite3_mprintf(
+        "SELECT (SELECT count(*) FROM docking WHERE mol_id BETWEEN ?1 AND ?2 AND setup = ?3), (SELECT count(*) FROM "
+        "rejects WHERE stage = 'dock' AND mol_id BETWEEN ?1 AND ?2)");
+    sqlite3_stmt *q = NULL;
+    if (count && sqlite3_prepare_v2(ctx->db, count, -1, &q, NULL) == SQLITE_OK) {
+      sqlite3_bind_int64(q, 1, lo);
+      sqlite3_bind_int64(q, 2, hi);
+      sqlite3_bind_text(q, 3, d->setup, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW) {
+        *n_ok = sqlite3_column_int64(q, 0);
+        *n_rej = sqlite3_column_int64(q, 1);
+      }
+    }
+    sqlite3_finalize(q);
+    sqlite3_free(count);
+  }
+  return STAGE_OK;
+}
+
+static void dock_end(struct stage_ctx *ctx) {
+  struct dstage *d = ctx->state;
+  if (!d) return;
+  if (d->docked + d->rejected > 0)
+    ctx->report->log(ctx, "docked %lld molecules (%.1f s each on average), %lld rejected%s%lld docked before",
+                     (long long)d->docked, d->docked ? d->seconds / (double)d->docked : 0.0, (long long)d->rejected,
+                     "; ", (long long)(d->before + ctx->items_done));
+  if (d->tmp[0]) {
+    unlink(d->receptor);
+    rmdir(d->tmp);
+  }
+  sqlite3_finalize(d->insert);
+  free(d->jobs);
+  free(d->ids);
+  free(d->hashes);
+  free(d->no_hash);
+  stage_ids_free(&d->plan);
+  free(d);
+  ctx->state = NULL;
+}
+
+/* The dockings (and rejects) of molecules gone or changed, of duplicates,
+ * and, when the set-up changed, all of them. */
+static int dock_prune(struct stage_ctx *ctx, int64_t *n) {
+  struct dstage *d = ctx->state;
+  char *sql = sqlite3_mprintf(
+      "DELETE FROM docking WHERE setup <> %Q OR mol_id IN (SELECT k.mol_id FROM docking k WHERE NOT EXISTS (SELECT 1 "
+      "FROM molecules m INDEXED BY molecules_hash WHERE m.id = k.mol_id AND m.mol_hash IS k.mol_hash) OR EXISTS "
+      "(SELECT 1 FROM duplicates d WHERE d.mol_id = k.mol_id));"
+      "DELETE FROM rejects WHERE stage = 'dock' AND ((SELECT value FROM meta WHERE key = 'dock_setup') IS NOT %Q OR "
+      "NOT EXISTS (SELECT 1 FROM molecules m WHERE m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash) OR "
+      "mol_id IN (SELECT mol_id FROM duplicates))",
+      d->setup, d->setup);
+  if (!sql) return stage_fail_at(ctx, NULL, "out of memory");
+  int rc = stage_prune_sql(ctx, sql, "deleting the dockings of molecules changed or gone", n);
+  sqlite3_free(sql);
+  /* (this database's rejects are of this set-up from here on) */
+  char *meta = sqlite3_mprintf("INSERT OR REPLACE INTO meta(key, value) VALUES('dock_setup', %Q)", d->setup);
+  if (rc == STAGE_OK && (!meta || sqlite3_exec(ctx->db, meta, NULL, NULL, NULL) != SQLITE_OK))
+    rc = stage_sql_fail(ctx, "recording the docking set-up");
+  sqlite3_free(meta);
+  return rc;
+}
+
+const char *stage_dock_label(const struct cfg_node *root) {
+  const struct cfg_node *d = root ? cfg_get(root, "stages.dock") : NULL;
+  return d && cfg_written(d) ? cfg_str(d, "label", "dock") : NULL;
+}
+
+/* --dry-run: the molecules to dock; the set whose docking label that changes. */
+static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
+                        size_t sets_size) {
+  struct dstage *d = ctx->state;
+  int64_t todo = d->plan.n - ctx->items_done, before = 0;
+  (void)mol_sets;
+  if (todo <= 0) {
+    line[0] = 0;
+    return STAGE_OK;
+  }
+  /* (molecules of a needed chunk docked by a run cut short are not redone) */
+  char *sql = pending_sql(ctx, "count(*)", "");
+  sqlite3_stmt *st = NULL;
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, d->setup, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) before = todo - sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  snprintf(line, size, "%lld of %lld molecules of '%s' to dock (new or changed, or never docked under this set-up)",
+           (long long)(todo - before), (long long)d->plan.n, d->set);
+  snprintf(label_sets, sets_size, "%s:%s", d->set, stage_dock_label(ctx->root) ? stage_dock_label(ctx->root) : "dock");
+  return STAGE_OK;
+}
+
+static int dock_merge_hash(const struct cfg_node *root) {
+  (void)root;
+  return STAGE_HASH_SETTINGS;
+}
+
+const struct stage stage_dock = {
+    .name = "dock",
+    .tables = "docking",
+    .keyed = stage_keyed_always,
+    .prune = dock_prune,
+    .uses_sets = 0,
+    .after = "ingest",
+    .optional = 1,
+    .blob_column = "pose",
+    .begin = dock_begin,
+    .run_chunk = dock_chunk,
+    .finalize = NULL,
+    .end = dock_end,
+    .merge_hash = dock_merge_hash,
+    .meta_key = "dock_setup",
+    .reads_set = "stages.dock.set",
+    .done = "docked",
+    .explain = dock_explain,
+};

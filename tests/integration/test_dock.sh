@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The dock stage with the real AutoDock Vina (Debian's autodock-vina, which
+# scripts/setup.sh installs), at exhaustiveness 1, into DUD-E's FABP4
+# receptor with the box around its crystal ligand (tests/data/dock/):
+#   - the crystal ligand redocked lands within 2 Å (heavy-atom RMSD, atom for
+#     atom: a pose keeps the molecule's atom order) of its crystal pose;
+#   - kill -9 in the middle of the stage, once a docking is stored: Vina's
+#     processes go with it, and the rerun docks only the molecules not yet
+#     docked (the stored dockings keep their rows, to the bit);
+#   - a third run docks nothing; `run --dry-run` says so beforehand;
+#   - train learns the docking score (`target: dock`) without docking again,
+#     and hits.sdf carries each hit at its docked pose with its score;
+#   - a molecule out of time is one reject (`timed out`), the others go on;
+#     a program that is not Vina is refused before any docking.
+# About 40 s on 2 cores.
+#
+#   test_dock.sh SE3SCREEN SOURCE_DIR WORK
+set -uo pipefail
+se3=$1 src=$2 work=$3
+py=/usr/bin/python3
+fail() {
+  echo "test_dock: FAIL: $*"
+  exit 1
+}
+command -v vina >/dev/null || fail "no vina program (scripts/setup.sh installs Debian's autodock-vina)"
+rm -rf "$work" && mkdir -p "$work/tmp"
+export TMPDIR=$work/tmp
+data=$src/tests/data/dock
+wf=$work/dock.yaml
+cat > "$wf" <<EOF
+workflow: dock
+workdir: $work/run
+run: {progress: lines, progress_interval_s: 1}
+sets:
+  library:
+    - path: $data/crystal_ligand.mol2
+    - path: $data/actives4.mol2
+stages:
+  ingest: {}
+  dock:
+    receptor: $data/receptor.pdb
+    box_ligand: $data/crystal_ligand.mol2
+    exhaustiveness: 1
+    seed: 7
+    workers: 2
+EOF
+db=$work/run/screen.db
+q() { sqlite3 -batch -noheader "$db" "$1" 2>/dev/null; }
+
+# 1. a run killed with -9 once the first docking is stored
+"$se3" run "$wf" > "$work/run1.log" 2>&1 &
+pid=$!
+n=0
+for _ in $(seq 1 1200); do
+  n=$(q "SELECT count(*) FROM docking" || echo 0)
+  [ "${n:-0}" -ge 1 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.05
+done
+[ "${n:-0}" -ge 1 ] || { cat "$work/run1.log"; fail "no docking stored while the first run ran"; }
+kill -9 $pid
+wait $pid 2>/dev/null
+before=$(q "SELECT mol_id || ' ' || score || ' ' || seconds || ' ' || hex(pose) FROM docking ORDER BY mol_id")
+k=$(printf '%s\n' "$before" | grep -c .)
+[ "$k" -lt 5 ] || fail "all 5 molecules were docked before the kill: the test did not cut the stage short"
+# Vina's processes die with se3screen (they run with the test's TMPDIR in their command line)
+gone=0
+for _ in $(seq 1 100); do
+  if ! pgrep -f -- "$work/tmp" >/dev/null; then gone=1; break; fi
+  sleep 0.1
+done
+[ $gone = 1 ] || { pgrep -af -- "$work/tmp"; fail "Vina processes outlived the killed run"; }
+
+# 2. the dry run and the rerun dock only the rest
+"$se3" run "$wf" --dry-run > "$work/dry.log" 2>&1 || { cat "$work/dry.log"; fail "run --dry-run failed"; }
+grep -q "dock: $((5 - k)) of 5 molecules of 'library' to dock" "$work/dry.log" ||
+  { cat "$work/dry.log"; fail "the dry run does not say $((5 - k)) of 5 molecules are to dock"; }
+"$se3" run "$wf" > "$work/run2.log" 2>&1 || { cat "$work/run2.log"; fail "the rerun failed"; }
+grep -q "docked $((5 - k)) molecules (.*), 0 rejected; $k docked before" "$work/run2.log" ||
+  { cat "$work/run2.log"; fail "the rerun did not dock exactly the $((5 - k)) molecules left"; }
+[ "$(q "SELECT count(*) FROM docking")" = 5 ] || fail "5 dockings expected after the rerun"
+after=$(q "SELECT mol_id || ' ' || score || ' ' || seconds || ' ' || hex(pose) FROM docking WHERE mol_id IN
+           ($(printf '%s\n' "$before" | cut -d' ' -f1 | paste -sd,)) ORDER BY mol_id")
+[ "$before" = "$after" ] || fail "the dockings stored before the kill changed in the rerun"
+[ "$(q "SELECT count(*) FROM stage_chunks WHERE stage='dock'")" = 2 ] || fail "the dock ledger lacks its 2 chunks"
+
+# 3. the crystal ligand back in its pocket, and the others scored
+"$py" - "$db" <<'PY' || fail "the poses do not check out"
+import math, sqlite3, struct, sys
+db = sqlite3.connect(sys.argv[1])
+def atoms(blob):
+    n = struct.unpack_from("<I", blob, 8)[0]
+    return [struct.unpack_from("<BbBBfff", blob, 16 + 16 * i) for i in range(n)]
+rows = db.execute("SELECT m.name, k.score, m.mol, k.pose FROM docking k JOIN molecules m ON m.id = k.mol_id").fetchall()
+assert len(rows) == 5, rows
+for name, score, mol, pose in rows:
+    a = [t for t in atoms(mol) if t[0] != 1]
+    b = [t for t in atoms(pose) if t[0] != 1]
+    assert [t[0] for t in a] == [t[0] for t in b], f"{name}: the pose's heavy atoms differ from the molecule's"
+    assert -20 < score < 0, f"{name}: affinity {score}"
+    if name == "T4B_293_2NNQ":
+        rmsd = math.sqrt(sum((p[4] - q[4]) ** 2 + (p[5] - q[5]) ** 2 + (p[6] - q[6]) ** 2 for p, q in zip(a, b)) / len(a))
+        print(f"crystal ligand redocked: {score} kcal/mol, heavy-atom RMSD {rmsd:.2f} A")
+        assert rmsd < 2.0, f"the crystal ligand redocked {rmsd:.2f} A from its crystal pose"
+        assert score < -9, f"the crystal ligand scores only {score}"
+PY
+
+# 4. nothing left to do
+"$se3" run "$wf" --dry-run > "$work/dry2.log" 2>&1 || fail "the second dry run failed"
+grep -q "dock: nothing to do" "$work/dry2.log" || { cat "$work/dry2.log"; fail "the second dry run has work"; }
+"$se3" run "$wf" > "$work/run3.log" 2>&1 || { cat "$work/run3.log"; fail "the third run failed"; }
+grep -q "docked [1-9]" "$work/run3.log" && { cat "$work/run3.log"; fail "the third run docked again"; }
+
+# 5. the docking score as the label train learns; hits.sdf at the docked poses
+sed -e 's/^workflow: dock$/workflow: dock-train/' "$wf" > "$work/train.yaml"
+cat >> "$work/train.yaml" <<EOF
+  train: {set: library, target: dock, epochs: 2}
+  score: {set: library}
+  rank: {order: ascending, top: 5}
+EOF
+"$se3" run "$work/train.yaml" > "$work/train.log" 2>&1 || { cat "$work/train.log"; fail "training on the docking score failed"; }
+grep -q "dock: nothing to do" "$work/train.log" || { cat "$work/train.log"; fail "adding train docked again"; }
+grep -q "5 molecules with 'dock' in set 'library'" "$work/train.log" ||
+  { cat "$work/train.log"; fail "train did not learn the 5 docking scores"; }
+[ "$(q "SELECT count(*) FROM models WHERE target = 'dock'")" = 1 ] || fail "no model of target dock"
+[ "$(grep -c '<docking_score>' "$work/run/hits.sdf")" = 5 ] || fail "hits.sdf lacks the docking scores"
+"$py" - "$db" "$work/run/hits.sdf" <<'PY' || fail "hits.sdf is not at the docked poses"
+import sqlite3, struct, sys
+db = sqlite3.connect(sys.argv[1])
+text = open(sys.argv[2]).read()
+for name, pose, score in db.execute("SELECT m.name, k.pose, k.score FROM docking k JOIN molecules m ON m.id = k.mol_id"):
+    rec = next(r for r in text.split("$$$$\n") if r.lstrip("\n").startswith(name + "\n"))
+    x, y, z = struct.unpack_from("<fff", pose, 16 + 4)
+    first = rec.lstrip("\n").splitlines()[4].split()
+    assert abs(float(first[0]) - x) < 1e-3 and abs(float(first[1]) - y) < 1e-3, (name, first, x, y)
+    assert abs(float(rec.split("<docking_score>")[1].split()[0]) - score) < 1e-6, name
+PY
+
+# 6. out of time: a reject; the other molecule docks
+cat > "$work/slow.yaml" <<EOF
+workflow: slow
+workdir: $work/slow
+run: {progress: none}
+sets:
+  library:
+    - path: $data/crystal_ligand.mol2
+    - path: $data/actives4.mol2
+stages:
+  ingest: {}
+  dock:
+    receptor: $data/receptor.pdb
+    box_ligand: $data/crystal_ligand.mol2
+    exhaustiveness: 1
+    timeout_s: 1
+    workers: 2
+EOF
+"$se3" run "$work/slow.yaml" > "$work/slow.log" 2>&1 || { cat "$work/slow.log"; fail "a run with timeouts failed"; }
+db=$work/slow/screen.db
+r=$(q "SELECT count(*) FROM rejects WHERE stage='dock' AND reason='timed out' AND detail LIKE 'after 1 s%'")
+d=$(q "SELECT count(*) FROM docking")
+[ "$((r + d))" = 5 ] && [ "$r" -ge 1 ] || fail "5 molecules, docked or rejected for time, expected (rejected $r, docked $d)"
+
+# 7. a program that is not Vina: refused, naming the key
+"$se3" run "$work/slow.yaml" --set stages.dock.vina=/bin/echo > "$work/notvina.log" 2>&1 &&
+  fail "a run with stages.dock.vina=/bin/echo succeeded"
+grep -q "not AutoDock Vina's version" "$work/notvina.log" || { cat "$work/notvina.log"; fail "no message naming Vina"; }
+echo "test_dock: ok ($k of 5 docked before the kill)"

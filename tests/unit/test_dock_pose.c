@@ -1,0 +1,175 @@
+/* Docking's parts that need no Vina (chem/dock.h): reading Vina's output
+ * PDBQT (the first model only, atoms by their serial numbers whatever their
+ * order), the pose as the stored molecule at those coordinates (unplaced
+ * hydrogens back as counts), refusals of output that cannot be a pose, the
+ * box around a reference ligand read by the real Open Babel, and a ligand
+ * written as PDBQT with every atom numbered as in the molecule. The dock
+ * stage with the real Vina: tests/integration/test_dock.sh. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/dock.h"
+#include "chem/obbridge.h"
+#include "tests/testutil.h"
+
+/* PDB fixed columns: serial 7-11, x 31-38, y 39-46, z 47-54 */
+static const char OUT[] =
+    "MODEL 1\n"
+    "REMARK VINA RESULT:    -7.512      0.000      0.000\n"
+    "REMARK  Name = methanol\n"
+    "ROOT\n"
+    "ATOM      2  O   UNL     1       1.500   2.250  -3.125  0.00  0.00    -0.398 OA\n"
+    "ATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00    +0.196 C \n"
+    "ATOM      4  H   UNL     1       1.900   3.000  -3.000  0.00  0.00    +0.209 HD\n"
+    "ENDROOT\n"
+    "TORSDOF 0\n"
+    "ENDMDL\n"
+    "MODEL 2\n"
+    "REMARK VINA RESULT:    -6.000      1.000      2.000\n"
+    "ATOM      1  C   UNL     1      99.000  99.000  99.000  0.00  0.00    +0.196 C \n"
+    "ENDMDL\n";
+
+/* methanol as stored: C, O, one H on C (the others as counts), H on O */
+static void methanol(struct mol *m) {
+  mol_init(m);
+  m->n_atoms = 4;
+  m->n_bonds = 3;
+  m->atoms = calloc(4, sizeof *m->atoms);
+  m->bonds = calloc(3, sizeof *m->bonds);
+  m->atoms[0] = (struct mol_atom){.z = 6, .implicit_h = 2, .x = 0, .y = 0, .z_ = 0};
+  m->atoms[1] = (struct mol_atom){.z = 8, .x = 1.4, .y = 0, .z_ = 0};
+  m->atoms[2] = (struct mol_atom){.z = 1, .x = -0.5, .y = 0.9, .z_ = 0};
+  m->atoms[3] = (struct mol_atom){.z = 1, .x = 1.8, .y = 0.9, .z_ = 0};
+  m->bonds[0] = (struct mol_bond){0, 1, 1};
+  m->bonds[1] = (struct mol_bond){0, 2, 1};
+  m->bonds[2] = (struct mol_bond){1, 3, 1};
+  m->dim = 3;
+}
+
+Test(dock_pose, the_first_model_by_serial_numbers) {
+  double xyz[12], score = 0;
+  uint8_t seen[4];
+  char err[256] = "";
+  cr_assert_eq(dock_parse_pose(OUT, strlen(OUT), 4, xyz, seen, &score, err, sizeof err), 0, "%s", err);
+  cr_assert_float_eq(score, -7.512, 1e-12);
+  cr_assert(seen[0] && seen[1] && !seen[2] && seen[3]);
+  cr_assert_float_eq(xyz[0], 10.0, 1e-12); /* atom 1 from the second ATOM line, model 2 not read */
+  cr_assert_float_eq(xyz[1], -1.0, 1e-12);
+  cr_assert_float_eq(xyz[3], 1.5, 1e-12);
+  cr_assert_float_eq(xyz[5], -3.125, 1e-12);
+  cr_assert_float_eq(xyz[10], 3.0, 1e-12);
+}
+
+Test(dock_pose, the_pose_keeps_the_molecule_and_counts_unplaced_hydrogens) {
+  struct mol m, pose;
+  methanol(&m);
+  double xyz[12] = {0};
+  uint8_t seen[4];
+  double score;
+  char err[256] = "";
+  cr_assert_eq(dock_parse_pose(OUT, strlen(OUT), 4, xyz, seen, &score, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(pose.n_atoms, 3);
+  cr_assert_eq(pose.atoms[0].z, 6);
+  cr_assert_eq(pose.atoms[0].implicit_h, 3, "the carbon's hydrogen Vina did not place is a count again");
+  cr_assert_eq(pose.atoms[2].z, 1);
+  cr_assert_float_eq(pose.atoms[2].y, 3.0, 1e-12);
+  cr_assert_eq(pose.n_bonds, 2);
+  cr_assert(pose.bonds[1].a == 1 && pose.bonds[1].b == 2, "O-H renumbered: %u-%u", pose.bonds[1].a,
+            pose.bonds[1].b);
+  /* the blob round trip */
+  uint8_t *blob = NULL;
+  size_t len = 0;
+  cr_assert_eq(mol_to_blob(&pose, &blob, &len), 0);
+  struct mol back;
+  mol_init(&back);
+  cr_assert_eq(mol_from_blob(blob, len, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(back.n_atoms, 3);
+  cr_assert_float_eq(back.atoms[0].x, 10.0, 1e-5);
+  free(blob);
+  mol_free(&back);
+  mol_free(&pose);
+  mol_free(&m);
+}
+
+Test(dock_pose, output_that_is_not_a_pose_is_refused) {
+  struct mol m, pose;
+  methanol(&m);
+  double xyz[12];
+  uint8_t seen[4];
+  double score;
+  char err[256] = "";
+  /* no affinity */
+  const char *no_score = "MODEL 1\nATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00    +0.196 C \n";
+  cr_assert_eq(dock_parse_pose(no_score, strlen(no_score), 4, xyz, seen, &score, err, sizeof err), -1);
+  cr_assert(strstr(err, "REMARK VINA RESULT"), "%s", err);
+  /* a coordinate that is not a number */
+  const char *bad = "REMARK VINA RESULT: -5.0\nATOM      1  C   UNL     1      10.0x0  -1.000   0.500\n";
+  cr_assert_eq(dock_parse_pose(bad, strlen(bad), 4, xyz, seen, &score, err, sizeof err), -1);
+  cr_assert(strstr(err, "cannot be read"), "%s", err);
+  /* a heavy atom Vina did not place */
+  const char *half = "REMARK VINA RESULT: -5.0\nATOM      2  O   UNL     1       1.500   2.250  -3.125  0.00  0.00\n";
+  cr_assert_eq(dock_parse_pose(half, strlen(half), 4, xyz, seen, &score, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err), -1);
+  cr_assert(strstr(err, "lacks atom 1 (C)"), "%s", err);
+  mol_free(&m);
+}
+
+Test(dock_pose, the_box_around_a_reference_ligand) {
+  struct dock_box b;
+  char err[512] = "";
+  const char *lig = tu_src("tests/data/dock/crystal_ligand.mol2");
+  cr_assert_eq(dock_box_from_ligand(lig, 4, 60, &b, err, sizeof err), 0, "%s", err);
+  /* the crystal ligand's heavy atoms and hydrogens span x 0.12..9.97 or so: its centre and extent */
+  cr_assert(fabs(b.center[0] - 4.4285) < 1e-3 && fabs(b.center[1] - 7.52795) < 1e-3 &&
+                fabs(b.center[2] - 18.67635) < 1e-3,
+            "centre %g %g %g", b.center[0], b.center[1], b.center[2]);
+  cr_assert(fabs(b.size[0] - (9.6958 + 8)) < 1e-3 && fabs(b.size[1] - (11.0973 + 8)) < 1e-3, "size %g %g", b.size[0],
+            b.size[1]);
+  cr_assert_eq(dock_box_from_ligand("/nonexistent/ligand.mol2", 4, 60, &b, err, sizeof err), -1);
+  cr_assert(strstr(err, "/nonexistent/ligand.mol2"), "%s", err);
+}
+
+Test(dock_pose, the_ligand_pdbqt_maps_each_serial_to_its_atom) {
+  struct mol m;
+  methanol(&m);
+  /* the polar hydrogen before the carbon's: a writer that renumbers after
+   * dropping the carbon's hydrogen would shift it */
+  struct mol_atom h = m.atoms[2];
+  m.atoms[2] = m.atoms[3];
+  m.atoms[3] = h;
+  m.bonds[1] = (struct mol_bond){0, 3, 1};
+  m.bonds[2] = (struct mol_bond){1, 2, 1};
+  char err[256] = "";
+  int *map = NULL, n_map = 0;
+  char *text = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
+  cr_assert(text, "%s", err);
+  cr_assert_eq(n_map, 3, "C, O and the hydroxyl's H: %d", n_map);
+  int n = 0, h_seen = 0;
+  for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (!strncmp(line, "ATOM", 4) || !strncmp(line, "HETATM", 6)) {
+      int serial = atoi(line + 6);
+      cr_assert(serial >= 1 && serial <= n_map, "serial %d", serial);
+      int atom = map[serial - 1];
+      cr_assert(atom >= 0 && atom < m.n_atoms, "serial %d maps to %d", serial, atom);
+      char el = line[13];
+      cr_assert_eq(el, m.atoms[atom].z == 6 ? 'C' : m.atoms[atom].z == 8 ? 'O' : 'H', "%s", line);
+      h_seen += m.atoms[atom].z == 1;
+      cr_assert_eq(atom == 3, 0, "the carbon's hydrogen is written: %s", line);
+      n++;
+    }
+  cr_assert_eq(n, 3, "%s", text);
+  cr_assert_eq(h_seen, 1, "%s", text);
+  /* Gasteiger charges (columns 71-76): the hydroxyl's oxygen negative */
+  const char *o = strstr(text, " O   UNL");
+  cr_assert(o && strlen(o) > 70, "%s", text);
+  const char *line = o - 12;
+  cr_assert_lt(atof(line + 70), -0.1, "no partial charge on the oxygen: %s", text);
+  free(map);
+  free(text);
+  mol_free(&m);
+}
