@@ -291,7 +291,9 @@ static const char schema_v9_sql[] =
 /* Version 10 (issue 36): docking. Each molecule of the docked set with
  * its best AutoDock Vina affinity and its pose (the molecule as stored, at
  * the coordinates Vina gave it), keyed like a graph by the molecule it was
- * made from, and by the set-up it was docked under. */
+ * made from, and by the set-up it was docked under; or its score from a
+ * table computed elsewhere, keyed by the SMILES as written in the input,
+ * which molecules now keep. */
 static const char schema_v10_sql[] =
     "CREATE TABLE docking(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id\n"
@@ -303,7 +305,8 @@ static const char schema_v10_sql[] =
     "  setup TEXT NOT NULL             -- hash of Vina's version, the receptor file, the box, exhaustiveness and seed (meta 'dock_setup': the set-up of the last run)\n"
     ") STRICT;\n"
     "CREATE INDEX docking_chunk ON docking(chunk);\n"
-    "CREATE INDEX docking_hash ON docking(mol_id, mol_hash);\n";
+    "CREATE INDEX docking_hash ON docking(mol_id, mol_hash);\n"
+    "ALTER TABLE molecules ADD COLUMN input_smiles TEXT; -- a SMILES record's SMILES as written in its file (a table of scores is keyed by it: stages.dock.oracle); NULL for other formats and rows written before version 10\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

@@ -22,10 +22,18 @@
  * A molecule whose docking fails (its ligand cannot be prepared, Vina
  * fails or crashes, it runs out of time) becomes a reject of this stage
  * with the reason and Vina's last words; the others go on.
+ *
+ * With stages.dock.oracle: table the scores come from a CSV file instead
+ * (a benchmark's, or another program's): each molecule's score is looked
+ * up by the SMILES its input file wrote (molecules.input_smiles) or by its
+ * name, stored with an empty pose; a molecule the table has no score for is
+ * a reject, `no score in the table`. The set-up is then the table's bytes
+ * and how it is read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +43,7 @@
 #include <unistd.h>
 
 #include "chem/dock.h"
+#include "chem/records.h"
 #include "stage.h"
 
 struct dstage {
@@ -46,6 +55,10 @@ struct dstage {
   char tmp[4096];          /* this run's folder: the prepared receptor */
   char receptor[4200];     /* ... and its path */
   int workers;
+  /* oracle: table: scores computed elsewhere, looked up by key */
+  int table, table_loaded;
+  const char *table_path, *table_key, *key_column, *score_column;
+  sqlite3_stmt *lookup;
   struct stage_ids plan;
   struct stage_ctx *ctx;   /* for the store callback */
   sqlite3_stmt *insert;
@@ -91,6 +104,23 @@ static uint64_t hash_file(const char *path, uint64_t h, int *bad) {
 static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *c = ctx->cfg;
   d->set = cfg_str(c, "set", "library");
+  d->table = !strcmp(cfg_str(c, "oracle", "vina"), "table");
+  if (d->table) {
+    d->table_path = cfg_str(c, "table", NULL);
+    if (!d->table_path)
+      return stage_fail_at(ctx, cfg_get(c, "oracle"), "stages.dock.table: `oracle: table` needs the table of scores "
+                                                      "(a CSV file with a header)");
+    d->table_key = cfg_str(c, "table_key", "smiles");
+    d->key_column = cfg_str(c, "key_column", d->table_key);
+    d->score_column = cfg_str(c, "score_column", "score");
+    int bad = 0;
+    uint64_t h = se3_hash_str(SE3_HASH_INIT, "table");
+    h = hash_file(d->table_path, h, &bad);
+    if (bad) return stage_fail_at(ctx, cfg_get(c, "table"), "%s: %s", d->table_path, strerror(errno));
+    h = se3_hash_str(se3_hash_str(se3_hash_str(h, d->table_key), d->key_column), d->score_column);
+    snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
+    return STAGE_OK;
+  }
   d->receptor_in = cfg_str(c, "receptor", NULL);
   if (!d->receptor_in)
     return stage_fail_at(ctx, c, "stages.dock.receptor: the receptor to dock into is not given (a PDB, PDBQT or any "
@@ -263,10 +293,164 @@ static int store_one(void *arg, int k) {
   return rc != STAGE_OK;
 }
 
+/* The table of scores into temp.dock_table (key, score), once a run: rows
+ * without a number as score are molecules without one (left out); of a
+ * key repeated, the first row counts. */
+static int load_table(struct stage_ctx *ctx, struct dstage *d) {
+  const struct cfg_node *at = cfg_get(ctx->cfg, "table");
+  struct rec_options ro = {.smiles_column = d->key_column, .max_empty_listed = -1};
+  char err[1024];
+  struct rec_reader *rd = rec_open(d->table_path, MOL_FMT_CSV, &ro, err, sizeof err);
+  if (!rd) return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  int n_cols = 0, key = -1, score = -1;
+  const char *const *cols = rec_columns(rd, &n_cols);
+  for (int i = 0; i < n_cols; i++) {
+    if (!strcmp(cols[i], d->key_column)) key = i;
+    if (!strcmp(cols[i], d->score_column)) score = i;
+  }
+  if (key < 0 || score < 0) {
+    rec_close(rd);
+    return stage_fail_at(ctx, at, "stages.dock.table: %s has no column '%s' (its columns are named in its first line)",
+                         d->table_path, key < 0 ? d->key_column : d->score_column);
+  }
+  sqlite3_stmt *ins = NULL;
+  char *msg = NULL;
+  if (sqlite3_exec(ctx->db,
+                   "CREATE TEMP TABLE IF NOT EXISTS dock_table(key TEXT PRIMARY KEY, score REAL NOT NULL) WITHOUT "
+                   "ROWID; DELETE FROM temp.dock_table",
+                   NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_prepare_v2(ctx->db, "INSERT OR IGNORE INTO temp.dock_table(key, score) VALUES(?1, ?2)", -1, &ins,
+                         NULL) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "loading the table of scores: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    sqlite3_free(msg);
+    rec_close(rd);
+    return STAGE_ERROR;
+  }
+  struct rec r;
+  int rc;
+  long long rows = 0, kept = 0, no_score = 0, bad_rows = 0;
+  while ((rc = rec_next(rd, &r, err, sizeof err)) == 1) {
+    rows++;
+    if (r.error || !r.fields || r.n_fields <= (key > score ? key : score) || !r.fields[key][0]) {
+      bad_rows++;
+      continue;
+    }
+    char *end;
+    double v = strtod(r.fields[score], &end);
+    while (*end == ' ')
+      end++;
+    if (end == r.fields[score] || *end || !isfinite(v)) {
+      no_score++;
+      continue;
+    }
+    sqlite3_reset(ins);
+    sqlite3_bind_text(ins, 1, r.fields[key], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(ins, 2, v);
+    if (sqlite3_step(ins) != SQLITE_DONE) {
+      sqlite3_finalize(ins);
+      rec_close(rd);
+      return stage_sql_fail(ctx, "loading the table of scores");
+    }
+    kept += sqlite3_changes(ctx->db);
+  }
+  sqlite3_finalize(ins);
+  rec_close(rd);
+  if (rc < 0) return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  if (kept == 0)
+    return stage_fail_at(ctx, at, "stages.dock.table: %s has no row with a key and a number in '%s' (%lld rows)",
+                         d->table_path, d->score_column, rows);
+  ctx->report->log(ctx, "scores from %s: %lld rows, %lld keys with a score%s%lld without a number in '%s'%s%lld "
+                        "unreadable; %lld repeated (the first row kept)",
+                   d->table_path, rows, kept, ", ", no_score, d->score_column, ", ", bad_rows,
+                   rows - no_score - bad_rows - kept);
+  d->table_loaded = 1;
+  return STAGE_OK;
+}
+
+/* A chunk by the table: each molecule's score looked up by its key. */
+static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int64_t lo, int64_t hi) {
+  if (!d->table_loaded && load_table(ctx, d)) return STAGE_ERROR;
+  int by_name = !strcmp(d->table_key, "name");
+  char *sql = pending_sql(ctx, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash",
+                          " AND m.id BETWEEN ?3 AND ?4");
+  sqlite3_stmt *st = NULL;
+  int ret = STAGE_OK;
+  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK ||
+      (!d->lookup &&
+       sqlite3_prepare_v2(ctx->db, "SELECT score FROM temp.dock_table WHERE key = ?1", -1, &d->lookup, NULL) !=
+           SQLITE_OK) ||
+      (!d->insert && sqlite3_prepare_v2(ctx->db,
+                                        "INSERT OR REPLACE INTO docking(mol_id, score, pose, seconds, chunk, mol_hash, "
+                                        "setup) VALUES(?1, ?2, x'', 0, ?3, ?4, ?5)",
+                                        -1, &d->insert, NULL) != SQLITE_OK)) {
+    sqlite3_free(sql);
+    sqlite3_finalize(st);
+    return stage_sql_fail(ctx, "looking scores up");
+  }
+  sqlite3_free(sql);
+  sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, d->setup, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, lo);
+  sqlite3_bind_int64(st, 4, hi);
+  int rc;
+  while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t id = sqlite3_column_int64(st, 0);
+    const char *k = (const char *)sqlite3_column_text(st, 1);
+    int found = 0;
+    double v = 0;
+    if (k) {
+      sqlite3_reset(d->lookup);
+      sqlite3_bind_text(d->lookup, 1, k, -1, SQLITE_TRANSIENT);
+      if ((rc = sqlite3_step(d->lookup)) == SQLITE_ROW) {
+        found = 1;
+        v = sqlite3_column_double(d->lookup, 0);
+      } else if (rc != SQLITE_DONE) {
+        ret = stage_sql_fail(ctx, "looking a score up");
+        break;
+      }
+    }
+    if (found) {
+      sqlite3_reset(d->insert);
+      sqlite3_bind_int64(d->insert, 1, id);
+      sqlite3_bind_double(d->insert, 2, v);
+      sqlite3_bind_int64(d->insert, 3, chunk);
+      if (sqlite3_column_type(st, 2) == SQLITE_NULL)
+        sqlite3_bind_null(d->insert, 4);
+      else
+        sqlite3_bind_int64(d->insert, 4, sqlite3_column_int64(st, 2));
+      sqlite3_bind_text(d->insert, 5, d->setup, -1, SQLITE_STATIC);
+      if (sqlite3_step(d->insert) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing a score");
+      d->n_ok++;
+      d->docked++;
+    } else {
+      char detail[600];
+      if (k)
+        snprintf(detail, sizeof detail, "no row of %s has %s '%.400s'", d->table_path, d->key_column, k);
+      else
+        snprintf(detail, sizeof detail, "the molecule has no SMILES as written to look up (not read from a SMILES "
+                                        "or CSV file, or ingested before schema version 10): use table_key: name");
+      ret = stage_reject_mol_detail(ctx, "dock", id, chunk, "no score in the table", detail);
+      d->n_rej++;
+      d->rejected++;
+    }
+    ctx->report->advance(ctx, 1);
+  }
+  if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "looking scores up");
+  sqlite3_finalize(st);
+  return ret;
+}
+
 static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct dstage *d = ctx->state;
   const struct stage_ids *p = &d->plan;
   int64_t lo = p->ids[p->start[chunk]], hi = p->ids[p->start[chunk + 1] - 1], in_chunk = p->start[chunk + 1] - p->start[chunk];
+  if (d->table) {
+    d->n_ok = d->n_rej = 0;
+    int r = table_chunk(ctx, d, chunk, lo, hi);
+    *n_ok = d->n_ok;
+    *n_rej = d->n_rej;
+    return r;
+  }
   /* the chunk's molecules still to dock (a chunk cut short kept the others) */
   char *sql = pending_sql(ctx, "m.id, m.mol, m.mol_hash", " AND m.id BETWEEN ?3 AND ?4");
   sqlite3_stmt *st = NULL;
@@ -368,7 +552,10 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
 static void dock_end(struct stage_ctx *ctx) {
   struct dstage *d = ctx->state;
   if (!d) return;
-  if (d->docked + d->rejected > 0)
+  if (d->docked + d->rejected > 0 && d->table)
+    ctx->report->log(ctx, "scored %lld molecules from the table, %lld without a score there; %lld scored before",
+                     (long long)d->docked, (long long)d->rejected, (long long)(d->before + ctx->items_done));
+  else if (d->docked + d->rejected > 0)
     ctx->report->log(ctx, "docked %lld molecules (%.1f s each on average), %lld rejected%s%lld docked before",
                      (long long)d->docked, d->docked ? d->seconds / (double)d->docked : 0.0, (long long)d->rejected,
                      "; ", (long long)(d->before + ctx->items_done));
@@ -377,6 +564,7 @@ static void dock_end(struct stage_ctx *ctx) {
     rmdir(d->tmp);
   }
   sqlite3_finalize(d->insert);
+  sqlite3_finalize(d->lookup);
   free(d->jobs);
   free(d->ids);
   free(d->hashes);

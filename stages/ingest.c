@@ -1465,8 +1465,8 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
 
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT INTO molecules(id, set_name, source_file, record_no, name, smiles, inchikey, "
-                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash) "
-                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash, input_smiles) "
+                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
                          -1, &ins_mol, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, "INSERT INTO labels(mol_id, name, value) VALUES(?1,?2,?3)", -1, &ins_lab, NULL) !=
           SQLITE_OK ||
@@ -1584,6 +1584,14 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
      * the same hash, whichever run or shard stored it */
     sqlite3_bind_int64(ins_mol, 15, (sqlite3_int64)se3_hash_bytes(SE3_HASH_INIT, blob, blen));
     sqlite3_bind_blob(ins_mol, 14, blob, (int)blen, free);
+    /* a SMILES record's SMILES as written (its first word), which a table
+     * of scores computed elsewhere is keyed by (stages.dock.oracle: table) */
+    if ((in->fmt == MOL_FMT_SMI || in->fmt == MOL_FMT_CSV || in->fmt == MOL_FMT_TSV) && j->text) {
+      size_t b = strspn(j->text, " \t"), w = strcspn(j->text + b, " \t\r\n");
+      sqlite3_bind_text(ins_mol, 16, j->text + b, (int)w, SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_null(ins_mol, 16);
+    }
     if (sqlite3_step(ins_mol) != SQLITE_DONE) {
       ret = stage_sql_fail(ctx, "writing a molecule");
       goto out;

@@ -219,7 +219,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   /* the files, from the view the database keeps */
   /* (a docked molecule at its docked pose, with its docking score) */
   char *q = sqlite3_mprintf("SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
-                            "h.source_file, h.record_no, h.mol_id, coalesce(k.pose, m.mol), k.score FROM ranked_hits h "
+                            "h.source_file, h.record_no, h.mol_id, coalesce(nullif(k.pose, x''), m.mol), k.score FROM ranked_hits h "
                             "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
                             "h.mol_id AND k.mol_hash IS m.mol_hash ORDER BY h.rank",
                             ctx->src, ctx->src);

@@ -12,7 +12,9 @@
 #     and hits.sdf carries each hit at its docked pose with its score;
 #   - a molecule out of time is one reject (`timed out`), the others go on;
 #     a program that is not Vina is refused before any docking.
-# About 40 s on 2 cores.
+#   - scores from a table (stages.dock.oracle: table) instead of Vina, looked
+#     up by the SMILES as written, a molecule without one a reject.
+# About 25 s on 2 cores.
 #
 #   test_dock.sh SE3SCREEN SOURCE_DIR WORK
 set -uo pipefail
@@ -164,4 +166,42 @@ d=$(q "SELECT count(*) FROM docking")
 "$se3" run "$work/slow.yaml" --set stages.dock.vina=/bin/echo > "$work/notvina.log" 2>&1 &&
   fail "a run with stages.dock.vina=/bin/echo succeeded"
 grep -q "not AutoDock Vina's version" "$work/notvina.log" || { cat "$work/notvina.log"; fail "no message naming Vina"; }
+# 8. a table for an oracle: scores looked up by the SMILES as written (not
+#    Open Babel's canonical form), a row without a number and a molecule
+#    the table lacks as rejects, a repeated key's first row, the set-up
+#    being the table's bytes
+mkdir -p "$work/tab"
+printf 'smiles,id\nOCC,eth\nC(C)O,eth2\nc1ccccc1O,phenol\nCC(=O)O,acid\nCCN,amine\n' > "$work/tab/lib.csv"
+printf 'smiles,score\nC(C)O,-2.5\nOCC,-1.5\nc1ccccc1O,-6.25\nc1ccccc1O,-9\nCC(=O)O,\n' > "$work/tab/scores.csv"
+cat > "$work/tab/wf.yaml" <<EOF
+workflow: table
+workdir: $work/tab/run
+run: {progress: none}
+sets:
+  library:
+    - path: lib.csv
+stages:
+  ingest: {}
+  dock: {oracle: table, table: scores.csv}
+EOF
+"$se3" run "$work/tab/wf.yaml" > "$work/tab/run1.log" 2>&1 || { cat "$work/tab/run1.log"; fail "the table oracle failed"; }
+db=$work/tab/run/screen.db
+got=$(q "SELECT m.name || '=' || k.score FROM docking k JOIN molecules m ON m.id = k.mol_id ORDER BY m.record_no" | paste -sd' ')
+[ "$got" = "eth=-1.5 eth2=-2.5 phenol=-6.25" ] || fail "table scores: $got"
+got=$(q "SELECT m.name || ':' || r.reason FROM rejects r JOIN molecules m ON m.id = r.mol_id WHERE r.stage = 'dock'
+         ORDER BY m.record_no" | paste -sd' ')
+[ "$got" = "acid:no score in the table amine:no score in the table" ] || fail "table rejects: $got"
+grep -q "5 rows, 3 keys with a score, 1 without a number in 'score', 0 unreadable; 1 repeated" "$work/tab/run1.log" ||
+  { cat "$work/tab/run1.log"; fail "the table's summary"; }
+# the table edited: every molecule looked up again
+sed -i 's/^OCC,-1.5$/OCC,-3.5/' "$work/tab/scores.csv"
+"$se3" run "$work/tab/wf.yaml" > "$work/tab/run2.log" 2>&1 || { cat "$work/tab/run2.log"; fail "the second table run failed"; }
+grep -q "scored 3 molecules from the table, 2 without a score there; 0 scored before" "$work/tab/run2.log" ||
+  { cat "$work/tab/run2.log"; fail "an edited table was not looked up again"; }
+[ "$(q "SELECT score FROM docking k JOIN molecules m ON m.id = k.mol_id WHERE m.name = 'eth'")" = -3.5 ] ||
+  fail "the edited score was not taken"
+# by name
+"$se3" run "$work/tab/wf.yaml" --set stages.dock.table_key=name --set stages.dock.key_column=smiles \
+  > "$work/tab/run3.log" 2>&1 || { cat "$work/tab/run3.log"; fail "table_key: name failed"; }
+[ "$(q "SELECT count(*) FROM docking")" = 0 ] || fail "names matched SMILES keys"
 echo "test_dock: ok ($k of 5 docked before the kill)"
