@@ -811,9 +811,23 @@ static int run_main(const struct run_opts *o) {
 
   install_signals();
   ret = SE3_EXIT_OK;
+  /* a stage that runs again at the end of its cycle (acquire: active
+   * learning's rounds), in a run of the whole workflow */
+  int cyc = -1, cyc_end = -1;
+  for (int i = first; i <= last && !o->stage && r.n_shards <= 1; i++)
+    if (run_all_stages[i]->cycle_end && !run_stage_skipped(r.root, run_all_stages[i])) {
+      cyc = i;
+      cyc_end = run_stage_index(run_all_stages[i]->cycle_end);
+    }
   for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
     if (run_stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
+    if (ret == SE3_EXIT_OK && cyc >= 0 && i == cyc_end && run_all_stages[cyc]->cycle_due(r.st.db, r.root) == 1) {
+      r.cycle = 1;
+      ret = run_stage(&r, cyc);
+      r.cycle = 0;
+      i = cyc; /* and on from the stage after it */
+    }
   }
 
   finish_run(&r, ret);

@@ -30,7 +30,7 @@
 #include "stages/stage.h"
 
 /* The stages in pipeline order. */
-#define N_STAGES 8
+#define N_STAGES 9
 extern const struct stage *const run_all_stages[N_STAGES];
 
 struct run {
@@ -46,6 +46,7 @@ struct run {
   const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
   int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
+  int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's cycle_end) */
   char err[2048];
 };
 

@@ -17,8 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_dock, &stage_graph, &stage_basis,
-                                                      &stage_train,  &stage_score, &stage_rank,  &stage_report};
+const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_acquire, &stage_dock,
+                                                      &stage_graph,  &stage_basis,   &stage_train,
+                                                      &stage_score,  &stage_rank,    &stage_report};
 
 volatile sig_atomic_t run_stop_flag;
 
@@ -294,4 +295,5 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   ctx->n_shards = r->n_shards;
   ctx->stop = &run_stop_flag;
   ctx->report = &report;
+  ctx->cycle = r->cycle;
 }

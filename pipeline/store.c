@@ -293,7 +293,8 @@ static const char schema_v9_sql[] =
  * the coordinates Vina gave it), keyed like a graph by the molecule it was
  * made from, and by the set-up it was docked under; or its score from a
  * table computed elsewhere, keyed by the SMILES as written in the input,
- * which molecules now keep. */
+ * which molecules now keep. Active learning's decisions: each round
+ * (rounds) and each molecule it acquired (acquisitions). */
 static const char schema_v10_sql[] =
     "CREATE TABLE docking(\n"
     "  mol_id INTEGER PRIMARY KEY,     -- molecules.id\n"
@@ -306,6 +307,27 @@ static const char schema_v10_sql[] =
     ") STRICT;\n"
     "CREATE INDEX docking_chunk ON docking(chunk);\n"
     "CREATE INDEX docking_hash ON docking(mol_id, mol_hash);\n"
+    "CREATE TABLE acquisitions(\n"
+    "  mol_id INTEGER PRIMARY KEY,     -- molecules.id: a molecule is acquired once\n"
+    "  round INTEGER NOT NULL,         -- rounds.round it was picked in (0: the random start)\n"
+    "  rule TEXT NOT NULL,             -- random | greedy | ucb: the rule that picked it\n"
+    "  value REAL,                     -- the rule's value for it, in the score's direction (greedy: the prediction; ucb: the prediction with beta x uncertainty to the good side); NULL for random\n"
+    "  prediction REAL,                -- the model's prediction of its score then (NULL: round 0, random)\n"
+    "  uncertainty REAL,               -- the ensemble's spread then, calibrated (ucb: rounds.calibration x scores.std)\n"
+    "  rank INTEGER NOT NULL           -- 1 = picked first in its round\n"
+    ") STRICT;\n"
+    "CREATE INDEX acquisitions_round ON acquisitions(round, rank);\n"
+    "CREATE TABLE rounds(\n"
+    "  round INTEGER PRIMARY KEY,      -- 0, 1, ...: one a decision of stages.acquire\n"
+    "  rule TEXT NOT NULL,             -- the rule that decided it (round 0: random)\n"
+    "  n_acquired INTEGER NOT NULL,    -- molecules it picked\n"
+    "  n_candidates INTEGER NOT NULL,  -- molecules it chose among (not acquired before; with a score, for a model's rule)\n"
+    "  n_labelled INTEGER NOT NULL,    -- molecules of the set with a docking score when it was decided: what the model had learned\n"
+    "  model_hash TEXT,                -- scores.model_hash of the predictions it chose by; NULL for random\n"
+    "  calibration REAL,               -- ucb: the factor on the ensemble's spread (RMS of the test split's errors over spreads); NULL otherwise\n"
+    "  n_calibration INTEGER NOT NULL, -- held-out molecules the calibration used\n"
+    "  decided TEXT NOT NULL           -- UTC\n"
+    ") STRICT;\n"
     "ALTER TABLE molecules ADD COLUMN input_smiles TEXT; -- a SMILES record's SMILES as written in its file (a table of scores is keyed by it: stages.dock.oracle); NULL for other formats and rows written before version 10\n";
 
 static const char *const migrations[] = {

@@ -173,11 +173,18 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
 
 /* The molecules of the plan without a docking (or reject) of their present
  * contents under this set-up: ?1 the set, ?2 the set-up. */
+/* The molecules dock docks: those acquired, when the workflow acquires. */
+static char *acquired_sql(struct stage_ctx *ctx) {
+  return stage_acquiring(ctx->root)
+             ? sqlite3_mprintf(" AND EXISTS (SELECT 1 FROM \"%w\".acquisitions q WHERE q.mol_id = m.id)", ctx->src)
+             : sqlite3_mprintf("");
+}
+
 static char *pending_sql(struct stage_ctx *ctx, const char *select, const char *range) {
   return sqlite3_mprintf(
-      "SELECT %s FROM \"%w\".molecules m WHERE m.set_name = ?1%s AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
+      "SELECT %s FROM \"%w\".molecules m WHERE m.set_name = ?1%s%z AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
       "WHERE d.mol_id = m.id)%z%z ORDER BY m.id",
-      select, ctx->src, range, ctx->src,
+      select, ctx->src, range, acquired_sql(ctx), ctx->src,
       stage_absent(ctx, "SELECT 1 FROM \"%w\".docking k WHERE k.mol_id = m.id AND k.mol_hash IS m.mol_hash AND "
                         "k.setup = ?2"),
       stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'dock' AND r.mol_id = m.id AND r.mol_hash IS "
@@ -190,12 +197,16 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   ctx->state = d;
   d->ctx = ctx;
   if (dock_setup(ctx, d)) return STAGE_ERROR;
-  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE set_name = ?1 AND NOT EXISTS (SELECT 1 FROM "
+  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE set_name = ?1%z AND NOT EXISTS (SELECT 1 FROM "
                                "\"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
-                               ctx->src, ctx->src);
+                               ctx->src, acquired_sql(ctx), ctx->src);
   int bad = stage_ids_load(ctx, plan, d->set, &d->plan, n_chunks);
   sqlite3_free(plan);
   if (bad) return STAGE_ERROR;
+  if (d->plan.n == 0 && stage_acquiring(ctx->root)) {
+    *n_items = 0; /* nothing acquired yet */
+    return STAGE_OK;
+  }
   if (d->plan.n == 0)
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "set") ? cfg_get(ctx->cfg, "set") : ctx->cfg,
                          "stages.dock.set: the set '%s' has no molecules to dock (is it one of the workflow's sets, "
@@ -595,6 +606,11 @@ static int dock_prune(struct stage_ctx *ctx, int64_t *n) {
     rc = stage_sql_fail(ctx, "recording the docking set-up");
   sqlite3_free(meta);
   return rc;
+}
+
+int stage_acquiring(const struct cfg_node *root) {
+  const struct cfg_node *a = root ? cfg_get(root, "stages.acquire") : NULL;
+  return a && cfg_written(a);
 }
 
 const char *stage_dock_label(const struct cfg_node *root) {

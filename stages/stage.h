@@ -59,6 +59,7 @@ struct stage_ctx {
                                   per chunk, 1 when it has work; the runner takes
                                   the others as done. NULL: every chunk */
   int64_t items_done;          /* ... and the molecules of those others */
+  int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle_end) */
   char err[1024];              /* message when a callback returns non-zero */
 };
 
@@ -194,6 +195,13 @@ struct stage {
    * under it) it converts what it stored so that the next run finds it
    * done, and says what it did in note. NULL: nothing to convert. */
   int (*upgrade)(struct stage_ctx *ctx, int write, uint64_t *legacy, char *note, size_t size);
+  /* A stage that runs again at the end of a cycle (acquire: the next
+   * round of active learning): after the stage named cycle_end, while
+   * cycle_due says a round is due (1), the runner runs this stage again
+   * with ctx->cycle = 1 and then the stages after it up to cycle_end, and
+   * so on. NULL: none. */
+  const char *cycle_end;
+  int (*cycle_due)(sqlite3 *db, const struct cfg_node *root);
 };
 
 /* Whether stage s keys its work in this workflow (struct stage's keyed). */
@@ -224,6 +232,9 @@ struct stage_fold {
  * run and score reads the graph stage's results. root NULL: 0. */
 int stage_score_only(const struct cfg_node *root);
 
+/* Whether the workflow acquires what dock docks (stages.acquire): dock then
+ * docks only the molecules acquired. */
+int stage_acquiring(const struct cfg_node *root);
 /* The name under which the train stage reads the docking score
  * (stages.dock.label) when the workflow docks; NULL when it does not. */
 const char *stage_dock_label(const struct cfg_node *root);
@@ -244,6 +255,7 @@ int stage_serve_end(struct stage_ctx *ctx);
 int stage_writer(const struct stage_ctx *ctx);
 
 extern const struct stage stage_ingest;
+extern const struct stage stage_acquire;
 extern const struct stage stage_dock;
 extern const struct stage stage_graph;
 extern const struct stage stage_basis;
