@@ -13,7 +13,8 @@
 #   - a molecule out of time is one reject (`timed out`), the others go on;
 #     a program that is not Vina is refused before any docking.
 #   - scores from a table (stages.dock.oracle: table) instead of Vina, looked
-#     up by the SMILES as written, a molecule without one a reject.
+#     up by the SMILES as written, a molecule without one a reject;
+#   - two rounds of active learning docked by Vina.
 # About 25 s on 2 cores.
 #
 #   test_dock.sh SE3SCREEN SOURCE_DIR WORK
@@ -204,4 +205,36 @@ grep -q "scored 3 molecules from the table, 2 without a score there; 0 scored be
 "$se3" run "$work/tab/wf.yaml" --set stages.dock.table_key=name --set stages.dock.key_column=smiles \
   > "$work/tab/run3.log" 2>&1 || { cat "$work/tab/run3.log"; fail "table_key: name failed"; }
 [ "$(q "SELECT count(*) FROM docking")" = 0 ] || fail "names matched SMILES keys"
+# 9. two rounds of active learning with the real Vina: eight small SMILES,
+#    three docked at random, a model trained on their scores, two more
+#    acquired by it and docked, the model trained again
+mkdir -p "$work/al"
+printf 'smiles,name\nOC(=O)c1ccccc1,benzoic\nOc1ccccc1,phenol\nNc1ccccc1C(=O)O,anthranilic\nCC(=O)Nc1ccc(O)cc1,paracetamol\nOC(=O)c1ccc(cc1)-c1ccccc1,biphenylcarboxylic\nOC(=O)CCc1ccccc1,phenylpropanoic\nc1ccc2ccccc2c1,naphthalene\nOC(=O)c1cccc2ccccc12,naphthoic\n' \
+  > "$work/al/lib.csv"
+cat > "$work/al/wf.yaml" <<EOF
+workflow: al-vina
+workdir: $work/al/run
+run: {progress: none}
+sets:
+  library:
+    - path: lib.csv
+stages:
+  ingest: {}
+  acquire: {initial: 3, batch: 2, rounds: 1, rule: greedy, seed: 2}
+  dock:
+    receptor: $data/receptor.pdb
+    box_ligand: $data/crystal_ligand.mol2
+    exhaustiveness: 1
+    workers: 2
+  train: {set: library, target: dock, epochs: 2}
+  score: {set: library}
+EOF
+"$se3" run "$work/al/wf.yaml" > "$work/al/run.log" 2>&1 || { cat "$work/al/run.log"; fail "active learning with Vina failed"; }
+db=$work/al/run/screen.db
+[ "$(q "SELECT group_concat(round || ':' || rule || ':' || n_acquired || ':' || n_labelled, ' ') FROM rounds")" = "0:random:3:0 1:greedy:2:3" ] ||
+  fail "rounds: $(q "SELECT * FROM rounds")"
+[ "$(q "SELECT count(*) FROM docking k JOIN acquisitions q ON q.mol_id = k.mol_id")" = 5 ] || fail "5 dockings expected"
+[ "$(q "SELECT count(*) FROM docking")" = 5 ] || fail "a molecule not acquired was docked"
+[ "$(grep -c "train: epoch 2" "$work/al/run.log")" = 2 ] || { cat "$work/al/run.log"; fail "the model was not trained twice"; }
+[ "$(q "SELECT count(*) FROM scores")" = 8 ] || fail "the set was not scored"
 echo "test_dock: ok ($k of 5 docked before the kill)"
