@@ -14,6 +14,10 @@
 # acquisition and never scores, as MolPAL counts it.
 #
 #   bash bench/active_learning.sh LIBRARY.csv.gz SCORES.csv.gz [--repeats N] [--top K] [--epochs E] [--out DIR]
+#        [--methods "se3_greedy se3_ucb"] [--set KEY=VALUE ...]
+#
+# (--set passes a setting to every campaign's run, e.g. --set
+# stages.train.arch.channels=16; --methods runs fewer SE(3) methods.)
 #
 # MolPAL's format: LIBRARY has a `smiles` column, SCORES `smiles,score`
 # (lower is better). The se3screen binary: $SE3SCREEN, else build/se3screen.
@@ -38,10 +42,12 @@ se3=$(realpath "${SE3SCREEN:-$here/build/se3screen}")
 lib=$(realpath "$1")
 scores=$(realpath "$2")
 shift 2
-repeats=5 top=100 epochs=30 out=${TMPDIR:-/tmp}/se3bench_al
+repeats=5 top=100 epochs=30 out=${TMPDIR:-/tmp}/se3bench_al methods="se3_greedy se3_ucb" sets=()
 while [ $# -gt 0 ]; do
   case $1 in
   --repeats) repeats=$2; shift 2 ;;
+  --set) sets+=(--set "$2"); shift 2 ;;
+  --methods) methods=$2; shift 2 ;;
   --top) top=$2; shift 2 ;;
   --epochs) epochs=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
@@ -85,24 +91,25 @@ echo "active_learning.sh: ingest and graphs in $t_base s" >&2
 
 declare -A secs=([se3_greedy]=0 [se3_ucb]=0)
 for r in $(seq 1 "$repeats"); do
-  for m in se3_greedy se3_ucb; do
+  for m in $methods; do
     name=${m}_$r
     if [ $m = se3_ucb ]; then wf "$name" ucb 2 "$r"; else wf "$name" greedy 1 "$r"; fi > "$name.yaml"
     mkdir -p "$name"
     cp base/screen.db "$name/screen.db"
     t0=$(date +%s.%N)
-    "$se3" run "$name.yaml" > "$name.log" 2>&1 || { tail -20 "$name.log" >&2; exit 1; }
+    "$se3" run "$name.yaml" ${sets[@]+"${sets[@]}"} > "$name.log" 2>&1 || { tail -20 "$name.log" >&2; exit 1; }
     dt=$($py -c "import time; print(round(time.time() - $t0, 1))")
     secs[$m]=$($py -c "print(round(${secs[$m]} + $dt, 1))")
     echo "active_learning.sh: $name in $dt s" >&2
   done
 done
 
-$py - "$out" "$repeats" "$top" "$batch" "$t_base" "${secs[se3_greedy]}" "${secs[se3_ucb]}" <<'PY'
+$py - "$out" "$repeats" "$top" "$batch" "$t_base" "${secs[se3_greedy]}" "${secs[se3_ucb]}" "$methods" <<'PY'
 import csv, json, math, random, sqlite3, statistics, sys, time
 from collections import Counter
 out, repeats, top, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 t_base, s_greedy, s_ucb = (float(x) for x in sys.argv[5:8])
+se3_methods = sys.argv[8].split()
 lib = [r["smiles"] for r in csv.DictReader(open(f"{out}/library.csv"))]
 score = {}
 for r in csv.DictReader(open(f"{out}/scores.csv")):
@@ -133,7 +140,7 @@ def record(method, rounds):
         res.setdefault((method, k), []).append((len(acq), fs, fm))
 
 # se3screen's campaigns: the SMILES acquired by the end of each round
-for m in ("se3_greedy", "se3_ucb"):
+for m in se3_methods:
     for r in range(1, repeats + 1):
         db = sqlite3.connect(f"{out}/{m}_{r}/screen.db")
         rows = db.execute("SELECT q.round, m.input_smiles FROM acquisitions q JOIN molecules m ON m.id = q.mol_id "
@@ -192,7 +199,7 @@ t_rand = time.time() - t_rand
 def ms(v):
     return (round(statistics.mean(v), 4), round(statistics.stdev(v), 4) if len(v) > 1 else None)
 
-for m in ("se3_greedy", "se3_ucb", "fp_greedy", "random"):
+for m in se3_methods + ["fp_greedy", "random"]:
     for k in range(6):
         v = res[(m, k)]
         fs, fm = [x[1] for x in v], [x[2] for x in v]

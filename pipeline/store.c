@@ -328,6 +328,7 @@ static const char schema_v10_sql[] =
     "  n_calibration INTEGER NOT NULL, -- held-out molecules the calibration used\n"
     "  decided TEXT NOT NULL           -- UTC\n"
     ") STRICT;\n"
+    "ALTER TABLE scores ADD COLUMN members BLOB; -- an ensemble's members' own predictions, float64 little-endian in member order (the first 64); NULL for one model\n"
     "ALTER TABLE molecules ADD COLUMN input_smiles TEXT; -- a SMILES record's SMILES as written in its file (a table of scores is keyed by it: stages.dock.oracle); NULL for other formats and rows written before version 10\n";
 
 static const char *const migrations[] = {

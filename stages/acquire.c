@@ -17,7 +17,10 @@
  *     `rule` over the scores of the model trained on every label so far:
  *     `greedy` the predicted score; `ucb` the prediction plus (minus, for
  *     `order: ascending`) `beta` times the ensemble's spread, calibrated on
- *     the test split (below); `random` at random (seed and round hashed).
+ *     the test split (below); `thompson` one member's prediction per
+ *     molecule, the member drawn by a hash of the seed, round and molecule
+ *     (Thompson sampling over the ensemble); `random` at random (seed and
+ *     round hashed).
  *     Ties go to the lower id.
  *
  * Every decision is a row of `acquisitions` (its round, rule, value,
@@ -50,7 +53,7 @@
 
 #include "stage.h"
 
-enum rule { RULE_GREEDY, RULE_UCB, RULE_RANDOM };
+enum rule { RULE_GREEDY, RULE_UCB, RULE_THOMPSON, RULE_RANDOM };
 
 struct astage {
   const char *set;
@@ -68,12 +71,12 @@ struct astage {
 
 struct cand {
   int64_t id;
-  double pred, spread, value;
+  double pred, spread, value, draw; /* draw: thompson's member prediction */
   uint64_t key;
 };
 
 static const char *rule_name(enum rule r) {
-  return r == RULE_UCB ? "ucb" : r == RULE_RANDOM ? "random" : "greedy";
+  return r == RULE_UCB ? "ucb" : r == RULE_THOMPSON ? "thompson" : r == RULE_RANDOM ? "random" : "greedy";
 }
 
 /* A count (>= 1) or a fraction (< 1, rounded up) of n. */
@@ -106,7 +109,10 @@ static int acquire_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_it
   const struct cfg_node *c = ctx->cfg;
   a->set = cfg_str(c, "set", "library");
   const char *rule = cfg_str(c, "rule", "greedy");
-  a->rule = !strcmp(rule, "ucb") ? RULE_UCB : !strcmp(rule, "random") ? RULE_RANDOM : RULE_GREEDY;
+  a->rule = !strcmp(rule, "ucb")        ? RULE_UCB
+            : !strcmp(rule, "thompson") ? RULE_THOMPSON
+            : !strcmp(rule, "random")   ? RULE_RANDOM
+                                        : RULE_GREEDY;
   a->initial = cfg_float(c, "initial", 0.01);
   a->batch = cfg_float(c, "batch", 0.01);
   a->beta = cfg_float(c, "beta", 2);
@@ -188,7 +194,7 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
                                     "EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = m.id) AND NOT EXISTS "
                                     "(SELECT 1 FROM acquisitions q WHERE q.mol_id = m.id)",
                                     ctx->src, ctx->src)
-                  : sqlite3_mprintf("SELECT m.id, s.score, s.std FROM \"%w\".molecules m JOIN scores s ON s.mol_id = "
+                  : sqlite3_mprintf("SELECT m.id, s.score, s.std, s.members FROM \"%w\".molecules m JOIN scores s ON s.mol_id = "
                                     "m.id AND s.model = " MODEL_SQL " WHERE m.set_name = ?1 AND NOT EXISTS (SELECT 1 "
                                     "FROM \"%w\".duplicates d "
                                     "WHERE d.mol_id = m.id) AND NOT EXISTS (SELECT 1 FROM acquisitions q WHERE "
@@ -221,6 +227,22 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
     no_spread |= sqlite3_column_type(st, 2) == SQLITE_NULL;
     x->spread = sqlite3_column_double(st, 2);
     x->key = mix(a->seed, (uint64_t)round, x->id);
+    if (rule == RULE_THOMPSON) {
+      /* one member's prediction, the member drawn by the seed, round and molecule */
+      const uint8_t *b = sqlite3_column_blob(st, 3);
+      int nb = sqlite3_column_bytes(st, 3) / 8;
+      if (!b || nb < 2) {
+        free(cs);
+        sqlite3_finalize(st);
+        return stage_fail_at(ctx, cfg_get(ctx->cfg, "rule"), "stages.acquire.rule: thompson draws from an "
+                                                             "ensemble's members: stages.train.ensemble >= 2");
+      }
+      int j = (int)(x->key % (uint64_t)nb);
+      uint64_t u = 0;
+      for (int k = 0; k < 8; k++)
+        u |= (uint64_t)b[8 * j + k] << (8 * k);
+      memcpy(&x->draw, &u, 8);
+    }
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
@@ -258,6 +280,8 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
       x->value = sign * x->pred;
     else if (rule == RULE_UCB)
       x->value = sign * x->pred - a->beta * c * x->spread;
+    else if (rule == RULE_THOMPSON)
+      x->value = sign * x->draw;
   }
   if (rule == RULE_RANDOM)
     qsort(cs, (size_t)n, sizeof *cs, cmp_key);

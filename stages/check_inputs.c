@@ -387,6 +387,37 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
     }
   }
 
+  /* Active learning's rules between keys, before any work: a round 1 that
+   * could not be decided would otherwise fail after round 0's docking. */
+  if (stage_runs(stages_that_run, "acquire") && stage_acquiring(root)) {
+    const char *acq_set = cfg_str(root, "stages.acquire.set", "library");
+    const struct cfg_node *at = cfg_get(root, "stages.acquire");
+    if (!stage_dock_label(root)) {
+      report(&ck, at, "stages.acquire",
+             "active learning labels the molecules it acquires by docking them: the workflow needs stages.dock "
+             "(Vina, or oracle: table)");
+    } else {
+      const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+      if (strcmp(dock_set, acq_set))
+        report(&ck, cfg_get(root, "stages.acquire.set") ? cfg_get(root, "stages.acquire.set") : at, "stages.acquire.set",
+               "'%s' is not the set dock docks ('%s', stages.dock.set)", acq_set, dock_set);
+      const struct cfg_node *tt = cfg_get(root, "stages.train.target");
+      if (!cfg_written(cfg_get(root, "stages.train")) || !tt || tt->kind != CFG_SCALAR ||
+          strcmp(tt->value, stage_dock_label(root)) || strcmp(cfg_str(root, "stages.train.set", "train"), acq_set))
+        report(&ck, tt ? tt : at, "stages.train.target",
+               "active learning trains on the docking scores of the set it acquires from: stages.train needs "
+               "`set: %s` and `target: %s`",
+               acq_set, stage_dock_label(root));
+      if (strcmp(cfg_str(root, "stages.score.set", "library"), acq_set))
+        report(&ck, cfg_get(root, "stages.score.set") ? cfg_get(root, "stages.score.set") : at, "stages.score.set",
+               "active learning acquires from the scores of set '%s' (stages.acquire.set): score it", acq_set);
+    }
+    const char *rule = cfg_str(root, "stages.acquire.rule", "greedy");
+    if ((!strcmp(rule, "ucb") || !strcmp(rule, "thompson")) && cfg_int(root, "stages.train.ensemble", 1) < 2)
+      report(&ck, cfg_get(root, "stages.acquire.rule"), "stages.acquire.rule",
+             "%s needs an ensemble's predictions: stages.train.ensemble 2 or more", rule);
+  }
+
   /* The set dock docks must be in `sets`. */
   if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
     const char *dock_set = cfg_str(root, "stages.dock.set", "library");

@@ -383,6 +383,20 @@ static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *i
       sqlite3_bind_null(ins, 5);
     sqlite3_bind_int64(ins, 6, chunk);
     sqlite3_bind_text(ins, 7, s->model_hash, -1, SQLITE_STATIC);
+    /* an ensemble's members' own predictions (float64, little-endian, in member order) */
+    if (nm > 1) {
+      uint8_t le[8 * 64];
+      int n = nm < 64 ? nm : 64;
+      for (int j = 0; j < n; j++) {
+        uint64_t u;
+        memcpy(&u, &p[j], 8);
+        for (int b = 0; b < 8; b++)
+          le[8 * j + b] = (uint8_t)(u >> (8 * b));
+      }
+      sqlite3_bind_blob(ins, 8, le, 8 * n, SQLITE_TRANSIENT);
+    } else {
+      sqlite3_bind_null(ins, 8);
+    }
     if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing scores");
   }
   if (ret == STAGE_OK) ctx->report->advance(ctx, k);
@@ -437,8 +451,8 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   /* each score beside the hash of the molecule its graph was built from
    * (graphs.mol_hash): a rerun scores again only what changed */
   char *ins_sql = sqlite3_mprintf("INSERT OR REPLACE INTO scores(mol_id, model, target, score, std, chunk, model_hash, "
-                                  "mol_hash) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT mol_hash FROM \"%w\".graphs "
-                                  "WHERE mol_id = ?1))",
+                                  "mol_hash, members) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT mol_hash FROM "
+                                  "\"%w\".graphs WHERE mol_id = ?1), ?8)",
                                   ctx->src);
   int prep = ins_sql ? sqlite3_prepare_v2(ctx->db, ins_sql, -1, &ins, NULL) : SQLITE_NOMEM;
   sqlite3_free(ins_sql);

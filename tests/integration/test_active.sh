@@ -12,7 +12,8 @@
 #     training under way, a later round decided, the last training), then
 #     run to its end: the same decisions to the bit, the same labels, the
 #     same scores as the uninterrupted run;
-#   - `rounds` raised: the campaign goes on from its last round.
+#   - `rounds` raised: the campaign goes on from its last round;
+#   - thompson: values drawn from the ensemble's members.
 # About 60 s on 2 cores.
 #
 #   test_active.sh SE3SCREEN SOURCE_DIR WORK
@@ -114,4 +115,15 @@ done
 "$se3" run "$work/a.yaml" --set stages.acquire.rounds=4 > "$work/a3.log" 2>&1 || { cat "$work/a3.log"; fail "rounds: 4 failed"; }
 [ "$(q "$A" "SELECT group_concat(round, ' ') FROM rounds")" = "0 1 2 3 4" ] || fail "rounds: 4 did not add round 4"
 [ "$(q "$A" "SELECT count(*) FROM acquisitions WHERE round < 4")" = 36 ] || fail "rounds: 4 changed the rounds before"
+# 4. thompson: each molecule's value one member's prediction, the members
+#    stored beside the ensemble's mean and spread
+sed -e 's/rule: ucb, beta: 1/rule: thompson/' -e "s#^workdir: .*#workdir: $work/t#" -e 's/^workflow: a$/workflow: t/' \
+  "$work/a.yaml" > "$work/t.yaml"
+"$se3" run "$work/t.yaml" > "$work/t.log" 2>&1 || { cat "$work/t.log"; fail "thompson failed"; }
+T=$work/t/screen.db
+[ "$(q "$T" "SELECT count(*) FROM rounds WHERE rule = 'thompson'")" = 3 ] || fail "thompson rounds"
+[ "$(q "$T" "SELECT count(*) FROM acquisitions WHERE rule = 'thompson' AND value IS NOT NULL AND value <> prediction")" -ge 1 ] ||
+  fail "thompson's values are the ensemble's mean"
+[ "$(q "$T" "SELECT count(*) FROM scores WHERE length(members) = 16")" = 120 ] ||
+  fail "the members' predictions are not stored"
 echo "test_active: ok (killed $kills times)"
