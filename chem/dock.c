@@ -159,9 +159,10 @@ static void kill_child(pid_t pid) {
  * writes to fd comes back in out (at most size - 1 bytes, NUL-terminated);
  * fn returns 0, or non-zero having written its message. 0, or -1 with err
  * (the child's message, "timed out", "crashed"). */
-static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, char *out, size_t size, char *err,
-                    size_t errlen) {
-  int p[2];
+/* A child (child_setup done) with a pipe to its parent: in the child 0,
+ * p[1] its end; in the parent the child's pid, p[0] its end (the other
+ * ends closed); -1 with err. */
+static pid_t fork_piped(int p[2], char *err, size_t errlen) {
   if (pipe2(p, O_CLOEXEC) != 0) {
     snprintf(err, errlen, "pipe: %s", strerror(errno));
     return -1;
@@ -178,10 +179,19 @@ static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, c
   if (pid == 0) {
     child_setup(parent);
     close(p[0]);
-    _exit(fn(arg, p[1]) ? 1 : 0);
+    return 0;
   }
   setpgid(pid, pid);
   close(p[1]);
+  return pid;
+}
+
+static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, char *out, size_t size, char *err,
+                    size_t errlen) {
+  int p[2];
+  pid_t pid = fork_piped(p, err, errlen);
+  if (pid < 0) return -1;
+  if (pid == 0) _exit(fn(arg, p[1]) ? 1 : 0);
   size_t n = 0;
   double deadline = now_s() + timeout_s;
   int timed_out = 0;
@@ -323,28 +333,15 @@ int dock_box_from_ligand(const char *path, double padding, double timeout_s, str
 
 int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen) {
   int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    snprintf(err, errlen, "pipe: %s", strerror(errno));
-    return -1;
-  }
-  pid_t parent = getpid();
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    snprintf(err, errlen, "fork: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
-    return -1;
-  }
+  pid_t pid = fork_piped(p, err, errlen);
+  if (pid < 0) return -1;
   if (pid == 0) {
-    child_setup(parent);
     dup2(p[1], 1);
     dup2(p[1], 2);
     execlp(vina, vina, "--version", (char *)NULL);
     dprintf(1, "cannot run %s: %s", vina, strerror(errno));
     _exit(127);
   }
-  close(p[1]);
   char buf[1024];
   size_t n = 0;
   double deadline = now_s() + 30;

@@ -673,6 +673,23 @@ static std::string last_message(const char *dflt) {
   return msgs.empty() ? std::string(dflt) : msgs.front();
 }
 
+// mol as PDBQT with the writer option `opt` ("p": atom serials as the
+// atoms' numbers; "r": rigid), or "" with err (`what` names the input).
+static std::string pdbqt_text(OBMol &mol, const char *opt, const std::string &what, char *err, size_t errlen) {
+  OBConversion conv;
+  if (!conv.SetOutFormat("pdbqt")) {
+    put_err(err, errlen, "Open Babel has no PDBQT writer");
+    return std::string();
+  }
+  conv.AddOption(opt, OBConversion::OUTOPTIONS);
+  std::string s = conv.WriteString(&mol);
+  if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
+    put_err(err, errlen, what + last_message("Open Babel wrote no atoms"));
+    return std::string();
+  }
+  return s;
+}
+
 extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char *err, size_t errlen) {
   *map = nullptr;
   *n_map = 0;
@@ -716,17 +733,8 @@ extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char
     FOR_ATOMS_OF_MOL(a, mol)
     a->GetPartialCharge();
     clear_log();
-    OBConversion conv;
-    if (!conv.SetOutFormat("pdbqt")) {
-      put_err(err, errlen, "Open Babel has no PDBQT writer");
-      return nullptr;
-    }
-    conv.AddOption("p", OBConversion::OUTOPTIONS); // atom serials = the atoms' numbers here
-    std::string s = conv.WriteString(&mol);
-    if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
-      put_err(err, errlen, last_message("Open Babel wrote no atoms"));
-      return nullptr;
-    }
+    std::string s = pdbqt_text(mol, "p", "", err, errlen); // atom serials = the atoms' numbers here
+    if (s.empty()) return nullptr;
     if ((int)mol.NumAtoms() != (int)order.size()) {
       put_err(err, errlen, "the PDBQT writer dropped atoms");
       return nullptr;
@@ -775,17 +783,8 @@ extern "C" char *ob_receptor_pdbqt(const char *path, double ph, char *err, size_
     OBMol mol;
     if (!read_first(path, mol, err, errlen)) return nullptr;
     mol.AddHydrogens(false, true, ph); // polar ones are what the writer keeps
-    OBConversion conv;
-    if (!conv.SetOutFormat("pdbqt")) {
-      put_err(err, errlen, "Open Babel has no PDBQT writer");
-      return nullptr;
-    }
-    conv.AddOption("r", OBConversion::OUTOPTIONS); // rigid: no torsion tree
-    std::string s = conv.WriteString(&mol);
-    if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
-      put_err(err, errlen, std::string(path) + ": " + last_message("Open Babel wrote no atoms"));
-      return nullptr;
-    }
+    std::string s = pdbqt_text(mol, "r", std::string(path) + ": ", err, errlen); // rigid: no torsion tree
+    if (s.empty()) return nullptr;
     return dup_c(s);
   } catch (...) {
     put_err(err, errlen, std::string(path) + ": Open Babel failed");

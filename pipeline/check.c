@@ -35,6 +35,12 @@ int run_last_configured(const struct cfg_node *root, int first, int last) {
   return last;
 }
 
+const char *runner_cycling_stage(const struct cfg_node *root) {
+  for (int i = 0; i < N_STAGES; i++)
+    if (run_all_stages[i]->cycle_end && !run_stage_skipped(root, run_all_stages[i])) return run_all_stages[i]->name;
+  return NULL;
+}
+
 int runner_stages(const struct cfg_node *root, const char *names[], int max) {
   int last = run_last_configured(root, 0, N_STAGES - 1), n = 0;
   for (int i = 0; i <= last && n < max; i++)

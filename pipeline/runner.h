@@ -75,5 +75,8 @@ struct cfg_node *runner_config(const char *workflow, const char *const *sets, in
  * one the workflow configures, optional ones only where configured): their
  * names into names (at most max); returns the count. */
 int runner_stages(const struct cfg_node *root, const char *names[], int max);
+/* The stage of this workflow that runs again at the end of a cycle
+ * (stage.h's cycle_end: acquire, active learning's rounds), or NULL. */
+const char *runner_cycling_stage(const struct cfg_node *root);
 
 #endif

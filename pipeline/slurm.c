@@ -627,6 +627,16 @@ int slurm_run(const struct slurm_opts *o) {
     goto out;
   }
 
+  if (runner_cycling_stage(root)) {
+    /* (its steps would run one round: the cycle is the runner's, in one process) */
+    fprintf(stderr,
+            "se3screen slurm: workflow %s goes round (stages.%s: active learning), which `slurm` cannot chain yet; "
+            "run it as one job instead: sbatch --signal=B:USR1@120 --wrap \"exec se3screen run %s\" (it resumes "
+            "where it stopped when submitted again)\n",
+            c.name, runner_cycling_stage(root), o->workflow);
+    ret = SE3_EXIT_USAGE;
+    goto out;
+  }
   known_chunks(&c);
   const char *names[16];
   int ns = runner_stages(root, names, 16);

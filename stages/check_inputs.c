@@ -334,6 +334,20 @@ static void check_label_name(struct ck *ck, const struct cfg_node *at, const cha
          did_you_mean(dym, sizeof dym, at->value, labels->v, labels->n));
 }
 
+/* A key naming set `name` that `sets` lacks: the sets there are, and the
+ * nearest (`what` words the message after the set's name). */
+static void report_no_set(struct ck *ck, const struct cfg_node *sets, const struct cfg_node *at, const char *key,
+                          const char *name, const char *what) {
+  int n = 0;
+  char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
+  for (int s = 0; keys && sets && s < sets->n_kids; s++)
+    if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
+  char list[1024], dym[300];
+  report(ck, at, key, "no set '%s' in `sets`%s (sets: %s)%s", name, what, listed(list, sizeof list, keys, n),
+         did_you_mean(dym, sizeof dym, name, keys, n));
+  free(keys);
+}
+
 static int check(const struct cfg_node *root, const char *stages_that_run, int read_files,
                  void (*problem)(void *arg, const char *msg), void *arg) {
   struct ck ck = {problem, arg, 0, read_files};
@@ -363,14 +377,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
   if (train && target && target->kind == CFG_SCALAR) {
     if (!tset) {
-      int n = 0;
-      char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
-      for (int s = 0; keys && sets && s < sets->n_kids; s++)
-        if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
-      char list[1024], dym[300];
-      report(&ck, cfg_get(root, "stages.train.set"), "stages.train.set", "no set '%s' in `sets` (sets: %s)%s",
-             train_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, train_set, keys, n));
-      free(keys);
+      report_no_set(&ck, sets, cfg_get(root, "stages.train.set"), "stages.train.set", train_set, "");
     } else if (stage_dock_label(root) && !strcmp(stage_dock_label(root), target->value)) {
       /* the docking score: of the set docked */
       const char *dock_set = cfg_str(root, "stages.dock.set", "library");
@@ -421,16 +428,8 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   /* The set dock docks must be in `sets`. */
   if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
     const char *dock_set = cfg_str(root, "stages.dock.set", "library");
-    if (!find_set(sets, dock_set)) {
-      int n = 0;
-      char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
-      for (int s = 0; keys && sets && s < sets->n_kids; s++)
-        if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
-      char list[1024], dym[300];
-      report(&ck, cfg_get(root, "stages.dock.set"), "stages.dock.set", "no set '%s' in `sets` to dock (sets: %s)%s",
-             dock_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, dock_set, keys, n));
-      free(keys);
-    }
+    if (!find_set(sets, dock_set))
+      report_no_set(&ck, sets, cfg_get(root, "stages.dock.set"), "stages.dock.set", dock_set, " to dock");
   }
 
   /* The set score reads must be in `sets`: a workflow that trains and names

@@ -378,31 +378,40 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   return STAGE_OK;
 }
 
+/* The chunk's molecules lo..hi still to do (a chunk cut short kept the
+ * others), `select` of each, prepared and bound in *st. */
+static int chunk_pending(struct stage_ctx *ctx, struct dstage *d, const char *select, int64_t lo, int64_t hi,
+                         sqlite3_stmt **st) {
+  char *sql = pending_sql(ctx, select, " AND m.id BETWEEN ?3 AND ?4");
+  *st = NULL;
+  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, st, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the molecules to dock");
+  sqlite3_bind_text(*st, 1, d->set, -1, SQLITE_STATIC);
+  sqlite3_bind_text(*st, 2, d->setup, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(*st, 3, lo);
+  sqlite3_bind_int64(*st, 4, hi);
+  return STAGE_OK;
+}
+
 /* A chunk by the table: each molecule's score looked up by its key. */
 static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int64_t lo, int64_t hi) {
   if (!d->table_loaded && load_table(ctx, d)) return STAGE_ERROR;
   int by_name = !strcmp(d->table_key, "name");
-  char *sql = pending_sql(ctx, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash",
-                          " AND m.id BETWEEN ?3 AND ?4");
   sqlite3_stmt *st = NULL;
   int ret = STAGE_OK;
-  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK ||
-      (!d->lookup &&
+  if (chunk_pending(ctx, d, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash", lo, hi, &st))
+    return STAGE_ERROR;
+  if ((!d->lookup &&
        sqlite3_prepare_v2(ctx->db, "SELECT score FROM temp.dock_table WHERE key = ?1", -1, &d->lookup, NULL) !=
            SQLITE_OK) ||
       (!d->insert && sqlite3_prepare_v2(ctx->db,
                                         "INSERT OR REPLACE INTO docking(mol_id, score, pose, seconds, chunk, mol_hash, "
                                         "setup) VALUES(?1, ?2, x'', 0, ?3, ?4, ?5)",
                                         -1, &d->insert, NULL) != SQLITE_OK)) {
-    sqlite3_free(sql);
     sqlite3_finalize(st);
     return stage_sql_fail(ctx, "looking scores up");
   }
-  sqlite3_free(sql);
-  sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, d->setup, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 3, lo);
-  sqlite3_bind_int64(st, 4, hi);
   int rc;
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t id = sqlite3_column_int64(st, 0);
@@ -462,18 +471,8 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
     *n_rej = d->n_rej;
     return r;
   }
-  /* the chunk's molecules still to dock (a chunk cut short kept the others) */
-  char *sql = pending_sql(ctx, "m.id, m.mol, m.mol_hash", " AND m.id BETWEEN ?3 AND ?4");
   sqlite3_stmt *st = NULL;
-  if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) {
-    sqlite3_free(sql);
-    return stage_sql_fail(ctx, "reading the molecules to dock");
-  }
-  sqlite3_free(sql);
-  sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, d->setup, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 3, lo);
-  sqlite3_bind_int64(st, 4, hi);
+  if (chunk_pending(ctx, d, "m.id, m.mol, m.mol_hash", lo, hi, &st)) return STAGE_ERROR;
   int64_t n = 0, cap = 0;
   uint8_t **blobs = NULL;
   int rc, ret = STAGE_OK;
