@@ -117,7 +117,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
   (void)sb;
   (void)flag;
   (void)ftw;
-  return remove(path) == 0 || errno == ENOENT ? 0 : 0;
+  remove(path); /* (what cannot be removed is left: a temporary folder) */
+  return 0;
 }
 
 static void rm_tree(const char *dir) {
@@ -533,7 +534,7 @@ static void child_dock(const struct dock_setup *s, const struct dock_job *j, con
 }
 
 /* What the molecule's process left in dir: j docked, or rejected. */
-static void collect(const struct dock_job *in, struct dock_job *j, const char *dir, int st) {
+static void collect(struct dock_job *j, const char *dir, int st) {
   char path[4200];
   if (WIFSIGNALED(st)) {
     snprintf(j->reason, sizeof j->reason, "docking crashed");
@@ -563,7 +564,7 @@ static void collect(const struct dock_job *in, struct dock_job *j, const char *d
   struct mol m, pose;
   char err[400];
   mol_init(&m);
-  if (mol_from_blob(in->mol, in->mol_len, &m, err, sizeof err)) {
+  if (mol_from_blob(j->mol, j->mol_len, &m, err, sizeof err)) {
     snprintf(j->reason, sizeof j->reason, "no pose");
     snprintf(j->detail, sizeof j->detail, "the stored molecule: %s", err);
     return;
@@ -700,7 +701,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       } else if (r == t->pid) {
         j->status = 1;
         j->seconds = took;
-        collect(j, j, t->dir, st);
+        collect(j, t->dir, st);
       } else if (r < 0 && errno != EINTR) {
         snprintf(err, errlen, "waiting for a docking: %s", strerror(errno));
         ret = -1;

@@ -87,19 +87,6 @@ static int three(struct stage_ctx *ctx, const char *key, double v[3]) {
   return STAGE_OK;
 }
 
-static uint64_t hash_file(const char *path, uint64_t h, int *bad) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    *bad = 1;
-    return h;
-  }
-  char buf[65536];
-  for (size_t r; (r = fread(buf, 1, sizeof buf, f)) > 0;)
-    h = se3_hash_bytes(h, buf, r);
-  fclose(f);
-  return h;
-}
-
 /* The set-up: Vina, the receptor, the box; its key. */
 static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *c = ctx->cfg;
@@ -113,10 +100,10 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     d->table_key = cfg_str(c, "table_key", "smiles");
     d->key_column = cfg_str(c, "key_column", d->table_key);
     d->score_column = cfg_str(c, "score_column", "score");
-    int bad = 0;
-    uint64_t h = se3_hash_str(SE3_HASH_INIT, "table");
-    h = hash_file(d->table_path, h, &bad);
-    if (bad) return stage_fail_at(ctx, cfg_get(c, "table"), "%s: %s", d->table_path, strerror(errno));
+    uint64_t content;
+    if (stage_file_hash(d->table_path, &content))
+      return stage_fail_at(ctx, cfg_get(c, "table"), "%s: %s", d->table_path, strerror(errno));
+    uint64_t h = se3_hash_bytes(se3_hash_str(SE3_HASH_INIT, "table"), &content, sizeof content);
     h = se3_hash_str(se3_hash_str(se3_hash_str(h, d->table_key), d->key_column), d->score_column);
     snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
     return STAGE_OK;
@@ -157,10 +144,10 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     if (!(d->ds.box.size[k] > 0 && d->ds.box.size[k] <= 200))
       return stage_fail_at(ctx, cfg_get(c, "size") ? cfg_get(c, "size") : c,
                            "stages.dock: the box's size %g Å is not between 0 and 200 Å", d->ds.box.size[k]);
-  int bad = 0;
-  uint64_t h = se3_hash_str(SE3_HASH_INIT, d->vina_version);
-  h = hash_file(d->receptor_in, h, &bad);
-  if (bad) return stage_fail_at(ctx, cfg_get(c, "receptor"), "%s: %s", d->receptor_in, strerror(errno));
+  uint64_t content;
+  if (stage_file_hash(d->receptor_in, &content))
+    return stage_fail_at(ctx, cfg_get(c, "receptor"), "%s: %s", d->receptor_in, strerror(errno));
+  uint64_t h = se3_hash_bytes(se3_hash_str(SE3_HASH_INIT, d->vina_version), &content, sizeof content);
   /* the box as Vina is given it (4 decimals) */
   char box[256];
   snprintf(box, sizeof box, "%.4f %.4f %.4f %.4f %.4f %.4f %d %u", d->ds.box.center[0], d->ds.box.center[1],

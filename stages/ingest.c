@@ -322,72 +322,6 @@ static double now_s(void) {
 
 /* ---- inputs by content --------------------------------------------------- */
 
-/* A 64-bit hash of a file's bytes, read in 1 MiB blocks (never whole):
- * four lanes of 8-byte words, each word multiplied in and the lane rotated
- * and multiplied again, then the lanes, the length and a final mix. It keys
- * work by what the file holds (an edited label, a replaced molecule file
- * redo what depends on them; a `touch` or a copy redoes nothing), at
- * several GB/s: far less than planning's scan of the same file. Not a
- * defence against a forger, only against a change. 0, or -1 with errno. */
-#define FH_P1 0x9e3779b185ebca87ULL
-#define FH_P2 0xc2b2ae3d27d4eb4fULL
-static uint64_t fh_rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static uint64_t fh_word(const unsigned char *p) { /* little-endian, whatever the host */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t w;
-  memcpy(&w, p, sizeof w);
-  return w;
-#else
-  uint64_t w = 0;
-  for (int i = 7; i >= 0; i--)
-    w = (w << 8) | p[i];
-  return w;
-#endif
-}
-static uint64_t fh_mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
-static int file_content_hash(const char *path, uint64_t *out) {
-  enum { BLOCK = 1 << 20 };
-  unsigned char *buf = malloc(BLOCK);
-  FILE *f = buf ? fopen(path, "rb") : NULL;
-  if (!f) {
-    int e = buf ? errno : ENOMEM;
-    free(buf);
-    errno = e;
-    return -1;
-  }
-  uint64_t lane[4] = {FH_P1, FH_P2, ~FH_P1, ~FH_P2}, total = 0;
-  size_t n;
-  while ((n = fread(buf, 1, BLOCK, f)) > 0) {
-    total += n;
-    size_t full = n & ~(size_t)31; /* whole stripes of 4 words; a block is whole but the last */
-    for (size_t i = 0; i < full; i += 32)
-      for (int k = 0; k < 4; k++)
-        lane[k] = fh_rotl(lane[k] ^ (fh_word(buf + i + 8 * k) * FH_P2), 31) * FH_P1;
-    for (size_t i = full; i < n; i++) /* the file's last bytes, one at a time */
-      lane[i & 3] = fh_rotl(lane[i & 3] ^ ((uint64_t)buf[i] * FH_P2), 23) * FH_P1;
-    if (n < BLOCK) break;
-  }
-  int bad = ferror(f);
-  int e = errno;
-  fclose(f);
-  free(buf);
-  if (bad) {
-    errno = e ? e : EIO;
-    return -1;
-  }
-  uint64_t h = total * FH_P1;
-  for (int k = 0; k < 4; k++)
-    h = fh_mix(h ^ lane[k]) * FH_P2;
-  *out = fh_mix(h);
-  return 0;
-}
-
 /* A string into a hash, with a terminator (so "ab","c" and "a","bc" differ). */
 static uint64_t hash_word(uint64_t h, const char *s) {
   h = se3_hash_str(h, s ? s : "");
@@ -402,7 +336,7 @@ static uint64_t hash_word(uint64_t h, const char *s) {
 static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_node *item) {
   uint64_t content = 0;
   char err[PATH_MAX + 128];
-  p->content_ok = file_content_hash(p->path, &content) == 0;
+  p->content_ok = stage_file_hash(p->path, &content) == 0;
   if (!p->content_ok && !p->file_error) {
     snprintf(err, sizeof err, "%s: cannot read it to fingerprint it: %s", p->path, strerror(errno));
     return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
@@ -419,7 +353,7 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
   if (p->side) {
     const struct cfg_node *side = cfg_get(item, "labels_csv");
     uint64_t sc = 0;
-    if (file_content_hash(p->side->path, &sc) != 0) {
+    if (stage_file_hash(p->side->path, &sc) != 0) {
       snprintf(err, sizeof err, "labels_csv: %s: cannot read it to fingerprint it: %s", p->side->path,
                strerror(errno));
       return stage_fail_at(ctx, cfg_get(side, "path"), "%s", err);
@@ -450,7 +384,7 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
 #define INPUT_KEYS 8388607LL
 static int64_t input_key_of(const char *set, const char *stored) {
   uint64_t h = hash_word(hash_word(SE3_HASH_INIT, set), stored);
-  return 1 + (int64_t)(fh_mix(h) % (uint64_t)INPUT_KEYS);
+  return 1 + (int64_t)(stage_hash_mix(h) % (uint64_t)INPUT_KEYS);
 }
 
 /* "SDF", "MOL2", ... for messages. */

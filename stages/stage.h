@@ -319,6 +319,13 @@ char *stage_absent(const struct stage_ctx *ctx, const char *fmt);
  * nowhere: the writer's own tables) and counts the rows they deleted into
  * *n. STAGE_OK, or STAGE_ERROR naming `what`. */
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n);
+/* A 64-bit hash of a file's bytes (what work is keyed by: an edited file
+ * redoes what depends on it, a `touch` or a copy nothing), read in 1 MiB
+ * blocks at several GB/s. 0, or -1 with errno. */
+int stage_file_hash(const char *path, uint64_t *out);
+/* The 64-bit finaliser stage_file_hash ends with (a bijection that spreads
+ * every input bit over the output): ingest's input keys take it too. */
+uint64_t stage_hash_mix(uint64_t x);
 /* Whether the space-separated list has `word` as one of its words. */
 int stage_word_listed(const char *list, const char *word);
 /* A keyed stage in every workflow (struct stage's keyed). */

@@ -140,23 +140,8 @@ for name, pose, score in db.execute("SELECT m.name, k.pose, k.score FROM docking
 PY
 
 # 6. out of time: a reject; the other molecule docks
-cat > "$work/slow.yaml" <<EOF
-workflow: slow
-workdir: $work/slow
-run: {progress: none}
-sets:
-  library:
-    - path: $data/crystal_ligand.mol2
-    - path: $data/actives4.mol2
-stages:
-  ingest: {}
-  dock:
-    receptor: $data/receptor.pdb
-    box_ligand: $data/crystal_ligand.mol2
-    exhaustiveness: 1
-    timeout_s: 1
-    workers: 2
-EOF
+sed -e 's/^workflow: dock$/workflow: slow/' -e "s#^workdir: .*#workdir: $work/slow#" \
+  -e 's/^run: .*/run: {progress: none}/' -e 's/^    seed: 7$/    timeout_s: 1/' "$wf" > "$work/slow.yaml"
 "$se3" run "$work/slow.yaml" > "$work/slow.log" 2>&1 || { cat "$work/slow.log"; fail "a run with timeouts failed"; }
 db=$work/slow/screen.db
 r=$(q "SELECT count(*) FROM rejects WHERE stage='dock' AND reason='timed out' AND detail LIKE 'after 1 s%'")
