@@ -4,8 +4,10 @@
 # random, then five batches of 1 % acquired by the model (6 % in all),
 # retrained from scratch every round, N repeats with different seeds — for
 #   se3_greedy  se3screen's SE(3)-Transformer, greedy
-#   se3_ucb     the same with a 2-model ensemble, ucb (beta 2, the spread
-#               calibrated on the test split)
+#   se3_ucb     the same with an ensemble of M models (--members, default
+#               3), ucb (beta 2, the spread calibrated on the test split)
+#   se3_thompson  (only when --methods names it) the same ensemble,
+#               Thompson sampling over its members
 #   fp_greedy   a fingerprint baseline: RDKit's Morgan fingerprints (radius
 #               2, 2048 bits: ECFP4) and ridge regression (alpha 1), greedy
 #   random      batches at random
@@ -14,7 +16,7 @@
 # acquisition and never scores, as MolPAL counts it.
 #
 #   bash bench/active_learning.sh LIBRARY.csv.gz SCORES.csv.gz [--repeats N] [--top K] [--epochs E] [--out DIR]
-#        [--methods "se3_greedy se3_ucb"] [--set KEY=VALUE ...]
+#        [--methods "se3_greedy se3_ucb"] [--members M] [--set KEY=VALUE ...]
 #
 # (--set passes a setting to every campaign's run, e.g. --set
 # stages.train.arch.channels=16; --methods runs fewer SE(3) methods.)
@@ -38,20 +40,22 @@
 # a least-squares fit of the score on element counts, the network learning
 # what it misses (docking scores grow with a molecule's size, which max
 # pooling cannot count: without it, 44 % of the top 100 against 60 % on
-# seed 1). The library is ingested and its graphs built once; each campaign
-# starts from a copy.
+# seed 1), and 3 models for ucb's ensemble (each model costs about 200 s a
+# campaign; 4 would not leave room). The library is ingested and its
+# graphs built once; each campaign starts from a copy.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 se3=$(realpath "${SE3SCREEN:-$here/build/se3screen}")
 lib=$(realpath "$1")
 scores=$(realpath "$2")
 shift 2
-repeats=5 top=100 epochs=30 out=${TMPDIR:-/tmp}/se3bench_al methods="se3_greedy se3_ucb" sets=()
+repeats=5 top=100 epochs=30 members=3 out=${TMPDIR:-/tmp}/se3bench_al methods="se3_greedy se3_ucb" sets=()
 while [ $# -gt 0 ]; do
   case $1 in
   --repeats) repeats=$2; shift 2 ;;
   --set) sets+=(--set "$2"); shift 2 ;;
   --methods) methods=$2; shift 2 ;;
+  --members) members=$2; shift 2 ;;
   --top) top=$2; shift 2 ;;
   --epochs) epochs=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
@@ -93,11 +97,16 @@ t0=$(date +%s.%N)
 t_base=$($py -c "import time; print(round(time.time() - $t0, 1))")
 echo "active_learning.sh: ingest and graphs in $t_base s" >&2
 
-declare -A secs=([se3_greedy]=0 [se3_ucb]=0)
+declare -A secs=([se3_greedy]=0 [se3_ucb]=0 [se3_thompson]=0)
 for r in $(seq 1 "$repeats"); do
   for m in $methods; do
     name=${m}_$r
-    if [ $m = se3_ucb ]; then wf "$name" ucb 2 "$r"; else wf "$name" greedy 1 "$r"; fi > "$name.yaml"
+    case $m in
+    se3_greedy) wf "$name" greedy 1 "$r" ;;
+    se3_ucb) wf "$name" ucb "$members" "$r" ;;
+    se3_thompson) wf "$name" thompson "$members" "$r" ;;
+    *) echo "active_learning.sh: unknown method $m (se3_greedy, se3_ucb, se3_thompson)" >&2; exit 2 ;;
+    esac > "$name.yaml"
     mkdir -p "$name"
     cp base/screen.db "$name/screen.db"
     t0=$(date +%s.%N)
@@ -108,12 +117,12 @@ for r in $(seq 1 "$repeats"); do
   done
 done
 
-$py - "$out" "$repeats" "$top" "$batch" "$t_base" "${secs[se3_greedy]}" "${secs[se3_ucb]}" "$methods" <<'PY'
+$py - "$out" "$repeats" "$top" "$batch" "$t_base" "${secs[se3_greedy]}" "${secs[se3_ucb]}" "${secs[se3_thompson]}" "$methods" "$members" <<'PY'
 import csv, json, math, random, sqlite3, statistics, sys, time
 from collections import Counter
 out, repeats, top, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-t_base, s_greedy, s_ucb = (float(x) for x in sys.argv[5:8])
-se3_methods = sys.argv[8].split()
+t_base, s_greedy, s_ucb, s_thompson = (float(x) for x in sys.argv[5:9])
+se3_methods, members = sys.argv[9].split(), int(sys.argv[10])
 lib = [r["smiles"] for r in csv.DictReader(open(f"{out}/library.csv"))]
 score = {}
 for r in csv.DictReader(open(f"{out}/scores.csv")):
@@ -212,7 +221,8 @@ for m in se3_methods + ["fp_greedy", "random"]:
                           "found_scores": ms(fs)[0], "found_scores_sd": ms(fs)[1],
                           "found_smiles": ms(fm)[0], "found_smiles_sd": ms(fm)[1],
                           "found_scores_each": [round(x, 4) for x in fs]}))
-print(json.dumps({"library": len(lib), "scored": len(scored), "batch": batch, "top_k": top,
+print(json.dumps({"library": len(lib), "scored": len(scored), "batch": batch, "top_k": top, "members": members,
                   "seconds": {"ingest_and_graphs": t_base, "se3_greedy": s_greedy, "se3_ucb": s_ucb,
+                              "se3_thompson": s_thompson,
                               "fp_greedy": round(t_fp, 1), "random": round(t_rand, 1)}}))
 PY

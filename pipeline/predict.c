@@ -31,6 +31,7 @@
 
 #include <sqlite3.h>
 
+#include "common/fsutil.h"
 #include "models/atomic_file.h"
 #include "models/run_files.h"
 #include "pipeline/runner.h"
@@ -89,18 +90,6 @@ static const char *out_kind(const char *out) {
   if (!strcasecmp(dot, ".csv")) return "csv";
   if (!strcasecmp(dot, ".sdf")) return "sdf";
   return NULL;
-}
-
-static int mkdirs(const char *path) {
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return errno = ENAMETOOLONG, -1;
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* 1 when s is valid UTF-8 without control characters other than tab: what a
@@ -434,7 +423,7 @@ int predict_run(const struct predict_opts *o) {
   /* Every check passed: the workdir is made, and named as the system
    * resolves it (a folder given through a link or with .. in it). */
   char made[PATH_MAX];
-  if (mkdirs(workdir) != 0 || !realpath(workdir, made)) {
+  if (se3_mkdirs(workdir) != 0 || !realpath(workdir, made)) {
     rc = refuse("--workdir %s: cannot create it: %s", wd, strerror(errno));
     goto done;
   }

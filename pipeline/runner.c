@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
 #include "pipeline/config.h"
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
@@ -64,18 +65,8 @@ static void now_iso(char *buf, size_t n) {
 }
 
 static int mkdirs(const char *path, char *err, size_t errlen) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) goto fail;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) goto fail;
-  return 0;
-fail:
-  snprintf(err, errlen, "cannot create %.1024s: %s", tmp, strerror(errno));
+  if (se3_mkdirs(path) == 0) return 0;
+  snprintf(err, errlen, "cannot create %.1024s: %s", path, strerror(errno));
   return -1;
 }
 
@@ -256,6 +247,14 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
                    n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
   }
 
+  /* the ledger's round (active learning): the newest round decided, read
+   * again as each chunk commits (acquire decides one in its chunk); a
+   * shard's own database has none, so it takes screen.db's */
+  char round_src[32] = "NULL";
+  if (strcmp(r->src, "main")) {
+    long long rs = run_query_int(r->st.db, -1, "SELECT max(round) FROM \"%w\".rounds", r->src);
+    if (rs >= 0) snprintf(round_src, sizeof round_src, "%lld", rs);
+  }
   int ret = SE3_EXIT_OK;
   int64_t ok_total = 0, rej_total = 0, c = 0;
   while (all_todo > 0) {
@@ -278,9 +277,10 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
         now_iso(finished, sizeof finished);
         if (run_exec(r,
                      "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
-                     "finished, n_ok, n_rejected, n_bytes) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld)",
+                     "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
+                     "coalesce((SELECT max(round) FROM main.rounds), %s))",
                      s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
-                     (long long)n_rej, (long long)ctx->chunk_bytes) ||
+                     (long long)n_rej, (long long)ctx->chunk_bytes, round_src) ||
             run_exec(r, "COMMIT"))
           st = STAGE_ERROR;
       }

@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "common/cfgtree.h"
+#include "common/fsutil.h"
 #include "models/atomic_file.h"
 #include "pipeline/runner.h"
 
@@ -108,19 +109,6 @@ static int put_output(FILE *f, const char *path, const char *pattern) {
   fputc('\n', f);
   free(word);
   return 0;
-}
-
-/* mkdir -p. 0, or -1 with errno. */
-static int mkdirs(const char *path) {
-  char tmp[PATH_MAX + 64];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 struct ctx {
@@ -653,7 +641,7 @@ int slurm_run(const struct slurm_opts *o) {
   }
   char logs[PATH_MAX + 32];
   snprintf(logs, sizeof logs, "%s/logs", c.dir);
-  if (mkdirs(logs) != 0) {
+  if (se3_mkdirs(logs) != 0) {
     fprintf(stderr, "se3screen slurm: cannot create %s: %s\n", logs, strerror(errno));
     goto out;
   }

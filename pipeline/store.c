@@ -324,12 +324,54 @@ static const char schema_v10_sql[] =
     "  n_candidates INTEGER NOT NULL,  -- molecules it chose among (not acquired before; with a score, for a model's rule)\n"
     "  n_labelled INTEGER NOT NULL,    -- molecules of the set with a docking score when it was decided: what the model had learned\n"
     "  model_hash TEXT,                -- scores.model_hash of the predictions it chose by; NULL for random\n"
-    "  calibration REAL,               -- ucb: the factor on the ensemble's spread (RMS of the test split's errors over spreads); NULL otherwise\n"
+    "  calibration REAL,               -- ucb: the factor c on the ensemble's spread (c^2: the test split's mean square error over its mean square spread); NULL otherwise\n"
     "  n_calibration INTEGER NOT NULL, -- held-out molecules the calibration used\n"
     "  decided TEXT NOT NULL           -- UTC\n"
     ") STRICT;\n"
     "ALTER TABLE scores ADD COLUMN members BLOB; -- an ensemble's members' own predictions, float64 little-endian in member order (the first 64); NULL for one model\n"
     "ALTER TABLE molecules ADD COLUMN input_smiles TEXT; -- a SMILES record's SMILES as written in its file (a table of scores is keyed by it: stages.dock.oracle); NULL for other formats and rows written before version 10\n";
+
+/* Version 11 (issue 36): active learning's history, round by round. Each
+ * round after the first is decided by the model trained on the labels of
+ * the rounds before it; models, scores and the ledger hold only the newest
+ * such work, so the decision keeps a copy of what it was decided by. */
+static const char schema_v11_sql[] =
+    "ALTER TABLE stage_chunks ADD COLUMN round INTEGER; -- active learning: the newest round decided (rounds.round) when the chunk committed; NULL without stages.acquire\n"
+    "CREATE TABLE round_models(\n"
+    "  round INTEGER NOT NULL,         -- rounds.round this model decided (it learned the labels of the rounds before)\n"
+    "  model TEXT NOT NULL,            -- models.id then (train/<member>)\n"
+    "  target TEXT NOT NULL,           -- models.target\n"
+    "  checkpoint TEXT,                -- its best checkpoint as kept for the round, relative to the workdir: models/rounds/<round>/train-<member>.ckpt; NULL when it could not be kept\n"
+    "  best_epoch INTEGER NOT NULL,    -- models.best_epoch\n"
+    "  best_valid_loss REAL,           -- models.best_valid_loss\n"
+    "  n_train INTEGER NOT NULL,       -- models.n_train: the labelled molecules it trained on\n"
+    "  n_valid INTEGER NOT NULL,       -- models.n_valid\n"
+    "  n_test INTEGER NOT NULL,        -- models.n_test\n"
+    "  test_mae REAL,                  -- metrics on the test split (regression): mean absolute error\n"
+    "  test_rmse REAL,                 -- root mean square error\n"
+    "  test_spearman REAL,             -- Spearman's rank correlation\n"
+    "  PRIMARY KEY(round, model)\n"
+    ") STRICT;\n"
+    "CREATE TABLE round_scores(\n"
+    "  round INTEGER NOT NULL,         -- rounds.round these scores decided\n"
+    "  mol_id INTEGER NOT NULL,        -- molecules.id: every molecule of the set scored then (stages.acquire.keep_scores)\n"
+    "  score REAL NOT NULL,            -- scores.score: the prediction (an ensemble's mean)\n"
+    "  std REAL,                       -- scores.std: the ensemble's spread, uncalibrated; NULL for one model\n"
+    "  members BLOB,                   -- scores.members\n"
+    "  PRIMARY KEY(round, mol_id)\n"
+    ") STRICT;\n"
+    "CREATE TABLE round_chunks(\n"
+    "  round INTEGER NOT NULL,         -- rounds.round the work led to: the chunks committed after round - 1 was decided and before round was (docking round - 1's molecules, training, scoring)\n"
+    "  stage TEXT NOT NULL,            -- stage_chunks.stage\n"
+    "  chunk INTEGER NOT NULL,         -- stage_chunks.chunk\n"
+    "  host TEXT NOT NULL,             -- stage_chunks.host\n"
+    "  pid INTEGER NOT NULL,           -- stage_chunks.pid\n"
+    "  started TEXT NOT NULL,          -- stage_chunks.started (UTC)\n"
+    "  finished TEXT NOT NULL,         -- stage_chunks.finished (UTC)\n"
+    "  n_ok INTEGER NOT NULL,          -- stage_chunks.n_ok\n"
+    "  n_rejected INTEGER NOT NULL,    -- stage_chunks.n_rejected\n"
+    "  PRIMARY KEY(round, stage, chunk)\n"
+    ") STRICT;\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
@@ -342,6 +384,7 @@ static const char *const migrations[] = {
     /* to version 8 */ schema_v8_sql,
     /* to version 9 */ schema_v9_sql,
     /* to version 10 */ schema_v10_sql,
+    /* to version 11 */ schema_v11_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -31,12 +31,17 @@
  * docking) has cost its place and is never labelled, as MolPAL counts it.
  *
  * Calibration (rule ucb): the ensemble's members share their split, so
- * the test split is held out from all of them; c is the root mean square
- * of (label - mean) / spread over its molecules (the spread the members'
- * sample standard deviation), and the uncertainty used is c times the
- * spread: the factor that makes the held-out errors one spread wide on
- * average (variance scaling). Without a test split, or with no spread on
- * it, or fewer than 5 molecules there, c = 1; the round records c and the
+ * the test split is held out from all of them; c^2 is the mean square of
+ * (label - mean) over its molecules divided by the mean square of the
+ * spread (the members' sample standard deviation), and the uncertainty
+ * used is c times the spread: the factor that makes the spread as wide as
+ * the held-out errors on average (variance scaling by a ratio of means).
+ * Not the mean of the ratios (label - mean)^2 / spread^2: a spread drawn
+ * from a few members is often near zero, and with two members that mean
+ * does not even exist (the ratio of two chi-square variables of one
+ * degree of freedom), so it came out at 7 to 55 and the uncertainty term
+ * drowned the prediction. Without a test split, or with no spread on it,
+ * or fewer than 5 molecules there, c = 1; the round records c and the
  * molecules it had.
  *
  * Killed anywhere, a run resumes: a round is decided whole or not at all,
@@ -45,12 +50,15 @@
  * same molecules.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/fsutil.h"
 #include "stage.h"
 
 enum rule { RULE_GREEDY, RULE_UCB, RULE_THOMPSON, RULE_RANDOM };
@@ -60,7 +68,7 @@ struct astage {
   enum rule rule;
   double initial, batch, beta;
   int64_t rounds, decided, pool;
-  int ascending;
+  int ascending, keep_scores;
   uint64_t seed;
   uint8_t *needed;
 };
@@ -119,6 +127,7 @@ static int acquire_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_it
   a->rounds = cfg_int(c, "rounds", 5);
   a->ascending = !strcmp(cfg_str(c, "order", "ascending"), "ascending");
   a->seed = (uint64_t)cfg_int(c, "seed", 1);
+  a->keep_scores = cfg_bool(c, "keep_scores", 1);
   const char *label = stage_dock_label(ctx->root);
   if (!label)
     return stage_fail_at(ctx, c, "stages.acquire: active learning labels the molecules it acquires by docking them: "
@@ -167,10 +176,10 @@ static int cmp_key(const void *x, const void *y) {
 
 /* rule ucb: the factor that makes the ensemble's spread one held-out error wide (see the top). */
 static double calibration(struct stage_ctx *ctx, int64_t *n_used) {
-  const char *sql = "SELECT avg((label - mu) * (label - mu) / (sd * sd)), count(*) FROM (SELECT p.mol_id, "
-                    "max(p.label) AS label, avg(p.value) AS mu, sqrt((sum(p.value * p.value) - sum(p.value) * "
-                    "sum(p.value) / count(*)) / (count(*) - 1)) AS sd FROM predictions p JOIN models d ON d.id = "
-                    "p.model WHERE p.split = 'test' GROUP BY p.mol_id HAVING count(*) > 1) WHERE sd > 1e-12";
+  const char *sql = "SELECT sum((label - mu) * (label - mu)) / sum(var), count(*) FROM (SELECT p.mol_id, "
+                    "max(p.label) AS label, avg(p.value) AS mu, max(0.0, (sum(p.value * p.value) - sum(p.value) * "
+                    "sum(p.value) / count(*)) / (count(*) - 1)) AS var FROM predictions p JOIN models d ON d.id = "
+                    "p.model WHERE p.split = 'test' GROUP BY p.mol_id HAVING count(*) > 1)";
   sqlite3_stmt *st = NULL;
   double c = 1;
   *n_used = 0;
@@ -182,6 +191,77 @@ static double calibration(struct stage_ctx *ctx, int64_t *n_used) {
   }
   sqlite3_finalize(st);
   return c;
+}
+
+/* Round r >= 1 is decided by the work done since round r - 1 was: dock of
+ * its molecules, the training on every label so far and the scores. The
+ * next round redoes them in place, so the decision keeps a copy: the
+ * ledger rows (round_chunks), the models with their test metrics and their
+ * best checkpoints (round_models, the files under models/rounds/<r>/) and,
+ * with keep_scores, the set's scores (round_scores). In the round's
+ * transaction. */
+static int keep_round(struct stage_ctx *ctx, struct astage *a, int64_t round) {
+  char *sql = sqlite3_mprintf(
+      "DELETE FROM round_chunks WHERE round = %lld; DELETE FROM round_models WHERE round = %lld; "
+      "DELETE FROM round_scores WHERE round = %lld; "
+      "INSERT INTO round_chunks(round, stage, chunk, host, pid, started, finished, n_ok, n_rejected) "
+      "SELECT %lld, stage, chunk, host, pid, started, finished, n_ok, n_rejected FROM stage_chunks "
+      "WHERE round = %lld AND stage <> 'acquire'; "
+      "INSERT INTO round_models(round, model, target, checkpoint, best_epoch, best_valid_loss, n_train, n_valid, "
+      "n_test, test_mae, test_rmse, test_spearman) SELECT %lld, m.id, m.target, NULL, m.best_epoch, "
+      "m.best_valid_loss, m.n_train, m.n_valid, m.n_test, t.mae, t.rmse, t.spearman FROM models m LEFT JOIN "
+      "metrics t ON t.model = m.id AND t.split = 'test' AND t.epoch = (SELECT max(epoch) FROM metrics u WHERE "
+      "u.model = m.id AND u.split = 'test');",
+      (long long)round, (long long)round, (long long)round, (long long)round, (long long)round - 1, (long long)round);
+  if (a->keep_scores && sql) {
+    char *more = sqlite3_mprintf("%s INSERT INTO round_scores(round, mol_id, score, std, members) SELECT %lld, "
+                                 "s.mol_id, s.score, s.std, s.members FROM scores s JOIN \"%w\".molecules m ON "
+                                 "m.id = s.mol_id WHERE s.model = " MODEL_SQL " AND m.set_name = %Q;",
+                                 sql, (long long)round, ctx->src, a->set);
+    sqlite3_free(sql);
+    sql = more;
+  }
+  char *msg = NULL;
+  if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "round %lld: keeping what decided it: %s", (long long)round,
+             msg ? msg : "out of memory");
+    sqlite3_free(msg);
+    sqlite3_free(sql);
+    return STAGE_ERROR;
+  }
+  sqlite3_free(sql);
+  /* the checkpoints */
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(ctx->db, "SELECT id, checkpoint FROM models ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "reading the models");
+  char dir[PATH_MAX], src[PATH_MAX + 512], dst[PATH_MAX + 512];
+  snprintf(dir, sizeof dir, "%s/models/rounds/%lld", ctx->workdir, (long long)round);
+  int ret = STAGE_OK, made = 0;
+  while (ret == STAGE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(st, 0), *ck = (const char *)sqlite3_column_text(st, 1);
+    const char *slash = id ? strrchr(id, '/') : NULL;
+    if (!id || !ck || !slash) continue;
+    if (!made && se3_mkdirs(dir) != 0) {
+      ctx->report->log(ctx, "round %lld: %s: %s; its models' checkpoints are not kept", (long long)round, dir,
+                       strerror(errno));
+      break;
+    }
+    made = 1;
+    snprintf(src, sizeof src, "%s/%s", ctx->workdir, ck);
+    snprintf(dst, sizeof dst, "%s/train-%s.ckpt", dir, slash + 1);
+    if (se3_keep_file(src, dst) != 0) {
+      ctx->report->log(ctx, "round %lld: keeping %s as %s: %s; round_models.checkpoint is NULL", (long long)round, src,
+                       dst, strerror(errno));
+      continue;
+    }
+    char *u = sqlite3_mprintf("UPDATE round_models SET checkpoint = 'models/rounds/%lld/train-%q.ckpt' WHERE round = "
+                              "%lld AND model = %Q",
+                              (long long)round, slash + 1, (long long)round, id);
+    if (!u || sqlite3_exec(ctx->db, u, NULL, NULL, NULL) != SQLITE_OK) ret = stage_sql_fail(ctx, "keeping a model");
+    sqlite3_free(u);
+  }
+  sqlite3_finalize(st);
+  return ret;
 }
 
 static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_t *n_ok) {
@@ -324,6 +404,7 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
   sqlite3_finalize(ins);
   free(cs);
   if (ret != STAGE_OK) return ret;
+  if (round > 0 && (ret = keep_round(ctx, a, round)) != STAGE_OK) return ret;
   char when[32];
   time_t t = time(NULL);
   struct tm tm;
@@ -383,7 +464,7 @@ static int acquire_due(sqlite3 *db, const struct cfg_node *root) {
 
 const struct stage stage_acquire = {
     .name = "acquire",
-    .tables = "acquisitions rounds",
+    .tables = "acquisitions rounds round_models round_scores round_chunks",
     .keyed = stage_keyed_always,
     .after = "ingest",
     .optional = 1,

@@ -5,13 +5,15 @@
 # on every score so far.
 #   - a run of the whole campaign: four rounds in `rounds`, every decision
 #     in `acquisitions` (once each), a molecule without a score acquired and
-#     never labelled, the calibration of the spread recorded, a rerun that
-#     changes nothing;
+#     never labelled, the calibration of the spread recorded, each round's
+#     models, scores and ledger kept (round_models with their checkpoints,
+#     one of which predicts its round's scores again; round_scores;
+#     round_chunks), a rerun that changes nothing;
 #   - the same campaign in a fresh workdir, killed with -9 at four points
 #     (each once an observable state is reached: round 0 decided, a round's
 #     training under way, a later round decided, the last training), then
 #     run to its end: the same decisions to the bit, the same labels, the
-#     same scores as the uninterrupted run;
+#     same scores and the same history as the uninterrupted run;
 #   - `rounds` raised: the campaign goes on from its last round;
 #   - thompson: values drawn from the ensemble's members.
 # About 60 s on 2 cores.
@@ -71,6 +73,44 @@ n_rej=$(q "$A" "SELECT count(*) FROM rejects WHERE stage = 'dock' AND reason = '
 [ "$(q "$A" "SELECT count(*) FROM acquisitions q JOIN rounds r ON r.round = q.round WHERE q.round > 0 AND
              abs(q.value - (q.prediction - 1 * q.uncertainty)) > 1e-9 * (1 + abs(q.value))")" = 0 ] ||
   fail "value is not prediction - beta x uncertainty"
+# each round's history: the models that decided it (their checkpoints kept
+# under models/rounds/<r>/), the set's scores then, the ledger of its work
+[ "$(q "$A" "SELECT count(*) FROM round_models WHERE round BETWEEN 1 AND 3 AND model IN ('train/0', 'train/1')
+             AND checkpoint = 'models/rounds/' || round || '/train-' || substr(model, 7) || '.ckpt'")" = 6 ] ||
+  fail "round_models: $(q "$A" "SELECT * FROM round_models")"
+[ "$(q "$A" "SELECT count(*) FROM round_models a JOIN round_models b ON b.model = a.model AND b.round = a.round + 1
+             WHERE b.n_train > a.n_train")" = 4 ] || fail "a round's models did not learn more than the round before's"
+for r in 1 2 3; do
+  for m in 0 1; do [ -s "$work/a/models/rounds/$r/train-$m.ckpt" ] || fail "models/rounds/$r/train-$m.ckpt is missing"; done
+done
+cmp -s "$work/a/models/rounds/1/train-0.ckpt" "$work/a/models/rounds/3/train-0.ckpt" &&
+  fail "round 1's kept checkpoint is round 3's"
+[ "$(q "$A" "SELECT group_concat(n, ' ') FROM (SELECT count(*) AS n FROM round_scores GROUP BY round ORDER BY round)")" = \
+  "120 120 120" ] || fail "round_scores: $(q "$A" "SELECT round, count(*) FROM round_scores GROUP BY round")"
+[ "$(q "$A" "SELECT count(*) FROM acquisitions q JOIN round_scores s ON s.round = q.round AND s.mol_id = q.mol_id
+             WHERE q.round > 0 AND s.score = q.prediction")" = 24 ] ||
+  fail "the acquisitions' predictions are not their round's scores"
+[ "$(q "$A" "SELECT count(DISTINCT round) FROM round_chunks WHERE stage = 'train'")" = 3 ] &&
+  [ "$(q "$A" "SELECT count(*) FROM round_chunks WHERE stage = 'train' GROUP BY round")" = "$(printf '6\n6\n6')" ] ||
+  fail "round_chunks: $(q "$A" "SELECT round, stage, count(*) FROM round_chunks GROUP BY round, stage")"
+[ "$(q "$A" "SELECT group_concat(DISTINCT round) FROM stage_chunks WHERE stage = 'train'")" = 3 ] ||
+  fail "the last training's ledger rows are not of round 3"
+# a round's kept checkpoint is the model that decided it: predict with
+# round 2's first member gives round 2's first member's scores
+"$se3" predict "$work/a/models/rounds/2/train-0.ckpt" "$work/library.csv" --top 0 --workdir "$work/p2" \
+  > "$work/p2.log" 2>&1 || { cat "$work/p2.log"; fail "predict with a kept checkpoint failed"; }
+/usr/bin/python3 - "$A" "$work/p2/screen.db" <<'PY' || fail "round 2's kept checkpoint does not predict round 2's scores"
+import sqlite3, struct, sys
+a = sqlite3.connect(sys.argv[1])
+kept = {s: struct.unpack_from("<d", m, 0)[0] for s, m in a.execute(
+    "SELECT m.input_smiles, r.members FROM round_scores r JOIN molecules m ON m.id = r.mol_id WHERE r.round = 2")}
+now = dict(a.execute("SELECT m.input_smiles, s.score FROM scores s JOIN molecules m ON m.id = s.mol_id WHERE s.model = 'train'"))
+p = dict(sqlite3.connect(sys.argv[2]).execute("SELECT m.input_smiles, s.score FROM scores s JOIN molecules m ON m.id = s.mol_id"))
+assert len(kept) == 120 and set(p) == set(kept), (len(kept), len(p))
+bad = [s for s in kept if abs(p[s] - kept[s]) > 1e-4 * (1 + abs(kept[s]))]
+assert not bad, f"{len(bad)} differ, e.g. {bad[0]}: {p[bad[0]]} against {kept[bad[0]]}"
+assert any(abs(p[s] - now[s]) > 1e-3 for s in kept), "round 2's model predicts as the last one does"
+PY
 # the rerun changes nothing
 "$se3" run "$work/a.yaml" > "$work/a2.log" 2>&1 || { cat "$work/a2.log"; fail "the rerun failed"; }
 grep -q "acquire: round" "$work/a2.log" && { cat "$work/a2.log"; fail "the rerun decided a round"; }
@@ -104,7 +144,10 @@ done
 for t in "SELECT round, mol_id, rule, quote(value), quote(prediction), quote(uncertainty), rank FROM acquisitions ORDER BY mol_id" \
          "SELECT round, rule, n_acquired, n_candidates, n_labelled, model_hash, quote(calibration), n_calibration FROM rounds ORDER BY round" \
          "SELECT mol_id, quote(score) FROM docking ORDER BY mol_id" \
-         "SELECT mol_id, model, quote(score), quote(std) FROM scores ORDER BY mol_id, model"; do
+         "SELECT mol_id, model, quote(score), quote(std) FROM scores ORDER BY mol_id, model" \
+         "SELECT round, model, target, checkpoint, best_epoch, quote(best_valid_loss), n_train, quote(test_rmse) FROM round_models ORDER BY round, model" \
+         "SELECT round, mol_id, quote(score), quote(std), hex(members) FROM round_scores ORDER BY round, mol_id" \
+         "SELECT round, stage, chunk, n_ok, n_rejected FROM round_chunks WHERE stage IN ('train', 'score', 'dock') ORDER BY round, stage, chunk"; do
   [ "$(q "$A" "$t")" = "$(q "$B" "$t")" ] || {
     diff <(q "$A" "$t") <(q "$B" "$t") | head -20
     fail "killed $kills times, the campaign differs from the uninterrupted one: $t"
