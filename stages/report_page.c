@@ -8,7 +8,9 @@
  * held-out molecules (predictions: parity plot and residuals for
  * regression, ROC and enrichment curves for classification), the score
  * distribution of each scored set
- * (and the ensemble's spread against the score), the top hits with a 2D
+ * (and the ensemble's spread against the score), the docking scores and
+ * active learning's rounds (what each picked, how well, by which models),
+ * the top hits with a 2D
  * depiction each (Open Babel's drawing of their SMILES), and the rejects
  * grouped by reason. The page is self-contained: inline SVG drawn by
  * common/svg.h and inline CSS; no script, font, image or style is fetched
@@ -841,6 +843,121 @@ static void section_scores(struct rep *r) {
   free(count);
 }
 
+/* ---- docking and active learning ------------------------------------------ */
+
+/* The dock stage's scores (a histogram) and, for active learning, a row a
+ * round: what it picked and by which rule, the mean docking score of its
+ * picks (the rule working shows as later rounds' picks scoring better than
+ * round 0's random ones), the best score found so far, and how well the
+ * models that decided it predicted their held-out molecules. */
+static int has_docking(struct rep *r) {
+  return has_table(r, "docking") &&
+         q_double(r, 0, "SELECT (SELECT count(*) FROM docking) + (SELECT count(*) FROM rounds)") > 0;
+}
+
+static void section_docking(struct rep *r) {
+  if (!has_docking(r)) return;
+  long long n = (long long)q_double(r, 0, "SELECT count(*) FROM docking");
+  long long n_rounds = (long long)q_double(r, 0, "SELECT count(*) FROM rounds");
+  P("<section id=\"docking\"><h2>Docking%s</h2>\n", n_rounds ? " and active learning" : "");
+  long long n_rej = (long long)q_double(r, 0, "SELECT count(*) FROM rejects WHERE stage = 'dock'");
+  P("<p>%lld molecule%s docked (the <code>docking</code> table), %lld rejected by the dock stage", n,
+    n == 1 ? "" : "s", n_rej);
+  if (n > 0) {
+    P("; scores from ");
+    num(r, q_double(r, NAN, "SELECT min(score) FROM docking"), "%.2f");
+    P(" to ");
+    num(r, q_double(r, NAN, "SELECT max(score) FROM docking"), "%.2f");
+    P(", a docking taking ");
+    num(r, q_double(r, NAN, "SELECT avg(seconds) FROM docking"), "%.1f");
+    P(" s on average");
+  }
+  P(".</p>\n");
+  if (n > 1) {
+    int bins = r->o->bins;
+    double *count = calloc((size_t)bins, sizeof *count);
+    if (!count) {
+      r->failed = 1;
+      snprintf(r->err, sizeof r->err, "out of memory");
+      return;
+    }
+    double lo = q_double(r, 0, "SELECT min(score) FROM docking"), hi = q_double(r, 0, "SELECT max(score) FROM docking");
+    if (!(hi > lo)) lo -= 0.5, hi += 0.5;
+    sqlite3_stmt *b = prep(r,
+                           "SELECT min(max(CAST((score - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM docking "
+                           "GROUP BY 1",
+                           lo, (hi - lo) / bins, bins - 1);
+    while (row(r, b)) {
+      int k = sqlite3_column_int(b, 0);
+      if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
+    }
+    sqlite3_finalize(b);
+    char desc[256];
+    snprintf(desc, sizeof desc, "Docking scores of the %lld molecules docked, in %d bins.", n, bins);
+    histogram(r, count, bins, lo, hi, "Docking scores", "docking score", "s0 bars-dock", desc);
+    free(count);
+  }
+  if (n_rounds == 0) {
+    P("</section>\n");
+    return;
+  }
+  int history = has_table(r, "round_models");
+  P("<p>Active learning: %lld round%s decided. Each later round was picked by the models trained on the scores "
+    "of the rounds before it (their test-split error and rank correlation below, averaged over an ensemble's "
+    "members); the mean score of a round's picks shows whether the rule finds better molecules than round 0's "
+    "random ones. <code>acquisitions</code> says why each molecule was picked.</p>\n",
+    n_rounds, n_rounds == 1 ? "" : "s");
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">round</th><th scope=\"col\">rule</th>"
+    "<th scope=\"col\">picked</th><th scope=\"col\">of</th><th scope=\"col\">labelled before</th>"
+    "<th scope=\"col\">docked</th><th scope=\"col\">mean score of its picks</th>"
+    "<th scope=\"col\">best so far</th><th scope=\"col\">models' test RMSE</th>"
+    "<th scope=\"col\">test Spearman</th><th scope=\"col\">ucb calibration</th></tr></thead><tbody>\n");
+  sqlite3_stmt *st = prep(
+      r,
+      "SELECT d.round, d.rule, d.n_acquired, d.n_candidates, d.n_labelled, (SELECT count(*) FROM acquisitions q JOIN "
+      "docking k ON k.mol_id = q.mol_id WHERE q.round = d.round), (SELECT avg(k.score) FROM acquisitions q JOIN "
+      "docking k ON k.mol_id = q.mol_id WHERE q.round = d.round), (SELECT min(k.score) FROM acquisitions q JOIN "
+      "docking k ON k.mol_id = q.mol_id WHERE q.round <= d.round), %s, %s, d.calibration FROM rounds d ORDER BY "
+      "d.round",
+      history ? "(SELECT avg(test_rmse) FROM round_models m WHERE m.round = d.round)" : "NULL",
+      history ? "(SELECT avg(test_spearman) FROM round_models m WHERE m.round = d.round)" : "NULL");
+  struct series mean = {0};
+  while (row(r, st)) {
+    P("<tr><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 0));
+    td(r, NULL, col_text(st, 1));
+    for (int i = 2; i <= 5; i++) P("<td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, i));
+    for (int i = 6; i <= 10; i++) {
+      P("<td class=\"n\">");
+      col_num(r, st, i, i == 10 ? "%.3f" : "%.2f");
+      P("</td>");
+    }
+    P("</tr>\n");
+    if (sqlite3_column_type(st, 6) != SQLITE_NULL &&
+        series_add(&mean, (double)sqlite3_column_int64(st, 0), sqlite3_column_double(st, 6)))
+      r->failed = 1;
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table>\n");
+  if (mean.n > 1 && !r->failed) {
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    minmax(mean.x, mean.n, &xlo, &xhi);
+    minmax(mean.y, mean.n, &ylo, &yhi);
+    struct svg_plot p = plot0;
+    p.title = "Mean docking score of each round's picks";
+    p.x = axis(xlo, xhi, "round");
+    p.y = axis(ylo, yhi, "mean docking score");
+    const char *desc = "The mean docking score of the molecules each round picked (those docked), round 0 at random.";
+    figure_open(r);
+    svg_plot_begin(&r->h, &p, desc);
+    svg_line(&r->h, &p, mean.x, mean.y, mean.n, "s0 line", NULL);
+    svg_points(&r->h, &p, mean.x, mean.y, mean.n, "s0 pts-round", SVG_CIRCLE);
+    svg_plot_end(&r->h);
+    figure_close(r, desc);
+  }
+  series_free(&mean);
+  P("</section>\n");
+}
+
 /* ---- hits ----------------------------------------------------------------- */
 
 static void section_hits(struct rep *r) {
@@ -1000,13 +1117,14 @@ int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o,
   svg_printf(&r.h,
              "</h1>\n<p>Written %s by se3screen from the result database. Every figure here is a query away: "
              "<code>se3screen query</code> and <code>docs/schema.md</code>.</p>\n"
-             "<nav aria-label=\"sections\"><a href=\"#summary\">Run</a><a href=\"#timeline\">Time</a>"
+             "<nav aria-label=\"sections\"><a href=\"#summary\">Run</a><a href=\"#timeline\">Time</a>%s"
              "<a href=\"#training\">Training</a><a href=\"#scores\">Scores</a><a href=\"#hits\">Hits</a>"
              "<a href=\"#rejects\">Rejects</a></nav>\n",
-             when);
+             when, has_docking(&r) ? "<a href=\"#docking\">Docking</a>" : "");
   free(wf);
   section_summary(&r, db_label);
   section_timeline(&r);
+  section_docking(&r);
   section_training(&r);
   section_scores(&r);
   section_hits(&r);

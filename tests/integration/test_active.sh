@@ -158,6 +158,14 @@ done
 "$se3" run "$work/a.yaml" --set stages.acquire.rounds=4 > "$work/a3.log" 2>&1 || { cat "$work/a3.log"; fail "rounds: 4 failed"; }
 [ "$(q "$A" "SELECT group_concat(round, ' ') FROM rounds")" = "0 1 2 3 4" ] || fail "rounds: 4 did not add round 4"
 [ "$(q "$A" "SELECT count(*) FROM acquisitions WHERE round < 4")" = 36 ] || fail "rounds: 4 changed the rounds before"
+# the report's section on docking and the rounds: a row a round
+"$se3" report "$work/a" -o "$work/a.html" > /dev/null 2>&1 || fail "se3screen report failed"
+grep -q '<section id="docking"><h2>Docking and active learning</h2>' "$work/a.html" &&
+  grep -q '5 rounds decided' "$work/a.html" &&
+  [ "$(grep -o '<tr><td class="n">[0-9]*</td><td>ucb</td>' "$work/a.html" | wc -l)" = 4 ] ||
+  fail "report.html has no row for each round"
+/usr/bin/python3 "$src/tests/report/check_report.py" "$work/a.html" "$A" > "$work/check.log" 2>&1 ||
+  { cat "$work/check.log"; fail "report.html does not match the database"; }
 # 4. thompson: each molecule's value one member's prediction, the members
 #    stored beside the ensemble's mean and spread
 sed -e 's/rule: ucb, beta: 1/rule: thompson/' -e "s#^workdir: .*#workdir: $work/t#" -e 's/^workflow: a$/workflow: t/' \

@@ -24,6 +24,8 @@ the page must hold:
 - the ROC curve has a point per distinct held-out score, plus (0, 0);
 - each score histogram has a bar per non-empty bin of that set's scores,
   and an ensemble's spread plot a point per scored molecule;
+- the docking histogram has a bar per non-empty bin of the docking scores,
+  and active learning's plot a point per round whose picks were docked;
 - the hits table has min(top, ranks) rows, each with its 2D structure;
 - the rejects table has a row per reason (at most 30), and (schema version
   7 on) each example shows its file, record, name and specifics (or atom).
@@ -395,6 +397,22 @@ def main():
         stride = -(-n // 4000) if n > 4000 else 1
         want += len(range(0, n, stride))
     expect("ensemble spread points", count(page, "pts-std"), want)
+    # docking (schema version 10 on): a bar per non-empty bin of the docking
+    # scores, and with active learning a point per round whose picks docked
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    if "docking" in tables:
+        n_dock = db.execute("SELECT count(*) FROM docking").fetchone()[0]
+        want = 0
+        if n_dock > 1:
+            lo, hi = db.execute("SELECT min(score), max(score) FROM docking").fetchone()
+            if not hi > lo:
+                lo, hi = lo - 0.5, hi + 0.5
+            want = db.execute("SELECT count(DISTINCT min(max(CAST((score - ?) / ? AS INTEGER), 0), ?)) FROM docking",
+                              (lo, (hi - lo) / a.bins, a.bins - 1)).fetchone()[0]
+        expect("docking score bars", count(page, "bars-dock"), want)
+        rounds = db.execute("SELECT count(DISTINCT q.round) FROM acquisitions q JOIN docking k "
+                            "ON k.mol_id = q.mol_id").fetchone()[0]
+        expect("points of the rounds' picks", count(page, "pts-round"), rounds if rounds > 1 else 0)
     ranks = db.execute("SELECT count(*) FROM ranks").fetchone()[0]
     expect("hits rows", page.hit_rows, min(a.top, ranks))
     if page.hit_depictions != page.hit_rows:
