@@ -158,37 +158,42 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* Every checkpoint WORKDIR/models/<model>/<name>.ckpt. */
+/* The checkpoints *.ckpt in dir, and in its folders down to depth more. */
+static void verify_ckpt_dir(const char *dir, int depth, long long *n, long long *bad, struct damage *d) {
+  DIR *sub = opendir(dir);
+  if (!sub) return;
+  struct dirent *f;
+  while ((f = readdir(sub))) {
+    if (f->d_name[0] == '.') continue;
+    char path[4096 + 512], err[1024 + 512];
+    snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
+    if (!ends_with(f->d_name, ".ckpt")) {
+      struct stat sb;
+      if (depth > 0 && lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) verify_ckpt_dir(path, depth - 1, n, bad, d);
+      continue;
+    }
+    struct se3_ckpt c;
+    (*n)++;
+    if (se3_ckpt_load(&c, path, err, sizeof err)) {
+      (*bad)++;
+      damage_add(d, "checkpoint %s", err);
+    } else {
+      se3_ckpt_free(&c);
+    }
+  }
+  closedir(sub);
+}
+
+/* Every checkpoint WORKDIR/models/<model>/<name>.ckpt, and those kept for
+ * active learning's rounds, WORKDIR/models/rounds/<round>/<model>.ckpt. */
 static void verify_checkpoints(const char *workdir, struct damage *d, FILE *out) {
   char models[4096];
   snprintf(models, sizeof models, "%s/models", workdir);
   DIR *top = opendir(models);
   if (!top) return; /* nothing trained here */
-  long long n = 0, bad = 0;
-  struct dirent *m;
-  while ((m = readdir(top))) {
-    if (m->d_name[0] == '.') continue;
-    char dir[4096 + 256];
-    snprintf(dir, sizeof dir, "%s/%s", models, m->d_name);
-    DIR *sub = opendir(dir);
-    if (!sub) continue;
-    struct dirent *f;
-    while ((f = readdir(sub))) {
-      if (!ends_with(f->d_name, ".ckpt")) continue;
-      char path[4096 + 512], err[1024 + 512];
-      snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
-      struct se3_ckpt c;
-      n++;
-      if (se3_ckpt_load(&c, path, err, sizeof err)) {
-        bad++;
-        damage_add(d, "checkpoint %s", err);
-      } else {
-        se3_ckpt_free(&c);
-      }
-    }
-    closedir(sub);
-  }
   closedir(top);
+  long long n = 0, bad = 0;
+  verify_ckpt_dir(models, 2, &n, &bad, d);
   fprintf(out, "  %-10s %lld files checked, %lld damaged\n", "checkpoints", n, bad);
 }
 

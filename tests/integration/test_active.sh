@@ -111,6 +111,13 @@ bad = [s for s in kept if abs(p[s] - kept[s]) > 1e-4 * (1 + abs(kept[s]))]
 assert not bad, f"{len(bad)} differ, e.g. {bad[0]}: {p[bad[0]]} against {kept[bad[0]]}"
 assert any(abs(p[s] - now[s]) > 1e-3 for s in kept), "round 2's model predicts as the last one does"
 PY
+# verify reads the kept checkpoints too: one damaged is named
+"$se3" verify "$work/a" > "$work/v1.log" 2>&1 || { cat "$work/v1.log"; fail "verify found damage"; }
+cp "$work/a/models/rounds/2/train-1.ckpt" "$work/keep.ckpt"
+printf 'XXXX' | dd of="$work/a/models/rounds/2/train-1.ckpt" bs=1 seek=4000 conv=notrunc 2> /dev/null
+"$se3" verify "$work/a" > "$work/v2.log" 2>&1 && fail "verify missed a damaged kept checkpoint"
+grep -q "rounds/2/train-1.ckpt" "$work/v2.log" || { cat "$work/v2.log"; fail "verify did not name the checkpoint"; }
+cp "$work/keep.ckpt" "$work/a/models/rounds/2/train-1.ckpt"
 # the rerun changes nothing
 "$se3" run "$work/a.yaml" > "$work/a2.log" 2>&1 || { cat "$work/a2.log"; fail "the rerun failed"; }
 grep -q "acquire: round" "$work/a2.log" && { cat "$work/a2.log"; fail "the rerun decided a round"; }
