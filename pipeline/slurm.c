@@ -339,10 +339,27 @@ static void known_chunks(struct ctx *c) {
   if (c->records >= 0 && size > 0) c->max_chunks = c->records > 0 ? (c->records + size - 1) / size : 1;
 }
 
-/* The tasks of an array: slurm.array_size, or fewer where no more chunks can be. */
-static long long array_tasks(const struct ctx *c) {
-  long long tasks = cfg_int(c->root, "slurm.array_size", 16);
-  return c->max_chunks > 0 && c->max_chunks < tasks ? c->max_chunks : tasks;
+/* The chunk size of stage: its own chunk_size (dock's), else run.chunk_size. */
+static long long chunk_size_of(const struct ctx *c, const char *stage) {
+  char key[96];
+  snprintf(key, sizeof key, "stages.%s.chunk_size", stage ? stage : "");
+  long long size = cfg_int(c->root, key, 0);
+  return size > 0 ? size : cfg_int(c->root, "run.chunk_size", 1024);
+}
+
+/* The most chunks stage can have: c->max_chunks, counted at run.chunk_size,
+ * or at the stage's own chunk_size (dock's); -1 where not known. */
+static long long stage_max_chunks(const struct ctx *c, const char *stage) {
+  long long size = chunk_size_of(c, stage);
+  if (c->max_chunks < 0 || c->records < 0 || size <= 0) return c->max_chunks;
+  return c->records > 0 ? (c->records + size - 1) / size : 1;
+}
+
+/* The tasks of stage's array: slurm.array_size, or fewer where no more
+ * chunks can be. */
+static long long array_tasks(const struct ctx *c, const char *stage) {
+  long long tasks = cfg_int(c->root, "slurm.array_size", 16), most = stage_max_chunks(c, stage);
+  return most > 0 && most < tasks ? most : tasks;
 }
 
 static int write_step(const struct ctx *c, int k) {
@@ -354,7 +371,7 @@ static int write_step(const struct ctx *c, int k) {
   struct atomic_file a;
   if (open_script(&a, path)) return -1;
   FILE *f = a.f;
-  long long tasks = array_tasks(c), cap = cfg_int(r, "slurm.max_running", 0),
+  long long tasks = array_tasks(c, s->stage), cap = cfg_int(r, "slurm.max_running", 0),
             cpus = cfg_int(r, "slurm.cpus_per_task", 2), gpus = cfg_int(r, "slurm.gpus_per_task", 0),
             nodes = cfg_int(r, "slurm.nodes", 1), per_node = cfg_int(r, "slurm.tasks_per_node", 1);
   fprintf(f, "#!/bin/bash\n");
@@ -368,9 +385,8 @@ static int write_step(const struct ctx *c, int k) {
     if (tasks < cfg_int(r, "slurm.array_size", 16))
       fprintf(f,
               "# (slurm.array_size is %lld: cut to %lld, the most chunks this stage can have,\n"
-              "# as screen.db's ingest plan of %lld records at run.chunk_size %lld says.)\n",
-              (long long)cfg_int(r, "slurm.array_size", 16), tasks, c->records,
-              (long long)cfg_int(r, "run.chunk_size", 1024));
+              "# as screen.db's ingest plan of %lld records at a chunk size of %lld says.)\n",
+              (long long)cfg_int(r, "slurm.array_size", 16), tasks, c->records, chunk_size_of(c, s->stage));
     break;
   case STEP_MERGE:
     fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage's shards merged into screen.db.\n", c->name,
@@ -655,16 +671,17 @@ int slurm_run(const struct slurm_opts *o) {
   if (write && write_submit(&c)) goto out;
   if (write) {
     printf("wrote %d steps for workflow %s into %s:\n", c.n, c.name, c.dir);
-    long long size = cfg_int(root, "slurm.array_size", 16), tasks = array_tasks(&c);
+    long long size = cfg_int(root, "slurm.array_size", 16);
     int arrays = 0;
     for (int k = 0; k < c.n; k++) {
+      long long tasks = array_tasks(&c, c.steps[k].stage);
       arrays += c.steps[k].kind == STEP_ARRAY;
       printf("  %s", c.steps[k].file);
       if (c.steps[k].kind == STEP_ARRAY && tasks < size)
         printf(": an array of %lld task%s, not %lld (slurm.array_size): the stage has at most %lld chunk%s "
-               "(screen.db's ingest plan: %lld records, run.chunk_size %lld)",
+               "(screen.db's ingest plan: %lld records, a chunk size of %lld)",
                tasks, tasks == 1 ? "" : "s", size, tasks, tasks == 1 ? "" : "s", c.records,
-               (long long)cfg_int(root, "run.chunk_size", 1024));
+               chunk_size_of(&c, c.steps[k].stage));
       printf("\n");
     }
     if (c.max_chunks < 0 && size > 1 && arrays)

@@ -156,7 +156,8 @@ void stage_ids_free(struct stage_ids *p) {
 
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks) {
   memset(p, 0, sizeof *p);
-  p->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
+  /* a stage's own chunk_size (dock's), else the run's */
+  p->chunk_size = cfg_int(ctx->cfg, "chunk_size", cfg_int(ctx->root, "run.chunk_size", 1024));
   p->hash = SE3_HASH_INIT;
   sqlite3_stmt *st = NULL;
   if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) return stage_sql_fail(ctx, "planning");

@@ -3,8 +3,9 @@
  * affinity and its pose stored.
  *
  * Optional: it runs when the workflow names stages.dock. Plan: the set's
- * molecules (duplicates left out), ascending, in chunks of run.chunk_size
- * within one input file (stage_ids_load), as graph plans them. Keyed: a
+ * molecules (duplicates left out), ascending, in chunks of
+ * stages.dock.chunk_size (default run.chunk_size) within one input file
+ * (stage_ids_load), as graph plans them. Keyed: a
  * docking records the hash of the molecule docked (docking.mol_hash) and of
  * the set-up it was docked under (docking.setup: Vina's version, the
  * receptor file's bytes, the box, exhaustiveness and seed); a rerun docks

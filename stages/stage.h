@@ -280,7 +280,8 @@ int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 
 /* The plan of a per-molecule stage: the ids `sql` selects (one column,
  * ascending; `param`, when not NULL, bound to ?1), cut into chunks of
- * run.chunk_size that each hold molecules of one input file (a chunk ends
+ * the stage's own chunk_size where it has one (dock's), else
+ * run.chunk_size, that each hold molecules of one input file (a chunk ends
  * where the file does), so that a file added or removed leaves the other
  * files' chunks as they were. The same in every shard. */
 struct stage_ids {

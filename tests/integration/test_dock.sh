@@ -190,6 +190,12 @@ grep -q "scored 3 molecules from the table, 2 without a score there; 0 scored be
 "$se3" run "$work/tab/wf.yaml" --set stages.dock.table_key=name --set stages.dock.key_column=smiles \
   > "$work/tab/run3.log" 2>&1 || { cat "$work/tab/run3.log"; fail "table_key: name failed"; }
 [ "$(q "SELECT count(*) FROM docking")" = 0 ] || fail "names matched SMILES keys"
+# the dock stage's own chunk size: five molecules in chunks of two
+"$se3" run "$work/tab/wf.yaml" --workdir "$work/tab/run2" --set stages.dock.chunk_size=2 \
+  > "$work/tab/run4.log" 2>&1 || { cat "$work/tab/run4.log"; fail "stages.dock.chunk_size failed"; }
+[ "$(sqlite3 "$work/tab/run2/screen.db" "SELECT count(*) || ':' || sum(n_ok + n_rejected) FROM stage_chunks WHERE stage = 'dock'")" = 3:5 ] ||
+  fail "chunk_size 2: $(sqlite3 "$work/tab/run2/screen.db" "SELECT chunk, n_ok, n_rejected FROM stage_chunks WHERE stage = 'dock'")"
+[ "$(sqlite3 "$work/tab/run2/screen.db" "SELECT count(*) FROM docking")" = 3 ] || fail "chunk_size 2 docked otherwise"
 # 9. two rounds of active learning with the real Vina: eight small SMILES,
 #    three docked at random, a model trained on their scores, two more
 #    acquired by it and docked, the model trained again
