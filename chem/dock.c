@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "chem/obbridge.h"
+#include "common/fsutil.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -111,18 +111,6 @@ static void log_tail(const char *path, int lines, char *out, size_t size) {
     line = nl ? nl + 1 : end;
   }
   free(t);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path); /* (what cannot be removed is left: a temporary folder) */
-  return 0;
-}
-
-static void rm_tree(const char *dir) {
-  if (dir && dir[0]) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static int make_dir(const struct dock_setup *s, const char *what, char *dir, size_t size) {
@@ -673,7 +661,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       pid_t pid = fork();
       if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
-        rm_tree(t->dir);
+        se3_rm_tree(t->dir);
         ret = -1;
         goto out;
       }
@@ -709,7 +697,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       } else {
         continue;
       }
-      rm_tree(t->dir);
+      se3_rm_tree(t->dir);
       t->pid = 0;
       t->dir[0] = 0;
       active--;
@@ -726,7 +714,7 @@ out:
   for (int w = 0; w < workers; w++)
     if (sl[w].pid) {
       kill_child(sl[w].pid);
-      rm_tree(sl[w].dir);
+      se3_rm_tree(sl[w].dir);
       jobs[sl[w].job].status = -1;
     }
   free(sl);

@@ -1,9 +1,10 @@
-/* fsutil.c — folders made whole and files kept under a second name (fsutil.h). */
+/* fsutil.c — folders made or removed whole, files kept under a second name (fsutil.h). */
 #define _GNU_SOURCE
 #include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -47,4 +48,16 @@ int se3_keep_file(const char *src, const char *dst) {
   if (out >= 0) unlink(dst);
   errno = e;
   return -1;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path); /* (what cannot be removed is left) */
+  return 0;
+}
+
+void se3_rm_tree(const char *dir) {
+  if (dir && dir[0]) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }

@@ -1,8 +1,10 @@
-/* fsutil.h — folders made whole and files kept under a second name.
+/* fsutil.h — folders made whole or removed whole, and files kept under a
+ * second name.
  *
  * Leaf code any layer may use (it includes nothing of the project): the
- * runner, slurm and predict make their folders with it, and acquire keeps
- * each round's checkpoints with it. */
+ * runner, slurm and predict make their folders with it, acquire keeps
+ * each round's checkpoints with it, and dock removes its temporary folders
+ * with it. */
 #ifndef SE3_FSUTIL_H
 #define SE3_FSUTIL_H
 
@@ -15,5 +17,9 @@ int se3_mkdirs(const char *path);
  * synced, where the file system has no links. An existing dst is replaced.
  * 0, or -1 with errno and no dst left behind. */
 int se3_keep_file(const char *src, const char *dst);
+
+/* rm -rf dir, not following symbolic links; what cannot be removed is left.
+ * NULL or "" does nothing. */
+void se3_rm_tree(const char *dir);
 
 #endif

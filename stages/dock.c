@@ -45,6 +45,7 @@
 
 #include "chem/dock.h"
 #include "chem/records.h"
+#include "common/fsutil.h"
 #include "stage.h"
 
 struct dstage {
@@ -53,7 +54,7 @@ struct dstage {
   char vina_version[128];
   const char *set;
   const char *receptor_in; /* the workflow's receptor file */
-  char tmp[4096];          /* this run's folder: the prepared receptor */
+  char tmp[4096];          /* this run's folder (make_run_dir): the prepared receptor, the molecules' folders */
   char receptor[4200];     /* ... and its path */
   int workers;
   /* oracle: table: scores computed elsewhere, looked up by key */
@@ -209,16 +210,32 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   return STAGE_OK;
 }
 
+/* This run's folder under $TMPDIR (or /tmp): the prepared receptor, and
+ * each molecule's folder while it docks. Its name is a hash of the workdir
+ * and the shard, so the next run of the same work finds what a run killed
+ * with -9 left there and removes it first (the database's lock makes the
+ * folder this run's alone); where that name cannot be had (another user's
+ * file of that name), a folder of a random name, as mkdtemp makes. */
+static int make_run_dir(struct stage_ctx *ctx, struct dstage *d) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !base[0]) base = "/tmp";
+  int64_t shard[2] = {ctx->shard, ctx->n_shards};
+  uint64_t h = se3_hash_bytes(se3_hash_str(SE3_HASH_INIT, ctx->workdir), shard, sizeof shard);
+  snprintf(d->tmp, sizeof d->tmp, "%s/se3screen-dock-%016llx", base, (unsigned long long)h);
+  se3_rm_tree(d->tmp);
+  if (mkdir(d->tmp, 0700) == 0) return STAGE_OK;
+  snprintf(d->tmp, sizeof d->tmp, "%s/se3screen-dock-XXXXXX", base);
+  if (mkdtemp(d->tmp)) return STAGE_OK;
+  int e = errno;
+  d->tmp[0] = 0;
+  return stage_fail_at(ctx, NULL, "a temporary folder for docking under %s: %s", base, strerror(e));
+}
+
 /* The receptor, prepared once a run (not in --dry-run, which docks nothing). */
 static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d) {
   if (d->ds.receptor) return STAGE_OK;
-  const char *base = getenv("TMPDIR");
-  snprintf(d->tmp, sizeof d->tmp, "%s/se3screen-receptor-XXXXXX", base && base[0] ? base : "/tmp");
-  if (!mkdtemp(d->tmp)) {
-    int e = errno;
-    d->tmp[0] = 0;
-    return stage_fail_at(ctx, NULL, "a temporary folder for the receptor: %s", strerror(e));
-  }
+  if (make_run_dir(ctx, d) != STAGE_OK) return STAGE_ERROR;
+  d->ds.tmpdir = d->tmp;
   snprintf(d->receptor, sizeof d->receptor, "%s/receptor.pdbqt", d->tmp);
   char err[1024];
   if (dock_prepare_receptor(d->receptor_in, d->receptor, 300, err, sizeof err))
@@ -557,10 +574,7 @@ static void dock_end(struct stage_ctx *ctx) {
     ctx->report->log(ctx, "docked %lld molecules (%.1f s each on average), %lld rejected%s%lld docked before",
                      (long long)d->docked, d->docked ? d->seconds / (double)d->docked : 0.0, (long long)d->rejected,
                      "; ", (long long)(d->before + ctx->items_done));
-  if (d->tmp[0]) {
-    unlink(d->receptor);
-    rmdir(d->tmp);
-  }
+  se3_rm_tree(d->tmp[0] ? d->tmp : NULL);
   sqlite3_finalize(d->insert);
   sqlite3_finalize(d->lookup);
   free(d->jobs);

@@ -86,6 +86,9 @@ after=$(q "SELECT mol_id || ' ' || score || ' ' || seconds || ' ' || hex(pose) F
            ($(printf '%s\n' "$before" | cut -d' ' -f1 | paste -sd,)) ORDER BY mol_id")
 [ "$before" = "$after" ] || fail "the dockings stored before the kill changed in the rerun"
 [ "$(q "SELECT count(*) FROM stage_chunks WHERE stage='dock'")" = 2 ] || fail "the dock ledger lacks its 2 chunks"
+# the killed run's temporary folders (the receptor, the molecules in
+# flight) are gone with the rerun's
+[ -z "$(ls -A "$work/tmp")" ] || { ls -lR "$work/tmp"; fail "temporary folders were left in TMPDIR"; }
 
 # 3. the crystal ligand back in its pocket, and the others scored
 "$py" - "$db" <<'PY' || fail "the poses do not check out"
