@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,11 +118,7 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   d->ds.seed = (unsigned)cfg_int(c, "seed", 1);
   d->ds.timeout_s = cfg_float(c, "timeout_s", 900);
   d->workers = (int)cfg_int(c, "workers", 0);
-  if (d->workers <= 0) { /* the cores this process may use (an array task's allocation under Slurm) */
-    cpu_set_t mine;
-    long n = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : sysconf(_SC_NPROCESSORS_ONLN);
-    d->workers = n > 0 ? (int)n : 1;
-  }
+  if (d->workers <= 0) d->workers = stage_cores(); /* (an array task's allocation under Slurm) */
   char err[1024];
   if (dock_vina_version(d->ds.vina, d->vina_version, sizeof d->vina_version, err, sizeof err))
     return stage_fail_at(ctx, cfg_get(c, "vina") ? cfg_get(c, "vina") : c, "%s", err);

@@ -869,10 +869,7 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
     g->co.elements = g->elements;
   }
   g->workers = (int)cfg_int(c, "workers", 0);
-  if (g->workers <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    g->workers = n > 0 ? (int)n : 1;
-  }
+  if (g->workers <= 0) g->workers = stage_cores(); /* (an array task's allocation under Slurm) */
   g->timeout_s = cfg_float(c, "timeout_s", 60);
 
   const struct cfg_node *sets = cfg_get(ctx->root, "sets");
@@ -1696,15 +1693,22 @@ static int ingest_finalize(struct stage_ctx *ctx) {
   return STAGE_OK;
 }
 
+/* "; N parser processes" for the log line of ingest's end */
+static const char *workers_said(const struct ingest *g) {
+  static char said[64];
+  snprintf(said, sizeof said, "; %d parser process%s", g->workers, g->workers == 1 ? "" : "es");
+  return said;
+}
+
 static void ingest_end(struct stage_ctx *ctx) {
   struct ingest *g = ctx->state;
   /* what the chunks of this run read: molecules parsed (and generated in
    * 3D), or only their labels */
   if (g && (g->n_parsed || g->n_relabelled))
     ctx->report->log(ctx, "%lld molecule%s parsed (%lld with 3D coordinates generated), %lld with only "
-                          "their labels read again",
+                          "their labels read again%s",
                      (long long)g->n_parsed, g->n_parsed == 1 ? "" : "s", (long long)g->n_gen3d,
-                     (long long)g->n_relabelled);
+                     (long long)g->n_relabelled, g->pool ? workers_said(g) : "");
   ingest_free(g);
   ctx->state = NULL;
 }

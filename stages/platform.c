@@ -44,6 +44,12 @@ void stage_platform_info(struct stage_platform *p) {
 
 void stage_cpu_reexec(char **argv) { nn_host_reexec(argv); }
 
+int stage_cores(void) {
+  cpu_set_t set;
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
 /* the run's processes, for the GPU each takes (stage_share_cores) */
 static const struct se3_comm *run_comm;
 

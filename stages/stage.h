@@ -398,6 +398,11 @@ struct stage_platform {
 
 void stage_platform_info(struct stage_platform *p);
 
+/* The cores this process may run on: its affinity mask (an array task's
+ * allocation under Slurm, a taskset), else every core online; at least 1.
+ * What `workers: 0` means for ingest's parsers and dock's Vina processes. */
+int stage_cores(void);
+
 /* When OpenBLAS detected weaker kernels than this processor supports (and
  * the user did not set OPENBLAS_CORETYPE), or neither GOMP_SPINCOUNT nor
  * OMP_WAIT_POLICY is set, executes this program again, once, with

@@ -193,9 +193,12 @@ grep -q "scored 3 molecules from the table, 2 without a score there; 0 scored be
 "$se3" run "$work/tab/wf.yaml" --set stages.dock.table_key=name --set stages.dock.key_column=smiles \
   > "$work/tab/run3.log" 2>&1 || { cat "$work/tab/run3.log"; fail "table_key: name failed"; }
 [ "$(q "SELECT count(*) FROM docking")" = 0 ] || fail "names matched SMILES keys"
-# the dock stage's own chunk size: five molecules in chunks of two
-"$se3" run "$work/tab/wf.yaml" --workdir "$work/tab/run2" --set stages.dock.chunk_size=2 \
+# the dock stage's own chunk size: five molecules in chunks of two (and,
+# on one core of an affinity mask, as under a Slurm allocation, one parser)
+taskset -c 0 "$se3" run "$work/tab/wf.yaml" --workdir "$work/tab/run2" --set stages.dock.chunk_size=2 \
   > "$work/tab/run4.log" 2>&1 || { cat "$work/tab/run4.log"; fail "stages.dock.chunk_size failed"; }
+grep -q "ingest: 5 molecules parsed .*; 1 parser process$" "$work/tab/run4.log" ||
+  { cat "$work/tab/run4.log"; fail "ingest's workers: 0 did not take the affinity mask's one core"; }
 [ "$(sqlite3 "$work/tab/run2/screen.db" "SELECT count(*) || ':' || sum(n_ok + n_rejected) FROM stage_chunks WHERE stage = 'dock'")" = 3:5 ] ||
   fail "chunk_size 2: $(sqlite3 "$work/tab/run2/screen.db" "SELECT chunk, n_ok, n_rejected FROM stage_chunks WHERE stage = 'dock'")"
 [ "$(sqlite3 "$work/tab/run2/screen.db" "SELECT count(*) FROM docking")" = 3 ] || fail "chunk_size 2 docked otherwise"
