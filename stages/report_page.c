@@ -868,9 +868,12 @@ static void section_docking(struct rep *r) {
     num(r, q_double(r, NAN, "SELECT min(score) FROM docking"), "%.2f");
     P(" to ");
     num(r, q_double(r, NAN, "SELECT max(score) FROM docking"), "%.2f");
-    P(", a docking taking ");
-    num(r, q_double(r, NAN, "SELECT avg(seconds) FROM docking"), "%.1f");
-    P(" s on average");
+    double secs = q_double(r, NAN, "SELECT avg(seconds) FROM docking");
+    if (secs >= 0.05) { /* (a table's scores take no time) */
+      P(", a docking taking ");
+      num(r, secs, "%.1f");
+      P(" s on average");
+    }
   }
   P(".</p>\n");
   if (n > 1) {

@@ -366,8 +366,8 @@ Test(check_inputs, smiles_file_has_no_label_columns) {
 /* The bundled workflows have no such mistake, and are checked well under
  * a second each. */
 Test(check_inputs, bundled_workflows_pass_fast) {
-  const char *wfs[] = {"workflows/quickstart.yaml", "workflows/classify.yaml"};
-  for (int i = 0; i < 2; i++) {
+  const char *wfs[] = {"workflows/quickstart.yaml", "workflows/classify.yaml", "workflows/active_learning.yaml"};
+  for (int i = 0; i < 3; i++) {
     struct cfg_errors errs = {0};
     struct cfg_node *root = cfg_load(tu_src(wfs[i]), NULL, 0, &errs);
     cr_assert_not_null(root, "%s: %s", wfs[i], errs.n ? errs.msgs[0] : "?");
