@@ -41,6 +41,11 @@ const char *runner_cycling_stage(const struct cfg_node *root) {
   return NULL;
 }
 
+const char *runner_cycle_end(const char *stage) {
+  int i = stage ? run_stage_index(stage) : -1;
+  return i >= 0 ? run_all_stages[i]->cycle_end : NULL;
+}
+
 int runner_stages(const struct cfg_node *root, const char *names[], int max) {
   int last = run_last_configured(root, 0, N_STAGES - 1), n = 0;
   for (int i = 0; i <= last && n < max; i++)

@@ -45,7 +45,7 @@ static const char usage_report[] =
 
 static const char usage_run[] =
     "usage: se3screen run WORKFLOW.yaml [--set stage.key=value]... [--stage NAME | --until NAME]\n"
-    "                     [--shard I/N] [--workdir DIR] [--dry-run]\n"
+    "                     [--shard I/N] [--workdir DIR] [--dry-run] [--stage acquire --round N]\n"
     "\n"
     "Runs the stages the workflow configures, in order, in chunks. Finished chunks\n"
     "are kept: run the same command again after a crash, a kill or a timeout and it\n"
@@ -62,7 +62,11 @@ static const char usage_run[] =
     "  --workdir DIR    write here instead of the workflow's workdir\n"
     "  --dry-run        say what the run would do now, stage by stage, and why (the\n"
     "                   files new, changed or gone, the molecules to do), and stop;\n"
-    "                   nothing is written\n";
+    "                   nothing is written\n"
+    "  --round N        with --stage acquire: decide round N of active learning (the\n"
+    "                   next one), once round N-1's molecules are docked, learned and\n"
+    "                   scored; nothing to do when it is decided already. What the\n"
+    "                   steps `se3screen slurm` writes run between the rounds' stages\n";
 
 static const char usage_predict[] =
     "usage: se3screen predict MODEL INPUT... [-o FILE] [--top N] [--workdir DIR] [--set KEY=VALUE]...\n"
@@ -274,7 +278,8 @@ static int parse_common(int argc, char **argv, const char *usage, const char **p
     const char *val = NULL;
     int takes =
         !strcmp(a, "--set") ||
-        (ro && (!strcmp(a, "--stage") || !strcmp(a, "--until") || !strcmp(a, "--shard") || !strcmp(a, "--workdir")));
+        (ro && (!strcmp(a, "--stage") || !strcmp(a, "--until") || !strcmp(a, "--shard") || !strcmp(a, "--workdir") ||
+                (!strcmp(a, "--round") && usage == usage_run)));
     if (takes) {
       if (i + 1 >= argc) return usage_error(usage, "%s needs a value", a);
       val = argv[++i];
@@ -291,6 +296,13 @@ static int parse_common(int argc, char **argv, const char *usage, const char **p
       ro->until = val;
     } else if (val && !strcmp(a, "--workdir")) {
       ro->workdir = val;
+    } else if (val && !strcmp(a, "--round")) {
+      char *end = NULL;
+      long long n = strtoll(val, &end, 10);
+      if (!end || end == val || *end || n < 0 || n > 100000)
+        return usage_error(usage, "--round wants a round number 0 to 100000, got '%s'", val);
+      ro->round = n;
+      ro->round_given = 1;
     } else if (val && !strcmp(a, "--shard")) {
       int si, sn;
       char extra;

@@ -93,6 +93,7 @@ static void run_init(struct run *r, const struct run_opts *o) {
   r->shard = 0;
   r->n_shards = 1;
   r->st.lock_fd = -1;
+  r->round = o->round_given ? o->round : -1;
 }
 
 /* The meta rows that say how to rebuild this run's configuration (merge
@@ -732,6 +733,14 @@ static int run_main(const struct run_opts *o) {
   if (r.n_shards > 1 && first != last) {
     fprintf(stderr, "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
                     "before the next stage\n");
+    cfg_node_free(r.root);
+    return SE3_EXIT_USAGE;
+  }
+  if (o->round_given && (!o->stage || !runner_cycling_stage(r.root) || strcmp(o->stage, runner_cycling_stage(r.root)) ||
+                         r.n_shards > 1)) {
+    fprintf(stderr, "se3screen run: --round goes with --stage %s, unsharded: it decides a round of the workflow's "
+                    "active learning\n",
+            runner_cycling_stage(r.root) ? runner_cycling_stage(r.root) : "acquire");
     cfg_node_free(r.root);
     return SE3_EXIT_USAGE;
   }

@@ -33,6 +33,8 @@ struct run_opts {
   const struct se3_comm *comm;   /* the processes of a data-parallel run (common/comm.h);
                                     NULL: this one alone */
   int dry_run;                   /* --dry-run: runner_dry_run */
+  int round_given;               /* --round N (with --stage acquire): decide round N of */
+  long long round;               /* active learning, once the round before is done (slurm's steps) */
 };
 
 /* `run`. In a data-parallel run every process calls it: rank 0 runs the
@@ -78,5 +80,8 @@ int runner_stages(const struct cfg_node *root, const char *names[], int max);
 /* The stage of this workflow that runs again at the end of a cycle
  * (stage.h's cycle_end: acquire, active learning's rounds), or NULL. */
 const char *runner_cycling_stage(const struct cfg_node *root);
+/* The stage after which `stage` runs again (its cycle_end: score for
+ * acquire), or NULL. */
+const char *runner_cycle_end(const char *stage);
 
 #endif

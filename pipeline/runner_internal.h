@@ -47,6 +47,7 @@ struct run {
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
   int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
   int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's cycle_end) */
+  long long round;             /* run --round N: the round the cycling stage is asked to decide; -1 none */
   char err[2048];
 };
 

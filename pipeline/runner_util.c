@@ -296,4 +296,5 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   ctx->stop = &run_stop_flag;
   ctx->report = &report;
   ctx->cycle = r->cycle;
+  ctx->round = r->round;
 }

@@ -25,10 +25,13 @@ enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_TRAIN, STEP_SINGLE };
 struct step {
   enum step_kind kind;
   const char *stage; /* the stage it runs (merges, for STEP_MERGE) */
-  char file[64];     /* NN-name.sbatch */
+  int round;         /* active learning: the round whose molecules the step works on (its stages
+                        from dock to score), or the round it decides (acquire); -1: none */
+  char file[64];     /* NN-name.sbatch, NN-rR-name.sbatch, NN-acquire-rR.sbatch */
 };
 
-#define MAX_STEPS 32
+/* (a workflow that goes round has its cycle's steps once a round) */
+#define MAX_STEPS 512
 
 /* The stages whose chunks an array's tasks share out (the others run as
  * one job). */
@@ -118,6 +121,9 @@ struct ctx {
   const char *name; /* the workflow's name */
   struct step steps[MAX_STEPS];
   int n;
+  const char *cycling; /* the stage that decides active learning's rounds (acquire), or NULL */
+  int rounds;          /* its rounds after round 0 */
+  int first_round_step; /* the first step of a round (c->n: none) */
   long long records;    /* the ingest's plan in screen.db: records; -1 when not known */
   long long max_chunks; /* so the most chunks any array stage can have; -1 when not known */
 };
@@ -194,6 +200,7 @@ static void common_header(FILE *f, const struct ctx *c, const struct step *s) {
              *extra = cfg_str(r, "slurm.extra", NULL);
   char name[PATH_MAX + 96];
   snprintf(name, sizeof name, "se3-%s-%s%s", c->name, s->kind == STEP_MERGE ? "merge-" : "", s->stage);
+  if (s->round >= 0) snprintf(name + strlen(name), sizeof name - strlen(name), "-r%d", s->round);
   put_option(f, "--job-name", name);
   put_option(f, "--time", cfg_str(r, "slurm.time", "04:00:00"));
   fprintf(f, "#SBATCH --signal=B:USR1@%lld\n", (long long)cfg_int(r, "slurm.signal_s", 120));
@@ -246,10 +253,17 @@ static const char step_function[] =
     "  exit \"$rc\"\n"
     "}\n";
 
-/* se3screen run WORKFLOW --stage S with the --set overrides, as bash words. */
-static void run_words(FILE *f, const struct ctx *c, const char *stage) {
+/* The round step s decides (an acquire step of active learning), or -1. */
+static int decides(const struct ctx *c, const struct step *s) {
+  return s->kind == STEP_SINGLE && c->cycling && !strcmp(s->stage, c->cycling) ? s->round : -1;
+}
+
+/* se3screen run WORKFLOW --stage S with the --set overrides, as bash words
+ * (and --round R for a step that decides round R). */
+static void run_words(FILE *f, const struct ctx *c, const char *stage, int round) {
   fputs("\"$SE3\" run \"$WORKFLOW\" --stage ", f);
   fputs(stage, f);
+  if (round >= 0) fprintf(f, " --round %d", round);
   for (int i = 0; i < c->o->n_sets; i++) {
     if (!strncmp(c->o->sets[i], "slurm.", 6)) continue; /* (the scripts' own settings) */
     fputs(" --set ", f);
@@ -397,9 +411,18 @@ static int write_step(const struct ctx *c, int k) {
             c->name, k, nodes * per_node, nodes * per_node > 1 ? "es" : "", nodes, nodes > 1 ? "s" : "");
     break;
   case STEP_SINGLE:
-    fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage.\n", c->name, k, s->stage);
+    if (decides(c, s) >= 0)
+      fprintf(f,
+              "# se3screen slurm, workflow %s, step %d: active learning's round %d decided (the %s\n"
+              "# stage), %s.\n",
+              c->name, k, s->round, s->stage,
+              s->round == 0 ? "at random" : "by the model the steps before trained on every docking score so far");
+    else
+      fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage.\n", c->name, k, s->stage);
     break;
   }
+  if (s->round >= 0 && decides(c, s) < 0)
+    fprintf(f, "# (Active learning's round %d: the molecules it picked, the model learning them.)\n", s->round);
   fprintf(f, "# Written by `se3screen slurm`, edit freely; submit.sh submits the steps in order.\n");
   common_header(f, c, s);
   if (s->kind == STEP_ARRAY) {
@@ -418,7 +441,7 @@ static int write_step(const struct ctx *c, int k) {
   } else {
     fprintf(f, "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=%lld\n", s->kind == STEP_MERGE ? 1 : cpus);
   }
-  if (gpus > 0 && (s->kind == STEP_TRAIN || (s->kind == STEP_ARRAY && !strcmp(s->stage, "score"))))
+  if (gpus > 0 && (s->kind == STEP_TRAIN || (s->kind != STEP_MERGE && !strcmp(s->stage, "score"))))
     fprintf(f, "#SBATCH --gpus-per-task=%lld\n", gpus);
   fprintf(f, "\nset -u\nSE3=");
   put_quoted(f, c->se3);
@@ -429,7 +452,7 @@ static int write_step(const struct ctx *c, int k) {
   switch (s->kind) {
   case STEP_ARRAY:
     fputs("step ", f);
-    run_words(f, c, s->stage);
+    run_words(f, c, s->stage, decides(c, s));
     fputs(" --shard \"$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT\"\n", f);
     break;
   case STEP_MERGE:
@@ -440,14 +463,14 @@ static int write_step(const struct ctx *c, int k) {
   case STEP_TRAIN:
     /* one process: no launcher; several: srun starts them, PMIx joins them */
     fputs("if [ \"${SLURM_NTASKS:-1}\" -gt 1 ]; then\n  step srun --mpi=pmix ", f);
-    run_words(f, c, s->stage);
+    run_words(f, c, s->stage, decides(c, s));
     fputs("\nelse\n  step ", f);
-    run_words(f, c, s->stage);
+    run_words(f, c, s->stage, decides(c, s));
     fputs("\nfi\n", f);
     break;
   case STEP_SINGLE:
     fputs("step ", f);
-    run_words(f, c, s->stage);
+    run_words(f, c, s->stage, decides(c, s));
     fputc('\n', f);
     break;
   }
@@ -488,8 +511,10 @@ static int write_submit(const struct ctx *c) {
 }
 
 /* Whether stage `name` is finished in WORKDIR/screen.db (0 where there is
- * no database yet). */
-static int stage_finished(const struct ctx *c, const char *name) {
+ * no database yet); with since (UTC, as the store writes times), also begun
+ * no earlier than then (a stage's begin stamps `updated`, and unfinishes it
+ * when it has work). */
+static int stage_finished(const struct ctx *c, const char *name, const char *since) {
   char db[PATH_MAX + 16];
   snprintf(db, sizeof db, "%s/screen.db", c->workdir);
   if (access(db, R_OK) != 0) return 0;
@@ -498,14 +523,59 @@ static int stage_finished(const struct ctx *c, const char *name) {
   if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
     sqlite3_busy_timeout(h, 10000);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT finalized FROM stage_state WHERE stage = ?1", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(h, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
       sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+      if (since) sqlite3_bind_text(st, 2, since, -1, SQLITE_STATIC);
       if (sqlite3_step(st) == SQLITE_ROW) done = sqlite3_column_int(st, 0) != 0;
     }
     sqlite3_finalize(st);
   }
   sqlite3_close(h);
   return done;
+}
+
+/* Active learning's rounds decided in WORKDIR/screen.db (0 where none),
+ * and, when there are some, when the last was (UTC) into last. */
+static long long rounds_decided(const struct ctx *c, char *last, size_t n) {
+  char db[PATH_MAX + 16];
+  snprintf(db, sizeof db, "%s/screen.db", c->workdir);
+  last[0] = 0;
+  if (access(db, R_OK) != 0) return 0;
+  sqlite3 *h = NULL;
+  long long decided = 0;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 10000);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT count(*), max(decided) FROM rounds", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      decided = sqlite3_column_int64(st, 0);
+      if (sqlite3_column_text(st, 1)) snprintf(last, n, "%s", (const char *)sqlite3_column_text(st, 1));
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  return decided;
+}
+
+/* Whether step k's work is in screen.db, `decided` rounds being decided
+ * there, the last at `last`. A step before active learning's cycle (or of
+ * a workflow without one): its stage finished. A round's decision: the
+ * round decided. A step of round r's cycle: round r + 1 decided; or round
+ * r the last decided and the stage of this step or of a later one of the
+ * round finished since (the steps run in order, and a stage with nothing
+ * to do in a round, as graph when no molecule is new, leaves its state as
+ * it was). A step after the cycle: every round decided and the same of
+ * the steps after the cycle. */
+static int step_done(const struct ctx *c, int k, long long decided, const char *last) {
+  const struct step *s = &c->steps[k];
+  if (!c->cycling || (s->round < 0 && k < c->first_round_step)) return stage_finished(c, s->stage, NULL);
+  if (decides(c, s) >= 0) return decided > s->round;
+  if (s->round >= 0 && decided > s->round + 1) return 1;
+  if (decided != (s->round >= 0 ? s->round + 1 : c->rounds + 1) || !last[0]) return 0;
+  for (int j = k; j < c->n && c->steps[j].round == s->round && decides(c, &c->steps[j]) < 0; j++)
+    if (stage_finished(c, c->steps[j].stage, last)) return 1;
+  return 0;
 }
 
 /* The job ids jobs.tsv lists that Slurm still holds (queued or running),
@@ -604,6 +674,76 @@ static int run_submit(const struct ctx *c, const char *sub, int first) {
   return -1;
 }
 
+/* A step of stage (and its merge, for an array stage) into c->steps. An
+ * array of one task would be one job that writes screen.db itself (task 0
+ * of 1 is no shard), after which a merge finds no shard and fails the
+ * chain: such a stage is one job, without a merge. */
+static void add_stage(struct ctx *c, const char *stage, int round) {
+  enum step_kind kind = chunked(stage) ? STEP_ARRAY : !strcmp(stage, "train") ? STEP_TRAIN : STEP_SINGLE;
+  if (kind == STEP_ARRAY && array_tasks(c, stage) <= 1) kind = STEP_SINGLE;
+  if (c->n < MAX_STEPS) c->steps[c->n++] = (struct step){kind, stage, round, ""};
+  if (kind == STEP_ARRAY && c->n < MAX_STEPS) c->steps[c->n++] = (struct step){STEP_MERGE, stage, round, ""};
+}
+
+/* The steps: a step a stage, an array stage's followed by its merge. A
+ * workflow that goes round (stages.acquire: active learning) has the
+ * stages of its cycle (dock to score) once a round, and between the rounds
+ * the step that decides the next (`run --stage acquire --round R`, which
+ * refuses to decide while a step of the round before is missing): the
+ * runner's cycle, unrolled into the chain. 0, or -1 with a message. */
+static int make_steps(struct ctx *c) {
+  const char *names[16];
+  int ns = runner_stages(c->root, names, 16), cyc = -1, cyc_end = -1;
+  c->cycling = runner_cycling_stage(c->root);
+  if (c->cycling) {
+    char key[64];
+    snprintf(key, sizeof key, "stages.%s.rounds", c->cycling);
+    c->rounds = (int)cfg_int(c->root, key, 5);
+    const char *end = runner_cycle_end(c->cycling);
+    for (int i = 0; i < ns; i++) {
+      if (!strcmp(names[i], c->cycling)) cyc = i;
+      if (end && !strcmp(names[i], end)) cyc_end = i;
+    }
+    if (cyc < 0 || cyc_end <= cyc) c->cycling = NULL; /* (the workflow ends before its cycle does) */
+  }
+  for (int i = 0; i < ns; i++) {
+    if (!c->cycling || i < cyc) {
+      add_stage(c, names[i], -1);
+    } else if (i == cyc) {
+      for (int r = 0; r <= c->rounds; r++) {
+        add_stage(c, names[cyc], r); /* decides round r */
+        for (int j = cyc + 1; j <= cyc_end; j++)
+          add_stage(c, names[j], r);
+      }
+    } else if (i > cyc_end) {
+      add_stage(c, names[i], -1);
+    }
+  }
+  if (c->n >= MAX_STEPS) {
+    fprintf(stderr,
+            "se3screen slurm: workflow %s would chain more than %d steps (stages.%s.rounds is %d): run it as one job "
+            "instead, sbatch --signal=B:USR1@120 --wrap \"exec se3screen run %s\" (it resumes where it stopped when "
+            "submitted again), or in fewer rounds\n",
+            c->name, MAX_STEPS - 1, c->cycling ? c->cycling : "acquire", c->rounds, c->o->workflow);
+    return -1;
+  }
+  c->first_round_step = c->n;
+  for (int k = c->n - 1; k >= 0; k--)
+    if (c->steps[k].round >= 0) c->first_round_step = k;
+  int width = c->n > 100 ? 3 : 2;
+  for (int k = 0; k < c->n; k++) {
+    struct step *s = &c->steps[k];
+    const char *merge = s->kind == STEP_MERGE ? "merge-" : "";
+    if (decides(c, s) >= 0)
+      snprintf(s->file, sizeof s->file, "%0*d-%s-r%d.sbatch", width, k, s->stage, s->round);
+    else if (s->round >= 0)
+      snprintf(s->file, sizeof s->file, "%0*d-r%d-%s%s.sbatch", width, k, s->round, merge, s->stage);
+    else
+      snprintf(s->file, sizeof s->file, "%0*d-%s%s.sbatch", width, k, merge, s->stage);
+  }
+  return 0;
+}
+
 int slurm_run(const struct slurm_opts *o) {
   struct ctx c = {.o = o};
   struct cfg_node *root = runner_config(o->workflow, o->sets, o->n_sets);
@@ -631,29 +771,10 @@ int slurm_run(const struct slurm_opts *o) {
     goto out;
   }
 
-  if (runner_cycling_stage(root)) {
-    /* (its steps would run one round: the cycle is the runner's, in one process) */
-    fprintf(stderr,
-            "se3screen slurm: workflow %s goes round (stages.%s: active learning), which `slurm` cannot chain yet; "
-            "run it as one job instead: sbatch --signal=B:USR1@120 --wrap \"exec se3screen run %s\" (it resumes "
-            "where it stopped when submitted again)\n",
-            c.name, runner_cycling_stage(root), o->workflow);
+  known_chunks(&c);
+  if (make_steps(&c)) {
     ret = SE3_EXIT_USAGE;
     goto out;
-  }
-  known_chunks(&c);
-  const char *names[16];
-  int ns = runner_stages(root, names, 16);
-  for (int i = 0; i < ns && c.n + 2 <= MAX_STEPS; i++) {
-    enum step_kind kind = chunked(names[i]) ? STEP_ARRAY : !strcmp(names[i], "train") ? STEP_TRAIN : STEP_SINGLE;
-    c.steps[c.n] = (struct step){kind, names[i], ""};
-    snprintf(c.steps[c.n].file, sizeof c.steps[c.n].file, "%02d-%s.sbatch", c.n, names[i]);
-    c.n++;
-    if (kind == STEP_ARRAY) {
-      c.steps[c.n] = (struct step){STEP_MERGE, names[i], ""};
-      snprintf(c.steps[c.n].file, sizeof c.steps[c.n].file, "%02d-merge-%s.sbatch", c.n, names[i]);
-      c.n++;
-    }
   }
   char logs[PATH_MAX + 32];
   snprintf(logs, sizeof logs, "%s/logs", c.dir);
@@ -677,7 +798,11 @@ int slurm_run(const struct slurm_opts *o) {
       long long tasks = array_tasks(&c, c.steps[k].stage);
       arrays += c.steps[k].kind == STEP_ARRAY;
       printf("  %s", c.steps[k].file);
-      if (c.steps[k].kind == STEP_ARRAY && tasks < size)
+      if (c.steps[k].kind == STEP_SINGLE && chunked(c.steps[k].stage) && size > 1)
+        printf(": one job, not an array of %lld (slurm.array_size): the stage has at most 1 chunk (screen.db's "
+               "ingest plan: %lld records, a chunk size of %lld)",
+               size, c.records, chunk_size_of(&c, c.steps[k].stage));
+      else if (c.steps[k].kind == STEP_ARRAY && tasks < size)
         printf(": an array of %lld task%s, not %lld (slurm.array_size): the stage has at most %lld chunk%s "
                "(screen.db's ingest plan: %lld records, a chunk size of %lld)",
                tasks, tasks == 1 ? "" : "s", size, tasks, tasks == 1 ? "" : "s", c.records,
@@ -706,7 +831,9 @@ int slurm_run(const struct slurm_opts *o) {
               busy);
       goto out;
     }
-    while (first < c.n && stage_finished(&c, c.steps[first].stage))
+    char last[64];
+    long long decided = rounds_decided(&c, last, sizeof last);
+    while (first < c.n && step_done(&c, first, decided, last))
       first++;
     if (first == c.n) {
       printf("every stage of workflow %s is finished in %s/screen.db: nothing to submit\n", c.name, c.workdir);

@@ -110,6 +110,37 @@ static int64_t query_int(sqlite3 *db, const char *sql, const char *p1, int64_t d
   return v;
 }
 
+/* Whether round r >= 1 may be decided now, when the runner is not the one
+ * going round (`--round`): every molecule round r - 1 picked is docked or
+ * a reject of dock, and, if any was docked, the scores come from a model
+ * other than the one that decided round r - 1 (trained since). Else
+ * STAGE_ERROR saying what is missing: the steps of round r - 1 did not all
+ * run. */
+static int round_ready(struct stage_ctx *ctx, int64_t r) {
+  char *sql = sqlite3_mprintf("SELECT count(*) FROM acquisitions q WHERE q.round = %lld AND NOT EXISTS (SELECT 1 "
+                              "FROM docking k WHERE k.mol_id = q.mol_id) AND NOT EXISTS (SELECT 1 FROM rejects j "
+                              "WHERE j.stage = 'dock' AND j.mol_id = q.mol_id)",
+                              (long long)r - 1);
+  int64_t undocked = query_int(ctx->db, sql, NULL, -1);
+  sqlite3_free(sql);
+  if (undocked != 0)
+    return stage_fail_at(ctx, NULL, "round %lld cannot be decided yet: %lld molecule%s of round %lld %s not docked "
+                                    "(run the dock stage first)",
+                         (long long)r, (long long)undocked, undocked == 1 ? "" : "s", (long long)r - 1,
+                         undocked == 1 ? "is" : "are");
+  sql = sqlite3_mprintf("SELECT (SELECT count(*) FROM acquisitions q JOIN docking k ON k.mol_id = q.mol_id WHERE "
+                        "q.round = %lld) > 0 AND (SELECT max(model_hash) FROM scores WHERE model = " MODEL_SQL
+                        ") IS (SELECT model_hash FROM rounds WHERE round = %lld)",
+                        (long long)r - 1, (long long)r - 1);
+  int64_t stale = query_int(ctx->db, sql, NULL, 1);
+  sqlite3_free(sql);
+  if (stale)
+    return stage_fail_at(ctx, NULL, "round %lld cannot be decided yet: the set's scores do not come from a model "
+                                    "trained since round %lld's molecules were docked (run train and score first)",
+                         (long long)r, (long long)r - 1);
+  return STAGE_OK;
+}
+
 static int acquire_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct astage *a = calloc(1, sizeof *a);
   if (!a) return stage_fail_at(ctx, NULL, "out of memory");
@@ -152,7 +183,25 @@ static int acquire_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_it
   *n_items = *n_chunks;
   a->needed = calloc((size_t)*n_chunks + 1, 1);
   if (!a->needed) return stage_fail_at(ctx, NULL, "out of memory");
-  if (a->decided < a->rounds + 1 && (a->decided == 0 || ctx->cycle)) a->needed[a->decided] = 1;
+  if (ctx->round >= 0) {
+    /* `run --stage acquire --round N` (a Slurm step between rounds) */
+    if (ctx->round > a->rounds)
+      return stage_fail_at(ctx, cfg_get(c, "rounds") ? cfg_get(c, "rounds") : c,
+                           "round %lld is beyond the budget: stages.acquire.rounds is %lld (rounds 0 to %lld)",
+                           (long long)ctx->round, (long long)a->rounds, (long long)a->rounds);
+    if (ctx->round > a->decided)
+      return stage_fail_at(ctx, NULL, "round %lld cannot be decided yet: %lld round%s decided, round %lld comes first",
+                           (long long)ctx->round, (long long)a->decided, a->decided == 1 ? "" : "s",
+                           (long long)a->decided);
+    if (ctx->round == a->decided) {
+      if (a->decided > 0 && round_ready(ctx, a->decided) != STAGE_OK) return STAGE_ERROR;
+      a->needed[a->decided] = 1;
+    } else {
+      ctx->report->log(ctx, "round %lld is decided already", (long long)ctx->round);
+    }
+  } else if (a->decided < a->rounds + 1 && (a->decided == 0 || ctx->cycle)) {
+    a->needed[a->decided] = 1;
+  }
   ctx->chunk_needed = a->needed;
   ctx->items_done = *n_items - (a->needed[a->decided] ? 1 : 0);
   return STAGE_OK;

@@ -60,6 +60,8 @@ struct stage_ctx {
                                   the others as done. NULL: every chunk */
   int64_t items_done;          /* ... and the molecules of those others */
   int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle_end) */
+  int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
+                                  step, where no runner goes round); -1: none */
   char err[1024];              /* message when a callback returns non-zero */
 };
 

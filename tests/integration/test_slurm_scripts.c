@@ -189,6 +189,70 @@ Test(slurm_scripts, arrays_capped_at_the_chunks_screen_db_knows) {
   free(dir);
 }
 
+/* Active learning (stages.acquire): the cycle's steps once a round, each
+ * round decided by a step of its own (`run --stage acquire --round R`)
+ * between them; a chain too long for `slurm` is refused. An array stage
+ * with one chunk is one job without a merge (a task 0 of 1 writes screen.db
+ * itself, and the merge after it found no shard and failed the chain). */
+Test(slurm_scripts, active_learning_rounds_chained) {
+  char *dir = tu_tmpdir("slurm_active"), *out = NULL;
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: al\nworkdir: wd\nrun: {progress: lines, chunk_size: 64}\nslurm: {array_size: 2}\n"
+           "sets:\n  library:\n    - path: %s\n"
+           "stages:\n  ingest: {}\n  acquire: {initial: 12, batch: 8, rounds: 2}\n"
+           "  dock: {oracle: table, table: %s}\n  graph: {cutoff: 5.0}\n"
+           "  train: {set: library, target: dock, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n",
+           tu_src("tests/data/active/library.csv"), tu_src("tests/data/active/scores.csv"));
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);
+  const char *want[] = {"00-ingest.sbatch",         "01-merge-ingest.sbatch", "02-acquire-r0.sbatch",
+                        "03-r0-dock.sbatch",        "04-r0-merge-dock.sbatch", "05-r0-graph.sbatch",
+                        "06-r0-merge-graph.sbatch", "07-r0-train.sbatch",      "08-r0-score.sbatch",
+                        "09-r0-merge-score.sbatch", "10-acquire-r1.sbatch",    "11-r1-dock.sbatch"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) has(out, want[i], "slurm's output");
+  has(out, "wrote 27 steps", "slurm's output"); /* 2 + 3 x (1 + 7) + rank */
+  has(out, "18-acquire-r2.sbatch", "slurm's output");
+  has(out, "26-rank.sbatch", "slurm's output");
+  static const struct {
+    const char *file, *what;
+  } wants[] = {
+      {"10-acquire-r1.sbatch", "--stage acquire --round 1\n"},
+      {"10-acquire-r1.sbatch", "round 1 decided"},
+      {"10-acquire-r1.sbatch", "--job-name=se3-al-acquire-r1\n"},
+      {"02-acquire-r0.sbatch", "--stage acquire --round 0\n"},
+      {"12-r1-merge-dock.sbatch", "--job-name=se3-al-merge-dock-r1\n"},
+      {"12-r1-merge-dock.sbatch", "Active learning's round 1"},
+      {"submit.sh", "steps=(00-ingest.sbatch 01-merge-ingest.sbatch 02-acquire-r0.sbatch 03-r0-dock.sbatch"},
+  };
+  for (size_t i = 0; i < sizeof wants / sizeof *wants; i++) {
+    char *t = script(dir, wants[i].file);
+    has(t, wants[i].what, wants[i].file);
+    free(t);
+  }
+  char *s = script(dir, "26-rank.sbatch");
+  cr_assert(!strstr(s, "--round"), "rank decides no round:\n%s", s);
+  free(s);
+  free(out);
+  /* the library known to be one chunk: its arrays are single jobs */
+  ingest_planned(dir, 60, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')");
+  cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);
+  has(out, "wrote 17 steps", "slurm's output"); /* 1 + 3 x (1 + 4) + rank */
+  has(out, "00-ingest.sbatch: one job, not an array of 2 (slurm.array_size): the stage has at most 1 chunk",
+      "slurm's output");
+  cr_assert(!strstr(out, "merge"), "a stage of one chunk got a merge:\n%s", out);
+  s = script(dir, "02-r0-dock.sbatch");
+  cr_assert(!strstr(s, "--array") && !strstr(s, "--shard"), "a one-chunk stage is an array:\n%s", s);
+  free(s);
+  free(out);
+  /* too many rounds for a chain */
+  cr_assert_eq(tu_se3(&out, "slurm %s --set stages.acquire.rounds=200", wf), 2, "%s", out);
+  has(out, "would chain more than 511 steps (stages.acquire.rounds is 200)", "slurm's refusal");
+  free(out);
+  free(wf);
+  free(dir);
+}
+
 Test(slurm_scripts, bad_values_and_usage_are_refused) {
   char *dir = tu_tmpdir("slurm_bad");
   char *wf = workflow(dir, "");

@@ -15,7 +15,13 @@
 #      uninterrupted local run, and --resume then has nothing to submit;
 #   3. gives a train job a 1-minute limit and more epochs than fit: Slurm's
 #      USR1 before the limit stops it at a step with its work kept, it
-#      requeues itself and ends in a later run, every epoch trained once.
+#      requeues itself and ends in a later run, every epoch trained once;
+#   4. submits an active-learning campaign (a table for an oracle, three
+#      rounds, each round's dock, graph and score as 2-task arrays), cancels
+#      every job once round 1 is decided, resumes it with --resume (from a
+#      step of round 1 or later), and requires the decisions, dockings,
+#      scores and the history of each round of the same campaign run
+#      locally in one process, bit for bit.
 # Elsewhere it reports skipped (exit 77) with the reason.
 #   usage: test_slurm.sh SE3SCREEN SOURCE_DIR WORK_DIR
 set -uo pipefail
@@ -283,5 +289,60 @@ grep -q "resuming from its checkpoint" "$log" || { cat "$log"; fail "the requeue
 n=$("$se3" query "$work/usr1/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
 [ "$n" = "$long $long" ] || fail "metrics: $n rows and distinct epochs, not $long $long"
 echo "ok: USR1 before the limit: stopped, requeued $(grep -c "requeueing job" "$log") time(s), $long epochs done once each"
+
+# 4. active learning through Slurm: the rounds chained, killed, resumed
+mkdir -p "$work/al" && cp "$src/tests/data/active/library.csv" "$src/tests/data/active/scores.csv" "$work/al/"
+cat >"$work/al/wf.yaml" <<EOF
+workflow: al
+workdir: local
+run: {chunk_size: 32, progress: lines}
+sets:
+  library:
+    - path: library.csv
+stages:
+  ingest: {}
+  acquire: {initial: 12, batch: 8, rounds: 2, rule: greedy, seed: 3}
+  dock: {oracle: table, table: scores.csv}
+  graph: {cutoff: 5.0}
+  train: {set: library, target: dock, epochs: 3, model: small, batch_size: 8}
+  score: {set: library}
+EOF
+"$se3" run "$work/al/wf.yaml" >"$work/al/local.log" 2>&1 || { cat "$work/al/local.log"; fail "the local campaign"; }
+"$se3" slurm "$work/al/wf.yaml" --set workdir="$work/al/cluster" --array-size 2 --cpus-per-task 2 --time 10:00 \
+  --submit >"$work/al/submit.log" 2>&1 || { cat "$work/al/submit.log"; fail "se3screen slurm --submit (active learning)"; }
+grep -q "submitted [0-9]*-acquire-r2.sbatch" "$work/al/submit.log" &&
+  grep -q "submitted [0-9]*-r2-merge-score.sbatch" "$work/al/submit.log" ||
+  { cat "$work/al/submit.log"; fail "the rounds' steps were not all submitted"; }
+t0=$SECONDS
+until [ "$(sqlite3 "$work/al/cluster/screen.db" "SELECT count(*) FROM rounds" 2>/dev/null || echo 0)" -ge 2 ]; do
+  [ $((SECONDS - t0)) -gt 600 ] && { squeue; fail "round 1 was not decided through Slurm in 600 s"; }
+  sleep 0.5
+done
+scancel --user=root
+drain 120 || fail "the cancelled jobs did not end"
+echo "cancelled the campaign with $(sqlite3 "$work/al/cluster/screen.db" "SELECT count(*) FROM rounds") rounds decided"
+"$se3" slurm "$work/al/wf.yaml" --set workdir="$work/al/cluster" --array-size 2 --cpus-per-task 2 --time 10:00 \
+  --resume >"$work/al/resume.log" 2>&1 || { cat "$work/al/resume.log"; fail "se3screen slurm --resume (active learning)"; }
+cat "$work/al/resume.log"
+grep -Eq "resuming workflow al from step [0-9]+-(r[12]-|acquire-r2)" "$work/al/resume.log" ||
+  fail "--resume did not start from a step of round 1 or later"
+drain 900 || fail "the resumed campaign did not finish in 900 s"
+for l in "$work"/al/cluster/slurm/logs/*.log; do
+  grep -q "se3screen slurm: job .* failed" "$l" && { cat "$l"; fail "a job of the campaign failed: $l"; }
+done
+for t in "SELECT round, mol_id, rule, quote(value), rank FROM acquisitions ORDER BY mol_id" \
+         "SELECT round, rule, n_acquired, n_candidates, n_labelled, model_hash FROM rounds ORDER BY round" \
+         "SELECT mol_id, quote(score) FROM docking ORDER BY mol_id" \
+         "SELECT mol_id, model, quote(score) FROM scores ORDER BY mol_id, model" \
+         "SELECT round, mol_id, quote(score) FROM round_scores ORDER BY round, mol_id" \
+         "SELECT round, model, n_train, quote(best_valid_loss) FROM round_models ORDER BY round, model"; do
+  a=$(sqlite3 "$work/al/local/screen.db" "$t") b=$(sqlite3 "$work/al/cluster/screen.db" "$t")
+  [ -n "$a" ] && [ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head; fail "the Slurm campaign differs: $t"; }
+done
+[ "$(sqlite3 "$work/al/cluster/screen.db" "SELECT count(*) FROM rounds")" = 3 ] || fail "3 rounds expected"
+echo "ok: active learning through Slurm, cancelled and resumed, decides as one process does"
+"$se3" slurm "$work/al/wf.yaml" --set workdir="$work/al/cluster" --resume >"$work/al/done.log" 2>&1 ||
+  { cat "$work/al/done.log"; fail "--resume after the campaign"; }
+grep -q "nothing to submit" "$work/al/done.log" || { cat "$work/al/done.log"; fail "--resume after the campaign submitted"; }
 
 echo "ALL OK"
