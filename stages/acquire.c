@@ -44,6 +44,18 @@
  * or fewer than 5 molecules there, c = 1; the round records c and the
  * molecules it had.
  *
+ * Each round r >= 1 also keeps what decided it, which the next round
+ * redoes in place (keep_round): the models with their test metrics and
+ * best checkpoints (round_models, models/rounds/<r>/), the set's scores
+ * (round_scores, unless keep_scores is false) and the ledger rows of the
+ * work since round r - 1 (round_chunks).
+ *
+ * Under `se3screen slurm` no runner goes round: each round is decided by a
+ * step of its own, `run --stage acquire --round R` (ctx->round), after the
+ * steps of round R - 1; it decides only the next round, and only once
+ * every molecule of round R - 1 is docked or rejected and the scores come
+ * from a model trained since (round_ready).
+ *
  * Killed anywhere, a run resumes: a round is decided whole or not at all,
  * and the stages around it are keyed or ledgered as always. The decisions
  * depend only on the seed and the stored scores, so a rerun decides the
