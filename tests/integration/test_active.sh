@@ -14,6 +14,8 @@
 #     training under way, a later round decided, the last training), then
 #     run to its end: the same decisions to the bit, the same labels, the
 #     same scores and the same history as the uninterrupted run;
+#   - a round decided by `run --stage acquire --round R` refused before the
+#     round before it is docked, learned and scored;
 #   - `rounds` raised: the campaign goes on from its last round;
 #   - thompson: values drawn from the ensemble's members.
 # About 60 s on 2 cores.
@@ -160,6 +162,23 @@ for t in "SELECT round, mol_id, rule, quote(value), quote(prediction), quote(unc
     fail "killed $kills times, the campaign differs from the uninterrupted one: $t"
   }
 done
+
+# 2b. a round decided by a step of its own (what `se3screen slurm` chains:
+#     run --stage acquire --round R), refused while the round before it is
+#     not docked, learned and scored
+mkwf r "$work/r"
+R() { "$se3" run "$work/r.yaml" --set run.progress=none "$@" > "$work/r.log" 2>&1; }
+R --stage ingest || { cat "$work/r.log"; fail "ingest for --round"; }
+R --stage acquire --round 1 && fail "round 1 decided before round 0"
+grep -q "round 1 cannot be decided yet: 0 rounds decided, round 0 comes first" "$work/r.log" || { cat "$work/r.log"; fail "--round 1 first"; }
+R --stage acquire --round 0 || { cat "$work/r.log"; fail "--round 0"; }
+R --stage acquire --round 1 && fail "round 1 decided before round 0 was docked"
+grep -q "molecules of round 0 are not docked" "$work/r.log" || { cat "$work/r.log"; fail "--round 1 undocked"; }
+R --stage dock || { cat "$work/r.log"; fail "dock for --round"; }
+R --stage acquire --round 1 && fail "round 1 decided by scores older than round 0's dockings"
+grep -q "scores do not come from a model trained since round 0" "$work/r.log" || { cat "$work/r.log"; fail "--round 1 stale"; }
+R --stage dock --round 1 && fail "--round with another stage"
+[ "$(q "$work/r/screen.db" "SELECT count(*) FROM rounds")" = 1 ] || fail "a refused --round decided a round"
 
 # 3. one more round asked for: decided on from round 3
 "$se3" run "$work/a.yaml" --set stages.acquire.rounds=4 > "$work/a3.log" 2>&1 || { cat "$work/a3.log"; fail "rounds: 4 failed"; }
