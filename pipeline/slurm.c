@@ -125,7 +125,6 @@ struct ctx {
   int rounds;          /* its rounds after round 0 */
   int first_round_step; /* the first step of a round (c->n: none) */
   long long records;    /* the ingest's plan in screen.db: records; -1 when not known */
-  long long max_chunks; /* so the most chunks any array stage can have; -1 when not known */
 };
 
 /* The slurm: values written into #SBATCH lines as they are. */
@@ -324,9 +323,9 @@ static int newest_file(const struct cfg_node *n, int inputs, time_t *newest) {
   return 0;
 }
 
-/* c->records and c->max_chunks from WORKDIR/screen.db's ingest plan, or -1. */
+/* c->records from WORKDIR/screen.db's ingest plan, or -1. */
 static void known_chunks(struct ctx *c) {
-  c->records = c->max_chunks = -1;
+  c->records = -1;
   char db[PATH_MAX + 16];
   snprintf(db, sizeof db, "%s/screen.db", c->workdir);
   if (access(db, R_OK) != 0) return;
@@ -349,8 +348,6 @@ static void known_chunks(struct ctx *c) {
     sqlite3_finalize(st);
   }
   sqlite3_close(h);
-  long long size = cfg_int(c->root, "run.chunk_size", 1024);
-  if (c->records >= 0 && size > 0) c->max_chunks = c->records > 0 ? (c->records + size - 1) / size : 1;
 }
 
 /* The chunk size of stage: its own chunk_size (dock's), else run.chunk_size. */
@@ -361,11 +358,11 @@ static long long chunk_size_of(const struct ctx *c, const char *stage) {
   return size > 0 ? size : cfg_int(c->root, "run.chunk_size", 1024);
 }
 
-/* The most chunks stage can have: c->max_chunks, counted at run.chunk_size,
- * or at the stage's own chunk_size (dock's); -1 where not known. */
+/* The most chunks stage can have: the ingest plan's records in chunks of
+ * the stage's chunk size; -1 where not known. */
 static long long stage_max_chunks(const struct ctx *c, const char *stage) {
   long long size = chunk_size_of(c, stage);
-  if (c->max_chunks < 0 || c->records < 0 || size <= 0) return c->max_chunks;
+  if (c->records < 0 || size <= 0) return -1;
   return c->records > 0 ? (c->records + size - 1) / size : 1;
 }
 
@@ -809,7 +806,7 @@ int slurm_run(const struct slurm_opts *o) {
                chunk_size_of(&c, c.steps[k].stage));
       printf("\n");
     }
-    if (c.max_chunks < 0 && size > 1 && arrays)
+    if (c.records < 0 && size > 1 && arrays)
       printf("the stages' chunks are not known yet (no ingest plan in %s/screen.db newer than the workflow and "
              "its inputs): each array has slurm.array_size %lld tasks, and a task with no chunk has nothing to do\n",
              c.workdir, size);

@@ -861,13 +861,14 @@ static void section_docking(struct rep *r) {
   long long n_rounds = (long long)q_double(r, 0, "SELECT count(*) FROM rounds");
   P("<section id=\"docking\"><h2>Docking%s</h2>\n", n_rounds ? " and active learning" : "");
   long long n_rej = (long long)q_double(r, 0, "SELECT count(*) FROM rejects WHERE stage = 'dock'");
+  double lo = q_double(r, NAN, "SELECT min(score) FROM docking"), hi = q_double(r, NAN, "SELECT max(score) FROM docking");
   P("<p>%lld molecule%s docked (the <code>docking</code> table), %lld rejected by the dock stage", n,
     n == 1 ? "" : "s", n_rej);
   if (n > 0) {
     P("; scores from ");
-    num(r, q_double(r, NAN, "SELECT min(score) FROM docking"), "%.2f");
+    num(r, lo, "%.2f");
     P(" to ");
-    num(r, q_double(r, NAN, "SELECT max(score) FROM docking"), "%.2f");
+    num(r, hi, "%.2f");
     double secs = q_double(r, NAN, "SELECT avg(seconds) FROM docking");
     if (secs >= 0.05) { /* (a table's scores take no time) */
       P(", a docking taking ");
@@ -884,7 +885,6 @@ static void section_docking(struct rep *r) {
       snprintf(r->err, sizeof r->err, "out of memory");
       return;
     }
-    double lo = q_double(r, 0, "SELECT min(score) FROM docking"), hi = q_double(r, 0, "SELECT max(score) FROM docking");
     if (!(hi > lo)) lo -= 0.5, hi += 0.5;
     sqlite3_stmt *b = prep(r,
                            "SELECT min(max(CAST((score - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM docking "
