@@ -11,16 +11,28 @@
 #   gpu_tests.txt   ctest -L gpu, every test's output (-V)
 #   workflow.txt    the quickstart run on the CPU and on the GPU: times, log lines
 #   bench.jsonl     one model_bench JSON line per setting
+#   sanitize.txt    compute-sanitizer (memcheck, racecheck, synccheck,
+#                   initcheck) over the op test and the training test
+#   profile.txt     ncu on the convolution's kernels of one training step at
+#                   batch 240, and nsys of a step where nsys is installed;
+#                   each skipped with its reason where the machine refuses
 #   summary.txt     what passed and failed, each phase's seconds
+# (eight files: the device tool brings back at most eight.)
 #
-#   bash dev/gpu/run.sh [build] [test] [workflow] [bench] [all]    (default all)
+#   bash dev/gpu/run.sh [build] [test] [workflow] [bench] [sanitize] [profile] [all]
+#                                                               (default all)
 # Environment: OUT (default build-gpu/out), SE3_KIT_PREFIX (where the kit
 # is unpacked, default /opt/se3kit), DEVICE (default cuda; cpu runs the same
 # steps on the CPU, to check this script on a machine without a GPU),
 # BENCH_REPS (default 5), BENCH_QUICK=1 (one setting per mode, for the
 # check). The build is kept in build-gpu/ for later calls while the machine
-# is warm. Each phase stops where its time is up (TEST_S, BENCH_S), so the
-# call ends inside the tool's 10 minutes.
+# is warm. Each phase stops where its time is up (TEST_S, BENCH_S,
+# SANITIZE_S, PROFILE_S), and no phase runs past DEADLINE_S seconds from the
+# script's start (default 540), so the call ends inside the tool's 10
+# minutes. SE3_ARCH: the CUDA architectures built (default 90, the H100 and
+# H200 the tool lends). MPI is built where the machine has mpicc.
+# SANITIZE_TOOLS: compute-sanitizer's tools run (default all four);
+# WORKFLOW_CPU=0: the quickstart on the GPU alone.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 kit=$root/.gpukit
@@ -31,6 +43,13 @@ device=${DEVICE:-cuda}
 mkdir -p "$out" "$bld"
 summary=$out/summary.txt
 say() { echo "$*" | tee -a "$summary"; }
+start=$(date +%s)
+deadline=${DEADLINE_S:-540}
+# seconds a phase may take: its own budget, cut to what the deadline leaves
+budget_of() {
+  local left=$((deadline - ($(date +%s) - start) - 5))
+  [ "$left" -lt "$1" ] && echo $((left > 0 ? left : 0)) || echo "$1"
+}
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(all)
 want() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
@@ -58,8 +77,14 @@ if want build; then
     nvcc --version 2>&1 | tail -2
     cc --version 2>&1 | head -1
     cmake --version | head -1
+    grep PRETTY_NAME /etc/os-release
+    echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
+    for t in mpicc mpirun compute-sanitizer ncu nsys; do echo "$t: $(command -v $t || echo none)"; done
   } >"$out/device.txt"
-  if cmake -S "$root" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSE3_CUDA=ON -DSE3_MPI=OFF \
+  mpi=OFF
+  command -v mpicc >/dev/null && mpi=ON
+  if cmake -S "$root" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSE3_CUDA=ON -DSE3_MPI=$mpi \
+    -DSE3_CUDA_ARCHITECTURES="${SE3_ARCH:-90}" \
     -DSE3_CRITERION_TESTS=OFF -DPKG_CONFIG_EXECUTABLE="$pkgconf" >"$out/build.log" 2>&1 &&
     cmake --build "$bld" -j "$(nproc)" --target se3screen se3cuda test_backend_ops test_backend_ops_f64 \
       test_gpu_train model_bench >>"$out/build.log" 2>&1; then
@@ -92,7 +117,8 @@ if want test; then
     env -u DEVICE ctest --test-dir "$bld" -R "test_backend_ops|test_gpu" -V --timeout "${TEST_S:-420}" \
       >"$out/gpu_tests.txt" 2>&1
   else
-    env -u DEVICE ctest --test-dir "$bld" -L gpu -V --timeout "${TEST_S:-420}" >"$out/gpu_tests.txt" 2>&1
+    env -u DEVICE timeout "$(budget_of "${TEST_S:-420}")" ctest --test-dir "$bld" -L gpu -V \
+      --timeout "${TEST_S:-420}" >"$out/gpu_tests.txt" 2>&1
   fi
   rc=$?
   grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$out/gpu_tests.txt" | grep -E "Test +#|tests " | grep -v following |
@@ -108,8 +134,9 @@ if want workflow; then
   cp -r "$root/workflows/data" "$w/"
   sed -e "s|^workdir: .*|workdir: run|" "$root/workflows/quickstart.yaml" >"$w/wf.yaml"
   : >"$out/workflow.txt"
-  for dev in cpu "$device"; do
-    [ "$dev" = cpu ] && [ "$device" = cpu ] && [ -s "$out/workflow.txt" ] && continue
+  devs=("$device")
+  [ "${WORKFLOW_CPU:-1}" = 1 ] && [ "$device" != cpu ] && devs=(cpu "$device")
+  for dev in "${devs[@]}"; do
     rm -rf "$w/run"
     s0=$(date +%s%N)
     "$bld/se3screen" run "$w/wf.yaml" --set device="$dev" --set run.progress=none >"$w/$dev.log" 2>&1
@@ -126,7 +153,7 @@ fi
 # ---- the benchmark ----
 if want bench; then
   t0=$(date +%s)
-  budget=${BENCH_S:-300}
+  budget=$(budget_of "${BENCH_S:-300}")
   reps=${BENCH_REPS:-5}
   runs=()
   for g in bonds radius; do
@@ -152,4 +179,78 @@ if want bench; then
     fi
   done
   say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings ($(($(date +%s) - t0)) s)"
+fi
+
+# ---- compute-sanitizer over the op test and the training test ----
+if want sanitize; then
+  t0=$(date +%s)
+  budget=$(budget_of "${SANITIZE_S:-240}")
+  : >"$out/sanitize.txt"
+  if ! command -v compute-sanitizer >/dev/null; then
+    say "sanitize: skipped, no compute-sanitizer on the PATH"
+  else
+    # the op test in fp32 and in bf16 (its own kernels), then a few training
+    # steps; the slow tools (racecheck) get what is left
+    for tool in ${SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}; do
+      for prog in "tests/test_backend_ops cuda" "tests/test_backend_ops cuda --precision bf16" "tests/test_gpu_train cuda"; do
+        left=$((budget - ($(date +%s) - t0)))
+        if [ $left -lt 10 ]; then
+          say "sanitize: $tool $prog: time up"
+          continue
+        fi
+        echo "== $tool: $prog" >>"$out/sanitize.txt"
+        # shellcheck disable=SC2086
+        timeout "$left" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+          "$bld"/$prog >"$bld/san.log" 2>&1
+        rc=$?
+        # the sanitizer's lines and the program's summary, not its case lines
+        grep -E "^=========|FAIL|passed|failed|skipped" "$bld/san.log" | head -200 >>"$out/sanitize.txt"
+        case $rc in
+          0) say "sanitize: $tool $prog: clean" ;;
+          9) say "sanitize: $tool $prog: ERRORS ($(grep -m1 -o 'ERROR SUMMARY: [0-9]* error' "$bld/san.log"))" ;;
+          124) say "sanitize: $tool $prog: time up after ${left} s" ;;
+          *) say "sanitize: $tool $prog: rc $rc ($(grep -m1 -E 'FAIL|rror' "$bld/san.log"))" ;;
+        esac
+      done
+    done
+  fi
+  say "sanitize: ($(($(date +%s) - t0)) s)"
+fi
+
+# ---- ncu on the convolution, nsys of a step ----
+if want profile; then
+  t0=$(date +%s)
+  budget=$(budget_of "${PROFILE_S:-120}")
+  : >"$out/profile.txt"
+  if ! command -v ncu >/dev/null; then
+    say "profile: ncu skipped, not on the PATH"
+  else
+    # one plain (unrecorded) training step at batch 240 and one inference
+    # at batch 1600; the convolution's kernels and the GEMMs beside them
+    for mode in "train --batch 240" "infer --batch 1600"; do
+      left=$((budget - ($(date +%s) - t0)))
+      [ $left -lt 15 ] && { say "profile: ncu $mode: time up"; continue; }
+      echo "== ncu: model_bench --mode $mode" >>"$out/profile.txt"
+      # shellcheck disable=SC2086
+      timeout "$left" ncu --clock-control none --kernel-name regex:'conv|gemm|radial' --launch-skip 0 \
+        --launch-count 12 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 \
+        --steps plain --mode $mode >"$bld/ncu.log" 2>&1
+      rc=$?
+      grep -vE "^\s*$|^----" "$bld/ncu.log" | head -600 >>"$out/profile.txt"
+      say "profile: ncu $mode: rc $rc"
+    done
+  fi
+  if command -v nsys >/dev/null; then
+    left=$((budget - ($(date +%s) - t0)))
+    echo "== nsys: model_bench --mode train --batch 240 (recorded steps)" >>"$out/profile.txt"
+    timeout "$left" nsys profile -o "$bld/step" --force-overwrite true --stats=true \
+      "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 2 --profile 0 \
+      --mode train --batch 240 >"$bld/nsys.log" 2>&1
+    say "profile: nsys: rc $?"
+    head -300 "$bld/nsys.log" >>"$out/profile.txt"
+  else
+    say "profile: nsys skipped, not on the PATH"
+  fi
+  say "profile: ($(($(date +%s) - t0)) s)"
 fi
