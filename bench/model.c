@@ -10,13 +10,17 @@
  *               [--envelope auto|poly|cosine|none]
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
  *               [--profile 0|1] [--model se3_qm9|small]
- *               [--steps auto|plain|padded|recorded]
+ *               [--steps auto|plain|padded|recorded] [--conv direct|gemm]
  *
  * --steps: how training steps run (models/model.h's se3_steps); auto, as
  * the train stage, records them on a GPU (CUDA graphs: the timed steps are
  * replays) except in fp16, and runs them plainly on the CPU. The profiled
  * step (--profile 1) runs padded instead of replayed, so its operations
  * are seen.
+ *
+ * --conv: the convolution's path on a GPU, as the workflow's `gpu_conv:`
+ * (models/cuda/conv.cu: direct kernels, or GEMMs on tensor cores); the
+ * CPU has one path and refuses gemm.
  *
  * --model small: the train stage's default model (configs/models/small.yaml:
  * 2 blocks, degrees 0-2, 8 channels, 2 heads, 16 radial and 32 MLP
@@ -95,6 +99,9 @@
 #include "models/model.h"
 #include "models/profile.h"
 #include "models/so3.h"
+
+/* the convolution path the JSON names: direct or gemm on a GPU, cpu on the CPU */
+static const char *conv_used = "cpu";
 
 static double now(void) {
   struct timespec t;
@@ -183,7 +190,7 @@ static int usage(FILE *f) {
 
 int main(int argc, char **argv) {
   const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32",
-             *model = "se3_qm9", *steps_opt = "auto";
+             *model = "se3_qm9", *steps_opt = "auto", *conv = "direct";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0, profile = 1;
   for (int i = 1; i < argc; i += 2) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
@@ -217,6 +224,8 @@ int main(int argc, char **argv) {
       model = argv[i + 1];
     else if (!strcmp(argv[i], "--steps"))
       steps_opt = argv[i + 1];
+    else if (!strcmp(argv[i], "--conv"))
+      conv = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return usage(stderr);
@@ -255,6 +264,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
   }
+  if (strcmp(conv, "direct") && strcmp(conv, "gemm")) {
+    fprintf(stderr, "model_bench: --conv %s is not one of direct, gemm\n", conv);
+    return 2;
+  }
+  if (!strcmp(conv, "gemm")) {
+    if (!be->set_conv_gemm) {
+      fprintf(stderr, "model_bench: --conv gemm is a GPU's path; %s has one\n", be->name);
+      return 2;
+    }
+    be->set_conv_gemm(1);
+  }
+  conv_used = be->set_conv_gemm ? conv : "cpu";
   /* The net runs on the profiled table (models/profile.h) with the profile
    * off for the timed steps (it then only forwards), and on for one more. */
   struct nn_profile prof = {0};
@@ -439,13 +460,13 @@ int main(int argc, char **argv) {
   printf("{\"bench\":\"model\",\"model\":\"%s\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
-         "\"low_memory\":%d,\"steps\":%s,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
+         "\"low_memory\":%d,\"conv\":\"%s\",\"steps\":%s,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
          "\"bf16_peak_gflops\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
-         nn_precision_name(be->precision), be->name, dev_json, NN_REAL_NAME, low_memory, steps,
+         nn_precision_name(be->precision), be->name, dev_json, NN_REAL_NAME, low_memory, conv_used, steps,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",

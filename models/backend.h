@@ -206,6 +206,14 @@ struct nn_backend {
   void *(*record_end)(void);
   int (*replay)(void *rec);
   void (*record_free)(void *rec); /* NULL allowed */
+
+  /* ---- the convolution's path (the workflow's `gpu_conv:`; NULL where the
+   * backend has one path, as the CPU) ----
+   * 0: direct kernels (R recomputed in registers, never stored); 1: the
+   * radial product and the per-edge contraction as GEMMs on tensor cores,
+   * R stored a chunk of edges at a time (models/cuda/conv.cu). The same
+   * sums up to round-off; recordings made before a switch are stale. */
+  void (*set_conv_gemm)(int on);
 };
 
 /* An arena whose blocks are the backend's memory. */

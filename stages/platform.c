@@ -74,8 +74,9 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   static const struct nn_backend *opened;
   static char opened_key[80];
   const char *dev = cfg_str(root, "device", "cpu"), *prec = cfg_str(root, "precision", "fp32");
+  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv", "direct"), "gemm");
   char want[80];
-  snprintf(want, sizeof want, "%s/%s/%d", dev, prec, training);
+  snprintf(want, sizeof want, "%s/%s/%d/%d", dev, prec, training, conv_gemm);
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
@@ -98,6 +99,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
     struct nn_device cpu = {0};
     be = nn_backend_open(&cpu, NN_PREC_FP32, err, errlen);
   }
+  if (be && be->set_conv_gemm) be->set_conv_gemm(conv_gemm);
   if (be) {
     opened = be;
     snprintf(opened_key, sizeof opened_key, "%s", want);

@@ -572,6 +572,10 @@ int main(int argc, char **argv) {
   if (nn_backend_cuda(1, NN_PREC_FP32, err, sizeof err) == NULL) printf("second GPU refused: %s\n", err);
   G = nn_backend_cuda(0, p, err, sizeof err);
   printf("precision %s (tolerances x %g)\n", prec, tol_scale);
+  /* EMU_CONV=gemm: the convolution's GEMM path (backend.h's set_conv_gemm) */
+  const char *conv = getenv("EMU_CONV");
+  if (conv && !strcmp(conv, "gemm")) G->set_conv_gemm(1);
+  printf("convolution: %s\n", conv && !strcmp(conv, "gemm") ? "gemm" : "direct");
   test_gemm();
   test_norm();
   test_radial(300, 6, 10);

@@ -24,7 +24,8 @@
 # EMU_PRECISION=fp32|tf32|bf16|fp16 opens check.c's table in that precision (the
 # emulated cuBLAS rounds the products' inputs as tensor cores would).
 # Then, unless EMU_TESTS=0, the suite's GPU programs (test_backend_ops in
-# each precision, test_gpu_train) and a small workflow with device: cuda
+# each precision and on each convolution path, EMU_CONV="direct gemm";
+# EMU_TESTS=ops: those alone; test_gpu_train) and a small workflow with device: cuda
 # (against the same on the CPU; EMU_TESTS=workflow: that alone) run against
 # the emulated GPU: the same sources as a module beside copies of them and
 # of se3screen. Their verdicts there say nothing about a real GPU's warps,
@@ -69,11 +70,15 @@ done
 g++ -shared -fopenmp -Wl,--no-undefined "$out"/module/*.o -o "$out/module/libse3cuda.so"
 cp "$bld/tests/test_backend_ops" "$bld/tests/test_gpu_train" "$out/module/"
 status=0
-[ "${EMU_TESTS:-1}" = workflow ] || for p in fp32 tf32 bf16 fp16; do
-  echo "== test_backend_ops cuda --precision $p (emulated GPU)"
-  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_backend_ops" cuda --precision $p >"$out/ops_$p.txt" || status=1
-  grep -E "^(FAIL|fail)|passed|failed" "$out/ops_$p.txt" | tail -5
+[ "${EMU_TESTS:-1}" = workflow ] || for c in ${EMU_CONV:-direct gemm}; do
+  for p in fp32 tf32 bf16 fp16; do
+    echo "== test_backend_ops cuda --precision $p --conv $c (emulated GPU)"
+    OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_backend_ops" cuda --precision $p --conv $c \
+      >"$out/ops_${p}_$c.txt" || status=1
+    grep -E "^(FAIL|fail)|passed|failed" "$out/ops_${p}_$c.txt" | tail -5
+  done
 done
+[ "${EMU_TESTS:-1}" = ops ] && exit $status
 if [ "${EMU_TESTS:-1}" != workflow ]; then
   echo "== test_gpu_train cuda (emulated GPU)"
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_gpu_train" cuda >"$out/train.txt" || status=1

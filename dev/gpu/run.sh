@@ -160,6 +160,11 @@ if want bench; then
     for p in fp32 tf32 bf16 fp16; do runs+=("--mode train --batch 240 --graph $g --precision $p"); done
     for p in fp32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p"); done
   done
+  # the convolution on tensor cores (gpu_conv: gemm), the same settings
+  for g in bonds radius; do
+    for p in fp32 tf32 bf16; do runs+=("--mode train --batch 240 --graph $g --precision $p --conv gemm"); done
+    for p in fp32 tf32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p --conv gemm"); done
+  done
   # what recording the step (CUDA graphs) gains: the same step plain, and padded without recording
   runs+=("--mode train --batch 240 --graph bonds --precision tf32 --steps plain"
     "--mode train --batch 240 --graph bonds --precision tf32 --steps padded")
@@ -178,7 +183,18 @@ if want bench; then
       say "bench: $r: $line"
     fi
   done
-  say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings ($(($(date +%s) - t0)) s)"
+  # the GEMM path's chunk (SE3_CONV_CHUNK_MB; models/cuda/conv.cu): how much
+  # staying in L2 matters (lines with "chunk_mb" added)
+  [ "${BENCH_QUICK:-0}" = 1 ] || for mb in ${CHUNK_SWEEP:-8 20 40 160 640}; do
+    for r in "--mode infer --batch 1600 --precision bf16" "--mode train --batch 240 --precision bf16"; do
+      [ $(($(date +%s) - t0)) -gt "$budget" ] && break 2
+      # shellcheck disable=SC2086
+      line=$(SE3_CONV_CHUNK_MB=$mb "$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" \
+        --graph bonds --conv gemm $r 2>&1 | tail -1)
+      [ "${line:0:1}" = "{" ] && echo "${line%\}},\"chunk_mb\":$mb}" >>"$out/bench.jsonl"
+    done
+  done
+  say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings and the chunk sweep ($(($(date +%s) - t0)) s)"
 fi
 
 # ---- compute-sanitizer over the op test and the training test ----
@@ -191,8 +207,20 @@ if want sanitize; then
   else
     # the op test in fp32 and in bf16 (its own kernels), then a few training
     # steps; the slow tools (racecheck) get what is left
-    for tool in ${SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}; do
-      for prog in "tests/test_backend_ops cuda" "tests/test_backend_ops cuda --precision bf16" "tests/test_gpu_train cuda"; do
+    # SANITIZE_RUNS: lines "tool|program and arguments" instead of every tool
+    # over the three programs
+    runs=${SANITIZE_RUNS:-}
+    if [ -z "$runs" ]; then
+      for tool in ${SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}; do
+        for prog in "tests/test_backend_ops cuda" "tests/test_backend_ops cuda --precision bf16" \
+          "tests/test_backend_ops cuda --precision bf16 --conv gemm" "tests/test_gpu_train cuda"; do
+          runs+="$tool|$prog"$'\n'
+        done
+      done
+    fi
+    while IFS='|' read -r tool prog; do
+      [ -n "$tool" ] || continue
+      {
         left=$((budget - ($(date +%s) - t0)))
         if [ $left -lt 10 ]; then
           say "sanitize: $tool $prog: time up"
@@ -211,8 +239,8 @@ if want sanitize; then
           124) say "sanitize: $tool $prog: time up after ${left} s" ;;
           *) say "sanitize: $tool $prog: rc $rc ($(grep -m1 -E 'FAIL|rror' "$bld/san.log"))" ;;
         esac
-      done
-    done
+      } </dev/null
+    done <<<"$runs"
   fi
   say "sanitize: ($(($(date +%s) - t0)) s)"
 fi
@@ -227,18 +255,21 @@ if want profile; then
   else
     # one plain (unrecorded) training step at batch 240 and one inference
     # at batch 1600; the convolution's kernels and the GEMMs beside them
-    for mode in "train --batch 240" "infer --batch 1600"; do
-      left=$((budget - ($(date +%s) - t0)))
-      [ $left -lt 15 ] && { say "profile: ncu $mode: time up"; continue; }
-      echo "== ncu: model_bench --mode $mode" >>"$out/profile.txt"
-      # shellcheck disable=SC2086
-      timeout "$left" ncu --clock-control none --kernel-name regex:'conv|gemm|radial' --launch-skip 0 \
-        --launch-count 12 --section SpeedOfLight --section Occupancy --section LaunchStats \
-        "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 \
-        --steps plain --mode $mode >"$bld/ncu.log" 2>&1
-      rc=$?
-      grep -vE "^\s*$|^----" "$bld/ncu.log" | head -600 >>"$out/profile.txt"
-      say "profile: ncu $mode: rc $rc"
+    # (each path of the convolution: its kernels, or cuBLAS's GEMMs and conv_u_fill)
+    for conv in ${PROFILE_CONV:-direct gemm}; do
+      for mode in "train --batch 240" "infer --batch 1600"; do
+        left=$((budget - ($(date +%s) - t0)))
+        [ $left -lt 15 ] && { say "profile: ncu $conv $mode: time up"; continue; }
+        echo "== ncu: model_bench --conv $conv --mode $mode" >>"$out/profile.txt"
+        # shellcheck disable=SC2086
+        timeout "$left" ncu --clock-control none --kernel-name regex:'conv|gemm|radial' --launch-skip 0 \
+          --launch-count 12 --section SpeedOfLight --section Occupancy --section LaunchStats \
+          "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 \
+          --steps plain --conv $conv --mode $mode >"$bld/ncu.log" 2>&1
+        rc=$?
+        grep -vE "^\s*$|^----" "$bld/ncu.log" | head -400 >>"$out/profile.txt"
+        say "profile: ncu $conv $mode: rc $rc"
+      done
     done
   fi
   if command -v nsys >/dev/null; then

@@ -49,9 +49,30 @@
  * Everything is deterministic: no floating-point atomics, every sum in a
  * fixed order (cuBLAS's GEMMs are deterministic on one stream).
  *
+ * The GEMM path (`gpu_conv: gemm`, cu_conv_set_gemm) computes the same
+ * sums with R stored, a chunk of edges at a time, so that its products run
+ * as cuBLAS GEMMs on tensor cores (in the table's precision, as cu_mm):
+ *   R   (chunk x Rt) = s2 (chunk x H) W3^T: one GEMM over every degree,
+ *       85 % of the convolution's multiply-adds;
+ *   U   (chunk x usize) from the bases and the sources' features
+ *       (conv_u_fill, one thread an entry);
+ *   out_l[e] (NI x cout) = U_l[e] (NI x K_l) R_l[e]^T, a strided-batched
+ *       GEMM per degree, one product an edge;
+ * and in the backward, dU_l[e] (NI x K_l) = g_l[e] (NI x cout) R_l[e], a
+ * strided-batched GEMM per degree on R recomputed by the same GEMM (g
+ * gathered by target first when pooled), in place of conv_du; dR, dW3, ds2
+ * and dx as above. A chunk's R and U (or R, dR, dU and g) are sized to
+ * CONV_GEMM_BUDGET bytes, about an H100's L2, so that what a GEMM writes the
+ * next reads from L2 (SE3_CONV_CHUNK_MB overrides it, for measuring). The
+ * sums run in another order than the direct kernels', so results differ by
+ * round-off, and in bf16 and fp16 R and U are rounded to the tensor cores'
+ * inputs as well (the direct kernels keep the contraction in fp32):
+ * tests/gpu/test_backend_ops.c --conv gemm bounds both against the CPU.
+ *
  * The plan (a host struct) is read once per call into `struct geom`, which
  * travels by value as a kernel parameter: that is the device's copy of what
  * the kernels need from it (offsets and sizes, a few hundred bytes). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/cuda/cuda.h"
@@ -76,6 +97,8 @@
 #define R_THREADS 256
 /* scratch for one chunk's dR and dU */
 #define BWD_BUDGET ((size_t)256 << 20)
+/* the GEMM path's chunk (see the top) */
+#define CONV_GEMM_BUDGET ((size_t)40 << 20)
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
@@ -262,6 +285,102 @@ static void launch_fwd(const struct geom *g, const struct deg_in *x, const real 
   CU_LAUNCHED("conv_fwd");
 }
 
+/* ---- the GEMM path ---- */
+
+static int conv_gemm; /* cu_conv_set_gemm */
+
+void cu_conv_set_gemm(int on) { conv_gemm = on != 0; }
+
+/* Edges a chunk of the GEMM path holds, at `per_edge` bytes each. */
+static int gemm_chunk(size_t per_edge, int E) {
+  size_t budget = CONV_GEMM_BUDGET;
+  const char *env = getenv("SE3_CONV_CHUNK_MB");
+  if (env && atoi(env) > 0) budget = (size_t)atoi(env) << 20;
+  size_t ce = per_edge ? budget / per_edge : (size_t)E;
+  if (ce > (size_t)E) ce = (size_t)E;
+  return ce < 1 ? 1 : (int)ce;
+}
+
+/* U (n x usize) for the edges c0..c0+n-1: row e - c0 holds U_l[e][i][j] at
+ * u_off[l] + i K_l + j for every degree l with outputs. */
+static __global__ void conv_u_fill(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src,
+                                   int c0, int n, real *U) {
+  const size_t total = (size_t)n * (size_t)g.usize;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+    const int le = (int)(idx / (size_t)g.usize), q = (int)(idx % (size_t)g.usize), e = c0 + le;
+    int l = g.max_l;
+    while (l > 0 && !(g.cout[l] && g.K[l] && q >= g.u_off[l]))
+      l--;
+    const int K = g.K[l], i = (q - g.u_off[l]) / K, j = (q - g.u_off[l]) % K;
+    U[idx] = conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j);
+  }
+}
+
+/* G (n x w) = rows dst[c0 + r] of gy (pooled messages' gradient by edge). */
+static __global__ void gather_rows(real *G, const real *gy, const int32_t *dst, int c0, int n, int w) {
+  const size_t total = (size_t)n * (size_t)w;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+    const size_t r = idx / (size_t)w, q = idx % (size_t)w;
+    G[idx] = gy[(size_t)dst[c0 + r] * (size_t)w + q];
+  }
+}
+
+static void launch_u_fill(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src, int c0,
+                          int n, real *U) {
+  conv_u_fill<<<cu_grid((size_t)n * (size_t)g->usize), CU_THREADS, 0, cu_stream()>>>(*g, *x, basis, src, c0, n, U);
+  CU_LAUNCHED("conv_u_fill");
+}
+
+/* R (n x Rt) = s2 rows c0.. (n x H) W3^T: every degree's radial weights of n edges. */
+static void gemm_r(const struct geom *g, const real *s2, const real *W3, int c0, int n, real *R) {
+  cu_mm(0, 1, n, g->Rt, g->H, 1, s2 + (size_t)c0 * g->H, g->H, W3, g->H, 0, R, g->Rt);
+}
+
+/* The forward on the GEMM path; y[l] rows (pool: N, else E) as cu_conv_forward. */
+static int conv_forward_gemm(real *const y[], const struct geom *g, const struct nn_conv_shape *s,
+                             const struct deg_in *X, const real *basis, const real *s2, const real *W3, int pool) {
+  const int E = s->E, N = s->N;
+  int ce = gemm_chunk(((size_t)g->Rt + (size_t)g->usize) * sizeof(real), E);
+  size_t b_r = cu_round((size_t)ce * (size_t)g->Rt * sizeof(real) + 1);
+  size_t b_u = cu_round((size_t)ce * (size_t)g->usize * sizeof(real) + 1), b_msg = 0;
+  if (pool)
+    for (int l = 0; l <= g->max_l; l++)
+      b_msg += cu_round((size_t)E * (size_t)(NN_DIM(l) * g->cout[l]) * sizeof(real));
+  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_r + b_u + b_msg + 1);
+  if (!p) return -1;
+  real *R = (real *)cu_carve(&p, b_r), *U = (real *)cu_carve(&p, b_u);
+  real *out[D] = {0};
+  for (int l = 0; l <= g->max_l; l++) {
+    const int w = NN_DIM(l) * g->cout[l];
+    if (!w || !y[l]) continue;
+    if (g->K[l] == 0) { /* no input to this degree: every message is 0 */
+      const int rows = pool ? N : E;
+      if (rows > 0) CU_CHECK(cudaMemsetAsync(y[l], 0, (size_t)rows * (size_t)w * sizeof(real), cu_stream()));
+      continue;
+    }
+    out[l] = pool ? (real *)cu_carve(&p, (size_t)E * (size_t)w * sizeof(real)) : y[l];
+  }
+  for (int c0 = 0; c0 < E; c0 += ce) {
+    const int n = c0 + ce < E ? ce : E - c0;
+    gemm_r(g, s2, W3, c0, n, R);
+    launch_u_fill(g, X, basis, s->src, c0, n, U);
+    for (int l = 0; l <= g->max_l; l++) {
+      if (!out[l]) continue;
+      const int NI = NN_DIM(l), K = g->K[l], cout = g->cout[l];
+      /* out_l[e] (NI x cout) = U_l[e] (NI x K) R_l[e]^T, R_l[e] (cout x K) */
+      cu_mm_batched(0, 1, NI, cout, K, U + g->u_off[l], K, g->usize, R + g->r_off[l], K, g->Rt, 0,
+                    out[l] + (size_t)c0 * NI * cout, cout, (long long)NI * cout, n);
+    }
+  }
+  for (int l = 0; l <= g->max_l && pool && N > 0; l++)
+    if (out[l]) {
+      const int w = NN_DIM(l) * g->cout[l];
+      conv_pool<<<cu_grid((size_t)N * (size_t)w), CU_THREADS, 0, cu_stream()>>>(y[l], out[l], s->in_start, N, w);
+      CU_LAUNCHED("conv_pool");
+    }
+  return 0;
+}
+
 int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
                     const real *s2, const real *W3, int H, int pool) {
   struct geom g;
@@ -273,6 +392,7 @@ int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
   for (int d = 0; d < D; d++)
     X.p[d] = x[d];
   const int E = s->E, N = s->N;
+  if (conv_gemm && E > 0 && g.Rt > 0) return conv_forward_gemm(y, &g, s, &X, basis, s2, W3, pool);
   real *msg = NULL;
   if (pool && E > 0) {
     size_t bytes = 0;
@@ -589,20 +709,34 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
         CU_CHECK(cudaMemsetAsync(DX.p[k], 0, (size_t)N * (size_t)(NN_DIM(k) * g.cin[k]) * sizeof(real), cu_stream()));
     return 0;
   }
-  /* the chunk: dR (Rt reals per edge) and dU (usize) within the budget */
+  /* the chunk: dR (Rt reals per edge) and dU (usize) within the budget; on
+   * the GEMM path also R (Rt) and, pooled, the edges' output gradients (gw) */
+  const int gemm = conv_gemm && want_dx && g.Rt > 0;
+  int gw = 0;
+  for (int l = 0; l <= g.max_l; l++)
+    gw += g.cout[l] && g.K[l] ? NN_DIM(l) * g.cout[l] : 0;
   size_t per_edge = ((want_r ? (size_t)g.Rt : 0) + (want_dx ? (size_t)g.usize : 0)) * sizeof(real);
-  int ce = per_edge ? (int)(BWD_BUDGET / per_edge < (size_t)E ? BWD_BUDGET / per_edge : (size_t)E) : E;
-  if (ce < 1) ce = 1;
+  int ce;
+  if (gemm) {
+    per_edge += ((size_t)g.Rt + (pool ? (size_t)gw : 0)) * sizeof(real);
+    ce = gemm_chunk(per_edge, E);
+  } else {
+    ce = per_edge ? (int)(BWD_BUDGET / per_edge < (size_t)E ? BWD_BUDGET / per_edge : (size_t)E) : E;
+    if (ce < 1) ce = 1;
+  }
   size_t b_dst = pool ? cu_round((size_t)E * sizeof(int32_t)) : 0;
   size_t b_dr = want_r ? cu_round((size_t)ce * (size_t)g.Rt * sizeof(real) + 1) : 0;
   size_t b_du = want_dx ? cu_round((size_t)ce * (size_t)g.usize * sizeof(real) + 1) : 0;
+  size_t b_r = gemm ? cu_round((size_t)ce * (size_t)g.Rt * sizeof(real) + 1) : 0;
+  size_t b_g = gemm && pool ? cu_round((size_t)ce * (size_t)gw * sizeof(real) + 1) : 0;
   size_t b_con = want_dx ? cu_round((size_t)E * (size_t)g.xw * sizeof(real) + 1) : 0;
   size_t b_csr = want_dx ? cu_round((size_t)(N + 1) * sizeof(int32_t)) * 2 + cu_round((size_t)E * sizeof(int32_t)) : 0;
-  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_con + b_csr + 1);
+  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_r + b_g + b_con + b_csr + 1);
   if (!p) return -1;
   int32_t *dst = pool ? (int32_t *)cu_carve(&p, b_dst) : NULL;
   real *dR = want_r ? (real *)cu_carve(&p, b_dr) : NULL;
   real *dU = want_dx ? (real *)cu_carve(&p, b_du) : NULL;
+  real *R = gemm ? (real *)cu_carve(&p, b_r) : NULL, *G = gemm && pool ? (real *)cu_carve(&p, b_g) : NULL;
   real *contrib = want_dx ? (real *)cu_carve(&p, b_con) : NULL;
   int32_t *out_start = NULL, *cursor = NULL, *out_edge = NULL;
   if (want_dx) {
@@ -618,9 +752,28 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
     uncovered |= s->fout.ch[l] > 0;
   for (int c0 = 0; c0 < E; c0 += ce) {
     const int c1 = c0 + ce < E ? c0 + ce : E, n = c1 - c0;
-    if (want_dx) {
+    if (want_dx && gemm) {
+      /* dU_l[e] (NI x K) = g_l[e] (NI x cout) R_l[e] (cout x K), R by the GEMM */
+      gemm_r(&g, s2, W3, c0, n, R);
+      real *gp = G;
+      for (int l = 0; l <= g.max_l; l++) {
+        if (!(g.cout[l] && g.K[l])) continue;
+        const int NI = NN_DIM(l), w = NI * g.cout[l];
+        const real *gl = dy[l] + (size_t)c0 * w;
+        if (pool) {
+          gather_rows<<<cu_grid((size_t)n * (size_t)w), CU_THREADS, 0, cu_stream()>>>(gp, dy[l], dst, c0, n, w);
+          CU_LAUNCHED("gather_rows");
+          gl = gp;
+          gp += (size_t)n * w;
+        }
+        cu_mm_batched(0, 0, NI, g.K[l], g.cout[l], gl, g.cout[l], w, R + g.r_off[l], g.K[l], g.Rt, 0,
+                      dU + g.u_off[l], g.K[l], g.usize, n);
+      }
+    } else if (want_dx) {
       for (int l = 0; l <= g.max_l; l++)
         if (g.cout[l] && g.K[l]) launch_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
+    }
+    if (want_dx) {
       if (g.xw > 0) {
         conv_dx_edge<<<cu_grid((size_t)n * (size_t)g.xw), CU_THREADS, 0, cu_stream()>>>(g, basis, dU, c0, c1, contrib);
         CU_LAUNCHED("conv_dx_edge");

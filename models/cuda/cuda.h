@@ -108,6 +108,12 @@ static inline unsigned cu_grid(size_t n) {
 void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int lda, const real *B, int ldb, real beta,
            real *C, int ldc);
 
+/* The same for `batch` independent products at fixed strides (elements)
+ * sA, sB, sC between one product's matrices and the next's (cuBLAS's
+ * strided-batched GEMM, in the table's precision as cu_mm). batch <= 0 or
+ * an empty product does nothing; k <= 0 is not allowed. */
+void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B, int ldb,
+                   long long sB, real beta, real *C, int ldc, long long sC, int batch);
 /* Frees gemm.cu's cuBLASLt plans (at exit). */
 void cu_gemm_shutdown(void);
 
@@ -182,6 +188,8 @@ void cu_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, i
 void cu_pool_mean_forward(real *y, const real *x, const int32_t *graph_start, int G, int C);
 void cu_pool_mean_backward(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
 /* conv.cu */
+/* conv.cu: the path of the convolution (backend.h's set_conv_gemm) */
+void cu_conv_set_gemm(int on);
 int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
                     const real *s2, const real *W3, int H, int pool);
 int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],

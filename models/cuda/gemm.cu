@@ -57,6 +57,23 @@ void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int l
     CU_BLAS(cublasSgemm(cu_blas(), opb, opa, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
+void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B, int ldb,
+                   long long sB, real beta, real *C, int ldc, long long sC, int batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return;
+  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const real alpha = 1;
+  enum nn_precision p = cu_precision();
+  /* (column-major, as cu_mm: B's product with A gives C's transpose) */
+  if (p == NN_PREC_BF16 || p == NN_PREC_FP16)
+    CU_BLAS(cublasGemmStridedBatchedEx(cu_blas(), opb, opa, n, m, k, &alpha, B, CUDA_R_32F, ldb, sB, A, CUDA_R_32F,
+                                       lda, sA, &beta, C, CUDA_R_32F, ldc, sC, batch,
+                                       p == NN_PREC_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_FAST_16F,
+                                       CUBLAS_GEMM_DEFAULT));
+  else
+    CU_BLAS(cublasSgemmStridedBatched(cu_blas(), opb, opa, n, m, k, &alpha, B, ldb, sB, A, lda, sA, &beta, C, ldc, sC,
+                                      batch));
+}
+
 /* y[r, o] += b[o] (rows x out). */
 static __global__ void add_bias(real *y, const real *b, int rows, int out) {
   size_t total = (size_t)rows * (size_t)out;

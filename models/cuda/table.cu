@@ -365,6 +365,15 @@ static void cu_shutdown(void) {
 
 /* ---- the table ---- */
 
+/* backend.h's set_conv_gemm: recordings hold the kernels of the path they were made on */
+static int conv_gemm_on;
+static void set_conv_gemm(int on) {
+  on = on != 0;
+  if (on != conv_gemm_on) st.gen++;
+  conv_gemm_on = on;
+  cu_conv_set_gemm(on);
+}
+
 static void fill_table(void) {
   table.host_memory = 0;
   table.alloc = cu_alloc;
@@ -413,6 +422,7 @@ static void fill_table(void) {
   table.sumsq_to = cu_sumsq_to;
   table.clip = cu_clip;
   table.allreduce = cu_allreduce;
+  table.set_conv_gemm = set_conv_gemm;
   table.record_begin = cu_record_begin;
   table.record_end = cu_record_end;
   table.replay = cu_replay;

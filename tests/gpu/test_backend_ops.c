@@ -1,7 +1,10 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] [--grad]
+ *
+ * --conv: the convolution's path on a GPU (backend.h's set_conv_gemm; the
+ * workflow's `gpu_conv:`): every case runs on the table switched to it.
  *
  * The cases are one table (CASES, at the end): an entry per operation and
  * shape gives the tolerance class of its outputs and the builder that draws
@@ -1460,11 +1463,13 @@ static const struct op_case CASES[] = {
 /* clang-format on */
 
 int main(int argc, char **argv) {
-  const char *dev = NULL, *prec = "fp32";
+  const char *dev = NULL, *prec = "fp32", *conv = "direct";
   int bad = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--precision") && i + 1 < argc)
       prec = argv[++i];
+    else if (!strcmp(argv[i], "--conv") && i + 1 < argc)
+      conv = argv[++i];
     else if (!strcmp(argv[i], "--grad"))
       GRAD = 1;
     else if (!dev && argv[i][0] != '-')
@@ -1472,8 +1477,10 @@ int main(int argc, char **argv) {
     else
       bad = 1;
   }
+  if (strcmp(conv, "direct") && strcmp(conv, "gemm")) bad = 1;
   if (bad || !dev || nn_precision_parse(prec, &PREC)) {
-    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]\n");
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] "
+                    "[--grad]\n");
     return 2;
   }
   if (GRAD && sizeof(real) != sizeof(double)) {
@@ -1501,20 +1508,28 @@ int main(int argc, char **argv) {
       return SKIP_CODE;
     }
   }
+  if (!strcmp(conv, "gemm")) {
+    if (!BE->set_conv_gemm) {
+      fprintf(stderr, "test_backend_ops: backend %s has one convolution path (--conv gemm is for a GPU)\n", BE->name);
+      return 2;
+    }
+    BE->set_conv_gemm(1);
+  }
   if (GRAD)
     printf("test_backend_ops: backend %s (%s) in double; every backward against central differences of its "
            "forward\n",
            BE->name, BE->device);
   else
     printf("test_backend_ops: backend %s (%s), precision %s; the reference is the CPU in fp32 (layers) and loops in "
-           "double (the rest)\n",
-           BE->name, BE->device, prec);
+           "double (the rest); convolution: %s\n",
+           BE->name, BE->device, prec, conv);
   if (basis_plan_init(&PLAN, NN_MAX_DEG)) {
     fprintf(stderr, "test_backend_ops: out of memory\n");
     return 1;
   }
   run_cases(CASES, sizeof CASES / sizeof CASES[0]);
   basis_plan_free(&PLAN);
-  printf("%d passed, %d failed (%s, %s)\n", n_pass, n_fail, BE->name, GRAD ? "finite differences" : prec);
+  printf("%d passed, %d failed (%s, %s, conv %s)\n", n_pass, n_fail, BE->name, GRAD ? "finite differences" : prec,
+         conv);
   return n_fail ? 1 : 0;
 }

@@ -112,5 +112,40 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
   return emu_gemm_do(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
                      (const float *)beta, (float *)C, ldc, bits);
 }
+/* strided-batched: `batch` products, each matrix `stride` elements after
+ * the one before (fp32 arrays only) */
+inline cublasStatus_t emu_gemm_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                       const float *alpha, const float *A, int lda, long long sA, const float *B,
+                                       int ldb, long long sB, const float *beta, float *C, int ldc, long long sC,
+                                       int batch, int bits) {
+  if (batch < 0) abort();
+  float al = *alpha, be = *beta;
+  emu_do([=]() {
+    for (int q = 0; q < batch; q++)
+      emu_gemm(ta, tb, m, n, k, &al, A + q * sA, lda, B + q * sB, ldb, &be, C + q * sC, ldc, bits);
+  });
+  return 0;
+}
+inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                int n, int k, const float *alpha, const float *A, int lda,
+                                                long long sA, const float *B, int ldb, long long sB,
+                                                const float *beta, float *C, int ldc, long long sC, int batch) {
+  return emu_gemm_batched(ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch,
+                          emu_math() == CUBLAS_TF32_TENSOR_OP_MATH ? 10 : 23);
+}
+inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void *alpha, const void *A, cudaDataType at,
+                                                 int lda, long long sA, const void *B, cudaDataType bt, int ldb,
+                                                 long long sB, const void *beta, void *C, cudaDataType ct, int ldc,
+                                                 long long sC, int batch, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t) {
+  if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
+  int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF   ? 7
+             : compute == CUBLAS_COMPUTE_32F_FAST_16F  ? -1
+             : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10
+                                                       : 23;
+  return emu_gemm_batched(ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, sA, (const float *)B, ldb, sB,
+                          (const float *)beta, (float *)C, ldc, sC, batch, bits);
+}
 
 #endif
