@@ -169,32 +169,34 @@ if want bench; then
   runs+=("--mode train --batch 240 --graph bonds --precision tf32 --steps plain"
     "--mode train --batch 240 --graph bonds --precision tf32 --steps padded")
   [ "${BENCH_QUICK:-0}" = 1 ] && runs=("--mode train --batch 16 --graph bonds" "--mode infer --batch 32 --graph radius")
+  # BENCH_RUNS: lines of model_bench's options instead, each optionally
+  # after SE3_CONV_CHUNK_MB=N (the GEMM path's chunk; the line then has "chunk_mb")
+  if [ -n "${BENCH_RUNS:-}" ]; then
+    mapfile -t runs <<<"$BENCH_RUNS"
+  fi
   : >"$out/bench.jsonl"
   for r in "${runs[@]}"; do
+    [ -n "$r" ] || continue
     if [ $(($(date +%s) - t0)) -gt "$budget" ]; then
       say "bench: time up before: $r"
       continue
     fi
+    mb=
+    if [[ $r == SE3_CONV_CHUNK_MB=* ]]; then
+      mb=${r%% *}
+      mb=${mb#*=}
+      r=${r#* }
+    fi
     # shellcheck disable=SC2086
-    if line=$("$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" $r 2>&1 | tail -1) &&
-      [ "${line:0:1}" = "{" ]; then
+    if line=$(SE3_CONV_CHUNK_MB=$mb "$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" $r 2>&1 |
+      tail -1) && [ "${line:0:1}" = "{" ]; then
+      [ -n "$mb" ] && line="${line%\}},\"chunk_mb\":$mb}"
       echo "$line" >>"$out/bench.jsonl"
     else
       say "bench: $r: $line"
     fi
   done
-  # the GEMM path's chunk (SE3_CONV_CHUNK_MB; models/cuda/conv.cu): how much
-  # staying in L2 matters (lines with "chunk_mb" added)
-  [ "${BENCH_QUICK:-0}" = 1 ] || for mb in ${CHUNK_SWEEP:-8 20 40 160 640}; do
-    for r in "--mode infer --batch 1600 --precision bf16" "--mode train --batch 240 --precision bf16"; do
-      [ $(($(date +%s) - t0)) -gt "$budget" ] && break 2
-      # shellcheck disable=SC2086
-      line=$(SE3_CONV_CHUNK_MB=$mb "$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" \
-        --graph bonds --conv gemm $r 2>&1 | tail -1)
-      [ "${line:0:1}" = "{" ] && echo "${line%\}},\"chunk_mb\":$mb}" >>"$out/bench.jsonl"
-    done
-  done
-  say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings and the chunk sweep ($(($(date +%s) - t0)) s)"
+  say "bench: $(wc -l <"$out/bench.jsonl") of ${#runs[@]} settings ($(($(date +%s) - t0)) s)"
 fi
 
 # ---- compute-sanitizer over the op test and the training test ----

@@ -60,14 +60,19 @@
  *       GEMM per degree, one product an edge;
  * and in the backward, dU_l[e] (NI x K_l) = g_l[e] (NI x cout) R_l[e], a
  * strided-batched GEMM per degree on R recomputed by the same GEMM (g
- * gathered by target first when pooled), in place of conv_du; dR, dW3, ds2
- * and dx as above. A chunk's R and U (or R, dR, dU and g) are sized to
- * CONV_GEMM_BUDGET bytes, about an H100's L2, so that what a GEMM writes the
- * next reads from L2 (SE3_CONV_CHUNK_MB overrides it, for measuring). The
- * sums run in another order than the direct kernels', so results differ by
- * round-off, and in bf16 and fp16 R and U are rounded to the tensor cores'
- * inputs as well (the direct kernels keep the contraction in fp32):
- * tests/gpu/test_backend_ops.c --conv gemm bounds both against the CPU.
+ * gathered by target when pooled), in place of conv_du; dR, dW3, ds2 and
+ * dx as above. In bf16 and fp16, R, U, dR, g and the copies of W3 and s2
+ * the GEMMs read are stored in that type (gemm_type: the values cuBLAS
+ * would round them to on the way in, in half the bytes), with fp32 sums
+ * and fp32 outputs. A chunk holds CONV_GEMM_BUDGET bytes of them (1 GiB;
+ * SE3_CONV_CHUNK_MB overrides it, for measuring): on an H200, chunks the
+ * size of the L2 (40 MB) ran no faster than the direct kernels, the launches
+ * and small GEMMs of a few hundred edges costing more than the traffic L2
+ * saved; 640 MB ran 1.9x faster (bench/RESULTS.md). The sums run in another
+ * order than the direct kernels', so results differ by round-off, and in
+ * bf16 and fp16 by the rounding of R and U as well (the direct kernels keep
+ * the contraction in fp32): tests/gpu/test_backend_ops.c --conv gemm bounds
+ * both against the CPU.
  *
  * The plan (a host struct) is read once per call into `struct geom`, which
  * travels by value as a kernel parameter: that is the device's copy of what
@@ -98,7 +103,7 @@
 /* scratch for one chunk's dR and dU */
 #define BWD_BUDGET ((size_t)256 << 20)
 /* the GEMM path's chunk (see the top) */
-#define CONV_GEMM_BUDGET ((size_t)40 << 20)
+#define CONV_GEMM_BUDGET ((size_t)1024 << 20)
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
@@ -301,10 +306,28 @@ static int gemm_chunk(size_t per_edge, int E) {
   return ce < 1 ? 1 : (int)ce;
 }
 
-/* U (n x usize) for the edges c0..c0+n-1: row e - c0 holds U_l[e][i][j] at
- * u_off[l] + i K_l + j for every degree l with outputs. */
+/* The type the GEMM path stores R, U, dR and the output gradients in: the
+ * tensor cores' input type in bf16 and fp16 (what cuBLAS would round them
+ * to on the way in: the same values, half the bytes), fp32 otherwise. */
+static enum cu_type gemm_type(void) {
+  const enum nn_precision p = cu_precision();
+  return p == NN_PREC_BF16 ? CU_BF16 : p == NN_PREC_FP16 ? CU_F16 : CU_F32;
+}
+
+/* a[i] = v, rounded to a's type t */
+__device__ __forceinline__ void put(void *a, int t, size_t i, real v) {
+  if (t == CU_BF16)
+    ((__nv_bfloat16 *)a)[i] = __float2bfloat16_rn(v);
+  else if (t == CU_F16)
+    ((__half *)a)[i] = __float2half_rn(v);
+  else
+    ((real *)a)[i] = v;
+}
+
+/* U (n x usize, type t) for the edges c0..c0+n-1: row e - c0 holds
+ * U_l[e][i][j] at u_off[l] + i K_l + j for every degree l with outputs. */
 static __global__ void conv_u_fill(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src,
-                                   int c0, int n, real *U) {
+                                   int c0, int n, void *U, int t) {
   const size_t total = (size_t)n * (size_t)g.usize;
   for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
     const int le = (int)(idx / (size_t)g.usize), q = (int)(idx % (size_t)g.usize), e = c0 + le;
@@ -312,43 +335,75 @@ static __global__ void conv_u_fill(const struct geom g, const struct deg_in x, c
     while (l > 0 && !(g.cout[l] && g.K[l] && q >= g.u_off[l]))
       l--;
     const int K = g.K[l], i = (q - g.u_off[l]) / K, j = (q - g.u_off[l]) % K;
-    U[idx] = conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j);
+    put(U, t, idx, conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j));
   }
 }
 
-/* G (n x w) = rows dst[c0 + r] of gy (pooled messages' gradient by edge). */
-static __global__ void gather_rows(real *G, const real *gy, const int32_t *dst, int c0, int n, int w) {
+/* G (n x w, type t) = rows dst[c0 + r] of gy (pooled messages' gradient by
+ * edge), or rows c0 + r (dst NULL). */
+static __global__ void gather_rows(void *G, int t, const real *gy, const int32_t *dst, int c0, int n, int w) {
   const size_t total = (size_t)n * (size_t)w;
   for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
     const size_t r = idx / (size_t)w, q = idx % (size_t)w;
-    G[idx] = gy[(size_t)dst[c0 + r] * (size_t)w + q];
+    put(G, t, idx, gy[(size_t)(dst ? dst[c0 + r] : c0 + (int)r) * (size_t)w + q]);
   }
 }
 
 static void launch_u_fill(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src, int c0,
-                          int n, real *U) {
-  conv_u_fill<<<cu_grid((size_t)n * (size_t)g->usize), CU_THREADS, 0, cu_stream()>>>(*g, *x, basis, src, c0, n, U);
+                          int n, void *U, enum cu_type t) {
+  conv_u_fill<<<cu_grid((size_t)n * (size_t)g->usize), CU_THREADS, 0, cu_stream()>>>(*g, *x, basis, src, c0, n, U,
+                                                                                      (int)t);
   CU_LAUNCHED("conv_u_fill");
 }
 
-/* R (n x Rt) = s2 rows c0.. (n x H) W3^T: every degree's radial weights of n edges. */
-static void gemm_r(const struct geom *g, const real *s2, const real *W3, int c0, int n, real *R) {
-  cu_mm(0, 1, n, g->Rt, g->H, 1, s2 + (size_t)c0 * g->H, g->H, W3, g->H, 0, R, g->Rt);
+/* What a call of the GEMM path keeps for its chunks: the type t, W3 and s2
+ * in it (when t is not fp32: converted once a call). */
+struct gemm_in {
+  enum cu_type t;
+  size_t tb;             /* bytes of an element of type t */
+  const void *W3, *s2;   /* (Rt x H), (E x H), of type t */
+};
+
+static size_t gemm_in_bytes(const struct geom *g, enum cu_type t) {
+  if (t == CU_F32) return 0;
+  return cu_round((size_t)g->Rt * (size_t)g->H * 2 + 1) + cu_round((size_t)g->E * (size_t)g->H * 2 + 1);
+}
+
+/* Carves and fills gemm_in from p (gemm_in_bytes of it). */
+static void gemm_in_make(struct gemm_in *gi, char **p, const struct geom *g, enum cu_type t, const real *W3,
+                         const real *s2) {
+  gi->t = t;
+  gi->tb = cu_type_bytes(t);
+  gi->W3 = W3, gi->s2 = s2;
+  if (t == CU_F32) return;
+  void *w = cu_carve(p, (size_t)g->Rt * (size_t)g->H * 2 + 1), *s = cu_carve(p, (size_t)g->E * (size_t)g->H * 2 + 1);
+  cu_convert(w, t, W3, (size_t)g->Rt * (size_t)g->H);
+  cu_convert(s, t, s2, (size_t)g->E * (size_t)g->H);
+  gi->W3 = w, gi->s2 = s;
+}
+
+/* R (n x Rt, type t) = s2 rows c0.. (n x H) W3^T: every degree's radial
+ * weights of n edges. */
+static void gemm_r(const struct geom *g, const struct gemm_in *gi, int c0, int n, void *R) {
+  cu_mm_t(0, 1, n, g->Rt, g->H, (const char *)gi->s2 + (size_t)c0 * g->H * gi->tb, gi->t, g->H, 0, gi->W3, gi->t,
+          g->H, 0, 0, R, gi->t, g->Rt, 0, 1);
 }
 
 /* The forward on the GEMM path; y[l] rows (pool: N, else E) as cu_conv_forward. */
 static int conv_forward_gemm(real *const y[], const struct geom *g, const struct nn_conv_shape *s,
                              const struct deg_in *X, const real *basis, const real *s2, const real *W3, int pool) {
   const int E = s->E, N = s->N;
-  int ce = gemm_chunk(((size_t)g->Rt + (size_t)g->usize) * sizeof(real), E);
-  size_t b_r = cu_round((size_t)ce * (size_t)g->Rt * sizeof(real) + 1);
-  size_t b_u = cu_round((size_t)ce * (size_t)g->usize * sizeof(real) + 1), b_msg = 0;
+  const enum cu_type t = gemm_type();
+  const size_t tb = cu_type_bytes(t);
+  int ce = gemm_chunk(((size_t)g->Rt + (size_t)g->usize) * tb, E);
+  size_t b_r = cu_round((size_t)ce * (size_t)g->Rt * tb + 1);
+  size_t b_u = cu_round((size_t)ce * (size_t)g->usize * tb + 1), b_msg = 0;
   if (pool)
     for (int l = 0; l <= g->max_l; l++)
       b_msg += cu_round((size_t)E * (size_t)(NN_DIM(l) * g->cout[l]) * sizeof(real));
-  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_r + b_u + b_msg + 1);
+  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_r + b_u + b_msg + gemm_in_bytes(g, t) + 1);
   if (!p) return -1;
-  real *R = (real *)cu_carve(&p, b_r), *U = (real *)cu_carve(&p, b_u);
+  char *R = (char *)cu_carve(&p, b_r), *U = (char *)cu_carve(&p, b_u);
   real *out[D] = {0};
   for (int l = 0; l <= g->max_l; l++) {
     const int w = NN_DIM(l) * g->cout[l];
@@ -360,16 +415,18 @@ static int conv_forward_gemm(real *const y[], const struct geom *g, const struct
     }
     out[l] = pool ? (real *)cu_carve(&p, (size_t)E * (size_t)w * sizeof(real)) : y[l];
   }
+  struct gemm_in gi;
+  gemm_in_make(&gi, &p, g, t, W3, s2);
   for (int c0 = 0; c0 < E; c0 += ce) {
     const int n = c0 + ce < E ? ce : E - c0;
-    gemm_r(g, s2, W3, c0, n, R);
-    launch_u_fill(g, X, basis, s->src, c0, n, U);
+    gemm_r(g, &gi, c0, n, R);
+    launch_u_fill(g, X, basis, s->src, c0, n, U, t);
     for (int l = 0; l <= g->max_l; l++) {
       if (!out[l]) continue;
       const int NI = NN_DIM(l), K = g->K[l], cout = g->cout[l];
       /* out_l[e] (NI x cout) = U_l[e] (NI x K) R_l[e]^T, R_l[e] (cout x K) */
-      cu_mm_batched(0, 1, NI, cout, K, U + g->u_off[l], K, g->usize, R + g->r_off[l], K, g->Rt, 0,
-                    out[l] + (size_t)c0 * NI * cout, cout, (long long)NI * cout, n);
+      cu_mm_t(0, 1, NI, cout, K, U + (size_t)g->u_off[l] * tb, t, K, g->usize, R + (size_t)g->r_off[l] * tb, t, K,
+              g->Rt, 0, out[l] + (size_t)c0 * NI * cout, CU_F32, cout, (long long)NI * cout, n);
     }
   }
   for (int l = 0; l <= g->max_l && pool && N > 0; l++)
@@ -503,12 +560,12 @@ __global__ void __launch_bounds__(LANES *B_TY)
 template <int NI>
 __global__ void __launch_bounds__(R_THREADS)
     conv_dr(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *gy,
-            const int32_t *dst, int l, int c0, real *dR) {
+            const int32_t *dst, int l, int c0, void *dR, int t) {
   __shared__ real Us[NI * R_JC]; /* [i][jj] */
   const int e = c0 + blockIdx.x, cout = g.cout[l], K = g.K[l], se = src[e];
   const real *bas = basis + (size_t)e * (size_t)g.per_edge;
   const real *grow = gy + (size_t)(dst ? dst[e] : e) * NI * cout;
-  real *out = dR + (size_t)blockIdx.x * g.Rt + g.r_off[l];
+  const size_t out = (size_t)blockIdx.x * g.Rt + g.r_off[l]; /* (dR of type t: fp32, or the GEMM path's half) */
   for (int jc = 0; jc < K; jc += R_JC) {
     const int jn = K - jc < R_JC ? K - jc : R_JC;
     __syncthreads();
@@ -523,7 +580,7 @@ __global__ void __launch_bounds__(R_THREADS)
 #pragma unroll
       for (int i = 0; i < NI; i++)
         d += grow[(size_t)i * cout + o] * Us[i * R_JC + jj];
-      out[(size_t)o * K + jc + jj] = d;
+      put(dR, t, out + (size_t)o * K + jc + jj, d);
     }
   }
 }
@@ -665,21 +722,21 @@ static void launch_du(const struct geom *g, const real *s2, const real *W3, cons
 }
 
 static void launch_dr(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
-                      const real *gy, const int32_t *dst, int l, int c0, int c1, real *dR) {
+                      const real *gy, const int32_t *dst, int l, int c0, int c1, void *dR, enum cu_type t) {
   cudaStream_t st = cu_stream();
   const unsigned grid = (unsigned)(c1 - c0);
   switch (l) {
   case 0:
-    conv_dr<1><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR);
+    conv_dr<1><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR, (int)t);
     break;
   case 1:
-    conv_dr<3><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR);
+    conv_dr<3><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR, (int)t);
     break;
   case 2:
-    conv_dr<5><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR);
+    conv_dr<5><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR, (int)t);
     break;
   default:
-    conv_dr<7><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR);
+    conv_dr<7><<<grid, R_THREADS, 0, st>>>(*g, *x, basis, src, gy, dst, l, c0, dR, (int)t);
     break;
   }
   CU_LAUNCHED("conv_dr");
@@ -709,35 +766,42 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
         CU_CHECK(cudaMemsetAsync(DX.p[k], 0, (size_t)N * (size_t)(NN_DIM(k) * g.cin[k]) * sizeof(real), cu_stream()));
     return 0;
   }
-  /* the chunk: dR (Rt reals per edge) and dU (usize) within the budget; on
-   * the GEMM path also R (Rt) and, pooled, the edges' output gradients (gw) */
-  const int gemm = conv_gemm && want_dx && g.Rt > 0;
+  /* the chunk: dR (Rt per edge) and dU (usize) within the budget; on the
+   * GEMM path also R (Rt) and the edges' output gradients (gw), R, dR and
+   * the gradients in the path's type (gemm_type), and W3 and s2 in it */
+  const int gpath = conv_gemm && g.Rt > 0, gemm = gpath && want_dx;
+  const enum cu_type t = gpath ? gemm_type() : CU_F32;
+  const size_t tb = cu_type_bytes(t);
   int gw = 0;
   for (int l = 0; l <= g.max_l; l++)
     gw += g.cout[l] && g.K[l] ? NN_DIM(l) * g.cout[l] : 0;
-  size_t per_edge = ((want_r ? (size_t)g.Rt : 0) + (want_dx ? (size_t)g.usize : 0)) * sizeof(real);
+  const int gather = gemm && (pool || t != CU_F32); /* the gradients copied by edge, in type t */
+  size_t per_edge = (want_r ? (size_t)g.Rt * tb : 0) + (want_dx ? (size_t)g.usize * sizeof(real) : 0);
   int ce;
-  if (gemm) {
-    per_edge += ((size_t)g.Rt + (pool ? (size_t)gw : 0)) * sizeof(real);
+  if (gpath) {
+    per_edge += gemm ? (size_t)g.Rt * tb + (gather ? (size_t)gw * tb : 0) : 0;
     ce = gemm_chunk(per_edge, E);
   } else {
     ce = per_edge ? (int)(BWD_BUDGET / per_edge < (size_t)E ? BWD_BUDGET / per_edge : (size_t)E) : E;
     if (ce < 1) ce = 1;
   }
   size_t b_dst = pool ? cu_round((size_t)E * sizeof(int32_t)) : 0;
-  size_t b_dr = want_r ? cu_round((size_t)ce * (size_t)g.Rt * sizeof(real) + 1) : 0;
+  size_t b_dr = want_r ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
   size_t b_du = want_dx ? cu_round((size_t)ce * (size_t)g.usize * sizeof(real) + 1) : 0;
-  size_t b_r = gemm ? cu_round((size_t)ce * (size_t)g.Rt * sizeof(real) + 1) : 0;
-  size_t b_g = gemm && pool ? cu_round((size_t)ce * (size_t)gw * sizeof(real) + 1) : 0;
+  size_t b_r = gemm ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
+  size_t b_g = gather ? cu_round((size_t)ce * (size_t)gw * tb + 1) : 0;
+  size_t b_in = gpath ? gemm_in_bytes(&g, t) : 0;
   size_t b_con = want_dx ? cu_round((size_t)E * (size_t)g.xw * sizeof(real) + 1) : 0;
   size_t b_csr = want_dx ? cu_round((size_t)(N + 1) * sizeof(int32_t)) * 2 + cu_round((size_t)E * sizeof(int32_t)) : 0;
-  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_r + b_g + b_con + b_csr + 1);
+  char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_r + b_g + b_in + b_con + b_csr + 1);
   if (!p) return -1;
   int32_t *dst = pool ? (int32_t *)cu_carve(&p, b_dst) : NULL;
-  real *dR = want_r ? (real *)cu_carve(&p, b_dr) : NULL;
+  char *dR = want_r ? (char *)cu_carve(&p, b_dr) : NULL;
   real *dU = want_dx ? (real *)cu_carve(&p, b_du) : NULL;
-  real *R = gemm ? (real *)cu_carve(&p, b_r) : NULL, *G = gemm && pool ? (real *)cu_carve(&p, b_g) : NULL;
+  char *R = gemm ? (char *)cu_carve(&p, b_r) : NULL, *G = gather ? (char *)cu_carve(&p, b_g) : NULL;
   real *contrib = want_dx ? (real *)cu_carve(&p, b_con) : NULL;
+  struct gemm_in gi = {CU_F32, sizeof(real), W3, s2};
+  if (gpath) gemm_in_make(&gi, &p, &g, t, W3, s2);
   int32_t *out_start = NULL, *cursor = NULL, *out_edge = NULL;
   if (want_dx) {
     out_start = (int32_t *)cu_carve(&p, (size_t)(N + 1) * sizeof(int32_t));
@@ -754,20 +818,21 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
     const int c1 = c0 + ce < E ? c0 + ce : E, n = c1 - c0;
     if (want_dx && gemm) {
       /* dU_l[e] (NI x K) = g_l[e] (NI x cout) R_l[e] (cout x K), R by the GEMM */
-      gemm_r(&g, s2, W3, c0, n, R);
-      real *gp = G;
+      gemm_r(&g, &gi, c0, n, R);
+      char *gp = G;
       for (int l = 0; l <= g.max_l; l++) {
         if (!(g.cout[l] && g.K[l])) continue;
         const int NI = NN_DIM(l), w = NI * g.cout[l];
-        const real *gl = dy[l] + (size_t)c0 * w;
-        if (pool) {
-          gather_rows<<<cu_grid((size_t)n * (size_t)w), CU_THREADS, 0, cu_stream()>>>(gp, dy[l], dst, c0, n, w);
+        const void *gl = dy[l] + (size_t)c0 * w;
+        if (gather) {
+          gather_rows<<<cu_grid((size_t)n * (size_t)w), CU_THREADS, 0, cu_stream()>>>(gp, (int)t, dy[l], dst, c0, n,
+                                                                                      w);
           CU_LAUNCHED("gather_rows");
           gl = gp;
-          gp += (size_t)n * w;
+          gp += (size_t)n * w * tb;
         }
-        cu_mm_batched(0, 0, NI, g.K[l], g.cout[l], gl, g.cout[l], w, R + g.r_off[l], g.K[l], g.Rt, 0,
-                      dU + g.u_off[l], g.K[l], g.usize, n);
+        cu_mm_t(0, 0, NI, g.K[l], g.cout[l], gl, t, g.cout[l], w, R + (size_t)g.r_off[l] * tb, t, g.K[l], g.Rt, 0,
+                dU + g.u_off[l], CU_F32, g.K[l], g.usize, n);
       }
     } else if (want_dx) {
       for (int l = 0; l <= g.max_l; l++)
@@ -780,12 +845,14 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
       }
     }
     if (want_r) {
-      if (uncovered) CU_CHECK(cudaMemsetAsync(dR, 0, (size_t)n * (size_t)g.Rt * sizeof(real), cu_stream()));
+      if (uncovered) CU_CHECK(cudaMemsetAsync(dR, 0, (size_t)n * (size_t)g.Rt * tb, cu_stream()));
       for (int l = 0; l <= g.max_l; l++)
-        if (g.cout[l] && g.K[l]) launch_dr(&g, &X, basis, s->src, dy[l], dst, l, c0, c1, dR);
-      /* row-major: dW3 (Rt x H) += dR^T (Rt x n) s2 (n x H); ds2 (n x H) = dR (n x Rt) W3 (Rt x H) */
-      if (dW3) cu_mm(1, 0, g.Rt, H, n, 1, dR, g.Rt, s2 + (size_t)c0 * H, H, 1, dW3, H);
-      if (ds2) cu_mm(0, 0, n, H, g.Rt, 1, dR, g.Rt, W3, H, 0, ds2 + (size_t)c0 * H, H);
+        if (g.cout[l] && g.K[l]) launch_dr(&g, &X, basis, s->src, dy[l], dst, l, c0, c1, dR, t);
+      /* row-major: dW3 (Rt x H) += dR^T (Rt x n) s2 (n x H); ds2 (n x H) = dR (n x Rt) W3 (Rt x H);
+       * on the GEMM path in bf16 or fp16, from dR, s2 and W3 in that type */
+      const void *s2c = (const char *)gi.s2 + (size_t)c0 * H * tb;
+      if (dW3) cu_mm_t(1, 0, g.Rt, H, n, dR, t, g.Rt, 0, s2c, t, H, 0, 1, dW3, CU_F32, H, 0, 1);
+      if (ds2) cu_mm_t(0, 0, n, H, g.Rt, dR, t, g.Rt, 0, gi.W3, t, H, 0, 0, ds2 + (size_t)c0 * H, CU_F32, H, 0, 1);
     }
   }
   if (want_dx && g.xw > 0) {

@@ -36,6 +36,8 @@
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stddef.h>
@@ -114,6 +116,19 @@ void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int l
  * an empty product does nothing; k <= 0 is not allowed. */
 void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B, int ldb,
                    long long sB, real beta, real *C, int ldc, long long sC, int batch);
+/* Element types of arrays a GEMM reads or writes (cu_mm_t). */
+enum cu_type { CU_F32 = 0, CU_BF16 = 1, CU_F16 = 2 };
+static inline size_t cu_type_bytes(enum cu_type t) { return t == CU_F32 ? 4 : 2; }
+/* cu_mm_batched's products with arrays of other types: A and B of one
+ * type, C fp32 or (with half inputs) that half type. With fp32 inputs the
+ * products are cu_mm's, in the table's precision; with bf16 or fp16 inputs
+ * they run on tensor cores with fp32 sums (CUBLAS_COMPUTE_32F) and C is
+ * rounded to its type. batch 1 is a plain GEMM (strides unused). */
+void cu_mm_t(int ta, int tb, int m, int n, int k, const void *A, enum cu_type at, int lda, long long sA, const void *B,
+             enum cu_type bt, int ldb, long long sB, real beta, void *C, enum cu_type ct, int ldc, long long sC,
+             int batch);
+/* dst (n elements of type t) = src rounded to t (to nearest, ties to even). */
+void cu_convert(void *dst, enum cu_type t, const real *src, size_t n);
 /* Frees gemm.cu's cuBLASLt plans (at exit). */
 void cu_gemm_shutdown(void);
 

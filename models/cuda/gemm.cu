@@ -74,6 +74,54 @@ void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, 
                                       batch));
 }
 
+static cudaDataType cu_dtype(enum cu_type t) {
+  return t == CU_BF16 ? CUDA_R_16BF : t == CU_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+void cu_mm_t(int ta, int tb, int m, int n, int k, const void *A, enum cu_type at, int lda, long long sA, const void *B,
+             enum cu_type bt, int ldb, long long sB, real beta, void *C, enum cu_type ct, int ldc, long long sC,
+             int batch) {
+  if (at == CU_F32 && bt == CU_F32 && ct == CU_F32) {
+    if (batch == 1)
+      cu_mm(ta, tb, m, n, k, 1, (const real *)A, lda, (const real *)B, ldb, beta, (real *)C, ldc);
+    else
+      cu_mm_batched(ta, tb, m, n, k, (const real *)A, lda, sA, (const real *)B, ldb, sB, beta, (real *)C, ldc, sC,
+                    batch);
+    return;
+  }
+  if (at != bt || at == CU_F32 || (ct != CU_F32 && ct != at)) {
+    cu_fail(__FILE__, __LINE__, "cu_mm_t: A and B of different types, or a half C from other inputs");
+    return;
+  }
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return;
+  cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const real alpha = 1;
+  /* (alpha and beta are fp32 with CUBLAS_COMPUTE_32F, whatever the arrays) */
+  if (batch == 1)
+    CU_BLAS(cublasGemmEx(cu_blas(), opb, opa, n, m, k, &alpha, B, cu_dtype(bt), ldb, A, cu_dtype(at), lda, &beta, C,
+                         cu_dtype(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  else
+    CU_BLAS(cublasGemmStridedBatchedEx(cu_blas(), opb, opa, n, m, k, &alpha, B, cu_dtype(bt), ldb, sB, A,
+                                       cu_dtype(at), lda, sA, &beta, C, cu_dtype(ct), ldc, sC, batch,
+                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static __global__ void convert_kernel(void *dst, int t, const real *src, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    if (t == CU_BF16)
+      ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+    else if (t == CU_F16)
+      ((__half *)dst)[i] = __float2half_rn(src[i]);
+    else
+      ((real *)dst)[i] = src[i];
+}
+
+void cu_convert(void *dst, enum cu_type t, const real *src, size_t n) {
+  if (!n) return;
+  convert_kernel<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(dst, (int)t, src, n);
+  CU_LAUNCHED("convert_kernel");
+}
+
 /* y[r, o] += b[o] (rows x out). */
 static __global__ void add_bias(real *y, const real *b, int rows, int out) {
   size_t total = (size_t)rows * (size_t)out;

@@ -1,13 +1,15 @@
 /* The emulator's cuBLAS (dev/cuda_emu/run.sh): what models/cuda/ calls. */
 #ifndef SE3_CUDA_EMU_CUBLAS_H
 #define SE3_CUDA_EMU_CUBLAS_H
+#include "cuda_bf16.h"
+#include "cuda_fp16.h"
 #include "cuda_runtime.h"
 typedef void *cublasHandle_t;
 typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0 };
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH } cublasMath_t;
-typedef enum { CUDA_R_32F } cudaDataType;
+typedef enum { CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F } cudaDataType;
 typedef enum {
   CUBLAS_COMPUTE_32F,
   CUBLAS_COMPUTE_32F_FAST_TF32,
@@ -93,6 +95,52 @@ inline cublasStatus_t emu_gemm_do(cublasOperation_t ta, cublasOperation_t tb, in
   emu_do([=]() { emu_gemm(ta, tb, m, n, k, &al, A, lda, B, ldb, &be, C, ldc, bits); });
   return 0;
 }
+/* ---- arrays of bf16 or fp16 (what models/cuda/conv.cu's GEMM path stores) ---- */
+inline float emu_ld(const void *p, cudaDataType t, size_t i) {
+  return t == CUDA_R_16BF  ? __bfloat162float(((const __nv_bfloat16 *)p)[i])
+         : t == CUDA_R_16F ? __half2float(((const __half *)p)[i])
+                           : ((const float *)p)[i];
+}
+inline void emu_st(void *p, cudaDataType t, size_t i, float v) {
+  if (t == CUDA_R_16BF)
+    ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+  else if (t == CUDA_R_16F)
+    ((__half *)p)[i] = __float2half_rn(v);
+  else
+    ((float *)p)[i] = v;
+}
+/* column-major C = alpha op(A) op(B) + beta C for every type combination
+ * cuBLAS takes with CUBLAS_COMPUTE_32F: A and B of one type (their values
+ * as stored: nothing rounded further), sums in double here, C rounded to
+ * its type when written; `batch` products at strides sA, sB, sC */
+inline void emu_gemm_typed(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float al, const void *A,
+                           cudaDataType at, int lda, long long sA, const void *B, cudaDataType bt, int ldb,
+                           long long sB, float be, void *C, cudaDataType ct, int ldc, long long sC, int batch) {
+  if (at != bt || (at == CUDA_R_32F && ct != CUDA_R_32F)) {
+    fprintf(stderr, "cublas gemm: A and B of different types, or fp32 inputs with a half output\n");
+    abort();
+  }
+  if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1) {
+    fprintf(stderr, "cublas gemm: bad leading dimension\n");
+    abort();
+  }
+  for (int q = 0; q < batch; q++)
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) {
+        double s = 0;
+        for (int p = 0; p < k; p++) {
+          size_t ia = ta == CUBLAS_OP_N ? i + (size_t)p * lda : p + (size_t)i * lda;
+          size_t ib = tb == CUBLAS_OP_N ? p + (size_t)j * ldb : j + (size_t)p * ldb;
+          s += (double)emu_ld(A, at, q * sA + ia) * emu_ld(B, bt, q * sB + ib);
+        }
+        size_t ic = q * sC + i + (size_t)j * ldc;
+        emu_st(C, ct, ic, (float)(al * s + (be == 0 ? 0.0 : (double)be * emu_ld(C, ct, ic))));
+      }
+}
+inline int emu_typed(cudaDataType at, cudaDataType bt, cudaDataType ct) {
+  return at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F;
+}
+
 inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                   const float *alpha, const float *A, int lda, const float *B, int ldb,
                                   const float *beta, float *C, int ldc) {
@@ -104,7 +152,12 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                                    const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
                                    cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                    cublasComputeType_t compute, cublasGemmAlgo_t) {
-  if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
+  if (emu_typed(at, bt, ct)) { /* half arrays: CUBLAS_COMPUTE_32F only, as cuBLAS */
+    if (compute != CUBLAS_COMPUTE_32F) abort();
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    emu_do([=]() { emu_gemm_typed(ta, tb, m, n, k, al, A, at, lda, 0, B, bt, ldb, 0, be, C, ct, ldc, 0, 1); });
+    return 0;
+  }
   int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF   ? 7
              : compute == CUBLAS_COMPUTE_32F_FAST_16F  ? -1
              : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10
@@ -139,7 +192,12 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation
                                                  long long sB, const void *beta, void *C, cudaDataType ct, int ldc,
                                                  long long sC, int batch, cublasComputeType_t compute,
                                                  cublasGemmAlgo_t) {
-  if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) abort();
+  if (emu_typed(at, bt, ct)) {
+    if (compute != CUBLAS_COMPUTE_32F || batch < 0) abort();
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    emu_do([=]() { emu_gemm_typed(ta, tb, m, n, k, al, A, at, lda, sA, B, bt, ldb, sB, be, C, ct, ldc, sC, batch); });
+    return 0;
+  }
   int bits = compute == CUBLAS_COMPUTE_32F_FAST_16BF   ? 7
              : compute == CUBLAS_COMPUTE_32F_FAST_16F  ? -1
              : compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? 10
