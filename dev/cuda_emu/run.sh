@@ -55,6 +55,8 @@ if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not
 fi
 g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
   -o "$out/check"
+echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
+"$out/check" devices
 OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
 [ "${EMU_TESTS:-1}" = 0 ] && exit 0
 

@@ -2,8 +2,9 @@
  * device, memory and copies, sync and the record of failures, the scratch
  * buffers, and the table itself (cuda.h lists where each operation lives).
  *
- * One device per process: the state below is file-static. nn_backend_cuda
- * opens GPU `index` once (its stream, its cuBLAS handle) and returns the same
+ * One device per process: the state below is file-static.
+ * nn_backend_cuda_open opens GPU `index` (or, by rank, table.h's
+ * nn_cuda_pick) once (its stream, its cuBLAS handle) and returns the same
  * table on later calls for that GPU; asking for another GPU in the same
  * process is refused.
  *
@@ -31,7 +32,7 @@
 #include "models/cuda/table.h"
 
 static struct {
-  int open, index;
+  int open, index, count; /* the GPU opened, and how many this process sees */
   cudaStream_t stream;
   cublasHandle_t blas;
   cublasLtHandle_t lt; /* NULL: cuBLASLt did not start, dense layers add their bias apart */
@@ -457,8 +458,10 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
   return 0;
 }
 
-extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen) {
+extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision,
+                                                         char *err, size_t errlen) {
   if (st.open) {
+    index = nn_cuda_pick(index, by_rank, st.count);
     if (index != st.index) {
       snprintf(err, errlen, "this process already drives GPU %d, and a process drives one GPU only (cuda:%d asked for)",
                st.index, index);
@@ -486,6 +489,7 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
     snprintf(err, errlen, "no GPU: the CUDA driver found none; %s", run_on_cpu);
     return NULL;
   }
+  index = nn_cuda_pick(index, by_rank, count);
   if (index < 0 || index >= count) {
     if (count == 1)
       snprintf(err, errlen, "GPU %d asked for, 1 found (cuda:0); set device: cuda:0, or %s", index, run_on_cpu);
@@ -536,6 +540,7 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
   st.ws = ws;
   if (cublasLtCreate(&st.lt) != CUBLAS_STATUS_SUCCESS) st.lt = NULL;
   st.index = index;
+  st.count = count;
   if (set_precision(precision, err, errlen)) {
     if (st.lt) (void)cublasLtDestroy(st.lt);
     st.lt = NULL;

@@ -101,6 +101,8 @@ enum {
   cudaSuccess = 0,
   cudaErrorInsufficientDriver = 35,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901
 };
@@ -110,11 +112,23 @@ struct cudaDeviceProp {
   char name[256];
   int major, minor;
 };
+/* EMU_DEVICES (default 1): how many GPUs this process sees. */
+inline int emu_devices() {
+  const char *v = getenv("EMU_DEVICES");
+  if (!v || !*v) return 1;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 0 || n > 64) {
+    fprintf(stderr, "cuda_emu: EMU_DEVICES='%s' is not a count of GPUs from 0 to 64\n", v);
+    abort();
+  }
+  return (int)n;
+}
 inline cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = emu_devices();
   return cudaSuccess;
 }
-inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int i) { return i >= 0 && i < emu_devices() ? cudaSuccess : cudaErrorInvalidDevice; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
   snprintf(p->name, sizeof p->name, "emulated GPU");
   p->major = 9;
