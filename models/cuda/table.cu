@@ -122,7 +122,7 @@ static int waited(char *err, size_t errlen) {
 }
 
 static int cu_sync(char *err, size_t errlen) {
-  CU_CHECK(cudaStreamSynchronize(st.stream));
+  cu_wait(st.stream, NULL, __FILE__, __LINE__);
   return waited(err, errlen);
 }
 
@@ -179,7 +179,7 @@ static void cu_upload(void *dst, const void *host_src, size_t bytes) {
       if (CU_CHECK(cudaEventRecord(st.stage_done[h], st.stream))) return;
       st.stage_armed[h] = 1;
       h ^= 1;
-      if (st.stage_armed[h] && CU_CHECK(cudaEventSynchronize(st.stage_done[h]))) return;
+      if (st.stage_armed[h] && cu_wait(st.stream, &st.stage_done[h], __FILE__, __LINE__)) return;
       st.stage_cur = h;
       st.stage_used = 0;
     }
@@ -199,7 +199,7 @@ static void cu_upload(void *dst, const void *host_src, size_t bytes) {
 static void cu_download(void *host_dst, const void *src, size_t bytes) {
   if (!bytes) return;
   CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st.stream));
-  CU_CHECK(cudaStreamSynchronize(st.stream));
+  cu_wait(st.stream, NULL, __FILE__, __LINE__);
 }
 
 /* ---- copies back that do not wait: pinned memory, events ---- */
@@ -240,7 +240,7 @@ static void *cu_fence_new(void) {
 static void cu_fence_mark(void *fence) { CU_CHECK(cudaEventRecord(((struct cu_fence *)fence)->ev, st.stream)); }
 
 static int cu_fence_wait(void *fence, char *err, size_t errlen) {
-  CU_CHECK(cudaEventSynchronize(((struct cu_fence *)fence)->ev));
+  cu_wait(st.stream, &((struct cu_fence *)fence)->ev, __FILE__, __LINE__);
   return waited(err, errlen);
 }
 
