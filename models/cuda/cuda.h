@@ -182,6 +182,7 @@ void cu_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_
                       const real *alpha, const real *const kv[], const real *const q[]);
 /* basis.cu */
 int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan);
+int cu_prepare_bases(const struct basis_plan *plan, char *err, size_t errlen);
 void cu_bases_shutdown(void);
 /* pool.cu */
 void cu_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);

@@ -405,6 +405,7 @@ static void fill_table(void) {
   table.relu = cu_relu;
   table.relu_backward = cu_relu_backward;
   table.bases = cu_bases;
+  table.prepare_bases = cu_prepare_bases;
   table.edge_weights = cu_edge_weights;
   table.adam_step = cu_adam_step;
   table.adam_step_at = cu_adam_step_at;
@@ -512,9 +513,11 @@ extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank,
              index, prop.name, prop.major, prop.minor, run_on_cpu);
     return NULL;
   }
-  if ((e = cudaStreamCreate(&st.stream)) != cudaSuccess) {
-    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreate failed: %s; %s", index, prop.name, cudaGetErrorString(e),
-             run_on_cpu);
+  /* Non-blocking: nothing on the legacy default stream (a library's, a
+   * debugger's) orders itself with the backend's work or breaks a capture. */
+  if ((e = cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreateWithFlags failed: %s; %s", index, prop.name,
+             cudaGetErrorString(e), run_on_cpu);
     return NULL;
   }
   cublasStatus_t s = cublasCreate(&st.blas);
