@@ -126,6 +126,12 @@ struct nn_backend {
    * its own copy of its tables, by max_degree). 0, or -1 when out of memory
    * or the device failed (sync says which). */
   int (*bases)(real *out, const float *rel, int E, const struct basis_plan *plan);
+  /* Loads the tables `bases` needs for plan onto the device, once per
+   * max_degree, before any step (se3_net_create calls it): nothing is
+   * allocated or copied on first use, inside a step that may be recorded.
+   * A device backend's bases fails for a plan not prepared. 0, or -1 with
+   * err. NULL where the backend keeps nothing (the CPU). */
+  int (*prepare_bases)(const struct basis_plan *plan, char *err, size_t errlen);
   /* w[e] = nn_edge_weight(edge_feat + e in, in, kind, cutoff, bonds_kept) (models/kernels/envelope.h) */
   void (*edge_weights)(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
 

@@ -20,11 +20,11 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
   memset(d, 0, sizeof *d);
   if (!s || !strcmp(s, "cpu")) return 0;
   if (!strcmp(s, "auto")) {
-    d->cuda = d->any = 1;
+    d->cuda = d->any = d->by_rank = 1;
     return 0;
   }
   if (!strcmp(s, "cuda")) {
-    d->cuda = 1;
+    d->cuda = d->by_rank = 1;
     return 0;
   }
   if (!strncmp(s, "cuda:", 5) && s[5] >= '0' && s[5] <= '9') {
@@ -40,13 +40,15 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
   return -1;
 }
 
-/* The CUDA backend on GPU `index`, or NULL with a message. The backend is
- * a module (libse3cuda.so, models/cuda/table.h's nn_backend_cuda) loaded on
+/* The CUDA backend on GPU `index` (by_rank: of node-local rank `index`,
+ * models/cuda/table.h), or NULL with a message. The backend is a module
+ * (libse3cuda.so, models/cuda/table.h's nn_backend_cuda_open) loaded on
  * first use, so that only runs on a GPU load the CUDA runtime and cuBLAS:
  * from beside the executable, else from where it was built. */
-static const struct nn_backend *cuda_open(int index, enum nn_precision precision, char *err, size_t errlen) {
+static const struct nn_backend *cuda_open(int index, int by_rank, enum nn_precision precision, char *err,
+                                          size_t errlen) {
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
-  static const struct nn_backend *(*open_fn)(int, enum nn_precision, char *, size_t);
+  static const struct nn_backend *(*open_fn)(int, int, enum nn_precision, char *, size_t);
   if (!open_fn) {
     char exe[PATH_MAX], path[PATH_MAX + 32];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -64,16 +66,18 @@ static const struct nn_backend *cuda_open(int index, enum nn_precision precision
                dlerror());
       return NULL;
     }
-    *(void **)&open_fn = dlsym(h, "nn_backend_cuda");
+    *(void **)&open_fn = dlsym(h, "nn_backend_cuda_open");
     if (!open_fn) {
-      snprintf(err, errlen, "the CUDA backend (%s) lacks nn_backend_cuda: %s; set device: cpu", SE3_CUDA_MODULE,
-               dlerror());
+      snprintf(err, errlen,
+               "the CUDA backend (%s) lacks nn_backend_cuda_open (a module of another se3screen?): %s; set device: cpu",
+               SE3_CUDA_MODULE, dlerror());
       return NULL;
     }
   }
-  return open_fn(index, precision, err, errlen);
+  return open_fn(index, by_rank, precision, err, errlen);
 #else
   (void)index;
+  (void)by_rank;
   (void)precision;
   snprintf(err, errlen,
            "this se3screen was built without the CUDA backend (it is built when CMake finds nvcc); install the "
@@ -88,10 +92,15 @@ const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_prec
                                          size_t errlen) {
   if (d->cuda) {
     char why[512] = "";
-    const struct nn_backend *be = cuda_open(d->index, precision, why, sizeof why);
+    const struct nn_backend *be = cuda_open(d->index, d->by_rank, precision, why, sizeof why);
     if (be) return be;
     if (!d->any) {
-      snprintf(err, errlen, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
+      if (d->by_rank && d->index)
+        snprintf(err, errlen, "device: cuda (node-local rank %d) was asked for, but %s", d->index, why);
+      else if (d->by_rank)
+        snprintf(err, errlen, "device: cuda was asked for, but %s", why);
+      else
+        snprintf(err, errlen, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
       return NULL;
     }
     /* auto: the CPU, in fp32 or (scoring) bf16 */

@@ -10,11 +10,15 @@
 /* ---- choosing a backend ---------------------------------------------------------
  * The workflow's `device:` names one: "cpu", "cuda" (the first GPU), "cuda:N"
  * or "auto" (a GPU when this build has the CUDA backend and a usable GPU is
- * present, else the CPU). */
+ * present, else the CPU). "cuda" and "auto" take a GPU by rank: with several
+ * processes on a node, the caller sets index to the node-local rank, and the
+ * GPU is that modulo the number of GPUs the process sees (one each under
+ * Slurm's --gpus-per-task=1: cuda:0). */
 struct nn_device {
-  int cuda;  /* 0: the CPU; 1: a GPU */
-  int index; /* the GPU's index (cuda:N) */
-  int any;   /* "auto": fall back to the CPU when no GPU can be used */
+  int cuda;    /* 0: the CPU; 1: a GPU */
+  int index;   /* the GPU's index (cuda:N), or with by_rank the node-local rank (0 for one process) */
+  int by_rank; /* "cuda", "auto": the GPU is index modulo the GPUs this process sees */
+  int any;     /* "auto": fall back to the CPU when no GPU can be used */
 };
 /* 0, or -1 with a message naming the value and the choices. */
 int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen);

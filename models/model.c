@@ -125,6 +125,12 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   }
   n->model.be = be;
   n->model.low_memory = low_memory;
+  /* the device's basis tables now, not inside a step that may be recorded */
+  if (be->prepare_bases && be->prepare_bases(&n->model.plan, err, errlen)) {
+    se3_model_free(&n->model);
+    free(n);
+    return NULL;
+  }
   nn_backend_arena(be, &n->own_ws);
   n->ws = &n->own_ws;
   n->bc = &n->own_bc;

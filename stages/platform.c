@@ -81,8 +81,9 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
   if (nn_device_parse(dev, &d, err, errlen)) return NULL;
-  /* several processes on a node, `cuda` or `auto`: one GPU each, by local rank */
-  if (d.cuda && strncmp(dev, "cuda:", 5)) d.index = comm_local_rank(run_comm);
+  /* several processes on a node, `cuda` or `auto`: one GPU each, by local
+   * rank modulo the GPUs a process sees (the backend knows how many) */
+  if (d.by_rank) d.index = comm_local_rank(run_comm);
   enum nn_precision p = NN_PREC_FP32; /* the schema lets only the four words through */
   if (nn_precision_parse(prec, &p)) {
     snprintf(err, errlen, "precision '%s' is not one of fp32, tf32, bf16, fp16", prec);

@@ -1,13 +1,22 @@
 /* check.c — every operation of the CUDA backend's table, run on the host by
  * the emulator (run.sh says how), against the CPU backend, and a whole
  * model's forward, backward, gradient norm and Adam step on both. Prints one
- * line per comparison; exits 1 on any mismatch beyond round-off. */
+ * line per comparison; exits 1 on any mismatch beyond round-off.
+ *
+ * `check devices`: which GPU a process opens, by rank or by index, when it
+ * sees EMU_DEVICES GPUs (each case in a child process of its own, since a
+ * process opens one device once). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "models/backend.h"
+#include "models/basis.h"
 #include "models/cpu/table.h"
 #include "models/cuda/table.h"
 #include "models/device.h"
@@ -31,7 +40,7 @@ static real *rarr(size_t n) {
     p[i] = (real)rnd();
   return p;
 }
-static real *dup(const real *a, size_t n) {
+static real *copy_of(const real *a, size_t n) {
   real *p = malloc((n + 1) * sizeof *p);
   memcpy(p, a, n * sizeof *p);
   return p;
@@ -142,7 +151,7 @@ static void test_norm(void) {
   cmp("norm_backward dgamma", dg, DG, C, 1e-4);
   cmp("norm_backward dbeta", db, DB, C, 1e-4);
   /* in place: dx = dy */
-  real *dy2 = dup(dy, n);
+  real *dy2 = copy_of(dy, n);
   nn_norm_backward(dy2, dg, db, dy2, x, sv, g, be, N, dim, C);
   G->norm_backward(DY, DG, DB, DY, X, S, Gm, Be, N, dim, C);
   cmp("norm_backward in place", dy2, DY, n, 1e-4);
@@ -425,6 +434,90 @@ static void test_conv(const char *label, struct nn_fiber fin, struct nn_fiber fo
 }
 
 /* The whole model on both backends. */
+/* The bases inside a recorded step (a CUDA graph): their tables are loaded
+ * by prepare_bases before it, never on first use inside the capture (a
+ * cudaMalloc, a copy and a wait there, which a GPU refuses and this
+ * emulator stops on: shown in a child). A plan not prepared spoils the
+ * recording without a call to CUDA, and fails eagerly with its message.
+ * max_degree 4: no other check uses it, so nothing loaded it before. */
+static void record_an_alloc(void) {
+  if (G->record_begin()) _exit(3);
+  (void)G->alloc(1024); /* what the tables' first use did inside a capture */
+  _exit(0);
+}
+
+static void test_bases_recorded(void) {
+  struct basis_plan plan;
+  char err[512];
+  if (basis_plan_init(&plan, 4)) {
+    printf("bases recorded: out of memory\n");
+    fails++;
+    return;
+  }
+  const int E = 5;
+  size_t per = plan.per_edge;
+  float rel[3 * 5] = {1, 2, 3, -0.5f, 0.25f, 2, 0, 0, 1.5f, 3, -1, 0.5f, -2, -2, 1};
+  real *want = malloc(E * per * sizeof *want);
+  float *one = malloc(per * sizeof *one);
+  for (int e = 0; e < E; e++) {
+    basis_edge(&plan, rel + 3 * e, one);
+    for (size_t k = 0; k < per; k++)
+      want[(size_t)e * per + k] = one[k];
+  }
+  float *drel = G->alloc(sizeof rel);
+  real *out = G->alloc(E * per * sizeof(real));
+  G->upload(drel, rel, sizeof rel);
+  /* not prepared: the recording is refused, and nothing stopped the emulator */
+  int bad = G->record_begin() != 0;
+  int rc = G->bases(out, drel, E, &plan);
+  void *rec = G->record_end();
+  printf("%-40s bases %d, recording %s %s\n", "bases of a plan not prepared, recorded", rc, rec ? "made" : "refused",
+         !bad && rc && !rec ? "ok" : "FAIL");
+  fails += bad || !rc || rec;
+  if (rec) G->record_free(rec);
+  rc = G->bases(out, drel, E, &plan);
+  int srj = G->sync(err, sizeof err);
+  int named = srj && strstr(err, "tables of max_degree 4 were not loaded (prepare_bases)") != NULL;
+  printf("%-40s %s %s\n", "bases of a plan not prepared, eager", srj ? err : "(no failure)", rc && named ? "ok" : "FAIL");
+  fails += !rc || !named;
+  /* prepared: recorded, and the replay computes them */
+  if (G->prepare_bases(&plan, err, sizeof err)) {
+    printf("prepare_bases: %s FAIL\n", err);
+    fails++;
+  } else if (G->record_begin()) {
+    printf("record_begin refused after prepare_bases FAIL\n");
+    fails++;
+  } else {
+    rc = G->bases(out, drel, E, &plan);
+    rec = G->record_end();
+    printf("%-40s bases %d, recording %s %s\n", "bases of a prepared plan, recorded", rc, rec ? "made" : "refused",
+           !rc && rec ? "ok" : "FAIL");
+    fails += rc || !rec;
+    if (rec && G->replay(rec) == 0) cmp("bases recorded, replayed", want, out, (size_t)E * per, 1e-6);
+    if (rec) G->record_free(rec);
+  }
+  if (G->sync(err, sizeof err)) printf("sync: %s FAIL\n", err), fails++;
+  G->release(drel);
+  G->release(out);
+  free(want);
+  free(one);
+  basis_plan_free(&plan);
+  /* the emulator stops a cudaMalloc issued while a capture is open */
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 2); /* (its message: cuda_emu: cudaMalloc while a stream capture is open ...) */
+    record_an_alloc();
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int stopped = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  printf("%-40s %s %s\n", "an allocation while recording", stopped ? "stops the emulator" : "went through",
+         stopped ? "ok" : "FAIL");
+  fails += !stopped;
+}
+
 static void test_model(int low_memory, int envelope, int degrees, int channels) {
   struct se3_config c = {.layers = 2,
                          .degrees = degrees,
@@ -552,25 +645,104 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   se3_batch_buf_free(&bb);
 }
 
+/* ---- which GPU a process opens ---- */
+
+/* In a child that sees `devices` GPUs: opens by_rank ? the GPU of local rank
+ * `index` : cuda:`index` (twice, then the other way: `again_*`, -1 for
+ * none), and writes what it got ("cuda:K" or "refused: ...", a line each)
+ * into out. */
+static void open_in_child(int devices, int index, int by_rank, int again_index, int again_by_rank, char *out,
+                          size_t len) {
+  int fd[2];
+  out[0] = 0;
+  if (pipe(fd)) {
+    snprintf(out, len, "pipe failed");
+    return;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    char v[16], err[512], line[640];
+    snprintf(v, sizeof v, "%d", devices);
+    setenv("EMU_DEVICES", v, 1);
+    for (int k = 0; k < 2; k++) {
+      int i = k ? again_index : index, r = k ? again_by_rank : by_rank;
+      if (i < 0) break;
+      const struct nn_backend *be = nn_backend_cuda_open(i, r, NN_PREC_FP32, err, sizeof err);
+      if (be)
+        snprintf(line, sizeof line, "%s\n", be->name);
+      else
+        snprintf(line, sizeof line, "refused: %s\n", err);
+      size_t n = strlen(line);
+      if (write(fd[1], line, n) != (ssize_t)n) _exit(2);
+    }
+    _exit(0);
+  }
+  close(fd[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < len && (r = read(fd[0], out + got, len - 1 - got)) > 0)
+    got += (size_t)r;
+  out[got] = 0;
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) snprintf(out + got, len - got, "(the child failed)");
+}
+
+static int device_case(const char *what, int devices, int index, int by_rank, int again_index, int again_by_rank,
+                       const char *want1, const char *want2) {
+  char out[2048];
+  open_in_child(devices, index, by_rank, again_index, again_by_rank, out, sizeof out);
+  char *nl = strchr(out, '\n'), *second = nl ? nl + 1 : out + strlen(out);
+  int ok = nl && !strncmp(out, want1, strlen(want1)) && (!want2 || !strncmp(second, want2, strlen(want2)));
+  for (char *p = out; (p = strchr(p, '\n')) != NULL;)
+    *p = ' ';
+  printf("%-58s %s %s\n", what, out, ok ? "ok" : "FAIL");
+  if (!ok) printf("   FAIL: expected '%s...'%s%s\n", want1, want2 ? ", then '" : "", want2 ? want2 : "");
+  return !ok;
+}
+
+static int check_devices(void) {
+  int bad = 0;
+  bad += device_case("1 GPU seen, local rank 1 (--gpus-per-task=1)", 1, 1, 1, -1, 0, "cuda:0", NULL);
+  bad += device_case("1 GPU seen, local rank 3", 1, 3, 1, -1, 0, "cuda:0", NULL);
+  bad += device_case("1 GPU seen, cuda:1 asked for", 1, 1, 0, -1, 0,
+                     "refused: GPU 1 asked for, 1 found (cuda:0); set device: cuda:0, or set device: cpu", NULL);
+  bad += device_case("2 GPUs seen, local rank 3", 2, 3, 1, -1, 0, "cuda:1", NULL);
+  bad += device_case("4 GPUs seen, local rank 2 (the node's GPUs, all seen)", 4, 2, 1, -1, 0, "cuda:2", NULL);
+  bad += device_case("2 GPUs seen, cuda:1 asked for", 2, 1, 0, -1, 0, "cuda:1", NULL);
+  bad += device_case("2 GPUs seen, cuda:2 asked for", 2, 2, 0, -1, 0,
+                     "refused: GPU 2 asked for, 2 found (cuda:0 .. cuda:1)", NULL);
+  bad += device_case("no GPU seen, local rank 0", 0, 0, 1, -1, 0, "refused: no GPU: the CUDA driver found none", NULL);
+  bad += device_case("1 GPU seen, rank 1 opens it, then rank 1 again", 1, 1, 1, 1, 1, "cuda:0", "cuda:0");
+  bad += device_case("1 GPU seen, rank 1 opens it, then cuda:1", 1, 1, 1, 1, 0, "cuda:0",
+                     "refused: this process already drives GPU 0");
+  printf("%s: %d failures\n", bad ? "FAILED" : "ALL OK", bad);
+  return bad != 0;
+}
+
 int main(int argc, char **argv) {
   char err[512];
+  if (argc > 1 && !strcmp(argv[1], "devices")) return check_devices();
   const char *prec = argc > 1 ? argv[1] : "fp32";
   enum nn_precision p = NN_PREC_FP32;
   if (nn_precision_parse(prec, &p)) {
-    printf("usage: check [fp32|tf32|bf16|fp16]\n");
+    printf("usage: check [fp32|tf32|bf16|fp16] | check devices\n");
     return 2;
   }
   /* products with inputs rounded to 10 (tf32, fp16) or 7 (bf16) significand
    * bits: bf16's unit round-off is 8 times tf32's */
   tol_scale = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 200 : p == NN_PREC_BF16 ? 1600 : 1;
-  G = nn_backend_cuda(0, NN_PREC_FP32, err, sizeof err);
+  G = nn_backend_cuda_open(0, 0, NN_PREC_FP32, err, sizeof err);
   if (!G) {
     printf("open: %s\n", err);
     return 1;
   }
   printf("backend %s on %s\n", G->name, G->device);
-  if (nn_backend_cuda(1, NN_PREC_FP32, err, sizeof err) == NULL) printf("second GPU refused: %s\n", err);
-  G = nn_backend_cuda(0, p, err, sizeof err);
+  if (nn_backend_cuda_open(1, 0, NN_PREC_FP32, err, sizeof err) == NULL) printf("second GPU refused: %s\n", err);
+  G = nn_backend_cuda_open(0, 0, p, err, sizeof err);
   printf("precision %s (tolerances x %g)\n", prec, tol_scale);
   /* EMU_CONV=gemm: the convolution's GEMM path (backend.h's set_conv_gemm) */
   const char *conv = getenv("EMU_CONV");
@@ -583,6 +755,7 @@ int main(int argc, char **argv) {
   test_attention(0);
   test_attention(1);
   test_pool();
+  test_bases_recorded();
   test_glue();
   struct nn_fiber q4 = {{32, 32, 32, 32}};
   test_conv("qm9-like", q4, q4, 3, 32, 12, 0);

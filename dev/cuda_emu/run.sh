@@ -18,6 +18,15 @@
 # transposes are checked this way; timing, warp behaviour, real cuBLAS and
 # anything only a GPU does are not. A development tool, not part of the
 # build or the suite.
+# Stricter than a GPU where the backend would degrade silently there: work
+# on the legacy default stream (cudaMemcpy, cudaMemset, cudaStreamCreate,
+# cudaDeviceSynchronize are compile errors; a launch, copy or event without
+# the backend's non-blocking stream stops the run), and a call a stream
+# capture refuses (cudaMalloc, a synchronous copy, a wait) stops the run
+# naming it (EMU_CAPTURE=lenient: a GPU's invalidated capture instead).
+# First, `check devices`: the GPU a process opens by node-local rank (modulo
+# the GPUs it sees) or by index, each case with EMU_DEVICES GPUs visible
+# (EMU_DEVICES=N, default 1, sets that for any run here).
 #
 #   usage: dev/cuda_emu/run.sh [BUILD_DIR]   (default build; needs its libse3nn.a)
 # EMU_BUDGET=65536 shrinks the convolution backward's chunks to a few edges.
@@ -45,7 +54,7 @@ dim3 emu_grid, emu_block, emu_bidx;
 extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X
 for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
+  g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
     -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
 gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/obj/check.o"
@@ -56,6 +65,8 @@ if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not
 fi
 g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
   -o "$out/check"
+echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
+"$out/check" devices
 OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
 [ "${EMU_TESTS:-1}" = 0 ] && exit 0
 
@@ -64,7 +75,7 @@ OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
 # the executable), and copies of tests/gpu's binaries put beside it.
 mkdir -p "$out/module"
 for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
+  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
     -I"$root" -c "$f" -o "$out/module/$(basename "$f" .cpp).o"
 done
 g++ -shared -fopenmp -Wl,--no-undefined "$out"/module/*.o -o "$out/module/libse3cuda.so"

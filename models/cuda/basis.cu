@@ -8,7 +8,10 @@
  * A block takes BASIS_EPB edges: its first threads compute their harmonics
  * into shared memory, then all its threads write the edges' outputs, one
  * edge after another (consecutive threads, consecutive addresses). The plan's sparse tables and the harmonics' normalisation
- * go to the device once per max_degree (a few tens of KB) and stay. */
+ * go to the device once per max_degree (a few tens of KB) and stay: when a
+ * model is set up on the backend (backend.h's prepare_bases, outside any
+ * step), never on first use, which inside a step being recorded as a CUDA
+ * graph would invalidate the capture (a cudaMalloc, a copy and a wait). */
 #include "models/cuda/cuda.h"
 #include "models/kernels/basis.h"
 
@@ -38,7 +41,7 @@ static __global__ void bases_kernel(real *out, const float *rel, int E, int max_
 static const double sh_norm_host[SO3_SH_NNORM] = SO3_SH_NORM_INIT;
 
 /* The device's copy of a plan's tables, by max_degree. */
-static struct {
+static struct basis_tables_dev {
   uint32_t *nz_start;
   uint16_t *nz_y;
   double *nz_c, *norm;
@@ -46,28 +49,63 @@ static struct {
   uint32_t n_nonzero;
 } tables[BASIS_MAX_DEGREE + 1];
 
-/* 0, or -1 (recorded) when the tables cannot go to the device. */
-static int tables_for(const struct basis_plan *p) {
+/* The plan's tables on the device, or NULL (recorded, as a failure or, while
+ * recording, as a spoiled recording) when prepare_bases did not load them. */
+static const struct basis_tables_dev *tables_of(const struct basis_plan *p) {
   if (p->max_degree < 0 || p->max_degree > BASIS_MAX_DEGREE) {
     cu_fail(__FILE__, __LINE__, "bases: max_degree out of range");
+    return NULL;
+  }
+  const auto *t = &tables[p->max_degree];
+  if (!t->nz_start) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "bases: the tables of max_degree %d were not loaded (prepare_bases) before the step",
+             p->max_degree);
+    cu_fail(__FILE__, __LINE__, msg);
+    return NULL;
+  }
+  if (t->per_edge != p->per_edge || t->n_nonzero != p->n_nonzero) {
+    cu_fail(__FILE__, __LINE__, "bases: two different plans of one max_degree");
+    return NULL;
+  }
+  return t;
+}
+
+int cu_prepare_bases(const struct basis_plan *p, char *err, size_t errlen) {
+  if (p->max_degree < 0 || p->max_degree > BASIS_MAX_DEGREE) {
+    snprintf(err, errlen, "the GPU's basis tables: max_degree %d is not 0 to %d", p->max_degree, BASIS_MAX_DEGREE);
     return -1;
   }
   auto *t = &tables[p->max_degree];
   if (t->nz_start) {
     if (t->per_edge == p->per_edge && t->n_nonzero == p->n_nonzero) return 0;
-    cu_fail(__FILE__, __LINE__, "bases: two different plans of one max_degree");
+    snprintf(err, errlen, "the GPU's basis tables: two different plans of max_degree %d", p->max_degree);
     return -1;
   }
   size_t b_start = (p->per_edge + 1) * sizeof(uint32_t), b_y = (size_t)p->n_nonzero * sizeof(uint16_t),
          b_c = (size_t)p->n_nonzero * sizeof(double), b_norm = SO3_SH_NNORM * sizeof(double);
   void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-  if (CU_CHECK(cudaMalloc(&a, b_start)) || CU_CHECK(cudaMalloc(&b, b_y ? b_y : 1)) ||
-      CU_CHECK(cudaMalloc(&c, b_c ? b_c : 1)) || CU_CHECK(cudaMalloc(&d, b_norm)) ||
-      CU_CHECK(cudaMemcpy(a, p->nz_start, b_start, cudaMemcpyHostToDevice)) ||
-      (b_y && CU_CHECK(cudaMemcpy(b, p->nz_y, b_y, cudaMemcpyHostToDevice))) ||
-      (b_c && CU_CHECK(cudaMemcpy(c, p->nz_c, b_c, cudaMemcpyHostToDevice))) ||
-      CU_CHECK(cudaMemcpy(d, sh_norm_host, b_norm, cudaMemcpyHostToDevice))) {
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+  cudaStream_t q = cu_stream();
+  /* on the backend's stream (the plan's host arrays are read before the
+   * wait returns), then waited for: nothing of it is left in flight */
+  cudaError_t e = cudaMalloc(&a, b_start);
+  if (e == cudaSuccess) e = cudaMalloc(&b, b_y ? b_y : 1);
+  if (e == cudaSuccess) e = cudaMalloc(&c, b_c ? b_c : 1);
+  if (e == cudaSuccess) e = cudaMalloc(&d, b_norm);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(a, p->nz_start, b_start, cudaMemcpyHostToDevice, q);
+  if (e == cudaSuccess && b_y) e = cudaMemcpyAsync(b, p->nz_y, b_y, cudaMemcpyHostToDevice, q);
+  if (e == cudaSuccess && b_c) e = cudaMemcpyAsync(c, p->nz_c, b_c, cudaMemcpyHostToDevice, q);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d, sh_norm_host, b_norm, cudaMemcpyHostToDevice, q);
+  int bad = e != cudaSuccess;
+  if (bad) {
+    snprintf(err, errlen, "the GPU's basis tables (max_degree %d, %zu bytes): %s (%s)", p->max_degree,
+             b_start + b_y + b_c + b_norm, cudaGetErrorString(e), cudaGetErrorName(e));
+    (void)cudaGetLastError();
+  } else if ((bad = cu_wait(q, NULL, __FILE__, __LINE__)) != 0) { /* (its cause is recorded for sync) */
+    snprintf(err, errlen, "the GPU failed copying its basis tables (max_degree %d); sync says why", p->max_degree);
+  }
+  if (bad) {
+    (void)cudaFree(a), (void)cudaFree(b), (void)cudaFree(c), (void)cudaFree(d);
     return -1;
   }
   t->nz_start = (uint32_t *)a;
@@ -81,8 +119,8 @@ static int tables_for(const struct basis_plan *p) {
 
 int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan) {
   if (E <= 0 || plan->per_edge == 0) return 0;
-  if (tables_for(plan)) return -1;
-  const auto *t = &tables[plan->max_degree];
+  const auto *t = tables_of(plan);
+  if (!t) return -1;
   unsigned blocks = (unsigned)((E + BASIS_EPB - 1) / BASIS_EPB);
   bases_kernel<<<blocks, CU_THREADS, 0, cu_stream()>>>(out, rel, E, plan->max_degree, plan->per_edge, t->nz_start,
                                                        t->nz_y, t->nz_c, t->norm);

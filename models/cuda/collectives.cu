@@ -13,11 +13,28 @@
  * chooses from the message size, algorithm and topology (fixed for a fixed
  * topology and NCCL version), not comm.h's. Built without NCCL (no nccl.h
  * where CMake looked) the table has no join, and the model sums a GPU's
- * gradient through the host and comm.h instead. */
+ * gradient through the host and comm.h instead.
+ *
+ * Waiting (cu_wait, every wait of the backend): a peer that died leaves its
+ * collective's kernel running for ever here, and cudaStreamSynchronize with
+ * it. So while a communicator is joined a wait polls the stream (or event)
+ * and ncclCommGetAsyncError (poll.h) until a deadline, SE3_NCCL_TIMEOUT
+ * seconds (default 600; docs/cluster.md); on an asynchronous error or at the
+ * deadline it aborts the communicator (ncclCommAbort) and fails, naming the
+ * collective that did not finish (each is tracked by an event after it) and
+ * the rank. The job then ends as after any failure of the GPU. */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/cuda/cuda.h"
+#include "models/cuda/poll.h"
+
+static int plain_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) {
+  return ev ? cu_check(cudaEventSynchronize(*ev), file, line, "cudaEventSynchronize")
+            : cu_check(cudaStreamSynchronize(s), file, line, "cudaStreamSynchronize");
+}
 
 #ifdef SE3_HAVE_NCCL
 #include <nccl.h>
@@ -26,7 +43,142 @@ static struct {
   ncclComm_t comm;
   const struct se3_comm *of; /* the processes it joins */
   int rank, size;
+  double timeout_s; /* SE3_NCCL_TIMEOUT */
+  int aborted;      /* after a failure: no collective runs any more */
 } nc;
+
+/* The collectives queued and not yet seen finished, oldest first: what each
+ * is, and an event recorded after it on its stream (the events are made at
+ * join and move with their entries). Collectives are never recorded into a
+ * CUDA graph (a data-parallel step runs eagerly), so the events can be
+ * queried. */
+#define CU_PENDING 64
+static struct {
+  char what[CU_PENDING][96];
+  cudaEvent_t ev[CU_PENDING];
+  int n, made;
+  int buckets; /* gradient buckets started since the last sum_wait */
+} pend;
+
+/* Drops the entries whose collective has finished. */
+static void pend_prune(void) {
+  int k = 0;
+  for (int i = 0; i < pend.n; i++) {
+    if (cudaEventQuery(pend.ev[i]) == cudaSuccess) continue;
+    if (k != i) { /* (slot k's event is a dropped one: the two swap) */
+      cudaEvent_t e = pend.ev[k];
+      pend.ev[k] = pend.ev[i];
+      pend.ev[i] = e;
+      memcpy(pend.what[k], pend.what[i], sizeof pend.what[k]);
+    }
+    k++;
+  }
+  pend.n = k;
+  (void)cudaGetLastError(); /* (a query's error shows at the wait) */
+}
+
+/* After a collective queued on stream q: what it is, for a failed wait. */
+static void pend_add(cudaStream_t q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pend_add(cudaStream_t q, const char *fmt, ...) {
+  if (!pend.made) return;
+  pend_prune();
+  if (pend.n == CU_PENDING) { /* all unfinished: the oldest is forgotten (a failed wait names a later one) */
+    cudaEvent_t e = pend.ev[0];
+    memmove(pend.ev, pend.ev + 1, (CU_PENDING - 1) * sizeof pend.ev[0]);
+    memmove(pend.what, pend.what + 1, (CU_PENDING - 1) * sizeof pend.what[0]);
+    pend.ev[CU_PENDING - 1] = e;
+    pend.n--;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pend.what[pend.n], sizeof pend.what[pend.n], fmt, ap);
+  va_end(ap);
+  if (cudaEventRecord(pend.ev[pend.n], q) != cudaSuccess) {
+    (void)cudaGetLastError(); /* untracked: a failed wait names it less well */
+    return;
+  }
+  pend.n++;
+}
+
+/* ---- the wait: poll.h's loop on CUDA and NCCL ---- */
+struct waiting {
+  cudaStream_t s;
+  const cudaEvent_t *ev;
+};
+
+static int w_done(void *ctx, char *msg, size_t len) {
+  const struct waiting *w = (const struct waiting *)ctx;
+  cudaError_t e = w->ev ? cudaEventQuery(*w->ev) : cudaStreamQuery(w->s);
+  if (e == cudaSuccess) return 0;
+  if (e == cudaErrorNotReady) return 1;
+  snprintf(msg, len, "CUDA error: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+  return -1;
+}
+
+static int w_async_error(void *ctx, char *msg, size_t len) {
+  (void)ctx;
+  ncclResult_t r = ncclSuccess, q = ncclCommGetAsyncError(nc.comm, &r);
+  if (q != ncclSuccess) {
+    snprintf(msg, len, "ncclCommGetAsyncError failed: %s", ncclGetErrorString(q));
+    return -1;
+  }
+  if (r == ncclSuccess || r == ncclInProgress) return 0;
+  const char *last = ncclGetLastError(nc.comm);
+  snprintf(msg, len, "%s%s%s", ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+  return -1;
+}
+
+static void w_describe(void *ctx, char *buf, size_t len) {
+  (void)ctx;
+  for (int i = 0; i < pend.n; i++)
+    if (cudaEventQuery(pend.ev[i]) != cudaSuccess) {
+      snprintf(buf, len, "%s", pend.what[i]);
+      (void)cudaGetLastError();
+      return;
+    }
+  snprintf(buf, len, "the GPU's work (no collective left unfinished)");
+}
+
+static void w_abort(void *ctx) {
+  (void)ctx;
+  (void)ncclCommAbort(nc.comm); /* ends this GPU's NCCL kernels: the streams drain */
+  nc.comm = NULL;
+  nc.aborted = 1;
+  pend.n = 0;
+}
+
+/* 0, or -1 with a message: the wait, polled while a communicator is joined. */
+static int polled_wait(cudaStream_t s, const cudaEvent_t *ev, char *err, size_t errlen) {
+  struct waiting w = {s, ev};
+  struct cu_poll p;
+  memset(&p, 0, sizeof p);
+  p.done = w_done;
+  p.async_error = w_async_error;
+  p.describe = w_describe;
+  p.abort = w_abort;
+  p.ctx = &w;
+  p.timeout_s = nc.timeout_s;
+  p.rank = nc.rank;
+  p.size = nc.size;
+  if (cu_poll_wait(&p, err, errlen)) return -1;
+  pend_prune();
+  return 0;
+}
+
+int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) {
+  if (!nc.comm) return plain_wait(s, ev, file, line);
+  char err[640];
+  if (polled_wait(s, ev, err, sizeof err) == 0) return 0;
+  cu_fail(file, line, err);
+  return -1;
+}
+
+/* No collective after an abort: its peers are gone or have given up. */
+static int aborted(char *err, size_t errlen) {
+  if (!nc.aborted) return 0;
+  snprintf(err, errlen, "the NCCL communicator was aborted after an earlier failure (the GPU's message says which)");
+  return -1;
+}
 
 static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen) {
   snprintf(err, errlen, "NCCL failed in %s: %s (NCCL_DEBUG=WARN in the environment says more)", what,
@@ -37,10 +189,25 @@ static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen)
 int cu_join(const struct se3_comm *comm, int rank, int size,
             int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen) {
   if (nc.comm && nc.of == comm) return 0;
+  if (aborted(err, errlen)) return -1;
   if (nc.comm) {
     snprintf(err, errlen, "this GPU's NCCL communicator already joins another group of processes");
     return -1;
   }
+  /* (every process reads the same environment: all refuse, none waits) */
+  const char *tv = getenv(CU_POLL_TIMEOUT_ENV);
+  if ((nc.timeout_s = cu_poll_timeout(tv)) < 0) {
+    snprintf(err, errlen,
+             "%s='%.40s' is not a number of seconds > 0 (the longest wait for a collective, before the job gives up "
+             "on its peers; default %g)",
+             CU_POLL_TIMEOUT_ENV, tv, CU_POLL_TIMEOUT_DEFAULT);
+    return -1;
+  }
+  for (; pend.made < CU_PENDING; pend.made++)
+    if (cudaEventCreateWithFlags(&pend.ev[pend.made], cudaEventDisableTiming) != cudaSuccess) {
+      snprintf(err, errlen, "CUDA could not make the events that follow the collectives");
+      return -1;
+    }
   /* rank 0 sends its id, or that it has none: no process waits for ever */
   struct {
     int ok;
@@ -74,12 +241,15 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
 
 int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   if (!comm || n == 0) return 0;
+  if (aborted(err, errlen)) return -1;
   if (!nc.comm || nc.of != comm) {
     snprintf(err, errlen, "the GPU has not joined these processes' NCCL communicator (join)");
     return -1;
   }
   ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat, ncclSum, nc.comm, cu_stream());
-  return r == ncclSuccess ? 0 : nccl_fail(r, "ncclAllReduce", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce", err, errlen);
+  pend_add(cu_stream(), "the all-reduce of the gradient (%zu values)", n);
+  return 0;
 }
 
 /* comm.h's slices: ceil(n / size) reals a process, the last shorter or
@@ -91,6 +261,7 @@ struct slices {
 };
 
 static int carve_slices(struct slices *s, size_t n, char *err, size_t errlen) {
+  if (aborted(err, errlen)) return -1;
   if (!nc.comm) {
     snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
     return -1;
@@ -119,6 +290,7 @@ int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen) {
   if (all > n) CU_CHECK(cudaMemsetAsync(s.pad + n, 0, (all - n) * sizeof(real), q));
   ncclResult_t r = ncclReduceScatter(s.pad, s.mine, s.per, ncclFloat, ncclSum, nc.comm, q);
   if (r != ncclSuccess) return nccl_fail(r, "ncclReduceScatter", err, errlen);
+  pend_add(q, "the reduce-scatter (%zu values)", n);
   if (s.hi > s.lo)
     CU_CHECK(cudaMemcpyAsync(x + s.lo, s.mine, (s.hi - s.lo) * sizeof(real), cudaMemcpyDeviceToDevice, q));
   return 0;
@@ -135,6 +307,7 @@ int cu_allgather(real *x, size_t n, char *err, size_t errlen) {
     CU_CHECK(cudaMemsetAsync(s.mine + (s.hi - s.lo), 0, (s.per - (s.hi - s.lo)) * sizeof(real), q));
   ncclResult_t r = ncclAllGather(s.mine, s.pad, s.per, ncclFloat, nc.comm, q);
   if (r != ncclSuccess) return nccl_fail(r, "ncclAllGather", err, errlen);
+  pend_add(q, "the all-gather (%zu values)", n);
   CU_CHECK(cudaMemcpyAsync(x, s.pad, n * sizeof(real), cudaMemcpyDeviceToDevice, q));
   return 0;
 }
@@ -153,6 +326,7 @@ static struct {
 
 int cu_sum_start(real *x, size_t n, char *err, size_t errlen) {
   if (n == 0) return 0;
+  if (aborted(err, errlen)) return -1;
   if (!nc.comm) {
     snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
     return -1;
@@ -168,10 +342,13 @@ int cu_sum_start(real *x, size_t n, char *err, size_t errlen) {
     return -1;
   }
   ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat, ncclSum, nc.comm, bk.stream);
-  return r == ncclSuccess ? 0 : nccl_fail(r, "ncclAllReduce (a gradient bucket)", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (a gradient bucket)", err, errlen);
+  pend_add(bk.stream, "the all-reduce of gradient bucket %d (%zu values)", pend.buckets++, n);
+  return 0;
 }
 
 int cu_sum_wait(char *err, size_t errlen) {
+  pend.buckets = 0; /* (the next step's buckets count from 0) */
   if (!bk.stream) return 0;
   if (CU_CHECK(cudaEventRecord(bk.done, bk.stream)) || CU_CHECK(cudaStreamWaitEvent(cu_stream(), bk.done, 0))) {
     snprintf(err, errlen, "CUDA failed ordering the update after the gradient's sums");
@@ -181,8 +358,12 @@ int cu_sum_wait(char *err, size_t errlen) {
 }
 
 void cu_collectives_shutdown(void) {
+  /* what is queued finishes, or the communicator is aborted: no hang at exit */
+  char err[640];
+  if (nc.comm && ((bk.stream && polled_wait(bk.stream, NULL, err, sizeof err)) ||
+                  (nc.comm && polled_wait(cu_stream(), NULL, err, sizeof err))))
+    fprintf(stderr, "se3screen: at exit, %s\n", err);
   if (bk.stream) {
-    (void)cudaStreamSynchronize(bk.stream);
     (void)cudaEventDestroy(bk.ready);
     (void)cudaEventDestroy(bk.done);
     (void)cudaStreamDestroy(bk.stream);
@@ -190,9 +371,14 @@ void cu_collectives_shutdown(void) {
   }
   if (nc.comm) (void)ncclCommDestroy(nc.comm);
   nc.comm = NULL;
+  for (; pend.made > 0; pend.made--)
+    (void)cudaEventDestroy(pend.ev[pend.made - 1]);
+  pend.n = 0;
 }
 
 #else /* no NCCL in this build */
+
+int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) { return plain_wait(s, ev, file, line); }
 
 int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   (void)x;

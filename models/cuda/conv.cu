@@ -269,6 +269,8 @@ static __global__ void conv_pool(real *y, const real *msg, const int32_t *in_sta
   }
 }
 
+/* The launch switches (launch_fwd, launch_du, launch_dr) send every degree >= 3 to the 7-wide kernels. */
+static_assert(NN_MAX_DEG == 3, "NN_MAX_DEG changed: give each launch switch in conv.cu a case per degree (width 2l+1)");
 static void launch_fwd(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
                        const real *s2, const real *W3, int l, real *out) {
   dim3 grid((unsigned)((g->E + F_TE - 1) / F_TE), (unsigned)((g->cout[l] + LANES - 1) / LANES)), block(LANES, F_TY);

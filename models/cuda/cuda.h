@@ -66,6 +66,13 @@ int cu_check(cudaError_t e, const char *file, int line, const char *what);
 int cu_check_blas(cublasStatus_t s, const char *file, int line, const char *what);
 /* Records a failure that is not a CUDA error code (e.g. out of scratch). */
 void cu_fail(const char *file, int line, const char *what);
+/* The host waits until everything queued on stream s has run (ev NULL) or
+ * event *ev has passed: 0, or -1 with the failure recorded (file:line). The
+ * one way the backend waits (collectives.cu): while an NCCL communicator is
+ * joined, a poll of the stream and of NCCL's asynchronous errors with a
+ * deadline (poll.h), so a dead peer ends in a failure naming the collective,
+ * not a hang; otherwise cudaStreamSynchronize / cudaEventSynchronize. */
+int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line);
 #define CU_CHECK(call) cu_check((call), __FILE__, __LINE__, #call)
 #define CU_BLAS(call) cu_check_blas((call), __FILE__, __LINE__, #call)
 /* After every kernel launch: a bad configuration shows at once, a fault in
@@ -196,6 +203,7 @@ void cu_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_
                       const real *alpha, const real *const kv[], const real *const q[]);
 /* basis.cu */
 int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan);
+int cu_prepare_bases(const struct basis_plan *plan, char *err, size_t errlen);
 void cu_bases_shutdown(void);
 /* pool.cu */
 void cu_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);

@@ -115,7 +115,7 @@ double cu_sumsq(const real *x, size_t n) {
   CU_LAUNCHED("sumsq_final");
   double r = NAN;
   if (CU_CHECK(cudaMemcpyAsync(&r, part + nb, sizeof r, cudaMemcpyDeviceToHost, cu_stream())) ||
-      CU_CHECK(cudaStreamSynchronize(cu_stream())))
+      cu_wait(cu_stream(), NULL, __FILE__, __LINE__))
     return NAN;
   return r;
 }

@@ -2,8 +2,9 @@
  * device, memory and copies, sync and the record of failures, the scratch
  * buffers, and the table itself (cuda.h lists where each operation lives).
  *
- * One device per process: the state below is file-static. nn_backend_cuda
- * opens GPU `index` once (its stream, its cuBLAS handle) and returns the same
+ * One device per process: the state below is file-static.
+ * nn_backend_cuda_open opens GPU `index` (or, by rank, table.h's
+ * nn_cuda_pick) once (its stream, its cuBLAS handle) and returns the same
  * table on later calls for that GPU; asking for another GPU in the same
  * process is refused.
  *
@@ -31,7 +32,7 @@
 #include "models/cuda/table.h"
 
 static struct {
-  int open, index;
+  int open, index, count; /* the GPU opened, and how many this process sees */
   cudaStream_t stream;
   cublasHandle_t blas;
   cublasLtHandle_t lt; /* NULL: cuBLASLt did not start, dense layers add their bias apart */
@@ -121,7 +122,7 @@ static int waited(char *err, size_t errlen) {
 }
 
 static int cu_sync(char *err, size_t errlen) {
-  CU_CHECK(cudaStreamSynchronize(st.stream));
+  cu_wait(st.stream, NULL, __FILE__, __LINE__);
   return waited(err, errlen);
 }
 
@@ -178,7 +179,7 @@ static void cu_upload(void *dst, const void *host_src, size_t bytes) {
       if (CU_CHECK(cudaEventRecord(st.stage_done[h], st.stream))) return;
       st.stage_armed[h] = 1;
       h ^= 1;
-      if (st.stage_armed[h] && CU_CHECK(cudaEventSynchronize(st.stage_done[h]))) return;
+      if (st.stage_armed[h] && cu_wait(st.stream, &st.stage_done[h], __FILE__, __LINE__)) return;
       st.stage_cur = h;
       st.stage_used = 0;
     }
@@ -198,7 +199,7 @@ static void cu_upload(void *dst, const void *host_src, size_t bytes) {
 static void cu_download(void *host_dst, const void *src, size_t bytes) {
   if (!bytes) return;
   CU_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, st.stream));
-  CU_CHECK(cudaStreamSynchronize(st.stream));
+  cu_wait(st.stream, NULL, __FILE__, __LINE__);
 }
 
 /* ---- copies back that do not wait: pinned memory, events ---- */
@@ -239,7 +240,7 @@ static void *cu_fence_new(void) {
 static void cu_fence_mark(void *fence) { CU_CHECK(cudaEventRecord(((struct cu_fence *)fence)->ev, st.stream)); }
 
 static int cu_fence_wait(void *fence, char *err, size_t errlen) {
-  CU_CHECK(cudaEventSynchronize(((struct cu_fence *)fence)->ev));
+  cu_wait(st.stream, &((struct cu_fence *)fence)->ev, __FILE__, __LINE__);
   return waited(err, errlen);
 }
 
@@ -413,6 +414,7 @@ static void fill_table(void) {
   table.relu = cu_relu;
   table.relu_backward = cu_relu_backward;
   table.bases = cu_bases;
+  table.prepare_bases = cu_prepare_bases;
   table.edge_weights = cu_edge_weights;
   table.adam_step = cu_adam_step;
   table.adam_step_at = cu_adam_step_at;
@@ -467,8 +469,10 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
   return 0;
 }
 
-extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen) {
+extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision,
+                                                         char *err, size_t errlen) {
   if (st.open) {
+    index = nn_cuda_pick(index, by_rank, st.count);
     if (index != st.index) {
       snprintf(err, errlen, "this process already drives GPU %d, and a process drives one GPU only (cuda:%d asked for)",
                st.index, index);
@@ -496,6 +500,7 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
     snprintf(err, errlen, "no GPU: the CUDA driver found none; %s", run_on_cpu);
     return NULL;
   }
+  index = nn_cuda_pick(index, by_rank, count);
   if (index < 0 || index >= count) {
     if (count == 1)
       snprintf(err, errlen, "GPU %d asked for, 1 found (cuda:0); set device: cuda:0, or %s", index, run_on_cpu);
@@ -518,9 +523,11 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
              index, prop.name, prop.major, prop.minor, run_on_cpu);
     return NULL;
   }
-  if ((e = cudaStreamCreate(&st.stream)) != cudaSuccess) {
-    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreate failed: %s; %s", index, prop.name, cudaGetErrorString(e),
-             run_on_cpu);
+  /* Non-blocking: nothing on the legacy default stream (a library's, a
+   * debugger's) orders itself with the backend's work or breaks a capture. */
+  if ((e = cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreateWithFlags failed: %s; %s", index, prop.name,
+             cudaGetErrorString(e), run_on_cpu);
     return NULL;
   }
   cublasStatus_t s = cublasCreate(&st.blas);
@@ -546,6 +553,7 @@ extern "C" const struct nn_backend *nn_backend_cuda(int index, enum nn_precision
   st.ws = ws;
   if (cublasLtCreate(&st.lt) != CUBLAS_STATUS_SUCCESS) st.lt = NULL;
   st.index = index;
+  st.count = count;
   if (set_precision(precision, err, errlen)) {
     if (st.lt) (void)cublasLtDestroy(st.lt);
     st.lt = NULL;

@@ -11,10 +11,24 @@
 extern "C" {
 #endif
 
-/* The backend on GPU `index`, opened once per process (one device per
- * process); NULL with a message saying what was found and "set device: cpu"
- * when no usable driver or GPU is there, or the precision is not offered. */
-const struct nn_backend *nn_backend_cuda(int index, enum nn_precision precision, char *err, size_t errlen);
+/* The backend on GPU `index` (by_rank 0: device cuda:N), or, with by_rank,
+ * on the GPU of node-local rank `index` among those this process sees
+ * (nn_cuda_pick); opened once per process (one device per process); NULL
+ * with a message saying what was found and "set device: cpu" when no usable
+ * driver or GPU is there, cuda:N is not one of them, or the precision is not
+ * offered. The module's entry point: models/device.c finds it with dlsym by
+ * this name (tests/gpu/module_symbols.sh checks the module has it). */
+const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision, char *err,
+                                              size_t errlen);
+
+/* The GPU a process takes among the `count` it sees: with by_rank, its
+ * node-local rank `index` modulo count (Slurm's --gpus-per-task=1, or a
+ * CUDA_VISIBLE_DEVICES set per rank, shows each process one GPU, its own,
+ * as cuda:0; all the node's GPUs shown to every process give rank r GPU r);
+ * else `index` itself, which the caller refuses when out of range. */
+static inline int nn_cuda_pick(int index, int by_rank, int count) {
+  return by_rank && count > 0 && index >= 0 ? index % count : index;
+}
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,9 @@
 # undefined symbol of ours there makes dlopen fail on the GPU machine, which
 # no test without a GPU would see. Every strong undefined symbol must come
 # with a library's version (libc, libstdc++, libcudart, libcublas: name@VER)
-# or be NCCL's (unversioned). Skipped (77) where this build has no module.
+# or be NCCL's (unversioned). And it must define the entry point that
+# models/device.c looks up with dlsym (models/cuda/table.h). Skipped (77)
+# where this build has no module.
 #   usage: tests/gpu/module_symbols.sh MODULE
 mod=$1
 [ -f "$mod" ] || { echo "SKIPPED: this build has no CUDA module ($mod)"; exit 77; }
@@ -16,4 +18,9 @@ if [ -n "$bad" ]; then
   echo "$bad"
   exit 1
 fi
-echo "ok: $mod: $n undefined symbols, each a library's"
+entry=nn_backend_cuda_open
+if ! nm -D --defined-only "$mod" | awk '{print $3}' | grep -qx "$entry"; then
+  echo "FAIL: $mod does not define $entry, which models/device.c looks up (dlsym would fail)"
+  exit 1
+fi
+echo "ok: $mod: $n undefined symbols, each a library's; defines $entry"

@@ -1158,6 +1158,11 @@ static void b_bases(const struct op_case *c) {
   }
   float *drel = BE->alloc((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
   BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
+  char perr[256];
+  if (BE->prepare_bases && BE->prepare_bases(&plan, perr, sizeof perr)) {
+    fprintf(stderr, "test_backend_ops: %s\n", perr);
+    exit(1);
+  }
   real *d_out = out_over("basis", (size_t)E * per, ref, sc);
   H_RUN(c->op, shape, CHECK_RC("bases", BE->bases(d_out, drel, E, &plan)));
   BE->release(drel);

@@ -150,7 +150,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
                                      cublasLtMatrixLayout_t al, const void *B, cublasLtMatrixLayout_t bl,
                                      const void *beta, const void *C, cublasLtMatrixLayout_t cl, void *D,
                                      cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsb,
-                                     cudaStream_t) {
+                                     cudaStream_t s) {
+  emu_stream_check(s, "cublasLtMatmul");
   uint64_t m = dl->rows, n = dl->cols, k = d->ta == CUBLAS_OP_N ? al->cols : al->rows;
   int fit = (d->ta == CUBLAS_OP_N ? al->rows : al->cols) == m && (d->tb == CUBLAS_OP_N ? bl->rows : bl->cols) == k &&
             (d->tb == CUBLAS_OP_N ? bl->cols : bl->rows) == n && cl->rows == m && cl->cols == n;

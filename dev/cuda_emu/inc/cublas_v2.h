@@ -27,7 +27,10 @@ inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
   return 0;
 }
 inline cublasStatus_t cublasDestroy(cublasHandle_t) { return 0; }
-inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return 0; }
+inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t s) {
+  emu_stream_check(s, "cublasSetStream");
+  return 0;
+}
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t m) {
   emu_math() = m;
   return 0;

@@ -1,7 +1,17 @@
 /* A host emulation of the CUDA runtime subset models/cuda/ uses, for checking
  * the kernels' logic on a machine without a GPU: a block's threads are an
  * OpenMP team (barrier = __syncthreads), blocks run one after another,
- * __shared__ arrays are statics, device memory is host memory. */
+ * __shared__ arrays are statics, device memory is host memory.
+ *
+ * Stricter than CUDA where the backend would fail silently on a GPU:
+ * - the legacy default stream: every launch, copy, set and event names a
+ *   stream made by cudaStreamCreateWithFlags(..., cudaStreamNonBlocking),
+ *   else the process stops naming the call; cudaMemcpy, cudaMemset,
+ *   cudaStreamCreate (a blocking stream) and cudaDeviceSynchronize are
+ *   deprecated here, which dev/cuda_emu/run.sh compiles as an error;
+ * - a call a stream capture refuses stops the process (emu_refused);
+ * - EMU_DEVICES=N (default 1): the GPUs this process sees, as
+ *   CUDA_VISIBLE_DEVICES or Slurm's --gpus-per-task would leave it. */
 #ifndef SE3_CUDA_EMU_RUNTIME_H
 #define SE3_CUDA_EMU_RUNTIME_H
 #include <omp.h>
@@ -56,13 +66,42 @@ template <class F> void emu_launch(dim3 g, dim3 b, F f) {
         }
       }
 }
-template <class G, class B, class... R> std::pair<dim3, dim3> emu_cfg(G g, B b, R...) { return {dim3(g), dim3(b)}; }
+
+/* Streams: a stream made here holds its flags; NULL is the legacy default
+ * stream, which models/cuda/ must not use (see the top). */
+typedef void *cudaStream_t;
+enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+struct emu_stream {
+  unsigned flags;
+};
+/* Stops the process when `what` goes to the legacy default stream or to a
+ * blocking stream (which synchronises with it). */
+inline void emu_stream_check(cudaStream_t s, const char *what) {
+  if (!s) {
+    fprintf(stderr, "cuda_emu: %s on the legacy default stream (stream 0): queue it on the backend's stream\n", what);
+    abort();
+  }
+  if (!(((emu_stream *)s)->flags & cudaStreamNonBlocking)) {
+    fprintf(stderr, "cuda_emu: %s on a blocking stream (it synchronises with the legacy default stream)\n", what);
+    abort();
+  }
+}
+/* A launch's configuration <<<grid, block[, shared[, stream]]>>>: without a
+ * stream it is the legacy default stream's. */
+struct emu_cfg_t {
+  dim3 grid, block;
+  cudaStream_t stream;
+};
+template <class G, class B> emu_cfg_t emu_cfg(G g, B b) { return {dim3(g), dim3(b), nullptr}; }
+template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M) { return {dim3(g), dim3(b), nullptr}; }
+template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M, cudaStream_t s) { return {dim3(g), dim3(b), s}; }
 
 /* Stream capture (CUDA graphs): while a capture is under way, launches,
  * copies, sets and GEMMs are recorded as closures over their arguments'
  * values (a kernel's arguments are copied at launch, as on a GPU) instead of
  * run; a graph replays them in order. What a capture in thread-local mode
- * refuses (cudaMalloc, a synchronous copy, a wait) invalidates it. */
+ * refuses (cudaMalloc, a synchronous copy, a wait, a query) stops the
+ * process here (emu_refused); on a GPU it invalidates the capture. */
 struct emu_capture_state {
   int on, invalid;
   std::vector<std::function<void()>> ops;
@@ -78,9 +117,19 @@ template <class F> void emu_do(F f) {
   else
     f();
 }
-/* A call a capture refuses: 1 (and the capture invalid) while capturing. */
-inline int emu_refused() {
+/* A call a capture refuses (`what`: its name): 0 when no capture is open.
+ * While one is, a GPU returns an error and invalidates the capture; the
+ * backend then drops the recording and runs the step eagerly, silently, so
+ * here the process stops with the call's name instead (a test sees it).
+ * EMU_CAPTURE=lenient: the GPU's behaviour (1, and the capture invalid). */
+inline int emu_refused(const char *what) {
   if (!emu_cap().on) return 0;
+  const char *mode = getenv("EMU_CAPTURE");
+  if (!mode || strcmp(mode, "lenient")) {
+    fprintf(stderr, "cuda_emu: %s while a stream capture is open (a GPU refuses it and invalidates the capture; "
+                    "EMU_CAPTURE=lenient lets it)\n", what);
+    abort();
+  }
   emu_cap().invalid = 1;
   return 1;
 }
@@ -89,10 +138,11 @@ inline int emu_refused() {
  * kernel with them. */
 #define EMU_LAUNCH(cfg, kernel, args)                                                                                  \
   do {                                                                                                                 \
-    auto c_ = emu_cfg cfg;                                                                                             \
+    emu_cfg_t c_ = emu_cfg cfg;                                                                                        \
+    emu_stream_check(c_.stream, "launch of " #kernel);                                                                 \
     auto t_ = std::make_tuple args;                                                                                    \
     emu_do([c_, t_]() {                                                                                                \
-      emu_launch(c_.first, c_.second, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                   \
+      emu_launch(c_.grid, c_.block, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                     \
     });                                                                                                                \
   } while (0)
 
@@ -101,20 +151,33 @@ enum {
   cudaSuccess = 0,
   cudaErrorInsufficientDriver = 35,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901
 };
-typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp {
   char name[256];
   int major, minor;
 };
+/* EMU_DEVICES (default 1): how many GPUs this process sees. */
+inline int emu_devices() {
+  const char *v = getenv("EMU_DEVICES");
+  if (!v || !*v) return 1;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 0 || n > 64) {
+    fprintf(stderr, "cuda_emu: EMU_DEVICES='%s' is not a count of GPUs from 0 to 64\n", v);
+    abort();
+  }
+  return (int)n;
+}
 inline cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = emu_devices();
   return cudaSuccess;
 }
-inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int i) { return i >= 0 && i < emu_devices() ? cudaSuccess : cudaErrorInvalidDevice; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
   snprintf(p->name, sizeof p->name, "emulated GPU");
   p->major = 9;
@@ -125,48 +188,79 @@ inline cudaError_t cudaRuntimeGetVersion(int *v) {
   *v = 13000;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
-  *s = (void *)1;
+#define EMU_DEFAULT_STREAM(why)                                                                                        \
+  [[deprecated(why ": models/cuda/ queues its work on its own non-blocking stream (dev/cuda_emu)")]]
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+  *s = new emu_stream{flags};
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  return emu_refused() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+EMU_DEFAULT_STREAM("a blocking stream, which synchronises with the legacy default stream")
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete (emu_stream *)s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  emu_stream_check(s, "cudaStreamSynchronize");
+  return emu_refused("cudaStreamSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+/* Everything has run by the time a call returns: a stream is always idle. */
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+  emu_stream_check(s, "cudaStreamQuery");
+  return emu_refused("cudaStreamQuery") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+EMU_DEFAULT_STREAM("waits for every stream")
+inline cudaError_t cudaDeviceSynchronize() {
+  return emu_refused("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
 inline cudaError_t cudaMalloc(void **p, size_t n) {
-  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
+  if (emu_refused("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
   *p = aligned_alloc(256, (n + 255) / 256 * 256);
   if (!*p) return cudaErrorMemoryAllocation;
   memset(*p, 0xff, n); /* poison (NaN floats): the kernels must write everything they read */
   return cudaSuccess;
 }
 inline cudaError_t cudaFree(void *p) {
-  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
+  if (emu_refused("cudaFree")) return cudaErrorStreamCaptureUnsupported;
   free(p);
   return cudaSuccess;
 }
 /* (the models' code never allocates or frees while capturing: refused here,
- * though a GPU would record an allocation node) */
-inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
-inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) {
-  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
+ * though a GPU would record an allocation node for the Async ones) */
+inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
+  emu_stream_check(s, "cudaMallocAsync");
+  if (emu_refused("cudaMallocAsync")) return cudaErrorStreamCaptureUnsupported;
+  return cudaMalloc(p, n);
+}
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  emu_stream_check(s, "cudaFreeAsync");
+  if (emu_refused("cudaFreeAsync")) return cudaErrorStreamCaptureUnsupported;
   free(p);
   return cudaSuccess;
 }
+EMU_DEFAULT_STREAM("a copy on the legacy default stream")
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) {
-  if (emu_refused()) return cudaErrorStreamCaptureUnsupported;
+  if (emu_refused("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
   memcpy(d, s, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t q) {
+  emu_stream_check(q, "cudaMemcpyAsync");
   emu_do([=]() { memcpy(d, s, n); });
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
+inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t q) {
+  emu_stream_check(q, "cudaMemsetAsync");
   emu_do([=]() { memset(d, v, n); });
+  return cudaSuccess;
+}
+EMU_DEFAULT_STREAM("a set on the legacy default stream")
+inline cudaError_t cudaMemset(void *d, int v, size_t n) {
+  if (emu_refused("cudaMemset")) return cudaErrorStreamCaptureUnsupported;
+  memset(d, v, n);
   return cudaSuccess;
 }
 typedef int cudaEvent_t;
@@ -184,9 +278,19 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
   *e = 1;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t s) {
+  emu_stream_check(s, "cudaEventRecord");
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t) {
+  return emu_refused("cudaEventQuery") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+  emu_stream_check(s, "cudaStreamWaitEvent");
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
-  return emu_refused() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+  return emu_refused("cudaEventSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
 
@@ -201,7 +305,8 @@ struct emu_graph {
 };
 typedef emu_graph *cudaGraph_t;
 typedef emu_graph *cudaGraphExec_t;
-inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  emu_stream_check(s, "cudaStreamBeginCapture");
   if (emu_cap().on) return cudaErrorStreamCaptureUnsupported;
   emu_cap().on = 1;
   emu_cap().invalid = 0;
@@ -224,8 +329,9 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsig
   *e = new emu_graph{g->ops};
   return cudaSuccess;
 }
-inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
-  if (emu_refused()) return cudaErrorStreamCaptureUnsupported; /* (a graph inside a capture: not used) */
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
+  emu_stream_check(s, "cudaGraphLaunch");
+  if (emu_refused("cudaGraphLaunch")) return cudaErrorStreamCaptureUnsupported; /* (a graph inside a capture: not used) */
   for (auto &f : e->ops)
     f();
   return cudaSuccess;
