@@ -1,0 +1,121 @@
+/* roofline.c — what the GPU's two convolution paths (models/cuda/conv.cu:
+ * the direct kernels, gpu_conv: direct; the GEMMs, gpu_conv: gemm) must
+ * compute and move for one molecule of se3_qm9, and the throughput each
+ * implies on an H100 and an H200 (docs/gpu.md). It counts from the model's
+ * layer shapes (models/se3.c's block layouts and models/layout.c's radial
+ * columns), not from a run; bench/RESULTS.md sets the GPU's measurements
+ * beside it.
+ *
+ *   roofline [--edges-bonds 38.0] [--edges-radius 301.2] [--atoms 18]
+ *
+ * Per convolution and edge, with Rt = sum_l cout_l K_l radial weights
+ * (the entries of R) and us = sum_l (2l+1) K_l entries of U:
+ *   FLOPs   R = s2 W3^T: 2 H Rt; the contraction: 2 sum_l (2l+1) cout_l K_l;
+ *   direct  R lives in registers, W3 comes from L2: bytes from DRAM are the
+ *           edge's basis, s2 and messages (a few KB), so the path is bound
+ *           by its fp32 FMAs on CUDA cores (and below that by the shared-
+ *           memory loads that feed them);
+ *   gemm    R (Rt) and U (us) written once and read once by the contraction,
+ *           in the storage type (2 bytes in bf16/fp16, 4 in fp32/tf32);
+ *           training adds the backward: R written and read again (its
+ *           recomputation), dR written once and read twice (dW3, ds2), dU
+ *           in fp32 written and read once (conv_dx_edge).
+ * The GEMM path's FLOPs run on tensor cores, so its ceiling is the memory's;
+ * a training step's FLOPs are 3 forwards' (model_bench's count).
+ *
+ * Peaks (NVIDIA's datasheets, SXM parts, dense): fp32 67 TFLOP/s, tf32 495,
+ * bf16 and fp16 989; memory 3.35 TB/s (H100 80 GB HBM3), 4.8 TB/s (H200 141 GB
+ * HBM3e). One JSON line per graph, mode, path and storage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/layers.h"
+#include "models/se3.h"
+
+struct convsum {
+  double flops; /* per edge, all convolutions of the model */
+  double rt;    /* entries of R per edge, all convolutions */
+  double us;    /* entries of U per edge */
+};
+
+static void add_conv(struct convsum *s, const struct nn_fiber *fin, const struct nn_fiber *fout, int H) {
+  for (int l = 0; l <= NN_MAX_DEG; l++) {
+    const double K = nn_conv_radial_cols(fin, l), c = fout->ch[l];
+    s->flops += c * K * (2.0 * H + 2.0 * NN_DIM(l));
+    s->rt += c * K;
+    if (c > 0) s->us += NN_DIM(l) * K;
+  }
+}
+
+int main(int argc, char **argv) {
+  double e_bonds = 38.0, e_radius = 301.2, atoms = 18; /* model_bench's synthetic QM9 molecules */
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--edges-bonds"))
+      e_bonds = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--edges-radius"))
+      e_radius = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--atoms"))
+      atoms = atof(argv[i + 1]);
+    else {
+      fprintf(stderr, "usage: roofline [--edges-bonds E] [--edges-radius E] [--atoms N]\n");
+      return 2;
+    }
+  }
+  /* se3_qm9 (configs/models/se3_qm9.yaml), as model_bench builds it */
+  struct se3_config cfg = {.layers = 7,
+                           .degrees = 4,
+                           .channels = 32,
+                           .heads = 8,
+                           .channels_div = 2,
+                           .node_in = 6,
+                           .edge_in = 6,
+                           .radial_hidden = 32,
+                           .mlp_hidden = 128,
+                           .pool_max = 1,
+                           .outputs = 1,
+                           .cutoff = 5.0f};
+  struct se3_model m;
+  char err[256];
+  if (se3_model_init(&m, &cfg, err, sizeof err)) {
+    fprintf(stderr, "roofline: %s\n", err);
+    return 1;
+  }
+  struct convsum cs = {0};
+  for (int b = 0; b < cfg.layers; b++)
+    add_conv(&cs, &m.block[b].fin, &m.block[b].fkv, cfg.radial_hidden);
+  add_conv(&cs, &m.hidden, &m.fout, cfg.radial_hidden);
+  const double fp32_peak = 67e12, mem[2] = {3.35e12, 4.8e12};
+  const char *gpu[2] = {"H100", "H200"};
+  const char *graphs[2] = {"bonds", "radius"};
+  const double edges[2] = {e_bonds, e_radius};
+  for (int g = 0; g < 2; g++) {
+    const double E = edges[g];
+    const double model_flops = se3_model_flops(&m, atoms, E, 1); /* one molecule */
+    for (int train = 0; train < 2; train++) {
+      const double mult = train ? 3 : 1, conv_flops = mult * E * cs.flops, all = mult * model_flops;
+      /* direct: fp32 FMAs on CUDA cores (its DRAM traffic is small) */
+      printf("{\"bench\":\"roofline\",\"graph\":\"%s\",\"edges_per_mol\":%.1f,\"mode\":\"%s\",\"path\":\"direct\","
+             "\"storage\":\"fp32\",\"flops_per_mol\":%.4g,\"conv_flops_per_mol\":%.4g,\"bytes_per_mol\":null,"
+             "\"bound\":\"fp32 FMA\",\"H100_mol_per_ms\":%.1f,\"H200_mol_per_ms\":%.1f}\n",
+             graphs[g], E, train ? "train" : "infer", all, conv_flops, fp32_peak / all / 1e3, fp32_peak / all / 1e3);
+      for (int half = 0; half < 2; half++) {
+        const double tb = half ? 2 : 4;
+        /* forward: R and U written and read once */
+        double per_edge = 2 * tb * (cs.rt + cs.us);
+        /* backward: R again (written, read), dR written and read twice, dU (fp32) written and read */
+        if (train) per_edge += 2 * tb * cs.rt + 3 * tb * cs.rt + 2 * 4 * cs.us;
+        const double bytes = E * per_edge;
+        printf("{\"bench\":\"roofline\",\"graph\":\"%s\",\"edges_per_mol\":%.1f,\"mode\":\"%s\",\"path\":\"gemm\","
+               "\"storage\":\"%s\",\"flops_per_mol\":%.4g,\"conv_flops_per_mol\":%.4g,\"bytes_per_mol\":%.4g,"
+               "\"flops_per_byte\":%.1f,\"bound\":\"memory\",\"%s_mol_per_ms\":%.1f,\"%s_mol_per_ms\":%.1f}\n",
+               graphs[g], E, train ? "train" : "infer", half ? "bf16/fp16" : "fp32/tf32", all, conv_flops, bytes,
+               conv_flops / bytes, gpu[0], mem[0] / bytes / 1e3, gpu[1], mem[1] / bytes / 1e3);
+      }
+    }
+  }
+  printf("{\"bench\":\"roofline\",\"per_edge\":{\"conv_flops\":%.4g,\"R_entries\":%.0f,\"U_entries\":%.0f}}\n", cs.flops,
+         cs.rt, cs.us);
+  se3_model_free(&m);
+  return 0;
+}
