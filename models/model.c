@@ -415,9 +415,17 @@ void se3_net_predict_drop(struct se3_net *n) {
     (void)n->be->fence_wait(n->pend[n->pend_first].fence, err, sizeof err);
 }
 
+static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, const real *target,
+                               const struct se3_loss_spec *ls, char *err, size_t errlen);
+
 int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const real *target,
                          const struct se3_loss_spec *ls, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
+  /* padded as se3_net_train_step pads (its forward and loss, the same calls
+   * in the same order), so a step split into these calls, as data-parallel
+   * and fp16 training split it, computes what the whole step computes */
+  if (n->steps != SE3_STEPS_PLAIN && n->arr[SE3_NET_GRAD] && !b->basis && b->rel)
+    return forward_loss_padded(n, b, target, ls, err, errlen);
   int cnt = b->G * n->model.cfg.outputs;
   size_t tb = (size_t)cnt * sizeof(real);
   real *pred;
@@ -803,6 +811,34 @@ static int pad_work(struct se3_net *n, const struct rec_key *k, const struct nn_
   }
   be->adam_step_at(n->arr[SE3_NET_PARAMS], n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g, n->model.n_params, o,
                    n->sched.p);
+  return 0;
+}
+
+/* se3_net_forward_loss on the batch padded (pad_stage), its forward kept
+ * for the backward: pad_work's first half. */
+static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, const real *target,
+                               const struct se3_loss_spec *ls, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  se3_tape_free(n->tape);
+  n->tape = NULL;
+  const int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E), cnt = b->G * n->model.cfg.outputs;
+  const struct nn_adam none = {0}; /* (pad_stage stages Adam's values too; this step's Adam is se3_net_adam's) */
+  int bad = pad_stage(n, b, target, Np, Ep, &none, 1, 0);
+  if (!bad) bad = be->bases(n->bc->basis.p, n->bc->rel.p, n->db.E, &n->model.plan) != 0;
+  struct se3_tape *t = NULL;
+  if (!bad) bad = !(t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->out.p, n->ws));
+  if (bad) {
+    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
+    snprintf(err, errlen,
+             "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges; padded %d, %d): "
+             "lower the batch size or set low_memory: true",
+             be->name, b->G, b->N, b->E, Np, Ep);
+    return -1;
+  }
+  double delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
+  be->loss(n->dout.p, n->acc, n->out.p, n->target.p, cnt, (int)ls->kind, delta, ls->num, ls->den, ls->grad_scale);
+  be->zero((real *)n->dout.p + cnt, (size_t)n->model.cfg.outputs * sizeof(real)); /* the padding's: no gradient */
+  n->tape = t;
   return 0;
 }
 

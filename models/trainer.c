@@ -1101,9 +1101,13 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
   struct batch_max bt, bp;
   double t_res = now_s();
   /* steps padded to a few shapes and recorded (CUDA graphs) where one
-   * process trains without loss scaling (se3_net_train_step); else as
-   * they come */
-  if (comm || t->fp16) se3_net_set_steps(t->net, SE3_STEPS_PLAIN);
+   * process trains without loss scaling (se3_net_train_step); else, where
+   * the backend records (a GPU), padded alike but not recorded (their sums
+   * and the loss scale's decision wait for the host), so that one process
+   * joined alone, or in fp16, computes the padded step's values; on the CPU
+   * as they come */
+  if (comm || t->fp16)
+    se3_net_set_steps(t->net, se3_net_backend(t->net)->record_begin ? SE3_STEPS_PADDED : SE3_STEPS_PLAIN);
   if (largest_batches(t, comm_size(comm), comm_rank(comm), &bt, &bp)) return tr_fail(t, "out of memory");
   if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
       se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, err, sizeof err)) {

@@ -155,4 +155,23 @@ for p in fp32 bf16 fp16; do
     same_scores "$out/wf_cpu/screen.db" "$out/wf_${p}_score/screen.db" 2e-2 || status=1
   fi
 done
+# One process joined alone (SE3_COMM=mpi): data-parallel steps are padded as
+# the plain run's recorded ones, so its checkpoints are the plain fp32 run's,
+# byte for byte (summed through the host: the emulator has no NCCL).
+echo "-- fp32, one process joined alone (SE3_COMM=mpi)"
+if se3 --version | grep "^mpi: none" >/dev/null; then
+  echo "  not run: this se3screen has no MPI"
+else
+  SE3_COMM=mpi OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 se3 run "$out/wf.yaml" \
+    --workdir "$out/wf_alone" --set device=cuda >"$out/wf_alone.log" 2>&1 || { tail "$out/wf_alone.log"; status=1; }
+  grep -E "training on" "$out/wf_alone.log" | sed 's/^\[[^]]*\] /  /'
+  for f in best.ckpt epoch-3.ckpt; do
+    if cmp -s "$out/wf_fp32/models/train-0/$f" "$out/wf_alone/models/train-0/$f"; then
+      echo "  $f identical to the plain run's"
+    else
+      echo "  FAIL: $f differs from the plain run's"
+      status=1
+    fi
+  done
+fi
 exit $status

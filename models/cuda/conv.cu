@@ -305,6 +305,9 @@ static int gemm_chunk(size_t per_edge, int E) {
   if (env && atoi(env) > 0) budget = (size_t)atoi(env) << 20;
   size_t ce = per_edge ? budget / per_edge : (size_t)E;
   if (ce > (size_t)E) ce = (size_t)E;
+  /* at most 65535 products a batched GEMM: some of cuBLAS's batched kernels
+   * put the batch on the grid's third dimension (ncu showed gemmSN_TN's) */
+  if (ce > 65535) ce = 65535;
   return ce < 1 ? 1 : (int)ce;
 }
 

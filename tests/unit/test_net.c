@@ -114,14 +114,19 @@ Test(net, the_queued_step_is_the_host_step_to_the_bit) {
  * atoms and edges, its prediction left out of the loss) against the plain
  * calls: the same steps up to round-off (the sums run over more terms), and
  * a net reserved for the largest batch takes no more memory in its padded
- * steps. On the CPU nothing is recorded: every step runs eagerly. */
+ * steps. On the CPU nothing is recorded: every step runs eagerly. A padded
+ * step split into its calls (se3_net_forward_loss, se3_net_backward_loss,
+ * se3_net_clip_queued, se3_net_adam), as data-parallel and fp16 training
+ * make it, is the whole padded step, bit for bit. */
 Test(net, padded_steps_are_the_plain_steps) {
   static const int sizes[] = {5, 9, 3, 12, 7, 4};
   const struct nn_adam adam = {0.9, 0.999, 1e-8, 0.01, 1};
-  struct se3_net *p = net_new(), *q = net_new(), *r = net_new();
+  struct se3_net *p = net_new(), *q = net_new(), *r = net_new(), *split = net_new();
   se3_net_set_steps(p, SE3_STEPS_PLAIN);
   se3_net_set_steps(q, SE3_STEPS_PADDED);
   se3_net_set_steps(r, SE3_STEPS_RECORDED); /* (the CPU records nothing: padded) */
+  se3_net_set_steps(split, SE3_STEPS_PADDED);
+  se3_net_set_loss_sum(split, 0);
   char err[256];
   struct se3_batch_buf bb[8];
   int N = 0, E = 0, G = 0;
@@ -144,6 +149,10 @@ Test(net, padded_steps_are_the_plain_steps) {
     const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, b->G, b->G + 2, 1};
     for (int i = 0; i < 3; i++)
       cr_assert_eq(se3_net_train_step(all[i], b, y, &ls, 0.02, &adam, s, 1e-3, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_net_forward_loss(split, b, y, &ls, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_net_backward_loss(split, err, sizeof err), 0, "%s", err);
+    se3_net_clip_queued(split, 0.02);
+    se3_net_adam(split, &adam, s, 1e-3);
     cr_assert_eq(se3_net_memory_bytes(r), reserved, "step %ld (%d atoms, %d edges): the reserved net took more memory",
                  s, b->N, b->E);
   }
@@ -161,6 +170,17 @@ Test(net, padded_steps_are_the_plain_steps) {
   }
   cr_assert_leq(worst, 2e-6, "padded and plain parameters differ by %g (8 steps of lr 1e-3)", worst);
   cr_assert_eq(memcmp(pq, pr, np * sizeof *pq), 0, "the reserved padded net's parameters differ");
+  double ssplit;
+  cr_assert_eq(se3_net_loss_sum(split, &ssplit, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ssplit, sum[1], "the split padded steps' loss sum %.17g differs from the whole steps' %.17g", ssplit,
+               sum[1]);
+  real *ps = params_of(split);
+  size_t ndiff = 0;
+  for (size_t i = 0; i < np; i++)
+    ndiff += memcmp(&ps[i], &pq[i], sizeof *ps) != 0;
+  cr_assert_eq(ndiff, 0, "%zu of %zu parameters differ between the split padded steps and the whole ones", ndiff, np);
+  free(ps);
+  se3_net_free(split);
   struct se3_step_stats st;
   se3_net_step_stats(r, &st);
   cr_assert_eq(st.eager, 8);
