@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The CUDA backend on the emulator (dev/cuda_emu), in the suite: a reduced
+# set that fits a few minutes on 2 cores (issue 37: the whole emulator run,
+# with the GPU programs and the workflows, takes over an hour there).
+#   - `check devices`: the GPU a process opens by local rank or index;
+#   - `check fp32`: every operation of the table against the CPU, a whole
+#     model's forward, backward and Adam step, recorded steps, the bases of a
+#     prepared plan, under the strict emulator (a call a capture refuses, a
+#     default-stream call, a launch over CUDA's limits stop the run);
+#   - `check bf16` on the convolution's GEMM path (gpu_conv: gemm), its R, U
+#     and dR stored in bf16, in chunks of 1 MB (several chunks a call).
+#   usage: tests/gpu/cuda_emu.sh BUILD_DIR SOURCE_DIR
+# Needs a build with its static libraries (the default build).
+set -euo pipefail
+bld=$1 src=$2
+t0=$(date +%s)
+EMU_TESTS=0 bash "$src/dev/cuda_emu/run.sh" "$bld"
+echo "== the GEMM path in bf16, 1 MB chunks"
+OMP_WAIT_POLICY=passive OMP_DYNAMIC=false EMU_CONV=gemm SE3_CONV_CHUNK_MB=1 "$bld/cuda_emu/check" bf16
+echo "cuda_emu: $(($(date +%s) - t0)) s"
