@@ -117,17 +117,14 @@ static inline unsigned cu_grid(size_t n) {
 void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int lda, const real *B, int ldb, real beta,
            real *C, int ldc);
 
-/* The same for `batch` independent products at fixed strides (elements)
- * sA, sB, sC between one product's matrices and the next's (cuBLAS's
- * strided-batched GEMM, in the table's precision as cu_mm). batch <= 0 or
- * an empty product does nothing; k <= 0 is not allowed. */
-void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B, int ldb,
-                   long long sB, real beta, real *C, int ldc, long long sC, int batch);
 /* Element types of arrays a GEMM reads or writes (cu_mm_t). */
 enum cu_type { CU_F32 = 0, CU_BF16 = 1, CU_F16 = 2 };
 static inline size_t cu_type_bytes(enum cu_type t) { return t == CU_F32 ? 4 : 2; }
-/* cu_mm_batched's products with arrays of other types: A and B of one
- * type, C fp32 or (with half inputs) that half type. With fp32 inputs the
+/* C = op(A) op(B) + beta C (alpha 1), as cu_mm, for `batch` independent
+ * products at fixed strides (elements) sA, sB, sC between one product's
+ * matrices and the next's (cuBLAS's strided-batched GEMM), its arrays fp32,
+ * bf16 or fp16: A and B of one type, C fp32 or (with half inputs) that half
+ * type. With fp32 inputs the
  * products are cu_mm's, in the table's precision; with bf16 or fp16 inputs
  * they run on tensor cores with fp32 sums (CUBLAS_COMPUTE_32F) and C is
  * rounded to its type. batch 1 is a plain GEMM (strides unused). */

@@ -57,8 +57,10 @@ void cu_mm(int ta, int tb, int m, int n, int k, real alpha, const real *A, int l
     CU_BLAS(cublasSgemm(cu_blas(), opb, opa, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
-void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B, int ldb,
-                   long long sB, real beta, real *C, int ldc, long long sC, int batch) {
+/* cu_mm_t's fp32 products: cu_mm for `batch` products at strides sA, sB,
+ * sC, in the table's precision; an empty product or batch does nothing. */
+static void cu_mm_batched(int ta, int tb, int m, int n, int k, const real *A, int lda, long long sA, const real *B,
+                          int ldb, long long sB, real beta, real *C, int ldc, long long sC, int batch) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return;
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const real alpha = 1;
