@@ -110,6 +110,12 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
 
 const char *stage_precision_name(const struct nn_backend *be) { return nn_precision_name(be->precision); }
 
+const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be) {
+  if (!be->set_conv_gemm) return "";
+  return !strcmp(cfg_str(root, "gpu_conv", "direct"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
+                                                                : "; the convolution's direct kernels (gpu_conv: direct)";
+}
+
 int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {
   return stage_backend(root, 0, key, err, errlen) ? 0 : -1;
 }

@@ -252,7 +252,8 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const char *key = "device";
   if (!(s->be = stage_backend(ctx->root, 0, &key, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(ctx->root, key), "%s", err);
-  ctx->report->log(ctx, "the model runs on %s (%s) in %s", s->be->name, s->be->device, stage_precision_name(s->be));
+  ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", s->be->name, s->be->device, stage_precision_name(s->be),
+                   stage_conv_note(ctx->root, s->be));
   if (load_models(ctx, s)) return STAGE_ERROR;
   const struct se3_config *mc = &s->mem[0].model->cfg;
   if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR;

@@ -434,6 +434,10 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
                                        size_t errlen);
 /* "fp32", "tf32", "bf16" or "fp16": the precision a backend computes in. */
 const char *stage_precision_name(const struct nn_backend *be);
+/* For the log line naming the device: "; the convolution as GEMMs
+ * (gpu_conv: gemm)" or "; the convolution's direct kernels (gpu_conv:
+ * direct)" on a backend with both paths (a GPU), "" on one without. */
+const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be);
 /* For the runner, before any work: 0 when `device:` and `precision:` can be
  * used for scoring, else -1 with stage_backend's message and key. */
 int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen);

@@ -498,8 +498,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
   const char *asked = cfg_str(ctx->root, "precision", "fp32");
-  ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", be->name, be->device, stage_precision_name(be),
-                   strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "");
+  ctx->report->log(ctx, "the model runs on %s (%s) in %s%s%s", be->name, be->device, stage_precision_name(be),
+                   strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "",
+                   stage_conv_note(ctx->root, be));
   se3_config_format(&mc, t->tr.arch, sizeof t->tr.arch);
   snprintf(t->device, sizeof t->device, "%s (%s), %s%s", be->name, be->device, stage_precision_name(be),
            comm_size(ctx->comm) > 1 ? ", data parallel" : "");
