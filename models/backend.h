@@ -177,10 +177,17 @@ struct nn_backend {
    * CUDA backend: rank 0's unique id sent to all with `bcast`, comm.h's
    * comm_bcast), once; later calls with the same comm do nothing. After it
    * `allreduce` sums on the device (the same result on every process, in
-   * the library's order, not comm.h's), and the two below work. 0, or -1
-   * with a message in err. */
+   * the library's order, not comm.h's), and the two below work. When a
+   * wait of the backend later fails while several processes are joined
+   * (a peer that died or stopped, NCCL's asynchronous error, the device's
+   * fault), the backend prints its message with the rank and ends the job
+   * with `end_job` (comm.h's comm_abort): the peers wait on their devices
+   * for this process's part of a collective, which will not come, and an
+   * MPI call after the failure could wait for a peer that has stopped. 0,
+   * or -1 with a message in err. */
   int (*join)(const struct se3_comm *comm, int rank, int size,
-              int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen);
+              int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
+              void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen);
   /* comm.h's comm_reduce_scatter and comm_allgather on the device's x (n
    * reals), with comm.h's slices (comm_slice). 0, or -1 with err. */
   int (*reduce_scatter)(real *x, size_t n, char *err, size_t errlen);

@@ -241,7 +241,7 @@ int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size
  * host, -1 with err when joining failed. */
 static int device_collectives(const struct nn_backend *be, const struct se3_comm *comm, char *err, size_t errlen) {
   if (be->host_memory || !be->join || !comm) return 0;
-  return be->join(comm, comm_rank(comm), comm_size(comm), comm_bcast, err, errlen) ? -1 : 1;
+  return be->join(comm, comm_rank(comm), comm_size(comm), comm_bcast, comm_abort, err, errlen) ? -1 : 1;
 }
 
 /* x (n reals in the backend's memory) through one of comm.h's slice

@@ -39,12 +39,19 @@
 # the emulated GPU: the same sources as a module beside copies of them and
 # of se3screen. Their verdicts there say nothing about a real GPU's warps,
 # cuBLAS or driver.
+# With MPI in the build, the collectives are compiled against inc/nccl.h,
+# NCCL emulated over MPI (a process an emulated GPU), and a second module
+# without NCCL is built beside (module_host/: the gradient through the
+# host). EMU_TESTS=nccl builds the modules and runs nccl.sh alone (two
+# emulated GPUs under mpirun -np 2, and NCCL's failure paths; no check).
+# EMU_OUT: the output folder (default BUILD_DIR/cuda_emu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bld=$(cd "${1:-$root/build}" && pwd)
-out=$bld/cuda_emu
+out=${EMU_OUT:-$bld/cuda_emu}
 rm -rf "$out" && mkdir -p "$out/gen" "$out/obj"
+out=$(cd "$out" && pwd)
 python3 "$here/launch.py" "$root/models/cuda" "$out/gen"
 cat >"$out/gen/emu.cpp" <<'X'
 #include "cuda_runtime.h"
@@ -53,33 +60,52 @@ cat >"$out/gen/emu.cpp" <<'X'
 dim3 emu_grid, emu_block, emu_bidx;
 extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X
-for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
-    -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
-done
-gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/obj/check.o"
-# the data-parallel hooks (common/comm.c) come along; with MPI when the build has it
-mpi=()
+# the data-parallel hooks (common/comm.c) come along; with MPI when the
+# build has it, and then the collectives with inc/nccl.h's NCCL over MPI
+mpi=() nccl=()
 if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not -q: nm would die of SIGPIPE under pipefail
   read -r -a mpi <<<"$(mpicc --showme:link)"
+  read -r -a nccl <<<"-DSE3_HAVE_NCCL=1 $(mpicc --showme:compile)"
 fi
-g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
-  -o "$out/check"
-echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
-"$out/check" devices
-OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
-[ "${EMU_TESTS:-1}" = 0 ] && exit 0
+# (position-independent: the same objects make check and the module)
+for f in "$out"/gen/*.cpp; do
+  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas "${nccl[@]}" -I"$here/inc" -I"$root" \
+    -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
+done
+# EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no check)
+if [ "${EMU_TESTS:-1}" != nccl ]; then
+  gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/check.o"
+  g++ -fopenmp "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" \
+    -lopenblas -lm -o "$out/check"
+  echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
+  "$out/check" devices
+  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
+  [ "${EMU_TESTS:-1}" = 0 ] && exit 0
+fi
 
 # The suite's own GPU programs against the emulated GPU: the same sources
 # built as the module libse3cuda.so (what models/device.c loads from beside
 # the executable), and copies of tests/gpu's binaries put beside it.
 mkdir -p "$out/module"
-for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
-    -I"$root" -c "$f" -o "$out/module/$(basename "$f" .cpp).o"
-done
-g++ -shared -fopenmp -Wl,--no-undefined "$out"/module/*.o -o "$out/module/libse3cuda.so"
+g++ -shared -fopenmp -Wl,--no-undefined "$out"/obj/*.o "${mpi[@]}" -o "$out/module/libse3cuda.so"
+# and beside it the same module without NCCL (the gradient summed through
+# the host and MPI, as a build without nccl.h does): nccl.sh's yardstick
+if [ ${#nccl[@]} -gt 0 ]; then
+  mkdir -p "$out/module_host"
+  for f in collectives table; do
+    g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
+      -I"$root" -c "$out/gen/$f.cpp" -o "$out/module_host/$f.o"
+  done
+  for f in "$out"/obj/*.o; do [ -e "$out/module_host/$(basename "$f")" ] || ln -s "$f" "$out/module_host/"; done
+  g++ -shared -fopenmp -Wl,--no-undefined "$out"/module_host/*.o -o "$out/module_host/libse3cuda.so"
+  cp "$bld/se3screen" "$out/module_host/"
+fi
 cp "$bld/tests/test_backend_ops" "$bld/tests/test_gpu_train" "$out/module/"
+cp "$bld/se3screen" "$out/module/"
+if [ "${EMU_TESTS:-1}" = nccl ]; then
+  echo "== the collectives over the emulated NCCL (mpirun -np 2)"
+  exec bash "$here/nccl.sh" "$out" "$root"
+fi
 status=0
 [ "${EMU_TESTS:-1}" = workflow ] || for c in ${EMU_CONV:-direct gemm}; do
   for p in fp32 tf32 bf16 fp16; do
@@ -105,7 +131,6 @@ fi
 # (trainings in other precisions drift apart, so their scores are not
 # compared).
 echo "== a workflow with device: cuda (emulated GPU) against device: cpu"
-cp "$bld/se3screen" "$out/module/"
 cat >"$out/wf.yaml" <<X
 workflow: emu
 workdir: cpu
@@ -157,7 +182,7 @@ for p in fp32 bf16 fp16; do
 done
 # One process joined alone (SE3_COMM=mpi): data-parallel steps are padded as
 # the plain run's recorded ones, so its checkpoints are the plain fp32 run's,
-# byte for byte (summed through the host: the emulator has no NCCL).
+# byte for byte (summed by the emulated NCCL where MPI is built in).
 echo "-- fp32, one process joined alone (SE3_COMM=mpi)"
 if se3 --version | grep "^mpi: none" >/dev/null; then
   echo "  not run: this se3screen has no MPI"

@@ -45,6 +45,7 @@ static struct {
   int rank, size;
   double timeout_s; /* SE3_NCCL_TIMEOUT */
   int aborted;      /* after a failure: no collective runs any more */
+  void (*end_job)(const struct se3_comm *c, int code); /* comm.h's comm_abort (backend.h's join) */
 } nc;
 
 /* The collectives queued and not yet seen finished, oldest first: what each
@@ -169,6 +170,10 @@ int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) {
   if (!nc.comm) return plain_wait(s, ev, file, line);
   char err[640];
   if (polled_wait(s, ev, err, sizeof err) == 0) return 0;
+  if (nc.size > 1 && nc.end_job) { /* the peers cannot go on without this process: end the job (backend.h's join) */
+    fprintf(stderr, "se3screen (rank %d): the GPU failed: %s (%s:%d); ending the job\n", nc.rank, err, file, line);
+    nc.end_job(nc.of, 1);
+  }
   cu_fail(file, line, err);
   return -1;
 }
@@ -180,14 +185,17 @@ static int aborted(char *err, size_t errlen) {
   return -1;
 }
 
+/* (with NCCL's own account of it, where it left one) */
 static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen) {
-  snprintf(err, errlen, "NCCL failed in %s: %s (NCCL_DEBUG=WARN in the environment says more)", what,
-           ncclGetErrorString(r));
+  const char *last = ncclGetLastError(nc.comm);
+  snprintf(err, errlen, "NCCL failed in %s: %s%s%s (NCCL_DEBUG=WARN in the environment says more)", what,
+           ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
   return -1;
 }
 
 int cu_join(const struct se3_comm *comm, int rank, int size,
-            int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen) {
+            int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
+            void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen) {
   if (nc.comm && nc.of == comm) return 0;
   if (aborted(err, errlen)) return -1;
   if (nc.comm) {
@@ -236,6 +244,7 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
   nc.of = comm;
   nc.rank = rank;
   nc.size = size;
+  nc.end_job = end_job;
   return 0;
 }
 

@@ -151,7 +151,8 @@ void cu_edge_targets(int32_t *dst, const int32_t *in_start, int N);
 /* collectives.cu (NCCL; without it, only an allreduce that refuses) */
 int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
 int cu_join(const struct se3_comm *comm, int rank, int size,
-            int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes), char *err, size_t errlen);
+            int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
+            void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen);
 int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen);
 int cu_allgather(real *x, size_t n, char *err, size_t errlen);
 int cu_sum_start(real *x, size_t n, char *err, size_t errlen);

@@ -172,7 +172,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
   const float *bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? d->bias : NULL;
   cublasOperation_t ta = (cublasOperation_t)d->ta, tb = (cublasOperation_t)d->tb;
   int lda = (int)al->ld, ldb = (int)bl->ld, ldd = (int)dl->ld;
-  emu_do([=]() {
+  emu_do(s, [=]() {
     emu_gemm(ta, tb, (int)m, (int)n, (int)k, &al_, (const float *)A, lda, (const float *)B, ldb, &be, (float *)D, ldd,
              bits);
     if (bias)

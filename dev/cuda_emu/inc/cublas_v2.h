@@ -29,6 +29,7 @@ inline cublasStatus_t cublasCreate(cublasHandle_t *h) {
 inline cublasStatus_t cublasDestroy(cublasHandle_t) { return 0; }
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t s) {
   emu_stream_check(s, "cublasSetStream");
+  emu_blas_stream() = s;
   return 0;
 }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t m) {

@@ -1,7 +1,11 @@
 /* A host emulation of the CUDA runtime subset models/cuda/ uses, for checking
  * the kernels' logic on a machine without a GPU: a block's threads are an
  * OpenMP team (barrier = __syncthreads), blocks run one after another,
- * __shared__ arrays are statics, device memory is host memory.
+ * __shared__ arrays are statics, device memory is host memory. Work runs
+ * when it is queued, unless its stream waits for an emulated NCCL
+ * collective (inc/nccl.h) that other processes have not joined yet: then it
+ * waits in the stream's queue, and events, queries and synchronisations
+ * behave as a GPU's do.
  *
  * Stricter than CUDA where the backend would fail silently on a GPU:
  * - the legacy default stream: every launch, copy, set and event names a
@@ -22,6 +26,8 @@
 #include <cstring>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <deque>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -67,13 +73,50 @@ template <class F> void emu_launch(dim3 g, dim3 b, F f) {
       }
 }
 
-/* Streams: a stream made here holds its flags; NULL is the legacy default
- * stream, which models/cuda/ must not use (see the top). */
-typedef void *cudaStream_t;
+/* Streams: a stream made here holds its flags and a queue of work. Work
+ * runs at once, in the call that queues it, while its stream's queue is
+ * empty (nearly always); it waits in the queue behind an unfinished
+ * collective of the emulated NCCL (inc/nccl.h, whose peers are other
+ * processes) or a wait for an event of another stream that has one, as on
+ * a GPU, and runs when a query, synchronisation or later call finds what
+ * it waited for done. NULL is the legacy default stream, which models/cuda/
+ * must not use (see the top). */
+typedef struct emu_stream *cudaStream_t;
 enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
 struct emu_stream {
   unsigned flags;
+  /* unfinished work, oldest first: each item returns 1 once done (`block`:
+   * it may wait for peers; else it only looks) */
+  std::deque<std::function<int(int block)>> q;
+  unsigned long long queued, done; /* items ever queued, ever finished */
 };
+inline std::vector<emu_stream *> &emu_streams() {
+  static std::vector<emu_stream *> all;
+  return all;
+}
+/* Runs s's queue in order while its items finish (all of them when `block`,
+ * else as far as none waits), up to item `upto` (of queued); 1 when that far is done. */
+inline int emu_progress(emu_stream *s, int block, unsigned long long upto = ~0ull) {
+  while (!s->q.empty() && s->done < upto) {
+    if (!s->q.front()(block)) return 0;
+    s->q.pop_front();
+    s->done++;
+  }
+  return 1;
+}
+/* Every stream's queue run to its end (what cudaFree's implicit
+ * synchronisation of the device waits for). */
+inline void emu_drain_all() {
+  for (emu_stream *s : emu_streams())
+    emu_progress(s, 1);
+}
+/* Queues an item that may wait (a collective, a wait for an event): run
+ * now as far as it goes. */
+inline void emu_enqueue(emu_stream *s, std::function<int(int)> item) {
+  s->q.push_back(std::move(item));
+  s->queued++;
+  emu_progress(s, 0);
+}
 /* Stops the process when `what` goes to the legacy default stream or to a
  * blocking stream (which synchronises with it). */
 inline void emu_stream_check(cudaStream_t s, const char *what) {
@@ -81,7 +124,7 @@ inline void emu_stream_check(cudaStream_t s, const char *what) {
     fprintf(stderr, "cuda_emu: %s on the legacy default stream (stream 0): queue it on the backend's stream\n", what);
     abort();
   }
-  if (!(((emu_stream *)s)->flags & cudaStreamNonBlocking)) {
+  if (!(s->flags & cudaStreamNonBlocking)) {
     fprintf(stderr, "cuda_emu: %s on a blocking stream (it synchronises with the legacy default stream)\n", what);
     abort();
   }
@@ -110,13 +153,28 @@ inline emu_capture_state &emu_cap() {
   static emu_capture_state c;
   return c;
 }
-/* Runs f now, or records it while capturing. */
-template <class F> void emu_do(F f) {
-  if (emu_cap().on)
+/* Runs f now (queued behind the stream's unfinished work, if any), or
+ * records it while capturing. */
+template <class F> void emu_do(cudaStream_t s, F f) {
+  if (emu_cap().on) {
     emu_cap().ops.push_back(std::function<void()>(f));
-  else
+  } else if (s->q.empty()) {
     f();
+    s->queued++;
+    s->done++;
+  } else {
+    emu_enqueue(s, [f](int) {
+      f();
+      return 1;
+    });
+  }
 }
+/* The stream cublasSetStream gave the (one) cuBLAS handle. */
+inline cudaStream_t &emu_blas_stream() {
+  static cudaStream_t s;
+  return s;
+}
+template <class F> void emu_do(F f) { emu_do(emu_blas_stream(), f); }
 /* A call a capture refuses (`what`: its name): 0 when no capture is open.
  * While one is, a GPU returns an error and invalidates the capture; the
  * backend then drops the recording and runs the step eagerly, silently, so
@@ -141,7 +199,7 @@ inline int emu_refused(const char *what) {
     emu_cfg_t c_ = emu_cfg cfg;                                                                                        \
     emu_stream_check(c_.stream, "launch of " #kernel);                                                                 \
     auto t_ = std::make_tuple args;                                                                                    \
-    emu_do([c_, t_]() {                                                                                                \
+    emu_do(c_.stream, [c_, t_]() {                                                                                     \
       emu_launch(c_.grid, c_.block, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                     \
     });                                                                                                                \
   } while (0)
@@ -177,7 +235,20 @@ inline cudaError_t cudaGetDeviceCount(int *n) {
   *n = emu_devices();
   return cudaSuccess;
 }
-inline cudaError_t cudaSetDevice(int i) { return i >= 0 && i < emu_devices() ? cudaSuccess : cudaErrorInvalidDevice; }
+/* the device cudaSetDevice made current (inc/nccl.h: two ranks on one GPU) */
+inline int &emu_current_device() {
+  static int d;
+  return d;
+}
+inline cudaError_t cudaSetDevice(int i) {
+  if (i < 0 || i >= emu_devices()) return cudaErrorInvalidDevice;
+  emu_current_device() = i;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int *i) {
+  *i = emu_current_device();
+  return cudaSuccess;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
   snprintf(p->name, sizeof p->name, "emulated GPU");
   p->major = 9;
@@ -191,27 +262,38 @@ inline cudaError_t cudaRuntimeGetVersion(int *v) {
 #define EMU_DEFAULT_STREAM(why)                                                                                        \
   [[deprecated(why ": models/cuda/ queues its work on its own non-blocking stream (dev/cuda_emu)")]]
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-  *s = new emu_stream{flags};
+  *s = new emu_stream{flags, {}, 0, 0};
+  emu_streams().push_back(*s);
   return cudaSuccess;
 }
 EMU_DEFAULT_STREAM("a blocking stream, which synchronises with the legacy default stream")
 inline cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+/* (its unfinished work still runs, as on a GPU) */
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete (emu_stream *)s;
+  emu_progress(s, 1);
+  auto &all = emu_streams();
+  for (size_t i = 0; i < all.size(); i++)
+    if (all[i] == s) all.erase(all.begin() + (long)i--);
+  delete s;
   return cudaSuccess;
 }
+/* (waits for a peer's collective as long as a GPU would: for ever if it never comes) */
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   emu_stream_check(s, "cudaStreamSynchronize");
-  return emu_refused("cudaStreamSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+  if (emu_refused("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
+  emu_progress(s, 1);
+  return cudaSuccess;
 }
-/* Everything has run by the time a call returns: a stream is always idle. */
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
   emu_stream_check(s, "cudaStreamQuery");
-  return emu_refused("cudaStreamQuery") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+  if (emu_refused("cudaStreamQuery")) return cudaErrorStreamCaptureUnsupported;
+  return emu_progress(s, 0) ? cudaSuccess : cudaErrorNotReady;
 }
 EMU_DEFAULT_STREAM("waits for every stream")
 inline cudaError_t cudaDeviceSynchronize() {
-  return emu_refused("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+  if (emu_refused("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
+  emu_drain_all();
+  return cudaSuccess;
 }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
@@ -225,6 +307,7 @@ inline cudaError_t cudaMalloc(void **p, size_t n) {
 }
 inline cudaError_t cudaFree(void *p) {
   if (emu_refused("cudaFree")) return cudaErrorStreamCaptureUnsupported;
+  emu_drain_all(); /* (cudaFree synchronises the device) */
   free(p);
   return cudaSuccess;
 }
@@ -238,7 +321,7 @@ inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   emu_stream_check(s, "cudaFreeAsync");
   if (emu_refused("cudaFreeAsync")) return cudaErrorStreamCaptureUnsupported;
-  free(p);
+  emu_do(s, [p]() { free(p); });
   return cudaSuccess;
 }
 EMU_DEFAULT_STREAM("a copy on the legacy default stream")
@@ -247,14 +330,34 @@ inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) 
   memcpy(d, s, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t q) {
+/* Pinned host memory (cudaHostAlloc): [start, end) of each block. */
+inline std::vector<std::pair<const char *, const char *>> &emu_pinned() {
+  static std::vector<std::pair<const char *, const char *>> all;
+  return all;
+}
+inline int emu_is_pinned(const void *p) {
+  for (auto &r : emu_pinned())
+    if ((const char *)p >= r.first && (const char *)p < r.second) return 1;
+  return 0;
+}
+/* As CUDA does with pageable host memory: a copy from it takes the source
+ * before the call returns, a copy to it returns once written (after the
+ * stream's earlier work); pinned memory is read or written when the
+ * stream gets there, so a host that reuses it must wait for an event. */
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t q) {
   emu_stream_check(q, "cudaMemcpyAsync");
-  emu_do([=]() { memcpy(d, s, n); });
+  if (k == cudaMemcpyHostToDevice && !emu_is_pinned(s) && !q->q.empty() && !emu_cap().on) {
+    auto copy = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
+    emu_do(q, [=]() { memcpy(d, copy->data(), n); });
+    return cudaSuccess;
+  }
+  emu_do(q, [=]() { memcpy(d, s, n); });
+  if (k == cudaMemcpyDeviceToHost && !emu_is_pinned(d) && !emu_cap().on) emu_progress(q, 1);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t q) {
   emu_stream_check(q, "cudaMemsetAsync");
-  emu_do([=]() { memset(d, v, n); });
+  emu_do(q, [=]() { memset(d, v, n); });
   return cudaSuccess;
 }
 EMU_DEFAULT_STREAM("a set on the legacy default stream")
@@ -263,36 +366,63 @@ inline cudaError_t cudaMemset(void *d, int v, size_t n) {
   memset(d, v, n);
   return cudaSuccess;
 }
-typedef int cudaEvent_t;
 enum { cudaEventDisableTiming = 2, cudaHostAllocDefault = 0 };
 inline cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) {
-  *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  size_t m = (n + 4095) / 4096 * 4096;
+  *p = aligned_alloc(4096, m ? m : 4096);
+  if (!*p) return cudaErrorMemoryAllocation;
+  emu_pinned().push_back({(const char *)*p, (const char *)*p + m});
+  return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void *p) {
+  emu_drain_all(); /* (it synchronises the device, as cudaFree does) */
+  auto &all = emu_pinned();
+  for (size_t i = 0; i < all.size(); i++)
+    if (all[i].first == (const char *)p) all.erase(all.begin() + (long)i--);
   free(p);
   return cudaSuccess;
 }
-/* Everything has run by the time a call returns: events are always past. */
+/* An event: the stream it was last recorded on and how many of its items
+ * were queued then (it has happened once that many have finished); never
+ * recorded, or recorded while capturing: it has happened. */
+struct emu_event {
+  emu_stream *s;
+  unsigned long long at;
+};
+typedef emu_event *cudaEvent_t;
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-  *e = 1;
+  *e = new emu_event{nullptr, 0};
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t s) {
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   emu_stream_check(s, "cudaEventRecord");
+  if (!emu_cap().on) *e = emu_event{s, s->queued};
   return cudaSuccess;
 }
-inline cudaError_t cudaEventQuery(cudaEvent_t) {
-  return emu_refused("cudaEventQuery") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+/* 1 when e has happened (running its stream as far as `block` allows). */
+inline int emu_event_done(emu_event *e, int block) { return !e->s || emu_progress(e->s, block, e->at); }
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (emu_refused("cudaEventQuery")) return cudaErrorStreamCaptureUnsupported;
+  return emu_event_done(e, 0) ? cudaSuccess : cudaErrorNotReady;
 }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+/* s's later work waits until e has happened (a copy of e as it is now:
+ * recording e again later does not move the wait). */
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   emu_stream_check(s, "cudaStreamWaitEvent");
+  if (emu_cap().on || emu_event_done(e, 0)) return cudaSuccess;
+  emu_event then = *e;
+  emu_enqueue(s, [then](int block) mutable { return emu_event_done(&then, block); });
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
-  return emu_refused("cudaEventSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (emu_refused("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
+  emu_event_done(e, 1);
+  return cudaSuccess;
 }
-inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
 
 /* graphs: a captured list of closures, replayed in order */
 enum cudaStreamCaptureMode {
@@ -332,8 +462,11 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsig
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
   emu_stream_check(s, "cudaGraphLaunch");
   if (emu_refused("cudaGraphLaunch")) return cudaErrorStreamCaptureUnsupported; /* (a graph inside a capture: not used) */
-  for (auto &f : e->ops)
-    f();
+  std::vector<std::function<void()>> ops = e->ops; /* (what the graph holds now) */
+  emu_do(s, [ops]() {
+    for (auto &f : ops)
+      f();
+  });
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# dev/cuda_emu/nccl.sh — the CUDA backend's collectives (models/cuda/
+# collectives.cu) against inc/nccl.h's NCCL emulated over MPI: each
+# emulated GPU a process, under mpirun -np 2 (EMU_DEVICES=2: a GPU a rank,
+# as two on a node). A small workflow (qm9_mini's 20 molecules, 2 epochs):
+#   - with EMU_NCCL_ALONE=1, one process joined alone (SE3_COMM=mpi) sums
+#     through the emulated NCCL and ends with the plain emulated-GPU run's
+#     checkpoints, byte for byte; so does one with Adam's moments sharded;
+#   - two processes: the bootstrap (rank 0's unique id sent over MPI), the
+#     gradient's sums in buckets on their own stream (bucket_mb small, so
+#     several a step), then sharded moments (reduce-scatter, all-gather);
+#     each run's checkpoints byte-identical to those of the same run with
+#     the module built without NCCL (module_host/: the gradient summed
+#     through the host and MPI), which a bucket summed twice, left out,
+#     or summed before its backward finished, would change;
+#   - the failure paths: two ranks on one GPU (NCCL refuses the
+#     communicator), a peer that never joins a collective (the other's wait
+#     ends at SE3_NCCL_TIMEOUT naming the collective and the rank), an
+#     asynchronous error (the communicator aborted, named likewise): each
+#     job fails, with its message, in bounded time, never hangs.
+#   usage: dev/cuda_emu/nccl.sh EMU_OUT SOURCE_DIR
+# EMU_OUT: run.sh's output folder with module/ and module_host/ built
+# (se3screen beside each emulated libse3cuda.so). Exit 77 when that
+# se3screen has no MPI.
+set -uo pipefail
+out=$(cd "$1" && pwd) root=$(cd "$2" && pwd)
+se3=$out/module/se3screen
+work=$out/nccl
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive OMP_DYNAMIC=false
+if "$se3" --version | grep "^mpi: none" >/dev/null; then
+  echo "SKIPPED: this se3screen has no MPI, so no data-parallel paths"
+  exit 77
+fi
+mpirun=(mpirun --oversubscribe -np 2)
+rm -rf "$work" && mkdir -p "$work"
+cat >"$work/wf.yaml" <<X
+workflow: emu_nccl
+workdir: plain
+device: cuda
+run: {progress: none}
+sets:
+  train:
+    - path: $root/workflows/data/qm9_mini.sdf
+      labels_csv: {path: $root/workflows/data/qm9_mini.sdf.csv, join: mol_id, columns: [gap]}
+stages:
+  ingest: {workers: 1}
+  graph: {edges: radius+bonds, cutoff: 4.0}
+  train:
+    target: gap
+    epochs: 1
+    batch_size: 4
+    clip_norm: 1.0
+    bucket_mb: 0.004 # several buckets a step
+    arch: {layers: 2, degrees: 2, channels: 4, heads: 1, radial_hidden: 8, mlp_hidden: 8} # (small: the emulator is slow)
+X
+status=0
+fail() {
+  echo "FAIL: $*"
+  status=1
+}
+se3() { "$se3" run "$work/wf.yaml" --workdir "$work/$1" --until train "${@:2}"; }
+se3 plain --until graph >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error; do cp -r "$work/plain" "$work/$d"; done
+# one process joined alone (EMU_NCCL_ALONE=1; the GPU's test_gpu_nccl and
+# run.sh's workflow check the same)
+if [ "${EMU_NCCL_ALONE:-0}" = 1 ]; then
+t=$SECONDS
+se3 plain >"$work/plain.log" 2>&1 || { tail "$work/plain.log"; exit 1; }
+echo "plain (one emulated GPU): $((SECONDS - t)) s"
+SE3_COMM=mpi se3 alone >"$work/alone.log" 2>&1 || { tail "$work/alone.log"; fail "alone"; }
+SE3_COMM=mpi se3 sharded --set stages.train.shard_optimizer=true >"$work/sharded.log" 2>&1 ||
+  { tail "$work/sharded.log"; fail "sharded"; }
+for wd in alone sharded; do
+  grep -q "training on 1 process (.*summed by NCCL" "$work/$wd.log" ||
+    fail "$wd: the gradient was not summed by the emulated NCCL: $(grep "training on" "$work/$wd.log")"
+  for f in best.ckpt epoch-1.ckpt; do
+    if cmp -s "$work/plain/models/train-0/$f" "$work/$wd/models/train-0/$f"; then
+      echo "ok   $wd: $f identical to the plain run's"
+    else
+      fail "$wd: $f differs from the plain run's"
+    fi
+  done
+done
+fi
+
+# two processes, a GPU each: through the emulated NCCL, and through the host
+same() { # A B: their checkpoints byte for byte
+  local f
+  for f in best.ckpt epoch-1.ckpt; do
+    if cmp -s "$work/$1/models/train-0/$f" "$work/$2/models/train-0/$f"; then
+      echo "ok   $1: $f identical to $2's"
+    else
+      fail "$1: $f differs from $2's"
+    fi
+  done
+}
+two() { # NAME SE3SCREEN [--set ...]
+  local name=$1 bin=$2
+  shift 2
+  t=$SECONDS
+  EMU_DEVICES=2 "${mpirun[@]}" "$bin" run "$work/wf.yaml" --workdir "$work/$name" --until train "$@" \
+    >"$work/$name.log" 2>&1 || { tail -20 "$work/$name.log"; fail "$name"; }
+  echo "$name: $((SECONDS - t)) s; $(grep -o "training on 2 processes[^;]*" "$work/$name.log" | head -1)"
+}
+two two "$se3"
+two two_host "$out/module_host/se3screen"
+grep -q "training on 2 processes (.*summed by NCCL" "$work/two.log" || fail "two: not summed by the emulated NCCL"
+grep -E -q "in [2-9] buckets a step" "$work/two.log" || fail "two: not summed in several buckets a step"
+grep -q "training on 2 processes (.*summed by MPI" "$work/two_host.log" || fail "two_host: not summed by MPI"
+same two two_host
+two two_sharded "$se3" --set stages.train.shard_optimizer=true
+two two_sharded_host "$out/module_host/se3screen" --set stages.train.shard_optimizer=true
+same two_sharded two_sharded_host
+
+# failures: each ends the job with its message, in bounded time
+fails_with() { # NAME SECONDS PATTERN [ENV=V...]: the job fails within SECONDS, its log has PATTERN
+  local name=$1 limit=$2 pattern=$3 rc
+  shift 3
+  t=$SECONDS
+  env EMU_DEVICES=2 "$@" timeout -k 10 "$limit" "${mpirun[@]}" "$se3" run "$work/wf.yaml" --workdir "$work/$name" \
+    --until train >"$work/$name.log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    fail "$name: the job succeeded"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    fail "$name: the job hung (killed after $limit s)"
+  elif ! grep -E "$pattern" "$work/$name.log" >/dev/null; then
+    tail -20 "$work/$name.log"
+    fail "$name: no message like /$pattern/"
+  else
+    echo "ok   $name: failed in $((SECONDS - t)) s (exit $rc): $(grep -E -o "$pattern.*" "$work/$name.log" | head -1 | cut -c1-200)"
+  fi
+}
+fails_with same_gpu 120 "ncclCommInitRank" EMU_DEVICES=1
+grep -q "both on GPU 0" "$work/same_gpu.log" || fail "same_gpu: NCCL's reason is not in the log"
+# rank 1 stops at its first collective: rank 0 gives up at its deadline
+fails_with hang 180 "the all-reduce of gradient bucket 0 .* on rank 0 of 2 did not finish within 3 s" \
+  EMU_NCCL_FAULT=hang:1 SE3_NCCL_TIMEOUT=3
+# NCCL reports an error on rank 1 at its second: rank 1 ends the job long
+# before rank 0's deadline (a rank 0 left waiting would say "did not finish")
+fails_with error 150 "rank 1\): the GPU failed: NCCL failed in the all-reduce of gradient bucket 1 .* on rank 1 of 2: remote process exited" \
+  EMU_NCCL_FAULT=error:1:1 SE3_NCCL_TIMEOUT=600
+grep -q "did not finish within" "$work/error.log" && fail "error: a rank waited for its deadline"
+exit $status
