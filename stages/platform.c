@@ -74,7 +74,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   static const struct nn_backend *opened;
   static char opened_key[80];
   const char *dev = cfg_str(root, "device", "cpu"), *prec = cfg_str(root, "precision", "fp32");
-  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv", "direct"), "gemm");
+  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv", "gemm"), "gemm");
   char want[80];
   snprintf(want, sizeof want, "%s/%s/%d/%d", dev, prec, training, conv_gemm);
   if (key) *key = "device";
@@ -112,7 +112,7 @@ const char *stage_precision_name(const struct nn_backend *be) { return nn_precis
 
 const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be) {
   if (!be->set_conv_gemm) return "";
-  return !strcmp(cfg_str(root, "gpu_conv", "direct"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
+  return !strcmp(cfg_str(root, "gpu_conv", "gemm"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
                                                                 : "; the convolution's direct kernels (gpu_conv: direct)";
 }
 

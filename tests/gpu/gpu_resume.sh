@@ -11,7 +11,7 @@ set -uo pipefail
 se3=$1 src=$2 work=$3
 device=${DEVICE:-cuda}
 precision=${PRECISION:-fp32} # fp16: the loss scale is part of what must resume bit for bit
-conv=${CONV:-direct}         # gemm: the convolution on tensor cores (gpu_conv)
+conv=${CONV:-}               # direct: the convolution's direct kernels (gpu_conv; default gemm)
 . "$(dirname "$0")/quickstart.sh"
 # Up to the training's input, once, then copied: both runs train from the same graphs.
 gpu_quickstart "$se3" "$src" "$work" ref "    epochs: 4\n    checkpoint_every: 2"
@@ -21,7 +21,7 @@ cp -r "$work/ref" "$work/killed"
 start=$(date +%s.%N)
 gpu_reference "$se3" "$work" "$work/ref.log"
 full=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-echo "uninterrupted training on $device in $precision (gpu_conv: $conv): ${full} s"
+echo "uninterrupted training on $device in $precision (gpu_conv: ${conv:-the default}): ${full} s"
 
 # One kill -9 in a state seen, not at a moment guessed: the run frozen while
 # a mid-epoch checkpoint newer than every epoch's exists (training removes

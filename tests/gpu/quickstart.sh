@@ -2,8 +2,8 @@
 # its training changed, in a fresh WORK_DIR.
 #   gpu_quickstart SE3SCREEN SOURCE_DIR WORK_DIR WORKDIR_NAME 'TRAIN_LINES'
 # writes WORK_DIR/wf.yaml (workdir WORKDIR_NAME, `device: $device`,
-# `precision: $precision` (fp32 when unset) and `gpu_conv: $conv` (direct
-# when unset), the
+# `precision: $precision` (fp32 when unset) and `gpu_conv: $conv` (the
+# default's when unset), the
 # quickstart's `epochs: 10` line replaced by TRAIN_LINES) and runs it up to
 # the graphs, so every run of the script trains from the same graphs.
 #   gpu_reference SE3SCREEN WORK_DIR LOG
@@ -14,7 +14,7 @@ gpu_quickstart() {
   rm -rf "$work" && mkdir -p "$work" || exit 1
   cp -r "$src/workflows/data" "$work/" || exit 1
   sed -e "s|^workdir: .*|workdir: $name|" \
-    -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device\nprecision: ${precision:-fp32}\ngpu_conv: ${conv:-direct}|" \
+    -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device\nprecision: ${precision:-fp32}${conv:+\\ngpu_conv: $conv}|" \
     -e "s|    epochs: 10|$lines|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
   grep -qF "$(printf '%b' "$lines" | head -1)" "$work/wf.yaml" || { echo "could not adapt the quickstart"; exit 1; }
   "$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 ||
