@@ -6,8 +6,10 @@
 # How: launch.py rewrites each kernel launch `k<<<grid, block, ...>>>(args)`
 # into a call of inc/cuda_runtime.h's emulator, where a block's threads are an
 # OpenMP team (__syncthreads is its barrier), blocks run one after another,
-# __shared__ arrays are statics and device memory is host memory (poisoned
-# with NaN when allocated, so reading what no kernel wrote shows);
+# __shared__ arrays are statics poisoned afresh for every block (NaN: a read
+# before any thread of the block wrote, a barrier missing or misplaced, shows
+# in every block) and device memory is host memory (poisoned with NaN when
+# allocated, so reading what no kernel wrote shows);
 # inc/cublas_v2.h does cublasSgemm naively by its column-major definition,
 # inc/cublasLt.h the dense layers' matmul with its bias epilogue (EMU_LT=0:
 # its heuristic offers nothing, so the layers take their other path);

@@ -3,6 +3,15 @@
  * OpenMP team (barrier = __syncthreads), blocks run one after another,
  * __shared__ arrays are statics, device memory is host memory.
  *
+ * As strict as CUDA, where a GPU would only sometimes show a bug:
+ * - shared memory: launch.py turns each `__shared__` array into a static
+ *   and gives each launch the kernel's emu_shm_t, so every block starts with
+ *   its shared arrays poisoned (0xff bytes: NaN floats, -1 integers); a read
+ *   of an element no thread of this block has written yet (a barrier
+ *   missing or misplaced) gives NaN in every block, not a stale value left
+ *   by the last block (or the zeros of a fresh static). `__shared__` left
+ *   unrewritten does not compile.
+ *
  * Stricter than CUDA where the backend would fail silently on a GPU:
  * - the legacy default stream: every launch, copy, set and event names a
  *   stream made by cudaStreamCreateWithFlags(..., cudaStreamNonBlocking),
@@ -31,7 +40,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+/* launch.py rewrites every __shared__ declaration (see the top); one it
+ * missed is a compile error here, not a shared array left unpoisoned. */
+#define __shared__ __shared___not_rewritten_by_launch_py
 
 struct dim3 {
   unsigned x, y, z;
@@ -51,7 +62,16 @@ inline void __syncthreads() {
 }
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
-template <class F> void emu_launch(dim3 g, dim3 b, F f) {
+/* A kernel's static shared memory (launch.py writes one a kernel, from its
+ * __shared__ arrays, which it makes statics, and those of the device
+ * functions it calls): its bytes; poison: each array filled with 0xff
+ * bytes (NaN floats, -1 integers) first. */
+typedef size_t (*emu_shm_t)(int poison);
+inline size_t emu_shm_none(int) { return 0; }
+
+/* The blocks one after another, each an OpenMP team of its threads, with
+ * its shared memory poisoned before it starts: fresh in every block. */
+template <class F> void emu_launch(dim3 g, dim3 b, emu_shm_t shm, F f) {
   emu_grid = g;
   emu_block = b;
   const int nt = (int)(b.x * b.y * b.z);
@@ -59,6 +79,7 @@ template <class F> void emu_launch(dim3 g, dim3 b, F f) {
     for (unsigned y = 0; y < g.y; y++)
       for (unsigned x = 0; x < g.x; x++) {
         emu_bidx = dim3(x, y, z);
+        shm(1);
 #pragma omp parallel num_threads(nt)
         {
           if (omp_get_num_threads() != nt) abort();
@@ -135,14 +156,15 @@ inline int emu_refused(const char *what) {
 }
 /* The arguments are evaluated once, at the launch, into a tuple of values
  * (as a GPU copies them at the launch); each thread of a block calls the
- * kernel with them. */
-#define EMU_LAUNCH(cfg, kernel, args)                                                                                  \
+ * kernel with them. shm: the kernel's shared memory (emu_shm_t). */
+#define EMU_LAUNCH(cfg, kernel, shm, args)                                                                             \
   do {                                                                                                                 \
     emu_cfg_t c_ = emu_cfg cfg;                                                                                        \
     emu_stream_check(c_.stream, "launch of " #kernel);                                                                 \
     auto t_ = std::make_tuple args;                                                                                    \
-    emu_do([c_, t_]() {                                                                                                \
-      emu_launch(c_.grid, c_.block, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                     \
+    emu_shm_t s_ = shm;                                                                                                \
+    emu_do([c_, t_, s_]() {                                                                                            \
+      emu_launch(c_.grid, c_.block, s_, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                 \
     });                                                                                                                \
   } while (0)
 
