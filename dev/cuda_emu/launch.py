@@ -3,14 +3,18 @@
 # compiler's messages name the .cu's lines):
 #  - a launch NAME<<<CFG>>>(ARGS) becomes EMU_LAUNCH((CFG), NAME, SHM, (ARGS)),
 #    SHM emu_shm_NAME: the kernel's static shared memory (its __shared__
-#    arrays and those of the device functions it calls), which the
-#    emulator poisons (0xff bytes: NaN floats, -1 integers) before every
-#    block, so a read of shared memory that no thread of the block has
-#    written shows in every block;
+#    arrays and those of the device functions it calls), whose bytes the
+#    launch checks against 48 KiB and which the emulator poisons (0xff
+#    bytes: NaN floats, -1 integers) before every block, so a read of shared
+#    memory that no thread of the block has written shows in every block;
 #  - `__shared__ T name[N];` becomes `auto &name = emu_sh_FUNCTION_name;`, a
 #    static at file scope declared just before the function (a variable
 #    template in a template function). A __shared__ must be at its
-#    function's top level (else this script stops, naming it).
+#    function's top level (else this script stops, naming it);
+#  - every launch must be checked at once: the statement after it (past the
+#    other arms of a switch) holds CU_LAUNCHED(...) or cudaGetLastError(),
+#    not discarded by (void), else this script stops (a refused launch would
+#    go unnoticed on a GPU).
 # Dynamic shared memory (extern __shared__) is not emulated: stops too.
 #   usage: launch.py SRC OUT_DIR   (SRC: a folder of .cu files, or one .cu;
 #                                   writes OUT_DIR/NAME.cpp for each)
@@ -224,6 +228,7 @@ def rewrite(fn, s):
     defined = {f.name for f in funcs}
 
     # the launches
+    launches = []
     i = 0
     while True:
         j = code.find('<<<', i)
@@ -239,9 +244,30 @@ def rewrite(fn, s):
         if kernel not in defined:
             fail(fn, code, j, 'launch of %s, not defined in this file: its shared memory cannot be totalled' % kernel)
         shm = 'emu_shm_%s%s' % (kernel, targs) if kernel in totals else 'emu_shm_none'
+        launches.append((m.start(), j, e, p, q, kernel))
         edits.append((m.start(), q + 1, 'EMU_LAUNCH((%s), %s%s, %s, %s)'
                       % (s[j + 3:e], kernel, targs, shm, s[p:q + 1])))
         i = q + 1
+
+    # every launch checked at once
+    for k, (a, j, e, p, q, kernel) in enumerate(launches):
+        f = owner(a)
+        if f is None: fail(fn, code, a, 'a launch outside a function')
+        rest = code[q + 1:f.close]
+        c = re.search(r'\bCU_LAUNCHED\s*\(|\bcudaGetLastError\s*\(', rest)
+        if not c:
+            fail(fn, code, a, 'launch of %s never checked (CU_LAUNCHED or cudaGetLastError after it)' % kernel)
+        gap = list(code[q + 1:q + 1 + c.start()])
+        for (a2, _, _, _, q2, _) in launches[k + 1:]:  # the other arms of a switch
+            if a2 >= q + 1 + c.start(): break
+            for t in range(a2 - (q + 1), q2 + 1 - (q + 1)):
+                gap[t] = ' '
+        g = ''.join(gap)
+        g = re.sub(r'\b(break|case\s+[^:;]+|default)\s*[;:]', ' ', g)
+        *before, head = re.sub(r'[{}]', ' ', g).split(';')  # head: the checking statement's start
+        if ''.join(before).strip() or re.search(r'\(\s*void\s*\)\s*$', head):
+            fail(fn, code, a, 'launch of %s not checked at once: `%s` before its CU_LAUNCHED / cudaGetLastError'
+                 % (kernel, ' '.join(g.split())[:60]))
 
     edits.sort(key=lambda x: (x[0], x[1]))
     out, at = [], 0

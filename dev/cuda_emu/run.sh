@@ -26,6 +26,10 @@
 # the backend's non-blocking stream stops the run), and a call a stream
 # capture refuses (cudaMalloc, a synchronous copy, a wait) stops the run
 # naming it (EMU_CAPTURE=lenient: a GPU's invalidated capture instead).
+# As strict as a GPU at a launch: over CUDA's limits (threads a block, block
+# and grid dimensions, 48 KiB of shared memory) it does not run and the next
+# cudaGetLastError gives CUDA's code; launch.py stops on a launch not checked
+# at once (CU_LAUNCHED) and on a __shared__ not at its function's top level.
 # First, `check devices`: the GPU a process opens by node-local rank (modulo
 # the GPUs it sees) or by index, each case with EMU_DEVICES GPUs visible
 # (EMU_DEVICES=N, default 1, sets that for any run here).
