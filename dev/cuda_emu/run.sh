@@ -30,6 +30,10 @@
 # and grid dimensions, 48 KiB of shared memory) it does not run and the next
 # cudaGetLastError gives CUDA's code; launch.py stops on a launch not checked
 # at once (CU_LAUNCHED) and on a __shared__ not at its function's top level.
+# EMU_ASAN=1 (with EMU_TESTS=0): the emulated objects and check.c with
+# AddressSanitizer; allocations are exactly their size, so a kernel's access
+# past the end of a buffer stops the run with ASan's report (ASAN_OPTIONS
+# defaults to detect_leaks=0: check.c frees little).
 # First, `check devices`: the GPU a process opens by node-local rank (modulo
 # the GPUs it sees) or by index, each case with EMU_DEVICES GPUs visible
 # (EMU_DEVICES=N, default 1, sets that for any run here).
@@ -50,6 +54,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bld=$(cd "${1:-$root/build}" && pwd)
 out=$bld/cuda_emu
+# EMU_ASAN=1: the emulated objects and check.c built and linked with
+# AddressSanitizer (the static libraries stay as built).
+asan=()
+if [ "${EMU_ASAN:-0}" = 1 ]; then
+  if [ "${EMU_TESTS:-1}" != 0 ]; then
+    echo "run.sh: EMU_ASAN=1 covers check only: run it with EMU_TESTS=0" >&2
+    exit 2
+  fi
+  asan=(-fsanitize=address -fno-omit-frame-pointer)
+  # detect_leaks=0: check.c's tests free little of what they allocate (host
+  # arrays and the backend's buffers, some 460 at exit): not what this checks.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fi
 rm -rf "$out" && mkdir -p "$out/gen" "$out/obj"
 python3 "$here/launch.py" "$root/models/cuda" "$out/gen"
 cat >"$out/gen/emu.cpp" <<'X'
@@ -61,15 +78,15 @@ extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X
 for f in "$out"/gen/*.cpp; do
   g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
-    -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
+    "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
-gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/obj/check.o"
+gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/obj/check.o"
 # the data-parallel hooks (common/comm.c) come along; with MPI when the build has it
 mpi=()
 if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not -q: nm would die of SIGPIPE under pipefail
   read -r -a mpi <<<"$(mpicc --showme:link)"
 fi
-g++ -fopenmp "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
+g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm \
   -o "$out/check"
 echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
 "$out/check" devices

@@ -16,7 +16,12 @@
  *   2^31 - 1 or y, z over 65535 (cudaErrorInvalidConfiguration), static plus
  *   dynamic shared memory over 48 KiB (cudaErrorInvalidValue): the kernel
  *   does not run, not even recorded in a capture, and the next
- *   cudaGetLastError returns the code, once (CUDA's non-sticky errors).
+ *   cudaGetLastError returns the code, once (CUDA's non-sticky errors);
+ * - device memory is poisoned (0xff) when allocated and allocated at its
+ *   exact size (256-byte aligned), so in the AddressSanitizer build
+ *   (dev/cuda_emu/run.sh with EMU_ASAN=1) a kernel's access past the end of
+ *   a cudaMalloc'd or cudaHostAlloc'd buffer stops the run with ASan's
+ *   report (without ASan it goes unnoticed, as on a GPU).
  *
  * Stricter than CUDA where the backend would fail silently on a GPU:
  * - the legacy default stream: every launch, copy, set and event names a
@@ -320,10 +325,14 @@ EMU_DEFAULT_STREAM("waits for every stream")
 inline cudaError_t cudaDeviceSynchronize() {
   return emu_refused("cudaDeviceSynchronize") ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
+/* Exactly n bytes (no rounding: under ASan the byte after the last is out
+ * of bounds), 256-byte aligned as a GPU's. */
 inline cudaError_t cudaMalloc(void **p, size_t n) {
   if (emu_refused("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
-  *p = aligned_alloc(256, (n + 255) / 256 * 256);
-  if (!*p) return cudaErrorMemoryAllocation;
+  if (posix_memalign(p, 256, n)) {
+    *p = nullptr;
+    return emu_error_set(cudaErrorMemoryAllocation);
+  }
   memset(*p, 0xff, n); /* poison (NaN floats): the kernels must write everything they read */
   return cudaSuccess;
 }
@@ -369,9 +378,13 @@ inline cudaError_t cudaMemset(void *d, int v, size_t n) {
 }
 typedef int cudaEvent_t;
 enum { cudaEventDisableTiming = 2, cudaHostAllocDefault = 0 };
+/* Exactly n bytes (as cudaMalloc), page-aligned as a GPU's pinned memory. */
 inline cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) {
-  *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (posix_memalign(p, 4096, n)) {
+    *p = nullptr;
+    return emu_error_set(cudaErrorMemoryAllocation);
+  }
+  return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void *p) {
   free(p);
