@@ -19,7 +19,7 @@
 # The kernels' index arithmetic, tiling, shared-memory use and the GEMMs'
 # transposes are checked this way; timing, warp behaviour, real cuBLAS and
 # anything only a GPU does are not. A development tool, not part of the
-# build or the suite.
+# build; the suite runs a reduced set (tests/gpu/cuda_emu.sh).
 # Stricter than a GPU where the backend would degrade silently there: work
 # on the legacy default stream (cudaMemcpy, cudaMemset, cudaStreamCreate,
 # cudaDeviceSynchronize are compile errors; a launch, copy or event without
@@ -30,13 +30,16 @@
 # and grid dimensions, 48 KiB of shared memory) it does not run and the next
 # cudaGetLastError gives CUDA's code; launch.py stops on a launch not checked
 # at once (CU_LAUNCHED) and on a __shared__ not at its function's top level.
-# EMU_ASAN=1 (with EMU_TESTS=0): the emulated objects and check.c with
-# AddressSanitizer; allocations are exactly their size, so a kernel's access
-# past the end of a buffer stops the run with ASan's report (ASAN_OPTIONS
-# defaults to detect_leaks=0: check.c frees little).
-# First, `check devices`: the GPU a process opens by node-local rank (modulo
-# the GPUs it sees) or by index, each case with EMU_DEVICES GPUs visible
-# (EMU_DEVICES=N, default 1, sets that for any run here).
+# EMU_ASAN=1 (with EMU_TESTS=0): the emulated objects, check.c and the
+# self-test with AddressSanitizer; allocations are exactly their size, so a
+# kernel's access past the end of a buffer stops the run with ASan's report
+# (ASAN_OPTIONS defaults to detect_leaks=0: check.c frees little).
+# First, the emulator's self-test (selftest.cu, launch_test.py): broken
+# kernels and sources it must catch, correct ones it must pass (with
+# EMU_ASAN=1, a float written past a buffer too). Then `check devices`: the
+# GPU a process opens by node-local rank (modulo the GPUs it sees) or by
+# index, each case with EMU_DEVICES GPUs visible (EMU_DEVICES=N, default 1,
+# sets that for any run here).
 #
 #   usage: dev/cuda_emu/run.sh [BUILD_DIR]   (default build; needs its libse3nn.a)
 # EMU_BUDGET=65536 shrinks the convolution backward's chunks to a few edges.
@@ -54,12 +57,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bld=$(cd "${1:-$root/build}" && pwd)
 out=$bld/cuda_emu
-# EMU_ASAN=1: the emulated objects and check.c built and linked with
-# AddressSanitizer (the static libraries stay as built).
+# EMU_ASAN=1: the emulated objects, check.c and the self-test built and
+# linked with AddressSanitizer (the static libraries stay as built).
 asan=()
 if [ "${EMU_ASAN:-0}" = 1 ]; then
   if [ "${EMU_TESTS:-1}" != 0 ]; then
-    echo "run.sh: EMU_ASAN=1 covers check only: run it with EMU_TESTS=0" >&2
+    echo "run.sh: EMU_ASAN=1 covers check and the self-test only: run it with EMU_TESTS=0" >&2
     exit 2
   fi
   asan=(-fsanitize=address -fno-omit-frame-pointer)
@@ -67,8 +70,11 @@ if [ "${EMU_ASAN:-0}" = 1 ]; then
   # arrays and the backend's buffers, some 460 at exit): not what this checks.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 fi
-rm -rf "$out" && mkdir -p "$out/gen" "$out/obj"
+rm -rf "$out" && mkdir -p "$out/gen" "$out/obj" "$out/selftest"
+echo "== the emulator's self-test: launch.py's refusals, then broken kernels caught, correct ones passed"
+python3 "$here/launch_test.py"
 python3 "$here/launch.py" "$root/models/cuda" "$out/gen"
+python3 "$here/launch.py" "$here/selftest.cu" "$out/selftest"
 cat >"$out/gen/emu.cpp" <<'X'
 #include "cuda_runtime.h"
 #include "cublas_v2.h"
@@ -76,11 +82,30 @@ cat >"$out/gen/emu.cpp" <<'X'
 dim3 emu_grid, emu_block, emu_bidx;
 extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X
-for f in "$out"/gen/*.cpp; do
+for f in "$out"/gen/*.cpp "$out/selftest/selftest.cpp"; do
   g++ -std=c++17 -fopenmp -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
-    "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
+    "${asan[@]}" -c "$f" -o "${f%.cpp}.o"
 done
+mv "$out"/gen/*.o "$out/obj/"
 gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/obj/check.o"
+g++ -fopenmp "${asan[@]}" "$out/selftest/selftest.o" "$out/obj/emu.o" -o "$out/selftest/selftest"
+OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest"
+# a float written past a cudaMalloc'd buffer: ASan's report, naming the kernel
+if [ ${#asan[@]} -gt 0 ]; then
+  if OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest" overflow >"$out/selftest/overflow.txt" 2>&1; then
+    echo "FAIL: a float written past a cudaMalloc'd buffer went unnoticed under ASan"
+    exit 1
+  elif grep -q "ERROR: AddressSanitizer: heap-buffer-overflow" "$out/selftest/overflow.txt" &&
+    grep -q "WRITE of size 4" "$out/selftest/overflow.txt" && grep -Eq "#0 .* in fill\(" "$out/selftest/overflow.txt"; then
+    printf "%-80s ok\n" "fill, one float past its cudaMalloc'd buffer: ASan stops it"
+  else
+    echo "FAIL: the overflow stopped without ASan's report of a 4-byte write in fill:"
+    tail -20 "$out/selftest/overflow.txt"
+    exit 1
+  fi
+else
+  echo "(a float past a cudaMalloc'd buffer: checked with EMU_ASAN=1)"
+fi
 # the data-parallel hooks (common/comm.c) come along; with MPI when the build has it
 mpi=()
 if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not -q: nm would die of SIGPIPE under pipefail
