@@ -6,8 +6,10 @@
 # How: launch.py rewrites each kernel launch `k<<<grid, block, ...>>>(args)`
 # into a call of inc/cuda_runtime.h's emulator, where a block's threads are an
 # OpenMP team (__syncthreads is its barrier), blocks run one after another,
-# __shared__ arrays are statics and device memory is host memory (poisoned
-# with NaN when allocated, so reading what no kernel wrote shows);
+# __shared__ arrays are statics poisoned afresh for every block (NaN: a read
+# before any thread of the block wrote, a barrier missing or misplaced, shows
+# in every block) and device memory is host memory (poisoned with NaN when
+# allocated, so reading what no kernel wrote shows);
 # inc/cublas_v2.h does cublasSgemm naively by its column-major definition,
 # inc/cublasLt.h the dense layers' matmul with its bias epilogue (EMU_LT=0:
 # its heuristic offers nothing, so the layers take their other path);
@@ -17,16 +19,27 @@
 # The kernels' index arithmetic, tiling, shared-memory use and the GEMMs'
 # transposes are checked this way; timing, warp behaviour, real cuBLAS and
 # anything only a GPU does are not. A development tool, not part of the
-# build or the suite.
+# build; the suite runs a reduced set (tests/gpu/cuda_emu.sh).
 # Stricter than a GPU where the backend would degrade silently there: work
 # on the legacy default stream (cudaMemcpy, cudaMemset, cudaStreamCreate,
 # cudaDeviceSynchronize are compile errors; a launch, copy or event without
 # the backend's non-blocking stream stops the run), and a call a stream
 # capture refuses (cudaMalloc, a synchronous copy, a wait) stops the run
 # naming it (EMU_CAPTURE=lenient: a GPU's invalidated capture instead).
-# First, `check devices`: the GPU a process opens by node-local rank (modulo
-# the GPUs it sees) or by index, each case with EMU_DEVICES GPUs visible
-# (EMU_DEVICES=N, default 1, sets that for any run here).
+# As strict as a GPU at a launch: over CUDA's limits (threads a block, block
+# and grid dimensions, 48 KiB of shared memory) it does not run and the next
+# cudaGetLastError gives CUDA's code; launch.py stops on a launch not checked
+# at once (CU_LAUNCHED) and on a __shared__ not at its function's top level.
+# EMU_ASAN=1 (with EMU_TESTS=0): the emulated objects, check.c and the
+# self-test with AddressSanitizer; allocations are exactly their size, so a
+# kernel's access past the end of a buffer stops the run with ASan's report
+# (ASAN_OPTIONS defaults to detect_leaks=0: check.c frees little).
+# First, the emulator's self-test (selftest.cu, launch_test.py): broken
+# kernels and sources it must catch, correct ones it must pass (with
+# EMU_ASAN=1, a float written past a buffer too). Then `check devices`: the
+# GPU a process opens by node-local rank (modulo the GPUs it sees) or by
+# index, each case with EMU_DEVICES GPUs visible (EMU_DEVICES=N, default 1,
+# sets that for any run here).
 #
 #   usage: dev/cuda_emu/run.sh [BUILD_DIR]   (default build; needs its libse3nn.a)
 # EMU_BUDGET=65536 shrinks the convolution backward's chunks to a few edges.
@@ -50,7 +63,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bld=$(cd "${1:-$root/build}" && pwd)
 out=${EMU_OUT:-$bld/cuda_emu}
-rm -rf "$out" && mkdir -p "$out/gen" "$out/obj"
+# EMU_ASAN=1: the emulated objects, check.c and the self-test built and
+# linked with AddressSanitizer (the static libraries stay as built).
+asan=()
+if [ "${EMU_ASAN:-0}" = 1 ]; then
+  if [ "${EMU_TESTS:-1}" != 0 ]; then
+    echo "run.sh: EMU_ASAN=1 covers check and the self-test only: run it with EMU_TESTS=0" >&2
+    exit 2
+  fi
+  asan=(-fsanitize=address -fno-omit-frame-pointer)
+  # detect_leaks=0: check.c's tests free little of what they allocate (host
+  # arrays and the backend's buffers, some 460 at exit): not what this checks.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fi
+rm -rf "$out" && mkdir -p "$out/gen" "$out/obj" "$out/selftest"
 out=$(cd "$out" && pwd)
 python3 "$here/launch.py" "$root/models/cuda" "$out/gen"
 cat >"$out/gen/emu.cpp" <<'X'
@@ -70,13 +96,36 @@ fi
 # (position-independent: the same objects make check and the module)
 for f in "$out"/gen/*.cpp; do
   g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas "${nccl[@]}" -I"$here/inc" -I"$root" \
-    -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
+    "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
-# EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no check)
+# EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no self-test, no check)
 if [ "${EMU_TESTS:-1}" != nccl ]; then
-  gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -c "$here/check.c" -o "$out/check.o"
-  g++ -fopenmp "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" "${mpi[@]}" \
-    -lopenblas -lm -o "$out/check"
+  echo "== the emulator's self-test: launch.py's refusals, then broken kernels caught, correct ones passed"
+  python3 "$here/launch_test.py"
+  python3 "$here/launch.py" "$here/selftest.cu" "$out/selftest"
+  g++ -std=c++17 -fopenmp -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
+    "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest.o"
+  g++ -fopenmp "${asan[@]}" "$out/selftest/selftest.o" "$out/obj/emu.o" -o "$out/selftest/selftest"
+  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest"
+  # a float written past a cudaMalloc'd buffer: ASan's report, naming the kernel
+  if [ ${#asan[@]} -gt 0 ]; then
+    if OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest" overflow >"$out/selftest/overflow.txt" 2>&1; then
+      echo "FAIL: a float written past a cudaMalloc'd buffer went unnoticed under ASan"
+      exit 1
+    elif grep -q "ERROR: AddressSanitizer: heap-buffer-overflow" "$out/selftest/overflow.txt" &&
+      grep -q "WRITE of size 4" "$out/selftest/overflow.txt" && grep -Eq "#0 .* in fill\(" "$out/selftest/overflow.txt"; then
+      printf "%-80s ok\n" "fill, one float past its cudaMalloc'd buffer: ASan stops it"
+    else
+      echo "FAIL: the overflow stopped without ASan's report of a 4-byte write in fill:"
+      tail -20 "$out/selftest/overflow.txt"
+      exit 1
+    fi
+  else
+    echo "(a float past a cudaMalloc'd buffer: checked with EMU_ASAN=1)"
+  fi
+  gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/check.o"
+  g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" \
+    "${mpi[@]}" -lopenblas -lm -o "$out/check"
   echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
   "$out/check" devices
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"

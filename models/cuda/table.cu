@@ -128,9 +128,12 @@ static int cu_sync(char *err, size_t errlen) {
 
 /* ---- memory ---- */
 
+/* The size asked for, not rounded up: cudaMalloc's pointers are 256-byte
+ * aligned anyway, and the emulator under ASan (dev/cuda_emu, EMU_ASAN=1)
+ * sees an access past the last byte asked for. */
 static void *cu_alloc(size_t bytes) {
   void *p = NULL;
-  if (cudaMalloc(&p, cu_round(bytes ? bytes : 1)) != cudaSuccess) {
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
     (void)cudaGetLastError(); /* out of memory is the caller's to report, not a failure of the device */
     return NULL;
   }
@@ -205,8 +208,8 @@ static void cu_download(void *host_dst, const void *src, size_t bytes) {
 /* ---- copies back that do not wait: pinned memory, events ---- */
 
 static void *cu_host_alloc(size_t bytes) {
-  void *p = NULL;
-  if (cudaHostAlloc(&p, cu_round(bytes ? bytes : 1), cudaHostAllocDefault) != cudaSuccess) {
+  void *p = NULL; /* (the size asked for, as cu_alloc) */
+  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
     (void)cudaGetLastError(); /* out of memory is the caller's to report */
     return NULL;
   }

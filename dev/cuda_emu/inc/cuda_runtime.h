@@ -7,6 +7,26 @@
  * waits in the stream's queue, and events, queries and synchronisations
  * behave as a GPU's do.
  *
+ * As strict as CUDA, where a GPU would only sometimes show a bug:
+ * - shared memory: launch.py turns each `__shared__` array into a static
+ *   and gives each launch the kernel's emu_shm_t, so every block starts with
+ *   its shared arrays poisoned (0xff bytes: NaN floats, -1 integers); a read
+ *   of an element no thread of this block has written yet (a barrier
+ *   missing or misplaced) gives NaN in every block, not a stale value left
+ *   by the last block (or the zeros of a fresh static). `__shared__` left
+ *   unrewritten does not compile;
+ * - launch limits (emu_launch_check): more than 1024 threads a block, or
+ *   none, a block over (1024, 1024, 64), a grid with a dimension 0, x over
+ *   2^31 - 1 or y, z over 65535 (cudaErrorInvalidConfiguration), static plus
+ *   dynamic shared memory over 48 KiB (cudaErrorInvalidValue): the kernel
+ *   does not run, not even recorded in a capture, and the next
+ *   cudaGetLastError returns the code, once (CUDA's non-sticky errors);
+ * - device memory is poisoned (0xff) when allocated and allocated at its
+ *   exact size (256-byte aligned), so in the AddressSanitizer build
+ *   (dev/cuda_emu/run.sh with EMU_ASAN=1) a kernel's access past the end of
+ *   a cudaMalloc'd or cudaHostAlloc'd buffer stops the run with ASan's
+ *   report (without ASan it goes unnoticed, as on a GPU).
+ *
  * Stricter than CUDA where the backend would fail silently on a GPU:
  * - the legacy default stream: every launch, copy, set and event names a
  *   stream made by cudaStreamCreateWithFlags(..., cudaStreamNonBlocking),
@@ -37,7 +57,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+/* launch.py rewrites every __shared__ declaration (see the top); one it
+ * missed is a compile error here, not a shared array left unpoisoned. */
+#define __shared__ __shared___not_rewritten_by_launch_py
 
 struct dim3 {
   unsigned x, y, z;
@@ -57,7 +79,16 @@ inline void __syncthreads() {
 }
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
-template <class F> void emu_launch(dim3 g, dim3 b, F f) {
+/* A kernel's static shared memory (launch.py writes one a kernel, from its
+ * __shared__ arrays, which it makes statics, and those of the device
+ * functions it calls): its bytes; poison: each array filled with 0xff
+ * bytes (NaN floats, -1 integers) first. */
+typedef size_t (*emu_shm_t)(int poison);
+inline size_t emu_shm_none(int) { return 0; }
+
+/* The blocks one after another, each an OpenMP team of its threads, with
+ * its shared memory poisoned before it starts: fresh in every block. */
+template <class F> void emu_launch(dim3 g, dim3 b, emu_shm_t shm, F f) {
   emu_grid = g;
   emu_block = b;
   const int nt = (int)(b.x * b.y * b.z);
@@ -65,6 +96,7 @@ template <class F> void emu_launch(dim3 g, dim3 b, F f) {
     for (unsigned y = 0; y < g.y; y++)
       for (unsigned x = 0; x < g.x; x++) {
         emu_bidx = dim3(x, y, z);
+        shm(1);
 #pragma omp parallel num_threads(nt)
         {
           if (omp_get_num_threads() != nt) abort();
@@ -134,10 +166,96 @@ inline void emu_stream_check(cudaStream_t s, const char *what) {
 struct emu_cfg_t {
   dim3 grid, block;
   cudaStream_t stream;
+  size_t dyn_shared; /* the dynamic shared memory asked for (bytes) */
 };
-template <class G, class B> emu_cfg_t emu_cfg(G g, B b) { return {dim3(g), dim3(b), nullptr}; }
-template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M) { return {dim3(g), dim3(b), nullptr}; }
-template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M, cudaStream_t s) { return {dim3(g), dim3(b), s}; }
+template <class G, class B> emu_cfg_t emu_cfg(G g, B b) { return {dim3(g), dim3(b), nullptr, 0}; }
+template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M m) { return {dim3(g), dim3(b), nullptr, (size_t)m}; }
+template <class G, class B, class M> emu_cfg_t emu_cfg(G g, B b, M m, cudaStream_t s) {
+  return {dim3(g), dim3(b), s, (size_t)m};
+}
+
+/* Errors: CUDA's codes, names and words for those the emulator returns. */
+typedef int cudaError_t;
+enum {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901
+};
+struct emu_error_word {
+  cudaError_t code;
+  const char *name, *words;
+};
+inline const emu_error_word *emu_error(cudaError_t e) {
+  static const emu_error_word w[] = {
+      {cudaSuccess, "cudaSuccess", "no error"},
+      {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+      {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+      {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+      {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+       "CUDA driver version is insufficient for CUDA runtime version"},
+      {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+      {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+      {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+       "operation not permitted when stream is capturing"},
+      {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+       "operation failed due to a previous error during capture"},
+  };
+  for (const emu_error_word &x : w)
+    if (x.code == e) return &x;
+  return nullptr;
+}
+inline const char *cudaGetErrorString(cudaError_t e) {
+  return emu_error(e) ? emu_error(e)->words : "unrecognized error code";
+}
+inline const char *cudaGetErrorName(cudaError_t e) {
+  return emu_error(e) ? emu_error(e)->name : "unrecognized error code";
+}
+/* The last error of this host thread: set by a failed launch or allocation,
+ * returned and reset to cudaSuccess by cudaGetLastError (a GPU's non-sticky
+ * errors; the emulator has no sticky ones). */
+inline cudaError_t &emu_last_error() {
+  static thread_local cudaError_t e = cudaSuccess;
+  return e;
+}
+inline cudaError_t emu_error_set(cudaError_t e) {
+  if (e != cudaSuccess) emu_last_error() = e;
+  return e;
+}
+inline cudaError_t cudaGetLastError() {
+  cudaError_t e = emu_last_error();
+  emu_last_error() = cudaSuccess;
+  return e;
+}
+
+/* A launch's configuration and its kernel's static shared bytes against
+ * CUDA's limits (compute capability 9.0, no opt-in to more shared memory):
+ * cudaSuccess, or the code the launch fails with, said on stderr. */
+#define EMU_SHARED_MAX 49152
+inline cudaError_t emu_launch_check(dim3 g, dim3 b, size_t static_shared, size_t dyn_shared, const char *kernel) {
+  char why[160] = "";
+  cudaError_t e = cudaErrorInvalidConfiguration;
+  const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+  if (threads == 0 || threads > 1024)
+    snprintf(why, sizeof why, "a block of %llu threads (%u x %u x %u; 1 to 1024)", threads, b.x, b.y, b.z);
+  else if (b.x > 1024 || b.y > 1024 || b.z > 64)
+    snprintf(why, sizeof why, "a block of %u x %u x %u (at most 1024 x 1024 x 64)", b.x, b.y, b.z);
+  else if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+    snprintf(why, sizeof why, "a grid of %u x %u x %u (1 to 2147483647 x 65535 x 65535)", g.x, g.y, g.z);
+  else if (static_shared + dyn_shared > EMU_SHARED_MAX) {
+    snprintf(why, sizeof why, "%zu bytes of shared memory (%zu static, %zu dynamic; at most %d without opt-in)",
+             static_shared + dyn_shared, static_shared, dyn_shared, EMU_SHARED_MAX);
+    e = cudaErrorInvalidValue;
+  } else
+    return cudaSuccess;
+  fprintf(stderr, "cuda_emu: launch of %s refused: %s: %s\n", kernel, why, cudaGetErrorName(e));
+  return emu_error_set(e);
+}
 
 /* Stream capture (CUDA graphs): while a capture is under way, launches,
  * copies, sets and GEMMs are recorded as closures over their arguments'
@@ -193,27 +311,21 @@ inline int emu_refused(const char *what) {
 }
 /* The arguments are evaluated once, at the launch, into a tuple of values
  * (as a GPU copies them at the launch); each thread of a block calls the
- * kernel with them. */
-#define EMU_LAUNCH(cfg, kernel, args)                                                                                  \
+ * kernel with them. shm: the kernel's shared memory (emu_shm_t). The limits
+ * are checked here, at the call, inside a capture too: a refused launch is
+ * neither run nor recorded. */
+#define EMU_LAUNCH(cfg, kernel, shm, args)                                                                             \
   do {                                                                                                                 \
     emu_cfg_t c_ = emu_cfg cfg;                                                                                        \
     emu_stream_check(c_.stream, "launch of " #kernel);                                                                 \
     auto t_ = std::make_tuple args;                                                                                    \
-    emu_do(c_.stream, [c_, t_]() {                                                                                     \
-      emu_launch(c_.grid, c_.block, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });                     \
-    });                                                                                                                \
+    emu_shm_t s_ = shm;                                                                                                \
+    if (emu_launch_check(c_.grid, c_.block, s_(0), c_.dyn_shared, #kernel) == cudaSuccess)                             \
+      emu_do(c_.stream, [c_, t_, s_]() {                                                                               \
+        emu_launch(c_.grid, c_.block, s_, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });               \
+      });                                                                                                              \
   } while (0)
 
-typedef int cudaError_t;
-enum {
-  cudaSuccess = 0,
-  cudaErrorInsufficientDriver = 35,
-  cudaErrorMemoryAllocation = 2,
-  cudaErrorInvalidDevice = 101,
-  cudaErrorNotReady = 600,
-  cudaErrorStreamCaptureUnsupported = 900,
-  cudaErrorStreamCaptureInvalidated = 901
-};
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp {
   char name[256];
@@ -295,13 +407,14 @@ inline cudaError_t cudaDeviceSynchronize() {
   emu_drain_all();
   return cudaSuccess;
 }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
-inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+/* Exactly n bytes (no rounding: under ASan the byte after the last is out
+ * of bounds), 256-byte aligned as a GPU's. */
 inline cudaError_t cudaMalloc(void **p, size_t n) {
   if (emu_refused("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
-  *p = aligned_alloc(256, (n + 255) / 256 * 256);
-  if (!*p) return cudaErrorMemoryAllocation;
+  if (posix_memalign(p, 256, n)) {
+    *p = nullptr;
+    return emu_error_set(cudaErrorMemoryAllocation);
+  }
   memset(*p, 0xff, n); /* poison (NaN floats): the kernels must write everything they read */
   return cudaSuccess;
 }
@@ -367,11 +480,13 @@ inline cudaError_t cudaMemset(void *d, int v, size_t n) {
   return cudaSuccess;
 }
 enum { cudaEventDisableTiming = 2, cudaHostAllocDefault = 0 };
+/* Exactly n bytes (as cudaMalloc), page-aligned as a GPU's pinned memory. */
 inline cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) {
-  size_t m = (n + 4095) / 4096 * 4096;
-  *p = aligned_alloc(4096, m ? m : 4096);
-  if (!*p) return cudaErrorMemoryAllocation;
-  emu_pinned().push_back({(const char *)*p, (const char *)*p + m});
+  if (posix_memalign(p, 4096, n ? n : 1)) {
+    *p = nullptr;
+    return emu_error_set(cudaErrorMemoryAllocation);
+  }
+  emu_pinned().push_back({(const char *)*p, (const char *)*p + n});
   return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void *p) {
