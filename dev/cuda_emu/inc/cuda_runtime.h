@@ -122,9 +122,12 @@ struct emu_stream {
   std::deque<std::function<int(int block)>> q;
   unsigned long long queued, done; /* items ever queued, ever finished */
 };
+/* (the emulator's lists live until the process ends: the backend frees
+ * its buffers and streams from an exit handler, after static destructors
+ * may have run) */
 inline std::vector<emu_stream *> &emu_streams() {
-  static std::vector<emu_stream *> all;
-  return all;
+  static std::vector<emu_stream *> *all = new std::vector<emu_stream *>;
+  return *all;
 }
 /* Runs s's queue in order while its items finish (all of them when `block`,
  * else as far as none waits), up to item `upto` (of queued); 1 when that far is done. */
@@ -268,8 +271,8 @@ struct emu_capture_state {
   std::vector<std::function<void()>> ops;
 };
 inline emu_capture_state &emu_cap() {
-  static emu_capture_state c;
-  return c;
+  static emu_capture_state *c = new emu_capture_state(); /* (see emu_streams) */
+  return *c;
 }
 /* Runs f now (queued behind the stream's unfinished work, if any), or
  * records it while capturing. */
@@ -445,8 +448,8 @@ inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) 
 }
 /* Pinned host memory (cudaHostAlloc): [start, end) of each block. */
 inline std::vector<std::pair<const char *, const char *>> &emu_pinned() {
-  static std::vector<std::pair<const char *, const char *>> all;
-  return all;
+  static auto *all = new std::vector<std::pair<const char *, const char *>>;
+  return *all;
 }
 inline int emu_is_pinned(const void *p) {
   for (auto &r : emu_pinned())
