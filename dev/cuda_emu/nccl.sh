@@ -59,31 +59,6 @@ fail() {
   status=1
 }
 se3() { "$se3" run "$work/wf.yaml" --workdir "$work/$1" --until train "${@:2}"; }
-se3 plain --until graph >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
-for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error; do cp -r "$work/plain" "$work/$d"; done
-# one process joined alone (EMU_NCCL_ALONE=1; the GPU's test_gpu_nccl and
-# run.sh's workflow check the same)
-if [ "${EMU_NCCL_ALONE:-0}" = 1 ]; then
-t=$SECONDS
-se3 plain >"$work/plain.log" 2>&1 || { tail "$work/plain.log"; exit 1; }
-echo "plain (one emulated GPU): $((SECONDS - t)) s"
-SE3_COMM=mpi se3 alone >"$work/alone.log" 2>&1 || { tail "$work/alone.log"; fail "alone"; }
-SE3_COMM=mpi se3 sharded --set stages.train.shard_optimizer=true >"$work/sharded.log" 2>&1 ||
-  { tail "$work/sharded.log"; fail "sharded"; }
-for wd in alone sharded; do
-  grep -q "training on 1 process (.*summed by NCCL" "$work/$wd.log" ||
-    fail "$wd: the gradient was not summed by the emulated NCCL: $(grep "training on" "$work/$wd.log")"
-  for f in best.ckpt epoch-1.ckpt; do
-    if cmp -s "$work/plain/models/train-0/$f" "$work/$wd/models/train-0/$f"; then
-      echo "ok   $wd: $f identical to the plain run's"
-    else
-      fail "$wd: $f differs from the plain run's"
-    fi
-  done
-done
-fi
-
-# two processes, a GPU each: through the emulated NCCL, and through the host
 same() { # A B: their checkpoints byte for byte
   local f
   for f in best.ckpt epoch-1.ckpt; do
@@ -94,6 +69,25 @@ same() { # A B: their checkpoints byte for byte
     fi
   done
 }
+se3 plain --until graph >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
+for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error; do cp -r "$work/plain" "$work/$d"; done
+# one process joined alone (EMU_NCCL_ALONE=1; the GPU's test_gpu_nccl and
+# run.sh's workflow check the same)
+if [ "${EMU_NCCL_ALONE:-0}" = 1 ]; then
+  t=$SECONDS
+  se3 plain >"$work/plain.log" 2>&1 || { tail "$work/plain.log"; exit 1; }
+  echo "plain (one emulated GPU): $((SECONDS - t)) s"
+  SE3_COMM=mpi se3 alone >"$work/alone.log" 2>&1 || { tail "$work/alone.log"; fail "alone"; }
+  SE3_COMM=mpi se3 sharded --set stages.train.shard_optimizer=true >"$work/sharded.log" 2>&1 ||
+    { tail "$work/sharded.log"; fail "sharded"; }
+  for wd in alone sharded; do
+    grep -q "training on 1 process (.*summed by NCCL" "$work/$wd.log" ||
+      fail "$wd: the gradient was not summed by the emulated NCCL: $(grep "training on" "$work/$wd.log")"
+    same "$wd" plain
+  done
+fi
+
+# two processes, a GPU each: through the emulated NCCL, and through the host
 two() { # NAME SE3SCREEN [--set ...]
   local name=$1 bin=$2
   shift 2

@@ -32,6 +32,11 @@
 # minutes. SE3_ARCH: the CUDA architectures built (default 90, the H100 and
 # H200 the tool lends). MPI is built where the machine has mpicc.
 # SANITIZE_TOOLS: compute-sanitizer's tools run (default all four);
+# PROFILE_CONV (default "direct gemm"), PROFILE_PRECISION (default fp32),
+# PROFILE_LAUNCHES (kernels ncu measures a run, default 12), PROFILE_CSV=1
+# (every kernel's time, DRAM and SM throughput as CSV, ncu_CONV_MODE.csv,
+# instead of ncu's sections; ncu measured fewer than 11 kernels a second on
+# an H100, so 1,500 did not finish in 140 s: a few hundred a call): the profile's;
 # WORKFLOW_CPU=0: the quickstart on the GPU alone.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -263,11 +268,20 @@ if want profile; then
         left=$((budget - ($(date +%s) - t0)))
         [ $left -lt 15 ] && { say "profile: ncu $conv $mode: time up"; continue; }
         echo "== ncu: model_bench --conv $conv --mode $mode" >>"$out/profile.txt"
+        if [ "${PROFILE_CSV:-0}" = 1 ]; then # every kernel of the run, three figures each, as CSV
+          # shellcheck disable=SC2086
+          timeout "$left" ncu --clock-control none --csv --launch-count "${PROFILE_LAUNCHES:-12}" --metrics \
+            gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+            "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 --steps plain \
+            --conv $conv --precision "${PROFILE_PRECISION:-fp32}" --mode $mode >"$out/ncu_${conv}_${mode%% *}.csv" 2>"$bld/ncu.log"
+          say "profile: ncu $conv $mode (csv): rc $?"
+          continue
+        fi
         # shellcheck disable=SC2086
         timeout "$left" ncu --clock-control none --kernel-name regex:'conv|gemm|radial' --launch-skip 0 \
-          --launch-count 12 --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --launch-count "${PROFILE_LAUNCHES:-12}" --section SpeedOfLight --section Occupancy --section LaunchStats \
           "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 \
-          --steps plain --conv $conv --mode $mode >"$bld/ncu.log" 2>&1
+          --steps plain --conv $conv --precision "${PROFILE_PRECISION:-fp32}" --mode $mode >"$bld/ncu.log" 2>&1
         rc=$?
         grep -vE "^\s*$|^----" "$bld/ncu.log" | head -400 >>"$out/profile.txt"
         say "profile: ncu $conv $mode: rc $rc"
