@@ -93,18 +93,19 @@ if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not
   read -r -a mpi <<<"$(mpicc --showme:link)"
   read -r -a nccl <<<"-DSE3_HAVE_NCCL=1 $(mpicc --showme:compile)"
 fi
-# (position-independent: the same objects make check and the module)
+# the emulated sources' flags (position-independent: the same objects make
+# check and the module)
+cxx=(g++ -std=c++17 -fopenmp -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter
+  -Wno-unknown-pragmas -I"$here/inc" -I"$root")
 for f in "$out"/gen/*.cpp; do
-  g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas "${nccl[@]}" -I"$here/inc" -I"$root" \
-    "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
+  "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 "${nccl[@]}" "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
 done
 # EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no self-test, no check)
 if [ "${EMU_TESTS:-1}" != nccl ]; then
   echo "== the emulator's self-test: launch.py's refusals, then broken kernels caught, correct ones passed"
   python3 "$here/launch_test.py"
   python3 "$here/launch.py" "$here/selftest.cu" "$out/selftest"
-  g++ -std=c++17 -fopenmp -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" -I"$root" \
-    "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest.o"
+  "${cxx[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest.o"
   g++ -fopenmp "${asan[@]}" "$out/selftest/selftest.o" "$out/obj/emu.o" -o "$out/selftest/selftest"
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest"
   # a float written past a cudaMalloc'd buffer: ASan's report, naming the kernel
@@ -142,8 +143,7 @@ g++ -shared -fopenmp -Wl,--no-undefined "$out"/obj/*.o "${mpi[@]}" -o "$out/modu
 if [ ${#nccl[@]} -gt 0 ]; then
   mkdir -p "$out/module_host"
   for f in collectives table; do
-    g++ -std=c++17 -fopenmp -fPIC -DCU_STAGE_BYTES=65536 -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter -Wno-unknown-pragmas -I"$here/inc" \
-      -I"$root" -c "$out/gen/$f.cpp" -o "$out/module_host/$f.o"
+    "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 -c "$out/gen/$f.cpp" -o "$out/module_host/$f.o"
   done
   for f in "$out"/obj/*.o; do [ -e "$out/module_host/$(basename "$f")" ] || ln -s "$f" "$out/module_host/"; done
   g++ -shared -fopenmp -Wl,--no-undefined "$out"/module_host/*.o -o "$out/module_host/libse3cuda.so"
