@@ -1,7 +1,13 @@
 # launch.py's refusals: sources it must stop on (each with the message it
 # must give), and one it must rewrite; run by dev/cuda_emu/run.sh.
-#   usage: launch_test.py
+# With SELFTEST_DIR (run.sh's, once selftest is built there): instead, the
+# self-test's runs that must stop the process, each with the emulator's
+# message, and, where selftest_mpi was built beside (MPI in the build), the
+# emulated NCCL inside CUDA graphs under mpirun.
+#   usage: launch_test.py [SELFTEST_DIR]
 import os
+import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +55,64 @@ WANT = [  # what the rewrite must hold
     'EMU_LAUNCH((1, 1, 0, q), z, emu_shm_none, (o))',
 ]
 
+
+
+def run(cmd, env=None, timeout=120):
+    """(exit status, stdout, stderr) of cmd; status None when it ran past
+    timeout (then it and what it started are ended: SIGTERM, which mpirun
+    passes on, then SIGKILL to its process group)."""
+    e = dict(os.environ, OMP_WAIT_POLICY='passive', OMP_DYNAMIC='false', OMPI_ALLOW_RUN_AS_ROOT='1',
+             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1', **(env or {}))
+    p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+        return None, out, err
+
+
+def report(what, ok, rc, out, err):
+    print('%-74s %s' % (what + ':', 'ok' if ok else 'FAIL (exit %s)\n%s%s' % (rc, out[-1500:], err[-1500:])))
+    return not ok
+
+
+def selftest_runs(d):
+    fails = 0
+    # work on a stream outside an open capture (a GPU would run it, not record it)
+    rc, out, err = run([os.path.join(d, 'selftest'), 'outside'])
+    ok = rc is not None and rc < 0 and 'went unnoticed' not in out and \
+        'cuda_emu: launch of mark on a stream outside the open stream capture' in err
+    fails += report('selftest outside: a launch outside the capture stops the process', ok, rc, out, err)
+    mpi = os.path.join(d, 'selftest_mpi')
+    if not os.path.exists(mpi):
+        print('(NCCL inside CUDA graphs: checked where the build has MPI)')
+        return fails
+    # 2 ranks: NCCL's calls captured, replayed 3 times, the sums right
+    rc, out, err = run(['mpirun', '--oversubscribe', '-np', '2', mpi, 'nccl'], {'EMU_DEVICES': '2'})
+    sys.stdout.write(out)
+    fails += report('selftest_mpi nccl (mpirun -np 2): captured collectives replayed, summed', rc == 0, rc, '', err)
+    # EMU_NCCL_FAULT counts the collectives each replay queues (2 a replay), none at the capture
+    one = ['mpirun', '--oversubscribe', '-np', '1', mpi, 'nccl-fault']
+    rc, out, err = run(one, {'EMU_NCCL_FAULT': 'error:0:4'})
+    ok = rc == 0 and 'replay 1: finished, no error' in out and 'replay 2: finished, no error' in out and \
+        'replay 3: cudaErrorNotReady, remote process exited' in out and 'drained after ncclCommAbort' in out
+    fails += report('EMU_NCCL_FAULT=error:0:4: the third replay fails, the first two finish', ok, rc, out, err)
+    rc, out, err = run(one, {'EMU_NCCL_FAULT': 'hang:0:2'}, timeout=60)
+    ok = rc != 0 and 'launching replay 2' in out and 'replay 2 launched' not in out and \
+        "rank 0 stops for good at its collective 2 (ncclAllReduce, queued by a graph's replay)" in err
+    fails += report('EMU_NCCL_FAULT=hang:0:2: the second replay stops in its cudaGraphLaunch', ok, rc, out, err)
+    return fails
+
+
+if len(sys.argv) > 1:
+    sys.exit(1 if selftest_runs(sys.argv[1]) else 0)
 fails = 0
 for what, src, msg in REFUSED:
     try:

@@ -36,7 +36,10 @@
 # (ASAN_OPTIONS defaults to detect_leaks=0: check.c frees little).
 # First, the emulator's self-test (selftest.cu, launch_test.py): broken
 # kernels and sources it must catch, correct ones it must pass (with
-# EMU_ASAN=1, a float written past a buffer too). Then `check devices`: the
+# EMU_ASAN=1, a float written past a buffer too), stream captures forked and
+# joined or not, work outside a capture stopping the process, and with MPI
+# in the build NCCL's calls inside CUDA graphs (selftest_mpi under mpirun
+# -np 2, and EMU_NCCL_FAULT at a replay). Then `check devices`: the
 # GPU a process opens by node-local rank (modulo the GPUs it sees) or by
 # index, each case with EMU_DEVICES GPUs visible (EMU_DEVICES=N, default 1,
 # sets that for any run here).
@@ -124,6 +127,13 @@ if [ "${EMU_TESTS:-1}" != nccl ]; then
   else
     echo "(a float past a cudaMalloc'd buffer: checked with EMU_ASAN=1)"
   fi
+  # the runs that must stop the process; with MPI, the self-test built again
+  # with inc/nccl.h: the collectives inside CUDA graphs, under mpirun
+  if [ ${#nccl[@]} -gt 0 ]; then
+    "${cxx[@]}" "${nccl[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest_mpi.o"
+    g++ -fopenmp "${asan[@]}" "$out/selftest/selftest_mpi.o" "$out/obj/emu.o" "${mpi[@]}" -o "$out/selftest/selftest_mpi"
+  fi
+  python3 "$here/launch_test.py" "$out/selftest"
   gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/check.o"
   g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" \
     "${mpi[@]}" -lopenblas -lm -o "$out/check"

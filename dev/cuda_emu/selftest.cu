@@ -5,14 +5,32 @@
  *                     held, 1 when one did not (each line says which);
  *   selftest overflow writes one float past a cudaMalloc'd buffer: with
  *                     EMU_ASAN=1 ASan must stop it (run.sh checks its
- *                     report); without ASan it goes unnoticed, exit 0.
+ *                     report); without ASan it goes unnoticed, exit 0;
+ *   selftest outside  launches on a stream outside an open capture: the
+ *                     emulator must stop the process naming the launch
+ *                     (launch_test.py checks it).
+ * Built with SE3_HAVE_NCCL (MPI's compiler flags; run.sh's selftest_mpi),
+ * it has inc/nccl.h's collectives inside captures instead (launch_test.py
+ * runs them under mpirun):
+ *   selftest nccl        every rank captures the backend's pattern (a
+ *                        bucket stream forked and joined, NCCL's calls on
+ *                        both), replays it 3 times with new inputs and
+ *                        checks the sums;
+ *   selftest nccl-fault  one rank, EMU_NCCL_FAULT set by the caller: says
+ *                        after each of 3 replays (2 collectives each)
+ *                        whether its stream finished and NCCL's async error.
  * Not CUDA for nvcc: the 48 KiB + 4 static shared array below would not
  * build there (ptxas refuses it); the emulator refuses its launch. */
 #include <cuda_runtime.h>
+#ifdef SE3_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int fails = 0;
 
@@ -111,10 +129,27 @@ __global__ void fill(float *out, int n, int over) {
     out[i] = (float)i;
 }
 
+/* y = a x + b */
+__global__ void axpb(float *y, const float *x, float a, float b, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    y[i] = a * x[i] + b;
+}
+
+/* y = u + v */
+__global__ void add2(float *y, const float *u, const float *v, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    y[i] = u[i] + v[i];
+}
+
 static cudaStream_t q;
 
 static void sync_q(void) {
   if (cudaStreamSynchronize(q) != cudaSuccess) expect(0, "cudaStreamSynchronize");
+}
+
+/* A launch's cudaGetLastError, which must be cudaSuccess. */
+static void launched(cudaError_t e) {
+  if (e != cudaSuccess) expect(0, cudaGetErrorName(e));
 }
 
 /* The flag after a launch of `mark` with (g, b, shm), whose cudaGetLastError
@@ -137,6 +172,224 @@ static void launch_limit(const char *what, dim3 g, dim3 b, size_t shm, cudaError
   }
 }
 
+/* Work on a stream outside an open capture (the bug): the process stops. */
+static int outside(void) {
+  cudaStream_t other;
+  int *flag;
+  cudaGraph_t g;
+  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+  cudaMalloc((void **)&flag, 2 * sizeof(int));
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  mark<<<1, 1, 0, q>>>(flag);
+  launched(cudaGetLastError());
+  mark<<<1, 1, 0, other>>>(flag); /* BUG: `other` never waited for an event of the capture */
+  launched(cudaGetLastError());
+  cudaStreamEndCapture(q, &g);
+  printf("a launch on a stream outside the capture went unnoticed\n");
+  return 0;
+}
+
+/* Forks and joins in a capture (q the origin, q2 and q3 forked from it):
+ * the graph made, or cudaStreamEndCapture's code. `pattern`: 0 q2 joined
+ * back; 1 q2 never joined; 2 q2 joined, then more work on it; 3 q3 forked
+ * from q2 and joined back through q2. */
+static cudaError_t fork_join(int pattern, cudaStream_t q2, cudaStream_t q3, float *buf, cudaGraph_t *g) {
+  cudaEvent_t ev[3];
+  for (int i = 0; i < 3; i++)
+    cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming);
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  axpb<<<1, 32, 0, q>>>(buf, buf, 1, 1, 4);
+  launched(cudaGetLastError());
+  cudaEventRecord(ev[0], q);
+  cudaStreamWaitEvent(q2, ev[0], 0);
+  axpb<<<1, 32, 0, q2>>>(buf + 4, buf, 1, 1, 4);
+  launched(cudaGetLastError());
+  if (pattern == 3) {
+    cudaEventRecord(ev[1], q2);
+    cudaStreamWaitEvent(q3, ev[1], 0);
+    axpb<<<1, 32, 0, q3>>>(buf + 8, buf + 4, 1, 1, 4);
+    launched(cudaGetLastError());
+    cudaEventRecord(ev[2], q3);
+    cudaStreamWaitEvent(q2, ev[2], 0);
+  }
+  if (pattern != 1) {
+    cudaEventRecord(ev[1], q2);
+    cudaStreamWaitEvent(q, ev[1], 0);
+  }
+  if (pattern == 2) cudaMemsetAsync(buf + 4, 0, 4 * sizeof(float), q2); /* BUG: after its join */
+  axpb<<<1, 32, 0, q>>>(buf + 12, buf, 1, 1, 4);
+  launched(cudaGetLastError());
+  cudaError_t e = cudaStreamEndCapture(q, g);
+  for (int i = 0; i < 3; i++)
+    cudaEventDestroy(ev[i]);
+  return e;
+}
+
+#ifdef SE3_HAVE_NCCL
+/* MPI started, this rank's GPU current, and a communicator of every rank. */
+static ncclComm_t nccl_open(int *rank, int *size) {
+  MPI_Init(NULL, NULL);
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+  int devices = 0;
+  cudaGetDeviceCount(&devices);
+  cudaSetDevice(devices > 0 ? *rank % devices : 0);
+  ncclUniqueId id;
+  if (*rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) MPI_Abort(MPI_COMM_WORLD, 2);
+  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t c = NULL;
+  ncclResult_t r = ncclCommInitRank(&c, *size, id, *rank);
+  if (r != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclCommInitRank: %s: %s\n", *rank, ncclGetErrorString(r), ncclGetLastError(NULL));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  return c;
+}
+
+/* The backend's recorded data-parallel step, small: a bucket's all-reduce
+ * on a stream forked from q and joined back, a kernel on q that reads its
+ * sum, and on q an all-reduce of doubles, a reduce-scatter and an
+ * all-gather; replayed 3 times with new inputs, each rank's sums checked
+ * (a replay's collective that ran before its inputs were copied, twice, or
+ * not at all, would show; so would doubles summed as floats: 1e10 + 1e-3). */
+static int nccl_replays(void) {
+  int rank, size;
+  ncclComm_t c = nccl_open(&rank, &size);
+  enum { NF = 6, ND = 2, NP = 2 };
+  cudaStream_t bucket;
+  cudaEvent_t ready, done;
+  cudaStreamCreateWithFlags(&bucket, cudaStreamNonBlocking);
+  cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  float *f, *g, *rs_in, *rs_out, *ag_in, *ag_out;
+  double *d;
+  cudaMalloc((void **)&f, NF * sizeof(float));
+  cudaMalloc((void **)&g, NF * sizeof(float));
+  cudaMalloc((void **)&d, ND * sizeof(double));
+  cudaMalloc((void **)&rs_in, NP * size * sizeof(float));
+  cudaMalloc((void **)&rs_out, NP * sizeof(float));
+  cudaMalloc((void **)&ag_in, NP * sizeof(float));
+  cudaMalloc((void **)&ag_out, NP * size * sizeof(float));
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec;
+  ncclResult_t r[4];
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  cudaEventRecord(ready, q);
+  cudaStreamWaitEvent(bucket, ready, 0);
+  r[0] = ncclAllReduce(f, f, NF, ncclFloat, ncclSum, c, bucket);
+  cudaEventRecord(done, bucket);
+  cudaStreamWaitEvent(q, done, 0);
+  axpb<<<1, 32, 0, q>>>(g, f, 2, 0, NF); /* g = 2 (the bucket's sum) */
+  launched(cudaGetLastError());
+  r[1] = ncclAllReduce(d, d, ND, ncclDouble, ncclSum, c, q);
+  r[2] = ncclReduceScatter(rs_in, rs_out, NP, ncclFloat, ncclSum, c, q);
+  r[3] = ncclAllGather(ag_in, ag_out, NP, ncclFloat, c, q);
+  cudaError_t ended = cudaStreamEndCapture(q, &graph);
+  int ok =
+      ended == cudaSuccess && r[0] == ncclSuccess && r[1] == ncclSuccess && r[2] == ncclSuccess && r[3] == ncclSuccess;
+  if (ok) cudaGraphInstantiate(&exec, graph, 0);
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0) expect(all, "NCCL's calls captured, on q and on a bucket stream forked and joined: a graph");
+  if (!all) {
+    MPI_Finalize();
+    return 1;
+  }
+  const long ranks_sum = (long)size * (size + 1) / 2; /* 1 + 2 + ... + size */
+  for (int rep = 0; rep < 3; rep++) {
+    float hf[NF], hg[NF], hrs[NP * 64], hrso[NP], hag[NP], hago[NP * 64];
+    double hd[ND];
+    for (int i = 0; i < NF; i++)
+      hf[i] = (float)((rank + 1) * (i + 1) + 100 * rep);
+    for (int i = 0; i < ND; i++)
+      hd[i] = 1e10 * (i + 1) + 1e-3 * (rank + 1) + rep;
+    for (int i = 0; i < NP * size; i++)
+      hrs[i] = (float)(i + 10 * rank + rep);
+    for (int i = 0; i < NP; i++)
+      hag[i] = (float)(1000 * rank + i + rep);
+    cudaMemcpyAsync(f, hf, sizeof hf, cudaMemcpyHostToDevice, q);
+    cudaMemcpyAsync(d, hd, sizeof hd, cudaMemcpyHostToDevice, q);
+    cudaMemcpyAsync(rs_in, hrs, NP * size * sizeof(float), cudaMemcpyHostToDevice, q);
+    cudaMemcpyAsync(ag_in, hag, sizeof hag, cudaMemcpyHostToDevice, q);
+    cudaGraphLaunch(exec, q);
+    cudaMemcpyAsync(hg, g, sizeof hg, cudaMemcpyDeviceToHost, q);
+    cudaMemcpyAsync(hd, d, sizeof hd, cudaMemcpyDeviceToHost, q);
+    cudaMemcpyAsync(hrso, rs_out, sizeof hrso, cudaMemcpyDeviceToHost, q);
+    cudaMemcpyAsync(hago, ag_out, NP * size * sizeof(float), cudaMemcpyDeviceToHost, q);
+    sync_q();
+    int sums = 1, dsums = 1, rs = 1, ag = 1;
+    for (int i = 0; i < NF; i++)
+      sums &= hg[i] == (float)(2 * (ranks_sum * (i + 1) + 100L * size * rep));
+    for (int i = 0; i < ND; i++)
+      dsums &= fabs(hd[i] - (size * (1e10 * (i + 1) + rep) + 1e-3 * ranks_sum)) < 1e-4;
+    for (int i = 0; i < NP; i++) /* piece `rank` of every rank's rs_in, summed */
+      rs &= hrso[i] == (float)(size * (rank * NP + i + rep) + 10 * (ranks_sum - size));
+    for (int k = 0; k < size; k++)
+      for (int i = 0; i < NP; i++)
+        ag &= hago[k * NP + i] == (float)(1000 * k + i + rep);
+    int mine[4] = {sums, dsums, rs, ag}, every[4];
+    MPI_Allreduce(mine, every, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+      char line[160];
+      snprintf(line, sizeof line, "replay %d on %d ranks: the bucket's float sums, read after the join", rep + 1, size);
+      expect(every[0], line);
+      snprintf(line, sizeof line, "replay %d: ncclDouble's sums (1e10 + 1e-3 kept)", rep + 1);
+      expect(every[1], line);
+      snprintf(line, sizeof line, "replay %d: reduce-scatter and all-gather", rep + 1);
+      expect(every[2] && every[3], line);
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  ncclCommDestroy(c);
+  int any = 0;
+  MPI_Allreduce(&fails, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (rank == 0) printf("%s: %d failures\n", any ? "FAILED" : "ALL OK", any);
+  return any ? 1 : 0;
+}
+
+/* One rank (EMU_NCCL_FAULT set by launch_test.py): a graph of 2 collectives
+ * replayed 3 times; after each launch, whether q finished and NCCL's async
+ * error. A fault at collective N hits replay N / 2 + 1 (collectives count as
+ * each replay queues them, none at the capture); a hang stops the process
+ * inside that replay's cudaGraphLaunch (the alarm ends it). */
+static int nccl_fault(void) {
+  int rank, size;
+  ncclComm_t c = nccl_open(&rank, &size);
+  float *f;
+  double *d;
+  cudaMalloc((void **)&f, 4 * sizeof(float));
+  cudaMalloc((void **)&d, 4 * sizeof(double));
+  cudaMemsetAsync(f, 0, 4 * sizeof(float), q);
+  cudaMemsetAsync(d, 0, 4 * sizeof(double), q);
+  sync_q();
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec;
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  ncclAllReduce(f, f, 4, ncclFloat, ncclSum, c, q);
+  ncclAllReduce(d, d, 4, ncclDouble, ncclSum, c, q);
+  if (cudaStreamEndCapture(q, &graph) != cudaSuccess) return 2;
+  cudaGraphInstantiate(&exec, graph, 0);
+  alarm(5);
+  for (int rep = 1; rep <= 3; rep++) {
+    printf("launching replay %d\n", rep);
+    cudaGraphLaunch(exec, q);
+    printf("replay %d launched\n", rep);
+    usleep(100000);
+    cudaError_t e = cudaStreamQuery(q);
+    ncclResult_t a = ncclSuccess;
+    ncclCommGetAsyncError(c, &a);
+    printf("replay %d: %s, %s\n", rep, e == cudaSuccess ? "finished" : cudaGetErrorName(e), ncclGetErrorString(a));
+  }
+  ncclCommAbort(c); /* (the faulty collective ends: q drains) */
+  sync_q();
+  printf("drained after ncclCommAbort\n");
+  MPI_Finalize();
+  return 0;
+}
+#endif
+
 static int overflow(void) {
   float *d;
   const int n = 1000; /* 4000 bytes: a size rounded to 256 would hide the float past the end */
@@ -153,8 +406,13 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* in order with the emulator's words on stderr */
   if (cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking) != cudaSuccess) return 2;
   if (argc > 1 && !strcmp(argv[1], "overflow")) return overflow();
+  if (argc > 1 && !strcmp(argv[1], "outside")) return outside();
+#ifdef SE3_HAVE_NCCL
+  if (argc > 1 && !strcmp(argv[1], "nccl")) return nccl_replays();
+  if (argc > 1 && !strcmp(argv[1], "nccl-fault")) return nccl_fault();
+#endif
   if (argc > 1) {
-    fprintf(stderr, "usage: selftest [overflow]\n");
+    fprintf(stderr, "usage: selftest [overflow|outside|nccl|nccl-fault]\n");
     return 2;
   }
   float hx[B * T], hout[B * T], *x, *out;
@@ -262,6 +520,114 @@ int main(int argc, char **argv) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
+
+  /* fork and join in a capture: q2's work, ordered by events after q's
+   * first launch and before q's last, replayed twice with new inputs; a
+   * replay out of that order reads what the last replay (or nothing) left */
+  cudaStream_t q2, q3;
+  cudaEvent_t ready, done;
+  cudaStreamCreateWithFlags(&q2, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&q3, cudaStreamNonBlocking);
+  cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  float *y; /* y1 | y2 | y3, T each */
+  cudaMalloc((void **)&y, 3 * T * sizeof(float));
+  cudaMemsetAsync(out, 0, T * sizeof(float), q);
+  sync_q();
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  axpb<<<1, 32, 0, q>>>(y, x, 2, 0, T); /* y1 = 2 x */
+  launched(cudaGetLastError());
+  cudaEventRecord(ready, q);
+  cudaStreamWaitEvent(q2, ready, 0);
+  axpb<<<1, 32, 0, q2>>>(y + T, y, 1, 3, T); /* y2 = y1 + 3, on the fork */
+  launched(cudaGetLastError());
+  axpb<<<1, 32, 0, q>>>(y + 2 * T, x, -1, 0, T); /* y3 = -x, meanwhile */
+  launched(cudaGetLastError());
+  cudaEventRecord(done, q2);
+  cudaStreamWaitEvent(q, done, 0);
+  add2<<<1, 32, 0, q>>>(out, y + T, y + 2 * T, T); /* out = y2 + y3 = x + 3 */
+  launched(cudaGetLastError());
+  ended = cudaStreamEndCapture(q, &graph);
+  cudaMemcpyAsync(hout, out, T * sizeof(float), cudaMemcpyDeviceToHost, q);
+  sync_q();
+  exact = ended == cudaSuccess;
+  for (int i = 0; i < T; i++)
+    exact &= hout[i] == 0;
+  expect(exact, "a capture forking q2 and joining it back: a graph, nothing run while capturing");
+  if (ended == cudaSuccess) {
+    cudaGraphInstantiate(&exec, graph, 0);
+    for (int r = 0; r < 2; r++) {
+      float hin[T];
+      for (int i = 0; i < T; i++)
+        hin[i] = (float)(i * (r + 1)) - 7.0f;
+      cudaMemcpyAsync(x, hin, sizeof hin, cudaMemcpyHostToDevice, q);
+      cudaGraphLaunch(exec, q);
+      cudaMemcpyAsync(hout, out, T * sizeof(float), cudaMemcpyDeviceToHost, q);
+      sync_q();
+      exact = cudaGetLastError() == cudaSuccess;
+      for (int i = 0; i < T; i++)
+        exact &= hout[i] == hin[i] + 3;
+      char line[120];
+      snprintf(line, sizeof line, "its replay %d (new inputs): q2's work after q's first launch, before q's last",
+               r + 1);
+      expect(exact, line);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  /* forks not joined back: CUDA's cudaErrorStreamCaptureUnjoined, no graph */
+  ended = fork_join(1, q2, q3, y, &graph);
+  expect(ended == cudaErrorStreamCaptureUnjoined && !graph,
+         "a capture forking q2 and never joining it back: cudaErrorStreamCaptureUnjoined");
+  ended = fork_join(2, q2, q3, y, &graph);
+  expect(ended == cudaErrorStreamCaptureUnjoined && !graph,
+         "q2 joined back, then a set on it: cudaErrorStreamCaptureUnjoined");
+  ended = fork_join(3, q2, q3, y, &graph);
+  expect(ended == cudaSuccess && graph, "q3 forked from q2, joined back through q2: a graph");
+  if (graph) cudaGraphDestroy(graph);
+  ended = fork_join(0, q2, q3, y, &graph);
+  expect(ended == cudaSuccess && graph, "the same capture with q2 joined back: a graph");
+  if (graph) cudaGraphDestroy(graph);
+  expect(!strcmp(cudaGetErrorName(cudaErrorStreamCaptureUnjoined), "cudaErrorStreamCaptureUnjoined") &&
+             !strcmp(cudaGetErrorString(cudaErrorStreamCaptureUnjoined), "capturing stream has unjoined work"),
+         "cudaErrorStreamCaptureUnjoined (904): CUDA's words");
+  /* the capture's streams leave it when it ends, joined or not: eager again */
+  ended = fork_join(1, q2, q3, y, &graph);
+  int hv = -1;
+  cudaMemsetAsync(flag, 0, sizeof(int), q2);
+  cudaMemcpyAsync(&hv, flag, sizeof hv, cudaMemcpyDeviceToHost, q2);
+  cudaStreamSynchronize(q2);
+  expect(ended == cudaErrorStreamCaptureUnjoined && hv == 0, "after an unjoined capture, q2's work runs eagerly");
+  /* EMU_CAPTURE=lenient: work on a stream outside the capture runs at once,
+   * as a GPU's thread-local mode runs it, and is not in the graph */
+  setenv("EMU_CAPTURE", "lenient", 1);
+  cudaMemsetAsync(flag, 0, 2 * sizeof(int), q);
+  sync_q();
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  mark<<<1, 1, 0, q>>>(flag);
+  launched(cudaGetLastError());
+  cudaMemsetAsync(flag + 1, 0x11, sizeof(int), q3);
+  ended = cudaStreamEndCapture(q, &graph);
+  unsetenv("EMU_CAPTURE");
+  cudaMemcpyAsync(hf, flag, sizeof hf, cudaMemcpyDeviceToHost, q);
+  sync_q();
+  exact = ended == cudaSuccess && hf[0] == 0 && hf[1] == 0x11111111;
+  if (ended == cudaSuccess) {
+    cudaMemsetAsync(flag, 0, 2 * sizeof(int), q);
+    cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphLaunch(exec, q);
+    cudaMemcpyAsync(hf, flag, sizeof hf, cudaMemcpyDeviceToHost, q);
+    sync_q();
+    exact &= hf[0] == 1 && hf[1] == 1;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  expect(exact, "EMU_CAPTURE=lenient: a set on a stream outside the capture runs at once, not replayed");
+  cudaFree(y);
+  cudaEventDestroy(ready);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(q2);
+  cudaStreamDestroy(q3);
 
   /* the words for the codes */
   expect(!strcmp(cudaGetErrorName(cudaErrorInvalidConfiguration), "cudaErrorInvalidConfiguration") &&

@@ -33,7 +33,9 @@
  *   else the process stops naming the call; cudaMemcpy, cudaMemset,
  *   cudaStreamCreate (a blocking stream) and cudaDeviceSynchronize are
  *   deprecated here, which dev/cuda_emu/run.sh compiles as an error;
- * - a call a stream capture refuses stops the process (emu_refused);
+ * - a call a stream capture refuses stops the process (emu_refused), and
+ *   so does work queued, while a capture is open, on a stream outside it
+ *   (emu_captured: a GPU would run it at once, not in the graph);
  * - EMU_DEVICES=N (default 1): the GPUs this process sees, as
  *   CUDA_VISIBLE_DEVICES or Slurm's --gpus-per-task would leave it. */
 #ifndef SE3_CUDA_EMU_RUNTIME_H
@@ -47,6 +49,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <algorithm>
 #include <deque>
 #include <tuple>
 #include <utility>
@@ -121,6 +124,10 @@ struct emu_stream {
    * it may wait for peers; else it only looks) */
   std::deque<std::function<int(int block)>> q;
   unsigned long long queued, done; /* items ever queued, ever finished */
+  /* in a stream capture: the number of the capture it is part of (see
+   * emu_capture_state), and the captured ops its next one depends on */
+  unsigned long long cap = 0;
+  std::vector<int> tail = {};
 };
 /* (the emulator's lists live until the process ends: the backend frees
  * its buffers and streams from an exit handler, after static destructors
@@ -188,7 +195,8 @@ enum {
   cudaErrorInvalidDevice = 101,
   cudaErrorNotReady = 600,
   cudaErrorStreamCaptureUnsupported = 900,
-  cudaErrorStreamCaptureInvalidated = 901
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnjoined = 904
 };
 struct emu_error_word {
   cudaError_t code;
@@ -208,6 +216,7 @@ inline const emu_error_word *emu_error(cudaError_t e) {
        "operation not permitted when stream is capturing"},
       {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
        "operation failed due to a previous error during capture"},
+      {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
   };
   for (const emu_error_word &x : w)
     if (x.code == e) return &x;
@@ -260,25 +269,74 @@ inline cudaError_t emu_launch_check(dim3 g, dim3 b, size_t static_shared, size_t
   return emu_error_set(e);
 }
 
-/* Stream capture (CUDA graphs): while a capture is under way, launches,
- * copies, sets and GEMMs are recorded as closures over their arguments'
- * values (a kernel's arguments are copied at launch, as on a GPU) instead of
- * run; a graph replays them in order. What a capture in thread-local mode
- * refuses (cudaMalloc, a synchronous copy, a wait, a query) stops the
- * process here (emu_refused); on a GPU it invalidates the capture. */
+/* Stream capture (CUDA graphs): while a capture is under way, the launches,
+ * copies, sets, GEMMs and collectives queued on its streams are recorded
+ * instead of run, each as a maker of a fresh queue item over its arguments'
+ * values (a kernel's arguments are copied at launch, as on a GPU); a
+ * graph's launch makes and queues one item an op, in capture order, on the
+ * launch stream, where they run as eager work does (a replayed collective
+ * that waits for its peers holds the rest of the replay behind it while the
+ * host goes on). What a capture in thread-local mode refuses (cudaMalloc, a
+ * synchronous copy, a wait, a query) stops the process here (emu_refused);
+ * on a GPU it invalidates the capture.
+ * The streams of a capture are CUDA's: the origin (cudaStreamBeginCapture's)
+ * and each stream that waits for an event recorded on one of them (a fork);
+ * work queued on any other stream while capturing would run at once on a
+ * GPU, outside the graph, which the backend never means: the process stops
+ * naming the call (emu_captured; EMU_CAPTURE=lenient runs it eagerly). Each
+ * op records the ops it depends on (its stream's last, and what the waits
+ * joined in), so cudaStreamEndCapture can tell a fork not joined back into
+ * the origin (cudaErrorStreamCaptureUnjoined, as CUDA). The replay keeps
+ * the capture's order (the program's), one valid order of that graph. */
+typedef std::function<std::function<int(int)>()> emu_maker;
 struct emu_capture_state {
   int on, invalid;
-  std::vector<std::function<void()>> ops;
+  unsigned long long seq; /* the number of the last capture begun (a stream's or event's cap) */
+  emu_stream *origin;
+  std::vector<emu_maker> ops;
+  std::vector<std::vector<int>> deps; /* the ops each op depends on (earlier ones) */
 };
 inline emu_capture_state &emu_cap() {
   static emu_capture_state *c = new emu_capture_state(); /* (see emu_streams) */
   return *c;
 }
+/* 1 when s is one of the open capture's streams. */
+inline int emu_in_capture(const emu_stream *s) { return emu_cap().on && s && s->cap == emu_cap().seq; }
+/* Whether `what`, queued on s, is recorded (1) or runs now (0): no capture
+ * open, or s in it, as a GPU; s outside an open capture stops the process
+ * (EMU_CAPTURE=lenient: 0, eager, as a GPU in thread-local mode does). */
+inline int emu_captured(emu_stream *s, const char *what) {
+  if (!emu_cap().on) return 0;
+  if (emu_in_capture(s)) return 1;
+  const char *mode = getenv("EMU_CAPTURE");
+  if (!mode || strcmp(mode, "lenient")) {
+    fprintf(stderr, "cuda_emu: %s on a stream outside the open stream capture (a GPU runs it at once, not in the "
+                    "graph: fork the stream into the capture with an event recorded on a captured stream and "
+                    "waited for; EMU_CAPTURE=lenient lets it)\n", what);
+    abort();
+  }
+  return 0;
+}
+/* Records op `make` on s, a stream of the open capture: after s's last op. */
+inline void emu_capture_op(emu_stream *s, emu_maker make) {
+  emu_capture_state &c = emu_cap();
+  const int node = (int)c.ops.size();
+  c.ops.push_back(std::move(make));
+  c.deps.push_back(std::move(s->tail));
+  s->tail.assign(1, node);
+}
 /* Runs f now (queued behind the stream's unfinished work, if any), or
- * records it while capturing. */
-template <class F> void emu_do(cudaStream_t s, F f) {
-  if (emu_cap().on) {
-    emu_cap().ops.push_back(std::function<void()>(f));
+ * records it while s is capturing. what: the call, for emu_captured (the
+ * cuBLAS headers name none). */
+template <class F> void emu_do(cudaStream_t s, F f, const char *what = "a cuBLAS or cuBLASLt call") {
+  if (emu_captured(s, what)) {
+    auto fn = std::make_shared<F>(std::move(f)); /* (one copy, shared by the replays' items) */
+    emu_capture_op(s, [fn]() {
+      return std::function<int(int)>([fn](int) {
+        (*fn)();
+        return 1;
+      });
+    });
   } else if (s->q.empty()) {
     f();
     s->queued++;
@@ -324,9 +382,12 @@ inline int emu_refused(const char *what) {
     auto t_ = std::make_tuple args;                                                                                    \
     emu_shm_t s_ = shm;                                                                                                \
     if (emu_launch_check(c_.grid, c_.block, s_(0), c_.dyn_shared, #kernel) == cudaSuccess)                             \
-      emu_do(c_.stream, [c_, t_, s_]() {                                                                               \
-        emu_launch(c_.grid, c_.block, s_, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });               \
-      });                                                                                                              \
+      emu_do(                                                                                                          \
+          c_.stream,                                                                                                   \
+          [c_, t_, s_]() {                                                                                             \
+            emu_launch(c_.grid, c_.block, s_, [&]() { std::apply([](auto... a_) { kernel(a_...); }, t_); });           \
+          },                                                                                                           \
+          "launch of " #kernel);                                                                                       \
   } while (0)
 
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
@@ -437,7 +498,7 @@ inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
 inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
   emu_stream_check(s, "cudaFreeAsync");
   if (emu_refused("cudaFreeAsync")) return cudaErrorStreamCaptureUnsupported;
-  emu_do(s, [p]() { free(p); });
+  emu_do(s, [p]() { free(p); }, "cudaFreeAsync");
   return cudaSuccess;
 }
 EMU_DEFAULT_STREAM("a copy on the legacy default stream")
@@ -462,18 +523,19 @@ inline int emu_is_pinned(const void *p) {
  * stream gets there, so a host that reuses it must wait for an event. */
 inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t q) {
   emu_stream_check(q, "cudaMemcpyAsync");
-  if (k == cudaMemcpyHostToDevice && !emu_is_pinned(s) && !q->q.empty() && !emu_cap().on) {
+  const int captured = emu_captured(q, "cudaMemcpyAsync");
+  if (k == cudaMemcpyHostToDevice && !emu_is_pinned(s) && !q->q.empty() && !captured) {
     auto copy = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
-    emu_do(q, [=]() { memcpy(d, copy->data(), n); });
+    emu_do(q, [=]() { memcpy(d, copy->data(), n); }, "cudaMemcpyAsync");
     return cudaSuccess;
   }
-  emu_do(q, [=]() { memcpy(d, s, n); });
-  if (k == cudaMemcpyDeviceToHost && !emu_is_pinned(d) && !emu_cap().on) emu_progress(q, 1);
+  emu_do(q, [=]() { memcpy(d, s, n); }, "cudaMemcpyAsync");
+  if (k == cudaMemcpyDeviceToHost && !emu_is_pinned(d) && !captured) emu_progress(q, 1);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t q) {
   emu_stream_check(q, "cudaMemsetAsync");
-  emu_do(q, [=]() { memset(d, v, n); });
+  emu_do(q, [=]() { memset(d, v, n); }, "cudaMemsetAsync");
   return cudaSuccess;
 }
 EMU_DEFAULT_STREAM("a set on the legacy default stream")
@@ -502,19 +564,34 @@ inline cudaError_t cudaFreeHost(void *p) {
 }
 /* An event: the stream it was last recorded on and how many of its items
  * were queued then (it has happened once that many have finished); never
- * recorded, or recorded while capturing: it has happened. */
+ * recorded: it has happened. Recorded on a stream of an open capture, it
+ * is a captured event of that capture (cap: its number) standing for the
+ * ops captured on the stream so far (tail), and keeps its eager state. */
 struct emu_event {
   emu_stream *s;
   unsigned long long at;
+  unsigned long long cap;
+  std::vector<int> tail;
 };
 typedef emu_event *cudaEvent_t;
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-  *e = new emu_event{nullptr, 0};
+  *e = new emu_event{nullptr, 0, 0, {}};
   return cudaSuccess;
 }
+/* 1 when e was last recorded in the open capture. */
+inline int emu_event_captured(const emu_event *e) { return emu_cap().on && e->cap == emu_cap().seq; }
+/* (on a stream outside the open capture: an eager record, as on a GPU) */
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   emu_stream_check(s, "cudaEventRecord");
-  if (!emu_cap().on) *e = emu_event{s, s->queued};
+  if (emu_in_capture(s)) {
+    e->cap = emu_cap().seq;
+    e->tail = s->tail;
+    return cudaSuccess;
+  }
+  e->s = s;
+  e->at = s->queued;
+  e->cap = 0;
+  e->tail.clear();
   return cudaSuccess;
 }
 /* 1 when e has happened (running its stream as far as `block` allows). */
@@ -524,11 +601,23 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
   return emu_event_done(e, 0) ? cudaSuccess : cudaErrorNotReady;
 }
 /* s's later work waits until e has happened (a copy of e as it is now:
- * recording e again later does not move the wait). */
+ * recording e again later does not move the wait). An event of the open
+ * capture brings s into the capture (a fork, or a join back when s is
+ * already in it): s's next op depends on the ops e stands for. An event
+ * from outside, waited for by a capturing stream, adds nothing. */
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   emu_stream_check(s, "cudaStreamWaitEvent");
-  if (emu_cap().on || emu_event_done(e, 0)) return cudaSuccess;
-  emu_event then = *e;
+  if (emu_event_captured(e)) {
+    if (!emu_in_capture(s)) {
+      s->cap = emu_cap().seq;
+      s->tail.clear();
+    }
+    for (int n : e->tail)
+      if (std::find(s->tail.begin(), s->tail.end(), n) == s->tail.end()) s->tail.push_back(n);
+    return cudaSuccess;
+  }
+  if (emu_in_capture(s) || emu_event_done(e, 0)) return cudaSuccess;
+  emu_event then{e->s, e->at, 0, {}};
   emu_enqueue(s, [then](int block) mutable { return emu_event_done(&then, block); });
   return cudaSuccess;
 }
@@ -542,49 +631,74 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 
-/* graphs: a captured list of closures, replayed in order */
+/* graphs: the captured ops' makers, replayed in order */
 enum cudaStreamCaptureMode {
   cudaStreamCaptureModeGlobal,
   cudaStreamCaptureModeThreadLocal,
   cudaStreamCaptureModeRelaxed
 };
 struct emu_graph {
-  std::vector<std::function<void()>> ops;
+  std::vector<emu_maker> ops;
 };
 typedef emu_graph *cudaGraph_t;
 typedef emu_graph *cudaGraphExec_t;
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
   emu_stream_check(s, "cudaStreamBeginCapture");
-  if (emu_cap().on) return cudaErrorStreamCaptureUnsupported;
-  emu_cap().on = 1;
-  emu_cap().invalid = 0;
-  emu_cap().ops.clear();
+  emu_capture_state &c = emu_cap();
+  if (c.on) return cudaErrorStreamCaptureUnsupported;
+  c.on = 1;
+  c.invalid = 0;
+  c.seq++;
+  c.origin = s;
+  c.ops.clear();
+  c.deps.clear();
+  s->cap = c.seq;
+  s->tail.clear();
   return cudaSuccess;
 }
+/* 1 when every stream of the capture was joined back into the origin: each
+ * one's last ops are the origin's, or ops the origin's last depend on. */
+inline int emu_capture_joined() {
+  emu_capture_state &c = emu_cap();
+  std::vector<char> before(c.ops.size(), 0); /* the origin's last ops and what they depend on */
+  for (int n : c.origin->tail)
+    before[(size_t)n] = 1;
+  for (size_t i = c.ops.size(); i-- > 0;) /* (an op depends on earlier ones only) */
+    if (before[i])
+      for (int d : c.deps[i])
+        before[(size_t)d] = 1;
+  for (emu_stream *s : emu_streams())
+    if (s->cap == c.seq)
+      for (int n : s->tail)
+        if (!before[(size_t)n]) return 0;
+  return 1;
+}
+/* The capture's streams leave it, joined or not (a GPU's do, graph or error). */
 inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
   emu_capture_state &c = emu_cap();
-  c.on = 0;
   *g = NULL;
-  if (c.invalid) {
-    c.ops.clear();
-    return cudaErrorStreamCaptureInvalidated;
-  }
-  *g = new emu_graph{std::move(c.ops)};
+  const int joined = c.on && !c.invalid ? emu_capture_joined() : 1;
+  c.on = 0;
+  std::vector<emu_maker> ops = std::move(c.ops);
   c.ops.clear();
+  c.deps.clear();
+  if (c.invalid) return cudaErrorStreamCaptureInvalidated;
+  if (!joined) return cudaErrorStreamCaptureUnjoined;
+  *g = new emu_graph{std::move(ops)};
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
   *e = new emu_graph{g->ops};
   return cudaSuccess;
 }
+/* Each op's item made and queued in turn, as the same calls made eagerly
+ * would be (a collective counts for EMU_NCCL_FAULT here, and a `hang`
+ * stops the process here, at the launch). */
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
   emu_stream_check(s, "cudaGraphLaunch");
   if (emu_refused("cudaGraphLaunch")) return cudaErrorStreamCaptureUnsupported; /* (a graph inside a capture: not used) */
-  std::vector<std::function<void()>> ops = e->ops; /* (what the graph holds now) */
-  emu_do(s, [ops]() {
-    for (auto &f : ops)
-      f();
-  });
+  for (const emu_maker &make : e->ops)
+    emu_enqueue(s, make());
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {

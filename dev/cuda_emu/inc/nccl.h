@@ -7,14 +7,17 @@
  * stream like a kernel (inc/cuda_runtime.h's queues) and runs as MPI's
  * non-blocking collective once the stream reaches it: the stream's later
  * work, and anything waiting on an event after it, waits until every peer
- * has taken part, as on a GPU, while the host goes on.
+ * has taken part, as on a GPU, while the host goes on. Inside a stream
+ * capture (NCCL >= 2.9 allows it) the collective is recorded; each replay
+ * of the graph queues it afresh, where the graph's launch queues it.
  *
  * Refused as NCCL refuses them: two ranks of one communicator on one GPU
  * (EMU_DEVICES=1 under mpirun -np 2), a size or rank that does not fit the
  * processes that share the id.
  *
  * Faults, for the failure paths (EMU_NCCL_FAULT=KIND:RANK[:N], on rank RANK,
- * at the N-th collective it queues, counting from 0, default 0):
+ * at the N-th collective it queues, counting from 0, default 0; a graph's
+ * replay queues its recorded collectives, and they count, at its launch):
  *   hang   the process stops for good where it would queue that
  *          collective (a peer that hung, or was stopped): its peers wait
  *          for it until their deadline
@@ -43,7 +46,7 @@ typedef enum {
   ncclInProgress = 7
 } ncclResult_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
-typedef enum { ncclFloat = 7 } ncclDataType_t;
+typedef enum { ncclFloat32 = 7, ncclFloat = 7, ncclFloat64 = 8, ncclDouble = 8 } ncclDataType_t;
 typedef struct {
   char internal[128];
 } ncclUniqueId;
@@ -161,28 +164,25 @@ inline ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId i
   return ncclSuccess;
 }
 
-/* Queues a collective on stream s: `start` begins MPI's non-blocking call
- * once the stream reaches it. */
-inline ncclResult_t emu_nccl_queue(ncclComm_t c, cudaStream_t s, const char *what,
-                                   std::function<int(MPI_Comm, MPI_Request *)> start) {
-  if (!c) return ncclInvalidArgument;
-  emu_stream_check(s, what);
-  if (emu_cap().on) {
-    snprintf(c->last, sizeof c->last, "emulated NCCL: %s inside a stream capture (not emulated)", what);
-    return ncclInvalidUsage;
-  }
+/* The queue item of a collective (`start` begins MPI's non-blocking call
+ * once the stream reaches it), counted for EMU_NCCL_FAULT: made when the
+ * collective is queued, eagerly or by a graph's replay (a `hang` stops the
+ * process here, on the host). */
+inline std::function<int(int)> emu_nccl_item(ncclComm_t c, const char *what,
+                                             std::function<int(MPI_Comm, MPI_Request *)> start, int replayed) {
   long at = 0;
   int fault = emu_nccl_fault(c->rank, &at);
   if (fault && c->queued != at) fault = 0;
   c->queued++;
   if (fault == 'h') {
-    fprintf(stderr, "cuda_emu: EMU_NCCL_FAULT: rank %d stops for good at its collective %ld (%s)\n", c->rank, at, what);
+    fprintf(stderr, "cuda_emu: EMU_NCCL_FAULT: rank %d stops for good at its collective %ld (%s%s)\n", c->rank, at,
+            what, replayed ? ", queued by a graph's replay" : "");
     for (;;)
       pause();
   }
   auto req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   auto started = std::make_shared<int>(0);
-  emu_enqueue(s, [=](int block) {
+  return [=](int block) {
     if (c->aborted) return 1; /* ncclCommAbort ended it */
     if (fault) {
       if (c->async == ncclSuccess) {
@@ -208,15 +208,28 @@ inline ncclResult_t emu_nccl_queue(ncclComm_t c, cudaStream_t s, const char *wha
     if (block) return (int)(MPI_Wait(req.get(), MPI_STATUS_IGNORE) == MPI_SUCCESS);
     MPI_Test(req.get(), &done, MPI_STATUS_IGNORE);
     return done;
-  });
+  };
+}
+/* Queues a collective on stream s, or records it while s is capturing: a
+ * replay makes a fresh item (its own request) from it. */
+inline ncclResult_t emu_nccl_queue(ncclComm_t c, cudaStream_t s, const char *what,
+                                   std::function<int(MPI_Comm, MPI_Request *)> start) {
+  if (!c) return ncclInvalidArgument;
+  emu_stream_check(s, what);
+  if (emu_captured(s, what)) {
+    emu_capture_op(s, [c, what, start]() { return emu_nccl_item(c, what, start, 1); });
+    return ncclSuccess;
+  }
+  emu_enqueue(s, emu_nccl_item(c, what, start, 0));
   return ncclSuccess;
 }
 
 inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_t t, ncclRedOp_t op,
                                   ncclComm_t c, cudaStream_t s) {
-  if (t != ncclFloat || op != ncclSum || n > (size_t)INT32_MAX) return ncclInvalidArgument;
+  if ((t != ncclFloat && t != ncclDouble) || op != ncclSum || n > (size_t)INT32_MAX) return ncclInvalidArgument;
+  const MPI_Datatype type = t == ncclDouble ? MPI_DOUBLE : MPI_FLOAT;
   return emu_nccl_queue(c, s, "ncclAllReduce", [=](MPI_Comm m, MPI_Request *r) {
-    return MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, MPI_FLOAT, MPI_SUM, m, r);
+    return MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, type, MPI_SUM, m, r);
   });
 }
 /* rank r receives the sum of piece r (recvcount values) of every rank's send */
