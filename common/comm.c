@@ -56,8 +56,16 @@ struct se3_comm {
   double bg_busy;    /* seconds the thread spent summing since the last comm_sum_wait */
 };
 
+static double mono_s(void);
+
+/* comm_sum_f64_within's deadline for this thread's waits (CLOCK_MONOTONIC
+ * seconds; 0: none), and whether a wait passed it. */
+static _Thread_local double wait_deadline;
+static _Thread_local int wait_timed_out;
+
 /* Waits for r without holding a core: a short spin (a step's sum is often
- * ready within microseconds), then sleeps growing to max_ns. */
+ * ready within microseconds), then sleeps growing to max_ns. -1 when MPI
+ * failed or the thread's deadline passed (wait_timed_out). */
 static int wait_req_max(MPI_Request *r, long max_ns) {
   long ns = 2000;
   for (int spins = 0;; spins++) {
@@ -65,6 +73,10 @@ static int wait_req_max(MPI_Request *r, long max_ns) {
     if (MPI_Test(r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
     if (done) return 0;
     if (spins < 1000) continue;
+    if (wait_deadline > 0 && mono_s() > wait_deadline) { /* (the request is left: the caller ends the job) */
+      wait_timed_out = 1;
+      return -1;
+    }
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
     if (ns < max_ns) ns *= 2;
@@ -503,3 +515,17 @@ int comm_local_size(const struct se3_comm *c) { return (void)c, 1; }
 
 int comm_sum_f32(const struct se3_comm *c, float *x, size_t n) { return c ? sum_fixed(c, x, n, 4) : 0; }
 int comm_sum_f64(const struct se3_comm *c, double *x, size_t n) { return c ? sum_fixed(c, x, n, 8) : 0; }
+
+int comm_sum_f64_within(const struct se3_comm *c, double *x, size_t n, double timeout_s) {
+  if (!c) return 0;
+#ifdef SE3_HAVE_MPI
+  wait_deadline = mono_s() + timeout_s;
+  wait_timed_out = 0;
+  int rc = sum_fixed(c, x, n, 8);
+  wait_deadline = 0;
+  return rc && wait_timed_out ? -2 : rc;
+#else
+  (void)timeout_s;
+  return sum_fixed(c, x, n, 8);
+#endif
+}

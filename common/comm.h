@@ -53,6 +53,10 @@ int comm_bcast(const struct se3_comm *c, void *buf, size_t bytes);
 /* x[0..n) summed over the processes, in rank order, in place on each. */
 int comm_sum_f64(const struct se3_comm *c, double *x, size_t n);
 int comm_sum_f32(const struct se3_comm *c, float *x, size_t n);
+/* comm_sum_f64 that gives up after timeout_s seconds: -2 then (a peer that
+ * stopped without dying, which MPI would wait for for ever; the caller
+ * ends the job: the sum is left unfinished). */
+int comm_sum_f64_within(const struct se3_comm *c, double *x, size_t n, double timeout_s);
 /* x[0..n) the largest over the processes, in place on each. */
 int comm_max_int(const struct se3_comm *c, int *x, int n);
 /* Sharded state (ZeRO stage 1): n elements cut into one contiguous slice a

@@ -164,6 +164,10 @@ struct nn_backend {
    * se3_net_unscale_clip; norm (one double, the backend's memory) gets the
    * true gradient's norm. Nothing waits. */
   void (*clip)(real *x, size_t n, const double *ss, double unscale, double max_norm, double *norm);
+  /* y += x, n doubles in the backend's memory; nothing waits (a recorded
+   * data-parallel step adds the loss summed over the processes to the
+   * running sum with it: acc[1] of `loss`). */
+  void (*add_f64)(double *y, const double *x, size_t n);
   /* Sums x (n reals) over the processes of comm, in place, the same result
    * on each, in comm.h's fixed order: the gradient all-reduce of
    * data-parallel training. With comm NULL (one process) nothing to do: 0.
@@ -192,6 +196,11 @@ struct nn_backend {
    * reals), with comm.h's slices (comm_slice). 0, or -1 with err. */
   int (*reduce_scatter)(real *x, size_t n, char *err, size_t errlen);
   int (*allgather)(real *x, size_t n, char *err, size_t errlen);
+  /* x (n doubles, the backend's memory) summed over the joined processes,
+   * in place, behind the work queued before it; nothing waits: a recorded
+   * data-parallel step's loss and a sharded gradient's sum of squares, so
+   * the step needs no trip to the host. After join; 0, or -1 with err. */
+  int (*allreduce_f64)(double *x, size_t n, char *err, size_t errlen);
   /* The gradient summed bucket by bucket while the backward goes on (NULL
    * where the backend cannot: the model then sums after the backward).
    * sum_start queues the sum of x[0..n) over the joined processes on a

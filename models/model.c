@@ -51,7 +51,9 @@ struct se3_net {
   } pend[2];
   int pend_first, pend_count;
   /* the backend's memory: the step's loss times num and the running sum
-   * (backend.h's `loss`), the gradient's sum of squares and norm (`clip`) */
+   * (backend.h's `loss`), the gradient's sum of squares and norm (`clip`),
+   * and a data-parallel step's loss pair (its part, summed over the
+   * processes before it joins the running sum; the second unused) */
   double *acc;
   /* Adam's moments: of parameters [opt_lo, opt_hi) (all of them, unless
    * se3_net_shard_optimizer gave this process a slice of opt_comm's) */
@@ -63,8 +65,9 @@ struct se3_net {
   enum se3_steps steps;
   struct rec_slot {
     struct rec_key {
-      int N, E, G, cnt, kind, num, den, max_degree, decoupled, low_memory;
+      int N, E, G, cnt, kind, num, den, max_degree, decoupled, low_memory, dp;
       double delta, gscale, max_norm, beta1, beta2, eps, weight_decay;
+      size_t bucket_bytes; /* (data parallel: the sums' buckets) */
     } key;
     void *rec;          /* the recording, once made */
     int refused;        /* times the backend could not record it: after two, run eagerly from then on */
@@ -72,6 +75,11 @@ struct se3_net {
   } rec[REC_SLOTS];
   unsigned long rec_clock;
   struct dbuf sched;
+  /* data parallel: fences after the last two steps queued; a step waits
+   * for the one two back, so the host runs at most two steps ahead of the
+   * device and a wait, polled for the peers' failures, comes every step */
+  void *inflight[2];
+  long dp_steps;
   struct pad_host {
     real *node, *edge;
     int32_t *src, *in_start;
@@ -142,12 +150,12 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
       se3_net_free(n);
       return NULL;
     }
-  if (!(n->acc = be->alloc(4 * sizeof(double)))) {
+  if (!(n->acc = be->alloc(6 * sizeof(double)))) {
     snprintf(err, errlen, "out of %s memory", be->name);
     se3_net_free(n);
     return NULL;
   }
-  be->zero(n->acc, 4 * sizeof(double));
+  be->zero(n->acc, 6 * sizeof(double));
   return n;
 }
 
@@ -158,6 +166,8 @@ void se3_net_free(struct se3_net *n) {
   for (int i = 0; i < REC_SLOTS; i++)
     if (n->rec[i].rec) be->record_free(n->rec[i].rec);
   dbuf_free(be, &n->sched);
+  for (int i = 0; i < 2; i++)
+    if (n->inflight[i]) be->fence_free(n->inflight[i]);
   free(n->pad.node), free(n->pad.edge), free(n->pad.src), free(n->pad.in_start), free(n->pad.rel);
   nn_arena_free(&n->own_ws);
   for (int i = 0; i < 4; i++)
@@ -814,6 +824,68 @@ static int pad_work(struct se3_net *n, const struct rec_key *k, const struct nn_
   return 0;
 }
 
+/* A data-parallel step's work, queued (or recorded), with the device's own
+ * collectives: pad_work's, the gradient summed over comm's processes
+ * bucket by bucket while the backward runs (se3_net_backward_sum's buckets;
+ * with sharded moments, its slice by one reduce-scatter after it), the
+ * processes' losses summed into the running sum (acc[1]), the norm of the
+ * summed gradient (sharded: the slices' squares summed on the device), and
+ * Adam (sharded: of the slice, the others' gathered). have 0: an empty
+ * share, whose zero gradient and zero loss join the sums all the same.
+ * The collectives are the same, in the same order, on every process and
+ * whatever the batch: each process's step may be a recording or eager.
+ * 0, or -1 (out of memory, the device failed, or a collective could not
+ * be queued: its message in err). */
+static int dp_work(struct se3_net *n, const struct rec_key *k, const struct nn_adam *o, const struct se3_comm *comm,
+                   int have, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  real *g = n->arr[SE3_NET_GRAD];
+  size_t np = n->model.n_params, lo = n->opt_lo, len = n->opt_hi - n->opt_lo;
+  double *part = n->acc + 4;
+  int sharded = n->opt_comm != NULL;
+  struct buckets bk = {.n = n, .comm = comm, .device = 1};
+  buckets_plan(&bk, k->bucket_bytes ? k->bucket_bytes : SIZE_MAX); /* (0: one sum, after the backward) */
+  err[0] = 0;
+  if (have) {
+    const struct se3_batch *db = &n->db;
+    if (be->bases(n->bc->basis.p, n->bc->rel.p, db->E, &n->model.plan)) return -1;
+    struct se3_tape *t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], db, n->out.p, n->ws);
+    if (!t) return -1;
+    real *dout = n->dout.p;
+    be->loss(dout, part, n->out.p, n->target.p, k->cnt, k->kind, k->delta, k->num, k->den, k->gscale);
+    be->zero(dout + k->cnt, (size_t)n->model.cfg.outputs * sizeof(real));
+    be->zero(g, np * sizeof(real));
+    int bad = se3_model_backward_staged(&n->model, n->arr[SE3_NET_PARAMS], db, t, dout, g, NULL,
+                                        sharded ? NULL : bucket_stage_done, &bk);
+    se3_tape_free(t);
+    if (bad) return -1;
+  } else {
+    be->zero(g, np * sizeof(real));
+    be->zero(part, 2 * sizeof(double));
+  }
+  if (sharded) {
+    if (be->reduce_scatter(g, np, err, errlen)) return -1;
+  } else {
+    buckets_start(&bk, bk.count);
+    if (bk.failed) {
+      snprintf(err, errlen, "%s", bk.err);
+      return -1;
+    }
+    if (be->sum_wait(err, errlen)) return -1;
+  }
+  if (be->allreduce_f64(part, 1, err, errlen)) return -1;
+  be->add_f64(n->acc + 1, part, 1);
+  if (k->max_norm > 0) {
+    be->sumsq_to(n->acc + 2, g + lo, len);
+    if (sharded && be->allreduce_f64(n->acc + 2, 1, err, errlen)) return -1;
+    be->clip(g + lo, len, n->acc + 2, 1, k->max_norm, n->acc + 3);
+  }
+  be->adam_step_at(n->arr[SE3_NET_PARAMS] + lo, n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g + lo, len, o,
+                   n->sched.p);
+  if (sharded && be->allgather(n->arr[SE3_NET_PARAMS], np, err, errlen)) return -1;
+  return 0;
+}
+
 /* se3_net_forward_loss on the batch padded (pad_stage), its forward kept
  * for the backward: pad_work's first half. */
 static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, const real *target,
@@ -842,10 +914,20 @@ static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, con
   return 0;
 }
 
-int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
-                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen) {
+/* The work of a step on the staged batch: one process's (pad_work), or a
+ * data-parallel one's (dp_work). */
+static int step_work(struct se3_net *n, const struct rec_key *k, const struct nn_adam *o, const struct se3_comm *comm,
+                     char *err, size_t errlen) {
+  err[0] = 0;
+  return comm ? dp_work(n, k, o, comm, 1, err, errlen) : pad_work(n, k, o);
+}
+
+/* se3_net_train_step, or with comm se3_net_train_step_dp. */
+static int train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
+                      double max_norm, const struct nn_adam *o, long step, double lr, const struct se3_comm *comm,
+                      size_t bucket_bytes, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
-  if (n->steps == SE3_STEPS_PLAIN || n->opt_comm || !n->arr[SE3_NET_GRAD] || b->basis || !b->rel) {
+  if (!comm && (n->steps == SE3_STEPS_PLAIN || n->opt_comm || !n->arr[SE3_NET_GRAD] || b->basis || !b->rel)) {
     if (se3_net_forward_loss(n, b, target, ls, err, errlen) || se3_net_backward_loss(n, err, errlen)) return -1;
     if (max_norm > 0) se3_net_clip_queued(n, max_norm);
     se3_net_adam(n, o, step, lr);
@@ -854,6 +936,28 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
   }
   se3_tape_free(n->tape); /* (a forward kept before is not this step's) */
   n->tape = NULL;
+  struct rec_key k;
+  memset(&k, 0, sizeof k); /* (compared as bytes) */
+  k.kind = (int)ls->kind, k.num = ls->num;
+  k.den = ls->den, k.max_degree = n->model.plan.max_degree, k.decoupled = o->decoupled;
+  k.low_memory = n->model.low_memory;
+  k.delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
+  k.gscale = ls->grad_scale, k.max_norm = max_norm > 0 ? max_norm : 0, k.beta1 = o->beta1, k.beta2 = o->beta2;
+  k.eps = o->eps, k.weight_decay = o->weight_decay;
+  k.dp = comm != NULL, k.bucket_bytes = comm ? bucket_bytes : 0;
+  if (!b) { /* data parallel, an empty share: its zeros join the sums (eagerly; rare: a run's last batch) */
+    double sc[3];
+    nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
+    if (dbuf_fit(be, &n->sched, sizeof sc)) {
+      snprintf(err, errlen, "out of %s memory", be->name);
+      return -1;
+    }
+    be->upload(n->sched.p, sc, sizeof sc);
+    n->stats.eager++;
+    if (dp_work(n, &k, o, comm, 0, err, errlen) == 0) return 0;
+    if (!err[0] && be->sync(err, errlen) == 0) snprintf(err, errlen, "out of %s memory", be->name);
+    return -1;
+  }
   int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E);
   if (pad_stage(n, b, target, Np, Ep, o, step, lr)) {
     if (be->sync(err, errlen)) return -1;
@@ -861,14 +965,7 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
              b->G, b->N, b->E, Np, Ep);
     return -1;
   }
-  struct rec_key k;
-  memset(&k, 0, sizeof k); /* (compared as bytes) */
-  k.N = Np, k.E = Ep, k.G = b->G, k.cnt = b->G * n->model.cfg.outputs, k.kind = (int)ls->kind, k.num = ls->num;
-  k.den = ls->den, k.max_degree = n->model.plan.max_degree, k.decoupled = o->decoupled;
-  k.low_memory = n->model.low_memory;
-  k.delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
-  k.gscale = ls->grad_scale, k.max_norm = max_norm > 0 ? max_norm : 0, k.beta1 = o->beta1, k.beta2 = o->beta2;
-  k.eps = o->eps, k.weight_decay = o->weight_decay;
+  k.N = Np, k.E = Ep, k.G = b->G, k.cnt = b->G * n->model.cfg.outputs;
   /* this shape's slot, or the least recently used one */
   struct rec_slot *slot = NULL, *old = &n->rec[0];
   for (int i = 0; i < REC_SLOTS && !slot; i++) {
@@ -893,9 +990,11 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     slot->rec = NULL;
   }
   /* a shape seen before (its first step, eager, made the memory it needs)
-   * is recorded, then replayed; nothing of a recording runs until then */
+   * is recorded, then replayed; nothing of a recording runs until then
+   * (its collectives neither: a process whose recording is refused queues
+   * the same ones eagerly, in the same order) */
   if (seen && slot->refused < 2 && n->steps == SE3_STEPS_RECORDED && be->record_begin() == 0) {
-    int bad = pad_work(n, &k, o);
+    int bad = step_work(n, &k, o, comm, err, errlen);
     void *rec = be->record_end();
     if (!bad && rec && be->replay(rec) == 0) {
       slot->rec = rec;
@@ -908,7 +1007,8 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     slot->refused++; /* (tried once more, after the eager step made what memory it needed; then not: each
                         try costs the host a step's calls) */
   }
-  if (pad_work(n, &k, o)) {
+  if (step_work(n, &k, o, comm, err, errlen)) {
+    if (err[0]) return -1;                /* a collective's message */
     if (be->sync(err, errlen)) return -1; /* the device failed: its message */
     snprintf(err, errlen,
              "out of %s memory in a training step (a batch of %d molecules, %d atoms, %d edges): lower the batch size "
@@ -917,6 +1017,47 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
     return -1;
   }
   n->stats.eager++;
+  return 0;
+}
+
+int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
+                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen) {
+  return train_step(n, b, target, ls, max_norm, o, step, lr, NULL, 0, err, errlen);
+}
+
+int se3_net_buckets(struct se3_net *n, size_t bucket_bytes) {
+  struct buckets bk = {.n = n};
+  buckets_plan(&bk, bucket_bytes ? bucket_bytes : SIZE_MAX);
+  return bk.count;
+}
+
+int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
+  const struct nn_backend *be = n->be;
+  if (!comm || n->steps == SE3_STEPS_PLAIN || !n->arr[SE3_NET_GRAD] || be->host_memory || !be->sum_start ||
+      !be->allreduce_f64 || !be->add_f64 || !be->reduce_scatter || !be->allgather)
+    return 0;
+  return device_collectives(be, comm, err, errlen) < 0 ? -1 : 1;
+}
+
+int se3_net_train_step_dp(struct se3_net *n, const struct se3_batch *b, const real *target,
+                          const struct se3_loss_spec *ls, double max_norm, const struct nn_adam *o, long step,
+                          double lr, const struct se3_comm *comm, size_t bucket_bytes, char *err, size_t errlen) {
+  err[0] = 0;
+  if (!comm || se3_net_dp_steps(n, comm, err, errlen) != 1 || (b && (b->basis || !b->rel))) {
+    if (comm && !err[0])
+      snprintf(err, errlen, "se3_net_train_step_dp: not for this net, backend or batch (se3_net_dp_steps)");
+    return -1;
+  }
+  const struct nn_backend *be = n->be;
+  void **f = &n->inflight[n->dp_steps % 2];
+  if (!*f && !(*f = be->fence_new())) {
+    snprintf(err, errlen, "out of %s resources for a fence", be->name);
+    return -1;
+  }
+  if (be->fence_wait(*f, err, errlen)) return -1; /* (the step two back) */
+  if (train_step(n, b, target, ls, max_norm, o, step, lr, comm, bucket_bytes, err, errlen)) return -1;
+  be->fence_mark(*f);
+  n->dp_steps++;
   return 0;
 }
 

@@ -193,6 +193,35 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
  * (out of memory, or the device failed). */
 int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
                        double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen);
+/* Whether se3_net_train_step_dp can take comm's data-parallel steps on
+ * this net: 1 where the backend records its steps and has collectives of
+ * its own (a GPU with NCCL; this call joins them, so every process of comm
+ * makes it), 0 where not (the CPU, a GPU built without NCCL, one process,
+ * a net for inference, SE3_STEPS_PLAIN), -1 with err when joining failed. */
+int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
+/* How many sums se3_net_backward_sum and se3_net_train_step_dp cut the
+ * gradient into with bucket_bytes (0: one). */
+int se3_net_buckets(struct se3_net *n, size_t bucket_bytes);
+/* A whole data-parallel step with nothing waiting for the device, as
+ * se3_net_train_step's for one process (padded, recorded once per shape,
+ * replayed): se3_net_forward_loss with ls (its share num of den), the
+ * gradient summed over comm's processes bucket by bucket during the
+ * backward (se3_net_backward_sum's buckets of bucket_bytes; with sharded
+ * moments its slice, by one sum after the backward), this step's loss
+ * summed over the processes and added to the running sum on the device
+ * (se3_net_loss_sum reads it, the same on every process), the clipping
+ * (the norm of the summed gradient; sharded, the slices' squares summed on
+ * the device) and Adam. b NULL: this process's share of the batch is
+ * empty; its zero gradient and loss join the sums. Every process of comm
+ * makes this call, step for step, with the same max_norm, Adam settings,
+ * step, lr and bucket_bytes; each replays its own recording or runs
+ * eagerly, and their collectives match. Only where se3_net_dp_steps says
+ * 1. 0, or -1 with err (out of memory, the device failed, or a collective
+ * could not be queued): the peers' collectives then wait for this
+ * process's part, so the caller ends the job (comm.h's comm_abort). */
+int se3_net_train_step_dp(struct se3_net *n, const struct se3_batch *b, const real *target,
+                          const struct se3_loss_spec *ls, double max_norm, const struct nn_adam *o, long step,
+                          double lr, const struct se3_comm *comm, size_t bucket_bytes, char *err, size_t errlen);
 /* How se3_net_train_step runs:
  *   SE3_STEPS_PLAIN     the batch as it is, each operation called in turn
  *                       (the CPU's default);
@@ -209,8 +238,8 @@ int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real 
  *                       (the default where the backend records; elsewhere
  *                       the same as PADDED). A replay computes the same bits
  *                       as the padded step run eagerly.
- * Batches with bases from the host, sharded moments (se3_net_shard_optimizer)
- * and nets for inference run plainly. */
+ * Batches with bases from the host, sharded moments (se3_net_shard_optimizer;
+ * se3_net_train_step_dp takes them) and nets for inference run plainly. */
 enum se3_steps { SE3_STEPS_PLAIN, SE3_STEPS_PADDED, SE3_STEPS_RECORDED };
 void se3_net_set_steps(struct se3_net *n, enum se3_steps steps);
 /* How se3_net_train_step's steps ran: eagerly (the first of a shape, or

@@ -668,7 +668,7 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
  * backend into *loss_sum; this waits for the steps queued, and a failure of
  * the device in any of them fails the epoch here. */
 static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
-  if (t->io.comm) return SE3_TRAIN_OK; /* summed on the host, step by step */
+  if (t->io.comm && !t->dp_whole) return SE3_TRAIN_OK; /* summed on the host, step by step */
   if (se3_net_loss_sum(t->net, loss_sum, t->why, sizeof t->why) == 0) return SE3_TRAIN_OK;
   return tr_fail(t, "%s", t->why);
 }
@@ -684,6 +684,16 @@ static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
  * the whole batch, up to the order of the sums. Each step the processes
  * agree on the loss, on failures and on signals, so all stop at the same
  * step. */
+/* The longest wait for a peer process, in seconds: SE3_NCCL_TIMEOUT
+ * (docs/cluster.md; the CUDA backend checked it when it joined NCCL),
+ * default 600. */
+static double peer_timeout(void) {
+  const char *v = getenv("SE3_NCCL_TIMEOUT");
+  char *end = NULL;
+  double s = v && *v ? strtod(v, &end) : 0;
+  return end && *end == 0 && s > 0 ? s : 600;
+}
+
 static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, int replay) {
   const struct se3_comm *comm = t->io.comm;
   int nproc = comm_size(comm), rank = comm_rank(comm);
@@ -708,7 +718,7 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
    * host reads the sum where it needs it (checkpoints, the epoch's end), so
    * nothing waits for a GPU from one step to the next. Several: each step's
    * part is summed over the processes in the step's agreement. */
-  if (!comm) se3_net_set_loss_sum(t->net, *loss_sum);
+  if (!comm || t->dp_whole) se3_net_set_loss_sum(t->net, *loss_sum);
   if (pos && !replay) advance(t, pos);
   t->skipped = 0;
   int ret = SE3_TRAIN_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
@@ -730,6 +740,10 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     double part = 0;
     const real *dout = NULL; /* d loss / d predictions, for the backward; NULL: none (nothing to add) */
     int whole = 0;           /* se3_net_train_step took the whole step */
+    /* the loss on the model's backend: the mean over the whole batch, not
+     * over this share (kr of k); with fp16, scaled so that the backward's
+     * fp16 products keep small gradients */
+    struct se3_loss_spec ls = {t->loss, 1.0, kr, k, t->fp16 ? t->scaler.scale : 1};
     if (held) {
       /* (its message is in t->err) */
     } else if (kr == 0) {
@@ -739,11 +753,9 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     } else {
       for (int j = 0; j < kr; j++)
         yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
-      /* the loss on the model's backend: the mean over the whole batch, not
-       * over this share (kr of k); with fp16, scaled so that the backward's
-       * fp16 products keep small gradients */
-      struct se3_loss_spec ls = {t->loss, 1.0, kr, k, t->fp16 ? t->scaler.scale : 1};
-      if (!comm && !t->fp16) {
+      if (t->dp_whole) {
+        /* the whole step once the processes agree (below) */
+      } else if (!comm && !t->fp16) {
         /* one process, no loss scaling: the whole step in one call (on a
          * GPU, recorded once per batch shape and replayed) */
         if (se3_net_train_step(t->net, &t->bb.b, yt, &ls, t->clip, &t->adam, t->step + 1,
@@ -760,7 +772,7 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     /* The gradient; on several processes summed over them while the
      * backward runs (each process joins every sum, failed or not). A failed
      * backward leaves an incomplete gradient: the step is not taken. */
-    if (comm) {
+    if (comm && !t->dp_whole) {
       struct se3_sum_stats ss;
       char why[512];
       int rc = se3_net_backward_sum(t->net, dout, comm, t->bucket_bytes, &ss, why, sizeof why);
@@ -777,7 +789,21 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     if (comm) {
       if (dout && !failed && se3_net_loss_part(t->net, &part, t->why, sizeof t->why)) failed = 1;
       double agree[3] = {part, failed, t->io.stop && *t->io.stop != 0}, t0 = now_s();
-      if (comm_sum_f64(comm, agree, 3)) {
+      /* (whole steps: a peer that stopped leaves no wait on the GPU to time
+       * out on, the host runs ahead of it: the agreement has the deadline) */
+      int arc = t->dp_whole ? comm_sum_f64_within(comm, agree, 3, peer_timeout()) : comm_sum_f64(comm, agree, 3);
+      if (arc == -2) {
+        /* this GPU's wait (polled, the same deadline) names the collective
+         * it is stuck in, if it is, and ends the job itself */
+        char why[512];
+        (void)se3_net_sync(t->net, why, sizeof why);
+        fprintf(stderr,
+                "se3screen (rank %d): the processes' agreement before step %ld did not finish within %g s "
+                "(SE3_NCCL_TIMEOUT): a peer process has stopped; ending the job\n",
+                rank, t->step + 1, peer_timeout());
+        comm_abort(comm, 1);
+      }
+      if (arc) {
         ret = tr_fail(t, "MPI failed at step %ld", t->step + 1);
         break;
       }
@@ -797,12 +823,24 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
       }
       part = agree[0];
       t_agree += now_s() - t0;
+      if (t->dp_whole) {
+        /* every process takes the step; one that cannot has queued part of
+         * its collectives, and its peers' wait on their GPUs for the rest:
+         * the job ends */
+        if (se3_net_train_step_dp(t->net, kr ? &t->bb.b : NULL, yt, &ls, t->clip, &t->adam, t->step + 1,
+                                  nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, t->why, sizeof t->why)) {
+          fprintf(stderr, "se3screen (rank %d): model %d epoch %d step %ld failed: %s; ending the job\n", rank,
+                  t->member, e + 1, t->step + 1, t->why);
+          comm_abort(comm, 1);
+        }
+        whole = 1;
+      }
     } else if (failed) {
       /* the epoch fails (the train stage rolls its chunk back): nothing of this step is kept */
       ret = tr_fail(t, "%s", t->why);
       break;
     }
-    if (comm) *loss_sum += part;
+    if (comm && !t->dp_whole) *loss_sum += part; /* (whole: summed on the devices) */
     if (whole) {
       t->step++; /* (se3_net_train_step took it, Adam's update included) */
     } else {
@@ -844,7 +882,12 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     ret = SE3_TRAIN_ERROR;
   /* the epoch's end: rank 0 holds the moments again */
   if (ret == SE3_TRAIN_OK) ret = gather_moments(t);
-  if (ret == SE3_TRAIN_OK && comm && !replay && t_steps > 0)
+  if (ret == SE3_TRAIN_OK && comm && !replay && t_steps > 0 && t->dp_whole)
+    tr_log(t,
+           "model %d epoch %d: of %.2f s of steps, %.1f %% agreeing before each (which waits for the slowest "
+           "process's host; the gradients' sums run inside the steps, on the GPUs)",
+           t->member, e + 1, t_steps, 100 * t_agree / t_steps);
+  else if (ret == SE3_TRAIN_OK && comm && !replay && t_steps > 0)
     tr_log(t,
            "model %d epoch %d: of %.2f s of steps, %.1f %% waiting for the gradients' sums after the "
            "backward (the sums took %.1f %%, in %d bucket%s a step) and %.1f %% agreeing (which waits for "
@@ -1106,8 +1149,29 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
    * and the loss scale's decision wait for the host), so that one process
    * joined alone, or in fp16, computes the padded step's values; on the CPU
    * as they come */
-  if (comm || t->fp16)
-    se3_net_set_steps(t->net, se3_net_backend(t->net)->record_begin ? SE3_STEPS_PADDED : SE3_STEPS_PLAIN);
+  if (t->fp16) se3_net_set_steps(t->net, se3_net_backend(t->net)->record_begin ? SE3_STEPS_PADDED : SE3_STEPS_PLAIN);
+  /* data parallel on GPUs with NCCL: whole steps, their sums on the
+   * devices, recorded as one process's are; else (the CPU, sums through
+   * the host, fp16) padded alike where the backend records, not recorded */
+  if (comm && !t->fp16) {
+    int dp = se3_net_dp_steps(t->net, comm, err, sizeof err);
+    if (dp < 0) return tr_fail(t, "%s", err);
+    t->dp_whole = dp;
+    if (!dp && se3_net_backend(t->net)->record_begin) se3_net_set_steps(t->net, SE3_STEPS_PADDED);
+  }
+  if (t->dp_whole && t->zero)
+    tr_log(t,
+           "data-parallel steps whole on each GPU, recorded once per batch shape, with %s's sums inside them "
+           "(the gradient's slices by one reduce-scatter a step, the norm's squares, the loss, the parameters "
+           "gathered)",
+           se3_net_collectives(t->net));
+  else if (t->dp_whole) {
+    int nb = se3_net_buckets(t->net, t->bucket_bytes);
+    tr_log(t,
+           "data-parallel steps whole on each GPU, recorded once per batch shape, with %s's sums inside them "
+           "(the gradient in %d bucket%s a step, during the backward; the loss)",
+           se3_net_collectives(t->net), nb, nb == 1 ? "" : "s");
+  }
   if (largest_batches(t, comm_size(comm), comm_rank(comm), &bt, &bp)) return tr_fail(t, "out of memory");
   if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
       se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, err, sizeof err)) {

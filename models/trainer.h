@@ -91,6 +91,7 @@ struct se3_trainer {
   uint64_t seed;
   int zero;                       /* shard Adam's moments over the processes (ZeRO stage 1) */
   size_t bucket_bytes;            /* gradient sums in buckets of this size while the backward runs (0: one after) */
+  int dp_whole; /* data parallel on a GPU with NCCL: whole steps (se3_net_train_step_dp), recorded */
   const char *target;             /* the label's name, recorded in checkpoints */
   char arch[512];                 /* se3_config_format of the model */
   char models_dir[PATH_MAX - 32]; /* members in <models_dir>/train-<k> */

@@ -9,14 +9,21 @@
 #   - two processes: the bootstrap (rank 0's unique id sent over MPI), the
 #     gradient's sums in buckets on their own stream (bucket_mb small, so
 #     several a step), then sharded moments (reduce-scatter, all-gather);
-#     each run's checkpoints byte-identical to those of the same run with
-#     the module built without NCCL (module_host/: the gradient summed
-#     through the host and MPI), which a bucket summed twice, left out,
-#     or summed before its backward finished, would change;
+#     each step whole on each GPU and recorded (a CUDA graph holding the
+#     collectives, replayed for the later steps of its shape), the loss and
+#     the sharded norm summed on the devices; each run's checkpoints
+#     byte-identical to those of the same run with the module built without
+#     NCCL (module_host/: steps not recorded, the gradient summed through
+#     the host and MPI), which a bucket summed twice, left out, or summed
+#     before its backward finished, or a replay that summed stale values,
+#     would change;
 #   - the failure paths: two ranks on one GPU (NCCL refuses the
 #     communicator), a peer that never joins a collective (the other's wait
 #     ends at SE3_NCCL_TIMEOUT naming the collective and the rank), an
-#     asynchronous error (the communicator aborted, named likewise): each
+#     asynchronous error (the communicator aborted, named likewise), and
+#     both again inside a replayed step (a peer stopped: the others' next
+#     agreement, or their wait two steps on, ends at the deadline; an
+#     error: the rank's wait two steps on names the recorded step): each
 #     job fails, with its message, in bounded time, never hangs.
 #   usage: dev/cuda_emu/nccl.sh EMU_OUT SOURCE_DIR
 # EMU_OUT: run.sh's output folder with module/ and module_host/ built
@@ -32,6 +39,7 @@ if "$se3" --version | grep "^mpi: none" >/dev/null; then
   exit 77
 fi
 mpirun=(mpirun --oversubscribe -np 2)
+REPLAY_AT=12 # (rank 1's 5th step, a replay: 3 collectives a step, 2 buckets and the loss)
 rm -rf "$work" && mkdir -p "$work"
 cat >"$work/wf.yaml" <<X
 workflow: emu_nccl
@@ -47,8 +55,8 @@ stages:
   graph: {edges: radius+bonds, cutoff: 4.0}
   train:
     target: gap
-    epochs: 1
-    batch_size: 4
+    epochs: 2
+    batch_size: 2
     clip_norm: 1.0
     bucket_mb: 0.004 # several buckets a step
     arch: {layers: 2, degrees: 2, channels: 4, heads: 1, radial_hidden: 8, mlp_hidden: 8} # (small: the emulator is slow)
@@ -61,7 +69,7 @@ fail() {
 se3() { "$se3" run "$work/wf.yaml" --workdir "$work/$1" --until train "${@:2}"; }
 same() { # A B: their checkpoints byte for byte
   local f
-  for f in best.ckpt epoch-1.ckpt; do
+  for f in best.ckpt epoch-2.ckpt; do
     if cmp -s "$work/$1/models/train-0/$f" "$work/$2/models/train-0/$f"; then
       echo "ok   $1: $f identical to $2's"
     else
@@ -70,7 +78,9 @@ same() { # A B: their checkpoints byte for byte
   done
 }
 se3 plain --until graph >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
-for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error; do cp -r "$work/plain" "$work/$d"; done
+for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error hang_replay error_replay; do
+  cp -r "$work/plain" "$work/$d"
+done
 # one process joined alone (EMU_NCCL_ALONE=1; the GPU's test_gpu_nccl and
 # run.sh's workflow check the same)
 if [ "${EMU_NCCL_ALONE:-0}" = 1 ]; then
@@ -99,12 +109,28 @@ two() { # NAME SE3SCREEN [--set ...]
 two two "$se3"
 two two_host "$out/module_host/se3screen"
 grep -q "training on 2 processes (.*summed by NCCL" "$work/two.log" || fail "two: not summed by the emulated NCCL"
-grep -E -q "in [2-9] buckets a step" "$work/two.log" || fail "two: not summed in several buckets a step"
+grep -E -q "the gradient in [2-9] buckets a step" "$work/two.log" || fail "two: not summed in several buckets a step"
 grep -q "training on 2 processes (.*summed by MPI" "$work/two_host.log" || fail "two_host: not summed by MPI"
 same two two_host
 two two_sharded "$se3" --set stages.train.shard_optimizer=true
 two two_sharded_host "$out/module_host/se3screen" --set stages.train.shard_optimizer=true
 same two_sharded two_sharded_host
+# the NCCL runs' steps were recorded and replayed; the host-summed ones' not
+recorded() { # NAME: its log's count of replayed steps (0 when none)
+  grep -E -o "training steps: [0-9]+ replayed from [0-9]+ recording" "$work/$1.log" | head -1 | awk '{print $3}'
+}
+for wd in two two_sharded; do
+  grep -q "data-parallel steps whole on each GPU, recorded" "$work/$wd.log" || fail "$wd: steps not whole"
+  r=$(recorded "$wd")
+  if [ "${r:-0}" -gt 0 ]; then
+    echo "ok   $wd: $(grep -E -o "training steps: [0-9]+ replayed from [0-9]+ recordings?" "$work/$wd.log" | head -1)"
+  else
+    fail "$wd: no step was replayed: $(grep "training steps" "$work/$wd.log")"
+  fi
+done
+for wd in two_host two_sharded_host; do
+  [ "$(recorded "$wd")" = "" ] || fail "$wd: steps recorded with sums through the host"
+done
 
 # failures: each ends the job with its message, in bounded time
 fails_with() { # NAME SECONDS PATTERN [ENV=V...]: the job fails within SECONDS, its log has PATTERN
@@ -135,4 +161,14 @@ fails_with hang 180 "the all-reduce of gradient bucket 0 .* on rank 0 of 2 did n
 fails_with error 150 "rank 1\): the GPU failed: NCCL failed in the all-reduce of gradient bucket 1 .* on rank 1 of 2: remote process exited" \
   EMU_NCCL_FAULT=error:1:1 SE3_NCCL_TIMEOUT=600
 grep -q "did not finish within" "$work/error.log" && fail "error: a rank waited for its deadline"
+# the same inside a replayed step: rank 1's collective REPLAY_AT (counted
+# over eager and replayed steps) is one of a replay's (the first steps
+# are eager, each shape's second is recorded)
+fails_with hang_replay 180 "(agreement before step [0-9]+| on rank 0 of 2) did not finish within 3 s" \
+  EMU_NCCL_FAULT=hang:1:$REPLAY_AT SE3_NCCL_TIMEOUT=3
+grep -q "rank 1 stops for good at its collective $REPLAY_AT (ncclAllReduce, queued by a graph's replay)" \
+  "$work/hang_replay.log" || fail "hang_replay: rank 1's collective $REPLAY_AT was not a replay's"
+fails_with error_replay 150 "rank 1\): the GPU failed: NCCL failed in a recorded training step's [0-9]+ collectives on rank 1 of 2: remote process exited" \
+  EMU_NCCL_FAULT=error:1:$REPLAY_AT SE3_NCCL_TIMEOUT=600
+grep -q "did not finish within" "$work/error_replay.log" && fail "error_replay: a rank waited for its deadline"
 exit $status

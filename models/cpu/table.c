@@ -119,6 +119,11 @@ static void cpu_clip(real *x, size_t n, const double *ss, double unscale, double
   if (f != 1) cpu_scale(x, n, f);
 }
 
+static void cpu_add_f64(double *y, const double *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    y[i] += x[i];
+}
+
 static int cpu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
   if (!comm) return 0;
   int rc = sizeof(real) == sizeof(float) ? comm_sum_f32(comm, (float *)x, n) : comm_sum_f64(comm, (double *)x, n);
@@ -175,6 +180,7 @@ static struct nn_backend cpu = {
     .loss = cpu_loss,
     .sumsq_to = cpu_sumsq_to,
     .clip = cpu_clip,
+    .add_f64 = cpu_add_f64,
     .allreduce = cpu_allreduce,
 };
 

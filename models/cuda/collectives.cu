@@ -50,15 +50,18 @@ static struct {
 
 /* The collectives queued and not yet seen finished, oldest first: what each
  * is, and an event recorded after it on its stream (the events are made at
- * join and move with their entries). Collectives are never recorded into a
- * CUDA graph (a data-parallel step runs eagerly), so the events can be
- * queried. */
+ * join and move with their entries). A collective queued while a step is
+ * being recorded (a CUDA graph: data-parallel steps are recorded as a
+ * single process's are) is not tracked, only counted: an event recorded
+ * inside a capture cannot be queried. A replay of the recording is then
+ * tracked as one entry, on the backend's stream, after the graph. */
 #define CU_PENDING 64
 static struct {
   char what[CU_PENDING][96];
   cudaEvent_t ev[CU_PENDING];
   int n, made;
-  int buckets; /* gradient buckets started since the last sum_wait */
+  int buckets;  /* gradient buckets started since the last sum_wait */
+  int recorded; /* collectives queued while recording, since cu_collectives_recorded last asked */
 } pend;
 
 /* Drops the entries whose collective has finished. */
@@ -81,6 +84,10 @@ static void pend_prune(void) {
 /* After a collective queued on stream q: what it is, for a failed wait. */
 static void pend_add(cudaStream_t q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void pend_add(cudaStream_t q, const char *fmt, ...) {
+  if (cu_recording()) {
+    pend.recorded++;
+    return;
+  }
   if (!pend.made) return;
   pend_prune();
   if (pend.n == CU_PENDING) { /* all unfinished: the oldest is forgotten (a failed wait names a later one) */
@@ -261,6 +268,30 @@ int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size
   return 0;
 }
 
+int cu_allreduce_f64(double *x, size_t n, char *err, size_t errlen) {
+  if (n == 0) return 0;
+  if (aborted(err, errlen)) return -1;
+  if (!nc.comm) {
+    snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
+    return -1;
+  }
+  ncclResult_t r = ncclAllReduce(x, x, n, ncclDouble, ncclSum, nc.comm, cu_stream());
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (doubles)", err, errlen);
+  pend_add(cu_stream(), "the all-reduce of %zu double%s (a step's loss, or a sharded gradient's sum of squares)", n,
+           n == 1 ? "" : "s");
+  return 0;
+}
+
+int cu_collectives_recorded(void) {
+  int n = pend.recorded;
+  pend.recorded = 0;
+  return n;
+}
+
+void cu_collectives_replayed(int n) {
+  pend_add(cu_stream(), "a recorded training step's %d collective%s", n, n == 1 ? "" : "s");
+}
+
 /* comm.h's slices: ceil(n / size) reals a process, the last shorter or
  * empty. NCCL's reduce-scatter and all-gather take equal pieces, so they
  * run on a copy padded to size pieces (scratch). */
@@ -398,5 +429,7 @@ int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size
 }
 
 void cu_collectives_shutdown(void) {}
+int cu_collectives_recorded(void) { return 0; }
+void cu_collectives_replayed(int n) { (void)n; }
 
 #endif

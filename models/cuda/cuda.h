@@ -156,8 +156,17 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
 int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen);
 int cu_allgather(real *x, size_t n, char *err, size_t errlen);
 int cu_sum_start(real *x, size_t n, char *err, size_t errlen);
+int cu_allreduce_f64(double *x, size_t n, char *err, size_t errlen);
 int cu_sum_wait(char *err, size_t errlen);
 void cu_collectives_shutdown(void);
+/* Recorded collectives (NCCL's calls inside a capture): how many were
+ * queued since the last call (table.cu's record_begin and record_end ask);
+ * a replay of a recording holding n of them is tracked as one pending
+ * entry, for a failed wait's message. cu_recording: 1 while a capture is
+ * under way (table.cu). */
+int cu_collectives_recorded(void);
+void cu_collectives_replayed(int n);
+int cu_recording(void);
 /* gemm.cu */
 void cu_linear_forward(real *y, const real *x, const real *W, int rows, int cin, int cout);
 void cu_linear_backward(real *dx, real *dW, const real *dy, const real *x, const real *W, int rows, int cin, int cout);
@@ -171,6 +180,7 @@ void cu_sumsq_to(double *ss, const real *x, size_t n);
 void cu_concat_rows(real *out, const real *x, int a, const real *y, int b, size_t rows);
 void cu_split_rows(real *x, int a, real *y, int b, const real *in, size_t rows);
 void cu_add(real *y, const real *x, size_t n);
+void cu_add_f64(double *y, const double *x, size_t n);
 void cu_relu(real *y, const real *x, size_t n);
 void cu_relu_backward(real *dy, const real *x, size_t n);
 void cu_edge_weights(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);

@@ -36,6 +36,7 @@ static __global__ void split_rows(real *x, int a, real *y, int b, const real *in
 }
 
 static __global__ void add(real *y, const real *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
+static __global__ void add_f64(double *y, const double *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
 
 static __global__ void relu(real *y, const real *x, size_t n) { GRID_STRIDE(i, n) y[i] = x[i] > 0 ? x[i] : 0; }
 
@@ -93,6 +94,12 @@ void cu_add(real *y, const real *x, size_t n) {
   if (!n) return;
   add<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(y, x, n);
   CU_LAUNCHED("add");
+}
+
+void cu_add_f64(double *y, const double *x, size_t n) {
+  if (!n) return;
+  add_f64<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(y, x, n);
+  CU_LAUNCHED("add_f64");
 }
 
 void cu_relu(real *y, const real *x, size_t n) {

@@ -298,7 +298,10 @@ void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
 struct cu_rec {
   cudaGraphExec_t exec;
   unsigned long gen;
+  int collectives; /* NCCL's calls in it (collectives.cu tracks each replay as one) */
 };
+
+int cu_recording(void) { return st.recording; }
 
 static int cu_record_begin(void) {
   if (st.failed || st.recording) return -1;
@@ -309,6 +312,7 @@ static int cu_record_begin(void) {
   st.recording = 1;
   st.rec_spoiled = 0;
   st.rec_gen = st.gen;
+  (void)cu_collectives_recorded(); /* (counted from here) */
   return 0;
 }
 
@@ -322,6 +326,7 @@ static void *cu_record_end(void) {
       (r = (struct cu_rec *)malloc(sizeof *r)) != NULL) {
     if (cudaGraphInstantiate(&r->exec, g, 0) == cudaSuccess) {
       r->gen = st.gen;
+      r->collectives = cu_collectives_recorded();
     } else {
       free(r);
       r = NULL;
@@ -336,6 +341,7 @@ static int cu_replay(void *rec) {
   struct cu_rec *r = (struct cu_rec *)rec;
   if (r->gen != st.gen) return 1;
   CU_CHECK(cudaGraphLaunch(r->exec, st.stream));
+  if (r->collectives) cu_collectives_replayed(r->collectives);
   return 0;
 }
 
@@ -426,6 +432,7 @@ static void fill_table(void) {
   table.loss = cu_loss;
   table.sumsq_to = cu_sumsq_to;
   table.clip = cu_clip;
+  table.add_f64 = cu_add_f64;
   table.allreduce = cu_allreduce;
   table.set_conv_gemm = set_conv_gemm;
   table.record_begin = cu_record_begin;
@@ -438,6 +445,7 @@ static void fill_table(void) {
   table.allgather = cu_allgather;
   table.sum_start = cu_sum_start;
   table.sum_wait = cu_sum_wait;
+  table.allreduce_f64 = cu_allreduce_f64;
 #endif
 }
 

@@ -189,7 +189,7 @@ static const char *const DX_NAME[] = {"dx0", "dx1", "dx2", "dx3"}, *const DY_NAM
   X(radial_hidden_forward) X(radial_hidden_backward) X(conv_forward) X(conv_backward) X(attn_forward)                  \
   X(attn_backward) X(scale_rows) X(pool_max_forward) X(pool_max_backward) X(pool_mean_forward) X(pool_mean_backward)   \
   X(concat_rows) X(split_rows) X(add) X(relu) X(relu_backward) X(bases) X(edge_weights)                                         \
-  X(adam_step) X(adam_step_at) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(allreduce)
+  X(adam_step) X(adam_step_at) X(sumsq) X(scale) X(loss) X(sumsq_to) X(clip) X(add_f64) X(allreduce)
 /* clang-format on */
 
 static void b_table(const struct op_case *c) {
@@ -998,6 +998,35 @@ static void b_allreduce(const struct op_case *c) {
   });
 }
 
+/* y += x in doubles (a recorded data-parallel step's running loss): one
+ * IEEE addition an element, exact to the bit on every backend; values of
+ * every magnitude and sign, a cancellation and a zero. n = {n} */
+static void b_add_f64(const struct op_case *c) {
+  size_t n = (size_t)c->n[0];
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%zu", n);
+  size_t m = n ? n : 1;
+  double *x = malloc(m * sizeof *x), *y = malloc(m * sizeof *y), *want = malloc(m * sizeof *want),
+         *got = malloc(m * sizeof *got);
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (urand() - 0.5) * ldexp(1, irand(80) - 40);
+    y[i] = i % 5 == 1 ? -x[i] : (urand() - 0.5) * ldexp(1, irand(80) - 40);
+    if (i % 7 == 3) x[i] = 0;
+    want[i] = y[i] + x[i];
+  }
+  double *dx = BE->alloc(m * sizeof *dx), *dy = BE->alloc(m * sizeof *dy);
+  BE->upload(dx, x, n * sizeof *x);
+  BE->upload(dy, y, n * sizeof *y);
+  BE->add_f64(dy, dx, n);
+  BE->download(got, dy, n * sizeof *got);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++)
+    bad += memcmp(&got[i], &want[i], sizeof got[i]) != 0;
+  report(c->op, shape, bad == 0, (double)bad, 0, "elements differ from y + x in double");
+  BE->release(dx), BE->release(dy);
+  free(x), free(y), free(want), free(got);
+}
+
 /* sum of x^2, in double (backend.h): relative error against a double sum. n = {n} */
 static void b_sumsq(const struct op_case *c) {
   size_t n = (size_t)c->n[0];
@@ -1433,6 +1462,9 @@ static const struct op_case CASES[] = {
   {"sumsq", b_sumsq, T_DBL, 0, {0}},
   {"sumsq", b_sumsq, T_DBL, 0, {1}},
   {"sumsq", b_sumsq, T_DBL, 0, {12345}},
+  {"add_f64", b_add_f64, EXACT, 0, {1001}},
+  {"add_f64", b_add_f64, EXACT, 0, {1}},
+  {"add_f64", b_add_f64, EXACT, 0, {0}},
   {"scale", b_scale, T_SUM, 0, {1001}, .x = {0.37}},
   {"scale", b_scale, T_SUM, 0, {5}, .x = {0}},
   {"scale", b_scale, T_SUM, 0, {0}, .x = {2}},
