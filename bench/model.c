@@ -11,12 +11,24 @@
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
  *               [--profile 0|1] [--model se3_qm9|small]
  *               [--steps auto|plain|padded|recorded] [--conv direct|gemm]
+ *               [--dp none|eager|whole]
  *
  * --steps: how training steps run (models/model.h's se3_steps); auto, as
  * the train stage, records them on a GPU (CUDA graphs: the timed steps are
  * replays) except in fp16, and runs them plainly on the CPU. The profiled
  * step (--profile 1) runs padded instead of replayed, so its operations
  * are seen.
+ *
+ * --dp: a data-parallel training step of a process joined to MPI (under
+ * mpirun, or alone with SE3_COMM=mpi in the environment), as the train
+ * stage takes it: eager, each step's calls in turn (the loss part read
+ * back, the gradient summed through se3_net_backward_sum, the host's
+ * agreement after it: the stage's way on the CPU and without NCCL); whole,
+ * se3_net_train_step_dp after the agreement (a GPU with NCCL: the step
+ * recorded with its collectives and replayed). The gradient is summed in
+ * buckets of 4 MB, the stage's default. Each timed step ends with a sync,
+ * as the others do, so what whole saves is the host's calls and waits
+ * inside a step.
  *
  * --conv: the convolution's path on a GPU, as the workflow's `gpu_conv:`
  * (models/cuda/conv.cu: direct kernels, or GEMMs on tensor cores); the
@@ -93,6 +105,7 @@
 #include "bench/fmapeak.h"
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "common/comm.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
 #include "models/device.h"
@@ -180,17 +193,44 @@ static double sgemm_gflops(int n, int threads) {
   return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
+/* One data-parallel step as the train stage takes it (models/trainer.c's
+ * run_epoch): eager, or whole (se3_net_train_step_dp). 0, or -1 with err. */
+static int dp_step(struct se3_net *net, const struct se3_comm *comm, int whole, const struct se3_batch *b,
+                   const real *target, const struct se3_loss_spec *ls, const struct nn_adam *adam, long step,
+                   size_t bucket_bytes, char *err, size_t errlen) {
+  double agree[3] = {0, 0, 0};
+  if (whole) {
+    if (comm_sum_f64(comm, agree, 3)) {
+      snprintf(err, errlen, "MPI failed");
+      return -1;
+    }
+    return se3_net_train_step_dp(net, b, target, ls, 0, adam, step, 1e-6, comm, bucket_bytes, err, errlen);
+  }
+  struct se3_sum_stats ss;
+  if (se3_net_forward_loss(net, b, target, ls, err, errlen) ||
+      se3_net_backward_sum(net, se3_net_loss_grad(net), comm, bucket_bytes, &ss, err, errlen) ||
+      se3_net_loss_part(net, &agree[0], err, errlen))
+    return -1;
+  if (comm_sum_f64(comm, agree, 3)) {
+    snprintf(err, errlen, "MPI failed");
+    return -1;
+  }
+  se3_net_adam(net, adam, step, 1e-6);
+  return 0;
+}
+
 static int usage(FILE *f) {
   fprintf(f, "usage: model_bench [--graph bonds|radius] [--mode infer|train] [--batch 100] [--reps 3] [--layers 7]\n"
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
              "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n"
-             "                   [--model se3_qm9|small] [--steps auto|plain|padded|recorded]\n");
+             "                   [--model se3_qm9|small] [--steps auto|plain|padded|recorded]\n"
+             "                   [--conv direct|gemm] [--dp none|eager|whole]\n");
   return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
   const char *graph = "bonds", *mode = "infer", *envelope = "auto", *device = "cpu", *precision = "fp32",
-             *model = "se3_qm9", *steps_opt = "auto", *conv = "direct";
+             *model = "se3_qm9", *steps_opt = "auto", *conv = "direct", *dp = "none";
   int batch = 100, reps = 3, layers = 7, channels = 32, low_memory = 0, profile = 1;
   for (int i = 1; i < argc; i += 2) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout);
@@ -226,6 +266,8 @@ int main(int argc, char **argv) {
       steps_opt = argv[i + 1];
     else if (!strcmp(argv[i], "--conv"))
       conv = argv[i + 1];
+    else if (!strcmp(argv[i], "--dp"))
+      dp = argv[i + 1];
     else {
       fprintf(stderr, "model_bench: unknown option %s\n", argv[i]);
       return usage(stderr);
@@ -328,6 +370,43 @@ int main(int argc, char **argv) {
     return 2;
   }
   se3_net_set_steps(net, steps_mode);
+  /* --dp: the processes (one, joined alone, is enough to time the step) */
+  int dp_mode = !strcmp(dp, "eager") ? 1 : !strcmp(dp, "whole") ? 2 : 0;
+  if (!dp_mode && strcmp(dp, "none")) {
+    fprintf(stderr, "model_bench: --dp %s is not none, eager or whole\n", dp);
+    return 2;
+  }
+  struct se3_comm *comm = NULL;
+  const size_t bucket_bytes = (size_t)4 << 20;
+  if (dp_mode) {
+    if (!train) {
+      fprintf(stderr, "model_bench: --dp is for --mode train\n");
+      return 2;
+    }
+    if (comm_open(&comm, err, sizeof err)) {
+      fprintf(stderr, "model_bench: %s\n", err);
+      return 1;
+    }
+    if (!comm) {
+      fprintf(stderr, "model_bench: --dp needs MPI: run under mpirun, or with SE3_COMM=mpi (one process joined "
+                      "alone)\n");
+      return 2;
+    }
+    int whole_ok = se3_net_dp_steps(net, comm, err, sizeof err);
+    if (whole_ok < 0) {
+      fprintf(stderr, "model_bench: %s\n", err);
+      return 1;
+    }
+    if (dp_mode == 2 && !whole_ok) {
+      fprintf(stderr,
+              "model_bench: --dp whole needs a backend that records its steps and has collectives of its "
+              "own (a GPU with NCCL); %s has not\n",
+              be->name);
+      return 2;
+    }
+    /* eager: padded where the backend records, as the train stage does */
+    if (dp_mode == 1 && be->record_begin) se3_net_set_steps(net, SE3_STEPS_PADDED);
+  }
   if (train) { /* parameters and zero Adam moments, as the train stage starts */
     if (se3_net_init_params(net, 1)) {
       fprintf(stderr, "model_bench: out of memory\n");
@@ -384,8 +463,9 @@ int main(int argc, char **argv) {
     }
     double t0 = now();
     se3_batch_geometry(&bb); /* a new batch each step: its bases computed in the step, where the model runs */
-    if (train ? se3_net_train_step(net, b, target, &ls, 0, &adam, ++step, 1e-6, err, sizeof err)
-              : se3_net_forward(net, b, out, 0, err, sizeof err)) {
+    if (dp_mode ? dp_step(net, comm, dp_mode == 2, b, target, &ls, &adam, ++step, bucket_bytes, err, sizeof err)
+        : train ? se3_net_train_step(net, b, target, &ls, 0, &adam, ++step, 1e-6, err, sizeof err)
+                : se3_net_forward(net, b, out, 0, err, sizeof err)) {
       fprintf(stderr, "model_bench: %s\n", err);
       return 1;
     }
@@ -416,6 +496,10 @@ int main(int argc, char **argv) {
                       : sst.replayed                  ? "\"recorded\""
                       : steps_mode == SE3_STEPS_PLAIN ? "\"plain\""
                                                       : "\"padded\"";
+  char dp_json[64] = "null";
+  if (dp_mode)
+    snprintf(dp_json, sizeof dp_json, "{\"steps\":\"%s\",\"processes\":%d}", dp_mode == 2 ? "whole" : "eager",
+             comm_size(comm));
   int nodes = bb.N, edges = bb.E;
   se3_batch_buf_free(&bb);
   free(out);
@@ -460,13 +544,14 @@ int main(int argc, char **argv) {
   printf("{\"bench\":\"model\",\"model\":\"%s\",\"mode\":\"%s\",\"graph\":\"%s\",\"batch\":%d,\"atoms_per_mol\":%.1f,"
          "\"edges_per_mol\":%.1f,\"layers\":%d,\"channels\":%d,\"params\":%zu,\"precision\":\"%s\","
          "\"backend\":\"%s\",\"device\":\"%s\",\"real\":\"%s\","
-         "\"low_memory\":%d,\"conv\":\"%s\",\"steps\":%s,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%.2f,\"peak_rss_mb\":%.0f,"
+         "\"low_memory\":%d,\"conv\":\"%s\",\"steps\":%s,\"dp\":%s,\"envelope\":\"%s\",\"step_s\":%.4f,\"mol_per_s\":%."
+         "2f,\"peak_rss_mb\":%.0f,"
          "\"workspace_peak_bytes\":%zu,\"flops_per_mol\":%.4g,\"gflops\":%.1f,"
          "\"sgemm_gflops\":%s,\"mfu\":%s,\"fma_peak_gflops\":%s,\"fma_peak_isa\":%s,\"peak_fraction\":%s,"
          "\"bf16_peak_gflops\":%s,"
          "\"isa\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"ops_step_s\":%s,\"ops\":%s,\"note\":\"%s\"}\n",
          model, mode, graph, batch, (double)nodes / batch, (double)edges / batch, layers, channels, n_params,
-         nn_precision_name(be->precision), be->name, dev_json, NN_REAL_NAME, low_memory, conv_used, steps,
+         nn_precision_name(be->precision), be->name, dev_json, NN_REAL_NAME, low_memory, conv_used, steps, dp_json,
          cfg.envelope == SE3_ENVELOPE_POLY ? "poly"
          : cfg.envelope                    ? "cosine"
                                            : "none",
@@ -474,5 +559,6 @@ int main(int argc, char **argv) {
          bpeak, nn_isa_name(nn_isa_current()), nn_blas_core(), omp_get_max_threads(), ops_step, ops,
          train ? "forward, backward and AdamW update; bases recomputed in the step; FLOPs = 3 forwards"
                : "bases recomputed in the step");
+  comm_close(comm);
   return 0;
 }

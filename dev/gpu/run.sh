@@ -173,6 +173,10 @@ if want bench; then
   # what recording the step (CUDA graphs) gains: the same step plain, and padded without recording
   runs+=("--mode train --batch 240 --graph bonds --precision tf32 --steps plain"
     "--mode train --batch 240 --graph bonds --precision tf32 --steps padded")
+  # and a data-parallel step (one process joined alone, SE3_COMM=mpi):
+  # each step's calls in turn, or whole and recorded with NCCL's sums inside
+  runs+=("--mode train --batch 240 --graph bonds --precision bf16 --conv gemm --dp eager"
+    "--mode train --batch 240 --graph bonds --precision bf16 --conv gemm --dp whole")
   [ "${BENCH_QUICK:-0}" = 1 ] && runs=("--mode train --batch 16 --graph bonds" "--mode infer --batch 32 --graph radius")
   # BENCH_RUNS: lines of model_bench's options instead, each optionally
   # after SE3_CONV_CHUNK_MB=N (the GEMM path's chunk; the line then has "chunk_mb")
@@ -192,8 +196,10 @@ if want bench; then
       mb=${mb#*=}
       r=${r#* }
     fi
+    dp=
+    [[ $r == *--dp* ]] && dp=mpi # (a process joined to MPI alone)
     # shellcheck disable=SC2086
-    if line=$(SE3_CONV_CHUNK_MB=$mb "$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" $r 2>&1 |
+    if line=$(SE3_COMM=$dp SE3_CONV_CHUNK_MB=$mb "$bld/bench/model_bench" --device "$device" --model se3_qm9 --reps "$reps" $r 2>&1 |
       tail -1) && [ "${line:0:1}" = "{" ]; then
       [ -n "$mb" ] && line="${line%\}},\"chunk_mb\":$mb}"
       echo "$line" >>"$out/bench.jsonl"
