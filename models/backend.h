@@ -140,9 +140,12 @@ struct nn_backend {
   void (*adam_step)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                     double lr);
   /* adam_step with the step's bias corrections and learning rate read from
-   * the backend's memory when the update runs: sched = {c1, c2, lr}
-   * (models/kernels/adam.h's nn_k_adam_sched), so a recorded step (below)
-   * takes each replay's values. The same arithmetic as adam_step. */
+   * the backend's memory when the update runs: sched = {c1, c2, lr, norm,
+   * skip} (models/kernels/adam.h's nn_k_adam_sched), so a recorded step
+   * (below) takes each replay's values; with skip != 0 and a norm that is
+   * not finite (written there by `clip` in the same step) it does nothing,
+   * so a recorded loss-scaled step skips itself on an overflow. The same
+   * arithmetic as adam_step. */
   void (*adam_step_at)(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
                        const double *sched);
   double (*sumsq)(const real *x, size_t n);   /* sum of x[i]^2 in double, on the host; waits */

@@ -65,7 +65,7 @@ struct se3_net {
   enum se3_steps steps;
   struct rec_slot {
     struct rec_key {
-      int N, E, G, cnt, kind, num, den, max_degree, decoupled, low_memory, dp;
+      int N, E, G, cnt, kind, num, den, max_degree, decoupled, low_memory, dp, scaled;
       double delta, gscale, max_norm, beta1, beta2, eps, weight_decay;
       size_t bucket_bytes; /* (data parallel: the sums' buckets) */
     } key;
@@ -80,6 +80,10 @@ struct se3_net {
    * device and a wait, polled for the peers' failures, comes every step */
   void *inflight[2];
   long dp_steps;
+  /* the last step's gradient norm, when it came back to the host (a plain
+   * loss-scaled step); else it is in the schedule, sched[3] */
+  double norm;
+  int norm_on_host;
   struct pad_host {
     real *node, *edge;
     int32_t *src, *in_start;
@@ -757,16 +761,18 @@ static int pad_fit(struct se3_net *n, int Np, int Ep, int G) {
                  dbuf_fit(be, &n->bc->basis, (size_t)Ep * n->model.plan.per_edge * sizeof(real)) ||
                  dbuf_fit(be, &n->out, (g + 1) * outs * sizeof(real)) ||
                  dbuf_fit(be, &n->dout, (g + 1) * outs * sizeof(real)) ||
-                 dbuf_fit(be, &n->target, g * outs * sizeof(real)) || dbuf_fit(be, &n->sched, 3 * sizeof(double))
+                 dbuf_fit(be, &n->target, g * outs * sizeof(real)) ||
+                 dbuf_fit(be, &n->sched, NN_K_ADAM_SCHED * sizeof(double))
              ? -1
              : 0;
 }
 
 /* The padded batch in the backend's memory (n->db, the bases' rel), the
- * targets and Adam's {c1, c2, lr}: uploads only, before the step's work.
- * -1 when out of memory. */
+ * targets and Adam's schedule (scaled: a loss-scaled step, skipped on the
+ * device when its gradient overflows): uploads only, before the step's
+ * work. -1 when out of memory. */
 static int pad_stage(struct se3_net *n, const struct se3_batch *b, const real *target, int Np, int Ep,
-                     const struct nn_adam *o, long step, double lr) {
+                     const struct nn_adam *o, long step, double lr, int scaled) {
   const struct nn_backend *be = n->be;
   const struct se3_config *c = &n->model.cfg;
   struct bases_cache *bc = n->bc;
@@ -789,8 +795,9 @@ static int pad_stage(struct se3_net *n, const struct se3_batch *b, const real *t
   be->upload(n->graph_start.p, b->graph_start, (G + 1) * sizeof(int32_t));
   be->upload((int32_t *)n->graph_start.p + G + 1, &last, sizeof last);
   be->upload(n->target.p, target, G * outs * sizeof(real));
-  double sc[3];
+  double sc[NN_K_ADAM_SCHED];
   nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
+  sc[4] = scaled;
   be->upload(n->sched.p, sc, sizeof sc);
   bc->id = 0; /* (the cache holds the padded batch's bases now) */
   n->db = (struct se3_batch){
@@ -815,9 +822,11 @@ static int pad_work(struct se3_net *n, const struct rec_key *k, const struct nn_
   int bad = se3_model_backward_staged(&n->model, n->arr[SE3_NET_PARAMS], db, t, dout, g, NULL, NULL, NULL);
   se3_tape_free(t);
   if (bad) return -1;
-  if (k->max_norm > 0) {
+  /* (the norm into the schedule, where Adam reads it: a loss-scaled step
+   * whose gradient overflowed updates nothing) */
+  if (k->max_norm > 0 || k->scaled) {
     be->sumsq_to(n->acc + 2, g, n->model.n_params);
-    be->clip(g, n->model.n_params, n->acc + 2, 1, k->max_norm, n->acc + 3);
+    be->clip(g, n->model.n_params, n->acc + 2, k->scaled ? k->gscale : 1, k->max_norm, (double *)n->sched.p + 3);
   }
   be->adam_step_at(n->arr[SE3_NET_PARAMS], n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g, n->model.n_params, o,
                    n->sched.p);
@@ -875,10 +884,10 @@ static int dp_work(struct se3_net *n, const struct rec_key *k, const struct nn_a
   }
   if (be->allreduce_f64(part, 1, err, errlen)) return -1;
   be->add_f64(n->acc + 1, part, 1);
-  if (k->max_norm > 0) {
+  if (k->max_norm > 0 || k->scaled) {
     be->sumsq_to(n->acc + 2, g + lo, len);
     if (sharded && be->allreduce_f64(n->acc + 2, 1, err, errlen)) return -1;
-    be->clip(g + lo, len, n->acc + 2, 1, k->max_norm, n->acc + 3);
+    be->clip(g + lo, len, n->acc + 2, k->scaled ? k->gscale : 1, k->max_norm, (double *)n->sched.p + 3);
   }
   be->adam_step_at(n->arr[SE3_NET_PARAMS] + lo, n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g + lo, len, o,
                    n->sched.p);
@@ -895,7 +904,7 @@ static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, con
   n->tape = NULL;
   const int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E), cnt = b->G * n->model.cfg.outputs;
   const struct nn_adam none = {0}; /* (pad_stage stages Adam's values too; this step's Adam is se3_net_adam's) */
-  int bad = pad_stage(n, b, target, Np, Ep, &none, 1, 0);
+  int bad = pad_stage(n, b, target, Np, Ep, &none, 1, 0, 0);
   if (!bad) bad = be->bases(n->bc->basis.p, n->bc->rel.p, n->db.E, &n->model.plan) != 0;
   struct se3_tape *t = NULL;
   if (!bad) bad = !(t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->out.p, n->ws));
@@ -927,10 +936,17 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
                       double max_norm, const struct nn_adam *o, long step, double lr, const struct se3_comm *comm,
                       size_t bucket_bytes, char *err, size_t errlen) {
   const struct nn_backend *be = n->be;
+  n->norm_on_host = 0;
   if (!comm && (n->steps == SE3_STEPS_PLAIN || n->opt_comm || !n->arr[SE3_NET_GRAD] || b->basis || !b->rel)) {
     if (se3_net_forward_loss(n, b, target, ls, err, errlen) || se3_net_backward_loss(n, err, errlen)) return -1;
-    if (max_norm > 0) se3_net_clip_queued(n, max_norm);
-    se3_net_adam(n, o, step, lr);
+    if (be->precision == NN_PREC_FP16) { /* loss-scaled: unscaled, and skipped on an overflow, as recorded */
+      n->norm = se3_net_unscale_clip(n, ls->grad_scale, max_norm);
+      n->norm_on_host = 1;
+      if (isfinite(n->norm)) se3_net_adam(n, o, step, lr);
+    } else {
+      if (max_norm > 0) se3_net_clip_queued(n, max_norm);
+      se3_net_adam(n, o, step, lr);
+    }
     n->stats.eager++;
     return 0;
   }
@@ -945,9 +961,11 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
   k.gscale = ls->grad_scale, k.max_norm = max_norm > 0 ? max_norm : 0, k.beta1 = o->beta1, k.beta2 = o->beta2;
   k.eps = o->eps, k.weight_decay = o->weight_decay;
   k.dp = comm != NULL, k.bucket_bytes = comm ? bucket_bytes : 0;
+  k.scaled = be->precision == NN_PREC_FP16; /* (loss scaling: the step skips itself on an overflow) */
   if (!b) { /* data parallel, an empty share: its zeros join the sums (eagerly; rare: a run's last batch) */
-    double sc[3];
+    double sc[NN_K_ADAM_SCHED];
     nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
+    sc[4] = k.scaled;
     if (dbuf_fit(be, &n->sched, sizeof sc)) {
       snprintf(err, errlen, "out of %s memory", be->name);
       return -1;
@@ -959,7 +977,7 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
     return -1;
   }
   int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E);
-  if (pad_stage(n, b, target, Np, Ep, o, step, lr)) {
+  if (pad_stage(n, b, target, Np, Ep, o, step, lr, k.scaled)) {
     if (be->sync(err, errlen)) return -1;
     snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges; padded %d, %d)", be->name,
              b->G, b->N, b->E, Np, Ep);
@@ -1023,6 +1041,12 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
 int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
                        double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen) {
   return train_step(n, b, target, ls, max_norm, o, step, lr, NULL, 0, err, errlen);
+}
+
+int se3_net_step_norm(struct se3_net *n, double *norm, char *err, size_t errlen) {
+  *norm = n->norm_on_host ? n->norm : 0;
+  if (!n->norm_on_host && n->sched.p) n->be->download(norm, (const double *)n->sched.p + 3, sizeof *norm);
+  return n->be->sync(err, errlen);
 }
 
 int se3_net_buckets(struct se3_net *n, size_t bucket_bytes) {

@@ -189,10 +189,20 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
  * (when max_norm > 0) and se3_net_adam (step 1-based, lr this step's), in
  * one call, so that a backend that records work (CUDA graphs) can record a
  * step once and replay it (se3_net_set_steps). The loss's part and sum are
- * kept as se3_net_forward_loss keeps them. 0, or -1 with a message in err
- * (out of memory, or the device failed). */
+ * kept as se3_net_forward_loss keeps them. In fp16 the loss is scaled by
+ * ls->grad_scale and the step is se3_net_unscale_clip's, with Adam's update
+ * skipped when the norm is not finite, decided on the device (a recording
+ * is made per shape and scale); se3_net_step_norm then gives the norm. 0,
+ * or -1 with a message in err (out of memory, or the device failed). */
 int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
                        double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen);
+/* The true gradient's norm of the last se3_net_train_step or
+ * se3_net_train_step_dp in fp16 (a loss-scaled step, ls->grad_scale its
+ * scale: the step unscaled the gradient, clipped it, and skipped Adam's
+ * update on the device when the norm was not finite), for the host's loss
+ * scaler (objective.h's nn_loss_scaler_update, which decides the same).
+ * Waits for the step: 0, or -1 with err when the device failed. */
+int se3_net_step_norm(struct se3_net *n, double *norm, char *err, size_t errlen);
 /* Whether se3_net_train_step_dp can take comm's data-parallel steps on
  * this net: 1 where the backend records its steps and has collectives of
  * its own (a GPU with NCCL; this call joins them, so every process of comm

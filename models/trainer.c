@@ -755,9 +755,9 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
         yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
       if (t->dp_whole) {
         /* the whole step once the processes agree (below) */
-      } else if (!comm && !t->fp16) {
-        /* one process, no loss scaling: the whole step in one call (on a
-         * GPU, recorded once per batch shape and replayed) */
+      } else if (!comm) {
+        /* one process: the whole step in one call (on a GPU, recorded once
+         * per batch shape, and with fp16 per loss scale, and replayed) */
         if (se3_net_train_step(t->net, &t->bb.b, yt, &ls, t->clip, &t->adam, t->step + 1,
                                nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
           failed = 1;
@@ -841,8 +841,20 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
       break;
     }
     if (comm && !t->dp_whole) *loss_sum += part; /* (whole: summed on the devices) */
-    if (whole) {
-      t->step++; /* (se3_net_train_step took it, Adam's update included) */
+    if (whole) { /* (se3_net_train_step took it, Adam's update included, or skipped it on the device) */
+      int take = 1;
+      if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
+        double norm;
+        if (se3_net_step_norm(t->net, &norm, t->why, sizeof t->why)) {
+          ret = tr_fail(t, "%s", t->why);
+          break;
+        }
+        take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
+      }
+      if (take)
+        t->step++;
+      else
+        t->skipped++;
     } else {
       int take = 1;
       if (t->fp16) /* every process holds the same summed gradient: the same decision */
@@ -1143,17 +1155,13 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
    * for the device fails here, not hours into the run */
   struct batch_max bt, bp;
   double t_res = now_s();
-  /* steps padded to a few shapes and recorded (CUDA graphs) where one
-   * process trains without loss scaling (se3_net_train_step); else, where
-   * the backend records (a GPU), padded alike but not recorded (their sums
-   * and the loss scale's decision wait for the host), so that one process
-   * joined alone, or in fp16, computes the padded step's values; on the CPU
-   * as they come */
-  if (t->fp16) se3_net_set_steps(t->net, se3_net_backend(t->net)->record_begin ? SE3_STEPS_PADDED : SE3_STEPS_PLAIN);
-  /* data parallel on GPUs with NCCL: whole steps, their sums on the
-   * devices, recorded as one process's are; else (the CPU, sums through
-   * the host, fp16) padded alike where the backend records, not recorded */
-  if (comm && !t->fp16) {
+  /* steps padded to a few shapes and recorded (CUDA graphs) where the
+   * backend records (se3_net_train_step; with fp16 per loss scale too, the
+   * scaler's decision taken on the device and read back after the step);
+   * data parallel on GPUs with NCCL, whole steps, their sums on the
+   * devices, recorded alike; else (sums through the host) padded where the
+   * backend records, not recorded; on the CPU as they come */
+  if (comm) {
     int dp = se3_net_dp_steps(t->net, comm, err, sizeof err);
     if (dp < 0) return tr_fail(t, "%s", err);
     t->dp_whole = dp;

@@ -645,6 +645,125 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   se3_batch_buf_free(&bb);
 }
 
+/* ---- loss-scaled steps recorded (fp16) ----
+ * Three nets on the device in fp16, the same start: steps recorded (per
+ * shape and loss scale), the same padded steps run eagerly, and plain
+ * steps (the host unscales and decides). Two batches in turn, 8 steps, the
+ * scale 1e39 at steps 1 and 5 (the loss's gradient overflows: the step is
+ * skipped; step 5's is recorded, so a replay-time decision is checked) and
+ * 1024 otherwise. Each step's norm: recorded and padded bitwise equal, and
+ * not finite exactly at the overflows on all three; a skipped step leaves
+ * the parameters as they were, bitwise; at the end recorded and padded
+ * hold the same parameters, bitwise. */
+static void test_scaled_steps(enum nn_precision back) {
+  char err[512];
+  const struct nn_backend *h = nn_backend_cuda_open(0, 0, NN_PREC_FP16, err, sizeof err);
+  if (!h) {
+    printf("fp16: %s FAIL\n", err);
+    fails++;
+    return;
+  }
+  struct se3_config c = {.layers = 2,
+                         .degrees = 3,
+                         .channels = 8,
+                         .heads = 2,
+                         .channels_div = 2,
+                         .node_in = 5,
+                         .edge_in = 4,
+                         .radial_hidden = 8,
+                         .mlp_hidden = 12,
+                         .pool_max = 1,
+                         .outputs = 1,
+                         .envelope = SE3_ENVELOPE_POLY,
+                         .bonds_kept = 1,
+                         .cutoff = 3.0f};
+  struct se3_net *net[3];
+  const enum se3_steps how[3] = {SE3_STEPS_RECORDED, SE3_STEPS_PADDED, SE3_STEPS_PLAIN};
+  for (int k = 0; k < 3; k++) {
+    if (!(net[k] = se3_net_create(h, &c, 0, err, sizeof err))) {
+      printf("net: %s FAIL\n", err);
+      fails++;
+      return;
+    }
+    se3_net_init_params(net[k], 11);
+    se3_net_set_steps(net[k], how[k]);
+    se3_net_set_loss_sum(net[k], 0);
+  }
+  struct se3_batch_buf bb[2];
+  for (int i = 0; i < 2; i++) {
+    se3_batch_buf_init(&bb[i], c.node_in, c.edge_in);
+    for (int mol = 0; mol < 2 + i; mol++) {
+      int n = 4 + 2 * mol + i;
+      float pos[16][3], nf[16 * 5];
+      for (int a = 0; a < n; a++)
+        for (int k = 0; k < 3; k++)
+          pos[a][k] = (float)(1.5 * rnd());
+      for (int j = 0; j < n * 5; j++)
+        nf[j] = (float)(rnd() > 0);
+      int32_t src[256], dst[256];
+      float ef[256 * 4], rel[256 * 3];
+      int e = 0;
+      for (int t = 0; t < n; t++)
+        for (int q = 0; q < n; q++) {
+          if (q == t) continue;
+          float d[3] = {pos[t][0] - pos[q][0], pos[t][1] - pos[q][1], pos[t][2] - pos[q][2]};
+          float r = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+          if (r > 2.9f) continue;
+          src[e] = q, dst[e] = t;
+          ef[e * 4 + 0] = 1, ef[e * 4 + 1] = 0, ef[e * 4 + 2] = 0, ef[e * 4 + 3] = r;
+          memcpy(rel + 3 * e, d, sizeof d);
+          e++;
+        }
+      se3_batch_add(&bb[i], n, nf, e, src, dst, ef, rel);
+    }
+    se3_batch_geometry(&bb[i]); /* (the bases computed on the device, as the stages send a batch) */
+  }
+  size_t np = se3_net_n_params(net[0]);
+  real *before = malloc(np * sizeof *before), *after = malloc(np * sizeof *after), *other = malloc(np * sizeof *other);
+  struct nn_adam o = {0.9, 0.999, 1e-8, 0.01, 1};
+  long taken = 0;
+  int bad_norm = 0, bad_skip = 0;
+  for (int s = 1; s <= 8; s++) {
+    int i = s % 2;
+    real y[4] = {0.5f, -0.25f, 1.0f, 0.0f};
+    struct se3_loss_spec ls = {NN_LOSS_MSE, 1.0, bb[i].b.G, bb[i].b.G, s == 1 || s == 5 ? 1e39 : 1024};
+    se3_net_get(net[0], SE3_NET_PARAMS, before);
+    double norm[3];
+    for (int k = 0; k < 3; k++)
+      if (se3_net_train_step(net[k], &bb[i].b, y, &ls, 0.5, &o, taken + 1, 1e-3, err, sizeof err) ||
+          se3_net_step_norm(net[k], &norm[k], err, sizeof err)) {
+        printf("fp16 step %d: %s FAIL\n", s, err);
+        fails++;
+        return;
+      }
+    int overflow = s == 1 || s == 5;
+    bad_norm += memcmp(&norm[0], &norm[1], sizeof norm[0]) != 0;
+    for (int k = 0; k < 3; k++)
+      bad_norm += (!isfinite(norm[k])) != overflow;
+    se3_net_get(net[0], SE3_NET_PARAMS, after);
+    if (overflow) bad_skip += memcmp(before, after, np * sizeof *after) != 0;
+    taken += isfinite(norm[0]) != 0;
+  }
+  se3_net_get(net[1], SE3_NET_PARAMS, other);
+  size_t differ = 0;
+  for (size_t j = 0; j < np; j++)
+    differ += memcmp(&after[j], &other[j], sizeof after[j]) != 0;
+  struct se3_step_stats st;
+  se3_net_step_stats(net[0], &st);
+  int ok = !bad_norm && !bad_skip && !differ && taken == 6 && st.recorded >= 3 && st.replayed >= 4 && !st.refused;
+  printf("%-40s %ld eager, %ld recorded, %ld replayed; norms off %d, skips off %d, %zu of %zu params differ %s\n",
+         "fp16 loss-scaled steps recorded", st.eager, st.recorded, st.replayed, bad_norm, bad_skip, differ, np,
+         ok ? "ok" : "FAIL");
+  fails += !ok;
+  for (int k = 0; k < 3; k++)
+    se3_net_free(net[k]);
+  for (int i = 0; i < 2; i++)
+    se3_batch_buf_free(&bb[i]);
+  free(before), free(after), free(other);
+  if (h->sync(err, sizeof err)) printf("sync: %s FAIL\n", err), fails++;
+  G = nn_backend_cuda_open(0, 0, back, err, sizeof err); /* (the same table, switched back) */
+}
+
 /* ---- which GPU a process opens ---- */
 
 /* In a child that sees `devices` GPUs: opens by_rank ? the GPU of local rank
@@ -772,6 +891,7 @@ int main(int argc, char **argv) {
   test_model(0, 1, 3, 8);
   test_model(1, 0, 3, 8);
   test_model(0, 1, 4, 16);
+  test_scaled_steps(p);
   if (G->sync(err, sizeof err)) printf("sync: %s\n", err), fails++;
   const char *lt = getenv("EMU_LT");
   long nlt = emu_lt_count();

@@ -16,7 +16,8 @@
 #     NCCL (module_host/: steps not recorded, the gradient summed through
 #     the host and MPI), which a bucket summed twice, left out, or summed
 #     before its backward finished, or a replay that summed stale values,
-#     would change;
+#     would change; the same in fp16, the loss scaler's decision taken on
+#     the devices inside the recorded steps against the host's;
 #   - the failure paths: two ranks on one GPU (NCCL refuses the
 #     communicator), a peer that never joins a collective (the other's wait
 #     ends at SE3_NCCL_TIMEOUT naming the collective and the rank), an
@@ -78,7 +79,8 @@ same() { # A B: their checkpoints byte for byte
   done
 }
 se3 plain --until graph >"$work/graph.log" 2>&1 || { cat "$work/graph.log"; exit 1; }
-for d in alone sharded two two_sharded two_host two_sharded_host same_gpu hang error hang_replay error_replay; do
+for d in alone sharded two two_sharded two_host two_sharded_host two_fp16 two_fp16_host same_gpu hang error hang_replay \
+  error_replay; do
   cp -r "$work/plain" "$work/$d"
 done
 # one process joined alone (EMU_NCCL_ALONE=1; the GPU's test_gpu_nccl and
@@ -115,11 +117,17 @@ same two two_host
 two two_sharded "$se3" --set stages.train.shard_optimizer=true
 two two_sharded_host "$out/module_host/se3screen" --set stages.train.shard_optimizer=true
 same two_sharded two_sharded_host
+# fp16: the loss scaler's decision taken on the GPUs inside the recorded
+# steps (an overflowed step skips its own update) against the host's
+two two_fp16 "$se3" --set precision=fp16
+two two_fp16_host "$out/module_host/se3screen" --set precision=fp16
+same two_fp16 two_fp16_host
+grep -q "loss scale [0-9]" "$work/two_fp16.log" || fail "two_fp16: no loss scale in the log"
 # the NCCL runs' steps were recorded and replayed; the host-summed ones' not
 recorded() { # NAME: its log's count of replayed steps (0 when none)
   grep -E -o "training steps: [0-9]+ replayed from [0-9]+ recording" "$work/$1.log" | head -1 | awk '{print $3}'
 }
-for wd in two two_sharded; do
+for wd in two two_sharded two_fp16; do
   grep -q "data-parallel steps whole on each GPU, recorded" "$work/$wd.log" || fail "$wd: steps not whole"
   r=$(recorded "$wd")
   if [ "${r:-0}" -gt 0 ]; then
@@ -128,7 +136,7 @@ for wd in two two_sharded; do
     fail "$wd: no step was replayed: $(grep "training steps" "$work/$wd.log")"
   fi
 done
-for wd in two_host two_sharded_host; do
+for wd in two_host two_sharded_host two_fp16_host; do
   [ "$(recorded "$wd")" = "" ] || fail "$wd: steps recorded with sums through the host"
 done
 

@@ -13,7 +13,7 @@
 
 void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr) {
-  double sched[3];
+  double sched[NN_K_ADAM_SCHED];
   nn_k_adam_sched(sched, o->beta1, o->beta2, step, lr);
   nn_adam_step_at(params, m, v, grad, n, o, sched);
 }
@@ -22,6 +22,7 @@ void nn_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n,
                      const double *sched) {
   const double b1 = o->beta1, b2 = o->beta2, eps = o->eps, wd = o->weight_decay;
   const double c1 = sched[0], c2 = sched[1], lr = sched[2];
+  if (nn_k_adam_skip(sched)) return;
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < (long)n; i++)
     nn_k_adam_one(&params[i], &m[i], &v[i], grad[i], b1, b2, eps, wd, o->decoupled, c1, c2, lr);

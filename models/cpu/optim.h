@@ -29,8 +29,9 @@
 /* struct nn_adam: models/layers.h */
 void nn_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr);
-/* The same with {c1, c2, lr} = {1 - beta1^t, 1 - beta2^t, lr} given
- * (models/kernels/adam.h's nn_k_adam_sched). */
+/* The same with {c1, c2, lr} = {1 - beta1^t, 1 - beta2^t, lr} given, then
+ * {norm, skip}: nothing is updated when skip != 0 and norm is not finite
+ * (models/kernels/adam.h's nn_k_adam_sched, nn_k_adam_skip). */
 void nn_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o,
                      const double *sched);
 

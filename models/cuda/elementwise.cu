@@ -148,6 +148,7 @@ void cu_clip(real *x, size_t n, const double *ss, double unscale, double max_nor
 static __global__ void adam_at(real *p, real *m, real *v, const real *g, size_t n, double b1, double b2, double eps,
                                double wd, int decoupled, const double *sched) {
   const double c1 = sched[0], c2 = sched[1], lr = sched[2];
+  if (nn_k_adam_skip(sched)) return;
   GRID_STRIDE(i, n) nn_k_adam_one(&p[i], &m[i], &v[i], g[i], b1, b2, eps, wd, decoupled, c1, c2, lr);
 }
 
@@ -164,7 +165,7 @@ void cu_adam_step_at(real *params, real *m, real *v, const real *grad, size_t n,
 void cu_adam_step(real *params, real *m, real *v, const real *grad, size_t n, const struct nn_adam *o, long step,
                   double lr) {
   if (!n) return;
-  double sc[3];
+  double sc[NN_K_ADAM_SCHED];
   nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
   adam<<<cu_grid(n), CU_THREADS, 0, cu_stream()>>>(params, m, v, grad, n, o->beta1, o->beta2, o->eps, o->weight_decay,
                                                    o->decoupled, sc[0], sc[1], sc[2]);

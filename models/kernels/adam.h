@@ -24,13 +24,25 @@ SE3_HD static inline void nn_k_adam_one(real *p, real *m, real *v, real grad, do
   *p = (real)(pv - upd);
 }
 
-/* A step's {c1, c2, lr} (step 1-based; below 1 counts as 1): what
- * adam_step computes on the host and adam_step_at reads from memory. */
-SE3_HD static inline void nn_k_adam_sched(double sched[3], double b1, double b2, long step, double lr) {
+/* A step's schedule, NN_K_ADAM_SCHED doubles: {c1, c2, lr} (step 1-based;
+ * below 1 counts as 1), what adam_step computes on the host and
+ * adam_step_at reads from memory, then {norm, skip}: 0 and 0 here. A
+ * loss-scaled step recorded whole sets skip to 1 and has the clipping write
+ * the gradient's norm into `norm`; the update then does nothing when the
+ * norm is not finite (nn_k_adam_skip), as the host's loss scaler skips such
+ * a step. */
+#define NN_K_ADAM_SCHED 5
+SE3_HD static inline void nn_k_adam_sched(double sched[NN_K_ADAM_SCHED], double b1, double b2, long step, double lr) {
   if (step < 1) step = 1;
   sched[0] = 1 - pow(b1, (double)step);
   sched[1] = 1 - pow(b2, (double)step);
   sched[2] = lr;
+  sched[3] = 0;
+  sched[4] = 0;
 }
+
+/* 1 when a schedule says the update is skipped: a loss-scaled step whose
+ * gradient overflowed (its norm not finite). */
+SE3_HD static inline int nn_k_adam_skip(const double *sched) { return sched[4] != 0 && !isfinite(sched[3]); }
 
 #endif

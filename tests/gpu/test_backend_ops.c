@@ -881,9 +881,14 @@ static void b_adam(const struct op_case *c) {
   size_t n = (size_t)c->n[0];
   int decoupled = c->n[1];
   long step = c->n[2];
+  int skip = c->n[3];
   double wd = c->x[0];
   char shape[96];
-  snprintf(shape, sizeof shape, "n=%zu %s weight_decay=%g step=%ld", n, decoupled ? "AdamW" : "Adam", wd, step);
+  snprintf(shape, sizeof shape, "n=%zu %s weight_decay=%g step=%ld%s", n, decoupled ? "AdamW" : "Adam", wd, step,
+           skip == 1   ? " skip? finite"
+           : skip == 2 ? " skip: overflow"
+           : skip == 3 ? " no skip: overflow"
+                       : "");
   struct nn_adam o = {0.9, 0.999, 1e-8, wd, decoupled};
   const double lr = 1e-3;
   real *p = hrand(n, -1, 1), *g = hrand(n, -0.1, 0.1), *m = hrand(n, -0.05, 0.05), *v = hrand(n, 0, 0.01);
@@ -903,6 +908,8 @@ static void b_adam(const struct op_case *c) {
     ps[i] = (real)(fabs(np) + lr);
     ms[i] = (real)(fabs(mi) + fabs(gi));
     vs[i] = (real)(vi + gi * gi);
+    if (skip == 2) /* skipped: every array as it was, to the bit */
+      pr[i] = p[i], mr[i] = m[i], vr[i] = v[i];
   }
   real *d_g = in_r("grad", g, n), *d_p = out_inplace("params", n, p, pr, ps);
   real *d_m = out_inplace("m", n, m, mr, ms), *d_v = out_inplace("v", n, v, vr, vs);
@@ -910,8 +917,15 @@ static void b_adam(const struct op_case *c) {
     H_RUN(c->op, shape, BE->adam_step(d_p, d_m, d_v, d_g, n, &o, step, lr));
     return;
   }
-  double sc[3];
+  double sc[NN_K_ADAM_SCHED];
   nn_k_adam_sched(sc, o.beta1, o.beta2, step, lr);
+  /* n[3]: the skip of a loss-scaled step: 1, its flag with a finite norm (the
+   * update runs); 2, the flag with an overflowed norm (nothing changes); 3,
+   * an overflowed norm without the flag (the update runs) */
+  if (skip) {
+    sc[3] = skip == 1 ? 3.5 : skip == 2 ? INFINITY : NAN;
+    sc[4] = skip != 3;
+  }
   double *dsc = BE->alloc(sizeof sc);
   BE->upload(dsc, sc, sizeof sc);
   H_RUN(c->op, shape, BE->adam_step_at(d_p, d_m, d_v, d_g, n, &o, dsc));
@@ -1457,6 +1471,9 @@ static const struct op_case CASES[] = {
   {"adam_step_at", b_adam, T_SUM, SAME, {1001, 0, 7}, .x = {0.05}},
   {"adam_step", b_adam, T_SUM, 0, {33, 1, 0}, .x = {0.0}},
   {"adam_step_at", b_adam, T_SUM, SAME, {33, 1, 0}, .x = {0.0}},
+  {"adam_step_at", b_adam, T_SUM, 0, {1001, 1, 7, 1}, .x = {0.01}},
+  {"adam_step_at", b_adam, EXACT, 0, {1001, 1, 7, 2}, .x = {0.01}},
+  {"adam_step_at", b_adam, T_SUM, 0, {1001, 1, 7, 3}, .x = {0.01}},
   {"record/replay", b_record, EXACT, 0, {1001}},
   {"record/replay", b_record, EXACT, 0, {1}},
   {"sumsq", b_sumsq, T_DBL, 0, {0}},
