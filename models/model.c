@@ -1068,8 +1068,8 @@ int se3_net_train_step_dp(struct se3_net *n, const struct se3_batch *b, const re
                           double lr, const struct se3_comm *comm, size_t bucket_bytes, char *err, size_t errlen) {
   err[0] = 0;
   if (!comm || se3_net_dp_steps(n, comm, err, errlen) != 1 || (b && (b->basis || !b->rel))) {
-    if (comm && !err[0])
-      snprintf(err, errlen, "se3_net_train_step_dp: not for this net, backend or batch (se3_net_dp_steps)");
+    if (!err[0])
+      snprintf(err, errlen, "se3_net_train_step_dp: not for these processes, net, backend or batch (se3_net_dp_steps)");
     return -1;
   }
   const struct nn_backend *be = n->be;

@@ -673,17 +673,6 @@ static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
   return tr_fail(t, "%s", t->why);
 }
 
-/* Steps through the epoch's order from molecule `pos` on; a mid-epoch
- * checkpoint every ckpt_every steps (not after the last batch: the epoch's
- * own checkpoint follows), and one where a signal stopped it.
- *
- * Data parallel: every process runs this together (rank 0 first orders the
- * others to, with its state). Each takes a contiguous share of every batch,
- * its loss scaled by its share of the batch, and the gradients are summed
- * (comm.h's fixed order): the step is the one a single process takes with
- * the whole batch, up to the order of the sums. Each step the processes
- * agree on the loss, on failures and on signals, so all stop at the same
- * step. */
 /* The longest wait for a peer process, in seconds: SE3_NCCL_TIMEOUT
  * (docs/cluster.md; the CUDA backend checked it when it joined NCCL),
  * default 600. */
@@ -694,6 +683,19 @@ static double peer_timeout(void) {
   return end && *end == 0 && s > 0 ? s : 600;
 }
 
+/* Steps through the epoch's order from molecule `pos` on; a mid-epoch
+ * checkpoint every ckpt_every steps (not after the last batch: the epoch's
+ * own checkpoint follows), and one where a signal stopped it.
+ *
+ * Data parallel: every process runs this together (rank 0 first orders the
+ * others to, with its state). Each takes a contiguous share of every batch,
+ * its loss scaled by its share of the batch, and the gradients are summed
+ * (comm.h's fixed order): the step is the one a single process takes with
+ * the whole batch, up to the order of the sums. Each step the processes
+ * agree on the loss, on failures and on signals, so all stop at the same
+ * step. With whole steps (dp_whole: GPUs with NCCL) they agree before the
+ * step, on failures and signals, and the loss is summed on the devices
+ * inside it. */
 static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, int replay) {
   const struct se3_comm *comm = t->io.comm;
   int nproc = comm_size(comm), rank = comm_rank(comm);

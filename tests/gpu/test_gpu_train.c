@@ -22,7 +22,14 @@
  *       parameters and loss sum of the same padded steps run eagerly, bit
  *       for bit, through a reallocation that makes the recordings stale;
  *       and the CPU's plain steps within (b)'s bounds (12 steps of the
- *       small model, 8 at se3_qm9 sizes).
+ *       small model, 8 at se3_qm9 sizes);
+ *   (h) fp16's loss-scaled steps recorded (per shape and scale) against
+ *       the same padded steps run eagerly and the plain ones whose scaler
+ *       decides on the host: scale 1e39 at two steps (the loss's gradient
+ *       overflows; the second of them is recorded) skips them (the
+ *       parameters bitwise as they were, the norm not finite on all
+ *       three), and recorded and eager end bitwise equal (the device
+ *       only; the CPU has no fp16).
  *
  *   test_gpu_train [cuda|cuda:N]      exit 0 passed, 1 failed, 77 skipped
  *                                     (no CUDA backend in this build or no
@@ -642,6 +649,79 @@ static void recorded_steps(const struct model_case *mc, const struct nn_backend 
     run_close(all[k]);
 }
 
+/* (h) Two batches in turn, 8 steps, on the device in fp16: nets recorded,
+ * padded and plain; the loss scale 1e39 at steps 1 and 5, 1024 otherwise. */
+static void scaled_steps(const struct model_case *mc, const struct nn_device *d, const struct nn_backend *dev) {
+  if (!d) {
+    printf("skip (h) %s: fp16: the CPU has no fp16\n", mc->name);
+    return;
+  }
+  char err[512] = "";
+  const struct nn_backend *h = nn_backend_open(d, NN_PREC_FP16, err, sizeof err);
+  if (!h) {
+    check(0, "(h) %s: the CUDA backend did not open in fp16: %s", mc->name, err);
+    return;
+  }
+  struct run r[3];
+  const enum se3_steps how[3] = {SE3_STEPS_RECORDED, SE3_STEPS_PADDED, SE3_STEPS_PLAIN};
+  for (int k = 0; k < 3; k++) {
+    run_open(&r[k], h, &mc->cfg, mc->G, 0);
+    se3_net_set_steps(r[k].net, how[k]);
+    se3_net_set_loss_sum(r[k].net, 0);
+  }
+  struct molset ms[2];
+  struct se3_batch_buf bb[2];
+  int sizes2[MAX_MOLS];
+  for (int g = 0; g < mc->G; g++)
+    sizes2[g] = mc->sizes[mc->G - 1 - g] + (g % 2 ? 1 : 4);
+  make_mols(&ms[0], mc->sizes, mc->G, 31);
+  make_mols(&ms[1], sizes2, mc->G, 37);
+  for (int i = 0; i < 2; i++) {
+    make_batch(&bb[i], se3_net_model(r[0].net), &ms[i], mc->cutoff, IDENTITY, ZERO3);
+    se3_batch_geometry(&bb[i]);
+  }
+  int n = mc->G * mc->cfg.outputs, bad_norm = 0, bad_skip = 0;
+  long taken = 0;
+  for (int s = 1; s <= 8; s++) {
+    int i = s % 2, overflow = s == 1 || s == 5;
+    real y[MAX_MOLS * 2];
+    for (int j = 0; j < n; j++)
+      y[j] = ms[i].y[j];
+    const struct se3_loss_spec ls = {NN_LOSS_HUBER, 1.0, mc->G, mc->G, overflow ? 1e39 : 1024};
+    real *before = get(&r[0], SE3_NET_PARAMS);
+    double norm[3];
+    for (int k = 0; k < 3; k++)
+      if (se3_net_train_step(r[k].net, &bb[i].b, y, &ls, 0.05, &ADAM, taken + 1, LR, err, sizeof err) ||
+          se3_net_step_norm(r[k].net, &norm[k], err, sizeof err))
+        die("se3_net_train_step (fp16)", err);
+    bad_norm += memcmp(&norm[0], &norm[1], sizeof norm[0]) != 0;
+    for (int k = 0; k < 3; k++)
+      bad_norm += (!isfinite(norm[k])) != overflow;
+    real *after = get(&r[0], SE3_NET_PARAMS);
+    if (overflow) bad_skip += memcmp(before, after, r[0].np * sizeof *after) != 0;
+    free(before), free(after);
+    taken += isfinite(norm[0]) != 0;
+  }
+  real *pr = get(&r[0], SE3_NET_PARAMS), *pp = get(&r[1], SE3_NET_PARAMS);
+  size_t differ = 0;
+  for (size_t j = 0; j < r[0].np; j++)
+    differ += memcmp(&pr[j], &pp[j], sizeof(real)) != 0;
+  struct se3_step_stats st;
+  se3_net_step_stats(r[0].net, &st);
+  check(!bad_norm && !bad_skip && !differ && taken == 6 && st.recorded >= 3 && !st.refused,
+        "(h) %s: fp16 loss-scaled steps on %s (%ld eager, %ld recordings, %ld replays, %ld refused): norms off %d "
+        "(recorded vs eager bitwise, not finite exactly at the 2 overflows), skipped steps that moved the "
+        "parameters %d, %zu of %zu parameters differ from the eager steps' bitwise (all must be 0; 3 recordings "
+        "or more)",
+        mc->name, h->name, st.eager, st.recorded, st.replayed, st.refused, bad_norm, bad_skip, differ, r[0].np);
+  free(pr), free(pp);
+  for (int i = 0; i < 2; i++)
+    se3_batch_buf_free(&bb[i]);
+  for (int k = 0; k < 3; k++)
+    run_close(&r[k]);
+  check(nn_backend_open(d, NN_PREC_FP32, err, sizeof err) == dev, "(h) %s: back to fp32: %s", mc->name, err);
+}
+
 int main(int argc, char **argv) {
   const char *dev_name = "cuda";
   for (int i = 1; i < argc; i++) {
@@ -716,6 +796,7 @@ int main(int argc, char **argv) {
   device_bases(&qm9, dev);
   recorded_steps(&small, cpu, dev, 12);
   recorded_steps(&qm9, cpu, dev, 8);
+  scaled_steps(&small, d.cuda ? &d : NULL, dev);
   equivariance(&small, cpu, dev, d.cuda ? &d : NULL);
   equivariance(&qm9, cpu, dev, d.cuda ? &d : NULL);
   printf("%d passed, %d failed (%s)\n", n_pass, n_fail, dev->name);
