@@ -518,6 +518,37 @@ static void test_bases_recorded(void) {
   fails += !stopped;
 }
 
+/* A random molecule of n atoms (at most 64) into bb (5 node and 4 edge
+ * features): positions in a cube of half-width `spread`, an edge between
+ * every two atoms closer than `cut`, with its length as the last feature. */
+static void add_molecule(struct se3_batch_buf *bb, int n, double spread, float cut) {
+  float pos[64][3], nf[64 * 5];
+  for (int a = 0; a < n; a++)
+    for (int k = 0; k < 3; k++)
+      pos[a][k] = (float)(spread * rnd());
+  for (int i = 0; i < n * 5; i++)
+    nf[i] = (float)(rnd() > 0);
+  int32_t src[4096], dst[4096];
+  float ef[4096 * 4], rel[4096 * 3];
+  int e = 0;
+  for (int t = 0; t < n; t++)
+    for (int s = 0; s < n; s++) {
+      if (s == t) continue;
+      float d[3] = {pos[t][0] - pos[s][0], pos[t][1] - pos[s][1], pos[t][2] - pos[s][2]};
+      float r = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+      if (r > cut) continue;
+      src[e] = s;
+      dst[e] = t;
+      ef[e * 4 + 0] = (float)(rnd() > 0.5);
+      ef[e * 4 + 1] = (float)(rnd() > 0);
+      ef[e * 4 + 2] = 0;
+      ef[e * 4 + 3] = r;
+      memcpy(rel + 3 * e, d, sizeof d);
+      e++;
+    }
+  se3_batch_add(bb, n, nf, e, src, dst, ef, rel);
+}
+
 static void test_model(int low_memory, int envelope, int degrees, int channels) {
   struct se3_config c = {.layers = 2,
                          .degrees = degrees,
@@ -546,34 +577,8 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   const struct se3_model *m = se3_net_model(nc);
   struct se3_batch_buf bb;
   se3_batch_buf_init(&bb, c.node_in, c.edge_in);
-  for (int mol = 0; mol < 3; mol++) {
-    int n = 5 + 3 * mol;
-    float pos[64][3], nf[64 * 5];
-    for (int a = 0; a < n; a++)
-      for (int k = 0; k < 3; k++)
-        pos[a][k] = (float)(2.0 * rnd());
-    for (int i = 0; i < n * 5; i++)
-      nf[i] = (float)(rnd() > 0);
-    int32_t src[4096], dst[4096];
-    float ef[4096 * 4], rel[4096 * 3];
-    int e = 0;
-    for (int t = 0; t < n; t++)
-      for (int s = 0; s < n; s++) {
-        if (s == t) continue;
-        float d[3] = {pos[t][0] - pos[s][0], pos[t][1] - pos[s][1], pos[t][2] - pos[s][2]};
-        float r = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-        if (r > 3.2f) continue;
-        src[e] = s;
-        dst[e] = t;
-        ef[e * 4 + 0] = (float)(rnd() > 0.5);
-        ef[e * 4 + 1] = (float)(rnd() > 0);
-        ef[e * 4 + 2] = 0;
-        ef[e * 4 + 3] = r;
-        memcpy(rel + 3 * e, d, sizeof d);
-        e++;
-      }
-    se3_batch_add(&bb, n, nf, e, src, dst, ef, rel);
-  }
+  for (int mol = 0; mol < 3; mol++)
+    add_molecule(&bb, 5 + 3 * mol, 2.0, 3.2f);
   se3_batch_bases(&bb, &m->plan);
   const struct se3_batch *b = &bb.b;
   real outc[16], outg[16];
@@ -692,30 +697,8 @@ static void test_scaled_steps(enum nn_precision back) {
   struct se3_batch_buf bb[2];
   for (int i = 0; i < 2; i++) {
     se3_batch_buf_init(&bb[i], c.node_in, c.edge_in);
-    for (int mol = 0; mol < 2 + i; mol++) {
-      int n = 4 + 2 * mol + i;
-      float pos[16][3], nf[16 * 5];
-      for (int a = 0; a < n; a++)
-        for (int k = 0; k < 3; k++)
-          pos[a][k] = (float)(1.5 * rnd());
-      for (int j = 0; j < n * 5; j++)
-        nf[j] = (float)(rnd() > 0);
-      int32_t src[256], dst[256];
-      float ef[256 * 4], rel[256 * 3];
-      int e = 0;
-      for (int t = 0; t < n; t++)
-        for (int q = 0; q < n; q++) {
-          if (q == t) continue;
-          float d[3] = {pos[t][0] - pos[q][0], pos[t][1] - pos[q][1], pos[t][2] - pos[q][2]};
-          float r = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-          if (r > 2.9f) continue;
-          src[e] = q, dst[e] = t;
-          ef[e * 4 + 0] = 1, ef[e * 4 + 1] = 0, ef[e * 4 + 2] = 0, ef[e * 4 + 3] = r;
-          memcpy(rel + 3 * e, d, sizeof d);
-          e++;
-        }
-      se3_batch_add(&bb[i], n, nf, e, src, dst, ef, rel);
-    }
+    for (int mol = 0; mol < 2 + i; mol++)
+      add_molecule(&bb[i], 4 + 2 * mol + i, 1.5, 2.9f);
     se3_batch_geometry(&bb[i]); /* (the bases computed on the device, as the stages send a batch) */
   }
   size_t np = se3_net_n_params(net[0]);
