@@ -518,6 +518,25 @@ static void test_bases_recorded(void) {
   fails += !stopped;
 }
 
+/* The checks' small model: 2 blocks, 2 heads, 5 node and 4 edge features
+ * (add_molecule's), 8 radial and 12 MLP features, cutoff 3 Å. */
+static struct se3_config small_config(int degrees, int channels, int pool_max, int outputs, int envelope) {
+  return (struct se3_config){.layers = 2,
+                             .degrees = degrees,
+                             .channels = channels,
+                             .heads = 2,
+                             .channels_div = 2,
+                             .node_in = 5,
+                             .edge_in = 4,
+                             .radial_hidden = 8,
+                             .mlp_hidden = 12,
+                             .pool_max = pool_max,
+                             .outputs = outputs,
+                             .envelope = envelope,
+                             .bonds_kept = 1,
+                             .cutoff = 3.0f};
+}
+
 /* A random molecule of n atoms (at most 64) into bb (5 node and 4 edge
  * features): positions in a cube of half-width `spread`, an edge between
  * every two atoms closer than `cut`, with its length as the last feature. */
@@ -550,20 +569,7 @@ static void add_molecule(struct se3_batch_buf *bb, int n, double spread, float c
 }
 
 static void test_model(int low_memory, int envelope, int degrees, int channels) {
-  struct se3_config c = {.layers = 2,
-                         .degrees = degrees,
-                         .channels = channels,
-                         .heads = 2,
-                         .channels_div = 2,
-                         .node_in = 5,
-                         .edge_in = 4,
-                         .radial_hidden = 8,
-                         .mlp_hidden = 12,
-                         .pool_max = envelope,
-                         .outputs = 2,
-                         .envelope = envelope ? SE3_ENVELOPE_POLY : 0,
-                         .bonds_kept = 1,
-                         .cutoff = 3.0f};
+  struct se3_config c = small_config(degrees, channels, envelope, 2, envelope ? SE3_ENVELOPE_POLY : 0);
   char err[512];
   struct se3_net *nc = se3_net_create(nn_backend_cpu(), &c, low_memory, err, sizeof err);
   struct se3_net *ng = se3_net_create(G, &c, low_memory, err, sizeof err);
@@ -668,20 +674,7 @@ static void test_scaled_steps(enum nn_precision back) {
     fails++;
     return;
   }
-  struct se3_config c = {.layers = 2,
-                         .degrees = 3,
-                         .channels = 8,
-                         .heads = 2,
-                         .channels_div = 2,
-                         .node_in = 5,
-                         .edge_in = 4,
-                         .radial_hidden = 8,
-                         .mlp_hidden = 12,
-                         .pool_max = 1,
-                         .outputs = 1,
-                         .envelope = SE3_ENVELOPE_POLY,
-                         .bonds_kept = 1,
-                         .cutoff = 3.0f};
+  struct se3_config c = small_config(3, 8, 1, 1, SE3_ENVELOPE_POLY);
   struct se3_net *net[3];
   const enum se3_steps how[3] = {SE3_STEPS_RECORDED, SE3_STEPS_PADDED, SE3_STEPS_PLAIN};
   for (int k = 0; k < 3; k++) {
