@@ -3,8 +3,11 @@
 #include "models/checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/le.h"
@@ -107,84 +110,223 @@ int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen) {
 
 /* ---- reading ------------------------------------------------------------------ */
 
-void se3_ckpt_free(struct se3_ckpt *c) {
-  free(c->buf);
-  free(c->rec);
-  memset(c, 0, sizeof *c);
+size_t se3_ckpt_type_size(enum se3_ck_type type) {
+  return (unsigned)type <= SE3_CK_U8 ? type_size[type] : 0;
 }
 
-int se3_ckpt_load(struct se3_ckpt *c, const char *path, char *err, size_t errlen) {
+void se3_ckpt_free(struct se3_ckpt *c) {
+  if (c->has_fd) close(c->fd);
+  free(c->buf);
+  free(c->rec);
+  free(c->small);
   memset(c, 0, sizeof *c);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  c->fd = -1;
+}
+
+/* n bytes at off: from the buffer once read, else through the descriptor.
+ * 0, or -1 (a short read: the file shrank). */
+static int fetch(const struct se3_ckpt *c, uint64_t off, void *dst, size_t n) {
+  if (c->buf) {
+    if (off > c->len || n > c->len - off) return -1;
+    memcpy(dst, c->buf + off, n);
+    return 0;
+  }
+  uint8_t *d = dst;
+  while (n > 0) {
+    ssize_t k = pread(c->fd, d, n, (off_t)off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    d += k;
+    off += (uint64_t)k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Formats the reason into err as "PATH: reason"; returns -1. */
+static int refuse(const struct se3_ckpt *c, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refuse(const struct se3_ckpt *c, char *err, size_t errlen, const char *fmt, ...) {
+  char why[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  snprintf(err, errlen, "%s: %s", c->path, why);
+  return -1;
+}
+
+/* The records' headers from byte 8 to the end marker, checked in place.
+ * check 0: stores them in c->rec; 1: requires them to be what is stored
+ * (the file read whole is the file whose headers were checked). */
+static int walk(struct se3_ckpt *c, int check, char *err, size_t errlen) {
+  uint64_t pos = 8, end = c->len - 12;
+  int n = 0;
+  while (pos < end) {
+    if (n == SE3_CKPT_MAX_RECORDS)
+      return refuse(c, err, errlen, "more than %d records (a checkpoint holds a dozen)", SE3_CKPT_MAX_RECORDS);
+    uint8_t head[2 + 255 + 10];
+    if (end - pos < 2) return refuse(c, err, errlen, "record %d runs past the end of the file", n + 1);
+    if (fetch(c, pos, head, 2)) return refuse(c, err, errlen, "the file became shorter while it was read");
+    size_t nl = le_get_u16(head);
+    if (nl == 0 || nl > 255)
+      return refuse(c, err, errlen, "record %d: its name is %zu bytes long (1 to 255 allowed)", n + 1, nl);
+    if (end - pos < 12 + (uint64_t)nl) return refuse(c, err, errlen, "record %d runs past the end of the file", n + 1);
+    if (fetch(c, pos + 2, head + 2, nl + 10)) return refuse(c, err, errlen, "the file became shorter while it was read");
+    for (size_t i = 0; i < nl; i++)
+      if (head[2 + i] <= 0x20 || head[2 + i] >= 0x7f)
+        return refuse(c, err, errlen, "record %d: its name has the byte 0x%02x (printable ASCII only)", n + 1,
+                      head[2 + i]);
+    char name[256];
+    memcpy(name, head + 2, nl);
+    name[nl] = 0;
+    unsigned type = head[2 + nl];
+    if (type > SE3_CK_U8) return refuse(c, err, errlen, "record \"%s\": unknown value type %u", name, type);
+    uint64_t count = le_get_u64(head + 4 + nl), room = (end - pos - 12 - nl) / type_size[type];
+    if (count > room)
+      return refuse(c, err, errlen, "record \"%s\": %llu values run past the end of the file (room for %llu)", name,
+                    (unsigned long long)count, (unsigned long long)room);
+    uint64_t at = pos + 12 + nl;
+    if (check) {
+      const struct se3_ckpt_record *r = n < c->n_rec ? &c->rec[n] : NULL;
+      if (!r || strcmp(r->name, name) || r->type != (enum se3_ck_type)type || r->count != count || r->offset != at)
+        return refuse(c, err, errlen, "the file changed while it was read");
+    } else {
+      for (int i = 0; i < n; i++)
+        if (!strcmp(c->rec[i].name, name)) return refuse(c, err, errlen, "record \"%s\" appears twice", name);
+      struct se3_ckpt_record *g = realloc(c->rec, (size_t)(n + 1) * sizeof *g);
+      if (!g) return refuse(c, err, errlen, "out of memory");
+      c->rec = g;
+      struct se3_ckpt_record *r = &c->rec[n];
+      memset(r, 0, sizeof *r);
+      memcpy(r->name, name, nl + 1);
+      r->type = (enum se3_ck_type)type;
+      r->count = count;
+      r->offset = at;
+      c->n_rec = n + 1;
+    }
+    n++;
+    pos = at + count * type_size[type];
+  }
+  if (check && n != c->n_rec) return refuse(c, err, errlen, "the file changed while it was read");
+  return 0;
+}
+
+int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+  snprintf(c->path, sizeof c->path, "%s", path);
+  if (!max_bytes || max_bytes > SE3_CKPT_MAX_BYTES) max_bytes = SE3_CKPT_MAX_BYTES;
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
     return -1;
   }
-  size_t cap = 1 << 16;
-  c->buf = malloc(cap);
-  size_t n;
-  while (c->buf && (n = fread(c->buf + c->len, 1, cap - c->len, f)) > 0) {
-    c->len += n;
-    if (c->len == cap) {
-      uint8_t *g = realloc(c->buf, cap * 2);
-      if (!g) break;
-      c->buf = g;
-      cap *= 2;
-    }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
   }
-  int rerr = ferror(f);
-  fclose(f);
-  if (!c->buf || rerr) {
-    snprintf(err, errlen, "%s: cannot read the checkpoint", path);
+  if (!S_ISREG(sb.st_mode)) {
+    snprintf(err, errlen, "%s: not a regular file (%s): a checkpoint is read from a file", path,
+             S_ISDIR(sb.st_mode)    ? "a folder"
+             : S_ISFIFO(sb.st_mode) ? "a FIFO"
+             : S_ISSOCK(sb.st_mode) ? "a socket"
+                                    : "a device");
+    close(fd);
+    return -1;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  c->fd = fd;
+  c->has_fd = 1;
+  c->len = (size_t)sb.st_size;
+  uint8_t head[8], tail[12];
+  int r;
+  if (sb.st_size < 8 + 12 || fetch(c, 0, head, 8) || memcmp(head, CK_MAGIC, 4) != 0)
+    r = refuse(c, err, errlen, "not a se3screen checkpoint");
+  else if (le_get_u16(head + 4) != CK_VERSION)
+    r = refuse(c, err, errlen, "unsupported checkpoint version %u (this se3screen reads %d)", le_get_u16(head + 4),
+               CK_VERSION);
+  else if (le_get_u16(head + 6) != 0)
+    r = refuse(c, err, errlen, "unknown header flags 0x%04x", le_get_u16(head + 6));
+  else if ((uint64_t)sb.st_size > max_bytes)
+    r = refuse(c, err, errlen, "%lld bytes, more than the %llu a checkpoint may have here", (long long)sb.st_size,
+               (unsigned long long)max_bytes);
+  else if (fetch(c, c->len - 12, tail, 12) || memcmp(tail, CK_END, 4) != 0)
+    r = refuse(c, err, errlen, "the checkpoint is cut short");
+  else
+    r = walk(c, 0, err, errlen);
+  /* the small records' values */
+  uint64_t total = 0;
+  for (int i = 0; r == 0 && i < c->n_rec; i++) {
+    uint64_t bytes = c->rec[i].count * type_size[c->rec[i].type];
+    if (bytes <= SE3_CKPT_SMALL) total += bytes;
+  }
+  if (r == 0 && total > SE3_CKPT_SMALL_TOTAL) total = SE3_CKPT_SMALL_TOTAL;
+  if (r == 0 && total && !(c->small = malloc(total))) r = refuse(c, err, errlen, "out of memory");
+  uint64_t at = 0;
+  for (int i = 0; r == 0 && i < c->n_rec; i++) {
+    struct se3_ckpt_record *q = &c->rec[i];
+    uint64_t bytes = q->count * type_size[q->type];
+    if (bytes > SE3_CKPT_SMALL || bytes > total - at) continue;
+    if (fetch(c, q->offset, c->small + at, (size_t)bytes))
+      r = refuse(c, err, errlen, "the file became shorter while it was read");
+    q->data = c->small + at;
+    at += bytes;
+  }
+  if (r) se3_ckpt_free(c);
+  return r;
+}
+
+int se3_ckpt_read(struct se3_ckpt *c, char *err, size_t errlen) {
+  int r = 0;
+  if (!(c->buf = malloc(c->len ? c->len : 1))) r = refuse(c, err, errlen, "out of memory");
+  /* through the descriptor opened (the file checked), every byte, and no more */
+  size_t got = 0;
+  while (r == 0 && got < c->len) {
+    ssize_t k = pread(c->fd, c->buf + got, c->len - got, (off_t)got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) r = refuse(c, err, errlen, "cannot read the checkpoint: %s", strerror(errno));
+    if (k == 0) r = refuse(c, err, errlen, "the file became shorter while it was read");
+    if (k > 0) got += (size_t)k;
+  }
+  uint8_t more;
+  if (r == 0 && pread(c->fd, &more, 1, (off_t)c->len) != 0)
+    r = refuse(c, err, errlen, "the file grew while it was read");
+  if (r == 0 && (memcmp(c->buf, CK_MAGIC, 4) != 0 || memcmp(c->buf + c->len - 12, CK_END, 4) != 0))
+    r = refuse(c, err, errlen, "the file changed while it was read");
+  if (r == 0 && fnv(0xcbf29ce484222325ULL, c->buf, c->len - 12) != le_get_u64(c->buf + c->len - 8))
+    r = refuse(c, err, errlen, "the checkpoint is corrupt (its checksum does not match)");
+  if (r == 0) r = walk(c, 1, err, errlen);
+  for (int i = 0; r == 0 && i < c->n_rec; i++) {
+    struct se3_ckpt_record *q = &c->rec[i];
+    const uint8_t *in = c->buf + q->offset;
+    if (q->data && memcmp(q->data, in, q->count * type_size[q->type]) != 0)
+      r = refuse(c, err, errlen, "the file changed while it was read");
+    q->data = in;
+  }
+  if (r) {
     se3_ckpt_free(c);
     return -1;
   }
-  const char *why = NULL;
-  if (c->len < 8 + 12 || memcmp(c->buf, CK_MAGIC, 4) != 0)
-    why = "not a se3screen checkpoint";
-  else if (le_get_u16(c->buf + 4) != CK_VERSION)
-    why = "unsupported checkpoint version";
-  else if (memcmp(c->buf + c->len - 12, CK_END, 4) != 0)
-    why = "the checkpoint is cut short";
-  else if (fnv(0xcbf29ce484222325ULL, c->buf, c->len - 12) != le_get_u64(c->buf + c->len - 8))
-    why = "the checkpoint is corrupt (its checksum does not match)";
-  size_t pos = 8, end = c->len - 12;
-  while (!why && pos < end) {
-    if (end - pos < 2) {
-      why = "a record runs past the end";
-      break;
-    }
-    size_t nl = le_get_u16(c->buf + pos);
-    if (end - pos < 12 + nl) {
-      why = "a record runs past the end";
-      break;
-    }
-    unsigned type = c->buf[pos + 2 + nl];
-    uint64_t count = le_get_u64(c->buf + pos + 4 + nl);
-    if (type > SE3_CK_U8 || count > (end - pos - 12 - nl) / type_size[type]) {
-      why = "a record runs past the end";
-      break;
-    }
-    struct se3_ckpt_record *g = realloc(c->rec, (size_t)(c->n_rec + 1) * sizeof *g);
-    if (!g) {
-      why = "out of memory";
-      break;
-    }
-    c->rec = g;
-    struct se3_ckpt_record *r = &c->rec[c->n_rec++];
-    memcpy(r->name, c->buf + pos + 2, nl);
-    r->name[nl] = 0;
-    r->type = (enum se3_ck_type)type;
-    r->count = count;
-    r->data = c->buf + pos + 12 + nl;
-    pos += 12 + nl + (size_t)count * type_size[type];
-  }
-  if (why) {
-    snprintf(err, errlen, "%s: %s", path, why);
-    se3_ckpt_free(c);
-    return -1;
-  }
+  free(c->small);
+  c->small = NULL;
+  close(c->fd);
+  c->fd = -1;
+  c->has_fd = 0;
   return 0;
+}
+
+int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen) {
+  if (se3_ckpt_open(c, path, max_bytes, err, errlen)) return -1;
+  return se3_ckpt_read(c, err, errlen);
+}
+
+int se3_ckpt_load(struct se3_ckpt *c, const char *path, char *err, size_t errlen) {
+  return se3_ckpt_load_max(c, path, 0, err, errlen);
 }
 
 const struct se3_ckpt_record *se3_ckpt_find(const struct se3_ckpt *c, const char *name) {
@@ -195,7 +337,7 @@ const struct se3_ckpt_record *se3_ckpt_find(const struct se3_ckpt *c, const char
 
 int se3_ckpt_get(const struct se3_ckpt *c, const char *name, enum se3_ck_type type, void *out, uint64_t count) {
   const struct se3_ckpt_record *r = se3_ckpt_find(c, name);
-  if (!r || r->type != type || r->count != count) return -1;
+  if (!r || !r->data || r->type != type || r->count != count) return -1;
   uint8_t *o = out;
   size_t per = type_size[type];
   for (uint64_t i = 0; i < count; i++) {

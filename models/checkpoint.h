@@ -10,7 +10,8 @@
  *   char[4] "END!", u64 FNV-1a 64 of every byte before "END!"
  * Types: SE3_CK_F32 (4 bytes), SE3_CK_F64 (8), SE3_CK_I64 (8), SE3_CK_U8 (1).
  * A reader rejects a file whose magic, version, record bounds or hash do not
- * check out, naming the file and the problem.
+ * check out, naming the file and the problem, before it reads more than the
+ * records' headers and the small records (se3_ckpt_open).
  */
 #ifndef SE3_CHECKPOINT_H
 #define SE3_CHECKPOINT_H
@@ -39,23 +40,59 @@ int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen);
 /* Gives up: removes the temporary file, PATH untouched. */
 void se3_ckpt_abort(struct se3_ckpt_writer *w);
 
+/* The reader's limits. A checkpoint is untrusted input (a file from a
+ * colleague or a paper, whose checksum anyone can recompute): every length
+ * and count is checked against these and against the file before it is used.
+ * A record name is 1..255 bytes of printable ASCII without spaces, unique in
+ * its file; a file holds at most SE3_CKPT_MAX_RECORDS records and, unless the
+ * caller asks for less, SE3_CKPT_MAX_BYTES bytes. */
+#define SE3_CKPT_MAX_RECORDS 1024
+#define SE3_CKPT_MAX_BYTES ((uint64_t)2 << 30)
+/* se3_ckpt_open reads the values of records up to this many bytes (the
+ * architecture, the card, the target: what decides whether the rest is worth
+ * reading), SE3_CKPT_SMALL_TOTAL bytes of them in all. */
+#define SE3_CKPT_SMALL ((uint64_t)1 << 16)
+#define SE3_CKPT_SMALL_TOTAL ((uint64_t)1 << 20)
+
 struct se3_ckpt_record {
   char name[256];
   enum se3_ck_type type;
   uint64_t count;
-  const uint8_t *data; /* little-endian values inside the loaded file */
+  uint64_t offset;     /* of its values in the file */
+  const uint8_t *data; /* its little-endian values in memory; NULL while only opened and not small */
 };
 
 struct se3_ckpt {
-  uint8_t *buf;
-  size_t len;
+  uint8_t *buf; /* the whole file, after se3_ckpt_read */
+  size_t len;   /* the file's size */
   struct se3_ckpt_record *rec;
   int n_rec;
+  int fd, has_fd; /* the file, open between se3_ckpt_open and se3_ckpt_read */
+  uint8_t *small; /* the small records' values read by se3_ckpt_open */
+  char path[512]; /* for messages */
 };
 
-/* Reads and checks a whole checkpoint. 0, or -1 with a message in err. */
+/* Opens a checkpoint without reading its bulk: the file must be a regular
+ * file (a FIFO or a device is refused before anything is read) of at most
+ * max_bytes (0: SE3_CKPT_MAX_BYTES); its magic, version and end marker are
+ * checked, then every record's header, in place (name, type, count within
+ * the file), and the values of the small records are read. The big records'
+ * data stay NULL until se3_ckpt_read, so a caller can check the counts
+ * against what it expects before the file is read whole. 0, or -1 with a
+ * message naming the file and the record or field. */
+int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen);
+/* Reads the whole opened file through the same descriptor, checks its
+ * checksum and that it is the file se3_ckpt_open checked (a file changed
+ * meanwhile is refused), and points every record's data into it. On a
+ * failure c is freed. 0, or -1 with a message. */
+int se3_ckpt_read(struct se3_ckpt *c, char *err, size_t errlen);
+/* se3_ckpt_open then se3_ckpt_read. */
 int se3_ckpt_load(struct se3_ckpt *c, const char *path, char *err, size_t errlen);
+/* The same with a bound on the file's size (0: SE3_CKPT_MAX_BYTES). */
+int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen);
 void se3_ckpt_free(struct se3_ckpt *c);
+/* The bytes one value of the type takes (0 for an unknown type). */
+size_t se3_ckpt_type_size(enum se3_ck_type type);
 /* Copies record NAME into out (count values of `type`, converted from
  * little-endian). 0, or -1 when the record is missing or its type or count
  * differs. */

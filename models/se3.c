@@ -7,6 +7,8 @@
 
 #include "models/device.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,19 +20,7 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
   memset(m, 0, sizeof *m);
   m->cfg = *c;
   m->be = nn_backend_host();
-  if (c->layers < 0 || c->layers > SE3_MAX_LAYERS || c->degrees < 1 || c->degrees > NN_MAX_DEG + 1 || c->channels < 1 ||
-      c->heads < 1 || c->channels_div < 1 || c->node_in < 1 || c->edge_in < 1 || c->radial_hidden < 1 ||
-      c->mlp_hidden < 1 || c->outputs < 1) {
-    snprintf(err, errlen, "model: a size is out of range (layers 0..%d, degrees 1..%d, the rest >= 1)", SE3_MAX_LAYERS,
-             NN_MAX_DEG + 1);
-    return -1;
-  }
-  if (c->envelope != SE3_ENVELOPE_NONE && ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) ||
-                                           !(c->cutoff > 0) || !isfinite(c->cutoff))) {
-    snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff (%g)", c->envelope,
-             (double)c->cutoff);
-    return -1;
-  }
+  if (se3_config_check(c, err, errlen)) return -1;
   int kv = c->channels / c->channels_div;
   if (c->channels % c->channels_div || kv % c->heads) {
     snprintf(err, errlen, "model: channels (%d) / channels_div (%d) = %d must be a whole multiple of heads (%d)",
@@ -83,6 +73,11 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
   m->b2 = n;
   n += (size_t)c->outputs;
   m->n_params = n;
+  if (n > SE3_MAX_PARAMS) {
+    snprintf(err, errlen, "model: %zu parameters, more than the %zu a model may have", n, SE3_MAX_PARAMS);
+    basis_plan_free(&m->plan);
+    return -1;
+  }
   return 0;
 }
 
@@ -106,28 +101,86 @@ void se3_config_format(const struct se3_config *c, char *out, size_t n) {
              (double)c->cutoff, c->bonds_kept);
 }
 
+/* The words of the configuration in their stored order: name, and where the
+ * int goes (the envelope's words are read apart). */
+#define CFG_INT_WORDS 11
+static int *config_int(struct se3_config *c, int i) {
+  int *at[CFG_INT_WORDS] = {&c->layers,  &c->degrees,       &c->channels,   &c->heads,    &c->channels_div, &c->node_in,
+                            &c->edge_in, &c->radial_hidden, &c->mlp_hidden, &c->pool_max, &c->outputs};
+  return at[i];
+}
+static const char *const CFG_NAMES[CFG_INT_WORDS] = {"layers",  "degrees",       "channels",   "heads",
+                                                     "channels_div", "node_in", "edge_in", "radial_hidden",
+                                                     "mlp_hidden",   "pool_max", "outputs"};
+
+/* One word "name=value" at *s (then a space or the end); the value's text in
+ * val. 0, or -1 when the word is not there. */
+static int config_word(const char **s, const char *name, char *val, size_t n) {
+  size_t k = strlen(name);
+  if (strncmp(*s, name, k) != 0 || (*s)[k] != '=') return -1;
+  const char *v = *s + k + 1, *e = v;
+  while (*e && *e != ' ')
+    e++;
+  if (e == v || (size_t)(e - v) >= n) return -1;
+  memcpy(val, v, (size_t)(e - v));
+  val[e - v] = 0;
+  *s = *e ? e + 1 : e;
+  return 0;
+}
+
 int se3_config_parse(const char *s, struct se3_config *c) {
   memset(c, 0, sizeof *c);
-  int used = 0;
-  int n = sscanf(s, SE3_CONFIG_WORDS "%n", &c->layers, &c->degrees, &c->channels, &c->heads, &c->channels_div,
-                 &c->node_in, &c->edge_in, &c->radial_hidden, &c->mlp_hidden, &c->pool_max, &c->outputs, &used);
-  if (n != 11 || used == 0) return -1;
-  s += used;
-  while (*s == ' ')
-    s++;
+  char val[32];
+  for (int i = 0; i < CFG_INT_WORDS; i++) {
+    if (config_word(&s, CFG_NAMES[i], val, sizeof val)) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (*end || errno || v < INT_MIN || v > INT_MAX) return -1;
+    *config_int(c, i) = (int)v;
+  }
   if (!*s) return 0; /* stored before the envelope existed, or without one */
-  char kind[16] = "";
-  int tail = 0;
-  if (sscanf(s, SE3_ENVELOPE_WORDS "%n", kind, &c->cutoff, &c->bonds_kept, &tail) != 3 || tail == 0) return -1;
-  if (!strcmp(kind, "cosine"))
+  if (config_word(&s, "envelope", val, sizeof val)) return -1;
+  if (!strcmp(val, "cosine"))
     c->envelope = SE3_ENVELOPE_COSINE;
-  else if (!strcmp(kind, "poly"))
+  else if (!strcmp(val, "poly"))
     c->envelope = SE3_ENVELOPE_POLY;
   else
     return -1;
-  for (s += tail; *s == ' '; s++)
-    ;
+  if (config_word(&s, "cutoff", val, sizeof val)) return -1;
+  char *end;
+  double cut = strtod(val, &end);
+  if (*end) return -1;
+  c->cutoff = (float)cut;
+  if (config_word(&s, "bonds_kept", val, sizeof val)) return -1;
+  long b = strtol(val, &end, 10);
+  if (*end || (b != 0 && b != 1)) return -1;
+  c->bonds_kept = (int)b;
   return *s ? -1 : 0;
+}
+
+/* Each size's allowed range (the workflow schema's for the arch keys). */
+static const int CFG_MIN[CFG_INT_WORDS] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1};
+static const int CFG_MAX[CFG_INT_WORDS] = {SE3_MAX_LAYERS, NN_MAX_DEG + 1, 1024, 64,   64,  SE3_MAX_NODE_IN,
+                                           SE3_MAX_EDGE_IN, 1024,          4096, 1,    SE3_MAX_OUTPUTS};
+
+int se3_config_check(const struct se3_config *c, char *err, size_t errlen) {
+  struct se3_config w = *c;
+  for (int i = 0; i < CFG_INT_WORDS; i++) {
+    int v = *config_int(&w, i);
+    if (v < CFG_MIN[i] || v > CFG_MAX[i]) {
+      snprintf(err, errlen, "model: %s=%d is out of range (%d to %d)", CFG_NAMES[i], v, CFG_MIN[i], CFG_MAX[i]);
+      return -1;
+    }
+  }
+  if (c->envelope != SE3_ENVELOPE_NONE && ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) ||
+                                           !(c->cutoff > 0) || !(c->cutoff <= 1000) || c->bonds_kept < 0 ||
+                                           c->bonds_kept > 1)) {
+    snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff of at most 1000 Å (%g)",
+             c->envelope, (double)c->cutoff);
+    return -1;
+  }
+  return 0;
 }
 
 void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, real *w) {

@@ -150,6 +150,18 @@ struct se3_model {
 void se3_config_format(const struct se3_config *c, char *out, size_t n);
 int se3_config_parse(const char *s, struct se3_config *c);
 
+/* The bounds of a configuration beyond the workflow schema's arch keys (a
+ * checkpoint's configuration is untrusted: se3_config_check holds every size
+ * to a range before anything is laid out or allocated). */
+#define SE3_MAX_NODE_IN 1024
+#define SE3_MAX_EDGE_IN 64
+#define SE3_MAX_OUTPUTS 1024
+#define SE3_MAX_PARAMS ((size_t)1 << 31)
+/* 0, or -1 with err naming the first size out of its range ("model:
+ * radial_hidden=2147483647 is out of range (1 to 1024)") or a malformed
+ * envelope. se3_model_init checks this first. */
+int se3_config_check(const struct se3_config *c, char *err, size_t errlen);
+
 /* Checks the configuration and lays out the parameters. 0, or -1 with a
  * message in err (e.g. channels not divisible by heads). */
 int se3_model_init(struct se3_model *m, const struct se3_config *cfg, char *err, size_t errlen);

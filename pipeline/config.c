@@ -111,7 +111,7 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
     return;
   }
   char missing[1024] = "";
-  int n_missing = 0;
+  int n_missing = 0, errs_before = ld->n_errs;
   for (int i = 0; model_card_key(i); i++) {
     const char *key = model_card_key(i), *text = model_card_get(&card, key);
     if (!text) text = model_card_older_value(key);
@@ -151,6 +151,8 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
                  "settings they were trained with): set %s in this workflow as %s when the model was trained",
                  ck->value, n_missing == 1 ? "the setting" : "the settings", missing, first,
                  n_missing == 1 ? "it" : "them", n_missing == 1 ? "it was" : "they were");
+  else if (ld->n_errs == errs_before && model_card_fits(&card, root, first, why, sizeof why))
+    cfg_err_node(ld, ck, MODEL_KEY, "%s", why);
   free(first);
   model_card_free(&card);
 }

@@ -12,6 +12,10 @@
 
 #include "modelcard.h"
 
+#include "chem/graph.h"
+#include "chem/graph_settings.h"
+#include "models/model_file.h"
+
 #define CARD_RECORD "settings"
 
 /* The card keys in the card's order. The featurisation first: how molecules
@@ -168,21 +172,20 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
     snprintf(err, errlen, "%s: out of memory", file);
     return -1;
   }
-  struct se3_ckpt c;
-  char why[512];
-  if (se3_ckpt_load(&c, file, why, sizeof why)) {
-    snprintf(err, errlen, "%s", why);
+  /* the whole model checked as scoring will take it (models/model_file.h):
+   * check, predict and run refuse a hostile checkpoint here, before anything
+   * runs */
+  struct se3_model_file mf;
+  struct se3_model_expect ex = {.edge_in = GRAPH_EDGE_WIDTH, .outputs = 1, .need_stats = 1};
+  if (se3_model_file_read(file, &ex, 0, &mf, NULL, err, errlen)) {
     model_card_free(card);
     return -1;
   }
-  const struct se3_ckpt_record *r = se3_ckpt_find(&c, CARD_RECORD);
+  card->node_in = mf.cfg.node_in;
   int rc = 0;
-  if (r && r->type != SE3_CK_U8) {
-    snprintf(err, errlen, "%s: the record \"%s\" is not text", file, CARD_RECORD);
-    rc = -1;
-  } else if (r) {
+  if (mf.has_card) {
     card->has = 1;
-    const char *p = (const char *)r->data, *end = p + r->count;
+    const char *p = mf.card, *end = p + mf.card_len;
     int line = 0;
     while (p < end && rc == 0) {
       const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -190,14 +193,19 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
       line++;
       const char *eq = memchr(p, '=', (size_t)(le - p));
       if (!eq) {
-        snprintf(err, errlen, "%s: the model card's line %d has no '='", file, line);
+        snprintf(err, errlen, "%s: record \"%s\": the model card's line %d has no '='", file, CARD_RECORD, line);
         rc = -1;
         break;
       }
       /* keys this version does not know (a newer card) are left alone */
       for (int i = 0; KEYS[i]; i++)
         if (strlen(KEYS[i]) == (size_t)(eq - p) && memcmp(KEYS[i], p, (size_t)(eq - p)) == 0) {
-          free(card->values[i]);
+          if (card->values[i]) {
+            snprintf(err, errlen, "%s: record \"%s\": the model card's line %d sets %s again", file, CARD_RECORD,
+                     line, KEYS[i]);
+            rc = -1;
+            break;
+          }
           card->values[i] = strndup(eq + 1, (size_t)(le - eq - 1));
           if (!card->values[i]) {
             snprintf(err, errlen, "%s: out of memory", file);
@@ -208,9 +216,25 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
       p = nl ? nl + 1 : end;
     }
   }
-  se3_ckpt_free(&c);
+  se3_model_file_free(&mf);
   if (rc) model_card_free(card);
   return rc;
+}
+
+int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file, char *err,
+                    size_t errlen) {
+  struct graph_settings gs;
+  const struct cfg_node *bad;
+  char why[256];
+  if (!card->node_in || graph_settings_read(cfg_get(root, "stages.graph"), &gs, &bad, why, sizeof why))
+    return 0; /* (a bad stages.graph is reported where it is validated) */
+  int width = graph_node_width(&gs.go);
+  if (width == card->node_in) return 0;
+  snprintf(err, errlen,
+           "%s: arch: node_in=%d, but its featurisation (stages.graph.elements, other_element, charge, "
+           "atomic_number) gives %d node features an atom: the model cannot score these graphs",
+           file, card->node_in, width);
+  return -1;
 }
 
 int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen) {

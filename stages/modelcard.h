@@ -47,18 +47,25 @@ const char *model_card_older_value(const char *key);
  * all, written before cards existed). */
 struct model_card {
   int has;
+  int node_in; /* the model's node features an atom (its "arch"): the featurisation must give as many */
   char **values;
   int n;
 };
 
-/* The card of one checkpoint file. 0, or -1 with err naming the file and
- * why (unreadable checkpoint, malformed card). */
+/* The card of one checkpoint file, the whole model checked first as scoring
+ * takes it (models/model_file.h). 0, or -1 with err naming the file and why
+ * (unreadable or hostile checkpoint, malformed card). */
 int model_card_read(const char *file, struct model_card *card, char *err, size_t errlen);
 /* The card of a model path (model_card_members): the members' cards must
  * agree key by key; else -1 with err naming the two files and the key.
  * *first (when not NULL) is set to the first member's file name (malloc'd). */
 int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen);
 void model_card_free(struct model_card *card);
+/* 0 when the featurisation of the resolved workflow root (its card applied)
+ * gives the model's node_in features an atom; else -1 with err naming file,
+ * the field and both widths. */
+int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file, char *err,
+                    size_t errlen);
 /* The card's value of key, or NULL. */
 const char *model_card_get(const struct model_card *card, const char *key);
 

@@ -36,12 +36,13 @@
 #include "chem/mol.h"
 #include "models/checkpoint.h"
 #include "models/model.h"
+#include "models/model_file.h"
 #include "modelcard.h"
 #include "rank_select.h"
 #include "score_sql.h"
 #include "stage.h"
 
-#define ATOMREF_MAX 32
+#define ATOMREF_MAX SE3_ATOMREF_MAX
 
 struct member {
   int classify;
@@ -71,58 +72,36 @@ struct sstage {
   real *out;       /* batch: one member's predictions */
 };
 
-/* One member from checkpoint `path`; `arch` (the models row's, or NULL) is
- * used when the checkpoint predates the "arch" record. */
-static int load_member(struct stage_ctx *ctx, const struct nn_backend *be, struct member *m, const char *path,
+/* One member from checkpoint `path`, read and checked as untrusted input
+ * (models/model_file.h: its shapes those the scorer feeds, node_in the
+ * featurisation's, every value finite); `arch` (the models row's, or NULL)
+ * is used when the checkpoint predates the "arch" record. */
+static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct member *m, const char *path,
                        const char *arch, uint64_t *hash) {
-  char err[512], text[1024];
-  struct se3_ckpt k;
-  if (se3_ckpt_load(&k, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
-  if (hash) *hash = se3_hash_bytes(*hash, k.buf, k.len);
-  const struct se3_ckpt_record *r = se3_ckpt_find(&k, "arch");
-  if (r && r->type == SE3_CK_U8 && r->count < sizeof text) {
-    memcpy(text, r->data, r->count);
-    text[r->count] = 0;
-    arch = text;
-  }
-  struct se3_config c;
-  if (!arch || se3_config_parse(arch, &c)) {
-    se3_ckpt_free(&k);
-    return stage_fail_at(ctx, NULL, "%s: no readable model configuration in the checkpoint", path);
-  }
-  r = se3_ckpt_find(&k, "target");
-  if (r && r->type == SE3_CK_U8 && r->count < sizeof m->target) {
-    memcpy(m->target, r->data, r->count);
-    m->target[r->count] = 0;
-  }
-  int64_t task = 0;
-  double stats[3];
-  if (se3_ckpt_find(&k, "classification")) se3_ckpt_get(&k, "classification", SE3_CK_I64, &task, 1);
-  m->classify = task != 0;
-  int bad = se3_ckpt_get(&k, "best_mean_std", SE3_CK_F64, stats, 3);
-  m->mean = stats[1];
-  m->std = stats[2];
-  r = se3_ckpt_find(&k, "atomref_z");
-  m->nz = r && r->count <= ATOMREF_MAX ? (int)r->count : 0;
-  if (r && (r->count > ATOMREF_MAX || se3_ckpt_get(&k, "atomref_z", SE3_CK_I64, m->zs, r->count) ||
-            se3_ckpt_get(&k, "atomref", SE3_CK_F64, m->ref, r->count)))
-    bad = 1;
-  if (bad) {
-    se3_ckpt_free(&k);
-    return stage_fail_at(ctx, NULL, "%s: the checkpoint lacks its standardisation or atomref records", path);
-  }
-  if (!(m->net = se3_net_create(be, &c, 0, err, sizeof err))) {
-    se3_ckpt_free(&k);
+  char err[1024];
+  struct se3_model_file mf;
+  struct se3_model_expect ex = {.node_in = graph_node_width(&s->gs.go),
+                                .edge_in = GRAPH_EDGE_WIDTH,
+                                .outputs = 1,
+                                .arch = arch,
+                                .need_stats = 1};
+  if (se3_model_file_read(path, &ex, 1, &mf, hash, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  snprintf(m->target, sizeof m->target, "%s", mf.target);
+  m->classify = mf.classify;
+  m->mean = mf.mean;
+  m->std = mf.std;
+  m->nz = mf.n_atomref;
+  memcpy(m->zs, mf.atomref_z, sizeof m->zs);
+  memcpy(m->ref, mf.atomref, sizeof m->ref);
+  if (!(m->net = se3_net_create(s->be, &mf.cfg, 0, err, sizeof err))) {
+    se3_model_file_free(&mf);
     return stage_fail_at(ctx, NULL, "%s: %s", path, err);
   }
   se3_net_inference_only(m->net); /* no gradient, no moments */
   m->model = se3_net_model(m->net);
-  size_t np = se3_net_n_params(m->net);
-  real *params = malloc(np * sizeof *params);
-  bad = !params || se3_ckpt_get(&k, "params", sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64, params, np);
-  se3_ckpt_free(&k);
-  if (!bad) se3_net_set(m->net, SE3_NET_PARAMS, params);
-  free(params);
+  int bad = se3_net_n_params(m->net) != mf.n_params;
+  if (!bad) se3_net_set(m->net, SE3_NET_PARAMS, mf.params);
+  se3_model_file_free(&mf);
   if (bad) return stage_fail_at(ctx, NULL, "%s: its parameters do not fit its model configuration", path);
   return STAGE_OK;
 }
@@ -164,7 +143,7 @@ static int load_path(struct stage_ctx *ctx, struct sstage *s, const char *ck, ui
   if (!(s->mem = calloc((size_t)n, sizeof *s->mem))) ret = stage_fail_at(ctx, NULL, "out of memory");
   for (int k = 0; k < n && ret == STAGE_OK; k++) {
     s->n_members = k + 1; /* score_end frees the nets loaded */
-    if (load_member(ctx, s->be, &s->mem[k], files[k], NULL, h)) {
+    if (load_member(ctx, s, &s->mem[k], files[k], NULL, h)) {
       /* name the key that pointed there */
       char msg[sizeof ctx->err];
       snprintf(msg, sizeof msg, "%s", ctx->err);
@@ -209,7 +188,7 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
       if (s->n_members == 1) snprintf(s->model_id, sizeof s->model_id, "%s", sqlite3_column_text(st, 0));
       char path[PATH_MAX + 256];
       snprintf(path, sizeof path, "%s/%s", ctx->workdir, sqlite3_column_text(st, 1));
-      int bad = load_member(ctx, s->be, m, path, (const char *)sqlite3_column_text(st, 2), &h);
+      int bad = load_member(ctx, s, m, path, (const char *)sqlite3_column_text(st, 2), &h);
       if (!bad) { /* checkpoints written before they carried these: the row's */
         m->mean = sqlite3_column_double(st, 3);
         m->std = sqlite3_column_double(st, 4);
@@ -254,9 +233,9 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, cfg_get(ctx->root, key), "%s", err);
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", s->be->name, s->be->device, stage_precision_name(s->be),
                    stage_conv_note(ctx->root, s->be));
+  if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR; /* (the models are checked against it) */
   if (load_models(ctx, s)) return STAGE_ERROR;
   const struct se3_config *mc = &s->mem[0].model->cfg;
-  if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR;
   double cutoff = s->gs.go.cutoff;
   if (mc->envelope != SE3_ENVELOPE_NONE && s->gs.go.edges != GRAPH_EDGES_BONDS &&
       fabs(cutoff - mc->cutoff) > 1e-6 * cutoff)

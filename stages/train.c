@@ -392,6 +392,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (!t->tr.target)
     return stage_fail_at(ctx, c, "stages.train.target: name the label to learn (an SD tag or CSV column of set '%s')",
                          t->set);
+  if (strlen(t->tr.target) > 255) /* (its checkpoint records it; a model's reader takes 255 bytes) */
+    return stage_fail_at(ctx, cfg_get(c, "target"), "stages.train.target: a name of %zu bytes: at most 255 are allowed",
+                         strlen(t->tr.target));
   t->tr.classify = !strcmp(cfg_str(c, "task", "regression"), "classification");
   t->tr.epochs = (int)cfg_int(c, "epochs", 20);
   t->tr.batch = (int)cfg_int(c, "batch_size", 32);

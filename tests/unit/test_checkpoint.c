@@ -110,6 +110,202 @@ Test(checkpoint, damaged_files_are_refused_by_name) {
   free(path);
 }
 
+/* ---- a stranger's checkpoint (issue 51) ------------------------------------------ */
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "common/le.h"
+#include "models/model_file.h"
+
+static uint64_t fnv64(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* The checkpoint at path with one more u8 record of the given name length
+ * appended, its checksum recomputed: what a stranger can make in minutes. */
+static void append_record(const char *path, size_t name_len) {
+  size_t len = 0;
+  uint8_t *old = (uint8_t *)tu_read(path, &len), *b = malloc(len + name_len + 13);
+  size_t n = len - 12;
+  memcpy(b, old, n);
+  le_put_u16(b + n, (uint16_t)name_len);
+  memset(b + n + 2, 'x', name_len);
+  b[n + 2 + name_len] = SE3_CK_U8;
+  b[n + 3 + name_len] = 0;
+  le_put_u64(b + n + 4 + name_len, 1);
+  b[n + 12 + name_len] = 'a';
+  n += 13 + name_len;
+  memcpy(b + n, "END!", 4);
+  le_put_u64(b + n + 4, fnv64(b, n));
+  FILE *f = fopen(path, "wb");
+  fwrite(b, 1, n + 12, f);
+  fclose(f);
+  free(b);
+  free(old);
+}
+
+/* The writer caps names at 255 bytes; the reader copied the stored length
+ * into a 256-byte name unchecked (malloc(): invalid size, exit 134). */
+Test(checkpoint, a_record_name_past_255_bytes_is_refused_not_copied) {
+  char *path = ck_path("ckpt_long_name");
+  write_ck(path, 1);
+  append_record(path, 300);
+  struct se3_ckpt c;
+  char err[512];
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
+  cr_assert(strstr(err, path) && strstr(err, "record 7: its name is 300 bytes long (1 to 255 allowed)"), "%s", err);
+  /* at the bound it is a record like any other */
+  write_ck(path, 1);
+  append_record(path, 255);
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(c.n_rec, 7);
+  se3_ckpt_free(&c);
+  free(path);
+}
+
+/* Two records of one name, an unprintable name, more records than the
+ * format allows: refused, named. */
+Test(checkpoint, names_are_unique_and_printable) {
+  char *path = ck_path("ckpt_names");
+  struct se3_ckpt_writer w;
+  char err[512];
+  float x = 1;
+  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  se3_ckpt_put(&w, "params", SE3_CK_F32, &x, 1);
+  se3_ckpt_put(&w, "params", SE3_CK_F32, &x, 1);
+  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  struct se3_ckpt c;
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
+  cr_assert(strstr(err, "record \"params\" appears twice"), "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  se3_ckpt_put(&w, "bad name", SE3_CK_F32, &x, 1);
+  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
+  cr_assert(strstr(err, "record 1: its name has the byte 0x20"), "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  for (int i = 0; i <= SE3_CKPT_MAX_RECORDS; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "r%d", i);
+    se3_ckpt_put(&w, name, SE3_CK_U8, NULL, 0);
+  }
+  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
+  cr_assert(strstr(err, "more than 1024 records"), "%s", err);
+  free(path);
+}
+
+/* A FIFO would block the open (no writer ever comes), a device would be
+ * read forever: both refused, named, before anything is read. */
+Test(checkpoint, a_fifo_or_a_device_is_refused_before_reading, .timeout = 20) {
+  char *dir = tu_tmpdir("ckpt_fifo"), *fifo = NULL;
+  cr_assert_geq(asprintf(&fifo, "%s/model.ckpt", dir), 0);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  struct se3_ckpt c;
+  char err[512];
+  cr_assert_eq(se3_ckpt_load(&c, fifo, err, sizeof err), -1);
+  cr_assert(strstr(err, fifo) && strstr(err, "not a regular file (a FIFO)"), "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, "/dev/zero", err, sizeof err), -1);
+  cr_assert(strstr(err, "/dev/zero: not a regular file (a device)"), "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, dir, err, sizeof err), -1);
+  cr_assert(strstr(err, "a folder"), "%s", err);
+  free(fifo);
+  free(dir);
+}
+
+static long max_rss_kb(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+/* A sparse file of 1 GiB: read whole before its magic was checked (1.08 GB
+ * RSS). Now the header and the size are checked first; and a file shaped
+ * like a checkpoint, header, records and trailer, is held to what its
+ * architecture needs before it is read. */
+Test(checkpoint, a_large_file_is_checked_before_it_is_read) {
+  char *path = ck_path("ckpt_sparse");
+  const off_t gib = (off_t)1 << 30;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(ftruncate(fd, gib), 0);
+  close(fd);
+  long before = max_rss_kb();
+  struct se3_ckpt c;
+  char err[512];
+  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
+  cr_assert(strstr(err, "not a se3screen checkpoint"), "%s", err);
+  /* a header, a small "arch", one "params" record filling the rest, the end
+   * marker: its checksum would need the whole file, its size is refused
+   * first */
+  const char *arch = "layers=1 degrees=2 channels=4 heads=2 channels_div=2 node_in=6 edge_in=6 radial_hidden=8 "
+                     "mlp_hidden=8 pool_max=1 outputs=1";
+  uint8_t head[8 + 2 + 4 + 10 + 256 + 2 + 6 + 10];
+  size_t n = 0, al = strlen(arch);
+  memcpy(head, "SE3C\x01\x00\x00\x00", 8);
+  n = 8;
+  le_put_u16(head + n, 4);
+  memcpy(head + n + 2, "arch", 4);
+  head[n + 6] = SE3_CK_U8;
+  head[n + 7] = 0;
+  le_put_u64(head + n + 8, al);
+  memcpy(head + n + 16, arch, al);
+  n += 16 + al;
+  uint64_t rest = ((uint64_t)gib - 12 - n - 18) / 4;
+  le_put_u16(head + n, 6);
+  memcpy(head + n + 2, "params", 6);
+  head[n + 8] = SE3_CK_F32;
+  head[n + 9] = 0;
+  le_put_u64(head + n + 10, rest);
+  n += 18;
+  fd = open(path, O_WRONLY);
+  cr_assert_eq(pwrite(fd, head, n, 0), (ssize_t)n);
+  uint8_t tail[12] = "END!";
+  cr_assert_eq(pwrite(fd, tail, 12, (off_t)(n + rest * 4)), 12);
+  cr_assert_eq(ftruncate(fd, (off_t)(n + rest * 4 + 12)), 0);
+  close(fd);
+  struct se3_model_file mf;
+  struct se3_model_expect ex = {.edge_in = 6, .outputs = 1};
+  cr_assert_eq(se3_model_file_read(path, &ex, 1, &mf, NULL, err, sizeof err), -1);
+  cr_assert(strstr(err, path) && strstr(err, "record \"params\": ") && strstr(err, "values, expected"), "%s", err);
+  long grown = max_rss_kb() - before;
+  cr_assert_lt(grown, 64 * 1024, "reading the two files took %ld kB of memory", grown);
+  unlink(path);
+  free(path);
+}
+
+/* The file read whole must be the file whose headers were checked: a
+ * checkpoint replaced in place between the two (same size, its checksum
+ * right) is refused, not half of each used. */
+Test(checkpoint, a_file_changed_between_open_and_read_is_refused) {
+  char *path = ck_path("ckpt_changed");
+  write_ck(path, 1);
+  struct se3_ckpt c;
+  char err[512];
+  cr_assert_eq(se3_ckpt_open(&c, path, 0, err, sizeof err), 0, "%s", err);
+  const struct se3_ckpt_record *best = se3_ckpt_find(&c, "best");
+  cr_assert(best && best->data, "a small record is read by the open");
+  /* the same records, other values (write_ck's scale), written in place */
+  char *other = ck_path("ckpt_changed_other");
+  write_ck(other, 2);
+  size_t len = 0;
+  char *bytes = tu_read(other, &len);
+  int fd = open(path, O_WRONLY);
+  cr_assert_eq(pwrite(fd, bytes, len, 0), (ssize_t)len);
+  close(fd);
+  cr_assert_eq(se3_ckpt_read(&c, err, sizeof err), -1);
+  cr_assert(strstr(err, "the file changed while it was read"), "%s", err);
+  free(bytes);
+  free(other);
+  free(path);
+}
+
 /* A write that is abandoned (or a process killed before the rename) leaves
  * the previous checkpoint intact; a committed one replaces it. */
 Test(checkpoint, replacement_is_atomic) {

@@ -524,6 +524,33 @@ Test(model, config_words_round_trip) {
   e.cutoff = 0;
   cr_assert_eq(se3_model_init(&m, &e, err, sizeof err), -1);
   cr_assert(strstr(err, "positive cutoff"), "%s", err);
+  /* a stranger's words (a checkpoint's "arch"): a number past int's range is
+   * refused by the parser, not wrapped; a size out of its range is named
+   * with its value and the range before anything is laid out */
+  snprintf(bad, sizeof bad, "%s", old);
+  memcpy(strstr(bad, "radial_hidden=8") + 14, "9", 1);
+  cr_assert_eq(se3_config_parse(bad, &back), 0, "%s", bad);
+  cr_assert_eq(back.radial_hidden, 9);
+  const char *huge = "layers=2 degrees=4 channels=8 heads=2 channels_div=2 node_in=6 edge_in=6 "
+                     "radial_hidden=4294967304 mlp_hidden=16 pool_max=1 outputs=1";
+  cr_assert_eq(se3_config_parse(huge, &back), -1, "radial_hidden past INT_MAX");
+  cr_assert_eq(se3_config_parse("layers=2 degrees=4 channels=8x heads=2 channels_div=2 node_in=6 edge_in=6 "
+                                "radial_hidden=8 mlp_hidden=16 pool_max=1 outputs=1",
+                                &back),
+               -1, "trailing letters in a number");
+  struct se3_config big = cfg;
+  big.radial_hidden = 2147483647;
+  cr_assert_eq(se3_model_init(&m, &big, err, sizeof err), -1);
+  cr_assert(strstr(err, "radial_hidden=2147483647 is out of range (1 to 1024)"), "%s", err);
+  big = cfg;
+  big.outputs = -3;
+  cr_assert_eq(se3_config_check(&big, err, sizeof err), -1);
+  cr_assert(strstr(err, "outputs=-3"), "%s", err);
+  big = cfg;
+  big.heads = 65;
+  cr_assert_eq(se3_config_check(&big, err, sizeof err), -1);
+  cr_assert(strstr(err, "heads=65"), "%s", err);
+  cr_assert_eq(se3_config_check(&cfg, err, sizeof err), 0, "%s", err);
 }
 
 /* ---- the smooth cutoff ---------------------------------------------------------- */

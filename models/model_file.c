@@ -1,0 +1,230 @@
+/* model_file.c — a trained model's checkpoint, read and checked as untrusted
+ * input (model_file.h). */
+#define _GNU_SOURCE
+#include "models/model_file.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cfgtree.h"
+#include "common/le.h"
+#include "models/checkpoint.h"
+
+/* Bytes a checkpoint may hold beyond its parameters and Adam's two moments:
+ * the card, the standardisation, the training state (a dozen small records
+ * in the files train writes). */
+#define SLACK_BYTES ((uint64_t)16 << 20)
+
+void se3_model_file_free(struct se3_model_file *mf) {
+  free(mf->params);
+  free(mf->card);
+  memset(mf, 0, sizeof *mf);
+}
+
+static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
+  char why[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  snprintf(err, errlen, "%s: %s", path, why);
+  return -1;
+}
+
+static const char *type_name(enum se3_ck_type t) {
+  static const char *const names[] = {"f32", "f64", "i64", "u8"};
+  return (unsigned)t <= SE3_CK_U8 ? names[t] : "?";
+}
+
+/* Record name: absent (NULL), or of type t with a count in [lo, hi]; else
+ * -1 with the reason in err. */
+static int record(const struct se3_ckpt *c, const char *path, const char *name, enum se3_ck_type t, uint64_t lo,
+                  uint64_t hi, const struct se3_ckpt_record **out, char *err, size_t errlen) {
+  const struct se3_ckpt_record *r = se3_ckpt_find(c, name);
+  *out = r;
+  if (!r) return 0;
+  if (r->type != t)
+    return fail(err, errlen, path, "record \"%s\": values of type %s, expected %s", name, type_name(r->type),
+                type_name(t));
+  const char *what = t == SE3_CK_U8 ? "bytes" : "values";
+  if (r->count < lo || r->count > hi) {
+    if (lo == hi)
+      return fail(err, errlen, path, "record \"%s\": %llu %s, expected %llu", name, (unsigned long long)r->count,
+                  what, (unsigned long long)lo);
+    return fail(err, errlen, path, "record \"%s\": %llu %s (%llu to %llu allowed)", name,
+                (unsigned long long)r->count, what, (unsigned long long)lo, (unsigned long long)hi);
+  }
+  return 0;
+}
+
+/* Text record r (u8, no NUL byte; control bytes refused unless lines) into
+ * out[n]. 0, or -1 with the reason. */
+static int text(const struct se3_ckpt_record *r, const char *path, int lines, char *out, size_t n, char *err,
+                size_t errlen) {
+  if (r->count >= n)
+    return fail(err, errlen, path, "record \"%s\": %llu bytes of text (at most %zu)", r->name,
+                (unsigned long long)r->count, n - 1);
+  for (uint64_t i = 0; i < r->count; i++) {
+    uint8_t b = r->data[i];
+    if (b == 0 || (b < 0x20 && !(lines && b == '\n')) || b == 0x7f)
+      return fail(err, errlen, path, "record \"%s\": byte %llu is 0x%02x, not text", r->name,
+                  (unsigned long long)i + 1, b);
+  }
+  memcpy(out, r->data, (size_t)r->count);
+  out[r->count] = 0;
+  return 0;
+}
+
+/* The architecture: parsed, in range, and what the caller feeds. */
+static int read_arch(const struct se3_ckpt *c, const char *path, const struct se3_model_expect *ex,
+                     struct se3_model_file *mf, char *err, size_t errlen) {
+  const struct se3_ckpt_record *r;
+  char arch[1024];
+  if (record(c, path, "arch", SE3_CK_U8, 1, sizeof arch - 1, &r, err, errlen)) return -1;
+  if (r) {
+    if (text(r, path, 0, arch, sizeof arch, err, errlen)) return -1;
+  } else if (ex && ex->arch) {
+    snprintf(arch, sizeof arch, "%s", ex->arch);
+  } else {
+    return fail(err, errlen, path, "no record \"arch\": not a trained model's checkpoint");
+  }
+  if (se3_config_parse(arch, &mf->cfg))
+    return fail(err, errlen, path, "arch: \"%.200s\" is not a model configuration", arch);
+  char why[256];
+  if (se3_config_check(&mf->cfg, why, sizeof why))
+    return fail(err, errlen, path, "arch: %s", strncmp(why, "model: ", 7) ? why : why + 7);
+  const struct se3_config *g = &mf->cfg;
+  if (ex && ex->edge_in && g->edge_in != ex->edge_in)
+    return fail(err, errlen, path, "arch: edge_in=%d, but this se3screen's graphs have %d edge features", g->edge_in,
+                ex->edge_in);
+  if (ex && ex->outputs && g->outputs != ex->outputs)
+    return fail(err, errlen, path, "arch: outputs=%d, but scoring keeps %d value%s a molecule", g->outputs,
+                ex->outputs, ex->outputs == 1 ? "" : "s");
+  if (ex && ex->node_in && g->node_in != ex->node_in)
+    return fail(err, errlen, path, "arch: node_in=%d, but the featurisation gives %d node features an atom",
+                g->node_in, ex->node_in);
+  struct se3_model m;
+  if (se3_model_init(&m, g, why, sizeof why))
+    return fail(err, errlen, path, "arch: %s", strncmp(why, "model: ", 7) ? why : why + 7);
+  mf->n_params = m.n_params;
+  se3_model_free(&m);
+  return 0;
+}
+
+/* The small records scoring reads: target, task, standardisation, atomref,
+ * card. */
+static int read_small(const struct se3_ckpt *c, const char *path, const struct se3_model_expect *ex,
+                      struct se3_model_file *mf, char *err, size_t errlen) {
+  const struct se3_ckpt_record *r;
+  if (record(c, path, "target", SE3_CK_U8, 1, sizeof mf->target - 1, &r, err, errlen)) return -1;
+  if (r) {
+    if (text(r, path, 0, mf->target, sizeof mf->target, err, errlen)) return -1;
+    mf->has_target = 1;
+  }
+  if (record(c, path, "classification", SE3_CK_I64, 1, 1, &r, err, errlen)) return -1;
+  if (r) {
+    int64_t task = (int64_t)le_get_u64(r->data);
+    if (task != 0 && task != 1)
+      return fail(err, errlen, path, "record \"classification\": %lld (0 or 1 allowed)", (long long)task);
+    mf->classify = (int)task;
+  }
+  if (record(c, path, "best_mean_std", SE3_CK_F64, 3, 3, &r, err, errlen)) return -1;
+  if (r) {
+    mf->has_stats = 1;
+    mf->best = le_get_f64(r->data);
+    mf->mean = le_get_f64(r->data + 8);
+    mf->std = le_get_f64(r->data + 16);
+    if (!isfinite(mf->mean))
+      return fail(err, errlen, path, "record \"best_mean_std\": the target's mean is %g (a finite number allowed)",
+                  mf->mean);
+    if (!isfinite(mf->std) || !(mf->std > 0))
+      return fail(err, errlen, path,
+                  "record \"best_mean_std\": the target's standard deviation is %g (a positive finite number allowed)",
+                  mf->std);
+  } else if (ex && ex->need_stats) {
+    return fail(err, errlen, path, "no record \"best_mean_std\": the model's standardisation is missing");
+  }
+  const struct se3_ckpt_record *z, *v;
+  /* (a model without atomref writes both with no values) */
+  if (record(c, path, "atomref_z", SE3_CK_I64, 0, SE3_ATOMREF_MAX, &z, err, errlen)) return -1;
+  if (record(c, path, "atomref", SE3_CK_F64, z ? z->count : 0, z ? z->count : SE3_ATOMREF_MAX, &v, err, errlen))
+    return -1;
+  if (!z != !v)
+    return fail(err, errlen, path, "record \"%s\" without \"%s\"", z ? "atomref_z" : "atomref",
+                z ? "atomref" : "atomref_z");
+  if (z) {
+    mf->n_atomref = (int)z->count;
+    for (int i = 0; i < mf->n_atomref; i++) {
+      int64_t e = (int64_t)le_get_u64(z->data + 8 * i);
+      double ref = le_get_f64(v->data + 8 * i);
+      if (e < 1 || e > 118)
+        return fail(err, errlen, path, "record \"atomref_z\": value %d is %lld (an atomic number 1 to 118 allowed)",
+                    i + 1, (long long)e);
+      for (int j = 0; j < i; j++)
+        if (mf->atomref_z[j] == e)
+          return fail(err, errlen, path, "record \"atomref_z\": element %lld appears twice", (long long)e);
+      if (!isfinite(ref))
+        return fail(err, errlen, path, "record \"atomref\": value %d is %g (a finite number allowed)", i + 1, ref);
+      mf->atomref_z[i] = e;
+      mf->atomref[i] = ref;
+    }
+  }
+  if (record(c, path, "settings", SE3_CK_U8, 0, SE3_CKPT_SMALL, &r, err, errlen)) return -1;
+  if (r) {
+    if (!(mf->card = malloc((size_t)r->count + 1))) return fail(err, errlen, path, "out of memory");
+    if (text(r, path, 1, mf->card, (size_t)r->count + 1, err, errlen)) return -1;
+    mf->card_len = (size_t)r->count;
+    mf->has_card = 1;
+  }
+  return 0;
+}
+
+int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int want_params,
+                        struct se3_model_file *mf, uint64_t *hash, char *err, size_t errlen) {
+  memset(mf, 0, sizeof *mf);
+  struct se3_ckpt c;
+  if (se3_ckpt_open(&c, path, 0, err, errlen)) return -1;
+  int bad = read_arch(&c, path, ex, mf, err, errlen);
+  /* the big records against the architecture, before the file is read whole */
+  enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
+  uint64_t np = mf->n_params;
+  const struct se3_ckpt_record *p = NULL, *m = NULL;
+  if (!bad) bad = record(&c, path, "params", rt, np, np, &p, err, errlen);
+  if (!bad && !p) bad = fail(err, errlen, path, "no record \"params\": the model's parameters are missing");
+  if (!bad) bad = record(&c, path, "adam_m", rt, np, np, &m, err, errlen);
+  if (!bad) bad = record(&c, path, "adam_v", rt, np, np, &m, err, errlen);
+  uint64_t most = 3 * np * sizeof(real) + SLACK_BYTES;
+  if (!bad && c.len > most)
+    bad = fail(err, errlen, path, "%zu bytes, more than a model of %llu parameters needs (%llu)", c.len,
+               (unsigned long long)np, (unsigned long long)most);
+  if (!bad) bad = se3_ckpt_read(&c, err, errlen); /* (frees c on a failure) */
+  else
+    se3_ckpt_free(&c);
+  if (bad) {
+    se3_model_file_free(mf);
+    return -1;
+  }
+  bad = read_small(&c, path, ex, mf, err, errlen);
+  /* every parameter finite: a NaN scores every molecule NaN, an infinity ranks inf first */
+  p = se3_ckpt_find(&c, "params");
+  for (uint64_t i = 0; !bad && i < np; i++) {
+    double x = rt == SE3_CK_F32 ? (double)le_get_f32(p->data + 4 * i) : le_get_f64(p->data + 8 * i);
+    if (!isfinite(x))
+      bad = fail(err, errlen, path, "record \"params\": value %llu of %llu is %g (finite numbers allowed)",
+                 (unsigned long long)i + 1, (unsigned long long)np, x);
+  }
+  if (!bad && want_params) {
+    if (!(mf->params = malloc((size_t)np * sizeof *mf->params)))
+      bad = fail(err, errlen, path, "out of memory");
+    else
+      se3_ckpt_get(&c, "params", rt, mf->params, np);
+  }
+  if (!bad && hash) *hash = se3_hash_bytes(*hash, c.buf, c.len);
+  se3_ckpt_free(&c);
+  if (bad) se3_model_file_free(mf);
+  return bad ? -1 : 0;
+}
