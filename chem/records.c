@@ -112,7 +112,7 @@ struct rec_reader {
 };
 
 static void fmt_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int64_t smi_header_of(const char *path);
+static int64_t smi_header_of(const char *path, int fd);
 static void fmt_err(char *err, size_t len, const char *fmt, ...) {
   if (!err || !len) return;
   va_list ap;
@@ -1216,14 +1216,9 @@ int rec_check_regular(const char *path, char *err, size_t errlen) {
   return S_ISREG(sb.st_mode) ? 0 : not_regular(path, sb.st_mode, err, errlen);
 }
 
-/* Opens a regular file for gzread without ever blocking: a FIFO is opened
- * non-blocking and refused, like every other kind of non-regular file. */
-static gzFile open_regular(const char *path, char *err, size_t errlen) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
+/* gzread on descriptor fd, which it takes (closed on failure too), read
+ * from its start: a regular file, else refused naming `path`. */
+static gzFile adopt_regular(int fd, const char *path, char *err, size_t errlen) {
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -1237,6 +1232,11 @@ static gzFile open_regular(const char *path, char *err, size_t errlen) {
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  if (lseek(fd, 0, SEEK_SET) != 0) {
+    fmt_err(err, errlen, "%s: cannot read from its start: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
   gzFile gz = gzdopen(fd, "rb");
   if (!gz) {
     fmt_err(err, errlen, "%s: cannot open: out of memory", path);
@@ -1246,19 +1246,32 @@ static gzFile open_regular(const char *path, char *err, size_t errlen) {
   return gz;
 }
 
+/* Opens a regular file for gzread without ever blocking: a FIFO is opened
+ * non-blocking and refused, like every other kind of non-regular file. */
+static gzFile open_regular(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  return adopt_regular(fd, path, err, errlen);
+}
+
 /* rec_open, and rec_read_header (pick 0: a CSV/TSV header is read, no
  * column is looked for). */
-static struct rec_reader *open_reader(const char *path, enum mol_format fmt, const struct rec_options *opt, int pick,
-                                      char *err, size_t errlen) {
+static struct rec_reader *open_reader(const char *path, int fd, enum mol_format fmt, const struct rec_options *opt,
+                                      int pick, char *err, size_t errlen) {
   if (fmt == MOL_FMT_UNKNOWN) fmt = rec_format_from_path(path);
   if (fmt == MOL_FMT_UNKNOWN) {
     fmt_err(err, errlen, "%s: unknown molecule format (name it with format:)", path);
+    if (fd >= 0) close(fd);
     return NULL;
   }
   struct rec_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path)) || !(r->buf = malloc(BUF_SIZE))) {
     fmt_err(err, errlen, "%s: out of memory", path);
     rec_close(r);
+    if (fd >= 0) close(fd);
     return NULL;
   }
   r->fmt = fmt;
@@ -1269,8 +1282,8 @@ static struct rec_reader *open_reader(const char *path, enum mol_format fmt, con
     r->progress_arg = opt->progress_arg;
   }
   r->sep = fmt == MOL_FMT_TSV ? '\t' : ',';
-  if (fmt == MOL_FMT_SMI) r->smi_header = smi_header_of(path);
-  r->gz = open_regular(path, err, errlen);
+  if (fmt == MOL_FMT_SMI) r->smi_header = smi_header_of(path, fd);
+  r->gz = fd >= 0 ? adopt_regular(fd, path, err, errlen) : open_regular(path, err, errlen);
   if (!r->gz) {
     rec_close(r);
     return NULL;
@@ -1287,7 +1300,16 @@ static struct rec_reader *open_reader(const char *path, enum mol_format fmt, con
 
 struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
                             size_t errlen) {
-  return open_reader(path, fmt, opt, 1, err, errlen);
+  return open_reader(path, -1, fmt, opt, 1, err, errlen);
+}
+
+struct rec_reader *rec_open_fd(int fd, const char *name, enum mol_format fmt, const struct rec_options *opt, char *err,
+                               size_t errlen) {
+  if (fd < 0) {
+    fmt_err(err, errlen, "%s: cannot open: %s", name, strerror(EBADF));
+    return NULL;
+  }
+  return open_reader(name, fd, fmt, opt, 1, err, errlen);
 }
 
 int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, char *err, size_t errlen) {
@@ -1297,7 +1319,7 @@ int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n,
     fmt_err(err, errlen, "%s: not a CSV or TSV file", path);
     return -1;
   }
-  struct rec_reader *r = open_reader(path, fmt, NULL, 0, err, errlen);
+  struct rec_reader *r = open_reader(path, -1, fmt, NULL, 0, err, errlen);
   if (!r) return -1;
   *cols = r->cols; /* the reader's, handed over */
   *n = r->n_cols;
@@ -1770,11 +1792,14 @@ int rec_smi_header(const char *head, size_t n, int whole, int64_t *line) {
   return 1;
 }
 
-/* The line of the header of a SMILES file (0: none), from its first 64 KiB.
- * A file that cannot be read has none: the reader says why. */
-static int64_t smi_header_of(const char *path) {
+/* The line of the header of a SMILES file (0: none), from its first 64 KiB,
+ * read from descriptor fd when it is one (through a copy of it: the reader
+ * then reads it from its start), else from path. A file that cannot be read
+ * has none: the reader says why. */
+static int64_t smi_header_of(const char *path, int fd) {
   char err[256];
-  gzFile gz = open_regular(path, err, sizeof err);
+  int own = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  gzFile gz = fd < 0 ? open_regular(path, err, sizeof err) : own >= 0 ? adopt_regular(own, path, err, sizeof err) : NULL;
   if (!gz) return 0;
   char *head = malloc(SNIFF_BYTES);
   size_t n = 0;

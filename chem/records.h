@@ -124,6 +124,11 @@ struct rec_reader;
 /* NULL on failure with a message naming the file in err. */
 struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt,
                             char *err, size_t errlen);
+/* rec_open on descriptor fd, which the reader takes (and closes, on failure
+ * too) and reads from its start; `name` names the file in messages. For a
+ * file read once: a copy of its bytes hashed and parsed alike. */
+struct rec_reader *rec_open_fd(int fd, const char *name, enum mol_format fmt, const struct rec_options *opt,
+                               char *err, size_t errlen);
 /* 1: a record in *out (owned by the reader, valid until the next call);
  * 0: end of file; -1: I/O error with a message in err. */
 int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen);
