@@ -16,7 +16,11 @@
  * changed (prune first deletes what its old records gave: an edited record
  * costs its part, not its file), reads only the labels of its records when
  * its file's label_key alone changed (the molecules stay; no Open Babel),
- * and skips it otherwise; a file gone takes its rows. Dedupe
+ * and skips it otherwise; a file gone takes its rows. A chunk reads its
+ * part's records again (by the file's path) and checks them against the
+ * part's planned mol_key, and a labels_csv's rows and its hash come from one
+ * copy of its bytes: a file changed under a run is an error naming it,
+ * never other records stored under the planned keys (issue 51). Dedupe
  * runs in finalize, once all chunks are in one database, so a sharded run
  * equals an unsharded one; it deletes nothing (`duplicates`).
  *
@@ -41,6 +45,7 @@
 #include "stage.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <glob.h>
 #include <limits.h>
@@ -49,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +79,8 @@ struct side_csv {              /* labels_csv, loaded whole */
   int *use;                    /* columns to read */
   int n_use;
   char *path;
+  uint64_t content;            /* the hash of the bytes read (label_key), and ... */
+  struct stat file_st;         /* ... the file as it was when they were read */
 };
 
 struct input {
@@ -101,6 +109,7 @@ struct input {
   struct rec_stats st;         /* what planning's scan found (empty records: the last item counts the unlisted) */
   char **cols;                 /* csv/tsv column names (copied from the reader) */
   int n_cols;
+  struct stat file_st;         /* the file as planning began (inputs_unchanged) */
 };
 
 /* An input as the plan finds it, in the order that the worst part decides. */
@@ -155,25 +164,126 @@ static void side_free(struct side_csv *s) {
   free(s);
 }
 
+/* A labels_csv is read whole when planning, and its label_key is the hash
+ * of its bytes: both come from one copy of the file, taken through one
+ * descriptor (a regular file, else refused without blocking) into sealed
+ * memory, so that what is hashed is what is parsed even when the file is
+ * written to meanwhile: never labels of one content under the key of
+ * another (issue 51; inputs_unchanged makes a change an error). The
+ * copy's descriptor, and in *sb the file as it was opened; or -1 with err
+ * naming the file. */
+static int snapshot_file(const char *path, struct stat *sb, char *err, size_t errlen) {
+  enum { BLOCK = 1 << 20 };
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), copy = -1;
+  char *buf = NULL;
+  if (fd < 0) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  if (fstat(fd, sb) != 0) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    goto fail;
+  }
+  if (!S_ISREG(sb->st_mode)) {
+    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path,
+             rec_file_kind(sb->st_mode));
+    goto fail;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  copy = memfd_create("se3screen-input", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  buf = copy >= 0 ? malloc(BLOCK) : NULL;
+  if (!buf) {
+    snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(copy < 0 ? errno : ENOMEM));
+    goto fail;
+  }
+  for (;;) {
+    ssize_t got = read(fd, buf, BLOCK);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+      goto fail;
+    }
+    if (got == 0) break;
+    for (ssize_t o = 0; o < got;) {
+      ssize_t w = write(copy, buf + o, (size_t)(got - o));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(w < 0 ? errno : EIO));
+        goto fail;
+      }
+      o += w;
+    }
+  }
+  /* (nobody writes to it now: not even through /proc/PID/fd) */
+  fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  free(buf);
+  close(fd);
+  return copy;
+fail:
+  free(buf);
+  if (copy >= 0) close(copy);
+  close(fd);
+  return -1;
+}
+
+/* The content hash of a copy taken by snapshot_file (stage_file_hash's,
+ * the same as of the file it was taken of). 0, or -1 with errno. */
+static int snapshot_hash(int copy, uint64_t *h) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/self/fd/%d", copy);
+  return stage_file_hash(p, h);
+}
+
+/* A reader of the copy (a descriptor of its own), messages naming path. */
+static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro, char *err,
+                                          size_t errlen) {
+  return rec_open_fd(fcntl(copy, F_DUPFD_CLOEXEC, 0), path, MOL_FMT_CSV, ro, err, errlen);
+}
+
+static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out);
+
 static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct side_csv **out) {
   const char *path = cfg_str(n, "path", NULL);
-  const char *join = cfg_str(n, "join", "record");
-  struct rec_options ro = {0};
-  char err[512];
+  char err[PATH_MAX + 256];
   if (rec_check_regular(path, err, sizeof err) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   char why[2 * PATH_MAX + 256];
   if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
+  struct stat sb;
+  uint64_t content = 0;
+  int copy = snapshot_file(path, &sb, err, sizeof err);
+  if (copy < 0) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  if (snapshot_hash(copy, &content) != 0) {
+    int e = errno;
+    close(copy);
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: cannot read it to fingerprint it: %s", path,
+                         strerror(e));
+  }
+  int rc = side_parse(ctx, n, copy, out);
+  close(copy);
+  if (rc == STAGE_OK) {
+    (*out)->content = content;
+    (*out)->file_st = sb;
+  }
+  return rc;
+}
+
+/* The rows of a labels_csv, from its copy. */
+static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out) {
+  const char *path = cfg_str(n, "path", NULL);
+  const char *join = cfg_str(n, "join", "record");
+  struct rec_options ro = {0};
+  char err[512];
   /* The reader wants a SMILES column: give it any column; we only use fields. */
-  struct rec_reader *rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
+  struct rec_reader *rd = snapshot_reader(copy, path, &ro, err, sizeof err);
   if (!rd) {
     /* No column named smiles: open again naming the first column. */
-    FILE *f = fopen(path, "r");
-    if (!f) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: %s", path, strerror(errno));
     char line[4096] = "";
-    if (!fgets(line, sizeof line, f)) line[0] = 0;
-    fclose(f);
+    ssize_t got = pread(copy, line, sizeof line - 1, 0);
+    if (got < 0) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: %s", path, strerror(errno));
+    line[got] = 0;
     line[strcspn(line, ",\r\n")] = 0;
     char *q = line;
     if (*q == '"') {
@@ -181,7 +291,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
       q[strcspn(q, "\"")] = 0;
     }
     ro.smiles_column = q;
-    rd = rec_open(path, MOL_FMT_CSV, &ro, err, sizeof err);
+    rd = snapshot_reader(copy, path, &ro, err, sizeof err);
     if (!rd) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   }
   struct side_csv *s = calloc(1, sizeof *s);
@@ -352,12 +462,7 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
   lk = cfg_hash(lk, p->labels);
   if (p->side) {
     const struct cfg_node *side = cfg_get(item, "labels_csv");
-    uint64_t sc = 0;
-    if (stage_file_hash(p->side->path, &sc) != 0) {
-      snprintf(err, sizeof err, "labels_csv: %s: cannot read it to fingerprint it: %s", p->side->path,
-               strerror(errno));
-      return stage_fail_at(ctx, cfg_get(side, "path"), "%s", err);
-    }
+    uint64_t sc = p->side->content; /* (of the bytes its rows were read from: side_load) */
     lk = cfg_hash(lk, side);
     lk = se3_hash_bytes(lk, &sc, sizeof sc);
     p->side_content = sc;
@@ -450,6 +555,7 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   char err[512];
   /* A FIFO or a device could block or never end: refused before any open. */
   if (rec_check_regular(path, err, sizeof err) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
+  if (stat(path, &p->file_st) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
   /* nor a file this run replaces (a previous screen's hits.sdf as a library) */
   char why[2 * PATH_MAX + 256];
   if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
@@ -535,6 +641,27 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
 
 static int has_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
+/* A record into its part's key, as the reader handed it out: its number,
+ * text, name, error and fields. Planning (part_keys) and the chunk that
+ * reads the part again (read_record) fold the same records alike, so that
+ * a chunk can tell that it read what was planned (issue 51). */
+static uint64_t hash_record(uint64_t h, const struct rec *r) {
+  h = se3_hash_bytes(h, &r->record_no, sizeof r->record_no);
+  h = se3_hash_bytes(h, r->text ? r->text : "", r->text ? r->len : 0);
+  h = hash_word(h, r->name);
+  h = hash_word(h, r->error);
+  for (int f = 0; f < r->n_fields; f++)
+    h = hash_word(h, r->fields[f]);
+  return h;
+}
+
+/* The item of an input without a record of its own (its empty records not
+ * listed, or the error that kept it from being read) into its part's key. */
+static uint64_t hash_unlisted(uint64_t h, const struct input *in) {
+  h = se3_hash_bytes(h, &in->st.n_unlisted, sizeof in->st.n_unlisted);
+  return hash_word(h, in->file_error);
+}
+
 /* Each part's mol_key: how its file is read, and its records as the reader
  * hands them out (number, text, name and fields, error), in parts of
  * chunk_size; the last item of a file with empty records not listed one by
@@ -554,12 +681,7 @@ static int part_keys(struct stage_ctx *ctx, struct ingest *g, struct input *in) 
     struct rec r;
     int rc;
     while ((rc = rec_next(rd, &r, err, sizeof err)) > 0) {
-      h = se3_hash_bytes(h, &r.record_no, sizeof r.record_no);
-      h = se3_hash_bytes(h, r.text ? r.text : "", r.text ? r.len : 0);
-      h = hash_word(h, r.name);
-      h = hash_word(h, r.error);
-      for (int f = 0; f < r.n_fields; f++)
-        h = hash_word(h, r.fields[f]);
+      h = hash_record(h, &r);
       if (++i % g->chunk_size == 0 && k < in->n_parts) {
         snprintf(in->part_key[k++], 17, "%016" PRIx64, h);
         h = se3_hash_bytes(SE3_HASH_INIT, &in->how, sizeof in->how);
@@ -569,14 +691,46 @@ static int part_keys(struct stage_ctx *ctx, struct ingest *g, struct input *in) 
     if (rc < 0) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, err);
   }
   if (in->st.n_unlisted > 0 || in->file_error) { /* the one item without a record of its own */
-    h = se3_hash_bytes(h, &in->st.n_unlisted, sizeof in->st.n_unlisted);
-    h = hash_word(h, in->file_error);
+    h = hash_unlisted(h, in);
     i++;
   }
   if (i != in->n_records)
     return stage_fail_at(ctx, NULL, "planning %s: %lld records now, %lld when it was scanned (was the file changed?)",
                          in->path, (long long)i, (long long)in->n_records);
   if (k < in->n_parts) snprintf(in->part_key[k], 17, "%016" PRIx64, h);
+  return STAGE_OK;
+}
+
+/* Whether a file is as it was (same file, size, times of its last write
+ * and of its last change of any kind). */
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Planning read each file several times (its format, its records, its
+ * contents' hash, its parts): a file written to or replaced meanwhile is an
+ * error naming it, not a plan made of two contents. (A chunk checks its
+ * records against its part's key all the same: ingest_chunk.) */
+static int inputs_unchanged(struct stage_ctx *ctx, const struct ingest *g) {
+  for (int i = 0; i < g->n_in; i++) {
+    const struct input *in = &g->in[i];
+    struct stat now;
+    const char *what = "";
+    const char *path = in->path;
+    int same = stat(path, &now) == 0 && same_file(&now, &in->file_st);
+    if (same && in->side) {
+      what = "labels_csv: ";
+      path = in->side->path;
+      same = stat(path, &now) == 0 && same_file(&now, &in->side->file_st);
+    }
+    if (!same)
+      return stage_fail_at(ctx, NULL,
+                           "%s%s: changed while this run planned it (written to, replaced or touched): nothing is "
+                           "stored from it. Run again once it is as it should be",
+                           what, path);
+  }
   return STAGE_OK;
 }
 
@@ -903,7 +1057,7 @@ static int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
   if (g->n_in == 0) return stage_fail_at(ctx, sets, "no input files: add a set with at least one `path`");
   for (int i = 0; i < g->n_in; i++)
     if (part_keys(ctx, g, &g->in[i])) return STAGE_ERROR;
-  if (assign_keys(ctx, g) || plan_parts(ctx, g)) return STAGE_ERROR;
+  if (inputs_unchanged(ctx, g) || assign_keys(ctx, g) || plan_parts(ctx, g)) return STAGE_ERROR;
   *n_items = g->total;
   *n_chunks = g->n_chunks;
   return STAGE_OK;
@@ -958,8 +1112,10 @@ static void advance_cb(void *arg, int64_t n) {
   ctx->report->advance(ctx, n);
 }
 
-/* Read global record gi into *it and *job. 0 ok, -1 error (ctx->err). */
-static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, struct item *it, struct wjob *job) {
+/* Read global record gi into *it and *job, and (key not NULL) fold it into
+ * *key as part_keys folded it. 0 ok, -1 error (ctx->err). */
+static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, struct item *it, struct wjob *job,
+                       uint64_t *key) {
   int lo = 0, hi = g->n_in - 1;
   while (lo < hi) { /* last input with first <= gi */
     int mid = (lo + hi + 1) / 2;
@@ -971,6 +1127,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   int64_t want = gi - in->first + 1;
   char err[512];
   if (in->file_error) {
+    if (key) *key = hash_unlisted(*key, in);
     it->in = lo;
     it->record_no = 0;
     it->direct = 1;
@@ -980,6 +1137,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   }
   if (in->st.n_unlisted > 0 && want == in->n_records) {
     /* The input's last item: one row for the empty records not listed. */
+    if (key) *key = hash_unlisted(*key, in);
     it->in = lo;
     it->record_no = in->st.first_unlisted;
     it->line = in->st.first_unlisted_line;
@@ -1014,6 +1172,7 @@ static int read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     }
     if (g->rd_next++ == want) break; /* the want-th record handed out (numbers skip unlisted empty ones) */
   }
+  if (key) *key = hash_record(*key, &r);
   it->in = lo;
   it->record_no = r.record_no;
   it->line = r.line;
@@ -1248,7 +1407,7 @@ static int label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *
       memset(&it, 0, sizeof it);
       memset(&job, 0, sizeof job);
       mol_init(&job.mol);
-      if (read_record(ctx, g, gi, &it, &job) || relabel_look(ctx, in, &it, 1)) ret = STAGE_ERROR;
+      if (read_record(ctx, g, gi, &it, &job, NULL) || relabel_look(ctx, in, &it, 1)) ret = STAGE_ERROR;
       int64_t id = in->key * ID_STRIDE + it.record_no;
       if (ret == STAGE_OK && !it.direct && it.kept != 2) {
         /* what it had: labels, or (kept 0) a reject for its labels, whose
@@ -1348,9 +1507,25 @@ static int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
     snprintf(ctx->err, sizeof ctx->err, "out of memory for a chunk of %d records", n);
     return STAGE_ERROR;
   }
+  /* The records read now must be those the plan keyed the part by: a file
+   * written to or replaced since (the reader opens it again by its path)
+   * would otherwise store other molecules under the planned key, which a
+   * rerun of the file as planned takes for done (issue 51). */
+  uint64_t key = se3_hash_bytes(SE3_HASH_INIT, &cin->how, sizeof cin->how);
   for (int i = 0; i < n; i++) {
     mol_init(&jobs[i].mol);
-    if (read_record(ctx, g, g0 + i, &items[i], &jobs[i])) goto out;
+    if (read_record(ctx, g, g0 + i, &items[i], &jobs[i], &key)) goto out;
+  }
+  char now[17];
+  snprintf(now, sizeof now, "%016" PRIx64, key);
+  if (strcmp(now, cin->part_key[part]) != 0) {
+    snprintf(ctx->err, sizeof ctx->err,
+             "%s: changed since this run planned it: its part %lld (records %lld to %lld) no longer holds the "
+             "records planned (the file was written to or replaced while the run read it); nothing of that part "
+             "is stored. Run again once the file is as it should be: it is planned afresh from what it holds then",
+             cin->path, (long long)part + 1, (long long)(n ? items[0].record_no : 0),
+             (long long)(n ? items[n - 1].record_no : 0));
+    goto out;
   }
   if (relabel && (ret = relabel_look(ctx, cin, items, n)) != STAGE_OK) goto out;
   ret = STAGE_ERROR;
@@ -2008,7 +2183,7 @@ static int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, ch
           memset(&it, 0, sizeof it);
           memset(&job, 0, sizeof job);
           mol_init(&job.mol);
-          int bad = read_record(ctx, g, e ? i1 : i0, &it, &job);
+          int bad = read_record(ctx, g, e ? i1 : i0, &it, &job, NULL);
           rec[e] = it.record_no;
           item_free(&it, &job);
           if (bad) {
