@@ -55,14 +55,15 @@ int runner_stages(const struct cfg_node *root, const char *names[], int max) {
 
 /* The inputs' headers against what the workflow reads from them (column
  * names, SD tags, the target among the labels: stages/check_inputs.h), for
- * the stages named in `stages`: each problem on stderr. SE3_EXIT_USAGE when
+ * the stages named in `stages`: each problem, and each warning (a molecule
+ * file in two sets), on stderr. SE3_EXIT_USAGE when
  * there was one: a mistake found in milliseconds, not after hours of ingest. */
 static void print_problem(void *arg, const char *msg) {
   (void)arg;
   fprintf(stderr, "%s\n", msg);
 }
 int run_check_input_files(const struct cfg_node *root, const char *stages, const char *workflow) {
-  int bad = check_inputs(root, stages, print_problem, NULL);
+  int bad = check_inputs_warn(root, stages, print_problem, print_problem, NULL);
   if (bad > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", bad, workflow);
   return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
 }

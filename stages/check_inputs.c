@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chem/records.h"
@@ -39,6 +40,7 @@
 
 struct ck {
   void (*problem)(void *arg, const char *msg);
+  void (*warning)(void *arg, const char *msg); /* NULL: warnings are not wanted */
   void *arg;
   int n;
   int read_files; /* 0: check_inputs_unread, which opens no file */
@@ -100,6 +102,24 @@ static void report(struct ck *ck, const struct cfg_node *at, const char *key, co
     snprintf(msg, sizeof msg, "%s: %s", key, text);
   ck->problem(ck->arg, msg);
   ck->n++;
+}
+
+/* Says something worth knowing at node `at` that is no problem, to
+ * ck->warning: report's line with "warning: " before the text. */
+static void warn(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void warn(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...) {
+  if (!ck->warning) return;
+  char text[3072], msg[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  if (at && at->file && at->file[0] != '<')
+    snprintf(msg, sizeof msg, "%s:%d:%d: %s: warning: %s", at->file, at->line, at->col, key, text);
+  else
+    snprintf(msg, sizeof msg, "%s: warning: %s", key, text);
+  ck->warning(ck->arg, msg);
 }
 
 /* "; did you mean 'x'?" or "", for word among names. */
@@ -318,6 +338,121 @@ static void check_set(struct ck *ck, const struct cfg_node *set, int ingest, str
   }
 }
 
+/* ---- one file, listed once ------------------------------------------- */
+
+/* A molecule file of a set as ingest reads it (a pattern's matches each). */
+struct listed {
+  dev_t dev;
+  ino_t ino;
+  int set, item;             /* its set's place in `sets`, its item's in the set */
+  const struct cfg_node *at; /* the item's path */
+  char *name;
+};
+
+static int cmp_listed(const void *a, const void *b) {
+  const struct listed *x = a, *y = b;
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+  if (x->set != y->set) return x->set < y->set ? -1 : 1;
+  if (x->item != y->item) return x->item < y->item ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static void listed_add(struct listed **v, int *n, int *cap, const char *name, int set, int item,
+                       const struct cfg_node *at) {
+  struct stat sb;
+  if (stat(name, &sb) != 0) return; /* (the loader says so) */
+  if (*n == *cap) {
+    int c = *cap ? 2 * *cap : 32;
+    struct listed *w = realloc(*v, (size_t)c * sizeof *w);
+    if (!w) return;
+    *v = w;
+    *cap = c;
+  }
+  char *d = strdup(name);
+  if (d) (*v)[(*n)++] = (struct listed){sb.st_dev, sb.st_ino, set, item, at, d};
+}
+
+/* "FILE:LINE:COL" of a node, or where it came from. */
+static const char *where(char *buf, size_t size, const struct cfg_node *at) {
+  if (at && at->file && at->file[0] != '<')
+    snprintf(buf, size, "%s:%d:%d", at->file, at->line, at->col);
+  else
+    snprintf(buf, size, "%s", at && at->file ? at->file : "?");
+  return buf;
+}
+
+/* The molecule files of every set, by device and inode (whatever the path
+ * that names them: another spelling, a symbolic or a hard link, a
+ * pattern's match). A file twice in one set is a problem, named at both
+ * entries: ingest would store its molecules twice, and a split could put
+ * copies of test molecules in train. A file in two sets is a warning: a
+ * library that holds the training set is a choice (scoring what was
+ * learnt), but one worth saying. */
+static void check_listed_once(struct ck *ck, const struct cfg_node *sets) {
+  struct listed *v = NULL;
+  int n = 0, cap = 0;
+  for (int s = 0; sets && sets->kind == CFG_MAP && s < sets->n_kids; s++) {
+    const struct cfg_node *set = sets->kids[s];
+    for (int i = 0; set->kind == CFG_LIST && i < set->n_kids; i++) {
+      const struct cfg_node *at = kid(set->kids[i], "path");
+      const char *path = at && at->kind == CFG_SCALAR ? at->value : NULL;
+      if (!path) continue;
+      if (!strpbrk(path, "*?[")) {
+        listed_add(&v, &n, &cap, path, s, i, at);
+        continue;
+      }
+      glob_t gl;
+      if (glob(path, 0, NULL, &gl) != 0) continue;
+      for (size_t g = 0; g < gl.gl_pathc; g++)
+        listed_add(&v, &n, &cap, gl.gl_pathv[g], s, i, at);
+      globfree(&gl);
+    }
+  }
+  if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_listed);
+  char key[400], loc[1200];
+  for (int a = 0, b; a < n; a = b) {
+    for (b = a + 1; b < n && v[b].dev == v[a].dev && v[b].ino == v[a].ino; b++) {}
+    for (int j = a + 1; j < b; j++) {
+      const struct listed *x = &v[j], *first = &v[a];
+      const char *set = sets->kids[x->set]->key;
+      snprintf(key, sizeof key, "sets.%s.%d.path", set, x->item);
+      int same = -1; /* an entry before it in its own set */
+      for (int i = a; i < j && same < 0; i++)
+        if (v[i].set == x->set) same = i;
+      if (same >= 0 && v[same].item == x->item) {
+        report(ck, x->at, key, "the pattern matches %s and %s, one file (a link to it, or another name): its "
+                               "molecules would be stored twice, and a split could put copies of test molecules "
+                               "in train; make the pattern match it once",
+               v[same].name, x->name);
+      } else if (same >= 0) {
+        const struct listed *y = &v[same];
+        if (!strcmp(x->name, y->name))
+          report(ck, x->at, key,
+                 "%s is listed twice in set '%s': here and at sets.%s.%d.path (%s); its molecules would be stored "
+                 "twice, and a split could put copies of test molecules in train: list it once",
+                 x->name, set, set, y->item, where(loc, sizeof loc, y->at));
+        else
+          report(ck, x->at, key,
+                 "%s is the file %s of sets.%s.%d.path (%s) under another name (a symbolic or hard link, or another "
+                 "spelling): listed twice in set '%s', its molecules would be stored twice, and a split could put "
+                 "copies of test molecules in train: list it once",
+                 x->name, y->name, set, y->item, where(loc, sizeof loc, y->at), set);
+      } else if (first->set != x->set) {
+        warn(ck, x->at, key,
+             "%s is also in set '%s' (sets.%s.%d.path, %s%s%s): its molecules are stored in both sets, and a model "
+             "trained on one that scores the other scores molecules it learnt",
+             x->name, sets->kids[first->set]->key, sets->kids[first->set]->key, first->item,
+             where(loc, sizeof loc, first->at), strcmp(x->name, first->name) ? ", as " : "",
+             strcmp(x->name, first->name) ? first->name : "");
+      }
+    }
+  }
+  for (int i = 0; i < n; i++)
+    free(v[i].name);
+  free(v);
+}
+
 static const struct cfg_node *find_set(const struct cfg_node *sets, const char *name) {
   for (int i = 0; sets && sets->kind == CFG_MAP && i < sets->n_kids; i++)
     if (sets->kids[i]->key && !strcmp(sets->kids[i]->key, name)) return sets->kids[i];
@@ -349,8 +484,8 @@ static void report_no_set(struct ck *ck, const struct cfg_node *sets, const stru
 }
 
 static int check(const struct cfg_node *root, const char *stages_that_run, int read_files,
-                 void (*problem)(void *arg, const char *msg), void *arg) {
-  struct ck ck = {problem, arg, 0, read_files};
+                 void (*problem)(void *arg, const char *msg), void (*warning)(void *arg, const char *msg), void *arg) {
+  struct ck ck = {problem, warning, arg, 0, read_files};
   const struct cfg_node *sets = cfg_get(root, "sets");
   /* the inputs themselves are ingest's: without reading files, only the
    * rules between keys are left */
@@ -374,6 +509,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
     int is_train = need_labels && set == tset;
     if (ingest || is_train) check_set(&ck, set, ingest, is_train ? &labels : NULL);
   }
+  if (ingest) check_listed_once(&ck, sets);
 
   if (train && target && target->kind == CFG_SCALAR) {
     if (!tset) {
@@ -478,10 +614,16 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
 int check_inputs(const struct cfg_node *root, const char *stages_that_run, void (*problem)(void *arg, const char *msg),
                  void *arg) {
-  return check(root, stages_that_run, 1, problem, arg);
+  return check(root, stages_that_run, 1, problem, NULL, arg);
+}
+
+int check_inputs_warn(const struct cfg_node *root, const char *stages_that_run,
+                      void (*problem)(void *arg, const char *msg), void (*warning)(void *arg, const char *msg),
+                      void *arg) {
+  return check(root, stages_that_run, 1, problem, warning, arg);
 }
 
 int check_inputs_unread(const struct cfg_node *root, const char *stages_that_run,
                         void (*problem)(void *arg, const char *msg), void *arg) {
-  return check(root, stages_that_run, 0, problem, arg);
+  return check(root, stages_that_run, 0, problem, NULL, arg);
 }

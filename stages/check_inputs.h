@@ -25,7 +25,11 @@
  *           SMILES column is bad input, which ingest rejects and goes on); an SD file's `labels: [...]`
  *           tags; `labels: [...]` on a SMILES file (which has neither), and
  *           smiles_column/name_column on an input that is no CSV/TSV; a
- *           labels_csv file's `join` column and `columns`;
+ *           labels_csv file's `join` column and `columns`; a molecule file
+ *           listed twice in one set (the same device and inode: a path
+ *           spelt twice, a symbolic or hard link, a pattern's match),
+ *           named at both entries (and a molecule file in two sets, a
+ *           warning: check_inputs_warn);
  *   train   stages.train.set names a set; stages.train.target, and
  *           stages.train.split.column with method column, name a label of
  *           that set (a `labels:` name, a constant label's name, a
@@ -43,6 +47,14 @@
  * Returns the number of problems. */
 int check_inputs(const struct cfg_node *root, const char *stages_that_run, void (*problem)(void *arg, const char *msg),
                  void *arg);
+/* check_inputs, and what is worth saying but no problem to warning(arg,
+ * msg), formatted "FILE:LINE:COL: key.path: warning: message" (not
+ * counted): a molecule file in two sets, naming both (its molecules are
+ * stored in each: a library that holds the training set scores what the
+ * model learnt). `se3screen check` and `run` before its first stage. */
+int check_inputs_warn(const struct cfg_node *root, const char *stages_that_run,
+                      void (*problem)(void *arg, const char *msg), void (*warning)(void *arg, const char *msg),
+                      void *arg);
 
 /* The rules above that need no file, for a workflow whose inputs need not
  * exist (`se3screen check --no-inputs`, workflows in documentation):

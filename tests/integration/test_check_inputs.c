@@ -135,6 +135,10 @@ Test(check_inputs, missing_name_and_smiles_columns) {
 Test(check_inputs, target_that_is_no_label) {
   char *dir = tu_tmpdir("chk_target");
   const char *sdf = tu_src("tests/data/check/tagged.sdf"), *side = tu_src("tests/data/check/side.csv");
+  /* (a copy: one file twice in a set is a problem of its own, issue 51) */
+  char copy[1200];
+  snprintf(copy, sizeof copy, "%s/tagged_copy.sdf", dir);
+  cr_assert_eq(tu_sh(NULL, "cp %s %s", sdf, copy), 0);
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nsets:\n  train:\n"
@@ -143,7 +147,7 @@ Test(check_inputs, target_that_is_no_label) {
            "  library:\n    - {path: %s}\n"
            "stages:\n  train:\n    target: gpa\n    split: {method: column, column: fold}\n"
            "  rank: {target: homo}\n",
-           sdf, side, sdf, sdf);
+           sdf, side, copy, sdf);
   struct msgs got;
   double took;
   char *wf = check_yaml(dir, yaml, "*", &got, &took);

@@ -172,15 +172,19 @@ Test(resume, kill9_at_random_moments_equals_uninterrupted) {
 
 /* ingest: the flow mapping body of stages.ingest, or NULL for the default here. */
 static char *small_workflow(const char *dir, const char *ingest) {
-  char yaml[2048];
+  /* the second file of set a, a copy of its first: all duplicates (one file
+   * listed twice in a set is refused, issue 51) */
+  char copy[1200];
+  snprintf(copy, sizeof copy, "%s/qm9_copy.sdf", dir);
+  cr_assert_eq(tu_sh(NULL, "cp %s %s", tu_src("workflows/data/qm9_mini.sdf"), copy), 0);
+  char yaml[4096];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {chunk_size: 4, progress: none}\nsets:\n"
            "  a:\n    - {path: %s, labels_csv: {path: %s, columns: [homo]}}\n    - {path: %s}\n"
            "  b:\n    - {path: %s, labels: [logp]}\n"
            "stages:\n  ingest: {dedupe: inchikey, %s}\n",
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/delaney_first60.csv"),
-           ingest ? ingest : "workers: 2, gen3d_quality: fast");
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), copy,
+           tu_src("workflows/data/delaney_first60.csv"), ingest ? ingest : "workers: 2, gen3d_quality: fast");
   return tu_write(dir, "wf.yaml", yaml);
 }
 
