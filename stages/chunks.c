@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "chem/records.h"
 #include "stage.h"
 
 int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
@@ -108,19 +111,34 @@ uint64_t stage_hash_mix(uint64_t x) {
   x *= 0xc4ceb9fe1a85ec53ULL;
   return x ^ (x >> 33);
 }
-int stage_file_hash(const char *path, uint64_t *out) {
+/* The hash of fd's bytes from offset 0 (pread: its offset is left as it
+ * is), in BLOCK-byte blocks each filled whole but the last, as
+ * stage_file_hash always read them; each block also written to `copy` when
+ * it is >= 0. 0, or -1 with errno (EIO for a copy that could not be
+ * written: *copy_failed is then set). */
+static int fd_hash_blocks(int fd, int copy, uint64_t *out, int *copy_failed) {
   enum { BLOCK = 1 << 20 };
   unsigned char *buf = malloc(BLOCK);
-  FILE *f = buf ? fopen(path, "rb") : NULL;
-  if (!f) {
-    int e = buf ? errno : ENOMEM;
-    free(buf);
-    errno = e;
+  if (!buf) {
+    errno = ENOMEM;
     return -1;
   }
   uint64_t lane[4] = {FH_P1, FH_P2, ~FH_P1, ~FH_P2}, total = 0;
-  size_t n;
-  while ((n = fread(buf, 1, BLOCK, f)) > 0) {
+  for (;;) {
+    size_t n = 0;
+    while (n < BLOCK) {
+      ssize_t r = pread(fd, buf + n, BLOCK - n, (off_t)(total + n));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        int e = errno;
+        free(buf);
+        errno = e;
+        return -1;
+      }
+      if (r == 0) break;
+      n += (size_t)r;
+    }
+    if (n == 0) break;
     total += n;
     size_t full = n & ~(size_t)31; /* whole stripes of 4 words; a block is whole but the last */
     for (size_t i = 0; i < full; i += 32)
@@ -128,21 +146,111 @@ int stage_file_hash(const char *path, uint64_t *out) {
         lane[k] = fh_rotl(lane[k] ^ (fh_word(buf + i + 8 * k) * FH_P2), 31) * FH_P1;
     for (size_t i = full; i < n; i++) /* the file's last bytes, one at a time */
       lane[i & 3] = fh_rotl(lane[i & 3] ^ ((uint64_t)buf[i] * FH_P2), 23) * FH_P1;
+    for (size_t w = 0; copy >= 0 && w < n;) {
+      ssize_t r = write(copy, buf + w, n - w);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        int e = r < 0 ? errno : EIO;
+        free(buf);
+        *copy_failed = 1;
+        errno = e;
+        return -1;
+      }
+      w += (size_t)r;
+    }
     if (n < BLOCK) break;
   }
-  int bad = ferror(f);
-  int e = errno;
-  fclose(f);
   free(buf);
-  if (bad) {
-    errno = e ? e : EIO;
-    return -1;
-  }
   uint64_t h = total * FH_P1;
   for (int k = 0; k < 4; k++)
     h = stage_hash_mix(h ^ lane[k]) * FH_P2;
   *out = stage_hash_mix(h);
   return 0;
+}
+
+/* path opened for reading, O_NONBLOCK so that opening a FIFO without a
+ * writer cannot block, then fstat'ed: anything but a regular file (a FIFO,
+ * a device, a folder) is closed unread; O_NONBLOCK is cleared for the
+ * reads. 0 with *fd; -1 with errno, and *mode the kind of a file that is
+ * not regular (0 when the open or fstat failed). */
+static int open_regular(const char *path, int *fd, mode_t *mode) {
+  *mode = 0;
+  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (f < 0) return -1;
+  struct stat sb;
+  if (fstat(f, &sb) != 0) {
+    int e = errno;
+    close(f);
+    errno = e;
+    return -1;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(f);
+    *mode = sb.st_mode;
+    errno = EINVAL;
+    return -1;
+  }
+  int fl = fcntl(f, F_GETFL);
+  if (fl == -1 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+    int e = errno;
+    close(f);
+    errno = e;
+    return -1;
+  }
+  *fd = f;
+  return 0;
+}
+
+int stage_file_open(const char *path, int *fd, char *err, size_t errlen) {
+  mode_t mode;
+  *fd = -1;
+  if (open_regular(path, fd, &mode) == 0) return 0;
+  if (mode)
+    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path, rec_file_kind(mode));
+  else
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  return -1;
+}
+
+int stage_fd_hash(int fd, uint64_t *out) {
+  int copy_failed = 0;
+  return fd_hash_blocks(fd, -1, out, &copy_failed);
+}
+
+int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen) {
+  int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    snprintf(err, errlen, "copying it to %s: %s", to, strerror(errno));
+    return -1;
+  }
+  int copy_failed = 0;
+  int bad = fd_hash_blocks(fd, out, hash, &copy_failed);
+  int e = errno;
+  if (close(out) != 0 && !bad) {
+    bad = -1;
+    copy_failed = 1;
+    e = errno;
+  }
+  if (bad) {
+    if (copy_failed)
+      snprintf(err, errlen, "copying it to %s: %s", to, strerror(e));
+    else
+      snprintf(err, errlen, "cannot read: %s", strerror(e));
+    unlink(to);
+    return -1;
+  }
+  return 0;
+}
+
+int stage_file_hash(const char *path, uint64_t *out) {
+  int fd;
+  mode_t mode;
+  if (open_regular(path, &fd, &mode) != 0) return -1; /* (errno EINVAL: not a regular file) */
+  int bad = stage_fd_hash(fd, out);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return bad;
 }
 
 /* ---- per-molecule stages ------------------------------------------------- */

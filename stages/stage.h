@@ -324,8 +324,26 @@ char *stage_absent(const struct stage_ctx *ctx, const char *fmt);
 int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n);
 /* A 64-bit hash of a file's bytes (what work is keyed by: an edited file
  * redoes what depends on it, a `touch` or a copy nothing), read in 1 MiB
- * blocks at several GB/s. 0, or -1 with errno. */
+ * blocks at several GB/s. 0, or -1 with errno. A file that is not regular
+ * (a FIFO, a device, a folder) is refused unread, without blocking: -1
+ * with errno EINVAL (stage_file_open names what it is). */
 int stage_file_hash(const char *path, uint64_t *out);
+/* An input opened once, to be checked, hashed and read through the one
+ * descriptor: opened O_RDONLY | O_NONBLOCK | O_CLOEXEC (opening a FIFO
+ * cannot block), fstat'ed, refused unless a regular file, then O_NONBLOCK
+ * cleared. 0 with *fd (the caller closes it), or -1 with err "PATH: not a
+ * regular file (a FIFO); ..." or "PATH: cannot open: ...". */
+int stage_file_open(const char *path, int *fd, char *err, size_t errlen);
+/* stage_file_hash of the bytes of an open regular file, read from offset 0
+ * with pread (the descriptor's offset is left as it was). 0, or -1 with
+ * errno. */
+int stage_fd_hash(int fd, uint64_t *out);
+/* fd's bytes (from offset 0) copied into a new file `to` (created
+ * exclusively, mode 0600, not through a link), *hash what stage_fd_hash
+ * gives for the bytes copied: a program that must read an input by path
+ * reads this private copy, the very bytes that were hashed. 0, or -1 with
+ * err ("copying it to TO: ..." or "cannot read: ...") and `to` removed. */
+int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen);
 /* The 64-bit finaliser stage_file_hash ends with (a bijection that spreads
  * every input bit over the output): ingest's input keys take it too. */
 uint64_t stage_hash_mix(uint64_t x);
