@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -77,18 +78,44 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-/* The last non-empty lines of a log, joined by " | ", at most size bytes. */
-static void log_tail(const char *path, int lines, char *out, size_t size) {
+/* How much of a tool's log is read for its last words: its end only, so
+ * that a log of any size costs this much memory and no more. */
+#define LOG_TAIL_BYTES 4096
+
+void dock_log_tail(const char *path, int lines, char *out, size_t size) {
+  if (size == 0) return;
   out[0] = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return;
+  }
+  off_t from = sb.st_size > LOG_TAIL_BYTES ? sb.st_size - LOG_TAIL_BYTES : 0;
+  char buf[LOG_TAIL_BYTES + 1];
   size_t n = 0;
-  char *t = read_file(path, &n);
-  if (!t) return;
-  char *end = t + n;
+  while (n < LOG_TAIL_BYTES) {
+    ssize_t r = pread(fd, buf + n, LOG_TAIL_BYTES - n, from + (off_t)n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  /* control characters and NUL bytes (a sparse or binary log) as blanks */
+  for (size_t i = 0; i < n; i++)
+    if (((unsigned char)buf[i] < 0x20 && buf[i] != '\n') || buf[i] == 0x7f) buf[i] = ' ';
+  buf[n] = 0;
+  char *t = buf, *end = buf + n;
+  if (from > 0) { /* the first line read is the end of a line cut: from the next */
+    char *nl = memchr(buf, '\n', n);
+    if (nl && nl + 1 < end) t = nl + 1;
+  }
   int got = 0;
   char *start = end;
   while (start > t && got < lines) {
     char *e = start;
-    while (e > t && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' '))
+    while (e > t && (e[-1] == '\n' || e[-1] == ' '))
       e--;
     char *b = e;
     while (b > t && b[-1] != '\n')
@@ -101,16 +128,18 @@ static void log_tail(const char *path, int lines, char *out, size_t size) {
   for (char *line = start; line < end && o + 1 < size;) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
     char *e = nl ? nl : end;
-    while (e > line && (e[-1] == '\r' || e[-1] == ' '))
+    while (e > line && e[-1] == ' ')
       e--;
-    if (e > line) {
-      int w = snprintf(out + o, size - o, "%s%.*s", o ? " | " : "", (int)(e - line), line);
+    char *b = line;
+    while (b < e && *b == ' ')
+      b++;
+    if (e > b) {
+      int w = snprintf(out + o, size - o, "%s%.*s", o ? " | " : "", (int)(e - b), b);
       if (w < 0) break;
       o += (size_t)w < size - o ? (size_t)w : size - o - 1;
     }
     line = nl ? nl + 1 : end;
   }
-  free(t);
 }
 
 static int make_dir(const struct dock_setup *s, const char *what, char *dir, size_t size) {
@@ -515,21 +544,64 @@ static void child_dock(const struct dock_setup *s, const struct dock_job *j, con
                         "--size_z",    num[5],             "--exhaustiveness", num[6],      "--seed",
                         num[7],        "--cpu",            "1",         "--num_modes",      "1",
                         "--out",       "out.pdbqt",        NULL};
+  /* Vina's address space bounded (its grids, its search): a ligand that
+   * would take gigabytes fails its allocation instead (bad_alloc: Vina says
+   * "insufficient memory" and exits 1), a reject and not the machine's
+   * memory. After Open Babel's work above, so the limit is Vina's alone. */
+  if (s->memory_limit > 0) {
+    struct rlimit rl = {(rlim_t)s->memory_limit, (rlim_t)s->memory_limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) {
+      snprintf(err, sizeof err, "cannot set Vina's memory limit (stages.dock.memory_limit_mb): %s", strerror(errno));
+      write_file("why", err, strlen(err));
+      _exit(4);
+    }
+  }
   execvp(s->vina, (char *const *)argv);
   snprintf(err, sizeof err, "cannot run %s: %s", s->vina, strerror(errno));
   write_file("why", err, strlen(err));
   _exit(4);
 }
 
+/* Whether a tool's last words say its memory ran out: Vina's "Error:
+ * insufficient memory!" (its std::bad_alloc caught), an uncaught
+ * std::bad_alloc (terminate), an allocation's ENOMEM, the loader unable to
+ * map Vina's libraries. */
+static int says_out_of_memory(const char *words) {
+  static const char *const signs[] = {"insufficient memory", "bad_alloc", "cannot allocate memory", "out of memory",
+                                      "failed to map segment"};
+  for (size_t i = 0; i < sizeof signs / sizeof signs[0]; i++)
+    if (strcasestr(words, signs[i])) return 1;
+  return 0;
+}
+
+/* A molecule whose Vina hit stages.dock.memory_limit_mb: the reason says
+ * so, the detail names the key, its value and Vina's last words. */
+static void out_of_memory(const struct dock_setup *s, struct dock_job *j, const char *what, const char *words) {
+  unsigned long long mib = (unsigned long long)(s->memory_limit >> 20);
+  char limit[64];
+  if (mib >= 1024 && mib % 1024 == 0)
+    snprintf(limit, sizeof limit, "%llu GiB", mib / 1024);
+  else
+    snprintf(limit, sizeof limit, "%llu MiB", mib);
+  snprintf(j->reason, sizeof j->reason, "out of memory");
+  snprintf(j->detail, sizeof j->detail,
+           "Vina ran out of its memory limit (stages.dock.memory_limit_mb: %s): %s%s%.300s",
+           limit, what, words[0] ? "; " : "", words);
+}
+
 /* What the molecule's process left in dir: j docked, or rejected. */
-static void collect(struct dock_job *j, const char *dir, int st) {
+static void collect(const struct dock_setup *s, struct dock_job *j, const char *dir, int st) {
   char path[4200];
   if (WIFSIGNALED(st)) {
     snprintf(j->reason, sizeof j->reason, "docking crashed");
     snprintf(path, sizeof path, "%s/log", dir);
-    char tail[400];
-    log_tail(path, 2, tail, sizeof tail);
-    snprintf(j->detail, sizeof j->detail, "signal %d%s%s", WTERMSIG(st), tail[0] ? "; " : "", tail);
+    char tail[400], what[32];
+    dock_log_tail(path, 2, tail, sizeof tail);
+    snprintf(what, sizeof what, "signal %d", WTERMSIG(st));
+    if (s->memory_limit > 0 && says_out_of_memory(tail))
+      out_of_memory(s, j, what, tail);
+    else
+      snprintf(j->detail, sizeof j->detail, "%s%s%s", what, tail[0] ? "; " : "", tail);
     return;
   }
   int code = WEXITSTATUS(st);
@@ -537,16 +609,23 @@ static void collect(struct dock_job *j, const char *dir, int st) {
     snprintf(j->reason, sizeof j->reason, code == 3 ? "ligand preparation failed" : "Vina failed");
     snprintf(path, sizeof path, "%s/why", dir);
     char *why = read_file(path, NULL);
-    snprintf(j->detail, sizeof j->detail, "%s", why ? why : "");
+    if (code == 4 && s->memory_limit > 0 && why && says_out_of_memory(why))
+      out_of_memory(s, j, "it could not start", why);
+    else
+      snprintf(j->detail, sizeof j->detail, "%s", why ? why : "");
     free(why);
     return;
   }
   if (code != 0) {
     snprintf(j->reason, sizeof j->reason, "Vina failed");
     snprintf(path, sizeof path, "%s/log", dir);
-    char tail[480];
-    log_tail(path, 3, tail, sizeof tail);
-    snprintf(j->detail, sizeof j->detail, "exit status %d%s%s", code, tail[0] ? ": " : "", tail);
+    char tail[464], what[32];
+    dock_log_tail(path, 3, tail, sizeof tail);
+    snprintf(what, sizeof what, "exit status %d", code);
+    if (s->memory_limit > 0 && says_out_of_memory(tail))
+      out_of_memory(s, j, what, tail);
+    else
+      snprintf(j->detail, sizeof j->detail, "%s%s%s", what, tail[0] ? ": " : "", tail);
     return;
   }
   struct mol m, pose;
@@ -689,7 +768,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       } else if (r == t->pid) {
         j->status = 1;
         j->seconds = took;
-        collect(j, t->dir, st);
+        collect(s, j, t->dir, st);
       } else if (r < 0 && errno != EINTR) {
         snprintf(err, errlen, "waiting for a docking: %s", strerror(errno));
         ret = -1;

@@ -6,9 +6,10 @@
  * neither thread-safe nor crash-free) into a fresh folder and becomes
  * `vina` there, in a process group of its own that dies with its parent.
  * The supervisor (dock_run) keeps `workers` of them going, gives each a
- * wall-time limit, and reads the best pose back: a crash, a failure of Vina
- * or a timeout costs that molecule (a reason and the log's last words),
- * never the run.
+ * wall-time limit and an address-space limit, and reads the best pose
+ * back: a crash, a failure of Vina, a timeout or Vina's memory running out
+ * costs that molecule (a reason and the log's last words, read from its
+ * end: a log of any size costs 4 KiB), never the run.
  *
  * A pose is the docked molecule itself: the atoms and bonds it was stored
  * with, its coordinates those Vina gave each atom (the child leaves beside
@@ -37,6 +38,9 @@ struct dock_setup {
   int exhaustiveness;      /* Vina's --exhaustiveness */
   unsigned seed;           /* Vina's --seed: the same seed, the same pose */
   double timeout_s;        /* per molecule, whatever it waits for */
+  uint64_t memory_limit;   /* bytes of address space each Vina process may take (RLIMIT_AS, set in the
+                              child before it becomes Vina); a Vina that runs out of it is a reject,
+                              "out of memory", naming stages.dock.memory_limit_mb. 0: no limit */
   const char *tmpdir;      /* where each molecule's folder goes; NULL: $TMPDIR or /tmp */
 };
 
@@ -49,7 +53,7 @@ struct dock_job {
   size_t pose_len;
   double seconds;          /* wall time of the molecule's process */
   char reason[96];         /* rejected: "ligand preparation failed", "Vina failed", "timed out",
-                              "docking crashed", "no pose" */
+                              "docking crashed", "out of memory", "no pose" */
   char detail[512];        /* ... and the specifics (Vina's last words, the signal) */
 };
 
@@ -75,6 +79,12 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
              int (*done)(void *arg, int k), void *arg, char *err, size_t errlen);
 
 /* ---- the parts, for the tests ---------------------------------------------- */
+
+/* The last `lines` non-empty lines of the log at path, joined by " | ", at
+ * most size bytes (NUL-terminated; "" when it cannot be read). Only the
+ * log's last 4 KiB are read (pread at its end), whatever its size; control
+ * characters and NUL bytes read as blanks. */
+void dock_log_tail(const char *path, int lines, char *out, size_t size);
 
 /* The first model of Vina's output (PDBQT text): its affinity and each
  * atom's coordinates by serial number (xyz[3 * (serial - 1)], seen[serial -
