@@ -483,6 +483,26 @@ static void report_no_set(struct ck *ck, const struct cfg_node *sets, const stru
   free(keys);
 }
 
+/* The files the dock stage reads (stages.dock.receptor and box_ligand with
+ * Vina, stages.dock.table with oracle: table) must be regular files: a
+ * FIFO would hold the run's open, a device never end. stat only: nothing
+ * is opened here, so nothing can block. A file missing or a folder the
+ * loader reports. */
+static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
+  static const char *const vina[] = {"stages.dock.receptor", "stages.dock.box_ligand", NULL};
+  static const char *const table[] = {"stages.dock.table", NULL};
+  const char *const *keys = !strcmp(cfg_str(root, "stages.dock.oracle", "vina"), "table") ? table : vina;
+  for (int i = 0; keys[i]; i++) {
+    const struct cfg_node *n = cfg_get(root, keys[i]);
+    struct stat sb;
+    if (!n || n->kind != CFG_SCALAR || !n->value || stat(n->value, &sb) != 0 || S_ISREG(sb.st_mode) ||
+        S_ISDIR(sb.st_mode))
+      continue;
+    report(ck, n, keys[i], "%s: not a regular file (%s); docking reads regular files", n->value,
+           rec_file_kind(sb.st_mode));
+  }
+}
+
 static int check(const struct cfg_node *root, const char *stages_that_run, int read_files,
                  void (*problem)(void *arg, const char *msg), void (*warning)(void *arg, const char *msg), void *arg) {
   struct ck ck = {problem, warning, arg, 0, read_files};
@@ -561,11 +581,13 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
              "%s needs an ensemble's predictions: stages.train.ensemble 2 or more", rule);
   }
 
-  /* The set dock docks must be in `sets`. */
+  /* The set dock docks must be in `sets`; its files (the receptor and the
+   * box's ligand, or the table of scores) regular files. */
   if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
     const char *dock_set = cfg_str(root, "stages.dock.set", "library");
     if (!find_set(sets, dock_set))
       report_no_set(&ck, sets, cfg_get(root, "stages.dock.set"), "stages.dock.set", dock_set, " to dock");
+    if (read_files) check_dock_files(&ck, root);
   }
 
   /* The set score reads must be in `sets`: a workflow that trains and names

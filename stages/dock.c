@@ -21,8 +21,18 @@
  * comes when the whole chunk is done.
  *
  * A molecule whose docking fails (its ligand cannot be prepared, Vina
- * fails or crashes, it runs out of time) becomes a reject of this stage
- * with the reason and Vina's last words; the others go on.
+ * fails or crashes, it runs out of time or out of its memory limit,
+ * stages.dock.memory_limit_mb) becomes a reject of this stage with the
+ * reason and Vina's last words; the others go on.
+ *
+ * The files it reads are opened once (stage_file_open: a FIFO, a device
+ * or a folder refused unread, naming the file and its key, before anything
+ * is run): the receptor and the table are hashed for the set-up through
+ * that descriptor, and later copied through it into this run's folder,
+ * where Open Babel, Vina and the CSV reader read them by path, the copy's
+ * bytes checked against the set-up's key; the box ligand is copied the
+ * same way into a folder of its own for Open Babel. What is keyed is what
+ * is used, whatever happens to the workflow's files meanwhile.
  *
  * With stages.dock.oracle: table the scores come from a CSV file instead
  * (a benchmark's, or another program's): each molecule's score is looked
@@ -34,6 +44,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +64,13 @@ struct dstage {
   char vina_version[128];
   const char *set;
   const char *receptor_in; /* the workflow's receptor file */
+  /* The receptor and the table, opened once (stage_file_open) when the
+   * set-up is read: hashed for its key through these descriptors, and later
+   * copied through them into this run's folder for what reads them by path
+   * (Open Babel, Vina, the CSV reader), the copy's bytes checked against
+   * the key. -1: not open. */
+  int receptor_fd, table_fd;
+  uint64_t receptor_hash, table_hash;
   char tmp[4096];          /* this run's folder (make_run_dir): the prepared receptor, the molecules' folders */
   char receptor[4200];     /* ... and its path */
   int workers;
@@ -88,6 +106,100 @@ static int three(struct stage_ctx *ctx, const char *key, double v[3]) {
   return STAGE_OK;
 }
 
+/* stages.dock.KEY's file opened once (stage_file_open): a FIFO, a device
+ * or a folder refused unread, without blocking, naming the file and the
+ * key. */
+static int open_input(struct stage_ctx *ctx, const char *key, const char *path, int *fd) {
+  char err[PATH_MAX + 256];
+  if (stage_file_open(path, fd, err, sizeof err))
+    return stage_fail_at(ctx, cfg_get(ctx->cfg, key), "stages.dock.%s: %s", key, err);
+  return STAGE_OK;
+}
+
+/* msg with each `copy` (a private copy's path, which the readers name in
+ * their messages) written as `orig`, the file the workflow names. */
+static void own_name(char *msg, size_t size, const char *copy, const char *orig) {
+  size_t cl = strlen(copy);
+  if (!cl || !strstr(msg, copy)) return;
+  char *out = malloc(size);
+  if (!out) return;
+  size_t o = 0;
+  for (const char *p = msg; *p && o + 1 < size;) {
+    if (!strncmp(p, copy, cl)) {
+      int w = snprintf(out + o, size - o, "%s", orig);
+      o += w < 0 ? 0 : (size_t)w < size - o ? (size_t)w : size - o - 1;
+      p += cl;
+    } else {
+      out[o++] = *p++;
+    }
+  }
+  out[o] = 0;
+  memcpy(msg, out, o + 1);
+  free(out);
+}
+
+/* The bytes of stages.dock.KEY's file, read through fd (opened once), into
+ * dir/SUB/NAME, NAME the file's own name (Open Babel reads a format by its
+ * extension), into out: what a program then reads by path is the very
+ * bytes that were hashed. With want, the bytes must hash to it (the key of
+ * the set-up): a file changed since the set-up was read is an error
+ * naming it, never a mix. */
+static int private_copy(struct stage_ctx *ctx, const char *dir, const char *key, const char *path, int fd,
+                        const uint64_t *want, char *out, size_t size) {
+  const struct cfg_node *at = cfg_get(ctx->cfg, key);
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  if (!base[0]) base = key;
+  if ((size_t)snprintf(out, size, "%s/%s/%s", dir, key, base) >= size)
+    return stage_fail_at(ctx, at, "stages.dock.%s: %s: this run's copy of it under %s: %s", key, path, dir,
+                         strerror(ENAMETOOLONG));
+  snprintf(out, size, "%s/%s", dir, key);
+  if (mkdir(out, 0700) != 0 && errno != EEXIST)
+    return stage_fail_at(ctx, at, "stages.dock.%s: %s: a folder for this run's copy of it: %s: %s", key, path, out,
+                         strerror(errno));
+  snprintf(out, size, "%s/%s/%s", dir, key, base);
+  unlink(out);
+  char err[PATH_MAX + 256];
+  uint64_t h;
+  if (stage_fd_copy(fd, out, &h, err, sizeof err))
+    return stage_fail_at(ctx, at, "stages.dock.%s: %s: %s", key, path, err);
+  if (want && h != *want) {
+    unlink(out);
+    return stage_fail_at(ctx, at, "stages.dock.%s: %s changed while this run used it (its bytes are not those the "
+                                  "set-up was keyed by): run again",
+                         key, path);
+  }
+  return STAGE_OK;
+}
+
+/* A folder of its own under $TMPDIR (or /tmp), for a copy read at once. */
+static int temp_dir(struct stage_ctx *ctx, const char *what, char *dir, size_t size) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !base[0]) base = "/tmp";
+  if ((size_t)snprintf(dir, size, "%s/se3screen-%s-XXXXXX", base, what) < size && mkdtemp(dir)) return STAGE_OK;
+  int e = errno;
+  dir[0] = 0;
+  return stage_fail_at(ctx, NULL, "a temporary folder under %s: %s", base, strerror(e));
+}
+
+/* The box from stages.dock.box_ligand: the file opened once, its bytes
+ * copied through that descriptor into a folder of its own, where Open
+ * Babel's process reads them. */
+static int box_from_ligand(struct stage_ctx *ctx, struct dstage *d, const char *ligand) {
+  int fd = -1;
+  if (open_input(ctx, "box_ligand", ligand, &fd)) return STAGE_ERROR;
+  char dir[4096], copy[4400], err[2048];
+  int rc = temp_dir(ctx, "box", dir, sizeof dir);
+  if (rc == STAGE_OK) rc = private_copy(ctx, dir, "box_ligand", ligand, fd, NULL, copy, sizeof copy);
+  close(fd);
+  if (rc == STAGE_OK && dock_box_from_ligand(copy, cfg_float(ctx->cfg, "padding", 4), 120, &d->ds.box, err,
+                                            sizeof err)) {
+    own_name(err, sizeof err, copy, ligand);
+    rc = stage_fail_at(ctx, cfg_get(ctx->cfg, "box_ligand"), "%s", err);
+  }
+  se3_rm_tree(dir[0] ? dir : NULL);
+  return rc;
+}
+
 /* The set-up: Vina, the receptor, the box; its key. */
 static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *c = ctx->cfg;
@@ -101,9 +213,10 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     d->table_key = cfg_str(c, "table_key", "smiles");
     d->key_column = cfg_str(c, "key_column", d->table_key);
     d->score_column = cfg_str(c, "score_column", "score");
-    uint64_t content;
-    if (stage_file_hash(d->table_path, &content))
-      return stage_fail_at(ctx, cfg_get(c, "table"), "%s: %s", d->table_path, strerror(errno));
+    if (open_input(ctx, "table", d->table_path, &d->table_fd)) return STAGE_ERROR;
+    if (stage_fd_hash(d->table_fd, &d->table_hash))
+      return stage_fail_at(ctx, cfg_get(c, "table"), "stages.dock.table: %s: %s", d->table_path, strerror(errno));
+    uint64_t content = d->table_hash;
     uint64_t h = se3_hash_bytes(se3_hash_str(SE3_HASH_INIT, "table"), &content, sizeof content);
     h = se3_hash_str(se3_hash_str(se3_hash_str(h, d->table_key), d->key_column), d->score_column);
     snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
@@ -113,10 +226,15 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   if (!d->receptor_in)
     return stage_fail_at(ctx, c, "stages.dock.receptor: the receptor to dock into is not given (a PDB, PDBQT or any "
                                  "file Open Babel reads)");
+  /* opened (a FIFO or a device refused) and hashed before anything else is run */
+  if (open_input(ctx, "receptor", d->receptor_in, &d->receptor_fd)) return STAGE_ERROR;
+  if (stage_fd_hash(d->receptor_fd, &d->receptor_hash))
+    return stage_fail_at(ctx, cfg_get(c, "receptor"), "stages.dock.receptor: %s: %s", d->receptor_in, strerror(errno));
   d->ds.vina = cfg_str(c, "vina", "vina");
   d->ds.exhaustiveness = (int)cfg_int(c, "exhaustiveness", 8);
   d->ds.seed = (unsigned)cfg_int(c, "seed", 1);
   d->ds.timeout_s = cfg_float(c, "timeout_s", 900);
+  d->ds.memory_limit = (uint64_t)cfg_int(c, "memory_limit_mb", 4096) << 20;
   d->workers = (int)cfg_int(c, "workers", 0);
   if (d->workers <= 0) d->workers = stage_cores(); /* (an array task's allocation under Slurm) */
   char err[1024];
@@ -128,8 +246,7 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     return stage_fail_at(ctx, center, "stages.dock: give the box either by `box_ligand` or by `center` and `size`, "
                                       "not both");
   if (ligand) {
-    if (dock_box_from_ligand(ligand, cfg_float(c, "padding", 4), 120, &d->ds.box, err, sizeof err))
-      return stage_fail_at(ctx, cfg_get(c, "box_ligand"), "%s", err);
+    if (box_from_ligand(ctx, d, ligand)) return STAGE_ERROR;
   } else if (center) {
     if (three(ctx, "center", d->ds.box.center) || three(ctx, "size", d->ds.box.size)) return STAGE_ERROR;
   } else {
@@ -141,9 +258,7 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     if (!(d->ds.box.size[k] > 0 && d->ds.box.size[k] <= 200))
       return stage_fail_at(ctx, cfg_get(c, "size") ? cfg_get(c, "size") : c,
                            "stages.dock: the box's size %g Å is not between 0 and 200 Å", d->ds.box.size[k]);
-  uint64_t content;
-  if (stage_file_hash(d->receptor_in, &content))
-    return stage_fail_at(ctx, cfg_get(c, "receptor"), "%s: %s", d->receptor_in, strerror(errno));
+  uint64_t content = d->receptor_hash;
   uint64_t h = se3_hash_bytes(se3_hash_str(SE3_HASH_INIT, d->vina_version), &content, sizeof content);
   /* the box as Vina is given it (4 decimals) */
   char box[256];
@@ -180,6 +295,7 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   if (!d) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = d;
   d->ctx = ctx;
+  d->receptor_fd = d->table_fd = -1;
   if (dock_setup(ctx, d)) return STAGE_ERROR;
   char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE set_name = ?1%z AND NOT EXISTS (SELECT 1 FROM "
                                "\"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
@@ -212,6 +328,7 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
  * folder this run's alone); where that name cannot be had (another user's
  * file of that name), a folder of a random name, as mkdtemp makes. */
 static int make_run_dir(struct stage_ctx *ctx, struct dstage *d) {
+  if (d->tmp[0]) return STAGE_OK;
   const char *base = getenv("TMPDIR");
   if (!base || !base[0]) base = "/tmp";
   int64_t shard[2] = {ctx->shard, ctx->n_shards};
@@ -226,15 +343,23 @@ static int make_run_dir(struct stage_ctx *ctx, struct dstage *d) {
   return stage_fail_at(ctx, NULL, "a temporary folder for docking under %s: %s", base, strerror(e));
 }
 
-/* The receptor, prepared once a run (not in --dry-run, which docks nothing). */
+/* The receptor, prepared once a run (not in --dry-run, which docks
+ * nothing), from this run's copy of the bytes its set-up was keyed by. */
 static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d) {
   if (d->ds.receptor) return STAGE_OK;
   if (make_run_dir(ctx, d) != STAGE_OK) return STAGE_ERROR;
   d->ds.tmpdir = d->tmp;
+  char copy[4400];
+  if (private_copy(ctx, d->tmp, "receptor", d->receptor_in, d->receptor_fd, &d->receptor_hash, copy, sizeof copy))
+    return STAGE_ERROR;
+  close(d->receptor_fd);
+  d->receptor_fd = -1;
   snprintf(d->receptor, sizeof d->receptor, "%s/receptor.pdbqt", d->tmp);
-  char err[1024];
-  if (dock_prepare_receptor(d->receptor_in, d->receptor, 300, err, sizeof err))
+  char err[2048];
+  if (dock_prepare_receptor(copy, d->receptor, 300, err, sizeof err)) {
+    own_name(err, sizeof err, copy, d->receptor_in);
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "receptor"), "%s", err);
+  }
   d->ds.receptor = d->receptor;
   ctx->report->log(ctx, "docking into %s with %s (box centre %.2f %.2f %.2f Å, size %.1f x %.1f x %.1f Å, "
                         "exhaustiveness %d, seed %u, %d at once)",
@@ -310,9 +435,19 @@ static int store_one(void *arg, int k) {
 static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *at = cfg_get(ctx->cfg, "table");
   struct rec_options ro = {.smiles_column = d->key_column, .max_empty_listed = -1};
-  char err[1024];
-  struct rec_reader *rd = rec_open(d->table_path, MOL_FMT_CSV, &ro, err, sizeof err);
-  if (!rd) return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  /* read from this run's copy of the bytes the set-up was keyed by */
+  char copy[4400];
+  if (make_run_dir(ctx, d) != STAGE_OK ||
+      private_copy(ctx, d->tmp, "table", d->table_path, d->table_fd, &d->table_hash, copy, sizeof copy))
+    return STAGE_ERROR;
+  close(d->table_fd);
+  d->table_fd = -1;
+  char err[2048];
+  struct rec_reader *rd = rec_open(copy, MOL_FMT_CSV, &ro, err, sizeof err);
+  if (!rd) {
+    own_name(err, sizeof err, copy, d->table_path);
+    return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  }
   int n_cols = 0, key = -1, score = -1;
   const char *const *cols = rec_columns(rd, &n_cols);
   for (int i = 0; i < n_cols; i++) {
@@ -366,7 +501,11 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   }
   sqlite3_finalize(ins);
   rec_close(rd);
-  if (rc < 0) return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  unlink(copy);
+  if (rc < 0) {
+    own_name(err, sizeof err, copy, d->table_path);
+    return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
+  }
   if (kept == 0)
     return stage_fail_at(ctx, at, "stages.dock.table: %s has no row with a key and a number in '%s' (%lld rows)",
                          d->table_path, d->score_column, rows);
@@ -570,6 +709,8 @@ static void dock_end(struct stage_ctx *ctx) {
                      (long long)d->docked, d->docked ? d->seconds / (double)d->docked : 0.0, (long long)d->rejected,
                      "; ", (long long)(d->before + ctx->items_done));
   se3_rm_tree(d->tmp[0] ? d->tmp : NULL);
+  if (d->receptor_fd >= 0) close(d->receptor_fd);
+  if (d->table_fd >= 0) close(d->table_fd);
   sqlite3_finalize(d->insert);
   sqlite3_finalize(d->lookup);
   free(d->jobs);
