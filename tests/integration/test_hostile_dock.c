@@ -1,0 +1,292 @@
+/* test_hostile_dock.c — the dock stage's inputs and its Vina processes
+ * against hostile files (issue 51, holes 3 and 6):
+ *   - a FIFO or a device as stages.dock.receptor, box_ligand or the oracle's
+ *     table is refused by `check` and by `run` (exit 2, the key and the file
+ *     named, the kind said), at once: it used to pass `check` and hang `run`
+ *     for ever on the FIFO's open or on /dev/zero's endless bytes. Every
+ *     se3screen here runs under `timeout -s KILL`, so a hang fails the test
+ *     instead of holding the suite;
+ *   - the shared mechanism below it: stage_file_hash refuses a FIFO and a
+ *     device without blocking; stage_file_open, stage_fd_hash and
+ *     stage_fd_copy check, hash and copy through one descriptor, and the
+ *     hash is the one stage_file_hash always gave (ingest's keys and dock's
+ *     set-ups of earlier runs stay valid);
+ *   - Vina under stages.dock.memory_limit_mb: a Vina that runs out of it is
+ *     a reject naming the limit, and the run goes on (exit 0); skipped where
+ *     there is no `vina` program;
+ *   - Vina's log read from its end: a 1 GiB log costs a few KiB of reading.
+ * About 3 s on 2 cores. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chem/dock.h"
+#include "stages/stage.h"
+#include "tests/testutil.h"
+
+/* se3screen VERB WF, killed at `limit` s: a hang is exit 137, never the suite's. */
+static int se3_bounded(char **out, int limit, const char *verb, const char *wf, const char *extra) {
+  return tu_sh(out, "timeout -s KILL %d %s %s %s %s", limit, SE3_BINARY, verb, wf, extra ? extra : "");
+}
+
+static int have_vina(void) { return tu_sh(NULL, "command -v vina >/dev/null 2>&1") == 0; }
+
+/* ---- FIFOs and devices as the dock stage's files ---------------------------- */
+
+Test(hostile_dock, fifo_and_device_inputs_refused_by_check_and_run, .timeout = 300) {
+  char *dir = tu_tmpdir("hostile_dock_fifo");
+  const char *data = tu_src("tests/data/dock");
+  char fifo[1100];
+  snprintf(fifo, sizeof fifo, "%s/pipe.pdb", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  cr_assert_eq(tu_sh(NULL, "cp '%s/crystal_ligand.mol2' '%s/lig.mol2' && printf 'smiles,score\\nCCO,-1\\n' > "
+                           "'%s/scores.csv'",
+                     data, dir, dir),
+               0);
+  static const struct {
+    const char *key, *file, *kind;
+    int table;
+  } cases[] = {{"receptor", "pipe.pdb", "(a FIFO)", 0},
+               {"receptor", "/dev/zero", "(a character device)", 0},
+               {"box_ligand", "pipe.pdb", "(a FIFO)", 0},
+               {"table", "pipe.pdb", "(a FIFO)", 1},
+               {"table", "/dev/zero", "(a character device)", 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char dock[1024], yaml[2048];
+    const char *f = cases[i].file;
+    if (cases[i].table)
+      snprintf(dock, sizeof dock, "{oracle: table, table: %s}", f);
+    else if (!strcmp(cases[i].key, "receptor"))
+      snprintf(dock, sizeof dock, "{receptor: %s, box_ligand: lig.mol2, exhaustiveness: 1}", f);
+    else
+      snprintf(dock, sizeof dock, "{receptor: %s/receptor.pdb, box_ligand: %s, exhaustiveness: 1}", data, f);
+    snprintf(yaml, sizeof yaml,
+             "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  library:\n    - {path: lig.mol2}\n"
+             "stages:\n  ingest: {workers: 1}\n  dock: %s\n", /* the dock line is line 9 */
+             dock);
+    char *wf = tu_write(dir, "wf.yaml", yaml);
+    char path[1200], want[1600];
+    snprintf(path, sizeof path, "%s%s%s", f[0] == '/' ? "" : dir, f[0] == '/' ? "" : "/", f);
+    snprintf(want, sizeof want, "stages.dock.%s: %s: not a regular file %s", cases[i].key, path, cases[i].kind);
+    static const char *const verbs[] = {"check", "run"};
+    for (int v = 0; v < 2; v++) {
+      char *out = NULL;
+      double t0 = tu_now();
+      int rc = se3_bounded(&out, 60, verbs[v], wf, NULL);
+      double took = tu_now() - t0;
+      cr_assert_neq(rc, 137, "%s with %s as stages.dock.%s hung (killed after %.0f s)", verbs[v], f, cases[i].key,
+                    took);
+      cr_assert_eq(rc, 2, "%s with %s as stages.dock.%s: exit %d after %.1f s:\n%s", verbs[v], f, cases[i].key, rc,
+                   took, out);
+      cr_assert(strstr(out, want) && strstr(out, "wf.yaml:9:"), "%s: no '%s' at the key's line in:\n%s", verbs[v],
+                want, out);
+      cr_log_info("%s, %s as stages.dock.%s: exit %d in %.2f s", verbs[v], f, cases[i].key, rc, took);
+      free(out);
+    }
+    /* refused before anything was done */
+    cr_assert_neq(tu_sh(NULL, "test -e '%s/work'", dir), 0, "run made its workdir");
+    free(wf);
+  }
+  free(dir);
+}
+
+/* ---- the shared mechanism: opened once, never blocking ---------------------- */
+
+/* A FIFO without a writer held stage_file_hash's fopen for ever, and
+ * /dev/zero kept it reading: both refused now, at once (.timeout ends the
+ * test that would hang). */
+Test(hostile_dock, file_hash_refuses_fifo_and_device_without_blocking, .timeout = 20) {
+  char *dir = tu_tmpdir("hostile_dock_hash");
+  char fifo[1100];
+  snprintf(fifo, sizeof fifo, "%s/pipe.csv", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  uint64_t h;
+  errno = 0;
+  cr_assert_eq(stage_file_hash(fifo, &h), -1, "a FIFO was hashed");
+  cr_assert_eq(errno, EINVAL, "errno %d", errno);
+  long long r0 = tu_bytes_read();
+  cr_assert_eq(stage_file_hash("/dev/zero", &h), -1, "/dev/zero was hashed");
+  if (r0 >= 0) cr_assert_lt(tu_bytes_read() - r0, 4096, "/dev/zero was read");
+  cr_assert_eq(stage_file_hash(dir, &h), -1, "a folder was hashed");
+  free(dir);
+}
+
+/* The file content the hashes below are of: n bytes, (i * 131 + i / 7) mod 256. */
+static char *pattern_file(const char *dir, const char *name, size_t n) {
+  char *path = NULL;
+  cr_assert(asprintf(&path, "%s/%s", dir, name) > 0);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  for (size_t i = 0; i < n; i++)
+    fputc((int)((i * 131 + i / 7) & 0xff), f);
+  cr_assert_eq(fclose(f), 0);
+  return path;
+}
+
+Test(hostile_dock, inputs_opened_once_checked_hashed_and_copied, .timeout = 60) {
+  char *dir = tu_tmpdir("hostile_dock_open");
+  char fifo[1100], err[2048];
+  snprintf(fifo, sizeof fifo, "%s/pipe.pdb", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  int fd = 12345;
+  cr_assert_eq(stage_file_open(fifo, &fd, err, sizeof err), -1);
+  cr_assert_eq(fd, -1);
+  char want[1400];
+  snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
+  cr_assert(strstr(err, want), "%s", err);
+  cr_assert_eq(stage_file_open("/dev/zero", &fd, err, sizeof err), -1);
+  cr_assert(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
+  cr_assert_eq(stage_file_open(dir, &fd, err, sizeof err), -1);
+  cr_assert(strstr(err, "not a regular file (a directory)"), "%s", err);
+  char missing[1200];
+  snprintf(missing, sizeof missing, "%s/absent.pdb", dir);
+  cr_assert_eq(stage_file_open(missing, &fd, err, sizeof err), -1);
+  cr_assert(strstr(err, missing) && strstr(err, "No such file"), "%s", err);
+
+  /* The hashes stage_file_hash gave at 7f50eaf (fread in 1 MiB blocks),
+   * through the path, the descriptor and the copy alike: whole blocks, a
+   * last block cut, stripes cut, an empty file. */
+  static const struct {
+    size_t n;
+    uint64_t h;
+  } known[] = {{0, 0xf4fe00d2904fb174ULL},       {1, 0x0f2958e452e05361ULL},
+               {31, 0xc3593a85299301d0ULL},      {33, 0xe35e9567088699f1ULL},
+               {1 << 20, 0x59890fd1ccca9e19ULL}, {(3 << 20) + 45, 0xa3140b5d815cfe27ULL}};
+  for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+    char *path = pattern_file(dir, "x.bin", known[k].n);
+    uint64_t by_path = 0, by_fd = 0, by_copy = 0;
+    cr_assert_eq(stage_file_hash(path, &by_path), 0);
+    cr_assert_eq(by_path, known[k].h, "%zu bytes: %016llx, not %016llx", known[k].n, (unsigned long long)by_path,
+                 (unsigned long long)known[k].h);
+    cr_assert_eq(stage_file_open(path, &fd, err, sizeof err), 0, "%s", err);
+    /* the descriptor reads blocking again (O_NONBLOCK was only for the open) and closes on exec */
+    cr_assert_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    cr_assert_neq(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+    cr_assert_eq(lseek(fd, 7, SEEK_SET), 7); /* an offset moved does not change what is hashed */
+    cr_assert_eq(stage_fd_hash(fd, &by_fd), 0);
+    cr_assert_eq(by_fd, known[k].h);
+    char copy[1200];
+    snprintf(copy, sizeof copy, "%s/copy.bin", dir);
+    unlink(copy);
+    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(by_copy, known[k].h);
+    cr_assert_eq(tu_sh(NULL, "cmp -s '%s' '%s'", path, copy), 0, "the copy differs from the file");
+    struct stat sb;
+    cr_assert_eq(stat(copy, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600);
+    /* a copy is created, never written over or through a link */
+    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, err, sizeof err), -1);
+    cr_assert(strstr(err, copy) && strstr(err, "File exists"), "%s", err);
+    close(fd);
+    free(path);
+  }
+  free(dir);
+}
+
+/* ---- Vina: its memory bounded, its log read from the end --------------------- */
+
+/* stages.dock.memory_limit_mb: 64 is far below what Vina needs for FABP4
+ * (about 0.55 GB): each molecule is a reject, "out of memory", naming the
+ * key and the limit; the run itself succeeds. Then a box ligand Open Babel
+ * cannot read: the message names the workflow's file, not the private copy
+ * Open Babel was handed. */
+Test(hostile_dock, vina_out_of_its_memory_limit_is_a_reject, .timeout = 300) {
+  if (!have_vina()) cr_skip_test("no vina program (scripts/setup.sh installs Debian's autodock-vina)");
+  char *dir = tu_tmpdir("hostile_dock_memory");
+  const char *data = tu_src("tests/data/dock");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  library:\n"
+           "    - {path: %s/crystal_ligand.mol2}\n    - {path: %s/actives4.mol2}\n"
+           "stages:\n  ingest: {workers: 1}\n"
+           "  dock: {receptor: %s/receptor.pdb, box_ligand: %s/crystal_ligand.mol2, exhaustiveness: 1, workers: 2, "
+           "memory_limit_mb: 64}\n",
+           data, data, data, data);
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char *out = NULL;
+  double t0 = tu_now();
+  int rc = tu_sh(&out, "cd '%s' && TMPDIR='%s' timeout -s KILL 240 %s run wf.yaml", dir, dir, SE3_BINARY);
+  double took = tu_now() - t0;
+  cr_assert_eq(rc, 0, "exit %d after %.1f s:\n%s", rc, took, out);
+  cr_log_info("5 molecules, Vina under 64 MiB: %.1f s", took);
+  free(out);
+  char db[1200];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM docking"), 0);
+  char *rejects = tu_query(db, "SELECT reason, detail FROM rejects");
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE stage = 'dock' AND reason = 'out of memory' AND "
+                                "detail LIKE 'Vina ran out of its memory limit (stages.dock.memory_limit_mb: 64 MiB)%'"),
+               5, "%s", rejects);
+  cr_log_info("%s", rejects);
+  free(rejects);
+  /* the run's folders under TMPDIR are gone with it */
+  cr_assert_eq(tu_sh(NULL, "test -z \"$(ls -A '%s' | grep se3screen-)\"", dir), 0, "temporary folders were left");
+
+  /* an empty box ligand: named as the workflow names it */
+  char *empty = tu_write(dir, "empty.mol2", "");
+  rc = tu_sh(&out, "cd '%s' && TMPDIR='%s' timeout -s KILL 120 %s run wf.yaml --set stages.dock.box_ligand=%s", dir,
+             dir, SE3_BINARY, empty);
+  cr_assert_eq(rc, 1, "exit %d:\n%s", rc, out);
+  cr_assert(strstr(out, empty) && !strstr(out, "se3screen-box"), "the message does not name %s:\n%s", empty, out);
+  free(out);
+  free(empty);
+  free(wf);
+  free(dir);
+}
+
+/* A log of 1 GiB (sparse: no disk) whose last lines are Vina's last words:
+ * they are found by reading its end, a few KiB, not the whole file (it
+ * used to be read whole: 1.04 GB of memory). */
+Test(hostile_dock, log_tail_reads_only_the_end, .timeout = 60) {
+  char *dir = tu_tmpdir("hostile_dock_log");
+  char path[1200], out[400];
+  snprintf(path, sizeof path, "%s/log", dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  cr_assert_geq(fd, 0);
+  const char *end = "first words\nsecond words\r\n\n  Error: insufficient memory!  \n\n";
+  off_t size = (off_t)1 << 30;
+  cr_assert_eq(ftruncate(fd, size), 0);
+  cr_assert_eq(pwrite(fd, end, strlen(end), size), (ssize_t)strlen(end));
+  cr_assert_eq(close(fd), 0);
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  long long r0 = tu_bytes_read();
+  double t0 = tu_now();
+  dock_log_tail(path, 2, out, sizeof out);
+  double took = tu_now() - t0;
+  long long got = r0 >= 0 ? tu_bytes_read() - r0 : -1;
+  getrusage(RUSAGE_SELF, &ru1);
+  cr_log_info("the tail of a 1 GiB log: %lld bytes read, %.3f s, peak RSS %ld -> %ld KiB", got, took, ru0.ru_maxrss,
+              ru1.ru_maxrss);
+  if (r0 >= 0) cr_assert_leq(got, 65536, "%lld bytes read of a 1 GiB log", got);
+  cr_assert_lt(ru1.ru_maxrss - ru0.ru_maxrss, 32 * 1024, "peak RSS grew from %ld to %ld KiB", ru0.ru_maxrss,
+               ru1.ru_maxrss);
+  cr_assert_str_eq(out, "second words | Error: insufficient memory!");
+
+  /* the end is 4 KiB into a long line: what is left of it is not a line's start */
+  char *text = malloc(20000);
+  memset(text, 'x', 19000);
+  strcpy(text + 19000, "\nlast\n");
+  free(tu_write(dir, "long", text));
+  snprintf(path, sizeof path, "%s/long", dir);
+  dock_log_tail(path, 3, out, sizeof out);
+  cr_assert_str_eq(out, "last");
+  /* a short log whole; a missing one empty */
+  free(tu_write(dir, "short", "a\nb\nc\n"));
+  snprintf(path, sizeof path, "%s/short", dir);
+  dock_log_tail(path, 2, out, sizeof out);
+  cr_assert_str_eq(out, "b | c");
+  snprintf(path, sizeof path, "%s/absent", dir);
+  dock_log_tail(path, 2, out, sizeof out);
+  cr_assert_str_eq(out, "");
+  free(text);
+  free(dir);
+}
