@@ -174,23 +174,13 @@ static void side_free(struct side_csv *s) {
  * naming the file. */
 static int snapshot_file(const char *path, struct stat *sb, char *err, size_t errlen) {
   enum { BLOCK = 1 << 20 };
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), copy = -1;
+  int fd = -1, copy = -1;
   char *buf = NULL;
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return -1;
-  }
+  if (stage_file_open(path, &fd, err, errlen) != 0) return -1;
   if (fstat(fd, sb) != 0) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     goto fail;
   }
-  if (!S_ISREG(sb->st_mode)) {
-    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path,
-             rec_file_kind(sb->st_mode));
-    goto fail;
-  }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   copy = memfd_create("se3screen-input", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   buf = copy >= 0 ? malloc(BLOCK) : NULL;
   if (!buf) {
@@ -229,11 +219,7 @@ fail:
 
 /* The content hash of a copy taken by snapshot_file (stage_file_hash's,
  * the same as of the file it was taken of). 0, or -1 with errno. */
-static int snapshot_hash(int copy, uint64_t *h) {
-  char p[64];
-  snprintf(p, sizeof p, "/proc/self/fd/%d", copy);
-  return stage_file_hash(p, h);
-}
+static int snapshot_hash(int copy, uint64_t *h) { return stage_fd_hash(copy, h); }
 
 /* A reader of the copy (a descriptor of its own), messages naming path. */
 static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro, char *err,
