@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chem/mol.h"
+
 static void mark_no_hash(struct cfg_node *n) {
   n->no_hash = 1;
   for (int i = 0; i < n->n_kids; i++)
@@ -147,16 +149,29 @@ static void check_int(struct ld *ld, struct cfg_node *n, const struct cfg_node *
   set_value(n, buf); /* canonical text: "+7" and "007" print as 7 */
 }
 
+/* A float's bounds: min and max inclusive, `above` an exclusive lower bound
+ * (a length that must be more than 0). */
 static void check_float(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
-  double v = 0, lo = 0, hi = 0;
+  double v = 0, lo = 0, hi = 0, above = 0;
   if (!cfg_parse_float(n->value, &v)) {
     cfg_err_expected(ld, n, p, "a number");
     return;
   }
-  const char *slo = cfg_sch_text(s, "min"), *shi = cfg_sch_text(s, "max");
+  const char *slo = cfg_sch_text(s, "min"), *shi = cfg_sch_text(s, "max"), *sabove = cfg_sch_text(s, "above");
   int has_lo = slo && cfg_parse_float(slo, &lo), has_hi = shi && cfg_parse_float(shi, &hi);
+  int has_above = sabove && cfg_parse_float(sabove, &above);
+  if (has_above && !(v > above)) {
+    if (has_hi)
+      cfg_err_node(ld, n, cfg_path_str(p), "must be more than %s and at most %s, got %s", sabove, shi, n->value);
+    else
+      cfg_err_node(ld, n, cfg_path_str(p), "must be more than %s, got %s", sabove, n->value);
+    return;
+  }
   if ((has_lo && v < lo) || (has_hi && v > hi)) {
-    err_range(ld, n, p, has_lo ? slo : NULL, has_hi ? shi : NULL);
+    if (has_above)
+      cfg_err_node(ld, n, cfg_path_str(p), "must be more than %s and at most %s, got %s", sabove, shi, n->value);
+    else
+      err_range(ld, n, p, has_lo ? slo : NULL, has_hi ? shi : NULL);
     return;
   }
   n->type = CFG_T_FLOAT;
@@ -245,6 +260,44 @@ static void check_labels(struct ld *ld, struct cfg_node *n, struct path *p) {
     }
   } else {
     cfg_err_expected(ld, n, p, "a list of label names or a mapping name: number");
+  }
+}
+
+/* An element's symbol (H, C, Cl; any case, as mol_element_z reads it). */
+static void check_element(struct ld *ld, struct cfg_node *n, const struct path *p) {
+  if (n->kind != CFG_SCALAR) {
+    cfg_err_expected(ld, n, p, "an element's symbol");
+    return;
+  }
+  if (mol_element_z(n->value) <= 0) {
+    cfg_err_node(ld, n, cfg_path_str(p),
+                 "'%s' is not a chemical element: give an element's symbol, H to Og (atomic numbers 1 to 118)",
+                 n->value);
+    return;
+  }
+  n->type = CFG_T_STRING; /* kept as written: the stage hashes take it so */
+}
+
+/* A list whose schema says `unique: true`: each item once (elements by
+ * atomic number, so Cl and CL are one; other scalars by their text). The
+ * second of two is the error, naming the first. */
+static void check_unique(struct ld *ld, const struct cfg_node *n, const struct cfg_node *items, struct path *p) {
+  const char *it = items ? cfg_sch_type(items) : NULL;
+  int by_element = it && !strcmp(it, "element");
+  for (int i = 1; i < n->n_kids; i++) {
+    const struct cfg_node *a = n->kids[i];
+    if (a->kind != CFG_SCALAR) continue;
+    for (int j = 0; j < i; j++) {
+      const struct cfg_node *b = n->kids[j];
+      if (b->kind != CFG_SCALAR) continue;
+      int za = by_element ? mol_element_z(a->value) : 0, zb = by_element ? mol_element_z(b->value) : 0;
+      if (by_element ? (za <= 0 || za != zb) : strcmp(a->value, b->value) != 0) continue;
+      size_t old = cfg_path_push_index(p, i);
+      cfg_err_node(ld, a, cfg_path_str(p), "'%s' is listed twice (first as item %d, '%s'): list each %s once",
+                   a->value, j, b->value, by_element ? "element" : "value");
+      cfg_path_pop(p, old);
+      break;
+    }
   }
 }
 
@@ -385,6 +438,8 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
     }
   } else if (strcmp(t, "enum") == 0) {
     check_enum(ld, n, s, p);
+  } else if (strcmp(t, "element") == 0) {
+    check_element(ld, n, p);
   } else if (strcmp(t, "list") == 0) {
     const struct cfg_node *items = cfg_find_kid(s, "items");
     if (n->kind != CFG_LIST) {
@@ -395,6 +450,7 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
         cfg_validate(ld, n->kids[i], items, p);
         cfg_path_pop(p, old);
       }
+      if (cfg_sch_flag(s, "unique", 0)) check_unique(ld, n, items, p);
     }
   } else if (strcmp(t, "map") == 0) {
     const struct cfg_node *values = cfg_find_kid(s, "values");
