@@ -368,9 +368,8 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   snprintf(up, sizeof up, "%s/shards", w->workdir);
   run_rank_db_path(path, sizeof path, w->workdir, s->name, rank);
   if (!mkdirs(up, w->err, sizeof w->err) &&
-      !store_open(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal", "wal"),
-                  (int)cfg_int(w->root, "store.busy_timeout_ms", 10000), w->err, sizeof w->err) &&
-      !store_lock(&w->st, w->err, sizeof w->err) &&
+      !store_open_locked(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal", "wal"),
+                         (int)cfg_int(w->root, "store.busy_timeout_ms", 10000), w->err, sizeof w->err) &&
       (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
        !store_attach_readonly(&w->st, up, "src", w->err, sizeof w->err)) &&
       !record_run(w, s->name)) {
@@ -794,10 +793,11 @@ static int run_main(const struct run_opts *o) {
     if (mkdirs(r.workdir, r.err, sizeof r.err)) goto fail_early;
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
   }
-  if (store_open(&r.st, dbpath, STORE_WRITE, cfg_str(r.root, "store.journal", "wal"),
-                 (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), r.err, sizeof r.err))
+  /* The lock first: a database another se3screen is writing is refused by
+   * its holder's name before anything of it is read */
+  if (store_open_locked(&r.st, dbpath, STORE_WRITE, cfg_str(r.root, "store.journal", "wal"),
+                        (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), r.err, sizeof r.err))
     goto fail_early;
-  if (store_lock(&r.st, r.err, sizeof r.err)) goto fail_early;
 
   /* A shard of a stage that reads another's tables reads them from screen.db
    * (made by an unsharded run or by merge); it writes only its own database. */

@@ -26,21 +26,41 @@ struct store {
   int lock_fd; /* -1 when not locked */
   char *lock_path;
   char *note; /* read-only opening: what the reader should know (NULL: nothing) */
+  int tidy;   /* read-only opening: neither -wal nor -shm was there; store_close removes those SQLite made */
 };
 
 /* Open (and for STORE_WRITE create, for STORE_UPGRADE migrate) a database.
  * journal is "wal" or "delete". Returns 0, or -1 with a message naming the
- * file and the reason in err. STORE_WRITE refuses a file that is neither a
- * se3screen database of this schema version nor empty, and STORE_UPGRADE
- * one that is not a se3screen database of this version or older, before
- * anything is written to it: a refused file keeps its bytes and its journal
- * mode. STORE_READONLY reads a regular file only, with the FTS3 tokenizer
+ * file and the reason in err (-2: the database is locked by another process
+ * beyond busy_timeout_ms, the message says so). STORE_WRITE refuses a file
+ * that is neither a se3screen database of this schema version nor empty,
+ * and STORE_UPGRADE one that is not a se3screen database of this version or
+ * older, before anything is written to it: a refused file keeps its bytes
+ * and its journal mode. Both write only at path itself: a path that is a
+ * symbolic link (dangling or not), a file with other names (hard links:
+ * SQLite keeps a journal, a WAL and locks per name), anything but a regular
+ * file, or one in a folder this process cannot write is refused, naming it;
+ * SQLite opens the file by its folder's real path without following a link
+ * (SQLITE_OPEN_NOFOLLOW), so its -wal, -shm and -journal lie beside it.
+ * STORE_READONLY reads a regular file only, with the FTS3 tokenizer
  * function, extensions and untrusted schema functions off; where the WAL
  * index (-shm) cannot be created (a read-only directory or mount) it opens
  * the file as immutable and, when a -wal file is thereby not read, says so
- * in s->note. */
+ * in s->note. A read-only opening leaves the folder as it found it: where
+ * neither -wal nor -shm existed, store_close removes those SQLite made for
+ * it, as SQLite's last connection does, once no other connection has the
+ * database open (one that does keeps them: they are its). A wait for a lock
+ * (busy_timeout_ms) is one budget for the whole opening. */
 int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
                char *err, size_t errlen);
+/* store_open for STORE_WRITE or STORE_UPGRADE with the lock (store_lock)
+ * taken first: the path is checked as store_open checks it, the lock taken,
+ * and only then is the database opened, read or migrated. So a database
+ * another se3screen is writing (or migrating) is refused at once by its
+ * holder's name, never waited for or read half-made; run and upgrade open
+ * their databases so. Returns as store_open does. */
+int store_open_locked(struct store *s, const char *path, enum store_mode mode, const char *journal,
+                      int busy_timeout_ms, char *err, size_t errlen);
 void store_close(struct store *s);
 
 /* Attaches the database at path read-only as `schema`: a transaction of

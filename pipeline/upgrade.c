@@ -3,7 +3,7 @@
  * work where it can and saying plainly what the next run redoes.
  *
  * `run` and `merge` refuse such a database (store.c); `status`, `query`,
- * `top` and `report` read it as it is. Upgrade takes the lock, migrates the
+ * `top` and `report` read it as it is. Upgrade takes the lock, then migrates the
  * schema (store.c's migrations, in one transaction), and then, in a second
  * one, lets each stage convert what it stored (struct stage's `upgrade`):
  * ingest, keyed by input file since schema 9, keeps the ids an earlier
@@ -93,17 +93,24 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
     char tmp[PATH_MAX];
     snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(wf, tmp) ? dirname(tmp) : ".");
   }
-  if (store_open(&r.st, dbpath, STORE_UPGRADE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal", 10000,
-                 r.err, sizeof r.err) ||
-      store_lock(&r.st, r.err, sizeof r.err)) {
+  /* The lock before the migration: another upgrade (or run) at work on it
+   * is refused by its holder's name, never waited for and then taken for
+   * a database of this schema with nothing of its work to keep. */
+  if (store_open_locked(&r.st, dbpath, STORE_UPGRADE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
+                        10000, r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", r.err);
     goto out;
   }
   /* The migration's transaction is open (store.h): each stage converts
    * what it stored in it, and the schema and the conversion land together
-   * (a kill leaves the database as it was). */
-  if (sqlite3_get_autocommit(r.st.db) && run_exec(&r, "BEGIN IMMEDIATE")) {
-    fprintf(stderr, "se3screen upgrade: %s\n", r.err);
+   * (a kill leaves the database as it was). None is open when there was
+   * nothing to migrate: another upgrade finished between the look above
+   * and the lock. */
+  if (sqlite3_get_autocommit(r.st.db)) {
+    printf("se3screen upgrade: %s is of this se3screen's schema (version %d) now, upgraded meanwhile: nothing to "
+           "do\n",
+           dbpath, STORE_SCHEMA_VERSION);
+    ret = SE3_EXIT_OK;
     goto out;
   }
   printf("se3screen upgrade: %s: schema version %lld -> %d\n", dbpath, ver, STORE_SCHEMA_VERSION);
