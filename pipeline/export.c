@@ -323,21 +323,25 @@ int export_run(const struct export_opts *o) {
     snprintf(path, sizeof path, "%s/screen.db", o->db);
   else
     snprintf(path, sizeof path, "%s", o->db);
-  int ret = check_output(o->out, path);
-  if (ret) return ret;
   /* the bounds: export.h says why ranked_hits has none by default */
   double timeout_s = o->timeout_s >= 0 ? o->timeout_s : o->query ? EXPORT_DEFAULT_QUERY_TIMEOUT_S : 0;
   long long max_rows = o->max_rows > 0 ? o->max_rows : 0, max_bytes = o->max_bytes > 0 ? o->max_bytes : 0;
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
   /* From here a signal stops the export rather than the process: nothing
    * may be left half written, and the caller hears 75. */
   struct sigaction old[N_STOP];
   catch_stop(old);
+  /* The database first (a lock waited for within --timeout), then the
+   * output checked against the files it names: open, the connection also
+   * has the folder left as it was found (store.h), whoever else in this
+   * process read the database meanwhile. */
   struct query_conn *qc = NULL;
-  if ((ret = query_open(&qc, path, WHO, timeout_s))) {
+  int ret = query_open(&qc, path, WHO, timeout_s);
+  if (!ret && (ret = check_output(o->out, path))) query_close(qc);
+  if (ret) {
     release_stop(old);
     return ret;
   }
-  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
   stop_db = query_db(qc);
   struct exp e = {.o = o, .c_id = -1, .c_name = -1, .c_smiles = -1};
   char *sql = o->query     ? sqlite3_mprintf("%s", o->query)

@@ -146,13 +146,16 @@ static const char usage_query[] =
     "usage: se3screen query DB \"SQL\" [--csv | --json | --table] [--timeout S] [--max-rows N] [--max-bytes N]\n"
     "\n"
     "Runs SQL on a result database opened read-only and prints the rows: an aligned\n"
-    "table (default), CSV with a header row, or JSON (one array of objects).\n"
+    "table (default), CSV with a header row (text beginning with = + - @, a tab or\n"
+    "a CR that is not a number gets a ' in front, as export writes it: a spreadsheet\n"
+    "would run it as a formula), or JSON (one array of objects).\n"
     "DB may also be a workdir (its screen.db is used).\n"
     "\n"
     "Only reading is allowed: every statement is checked before any runs, and\n"
     "writes, ATTACH, VACUUM, transactions, pragmas that change state and\n"
     "load_extension/fts3_tokenizer are refused (exit status 2).\n"
-    "  --timeout S      stop after S seconds (default 60; 0: no limit)\n"
+    "  --timeout S      stop after S seconds, waiting for another process's lock\n"
+    "                   included (default 60; 0: no limit, a lock waited for 10 s)\n"
     "  --max-rows N     print at most N rows (default 1000000; 0: no limit)\n"
     "  --max-bytes N    print at most N bytes of values, K/M/G suffixes allowed\n"
     "                   (default 1G; 0: no limit)\n"
@@ -184,8 +187,9 @@ static const char usage_export[] =
     "  smi   SMILES, a tab and the name, one row a line (the row's smiles and name\n"
     "        columns, else the molecule's, by mol_id or id)\n"
     "\n"
-    "  --timeout S      stop after S seconds (default: none for ranked_hits, 600 with\n"
-    "                   --query; 0: no limit)\n"
+    "  --timeout S      stop after S seconds, waiting for another process's lock\n"
+    "                   included (default: none for ranked_hits, 600 with --query;\n"
+    "                   0: no limit, a lock waited for 10 s)\n"
     "  --max-rows N     stop at a result of more than N rows (default: no limit)\n"
     "  --max-bytes N    stop at more than N bytes of values, K/M/G suffixes allowed\n"
     "                   (counted as `query` counts them; default: no limit)\n"
@@ -735,13 +739,26 @@ static int verb_report(int argc, char **argv) {
     out = dflt;
   }
   char err[8192];
+  /* The database first, as every reading verb opens it: a file that is no
+   * se3screen database, or one another process keeps locked, is refused
+   * before anything else reads it; held open to the end, the opening also
+   * has the folder left as it was found (store.h) */
+  struct store st;
+  if (store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+    fprintf(stderr, "se3screen: %s\n", err);
+    return SE3_EXIT_FAILED;
+  }
+  if (st.note) fprintf(stderr, "se3screen: note: %s\n", st.note);
   /* -o must not name what the report reads: the database (whose page it
    * would become), its companions, shards, checkpoints, inputs */
   if (run_files_check_output(path, out, err, sizeof err)) {
     fprintf(stderr, "se3screen: report -o %s\n", err);
+    store_close(&st);
     return SE3_EXIT_USAGE;
   }
-  if (report_file(path, &ro, out, err, sizeof err)) {
+  int failed = report_file(path, &ro, out, err, sizeof err);
+  store_close(&st);
+  if (failed) {
     fprintf(stderr, "se3screen: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -6,7 +6,10 @@
  * nothing else; and sqlite3_stmt_readonly() on every statement (VACUUM,
  * VACUUM INTO and journal_mode changes reach no authorizer action). Every
  * statement is checked before the first one runs. A progress handler ends a
- * query at --timeout; --max-rows and --max-bytes bound what it prints. */
+ * query at --timeout, and a busy handler a wait for another process's lock
+ * at the same deadline; --max-rows and --max-bytes bound what it prints.
+ * CSV cells are written as export writes them (common/csvcell.h): text a
+ * spreadsheet would run as a formula gets a ' in front. */
 #define _GNU_SOURCE
 #include "pipeline/query.h"
 
@@ -15,22 +18,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/csvcell.h"
 #include "pipeline/runner.h"
 #include "pipeline/store.h"
-
-void query_csv_field(FILE *out, const char *s) {
-  if (!s) return;
-  if (!strpbrk(s, ",\"\n\r")) {
-    fputs(s, out);
-    return;
-  }
-  fputc('"', out);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', out);
-    fputc(*s, out);
-  }
-  fputc('"', out);
-}
 
 /* Length of the well-formed UTF-8 sequence at s (1-4), 0 when it is not one
  * (stray continuation bytes, overlong forms, surrogates, past U+10FFFF). */
@@ -241,6 +231,7 @@ struct query_conn {
   double timeout_s; /* 0: none */
   double deadline;  /* CLOCK_MONOTONIC seconds; 0: none */
   int timed_out;
+  int locked_out; /* a lock another process held outlasted --timeout */
 };
 
 static double now_s(void) {
@@ -255,6 +246,21 @@ static int query_progress(void *ctx) {
   return qc->timed_out;
 }
 
+/* Waiting for another process's lock counts against --timeout too: 1 (try
+ * again, after up to 10 ms) until the deadline, then 0 (SQLITE_BUSY). */
+static int query_busy(void *ctx, int n_waits) {
+  struct query_conn *qc = ctx;
+  (void)n_waits;
+  double left = qc->deadline - now_s();
+  if (left <= 0) {
+    qc->timed_out = qc->locked_out = 1;
+    return 0;
+  }
+  struct timespec d = {0, left < 0.01 ? (long)(left * 1e9) : 10000000L};
+  nanosleep(&d, NULL);
+  return 1;
+}
+
 int query_open(struct query_conn **out, const char *db_path, const char *who, double timeout_s) {
   *out = NULL;
   struct query_conn *qc = calloc(1, sizeof *qc);
@@ -264,10 +270,19 @@ int query_open(struct query_conn **out, const char *db_path, const char *who, do
   }
   qc->who = who;
   char err[1024];
-  if (store_open(&qc->s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
-    fprintf(stderr, "%s: %s\n", who, err);
+  /* a lock is waited for until --timeout (without one, 10 s: SQLite's wait
+   * as every verb has it) */
+  double opened = now_s();
+  int busy_ms = timeout_s > 0 ? (timeout_s < 3600 * 24 ? (int)(timeout_s * 1000) : 3600 * 24 * 1000) : 10000;
+  int rc = store_open(&qc->s, db_path, STORE_READONLY, NULL, busy_ms, err, sizeof err);
+  if (rc) {
+    if (rc == -2 && timeout_s > 0)
+      fprintf(stderr, "%s: %s: in use: another process holds a lock on it; stopped after %g s (--timeout)\n", who,
+              db_path, timeout_s);
+    else
+      fprintf(stderr, "%s: %s\n", who, err);
     free(qc);
-    return SE3_EXIT_USAGE;
+    return rc == -2 ? SE3_EXIT_FAILED : SE3_EXIT_USAGE;
   }
   if (qc->s.note) fprintf(stderr, "%s: note: %s\n", who, qc->s.note);
   if (store_exec(qc->s.db, "PRAGMA query_only=1", err, sizeof err)) {
@@ -280,8 +295,9 @@ int query_open(struct query_conn **out, const char *db_path, const char *who, do
   sqlite3_set_authorizer(qc->s.db, query_authorize, &qc->g);
   if (timeout_s > 0) {
     qc->timeout_s = timeout_s;
-    qc->deadline = now_s() + timeout_s;
+    qc->deadline = opened + timeout_s;
     sqlite3_progress_handler(qc->s.db, 1000, query_progress, qc);
+    sqlite3_busy_handler(qc->s.db, query_busy, qc);
   }
   *out = qc;
   return SE3_EXIT_OK;
@@ -352,7 +368,11 @@ static int check_next(struct query_conn *qc, const char **tail, sqlite3_stmt **o
 }
 
 static void say_timeout(const struct query_conn *qc) {
-  fprintf(stderr, "%s: stopped after %g s (--timeout)\n", qc->who, qc->timeout_s);
+  if (qc->locked_out)
+    fprintf(stderr, "%s: %s: in use: another process holds a lock on it; stopped after %g s (--timeout)\n", qc->who,
+            qc->s.path, qc->timeout_s);
+  else
+    fprintf(stderr, "%s: stopped after %g s (--timeout)\n", qc->who, qc->timeout_s);
 }
 
 int query_prepare_one(struct query_conn *qc, const char *sql, sqlite3_stmt **out) {
@@ -395,6 +415,9 @@ int query_step_failed(struct query_conn *qc) {
   }
   if (qc->timed_out)
     say_timeout(qc);
+  else if ((sqlite3_errcode(qc->s.db) & 0xff) == SQLITE_BUSY)
+    fprintf(stderr, "%s: %s: in use: another process holds a lock on it (%s)\n", qc->who, qc->s.path,
+            sqlite3_errmsg(qc->s.db));
   else
     fprintf(stderr, "%s: %s\n", qc->who, sqlite3_errmsg(qc->s.db));
   return SE3_EXIT_FAILED;
@@ -443,15 +466,16 @@ static int print_stmt(sqlite3_stmt *st, struct qrun *q) {
   if (q->fmt == QUERY_CSV) {
     for (int i = 0; i < nc; i++) {
       if (i) fputc(',', out);
-      query_csv_field(out, sqlite3_column_name(st, i));
+      csv_cell_write(out, sqlite3_column_name(st, i), 1);
     }
     fputc('\n', out);
     while ((rc = step_row(st, q)) == SQLITE_ROW) {
       for (int i = 0; i < nc; i++) {
         if (i) fputc(',', out);
+        int text = sqlite3_column_type(st, i) == SQLITE_TEXT; /* read before the value is converted */
         char *c = cell_text(st, i, 1);
         if (!c) return q->no_memory = 1, SQLITE_NOMEM;
-        query_csv_field(out, c);
+        csv_cell_write(out, c, text);
         free(c);
       }
       fputc('\n', out);

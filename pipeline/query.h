@@ -23,7 +23,10 @@ struct query_limits {
 /* Checks every statement in sql first: only reading is allowed (no writes,
  * ATTACH, VACUUM, transactions, state-changing pragmas, or functions that
  * reach outside the query). Then runs them and prints the rows of those that
- * return rows. Returns an exit code: 0; 1 on an SQL error, or when a limit
+ * return rows (CSV as export writes it: RFC 4180, and a text cell that a
+ * spreadsheet would run as a formula with a ' in front, common/csvcell.h).
+ * lim->timeout_s bounds waiting for another process's lock as well. Returns
+ * an exit code: 0; 1 on an SQL error, a locked database, or when a limit
  * stopped it (what was printed before stays, the message says so); 2 when
  * the database cannot be opened or a statement is not allowed. */
 int query_run(const char *db_path, const char *sql, enum query_format fmt, const struct query_limits *lim, FILE *out);
@@ -35,9 +38,11 @@ int query_run(const char *db_path, const char *sql, enum query_format fmt, const
 struct query_conn;
 
 /* Opens db_path so. Messages go to stderr as "WHO: ...". timeout_s > 0 ends
- * whatever runs on the connection after that many seconds. Returns 0, or an
- * exit code (2: cannot be opened as a se3screen database; 1: other) with the
- * message printed and *qc NULL. */
+ * whatever runs on the connection, waiting for another process's lock
+ * included (the opening's too), that many seconds after the call. Returns
+ * 0, or an exit code (2: cannot be opened as a se3screen database; 1:
+ * locked by another process, or other) with the message printed and *qc
+ * NULL. */
 int query_open(struct query_conn **qc, const char *db_path, const char *who, double timeout_s);
 sqlite3 *query_db(const struct query_conn *qc);
 /* Prepares sql, which must be exactly one statement, and one that only reads
@@ -59,8 +64,5 @@ void query_real_text(double v, char *buf, size_t n);
 /* Column i of the current row as text (malloc'd; NULL only when out of
  * memory): NULL as "", REAL by query_real_text, blobs as "<N bytes>". */
 char *query_value_text(sqlite3_stmt *st, int i);
-/* One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
- * break, quotes doubled. */
-void query_csv_field(FILE *out, const char *s);
 
 #endif

@@ -1166,8 +1166,14 @@ int report_file(const char *db_path, const struct report_opts *o, const char *ou
                               &st, NULL) == SQLITE_OK &&
            sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 3;
   if (!ok) {
-    snprintf(err, errlen, "%s: not an se3screen result database (%s)", db_path,
-             st ? "no molecules, runs and meta tables" : sqlite3_errmsg(db));
+    int code = sqlite3_errcode(db) & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) /* a lock is no verdict on the file */
+      snprintf(err, errlen,
+               "%s: in use: another process holds a lock on it (waited 10 s); try again once it has finished writing",
+               db_path);
+    else
+      snprintf(err, errlen, "%s: not an se3screen result database (%s)", db_path,
+               st ? "no molecules, runs and meta tables" : sqlite3_errmsg(db));
     sqlite3_finalize(st);
     sqlite3_close(db);
     return -1;
