@@ -201,9 +201,10 @@ int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int
   if (!bad && c.len > most)
     bad = fail(err, errlen, path, "%zu bytes, more than a model of %llu parameters needs (%llu)", c.len,
                (unsigned long long)np, (unsigned long long)most);
-  if (!bad) bad = se3_ckpt_read(&c, err, errlen); /* (frees c on a failure) */
-  else
+  if (bad)
     se3_ckpt_free(&c);
+  else
+    bad = se3_ckpt_read(&c, err, errlen); /* (frees c on a failure) */
   if (bad) {
     se3_model_file_free(mf);
     return -1;

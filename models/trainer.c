@@ -508,8 +508,9 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, char 
   char path[PATH_MAX + 64];
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt c;
-  if (se3_ckpt_load(&c, path, why, whylen)) return -1;
   size_t np = t->np;
+  /* no bigger than this model's parameters and moments and a little state */
+  if (se3_ckpt_load_max(&c, path, 3 * (uint64_t)np * sizeof(real) + ((uint64_t)16 << 20), why, whylen)) return -1;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
   double stats[3], scaler[2];

@@ -532,7 +532,11 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   if (ingest) check_listed_once(&ck, sets);
 
   if (train && target && target->kind == CFG_SCALAR) {
-    if (!tset) {
+    if (strlen(target->value) > 255) {
+      /* the checkpoint records it, and a model's reader takes 255 bytes */
+      report(&ck, target, "stages.train.target", "a name of %zu bytes: at most 255 are allowed",
+             strlen(target->value));
+    } else if (!tset) {
       report_no_set(&ck, sets, cfg_get(root, "stages.train.set"), "stages.train.set", train_set, "");
     } else if (stage_dock_label(root) && !strcmp(stage_dock_label(root), target->value)) {
       /* the docking score: of the set docked */
