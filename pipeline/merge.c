@@ -483,11 +483,11 @@ int runner_merge(const char *db_path) {
     snprintf(tmp, sizeof tmp, "%s", workflow);
     snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", dirname(tmp));
   }
-  /* the workflow's journal mode (delete on NFS/Lustre) */
-  if (store_open(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
-                 r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
+  /* the workflow's journal mode (delete on NFS/Lustre); the lock first, so
+   * that a database another run writes is refused naming its holder */
+  if (store_open_locked(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
+                        r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
     goto done;
-  if (store_lock(&r.st, r.err, sizeof r.err)) goto done;
   for (int i = 0; i < N_STAGES; i++)
     r.folded_as_now[i] = run_all_stages[i]->folded_as_now && run_all_stages[i]->folded_as_now(r.st.db, r.root);
   int touched[N_STAGES] = {0}, adopted = 0;

@@ -87,19 +87,27 @@ static int has_name(char *const *v, int n, const char *x) {
 
 /* Reports one problem at node `at` (its position when the workflow wrote
  * it), under the key path `key`. */
+/* The line of a problem or a warning (what says "warning: " before the
+ * text) at node `at`: "file:line:col: key: text". */
+static void at_line(char *msg, size_t n, const struct cfg_node *at, const char *key, const char *what,
+                    const char *fmt, va_list ap) {
+  char text[3072];
+  vsnprintf(text, sizeof text, fmt, ap);
+  /* "<default>" (filled in) and "<--set>" nodes have no place in a file */
+  if (at && at->file && at->file[0] != '<')
+    snprintf(msg, n, "%s:%d:%d: %s: %s%s", at->file, at->line, at->col, key, what, text);
+  else
+    snprintf(msg, n, "%s: %s%s", key, what, text);
+}
+
 static void report(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void report(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...) {
-  char text[3072], msg[4096];
+  char msg[4096];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
+  at_line(msg, sizeof msg, at, key, "", fmt, ap);
   va_end(ap);
-  /* "<default>" (filled in) and "<--set>" nodes have no place in a file */
-  if (at && at->file && at->file[0] != '<')
-    snprintf(msg, sizeof msg, "%s:%d:%d: %s: %s", at->file, at->line, at->col, key, text);
-  else
-    snprintf(msg, sizeof msg, "%s: %s", key, text);
   ck->problem(ck->arg, msg);
   ck->n++;
 }
@@ -110,15 +118,11 @@ static void warn(struct ck *ck, const struct cfg_node *at, const char *key, cons
     __attribute__((format(printf, 4, 5)));
 static void warn(struct ck *ck, const struct cfg_node *at, const char *key, const char *fmt, ...) {
   if (!ck->warning) return;
-  char text[3072], msg[4096];
+  char msg[4096];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
+  at_line(msg, sizeof msg, at, key, "warning: ", fmt, ap);
   va_end(ap);
-  if (at && at->file && at->file[0] != '<')
-    snprintf(msg, sizeof msg, "%s:%d:%d: %s: warning: %s", at->file, at->line, at->col, key, text);
-  else
-    snprintf(msg, sizeof msg, "%s: warning: %s", key, text);
   ck->warning(ck->arg, msg);
 }
 

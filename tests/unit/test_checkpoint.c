@@ -119,51 +119,19 @@ Test(checkpoint, damaged_files_are_refused_by_name) {
 #include "common/le.h"
 #include "models/model_file.h"
 
-static uint64_t fnv64(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-/* The checkpoint at path with one more u8 record of the given name length
- * appended, its checksum recomputed: what a stranger can make in minutes. */
-static void append_record(const char *path, size_t name_len) {
-  size_t len = 0;
-  uint8_t *old = (uint8_t *)tu_read(path, &len), *b = malloc(len + name_len + 13);
-  size_t n = len - 12;
-  memcpy(b, old, n);
-  le_put_u16(b + n, (uint16_t)name_len);
-  memset(b + n + 2, 'x', name_len);
-  b[n + 2 + name_len] = SE3_CK_U8;
-  b[n + 3 + name_len] = 0;
-  le_put_u64(b + n + 4 + name_len, 1);
-  b[n + 12 + name_len] = 'a';
-  n += 13 + name_len;
-  memcpy(b + n, "END!", 4);
-  le_put_u64(b + n + 4, fnv64(b, n));
-  FILE *f = fopen(path, "wb");
-  fwrite(b, 1, n + 12, f);
-  fclose(f);
-  free(b);
-  free(old);
-}
-
 /* The writer caps names at 255 bytes; the reader copied the stored length
  * into a 256-byte name unchecked (malloc(): invalid size, exit 134). */
 Test(checkpoint, a_record_name_past_255_bytes_is_refused_not_copied) {
   char *path = ck_path("ckpt_long_name");
   write_ck(path, 1);
-  append_record(path, 300);
+  tu_ckpt_append_record(path, 300);
   struct se3_ckpt c;
   char err[512];
   cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
   cr_assert(strstr(err, path) && strstr(err, "record 7: its name is 300 bytes long (1 to 255 allowed)"), "%s", err);
   /* at the bound it is a record like any other */
   write_ck(path, 1);
-  append_record(path, 255);
+  tu_ckpt_append_record(path, 255);
   cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
   cr_assert_eq(c.n_rec, 7);
   se3_ckpt_free(&c);
