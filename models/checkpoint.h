@@ -69,7 +69,7 @@ struct se3_ckpt {
   int n_rec;
   int fd, has_fd; /* the file, open between se3_ckpt_open and se3_ckpt_read */
   uint8_t *small; /* the small records' values read by se3_ckpt_open */
-  char path[512]; /* for messages */
+  char path[4096]; /* for messages */
 };
 
 /* Opens a checkpoint without reading its bulk: the file must be a regular
