@@ -169,17 +169,20 @@ Test(ingest_values, isotopes_stored_and_exported) {
 Test(ingest_values, labels_are_decimal_numbers) {
   char *dir = tu_tmpdir("values_labels");
   /* line:  2        3           4          5           6         7           8         9          10 */
-  char *csv = tu_write(dir, "l.csv",
-                       "smiles,name,y\n"
-                       "C,hex,0x10\n"
-                       "CC,padded, 1.5 \n"
-                       "CCC,huge,1e400\n"
-                       "CCCC,nan,nan\n"
-                       "CCO,inf,-inf\n"
-                       "CCN,comma,\"1,5\"\n"
-                       "CN,plain,-2.5e-1\n"
-                       "CO,hexfloat,0X1P4\n"
-                       "CCCO,dot,.5\n");
+  static const char rows[] = "smiles,name,y\n"
+                             "C,hex,0x10\n"
+                             "CC,padded, 1.5 \n"
+                             "CCC,huge,1e400\n"
+                             "CCCC,nan,nan\n"
+                             "CCO,inf,-inf\n"
+                             "CCN,comma,\"1,5\"\n"
+                             "CN,plain,-2.5e-1\n"
+                             "CO,hexfloat,0X1P4\n"
+                             "CCCO,dot,.5\n";
+  char *csv = tu_write(dir, "l.csv", rows);
+  /* the same rows again as the second input, with its labels_csv (a copy:
+   * one file listed twice in a set is refused) */
+  char *csv2 = tu_write(dir, "l2.csv", rows);
   /* a labels_csv joined by name: the same rules, its own file and line named */
   /* (and a NUL byte in a row rejects the molecule it labels: the cell "4\0 2" was read as 4) */
   static const char side_csv[] = "name,z\nhex,1\npadded,0x1F\nplain,3\ndot,4\0 2\n";
@@ -201,7 +204,7 @@ Test(ingest_values, labels_are_decimal_numbers) {
            "    - path: %s\n      labels_csv: {path: %s, join: name, columns: [z]}\n"
            "    - {path: %s, labels: [y]}\n"
            "stages:\n  ingest: {workers: 1, gen3d_quality: fast}\n",
-           csv, csv, side, sdf);
+           csv, csv2, side, sdf);
   char *out = NULL;
   int rc = run_wf(dir, yaml, &out);
   cr_assert_eq(rc, 0, "run failed (%d): %s", rc, out);
@@ -212,8 +215,8 @@ Test(ingest_values, labels_are_decimal_numbers) {
   cr_assert_str_eq(got, "padded|y|1.5\nplain|y|-0.25\ndot|y|0.5\n", "labels from the y column:\n%s", got);
   free(got);
   /* every other row of the first input is a reject ("label not a number"),
-   * its detail naming file:line and column (l.csv is the second input too,
-   * whose labels_csv has a row that cannot be read) */
+   * its detail naming file:line and column (l2.csv, the second input, has
+   * a labels_csv with a row that cannot be read) */
   got = tu_query(db, "SELECT reason, count(*), count(atom), count(detail) FROM rejects GROUP BY 1 ORDER BY 1");
   cr_assert_str_eq(got, "bad labels_csv row|1|0|1\nlabel not a number|8|0|8\n", "%s", got);
   free(got);
@@ -260,6 +263,7 @@ Test(ingest_values, labels_are_decimal_numbers) {
   free(sdf);
   free(db);
   free(csv);
+  free(csv2);
   free(side);
   free(dir);
 }

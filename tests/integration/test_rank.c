@@ -17,19 +17,31 @@
 #include "stages/stage.h"
 #include "tests/testutil.h"
 
+/* The ESOL library's copy in dir (malloc'd path): a library given twice
+ * lists the file and its copy, as one file listed twice in a set is
+ * refused. */
+static char *esol_again(const char *dir) {
+  char *copy = NULL;
+  cr_assert_geq(asprintf(&copy, "%s/delaney_again.csv", dir), 0);
+  cr_assert_eq(tu_sh(NULL, "cp '%s' '%s'", tu_src("workflows/data/delaney_first60.csv"), copy), 0);
+  return copy;
+}
+
 /* Train on the bundled QM9 records, score the ESOL library given twice (so
  * every molecule has a duplicate), rank with `rank`. Returns the workdir. */
 static char *screen(const char *name, const char *rank) {
   char *dir = tu_tmpdir(name);
   char yaml[2048];
   const char *esol = tu_src("workflows/data/delaney_first60.csv");
+  char *again = esol_again(dir);
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {progress: none}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1, dedupe: none}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
            "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {%s}\n",
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, esol, rank);
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, again, rank);
+  free(again);
   char *wf = tu_write(dir, "wf.yaml", yaml);
   char *out = NULL;
   int rc = tu_se3(&out, "run %s", wf);
@@ -160,7 +172,7 @@ Test(rank, filters_order_and_duplicates) {
  * both runs: a batch's composition may move a score in its last bits. */
 static char *hits_workflow(const char *dir, const char *merge) {
   const char *esol = tu_src("workflows/data/delaney_first60.csv");
-  char yaml[2048];
+  char yaml[2048], *again = esol_again(dir);
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {progress: none, chunk_size: 10}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
@@ -168,7 +180,8 @@ static char *hits_workflow(const char *dir, const char *merge) {
            "stages:\n  ingest: {workers: 1, dedupe: none}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
            "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library, merge: %s}\n"
            "  rank: {top: 5}\n",
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, esol, merge);
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, again, merge);
+  free(again);
   return tu_write(dir, "wf.yaml", yaml);
 }
 
