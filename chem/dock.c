@@ -85,13 +85,9 @@ static char *read_file(const char *path, size_t *len) {
 void dock_log_tail(const char *path, int lines, char *out, size_t size) {
   if (size == 0) return;
   out[0] = 0;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return;
-  }
+  int fd = se3_open_regular(path, &sb);
+  if (fd < 0) return;
   off_t from = sb.st_size > LOG_TAIL_BYTES ? sb.st_size - LOG_TAIL_BYTES : 0;
   char buf[LOG_TAIL_BYTES + 1];
   size_t n = 0;

@@ -61,3 +61,26 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 void se3_rm_tree(const char *dir) {
   if (dir && dir[0]) nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
+
+int se3_open_regular(const char *path, struct stat *sb) {
+  sb->st_mode = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return -1;
+  int e = 0;
+  if (fstat(fd, sb) != 0) {
+    e = errno;
+    sb->st_mode = 0;
+  } else if (!S_ISREG(sb->st_mode)) {
+    e = EINVAL;
+  } else {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+      e = errno;
+      sb->st_mode = 0;
+    }
+  }
+  if (!e) return fd;
+  close(fd);
+  errno = e;
+  return -1;
+}

@@ -3,13 +3,13 @@
 #include "models/checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
 #include "common/le.h"
 
 #define CK_MAGIC "SE3C"
@@ -217,29 +217,21 @@ int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char
   c->fd = -1;
   snprintf(c->path, sizeof c->path, "%s", path);
   if (!max_bytes || max_bytes > SE3_CKPT_MAX_BYTES) max_bytes = SE3_CKPT_MAX_BYTES;
-  /* O_NONBLOCK: opening a FIFO must not wait for a writer */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    return -1;
-  }
+  /* (a FIFO is refused without waiting for a writer) */
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
+  int fd = se3_open_regular(path, &sb);
+  if (fd < 0 && !sb.st_mode) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    close(fd);
     return -1;
   }
-  if (!S_ISREG(sb.st_mode)) {
+  if (fd < 0) {
     snprintf(err, errlen, "%s: not a regular file (%s): a checkpoint is read from a file", path,
              S_ISDIR(sb.st_mode)    ? "a folder"
              : S_ISFIFO(sb.st_mode) ? "a FIFO"
              : S_ISSOCK(sb.st_mode) ? "a socket"
                                     : "a device");
-    close(fd);
     return -1;
   }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   c->fd = fd;
   c->has_fd = 1;
   c->len = (size_t)sb.st_size;

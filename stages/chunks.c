@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "chem/records.h"
+#include "common/fsutil.h"
 #include "stage.h"
 
 int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
@@ -168,45 +169,12 @@ static int fd_hash_blocks(int fd, int copy, uint64_t *out, int *copy_failed) {
   return 0;
 }
 
-/* path opened for reading, O_NONBLOCK so that opening a FIFO without a
- * writer cannot block, then fstat'ed: anything but a regular file (a FIFO,
- * a device, a folder) is closed unread; O_NONBLOCK is cleared for the
- * reads. 0 with *fd; -1 with errno, and *mode the kind of a file that is
- * not regular (0 when the open or fstat failed). */
-static int open_regular(const char *path, int *fd, mode_t *mode) {
-  *mode = 0;
-  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (f < 0) return -1;
-  struct stat sb;
-  if (fstat(f, &sb) != 0) {
-    int e = errno;
-    close(f);
-    errno = e;
-    return -1;
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(f);
-    *mode = sb.st_mode;
-    errno = EINVAL;
-    return -1;
-  }
-  int fl = fcntl(f, F_GETFL);
-  if (fl == -1 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) == -1) {
-    int e = errno;
-    close(f);
-    errno = e;
-    return -1;
-  }
-  *fd = f;
-  return 0;
-}
-
 int stage_file_open(const char *path, int *fd, char *err, size_t errlen) {
-  mode_t mode;
-  *fd = -1;
-  if (open_regular(path, fd, &mode) == 0) return 0;
-  if (mode)
-    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path, rec_file_kind(mode));
+  struct stat sb;
+  if ((*fd = se3_open_regular(path, &sb)) >= 0) return 0;
+  if (sb.st_mode)
+    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path,
+             rec_file_kind(sb.st_mode));
   else
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   return -1;
@@ -215,6 +183,13 @@ int stage_file_open(const char *path, int *fd, char *err, size_t errlen) {
 int stage_fd_hash(int fd, uint64_t *out) {
   int copy_failed = 0;
   return fd_hash_blocks(fd, -1, out, &copy_failed);
+}
+
+int stage_fd_copy_fd(int fd, int out, uint64_t *hash, char *err, size_t errlen) {
+  int copy_failed = 0;
+  if (fd_hash_blocks(fd, out, hash, &copy_failed) == 0) return 0;
+  snprintf(err, errlen, "%s: %s", copy_failed ? "cannot write its copy" : "cannot read", strerror(errno));
+  return -1;
 }
 
 int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen) {
@@ -243,9 +218,9 @@ int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errl
 }
 
 int stage_file_hash(const char *path, uint64_t *out) {
-  int fd;
-  mode_t mode;
-  if (open_regular(path, &fd, &mode) != 0) return -1; /* (errno EINVAL: not a regular file) */
+  struct stat sb;
+  int fd = se3_open_regular(path, &sb);
+  if (fd < 0) return -1; /* (errno EINVAL: not a regular file) */
   int bad = stage_fd_hash(fd, out);
   int e = errno;
   close(fd);

@@ -167,59 +167,30 @@ static void side_free(struct side_csv *s) {
 /* A labels_csv is read whole when planning, and its label_key is the hash
  * of its bytes: both come from one copy of the file, taken through one
  * descriptor (a regular file, else refused without blocking) into sealed
- * memory, so that what is hashed is what is parsed even when the file is
- * written to meanwhile: never labels of one content under the key of
- * another (issue 51; inputs_unchanged makes a change an error). The
- * copy's descriptor, and in *sb the file as it was opened; or -1 with err
- * naming the file. */
-static int snapshot_file(const char *path, struct stat *sb, char *err, size_t errlen) {
-  enum { BLOCK = 1 << 20 };
+ * memory and hashed as it is copied, so that what is hashed is what is
+ * parsed even when the file is written to meanwhile: never labels of one
+ * content under the key of another (issue 51; inputs_unchanged makes a
+ * change an error). The copy's descriptor, with *content its hash and in
+ * *sb the file as it was opened; or -1 with err naming the file. */
+static int snapshot_file(const char *path, struct stat *sb, uint64_t *content, char *err, size_t errlen) {
   int fd = -1, copy = -1;
-  char *buf = NULL;
+  char why[256];
   if (stage_file_open(path, &fd, err, errlen) != 0) return -1;
   if (fstat(fd, sb) != 0) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    goto fail;
+  } else if ((copy = memfd_create("se3screen-input", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) {
+    snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(errno));
+  } else if (stage_fd_copy_fd(fd, copy, content, why, sizeof why) != 0) {
+    snprintf(err, errlen, "%s: %s", path, why);
+    close(copy);
+    copy = -1;
+  } else {
+    /* (nobody writes to it now: not even through /proc/PID/fd) */
+    fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   }
-  copy = memfd_create("se3screen-input", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  buf = copy >= 0 ? malloc(BLOCK) : NULL;
-  if (!buf) {
-    snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(copy < 0 ? errno : ENOMEM));
-    goto fail;
-  }
-  for (;;) {
-    ssize_t got = read(fd, buf, BLOCK);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
-      goto fail;
-    }
-    if (got == 0) break;
-    for (ssize_t o = 0; o < got;) {
-      ssize_t w = write(copy, buf + o, (size_t)(got - o));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(w < 0 ? errno : EIO));
-        goto fail;
-      }
-      o += w;
-    }
-  }
-  /* (nobody writes to it now: not even through /proc/PID/fd) */
-  fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-  free(buf);
   close(fd);
   return copy;
-fail:
-  free(buf);
-  if (copy >= 0) close(copy);
-  close(fd);
-  return -1;
 }
-
-/* The content hash of a copy taken by snapshot_file (stage_file_hash's,
- * the same as of the file it was taken of). 0, or -1 with errno. */
-static int snapshot_hash(int copy, uint64_t *h) { return stage_fd_hash(copy, h); }
 
 /* A reader of the copy (a descriptor of its own), messages naming path. */
 static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro, char *err,
@@ -239,14 +210,8 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
   struct stat sb;
   uint64_t content = 0;
-  int copy = snapshot_file(path, &sb, err, sizeof err);
+  int copy = snapshot_file(path, &sb, &content, err, sizeof err);
   if (copy < 0) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
-  if (snapshot_hash(copy, &content) != 0) {
-    int e = errno;
-    close(copy);
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s: cannot read it to fingerprint it: %s", path,
-                         strerror(e));
-  }
   int rc = side_parse(ctx, n, copy, out);
   close(copy);
   if (rc == STAGE_OK) {

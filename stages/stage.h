@@ -344,6 +344,10 @@ int stage_fd_hash(int fd, uint64_t *out);
  * reads this private copy, the very bytes that were hashed. 0, or -1 with
  * err ("copying it to TO: ..." or "cannot read: ...") and `to` removed. */
 int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen);
+/* The same into a descriptor open for writing (a memfd, say), at its
+ * offset. 0, or -1 with err ("cannot read: ..." or "cannot write its copy:
+ * ..."). */
+int stage_fd_copy_fd(int fd, int out, uint64_t *hash, char *err, size_t errlen);
 /* The 64-bit finaliser stage_file_hash ends with (a bijection that spreads
  * every input bit over the output): ingest's input keys take it too. */
 uint64_t stage_hash_mix(uint64_t x);

@@ -62,6 +62,25 @@ static char *dump(const char *db) {
 /* The ledger shows a chunk of first.smi committed, and the chunk in flight
  * is one of first.smi's too (chunks go in order, one at a time): the run
  * has not opened target.smi since it planned it. -1 once past that. */
+/* `se3screen run wf` started (its stderr into log) and frozen once state
+ * says it is `where`: its pid; else the run is killed and the test fails,
+ * saying why. */
+static int run_frozen(char *wf, const char *log, int (*state)(void *), void *arg, const char *where) {
+  char *argv[] = {"se3screen", "run", wf, NULL};
+  int pid = tu_spawn_se3(log, argv);
+  int frozen = tu_freeze_in_state(&pid, 1, 120, state, arg);
+  if (frozen != 1) {
+    kill(pid, SIGKILL);
+    int st = tu_wait(pid);
+    cr_assert_fail("the run was not seen %s (%s; exit %d; see %s)", where,
+                   frozen == 0    ? "it ended first"
+                   : frozen == -1 ? "past it when first seen: too little work for this machine"
+                                  : "not in 120 s",
+                   st, log);
+  }
+  return pid;
+}
+
 struct ledger_at {
   const char *db;
   int n_first;    /* the chunks of first.smi */
@@ -101,19 +120,8 @@ Test(hostile_ingest, file_rewritten_under_a_run_is_an_error_never_a_mix) {
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   snprintf(log, sizeof log, "%s/run1.log", dir);
 
-  char *argv[] = {"se3screen", "run", wf, NULL};
-  int pid = tu_spawn_se3(log, argv);
   struct ledger_at at = {db, N_FIRST, 0};
-  int frozen = tu_freeze_in_state(&pid, 1, 120, inside_first_file, &at);
-  if (frozen != 1) {
-    kill(pid, SIGKILL);
-    int st = tu_wait(pid);
-    cr_assert_fail("the run was not seen inside first.smi's chunks (%s; exit %d; %lld chunks done; see %s)",
-                   frozen == 0    ? "it ended first"
-                   : frozen == -1 ? "past them when first seen: too little work for this machine"
-                                  : "not in 120 s",
-                   st, at.done, log);
-  }
+  int pid = run_frozen(wf, log, inside_first_file, &at, "inside first.smi's chunks");
   cr_log_info("frozen with %lld of first.smi's %d chunks done", at.done, N_FIRST);
   overwrite_in_place(dir, target, target_b);
   tu_thaw(pid);
@@ -197,19 +205,8 @@ Test(hostile_ingest, labels_csv_rewritten_while_planning_is_an_error_never_a_mix
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   snprintf(log, sizeof log, "%s/run1.log", dir);
 
-  char *argv[] = {"se3screen", "run", wf, NULL};
-  int pid = tu_spawn_se3(log, argv);
   struct log_at at = {log, mols};
-  int frozen = tu_freeze_in_state(&pid, 1, 120, planning_molecules, &at);
-  if (frozen != 1) {
-    kill(pid, SIGKILL);
-    int st = tu_wait(pid);
-    cr_assert_fail("the run was not seen planning mols.smi (%s; exit %d; see %s)",
-                   frozen == 0    ? "it ended first"
-                   : frozen == -1 ? "past it when first seen: too little to plan for this machine"
-                                  : "not in 120 s",
-                   st, log);
-  }
+  int pid = run_frozen(wf, log, planning_molecules, &at, "planning mols.smi");
   overwrite_in_place(dir, labels, labels_b);
   tu_thaw(pid);
   int rc = tu_wait(pid);
