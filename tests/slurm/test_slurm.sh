@@ -121,7 +121,7 @@ drain() {
   local t0=$SECONDS
   while [ -n "$(squeue -h -o %i 2>/dev/null)" ]; do
     [ $((SECONDS - t0)) -gt "$1" ] && { squeue; return 1; }
-    sleep 1
+    sleep 0.2
   done
 }
 
@@ -169,11 +169,16 @@ done
 echo "ok: status names the Slurm job of each shard"
 
 # 2. A job stopped by `scontrol requeue` mid-run runs again and goes on
-# where it stopped: the train stage (20 epochs, a checkpoint every 10 steps)
-# on graphs and bases made locally, submitted by --resume from the first
-# unfinished step. Its last checkpoint must be byte-identical to an
-# uninterrupted local run's, and every epoch's metrics there once.
-ep=(--set stages.train.epochs=20 --set stages.train.checkpoint_every=10)
+# where it stopped: the train stage (10 epochs, a checkpoint every 10 steps;
+# 20 under SE3_SOAK=1) on graphs and bases made locally, submitted by
+# --resume from the first unfinished step. Its last checkpoint must be
+# byte-identical to an uninterrupted local run's, and every epoch's metrics
+# there once. (20 epochs trained twice, here and in Slurm, cost about 70 s
+# of the test's 250; 10 leave the same window, 3 epochs seen before the
+# requeue and 3 left after it, in half the time.)
+soak=${SE3_SOAK:-0}
+if [ "$soak" = 1 ]; then E=20 lo=5 hi=17; else E=10 lo=3 hi=7; fi
+ep=(--set stages.train.epochs=$E --set stages.train.checkpoint_every=10)
 "$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/ref" --until train >"$work/ref.log" 2>&1 ||
   { cat "$work/ref.log"; fail "the local reference training"; }
 "$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --until basis >"$work/rq-local.log" 2>&1 ||
@@ -217,29 +222,30 @@ freeze() {
   return 1
 }
 # The requeue is asked while the job's se3screen (the pid its lock file
-# names) is frozen between epochs 5 and 17 of 20, and it stays frozen until
+# names) is frozen between epochs lo and hi of E (3 and 7 of 10; 5 and 17
+# of 20 under SE3_SOAK=1), and it stays frozen until
 # Slurm's own signals reach it (SIGCONT and SIGTERM, or SIGKILL after
 # KillWait): it cannot finish the training in between, however fast the
-# machine. (It used to be asked as soon as epoch 5 was seen, and the job
+# machine. (It used to be asked as soon as epoch lo was seen, and the job
 # ran on meanwhile.)
 at=-1
 until [ "$at" -ge 0 ]; do
-  [ $((SECONDS - t0)) -gt 300 ] && fail "the train job was not seen between epochs 5 and 17 in 300 s"
+  [ $((SECONDS - t0)) -gt 300 ] && fail "the train job was not seen between epochs $lo and $hi in 300 s"
   sleep 0.1
-  [ "$(newest)" -ge 5 ] || continue
+  [ "$(newest)" -ge "$lo" ] || continue
   pid=$(sed -n 's/.*, pid \([0-9]*\),.*/\1/p' "$work/rq/screen.db.lock" 2>/dev/null)
   [ -n "$pid" ] && grep -q se3screen "/proc/$pid/cmdline" 2>/dev/null || continue
   freeze "$pid" || continue
   n=$(newest)
-  if [ "$n" -ge 5 ] && [ "$n" -le 17 ]; then
+  if [ "$n" -ge "$lo" ] && [ "$n" -le "$hi" ]; then
     at=$n
   else
     kill -CONT "$pid"
-    [ "$n" -gt 17 ] && fail "the training was first seen frozen after epoch $n: too late to requeue it"
+    [ "$n" -gt "$hi" ] && fail "the training was first seen frozen after epoch $n: too late to requeue it"
   fi
 done
 scontrol requeue "$train_job" || { kill -CONT "$pid"; fail "scontrol requeue $train_job"; }
-echo "requeued job $train_job after epoch $((at + 1)) of 20"
+echo "requeued job $train_job after epoch $((at + 1)) of $E"
 t1=$SECONDS
 while [ -d "/proc/$pid" ] && grep -q '^State:.*stopped' "/proc/$pid/status" 2>/dev/null; do
   [ $((SECONDS - t1)) -gt 120 ] && { kill -CONT "$pid"; fail "Slurm did not signal the requeued job in 120 s"; }
@@ -251,32 +257,38 @@ log=$(ls "$work"/rq/slurm/logs/06-train.sbatch-*.log)
   cat "$log"
   fail "the requeued train job did not run again"
 }
-cmp "$work/ref/models/train-0/epoch-20.ckpt" "$work/rq/models/train-0/epoch-20.ckpt" ||
+cmp "$work/ref/models/train-0/epoch-$E.ckpt" "$work/rq/models/train-0/epoch-$E.ckpt" ||
   fail "the requeued training ended elsewhere than the uninterrupted one"
 echo "ok: requeued training ends byte-identical to an uninterrupted run"
 n=$("$se3" query "$work/rq/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
-[ "$n" = "20 20" ] || fail "metrics: $n rows and distinct epochs, not 20 20"
+[ "$n" = "$E $E" ] || fail "metrics: $n rows and distinct epochs, not $E $E"
 [ -s "$work/rq/hits.csv" ] || fail "the resumed workflow wrote no hits.csv"
 "$se3" slurm "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --resume >"$work/done.log" 2>&1 ||
   { cat "$work/done.log"; fail "--resume after the end"; }
 grep -q "nothing to submit" "$work/done.log" || { cat "$work/done.log"; fail "--resume after the end submitted"; }
 echo "ok: --resume after the end has nothing to submit"
 
-# 3. Slurm's own warning: a train job with a 1-minute limit and signal_s 10
-# (Slurm checks every 30 s, so USR1 comes 10 to 40 s before the limit) and
-# about 90 s of epochs at the reference's fastest epoch gets USR1 before its
-# limit, stops at a step with its work kept (75), requeues itself and ends
-# in a later run with every epoch trained once. The fastest epoch, not the
+# 3. Slurm's own warning: a train job with a 1-minute limit (Slurm's least:
+# it counts limits in minutes) and signal_s 20 gets USR1 before its limit,
+# stops at a step with its work kept (75), requeues itself and ends in a
+# later run with every epoch trained once. Slurm looks at limits and
+# warnings every 30 s (PERIODIC_TIMEOUT) and sends the warning at the first
+# look from 30 s before its time: with signal_s 20, 10 to 40 s after the
+# job starts (signal_s 10, as SE3_SOAK=1 keeps: 20 to 50 s). The job is
+# about 55 s of epochs at the reference's fastest epoch (90 s under
+# SE3_SOAK=1), so it is still training at 40 s. The fastest epoch, not the
 # mean: a reference slowed by other work on the machine (the mean) once gave
 # a job that ended, at full speed, before Slurm's signal. Up to 8 requeues
-# leave room for a job slower than that.
+# (12 with signal_s 20, each run then at least 10 s long) leave room for a
+# job slower than that.
+if [ "$soak" = 1 ]; then sig=10 span=90 least=40 rq=8; else sig=20 span=55 least=20 rq=12; fi
 secs=$("$se3" query "$work/ref/screen.db" "SELECT min(seconds) FROM metrics WHERE split = 'train'" --csv | tail -1)
-long=$(/usr/bin/python3 -c "import math, sys; print(min(3000, max(40, math.ceil(90 / float(sys.argv[1])))))" "$secs")
+long=$(/usr/bin/python3 -c "import math, sys; print(min(3000, max($least, math.ceil($span / float(sys.argv[1])))))" "$secs")
 u=(--set stages.train.epochs="$long" --set stages.train.checkpoint_every=10)
 "$se3" run "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --until basis >"$work/usr1-local.log" 2>&1 ||
   { cat "$work/usr1-local.log"; fail "the local run up to the bases"; }
-"$se3" slurm "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --cpus-per-task 2 --time 1 --set slurm.signal_s=10 \
-  --set slurm.requeues=8 --resume >"$work/usr1.log" 2>&1 || { cat "$work/usr1.log"; fail "se3screen slurm --resume"; }
+"$se3" slurm "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --cpus-per-task 2 --time 1 --set slurm.signal_s=$sig \
+  --set slurm.requeues=$rq --resume >"$work/usr1.log" 2>&1 || { cat "$work/usr1.log"; fail "se3screen slurm --resume"; }
 drain 900 || fail "the jobs did not finish in 900 s"
 log=$(ls "$work"/usr1/slurm/logs/06-train.sbatch-*.log)
 grep -q "DUE TO TIME LIMIT" "$log" && { cat "$log"; fail "the train job ran into its time limit instead of stopping"; }
@@ -288,6 +300,9 @@ grep -q "resuming from its checkpoint" "$log" || { cat "$log"; fail "the requeue
 [ -f "$work/usr1/models/train-0/epoch-$long.ckpt" ] || { cat "$log"; fail "training did not finish"; }
 n=$("$se3" query "$work/usr1/screen.db" "SELECT count(*) || ' ' || count(DISTINCT epoch) FROM metrics WHERE split = 'train'" --csv | tail -1)
 [ "$n" = "$long $long" ] || fail "metrics: $n rows and distinct epochs, not $long $long"
+# when the warning came: seconds from the job's first line to its first stop
+first=$(grep -m1 -o '^\[[0-9: -]*\]' "$log" | tr -d '[]') stop=$(grep -m1 'stopped by a signal' "$log" | grep -o '^\[[0-9: -]*\]' | tr -d '[]')
+echo "USR1 (signal_s $sig) $(($(date -d "$stop" +%s) - $(date -d "$first" +%s))) s after the job's first line; $long epochs of ${secs} s at the fastest"
 echo "ok: USR1 before the limit: stopped, requeued $(grep -c "requeueing job" "$log") time(s), $long epochs done once each"
 
 # 4. active learning through Slurm: the rounds chained, killed, resumed
