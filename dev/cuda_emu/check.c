@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "models/backend.h"
@@ -28,6 +29,19 @@
 
 static const struct nn_backend *G;
 static int fails;
+/* each group's seconds (the emulator is slow: where a run's time goes) */
+static double t_last;
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+static void lap(const char *what) {
+  double t = now();
+  printf("  (%s: %.1f s)\n", what, t - t_last);
+  fflush(stdout);
+  t_last = t;
+}
 long emu_lt_count(void); /* inc/cublasLt.h: the matmuls run (run.sh's emu.cpp) */
 static unsigned long long rs = 12345;
 static double rnd(void) {
@@ -843,31 +857,50 @@ int main(int argc, char **argv) {
   const char *conv = getenv("EMU_CONV");
   if (conv && !strcmp(conv, "gemm")) G->set_conv_gemm(1);
   printf("convolution: %s\n", conv && !strcmp(conv, "gemm") ? "gemm" : "direct");
-  test_gemm();
-  test_norm();
-  test_radial(300, 6, 10);
-  test_radial(70, 4, 32);
-  test_attention(0);
-  test_attention(1);
-  test_pool();
-  test_bases_recorded();
-  test_glue();
+  /* EMU_CHECK: the groups to run (default all): ops (every operation of
+   * the table, the convolution in its shapes), model (two small models'
+   * forward, backward, norm and Adam step), deg4 (a third model: degree 4,
+   * 16 channels), steps (fp16's loss-scaled steps recorded, padded and plain:
+   * in fp16 whatever the table's precision, the slowest group) */
+  const char *only = getenv("EMU_CHECK");
+  int ran = 0;
+#define RUN(group, call)                                                                                               \
+  do {                                                                                                                 \
+    if (!only || strstr(only, group)) {                                                                                \
+      ran++;                                                                                                           \
+      call;                                                                                                            \
+      lap(#call);                                                                                                      \
+    }                                                                                                                  \
+  } while (0)
+  if (only) printf("groups: %s (EMU_CHECK)\n", only);
+  t_last = now();
+  RUN("ops", test_gemm());
+  RUN("ops", test_norm());
+  RUN("ops", test_radial(300, 6, 10));
+  RUN("ops", test_radial(70, 4, 32));
+  RUN("ops", test_attention(0));
+  RUN("ops", test_attention(1));
+  RUN("ops", test_pool());
+  RUN("ops", test_bases_recorded());
+  RUN("ops", test_glue());
   struct nn_fiber q4 = {{32, 32, 32, 32}};
-  test_conv("qm9-like", q4, q4, 3, 32, 12, 0);
+  RUN("ops", test_conv("qm9-like", q4, q4, 3, 32, 12, 0));
   struct nn_fiber f1 = {{5, 0, 3, 0}}, f2 = {{7, 40, 0, 2}};
-  test_conv("odd H40", f1, f2, 3, 40, 17, 0);
-  test_conv("odd H40", f1, f2, 3, 40, 17, 1);
+  RUN("ops", test_conv("odd H40", f1, f2, 3, 40, 17, 0));
+  RUN("ops", test_conv("odd H40", f1, f2, 3, 40, 17, 1));
   struct nn_fiber f3 = {{6, 0, 4}}, f4 = {{0, 5, 3}};
-  test_conv("gaps", f3, f4, 2, 8, 15, 0);
-  test_conv("gaps", f3, f4, 2, 8, 15, 1);
-  test_conv("no edges", f3, f4, 2, 8, -1, 0);
-  test_conv("no edges", f3, f4, 2, 8, -1, 1);
+  RUN("ops", test_conv("gaps", f3, f4, 2, 8, 15, 0));
+  RUN("ops", test_conv("gaps", f3, f4, 2, 8, 15, 1));
+  RUN("ops", test_conv("no edges", f3, f4, 2, 8, -1, 0));
+  RUN("ops", test_conv("no edges", f3, f4, 2, 8, -1, 1));
   struct nn_fiber f5 = {{8, 8}}, f6 = {{16}};
-  test_conv("final", f5, f6, 1, 8, 21, 1);
-  test_model(0, 1, 3, 8);
-  test_model(1, 0, 3, 8);
-  test_model(0, 1, 4, 16);
-  test_scaled_steps(p);
+  RUN("ops", test_conv("final", f5, f6, 1, 8, 21, 1));
+  RUN("model", test_model(0, 1, 3, 8));
+  RUN("model", test_model(1, 0, 3, 8));
+  RUN("deg4", test_model(0, 1, 4, 16));
+  RUN("steps", test_scaled_steps(p));
+#undef RUN
+  if (!ran) printf("EMU_CHECK=%s: no group of ops, model, deg4, steps: FAIL\n", only), fails++;
   if (G->sync(err, sizeof err)) printf("sync: %s\n", err), fails++;
   const char *lt = getenv("EMU_LT");
   long nlt = emu_lt_count();

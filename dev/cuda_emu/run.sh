@@ -60,7 +60,10 @@
 # without NCCL is built beside (module_host/: the gradient through the
 # host). EMU_TESTS=nccl builds the modules and runs nccl.sh alone (two
 # emulated GPUs under mpirun -np 2, and NCCL's failure paths; no check).
-# EMU_OUT: the output folder (default BUILD_DIR/cuda_emu).
+# EMU_OUT: the output folder (default BUILD_DIR/cuda_emu). EMU_JOBS: the
+# compilers at once (default nproc). EMU_CHECK="ops model deg4 steps":
+# check's groups to run (default all; tests/gpu/cuda_emu.sh's bf16 run
+# takes "ops model"). Each step prints its seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -97,18 +100,30 @@ if nm "$bld/libse3common.a" 2>/dev/null | grep " U MPI_" >/dev/null; then  # not
   read -r -a nccl <<<"-DSE3_HAVE_NCCL=1 $(mpicc --showme:compile)"
 fi
 # the emulated sources' flags (position-independent: the same objects make
-# check and the module)
-cxx=(g++ -std=c++17 -fopenmp -O1 -g -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter
+# check and the module); -g1: line tables (ASan's reports and backtraces
+# name file and line) at two thirds of -g's compile time (EMU_G=-g: full)
+cxx=(g++ -std=c++17 -fopenmp -O1 "${EMU_G:--g1}" -Wall -Wextra -Werror=deprecated-declarations -Wno-unused-parameter
   -Wno-unknown-pragmas -I"$here/inc" -I"$root")
-for f in "$out"/gen/*.cpp; do
-  "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 "${nccl[@]}" "${asan[@]}" -c "$f" -o "$out/obj/$(basename "$f" .cpp).o"
-done
+# on every core (EMU_JOBS, default nproc): one g++ a source, the longest
+# (conv) first
+jobs=${EMU_JOBS:-$(nproc)}
+# shellcheck disable=SC2011 # (our own file names: no spaces)
+ls -S "$out"/gen/*.cpp | xargs -n1 basename | sed 's/\.cpp$//' |
+  xargs -P "$jobs" -I{} "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 "${nccl[@]}" "${asan[@]}" -c "$out/gen/{}.cpp" \
+    -o "$out/obj/{}.o"
+echo "(the emulated sources compiled on $jobs cores: $SECONDS s)"
 # EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no self-test, no check)
 if [ "${EMU_TESTS:-1}" != nccl ]; then
   echo "== the emulator's self-test: launch.py's refusals, then broken kernels caught, correct ones passed"
   python3 "$here/launch_test.py"
   python3 "$here/launch.py" "$here/selftest.cu" "$out/selftest"
-  "${cxx[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest.o"
+  # (with MPI, the same source again with inc/nccl.h: compiled beside it)
+  "${cxx[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest.o" &
+  cc=$!
+  if [ ${#nccl[@]} -gt 0 ]; then
+    "${cxx[@]}" "${nccl[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest_mpi.o"
+  fi
+  wait $cc
   g++ -fopenmp "${asan[@]}" "$out/selftest/selftest.o" "$out/obj/emu.o" -o "$out/selftest/selftest"
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/selftest/selftest"
   # a float written past a cudaMalloc'd buffer: ASan's report, naming the kernel
@@ -130,16 +145,17 @@ if [ "${EMU_TESTS:-1}" != nccl ]; then
   # the runs that must stop the process; with MPI, the self-test built again
   # with inc/nccl.h: the collectives inside CUDA graphs, under mpirun
   if [ ${#nccl[@]} -gt 0 ]; then
-    "${cxx[@]}" "${nccl[@]}" "${asan[@]}" -c "$out/selftest/selftest.cpp" -o "$out/selftest/selftest_mpi.o"
     g++ -fopenmp "${asan[@]}" "$out/selftest/selftest_mpi.o" "$out/obj/emu.o" "${mpi[@]}" -o "$out/selftest/selftest_mpi"
   fi
   python3 "$here/launch_test.py" "$out/selftest"
   gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/check.o"
   g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" \
     "${mpi[@]}" -lopenblas -lm -o "$out/check"
+  echo "(the self-test and check built: $SECONDS s)"
   echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
   "$out/check" devices
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
+  echo "(check ${EMU_PRECISION:-fp32} done: $SECONDS s)"
   [ "${EMU_TESTS:-1}" = 0 ] && exit 0
 fi
 
@@ -152,9 +168,8 @@ g++ -shared -fopenmp -Wl,--no-undefined "$out"/obj/*.o "${mpi[@]}" -o "$out/modu
 # the host and MPI, as a build without nccl.h does): nccl.sh's yardstick
 if [ ${#nccl[@]} -gt 0 ]; then
   mkdir -p "$out/module_host"
-  for f in collectives table; do
-    "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 -c "$out/gen/$f.cpp" -o "$out/module_host/$f.o"
-  done
+  printf '%s\n' collectives table | xargs -P "$jobs" -I{} "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 \
+    -c "$out/gen/{}.cpp" -o "$out/module_host/{}.o"
   for f in "$out"/obj/*.o; do [ -e "$out/module_host/$(basename "$f")" ] || ln -s "$f" "$out/module_host/"; done
   g++ -shared -fopenmp -Wl,--no-undefined "$out"/module_host/*.o -o "$out/module_host/libse3cuda.so"
   cp "$bld/se3screen" "$out/module_host/"
