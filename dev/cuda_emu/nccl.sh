@@ -31,9 +31,8 @@
 #   all-gather with the loss scaler's decision on the devices, against the
 #   same through the host); SE3_SOAK=1 adds the separate pairs (sharded in
 #   fp32, fp16 with replicated moments) as they ran before. Each job is
-#   mpirun -np 2: two processes, each with a block's passive OpenMP team
-#   (the emulator's: 256 threads for most kernels, up to 1024), one block
-#   at a time.
+#   mpirun -np 2: two processes, each running a block's threads as fibers
+#   of one OS thread (inc/emu_fiber.h), one block at a time.
 #   usage: dev/cuda_emu/nccl.sh EMU_OUT SOURCE_DIR
 # EMU_OUT: run.sh's output folder with module/ and module_host/ built
 # (se3screen beside each emulated libse3cuda.so). Exit 77 when that

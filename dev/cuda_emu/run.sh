@@ -4,8 +4,9 @@
 # forward, backward and Adam step, with the CPU backend (check.c).
 #
 # How: launch.py rewrites each kernel launch `k<<<grid, block, ...>>>(args)`
-# into a call of inc/cuda_runtime.h's emulator, where a block's threads are an
-# OpenMP team (__syncthreads is its barrier), blocks run one after another,
+# into a call of inc/cuda_runtime.h's emulator, where a block's threads are
+# fibers of one OS thread, run in turn from barrier to barrier
+# (inc/emu_fiber.h; __syncthreads switches to the next), blocks run one after another,
 # __shared__ arrays are statics poisoned afresh for every block (NaN: a read
 # before any thread of the block wrote, a barrier missing or misplaced, shows
 # in every block) and device memory is host memory (poisoned with NaN when
@@ -89,6 +90,7 @@ cat >"$out/gen/emu.cpp" <<'X'
 #include "cuda_runtime.h"
 #include "cublas_v2.h"
 #include "cublasLt.h"
+#include "emu_fiber.h"
 dim3 emu_grid, emu_block, emu_bidx;
 extern "C" long emu_lt_count(void) { return emu_lt_runs(); }
 X

@@ -24,9 +24,8 @@
 #     over half the run's time), which `check fp32` runs.
 # SE3_SOAK=1: `check bf16` whole as well (every group, as before issue 52).
 # The emulated objects compile on every core (run.sh's EMU_JOBS); a block's
-# threads are an OpenMP team (256 threads for most kernels, 1024 for the
-# convolution's scan; waiting passively: OMP_WAIT_POLICY=passive), one block
-# at a time.
+# threads are fibers of one OS thread (inc/emu_fiber.h), one block at a
+# time: the checks run on one core.
 #   usage: tests/gpu/cuda_emu.sh BUILD_DIR SOURCE_DIR
 # Needs a build with its static libraries (the default build).
 set -euo pipefail

@@ -1,6 +1,7 @@
 /* A host emulation of the CUDA runtime subset models/cuda/ uses, for checking
- * the kernels' logic on a machine without a GPU: a block's threads are an
- * OpenMP team (barrier = __syncthreads), blocks run one after another,
+ * the kernels' logic on a machine without a GPU: a block's threads are
+ * fibers of one OS thread (inc/emu_fiber.h; barrier = __syncthreads),
+ * blocks run one after another,
  * __shared__ arrays are statics, device memory is host memory. Work runs
  * when it is queued, unless its stream waits for an emulated NCCL
  * collective (inc/nccl.h) that other processes have not joined yet: then it
@@ -72,14 +73,16 @@ extern dim3 emu_grid, emu_block, emu_bidx;
 #define gridDim emu_grid
 #define blockDim emu_block
 #define blockIdx emu_bidx
+/* A block's threads are fibers of the launching OS thread (emu_launch
+ * below): emu_cur is the running one's index in its block. */
+inline thread_local unsigned emu_cur = 0;
 inline dim3 emu_tid() {
-  unsigned t = (unsigned)omp_get_thread_num();
+  unsigned t = emu_cur;
   return dim3(t % emu_block.x, t / emu_block.x % emu_block.y, t / (emu_block.x * emu_block.y));
 }
 #define threadIdx emu_tid()
-inline void __syncthreads() {
-#pragma omp barrier
-}
+void emu_barrier();
+inline void __syncthreads() { emu_barrier(); }
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 /* A kernel's static shared memory (launch.py writes one a kernel, from its
@@ -89,8 +92,18 @@ inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_S
 typedef size_t (*emu_shm_t)(int poison);
 inline size_t emu_shm_none(int) { return 0; }
 
-/* The blocks one after another, each an OpenMP team of its threads, with
- * its shared memory poisoned before it starts: fresh in every block. */
+/* The blocks one after another, each run by emu_block_run (run.sh's
+ * emu.o): its threads are fibers (ucontext) of the calling thread, each on
+ * a stack of its own, run in turn: thread 0 until it finishes or reaches
+ * __syncthreads, then thread 1, ...; a round ends when every thread waits at
+ * the barrier (all go on) or has finished (the block is done); some waiting
+ * while others finished stops the process, naming the kernel's block (a
+ * barrier not every thread reaches: undefined on a GPU). Shared memory is
+ * poisoned before each block starts: fresh in every block. One OS thread a
+ * launch, so a block costs a function call a thread and a context switch a
+ * barrier, not a team of OS threads woken and put to sleep at every barrier
+ * (on 2 cores most of the time an OpenMP team of 256 spent in the kernel). */
+void emu_block_run(int nt, void (*body)(void *), void *arg);
 template <class F> void emu_launch(dim3 g, dim3 b, emu_shm_t shm, F f) {
   emu_grid = g;
   emu_block = b;
@@ -100,11 +113,7 @@ template <class F> void emu_launch(dim3 g, dim3 b, emu_shm_t shm, F f) {
       for (unsigned x = 0; x < g.x; x++) {
         emu_bidx = dim3(x, y, z);
         shm(1);
-#pragma omp parallel num_threads(nt)
-        {
-          if (omp_get_num_threads() != nt) abort();
-          f();
-        }
+        emu_block_run(nt, [](void *a) { (*static_cast<F *>(a))(); }, &f);
       }
 }
 
