@@ -1,6 +1,6 @@
 /* backend.h — a compute backend is a table of operations. The model
  * (models/se3.c) is written once against this table; the CPU backend
- * (models/cpu/backend.c) and the CUDA backend (models/cuda/) fill it. Adding
+ * (models/cpu/table.c) and the CUDA backend (models/cuda/) fill it. Adding
  * a backend means filling a table, not editing the model or the stages.
  *
  * Memory. Every pointer an operation takes is the backend's memory (device
@@ -112,7 +112,7 @@ struct nn_backend {
   void (*pool_mean_forward)(real *y, const real *x, const int32_t *graph_start, int G, int C);
   void (*pool_mean_backward)(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
 
-  /* ---- the model's glue (element-wise; models/cpu/backend.c is the reference) ---- */
+  /* ---- the model's glue (element-wise; models/cpu/table.c is the reference) ---- */
   /* out (rows x (a + b)) = [x (rows x a), y (rows x b)] side by side; b may be 0 (y unused). */
   void (*concat_rows)(real *out, const real *x, int a, const real *y, int b, size_t rows);
   /* The inverse: in (rows x (a + b)) into x (rows x a) and y (rows x b); a NULL x or y is skipped. */

@@ -1,5 +1,5 @@
 /* checkpoint.h — training checkpoints: named arrays in one file, written
- * atomically (models/atomic_file.h: a temporary file beside the target,
+ * atomically (common/atomic_file.h: a temporary file beside the target,
  * fsynced, then renamed over it, then the folder fsynced), so a kill at any moment leaves either the old
  * checkpoint or the new one, never a torn file.
  *
@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 
 enum se3_ck_type { SE3_CK_F32 = 0, SE3_CK_F64 = 1, SE3_CK_I64 = 2, SE3_CK_U8 = 3 };
 

@@ -24,10 +24,10 @@
 #include "chem/obbridge.h"
 #include "chem/sdtext.h"
 #include "common/csvcell.h"
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
-#include "models/run_files.h"
+#include "pipeline/run_files.h"
 
 #define WHO "se3screen export"
 

@@ -3,7 +3,7 @@
  * The rows are ranked_hits (all, or the first N) or those of one read-only
  * SQL statement, checked as `se3screen query` checks its SQL (query.h). The
  * database is opened read-only; the output is written through a temporary
- * file renamed on success (models/atomic_file.h), so a failure leaves no
+ * file renamed on success (common/atomic_file.h), so a failure leaves no
  * half file.
  *
  *   csv  a header row and the rows: the columns and text `query --csv` gives

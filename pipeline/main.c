@@ -12,7 +12,7 @@
 
 #include <sqlite3.h>
 
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "pipeline/config.h"
 #include "pipeline/export.h"
 #include "pipeline/predict.h"
@@ -21,7 +21,7 @@
 #include "pipeline/slurm.h"
 #include "pipeline/store.h"
 #include "pipeline/verify.h"
-#include "models/run_files.h"
+#include "pipeline/run_files.h"
 #include "stages/report_page.h"
 #include "stages/stage.h"
 
@@ -248,7 +248,7 @@ static int usage_error(const char *usage, const char *fmt, const char *arg) {
 
 /* `report` (and `export`) write one file from a database opened read-only
  * and have nothing to finish: SIGINT, SIGTERM and SIGUSR1 remove the
- * temporary file being written (models/atomic_file.h) and exit 75 at once,
+ * temporary file being written (common/atomic_file.h) and exit 75 at once,
  * the status `run` gives when a signal stops it. Only async-signal-safe
  * calls in the handler. */
 static void stop_now(int sig) {

@@ -10,7 +10,7 @@
  * through a temporary file and renamed (so FILE is the old one or the new
  * one, never a torn one).
  *
- * It includes models/atomic_file.h and models/run_files.h as export.c,
+ * It includes common/atomic_file.h and pipeline/run_files.h as export.c,
  * slurm.c and main.c do: they are the file utilities every command that
  * writes a file uses (no stage stands between), and run_files knows which
  * files a workdir's run reads and writes.
@@ -32,8 +32,9 @@
 #include <sqlite3.h>
 
 #include "common/fsutil.h"
-#include "models/atomic_file.h"
-#include "models/run_files.h"
+#include "common/atomic_file.h"
+#include "common/workdir.h"
+#include "pipeline/run_files.h"
 #include "pipeline/runner.h"
 #include "stages/modelcard.h"
 
@@ -382,7 +383,7 @@ int predict_run(const struct predict_opts *o) {
   }
   snprintf(yaml, sizeof yaml, "%s/" YAML_NAME, workdir);
   for (int i = 0; i < o->n_inputs; i++)
-    if (run_files_check_input(workdir, inputs[i], err, sizeof err)) {
+    if (workdir_check_input(workdir, inputs[i], err, sizeof err)) {
       rc = refuse("input %s", err);
       goto done;
     }

@@ -31,7 +31,6 @@
 #include "pipeline/config.h"
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
-#include "stages/rank_select.h"
 #include "stages/stage.h"
 
 #ifndef SE3_VERSION

@@ -17,7 +17,7 @@
 
 #include "common/cfgtree.h"
 #include "common/fsutil.h"
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "pipeline/runner.h"
 
 enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_TRAIN, STEP_SINGLE };

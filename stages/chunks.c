@@ -36,11 +36,6 @@ int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
   return STAGE_OK;
 }
 
-int stage_score_only(const struct cfg_node *root) {
-  /* train configured: a section the workflow writes (defaults alone do not count) */
-  return root && cfg_get(root, "stages.score.checkpoint") && !cfg_written(cfg_get(root, "stages.train"));
-}
-
 int stage_sql_fail(struct stage_ctx *ctx, const char *what) {
   snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
   return STAGE_ERROR;

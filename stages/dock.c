@@ -745,16 +745,6 @@ static int dock_prune(struct stage_ctx *ctx, int64_t *n) {
   return rc;
 }
 
-int stage_acquiring(const struct cfg_node *root) {
-  const struct cfg_node *a = root ? cfg_get(root, "stages.acquire") : NULL;
-  return a && cfg_written(a);
-}
-
-const char *stage_dock_label(const struct cfg_node *root) {
-  const struct cfg_node *d = root ? cfg_get(root, "stages.dock") : NULL;
-  return d && cfg_written(d) ? cfg_str(d, "label", "dock") : NULL;
-}
-
 /* --dry-run: the molecules to dock; the set whose docking label that changes. */
 static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
                         size_t sets_size) {

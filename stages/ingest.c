@@ -63,7 +63,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/workers.h"
-#include "models/run_files.h"
+#include "common/workdir.h"
 
 #define ID_STRIDE STAGE_ID_STRIDE
 
@@ -206,7 +206,7 @@ static int side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
   if (rec_check_regular(path, err, sizeof err) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
   char why[2 * PATH_MAX + 256];
-  if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
+  if (workdir_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
   struct stat sb;
   uint64_t content = 0;
@@ -509,7 +509,7 @@ static int add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   if (stat(path, &p->file_st) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
   /* nor a file this run replaces (a previous screen's hits.sdf as a library) */
   char why[2 * PATH_MAX + 256];
-  if (run_files_check_input(ctx->workdir, path, why, sizeof why) != 0)
+  if (workdir_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(item, "path"), "%s", why);
   /* What the contents look like. A read error here is left to the scan
    * below, which turns it into a reject row. */

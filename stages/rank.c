@@ -29,7 +29,7 @@
 #include "chem/obbridge.h"
 #include "chem/sdtext.h"
 #include "common/csvcell.h"
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "rank_select.h"
 #include "stage.h"
 
@@ -139,7 +139,7 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
 }
 
 /* Writes WORKDIR/name through a temporary file renamed over it
- * (models/atomic_file.h). */
+ * (common/atomic_file.h). */
 static int out_open(struct stage_ctx *ctx, struct atomic_file *o, const char *name) {
   char path[PATH_MAX], err[PATH_MAX + 256];
   snprintf(path, sizeof path, "%s/%s", ctx->workdir, name);

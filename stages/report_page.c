@@ -20,7 +20,7 @@
  *
  * The report stage (stages/report.c, after rank) writes WORKDIR/report.html
  * with report_write, through a temporary file renamed over it
- * (models/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
+ * (common/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
  * from a database opened read-only (report_file).
  */
 #define _GNU_SOURCE
@@ -34,7 +34,7 @@
 
 #include "chem/obbridge.h"
 #include "common/svg.h"
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "models/metrics.h"
 #include "report_page.h"
 #include "stage.h"

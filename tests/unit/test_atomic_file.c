@@ -1,4 +1,4 @@
-/* The atomic writer (models/atomic_file.h) against what a hostile or
+/* The atomic writer (common/atomic_file.h) against what a hostile or
  * careless neighbour can put where it writes (issue 30, defect 5): a
  * symbolic link at the target or at the temporary name it used to take
  * (PATH.tmp-PID), a device node, a FIFO, a folder or a socket as the
@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 #include "tests/testutil.h"
 
 static char *join(const char *dir, const char *name) {

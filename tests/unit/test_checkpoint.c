@@ -314,14 +314,14 @@ Test(checkpoint, replacement_is_atomic) {
   free(path);
 }
 
-/* ---- the atomic-write helper (models/atomic_file.h) ---------------------------- */
+/* ---- the atomic-write helper (common/atomic_file.h) ---------------------------- */
 
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 
 static int n_temps(const char *path) {
   char *ls = NULL;
@@ -421,7 +421,7 @@ Test(atomic_file, failures_keep_the_old_file) {
   cr_assert_eq(n_temps(path), 0);
 
   /* the target is a non-empty folder: refused before anything is written
-   * (models/atomic_file.h replaces regular files only) */
+   * (common/atomic_file.h replaces regular files only) */
   char *folder = NULL, *inside = NULL;
   cr_assert_geq(asprintf(&folder, "%s/taken", dir), 0);
   cr_assert_geq(asprintf(&inside, "%s/keep", folder), 0);

@@ -1,8 +1,8 @@
-/* run_files.c — the files of a result database's run (run_files.h). */
+/* run_files.c — the files of a result database's run (run_files.h): what
+ * its workdir holds (common/workdir.h) and what the database says it read. */
 #define _GNU_SOURCE
-#include "models/run_files.h"
+#include "pipeline/run_files.h"
 
-#include <dirent.h>
 #include <libgen.h>
 #include <limits.h>
 #include <sqlite3.h>
@@ -10,54 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-/* a database's companion files, by suffix */
-static const char *const companions[] = {"-wal", "-shm", "-journal", ".lock"};
-
-static int add_fmt(struct atomic_file_keep *k, const char *a, const char *b, const char *c) {
-  char p[PATH_MAX + 64];
-  snprintf(p, sizeof p, "%s%s%s", a, b, c);
-  return atomic_file_keep_add(k, p);
-}
-
-static int add_db(struct atomic_file_keep *k, const char *db) {
-  int bad = atomic_file_keep_add(k, db);
-  for (size_t i = 0; i < sizeof companions / sizeof *companions && !bad; i++)
-    bad = add_fmt(k, db, companions[i], "");
-  return bad;
-}
-
-static int ends_with(const char *s, const char *tail) {
-  size_t n = strlen(s), m = strlen(tail);
-  return n >= m && !strcmp(s + n - m, tail);
-}
-
-/* Every regular file under folder, depth folders deep; shard databases
- * (name.db) with their companions. A folder that cannot be read adds
- * nothing. */
-static int add_tree(struct atomic_file_keep *k, const char *folder, int depth, int dbs) {
-  DIR *d = opendir(folder);
-  if (!d) return 0;
-  int bad = 0;
-  struct dirent *e;
-  while (!bad && (e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s/%s", folder, e->d_name) >= (int)sizeof p) continue;
-    struct stat st;
-    if (stat(p, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      if (depth > 1) bad = add_tree(k, p, depth - 1, dbs);
-    } else if (dbs && ends_with(p, ".db")) {
-      bad = add_db(k, p);
-    } else {
-      bad = atomic_file_keep_add(k, p);
-    }
-  }
-  closedir(d);
-  return bad;
-}
+#include "common/workdir.h"
 
 /* A source file as the database names it: absolute, or relative to the
  * workflow's folder (wf_dir; unknown: left out). */
@@ -65,7 +19,7 @@ static int add_source(struct atomic_file_keep *k, const char *wf_dir, const char
   if (!src || !*src) return 0;
   if (src[0] == '/') return atomic_file_keep_add(k, src);
   if (!wf_dir) return 0;
-  return add_fmt(k, wf_dir, "/", src);
+  return workdir_add_fmt(k, wf_dir, "/", src);
 }
 
 /* What the database says the run read. Never fails on the database (a
@@ -126,7 +80,7 @@ int run_files_list(const char *db_path, struct atomic_file_keep *k) {
   char shards[PATH_MAX], models[PATH_MAX];
   snprintf(shards, sizeof shards, "%s/shards", folder);
   snprintf(models, sizeof models, "%s/models", folder);
-  int bad = add_db(k, db_path) || add_tree(k, shards, 1, 1) || add_tree(k, models, 4, 0) || add_inputs(k, db_path);
+  int bad = workdir_add_db(k, db_path) || workdir_add_tree(k, shards, 1, 1) || workdir_add_tree(k, models, 4, 0) || add_inputs(k, db_path);
   free(copy);
   return bad ? -1 : 0;
 }
@@ -143,31 +97,3 @@ int run_files_check_output(const char *db_path, const char *out, char *err, size
   return rc;
 }
 
-int run_files_check_input(const char *workdir, const char *in, char *err, size_t errlen) {
-  static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
-  struct atomic_file_keep k = {0};
-  char db[PATH_MAX], shards[PATH_MAX], models[PATH_MAX];
-  snprintf(db, sizeof db, "%s/screen.db", workdir);
-  snprintf(shards, sizeof shards, "%s/shards", workdir);
-  snprintf(models, sizeof models, "%s/models", workdir);
-  int bad = add_db(&k, db) || add_tree(&k, shards, 1, 1) || add_tree(&k, models, 4, 0);
-  for (size_t i = 0; i < sizeof written / sizeof *written && !bad; i++)
-    bad = add_fmt(&k, workdir, "/", written[i]);
-  int rc = -1;
-  if (bad) {
-    snprintf(err, errlen, "%s: out of memory listing the files the run writes", workdir);
-  } else {
-    for (size_t i = 0; i < k.n; i++)
-      if (atomic_file_same(in, k.path[i])) {
-        snprintf(err, errlen,
-                 "%s is %s, which this run writes (it would be replaced while it is an input): copy it out of the "
-                 "workdir and name the copy",
-                 in, k.path[i]);
-        goto out;
-      }
-    rc = 0;
-  }
-out:
-  atomic_file_keep_free(&k);
-  return rc;
-}

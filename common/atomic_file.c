@@ -1,6 +1,6 @@
 /* atomic_file.c — temporary file, fsync, rename, fsync the folder (atomic_file.h). */
 #define _GNU_SOURCE
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

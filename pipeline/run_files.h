@@ -3,17 +3,18 @@
  * -o WORKDIR/screen.db` would otherwise replace the database with a page,
  * `-o WORKDIR/models/train-0/best.ckpt` a checkpoint, `-o data/lib.sdf` an
  * input (issue 30). Files are compared by device and inode
- * (models/atomic_file.h: atomic_file_same), so another spelling of a path,
+ * (common/atomic_file.h: atomic_file_same), so another spelling of a path,
  * a hard link and a symbolic link are caught as well as the path itself.
- * It lives beside atomic_file in models/, not in stages/: it is no stage,
- * and both the stages (ingest) and the commands (report, export) use it.
+ * It reads the result database, so it lives in pipeline/, which owns it;
+ * what a workdir holds, which ingest checks its inputs against too, is
+ * common/workdir.h's.
  */
-#ifndef SE3_RUN_FILES_H
-#define SE3_RUN_FILES_H
+#ifndef SE3_PIPELINE_RUN_FILES_H
+#define SE3_PIPELINE_RUN_FILES_H
 
 #include <stddef.h>
 
-#include "models/atomic_file.h"
+#include "common/atomic_file.h"
 
 /* Adds to k the files of the result database db_path and of its workdir
  * (the folder holding it):
@@ -32,12 +33,5 @@ int run_files_list(const char *db_path, struct atomic_file_keep *k);
 /* Refuses out ("-", standard output, is always fine) when it is one of
  * run_files_list(db_path): 0, or -1 with a message naming both in err. */
 int run_files_check_output(const char *db_path, const char *out, char *err, size_t errlen);
-
-/* Refuses in, an input file of a run writing into workdir, when it is one
- * of the files that run writes: WORKDIR/screen.db and its companions,
- * hits.csv, hits.sdf, report.html, shards and checkpoints (a previous
- * screen's hits.sdf named as this one's library would be replaced by its
- * rank stage). 0, or -1 with a message naming both in err. */
-int run_files_check_input(const char *workdir, const char *in, char *err, size_t errlen);
 
 #endif
