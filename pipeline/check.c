@@ -23,8 +23,8 @@ static int stage_configured(const struct cfg_node *root, const struct stage *s) 
  * an optional stage the workflow does not configure, or one its `skipped`
  * leaves out (train in a score-only workflow). */
 int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
-  if (s->optional && !stage_configured(root, s)) return 1;
-  return root && s->skipped && s->skipped(root);
+  if ((s->flags & STAGE_OPTIONAL) && !stage_configured(root, s)) return 1;
+  return root && s->reads.skipped && s->reads.skipped(root);
 }
 
 /* The last stage `run` runs without --stage/--until: the last one the
@@ -37,13 +37,23 @@ int run_last_configured(const struct cfg_node *root, int first, int last) {
 
 const char *runner_cycling_stage(const struct cfg_node *root) {
   for (int i = 0; i < N_STAGES; i++)
-    if (run_all_stages[i]->cycle_end && !run_stage_skipped(root, run_all_stages[i])) return run_all_stages[i]->name;
+    if (run_all_stages[i]->cycle.end && !run_stage_skipped(root, run_all_stages[i])) return run_all_stages[i]->name;
   return NULL;
 }
 
 const char *runner_cycle_end(const char *stage) {
   int i = stage ? run_stage_index(stage) : -1;
-  return i >= 0 ? run_all_stages[i]->cycle_end : NULL;
+  return i >= 0 ? run_all_stages[i]->cycle.end : NULL;
+}
+
+int runner_stage_flags(const char *stage) {
+  int i = stage ? run_stage_index(stage) : -1;
+  return i >= 0 ? run_all_stages[i]->flags : 0;
+}
+
+int runner_stage_collective(const char *stage) {
+  int i = stage ? run_stage_index(stage) : -1;
+  return i >= 0 && run_all_stages[i]->serve != NULL;
 }
 
 int runner_stages(const struct cfg_node *root, const char *names[], int max) {

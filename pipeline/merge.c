@@ -92,7 +92,7 @@ static int already_folded(struct run *r, const struct stage *s) {
   if (n > 0 || run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0)
     return 0;
   /* a stage with a fold of its own (score): only when its rows were kept as they would be now */
-  return !s->folded_as_now || r->folded_as_now[run_stage_index(s->name)];
+  return !s->merge.folded_as_now || r->folded_as_now[run_stage_index(s->name)];
 }
 
 /* Folds the shard database `path` (a Slurm array task's, --shard's, or a
@@ -189,7 +189,7 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
    * hits) */
   int kept = 0;
   struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root};
-  if (!want_hash && s->fold && (kept = s->fold(&f)) < 0) {
+  if (!want_hash && s->merge.fold && (kept = s->merge.fold(&f)) < 0) {
     snprintf(r->err, sizeof r->err, "%s", f.err);
     goto rollback;
   }
@@ -279,7 +279,7 @@ char **run_list_shards(const char *db_path, int *n) {
  * device to read: not known here); other stages are not sharded. */
 static int expected_hash(struct run *r, const struct stage *s, char out[17], char chain[17], char *note,
                          size_t notelen) {
-  int how = s->merge_hash ? s->merge_hash(r->root) : STAGE_HASH_UNKNOWN;
+  int how = s->merge.hash ? s->merge.hash(r->root) : STAGE_HASH_UNKNOWN;
   if (how == STAGE_HASH_UNKNOWN) {
     snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
     return 0;
@@ -375,7 +375,7 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   const char *after = run_upstream_of(r->root, s);
   /* a keyed stage's rows each name what they were made from, and its hash
    * names the plan of the moment: its shard is held to its settings chain */
-  int keyed = stage_is_keyed(s, r->root) && s->merge_hash && s->merge_hash(r->root) != STAGE_HASH_FILES;
+  int keyed = stage_is_keyed(s, r->root) && s->merge.hash && s->merge.hash(r->root) != STAGE_HASH_FILES;
   if (ref->known[si] == 1 && (keyed ? !chain || strcmp(chain, ref->chain[si]) : strcmp(hash, ref->expected[si]))) {
     if (after)
       snprintf(why, whylen,
@@ -489,7 +489,8 @@ int runner_merge(const char *db_path) {
                         r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
     goto done;
   for (int i = 0; i < N_STAGES; i++)
-    r.folded_as_now[i] = run_all_stages[i]->folded_as_now && run_all_stages[i]->folded_as_now(r.st.db, r.root);
+    r.folded_as_now[i] =
+        run_all_stages[i]->merge.folded_as_now && run_all_stages[i]->merge.folded_as_now(r.st.db, r.root);
   int touched[N_STAGES] = {0}, adopted = 0;
   for (int k = 0; k < n; k++) {
     char why[2048];

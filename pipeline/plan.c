@@ -101,13 +101,13 @@ static int labels_touch(const char *list, const char *set, const char *label) {
 
 /* The set a stage reads (struct stage's reads_set), NULL for every set. */
 static const char *stage_set(const struct cfg_node *root, const struct stage *s) {
-  return s->reads_set ? cfg_str(root, s->reads_set, NULL) : NULL;
+  return s->reads.set ? cfg_str(root, s->reads.set, NULL) : NULL;
 }
 
 /* Whether the stage's upstream records its rows' content row by row (its
  * chain, not its config hash, goes into this one's hashes). */
 static int by_row(const struct cfg_node *root, int ui) {
-  return ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || run_all_stages[ui]->content_per_row);
+  return ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
 }
 
 static void plan_stage(struct plan *p, int i) {
@@ -132,11 +132,11 @@ static void plan_stage(struct plan *p, int i) {
     snprintf(up_mols, sizeof up_mols, "%s", p->mol_sets[ui]);
     snprintf(up_labels, sizeof up_labels, "%s", p->label_sets[ui]);
     /* labels a stage off the chain makes (dock's score) reach a stage that learns a label */
-    for (int j = 0; s->reads_label && j < i; j++)
+    for (int j = 0; s->reads.label && j < i; j++)
       add_sets(up_labels, sizeof up_labels, p->label_sets[j]);
   }
   int touches_mols = up_mols[0] && (!set || has_set(up_mols, set));
-  const char *label = s->reads_label ? cfg_str(r->root, s->reads_label, NULL) : NULL;
+  const char *label = s->reads.label ? cfg_str(r->root, s->reads.label, NULL) : NULL;
   int touches_labels = labels_touch(up_labels, set, label);
   /* the chain as the run will have it: known when the stage before it is
    * keyed (its chain known) or has nothing to do (its hash stands) */

@@ -231,8 +231,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     snprintf(label, sizeof label, "%s", s->name);
   if (speaks) {
     progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
-                   cfg_float(r->root, "run.progress_interval_s", 5), label, s->unit ? s->unit : "mol", shard_items,
-                   done_items);
+                   cfg_float(r->root, "run.progress_interval_s", 5), label, s->show.unit ? s->show.unit : "mol",
+                   shard_items, done_items);
     if (n_shards > 1 && !together && shard >= n_chunks)
       /* an array task beyond the stage's last chunk (slurm.array_size above the chunks) */
       progress_log(&r->prog,
@@ -332,8 +332,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   free(done);
   if (speaks) {
     char summary[256];
-    snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total, s->done ? s->done : "stored",
-             (long long)rej_total, together ? " by this process" : "",
+    snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total,
+             s->show.done ? s->show.done : "stored", (long long)rej_total, together ? " by this process" : "",
              ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
     if (all_todo > 0) progress_end(&r->prog, summary);
   }
@@ -468,7 +468,8 @@ static int run_stage(struct run *r, int si) {
     char chain[17];
     run_chain_hash(r->root, s, up.chain, chain);
     if (discard_keyed(r, si, chain)) return SE3_EXIT_FAILED;
-    if (s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0) return SE3_EXIT_FAILED;
+    if ((s->flags & STAGE_SPREAD) && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0)
+      return SE3_EXIT_FAILED;
   }
   /* A collective stage: the other processes begin it with this one. */
   int collective = r->comm && s->serve;
@@ -529,8 +530,8 @@ static int run_stage(struct run *r, int si) {
     goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
   }
   int64_t n_pruned = 0;
-  if (keyed && s->prune) { /* (in a shard, a stage's prune leaves screen.db alone) */
-    if (s->prune(ctx, &n_pruned) != STAGE_OK) {
+  if (keyed && s->keyed->prune) { /* (in a shard, a stage's prune leaves screen.db alone) */
+    if (s->keyed->prune(ctx, &n_pruned) != STAGE_OK) {
       snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
       goto rollback;
     }
@@ -556,8 +557,10 @@ static int run_stage(struct run *r, int si) {
 
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */
-  if (!keyed && s->spread && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0) goto out;
-  int spread = r->comm && s->spread && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
+  if (!keyed && (s->flags & STAGE_SPREAD) && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0)
+    goto out;
+  int spread =
+      r->comm && (s->flags & STAGE_SPREAD) && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
   if (spread) {
     /* Every process, this one too, does its share in a database of its own
      * (share_stage), and this one then folds them all in. The planning
@@ -746,7 +749,7 @@ static int run_main(const struct run_opts *o) {
   /* The model's device, before any work: `device: cuda` without a usable
    * GPU stops here, not after hours of graphs and bases. */
   for (int i = first; i <= last; i++)
-    if (run_all_stages[i]->uses_model) {
+    if ((run_all_stages[i]->flags & STAGE_USES_MODEL)) {
       char why[1024];
       const char *bad = "device";
       if (stage_device_check(r.root, &bad, why, sizeof why)) {
@@ -823,14 +826,14 @@ static int run_main(const struct run_opts *o) {
    * learning's rounds), in a run of the whole workflow */
   int cyc = -1, cyc_end = -1;
   for (int i = first; i <= last && !o->stage && r.n_shards <= 1; i++)
-    if (run_all_stages[i]->cycle_end && !run_stage_skipped(r.root, run_all_stages[i])) {
+    if (run_all_stages[i]->cycle.end && !run_stage_skipped(r.root, run_all_stages[i])) {
       cyc = i;
-      cyc_end = run_stage_index(run_all_stages[i]->cycle_end);
+      cyc_end = run_stage_index(run_all_stages[i]->cycle.end);
     }
   for (int i = first; i <= last && ret == SE3_EXIT_OK; i++) {
     if (run_stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
     ret = run_stage(&r, i);
-    if (ret == SE3_EXIT_OK && cyc >= 0 && i == cyc_end && run_all_stages[cyc]->cycle_due(r.st.db, r.root) == 1) {
+    if (ret == SE3_EXIT_OK && cyc >= 0 && i == cyc_end && run_all_stages[cyc]->cycle.due(r.st.db, r.root) == 1) {
       r.cycle = 1;
       ret = run_stage(&r, cyc);
       r.cycle = 0;

@@ -78,10 +78,16 @@ struct cfg_node *runner_config(const char *workflow, const char *const *sets, in
  * names into names (at most max); returns the count. */
 int runner_stages(const struct cfg_node *root, const char *names[], int max);
 /* The stage of this workflow that runs again at the end of a cycle
- * (stage.h's cycle_end: acquire, active learning's rounds), or NULL. */
+ * (stage.h's struct stage_cycle: acquire, active learning's rounds), or NULL. */
 const char *runner_cycling_stage(const struct cfg_node *root);
-/* The stage after which `stage` runs again (its cycle_end: score for
+/* The stage after which `stage` runs again (its cycle.end: score for
  * acquire), or NULL. */
 const char *runner_cycle_end(const char *stage);
+/* What the stage of that name declares (stages/stage.h: STAGE_*), for the
+ * commands that plan around the stages without running them (`slurm`); 0
+ * for no such stage. Whether it is collective (struct stage's serve): its
+ * processes share one job. */
+int runner_stage_flags(const char *stage);
+int runner_stage_collective(const char *stage);
 
 #endif

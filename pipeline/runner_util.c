@@ -76,7 +76,7 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
  * stage comes before another asks here. root NULL (a workflow that cannot
  * be loaded): `after`. */
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s) {
-  const char *reads = root && s->reads ? s->reads(root) : NULL;
+  const char *reads = root && s->reads.stage ? s->reads.stage(root) : NULL;
   return reads ? reads : s->after;
 }
 
@@ -126,7 +126,7 @@ int run_clear_stage(struct run *r, int i) {
                "DELETE FROM stage_state WHERE stage=%Q",
                s->name, s->name, s->name))
     return -1;
-  if (s->meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->meta_key)) return -1;
+  if (s->merge.meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->merge.meta_key)) return -1;
   return 0;
 }
 
@@ -198,7 +198,7 @@ int run_stage_range(const struct run_opts *o, int *first, int *last) {
  * size, which decides which molecules a chunk number means. */
 void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
   char cfg[17];
-  cfg_stage_hash(root, s->name, s->uses_sets, cfg);
+  cfg_stage_hash(root, s->name, !!(s->flags & STAGE_USES_SETS), cfg);
   run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
 }
 
@@ -214,7 +214,7 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
   run_chain_hash(root, s, up->chain, chain);
   if (stage_is_keyed(s, root)) {
     memcpy(hash, chain, 17); /* its rows say what they were made from ... */
-    if (s->merge_hash && s->merge_hash(root) == STAGE_HASH_FILES) /* ... and which files (stage.h) */
+    if (s->merge.hash && s->merge.hash(root) == STAGE_HASH_FILES) /* ... and which files (stage.h) */
       run_fold_hash(chain, inputs, hash);
   } else {
     char settings[17], with_inputs[17];
@@ -257,7 +257,8 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
    * se3screen has none: the config hash stands in); after another, its
    * config hash: what it made, whole. */
   const char *ch = chain ? chain : hash ? hash : "";
-  int by_row = ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || run_all_stages[ui]->content_per_row);
+  int by_row =
+      ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
   up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row ? ch : hash ? hash : "");
   free(hash);
   free(chain);

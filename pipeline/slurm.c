@@ -19,8 +19,9 @@
 #include "common/fsutil.h"
 #include "common/atomic_file.h"
 #include "pipeline/runner.h"
+#include "stages/stage.h"
 
-enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_TRAIN, STEP_SINGLE };
+enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_COLLECTIVE, STEP_SINGLE };
 
 struct step {
   enum step_kind kind;
@@ -33,14 +34,9 @@ struct step {
 /* (a workflow that goes round has its cycle's steps once a round) */
 #define MAX_STEPS 512
 
-/* The stages whose chunks an array's tasks share out (the others run as
- * one job). */
-static int chunked(const char *stage) {
-  static const char *const names[] = {"ingest", "dock", "graph", "basis", "score"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(stage, names[i])) return 1;
-  return 0;
-}
+/* The stages whose chunks an array's tasks share out (STAGE_ARRAY; the
+ * others run as one job). */
+static int chunked(const char *stage) { return (runner_stage_flags(stage) & STAGE_ARRAY) != 0; }
 
 /* s as one bash word, in single quotes: inside them bash takes every byte
  * as it is but the closing quote, so a quote is written '\'' (close, an
@@ -403,9 +399,9 @@ static int write_step(const struct ctx *c, int k) {
     fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage's shards merged into screen.db.\n", c->name,
             k, s->stage);
     break;
-  case STEP_TRAIN:
-    fprintf(f, "# se3screen slurm, workflow %s, step %d: the train stage on %lld process%s (%lld node%s).\n",
-            c->name, k, nodes * per_node, nodes * per_node > 1 ? "es" : "", nodes, nodes > 1 ? "s" : "");
+  case STEP_COLLECTIVE:
+    fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage on %lld process%s (%lld node%s).\n", c->name, k,
+            s->stage, nodes * per_node, nodes * per_node > 1 ? "es" : "", nodes, nodes > 1 ? "s" : "");
     break;
   case STEP_SINGLE:
     if (decides(c, s) >= 0)
@@ -432,13 +428,13 @@ static int write_step(const struct ctx *c, int k) {
     fprintf(stderr, "se3screen slurm: out of memory writing %s\n", path);
     return -1;
   }
-  if (s->kind == STEP_TRAIN) {
+  if (s->kind == STEP_COLLECTIVE) {
     fprintf(f, "#SBATCH --nodes=%lld\n#SBATCH --ntasks-per-node=%lld\n#SBATCH --cpus-per-task=%lld\n", nodes, per_node,
             cpus);
   } else {
     fprintf(f, "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=%lld\n", s->kind == STEP_MERGE ? 1 : cpus);
   }
-  if (gpus > 0 && (s->kind == STEP_TRAIN || (s->kind != STEP_MERGE && !strcmp(s->stage, "score"))))
+  if (gpus > 0 && s->kind != STEP_MERGE && (runner_stage_flags(s->stage) & STAGE_USES_MODEL))
     fprintf(f, "#SBATCH --gpus-per-task=%lld\n", gpus);
   fprintf(f, "\nset -u\nSE3=");
   put_quoted(f, c->se3);
@@ -457,7 +453,7 @@ static int write_step(const struct ctx *c, int k) {
     put_quoted(f, c->workdir);
     fputs("/screen.db\n", f);
     break;
-  case STEP_TRAIN:
+  case STEP_COLLECTIVE:
     /* one process: no launcher; several: srun starts them, PMIx joins them */
     fputs("if [ \"${SLURM_NTASKS:-1}\" -gt 1 ]; then\n  step srun --mpi=pmix ", f);
     run_words(f, c, s->stage, decides(c, s));
@@ -676,7 +672,7 @@ static int run_submit(const struct ctx *c, const char *sub, int first) {
  * of 1 is no shard), after which a merge finds no shard and fails the
  * chain: such a stage is one job, without a merge. */
 static void add_stage(struct ctx *c, const char *stage, int round) {
-  enum step_kind kind = chunked(stage) ? STEP_ARRAY : !strcmp(stage, "train") ? STEP_TRAIN : STEP_SINGLE;
+  enum step_kind kind = chunked(stage) ? STEP_ARRAY : runner_stage_collective(stage) ? STEP_COLLECTIVE : STEP_SINGLE;
   if (kind == STEP_ARRAY && array_tasks(c, stage) <= 1) kind = STEP_SINGLE;
   if (c->n < MAX_STEPS) c->steps[c->n++] = (struct step){kind, stage, round, ""};
   if (kind == STEP_ARRAY && c->n < MAX_STEPS) c->steps[c->n++] = (struct step){STEP_MERGE, stage, round, ""};
@@ -721,7 +717,7 @@ static int make_steps(struct ctx *c) {
             "se3screen slurm: workflow %s would chain more than %d steps (stages.%s.rounds is %d): run it as one job "
             "instead, sbatch --signal=B:USR1@120 --wrap \"exec se3screen run %s\" (it resumes where it stopped when "
             "submitted again), or in fewer rounds\n",
-            c->name, MAX_STEPS - 1, c->cycling ? c->cycling : "acquire", c->rounds, c->o->workflow);
+            c->name, MAX_STEPS - 1, c->cycling ? c->cycling : "?", c->rounds, c->o->workflow);
     return -1;
   }
   c->first_round_step = c->n;

@@ -110,7 +110,8 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
       char now[17];
       const char *after = run_upstream_of(root, s);
       int ui = after ? run_stage_index(after) : -1;
-      int by_row = ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || run_all_stages[ui]->content_per_row);
+      int by_row =
+          ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
       char *up = after ? status_text(&sr,
                                      by_row ? "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q"
                                             : "SELECT config_hash FROM stage_state WHERE stage=%Q",
@@ -130,7 +131,7 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
     snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
     /* from the ledger: reading the blobs' sizes would read the tables */
     long long n_stored = status_int(&sr, 0, "SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", s->name);
-    if (s->blob_column && n_stored > 0)
+    if (s->show.blob_column && n_stored > 0)
       snprintf(bytes, sizeof bytes, "%.0f",
                (double)status_int(&sr, 0, "SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", s->name) /
                    (double)n_stored);

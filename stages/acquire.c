@@ -523,18 +523,18 @@ static int acquire_due(sqlite3 *db, const struct cfg_node *root) {
   return decided > 0 && decided < cfg_int(root, "stages.acquire.rounds", 5) + 1;
 }
 
+static const struct stage_keyed acquire_keyed = {0}; /* by round: its rows are never pruned */
+
 const struct stage stage_acquire = {
     .name = "acquire",
     .tables = "acquisitions rounds round_models round_scores round_chunks",
-    .keyed = stage_keyed_always,
     .after = "ingest",
-    .optional = 1,
+    .flags = STAGE_OPTIONAL,
     .begin = acquire_begin,
     .run_chunk = acquire_chunk,
     .end = acquire_end,
-    .unit = "round",
-    .done = "decided",
-    .reads_set = "stages.acquire.set",
-    .cycle_end = "score",
-    .cycle_due = acquire_due,
+    .keyed = &acquire_keyed,
+    .reads = {.set = "stages.acquire.set"},
+    .show = {.unit = "round", .done = "decided"},
+    .cycle = {.end = "score", .due = acquire_due},
 };

@@ -143,19 +143,18 @@ static int basis_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
+static const struct stage_keyed basis_keyed = {.prune = basis_prune};
+
 const struct stage stage_basis = {
     .name = "basis",
     .tables = "bases",
-    .keyed = stage_keyed_always,
-    .prune = basis_prune,
-    .uses_sets = 0,
     .after = "graph",
-    .optional = 1, /* train and score recompute bases from the graphs; stored ones are not read */
-    .blob_column = "basis",
-    .spread = 1,
+    /* optional: train and score recompute bases from the graphs; stored ones are not read */
+    .flags = STAGE_OPTIONAL | STAGE_SPREAD | STAGE_ARRAY,
     .begin = basis_begin,
     .run_chunk = basis_chunk,
-    .finalize = NULL,
     .end = basis_end,
-    .merge_hash = basis_merge_hash,
+    .keyed = &basis_keyed,
+    .merge = {.hash = basis_merge_hash},
+    .show = {.blob_column = "basis"},
 };

@@ -364,11 +364,6 @@ int stage_word_listed(const char *list, const char *word) {
   return 0;
 }
 
-int stage_keyed_always(const struct cfg_node *root) {
-  (void)root;
-  return 1;
-}
-
 static void items_clear(struct stage_item *it, int n) {
   for (int i = 0; i < n; i++) {
     free(it[i].in);

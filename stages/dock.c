@@ -776,22 +776,19 @@ static int dock_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
+static const struct stage_keyed dock_keyed = {.prune = dock_prune};
+
 const struct stage stage_dock = {
     .name = "dock",
     .tables = "docking",
-    .keyed = stage_keyed_always,
-    .prune = dock_prune,
-    .uses_sets = 0,
     .after = "ingest",
-    .optional = 1,
-    .blob_column = "pose",
+    .flags = STAGE_OPTIONAL | STAGE_ARRAY,
     .begin = dock_begin,
     .run_chunk = dock_chunk,
-    .finalize = NULL,
     .end = dock_end,
-    .merge_hash = dock_merge_hash,
-    .meta_key = "dock_setup",
-    .reads_set = "stages.dock.set",
-    .done = "docked",
+    .keyed = &dock_keyed,
+    .merge = {.hash = dock_merge_hash, .meta_key = "dock_setup"},
+    .reads = {.set = "stages.dock.set"},
+    .show = {.done = "docked", .blob_column = "pose"},
     .explain = dock_explain,
 };

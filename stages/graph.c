@@ -173,18 +173,17 @@ static int graph_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
+static const struct stage_keyed graph_keyed = {.prune = graph_prune};
+
 const struct stage stage_graph = {
     .name = "graph",
     .tables = "graphs",
-    .keyed = stage_keyed_always,
-    .prune = graph_prune,
-    .uses_sets = 0,
     .after = "ingest",
-    .blob_column = "graph",
-    .spread = 1,
+    .flags = STAGE_SPREAD | STAGE_ARRAY,
     .begin = graph_begin,
     .run_chunk = graph_chunk,
-    .finalize = NULL,
     .end = graph_end,
-    .merge_hash = graph_merge_hash,
+    .keyed = &graph_keyed,
+    .merge = {.hash = graph_merge_hash},
+    .show = {.blob_column = "graph"},
 };

@@ -320,13 +320,11 @@ static void rank_end(struct stage_ctx *ctx) {
 
 const struct stage stage_rank = {
     .name = "rank",
-    .reads_set = "stages.score.set",
-    .done = "hits",
     .tables = "ranks",
-    .uses_sets = 0,
     .after = "score",
     .begin = rank_begin,
     .run_chunk = rank_chunk,
-    .finalize = NULL,
     .end = rank_end,
+    .reads = {.set = "stages.score.set"},
+    .show = {.done = "hits"},
 };

@@ -34,14 +34,10 @@ static int report_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
 
 const struct stage stage_report = {
     .name = "report",
-    .unit = "page",
-    .done = "written",
     .tables = "",
-    .uses_sets = 0,
     .after = "rank",
-    .optional = 1,
+    .flags = STAGE_OPTIONAL,
     .begin = report_begin,
     .run_chunk = report_chunk,
-    .finalize = NULL,
-    .end = NULL,
+    .show = {.unit = "page", .done = "written"},
 };

@@ -663,23 +663,20 @@ static int score_folded_as_now(sqlite3 *db, const struct cfg_node *root) {
   return same;
 }
 
+static const struct stage_keyed score_keyed_decl = {.when = score_keyed, .prune = score_prune};
+
 const struct stage stage_score = {
     .name = "score",
-    .reads_set = "stages.score.set",
     .tables = "scores",
-    .uses_sets = 0,
     .after = "train",
-    .spread = 1,
+    .flags = STAGE_USES_MODEL | STAGE_SPREAD | STAGE_ARRAY,
     .begin = score_begin,
     .run_chunk = score_chunk,
-    .finalize = NULL,
     .end = score_end,
-    .uses_model = 1,
-    .reads = score_reads,
-    .merge_hash = score_merge_hash,
-    .fold = score_fold,
-    .folded_as_now = score_folded_as_now,
-    .meta_key = "scores_kept",
-    .keyed = score_keyed,
-    .prune = score_prune,
+    .keyed = &score_keyed_decl,
+    .merge = {.hash = score_merge_hash,
+              .fold = score_fold,
+              .folded_as_now = score_folded_as_now,
+              .meta_key = "scores_kept"},
+    .reads = {.stage = score_reads, .set = "stages.score.set"},
 };

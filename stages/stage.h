@@ -59,7 +59,7 @@ struct stage_ctx {
                                   per chunk, 1 when it has work; the runner takes
                                   the others as done. NULL: every chunk */
   int64_t items_done;          /* ... and the molecules of those others */
-  int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle_end) */
+  int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle) */
   int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
                                   step, where no runner goes round); -1: none */
   char err[1024];              /* message when a callback returns non-zero */
@@ -70,6 +70,116 @@ struct stage_ctx {
 #define STAGE_ERROR 1   /* ctx->err says why; the run fails */
 #define STAGE_STOPPED 2 /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
 
+/* What a stage declares beyond its callbacks: flags (struct stage's `flags`). */
+enum {
+  /* the config hash includes `sets` */
+  STAGE_USES_SETS = 1 << 0,
+  /* runs only when the workflow configures it (or --stage names it), even
+   * when a later stage runs */
+  STAGE_OPTIONAL = 1 << 1,
+  /* the stage runs the model (train, score): `run` opens the workflow's
+   * device before any stage, so `device: cuda` without a GPU fails at once
+   * rather than after hours of graphs; `slurm` gives its jobs the GPUs */
+  STAGE_USES_MODEL = 1 << 2,
+  /* the processes of a data-parallel run share the stage's chunks (graph,
+   * basis, score): process r of N takes every chunk with chunk % N == r
+   * into its own shard database (WORKDIR/shards/<stage>-rank<r>.db,
+   * screen.db attached read-only as "src"; rank 0's planning begin on
+   * screen.db is ended first), and rank 0 folds the shards into screen.db
+   * when all are done, as `merge` folds a Slurm array's. Such a stage has no
+   * finalize. Without it rank 0 runs the stage alone. */
+  STAGE_SPREAD = 1 << 3,
+  /* the tasks of a Slurm job array share the stage's chunks, each into its
+   * own shard, and `merge` folds them (ingest, dock, graph, basis, score);
+   * without it the stage is one job */
+  STAGE_ARRAY = 1 << 4,
+  /* the stages after this one record, in each of their rows, the content
+   * of the row of this stage they were made from (ingest: a molecule's
+   * hash), so they fold this stage's settings chain, not its config hash,
+   * as they do after a keyed stage */
+  STAGE_CONTENT_PER_ROW = 1 << 5,
+};
+
+/* Work keyed by what it depends on (graph, basis, score, dock; ingest by
+ * input file, acquire by round). In a workflow where `when` says so (NULL:
+ * always), each of the stage's rows records the molecule (and model, or
+ * set-up) it was made from, so that rows outlive a change of the stage's
+ * inputs: the stage's begin plans every molecule and marks the chunks with
+ * a row missing or stale (stage_ids_pending), the runner runs only those,
+ * and `prune`, called by the runner on the database it writes inside a
+ * transaction before the chunks, deletes the rows nothing wants any more
+ * (their molecule gone or changed); in a shard (ctx->src not "main") it
+ * leaves screen.db alone, and the next unsharded run or `merge` (the
+ * stage's fold) deletes them. A keyed stage's config hash is its settings
+ * chain (its own settings and those of the stages before it), and its rows
+ * are all discarded only when that changes. The stages after it read its
+ * rows' content themselves where they depend on it (train's data
+ * fingerprint, rank's scores). A stage without a declaration is redone
+ * whole when its configuration, its inputs or the stage before it change. */
+struct stage_keyed {
+  int (*when)(const struct cfg_node *root);
+  /* The rows deleted, counted in *n (for the log). STAGE_OK or STAGE_ERROR.
+   * NULL: nothing to delete (the stage replaces its rows itself). */
+  int (*prune)(struct stage_ctx *ctx, int64_t *n);
+};
+
+/* How `merge` folds a shard of the stage into screen.db (and a
+ * data-parallel run its processes' shards). */
+struct stage_merge {
+  /* the config hash a shard must have been made with (STAGE_HASH_*); NULL:
+   * STAGE_HASH_UNKNOWN */
+  int (*hash)(const struct cfg_node *root);
+  /* the fold of one shard, attached as "shard" inside the fold's
+   * transaction on screen.db ("main"): copies what of the shard's `tables`
+   * it keeps into main itself and returns 1 (f->note saying what was
+   * kept), or returns 0 to have every row copied; -1 with f->err set.
+   * NULL: every row copied */
+  int (*fold)(struct stage_fold *f);
+  /* whether main's rows of the stage were folded as `fold` would fold them
+   * now, asked once before a merge: a shard folded before then is folded
+   * again. NULL: always */
+  int (*folded_as_now)(sqlite3 *db, const struct cfg_node *root);
+  /* a key of `meta` the stage writes (its fold's, its set-up's): deleted
+   * with its tables */
+  const char *meta_key;
+};
+
+/* What the stage reads in a workflow, where the runner must know it. */
+struct stage_reads {
+  /* the stage whose results it reads when it is not `after` (score in a
+   * score-only workflow reads graph's); NULL: `after` */
+  const char *(*stage)(const struct cfg_node *root);
+  /* 1 when this workflow leaves the stage out although a later stage runs
+   * (train in a score-only workflow); `--stage` still runs it. NULL: never */
+  int (*skipped)(const struct cfg_node *root);
+  /* The configuration key naming the one set the stage reads (train's
+   * stages.train.set, score's and rank's stages.score.set); NULL: every
+   * set. For --dry-run: a change to another set leaves it alone. */
+  const char *set;
+  /* The configuration key naming the label the stage reads (train's
+   * stages.train.target); NULL: none. For --dry-run: a file whose labels
+   * alone change touches it only when that label does (explain's
+   * label_sets hold SET:LABEL words). */
+  const char *label;
+};
+
+/* How the runner shows the stage: the end-of-stage line "<n> <unit> in <s>
+ * (<rate>); <n_ok> <done>, <n_rejected> rejected" (unit NULL: "mol"; done
+ * NULL: "stored"), and the main table's blob column, whose bytes per
+ * molecule `status` shows (chunk_bytes summed in the ledger; NULL: none). */
+struct stage_show {
+  const char *unit, *done, *blob_column;
+};
+
+/* A stage that runs again at the end of a cycle (acquire: the next round
+ * of active learning): after the stage named `end`, while `due` says a
+ * round is due (1), the runner runs this stage again with ctx->cycle = 1
+ * and then the stages after it up to `end`, and so on. */
+struct stage_cycle {
+  const char *end;
+  int (*due)(sqlite3 *db, const struct cfg_node *root);
+};
+
 /* One stage. The runner calls begin (which plans the work: chunks and items,
  * the same plan in every shard), then run_chunk for each chunk of this shard
  * that the ledger does not list as done under the current config hash, in
@@ -78,20 +188,17 @@ struct stage_ctx {
  * unsharded run, or after `merge`), finalize in its own transaction (it must
  * be idempotent: e.g. ingest's set-wide dedupe); then end.
  * The runner deletes the rows of `tables` (and this stage's rejects) when the
- * stage's configuration changed. */
+ * stage's configuration changed. Everything but the name and the four core
+ * callbacks is a declaration the runner reads; 0 or NULL: nothing
+ * particular. */
 struct stage {
   const char *name;
-  const char *tables;      /* space-separated tables this stage writes,
-                              children before the tables they reference */
-  int uses_sets;           /* the config hash includes `sets` */
-  const char *after;       /* the stage whose tables this one reads (NULL for
-                              ingest): it must be finished (finalized) first,
-                              and its config hash is part of this one's */
-  int optional;            /* runs only when the workflow configures it (or
-                              --stage names it), even when a later stage runs */
-  const char *blob_column; /* the main table's blob column; `status` shows
-                              its bytes per molecule (chunk_bytes summed in
-                              the ledger); NULL for none */
+  const char *tables; /* space-separated tables this stage writes,
+                         children before the tables they reference */
+  const char *after;  /* the stage whose tables this one reads (NULL for
+                         ingest): it must be finished (finalized) first,
+                         and its config hash is part of this one's */
+  int flags;          /* STAGE_* above */
   int (*begin)(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items);
   int (*run_chunk)(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rejected);
   int (*finalize)(struct stage_ctx *ctx);
@@ -103,93 +210,25 @@ struct stage {
    * stage_order) until rank 0's runner sends the order 0 (stage_serve_end).
    * serve reports its failures to rank 0 through the stage's own
    * collectives and keeps serving; its return is the process's last word
-   * (STAGE_ERROR when it cannot go on). NULL: rank 0 runs the stage alone
-   * while the others wait. */
+   * (STAGE_ERROR when it cannot go on). `slurm` runs such a stage as one
+   * job over its nodes. NULL: rank 0 runs the stage alone while the others
+   * wait. */
   int (*serve)(struct stage_ctx *ctx);
   /* Optional, rank 0 only: after every process has begun the stage and
    * before its chunks, work that may need the others (train: recomputing a
    * finished model's damaged checkpoint). NULL: nothing. */
   int (*ready)(struct stage_ctx *ctx);
-  /* 1: the processes of a data-parallel run share the stage's chunks
-   * (graph, basis, score): process r of N takes every chunk with
-   * chunk % N == r into its own shard database
-   * (WORKDIR/shards/<stage>-rank<r>.db, screen.db attached read-only as
-   * "src"; rank 0's planning begin on screen.db is ended first), and rank 0
-   * folds the shards into screen.db when all are done, as `merge` folds a
-   * Slurm array's. Such a stage has no finalize. 0: rank 0 runs it alone. */
-  int spread;
-  /* The end-of-stage line "<n> <unit> in <s> (<rate>); <n_ok> <done>, <n_rejected>
-   * rejected": what the progress counts (NULL: "mol") and the word for the
-   * chunks' n_ok (NULL: "stored"). */
-  const char *unit, *done;
-
-  /* What the runner would otherwise have to know of particular stages
-   * (0 or NULL: nothing particular). */
-  /* 1: the stage runs the model (train, score): `run` opens the workflow's
-   * device before any stage, so `device: cuda` without a GPU fails at once
-   * rather than after hours of graphs. */
-  int uses_model;
-  /* 1 when this workflow leaves the stage out although a later stage runs
-   * (train in a score-only workflow); `--stage` still runs it. */
-  int (*skipped)(const struct cfg_node *root);
-  /* The stage whose results this one reads in this workflow when it is not
-   * `after` (score in a score-only workflow reads graph's); NULL: `after`. */
-  const char *(*reads)(const struct cfg_node *root);
-  /* How `merge` knows the config hash a shard of this stage must have been
-   * made with (STAGE_HASH_*); NULL: STAGE_HASH_UNKNOWN. */
-  int (*merge_hash)(const struct cfg_node *root);
-  /* `merge` of one of the stage's shards, attached as "shard" inside the
-   * fold's transaction on screen.db ("main"): copies what of the shard's
-   * `tables` it keeps into main itself and returns 1 (f->note saying what
-   * was kept), or returns 0 to have every row copied; -1 with f->err set. */
-  int (*fold)(struct stage_fold *f);
-  /* Whether main's rows of the stage were folded as `fold` would fold them
-   * now, asked once before a merge: a shard folded before then is folded
-   * again. NULL: always. */
-  int (*folded_as_now)(sqlite3 *db, const struct cfg_node *root);
-  /* A key of `meta` the stage's fold writes: deleted with its tables. */
-  const char *meta_key;
-
-  /* Work keyed by what it depends on (graph, basis, score). 1 when, in this
-   * workflow, each of the stage's rows records the molecule (and model) it
-   * was made from, so that rows outlive a change of the stage's inputs: the
-   * stage's begin plans every molecule and marks the chunks with a row
-   * missing or stale (stage_ids_pending), the runner runs only those, and
-   * `prune`, called by the runner on the database it writes inside a
-   * transaction before the chunks, deletes the rows nothing wants any more
-   * (their molecule gone or changed); in a shard (ctx->src not "main") it
-   * leaves screen.db alone, and the next unsharded run or `merge` (the
-   * stage's fold) deletes them. Ingest is keyed by input file the same
-   * way (stages/ingest.c). Its config hash is its settings
-   * chain (its own settings and those of the stages before it), and its
-   * rows are all discarded only when that changes. The stages after it
-   * read its rows' content themselves where they depend on it (train's
-   * data fingerprint, rank's scores). NULL or 0: the stage is redone whole
-   * when its configuration, its inputs or the stage before it change. */
-  int (*keyed)(const struct cfg_node *root);
-  /* 1: the stages after this one record, in each of their rows, the
-   * content of the row of this stage they were made from (ingest: a
-   * molecule's hash), so they fold this stage's settings chain, not its
-   * config hash, as they do after a keyed stage. */
-  int content_per_row;
-  /* The rows deleted, counted in *n (for the log). STAGE_OK or STAGE_ERROR. */
-  int (*prune)(struct stage_ctx *ctx, int64_t *n);
+  const struct stage_keyed *keyed; /* NULL: not keyed */
+  struct stage_merge merge;
+  struct stage_reads reads;
+  struct stage_show show;
+  struct stage_cycle cycle;
   /* `run --dry-run` (after begin, on the database opened read-only): what
    * the plan will do and why, in words (one line without the stage's name;
    * "" for nothing), and the sets whose molecules (mol_sets) and whose
    * labels alone (label_sets) it changes, space-separated (each sets_size
    * bytes). NULL: the runner words it from the plan (chunk_needed). */
-  int (*explain)(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
-                 size_t sets_size);
-  /* The configuration key naming the one set the stage reads (train's
-   * stages.train.set, score's and rank's stages.score.set); NULL: every
-   * set. For --dry-run: a change to another set leaves it alone. */
-  const char *reads_set;
-  /* The configuration key naming the label the stage reads (train's
-   * stages.train.target); NULL: none. For --dry-run: a file whose labels
-   * alone change touches it only when that label does (explain's
-   * label_sets hold SET:LABEL words). */
-  const char *reads_label;
+  int (*explain)(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets, size_t sets_size);
   /* `se3screen upgrade` of a database an earlier se3screen wrote (schema
    * older than this one's), after begin, inside upgrade's transaction:
    * *legacy is the fingerprint that se3screen gave the stage's inputs (its
@@ -197,21 +236,14 @@ struct stage {
    * under it) it converts what it stored so that the next run finds it
    * done, and says what it did in note. NULL: nothing to convert. */
   int (*upgrade)(struct stage_ctx *ctx, int write, uint64_t *legacy, char *note, size_t size);
-  /* A stage that runs again at the end of a cycle (acquire: the next
-   * round of active learning): after the stage named cycle_end, while
-   * cycle_due says a round is due (1), the runner runs this stage again
-   * with ctx->cycle = 1 and then the stages after it up to cycle_end, and
-   * so on. NULL: none. */
-  const char *cycle_end;
-  int (*cycle_due)(sqlite3 *db, const struct cfg_node *root);
 };
 
 /* Whether stage s keys its work in this workflow (struct stage's keyed). */
 static inline int stage_is_keyed(const struct stage *s, const struct cfg_node *root) {
-  return s->keyed && s->keyed(root);
+  return s->keyed && (!s->keyed->when || s->keyed->when(root));
 }
 
-/* merge_hash's answers: the hash cannot be known by merge (the stage reads
+/* struct stage_merge's hash's answers: the hash cannot be known by merge (the stage reads
  * files merge does not fingerprint); it is the settings' and the upstream
  * stage's; or begin must plan the stage for its inputs' fingerprint (a
  * keyed stage's hash is then its chain alone); or, for a keyed stage whose
@@ -220,7 +252,7 @@ static inline int stage_is_keyed(const struct stage *s, const struct cfg_node *r
  * a shard made from other files than the workflow's now is refused. */
 enum { STAGE_HASH_UNKNOWN = 0, STAGE_HASH_SETTINGS = 1, STAGE_HASH_PLANNED = 2, STAGE_HASH_FILES = 3 };
 
-/* What a stage's fold gets (struct stage's `fold`). */
+/* What a stage's fold gets (struct stage_merge's `fold`). */
 struct stage_fold {
   sqlite3 *db;                 /* screen.db as "main", the shard as "shard" */
   const char *db_path;         /* screen.db's path, for messages */
@@ -289,11 +321,11 @@ int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 struct stage_ids {
   int64_t *ids;
   int64_t n, chunk_size;
-  int64_t *start;      /* chunk c is ids[start[c]] .. ids[start[c + 1] - 1] */
+  int64_t *start; /* chunk c is ids[start[c]] .. ids[start[c + 1] - 1] */
   int64_t n_chunks;
-  uint8_t *needed;     /* stage_ids_pending: 1 for a chunk with a molecule to (re)do */
-  int64_t n_needed;    /* ... the molecules of those chunks */
-  uint64_t hash;       /* the ids' fingerprint */
+  uint8_t *needed;  /* stage_ids_pending: 1 for a chunk with a molecule to (re)do */
+  int64_t n_needed; /* ... the molecules of those chunks */
+  uint64_t hash;    /* the ids' fingerprint */
 };
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks);
 /* A keyed stage's plan (struct stage's keyed): marks needed the chunks of p
@@ -353,8 +385,6 @@ int stage_fd_copy_fd(int fd, int out, uint64_t *hash, char *err, size_t errlen);
 uint64_t stage_hash_mix(uint64_t x);
 /* Whether the space-separated list has `word` as one of its words. */
 int stage_word_listed(const char *list, const char *word);
-/* A keyed stage in every workflow (struct stage's keyed). */
-int stage_keyed_always(const struct cfg_node *root);
 void stage_ids_free(struct stage_ids *p);
 
 /* One molecule of a per-molecule map (stage_map_chunk). */
@@ -364,8 +394,8 @@ struct stage_item {
   size_t in_len;
   uint8_t *out; /* set by compute: the output blob (malloc'd) ... */
   size_t out_len;
-  int64_t count[2]; /* ... and counts for its row (nodes, edges) */
-  char reason[256]; /* set by compute instead: why the molecule is rejected */
+  int64_t count[2];       /* ... and counts for its row (nodes, edges) */
+  char reason[256];       /* set by compute instead: why the molecule is rejected */
   sqlite3_int64 mol_hash; /* the select's third column (the molecule's hash), when it has one */
   int has_hash;           /* 0: that column is NULL (a row of an earlier se3screen) or absent */
 };

@@ -770,19 +770,15 @@ static int train_serve(struct stage_ctx *ctx) {
 
 const struct stage stage_train = {
     .name = "train",
-    .reads_set = "stages.train.set",
-    .reads_label = "stages.train.target",
-    .done = "trained on",
     .tables = "predictions metrics models splits",
-    .uses_sets = 0,
     .after = "graph",
-    .blob_column = NULL,
+    .flags = STAGE_USES_MODEL,
     .begin = train_begin,
     .run_chunk = train_chunk,
     .finalize = train_finalize,
     .end = train_end,
     .serve = train_serve,
     .ready = repair_finished,
-    .uses_model = 1,
-    .skipped = stage_score_only,
+    .reads = {.skipped = stage_score_only, .set = "stages.train.set", .label = "stages.train.target"},
+    .show = {.done = "trained on"},
 };
