@@ -81,7 +81,7 @@ int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 /* First column of the first row as an integer (dflt when no row). */
 long long store_int(sqlite3 *db, const char *sql, long long dflt);
 
-/* The version-1 schema as SQL; later versions add to it (store.c,
+/* The version-1 schema as SQL; later versions add to it (store_schema.c,
  * `migrations`). docs/formats.md shows them all. */
 extern const char store_schema_sql[];
 
