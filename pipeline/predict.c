@@ -282,204 +282,216 @@ static int write_out(const char *workdir, const char *out) {
   return SE3_EXIT_OK;
 }
 
-int predict_run(const struct predict_opts *o) {
-  se3_on_stop_signals(stop_now, 0, NULL);
-  char err[8192];
-  int rc = SE3_EXIT_USAGE;
-  char **inputs = calloc((size_t)o->n_inputs + 1, sizeof *inputs);
-  struct atomic_file_keep keep = {0};
-  char *text = NULL, *old = NULL;
-  char model[PATH_MAX], workdir[PATH_MAX], yaml[PATH_MAX + 16];
-  if (!inputs) return refuse("%s", "out of memory");
+/* ---- the command, step by step ------------------------------------------- */
 
-  /* The model: a checkpoint file or a folder holding a model's members
-   * (a workdir, its models/). Whether the files are checkpoints and carry
-   * a card, the run's configuration check says (stages.score.checkpoint). */
+/* What predict_run's steps share, filled in as they go. */
+struct predict_job {
+  const struct predict_opts *o;
+  char **inputs;                /* the inputs' real paths, in o->inputs' order */
+  struct atomic_file_keep keep; /* the files -o must not replace */
+  char model[PATH_MAX];         /* the model's real path */
+  char dflt[NAME_MAX + 16];     /* the default workdir's name, when --workdir is not given */
+  const char *wd;               /* --workdir as given, or dflt */
+  char workdir[PATH_MAX];       /* wd, absolute (then as the system resolves it, once made) */
+  char yaml[PATH_MAX + 16];     /* workdir/predict.yaml */
+  char *old;                    /* predict.yaml as found (NULL: none) */
+  char *text;                   /* predict.yaml as this command writes it */
+};
+
+/* The model: a checkpoint file or a folder holding a model's members
+ * (a workdir, its models/). Whether the files are checkpoints and carry
+ * a card, the run's configuration check says (stages.score.checkpoint).
+ * Each step returns 0, or the exit status of its refusal or failure, the
+ * message printed. */
+static int check_model(struct predict_job *j) {
+  char err[8192];
   struct stat sb;
-  if (stat(o->model, &sb) != 0 || !realpath(o->model, model)) {
-    rc = refuse("model %s: %s (a checkpoint file, a workdir or its models/ folder)", o->model, strerror(errno));
-    goto done;
-  }
+  if (stat(j->o->model, &sb) != 0 || !realpath(j->o->model, j->model))
+    return refuse("model %s: %s (a checkpoint file, a workdir or its models/ folder)", j->o->model, strerror(errno));
   char **members = NULL;
   int n_members = 0;
-  if (model_card_members(model, &members, &n_members, err, sizeof err)) {
-    rc = refuse("model %s", err);
-    goto done;
-  }
+  if (model_card_members(j->model, &members, &n_members, err, sizeof err)) return refuse("model %s", err);
   int kept = 0; /* its files, which -o must not replace */
-  while (kept < n_members && !atomic_file_keep_add(&keep, members[kept]))
+  while (kept < n_members && !atomic_file_keep_add(&j->keep, members[kept]))
     kept++;
   model_card_members_free(members, n_members);
-  if (kept < n_members) goto oom;
-  if (!yaml_safe(model)) {
-    rc = refuse("model %s: a path that is not UTF-8 text without control characters cannot go into a "
-                "workflow: rename it or link it from a plain name",
-                model);
-    goto done;
-  }
+  if (kept < n_members) return refuse("%s", "out of memory");
+  if (!yaml_safe(j->model))
+    return refuse("model %s: a path that is not UTF-8 text without control characters cannot go into a "
+                  "workflow: rename it or link it from a plain name",
+                  j->model);
+  return 0;
+}
 
-  /* The inputs: files that exist, each named once, none the model. */
+/* The inputs: files that exist, each named once, none the model. */
+static int check_inputs(struct predict_job *j) {
+  const struct predict_opts *o = j->o;
+  struct stat sb;
   for (int i = 0; i < o->n_inputs; i++) {
     const char *in = o->inputs[i];
-    if (stat(in, &sb) != 0 || !(inputs[i] = realpath(in, NULL))) {
-      rc = refuse("input %s: %s", in, strerror(errno));
-      goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-      rc = refuse("input %s is %s: name a molecule file", in, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
-      goto done;
-    }
-    if (!yaml_safe(inputs[i])) {
-      rc = refuse("input %s: a path that is not UTF-8 text without control characters cannot go into a "
-                  "workflow: rename it or link it from a plain name",
-                  inputs[i]);
-      goto done;
-    }
-    if (atomic_file_same(in, model)) {
-      rc = refuse("input %s is the model %s: name the molecule files to score", in, o->model);
-      goto done;
-    }
-    for (int j = 0; j < i; j++)
-      if (atomic_file_same(inputs[j], inputs[i])) {
-        rc = refuse("input %s is named twice (as %s): each file once", in, o->inputs[j]);
-        goto done;
-      }
-    if (atomic_file_keep_add(&keep, inputs[i])) goto oom;
+    if (stat(in, &sb) != 0 || !(j->inputs[i] = realpath(in, NULL))) return refuse("input %s: %s", in, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+      return refuse("input %s is %s: name a molecule file", in,
+                    S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
+    if (!yaml_safe(j->inputs[i]))
+      return refuse("input %s: a path that is not UTF-8 text without control characters cannot go into a "
+                    "workflow: rename it or link it from a plain name",
+                    j->inputs[i]);
+    if (atomic_file_same(in, j->model))
+      return refuse("input %s is the model %s: name the molecule files to score", in, o->model);
+    for (int k = 0; k < i; k++)
+      if (atomic_file_same(j->inputs[k], j->inputs[i]))
+        return refuse("input %s is named twice (as %s): each file once", in, o->inputs[k]);
+    if (atomic_file_keep_add(&j->keep, j->inputs[i])) return refuse("%s", "out of memory");
   }
+  return 0;
+}
 
-  /* The workdir, absolute in the workflow so that the file runs from
-   * anywhere. It is made only once every check has passed: a refused
-   * command leaves nothing behind. */
-  char dflt[NAME_MAX + 16];
-  const char *wd = o->workdir;
-  if (!wd) {
-    predict_default_workdir(o->inputs[0], dflt, sizeof dflt);
-    wd = dflt;
+/* The workdir, absolute in the workflow so that the file runs from
+ * anywhere. It is made only once every check has passed (make_workdir):
+ * a refused command leaves nothing behind. */
+static int find_workdir(struct predict_job *j) {
+  struct stat sb;
+  j->wd = j->o->workdir;
+  if (!j->wd) {
+    predict_default_workdir(j->o->inputs[0], j->dflt, sizeof j->dflt);
+    j->wd = j->dflt;
   }
+  const char *wd = j->wd;
   if (stat(wd, &sb) == 0) {
-    if (!S_ISDIR(sb.st_mode)) {
-      rc = refuse("--workdir %s is a file, not a folder", wd);
-      goto done;
-    }
-    if (!realpath(wd, workdir)) {
-      rc = refuse("--workdir %s: %s", wd, strerror(errno));
-      goto done;
-    }
+    if (!S_ISDIR(sb.st_mode)) return refuse("--workdir %s is a file, not a folder", wd);
+    if (!realpath(wd, j->workdir)) return refuse("--workdir %s: %s", wd, strerror(errno));
   } else if (wd[0] == '/') {
-    snprintf(workdir, sizeof workdir, "%s", wd);
+    snprintf(j->workdir, sizeof j->workdir, "%s", wd);
   } else {
     char cwd[PATH_MAX];
     errno = 0;
-    if (!getcwd(cwd, sizeof cwd) || snprintf(workdir, sizeof workdir, "%s/%s", cwd, wd) >= (int)sizeof workdir) {
-      rc = refuse("--workdir %s: %s", wd, errno ? strerror(errno) : "path too long");
-      goto done;
-    }
+    if (!getcwd(cwd, sizeof cwd) || snprintf(j->workdir, sizeof j->workdir, "%s/%s", cwd, wd) >= (int)sizeof j->workdir)
+      return refuse("--workdir %s: %s", wd, errno ? strerror(errno) : "path too long");
   }
-  if (!yaml_safe(workdir)) {
-    rc = refuse("--workdir %s: a path that is not UTF-8 text without control characters cannot go into a "
-                "workflow",
-                workdir);
-    goto done;
-  }
-  snprintf(yaml, sizeof yaml, "%s/" YAML_NAME, workdir);
-  for (int i = 0; i < o->n_inputs; i++)
-    if (workdir_check_input(workdir, inputs[i], err, sizeof err)) {
-      rc = refuse("input %s", err);
-      goto done;
-    }
-  if ((rc = workdir_is_ours(workdir, yaml))) goto done;
-  size_t old_len = 0;
-  old = slurp(yaml, &old_len);
-  if (!old && errno != ENOENT) {
-    rc = refuse("%s: %s", yaml, strerror(errno));
-    goto done;
-  }
-  if (old && strncmp(old, YAML_HEAD, strlen(YAML_HEAD))) {
-    rc = refuse("%s exists and is not one that se3screen predict wrote: name another --workdir (it is left as it "
-                "is)",
-                yaml);
-    goto done;
-  }
+  if (!yaml_safe(j->workdir))
+    return refuse("--workdir %s: a path that is not UTF-8 text without control characters cannot go into a "
+                  "workflow",
+                  j->workdir);
+  return 0;
+}
 
-  /* -o: every refusal now, before the work. It copies the rank stage's
-   * file of its kind, which must then be one the run writes. */
-  if (o->out) {
-    for (int i = 0; i < o->n_sets; i++)
-      if (!strncmp(o->sets[i], "rank.outputs", 12) || !strncmp(o->sets[i], "stages.rank.outputs", 19)) {
-        rc = refuse("-o copies the hits the rank stage writes (hits.csv, hits.sdf): leave stages.rank.outputs as "
+/* What the workdir holds: no input inside it, no other screen's database,
+ * and a predict.yaml, if any, that predict wrote (kept in j->old). */
+static int check_workdir(struct predict_job *j) {
+  char err[8192];
+  snprintf(j->yaml, sizeof j->yaml, "%s/" YAML_NAME, j->workdir);
+  for (int i = 0; i < j->o->n_inputs; i++)
+    if (workdir_check_input(j->workdir, j->inputs[i], err, sizeof err)) return refuse("input %s", err);
+  int rc = workdir_is_ours(j->workdir, j->yaml);
+  if (rc) return rc;
+  size_t old_len = 0;
+  j->old = slurp(j->yaml, &old_len);
+  if (!j->old && errno != ENOENT) return refuse("%s: %s", j->yaml, strerror(errno));
+  if (j->old && strncmp(j->old, YAML_HEAD, strlen(YAML_HEAD)))
+    return refuse("%s exists and is not one that se3screen predict wrote: name another --workdir (it is left as it "
+                  "is)",
+                  j->yaml);
+  return 0;
+}
+
+/* -o: every refusal now, before the work. It copies the rank stage's
+ * file of its kind, which must then be one the run writes. */
+static int check_out_early(struct predict_job *j) {
+  const struct predict_opts *o = j->o;
+  if (!o->out) return 0;
+  for (int i = 0; i < o->n_sets; i++)
+    if (!strncmp(o->sets[i], "rank.outputs", 12) || !strncmp(o->sets[i], "stages.rank.outputs", 19))
+      return refuse("-o copies the hits the rank stage writes (hits.csv, hits.sdf): leave stages.rank.outputs as "
                     "predict sets it (--set %s)",
                     o->sets[i]);
-        goto done;
-      }
-    char hits[PATH_MAX + 16];
-    static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
-    for (size_t i = 0; i < sizeof written / sizeof *written; i++) {
-      snprintf(hits, sizeof hits, "%s/%s", workdir, written[i]);
-      if (atomic_file_keep_add(&keep, hits)) goto oom;
-    }
-    if (atomic_file_keep_add(&keep, yaml)) goto oom;
-    if ((rc = check_out(o->out, workdir, &keep))) goto done;
+  char hits[PATH_MAX + 16];
+  static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
+  for (size_t i = 0; i < sizeof written / sizeof *written; i++) {
+    snprintf(hits, sizeof hits, "%s/%s", j->workdir, written[i]);
+    if (atomic_file_keep_add(&j->keep, hits)) return refuse("%s", "out of memory");
   }
+  if (atomic_file_keep_add(&j->keep, j->yaml)) return refuse("%s", "out of memory");
+  return check_out(o->out, j->workdir, &j->keep);
+}
 
-  /* Every check passed: the workdir is made, and named as the system
-   * resolves it (a folder given through a link or with .. in it). */
+/* Every check passed: the workdir is made, and named as the system
+ * resolves it (a folder given through a link or with .. in it). */
+static int make_workdir(struct predict_job *j) {
   char made[PATH_MAX];
-  if (se3_mkdirs(workdir) != 0 || !realpath(workdir, made)) {
-    rc = refuse("--workdir %s: cannot create it: %s", wd, strerror(errno));
-    goto done;
-  }
-  memcpy(workdir, made, sizeof workdir);
-  snprintf(yaml, sizeof yaml, "%s/" YAML_NAME, workdir);
+  if (se3_mkdirs(j->workdir) != 0 || !realpath(j->workdir, made))
+    return refuse("--workdir %s: cannot create it: %s", j->wd, strerror(errno));
+  memcpy(j->workdir, made, sizeof j->workdir);
+  snprintf(j->yaml, sizeof j->yaml, "%s/" YAML_NAME, j->workdir);
+  return 0;
+}
 
-  /* predict.yaml, rewritten only when it changes: the same command finds
-   * the same workflow, and the runner's ledger resumes its work. */
-  text = workflow_text(workdir, model, inputs, o->n_inputs, o->top);
-  if (!text) goto oom;
-  if (!old || strcmp(old, text)) {
-    if (atomic_file_write(yaml, text, strlen(text), err, sizeof err)) {
+/* predict.yaml, rewritten only when it changes: the same command finds
+ * the same workflow, and the runner's ledger resumes its work. */
+static int write_workflow(struct predict_job *j) {
+  char err[8192];
+  j->text = workflow_text(j->workdir, j->model, j->inputs, j->o->n_inputs, j->o->top);
+  if (!j->text) return refuse("%s", "out of memory");
+  if (!j->old || strcmp(j->old, j->text)) {
+    if (atomic_file_write(j->yaml, j->text, strlen(j->text), err, sizeof err)) {
       fprintf(stderr, WHO ": %s\n", err);
-      rc = SE3_EXIT_FAILED;
-      goto done;
+      return SE3_EXIT_FAILED;
     }
   }
-  fprintf(stderr, WHO ": %s %s in %s\n", old ? (strcmp(old, text) ? "rewrote" : "resuming") : "wrote", YAML_NAME,
-          workdir);
+  fprintf(stderr, WHO ": %s %s in %s\n", j->old ? (strcmp(j->old, j->text) ? "rewrote" : "resuming") : "wrote",
+          YAML_NAME, j->workdir);
+  return 0;
+}
 
-  /* The run: `se3screen run predict.yaml`, one process, every stage (a
-   * Slurm array's task variables do not shard it). */
+/* The run: `se3screen run predict.yaml`, one process, every stage (a
+ * Slurm array's task variables do not shard it); then -o's copy. */
+static int run_workflow(struct predict_job *j) {
+  const struct predict_opts *o = j->o;
+  char err[8192];
   struct run_opts ro;
   memset(&ro, 0, sizeof ro);
-  ro.workflow = yaml;
+  ro.workflow = j->yaml;
   ro.sets = o->sets;
   ro.n_sets = o->n_sets;
   ro.shard = 0;
   ro.n_shards = 1;
   ro.command_line = o->command_line;
-  rc = runner_run(&ro);
+  int rc = runner_run(&ro);
   se3_on_stop_signals(stop_now, 0, NULL);
-  if (rc != SE3_EXIT_OK) goto done;
+  if (rc != SE3_EXIT_OK) return rc;
 
   if (o->out) {
     /* the database now lists the run's inputs too (run_files_list) */
     char db[PATH_MAX + 16];
-    snprintf(db, sizeof db, "%s/screen.db", workdir);
-    if (run_files_check_output(db, o->out, err, sizeof err)) {
-      rc = refuse("-o %s", err);
-      goto done;
-    }
-    if ((rc = write_out(workdir, o->out))) goto done;
+    snprintf(db, sizeof db, "%s/screen.db", j->workdir);
+    if (run_files_check_output(db, o->out, err, sizeof err)) return refuse("-o %s", err);
+    if ((rc = write_out(j->workdir, o->out))) return rc;
   }
-  fprintf(stderr, WHO ": hits in %s/hits.csv and hits.sdf; `se3screen top %s` lists them\n", workdir, workdir);
-  rc = SE3_EXIT_OK;
-  goto done;
-oom:
-  rc = refuse("%s", "out of memory");
-done:
+  fprintf(stderr, WHO ": hits in %s/hits.csv and hits.sdf; `se3screen top %s` lists them\n", j->workdir, j->workdir);
+  return SE3_EXIT_OK;
+}
+
+int predict_run(const struct predict_opts *o) {
+  se3_on_stop_signals(stop_now, 0, NULL);
+  struct predict_job j;
+  memset(&j, 0, sizeof j);
+  j.o = o;
+  j.inputs = calloc((size_t)o->n_inputs + 1, sizeof *j.inputs);
+  if (!j.inputs) return refuse("%s", "out of memory");
+  /* every refusal first, so that a mistake costs nothing; then the work */
+  int rc = check_model(&j);
+  if (!rc) rc = check_inputs(&j);
+  if (!rc) rc = find_workdir(&j);
+  if (!rc) rc = check_workdir(&j);
+  if (!rc) rc = check_out_early(&j);
+  if (!rc) rc = make_workdir(&j);
+  if (!rc) rc = write_workflow(&j);
+  if (!rc) rc = run_workflow(&j);
   for (int i = 0; i < o->n_inputs; i++)
-    free(inputs[i]);
-  free(inputs);
-  atomic_file_keep_free(&keep);
-  free(text);
-  free(old);
+    free(j.inputs[i]);
+  free(j.inputs);
+  atomic_file_keep_free(&j.keep);
+  free(j.text);
+  free(j.old);
   return rc;
 }
