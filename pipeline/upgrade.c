@@ -37,6 +37,87 @@ static void legacy_hash(const struct cfg_node *root, const struct stage *s, uint
   run_fold_hash(with_inputs, 0, out);
 }
 
+/* One stage's conversion, inside the migration's transaction: kept when
+ * its last run finished and its hash as the earlier se3screen computed it
+ * is the stored one, and then stored with this se3screen's hashes. 0, or
+ * -1 when it failed (said, and the transaction rolled back). */
+static int upgrade_stage(struct run *r, const struct stage *s) {
+  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
+  long long fin = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+  if (!old) { /* never run: nothing to convert */
+    return 0;
+  }
+  struct run_ctx rc;
+  run_ctx_init(&rc, r, s);
+  int64_t n_chunks = 0, n_items = 0;
+  uint64_t legacy = 0;
+  char note[512] = "", then[17];
+  int st = s->begin(&rc.ctx, &n_chunks, &n_items);
+  if (st == STAGE_OK) st = s->upgrade(&rc.ctx, 0, &legacy, note, sizeof note);
+  legacy_hash(r->root, s, legacy, then);
+  int current = st == STAGE_OK && fin == 1 && !strcmp(then, old);
+  if (st == STAGE_OK && current) st = s->upgrade(&rc.ctx, 1, &legacy, note, sizeof note);
+  if (st == STAGE_OK && current) {
+    /* its hashes as this se3screen gives them (the plan's inputs: ingest's keys) */
+    struct run_upstream up = {0, 0};
+    char hash[17], chain[17], settings[17];
+    if (run_upstream_of(r->root, s) && run_check_upstream(r, s, &up)) {
+      st = STAGE_ERROR;
+      snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r->err);
+    } else {
+      run_settings_hash(r->root, s, settings);
+      run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
+      if (run_exec(r,
+                   "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
+                   "n_items=%lld WHERE stage=%Q",
+                   hash, settings, chain, (long long)n_chunks, (long long)n_items, s->name)) {
+        st = STAGE_ERROR;
+        snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r->err);
+      }
+    }
+  }
+  if (s->end) s->end(&rc.ctx);
+  free(old);
+  if (st != STAGE_OK) {
+    fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, rc.ctx.err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  if (current)
+    printf("  %s: %s\n", s->name, note);
+  else
+    printf("  %s: %s: nothing kept; the next run does it again and redoes what was made of it\n", s->name,
+           fin != 1 ? "its last run did not finish" : "its input files or the workflow changed since its last run");
+  return 0;
+}
+
+/* The stages' conversions and the commit of the migration's transaction;
+ * without a workflow (wf: the one named), nothing is converted. 0, or -1
+ * when it failed (said). */
+static int upgrade_convert(struct run *r, const char *wf) {
+  if (!r->root) {
+    printf("  ingest: the workflow it was made with (%s) cannot be read: nothing kept; the next run reads every "
+           "input file again and redoes what was made of them\n",
+           wf ? wf : "not recorded");
+    if (run_exec(r, "COMMIT")) {
+      fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+      return -1;
+    }
+    return 0;
+  }
+  for (int i = 0; i < N_STAGES; i++) {
+    const struct stage *s = run_all_stages[i];
+    if (!s->upgrade) continue;
+    if (upgrade_stage(r, s)) return -1;
+  }
+  if (run_exec(r, "COMMIT")) {
+    fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}
+
 int runner_upgrade(const char *target, const char *workflow_arg, const char *const *sets_arg, int n_sets_arg) {
   char dbpath[PATH_MAX + 32];
   struct stat sb;
@@ -114,71 +195,7 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
     goto out;
   }
   printf("se3screen upgrade: %s: schema version %lld -> %d\n", dbpath, ver, STORE_SCHEMA_VERSION);
-  if (!r.root) {
-    printf("  ingest: the workflow it was made with (%s) cannot be read: nothing kept; the next run reads every "
-           "input file again and redoes what was made of them\n",
-           wf ? wf : "not recorded");
-    if (run_exec(&r, "COMMIT")) {
-      fprintf(stderr, "se3screen upgrade: %s\n", r.err);
-      goto out;
-    }
-  } else {
-    for (int i = 0; i < N_STAGES; i++) {
-      const struct stage *s = run_all_stages[i];
-      if (!s->upgrade) continue;
-      char *old = run_query_text(r.st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-      long long fin = run_query_int(r.st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
-      if (!old) { /* never run: nothing to convert */
-        continue;
-      }
-      struct run_ctx rc;
-      run_ctx_init(&rc, &r, s);
-      int64_t n_chunks = 0, n_items = 0;
-      uint64_t legacy = 0;
-      char note[512] = "", then[17];
-      int st = s->begin(&rc.ctx, &n_chunks, &n_items);
-      if (st == STAGE_OK) st = s->upgrade(&rc.ctx, 0, &legacy, note, sizeof note);
-      legacy_hash(r.root, s, legacy, then);
-      int current = st == STAGE_OK && fin == 1 && !strcmp(then, old);
-      if (st == STAGE_OK && current) st = s->upgrade(&rc.ctx, 1, &legacy, note, sizeof note);
-      if (st == STAGE_OK && current) {
-        /* its hashes as this se3screen gives them (the plan's inputs: ingest's keys) */
-        struct run_upstream up = {0, 0};
-        char hash[17], chain[17], settings[17];
-        if (run_upstream_of(r.root, s) && run_check_upstream(&r, s, &up)) {
-          st = STAGE_ERROR;
-          snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r.err);
-        } else {
-          run_settings_hash(r.root, s, settings);
-          run_stage_hashes(r.root, s, rc.ctx.inputs_hash, &up, hash, chain);
-          if (run_exec(&r,
-                       "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
-                       "n_items=%lld WHERE stage=%Q",
-                       hash, settings, chain, (long long)n_chunks, (long long)n_items, s->name)) {
-            st = STAGE_ERROR;
-            snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r.err);
-          }
-        }
-      }
-      if (s->end) s->end(&rc.ctx);
-      free(old);
-      if (st != STAGE_OK) {
-        fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, rc.ctx.err);
-        sqlite3_exec(r.st.db, "ROLLBACK", NULL, NULL, NULL);
-        goto out;
-      }
-      if (current)
-        printf("  %s: %s\n", s->name, note);
-      else
-        printf("  %s: %s: nothing kept; the next run does it again and redoes what was made of it\n", s->name,
-               fin != 1 ? "its last run did not finish" : "its input files or the workflow changed since its last run");
-    }
-    if (run_exec(&r, "COMMIT")) {
-      fprintf(stderr, "se3screen upgrade: %s\n", r.err);
-      sqlite3_exec(r.st.db, "ROLLBACK", NULL, NULL, NULL);
-      goto out;
-    }
-  }
+  if (upgrade_convert(&r, wf)) goto out;
   if (r.root) {
     printf("the next run (as `se3screen run %s --dry-run` says it):\n", wf);
     run_plan_print(&r, 0, run_last_configured(r.root, 0, N_STAGES - 1), 0, stdout);

@@ -325,22 +325,24 @@ static int keep_round(struct stage_ctx *ctx, struct astage *a, int64_t round) {
   return ret;
 }
 
-static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_t *n_ok) {
-  int64_t want = how_many(round == 0 ? a->initial : a->batch, a->pool);
-  enum rule rule = round == 0 ? RULE_RANDOM : a->rule;
-  /* the candidates: the set's molecules not acquired yet, with the
-   * model's scores (round 0: every molecule) */
+/* Reads the candidates of a round into *out (*n of them): the set's
+ * molecules not acquired yet, with the model's scores (round 0, or rule
+ * random: every molecule, no score). *no_spread: some candidate has no
+ * spread. */
+static int read_candidates(struct stage_ctx *ctx, const struct astage *a, int64_t round, enum rule rule,
+                           struct cand **out, int64_t *n_out, int *no_spread_out) {
   char *sql = round == 0 || rule == RULE_RANDOM
                   ? sqlite3_mprintf("SELECT m.id, NULL, NULL FROM \"%w\".molecules m WHERE m.set_name = ?1 AND NOT "
                                     "EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = m.id) AND NOT EXISTS "
                                     "(SELECT 1 FROM acquisitions q WHERE q.mol_id = m.id)",
                                     ctx->src, ctx->src)
-                  : sqlite3_mprintf("SELECT m.id, s.score, s.std, s.members FROM \"%w\".molecules m JOIN scores s ON s.mol_id = "
-                                    "m.id AND s.model = " MODEL_SQL " WHERE m.set_name = ?1 AND NOT EXISTS (SELECT 1 "
-                                    "FROM \"%w\".duplicates d "
-                                    "WHERE d.mol_id = m.id) AND NOT EXISTS (SELECT 1 FROM acquisitions q WHERE "
-                                    "q.mol_id = m.id)",
-                                    ctx->src, ctx->src);
+                  : sqlite3_mprintf(
+                        "SELECT m.id, s.score, s.std, s.members FROM \"%w\".molecules m JOIN scores s ON s.mol_id = "
+                        "m.id AND s.model = " MODEL_SQL " WHERE m.set_name = ?1 AND NOT EXISTS (SELECT 1 "
+                        "FROM \"%w\".duplicates d "
+                        "WHERE d.mol_id = m.id) AND NOT EXISTS (SELECT 1 FROM acquisitions q WHERE "
+                        "q.mol_id = m.id)",
+                        ctx->src, ctx->src);
   sqlite3_stmt *st = NULL;
   if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) {
     sqlite3_free(sql);
@@ -375,8 +377,9 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
       if (!b || nb < 2) {
         free(cs);
         sqlite3_finalize(st);
-        return stage_fail_at(ctx, cfg_get(ctx->cfg, "rule"), "stages.acquire.rule: thompson draws from an "
-                                                             "ensemble's members: stages.train.ensemble >= 2");
+        return stage_fail_at(ctx, cfg_get(ctx->cfg, "rule"),
+                             "stages.acquire.rule: thompson draws from an "
+                             "ensemble's members: stages.train.ensemble >= 2");
       }
       int j = (int)(x->key % (uint64_t)nb);
       uint64_t u = 0;
@@ -390,10 +393,92 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
     free(cs);
     return stage_sql_fail(ctx, "reading the candidates");
   }
+  *out = cs;
+  *n_out = n;
+  *no_spread_out = no_spread;
+  return STAGE_OK;
+}
+
+/* Writes the first `want` candidates of cs, in order, as the round's
+ * acquisitions; c is ucb's calibration, sign the direction of the score. */
+static int write_acquisitions(struct stage_ctx *ctx, int64_t round, enum rule rule, const struct cand *cs, int64_t want,
+                              double sign, double c, int no_spread) {
+  sqlite3_stmt *ins = NULL;
+  if (sqlite3_prepare_v2(ctx->db,
+                         "INSERT INTO acquisitions(round, mol_id, rule, value, prediction, uncertainty, rank) "
+                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                         -1, &ins, NULL) != SQLITE_OK)
+    return stage_sql_fail(ctx, "writing the acquisitions");
+  int ret = STAGE_OK;
+  for (int64_t i = 0; i < want && ret == STAGE_OK; i++) {
+    const struct cand *x = &cs[i];
+    sqlite3_reset(ins);
+    sqlite3_bind_int64(ins, 1, round);
+    sqlite3_bind_int64(ins, 2, x->id);
+    sqlite3_bind_text(ins, 3, rule_name(rule), -1, SQLITE_STATIC);
+    if (rule == RULE_RANDOM) {
+      sqlite3_bind_null(ins, 4);
+    } else {
+      sqlite3_bind_double(ins, 4, sign * x->value); /* in the score's direction */
+    }
+    if (round == 0 || rule == RULE_RANDOM) {
+      sqlite3_bind_null(ins, 5);
+      sqlite3_bind_null(ins, 6);
+    } else {
+      sqlite3_bind_double(ins, 5, x->pred);
+      if (no_spread)
+        sqlite3_bind_null(ins, 6);
+      else
+        sqlite3_bind_double(ins, 6, c * x->spread);
+    }
+    sqlite3_bind_int64(ins, 7, i + 1);
+    if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing an acquisition");
+  }
+  sqlite3_finalize(ins);
+  return ret;
+}
+
+/* The round's row of `rounds`: what was acquired from how many
+ * candidates, the labels so far, the model and the calibration. */
+static int write_round(struct stage_ctx *ctx, int64_t round, enum rule rule, int64_t want, int64_t n, int64_t labelled,
+                       double c, int64_t n_cal) {
+  char when[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char cal[64] = "NULL";
+  if (rule == RULE_UCB) snprintf(cal, sizeof cal, "%.17g", c);
+  char *r = sqlite3_mprintf(
+      "INSERT INTO rounds(round, rule, n_acquired, n_candidates, n_labelled, model_hash, calibration, n_calibration, "
+      "decided) VALUES(%lld, %Q, %lld, %lld, %lld, %s, %s, %lld, %Q)",
+      (long long)round, rule_name(rule), (long long)want, (long long)n, (long long)labelled,
+      round == 0 || rule == RULE_RANDOM ? "NULL" : "(SELECT max(model_hash) FROM scores WHERE model = " MODEL_SQL ")",
+      cal, (long long)n_cal, when);
+  char *msg = NULL;
+  if (!r || sqlite3_exec(ctx->db, r, NULL, NULL, &msg) != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "writing round %lld: %s", (long long)round, msg ? msg : "out of memory");
+    sqlite3_free(msg);
+    sqlite3_free(r);
+    return STAGE_ERROR;
+  }
+  sqlite3_free(r);
+  return STAGE_OK;
+}
+
+static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_t *n_ok) {
+  int64_t want = how_many(round == 0 ? a->initial : a->batch, a->pool);
+  enum rule rule = round == 0 ? RULE_RANDOM : a->rule;
+  struct cand *cs = NULL;
+  int64_t n = 0;
+  int no_spread = 0;
+  int ret = read_candidates(ctx, a, round, rule, &cs, &n, &no_spread);
+  if (ret != STAGE_OK) return ret;
   if (round > 0 && rule != RULE_RANDOM && n == 0) {
     free(cs);
-    return stage_fail_at(ctx, NULL, "round %lld: no molecule of '%s' not yet acquired has a score: score the set "
-                                    "(stages.score.set: %s) before acquiring",
+    return stage_fail_at(ctx, NULL,
+                         "round %lld: no molecule of '%s' not yet acquired has a score: score the set "
+                         "(stages.score.set: %s) before acquiring",
                          (long long)round, a->set, a->set);
   }
   double c = 1;
@@ -401,8 +486,9 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
   if (rule == RULE_UCB) {
     if (no_spread) {
       free(cs);
-      return stage_fail_at(ctx, cfg_get(ctx->cfg, "rule"), "stages.acquire.rule: ucb needs the spread of an "
-                                                           "ensemble's predictions: stages.train.ensemble >= 2");
+      return stage_fail_at(ctx, cfg_get(ctx->cfg, "rule"),
+                           "stages.acquire.rule: ucb needs the spread of an "
+                           "ensemble's predictions: stages.train.ensemble >= 2");
     }
     c = calibration(ctx, &n_cal);
   }
@@ -429,69 +515,17 @@ static int decide(struct stage_ctx *ctx, struct astage *a, int64_t round, int64_
   else
     qsort(cs, (size_t)n, sizeof *cs, cmp_cand);
   if (want > n) want = n;
-  sqlite3_stmt *ins = NULL;
-  if (sqlite3_prepare_v2(ctx->db,
-                         "INSERT INTO acquisitions(round, mol_id, rule, value, prediction, uncertainty, rank) "
-                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                         -1, &ins, NULL) != SQLITE_OK) {
-    free(cs);
-    return stage_sql_fail(ctx, "writing the acquisitions");
-  }
-  int ret = STAGE_OK;
-  for (int64_t i = 0; i < want && ret == STAGE_OK; i++) {
-    struct cand *x = &cs[i];
-    sqlite3_reset(ins);
-    sqlite3_bind_int64(ins, 1, round);
-    sqlite3_bind_int64(ins, 2, x->id);
-    sqlite3_bind_text(ins, 3, rule_name(rule), -1, SQLITE_STATIC);
-    if (rule == RULE_RANDOM) {
-      sqlite3_bind_null(ins, 4);
-    } else {
-      sqlite3_bind_double(ins, 4, sign * x->value); /* in the score's direction */
-    }
-    if (round == 0 || rule == RULE_RANDOM) {
-      sqlite3_bind_null(ins, 5);
-      sqlite3_bind_null(ins, 6);
-    } else {
-      sqlite3_bind_double(ins, 5, x->pred);
-      if (no_spread)
-        sqlite3_bind_null(ins, 6);
-      else
-        sqlite3_bind_double(ins, 6, c * x->spread);
-    }
-    sqlite3_bind_int64(ins, 7, i + 1);
-    if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing an acquisition");
-  }
-  sqlite3_finalize(ins);
+  ret = write_acquisitions(ctx, round, rule, cs, want, sign, c, no_spread);
   free(cs);
   if (ret != STAGE_OK) return ret;
   if (round > 0 && (ret = keep_round(ctx, a, round)) != STAGE_OK) return ret;
-  char when[32];
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  char cal[64] = "NULL";
-  if (rule == RULE_UCB) snprintf(cal, sizeof cal, "%.17g", c);
-  char *r = sqlite3_mprintf(
-      "INSERT INTO rounds(round, rule, n_acquired, n_candidates, n_labelled, model_hash, calibration, n_calibration, "
-      "decided) VALUES(%lld, %Q, %lld, %lld, %lld, %s, %s, %lld, %Q)",
-      (long long)round, rule_name(rule), (long long)want, (long long)n, (long long)labelled,
-      round == 0 || rule == RULE_RANDOM ? "NULL" : "(SELECT max(model_hash) FROM scores WHERE model = " MODEL_SQL ")",
-      cal, (long long)n_cal, when);
-  char *msg = NULL;
-  if (!r || sqlite3_exec(ctx->db, r, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "writing round %lld: %s", (long long)round, msg ? msg : "out of memory");
-    sqlite3_free(msg);
-    sqlite3_free(r);
-    return STAGE_ERROR;
-  }
-  sqlite3_free(r);
+  if ((ret = write_round(ctx, round, rule, want, n, labelled, c, n_cal)) != STAGE_OK) return ret;
   *n_ok = want;
   ctx->report->advance(ctx, 1);
   if (rule == RULE_UCB)
-    ctx->report->log(ctx, "round %lld: %lld of %lld candidates by ucb (beta %g, the spread x %.3f%s from %lld held-out "
-                          "molecules); %lld labelled so far",
+    ctx->report->log(ctx,
+                     "round %lld: %lld of %lld candidates by ucb (beta %g, the spread x %.3f%s from %lld held-out "
+                     "molecules); %lld labelled so far",
                      (long long)round, (long long)want, (long long)n, a->beta, c,
                      n_cal < CAL_MIN ? ", not calibrated" : "", (long long)n_cal, (long long)labelled);
   else

@@ -157,148 +157,177 @@ static int out_close(struct stage_ctx *ctx, struct atomic_file *o, int ok) {
   return atomic_file_commit(o, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
 }
 
+/* The ranks with top > 0: rank_select's best rows of the scores, in order. */
+static int rank_top(struct stage_ctx *ctx, struct rstage *r) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  int64_t *rows = NULL, n = 0;
+  char err[768];
+  if (rank_select(ctx->db, ctx->src, ctx->src, ctx->cfg, r->target, &rows, &n, err, sizeof err))
+    return stage_fail_at(ctx, NULL, "%s", err);
+  char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std) "
+                              "SELECT ?1, mol_id, model, target, score, std FROM \"%w\".scores WHERE rowid = ?2",
+                              ctx->src);
+  rc = sqlite3_exec(ctx->db, "DELETE FROM ranks", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
+  for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
+    sqlite3_bind_int64(st, 1, i + 1);
+    sqlite3_bind_int64(st, 2, rows[i]);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  free(rows);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "ranking");
+  return STAGE_OK;
+}
+
+/* The ranks with top: 0: every score that passes the filter a hit,
+ * ordered by SQLite. */
+static int rank_all(struct stage_ctx *ctx, struct rstage *r) {
+  const char *tail = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc;
+  char *filter = sqlite3_mprintf("%s%s", r->min ? " AND s.score >= ?2" : "", r->max ? " AND s.score <= ?3" : "");
+  const char *dir = r->descending ? "DESC" : "ASC";
+  char *sql = sqlite3_mprintf(
+      "DELETE FROM ranks;"
+      "INSERT INTO ranks(rank, mol_id, model, target, score, std) "
+      "SELECT row_number() OVER (ORDER BY score %s, mol_id, model), mol_id, model, target, score, std FROM ("
+      "  SELECT s.mol_id, s.model, s.target, s.score, s.std, "
+      "         row_number() OVER (PARTITION BY CASE WHEN ?4 THEN m.inchikey ELSE s.mol_id END "
+      "                            ORDER BY s.score %s, s.mol_id, s.model) AS k "
+      "  FROM \"%w\".scores s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
+      ") WHERE k = 1 ORDER BY score %s, mol_id, model",
+      dir, dir, ctx->src, ctx->src, filter, dir);
+  sqlite3_free(filter);
+  /* two statements: the DELETE, then the INSERT with its parameters */
+  rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, &tail);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, tail, -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, r->target, -1, SQLITE_STATIC);
+    if (r->min) sqlite3_bind_double(st, 2, r->min->f);
+    if (r->max) sqlite3_bind_double(st, 3, r->max->f);
+    sqlite3_bind_int(st, 4, r->dedupe);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "ranking");
+  return STAGE_OK;
+}
+
+/* A hit's numbers as the files write them, and its name, from a row of
+ * rank_chunk's query. */
+struct hit_text {
+  const char *name;
+  char score[64], stdv[64], rank[32], rec[32], id[32];
+};
+
+static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
+  h->name = (const char *)sqlite3_column_text(st, 1);
+  h->stdv[0] = 0;
+  snprintf(h->rank, sizeof h->rank, "%lld", (long long)sqlite3_column_int64(st, 0));
+  snprintf(h->score, sizeof h->score, "%.9g", sqlite3_column_double(st, 5));
+  if (sqlite3_column_type(st, 6) != SQLITE_NULL)
+    snprintf(h->stdv, sizeof h->stdv, "%.9g", sqlite3_column_double(st, 6));
+  snprintf(h->rec, sizeof h->rec, "%lld", (long long)sqlite3_column_int64(st, 9));
+  snprintf(h->id, sizeof h->id, "%lld", (long long)sqlite3_column_int64(st, 10));
+}
+
+/* One line of hits.csv. */
+static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
+  const char *cols[11] = {h->rank,
+                          h->name,
+                          (const char *)sqlite3_column_text(st, 2),
+                          (const char *)sqlite3_column_text(st, 3),
+                          (const char *)sqlite3_column_text(st, 4),
+                          h->score,
+                          h->stdv,
+                          (const char *)sqlite3_column_text(st, 7),
+                          (const char *)sqlite3_column_text(st, 8),
+                          h->rec,
+                          h->id};
+  /* rank, score, std, record_no and mol_id are numbers; the rest is text */
+  static const int text[11] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
+  for (int i = 0; i < 11; i++) {
+    if (i) fputc(',', f);
+    csv_cell_write(f, cols[i], text[i]);
+  }
+  fputc('\n', f);
+}
+
+/* One record of hits.sdf. */
+static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
+  struct mol m;
+  char err[256], docked[64] = "";
+  if (sqlite3_column_type(st, 12) != SQLITE_NULL)
+    snprintf(docked, sizeof docked, "%.9g", sqlite3_column_double(st, 12));
+  mol_init(&m);
+  if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err))
+    return stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", h->id,
+                         err);
+  m.name = strdup(h->name ? h->name : "");
+  /* the view's columns after the name, as export writes them: the
+   * target is a value (a tag named after it, as before issue 31, made
+   * each target's hits.sdf read differently), and std is left out when
+   * NULL (one model, no spread) */
+  const char *tags[][2] = {{"rank", h->rank},
+                           {"smiles", (const char *)sqlite3_column_text(st, 2)},
+                           {"inchikey", (const char *)sqlite3_column_text(st, 3)},
+                           {"target", (const char *)sqlite3_column_text(st, 4)},
+                           {"score", h->score},
+                           {"std", h->stdv[0] ? h->stdv : NULL},
+                           {"set_name", (const char *)sqlite3_column_text(st, 7)},
+                           {"source_file", (const char *)sqlite3_column_text(st, 8)},
+                           {"record_no", h->rec},
+                           {"mol_id", h->id},
+                           {"docking_score", docked[0] ? docked : NULL}};
+  int bad = !m.name;
+  for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
+    if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;
+  /* a title `$$$$`, a line break in a path or the target's name: sdtext.h */
+  char *text = !bad && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
+  mol_free(&m);
+  if (!text) return stage_fail_at(ctx, NULL, "molecule %s: Open Babel could not write it as SDF", h->id);
+  fputs(text, f);
+  free(text);
+  return STAGE_OK;
+}
+
 static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   (void)chunk; /* one chunk */
   struct rstage *r = ctx->state;
   *n_ok = *n_rej = 0;
-  const char *tail = NULL;
   sqlite3_stmt *st = NULL;
   int rc;
-  if (r->top > 0) {
-    int64_t *rows = NULL, n = 0;
-    char err[768];
-    if (rank_select(ctx->db, ctx->src, ctx->src, ctx->cfg, r->target, &rows, &n, err, sizeof err))
-      return stage_fail_at(ctx, NULL, "%s", err);
-    char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std) "
-                                "SELECT ?1, mol_id, model, target, score, std FROM \"%w\".scores WHERE rowid = ?2",
-                                ctx->src);
-    rc = sqlite3_exec(ctx->db, "DELETE FROM ranks", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
-    for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
-      sqlite3_bind_int64(st, 1, i + 1);
-      sqlite3_bind_int64(st, 2, rows[i]);
-      rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-      sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    free(rows);
-    if (rc != SQLITE_OK) return stage_sql_fail(ctx, "ranking");
-  } else {
-    char *filter = sqlite3_mprintf("%s%s", r->min ? " AND s.score >= ?2" : "", r->max ? " AND s.score <= ?3" : "");
-    const char *dir = r->descending ? "DESC" : "ASC";
-    char *sql = sqlite3_mprintf(
-        "DELETE FROM ranks;"
-        "INSERT INTO ranks(rank, mol_id, model, target, score, std) "
-        "SELECT row_number() OVER (ORDER BY score %s, mol_id, model), mol_id, model, target, score, std FROM ("
-        "  SELECT s.mol_id, s.model, s.target, s.score, s.std, "
-        "         row_number() OVER (PARTITION BY CASE WHEN ?4 THEN m.inchikey ELSE s.mol_id END "
-        "                            ORDER BY s.score %s, s.mol_id, s.model) AS k "
-        "  FROM \"%w\".scores s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
-        ") WHERE k = 1 ORDER BY score %s, mol_id, model",
-        dir, dir, ctx->src, ctx->src, filter, dir);
-    sqlite3_free(filter);
-    /* two statements: the DELETE, then the INSERT with its parameters */
-    rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, &tail);
-    if (rc == SQLITE_OK) rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    sqlite3_finalize(st);
-    st = NULL;
-    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, tail, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(st, 1, r->target, -1, SQLITE_STATIC);
-      if (r->min) sqlite3_bind_double(st, 2, r->min->f);
-      if (r->max) sqlite3_bind_double(st, 3, r->max->f);
-      sqlite3_bind_int(st, 4, r->dedupe);
-      rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    }
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    if (rc != SQLITE_OK) return stage_sql_fail(ctx, "ranking");
-  }
+  int ret = r->top > 0 ? rank_top(ctx, r) : rank_all(ctx, r);
+  if (ret != STAGE_OK) return ret;
 
   /* the files, from the view the database keeps */
   /* (a docked molecule at its docked pose, with its docking score) */
-  char *q = sqlite3_mprintf("SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
-                            "h.source_file, h.record_no, h.mol_id, coalesce(nullif(k.pose, x''), m.mol), k.score FROM ranked_hits h "
-                            "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
-                            "h.mol_id AND k.mol_hash IS m.mol_hash ORDER BY h.rank",
-                            ctx->src, ctx->src);
+  char *q = sqlite3_mprintf(
+      "SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
+      "h.source_file, h.record_no, h.mol_id, coalesce(nullif(k.pose, x''), m.mol), k.score FROM ranked_hits h "
+      "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
+      "h.mol_id AND k.mol_hash IS m.mol_hash ORDER BY h.rank",
+      ctx->src, ctx->src);
   rc = sqlite3_prepare_v2(ctx->db, q, -1, &st, NULL);
   sqlite3_free(q);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
   struct atomic_file csv = {0}, sdf = {0};
-  int ret = STAGE_OK;
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
     fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", csv.f);
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 1);
-    char score[64], stdv[64] = "", rank[32], rec[32], id[32];
-    snprintf(rank, sizeof rank, "%lld", (long long)sqlite3_column_int64(st, 0));
-    snprintf(score, sizeof score, "%.9g", sqlite3_column_double(st, 5));
-    if (sqlite3_column_type(st, 6) != SQLITE_NULL) snprintf(stdv, sizeof stdv, "%.9g", sqlite3_column_double(st, 6));
-    snprintf(rec, sizeof rec, "%lld", (long long)sqlite3_column_int64(st, 9));
-    snprintf(id, sizeof id, "%lld", (long long)sqlite3_column_int64(st, 10));
-    if (csv.f) {
-      const char *cols[11] = {rank,
-                              name,
-                              (const char *)sqlite3_column_text(st, 2),
-                              (const char *)sqlite3_column_text(st, 3),
-                              (const char *)sqlite3_column_text(st, 4),
-                              score,
-                              stdv,
-                              (const char *)sqlite3_column_text(st, 7),
-                              (const char *)sqlite3_column_text(st, 8),
-                              rec,
-                              id};
-      /* rank, score, std, record_no and mol_id are numbers; the rest is text */
-      static const int text[11] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
-      for (int i = 0; i < 11; i++) {
-        if (i) fputc(',', csv.f);
-        csv_cell_write(csv.f, cols[i], text[i]);
-      }
-      fputc('\n', csv.f);
-    }
-    if (sdf.f) {
-      struct mol m;
-      char err[256], docked[64] = "";
-      if (sqlite3_column_type(st, 12) != SQLITE_NULL)
-        snprintf(docked, sizeof docked, "%.9g", sqlite3_column_double(st, 12));
-      mol_init(&m);
-      if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err)) {
-        ret = stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", id,
-                            err);
-        break;
-      }
-      m.name = strdup(name ? name : "");
-      /* the view's columns after the name, as export writes them: the
-       * target is a value (a tag named after it, as before issue 31, made
-       * each target's hits.sdf read differently), and std is left out when
-       * NULL (one model, no spread) */
-      const char *tags[][2] = {{"rank", rank},
-                               {"smiles", (const char *)sqlite3_column_text(st, 2)},
-                               {"inchikey", (const char *)sqlite3_column_text(st, 3)},
-                               {"target", (const char *)sqlite3_column_text(st, 4)},
-                               {"score", score},
-                               {"std", stdv[0] ? stdv : NULL},
-                               {"set_name", (const char *)sqlite3_column_text(st, 7)},
-                               {"source_file", (const char *)sqlite3_column_text(st, 8)},
-                               {"record_no", rec},
-                               {"mol_id", id},
-                               {"docking_score", docked[0] ? docked : NULL}};
-      int bad = !m.name;
-      for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
-        if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;
-      /* a title `$$$$`, a line break in a path or the target's name: sdtext.h */
-      char *text = !bad && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
-      mol_free(&m);
-      if (!text) {
-        ret = stage_fail_at(ctx, NULL, "molecule %s: Open Babel could not write it as SDF", id);
-        break;
-      }
-      fputs(text, sdf.f);
-      free(text);
-    }
+    struct hit_text h;
+    hit_read(st, &h);
+    if (csv.f) csv_hit(csv.f, st, &h);
+    if (sdf.f && (ret = sdf_hit(ctx, sdf.f, st, &h)) != STAGE_OK) break;
     ++*n_ok;
   }
   if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the hits");

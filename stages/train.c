@@ -380,13 +380,10 @@ static void io_put_card(void *user, struct se3_ckpt_writer *w) {
   model_card_put(w, t->ctx->root); /* the featurisation trained with: the model scores the same anywhere */
 }
 
-static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
-  struct tstage *t = calloc(1, sizeof *t);
-  if (!t) return stage_fail_at(ctx, NULL, "out of memory");
-  ctx->state = t;
+/* begin's first step: the settings of stages.train into t (the split's
+ * method and column to *method and *column) and the trainer's io hooks. */
+static int train_settings(struct stage_ctx *ctx, struct tstage *t, const char **method, const char **column) {
   const struct cfg_node *c = ctx->cfg;
-  if (ctx->n_shards > 1)
-    return stage_fail_at(ctx, NULL, "train runs in one process; --shard is for the ingest, graph and basis stages");
   t->set = cfg_str(c, "set", "train");
   t->tr.target = cfg_str(c, "target", NULL);
   if (!t->tr.target)
@@ -407,9 +404,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   t->tr.ckpt_every = (long)cfg_int(c, "checkpoint_every", 0);
   if (t->tr.atomref && t->tr.classify)
     return stage_fail_at(ctx, cfg_get(c, "atomref"), "stages.train.atomref: only for regression, not classification");
-  const char *method = cfg_str(c, "split.method", "random");
-  const char *column = cfg_str(c, "split.column", NULL);
-  if (!strcmp(method, "column") && !column)
+  *method = cfg_str(c, "split.method", "random");
+  *column = cfg_str(c, "split.column", NULL);
+  if (!strcmp(*method, "column") && !*column)
     return stage_fail_at(ctx, cfg_get(c, "split.method"),
                          "stages.train.split.column: name the label holding 0 (train), 1 (valid) or 2 (test)");
   const char *loss = cfg_str(c, "loss", "l1");
@@ -435,7 +432,13 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                                      .order = io_order,
                                      .put_card = io_put_card};
   snprintf(t->tr.models_dir, sizeof t->tr.models_dir, "%s/models", ctx->workdir);
+  return STAGE_OK;
+}
 
+/* begin's second step: the molecules, their labels and split, the
+ * fingerprint that keys the model, atomref and the standardisation. */
+static int train_data(struct stage_ctx *ctx, struct tstage *t, const char *method, const char *column) {
+  const struct cfg_node *c = ctx->cfg;
   int need_mol = !strcmp(method, "scaffold") ? 2 : t->tr.atomref ? 1 : 0;
   t->lazy = comm_size(ctx->comm) > 1;
   if (stage_graph_settings(ctx, &t->gs)) return STAGE_ERROR;
@@ -473,6 +476,13 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                              "stages.train.task: classification needs labels 0 or 1; %s has %g", where, t->tr.y[i]);
       }
   }
+  return STAGE_OK;
+}
+
+/* begin's third step: the model on its backend, and the trainer opened
+ * with its schedule. */
+static int train_model(struct stage_ctx *ctx, struct tstage *t) {
+  const struct cfg_node *c = ctx->cfg;
   /* the model; its envelope fades radius edges out at the graph stage's
    * cutoff (the graph settings, read once in begin) */
   const char *envelope = cfg_str(c, "arch.envelope", "auto");
@@ -510,14 +520,12 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   int rc = se3_trainer_open(&t->tr, cfg_float(c, "lr", 2e-3), cfg_float(c, "min_lr", 2e-4),
                             (long)cfg_int(c, "warmup_steps", 0), t->restart_epochs);
   if (rc) return stage_fail_at(ctx, rc < 0 ? cfg_get(c, "batch_size") : NULL, "%s", t->tr.err);
-  char tmp[PATH_MAX];
-  if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);
-  for (int k = 0; k < t->tr.ensemble && stage_writer(ctx); k++) {
-    se3_trainer_member_dir(&t->tr, k, tmp, sizeof tmp);
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", tmp, strerror(errno));
-  }
-  *n_chunks = (int64_t)t->tr.ensemble * t->tr.epochs;
-  *n_items = (int64_t)t->tr.ensemble * t->tr.epochs * t->tr.cnt[SE3_SPLIT_TRAIN];
+  return STAGE_OK;
+}
+
+/* begin's last words: the data, the split, the processes and threads, and
+ * atomref's references. */
+static void train_log_start(struct stage_ctx *ctx, const struct tstage *t, const char *method) {
   ctx->report->log(ctx, "%d molecules with '%s' in set '%s': %d train, %d valid, %d test (%s split); %zu parameters%s",
                    t->tr.n, t->tr.target, t->set, t->tr.cnt[0], t->tr.cnt[1], t->tr.cnt[2], method, t->tr.np,
                    t->tr.ensemble > 1 ? "; an ensemble" : "");
@@ -539,6 +547,28 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                     t->tr.ref[p]);
     ctx->report->log(ctx, "atomref (per-element references of '%s'): %s", t->tr.target, line);
   }
+}
+
+static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct tstage *t = calloc(1, sizeof *t);
+  if (!t) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = t;
+  if (ctx->n_shards > 1)
+    return stage_fail_at(ctx, NULL, "train runs in one process; --shard is for the ingest, graph and basis stages");
+  const char *method = NULL, *column = NULL;
+  int ret;
+  if ((ret = train_settings(ctx, t, &method, &column)) != STAGE_OK) return ret;
+  if ((ret = train_data(ctx, t, method, column)) != STAGE_OK) return ret;
+  if ((ret = train_model(ctx, t)) != STAGE_OK) return ret;
+  char tmp[PATH_MAX];
+  if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);
+  for (int k = 0; k < t->tr.ensemble && stage_writer(ctx); k++) {
+    se3_trainer_member_dir(&t->tr, k, tmp, sizeof tmp);
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return stage_fail_at(ctx, NULL, "%s: %s", tmp, strerror(errno));
+  }
+  *n_chunks = (int64_t)t->tr.ensemble * t->tr.epochs;
+  *n_items = (int64_t)t->tr.ensemble * t->tr.epochs * t->tr.cnt[SE3_SPLIT_TRAIN];
+  train_log_start(ctx, t, method);
   return STAGE_OK;
 }
 
