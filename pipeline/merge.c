@@ -296,10 +296,10 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     struct run_ctx rc;
     run_ctx_init(&rc, r, s);
     int64_t n_chunks = 0, n_items = 0;
-    int st = s->begin(&rc.ctx, &n_chunks, &n_items);
+    int st = run_begin(&rc.ctx, s, &n_chunks, &n_items);
     inputs = rc.ctx.inputs_hash;
     if (st != STAGE_OK) snprintf(note, notelen, "planning %s: %.400s", s->name, rc.ctx.err);
-    if (s->end) s->end(&rc.ctx);
+    run_end(&rc.ctx, s);
     if (st != STAGE_OK) return 0;
   }
   run_stage_hashes(r->root, s, inputs, &up, out, chain);

@@ -78,8 +78,10 @@ static void add_sets(char *to, size_t size, const char *from) {
   free(copy);
 }
 static const char *sets_words(const char *list, char *buf, size_t n) {
-  if (!strcmp(list, "*")) snprintf(buf, n, "every set");
-  else snprintf(buf, n, "%s %s", strchr(list, ' ') ? "sets" : "set", list);
+  if (!strcmp(list, "*"))
+    snprintf(buf, n, "every set");
+  else
+    snprintf(buf, n, "%s %s", strchr(list, ' ') ? "sets" : "set", list);
   return buf;
 }
 
@@ -99,7 +101,7 @@ static int labels_touch(const char *list, const char *set, const char *label) {
   return hit;
 }
 
-/* The set a stage reads (struct stage's reads_set), NULL for every set. */
+/* The set a stage reads (struct stage_reads' set), NULL for every set. */
 static const char *stage_set(const struct cfg_node *root, const struct stage *s) {
   return s->reads.set ? cfg_str(root, s->reads.set, NULL) : NULL;
 }
@@ -108,6 +110,58 @@ static const char *stage_set(const struct cfg_node *root, const struct stage *s)
  * chain, not its config hash, goes into this one's hashes). */
 static int by_row(const struct cfg_node *root, int ui) {
   return ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
+}
+
+/* The hash the stage before this one (ui, named after) will have in the
+ * run, as hex into out: its chain when it records its rows' content row
+ * by row, else its config hash when it has nothing to do; "" when only the
+ * run can tell. */
+static void upstream_hex(struct plan *p, int ui, const char *after, char out[17]) {
+  struct run *r = p->r;
+  if (by_row(r->root, ui)) {
+    snprintf(out, 17, "%s", p->planned[ui] ? p->chain[ui] : "");
+    if (!p->planned[ui]) {
+      char *c =
+          run_query_text(r->st.db, "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q", after);
+      snprintf(out, 17, "%s", c ? c : "");
+      free(c);
+    }
+  } else if (!p->planned[ui] || p->hash[ui][0]) {
+    char *h =
+        p->planned[ui] ? NULL : run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", after);
+    snprintf(out, 17, "%s", p->planned[ui] ? p->hash[ui] : h ? h : "");
+    free(h);
+  }
+}
+
+/* A keyed stage's verdict from its plan (ctx after begin): the stage's own
+ * words (struct stage's explain) or the chunks it marked, then the
+ * molecules new or changed upstream (up_mols: the sets they are in; NULL
+ * for none). */
+static void say_keyed(struct plan *p, int i, struct stage_ctx *ctx, int64_t planned_chunks, int64_t planned_items,
+                      const char *set, const char *up_mols) {
+  const struct stage *s = run_all_stages[i];
+  char line[1536] = "", mols[512] = "", labels[512] = "", words[600];
+  int64_t todo = 0, chunks = 0;
+  for (int64_t c = 0; ctx->chunk_needed && c < planned_chunks; c++)
+    chunks += ctx->chunk_needed[c] != 0;
+  todo = planned_items - ctx->items_done;
+  if (s->explain) {
+    s->explain(ctx, line, sizeof line, mols, labels, sizeof mols);
+  } else {
+    if (todo > 0)
+      snprintf(line, sizeof line, "%lld of %lld molecules to do (new or changed, or never done), in %lld chunk%s",
+               (long long)todo, (long long)planned_items, (long long)chunks, chunks == 1 ? "" : "s");
+    if (todo > 0) snprintf(mols, sizeof mols, "%s", set ? set : "*");
+  }
+  if (up_mols) {
+    size_t o = strlen(line);
+    snprintf(line + o, sizeof line - o, "%sthe molecules new or changed upstream (%s)", o ? "; then " : "",
+             sets_words(set ? set : up_mols, words, sizeof words));
+  }
+  snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", mols);
+  snprintf(p->label_sets[i], sizeof p->label_sets[i], "%s", labels);
+  say(p, i, line[0] ? P_SOME : P_NOTHING, "%s", line[0] ? line : "nothing to do");
 }
 
 static void plan_stage(struct plan *p, int i) {
@@ -141,20 +195,7 @@ static void plan_stage(struct plan *p, int i) {
   /* the chain as the run will have it: known when the stage before it is
    * keyed (its chain known) or has nothing to do (its hash stands) */
   char up_hex[17] = "";
-  if (ui >= 0) {
-    if (by_row(r->root, ui)) {
-      snprintf(up_hex, sizeof up_hex, "%s", p->planned[ui] ? p->chain[ui] : "");
-      if (!p->planned[ui]) {
-        char *c = run_query_text(r->st.db, "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q", after);
-        snprintf(up_hex, sizeof up_hex, "%s", c ? c : "");
-        free(c);
-      }
-    } else if (!p->planned[ui] || p->hash[ui][0]) {
-      char *h = p->planned[ui] ? NULL : run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", after);
-      snprintf(up_hex, sizeof up_hex, "%s", p->planned[ui] ? p->hash[ui] : h ? h : "");
-      free(h);
-    }
-  }
+  if (ui >= 0) upstream_hex(p, ui, after, up_hex);
   int chain_known = ui < 0 || up_hex[0];
   if (chain_known) run_chain_hash(r->root, s, ui < 0 ? 0 : se3_hash_str(SE3_HASH_INIT, up_hex), p->chain[i]);
   char settings[17];
@@ -168,8 +209,7 @@ static void plan_stage(struct plan *p, int i) {
   }
   if (keyed && chain_known && old_chain && strcmp(old_chain, p->chain[i])) {
     say(p, i, P_WHOLE, "%s changed: redone whole (its %lld rows discarded)",
-        old_settings && strcmp(old_settings, settings) ? "its settings" : "the settings of a stage before it",
-        n_items);
+        old_settings && strcmp(old_settings, settings) ? "its settings" : "the settings of a stage before it", n_items);
     snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "*");
     goto out;
   }
@@ -209,35 +249,15 @@ static void plan_stage(struct plan *p, int i) {
   run_ctx_init(&rc, r, s);
   rc.ctx.report = &quiet;
   int64_t planned_chunks = 0, planned_items = 0;
-  if (s->begin(&rc.ctx, &planned_chunks, &planned_items) != STAGE_OK) {
+  if (run_begin(&rc.ctx, s, &planned_chunks, &planned_items) != STAGE_OK) {
     say(p, i, P_MAYBE, "cannot be planned now: %s", rc.ctx.err);
-    if (s->end) s->end(&rc.ctx);
+    run_end(&rc.ctx, s);
     goto out;
   }
   char hash[17], chain[17];
   run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
   if (keyed) {
-    char line[1536] = "", mols[512] = "", labels[512] = "";
-    int64_t todo = 0, chunks = 0;
-    for (int64_t c = 0; rc.ctx.chunk_needed && c < planned_chunks; c++)
-      chunks += rc.ctx.chunk_needed[c] != 0;
-    todo = planned_items - rc.ctx.items_done;
-    if (s->explain) {
-      s->explain(&rc.ctx, line, sizeof line, mols, labels, sizeof mols);
-    } else {
-      if (todo > 0)
-        snprintf(line, sizeof line, "%lld of %lld molecules to do (new or changed, or never done), in %lld chunk%s",
-                 (long long)todo, (long long)planned_items, (long long)chunks, chunks == 1 ? "" : "s");
-      if (todo > 0) snprintf(mols, sizeof mols, "%s", set ? set : "*");
-    }
-    if (touches_mols) {
-      size_t o = strlen(line);
-      snprintf(line + o, sizeof line - o, "%sthe molecules new or changed upstream (%s)", o ? "; then " : "",
-               sets_words(set ? set : up_mols, words, sizeof words));
-    }
-    snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", mols);
-    snprintf(p->label_sets[i], sizeof p->label_sets[i], "%s", labels);
-    say(p, i, line[0] ? P_SOME : P_NOTHING, "%s", line[0] ? line : "nothing to do");
+    say_keyed(p, i, &rc.ctx, planned_chunks, planned_items, set, touches_mols ? up_mols : NULL);
   } else if (!old_hash || strcmp(old_hash, hash)) {
     say(p, i, P_WHOLE, "redone: %s changed since the last run",
         old_settings && strcmp(old_settings, settings) ? "its settings" : "what it is made from");
@@ -256,7 +276,7 @@ static void plan_stage(struct plan *p, int i) {
       say(p, i, P_NOTHING, "nothing to do");
     if (p->verdict[i] != P_NOTHING) snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
   }
-  if (s->end) s->end(&rc.ctx);
+  run_end(&rc.ctx, s);
 out:
   /* what the stages before it change goes on to those after it */
   add_sets(p->mol_sets[i], sizeof p->mol_sets[i], up_mols);

@@ -240,8 +240,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
                    "chunks %d, %d, ...); nothing to do",
                    label, (long long)n_chunks, n_chunks == 1 ? "" : "s", n_shards, shard, shard, shard + n_shards);
     else if (all_todo == 0 && n_chunks > 0 && ctx->chunk_needed && !any_needed(ctx, n_chunks))
-      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run (%lld molecules)",
-                   label, (long long)done_items);
+      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run (%lld molecules)", label,
+                   (long long)done_items);
     else if (all_todo == 0 && n_chunks > 0)
       progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
                    n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
@@ -275,12 +275,13 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
       }
       if (st == STAGE_OK) {
         now_iso(finished, sizeof finished);
-        if (run_exec(r,
-                     "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
-                     "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
-                     "coalesce((SELECT max(round) FROM main.rounds), %s))",
-                     s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
-                     (long long)n_rej, (long long)ctx->chunk_bytes, round_src) ||
+        if (run_exec(
+                r,
+                "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
+                "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
+                "coalesce((SELECT max(round) FROM main.rounds), %s))",
+                s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
+                (long long)n_rej, (long long)ctx->chunk_bytes, round_src) ||
             run_exec(r, "COMMIT"))
           st = STAGE_ERROR;
       }
@@ -378,7 +379,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
     if (old && strcmp(old, hash)) run_clear_from(w, run_stage_index(s->name));
     free(old);
     ctx->db = w->st.db;
-    st = s->begin(ctx, &n_chunks, &n_items);
+    st = run_begin(ctx, s, &n_chunks, &n_items);
     if (st != STAGE_OK) {
       snprintf(w->err, sizeof w->err, "%s: %s", s->name, ctx->err);
     } else {
@@ -402,7 +403,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
     snprintf(w->err, sizeof w->err, "%s: another process of the run could not begin it (its message is above)",
              s->name);
   if (w->st.db) finish_run(w, ret);
-  if (s->end) s->end(ctx);
+  run_end(ctx, s);
   store_close(&w->st);
   int closed = 0;
   if (comm_max_int(comm, &closed, 1)) comm_abort(comm, SE3_EXIT_FAILED);
@@ -420,6 +421,69 @@ static void follow_spread(struct run *r, const struct stage *s, uint64_t hash64,
   r->n_shards = 1;
 }
 
+/* run_stage's start: a collective stage's order to the other processes,
+ * begin (in every process of a collective stage), then ready. 0, or -1
+ * with r->err set and the stage ended. */
+static int begin_stage(struct run *r, int si, struct stage_ctx *ctx, int collective, int64_t *n_chunks,
+                       int64_t *n_items) {
+  const struct stage *s = run_all_stages[si];
+  ctx->comm = collective ? r->comm : NULL;
+  if (collective) {
+    struct stage_order o = {.op = RUN_ORDER_STAGE, .i = {si}};
+    if (stage_order(ctx, &o)) {
+      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+      return -1;
+    }
+  }
+  int began = run_begin(ctx, s, n_chunks, n_items);
+  int all_began = began;
+  if (collective) comm_max_int(r->comm, &all_began, 1);
+  if (all_began != STAGE_OK) {
+    if (began != STAGE_OK)
+      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    else
+      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
+               s->name);
+    run_end(ctx, s);
+    return -1;
+  }
+  if (s->ready && s->ready(ctx) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    if (collective) stage_serve_end(ctx);
+    run_end(ctx, s);
+    return -1;
+  }
+  return 0;
+}
+
+/* A spread stage in a data-parallel run (STAGE_SPREAD): every process, this
+ * one too, does its share in a database of its own (share_stage), and this
+ * one then folds them all in. The planning begun here on screen.db has done
+ * its part: it is ended first. An SE3_EXIT_* status. */
+static int spread_stage(struct run *r, int si, struct stage_ctx *ctx, const char *hash, const char *chain) {
+  const struct stage *s = run_all_stages[si];
+  run_end(ctx, s);
+  ctx->state = NULL;
+  ctx->chunk_needed = NULL; /* (the plan's, freed with it) */
+  struct stage_order o = {.op = RUN_ORDER_SPREAD,
+                          .i = {si, (int64_t)strtoull(hash, NULL, 16), (int64_t)strtoull(chain, NULL, 16)}};
+  struct stage_ctx bare = {.comm = r->comm};
+  if (stage_order(&bare, &o)) {
+    snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+    return SE3_EXIT_FAILED;
+  }
+  struct run w;
+  run_init(&w, r->o);
+  w.root = r->root;
+  memcpy(w.workdir, r->workdir, sizeof w.workdir);
+  memcpy(w.workflow_dir, r->workflow_dir, sizeof w.workflow_dir);
+  memcpy(w.host, r->host, sizeof w.host);
+  int ret = share_stage(&w, s, hash, chain);
+  if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
+  if (ret == SE3_EXIT_OK && run_fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
+  return ret;
+}
+
 /* A keyed stage whose settings chain changed (its settings, or those of a
  * stage before it) loses all its rows before it plans: its begin then
  * plans every molecule. 0, or -1 with r->err set. */
@@ -432,13 +496,14 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
   char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
   /* (a stage of an earlier se3screen has no chain: kept when its own
    * settings are, its rows judged one by one) */
-  int discard = old && (old_chain ? strcmp(old_chain, chain) != 0 : strcmp(old_settings ? old_settings : "", settings) != 0);
+  int discard =
+      old && (old_chain ? strcmp(old_chain, chain) != 0 : strcmp(old_settings ? old_settings : "", settings) != 0);
   int ret = 0;
   if (discard) {
     long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "what it is made from",
-                 n_done, n_done == 1 ? "" : "s");
+                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "what it is made from", n_done,
+                 n_done == 1 ? "" : "s");
     if (run_exec(r, "BEGIN IMMEDIATE")) {
       ret = -1;
     } else if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
@@ -473,32 +538,7 @@ static int run_stage(struct run *r, int si) {
   }
   /* A collective stage: the other processes begin it with this one. */
   int collective = r->comm && s->serve;
-  ctx->comm = collective ? r->comm : NULL;
-  if (collective) {
-    struct stage_order o = {.op = RUN_ORDER_STAGE, .i = {si}};
-    if (stage_order(ctx, &o)) {
-      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
-      return SE3_EXIT_FAILED;
-    }
-  }
-  int began = s->begin(ctx, &n_chunks, &n_items);
-  int all_began = began;
-  if (collective) comm_max_int(r->comm, &all_began, 1);
-  if (all_began != STAGE_OK) {
-    if (began != STAGE_OK)
-      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
-    else
-      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
-               s->name);
-    if (s->end) s->end(ctx);
-    return SE3_EXIT_FAILED;
-  }
-  if (s->ready && s->ready(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
-    if (collective) stage_serve_end(ctx);
-    if (s->end) s->end(ctx);
-    return SE3_EXIT_FAILED;
-  }
+  if (begin_stage(r, si, ctx, collective, &n_chunks, &n_items)) return SE3_EXIT_FAILED;
   char settings[17], hash[17], chain[17];
   run_settings_hash(r->root, s, settings);
   run_stage_hashes(r->root, s, ctx->inputs_hash, &up, hash, chain);
@@ -525,13 +565,13 @@ static int run_stage(struct run *r, int si) {
                                                                 : "an input file",
                  n_done, n_done == 1 ? "" : "s");
     if (run_clear_stage(r, si)) goto rollback;
-  } else if (keyed && run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", s->name,
-                               (long long)n_chunks)) {
+  } else if (keyed &&
+             run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", s->name, (long long)n_chunks)) {
     goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
   }
   int64_t n_pruned = 0;
-  if (keyed && s->keyed->prune) { /* (in a shard, a stage's prune leaves screen.db alone) */
-    if (s->keyed->prune(ctx, &n_pruned) != STAGE_OK) {
+  if (keyed && (s->keyed->rows || s->keyed->prune)) { /* (in a shard, a prune leaves screen.db alone) */
+    if ((s->keyed->rows ? run_rows_prune(ctx, s, &n_pruned) : s->keyed->prune(ctx, &n_pruned)) != STAGE_OK) {
       snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
       goto rollback;
     }
@@ -562,28 +602,7 @@ static int run_stage(struct run *r, int si) {
   int spread =
       r->comm && (s->flags & STAGE_SPREAD) && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
   if (spread) {
-    /* Every process, this one too, does its share in a database of its own
-     * (share_stage), and this one then folds them all in. The planning
-     * begun here on screen.db has done its part. */
-    if (s->end) s->end(ctx);
-    ctx->state = NULL;
-    ctx->chunk_needed = NULL; /* (the plan's, freed with it) */
-    struct stage_order o = {.op = RUN_ORDER_SPREAD,
-                            .i = {si, (int64_t)strtoull(hash, NULL, 16), (int64_t)strtoull(chain, NULL, 16)}};
-    struct stage_ctx bare = {.comm = r->comm};
-    if (stage_order(&bare, &o)) {
-      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
-      goto out;
-    }
-    struct run w;
-    run_init(&w, r->o);
-    w.root = r->root;
-    memcpy(w.workdir, r->workdir, sizeof w.workdir);
-    memcpy(w.workflow_dir, r->workflow_dir, sizeof w.workflow_dir);
-    memcpy(w.host, r->host, sizeof w.host);
-    ret = share_stage(&w, s, hash, chain);
-    if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
-    if (ret == SE3_EXIT_OK && run_fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
+    ret = spread_stage(r, si, ctx, hash, chain);
   } else {
     ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
   }
@@ -610,7 +629,7 @@ out:
     snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", s->name);
     ret = SE3_EXIT_FAILED;
   }
-  if (s->end) s->end(ctx);
+  run_end(ctx, s);
   return ret;
 }
 
@@ -661,14 +680,14 @@ static int run_follow(const struct run_opts *o) {
                    sizeof ctx->err) == 0) {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
-      st = s->begin(ctx, &n_chunks, &n_items);
+      st = run_begin(ctx, s, &n_chunks, &n_items);
     }
     if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
     int all = st;
     comm_max_int(o->comm, &all, 1);
     if (all == STAGE_OK && s->serve(ctx) != STAGE_OK)
       fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
-    if (s->end) s->end(ctx);
+    run_end(ctx, s);
     store_close(&r.st);
   }
 }
@@ -697,6 +716,112 @@ int runner_run(const struct run_opts *o) {
   return ret;
 }
 
+/* run_main's checks before anything is opened: the ways of running that
+ * do not go together, the model's device, the inputs' columns and tags.
+ * SE3_EXIT_OK, or SE3_EXIT_USAGE with the message on stderr. */
+static int check_run(struct run *r, const struct run_opts *o, int first, int last) {
+  if (r->n_shards > 1 && o->comm) {
+    fprintf(stderr,
+            "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
+            "Slurm array), or train on several processes, not both at once\n",
+            comm_size(o->comm), r->shard, r->n_shards);
+    return SE3_EXIT_USAGE;
+  }
+  if (r->n_shards > 1 && first != last) {
+    fprintf(stderr, "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
+                    "before the next stage\n");
+    return SE3_EXIT_USAGE;
+  }
+  if (o->round_given && (!o->stage || !runner_cycling_stage(r->root) ||
+                         strcmp(o->stage, runner_cycling_stage(r->root)) || r->n_shards > 1)) {
+    fprintf(stderr,
+            "se3screen run: --round goes with --stage %s, unsharded: it decides a round of the workflow's "
+            "active learning\n",
+            runner_cycling_stage(r->root) ? runner_cycling_stage(r->root) : "acquire");
+    return SE3_EXIT_USAGE;
+  }
+
+  /* The model's device, before any work: `device: cuda` without a usable
+   * GPU stops here, not after hours of graphs and bases. */
+  for (int i = first; i <= last; i++)
+    if ((run_all_stages[i]->flags & STAGE_USES_MODEL)) {
+      char why[1024];
+      const char *bad = "device";
+      if (stage_device_check(r->root, &bad, why, sizeof why)) {
+        const struct cfg_node *dn = cfg_get(r->root, bad);
+        if (cfg_written(dn))
+          fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
+        else
+          fprintf(stderr, "se3screen: %s\n", why);
+        return SE3_EXIT_USAGE;
+      }
+      break;
+    }
+  { /* the inputs' columns and tags, for the stages that will run */
+    char names[128] = "";
+    for (int i = first; i <= last; i++) {
+      if (run_stage_skipped(r->root, run_all_stages[i]) && !(o->stage && i == first)) continue;
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "",
+               run_all_stages[i]->name);
+    }
+    if (run_check_input_files(r->root, names, o->workflow)) { return SE3_EXIT_USAGE; }
+  }
+
+  return SE3_EXIT_OK;
+}
+
+/* run_main's database: the workdir, screen.db (or this shard's own, with
+ * screen.db attached read-only as "src" for the tables it reads) opened
+ * under its lock, and the run recorded. 0, or -1 with r->err set. */
+static int open_run(struct run *r, const struct run_opts *o, int first) {
+  snprintf(r->workdir, sizeof r->workdir, "%s", cfg_str(r->root, "workdir", "."));
+  {
+    char tmp[PATH_MAX];
+    if (realpath(o->workflow, tmp)) {
+      snprintf(r->workflow_dir, sizeof r->workflow_dir, "%s", dirname(tmp));
+    } else {
+      snprintf(r->workflow_dir, sizeof r->workflow_dir, ".");
+    }
+  }
+  char dbpath[PATH_MAX + 64];
+  if (r->n_shards > 1) {
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/shards", r->workdir);
+    if (mkdirs(dir, r->err, sizeof r->err)) return -1;
+    snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, run_all_stages[first]->name, r->shard);
+  } else {
+    if (mkdirs(r->workdir, r->err, sizeof r->err)) return -1;
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", r->workdir);
+  }
+  /* The lock first: a database another se3screen is writing is refused by
+   * its holder's name before anything of it is read */
+  if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal", "wal"),
+                        (int)cfg_int(r->root, "store.busy_timeout_ms", 10000), r->err, sizeof r->err))
+    return -1;
+
+  /* A shard of a stage that reads another's tables reads them from screen.db
+   * (made by an unsharded run or by merge); it writes only its own database. */
+  r->src = "main";
+  const char *first_after = run_upstream_of(r->root, run_all_stages[first]);
+  if (r->n_shards > 1 && first_after) {
+    char up[PATH_MAX + 32];
+    snprintf(up, sizeof up, "%s/screen.db", r->workdir);
+    if (access(up, R_OK) != 0) {
+      snprintf(r->err, sizeof r->err,
+               "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
+               run_all_stages[first]->name, first_after, up, first_after);
+      return -1;
+    }
+    if (store_attach_readonly(&r->st, up, "src", r->err, sizeof r->err)) return -1;
+    r->src = "src";
+  }
+
+  /* Remember how to rebuild this configuration (merge needs it to finalize). */
+  if (record_run(r, r->n_shards > 1 ? run_all_stages[first]->name : "")) return -1;
+
+  return 0;
+}
+
 static int run_main(const struct run_opts *o) {
   struct run r;
   run_init(&r, o);
@@ -723,102 +848,12 @@ static int run_main(const struct run_opts *o) {
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */
   if (!o->stage) last = run_last_configured(r.root, first, last);
-  if (r.n_shards > 1 && o->comm) {
-    fprintf(stderr,
-            "se3screen run: started as %d processes and as shard %d/%d: shard a stage with --shard (or a "
-            "Slurm array), or train on several processes, not both at once\n",
-            comm_size(o->comm), r.shard, r.n_shards);
+  ret = check_run(&r, o, first, last);
+  if (ret != SE3_EXIT_OK) {
     cfg_node_free(r.root);
-    return SE3_EXIT_USAGE;
+    return ret;
   }
-  if (r.n_shards > 1 && first != last) {
-    fprintf(stderr, "se3screen run: a sharded run does one stage at a time: add --stage NAME, then `se3screen merge` "
-                    "before the next stage\n");
-    cfg_node_free(r.root);
-    return SE3_EXIT_USAGE;
-  }
-  if (o->round_given && (!o->stage || !runner_cycling_stage(r.root) || strcmp(o->stage, runner_cycling_stage(r.root)) ||
-                         r.n_shards > 1)) {
-    fprintf(stderr, "se3screen run: --round goes with --stage %s, unsharded: it decides a round of the workflow's "
-                    "active learning\n",
-            runner_cycling_stage(r.root) ? runner_cycling_stage(r.root) : "acquire");
-    cfg_node_free(r.root);
-    return SE3_EXIT_USAGE;
-  }
-
-  /* The model's device, before any work: `device: cuda` without a usable
-   * GPU stops here, not after hours of graphs and bases. */
-  for (int i = first; i <= last; i++)
-    if ((run_all_stages[i]->flags & STAGE_USES_MODEL)) {
-      char why[1024];
-      const char *bad = "device";
-      if (stage_device_check(r.root, &bad, why, sizeof why)) {
-        const struct cfg_node *dn = cfg_get(r.root, bad);
-        if (cfg_written(dn))
-          fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
-        else
-          fprintf(stderr, "se3screen: %s\n", why);
-        cfg_node_free(r.root);
-        return SE3_EXIT_USAGE;
-      }
-      break;
-    }
-  { /* the inputs' columns and tags, for the stages that will run */
-    char names[128] = "";
-    for (int i = first; i <= last; i++) {
-      if (run_stage_skipped(r.root, run_all_stages[i]) && !(o->stage && i == first)) continue;
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "",
-               run_all_stages[i]->name);
-    }
-    if (run_check_input_files(r.root, names, o->workflow)) {
-      cfg_node_free(r.root);
-      return SE3_EXIT_USAGE;
-    }
-  }
-
-  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
-  {
-    char tmp[PATH_MAX];
-    if (realpath(o->workflow, tmp)) {
-      snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", dirname(tmp));
-    } else {
-      snprintf(r.workflow_dir, sizeof r.workflow_dir, ".");
-    }
-  }
-  char dbpath[PATH_MAX + 64];
-  if (r.n_shards > 1) {
-    char dir[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/shards", r.workdir);
-    if (mkdirs(dir, r.err, sizeof r.err)) goto fail_early;
-    snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, run_all_stages[first]->name, r.shard);
-  } else {
-    if (mkdirs(r.workdir, r.err, sizeof r.err)) goto fail_early;
-    snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
-  }
-  /* The lock first: a database another se3screen is writing is refused by
-   * its holder's name before anything of it is read */
-  if (store_open_locked(&r.st, dbpath, STORE_WRITE, cfg_str(r.root, "store.journal", "wal"),
-                        (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), r.err, sizeof r.err))
-    goto fail_early;
-
-  /* A shard of a stage that reads another's tables reads them from screen.db
-   * (made by an unsharded run or by merge); it writes only its own database. */
-  r.src = "main";
-  const char *first_after = run_upstream_of(r.root, run_all_stages[first]);
-  if (r.n_shards > 1 && first_after) {
-    char up[PATH_MAX + 32];
-    snprintf(up, sizeof up, "%s/screen.db", r.workdir);
-    if (access(up, R_OK) != 0) {
-      snprintf(r.err, sizeof r.err, "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
-               run_all_stages[first]->name, first_after, up, first_after);
-      goto fail_early;
-    }
-    if (store_attach_readonly(&r.st, up, "src", r.err, sizeof r.err)) goto fail_early;
-    r.src = "src";
-  }
-
-  /* Remember how to rebuild this configuration (merge needs it to finalize). */
-  if (record_run(&r, r.n_shards > 1 ? run_all_stages[first]->name : "")) goto fail_early;
+  if (open_run(&r, o, first)) goto fail_early;
 
   install_signals();
   ret = SE3_EXIT_OK;

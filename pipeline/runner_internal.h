@@ -126,6 +126,21 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* Stage s's context in run r (its database, whatever r has open). */
 void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
+/* A stage's begin and, for a stage that declares its rows (struct
+ * stage_rows), the runner's plan of them (keyed.c); and its end, with the
+ * plan freed. Every call of a stage's begin and end goes through these. */
+int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items);
+void run_end(struct stage_ctx *ctx, const struct stage *s);
+
+/* ---- keyed.c -------------------------------------------------------------- */
+
+/* The molecules and chunks of a stage that declares its rows, after its
+ * begin, into ctx->plan (stage.h: struct stage_rows). STAGE_OK or
+ * STAGE_ERROR (ctx->err). */
+int run_rows_plan(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items);
+/* Its prune: the rows (and rejects) of molecules gone, changed, out of its
+ * set or duplicates, and those of another key; the count in *n. */
+int run_rows_prune(struct stage_ctx *ctx, const struct stage *s, int64_t *n);
 
 /* ---- plan.c --------------------------------------------------------------- */
 

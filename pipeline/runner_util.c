@@ -299,3 +299,15 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   ctx->cycle = r->cycle;
   ctx->round = r->round;
 }
+
+int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items) {
+  int st = s->begin(ctx, n_chunks, n_items);
+  if (st == STAGE_OK && s->keyed && s->keyed->rows) st = run_rows_plan(ctx, s, n_chunks, n_items);
+  return st;
+}
+
+void run_end(struct stage_ctx *ctx, const struct stage *s) {
+  if (s->end) s->end(ctx);
+  if (ctx->chunk_needed == ctx->plan.needed) ctx->chunk_needed = NULL;
+  stage_ids_free(&ctx->plan);
+}

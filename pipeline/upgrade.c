@@ -52,7 +52,7 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
   int64_t n_chunks = 0, n_items = 0;
   uint64_t legacy = 0;
   char note[512] = "", then[17];
-  int st = s->begin(&rc.ctx, &n_chunks, &n_items);
+  int st = run_begin(&rc.ctx, s, &n_chunks, &n_items);
   if (st == STAGE_OK) st = s->upgrade(&rc.ctx, 0, &legacy, note, sizeof note);
   legacy_hash(r->root, s, legacy, then);
   int current = st == STAGE_OK && fin == 1 && !strcmp(then, old);
@@ -76,7 +76,7 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
       }
     }
   }
-  if (s->end) s->end(&rc.ctx);
+  run_end(&rc.ctx, s);
   free(old);
   if (st != STAGE_OK) {
     fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, rc.ctx.err);

@@ -23,7 +23,6 @@ struct bstage {
   const char *dtype_name;
   int threads;
   int64_t max_blob; /* SQLite's largest value, in bytes */
-  struct stage_ids plan;
   char *select;
   sqlite3_stmt *insert;
 };
@@ -40,21 +39,8 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);
   b->max_blob = sqlite3_limit(ctx->db, SQLITE_LIMIT_LENGTH, -1);
-  char *plan = sqlite3_mprintf("SELECT mol_id FROM \"%w\".graphs ORDER BY mol_id", ctx->src);
-  int bad = stage_ids_load(ctx, plan, NULL, &b->plan, n_chunks);
-  sqlite3_free(plan);
-  if (bad) return STAGE_ERROR;
-  /* the chunks with a graph without a basis of its present contents, or a reject of it */
-  char *pending = sqlite3_mprintf(
-      "SELECT g.mol_id FROM \"%w\".graphs g INDEXED BY graphs_hash WHERE 1%z%z ORDER BY g.mol_id", ctx->src,
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".bases b INDEXED BY bases_hash WHERE b.mol_id = g.mol_id AND "
-                        "b.mol_hash IS g.mol_hash"),
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'basis' AND r.mol_id = g.mol_id AND "
-                        "r.mol_hash IS g.mol_hash"));
-  bad = stage_ids_pending(ctx, pending, NULL, 0, &b->plan);
-  sqlite3_free(pending);
-  if (bad) return STAGE_ERROR;
-  *n_items = b->plan.n;
+  (void)n_chunks; /* (the runner plans the molecules: struct stage_rows) */
+  (void)n_items;
   if (stage_graph_settings(ctx, &b->gs)) return STAGE_ERROR;
   b->select = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m "
                               "ON m.id = g.mol_id WHERE g.mol_id BETWEEN ?1 AND ?2 ORDER BY g.mol_id",
@@ -111,7 +97,7 @@ static int basis_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
 
 static int basis_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct bstage *b = ctx->state;
-  return stage_map_chunk(ctx, &b->plan, chunk, b->select, b->threads, basis_compute, b, basis_store, n_ok, n_rej);
+  return stage_map_chunk(ctx, &ctx->plan, chunk, b->select, b->threads, basis_compute, b, basis_store, n_ok, n_rej);
 }
 
 static void basis_end(struct stage_ctx *ctx) {
@@ -119,22 +105,9 @@ static void basis_end(struct stage_ctx *ctx) {
   if (!b) return;
   sqlite3_finalize(b->insert);
   sqlite3_free(b->select);
-  stage_ids_free(&b->plan);
   basis_plan_free(&b->bp);
   free(b);
   ctx->state = NULL;
-}
-
-/* The bases (and rejects) of graphs gone or changed. */
-static int basis_prune(struct stage_ctx *ctx, int64_t *n) {
-  return stage_prune_sql(ctx,
-                         "DELETE FROM bases WHERE mol_id IN (SELECT b.mol_id FROM bases b INDEXED BY bases_hash "
-                         "WHERE NOT EXISTS (SELECT 1 FROM graphs g INDEXED BY graphs_hash WHERE g.mol_id = b.mol_id "
-                         "AND g.mol_hash IS b.mol_hash));"
-                         "DELETE FROM rejects WHERE stage = 'basis' AND NOT EXISTS (SELECT 1 FROM graphs g INDEXED BY "
-                         "graphs_hash WHERE "
-                         "g.mol_id = rejects.mol_id AND g.mol_hash IS rejects.mol_hash)",
-                         "deleting the bases of graphs changed or gone", n);
 }
 
 /* merge: a shard's hash is the settings' and the upstream stage's */
@@ -143,7 +116,14 @@ static int basis_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
-static const struct stage_keyed basis_keyed = {.prune = basis_prune};
+/* One basis a graph; pruned when its graph is gone or changed. */
+static const struct stage_rows basis_rows = {
+    .table = "bases",
+    .index = "bases_hash",
+    .upstream = "graphs",
+    .up_index = "graphs_hash",
+};
+static const struct stage_keyed basis_keyed = {.rows = &basis_rows};
 
 const struct stage stage_basis = {
     .name = "basis",

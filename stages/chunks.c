@@ -343,20 +343,6 @@ char *stage_absent(const struct stage_ctx *ctx, const char *fmt) {
   return q ? sqlite3_mprintf(" AND NOT EXISTS (%z)", q) : NULL;
 }
 
-int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n) {
-  *n = 0;
-  if (ctx->src && strcmp(ctx->src, "main")) return STAGE_OK; /* a shard's database: screen.db is pruned by the next run */
-  int64_t before = sqlite3_total_changes64(ctx->db);
-  char *msg = NULL;
-  if (sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, msg ? msg : sqlite3_errmsg(ctx->db));
-    sqlite3_free(msg);
-    return STAGE_ERROR;
-  }
-  *n = sqlite3_total_changes64(ctx->db) - before;
-  return STAGE_OK;
-}
-
 int stage_word_listed(const char *list, const char *word) {
   size_t n = strlen(word);
   for (const char *q = list; n && (q = strstr(q, word)) != NULL; q += n)

@@ -5,7 +5,7 @@
  * Optional: it runs when the workflow names stages.dock. Plan: the set's
  * molecules (duplicates left out), ascending, in chunks of
  * stages.dock.chunk_size (default run.chunk_size) within one input file
- * (stage_ids_load), as graph plans them. Keyed: a
+ * (the runner plans them from the stage's struct stage_rows, as graph's). Keyed: a
  * docking records the hash of the molecule docked (docking.mol_hash) and of
  * the set-up it was docked under (docking.setup: Vina's version, the
  * receptor file's bytes, the box, exhaustiveness and seed); a rerun docks
@@ -78,7 +78,6 @@ struct dstage {
   int table, table_loaded;
   const char *table_path, *table_key, *key_column, *score_column;
   sqlite3_stmt *lookup;
-  struct stage_ids plan;
   struct stage_ctx *ctx;   /* for the store callback */
   sqlite3_stmt *insert;
   int64_t chunk, n_ok, n_rej, docked, rejected, before;
@@ -297,27 +296,24 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   d->ctx = ctx;
   d->receptor_fd = d->table_fd = -1;
   if (dock_setup(ctx, d)) return STAGE_ERROR;
-  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE set_name = ?1%z AND NOT EXISTS (SELECT 1 FROM "
-                               "\"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
-                               ctx->src, acquired_sql(ctx), ctx->src);
-  int bad = stage_ids_load(ctx, plan, d->set, &d->plan, n_chunks);
-  sqlite3_free(plan);
-  if (bad) return STAGE_ERROR;
-  if (d->plan.n == 0 && stage_acquiring(ctx->root)) {
-    *n_items = 0; /* nothing acquired yet */
-    return STAGE_OK;
-  }
-  if (d->plan.n == 0)
+  /* the set's molecules (those acquired, when the workflow acquires) are
+   * the runner's to plan (struct stage_rows; then dock_planned); a
+   * docking's key is the set-up it was made under */
+  ctx->key[0] = d->setup;
+  (void)n_chunks;
+  (void)n_items;
+  return STAGE_OK;
+}
+
+/* After the runner's plan: a set without molecules to dock is refused, but
+ * where the workflow acquires (nothing acquired yet). */
+static int dock_planned(struct stage_ctx *ctx) {
+  struct dstage *d = ctx->state;
+  if (ctx->plan.n == 0 && !stage_acquiring(ctx->root))
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "set") ? cfg_get(ctx->cfg, "set") : ctx->cfg,
                          "stages.dock.set: the set '%s' has no molecules to dock (is it one of the workflow's sets, "
                          "and were its records all rejected?)",
                          d->set);
-  char *pending = pending_sql(ctx, "m.id", "");
-  const char *params[] = {d->set, d->setup};
-  bad = stage_ids_pending(ctx, pending, params, 2, &d->plan);
-  sqlite3_free(pending);
-  if (bad) return STAGE_ERROR;
-  *n_items = d->plan.n;
   return STAGE_OK;
 }
 
@@ -601,7 +597,7 @@ static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, i
 
 static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct dstage *d = ctx->state;
-  const struct stage_ids *p = &d->plan;
+  const struct stage_ids *p = &ctx->plan;
   int64_t lo = p->ids[p->start[chunk]], hi = p->ids[p->start[chunk + 1] - 1], in_chunk = p->start[chunk + 1] - p->start[chunk];
   if (d->table) {
     d->n_ok = d->n_rej = 0;
@@ -717,39 +713,15 @@ static void dock_end(struct stage_ctx *ctx) {
   free(d->ids);
   free(d->hashes);
   free(d->no_hash);
-  stage_ids_free(&d->plan);
   free(d);
   ctx->state = NULL;
-}
-
-/* The dockings (and rejects) of molecules gone or changed, of duplicates,
- * and, when the set-up changed, all of them. */
-static int dock_prune(struct stage_ctx *ctx, int64_t *n) {
-  struct dstage *d = ctx->state;
-  char *sql = sqlite3_mprintf(
-      "DELETE FROM docking WHERE setup <> %Q OR mol_id IN (SELECT k.mol_id FROM docking k WHERE NOT EXISTS (SELECT 1 "
-      "FROM molecules m INDEXED BY molecules_hash WHERE m.id = k.mol_id AND m.mol_hash IS k.mol_hash) OR EXISTS "
-      "(SELECT 1 FROM duplicates d WHERE d.mol_id = k.mol_id));"
-      "DELETE FROM rejects WHERE stage = 'dock' AND ((SELECT value FROM meta WHERE key = 'dock_setup') IS NOT %Q OR "
-      "NOT EXISTS (SELECT 1 FROM molecules m WHERE m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash) OR "
-      "mol_id IN (SELECT mol_id FROM duplicates))",
-      d->setup, d->setup);
-  if (!sql) return stage_fail_at(ctx, NULL, "out of memory");
-  int rc = stage_prune_sql(ctx, sql, "deleting the dockings of molecules changed or gone", n);
-  sqlite3_free(sql);
-  /* (this database's rejects are of this set-up from here on) */
-  char *meta = sqlite3_mprintf("INSERT OR REPLACE INTO meta(key, value) VALUES('dock_setup', %Q)", d->setup);
-  if (rc == STAGE_OK && (!meta || sqlite3_exec(ctx->db, meta, NULL, NULL, NULL) != SQLITE_OK))
-    rc = stage_sql_fail(ctx, "recording the docking set-up");
-  sqlite3_free(meta);
-  return rc;
 }
 
 /* --dry-run: the molecules to dock; the set whose docking label that changes. */
 static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mol_sets, char *label_sets,
                         size_t sets_size) {
   struct dstage *d = ctx->state;
-  int64_t todo = d->plan.n - ctx->items_done, before = 0;
+  int64_t todo = ctx->plan.n - ctx->items_done, before = 0;
   (void)mol_sets;
   if (todo <= 0) {
     line[0] = 0;
@@ -766,7 +738,7 @@ static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mo
   sqlite3_finalize(st);
   sqlite3_free(sql);
   snprintf(line, size, "%lld of %lld molecules of '%s' to dock (new or changed, or never docked under this set-up)",
-           (long long)(todo - before), (long long)d->plan.n, d->set);
+           (long long)(todo - before), (long long)ctx->plan.n, d->set);
   snprintf(label_sets, sets_size, "%s:%s", d->set, stage_dock_label(ctx->root) ? stage_dock_label(ctx->root) : "dock");
   return STAGE_OK;
 }
@@ -776,7 +748,28 @@ static int dock_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
-static const struct stage_keyed dock_keyed = {.prune = dock_prune};
+/* The workflow's acquisitions, when it acquires: dock docks only those. */
+static const char *dock_within(const struct cfg_node *root) { return stage_acquiring(root) ? "acquisitions" : NULL; }
+
+/* One docking a molecule of the set (not a duplicate), under this set-up
+ * (setup; the rejects' set-up in meta dock_setup); pruned when its
+ * molecule is gone, changed or a duplicate, or the set-up changed, but
+ * kept when the molecule only left the set or the acquisitions: a docking
+ * is dear. */
+static const struct stage_rows dock_rows = {
+    .table = "docking",
+    .index = "docking_hash",
+    .upstream = "molecules",
+    .up_index = "molecules_hash",
+    .set = "stages.dock.set",
+    .no_duplicates = 1,
+    .keep_out_of_set = 1,
+    .key = {"setup"},
+    .rejects_meta = "dock_setup",
+    .within = dock_within,
+    .planned = dock_planned,
+};
+static const struct stage_keyed dock_keyed = {.rows = &dock_rows};
 
 const struct stage stage_dock = {
     .name = "dock",

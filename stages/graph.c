@@ -3,12 +3,13 @@
  * has the blob layout).
  *
  * Plan: the molecule ids, ascending, in chunks of run.chunk_size within one
- * input file (stage_ids_load); every shard sees the same ids, so chunk c is
- * the same molecules everywhere. Keyed (struct stage's keyed): a graph
- * records the hash of the molecule it was built from (graphs.mol_hash), and
- * a rerun redoes only the chunks holding a molecule without a graph of its
- * present contents (a new file's, a changed record's); prune deletes the
- * graphs of molecules gone or changed. A molecule
+ * input file, which the runner makes from the stage's declaration of its
+ * rows (struct stage_rows, pipeline/keyed.c); every shard sees the same ids,
+ * so chunk c is the same molecules everywhere. Keyed: a graph records the
+ * hash of the molecule it was built from (graphs.mol_hash), and a rerun
+ * redoes only the chunks holding a molecule without a graph of its present
+ * contents (a new file's, a changed record's); the runner's prune deletes
+ * the graphs of molecules gone or changed. A molecule
  * whose graph cannot be built (no 3D coordinates, too many edges) becomes a
  * reject of this stage; the others go on.
  *
@@ -37,7 +38,6 @@ struct gstage {
   struct graph_settings gs;
   struct gcount *chunk, run; /* chunk: written by compute through the const state */
   int threads, store;
-  struct stage_ids plan;
   char *select;
   sqlite3_stmt *insert;
 };
@@ -52,26 +52,8 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   const struct cfg_node *c = ctx->cfg;
   g->store = cfg_bool(c, "store", 1);
   g->threads = (int)cfg_int(c, "threads", 0);
-  /* (a duplicate, stages.ingest.dedupe, is left out) */
-  char *plan = sqlite3_mprintf("SELECT id FROM \"%w\".molecules m WHERE NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
-                               "WHERE d.mol_id = m.id) ORDER BY id",
-                               ctx->src, ctx->src);
-  int bad = stage_ids_load(ctx, plan, NULL, &g->plan, n_chunks);
-  sqlite3_free(plan);
-  if (bad) return STAGE_ERROR;
-  /* the chunks with a molecule without a graph of its present contents, or a reject of it */
-  char *pending = sqlite3_mprintf(
-      "SELECT m.id FROM \"%w\".molecules m INDEXED BY molecules_hash WHERE NOT EXISTS (SELECT 1 FROM \"%w\".duplicates "
-      "d WHERE d.mol_id = m.id)%z%z ORDER BY m.id",
-      ctx->src, ctx->src,
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash WHERE g.mol_id = m.id AND "
-                        "g.mol_hash IS m.mol_hash"),
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'graph' AND r.mol_id = m.id AND "
-                        "r.mol_hash IS m.mol_hash"));
-  bad = stage_ids_pending(ctx, pending, NULL, 0, &g->plan);
-  sqlite3_free(pending);
-  if (bad) return STAGE_ERROR;
-  *n_items = g->plan.n;
+  (void)n_chunks; /* (the runner plans the molecules: struct stage_rows) */
+  (void)n_items;
   g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules m WHERE id BETWEEN ?1 AND ?2 AND NOT "
                               "EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = m.id) ORDER BY id",
                               ctx->src, ctx->src);
@@ -130,7 +112,7 @@ static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *
 static int graph_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct gstage *g = ctx->state;
   *g->chunk = (struct gcount){0, 0};
-  int rc = stage_map_chunk(ctx, &g->plan, chunk, g->select, g->threads, graph_compute, g, graph_store, n_ok, n_rej);
+  int rc = stage_map_chunk(ctx, &ctx->plan, chunk, g->select, g->threads, graph_compute, g, graph_store, n_ok, n_rej);
   if (rc == STAGE_OK) {
     g->run.dropped += g->chunk->dropped;
     g->run.edges += g->chunk->edges;
@@ -149,22 +131,8 @@ static void graph_end(struct stage_ctx *ctx) {
   free(g->chunk);
   sqlite3_finalize(g->insert);
   sqlite3_free(g->select);
-  stage_ids_free(&g->plan);
   free(g);
   ctx->state = NULL;
-}
-
-/* The graphs (and rejects) of molecules gone or changed, and of duplicates. */
-static int graph_prune(struct stage_ctx *ctx, int64_t *n) {
-  return stage_prune_sql(ctx,
-                         "DELETE FROM graphs WHERE mol_id IN (SELECT g.mol_id FROM graphs g INDEXED BY graphs_hash "
-                         "WHERE NOT EXISTS (SELECT 1 FROM molecules m INDEXED BY molecules_hash WHERE m.id = g.mol_id "
-                         "AND m.mol_hash IS g.mol_hash) OR EXISTS (SELECT 1 FROM duplicates d WHERE d.mol_id = "
-                         "g.mol_id));"
-                         "DELETE FROM rejects WHERE stage = 'graph' AND NOT EXISTS (SELECT 1 FROM molecules m WHERE "
-                         "m.id = rejects.mol_id AND m.mol_hash IS rejects.mol_hash) OR (stage = 'graph' AND mol_id IN (SELECT "
-                         "mol_id FROM duplicates))",
-                         "deleting the graphs of molecules changed or gone", n);
 }
 
 /* merge: a shard's hash is the settings' and the upstream stage's */
@@ -173,7 +141,16 @@ static int graph_merge_hash(const struct cfg_node *root) {
   return STAGE_HASH_SETTINGS;
 }
 
-static const struct stage_keyed graph_keyed = {.prune = graph_prune};
+/* One graph a molecule, but a duplicate's; pruned when its molecule is
+ * gone, changed or a duplicate now. */
+static const struct stage_rows graph_rows = {
+    .table = "graphs",
+    .index = "graphs_hash",
+    .upstream = "molecules",
+    .up_index = "molecules_hash",
+    .no_duplicates = 1,
+};
+static const struct stage_keyed graph_keyed = {.rows = &graph_rows};
 
 const struct stage stage_graph = {
     .name = "graph",

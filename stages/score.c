@@ -61,7 +61,6 @@ struct sstage {
   char model_id[PATH_MAX], target[256];
   char model_hash[17]; /* 16 hex digits: the members' checkpoint bytes */
   struct member *mem;
-  struct stage_ids plan;
   char *select;
   const struct nn_backend *be;
   struct graph_settings gs; /* to rebuild graphs not stored */
@@ -252,49 +251,47 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   }
   if (!s->pred || !s->out || !s->base[0] || !s->base[1] || !s->ids[0] || !s->ids[1])
     return stage_fail_at(ctx, NULL, "out of memory");
-  /* The set's molecules with a graph, in chunks within one input file. */
-  char *plan = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = "
-                               "g.mol_id WHERE m.set_name = ?1 ORDER BY 1",
-                               ctx->src, ctx->src);
-  int bad = stage_ids_load(ctx, plan, s->set, &s->plan, n_chunks);
-  sqlite3_free(plan);
-  if (bad) return STAGE_ERROR;
-  if (s->plan.n == 0)
+  /* the set's molecules with a graph, in chunks within one input file,
+   * are the runner's to plan (struct stage_rows; then score_planned); a
+   * score's key is the model it was made with */
+  ctx->key[0] = s->model_id;
+  ctx->key[1] = s->model_hash;
+  (void)n_chunks;
+  (void)n_items;
+  s->select = score_chunk_sql(ctx->src);
+  return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
+}
+
+/* After the runner's plan: a set without molecules is refused. Keyed: the
+ * chunks with a molecule not scored by this model from its present graph
+ * (nor rejected from it) are each scored again whole, in the batches a
+ * fresh run makes (a score's last bits depend on them), and so are those
+ * after a score of this model whose molecule left the set's plan (its
+ * file's record gone, its graph gone: a duplicate now; not one changed,
+ * which stays in its chunk): the chunks of its file from there on are cut
+ * otherwise now. Whole (stages.score.merge: hits): the scores are redone
+ * when the set's molecules (ids and hashes) change. */
+static int score_planned(struct stage_ctx *ctx) {
+  struct sstage *s = ctx->state;
+  if (ctx->plan.n == 0)
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "set"), "stages.score.set: set '%s' has no molecules with a graph",
                          s->set);
+  const char *params[3] = {s->set, s->model_id, s->model_hash};
   char *sql = NULL;
+  int bad;
   if (score_keyed(ctx->root)) {
-    /* keyed: the chunks with a molecule not scored by this model from its
-     * present graph (nor rejected from it), each scored again whole, in the
-     * batches a fresh run makes (a score's last bits depend on them) */
-    sql = sqlite3_mprintf("SELECT g.mol_id FROM \"%w\".graphs g INDEXED BY graphs_hash JOIN \"%w\".molecules m ON "
-                          "m.id = g.mol_id WHERE m.set_name = ?1%z%z ORDER BY 1",
-                          ctx->src, ctx->src,
-                          stage_absent(ctx, "SELECT 1 FROM \"%w\".scores s WHERE s.mol_id = g.mol_id AND s.model = ?2 "
-                                            "AND s.model_hash = ?3 AND s.mol_hash IS g.mol_hash"),
-                          stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'score' AND r.mol_id = "
-                                            "g.mol_id AND r.mol_hash IS g.mol_hash"));
-    const char *params[3] = {s->set, s->model_id, s->model_hash};
-    bad = stage_ids_pending(ctx, sql, params, 3, &s->plan);
-    /* the scores of this model whose molecule left the set's plan (its
-     * file's record gone, its graph gone: a duplicate now; not one changed,
-     * which stays in its chunk): the chunks of its file from there on are
-     * cut otherwise now */
-    sqlite3_free(sql);
     sql = sqlite3_mprintf("SELECT s.mol_id FROM \"%w\".scores s WHERE s.model = ?2 AND s.model_hash = ?3 AND NOT EXISTS "
                           "(SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash JOIN \"%w\".molecules m ON m.id = "
                           "g.mol_id WHERE g.mol_id = s.mol_id AND m.set_name = ?1) "
                           "ORDER BY 1",
                           ctx->src, ctx->src, ctx->src);
-    if (!bad) bad = stage_ids_moved(ctx, sql, params, 3, &s->plan);
+    bad = stage_ids_moved(ctx, sql, params, 3, &ctx->plan);
   } else {
-    /* whole: the scores are redone when the set's molecules (ids and
-     * hashes) change */
     sql = sqlite3_mprintf("SELECT g.mol_hash FROM \"%w\".graphs g JOIN \"%w\".molecules m ON m.id = g.mol_id "
                           "WHERE m.set_name = ?1 ORDER BY g.mol_id",
                           ctx->src, ctx->src);
     sqlite3_stmt *st = NULL;
-    uint64_t h = s->plan.hash;
+    uint64_t h = ctx->plan.hash;
     int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
     if (rc == SQLITE_OK) sqlite3_bind_text(st, 1, s->set, -1, SQLITE_STATIC);
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -307,10 +304,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
     ctx->inputs_hash = se3_hash_bytes(ctx->inputs_hash, &h, sizeof h);
   }
   sqlite3_free(sql);
-  if (bad) return STAGE_ERROR;
-  *n_items = s->plan.n;
-  s->select = score_chunk_sql(ctx->src);
-  return s->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
+  return bad;
 }
 
 /* Scoring is a pipeline of two batches: the molecules gathered in bb are
@@ -425,8 +419,8 @@ static double atomref_sum(const struct member *m, const struct mol *mol) {
 static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct sstage *s = ctx->state;
   *n_ok = *n_rej = 0;
-  if (chunk < 0 || chunk >= s->plan.n_chunks) return STAGE_OK;
-  int64_t lo = s->plan.start[chunk], hi = s->plan.start[chunk + 1];
+  if (chunk < 0 || chunk >= ctx->plan.n_chunks) return STAGE_OK;
+  int64_t lo = ctx->plan.start[chunk], hi = ctx->plan.start[chunk + 1];
   sqlite3_stmt *sel = NULL, *ins = NULL;
   /* each score beside the hash of the molecule its graph was built from
    * (graphs.mol_hash): a rerun scores again only what changed */
@@ -442,8 +436,8 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     return stage_sql_fail(ctx, "scoring");
   }
   sqlite3_bind_text(sel, 1, s->set, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(sel, 2, s->plan.ids[lo]);
-  sqlite3_bind_int64(sel, 3, s->plan.ids[hi - 1]);
+  sqlite3_bind_int64(sel, 2, ctx->plan.ids[lo]);
+  sqlite3_bind_int64(sel, 3, ctx->plan.ids[hi - 1]);
   /* molecules gathered into slot cur (k of them), while the batch of the
    * other slot (pending molecules) is under way */
   int k = 0, cur = 0, pending = 0, ret = STAGE_OK;
@@ -522,7 +516,6 @@ static void score_end(struct stage_ctx *ctx) {
     free(s->base[i]);
     free(s->ids[i]);
   }
-  stage_ids_free(&s->plan);
   sqlite3_free(s->select);
   se3_batch_buf_free(&s->bb);
   free(s);
@@ -535,23 +528,6 @@ static void score_end(struct stage_ctx *ctx) {
  * the hits' scores in screen.db: the others' would look missing. */
 static int score_keyed(const struct cfg_node *root) {
   return strcmp(cfg_str(root, "stages.score.merge", "all"), "hits") != 0;
-}
-
-/* The scores of another model (or checkpoint), of molecules gone, changed
- * or out of the set, and the rejects of molecules gone or changed. */
-static int score_prune(struct stage_ctx *ctx, int64_t *n) {
-  struct sstage *s = ctx->state;
-  char *sql = sqlite3_mprintf(
-      "DELETE FROM scores WHERE model <> %Q OR model_hash IS NOT %Q OR NOT EXISTS (SELECT 1 FROM graphs g JOIN "
-      "molecules m ON m.id = g.mol_id WHERE g.mol_id = scores.mol_id AND g.mol_hash IS scores.mol_hash AND "
-      "m.set_name = %Q);"
-      "DELETE FROM rejects WHERE stage = 'score' AND NOT EXISTS (SELECT 1 FROM graphs g JOIN molecules m ON m.id = "
-      "g.mol_id WHERE g.mol_id = rejects.mol_id AND g.mol_hash IS rejects.mol_hash AND m.set_name = %Q)",
-      s->model_id, s->model_hash, s->set, s->set);
-  int rc = sql ? stage_prune_sql(ctx, sql, "deleting the scores of another model or of molecules changed or gone", n)
-               : stage_fail_at(ctx, NULL, "out of memory");
-  sqlite3_free(sql);
-  return rc;
 }
 
 /* In a score-only workflow score reads what train would have read: the
@@ -663,7 +639,18 @@ static int score_folded_as_now(sqlite3 *db, const struct cfg_node *root) {
   return same;
 }
 
-static const struct stage_keyed score_keyed_decl = {.when = score_keyed, .prune = score_prune};
+/* One score a molecule of the set with a graph, by this model (model,
+ * model_hash); pruned when its graph is gone or changed, its molecule left
+ * the set, or another model scores. */
+static const struct stage_rows score_rows = {
+    .table = "scores",
+    .upstream = "graphs",
+    .up_index = "graphs_hash",
+    .set = "stages.score.set",
+    .key = {"model", "model_hash"},
+    .planned = score_planned,
+};
+static const struct stage_keyed score_keyed_decl = {.when = score_keyed, .rows = &score_rows};
 
 const struct stage stage_score = {
     .name = "score",

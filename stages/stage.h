@@ -26,6 +26,22 @@
 struct stage_ctx;
 struct stage_fold;
 
+/* The plan of a per-molecule stage: the ids `sql` selects (one column,
+ * ascending; `param`, when not NULL, bound to ?1), cut into chunks of
+ * the stage's own chunk_size where it has one (dock's), else
+ * run.chunk_size, that each hold molecules of one input file (a chunk ends
+ * where the file does), so that a file added or removed leaves the other
+ * files' chunks as they were. The same in every shard. */
+struct stage_ids {
+  int64_t *ids;
+  int64_t n, chunk_size;
+  int64_t *start; /* chunk c is ids[start[c]] .. ids[start[c + 1] - 1] */
+  int64_t n_chunks;
+  uint8_t *needed;  /* stage_ids_pending: 1 for a chunk with a molecule to (re)do */
+  int64_t n_needed; /* ... the molecules of those chunks */
+  uint64_t hash;    /* the ids' fingerprint */
+};
+
 /* Progress and log callbacks provided by the runner. */
 struct stage_report {
   /* n more items (molecules) finished in the chunk in flight */
@@ -59,6 +75,13 @@ struct stage_ctx {
                                   per chunk, 1 when it has work; the runner takes
                                   the others as done. NULL: every chunk */
   int64_t items_done;          /* ... and the molecules of those others */
+  struct stage_ids plan;       /* a stage that declares its rows (struct
+                                  stage_rows): its molecules and chunks, which
+                                  the runner plans after begin and frees after
+                                  end */
+  const char *key[2];          /* ... set by its begin: the values of the
+                                  rows' key columns this run (score's model
+                                  and its hash, dock's set-up) */
   int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle) */
   int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
                                   step, where no runner goes round); -1: none */
@@ -118,9 +141,50 @@ enum {
  * whole when its configuration, its inputs or the stage before it change. */
 struct stage_keyed {
   int (*when)(const struct cfg_node *root);
+  /* A stage that maps molecules to rows of its own declares them; the
+   * runner then plans its molecules and chunks and prunes its rows
+   * (pipeline/keyed.c). NULL: the stage plans in its begin and prunes in
+   * `prune` (ingest, by input file; acquire, by round). */
+  const struct stage_rows *rows;
   /* The rows deleted, counted in *n (for the log). STAGE_OK or STAGE_ERROR.
-   * NULL: nothing to delete (the stage replaces its rows itself). */
+   * NULL: nothing to delete. */
   int (*prune)(struct stage_ctx *ctx, int64_t *n);
+};
+
+/* One row a molecule (graph, basis, score, dock). The stage's begin sets
+ * up what its chunks need and the values of its key columns (ctx->key);
+ * the runner then plans, as every such stage was planned before it was
+ * declared:
+ *   - the molecules: the ids of `upstream` (of the set named by the
+ *     configuration key `set`, when there is one; of those `within`
+ *     lists, when it names a table in this workflow; no duplicate, with
+ *     no_duplicates), ascending, in chunks within one input file
+ *     (stage_ids_load), into ctx->plan;
+ *   - when keyed in this workflow, the chunks with a molecule whose row of
+ *     its present contents (mol_hash) under this run's key, or whose
+ *     reject, is missing (stage_ids_pending);
+ *   - then `planned`, which may refuse the plan or mark more.
+ * And the runner's prune deletes the rows (and this stage's rejects) of
+ * molecules gone, changed, out of the set (unless kept_out_of_set) or
+ * duplicates, and the rows made under another key. */
+struct stage_rows {
+  const char *table;    /* its rows: mol_id, mol_hash and the key columns */
+  const char *index;    /* table's index on (mol_id, mol_hash); NULL: none */
+  const char *upstream; /* "molecules" (key id) or "graphs" (key mol_id): what a row is made from */
+  const char *up_index; /* upstream's index on (id, mol_hash); NULL: none */
+  const char *set;      /* the configuration key of the one set it maps; NULL: every molecule */
+  int no_duplicates;    /* a molecule of `duplicates` (stages.ingest.dedupe) has no row */
+  int keep_out_of_set;  /* prune keeps the row of a molecule no longer in the set (a docking: dear) */
+  const char *key[2];   /* columns a row's key is in (ctx->key holds this run's); NULL: none */
+  /* a key of meta holding the key (ctx->key[0]) this stage's rejects were
+   * made under: rejects made under another are stale; prune writes it.
+   * NULL: a reject stands while its molecule is unchanged */
+  const char *rejects_meta;
+  /* the table whose molecules alone the stage maps in this workflow (dock:
+   * "acquisitions" when the workflow acquires); NULL: none */
+  const char *(*within)(const struct cfg_node *root);
+  /* after the plan: STAGE_OK, or STAGE_ERROR (an empty plan refused) */
+  int (*planned)(struct stage_ctx *ctx);
 };
 
 /* How `merge` folds a shard of the stage into screen.db (and a
@@ -312,21 +376,6 @@ int stage_sql_fail(struct stage_ctx *ctx, const char *what);
  * molecule came from is id / STAGE_ID_STRIDE. */
 #define STAGE_ID_STRIDE 1000000000LL
 
-/* The plan of a per-molecule stage: the ids `sql` selects (one column,
- * ascending; `param`, when not NULL, bound to ?1), cut into chunks of
- * the stage's own chunk_size where it has one (dock's), else
- * run.chunk_size, that each hold molecules of one input file (a chunk ends
- * where the file does), so that a file added or removed leaves the other
- * files' chunks as they were. The same in every shard. */
-struct stage_ids {
-  int64_t *ids;
-  int64_t n, chunk_size;
-  int64_t *start; /* chunk c is ids[start[c]] .. ids[start[c + 1] - 1] */
-  int64_t n_chunks;
-  uint8_t *needed;  /* stage_ids_pending: 1 for a chunk with a molecule to (re)do */
-  int64_t n_needed; /* ... the molecules of those chunks */
-  uint64_t hash;    /* the ids' fingerprint */
-};
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks);
 /* A keyed stage's plan (struct stage's keyed): marks needed the chunks of p
  * holding an id that `sql` selects (the molecules whose row is missing or
@@ -350,10 +399,6 @@ int stage_ids_moved(struct stage_ctx *ctx, const char *sql, const char *const *p
  * shard's, a process's database), for those too: a keyed stage's test of a
  * molecule's row. sqlite3_malloc'd (for %z), NULL when out of memory. */
 char *stage_absent(const struct stage_ctx *ctx, const char *fmt);
-/* A keyed stage's prune: runs `sql` (statements that delete, with %w
- * nowhere: the writer's own tables) and counts the rows they deleted into
- * *n. STAGE_OK, or STAGE_ERROR naming `what`. */
-int stage_prune_sql(struct stage_ctx *ctx, const char *sql, const char *what, int64_t *n);
 /* A 64-bit hash of a file's bytes (what work is keyed by: an edited file
  * redoes what depends on it, a `touch` or a copy nothing), read in 1 MiB
  * blocks at several GB/s. 0, or -1 with errno. A file that is not regular
