@@ -90,6 +90,11 @@ def selftest_runs(d):
     ok = rc is not None and rc < 0 and 'went unnoticed' not in out and \
         'cuda_emu: launch of mark on a stream outside the open stream capture' in err
     fails += report('selftest outside: a launch outside the capture stops the process', ok, rc, out, err)
+    # an allocation while a capture is open (a GPU refuses it, the backend's step would run eagerly)
+    rc, out, err = run([os.path.join(d, 'selftest'), 'alloc'])
+    ok = rc is not None and rc < 0 and 'went unnoticed' not in out and \
+        'cuda_emu: cudaMalloc while a stream capture is open' in err
+    fails += report('selftest alloc: a cudaMalloc inside a capture stops the process', ok, rc, out, err)
     mpi = os.path.join(d, 'selftest_mpi')
     if not os.path.exists(mpi):
         print('(NCCL inside CUDA graphs: checked where the build has MPI)')

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # dev/cuda_emu — runs the CUDA backend (models/cuda/) on the host, without a
-# GPU, and compares every operation of its table, and a whole model's
-# forward, backward and Adam step, with the CPU backend (check.c).
+# GPU, and compares every operation of its table with the CPU backend (the
+# suite's op table, tests/gpu/test_backend_ops.c, linked with the emulated
+# objects), then whole models' forward, backward and Adam step and fp16's
+# recorded steps (check.c: what the op table cannot express).
 #
 # How: launch.py rewrites each kernel launch `k<<<grid, block, ...>>>(args)`
 # into a call of inc/cuda_runtime.h's emulator, where a block's threads are
@@ -31,30 +33,35 @@
 # and grid dimensions, 48 KiB of shared memory) it does not run and the next
 # cudaGetLastError gives CUDA's code; launch.py stops on a launch not checked
 # at once (CU_LAUNCHED) and on a __shared__ not at its function's top level.
-# EMU_ASAN=1 (with EMU_TESTS=0): the emulated objects, check.c and the
-# self-test with AddressSanitizer; allocations are exactly their size, so a
-# kernel's access past the end of a buffer stops the run with ASan's report
-# (ASAN_OPTIONS defaults to detect_leaks=0: check.c frees little).
+# EMU_ASAN=1 (with EMU_TESTS=0 or ops): the emulated objects, check.c, the op
+# table and the self-test with AddressSanitizer; allocations are exactly
+# their size, so a kernel's access past the end of a buffer stops the run
+# with ASan's report (ASAN_OPTIONS defaults to detect_leaks=0: check.c frees
+# little).
 # First, the emulator's self-test (selftest.cu, launch_test.py): broken
 # kernels and sources it must catch, correct ones it must pass (with
 # EMU_ASAN=1, a float written past a buffer too), stream captures forked and
 # joined or not, work outside a capture stopping the process, and with MPI
 # in the build NCCL's calls inside CUDA graphs (selftest_mpi under mpirun
-# -np 2, and EMU_NCCL_FAULT at a replay). Then `check devices`: the
+# -np 2, and EMU_NCCL_FAULT at a replay). Then `devices` (devices.c): the
 # GPU a process opens by node-local rank (modulo the GPUs it sees) or by
 # index, each case with EMU_DEVICES GPUs visible (EMU_DEVICES=N, default 1,
-# sets that for any run here).
+# sets that for any run here). Then the op table, test_backend_ops cuda,
+# built here against the emulated objects (SE3_OPS_LINKED), once per
+# precision and convolution path of EMU_OPS (default every precision on
+# each path of EMU_CONV, "direct gemm"; e.g. EMU_OPS="fp32:direct
+# bf16:gemm", the suite's; EMU_OPS_QUICK=1: with --quick, the suite's too,
+# the qm9-wide convolutions on a small graph); SE3_CONV_CHUNK_MB=1 makes the
+# GEMM path's chunks a few edges. Then `check` in EMU_PRECISION (fp32|tf32|bf16|fp16, default
+# fp32; the emulated cuBLAS rounds the products' inputs as tensor cores
+# would).
 #
 #   usage: dev/cuda_emu/run.sh [BUILD_DIR]   (default build; needs its libse3nn.a)
-# EMU_BUDGET=65536 shrinks the convolution backward's chunks to a few edges.
-# EMU_PRECISION=fp32|tf32|bf16|fp16 opens check.c's table in that precision (the
-# emulated cuBLAS rounds the products' inputs as tensor cores would).
-# Then, unless EMU_TESTS=0, the suite's GPU programs (test_backend_ops in
-# each precision and on each convolution path, EMU_CONV="direct gemm";
-# EMU_TESTS=ops: those alone; test_gpu_train) and a small workflow with device: cuda
-# (against the same on the CPU; EMU_TESTS=workflow: that alone) run against
-# the emulated GPU: the same sources as a module beside copies of them and
-# of se3screen. Their verdicts there say nothing about a real GPU's warps,
+# Then, unless EMU_TESTS=0 or ops, the suite's test_gpu_train and a small
+# workflow with device: cuda (against the same on the CPU;
+# EMU_TESTS=workflow: that alone, no op table) run against the emulated GPU:
+# the same sources as a module beside copies of test_gpu_train and
+# se3screen. Their verdicts there say nothing about a real GPU's warps,
 # cuBLAS or driver.
 # With MPI in the build, the collectives are compiled against inc/nccl.h,
 # NCCL emulated over MPI (a process an emulated GPU), and a second module
@@ -62,9 +69,9 @@
 # host). EMU_TESTS=nccl builds the modules and runs nccl.sh alone (two
 # emulated GPUs under mpirun -np 2, and NCCL's failure paths; no check).
 # EMU_OUT: the output folder (default BUILD_DIR/cuda_emu). EMU_JOBS: the
-# compilers at once (default nproc). EMU_CHECK="ops model deg4 steps":
+# compilers at once (default nproc). EMU_CHECK="model deg4 steps":
 # check's groups to run (default all; tests/gpu/cuda_emu.sh's bf16 run
-# takes "ops model"). Each step prints its seconds.
+# takes "model"). Each step prints its seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -74,8 +81,8 @@ out=${EMU_OUT:-$bld/cuda_emu}
 # linked with AddressSanitizer (the static libraries stay as built).
 asan=()
 if [ "${EMU_ASAN:-0}" = 1 ]; then
-  if [ "${EMU_TESTS:-1}" != 0 ]; then
-    echo "run.sh: EMU_ASAN=1 covers check and the self-test only: run it with EMU_TESTS=0" >&2
+  if [ "${EMU_TESTS:-1}" != 0 ] && [ "${EMU_TESTS:-1}" != ops ]; then
+    echo "run.sh: EMU_ASAN=1 covers the self-test, check and the op table only: run it with EMU_TESTS=0 or ops" >&2
     exit 2
   fi
   asan=(-fsanitize=address -fno-omit-frame-pointer)
@@ -150,15 +157,44 @@ if [ "${EMU_TESTS:-1}" != nccl ]; then
     g++ -fopenmp "${asan[@]}" "$out/selftest/selftest_mpi.o" "$out/obj/emu.o" "${mpi[@]}" -o "$out/selftest/selftest_mpi"
   fi
   python3 "$here/launch_test.py" "$out/selftest"
-  gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" "${asan[@]}" -c "$here/check.c" -o "$out/check.o"
-  g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$out/check.o" "$bld/libse3nn.a" "$bld/libse3models.a" "$bld/libse3common.a" \
-    "${mpi[@]}" -lopenblas -lm -o "$out/check"
-  echo "(the self-test and check built: $SECONDS s)"
+  # check, devices and the op table, each a program linked with the
+  # emulated objects (the op table calls nn_backend_cuda_open itself:
+  # SE3_OPS_LINKED), compiled side by side
+  pids=()
+  for c in "$here/check.c" "$here/devices.c" "$root/tests/gpu/test_backend_ops.c"; do
+    p=$(basename "$c" .c)
+    (gcc -std=gnu17 -O1 -g -fopenmp -Wall -I"$root" -DSE3_OPS_LINKED=1 "${asan[@]}" -c "$c" -o "$out/$p.o" &&
+      g++ -fopenmp "${asan[@]}" "$out"/obj/*.o "$out/$p.o" "$bld/libse3nn.a" "$bld/libse3models.a" \
+        "$bld/libse3common.a" "${mpi[@]}" -lopenblas -lm -o "$out/$p") &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done # (each: a failed build stops the run)
+  echo "(the self-test, check, devices and the op table built: $SECONDS s)"
   echo "== the GPU a process opens, by local rank or by index, among the EMU_DEVICES it sees"
-  "$out/check" devices
-  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}"
+  "$out/devices"
+  status=0
+  if [ "${EMU_TESTS:-1}" != workflow ]; then
+    ops=${EMU_OPS:-}
+    if [ -z "$ops" ]; then
+      for c in ${EMU_CONV:-direct gemm}; do ops="$ops fp32:$c tf32:$c bf16:$c fp16:$c"; done
+    fi
+    for o in $ops; do
+      p=${o%%:*} c=${o#*:}
+      echo "== the op table: test_backend_ops cuda --precision $p --conv $c${EMU_OPS_QUICK:+ --quick} (emulated GPU)"
+      if OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/test_backend_ops" cuda --precision "$p" --conv "$c" \
+        ${EMU_OPS_QUICK:+--quick} >"$out/ops_${p}_$c.txt" 2>&1; then
+        tail -1 "$out/ops_${p}_$c.txt"
+      else
+        status=1
+        grep -E "^FAIL" "$out/ops_${p}_$c.txt" | head -20
+        tail -20 "$out/ops_${p}_$c.txt"
+      fi
+      echo "(op table $p $c done: $SECONDS s)"
+    done
+  fi
+  OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/check" "${EMU_PRECISION:-fp32}" || status=1
   echo "(check ${EMU_PRECISION:-fp32} done: $SECONDS s)"
-  [ "${EMU_TESTS:-1}" = 0 ] && exit 0
+  [ "${EMU_TESTS:-1}" = 0 ] || [ "${EMU_TESTS:-1}" = ops ] && exit $status
 fi
 
 # The suite's own GPU programs against the emulated GPU: the same sources
@@ -176,22 +212,12 @@ if [ ${#nccl[@]} -gt 0 ]; then
   g++ -shared -fopenmp -Wl,--no-undefined "$out"/module_host/*.o -o "$out/module_host/libse3cuda.so"
   cp "$bld/se3screen" "$out/module_host/"
 fi
-cp "$bld/tests/test_backend_ops" "$bld/tests/test_gpu_train" "$out/module/"
+cp "$bld/tests/test_gpu_train" "$out/module/"
 cp "$bld/se3screen" "$out/module/"
 if [ "${EMU_TESTS:-1}" = nccl ]; then
   echo "== the collectives over the emulated NCCL (mpirun -np 2)"
   exec bash "$here/nccl.sh" "$out" "$root"
 fi
-status=0
-[ "${EMU_TESTS:-1}" = workflow ] || for c in ${EMU_CONV:-direct gemm}; do
-  for p in fp32 tf32 bf16 fp16; do
-    echo "== test_backend_ops cuda --precision $p --conv $c (emulated GPU)"
-    OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_backend_ops" cuda --precision $p --conv $c \
-      >"$out/ops_${p}_$c.txt" || status=1
-    grep -E "^(FAIL|fail)|passed|failed" "$out/ops_${p}_$c.txt" | tail -5
-  done
-done
-[ "${EMU_TESTS:-1}" = ops ] && exit $status
 if [ "${EMU_TESTS:-1}" != workflow ]; then
   echo "== test_gpu_train cuda (emulated GPU)"
   OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/module/test_gpu_train" cuda >"$out/train.txt" || status=1

@@ -8,7 +8,11 @@
  *                     report); without ASan it goes unnoticed, exit 0;
  *   selftest outside  launches on a stream outside an open capture: the
  *                     emulator must stop the process naming the launch
- *                     (launch_test.py checks it).
+ *                     (launch_test.py checks it);
+ *   selftest alloc    a cudaMalloc while a capture is open (what the
+ *                     backend's first use of the bases' tables did inside a
+ *                     recorded step): the emulator must stop the process
+ *                     naming the call (launch_test.py checks it).
  * Built with SE3_HAVE_NCCL (MPI's compiler flags; run.sh's selftest_mpi),
  * it has inc/nccl.h's collectives inside captures instead (launch_test.py
  * runs them under mpirun):
@@ -186,6 +190,17 @@ static int outside(void) {
   launched(cudaGetLastError());
   cudaStreamEndCapture(q, &g);
   printf("a launch on a stream outside the capture went unnoticed\n");
+  return 0;
+}
+
+/* An allocation while a capture is open (a GPU refuses it and invalidates
+ * the capture, so the backend would silently run the step eagerly): the
+ * process stops. */
+static int alloc_in_capture(void) {
+  float *f;
+  cudaStreamBeginCapture(q, cudaStreamCaptureModeThreadLocal);
+  cudaMalloc((void **)&f, 1024);
+  printf("a cudaMalloc while a capture is open went unnoticed\n");
   return 0;
 }
 
@@ -407,12 +422,13 @@ int main(int argc, char **argv) {
   if (cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking) != cudaSuccess) return 2;
   if (argc > 1 && !strcmp(argv[1], "overflow")) return overflow();
   if (argc > 1 && !strcmp(argv[1], "outside")) return outside();
+  if (argc > 1 && !strcmp(argv[1], "alloc")) return alloc_in_capture();
 #ifdef SE3_HAVE_NCCL
   if (argc > 1 && !strcmp(argv[1], "nccl")) return nccl_replays();
   if (argc > 1 && !strcmp(argv[1], "nccl-fault")) return nccl_fault();
 #endif
   if (argc > 1) {
-    fprintf(stderr, "usage: selftest [overflow|outside|nccl|nccl-fault]\n");
+    fprintf(stderr, "usage: selftest [overflow|outside|alloc|nccl|nccl-fault]\n");
     return 2;
   }
   float hx[B * T], hout[B * T], *x, *out;

@@ -1,10 +1,20 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] [--grad]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] [--grad] [--quick]
  *
  * --conv: the convolution's path on a GPU (backend.h's set_conv_gemm; the
  * workflow's `gpu_conv:`): every case runs on the table switched to it.
+ *
+ * Without a GPU, dev/cuda_emu/run.sh builds this file with SE3_OPS_LINKED
+ * against the CUDA backend's objects compiled for its emulator (cuda then
+ * opens them, not the module) and runs the table on the emulated GPU
+ * (test_cuda_emu: fp32 on the direct convolution, bf16 on the GEMM path).
+ * There --quick runs the entries flagged BIG, the convolutions of qm9's
+ * widths and the 40-wide one (three quarters of the table's time under the
+ * emulator, which runs a block's threads one after another), on the small
+ * graph (6 nodes) instead of the big one (24): every operation and every
+ * shape's channels, degrees and flags still run, on fewer edges.
  *
  * The cases are one table (CASES, at the end): an entry per operation and
  * shape gives the tolerance class of its outputs and the builder that draws
@@ -74,6 +84,9 @@
 #include "models/cpu/nn.h"
 #include "models/cpu/optim.h"
 #include "models/kernels/adam.h"
+#ifdef SE3_OPS_LINKED /* dev/cuda_emu/run.sh's build: the CUDA backend's objects linked in, no module */
+#include "models/cuda/table.h"
+#endif
 
 #define SKIP_CODE 77
 
@@ -89,9 +102,12 @@ enum {
   W = 1 << 9,       /* attention: edge weights */
   NO_DZ1 = 1 << 10, /* attention: dz of degree 1 NULL */
   NO_DQ = 1 << 11,
-  NO_X = 1 << 12, /* split: x NULL */
-  NO_Y = 1 << 13, /* split: y NULL */
+  NO_X = 1 << 12,     /* split: x NULL */
+  NO_Y = 1 << 13,     /* split: y NULL */
+  DX_IS_DY = 1 << 14, /* norm: the backward in place, dx the same array as dy */
+  BIG = 1 << 15,      /* conv: on the small graph with --quick */
 };
+static int QUICK; /* --quick */
 
 static int backward(const struct op_case *c) { return strstr(c->op, "_backward") != NULL; }
 
@@ -111,7 +127,9 @@ struct tgraph {
   const char *what;
 };
 
-static struct basis_plan PLAN; /* degrees 0..3 */
+/* The bases' plans of max degree 1..NN_MAX_DEG (the convolution's n[2];
+ * the model's is NN_MAX_DEG), made in main. */
+static struct basis_plan PLANS[NN_MAX_DEG + 1];
 
 /* The graphs of the cases: N nodes, each with 1..maxdeg incoming edges from
  * distinct other nodes (sorted by source), except node `none` (-1: every
@@ -122,8 +140,9 @@ static const struct {
   int N, maxdeg, none;
 } GRAPHS[] = {{"big", 24, 6, 5}, {"small", 6, 3, 1}, {"no-edges", 3, 0, -1}, {"one-atom", 1, 0, -1}};
 
-/* Built in the case's host memory (freed with it). */
-static void graph_make(struct tgraph *g, int kind) {
+/* Built in the case's host memory (freed with it), with each edge's basis
+ * of plan p. */
+static void graph_make(struct tgraph *g, int kind, const struct basis_plan *p) {
   int N = GRAPHS[kind].N, maxdeg = GRAPHS[kind].maxdeg, none = GRAPHS[kind].none;
   g->N = N;
   g->what = GRAPHS[kind].what;
@@ -162,12 +181,12 @@ static void graph_make(struct tgraph *g, int kind) {
     }
   }
   g->in_start[N] = g->E;
-  g->basis = hvec((size_t)g->E * PLAN.per_edge + 1);
-  float *b = hmem(PLAN.per_edge * sizeof(float));
+  g->basis = hvec((size_t)g->E * p->per_edge + 1);
+  float *b = hmem(p->per_edge * sizeof(float));
   for (int e = 0; e < g->E; e++) {
-    basis_edge(&PLAN, g->rel + 3 * e, b);
-    for (size_t i = 0; i < PLAN.per_edge; i++)
-      g->basis[(size_t)e * PLAN.per_edge + i] = b[i];
+    basis_edge(p, g->rel + 3 * e, b);
+    for (size_t i = 0; i < p->per_edge; i++)
+      g->basis[(size_t)e * p->per_edge + i] = b[i];
   }
 }
 
@@ -360,12 +379,13 @@ static void b_mm(const struct op_case *c) {
                 : BE->linear_backward(d_dx, d_dW, d_dy, d_x, d_W, rows, in, out));
 }
 
-/* ---- norm nonlinearity: n = {N, dim, C} -------------------------------------------------- */
+/* ---- norm nonlinearity: n = {N, dim, C}; DX_IS_DY ------------------------------------------- */
 
 static void b_norm(const struct op_case *c) {
   int N = c->n[0], dim = c->n[1], C = c->n[2];
   char shape[96];
-  snprintf(shape, sizeof shape, "N=%d dim=%d C=%d%s", N, dim, C, GRAD ? "" : " (one norm at the clamp)");
+  snprintf(shape, sizeof shape, "N=%d dim=%d C=%d%s%s", N, dim, C, GRAD ? "" : " (one norm at the clamp)",
+           c->fl & DX_IS_DY && backward(c) ? " dx=dy" : "");
   size_t n = (size_t)N * dim * C, ns = nn_norm_save_size(N, C), nc = (size_t)C;
   real *x = hrand(n, -1, 1), *gamma = hrand(nc, 0.5, 1.5), *beta = hrand(nc, -0.5, 0.5), *save = hvec(ns);
   for (int m = 0; m < dim && !GRAD; m++) /* node 0, channel C-1: a zero vector, its norm clamped */
@@ -388,8 +408,14 @@ static void b_norm(const struct op_case *c) {
   real *dg0 = hrand(nc, -1, 1), *db0 = hrand(nc, -1, 1), *dg = hcopy(dg0, nc), *dbt = hcopy(db0, nc);
   nn_norm_backward(dx, dg, dbt, dy, x, save, gamma, beta, N, dim, C);
   real *d_x = in_r("x", x, n), *d_gamma = in_r("gamma", gamma, nc), *d_beta = in_r("beta", beta, nc);
-  real *d_save = in_r("save", save, ns), *d_dy = in_r("dy", dy, n);
-  real *d_dx = out_over("dx", n, dx, NULL), *d_dg = out_add("dgamma", nc, dg0, dg, NULL);
+  real *d_save = in_r("save", save, ns), *d_dy, *d_dx;
+  if (c->fl & DX_IS_DY) /* dy comes in, dx goes out, in one array */
+    d_dy = d_dx = out_inplace("dy", n, dy, dx, NULL);
+  else {
+    d_dy = in_r("dy", dy, n);
+    d_dx = out_over("dx", n, dx, NULL);
+  }
+  real *d_dg = out_add("dgamma", nc, dg0, dg, NULL);
   real *d_db = out_add("dbeta", nc, db0, dbt, NULL), *d_y = GRAD ? out_over("y", n, NULL, NULL) : NULL;
   g_out(d_y, n, d_dy);
   g_var(d_x, d_dx);
@@ -468,22 +494,26 @@ static void b_radial(const struct op_case *c) {
           BE->radial_hidden_backward(d_dx, d_dp, d_ds2, d_x, d_save, d_p, E, in, H));
 }
 
-/* ---- the convolution: f = {in, out}, n = {H, graph}; POOL, NO_DX1, NO_DS2, NO_DW3 ---------------- */
+/* ---- the convolution: f = {in, out}, n = {H, graph, the plan's max degree (0: NN_MAX_DEG)};
+ * POOL, NO_DX (every dx NULL), NO_DX1, NO_DS2, NO_DW3 ------------------------------------------------ */
 
 static void b_conv(const struct op_case *c) {
   struct nn_fiber fin = c->f[0], fout = c->f[1];
-  int H = c->n[0], pool = !!(c->fl & POOL), skip_dx = c->fl & NO_DX1 ? 1 : -1;
-  int no_ds2 = !!(c->fl & NO_DS2), no_dw3 = !!(c->fl & NO_DW3);
+  int H = c->n[0], pool = !!(c->fl & POOL), skip_dx = c->fl & NO_DX1 ? 1 : -1, no_dx = !!(c->fl & NO_DX);
+  int no_ds2 = !!(c->fl & NO_DS2), no_dw3 = !!(c->fl & NO_DW3), pdeg = c->n[2] ? c->n[2] : NN_MAX_DEG;
+  const struct basis_plan *plan = &PLANS[pdeg];
   struct tgraph gr, *g = &gr;
-  graph_make(g, c->n[1]);
+  graph_make(g, QUICK && (c->fl & BIG) ? G_SMALL : c->n[1], plan);
   char shape[192], fi[32], fo[32];
   fiber_str(fi, sizeof fi, &fin);
   fiber_str(fo, sizeof fo, &fout);
-  int k = snprintf(shape, sizeof shape, "%s %s->%s H=%d pool=%d %s N=%d E=%d", c->what, fi, fo, H, pool, g->what, g->N,
-                   g->E);
-  struct nn_conv_shape hs = {fin, fout, &PLAN, g->N, g->E, g->src, g->in_start};
+  char pl[16] = "";
+  if (pdeg != NN_MAX_DEG) snprintf(pl, sizeof pl, " plan<=%d", pdeg);
+  int k = snprintf(shape, sizeof shape, "%s %s->%s H=%d pool=%d %s N=%d E=%d%s", c->what, fi, fo, H, pool, g->what,
+                   g->N, g->E, pl);
+  struct nn_conv_shape hs = {fin, fout, plan, g->N, g->E, g->src, g->in_start};
   size_t E = (size_t)g->E, N = (size_t)g->N, rows = pool ? N : E, rs = nn_conv_radial_size(&fin, &fout);
-  size_t nb = E * PLAN.per_edge, eh = E * (size_t)H, rh = rs * (size_t)H;
+  size_t nb = E * plan->per_edge, eh = E * (size_t)H, rh = rs * (size_t)H;
   real *x[NN_MAX_DEG + 1] = {0}, *ax[NN_MAX_DEG + 1] = {0}, *y[NN_MAX_DEG + 1] = {0}, *ay[NN_MAX_DEG + 1] = {0};
   size_t nx[NN_MAX_DEG + 1] = {0}, ny[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d <= NN_MAX_DEG; d++) {
@@ -533,10 +563,13 @@ static void b_conv(const struct op_case *c) {
           CHECK_RC("conv_forward", BE->conv_forward(d_y, &ds, (const real *const *)d_x, d_basis, d_s2, d_W3, H, pool)));
     return;
   }
-  snprintf(shape + k, sizeof shape - (size_t)k, "%s%s%s", skip_dx >= 0 ? " dx[d]=NULL" : "", no_ds2 ? " ds2=NULL" : "",
-           no_dw3 ? " dW3=NULL" : "");
+  snprintf(shape + k, sizeof shape - (size_t)k, "%s%s%s",
+           no_dx          ? " dx=NULL"
+           : skip_dx >= 0 ? " dx[d]=NULL"
+                          : "",
+           no_ds2 ? " ds2=NULL" : "", no_dw3 ? " dW3=NULL" : "");
   real *dx[NN_MAX_DEG + 1] = {0}, *adx[NN_MAX_DEG + 1] = {0};
-  for (int d = 0; d <= NN_MAX_DEG; d++)
+  for (int d = 0; d <= NN_MAX_DEG && !no_dx; d++)
     if (fin.ch[d] && d != skip_dx) {
       dx[d] = hvec(nx[d]);
       adx[d] = hvec(nx[d]);
@@ -592,7 +625,7 @@ static void b_attn(const struct op_case *c) {
   struct nn_fiber fk = c->f[0], fv = c->f[1];
   int heads = c->n[0], null_dz = c->fl & NO_DZ1 ? 1 : -1, dq_null = !!(c->fl & NO_DQ);
   struct tgraph gr, *g = &gr;
-  graph_make(g, c->n[1]);
+  graph_make(g, c->n[1], &PLANS[NN_MAX_DEG]);
   char shape[192], a[32], b[32];
   fiber_str(a, sizeof a, &fk);
   fiber_str(b, sizeof b, &fv);
@@ -1212,6 +1245,81 @@ static void b_bases(const struct op_case *c) {
   basis_plan_free(&plan);
 }
 
+/* The bases in recorded work (CUDA graphs; skipped where the backend
+ * records nothing): for a plan not prepared (prepare_bases) bases fails,
+ * spoiling a recording (record_end gives NULL) without a call the device
+ * would refuse inside one, and eagerly with sync's message naming
+ * prepare_bases; prepared, the bases are recorded and each replay computes
+ * them (T_BASIS). n = {E, max_degree}: a degree no case before prepared. */
+static void b_bases_recorded(const struct op_case *c) {
+  int E = c->n[0];
+  char shape[96];
+  snprintf(shape, sizeof shape, "E=%d max_degree=%d: not prepared, then prepared, replayed", E, c->n[1]);
+  if (!BE->record_begin || !BE->prepare_bases) {
+    printf("skip %-22s %-64s (%s records nothing)\n", c->op, shape, BE->name);
+    return;
+  }
+  struct basis_plan plan;
+  if (basis_plan_init(&plan, c->n[1])) {
+    fprintf(stderr, "test_backend_ops: out of memory\n");
+    exit(1);
+  }
+  size_t per = plan.per_edge, n = (size_t)E * per;
+  float *rel = hmem((size_t)E * 3 * sizeof(float)), *one = hmem(per * sizeof(float));
+  real *ref = hvec(n), *got = hvec(n);
+  for (int e = 0; e < E; e++) {
+    for (int k = 0; k < 3; k++)
+      rel[3 * e + k] = (float)uni(-4, 4);
+    basis_edge(&plan, rel + 3 * e, one);
+    for (size_t k = 0; k < per; k++)
+      ref[(size_t)e * per + k] = one[k];
+  }
+  float *drel = BE->alloc((size_t)E * 3 * sizeof(float));
+  real *out = BE->alloc(n * sizeof(real));
+  BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
+  char err[256] = "";
+  double worst = 0, tol = tol_of(T_BASIS);
+  H.why[0] = 0;
+  if (BE->record_begin()) {
+    why("record_begin refused");
+  } else {
+    int rc = BE->bases(out, drel, E, &plan);
+    void *rec = BE->record_end();
+    if (!rc || rec) why("not prepared, recorded: bases returned %d, record_end %s", rc, rec ? "a recording" : "NULL");
+    if (rec) BE->record_free(rec);
+  }
+  int rc = BE->bases(out, drel, E, &plan), failed = BE->sync(err, sizeof err);
+  if (!rc || !failed || !strstr(err, "prepare_bases"))
+    why("not prepared, eager: bases returned %d, sync %s", rc, failed ? err : "no failure");
+  void *rec = NULL;
+  if (BE->prepare_bases(&plan, err, sizeof err))
+    why("prepare_bases: %s", err);
+  else if (BE->record_begin())
+    why("record_begin refused after prepare_bases");
+  else {
+    rc = BE->bases(out, drel, E, &plan);
+    rec = BE->record_end(); /* (both, whatever bases returned: the recording is closed) */
+    if (rc || !rec) why("prepared, recorded: bases returned %d, record_end %s", rc, rec ? "a recording" : "NULL");
+  }
+  for (int r = 1; r <= 2 && rec; r++) { /* each replay writes the bases anew */
+    BE->zero(out, n * sizeof(real));
+    if (BE->replay(rec)) why("replay %d: stale at once", r);
+    BE->download(got, out, n * sizeof(real));
+    for (size_t i = 0; i < n; i++) {
+      double e = fabs((double)got[i] - ref[i]) / (fabs((double)ref[i]) + 1e-6);
+      if (!(e <= worst)) worst = e;
+    }
+    if (!(worst <= tol)) why("replay %d: the bases differ from basis_edge's", r);
+  }
+  if (rec) BE->record_free(rec);
+  if (BE->sync(err, sizeof err)) why("sync: %s", err);
+  report(c->op, shape, !H.why[0], worst, tol, H.why);
+  H.why[0] = 0;
+  BE->release(drel);
+  BE->release(out);
+  basis_plan_free(&plan);
+}
+
 /* ---- copies back that do not wait: host_alloc, download_queued, fences ------------------------------- */
 
 /* x uploaded; its copy queued into pinned host memory and fenced; then x
@@ -1330,6 +1438,8 @@ static const struct op_case CASES[] = {
   {"linear_backward", b_mm, T_SUM, SAME, {45, 48, 32}, FD | NO_DX},
   {"linear_forward", b_mm, T_SUM, 0, {0, 4, 3}},
   {"linear_backward", b_mm, T_SUM, SAME, {0, 4, 3}, FD},
+  {"linear_forward", b_mm, T_SUM, 0, {300, 13, 7}},
+  {"linear_backward", b_mm, T_SUM, SAME, {300, 13, 7}, FD},
   {"dense_forward", b_mm, T_SUM, 0, {13, 6, 32}, BIAS},
   {"dense_backward", b_mm, T_SUM, SAME, {13, 6, 32}, FD | BIAS},
   {"dense_forward", b_mm, T_SUM, 0, {40, 32, 32}, BIAS},
@@ -1344,6 +1454,10 @@ static const struct op_case CASES[] = {
   {"dense_backward", b_mm, T_SUM, SAME, {6, 5, 4}, FD | BIAS | NO_DB},
   {"dense_forward", b_mm, T_SUM, 0, {0, 6, 32}, BIAS},
   {"dense_backward", b_mm, T_SUM, SAME, {0, 6, 32}, FD | BIAS},
+  /* rows over a block's 256 threads; the weights' gradient alone */
+  {"dense_forward", b_mm, T_SUM, 0, {300, 13, 7}, BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {300, 13, 7}, FD | BIAS},
+  {"dense_backward", b_mm, T_SUM, SAME, {300, 13, 7}, FD | BIAS | NO_DX | NO_DB},
   /* every array one real past 256-byte alignment: a backend whose fast way
    * needs aligned operands (CUDA: cuBLASLt's bias epilogue wants a 16-byte
    * aligned bias) must take its other way, and give the same results */
@@ -1362,6 +1476,9 @@ static const struct op_case CASES[] = {
   {"norm_backward", b_norm, T_MAG, SAME, {5, 5, 3}, FD},
   {"norm_forward", b_norm, T_MAG, 0, {1, 3, 5}},
   {"norm_backward", b_norm, T_MAG, SAME, {1, 3, 5}, FD},
+  {"norm_forward", b_norm, T_MAG, 0, {50, 5, 12}},
+  {"norm_backward", b_norm, T_MAG, SAME, {50, 5, 12}, FD},
+  {"norm_backward", b_norm, T_MAG, SAME, {50, 5, 12}, FD | DX_IS_DY},
 
   {"radial_hidden_forward", b_radial, T_MAG, 4, {37, 6, 32}},
   {"radial_hidden_backward", b_radial, T_MAG, SAME, {37, 6, 32}, FD | NO_DX},
@@ -1371,11 +1488,16 @@ static const struct op_case CASES[] = {
   {"radial_hidden_backward", b_radial, T_MAG, SAME, {1, 3, 5}, FD},
   {"radial_hidden_forward", b_radial, T_MAG, 0, {0, 6, 32}},
   {"radial_hidden_backward", b_radial, T_MAG, SAME, {0, 6, 32}, FD},
+  {"radial_hidden_forward", b_radial, T_MAG, 0, {300, 6, 10}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {300, 6, 10}, FD},
+  {"radial_hidden_forward", b_radial, T_MAG, 0, {70, 4, 32}},
+  {"radial_hidden_backward", b_radial, T_MAG, SAME, {70, 4, 32}, FD},
 
-  {"conv_forward", b_conv, T_SUM, 5, {32, G_BIG}, .what = "qm9", .f = {Q32, Q32}},
-  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD, .what = "qm9", .f = {Q32, Q32}},
-  {"conv_forward", b_conv, T_SUM, 0, {32, G_BIG}, POOL, .what = "qm9-final", .f = {Q32, FIB(128, 0, 0, 0)}},
-  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD | POOL, .what = "qm9-final", .f = {Q32, FIB(128, 0, 0, 0)}},
+  {"conv_forward", b_conv, T_SUM, 5, {32, G_BIG}, BIG, .what = "qm9", .f = {Q32, Q32}},
+  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD | BIG, .what = "qm9", .f = {Q32, Q32}},
+  {"conv_forward", b_conv, T_SUM, 0, {32, G_BIG}, POOL | BIG, .what = "qm9-final", .f = {Q32, FIB(128, 0, 0, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {32, G_BIG}, FD | POOL | BIG, .what = "qm9-final",
+   .f = {Q32, FIB(128, 0, 0, 0)}},
   {"conv_forward", b_conv, T_SUM, 0, {32, G_SMALL}, .what = "first-block", .f = {FIB(6, 0, 0, 0), FIB(32, 16, 16, 16)}},
   {"conv_backward", b_conv, T_SUM, SAME, {32, G_SMALL}, FD, .what = "first-block",
    .f = {FIB(6, 0, 0, 0), FIB(32, 16, 16, 16)}},
@@ -1393,6 +1515,29 @@ static const struct op_case CASES[] = {
   {"conv_backward", b_conv, T_SUM, SAME, {7, G_NONE}, FD | POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
   {"conv_forward", b_conv, T_SUM, 0, {7, G_ONE}, POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
   {"conv_backward", b_conv, T_SUM, SAME, {7, G_ONE}, FD | POOL, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  /* the weights' gradient alone */
+  {"conv_forward", b_conv, T_SUM, 0, {7, G_SMALL}, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  {"conv_backward", b_conv, T_SUM, SAME, {7, G_SMALL}, FD | NO_DX | NO_DS2, .what = "odd", .f = {ODD_IN, ODD_OUT}},
+  /* a radial network wider than 32, 40 channels of one degree */
+  {"conv_forward", b_conv, T_SUM, 0, {40, G_BIG}, BIG, .what = "wide", .f = {FIB(5, 0, 3, 0), FIB(7, 40, 0, 2)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {40, G_BIG}, FD | BIG, .what = "wide", .f = {FIB(5, 0, 3, 0), FIB(7, 40, 0, 2)}},
+  {"conv_forward", b_conv, T_SUM, 0, {40, G_BIG}, POOL | BIG, .what = "wide", .f = {FIB(5, 0, 3, 0), FIB(7, 40, 0, 2)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {40, G_BIG}, FD | POOL | BIG, .what = "wide",
+   .f = {FIB(5, 0, 3, 0), FIB(7, 40, 0, 2)}},
+  /* plans of max degree 2 and 1 (fewer basis values an edge), degrees missing */
+  {"conv_forward", b_conv, T_SUM, 0, {8, G_BIG, 2}, .what = "gaps", .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_BIG, 2}, FD, .what = "gaps", .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {8, G_BIG, 2}, POOL, .what = "gaps", .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_BIG, 2}, FD | POOL, .what = "gaps",
+   .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {8, G_NONE, 2}, POOL, .what = "gaps", .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_NONE, 2}, FD | POOL, .what = "gaps",
+   .f = {FIB(6, 0, 4, 0), FIB(0, 5, 3, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {8, G_BIG, 1}, POOL, .what = "final", .f = {FIB(8, 8, 0, 0), FIB(16, 0, 0, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_BIG, 1}, FD | POOL, .what = "final",
+   .f = {FIB(8, 8, 0, 0), FIB(16, 0, 0, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_BIG, 1}, FD | POOL | NO_DX | NO_DS2, .what = "final",
+   .f = {FIB(8, 8, 0, 0), FIB(16, 0, 0, 0)}},
 
   /* the forward's z: T_SUM; its weights alpha: T_MAG (b_attn) */
   {"attn_forward", b_attn, T_SUM, 6, {8, G_BIG}, .what = "qm9", .f = {K16, K16}},
@@ -1507,6 +1652,7 @@ static const struct op_case CASES[] = {
   {"bases", b_bases, T_BASIS, 0, {1001, 2}},
   {"bases", b_bases, T_BASIS, 0, {5, 5}},
   {"bases", b_bases, T_BASIS, 0, {0, 3}},
+  {"bases (recorded)", b_bases_recorded, T_BASIS, 0, {5, 4}}, /* max_degree 4: no case above prepares it */
 
   {"download_queued+fence", b_pipeline, EXACT, 12, {100003}},
   {"download_queued+fence", b_pipeline, EXACT, 0, {1}},
@@ -1526,6 +1672,8 @@ int main(int argc, char **argv) {
       conv = argv[++i];
     else if (!strcmp(argv[i], "--grad"))
       GRAD = 1;
+    else if (!strcmp(argv[i], "--quick"))
+      QUICK = 1;
     else if (!dev && argv[i][0] != '-')
       dev = argv[i];
     else
@@ -1534,7 +1682,7 @@ int main(int argc, char **argv) {
   if (strcmp(conv, "direct") && strcmp(conv, "gemm")) bad = 1;
   if (bad || !dev || nn_precision_parse(prec, &PREC)) {
     fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] "
-                    "[--grad]\n");
+                    "[--grad] [--quick]\n");
     return 2;
   }
   if (GRAD && sizeof(real) != sizeof(double)) {
@@ -1556,7 +1704,11 @@ int main(int argc, char **argv) {
               err[0] ? ": " : "", err);
       return 2;
     }
+#ifdef SE3_OPS_LINKED
+    BE = nn_backend_cuda_open(d.index, d.by_rank, PREC, err, sizeof err);
+#else
     BE = nn_backend_open(&d, PREC, err, sizeof err);
+#endif
     if (!BE) {
       printf("test_backend_ops %s (%s): %s\nSKIPPED: no CUDA backend or no GPU here\n", dev, prec, err);
       return SKIP_CODE;
@@ -1577,12 +1729,14 @@ int main(int argc, char **argv) {
     printf("test_backend_ops: backend %s (%s), precision %s; the reference is the CPU in fp32 (layers) and loops in "
            "double (the rest); convolution: %s\n",
            BE->name, BE->device, prec, conv);
-  if (basis_plan_init(&PLAN, NN_MAX_DEG)) {
-    fprintf(stderr, "test_backend_ops: out of memory\n");
-    return 1;
-  }
+  for (int d = 1; d <= NN_MAX_DEG; d++)
+    if (basis_plan_init(&PLANS[d], d)) {
+      fprintf(stderr, "test_backend_ops: out of memory\n");
+      return 1;
+    }
   run_cases(CASES, sizeof CASES / sizeof CASES[0]);
-  basis_plan_free(&PLAN);
+  for (int d = 1; d <= NN_MAX_DEG; d++)
+    basis_plan_free(&PLANS[d]);
   printf("%d passed, %d failed (%s, %s, conv %s)\n", n_pass, n_fail, BE->name, GRAD ? "finite differences" : prec,
          conv);
   return n_fail ? 1 : 0;
