@@ -8,7 +8,7 @@
  *   driven by fakes: done at once, done after many polls, an asynchronous
  *   error, a failed query, never done (the deadline, on a fake clock and on
  *   the real one), and the deadline's environment variable.
- * dev/cuda_emu (`check devices`) opens the emulated GPUs themselves. */
+ * dev/cuda_emu (`devices`, dev/cuda_emu/devices.c) opens the emulated GPUs themselves. */
 #include <criterion/criterion.h>
 #include <string.h>
 
