@@ -46,7 +46,7 @@ struct run {
   const char *src;             /* schema of the upstream tables: "main", or "src" (screen.db) in a shard */
   const struct se3_comm *comm; /* data-parallel processes; NULL: one */
   int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
-  int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's cycle_end) */
+  int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's struct stage_cycle) */
   long long round;             /* run --round N: the round the cycling stage is asked to decide; -1 none */
   char err[2048];
 };
@@ -109,7 +109,7 @@ void run_chain_hash(const struct cfg_node *root, const struct stage *s, uint64_t
 /* What a stage's hashes take from the stage it reads (the same in both
  * fields): that stage's config hash, what it made whole; or where it is
  * keyed (its config hash names only its last plan) or its rows' content is
- * recorded row by row after it (struct stage's content_per_row), its
+ * recorded row by row after it (STAGE_CONTENT_PER_ROW), its
  * settings chain, the stage reading it keying or fingerprinting what it
  * reads itself. */
 struct run_upstream {
