@@ -11,12 +11,12 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
                         size_t n) {
   memset(gs, 0, sizeof *gs);
   *bad = NULL;
-  const char *edges = cfg_str(c, "edges", "radius");
+  const char *edges = cfg_str(c, "edges");
   gs->go.edges = !strcmp(edges, "bonds")          ? GRAPH_EDGES_BONDS
                  : !strcmp(edges, "radius+bonds") ? GRAPH_EDGES_RADIUS_BONDS
                                                   : GRAPH_EDGES_RADIUS;
-  gs->go.cutoff = cfg_float(c, "cutoff", 5.0);
-  gs->go.max_neighbors = (int)cfg_int(c, "max_neighbors", 0);
+  gs->go.cutoff = cfg_float(c, "cutoff");
+  gs->go.max_neighbors = (int)cfg_int(c, "max_neighbors");
   const struct cfg_node *el = cfg_get(c, "elements");
   for (int i = 0; el && i < el->n_kids && i < (int)sizeof gs->elements; i++) {
     int z = mol_element_z(el->kids[i]->value);
@@ -28,9 +28,9 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
     gs->elements[gs->go.n_elements++] = (uint8_t)z;
   }
   gs->go.elements = gs->elements;
-  gs->go.with_other = cfg_bool(c, "other_element", 1);
-  gs->go.with_charge = cfg_bool(c, "charge", 1);
-  gs->go.with_atomic_number = cfg_bool(c, "atomic_number", 0);
+  gs->go.with_other = cfg_bool(c, "other_element");
+  gs->go.with_charge = cfg_bool(c, "charge");
+  gs->go.with_atomic_number = cfg_bool(c, "atomic_number");
   if (graph_node_width(&gs->go) < 0) {
     *bad = el;
     snprintf(err, n, "stages.graph.elements: too many elements");

@@ -48,52 +48,118 @@ const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path) {
 
 /* ---- typed getters --------------------------------------------------------- */
 
-static const struct cfg_node *get_scalar(const struct cfg_node *n, const char *path) {
-  const struct cfg_node *s = cfg_get(n, path);
-  return s && s->kind == CFG_SCALAR && s->value ? s : NULL;
+/* The schema's "is this a key?" (cfg_set_schema_check), or NULL. */
+static int (*schema_known)(const char *dotted);
+
+void cfg_set_schema_check(int (*known)(const char *dotted)) { schema_known = known; }
+
+/* The topmost node above n (n itself at a root). */
+static const struct cfg_node *top_of(const struct cfg_node *n) {
+  while (n && n->parent)
+    n = n->parent;
+  return n;
 }
 
-int64_t cfg_int(const struct cfg_node *n, const char *path, int64_t dflt) {
+void cfg_node_path(const struct cfg_node *n, char *buf, size_t len) {
+  const struct cfg_node *chain[64];
+  int depth = 0;
+  for (const struct cfg_node *m = n; m && depth < 64; m = m->parent)
+    if (m->parent || m->key) chain[depth++] = m; /* a keyed top: a subtree copied out */
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  for (int i = depth - 1; i >= 0 && used < len; i--) {
+    const struct cfg_node *m = chain[i];
+    char idx[16];
+    const char *seg = m->key;
+    if (!seg) { /* a list item: its index */
+      int k = 0;
+      while (m->parent && k < m->parent->n_kids && m->parent->kids[k] != m)
+        k++;
+      snprintf(idx, sizeof idx, "%d", k);
+      seg = idx;
+    }
+    int w = snprintf(buf + used, len - used, "%s%s", used ? "." : "", seg);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+}
+
+/* n's path and then path, dotted: the key as the workflow would write it. */
+static void full_path(const struct cfg_node *n, const char *path, char *buf, size_t len) {
+  cfg_node_path(n, buf, len);
+  size_t used = strlen(buf);
+  snprintf(buf + used, len - used, "%s%s", used && path && *path ? "." : "", path ? path : "");
+}
+
+/* A getter asked for what the tree cannot give: a bug in the caller or the
+ * schema, never the user's, so say which key and stop. */
+__attribute__((noreturn)) static void fail(const struct cfg_node *n, const char *path, const char *why) {
+  char key[1024];
+  full_path(n, path, key, sizeof key);
+  fprintf(stderr, "se3screen: internal error: configuration key %s %s\n", key, why);
+  fflush(stderr);
+  abort();
+}
+
+#define NO_KEY "is not in the schema (configs/defaults.yaml) or has no default"
+
+/* The scalar at path; absence (or a container there) fails. */
+static const struct cfg_node *get_scalar(const struct cfg_node *n, const char *path) {
+  const struct cfg_node *s = cfg_get(n, path);
+  if (!n || !s) fail(n, path, NO_KEY);
+  if (s->kind != CFG_SCALAR || !s->value) fail(n, path, "is not a single value");
+  return s;
+}
+
+int64_t cfg_int(const struct cfg_node *n, const char *path) {
   const struct cfg_node *s = get_scalar(n, path);
-  if (!s) return dflt;
   if (s->type == CFG_T_INT || s->type == CFG_T_BOOL) return s->i;
   if (s->type == CFG_T_FLOAT) return (int64_t)s->f;
   /* an unvalidated tree: read the text */
   char *end;
   errno = 0;
   long long v = strtoll(s->value, &end, 10);
-  if (errno || end == s->value || *end) return dflt;
+  if (errno || end == s->value || *end) fail(n, path, "is not an integer");
   return v;
 }
 
-double cfg_float(const struct cfg_node *n, const char *path, double dflt) {
+double cfg_float(const struct cfg_node *n, const char *path) {
   const struct cfg_node *s = get_scalar(n, path);
-  if (!s) return dflt;
   if (s->type == CFG_T_FLOAT || s->type == CFG_T_INT) return s->f;
   if (s->type == CFG_T_BOOL) return (double)s->i;
   char *end;
   double v = strtod(s->value, &end);
-  if (end == s->value || *end) return dflt;
+  if (end == s->value || *end) fail(n, path, "is not a number");
   return v;
 }
 
 int cfg_written(const struct cfg_node *n) { return n && n->file && strcmp(n->file, CFG_DEFAULT_FILE) != 0; }
 
-int cfg_bool(const struct cfg_node *n, const char *path, int dflt) {
+int cfg_bool(const struct cfg_node *n, const char *path) {
   const struct cfg_node *s = get_scalar(n, path);
-  if (!s) return dflt;
   if (s->type == CFG_T_BOOL || s->type == CFG_T_INT) return s->i != 0;
   static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
   for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
     if (strcasecmp(s->value, yes[i]) == 0) return 1;
     if (strcasecmp(s->value, no[i]) == 0) return 0;
   }
-  return dflt;
+  fail(n, path, "is not a bool");
 }
 
-const char *cfg_str(const struct cfg_node *n, const char *path, const char *dflt) {
-  const struct cfg_node *s = get_scalar(n, path);
-  return s ? s->value : dflt;
+const char *cfg_str(const struct cfg_node *n, const char *path) { return get_scalar(n, path)->value; }
+
+const char *cfg_str_opt(const struct cfg_node *n, const char *path) {
+  const struct cfg_node *s = cfg_get(n, path);
+  if (n && s) return s->kind == CFG_SCALAR ? s->value : NULL;
+  /* absent: fine for a key of the schema; the check needs the whole path,
+   * so only a tree that reaches up to its root (no key) is checked */
+  const struct cfg_node *top = top_of(n);
+  if (schema_known && top && !top->key) {
+    char key[1024];
+    full_path(n, path, key, sizeof key);
+    if (!schema_known(key)) fail(n, path, "is not in the schema (configs/defaults.yaml)");
+  }
+  return NULL;
 }
 
 /* ---- construction ------------------------------------------------------------ */
@@ -122,6 +188,7 @@ void cfg_node_add(struct cfg_node *parent, struct cfg_node *kid) {
     parent->cap_kids = cap;
   }
   parent->kids[parent->n_kids++] = kid;
+  kid->parent = parent;
 }
 
 struct cfg_node *cfg_node_copy(const struct cfg_node *n) {
@@ -142,10 +209,19 @@ struct cfg_node *cfg_node_copy(const struct cfg_node *n) {
     c->cap_kids = n->n_kids;
     for (int i = 0; i < n->n_kids; i++) {
       c->kids[i] = cfg_node_copy(n->kids[i]);
+      if (c->kids[i]) c->kids[i]->parent = c;
       c->n_kids++;
     }
   }
   return c;
+}
+
+void cfg_link_parents(struct cfg_node *n) {
+  if (!n) return;
+  for (int i = 0; i < n->n_kids; i++) {
+    n->kids[i]->parent = n;
+    cfg_link_parents(n->kids[i]);
+  }
 }
 
 void cfg_node_free(struct cfg_node *n) {

@@ -27,6 +27,8 @@ struct cfg_node {
   int cap_kids;           /* room in kids (cfg_node_add grows it geometrically) */
   char *file;             /* where the node was written (1-based line:col), */
   int line, col;          /* "<default>" / "<--set>" for filled-in values    */
+  struct cfg_node *parent; /* the list or mapping holding it (NULL at a root): set by cfg_node_add,
+                            * cfg_node_copy and cfg_link_parents; names a key in full in errors */
 };
 
 /* Look up a dotted path ("stages.ingest.workers"); NULL when absent. */
@@ -36,15 +38,36 @@ const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path);
 /* 1 when the workflow wrote n (a file's node, or a --set's), 0 for a default
  * the loader filled in (CFG_DEFAULT_FILE) or no node. */
 int cfg_written(const struct cfg_node *n);
-/* Typed getters over a dotted path; `dflt` is returned when absent. */
-int64_t cfg_int(const struct cfg_node *n, const char *path, int64_t dflt);
-double cfg_float(const struct cfg_node *n, const char *path, double dflt);
-int cfg_bool(const struct cfg_node *n, const char *path, int dflt);
-const char *cfg_str(const struct cfg_node *n, const char *path, const char *dflt);
+/* Typed getters over a dotted path. Defaults are written once, in the schema
+ * (configs/defaults.yaml): the loader fills every key that has one into the
+ * tree, so the getters take none. A key absent from the tree is a programming
+ * error (not in the schema, no default there, or a misspelt path): the getter
+ * prints one line naming the full dotted path to stderr and aborts. So does
+ * a scalar whose text is not of the type asked (only in a tree the loader did
+ * not validate). */
+int64_t cfg_int(const struct cfg_node *n, const char *path);
+double cfg_float(const struct cfg_node *n, const char *path);
+int cfg_bool(const struct cfg_node *n, const char *path);
+const char *cfg_str(const struct cfg_node *n, const char *path);
+/* A key that is optional on purpose (no default in the schema: its absence
+ * means something, e.g. stages.score.checkpoint): its text, or NULL when
+ * absent. It still aborts, as above, when the schema does not know the key
+ * at all, where a check is registered (below) and n's tree reaches up to a
+ * root; else it just returns NULL. */
+const char *cfg_str_opt(const struct cfg_node *n, const char *path);
+/* The schema's check "is this dotted path (list items by index, a map's
+ * values by any key) a key of the schema?", registered by pipeline/ where it
+ * loads configuration (common/ knows nothing of the schema). */
+void cfg_set_schema_check(int (*known)(const char *dotted));
+/* n's dotted path from its root (list items by index), "" for a root. */
+void cfg_node_path(const struct cfg_node *n, char *buf, size_t len);
 
 struct cfg_node *cfg_node_new(enum cfg_kind kind, const char *key, const char *file, int line, int col);
 void cfg_node_add(struct cfg_node *parent, struct cfg_node *kid);
 struct cfg_node *cfg_node_copy(const struct cfg_node *n);
+/* Set the parent pointer of every node under n (n's own is left alone): for a
+ * tree whose kids were placed without cfg_node_add, as the loader's merges do. */
+void cfg_link_parents(struct cfg_node *n);
 void cfg_node_free(struct cfg_node *n);
 
 /* 64-bit FNV-1a, used for canonical configuration hashes. */

@@ -157,6 +157,62 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
   model_card_free(&card);
 }
 
+/* ---- the schema's keys, for the getters -------------------------------------------- */
+
+/* The schema, parsed once and kept: the getters of common/cfgtree.h ask it
+ * whether a key they did not find is one (cfg_set_schema_check). Parsed where
+ * configuration is loaded, before any stage runs (and any thread starts). */
+static struct cfg_node *kept;
+
+static const struct cfg_node *kept_schema(void) {
+  if (!kept) {
+    struct cfg_errors errs = {0};
+    struct ld ld = {.errs = &errs};
+    kept = cfg_schema_load(&ld);
+    cfg_errors_free(&errs);
+  }
+  return kept;
+}
+
+/* The schema's entry of a dotted key (list items by index, a map's values by
+ * any key), or NULL; *open set where the key lies under a `labels` entry, whose
+ * names and values are the workflow's own. */
+static const struct cfg_node *schema_entry(const char *dotted, int *open) {
+  const struct cfg_node *s = kept_schema();
+  char *copy = strdup(dotted);
+  *open = 0;
+  if (!copy) return NULL;
+  for (char *save = NULL, *seg = strtok_r(copy, ".", &save); s && seg; seg = strtok_r(NULL, ".", &save)) {
+    const char *t = cfg_sch_type(s);
+    if (!t)
+      s = cfg_find_kid(s, seg);
+    else if (!strcmp(t, "map"))
+      s = cfg_find_kid(s, "values");
+    else if (!strcmp(t, "list"))
+      s = seg[strspn(seg, "0123456789")] == 0 ? cfg_find_kid(s, "items") : NULL;
+    else if (!strcmp(t, "object"))
+      s = cfg_find_kid(cfg_find_kid(s, "fields"), seg);
+    else if (!strcmp(t, "labels")) {
+      *open = 1;
+      break;
+    } else
+      s = NULL;
+  }
+  free(copy);
+  return s;
+}
+
+static int schema_knows(const char *dotted) {
+  int open;
+  return schema_entry(dotted, &open) != NULL;
+}
+
+const char *cfg_schema_default(const char *key) {
+  int open;
+  const struct cfg_node *d = cfg_find_kid(schema_entry(key, &open), "default");
+  return d && d->kind == CFG_SCALAR ? d->value : NULL;
+}
+
 /* ---- load ------------------------------------------------------------------------ */
 
 struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {
@@ -192,6 +248,7 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   }
   schema = cfg_schema_load(&ld);
   if (!schema) goto out;
+  if (kept_schema()) cfg_set_schema_check(schema_knows);
   root = cfg_load_file(&ld, path, NULL, NULL);
   /* without a workflow, still check the overrides' syntax */
   struct cfg_node *target = root ? root : cfg_node_new(CFG_MAP, NULL, DEFAULT_FILE, 0, 0);
@@ -224,6 +281,7 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   struct path p = {0};
   cfg_validate(&ld, root, schema, &p);
   free(p.s);
+  cfg_link_parents(root); /* (the card's check reads the tree with the getters) */
   apply_model_card(&ld, root, schema);
 out:
   cfg_node_free(schema);
@@ -240,6 +298,9 @@ out:
     cfg_node_free(root);
     return NULL;
   }
+  /* the merges and the model's card placed kids by hand: name each key's
+   * parent, so the getters can name a key in full */
+  cfg_link_parents(root);
   return root;
 }
 

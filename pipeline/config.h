@@ -43,6 +43,10 @@ struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int
  * read as cfg_load reads it. */
 struct cfg_node *cfg_load_no_inputs(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs);
 
+/* The schema's default of a dotted key, as its text; NULL where it has none.
+ * For a command that works without a workflow (merge, upgrade): a loaded
+ * tree has every default filled in, to be read with the getters. */
+const char *cfg_schema_default(const char *key);
 /* Print the resolved tree as YAML (defaults filled, keys in schema order). */
 void cfg_print(FILE *f, const struct cfg_node *root);
 

@@ -73,7 +73,7 @@ static char *reject_test(const struct stage *s) {
 
 int run_rows_plan(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items) {
   const struct stage_rows *w = s->keyed->rows;
-  const char *set = w->set ? cfg_str(ctx->root, w->set, NULL) : NULL;
+  const char *set = w->set ? cfg_str(ctx->root, w->set) : NULL;
   const char *params[3] = {set, ctx->key[0], ctx->key[1]};
   char *from = mapped_from(w, ctx->root, ctx->src, 0);
   char *sql = from ? sqlite3_mprintf("SELECT u.%s FROM %s ORDER BY 1", up_id(w), from) : NULL;
@@ -114,7 +114,7 @@ int run_rows_prune(struct stage_ctx *ctx, const struct stage *s, int64_t *n) {
   const struct stage_rows *w = s->keyed->rows;
   *n = 0;
   if (ctx->src && strcmp(ctx->src, "main")) return STAGE_OK; /* a shard's database: screen.db is pruned by the next run */
-  const char *set = w->set && !w->keep_out_of_set ? cfg_str(ctx->root, w->set, NULL) : NULL;
+  const char *set = w->set && !w->keep_out_of_set ? cfg_str(ctx->root, w->set) : NULL;
   const char *params[3] = {set, ctx->key[0], ctx->key[1]};
   /* the molecules that still want a row: those the stage maps (but
    * within, which decides what is done next, not what is kept) */

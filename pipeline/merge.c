@@ -485,8 +485,10 @@ int runner_merge(const char *db_path) {
   }
   /* the workflow's journal mode (delete on NFS/Lustre); the lock first, so
    * that a database another run writes is refused naming its holder */
-  if (store_open_locked(&r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
-                        r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms", 10000) : 10000, r.err, sizeof r.err))
+  if (store_open_locked(
+          &r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
+          r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms") : atoi(cfg_schema_default("store.busy_timeout_ms")),
+          r.err, sizeof r.err))
     goto done;
   for (int i = 0; i < N_STAGES; i++)
     r.folded_as_now[i] =

@@ -103,7 +103,7 @@ static int labels_touch(const char *list, const char *set, const char *label) {
 
 /* The set a stage reads (struct stage_reads' set), NULL for every set. */
 static const char *stage_set(const struct cfg_node *root, const struct stage *s) {
-  return s->reads.set ? cfg_str(root, s->reads.set, NULL) : NULL;
+  return s->reads.set ? cfg_str(root, s->reads.set) : NULL;
 }
 
 /* Whether the stage's upstream records its rows' content row by row (its
@@ -190,7 +190,7 @@ static void plan_stage(struct plan *p, int i) {
       add_sets(up_labels, sizeof up_labels, p->label_sets[j]);
   }
   int touches_mols = up_mols[0] && (!set || has_set(up_mols, set));
-  const char *label = s->reads.label ? cfg_str(r->root, s->reads.label, NULL) : NULL;
+  const char *label = s->reads.label ? cfg_str_opt(r->root, s->reads.label) : NULL;
   int touches_labels = labels_touch(up_labels, set, label);
   /* the chain as the run will have it: known when the stage before it is
    * keyed (its chain known) or has nothing to do (its hash stands) */
@@ -315,7 +315,7 @@ int runner_dry_run(const struct run_opts *o) {
   r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
   if (!r.root) return SE3_EXIT_USAGE;
   if (!o->stage) last = run_last_configured(r.root, first, last);
-  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir", "."));
+  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");
   char dbpath[PATH_MAX + 32];
@@ -324,8 +324,8 @@ int runner_dry_run(const struct run_opts *o) {
   printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
   if (access(dbpath, F_OK) != 0) {
     printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
-  } else if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000),
-                        r.err, sizeof r.err)) {
+  } else if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms"), r.err,
+                        sizeof r.err)) {
     fprintf(stderr, "se3screen: %s\n", r.err);
     ret = SE3_EXIT_FAILED;
   } else {

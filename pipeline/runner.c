@@ -230,8 +230,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   else
     snprintf(label, sizeof label, "%s", s->name);
   if (speaks) {
-    progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress", "auto")),
-                   cfg_float(r->root, "run.progress_interval_s", 5), label, s->show.unit ? s->show.unit : "mol",
+    progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress")),
+                   cfg_float(r->root, "run.progress_interval_s"), label, s->show.unit ? s->show.unit : "mol",
                    shard_items, done_items);
     if (n_shards > 1 && !together && shard >= n_chunks)
       /* an array task beyond the stage's last chunk (slurm.array_size above the chunks) */
@@ -368,8 +368,8 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   snprintf(up, sizeof up, "%s/shards", w->workdir);
   run_rank_db_path(path, sizeof path, w->workdir, s->name, rank);
   if (!mkdirs(up, w->err, sizeof w->err) &&
-      !store_open_locked(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal", "wal"),
-                         (int)cfg_int(w->root, "store.busy_timeout_ms", 10000), w->err, sizeof w->err) &&
+      !store_open_locked(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal"),
+                         (int)cfg_int(w->root, "store.busy_timeout_ms"), w->err, sizeof w->err) &&
       (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
        !store_attach_readonly(&w->st, up, "src", w->err, sizeof w->err)) &&
       !record_run(w, s->name)) {
@@ -642,7 +642,7 @@ static int run_follow(const struct run_opts *o) {
   r.src = "main";
   int rank = comm_rank(o->comm);
   r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
-  snprintf(r.workdir, sizeof r.workdir, "%s", r.root ? cfg_str(r.root, "workdir", ".") : ".");
+  snprintf(r.workdir, sizeof r.workdir, "%s", r.root ? cfg_str(r.root, "workdir") : ".");
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");
   install_signals();
@@ -676,7 +676,7 @@ static int run_follow(const struct run_opts *o) {
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
     int st = STAGE_ERROR;
-    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms", 10000), ctx->err,
+    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms"), ctx->err,
                    sizeof ctx->err) == 0) {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
@@ -774,7 +774,7 @@ static int check_run(struct run *r, const struct run_opts *o, int first, int las
  * screen.db attached read-only as "src" for the tables it reads) opened
  * under its lock, and the run recorded. 0, or -1 with r->err set. */
 static int open_run(struct run *r, const struct run_opts *o, int first) {
-  snprintf(r->workdir, sizeof r->workdir, "%s", cfg_str(r->root, "workdir", "."));
+  snprintf(r->workdir, sizeof r->workdir, "%s", cfg_str(r->root, "workdir"));
   {
     char tmp[PATH_MAX];
     if (realpath(o->workflow, tmp)) {
@@ -795,8 +795,8 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
   }
   /* The lock first: a database another se3screen is writing is refused by
    * its holder's name before anything of it is read */
-  if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal", "wal"),
-                        (int)cfg_int(r->root, "store.busy_timeout_ms", 10000), r->err, sizeof r->err))
+  if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal"),
+                        (int)cfg_int(r->root, "store.busy_timeout_ms"), r->err, sizeof r->err))
     return -1;
 
   /* A shard of a stage that reads another's tables reads them from screen.db

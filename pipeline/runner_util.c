@@ -199,13 +199,13 @@ int run_stage_range(const struct run_opts *o, int *first, int *last) {
 void run_settings_hash(const struct cfg_node *root, const struct stage *s, char out[17]) {
   char cfg[17];
   cfg_stage_hash(root, s->name, !!(s->flags & STAGE_USES_SETS), cfg);
-  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), out);
+  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size"), out);
 }
 
 void run_chain_hash(const struct cfg_node *root, const struct stage *s, uint64_t up_chain, char out[17]) {
   char cfg[17], with_chunks[17];
   cfg_stage_hash(root, s->name, 0, cfg);
-  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size", 1024), with_chunks);
+  run_fold_hash(cfg, (uint64_t)cfg_int(root, "run.chunk_size"), with_chunks);
   run_fold_hash(with_chunks, up_chain, out);
 }
 

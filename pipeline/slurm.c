@@ -162,10 +162,10 @@ static int check_values(const struct ctx *c) {
     return -1;
   }
   for (size_t i = 0; i < sizeof sbatch_keys / sizeof *sbatch_keys; i++) {
-    const char *v = cfg_str(r, sbatch_keys[i], NULL);
+    const char *v = cfg_str_opt(r, sbatch_keys[i]);
     if (v && check_value(sbatch_keys[i], v, 1)) return -1;
   }
-  const char *extra = cfg_str(r, "slurm.extra", NULL);
+  const char *extra = cfg_str_opt(r, "slurm.extra");
   if (extra) {
     if (check_value("slurm.extra", extra, 1)) return -1;
     /* each word becomes an #SBATCH line of its own: an option */
@@ -191,16 +191,16 @@ static void put_option(FILE *f, const char *option, const char *value) {
 /* The #SBATCH lines every script shares. */
 static void common_header(FILE *f, const struct ctx *c, const struct step *s) {
   const struct cfg_node *r = c->root;
-  const char *part = cfg_str(r, "slurm.partition", NULL), *acct = cfg_str(r, "slurm.account", NULL),
-             *extra = cfg_str(r, "slurm.extra", NULL);
+  const char *part = cfg_str_opt(r, "slurm.partition"), *acct = cfg_str_opt(r, "slurm.account"),
+             *extra = cfg_str_opt(r, "slurm.extra");
   char name[PATH_MAX + 96];
   snprintf(name, sizeof name, "se3-%s-%s%s", c->name, s->kind == STEP_MERGE ? "merge-" : "", s->stage);
   if (s->round >= 0) snprintf(name + strlen(name), sizeof name - strlen(name), "-r%d", s->round);
   put_option(f, "--job-name", name);
-  put_option(f, "--time", cfg_str(r, "slurm.time", "04:00:00"));
-  fprintf(f, "#SBATCH --signal=B:USR1@%lld\n", (long long)cfg_int(r, "slurm.signal_s", 120));
+  put_option(f, "--time", cfg_str(r, "slurm.time"));
+  fprintf(f, "#SBATCH --signal=B:USR1@%lld\n", (long long)cfg_int(r, "slurm.signal_s"));
   fprintf(f, "#SBATCH --requeue\n#SBATCH --open-mode=append\n");
-  put_option(f, "--mem", cfg_str(r, "slurm.mem", "8G"));
+  put_option(f, "--mem", cfg_str(r, "slurm.mem"));
   if (part) put_option(f, "--partition", part);
   if (acct) put_option(f, "--account", acct);
   if (extra) { /* one line an option (each word checked by check_values) */
@@ -350,8 +350,9 @@ static void known_chunks(struct ctx *c) {
 static long long chunk_size_of(const struct ctx *c, const char *stage) {
   char key[96];
   snprintf(key, sizeof key, "stages.%s.chunk_size", stage ? stage : "");
-  long long size = cfg_int(c->root, key, 0);
-  return size > 0 ? size : cfg_int(c->root, "run.chunk_size", 1024);
+  /* (only dock has one, without a default: cfg_get, not a getter) */
+  long long size = cfg_get(c->root, key) ? cfg_int(c->root, key) : 0;
+  return size > 0 ? size : cfg_int(c->root, "run.chunk_size");
 }
 
 /* The most chunks stage can have: the ingest plan's records in chunks of
@@ -365,7 +366,7 @@ static long long stage_max_chunks(const struct ctx *c, const char *stage) {
 /* The tasks of stage's array: slurm.array_size, or fewer where no more
  * chunks can be. */
 static long long array_tasks(const struct ctx *c, const char *stage) {
-  long long tasks = cfg_int(c->root, "slurm.array_size", 16), most = stage_max_chunks(c, stage);
+  long long tasks = cfg_int(c->root, "slurm.array_size"), most = stage_max_chunks(c, stage);
   return most > 0 && most < tasks ? most : tasks;
 }
 
@@ -378,9 +379,9 @@ static int write_step(const struct ctx *c, int k) {
   struct atomic_file a;
   if (open_script(&a, path)) return -1;
   FILE *f = a.f;
-  long long tasks = array_tasks(c, s->stage), cap = cfg_int(r, "slurm.max_running", 0),
-            cpus = cfg_int(r, "slurm.cpus_per_task", 2), gpus = cfg_int(r, "slurm.gpus_per_task", 0),
-            nodes = cfg_int(r, "slurm.nodes", 1), per_node = cfg_int(r, "slurm.tasks_per_node", 1);
+  long long tasks = array_tasks(c, s->stage), cap = cfg_int(r, "slurm.max_running"),
+            cpus = cfg_int(r, "slurm.cpus_per_task"), gpus = cfg_int(r, "slurm.gpus_per_task"),
+            nodes = cfg_int(r, "slurm.nodes"), per_node = cfg_int(r, "slurm.tasks_per_node");
   fprintf(f, "#!/bin/bash\n");
   switch (s->kind) {
   case STEP_ARRAY:
@@ -389,11 +390,11 @@ static int write_step(const struct ctx *c, int k) {
             "# task I takes every %lld-th chunk from chunk I into %s/shards/%s-I.db,\n"
             "# and the next step merges them into screen.db.\n",
             c->name, k, s->stage, tasks, tasks, c->workdir, s->stage);
-    if (tasks < cfg_int(r, "slurm.array_size", 16))
+    if (tasks < cfg_int(r, "slurm.array_size"))
       fprintf(f,
               "# (slurm.array_size is %lld: cut to %lld, the most chunks this stage can have,\n"
               "# as screen.db's ingest plan of %lld records at a chunk size of %lld says.)\n",
-              (long long)cfg_int(r, "slurm.array_size", 16), tasks, c->records, chunk_size_of(c, s->stage));
+              (long long)cfg_int(r, "slurm.array_size"), tasks, c->records, chunk_size_of(c, s->stage));
     break;
   case STEP_MERGE:
     fprintf(f, "# se3screen slurm, workflow %s, step %d: the %s stage's shards merged into screen.db.\n", c->name,
@@ -440,7 +441,7 @@ static int write_step(const struct ctx *c, int k) {
   put_quoted(f, c->se3);
   fprintf(f, "\nWORKFLOW=");
   put_quoted(f, c->workflow);
-  fprintf(f, "\nREQUEUES=%lld\n", (long long)cfg_int(r, "slurm.requeues", 3));
+  fprintf(f, "\nREQUEUES=%lld\n", (long long)cfg_int(r, "slurm.requeues"));
   fprintf(f, "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n\n%s\n", step_function);
   switch (s->kind) {
   case STEP_ARRAY:
@@ -691,7 +692,7 @@ static int make_steps(struct ctx *c) {
   if (c->cycling) {
     char key[64];
     snprintf(key, sizeof key, "stages.%s.rounds", c->cycling);
-    c->rounds = (int)cfg_int(c->root, key, 5);
+    c->rounds = (int)cfg_int(c->root, key);
     const char *end = runner_cycle_end(c->cycling);
     for (int i = 0; i < ns; i++) {
       if (!strcmp(names[i], c->cycling)) cyc = i;
@@ -744,9 +745,9 @@ int slurm_run(const struct slurm_opts *o) {
   c.root = root;
   int ret = SE3_EXIT_FAILED;
   if (!realpath(o->workflow, c.workflow)) snprintf(c.workflow, sizeof c.workflow, "%s", o->workflow);
-  snprintf(c.workdir, sizeof c.workdir, "%s", cfg_str(root, "workdir", "."));
+  snprintf(c.workdir, sizeof c.workdir, "%s", cfg_str(root, "workdir"));
   snprintf(c.dir, sizeof c.dir, "%s/slurm", c.workdir);
-  c.name = cfg_str(root, "workflow", "workflow");
+  c.name = cfg_str(root, "workflow");
   /* the program the jobs run: this executable, or in a relocatable bundle
    * (scripts/bundle.sh) its launcher, which sets the library path and Open
    * Babel's folders that the binary alone would lack in a job started later */
@@ -785,7 +786,7 @@ int slurm_run(const struct slurm_opts *o) {
   if (write && write_submit(&c)) goto out;
   if (write) {
     printf("wrote %d steps for workflow %s into %s:\n", c.n, c.name, c.dir);
-    long long size = cfg_int(root, "slurm.array_size", 16);
+    long long size = cfg_int(root, "slurm.array_size");
     int arrays = 0;
     for (int k = 0; k < c.n; k++) {
       long long tasks = array_tasks(&c, c.steps[k].stage);

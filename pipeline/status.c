@@ -171,7 +171,7 @@ static int next_run(const char *workflow, const struct cfg_node *root, const cha
   r.root = (struct cfg_node *)root;
   r.src = "main";
   r.n_shards = 1;
-  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir", "."));
+  snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
   if (store_open(&r.st, dbpath, STORE_READONLY, NULL, 10000, r.err, sizeof r.err)) {
@@ -196,7 +196,7 @@ int runner_status(const char *target, const char *const *sets, int n_sets) {
   if ((tl >= 5 && !strcmp(target + tl - 5, ".yaml")) || (tl >= 4 && !strcmp(target + tl - 4, ".yml"))) {
     root = run_load_config(target, sets, n_sets, NULL, NULL);
     if (!root) return SE3_EXIT_USAGE;
-    snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir", "."));
+    snprintf(dbpath, sizeof dbpath, "%s/screen.db", cfg_str(root, "workdir"));
   } else {
     struct stat sb;
     if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode))

@@ -177,8 +177,9 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   /* The lock before the migration: another upgrade (or run) at work on it
    * is refused by its holder's name, never waited for and then taken for
    * a database of this schema with nothing of its work to keep. */
-  if (store_open_locked(&r.st, dbpath, STORE_UPGRADE, r.root ? cfg_str(r.root, "store.journal", "wal") : "wal",
-                        10000, r.err, sizeof r.err)) {
+  if (store_open_locked(&r.st, dbpath, STORE_UPGRADE,
+                        r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"), 10000, r.err,
+                        sizeof r.err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", r.err);
     goto out;
   }

@@ -158,27 +158,27 @@ static int acquire_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_it
   if (!a) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = a;
   const struct cfg_node *c = ctx->cfg;
-  a->set = cfg_str(c, "set", "library");
-  const char *rule = cfg_str(c, "rule", "greedy");
+  a->set = cfg_str(c, "set");
+  const char *rule = cfg_str(c, "rule");
   a->rule = !strcmp(rule, "ucb")        ? RULE_UCB
             : !strcmp(rule, "thompson") ? RULE_THOMPSON
             : !strcmp(rule, "random")   ? RULE_RANDOM
                                         : RULE_GREEDY;
-  a->initial = cfg_float(c, "initial", 0.01);
-  a->batch = cfg_float(c, "batch", 0.01);
-  a->beta = cfg_float(c, "beta", 2);
-  a->rounds = cfg_int(c, "rounds", 5);
-  a->ascending = !strcmp(cfg_str(c, "order", "ascending"), "ascending");
-  a->seed = (uint64_t)cfg_int(c, "seed", 1);
-  a->keep_scores = cfg_bool(c, "keep_scores", 1);
+  a->initial = cfg_float(c, "initial");
+  a->batch = cfg_float(c, "batch");
+  a->beta = cfg_float(c, "beta");
+  a->rounds = cfg_int(c, "rounds");
+  a->ascending = !strcmp(cfg_str(c, "order"), "ascending");
+  a->seed = (uint64_t)cfg_int(c, "seed");
+  a->keep_scores = cfg_bool(c, "keep_scores");
   const char *label = stage_dock_label(ctx->root);
   if (!label)
     return stage_fail_at(ctx, c, "stages.acquire: active learning labels the molecules it acquires by docking them: "
                                  "the workflow needs stages.dock (Vina, or oracle: table)");
-  if (strcmp(cfg_str(ctx->root, "stages.dock.set", "library"), a->set))
+  if (strcmp(cfg_str(ctx->root, "stages.dock.set"), a->set))
     return stage_fail_at(ctx, cfg_get(c, "set") ? cfg_get(c, "set") : c,
                          "stages.acquire.set '%s' is not the set dock docks ('%s', stages.dock.set)", a->set,
-                         cfg_str(ctx->root, "stages.dock.set", "library"));
+                         cfg_str(ctx->root, "stages.dock.set"));
   char *sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".molecules m WHERE set_name = ?1 AND NOT EXISTS (SELECT 1 "
                               "FROM \"%w\".duplicates d WHERE d.mol_id = m.id)",
                               ctx->src, ctx->src);
@@ -554,7 +554,7 @@ static void acquire_end(struct stage_ctx *ctx) {
 /* The runner, after score: 1 while a round is still to be decided. */
 static int acquire_due(sqlite3 *db, const struct cfg_node *root) {
   int64_t decided = query_int(db, "SELECT count(*) FROM rounds", NULL, 0);
-  return decided > 0 && decided < cfg_int(root, "stages.acquire.rounds", 5) + 1;
+  return decided > 0 && decided < cfg_int(root, "stages.acquire.rounds") + 1;
 }
 
 static const struct stage_keyed acquire_keyed = {0}; /* by round: its rows are never pruned */

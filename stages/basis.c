@@ -31,10 +31,10 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   struct bstage *b = calloc(1, sizeof *b);
   if (!b) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = b;
-  int max_degree = (int)cfg_int(ctx->cfg, "max_degree", 3);
-  b->dtype_name = cfg_str(ctx->cfg, "dtype", "fp32");
+  int max_degree = (int)cfg_int(ctx->cfg, "max_degree");
+  b->dtype_name = cfg_str(ctx->cfg, "dtype");
   b->dtype = !strcmp(b->dtype_name, "fp16") ? BASIS_FP16 : !strcmp(b->dtype_name, "bf16") ? BASIS_BF16 : BASIS_FP32;
-  b->threads = (int)cfg_int(ctx->cfg, "threads", 0);
+  b->threads = (int)cfg_int(ctx->cfg, "threads");
   if (basis_plan_init(&b->bp, max_degree))
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "max_degree"), "stages.basis.max_degree: %d is not in 0..%d",
                          max_degree, BASIS_MAX_DEGREE);

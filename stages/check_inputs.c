@@ -167,7 +167,7 @@ static int readable(const char *path) {
 
 /* The format ingest would read path in; MOL_FMT_UNKNOWN when it could not tell. */
 static enum mol_format format_of(const char *path, const struct cfg_node *item) {
-  const char *name = cfg_str(item, "format", "auto");
+  const char *name = cfg_str(item, "format");
   int explicit_fmt = strcmp(name, "auto") != 0;
   enum mol_format f = explicit_fmt ? rec_format_from_name(name) : rec_format_from_path(path);
   if (explicit_fmt) return f;
@@ -272,9 +272,9 @@ static void check_input_file(struct ck *ck, const char *file, const struct cfg_n
  * are added to set_labels (unknown when the file cannot be read). */
 static void check_side_csv(struct ck *ck, const struct cfg_node *side, const char *key, int report_problems,
                            struct names *set_labels) {
-  const char *file = cfg_str(side, "path", NULL);
+  const char *file = cfg_str(side, "path");
   const struct cfg_node *cols_node = kid(side, "columns"), *join_node = kid(side, "join");
-  const char *join = cfg_str(side, "join", "record");
+  const char *join = cfg_str(side, "join");
   char **cols = NULL, err[512], k[512], list[1024], dym[300];
   int n = 0;
   if (!ck->read_files || !readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, err, sizeof err) != 0) {
@@ -328,7 +328,7 @@ static void check_set(struct ck *ck, const struct cfg_node *set, int ingest, str
       names_free(&ignored);
     }
     if (!ingest) continue;
-    const char *path = cfg_str(item, "path", NULL);
+    const char *path = cfg_str_opt(item, "path");
     if (!path) continue;
     if (strpbrk(path, "*?[")) {
       glob_t gl;
@@ -495,7 +495,7 @@ static void report_no_set(struct ck *ck, const struct cfg_node *sets, const stru
 static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
   static const char *const vina[] = {"stages.dock.receptor", "stages.dock.box_ligand", NULL};
   static const char *const table[] = {"stages.dock.table", NULL};
-  const char *const *keys = !strcmp(cfg_str(root, "stages.dock.oracle", "vina"), "table") ? table : vina;
+  const char *const *keys = !strcmp(cfg_str(root, "stages.dock.oracle"), "table") ? table : vina;
   for (int i = 0; keys[i]; i++) {
     const struct cfg_node *n = cfg_get(root, keys[i]);
     struct stat sb;
@@ -522,7 +522,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   int rank = stage_runs(stages_that_run, "rank") && stage_runs(stages_that_run, "score");
 
   const struct cfg_node *target = cfg_get(root, "stages.train.target");
-  const char *train_set = cfg_str(root, "stages.train.set", "train");
+  const char *train_set = cfg_str(root, "stages.train.set");
   const struct cfg_node *tset = find_set(sets, train_set);
   /* The training set's labels are needed when train or rank is checked. */
   int need_labels = (train || rank) && target && target->kind == CFG_SCALAR && tset;
@@ -544,7 +544,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
       report_no_set(&ck, sets, cfg_get(root, "stages.train.set"), "stages.train.set", train_set, "");
     } else if (stage_dock_label(root) && !strcmp(stage_dock_label(root), target->value)) {
       /* the docking score: of the set docked */
-      const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+      const char *dock_set = cfg_str(root, "stages.dock.set");
       if (strcmp(dock_set, train_set))
         report(&ck, target, "stages.train.target",
                "'%s' is the docking score (stages.dock.label) of set '%s' (stages.dock.set), and train learns set "
@@ -552,7 +552,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
                target->value, dock_set, train_set);
     } else {
       check_label_name(&ck, target, "stages.train.target", train_set, &labels);
-      if (!strcmp(cfg_str(root, "stages.train.split.method", "random"), "column"))
+      if (!strcmp(cfg_str(root, "stages.train.split.method"), "column"))
         check_label_name(&ck, cfg_get(root, "stages.train.split.column"), "stages.train.split.column", train_set,
                          &labels);
     }
@@ -561,30 +561,30 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   /* Active learning's rules between keys, before any work: a round 1 that
    * could not be decided would otherwise fail after round 0's docking. */
   if (stage_runs(stages_that_run, "acquire") && stage_acquiring(root)) {
-    const char *acq_set = cfg_str(root, "stages.acquire.set", "library");
+    const char *acq_set = cfg_str(root, "stages.acquire.set");
     const struct cfg_node *at = cfg_get(root, "stages.acquire");
     if (!stage_dock_label(root)) {
       report(&ck, at, "stages.acquire",
              "active learning labels the molecules it acquires by docking them: the workflow needs stages.dock "
              "(Vina, or oracle: table)");
     } else {
-      const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+      const char *dock_set = cfg_str(root, "stages.dock.set");
       if (strcmp(dock_set, acq_set))
         report(&ck, cfg_get(root, "stages.acquire.set") ? cfg_get(root, "stages.acquire.set") : at, "stages.acquire.set",
                "'%s' is not the set dock docks ('%s', stages.dock.set)", acq_set, dock_set);
       const struct cfg_node *tt = cfg_get(root, "stages.train.target");
       if (!cfg_written(cfg_get(root, "stages.train")) || !tt || tt->kind != CFG_SCALAR ||
-          strcmp(tt->value, stage_dock_label(root)) || strcmp(cfg_str(root, "stages.train.set", "train"), acq_set))
+          strcmp(tt->value, stage_dock_label(root)) || strcmp(cfg_str(root, "stages.train.set"), acq_set))
         report(&ck, tt ? tt : at, "stages.train.target",
                "active learning trains on the docking scores of the set it acquires from: stages.train needs "
                "`set: %s` and `target: %s`",
                acq_set, stage_dock_label(root));
-      if (strcmp(cfg_str(root, "stages.score.set", "library"), acq_set))
+      if (strcmp(cfg_str(root, "stages.score.set"), acq_set))
         report(&ck, cfg_get(root, "stages.score.set") ? cfg_get(root, "stages.score.set") : at, "stages.score.set",
                "active learning acquires from the scores of set '%s' (stages.acquire.set): score it", acq_set);
     }
-    const char *rule = cfg_str(root, "stages.acquire.rule", "greedy");
-    if ((!strcmp(rule, "ucb") || !strcmp(rule, "thompson")) && cfg_int(root, "stages.train.ensemble", 1) < 2)
+    const char *rule = cfg_str(root, "stages.acquire.rule");
+    if ((!strcmp(rule, "ucb") || !strcmp(rule, "thompson")) && cfg_int(root, "stages.train.ensemble") < 2)
       report(&ck, cfg_get(root, "stages.acquire.rule"), "stages.acquire.rule",
              "%s needs an ensemble's predictions: stages.train.ensemble 2 or more", rule);
   }
@@ -592,7 +592,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   /* The set dock docks must be in `sets`; its files (the receptor and the
    * box's ligand, or the table of scores) regular files. */
   if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
-    const char *dock_set = cfg_str(root, "stages.dock.set", "library");
+    const char *dock_set = cfg_str(root, "stages.dock.set");
     if (!find_set(sets, dock_set))
       report_no_set(&ck, sets, cfg_get(root, "stages.dock.set"), "stages.dock.set", dock_set, " to dock");
     if (read_files) check_dock_files(&ck, root);
@@ -605,7 +605,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   int score = stage_runs(stages_that_run, "score") &&
               (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
                cfg_written(cfg_get(root, "stages.rank")) || cfg_written(cfg_get(root, "stages.report")));
-  const char *score_set = cfg_str(root, "stages.score.set", "library");
+  const char *score_set = cfg_str(root, "stages.score.set");
   if (score && !find_set(sets, score_set)) {
     int n = 0;
     char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);

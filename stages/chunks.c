@@ -234,8 +234,9 @@ void stage_ids_free(struct stage_ids *p) {
 
 int stage_ids_load(struct stage_ctx *ctx, const char *sql, const char *param, struct stage_ids *p, int64_t *n_chunks) {
   memset(p, 0, sizeof *p);
-  /* a stage's own chunk_size (dock's), else the run's */
-  p->chunk_size = cfg_int(ctx->cfg, "chunk_size", cfg_int(ctx->root, "run.chunk_size", 1024));
+  /* a stage's own chunk_size (dock's, written or not: no default), else the run's */
+  p->chunk_size =
+      cfg_get(ctx->cfg, "chunk_size") ? cfg_int(ctx->cfg, "chunk_size") : cfg_int(ctx->root, "run.chunk_size");
   p->hash = SE3_HASH_INIT;
   sqlite3_stmt *st = NULL;
   if (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK) return stage_sql_fail(ctx, "planning");

@@ -190,8 +190,7 @@ static int box_from_ligand(struct stage_ctx *ctx, struct dstage *d, const char *
   int rc = temp_dir(ctx, "box", dir, sizeof dir);
   if (rc == STAGE_OK) rc = private_copy(ctx, dir, "box_ligand", ligand, fd, NULL, copy, sizeof copy);
   close(fd);
-  if (rc == STAGE_OK && dock_box_from_ligand(copy, cfg_float(ctx->cfg, "padding", 4), 120, &d->ds.box, err,
-                                            sizeof err)) {
+  if (rc == STAGE_OK && dock_box_from_ligand(copy, cfg_float(ctx->cfg, "padding"), 120, &d->ds.box, err, sizeof err)) {
     own_name(err, sizeof err, copy, ligand);
     rc = stage_fail_at(ctx, cfg_get(ctx->cfg, "box_ligand"), "%s", err);
   }
@@ -202,16 +201,17 @@ static int box_from_ligand(struct stage_ctx *ctx, struct dstage *d, const char *
 /* The set-up: Vina, the receptor, the box; its key. */
 static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *c = ctx->cfg;
-  d->set = cfg_str(c, "set", "library");
-  d->table = !strcmp(cfg_str(c, "oracle", "vina"), "table");
+  d->set = cfg_str(c, "set");
+  d->table = !strcmp(cfg_str(c, "oracle"), "table");
   if (d->table) {
-    d->table_path = cfg_str(c, "table", NULL);
+    d->table_path = cfg_str_opt(c, "table");
     if (!d->table_path)
       return stage_fail_at(ctx, cfg_get(c, "oracle"), "stages.dock.table: `oracle: table` needs the table of scores "
                                                       "(a CSV file with a header)");
-    d->table_key = cfg_str(c, "table_key", "smiles");
-    d->key_column = cfg_str(c, "key_column", d->table_key);
-    d->score_column = cfg_str(c, "score_column", "score");
+    d->table_key = cfg_str(c, "table_key");
+    d->key_column = cfg_str_opt(c, "key_column"); /* no default: the key's own name */
+    if (!d->key_column) d->key_column = d->table_key;
+    d->score_column = cfg_str(c, "score_column");
     if (open_input(ctx, "table", d->table_path, &d->table_fd)) return STAGE_ERROR;
     if (stage_fd_hash(d->table_fd, &d->table_hash))
       return stage_fail_at(ctx, cfg_get(c, "table"), "stages.dock.table: %s: %s", d->table_path, strerror(errno));
@@ -221,7 +221,7 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
     snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
     return STAGE_OK;
   }
-  d->receptor_in = cfg_str(c, "receptor", NULL);
+  d->receptor_in = cfg_str_opt(c, "receptor");
   if (!d->receptor_in)
     return stage_fail_at(ctx, c, "stages.dock.receptor: the receptor to dock into is not given (a PDB, PDBQT or any "
                                  "file Open Babel reads)");
@@ -229,17 +229,17 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   if (open_input(ctx, "receptor", d->receptor_in, &d->receptor_fd)) return STAGE_ERROR;
   if (stage_fd_hash(d->receptor_fd, &d->receptor_hash))
     return stage_fail_at(ctx, cfg_get(c, "receptor"), "stages.dock.receptor: %s: %s", d->receptor_in, strerror(errno));
-  d->ds.vina = cfg_str(c, "vina", "vina");
-  d->ds.exhaustiveness = (int)cfg_int(c, "exhaustiveness", 8);
-  d->ds.seed = (unsigned)cfg_int(c, "seed", 1);
-  d->ds.timeout_s = cfg_float(c, "timeout_s", 900);
-  d->ds.memory_limit = (uint64_t)cfg_int(c, "memory_limit_mb", 4096) << 20;
-  d->workers = (int)cfg_int(c, "workers", 0);
+  d->ds.vina = cfg_str(c, "vina");
+  d->ds.exhaustiveness = (int)cfg_int(c, "exhaustiveness");
+  d->ds.seed = (unsigned)cfg_int(c, "seed");
+  d->ds.timeout_s = cfg_float(c, "timeout_s");
+  d->ds.memory_limit = (uint64_t)cfg_int(c, "memory_limit_mb") << 20;
+  d->workers = (int)cfg_int(c, "workers");
   if (d->workers <= 0) d->workers = stage_cores(); /* (an array task's allocation under Slurm) */
   char err[1024];
   if (dock_vina_version(d->ds.vina, d->vina_version, sizeof d->vina_version, err, sizeof err))
     return stage_fail_at(ctx, cfg_get(c, "vina") ? cfg_get(c, "vina") : c, "%s", err);
-  const char *ligand = cfg_str(c, "box_ligand", NULL);
+  const char *ligand = cfg_str_opt(c, "box_ligand");
   const struct cfg_node *center = cfg_get(c, "center");
   if (ligand && center)
     return stage_fail_at(ctx, center, "stages.dock: give the box either by `box_ligand` or by `center` and `size`, "

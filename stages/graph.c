@@ -50,8 +50,8 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if (!g->chunk) return stage_fail_at(ctx, NULL, "out of memory");
   if (stage_graph_settings(ctx, &g->gs)) return STAGE_ERROR;
   const struct cfg_node *c = ctx->cfg;
-  g->store = cfg_bool(c, "store", 1);
-  g->threads = (int)cfg_int(c, "threads", 0);
+  g->store = cfg_bool(c, "store");
+  g->threads = (int)cfg_int(c, "threads");
   (void)n_chunks; /* (the runner plans the molecules: struct stage_rows) */
   (void)n_items;
   g->select = sqlite3_mprintf("SELECT id, mol, mol_hash FROM \"%w\".molecules m WHERE id BETWEEN ?1 AND ?2 AND NOT "

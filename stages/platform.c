@@ -73,8 +73,8 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
                                        size_t errlen) {
   static const struct nn_backend *opened;
   static char opened_key[80];
-  const char *dev = cfg_str(root, "device", "cpu"), *prec = cfg_str(root, "precision", "fp32");
-  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv", "gemm"), "gemm");
+  const char *dev = cfg_str(root, "device"), *prec = cfg_str(root, "precision");
+  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv"), "gemm");
   char want[80];
   snprintf(want, sizeof want, "%s/%s/%d/%d", dev, prec, training, conv_gemm);
   if (key) *key = "device";
@@ -112,8 +112,8 @@ const char *stage_precision_name(const struct nn_backend *be) { return nn_precis
 
 const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be) {
   if (!be->set_conv_gemm) return "";
-  return !strcmp(cfg_str(root, "gpu_conv", "gemm"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
-                                                                : "; the convolution's direct kernels (gpu_conv: direct)";
+  return !strcmp(cfg_str(root, "gpu_conv"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
+                                                    : "; the convolution's direct kernels (gpu_conv: direct)";
 }
 
 int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {

@@ -89,9 +89,9 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
                          list);
   }
   if (check_kept(ctx, r->target)) return STAGE_ERROR;
-  r->descending = strcmp(cfg_str(c, "order", "descending"), "ascending") != 0;
-  r->top = (int)cfg_int(c, "top", 100);
-  r->dedupe = cfg_bool(c, "dedupe", 1);
+  r->descending = strcmp(cfg_str(c, "order"), "ascending") != 0;
+  r->top = (int)cfg_int(c, "top");
+  r->dedupe = cfg_bool(c, "dedupe");
   r->min = cfg_get(c, "min");
   r->max = cfg_get(c, "max");
   const struct cfg_node *outs = cfg_get(c, "outputs");

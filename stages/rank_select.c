@@ -181,7 +181,7 @@ int rank_score_targets(sqlite3 *db, const char *schema, char out[][256], int max
 }
 
 int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n) {
-  const char *t = cfg_str(cfg, "target", NULL);
+  const char *t = cfg_str_opt(cfg, "target");
   if (t) {
     snprintf(target, n, "%s", t);
     return 0;
@@ -207,18 +207,18 @@ int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, cha
 void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n) {
   const struct cfg_node *min = cfg_get(cfg, "min"), *max = cfg_get(cfg, "max");
   char lo[40] = "-", hi[40] = "-";
-  if (min) snprintf(lo, sizeof lo, "%.17g", cfg_float(cfg, "min", 0));
-  if (max) snprintf(hi, sizeof hi, "%.17g", cfg_float(cfg, "max", 0));
-  snprintf(out, n, "top=%lld target=%s order=%s dedupe=%d min=%s max=%s", (long long)cfg_int(cfg, "top", 100), target,
-           cfg_str(cfg, "order", "descending"), cfg_bool(cfg, "dedupe", 1), lo, hi);
+  if (min) snprintf(lo, sizeof lo, "%.17g", cfg_float(cfg, "min"));
+  if (max) snprintf(hi, sizeof hi, "%.17g", cfg_float(cfg, "max"));
+  snprintf(out, n, "top=%lld target=%s order=%s dedupe=%d min=%s max=%s", (long long)cfg_int(cfg, "top"), target,
+           cfg_str(cfg, "order"), cfg_bool(cfg, "dedupe"), lo, hi);
 }
 
 int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
                 int64_t **rowids, int64_t *n, char *err, size_t errlen) {
   *rowids = NULL;
   *n = 0;
-  int top = (int)cfg_int(cfg, "top", 100), dedupe = cfg_bool(cfg, "dedupe", 1);
-  int descending = strcmp(cfg_str(cfg, "order", "descending"), "ascending") != 0;
+  int top = (int)cfg_int(cfg, "top"), dedupe = cfg_bool(cfg, "dedupe");
+  int descending = strcmp(cfg_str(cfg, "order"), "ascending") != 0;
   const struct cfg_node *min = cfg_get(cfg, "min"), *max = cfg_get(cfg, "max");
   if (top <= 0) {
     snprintf(err, errlen, "rank_select needs top > 0");
@@ -239,8 +239,8 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
   sqlite3_free(sql);
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(st, 1, target, -1, SQLITE_TRANSIENT);
-    if (min) sqlite3_bind_double(st, 2, cfg_float(cfg, "min", 0));
-    if (max) sqlite3_bind_double(st, 3, cfg_float(cfg, "max", 0));
+    if (min) sqlite3_bind_double(st, 2, cfg_float(cfg, "min"));
+    if (max) sqlite3_bind_double(st, 3, cfg_float(cfg, "max"));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
       struct hit x;
       x.rowid = sqlite3_column_int64(st, 0);

@@ -18,9 +18,9 @@ static int report_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_ite
 static int report_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   (void)chunk;
   struct report_opts o = {
-      .top = (int)cfg_int(ctx->cfg, "top", 50),
-      .depict = cfg_bool(ctx->cfg, "depict", 1),
-      .bins = (int)cfg_int(ctx->cfg, "bins", 40),
+      .top = (int)cfg_int(ctx->cfg, "top"),
+      .depict = cfg_bool(ctx->cfg, "depict"),
+      .bins = (int)cfg_int(ctx->cfg, "bins"),
   };
   char path[PATH_MAX], err[PATH_MAX + 1024];
   snprintf(path, sizeof path, "%s/report.html", ctx->workdir);

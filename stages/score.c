@@ -158,7 +158,7 @@ static int load_path(struct stage_ctx *ctx, struct sstage *s, const char *ck, ui
 
 /* The models rows (every member), or the configured model path. */
 static int load_models(struct stage_ctx *ctx, struct sstage *s) {
-  const char *ck = cfg_str(ctx->cfg, "checkpoint", NULL);
+  const char *ck = cfg_str_opt(ctx->cfg, "checkpoint");
   uint64_t h = SE3_HASH_INIT; /* the members' checkpoint bytes, folded in member order */
   if (ck) {
     if (load_path(ctx, s, ck, &h)) return STAGE_ERROR;
@@ -224,8 +224,8 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   struct sstage *s = calloc(1, sizeof *s);
   if (!s) return stage_fail_at(ctx, NULL, "out of memory");
   ctx->state = s;
-  s->set = cfg_str(ctx->cfg, "set", "library");
-  s->batch = (int)cfg_int(ctx->cfg, "batch_size", 64);
+  s->set = cfg_str(ctx->cfg, "set");
+  s->batch = (int)cfg_int(ctx->cfg, "batch_size");
   char err[512];
   const char *key = "device";
   if (!(s->be = stage_backend(ctx->root, 0, &key, err, sizeof err)))
@@ -527,7 +527,8 @@ static void score_end(struct stage_ctx *ctx) {
 /* Keyed (struct stage's keyed) unless stages.score.merge: hits keeps only
  * the hits' scores in screen.db: the others' would look missing. */
 static int score_keyed(const struct cfg_node *root) {
-  return strcmp(cfg_str(root, "stages.score.merge", "all"), "hits") != 0;
+  /* (no workflow: a merge without one, which folds shards whole) */
+  return !root || strcmp(cfg_str(root, "stages.score.merge"), "hits") != 0;
 }
 
 /* In a score-only workflow score reads what train would have read: the
@@ -540,8 +541,7 @@ static const char *score_reads(const struct cfg_node *root) { return stage_score
  * whose model's fingerprint needs its device to read (not known to
  * merge). */
 static int score_merge_hash(const struct cfg_node *root) {
-  return cfg_str(cfg_get(cfg_get(root, "stages"), "score"), "checkpoint", NULL) ? STAGE_HASH_UNKNOWN
-                                                                                : STAGE_HASH_PLANNED;
+  return cfg_str_opt(cfg_get(cfg_get(root, "stages"), "score"), "checkpoint") ? STAGE_HASH_UNKNOWN : STAGE_HASH_PLANNED;
 }
 
 static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
@@ -566,10 +566,9 @@ static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
  * rank's top: 0) the shard is folded whole. */
 static int score_fold(struct stage_fold *f) {
   const struct cfg_node *root = f->root;
-  const char *mode = root ? cfg_str(root, "stages.score.merge", "all") : "all";
+  int hits = root && !strcmp(cfg_str(root, "stages.score.merge"), "hits");
   const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
-  if (strcmp(mode, "hits") || cfg_int(rank, "top", 100) <= 0)
-    return fold_exec(f, "DELETE FROM main.meta WHERE key='scores_kept'") ? -1 : 0;
+  if (!hits || cfg_int(rank, "top") <= 0) return fold_exec(f, "DELETE FROM main.meta WHERE key='scores_kept'") ? -1 : 0;
   char target[256], err[1024];
   /* before the first fold screen.db of a score-only workflow holds neither
    * models nor scores: the shard's scores name the target */
@@ -629,7 +628,7 @@ static int score_folded_as_now(sqlite3 *db, const struct cfg_node *root) {
   }
   sqlite3_finalize(st);
   const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
-  int hits = root && !strcmp(cfg_str(root, "stages.score.merge", "all"), "hits") && cfg_int(rank, "top", 100) > 0;
+  int hits = root && !strcmp(cfg_str(root, "stages.score.merge"), "hits") && cfg_int(rank, "top") > 0;
   int same = !hits && !has_kept;
   if (hits && has_kept) {
     char target[256], spec[512];

@@ -214,10 +214,10 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
 
 static int make_split(struct stage_ctx *ctx, struct tstage *t) {
   const struct cfg_node *c = ctx->cfg;
-  const char *method = cfg_str(c, "split.method", "random");
-  int n_test = (int)floor(cfg_float(c, "split.test", 0.1) * t->tr.n),
-      n_valid = (int)floor(cfg_float(c, "split.valid", 0.1) * t->tr.n);
-  uint64_t seed = (uint64_t)cfg_int(c, "split.seed", 0);
+  const char *method = cfg_str(c, "split.method");
+  int n_test = (int)floor(cfg_float(c, "split.test") * t->tr.n),
+      n_valid = (int)floor(cfg_float(c, "split.valid") * t->tr.n);
+  uint64_t seed = (uint64_t)cfg_int(c, "split.seed");
   t->split = malloc((size_t)t->tr.n);
   int *perm = malloc((size_t)t->tr.n * sizeof *perm);
   if (!perm || !t->split) {
@@ -236,11 +236,11 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
       mol_where(ctx, t->ids[i], where, sizeof where);
       if (isnan(v))
         ret = stage_fail_at(ctx, cfg_get(c, "split.column"), "stages.train.split.column: %s has no label '%s'", where,
-                            cfg_str(c, "split.column", ""));
+                            cfg_str(c, "split.column"));
       else
         ret = stage_fail_at(ctx, cfg_get(c, "split.column"),
                             "stages.train.split.column: %s has %s = %g; use 0 (train), 1 (valid) or 2 (test)", where,
-                            cfg_str(c, "split.column", ""), v);
+                            cfg_str(c, "split.column"), v);
     }
   } else if (n_test + n_valid >= t->tr.n) {
     ret = stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
@@ -384,42 +384,42 @@ static void io_put_card(void *user, struct se3_ckpt_writer *w) {
  * method and column to *method and *column) and the trainer's io hooks. */
 static int train_settings(struct stage_ctx *ctx, struct tstage *t, const char **method, const char **column) {
   const struct cfg_node *c = ctx->cfg;
-  t->set = cfg_str(c, "set", "train");
-  t->tr.target = cfg_str(c, "target", NULL);
+  t->set = cfg_str(c, "set");
+  t->tr.target = cfg_str_opt(c, "target");
   if (!t->tr.target)
     return stage_fail_at(ctx, c, "stages.train.target: name the label to learn (an SD tag or CSV column of set '%s')",
                          t->set);
   if (strlen(t->tr.target) > 255) /* (its checkpoint records it; a model's reader takes 255 bytes) */
     return stage_fail_at(ctx, cfg_get(c, "target"), "stages.train.target: a name of %zu bytes: at most 255 are allowed",
                          strlen(t->tr.target));
-  t->tr.classify = !strcmp(cfg_str(c, "task", "regression"), "classification");
-  t->tr.epochs = (int)cfg_int(c, "epochs", 20);
-  t->tr.batch = (int)cfg_int(c, "batch_size", 32);
-  t->tr.patience = (int)cfg_int(c, "patience", 0);
-  t->tr.augment = cfg_bool(c, "augment", 0);
-  t->low_memory = cfg_bool(c, "low_memory", 0);
-  t->tr.seed = (uint64_t)cfg_int(c, "seed", 42);
-  t->tr.ensemble = (int)cfg_int(c, "ensemble", 1);
-  t->tr.atomref = cfg_bool(c, "atomref", 0);
-  t->tr.ckpt_every = (long)cfg_int(c, "checkpoint_every", 0);
+  t->tr.classify = !strcmp(cfg_str(c, "task"), "classification");
+  t->tr.epochs = (int)cfg_int(c, "epochs");
+  t->tr.batch = (int)cfg_int(c, "batch_size");
+  t->tr.patience = (int)cfg_int(c, "patience");
+  t->tr.augment = cfg_bool(c, "augment");
+  t->low_memory = cfg_bool(c, "low_memory");
+  t->tr.seed = (uint64_t)cfg_int(c, "seed");
+  t->tr.ensemble = (int)cfg_int(c, "ensemble");
+  t->tr.atomref = cfg_bool(c, "atomref");
+  t->tr.ckpt_every = (long)cfg_int(c, "checkpoint_every");
   if (t->tr.atomref && t->tr.classify)
     return stage_fail_at(ctx, cfg_get(c, "atomref"), "stages.train.atomref: only for regression, not classification");
-  *method = cfg_str(c, "split.method", "random");
-  *column = cfg_str(c, "split.column", NULL);
+  *method = cfg_str(c, "split.method");
+  *column = cfg_str_opt(c, "split.column");
   if (!strcmp(*method, "column") && !*column)
     return stage_fail_at(ctx, cfg_get(c, "split.method"),
                          "stages.train.split.column: name the label holding 0 (train), 1 (valid) or 2 (test)");
-  const char *loss = cfg_str(c, "loss", "l1");
+  const char *loss = cfg_str(c, "loss");
   t->tr.loss = t->tr.classify           ? NN_LOSS_BCE
                : !strcmp(loss, "mse")   ? NN_LOSS_MSE
                : !strcmp(loss, "huber") ? NN_LOSS_HUBER
                                         : NN_LOSS_L1;
-  t->tr.adam = (struct nn_adam){0.9, 0.999, 1e-8, cfg_float(c, "weight_decay", 0),
-                                strcmp(cfg_str(c, "optimizer", "adamw"), "adam") != 0};
-  t->tr.clip = cfg_float(c, "clip_norm", 0);
-  t->tr.zero = cfg_bool(c, "shard_optimizer", 0) && ctx->comm; /* (a job of one too: SE3_COMM=mpi) */
-  t->tr.bucket_bytes = (size_t)(cfg_float(c, "bucket_mb", 4) * 1048576.0);
-  t->restart_epochs = (int)cfg_int(c, "restart_epochs", 0);
+  t->tr.adam =
+      (struct nn_adam){0.9, 0.999, 1e-8, cfg_float(c, "weight_decay"), strcmp(cfg_str(c, "optimizer"), "adam") != 0};
+  t->tr.clip = cfg_float(c, "clip_norm");
+  t->tr.zero = cfg_bool(c, "shard_optimizer") && ctx->comm; /* (a job of one too: SE3_COMM=mpi) */
+  t->tr.bucket_bytes = (size_t)(cfg_float(c, "bucket_mb") * 1048576.0);
+  t->restart_epochs = (int)cfg_int(c, "restart_epochs");
   t->ctx = ctx;
   t->tr.io = (struct se3_trainer_io){.user = t,
                                      .comm = ctx->comm,
@@ -485,18 +485,18 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
   const struct cfg_node *c = ctx->cfg;
   /* the model; its envelope fades radius edges out at the graph stage's
    * cutoff (the graph settings, read once in begin) */
-  const char *envelope = cfg_str(c, "arch.envelope", "auto");
+  const char *envelope = cfg_str(c, "arch.envelope");
   int radius = t->gs.go.edges != GRAPH_EDGES_BONDS;
-  struct se3_config mc = {.layers = (int)cfg_int(c, "arch.layers", 2),
-                          .degrees = (int)cfg_int(c, "arch.degrees", 3),
-                          .channels = (int)cfg_int(c, "arch.channels", 8),
-                          .heads = (int)cfg_int(c, "arch.heads", 2),
-                          .channels_div = (int)cfg_int(c, "arch.channels_div", 2),
+  struct se3_config mc = {.layers = (int)cfg_int(c, "arch.layers"),
+                          .degrees = (int)cfg_int(c, "arch.degrees"),
+                          .channels = (int)cfg_int(c, "arch.channels"),
+                          .heads = (int)cfg_int(c, "arch.heads"),
+                          .channels_div = (int)cfg_int(c, "arch.channels_div"),
                           .node_in = t->node_width,
                           .edge_in = GRAPH_EDGE_WIDTH,
-                          .radial_hidden = (int)cfg_int(c, "arch.radial_hidden", 16),
-                          .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden", 32),
-                          .pool_max = !strcmp(cfg_str(c, "arch.pooling", "max"), "max"),
+                          .radial_hidden = (int)cfg_int(c, "arch.radial_hidden"),
+                          .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden"),
+                          .pool_max = !strcmp(cfg_str(c, "arch.pooling"), "max"),
                           .outputs = 1,
                           .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
                                       : !strcmp(envelope, "poly") || (!strcmp(envelope, "auto") && radius)
@@ -510,15 +510,15 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
   if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, bad), "%s", err);
   if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
-  const char *asked = cfg_str(ctx->root, "precision", "fp32");
+  const char *asked = cfg_str(ctx->root, "precision");
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s%s", be->name, be->device, stage_precision_name(be),
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "",
                    stage_conv_note(ctx->root, be));
   se3_config_format(&mc, t->tr.arch, sizeof t->tr.arch);
   snprintf(t->device, sizeof t->device, "%s (%s), %s%s", be->name, be->device, stage_precision_name(be),
            comm_size(ctx->comm) > 1 ? ", data parallel" : "");
-  int rc = se3_trainer_open(&t->tr, cfg_float(c, "lr", 2e-3), cfg_float(c, "min_lr", 2e-4),
-                            (long)cfg_int(c, "warmup_steps", 0), t->restart_epochs);
+  int rc = se3_trainer_open(&t->tr, cfg_float(c, "lr"), cfg_float(c, "min_lr"), (long)cfg_int(c, "warmup_steps"),
+                            t->restart_epochs);
   if (rc) return stage_fail_at(ctx, rc < 0 ? cfg_get(c, "batch_size") : NULL, "%s", t->tr.err);
   return STAGE_OK;
 }

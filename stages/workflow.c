@@ -18,5 +18,5 @@ int stage_acquiring(const struct cfg_node *root) {
 
 const char *stage_dock_label(const struct cfg_node *root) {
   const struct cfg_node *d = root ? cfg_get(root, "stages.dock") : NULL;
-  return d && cfg_written(d) ? cfg_str(d, "label", "dock") : NULL;
+  return d && cfg_written(d) ? cfg_str(d, "label") : NULL;
 }

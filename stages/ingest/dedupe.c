@@ -121,7 +121,7 @@ out:
  * them, or removed, changes the choice without reading any molecule
  * again. */
 int ingest_dedupe(struct stage_ctx *ctx) {
-  const char *mode = cfg_str(ctx->cfg, "dedupe", "none");
+  const char *mode = cfg_str(ctx->cfg, "dedupe");
   const char *col = !strcmp(mode, "smiles") ? "smiles" : "inchikey";
   char *sql = sqlite3_mprintf(
       "DELETE FROM rejects WHERE stage='ingest' AND mol_id IN (SELECT mol_id FROM duplicates);"

@@ -80,34 +80,34 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   ctx->state = g;
   ctx->inputs_hash = SE3_HASH_INIT;
   const struct cfg_node *c = ctx->cfg;
-  g->chunk_size = cfg_int(ctx->root, "run.chunk_size", 1024);
+  g->chunk_size = cfg_int(ctx->root, "run.chunk_size");
   g->rd_in = -1;
 
-  const char *gen3d = cfg_str(c, "gen3d", "auto");
+  const char *gen3d = cfg_str(c, "gen3d");
   g->po.gen3d = !strcmp(gen3d, "always") ? OB_GEN3D_ALWAYS : !strcmp(gen3d, "never") ? OB_GEN3D_NEVER : OB_GEN3D_AUTO;
-  const char *q = cfg_str(c, "gen3d_quality", "fast");
+  const char *q = cfg_str(c, "gen3d_quality");
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
-  g->po.seed = (unsigned)cfg_int(c, "seed", 42);
-  g->po.add_hydrogens = cfg_bool(c, "add_hydrogens", 1);
-  const char *frag = cfg_str(c, "fragments", "largest");
+  g->po.seed = (unsigned)cfg_int(c, "seed");
+  g->po.add_hydrogens = cfg_bool(c, "add_hydrogens");
+  const char *frag = cfg_str(c, "fragments");
   g->po.fragments = !strcmp(frag, "reject") ? OB_FRAG_REJECT : !strcmp(frag, "keep") ? OB_FRAG_KEEP : OB_FRAG_LARGEST;
   const struct cfg_node *prot = cfg_get(c, "protonate");
   if (prot && prot->type == CFG_T_FLOAT) {
     g->po.protonate = OB_PROT_PH;
     g->po.ph = prot->f;
   } else {
-    const char *pv = cfg_str(c, "protonate", "keep");
+    const char *pv = cfg_str(c, "protonate");
     g->po.protonate = !strcmp(pv, "neutral") ? OB_PROT_NEUTRAL : OB_PROT_KEEP;
   }
-  g->po.allow_radicals = cfg_bool(c, "allow_radicals", 0);
-  g->po.max_atoms = (int)cfg_int(c, "max_atoms", 999);
-  g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes", 16 << 20);
+  g->po.allow_radicals = cfg_bool(c, "allow_radicals");
+  g->po.max_atoms = (int)cfg_int(c, "max_atoms");
+  g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes");
   g->po.max_record_bytes = g->max_record_bytes;
   g->co.max_atoms = g->po.max_atoms;
-  g->co.min_heavy_atoms = (int)cfg_int(c, "min_heavy_atoms", 1);
+  g->co.min_heavy_atoms = (int)cfg_int(c, "min_heavy_atoms");
   g->co.reject_lone_hydrogen = 1;
-  g->co.min_distance = cfg_float(c, "min_distance", 0.5);
-  g->co.max_fragment_gap = cfg_float(c, "max_fragment_gap", 10);
+  g->co.min_distance = cfg_float(c, "min_distance");
+  g->co.max_fragment_gap = cfg_float(c, "max_fragment_gap");
   const struct cfg_node *el = cfg_get(c, "elements");
   if (el && el->kind == CFG_LIST) {
     for (int i = 0; i < el->n_kids && i < 128; i++) {
@@ -118,9 +118,9 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
     }
     g->co.elements = g->elements;
   }
-  g->workers = (int)cfg_int(c, "workers", 0);
+  g->workers = (int)cfg_int(c, "workers");
   if (g->workers <= 0) g->workers = stage_cores(); /* (an array task's allocation under Slurm) */
-  g->timeout_s = cfg_float(c, "timeout_s", 60);
+  g->timeout_s = cfg_float(c, "timeout_s");
 
   if (ingest_plan_inputs(ctx, g)) return STAGE_ERROR;
   *n_items = g->total;

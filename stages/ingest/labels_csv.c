@@ -79,7 +79,7 @@ static struct rec_reader *snapshot_reader(int copy, const char *path, const stru
 static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out);
 
 int ingest_side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct side_csv **out) {
-  const char *path = cfg_str(n, "path", NULL);
+  const char *path = cfg_str(n, "path"); /* (required: there whenever labels_csv is) */
   char err[PATH_MAX + 256];
   if (rec_check_regular(path, err, sizeof err) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
@@ -101,8 +101,8 @@ int ingest_side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct sid
 
 /* The rows of a labels_csv, from its copy. */
 static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out) {
-  const char *path = cfg_str(n, "path", NULL);
-  const char *join = cfg_str(n, "join", "record");
+  const char *path = cfg_str(n, "path"); /* (required: there whenever labels_csv is) */
+  const char *join = cfg_str(n, "join");
   struct rec_options ro = {0};
   char err[512];
   /* The reader wants a SMILES column: give it any column; we only use fields. */

@@ -310,7 +310,7 @@ int ingest_plan_inputs(struct stage_ctx *ctx, struct ingest *g) {
     const struct cfg_node *set = sets->kids[s];
     for (int k = 0; k < set->n_kids; k++) {
       const struct cfg_node *item = set->kids[k];
-      const char *path = cfg_str(item, "path", NULL);
+      const char *path = cfg_str_opt(item, "path");
       if (!path) continue;
       if (has_glob(path)) {
         glob_t gl;

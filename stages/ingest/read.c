@@ -120,7 +120,7 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
     in.stored = strdup(path + wl + 1);
   else
     in.stored = strdup(path);
-  const char *fmt = cfg_str(item, "format", "auto");
+  const char *fmt = cfg_str(item, "format");
   int explicit_fmt = strcmp(fmt, "auto") != 0;
   in.fmt = explicit_fmt ? rec_format_from_name(fmt) : rec_format_from_path(path);
   struct input *grown = in.set && in.path && in.stored ? realloc(g->in, sizeof *g->in * (size_t)(g->n_in + 1)) : NULL;
@@ -161,16 +161,16 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   if (p->fmt == MOL_FMT_UNKNOWN)
     return stage_fail_at(ctx, cfg_get(item, "path"),
                          "%s: cannot tell the format from the name or the contents; set `format:`", path);
-  p->ropt.smiles_column = cfg_str(item, "smiles_column", NULL);
-  p->ropt.name_column = cfg_str(item, "name_column", NULL);
+  p->ropt.smiles_column = cfg_str_opt(item, "smiles_column");
+  p->ropt.name_column = cfg_str_opt(item, "name_column");
   p->labels = cfg_get(item, "labels");
   const struct cfg_node *side = cfg_get(item, "labels_csv");
   if (side && side->kind == CFG_MAP && ingest_side_load(ctx, side, &p->side)) return STAGE_ERROR;
   p->ropt.max_record_bytes = g->max_record_bytes;
   struct plan_progress pp = {.ctx = ctx, .path = path, .t0 = now_s()};
   pp.last = pp.t0;
-  pp.interval = cfg_float(ctx->root, "run.progress_interval_s", 5);
-  pp.show = strcmp(cfg_str(ctx->root, "run.progress", "auto"), "none") != 0;
+  pp.interval = cfg_float(ctx->root, "run.progress_interval_s");
+  pp.show = strcmp(cfg_str(ctx->root, "run.progress"), "none") != 0;
   p->ropt.progress = plan_progress;
   p->ropt.progress_arg = &pp;
   int rc = rec_scan(path, p->fmt, &p->ropt, &p->st, err, sizeof err);

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pipeline/config.h"
@@ -115,17 +117,20 @@ Test(config, get_and_typed_getters) {
   cr_assert_null(cfg_get(root, "a.l.2"));
   cr_assert_null(cfg_get(root, "a.nope"));
   cr_assert_null(cfg_get(root, "a.f.x"));
-  cr_assert_str_eq(cfg_str(root, "a.l.0", "d"), "x");
-  cr_assert_str_eq(cfg_str(root, "a.zz", "d"), "d");
-  cr_assert_eq(cfg_int(root, "a.l.1", -1), 17);
-  cr_assert_eq(cfg_int(root, "a.l.0", -1), -1); /* not a number: the default */
-  cr_assert_float_eq(cfg_float(root, "a.f", 0), 2.5, 1e-12);
-  cr_assert_eq(cfg_bool(root, "a.b", 0), 1);
-  cr_assert_eq(cfg_bool(root, "a.missing", 1), 1);
+  cr_assert_str_eq(cfg_str(root, "a.l.0"), "x");
+  cr_assert_null(cfg_str_opt(root, "a.zz")); /* no schema check registered: absent is NULL */
+  cr_assert_eq(cfg_int(root, "a.l.1"), 17);
+  cr_assert_float_eq(cfg_float(root, "a.f"), 2.5, 1e-12);
+  cr_assert_eq(cfg_bool(root, "a.b"), 1);
 
+  char path[64];
+  cfg_node_path(l->kids[1], path, sizeof path);
+  cr_assert_str_eq(path, "a.l.1");
   struct cfg_node *c = cfg_node_copy(root);
   cr_assert_neq(c, root);
-  cr_assert_str_eq(cfg_str(c, "a.l.0", "d"), "x");
+  cr_assert_str_eq(cfg_str(c, "a.l.0"), "x");
+  cfg_node_path(cfg_get(c, "a.f"), path, sizeof path);
+  cr_assert_str_eq(path, "a.f", "a copy's nodes know their parents");
   cr_assert_eq(cfg_hash(SE3_HASH_INIT, c), cfg_hash(SE3_HASH_INIT, root));
   cfg_node_free(c);
   cfg_node_free(root);
@@ -178,17 +183,79 @@ Test(config, hash_is_canonical_and_marks_kinds) {
 
 /* ---- loading: defaults, types, paths ------------------------------------------------- */
 
+/* Runs get(r) in a child process and asserts that it aborts, having written
+ * exactly `want` (one line) to stderr. */
+static void aborts_saying(const struct cfg_node *r, void (*get)(const struct cfg_node *), const char *want) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    signal(SIGABRT, SIG_DFL);
+    get(r);
+    _exit(0); /* it returned: the parent sees no signal */
+  }
+  close(fds[1]);
+  char got[1024];
+  size_t n = 0;
+  for (ssize_t k; n < sizeof got - 1 && (k = read(fds[0], got + n, sizeof got - 1 - n)) > 0;)
+    n += (size_t)k;
+  got[n] = 0;
+  close(fds[0]);
+  int st;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the getter did not abort (status %d); stderr: %s", st, got);
+  cr_assert_str_eq(got, want);
+}
+
+static void get_misspelt(const struct cfg_node *r) { cfg_int(cfg_get(r, "stages.dock"), "sett"); }
+static void get_without_default(const struct cfg_node *r) { cfg_str(r, "stages.score.checkpoint"); }
+static void get_opt_unknown(const struct cfg_node *r) { cfg_str_opt(cfg_get(r, "sets.a.0"), "smiles_col"); }
+static void get_list_item(const struct cfg_node *r) { cfg_int(r, "sets.a.0.format"); }
+
+/* Defaults are written once, in the schema: a getter's key that the tree
+ * lacks is a bug, named in full (from a stage's subtree too), and stops the
+ * program; a key optional on purpose is read with cfg_str_opt. */
+Test(config, getters_fail_loudly_on_keys_without_default) {
+  char *dir = tu_tmpdir("config_getters");
+  struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: demo\nsets:\n  a:\n    - {path: a.smi}\n", NULL, 0);
+  aborts_saying(r, get_misspelt,
+                "se3screen: internal error: configuration key stages.dock.sett is not in the schema "
+                "(configs/defaults.yaml) or has no default\n");
+  aborts_saying(r, get_without_default,
+                "se3screen: internal error: configuration key stages.score.checkpoint is not in the schema "
+                "(configs/defaults.yaml) or has no default\n");
+  aborts_saying(r, get_opt_unknown,
+                "se3screen: internal error: configuration key sets.a.0.smiles_col is not in the schema "
+                "(configs/defaults.yaml)\n");
+  aborts_saying(r, get_list_item, "se3screen: internal error: configuration key sets.a.0.format is not an integer\n");
+  /* optional on purpose: absent is NULL, through lists and maps of the schema too */
+  cr_assert_null(cfg_str_opt(r, "stages.score.checkpoint"));
+  cr_assert_null(cfg_str_opt(cfg_get(r, "stages.train"), "target"));
+  cr_assert_null(cfg_str_opt(cfg_get(r, "sets.a.0"), "smiles_column"));
+  cr_assert_str_eq(cfg_str_opt(r, "stages.dock.set"), "library");
+  cr_assert_str_eq(cfg_schema_default("store.journal"), "wal");
+  cr_assert_str_eq(cfg_schema_default("sets.x.3.format"), "auto");
+  cr_assert_null(cfg_schema_default("stages.score.checkpoint"));
+  cr_assert_null(cfg_schema_default("stages.nope"));
+  cfg_node_free(r);
+  free(dir);
+}
+
 Test(config, defaults_filled) {
   char *dir = tu_tmpdir("config_defaults");
   struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: demo\n", NULL, 0);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "auto");
-  cr_assert_eq(cfg_int(r, "stages.ingest.workers", -1), 0);
-  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 1024);
-  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 42);
-  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", 0), 1);
-  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s", 0), 5.0, 1e-12);
-  cr_assert_str_eq(cfg_str(r, "device", "?"), "cpu");
-  cr_assert_str_eq(cfg_str(r, "store.journal", "?"), "wal");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d"), "auto");
+  cr_assert_eq(cfg_int(r, "stages.ingest.workers"), 0);
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 1024);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed"), 42);
+  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens"), 1);
+  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s"), 5.0, 1e-12);
+  cr_assert_str_eq(cfg_str(r, "device"), "cpu");
+  cr_assert_str_eq(cfg_str(r, "store.journal"), "wal");
 
   const struct cfg_node *w = cfg_get(r, "stages.ingest.workers");
   cr_assert_not_null(w);
@@ -203,12 +270,12 @@ Test(config, defaults_filled) {
   cr_assert_not_null(el);
   cr_assert_eq(el->kind, CFG_LIST);
   cr_assert_eq(el->n_kids, 13);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0", "?"), "H");
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.12", "?"), "I");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0"), "H");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.12"), "I");
 
   char *wd = NULL;
   cr_assert_geq(asprintf(&wd, "%s/runs/demo", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "workdir", "?"), wd);
+  cr_assert_str_eq(cfg_str(r, "workdir"), wd);
   cr_assert_eq(cfg_get(r, "workdir")->type, CFG_T_PATH);
   /* the user's own value keeps its location (1-based) */
   const struct cfg_node *wf = cfg_get(r, "workflow");
@@ -227,14 +294,14 @@ Test(config, typed_values_accepted) {
                                "stages:\n  ingest:\n    add_hydrogens: off\n    min_distance: 1e-1\n"
                                "    max_atoms:\n    gen3d: ~\n",
                                NULL, 0);
-  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s", 0), 2.0, 1e-12); /* a float accepts an int */
-  cr_assert_eq(cfg_int(r, "run.chunk_size", 0), 7);
-  cr_assert_str_eq(cfg_str(r, "run.chunk_size", "?"), "7");
-  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", 1), 0);
-  cr_assert_float_eq(cfg_float(r, "stages.ingest.min_distance", 0), 0.1, 1e-12);
+  cr_assert_float_eq(cfg_float(r, "run.progress_interval_s"), 2.0, 1e-12); /* a float accepts an int */
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 7);
+  cr_assert_str_eq(cfg_str(r, "run.chunk_size"), "7");
+  cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens"), 0);
+  cr_assert_float_eq(cfg_float(r, "stages.ingest.min_distance"), 0.1, 1e-12);
   /* an empty value means "use the default" */
-  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", 0), 999);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "auto");
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms"), 999);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d"), "auto");
   cfg_node_free(r);
 
   const char *bools[] = {"true", "false", "yes", "no", "on", "off", "True", "NO"};
@@ -242,7 +309,7 @@ Test(config, typed_values_accepted) {
     char *text = NULL;
     cr_assert_geq(asprintf(&text, "workflow: t\nstages: {ingest: {add_hydrogens: %s}}\n", bools[i]), 0);
     r = load_ok(dir, "b.yaml", text, NULL, 0);
-    cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens", -1), i % 2 == 0, "%s", bools[i]);
+    cr_assert_eq(cfg_bool(r, "stages.ingest.add_hydrogens"), i % 2 == 0, "%s", bools[i]);
     cfg_node_free(r);
     free(text);
   }
@@ -255,11 +322,11 @@ Test(config, labels_forms) {
                                "workflow: t\nsets:\n  a:\n    - {path: a.sdf, labels: [pIC50, active]}\n"
                                "    - {path: b.sdf, labels: {active: 1, weight: 0.5}}\n",
                                NULL, 0);
-  cr_assert_str_eq(cfg_str(r, "sets.a.0.labels.1", "?"), "active");
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.labels.1"), "active");
   cr_assert_eq(cfg_get(r, "sets.a.1.labels.active")->type, CFG_T_INT);
-  cr_assert_eq(cfg_int(r, "sets.a.1.labels.active", 0), 1);
+  cr_assert_eq(cfg_int(r, "sets.a.1.labels.active"), 1);
   cr_assert_eq(cfg_get(r, "sets.a.1.labels.weight")->type, CFG_T_FLOAT);
-  cr_assert_float_eq(cfg_float(r, "sets.a.1.labels.weight", 0), 0.5, 1e-12);
+  cr_assert_float_eq(cfg_float(r, "sets.a.1.labels.weight"), 0.5, 1e-12);
   cfg_node_free(r);
 
   struct cfg_errors e = {0};
@@ -292,21 +359,21 @@ Test(config, paths_resolved_against_their_file) {
                                sets, 1);
   char *want = NULL;
   cr_assert_geq(asprintf(&want, "%s/work", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "workdir", "?"), want);
+  cr_assert_str_eq(cfg_str(r, "workdir"), want);
   free(want);
   cr_assert_geq(asprintf(&want, "%s/data/a.sdf.gz", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "sets.a.0.path", "?"), want);
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.path"), want);
   free(want);
-  cr_assert_str_eq(cfg_str(r, "sets.a.1.path", "?"), "/abs/x.sdf");
+  cr_assert_str_eq(cfg_str(r, "sets.a.1.path"), "/abs/x.sdf");
   cr_assert_geq(asprintf(&want, "%s/data/b.sdf", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "sets.b.0.path", "?"), want);
+  cr_assert_str_eq(cfg_str(r, "sets.b.0.path"), want);
   free(want);
   cr_assert_geq(asprintf(&want, "%s/sub/here.smi", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "sets.b.1.path", "?"), want);
+  cr_assert_str_eq(cfg_str(r, "sets.b.1.path"), want);
   free(want);
   /* --set paths are relative to the cwd */
   cr_assert_geq(asprintf(&want, "%s/sub/rel/c.sdf", dir), 0);
-  cr_assert_str_eq(cfg_str(r, "sets.c.0.path", "?"), want);
+  cr_assert_str_eq(cfg_str(r, "sets.c.0.path"), want);
   free(want);
   cfg_node_free(r);
   free(frag);
@@ -485,14 +552,14 @@ Test(config, include_merge_precedence) {
                                "workflow: m\ninclude: [outer.yaml, other.yaml]\n"
                                "stages:\n  ingest:\n    seed: 3\n    elements: [N, O]\n",
                                NULL, 0);
-  cr_assert_eq(cfg_int(r, "stages.ingest.seed", 0), 3);               /* the workflow wins */
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d", "?"), "always"); /* a later include wins */
-  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", 0), 20);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe", "?"), "smiles"); /* nested include, deep merge */
-  cr_assert_eq(cfg_int(r, "run.chunk_size", 0), 5);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed"), 3);             /* the workflow wins */
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.gen3d"), "always"); /* a later include wins */
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms"), 20);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe"), "smiles"); /* nested include, deep merge */
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 5);
   /* lists are replaced, not merged */
   cr_assert_eq(cfg_get(r, "stages.ingest.elements")->n_kids, 2);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0", "?"), "N");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.0"), "N");
   /* the merged value remembers where it was written */
   cr_assert_str_eq(cfg_get(r, "stages.ingest.dedupe")->file, inner);
   cr_assert_eq(cfg_get(r, "stages.ingest.dedupe")->line, 4);
@@ -513,13 +580,13 @@ Test(config, set_overrides) {
                         "run.progress=none",    "sets.a.0.format=sdf", "device=auto"};
   struct cfg_node *r =
       load_ok(dir, "wf.yaml", "workflow: s\nsets:\n  a:\n    - path: a.x\nstages:\n  ingest:\n    seed: 1\n", sets, 6);
-  cr_assert_eq(cfg_int(r, "stages.ingest.seed", 0), 9);
-  cr_assert_eq(cfg_int(r, "stages.ingest.workers", 0), 2);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed"), 9);
+  cr_assert_eq(cfg_int(r, "stages.ingest.workers"), 2);
   cr_assert_eq(cfg_get(r, "stages.ingest.elements")->n_kids, 2);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.1", "?"), "C");
-  cr_assert_str_eq(cfg_str(r, "run.progress", "?"), "none");
-  cr_assert_str_eq(cfg_str(r, "sets.a.0.format", "?"), "sdf");
-  cr_assert_str_eq(cfg_str(r, "device", "?"), "auto");
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.elements.1"), "C");
+  cr_assert_str_eq(cfg_str(r, "run.progress"), "none");
+  cr_assert_str_eq(cfg_str(r, "sets.a.0.format"), "sdf");
+  cr_assert_str_eq(cfg_str(r, "device"), "auto");
   const struct cfg_node *w = cfg_get(r, "stages.ingest.workers");
   cr_assert_str_eq(w->file, "<--set>");
   cr_assert_eq(w->line, 0);
@@ -592,10 +659,10 @@ Test(config, print_reloads_to_the_same_tree) {
   cfg_stage_hash(r, "ingest", 1, h1);
   cfg_stage_hash(r2, "ingest", 1, h2);
   cr_assert_str_eq(h1, h2);
-  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.labels.4", "?"), "tab\there");
-  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.name_column", "?"), "quote\"d");
-  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.smiles_column", "?"), "~");
-  cr_assert_str_eq(cfg_str(r2, "workflow", "?"), "yes");
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.labels.4"), "tab\there");
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.name_column"), "quote\"d");
+  cr_assert_str_eq(cfg_str(r2, "sets.odd: key.0.smiles_column"), "~");
+  cr_assert_str_eq(cfg_str(r2, "workflow"), "yes");
   cfg_node_free(r2);
   cfg_node_free(r);
   free(text);
@@ -709,9 +776,9 @@ Test(config, model_presets_fill_the_architecture) {
   char text[512];
   snprintf(text, sizeof text, "%sstages:\n  train: {target: u0, model: se3_qm9, arch: {channels: 16}}\n", head);
   struct cfg_node *r = load_ok(dir, "wf.yaml", text, NULL, 0);
-  cr_assert_eq(cfg_int(r, "stages.train.arch.layers", -1), 7);
-  cr_assert_eq(cfg_int(r, "stages.train.arch.heads", -1), 8);
-  cr_assert_eq(cfg_int(r, "stages.train.arch.channels", -1), 16, "the workflow's key wins");
+  cr_assert_eq(cfg_int(r, "stages.train.arch.layers"), 7);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.heads"), 8);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.channels"), 16, "the workflow's key wins");
   cfg_node_free(r);
 
   /* no model key: the small preset, which equals the schema's defaults */
@@ -722,9 +789,9 @@ Test(config, model_presets_fill_the_architecture) {
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
     char k[64];
     snprintf(k, sizeof k, "stages.train.arch.%s", keys[i]);
-    cr_assert_eq(cfg_int(r, k, -1), cfg_int(d, k, -2), "%s: preset small and the schema differ", keys[i]);
+    cr_assert_eq(cfg_int(r, k), cfg_int(d, k), "%s: preset small and the schema differ", keys[i]);
   }
-  cr_assert_str_eq(cfg_str(r, "stages.train.arch.pooling", ""), cfg_str(d, "stages.train.arch.pooling", "?"));
+  cr_assert_str_eq(cfg_str(r, "stages.train.arch.pooling"), cfg_str(d, "stages.train.arch.pooling"));
   cfg_node_free(r);
   cfg_node_free(d);
 
@@ -743,7 +810,7 @@ Test(config, model_presets_fill_the_architecture) {
   free(path);
   free(tu_write(dir, "mine.yaml", "layers: 3\n"));
   r = load_ok(dir, "wf.yaml", text, NULL, 0);
-  cr_assert_eq(cfg_int(r, "stages.train.arch.layers", -1), 3);
+  cr_assert_eq(cfg_int(r, "stages.train.arch.layers"), 3);
   cfg_node_free(r);
 
   snprintf(text, sizeof text, "%sstages:\n  train: {target: u0, model: huge}\n", head);
@@ -860,8 +927,8 @@ Test(config, diamond_includes_cost_linear_time, .timeout = 20) {
   write_diamond(dir, 2, "");
   struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [a2.yaml, b2.yaml]\n", NULL, 0);
   /* expanded by hand: a0 b0 a1 a0 b0 b1 a2 | a0 b0 a1 a0 b0 b1 b2 */
-  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 1);
-  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 2);
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed"), 1);
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 2);
   cfg_node_free(r);
 
   write_diamond(dir, 25, "");
@@ -873,10 +940,10 @@ Test(config, diamond_includes_cost_linear_time, .timeout = 20) {
   cr_log_info("diamond of 25: %.3f s of CPU, %lld bytes read", cpu, got);
   if (r0 >= 0) cr_assert_lt(got, 65536, "%lld bytes read: files were read once a path", got);
   cr_assert_lt(cpu, 2.0, "%.1f s of CPU", cpu);
-  cr_assert_eq(cfg_int(r, "stages.ingest.seed", -1), 1);
-  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 25);
-  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms", -1), 7);
-  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe", "?"), "smiles");
+  cr_assert_eq(cfg_int(r, "stages.ingest.seed"), 1);
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 25);
+  cr_assert_eq(cfg_int(r, "stages.ingest.max_atoms"), 7);
+  cr_assert_str_eq(cfg_str(r, "stages.ingest.dedupe"), "smiles");
   cfg_node_free(r);
   free(dir);
 }
@@ -935,7 +1002,7 @@ Test(config, include_chains_are_bounded, .timeout = 20) {
   /* 60 deep is fine */
   free(tu_write(dir, "c60.yaml", "run: {chunk_size: 3}\n"));
   struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: t\ninclude: [c0.yaml]\n", NULL, 0);
-  cr_assert_eq(cfg_int(r, "run.chunk_size", -1), 3);
+  cr_assert_eq(cfg_int(r, "run.chunk_size"), 3);
   cfg_node_free(r);
   free(dir);
 }

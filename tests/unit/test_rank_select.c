@@ -155,6 +155,9 @@ Test(rank_select, refuses_top_zero) {
   make_db(7);
   struct cfg_node *cfg = cfg_node_new(CFG_MAP, "rank", "<test>", 1, 1);
   scalar(cfg, "top", "0", CFG_T_INT, 0);
+  /* (built by hand, not by the loader: every key read must be here) */
+  scalar(cfg, "order", "descending", CFG_T_ENUM, 0);
+  scalar(cfg, "dedupe", "true", CFG_T_BOOL, 1);
   int64_t *got = NULL, n = 0;
   char err[512] = "";
   cr_assert_neq(rank_select(db, "main", "main", cfg, "t", &got, &n, err, sizeof err), 0);
