@@ -225,7 +225,8 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
                "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
                "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
                "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
-               has_detail ? "atom,detail" : "NULL,NULL", has_mol_hash ? "mol_id,mol_hash" : "NULL,NULL", s->name, s->name, s->name, has_job ? "job" : "NULL") ||
+               has_detail ? "atom,detail" : "NULL,NULL", has_mol_hash ? "mol_id,mol_hash" : "NULL,NULL", s->name,
+               s->name, s->name, has_job ? "job" : "NULL") ||
       run_exec(r, "COMMIT"))
     goto rollback;
   run_exec(r, "DETACH shard");
@@ -279,7 +280,7 @@ char **run_list_shards(const char *db_path, int *n) {
  * device to read: not known here); other stages are not sharded. */
 static int expected_hash(struct run *r, const struct stage *s, char out[17], char chain[17], char *note,
                          size_t notelen) {
-  int how = s->merge.hash ? s->merge.hash(r->root) : STAGE_HASH_UNKNOWN;
+  int how = run_merge_hash(s, r->root);
   if (how == STAGE_HASH_UNKNOWN) {
     snprintf(note, notelen, "the %s stage's inputs are not fingerprinted by merge", s->name);
     return 0;
@@ -312,7 +313,7 @@ struct merge_ref {
   const char *workflow; /* screen.db's meta, or the first shard's; NULL: unknown */
   char expected[N_STAGES][17];
   char chain[N_STAGES][17]; /* the settings chain: what a keyed stage's shard is held to */
-  int known[N_STAGES]; /* 0 not asked yet, 1 expected[] holds it, -1 unknown (note[]) */
+  int known[N_STAGES];      /* 0 not asked yet, 1 expected[] holds it, -1 unknown (note[]) */
   char note[N_STAGES][512];
 };
 
@@ -375,7 +376,8 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   const char *after = run_upstream_of(r->root, s);
   /* a keyed stage's rows each name what they were made from, and its hash
    * names the plan of the moment: its shard is held to its settings chain */
-  int keyed = stage_is_keyed(s, r->root) && s->merge.hash && s->merge.hash(r->root) != STAGE_HASH_FILES;
+  int keyed = stage_is_keyed(s, r->root) && run_merge_hash(s, r->root) != STAGE_HASH_UNKNOWN &&
+              run_merge_hash(s, r->root) != STAGE_HASH_FILES;
   if (ref->known[si] == 1 && (keyed ? !chain || strcmp(chain, ref->chain[si]) : strcmp(hash, ref->expected[si]))) {
     if (after)
       snprintf(why, whylen,

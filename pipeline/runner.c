@@ -155,6 +155,83 @@ static int any_needed(const struct stage_ctx *ctx, int64_t n_chunks) {
   return 0;
 }
 
+/* Which of stage s's n_chunks chunks are done, into done[] (their
+ * molecules added to *done_items). A keyed stage's plan marks the chunks
+ * with work (its ledger only tells what was done, chunk by chunk, last);
+ * another stage's ledger lists its finished chunks (with, for a process of
+ * a data-parallel run that is not rank 0, those screen.db lists under this
+ * hash). A failed read of the ledger must stop the stage: taken as
+ * "nothing done", it would redo, and store twice, every finished chunk. 0,
+ * or -1 with r->err set. */
+static int ledger_done(struct run *r, const struct stage *s, const struct stage_ctx *ctx, const char *hash,
+                       int64_t n_chunks, const struct se3_comm *together, char *done, int64_t *done_items) {
+  if (ctx->chunk_needed) {
+    /* a keyed stage: the chunks with work are what its plan marks (its
+     * ledger only tells what was done, chunk by chunk, last) */
+    for (int64_t c = 0; c < n_chunks; c++)
+      done[c] = !ctx->chunk_needed[c];
+    *done_items = ctx->items_done;
+  } else {
+    int also_src = together && strcmp(r->src, "main");
+    char *sql = sqlite3_mprintf("SELECT chunk, max(n) FROM (SELECT chunk, n_ok + n_rejected AS n FROM stage_chunks "
+                                "WHERE stage=?1%s) GROUP BY chunk",
+                                also_src ? " UNION ALL SELECT chunk, n_ok + n_rejected FROM src.stage_chunks "
+                                           "WHERE stage=?1 AND config_hash=?2"
+                                         : "");
+    sqlite3_stmt *q = NULL;
+    int rc = sql ? sqlite3_prepare_v2(r->st.db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && also_src) rc = sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+      int64_t c = sqlite3_column_int64(q, 0);
+      if (c >= 0 && c < n_chunks) done[c] = 1;
+      *done_items += sqlite3_column_int64(q, 1);
+      rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
+               sqlite3_errmsg(r->st.db));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Chunk c of stage s in its own transaction with its ledger row (under
+ * hash, for this shard, in the ledger's round round_src): the stage's
+ * run_chunk, the row, COMMIT. Anything but STAGE_OK rolls it back, with
+ * *n_ok and *n_rej 0. STAGE_OK, STAGE_STOPPED or STAGE_ERROR (r->err says
+ * why where the stage or the database did). */
+static int one_chunk(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t c,
+                     int shard, const char *round_src, int64_t *n_ok, int64_t *n_rej) {
+  char started[32], finished[32];
+  now_iso(started, sizeof started);
+  int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
+  ctx->chunk_bytes = 0;
+  if (st == STAGE_OK) {
+    st = s->run_chunk(ctx, c, n_ok, n_rej);
+    if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
+  }
+  if (st == STAGE_OK) {
+    now_iso(finished, sizeof finished);
+    if (run_exec(r,
+                 "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
+                 "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
+                 "coalesce((SELECT max(round) FROM main.rounds), %s))",
+                 s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)*n_ok,
+                 (long long)*n_rej, (long long)ctx->chunk_bytes, round_src) ||
+        run_exec(r, "COMMIT"))
+      st = STAGE_ERROR;
+  }
+  if (st != STAGE_OK) {
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    *n_ok = *n_rej = 0;
+  }
+  return st;
+}
+
 /* This process's chunks of stage s: those with chunk % n_shards == shard
  * that the ledger does not list as done, in increasing order, each in its
  * own transaction with its ledger row. together: the processes of a
@@ -176,37 +253,9 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
     return SE3_EXIT_FAILED;
   }
-  if (ctx->chunk_needed) {
-    /* a keyed stage: the chunks with work are what its plan marks (its
-     * ledger only tells what was done, chunk by chunk, last) */
-    for (int64_t c = 0; c < n_chunks; c++)
-      done[c] = !ctx->chunk_needed[c];
-    done_items = ctx->items_done;
-  } else {
-    int also_src = together && strcmp(r->src, "main");
-    char *sql = sqlite3_mprintf("SELECT chunk, max(n) FROM (SELECT chunk, n_ok + n_rejected AS n FROM stage_chunks "
-                                "WHERE stage=?1%s) GROUP BY chunk",
-                                also_src ? " UNION ALL SELECT chunk, n_ok + n_rejected FROM src.stage_chunks "
-                                           "WHERE stage=?1 AND config_hash=?2"
-                                         : "");
-    sqlite3_stmt *q = NULL;
-    int rc = sql ? sqlite3_prepare_v2(r->st.db, sql, -1, &q, NULL) : SQLITE_NOMEM;
-    sqlite3_free(sql);
-    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK && also_src) rc = sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-      int64_t c = sqlite3_column_int64(q, 0);
-      if (c >= 0 && c < n_chunks) done[c] = 1;
-      done_items += sqlite3_column_int64(q, 1);
-      rc = SQLITE_OK;
-    }
-    sqlite3_finalize(q);
-    if (rc != SQLITE_DONE) {
-      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
-               sqlite3_errmsg(r->st.db));
-      free(done);
-      return SE3_EXIT_FAILED;
-    }
+  if (ledger_done(r, s, ctx, hash, n_chunks, together, done, &done_items)) {
+    free(done);
+    return SE3_EXIT_FAILED;
   }
   int64_t shard_items = n_items;
   for (int64_t c = 0; c < n_chunks; c++)
@@ -265,29 +314,8 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     if (c < n_chunks && run_stop_flag) {
       stopped = 1;
     } else if (c < n_chunks) {
-      char started[32], finished[32];
-      now_iso(started, sizeof started);
-      int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
-      ctx->chunk_bytes = 0;
-      if (st == STAGE_OK) {
-        st = s->run_chunk(ctx, c, &n_ok, &n_rej);
-        if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
-      }
-      if (st == STAGE_OK) {
-        now_iso(finished, sizeof finished);
-        if (run_exec(
-                r,
-                "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
-                "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
-                "coalesce((SELECT max(round) FROM main.rounds), %s))",
-                s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)n_ok,
-                (long long)n_rej, (long long)ctx->chunk_bytes, round_src) ||
-            run_exec(r, "COMMIT"))
-          st = STAGE_ERROR;
-      }
+      int st = one_chunk(r, s, ctx, hash, c, shard, round_src, &n_ok, &n_rej);
       if (st != STAGE_OK) {
-        sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-        n_ok = n_rej = 0;
         stopped = st == STAGE_STOPPED;
       } else {
         done[c] = 1;

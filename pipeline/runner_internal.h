@@ -130,6 +130,11 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
  * stage_rows), the runner's plan of them (keyed.c); and its end, with the
  * plan freed. Every call of a stage's begin and end goes through these. */
 int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items);
+/* How `merge` knows the config hash a shard of stage s was made with
+ * (STAGE_HASH_*): what the stage declares (struct stage_merge's hash), else
+ * STAGE_HASH_SETTINGS for a stage that declares its rows, else
+ * STAGE_HASH_UNKNOWN. */
+int run_merge_hash(const struct stage *s, const struct cfg_node *root);
 void run_end(struct stage_ctx *ctx, const struct stage *s);
 
 /* ---- keyed.c -------------------------------------------------------------- */

@@ -213,8 +213,8 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
                       const struct run_upstream *up, char hash[17], char chain[17]) {
   run_chain_hash(root, s, up->chain, chain);
   if (stage_is_keyed(s, root)) {
-    memcpy(hash, chain, 17); /* its rows say what they were made from ... */
-    if (s->merge.hash && s->merge.hash(root) == STAGE_HASH_FILES) /* ... and which files (stage.h) */
+    memcpy(hash, chain, 17);                         /* its rows say what they were made from ... */
+    if (run_merge_hash(s, root) == STAGE_HASH_FILES) /* ... and which files (stage.h) */
       run_fold_hash(chain, inputs, hash);
   } else {
     char settings[17], with_inputs[17];
@@ -310,4 +310,11 @@ void run_end(struct stage_ctx *ctx, const struct stage *s) {
   if (s->end) s->end(ctx);
   if (ctx->chunk_needed == ctx->plan.needed) ctx->chunk_needed = NULL;
   stage_ids_free(&ctx->plan);
+}
+
+int run_merge_hash(const struct stage *s, const struct cfg_node *root) {
+  if (s->merge.hash) return s->merge.hash(root);
+  /* a stage that declares its rows: its shard's hash is the settings' and
+   * the upstream stage's (its plan is made from the tables merge has) */
+  return s->keyed && s->keyed->rows ? STAGE_HASH_SETTINGS : STAGE_HASH_UNKNOWN;
 }

@@ -110,12 +110,6 @@ static void basis_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
-/* merge: a shard's hash is the settings' and the upstream stage's */
-static int basis_merge_hash(const struct cfg_node *root) {
-  (void)root;
-  return STAGE_HASH_SETTINGS;
-}
-
 /* One basis a graph; pruned when its graph is gone or changed. */
 static const struct stage_rows basis_rows = {
     .table = "bases",
@@ -135,6 +129,5 @@ const struct stage stage_basis = {
     .run_chunk = basis_chunk,
     .end = basis_end,
     .keyed = &basis_keyed,
-    .merge = {.hash = basis_merge_hash},
     .show = {.blob_column = "basis"},
 };

@@ -743,11 +743,6 @@ static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mo
   return STAGE_OK;
 }
 
-static int dock_merge_hash(const struct cfg_node *root) {
-  (void)root;
-  return STAGE_HASH_SETTINGS;
-}
-
 /* The workflow's acquisitions, when it acquires: dock docks only those. */
 static const char *dock_within(const struct cfg_node *root) { return stage_acquiring(root) ? "acquisitions" : NULL; }
 
@@ -780,7 +775,7 @@ const struct stage stage_dock = {
     .run_chunk = dock_chunk,
     .end = dock_end,
     .keyed = &dock_keyed,
-    .merge = {.hash = dock_merge_hash, .meta_key = "dock_setup"},
+    .merge = {.meta_key = "dock_setup"},
     .reads = {.set = "stages.dock.set"},
     .show = {.done = "docked", .blob_column = "pose"},
     .explain = dock_explain,

@@ -135,12 +135,6 @@ static void graph_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
-/* merge: a shard's hash is the settings' and the upstream stage's */
-static int graph_merge_hash(const struct cfg_node *root) {
-  (void)root;
-  return STAGE_HASH_SETTINGS;
-}
-
 /* One graph a molecule, but a duplicate's; pruned when its molecule is
  * gone, changed or a duplicate now. */
 static const struct stage_rows graph_rows = {
@@ -161,6 +155,5 @@ const struct stage stage_graph = {
     .run_chunk = graph_chunk,
     .end = graph_end,
     .keyed = &graph_keyed,
-    .merge = {.hash = graph_merge_hash},
     .show = {.blob_column = "graph"},
 };

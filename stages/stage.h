@@ -191,7 +191,8 @@ struct stage_rows {
  * data-parallel run its processes' shards). */
 struct stage_merge {
   /* the config hash a shard must have been made with (STAGE_HASH_*); NULL:
-   * STAGE_HASH_UNKNOWN */
+   * STAGE_HASH_SETTINGS for a stage that declares its rows, else
+   * STAGE_HASH_UNKNOWN (pipeline: run_merge_hash) */
   int (*hash)(const struct cfg_node *root);
   /* the fold of one shard, attached as "shard" inside the fold's
    * transaction on screen.db ("main"): copies what of the shard's `tables`
