@@ -845,3 +845,47 @@ Test(ob_threads, open_babel_leaves_the_callers_thread_count) {
   free(key);
   mol_free(&m);
 }
+
+/* ---- one molecule, one form, whatever the format -------------------------- */
+
+/* The bundled FABP4 actives and decoys (DUD-E MOL2, 477 records): each
+ * parsed from its MOL2 record and again from the SD record se3screen
+ * writes of it (Kekulé bond orders, no aromatic flags on the way) gives the
+ * same canonical SMILES. Before aromaticity was perceived afresh after
+ * every read, thiophenes, pyrroles and pyrazoles read from MOL2 stayed
+ * Kekulé (one FABP4 active: COC(=O)C1=C(...)C=C(S1)C1=CC=CS1), and 235 of
+ * the 477 records came out as another molecule. */
+Test(ob, mol2_and_sd_same_molecule) {
+  const char *files[] = {"workflows/data/fabp4_actives_train.mol2.gz", "workflows/data/fabp4_actives_library.mol2.gz",
+                         "workflows/data/fabp4_decoys_train.mol2.gz", "workflows/data/fabp4_decoys_library.mol2.gz"};
+  struct ob_parse_opts mol2 = opts("mol2"), sdf = opts("sdf");
+  int n = 0, same = 0;
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    char err[256];
+    struct rec_reader *r = rec_open(tu_src(files[f]), MOL_FMT_UNKNOWN, NULL, err, sizeof err);
+    cr_assert_not_null(r, "%s", err);
+    struct rec rec;
+    while (rec_next(r, &rec, err, sizeof err) == 1) {
+      struct mol a, b;
+      char why[512] = "";
+      cr_assert_eq(ob_parse(rec.text, rec.len, &mol2, &a, why, sizeof why), 0, "%s record %lld: %s", files[f],
+                   (long long)rec.record_no, why);
+      char *sd = ob_write_sdf(&a);
+      cr_assert_not_null(sd);
+      cr_assert_eq(ob_parse(sd, strlen(sd), &sdf, &b, why, sizeof why), 0, "%s record %lld as SD: %s", files[f],
+                   (long long)rec.record_no, why);
+      n++;
+      if (!strcmp(a.smiles, b.smiles))
+        same++;
+      else
+        cr_log_warn("%s record %lld: %s from MOL2, %s from SD", files[f], (long long)rec.record_no, a.smiles, b.smiles);
+      free(sd);
+      mol_free(&a);
+      mol_free(&b);
+    }
+    rec_close(r);
+  }
+  cr_log_info("FABP4: %d of %d records give the same canonical SMILES from MOL2 and from SD", same, n);
+  cr_assert_eq(n, 477, "the bundled FABP4 files hold 57 actives and 420 decoys");
+  cr_assert_eq(same, n, "%d of %d records are another molecule read from MOL2 than from SD", n - same, n);
+}
