@@ -296,6 +296,7 @@ struct predict_job {
   char yaml[PATH_MAX + 16];     /* workdir/predict.yaml */
   char *old;                    /* predict.yaml as found (NULL: none) */
   char *text;                   /* predict.yaml as this command writes it */
+  int made_workdir;             /* the workdir did not exist before this command */
 };
 
 /* The model: a checkpoint file or a folder holding a model's members
@@ -419,6 +420,7 @@ static int check_out_early(struct predict_job *j) {
  * resolves it (a folder given through a link or with .. in it). */
 static int make_workdir(struct predict_job *j) {
   char made[PATH_MAX];
+  j->made_workdir = access(j->workdir, F_OK) != 0;
   if (se3_mkdirs(j->workdir) != 0 || !realpath(j->workdir, made))
     return refuse("--workdir %s: cannot create it: %s", j->wd, strerror(errno));
   memcpy(j->workdir, made, sizeof j->workdir);
@@ -443,6 +445,23 @@ static int write_workflow(struct predict_job *j) {
   return 0;
 }
 
+/* The workflow refused (the model's card against a --set, say): what this
+ * command wrote goes. A predict.yaml it made is removed, with the workdir
+ * when this command made it and nothing else is in it; one it rewrote
+ * gets its earlier text back, so the earlier command still resumes. */
+static void undo_workflow(struct predict_job *j) {
+  char err[8192];
+  if (!j->old) {
+    if (unlink(j->yaml) == 0) {
+      if (j->made_workdir) rmdir(j->workdir); /* (only when empty) */
+      fprintf(stderr, WHO ": removed %s: the workflow was refused\n", j->yaml);
+    }
+  } else if (j->text && strcmp(j->old, j->text) &&
+             atomic_file_write(j->yaml, j->old, strlen(j->old), err, sizeof err) == 0) {
+    fprintf(stderr, WHO ": %s as it was: the workflow was refused\n", j->yaml);
+  }
+}
+
 /* The run: `se3screen run predict.yaml`, one process, every stage (a
  * Slurm array's task variables do not shard it); then -o's copy. */
 static int run_workflow(struct predict_job *j) {
@@ -458,6 +477,7 @@ static int run_workflow(struct predict_job *j) {
   ro.command_line = o->command_line;
   int rc = runner_run(&ro);
   se3_on_stop_signals(stop_now, 0, NULL);
+  if (rc == SE3_EXIT_USAGE) undo_workflow(j); /* refused before any work: leave nothing of it */
   if (rc != SE3_EXIT_OK) return rc;
 
   if (o->out) {

@@ -319,3 +319,38 @@ Test(predict, missing_model_or_input_is_a_usage_error) {
   free(wf);
   free(dir);
 }
+
+/* A --set the model's card refuses (another protonation than the model was
+ * trained with) is a usage error naming both values as written (7.4, not
+ * 7.4000000000000004), and leaves nothing behind: no predict.yaml, no
+ * workdir it made. A workdir of an earlier predict keeps its predict.yaml,
+ * so the earlier command still resumes. */
+Test(predict, a_refused_set_leaves_nothing) {
+  char *dir = tu_tmpdir("predict_refused_set");
+  write_libraries(dir);
+  char lib[1024];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  train_a(dir, lib);
+  char *out = NULL;
+  int rc = tu_sh(&out, "cd %s && %s predict A lib.smi --workdir P --set ingest.protonate=7.4", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "was trained with keep; this workflow sets 7.4: leave") && !strstr(out, "7.4000"), "%s", out);
+  free(out);
+  struct stat sb;
+  char p[1100];
+  snprintf(p, sizeof p, "%s/P", dir);
+  cr_assert_neq(stat(p, &sb), 0, "a refused predict left its workdir %s", p);
+  /* an earlier predict's workdir: its predict.yaml stays as it was */
+  cr_assert_eq(tu_sh(&out, "cd %s && %s predict A lib.smi --workdir Q", dir, SE3_BINARY), 0, "%s", out);
+  free(out);
+  snprintf(p, sizeof p, "%s/Q/predict.yaml", dir);
+  char *yaml = tu_read(p, NULL);
+  rc = tu_sh(&out, "cd %s && %s predict A lib.smi lib.csv --workdir Q --set ingest.protonate=7.4", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  free(out);
+  char *now = tu_read(p, NULL);
+  cr_assert_str_eq(now, yaml, "a refused predict left Q's predict.yaml rewritten");
+  free(now);
+  free(yaml);
+  free(dir);
+}
