@@ -589,6 +589,55 @@ static int verb_query(int argc, char **argv) {
   return query_run(path, sql, fmt, &lim, stdout);
 }
 
+/* One number a query gives (the first column of its first row), or -1 with
+ * the message printed when the database cannot say. */
+static long long top_count(struct query_conn *qc, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  if (query_prepare_one(qc, sql, &st)) return -1;
+  long long n = -1;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    n = sqlite3_column_int64(st, 0);
+  else
+    query_step_failed(qc);
+  sqlite3_finalize(st);
+  return n;
+}
+
+/* top on a database without a hit to show says so, and why, rather than
+ * print an empty table and succeed: no molecule scored (a workflow that
+ * only trains, or one whose score stage has not run), scores but no rank
+ * yet, or no hit of the --target asked for. SE3_EXIT_OK when there are
+ * hits to show; else an exit code, the message printed. */
+static int top_has_hits(const char *path, const char *db, const char *target) {
+  struct query_conn *qc = NULL;
+  int rc = query_open(&qc, path, "se3screen top", QUERY_DEFAULT_TIMEOUT_S);
+  if (rc) return rc;
+  char *sql = target ? sqlite3_mprintf("SELECT count(*) FROM ranked_hits WHERE target = %Q", target)
+                     : sqlite3_mprintf("SELECT count(*) FROM ranked_hits");
+  long long hits = sql ? top_count(qc, sql) : -1;
+  sqlite3_free(sql);
+  long long all = hits == 0 && target ? top_count(qc, "SELECT count(*) FROM ranked_hits") : 0;
+  long long scores = hits == 0 && all == 0 ? top_count(qc, "SELECT count(*) FROM scores") : 0;
+  query_close(qc);
+  if (hits < 0 || all < 0 || scores < 0) return SE3_EXIT_FAILED;
+  if (hits > 0) return SE3_EXIT_OK;
+  if (all > 0)
+    fprintf(stderr, "se3screen top: nothing to rank in %s: no hit has target '%s' (`se3screen query %s \"SELECT "
+                    "DISTINCT target FROM ranked_hits\"` lists the targets)\n",
+            db, target, db);
+  else if (scores > 0)
+    fprintf(stderr, "se3screen top: nothing to rank in %s yet: %lld molecules are scored, but the rank stage has not "
+                    "run (`se3screen status WORKFLOW` says what is left)\n",
+            db, scores);
+  else
+    fprintf(stderr, "se3screen top: nothing to rank in %s: no molecule has been scored (a workflow without a score "
+                    "stage has no hits, one that trains scores a library with `se3screen predict %s LIBRARY`; "
+                    "`se3screen status WORKFLOW` says which stages are left)\n",
+            db, db);
+  return SE3_EXIT_FAILED;
+}
+
 static int verb_top(int argc, char **argv) {
   int rc;
   enum query_format fmt = QUERY_TABLE;
@@ -621,6 +670,7 @@ static int verb_top(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/screen.db", db);
   else
     snprintf(path, sizeof path, "%s", db);
+  if ((rc = top_has_hits(path, db, target)) != SE3_EXIT_OK) return rc;
   char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
   /* Rounded for people in the table; CSV and JSON are for scripts: the
    * numbers as stored (JSON numbers, null for no spread). */

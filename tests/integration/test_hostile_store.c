@@ -248,7 +248,10 @@ Test(hostile_store, reading_verbs_leave_no_wal_or_shm) {
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
     char *out = NULL;
     int rc = tu_se3(&out, cmds[i], dir, dir);
-    cr_assert_eq(rc, 0, "`%s`: %s", cmds[i], out);
+    if (!strncmp(cmds[i], "top", 3)) /* nothing scored in this workdir: top says so */
+      cr_assert(rc == 1 && strstr(out, "nothing to rank"), "`%s`: exit %d: %s", cmds[i], rc, out);
+    else
+      cr_assert_eq(rc, 0, "`%s`: %s", cmds[i], out);
     char *after = names_in(wd);
     cr_assert_str_eq(after, before, "`%s` left the workdir changed", cmds[i]);
     free(after);

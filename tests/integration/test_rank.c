@@ -142,6 +142,18 @@ Test(rank, view_csv_and_sdf_agree_and_target_without_models) {
   cr_assert_eq(lines, 5, "a header, a rule and 3 hits:\n%s", out);
   free(first);
   free(out);
+  /* nothing to show: top says why and fails, never an empty table */
+  cr_assert_eq(tu_se3(&out, "top %s --target no-such-target", wd), 1, "%s", out);
+  cr_assert(strstr(out, "nothing to rank") && strstr(out, "no hit has target 'no-such-target'"), "%s", out);
+  free(out);
+  char *copy = tu_tmpdir("rank_top_unranked");
+  cr_assert_eq(tu_sh(&out, "cp %s %s/screen.db && sqlite3 %s/screen.db 'DELETE FROM ranks'", db, copy, copy), 0, "%s",
+               out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "top %s", copy), 1, "%s", out);
+  cr_assert(strstr(out, "nothing to rank") && strstr(out, "the rank stage has not run"), "%s", out);
+  free(out);
+  free(copy);
   /* last: it changes the database */
   rank_without_models(wd);
   free(wd);
