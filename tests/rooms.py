@@ -6,7 +6,7 @@
   stages/ or pipeline/; common/ only common/.
 - Stages never call each other's functions: a stage's file (and the
   ingest folder) defines no function outside itself but its struct stage
-  (ingest's shared helpers are declared in stages/ingest/ingest.h, which
+  (ingest's shared helpers are declared in stages/ingest/internal.h, which
   nothing outside the folder includes).
 - No SQL under models/: the result database is pipeline/'s and stages/'.
 - No file in stages/, pipeline/ or chem/ over 1,000 lines; no function in
@@ -101,8 +101,8 @@ for layer in ('stages', 'pipeline', 'chem', 'models', 'common', 'tests'):
         if os.path.dirname(path) == os.path.join(root, 'stages', 'ingest'):
             continue
         for n, line in enumerate(open(path, encoding='utf-8', errors='replace'), 1):
-            if re.match(r'\s*#\s*include\s+"(stages/)?ingest/ingest\.h"', line):
-                fail(path, n, 'includes ingest\'s private header (stages/ingest/ingest.h)')
+            if re.match(r'\s*#\s*include\s+"(stages/)?ingest/internal\.h"', line):
+                fail(path, n, 'includes ingest\'s private header (stages/ingest/internal.h)')
 
 # -- no SQL under models/
 for path in sources('models'):

@@ -3,7 +3,7 @@
  * a molecule, and set-wide dedupe lists each set's repeats in
  * `duplicates`. Both are decided from what is stored alone, so that a
  * sharded run ends as an unsharded one does. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * and writes this plan's ingest_plan and ingest_files; in `merge`, the fold
  * does the same from a shard's plan and clears the parts the shard read,
  * which its rows then replace. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

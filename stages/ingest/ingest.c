@@ -1,7 +1,7 @@
 /* ingest.c — the ingest stage: molecule files in, `molecules`, `labels`
  * and `rejects` out. Here: stage_ingest itself, begin's settings, the
  * steps of one chunk, finalize and end; the work is in the other files of
- * stages/ingest/ (ingest.h lists them).
+ * stages/ingest/ (internal.h lists them).
  *
  * Plan: every input of every set (globs expanded, in workflow order) is split
  * into records by chem/records.c, and each input's records into parts of
@@ -44,7 +44,7 @@
  * number, so that every hit can be told apart and found again. A labels_csv
  * joins by the record's own name only, never by a made-up one.
  */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

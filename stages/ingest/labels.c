@@ -3,7 +3,7 @@
  * record that has none; and relabelling, for a part whose labels alone
  * changed: what is kept of each record, and for `run --dry-run` what its
  * labels would change. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

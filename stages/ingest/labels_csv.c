@@ -3,7 +3,7 @@
  * reads it whole and once, from a sealed copy of its bytes, so that the
  * rows parsed and the hash that keys them come from the same contents. */
 #define _GNU_SOURCE
-#include "ingest.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

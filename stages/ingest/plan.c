@@ -3,7 +3,7 @@
  * each input's key (the database's, else one from its set and path); the
  * chunks, each a part of one file, and which of them have work. And the
  * plan told in words, in the run's log and for `run --dry-run`. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <glob.h>

@@ -4,7 +4,7 @@
  * another; its records scanned (a file that gives none becomes one reject);
  * its mol_key and label_key; and each part's key, from one more pass of the
  * reader. No Open Babel here: parsing is the chunks' work. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

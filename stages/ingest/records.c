@@ -3,7 +3,7 @@
  * into a key as planning folded it, so that a part whose file changed since
  * the plan is refused instead of stored under the planned key; and what
  * each record holds until its rows are written. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * whose labels alone changed, what was stored of a record before goes
  * first (its molecule stays when it is kept); last, the part's row in
  * ingest_parts, under the keys it was read with. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

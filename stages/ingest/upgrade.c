@@ -2,7 +2,7 @@
  * se3screen wrote, whose molecule ids went by each input's place, gets the
  * ledger of inputs and parts that ingest keeps now, so that the next run
  * reads again only what it must. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

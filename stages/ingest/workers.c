@@ -3,7 +3,7 @@
  * (chem/workers.c), which start with the first record to parse and stay
  * for the chunks after; their results come back in the records' places.
  * And the pool's size, for the stage's last line. */
-#include "ingest.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* ingest.h — what the files of stages/ingest/ share, and nothing else
+/* internal.h — what the files of stages/ingest/ share, and nothing else
  * includes: the runner knows ingest only as stage_ingest, through
  * stages/stage.h, and that header is the contract.
  *
@@ -18,8 +18,8 @@
  *   fold.c        prune before the chunks; a shard's fold in `merge`
  *   upgrade.c     a database of an earlier se3screen taken over as read
  */
-#ifndef SE3_STAGES_INGEST_H
-#define SE3_STAGES_INGEST_H
+#ifndef SE3_STAGES_INGEST_INTERNAL_H
+#define SE3_STAGES_INGEST_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
