@@ -2,6 +2,7 @@
  * (csvcell.h). */
 #include "common/csvcell.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* A plain decimal number: [+-] digits [. digits] [e [+-] digits], at least
@@ -43,4 +44,11 @@ void csv_cell_write(FILE *f, const char *s, int is_text) {
     fputc(*s, f);
   }
   fputc('"', f);
+}
+
+void csv_double_text(double v, char *buf, size_t n) {
+  for (int p = 15; p <= 17; p++) {
+    snprintf(buf, n, "%.*g", p, v);
+    if (strtod(buf, NULL) == v) break;
+  }
 }

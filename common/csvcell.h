@@ -26,4 +26,9 @@ int csv_cell_is_formula(const char *s);
  * line break, quotes doubled. NULL writes nothing (an empty cell). */
 void csv_cell_write(FILE *f, const char *s, int is_text);
 
+/* A finite double as the shortest of %.15g, %.16g and %.17g that reads
+ * back as the same number (7.4, not 7.4000000000000004): how numbers go
+ * into the files se3screen writes (CSV cells, model cards). */
+void csv_double_text(double v, char *buf, size_t n);
+
 #endif

@@ -78,10 +78,7 @@ void query_real_text(double v, char *buf, size_t n) {
     snprintf(buf, n, "nan");
     return;
   }
-  for (int p = 15; p <= 17; p++) {
-    snprintf(buf, n, "%.*g", p, v);
-    if (strtod(buf, NULL) == v) break;
-  }
+  csv_double_text(v, buf, n);
   if (!strpbrk(buf, ".e")) {
     size_t k = strlen(buf);
     if (k + 2 < n) memcpy(buf + k, ".0", 3);

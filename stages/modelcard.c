@@ -13,6 +13,7 @@
 #include "modelcard.h"
 
 #include "chem/graph.h"
+#include "common/csvcell.h"
 #include "chem/graph_settings.h"
 #include "models/model_file.h"
 
@@ -81,12 +82,7 @@ static void scalar_text(const struct cfg_node *n, char *buf, size_t len) {
     snprintf(buf, len, "%s", n->i ? "true" : "false");
     break;
   case CFG_T_FLOAT:
-    /* the shortest text that reads back as the same number: 7.4, not
-     * 7.4000000000000004 (what a user wrote is what they read again) */
-    for (int digits = 15; digits <= 17; digits++) {
-      snprintf(buf, len, "%.*g", digits, n->f);
-      if (strtod(buf, NULL) == n->f) break;
-    }
+    csv_double_text(n->f, buf, len); /* 7.4, not 7.4000000000000004 */
     break;
   default:
     snprintf(buf, len, "%s", n->value ? n->value : "");
