@@ -400,29 +400,62 @@ static int pdb_field(const char *line, size_t len, int from, int to, double *v) 
   return end == buf || *end || !isfinite(*v) ? -1 : 0;
 }
 
-int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
-                    size_t errlen) {
+/* A REMARK line's numbers after its label (l bytes at line): up to max of
+ * them into v; how many were read. */
+static int remark_numbers(const char *line, size_t l, size_t label, double *v, int max) {
+  char buf[128];
+  size_t k = l - label < sizeof buf - 1 ? l - label : sizeof buf - 1;
+  memcpy(buf, line + label, k);
+  buf[k] = 0;
+  int got = 0;
+  for (char *p = buf, *end; got < max; p = end) {
+    v[got] = strtod(p, &end);
+    if (end == p || !isfinite(v[got])) break;
+    got++;
+  }
+  return got;
+}
+
+int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen,
+                     struct dock_pose *p, char *err, size_t errlen) {
   memset(seen, 0, (size_t)n);
-  int have_score = 0, atoms = 0, in_model = 0;
-  for (const char *line = text, *end = text + len; line < end;) {
-    const char *nl = memchr(line, '\n', (size_t)(end - line));
-    size_t l = (size_t)((nl ? nl : end) - line);
-    if (l >= 6 && !memcmp(line, "MODEL ", 6)) {
-      if (in_model) break;
-      in_model = 1;
-    } else if (l >= 6 && !memcmp(line, "ENDMDL", 6)) {
-      break;
-    } else if (l > 19 && !memcmp(line, "REMARK VINA RESULT:", 19) && !have_score) {
-      char buf[64];
-      size_t k = l - 19 < sizeof buf - 1 ? l - 19 : sizeof buf - 1;
-      memcpy(buf, line + 19, k);
-      buf[k] = 0;
-      if (sscanf(buf, "%lf", score) == 1 && isfinite(*score)) have_score = 1;
-    } else if (l >= 54 && (!memcmp(line, "ATOM  ", 6) || !memcmp(line, "HETATM", 6))) {
+  p->score = p->inter = p->intra = NAN;
+  p->rmsd_lb = p->rmsd_ub = 0;
+  /* at: the MODEL lines seen so far; lines count while at is the model
+   * asked for (or, for model 1, before any MODEL line) */
+  int have_score = 0, atoms = 0, at = 0, ended = 0;
+  const char *end = text + len, *next;
+  for (const char *ln = text; ln < end && !ended; ln = next) {
+    const char *nl = memchr(ln, '\n', (size_t)(end - ln));
+    size_t l = (size_t)((nl ? nl : end) - ln);
+    next = nl ? nl + 1 : end;
+    if (l >= 6 && !memcmp(ln, "MODEL ", 6)) {
+      if (++at > model) break;
+      continue;
+    }
+    if (at != model && !(model == 1 && at == 0)) continue;
+    if (l >= 6 && !memcmp(ln, "ENDMDL", 6)) {
+      ended = 1;
+    } else if (l > 19 && !memcmp(ln, "REMARK VINA RESULT:", 19) && !have_score) {
+      double v[3];
+      int got = remark_numbers(ln, l, 19, v, 3);
+      if (got >= 1) {
+        have_score = 1;
+        p->score = v[0];
+        if (got == 3) {
+          p->rmsd_lb = v[1];
+          p->rmsd_ub = v[2];
+        }
+      }
+    } else if (l > 13 && !memcmp(ln, "REMARK INTER:", 13)) {
+      remark_numbers(ln, l, 13, &p->inter, 1);
+    } else if (l > 13 && !memcmp(ln, "REMARK INTRA:", 13)) {
+      remark_numbers(ln, l, 13, &p->intra, 1);
+    } else if (l >= 54 && (!memcmp(ln, "ATOM  ", 6) || !memcmp(ln, "HETATM", 6))) {
       double serial, x, y, z;
-      if (pdb_field(line, l, 7, 11, &serial) || pdb_field(line, l, 31, 38, &x) || pdb_field(line, l, 39, 46, &y) ||
-          pdb_field(line, l, 47, 54, &z)) {
-        snprintf(err, errlen, "an ATOM line Vina wrote cannot be read: %.*s", (int)(l < 80 ? l : 80), line);
+      if (pdb_field(ln, l, 7, 11, &serial) || pdb_field(ln, l, 31, 38, &x) || pdb_field(ln, l, 39, 46, &y) ||
+          pdb_field(ln, l, 47, 54, &z)) {
+        snprintf(err, errlen, "an ATOM line Vina wrote cannot be read: %.*s", (int)(l < 80 ? l : 80), ln);
         return -1;
       }
       int s = (int)serial;
@@ -434,10 +467,10 @@ int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *s
       }
       atoms++;
     }
-    line = nl ? nl + 1 : end;
   }
+  if (model > 1 && at < model) return 1; /* Vina found fewer poses */
   if (!have_score) {
-    snprintf(err, errlen, "Vina's output has no \"REMARK VINA RESULT\" line");
+    snprintf(err, errlen, "Vina's output has no \"REMARK VINA RESULT\" line%s", model > 1 ? " in a later model" : "");
     return -1;
   }
   if (!atoms) {
@@ -445,6 +478,22 @@ int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *s
     return -1;
   }
   return 0;
+}
+
+int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
+                    size_t errlen) {
+  struct dock_pose p;
+  int rc = dock_parse_model(text, len, 1, n, xyz, seen, &p, err, errlen);
+  if (rc == 0) *score = p.score;
+  return rc;
+}
+
+void dock_job_free_poses(struct dock_job *j) {
+  for (int i = 0; i < j->n_poses; i++) {
+    free(j->poses[i].mol);
+    j->poses[i].mol = NULL;
+  }
+  j->n_poses = 0;
 }
 
 int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
@@ -498,6 +547,11 @@ int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, s
 
 /* ---- the docking of one molecule ----------------------------------------- */
 
+/* The poses a molecule keeps under s (1..DOCK_MAX_MODES). */
+static int dock_modes(const struct dock_setup *s) {
+  return s->modes <= 0 ? 1 : s->modes > DOCK_MAX_MODES ? DOCK_MAX_MODES : s->modes;
+}
+
 static void child_dock(const struct dock_setup *s, const struct dock_job *j, const char *dir, pid_t parent) {
   child_setup(parent);
   if (chdir(dir) != 0) _exit(125);
@@ -527,19 +581,21 @@ static void child_dock(const struct dock_setup *s, const struct dock_job *j, con
   for (int i = 0; i < n_map; i++)
     fprintf(f, "%d\n", map[i]);
   if (fclose(f) != 0 || write_file("ligand.pdbqt", pdbqt, strlen(pdbqt))) _exit(125);
-  char num[9][40];
+  char num[10][40];
   for (int k = 0; k < 3; k++) {
     snprintf(num[k], sizeof num[k], "%.4f", s->box.center[k]);
     snprintf(num[3 + k], sizeof num[k], "%.4f", s->box.size[k]);
   }
   snprintf(num[6], sizeof num[6], "%d", s->exhaustiveness);
   snprintf(num[7], sizeof num[7], "%u", s->seed);
+  snprintf(num[8], sizeof num[8], "%d", dock_modes(s));
+  snprintf(num[9], sizeof num[9], "%.4f", s->energy_range > 0 ? s->energy_range : 3.0);
   const char *argv[] = {s->vina,       "--receptor",       s->receptor, "--ligand",         "ligand.pdbqt",
                         "--center_x",  num[0],             "--center_y", num[1],            "--center_z",
                         num[2],        "--size_x",         num[3],      "--size_y",         num[4],
                         "--size_z",    num[5],             "--exhaustiveness", num[6],      "--seed",
-                        num[7],        "--cpu",            "1",         "--num_modes",      "1",
-                        "--out",       "out.pdbqt",        NULL};
+                        num[7],        "--cpu",            "1",         "--num_modes",      num[8],
+                        "--energy_range", num[9],          "--out",     "out.pdbqt",        NULL};
   /* Vina's address space bounded (its grids, its search): a ligand that
    * would take gigabytes fails its allocation instead (bad_alloc: Vina says
    * "insufficient memory" and exits 1), a reject and not the machine's
@@ -660,22 +716,38 @@ static void collect(const struct dock_setup *s, struct dock_job *j, const char *
     map[i] = (int)v;
     k = (int)(end - map_text) + 1;
   }
-  if (!bad) bad = dock_parse_pose(text, len, n_map, sxyz, sseen, &j->score, err, sizeof err);
-  for (int s = 0; !bad && s < n_map; s++)
-    if (sseen[s] && map[s] >= 0) {
-      memcpy(xyz + 3 * map[s], sxyz + 3 * s, 3 * sizeof *xyz);
-      seen[map[s]] = 1;
+  /* each model Vina wrote, best first, up to the modes asked for */
+  for (int model = 1; !bad && model <= dock_modes(s); model++) {
+    struct dock_pose *p = &j->poses[model - 1];
+    int r = dock_parse_model(text, len, model, n_map, sxyz, sseen, p, err, sizeof err);
+    if (r == 1) break;
+    bad = r != 0;
+    memset(seen, 0, (size_t)(m.n_atoms ? m.n_atoms : 1));
+    for (int a = 0; !bad && a < n_map; a++)
+      if (sseen[a] && map[a] >= 0) {
+        memcpy(xyz + 3 * map[a], sxyz + 3 * a, 3 * sizeof *xyz);
+        seen[map[a]] = 1;
+      }
+    if (!bad) bad = dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err);
+    if (!bad) {
+      bad = mol_to_blob(&pose, &p->mol, &p->len) != 0;
+      if (bad) snprintf(err, sizeof err, "out of memory");
+      mol_free(&pose);
     }
-  if (!bad) bad = dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err);
-  if (!bad) {
-    bad = mol_to_blob(&pose, &j->pose, &j->pose_len) != 0;
-    if (bad) snprintf(err, sizeof err, "out of memory");
-    mol_free(&pose);
+    if (!bad) j->n_poses = model;
+    if (bad && model > 1) {
+      /* a later model that cannot be read: the molecule's output is damaged */
+      char why[400];
+      snprintf(why, sizeof why, "pose %d: %s", model, err);
+      snprintf(err, sizeof err, "%s", why);
+    }
   }
   if (bad) {
+    dock_job_free_poses(j);
     snprintf(j->reason, sizeof j->reason, "no pose");
     snprintf(j->detail, sizeof j->detail, "%s", err);
   } else {
+    j->score = j->poses[0].score;
     j->status = 0;
   }
   free(text);
@@ -701,8 +773,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
   if (workers > n) workers = n > 0 ? n : 1;
   for (int k = 0; k < n; k++) {
     jobs[k].status = -1;
-    jobs[k].pose = NULL;
-    jobs[k].pose_len = 0;
+    jobs[k].n_poses = 0;
     jobs[k].reason[0] = jobs[k].detail[0] = 0;
   }
   /* Open Babel started once here, so each child has it ready */

@@ -37,6 +37,8 @@ struct dock_setup {
   struct dock_box box;
   int exhaustiveness;      /* Vina's --exhaustiveness */
   unsigned seed;           /* Vina's --seed: the same seed, the same pose */
+  int modes;               /* Vina's --num_modes: poses kept a molecule, best first (1..DOCK_MAX_MODES; 0: 1) */
+  double energy_range;     /* Vina's --energy_range, kcal/mol: a pose kept only within this of the best (<= 0: 3) */
   double timeout_s;        /* per molecule, whatever it waits for */
   uint64_t memory_limit;   /* bytes of address space each Vina process may take (RLIMIT_AS, set in the
                               child before it becomes Vina); a Vina that runs out of it is a reject,
@@ -44,13 +46,25 @@ struct dock_setup {
   const char *tmpdir;      /* where each molecule's folder goes; NULL: $TMPDIR or /tmp */
 };
 
+/* The most poses a molecule keeps (stages.dock.modes). */
+#define DOCK_MAX_MODES 20
+
+/* One pose of a docked molecule: what Vina's output says of its model. */
+struct dock_pose {
+  double score;            /* affinity, kcal/mol (Vina's "VINA RESULT"; lower is better) */
+  double inter, intra;     /* Vina's intermolecular and intramolecular terms, kcal/mol; NAN where not given */
+  double rmsd_lb, rmsd_ub; /* RMSD from the best pose, Å (lower and upper bound; 0 for the best) */
+  uint8_t *mol;            /* the pose as a molecule blob (chem/mol.h; malloc'd: the caller frees) */
+  size_t len;
+};
+
 struct dock_job {
   const uint8_t *mol;      /* in: the molecule's blob (chem/mol.h) */
   size_t mol_len;
   int status;              /* out: 0 docked, 1 rejected */
-  double score;            /* docked: the best pose's affinity, kcal/mol (lower is better) */
-  uint8_t *pose;           /* docked: the pose as a molecule blob (malloc'd: the caller frees) */
-  size_t pose_len;
+  double score;            /* docked: the best pose's affinity, kcal/mol (lower is better): poses[0].score */
+  struct dock_pose poses[DOCK_MAX_MODES]; /* docked: the poses, best first (at most the set-up's modes) */
+  int n_poses;             /* docked: how many (Vina may find fewer distinct poses than asked for) */
   double seconds;          /* wall time of the molecule's process */
   char reason[96];         /* rejected: "ligand preparation failed", "Vina failed", "timed out",
                               "docking crashed", "out of memory", "no pose" */
@@ -91,6 +105,14 @@ void dock_log_tail(const char *path, int lines, char *out, size_t size);
  * 1] = 1 for 1 <= serial <= n). 0, or -1 with err. */
 int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
                     size_t errlen);
+/* Model `model` (1-based: the MODEL lines counted; text without MODEL
+ * lines is model 1) of Vina's output: as dock_parse_pose, with its terms
+ * into *p (score, inter, intra, rmsd_lb, rmsd_ub; mol untouched). 0; 1
+ * when the output has no such model (Vina found fewer); -1 with err. */
+int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen,
+                     struct dock_pose *p, char *err, size_t errlen);
+/* The poses of a job freed, n_poses 0. */
+void dock_job_free_poses(struct dock_job *j);
 /* m at the pose: the coordinates of the atoms seen, the hydrogens unseen
  * dropped (counted on their atom). 0, or -1 with err (a heavy atom unseen). */
 int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,

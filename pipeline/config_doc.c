@@ -127,10 +127,15 @@ static int row(FILE *f, const char *key, const struct cfg_node *s) {
   fputs(" | ", f);
   bounds_text(f, s);
   fputs(" | ", f);
-  if (!cfg_sch_flag(s, "hash", 1))
+  const char *redo = cfg_sch_text(s, "redo");
+  if (redo) {
+    fputs("yes: ", f);
+    cell(f, redo);
+  } else if (!cfg_sch_flag(s, "hash", 1)) {
     fputs("no: changing it keeps finished work", f);
-  else
+  } else {
     fputs(strchr(key, '.') || has_fields(s) ? "yes" : "—", f); /* sets: hashed by the stages reading inputs */
+  }
   fputs(" | ", f);
   const char *doc = cfg_sch_text(s, "doc");
   cell(f, doc);

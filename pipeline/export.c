@@ -83,6 +83,8 @@ struct exp {
   const struct export_opts *o;
   sqlite3_stmt *st;   /* the rows */
   sqlite3_stmt *look; /* name, smiles, mol FROM molecules WHERE id = ?1; NULL when not needed */
+  sqlite3_stmt *poses; /* --poses: a molecule's poses (mode, score, terms, pose), best first */
+  long long records, no_pose; /* --poses: records written; rows left out without a pose */
   int nc;
   int c_id, c_name, c_smiles; /* columns of st, -1 when absent */
   long long row;              /* 1-based row being written, for messages */
@@ -193,16 +195,33 @@ static int csv_row(struct exp *e) {
 
 /* ---- sdf ---------------------------------------------------------------- */
 
-static int sdf_row(struct exp *e) {
-  int ret = find_molecule(e);
-  if (ret) return ret;
+/* The tags of a pose (e->poses' row) after the row's own: which pose, its
+ * score and Vina's terms. */
+static int pose_tags(struct exp *e, struct mol *m) {
+  static const char *const names[] = {"mode", "vina_score", "vina_inter", "vina_intra", "rmsd_lb", "rmsd_ub"};
+  for (int i = 0; i < 6; i++) {
+    if (sqlite3_column_type(e->poses, i) == SQLITE_NULL) continue;
+    char v[64];
+    if (i == 0)
+      snprintf(v, sizeof v, "%lld", (long long)sqlite3_column_int64(e->poses, 0));
+    else
+      snprintf(v, sizeof v, "%.9g", sqlite3_column_double(e->poses, i));
+    if (mol_add_tag(m, names[i], v)) return -1;
+  }
+  return 0;
+}
+
+/* One record: the molecule `blob` titled and tagged by the row (and by
+ * the pose, when e->poses is on one). */
+static int sdf_record(struct exp *e, const void *blob, size_t len, int pose) {
+  int ret = SE3_EXIT_OK;
   struct mol m;
   char err[256];
   mol_init(&m);
   /* The id's text only where a message needs it: SQLite leaves a column's
    * type undefined once its value has been converted, and the tags below
    * read every column's type. */
-  if (mol_from_blob(sqlite3_column_blob(e->look, 2), (size_t)sqlite3_column_bytes(e->look, 2), &m, err, sizeof err)) {
+  if (mol_from_blob(blob, len, &m, err, sizeof err)) {
     fprintf(stderr, WHO ": row %lld: molecule %s: %s (run `se3screen verify` on the database)\n", e->row,
             (const char *)sqlite3_column_text(e->st, e->c_id), err);
     return SE3_EXIT_FAILED;
@@ -218,6 +237,7 @@ static int sdf_row(struct exp *e) {
     if (!value || mol_add_tag(&m, sqlite3_column_name(e->st, i), value)) ret = SE3_EXIT_FAILED;
     free(value);
   }
+  if (!ret && pose && pose_tags(e, &m)) ret = SE3_EXIT_FAILED;
   /* nothing a row holds may end its record or a value early (sdtext.h) */
   if (!ret && sd_make_safe(&m)) ret = SE3_EXIT_FAILED;
   if (ret) {
@@ -234,7 +254,45 @@ static int sdf_row(struct exp *e) {
   }
   fputs(text, e->f);
   free(text);
+  e->records++;
   return SE3_EXIT_OK;
+}
+
+static int sdf_row(struct exp *e) {
+  int ret = find_molecule(e);
+  if (ret) return ret;
+  if (!e->poses)
+    return sdf_record(e, sqlite3_column_blob(e->look, 2), (size_t)sqlite3_column_bytes(e->look, 2), 0);
+  sqlite3_reset(e->poses);
+  sqlite3_bind_value(e->poses, 1, sqlite3_column_value(e->st, e->c_id));
+  int rc, n = 0;
+  while (!ret && (rc = sqlite3_step(e->poses)) == SQLITE_ROW) {
+    ret = sdf_record(e, sqlite3_column_blob(e->poses, 6), (size_t)sqlite3_column_bytes(e->poses, 6), 1);
+    n++;
+  }
+  if (!ret && rc != SQLITE_DONE) {
+    fprintf(stderr, WHO ": row %lld: reading its poses: %s\n", e->row, sqlite3_errmsg(sqlite3_db_handle(e->poses)));
+    ret = SE3_EXIT_FAILED;
+  }
+  e->no_pose += !ret && n == 0;
+  return ret;
+}
+
+/* --poses: the statement of a molecule's poses, those of its docking as
+ * the molecule is now. 0, or an exit code with the message printed. */
+static int prepare_poses(struct exp *e, sqlite3 *db) {
+  if (sqlite3_prepare_v2(db,
+                         "SELECT p.mode, p.score, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, p.pose FROM poses p JOIN "
+                         "docking k ON k.mol_id = p.mol_id JOIN molecules m ON m.id = k.mol_id AND m.mol_hash IS "
+                         "k.mol_hash WHERE p.mol_id = ?1 ORDER BY p.mode",
+                         -1, &e->poses, NULL) == SQLITE_OK)
+    return SE3_EXIT_OK;
+  int old = sqlite3_strglob("*no such table*", sqlite3_errmsg(db)) == 0;
+  fprintf(stderr, WHO ": --poses: %s\n",
+          old ? "this database keeps no poses (made by an earlier se3screen, schema version before 12: run "
+                "`se3screen upgrade` on its workdir)"
+              : sqlite3_errmsg(db));
+  return SE3_EXIT_FAILED;
 }
 
 /* ---- smi ---------------------------------------------------------------- */
@@ -385,6 +443,7 @@ int export_run(const struct export_opts *o) {
     ret = SE3_EXIT_FAILED;
     goto done;
   }
+  if (o->poses && (ret = prepare_poses(&e, query_db(qc)))) goto done;
   if (o->format == EXPORT_SDF && ob_init() != 0) {
     fprintf(stderr, WHO ": Open Babel could not be set up\n");
     ret = SE3_EXIT_FAILED;
@@ -413,6 +472,12 @@ int export_run(const struct export_opts *o) {
     if (ret) break;
   }
   if (!ret && stop_signal) ret = SE3_EXIT_STOPPED; /* nothing is committed once asked to stop */
+  if (!ret && o->poses && e.row > 0 && e.records == 0) {
+    fprintf(stderr, WHO ": --poses: none of the %lld row%s has a docked pose (has the dock stage run with Vina on "
+                        "these molecules?)\n",
+            e.row, e.row == 1 ? "" : "s");
+    ret = SE3_EXIT_FAILED;
+  }
   if (ret == SE3_EXIT_STOPPED)
     fprintf(stderr, WHO ": stopped by signal %d (%s) after %lld row%s\n", (int)stop_signal, strsignal((int)stop_signal),
             e.row, e.row == 1 ? "" : "s");
@@ -436,6 +501,9 @@ int export_run(const struct export_opts *o) {
     long long n = e.row;
     fprintf(stderr, WHO ": %lld row%s written to %s (%s)\n", n, n == 1 ? "" : "s",
             strcmp(o->out, "-") ? o->out : "stdout", fmt_name);
+    if (o->poses)
+      fprintf(stderr, WHO ": %lld docked poses of %lld rows; %lld row%s without a pose left out\n", e.records,
+              n - e.no_pose, e.no_pose, e.no_pose == 1 ? "" : "s");
     if (!n && !o->query) fprintf(stderr, WHO ": ranked_hits is empty: has the rank stage run on this database?\n");
   }
 done:
@@ -444,6 +512,7 @@ done:
             strsignal((int)stop_signal));
   stop_db = NULL;
   sqlite3_finalize(e.look);
+  sqlite3_finalize(e.poses);
   sqlite3_finalize(e.st);
   sqlite3_free(sql);
   query_close(qc);

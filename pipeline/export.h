@@ -55,6 +55,7 @@ struct export_opts {
   enum export_format format;
   const char *query; /* one read-only statement; NULL: ranked_hits */
   long long top;     /* > 0 (without query): the first N of ranked_hits */
+  int poses;         /* sdf: a record each docked pose of a row's molecule (the poses table), not its input */
   const char *out;   /* the file to write, "-" for stdout */
   /* Bounds (query.h's meanings); 0: none; < 0: the default (above). */
   double timeout_s;
@@ -71,7 +72,13 @@ void export_default_bounds(struct export_opts *o);
  * allowed for bytes; 0: no limit). 0, or -1 with the usage message in why. */
 int export_parse_bound(struct export_opts *o, const char *opt, const char *v, char *why, size_t why_len);
 
-/* Writes the rows and says on stderr how many. Returns an exit code: 0; 1
+/* With poses, each row's molecule is written at each of its docked poses
+ * (poses, best first, those of its docking as the molecule is now), with
+ * the tags mode, vina_score, vina_inter, vina_intra, rmsd_lb and rmsd_ub
+ * after the row's; a row without a pose is left out, and stderr counts
+ * them; a selection none of whose molecules has a pose is a failure.
+ *
+ * Writes the rows and says on stderr how many. Returns an exit code: 0; 1
  * when the database cannot be read as asked, a molecule is missing or
  * damaged, a bound was reached, or the file cannot be written; 2 for a
  * database that cannot be opened, SQL that is not one reading statement,

@@ -168,7 +168,7 @@ static const char usage_top[] = "usage: se3screen top DB [-n N] [--target T] [--
 
 static const char usage_export[] =
     "usage: se3screen export DB|WORKDIR --format csv|sdf|smi [--query SQL | --top N] -o FILE\n"
-    "                        [--timeout S] [--max-rows N] [--max-bytes N]\n"
+    "                        [--poses] [--timeout S] [--max-rows N] [--max-bytes N]\n"
     "\n"
     "Writes every row of ranked_hits, in rank order (--top N: the first N), or the\n"
     "rows of one read-only SQL statement (--query, checked as `query` checks it) to\n"
@@ -187,6 +187,11 @@ static const char usage_export[] =
     "  smi   SMILES, a tab and the name, one row a line (the row's smiles and name\n"
     "        columns, else the molecule's, by mol_id or id)\n"
     "\n"
+    "  --poses          (sdf) each row's molecule at every pose the dock stage kept\n"
+    "                   (stages.dock.modes), best first, a record each, with the tags\n"
+    "                   mode, vina_score, vina_inter, vina_intra, rmsd_lb and rmsd_ub\n"
+    "                   (kcal/mol, Å) after the row's columns; a row whose molecule has\n"
+    "                   no pose is left out and counted on stderr\n"
     "  --timeout S      stop after S seconds, waiting for another process's lock\n"
     "                   included (default: none for ranked_hits, 600 with --query;\n"
     "                   0: no limit, a lock waited for 10 s)\n"
@@ -715,6 +720,8 @@ static int verb_export(int argc, char **argv) {
         if (end == v || *end || errno || eo.top < 1)
           return usage_error(usage_export, "--top needs a whole number >= 1, got '%s'", v);
       }
+    } else if (!strcmp(a, "--poses")) {
+      eo.poses = 1;
     } else if (a[0] == '-' && a[1]) {
       return usage_error(usage_export, "unknown option '%s'", a);
     } else if (!eo.db) {
@@ -729,6 +736,8 @@ static int verb_export(int argc, char **argv) {
     return usage_error(usage_export, "unknown --format '%s' (csv, sdf or smi)", format);
   if (!eo.out) return usage_error(usage_export, "%s", "export needs -o FILE (or -o - for stdout)");
   if (eo.query && eo.top) return usage_error(usage_export, "%s", "--query and --top exclude each other");
+  if (eo.poses && eo.format != EXPORT_SDF)
+    return usage_error(usage_export, "%s", "--poses writes 3D poses: it needs --format sdf");
   return export_run(&eo);
 }
 

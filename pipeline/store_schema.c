@@ -370,6 +370,26 @@ static const char schema_v11_sql[] =
     "  PRIMARY KEY(round, stage, chunk)\n"
     ") STRICT;\n";
 
+/* Version 12 (issue 55): every pose a docking keeps (stages.dock.modes),
+ * with Vina's terms. The docking row keeps the best pose and its score, as
+ * before; a docking made before this version has its one pose here as mode
+ * 1, Vina's terms unknown. A docking's poses go with it (the trigger: a
+ * docking pruned, cleared or redone takes its poses along). */
+static const char schema_v12_sql[] =
+    "CREATE TABLE poses(\n"
+    "  mol_id INTEGER NOT NULL,        -- docking.mol_id\n"
+    "  mode INTEGER NOT NULL,          -- 1 = the best pose (docking.pose), 2, ...: Vina's order, best first\n"
+    "  score REAL NOT NULL,            -- its affinity, kcal/mol (Vina's; lower is better)\n"
+    "  inter REAL,                     -- Vina's intermolecular term, kcal/mol; NULL where not known (a docking before version 12)\n"
+    "  intra REAL,                     -- Vina's intramolecular term, kcal/mol; NULL where not known\n"
+    "  rmsd_lb REAL NOT NULL,          -- RMSD from the best pose, lower bound, Å (Vina's; 0 for mode 1)\n"
+    "  rmsd_ub REAL NOT NULL,          -- RMSD from the best pose, upper bound, Å\n"
+    "  pose BLOB NOT NULL,             -- the molecule at this pose (as docking.pose)\n"
+    "  PRIMARY KEY(mol_id, mode)\n"
+    ") STRICT;\n"
+    "INSERT INTO poses(mol_id, mode, score, inter, intra, rmsd_lb, rmsd_ub, pose) SELECT mol_id, 1, score, NULL, NULL, 0, 0, pose FROM docking WHERE length(pose) > 0;\n"
+    "CREATE TRIGGER docking_poses AFTER DELETE ON docking BEGIN DELETE FROM poses WHERE mol_id = old.mol_id; END; -- a docking deleted takes its poses along\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -382,6 +402,7 @@ static const char *const migrations[] = {
     /* to version 9 */ schema_v9_sql,
     /* to version 10 */ schema_v10_sql,
     /* to version 11 */ schema_v11_sql,
+    /* to version 12 */ schema_v12_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 
@@ -431,7 +452,7 @@ struct doc_table {
   char name[64], kind[8]; /* "table" | "view" */
   int version, n_cols;
   struct doc_col col[DOC_MAX_COLS];
-  char keys[DOC_MAX_LINE], indexes[DOC_MAX_LINE], view[1024];
+  char keys[DOC_MAX_LINE], indexes[DOC_MAX_LINE], triggers[DOC_MAX_LINE], view[1024];
 };
 
 static char *trim(char *s) {
@@ -482,7 +503,7 @@ int store_schema_doc(FILE *out) {
       raw[strcspn(raw, ";")] = 0;
       char *def = trim(line), name[64];
       if (!*def) continue;
-      if (!strncmp(def, "UPDATE ", 7)) { /* a data migration: nothing to document */
+      if (!strncmp(def, "UPDATE ", 7) || !strncmp(def, "INSERT ", 7)) { /* a data migration: nothing to document */
         cur = NULL;
         continue;
       }
@@ -510,6 +531,16 @@ int store_schema_doc(FILE *out) {
         char one[DOC_MAX_LINE];
         snprintf(one, sizeof one, "`%s` (%s)", name, cols);
         doc_append(x->indexes, sizeof x->indexes, ", ", one);
+        cur = NULL;
+        continue;
+      }
+      char event[16];
+      if (sscanf(def, "CREATE TRIGGER %63s AFTER %15s ON %63s", name, event, on) == 3) {
+        struct doc_table *x = doc_find(t, nt, on);
+        if (!x) return -1;
+        char one[DOC_MAX_LINE];
+        snprintf(one, sizeof one, "`%s` (after a %s: %.400s)", name, event, note ? trim(note) : "");
+        doc_append(x->triggers, sizeof x->triggers, ", ", one);
         cur = NULL;
         continue;
       }
@@ -592,6 +623,7 @@ int store_schema_doc(FILE *out) {
     }
     if (x->keys[0]) fprintf(out, "\nKey: %s.\n", x->keys);
     if (x->indexes[0]) fprintf(out, "\nIndexes: %s.\n", x->indexes);
+    if (x->triggers[0]) fprintf(out, "\nTriggers: %s.\n", x->triggers);
   }
   return ferror(out) ? -1 : 0;
 }

@@ -37,6 +37,7 @@ static const struct {
     {"graphs", "mol_id", "graph", BLOB_GRAPH},
     {"bases", "mol_id", "basis", BLOB_BASIS},
     {"docking", "mol_id", "pose", BLOB_POSE}, /* since schema version 10 */
+    {"poses", "mol_id", "pose", BLOB_POSE},   /* since schema version 12: every pose kept (one row a mode) */
 };
 
 struct damage {

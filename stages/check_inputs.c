@@ -602,7 +602,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
    * rank (say for its order) but has no library failed only after training.
    * `check` is given "*" (every stage), so there score counts as running when
    * the workflow names it or a stage after it, as `run` would go that far. */
-  int score = stage_runs(stages_that_run, "score") &&
+  int score = stage_runs(stages_that_run, "score") && !stage_dock_only(root) &&
               (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
                cfg_written(cfg_get(root, "stages.rank")) || cfg_written(cfg_get(root, "stages.report")));
   const char *score_set = cfg_str(root, "stages.score.set");

@@ -79,7 +79,7 @@ struct dstage {
   const char *table_path, *table_key, *key_column, *score_column;
   sqlite3_stmt *lookup;
   struct stage_ctx *ctx;   /* for the store callback */
-  sqlite3_stmt *insert;
+  sqlite3_stmt *insert, *del_poses, *ins_pose;
   int64_t chunk, n_ok, n_rej, docked, rejected, before;
   double seconds, last_commit;
   struct dock_job *jobs;
@@ -232,6 +232,8 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   d->ds.vina = cfg_str(c, "vina");
   d->ds.exhaustiveness = (int)cfg_int(c, "exhaustiveness");
   d->ds.seed = (unsigned)cfg_int(c, "seed");
+  d->ds.modes = (int)cfg_int(c, "modes");
+  d->ds.energy_range = cfg_float(c, "energy_range");
   d->ds.timeout_s = cfg_float(c, "timeout_s");
   d->ds.memory_limit = (uint64_t)cfg_int(c, "memory_limit_mb") << 20;
   d->workers = (int)cfg_int(c, "workers");
@@ -265,6 +267,13 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
            d->ds.box.center[2], d->ds.box.size[0], d->ds.box.size[1], d->ds.box.size[2], d->ds.exhaustiveness,
            d->ds.seed);
   h = se3_hash_str(h, box);
+  /* the poses kept, where they differ from Vina's one best (a set-up from
+   * before stages.dock.modes keeps its key) */
+  if (d->ds.modes != 1 || d->ds.energy_range != 3.0) {
+    char modes[64];
+    snprintf(modes, sizeof modes, "modes %d %.4f", d->ds.modes, d->ds.energy_range);
+    h = se3_hash_str(h, modes);
+  }
   snprintf(d->setup, sizeof d->setup, "%016" PRIx64, h);
   return STAGE_OK;
 }
@@ -376,6 +385,47 @@ static int commit_so_far(struct stage_ctx *ctx) {
   return STAGE_OK;
 }
 
+/* A NAN term (Vina did not give it) as NULL. */
+static void bind_term(sqlite3_stmt *st, int i, double v) {
+  if (isfinite(v))
+    sqlite3_bind_double(st, i, v);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* Every pose of a docked molecule into `poses` (mode 1 the best, which the
+ * docking row holds too), those of an earlier docking of it gone first. */
+static int store_poses(struct stage_ctx *ctx, struct dstage *d, int64_t id, const struct dock_job *j) {
+  if ((!d->del_poses && sqlite3_prepare_v2(ctx->db, "DELETE FROM poses WHERE mol_id = ?1", -1, &d->del_poses, NULL) !=
+                            SQLITE_OK) ||
+      (!d->ins_pose &&
+       sqlite3_prepare_v2(ctx->db,
+                          "INSERT INTO poses(mol_id, mode, score, inter, intra, rmsd_lb, rmsd_ub, pose) "
+                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                          -1, &d->ins_pose, NULL) != SQLITE_OK))
+    return stage_sql_fail(ctx, "preparing the poses' insert");
+  sqlite3_reset(d->del_poses);
+  sqlite3_bind_int64(d->del_poses, 1, id);
+  if (sqlite3_step(d->del_poses) != SQLITE_DONE) return stage_sql_fail(ctx, "replacing a molecule's poses");
+  for (int p = 0; p < j->n_poses; p++) {
+    const struct dock_pose *q = &j->poses[p];
+    sqlite3_reset(d->ins_pose);
+    sqlite3_bind_int64(d->ins_pose, 1, id);
+    sqlite3_bind_int(d->ins_pose, 2, p + 1);
+    sqlite3_bind_double(d->ins_pose, 3, q->score);
+    bind_term(d->ins_pose, 4, q->inter);
+    bind_term(d->ins_pose, 5, q->intra);
+    sqlite3_bind_double(d->ins_pose, 6, q->rmsd_lb);
+    sqlite3_bind_double(d->ins_pose, 7, q->rmsd_ub);
+    sqlite3_bind_blob64(d->ins_pose, 8, q->mol, q->len, SQLITE_STATIC);
+    int rc = sqlite3_step(d->ins_pose);
+    sqlite3_clear_bindings(d->ins_pose);
+    sqlite3_reset(d->ins_pose);
+    if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "writing a pose");
+  }
+  return STAGE_OK;
+}
+
 static int store_one(void *arg, int k) {
   struct dstage *d = arg;
   struct stage_ctx *ctx = d->ctx;
@@ -392,7 +442,7 @@ static int store_one(void *arg, int k) {
       sqlite3_reset(d->insert);
       sqlite3_bind_int64(d->insert, 1, d->ids[k]);
       sqlite3_bind_double(d->insert, 2, j->score);
-      sqlite3_bind_blob64(d->insert, 3, j->pose, j->pose_len, SQLITE_STATIC);
+      sqlite3_bind_blob64(d->insert, 3, j->poses[0].mol, j->poses[0].len, SQLITE_STATIC);
       sqlite3_bind_double(d->insert, 4, j->seconds);
       sqlite3_bind_int64(d->insert, 5, d->chunk);
       if (d->no_hash[k])
@@ -404,7 +454,8 @@ static int store_one(void *arg, int k) {
       sqlite3_clear_bindings(d->insert);
       sqlite3_reset(d->insert);
     }
-    ctx->chunk_bytes += (int64_t)j->pose_len;
+    if (rc == STAGE_OK) rc = store_poses(ctx, d, d->ids[k], j);
+    ctx->chunk_bytes += (int64_t)j->poses[0].len; /* (docking.pose's, as `status` shows it) */
     d->n_ok++;
     d->docked++;
     d->seconds += j->seconds;
@@ -413,8 +464,7 @@ static int store_one(void *arg, int k) {
     d->n_rej++;
     d->rejected++;
   }
-  free(j->pose);
-  j->pose = NULL;
+  dock_job_free_poses(j);
   ctx->report->advance(ctx, 1);
   /* each docking kept as it finishes (at most a few commits a second) */
   if (rc == STAGE_OK && now_s() - d->last_commit >= 0.2) {
@@ -665,8 +715,7 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
       ret = STAGE_STOPPED;
   }
   for (int64_t i = 0; i < n; i++) {
-    free(d->jobs[i].pose);
-    d->jobs[i].pose = NULL;
+    dock_job_free_poses(&d->jobs[i]);
     free(blobs[i]);
   }
   free(blobs);
@@ -708,6 +757,8 @@ static void dock_end(struct stage_ctx *ctx) {
   if (d->receptor_fd >= 0) close(d->receptor_fd);
   if (d->table_fd >= 0) close(d->table_fd);
   sqlite3_finalize(d->insert);
+  sqlite3_finalize(d->del_poses);
+  sqlite3_finalize(d->ins_pose);
   sqlite3_finalize(d->lookup);
   free(d->jobs);
   free(d->ids);
@@ -768,7 +819,7 @@ static const struct stage_keyed dock_keyed = {.rows = &dock_rows};
 
 const struct stage stage_dock = {
     .name = "dock",
-    .tables = "docking",
+    .tables = "poses docking", /* (children first: status counts the last) */
     .after = "ingest",
     .flags = STAGE_OPTIONAL | STAGE_ARRAY,
     .begin = dock_begin,

@@ -150,6 +150,7 @@ const struct stage stage_graph = {
     .name = "graph",
     .tables = "graphs",
     .after = "ingest",
+    .reads = {.skipped = stage_dock_only},
     .flags = STAGE_SPREAD | STAGE_ARRAY,
     .begin = graph_begin,
     .run_chunk = graph_chunk,

@@ -35,6 +35,9 @@
 
 struct rstage {
   char target[256];
+  char from[128];   /* the scores ranked, as SQL names them: "<src>".scores, or temp.rank_docking */
+  const char *receptor; /* dock-only: stages.dock.receptor, named on each pose */
+  int dock;         /* a dock-only workflow: the docking scores ranked, every pose written */
   int descending, top, dedupe, csv, sdf;
   int64_t n_scores; /* scores considered: the progress of the one chunk */
   const struct cfg_node *min, *max;
@@ -65,11 +68,49 @@ static int check_kept(struct stage_ctx *ctx, const char *target) {
                        kept, mine);
 }
 
-static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
-  struct rstage *r = calloc(1, sizeof *r);
-  if (!r) return stage_fail_at(ctx, NULL, "out of memory");
-  ctx->state = r;
+/* A dock-only workflow's scores: the dockings of the dock set's molecules
+ * (as they are now; not the duplicates), as a view with the columns of
+ * scores that rank reads (the model: the docking's set-up; no std). */
+static int dock_scores(struct stage_ctx *ctx, struct rstage *r) {
+  const struct cfg_node *c = ctx->cfg, *t = cfg_get(c, "target");
+  const char *label = stage_dock_label(ctx->root);
+  if (t && strcmp(cfg_str(c, "target"), label))
+    return stage_fail_at(ctx, t,
+                         "stages.rank.target: this workflow docks and trains no model, so rank ranks the docking "
+                         "score, '%s' (stages.dock.label), not '%s'",
+                         label, cfg_str(c, "target"));
+  snprintf(r->target, sizeof r->target, "%s", label);
+  r->dock = 1;
+  r->receptor = cfg_str_opt(ctx->root, "stages.dock.receptor");
+  snprintf(r->from, sizeof r->from, "temp.rank_docking");
+  char *sql = sqlite3_mprintf(
+      "DROP VIEW IF EXISTS temp.rank_docking; CREATE TEMP VIEW rank_docking AS SELECT k.mol_id AS rowid, k.mol_id AS "
+      "mol_id, k.setup AS model, %Q AS target, k.score AS score, NULL AS std, k.mol_hash AS mol_hash, k.setup AS "
+      "model_hash FROM \"%w\".docking k JOIN \"%w\".molecules m ON m.id = k.mol_id AND m.mol_hash IS k.mol_hash WHERE "
+      "m.set_name = %Q AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = k.mol_id)",
+      label, ctx->src, ctx->src, cfg_str(ctx->root, "stages.dock.set"), ctx->src);
+  char *msg = NULL;
+  int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    snprintf(ctx->err, sizeof ctx->err, "reading the dockings: %s", msg ? msg : sqlite3_errstr(rc));
+    sqlite3_free(msg);
+    return STAGE_ERROR;
+  }
+  /* lower is better, unless the workflow says otherwise */
+  r->descending = cfg_written(cfg_get(c, "order")) && strcmp(cfg_str(c, "order"), "ascending") != 0;
+  return STAGE_OK;
+}
+
+/* The target ranked by: the workflow's, the trained model's, or the
+ * scores' one target (rank_target); or the docking score. */
+static int rank_what(struct stage_ctx *ctx, struct rstage *r) {
   const struct cfg_node *c = ctx->cfg;
+  r->descending = strcmp(cfg_str(c, "order"), "ascending") != 0;
+  if (stage_dock_only(ctx->root)) return dock_scores(ctx, r);
+  char *from = sqlite3_mprintf("\"%w\".scores", ctx->src);
+  snprintf(r->from, sizeof r->from, "%s", from ? from : "scores");
+  sqlite3_free(from);
   if (rank_target(ctx->db, ctx->src, c, r->target, sizeof r->target)) {
     enum { SHOWN = 6 };
     char found[SHOWN + 1][256], list[SHOWN * 64 + 32] = "";
@@ -88,8 +129,15 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
                          "set stages.rank.target to the one to rank by",
                          list);
   }
-  if (check_kept(ctx, r->target)) return STAGE_ERROR;
-  r->descending = strcmp(cfg_str(c, "order"), "ascending") != 0;
+  return check_kept(ctx, r->target);
+}
+
+static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
+  struct rstage *r = calloc(1, sizeof *r);
+  if (!r) return stage_fail_at(ctx, NULL, "out of memory");
+  ctx->state = r;
+  const struct cfg_node *c = ctx->cfg;
+  if (rank_what(ctx, r)) return STAGE_ERROR;
   r->top = (int)cfg_int(c, "top");
   r->dedupe = cfg_bool(c, "dedupe");
   r->min = cfg_get(c, "min");
@@ -100,7 +148,7 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
     r->sdf |= !strcmp(outs->kids[i]->value, "hits.sdf");
   }
   *n_chunks = 1;
-  char *sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".scores WHERE target = %Q", ctx->src, r->target);
+  char *sql = sqlite3_mprintf("SELECT count(*) FROM %s WHERE target = %Q", r->from, r->target);
   sqlite3_stmt *st = NULL;
   *n_items = 0;
   if (sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
@@ -108,6 +156,10 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   sqlite3_finalize(st);
   sqlite3_free(sql);
   r->n_scores = *n_items;
+  if (*n_items == 0 && r->dock)
+    return stage_fail_at(ctx, NULL, "no docking scores: every molecule of '%s' was rejected by dock (see `se3screen "
+                                    "status` and the rejects table)",
+                         cfg_str(ctx->root, "stages.dock.set"));
   if (*n_items == 0)
     return stage_fail_at(ctx, NULL, "no scores for '%s': run the score stage first (or set stages.rank.target)",
                          r->target);
@@ -116,9 +168,9 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
    * stage is keyed, so its hash (its settings chain) says nothing of
    * whether they changed. */
   sql = sqlite3_mprintf("SELECT s.mol_id, s.model, s.score, s.std, s.mol_hash, s.model_hash, m.name, m.smiles, "
-                        "m.inchikey, m.set_name, m.source_file, m.record_no FROM \"%w\".scores s LEFT JOIN "
+                        "m.inchikey, m.set_name, m.source_file, m.record_no FROM %s s LEFT JOIN "
                         "\"%w\".molecules m ON m.id = s.mol_id WHERE s.target = %Q ORDER BY s.mol_id, s.model",
-                        ctx->src, ctx->src, r->target);
+                        r->from, ctx->src, r->target);
   uint64_t h = SE3_HASH_INIT;
   int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM;
   sqlite3_free(sql);
@@ -163,11 +215,11 @@ static int rank_top(struct stage_ctx *ctx, struct rstage *r) {
   int rc;
   int64_t *rows = NULL, n = 0;
   char err[768];
-  if (rank_select(ctx->db, ctx->src, ctx->src, ctx->cfg, r->target, &rows, &n, err, sizeof err))
+  if (rank_select(ctx->db, r->from, ctx->src, ctx->cfg, r->target, r->descending, &rows, &n, err, sizeof err))
     return stage_fail_at(ctx, NULL, "%s", err);
   char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std) "
-                              "SELECT ?1, mol_id, model, target, score, std FROM \"%w\".scores WHERE rowid = ?2",
-                              ctx->src);
+                              "SELECT ?1, mol_id, model, target, score, std FROM %s WHERE rowid = ?2",
+                              r->from);
   rc = sqlite3_exec(ctx->db, "DELETE FROM ranks", NULL, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   for (int64_t i = 0; i < n && rc == SQLITE_OK; i++) {
@@ -198,9 +250,9 @@ static int rank_all(struct stage_ctx *ctx, struct rstage *r) {
       "  SELECT s.mol_id, s.model, s.target, s.score, s.std, "
       "         row_number() OVER (PARTITION BY CASE WHEN ?4 THEN m.inchikey ELSE s.mol_id END "
       "                            ORDER BY s.score %s, s.mol_id, s.model) AS k "
-      "  FROM \"%w\".scores s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
+      "  FROM %s s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
       ") WHERE k = 1 ORDER BY score %s, mol_id, model",
-      dir, dir, ctx->src, ctx->src, filter, dir);
+      dir, dir, r->from, ctx->src, filter, dir);
   sqlite3_free(filter);
   /* two statements: the DELETE, then the INSERT with its parameters */
   rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, &tail);
@@ -261,12 +313,26 @@ static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
   fputc('\n', f);
 }
 
-/* One record of hits.sdf. */
+/* A number of column c of a hit's row as text ("" for NULL). */
+static void num_text(sqlite3_stmt *st, int c, char *out, size_t n) {
+  out[0] = 0;
+  if (sqlite3_column_type(st, c) != SQLITE_NULL) snprintf(out, n, "%.9g", sqlite3_column_double(st, c));
+}
+
+/* One record of hits.sdf: the hit at its docked pose, where it has one.
+ * In a dock-only workflow a record a pose, with the pose's tags. */
 static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
   struct mol m;
-  char err[256], docked[64] = "";
-  if (sqlite3_column_type(st, 12) != SQLITE_NULL)
-    snprintf(docked, sizeof docked, "%.9g", sqlite3_column_double(st, 12));
+  char err[256], docked[64], mode[24] = "", inter[64], intra[64], lb[64], ub[64];
+  num_text(st, 12, docked, sizeof docked);
+  struct rstage *r = ctx->state;
+  if (r->dock && sqlite3_column_type(st, 13) != SQLITE_NULL) {
+    snprintf(mode, sizeof mode, "%lld", (long long)sqlite3_column_int64(st, 13));
+    num_text(st, 14, inter, sizeof inter);
+    num_text(st, 15, intra, sizeof intra);
+    num_text(st, 16, lb, sizeof lb);
+    num_text(st, 17, ub, sizeof ub);
+  }
   mol_init(&m);
   if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err))
     return stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", h->id,
@@ -286,7 +352,15 @@ static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struc
                            {"source_file", (const char *)sqlite3_column_text(st, 8)},
                            {"record_no", h->rec},
                            {"mol_id", h->id},
-                           {"docking_score", docked[0] ? docked : NULL}};
+                           {"docking_score", docked[0] && !mode[0] ? docked : NULL},
+                           /* a pose of a dock-only workflow: which, its score and Vina's terms */
+                           {"mode", mode[0] ? mode : NULL},
+                           {"vina_score", mode[0] ? docked : NULL},
+                           {"vina_inter", mode[0] && inter[0] ? inter : NULL},
+                           {"vina_intra", mode[0] && intra[0] ? intra : NULL},
+                           {"rmsd_lb", mode[0] ? lb : NULL},
+                           {"rmsd_ub", mode[0] ? ub : NULL},
+                           {"receptor", mode[0] ? r->receptor : NULL}};
   int bad = !m.name;
   for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
     if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;
@@ -309,13 +383,16 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   if (ret != STAGE_OK) return ret;
 
   /* the files, from the view the database keeps */
-  /* (a docked molecule at its docked pose, with its docking score) */
+  /* (a docked molecule at its docked pose, with its docking score; in a
+   * dock-only workflow a row each pose, best first) */
   char *q = sqlite3_mprintf(
       "SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
-      "h.source_file, h.record_no, h.mol_id, coalesce(nullif(k.pose, x''), m.mol), k.score FROM ranked_hits h "
+      "h.source_file, h.record_no, h.mol_id, coalesce(p.pose, nullif(k.pose, x''), m.mol), coalesce(p.score, "
+      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub FROM ranked_hits h "
       "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
-      "h.mol_id AND k.mol_hash IS m.mol_hash ORDER BY h.rank",
-      ctx->src, ctx->src);
+      "h.mol_id AND k.mol_hash IS m.mol_hash LEFT JOIN \"%w\".poses p ON p.mol_id = k.mol_id AND (%d OR p.mode = 1) "
+      "ORDER BY h.rank, p.mode",
+      ctx->src, ctx->src, ctx->src, r->dock);
   rc = sqlite3_prepare_v2(ctx->db, q, -1, &st, NULL);
   sqlite3_free(q);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
@@ -323,22 +400,27 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
     fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", csv.f);
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
+  int64_t n_poses = 0;
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     struct hit_text h;
     hit_read(st, &h);
-    if (csv.f) csv_hit(csv.f, st, &h);
+    int first = sqlite3_column_type(st, 13) == SQLITE_NULL || sqlite3_column_int64(st, 13) == 1;
+    if (csv.f && first) csv_hit(csv.f, st, &h);
     if (sdf.f && (ret = sdf_hit(ctx, sdf.f, st, &h)) != STAGE_OK) break;
-    ++*n_ok;
+    *n_ok += first;
+    n_poses += !first || sqlite3_column_type(st, 13) != SQLITE_NULL;
   }
   if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the hits");
   sqlite3_finalize(st);
   int c1 = out_close(ctx, &csv, ret == STAGE_OK), c2 = out_close(ctx, &sdf, ret == STAGE_OK);
   if (ret == STAGE_OK) ret = c1 ? c1 : c2;
   if (ret == STAGE_OK) ctx->report->advance(ctx, r->n_scores);
+  char poses_note[64];
+  snprintf(poses_note, sizeof poses_note, " (%lld docked poses)", (long long)n_poses);
   if (ret == STAGE_OK)
-    ctx->report->log(ctx, "%lld hits by %s (%s)%s%s", (long long)*n_ok, r->target,
+    ctx->report->log(ctx, "%lld hits by %s (%s)%s%s%s", (long long)*n_ok, r->target,
                      r->descending ? "highest first" : "lowest first", r->csv ? "; hits.csv" : "",
-                     r->sdf ? "; hits.sdf" : "");
+                     r->sdf ? "; hits.sdf" : "", r->sdf && r->dock ? poses_note : "");
   return ret;
 }
 
@@ -347,6 +429,9 @@ static void rank_end(struct stage_ctx *ctx) {
   ctx->state = NULL;
 }
 
+/* In a dock-only workflow rank reads dock's results (no score stage runs). */
+static const char *rank_reads(const struct cfg_node *root) { return stage_dock_only(root) ? "dock" : NULL; }
+
 const struct stage stage_rank = {
     .name = "rank",
     .tables = "ranks",
@@ -354,6 +439,6 @@ const struct stage stage_rank = {
     .begin = rank_begin,
     .run_chunk = rank_chunk,
     .end = rank_end,
-    .reads = {.set = "stages.score.set"},
+    .reads = {.stage = rank_reads, .set = "stages.score.set"},
     .show = {.done = "hits"},
 };

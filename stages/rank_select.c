@@ -214,11 +214,10 @@ void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t
 }
 
 int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
-                int64_t **rowids, int64_t *n, char *err, size_t errlen) {
+                int descending, int64_t **rowids, int64_t *n, char *err, size_t errlen) {
   *rowids = NULL;
   *n = 0;
   int top = (int)cfg_int(cfg, "top"), dedupe = cfg_bool(cfg, "dedupe");
-  int descending = strcmp(cfg_str(cfg, "order"), "ascending") != 0;
   const struct cfg_node *min = cfg_get(cfg, "min"), *max = cfg_get(cfg, "max");
   if (top <= 0) {
     snprintf(err, errlen, "rank_select needs top > 0");
@@ -231,7 +230,7 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
     return -1;
   }
   /* scores first (a scan), each molecule's InChIKey by its id */
-  char *sql = sqlite3_mprintf("SELECT s.rowid, s.score, s.mol_id, s.model, m.inchikey FROM \"%w\".scores s "
+  char *sql = sqlite3_mprintf("SELECT s.rowid, s.score, s.mol_id, s.model, m.inchikey FROM %s s "
                               "CROSS JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1%s%s",
                               scores, mols, min ? " AND s.score >= ?2" : "", max ? " AND s.score <= ?3" : "");
   sqlite3_stmt *st = NULL;
@@ -256,7 +255,7 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
     rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
   }
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "choosing the top %d of %s.scores: %s", top, scores, sqlite3_errmsg(db));
+    snprintf(err, errlen, "choosing the top %d of %s: %s", top, scores, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     topk_free(&t);
     return -1;

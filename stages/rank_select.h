@@ -20,13 +20,15 @@ int rank_score_targets(sqlite3 *db, const char *schema, char out[][256], int max
  * "<schema>".scores (a score-only run trains no model). Returns 0, or -1 when
  * none names one (no scores, or scores of several targets). */
 int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, char *target, size_t n);
-/* The hits of rank's configuration cfg (top > 0, order, min, max, dedupe)
- * among "<scores>".scores of `target`, the InChIKeys read from
- * "<mols>".molecules: their rowids in scores, best first, in *rowids
- * (malloc'd, *n of them). One pass keeping the best `top`: memory bounded by
- * top, not by the number of scores. Returns 0, or -1 with err set. */
+/* The hits of rank's configuration cfg (top > 0, min, max, dedupe) in
+ * the given order among the rows of `scores` (a table or view as SQL names
+ * it, "shard".scores or rank's view of the dockings, with the columns
+ * rowid, score, mol_id, model and target) of `target`, the InChIKeys read
+ * from "<mols>".molecules: their rowids, best first, in *rowids (malloc'd,
+ * *n of them). One pass keeping the best `top`: memory bounded by top, not
+ * by the number of scores. Returns 0, or -1 with err set. */
 int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
-                int64_t **rowids, int64_t *n, char *err, size_t errlen);
+                int descending, int64_t **rowids, int64_t *n, char *err, size_t errlen);
 /* rank's settings that decide its hits, as one line ("top=N target=... ..."). */
 void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n);
 

@@ -581,7 +581,8 @@ static int score_fold(struct stage_fold *f) {
     return -1;
   }
   int64_t *rows = NULL, n = 0;
-  if (rank_select(f->db, "shard", "main", rank, target, &rows, &n, err, sizeof err)) {
+  if (rank_select(f->db, "\"shard\".scores", "main", rank, target, strcmp(cfg_str(rank, "order"), "ascending") != 0,
+                  &rows, &n, err, sizeof err)) {
     snprintf(f->err, sizeof f->err, "%s", err);
     return -1;
   }
@@ -664,5 +665,5 @@ const struct stage stage_score = {
               .fold = score_fold,
               .folded_as_now = score_folded_as_now,
               .meta_key = "scores_kept"},
-    .reads = {.stage = score_reads, .set = "stages.score.set"},
+    .reads = {.stage = score_reads, .skipped = stage_dock_only, .set = "stages.score.set"},
 };

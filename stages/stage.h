@@ -337,6 +337,10 @@ int stage_acquiring(const struct cfg_node *root);
 /* The name under which the train stage reads the docking score
  * (stages.dock.label) when the workflow docks; NULL when it does not. */
 const char *stage_dock_label(const struct cfg_node *root);
+/* A workflow that docks and ranks by the docking score: it configures
+ * dock, and neither train nor score nor acquire. graph, train and score
+ * then do not run, and rank reads dock's results. root NULL: 0. */
+int stage_dock_only(const struct cfg_node *root);
 
 /* What rank 0's collective stage asks of the others: an operation of the
  * stage's own (0: the stage is over) and its arguments. */

@@ -798,6 +798,10 @@ static int train_serve(struct stage_ctx *ctx) {
   }
 }
 
+/* Train does not run in a score-only workflow (it scores with a saved
+ * model) nor in one that ranks by the docking score alone. */
+static int train_skipped(const struct cfg_node *root) { return stage_score_only(root) || stage_dock_only(root); }
+
 const struct stage stage_train = {
     .name = "train",
     .tables = "predictions metrics models splits",
@@ -809,6 +813,6 @@ const struct stage stage_train = {
     .end = train_end,
     .serve = train_serve,
     .ready = repair_finished,
-    .reads = {.skipped = stage_score_only, .set = "stages.train.set", .label = "stages.train.target"},
+    .reads = {.skipped = train_skipped, .set = "stages.train.set", .label = "stages.train.target"},
     .show = {.done = "trained on"},
 };

@@ -16,6 +16,11 @@ int stage_acquiring(const struct cfg_node *root) {
   return a && cfg_written(a);
 }
 
+int stage_dock_only(const struct cfg_node *root) {
+  return stage_dock_label(root) && !cfg_written(cfg_get(root, "stages.train")) &&
+         !cfg_written(cfg_get(root, "stages.score")) && !stage_acquiring(root);
+}
+
 const char *stage_dock_label(const struct cfg_node *root) {
   const struct cfg_node *d = root ? cfg_get(root, "stages.dock") : NULL;
   return d && cfg_written(d) ? cfg_str(d, "label") : NULL;

@@ -8,6 +8,10 @@
 #     processes go with it, and the rerun docks only the molecules not yet
 #     docked (the stored dockings keep their rows, to the bit);
 #   - a third run docks nothing; `run --dry-run` says so beforehand;
+#   - three poses a molecule (stages.dock.modes: 3) kept in `poses`; a
+#     dock-only workflow ranks by the docking score, lowest first, and its
+#     hits.sdf has every pose with its tags, read back by RDKit and Open
+#     Babel; `export --poses` writes the same poses for any selection;
 #   - train learns the docking score (`target: dock`) without docking again,
 #     and hits.sdf carries each hit at its docked pose with its score;
 #   - a molecule out of time is one reject (`timed out`), the others go on;
@@ -46,6 +50,7 @@ stages:
     exhaustiveness: 1
     seed: 7
     workers: 2
+    modes: 3
 EOF
 db=$work/run/screen.db
 q() { sqlite3 -batch -noheader "$db" "$1" 2>/dev/null; }
@@ -116,6 +121,57 @@ PY
 grep -q "dock: nothing to do" "$work/dry2.log" || { cat "$work/dry2.log"; fail "the second dry run has work"; }
 "$se3" run "$wf" > "$work/run3.log" 2>&1 || { cat "$work/run3.log"; fail "the third run failed"; }
 grep -q "docked [1-9]" "$work/run3.log" && { cat "$work/run3.log"; fail "the third run docked again"; }
+
+# 4b. ranked by the docking score alone: every pose in hits.sdf, lowest
+#     score first, each pose's tags; RDKit and Open Babel read them all
+cp "$wf" "$work/rank.yaml" && echo "  rank: {top: 5}" >> "$work/rank.yaml"
+"$se3" run "$work/rank.yaml" > "$work/rank.log" 2>&1 || { cat "$work/rank.log"; fail "the dock-only rank failed"; }
+grep -q "dock: nothing to do" "$work/rank.log" || { cat "$work/rank.log"; fail "adding rank docked again"; }
+grep -q "rank: 5 hits by dock (lowest first); hits.csv; hits.sdf ([0-9]* docked poses)" "$work/rank.log" ||
+  { cat "$work/rank.log"; fail "rank did not rank the 5 docking scores"; }
+grep -qE "^\[.*\] (graph|train|score):" "$work/rank.log" &&
+  { cat "$work/rank.log"; fail "a dock-only workflow ran graph, train or score"; }
+"$se3" export "$work/run" --format sdf --poses -o "$work/poses.sdf" 2> "$work/export.log" ||
+  { cat "$work/export.log"; fail "export --poses failed"; }
+"$se3" export "$work/run" --format csv --poses -o "$work/poses.csv" 2> "$work/export2.log" &&
+  fail "export --poses --format csv was not refused"
+"$py" - "$db" "$work/run/hits.sdf" "$work/run/hits.csv" "$work/poses.sdf" <<'PY' || fail "the ranked poses do not check out"
+import csv, sqlite3, sys
+from rdkit import Chem
+db = sqlite3.connect(sys.argv[1])
+poses = db.execute("SELECT m.name, p.mode, p.score, p.inter, p.intra, p.rmsd_lb FROM poses p JOIN molecules m "
+                   "ON m.id = p.mol_id ORDER BY p.mol_id, p.mode").fetchall()
+by = {}
+for name, mode, score, inter, intra, lb in poses:
+    by.setdefault(name, []).append((mode, score, inter, intra, lb))
+assert len(by) == 5, by.keys()
+for name, ps in by.items():
+    assert [p[0] for p in ps] == list(range(1, len(ps) + 1)) and 1 <= len(ps) <= 3, (name, ps)
+    assert all(a[1] <= b[1] for a, b in zip(ps, ps[1:])), f"{name}: poses not best first: {ps}"
+    assert ps[0][4] == 0 and all(p[2] is not None and p[3] is not None for p in ps), (name, ps)
+assert any(len(ps) == 3 for ps in by.values()), "no molecule got three poses"
+best = dict(db.execute("SELECT m.name, k.score FROM docking k JOIN molecules m ON m.id = k.mol_id"))
+assert all(best[n] == ps[0][1] for n, ps in by.items()), "docking.score is not mode 1's"
+hits = list(csv.DictReader(open(sys.argv[3])))
+assert [float(h["score"]) for h in hits] == sorted(best.values()), "hits.csv is not lowest first"
+for path in sys.argv[2], sys.argv[4]:
+    recs = [m for m in Chem.SDMolSupplier(path, removeHs=False)]
+    assert all(m is not None for m in recs), f"RDKit could not read a record of {path}"
+    assert len(recs) == len(poses), (path, len(recs), len(poses))
+    for m in recs:
+        mode, name = int(m.GetProp("mode")), m.GetProp("_Name")
+        want = by[name][mode - 1]
+        assert abs(float(m.GetProp("vina_score")) - want[1]) < 1e-6, (name, mode)
+        assert abs(float(m.GetProp("vina_inter")) - want[2]) < 1e-6, (name, mode)
+        assert m.GetNumHeavyAtoms() > 0 and m.GetConformer().Is3D(), (name, mode)
+    if path == sys.argv[2]:
+        assert all(m.HasProp("receptor") for m in recs), "hits.sdf does not name the receptor"
+        ranks = [int(m.GetProp("rank")) for m in recs]
+        assert ranks == sorted(ranks), "hits.sdf is not in rank order"
+print(f"{len(poses)} poses of 5 molecules read back by RDKit")
+PY
+n_ob=$(obabel "$work/run/hits.sdf" -osmi 2>/dev/null | grep -c .)
+[ "$n_ob" = "$(q "SELECT count(*) FROM poses")" ] || fail "Open Babel read $n_ob poses of hits.sdf"
 
 # 5. the docking score as the label train learns; hits.sdf at the docked poses
 sed -e 's/^workflow: dock$/workflow: dock-train/' "$wf" > "$work/train.yaml"

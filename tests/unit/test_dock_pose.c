@@ -173,3 +173,45 @@ Test(dock_pose, the_ligand_pdbqt_maps_each_serial_to_its_atom) {
   free(text);
   mol_free(&m);
 }
+
+/* Each model by its number, with Vina's terms; a model Vina did not write
+ * is "fewer poses", not an error; a later model's atoms are its own. */
+Test(dock_pose, every_model_with_its_terms) {
+  static const char two[] = "MODEL 1\n"
+                            "REMARK VINA RESULT:    -7.512      0.000      0.000\n"
+                            "REMARK INTER + INTRA:         -9.000\n"
+                            "REMARK INTER:                 -8.250\n"
+                            "REMARK INTRA:                 -0.750\n"
+                            "ATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00    +0.196 C \n"
+                            "ENDMDL\n"
+                            "MODEL 2\n"
+                            "REMARK VINA RESULT:    -6.000      1.250      2.500\n"
+                            "REMARK INTER:                 -7.000\n"
+                            "ATOM      1  C   UNL     1      99.000  98.000  97.000  0.00  0.00    +0.196 C \n"
+                            "ENDMDL\n";
+  double xyz[12] = {0};
+  uint8_t seen[4];
+  struct dock_pose p;
+  char err[256] = "";
+  cr_assert_eq(dock_parse_model(two, strlen(two), 1, 4, xyz, seen, &p, err, sizeof err), 0, "%s", err);
+  cr_assert_float_eq(p.score, -7.512, 1e-12);
+  cr_assert_float_eq(p.inter, -8.25, 1e-12, "REMARK INTER, not INTER + INTRA");
+  cr_assert_float_eq(p.intra, -0.75, 1e-12);
+  cr_assert(p.rmsd_lb == 0 && p.rmsd_ub == 0);
+  cr_assert_float_eq(xyz[0], 10.0, 1e-12);
+  cr_assert_eq(dock_parse_model(two, strlen(two), 2, 4, xyz, seen, &p, err, sizeof err), 0, "%s", err);
+  cr_assert_float_eq(p.score, -6.0, 1e-12);
+  cr_assert_float_eq(p.rmsd_lb, 1.25, 1e-12);
+  cr_assert_float_eq(p.rmsd_ub, 2.5, 1e-12);
+  cr_assert_float_eq(p.inter, -7.0, 1e-12);
+  cr_assert(isnan(p.intra), "a term Vina did not give is NAN");
+  cr_assert_float_eq(xyz[0], 99.0, 1e-12, "model 2's own coordinates");
+  cr_assert(seen[0] && !seen[1]);
+  cr_assert_eq(dock_parse_model(two, strlen(two), 3, 4, xyz, seen, &p, err, sizeof err), 1, "no third model");
+  /* a later model without its affinity is damaged output */
+  static const char bad[] = "MODEL 1\nREMARK VINA RESULT: -5.0 0 0\n"
+                            "ATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\nENDMDL\n"
+                            "MODEL 2\nATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\nENDMDL\n";
+  cr_assert_eq(dock_parse_model(bad, strlen(bad), 2, 4, xyz, seen, &p, err, sizeof err), -1);
+  cr_assert(strstr(err, "VINA RESULT"), "%s", err);
+}
