@@ -374,7 +374,10 @@ static const char schema_v11_sql[] =
  * with Vina's terms. The docking row keeps the best pose and its score, as
  * before; a docking made before this version has its one pose here as mode
  * 1, Vina's terms unknown. A docking's poses go with it (the trigger: a
- * docking pruned, cleared or redone takes its poses along). */
+ * docking pruned, cleared or redone takes its poses along). Each hit's
+ * nearest training molecule and how similar it is, an applicability domain
+ * in the hits' own files (ranked_hits' last two columns; hits ranked
+ * before this version have none until rank runs again). */
 static const char schema_v12_sql[] =
     "CREATE TABLE poses(\n"
     "  mol_id INTEGER NOT NULL,        -- docking.mol_id\n"
@@ -388,7 +391,14 @@ static const char schema_v12_sql[] =
     "  PRIMARY KEY(mol_id, mode)\n"
     ") STRICT;\n"
     "INSERT INTO poses(mol_id, mode, score, inter, intra, rmsd_lb, rmsd_ub, pose) SELECT mol_id, 1, score, NULL, NULL, 0, 0, pose FROM docking WHERE length(pose) > 0;\n"
-    "CREATE TRIGGER docking_poses AFTER DELETE ON docking BEGIN DELETE FROM poses WHERE mol_id = old.mol_id; END; -- a docking deleted takes its poses along\n";
+    "CREATE TRIGGER docking_poses AFTER DELETE ON docking BEGIN DELETE FROM poses WHERE mol_id = old.mol_id; END; -- a docking deleted takes its poses along\n"
+    "ALTER TABLE ranks ADD COLUMN nearest_id INTEGER; -- molecules.id of the training molecule (splits: train) most similar to the hit; NULL when this database holds no training set (score-only, dock-only) or past rank 10000\n"
+    "ALTER TABLE ranks ADD COLUMN similarity REAL; -- its Tanimoto similarity to the hit, 0 to 1 (Morgan fingerprints of radius 2, 2048 bits: chem/fingerprint.h): how near the hit is to what the model learned from\n"
+    "DROP VIEW ranked_hits;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles) AS nearest_train, r.similarity\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY r.rank;\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

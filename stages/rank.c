@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/sdtext.h"
@@ -273,11 +274,112 @@ static int rank_all(struct stage_ctx *ctx, struct rstage *r) {
   return STAGE_OK;
 }
 
+/* The hits given their nearest training molecule: the first this many. */
+enum { NEAREST_MAX_HITS = 10000 };
+
+/* The fingerprint of a stored molecule (column c of st). 0, or -1 with
+ * err (a damaged blob). */
+static int blob_fp(sqlite3_stmt *st, int c, struct fp *out, char *err, size_t errlen) {
+  struct mol m;
+  mol_init(&m);
+  int rc = mol_from_blob(sqlite3_column_blob(st, c), (size_t)sqlite3_column_bytes(st, c), &m, err, errlen);
+  if (!rc && fp_morgan(&m, 2, out)) {
+    snprintf(err, errlen, "no fingerprint (a bond to an atom that does not exist)");
+    rc = -1;
+  }
+  mol_free(&m);
+  return rc;
+}
+
+/* The training molecules' fingerprints (splits: train), in id order. */
+static int train_fps(struct stage_ctx *ctx, struct fp **fps, int64_t **ids, int64_t *n) {
+  char *sql = sqlite3_mprintf("SELECT m.id, m.mol FROM \"%w\".splits s JOIN \"%w\".molecules m ON m.id = s.mol_id "
+                              "WHERE s.split = 'train' ORDER BY m.id",
+                              ctx->src, ctx->src);
+  sqlite3_stmt *st = NULL;
+  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM, ret = STAGE_OK;
+  sqlite3_free(sql);
+  int64_t cap = 0;
+  *fps = NULL;
+  *ids = NULL;
+  *n = 0;
+  while (rc == SQLITE_OK && ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      struct fp *f = realloc(*fps, (size_t)cap * sizeof **fps);
+      if (f) *fps = f;
+      int64_t *i = f ? realloc(*ids, (size_t)cap * sizeof **ids) : NULL;
+      if (i) *ids = i;
+      if (!i) ret = stage_fail_at(ctx, NULL, "out of memory for the training set's fingerprints");
+    }
+    char err[256];
+    (*ids)[*n] = sqlite3_column_int64(st, 0);
+    if (ret == STAGE_OK && blob_fp(st, 1, &(*fps)[*n], err, sizeof err))
+      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld (a training molecule): %s (run `se3screen verify`)",
+                          (long long)(*ids)[*n], err);
+    ++*n;
+  }
+  if (ret == STAGE_OK && rc != SQLITE_DONE && rc != SQLITE_OK) ret = stage_sql_fail(ctx, "reading the training set");
+  sqlite3_finalize(st);
+  return ret;
+}
+
+/* Each hit's nearest training molecule and their Tanimoto similarity into
+ * ranks (the first NEAREST_MAX_HITS hits; none where this database holds
+ * no training set: a score-only or dock-only workflow). Ties go to the
+ * lower molecule id. */
+static int nearest_training(struct stage_ctx *ctx) {
+  struct fp *fps = NULL;
+  int64_t *ids = NULL, n = 0;
+  int ret = train_fps(ctx, &fps, &ids, &n);
+  sqlite3_stmt *st = NULL, *up = NULL;
+  char *sql = sqlite3_mprintf("SELECT r.rank, m.mol FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id WHERE "
+                              "r.rank <= %d ORDER BY r.rank",
+                              ctx->src, NEAREST_MAX_HITS);
+  if (ret == STAGE_OK && n > 0 &&
+      (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK ||
+       sqlite3_prepare_v2(ctx->db, "UPDATE ranks SET nearest_id = ?1, similarity = ?2 WHERE rank = ?3", -1, &up,
+                          NULL) != SQLITE_OK))
+    ret = stage_sql_fail(ctx, "finding the hits' nearest training molecules");
+  sqlite3_free(sql);
+  int rc = SQLITE_DONE;
+  while (ret == STAGE_OK && st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    struct fp h;
+    char err[256];
+    if (blob_fp(st, 1, &h, err, sizeof err)) {
+      ret = stage_fail_at(ctx, NULL, "hit %lld: %s (run `se3screen verify`)", (long long)sqlite3_column_int64(st, 0),
+                          err);
+      break;
+    }
+    int64_t best = 0;
+    double sim = -1;
+    for (int64_t i = 0; i < n; i++) {
+      double t = fp_tanimoto(&h, &fps[i]);
+      if (t > sim) {
+        sim = t;
+        best = i;
+      }
+    }
+    sqlite3_bind_int64(up, 1, ids[best]);
+    sqlite3_bind_double(up, 2, sim);
+    sqlite3_bind_int64(up, 3, sqlite3_column_int64(st, 0));
+    if (sqlite3_step(up) != SQLITE_DONE) ret = stage_sql_fail(ctx, "storing a hit's nearest training molecule");
+    sqlite3_reset(up);
+  }
+  if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "finding the hits' nearest training molecules");
+  sqlite3_finalize(st);
+  sqlite3_finalize(up);
+  free(fps);
+  free(ids);
+  return ret;
+}
+
 /* A hit's numbers as the files write them, and its name, from a row of
  * rank_chunk's query. */
 struct hit_text {
   const char *name;
-  char score[64], stdv[64], rank[32], rec[32], id[32];
+  char score[64], stdv[64], rank[32], rec[32], id[32], sim[32];
 };
 
 static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
@@ -289,11 +391,13 @@ static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
     snprintf(h->stdv, sizeof h->stdv, "%.9g", sqlite3_column_double(st, 6));
   snprintf(h->rec, sizeof h->rec, "%lld", (long long)sqlite3_column_int64(st, 9));
   snprintf(h->id, sizeof h->id, "%lld", (long long)sqlite3_column_int64(st, 10));
+  h->sim[0] = 0;
+  if (sqlite3_column_type(st, 19) != SQLITE_NULL) snprintf(h->sim, sizeof h->sim, "%.9g", sqlite3_column_double(st, 19));
 }
 
 /* One line of hits.csv. */
 static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
-  const char *cols[11] = {h->rank,
+  const char *cols[13] = {h->rank,
                           h->name,
                           (const char *)sqlite3_column_text(st, 2),
                           (const char *)sqlite3_column_text(st, 3),
@@ -303,10 +407,12 @@ static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
                           (const char *)sqlite3_column_text(st, 7),
                           (const char *)sqlite3_column_text(st, 8),
                           h->rec,
-                          h->id};
-  /* rank, score, std, record_no and mol_id are numbers; the rest is text */
-  static const int text[11] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0};
-  for (int i = 0; i < 11; i++) {
+                          h->id,
+                          (const char *)sqlite3_column_text(st, 18),
+                          h->sim};
+  /* rank, score, std, record_no, mol_id and similarity are numbers; the rest is text */
+  static const int text[13] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0};
+  for (int i = 0; i < 13; i++) {
     if (i) fputc(',', f);
     csv_cell_write(f, cols[i], text[i]);
   }
@@ -352,6 +458,8 @@ static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struc
                            {"source_file", (const char *)sqlite3_column_text(st, 8)},
                            {"record_no", h->rec},
                            {"mol_id", h->id},
+                           {"nearest_train", (const char *)sqlite3_column_text(st, 18)},
+                           {"similarity", h->sim[0] ? h->sim : NULL},
                            {"docking_score", docked[0] && !mode[0] ? docked : NULL},
                            /* a pose of a dock-only workflow: which, its score and Vina's terms */
                            {"mode", mode[0] ? mode : NULL},
@@ -380,6 +488,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   sqlite3_stmt *st = NULL;
   int rc;
   int ret = r->top > 0 ? rank_top(ctx, r) : rank_all(ctx, r);
+  if (ret == STAGE_OK) ret = nearest_training(ctx);
   if (ret != STAGE_OK) return ret;
 
   /* the files, from the view the database keeps */
@@ -388,7 +497,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   char *q = sqlite3_mprintf(
       "SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
       "h.source_file, h.record_no, h.mol_id, coalesce(p.pose, nullif(k.pose, x''), m.mol), coalesce(p.score, "
-      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub FROM ranked_hits h "
+      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, h.nearest_train, h.similarity FROM ranked_hits h "
       "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
       "h.mol_id AND k.mol_hash IS m.mol_hash LEFT JOIN \"%w\".poses p ON p.mol_id = k.mol_id AND (%d OR p.mode = 1) "
       "ORDER BY h.rank, p.mode",
@@ -398,7 +507,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
   struct atomic_file csv = {0}, sdf = {0};
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
-    fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", csv.f);
+    fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,similarity\n",
+          csv.f);
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
   int64_t n_poses = 0;
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -378,8 +378,9 @@ Test(export, zero_rows_and_stdout) {
   const char *dir = screen();
   const char *none = "SELECT * FROM ranked_hits WHERE rank < 0";
   const char *formats[] = {"csv", "sdf", "smi"};
-  const char *contents[] = {"rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id\n", "",
-                            ""};
+  const char *contents[] = {
+      "rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,similarity\n", "",
+      ""};
   for (int i = 0; i < 3; i++) {
     char path[1200], *out = NULL;
     snprintf(path, sizeof path, "%s/empty.%s", dir, formats[i]);

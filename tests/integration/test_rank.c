@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
@@ -106,6 +107,69 @@ static void rank_without_models(const char *wd) {
   sqlite3_close(h);
 }
 
+/* The fingerprint of molecules row id. */
+static void row_fp(sqlite3 *h, long long id, struct fp *out) {
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT mol FROM molecules WHERE id = ?1", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_int64(st, 1, id);
+  cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+  struct mol m;
+  char err[256];
+  mol_init(&m);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err), 0,
+               "%s", err);
+  cr_assert_eq(fp_morgan(&m, 2, out), 0);
+  mol_free(&m);
+  sqlite3_finalize(st);
+}
+
+/* Each hit's nearest training molecule: a molecule of the train split, at
+ * the highest Tanimoto similarity of any (computed again here, over the
+ * whole split), ties to the lower id; in hits.csv by name. */
+static void check_nearest(const char *db) {
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *hits = NULL, *train = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT rank, mol_id, nearest_id, similarity FROM ranks ORDER BY rank", -1, &hits,
+                                  NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT mol_id FROM splits WHERE split = 'train' ORDER BY mol_id", -1, &train, NULL),
+               SQLITE_OK);
+  int n = 0;
+  while (sqlite3_step(hits) == SQLITE_ROW) {
+    cr_assert_neq(sqlite3_column_type(hits, 2), SQLITE_NULL, "hit %d has no nearest training molecule", n + 1);
+    double got = sqlite3_column_double(hits, 3);
+    struct fp hf, tf;
+    row_fp(h, sqlite3_column_int64(hits, 1), &hf);
+    double best = -1;
+    long long best_id = 0;
+    sqlite3_reset(train);
+    while (sqlite3_step(train) == SQLITE_ROW) {
+      long long id = sqlite3_column_int64(train, 0);
+      row_fp(h, id, &tf);
+      double t = fp_tanimoto(&hf, &tf);
+      if (t > best) {
+        best = t;
+        best_id = id;
+      }
+    }
+    cr_assert(got >= 0 && got <= 1, "similarity %g", got);
+    cr_assert_float_eq(got, best, 1e-12, "hit %d: similarity %g, the best in the train split %g", n + 1, got, best);
+    cr_assert_eq(sqlite3_column_int64(hits, 2), best_id, "hit %d: another nearest molecule", n + 1);
+    n++;
+  }
+  cr_assert_gt(n, 0);
+  sqlite3_finalize(hits);
+  sqlite3_finalize(train);
+  sqlite3_close(h);
+  char *names = tu_query(db, "SELECT count(*) FROM ranked_hits h JOIN ranks r ON r.rank = h.rank JOIN molecules m ON "
+                             "m.id = r.nearest_id WHERE h.nearest_train = coalesce(nullif(m.name, ''), m.smiles)");
+  char want[32];
+  snprintf(want, sizeof want, "%d\n", n);
+  cr_assert_str_eq(names, want, "ranked_hits.nearest_train does not name the nearest molecule");
+  free(names);
+}
+
 Test(rank, view_csv_and_sdf_agree_and_target_without_models) {
   char *wd = screen("rank_files", "top: 10");
   char db[1100], path[1200];
@@ -125,6 +189,13 @@ Test(rank, view_csv_and_sdf_agree_and_target_without_models) {
   char *csv = NULL;
   cr_assert_eq(tu_sh(&csv, "tail -n +2 %s | awk -F, '{print $1 \"|\" $3 \"|\" $11}'", path), 0);
   cr_assert_str_eq(csv, view, "hits.csv and ranked_hits differ");
+  free(csv);
+  free(view);
+  check_nearest(db);
+  /* hits.csv's last two columns: the nearest training molecule and the similarity */
+  view = tu_query(db, "SELECT nearest_train || '|' || printf('%.9g', similarity) FROM ranked_hits ORDER BY rank");
+  cr_assert_eq(tu_sh(&csv, "tail -n +2 %s | awk -F, '{print $12 \"|\" $13}'", path), 0);
+  cr_assert_str_eq(csv, view, "hits.csv's nearest_train and similarity differ from ranked_hits'");
   free(csv);
   free(view);
   /* hits.sdf through Open Babel: same molecules in the same order, with the tags */
