@@ -18,7 +18,8 @@
  * binned in SQL, scatter plots are capped (a stated, evenly spaced sample
  * beyond REPORT_MAX_POINTS), and the hits table holds `top` rows.
  *
- * The report stage (stages/report.c, after rank) writes WORKDIR/report.html
+ * The report stage (stages/report.c, after the last stage that runs: any
+ * workflow may end with it) writes WORKDIR/report.html
  * with report_write, through a temporary file renamed over it
  * (common/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
  * from a database opened read-only (report_file).
@@ -252,9 +253,13 @@ static void section_timeline(struct rep *r) {
 /* ---- scores --------------------------------------------------------------- */
 
 static void section_scores(struct rep *r) {
-  if (!has_table(r, "scores")) return;
-  if (q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") == 0) return;
   P("<section id=\"scores\"><h2>Scores</h2>\n");
+  if (!has_table(r, "scores") || q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") == 0) {
+    /* a training-only or dock-only workflow ends here: said, not left out */
+    P("<p>No molecules were scored in this workdir (the score stage has not run: a workflow scores a set with "
+      "<code>stages.score</code>, or later with <code>se3screen predict</code>).</p></section>\n");
+    return;
+  }
   sqlite3_stmt *kept = prep(r, "SELECT value FROM meta WHERE key = 'scores_kept'");
   if (row(r, kept)) {
     P("<p class=\"note\">This database keeps only the scores that can be hits (<code>stages.score.merge: hits</code>, "
@@ -463,7 +468,7 @@ static void section_hits(struct rep *r) {
   long long n = has_table(r, "ranked_hits") ? (long long)q_double(r, 0, "SELECT count(*) FROM ranks") : 0;
   P("<section id=\"hits\"><h2>Top hits</h2>\n");
   if (n == 0) {
-    P("<p>No ranked hits (the rank stage has not run, or kept none).</p></section>\n");
+    P("<p>No ranked hits (the rank stage has not run in this workdir, or kept none).</p></section>\n");
     return;
   }
   int top = r->o->top;
