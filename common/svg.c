@@ -115,11 +115,13 @@ int svg_ticks(const struct svg_axis *a, int max, double *out) {
   static const double mult[] = {0.1, 0.2, 0.5, 1, 2, 5, 10};
   for (size_t k = 0; k < sizeof mult / sizeof *mult; k++) { /* the smallest round step giving <= max ticks */
     double st = step * mult[k];
+    if (a->whole && st < 1 - 1e-9) continue; /* no half a molecule */
     if (floor(a->hi / st + 1e-9) - ceil(a->lo / st - 1e-9) + 1 <= max) {
       step = st;
       break;
     }
   }
+  if (a->whole && step < 1) step = 1;
   for (double t = ceil(a->lo / step - 1e-9); n < max && t * step <= a->hi + 1e-9 * step; t++) {
     double v = t * step;
     if (fabs(v) < 1e-12 * step) v = 0; /* no -0 */

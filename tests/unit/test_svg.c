@@ -106,6 +106,32 @@ Test(svg, ticks_fall_on_round_numbers) {
   cr_assert_eq(svg_ticks(&bad, 5, t), 0);
 }
 
+/* A count of molecules is whole: a histogram of 3 molecules has ticks at
+ * 0, 1, 2, 3, never at 0.5 (issue 55: the docking histogram's half
+ * molecules); a larger count keeps its round steps. */
+Test(svg, whole_axes_tick_whole_numbers) {
+  double t[32];
+  struct svg_axis a = {.lo = 0, .hi = 3.24};
+  int n = svg_ticks(&a, 9, t), halves = 0;
+  for (int i = 0; i < n; i++)
+    halves += t[i] != floor(t[i]);
+  cr_assert_gt(halves, 0, "the plain axis has no fractional tick: the test below proves nothing");
+  a.whole = 1;
+  n = svg_ticks(&a, 9, t);
+  cr_assert_eq(n, 4, "%d ticks", n);
+  for (int i = 0; i < n; i++)
+    cr_assert_float_eq(t[i], i, 1e-12, "tick %d is %g", i, t[i]);
+  struct svg_axis b = {.lo = 0, .hi = 0.9, .whole = 1}; /* an empty histogram's axis */
+  n = svg_ticks(&b, 9, t);
+  cr_assert_eq(n, 1, "%d ticks", n);
+  cr_assert_float_eq(t[0], 0, 1e-12);
+  struct svg_axis c = {.lo = 0, .hi = 4968, .whole = 1};
+  n = svg_ticks(&c, 9, t);
+  cr_assert(n >= 3 && n <= 9, "%d ticks", n);
+  for (int i = 0; i < n; i++)
+    cr_assert_float_eq(fmod(t[i], 500), 0, 1e-9, "tick %d is %g", i, t[i]);
+}
+
 Test(svg, bars_have_the_heights_of_their_counts) {
   struct svg_plot p = parity;
   p.x = (struct svg_axis){.lo = 0, .hi = 5, .label = "score"};
