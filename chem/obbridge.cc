@@ -847,6 +847,29 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
   } catch (...) { return nullptr; }
 }
 
+// Open Babel draws a bond OB_BOND_UNITS long in the drawing's own units
+// (the inner <svg>'s viewBox) and fits the whole drawing into the square
+// it is given: a molecule twice as wide gets bonds half as long, and a
+// large one's labels become unreadable. So the square grows (from px) until
+// a bond is DEPICT_BOND_PX on screen: the outer width and height are
+// rewritten; their viewBox, and so the drawing, scale with them.
+enum { OB_BOND_UNITS = 40, DEPICT_BOND_PX = 18 };
+static void depict_size(std::string &s, int px) {
+  size_t inner = s.find("<svg", 1);
+  size_t vb = inner == std::string::npos ? inner : s.find("viewBox=\"", inner);
+  double x0, y0, w, h;
+  if (vb == std::string::npos || std::sscanf(s.c_str() + vb + 9, "%lf %lf %lf %lf", &x0, &y0, &w, &h) != 4 ||
+      !(w > 0) || !(h > 0))
+    return;
+  double span = w > h ? w : h, need = std::ceil(span * DEPICT_BOND_PX / OB_BOND_UNITS);
+  if (need <= px) return;
+  char old_size[64], new_size[64];
+  std::snprintf(old_size, sizeof old_size, "width=\"%dpx\" height=\"%dpx\"", px, px);
+  std::snprintf(new_size, sizeof new_size, "width=\"%.0fpx\" height=\"%.0fpx\"", need, need);
+  size_t k = s.find(old_size);
+  if (k != std::string::npos && k < inner) s.replace(k, std::strlen(old_size), new_size);
+}
+
 extern "C" char *ob_depict_svg(const char *smiles, int px) {
   if (!smiles || !*smiles) return nullptr;
   if (!g_ready && ob_init() != 0) return nullptr;
@@ -869,6 +892,7 @@ extern "C" char *ob_depict_svg(const char *smiles, int px) {
     const std::string id = " id=\"topsvg\"";
     for (size_t k; (k = s.find(id)) != std::string::npos;)
       s.erase(k, id.size());
+    depict_size(s, px > 0 ? px : 160);
     return dup_c(trim(s));
   } catch (...) { return nullptr; }
 }

@@ -64,8 +64,10 @@ char *ob_write_sdf(const struct mol *m);
  * a key of the graph, for scaffolds), malloc'd; NULL when Open Babel fails. */
 char *ob_canonical_smiles(const struct mol *m);
 /* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
- * drawing; px pixels square, <= 0: 160), without XML prolog so it can sit
- * inline in HTML; malloc'd; NULL when Open Babel cannot read or draw it. */
+ * drawing; px pixels square, <= 0: 160, larger for a large molecule: a
+ * bond is drawn at least 18 px long however many atoms there are), without
+ * XML prolog so it can sit inline in HTML; malloc'd; NULL when Open Babel
+ * cannot read or draw it. */
 char *ob_depict_svg(const char *smiles, int px);
 /* Docking's conversions (chem/dock.h). m as an AutoDock PDBQT ligand
  * (Open Babel's writer: a torsion tree, Gasteiger charges), with the
