@@ -356,6 +356,10 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   OBMol mol;
   bool ok = g_in->ReadString(&mol, std::string(text, len));
   std::vector<std::string> msgs = logged_messages();
+  // the record's name, for its reject row should one of the checks below
+  // refuse it (a failed kekulization is refused with the molecule read)
+  std::string title = trim(mol.GetTitle());
+  if (!title.empty()) out->name = dup_c(title);
   if (!ok) {
     put_reason(why, "parse failed", 0, msgs.empty() ? "no message" : msgs[0]);
     return 1;
@@ -450,7 +454,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   }
   std::string formula = mol.GetFormula();
   int charge = mol.GetTotalCharge();
-  std::string title = trim(mol.GetTitle());
+  title = trim(mol.GetTitle());
 
   std::vector<std::pair<std::string, std::string>> tags;
   for (OBGenericData *d : mol.GetData())
@@ -484,6 +488,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     mol.AddHydrogens(); // placed from the geometry when there is one
   }
 
+  std::free(out->name); // (the name taken when read)
   mol_init(out);
   out->name = dup_c(title);
   out->smiles = dup_c(smiles);
@@ -589,7 +594,12 @@ extern "C" int ob_parse_why(const char *text, size_t len, const struct ob_parse_
   try {
     OneOmpThread one;
     int rc = parse(text, len, o, out, why);
-    if (rc != 0) mol_free(out);
+    if (rc != 0) { // a rejection keeps the record's name alone
+      char *name = out->name;
+      out->name = nullptr;
+      mol_free(out);
+      out->name = name;
+    }
     return rc;
   } catch (const std::exception &e) {
     mol_free(out);
@@ -606,6 +616,7 @@ extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts
                         size_t reason_len) {
   mol_why why;
   int rc = ob_parse_why(text, len, o, out, &why);
+  if (rc != 0) mol_free(out); // (its name too: ob_parse leaves nothing to free on a rejection)
   if (rc != 0) mol_why_text(&why, reason, reason_len);
   else if (reason && reason_len) reason[0] = 0;
   return rc;

@@ -53,7 +53,10 @@ int ob_init(void);
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);
 /* ob_parse with the reason of a rejection as a struct mol_why (a fixed text
- * per kind, the atom, the detail): what the rejects table stores. */
+ * per kind, the atom, the detail): what the rejects table stores. On a
+ * rejection out->name is the record's name where Open Babel read one (the
+ * reject row's name; NULL otherwise) and the rest of out empty: the caller
+ * frees it with mol_free either way. (ob_parse leaves out empty.) */
 int ob_parse_why(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
                  struct mol_why *why);
 /* The molecule as an SD record (with its tags and its atoms' mass numbers as

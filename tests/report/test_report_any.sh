@@ -3,7 +3,10 @@
 # 1. a training-only workflow that ends with report passes `check`, runs no
 #    score or rank stage, and writes a page that says what it lacks;
 # 2. a dock-only workflow (the table oracle) with report: the docking
-#    histogram's counts on whole-number ticks, its x axis in kcal/mol.
+#    histogram's counts on whole-number ticks, its x axis in kcal/mol; a
+#    record Open Babel cannot kekulize rejected under its name;
+# 3. skewed scores spread over their middle 98 %, and every hit's 2D
+#    structure drawn with bonds at least 17.5 px long.
 # Each page is checked against its database (check_report.py).
 #
 #   test_report_any.sh SE3SCREEN SOURCE_DIR WORK
@@ -63,6 +66,8 @@ mkdir -p "$work/dock"
 printf 'smiles,id\nOCC,eth\nCCCO,prop\nc1ccccc1O,phenol\nCC(=O)O,acid\nCCN,amine\nCCOC,ether\nc1ccncc1,pyr\n' >"$work/dock/lib.csv"
 printf 'smiles,score\nOCC,-3.1\nCCCO,-3.4\nc1ccccc1O,-5.9\nCC(=O)O,-3.2\nCCN,-2.9\nCCOC,-4.0\nc1ccncc1,-4.8\n' \
   >"$work/dock/scores.csv"
+# a ring Open Babel cannot kekulize: rejected at ingest, under its name
+printf 'c1cccc1 ring5\nCCOCC ether2\n' >"$work/dock/bad.smi"
 cat >"$work/dock/wf.yaml" <<EOF
 workflow: dockonly
 workdir: run
@@ -70,6 +75,7 @@ run: {progress: none}
 sets:
   library:
     - path: lib.csv
+    - path: bad.smi
 stages:
   ingest: {}
   dock: {oracle: table, table: scores.csv}
@@ -85,7 +91,10 @@ grep -q "No model was trained in this workdir" "$page" || fail "the dock-only pa
 # 4 of the 7 molecules in one bar: counts on whole ticks, scores in kcal/mol
 $py "$axes" "$page" --whole-y "Docking scores" --x-label "Docking scores" "kcal/mol" >"$work/dock/axes" ||
   { cat "$work/dock/axes"; fail "the dock-only page's axes"; }
-echo "ok: a dock-only workflow with report"
+rej=$("$se3" query "$work/dock/run" "SELECT name || ':' || reason FROM rejects WHERE stage = 'ingest'" --csv | tail -1)
+[ "$rej" = "ring5:kekulization failed" ] || fail "the aromaticity failure's reject row: '$rej', not ring5's"
+grep -q "bad.smi #1 ring5" "$page" || fail "the page's rejects do not name ring5"
+echo "ok: a dock-only workflow with report; an aromaticity failure rejected under its name"
 
 # 3. skewed scores: a classifier's probabilities crowd near 0 with a hit
 # near 1. Made from a real train-and-score run's database: all but one
