@@ -148,9 +148,12 @@ static void test_regression(struct rep *r, const char *target, const double *y, 
   pl.width = PH + 60; /* square data area */
   snprintf(title, sizeof title, "Parity: %s", target);
   pl.title = title;
-  pl.x = axis(lo, hi, "label");
+  char xl[200], yl[200];
+  snprintf(xl, sizeof xl, "measured %s (its units)", target);
+  snprintf(yl, sizeof yl, "predicted %s", target);
+  pl.x = axis(lo, hi, xl);
   pl.y = pl.x;
-  pl.y.label = "prediction";
+  pl.y.label = yl;
   int stride = n > REPORT_MAX_POINTS ? (n + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1, m_pts = 0;
   double *sx = malloc((size_t)n * sizeof *sx), *sy = malloc((size_t)n * sizeof *sy);
   for (int i = 0; sx && sy && i < n; i += stride) {
@@ -178,7 +181,7 @@ static void test_regression(struct rep *r, const char *target, const double *y, 
     bin(p, n, bins, count, &rlo, &rhi);
     snprintf(title, sizeof title, "Residuals: %s", target);
     snprintf(desc, sizeof desc, "Prediction minus label of the %d held-out molecules, in %d bins.", n, bins);
-    histogram(r, count, bins, rlo, rhi, title, "prediction - label", "s0 bars-residual", desc);
+    histogram(r, count, bins, rlo, rhi, title, "prediction - label (the target's units)", "s0 bars-residual", desc);
   }
   free(count);
   P("</div>\n");
