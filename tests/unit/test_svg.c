@@ -243,3 +243,35 @@ Test(svg, legend_names_each_series_in_text) {
     svg_free(&s);
   }
 }
+
+/* The x tick labels of a narrow range (a histogram of probabilities within
+ * 0.01, issue 55) do not run into each other: each pair of neighbours is
+ * at least half their labels' widths apart (7 px a character at 12 px). */
+Test(svg, x_tick_labels_do_not_overlap) {
+  struct svg s;
+  svg_init(&s);
+  struct svg_plot p = {.title = "narrow", .width = 460, .height = 320, .left = 66, .right = 16, .top = 30,
+                       .bottom = 44};
+  p.x = (struct svg_axis){.lo = -0.00052, .hi = 0.01097, .label = "p"}; /* 0 to 0.01045 padded 5 % */
+  p.y = (struct svg_axis){.lo = 0, .hi = 6, .label = "molecules", .whole = 1};
+  svg_plot_begin(&s, &p, NULL);
+  svg_plot_end(&s);
+  const char *g = strstr(s.buf, "<g class=\"xticks\"");
+  cr_assert(g);
+  double prev_x = 0;
+  size_t prev_len = 0;
+  int n = 0;
+  for (const char *t = strstr(g, "<text x=\""); t && t < strstr(g, "</g>"); t = strstr(t + 1, "<text x=\"")) {
+    double x;
+    cr_assert_eq(sscanf(t, "<text x=\"%lf\"", &x), 1);
+    const char *lab = strchr(t, '>') + 1;
+    size_t len = (size_t)(strchr(lab, '<') - lab);
+    if (n++)
+      cr_assert_geq(x - prev_x, 7.0 * (double)(len + prev_len) / 2, "labels of %zu and %zu characters %.1f px apart",
+                    prev_len, len, x - prev_x);
+    prev_x = x;
+    prev_len = len;
+  }
+  cr_assert_geq(n, 3, "only %d x ticks", n);
+  svg_free(&s);
+}
