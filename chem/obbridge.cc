@@ -864,7 +864,7 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
 // large one's labels become unreadable. So the square grows (from px) until
 // a bond is DEPICT_BOND_PX on screen: the outer width and height are
 // rewritten; their viewBox, and so the drawing, scale with them.
-enum { OB_BOND_UNITS = 40, DEPICT_BOND_PX = 18 };
+enum { OB_BOND_UNITS = 40, DEPICT_BOND_PX = 25 }; // labels then about 10 px
 static void depict_size(std::string &s, int px) {
   size_t inner = s.find("<svg", 1);
   size_t vb = inner == std::string::npos ? inner : s.find("viewBox=\"", inner);

@@ -68,7 +68,7 @@ char *ob_write_sdf(const struct mol *m);
 char *ob_canonical_smiles(const struct mol *m);
 /* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
  * drawing; px pixels square, <= 0: 160, larger for a large molecule: a
- * bond is drawn at least 18 px long however many atoms there are), without
+ * bond is drawn at least 25 px long however many atoms there are), without
  * XML prolog so it can sit inline in HTML; malloc'd; NULL when Open Babel
  * cannot read or draw it. */
 char *ob_depict_svg(const char *smiles, int px);

@@ -6,7 +6,7 @@
 #    histogram's counts on whole-number ticks, its x axis in kcal/mol; a
 #    record Open Babel cannot kekulize rejected under its name;
 # 3. skewed scores spread over their middle 98 %, and every hit's 2D
-#    structure drawn with bonds at least 17.5 px long.
+#    structure drawn with bonds at least 24.5 px long.
 # Each page is checked against its database (check_report.py).
 #
 #   test_report_any.sh SE3SCREEN SOURCE_DIR WORK
@@ -125,6 +125,6 @@ grep -q "The scores are skewed: the bars span the middle 98 %" "$work/skewed.htm
 $py "$check" "$work/scored/report.html" "$work/scored/screen.db" --top 10 >"$work/scored.check" ||
   { cat "$work/scored.check"; fail "the page of the train-and-score run"; }
 # every hit drawn with bonds a reader can see, however large the molecule
-$py "$axes" "$work/scored/report.html" --bond-px 17.5 >"$work/scored.axes" ||
+$py "$axes" "$work/scored/report.html" --bond-px 24.5 >"$work/scored.axes" ||
   { cat "$work/scored.axes"; fail "the hits' 2D structures"; }
 echo "ok: a histogram of skewed scores spread over their middle 98 %, the hits drawn readably"

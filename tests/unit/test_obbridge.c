@@ -912,20 +912,20 @@ static double depict_bond_px(const char *svg, int *side) {
 
 /* Issue 55: a large structure was drawn into the same 150 px as a small
  * one, its bonds a few pixels long. The square now grows with the
- * molecule: a bond is at least 18 px, while a small molecule keeps 150. */
+ * molecule: a bond is at least 25 px, while a small molecule keeps 150. */
 Test(ob, depictions_keep_bonds_readable_at_any_size) {
   int side = 0;
   char *small = ob_depict_svg("c1ccccc1O", 150);
   cr_assert(small);
   double px = depict_bond_px(small, &side);
   cr_assert_eq(side, 150, "a small molecule's square grew to %d px", side);
-  cr_assert_geq(px, 18, "phenol's bonds are %.1f px", px);
+  cr_assert_geq(px, 24.5, "phenol's bonds are %.1f px", px);
   free(small);
   const char *large = "CC(C)(C)c1ccc(cc1)C(=O)NCCc1ccc(cc1)S(=O)(=O)N1CCN(CC1)c1ccc(cc1)C(=O)Nc1ccc2ccccc2c1OCCCCCCCCCC";
   char *big = ob_depict_svg(large, 150);
   cr_assert(big);
   px = depict_bond_px(big, &side);
   cr_assert_gt(side, 150, "a 60-atom molecule drawn in %d px", side);
-  cr_assert_geq(px, 17.5, "a 60-atom molecule's bonds are %.1f px in %d px", px, side);
+  cr_assert_geq(px, 24.5, "a 60-atom molecule's bonds are %.1f px in %d px", px, side);
   free(big);
 }
