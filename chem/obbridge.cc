@@ -356,6 +356,10 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   OBMol mol;
   bool ok = g_in->ReadString(&mol, std::string(text, len));
   std::vector<std::string> msgs = logged_messages();
+  // the record's name, for its reject row should one of the checks below
+  // refuse it (a failed kekulization is refused with the molecule read)
+  std::string title = trim(mol.GetTitle());
+  if (!title.empty()) out->name = dup_c(title);
   if (!ok) {
     put_reason(why, "parse failed", 0, msgs.empty() ? "no message" : msgs[0]);
     return 1;
@@ -450,7 +454,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   }
   std::string formula = mol.GetFormula();
   int charge = mol.GetTotalCharge();
-  std::string title = trim(mol.GetTitle());
+  title = trim(mol.GetTitle());
 
   std::vector<std::pair<std::string, std::string>> tags;
   for (OBGenericData *d : mol.GetData())
@@ -484,6 +488,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     mol.AddHydrogens(); // placed from the geometry when there is one
   }
 
+  std::free(out->name); // (the name taken when read)
   mol_init(out);
   out->name = dup_c(title);
   out->smiles = dup_c(smiles);
@@ -589,7 +594,12 @@ extern "C" int ob_parse_why(const char *text, size_t len, const struct ob_parse_
   try {
     OneOmpThread one;
     int rc = parse(text, len, o, out, why);
-    if (rc != 0) mol_free(out);
+    if (rc != 0) { // a rejection keeps the record's name alone
+      char *name = out->name;
+      out->name = nullptr;
+      mol_free(out);
+      out->name = name;
+    }
     return rc;
   } catch (const std::exception &e) {
     mol_free(out);
@@ -606,6 +616,7 @@ extern "C" int ob_parse(const char *text, size_t len, const struct ob_parse_opts
                         size_t reason_len) {
   mol_why why;
   int rc = ob_parse_why(text, len, o, out, &why);
+  if (rc != 0) mol_free(out); // (its name too: ob_parse leaves nothing to free on a rejection)
   if (rc != 0) mol_why_text(&why, reason, reason_len);
   else if (reason && reason_len) reason[0] = 0;
   return rc;
@@ -847,6 +858,29 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
   } catch (...) { return nullptr; }
 }
 
+// Open Babel draws a bond OB_BOND_UNITS long in the drawing's own units
+// (the inner <svg>'s viewBox) and fits the whole drawing into the square
+// it is given: a molecule twice as wide gets bonds half as long, and a
+// large one's labels become unreadable. So the square grows (from px) until
+// a bond is DEPICT_BOND_PX on screen: the outer width and height are
+// rewritten; their viewBox, and so the drawing, scale with them.
+enum { OB_BOND_UNITS = 40, DEPICT_BOND_PX = 25 }; // labels then about 10 px
+static void depict_size(std::string &s, int px) {
+  size_t inner = s.find("<svg", 1);
+  size_t vb = inner == std::string::npos ? inner : s.find("viewBox=\"", inner);
+  double x0, y0, w, h;
+  if (vb == std::string::npos || std::sscanf(s.c_str() + vb + 9, "%lf %lf %lf %lf", &x0, &y0, &w, &h) != 4 ||
+      !(w > 0) || !(h > 0))
+    return;
+  double span = w > h ? w : h, need = std::ceil(span * DEPICT_BOND_PX / OB_BOND_UNITS);
+  if (need <= px) return;
+  char old_size[64], new_size[64];
+  std::snprintf(old_size, sizeof old_size, "width=\"%dpx\" height=\"%dpx\"", px, px);
+  std::snprintf(new_size, sizeof new_size, "width=\"%.0fpx\" height=\"%.0fpx\"", need, need);
+  size_t k = s.find(old_size);
+  if (k != std::string::npos && k < inner) s.replace(k, std::strlen(old_size), new_size);
+}
+
 extern "C" char *ob_depict_svg(const char *smiles, int px) {
   if (!smiles || !*smiles) return nullptr;
   if (!g_ready && ob_init() != 0) return nullptr;
@@ -869,6 +903,7 @@ extern "C" char *ob_depict_svg(const char *smiles, int px) {
     const std::string id = " id=\"topsvg\"";
     for (size_t k; (k = s.find(id)) != std::string::npos;)
       s.erase(k, id.size());
+    depict_size(s, px > 0 ? px : 160);
     return dup_c(trim(s));
   } catch (...) { return nullptr; }
 }

@@ -53,7 +53,10 @@ int ob_init(void);
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);
 /* ob_parse with the reason of a rejection as a struct mol_why (a fixed text
- * per kind, the atom, the detail): what the rejects table stores. */
+ * per kind, the atom, the detail): what the rejects table stores. On a
+ * rejection out->name is the record's name where Open Babel read one (the
+ * reject row's name; NULL otherwise) and the rest of out empty: the caller
+ * frees it with mol_free either way. (ob_parse leaves out empty.) */
 int ob_parse_why(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
                  struct mol_why *why);
 /* The molecule as an SD record (with its tags and its atoms' mass numbers as
@@ -64,8 +67,10 @@ char *ob_write_sdf(const struct mol *m);
  * a key of the graph, for scaffolds), malloc'd; NULL when Open Babel fails. */
 char *ob_canonical_smiles(const struct mol *m);
 /* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
- * drawing; px pixels square, <= 0: 160), without XML prolog so it can sit
- * inline in HTML; malloc'd; NULL when Open Babel cannot read or draw it. */
+ * drawing; px pixels square, <= 0: 160, larger for a large molecule: a
+ * bond is drawn at least 25 px long however many atoms there are), without
+ * XML prolog so it can sit inline in HTML; malloc'd; NULL when Open Babel
+ * cannot read or draw it. */
 char *ob_depict_svg(const char *smiles, int px);
 /* Docking's conversions (chem/dock.h). m as an AutoDock PDBQT ligand
  * (Open Babel's writer: a torsion tree, Gasteiger charges), with the

@@ -5,7 +5,8 @@
  *   request:  u32 format length, u32 text length, format bytes, text bytes
  *   response: i32 status (0 ok, 1 rejected), u32 length, then a packed
  *             molecule (mol_pack), or why it was rejected: i32 atom (1-based,
- *             0 none), the reason, a NUL byte, the detail (struct mol_why)
+ *             0 none), the reason, a NUL byte, the detail (struct mol_why),
+ *             a NUL byte, the record's name (empty: none)
  *
  * Each worker has up to QUEUE_DEPTH records sent to it, so it never waits for
  * the supervisor between records; it answers them in order, so the oldest
@@ -148,16 +149,21 @@ static int send_response(int fd, int32_t status, const void *payload, uint32_t l
   return writev_full(fd, iov, 2);
 }
 
-/* A rejection's answer: the atom, the reason, NUL, the detail. */
-static int send_why(int fd, const struct mol_why *why) {
-  char buf[4 + sizeof why->reason + sizeof why->detail];
+/* A rejection's answer: the atom, the reason, NUL, the detail, NUL, the
+ * record's name (name NULL: none). */
+enum { NAME_MAX_SENT = 512 };
+static int send_why(int fd, const struct mol_why *why, const char *name) {
+  char buf[4 + sizeof why->reason + sizeof why->detail + NAME_MAX_SENT + 1];
   int32_t atom = why->atom;
   memcpy(buf, &atom, 4);
   size_t nr = strnlen(why->reason, sizeof why->reason - 1), nd = strnlen(why->detail, sizeof why->detail - 1);
+  size_t nn = name ? strnlen(name, NAME_MAX_SENT) : 0;
   memcpy(buf + 4, why->reason, nr);
   buf[4 + nr] = 0;
   memcpy(buf + 5 + nr, why->detail, nd);
-  return send_response(fd, 1, buf, (uint32_t)(5 + nr + nd));
+  buf[5 + nr + nd] = 0;
+  if (nn) memcpy(buf + 6 + nr + nd, name, nn);
+  return send_response(fd, 1, buf, (uint32_t)(6 + nr + nd + nn));
 }
 
 /* The worker's whole life: read a request, parse, check, answer; until EOF. */
@@ -201,14 +207,14 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
       size_t len = 0;
       if (mol_pack(&m, &buf, &len) != 0) {
         mol_why_set(&why, 0, "out of memory", "packing the molecule (%d atoms)", m.n_atoms);
-        bad = send_why(out_fd, &why);
+        bad = send_why(out_fd, &why, m.name);
       } else {
         bad = send_response(out_fd, 0, buf, (uint32_t)len);
       }
       free(buf);
     } else {
       if (!why.reason[0]) snprintf(why.reason, sizeof why.reason, "rejected (no reason given)");
-      bad = send_why(out_fd, &why);
+      bad = send_why(out_fd, &why, m.name); /* the name a failed check or a refused parse leaves */
     }
     mol_free(&m);
     if (bad) break;
@@ -558,8 +564,10 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
       j->status = 0;
     }
   } else {
-    /* atom, reason, NUL, detail (buf[len] is 0: the detail ends there) */
+    /* atom, reason, NUL, detail, NUL, name (buf[len] is 0: the name ends
+     * there) */
     const char *nul = len >= 4 ? memchr(buf + 4, 0, len - 4) : NULL;
+    const char *nul2 = nul ? memchr(nul + 1, 0, (size_t)((const char *)buf + len - (nul + 1))) : NULL;
     j->status = 1;
     if (!nul) {
       mol_why_set(&j->why, 0, "internal error", "a rejection of %u bytes without its reason from the parser process",
@@ -568,6 +576,8 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
       int32_t atom;
       memcpy(&atom, buf, 4);
       mol_why_set(&j->why, atom > 0 ? atom : 0, (const char *)buf + 4, "%s", nul + 1);
+      free(j->mol.name);
+      j->mol.name = nul2 && nul2[1] ? strdup(nul2 + 1) : NULL; /* (no name when out of memory) */
     }
   }
   free(buf);

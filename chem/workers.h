@@ -22,7 +22,8 @@ struct wjob {
   struct mol_why why;   /* out: why it was rejected: ob_parse_why's or mol_check_why's reason, atom and detail;
                            "timed out", "Open Babel crashed", "parser process exited" or "internal error"
                            with the specifics in detail */
-  struct mol mol;       /* out: the molecule when status == 0 (caller frees) */
+  struct mol mol;       /* out: the molecule when status == 0; when 1, its name alone where the record had one
+                           (the reject's name; NULL otherwise). The caller frees it either way (mol_free) */
 };
 
 struct wpool;

@@ -115,11 +115,13 @@ int svg_ticks(const struct svg_axis *a, int max, double *out) {
   static const double mult[] = {0.1, 0.2, 0.5, 1, 2, 5, 10};
   for (size_t k = 0; k < sizeof mult / sizeof *mult; k++) { /* the smallest round step giving <= max ticks */
     double st = step * mult[k];
+    if (a->whole && st < 1 - 1e-9) continue; /* no half a molecule */
     if (floor(a->hi / st + 1e-9) - ceil(a->lo / st - 1e-9) + 1 <= max) {
       step = st;
       break;
     }
   }
+  if (a->whole && step < 1) step = 1;
   for (double t = ceil(a->lo / step - 1e-9); n < max && t * step <= a->hi + 1e-9 * step; t++) {
     double v = t * step;
     if (fabs(v) < 1e-12 * step) v = 0; /* no -0 */
@@ -160,7 +162,18 @@ void svg_plot_begin(struct svg *s, const struct svg_plot *p, const char *desc) {
              x0, y0, x1 - x0, y1 - y0);
   double t[32];
   char lab[32];
-  int n = svg_ticks(&p->x, 11, t);
+  /* as many x ticks as their labels fit side by side (about 7 px a
+   * character at 12 px, 8 px apart): 0.001 0.002 ... would run together */
+  int n = 0;
+  for (int max = 11; max >= 2; max = n - 1) {
+    n = svg_ticks(&p->x, max, t);
+    size_t longest = 0;
+    for (int i = 0; i < n; i++) {
+      number(lab, sizeof lab, t[i]);
+      if (strlen(lab) > longest) longest = strlen(lab);
+    }
+    if (n <= 2 || n * (7.0 * (double)longest + 8) <= x1 - x0) break;
+  }
   svg_printf(s, "<g class=\"xticks\" stroke=\"#444\">\n");
   for (int i = 0; i < n; i++) {
     double x = svg_x(p, t[i]);

@@ -36,6 +36,7 @@ struct svg_axis {
   double lo, hi;     /* the range shown; lo < hi (and lo > 0 on a log axis) */
   int log10;         /* 1: logarithmic */
   const char *label; /* the axis title, with its unit */
+  int whole;         /* 1: ticks at whole numbers only (counts of molecules) */
 };
 
 struct svg_plot {
@@ -53,7 +54,8 @@ double svg_y(const struct svg_plot *p, double v);
 
 /* Ticks at round values (1, 2 or 5 times a power of ten; a log axis: the
  * powers of ten, with 2 and 5 between when there are few) within [lo, hi]:
- * at most max of them into out. Returns how many. */
+ * at most max of them into out; on a `whole` linear axis, steps of 1 at
+ * least. Returns how many. */
 int svg_ticks(const struct svg_axis *a, int max, double *out);
 
 /* Opens the picture: <svg>, title, description, frame, ticks, tick labels

@@ -19,11 +19,27 @@ static int stage_configured(const struct cfg_node *root, const struct stage *s) 
   return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
 }
 
+/* Whether the only stages after stage i the workflow configures read
+ * whatever there is (report): then they alone would take `run` past i. */
+static int only_readers_after(const struct cfg_node *root, int i) {
+  int readers = 0;
+  for (int j = i + 1; j < N_STAGES; j++) {
+    if (!stage_configured(root, run_all_stages[j])) continue;
+    if (!(run_all_stages[j]->flags & STAGE_READS_ANY)) return 0;
+    readers = 1;
+  }
+  return readers;
+}
+
 /* Whether `run` skips stage s of this configuration unless --stage names it:
- * an optional stage the workflow does not configure, or one its `skipped`
- * leaves out (train in a score-only workflow). */
+ * an optional stage the workflow does not configure, one its `skipped`
+ * leaves out (train in a score-only workflow), or one it does not configure
+ * that only a stage reading whatever there is comes after (score and rank
+ * in a training-only workflow that ends with report). */
 int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
   if ((s->flags & STAGE_OPTIONAL) && !stage_configured(root, s)) return 1;
+  int i = run_stage_index(s->name);
+  if (root && i > 0 && !stage_configured(root, s) && only_readers_after(root, i)) return 1; /* ingest always runs */
   return root && s->reads.skipped && s->reads.skipped(root);
 }
 

@@ -83,7 +83,8 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
                                  const char *inputs);
 /* The stage whose results stage s reads in this configuration (NULL for
  * none): its `after`, except score in a score-only workflow, which reads
- * what train would have read. root NULL: `after`. */
+ * what train would have read, and report (STAGE_READS_ANY), which reads
+ * what the last stage before it that runs left. root NULL: `after`. */
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s);
 /* SQL from a format (sqlite3_mprintf's) on r's database: 0, or -1 with r->err set. */
 int run_exec(struct run *r, const char *fmt, ...);

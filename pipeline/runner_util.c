@@ -76,6 +76,12 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
  * stage comes before another asks here. root NULL (a workflow that cannot
  * be loaded): `after`. */
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s) {
+  if (root && (s->flags & STAGE_READS_ANY)) {
+    /* report: after the last stage before it that runs (none: ingest) */
+    for (int i = run_stage_index(s->name) - 1; i > 0; i--)
+      if (!run_stage_skipped(root, run_all_stages[i])) return run_all_stages[i]->name;
+    return run_all_stages[0]->name;
+  }
   const char *reads = root && s->reads.stage ? s->reads.stage(root) : NULL;
   return reads ? reads : s->after;
 }

@@ -601,10 +601,12 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   /* The set score reads must be in `sets`: a workflow that trains and names
    * rank (say for its order) but has no library failed only after training.
    * `check` is given "*" (every stage), so there score counts as running when
-   * the workflow names it or a stage after it, as `run` would go that far. */
+   * the workflow names it or rank, as `run` would go that far (naming report
+   * makes no other stage run: a training-only workflow may end with it; a
+   * dock-only workflow's rank reads dock's results). */
   int score = stage_runs(stages_that_run, "score") && !stage_dock_only(root) &&
               (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
-               cfg_written(cfg_get(root, "stages.rank")) || cfg_written(cfg_get(root, "stages.report")));
+               cfg_written(cfg_get(root, "stages.rank")));
   const char *score_set = cfg_str(root, "stages.score.set");
   if (score && !find_set(sets, score_set)) {
     int n = 0;
@@ -613,7 +615,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
       if (sets->kids[s]->key) keys[n++] = sets->kids[s]->key;
     char list[1024], dym[300];
     report(&ck, cfg_get(root, "stages.score.set"), "stages.score.set",
-           "no set '%s' in `sets` to score (sets: %s)%s; add it, or leave score, rank and report out of this "
+           "no set '%s' in `sets` to score (sets: %s)%s; add it, or leave score and rank out of this "
            "workflow and score a library later with `se3screen predict WORKDIR FILE` (with --set rank.order=... "
            "for the order)",
            score_set, listed(list, sizeof list, keys, n), did_you_mean(dym, sizeof dym, score_set, keys, n));

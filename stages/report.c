@@ -1,4 +1,4 @@
-/* report.c — the report stage: WORKDIR/report.html at the end of a run,
+/* report.c — the report stage: WORKDIR/report.html at the end of any run,
  * in one chunk, written by report_page.c (the page, which `se3screen report`
  * also writes from a database alone). */
 #define _GNU_SOURCE
@@ -36,7 +36,7 @@ const struct stage stage_report = {
     .name = "report",
     .tables = "",
     .after = "rank",
-    .flags = STAGE_OPTIONAL,
+    .flags = STAGE_OPTIONAL | STAGE_READS_ANY, /* any workflow may end with it */
     .begin = report_begin,
     .run_chunk = report_chunk,
     .show = {.unit = "page", .done = "written"},

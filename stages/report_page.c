@@ -18,7 +18,8 @@
  * binned in SQL, scatter plots are capped (a stated, evenly spaced sample
  * beyond REPORT_MAX_POINTS), and the hits table holds `top` rows.
  *
- * The report stage (stages/report.c, after rank) writes WORKDIR/report.html
+ * The report stage (stages/report.c, after the last stage that runs: any
+ * workflow may end with it) writes WORKDIR/report.html
  * with report_write, through a temporary file renamed over it
  * (common/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
  * from a database opened read-only (report_file).
@@ -249,12 +250,80 @@ static void section_timeline(struct rep *r) {
   P("</tbody></table></section>\n");
 }
 
+/* ---- histograms of many values -------------------------------------------- */
+
+/* Bars of the values `val` of the rows `from` (SQL: an expression, and what
+ * follows FROM) over [lo, hi) into count[0..bins): counted by SQL, so the
+ * page costs the same for 10^3 or 10^8 values; a value outside falls into
+ * the first or last bar. */
+static void sql_bins(struct rep *r, const char *val, const char *from, double lo, double hi, int bins, double *count) {
+  memset(count, 0, (size_t)bins * sizeof *count);
+  sqlite3_stmt *b = prep(r, "SELECT min(max(CAST((%s - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM %s GROUP BY 1",
+                         val, lo, (hi - lo) / bins, bins - 1, from);
+  while (row(r, b)) {
+    int k = sqlite3_column_int(b, 0);
+    if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
+  }
+  sqlite3_finalize(b);
+}
+
+/* The range a histogram of n values from lo to hi is drawn over. Scores are
+ * often skewed: a classifier's probabilities crowd near 0 with a few hits
+ * near 1, and bars over [lo, hi] would be one bar of thousands and a few of
+ * one. So the values are first counted in HIST_FINE bins over [lo, hi];
+ * when the middle 98 % of them (1 % cut from each end, n >= 100) lie within
+ * a quarter of that range, the bars span those fine bins only, and the
+ * values beyond fall into the first and last bar (*below and *above say how
+ * many: the caption says so). Otherwise [lo, hi], *below = *above = 0.
+ * check_report.py repeats this to count the bars. */
+enum { HIST_FINE = 1000 };
+static void hist_range(struct rep *r, const char *val, const char *from, long long n, double *lo, double *hi,
+                       long long *below, long long *above) {
+  *below = *above = 0;
+  if (!(*hi > *lo)) {
+    *lo -= 0.5;
+    *hi += 0.5;
+  }
+  long long cut = n / 100;
+  double *f = cut > 0 ? malloc(HIST_FINE * sizeof *f) : NULL;
+  if (!f) return;
+  sql_bins(r, val, from, *lo, *hi, HIST_FINE, f);
+  int a = 0, b = HIST_FINE - 1;
+  double low = 0, high = 0;
+  while (a < b && low + f[a] <= (double)cut)
+    low += f[a++];
+  while (b > a && high + f[b] <= (double)cut)
+    high += f[b--];
+  free(f);
+  if ((b - a + 1) * 4 > HIST_FINE) return;
+  double w = (*hi - *lo) / HIST_FINE, l = *lo + a * w, h = *lo + (b + 1) * w;
+  *below = (long long)q_double(r, 0, "SELECT count(*) FROM %s AND %s < %.17g", from, val, l);
+  *above = (long long)q_double(r, 0, "SELECT count(*) FROM %s AND %s >= %.17g", from, val, h);
+  *lo = l;
+  *hi = h;
+}
+
+/* The caption's note on a trimmed range (hist_range): empty when none. */
+static void hist_note(char *out, size_t len, double lo, double hi, long long below, long long above) {
+  out[0] = 0;
+  if (below + above == 0) return;
+  char b[96] = "", a[96] = "";
+  if (below) snprintf(b, sizeof b, "the first bar also holds the %lld below %.4g", below, lo);
+  if (above) snprintf(a, sizeof a, "the last bar also holds the %lld above %.4g", above, hi);
+  snprintf(out, len, " The scores are skewed: the bars span the middle 98 %% of them (%.4g to %.4g); %s%s%s.", lo, hi,
+           b, below && above ? " and " : "", a);
+}
+
 /* ---- scores --------------------------------------------------------------- */
 
 static void section_scores(struct rep *r) {
-  if (!has_table(r, "scores")) return;
-  if (q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") == 0) return;
   P("<section id=\"scores\"><h2>Scores</h2>\n");
+  if (!has_table(r, "scores") || q_double(r, 0, "SELECT count(*) FROM (SELECT 1 FROM scores LIMIT 1)") == 0) {
+    /* a training-only or dock-only workflow ends here: said, not left out */
+    P("<p>No molecules were scored in this workdir (the score stage has not run: a workflow scores a set with "
+      "<code>stages.score</code>, or later with <code>se3screen predict</code>).</p></section>\n");
+    return;
+  }
   sqlite3_stmt *kept = prep(r, "SELECT value FROM meta WHERE key = 'scores_kept'");
   if (row(r, kept)) {
     P("<p class=\"note\">This database keeps only the scores that can be hits (<code>stages.score.merge: hits</code>, "
@@ -283,26 +352,30 @@ static void section_scores(struct rep *r) {
     snprintf(set, sizeof set, "%s", col_text(st, 0));
     snprintf(target, sizeof target, "%s", col_text(st, 1));
     double lo = sqlite3_column_double(st, 2), hi = sqlite3_column_double(st, 3);
-    long long n = sqlite3_column_int64(st, 4), n_std = sqlite3_column_int64(st, 5);
-    if (!(hi > lo)) {
-      lo -= 0.5;
-      hi += 0.5;
+    long long n = sqlite3_column_int64(st, 4), n_std = sqlite3_column_int64(st, 5), below, above;
+    char *val = sqlite3_mprintf("s.\"%w\"", sc);
+    char *from = sqlite3_mprintf("scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q",
+                                 set, target);
+    if (!val || !from) {
+      r->failed = 1;
+      snprintf(r->err, sizeof r->err, "out of memory");
+    } else {
+      hist_range(r, val, from, n, &lo, &hi, &below, &above);
+      sql_bins(r, val, from, lo, hi, bins, count);
     }
-    memset(count, 0, (size_t)bins * sizeof *count);
-    sqlite3_stmt *b = prep(r,
-                           "SELECT min(max(CAST((s.\"%w\" - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM "
-                           "scores s JOIN molecules m ON m.id = s.mol_id WHERE m.set_name = %Q AND s.target = %Q "
-                           "GROUP BY 1",
-                           sc, lo, (hi - lo) / bins, bins - 1, set, target);
-    while (row(r, b)) {
-      int k = sqlite3_column_int(b, 0);
-      if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
-    }
-    sqlite3_finalize(b);
+    sqlite3_free(val);
+    sqlite3_free(from);
+    char note[256], xlabel[200];
+    hist_note(note, sizeof note, lo, hi, below, above);
     snprintf(title, sizeof title, "Scores of set '%s'", set);
-    snprintf(desc, sizeof desc, "Predicted %s of the %lld scored molecules of set '%s', in %d bins.", target, n, set,
-             bins);
-    histogram(r, count, bins, lo, hi, title, target, "s0 bars-score", desc);
+    snprintf(desc, sizeof desc, "Predicted %s of the %lld scored molecules of set '%s', in %d bins.%s", target, n, set,
+             bins, note);
+    if (has_table(r, "models") &&
+        q_double(r, 0, "SELECT count(*) FROM models WHERE target = %Q AND task = 'classification'", target) > 0)
+      snprintf(xlabel, sizeof xlabel, "predicted probability of %s", target);
+    else
+      snprintf(xlabel, sizeof xlabel, "predicted %s (the target's units)", target);
+    histogram(r, count, bins, lo, hi, title, xlabel, "s0 bars-score", desc);
     if (n_std > 0) {
       /* the ensemble's spread against the score: an evenly spaced sample */
       long long stride = n_std > REPORT_MAX_POINTS ? (n_std + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1;
@@ -381,19 +454,14 @@ static void section_docking(struct rep *r) {
       snprintf(r->err, sizeof r->err, "out of memory");
       return;
     }
-    if (!(hi > lo)) lo -= 0.5, hi += 0.5;
-    sqlite3_stmt *b = prep(r,
-                           "SELECT min(max(CAST((score - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM docking "
-                           "GROUP BY 1",
-                           lo, (hi - lo) / bins, bins - 1);
-    while (row(r, b)) {
-      int k = sqlite3_column_int(b, 0);
-      if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
-    }
-    sqlite3_finalize(b);
-    char desc[256];
-    snprintf(desc, sizeof desc, "Docking scores of the %lld molecules docked, in %d bins.", n, bins);
-    histogram(r, count, bins, lo, hi, "Docking scores", "docking score", "s0 bars-dock", desc);
+    long long below, above;
+    hist_range(r, "score", "docking WHERE 1", n, &lo, &hi, &below, &above);
+    sql_bins(r, "score", "docking WHERE 1", lo, hi, bins, count);
+    char desc[512], note[256];
+    hist_note(note, sizeof note, lo, hi, below, above);
+    snprintf(desc, sizeof desc, "Docking scores of the %lld molecules docked (lower is better), in %d bins.%s", n, bins,
+             note);
+    histogram(r, count, bins, lo, hi, "Docking scores", "docking score (kcal/mol)", "s0 bars-dock", desc);
     free(count);
   }
   if (n_rounds == 0) {
@@ -444,7 +512,8 @@ static void section_docking(struct rep *r) {
     struct svg_plot p = plot0;
     p.title = "Mean docking score of each round's picks";
     p.x = axis(xlo, xhi, "round");
-    p.y = axis(ylo, yhi, "mean docking score");
+    p.x.whole = 1;
+    p.y = axis(ylo, yhi, "mean docking score (kcal/mol)");
     const char *desc = "The mean docking score of the molecules each round picked (those docked), round 0 at random.";
     figure_open(r);
     svg_plot_begin(&r->h, &p, desc);
@@ -463,7 +532,7 @@ static void section_hits(struct rep *r) {
   long long n = has_table(r, "ranked_hits") ? (long long)q_double(r, 0, "SELECT count(*) FROM ranks") : 0;
   P("<section id=\"hits\"><h2>Top hits</h2>\n");
   if (n == 0) {
-    P("<p>No ranked hits (the rank stage has not run, or kept none).</p></section>\n");
+    P("<p>No ranked hits (the rank stage has not run in this workdir, or kept none).</p></section>\n");
     return;
   }
   int top = r->o->top;
@@ -484,7 +553,7 @@ static void section_hits(struct rep *r) {
       char *svg = ob_depict_svg(col_text(st, 2), 150);
       P("<td class=\"depict\">");
       if (svg) {
-        P("%s", svg);
+        P("<div class=\"depict\">%s</div>", svg); /* a large structure scrolls in its cell */
       } else {
         P("(no depiction)");
       }
@@ -573,6 +642,7 @@ static const char css[] =
     "table.grid th,table.grid td{border:1px solid #ccc}table.kv th{color:#444;font-weight:normal}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}td.smiles,td.arch{font-family:monospace;"
     "font-size:.85em;word-break:break-all;max-width:22em}td.depict svg{display:block}"
+    "div.depict{max-width:460px;max-height:460px;overflow:auto}"
     "figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}"
     "figcaption{font-size:.85em;color:#333;max-width:460px}"
     "nav a{margin-right:1em}.note{background:#fff8e0;padding:.4em .6em}.metrics b{font-size:1.1em}"

@@ -203,7 +203,7 @@ static inline void histogram(struct rep *r, const double *count, int n, double l
   struct svg_plot p = plot0;
   p.title = title;
   p.x = axis(lo, hi, xlabel);
-  p.y = (struct svg_axis){.lo = 0, .hi = top > 0 ? top * 1.08 : 1, .label = "molecules"};
+  p.y = (struct svg_axis){.lo = 0, .hi = top > 0 ? top * 1.08 : 1, .label = "molecules", .whole = 1};
   figure_open(r);
   svg_plot_begin(&r->h, &p, desc);
   svg_bars(&r->h, &p, edges, count, n, cls);

@@ -39,6 +39,7 @@ static void learning_plot(struct rep *r, const char *col, const char *title, con
     struct svg_plot p = plot0;
     p.title = title;
     p.x = axis(xlo, xhi, "epoch");
+    p.x.whole = 1;
     p.y = axis(ylo, yhi, ylabel);
     char desc[256];
     snprintf(desc, sizeof desc, "%s%s%s%s, one point an epoch%s", ylabel,
@@ -147,9 +148,12 @@ static void test_regression(struct rep *r, const char *target, const double *y, 
   pl.width = PH + 60; /* square data area */
   snprintf(title, sizeof title, "Parity: %s", target);
   pl.title = title;
-  pl.x = axis(lo, hi, "label");
+  char xl[200], yl[200];
+  snprintf(xl, sizeof xl, "measured %s (its units)", target);
+  snprintf(yl, sizeof yl, "predicted %s", target);
+  pl.x = axis(lo, hi, xl);
   pl.y = pl.x;
-  pl.y.label = "prediction";
+  pl.y.label = yl;
   int stride = n > REPORT_MAX_POINTS ? (n + REPORT_MAX_POINTS - 1) / REPORT_MAX_POINTS : 1, m_pts = 0;
   double *sx = malloc((size_t)n * sizeof *sx), *sy = malloc((size_t)n * sizeof *sy);
   for (int i = 0; sx && sy && i < n; i += stride) {
@@ -177,10 +181,47 @@ static void test_regression(struct rep *r, const char *target, const double *y, 
     bin(p, n, bins, count, &rlo, &rhi);
     snprintf(title, sizeof title, "Residuals: %s", target);
     snprintf(desc, sizeof desc, "Prediction minus label of the %d held-out molecules, in %d bins.", n, bins);
-    histogram(r, count, bins, rlo, rhi, title, "prediction - label", "s0 bars-residual", desc);
+    histogram(r, count, bins, rlo, rhi, title, "prediction - label (the target's units)", "s0 bars-residual", desc);
   }
   free(count);
   P("</div>\n");
+}
+
+/* The enrichment curve (x, y fractions, np points from (0, 0)) of n
+ * held-out molecules, in percent on a log x axis: what a screen keeps is
+ * its first percent or so, which a linear axis squeezes into a few pixels.
+ * The axis starts at the decade below one molecule's share (0.1 % at most);
+ * the dashed curve is a random ranking (y = x, curved on a log axis). */
+static void enrichment_plot(struct rep *r, const char *target, double *x, double *y, int np, int n, double ef1,
+                            double ef5) {
+  char title[512], desc[1024];
+  double lo = pow(10, floor(log10(100.0 / (n > 0 ? n : 1))));
+  if (lo > 0.1) lo = 0.1;
+  for (int i = 0; i < np; i++) {
+    x[i] *= 100;
+    y[i] *= 100;
+  }
+  enum { NR = 64 };
+  double rx[NR];
+  for (int i = 0; i < NR; i++)
+    rx[i] = lo * pow(100 / lo, (double)i / (NR - 1));
+  struct svg_plot pl = plot0;
+  pl.width = PH + 60;
+  snprintf(title, sizeof title, "Enrichment: %s", target);
+  pl.title = title;
+  pl.x = (struct svg_axis){.lo = lo, .hi = 100, .log10 = 1, .label = "molecules screened, best scores first (%, log)"};
+  pl.y = (struct svg_axis){.lo = 0, .hi = 100, .label = "actives found (%)"};
+  snprintf(desc, sizeof desc,
+           "The share of the held-out actives among the best-scored molecules, as more are taken (%d points; the x "
+           "axis is logarithmic, so the first percent is as wide as the rest); EF1%% %.2f, EF5%% %.2f. The dashed "
+           "curve is a random ranking.",
+           np, ef1, ef5);
+  figure_open(r);
+  svg_plot_begin(&r->h, &pl, desc);
+  svg_line(&r->h, &pl, rx, rx, NR, "diag", "4 4");
+  svg_line(&r->h, &pl, x, y, np, "s1 line", NULL);
+  svg_plot_end(&r->h);
+  figure_close(r, desc);
 }
 
 /* Classification: the metrics line, the ROC curve and the enrichment
@@ -197,8 +238,8 @@ static void test_classification(struct rep *r, const char *target, const double 
   int np = fx && fy ? se3_roc_curve(p, y, n, fx, fy) : -1;
   struct svg_plot pl = plot0;
   pl.width = PH + 60;
-  pl.x = (struct svg_axis){.lo = 0, .hi = 1, .label = "false positive rate"};
-  pl.y = (struct svg_axis){.lo = 0, .hi = 1, .label = "true positive rate"};
+  pl.x = (struct svg_axis){.lo = 0, .hi = 1, .label = "false positive rate (fraction of inactives)"};
+  pl.y = (struct svg_axis){.lo = 0, .hi = 1, .label = "true positive rate (fraction of actives)"};
   double dx[2] = {0, 1};
   if (np > 0) {
     snprintf(title, sizeof title, "ROC: %s", target);
@@ -216,22 +257,7 @@ static void test_classification(struct rep *r, const char *target, const double 
     figure_close(r, desc);
   }
   np = fx && fy ? se3_enrichment_curve(p, y, n, fx, fy) : -1;
-  if (np > 0) {
-    snprintf(title, sizeof title, "Enrichment: %s", target);
-    pl.title = title;
-    pl.x.label = "fraction of molecules screened, best scores first";
-    pl.y.label = "fraction of actives found";
-    snprintf(desc, sizeof desc,
-             "The share of the held-out actives among the best-scored molecules, as more are taken (%d points); "
-             "EF1%% %.2f, EF5%% %.2f. The dashed diagonal is a random ranking.",
-             np, m.ef1, ef5);
-    figure_open(r);
-    svg_plot_begin(&r->h, &pl, desc);
-    svg_line(&r->h, &pl, dx, dx, 2, "diag", "4 4");
-    svg_line(&r->h, &pl, fx, fy, np, "s1 line", NULL);
-    svg_plot_end(&r->h);
-    figure_close(r, desc);
-  }
+  if (np > 0) enrichment_plot(r, target, fx, fy, np, n, m.ef1, ef5);
   if (np < 0) {
     r->failed = 1;
     snprintf(r->err, sizeof r->err, "out of memory for the curves of %d predictions", n);

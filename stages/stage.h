@@ -121,6 +121,12 @@ enum {
    * hash), so they fold this stage's settings chain, not its config hash,
    * as they do after a keyed stage */
   STAGE_CONTENT_PER_ROW = 1 << 5,
+  /* reads whatever the stages before it left (report): naming it in a
+   * workflow makes no other stage run (a training-only or dock-only
+   * workflow may end with it), and it comes after the last stage that
+   * does run, whichever that is; `after` names that stage where no
+   * workflow is known */
+  STAGE_READS_ANY = 1 << 6,
 };
 
 /* Work keyed by what it depends on (graph, basis, score, dock; ingest by

@@ -70,6 +70,11 @@ Test(ingest_rejects, one_group_per_kind_with_the_atom_and_detail_apart) {
   got = tu_query(db, "SELECT record_no, atom, detail FROM rejects WHERE reason = 'dummy atom' ORDER BY record_no");
   cr_assert_str_eq(got, "2|2|atom 2\n3|5|atom 5\n", "%s", got);
   free(got);
+  /* each under the record's own name, whether Open Babel refused it (a
+   * dummy atom) or a check after it did (atoms too close): issue 55 */
+  got = tu_query(db, "SELECT coalesce(name, '') FROM rejects ORDER BY source_file, record_no");
+  cr_assert_str_eq(got, "o_on_c2\nc1_on_c2\nstar2\nstar5\n", "%s", got);
+  free(got);
 
   /* the report: the kind once, its examples with their atom and specifics */
   cr_assert_eq(tu_se3(&out, "report %s/work -o %s/report.html --no-depict", dir, dir), 0, "%s", out);
@@ -82,10 +87,10 @@ Test(ingest_rejects, one_group_per_kind_with_the_atom_and_detail_apart) {
   const char *at = strstr(html, "<td>atoms too close</td>");
   cr_assert(at, "no row for the kind");
   cr_assert_null(strstr(at + 1, "<td>atoms too close</td>"), "the kind is shown twice");
-  cr_assert(strstr(at, "close.sdf #2 &mdash; atoms 2 and 3 are 0.20 Å apart (&lt; 0.5)<br>"
-                      "close.sdf #3 &mdash; atoms 1 and 2 are 0.30 Å apart (&lt; 0.5)</td>"),
+  cr_assert(strstr(at, "close.sdf #2 o_on_c2 &mdash; atoms 2 and 3 are 0.20 Å apart (&lt; 0.5)<br>"
+                      "close.sdf #3 c1_on_c2 &mdash; atoms 1 and 2 are 0.30 Å apart (&lt; 0.5)</td>"),
             "%s", at);
-  cr_assert(strstr(html, "dummy.smi #2 &mdash; atom 2<br>dummy.smi #3 &mdash; atom 5</td>"), "%s", html);
+  cr_assert(strstr(html, "dummy.smi #2 star2 &mdash; atom 2<br>dummy.smi #3 star5 &mdash; atom 5</td>"), "%s", html);
   free(html);
   free(wf);
   free(yaml);

@@ -889,3 +889,43 @@ Test(ob, mol2_and_sd_same_molecule) {
   cr_assert_eq(n, 477, "the bundled FABP4 files hold 57 actives and 420 decoys");
   cr_assert_eq(same, n, "%d of %d records are another molecule read from MOL2 than from SD", n - same, n);
 }
+
+/* The on-screen length in px of the longest line of a depiction (a bond
+ * not shortened by an atom label): its length in the drawing's units, times
+ * the scale the outer <svg> (width px, viewBox 0 0 100 100) and the inner
+ * one (viewBox fitted into 100 x 100, aspect kept) give it. */
+static double depict_bond_px(const char *svg, int *side) {
+  const char *inner = strstr(svg + 1, "<svg");
+  cr_assert(inner, "no inner <svg> in %.200s", svg);
+  double ow = 0, w = 0, h = 0, x0, y0;
+  cr_assert_eq(sscanf(strstr(svg, "width=\"") + 7, "%lf", &ow), 1);
+  cr_assert_eq(sscanf(strstr(inner, "viewBox=\"") + 9, "%lf %lf %lf %lf", &x0, &y0, &w, &h), 4);
+  double longest = 0;
+  for (const char *l = strstr(inner, "<line "); l; l = strstr(l + 1, "<line ")) {
+    double a, b, c, d;
+    if (sscanf(l, "<line x1=\"%lf\" y1=\"%lf\" x2=\"%lf\" y2=\"%lf\"", &a, &b, &c, &d) == 4)
+      longest = fmax(longest, hypot(c - a, d - b));
+  }
+  *side = (int)ow;
+  return longest * fmin(100 / w, 100 / h) * ow / 100;
+}
+
+/* Issue 55: a large structure was drawn into the same 150 px as a small
+ * one, its bonds a few pixels long. The square now grows with the
+ * molecule: a bond is at least 25 px, while a small molecule keeps 150. */
+Test(ob, depictions_keep_bonds_readable_at_any_size) {
+  int side = 0;
+  char *small = ob_depict_svg("c1ccccc1O", 150);
+  cr_assert(small);
+  double px = depict_bond_px(small, &side);
+  cr_assert_eq(side, 150, "a small molecule's square grew to %d px", side);
+  cr_assert_geq(px, 24.5, "phenol's bonds are %.1f px", px);
+  free(small);
+  const char *large = "CC(C)(C)c1ccc(cc1)C(=O)NCCc1ccc(cc1)S(=O)(=O)N1CCN(CC1)c1ccc(cc1)C(=O)Nc1ccc2ccccc2c1OCCCCCCCCCC";
+  char *big = ob_depict_svg(large, 150);
+  cr_assert(big);
+  px = depict_bond_px(big, &side);
+  cr_assert_gt(side, 150, "a 60-atom molecule drawn in %d px", side);
+  cr_assert_geq(px, 24.5, "a 60-atom molecule's bonds are %.1f px in %d px", px, side);
+  free(big);
+}

@@ -106,6 +106,32 @@ Test(svg, ticks_fall_on_round_numbers) {
   cr_assert_eq(svg_ticks(&bad, 5, t), 0);
 }
 
+/* A count of molecules is whole: a histogram of 3 molecules has ticks at
+ * 0, 1, 2, 3, never at 0.5 (issue 55: the docking histogram's half
+ * molecules); a larger count keeps its round steps. */
+Test(svg, whole_axes_tick_whole_numbers) {
+  double t[32];
+  struct svg_axis a = {.lo = 0, .hi = 3.24};
+  int n = svg_ticks(&a, 9, t), halves = 0;
+  for (int i = 0; i < n; i++)
+    halves += t[i] != floor(t[i]);
+  cr_assert_gt(halves, 0, "the plain axis has no fractional tick: the test below proves nothing");
+  a.whole = 1;
+  n = svg_ticks(&a, 9, t);
+  cr_assert_eq(n, 4, "%d ticks", n);
+  for (int i = 0; i < n; i++)
+    cr_assert_float_eq(t[i], i, 1e-12, "tick %d is %g", i, t[i]);
+  struct svg_axis b = {.lo = 0, .hi = 0.9, .whole = 1}; /* an empty histogram's axis */
+  n = svg_ticks(&b, 9, t);
+  cr_assert_eq(n, 1, "%d ticks", n);
+  cr_assert_float_eq(t[0], 0, 1e-12);
+  struct svg_axis c = {.lo = 0, .hi = 4968, .whole = 1};
+  n = svg_ticks(&c, 9, t);
+  cr_assert(n >= 3 && n <= 9, "%d ticks", n);
+  for (int i = 0; i < n; i++)
+    cr_assert_float_eq(fmod(t[i], 500), 0, 1e-9, "tick %d is %g", i, t[i]);
+}
+
 Test(svg, bars_have_the_heights_of_their_counts) {
   struct svg_plot p = parity;
   p.x = (struct svg_axis){.lo = 0, .hi = 5, .label = "score"};
@@ -216,4 +242,36 @@ Test(svg, legend_names_each_series_in_text) {
     cr_assert_float_eq(corner == 1 ? y1 - (y + h) : y - y0, 8, 1e-9, "corner %d: not against its edge", corner);
     svg_free(&s);
   }
+}
+
+/* The x tick labels of a narrow range (a histogram of probabilities within
+ * 0.01, issue 55) do not run into each other: each pair of neighbours is
+ * at least half their labels' widths apart (7 px a character at 12 px). */
+Test(svg, x_tick_labels_do_not_overlap) {
+  struct svg s;
+  svg_init(&s);
+  struct svg_plot p = {.title = "narrow", .width = 460, .height = 320, .left = 66, .right = 16, .top = 30,
+                       .bottom = 44};
+  p.x = (struct svg_axis){.lo = -0.00052, .hi = 0.01097, .label = "p"}; /* 0 to 0.01045 padded 5 % */
+  p.y = (struct svg_axis){.lo = 0, .hi = 6, .label = "molecules", .whole = 1};
+  svg_plot_begin(&s, &p, NULL);
+  svg_plot_end(&s);
+  const char *g = strstr(s.buf, "<g class=\"xticks\"");
+  cr_assert(g);
+  double prev_x = 0;
+  size_t prev_len = 0;
+  int n = 0;
+  for (const char *t = strstr(g, "<text x=\""); t && t < strstr(g, "</g>"); t = strstr(t + 1, "<text x=\"")) {
+    double x;
+    cr_assert_eq(sscanf(t, "<text x=\"%lf\"", &x), 1);
+    const char *lab = strchr(t, '>') + 1;
+    size_t len = (size_t)(strchr(lab, '<') - lab);
+    if (n++)
+      cr_assert_geq(x - prev_x, 7.0 * (double)(len + prev_len) / 2, "labels of %zu and %zu characters %.1f px apart",
+                    prev_len, len, x - prev_x);
+    prev_x = x;
+    prev_len = len;
+  }
+  cr_assert_geq(n, 3, "only %d x ticks", n);
+  svg_free(&s);
 }

@@ -254,3 +254,34 @@ Test(workers, a_rejection_comes_back_with_its_atom_and_detail, .timeout = 60) {
   free(close12);
 }
 
+
+/* A rejected record keeps its name (issue 55: rejects.name was empty for
+ * aromaticity failures): the name Open Babel read comes back beside the
+ * reason, whether the parse refused it (a ring that cannot be kekulized) or
+ * a check after it did (atoms too close); a record without one has none. */
+Test(workers, a_rejection_comes_back_with_the_record_name, .timeout = 60) {
+  struct wpool *p = start_pool(1);
+  char *close = record(0);
+  memcpy(strstr(close, "   -0.9290    0.2960    0.0000"), "   -0.9290    0.2960    0.5000", 30);
+  memcpy(strstr(close, "    1.3690    0.8800    0.0000"), "    0.6950   -0.2360    0.0000", 30);
+  struct wjob jobs[3];
+  job_of(&jobs[0], "c1cccc1 ring5");
+  jobs[0].format = "smi";
+  job_of(&jobs[1], close);
+  job_of(&jobs[2], "c1cccc1");
+  jobs[2].format = "smi";
+  run_ok(p, jobs, 3);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(jobs[i].status, 1, "record %d passed", i);
+  cr_assert_str_eq(jobs[0].why.reason, "kekulization failed", "%s: %s", jobs[0].why.reason, jobs[0].why.detail);
+  cr_assert(jobs[0].mol.name, "the unkekulizable ring came back without its name");
+  cr_assert_str_eq(jobs[0].mol.name, "ring5");
+  cr_assert_str_eq(jobs[1].why.reason, "atoms too close", "%s", jobs[1].why.reason);
+  cr_assert(jobs[1].mol.name, "the record with atoms too close came back without its name");
+  cr_assert_str_eq(jobs[1].mol.name, "ethanol");
+  cr_assert_str_eq(jobs[2].why.reason, "kekulization failed", "%s", jobs[2].why.reason);
+  cr_assert_null(jobs[2].mol.name, "a record without a name came back named '%s'", jobs[2].mol.name);
+  for (int i = 0; i < 3; i++) mol_free(&jobs[i].mol);
+  wpool_stop(p);
+  free(close);
+}
