@@ -737,9 +737,9 @@ static void collect(const struct dock_setup *s, struct dock_job *j, const char *
     if (!bad) j->n_poses = model;
     if (bad && model > 1) {
       /* a later model that cannot be read: the molecule's output is damaged */
-      char why[400];
-      snprintf(why, sizeof why, "pose %d: %s", model, err);
-      snprintf(err, sizeof err, "%s", why);
+      char why[sizeof err];
+      snprintf(why, sizeof why, "pose %d: %.360s", model, err);
+      memcpy(err, why, sizeof err);
     }
   }
   if (bad) {
