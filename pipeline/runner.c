@@ -81,7 +81,13 @@ enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2, RUN_ORDER_SPREAD = 3 };
 /* Ranks > 0 neither show progress nor log: rank 0 speaks for the run. */
 static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n; }
 static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
-static const struct stage_report quiet_report = {quiet_advance, quiet_log};
+static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
+static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                                const char *fmt, ...) {
+  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
+}
+static const struct stage_report quiet_report = {quiet_advance, quiet_log, quiet_advance, quiet_item_started,
+                                          quiet_item_finished};
 
 /* Returns SE3_EXIT_*. */
 /* A run of one command: nothing open yet, one shard, no lock. */
@@ -360,6 +366,13 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   }
   free(done);
   if (speaks) {
+    /* a stage that ends its items one by one (item_finished) keeps each as
+     * it ends, a chunk cut short or not: those are what this run stored
+     * (the ledger's counts of a chunk resumed hold earlier runs' too) */
+    if (r->prog.items_ok + r->prog.items_rejected > 0) {
+      ok_total = r->prog.items_ok;
+      rej_total = r->prog.items_rejected;
+    }
     char summary[256];
     snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total,
              s->show.done ? s->show.done : "stored", (long long)rej_total, together ? " by this process" : "",

@@ -95,7 +95,28 @@ static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
   progress_log(&rc->run->prog, "%s: %s", ctx->cfg ? ctx->cfg->key : "run", msg);
 }
 
-static const struct stage_report report = {cb_advance, cb_log};
+static void cb_done_before(struct stage_ctx *ctx, int64_t n) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_skip(&rc->run->prog, n);
+}
+
+static void cb_item_started(struct stage_ctx *ctx, const char *name) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_item_start(&rc->run->prog, name);
+}
+
+static void cb_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                             const char *fmt, ...) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  progress_item_end(&rc->run->prog, name, ok, verb, seconds, detail);
+}
+
+static const struct stage_report report = {cb_advance, cb_log, cb_done_before, cb_item_started, cb_item_finished};
 
 int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;
