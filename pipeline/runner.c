@@ -103,8 +103,9 @@ static void run_init(struct run *r, const struct run_opts *o) {
 
 /* The meta rows that say how to rebuild this run's configuration (merge
  * needs them to finalize; `stage` names a shard's one stage, "" for a whole
- * run) and the run's row in `runs`. 0, or -1 with r->err set. */
-static int record_run(struct run *r, const char *stage) {
+ * run): replaced when `replace`, else written only where there are none
+ * yet. 0, or -1 with r->err set. */
+static int record_meta(struct run *r, const char *stage, int replace) {
   const struct run_opts *o = r->o;
   char abs[PATH_MAX];
   if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
@@ -122,6 +123,23 @@ static int record_run(struct run *r, const char *stage) {
   }
   char shard[32];
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
+  int bad = run_exec(r, "INSERT OR %s INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),('stage',%Q)",
+                     replace ? "REPLACE" : "IGNORE", abs, sets, r->workdir, shard, stage);
+  free(sets);
+  return bad ? -1 : 0;
+}
+
+/* The run's row in `runs`, and its meta rows (record_meta): a run of
+ * screen.db replaces those only once a stage has passed its checks
+ * (run_stage), so that a run refused (`run --stage rank` of another
+ * workflow) leaves what the report calls the workflow as it was; a
+ * shard's database has them at once. 0, or -1 with r->err set. */
+static int record_run(struct run *r, const char *stage) {
+  const struct run_opts *o = r->o;
+  char abs[PATH_MAX];
+  if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
+  char shard[32];
+  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   char when[32];
   now_iso(when, sizeof when);
   /* the Slurm job running this, for `status`: an array task as JOB_TASK */
@@ -131,15 +149,12 @@ static int record_run(struct run *r, const char *stage) {
     snprintf(job, sizeof job, "%s_%s", aj, at);
   else if (j && *j)
     snprintf(job, sizeof job, "%s", j);
-  int bad = run_exec(r,
-                     "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
-                     "('stage',%Q);"
+  int bad = record_meta(r, stage, strcmp(r->src, "main") || r->n_shards > 1) ||
+            run_exec(r,
                      "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version,job) "
                      "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q,%Q)",
-                     abs, sets, r->workdir, shard, stage, when, r->host, (int)getpid(),
-                     o->command_line ? o->command_line : "", abs, r->n_shards > 1 ? shard : NULL, SE3_VERSION,
-                     job[0] ? job : NULL);
-  free(sets);
+                     when, r->host, (int)getpid(), o->command_line ? o->command_line : "", abs,
+                     r->n_shards > 1 ? shard : NULL, SE3_VERSION, job[0] ? job : NULL);
   if (bad) return -1;
   r->run_id = sqlite3_last_insert_rowid(r->st.db);
   return 0;
@@ -635,6 +650,9 @@ static int run_stage(struct run *r, int si) {
                s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when, changed) ||
       run_exec(r, "COMMIT"))
     goto rollback;
+  /* the run's workflow, now that a stage of it runs (record_run) */
+  if (r->n_shards <= 1 && !r->meta_recorded && record_meta(r, "", 1)) goto out;
+  r->meta_recorded = 1;
 
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */

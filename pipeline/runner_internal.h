@@ -48,6 +48,7 @@ struct run {
   int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
   int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's struct stage_cycle) */
   long long round;             /* run --round N: the round the cycling stage is asked to decide; -1 none */
+  int meta_recorded;           /* the run's meta rows written (runner.c: record_meta) */
   char err[2048];
 };
 

@@ -103,6 +103,40 @@ Test(cli, status_and_read_only_query) {
   free(dir);
 }
 
+/* What the report calls the workflow (meta 'workflow') is the workflow of
+ * the last run that ran a stage: a run refused before any stage ran
+ * (`--stage rank` of another workflow file on the same workdir, with
+ * nothing scored) leaves it as it was; one that runs a stage takes it
+ * (issue 55). */
+Test(cli, refused_run_keeps_the_workflow_name) {
+  char *dir = tu_tmpdir("cli_refused");
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  char *wf = tu_write(dir, "wf.yaml", yaml), *other = tu_write(dir, "other.yaml", yaml);
+  char db[1100], *out = NULL;
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank", other), 1, "rank ran with nothing scored:\n%s", out);
+  cr_assert(strstr(out, "run `--stage score` first"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND workflow LIKE '%/other.yaml'"),
+               1, "the refused run has its row in runs");
+  char *got = tu_query(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  cr_assert_not_null(strstr(got, "/wf.yaml\n"), "a refused run renamed the workflow: %s", got);
+  free(got);
+  /* a run of other.yaml that runs its stage (ingest: nothing new) takes the name */
+  cr_assert_eq(tu_se3(&out, "run %s", other), 0, "%s", out);
+  free(out);
+  got = tu_query(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  cr_assert_not_null(strstr(got, "/other.yaml\n"), "the run of other.yaml left the name: %s", got);
+  free(got);
+  free(wf);
+  free(other);
+  free(dir);
+}
+
 /* Input files that do not exist are configuration errors: `check` reports
  * them with the other problems, and `run` refuses before making the workdir. */
 Test(cli, missing_inputs_fail_check_and_run_before_the_workdir) {
