@@ -578,6 +578,10 @@ static int run_stage(struct run *r, int si) {
   struct run_ctx rc;
   run_ctx_init(&rc, r, s);
   struct stage_ctx *ctx = &rc.ctx;
+  char started[40];
+  run_now_iso_ms(started, sizeof started);
+  double t0 = progress_now();
+  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for stage_runs) */
 
   int64_t n_chunks = 0, n_items = 0;
   struct run_upstream up;
@@ -689,6 +693,7 @@ out:
     ret = SE3_EXIT_FAILED;
   }
   run_end(ctx, s);
+  run_record_stage_time(r, s, started, t0, ret);
   return ret;
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_acquire, &stage_dock,
@@ -338,4 +339,36 @@ int run_merge_hash(const struct stage *s, const struct cfg_node *root) {
   /* a stage that declares its rows: its shard's hash is the settings' and
    * the upstream stage's (its plan is made from the tables merge has) */
   return s->keyed && s->keyed->rows ? STAGE_HASH_SETTINGS : STAGE_HASH_UNKNOWN;
+}
+
+/* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (stage_runs.started: two runs of a
+ * stage in one second of one process stay two rows) */
+void run_now_iso_ms(char *buf, size_t n) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char sec[24];
+  strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, n, "%s.%03dZ", sec, (int)(ts.tv_nsec / 1000000L));
+}
+
+/* The time stage s took in this run, from `started` (and t0, progress_now's
+ * clock) to now, with what it finished and how it ended, as a row of
+ * stage_runs: the report sums a stage's time over every run. A failure to
+ * write it is said, not the run's. */
+void run_record_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret) {
+  char finished[40], shard[32], err[512];
+  run_now_iso_ms(finished, sizeof finished);
+  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
+  char *sql = sqlite3_mprintf(
+      "INSERT OR REPLACE INTO stage_runs(stage, host, pid, started, finished, seconds, n_done, status, shard) "
+      "VALUES(%Q,%Q,%d,%Q,%Q,%.3f,%lld,%Q,%Q)",
+      s->name, r->host, (int)getpid(), started, finished, progress_now() - t0,
+      (long long)(r->prog.done - r->prog.done0),
+      ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed", r->n_shards > 1 ? shard : NULL);
+  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
+    progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
+                 sql ? err : "out of memory");
+  sqlite3_free(sql);
 }

@@ -370,6 +370,24 @@ static const char schema_v11_sql[] =
     "  PRIMARY KEY(round, stage, chunk)\n"
     ") STRICT;\n";
 
+/* Version 12 (issue 55): the time each stage took in each run, stopped and
+ * failed runs included (a chunk cut short leaves no ledger row, though a
+ * docking keeps what it docked), so the report sums a stage's time over
+ * every run of the workdir. */
+static const char schema_v12_sql[] =
+    "CREATE TABLE stage_runs(\n"
+    "  stage TEXT NOT NULL,            -- a stage's name\n"
+    "  host TEXT NOT NULL,             -- where it ran (runs.host)\n"
+    "  pid INTEGER NOT NULL,           -- the process (runs.pid)\n"
+    "  started TEXT NOT NULL,          -- UTC, to the millisecond: when the stage began in that run\n"
+    "  finished TEXT NOT NULL,         -- UTC: when it ended there\n"
+    "  seconds REAL NOT NULL,          -- its wall time in that run\n"
+    "  n_done INTEGER NOT NULL,        -- items (molecules, records) that run finished in it\n"
+    "  status TEXT NOT NULL,           -- done | stopped | failed\n"
+    "  shard TEXT,                     -- 'i/n' for a shard of an array, else NULL\n"
+    "  PRIMARY KEY(stage, host, pid, started)\n"
+    ") STRICT;\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -382,6 +400,7 @@ static const char *const migrations[] = {
     /* to version 9 */ schema_v9_sql,
     /* to version 10 */ schema_v10_sql,
     /* to version 11 */ schema_v11_sql,
+    /* to version 12 */ schema_v12_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -16,7 +16,8 @@
 #     up by the SMILES as written, a molecule without one a reject;
 #   - two rounds of active learning docked by Vina;
 #   - a line as each docking starts and ends, the rate and the last line
-#     from this run's dockings alone.
+#     from this run's dockings alone; a run stopped by SIGTERM counts the
+#     dockings it kept and records its time in the stage.
 # About 25 s on 2 cores.
 #
 #   test_dock.sh SE3SCREEN SOURCE_DIR WORK
@@ -103,6 +104,26 @@ done < <(q "SELECT m.name FROM docking k JOIN molecules m ON m.id = k.mol_id WHE
 grep -q "\] dock: $((5 - k)) mol in .*; $((5 - k)) docked, 0 rejected$" "$work/run2.log" ||
   { cat "$work/run2.log"; fail "the rerun's last dock line does not count its own $((5 - k)) dockings"; }
 ! grep -h "0\.0 mol/s" "$work/run1.log" "$work/run2.log" || fail "a line shows a rate of 0.0 mol/s"
+# a run stopped by SIGTERM once a docking is stored: its last line counts
+# the dockings it kept (not "0 docked"), and its time is recorded
+sed "s|^workdir: .*|workdir: $work/stop|" "$wf" > "$work/stop.yaml"
+"$se3" run "$work/stop.yaml" > "$work/stop.log" 2>&1 &
+pid=$!
+sdb=$work/stop/screen.db
+for _ in $(seq 1 1200); do
+  [ "$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM docking" 2>/dev/null || echo 0)" -ge 1 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.05
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 75 ] || { cat "$work/stop.log"; fail "the stopped run exited $rc, not 75"; }
+ks=$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM docking")
+grep -q "\] dock: $ks mol in .*; $ks docked, 0 rejected; stopped by a signal" "$work/stop.log" ||
+  { cat "$work/stop.log"; fail "the stopped run's last dock line does not count the $ks dockings it kept"; }
+[ "$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM stage_runs WHERE stage = 'dock' AND status = 'stopped'
+      AND n_done = $ks AND seconds > 0")" = 1 ] || fail "the stopped run's time in dock is not recorded"
 after=$(q "SELECT mol_id || ' ' || score || ' ' || seconds || ' ' || hex(pose) FROM docking WHERE mol_id IN
            ($(printf '%s\n' "$before" | cut -d' ' -f1 | paste -sd,)) ORDER BY mol_id")
 [ "$before" = "$after" ] || fail "the dockings stored before the kill changed in the rerun"
