@@ -25,8 +25,8 @@ struct progress {
   enum progress_mode mode;
   char label[64];
   const char *unit;
-  int64_t total, done, done0; /* done0: finished by earlier runs (found done), not in the rate */
-  int64_t in_flight;          /* items started and not yet ended (progress_item_*) */
+  int64_t total, done, done0;       /* done0: finished by earlier runs (found done), not in the rate */
+  int64_t in_flight;                /* items started and not yet ended (progress_item_*) */
   int64_t items_ok, items_rejected; /* items ended through progress_item_end */
   double t0, last, interval;
   double (*clock)(void); /* progress_now; the tests set their own (progress_set_clock) */
@@ -35,8 +35,8 @@ struct progress {
 
 enum progress_mode progress_mode_parse(const char *s);
 /* done0: items already finished by an earlier run (not counted in the rate). */
-void progress_start(struct progress *p, enum progress_mode mode, double interval_s, const char *label,
-                    const char *unit, int64_t total, int64_t done0);
+void progress_start(struct progress *p, enum progress_mode mode, double interval_s, const char *label, const char *unit,
+                    int64_t total, int64_t done0);
 /* The clock p reads from now on (the start taken again from it): for the tests. */
 void progress_set_clock(struct progress *p, double (*clock)(void));
 /* n more items finished by this run. */

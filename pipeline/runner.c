@@ -87,7 +87,7 @@ static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok,
   (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
 }
 static const struct stage_report quiet_report = {quiet_advance, quiet_log, quiet_advance, quiet_item_started,
-                                          quiet_item_finished};
+                                                 quiet_item_finished};
 
 /* Returns SE3_EXIT_*. */
 /* A run of one command: nothing open yet, one shard, no lock. */
@@ -123,8 +123,9 @@ static int record_meta(struct run *r, const char *stage, int replace) {
   }
   char shard[32];
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
-  int bad = run_exec(r, "INSERT OR %s INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),('stage',%Q)",
-                     replace ? "REPLACE" : "IGNORE", abs, sets, r->workdir, shard, stage);
+  int bad =
+      run_exec(r, "INSERT OR %s INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),('stage',%Q)",
+               replace ? "REPLACE" : "IGNORE", abs, sets, r->workdir, shard, stage);
   free(sets);
   return bad ? -1 : 0;
 }

@@ -366,7 +366,10 @@ void run_record_stage_time(struct run *r, const struct stage *s, const char *sta
       "VALUES(%Q,%Q,%d,%Q,%Q,%.3f,%lld,%Q,%Q)",
       s->name, r->host, (int)getpid(), started, finished, progress_now() - t0,
       (long long)(r->prog.done - r->prog.done0),
-      ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed", r->n_shards > 1 ? shard : NULL);
+      ret == SE3_EXIT_OK        ? "done"
+      : ret == SE3_EXIT_STOPPED ? "stopped"
+                                : "failed",
+      r->n_shards > 1 ? shard : NULL);
   if (!sql || store_exec(r->st.db, sql, err, sizeof err))
     progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
                  sql ? err : "out of memory");

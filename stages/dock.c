@@ -443,8 +443,8 @@ static int store_one(void *arg, int k) {
   if (j->status == 0)
     ctx->report->item_finished(ctx, name, 1, "docked", j->seconds, "%.2f kcal/mol", j->score);
   else
-    ctx->report->item_finished(ctx, name, 0, "rejected", j->seconds, "%s%s%.200s", j->reason,
-                               j->detail[0] ? ": " : "", j->detail);
+    ctx->report->item_finished(ctx, name, 0, "rejected", j->seconds, "%s%s%.200s", j->reason, j->detail[0] ? ": " : "",
+                               j->detail);
   /* each docking kept as it finishes (at most a few commits a second) */
   if (rc == STAGE_OK && now_s() - d->last_commit >= 0.2) {
     rc = commit_so_far(ctx);
