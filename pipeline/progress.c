@@ -222,12 +222,12 @@ void progress_end(struct progress *p, const char *summary) {
   if (p->mode == PROGRESS_BAR && p->drawn) fputc('\n', p->out);
   p->drawn = 0;
   if (p->mode == PROGRESS_NONE) return;
-  char ts[32], took[64], rate[64], paren[80] = "";
+  char ts[32], rate[64], paren[80] = "";
   stamp(ts, sizeof ts);
-  progress_duration_text(el, took, sizeof took);
   progress_rate_text(n, el, p->unit, rate, sizeof rate);
   if (n > 1 && rate[0]) snprintf(paren, sizeof paren, " (%s)", rate);
-  fprintf(p->out, "[%s] %s: %lld %s in %s%s%s%s\n", ts, p->label, (long long)n, p->unit, took, paren,
+  /* (the time in seconds, as scripts read it: bench/gen3d.sh, bench/rerun.sh) */
+  fprintf(p->out, "[%s] %s: %lld %s in %.1f s%s%s%s\n", ts, p->label, (long long)n, p->unit, el, paren,
           summary ? "; " : "", summary ? summary : "");
   fflush(p->out);
 }

@@ -51,8 +51,8 @@ void progress_item_start(struct progress *p, const char *name);
  * RATE, ETA E)". detail may be NULL or "". */
 void progress_item_end(struct progress *p, const char *name, int ok, const char *verb, double seconds,
                        const char *detail);
-/* Final line: "label: N unit in DURATION (RATE)" plus the caller's summary;
- * N the items this run finished. */
+/* Final line: "label: N unit in S s (RATE)" plus the caller's summary; N
+ * the items this run finished. */
 void progress_end(struct progress *p, const char *summary);
 /* A timestamped log line that does not garble the bar. */
 void progress_log(struct progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
