@@ -85,6 +85,12 @@ double progress_eta_s(const struct progress *p, double t) {
 /* ", RATE, ETA E" or ", none finished yet in this run, ETA unknown" */
 static void rate_eta(const struct progress *p, double t, char *buf, size_t len) {
   char rate[64], eta[32];
+  if (p->done - p->done0 <= 0 && p->prior_s > 0) {
+    progress_rate_text(1, p->prior_s, p->unit, rate, sizeof rate);
+    fmt_eta((double)(p->total - p->done) * p->prior_s, eta, sizeof eta);
+    snprintf(buf, len, "none finished yet in this run, ETA about %s at earlier runs' %s", eta, rate);
+    return;
+  }
   if (p->done - p->done0 <= 0) {
     snprintf(buf, len, "none finished yet in this run, ETA unknown");
     return;
@@ -96,7 +102,7 @@ static void rate_eta(const struct progress *p, double t, char *buf, size_t len) 
 
 void progress_status_text(const struct progress *p, double t, char *buf, size_t len) {
   double frac = p->total > 0 ? (double)p->done / (double)p->total : 1;
-  char re[128];
+  char re[256];
   rate_eta(p, t, re, sizeof re);
   snprintf(buf, len, "%s: %lld/%lld %s (%.1f%%), %s", p->label, (long long)p->done, (long long)p->total, p->unit,
            frac * 100, re);
@@ -128,7 +134,7 @@ void progress_set_clock(struct progress *p, double (*clock)(void)) {
 static void draw(struct progress *p, double t) {
   if (p->mode == PROGRESS_BAR) {
     double frac = p->total > 0 ? (double)p->done / (double)p->total : 1;
-    char bar[31], re[128];
+    char bar[31], re[256];
     int fill = (int)(frac * 30);
     for (int i = 0; i < 30; i++)
       bar[i] = i < fill ? '#' : '.';
@@ -193,6 +199,18 @@ static void item_line(struct progress *p, const char *fmt, ...) {
   if (p->mode == PROGRESS_BAR) draw(p, now_of(p));
 }
 
+void progress_prior(struct progress *p, double s) {
+  if (!(s > 0) || !isfinite(s)) return;
+  int first = p->prior_s <= 0;
+  p->prior_s = s;
+  if (!first || p->total - p->done <= 0 || p->done - p->done0 > 0) return;
+  char rate[64], eta[32];
+  progress_rate_text(1, s, p->unit, rate, sizeof rate);
+  fmt_eta((double)(p->total - p->done) * s, eta, sizeof eta);
+  item_line(p, "%s: earlier runs took %s: about %s for the %lld left", p->label, rate, eta,
+            (long long)(p->total - p->done));
+}
+
 void progress_item_start(struct progress *p, const char *name) {
   p->in_flight++;
   item_line(p, "%s: started %s (%lld of %lld)", p->label, name, (long long)(p->done + p->in_flight),
@@ -208,7 +226,7 @@ void progress_item_end(struct progress *p, const char *name, int ok, const char 
     p->items_rejected++;
   p->done++;
   double t = now_of(p);
-  char took[64], re[128];
+  char took[64], re[256];
   progress_duration_text(seconds, took, sizeof took);
   rate_eta(p, t, re, sizeof re);
   item_line(p, "%s: %s %s in %s%s%s (%lld of %lld done, %s)", p->label, name, verb, took, detail && *detail ? ", " : "",

@@ -28,6 +28,7 @@ struct progress {
   int64_t total, done, done0;       /* done0: finished by earlier runs (found done), not in the rate */
   int64_t in_flight;                /* items started and not yet ended (progress_item_*) */
   int64_t items_ok, items_rejected; /* items ended through progress_item_end */
+  double prior_s;                   /* seconds an item took in earlier runs (progress_prior); 0: unknown */
   double t0, last, interval;
   double (*clock)(void); /* progress_now; the tests set their own (progress_set_clock) */
   int drawn;
@@ -43,6 +44,10 @@ void progress_set_clock(struct progress *p, double (*clock)(void));
 void progress_add(struct progress *p, int64_t n);
 /* n more items found finished by an earlier run: done, not in the rate. */
 void progress_skip(struct progress *p, int64_t n);
+/* An item's wall time in earlier runs (at this run's parallelism), for an
+ * ETA before this run has finished one; the first time, a line says it
+ * and the ETA it gives. s <= 0: nothing known, nothing said. */
+void progress_prior(struct progress *p, double s);
 /* Item `name` started: "label: started NAME (K of N)", K counting the items
  * done and in flight. */
 void progress_item_start(struct progress *p, const char *name);
@@ -71,7 +76,8 @@ void progress_duration_text(double s, char *buf, size_t len);
 double progress_eta_s(const struct progress *p, double t);
 /* The status at time t as lines mode prints it, without the timestamp:
  * "label: D/N unit (P%), RATE, ETA E", or with "none finished yet in this
- * run, ETA unknown" before this run has finished an item. */
+ * run, ETA unknown" before this run has finished an item ("..., ETA about E
+ * at earlier runs' RATE" where progress_prior said). */
 void progress_status_text(const struct progress *p, double t, char *buf, size_t len);
 
 #endif

@@ -86,8 +86,9 @@ static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok,
                                 const char *fmt, ...) {
   (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
 }
-static const struct stage_report quiet_report = {quiet_advance, quiet_log, quiet_advance, quiet_item_started,
-                                                 quiet_item_finished};
+static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
+static const struct stage_report quiet_report = {quiet_advance,      quiet_log,           quiet_advance,
+                                                 quiet_item_started, quiet_item_finished, quiet_estimate};
 
 /* Returns SE3_EXIT_*. */
 /* A run of one command: nothing open yet, one shard, no lock. */

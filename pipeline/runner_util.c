@@ -117,7 +117,13 @@ static void cb_item_finished(struct stage_ctx *ctx, const char *name, int ok, co
   progress_item_end(&rc->run->prog, name, ok, verb, seconds, detail);
 }
 
-static const struct stage_report report = {cb_advance, cb_log, cb_done_before, cb_item_started, cb_item_finished};
+static void cb_estimate(struct stage_ctx *ctx, double seconds) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_prior(&rc->run->prog, seconds);
+}
+
+static const struct stage_report report = {cb_advance,      cb_log,           cb_done_before,
+                                           cb_item_started, cb_item_finished, cb_estimate};
 
 int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;

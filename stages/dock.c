@@ -391,6 +391,22 @@ static void job_name(struct dstage *d, int k, char *out, size_t size) {
   sqlite3_free(sql);
 }
 
+/* A docking's wall time in earlier runs under this set-up, over the
+ * workers that dock side by side (for an ETA before this run's first
+ * docking ends); 0 when none is known. */
+static double earlier_seconds(struct stage_ctx *ctx, const struct dstage *d) {
+  char *sql = sqlite3_mprintf("SELECT avg(seconds) FROM \"%w\".docking WHERE setup = ?1 AND seconds > 0", ctx->src);
+  sqlite3_stmt *q = NULL;
+  double s = 0;
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, d->setup, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) s = sqlite3_column_double(q, 0);
+  }
+  sqlite3_finalize(q);
+  sqlite3_free(sql);
+  return s / (d->workers > 1 ? d->workers : 1);
+}
+
 /* dock_run's word that job k's docking started: a line for it. */
 static void started_one(void *arg, int k) {
   struct dstage *d = arg;
@@ -677,6 +693,7 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   sqlite3_finalize(st);
   /* what earlier runs docked of this chunk counts as done (not in this run's rate) */
   if (ret == STAGE_OK) ctx->report->done_before(ctx, in_chunk - n);
+  if (ret == STAGE_OK && n > 0 && !d->table) ctx->report->estimate(ctx, earlier_seconds(ctx, d));
   d->before += in_chunk - n;
   d->chunk = chunk;
   d->n_ok = d->n_rej = 0;

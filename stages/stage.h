@@ -63,6 +63,10 @@ struct stage_report {
    * counts the items so ended as what it stored and rejected. */
   void (*item_finished)(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+  /* an item's wall time in earlier runs (at this run's parallelism: a
+   * docking's seconds over the workers), for an ETA before this run has
+   * finished one; <= 0: none known */
+  void (*estimate)(struct stage_ctx *ctx, double seconds);
 };
 
 struct stage_ctx {

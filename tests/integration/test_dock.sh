@@ -99,6 +99,9 @@ while IFS= read -r name; do
   grep -Eq "\] dock: $name docked in [0-9.]+ s, -[0-9.]+ kcal/mol \([1-5] of 5 done, [0-9.]+ (s/mol|min/mol|mol/s), ETA [0-9:]+\)$" \
     "$work/run2.log" || { cat "$work/run2.log"; fail "no line says $name docked, in what time, with its score"; }
 done < <(q "SELECT m.name FROM docking k JOIN molecules m ON m.id = k.mol_id WHERE k.mol_id NOT IN ($ids)")
+# before its first docking ends, the rerun's ETA comes from the earlier run's dockings
+grep -Eq "\] dock: earlier runs took [0-9.]+ (s/mol|min/mol|mol/s): about [0-9:]+ for the $((5 - k)) left$" \
+  "$work/run2.log" || { cat "$work/run2.log"; fail "the rerun gave no ETA from the earlier run's dockings"; }
 [ "$(grep -c "] dock: started " "$work/run2.log")" = $((5 - k)) ] ||
   { cat "$work/run2.log"; fail "the rerun announced another count of dockings than the $((5 - k)) it did"; }
 grep -q "\] dock: $((5 - k)) mol in .*; $((5 - k)) docked, 0 rejected$" "$work/run2.log" ||

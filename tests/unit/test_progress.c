@@ -134,8 +134,7 @@ Test(progress, item_lines) {
   cr_assert_eq(p.in_flight, 1);
   /* the last line counts this run's two, not the one done before */
   progress_end(&p, "1 docked, 1 rejected; stopped by a signal (run again to resume)");
-  cr_assert(strstr(text(&p), "] dock: 2 mol in 600.0 s (5.0 min/mol); 1 docked, 1 rejected; stopped"), "%s",
-            text(&p));
+  cr_assert(strstr(text(&p), "] dock: 2 mol in 600.0 s (5.0 min/mol); 1 docked, 1 rejected; stopped"), "%s", text(&p));
   done_with(&p);
 }
 
@@ -152,5 +151,36 @@ Test(progress, lines_at_most_every_interval) {
     lines++;
   cr_assert_eq(lines, 4, "%s", text(&p));
   cr_assert(strstr(text(&p), "] dock: 20/100 mol (20.0%), 1.0 mol/s, ETA 1:20\n"), "%s", text(&p));
+  done_with(&p);
+}
+
+/* Before this run finishes an item, the time an item took in earlier runs
+ * (docking.seconds over the workers) gives an ETA, said once; from this
+ * run's first item on, this run's own pace does. */
+Test(progress, earlier_runs_give_the_eta_until_this_run_has_its_own) {
+  struct progress p;
+  start(&p, 15, 12);
+  progress_prior(&p, 120);
+  progress_prior(&p, 120); /* every chunk says it; one line */
+  char line[512];
+  progress_status_text(&p, clock_now, line, sizeof line);
+  cr_assert_str_eq(line, "dock: 12/15 mol (80.0%), none finished yet in this run, ETA about 6:00 at earlier runs' "
+                         "2.0 min/mol");
+  const char *t = text(&p);
+  cr_assert(strstr(t, "] dock: earlier runs took 2.0 min/mol: about 6:00 for the 3 left\n"), "%s", t);
+  cr_assert_null(strstr(strstr(t, "earlier runs took") + 1, "earlier runs took"), "said twice:\n%s", t);
+  clock_now = 1100;
+  progress_item_end(&p, "CHEMBL9", 1, "docked", 100, "");
+  progress_status_text(&p, clock_now, line, sizeof line);
+  cr_assert_str_eq(line, "dock: 13/15 mol (86.7%), 1.7 min/mol, ETA 3:20");
+  cr_assert(strstr(text(&p), "] dock: CHEMBL9 docked in 1 min 40 s (13 of 15 done, 1.7 min/mol, ETA 3:20)\n"), "%s",
+            text(&p));
+  done_with(&p);
+  /* nothing known: nothing said */
+  start(&p, 15, 12);
+  progress_prior(&p, 0);
+  cr_assert_eq(text(&p) ? strlen(text(&p)) : 0, 0);
+  progress_status_text(&p, clock_now, line, sizeof line);
+  cr_assert_str_eq(line, "dock: 12/15 mol (80.0%), none finished yet in this run, ETA unknown");
   done_with(&p);
 }
