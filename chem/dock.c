@@ -768,7 +768,7 @@ struct slot {
 };
 
 int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
-             int (*done)(void *arg, int k), void *arg, char *err, size_t errlen) {
+             void (*started)(void *arg, int k), int (*done)(void *arg, int k), void *arg, char *err, size_t errlen) {
   if (workers <= 0) workers = 1;
   if (workers > n) workers = n > 0 ? n : 1;
   for (int k = 0; k < n; k++) {
@@ -818,6 +818,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       t->start = now_s();
       active++;
       moved = 1;
+      if (started) started(arg, t->job);
     }
     for (int w = 0; w < workers; w++) {
       struct slot *t = &sl[w];

@@ -85,12 +85,13 @@ int dock_box_from_ligand(const char *path, double padding, double timeout_s, str
  * when the program cannot be run. */
 int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen);
 /* Dock jobs[0..n), at most `workers` at once (<= 0: one). Calls
- * done(arg, k) in the calling thread as job k finishes (docked or
- * rejected), in the order they finish. Returns 0 when all are done, 1 when
- * *stop was set first (the molecules in flight are killed and their jobs
- * left with status -1), -1 on a system error (err). */
+ * started(arg, k) (when not NULL) in the calling thread as job k's process
+ * starts, and done(arg, k) as job k finishes (docked or rejected), in the
+ * order they finish. Returns 0 when all are done, 1 when *stop was set
+ * first (the molecules in flight are killed and their jobs left with
+ * status -1), -1 on a system error (err). */
 int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
-             int (*done)(void *arg, int k), void *arg, char *err, size_t errlen);
+             void (*started)(void *arg, int k), int (*done)(void *arg, int k), void *arg, char *err, size_t errlen);
 
 /* ---- the parts, for the tests ---------------------------------------------- */
 

@@ -227,6 +227,9 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
                "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
                has_detail ? "atom,detail" : "NULL,NULL", has_mol_hash ? "mol_id,mol_hash" : "NULL,NULL", s->name,
                s->name, s->name, has_job ? "job" : "NULL") ||
+      /* the shard's time in the stage (none before schema version 12) */
+      (run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.sqlite_schema WHERE name = 'stage_runs'") > 0 &&
+       run_exec(r, "INSERT OR IGNORE INTO main.stage_runs SELECT * FROM shard.stage_runs WHERE stage=%Q", s->name)) ||
       run_exec(r, "COMMIT"))
     goto rollback;
   run_exec(r, "DETACH shard");

@@ -49,7 +49,14 @@ static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) {
   (void)ctx;
   (void)fmt;
 }
-static const struct stage_report quiet = {quiet_advance, quiet_log};
+static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
+static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                                const char *fmt, ...) {
+  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
+}
+static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
+static const struct stage_report quiet = {quiet_advance,      quiet_log,           quiet_advance,
+                                          quiet_item_started, quiet_item_finished, quiet_estimate};
 
 static void say(struct plan *p, int i, int verdict, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void say(struct plan *p, int i, int verdict, const char *fmt, ...) {

@@ -81,7 +81,14 @@ enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2, RUN_ORDER_SPREAD = 3 };
 /* Ranks > 0 neither show progress nor log: rank 0 speaks for the run. */
 static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n; }
 static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
-static const struct stage_report quiet_report = {quiet_advance, quiet_log};
+static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
+static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                                const char *fmt, ...) {
+  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
+}
+static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
+static const struct stage_report quiet_report = {quiet_advance,      quiet_log,           quiet_advance,
+                                                 quiet_item_started, quiet_item_finished, quiet_estimate};
 
 /* Returns SE3_EXIT_*. */
 /* A run of one command: nothing open yet, one shard, no lock. */
@@ -97,8 +104,9 @@ static void run_init(struct run *r, const struct run_opts *o) {
 
 /* The meta rows that say how to rebuild this run's configuration (merge
  * needs them to finalize; `stage` names a shard's one stage, "" for a whole
- * run) and the run's row in `runs`. 0, or -1 with r->err set. */
-static int record_run(struct run *r, const char *stage) {
+ * run): replaced when `replace`, else written only where there are none
+ * yet. 0, or -1 with r->err set. */
+static int record_meta(struct run *r, const char *stage, int replace) {
   const struct run_opts *o = r->o;
   char abs[PATH_MAX];
   if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
@@ -116,6 +124,24 @@ static int record_run(struct run *r, const char *stage) {
   }
   char shard[32];
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
+  int bad =
+      run_exec(r, "INSERT OR %s INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),('stage',%Q)",
+               replace ? "REPLACE" : "IGNORE", abs, sets, r->workdir, shard, stage);
+  free(sets);
+  return bad ? -1 : 0;
+}
+
+/* The run's row in `runs`, and its meta rows (record_meta): a run of
+ * screen.db replaces those only once a stage has passed its checks
+ * (run_stage), so that a run refused (`run --stage rank` of another
+ * workflow) leaves what the report calls the workflow as it was; a
+ * shard's database has them at once. 0, or -1 with r->err set. */
+static int record_run(struct run *r, const char *stage) {
+  const struct run_opts *o = r->o;
+  char abs[PATH_MAX];
+  if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
+  char shard[32];
+  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   char when[32];
   now_iso(when, sizeof when);
   /* the Slurm job running this, for `status`: an array task as JOB_TASK */
@@ -125,15 +151,12 @@ static int record_run(struct run *r, const char *stage) {
     snprintf(job, sizeof job, "%s_%s", aj, at);
   else if (j && *j)
     snprintf(job, sizeof job, "%s", j);
-  int bad = run_exec(r,
-                     "INSERT OR REPLACE INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
-                     "('stage',%Q);"
+  int bad = record_meta(r, stage, strcmp(r->src, "main") || r->n_shards > 1) ||
+            run_exec(r,
                      "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version,job) "
                      "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q,%Q)",
-                     abs, sets, r->workdir, shard, stage, when, r->host, (int)getpid(),
-                     o->command_line ? o->command_line : "", abs, r->n_shards > 1 ? shard : NULL, SE3_VERSION,
-                     job[0] ? job : NULL);
-  free(sets);
+                     when, r->host, (int)getpid(), o->command_line ? o->command_line : "", abs,
+                     r->n_shards > 1 ? shard : NULL, SE3_VERSION, job[0] ? job : NULL);
   if (bad) return -1;
   r->run_id = sqlite3_last_insert_rowid(r->st.db);
   return 0;
@@ -360,6 +383,13 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
   }
   free(done);
   if (speaks) {
+    /* a stage that ends its items one by one (item_finished) keeps each as
+     * it ends, a chunk cut short or not: those are what this run stored
+     * (the ledger's counts of a chunk resumed hold earlier runs' too) */
+    if (r->prog.items_ok + r->prog.items_rejected > 0) {
+      ok_total = r->prog.items_ok;
+      rej_total = r->prog.items_rejected;
+    }
     char summary[256];
     snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total,
              s->show.done ? s->show.done : "stored", (long long)rej_total, together ? " by this process" : "",
@@ -550,6 +580,10 @@ static int run_stage(struct run *r, int si) {
   struct run_ctx rc;
   run_ctx_init(&rc, r, s);
   struct stage_ctx *ctx = &rc.ctx;
+  char started[40];
+  run_now_iso_ms(started, sizeof started);
+  double t0 = progress_now();
+  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for stage_runs) */
 
   int64_t n_chunks = 0, n_items = 0;
   struct run_upstream up;
@@ -622,6 +656,9 @@ static int run_stage(struct run *r, int si) {
                s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when, changed) ||
       run_exec(r, "COMMIT"))
     goto rollback;
+  /* the run's workflow, now that a stage of it runs (record_run) */
+  if (r->n_shards <= 1 && !r->meta_recorded && record_meta(r, "", 1)) goto out;
+  r->meta_recorded = 1;
 
   /* Work of this stage that processes of an earlier data-parallel run
    * left in their own databases (stopped before rank 0 folded it in). */
@@ -658,6 +695,7 @@ out:
     ret = SE3_EXIT_FAILED;
   }
   run_end(ctx, s);
+  run_record_stage_time(r, s, started, t0, ret);
   return ret;
 }
 

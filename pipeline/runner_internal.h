@@ -48,6 +48,7 @@ struct run {
   int folded_as_now[N_STAGES]; /* merge: screen.db's rows of the stage were folded as its `fold` folds them now */
   int cycle;                   /* the stage about to run runs again at the end of its cycle (stage.h's struct stage_cycle) */
   long long round;             /* run --round N: the round the cycling stage is asked to decide; -1 none */
+  int meta_recorded;           /* the run's meta rows written (runner.c: record_meta) */
   char err[2048];
 };
 
@@ -125,6 +126,13 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
 int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up);
 /* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
+/* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */
+void run_now_iso_ms(char *buf, size_t n);
+/* The time stage s took in run r, from `started` (run_now_iso_ms) and t0
+ * (progress_now) to now, what it finished (r->prog) and how it ended
+ * (ret: SE3_EXIT_*), as a row of stage_runs; a failure to write it is
+ * said, not returned. */
+void run_record_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret);
 /* Stage s's context in run r (its database, whatever r has open). */
 void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
 /* A stage's begin and, for a stage that declares its rows (struct

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_acquire, &stage_dock,
@@ -101,7 +102,34 @@ static void cb_log(struct stage_ctx *ctx, const char *fmt, ...) {
   progress_log(&rc->run->prog, "%s: %s", ctx->cfg ? ctx->cfg->key : "run", msg);
 }
 
-static const struct stage_report report = {cb_advance, cb_log};
+static void cb_done_before(struct stage_ctx *ctx, int64_t n) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_skip(&rc->run->prog, n);
+}
+
+static void cb_item_started(struct stage_ctx *ctx, const char *name) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_item_start(&rc->run->prog, name);
+}
+
+static void cb_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                             const char *fmt, ...) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  char detail[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  progress_item_end(&rc->run->prog, name, ok, verb, seconds, detail);
+}
+
+static void cb_estimate(struct stage_ctx *ctx, double seconds) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_prior(&rc->run->prog, seconds);
+}
+
+static const struct stage_report report = {cb_advance,      cb_log,           cb_done_before,
+                                           cb_item_started, cb_item_finished, cb_estimate};
 
 int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;
@@ -323,4 +351,39 @@ int run_merge_hash(const struct stage *s, const struct cfg_node *root) {
   /* a stage that declares its rows: its shard's hash is the settings' and
    * the upstream stage's (its plan is made from the tables merge has) */
   return s->keyed && s->keyed->rows ? STAGE_HASH_SETTINGS : STAGE_HASH_UNKNOWN;
+}
+
+/* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (stage_runs.started: two runs of a
+ * stage in one second of one process stay two rows) */
+void run_now_iso_ms(char *buf, size_t n) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char sec[24];
+  strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, n, "%s.%03dZ", sec, (int)(ts.tv_nsec / 1000000L));
+}
+
+/* The time stage s took in this run, from `started` (and t0, progress_now's
+ * clock) to now, with what it finished and how it ended, as a row of
+ * stage_runs: the report sums a stage's time over every run. A failure to
+ * write it is said, not the run's. */
+void run_record_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret) {
+  char finished[40], shard[32], err[512];
+  run_now_iso_ms(finished, sizeof finished);
+  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
+  char *sql = sqlite3_mprintf(
+      "INSERT OR REPLACE INTO stage_runs(stage, host, pid, started, finished, seconds, n_done, status, shard) "
+      "VALUES(%Q,%Q,%d,%Q,%Q,%.3f,%lld,%Q,%Q)",
+      s->name, r->host, (int)getpid(), started, finished, progress_now() - t0,
+      (long long)(r->prog.done - r->prog.done0),
+      ret == SE3_EXIT_OK        ? "done"
+      : ret == SE3_EXIT_STOPPED ? "stopped"
+                                : "failed",
+      r->n_shards > 1 ? shard : NULL);
+  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
+    progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
+                 sql ? err : "out of memory");
+  sqlite3_free(sql);
 }

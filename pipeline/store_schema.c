@@ -377,7 +377,10 @@ static const char schema_v11_sql[] =
  * docking pruned, cleared or redone takes its poses along). Each hit's
  * nearest training molecule and how similar it is, an applicability domain
  * in the hits' own files (ranked_hits' last two columns; hits ranked
- * before this version have none until rank runs again). */
+ * before this version have none until rank runs again). And the time
+ * each stage took in each run, stopped and failed runs included (a chunk
+ * cut short leaves no ledger row, though a docking keeps what it docked),
+ * so the report sums a stage's time over every run of the workdir. */
 static const char schema_v12_sql[] =
     "CREATE TABLE poses(\n"
     "  mol_id INTEGER NOT NULL,        -- docking.mol_id\n"
@@ -398,7 +401,19 @@ static const char schema_v12_sql[] =
     "CREATE VIEW ranked_hits AS\n"
     "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
     "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles) AS nearest_train, r.similarity\n"
-    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY r.rank;\n";
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY r.rank;\n"
+    "CREATE TABLE stage_runs(\n"
+    "  stage TEXT NOT NULL,            -- a stage's name\n"
+    "  host TEXT NOT NULL,             -- where it ran (runs.host)\n"
+    "  pid INTEGER NOT NULL,           -- the process (runs.pid)\n"
+    "  started TEXT NOT NULL,          -- UTC, to the millisecond: when the stage began in that run\n"
+    "  finished TEXT NOT NULL,         -- UTC: when it ended there\n"
+    "  seconds REAL NOT NULL,          -- its wall time in that run\n"
+    "  n_done INTEGER NOT NULL,        -- items (molecules, records) that run finished in it\n"
+    "  status TEXT NOT NULL,           -- done | stopped | failed\n"
+    "  shard TEXT,                     -- 'i/n' for a shard of an array, else NULL\n"
+    "  PRIMARY KEY(stage, host, pid, started)\n"
+    ") STRICT;\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

@@ -426,6 +426,45 @@ static int store_poses(struct stage_ctx *ctx, struct dstage *d, int64_t id, cons
   return STAGE_OK;
 }
 
+/* Job k's molecule as the progress lines name it: its name, else its id. */
+static void job_name(struct dstage *d, int k, char *out, size_t size) {
+  struct stage_ctx *ctx = d->ctx;
+  snprintf(out, size, "molecule %lld", (long long)d->ids[k]);
+  char *sql = sqlite3_mprintf("SELECT name FROM \"%w\".molecules WHERE id = ?1", ctx->src);
+  sqlite3_stmt *q = NULL;
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(q, 1, d->ids[k]);
+    const unsigned char *name = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_text(q, 0) : NULL;
+    if (name && name[0]) snprintf(out, size, "%s", (const char *)name);
+  }
+  sqlite3_finalize(q);
+  sqlite3_free(sql);
+}
+
+/* A docking's wall time in earlier runs under this set-up, over the
+ * workers that dock side by side (for an ETA before this run's first
+ * docking ends); 0 when none is known. */
+static double earlier_seconds(struct stage_ctx *ctx, const struct dstage *d) {
+  char *sql = sqlite3_mprintf("SELECT avg(seconds) FROM \"%w\".docking WHERE setup = ?1 AND seconds > 0", ctx->src);
+  sqlite3_stmt *q = NULL;
+  double s = 0;
+  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, d->setup, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) s = sqlite3_column_double(q, 0);
+  }
+  sqlite3_finalize(q);
+  sqlite3_free(sql);
+  return s / (d->workers > 1 ? d->workers : 1);
+}
+
+/* dock_run's word that job k's docking started: a line for it. */
+static void started_one(void *arg, int k) {
+  struct dstage *d = arg;
+  char name[256];
+  job_name(d, k, name, sizeof name);
+  d->ctx->report->item_started(d->ctx, name);
+}
+
 static int store_one(void *arg, int k) {
   struct dstage *d = arg;
   struct stage_ctx *ctx = d->ctx;
@@ -465,7 +504,13 @@ static int store_one(void *arg, int k) {
     d->rejected++;
   }
   dock_job_free_poses(j);
-  ctx->report->advance(ctx, 1);
+  char name[256];
+  job_name(d, k, name, sizeof name);
+  if (j->status == 0)
+    ctx->report->item_finished(ctx, name, 1, "docked", j->seconds, "%.2f kcal/mol", j->score);
+  else
+    ctx->report->item_finished(ctx, name, 0, "rejected", j->seconds, "%s%s%.200s", j->reason, j->detail[0] ? ": " : "",
+                               j->detail);
   /* each docking kept as it finishes (at most a few commits a second) */
   if (rc == STAGE_OK && now_s() - d->last_commit >= 0.2) {
     rc = commit_so_far(ctx);
@@ -696,8 +741,9 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   }
   if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the molecules to dock");
   sqlite3_finalize(st);
-  /* what earlier runs docked of this chunk counts as done */
-  if (ret == STAGE_OK) ctx->report->advance(ctx, in_chunk - n);
+  /* what earlier runs docked of this chunk counts as done (not in this run's rate) */
+  if (ret == STAGE_OK) ctx->report->done_before(ctx, in_chunk - n);
+  if (ret == STAGE_OK && n > 0 && !d->table) ctx->report->estimate(ctx, earlier_seconds(ctx, d));
   d->before += in_chunk - n;
   d->chunk = chunk;
   d->n_ok = d->n_rej = 0;
@@ -706,7 +752,9 @@ static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   if (ret == STAGE_OK && n > 0) ret = prepare_receptor(ctx, d);
   if (ret == STAGE_OK && n > 0) {
     char err[1024] = "";
-    int r = dock_run(&d->ds, d->jobs, (int)n, d->workers, ctx->stop, store_one, d, err, sizeof err);
+    int r = dock_run(&d->ds, d->jobs, (int)n, d->workers, ctx->stop, started_one, store_one, d, err, sizeof err);
+    /* stopped: the dockings said to be docked are kept (the chunk rolls back) */
+    if (r > 0 && !d->failed && commit_so_far(ctx) != STAGE_OK) d->failed = 1;
     if (d->failed)
       ret = STAGE_ERROR; /* ctx->err says why */
     else if (r < 0)

@@ -160,6 +160,71 @@ static void section_summary(struct rep *r, const char *db_label) {
   P("</section>\n");
 }
 
+/* a stage's time summed over its runs: to the tenth of a second under a
+ * minute (stage_runs' times are not rounded to the second) */
+static void run_time(char *out, size_t n, double s) {
+  if (isfinite(s) && s >= 0 && s < 60)
+    snprintf(out, n, "%.1f s", s);
+  else
+    duration(out, n, s);
+}
+
+/* Each stage's time summed over every run of the workdir (stage_runs:
+ * stopped and failed runs too, whose chunk cut short left no ledger row),
+ * beside what the ledger says of its chunks: the stages of the ledger
+ * (name, span, nch, ...: n of them) and those only stage_runs has. */
+struct tl_stage {
+  char name[32];
+  double span, run_s;
+  long long nch, nok, nrej, nsh, runs, cut;
+};
+
+static void timeline_table(struct rep *r, struct tl_stage *t, int n, int max) {
+  sqlite3_stmt *st = has_table(r, "stage_runs")
+                         ? prep(r, "SELECT stage, sum(seconds), count(*), sum(status <> 'done') FROM stage_runs "
+                                   "GROUP BY stage ORDER BY min(started)")
+                         : NULL;
+  while (row(r, st)) {
+    int i = 0;
+    while (i < n && strcmp(t[i].name, col_text(st, 0)))
+      i++;
+    if (i == n && n == max) continue;
+    if (i == n) {
+      memset(&t[n], 0, sizeof t[n]);
+      snprintf(t[n].name, sizeof t[n].name, "%s", col_text(st, 0));
+      t[n++].span = NAN;
+    }
+    t[i].run_s = sqlite3_column_double(st, 1);
+    t[i].runs = sqlite3_column_int64(st, 2);
+    t[i].cut = sqlite3_column_int64(st, 3);
+  }
+  sqlite3_finalize(st);
+  P("<table class=\"grid\"><thead><tr><th scope=\"col\">stage</th><th scope=\"col\">time, every run</th>"
+    "<th scope=\"col\">runs</th><th scope=\"col\">first chunk to last commit</th>"
+    "<th scope=\"col\">chunks</th><th scope=\"col\">shards</th><th scope=\"col\">stored</th>"
+    "<th scope=\"col\">rejected</th></tr></thead><tbody>\n");
+  for (int i = 0; i < n; i++) {
+    char d[64], run_s[64], runs[64];
+    duration(d, sizeof d, t[i].span);
+    run_time(run_s, sizeof run_s, t[i].runs ? t[i].run_s : NAN);
+    if (!t[i].runs)
+      snprintf(runs, sizeof runs, "not recorded");
+    else if (t[i].cut)
+      snprintf(runs, sizeof runs, "%lld (%lld stopped or failed)", t[i].runs, t[i].cut);
+    else
+      snprintf(runs, sizeof runs, "%lld", t[i].runs);
+    P("<tr><td>");
+    esc(r, t[i].name);
+    P("</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%lld</td>"
+      "<td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td></tr>\n",
+      run_s, runs, d, t[i].nch, t[i].nsh, t[i].nok, t[i].nrej);
+  }
+  P("</tbody></table>\n<p class=\"note\">Time, every run: the stage's wall time summed over every run of this "
+    "workdir that ran it (<code>stage_runs</code>), runs stopped by a signal or failed included; a run killed "
+    "outright (kill -9, a node lost) records none. First chunk to last commit: from the ledger "
+    "(<code>stage_chunks</code>), which keeps each chunk's last run only.</p>\n");
+}
+
 /* wall time per stage: each stage's chunks from the first start to the last
  * commit, as bars on one time axis */
 static void section_timeline(struct rep *r) {
@@ -169,22 +234,27 @@ static void section_timeline(struct rep *r) {
   enum { MAXS = 16 };
   char name[MAXS][32];
   double t0[MAXS], t1[MAXS];
-  long long nch[MAXS], nok[MAXS], nrej[MAXS], nsh[MAXS];
+  struct tl_stage tl[MAXS];
   int n = 0;
   while (row(r, st) && n < MAXS) {
     snprintf(name[n], sizeof name[n], "%s", col_text(st, 0));
     t0[n] = iso_seconds(col_text(st, 1));
     t1[n] = iso_seconds(col_text(st, 2));
-    nch[n] = sqlite3_column_int64(st, 3);
-    nok[n] = sqlite3_column_int64(st, 4);
-    nrej[n] = sqlite3_column_int64(st, 5);
-    nsh[n] = sqlite3_column_int64(st, 6);
+    memset(&tl[n], 0, sizeof tl[n]);
+    snprintf(tl[n].name, sizeof tl[n].name, "%s", name[n]);
+    tl[n].span = t1[n] - t0[n];
+    tl[n].nch = sqlite3_column_int64(st, 3);
+    tl[n].nok = sqlite3_column_int64(st, 4);
+    tl[n].nrej = sqlite3_column_int64(st, 5);
+    tl[n].nsh = sqlite3_column_int64(st, 6);
     n++;
   }
   sqlite3_finalize(st);
   P("<section id=\"timeline\"><h2>Where the time went</h2>\n");
   if (n == 0) {
-    P("<p>No stage has finished a chunk yet.</p></section>\n");
+    P("<p>No stage has finished a chunk yet.</p>\n");
+    timeline_table(r, tl, 0, MAXS);
+    P("</section>\n");
     return;
   }
   double first = t0[0], last = t1[0];
@@ -235,19 +305,8 @@ static void section_timeline(struct rep *r) {
   P("</g></svg>\n");
   figure_close(r, "Each stage from its first chunk's start to its last chunk's commit. Stages run one after another "
                   "on one machine; under Slurm the array tasks of a stage overlap.");
-  P("<table class=\"grid\"><thead><tr><th scope=\"col\">stage</th><th scope=\"col\">wall time</th>"
-    "<th scope=\"col\">chunks</th><th scope=\"col\">shards</th><th scope=\"col\">stored</th>"
-    "<th scope=\"col\">rejected</th></tr></thead><tbody>\n");
-  for (int i = 0; i < n; i++) {
-    char d[64];
-    duration(d, sizeof d, t1[i] - t0[i]);
-    P("<tr><td>");
-    esc(r, name[i]);
-    P("</td><td class=\"n\">%s</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td><td class=\"n\">%lld</td>"
-      "<td class=\"n\">%lld</td></tr>\n",
-      d, nch[i], nsh[i], nok[i], nrej[i]);
-  }
-  P("</tbody></table></section>\n");
+  timeline_table(r, tl, n, MAXS);
+  P("</section>\n");
 }
 
 /* ---- histograms of many values -------------------------------------------- */

@@ -42,11 +42,31 @@ struct stage_ids {
   uint64_t hash;    /* the ids' fingerprint */
 };
 
-/* Progress and log callbacks provided by the runner. */
+/* Progress and log callbacks provided by the runner. The rate and ETA it
+ * shows come from the items this run finished (advance, item_finished)
+ * alone. */
 struct stage_report {
   /* n more items (molecules) finished in the chunk in flight */
   void (*advance)(struct stage_ctx *ctx, int64_t n);
   void (*log)(struct stage_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+  /* n items of the chunk in flight found finished by an earlier run (a
+   * chunk cut short kept them): done, but not this run's work, so not in
+   * its rate */
+  void (*done_before)(struct stage_ctx *ctx, int64_t n);
+  /* Minutes-long items (a docking), each announced: item `name` (a
+   * molecule's name) started; a line says so. */
+  void (*item_started)(struct stage_ctx *ctx, const char *name);
+  /* ... and ended, kept by the stage whatever becomes of the chunk (the
+   * stage committed it): ok 1 stored, 0 rejected; verb says how ("docked",
+   * "rejected"), seconds how long it took, fmt the details (a score, a
+   * reason; "" for none). Counts as advance(ctx, 1); the stage's last line
+   * counts the items so ended as what it stored and rejected. */
+  void (*item_finished)(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+  /* an item's wall time in earlier runs (at this run's parallelism: a
+   * docking's seconds over the workers), for an ETA before this run has
+   * finished one; <= 0: none known */
+  void (*estimate)(struct stage_ctx *ctx, double seconds);
 };
 
 struct stage_ctx {

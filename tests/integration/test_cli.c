@@ -103,6 +103,81 @@ Test(cli, status_and_read_only_query) {
   free(dir);
 }
 
+/* What the report calls the workflow (meta 'workflow') is the workflow of
+ * the last run that ran a stage: a run refused before any stage ran
+ * (`--stage rank` of another workflow file on the same workdir, with
+ * nothing scored) leaves it as it was; one that runs a stage takes it
+ * (issue 55). */
+Test(cli, refused_run_keeps_the_workflow_name) {
+  char *dir = tu_tmpdir("cli_refused");
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  char *wf = tu_write(dir, "wf.yaml", yaml), *other = tu_write(dir, "other.yaml", yaml);
+  char db[1100], *out = NULL;
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s --stage rank", other), 1, "rank ran with nothing scored:\n%s", out);
+  cr_assert(strstr(out, "run `--stage score` first"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND workflow LIKE '%/other.yaml'"),
+               1, "the refused run has its row in runs");
+  char *got = tu_query(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  cr_assert_not_null(strstr(got, "/wf.yaml\n"), "a refused run renamed the workflow: %s", got);
+  free(got);
+  /* a run of other.yaml that runs its stage (ingest: nothing new) takes the name */
+  cr_assert_eq(tu_se3(&out, "run %s", other), 0, "%s", out);
+  free(out);
+  got = tu_query(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  cr_assert_not_null(strstr(got, "/other.yaml\n"), "the run of other.yaml left the name: %s", got);
+  free(got);
+  free(wf);
+  free(other);
+  free(dir);
+}
+
+/* The report's time per stage is summed over every run of the workdir
+ * (stage_runs), not read off the ledger, which keeps each chunk's last run
+ * alone (issue 55): two runs that each ingest a file give ingest two rows,
+ * and the report's row for ingest the sum of their times and 2 runs. */
+Test(cli, report_sums_a_stage_over_its_runs) {
+  char *dir = tu_tmpdir("cli_stage_runs");
+  char one[1024], two[2048];
+  snprintf(one, sizeof one, "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  a:\n    - {path: %s}\n",
+           tu_src("workflows/data/qm9_mini.sdf"));
+  snprintf(two, sizeof two, "%s    - {path: %s}\n", one, tu_src("workflows/data/delaney_first60.csv"));
+  char *wf1 = tu_write(dir, "one.yaml", one), *wf2 = tu_write(dir, "two.yaml", two);
+  char db[1100], page[1100], *out = NULL;
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  snprintf(page, sizeof page, "%s/report.html", dir);
+  cr_assert_eq(tu_se3(&out, "run %s", wf1), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s", wf2), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM stage_runs WHERE stage = 'ingest' AND status = 'done' AND "
+                                "seconds > 0 AND finished >= started"),
+               2, "a row a run of ingest");
+  cr_assert_eq(tu_query_int(db, "SELECT sum(n_done) FROM stage_runs WHERE stage = 'ingest'"),
+               tu_query_int(db, "SELECT count(*) FROM molecules") +
+                   tu_query_int(db, "SELECT count(*) FROM rejects WHERE stage = 'ingest'"),
+               "the runs' counts add up to the records read");
+  char *sum = tu_query(db, "SELECT printf('%.1f s', sum(seconds)) FROM stage_runs WHERE stage = 'ingest'");
+  sum[strcspn(sum, "\n")] = 0;
+  cr_assert_eq(tu_se3(&out, "report %s/work -o %s --no-depict", dir, page), 0, "%s", out);
+  free(out);
+  size_t len = 0;
+  char *html = tu_read(page, &len), want[256];
+  cr_assert_not_null(html);
+  snprintf(want, sizeof want, "<tr><td>ingest</td><td class=\"n\">%s</td><td class=\"n\">2</td>", sum);
+  cr_assert_not_null(strstr(html, want), "no '%s' in the report's time table", want);
+  free(html);
+  free(sum);
+  free(wf1);
+  free(wf2);
+  free(dir);
+}
+
 /* Input files that do not exist are configuration errors: `check` reports
  * them with the other problems, and `run` refuses before making the workdir. */
 Test(cli, missing_inputs_fail_check_and_run_before_the_workdir) {

@@ -18,7 +18,10 @@
 #     a program that is not Vina is refused before any docking.
 #   - scores from a table (stages.dock.oracle: table) instead of Vina, looked
 #     up by the SMILES as written, a molecule without one a reject;
-#   - two rounds of active learning docked by Vina.
+#   - two rounds of active learning docked by Vina;
+#   - a line as each docking starts and ends, the rate and the last line
+#     from this run's dockings alone; a run stopped by SIGTERM counts the
+#     dockings it kept and records its time in the stage.
 # About 25 s on 2 cores.
 #
 #   test_dock.sh SE3SCREEN SOURCE_DIR WORK
@@ -87,6 +90,48 @@ grep -q "dock: $((5 - k)) of 5 molecules of 'library' to dock" "$work/dry.log" |
 grep -q "docked $((5 - k)) molecules (.*), 0 rejected; $k docked before" "$work/run2.log" ||
   { cat "$work/run2.log"; fail "the rerun did not dock exactly the $((5 - k)) molecules left"; }
 [ "$(q "SELECT count(*) FROM docking")" = 5 ] || fail "5 dockings expected after the rerun"
+# progress that tells the truth (issue 55): a line as each docking starts
+# (the killed run said so before its first docking ended) and as it ends,
+# the rerun's last line counting its own dockings alone, no rate of 0.0 mol/s
+first_start=$(grep -n "] dock: started " "$work/run1.log" | head -1 | cut -d: -f1)
+first_end=$(grep -n "] dock: .* docked in " "$work/run1.log" | head -1 | cut -d: -f1)
+[ -n "$first_start" ] && [ -n "$first_end" ] && [ "$first_start" -lt "$first_end" ] ||
+  { cat "$work/run1.log"; fail "the killed run did not say a docking started before the first ended"; }
+ids=$(printf '%s\n' "$before" | cut -d' ' -f1 | paste -sd,)
+while IFS= read -r name; do
+  grep -Eq "\] dock: started $name \(([1-5]) of 5\)$" "$work/run2.log" ||
+    { cat "$work/run2.log"; fail "no line says the docking of $name started"; }
+  grep -Eq "\] dock: $name docked in [0-9.]+ s, -[0-9.]+ kcal/mol \([1-5] of 5 done, [0-9.]+ (s/mol|min/mol|mol/s), ETA [0-9:]+\)$" \
+    "$work/run2.log" || { cat "$work/run2.log"; fail "no line says $name docked, in what time, with its score"; }
+done < <(q "SELECT m.name FROM docking k JOIN molecules m ON m.id = k.mol_id WHERE k.mol_id NOT IN ($ids)")
+# before its first docking ends, the rerun's ETA comes from the earlier run's dockings
+grep -Eq "\] dock: earlier runs took [0-9.]+ (s/mol|min/mol|mol/s): about [0-9:]+ for the $((5 - k)) left$" \
+  "$work/run2.log" || { cat "$work/run2.log"; fail "the rerun gave no ETA from the earlier run's dockings"; }
+[ "$(grep -c "] dock: started " "$work/run2.log")" = $((5 - k)) ] ||
+  { cat "$work/run2.log"; fail "the rerun announced another count of dockings than the $((5 - k)) it did"; }
+grep -q "\] dock: $((5 - k)) mol in .*; $((5 - k)) docked, 0 rejected$" "$work/run2.log" ||
+  { cat "$work/run2.log"; fail "the rerun's last dock line does not count its own $((5 - k)) dockings"; }
+! grep -h "0\.0 mol/s" "$work/run1.log" "$work/run2.log" || fail "a line shows a rate of 0.0 mol/s"
+# a run stopped by SIGTERM once a docking is stored: its last line counts
+# the dockings it kept (not "0 docked"), and its time is recorded
+sed "s|^workdir: .*|workdir: $work/stop|" "$wf" > "$work/stop.yaml"
+"$se3" run "$work/stop.yaml" > "$work/stop.log" 2>&1 &
+pid=$!
+sdb=$work/stop/screen.db
+for _ in $(seq 1 1200); do
+  [ "$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM docking" 2>/dev/null || echo 0)" -ge 1 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.05
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 75 ] || { cat "$work/stop.log"; fail "the stopped run exited $rc, not 75"; }
+ks=$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM docking")
+grep -q "\] dock: $ks mol in .*; $ks docked, 0 rejected; stopped by a signal" "$work/stop.log" ||
+  { cat "$work/stop.log"; fail "the stopped run's last dock line does not count the $ks dockings it kept"; }
+[ "$(sqlite3 -batch -noheader "$sdb" "SELECT count(*) FROM stage_runs WHERE stage = 'dock' AND status = 'stopped'
+      AND n_done = $ks AND seconds > 0")" = 1 ] || fail "the stopped run's time in dock is not recorded"
 after=$(q "SELECT mol_id || ' ' || score || ' ' || seconds || ' ' || hex(pose) FROM docking WHERE mol_id IN
            ($(printf '%s\n' "$before" | cut -d' ' -f1 | paste -sd,)) ORDER BY mol_id")
 [ "$before" = "$after" ] || fail "the dockings stored before the kill changed in the rerun"
