@@ -598,14 +598,24 @@ static void section_hits(struct rep *r) {
   P("<p>The best %lld of %lld ranked hits (the rank stage's order; <code>se3screen top</code> and "
     "<code>hits.csv</code> list them all).</p>\n",
     n < top ? n : (long long)top, n);
+  /* each hit's nearest training molecule (since schema version 12; none
+   * without a training set): how far the prediction reaches */
+  int near = has_column(r, "ranked_hits", "nearest_train") &&
+             q_double(r, 0, "SELECT count(*) FROM ranks WHERE similarity IS NOT NULL") > 0;
+  if (near)
+    P("<p>Each hit's nearest training molecule is the one of the train split with the highest Tanimoto similarity "
+      "(Morgan fingerprints, radius 2): a hit far from all of them (under about 0.3) is a prediction the model has "
+      "little to go on for.</p>\n");
   P("<table class=\"grid hits\"><thead><tr><th scope=\"col\">rank</th>%s<th scope=\"col\">name</th>"
     "<th scope=\"col\">SMILES</th><th scope=\"col\">target</th><th scope=\"col\">score</th>"
-    "<th scope=\"col\">std</th><th scope=\"col\">set</th><th scope=\"col\">source (record)</th></tr></thead><tbody>\n",
-    r->o->depict ? "<th scope=\"col\">structure</th>" : "");
+    "<th scope=\"col\">std</th><th scope=\"col\">set</th><th scope=\"col\">source (record)</th>%s</tr></thead>"
+    "<tbody>\n",
+    r->o->depict ? "<th scope=\"col\">structure</th>" : "",
+    near ? "<th scope=\"col\">nearest training molecule (similarity)</th>" : "");
   sqlite3_stmt *st = prep(r,
-                          "SELECT rank, name, smiles, target, score, std, set_name, source_file, record_no FROM "
+                          "SELECT rank, name, smiles, target, score, std, set_name, source_file, record_no, %s FROM "
                           "ranked_hits ORDER BY rank LIMIT %d",
-                          top);
+                          near ? "nearest_train, similarity" : "NULL, NULL", top);
   while (row(r, st)) {
     P("<tr><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 0));
     if (r->o->depict) {
@@ -630,7 +640,14 @@ static void section_hits(struct rep *r) {
     td(r, NULL, col_text(st, 6));
     P("<td>");
     esc(r, col_text(st, 7));
-    P(" (%lld)</td></tr>\n", (long long)sqlite3_column_int64(st, 8));
+    P(" (%lld)</td>", (long long)sqlite3_column_int64(st, 8));
+    if (near) {
+      P("<td>");
+      esc(r, col_text(st, 9));
+      if (sqlite3_column_type(st, 10) != SQLITE_NULL) P(" (%.2f)", sqlite3_column_double(st, 10));
+      P("</td>");
+    }
+    P("</tr>\n");
   }
   sqlite3_finalize(st);
   P("</tbody></table></section>\n");

@@ -36,6 +36,7 @@ log holds no console message (every one is an error or a warning here).
 Prints what it checked; exits 1 on the first failure.
 """
 import argparse
+import html
 import math
 import re
 import sqlite3
@@ -441,6 +442,15 @@ def main():
     if page.hit_depictions != page.hit_rows:
         fail(f"{page.hit_depictions} 2D structures for {page.hit_rows} hits")
     ok(f"a 2D structure for each of the {page.hit_rows} hits")
+    # each hit's nearest training molecule and its similarity (schema 12 on)
+    if "nearest_train" in {c[1] for c in db.execute("PRAGMA table_info(ranked_hits)")}:
+        near = db.execute("SELECT nearest_train, similarity FROM ranked_hits WHERE similarity IS NOT NULL "
+                          "ORDER BY rank LIMIT ?", (a.top,)).fetchall()
+        for name, sim in near:
+            cell = f"<td>{html.escape(name, quote=False)} ({sim:.2f})</td>"
+            if cell not in text:
+                fail(f"the hits table lacks {cell}")
+        ok(f"the nearest training molecule of {len(near)} hits")
     reasons = db.execute("SELECT count(*) FROM (SELECT 1 FROM rejects GROUP BY stage, reason)").fetchone()[0]
     expect("reject reasons", page.reject_rows, min(30, reasons))
     if "detail" in {c[1] for c in db.execute("PRAGMA table_info(rejects)")}:

@@ -27,6 +27,7 @@ v5() {
   cp "$1" "$2" && sqlite3 "$2" "ALTER TABLE rejects DROP COLUMN atom; ALTER TABLE rejects DROP COLUMN detail;
     ALTER TABLE scores RENAME COLUMN score TO value;
     ALTER TABLE ranks RENAME COLUMN score TO value; ALTER TABLE scores DROP COLUMN model_hash; DROP VIEW ranked_hits;
+    ALTER TABLE ranks DROP COLUMN nearest_id; ALTER TABLE ranks DROP COLUMN similarity;
     CREATE VIEW ranked_hits AS SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.value AS score, r.std,
       m.set_name, m.source_file, m.record_no, r.mol_id FROM ranks r JOIN molecules m ON m.id = r.mol_id ORDER BY r.rank;
     UPDATE metrics SET epoch = -epoch; UPDATE metrics SET epoch = -epoch - 1;
