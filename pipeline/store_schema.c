@@ -370,6 +370,24 @@ static const char schema_v11_sql[] =
     "  PRIMARY KEY(round, stage, chunk)\n"
     ") STRICT;\n";
 
+/* Version 12 (issue 55): an evaluation that says how thin it is. Each
+ * split's molecules, compounds and actives as train drew them, and the
+ * bootstrap interval of each classification metric on the test split. */
+static const char schema_v12_sql[] =
+    "CREATE TABLE split_counts(\n"
+    "  split TEXT PRIMARY KEY,         -- train | valid | test\n"
+    "  molecules INTEGER NOT NULL,     -- molecules of the split (those with the target label)\n"
+    "  compounds INTEGER NOT NULL,     -- distinct compounds among them: the InChIKey's first block (the skeleton; stereo, charge and protonation left out), which random, scaffold and cluster splits never divide\n"
+    "  actives INTEGER,                -- classification: molecules labelled 1; NULL for regression\n"
+    "  active_compounds INTEGER        -- classification: distinct compounds among the actives; NULL for regression\n"
+    ") STRICT;\n"
+    "ALTER TABLE metrics ADD COLUMN roc_auc_lo REAL; -- classification, test split: the 95 % bootstrap interval of roc_auc (1000 stratified resamples, percentile), its lower end\n"
+    "ALTER TABLE metrics ADD COLUMN roc_auc_hi REAL; -- and its upper end\n"
+    "ALTER TABLE metrics ADD COLUMN pr_auc_lo REAL; -- the same of pr_auc\n"
+    "ALTER TABLE metrics ADD COLUMN pr_auc_hi REAL; -- its upper end\n"
+    "ALTER TABLE metrics ADD COLUMN ef1_lo REAL; -- the same of ef1\n"
+    "ALTER TABLE metrics ADD COLUMN ef1_hi REAL; -- its upper end\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -382,6 +400,7 @@ static const char *const migrations[] = {
     /* to version 9 */ schema_v9_sql,
     /* to version 10 */ schema_v10_sql,
     /* to version 11 */ schema_v11_sql,
+    /* to version 12 */ schema_v12_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 
