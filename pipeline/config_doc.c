@@ -127,7 +127,10 @@ static int row(FILE *f, const char *key, const struct cfg_node *s) {
   fputs(" | ", f);
   bounds_text(f, s);
   fputs(" | ", f);
-  if (!cfg_sch_flag(s, "hash", 1))
+  const char *hash = cfg_sch_text(s, "hash");
+  if (hash && !strcmp(hash, "unless_default"))
+    fputs("yes; at its default it is left out, so work from before the key existed is kept", f);
+  else if (!cfg_sch_flag(s, "hash", 1))
     fputs("no: changing it keeps finished work", f);
   else
     fputs(strchr(key, '.') || has_fields(s) ? "yes" : "—", f); /* sets: hashed by the stages reading inputs */

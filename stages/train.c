@@ -63,6 +63,7 @@ struct tstage {
   struct graph_settings gs; /* to rebuild graphs not stored */
   const char *set;
   int restart_epochs, low_memory;
+  int balanced;             /* class_weight: balanced */
   char device[256]; /* the backend, its device and precision (models.device) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
@@ -463,6 +464,11 @@ static int train_settings(struct stage_ctx *ctx, struct tstage *t, const char **
   t->tr.ckpt_every = (long)cfg_int(c, "checkpoint_every");
   if (t->tr.atomref && t->tr.classify)
     return stage_fail_at(ctx, cfg_get(c, "atomref"), "stages.train.atomref: only for regression, not classification");
+  t->balanced = !strcmp(cfg_str(c, "class_weight"), "balanced");
+  if (t->balanced && !t->tr.classify)
+    return stage_fail_at(ctx, cfg_get(c, "class_weight"),
+                         "stages.train.class_weight: balanced is for classification (task: classification), not "
+                         "regression");
   *method = cfg_str(c, "split.method");
   *column = cfg_str_opt(c, "split.column");
   if (!strcmp(*method, "column") && !*column)
@@ -515,6 +521,15 @@ static int train_data(struct stage_ctx *ctx, struct tstage *t, const char *metho
                          "stages.train: set '%s' has %d molecule%s with a graph and the label '%s'; need 2 or more",
                          t->set, t->tr.n, t->tr.n == 1 ? "" : "s", t->tr.target);
   if (make_split(ctx, t)) return STAGE_ERROR;
+  if (t->balanced) { /* each class weighs alike: an active N / P times an inactive (the train split's) */
+    const struct se3_split_count *tr = &t->split_n[SE3_SPLIT_TRAIN];
+    if (tr->actives == 0 || tr->actives == tr->molecules)
+      return stage_fail_at(ctx, cfg_get(c, "class_weight"),
+                           "stages.train.class_weight: balanced needs actives and inactives in the train split; it "
+                           "holds %d actives of %d molecules",
+                           tr->actives, tr->molecules);
+    t->tr.pos_weight = (double)(tr->molecules - tr->actives) / tr->actives;
+  }
   t->tr.fingerprint = cfg_hash(se3_hash_bytes(t->tr.fingerprint, t->split, (size_t)t->tr.n), c);
   /* The model is keyed by what it learns from (the molecules' ids and
    * graphs, their labels, the split) and its settings: a change elsewhere
@@ -621,6 +636,11 @@ static void train_log_start(struct stage_ctx *ctx, const struct tstage *t, const
   /* After a scaffold split Open Babel has run in this process: the count is
    * still the caller's (chem/obbridge.cc), and the log says what it is. */
   log_split_counts(ctx, t);
+  if (t->balanced)
+    ctx->report->log(ctx,
+                     "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives over "
+                     "its %d actives), an inactive 1",
+                     t->tr.pos_weight, t->split_n[0].molecules - t->split_n[0].actives, t->split_n[0].actives);
   if (ctx->comm)
     ctx->report->log(ctx,
                      "training on %d process%s (each step's batch of %d shared among them, the gradients summed "

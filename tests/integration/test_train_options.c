@@ -590,6 +590,59 @@ Test(train_options, cluster_split_keeps_clusters_together) {
     for (int j = 0; j < n; j++)
       if (cl[i] == cl[j]) cr_assert_eq(splits[i], splits[j], "cluster %d is in two splits", cl[i]);
   cr_assert(per[1] >= 4 && per[2] >= 4, "%d valid, %d test", per[1], per[2]);
+  /* class weights are for classification: a regression refuses them, naming the key */
+  cr_assert_neq(tu_se3(&out, "run %s --set train.class_weight=balanced", wf), 0, "%s", out);
+  cr_assert(strstr(out, "stages.train.class_weight: balanced is for classification"), "%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* class_weight: balanced weighs each active N / P (the train split's) in
+ * the loss: the log says the weight the split's counts give, and the
+ * training loss is not the unweighted run's. */
+Test(train_options, class_weight_balanced_weighs_actives) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("train_class_weight");
+  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
+             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
+  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>8{exit} {print}' > %s/actives.mol2", act, dir), 0);
+  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>40{exit} {print}' > %s/decoys.mol2", dec, dir),
+               0);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
+           "    - {path: decoys.mol2, labels: {active: 0}}\n"
+           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "  train: {target: active, task: classification, epochs: 1, batch_size: 8, "
+           "arch: {layers: 1, channels: 4}, split: {valid: 0.2, test: 0.2, seed: 2}}\n");
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert_null(strstr(out, "class_weight balanced"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "cd %s && mkdir b && cp a/screen.db b/", dir), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/b --set train.class_weight=balanced", wf, dir), 0, "%s", out);
+  char dba[1100], dbb[1100];
+  snprintf(dba, sizeof dba, "%s/a/screen.db", dir);
+  snprintf(dbb, sizeof dbb, "%s/b/screen.db", dir);
+  int n = tu_query_int(dbb, "SELECT molecules FROM split_counts WHERE split = 'train'"),
+      p = tu_query_int(dbb, "SELECT actives FROM split_counts WHERE split = 'train'");
+  cr_assert(p > 0 && p < n, "%d actives of %d", p, n);
+  char want[256];
+  snprintf(want, sizeof want, "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives "
+           "over its %d actives)", (double)(n - p) / p, n - p, p);
+  cr_assert(strstr(out, want), "no '%s' in:\n%s", want, out);
+  free(out);
+  /* the same split, another loss */
+  char *sa = tu_query(dba, "SELECT mol_id, split FROM splits ORDER BY mol_id"),
+       *sb = tu_query(dbb, "SELECT mol_id, split FROM splits ORDER BY mol_id");
+  cr_assert_str_eq(sa, sb);
+  free(sa), free(sb);
+  double la = query_double(dba, "SELECT loss FROM metrics WHERE split = 'train'"),
+         lb = query_double(dbb, "SELECT loss FROM metrics WHERE split = 'train'");
+  cr_log_info("training loss: unweighted %.6f, balanced %.6f", la, lb);
+  cr_assert_gt(fabs(la - lb), 1e-6, "the weights changed nothing: %g and %g", la, lb);
   free(wf);
   free(dir);
 }
