@@ -25,7 +25,7 @@
 
 struct fp {
   uint64_t w[FP_BITS / 64];
-  int n_set; /* bits set */
+  int n_set; /* bits set in w: fp_tanimoto counts on it (fp_morgan keeps it) */
 };
 
 /* m's fingerprint of the given radius (0..6) into out. 0, or -1 (a bond to
