@@ -426,7 +426,8 @@ void report_section_training(struct rep *r) {
   }
   sqlite3_finalize(st);
   if (header) P("</tbody></table>\n");
-  if (header && classify && ci)
+  if (header && classify && ci &&
+      q_double(r, 0, "SELECT count(*) FROM metrics WHERE split = 'test' AND roc_auc_lo IS NOT NULL") > 0)
     P("<p>In brackets: each test metric's 95&nbsp;%% bootstrap interval (%d resamples, actives and inactives drawn "
       "apart; the 2.5th and 97.5th percentiles).</p>\n",
       SE3_BOOTSTRAP_RESAMPLES);
