@@ -248,9 +248,7 @@ static int draw_below(unsigned long long *s, int m) {
   return (int)(((next_draw(s) >> 32) * (unsigned long long)m) >> 32);
 }
 
-static int cmp_double(const void *pa, const void *pb) {
-  return cmp_val(*(const double *)pa, *(const double *)pb);
-}
+static int cmp_double(const void *pa, const void *pb) { return cmp_val(*(const double *)pa, *(const double *)pb); }
 
 /* the q-quantile of v[0..r) (sorted here), linear between order statistics */
 static double quantile(double *v, int r, double q) {
@@ -261,8 +259,9 @@ static double quantile(double *v, int r, double q) {
   return v[i] + (at - i) * (v[i + 1] - v[i]);
 }
 
-int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples, unsigned long long seed,
-                                 double level, struct se3_cls_metrics *lo, struct se3_cls_metrics *hi) {
+int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples,
+                                 unsigned long long seed, double level, struct se3_cls_metrics *lo,
+                                 struct se3_cls_metrics *hi) {
   lo->roc_auc = lo->pr_auc = lo->ef1 = hi->roc_auc = hi->pr_auc = hi->ef1 = NAN;
   int P = 0;
   for (int i = 0; i < n; i++)

@@ -61,8 +61,9 @@ void se3_classification_metrics(const double *score, const double *label, int n,
 enum { SE3_BOOTSTRAP_RESAMPLES = 1000 }; /* what train and the report use */
 #define SE3_BOOTSTRAP_SEED 20261127u     /* fixed: a report computed again shows the same interval */
 #define SE3_BOOTSTRAP_LEVEL 0.95
-int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples, unsigned long long seed,
-                                 double level, struct se3_cls_metrics *lo, struct se3_cls_metrics *hi);
+int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples,
+                                 unsigned long long seed, double level, struct se3_cls_metrics *lo,
+                                 struct se3_cls_metrics *hi);
 
 /* The ROC curve of the same scores and labels: (0, 0), then one point a
  * threshold, from the best score down, a group of equal scores being one

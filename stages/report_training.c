@@ -364,8 +364,8 @@ static void evaluation(struct rep *r, int classify) {
     int actives = sqlite3_column_int(st, 3);
     if (classify && sqlite3_column_int(st, 1) > 0 && actives < 20 && n_few < 3) {
       few_train[n_few] = !strcmp(col_text(st, 0), "train");
-      snprintf(few[n_few++], sizeof few[0], "the %s split holds %d active%s (%d compound%s)", col_text(st, 0),
-               actives, actives == 1 ? "" : "s", sqlite3_column_int(st, 4), sqlite3_column_int(st, 4) == 1 ? "" : "s");
+      snprintf(few[n_few++], sizeof few[0], "the %s split holds %d active%s (%d compound%s)", col_text(st, 0), actives,
+               actives == 1 ? "" : "s", sqlite3_column_int(st, 4), sqlite3_column_int(st, 4) == 1 ? "" : "s");
     }
   }
   sqlite3_finalize(st);
@@ -376,7 +376,7 @@ static void evaluation(struct rep *r, int classify) {
     P("<p class=\"note warn\">Warning: ");
     esc(r, few[k]);
     P(", fewer than 20: %s.</p>\n", few_train[k] ? "few for the model to learn actives from"
-                                                  : "its metrics rest on them alone; read them with their intervals");
+                                                 : "its metrics rest on them alone; read them with their intervals");
   }
 }
 
@@ -391,12 +391,12 @@ void report_section_training(struct rep *r) {
   P("<section id=\"training\"><h2>Training</h2>\n");
   /* test metrics of every model */
   int ci = has_column(r, "metrics", "roc_auc_lo"); /* schema version 12 on */
-  sqlite3_stmt *st = prep(r,
-                          "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1, %s FROM metrics "
-                          "WHERE split = 'test' ORDER BY model",
-                          r->epoch_from0,
-                          ci ? "roc_auc_lo, roc_auc_hi, pr_auc_lo, pr_auc_hi, ef1_lo, ef1_hi"
-                             : "NULL, NULL, NULL, NULL, NULL, NULL");
+  sqlite3_stmt *st =
+      prep(r,
+           "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1, %s FROM metrics "
+           "WHERE split = 'test' ORDER BY model",
+           r->epoch_from0,
+           ci ? "roc_auc_lo, roc_auc_hi, pr_auc_lo, pr_auc_hi, ef1_lo, ef1_hi" : "NULL, NULL, NULL, NULL, NULL, NULL");
   int header = 0;
   while (row(r, st)) {
     if (!header++) {

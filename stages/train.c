@@ -63,7 +63,7 @@ struct tstage {
   struct graph_settings gs; /* to rebuild graphs not stored */
   const char *set;
   int restart_epochs, low_memory;
-  int balanced;             /* class_weight: balanced */
+  int balanced;     /* class_weight: balanced */
   char device[256]; /* the backend, its device and precision (models.device) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
@@ -73,12 +73,12 @@ struct tstage {
   sqlite3_stmt *get_graph; /* lazy: a graph by mol_id */
   struct graph one;        /* lazy: the graph read last */
   int node_width;
-  double *split_label; /* split.method column: the column's value (NAN: none) */
-  char **scaffold;     /* split.method scaffold: the framework's key; cluster: the cluster's */
-  struct fp *fps;      /* split.method cluster: Morgan fingerprints (radius 2) */
-  char **compound;     /* the compound's key: the InChIKey's first block ("#<id>" without an InChIKey) */
+  double *split_label;               /* split.method column: the column's value (NAN: none) */
+  char **scaffold;                   /* split.method scaffold: the framework's key; cluster: the cluster's */
+  struct fp *fps;                    /* split.method cluster: Morgan fingerprints (radius 2) */
+  char **compound;                   /* the compound's key: the InChIKey's first block ("#<id>" without an InChIKey) */
   struct se3_split_count split_n[3]; /* molecules, compounds and actives of each split */
-  uint16_t *counts;    /* atomref: n x SE3_ATOMREF_MAX element counts */
+  uint16_t *counts;                  /* atomref: n x SE3_ATOMREF_MAX element counts */
   unsigned char *split;
 };
 
@@ -151,13 +151,14 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
   /* the target: a label of the inputs, or the docking score (stages.dock.label) */
   const char *dock_label = stage_dock_label(ctx->root);
   int docked = dock_label && !strcmp(dock_label, t->tr.target);
-  char *sql = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.%s, s.value, %s, m.inchikey FROM \"%w\".graphs g "
-                              "JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                              "JOIN \"%w\".%s l ON l.mol_id = g.mol_id AND %s "
-                              "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
-                              "WHERE m.set_name = ?2 ORDER BY g.mol_id",
-                              docked ? "score" : "value", need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src,
-                              docked ? "docking" : "labels", docked ? "?1 IS NOT NULL" : "l.name = ?1", ctx->src);
+  char *sql =
+      sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.%s, s.value, %s, m.inchikey FROM \"%w\".graphs g "
+                      "JOIN \"%w\".molecules m ON m.id = g.mol_id "
+                      "JOIN \"%w\".%s l ON l.mol_id = g.mol_id AND %s "
+                      "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
+                      "WHERE m.set_name = ?2 ORDER BY g.mol_id",
+                      docked ? "score" : "value", need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src,
+                      docked ? "docking" : "labels", docked ? "?1 IS NOT NULL" : "l.name = ?1", ctx->src);
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   sqlite3_free(sql);
@@ -305,7 +306,8 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
     int moved = se3_split_keep_compounds(t->tr.n, t->compound, t->split);
     if (moved < 0) ret = stage_fail_at(ctx, NULL, "out of memory");
     if (moved > 0)
-      ctx->report->log(ctx, "%d record%s moved to the split of %s compound's first record (stereoisomers, charge "
+      ctx->report->log(ctx,
+                       "%d record%s moved to the split of %s compound's first record (stereoisomers, charge "
                        "or protonation states of one compound stay in one split)",
                        moved, moved == 1 ? "" : "s", moved == 1 ? "its" : "their");
   }
@@ -608,8 +610,7 @@ static void log_split_counts(struct stage_ctx *ctx, const struct tstage *t) {
     o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %d molecules (%d compounds", s ? "; " : "",
                   se3_split_name[s], c->molecules, c->compounds);
     if (t->tr.classify)
-      o += snprintf(line + o, sizeof line - (size_t)o, "), %d actives (%d compounds)", c->actives,
-                    c->active_compounds);
+      o += snprintf(line + o, sizeof line - (size_t)o, "), %d actives (%d compounds)", c->actives, c->active_compounds);
     else
       o += snprintf(line + o, sizeof line - (size_t)o, ")");
   }
@@ -781,8 +782,8 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   if (ret != STAGE_OK) return ret;
   double secs = now_s() - t0;
   if (!stopped_early && (write_metrics(ctx, model, e + 1, SE3_SPLIT_TRAIN, &tr, lr, secs, t->tr.classify, NULL, NULL) ||
-                         (t->tr.cnt[SE3_SPLIT_VALID] &&
-                          write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs, t->tr.classify, NULL, NULL))))
+                         (t->tr.cnt[SE3_SPLIT_VALID] && write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs,
+                                                                      t->tr.classify, NULL, NULL))))
     return STAGE_ERROR;
   char who[48] = "";
   if (t->tr.ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
@@ -875,8 +876,8 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
     ret = stage_fail_at(ctx, NULL, "out of memory for the bootstrap of %d test predictions", nt);
   free(pred);
   if (ret != STAGE_OK) return ret;
-  if (nt && write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify,
-                          t->tr.classify ? &lo : NULL, t->tr.classify ? &hi : NULL))
+  if (nt && write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify, t->tr.classify ? &lo : NULL,
+                          t->tr.classify ? &hi : NULL))
     return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);

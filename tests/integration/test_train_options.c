@@ -560,8 +560,9 @@ Test(train_options, cluster_split_keeps_clusters_together) {
   sqlite3 *h = NULL;
   cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   sqlite3_stmt *st = NULL;
-  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT m.mol, s.split FROM splits s JOIN molecules m ON m.id = s.mol_id "
-                                     "ORDER BY s.mol_id",
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT m.mol, s.split FROM splits s JOIN molecules m ON m.id = s.mol_id "
+                                  "ORDER BY s.mol_id",
                                   -1, &st, NULL),
                SQLITE_OK);
   struct fp fps[100];
@@ -571,7 +572,8 @@ Test(train_options, cluster_split_keeps_clusters_together) {
     struct mol m;
     char err[256];
     mol_init(&m);
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err), 0);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err),
+                 0);
     cr_assert_eq(fp_morgan(&m, 2, &fps[n]), 0);
     const char *sp = (const char *)sqlite3_column_text(st, 1);
     splits[n] = sp[0];
@@ -606,7 +608,8 @@ Test(train_options, class_weight_balanced_weighs_actives) {
   char *dir = tu_tmpdir("train_class_weight");
   const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
              *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
-  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>8{exit} {print}' > %s/actives.mol2", act, dir), 0);
+  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>8{exit} {print}' > %s/actives.mol2", act, dir),
+               0);
   cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>40{exit} {print}' > %s/decoys.mol2", dec, dir),
                0);
   char yaml[2048];
@@ -630,8 +633,10 @@ Test(train_options, class_weight_balanced_weighs_actives) {
       p = tu_query_int(dbb, "SELECT actives FROM split_counts WHERE split = 'train'");
   cr_assert(p > 0 && p < n, "%d actives of %d", p, n);
   char want[256];
-  snprintf(want, sizeof want, "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives "
-           "over its %d actives)", (double)(n - p) / p, n - p, p);
+  snprintf(want, sizeof want,
+           "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives "
+           "over its %d actives)",
+           (double)(n - p) / p, n - p, p);
   cr_assert(strstr(out, want), "no '%s' in:\n%s", want, out);
   free(out);
   /* the same split, another loss */

@@ -37,7 +37,8 @@ Test(split, a_random_split_keeps_compounds_whole) {
   unsigned char split[N], before[N];
   int perm[N];
   for (int i = 0; i < N; i++) {
-    snprintf(names[i], sizeof names[i], "c%d", i % 70 == 0 ? 0 : i / 3); /* threes, and one compound of 3 at 0, 70, 140 */
+    snprintf(names[i], sizeof names[i], "c%d",
+             i % 70 == 0 ? 0 : i / 3); /* threes, and one compound of 3 at 0, 70, 140 */
     comp[i] = names[i];
   }
   se3_split_random(N, split, perm, 9, 30, 30);
@@ -69,8 +70,8 @@ Test(split, a_random_split_keeps_compounds_whole) {
 Test(split, counts_of_molecules_compounds_and_actives) {
   /* train: x x y (x active twice); valid: z; test: w (active) v */
   char *comp[6] = {"x", "y", "x", "z", "w", "v"};
-  unsigned char split[6] = {SE3_SPLIT_TRAIN, SE3_SPLIT_TRAIN, SE3_SPLIT_TRAIN, SE3_SPLIT_VALID, SE3_SPLIT_TEST,
-                            SE3_SPLIT_TEST};
+  unsigned char split[6] = {SE3_SPLIT_TRAIN, SE3_SPLIT_TRAIN, SE3_SPLIT_TRAIN,
+                            SE3_SPLIT_VALID, SE3_SPLIT_TEST,  SE3_SPLIT_TEST};
   double y[6] = {1, 0, 1, 0, 1, 0};
   struct se3_split_count c[3];
   cr_assert_eq(se3_split_counts(6, split, y, 1, comp, c), 0);
