@@ -232,3 +232,83 @@ int se3_enrichment_curve(const double *score, const double *label, int n, double
   free(k);
   return m;
 }
+
+/* ---- bootstrap ---------------------------------------------------------------- */
+
+/* splitmix64: the bootstrap's draws (seeded, the same on every machine) */
+static unsigned long long next_draw(unsigned long long *s) {
+  unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* a draw in [0, m), m < 2^31: the high 32 bits scaled (bias below 2^-32 x m) */
+static int draw_below(unsigned long long *s, int m) {
+  return (int)(((next_draw(s) >> 32) * (unsigned long long)m) >> 32);
+}
+
+static int cmp_double(const void *pa, const void *pb) { return cmp_val(*(const double *)pa, *(const double *)pb); }
+
+/* the q-quantile of v[0..r) (sorted here), linear between order statistics */
+static double quantile(double *v, int r, double q) {
+  qsort(v, (size_t)r, sizeof *v, cmp_double);
+  double at = q * (r - 1);
+  int i = (int)floor(at);
+  if (i >= r - 1) return v[r - 1];
+  return v[i] + (at - i) * (v[i + 1] - v[i]);
+}
+
+int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples,
+                                 unsigned long long seed, double level, struct se3_cls_metrics *lo,
+                                 struct se3_cls_metrics *hi) {
+  lo->roc_auc = lo->pr_auc = lo->ef1 = hi->roc_auc = hi->pr_auc = hi->ef1 = NAN;
+  int P = 0;
+  for (int i = 0; i < n; i++)
+    P += label[i] > 0.5;
+  int N = n - P;
+  if (n < 2 || P == 0 || N == 0 || resamples < 2) return 0;
+  int *act = malloc((size_t)n * sizeof *act), *count = malloc((size_t)n * sizeof *count);
+  double *s = malloc((size_t)n * sizeof *s), *y = malloc((size_t)n * sizeof *y);
+  double *m = malloc(3 * (size_t)resamples * sizeof *m);
+  int ret = -1;
+  if (!act || !count || !s || !y || !m) goto done;
+  /* the actives' indices first, then the inactives' */
+  for (int i = 0, a = 0, b = P; i < n; i++)
+    act[label[i] > 0.5 ? a++ : b++] = i;
+  unsigned long long st = seed;
+  for (int r = 0; r < resamples; r++) {
+    for (int i = 0; i < n; i++)
+      count[i] = 0;
+    for (int k = 0; k < P; k++)
+      count[act[draw_below(&st, P)]]++;
+    for (int k = 0; k < N; k++)
+      count[act[P + draw_below(&st, N)]]++;
+    int j = 0; /* in index order: ties are broken as in the data */
+    for (int i = 0; i < n; i++)
+      for (int c = 0; c < count[i]; c++, j++) {
+        s[j] = score[i];
+        y[j] = label[i];
+      }
+    struct se3_cls_metrics one;
+    se3_classification_metrics(s, y, n, &one);
+    m[r] = one.roc_auc;
+    m[resamples + r] = one.pr_auc;
+    m[2 * resamples + r] = one.ef1;
+  }
+  double a = 0.5 * (1 - level), b = 1 - a;
+  lo->roc_auc = quantile(m, resamples, a);
+  hi->roc_auc = quantile(m, resamples, b);
+  lo->pr_auc = quantile(m + resamples, resamples, a);
+  hi->pr_auc = quantile(m + resamples, resamples, b);
+  lo->ef1 = quantile(m + 2 * resamples, resamples, a);
+  hi->ef1 = quantile(m + 2 * resamples, resamples, b);
+  ret = 0;
+done:
+  free(act);
+  free(count);
+  free(s);
+  free(y);
+  free(m);
+  return ret;
+}

@@ -46,6 +46,25 @@ struct se3_cls_metrics {
 };
 void se3_classification_metrics(const double *score, const double *label, int n, struct se3_cls_metrics *out);
 
+/* Bootstrap confidence intervals of the three classification metrics:
+ * `resamples` resamples of the n (score, label) pairs, stratified (each
+ * draws P actives from the actives and N inactives from the inactives, with
+ * replacement, so every resample holds both classes and the same prevalence
+ * as the data: EF1 stays comparable), each resample kept in the original
+ * index order so that ties fall as in the data. lo and hi are the
+ * percentile interval of level `level` (0.95: the 2.5th and 97.5th
+ * percentiles, interpolated linearly between order statistics) of each
+ * metric over the resamples. The draws come from seed alone: the same data
+ * and seed, the same interval. All NaN where the metrics are (P = 0 or
+ * N = 0), when resamples < 2, or out of memory (then -1 is returned;
+ * otherwise 0). */
+enum { SE3_BOOTSTRAP_RESAMPLES = 1000 }; /* what train and the report use */
+#define SE3_BOOTSTRAP_SEED 20261127u     /* fixed: a report computed again shows the same interval */
+#define SE3_BOOTSTRAP_LEVEL 0.95
+int se3_classification_bootstrap(const double *score, const double *label, int n, int resamples,
+                                 unsigned long long seed, double level, struct se3_cls_metrics *lo,
+                                 struct se3_cls_metrics *hi);
+
 /* The ROC curve of the same scores and labels: (0, 0), then one point a
  * threshold, from the best score down, a group of equal scores being one
  * threshold (so the area under the straight segments is roc_auc above, ties

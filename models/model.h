@@ -85,7 +85,8 @@ int se3_net_predict_finish(struct se3_net *n, real *out, char *err, size_t errle
 /* Waits for every prediction under way and drops them (after a failure). */
 void se3_net_predict_drop(struct se3_net *n);
 /* How a training step takes its loss (objective.h's nn_loss without a mask):
- * kind and Huber delta; the gradient times num / den (num molecules of a
+ * kind and Huber delta (binary cross-entropy: the weight of a positive);
+ * the gradient times num / den (num molecules of a
  * batch of den: a process's share in data-parallel training; equal
  * otherwise) and times grad_scale (loss scaling for fp16; else 1). */
 struct se3_loss_spec {

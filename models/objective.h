@@ -45,7 +45,10 @@ double nn_schedule_lr(const struct nn_schedule *s, long step);
  *   NN_LOSS_BCE    pred are logits z, target y in [0, 1] (usually 0 or 1):
  *                  max(z, 0) - z y + log1p(exp(-|z|))   sigmoid(z) - y
  *                  (the log-sum-exp form of -y log s(z) - (1-y) log(1-s(z)),
- *                  finite for any finite z)
+ *                  finite for any finite z); with huber_delta = w != 1 the
+ *                  positive term is weighted (PyTorch's pos_weight, the
+ *                  train stage's class_weight): -w y log s(z) - (1-y)
+ *                  log(1-s(z)), derivative (1-y) s(z) - w y (1 - s(z))
  * Returns the loss (summed in double in index order) and, when dpred is not
  * NULL, writes d loss / d pred into dpred[0..n-1] (overwritten; the mean's
  * 1/count included; 0 for masked-out entries). No counted entry: returns 0

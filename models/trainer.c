@@ -24,6 +24,12 @@
 
 const char *const se3_split_name[3] = {"train", "valid", "test"};
 
+/* the loss's parameter (objective.h): an active's weight for binary
+ * cross-entropy (class_weight), Huber's delta (1) otherwise */
+static double loss_param(const struct se3_trainer *t) {
+  return t->loss == NN_LOSS_BCE && t->pos_weight > 0 ? t->pos_weight : 1.0;
+}
+
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) {
   va_list ap;
@@ -434,7 +440,7 @@ int se3_trainer_evaluate(struct se3_trainer *t, int which, struct se3_eval *ev, 
       p[i] = (real)raw[i];
       yt[i] = (real)((y[i] - t->base[k] - t->mean) / t->std);
     }
-    ev->loss = nn_loss(t->loss, p, yt, NULL, n, 1.0, NULL);
+    ev->loss = nn_loss(t->loss, p, yt, NULL, n, loss_param(t), NULL);
     if (t->classify) {
       se3_classification_metrics(raw, y, n, &ev->cls);
       for (int i = 0; keep && i < n; i++)
@@ -746,7 +752,7 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     /* the loss on the model's backend: the mean over the whole batch, not
      * over this share (kr of k); with fp16, scaled so that the backward's
      * fp16 products keep small gradients */
-    struct se3_loss_spec ls = {t->loss, 1.0, kr, k, t->fp16 ? t->scaler.scale : 1};
+    struct se3_loss_spec ls = {t->loss, loss_param(t), kr, k, t->fp16 ? t->scaler.scale : 1};
     if (held) {
       /* (its message is in t->err) */
     } else if (kr == 0) {

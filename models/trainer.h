@@ -85,6 +85,7 @@ struct se3_trainer {
   int classify, epochs, batch, patience, augment, ensemble, atomref, fp16;
   long ckpt_every;
   enum nn_loss loss;
+  double pos_weight; /* NN_LOSS_BCE: an active's weight in the loss (class_weight); 0 or 1: unweighted */
   struct nn_adam adam;
   struct nn_schedule sched;
   double clip;

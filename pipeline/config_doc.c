@@ -127,10 +127,12 @@ static int row(FILE *f, const char *key, const struct cfg_node *s) {
   fputs(" | ", f);
   bounds_text(f, s);
   fputs(" | ", f);
-  const char *redo = cfg_sch_text(s, "redo");
+  const char *redo = cfg_sch_text(s, "redo"), *hash = cfg_sch_text(s, "hash");
   if (redo) {
     fputs("yes: ", f);
     cell(f, redo);
+  } else if (hash && !strcmp(hash, "unless_default")) {
+    fputs("yes; at its default it is left out, so work from before the key existed is kept", f);
   } else if (!cfg_sch_flag(s, "hash", 1)) {
     fputs("no: changing it keeps finished work", f);
   } else {

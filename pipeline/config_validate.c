@@ -386,6 +386,19 @@ static void validate_fields(struct ld *ld, struct cfg_node *m, const struct cfg_
   free(sorted);
 }
 
+/* hash: unless_default — n a scalar equal to its schema's default (numbers
+ * by value, other scalars by text): a key added after workdirs were made
+ * with what is now its default keeps their work. */
+static int at_default(const struct cfg_node *n, const struct cfg_node *s, const char *type) {
+  const struct cfg_node *d = cfg_find_kid(s, "default");
+  if (!d || d->kind != CFG_SCALAR || n->kind != CFG_SCALAR || !n->value || !d->value) return 0;
+  if (!strcmp(type, "float") || !strcmp(type, "int")) {
+    double a, b;
+    return cfg_parse_float(n->value, &a) && cfg_parse_float(d->value, &b) && a == b;
+  }
+  return !strcmp(n->value, d->value);
+}
+
 void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p) {
   if (!s || s->kind != CFG_MAP) {
     cfg_err_node(ld, n, cfg_path_str(p), "schema: no usable entry for this key");
@@ -473,5 +486,10 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
   } else {
     cfg_err_node(ld, n, cfg_path_str(p), "schema: unknown type '%s'", t);
   }
-  if (!cfg_sch_flag(s, "hash", 1)) mark_no_hash(n);
+  const char *hash = cfg_sch_text(s, "hash");
+  if (hash && !strcmp(hash, "unless_default")) {
+    if (at_default(n, s, t)) mark_no_hash(n);
+  } else if (!cfg_sch_flag(s, "hash", 1)) {
+    mark_no_hash(n);
+  }
 }

@@ -380,7 +380,10 @@ static const char schema_v11_sql[] =
  * before this version have none until rank runs again). And the time
  * each stage took in each run, stopped and failed runs included (a chunk
  * cut short leaves no ledger row, though a docking keeps what it docked),
- * so the report sums a stage's time over every run of the workdir. */
+ * so the report sums a stage's time over every run of the workdir. And
+ * an evaluation that says how thin it is: each split's molecules,
+ * compounds and actives as train drew them, and the bootstrap interval of
+ * each classification metric on the test split. */
 static const char schema_v12_sql[] =
     "CREATE TABLE poses(\n"
     "  mol_id INTEGER NOT NULL,        -- docking.mol_id\n"
@@ -413,7 +416,20 @@ static const char schema_v12_sql[] =
     "  status TEXT NOT NULL,           -- done | stopped | failed\n"
     "  shard TEXT,                     -- 'i/n' for a shard of an array, else NULL\n"
     "  PRIMARY KEY(stage, host, pid, started)\n"
-    ") STRICT;\n";
+    ") STRICT;\n"
+    "CREATE TABLE split_counts(\n"
+    "  split TEXT PRIMARY KEY,         -- train | valid | test\n"
+    "  molecules INTEGER NOT NULL,     -- molecules of the split (those with the target label)\n"
+    "  compounds INTEGER NOT NULL,     -- distinct compounds among them: the InChIKey's first block (the skeleton; stereo, charge and protonation left out), which random, scaffold and cluster splits never divide\n"
+    "  actives INTEGER,                -- classification: molecules labelled 1; NULL for regression\n"
+    "  active_compounds INTEGER        -- classification: distinct compounds among the actives; NULL for regression\n"
+    ") STRICT;\n"
+    "ALTER TABLE metrics ADD COLUMN roc_auc_lo REAL; -- classification, test split: the 95 % bootstrap interval of roc_auc (1000 stratified resamples, percentile), its lower end\n"
+    "ALTER TABLE metrics ADD COLUMN roc_auc_hi REAL; -- and its upper end\n"
+    "ALTER TABLE metrics ADD COLUMN pr_auc_lo REAL; -- the same of pr_auc\n"
+    "ALTER TABLE metrics ADD COLUMN pr_auc_hi REAL; -- its upper end\n"
+    "ALTER TABLE metrics ADD COLUMN ef1_lo REAL; -- the same of ef1\n"
+    "ALTER TABLE metrics ADD COLUMN ef1_hi REAL; -- its upper end\n";
 
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,

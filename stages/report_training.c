@@ -224,16 +224,39 @@ static void enrichment_plot(struct rep *r, const char *target, double *x, double
   figure_close(r, desc);
 }
 
+/* "(lo–hi)" in out, each end by fmt; "" when either is not a number */
+static const char *interval(char *out, size_t n, double lo, double hi, const char *fmt) {
+  char a[64], b[64];
+  out[0] = 0;
+  if (!isfinite(lo) || !isfinite(hi)) return out;
+  snprintf(a, sizeof a, fmt, lo);
+  snprintf(b, sizeof b, fmt, hi);
+  snprintf(out, n, "(%s&ndash;%s)", a, b);
+  return out;
+}
+
 /* Classification: the metrics line, the ROC curve and the enrichment
  * curve (or a note when the split holds one class only). */
 static void test_classification(struct rep *r, const char *target, const double *y, const double *p, int n) {
   char title[512], desc[1024];
-  struct se3_cls_metrics m;
+  struct se3_cls_metrics m, lo, hi;
   se3_classification_metrics(p, y, n, &m);
   double ef5 = se3_enrichment_factor(p, y, n, 0.05);
-  P("<p class=\"metrics\">ROC-AUC <b>%.3f</b> &middot; PR-AUC <b>%.3f</b> &middot; EF1%% <b>%.2f</b> &middot; "
-    "EF5%% <b>%.2f</b></p>\n<div class=\"row\">",
-    m.roc_auc, m.pr_auc, m.ef1, ef5);
+  if (se3_classification_bootstrap(p, y, n, SE3_BOOTSTRAP_RESAMPLES, SE3_BOOTSTRAP_SEED, SE3_BOOTSTRAP_LEVEL, &lo,
+                                   &hi)) {
+    r->failed = 1;
+    snprintf(r->err, sizeof r->err, "out of memory for the bootstrap of %d predictions", n);
+    return;
+  }
+  char ci[3][160];
+  P("<p class=\"metrics\">ROC-AUC <b>%.3f</b> %s &middot; PR-AUC <b>%.3f</b> %s &middot; EF1%% <b>%.2f</b> %s "
+    "&middot; EF5%% <b>%.2f</b></p>\n",
+    m.roc_auc, interval(ci[0], sizeof ci[0], lo.roc_auc, hi.roc_auc, "%.3f"), m.pr_auc,
+    interval(ci[1], sizeof ci[1], lo.pr_auc, hi.pr_auc, "%.3f"), m.ef1,
+    interval(ci[2], sizeof ci[2], lo.ef1, hi.ef1, "%.2f"), ef5);
+  P("<p>In brackets: 95&nbsp;%% bootstrap intervals (%d resamples of the held-out molecules, actives and inactives "
+    "drawn apart so that each keeps its count; the 2.5th and 97.5th percentiles).</p>\n<div class=\"row\">",
+    SE3_BOOTSTRAP_RESAMPLES);
   double *fx = malloc((size_t)(n + 2) * sizeof *fx), *fy = malloc((size_t)(n + 2) * sizeof *fy);
   int np = fx && fy ? se3_roc_curve(p, y, n, fx, fy) : -1;
   struct svg_plot pl = plot0;
@@ -342,6 +365,47 @@ static void section_no_training(struct rep *r) {
   P("</tbody></table></section>\n");
 }
 
+/* The splits as train drew them: molecules, compounds and actives of each,
+ * and a warning for a split of fewer than 20 actives (train logs the same). */
+static void evaluation(struct rep *r, int classify) {
+  if (!has_table(r, "split_counts") || q_double(r, 0, "SELECT count(*) FROM split_counts") == 0) return;
+  P("<h3>Evaluation: the splits</h3>\n<table class=\"grid\"><thead><tr><th scope=\"col\">split</th>"
+    "<th scope=\"col\">molecules</th><th scope=\"col\">compounds</th>");
+  if (classify) P("<th scope=\"col\">actives</th><th scope=\"col\">active compounds</th>");
+  P("</tr></thead><tbody>\n");
+  sqlite3_stmt *st = prep(r, "SELECT split, molecules, compounds, actives, active_compounds FROM split_counts "
+                             "ORDER BY CASE split WHEN 'train' THEN 0 WHEN 'valid' THEN 1 ELSE 2 END");
+  char few[3][160];
+  int n_few = 0, few_train[3];
+  while (row(r, st)) {
+    P("<tr><th scope=\"row\">");
+    esc(r, col_text(st, 0));
+    P("</th>");
+    for (int c = 1; c < (classify ? 5 : 3); c++) {
+      P("<td class=\"n\">");
+      col_num(r, st, c, "%.0f");
+      P("</td>");
+    }
+    P("</tr>\n");
+    int actives = sqlite3_column_int(st, 3);
+    if (classify && sqlite3_column_int(st, 1) > 0 && actives < 20 && n_few < 3) {
+      few_train[n_few] = !strcmp(col_text(st, 0), "train");
+      snprintf(few[n_few++], sizeof few[0], "the %s split holds %d active%s (%d compound%s)", col_text(st, 0), actives,
+               actives == 1 ? "" : "s", sqlite3_column_int(st, 4), sqlite3_column_int(st, 4) == 1 ? "" : "s");
+    }
+  }
+  sqlite3_finalize(st);
+  P("</tbody></table>\n<p>A compound is an InChIKey's first block (the skeleton: stereoisomers, charge and "
+    "protonation states are one compound); random, scaffold and cluster splits keep each compound's records in one "
+    "split.</p>\n");
+  for (int k = 0; k < n_few; k++) {
+    P("<p class=\"note warn\">Warning: ");
+    esc(r, few[k]);
+    P(", fewer than 20: %s.</p>\n", few_train[k] ? "few for the model to learn actives from"
+                                                 : "its metrics rest on them alone; read them with their intervals");
+  }
+}
+
 void report_section_training(struct rep *r) {
   /* (schema version < 3 has neither table) */
   if (!has_table(r, "models") || !has_table(r, "metrics") ||
@@ -352,10 +416,13 @@ void report_section_training(struct rep *r) {
   int classify = q_double(r, 0, "SELECT count(*) FROM models WHERE task = 'classification'") > 0;
   P("<section id=\"training\"><h2>Training</h2>\n");
   /* test metrics of every model */
-  sqlite3_stmt *st = prep(r,
-                          "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1 FROM metrics "
-                          "WHERE split = 'test' ORDER BY model",
-                          r->epoch_from0);
+  int ci = has_column(r, "metrics", "roc_auc_lo"); /* schema version 12 on */
+  sqlite3_stmt *st =
+      prep(r,
+           "SELECT model, epoch + %d, mae, rmse, r2, spearman, roc_auc, pr_auc, ef1, %s FROM metrics "
+           "WHERE split = 'test' ORDER BY model",
+           r->epoch_from0,
+           ci ? "roc_auc_lo, roc_auc_hi, pr_auc_lo, pr_auc_hi, ef1_lo, ef1_hi" : "NULL, NULL, NULL, NULL, NULL, NULL");
   int header = 0;
   while (row(r, st)) {
     if (!header++) {
@@ -372,13 +439,25 @@ void report_section_training(struct rep *r) {
     P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1));
     for (int c = classify ? 6 : 2; c < (classify ? 9 : 6); c++) {
       P("<td class=\"n\">");
-      col_num(r, st, c, "%.4g");
+      col_num(r, st, c, !classify ? "%.4g" : c == 8 ? "%.2f" : "%.3f");
+      int lo = 2 * c - 3; /* roc_auc (6): its interval in 9 and 10, pr_auc's in 11 and 12, ef1's in 13 and 14 */
+      if (classify && sqlite3_column_type(st, lo) != SQLITE_NULL) {
+        char buf[160];
+        P(" %s", interval(buf, sizeof buf, sqlite3_column_double(st, lo), sqlite3_column_double(st, lo + 1),
+                          c == 8 ? "%.2f" : "%.3f"));
+      }
       P("</td>");
     }
     P("</tr>\n");
   }
   sqlite3_finalize(st);
   if (header) P("</tbody></table>\n");
+  if (header && classify && ci &&
+      q_double(r, 0, "SELECT count(*) FROM metrics WHERE split = 'test' AND roc_auc_lo IS NOT NULL") > 0)
+    P("<p>In brackets: each test metric's 95&nbsp;%% bootstrap interval (%d resamples, actives and inactives drawn "
+      "apart; the 2.5th and 97.5th percentiles).</p>\n",
+      SE3_BOOTSTRAP_RESAMPLES);
+  evaluation(r, classify);
   P("<div class=\"row\">");
   learning_plot(r, "loss", "Loss per epoch", classify ? "binary cross-entropy" : "loss (standardised target)");
   if (classify)

@@ -43,9 +43,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chem/fingerprint.h"
 #include "chem/graph.h"
 #include "chem/mol.h"
 #include "chem/scaffold.h"
+#include "models/metrics.h"
+#include "models/split.h"
 #include "models/trainer.h"
 #include "modelcard.h"
 #include "stage.h"
@@ -60,6 +63,7 @@ struct tstage {
   struct graph_settings gs; /* to rebuild graphs not stored */
   const char *set;
   int restart_epochs, low_memory;
+  int balanced;     /* class_weight: balanced */
   char device[256]; /* the backend, its device and precision (models.device) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
@@ -69,9 +73,12 @@ struct tstage {
   sqlite3_stmt *get_graph; /* lazy: a graph by mol_id */
   struct graph one;        /* lazy: the graph read last */
   int node_width;
-  double *split_label; /* split.method column: the column's value (NAN: none) */
-  char **scaffold;     /* split.method scaffold: the framework's key */
-  uint16_t *counts;    /* atomref: n x SE3_ATOMREF_MAX element counts */
+  double *split_label;               /* split.method column: the column's value (NAN: none) */
+  char **scaffold;                   /* split.method scaffold: the framework's key; cluster: the cluster's */
+  struct fp *fps;                    /* split.method cluster: Morgan fingerprints (radius 2) */
+  char **compound;                   /* the compound's key: the InChIKey's first block ("#<id>" without an InChIKey) */
+  struct se3_split_count split_n[3]; /* molecules, compounds and actives of each split */
+  uint16_t *counts;                  /* atomref: n x SE3_ATOMREF_MAX element counts */
   unsigned char *split;
 };
 
@@ -126,17 +133,32 @@ static int count_elements(struct stage_ctx *ctx, struct tstage *t, int i, const 
   return STAGE_OK;
 }
 
+/* A compound's key: the first block of its InChIKey (14 letters, the
+ * skeleton: stereo, charge and protonation are in the other blocks), or
+ * "#<id>" (a compound of its own) where there is no InChIKey. malloc'd. */
+static char *compound_key(long long id, const char *inchikey) {
+  char buf[32];
+  if (inchikey && strlen(inchikey) >= 14 && inchikey[14] == '-')
+    snprintf(buf, sizeof buf, "%.14s", inchikey);
+  else
+    snprintf(buf, sizeof buf, "#%lld", id);
+  return strdup(buf);
+}
+
+/* need_mol: 0 no molecule, 1 its elements (atomref), 2 and its scaffold, 3
+ * and its fingerprint (cluster) */
 static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_column, int need_mol) {
   /* the target: a label of the inputs, or the docking score (stages.dock.label) */
   const char *dock_label = stage_dock_label(ctx->root);
   int docked = dock_label && !strcmp(dock_label, t->tr.target);
-  char *sql = sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.%s, s.value, %s FROM \"%w\".graphs g "
-                              "JOIN \"%w\".molecules m ON m.id = g.mol_id "
-                              "JOIN \"%w\".%s l ON l.mol_id = g.mol_id AND %s "
-                              "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
-                              "WHERE m.set_name = ?2 ORDER BY g.mol_id",
-                              docked ? "score" : "value", need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src,
-                              docked ? "docking" : "labels", docked ? "?1 IS NOT NULL" : "l.name = ?1", ctx->src);
+  char *sql =
+      sqlite3_mprintf("SELECT g.mol_id, " STAGE_GRAPH_COLUMN ", l.%s, s.value, %s, m.inchikey FROM \"%w\".graphs g "
+                      "JOIN \"%w\".molecules m ON m.id = g.mol_id "
+                      "JOIN \"%w\".%s l ON l.mol_id = g.mol_id AND %s "
+                      "LEFT JOIN \"%w\".labels s ON s.mol_id = g.mol_id AND s.name = ?3 "
+                      "WHERE m.set_name = ?2 ORDER BY g.mol_id",
+                      docked ? "score" : "value", need_mol ? "m.mol" : "NULL", ctx->src, ctx->src, ctx->src,
+                      docked ? "docking" : "labels", docked ? "?1 IS NOT NULL" : "l.name = ?1", ctx->src);
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
   sqlite3_free(sql);
@@ -157,9 +179,11 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       t->tr.edges = realloc(t->tr.edges, (size_t)cap * sizeof *t->tr.edges);
       t->split_label = realloc(t->split_label, (size_t)cap * sizeof *t->split_label);
       t->scaffold = realloc(t->scaffold, (size_t)cap * sizeof *t->scaffold);
+      t->compound = realloc(t->compound, (size_t)cap * sizeof *t->compound);
+      if (need_mol == 3) t->fps = realloc(t->fps, (size_t)cap * sizeof *t->fps);
       t->counts = realloc(t->counts, (size_t)cap * SE3_ATOMREF_MAX * sizeof *t->counts);
       if (!t->ids || (!t->g && !t->lazy) || !t->tr.y || !t->tr.atoms || !t->tr.edges || !t->split_label ||
-          !t->scaffold || !t->counts) {
+          !t->scaffold || !t->counts || !t->compound || (need_mol == 3 && !t->fps)) {
         sqlite3_finalize(st);
         return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
       }
@@ -185,6 +209,10 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     t->tr.y[t->tr.n] = sqlite3_column_double(st, 2);
     h = se3_hash_bytes(h, &t->tr.y[t->tr.n], sizeof(double));
     t->split_label[t->tr.n] = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
+    if (!(t->compound[t->tr.n] = compound_key(id, (const char *)sqlite3_column_text(st, 5)))) {
+      sqlite3_finalize(st);
+      return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
+    }
     t->tr.n++;
     if (need_mol) {
       struct mol m;
@@ -199,6 +227,8 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
         if (!t->scaffold[t->tr.n - 1])
           bad = stage_fail_at(ctx, NULL, "stages.train.split: no scaffold for molecule %lld (Open Babel failed)", id);
       }
+      if (!bad && need_mol == 3 && fp_morgan(&m, 2, &t->fps[t->tr.n - 1]))
+        bad = stage_fail_at(ctx, NULL, "stages.train.split: no fingerprint for molecule %lld (out of memory)", id);
       mol_free(&m);
       if (bad) {
         sqlite3_finalize(st);
@@ -209,6 +239,24 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the training molecules");
   t->tr.fingerprint = h;
+  return STAGE_OK;
+}
+
+/* split.method cluster: each molecule's Butina cluster (fingerprint.h) as
+ * its group key, in t->scaffold */
+static int cluster_keys(struct stage_ctx *ctx, struct tstage *t) {
+  double cutoff = cfg_float(ctx->cfg, "split.cluster_distance"), t0 = now_s();
+  int *cl = malloc((size_t)t->tr.n * sizeof *cl);
+  int nc = cl ? fp_butina(t->fps, t->tr.n, cutoff, cl) : -1;
+  for (int i = 0; nc >= 0 && i < t->tr.n; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "cluster %d", cl[i]);
+    if (!(t->scaffold[i] = strdup(key))) nc = -1;
+  }
+  free(cl);
+  if (nc < 0) return stage_fail_at(ctx, NULL, "out of memory clustering %d molecules", t->tr.n);
+  ctx->report->log(ctx, "%d Butina clusters of %d molecules at Tanimoto distance %g (Morgan radius 2, %d bits; %.1f s)",
+                   nc, t->tr.n, cutoff, FP_BITS, now_s() - t0);
   return STAGE_OK;
 }
 
@@ -245,11 +293,23 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
   } else if (n_test + n_valid >= t->tr.n) {
     ret = stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
                         t->tr.n);
-  } else if (!strcmp(method, "scaffold")) {
-    if (se3_split_groups(t->tr.n, t->scaffold, t->split, perm, seed, n_test, n_valid))
+  } else if (!strcmp(method, "scaffold") || !strcmp(method, "cluster")) {
+    /* whole groups, a compound's records joining its groups into one */
+    char **keys = malloc((size_t)t->tr.n * sizeof *keys);
+    if (!strcmp(method, "cluster")) ret = cluster_keys(ctx, t);
+    if (ret == STAGE_OK && (!keys || se3_merge_groups(t->tr.n, t->scaffold, t->compound, keys) ||
+                            se3_split_groups(t->tr.n, keys, t->split, perm, seed, n_test, n_valid)))
       ret = stage_fail_at(ctx, NULL, "out of memory");
+    free(keys);
   } else {
     se3_split_random(t->tr.n, t->split, perm, seed, n_test, n_valid);
+    int moved = se3_split_keep_compounds(t->tr.n, t->compound, t->split);
+    if (moved < 0) ret = stage_fail_at(ctx, NULL, "out of memory");
+    if (moved > 0)
+      ctx->report->log(ctx,
+                       "%d record%s moved to the split of %s compound's first record (stereoisomers, charge "
+                       "or protonation states of one compound stay in one split)",
+                       moved, moved == 1 ? "" : "s", moved == 1 ? "its" : "their");
   }
   free(perm);
   if (ret != STAGE_OK) return ret;
@@ -262,6 +322,8 @@ static int make_split(struct stage_ctx *ctx, struct tstage *t) {
   if (t->tr.cnt[SE3_SPLIT_TRAIN] == 0)
     return stage_fail_at(ctx, cfg_get(c, "split"), "stages.train.split: no molecules left to train on (%d in all)",
                          t->tr.n);
+  if (se3_split_counts(t->tr.n, t->split, t->tr.y, t->tr.classify, t->compound, t->split_n))
+    return stage_fail_at(ctx, NULL, "out of memory");
   return STAGE_OK;
 }
 
@@ -404,6 +466,11 @@ static int train_settings(struct stage_ctx *ctx, struct tstage *t, const char **
   t->tr.ckpt_every = (long)cfg_int(c, "checkpoint_every");
   if (t->tr.atomref && t->tr.classify)
     return stage_fail_at(ctx, cfg_get(c, "atomref"), "stages.train.atomref: only for regression, not classification");
+  t->balanced = !strcmp(cfg_str(c, "class_weight"), "balanced");
+  if (t->balanced && !t->tr.classify)
+    return stage_fail_at(ctx, cfg_get(c, "class_weight"),
+                         "stages.train.class_weight: balanced is for classification (task: classification), not "
+                         "regression");
   *method = cfg_str(c, "split.method");
   *column = cfg_str_opt(c, "split.column");
   if (!strcmp(*method, "column") && !*column)
@@ -439,7 +506,7 @@ static int train_settings(struct stage_ctx *ctx, struct tstage *t, const char **
  * fingerprint that keys the model, atomref and the standardisation. */
 static int train_data(struct stage_ctx *ctx, struct tstage *t, const char *method, const char *column) {
   const struct cfg_node *c = ctx->cfg;
-  int need_mol = !strcmp(method, "scaffold") ? 2 : t->tr.atomref ? 1 : 0;
+  int need_mol = !strcmp(method, "cluster") ? 3 : !strcmp(method, "scaffold") ? 2 : t->tr.atomref ? 1 : 0;
   t->lazy = comm_size(ctx->comm) > 1;
   if (stage_graph_settings(ctx, &t->gs)) return STAGE_ERROR;
   if (load_data(ctx, t, !strcmp(method, "column") ? column : NULL, need_mol)) return STAGE_ERROR;
@@ -456,6 +523,15 @@ static int train_data(struct stage_ctx *ctx, struct tstage *t, const char *metho
                          "stages.train: set '%s' has %d molecule%s with a graph and the label '%s'; need 2 or more",
                          t->set, t->tr.n, t->tr.n == 1 ? "" : "s", t->tr.target);
   if (make_split(ctx, t)) return STAGE_ERROR;
+  if (t->balanced) { /* each class weighs alike: an active N / P times an inactive (the train split's) */
+    const struct se3_split_count *tr = &t->split_n[SE3_SPLIT_TRAIN];
+    if (tr->actives == 0 || tr->actives == tr->molecules)
+      return stage_fail_at(ctx, cfg_get(c, "class_weight"),
+                           "stages.train.class_weight: balanced needs actives and inactives in the train split; it "
+                           "holds %d actives of %d molecules",
+                           tr->actives, tr->molecules);
+    t->tr.pos_weight = (double)(tr->molecules - tr->actives) / tr->actives;
+  }
   t->tr.fingerprint = cfg_hash(se3_hash_bytes(t->tr.fingerprint, t->split, (size_t)t->tr.n), c);
   /* The model is keyed by what it learns from (the molecules' ids and
    * graphs, their labels, the split) and its settings: a change elsewhere
@@ -523,6 +599,35 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
   return STAGE_OK;
 }
 
+/* Each split's molecules and compounds (and actives), and a warning for a
+ * split of fewer than SE3_FEW_ACTIVES actives: its metrics rest on them. */
+enum { SE3_FEW_ACTIVES = 20 };
+static void log_split_counts(struct stage_ctx *ctx, const struct tstage *t) {
+  char line[512];
+  int o = 0;
+  for (int s = 0; s < 3; s++) {
+    const struct se3_split_count *c = &t->split_n[s];
+    o += snprintf(line + o, sizeof line - (size_t)o, "%s%s %d molecules (%d compounds", s ? "; " : "",
+                  se3_split_name[s], c->molecules, c->compounds);
+    if (t->tr.classify)
+      o += snprintf(line + o, sizeof line - (size_t)o, "), %d actives (%d compounds)", c->actives, c->active_compounds);
+    else
+      o += snprintf(line + o, sizeof line - (size_t)o, ")");
+  }
+  ctx->report->log(ctx, "split: %s", line);
+  for (int s = 0; t->tr.classify && s < 3; s++) {
+    const struct se3_split_count *c = &t->split_n[s];
+    if (c->molecules > 0 && c->actives < SE3_FEW_ACTIVES)
+      ctx->report->log(ctx, "warning: the %s split holds %d active%s (%d compound%s), fewer than %d: %s",
+                       se3_split_name[s], c->actives, c->actives == 1 ? "" : "s", c->active_compounds,
+                       c->active_compounds == 1 ? "" : "s", SE3_FEW_ACTIVES,
+                       s == SE3_SPLIT_TRAIN   ? "few for the model to learn actives from"
+                       : s == SE3_SPLIT_VALID ? "its ROC-AUC, PR-AUC and EF1% rest on them alone"
+                                              : "its ROC-AUC, PR-AUC and EF1% rest on them alone (their 95% "
+                                                "bootstrap intervals follow the test metrics)");
+  }
+}
+
 /* begin's last words: the data, the split, the processes and threads, and
  * atomref's references. */
 static void train_log_start(struct stage_ctx *ctx, const struct tstage *t, const char *method) {
@@ -531,6 +636,12 @@ static void train_log_start(struct stage_ctx *ctx, const struct tstage *t, const
                    t->tr.ensemble > 1 ? "; an ensemble" : "");
   /* After a scaffold split Open Babel has run in this process: the count is
    * still the caller's (chem/obbridge.cc), and the log says what it is. */
+  log_split_counts(ctx, t);
+  if (t->balanced)
+    ctx->report->log(ctx,
+                     "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives over "
+                     "its %d actives), an inactive 1",
+                     t->tr.pos_weight, t->split_n[0].molecules - t->split_n[0].actives, t->split_n[0].actives);
   if (ctx->comm)
     ctx->report->log(ctx,
                      "training on %d process%s (each step's batch of %d shared among them, the gradients summed "
@@ -572,13 +683,16 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return STAGE_OK;
 }
 
-/* A metrics row; epoch counted from 1. */
+/* A metrics row; epoch counted from 1; lo and hi the metrics' bootstrap
+ * interval (NULL: none). */
 static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, int which, const struct se3_eval *ev,
-                         double lr, double seconds, int classify) {
+                         double lr, double seconds, int classify, const struct se3_cls_metrics *lo,
+                         const struct se3_cls_metrics *hi) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT OR REPLACE INTO metrics(model, epoch, split, loss, mae, rmse, r2, spearman, roc_auc, "
-                         "pr_auc, ef1, lr, seconds) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                         "pr_auc, ef1, lr, seconds, roc_auc_lo, roc_auc_hi, pr_auc_lo, pr_auc_hi, ef1_lo, ef1_hi) "
+                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
                          -1, &st, NULL) != SQLITE_OK)
     return stage_sql_fail(ctx, "writing metrics");
   const double v[8] = {ev->loss,         ev->reg.mae,     ev->reg.rmse,   ev->reg.r2,
@@ -597,6 +711,11 @@ static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, in
   }
   if (isfinite(lr)) sqlite3_bind_double(st, 12, lr);
   if (seconds >= 0) sqlite3_bind_double(st, 13, seconds);
+  if (lo && hi) {
+    const double ci[6] = {lo->roc_auc, hi->roc_auc, lo->pr_auc, hi->pr_auc, lo->ef1, hi->ef1};
+    for (int i = 0; i < 6; i++)
+      if (isfinite(ci[i])) sqlite3_bind_double(st, 14 + i, ci[i]);
+  }
   int rc = sqlite3_step(st);
   sqlite3_finalize(st);
   return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing metrics");
@@ -619,6 +738,34 @@ static int write_split(struct stage_ctx *ctx, struct tstage *t) {
   return STAGE_OK;
 }
 
+/* split_counts: each split's molecules, compounds and actives */
+static int write_split_counts(struct stage_ctx *ctx, const struct tstage *t) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_exec(ctx->db, "DELETE FROM split_counts", NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(ctx->db,
+                            "INSERT INTO split_counts(split, molecules, compounds, actives, active_compounds) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5)",
+                            -1, &st, NULL);
+  for (int s = 0; rc == SQLITE_OK && s < 3; s++) {
+    const struct se3_split_count *c = &t->split_n[s];
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, se3_split_name[s], -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, c->molecules);
+    sqlite3_bind_int(st, 3, c->compounds);
+    if (t->tr.classify) {
+      sqlite3_bind_int(st, 4, c->actives);
+      sqlite3_bind_int(st, 5, c->active_compounds);
+    } else {
+      sqlite3_bind_null(st, 4);
+      sqlite3_bind_null(st, 5);
+    }
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_OK ? STAGE_OK : stage_sql_fail(ctx, "writing the split's counts");
+}
+
 static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct tstage *t = ctx->state;
   int k = (int)(chunk / t->tr.epochs), e = (int)(chunk % t->tr.epochs);
@@ -627,16 +774,16 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   *n_ok = *n_rej = 0;
   int ret = from_trainer(ctx, t, se3_trainer_state_before(&t->tr, k, e));
   if (ret != STAGE_OK) return ret;
-  if (chunk == 0 && write_split(ctx, t)) return STAGE_ERROR; /* the split, once */
+  if (chunk == 0 && (write_split(ctx, t) || write_split_counts(ctx, t))) return STAGE_ERROR; /* the split, once */
   double t0 = now_s(), lr;
   int stopped_early;
   struct se3_eval tr, va;
   ret = from_trainer(ctx, t, se3_trainer_epoch(&t->tr, e, 0, 1, &tr, &va, &lr, &stopped_early));
   if (ret != STAGE_OK) return ret;
   double secs = now_s() - t0;
-  if (!stopped_early && (write_metrics(ctx, model, e + 1, SE3_SPLIT_TRAIN, &tr, lr, secs, t->tr.classify) ||
-                         (t->tr.cnt[SE3_SPLIT_VALID] &&
-                          write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs, t->tr.classify))))
+  if (!stopped_early && (write_metrics(ctx, model, e + 1, SE3_SPLIT_TRAIN, &tr, lr, secs, t->tr.classify, NULL, NULL) ||
+                         (t->tr.cnt[SE3_SPLIT_VALID] && write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs,
+                                                                      t->tr.classify, NULL, NULL))))
     return STAGE_ERROR;
   char who[48] = "";
   if (t->tr.ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
@@ -682,6 +829,22 @@ static int write_predictions(struct stage_ctx *ctx, struct tstage *t, const char
   return rc == SQLITE_OK ? STAGE_OK : stage_sql_fail(ctx, "writing the test predictions");
 }
 
+/* The bootstrap intervals (metrics.h) of the test split's classification
+ * metrics from its predictions pred (in the split's order). 0, or -1 out of
+ * memory. */
+static int test_intervals(const struct tstage *t, const double *pred, struct se3_cls_metrics *lo,
+                          struct se3_cls_metrics *hi) {
+  int nt = t->tr.cnt[SE3_SPLIT_TEST];
+  double *y = malloc(((size_t)nt + 1) * sizeof *y);
+  if (!y) return -1;
+  for (int i = 0; i < nt; i++)
+    y[i] = t->tr.y[t->tr.idx[SE3_SPLIT_TEST][i]];
+  int rc = se3_classification_bootstrap(pred, y, nt, SE3_BOOTSTRAP_RESAMPLES, SE3_BOOTSTRAP_SEED, SE3_BOOTSTRAP_LEVEL,
+                                        lo, hi);
+  free(y);
+  return rc;
+}
+
 /* Member k's best checkpoint on the test split, its predictions there, and
  * its models row. */
 static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
@@ -708,9 +871,14 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
     return stage_fail_at(ctx, NULL, "evaluating: %s", t->tr.why);
   }
   ret = write_predictions(ctx, t, id, SE3_SPLIT_TEST, pred);
+  struct se3_cls_metrics lo, hi;
+  if (ret == STAGE_OK && t->tr.classify && test_intervals(t, pred, &lo, &hi))
+    ret = stage_fail_at(ctx, NULL, "out of memory for the bootstrap of %d test predictions", nt);
   free(pred);
   if (ret != STAGE_OK) return ret;
-  if (nt && write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify)) return STAGE_ERROR;
+  if (nt && write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify, t->tr.classify ? &lo : NULL,
+                          t->tr.classify ? &hi : NULL))
+    return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
   sqlite3_stmt *st = NULL;
@@ -742,8 +910,11 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
     char who[48] = "";
     if (t->tr.ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
     if (t->tr.classify)
-      ctx->report->log(ctx, "%stest (%d molecules, best epoch %d): ROC-AUC %.3f, PR-AUC %.3f, EF1%% %.2f", who,
-                       t->tr.cnt[2], epoch + 1, te.cls.roc_auc, te.cls.pr_auc, te.cls.ef1);
+      ctx->report->log(ctx,
+                       "%stest (%d molecules, best epoch %d): ROC-AUC %.3f (%.3f-%.3f), PR-AUC %.3f (%.3f-%.3f), "
+                       "EF1%% %.2f (%.2f-%.2f); in brackets the 95%% bootstrap interval (%d resamples)",
+                       who, t->tr.cnt[2], epoch + 1, te.cls.roc_auc, lo.roc_auc, hi.roc_auc, te.cls.pr_auc, lo.pr_auc,
+                       hi.pr_auc, te.cls.ef1, lo.ef1, hi.ef1, SE3_BOOTSTRAP_RESAMPLES);
     else
       ctx->report->log(ctx, "%stest (%d molecules, best epoch %d): MAE %.4g, RMSE %.4g, R2 %.3f", who, t->tr.cnt[2],
                        epoch + 1, te.reg.mae, te.reg.rmse, te.reg.r2);
@@ -773,6 +944,10 @@ static void train_end(struct stage_ctx *ctx) {
   for (int i = 0; t->scaffold && i < t->tr.n; i++)
     free(t->scaffold[i]);
   free(t->scaffold);
+  for (int i = 0; t->compound && i < t->tr.n; i++)
+    free(t->compound[i]);
+  free(t->compound);
+  free(t->fps);
   free(t->counts);
   se3_trainer_free(&t->tr);
   free(t);
@@ -804,7 +979,7 @@ static int train_skipped(const struct cfg_node *root) { return stage_score_only(
 
 const struct stage stage_train = {
     .name = "train",
-    .tables = "predictions metrics models splits",
+    .tables = "predictions metrics models splits split_counts",
     .after = "graph",
     .flags = STAGE_USES_MODEL,
     .begin = train_begin,

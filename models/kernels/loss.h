@@ -38,9 +38,17 @@ SE3_HD static inline double nn_k_loss_one(int kind, double p, double t, double d
     return delta * (fabs(r) - 0.5 * delta);
   case NN_K_LOSS_BCE: {
     /* z = p logits, t targets: softplus(z) - z t in the stable form, and
-     * sigmoid(z) from exp(-|z|) <= 1 so nothing overflows */
+     * sigmoid(z) from exp(-|z|) <= 1 so nothing overflows. delta != 1
+     * weighs the positive term (PyTorch's pos_weight): (1 - t) softplus(z)
+     * + delta t softplus(-z), softplus(-z) = softplus(z) - z; delta 1 keeps
+     * the unweighted form's every bit */
     double e = exp(-fabs(p));
     double sig = p >= 0 ? 1 / (1 + e) : e / (1 + e);
+    if (delta != 1) {
+      double sp = fmax(p, 0.0) + log1p(e);
+      *d = (1 - t) * sig - delta * t * (1 - sig);
+      return (1 - t) * sp + delta * t * (sp - p);
+    }
     *d = sig - t;
     return fmax(p, 0.0) - p * t + log1p(e);
   }

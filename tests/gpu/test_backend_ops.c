@@ -1107,9 +1107,11 @@ static double ref_loss(int kind, double p, double t, double *d) {
   case 2: /* Huber, delta 0.7 */
     *d = fabs(r) <= delta ? r : delta * (r > 0 ? 1 : -1);
     return fabs(r) <= delta ? r * r / 2 : delta * (fabs(r) - delta / 2);
-  default: /* BCE on logits p, |p| < 6 here */
-    *d = 1 / (1 + exp(-p)) - t;
-    return log(1 + exp(p)) - p * t;
+  default: { /* BCE on logits p, |p| < 6 here, a positive weighing delta 0.7 (class_weight) */
+    double s = 1 / (1 + exp(-p));
+    *d = (1 - t) * s - delta * t * (1 - s);
+    return delta * t * log(1 + exp(-p)) + (1 - t) * log(1 + exp(p));
+  }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/scaffold.h"
@@ -463,10 +464,16 @@ Test(train_options, classification_records_screening_metrics) {
            "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
            "  train: {target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
            "arch: {layers: 1, channels: 4}, split: {valid: 0.25, test: 0.3, seed: 3}}\n"
-           "  score: {set: train}\n");
+           "  score: {set: train}\n  report: {}\n");
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   cr_assert(strstr(out, "ROC-AUC") && strstr(out, "EF1%"), "%s", out);
+  /* each split's molecules and actives logged, a warning for a split of
+   * fewer than 20 actives (12 in all here), the test metrics with their
+   * bootstrap intervals */
+  cr_assert(strstr(out, "train: split: train ") && strstr(out, " actives ("), "%s", out);
+  cr_assert(strstr(out, "warning: the test split holds "), "%s", out);
+  cr_assert(strstr(out, "in brackets the 95% bootstrap interval (1000 resamples)"), "%s", out);
   free(out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
@@ -491,6 +498,156 @@ Test(train_options, classification_records_screening_metrics) {
           "SELECT avg(CASE WHEN a.v > d.v THEN 1.0 WHEN a.v = d.v THEN 0.5 ELSE 0.0 END) FROM t a, t d "
           "WHERE a.y = 1 AND d.y = 0");
   cr_assert_lt(fabs(auc - from_scores), 1e-9, "scores give ROC-AUC %g, the metric %g", from_scores, auc);
+  /* the split's counts as the tables give them */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM split_counts"), 3);
+  cr_assert_eq(tu_query_int(db, "SELECT sum(molecules) FROM split_counts"), 40);
+  cr_assert_eq(tu_query_int(db, "SELECT sum(actives) FROM split_counts"), 12);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM split_counts c WHERE actives = (SELECT count(*) FROM splits s "
+                                "JOIN labels l ON l.mol_id = s.mol_id AND l.name = 'active' WHERE s.split = c.split "
+                                "AND l.value = 1) AND molecules = (SELECT count(*) FROM splits s WHERE s.split = "
+                                "c.split) AND compounds <= molecules AND active_compounds <= actives"),
+               3);
+  /* no compound (the InChIKey's first block) in two splits */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM (SELECT substr(m.inchikey, 1, 14) FROM splits s JOIN molecules "
+                                "m ON m.id = s.mol_id GROUP BY 1 HAVING count(DISTINCT s.split) > 1)"),
+               0);
+  /* each interval holds its estimate */
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'test' AND roc_auc_lo <= roc_auc AND "
+                                "roc_auc <= roc_auc_hi AND pr_auc_lo <= pr_auc AND pr_auc <= pr_auc_hi AND "
+                                "ef1_lo <= ef1 AND ef1 <= ef1_hi AND roc_auc_lo < roc_auc_hi"),
+               1);
+  /* the report shows the stored interval, and the splits' counts */
+  char *cell = tu_query(db, "SELECT printf('%.3f (%.3f&ndash;%.3f)', roc_auc, roc_auc_lo, roc_auc_hi) FROM metrics "
+                            "WHERE split = 'test'");
+  cr_assert(cell && cell[0]);
+  cell[strcspn(cell, "\n")] = 0;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/work/report.html", dir);
+  size_t len = 0;
+  char *html = tu_read(path, &len);
+  cr_assert(html, "no report");
+  cr_assert(strstr(html, cell), "the report lacks the test ROC-AUC with its interval, %s", cell);
+  cr_assert(strstr(html, "Evaluation: the splits") && strstr(html, "Warning: the test split holds "),
+            "the report lacks the splits' counts or the warning");
+  free(html);
+  free(cell);
+  free(wf);
+  free(dir);
+}
+
+/* Cluster split: Butina clusters of Morgan fingerprints, each whole in one
+ * split (the clusters computed again here from the stored molecules); the
+ * counts of a regression have no actives. */
+Test(train_options, cluster_split_keeps_clusters_together) {
+  char *dir = tu_tmpdir("train_cluster");
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: %s, labels: [logp]}\n"
+           "stages:\n  ingest: {workers: 2, gen3d_quality: fast}\n  graph: {edges: bonds}\n"
+           "  train: {target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
+           "split: {method: cluster, cluster_distance: 0.7, seed: 1, valid: 0.15, test: 0.15}}\n",
+           tu_src("workflows/data/delaney_first60.csv"));
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "Butina clusters of ") && strstr(out, "(cluster split)"), "%s", out);
+  cr_assert_null(strstr(out, " actives ("), "a regression has no actives: %s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/a/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM split_counts WHERE actives IS NULL AND compounds > 0"), 3);
+  cr_assert_eq(ob_init(), 0);
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h,
+                                  "SELECT m.mol, s.split FROM splits s JOIN molecules m ON m.id = s.mol_id "
+                                  "ORDER BY s.mol_id",
+                                  -1, &st, NULL),
+               SQLITE_OK);
+  struct fp fps[100];
+  char splits[100];
+  int n = 0, per[3] = {0};
+  while (sqlite3_step(st) == SQLITE_ROW && n < 100) {
+    struct mol m;
+    char err[256];
+    mol_init(&m);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err),
+                 0);
+    cr_assert_eq(fp_morgan(&m, 2, &fps[n]), 0);
+    const char *sp = (const char *)sqlite3_column_text(st, 1);
+    splits[n] = sp[0];
+    per[sp[0] == 't' && sp[1] == 'r' ? 0 : sp[0] == 'v' ? 1 : 2]++;
+    mol_free(&m);
+    n++;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  cr_assert_geq(n, 50);
+  int cl[100];
+  int nc = fp_butina(fps, n, 0.7, cl);
+  cr_log_info("%d clusters; %d train, %d valid, %d test", nc, per[0], per[1], per[2]);
+  cr_assert(nc > 5 && nc < n, "%d clusters of %d", nc, n);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (cl[i] == cl[j]) cr_assert_eq(splits[i], splits[j], "cluster %d is in two splits", cl[i]);
+  cr_assert(per[1] >= 4 && per[2] >= 4, "%d valid, %d test", per[1], per[2]);
+  /* class weights are for classification: a regression refuses them, naming the key */
+  cr_assert_neq(tu_se3(&out, "run %s --set train.class_weight=balanced", wf), 0, "%s", out);
+  cr_assert(strstr(out, "stages.train.class_weight: balanced is for classification"), "%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
+/* class_weight: balanced weighs each active N / P (the train split's) in
+ * the loss: the log says the weight the split's counts give, and the
+ * training loss is not the unweighted run's. */
+Test(train_options, class_weight_balanced_weighs_actives) {
+  if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
+  char *dir = tu_tmpdir("train_class_weight");
+  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
+             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
+  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>8{exit} {print}' > %s/actives.mol2", act, dir),
+               0);
+  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>40{exit} {print}' > %s/decoys.mol2", dec, dir),
+               0);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
+           "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
+           "    - {path: decoys.mol2, labels: {active: 0}}\n"
+           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "  train: {target: active, task: classification, epochs: 1, batch_size: 8, "
+           "arch: {layers: 1, channels: 4}, split: {valid: 0.2, test: 0.2, seed: 2}}\n");
+  char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert_null(strstr(out, "class_weight balanced"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(NULL, "cd %s && mkdir b && cp a/screen.db b/", dir), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s/b --set train.class_weight=balanced", wf, dir), 0, "%s", out);
+  char dba[1100], dbb[1100];
+  snprintf(dba, sizeof dba, "%s/a/screen.db", dir);
+  snprintf(dbb, sizeof dbb, "%s/b/screen.db", dir);
+  int n = tu_query_int(dbb, "SELECT molecules FROM split_counts WHERE split = 'train'"),
+      p = tu_query_int(dbb, "SELECT actives FROM split_counts WHERE split = 'train'");
+  cr_assert(p > 0 && p < n, "%d actives of %d", p, n);
+  char want[256];
+  snprintf(want, sizeof want,
+           "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives "
+           "over its %d actives)",
+           (double)(n - p) / p, n - p, p);
+  cr_assert(strstr(out, want), "no '%s' in:\n%s", want, out);
+  free(out);
+  /* the same split, another loss */
+  char *sa = tu_query(dba, "SELECT mol_id, split FROM splits ORDER BY mol_id"),
+       *sb = tu_query(dbb, "SELECT mol_id, split FROM splits ORDER BY mol_id");
+  cr_assert_str_eq(sa, sb);
+  free(sa), free(sb);
+  double la = query_double(dba, "SELECT loss FROM metrics WHERE split = 'train'"),
+         lb = query_double(dbb, "SELECT loss FROM metrics WHERE split = 'train'");
+  cr_log_info("training loss: unweighted %.6f, balanced %.6f", la, lb);
+  cr_assert_gt(fabs(la - lb), 1e-6, "the weights changed nothing: %g and %g", la, lb);
   free(wf);
   free(dir);
 }

@@ -747,6 +747,38 @@ Test(config, stage_hash_changes_with_values) {
   free(dir);
 }
 
+/* hash: unless_default (a key added later): at its default, written out
+ * or not, it leaves the stage's hash as it was before the key existed;
+ * another value changes it */
+Test(config, a_key_added_later_keeps_the_hash_at_its_default) {
+  char *dir = tu_tmpdir("config_hash_later");
+  const char *yaml = "workflow: h\nstages:\n  train:\n    target: y\n";
+  struct cfg_node *r = load_ok(dir, "t.yaml", yaml, NULL, 0);
+  char h0[17], h[17];
+  cfg_stage_hash(r, "train", 0, h0);
+  /* the defaults filled in are out of the hash: the tree an earlier se3screen hashed, without them */
+  const struct cfg_node *cw = cfg_get(r, "stages.train.class_weight"),
+                        *cd = cfg_get(r, "stages.train.split.cluster_distance"),
+                        *seed = cfg_get(r, "stages.train.seed");
+  cr_assert(cw && cd && seed);
+  cr_assert(cw->no_hash && cd->no_hash, "a key added later is hashed at its default");
+  cr_assert(!seed->no_hash, "an ordinary key at its default is hashed");
+  cfg_node_free(r);
+  const char *same[] = {"train.class_weight=none", "train.split.cluster_distance=0.60"};
+  const char *other[] = {"train.class_weight=balanced", "train.split.cluster_distance=0.5"};
+  for (int i = 0; i < 2; i++) {
+    r = load_ok(dir, "t.yaml", yaml, &same[i], 1);
+    cfg_stage_hash(r, "train", 0, h);
+    cfg_node_free(r);
+    cr_assert_str_eq(h, h0, "%s changed the hash", same[i]);
+    r = load_ok(dir, "t.yaml", yaml, &other[i], 1);
+    cfg_stage_hash(r, "train", 0, h);
+    cfg_node_free(r);
+    cr_assert_str_neq(h, h0, "%s did not change the hash", other[i]);
+  }
+  free(dir);
+}
+
 Test(config, stage_hash_without_section_is_deterministic) {
   char *dir = tu_tmpdir("config_hash_none");
   struct cfg_node *r = load_ok(dir, "wf.yaml", "workflow: n\n", NULL, 0);

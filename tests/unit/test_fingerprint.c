@@ -16,8 +16,8 @@
 static void setup(void) { cr_assert_eq(ob_init(), 0, "ob_init"); }
 
 static void fp_of(const char *smi, int add_h, struct fp *f) {
-  struct ob_parse_opts o = {.format = "smi", .add_hydrogens = add_h, .gen3d = OB_GEN3D_NEVER, .seed = 1,
-                            .max_atoms = 999};
+  struct ob_parse_opts o = {
+      .format = "smi", .add_hydrogens = add_h, .gen3d = OB_GEN3D_NEVER, .seed = 1, .max_atoms = 999};
   char why[512] = "";
   struct mol m;
   cr_assert_eq(ob_parse(smi, strlen(smi), &o, &m, why, sizeof why), 0, "'%s': %s", smi, why);
@@ -89,8 +89,8 @@ static void bits(struct fp *f, const int *on, int n) {
 
 Test(fingerprint, butina_by_hand) {
   /* 0, 1, 2 near one another (similarity 0.6 in a chain, 0.33 from 0 to 2); 3 and 4 alike; 5 alone */
-  static const int b[6][4] = {{1, 2, 3, 4}, {2, 3, 4, 5}, {3, 4, 5, 6}, {100, 101, 102, 103}, {100, 101, 102, 104},
-                              {200, 300, 400, 500}};
+  static const int b[6][4] = {{1, 2, 3, 4},         {2, 3, 4, 5},         {3, 4, 5, 6},
+                              {100, 101, 102, 103}, {100, 101, 102, 104}, {200, 300, 400, 500}};
   struct fp f[6];
   for (int i = 0; i < 6; i++)
     bits(&f[i], b[i], 4);
@@ -112,11 +112,11 @@ Test(fingerprint, butina_by_hand) {
 }
 
 Test(fingerprint, butina_separates_two_series, .init = setup) {
-  static const char *const smi[] = {
-      /* para-substituted acetanilides */
-      "CC(=O)Nc1ccc(O)cc1", "CC(=O)Nc1ccc(OC)cc1", "CC(=O)Nc1ccc(Cl)cc1", "CC(=O)Nc1ccc(F)cc1", "CC(=O)Nc1ccc(C)cc1",
-      /* long-chain alcohols */
-      "CCCCCCCCO", "CCCCCCCCCO", "CCCCCCCCCCO", "CCCCCCCCCCCO"};
+  static const char *const smi[] = {/* para-substituted acetanilides */
+                                    "CC(=O)Nc1ccc(O)cc1", "CC(=O)Nc1ccc(OC)cc1", "CC(=O)Nc1ccc(Cl)cc1",
+                                    "CC(=O)Nc1ccc(F)cc1", "CC(=O)Nc1ccc(C)cc1",
+                                    /* long-chain alcohols */
+                                    "CCCCCCCCO", "CCCCCCCCCO", "CCCCCCCCCCO", "CCCCCCCCCCCO"};
   enum { N = sizeof smi / sizeof *smi };
   struct fp f[N];
   for (int i = 0; i < N; i++)

@@ -1,6 +1,7 @@
 /* The losses of optim.h in double precision: each derivative against finite
  * differences (masked and not), the values against their formulas, Huber
- * against MSE/2 and the linear tail, and BCE at extreme logits. */
+ * against MSE/2 and the linear tail, BCE at extreme logits, and BCE with its
+ * positives weighted (class_weight: balanced). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -71,9 +72,9 @@ static double ref_one(enum nn_loss kind, double p, double t, double delta) {
     return r * r;
   case NN_LOSS_HUBER:
     return fabs(r) <= delta ? r * r / 2 : delta * (fabs(r) - delta / 2);
-  case NN_LOSS_BCE: {
+  case NN_LOSS_BCE: { /* delta: a positive's weight */
     double s = 1 / (1 + exp(-p));
-    return -(t * log(s) + (1 - t) * log(1 - s));
+    return -(delta * t * log(s) + (1 - t) * log(1 - s));
   }
   }
   return NAN;
@@ -165,6 +166,37 @@ Test(grad_loss, bce_is_stable_at_extreme_logits) {
   double z1 = 0.3, y1 = 1, d1;
   cr_assert_float_eq(nn_loss(NN_LOSS_BCE, &z1, &y1, NULL, 1, 0, &d1), log1p(exp(-0.3)), 1e-15);
   cr_assert_float_eq(d1, 1 / (1 + exp(-0.3)) - 1, 1e-15);
+}
+
+/* class_weight balanced: positives weigh N / P. Weight 1 is the unweighted
+ * loss to the bit; with the balanced weight the two classes pull a logit of
+ * 0 equally hard (the gradients cancel), and each class's share of the loss
+ * at logit 0 is the same. */
+Test(grad_loss, weighted_bce_balances_the_classes) {
+  enum { M = 40, P = 4 };
+  double z[M], y[M], d1[M], d0[M];
+  uint64_t rng = 5;
+  for (int i = 0; i < M; i++) {
+    z[i] = 3 * gc_rand(&rng);
+    y[i] = i < P;
+  }
+  double a = nn_loss(NN_LOSS_BCE, z, y, NULL, M, 1.0, d1), b = nn_loss(NN_LOSS_BCE, z, y, NULL, M, 0, d0);
+  cr_assert_eq(a, b, "weight 1 is not the unweighted loss");
+  cr_assert_eq(memcmp(d1, d0, sizeof d1), 0);
+  double w = (double)(M - P) / P, zero[M] = {0}, d[M];
+  double L = nn_loss(NN_LOSS_BCE, zero, y, NULL, M, w, d);
+  double pull = 0;
+  for (int i = 0; i < M; i++)
+    pull += d[i];
+  cr_assert_float_eq(pull, 0, 1e-15, "the classes' gradients at logit 0 sum to %g", pull);
+  /* each class contributes (N) log 2 / M: the loss is 2 N log 2 / M */
+  cr_assert_float_eq(L, 2.0 * (M - P) * log(2.0) / M, 1e-14, "%.17g", L);
+  /* unweighted, the inactives pull harder */
+  nn_loss(NN_LOSS_BCE, zero, y, NULL, M, 1.0, d);
+  pull = 0;
+  for (int i = 0; i < M; i++)
+    pull += d[i];
+  cr_assert_gt(pull, 0.3);
 }
 
 Test(grad_loss, standardize) {

@@ -244,3 +244,80 @@ Test(metrics, enrichment_factor_at_a_fraction_and_its_curve) {
   cr_assert_eq(se3_enrichment_curve(sc, none, 3, x, y), 0);
   cr_assert(isnan(se3_enrichment_factor(sc, none, 3, 0)), "fraction 0 is undefined");
 }
+
+/* ---- bootstrap intervals ---------------------------------------------------- */
+
+/* n molecules, every 10th active; the score is the label plus unit normal
+ * noise times `noise` (Box-Muller over tu_rnd, seeded) */
+static void noisy_screen(int n, double noise, uint64_t seed, double *s, double *l) {
+  tu_seed(seed);
+  for (int i = 0; i < n; i++) {
+    double u1 = 1 - tu_rnd(), u2 = tu_rnd();
+    l[i] = i % 10 == 3;
+    s[i] = l[i] + noise * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+  }
+}
+
+Test(metrics, bootstrap_of_a_perfect_ranking_is_one_to_one) {
+  enum { N = 300 };
+  double s[N], l[N];
+  for (int i = 0; i < N; i++) {
+    l[i] = i % 7 == 0;
+    s[i] = l[i] + 0.001 * i; /* every active above every inactive */
+  }
+  struct se3_cls_metrics pt, lo, hi;
+  se3_classification_metrics(s, l, N, &pt);
+  cr_assert_eq(se3_classification_bootstrap(s, l, N, 200, 1, 0.95, &lo, &hi), 0);
+  cr_assert_float_eq(lo.roc_auc, 1, EPS);
+  cr_assert_float_eq(hi.roc_auc, 1, EPS);
+  cr_assert_float_eq(lo.pr_auc, 1, EPS);
+  cr_assert_float_eq(hi.pr_auc, 1, EPS);
+  /* the top 1 % (3 molecules) are actives in every resample: EF1 = n / P */
+  cr_assert_float_eq(lo.ef1, pt.ef1, EPS);
+  cr_assert_float_eq(hi.ef1, pt.ef1, EPS);
+}
+
+Test(metrics, bootstrap_interval_holds_the_estimate_and_narrows_with_data) {
+  enum { SMALL = 200, LARGE = 3200 };
+  static double s[LARGE], l[LARGE];
+  struct se3_cls_metrics pt, lo, hi, lo2, hi2;
+  noisy_screen(SMALL, 1.0, 7, s, l);
+  se3_classification_metrics(s, l, SMALL, &pt);
+  cr_assert_eq(se3_classification_bootstrap(s, l, SMALL, 1000, 5, 0.95, &lo, &hi), 0);
+  cr_log_info("n=%d: ROC-AUC %.3f (%.3f-%.3f), PR-AUC %.3f (%.3f-%.3f), EF1 %.2f (%.2f-%.2f)", SMALL, pt.roc_auc,
+              lo.roc_auc, hi.roc_auc, pt.pr_auc, lo.pr_auc, hi.pr_auc, pt.ef1, lo.ef1, hi.ef1);
+  cr_assert(lo.roc_auc < pt.roc_auc && pt.roc_auc < hi.roc_auc, "%g (%g-%g)", pt.roc_auc, lo.roc_auc, hi.roc_auc);
+  cr_assert(lo.pr_auc < pt.pr_auc && pt.pr_auc < hi.pr_auc, "%g (%g-%g)", pt.pr_auc, lo.pr_auc, hi.pr_auc);
+  cr_assert(lo.ef1 <= pt.ef1 && pt.ef1 <= hi.ef1 && lo.ef1 < hi.ef1, "%g (%g-%g)", pt.ef1, lo.ef1, hi.ef1);
+  /* the same seed, the same interval; another seed, another */
+  cr_assert_eq(se3_classification_bootstrap(s, l, SMALL, 1000, 5, 0.95, &lo2, &hi2), 0);
+  cr_assert(lo2.roc_auc == lo.roc_auc && hi2.pr_auc == hi.pr_auc && hi2.ef1 == hi.ef1);
+  cr_assert_eq(se3_classification_bootstrap(s, l, SMALL, 1000, 6, 0.95, &lo2, &hi2), 0);
+  cr_assert(lo2.roc_auc != lo.roc_auc || hi2.roc_auc != hi.roc_auc);
+  /* a narrower level, a narrower interval */
+  cr_assert_eq(se3_classification_bootstrap(s, l, SMALL, 1000, 5, 0.5, &lo2, &hi2), 0);
+  cr_assert(lo2.roc_auc > lo.roc_auc && hi2.roc_auc < hi.roc_auc);
+  /* 16 times the data: the width shrinks by about 4 */
+  double w_small = hi.roc_auc - lo.roc_auc;
+  noisy_screen(LARGE, 1.0, 7, s, l);
+  se3_classification_metrics(s, l, LARGE, &pt);
+  cr_assert_eq(se3_classification_bootstrap(s, l, LARGE, 500, 5, 0.95, &lo, &hi), 0);
+  double w_large = hi.roc_auc - lo.roc_auc;
+  cr_log_info("ROC-AUC width %.4f at n=%d, %.4f at n=%d", w_small, SMALL, w_large, LARGE);
+  cr_assert(w_large < 0.4 * w_small, "width %g at n=%d, %g at n=%d", w_small, SMALL, w_large, LARGE);
+  /* and it agrees with Hanley and McNeil's standard error of the AUC (1982)
+   * to 25 %: the width of a 95 % interval is about 3.92 standard errors */
+  double A = pt.roc_auc, P = LARGE / 10, Nn = LARGE - P, q1 = A / (2 - A), q2 = 2 * A * A / (1 + A);
+  double se = sqrt((A * (1 - A) + (P - 1) * (q1 - A * A) + (Nn - 1) * (q2 - A * A)) / (P * Nn));
+  cr_log_info("AUC %.4f: bootstrap width / 3.92 = %.5f, Hanley-McNeil SE %.5f", A, w_large / 3.92, se);
+  cr_assert(fabs(w_large / 3.92 - se) < 0.25 * se, "bootstrap %g, Hanley-McNeil %g", w_large / 3.92, se);
+}
+
+Test(metrics, bootstrap_undefined_cases) {
+  double s[4] = {1, 2, 3, 4}, none[4] = {0, 0, 0, 0}, all[4] = {1, 1, 1, 1};
+  struct se3_cls_metrics lo, hi;
+  cr_assert_eq(se3_classification_bootstrap(s, none, 4, 100, 1, 0.95, &lo, &hi), 0);
+  cr_assert(isnan(lo.roc_auc) && isnan(hi.pr_auc) && isnan(hi.ef1));
+  cr_assert_eq(se3_classification_bootstrap(s, all, 4, 100, 1, 0.95, &lo, &hi), 0);
+  cr_assert(isnan(lo.roc_auc) && isnan(hi.roc_auc));
+}
