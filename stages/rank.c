@@ -316,7 +316,8 @@ static int train_fps(struct stage_ctx *ctx, struct fp **fps, int64_t **ids, int6
     char err[256];
     (*ids)[*n] = sqlite3_column_int64(st, 0);
     if (ret == STAGE_OK && blob_fp(st, 1, &(*fps)[*n], err, sizeof err))
-      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld (a training molecule): %s (run `se3screen verify`)",
+      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (a training molecule; run `se3screen verify` on the "
+                                     "workdir)",
                           (long long)(*ids)[*n], err);
     ++*n;
   }
@@ -334,7 +335,7 @@ static int nearest_training(struct stage_ctx *ctx) {
   int64_t *ids = NULL, n = 0;
   int ret = train_fps(ctx, &fps, &ids, &n);
   sqlite3_stmt *st = NULL, *up = NULL;
-  char *sql = sqlite3_mprintf("SELECT r.rank, m.mol FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id WHERE "
+  char *sql = sqlite3_mprintf("SELECT r.rank, m.mol, r.mol_id FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id WHERE "
                               "r.rank <= %d ORDER BY r.rank",
                               ctx->src, NEAREST_MAX_HITS);
   if (ret == STAGE_OK && n > 0 &&
@@ -348,8 +349,8 @@ static int nearest_training(struct stage_ctx *ctx) {
     struct fp h;
     char err[256];
     if (blob_fp(st, 1, &h, err, sizeof err)) {
-      ret = stage_fail_at(ctx, NULL, "hit %lld: %s (run `se3screen verify`)", (long long)sqlite3_column_int64(st, 0),
-                          err);
+      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (hit %lld; run `se3screen verify` on the workdir)",
+                          (long long)sqlite3_column_int64(st, 2), err, (long long)sqlite3_column_int64(st, 0));
       break;
     }
     int64_t best = 0;
