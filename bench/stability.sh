@@ -20,6 +20,8 @@
 #   EDGES=radius+bonds bench/stability.sh  the classifier on another graph
 #                                          (classify.yaml's is bonds)
 #   SEED=0 bench/stability.sh              the format stability alone
+#   GEN3D=always bench/stability.sh        the classifier trained (and so
+#                                          scoring) on generated shapes
 # About 3 minutes on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,7 +76,7 @@ fi
 
 # ---- format stability -------------------------------------------------------
 "$se3" run "$here/workflows/classify.yaml" --workdir "$work/cls" --set run.progress=none \
-  --set stages.graph.edges="$edges" >>"$log" 2>&1
+  --set stages.graph.edges="$edges" --set stages.ingest.gen3d="${GEN3D:-auto}" >>"$log" 2>&1
 zcat "$data/fabp4_actives_library.mol2.gz" > "$work/actives.mol2"
 # the same records as SMILES written by another toolkit (RDKit's MOL2
 # reader, hydrogens removed), as a SMILES library would come: no 3D shape,
@@ -119,7 +121,7 @@ if os.path.exists(f"{work}/s1.csv"):
 m, s = scores(f"{work}/p_mol2.csv"), scores(f"{work}/p_smi.csv")
 both = sorted(set(m) & set(s))
 d = [abs(m[k] - s[k]) for k in both]
-fmt = {"edges": edges, "actives": len(both), "mean_abs_delta_p": round(statistics.mean(d), 4), "max_abs_delta_p": round(max(d), 4),
+fmt = {"edges": edges, "gen3d": os.environ.get("GEN3D", "auto"), "actives": len(both), "mean_abs_delta_p": round(statistics.mean(d), 4), "max_abs_delta_p": round(max(d), 4),
        "mean_p_mol2": round(statistics.mean(m[k] for k in both), 4),
        "mean_p_smiles": round(statistics.mean(s[k] for k in both), 4), "target_mean_abs_delta_p": 0.10}
 print(json.dumps({"bench": "stability", "seed_stability": seed, "format_stability": fmt}, indent=1))
