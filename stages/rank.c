@@ -312,6 +312,7 @@ static int train_fps(struct stage_ctx *ctx, struct fp **fps, int64_t **ids, int6
       int64_t *i = f ? realloc(*ids, (size_t)cap * sizeof **ids) : NULL;
       if (i) *ids = i;
       if (!i) ret = stage_fail_at(ctx, NULL, "out of memory for the training set's fingerprints");
+      if (ret != STAGE_OK) break;
     }
     char err[256];
     (*ids)[*n] = sqlite3_column_int64(st, 0);
