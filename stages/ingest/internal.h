@@ -30,7 +30,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/workers.h"
-#include "stages/stage.h"
+#include "../stage.h"
 
 /* A molecule's id is its input's key * ID_STRIDE + its record number. */
 #define ID_STRIDE STAGE_ID_STRIDE
