@@ -41,23 +41,6 @@ struct plan {
   int n_work; /* stages with something to do */
 };
 
-static void quiet_advance(struct stage_ctx *ctx, int64_t n) {
-  (void)ctx;
-  (void)n;
-}
-static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) {
-  (void)ctx;
-  (void)fmt;
-}
-static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
-static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
-                                const char *fmt, ...) {
-  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
-}
-static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
-static const struct stage_report quiet = {quiet_advance,      quiet_log,           quiet_advance,
-                                          quiet_item_started, quiet_item_finished, quiet_estimate};
-
 static void say(struct plan *p, int i, int verdict, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void say(struct plan *p, int i, int verdict, const char *fmt, ...) {
   p->verdict[i] = verdict;
@@ -254,7 +237,7 @@ static void plan_stage(struct plan *p, int i) {
   }
   struct run_ctx rc;
   run_ctx_init(&rc, r, s);
-  rc.ctx.report = &quiet;
+  rc.ctx.report = &run_quiet_report;
   int64_t planned_chunks = 0, planned_items = 0;
   if (run_begin(&rc.ctx, s, &planned_chunks, &planned_items) != STAGE_OK) {
     say(p, i, P_MAYBE, "cannot be planned now: %s", rc.ctx.err);

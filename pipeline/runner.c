@@ -78,18 +78,6 @@ static int mkdirs(const char *path, char *err, size_t errlen) {
  * orders follow RUN_ORDER_STAGE. */
 enum { RUN_ORDER_STAGE = 1, RUN_ORDER_END = 2, RUN_ORDER_SPREAD = 3 };
 
-/* Ranks > 0 neither show progress nor log: rank 0 speaks for the run. */
-static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n; }
-static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
-static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
-static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
-                                const char *fmt, ...) {
-  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
-}
-static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
-static const struct stage_report quiet_report = {quiet_advance,      quiet_log,           quiet_advance,
-                                                 quiet_item_started, quiet_item_finished, quiet_estimate};
-
 /* Returns SE3_EXIT_*. */
 /* A run of one command: nothing open yet, one shard, no lock. */
 static void run_init(struct run *r, const struct run_opts *o) {
@@ -420,7 +408,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   w->err[0] = 0;
   run_ctx_init(&rc, w, s);
   struct stage_ctx *ctx = &rc.ctx;
-  if (rank > 0) ctx->report = &quiet_report;
+  if (rank > 0) ctx->report = &run_quiet_report; /* rank 0 speaks for the run */
   int64_t n_chunks = 0, n_items = 0;
   int st = STAGE_ERROR;
   snprintf(up, sizeof up, "%s/shards", w->workdir);
@@ -737,7 +725,7 @@ static int run_follow(const struct run_opts *o) {
     struct run_ctx rc;
     run_ctx_init(&rc, &r, s);
     struct stage_ctx *ctx = &rc.ctx;
-    ctx->report = &quiet_report;
+    ctx->report = &run_quiet_report;
     ctx->comm = o->comm;
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);

@@ -87,6 +87,8 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
  * what train would have read, and report (STAGE_READS_ANY), which reads
  * what the last stage before it that runs left. root NULL: `after`. */
 const char *run_upstream_of(const struct cfg_node *root, const struct stage *s);
+/* A stage_report that shows and logs nothing (ranks > 0, --dry-run's plan). */
+extern const struct stage_report run_quiet_report;
 /* SQL from a format (sqlite3_mprintf's) on r's database: 0, or -1 with r->err set. */
 int run_exec(struct run *r, const char *fmt, ...);
 /* Delete everything stage i wrote (its tables, rejects, ledger and state). */

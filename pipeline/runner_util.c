@@ -131,6 +131,19 @@ static void cb_estimate(struct stage_ctx *ctx, double seconds) {
 static const struct stage_report report = {cb_advance,      cb_log,           cb_done_before,
                                            cb_item_started, cb_item_finished, cb_estimate};
 
+/* A report that shows and logs nothing: ranks > 0 of a data-parallel run
+ * (rank 0 speaks for the run), and --dry-run's plan. */
+static void quiet_advance(struct stage_ctx *ctx, int64_t n) { (void)ctx, (void)n; }
+static void quiet_log(struct stage_ctx *ctx, const char *fmt, ...) { (void)ctx, (void)fmt; }
+static void quiet_item_started(struct stage_ctx *ctx, const char *name) { (void)ctx, (void)name; }
+static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok, const char *verb, double seconds,
+                                const char *fmt, ...) {
+  (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
+}
+static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
+const struct stage_report run_quiet_report = {quiet_advance,      quiet_log,           quiet_advance,
+                                              quiet_item_started, quiet_item_finished, quiet_estimate};
+
 int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
