@@ -439,23 +439,26 @@ Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
   free(dir);
 }
 
+/* dir/actives.mol2 and dir/decoys.mol2: the first n_act and n_dec records
+ * of DUD-E FABP4's actives and decoys (../shared/data). */
+static void fabp4_sample(const char *dir, int n_act, int n_dec) {
+  const char *files[2] = {tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
+                          tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz")};
+  const char *names[2] = {"actives", "decoys"};
+  const int n[2] = {n_act, n_dec};
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(tu_sh(NULL, "zcat %s | awk -v n=%d '/^@<TRIPOS>MOLECULE/{k++} k>n{exit} {print}' > %s/%s.mol2",
+                       files[i], n[i], dir, names[i]),
+                 0);
+}
+
 /* Classification: FABP4 actives vs decoys (a handful of each from DUD-E),
  * binary cross-entropy; ROC-AUC, PR-AUC and EF1% recorded for validation and
  * test; scores are probabilities. */
 Test(train_options, classification_records_screening_metrics) {
   if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
   char *dir = tu_tmpdir("train_classify");
-  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
-             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
-  /* the first N mol2 records of each file */
-  const char *take = "awk -v n=%d '/^@<TRIPOS>MOLECULE/{k++} k>n{exit} {print}'";
-  char cmd[2048], awk[256];
-  snprintf(awk, sizeof awk, take, 12);
-  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/actives.mol2", act, awk, dir);
-  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
-  snprintf(awk, sizeof awk, take, 28);
-  snprintf(cmd, sizeof cmd, "zcat %s | %s > %s/decoys.mol2", dec, awk, dir);
-  cr_assert_eq(tu_sh(NULL, "%s", cmd), 0);
+  fabp4_sample(dir, 12, 28);
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 60}\n"
@@ -606,12 +609,7 @@ Test(train_options, cluster_split_keeps_clusters_together) {
 Test(train_options, class_weight_balanced_weighs_actives) {
   if (!tu_have_shared()) cr_skip_test("../shared/data is absent");
   char *dir = tu_tmpdir("train_class_weight");
-  const char *act = tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
-             *dec = tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz");
-  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>8{exit} {print}' > %s/actives.mol2", act, dir),
-               0);
-  cr_assert_eq(tu_sh(NULL, "zcat %s | awk '/^@<TRIPOS>MOLECULE/{k++} k>40{exit} {print}' > %s/decoys.mol2", dec, dir),
-               0);
+  fabp4_sample(dir, 8, 40);
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
