@@ -488,6 +488,20 @@ int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *s
   return rc;
 }
 
+int dock_pose_tags(struct mol *m, int mode, const struct dock_pose *p) {
+  static const char *const names[] = {"vina_score", "vina_inter", "vina_intra", "rmsd_lb", "rmsd_ub"};
+  const double v[] = {p->score, p->inter, p->intra, p->rmsd_lb, p->rmsd_ub};
+  char text[64];
+  snprintf(text, sizeof text, "%d", mode);
+  if (mol_add_tag(m, "mode", text)) return -1;
+  for (int i = 0; i < 5; i++) {
+    if (!isfinite(v[i])) continue;
+    snprintf(text, sizeof text, "%.9g", v[i]);
+    if (mol_add_tag(m, names[i], text)) return -1;
+  }
+  return 0;
+}
+
 void dock_job_free_poses(struct dock_job *j) {
   for (int i = 0; i < j->n_poses; i++) {
     free(j->poses[i].mol);

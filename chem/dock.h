@@ -112,6 +112,11 @@ int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *s
  * when the output has no such model (Vina found fewer); -1 with err. */
 int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen,
                      struct dock_pose *p, char *err, size_t errlen);
+/* A pose's SD tags added to m, in this order: mode, vina_score,
+ * vina_inter, vina_intra, rmsd_lb, rmsd_ub (kcal/mol, Å; %.9g; a NAN term
+ * left out). hits.sdf and `export --poses` write them so. 0, or -1 out of
+ * memory. */
+int dock_pose_tags(struct mol *m, int mode, const struct dock_pose *p);
 /* The poses of a job freed, n_poses 0. */
 void dock_job_free_poses(struct dock_job *j);
 /* m at the pose: the coordinates of the atoms seen, the hydrogens unseen

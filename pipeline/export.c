@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "chem/dock.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/sdtext.h"
@@ -195,20 +197,13 @@ static int csv_row(struct exp *e) {
 
 /* ---- sdf ---------------------------------------------------------------- */
 
-/* The tags of a pose (e->poses' row) after the row's own: which pose, its
- * score and Vina's terms. */
-static int pose_tags(struct exp *e, struct mol *m) {
-  static const char *const names[] = {"mode", "vina_score", "vina_inter", "vina_intra", "rmsd_lb", "rmsd_ub"};
-  for (int i = 0; i < 6; i++) {
-    if (sqlite3_column_type(e->poses, i) == SQLITE_NULL) continue;
-    char v[64];
-    if (i == 0)
-      snprintf(v, sizeof v, "%lld", (long long)sqlite3_column_int64(e->poses, 0));
-    else
-      snprintf(v, sizeof v, "%.9g", sqlite3_column_double(e->poses, i));
-    if (mol_add_tag(m, names[i], v)) return -1;
-  }
-  return 0;
+/* The pose of e->poses' row: its mode, score and Vina's terms (NAN where
+ * NULL). */
+static int pose_row(sqlite3_stmt *st, struct dock_pose *p) {
+  double *v[] = {&p->score, &p->inter, &p->intra, &p->rmsd_lb, &p->rmsd_ub};
+  for (int i = 0; i < 5; i++)
+    *v[i] = sqlite3_column_type(st, i + 1) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i + 1);
+  return (int)sqlite3_column_int64(st, 0);
 }
 
 /* One record: the molecule `blob` titled and tagged by the row (and by
@@ -237,7 +232,8 @@ static int sdf_record(struct exp *e, const void *blob, size_t len, int pose) {
     if (!value || mol_add_tag(&m, sqlite3_column_name(e->st, i), value)) ret = SE3_EXIT_FAILED;
     free(value);
   }
-  if (!ret && pose && pose_tags(e, &m)) ret = SE3_EXIT_FAILED;
+  struct dock_pose p;
+  if (!ret && pose && dock_pose_tags(&m, pose_row(e->poses, &p), &p)) ret = SE3_EXIT_FAILED;
   /* nothing a row holds may end its record or a value early (sdtext.h) */
   if (!ret && sd_make_safe(&m)) ret = SE3_EXIT_FAILED;
   if (ret) {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chem/dock.h"
 #include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
@@ -431,16 +432,11 @@ static void num_text(sqlite3_stmt *st, int c, char *out, size_t n) {
  * In a dock-only workflow a record a pose, with the pose's tags. */
 static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
   struct mol m;
-  char err[256], docked[64], mode[24] = "", inter[64], intra[64], lb[64], ub[64];
+  char err[256], docked[64];
   num_text(st, 12, docked, sizeof docked);
   struct rstage *r = ctx->state;
-  if (r->dock && sqlite3_column_type(st, 13) != SQLITE_NULL) {
-    snprintf(mode, sizeof mode, "%lld", (long long)sqlite3_column_int64(st, 13));
-    num_text(st, 14, inter, sizeof inter);
-    num_text(st, 15, intra, sizeof intra);
-    num_text(st, 16, lb, sizeof lb);
-    num_text(st, 17, ub, sizeof ub);
-  }
+  /* a pose of a dock-only workflow: which, its score and Vina's terms */
+  int pose = r->dock && sqlite3_column_type(st, 13) != SQLITE_NULL;
   mol_init(&m);
   if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err))
     return stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", h->id,
@@ -462,18 +458,19 @@ static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struc
                            {"mol_id", h->id},
                            {"nearest_train", (const char *)sqlite3_column_text(st, 18)},
                            {"similarity", h->sim[0] ? h->sim : NULL},
-                           {"docking_score", docked[0] && !mode[0] ? docked : NULL},
-                           /* a pose of a dock-only workflow: which, its score and Vina's terms */
-                           {"mode", mode[0] ? mode : NULL},
-                           {"vina_score", mode[0] ? docked : NULL},
-                           {"vina_inter", mode[0] && inter[0] ? inter : NULL},
-                           {"vina_intra", mode[0] && intra[0] ? intra : NULL},
-                           {"rmsd_lb", mode[0] ? lb : NULL},
-                           {"rmsd_ub", mode[0] ? ub : NULL},
-                           {"receptor", mode[0] ? r->receptor : NULL}};
+                           {"docking_score", docked[0] && !pose ? docked : NULL}};
   int bad = !m.name;
   for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
     if (tags[t][1]) bad = mol_add_tag(&m, tags[t][0], tags[t][1]) != 0;
+  if (!bad && pose) {
+    struct dock_pose p;
+    double *v[] = {&p.score, &p.inter, &p.intra, &p.rmsd_lb, &p.rmsd_ub};
+    static const int col[] = {12, 14, 15, 16, 17}; /* the hits query's pose columns (13: the mode) */
+    for (int i = 0; i < 5; i++)
+      *v[i] = sqlite3_column_type(st, col[i]) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col[i]);
+    bad = dock_pose_tags(&m, (int)sqlite3_column_int64(st, 13), &p) ||
+          (r->receptor && mol_add_tag(&m, "receptor", r->receptor));
+  }
   /* a title `$$$$`, a line break in a path or the target's name: sdtext.h */
   char *text = !bad && sd_make_safe(&m) == 0 ? ob_write_sdf(&m) : NULL;
   mol_free(&m);
