@@ -53,6 +53,8 @@ const ionise_group GROUPS[] = {
     {"sulfinic acid", "[OX2H1]-[SX3]=O", 1, 2.0, 1.5, 2.5},
     {"phosphoric, phosphonic acid (first OH of a P)", "[OX2H1]-[PX4]=O", 1, 2.0, 1.0, 3.0},
     {"carboxylic acid", "[OX2H1]-[CX3]=O", 1, 4.2, 3.0, 5.0},
+    {"vinylogous acid: enol of a 1,3-dicarbonyl (tetronic acid, 4-hydroxypyranone)",
+     "[OX2H1]-[CX3]=[CX3]-[CX3]=O", 1, 4.5, 3.5, 6.7},
     {"tetrazole (1H or 2H)", "[nH1;$(n1:n:n:n:c:1),$(n1:n:n:c:n:1)]", 1, 4.9, 4.5, 5.0},
     {"acyl sulfonamide, sulfonylurea", "[NX3H1](-[CX3]=O)-[SX4](=O)=O", 1, 4.5, 3.5, 5.5},
     {"N-heteroaryl sulfonamide (sulfa drugs)", "[NX3H1](-c:n)-[SX4](=O)=O", 1, 6.5, 5.5, 8.5},

@@ -71,9 +71,10 @@ class OBMol;
 // The standardiser (stages.ingest.standardize: basic), before the fragment
 // step: bonds from alkali and alkaline-earth metals to N, O, S and halogens
 // broken into ions (the fragment step then drops the metal), the rule table
-// applied, and tetrahedral stereo dropped on a nitrogen that carries a
-// hydrogen (it inverts, or trades its proton, in water: a 3D file's
-// ammonium otherwise gets a stereo tag its SMILES lacks).
+// applied. (Its third part, no stereo on a nitrogen that carries a
+// hydrogen, is se3_drop_nh_stereo, which the caller runs after protonation:
+// an ammonium's stereo is dropped, a cage amine's survives its
+// neutralisation.)
 void se3_standardize(OpenBabel::OBMol &mol);
 
 // stages.ingest.protonate: neutral. Hydrogens become implicit; every +1
@@ -93,7 +94,9 @@ void se3_neutralise(OpenBabel::OBMol &mol);
 void se3_protonate(OpenBabel::OBMol &mol, double ph);
 
 // Tetrahedral stereo on nitrogens that carry a hydrogen dropped (perceived
-// first where it was not yet). Used by both of the above.
+// first where it was not yet): such a nitrogen inverts, or trades its
+// proton, in water, and a 3D file's ammonium would otherwise get a stereo
+// tag its SMILES lacks. The two above end with it.
 void se3_drop_nh_stereo(OpenBabel::OBMol &mol);
 #endif
 

@@ -409,6 +409,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   // our tables (chem/ionise.h), not Open Babel's neutralize op or pH model
   if (o->protonate == OB_PROT_NEUTRAL) se3_neutralise(mol);
   else if (o->protonate == OB_PROT_PH) se3_protonate(mol, o->ph);
+  else if (o->standardize == OB_STD_BASIC) se3_drop_nh_stereo(mol);
   if (!o->allow_radicals) {
     int unpaired = 0, at = first_radical(mol, &unpaired);
     if (at) {

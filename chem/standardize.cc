@@ -144,5 +144,4 @@ void se3_standardize(OBMol &mol) {
     }
   }
   mol.SetAromaticPerceived(false);
-  se3_drop_nh_stereo(mol);
 }
