@@ -99,6 +99,10 @@ static const struct case_ CASES[] = {
     {"betaine", "C[N+](C)(C)CC(=O)[O-]", "C[N+](C)(C)CC(=O)[O-]", "C[N+](C)(C)CC(=O)O",
      "C[N+](C)(C)CC(=O)[O-]"},
     {"nitro stays charge-separated", "C[N+](=O)[O-]", "C[N+](=O)[O-]", "C[N+](=O)[O-]", "C[N+](=O)[O-]"},
+    {"dimedone's enol (5.2)", "CC1(C)CC(=O)C=C(O)C1", "CC1(C)CC(=O)C=C([O-])C1", "CC1(C)CC(=O)C=C(O)C1",
+     "CC1(C)CC(=O)C=C([O-])C1"},
+    {"acetylacetone's open-chain enol (8.9)", "CC(O)=CC(C)=O", "CC(O)=CC(C)=O", "CC(O)=CC(C)=O",
+     "CC([O-])=CC(C)=O"},
     {"trifluoroethylamine (5.7)", "NCC(F)(F)F", "NCC(F)(F)F", "[NH3+]CC(F)(F)F", "NCC(F)(F)F"},
 };
 
@@ -236,4 +240,20 @@ Test(ionise, tables_parse, .init = setup) {
     cr_assert(g->lo <= g->pka && g->pka <= g->hi, "%s: pKa %g outside %g..%g", g->name, g->pka, g->lo, g->hi);
   }
   cr_assert_null(ionise_group_at(ionise_n_groups()));
+}
+
+/* docs/chemistry.md prints both tables: every row's name is there. */
+Test(ionise, tables_are_documented) {
+  size_t len = 0;
+  char *doc = tu_read(tu_src("docs/chemistry.md"), &len);
+  cr_assert_not_null(doc);
+  for (int i = 0; i < ionise_n_groups(); i++)
+    cr_assert_not_null(strstr(doc, ionise_group_at(i)->name), "docs/chemistry.md lacks the group '%s'",
+                       ionise_group_at(i)->name);
+  for (int i = 0; i < std_n_rules(); i++) {
+    cr_assert_not_null(strstr(doc, std_rule_at(i)->name), "docs/chemistry.md lacks the rule '%s'",
+                       std_rule_at(i)->name);
+    cr_assert_not_null(strstr(doc, std_rule_at(i)->smarts), "docs/chemistry.md lacks %s", std_rule_at(i)->smarts);
+  }
+  free(doc);
 }
