@@ -19,6 +19,7 @@ extern "C" {
 }
 #include "chem/etkdg.h"
 #include "chem/gen3d.h"
+#include "chem/ionise.h"
 
 #include <omp.h>
 
@@ -393,6 +394,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   }
 
   if (std::strcmp(o->format, "mol2") == 0) mol2_formal_charges(mol, mol2_atoms(text, len));
+  if (o->standardize == OB_STD_BASIC) se3_standardize(mol);
   if (o->fragments != OB_FRAG_KEEP) {
     std::vector<std::vector<int>> frags = fragments(mol);
     if (frags.size() > 1) {
@@ -404,19 +406,10 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       keep_largest_fragment(mol, frags);
     }
   }
-  if (o->protonate == OB_PROT_NEUTRAL) {
-    OBOp *op = OBOp::FindType("neutralize");
-    if (!op) {
-      put_reason(why, "internal error", 0, "Open Babel has no neutralize operation");
-      return 1;
-    }
-    op->Do(&mol);
-  } else if (o->protonate == OB_PROT_PH) {
-    // The pH model works on explicit hydrogens; it adds them, and they go
-    // again so that the rest of parsing sees the molecule as read.
-    mol.AddHydrogens(false, true, o->ph);
-    mol.DeleteHydrogens();
-  }
+  // our tables (chem/ionise.h), not Open Babel's neutralize op or pH model
+  if (o->protonate == OB_PROT_NEUTRAL) se3_neutralise(mol);
+  else if (o->protonate == OB_PROT_PH) se3_protonate(mol, o->ph);
+  else if (o->standardize == OB_STD_BASIC) se3_drop_nh_stereo(mol);
   if (!o->allow_radicals) {
     int unpaired = 0, at = first_radical(mol, &unpaired);
     if (at) {

@@ -19,8 +19,12 @@ enum ob_quality { OB_Q_FAST = 0, OB_Q_MEDIUM, OB_Q_BEST };
  * the first of equals), reject the record, or keep every fragment. */
 enum ob_fragments { OB_FRAG_LARGEST = 0, OB_FRAG_REJECT, OB_FRAG_KEEP };
 /* Protonation: as the input has it, neutralised (+1/-1 charges that a
- * hydrogen can undo), or Open Babel's pH model at ph. */
+ * hydrogen can undo), or at ph by our table of ionisable groups (ionise.h). */
 enum ob_protonate { OB_PROT_KEEP = 0, OB_PROT_NEUTRAL, OB_PROT_PH };
+/* The standardiser (ionise.h): basic (ionic metal bonds broken, one form for
+ * nitro, N-oxide, azide, diazo, sulfoxide and the like, no stereo on an N
+ * carrying a hydrogen) or none. */
+enum ob_standardize { OB_STD_BASIC = 0, OB_STD_NONE };
 
 struct ob_parse_opts {
   const char *format;       /* Open Babel format id: "sdf", "mol2", "smi", ... */
@@ -33,6 +37,7 @@ struct ob_parse_opts {
   size_t max_record_bytes;  /* 0 means 64 MiB */
   enum ob_fragments fragments;
   enum ob_protonate protonate;
+  enum ob_standardize standardize;
   double ph;                /* OB_PROT_PH: the pH */
   int allow_radicals;       /* 0: an atom with unpaired electrons rejects the record ("radical") */
 };
@@ -47,8 +52,8 @@ int ob_init(void);
  * In order: read; MOL2 records get the formal charges their Tripos atom
  * types imply (O.co2 of carboxylates, phosphates and sulfonates -1, N.4 and
  * four-valent N +1: DUD-E and ZINC files carry none, and Open Babel would
- * make radicals of them); fragments as o->fragments says; protonation as
- * o->protonate says; the radical check; then canonical SMILES, InChIKey and
+ * make radicals of them); the standardiser as o->standardize says;
+ * fragments as o->fragments says; protonation as o->protonate says; the radical check; then canonical SMILES, InChIKey and
  * 3D coordinates. */
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);

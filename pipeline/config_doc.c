@@ -133,6 +133,10 @@ static int row(FILE *f, const char *key, const struct cfg_node *s) {
     cell(f, redo);
   } else if (hash && !strcmp(hash, "unless_default")) {
     fputs("yes; at its default it is left out, so work from before the key existed is kept", f);
+  } else if (hash && !strncmp(hash, "unless ", 7)) {
+    fprintf(f, "yes; at `%s` (what se3screen did before the key existed) it is left out, so work from before "
+               "the key is kept",
+            hash + 7);
   } else if (!cfg_sch_flag(s, "hash", 1)) {
     fputs("no: changing it keeps finished work", f);
   } else {

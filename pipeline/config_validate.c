@@ -489,6 +489,11 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
   const char *hash = cfg_sch_text(s, "hash");
   if (hash && !strcmp(hash, "unless_default")) {
     if (at_default(n, s, t)) mark_no_hash(n);
+  } else if (hash && !strncmp(hash, "unless ", 7)) {
+    /* hash: unless VALUE — a key added later whose default changes results:
+     * hashed at its default (older workdirs are redone), left out at VALUE,
+     * what se3screen did before the key existed */
+    if (n->kind == CFG_SCALAR && n->value && !strcmp(n->value, hash + 7)) mark_no_hash(n);
   } else if (!cfg_sch_flag(s, "hash", 1)) {
     mark_no_hash(n);
   }

@@ -32,6 +32,7 @@ static const char *const KEYS[] = {
     "stages.ingest.seed",
     "stages.ingest.fragments",
     "stages.ingest.protonate",
+    "stages.ingest.standardize",
     "stages.graph.edges",
     "stages.graph.cutoff",
     "stages.graph.max_neighbors",
@@ -58,6 +59,7 @@ const char *model_card_older_value(const char *key) {
   if (!key) return NULL;
   if (strcmp(key, "stages.ingest.fragments") == 0) return "keep";
   if (strcmp(key, "stages.ingest.protonate") == 0) return "keep";
+  if (strcmp(key, "stages.ingest.standardize") == 0) return "none"; /* before issue 54 */
   return NULL;
 }
 

@@ -99,6 +99,7 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
     const char *pv = cfg_str(c, "protonate");
     g->po.protonate = !strcmp(pv, "neutral") ? OB_PROT_NEUTRAL : OB_PROT_KEEP;
   }
+  g->po.standardize = !strcmp(cfg_str(c, "standardize"), "none") ? OB_STD_NONE : OB_STD_BASIC;
   g->po.allow_radicals = cfg_bool(c, "allow_radicals");
   g->po.max_atoms = (int)cfg_int(c, "max_atoms");
   g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes");

@@ -24,6 +24,12 @@ static void unpack(void) {
   cr_assert_eq(tu_sh(NULL, "rm -rf " AT " && mkdir -p " AT " && tar xzf %s -C " AT,
                      tu_src("tests/data/upgrade/v8_workdir.tar.gz")),
                0);
+  /* the workflow as the previous release ran it: without the standardiser
+   * (stages.ingest.standardize, issue 54, whose default changes molecules
+   * and is hashed; `none` is left out of the hash) */
+  cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none}/' " AT
+                           "/wf.yaml && grep -q 'standardize: none' " AT "/wf.yaml"),
+               0);
 }
 
 /* Each stage's "nothing to do" in the log of a run, and no end-of-stage line. */
