@@ -107,8 +107,17 @@ Test(gen3d_quality, tricky_stereo_kept) {
       char text[512], buf[600];
       snprintf(text, sizeof text, "%s\n", TRICKY[i]);
       struct mol m;
-      cr_assert_eq(parse(text, strlen(text), &o, &m, buf, sizeof buf), 0, "%s (seed %u) rejected: %s", TRICKY[i],
-                   seed, buf);
+      struct mol_why why;
+      int rc = ob_parse_why(text, strlen(text), &o, &m, &why);
+      mol_why_text(&why, buf, sizeof buf);
+      if (rc != 0 && !ob_gen3d_fallback()) {
+        /* the cages need ETKDG (9 of these 15 builds took it): without
+         * RDKit in the build a refusal naming the check is right, a pass
+         * with the wrong stereo never */
+        cr_expect_str_eq(why.reason, "3D generation: stereo not kept", "%s (seed %u): %s", TRICKY[i], seed, buf);
+        continue;
+      }
+      cr_assert_eq(rc, 0, "%s (seed %u) rejected: %s", TRICKY[i], seed, buf);
       char *back = smiles_from_3d(&m);
       cr_expect_str_eq(back, m.smiles, "%s (seed %u): stereo changed, 3D gives %s", TRICKY[i], seed, back);
       free(back);
