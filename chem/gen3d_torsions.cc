@@ -190,11 +190,11 @@ void se3_gen3d_set_torsions(OBMol &mol, unsigned draw, se3_torsion_stats *stats)
   for (int sweep = 0; sweep < SWEEPS; sweep++) {
     int changed = 0;
     for (const Rotor &r : rotors) {
+      vector3 origin = p[r.u], axis = p[r.v] - p[r.u];
+      if (!(axis.length() > 0)) continue; // two atoms on one spot: no axis (the checks will say)
+      axis.normalize();
       for (int i : r.side)
         in_side[i] = 1;
-      vector3 origin = p[r.u], axis = p[r.v] - p[r.u];
-      if (!(axis.length() > 0)) continue;
-      axis.normalize();
       double now = torsion(p, r.a, r.u, r.v, r.b);
       // one of the options, whatever the builder gave (a turn under 5° is none)
       double best = HUGE_VAL, best_t = 0;
