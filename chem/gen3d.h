@@ -1,8 +1,9 @@
 // gen3d.h — 3D coordinates for a molecule read without them (C++, internal to
 // the Open Babel bridge: obbridge.cc calls it; nothing in C does).
 //
-// Every quality builds (fast: OBBuilder alone; medium, best: + 250, 2000
-// MMFF94 steps), then checks the result: finite, non-zero coordinates; no
+// Every quality builds (fast: OBBuilder, its open-chain torsions set afresh
+// by chem/gen3d_torsions.h; medium, best: + 250, 2000 MMFF94 steps), then
+// checks the result: finite, non-zero coordinates; no
 // clash; the stereo the input specified (tetrahedral centres, cis/trans
 // bonds) kept. Only a molecule that fails a check pays for a fix (see
 // gen3d.cc): at every quality the fixes that cost microseconds (turning
@@ -56,5 +57,17 @@ struct se3_gen3d_trace {
 // se3_gen3d telling what happened in *trace (may be null).
 bool se3_gen3d_traced(OpenBabel::OBMol &mol, const ob_parse_opts *o, unsigned seed, std::string &why,
                       se3_gen3d_trace *trace);
+
+// Another conformer of mol, a molecule se3_gen3d gave coordinates (its
+// stereo as read still attached, hydrogens as they are), for an ensemble at
+// a fraction of a build's cost (no builder run; the torsion pass took 3 ms
+// a PDB ligand where the builder took 5): each open-chain single bond turned rigidly to one of its allowed
+// torsions near the least crowded, drawn under draw (0 counts as 1; another
+// draw, most often another shape), then checked as se3_gen3d checks (clash,
+// stereo) and fixed by the cheap fixes. Deterministic for a given draw.
+// false with why, mol unchanged, when the checks fail. A rigid turn about a
+// single bond outside rings keeps every bond length, angle, stereocentre
+// and double bond; ring conformations stay those of the first conformer.
+bool se3_gen3d_another(OpenBabel::OBMol &mol, unsigned draw, std::string &why);
 
 #endif

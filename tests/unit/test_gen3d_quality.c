@@ -1,0 +1,267 @@
+/* test_gen3d_quality.c — how good `fast` 3D generation (the default) is, in
+ * seconds: tricky stereo (a cage with seven centres, a macrocycle with a
+ * centre and an E double bond, E/Z bonds on a tetrasubstituted alkene and
+ * a conjugated chain) kept over several seeds, every specified centre a
+ * tetrahedron; and a quality floor: 20 PDB ligands (tests/data/chem/
+ * pdb_ligands20.sdf, neither bench/gen3d.sh's held-out set nor its tuning
+ * set) regenerated from their graphs and compared with their PDB pose by
+ * heavy-atom RMSD after the best superposition, same atom order, no
+ * symmetry search (an upper bound on the symmetric RMSD). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chem/mol.h"
+#include "chem/obbridge.h"
+#include "tests/testutil.h"
+
+static void setup(void) { cr_assert_eq(ob_init(), 0, "ob_init"); }
+
+TestSuite(gen3d_quality, .init = setup);
+
+static struct ob_parse_opts opts(const char *format, unsigned seed) {
+  struct ob_parse_opts o = {.format = format,
+                            .add_hydrogens = 1,
+                            .gen3d = OB_GEN3D_ALWAYS,
+                            .quality = OB_Q_FAST,
+                            .seed = seed,
+                            .max_atoms = 999,
+                            .fragments = OB_FRAG_KEEP};
+  return o;
+}
+
+static int parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *m, char *buf, size_t n) {
+  struct mol_why why;
+  int rc = ob_parse_why(text, len, o, m, &why);
+  mol_why_text(&why, buf, n);
+  return rc;
+}
+
+/* The canonical SMILES of m's SD record read back without 3D generation:
+ * stereo perceived from the coordinates. Caller frees. */
+static char *smiles_from_3d(const struct mol *m) {
+  char *sdf = ob_write_sdf(m);
+  cr_assert_not_null(sdf);
+  struct ob_parse_opts o = opts("sdf", 1);
+  o.gen3d = OB_GEN3D_NEVER;
+  o.add_hydrogens = 0;
+  struct mol back;
+  char buf[600];
+  cr_assert_eq(parse(sdf, strlen(sdf), &o, &back, buf, sizeof buf), 0, "SD record read back rejected: %s", buf);
+  free(sdf);
+  char *s = strdup(back.smiles);
+  mol_free(&back);
+  return s;
+}
+
+/* The smallest |triple product| of unit bond vectors over the four choices
+ * of three of atom i's neighbours when it has four, else 1: about 0.77 for a
+ * tetrahedron, near 0 when it is flat or one neighbour has swung over. */
+static double least_volume(const struct mol *m, int i) {
+  double v[4][3];
+  int n = 0;
+  for (int b = 0; b < m->n_bonds; b++) {
+    int j = m->bonds[b].a == (uint32_t)i ? (int)m->bonds[b].b : m->bonds[b].b == (uint32_t)i ? (int)m->bonds[b].a : -1;
+    if (j < 0) continue;
+    if (n == 4) return 1;
+    double d[3] = {m->atoms[j].x - m->atoms[i].x, m->atoms[j].y - m->atoms[i].y, m->atoms[j].z_ - m->atoms[i].z_};
+    double l = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    for (int k = 0; k < 3; k++)
+      v[n][k] = d[k] / l;
+    n++;
+  }
+  if (n != 4) return 1;
+  double least = 1;
+  for (int skip = 0; skip < 4; skip++) {
+    const double *a = v[skip == 0 ? 1 : 0], *b = v[skip <= 1 ? 2 : 1], *c = v[skip <= 2 ? 3 : 2];
+    double vol = a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) + a[2] * (b[0] * c[1] - b[1] * c[0]);
+    least = fmin(least, fabs(vol));
+  }
+  return least;
+}
+
+/* Stereo that the builder's ring templates and chain rules get wrong often
+ * (bench/gen3d.sh's PDB ligands: one cage came out with all but one centre
+ * inverted before the checks). */
+static const char *TRICKY[] = {
+    /* artemisinin: a cage of three rings and a peroxide bridge, 7 centres */
+    "C[C@@H]1CC[C@H]2[C@@H](C)C(=O)O[C@@H]3O[C@@]4(C)CC[C@@H]1[C@]32OO4",
+    /* morphine: a pentacyclic cage, 5 centres, a ring double bond */
+    "CN1CC[C@]23c4c5ccc(O)c4O[C@H]2[C@@H](O)C=C[C@H]3[C@H]1C5",
+    /* a 16-membered lactone with a centre and an E double bond in the ring */
+    "C[C@@H]1CCCCC/C=C/CCCCCC(=O)O1",
+    /* tamoxifen: a tetrasubstituted Z alkene */
+    "CC/C(=C(\\c1ccccc1)c1ccc(OCCN(C)C)cc1)c1ccccc1",
+    /* a dienamide E,Z with a centre (a PDB ligand's motif) */
+    "C/C=C\\C=C\\C(=O)N[C@@H](Cc1ccccc1)C(=O)O",
+};
+
+Test(gen3d_quality, tricky_stereo_kept) {
+  for (size_t i = 0; i < sizeof TRICKY / sizeof *TRICKY; i++)
+    for (unsigned seed = 1; seed <= 3; seed++) {
+      struct ob_parse_opts o = opts("smi", seed);
+      char text[512], buf[600];
+      snprintf(text, sizeof text, "%s\n", TRICKY[i]);
+      struct mol m;
+      struct mol_why why;
+      int rc = ob_parse_why(text, strlen(text), &o, &m, &why);
+      mol_why_text(&why, buf, sizeof buf);
+      if (rc != 0 && !ob_gen3d_fallback()) {
+        /* the cages need ETKDG (9 of these 15 builds took it): without
+         * RDKit in the build a refusal naming the check is right, a pass
+         * with the wrong stereo never */
+        cr_expect_str_eq(why.reason, "3D generation: stereo not kept", "%s (seed %u): %s", TRICKY[i], seed, buf);
+        continue;
+      }
+      cr_assert_eq(rc, 0, "%s (seed %u) rejected: %s", TRICKY[i], seed, buf);
+      char *back = smiles_from_3d(&m);
+      cr_expect_str_eq(back, m.smiles, "%s (seed %u): stereo changed, 3D gives %s", TRICKY[i], seed, back);
+      free(back);
+      for (int a = 0; a < m.n_atoms; a++)
+        if (m.atoms[a].z == 6)
+          cr_expect_gt(least_volume(&m, a), 0.17, "%s (seed %u): carbon %d is no tetrahedron (%.2f)", TRICKY[i],
+                       seed, a + 1, least_volume(&m, a));
+      mol_free(&m);
+    }
+}
+
+/* The largest eigenvalue of the symmetric 4x4 matrix a (Jacobi rotations). */
+static double largest_eigenvalue(double a[4][4]) {
+  for (int sweep = 0; sweep < 50; sweep++) {
+    double off = 0;
+    for (int p = 0; p < 4; p++)
+      for (int q = p + 1; q < 4; q++)
+        off += a[p][q] * a[p][q];
+    if (off < 1e-20) break;
+    for (int p = 0; p < 4; p++)
+      for (int q = p + 1; q < 4; q++) {
+        if (fabs(a[p][q]) < 1e-300) continue;
+        double theta = (a[q][q] - a[p][p]) / (2 * a[p][q]);
+        double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+        double c = 1 / sqrt(t * t + 1), s = t * c;
+        for (int k = 0; k < 4; k++) { /* columns p, q */
+          double akp = a[k][p], akq = a[k][q];
+          a[k][p] = c * akp - s * akq, a[k][q] = s * akp + c * akq;
+        }
+        for (int k = 0; k < 4; k++) { /* rows p, q */
+          double apk = a[p][k], aqk = a[q][k];
+          a[p][k] = c * apk - s * aqk, a[q][k] = s * apk + c * aqk;
+        }
+      }
+  }
+  double best = a[0][0];
+  for (int k = 1; k < 4; k++)
+    best = fmax(best, a[k][k]);
+  return best;
+}
+
+/* RMSD of the first n atoms of x and y after the best rotation and
+ * translation (Horn's quaternion method). */
+static double superposed_rmsd(const double (*x)[3], const double (*y)[3], int n) {
+  double cx[3] = {0}, cy[3] = {0};
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 3; k++)
+      cx[k] += x[i][k] / n, cy[k] += y[i][k] / n;
+  double s[3][3] = {{0}}, g = 0;
+  for (int i = 0; i < n; i++) {
+    double a[3], b[3];
+    for (int k = 0; k < 3; k++)
+      a[k] = x[i][k] - cx[k], b[k] = y[i][k] - cy[k], g += a[k] * a[k] + b[k] * b[k];
+    for (int r = 0; r < 3; r++)
+      for (int c = 0; c < 3; c++)
+        s[r][c] += a[r] * b[c];
+  }
+  double m[4][4] = {
+      {s[0][0] + s[1][1] + s[2][2], s[1][2] - s[2][1], s[2][0] - s[0][2], s[0][1] - s[1][0]},
+      {s[1][2] - s[2][1], s[0][0] - s[1][1] - s[2][2], s[0][1] + s[1][0], s[2][0] + s[0][2]},
+      {s[2][0] - s[0][2], s[0][1] + s[1][0], -s[0][0] + s[1][1] - s[2][2], s[1][2] + s[2][1]},
+      {s[0][1] - s[1][0], s[2][0] + s[0][2], s[1][2] + s[2][1], -s[0][0] - s[1][1] + s[2][2]},
+  };
+  double e = g - 2 * largest_eigenvalue(m);
+  return sqrt(fmax(0, e) / n);
+}
+
+/* The superposition itself: a molecule against itself turned and moved is
+ * 0 Å, against itself with one atom moved by 3 Å is sqrt(9 * (n-1) / n²)
+ * or less. */
+Test(gen3d_quality, superposition_measures_right) {
+  double x[5][3] = {{0, 0, 0}, {1.5, 0, 0}, {2, 1.4, 0}, {3.5, 1.5, 0.3}, {4, 2.9, -0.4}}, y[5][3];
+  double c = cos(0.7), s = sin(0.7);
+  for (int i = 0; i < 5; i++)
+    y[i][0] = c * x[i][0] - s * x[i][2] + 4, y[i][1] = x[i][1] - 2, y[i][2] = s * x[i][0] + c * x[i][2] + 1;
+  cr_expect_lt(superposed_rmsd((const double(*)[3])x, (const double(*)[3])y, 5), 1e-6);
+  y[4][1] += 3;
+  double r = superposed_rmsd((const double(*)[3])x, (const double(*)[3])y, 5);
+  cr_expect(r > 0.5 && r <= 3.0 / sqrt(5.0) + 1e-9, "one atom moved 3 Å: %.3f", r);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Measured at this commit (deterministic: seed 42): median 1.76 Å over the
+ * 20 (1.06-3.37); the builder alone, before the torsion pass
+ * (chem/gen3d_torsions.h), 2.05 Å. For scale, bench/gen3d.sh's measure
+ * (from SMILES, symmetry-aware) on the same 20: ETKDGv3 1.87 Å, `fast`
+ * 1.74 Å. The floor leaves 0.19 Å for another Open Babel build, not a
+ * return to the builder's torsions. */
+#define MEDIAN_RMSD_FLOOR 1.95
+
+Test(gen3d_quality, pdb_ligands_rmsd_floor) {
+  char *path = NULL, *text = NULL;
+  cr_assert(asprintf(&path, "%s/tests/data/chem/pdb_ligands20.sdf", SE3_SOURCE_DIR) > 0);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  size_t cap = 0;
+  ssize_t got = getdelim(&text, &cap, '\0', f);
+  fclose(f);
+  cr_assert_gt(got, 0);
+  double rmsd[32];
+  int n = 0;
+  for (char *rec = text; *rec && n < 32;) {
+    char *end = strstr(rec, "$$$$\n");
+    cr_assert_not_null(end, "record %d has no $$$$ line", n + 1);
+    size_t len = (size_t)(end + 5 - rec);
+    struct ob_parse_opts o = opts("sdf", 42);
+    struct ob_parse_opts ro = o;
+    ro.gen3d = OB_GEN3D_NEVER;
+    ro.add_hydrogens = 0;
+    struct mol ref, gen;
+    char buf[600];
+    cr_assert_eq(parse(rec, len, &ro, &ref, buf, sizeof buf), 0, "record %d as read: %s", n + 1, buf);
+    cr_assert_eq(parse(rec, len, &o, &gen, buf, sizeof buf), 0, "record %d regenerated: %s", n + 1, buf);
+    cr_assert_eq(gen.coords_gen3d, 1);
+    cr_expect_str_eq(gen.smiles, ref.smiles, "record %d (%s): another molecule", n + 1, ref.name);
+    char *back = smiles_from_3d(&gen);
+    cr_expect_str_eq(back, ref.smiles, "record %d (%s): stereo changed, 3D gives %s", n + 1, ref.name, back);
+    free(back);
+    /* the heavy atoms come first, in the file's order; hydrogens after */
+    cr_assert_geq(gen.n_atoms, ref.n_atoms);
+    double(*x)[3] = calloc((size_t)ref.n_atoms, sizeof *x), (*y)[3] = calloc((size_t)ref.n_atoms, sizeof *y);
+    for (int i = 0; i < ref.n_atoms; i++) {
+      cr_assert_eq(gen.atoms[i].z, ref.atoms[i].z, "record %d: atom %d is another element", n + 1, i + 1);
+      x[i][0] = ref.atoms[i].x, x[i][1] = ref.atoms[i].y, x[i][2] = ref.atoms[i].z_;
+      y[i][0] = gen.atoms[i].x, y[i][1] = gen.atoms[i].y, y[i][2] = gen.atoms[i].z_;
+    }
+    rmsd[n++] = superposed_rmsd((const double(*)[3])x, (const double(*)[3])y, ref.n_atoms);
+    free(x);
+    free(y);
+    mol_free(&ref);
+    mol_free(&gen);
+    rec = end + 5;
+  }
+  free(text);
+  free(path);
+  cr_assert_eq(n, 20, "20 ligands in the file");
+  qsort(rmsd, (size_t)n, sizeof *rmsd, cmp_double);
+  double median = 0.5 * (rmsd[n / 2 - 1] + rmsd[n / 2]);
+  fprintf(stderr, "gen3d_quality: median heavy-atom RMSD to the PDB pose over %d ligands: %.3f A (%.2f-%.2f)\n", n,
+          median, rmsd[0], rmsd[n - 1]);
+  cr_expect_lt(median, MEDIAN_RMSD_FLOOR, "median RMSD %.3f Å over %d PDB ligands (floor %.2f)", median, n,
+               MEDIAN_RMSD_FLOOR);
+}
