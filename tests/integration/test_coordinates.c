@@ -108,6 +108,13 @@ Test(coordinates, generated_by_default_input_keeps_the_file) {
   stored_mol(db, "train", "ethanol", &m);
   cr_assert_eq((float)m.atoms[8].x, (float)file_xyz[8][0]);
   mol_free(&m);
+  /* gen3d: always, the older spelling of coordinates: generated: said so */
+  cr_assert_eq(run_in(dir, yaml, "--set ingest.gen3d=always", &out), 0, "%s", out);
+  cr_assert(strstr(out, "note: stages.ingest.gen3d: always is the older spelling of stages.ingest.coordinates: "
+                        "generated"),
+            "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE coords_from = 'gen3d'"), 22);
   /* and contradictions are refused, naming both keys */
   cr_assert_eq(tu_se3(&out, "check %s/wf.yaml --set ingest.gen3d=never --set ingest.coordinates=generated", dir), 2);
   cr_assert(strstr(out, "stages.ingest.gen3d: never contradicts stages.ingest.coordinates: generated"), "%s", out);
