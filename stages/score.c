@@ -237,7 +237,8 @@ static int score_profile(struct stage_ctx *ctx, struct sstage *s) {
     ctx->report->log(ctx, "note: the model's card has no profile of its training set (trained before "
                           "2026-11-27): set '%s''s charge states and 3D shapes are not compared with it",
                      s->set);
-    return STAGE_OK;
+    s->warn = calloc(1, 1); /* (an earlier model's warnings go) */
+    return s->warn ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
   }
   if (set_profile_of(ctx->db, ctx->src, s->set, &lib, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
   if (!(s->warn = malloc(4096))) return stage_fail_at(ctx, NULL, "out of memory");
