@@ -49,7 +49,7 @@ sets:
     - path: $root/workflows/data/qm7_quick.sdf.gz
       labels_csv: {path: $root/workflows/data/qm7_quick.csv, join: name, columns: [u0_atom]}
 stages:
-  ingest: {add_hydrogens: true}
+  ingest: {add_hydrogens: true, coordinates: input}   # (the DFT geometries, as the quickstart)
   graph: {edges: $edges, cutoff: 5.0}
   train: {target: u0_atom, model: $model, epochs: $epochs, batch_size: $batch}
 EOF

@@ -75,7 +75,7 @@ sets:
   input:
     - {path: $2}
 stages:
-  ingest: {workers: 2}
+  ingest: {workers: 2, coordinates: input}   # (the files' geometries are what is measured)
   graph: {edges: $3, cutoff: 5.0, max_neighbors: 0, threads: $threads}
   basis: {max_degree: 3, dtype: $4, threads: $threads}
 YAML

@@ -55,7 +55,7 @@ sets:
   input:
     - {path: $f}
 stages:
-  ingest: {workers: $workers $extra}
+  ingest: {workers: $workers, coordinates: input $extra}
 YAML
   t0=$(now)
   "$se3" run "$wd/wf.yaml" >/dev/null 2>"$wd/log"

@@ -48,7 +48,7 @@ int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_
   if (mol_from_blob(blob, len, &m, why, sizeof why))
     snprintf(err, n, "molecule: %s", why);
   else if (m.dim != 3 && m.n_atoms > 1)
-    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d to auto or always", m.dim);
+    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d: auto (generated for such records)", m.dim);
   else if (graph_build(&m, &gs->go, g, why, sizeof why))
     snprintf(err, n, "graph: %s", why);
   else

@@ -22,7 +22,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wdeprecated-copy"
-#include <openbabel/canon.h>
+/* (openbabel/canon.h, which has no include guard, comes with ob_headers.h) */
 #include <openbabel/graphsym.h>
 #include <openbabel/parsmart.h>
 #pragma GCC diagnostic pop

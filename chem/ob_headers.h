@@ -12,9 +12,11 @@
 #include <openbabel/base.h>
 #include <openbabel/bond.h>
 #include <openbabel/builder.h>
+#include <openbabel/canon.h>
 #include <openbabel/elements.h>
 #include <openbabel/forcefield.h>
 #include <openbabel/generic.h>
+#include <openbabel/graphsym.h>
 #include <openbabel/kekulize.h>
 #include <openbabel/math/vector3.h>
 #include <openbabel/mol.h>

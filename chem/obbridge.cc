@@ -130,6 +130,29 @@ unsigned hash_text(const char *p, size_t n) { // FNV-1a
 
 // ---- chemistry on the way in -------------------------------------------------
 
+// One molecule, one shape (issue 54): a shape to be generated is built from
+// the molecule's graph alone, whatever file it came from: the molecule is
+// read again from its canonical SMILES (the stereo its file gave, perceived
+// from its coordinates where it had them, written into it), so a record of
+// MOL2, SDF or SMILES goes into the builder as the same atoms in the same
+// order, with the same seed (ob_parse), and comes out with the same shape.
+// Hydrogens are then the builder's to place, as for a SMILES: with
+// add_hydrogens false a file's own hydrogens stay, and so does the molecule
+// as read. false (mol as it was) when the SMILES does not read back as the
+// same heavy atoms.
+bool graph_only(OBMol &mol, const std::string &smiles, const ob_parse_opts *o) {
+  static OBConversion *conv;
+  if (!o->add_hydrogens) return false;
+  if (!conv) {
+    conv = new OBConversion;
+    if (!conv->SetInFormat("smi")) return false;
+  }
+  OBMol fresh;
+  if (!conv->ReadString(&fresh, smiles) || fresh.NumHvyAtoms() != mol.NumHvyAtoms()) return false;
+  mol = fresh;
+  return true;
+}
+
 // The Tripos atom type and partial charge of each atom of a MOL2 record, in
 // the order of its @<TRIPOS>ATOM lines (Open Babel's atom order); empty when
 // the section cannot be read. has_charges: every line had a charge column.
@@ -458,7 +481,8 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   if (made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
-    bool made = se3_gen3d_traced(mol, o, o->seed ^ hash_text(text, len), gen_why, &tr);
+    graph_only(mol, smiles, o);
+    bool made = se3_gen3d_traced(mol, o, o->seed ^ hash_text(smiles.data(), smiles.size()), gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
     if (trace) // SE3_GEN3D_TRACE=1, for measurements: which check failed, what fixed it, the times
       std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f\n",

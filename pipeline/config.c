@@ -157,6 +157,32 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
   model_card_free(&card);
 }
 
+/* stages.ingest.coordinates beside gen3d (issue 54). `gen3d: never` (no
+ * shape is ever generated) means the files' coordinates: coordinates is
+ * `input` unless the workflow wrote `generated`, which is refused; `gen3d:
+ * always` is the older spelling of `coordinates: generated`, refused beside
+ * a written `input`. A value the workflow left out (a default, or a model
+ * card's) is settled here, so check prints, the card records and the stage
+ * hashes what the run does; its hash mark follows its value. */
+static void settle_coordinates(struct ld *ld, struct cfg_node *root, const struct cfg_node *schema) {
+  struct cfg_node *parent = NULL, *co = find_at(root, "stages.ingest.coordinates", &parent);
+  const struct cfg_node *g3 = find_at(root, "stages.ingest.gen3d", &parent);
+  if (!co || !g3 || co->kind != CFG_SCALAR || g3->kind != CFG_SCALAR || !co->value || !g3->value) return;
+  int written = co->file && strcmp(co->file, DEFAULT_FILE) != 0;
+  const char *want = !strcmp(g3->value, "never") ? "input" : !strcmp(g3->value, "always") ? "generated" : NULL;
+  if (!want || !strcmp(co->value, want)) return;
+  if (written) {
+    cfg_err_node(ld, g3, "stages.ingest.gen3d",
+                 "%s contradicts stages.ingest.coordinates: %s (%s): leave one of them out", g3->value, co->value,
+                 !strcmp(want, "input") ? "`never` generates no shape, `generated` gives every record one"
+                                        : "`always` generates every record's shape, `input` keeps the files'");
+    return;
+  }
+  free(co->value);
+  co->value = strdup(want);
+  cfg_mark_older(co, schema_at(schema, "stages.ingest.coordinates"));
+}
+
 /* ---- the schema's keys, for the getters -------------------------------------------- */
 
 /* The schema, parsed once and kept: the getters of common/cfgtree.h ask it
@@ -283,6 +309,7 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   free(p.s);
   cfg_link_parents(root); /* (the card's check reads the tree with the getters) */
   apply_model_card(&ld, root, schema);
+  settle_coordinates(&ld, root, schema);
 out:
   cfg_node_free(schema);
   free(ld.origins);

@@ -133,10 +133,8 @@ static int row(FILE *f, const char *key, const struct cfg_node *s) {
     cell(f, redo);
   } else if (hash && !strcmp(hash, "unless_default")) {
     fputs("yes; at its default it is left out, so work from before the key existed is kept", f);
-  } else if (hash && !strncmp(hash, "unless ", 7)) {
-    fprintf(f, "yes; at `%s` (what se3screen did before the key existed) it is left out, so work from before "
-               "the key is kept",
-            hash + 7);
+  } else if (hash && !strcmp(hash, "unless_older") && cfg_sch_text(s, "older")) {
+    fprintf(f, "yes; at `%s` it is left out, so work from before the key existed is kept", cfg_sch_text(s, "older"));
   } else if (!cfg_sch_flag(s, "hash", 1)) {
     fputs("no: changing it keeps finished work", f);
   } else {

@@ -153,5 +153,6 @@ void cfg_check_input(struct ld *ld, const struct cfg_node *n, const struct path 
 
 /* Check n against schema entry s: types, ranges, keys; fill defaults. */
 void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p);
+void cfg_mark_older(struct cfg_node *n, const struct cfg_node *s);
 
 #endif

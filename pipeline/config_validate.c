@@ -399,6 +399,14 @@ static int at_default(const struct cfg_node *n, const struct cfg_node *s, const 
   return !strcmp(n->value, d->value);
 }
 
+/* hash: unless_older — n left out of the hash when it holds the schema's
+ * `older:` value (the behaviour before the key existed), hashed otherwise;
+ * again after a value is settled (config.c). */
+void cfg_mark_older(struct cfg_node *n, const struct cfg_node *s) {
+  const char *older = cfg_sch_text(s, "older");
+  n->no_hash = n->kind == CFG_SCALAR && n->value && older && !strcmp(n->value, older);
+}
+
 void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p) {
   if (!s || s->kind != CFG_MAP) {
     cfg_err_node(ld, n, cfg_path_str(p), "schema: no usable entry for this key");
@@ -489,11 +497,8 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
   const char *hash = cfg_sch_text(s, "hash");
   if (hash && !strcmp(hash, "unless_default")) {
     if (at_default(n, s, t)) mark_no_hash(n);
-  } else if (hash && !strncmp(hash, "unless ", 7)) {
-    /* hash: unless VALUE — a key added later whose default changes results:
-     * hashed at its default (older workdirs are redone), left out at VALUE,
-     * what se3screen did before the key existed */
-    if (n->kind == CFG_SCALAR && n->value && !strcmp(n->value, hash + 7)) mark_no_hash(n);
+  } else if (hash && !strcmp(hash, "unless_older")) {
+    cfg_mark_older(n, s);
   } else if (!cfg_sch_flag(s, "hash", 1)) {
     mark_no_hash(n);
   }

@@ -28,6 +28,7 @@
 static const char *const KEYS[] = {
     "stages.ingest.add_hydrogens",
     "stages.ingest.gen3d",
+    "stages.ingest.coordinates",
     "stages.ingest.gen3d_quality",
     "stages.ingest.seed",
     "stages.ingest.fragments",
@@ -54,12 +55,13 @@ static int n_keys(void) { return (int)(sizeof KEYS / sizeof KEYS[0]) - 1; }
 int model_card_preference(const char *key) { return key && strcmp(key, "stages.rank.order") == 0; }
 
 /* Keys added after cards: a model trained before them read every fragment of
- * a record and kept the input's protonation. */
+ * a record, kept the input's protonation and its files' 3D coordinates. */
 const char *model_card_older_value(const char *key) {
   if (!key) return NULL;
   if (strcmp(key, "stages.ingest.fragments") == 0) return "keep";
   if (strcmp(key, "stages.ingest.protonate") == 0) return "keep";
   if (strcmp(key, "stages.ingest.standardize") == 0) return "none"; /* before issue 54 */
+  if (strcmp(key, "stages.ingest.coordinates") == 0) return "input"; /* (gen3d: always settles it to generated) */
   return NULL;
 }
 
@@ -117,7 +119,7 @@ char *model_card_value(const struct cfg_node *n, char *out, size_t len) {
 
 /* ---- writing ------------------------------------------------------------------ */
 
-void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root) {
+void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root, const char *extra) {
   size_t cap = 1024, len = 0;
   char *text = malloc(cap);
   if (!text) {
@@ -146,6 +148,15 @@ void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root) {
     memcpy(text + len, line, (size_t)k + 1);
     len += (size_t)k;
   }
+  size_t k = extra ? strlen(extra) : 0; /* (lines of other keys: the training set's profile) */
+  char *grown = k ? realloc(text, len + k + 1) : text;
+  if (!grown) {
+    free(text);
+    w->failed = 1;
+    return;
+  }
+  text = grown;
+  if (k) memcpy(text + len, extra, k + 1), len += k;
   se3_ckpt_put(w, CARD_RECORD, SE3_CK_U8, text, len);
   free(text);
 }

@@ -19,8 +19,10 @@
 /* Writes into checkpoint writer w the record "settings": the workflow values a
  * model's scores depend on (its featurisation: how molecules were read, given
  * hydrogens and 3D coordinates, and made into graphs) and how its scores are
- * ranked (stages.rank.order), as text lines "key=value\n" in a fixed order. */
-void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root);
+ * ranked (stages.rank.order), as text lines "key=value\n" in a fixed order;
+ * then extra (NULL: nothing), lines of keys that are no settings (the
+ * training set's profile, set_profile.h), which readers of settings pass over. */
+void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root, const char *extra);
 
 /* The checkpoint files of a model path: a file is one model; a directory is an
  * ensemble: DIR/train-<k>/best.ckpt, or DIR/models/train-<k>/best.ckpt (DIR

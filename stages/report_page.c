@@ -391,6 +391,14 @@ static void section_scores(struct rep *r) {
     P("); the shard databases hold every score. The histograms show the kept scores only.</p>\n");
   }
   sqlite3_finalize(kept);
+  /* the score stage's comparison of the scored set with the training set (stages/set_profile.h) */
+  sqlite3_stmt *warned = prep(r, "SELECT value FROM meta WHERE key = 'score_warnings'");
+  if (row(r, warned)) {
+    P("<p class=\"note warn\">Warning, from the score stage: ");
+    esc(r, col_text(warned, 0));
+    P("</p>\n");
+  }
+  sqlite3_finalize(warned);
   int bins = r->o->bins;
   double *count = malloc((size_t)bins * sizeof *count);
   if (!count) {

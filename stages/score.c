@@ -40,6 +40,7 @@
 #include "modelcard.h"
 #include "rank_select.h"
 #include "score_sql.h"
+#include "set_profile.h"
 #include "stage.h"
 
 #define ATOMREF_MAX SE3_ATOMREF_MAX
@@ -53,6 +54,7 @@ struct member {
   double ref[ATOMREF_MAX];
   struct se3_net *net;
   const struct se3_model *model; /* the net's */
+  struct set_profile prof;       /* its training set's, from its card */
 };
 
 struct sstage {
@@ -69,6 +71,8 @@ struct sstage {
   double *base[2]; /* batch x n_members: atomref sums, of the batch being gathered and of the one under way */
   int64_t *ids[2]; /* batch: the molecules of each */
   real *out;       /* batch: one member's predictions */
+  char *warn;      /* how the set differs from the training set's profile (score_profile); NULL: not compared */
+  int warn_put;    /* meta 'score_warnings' written by this run */
 };
 
 /* One member from checkpoint `path`, read and checked as untrusted input
@@ -92,6 +96,7 @@ static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct mem
   m->nz = mf.n_atomref;
   memcpy(m->zs, mf.atomref_z, sizeof m->zs);
   memcpy(m->ref, mf.atomref, sizeof m->ref);
+  set_profile_parse(mf.card, mf.card_len, &m->prof);
   if (!(m->net = se3_net_create(s->be, &mf.cfg, 0, err, sizeof err))) {
     se3_model_file_free(&mf);
     return stage_fail_at(ctx, NULL, "%s: %s", path, err);
@@ -220,6 +225,46 @@ static int load_models(struct stage_ctx *ctx, struct sstage *s) {
 
 static int score_keyed(const struct cfg_node *root);
 
+/* The set's charge states and 3D shapes against the training set's (the
+ * model's card; set_profile.h): each clear difference a warning in the
+ * log, and in meta 'score_warnings' when the chunks run (score_warnings),
+ * so that such a library is reported, never scored silently. */
+static int score_profile(struct stage_ctx *ctx, struct sstage *s) {
+  const struct set_profile *train = &s->mem[0].prof;
+  struct set_profile lib;
+  char err[512];
+  if (!train->has) {
+    ctx->report->log(ctx, "note: the model's card has no profile of its training set (trained before "
+                          "2026-11-27): set '%s''s charge states and 3D shapes are not compared with it",
+                     s->set);
+    s->warn = calloc(1, 1); /* (an earlier model's warnings go) */
+    return s->warn ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
+  }
+  if (set_profile_of(ctx->db, ctx->src, s->set, &lib, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (!(s->warn = malloc(4096))) return stage_fail_at(ctx, NULL, "out of memory");
+  set_profile_compare(train, &lib, s->warn, 4096);
+  for (const char *l = s->warn; *l;) {
+    const char *nl = strchr(l, '\n');
+    int n = nl ? (int)(nl - l) : (int)strlen(l);
+    ctx->report->log(ctx, "warning: set '%s': %.*s", s->set, n, l);
+    l += n + (nl != NULL);
+  }
+  return STAGE_OK;
+}
+
+/* meta 'score_warnings': score_profile's warnings (deleted when there are
+ * none), in the transaction of the first chunk this run scores. */
+static int score_warnings(struct stage_ctx *ctx, struct sstage *s) {
+  if (!s->warn || s->warn_put) return STAGE_OK;
+  s->warn_put = 1;
+  char *sql = s->warn[0] ? sqlite3_mprintf("INSERT OR REPLACE INTO meta(key, value) VALUES('score_warnings', %Q)",
+                                           s->warn)
+                         : sqlite3_mprintf("DELETE FROM meta WHERE key = 'score_warnings'");
+  int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  return rc == SQLITE_OK ? STAGE_OK : stage_sql_fail(ctx, "writing meta 'score_warnings'");
+}
+
 static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct sstage *s = calloc(1, sizeof *s);
   if (!s) return stage_fail_at(ctx, NULL, "out of memory");
@@ -233,7 +278,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", s->be->name, s->be->device, stage_precision_name(s->be),
                    stage_conv_note(ctx->root, s->be));
   if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR; /* (the models are checked against it) */
-  if (load_models(ctx, s)) return STAGE_ERROR;
+  if (load_models(ctx, s) || score_profile(ctx, s)) return STAGE_ERROR;
   const struct se3_config *mc = &s->mem[0].model->cfg;
   double cutoff = s->gs.go.cutoff;
   if (mc->envelope != SE3_ENVELOPE_NONE && s->gs.go.edges != GRAPH_EDGES_BONDS &&
@@ -420,6 +465,7 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   struct sstage *s = ctx->state;
   *n_ok = *n_rej = 0;
   if (chunk < 0 || chunk >= ctx->plan.n_chunks) return STAGE_OK;
+  if (score_warnings(ctx, s)) return STAGE_ERROR;
   int64_t lo = ctx->plan.start[chunk], hi = ctx->plan.start[chunk + 1];
   sqlite3_stmt *sel = NULL, *ins = NULL;
   /* each score beside the hash of the molecule its graph was built from
@@ -517,6 +563,7 @@ static void score_end(struct stage_ctx *ctx) {
     free(s->ids[i]);
   }
   sqlite3_free(s->select);
+  free(s->warn);
   se3_batch_buf_free(&s->bb);
   free(s);
   ctx->state = NULL;

@@ -51,6 +51,7 @@
 #include "models/split.h"
 #include "models/trainer.h"
 #include "modelcard.h"
+#include "set_profile.h"
 #include "stage.h"
 
 /* The stage around models/trainer.h's trainer: what it trains on read from
@@ -63,8 +64,9 @@ struct tstage {
   struct graph_settings gs; /* to rebuild graphs not stored */
   const char *set;
   int restart_epochs, low_memory;
-  int balanced;     /* class_weight: balanced */
-  char device[256]; /* the backend, its device and precision (models.device) */
+  int balanced;      /* class_weight: balanced */
+  char device[256];  /* the backend, its device and precision (models.device) */
+  char profile[256]; /* the training set's charge states and shapes, for the card (set_profile.h) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
   struct graph *g;         /* NULL when `lazy` */
@@ -439,7 +441,7 @@ static int io_order(void *user, struct se3_train_order *o) {
 
 static void io_put_card(void *user, struct se3_ckpt_writer *w) {
   struct tstage *t = user;
-  model_card_put(w, t->ctx->root); /* the featurisation trained with: the model scores the same anywhere */
+  model_card_put(w, t->ctx->root, t->profile); /* the featurisation trained with: the model scores the same anywhere */
 }
 
 /* begin's first step: the settings of stages.train into t (the split's
@@ -670,6 +672,8 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   int ret;
   if ((ret = train_settings(ctx, t, &method, &column)) != STAGE_OK) return ret;
   if ((ret = train_data(ctx, t, method, column)) != STAGE_OK) return ret;
+  if (set_profile_card(ctx->db, ctx->src, t->set, t->profile, sizeof t->profile))
+    return stage_fail_at(ctx, NULL, "%s", t->profile);
   if ((ret = train_model(ctx, t)) != STAGE_OK) return ret;
   char tmp[PATH_MAX];
   if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);

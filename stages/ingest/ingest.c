@@ -83,8 +83,17 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   g->chunk_size = cfg_int(ctx->root, "run.chunk_size");
   g->rd_in = -1;
 
-  const char *gen3d = cfg_str(c, "gen3d");
-  g->po.gen3d = !strcmp(gen3d, "always") ? OB_GEN3D_ALWAYS : !strcmp(gen3d, "never") ? OB_GEN3D_NEVER : OB_GEN3D_AUTO;
+  /* whose shapes (issue 54): coordinates: generated gives every record a
+   * generated one; input keeps a file's, and gen3d says what records
+   * without them get (the configuration settled the two: config.c) */
+  const char *gen3d = cfg_str(c, "gen3d"), *coords = cfg_str(c, "coordinates");
+  if (!strcmp(coords, "generated"))
+    g->po.gen3d = OB_GEN3D_ALWAYS;
+  else
+    g->po.gen3d = !strcmp(gen3d, "never") ? OB_GEN3D_NEVER : OB_GEN3D_AUTO;
+  if (!strcmp(gen3d, "always"))
+    ctx->report->log(ctx, "note: stages.ingest.gen3d: always is the older spelling of stages.ingest.coordinates: "
+                          "generated (the default now): write that, or leave both out");
   const char *q = cfg_str(c, "gen3d_quality");
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
   g->po.seed = (unsigned)cfg_int(c, "seed");

@@ -46,7 +46,8 @@ sets:
     - path: $data/crystal_ligand.mol2
     - path: $data/actives4.mol2
 stages:
-  ingest: {}
+  # the crystal ligand keeps its crystal pose, which its redock is held to
+  ingest: {coordinates: input}
   dock:
     receptor: $data/receptor.pdb
     box_ligand: $data/crystal_ligand.mol2

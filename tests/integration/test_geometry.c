@@ -282,7 +282,7 @@ Test(geometry, kill9_during_graph_and_basis_resumes_byte_identical) {
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: ref\nrun: {chunk_size: 100, progress: none}\nsets:\n  qm7:\n    - {path: %s}\n"
            /* all of QM7: with its 864 records that carry M  RAD marks */
-           "stages:\n  ingest: {workers: 2, allow_radicals: true}\n"
+           "stages:\n  ingest: {workers: 2, allow_radicals: true, coordinates: input}\n"
            "  graph: {edges: radius+bonds, cutoff: 2.2, max_neighbors: 6}\n"
            "  basis: {max_degree: 2, dtype: fp16}\n",
            sdf);
@@ -412,7 +412,7 @@ Test(geometry, too_many_edges_for_one_value_is_a_reject) {
   cr_assert(small);
   cr_assert_geq(asprintf(&all, "%s%s", sdf, small), 0);
   char *path = tu_write(dir, "in.sdf", all);
-  char *wf = write_wf(dir, path, "workers: 1, add_hydrogens: false, dedupe: none, fragments: keep",
+  char *wf = write_wf(dir, path, "workers: 1, add_hydrogens: false, dedupe: none, fragments: keep, coordinates: input",
                       "edges: radius, cutoff: 100, max_neighbors: 0", "max_degree: 3, dtype: fp32");
   char *db = run_ok(dir, wf);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM graphs"), 3);

@@ -72,10 +72,12 @@ Test(ingest, qm9_mini_labels_equal_csv) {
     checked++;
   }
   cr_assert_eq(checked, 20);
-  /* Methane: canonical SMILES, InChIKey, 5 atoms with hydrogens, coordinates from the file. */
+  /* Methane: canonical SMILES, InChIKey, 5 atoms with hydrogens, coordinates
+   * generated (stages.ingest.coordinates: generated, the default; input keeps
+   * the file's: test_coordinates). */
   char *m = tu_query(db, "SELECT smiles, inchikey, n_atoms, n_heavy, coords_from, record_no FROM molecules "
                          "WHERE name='gdb_1'");
-  cr_assert_str_eq(m, "C|VNWKTOKETHGBQD-UHFFFAOYSA-N|5|1|input|1\n");
+  cr_assert_str_eq(m, "C|VNWKTOKETHGBQD-UHFFFAOYSA-N|5|1|gen3d|1\n");
   free(m);
   free(csv);
   free(db);
@@ -135,7 +137,7 @@ Test(ingest, qm7_counts_and_rejects) {
   cr_assert_eq(tu_sh(NULL, "tar xzf %s -C %s", tu_shared("data/qm7/gdb7.tar.gz"), dir), 0);
   char yaml[512];
   snprintf(yaml, sizeof yaml,
-           "workflow: t\nworkdir: work\nsets:\n  qm7:\n    - {path: %s/gdb7.sdf}\nstages:\n  ingest: {workers: 2}\n",
+           "workflow: t\nworkdir: work\nsets:\n  qm7:\n    - {path: %s/gdb7.sdf}\nstages:\n  ingest: {workers: 2, coordinates: input}\n",
            dir);
   char *out = NULL;
   int rc = run_wf(dir, yaml, NULL, &out);
@@ -235,7 +237,7 @@ Test(ingest, dude_fabp4_mol2) {
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nsets:\n  fabp4:\n"
            "    - {path: %s, labels: {active: 1}}\n    - {path: %s, labels: {active: 0}}\n"
-           "stages:\n  ingest: {workers: 2, dedupe: inchikey}\n",
+           "stages:\n  ingest: {workers: 2, dedupe: inchikey, coordinates: input}\n",
            tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"),
            tu_shared("data/screening/dude_fabp4/decoys_final.mol2.gz"));
   char *out = NULL;

@@ -43,8 +43,8 @@ Test(ingest_rejects, one_group_per_kind_with_the_atom_and_detail_apart) {
   char *yaml = NULL;
   cr_assert(asprintf(&yaml,
                      "workflow: t\nworkdir: work\nsets:\n  lib:\n    - {path: %s}\n    - {path: %s}\n"
-                     "stages:\n  ingest: {workers: 1, gen3d_quality: fast}\n",
-                     sdf, smi) > 0);
+                     "stages:\n  ingest: {workers: 1, gen3d_quality: fast, coordinates: input}\n",
+                     sdf, smi) > 0); /* (input: the files' coordinates are what is checked) */
   char *wf = tu_write(dir, "wf.yaml", yaml);
   char *out = NULL;
   int rc = tu_se3(&out, "run %s --set run.progress=none", wf);

@@ -40,7 +40,7 @@ static char *write_wf(const char *dir, const struct wf *w, const char *workdir) 
       yaml, sizeof yaml,
       "workflow: keyed\nworkdir: %s\nrun: {progress: lines, chunk_size: %d}\nsets:\n  train:\n    - path: train.sdf\n"
       "      labels_csv: {path: labels.csv, join: mol_id, columns: %s}\n%s  library:\n%s"
-      "stages:\n  ingest: {workers: 1, dedupe: %s}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
+      "stages:\n  ingest: {workers: 1, dedupe: %s, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
       "  basis: {max_degree: 1}\n"
       "  train: {target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
       "  score: {set: %s}\n  rank: {top: 5, outputs: [hits.csv]}\n",

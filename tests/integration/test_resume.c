@@ -81,7 +81,7 @@ Test(resume, kill9_at_random_moments_equals_uninterrupted) {
   char yaml[512];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: work\nrun: {chunk_size: 100, progress: none}\nsets:\n  qm7:\n"
-           "    - {path: %s/gdb7.sdf}\nstages:\n  ingest: {workers: 2, dedupe: inchikey}\n",
+           "    - {path: %s/gdb7.sdf}\nstages:\n  ingest: {workers: 2, dedupe: inchikey, coordinates: input}\n",
            dir);
   char *wf = tu_write(dir, "wf.yaml", yaml);
   char ref_wd[1024], wd[1024], log[1024], ref_db[1100], db[1100];

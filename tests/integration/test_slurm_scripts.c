@@ -32,7 +32,7 @@ static char *workflow_with(const char *dir, const char *head, const char *extra)
            "%s"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
            "  library:\n    - {path: %s, labels: [logp]}\n"
-           "stages:\n  ingest: {add_hydrogens: true}\n  graph: {edges: bonds}\n"
+           "stages:\n  ingest: {add_hydrogens: true, coordinates: input}\n  graph: {edges: bonds}\n"
            "  train: {target: u0_atom, model: small, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n%s",
            head, tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"),
            tu_src("workflows/data/delaney_first60.csv"), extra);

@@ -216,7 +216,7 @@ Test(smooth, rotated_sdf_scores_move_by_round_off_only, .timeout = 600) {
            "  train: [{path: orig.sdf, labels_csv: {path: %s, join: name, columns: [u0_atom]}}]\n"
            "  library: [{path: orig.sdf}, {path: rot.sdf}]\n"
            "stages:\n"
-           "  ingest: {add_hydrogens: false, workers: 1}\n"
+           "  ingest: {add_hydrogens: false, workers: 1, coordinates: input}\n"
            "  graph: {edges: radius+bonds, cutoff: %.8f}\n"
            "  train: {target: u0_atom, arch: {degrees: 2}, epochs: 4, batch_size: 16}\n"
            "  score: {set: library}\n",

@@ -199,7 +199,7 @@ Test(train, kill9_while_scoring_resumes_to_identical_scores) {
            "  library:\n    - {path: %s/gdb7.sdf}\n"
            /* gdb7.sdf as shipped has records whose bond orders Open Babel
             * lost, read as radicals; this test is about kills, not them */
-           "stages:\n  ingest: {workers: 2, allow_radicals: true}\n  graph: {edges: bonds}\n"
+           "stages:\n  ingest: {workers: 2, allow_radicals: true, coordinates: input}\n  graph: {edges: bonds}\n"
            "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), dir);
   char *wf = tu_write(dir, "wf.yaml", yaml);

@@ -464,7 +464,7 @@ Test(train_options, classification_records_screening_metrics) {
            "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 60}\n"
            "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
            "    - {path: decoys.mol2, labels: {active: 0}}\n"
-           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "stages:\n  ingest: {workers: 2, coordinates: input}\n  graph: {edges: bonds}\n"
            "  train: {target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
            "arch: {layers: 1, channels: 4}, split: {valid: 0.25, test: 0.3, seed: 3}}\n"
            "  score: {set: train}\n  report: {}\n");
@@ -615,7 +615,7 @@ Test(train_options, class_weight_balanced_weighs_actives) {
            "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
            "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
            "    - {path: decoys.mol2, labels: {active: 0}}\n"
-           "stages:\n  ingest: {workers: 2}\n  graph: {edges: bonds}\n"
+           "stages:\n  ingest: {workers: 2, coordinates: input}\n  graph: {edges: bonds}\n"
            "  train: {target: active, task: classification, epochs: 1, batch_size: 8, "
            "arch: {layers: 1, channels: 4}, split: {valid: 0.2, test: 0.2, seed: 2}}\n");
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;

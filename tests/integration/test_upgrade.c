@@ -20,15 +20,20 @@
 
 #define AT "/tmp/se3screen-upgrade-v8"
 
+/* The workdir, its workflow saying coordinates: input: the previous
+ * release kept the files' coordinates, and since issue 54 made generated
+ * the default, a workflow that leaves the key out redoes ingest (the
+ * molecules change; test_coordinates checks that a change says so). */
 static void unpack(void) {
   cr_assert_eq(tu_sh(NULL, "rm -rf " AT " && mkdir -p " AT " && tar xzf %s -C " AT,
                      tu_src("tests/data/upgrade/v8_workdir.tar.gz")),
                0);
   /* the workflow as the previous release ran it: without the standardiser
    * (stages.ingest.standardize, issue 54, whose default changes molecules
-   * and is hashed; `none` is left out of the hash) */
-  cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none}/' " AT
-                           "/wf.yaml && grep -q 'standardize: none' " AT "/wf.yaml"),
+   * and is hashed; `none` is left out of the hash) and with the files'
+   * coordinates (stages.ingest.coordinates: input, likewise) */
+  cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none, coordinates: input}/' " AT
+                           "/wf.yaml && grep -q 'standardize: none, coordinates: input' " AT "/wf.yaml"),
                0);
 }
 

@@ -31,7 +31,7 @@ sets:
     - {path: $data/fabp4_actives_train.mol2.gz, labels: {active: 1}}
     - {path: $data/fabp4_decoys_train.mol2.gz, labels: {active: 0}}
 stages:
-  ingest: {add_hydrogens: true}
+  ingest: {add_hydrogens: true, coordinates: input}   # (the page is the point, not the shapes)
   graph: {edges: bonds}
   train:
     target: active
