@@ -140,9 +140,13 @@ int se3_more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned 
        d++) {
     Rng rng(conf_seed(seed, d));
     std::vector<double> x = x0;
-    for (const Rotor &r : rot) {
-      unsigned k = rng.next() % (unsigned)r.steps;
-      if (k) turn(x, r, 2 * M_PI * k / r.steps);
+    // one to three rotors turned, each by a step other than none (turning
+    // them all at random clashes in nearly every draw of a flexible molecule)
+    unsigned nr = (unsigned)rot.size(), m = 1 + rng.next() % (nr < 3 ? nr : 3);
+    for (unsigned t = 0; t < m; t++) {
+      const Rotor &r = rot[rng.next() % nr];
+      unsigned k = 1 + rng.next() % (unsigned)(r.steps - 1);
+      turn(x, r, 2 * M_PI * k / r.steps);
     }
     if (clashes(x, z, near)) {
       misses++;

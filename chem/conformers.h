@@ -2,12 +2,12 @@
  * and the aligned RMSD that prunes them.
  *
  * Conformer 0 is the shape ingest always made (chem/gen3d.h at the
- * molecule's seed). Conformers 1..N-1 are conformer 0 with the torsions of
+ * molecule's seed). Conformers 1..N-1 are conformer 0 with torsions of
  * its rotatable bonds (Open Babel's rotors: single, not in a ring, not an
  * amide) drawn again, at seeds derived from the molecule's seed and the
- * draw's number (conf_seed): each bond turned by 0, 120 or 240 degrees
- * (0 or 180 where an end is sp2 or aromatic), the smaller side turning, so
- * staggered stays staggered, and every stereocentre and double bond, the
+ * draw's number (conf_seed): one to three rotors a draw, each turned by 120
+ * or 240 degrees (180 where an end is sp2 or aromatic), the smaller side
+ * turning, so staggered stays staggered, and every stereocentre and double bond, the
  * rings, bond lengths, angles and hydrogens are conformer 0's. Not
  * se3_gen3d at other seeds: measured on 60 ESOL molecules its builder gave
  * 0.000 A heavy-atom RMSD between draws for most of them (bench/RESULTS.md,
