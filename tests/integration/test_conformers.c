@@ -301,6 +301,27 @@ Test(conformers, score_is_the_mean_over_conformers) {
   free(cmp);
   free(before);
   free(after);
+  /* predict: the card's conformers by default; another seed (not a
+   * featurisation key) draws other shapes; another N is taken */
+  const char *lib = tu_src("workflows/data/delaney_first60.csv");
+  const char *sets[] = {"", "--set stages.ingest.seed=7", "--set stages.ingest.conformers=1"};
+  char *res[3];
+  for (int i = 0; i < 3; i++) {
+    char pdir[1100], pdb[1200];
+    snprintf(pdir, sizeof pdir, "%s/lib%d", dir, i);
+    cr_assert_eq(tu_se3(&out, "predict %s/work %s --workdir %s %s", dir, lib, pdir, sets[i]), 0, "%s", out);
+    free(out);
+    snprintf(pdb, sizeof pdb, "%s/screen.db", pdir);
+    res[i] = tu_query(pdb, "SELECT group_concat(printf('%.17g', score)) FROM (SELECT score FROM scores ORDER BY mol_id)");
+    long long n_sd = tu_query_int(pdb, "SELECT count(conformer_sd) FROM scores");
+    if (i < 2)
+      cr_assert_gt(n_sd, 10, "predict %s: %lld molecules with conformer_sd", sets[i], n_sd);
+    else
+      cr_assert_eq(n_sd, 0, "predict %s: %lld molecules with conformer_sd", sets[i], n_sd);
+  }
+  cr_assert(res[0] && res[1] && strcmp(res[0], res[1]) != 0, "another seed gave the same scores");
+  for (int i = 0; i < 3; i++)
+    free(res[i]);
   free(one);
   free(three);
   free(wf);
