@@ -1,4 +1,5 @@
-/* basis.c — `graphs` in, `bases` out: every edge's equivariant basis for the
+/* basis.c — `graphs` in, `bases` out (a set of one a conformer for a
+ * molecule of several, common/confset.h): every edge's equivariant basis for the
  * degree pairs up to max_degree, in the graph's edge order, stored as fp32,
  * fp16 or bf16 (models/basis.h has the blob layout).
  *

@@ -1,6 +1,7 @@
 /* graph.c — `molecules` in, `graphs` out: one radius (or bond) graph per
  * molecule with node and edge features and relative positions (chem/graph.h
- * has the blob layout).
+ * has the blob layout); for a molecule of several conformers
+ * (stages.ingest.conformers) one a conformer, in a set (common/confset.h).
  *
  * Plan: the molecule ids, ascending, in chunks of run.chunk_size within one
  * input file, which the runner makes from the stage's declaration of its

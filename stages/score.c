@@ -1,6 +1,12 @@
 /* score.c — trained models over a molecule set: `graphs` of the set in,
  * `scores` out (one row per molecule).
  *
+ * A molecule of several conformers (stages.ingest.conformers; its graphs
+ * row a set, common/confset.h) is predicted on each, its conformers taking
+ * a batch's places one each as molecules do, and its score aggregated over
+ * them (write_score: stages.score.aggregate) with their spread in
+ * scores.conformer_sd; one conformer gives the bits it gave before.
+ *
  * The models are this workflow's `train` result (every `models` row: one, or
  * an ensemble's members, in member order) or, with stages.score.checkpoint,
  * a model from anywhere: one checkpoint file, or a folder holding an

@@ -219,7 +219,8 @@ Test(conformers, ingest_graph_and_basis_hold_each_conformer) {
  * spread, NULL for one conformer; aggregate: max takes the largest. */
 Test(conformers, score_is_the_mean_over_conformers) {
   char *dir = tu_tmpdir("conf_score");
-  char *wf = write_wf(dir, "wf.yaml", "work", 3, "  train: {set: a, " TRAIN "}\n  score: {set: a}\n");
+  char *wf = write_wf(dir, "wf.yaml", "work", 3,
+                      "  train: {set: a, " TRAIN "}\n  score: {set: a}\n  rank: {top: 0, dedupe: false}\n");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
@@ -235,6 +236,16 @@ Test(conformers, score_is_the_mean_over_conformers) {
                             &n3);
   cr_assert_eq(n1 + n3, tu_query_int(db, "SELECT count(*) FROM scores"), "conformer_sd NULL iff one conformer");
   cr_assert_gt(n3, 10);
+  /* the spread goes with the hits: hits.csv's last column, hits.sdf's tag, top's column */
+  cr_assert_eq(tu_sh(&out, "head -n 1 %s/work/hits.csv", dir), 0);
+  cr_assert(strstr(out, ",similarity,conformer_sd\n"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "grep -c '^>  <conformer_sd>' %s/work/hits.sdf", dir), 0);
+  cr_assert_eq(atoi(out), n3, "%s hits.sdf records with conformer_sd, %d molecules of several conformers", out, n3);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "top %s/work -n 5", dir), 0, "%s", out);
+  cr_assert(strstr(out, "conformer_sd"), "%s", out);
+  free(out);
   /* three molecules of several conformers, each conformer scored alone */
   for (int k = 0; k < 3; k++) {
     struct mol m;
