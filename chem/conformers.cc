@@ -5,6 +5,7 @@
 // se3_gen3d at other seeds: its builder gives the same shape).
 #include "chem/conformers_ob.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -97,7 +98,24 @@ bool clashes(const std::vector<double> &x, const std::vector<int> &z, const std:
 
 } // namespace
 
+namespace {
+int more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned seed, std::vector<double> &out);
+}
+
+// SE3_CONF_TRACE=1, for measurements: each draw's nearest kept conformer and
+// each molecule's time in the draws (stderr)
 int se3_more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned seed, std::vector<double> &out) {
+  static const bool trace = std::getenv("SE3_CONF_TRACE") != nullptr;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  int kept = more_conformers(first_in, o, seed, out);
+  if (trace)
+    std::fprintf(stderr, "conf-time atoms=%u kept=%d us=%.1f\n", first_in.NumAtoms(), kept,
+                 1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return kept;
+}
+
+namespace {
+int more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned seed, std::vector<double> &out) {
   int want = o->conformers - 1;
   if (want <= 0) return 0;
   OBMol first(first_in);
@@ -169,3 +187,4 @@ int se3_more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned 
   }
   return (int)kept.size() - 1;
 }
+} // namespace
