@@ -246,6 +246,10 @@ Test(conformers, score_is_the_mean_over_conformers) {
   cr_assert_eq(tu_se3(&out, "top %s/work -n 5", dir), 0, "%s", out);
   cr_assert(strstr(out, "conformer_sd"), "%s", out);
   free(out);
+  cr_assert_eq(tu_se3(&out, "report %s/work -o %s/report.html --no-depict", dir, dir), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_sh(&out, "grep -c '<th scope=\"col\">conformer sd</th>' %s/report.html", dir), 0, "%s", out);
+  free(out);
   /* three molecules of several conformers, each conformer scored alone */
   for (int k = 0; k < 3; k++) {
     struct mol m;
