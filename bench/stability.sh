@@ -25,7 +25,17 @@
 #   COORDS=input bench/stability.sh        the classifier trained on the
 #                                          MOL2 files' coordinates (before
 #                                          issue 54's default, generated)
-#   GEN3D=always bench/stability.sh        (older: gen3d's value)
+#   GEN3D=always bench/stability.sh        gen3d's value (always: the older
+#                                          spelling of the default, generated)
+#   CONFORMERS=3 bench/stability.sh        each draw scored on 3 conformers a
+#                                          molecule (stages.ingest.conformers):
+#                                          `predict MODEL lib.smi --set
+#                                          stages.ingest.seed=S --set
+#                                          stages.ingest.conformers=3`, the
+#                                          score their mean
+#   TRAIN_CONFORMERS=3 ...                 the ESOL model trained on 3 a
+#                                          molecule (one sampled an epoch)
+#   FORMAT=0 bench/stability.sh            the seed stability alone
 # About 3 minutes on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,13 +64,21 @@ sets:
 stages:
   # input: predict then keeps the exported draws' coordinates (from SMILES
   # every shape is generated whichever the value)
-  ingest: {gen3d: auto, add_hydrogens: true, coordinates: input}
+  ingest: {gen3d: auto, add_hydrogens: true, coordinates: input, conformers: ${TRAIN_CONFORMERS:-1}}
   graph: {edges: radius+bonds, cutoff: 5.0}
   train: {target: logS, model: small, epochs: 10, atomref: true}
 EOF
 "$se3" run "$work/esol.yaml" >>"$log" 2>&1
 head -n "$n" "$data/nci_1000.smi" > "$work/lib.smi"
 for seed in 1 2; do
+  if [ -n "${CONFORMERS:-}" ]; then
+    # the draw's shapes made by predict itself: N conformers a molecule
+    "$se3" predict "$work/esol" "$work/lib.smi" --workdir "$work/pred$seed" --top 0 \
+      --set stages.ingest.seed=$seed --set stages.ingest.conformers="$CONFORMERS" >>"$log" 2>&1
+    q "$work/pred$seed" "SELECT m.record_no AS name, s.score FROM scores s JOIN molecules m ON m.id = s.mol_id" \
+      > "$work/s$seed.csv"
+    continue
+  fi
   cat > "$work/draw$seed.yaml" <<EOF
 workflow: draw$seed
 workdir: $work/draw$seed
@@ -81,6 +99,7 @@ done
 fi
 
 # ---- format stability -------------------------------------------------------
+if [ "${FORMAT:-1}" != 0 ]; then
 "$se3" run "$here/workflows/classify.yaml" --workdir "$work/cls" --set run.progress=none \
   --set stages.graph.edges="$edges" --set stages.ingest.gen3d="${GEN3D:-auto}" \
   ${COORDS:+--set stages.ingest.coordinates="$COORDS"} >>"$log" 2>&1
@@ -105,6 +124,7 @@ for f in mol2 smi; do
   q "$work/p_$f" "SELECT m.record_no AS name, s.score FROM scores s JOIN molecules m ON m.id = s.mol_id" \
     > "$work/p_$f.csv"
 done
+fi
 
 "$py" - "$work" "$n" "$edges" <<'PY'
 import csv, json, math, os, statistics, sys
@@ -124,7 +144,11 @@ if os.path.exists(f"{work}/s1.csv"):
   seed = {"library": n, "scored_both": len(both), "mean_abs_delta_logS": round(statistics.mean(d), 4),
           "share_of_sd": round(statistics.mean(d) / sd, 4), "sd_logS": round(sd, 4),
           "moved_over_0.5": sum(x > 0.5 for x in d), "top50_shared": len(top(a) & top(b)),
-          "target_share_of_sd": 0.03}
+          "target_share_of_sd": 0.03, "conformers": int(os.environ.get("CONFORMERS") or 1),
+          "train_conformers": int(os.environ.get("TRAIN_CONFORMERS") or 1)}
+if not os.path.exists(f"{work}/p_mol2.csv"):
+  print(json.dumps({"bench": "stability", "seed_stability": seed}, indent=1))
+  sys.exit(0)
 m, s = scores(f"{work}/p_mol2.csv"), scores(f"{work}/p_smi.csv")
 both = sorted(set(m) & set(s))
 d = [abs(m[k] - s[k]) for k in both]

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "chem/mol.h"
+#include "common/confset.h"
+#include "common/le.h"
 
 int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, const struct cfg_node **bad, char *err,
                         size_t n) {
@@ -39,32 +41,76 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
   return 0;
 }
 
-int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err,
-                        size_t n) {
+int graph_of_conformer(const struct graph_settings *gs, struct mol *m, int conf, struct graph *g, char *err,
+                       size_t n) {
+  char why[200];
+  if (m->dim != 3 && m->n_atoms > 1) {
+    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d: auto (generated for such records)", m->dim);
+    return -1;
+  }
+  if (conf < 0 || conf >= mol_n_conformers(m)) {
+    snprintf(err, n, "no conformer %d (the molecule has %d)", conf, mol_n_conformers(m));
+    return -1;
+  }
+  mol_swap_conformer(m, conf);
+  int rc = graph_build(m, &gs->go, g, why, sizeof why);
+  mol_swap_conformer(m, conf); /* (back as it came) */
+  if (rc) snprintf(err, n, "graph%s: %s", conf ? " of a conformer" : "", why);
+  return rc ? -1 : 0;
+}
+
+static int graph_from_mol_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf,
+                               struct graph *g, char *err, size_t n) {
   struct mol m;
   char why[200];
   int rc = -1;
   mol_init(&m);
   if (mol_from_blob(blob, len, &m, why, sizeof why))
     snprintf(err, n, "molecule: %s", why);
-  else if (m.dim != 3 && m.n_atoms > 1)
-    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d: auto (generated for such records)", m.dim);
-  else if (graph_build(&m, &gs->go, g, why, sizeof why))
-    snprintf(err, n, "graph: %s", why);
   else
-    rc = 0;
+    rc = graph_of_conformer(gs, &m, conf, g, err, n);
   mol_free(&m);
   return rc;
 }
 
-int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n) {
-  /* a stored graph, or (store: false) the molecule; anything else is a
-   * damaged graph, said as such */
-  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) return graph_from_blob(blob, len, g, err, n);
-  int rc = graph_from_mol_blob(gs, blob, len, g, err, n);
+int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err,
+                        size_t n) {
+  return graph_from_mol_conf(gs, blob, len, 0, g, err, n);
+}
+
+int graph_load_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf, struct graph *g,
+                    char *err, size_t n) {
+  /* a stored graph (one, or a set a conformer), or (store: false) the
+   * molecule; anything else is a damaged graph, said as such */
+  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) {
+    const uint8_t *p = NULL;
+    size_t pl = 0;
+    if (confset_get(blob, len, conf, &p, &pl, err, n)) {
+      graph_free(g);
+      graph_init(g);
+      return -1;
+    }
+    return graph_from_blob(p, pl, g, err, n);
+  }
+  int rc = graph_from_mol_conf(gs, blob, len, conf, g, err, n);
   if (rc) {
     graph_free(g);
     graph_init(g);
   }
   return rc;
+}
+
+int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n) {
+  return graph_load_conf(gs, blob, len, 0, g, err, n);
+}
+
+int graph_row_conformers(const void *blob, size_t len) {
+  if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) return confset_count(blob, len);
+  /* a molecule: version 4 carries conformers (chem/mol.h) */
+  if (len < 6 || le_get_u16((const uint8_t *)blob + 4) < 4) return 1;
+  struct mol m;
+  char why[200];
+  int nc = mol_from_blob(blob, len, &m, why, sizeof why) ? 1 : mol_n_conformers(&m);
+  mol_free(&m);
+  return nc;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "chem/graph.h"
+#include "chem/mol.h"
 #include "common/cfgtree.h"
 
 /* Not to be copied: go.elements points into it. */
@@ -30,10 +31,23 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
 int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err,
                         size_t n);
 
+/* The graph of the molecule m's conformer conf (0 .. mol_n_conformers - 1)
+ * under gs into g (overwritten): -1 with err set. m is left as it came. */
+int graph_of_conformer(const struct graph_settings *gs, struct mol *m, int conf, struct graph *g, char *err,
+                       size_t n);
+
 /* A graphs row's graph into g (freed first): `blob` is the stored graph or,
  * where it was not stored, the molecule's blob (stages select one or the
  * other in SQL, stage.h's STAGE_GRAPH_COLUMN). Returns 0, or -1 with err
- * set (a damaged blob, a molecule without 3D coordinates). */
+ * set (a damaged blob, a molecule without 3D coordinates). A row of several
+ * conformers (stages.ingest.conformers) holds a graph a conformer
+ * (common/confset.h); graph_load reads conformer 0, graph_load_conf
+ * conformer conf (0 .. graph_row_conformers - 1). */
 int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n);
+int graph_load_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf, struct graph *g,
+                    char *err, size_t n);
+/* The conformers of a graphs row's blob (as graph_load takes it): 1 for one,
+ * or for a blob that cannot be read (graph_load then says why). */
+int graph_row_conformers(const void *blob, size_t len);
 
 #endif

@@ -35,7 +35,23 @@ void mol_free(struct mol *m) {
     free(m->tags[i].value);
   }
   free(m->tags);
+  free(m->confs);
   mol_init(m);
+}
+
+int mol_n_conformers(const struct mol *m) { return 1 + (m->n_confs > 0 && m->confs ? m->n_confs : 0); }
+
+void mol_swap_conformer(struct mol *m, int c) {
+  if (c < 1 || c > m->n_confs || !m->confs) return;
+  double *x = m->confs + (size_t)(c - 1) * (size_t)m->n_atoms * 3;
+  for (int i = 0; i < m->n_atoms; i++, x += 3) {
+    struct mol_atom *a = &m->atoms[i];
+    double t[3] = {a->x, a->y, a->z_};
+    a->x = x[0];
+    a->y = x[1];
+    a->z_ = x[2];
+    memcpy(x, t, sizeof t);
+  }
 }
 
 int mol_n_heavy(const struct mol *m) {
@@ -93,16 +109,19 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
   *blob = NULL;
   *len = 0;
   if (m->n_atoms < 0 || m->n_bonds < 0) return -1;
-  /* Version 3 only when there are isotopes: other molecules keep version 2's bytes. */
-  uint32_t n_iso = 0;
+  /* Version 3 only when there are isotopes, 4 only when there are several
+   * conformers: other molecules keep version 2's bytes. */
+  uint32_t n_iso = 0, n_extra = m->confs && m->n_confs > 0 ? (uint32_t)m->n_confs : 0;
   for (int i = 0; i < m->n_atoms; i++)
     n_iso += m->atoms[i].isotope != 0;
+  unsigned version = n_extra ? 4 : n_iso ? 3 : 2;
   size_t n = BLOB_HEADER + (size_t)m->n_atoms * BLOB_ATOM + (size_t)m->n_bonds * BLOB_BOND +
-             (n_iso ? 4 + (size_t)n_iso * BLOB_ISOTOPE : 0) + MOL_BLOB_CRC;
+             (version >= 3 ? 4 + (size_t)n_iso * BLOB_ISOTOPE : 0) +
+             (n_extra ? 4 + (size_t)n_extra * (size_t)m->n_atoms * 12 : 0) + MOL_BLOB_CRC;
   uint8_t *b = calloc(1, n);
   if (!b) return -1;
   memcpy(b, MOL_BLOB_MAGIC, 4);
-  le_put_u16(b + 4, n_iso ? 3 : 2);
+  le_put_u16(b + 4, (uint16_t)version);
   le_put_u16(b + 6, m->dim == 3 ? BLOB_FLAG_3D : m->dim == 2 ? BLOB_FLAG_2D : 0);
   le_put_u32(b + 8, (uint32_t)m->n_atoms);
   le_put_u32(b + 12, (uint32_t)m->n_bonds);
@@ -123,7 +142,7 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
     le_put_u32(p + 4, bd->b);
     p[8] = bd->order;
   }
-  if (n_iso) {
+  if (version >= 3) {
     le_put_u32(p, n_iso);
     p += 4;
     for (int i = 0; i < m->n_atoms; i++)
@@ -132,6 +151,16 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
         le_put_u16(p + 4, m->atoms[i].isotope);
         p += BLOB_ISOTOPE;
       }
+  }
+  if (n_extra) {
+    le_put_u32(p, n_extra);
+    p += 4;
+    const double *x = m->confs;
+    for (size_t k = 0; k < (size_t)n_extra * (size_t)m->n_atoms; k++, x += 3, p += 12) {
+      le_put_f32(p, x[0]);
+      le_put_f32(p + 4, x[1]);
+      le_put_f32(p + 8, x[2]);
+    }
   }
   crc32c_seal(b, n);
   *blob = b;
@@ -161,10 +190,18 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
   unsigned flags = le_get_u16(blob + 6);
   uint32_t na = le_get_u32(blob + 8), nb = le_get_u32(blob + 12);
   uint64_t want = BLOB_HEADER + (uint64_t)na * BLOB_ATOM + (uint64_t)nb * BLOB_BOND + crc;
-  uint32_t n_iso = 0;
+  uint32_t n_iso = 0, n_extra = 0;
   if (version >= 3) { /* the isotopes section: its count sits after the bonds */
     if (want + 4 <= len) n_iso = le_get_u32(blob + (want - crc));
     want += 4 + (uint64_t)n_iso * BLOB_ISOTOPE;
+  }
+  if (version >= 4) { /* the conformers: their count after the isotopes */
+    if (want + 4 <= len) n_extra = le_get_u32(blob + (want - crc));
+    if (n_extra < 1 || n_extra >= MOL_MAX_CONFORMERS) {
+      set_err(err, errlen, "molecule blob: %u extra conformers (1 to %d)", (unsigned)n_extra, MOL_MAX_CONFORMERS - 1);
+      return -1;
+    }
+    want += 4 + (uint64_t)n_extra * na * 12;
   }
   if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
     set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
@@ -210,7 +247,7 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     }
   }
   if (version >= 3) {
-    if (n_iso == 0 || n_iso > na) {
+    if ((version == 3 && n_iso == 0) || n_iso > na) {
       set_err(err, errlen, "molecule blob: %u isotopes for %u atoms", (unsigned)n_iso, (unsigned)na);
       goto bad;
     }
@@ -228,6 +265,17 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
       prev = at;
     }
   }
+  if (n_extra) {
+    p += 4;
+    size_t nx = (size_t)n_extra * na * 3;
+    if (!na || !(m->confs = malloc(nx * sizeof *m->confs))) {
+      set_err(err, errlen, na ? "out of memory decoding a molecule's conformers" : "molecule blob: conformers of no atoms");
+      goto bad;
+    }
+    for (size_t k = 0; k < nx; k++, p += 4)
+      m->confs[k] = le_get_f32(p);
+    m->n_confs = (int)n_extra;
+  }
   m->atoms = atoms;
   m->bonds = bonds;
   m->n_atoms = (int)na;
@@ -237,6 +285,7 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
 bad:
   free(atoms);
   free(bonds);
+  mol_init(m);
   return -1;
 }
 
@@ -247,11 +296,12 @@ bad:
  *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z, u16 isotope
  *   bonds: u32 a, u32 b, u8 order
  *   tags:  str name, str value
+ *   u32 n_confs, then n_confs x n_atoms x 3 f64: the other conformers
  * where str is u32 length (0xffffffff = NULL) and that many bytes.
  */
 
 #define PACK_MAGIC "SE3P"
-enum { PACK_VERSION = 2, PACK_ATOM = 30, PACK_BOND = 9 };
+enum { PACK_VERSION = 3, PACK_ATOM = 30, PACK_BOND = 9 };
 static const uint32_t PACK_NULL = 0xffffffffu;
 
 static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
@@ -274,6 +324,8 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
              (size_t)m->n_atoms * PACK_ATOM + (size_t)m->n_bonds * PACK_BOND;
   for (int i = 0; i < m->n_tags; i++)
     n += str_size(m->tags[i].name) + str_size(m->tags[i].value);
+  uint32_t nc = m->confs && m->n_confs > 0 ? (uint32_t)m->n_confs : 0;
+  n += 4 + (size_t)nc * (size_t)m->n_atoms * 24;
   uint8_t *b = malloc(n), *p = b;
   if (!b) return -1;
   memcpy(p, PACK_MAGIC, 4);
@@ -310,6 +362,10 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
     p = put_str(p, m->tags[i].name);
     p = put_str(p, m->tags[i].value);
   }
+  le_put_u32(p, nc);
+  p += 4;
+  for (size_t k = 0; k < (size_t)nc * (size_t)m->n_atoms * 3; k++, p += 8)
+    le_put_f64(p, m->confs[k]);
   *buf = b;
   *len = n;
   return 0;
@@ -395,6 +451,15 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
     m->tags[i].value = take_str(&c);
     m->n_tags = (int)i + 1;
     if (c.bad) goto bad;
+  }
+  uint32_t nc = take_u32(&c);
+  if (c.bad || nc >= MOL_MAX_CONFORMERS || (uint64_t)nc * na * 24 != (uint64_t)(c.end - c.p)) goto bad;
+  if (nc && na) {
+    size_t nx = (size_t)nc * na * 3;
+    if (!(m->confs = malloc(nx * sizeof *m->confs))) goto bad;
+    for (size_t k = 0; k < nx; k++)
+      m->confs[k] = le_get_f64(take(&c, 8));
+    m->n_confs = (int)nc;
   }
   if (c.bad || c.p != c.end) goto bad;
   return 0;

@@ -12,15 +12,20 @@
  *             n_bonds x 12 bytes: u32 begin, u32 end (0-based atom index,
  *                      begin < end), u8 order (1,2,3; 5 = aromatic),
  *                      u8[3] reserved 0
- *             version 3 only, the isotopes:
- *             u32      n_isotopes (1..n_atoms)
+ *             version 3 and 4, the isotopes:
+ *             u32      n_isotopes (version 3: 1..n_atoms; version 4: 0..n_atoms)
  *             n_isotopes x 8 bytes: u32 atom (0-based, increasing), u16 mass
  *                      number (> 0), u16 reserved 0
+ *             version 4 only, the other conformers (stages.ingest.conformers):
+ *             u32      n_extra (>= 1): conformers after the first (the atoms' own)
+ *             n_extra x n_atoms x 12 bytes: f32 x, f32 y, f32 z (Å), conformer
+ *                      by conformer, atoms in the order above
  *             u32      CRC-32C (common/crc32c.h) of every byte before it
  * Version 3 is version 2 with the isotopes section; it is written only for a
  * molecule with an atom of a given mass number ([13CH4], [2H]O[2H]), so a
  * molecule without one is stored byte for byte as before (and read by an
- * older se3screen). Version 1 is version 2 without the checksum: it is still
+ * older se3screen). Version 4 is written only for a molecule with more than
+ * one conformer, so a molecule of one is stored as before. Version 1 is version 2 without the checksum: it is still
  * read (unchecked; `se3screen verify` counts such rows as "unchecked, old
  * format"). A blob whose checksum does not match is refused ("checksum
  * mismatch"): the caller adds the table and row.
@@ -32,7 +37,8 @@
 #include <stdint.h>
 
 #define MOL_BLOB_MAGIC "SE3M"
-#define MOL_BLOB_VERSION 3 /* the newest read and written (see above: 2 without isotopes) */
+#define MOL_BLOB_VERSION 4 /* the newest read and written (see above: 2 without isotopes, 4 with conformers) */
+#define MOL_MAX_CONFORMERS 64 /* stages.ingest.conformers' bound; a blob with more is refused */
 #define MOL_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 #define MOL_BOND_AROMATIC 5
 
@@ -69,11 +75,22 @@ struct mol {
   struct mol_atom *atoms;
   struct mol_bond *bonds;
   struct mol_tag *tags;
+  /* Conformers after the first (whose coordinates are the atoms' own): 0 for
+   * one shape. confs holds n_confs x n_atoms x 3 coordinates (Å), conformer
+   * by conformer; the blob keeps them (version 4) and mol_pack carries them. */
+  int n_confs;
+  double *confs;
 };
 
 void mol_init(struct mol *m);
 void mol_free(struct mol *m);  /* frees members and re-initialises */
 int mol_n_heavy(const struct mol *m);
+/* Conformers of m: 1 + n_confs. */
+int mol_n_conformers(const struct mol *m);
+/* Swaps the atoms' coordinates with conformer c's (1..n_confs; 0 does
+ * nothing): the atoms then hold conformer c, and a second call with the same
+ * c puts them back. */
+void mol_swap_conformer(struct mol *m, int c);
 /* Value of a tag, NULL when absent. */
 const char *mol_tag(const struct mol *m, const char *name);
 /* Add a tag (copies both strings). Returns 0, or -1 on allocation failure. */

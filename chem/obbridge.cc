@@ -18,6 +18,7 @@ extern "C" {
 #include "chem/obbridge.h"
 }
 #include "chem/etkdg.h"
+#include "chem/conformers_ob.h"
 #include "chem/gen3d.h"
 #include "chem/ionise.h"
 
@@ -478,11 +479,14 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       tags.emplace_back(d->GetAttribute(), static_cast<OBPairData *>(d)->GetValue());
 
   int made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && dim != 3);
+  std::vector<double> more; // the other conformers' coordinates
+  int n_more = 0;
   if (made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
     graph_only(mol, smiles, o);
-    bool made = se3_gen3d_traced(mol, o, o->seed ^ hash_text(smiles.data(), smiles.size()), gen_why, &tr);
+    unsigned seed = o->seed ^ hash_text(smiles.data(), smiles.size());
+    bool made = se3_gen3d_traced(mol, o, seed, gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
     if (trace) // SE3_GEN3D_TRACE=1, for measurements: which check failed, what fixed it, the times
       std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f\n",
@@ -497,6 +501,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       return 1;
     }
     dim = 3;
+    if (o->conformers > 1) n_more = se3_more_conformers(mol, o, seed, more);
   } else if (o->add_hydrogens) {
     // Hydrogens on a 3D molecule point along directions Open Babel draws
     // from rand(): seed it from the record so the result does not depend on
@@ -550,6 +555,16 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       put_reason(why, "out of memory");
       return 1;
     }
+  if (n_more > 0) {
+    out->confs = (double *)std::malloc(more.size() * sizeof *out->confs);
+    if (!out->confs) {
+      mol_free(out);
+      put_reason(why, "out of memory");
+      return 1;
+    }
+    std::memcpy(out->confs, more.data(), more.size() * sizeof *out->confs);
+    out->n_confs = n_more;
+  }
   return 0;
 }
 

@@ -40,6 +40,7 @@ struct ob_parse_opts {
   enum ob_standardize standardize;
   double ph;                /* OB_PROT_PH: the pH */
   int allow_radicals;       /* 0: an atom with unpaired electrons rejects the record ("radical") */
+  int conformers;           /* shapes a generated molecule gets (chem/conformers.h); <= 1: one */
 };
 
 /* Once per process, before any parse: messages captured, formats and force
@@ -53,8 +54,11 @@ int ob_init(void);
  * types imply (O.co2 of carboxylates, phosphates and sulfonates -1, N.4 and
  * four-valent N +1: DUD-E and ZINC files carry none, and Open Babel would
  * make radicals of them); the standardiser as o->standardize says;
- * fragments as o->fragments says; protonation as o->protonate says; the radical check; then canonical SMILES, InChIKey and
- * 3D coordinates. */
+ * fragments as o->fragments says; protonation as o->protonate says; the
+ * radical check; then canonical SMILES, InChIKey and 3D coordinates; for a
+ * molecule whose coordinates were generated, up to o->conformers - 1 other
+ * conformers (out->n_confs, out->confs; chem/conformers.h), none for one
+ * that keeps its input's. */
 int ob_parse(const char *text, size_t len, const struct ob_parse_opts *o, struct mol *out,
              char *reason, size_t reason_len);
 /* ob_parse with the reason of a rejection as a struct mol_why (a fixed text

@@ -2,6 +2,7 @@
  * degree <= 1 (scaffold.h). */
 #include "chem/scaffold.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,4 +100,13 @@ char *scaffold_key(const struct mol *m) {
   char *key = s.n_atoms == 0 ? strdup("") : ob_canonical_smiles(&s);
   mol_free(&s);
   return key;
+}
+
+char *mol_compound_key(long long id, const char *inchikey) {
+  char buf[32];
+  if (inchikey && strlen(inchikey) >= 14 && inchikey[14] == '-')
+    snprintf(buf, sizeof buf, "%.14s", inchikey);
+  else
+    snprintf(buf, sizeof buf, "#%lld", id);
+  return strdup(buf);
 }

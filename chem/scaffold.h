@@ -33,4 +33,10 @@ int scaffold_mol(const struct mol *m, struct mol *out);
  * Open Babel refused it). Uses Open Babel: single-threaded callers only. */
 char *scaffold_key(const struct mol *m);
 
+/* A compound's key, the unit a split never divides: the first block of its
+ * InChIKey (14 letters, the skeleton: stereo, charge and protonation are in
+ * the other blocks), or "#<id>" (a compound of its own) where there is no
+ * InChIKey. malloc'd; NULL when out of memory. */
+char *mol_compound_key(long long id, const char *inchikey);
+
 #endif

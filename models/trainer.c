@@ -703,6 +703,16 @@ static double peer_timeout(void) {
  * step. With whole steps (dp_whole: GPUs with NCCL) they agree before the
  * step, on failures and signals, and the loss is summed on the devices
  * inside it. */
+/* A training step's share of molecules (idx[0..k-1], from `first` in the
+ * whole batch) as a batch, each molecule of several conformers at its
+ * conformer for epoch e (t->conf_draw, from the member's seed). */
+static int make_train_batch(struct se3_trainer *t, const int *idx, int k, uint64_t seed, int e, int first) {
+  t->conf_draw = se3_mix(se3_mix(seed, 0xc0f), (uint64_t)e + 1) | 1;
+  int rc = make_batch(t, idx, k, t->augment, se3_mix(se3_mix(seed, 0xa06), (uint64_t)t->step), first);
+  t->conf_draw = 0;
+  return rc;
+}
+
 static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, int replay) {
   const struct se3_comm *comm = t->io.comm;
   int nproc = comm_size(comm), rank = comm_rank(comm);
@@ -757,7 +767,7 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
       /* (its message is in t->err) */
     } else if (kr == 0) {
       /* an empty share: a zero gradient */
-    } else if (make_batch(t, order + i + lo, kr, t->augment, se3_mix(se3_mix(seed, 0xa06), (uint64_t)t->step), lo)) {
+    } else if (make_train_batch(t, order + i + lo, kr, seed, e, lo)) {
       failed = 1;
     } else {
       for (int j = 0; j < kr; j++)

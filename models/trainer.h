@@ -107,6 +107,11 @@ struct se3_trainer {
   double ref[SE3_ATOMREF_MAX];
   double *base;         /* per molecule: its atomref sum (0 without) */
   uint64_t fingerprint; /* settings and data: guards mid-epoch checkpoints */
+  /* Nonzero while a training step's molecules are read: a key drawn from
+   * the member's seed and the epoch, from which io.sample picks a molecule
+   * of several conformers its conformer for the epoch (the same on a resumed
+   * run); 0 otherwise (evaluation, predictions: conformer 0). */
+  uint64_t conf_draw;
   /* the model and the training state of `member` after `epoch_done` */
   struct se3_net *net;
   size_t np;

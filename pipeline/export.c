@@ -370,6 +370,21 @@ static int next_row(struct exp *e, struct query_conn *qc, double timeout_s, doub
   return SE3_EXIT_OK;
 }
 
+/* ranked_hits' columns to export: all (`*`), but conformer_sd where no hit
+ * has one (one conformer a molecule, or a database before schema 13 where
+ * the question fails): the file as before. */
+static const char *hits_columns(sqlite3 *db) {
+  const char *cols = "*";
+  sqlite3_stmt *ask = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT EXISTS(SELECT 1 FROM ranked_hits WHERE conformer_sd IS NOT NULL)", -1, &ask,
+                         NULL) == SQLITE_OK &&
+      sqlite3_step(ask) == SQLITE_ROW && sqlite3_column_int(ask, 0) == 0)
+    cols = "rank, name, smiles, inchikey, target, score, std, set_name, source_file, record_no, mol_id, "
+           "nearest_train, similarity";
+  sqlite3_finalize(ask);
+  return cols;
+}
+
 int export_run(const struct export_opts *o) {
   char path[4096];
   struct stat sb;
@@ -398,9 +413,10 @@ int export_run(const struct export_opts *o) {
   }
   stop_db = query_db(qc);
   struct exp e = {.o = o, .c_id = -1, .c_name = -1, .c_smiles = -1};
+  const char *cols = o->query ? "*" : hits_columns(query_db(qc));
   char *sql = o->query     ? sqlite3_mprintf("%s", o->query)
-              : o->top > 0 ? sqlite3_mprintf("SELECT * FROM ranked_hits ORDER BY rank LIMIT %lld", o->top)
-                           : sqlite3_mprintf("SELECT * FROM ranked_hits ORDER BY rank");
+              : o->top > 0 ? sqlite3_mprintf("SELECT %s FROM ranked_hits ORDER BY rank LIMIT %lld", cols, o->top)
+                           : sqlite3_mprintf("SELECT %s FROM ranked_hits ORDER BY rank", cols);
   struct atomic_file af = {0};
   const char *fmt_name = o->format == EXPORT_CSV ? "csv" : o->format == EXPORT_SDF ? "sdf" : "smi";
   if (!sql) {

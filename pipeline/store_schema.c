@@ -431,6 +431,21 @@ static const char schema_v12_sql[] =
     "ALTER TABLE metrics ADD COLUMN ef1_lo REAL; -- the same of ef1\n"
     "ALTER TABLE metrics ADD COLUMN ef1_hi REAL; -- its upper end\n";
 
+/* Version 13 (issue 54): a molecule of several conformers
+ * (stages.ingest.conformers) is scored on each and its score aggregated
+ * (stages.score.aggregate); the conformers' spread is kept beside the score
+ * and goes with the hit. Scores and hits made before this version, and
+ * those of one conformer, have none (NULL: no spread measured). */
+static const char schema_v13_sql[] =
+    "ALTER TABLE scores ADD COLUMN conformer_sd REAL; -- the sample standard deviation over the molecule's conformers of their predictions (an ensemble's mean each); NULL for one conformer\n"
+    "ALTER TABLE ranks ADD COLUMN conformer_sd REAL; -- scores.conformer_sd\n"
+    "DROP VIEW ranked_hits;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles) AS nearest_train, r.similarity,\n"
+    "         r.conformer_sd\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY r.rank;\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -444,6 +459,7 @@ static const char *const migrations[] = {
     /* to version 10 */ schema_v10_sql,
     /* to version 11 */ schema_v11_sql,
     /* to version 12 */ schema_v12_sql,
+    /* to version 13 */ schema_v13_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -71,7 +71,9 @@ const char usage_predict[] =
     "                   predict-lib). A DIR holding another workflow's screen.db, or a\n"
     "                   predict.yaml that predict did not write, is refused (exit 2)\n"
     "  --set KEY=VALUE  as for `run` (\"ingest.workers=2\"), over predict.yaml; a\n"
-    "                   featurisation key set to another value than the model's is refused\n"
+    "                   featurisation key set to another value than the model's is refused;\n"
+    "                   the seed of 3D generation and the conformers a molecule gets are\n"
+    "                   not (\"stages.ingest.seed=7\" draws other shapes)\n"
     "Exit codes as `run`: 0 done, 1 failed, 2 usage or configuration error, 75 stopped\n"
     "by SIGINT, SIGTERM or SIGUSR1 (the same command again resumes).\n";
 

@@ -20,6 +20,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "common/confset.h"
 #include "common/le.h"
 #include "models/basis.h"
 #include "models/checkpoint.h"
@@ -62,7 +63,7 @@ static void damage_add(struct damage *d, const char *fmt, ...) {
 
 /* 0 intact, -1 damaged (why in err); *old = 1 for a version 1 blob (no checksum). */
 static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int *old, char *err, size_t errlen) {
-  *old = blob && len >= 6 && le_get_u16(blob + 4) == 1;
+  *old = blob && len >= 6 && le_get_u16(blob + 4) == 1 && !confset_is(blob, len); /* (a set's version is 1 too) */
   if (kind == BLOB_POSE && len == 0) return 0; /* a score from a table (stages.dock.oracle): no pose */
   if (kind == BLOB_MOL || kind == BLOB_POSE) {
     struct mol m;
@@ -70,19 +71,36 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
     mol_free(&m);
     return rc;
   }
-  if (kind == BLOB_GRAPH) {
-    if (len == 0) return 0; /* stages.graph.store: false: rebuilt from the molecule where read */
-    struct graph g;
-    int rc = graph_from_blob(blob, len, &g, err, errlen);
-    graph_free(&g);
-    return rc;
-  }
-  struct basis_blob b;
+  if (kind == BLOB_GRAPH && len == 0) return 0; /* stages.graph.store: false: rebuilt from the molecule where read */
   if (!blob) {
-    snprintf(err, errlen, "not a basis blob (NULL)");
+    snprintf(err, errlen, "not a %s blob (NULL)", kind == BLOB_GRAPH ? "graph" : "basis");
     return -1;
   }
-  return basis_blob_parse(blob, len, &b, err, errlen);
+  /* one blob, or a set of one a conformer (common/confset.h): each checked */
+  int nc = confset_count(blob, len);
+  for (int c = 0; c < nc; c++) {
+    const uint8_t *p = NULL;
+    size_t pl = 0;
+    if (confset_get(blob, len, c, &p, &pl, err, errlen)) return -1;
+    int rc;
+    if (kind == BLOB_GRAPH) {
+      struct graph g;
+      rc = graph_from_blob(p, pl, &g, err, errlen);
+      graph_free(&g);
+    } else {
+      struct basis_blob b;
+      rc = basis_blob_parse(p, pl, &b, err, errlen);
+    }
+    if (rc) {
+      if (nc > 1) { /* say which conformer */
+        char inner[400];
+        snprintf(inner, sizeof inner, "%.399s", err);
+        snprintf(err, errlen, "conformer %d: %s", c, inner);
+      }
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Every blob of one table. -1 when the table cannot be read at all. */

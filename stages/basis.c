@@ -1,4 +1,5 @@
-/* basis.c — `graphs` in, `bases` out: every edge's equivariant basis for the
+/* basis.c — `graphs` in, `bases` out (a set of one a conformer for a
+ * molecule of several, common/confset.h): every edge's equivariant basis for the
  * degree pairs up to max_degree, in the graph's edge order, stored as fp32,
  * fp16 or bf16 (models/basis.h has the blob layout).
  *
@@ -14,6 +15,7 @@
 
 #include "chem/graph.h"
 #include "models/basis.h"
+#include "common/confset.h"
 #include "stage.h"
 
 struct bstage {
@@ -48,28 +50,45 @@ static int basis_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return b->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
+/* Every conformer's bases of one molecule: one stored as basis_to_blob
+ * writes it, several as a set (common/confset.h). The row's n_edges is
+ * conformer 0's. */
 static void basis_compute(const void *state, struct stage_item *it) {
   const struct bstage *b = state;
-  struct graph g;
-  char err[200];
-  graph_init(&g);
-  if (graph_load(&b->gs, it->in, it->in_len, &g, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id, err);
+  int nc = graph_row_conformers(it->in, it->in_len), made = 0;
+  uint8_t *blobs[CONFSET_MAX];
+  size_t lens[CONFSET_MAX];
+  double bytes = 0;
+  for (int c = 0; c < nc && !it->reason[0]; c++) {
+    struct graph g;
+    char err[200];
+    graph_init(&g);
+    if (graph_load_conf(&b->gs, it->in, it->in_len, c, &g, err, sizeof err)) {
+      snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id, err);
+      graph_free(&g);
+      break;
+    }
+    bytes += BASIS_BLOB_HEADER + BASIS_BLOB_CRC +
+             (double)g.n_edges * (double)b->bp.per_edge * (double)basis_dtype_size(b->dtype);
+    if (bytes > (double)b->max_blob)
+      snprintf(it->reason, sizeof it->reason,
+               "the bases of its %d edges%s would take %.0f MB, more than SQLite stores in one value (%.0f MB): "
+               "lower stages.graph.cutoff or max_neighbors, or use a 16-bit dtype",
+               g.n_edges, nc > 1 ? " (and its other conformers')" : "", bytes / 1e6, (double)b->max_blob / 1e6);
+    else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &blobs[made], &lens[made]))
+      snprintf(it->reason, sizeof it->reason, "basis: out of memory for %d edges", g.n_edges);
+    else if (++made == 1)
+      it->count[0] = g.n_edges;
     graph_free(&g);
-    return;
   }
-  double bytes = BASIS_BLOB_HEADER + BASIS_BLOB_CRC +
-                 (double)g.n_edges * (double)b->bp.per_edge * (double)basis_dtype_size(b->dtype);
-  if (bytes > (double)b->max_blob)
-    snprintf(it->reason, sizeof it->reason,
-             "the bases of its %d edges would take %.0f MB, more than SQLite stores in one value (%.0f MB): "
-             "lower stages.graph.cutoff or max_neighbors, or use a 16-bit dtype",
-             g.n_edges, bytes / 1e6, (double)b->max_blob / 1e6);
-  else if (basis_to_blob(&b->bp, b->dtype, g.rel_pos, (uint32_t)g.n_edges, &it->out, &it->out_len))
-    snprintf(it->reason, sizeof it->reason, "basis: out of memory for %d edges", g.n_edges);
-  else
-    it->count[0] = g.n_edges;
-  graph_free(&g);
+  if (!it->reason[0] && nc == 1) {
+    it->out = blobs[0], it->out_len = lens[0];
+    made = 0;
+  } else if (!it->reason[0] && confset_build(blobs, lens, nc, &it->out, &it->out_len)) {
+    snprintf(it->reason, sizeof it->reason, "basis: out of memory");
+  }
+  for (int i = 0; i < made; i++)
+    free(blobs[i]);
 }
 
 static int basis_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {

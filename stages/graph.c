@@ -1,6 +1,7 @@
 /* graph.c — `molecules` in, `graphs` out: one radius (or bond) graph per
  * molecule with node and edge features and relative positions (chem/graph.h
- * has the blob layout).
+ * has the blob layout); for a molecule of several conformers
+ * (stages.ingest.conformers) one a conformer, in a set (common/confset.h).
  *
  * Plan: the molecule ids, ascending, in chunks of run.chunk_size within one
  * input file, which the runner makes from the stage's declaration of its
@@ -25,6 +26,8 @@
 
 #include "chem/graph.h"
 #include "chem/graph_settings.h"
+#include "chem/mol.h"
+#include "common/confset.h"
 #include "stage.h"
 
 /* Edges the max_neighbors cap dropped, and all edges before it: added to
@@ -60,28 +63,58 @@ static int graph_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return g->select ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
 }
 
+/* Every conformer's graph of one molecule: one stored as graph_to_blob
+ * writes it, several as a set (common/confset.h). The row's n_nodes and
+ * n_edges are conformer 0's. */
 static void graph_compute(const void *state, struct stage_item *it) {
   const struct gstage *g = state;
-  struct graph gr;
-  char err[240];
-  graph_init(&gr);
-  if (graph_from_mol_blob(&g->gs, it->in, it->in_len, &gr, err, sizeof err)) {
-    if (!strncmp(err, "molecule: ", 10))
-      snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err + 10);
-    else
-      snprintf(it->reason, sizeof it->reason, "%s", err);
-  } else if (g->store && graph_to_blob(&gr, &it->out, &it->out_len)) {
-    snprintf(it->reason, sizeof it->reason, "graph: out of memory");
-  } else {
-    it->count[0] = gr.n_nodes;
-    it->count[1] = gr.n_edges;
-    int64_t all = gr.n_edges + gr.edges_dropped;
-#pragma omp atomic
-    g->chunk->dropped += gr.edges_dropped;
-#pragma omp atomic
-    g->chunk->edges += all;
+  struct mol m;
+  char err[200];
+  mol_init(&m);
+  if (mol_from_blob(it->in, it->in_len, &m, err, sizeof err)) {
+    snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err);
+    return;
   }
-  graph_free(&gr);
+  int nc = mol_n_conformers(&m);
+  uint8_t *blobs[MOL_MAX_CONFORMERS];
+  size_t lens[MOL_MAX_CONFORMERS];
+  int made = 0;
+  int64_t dropped = 0, all = 0;
+  for (int c = 0; c < nc; c++) {
+    struct graph gr;
+    graph_init(&gr);
+    if (graph_of_conformer(&g->gs, &m, c, &gr, err, sizeof err)) {
+      snprintf(it->reason, sizeof it->reason, "%s", err);
+    } else if (g->store && graph_to_blob(&gr, &blobs[made], &lens[made])) {
+      snprintf(it->reason, sizeof it->reason, "graph: out of memory");
+    } else {
+      made += g->store;
+      if (c == 0) {
+        it->count[0] = gr.n_nodes;
+        it->count[1] = gr.n_edges;
+      }
+      dropped += gr.edges_dropped;
+      all += gr.n_edges + gr.edges_dropped;
+    }
+    graph_free(&gr);
+    if (it->reason[0]) break;
+  }
+  if (!it->reason[0] && g->store) {
+    if (nc == 1) {
+      it->out = blobs[0], it->out_len = lens[0];
+      made = 0;
+    } else if (confset_build(blobs, lens, nc, &it->out, &it->out_len)) {
+      snprintf(it->reason, sizeof it->reason, "graph: out of memory");
+    }
+  }
+  for (int i = 0; i < made; i++)
+    free(blobs[i]);
+  mol_free(&m);
+  if (it->reason[0]) return;
+#pragma omp atomic
+  g->chunk->dropped += dropped;
+#pragma omp atomic
+  g->chunk->edges += all;
 }
 
 static int graph_store(struct stage_ctx *ctx, int64_t chunk, struct stage_item *it) {

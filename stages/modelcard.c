@@ -31,6 +31,7 @@ static const char *const KEYS[] = {
     "stages.ingest.coordinates",
     "stages.ingest.gen3d_quality",
     "stages.ingest.seed",
+    "stages.ingest.conformers",
     "stages.ingest.fragments",
     "stages.ingest.protonate",
     "stages.ingest.standardize",
@@ -52,7 +53,15 @@ const char *model_card_key(int i) {
 
 static int n_keys(void) { return (int)(sizeof KEYS / sizeof KEYS[0]) - 1; }
 
-int model_card_preference(const char *key) { return key && strcmp(key, "stages.rank.order") == 0; }
+/* Preferences: rank's direction; the seed of 3D generation, which draws
+ * other shapes of the same kind (predict --set stages.ingest.seed=N scores
+ * other draws: a model should not depend on one); the conformers a molecule
+ * gets (a library may be scored on more or fewer shapes than the training
+ * set had: the score is their aggregate, stages.score.aggregate). */
+int model_card_preference(const char *key) {
+  return key && (strcmp(key, "stages.rank.order") == 0 || strcmp(key, "stages.ingest.seed") == 0 ||
+                 strcmp(key, "stages.ingest.conformers") == 0);
+}
 
 /* Keys added after cards: a model trained before them read every fragment of
  * a record, kept the input's protonation and its files' 3D coordinates. */
@@ -62,6 +71,7 @@ const char *model_card_older_value(const char *key) {
   if (strcmp(key, "stages.ingest.protonate") == 0) return "keep";
   if (strcmp(key, "stages.ingest.standardize") == 0) return "none"; /* before issue 54 */
   if (strcmp(key, "stages.ingest.coordinates") == 0) return "input"; /* (gen3d: always settles it to generated) */
+  if (strcmp(key, "stages.ingest.conformers") == 0) return "1";
   return NULL;
 }
 
@@ -132,6 +142,9 @@ void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root, cons
     if (!n) continue; /* (every card key has a default in the schema) */
     char value[2048], line[2400];
     model_card_value(n, value, sizeof value);
+    /* one conformer is what a card without the key means: left out, so that
+     * a model trained on one is the same file as before the key existed */
+    if (!strcmp(KEYS[i], "stages.ingest.conformers") && !strcmp(value, "1")) continue;
     int k = snprintf(line, sizeof line, "%s=%s\n", KEYS[i], value);
     if (k < 0 || (size_t)k >= sizeof line) continue;
     if (len + (size_t)k + 1 > cap) {

@@ -36,7 +36,8 @@ void model_card_members_free(char **files, int n);
 /* The card keys, in the card's order: model_card_key(i) for i = 0, 1, ...
  * until NULL. */
 const char *model_card_key(int i);
-/* 1 when the key is a preference (stages.rank.order): taken from the card
+/* 1 when the key is a preference (stages.rank.order, stages.ingest.seed,
+ * stages.ingest.conformers): taken from the card
  * when the workflow leaves it out, never refused. */
 int model_card_preference(const char *key);
 /* The value a card written before key existed implies (a card that has

@@ -87,7 +87,7 @@ static int dock_scores(struct stage_ctx *ctx, struct rstage *r) {
   snprintf(r->from, sizeof r->from, "temp.rank_docking");
   char *sql = sqlite3_mprintf(
       "DROP VIEW IF EXISTS temp.rank_docking; CREATE TEMP VIEW rank_docking AS SELECT k.mol_id AS rowid, k.mol_id AS "
-      "mol_id, k.setup AS model, %Q AS target, k.score AS score, NULL AS std, k.mol_hash AS mol_hash, k.setup AS "
+      "mol_id, k.setup AS model, %Q AS target, k.score AS score, NULL AS std, NULL AS conformer_sd, k.mol_hash AS mol_hash, k.setup AS "
       "model_hash FROM \"%w\".docking k JOIN \"%w\".molecules m ON m.id = k.mol_id AND m.mol_hash IS k.mol_hash WHERE "
       "m.set_name = %Q AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d WHERE d.mol_id = k.mol_id)",
       label, ctx->src, ctx->src, cfg_str(ctx->root, "stages.dock.set"), ctx->src);
@@ -219,8 +219,8 @@ static int rank_top(struct stage_ctx *ctx, struct rstage *r) {
   char err[768];
   if (rank_select(ctx->db, r->from, ctx->src, ctx->cfg, r->target, r->descending, &rows, &n, err, sizeof err))
     return stage_fail_at(ctx, NULL, "%s", err);
-  char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std) "
-                              "SELECT ?1, mol_id, model, target, score, std FROM %s WHERE rowid = ?2",
+  char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std, conformer_sd) "
+                              "SELECT ?1, mol_id, model, target, score, std, conformer_sd FROM %s WHERE rowid = ?2",
                               r->from);
   rc = sqlite3_exec(ctx->db, "DELETE FROM ranks", NULL, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL);
@@ -247,9 +247,10 @@ static int rank_all(struct stage_ctx *ctx, struct rstage *r) {
   const char *dir = r->descending ? "DESC" : "ASC";
   char *sql = sqlite3_mprintf(
       "DELETE FROM ranks;"
-      "INSERT INTO ranks(rank, mol_id, model, target, score, std) "
-      "SELECT row_number() OVER (ORDER BY score %s, mol_id, model), mol_id, model, target, score, std FROM ("
-      "  SELECT s.mol_id, s.model, s.target, s.score, s.std, "
+      "INSERT INTO ranks(rank, mol_id, model, target, score, std, conformer_sd) "
+      "SELECT row_number() OVER (ORDER BY score %s, mol_id, model), mol_id, model, target, score, std, conformer_sd "
+      "FROM ("
+      "  SELECT s.mol_id, s.model, s.target, s.score, s.std, s.conformer_sd, "
       "         row_number() OVER (PARTITION BY CASE WHEN ?4 THEN m.inchikey ELSE s.mol_id END "
       "                            ORDER BY s.score %s, s.mol_id, s.model) AS k "
       "  FROM %s s JOIN \"%w\".molecules m ON m.id = s.mol_id WHERE s.target = ?1 %s"
@@ -382,7 +383,7 @@ static int nearest_training(struct stage_ctx *ctx) {
  * rank_chunk's query. */
 struct hit_text {
   const char *name;
-  char score[64], stdv[64], rank[32], rec[32], id[32], sim[32];
+  char score[64], stdv[64], rank[32], rec[32], id[32], sim[32], csd[64];
 };
 
 static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
@@ -396,11 +397,13 @@ static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
   snprintf(h->id, sizeof h->id, "%lld", (long long)sqlite3_column_int64(st, 10));
   h->sim[0] = 0;
   if (sqlite3_column_type(st, 19) != SQLITE_NULL) snprintf(h->sim, sizeof h->sim, "%.9g", sqlite3_column_double(st, 19));
+  h->csd[0] = 0;
+  if (sqlite3_column_type(st, 20) != SQLITE_NULL) snprintf(h->csd, sizeof h->csd, "%.9g", sqlite3_column_double(st, 20));
 }
 
-/* One line of hits.csv. */
-static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
-  const char *cols[13] = {h->rank,
+/* One line of hits.csv; conformer_sd last when the hits have one. */
+static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h, int with_csd) {
+  const char *cols[14] = {h->rank,
                           h->name,
                           (const char *)sqlite3_column_text(st, 2),
                           (const char *)sqlite3_column_text(st, 3),
@@ -412,10 +415,11 @@ static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
                           h->rec,
                           h->id,
                           (const char *)sqlite3_column_text(st, 18),
-                          h->sim};
-  /* rank, score, std, record_no, mol_id and similarity are numbers; the rest is text */
-  static const int text[13] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0};
-  for (int i = 0; i < 13; i++) {
+                          h->sim,
+                          h->csd};
+  /* rank, score, std, record_no, mol_id, similarity and conformer_sd are numbers; the rest is text */
+  static const int text[14] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0};
+  for (int i = 0; i < 13 + (with_csd != 0); i++) {
     if (i) fputc(',', f);
     csv_cell_write(f, cols[i], text[i]);
   }
@@ -458,6 +462,7 @@ static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struc
                            {"mol_id", h->id},
                            {"nearest_train", (const char *)sqlite3_column_text(st, 18)},
                            {"similarity", h->sim[0] ? h->sim : NULL},
+                           {"conformer_sd", h->csd[0] ? h->csd : NULL},
                            {"docking_score", docked[0] && !pose ? docked : NULL}};
   int bad = !m.name;
   for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
@@ -496,7 +501,7 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   char *q = sqlite3_mprintf(
       "SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
       "h.source_file, h.record_no, h.mol_id, coalesce(p.pose, nullif(k.pose, x''), m.mol), coalesce(p.score, "
-      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, h.nearest_train, h.similarity FROM ranked_hits h "
+      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, h.nearest_train, h.similarity, h.conformer_sd FROM ranked_hits h "
       "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
       "h.mol_id AND k.mol_hash IS m.mol_hash LEFT JOIN \"%w\".poses p ON p.mol_id = k.mol_id AND (%d OR p.mode = 1) "
       "ORDER BY h.rank, p.mode",
@@ -505,16 +510,26 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   sqlite3_free(q);
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
   struct atomic_file csv = {0}, sdf = {0};
+  /* conformer_sd a column of hits.csv when a hit has one (several
+   * conformers): with one conformer a molecule the file is as before */
+  int with_csd = 0;
+  char *any = sqlite3_mprintf("SELECT EXISTS(SELECT 1 FROM ranks WHERE conformer_sd IS NOT NULL)");
+  sqlite3_stmt *ask = NULL;
+  if (any && sqlite3_prepare_v2(ctx->db, any, -1, &ask, NULL) == SQLITE_OK && sqlite3_step(ask) == SQLITE_ROW)
+    with_csd = sqlite3_column_int(ask, 0);
+  sqlite3_finalize(ask);
+  sqlite3_free(any);
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
-    fputs("rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,similarity\n",
-          csv.f);
+    fprintf(csv.f, "rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,"
+                   "similarity%s\n",
+            with_csd ? ",conformer_sd" : "");
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
   int64_t n_poses = 0;
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     struct hit_text h;
     hit_read(st, &h);
     int first = sqlite3_column_type(st, 13) == SQLITE_NULL || sqlite3_column_int64(st, 13) == 1;
-    if (csv.f && first) csv_hit(csv.f, st, &h);
+    if (csv.f && first) csv_hit(csv.f, st, &h, with_csd);
     if (sdf.f && (ret = sdf_hit(ctx, sdf.f, st, &h)) != STAGE_OK) break;
     *n_ok += first;
     n_poses += !first || sqlite3_column_type(st, 13) != SQLITE_NULL;

@@ -614,16 +614,23 @@ static void section_hits(struct rep *r) {
     P("<p>Each hit's nearest training molecule is the one of the train split with the highest Tanimoto similarity "
       "(Morgan fingerprints, radius 2): a hit far from all of them (under about 0.3) is a prediction the model has "
       "little to go on for.</p>\n");
+  /* the spread over each hit's conformers (since schema version 13; none
+   * with one conformer a molecule) */
+  int csd = has_column(r, "ranked_hits", "conformer_sd") &&
+            q_double(r, 0, "SELECT count(*) FROM ranks WHERE conformer_sd IS NOT NULL") > 0;
+  if (csd)
+    P("<p>A score is aggregated over the molecule's conformers; <em>conformer sd</em> is their spread: a hit whose "
+      "score moves much with its shape is less sure than its score says.</p>\n");
   P("<table class=\"grid hits\"><thead><tr><th scope=\"col\">rank</th>%s<th scope=\"col\">name</th>"
     "<th scope=\"col\">SMILES</th><th scope=\"col\">target</th><th scope=\"col\">score</th>"
-    "<th scope=\"col\">std</th><th scope=\"col\">set</th><th scope=\"col\">source (record)</th>%s</tr></thead>"
+    "<th scope=\"col\">std</th>%s<th scope=\"col\">set</th><th scope=\"col\">source (record)</th>%s</tr></thead>"
     "<tbody>\n",
-    r->o->depict ? "<th scope=\"col\">structure</th>" : "",
+    r->o->depict ? "<th scope=\"col\">structure</th>" : "", csd ? "<th scope=\"col\">conformer sd</th>" : "",
     near ? "<th scope=\"col\">nearest training molecule (similarity)</th>" : "");
   sqlite3_stmt *st = prep(r,
-                          "SELECT rank, name, smiles, target, score, std, set_name, source_file, record_no, %s FROM "
-                          "ranked_hits ORDER BY rank LIMIT %d",
-                          near ? "nearest_train, similarity" : "NULL, NULL", top);
+                          "SELECT rank, name, smiles, target, score, std, set_name, source_file, record_no, %s, %s "
+                          "FROM ranked_hits ORDER BY rank LIMIT %d",
+                          near ? "nearest_train, similarity" : "NULL, NULL", csd ? "conformer_sd" : "NULL", top);
   while (row(r, st)) {
     P("<tr><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 0));
     if (r->o->depict) {
@@ -645,6 +652,11 @@ static void section_hits(struct rep *r) {
     P("</td><td class=\"n\">");
     col_num(r, st, 5, "%.3g");
     P("</td>");
+    if (csd) {
+      P("<td class=\"n\">");
+      col_num(r, st, 11, "%.3g");
+      P("</td>");
+    }
     td(r, NULL, col_text(st, 6));
     P("<td>");
     esc(r, col_text(st, 7));

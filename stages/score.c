@@ -1,6 +1,12 @@
 /* score.c — trained models over a molecule set: `graphs` of the set in,
  * `scores` out (one row per molecule).
  *
+ * A molecule of several conformers (stages.ingest.conformers; its graphs
+ * row a set, common/confset.h) is predicted on each, its conformers taking
+ * a batch's places one each as molecules do, and its score aggregated over
+ * them (write_score: stages.score.aggregate) with their spread in
+ * scores.conformer_sd; one conformer gives the bits it gave before.
+ *
  * The models are this workflow's `train` result (every `models` row: one, or
  * an ensemble's members, in member order) or, with stages.score.checkpoint,
  * a model from anywhere: one checkpoint file, or a folder holding an
@@ -69,11 +75,19 @@ struct sstage {
   struct se3_batch_buf bb;
   double *pred;    /* batch x n_members */
   double *base[2]; /* batch x n_members: atomref sums, of the batch being gathered and of the one under way */
-  int64_t *ids[2]; /* batch: the molecules of each */
+  int64_t *ids[2]; /* batch: the molecules of each (an entry a conformer) */
+  int *conf[2];    /* batch: which conformer of its molecule each entry is, */
+  int *nconf[2];   /* and of how many */
   real *out;       /* batch: one member's predictions */
   char *warn;      /* how the set differs from the training set's profile (score_profile); NULL: not compared */
   int warn_put;    /* meta 'score_warnings' written by this run */
+  int aggregate;   /* stages.score.aggregate: AGG_MEAN, AGG_MAX, AGG_MIN */
+  double *acc;     /* MOL_MAX_CONFORMERS x n_members: the predictions of the molecule being finished */
+  double *q;       /* n_members: each member's aggregate over a molecule's conformers */
+  double *mbase;   /* n_members: a molecule's atomref sums */
 };
+
+enum { AGG_MEAN = 0, AGG_MAX, AGG_MIN };
 
 /* One member from checkpoint `path`, read and checked as untrusted input
  * (models/model_file.h: its shapes those the scorer feeds, node_in the
@@ -290,12 +304,20 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->out = malloc((size_t)s->batch * sizeof *s->out);
+  int bad = 0;
   for (int i = 0; i < 2; i++) {
     s->base[i] = calloc((size_t)s->batch * (size_t)s->n_members, sizeof *s->base[i]);
     s->ids[i] = malloc((size_t)s->batch * sizeof *s->ids[i]);
+    s->conf[i] = malloc((size_t)s->batch * sizeof *s->conf[i]);
+    s->nconf[i] = malloc((size_t)s->batch * sizeof *s->nconf[i]);
+    bad |= !s->base[i] || !s->ids[i] || !s->conf[i] || !s->nconf[i];
   }
-  if (!s->pred || !s->out || !s->base[0] || !s->base[1] || !s->ids[0] || !s->ids[1])
-    return stage_fail_at(ctx, NULL, "out of memory");
+  s->acc = malloc((size_t)MOL_MAX_CONFORMERS * (size_t)s->n_members * sizeof *s->acc);
+  s->q = malloc((size_t)s->n_members * sizeof *s->q);
+  s->mbase = calloc((size_t)s->n_members, sizeof *s->mbase);
+  if (!s->pred || !s->out || !s->acc || !s->q || !s->mbase || bad) return stage_fail_at(ctx, NULL, "out of memory");
+  const char *agg = cfg_str(ctx->cfg, "aggregate");
+  s->aggregate = !strcmp(agg, "max") ? AGG_MAX : !strcmp(agg, "min") ? AGG_MIN : AGG_MEAN;
   /* the set's molecules with a graph, in chunks within one input file,
    * are the runner's to plan (struct stage_rows; then score_planned); a
    * score's key is the model it was made with */
@@ -369,12 +391,83 @@ static int batch_start(struct stage_ctx *ctx, struct sstage *s) {
   return STAGE_OK;
 }
 
-/* The predictions of the batch under way (k molecules: ids, atomref sums
- * base) from every member, and their scores written: the mean and, for an
- * ensemble, the sample standard deviation. */
-static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, const int64_t *ids,
-                        const double *base, int k, int64_t chunk) {
+/* A molecule's score from its nc conformers' predictions (s->acc: conformer
+ * by conformer, member by member), written. Each member's prediction is its
+ * aggregate over the conformers (stages.score.aggregate); the score is the
+ * members' mean, std their sample standard deviation (NULL for one model),
+ * members their own; conformer_sd the sample standard deviation over the
+ * conformers of the members' mean (NULL for one conformer). One conformer
+ * gives the bits it gave before conformers existed. */
+static int write_score(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, int64_t id, int nc, int64_t chunk) {
+  int nm = s->n_members;
+  double *q = s->q, mean = 0, ss = 0, cmean = 0, css = 0, cm[MOL_MAX_CONFORMERS];
+  for (int j = 0; j < nm; j++) {
+    double v = s->acc[j];
+    for (int c = 1; c < nc; c++) {
+      double x = s->acc[(size_t)c * nm + j];
+      v = s->aggregate == AGG_MAX ? (x > v ? x : v) : s->aggregate == AGG_MIN ? (x < v ? x : v) : v + x;
+    }
+    if (s->aggregate == AGG_MEAN && nc > 1) v /= nc;
+    q[j] = v;
+    mean += v;
+  }
+  mean /= nm;
+  for (int j = 0; j < nm; j++)
+    ss += (q[j] - mean) * (q[j] - mean);
+  for (int c = 0; c < nc && nc > 1; c++) {
+    cm[c] = 0;
+    for (int j = 0; j < nm; j++)
+      cm[c] += s->acc[(size_t)c * nm + j];
+    cm[c] /= nm;
+    cmean += cm[c];
+  }
+  if (nc > 1) {
+    cmean /= nc;
+    for (int c = 0; c < nc; c++)
+      css += (cm[c] - cmean) * (cm[c] - cmean);
+  }
+  sqlite3_reset(ins);
+  sqlite3_bind_int64(ins, 1, id);
+  sqlite3_bind_text(ins, 2, s->model_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, 3, s->target, -1, SQLITE_STATIC);
+  sqlite3_bind_double(ins, 4, mean);
+  if (nm > 1)
+    sqlite3_bind_double(ins, 5, sqrt(ss / (nm - 1)));
+  else
+    sqlite3_bind_null(ins, 5);
+  sqlite3_bind_int64(ins, 6, chunk);
+  sqlite3_bind_text(ins, 7, s->model_hash, -1, SQLITE_STATIC);
+  /* an ensemble's members' own predictions (float64, little-endian, in member order) */
+  if (nm > 1) {
+    uint8_t le[8 * 64];
+    int n = nm < 64 ? nm : 64;
+    for (int j = 0; j < n; j++) {
+      uint64_t u;
+      memcpy(&u, &q[j], 8);
+      for (int b = 0; b < 8; b++)
+        le[8 * j + b] = (uint8_t)(u >> (8 * b));
+    }
+    sqlite3_bind_blob(ins, 8, le, 8 * n, SQLITE_TRANSIENT);
+  } else {
+    sqlite3_bind_null(ins, 8);
+  }
+  if (nc > 1)
+    sqlite3_bind_double(ins, 9, sqrt(css / (nc - 1)));
+  else
+    sqlite3_bind_null(ins, 9);
+  return sqlite3_step(ins) == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing scores");
+}
+
+/* The predictions of the batch under way (k entries, a conformer each: ids,
+ * conformers, atomref sums base) from every member, and the scores of the
+ * molecules whose last conformer it holds written (*done of them): a
+ * molecule's conformers may span batches, whose predictions gather in
+ * s->acc, batch after batch in order. */
+static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins, int slot, const double *base,
+                        int k, int64_t chunk, int64_t *done) {
   int ret = STAGE_OK, nm = s->n_members;
+  const int64_t *ids = s->ids[slot];
+  *done = 0;
   for (int j = 0; j < nm; j++) {
     struct member *m = &s->mem[j];
     char why[512];
@@ -384,41 +477,13 @@ static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *i
                                                 : (double)s->out[i] * m->std + m->mean + base[(size_t)i * nm + j];
   }
   for (int i = 0; i < k && ret == STAGE_OK; i++) {
-    const double *p = s->pred + (size_t)i * nm;
-    double mean = 0, ss = 0;
-    for (int j = 0; j < nm; j++)
-      mean += p[j];
-    mean /= nm;
-    for (int j = 0; j < nm; j++)
-      ss += (p[j] - mean) * (p[j] - mean);
-    sqlite3_reset(ins);
-    sqlite3_bind_int64(ins, 1, ids[i]);
-    sqlite3_bind_text(ins, 2, s->model_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(ins, 3, s->target, -1, SQLITE_STATIC);
-    sqlite3_bind_double(ins, 4, mean);
-    if (nm > 1)
-      sqlite3_bind_double(ins, 5, sqrt(ss / (nm - 1)));
-    else
-      sqlite3_bind_null(ins, 5);
-    sqlite3_bind_int64(ins, 6, chunk);
-    sqlite3_bind_text(ins, 7, s->model_hash, -1, SQLITE_STATIC);
-    /* an ensemble's members' own predictions (float64, little-endian, in member order) */
-    if (nm > 1) {
-      uint8_t le[8 * 64];
-      int n = nm < 64 ? nm : 64;
-      for (int j = 0; j < n; j++) {
-        uint64_t u;
-        memcpy(&u, &p[j], 8);
-        for (int b = 0; b < 8; b++)
-          le[8 * j + b] = (uint8_t)(u >> (8 * b));
-      }
-      sqlite3_bind_blob(ins, 8, le, 8 * n, SQLITE_TRANSIENT);
-    } else {
-      sqlite3_bind_null(ins, 8);
-    }
-    if (sqlite3_step(ins) != SQLITE_DONE) ret = stage_sql_fail(ctx, "writing scores");
+    int c = s->conf[slot][i], nc = s->nconf[slot][i];
+    memcpy(s->acc + (size_t)c * nm, s->pred + (size_t)i * nm, (size_t)nm * sizeof *s->acc);
+    if (c + 1 < nc) continue;
+    ret = write_score(ctx, s, ins, ids[i], nc, chunk);
+    ++*done;
   }
-  if (ret == STAGE_OK) ctx->report->advance(ctx, k);
+  if (ret == STAGE_OK) ctx->report->advance(ctx, *done);
   return ret;
 }
 
@@ -437,8 +502,9 @@ static int batch_turn(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *ins
                       int64_t chunk, int64_t *n_ok) {
   int ret = k ? batch_start(ctx, s) : STAGE_OK;
   if (ret == STAGE_OK && *pending) {
-    ret = batch_finish(ctx, s, ins, s->ids[!*cur], s->base[!*cur], *pending, chunk);
-    if (ret == STAGE_OK) *n_ok += *pending;
+    int64_t done = 0;
+    ret = batch_finish(ctx, s, ins, !*cur, s->base[!*cur], *pending, chunk, &done);
+    if (ret == STAGE_OK) *n_ok += done;
   }
   if (ret != STAGE_OK) {
     drop_started(s);
@@ -471,8 +537,8 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   /* each score beside the hash of the molecule its graph was built from
    * (graphs.mol_hash): a rerun scores again only what changed */
   char *ins_sql = sqlite3_mprintf("INSERT OR REPLACE INTO scores(mol_id, model, target, score, std, chunk, model_hash, "
-                                  "mol_hash, members) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT mol_hash FROM "
-                                  "\"%w\".graphs WHERE mol_id = ?1), ?8)",
+                                  "mol_hash, members, conformer_sd) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT mol_hash "
+                                  "FROM \"%w\".graphs WHERE mol_id = ?1), ?8, ?9)",
                                   ctx->src);
   int prep = ins_sql ? sqlite3_prepare_v2(ctx->db, ins_sql, -1, &ins, NULL) : SQLITE_NOMEM;
   sqlite3_free(ins_sql);
@@ -494,47 +560,55 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
       break;
     }
     int64_t id = sqlite3_column_int64(sel, 0);
-    struct graph g;
-    char err[256];
-    graph_init(&g);
-    if (graph_load(&s->gs, sqlite3_column_blob(sel, 1), (size_t)sqlite3_column_bytes(sel, 1), &g, err, sizeof err)) {
-      char why[320];
-      snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
-      ret = stage_reject_mol(ctx, "score", id, chunk, why);
-      ++*n_rej;
-      continue;
+    /* every conformer's graph first: a molecule is scored whole or rejected */
+    const void *gb = sqlite3_column_blob(sel, 1);
+    size_t gl = (size_t)sqlite3_column_bytes(sel, 1);
+    int nc = graph_row_conformers(gb, gl), ok = 0;
+    struct graph g[MOL_MAX_CONFORMERS];
+    char why[400];
+    why[0] = 0;
+    for (; ok < nc && !why[0]; ok++) {
+      char err[256];
+      graph_init(&g[ok]);
+      if (graph_load_conf(&s->gs, gb, gl, ok, &g[ok], err, sizeof err))
+        snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
+      else if (g[ok].node_width != s->mem[0].model->cfg.node_in)
+        snprintf(why, sizeof why,
+                 "its graph has %d node features, the model %d (graph settings changed after training?)",
+                 g[ok].node_width, s->mem[0].model->cfg.node_in);
     }
-    if (g.node_width != s->mem[0].model->cfg.node_in) {
-      char why[160];
-      snprintf(why, sizeof why, "its graph has %d node features, the model %d (graph settings changed after training?)",
-               g.node_width, s->mem[0].model->cfg.node_in);
-      graph_free(&g);
-      ret = stage_reject_mol(ctx, "score", id, chunk, why);
-      ++*n_rej;
-      continue;
-    }
-    if (s->atomref) {
+    if (!why[0] && s->atomref) {
       struct mol m;
+      char err[256];
       mol_init(&m);
-      if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, err, sizeof err)) {
-        graph_free(&g);
-        char why[320];
+      if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, err, sizeof err))
         snprintf(why, sizeof why, "molecules row id=%lld: %s", (long long)id, err);
-        ret = stage_reject_mol(ctx, "score", id, chunk, why);
-        ++*n_rej;
-        continue;
-      }
-      for (int j = 0; j < s->n_members; j++)
-        s->base[cur][(size_t)k * s->n_members + j] = atomref_sum(&s->mem[j], &m);
+      for (int j = 0; !why[0] && j < s->n_members; j++)
+        s->mbase[j] = atomref_sum(&s->mem[j], &m);
       mol_free(&m);
     }
-    if (se3_batch_add(&s->bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos))
-      ret = stage_fail_at(ctx, NULL, "out of memory scoring");
-    graph_free(&g);
-    s->ids[cur][k++] = id;
-    if (ret == STAGE_OK && k == s->batch) {
-      ret = batch_turn(ctx, s, ins, k, &cur, &pending, chunk, n_ok);
-      k = 0;
+    if (why[0]) {
+      for (int c = 0; c < ok; c++)
+        graph_free(&g[c]);
+      ret = stage_reject_mol(ctx, "score", id, chunk, why);
+      ++*n_rej;
+      continue;
+    }
+    for (int c = 0; c < nc; c++) {
+      if (ret == STAGE_OK && se3_batch_add(&s->bb, g[c].n_nodes, g[c].node_feat, g[c].n_edges, g[c].src, g[c].dst,
+                                           g[c].edge_feat, g[c].rel_pos))
+        ret = stage_fail_at(ctx, NULL, "out of memory scoring");
+      graph_free(&g[c]);
+      if (ret != STAGE_OK) continue;
+      for (int j = 0; s->atomref && j < s->n_members; j++)
+        s->base[cur][(size_t)k * s->n_members + j] = s->mbase[j];
+      s->ids[cur][k] = id;
+      s->conf[cur][k] = c;
+      s->nconf[cur][k++] = nc;
+      if (k == s->batch) {
+        ret = batch_turn(ctx, s, ins, k, &cur, &pending, chunk, n_ok);
+        k = 0;
+      }
     }
   }
   if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the graphs to score");
@@ -561,7 +635,12 @@ static void score_end(struct stage_ctx *ctx) {
   for (int i = 0; i < 2; i++) {
     free(s->base[i]);
     free(s->ids[i]);
+    free(s->conf[i]);
+    free(s->nconf[i]);
   }
+  free(s->acc);
+  free(s->q);
+  free(s->mbase);
   sqlite3_free(s->select);
   free(s->warn);
   se3_batch_buf_free(&s->bb);

@@ -53,6 +53,7 @@
 #include "modelcard.h"
 #include "set_profile.h"
 #include "stage.h"
+#include "train_confs.h"
 
 /* The stage around models/trainer.h's trainer: what it trains on read from
  * the database, its split and atomref counts, its molecules' graphs served
@@ -74,6 +75,7 @@ struct tstage {
                               share of each batch when it needs them (get_graph) */
   sqlite3_stmt *get_graph; /* lazy: a graph by mol_id */
   struct graph one;        /* lazy: the graph read last */
+  struct train_confs confs; /* not lazy: the other conformers' graphs (train_confs.h) */
   int node_width;
   double *split_label;               /* split.method column: the column's value (NAN: none) */
   char **scaffold;                   /* split.method scaffold: the framework's key; cluster: the cluster's */
@@ -135,18 +137,6 @@ static int count_elements(struct stage_ctx *ctx, struct tstage *t, int i, const 
   return STAGE_OK;
 }
 
-/* A compound's key: the first block of its InChIKey (14 letters, the
- * skeleton: stereo, charge and protonation are in the other blocks), or
- * "#<id>" (a compound of its own) where there is no InChIKey. malloc'd. */
-static char *compound_key(long long id, const char *inchikey) {
-  char buf[32];
-  if (inchikey && strlen(inchikey) >= 14 && inchikey[14] == '-')
-    snprintf(buf, sizeof buf, "%.14s", inchikey);
-  else
-    snprintf(buf, sizeof buf, "#%lld", id);
-  return strdup(buf);
-}
-
 /* need_mol: 0 no molecule, 1 its elements (atomref), 2 and its scaffold, 3
  * and its fingerprint (cluster) */
 static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_column, int need_mol) {
@@ -196,14 +186,16 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     struct graph one, *g = t->lazy ? &one : &t->g[t->tr.n]; /* lazy: only checked here */
     graph_init(g);
     t->scaffold[t->tr.n] = NULL;
-    if (graph_load(&t->gs, blob, len, g, err, sizeof err)) {
+    int most = 0; /* the most edges of its other conformers' graphs */
+    if (graph_load(&t->gs, blob, len, g, err, sizeof err) ||
+        (!t->lazy && train_confs_load(&t->confs, t->tr.n, &t->gs, blob, len, &most, err, sizeof err))) {
       graph_free(g);
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
     if (t->tr.n == 0) t->node_width = g->node_width;
     t->tr.atoms[t->tr.n] = g->n_nodes;
-    t->tr.edges[t->tr.n] = g->n_edges;
+    t->tr.edges[t->tr.n] = g->n_edges > most ? g->n_edges : most;
     if (t->lazy) graph_free(&one);
     h = se3_hash_bytes(h, &id, sizeof id);
     h = se3_hash_bytes(h, blob, len);
@@ -211,7 +203,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     t->tr.y[t->tr.n] = sqlite3_column_double(st, 2);
     h = se3_hash_bytes(h, &t->tr.y[t->tr.n], sizeof(double));
     t->split_label[t->tr.n] = sqlite3_column_type(st, 3) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 3);
-    if (!(t->compound[t->tr.n] = compound_key(id, (const char *)sqlite3_column_text(st, 5)))) {
+    if (!(t->compound[t->tr.n] = mol_compound_key(id, (const char *)sqlite3_column_text(st, 5)))) {
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
     }
@@ -393,7 +385,7 @@ static int io_sample(void *user, int i, struct se3_sample *s, char *why, size_t 
   struct tstage *t = user;
   const struct graph *g = &t->one;
   if (!t->lazy) {
-    g = &t->g[i];
+    g = train_confs_graph(&t->confs, i, t->ids[i], t->tr.conf_draw, &t->g[i]);
   } else {
     char err[256];
     graph_free(&t->one);
@@ -404,8 +396,8 @@ static int io_sample(void *user, int i, struct se3_sample *s, char *why, size_t 
     if (rc != SQLITE_ROW)
       snprintf(why, whylen, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
                rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
-    else if (graph_load(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0), &t->one, err,
-                        sizeof err)) {
+    else if (graph_load_conf(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0),
+                             train_confs_lazy(t->tr.conf_draw, t->ids[i], q), &t->one, err, sizeof err)) {
       snprintf(why, whylen, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
       graph_free(&t->one);
     } else
@@ -940,6 +932,7 @@ static void train_end(struct stage_ctx *ctx) {
   for (int i = 0; t->g && i < t->tr.n; i++)
     graph_free(&t->g[i]);
   free(t->g);
+  train_confs_free(&t->confs);
   sqlite3_finalize(t->get_graph);
   graph_free(&t->one);
   free(t->ids);

@@ -97,6 +97,7 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   const char *q = cfg_str(c, "gen3d_quality");
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
   g->po.seed = (unsigned)cfg_int(c, "seed");
+  g->po.conformers = (int)cfg_int(c, "conformers");
   g->po.add_hydrogens = cfg_bool(c, "add_hydrogens");
   const char *frag = cfg_str(c, "fragments");
   g->po.fragments = !strcmp(frag, "reject") ? OB_FRAG_REJECT : !strcmp(frag, "keep") ? OB_FRAG_KEEP : OB_FRAG_LARGEST;

@@ -88,6 +88,9 @@ static void work_kept(void) {
   cr_assert_eq(tu_se3(&out, "run " AT "/wf.yaml"), 0, "%s", out);
   assert_no_work(out);
   free(out);
+  /* the scores kept, without a conformer spread (schema 13: NULL, none measured) */
+  cr_assert_gt(tu_query_int(AT "/work/screen.db", "SELECT count(*) FROM scores"), 0);
+  cr_assert_eq(tu_query_int(AT "/work/screen.db", "SELECT count(conformer_sd) FROM scores"), 0);
   char *ids1 = tu_query(AT "/work/screen.db", "SELECT id, mol_hash FROM molecules ORDER BY id");
   cr_assert(ids0 && ids1 && !strcmp(ids0, ids1), "the molecules' ids or contents changed");
   char *model1 = NULL;

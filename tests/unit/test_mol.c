@@ -223,8 +223,8 @@ Test(mol, blob_bad_inputs) {
   c[0] = 'X';
   expect_bad_blob(c, n, "bad magic");
   memcpy(c, b, n);
-  c[4] = 4;
-  expect_bad_blob(c, n, "unsupported molecule blob version 4 (this se3screen reads 1 to 3)");
+  c[4] = 5;
+  expect_bad_blob(c, n, "unsupported molecule blob version 5 (this se3screen reads 1 to 4)");
   c[4] = 3; /* version 3 has an isotopes section */
   expect_bad_blob(c, n, "size mismatch");
   expect_bad_blob(b, n - 1, "size mismatch: 259 bytes, expected 260 for 9 atoms and 8 bonds");
