@@ -26,13 +26,15 @@
 #define TRAIN "target: logp, epochs: 2, batch_size: 8, model: small, arch: {degrees: 2}"
 
 /* Set a: the ESOL SMILES (generated shapes, labelled); set b: QM9 records
- * with their coordinates. `stages` follows ingest/graph/basis. */
+ * with their coordinates (coordinates: input: one shape each, which
+ * predict keeps for a conformer written out as SD). `stages` follows
+ * ingest/graph/basis. */
 static char *write_wf(const char *dir, const char *name, const char *workdir, int conformers, const char *stages) {
   char yaml[4096];
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: %s\nrun: {chunk_size: 16, progress: none}\n"
            "sets:\n  a:\n    - {path: %s, labels: [logp]}\n  b:\n    - {path: %s}\n"
-           "stages:\n  ingest: {workers: 2, conformers: %d}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "stages:\n  ingest: {workers: 2, conformers: %d, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
            "  basis: {max_degree: 1, dtype: fp32}\n%s",
            workdir, tu_src("workflows/data/delaney_first60.csv"), tu_src("workflows/data/qm9_mini.sdf"), conformers,
            stages ? stages : "");
