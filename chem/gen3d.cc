@@ -280,24 +280,6 @@ bool turnable(OBBond *b) {
   return u->GetExplicitDegree() > 1 && v->GetExplicitDegree() > 1 && u->GetHyb() != 1 && v->GetHyb() != 1;
 }
 
-// The atoms (0-based) reached from `from` without crossing `block`.
-std::vector<int> side_of(OBMol &mol, OBAtom *from, OBAtom *block) {
-  std::vector<char> seen(mol.NumAtoms() + 1, 0);
-  std::vector<int> out;
-  std::vector<OBAtom *> stack{from};
-  seen[from->GetIdx()] = seen[block->GetIdx()] = 1;
-  while (!stack.empty()) {
-    OBAtom *a = stack.back();
-    stack.pop_back();
-    out.push_back((int)a->GetIdx() - 1);
-    FOR_NBORS_OF_ATOM(nb, a) {
-      if (seen[nb->GetIdx()]) continue;
-      seen[nb->GetIdx()] = 1;
-      stack.push_back(&*nb);
-    }
-  }
-  return out;
-}
 
 // The bonds on a shortest path between two atoms (1-based), empty when they
 // are not connected.
@@ -366,8 +348,8 @@ bool relieve_by_torsion(OBMol &mol) {
     for (OBBond *b : path) {
       if (!turnable(b)) continue;
       OBAtom *u = b->GetBeginAtom(), *v = b->GetEndAtom();
-      std::vector<int> side = side_of(mol, v, u);
-      if ((int)side.size() * 2 > n) side = side_of(mol, u, v), std::swap(u, v);
+      std::vector<int> side = se3_atoms_beyond(mol, v, u);
+      if ((int)side.size() * 2 > n) side = se3_atoms_beyond(mol, u, v), std::swap(u, v);
       work += 5.0 * (double)side.size() * n;
       if (work > 2e7) break;
       std::vector<char> in_side(n, 0);
@@ -598,7 +580,7 @@ void tetrahedral_phosphorus(OBMol &mol) {
       double len = axis.length(), t = std::atan2(len, dot(d[k], target[k]));
       if (len < 1e-9) continue;
       axis /= len;
-      for (int idx : side_of(mol, nb[k], &*p)) {
+      for (int idx : se3_atoms_beyond(mol, nb[k], &*p)) {
         OBAtom *a = mol.GetAtom(idx + 1);
         a->SetVector(rotate(a->GetVector(), c, axis, t));
       }
@@ -660,7 +642,7 @@ bool invert_centres(OBMol &mol, const StereoWant &want) {
     if (!(axis.length() > 1e-3)) return false;
     axis.normalize();
     for (OBAtom *root : {a, b})
-      for (int i : side_of(mol, root, c)) {
+      for (int i : se3_atoms_beyond(mol, root, c)) {
         OBAtom *x = mol.GetAtom(i + 1);
         x->SetVector(rotate(x->GetVector(), origin, axis, M_PI));
       }

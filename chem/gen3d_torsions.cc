@@ -65,23 +65,6 @@ bool has_carbonyl(OBAtom *c) {
   return false;
 }
 
-std::vector<int> side_atoms(OBMol &mol, OBAtom *from, OBAtom *block) {
-  std::vector<char> seen(mol.NumAtoms() + 1, 0);
-  std::vector<int> out;
-  std::vector<OBAtom *> stack{from};
-  seen[from->GetIdx()] = seen[block->GetIdx()] = 1;
-  while (!stack.empty()) {
-    OBAtom *a = stack.back();
-    stack.pop_back();
-    out.push_back((int)a->GetIdx() - 1);
-    FOR_NBORS_OF_ATOM(nb, a) {
-      if (seen[nb->GetIdx()]) continue;
-      seen[nb->GetIdx()] = 1;
-      stack.push_back(&*nb);
-    }
-  }
-  return out;
-}
 
 double deg(double d) { return d * M_PI / 180; }
 
@@ -102,10 +85,10 @@ bool make_rotor(OBMol &mol, OBBond *bond, Rotor &r) {
   OBAtom *b = ref_of(v, u, any);
   if (!a || !b) return false;
   r.u = (int)u->GetIdx() - 1, r.v = (int)v->GetIdx() - 1, r.a = (int)a->GetIdx() - 1, r.b = (int)b->GetIdx() - 1;
-  r.side = side_atoms(mol, v, u);
+  r.side = se3_atoms_beyond(mol, v, u);
   if (r.side.size() * 2 > mol.NumAtoms()) { // turn the smaller side: the same torsion
     std::swap(r.u, r.v), std::swap(r.a, r.b);
-    r.side = side_atoms(mol, u, v);
+    r.side = se3_atoms_beyond(mol, u, v);
   }
   int hu = u->GetHyb(), hv = v->GetHyb();
   bool sp2u = hu == 2 || u->IsAromatic(), sp2v = hv == 2 || v->IsAromatic();
@@ -226,4 +209,22 @@ void se3_gen3d_set_torsions(OBMol &mol, unsigned draw, se3_torsion_stats *stats)
   }
   for (int i = 0; i < n; i++)
     mol.GetAtom(i + 1)->SetVector(p[i]);
+}
+
+std::vector<int> se3_atoms_beyond(OBMol &mol, OBAtom *from, OBAtom *block) {
+  std::vector<char> seen(mol.NumAtoms() + 1, 0);
+  std::vector<int> out;
+  std::vector<OBAtom *> stack{from};
+  seen[from->GetIdx()] = seen[block->GetIdx()] = 1;
+  while (!stack.empty()) {
+    OBAtom *a = stack.back();
+    stack.pop_back();
+    out.push_back((int)a->GetIdx() - 1);
+    FOR_NBORS_OF_ATOM(nb, a) {
+      if (seen[nb->GetIdx()]) continue;
+      seen[nb->GetIdx()] = 1;
+      stack.push_back(&*nb);
+    }
+  }
+  return out;
 }

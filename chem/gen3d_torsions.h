@@ -13,8 +13,11 @@
 #ifndef SE3_GEN3D_TORSIONS_H
 #define SE3_GEN3D_TORSIONS_H
 
+#include <vector>
+
 namespace OpenBabel {
 class OBMol;
+class OBAtom;
 }
 
 // What the pass did, for measurements.
@@ -30,5 +33,9 @@ struct se3_torsion_stats {
 // se3_gen3d_another). Deterministic for a given draw; 3 ms a PDB ligand on
 // average (600 ligands, a loaded 2-core machine; the builder took 5 ms).
 void se3_gen3d_set_torsions(OpenBabel::OBMol &mol, unsigned draw, se3_torsion_stats *stats);
+
+// The atoms (0-based) reached from `from` without crossing `block`: the side
+// of the bond from-block that turns with `from` (gen3d.cc's fixes use it too).
+std::vector<int> se3_atoms_beyond(OpenBabel::OBMol &mol, OpenBabel::OBAtom *from, OpenBabel::OBAtom *block);
 
 #endif
