@@ -55,7 +55,20 @@ int scaffold_atoms(const struct mol *m, uint8_t *keep) {
     }
   }
   free(deg), free(queue), free(start), free(nbr);
-  return left;
+  /* an atom double-bonded to the framework (a ring C=O, an exocyclic C=C)
+   * stays with it: stripped, it would leave an aromatic ring no Kekulé
+   * structure fits (2-pyridone's [cH2]), whose canonical SMILES Open Babel
+   * writes differently from one call to the next */
+  int kept = left;
+  for (int b = 0; b < m->n_bonds; b++) {
+    int a = (int)m->bonds[b].a, c = (int)m->bonds[b].b;
+    if (m->bonds[b].order != 2 || keep[a] + keep[c] != 1) continue; /* framework (1) to stripped (0) */
+    keep[keep[a] ? c : a] = 2; /* put back; 2: no chain grows from it */
+    kept++;
+  }
+  for (int i = 0; i < n; i++)
+    keep[i] = keep[i] != 0;
+  return kept;
 }
 
 int scaffold_mol(const struct mol *m, struct mol *out) {

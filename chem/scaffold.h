@@ -4,8 +4,12 @@
  * stripped: atoms of degree 0 or 1 (counting bonds to atoms still present,
  * hydrogens included) are removed, again and again, until none is left. What
  * remains is every ring system and the chains linking ring systems; an
- * acyclic molecule loses every atom (its framework is empty). Exocyclic
- * double-bonded atoms (a ring C=O) are side chains here and are removed.
+ * acyclic molecule loses every atom (its framework is empty). An atom
+ * double-bonded to a framework atom (a ring or linker C=O, an exocyclic
+ * C=C) is then put back, alone, as RDKit's Murcko scaffolds (and so
+ * Chemprop's scaffold splits) keep it: without it 2-pyridone's ring is an
+ * aromatic ring with no Kekulé structure, whose key Open Babel did not write
+ * the same way from one process to the next.
  *
  * The key of a framework is Open Babel's canonical SMILES of the remaining
  * atoms (with their charges, aromatic flags and bonds), each remaining atom
