@@ -683,7 +683,8 @@ static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
   return rc == SQLITE_OK ? 0 : -1;
 }
 
-/* stages.score.merge: hits, while shard.scores is attached in the fold's
+/* The fold of a score shard: its meta 'score_warnings' carried into main;
+ * under stages.score.merge: hits, while shard.scores is attached in the fold's
  * transaction: copies into main.scores only the shard's own hits under
  * rank's settings (rank_select: one pass, memory bounded by rank's `top`),
  * which hold every hit of the whole library (a molecule among the best
@@ -692,6 +693,14 @@ static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
  * rank's top: 0) the shard is folded whole. */
 static int score_fold(struct stage_fold *f) {
   const struct cfg_node *root = f->root;
+  /* the shard's word on the set's charge states and shapes (score_profile:
+   * each shard compares the whole set, so any shard that scored a chunk
+   * says it, and says none by having no key) */
+  if (fold_exec(f,
+                "DELETE FROM main.meta WHERE key = 'score_warnings' AND EXISTS (SELECT 1 FROM shard.stage_chunks "
+                "WHERE stage = 'score');"
+                "INSERT OR REPLACE INTO main.meta SELECT key, value FROM shard.meta WHERE key = 'score_warnings'"))
+    return -1;
   int hits = root && !strcmp(cfg_str(root, "stages.score.merge"), "hits");
   const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
   if (!hits || cfg_int(rank, "top") <= 0) return fold_exec(f, "DELETE FROM main.meta WHERE key='scores_kept'") ? -1 : 0;

@@ -188,7 +188,8 @@ Test(coordinates, mol2_and_smiles_give_the_same_shape) {
  * shapes on both sides), a model trained on it, and two libraries: charged
  * like it (no warning) and neutral (the charge states differ: a warning in
  * the score stage's log, in meta 'score_warnings' and in the report, and
- * from predict on the saved model). Then a model trained on a 3D file's own
+ * from predict on the saved model; scored in two shards, screen.db has it
+ * after the merge). Then a model trained on a 3D file's own
  * coordinates scoring SMILES: the shapes differ. The card carries
  * coordinates and the training set's profile. */
 Test(coordinates, charge_states_and_shapes_reported) {
@@ -259,6 +260,26 @@ Test(coordinates, charge_states_and_shapes_reported) {
                                 "'charge states differ: 72.7 %%'"),
                1);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM scores"), 12, "the library is scored all the same");
+
+  /* the same scored in two shards and merged: screen.db has the warning */
+  char *wd2 = NULL, *db2 = NULL;
+  cr_assert(asprintf(&wd2, "%s/two", dir) > 0 && asprintf(&db2, "%s/two/work/screen.db", dir) > 0);
+  cr_assert_eq(tu_sh(NULL, "mkdir -p %s && cp %s/train.csv %s/neutral.smi %s/", wd2, dir, dir, wd2), 0);
+  cr_assert_eq(run_in(wd2, yaml, "--until train", &out), 0, "%s", out);
+  free(out);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(run_in(wd2, yaml, k ? "--stage score --shard 1/2" : "--stage score --shard 0/2", &out), 0, "%s", out);
+    free(out);
+  }
+  cr_assert_eq(tu_query_int(db2, "SELECT count(*) FROM meta WHERE key = 'score_warnings'"), 0, "before the merge");
+  cr_assert_eq(tu_se3(&out, "merge %s", db2), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_query_int(db2, "SELECT count(*) FROM scores"), 12);
+  cr_assert_eq(tu_query_int(db2, "SELECT count(*) FROM meta WHERE key = 'score_warnings' AND value LIKE "
+                                 "'charge states differ: 72.7 %%'"),
+               1, "the shards' warning was not merged");
+  free(wd2);
+  free(db2);
   cr_assert_eq(tu_se3(&out, "report %s/work", dir), 0, "%s", out);
   free(out);
   char *page = NULL;
