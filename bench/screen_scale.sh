@@ -23,6 +23,8 @@
 # generates 3D coordinates for every record afresh (stages.ingest.gen3d:
 # auto; GEN3D_QUALITY=fast|medium|best to choose, default the workflow
 # default).
+# CONFORMERS=N: stages.ingest.conformers (default the workflow default):
+# N shapes a generated molecule, each graphed and scored, the score their mean.
 #
 # Prints one JSON object per step (molecules/s, wall seconds, peak resident
 # memory of the largest process), then a summary with the database's bytes
@@ -39,9 +41,10 @@ mkdir -p "$tmp"
 input=${INPUT:-sdf}
 case $input in sdf | smiles) ;; *) echo "screen_scale: INPUT is sdf or smiles, not '$input'" >&2; exit 2 ;; esac
 if [ "$input" = smiles ]; then lib="$tmp/library_$n.smi.gz"; else lib="$tmp/library_$n.sdf.gz"; fi
-wd="$tmp/work_${input}_$n"
+wd="$tmp/work_${input}_$n${CONFORMERS:+_c$CONFORMERS}"
 ingest_extra=""
 [ -n "${GEN3D_QUALITY:-}" ] && ingest_extra=", gen3d_quality: $GEN3D_QUALITY"
+[ -n "${CONFORMERS:-}" ] && ingest_extra="$ingest_extra, conformers: $CONFORMERS"
 
 now() { date +%s.%N; }
 if [ "$input" = smiles ] && [ ! -s "$lib" ]; then
