@@ -21,9 +21,9 @@
  * records keep their coordinates (coordinates: input): generated, they
  * were built in the workflow's ingest worker before the library's records,
  * and a built shape can still depend on what its process built before
- * (bench/RESULTS.md, issue 54), so the library's shapes differed from
- * predict's for 4 of 9 molecules in one clean checkout (not in another of
- * the same commit). */
+ * (Open Babel's builder: dev/ob_history/builder_history.cc, issue 54), so
+ * the library's shapes differed from predict's for 4 of 9 molecules in one
+ * clean checkout (not in another of the same commit). */
 static char *write_a(const char *dir, const char *library) {
   char yaml[4096];
   snprintf(yaml, sizeof yaml,
