@@ -33,6 +33,7 @@
 #include "chem/etkdg.h"
 #include "chem/gen3d_torsions.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,7 @@
 #include <vector>
 
 #include "chem/ob_headers.h"
+#include <openbabel/stereo/squareplanar.h>
 
 using namespace OpenBabel;
 
@@ -103,6 +105,45 @@ struct StereoWant {
 
 bool real_ref(OBMol &mol, unsigned long id) {
   return id != OBStereo::ImplicitRef && id != OBStereo::NoRef && mol.GetAtomById(id) != nullptr;
+}
+
+// Open Babel keeps a molecule's stereo data in the order its reader made
+// them, and its SMILES reader makes them from a map keyed by atom address, so
+// the order depends on what the process allocated before. OBBuilder corrects
+// inverted centres one after another in that order (and invert_centres below
+// in want's), each swap moving branches the next one sees: the same molecule
+// came out with other coordinates, clashing or not, after another record
+// (dev/ob_history; 11 of 902 Lipophilicity builds). Sorted by atom id, the
+// order is the molecule's own.
+void order_stereo(OBMol &mol) {
+  std::vector<OBGenericData *> all = mol.GetAllData(OBGenericDataType::StereoData);
+  if (all.size() < 2) return;
+  struct Item {
+    int type;
+    unsigned long a, b;
+    OBGenericData *copy;
+  };
+  std::vector<Item> items;
+  for (OBGenericData *d : all) {
+    OBStereoBase *s = static_cast<OBStereoBase *>(d);
+    Item it{(int)s->GetType(), 0, 0, d->Clone(&mol)};
+    if (s->GetType() == OBStereo::Tetrahedral) {
+      it.a = static_cast<OBTetrahedralStereo *>(d)->GetConfig().center;
+    } else if (s->GetType() == OBStereo::CisTrans) {
+      OBCisTransStereo::Config c = static_cast<OBCisTransStereo *>(d)->GetConfig();
+      it.a = c.begin, it.b = c.end;
+    } else if (s->GetType() == OBStereo::SquarePlanar) {
+      it.a = static_cast<OBSquarePlanarStereo *>(d)->GetConfig().center;
+    }
+    items.push_back(it);
+  }
+  mol.DeleteData(all);
+  std::stable_sort(items.begin(), items.end(), [](const Item &x, const Item &y) {
+    if (x.type != y.type) return x.type < y.type;
+    return x.a != y.a ? x.a < y.a : x.b < y.b;
+  });
+  for (const Item &it : items)
+    mol.SetData(it.copy);
 }
 
 // The stereo the input specified, as read (before any building).
@@ -593,6 +634,16 @@ void tetrahedral_phosphorus(OBMol &mol) {
 void build(OBMol &mol, OBMol &input, const ob_parse_opts *o, unsigned seed, se3_gen3d_trace *tr) {
   Clock::time_point t0 = Clock::now();
   mol = input;
+  // Open Babel's random vectors come from a static generator that reseeds
+  // rand() from the clock when first used, which may be inside this very
+  // build: use it once before seeding (ob_init does too; this keeps
+  // se3_gen3d deterministic for any caller).
+  static const bool clock_seeded = [] {
+    vector3 v;
+    v.randomUnitVector();
+    return true;
+  }();
+  (void)clock_seeded;
   std::srand(seed);
   OBBuilder builder;
   // Its verdict on stereo is not the last word: the checks below are.
@@ -692,6 +743,7 @@ Verdict quick_fixes(OBMol &mol, Verdict v, Checker &check, se3_gen3d_fix &fix) {
 bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::string &why, se3_gen3d_trace *tr) {
   if (tr) *tr = se3_gen3d_trace();
   OBMol input(mol);
+  order_stereo(input);
   Checker check{input, wanted_stereo(input), std::string()};
   const int steps = refine_steps(o->quality);
 

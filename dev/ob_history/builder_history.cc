@@ -19,6 +19,16 @@
 // and the molecule is kept or rejected ("stereo not kept") by what its
 // ingest worker parsed before. Perturbing malloc's heap first changes
 // nothing; Open Babel's rand() is reseeded (srand) before each build.
+//
+// The cause (found 2026-11-27 with a traced copy of builder.cpp): the SMILES
+// reader makes the molecule's stereo data from a std::map keyed by OBAtom*,
+// so their order follows the addresses malloc handed out, which depend on
+// what the process allocated before. OBBuilder::CorrectStereoAtoms swaps the
+// inverted centres back one after another in that order (daptomycin has six),
+// and each swap turns branches the next one moves again: the same centres,
+// other coordinates. se3screen sorts the stereo data by atom id before
+// building (order_stereo in chem/gen3d.cc): 0 of 902 such builds differ then,
+// against 11 of 902 before.
 #include <openbabel/atom.h>
 #include <openbabel/builder.h>
 #include <openbabel/math/vector3.h>
