@@ -23,7 +23,12 @@
  * and a built shape can still depend on what its process built before
  * (Open Babel's builder: dev/ob_history/builder_history.cc, issue 54), so
  * the library's shapes differed from predict's for 4 of 9 molecules in one
- * clean checkout (not in another of the same commit). */
+ * clean checkout (not in another of the same commit). The two causes found
+ * since (stereo data in atom-address order, the clock-seeded generator: see
+ * chem/gen3d.cc build) do not touch these molecules, which specify no
+ * stereo, and with generated QM9 shapes this test passed 7 of 7 runs on
+ * 2026-11-27; the cause of that failure is not known, so the records keep
+ * their coordinates. */
 static char *write_a(const char *dir, const char *library) {
   char yaml[4096];
   snprintf(yaml, sizeof yaml,
