@@ -142,7 +142,7 @@ sets:
   input:
     - {path: $smi, format: smi}
 stages:
-  ingest: {workers: $workers, gen3d: always, gen3d_quality: $q, add_hydrogens: true, seed: $seed}
+  ingest: {workers: $workers, gen3d: always, gen3d_quality: $q, add_hydrogens: true, seed: $seed, conformers: 1}
 YAML
   t0=$(now)
   "$se3" run "$dir/wf.yaml" > "$dir/log" 2>&1 ||

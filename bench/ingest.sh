@@ -55,7 +55,7 @@ sets:
   input:
     - {path: $f}
 stages:
-  ingest: {workers: $workers, coordinates: input $extra}
+  ingest: {workers: $workers, coordinates: input, conformers: 1 $extra}
 YAML
   t0=$(now)
   "$se3" run "$wd/wf.yaml" >/dev/null 2>"$wd/log"

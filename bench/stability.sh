@@ -87,7 +87,7 @@ sets:
   library:
     - {path: $work/lib.smi}
 stages:
-  ingest: {gen3d: auto, add_hydrogens: true, seed: $seed}
+  ingest: {gen3d: auto, add_hydrogens: true, seed: $seed, conformers: 1}
 EOF
   "$se3" run "$work/draw$seed.yaml" >>"$log" 2>&1
   "$se3" export "$work/draw$seed" --format sdf -o "$work/draw$seed.sdf" \

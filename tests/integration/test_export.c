@@ -60,7 +60,8 @@ static const char *screen(void) {
            "workflow: t\nworkdir: work\nrun: {progress: none}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n    - {path: %s}\n"
-           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           /* one conformer a molecule: the files without conformer_sd (test_conformers has it) */
+           "stages:\n  ingest: {workers: 1, conformers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
            "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/delaney_first60.csv"));

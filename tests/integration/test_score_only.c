@@ -338,10 +338,12 @@ Test(score_only, a_checkpoint_without_a_card_needs_the_settings_written_out) {
   free(out);
   free(wf);
   /* every key written out, as A had them (A's ingest and graph, the rest at
-   * their defaults): accepted, and A's scores */
+   * their defaults): accepted, and A's scores. The conformers too: a
+   * preference, which a card-less model takes as 1 (what models were
+   * trained on before the key), where A had the default, ten */
   char stages[1024];
   snprintf(stages, sizeof stages,
-           "  ingest: {workers: 1, gen3d_quality: fast, seed: 7, add_hydrogens: true, gen3d: auto}\n"
+           "  ingest: {workers: 1, gen3d_quality: fast, seed: 7, add_hydrogens: true, gen3d: auto, conformers: 10}\n"
            "  graph: {edges: radius+bonds, cutoff: 4.0, elements: [H, C, N, O, F, S, Cl], max_neighbors: 0,\n"
            "          other_element: true, charge: true, atomic_number: false}\n");
   char *lib = library(), yaml[4096];

@@ -31,9 +31,12 @@ static void unpack(void) {
   /* the workflow as the previous release ran it: without the standardiser
    * (stages.ingest.standardize, issue 54, whose default changes molecules
    * and is hashed; `none` is left out of the hash) and with the files'
-   * coordinates (stages.ingest.coordinates: input, likewise) */
-  cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none, coordinates: input}/' " AT
-                           "/wf.yaml && grep -q 'standardize: none, coordinates: input' " AT "/wf.yaml"),
+   * coordinates (stages.ingest.coordinates: input, likewise) and one
+   * conformer a molecule (stages.ingest.conformers: 1, the default until
+   * 2026-11-27, likewise) */
+  cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none, coordinates: input, "
+                           "conformers: 1}/' " AT "/wf.yaml && grep -q 'standardize: none, coordinates: input, conformers: 1' " AT
+                           "/wf.yaml"),
                0);
 }
 
