@@ -46,8 +46,7 @@ for ds in ${DATASETS:-esol freesolv lipo}; do
       dir=$work/$ds-$split-c$nconf
       mkdir -p "$dir"
       cp "$src" "$dir/data.csv"
-      conf_line=""
-      [ "$nconf" != 1 ] && conf_line="conformers: $nconf, "
+      conf_line="conformers: $nconf, " # written out: the default is not 1 since 2026-11-27
       cat > "$dir/wf.yaml" <<YAML
 workflow: accuracy-$ds-$split-c$nconf
 workdir: run
