@@ -46,7 +46,6 @@ for ds in ${DATASETS:-esol freesolv lipo}; do
       dir=$work/$ds-$split-c$nconf
       mkdir -p "$dir"
       cp "$src" "$dir/data.csv"
-      conf_line="conformers: $nconf, " # written out: the default is not 1 since 2026-11-27
       cat > "$dir/wf.yaml" <<YAML
 workflow: accuracy-$ds-$split-c$nconf
 workdir: run
@@ -54,7 +53,7 @@ sets:
   train:
     - {path: data.csv, labels: [${column[$ds]}]}
 stages:
-  ingest: {${conf_line}add_hydrogens: true}
+  ingest: {conformers: $nconf, add_hydrogens: true}
   graph: {edges: radius+bonds, cutoff: 5.0}
   train:
     target: ${column[$ds]}

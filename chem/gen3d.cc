@@ -634,17 +634,7 @@ void tetrahedral_phosphorus(OBMol &mol) {
 void build(OBMol &mol, OBMol &input, const ob_parse_opts *o, unsigned seed, se3_gen3d_trace *tr) {
   Clock::time_point t0 = Clock::now();
   mol = input;
-  // Open Babel's random vectors come from a static generator that reseeds
-  // rand() from the clock when first used, which may be inside this very
-  // build: use it once before seeding (ob_init does too; this keeps
-  // se3_gen3d deterministic for any caller).
-  static const bool clock_seeded = [] {
-    vector3 v;
-    v.randomUnitVector();
-    return true;
-  }();
-  (void)clock_seeded;
-  std::srand(seed);
+  se3_ob_srand(seed);
   OBBuilder builder;
   // Its verdict on stereo is not the last word: the checks below are.
   builder.Build(mol, false);
@@ -739,6 +729,16 @@ Verdict quick_fixes(OBMol &mol, Verdict v, Checker &check, se3_gen3d_fix &fix) {
 }
 
 } // namespace
+
+void se3_ob_srand(unsigned seed) {
+  static const bool clock_seeded = [] {
+    vector3 v;
+    v.randomUnitVector();
+    return true;
+  }();
+  (void)clock_seeded;
+  std::srand(seed);
+}
 
 bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::string &why, se3_gen3d_trace *tr) {
   if (tr) *tr = se3_gen3d_trace();

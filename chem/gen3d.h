@@ -27,6 +27,12 @@ namespace OpenBabel {
 class OBMol;
 }
 
+// srand(seed) for Open Babel's draws (the builder's chain starts, hydrogens
+// placed on a 3D molecule). Its random vectors come from a static generator
+// that reseeds rand() from the clock when first used, which could be after
+// this srand: it is used once first, so the seed is the last word.
+void se3_ob_srand(unsigned seed);
+
 // Give mol 3D coordinates (hydrogens added when o->add_hydrogens) at
 // o->quality, deterministically for a given seed. true when the checks pass;
 // false with why naming the check that failed last ("stereo not kept at atom

@@ -506,7 +506,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     // Hydrogens on a 3D molecule point along directions Open Babel draws
     // from rand(): seed it from the record so the result does not depend on
     // what this process parsed before.
-    std::srand(o->seed ^ hash_text(text, len));
+    se3_ob_srand(o->seed ^ hash_text(text, len));
     mol.AddHydrogens(); // placed from the geometry when there is one
   }
 
@@ -587,10 +587,6 @@ extern "C" int ob_init(void) {
       return -1;
     g_in_format = "smi";
     g_can->AddOption("n", OBConversion::OUTOPTIONS);
-    // Open Babel seeds rand() from the clock on first use; use it once now so
-    // that our srand() per molecule is the last word.
-    vector3 v;
-    v.randomUnitVector();
     g_ready = true;
     // Warm-up: load formats, InChI and force-field parameters before any fork.
     ob_parse_opts o = {};

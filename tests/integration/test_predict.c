@@ -25,7 +25,7 @@
  * the library's shapes differed from predict's for 4 of 9 molecules in one
  * clean checkout (not in another of the same commit). The two causes found
  * since (stereo data in atom-address order, the clock-seeded generator: see
- * chem/gen3d.cc build) do not touch these molecules, which specify no
+ * chem/gen3d.cc, order_stereo and se3_ob_srand) do not touch these molecules, which specify no
  * stereo, and with generated QM9 shapes this test passed 7 of 7 runs on
  * 2026-11-27; the cause of that failure is not known, so the records keep
  * their coordinates. */

@@ -50,13 +50,18 @@ std::string can_as_read(const char *smi) {
   return s.substr(0, s.find_first_of(" \t\r\n"));
 }
 
-OBMol built(const char *smi) {
-  OBMol mol = read_smiles(smi);
+ob_parse_opts fast_opts() {
   ob_parse_opts o = {};
   o.add_hydrogens = 1;
   o.gen3d = OB_GEN3D_ALWAYS;
   o.quality = OB_Q_FAST;
   o.max_atoms = 999;
+  return o;
+}
+
+OBMol built(const char *smi) {
+  OBMol mol = read_smiles(smi);
+  ob_parse_opts o = fast_opts();
   std::string why;
   cr_assert(se3_gen3d(mol, &o, 42, why), "%s: %s", smi, why.c_str());
   return mol;
@@ -120,17 +125,13 @@ Test(gen3d_another, a_rigid_molecule_stays) {
 // coordinates; before order_stereo it gave two shapes, and which one a
 // library got depended on the records its worker had read before. Criterion
 // runs each test in a fresh process, so as_read is the process's first build:
-// without the priming in build() it is seeded from the clock.
+// without the priming in se3_ob_srand it is seeded from the clock.
 Test(gen3d_another, the_shape_does_not_depend_on_the_order_of_stereo_data) {
   static const char *DAPTOMYCIN =
       "CCCCCCCCCC(=O)N[C@@H](Cc1c[nH]c2ccccc12)C(=O)N[C@@H](CC(=O)N)C(=O)N[C@@H](CC(=O)O)C(=O)N[C@H]3[C@@H](C)"
       "OC(=O)[C@H](CC(=O)c4ccccc4N)NC(=O)[C@@H](NC(=O)[C@@H](CO)NC(=O)CNC(=O)[C@H](CC(=O)O)NC(=O)[C@@H](C)NC(=O)"
       "[C@H](CC(=O)O)NC(=O)[C@H](CCCN)NC(=O)CNC3=O)[C@H](C)CC(=O)O";
-  ob_parse_opts o = {};
-  o.add_hydrogens = 1;
-  o.gen3d = OB_GEN3D_ALWAYS;
-  o.quality = OB_Q_FAST;
-  o.max_atoms = 999;
+  ob_parse_opts o = fast_opts();
   OBMol as_read = read_smiles(DAPTOMYCIN);
   OBMol reversed = read_smiles(DAPTOMYCIN);
   std::vector<OBGenericData *> all = reversed.GetAllData(OBGenericDataType::StereoData);
