@@ -6,10 +6,11 @@
 // phenyl on a CH2, an amide on an aryl or a ring on a ring points anywhere.
 // This pass turns each open-chain single bond rigidly to one of a few
 // torsions the bond's kind allows (staggered about an sp3 atom, planar
-// between conjugated sp2 atoms, twisted between two aromatic rings, a
-// secondary amide or ester trans), greedily, keeping the choice that least
-// crowds the molecule and most extends it. A rigid turn about a single bond
-// changes no bond length, angle, stereocentre or double bond's side.
+// between conjugated sp2 atoms, between two aromatic rings twisted by
+// their ortho substituents, a secondary amide or ester trans), greedily,
+// keeping the choice that least crowds the molecule. A rigid turn about a
+// single bond changes no bond length, angle, stereocentre or double bond's
+// side.
 #ifndef SE3_GEN3D_TORSIONS_H
 #define SE3_GEN3D_TORSIONS_H
 
