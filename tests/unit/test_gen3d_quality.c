@@ -418,7 +418,6 @@ Test(gen3d_quality, pdb_ligands_rmsd_floor) {
     free(back);
     double r = symmetric_rmsd(&ref, &gen);
     cr_assert_geq(r, 0, "record %d (%s): no matching of the generated heavy atoms onto the file's", n + 1, ref.name);
-    fprintf(stderr, "DBG %d %s %.3f\n", n + 1, ref.name, r);
     rmsd[n++] = r;
     mol_free(&ref);
     mol_free(&gen);
