@@ -10,7 +10,7 @@
  *               [--envelope auto|poly|cosine|none]
  *               [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]
  *               [--profile 0|1] [--model se3_qm9|small]
- *               [--steps auto|plain|padded|recorded] [--conv direct|gemm]
+ *               [--steps auto|plain|padded|recorded] [--conv direct|gemm|fused]
  *               [--dp none|eager|whole]
  *
  * --steps: how training steps run (models/model.h's se3_steps); auto, as
@@ -31,8 +31,8 @@
  * inside a step.
  *
  * --conv: the convolution's path on a GPU, as the workflow's `gpu_conv:`
- * (models/cuda/conv.cu: direct kernels, or GEMMs on tensor cores); the
- * CPU has one path and refuses gemm.
+ * (models/cuda/conv.cu: direct kernels, GEMMs on tensor cores, or the
+ * fused tensor-core kernels); the CPU has one path and refuses the others.
  *
  * --model small: the train stage's default model (configs/models/small.yaml:
  * 2 blocks, degrees 0-2, 8 channels, 2 heads, 16 radial and 32 MLP
@@ -113,7 +113,7 @@
 #include "models/profile.h"
 #include "models/so3.h"
 
-/* the convolution path the JSON names: direct or gemm on a GPU, cpu on the CPU */
+/* the convolution path the JSON names: direct, gemm or fused on a GPU, cpu on the CPU */
 static const char *conv_used = "cpu";
 
 static double now(void) {
@@ -224,7 +224,7 @@ static int usage(FILE *f) {
              "                   [--channels 32] [--low-memory 0|1] [--envelope auto|poly|cosine|none]\n"
              "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16] [--profile 0|1]\n"
              "                   [--model se3_qm9|small] [--steps auto|plain|padded|recorded]\n"
-             "                   [--conv direct|gemm] [--dp none|eager|whole]\n");
+             "                   [--conv direct|gemm|fused] [--dp none|eager|whole]\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -306,18 +306,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "model_bench: %s\n", err);
     return 1;
   }
-  if (strcmp(conv, "direct") && strcmp(conv, "gemm")) {
-    fprintf(stderr, "model_bench: --conv %s is not one of direct, gemm\n", conv);
+  enum nn_conv_path cpath;
+  if (nn_conv_path_parse(conv, &cpath)) {
+    fprintf(stderr, "model_bench: --conv %s is not one of direct, gemm, fused\n", conv);
     return 2;
   }
-  if (!strcmp(conv, "gemm")) {
-    if (!be->set_conv_gemm) {
-      fprintf(stderr, "model_bench: --conv gemm is a GPU's path; %s has one\n", be->name);
+  if (cpath != NN_CONV_DIRECT) {
+    if (!be->set_conv_path) {
+      fprintf(stderr, "model_bench: --conv %s is a GPU's path; %s has one\n", conv, be->name);
       return 2;
     }
-    be->set_conv_gemm(1);
+    be->set_conv_path(cpath);
   }
-  conv_used = be->set_conv_gemm ? conv : "cpu";
+  conv_used = be->set_conv_path ? conv : "cpu";
   /* The net runs on the profiled table (models/profile.h) with the profile
    * off for the timed steps (it then only forwards), and on for one more. */
   struct nn_profile prof = {0};

@@ -46,6 +46,8 @@
  * convolution's radial product, for scoring) where the processor has
  * AVX512-BF16, as a second table (models/cpu/table.h). */
 enum nn_precision { NN_PREC_FP32 = 0, NN_PREC_TF32 = 1, NN_PREC_BF16 = 2, NN_PREC_FP16 = 3 };
+/* The convolution's path on a GPU (set_conv_path below; the workflow's `gpu_conv:`). */
+enum nn_conv_path { NN_CONV_DIRECT = 0, NN_CONV_GEMM = 1, NN_CONV_FUSED = 2 };
 
 /* A group of processes whose gradients are summed (common/comm.h); NULL
  * for a run of one process. */
@@ -234,11 +236,13 @@ struct nn_backend {
 
   /* ---- the convolution's path (the workflow's `gpu_conv:`; NULL where the
    * backend has one path, as the CPU) ----
-   * 0: direct kernels (R recomputed in registers, never stored); 1: the
-   * radial product and the per-edge contraction as GEMMs on tensor cores,
-   * R stored a chunk of edges at a time (models/cuda/conv.cu). The same
-   * sums up to round-off; recordings made before a switch are stale. */
-  void (*set_conv_gemm)(int on);
+   * NN_CONV_DIRECT: direct kernels (R recomputed in registers, never
+   * stored); NN_CONV_GEMM: the radial product and the per-edge contraction
+   * as GEMMs on tensor cores, R stored a chunk of edges at a time;
+   * NN_CONV_FUSED: R a tile at a time on tensor cores, contracted at once,
+   * never stored (models/cuda/conv.cu). The same sums up to round-off;
+   * recordings made before a switch are stale. */
+  void (*set_conv_path)(int path);
 };
 
 /* An arena whose blocks are the backend's memory. */

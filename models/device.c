@@ -121,6 +121,19 @@ int nn_precision_parse(const char *s, enum nn_precision *p) {
 
 const char *nn_precision_name(enum nn_precision p) { return (unsigned)p < 4 ? precision_names[p] : "?"; }
 
+static const char *const conv_path_names[] = {"direct", "gemm", "fused"}; /* enum nn_conv_path's order */
+
+int nn_conv_path_parse(const char *s, enum nn_conv_path *p) {
+  for (int k = 0; s && k < 3; k++)
+    if (!strcmp(s, conv_path_names[k])) {
+      *p = (enum nn_conv_path)k;
+      return 0;
+    }
+  return -1;
+}
+
+const char *nn_conv_path_name(enum nn_conv_path p) { return (unsigned)p < 3 ? conv_path_names[p] : "?"; }
+
 void nn_host_info(struct nn_host *h) {
   memset(h, 0, sizeof *h);
   h->isa = nn_isa_name(nn_isa_current());

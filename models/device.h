@@ -37,6 +37,12 @@ const struct nn_backend *nn_backend_host(void);
 int nn_precision_parse(const char *s, enum nn_precision *p);
 const char *nn_precision_name(enum nn_precision p);
 
+/* The workflow's `gpu_conv:` (and the benchmarks' --conv): "direct", "gemm"
+ * or "fused" (enum nn_conv_path, backend.h's set_conv_path). 0, or -1 when
+ * s is none of them; nn_conv_path_name gives the word back. */
+int nn_conv_path_parse(const char *s, enum nn_conv_path *p);
+const char *nn_conv_path_name(enum nn_conv_path p);
+
 /* ---- the host ----------------------------------------------------------------------
  * What the CPU backend computes with, for `se3screen --version`, the logs and
  * the benchmarks, so that nothing above models/ includes a backend's header. */

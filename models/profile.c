@@ -368,7 +368,7 @@ const struct nn_backend *nn_backend_profiled(const struct nn_backend *inner, str
   profiled.sum_wait = inner->sum_wait;
   /* set-up, outside any step: untimed, passed through */
   profiled.prepare_bases = inner->prepare_bases;
-  profiled.set_conv_gemm = inner->set_conv_gemm; /* (switches the inner table's convolution) */
+  profiled.set_conv_path = inner->set_conv_path; /* (switches the inner table's convolution) */
   /* recorded work (CUDA graphs) passed through, untimed: a replay calls no
    * operation, so a profiled step must run eagerly (model_bench's profiled
    * step is padded, not recorded); recording while profiling would wait

@@ -74,9 +74,10 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   static const struct nn_backend *opened;
   static char opened_key[80];
   const char *dev = cfg_str(root, "device"), *prec = cfg_str(root, "precision");
-  const int conv_gemm = !strcmp(cfg_str(root, "gpu_conv"), "gemm");
+  enum nn_conv_path conv = NN_CONV_GEMM; /* the schema lets only the three words through */
+  (void)nn_conv_path_parse(cfg_str(root, "gpu_conv"), &conv);
   char want[80];
-  snprintf(want, sizeof want, "%s/%s/%d/%d", dev, prec, training, conv_gemm);
+  snprintf(want, sizeof want, "%s/%s/%d/%d", dev, prec, training, (int)conv);
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
@@ -100,7 +101,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
     struct nn_device cpu = {0};
     be = nn_backend_open(&cpu, NN_PREC_FP32, err, errlen);
   }
-  if (be && be->set_conv_gemm) be->set_conv_gemm(conv_gemm);
+  if (be && be->set_conv_path) be->set_conv_path(conv);
   if (be) {
     opened = be;
     snprintf(opened_key, sizeof opened_key, "%s", want);
@@ -111,9 +112,11 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
 const char *stage_precision_name(const struct nn_backend *be) { return nn_precision_name(be->precision); }
 
 const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be) {
-  if (!be->set_conv_gemm) return "";
-  return !strcmp(cfg_str(root, "gpu_conv"), "gemm") ? "; the convolution as GEMMs (gpu_conv: gemm)"
-                                                    : "; the convolution's direct kernels (gpu_conv: direct)";
+  if (!be->set_conv_path) return "";
+  const char *c = cfg_str(root, "gpu_conv");
+  return !strcmp(c, "gemm")    ? "; the convolution as GEMMs (gpu_conv: gemm)"
+         : !strcmp(c, "fused") ? "; the convolution fused on tensor cores (gpu_conv: fused)"
+                               : "; the convolution's direct kernels (gpu_conv: direct)";
 }
 
 int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {

@@ -268,12 +268,17 @@ int main(int argc, char **argv) {
     printf("open: %s\n", err);
     return 1;
   }
-  /* EMU_CONV=gemm: the convolution's GEMM path (backend.h's set_conv_gemm) */
+  /* EMU_CONV=gemm or fused: the convolution's path (backend.h's set_conv_path) */
   const char *conv = getenv("EMU_CONV"), *only = getenv("EMU_CHECK"), *lt = getenv("EMU_LT");
-  int gemm = conv && !strcmp(conv, "gemm"), ran = 0, no_lt = lt && !strcmp(lt, "0");
-  if (gemm) G->set_conv_gemm(1);
+  int ran = 0, no_lt = lt && !strcmp(lt, "0");
+  enum nn_conv_path cpath = NN_CONV_DIRECT;
+  if (conv && nn_conv_path_parse(conv, &cpath)) {
+    printf("EMU_CONV=%s is not one of direct, gemm, fused\n", conv);
+    return 1;
+  }
+  G->set_conv_path(cpath);
   printf("backend %s on %s, precision %s (tolerances x %g), convolution %s, groups %s\n", G->name, G->device,
-         argc > 1 ? argv[1] : "fp32", tol_scale, gemm ? "gemm" : "direct", only ? only : "all");
+         argc > 1 ? argv[1] : "fp32", tol_scale, nn_conv_path_name(cpath), only ? only : "all");
   double t = now();
 #define RUN(group, call)                                                                                               \
   if (!only || strstr(only, group)) {                                                                                  \

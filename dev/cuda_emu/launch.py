@@ -2,7 +2,8 @@
 # emulator (inc/cuda_runtime.h), keeping every line where it was (the
 # compiler's messages name the .cu's lines):
 #  - a launch NAME<<<CFG>>>(ARGS) becomes EMU_LAUNCH((CFG), NAME, SHM, (ARGS)),
-#    SHM emu_shm_NAME: the kernel's static shared memory (its __shared__
+#    (NAME and SHM in parentheses when NAME's template arguments hold a
+#    comma), SHM emu_shm_NAME: the kernel's static shared memory (its __shared__
 #    arrays and those of the device functions it calls), whose bytes the
 #    launch checks against 48 KiB and which the emulator poisons (0xff
 #    bytes: NaN floats, -1 integers) before every block, so a read of shared
@@ -244,9 +245,12 @@ def rewrite(fn, s):
         if kernel not in defined:
             fail(fn, code, j, 'launch of %s, not defined in this file: its shared memory cannot be totalled' % kernel)
         shm = 'emu_shm_%s%s' % (kernel, targs) if kernel in totals else 'emu_shm_none'
+        name = kernel + targs
+        if ',' in targs:  # k<1, P>: in parentheses, one argument of the macro
+            name, shm = '(%s)' % name, '(%s)' % shm
         launches.append((m.start(), j, e, p, q, kernel))
-        edits.append((m.start(), q + 1, 'EMU_LAUNCH((%s), %s%s, %s, %s)'
-                      % (s[j + 3:e], kernel, targs, shm, s[p:q + 1])))
+        edits.append((m.start(), q + 1, 'EMU_LAUNCH((%s), %s, %s, %s)'
+                      % (s[j + 3:e], name, shm, s[p:q + 1])))
         i = q + 1
 
     # every launch checked at once

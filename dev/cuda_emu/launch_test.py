@@ -95,6 +95,11 @@ def selftest_runs(d):
     ok = rc is not None and rc < 0 and 'went unnoticed' not in out and \
         'cuda_emu: cudaMalloc while a stream capture is open' in err
     fails += report('selftest alloc: a cudaMalloc inside a capture stops the process', ok, rc, out, err)
+    # half a warp at a tensor-core product (mma.sync: undefined on a GPU)
+    rc, out, err = run([os.path.join(d, 'selftest'), 'divergent'])
+    ok = rc is not None and rc < 0 and 'went unnoticed' not in out and \
+        'warp 0: lane 0 reached its product 1, lane 16 did not (a divergent warp)' in err
+    fails += report('selftest divergent: half a warp at an mma.sync stops the process', ok, rc, out, err)
     mpi = os.path.join(d, 'selftest_mpi')
     if not os.path.exists(mpi):
         print('(NCCL inside CUDA graphs: checked where the build has MPI)')

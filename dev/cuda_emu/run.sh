@@ -49,7 +49,7 @@
 # sets that for any run here). Then the op table, test_backend_ops cuda,
 # built here against the emulated objects (SE3_OPS_LINKED), once per
 # precision and convolution path of EMU_OPS (default every precision on
-# each path of EMU_CONV, "direct gemm"; e.g. EMU_OPS="fp32:direct
+# each path of EMU_CONV, "direct gemm fused"; e.g. EMU_OPS="fp32:direct
 # bf16:gemm", the suite's; EMU_OPS_QUICK=1: with --quick, the suite's too,
 # the qm9-wide convolutions on a small graph); SE3_CONV_CHUNK_MB=1 makes the
 # GEMM path's chunks a few edges. Then `check` in EMU_PRECISION (fp32|tf32|bf16|fp16, default
@@ -176,7 +176,7 @@ if [ "${EMU_TESTS:-1}" != nccl ]; then
   if [ "${EMU_TESTS:-1}" != workflow ]; then
     ops=${EMU_OPS:-}
     if [ -z "$ops" ]; then
-      for c in ${EMU_CONV:-direct gemm}; do ops="$ops fp32:$c tf32:$c bf16:$c fp16:$c"; done
+      for c in ${EMU_CONV:-direct gemm fused}; do ops="$ops fp32:$c tf32:$c bf16:$c fp16:$c"; done
     fi
     for o in $ops; do
       p=${o%%:*} c=${o#*:}

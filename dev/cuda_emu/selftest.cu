@@ -12,7 +12,11 @@
  *   selftest alloc    a cudaMalloc while a capture is open (what the
  *                     backend's first use of the bases' tables did inside a
  *                     recorded step): the emulator must stop the process
- *                     naming the call (launch_test.py checks it).
+ *                     naming the call (launch_test.py checks it);
+ *   selftest divergent  half a warp at a tensor-core product
+ *                     (models/cuda/mma.h), the other half past it: the
+ *                     emulator must stop the process naming the warp
+ *                     (launch_test.py checks it).
  * Built with SE3_HAVE_NCCL (MPI's compiler flags; run.sh's selftest_mpi),
  * it has inc/nccl.h's collectives inside captures instead (launch_test.py
  * runs them under mpirun):
@@ -29,6 +33,8 @@
 #ifdef SE3_HAVE_NCCL
 #include <nccl.h>
 #endif
+
+#include "models/cuda/mma.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -143,6 +149,67 @@ __global__ void axpb(float *y, const float *x, float a, float b, int n) {
 __global__ void add2(float *y, const float *u, const float *v, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x)
     y[i] = u[i] + v[i];
+}
+
+/* One product D = A B + 1 a warp, two warps (warp w's A and B at a + 256 w,
+ * b + 128 w), by models/cuda/mma.h in `shape` (1 bf16 and 2 fp16 m16n8k16,
+ * 3 tf32 m16n8k8, 4 the same as mma_tf32x3 on fp32 split in tf32 halves): A (16 x K, row-major, a row 16 floats) and B (K x 8,
+ * row-major) put in each lane's registers by PTX's fragment layouts, as
+ * written in PTX's manual (independently of inc/emu_mma.h's gathering),
+ * after a barrier; D back by the accumulator's layout, 8 floats a row. */
+__global__ void mma_products(float *d, const float *a, const float *b, int shape) {
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const float *Am = a + w * 256, *Bm = b + w * 128;
+  uint32_t ra[4], rb[2], la[4], lb[2];
+  if (shape >= 3) {
+    const float v[6] = {Am[g * 16 + t], Am[(g + 8) * 16 + t], Am[g * 16 + t + 4], Am[(g + 8) * 16 + t + 4],
+                        Bm[t * 8 + g],  Bm[(t + 4) * 8 + g]};
+    uint32_t hi[6], lo[6];
+    for (int k = 0; k < 6; k++) {
+      hi[k] = tf32_rna(v[k]);
+      lo[k] = tf32_rna(v[k] - mma_u2f(hi[k]));
+    }
+    for (int k = 0; k < 4; k++) {
+      ra[k] = hi[k];
+      la[k] = lo[k];
+    }
+    rb[0] = hi[4], rb[1] = hi[5], lb[0] = lo[4], lb[1] = lo[5];
+  } else {
+    uint32_t e[12];
+    const float v[12] = {Am[g * 16 + 2 * t],     Am[g * 16 + 2 * t + 1],     Am[(g + 8) * 16 + 2 * t],
+                         Am[(g + 8) * 16 + 2 * t + 1], Am[g * 16 + 2 * t + 8], Am[g * 16 + 2 * t + 9],
+                         Am[(g + 8) * 16 + 2 * t + 8], Am[(g + 8) * 16 + 2 * t + 9], Bm[2 * t * 8 + g],
+                         Bm[(2 * t + 1) * 8 + g], Bm[(2 * t + 8) * 8 + g], Bm[(2 * t + 9) * 8 + g]};
+    for (int k = 0; k < 12; k++)
+      e[k] = shape == 1 ? mma_bf16_bits(v[k]) : mma_f16_bits(v[k]);
+    for (int k = 0; k < 4; k++)
+      ra[k] = e[2 * k] | e[2 * k + 1] << 16;
+    rb[0] = e[8] | e[9] << 16;
+    rb[1] = e[10] | e[11] << 16;
+  }
+  float c[4] = {1, 1, 1, 1};
+  __syncthreads();
+  if (shape == 1)
+    mma_bf16(c, ra, rb);
+  else if (shape == 2)
+    mma_f16(c, ra, rb);
+  else if (shape == 3)
+    mma_tf32(c, ra, rb);
+  else
+    mma_tf32x3(c, ra, la, rb, lb);
+  float *D = d + w * 128;
+  D[g * 8 + 2 * t] = c[0];
+  D[g * 8 + 2 * t + 1] = c[1];
+  D[(g + 8) * 8 + 2 * t] = c[2];
+  D[(g + 8) * 8 + 2 * t + 1] = c[3];
+}
+
+/* lanes 0-15 at a product, 16-31 past it: undefined on a GPU */
+__global__ void mma_divergent(float *d) {
+  const uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  float c[4] = {0, 0, 0, 0};
+  if (threadIdx.x % 32 < 16) mma_bf16(c, a, b);
+  d[threadIdx.x] = c[0];
 }
 
 static cudaStream_t q;
@@ -405,6 +472,90 @@ static int nccl_fault(void) {
 }
 #endif
 
+/* every shape's product against the host's sums (exact: small integers) */
+static void mma_checks(void) {
+  float ha[512], hb[256], hd[256], *a, *b, *d;
+  for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 256; i++)
+      ha[w * 256 + i] = (float)((i / 16 * 3 + i % 16 * 5 + w) % 7 - 3) * (float)(w + 1);
+    for (int i = 0; i < 128; i++)
+      hb[w * 128 + i] = (float)((i / 8 * 2 + i % 8 * 3 + 2 * w) % 5 - 2);
+  }
+  cudaMalloc((void **)&a, sizeof ha);
+  cudaMalloc((void **)&b, sizeof hb);
+  cudaMalloc((void **)&d, sizeof hd);
+  cudaMemcpyAsync(a, ha, sizeof ha, cudaMemcpyHostToDevice, q);
+  cudaMemcpyAsync(b, hb, sizeof hb, cudaMemcpyHostToDevice, q);
+  const char *names[] = {"", "bf16 m16n8k16", "fp16 m16n8k16", "tf32 m16n8k8"};
+  for (int shape = 1; shape <= 3; shape++) {
+    mma_products<<<1, 64, 0, q>>>(d, a, b, shape);
+    cudaError_t e = cudaGetLastError();
+    cudaMemcpyAsync(hd, d, sizeof hd, cudaMemcpyDeviceToHost, q);
+    sync_q();
+    const int K = shape == 3 ? 8 : 16;
+    int exact = e == cudaSuccess;
+    for (int w = 0; w < 2; w++)
+      for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+          float s = 1;
+          for (int k = 0; k < K; k++)
+            s += ha[w * 256 + r * 16 + k] * hb[w * 128 + k * 8 + n];
+          exact &= hd[w * 128 + r * 8 + n] == s;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "mma_products %s (PTX's fragment layouts, two warps): exact", names[shape]);
+    expect(exact, what);
+  }
+  /* fp32 operands (23 bits): tf32 alone keeps 10 of them; three tf32 products
+   * on the halves about fp32's accuracy */
+  for (int i = 0; i < 512; i++)
+    ha[i] = ha[i] + (float)(i % 13 + 1) * ldexpf(1, -17);
+  for (int i = 0; i < 256; i++)
+    hb[i] = hb[i] - (float)(i % 11 + 1) * ldexpf(1, -15);
+  cudaMemcpyAsync(a, ha, sizeof ha, cudaMemcpyHostToDevice, q);
+  cudaMemcpyAsync(b, hb, sizeof hb, cudaMemcpyHostToDevice, q);
+  double worst[5] = {0};
+  for (int shape = 3; shape <= 4; shape++) {
+    mma_products<<<1, 64, 0, q>>>(d, a, b, shape);
+    cudaError_t e = cudaGetLastError();
+    cudaMemcpyAsync(hd, d, sizeof hd, cudaMemcpyDeviceToHost, q);
+    sync_q();
+    worst[shape] = e == cudaSuccess ? 0 : 1;
+    for (int w = 0; w < 2; w++)
+      for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+          double s = 1, mag = 1;
+          for (int k = 0; k < 8; k++) {
+            s += (double)ha[w * 256 + r * 16 + k] * hb[w * 128 + k * 8 + n];
+            mag += fabs((double)ha[w * 256 + r * 16 + k] * hb[w * 128 + k * 8 + n]);
+          }
+          worst[shape] = fmax(worst[shape], fabs(hd[w * 128 + r * 8 + n] - s) / mag);
+        }
+  }
+  char x3[160];
+  snprintf(x3, sizeof x3, "mma_tf32x3 on fp32 operands: error %.1e of the terms (<= 1e-6), tf32 alone %.1e (> 1e-5)",
+           worst[4], worst[3]);
+  expect(worst[4] <= 1e-6 && worst[3] > 1e-5, x3);
+  /* cvt.rna.tf32.f32: to nearest, ties away from zero */
+  const float tie = 1.0f + ldexpf(1, -11), below = 1.0f + ldexpf(1, -12);
+  expect(mma_u2f(tf32_rna(tie)) == 1.0f + ldexpf(1, -10) && mma_u2f(tf32_rna(-tie)) == -(1.0f + ldexpf(1, -10)) &&
+             mma_u2f(tf32_rna(below)) == 1.0f,
+         "tf32_rna: 1 + 2^-11 to 1 + 2^-10 (a tie, away from zero), 1 + 2^-12 to 1");
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(d);
+}
+
+static int divergent(void) {
+  float *d;
+  if (cudaMalloc((void **)&d, 32 * sizeof(float)) != cudaSuccess) return 2;
+  mma_divergent<<<1, 32, 0, q>>>(d);
+  if (cudaGetLastError() != cudaSuccess) return 2;
+  sync_q();
+  printf("half a warp at a tensor-core product went unnoticed\n");
+  return 0;
+}
+
 static int overflow(void) {
   float *d;
   const int n = 1000; /* 4000 bytes: a size rounded to 256 would hide the float past the end */
@@ -423,12 +574,13 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "overflow")) return overflow();
   if (argc > 1 && !strcmp(argv[1], "outside")) return outside();
   if (argc > 1 && !strcmp(argv[1], "alloc")) return alloc_in_capture();
+  if (argc > 1 && !strcmp(argv[1], "divergent")) return divergent();
 #ifdef SE3_HAVE_NCCL
   if (argc > 1 && !strcmp(argv[1], "nccl")) return nccl_replays();
   if (argc > 1 && !strcmp(argv[1], "nccl-fault")) return nccl_fault();
 #endif
   if (argc > 1) {
-    fprintf(stderr, "usage: selftest [overflow|outside|alloc|nccl|nccl-fault]\n");
+    fprintf(stderr, "usage: selftest [overflow|outside|alloc|divergent|nccl|nccl-fault]\n");
     return 2;
   }
   float hx[B * T], hout[B * T], *x, *out;
@@ -474,6 +626,9 @@ int main(int argc, char **argv) {
     exact &= hout[b] == a && hout[B + b] == s2;
   }
   expect(exact, "block_sums (a device function's shared array, called twice): exact");
+
+  /* the warp's tensor-core products (models/cuda/mma.h) */
+  mma_checks();
 
   /* launch limits: cudaGetLastError's code, once; the kernel not run */
   launch_limit("mark <<<3, 1024>>>", 3, 1024, 0, cudaSuccess, flag);

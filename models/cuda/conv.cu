@@ -49,7 +49,7 @@
  * Everything is deterministic: no floating-point atomics, every sum in a
  * fixed order (cuBLAS's GEMMs are deterministic on one stream).
  *
- * The GEMM path (`gpu_conv: gemm`, cu_conv_set_gemm) computes the same
+ * The GEMM path (`gpu_conv: gemm`, cu_conv_set_path) computes the same
  * sums with R stored, a chunk of edges at a time, so that its products run
  * as cuBLAS GEMMs on tensor cores (in the table's precision, as cu_mm):
  *   R   (chunk x Rt) = s2 (chunk x H) W3^T: one GEMM over every degree,
@@ -81,6 +81,7 @@
 #include <string.h>
 
 #include "models/cuda/cuda.h"
+#include "models/cuda/mma.h"
 
 #define D (NN_MAX_DEG + 1)
 #define LANES 32
@@ -292,11 +293,225 @@ static void launch_fwd(const struct geom *g, const struct deg_in *x, const real 
   CU_LAUNCHED("conv_fwd");
 }
 
+/* ---- the fused path (gpu_conv: fused) ---- */
+
+/* The fused forward (conv_fused_fwd, one launch per output degree l): a
+ * block of FU_WARPS warps takes FU_TE = 16 FU_WARPS edges (16 a warp: the
+ * rows of an m16n8 product) and FU_CB = 32 output channels (4 tiles of 8
+ * columns); more channels are more blocks along y. Per step of JB columns
+ * j of R_l:
+ *   - U's columns for the block's edges into shared memory (as conv_fwd);
+ *   - W3's rows for the block's channels and the step's columns into shared
+ *     memory in the tensor cores' input type ([j][o][h], h contiguous: the
+ *     B operand of R = s2 W3^T, k = h, n = o);
+ *   - per column j and tile of 8 channels, each warp computes R's tile
+ *     (16 edges x 8 channels) with MMAs over h (s2's tile, the A operand,
+ *     is in shared memory from the start: k = h, m = edge), and contracts
+ *     it at once on the CUDA cores: each lane holds R for 2 edges x 2
+ *     channels (the D fragment) and adds R U[e, i, j] into its NI x 2 x 2
+ *     messages. R never leaves the registers; each message is owned by one
+ *     lane and summed over j in order: deterministic.
+ * The contraction stays on the CUDA cores: per edge it is a different
+ * (NI x K) by (K x cout) product, with NI = 2l+1 <= 7 rows, too thin for
+ * the tensor cores' 16 (FLOP for FLOP it is 2l+1 to H = 32 of R's).
+ * Precision: bf16 and fp16 take m16n8k16 on s2 and W3 rounded to that
+ * type; tf32 m16n8k8 on them rounded to tf32; fp32 the same on tf32 in
+ * three products (x = hi + lo, both tf32: hi hi + hi lo + lo hi), about
+ * fp32's accuracy at a third of tf32's rate. Sums are fp32. H up to
+ * FU_HMAX (the models' 16 and 32 fit); wider radial networks take the
+ * direct kernels. */
+#define FU_WARPS 4
+#define FU_TE (16 * FU_WARPS)
+#define FU_CB 32
+#define FU_NT (FU_CB / 8)
+#define FU_HMAX 64
+enum { FU_3XTF32 = 0, FU_TF32 = 1, FU_BF16 = 2, FU_F16 = 3 }; /* nn_precision's order */
+
+/* a shared-memory row: FU_HMAX inputs as 32-bit words (two 16-bit inputs a
+ * word, or one float), plus 4 words, so the 8 rows x 4 words a fragment
+ * load touches fall in 32 different banks */
+template <int P> struct fu_cfg {
+  static constexpr int HALF = P >= FU_BF16;                /* 16-bit inputs */
+  static constexpr int SW = (HALF ? FU_HMAX / 2 : FU_HMAX) + 4; /* words a row */
+  static constexpr int KS = HALF ? 16 : 8;                 /* h per MMA */
+  static constexpr int JB = HALF ? 4 : 2;                  /* columns a step (48 KiB of shared memory) */
+};
+
+/* the words of inputs v0 (and v1, the next h) in precision P */
+template <int P> __device__ __forceinline__ uint32_t fu_word(real v0, real v1) {
+  if (P == FU_BF16) return mma_bf16_bits(v0) | mma_bf16_bits(v1) << 16;
+  if (P == FU_F16) return mma_f16_bits(v0) | mma_f16_bits(v1) << 16;
+  return mma_f2u(v0);
+}
+
+/* c += R's tile: rows (edges) r0.. of the s2 tile S, columns (channels) of
+ * the W3 tile Wt, over h = KS ks..; the same word offsets serve both
+ * shapes (m16n8k16: k = 2 words t, m16n8k8: k = t, each +4 for the upper) */
+template <int P>
+__device__ __forceinline__ void fu_mma(float c[4], const uint32_t *S, const uint32_t *Wt, int r0, int ks, int gq,
+                                       int tq) {
+  constexpr int SW = fu_cfg<P>::SW;
+  const int kw = ks * 8 + tq;
+  const uint32_t a[4] = {S[(r0 + gq) * SW + kw], S[(r0 + gq + 8) * SW + kw], S[(r0 + gq) * SW + kw + 4],
+                         S[(r0 + gq + 8) * SW + kw + 4]};
+  const uint32_t b[2] = {Wt[gq * SW + kw], Wt[gq * SW + kw + 4]};
+  if (P == FU_BF16) {
+    mma_bf16(c, a, b);
+  } else if (P == FU_F16) {
+    mma_f16(c, a, b);
+  } else if (P == FU_TF32) {
+    const uint32_t ah[4] = {tf32_rna(mma_u2f(a[0])), tf32_rna(mma_u2f(a[1])), tf32_rna(mma_u2f(a[2])),
+                            tf32_rna(mma_u2f(a[3]))};
+    const uint32_t bh[2] = {tf32_rna(mma_u2f(b[0])), tf32_rna(mma_u2f(b[1]))};
+    mma_tf32(c, ah, bh);
+  } else { /* fp32: three tf32 products, the small ones first */
+    uint32_t ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const float v = mma_u2f(a[q]);
+      ah[q] = tf32_rna(v);
+      al[q] = tf32_rna(v - mma_u2f(ah[q]));
+    }
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+      const float v = mma_u2f(b[q]);
+      bh[q] = tf32_rna(v);
+      bl[q] = tf32_rna(v - mma_u2f(bh[q]));
+    }
+    mma_tf32x3(c, ah, al, bh, bl);
+  }
+}
+
+template <int NI, int P>
+__global__ void __launch_bounds__(LANES *FU_WARPS)
+    conv_fused_fwd(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *s2,
+                   const real *W3, int l, real *out) {
+  constexpr int SW = fu_cfg<P>::SW, KS = fu_cfg<P>::KS, JB = fu_cfg<P>::JB, PER = fu_cfg<P>::HALF ? 2 : 1;
+  __shared__ uint32_t Ss[FU_TE * fu_cfg<P>::SW];                 /* [edge][h words] */
+  __shared__ uint32_t Ws[fu_cfg<P>::JB * FU_CB * fu_cfg<P>::SW]; /* [jj][o][h words] */
+  __shared__ real Us[FU_TE * NI * fu_cfg<P>::JB];                /* [edge][i][jj] */
+  const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, r0 = tid / LANES * 16;
+  const int gq = lane / 4, tq = lane % 4;
+  const int e0 = blockIdx.x * FU_TE, oc = blockIdx.y * FU_CB;
+  const int cout = g.cout[l], K = g.K[l], H = g.H, Hp = (H + KS - 1) / KS * KS, HW = Hp / PER;
+  const size_t rbase = (size_t)g.r_off[l];
+  for (int q = tid; q < FU_TE * HW; q += nth) {
+    const int e = e0 + q / HW, h = q % HW * PER;
+    const real v0 = e < g.E && h < H ? s2[(size_t)e * H + h] : (real)0;
+    const real v1 = PER == 2 && e < g.E && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
+    Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
+  }
+  float acc[FU_NT][2][NI][2];
+#pragma unroll
+  for (int n = 0; n < FU_NT; n++)
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+      for (int i = 0; i < NI; i++)
+        acc[n][r][i][0] = acc[n][r][i][1] = 0;
+  for (int j0 = 0; j0 < K; j0 += JB) {
+    __syncthreads(); /* the last step's readers are done (and Ss written, the first time) */
+    for (int q = tid; q < FU_TE * NI * JB; q += nth) {
+      const int jj = q % JB, i = q / JB % NI, e = e0 + q / (JB * NI), j = j0 + jj;
+      Us[q] = e < g.E && j < K ? conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j) : (real)0;
+    }
+    for (int q = tid; q < JB * FU_CB * HW; q += nth) {
+      const int hw = q % HW, oo = q / HW % FU_CB, jj = q / (HW * FU_CB), h = hw * PER, o = oc + oo, j = j0 + jj;
+      const int in = j < K && o < cout;
+      const real *w = W3 + (rbase + (size_t)(in ? o : 0) * K + (in ? j : 0)) * H;
+      const real v0 = in && h < H ? w[h] : (real)0, v1 = PER == 2 && in && h + 1 < H ? w[h + 1] : (real)0;
+      Ws[(jj * FU_CB + oo) * SW + hw] = fu_word<P>(v0, v1);
+    }
+    __syncthreads();
+    for (int jj = 0; jj < JB && j0 + jj < K; jj++) { /* (block-uniform bounds: every lane of a warp takes the MMAs) */
+      real u[2][NI];
+#pragma unroll
+      for (int i = 0; i < NI; i++) {
+        u[0][i] = Us[((r0 + gq) * NI + i) * JB + jj];
+        u[1][i] = Us[((r0 + gq + 8) * NI + i) * JB + jj];
+      }
+#pragma unroll
+      for (int n = 0; n < FU_NT; n++) {
+        if (oc + n * 8 >= cout) break;
+        float c[4] = {0, 0, 0, 0};
+        for (int ks = 0; ks < Hp / KS; ks++)
+          fu_mma<P>(c, Ss, Ws + (jj * FU_CB + n * 8) * SW, r0, ks, gq, tq);
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+          acc[n][0][i][0] += c[0] * u[0][i];
+          acc[n][0][i][1] += c[1] * u[0][i];
+          acc[n][1][i][0] += c[2] * u[1][i];
+          acc[n][1][i][1] += c[3] * u[1][i];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < FU_NT; n++)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int e = e0 + r0 + gq + 8 * r;
+      if (e >= g.E) continue;
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        const int o = oc + n * 8 + 2 * tq + v;
+        if (o >= cout) continue;
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+          out[((size_t)e * NI + i) * cout + o] = acc[n][r][i][v];
+      }
+    }
+}
+
+/* 1 when the fused kernels take this convolution (else the direct ones) */
+static int fused_fits(const struct geom *g) { return g->H >= 1 && g->H <= FU_HMAX; }
+
+template <int P>
+static void launch_fused_p(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                           const real *s2, const real *W3, int l, real *out) {
+  dim3 grid((unsigned)((g->E + FU_TE - 1) / FU_TE), (unsigned)((g->cout[l] + FU_CB - 1) / FU_CB)),
+      block(LANES * FU_WARPS);
+  cudaStream_t st = cu_stream();
+  switch (l) {
+  case 0:
+    conv_fused_fwd<1, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    break;
+  case 1:
+    conv_fused_fwd<3, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    break;
+  case 2:
+    conv_fused_fwd<5, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    break;
+  default:
+    conv_fused_fwd<7, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    break;
+  }
+  CU_LAUNCHED("conv_fused_fwd");
+}
+
+static void launch_fused(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                         const real *s2, const real *W3, int l, real *out) {
+  switch (cu_precision()) {
+  case NN_PREC_BF16:
+    launch_fused_p<FU_BF16>(g, x, basis, src, s2, W3, l, out);
+    break;
+  case NN_PREC_FP16:
+    launch_fused_p<FU_F16>(g, x, basis, src, s2, W3, l, out);
+    break;
+  case NN_PREC_TF32:
+    launch_fused_p<FU_TF32>(g, x, basis, src, s2, W3, l, out);
+    break;
+  default:
+    launch_fused_p<FU_3XTF32>(g, x, basis, src, s2, W3, l, out);
+    break;
+  }
+}
+
 /* ---- the GEMM path ---- */
 
-static int conv_gemm; /* cu_conv_set_gemm */
+static int conv_path; /* cu_conv_set_path: enum nn_conv_path */
 
-void cu_conv_set_gemm(int on) { conv_gemm = on != 0; }
+void cu_conv_set_path(int path) { conv_path = path; }
 
 /* Edges a chunk of the GEMM path holds, at `per_edge` bytes each. */
 static int gemm_chunk(size_t per_edge, int E) {
@@ -454,7 +669,8 @@ int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
   for (int d = 0; d < D; d++)
     X.p[d] = x[d];
   const int E = s->E, N = s->N;
-  if (conv_gemm && E > 0 && g.Rt > 0) return conv_forward_gemm(y, &g, s, &X, basis, s2, W3, pool);
+  if (conv_path == NN_CONV_GEMM && E > 0 && g.Rt > 0) return conv_forward_gemm(y, &g, s, &X, basis, s2, W3, pool);
+  const int fused = conv_path == NN_CONV_FUSED && fused_fits(&g);
   real *msg = NULL;
   if (pool && E > 0) {
     size_t bytes = 0;
@@ -472,7 +688,10 @@ int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
       continue;
     }
     real *out = pool ? (real *)cu_carve(&mp, (size_t)E * (size_t)w * sizeof(real)) : y[l];
-    launch_fwd(&g, &X, basis, s->src, s2, W3, l, out);
+    if (fused)
+      launch_fused(&g, &X, basis, s->src, s2, W3, l, out);
+    else
+      launch_fwd(&g, &X, basis, s->src, s2, W3, l, out);
     if (pool && N > 0) {
       conv_pool<<<cu_grid((size_t)N * (size_t)w), CU_THREADS, 0, cu_stream()>>>(y[l], out, s->in_start, N, w);
       CU_LAUNCHED("conv_pool");
@@ -747,6 +966,137 @@ static void launch_dr(const struct geom *g, const struct deg_in *x, const real *
   CU_LAUNCHED("conv_dr");
 }
 
+/* The fused backward's dU (conv_fused_du, per degree l, for the edges
+ * c0..c1-1 of a chunk): dU[e, i, j] = sum_o g[e, i, o] R[e, o, j], the
+ * forward's tiles turned round as conv_du turns conv_fwd's: a block takes
+ * FU_TE edges and FU_CB columns j (4 tiles of 8: the MMA's n is j now),
+ * walks the output channels o in steps of JB, and per channel computes R's
+ * tile (16 edges x 8 columns) with the same MMAs over h (the B operand:
+ * W3's rows of channel o, [o][j][h]) and adds R g[e, i, o] into the lane's
+ * NI x 2 x 2 entries of dU. R is recomputed, never read back; each entry of
+ * dU is owned by one lane and summed over o in order. */
+template <int NI, int P>
+__global__ void __launch_bounds__(LANES *FU_WARPS)
+    conv_fused_du(const struct geom g, const real *s2, const real *W3, const real *gy, const int32_t *dst, int l,
+                  int c0, int c1, real *dU) {
+  constexpr int SW = fu_cfg<P>::SW, KS = fu_cfg<P>::KS, OB = fu_cfg<P>::JB, PER = fu_cfg<P>::HALF ? 2 : 1;
+  __shared__ uint32_t Ss[FU_TE * fu_cfg<P>::SW];                 /* [edge][h words] */
+  __shared__ uint32_t Ws[fu_cfg<P>::JB * FU_CB * fu_cfg<P>::SW]; /* [ob][j][h words] */
+  __shared__ real Gs[FU_TE * NI * fu_cfg<P>::JB];                /* [edge][i][ob] */
+  const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, r0 = tid / LANES * 16;
+  const int gq = lane / 4, tq = lane % 4;
+  const int e0 = c0 + blockIdx.x * FU_TE, jc = blockIdx.y * FU_CB;
+  const int cout = g.cout[l], K = g.K[l], H = g.H, Hp = (H + KS - 1) / KS * KS, HW = Hp / PER;
+  const size_t rbase = (size_t)g.r_off[l];
+  for (int q = tid; q < FU_TE * HW; q += nth) {
+    const int e = e0 + q / HW, h = q % HW * PER;
+    const real v0 = e < c1 && h < H ? s2[(size_t)e * H + h] : (real)0;
+    const real v1 = PER == 2 && e < c1 && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
+    Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
+  }
+  float acc[FU_NT][2][NI][2];
+#pragma unroll
+  for (int n = 0; n < FU_NT; n++)
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+      for (int i = 0; i < NI; i++)
+        acc[n][r][i][0] = acc[n][r][i][1] = 0;
+  for (int o0 = 0; o0 < cout; o0 += OB) {
+    __syncthreads();
+    for (int q = tid; q < FU_TE * NI * OB; q += nth) {
+      const int ob = q % OB, i = q / OB % NI, e = e0 + q / (OB * NI), o = o0 + ob;
+      Gs[q] = e < c1 && o < cout ? gy[((size_t)(dst ? dst[e] : e) * NI + i) * cout + o] : (real)0;
+    }
+    for (int q = tid; q < OB * FU_CB * HW; q += nth) {
+      const int hw = q % HW, jl = q / HW % FU_CB, ob = q / (HW * FU_CB), h = hw * PER, o = o0 + ob, j = jc + jl;
+      const int in = j < K && o < cout;
+      const real *w = W3 + (rbase + (size_t)(in ? o : 0) * K + (in ? j : 0)) * H;
+      const real v0 = in && h < H ? w[h] : (real)0, v1 = PER == 2 && in && h + 1 < H ? w[h + 1] : (real)0;
+      Ws[(ob * FU_CB + jl) * SW + hw] = fu_word<P>(v0, v1);
+    }
+    __syncthreads();
+    for (int ob = 0; ob < OB && o0 + ob < cout; ob++) { /* (block-uniform bounds, as the forward's) */
+      real gv[2][NI];
+#pragma unroll
+      for (int i = 0; i < NI; i++) {
+        gv[0][i] = Gs[((r0 + gq) * NI + i) * OB + ob];
+        gv[1][i] = Gs[((r0 + gq + 8) * NI + i) * OB + ob];
+      }
+#pragma unroll
+      for (int n = 0; n < FU_NT; n++) {
+        if (jc + n * 8 >= K) break;
+        float c[4] = {0, 0, 0, 0};
+        for (int ks = 0; ks < Hp / KS; ks++)
+          fu_mma<P>(c, Ss, Ws + (ob * FU_CB + n * 8) * SW, r0, ks, gq, tq);
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+          acc[n][0][i][0] += c[0] * gv[0][i];
+          acc[n][0][i][1] += c[1] * gv[0][i];
+          acc[n][1][i][0] += c[2] * gv[1][i];
+          acc[n][1][i][1] += c[3] * gv[1][i];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < FU_NT; n++)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int e = e0 + r0 + gq + 8 * r;
+      if (e >= c1) continue;
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        const int j = jc + n * 8 + 2 * tq + v;
+        if (j >= K) continue;
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+          dU[(size_t)(e - c0) * g.usize + g.u_off[l] + (size_t)i * K + j] = acc[n][r][i][v];
+      }
+    }
+}
+
+template <int P>
+static void launch_fused_du_p(const struct geom *g, const real *s2, const real *W3, const real *gy, const int32_t *dst,
+                              int l, int c0, int c1, real *dU) {
+  dim3 grid((unsigned)((c1 - c0 + FU_TE - 1) / FU_TE), (unsigned)((g->K[l] + FU_CB - 1) / FU_CB)),
+      block(LANES * FU_WARPS);
+  cudaStream_t st = cu_stream();
+  switch (l) {
+  case 0:
+    conv_fused_du<1, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  case 1:
+    conv_fused_du<3, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  case 2:
+    conv_fused_du<5, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  default:
+    conv_fused_du<7, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  }
+  CU_LAUNCHED("conv_fused_du");
+}
+
+static void launch_fused_du(const struct geom *g, const real *s2, const real *W3, const real *gy, const int32_t *dst,
+                            int l, int c0, int c1, real *dU) {
+  switch (cu_precision()) {
+  case NN_PREC_BF16:
+    launch_fused_du_p<FU_BF16>(g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  case NN_PREC_FP16:
+    launch_fused_du_p<FU_F16>(g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  case NN_PREC_TF32:
+    launch_fused_du_p<FU_TF32>(g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  default:
+    launch_fused_du_p<FU_3XTF32>(g, s2, W3, gy, dst, l, c0, c1, dU);
+    break;
+  }
+}
+
 int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
                      const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool) {
   struct geom g;
@@ -774,8 +1124,11 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   /* the chunk: dR (Rt per edge) and dU (usize) within the budget; on the
    * GEMM path also R (Rt) and the edges' output gradients (gw), R, dR and
    * the gradients in the path's type (gemm_type), and W3 and s2 in it */
-  const int gpath = conv_gemm && g.Rt > 0, gemm = gpath && want_dx;
-  const enum cu_type t = gpath ? gemm_type() : CU_F32;
+  const int gpath = conv_path == NN_CONV_GEMM && g.Rt > 0, gemm = gpath && want_dx;
+  /* the fused path: dU by conv_fused_du; dR in the GEMM path's type, for
+   * dW3 and ds2's GEMMs on tensor cores (as the GEMM path's) */
+  const int fused = conv_path == NN_CONV_FUSED && fused_fits(&g) && g.Rt > 0, half = gpath || fused;
+  const enum cu_type t = half ? gemm_type() : CU_F32;
   const size_t tb = cu_type_bytes(t);
   int gw = 0;
   for (int l = 0; l <= g.max_l; l++)
@@ -783,7 +1136,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   const int gather = gemm && (pool || t != CU_F32); /* the gradients copied by edge, in type t */
   size_t per_edge = (want_r ? (size_t)g.Rt * tb : 0) + (want_dx ? (size_t)g.usize * sizeof(real) : 0);
   int ce;
-  if (gpath) {
+  if (half) {
     per_edge += gemm ? (size_t)g.Rt * tb + (gather ? (size_t)gw * tb : 0) : 0;
     ce = gemm_chunk(per_edge, E);
   } else {
@@ -795,7 +1148,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   size_t b_du = want_dx ? cu_round((size_t)ce * (size_t)g.usize * sizeof(real) + 1) : 0;
   size_t b_r = gemm ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
   size_t b_g = gather ? cu_round((size_t)ce * (size_t)gw * tb + 1) : 0;
-  size_t b_in = gpath ? gemm_in_bytes(&g, t) : 0;
+  size_t b_in = half ? gemm_in_bytes(&g, t) : 0;
   size_t b_con = want_dx ? cu_round((size_t)E * (size_t)g.xw * sizeof(real) + 1) : 0;
   size_t b_csr = want_dx ? cu_round((size_t)(N + 1) * sizeof(int32_t)) * 2 + cu_round((size_t)E * sizeof(int32_t)) : 0;
   char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_r + b_g + b_in + b_con + b_csr + 1);
@@ -806,7 +1159,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   char *R = gemm ? (char *)cu_carve(&p, b_r) : NULL, *G = gather ? (char *)cu_carve(&p, b_g) : NULL;
   real *contrib = want_dx ? (real *)cu_carve(&p, b_con) : NULL;
   struct gemm_in gi = {CU_F32, sizeof(real), W3, s2};
-  if (gpath) gemm_in_make(&gi, &p, &g, t, W3, s2);
+  if (half) gemm_in_make(&gi, &p, &g, t, W3, s2);
   int32_t *out_start = NULL, *cursor = NULL, *out_edge = NULL;
   if (want_dx) {
     out_start = (int32_t *)cu_carve(&p, (size_t)(N + 1) * sizeof(int32_t));
@@ -841,7 +1194,12 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
       }
     } else if (want_dx) {
       for (int l = 0; l <= g.max_l; l++)
-        if (g.cout[l] && g.K[l]) launch_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
+        if (g.cout[l] && g.K[l]) {
+          if (fused)
+            launch_fused_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
+          else
+            launch_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
+        }
     }
     if (want_dx) {
       if (g.xw > 0) {

@@ -219,8 +219,8 @@ void cu_pool_max_backward(real *dx, const real *dy, const int32_t *arg, int N, i
 void cu_pool_mean_forward(real *y, const real *x, const int32_t *graph_start, int G, int C);
 void cu_pool_mean_backward(real *dx, const real *dy, const int32_t *graph_start, int G, int C);
 /* conv.cu */
-/* conv.cu: the path of the convolution (backend.h's set_conv_gemm) */
-void cu_conv_set_gemm(int on);
+/* conv.cu: the path of the convolution (backend.h's set_conv_path, enum nn_conv_path) */
+void cu_conv_set_path(int path);
 int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *const x[], const real *basis,
                     const real *s2, const real *W3, int H, int pool);
 int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],

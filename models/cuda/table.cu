@@ -375,13 +375,13 @@ static void cu_shutdown(void) {
 
 /* ---- the table ---- */
 
-/* backend.h's set_conv_gemm: recordings hold the kernels of the path they were made on */
-static int conv_gemm_on;
-static void set_conv_gemm(int on) {
-  on = on != 0;
-  if (on != conv_gemm_on) st.gen++;
-  conv_gemm_on = on;
-  cu_conv_set_gemm(on);
+/* backend.h's set_conv_path: recordings hold the kernels of the path they were made on */
+static int conv_path_on; /* enum nn_conv_path */
+static void set_conv_path(int path) {
+  if (path != NN_CONV_GEMM && path != NN_CONV_FUSED) path = NN_CONV_DIRECT;
+  if (path != conv_path_on) st.gen++;
+  conv_path_on = path;
+  cu_conv_set_path(path);
 }
 
 static void fill_table(void) {
@@ -434,7 +434,7 @@ static void fill_table(void) {
   table.clip = cu_clip;
   table.add_f64 = cu_add_f64;
   table.allreduce = cu_allreduce;
-  table.set_conv_gemm = set_conv_gemm;
+  table.set_conv_path = set_conv_path;
   table.record_begin = cu_record_begin;
   table.record_end = cu_record_end;
   table.replay = cu_replay;

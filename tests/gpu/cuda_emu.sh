@@ -9,14 +9,18 @@
 #     barrier caught in every block by the poisoned shared memory, launches
 #     over CUDA's limits refused with CUDA's codes, a float written past a
 #     cudaMalloc'd buffer stopped by ASan, a cudaMalloc inside a capture
-#     stopped; the correct kernels beside them pass;
+#     stopped, half a warp at a tensor-core product stopped; the correct
+#     kernels beside them pass, the warp's products (mma.sync's bf16, fp16
+#     and tf32 shapes, PTX's fragment layouts) exact;
 #   - `devices`: the GPU a process opens by local rank or index;
 #   - the op table (tests/gpu/test_backend_ops.c, the suite's one table of
 #     cases for every backend: each operation and shape, its two runs, the
 #     guards past every buffer; --quick: the qm9-wide convolutions, most of
 #     its time here, on the small graph) on the emulated GPU, in fp32 on the
-#     direct convolution and in bf16 on the GEMM path (gpu_conv: gemm), its
-#     R, U and dR stored in bf16, in chunks of 1 MB (several a call),
+#     direct convolution, on the fused tensor-core kernels (gpu_conv: fused)
+#     in each of fp32, tf32, bf16 and fp16, and in bf16 on the GEMM path
+#     (gpu_conv: gemm), its R, U and dR stored in bf16, in chunks of 1 MB
+#     (several a call),
 #     under the strict emulator (a call a capture refuses, a default-stream
 #     call stop the run; a launch over CUDA's limits fails the backend's
 #     sync; every block's shared memory starts poisoned). Its gradient mode
@@ -25,11 +29,12 @@
 #   - `check fp32`: what the table cannot express: two small models' and a
 #     degree-4 model's forward, backward and Adam step, fp16's loss-scaled
 #     steps recorded against the same steps padded and plain;
-#   - `check bf16` on the GEMM path in 1 MB chunks: the two small models
-#     (EMU_CHECK=model); not the degree-4 model nor fp16's recorded steps
-#     (in fp16 whatever the table's precision), which `check fp32` runs.
-# SE3_SOAK=1: the whole table (not --quick) in every precision on both
-# paths, and `check bf16` whole (every group).
+#   - `check bf16` on the GEMM path in 1 MB chunks, and on the fused
+#     kernels: the two small models (EMU_CHECK=model); not the degree-4
+#     model nor fp16's recorded steps (in fp16 whatever the table's
+#     precision), which `check fp32` runs.
+# SE3_SOAK=1: the whole table (not --quick) in every precision on the three
+# paths, and `check bf16` whole (every group) on the GEMM path.
 # The emulated objects compile on every core (run.sh's EMU_JOBS); a block's
 # threads are fibers of one OS thread (inc/emu_fiber.h), one block at a
 # time: the checks run on one core.
@@ -38,7 +43,7 @@
 set -euo pipefail
 bld=$1 src=$2
 t0=$(date +%s)
-ops="fp32:direct bf16:gemm" quick=1 groups="model"
+ops="fp32:direct bf16:gemm fp32:fused tf32:fused bf16:fused fp16:fused" quick=1 groups="model"
 [ "${SE3_SOAK:-0}" = 1 ] && ops="" quick="" groups="model deg4 steps" # (ops "": run.sh's default, all of them)
 EMU_ASAN=1 EMU_TESTS=0 EMU_OPS=$ops EMU_OPS_QUICK=$quick SE3_CONV_CHUNK_MB=1 bash "$src/dev/cuda_emu/run.sh" "$bld"
 t1=$(date +%s)
@@ -46,4 +51,9 @@ echo "== the GEMM path in bf16, 1 MB chunks: check $groups"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} OMP_WAIT_POLICY=passive OMP_DYNAMIC=false EMU_CONV=gemm \
   SE3_CONV_CHUNK_MB=1 EMU_CHECK=$groups "$bld/cuda_emu/check" bf16
 echo "check bf16: $(($(date +%s) - t1)) s"
+t1=$(date +%s)
+echo "== the fused tensor-core kernels in bf16: check model"
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} OMP_WAIT_POLICY=passive OMP_DYNAMIC=false EMU_CONV=fused \
+  EMU_CHECK=model "$bld/cuda_emu/check" bf16
+echo "check bf16 fused: $(($(date +%s) - t1)) s"
 echo "cuda_emu: $(($(date +%s) - t0)) s"

@@ -1,9 +1,9 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] [--grad] [--quick]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] [--grad] [--quick]
  *
- * --conv: the convolution's path on a GPU (backend.h's set_conv_gemm; the
+ * --conv: the convolution's path on a GPU (backend.h's set_conv_path; the
  * workflow's `gpu_conv:`): every case runs on the table switched to it.
  *
  * Without a GPU, dev/cuda_emu/run.sh builds this file with SE3_OPS_LINKED
@@ -1681,9 +1681,10 @@ int main(int argc, char **argv) {
     else
       bad = 1;
   }
-  if (strcmp(conv, "direct") && strcmp(conv, "gemm")) bad = 1;
+  enum nn_conv_path cpath = NN_CONV_DIRECT;
+  if (nn_conv_path_parse(conv, &cpath)) bad = 1;
   if (bad || !dev || nn_precision_parse(prec, &PREC)) {
-    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm] "
+    fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] "
                     "[--grad] [--quick]\n");
     return 2;
   }
@@ -1716,12 +1717,13 @@ int main(int argc, char **argv) {
       return SKIP_CODE;
     }
   }
-  if (!strcmp(conv, "gemm")) {
-    if (!BE->set_conv_gemm) {
-      fprintf(stderr, "test_backend_ops: backend %s has one convolution path (--conv gemm is for a GPU)\n", BE->name);
+  if (cpath != NN_CONV_DIRECT) {
+    if (!BE->set_conv_path) {
+      fprintf(stderr, "test_backend_ops: backend %s has one convolution path (--conv %s is for a GPU)\n", BE->name,
+              conv);
       return 2;
     }
-    BE->set_conv_gemm(1);
+    BE->set_conv_path(cpath);
   }
   if (GRAD)
     printf("test_backend_ops: backend %s (%s) in double; every backward against central differences of its "

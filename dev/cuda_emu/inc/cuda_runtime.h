@@ -83,6 +83,11 @@ inline dim3 emu_tid() {
 #define threadIdx emu_tid()
 void emu_barrier();
 inline void __syncthreads() { emu_barrier(); }
+/* a lane waits for the rest of its warp (inc/emu_mma.h) */
+void emu_warp_wait();
+/* blocks run so far by this OS thread: a block's number (emu_mma.h tells
+ * one block's warp-wide steps from an earlier block's by it) */
+inline thread_local unsigned long long emu_block_no = 0;
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 /* A kernel's static shared memory (launch.py writes one a kernel, from its
@@ -112,6 +117,7 @@ template <class F> void emu_launch(dim3 g, dim3 b, emu_shm_t shm, F f) {
     for (unsigned y = 0; y < g.y; y++)
       for (unsigned x = 0; x < g.x; x++) {
         emu_bidx = dim3(x, y, z);
+        emu_block_no++;
         shm(1);
         emu_block_run(nt, [](void *a) { (*static_cast<F *>(a))(); }, &f);
       }

@@ -35,7 +35,7 @@
 
 namespace emu_fiber {
 constexpr size_t kStack = 256 << 10;
-enum { kReady, kWaiting, kDone };
+enum { kReady, kWaiting, kWarp, kDone };
 struct fiber {
   ucontext_t uc;
   char *stack; /* kStack usable bytes above a guard page */
@@ -122,6 +122,20 @@ void emu_barrier() {
   leave(0);
 }
 
+/* A lane waiting for the rest of its warp (inc/emu_mma.h's warp-wide
+ * products): the next round resumes only such lanes, so a warp-wide step
+ * never lets a thread past a __syncthreads that others of its block have
+ * not reached. */
+void emu_warp_wait() {
+  using namespace emu_fiber;
+  if (!in_block) {
+    fprintf(stderr, "cuda emulator: a warp-wide instruction outside a kernel\n");
+    abort();
+  }
+  fibers[emu_cur].state = kWarp;
+  leave(0);
+}
+
 void emu_block_run(int nt, void (*fn)(void *), void *arg) {
   using namespace emu_fiber;
   if (in_block) {
@@ -143,13 +157,19 @@ void emu_block_run(int nt, void (*fn)(void *), void *arg) {
     f.state = kReady;
   }
   in_block = 1;
-  for (int left = nt; left > 0;) { /* rounds: every unfinished thread to its next barrier or its end */
+  /* rounds: every unfinished thread to its next barrier, warp-wide wait or
+   * end; while some wait for their warps, a round resumes only those (the
+   * barrier's waiters go on once no thread is inside a warp-wide step) */
+  for (int left = nt, warp = 0; left > 0;) {
+    int warps = 0;
     for (int t = 0; t < nt; t++) {
-      if (fibers[t].state == kDone) continue;
+      if (fibers[t].state == kDone || (warp && fibers[t].state != kWarp)) continue;
       fibers[t].state = kReady;
       enter(t);
       if (fibers[t].state == kDone) left--;
+      warps += fibers[t].state == kWarp;
     }
+    warp = warps > 0;
   }
   in_block = 0;
   emu_cur = 0;
