@@ -331,54 +331,77 @@ enum { FU_3XTF32 = 0, FU_TF32 = 1, FU_BF16 = 2, FU_F16 = 3 }; /* nn_precision's 
  * word, or one float), plus 4 words, so the 8 rows x 4 words a fragment
  * load touches fall in 32 different banks */
 template <int P> struct fu_cfg {
-  static constexpr int HALF = P >= FU_BF16;                /* 16-bit inputs */
+  static constexpr int HALF = P >= FU_BF16;                     /* 16-bit inputs */
   static constexpr int SW = (HALF ? FU_HMAX / 2 : FU_HMAX) + 4; /* words a row */
-  static constexpr int KS = HALF ? 16 : 8;                 /* h per MMA */
-  static constexpr int JB = HALF ? 4 : 2;                  /* columns a step (48 KiB of shared memory) */
+  static constexpr int KS = HALF ? 16 : 8;                      /* h per MMA */
+  static constexpr int KA = FU_HMAX / KS;                       /* MMAs over h, at most */
+  static constexpr int JB = HALF ? 4 : 2;                       /* columns a step (48 KiB of shared memory) */
 };
 
-/* the words of inputs v0 (and v1, the next h) in precision P */
+/* the word of inputs v0 (and v1, the next h) in precision P: two bf16 or
+ * fp16, a float rounded to tf32, or (fp32) the float, split at its use */
 template <int P> __device__ __forceinline__ uint32_t fu_word(real v0, real v1) {
   if (P == FU_BF16) return mma_bf16_bits(v0) | mma_bf16_bits(v1) << 16;
   if (P == FU_F16) return mma_f16_bits(v0) | mma_f16_bits(v1) << 16;
+  if (P == FU_TF32) return tf32_rna(v0);
   return mma_f2u(v0);
 }
 
-/* c += R's tile: rows (edges) r0.. of the s2 tile S, columns (channels) of
- * the W3 tile Wt, over h = KS ks..; the same word offsets serve both
- * shapes (m16n8k16: k = 2 words t, m16n8k8: k = t, each +4 for the upper) */
+/* a word of fp32 as tf32 halves, hi + lo */
+__device__ __forceinline__ void fu_split(uint32_t w, uint32_t *hi, uint32_t *lo) {
+  const float v = mma_u2f(w);
+  *hi = tf32_rna(v);
+  *lo = tf32_rna(v - mma_u2f(*hi));
+}
+
+/* A's fragments, s2's tile (rows r0.. of S: 16 edges, k = h), for every MMA
+ * over h: loaded once into registers, the same for every column and
+ * channel (lo: fp32's lower halves; unused in the other precisions). The
+ * same word offsets serve both shapes (m16n8k16: k = 2 words t, m16n8k8:
+ * k = t, each +4 for the upper half). */
+template <int P> struct fu_a {
+  uint32_t hi[fu_cfg<P>::KA][4], lo[P == FU_3XTF32 ? fu_cfg<P>::KA : 1][4];
+};
 template <int P>
-__device__ __forceinline__ void fu_mma(float c[4], const uint32_t *S, const uint32_t *Wt, int r0, int ks, int gq,
-                                       int tq) {
+__device__ __forceinline__ void fu_load_a(fu_a<P> &A, const uint32_t *S, int r0, int nks, int gq, int tq) {
   constexpr int SW = fu_cfg<P>::SW;
-  const int kw = ks * 8 + tq;
-  const uint32_t a[4] = {S[(r0 + gq) * SW + kw], S[(r0 + gq + 8) * SW + kw], S[(r0 + gq) * SW + kw + 4],
-                         S[(r0 + gq + 8) * SW + kw + 4]};
-  const uint32_t b[2] = {Wt[gq * SW + kw], Wt[gq * SW + kw + 4]};
-  if (P == FU_BF16) {
-    mma_bf16(c, a, b);
-  } else if (P == FU_F16) {
-    mma_f16(c, a, b);
-  } else if (P == FU_TF32) {
-    const uint32_t ah[4] = {tf32_rna(mma_u2f(a[0])), tf32_rna(mma_u2f(a[1])), tf32_rna(mma_u2f(a[2])),
-                            tf32_rna(mma_u2f(a[3]))};
-    const uint32_t bh[2] = {tf32_rna(mma_u2f(b[0])), tf32_rna(mma_u2f(b[1]))};
-    mma_tf32(c, ah, bh);
-  } else { /* fp32: three tf32 products, the small ones first */
-    uint32_t ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+  for (int ks = 0; ks < fu_cfg<P>::KA; ks++) {
+    const int kw = ks * 8 + tq;
+    const uint32_t w[4] = {ks < nks ? S[(r0 + gq) * SW + kw] : 0u, ks < nks ? S[(r0 + gq + 8) * SW + kw] : 0u,
+                           ks < nks ? S[(r0 + gq) * SW + kw + 4] : 0u, ks < nks ? S[(r0 + gq + 8) * SW + kw + 4] : 0u};
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-      const float v = mma_u2f(a[q]);
-      ah[q] = tf32_rna(v);
-      al[q] = tf32_rna(v - mma_u2f(ah[q]));
+      if (P == FU_3XTF32)
+        fu_split(w[q], &A.hi[ks][q], &A.lo[P == FU_3XTF32 ? ks : 0][q]);
+      else
+        A.hi[ks][q] = w[q];
     }
+  }
+}
+
+/* c += R's tile: A's 16 edges by the 8 channels (or columns) of the W3 tile
+ * Wt (rows of h words), over the nks MMAs of h */
+template <int P>
+__device__ __forceinline__ void fu_mma(float c[4], const fu_a<P> &A, const uint32_t *Wt, int nks, int gq, int tq) {
+  constexpr int SW = fu_cfg<P>::SW;
 #pragma unroll
-    for (int q = 0; q < 2; q++) {
-      const float v = mma_u2f(b[q]);
-      bh[q] = tf32_rna(v);
-      bl[q] = tf32_rna(v - mma_u2f(bh[q]));
+  for (int ks = 0; ks < fu_cfg<P>::KA; ks++) {
+    if (ks >= nks) break; /* (uniform: every lane of the warp takes the same MMAs) */
+    const int kw = ks * 8 + tq;
+    const uint32_t b[2] = {Wt[gq * SW + kw], Wt[gq * SW + kw + 4]};
+    if (P == FU_BF16) {
+      mma_bf16(c, A.hi[ks], b);
+    } else if (P == FU_F16) {
+      mma_f16(c, A.hi[ks], b);
+    } else if (P == FU_TF32) {
+      mma_tf32(c, A.hi[ks], b);
+    } else { /* fp32: three tf32 products, the small ones first */
+      uint32_t bh[2], bl[2];
+      fu_split(b[0], &bh[0], &bl[0]);
+      fu_split(b[1], &bh[1], &bl[1]);
+      mma_tf32x3(c, A.hi[ks], A.lo[P == FU_3XTF32 ? ks : 0], bh, bl);
     }
-    mma_tf32x3(c, ah, al, bh, bl);
   }
 }
 
@@ -401,6 +424,9 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
     const real v1 = PER == 2 && e < g.E && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
     Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
   }
+  __syncthreads();
+  fu_a<P> A;
+  fu_load_a<P>(A, Ss, r0, Hp / KS, gq, tq);
   float acc[FU_NT][2][NI][2];
 #pragma unroll
   for (int n = 0; n < FU_NT; n++)
@@ -410,7 +436,7 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
       for (int i = 0; i < NI; i++)
         acc[n][r][i][0] = acc[n][r][i][1] = 0;
   for (int j0 = 0; j0 < K; j0 += JB) {
-    __syncthreads(); /* the last step's readers are done (and Ss written, the first time) */
+    __syncthreads(); /* the last step's readers are done */
     for (int q = tid; q < FU_TE * NI * JB; q += nth) {
       const int jj = q % JB, i = q / JB % NI, e = e0 + q / (JB * NI), j = j0 + jj;
       Us[q] = e < g.E && j < K ? conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j) : (real)0;
@@ -434,8 +460,7 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
       for (int n = 0; n < FU_NT; n++) {
         if (oc + n * 8 >= cout) break;
         float c[4] = {0, 0, 0, 0};
-        for (int ks = 0; ks < Hp / KS; ks++)
-          fu_mma<P>(c, Ss, Ws + (jj * FU_CB + n * 8) * SW, r0, ks, gq, tq);
+        fu_mma<P>(c, A, Ws + (jj * FU_CB + n * 8) * SW, Hp / KS, gq, tq);
 #pragma unroll
         for (int i = 0; i < NI; i++) {
           acc[n][0][i][0] += c[0] * u[0][i];
@@ -994,6 +1019,9 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
     const real v1 = PER == 2 && e < c1 && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
     Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
   }
+  __syncthreads();
+  fu_a<P> A;
+  fu_load_a<P>(A, Ss, r0, Hp / KS, gq, tq);
   float acc[FU_NT][2][NI][2];
 #pragma unroll
   for (int n = 0; n < FU_NT; n++)
@@ -1027,8 +1055,7 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
       for (int n = 0; n < FU_NT; n++) {
         if (jc + n * 8 >= K) break;
         float c[4] = {0, 0, 0, 0};
-        for (int ks = 0; ks < Hp / KS; ks++)
-          fu_mma<P>(c, Ss, Ws + (ob * FU_CB + n * 8) * SW, r0, ks, gq, tq);
+        fu_mma<P>(c, A, Ws + (ob * FU_CB + n * 8) * SW, Hp / KS, gq, tq);
 #pragma unroll
         for (int i = 0; i < NI; i++) {
           acc[n][0][i][0] += c[0] * gv[0][i];
