@@ -5,7 +5,7 @@
 # GPU, and model_bench on the GPU at
 # NVIDIA's settings (../shared/notes/se3_reference.md): training at batch
 # 240, inference at batch 1600, se3_qm9, bond and radius graphs, in each
-# precision. What it finds goes to $OUT (the tool brings it back):
+# precision (first the fused kernels against the GEMM path in bf16). What it finds goes to $OUT (the tool brings it back):
 #   device.txt      nvidia-smi, the compilers, what the build loads
 #   build.log       the configure and build (its end on failure)
 #   gpu_tests.txt   ctest -L gpu, every test's output (-V)
@@ -32,7 +32,8 @@
 # minutes. SE3_ARCH: the CUDA architectures built (default 90, the H100 and
 # H200 the tool lends). MPI is built where the machine has mpicc.
 # SANITIZE_TOOLS: compute-sanitizer's tools run (default all four);
-# PROFILE_CONV (default "direct gemm"), PROFILE_PRECISION (default fp32),
+# PROFILE_CONV (default "fused gemm"), PROFILE_PRECISION (default bf16;
+# ComputeWorkloadAnalysis gives the tensor pipes' use),
 # PROFILE_LAUNCHES (kernels ncu measures a run, default 12), PROFILE_CSV=1
 # (every kernel's time, DRAM and SM throughput as CSV, ncu_CONV_MODE.csv,
 # instead of ncu's sections; ncu measured fewer than 11 kernels a second on
@@ -161,14 +162,26 @@ if want bench; then
   budget=$(budget_of "${BENCH_S:-300}")
   reps=${BENCH_REPS:-5}
   runs=()
+  # first, what issue 56 asks: the fused tensor-core kernels (gpu_conv:
+  # fused) against the GEMM path, bf16, in the same call
+  for g in bonds radius; do
+    for c in fused gemm; do
+      runs+=("--mode infer --batch 1600 --graph $g --precision bf16 --conv $c"
+        "--mode train --batch 240 --graph $g --precision bf16 --conv $c")
+    done
+  done
+  for p in fp32 tf32 fp16; do
+    runs+=("--mode infer --batch 1600 --graph bonds --precision $p --conv fused"
+      "--mode train --batch 240 --graph bonds --precision $p --conv fused")
+  done
   for g in bonds radius; do
     for p in fp32 tf32 bf16 fp16; do runs+=("--mode train --batch 240 --graph $g --precision $p"); done
     for p in fp32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p"); done
   done
   # the convolution on tensor cores (gpu_conv: gemm), the same settings
   for g in bonds radius; do
-    for p in fp32 tf32 bf16; do runs+=("--mode train --batch 240 --graph $g --precision $p --conv gemm"); done
-    for p in fp32 tf32 bf16 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p --conv gemm"); done
+    for p in fp32 tf32; do runs+=("--mode train --batch 240 --graph $g --precision $p --conv gemm"); done
+    for p in fp32 tf32 fp16; do runs+=("--mode infer --batch 1600 --graph $g --precision $p --conv gemm"); done
   done
   # what recording the step (CUDA graphs) gains: the same step plain, and padded without recording
   runs+=("--mode train --batch 240 --graph bonds --precision tf32 --steps plain"
@@ -225,8 +238,9 @@ if want sanitize; then
     runs=${SANITIZE_RUNS:-}
     if [ -z "$runs" ]; then
       for tool in ${SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}; do
-        for prog in "tests/test_backend_ops cuda" "tests/test_backend_ops cuda --precision bf16" \
-          "tests/test_backend_ops cuda --precision bf16 --conv gemm" "tests/test_gpu_train cuda"; do
+        for prog in "tests/test_backend_ops cuda --precision bf16 --conv fused" "tests/test_backend_ops cuda" \
+          "tests/test_backend_ops cuda --precision bf16" "tests/test_backend_ops cuda --precision bf16 --conv gemm" \
+          "tests/test_gpu_train cuda"; do
           runs+="$tool|$prog"$'\n'
         done
       done
@@ -269,7 +283,7 @@ if want profile; then
     # one plain (unrecorded) training step at batch 240 and one inference
     # at batch 1600; the convolution's kernels and the GEMMs beside them
     # (each path of the convolution: its kernels, or cuBLAS's GEMMs and conv_u_fill)
-    for conv in ${PROFILE_CONV:-direct gemm}; do
+    for conv in ${PROFILE_CONV:-fused gemm}; do
       for mode in "train --batch 240" "infer --batch 1600"; do
         left=$((budget - ($(date +%s) - t0)))
         [ $left -lt 15 ] && { say "profile: ncu $conv $mode: time up"; continue; }
@@ -279,15 +293,16 @@ if want profile; then
           timeout "$left" ncu --clock-control none --csv --launch-count "${PROFILE_LAUNCHES:-12}" --metrics \
             gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
             "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 --steps plain \
-            --conv $conv --precision "${PROFILE_PRECISION:-fp32}" --mode $mode >"$out/ncu_${conv}_${mode%% *}.csv" 2>"$bld/ncu.log"
+            --conv $conv --precision "${PROFILE_PRECISION:-bf16}" --mode $mode >"$out/ncu_${conv}_${mode%% *}.csv" 2>"$bld/ncu.log"
           say "profile: ncu $conv $mode (csv): rc $?"
           continue
         fi
         # shellcheck disable=SC2086
         timeout "$left" ncu --clock-control none --kernel-name regex:'conv|gemm|radial' --launch-skip 0 \
           --launch-count "${PROFILE_LAUNCHES:-12}" --section SpeedOfLight --section Occupancy --section LaunchStats \
+          --section ComputeWorkloadAnalysis \
           "$bld/bench/model_bench" --device cuda --model se3_qm9 --graph bonds --reps 1 --profile 0 \
-          --steps plain --conv $conv --precision "${PROFILE_PRECISION:-fp32}" --mode $mode >"$bld/ncu.log" 2>&1
+          --steps plain --conv $conv --precision "${PROFILE_PRECISION:-bf16}" --mode $mode >"$bld/ncu.log" 2>&1
         rc=$?
         grep -vE "^\s*$|^----" "$bld/ncu.log" | head -400 >>"$out/profile.txt"
         say "profile: ncu $conv $mode: rc $rc"

@@ -74,6 +74,13 @@
  * the contraction in fp32): tests/gpu/test_backend_ops.c --conv gemm bounds
  * both against the CPU.
  *
+ * The fused path (`gpu_conv: fused`, below conv_pool): R's tiles on tensor
+ * cores with the warp's mma.sync (models/cuda/mma.h), contracted at once,
+ * never stored, in the forward (conv_fused_fwd) and the backward's dU
+ * (conv_fused_du); dW3 and ds2 from the output gradient, U, s2 and W3 a
+ * tile at a time (conv_fused_dw, conv_fused_ds2), so dR is not stored
+ * either. Its notes are beside its kernels.
+ *
  * The plan (a host struct) is read once per call into `struct geom`, which
  * travels by value as a kernel parameter: that is the device's copy of what
  * the kernels need from it (offsets and sizes, a few hundred bytes). */
@@ -1124,6 +1131,324 @@ static void launch_fused_du(const struct geom *g, const real *s2, const real *W3
   }
 }
 
+/* ---- the fused path's weight gradients: dR never stored ----
+ * With G the output gradient (g[e, i, o]: dy, or dy of the edge's target
+ * when pooled) and dR[e, o, j] = sum_i g[e, i, o] U[e, i, j]:
+ *   dW3[o, j, h] += sum_e dR[e, o, j] s2[e, h] = sum_(e,i) g[e, i, o] (U[e, i, j] s2[e, h]),
+ *   ds2[e, h]     = sum_(o,j) dR[e, o, j] W3[o, j, h] = sum_(i,j) U[e, i, j] (sum_o g[e, i, o] W3[o, j, h]),
+ * each a product on tensor cores whose operands are built a tile at a time
+ * in shared memory or registers (2l+1 times dR's FLOPs, none of it stored):
+ *   conv_fused_dw  (per degree l) a block owns FW_OT = 32 channels and
+ *        FW_JT = 4 columns j (a warp each) and walks the chunk's edges
+ *        FW_TE = 16 at a time: A = G^T (m = o, k = (e, i), from shared
+ *        memory), B = U s2 (k = (e, i), n = h, each lane's elements
+ *        multiplied as it loads them), dW3's tile summed in registers over
+ *        every edge of the chunk in order, added to dW3 once: no partial
+ *        sums, no atomics;
+ *   conv_fused_ds2 (per degree l) a block owns FD_TE = 16 edges and walks
+ *        every column j: Y = G W3 (m = (e, i), k = o, n = h) with MMAs,
+ *        then Y U[e, i, j] summed on the CUDA cores into the lane's rows;
+ *        at the end each edge's rows (its 2l+1 values of i) summed in
+ *        order through shared memory; ds2 written by the first degree and
+ *        added to by the next ones (in degree order).
+ * Shared memory bounds them (fused_dr_fits): degrees whose G and W3 tiles
+ * do not fit keep the stored dR. */
+#define FW_TE 16
+#define FW_JT 4
+#define FW_OT 32
+#define FD_TE 16
+#define FD_POOL 12000 /* words of conv_fused_ds2's shared memory */
+
+/* c += A B, from the staged words of A (a[4]) and B (b[2]) of one k-step
+ * (fu_word's format: in fp32 split here into tf32 halves) */
+template <int P>
+__device__ __forceinline__ void fu_mma_w(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  if (P == FU_BF16) {
+    mma_bf16(c, a, b);
+  } else if (P == FU_F16) {
+    mma_f16(c, a, b);
+  } else if (P == FU_TF32) {
+    mma_tf32(c, a, b);
+  } else {
+    uint32_t ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+      fu_split(a[q], &ah[q], &al[q]);
+    fu_split(b[0], &bh[0], &bl[0]);
+    fu_split(b[1], &bh[1], &bl[1]);
+    mma_tf32x3(c, ah, al, bh, bl);
+  }
+}
+
+/* an A fragment (rows r0 + g, r0 + g + 8; k-step ks) from staged words S, rows of sw words */
+__device__ __forceinline__ void fu_frag_a(uint32_t a[4], const uint32_t *S, int sw, int r0, int ks, int gq, int tq) {
+  const int kw = ks * 8 + tq;
+  a[0] = S[(r0 + gq) * sw + kw];
+  a[1] = S[(r0 + gq + 8) * sw + kw];
+  a[2] = S[(r0 + gq) * sw + kw + 4];
+  a[3] = S[(r0 + gq + 8) * sw + kw + 4];
+}
+
+template <int NI, int P> struct fw_cfg {
+  static constexpr int KR = (FW_TE * NI + fu_cfg<P>::KS - 1) / fu_cfg<P>::KS * fu_cfg<P>::KS; /* (e, i) rows */
+  static constexpr int GW = (fu_cfg<P>::HALF ? KR / 2 : KR) + 4; /* words a row of G^T */
+};
+
+/* g[e, i, o] of the chunk's edge ee (0 past the chunk or the channels) */
+__device__ __forceinline__ real fu_grad(const real *gy, const int32_t *dst, int ee, int c1, int i, int o, int NI,
+                                        int cout) {
+  return ee < c1 && o < cout ? gy[((size_t)(dst ? dst[ee] : ee) * NI + i) * cout + o] : (real)0;
+}
+
+template <int NI, int P>
+__global__ void __launch_bounds__(LANES *FU_WARPS)
+    conv_fused_dw(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *s2,
+                  const real *gy, const int32_t *dst, int l, int c0, int c1, real *dW3) {
+  constexpr int KS = fu_cfg<P>::KS, KR = fw_cfg<NI, P>::KR, GW = fw_cfg<NI, P>::GW, PER = fu_cfg<P>::HALF ? 2 : 1;
+  constexpr int NT = FU_HMAX / 8, ROWS = FW_TE * NI;
+  __shared__ uint32_t Gt[FW_OT * fw_cfg<NI, P>::GW]; /* [o][(e, i) words] */
+  __shared__ real Us[FW_TE * NI * FW_JT];            /* [(e, i)][jj] */
+  __shared__ real Ss[FW_TE * FU_HMAX];               /* [e][h] */
+  const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, w = tid / LANES;
+  const int gq = lane / 4, tq = lane % 4;
+  const int jc = blockIdx.x * FW_JT, oc = blockIdx.y * FW_OT, j = jc + w;
+  const int cout = g.cout[l], K = g.K[l], H = g.H, nnt = (H + 7) / 8;
+  float acc[2][NT][4];
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+      acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0;
+  for (int e0 = c0; e0 < c1; e0 += FW_TE) {
+    __syncthreads(); /* the last step's readers are done */
+    for (int q = tid; q < FW_OT * (KR / PER); q += nth) {
+      const int o = q / (KR / PER), kw = q % (KR / PER), k = kw * PER;
+      const real v0 = k < ROWS ? fu_grad(gy, dst, e0 + k / NI, c1, k % NI, oc + o, NI, cout) : (real)0;
+      const real v1 =
+          PER == 2 && k + 1 < ROWS ? fu_grad(gy, dst, e0 + (k + 1) / NI, c1, (k + 1) % NI, oc + o, NI, cout) : (real)0;
+      Gt[o * GW + kw] = fu_word<P>(v0, v1);
+    }
+    for (int q = tid; q < ROWS * FW_JT; q += nth) {
+      const int jj = q % FW_JT, i = q / FW_JT % NI, ee = e0 + q / (FW_JT * NI), jq = jc + jj;
+      Us[q] = ee < c1 && jq < K ? conv_u(g, x, basis + (size_t)ee * (size_t)g.per_edge, src[ee], l, i, jq) : (real)0;
+    }
+    for (int q = tid; q < FW_TE * FU_HMAX; q += nth) {
+      const int ee = e0 + q / FU_HMAX, h = q % FU_HMAX;
+      Ss[q] = ee < c1 && h < H ? s2[(size_t)ee * H + h] : (real)0;
+    }
+    __syncthreads();
+    if (j >= K) continue; /* (the whole warp: its column is past the degree's) */
+    for (int ks = 0; ks < KR / KS; ks++) {
+      uint32_t a[2][4];
+      fu_frag_a(a[0], Gt, GW, 0, ks, gq, tq);
+      fu_frag_a(a[1], Gt, GW, 16, ks, gq, tq);
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        if (n >= nnt) break;
+        const int h = n * 8 + gq;
+        uint32_t b[2];
+        /* B[k][h] = U[(e, i) = k][j] s2[e][h]: k = 2t, 2t+1 (+8) in 16-bit, t (+4) in tf32 */
+        const int k0 = ks * KS + (PER == 2 ? 2 * tq : tq), kstep = PER == 2 ? 8 : 4;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int k = k0 + r * kstep;
+          const real v0 = k < ROWS ? Us[k * FW_JT + w] * Ss[k / NI * FU_HMAX + h] : (real)0;
+          const real v1 = PER == 2 && k + 1 < ROWS ? Us[(k + 1) * FW_JT + w] * Ss[(k + 1) / NI * FU_HMAX + h] : (real)0;
+          b[r] = fu_word<P>(v0, v1);
+        }
+        fu_mma_w<P>(acc[0][n], a[0], b);
+        if (oc + 16 < cout) fu_mma_w<P>(acc[1][n], a[1], b); /* (block-uniform) */
+      }
+    }
+  }
+  if (j >= K) return;
+  const size_t rbase = (size_t)g.r_off[l];
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int o = oc + m * 16 + gq + (q >= 2 ? 8 : 0), h = n * 8 + 2 * tq + (q & 1);
+        if (n < nnt && o < cout && h < H) dW3[(rbase + (size_t)o * K + j) * H + h] += acc[m][n][q];
+      }
+}
+
+/* conv_fused_ds2's layout in its FD_POOL words for degree l: G's rows of
+ * ow words, then jb columns of W3's tile (hp rows of ow words each), then
+ * U; 0 when one column does not fit */
+struct fd_layout {
+  int ow, hp, jb;
+};
+static __host__ __device__ inline struct fd_layout fd_layout_of(int NI, int cout, int H, int half) {
+  const int ks = half ? 16 : 8, cp = (cout + ks - 1) / ks * ks;
+  struct fd_layout L;
+  L.ow = (half ? cp / 2 : cp) + 4;
+  L.hp = (H + 7) / 8 * 8;
+  const int left = FD_POOL - FD_TE * NI * L.ow, per = L.hp * L.ow + FD_TE * NI;
+  L.jb = left > 0 ? left / per : 0;
+  if (FD_TE * NI * L.hp > FD_POOL) L.jb = 0; /* the rows' sums at the end */
+  return L;
+}
+
+template <int NI, int P>
+__global__ void __launch_bounds__(LANES *FU_WARPS)
+    conv_fused_ds2(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *W3,
+                   const real *gy, const int32_t *dst, int l, int c0, int c1, int add, real *ds2) {
+  constexpr int KS = fu_cfg<P>::KS, PER = fu_cfg<P>::HALF ? 2 : 1, ROWS = FD_TE * NI;
+  constexpr int IT = (NI * (FU_HMAX / 8) + FU_WARPS - 1) / FU_WARPS; /* (m-tile, h-tile) items a warp */
+  __shared__ uint32_t pool[FD_POOL];
+  const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, w = tid / LANES;
+  const int gq = lane / 4, tq = lane % 4;
+  const int cout = g.cout[l], K = g.K[l], H = g.H, e0 = c0 + blockIdx.x * FD_TE;
+  const struct fd_layout L = fd_layout_of(NI, cout, H, fu_cfg<P>::HALF);
+  const int ow = L.ow, hp = L.hp, jb = L.jb, nnt = hp / 8, items = NI * nnt, nks = (ow - 4) * PER / KS;
+  uint32_t *Gs = pool, *Wt = pool + ROWS * ow;
+  real *Us = (real *)(Wt + (size_t)jb * hp * ow);
+  const size_t rbase = (size_t)g.r_off[l];
+  for (int q = tid; q < ROWS * (ow - 4); q += nth) {
+    const int r = q / (ow - 4), kw = q % (ow - 4), o = kw * PER, ee = e0 + r / NI, i = r % NI;
+    Gs[r * ow + kw] = fu_word<P>(fu_grad(gy, dst, ee, c1, i, o, NI, cout),
+                                 PER == 2 ? fu_grad(gy, dst, ee, c1, i, o + 1, NI, cout) : (real)0);
+  }
+  float acc[IT][4];
+#pragma unroll
+  for (int it = 0; it < IT; it++)
+    acc[it][0] = acc[it][1] = acc[it][2] = acc[it][3] = 0;
+  for (int j0 = 0; j0 < K; j0 += jb) {
+    __syncthreads(); /* the last step's readers are done (and G staged, the first time) */
+    for (int q = tid; q < jb * hp * (ow - 4); q += nth) {
+      const int kw = q % (ow - 4), h = q / (ow - 4) % hp, jj = q / ((ow - 4) * hp), o = kw * PER, j = j0 + jj;
+      const int in = j < K && h < H;
+      const real v0 = in && o < cout ? W3[(rbase + (size_t)o * K + j) * H + h] : (real)0;
+      const real v1 = PER == 2 && in && o + 1 < cout ? W3[(rbase + (size_t)(o + 1) * K + j) * H + h] : (real)0;
+      Wt[(jj * hp + h) * ow + kw] = fu_word<P>(v0, v1);
+    }
+    for (int q = tid; q < ROWS * jb; q += nth) {
+      const int jj = q % jb, r = q / jb, ee = e0 + r / NI, j = j0 + jj;
+      Us[q] = ee < c1 && j < K ? conv_u(g, x, basis + (size_t)ee * (size_t)g.per_edge, src[ee], l, r % NI, j)
+                               : (real)0;
+    }
+    __syncthreads();
+    for (int jj = 0; jj < jb && j0 + jj < K; jj++) { /* (block-uniform) */
+#pragma unroll
+      for (int it = 0; it < IT; it++) {
+        const int item = w + FU_WARPS * it;
+        if (item >= items) break; /* (warp-uniform) */
+        const int m = item / nnt, n = item % nnt;
+        float y[4] = {0, 0, 0, 0};
+        for (int ks = 0; ks < nks; ks++) {
+          uint32_t a[4], b[2];
+          fu_frag_a(a, Gs, ow, m * 16, ks, gq, tq);
+          const int kw = ks * 8 + tq;
+          b[0] = Wt[(jj * hp + n * 8 + gq) * ow + kw];
+          b[1] = Wt[(jj * hp + n * 8 + gq) * ow + kw + 4];
+          fu_mma_w<P>(y, a, b);
+        }
+        const real u0 = Us[(m * 16 + gq) * jb + jj], u1 = Us[(m * 16 + gq + 8) * jb + jj];
+        acc[it][0] += y[0] * u0;
+        acc[it][1] += y[1] * u0;
+        acc[it][2] += y[2] * u1;
+        acc[it][3] += y[3] * u1;
+      }
+    }
+  }
+  __syncthreads();
+  real *Red = (real *)pool; /* [(e, i)][hp]: each row's sums over j */
+#pragma unroll
+  for (int it = 0; it < IT; it++) {
+    const int item = w + FU_WARPS * it;
+    if (item >= items) break;
+    const int m = item / nnt, n = item % nnt;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+      Red[(m * 16 + gq + (q >= 2 ? 8 : 0)) * hp + n * 8 + 2 * tq + (q & 1)] = acc[it][q];
+  }
+  __syncthreads();
+  for (int q = tid; q < FD_TE * H; q += nth) {
+    const int e = q / H, h = q % H, ee = e0 + e;
+    if (ee >= c1) continue;
+    real s = 0;
+    for (int i = 0; i < NI; i++)
+      s += Red[(e * NI + i) * hp + h];
+    ds2[(size_t)ee * H + h] = add ? ds2[(size_t)ee * H + h] + s : s;
+  }
+}
+
+/* 1 when every degree's ds2 tiles fit conv_fused_ds2's shared memory (the
+ * fused path then stores no dR) */
+static int fused_dr_fits(const struct geom *g) {
+  const enum nn_precision p = cu_precision();
+  const int half = p == NN_PREC_BF16 || p == NN_PREC_FP16;
+  for (int l = 0; l <= g->max_l; l++)
+    if (g->cout[l] && g->K[l] && fd_layout_of(NN_DIM(l), g->cout[l], g->H, half).jb < 1) return 0;
+  return 1;
+}
+
+template <int P>
+static void launch_fused_dr_p(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                              const real *s2, const real *W3, const real *gy, const int32_t *dst, int l, int c0,
+                              int c1, real *dW3, int add, real *ds2) {
+  cudaStream_t st = cu_stream();
+  if (dW3) {
+    dim3 grid((unsigned)((g->K[l] + FW_JT - 1) / FW_JT), (unsigned)((g->cout[l] + FW_OT - 1) / FW_OT)),
+        block(LANES * FU_WARPS);
+    switch (l) {
+    case 0:
+      conv_fused_dw<1, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, gy, dst, l, c0, c1, dW3);
+      break;
+    case 1:
+      conv_fused_dw<3, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, gy, dst, l, c0, c1, dW3);
+      break;
+    case 2:
+      conv_fused_dw<5, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, gy, dst, l, c0, c1, dW3);
+      break;
+    default:
+      conv_fused_dw<7, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, gy, dst, l, c0, c1, dW3);
+      break;
+    }
+    CU_LAUNCHED("conv_fused_dw");
+  }
+  if (ds2) {
+    const unsigned grid = (unsigned)((c1 - c0 + FD_TE - 1) / FD_TE);
+    switch (l) {
+    case 0:
+      conv_fused_ds2<1, P><<<grid, LANES * FU_WARPS, 0, st>>>(*g, *x, basis, src, W3, gy, dst, l, c0, c1, add, ds2);
+      break;
+    case 1:
+      conv_fused_ds2<3, P><<<grid, LANES * FU_WARPS, 0, st>>>(*g, *x, basis, src, W3, gy, dst, l, c0, c1, add, ds2);
+      break;
+    case 2:
+      conv_fused_ds2<5, P><<<grid, LANES * FU_WARPS, 0, st>>>(*g, *x, basis, src, W3, gy, dst, l, c0, c1, add, ds2);
+      break;
+    default:
+      conv_fused_ds2<7, P><<<grid, LANES * FU_WARPS, 0, st>>>(*g, *x, basis, src, W3, gy, dst, l, c0, c1, add, ds2);
+      break;
+    }
+    CU_LAUNCHED("conv_fused_ds2");
+  }
+}
+
+/* dW3 += and ds2 (= when !add, else +=) of degree l from the chunk's edges c0..c1-1 */
+static void launch_fused_dr(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                            const real *s2, const real *W3, const real *gy, const int32_t *dst, int l, int c0, int c1,
+                            real *dW3, int add, real *ds2) {
+  switch (cu_precision()) {
+  case NN_PREC_BF16:
+    launch_fused_dr_p<FU_BF16>(g, x, basis, src, s2, W3, gy, dst, l, c0, c1, dW3, add, ds2);
+    break;
+  case NN_PREC_FP16:
+    launch_fused_dr_p<FU_F16>(g, x, basis, src, s2, W3, gy, dst, l, c0, c1, dW3, add, ds2);
+    break;
+  case NN_PREC_TF32:
+    launch_fused_dr_p<FU_TF32>(g, x, basis, src, s2, W3, gy, dst, l, c0, c1, dW3, add, ds2);
+    break;
+  default:
+    launch_fused_dr_p<FU_3XTF32>(g, x, basis, src, s2, W3, gy, dst, l, c0, c1, dW3, add, ds2);
+    break;
+  }
+}
+
 int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
                      const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool) {
   struct geom g;
@@ -1152,16 +1477,21 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
    * GEMM path also R (Rt) and the edges' output gradients (gw), R, dR and
    * the gradients in the path's type (gemm_type), and W3 and s2 in it */
   const int gpath = conv_path == NN_CONV_GEMM && g.Rt > 0, gemm = gpath && want_dx;
-  /* the fused path: dU by conv_fused_du; dR in the GEMM path's type, for
-   * dW3 and ds2's GEMMs on tensor cores (as the GEMM path's) */
-  const int fused = conv_path == NN_CONV_FUSED && fused_fits(&g) && g.Rt > 0, half = gpath || fused;
+  /* the fused path: dU by conv_fused_du; dW3 and ds2 by conv_fused_dw and
+   * conv_fused_ds2, no dR (fdr), or where their tiles do not fit (or
+   * SE3_FUSED_DR=store, for measuring) dR stored in the GEMM path's type
+   * for dW3 and ds2's GEMMs on tensor cores (as the GEMM path's) */
+  const int fused = conv_path == NN_CONV_FUSED && fused_fits(&g) && g.Rt > 0;
+  const char *fdr_env = getenv("SE3_FUSED_DR");
+  const int fdr = fused && want_r && fused_dr_fits(&g) && !(fdr_env && !strcmp(fdr_env, "store"));
+  const int half = gpath || (fused && !fdr);
   const enum cu_type t = half ? gemm_type() : CU_F32;
   const size_t tb = cu_type_bytes(t);
   int gw = 0;
   for (int l = 0; l <= g.max_l; l++)
     gw += g.cout[l] && g.K[l] ? NN_DIM(l) * g.cout[l] : 0;
   const int gather = gemm && (pool || t != CU_F32); /* the gradients copied by edge, in type t */
-  size_t per_edge = (want_r ? (size_t)g.Rt * tb : 0) + (want_dx ? (size_t)g.usize * sizeof(real) : 0);
+  size_t per_edge = (want_r && !fdr ? (size_t)g.Rt * tb : 0) + (want_dx ? (size_t)g.usize * sizeof(real) : 0);
   int ce;
   if (half) {
     per_edge += gemm ? (size_t)g.Rt * tb + (gather ? (size_t)gw * tb : 0) : 0;
@@ -1171,7 +1501,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
     if (ce < 1) ce = 1;
   }
   size_t b_dst = pool ? cu_round((size_t)E * sizeof(int32_t)) : 0;
-  size_t b_dr = want_r ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
+  size_t b_dr = want_r && !fdr ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
   size_t b_du = want_dx ? cu_round((size_t)ce * (size_t)g.usize * sizeof(real) + 1) : 0;
   size_t b_r = gemm ? cu_round((size_t)ce * (size_t)g.Rt * tb + 1) : 0;
   size_t b_g = gather ? cu_round((size_t)ce * (size_t)gw * tb + 1) : 0;
@@ -1181,7 +1511,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   char *p = (char *)cu_scratch(CU_SCRATCH_OP, b_dst + b_dr + b_du + b_r + b_g + b_in + b_con + b_csr + 1);
   if (!p) return -1;
   int32_t *dst = pool ? (int32_t *)cu_carve(&p, b_dst) : NULL;
-  char *dR = want_r ? (char *)cu_carve(&p, b_dr) : NULL;
+  char *dR = want_r && !fdr ? (char *)cu_carve(&p, b_dr) : NULL;
   real *dU = want_dx ? (real *)cu_carve(&p, b_du) : NULL;
   char *R = gemm ? (char *)cu_carve(&p, b_r) : NULL, *G = gather ? (char *)cu_carve(&p, b_g) : NULL;
   real *contrib = want_dx ? (real *)cu_carve(&p, b_con) : NULL;
@@ -1234,7 +1564,16 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
         CU_LAUNCHED("conv_dx_edge");
       }
     }
-    if (want_r) {
+    if (want_r && fdr) {
+      /* degrees the plan does not cover have no messages: nothing to add */
+      int started = 0;
+      for (int l = 0; l <= g.max_l; l++)
+        if (g.cout[l] && g.K[l]) {
+          launch_fused_dr(&g, &X, basis, s->src, s2, W3, dy[l], dst, l, c0, c1, dW3, started, ds2);
+          started = 1;
+        }
+      if (ds2 && !started) CU_CHECK(cudaMemsetAsync(ds2 + (size_t)c0 * H, 0, (size_t)n * H * sizeof(real), cu_stream()));
+    } else if (want_r) {
       if (uncovered) CU_CHECK(cudaMemsetAsync(dR, 0, (size_t)n * (size_t)g.Rt * tb, cu_stream()));
       for (int l = 0; l <= g.max_l; l++)
         if (g.cout[l] && g.K[l]) launch_dr(&g, &X, basis, s->src, dy[l], dst, l, c0, c1, dR, t);

@@ -442,8 +442,11 @@ Test(data_parallel, a_signal_stops_both_and_the_run_resumes_on_one_or_two) {
   free(log);
   cr_assert_eq(tu_sh(NULL, "cmp %s/ref2/models/train-0/epoch-1.ckpt %s/cut2/models/train-0/epoch-1.ckpt", dir, dir), 0,
                "resumed on two processes, the run ends elsewhere than without the stop");
+  /* the steps before the stop summed on two processes: the order of the
+   * sums, as same_training's (2.8e-6 on a 2026-11 Xeon with AVX-512, where
+   * this bound was 1e-6) */
   double rel = rel_diff(dir, "ref1", "cut1", "epoch-1.ckpt");
-  cr_assert_lt(rel, 1e-6, "resumed on one process: %g from the uninterrupted run", rel);
+  cr_assert_lt(rel, SAME_PARAMS, "resumed on one process: %g from the uninterrupted run", rel);
   free(wf);
   free(dir);
 }
