@@ -388,27 +388,32 @@ __device__ __forceinline__ void fu_load_a(fu_a<P> &A, const uint32_t *S, int r0,
 }
 
 /* c += R's tile: A's 16 edges by the 8 channels (or columns) of the W3 tile
- * Wt (rows of h words), over the nks MMAs of h */
+ * Wt (rows of h words), over the nks MMAs of h, one chain */
 template <int P>
 __device__ __forceinline__ void fu_mma(float c[4], const fu_a<P> &A, const uint32_t *Wt, int nks, int gq, int tq) {
-  constexpr int SW = fu_cfg<P>::SW;
+  constexpr int SW = fu_cfg<P>::SW, KA = fu_cfg<P>::KA;
+  static_assert(KA <= MMA_CHAIN, "the MMAs over h in one chain");
+  uint32_t b[KA][2];
 #pragma unroll
-  for (int ks = 0; ks < fu_cfg<P>::KA; ks++) {
-    if (ks >= nks) break; /* (uniform: every lane of the warp takes the same MMAs) */
+  for (int ks = 0; ks < KA; ks++) {
     const int kw = ks * 8 + tq;
-    const uint32_t b[2] = {Wt[gq * SW + kw], Wt[gq * SW + kw + 4]};
-    if (P == FU_BF16) {
-      mma_bf16(c, A.hi[ks], b);
-    } else if (P == FU_F16) {
-      mma_f16(c, A.hi[ks], b);
-    } else if (P == FU_TF32) {
-      mma_tf32(c, A.hi[ks], b);
-    } else { /* fp32: three tf32 products, the small ones first */
-      uint32_t bh[2], bl[2];
-      fu_split(b[0], &bh[0], &bl[0]);
-      fu_split(b[1], &bh[1], &bl[1]);
-      mma_tf32x3(c, A.hi[ks], A.lo[P == FU_3XTF32 ? ks : 0], bh, bl);
+    b[ks][0] = ks < nks ? Wt[gq * SW + kw] : 0u;
+    b[ks][1] = ks < nks ? Wt[gq * SW + kw + 4] : 0u;
+  }
+  if (P == FU_BF16) {
+    mma_bf16_n<KA>(c, A.hi, b, nks);
+  } else if (P == FU_F16) {
+    mma_f16_n<KA>(c, A.hi, b, nks);
+  } else if (P == FU_TF32) {
+    mma_tf32_n<KA>(c, A.hi, b, nks);
+  } else { /* fp32: three tf32 products, the small ones first */
+    uint32_t bh[KA][2], bl[KA][2];
+#pragma unroll
+    for (int ks = 0; ks < KA; ks++) {
+      fu_split(b[ks][0], &bh[ks][0], &bl[ks][0]);
+      fu_split(b[ks][1], &bh[ks][1], &bl[ks][1]);
     }
+    mma_tf32x3_n<KA>(c, A.hi, A.lo, bh, bl, nks);
   }
 }
 
@@ -1158,25 +1163,29 @@ static void launch_fused_du(const struct geom *g, const real *s2, const real *W3
 #define FW_OT 32
 #define FD_TE 16
 #define FD_POOL 12000 /* words of conv_fused_ds2's shared memory */
+#define FD_CHAIN 4     /* MMAs a chain (mma.h) in conv_fused_ds2 and conv_fused_dw */
 
-/* c += A B, from the staged words of A (a[4]) and B (b[2]) of one k-step
- * (fu_word's format: in fp32 split here into tf32 halves) */
-template <int P>
-__device__ __forceinline__ void fu_mma_w(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+/* c += sum over s < n of A_s B_s: a chain of the staged words (fu_word's
+ * format) of s's A and B fragments; in fp32 split here into tf32 halves */
+template <int P, int N>
+__device__ __forceinline__ void fu_mma_wn(float c[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
   if (P == FU_BF16) {
-    mma_bf16(c, a, b);
+    mma_bf16_n<N>(c, a, b, n);
   } else if (P == FU_F16) {
-    mma_f16(c, a, b);
+    mma_f16_n<N>(c, a, b, n);
   } else if (P == FU_TF32) {
-    mma_tf32(c, a, b);
+    mma_tf32_n<N>(c, a, b, n);
   } else {
-    uint32_t ah[4], al[4], bh[2], bl[2];
+    uint32_t ah[N][4], al[N][4], bh[N][2], bl[N][2];
 #pragma unroll
-    for (int q = 0; q < 4; q++)
-      fu_split(a[q], &ah[q], &al[q]);
-    fu_split(b[0], &bh[0], &bl[0]);
-    fu_split(b[1], &bh[1], &bl[1]);
-    mma_tf32x3(c, ah, al, bh, bl);
+    for (int s = 0; s < N; s++) {
+#pragma unroll
+      for (int q = 0; q < 4; q++)
+        fu_split(a[s][q], &ah[s][q], &al[s][q]);
+      fu_split(b[s][0], &bh[s][0], &bl[s][0]);
+      fu_split(b[s][1], &bh[s][1], &bl[s][1]);
+    }
+    mma_tf32x3_n<N>(c, ah, al, bh, bl, n);
   }
 }
 
@@ -1238,26 +1247,36 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
     }
     __syncthreads();
     if (j >= K) continue; /* (the whole warp: its column is past the degree's) */
-    for (int ks = 0; ks < KR / KS; ks++) {
-      uint32_t a[2][4];
-      fu_frag_a(a[0], Gt, GW, 0, ks, gq, tq);
-      fu_frag_a(a[1], Gt, GW, 16, ks, gq, tq);
+    for (int c0k = 0; c0k < KR / KS; c0k += FD_CHAIN) { /* chains of MMAs over (e, i) */
+      const int nk = KR / KS - c0k < FD_CHAIN ? KR / KS - c0k : FD_CHAIN;
+      uint32_t a[2][FD_CHAIN][4];
+#pragma unroll
+      for (int s = 0; s < FD_CHAIN; s++) {
+        const int ks = c0k + (s < nk ? s : 0);
+        fu_frag_a(a[0][s], Gt, GW, 0, ks, gq, tq);
+        fu_frag_a(a[1][s], Gt, GW, 16, ks, gq, tq);
+      }
 #pragma unroll
       for (int n = 0; n < NT; n++) {
         if (n >= nnt) break;
         const int h = n * 8 + gq;
-        uint32_t b[2];
-        /* B[k][h] = U[(e, i) = k][j] s2[e][h]: k = 2t, 2t+1 (+8) in 16-bit, t (+4) in tf32 */
-        const int k0 = ks * KS + (PER == 2 ? 2 * tq : tq), kstep = PER == 2 ? 8 : 4;
+        uint32_t b[FD_CHAIN][2];
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int k = k0 + r * kstep;
-          const real v0 = k < ROWS ? Us[k * FW_JT + w] * Ss[k / NI * FU_HMAX + h] : (real)0;
-          const real v1 = PER == 2 && k + 1 < ROWS ? Us[(k + 1) * FW_JT + w] * Ss[(k + 1) / NI * FU_HMAX + h] : (real)0;
-          b[r] = fu_word<P>(v0, v1);
+        for (int s = 0; s < FD_CHAIN; s++) {
+          /* B[k][h] = U[(e, i) = k][j] s2[e][h]: k = 2t, 2t+1 (+8) in 16-bit, t (+4) in tf32 */
+          const int k0 = (c0k + s) * KS + (PER == 2 ? 2 * tq : tq), kstep = PER == 2 ? 8 : 4;
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int k = k0 + r * kstep;
+            const real v0 = s < nk && k < ROWS ? Us[k * FW_JT + w] * Ss[k / NI * FU_HMAX + h] : (real)0;
+            const real v1 = PER == 2 && s < nk && k + 1 < ROWS
+                                ? Us[(k + 1) * FW_JT + w] * Ss[(k + 1) / NI * FU_HMAX + h]
+                                : (real)0;
+            b[s][r] = fu_word<P>(v0, v1);
+          }
         }
-        fu_mma_w<P>(acc[0][n], a[0], b);
-        if (oc + 16 < cout) fu_mma_w<P>(acc[1][n], a[1], b); /* (block-uniform) */
+        fu_mma_wn<P, FD_CHAIN>(acc[0][n], a[0], b, nk);
+        if (oc + 16 < cout) fu_mma_wn<P, FD_CHAIN>(acc[1][n], a[1], b, nk); /* (block-uniform) */
       }
     }
   }
@@ -1337,13 +1356,17 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
         if (item >= items) break; /* (warp-uniform) */
         const int m = item / nnt, n = item % nnt;
         float y[4] = {0, 0, 0, 0};
-        for (int ks = 0; ks < nks; ks++) {
-          uint32_t a[4], b[2];
-          fu_frag_a(a, Gs, ow, m * 16, ks, gq, tq);
-          const int kw = ks * 8 + tq;
-          b[0] = Wt[(jj * hp + n * 8 + gq) * ow + kw];
-          b[1] = Wt[(jj * hp + n * 8 + gq) * ow + kw + 4];
-          fu_mma_w<P>(y, a, b);
+        for (int k0 = 0; k0 < nks; k0 += FD_CHAIN) { /* chains of MMAs over o */
+          const int nk = nks - k0 < FD_CHAIN ? nks - k0 : FD_CHAIN;
+          uint32_t a[FD_CHAIN][4], b[FD_CHAIN][2];
+#pragma unroll
+          for (int s = 0; s < FD_CHAIN; s++) {
+            const int ks = k0 + (s < nk ? s : 0), kw = ks * 8 + tq;
+            fu_frag_a(a[s], Gs, ow, m * 16, ks, gq, tq);
+            b[s][0] = Wt[(jj * hp + n * 8 + gq) * ow + kw];
+            b[s][1] = Wt[(jj * hp + n * 8 + gq) * ow + kw + 4];
+          }
+          fu_mma_wn<P, FD_CHAIN>(y, a, b, nk);
         }
         const real u0 = Us[(m * 16 + gq) * jb + jj], u1 = Us[(m * 16 + gq + 8) * jb + jj];
         acc[it][0] += y[0] * u0;

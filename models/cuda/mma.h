@@ -46,6 +46,36 @@ __device__ __forceinline__ void mma_tf32x3(float d[4], const uint32_t ah[4], con
   mma_tf32(d, ah, bl);
   mma_tf32(d, ah, bh);
 }
+/* Chains: n products of one shape in a row (n <= N <= MMA_CHAIN, N the
+ * arrays' length, fixed at compile time so that they stay in registers),
+ * product s's registers a[s], b[s] (and al, bl): n single products on a
+ * GPU, one warp-wide step on the emulator. */
+#define MMA_CHAIN 8
+template <int N>
+__device__ __forceinline__ void mma_bf16_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+#pragma unroll
+  for (int s = 0; s < N; s++)
+    if (s < n) mma_bf16(d, a[s], b[s]);
+}
+template <int N>
+__device__ __forceinline__ void mma_f16_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+#pragma unroll
+  for (int s = 0; s < N; s++)
+    if (s < n) mma_f16(d, a[s], b[s]);
+}
+template <int N>
+__device__ __forceinline__ void mma_tf32_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+#pragma unroll
+  for (int s = 0; s < N; s++)
+    if (s < n) mma_tf32(d, a[s], b[s]);
+}
+template <int N>
+__device__ __forceinline__ void mma_tf32x3_n(float d[4], const uint32_t (*ah)[4], const uint32_t (*al)[4],
+                                             const uint32_t (*bh)[2], const uint32_t (*bl)[2], int n) {
+#pragma unroll
+  for (int s = 0; s < N; s++)
+    if (s < n) mma_tf32x3(d, ah[s], al[s], bh[s], bl[s]);
+}
 /* x rounded to tf32 (to nearest, ties away), as a register */
 __device__ __forceinline__ uint32_t tf32_rna(float x) {
   uint32_t r;
@@ -66,6 +96,40 @@ inline void mma_tf32x3(float d[4], const uint32_t ah[4], const uint32_t al[4], c
                        const uint32_t bl[2]) {
   const uint32_t a[8] = {ah[0], ah[1], ah[2], ah[3], al[0], al[1], al[2], al[3]}, b[4] = {bh[0], bh[1], bl[0], bl[1]};
   emu_mma(EMU_MMA_TF32X3, d, a, b, d);
+}
+#define MMA_CHAIN EMU_MMA_CHAIN
+inline void emu_mma_n(int shape, float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+  uint32_t ra[4 * MMA_CHAIN], rb[2 * MMA_CHAIN];
+  for (int s = 0; s < n && s < MMA_CHAIN; s++) {
+    memcpy(ra + 4 * s, a[s], 16);
+    memcpy(rb + 2 * s, b[s], 8);
+  }
+  emu_mma(shape, d, ra, rb, d, n);
+}
+template <int N> inline void mma_bf16_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+  static_assert(N <= MMA_CHAIN, "a chain longer than MMA_CHAIN");
+  emu_mma_n(EMU_MMA_BF16_16816, d, a, b, n);
+}
+template <int N> inline void mma_f16_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+  static_assert(N <= MMA_CHAIN, "a chain longer than MMA_CHAIN");
+  emu_mma_n(EMU_MMA_F16_16816, d, a, b, n);
+}
+template <int N> inline void mma_tf32_n(float d[4], const uint32_t (*a)[4], const uint32_t (*b)[2], int n) {
+  static_assert(N <= MMA_CHAIN, "a chain longer than MMA_CHAIN");
+  emu_mma_n(EMU_MMA_TF32_1688, d, a, b, n);
+}
+template <int N>
+inline void mma_tf32x3_n(float d[4], const uint32_t (*ah)[4], const uint32_t (*al)[4], const uint32_t (*bh)[2],
+                         const uint32_t (*bl)[2], int n) {
+  static_assert(N <= MMA_CHAIN, "a chain longer than MMA_CHAIN");
+  uint32_t ra[8 * MMA_CHAIN], rb[4 * MMA_CHAIN];
+  for (int s = 0; s < n && s < MMA_CHAIN; s++) {
+    memcpy(ra + 8 * s, ah[s], 16);
+    memcpy(ra + 8 * s + 4, al[s], 16);
+    memcpy(rb + 4 * s, bh[s], 8);
+    memcpy(rb + 4 * s + 2, bl[s], 8);
+  }
+  emu_mma(EMU_MMA_TF32X3, d, ra, rb, d, n);
 }
 inline uint32_t tf32_rna(float x) { return emu_tf32_rna(x); }
 inline uint32_t mma_f2u(float x) {

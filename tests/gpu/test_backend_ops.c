@@ -1,15 +1,19 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] [--grad] [--quick]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] [--grad] [--quick] [--only PREFIX]
  *
  * --conv: the convolution's path on a GPU (backend.h's set_conv_path; the
  * workflow's `gpu_conv:`): every case runs on the table switched to it.
+ * --only PREFIX: only the cases whose operation's name starts with PREFIX
+ * (--only conv: the convolution's, all that --conv changes; for working on
+ * a path under the emulator).
  *
  * Without a GPU, dev/cuda_emu/run.sh builds this file with SE3_OPS_LINKED
  * against the CUDA backend's objects compiled for its emulator (cuda then
  * opens them, not the module) and runs the table on the emulated GPU
- * (test_cuda_emu: fp32 on the direct convolution, bf16 on the GEMM path).
+ * (test_cuda_emu: fp32 on the direct convolution, bf16 on the GEMM path,
+ * the convolutions on the fused path in each precision).
  * There --quick runs the entries flagged BIG, the convolutions of qm9's
  * widths and the 40-wide one (three quarters of the table's time under the
  * emulator, which runs a block's threads one after another), on the small
@@ -1676,6 +1680,8 @@ int main(int argc, char **argv) {
       GRAD = 1;
     else if (!strcmp(argv[i], "--quick"))
       QUICK = 1;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      ONLY = argv[++i];
     else if (!dev && argv[i][0] != '-')
       dev = argv[i];
     else
@@ -1685,7 +1691,7 @@ int main(int argc, char **argv) {
   if (nn_conv_path_parse(conv, &cpath)) bad = 1;
   if (bad || !dev || nn_precision_parse(prec, &PREC)) {
     fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] "
-                    "[--grad] [--quick]\n");
+                    "[--grad] [--quick] [--only PREFIX]\n");
     return 2;
   }
   if (GRAD && sizeof(real) != sizeof(double)) {

@@ -45,11 +45,16 @@
  * Ah Bh (mma.h's mma_tf32x3: fp32 from tf32 halves), a warp-wide step here
  * where a GPU takes three: a[0..3] Ah, a[4..7] Al, b[0..1] Bh, b[2..3] Bl */
 enum emu_mma_shape { EMU_MMA_BF16_16816 = 1, EMU_MMA_F16_16816 = 2, EMU_MMA_TF32_1688 = 3, EMU_MMA_TF32X3 = 4 };
+/* A chain: n products of one shape in a row, D = C + A_0 B_0 + ... (mma.h's
+ * mma_*_n, a loop of single products on a GPU), one warp-wide step here:
+ * a[] holds product s's registers from s * 4 (8 for TF32X3), b[] from s * 2
+ * (4). At most EMU_MMA_CHAIN in a chain. */
+#define EMU_MMA_CHAIN 8
 
 struct emu_mma_slot {
   unsigned long long block, seq, done; /* emu_block_no; the lane's products so far; the last computed */
-  int shape;
-  uint32_t a[8], b[4];
+  int shape, n;
+  uint32_t a[8 * EMU_MMA_CHAIN], b[4 * EMU_MMA_CHAIN];
   float c[4], d[4];
 };
 /* one slot a thread of the running block (one block at a time an OS thread) */
@@ -79,11 +84,11 @@ inline float emu_mma_in(int shape, uint32_t r, int half) {
 inline float emu_mma_a(const emu_mma_slot *s, int shape, int r, int k, int ao = 0) {
   if (shape == EMU_MMA_TF32_1688)
     return emu_mma_in(shape, s[(r % 8) * 4 + k % 4].a[ao + (r >= 8) + 2 * (k >= 4)], 0);
-  return emu_mma_in(shape, s[(r % 8) * 4 + (k % 8) / 2].a[(r >= 8) + 2 * (k >= 8)], k % 2);
+  return emu_mma_in(shape, s[(r % 8) * 4 + (k % 8) / 2].a[ao + (r >= 8) + 2 * (k >= 8)], k % 2);
 }
 inline float emu_mma_b(const emu_mma_slot *s, int shape, int k, int n, int bo = 0) {
   if (shape == EMU_MMA_TF32_1688) return emu_mma_in(shape, s[n * 4 + k % 4].b[bo + (k >= 4)], 0);
-  return emu_mma_in(shape, s[n * 4 + (k % 8) / 2].b[k >= 8], k % 2);
+  return emu_mma_in(shape, s[n * 4 + (k % 8) / 2].b[bo + (k >= 8)], k % 2);
 }
 
 /* D += A B for the whole warp (slots w), one tf32 product of TF32X3 (its a
@@ -108,7 +113,7 @@ inline void emu_mma_warp(emu_mma_slot *w, int shape, int ao, int bo, int first) 
     }
 }
 
-inline void emu_mma(int shape, float d[4], const uint32_t *a, const uint32_t *b, const float c[4]) {
+inline void emu_mma(int shape, float d[4], const uint32_t *a, const uint32_t *b, const float c[4], int n = 1) {
   const unsigned me = emu_cur, lane = me % 32, w0 = me - lane;
   const unsigned nt = emu_block.x * emu_block.y * emu_block.z;
   if (w0 + 32 > nt || nt > 1024) {
@@ -123,25 +128,34 @@ inline void emu_mma(int shape, float d[4], const uint32_t *a, const uint32_t *b,
   s.done = 0;
   s.shape = shape;
   const int x3 = shape == EMU_MMA_TF32X3;
-  memcpy(s.a, a, (x3 ? 8 : 4) * sizeof *a);
-  memcpy(s.b, b, (x3 ? 4 : 2) * sizeof *b);
+  if (n < 1 || n > EMU_MMA_CHAIN) {
+    fprintf(stderr, "cuda emulator: a chain of %d products (1 to %d)\n", n, EMU_MMA_CHAIN);
+    abort();
+  }
+  s.n = n;
+  memcpy(s.a, a, (size_t)n * (x3 ? 8 : 4) * sizeof *a);
+  memcpy(s.b, b, (size_t)n * (x3 ? 4 : 2) * sizeof *b);
   memcpy(s.c, c, sizeof s.c);
   int arrived = 0;
   for (int l = 0; l < 32; l++)
     arrived += w[l].block == emu_block_no && w[l].seq == seq;
   if (arrived == 32) { /* the last lane: every lane's D */
     for (int l = 0; l < 32; l++)
-      if (w[l].shape != shape) {
-        fprintf(stderr, "cuda emulator: mma.sync in block (%u,%u,%u), warp %u: lanes %u and %d at different shapes\n",
+      if (w[l].shape != shape || w[l].n != n) {
+        fprintf(stderr,
+                "cuda emulator: mma.sync in block (%u,%u,%u), warp %u: lanes %u and %d at different shapes or "
+                "chains\n",
                 emu_bidx.x, emu_bidx.y, emu_bidx.z, w0 / 32, lane, l);
         abort();
       }
-    if (x3) { /* Al Bh, Ah Bl, Ah Bh, in mma_tf32x3's order */
-      emu_mma_warp(w, EMU_MMA_TF32_1688, 4, 0, 1);
-      emu_mma_warp(w, EMU_MMA_TF32_1688, 0, 2, 0);
-      emu_mma_warp(w, EMU_MMA_TF32_1688, 0, 0, 0);
-    } else {
-      emu_mma_warp(w, shape, 0, 0, 1);
+    for (int q = 0; q < n; q++) {
+      if (x3) { /* Al Bh, Ah Bl, Ah Bh, in mma_tf32x3's order */
+        emu_mma_warp(w, EMU_MMA_TF32_1688, 8 * q + 4, 4 * q, q == 0);
+        emu_mma_warp(w, EMU_MMA_TF32_1688, 8 * q, 4 * q + 2, 0);
+        emu_mma_warp(w, EMU_MMA_TF32_1688, 8 * q, 4 * q, 0);
+      } else {
+        emu_mma_warp(w, shape, 4 * q, 2 * q, q == 0);
+      }
     }
     for (int l = 0; l < 32; l++)
       w[l].done = seq;
