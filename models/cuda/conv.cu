@@ -76,8 +76,8 @@
  *
  * The fused path (`gpu_conv: fused`, below conv_pool): R's tiles on tensor
  * cores with the warp's mma.sync (models/cuda/mma.h), contracted at once,
- * never stored, in the forward (conv_fused_fwd) and the backward's dU
- * (conv_fused_du); dW3 and ds2 from the output gradient, U, s2 and W3 a
+ * never stored, in the forward and the backward's dU (conv_fused_r); dW3
+ * and ds2 from the output gradient, U, s2 and W3 a
  * tile at a time (conv_fused_dw, conv_fused_ds2), so dR is not stored
  * either. Its notes are beside its kernels.
  *
@@ -302,7 +302,7 @@ static void launch_fwd(const struct geom *g, const struct deg_in *x, const real 
 
 /* ---- the fused path (gpu_conv: fused) ---- */
 
-/* The fused forward (conv_fused_fwd, one launch per output degree l): a
+/* The fused forward (conv_fused_r, one launch per output degree l): a
  * block of FU_WARPS warps takes FU_TE = 16 FU_WARPS edges (16 a warp: the
  * rows of an m16n8 product) and FU_CB = 32 output channels (4 tiles of 8
  * columns); more channels are more blocks along y. Per step of JB columns
@@ -417,23 +417,38 @@ __device__ __forceinline__ void fu_mma(float c[4], const fu_a<P> &A, const uint3
   }
 }
 
-template <int NI, int P>
+/* g[e, i, o] of the chunk's edge ee (0 past the chunk or the channels) */
+__device__ __forceinline__ real fu_grad(const real *gy, const int32_t *dst, int ee, int c1, int i, int o, int NI,
+                                        int cout) {
+  return ee < c1 && o < cout ? gy[((size_t)(dst ? dst[ee] : ee) * NI + i) * cout + o] : (real)0;
+}
+
+/* The forward (DU 0) and the backward's dU (DU 1): R's tiles, each
+ * contracted at once with U (forward: out[e, i, o] = sum_j R[e, o, j]
+ * U[e, i, j]) or with the output gradient G (dU[e, i, j] = sum_o
+ * R[e, o, j] g[e, i, o]). The block's FU_CB columns t (4 MMA tiles of 8)
+ * are output channels o in the forward and columns j in dU; it walks the
+ * other index s (j, or o) in steps of JB, staging the step's multipliers
+ * (U from the basis and the source's features, or G) and W3's rows for its
+ * columns and the step. Edges c0..c1-1 (the forward: all of them). */
+template <int NI, int P, int DU>
 __global__ void __launch_bounds__(LANES *FU_WARPS)
-    conv_fused_fwd(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *s2,
-                   const real *W3, int l, real *out) {
+    conv_fused_r(const struct geom g, const struct deg_in x, const real *basis, const int32_t *src, const real *s2,
+                 const real *W3, const real *gy, const int32_t *dst, int l, int c0, int c1, real *out) {
   constexpr int SW = fu_cfg<P>::SW, KS = fu_cfg<P>::KS, JB = fu_cfg<P>::JB, PER = fu_cfg<P>::HALF ? 2 : 1;
   __shared__ uint32_t Ss[FU_TE * fu_cfg<P>::SW];                 /* [edge][h words] */
-  __shared__ uint32_t Ws[fu_cfg<P>::JB * FU_CB * fu_cfg<P>::SW]; /* [jj][o][h words] */
-  __shared__ real Us[FU_TE * NI * fu_cfg<P>::JB];                /* [edge][i][jj] */
+  __shared__ uint32_t Ws[fu_cfg<P>::JB * FU_CB * fu_cfg<P>::SW]; /* [step][column][h words] */
+  __shared__ real Ms[FU_TE * NI * fu_cfg<P>::JB];                /* [edge][i][step]: U or G */
   const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, r0 = tid / LANES * 16;
   const int gq = lane / 4, tq = lane % 4;
-  const int e0 = blockIdx.x * FU_TE, oc = blockIdx.y * FU_CB;
+  const int e0 = c0 + blockIdx.x * FU_TE, tc = blockIdx.y * FU_CB;
   const int cout = g.cout[l], K = g.K[l], H = g.H, Hp = (H + KS - 1) / KS * KS, HW = Hp / PER;
+  const int ncol = DU ? K : cout, nstep = DU ? cout : K;
   const size_t rbase = (size_t)g.r_off[l];
   for (int q = tid; q < FU_TE * HW; q += nth) {
     const int e = e0 + q / HW, h = q % HW * PER;
-    const real v0 = e < g.E && h < H ? s2[(size_t)e * H + h] : (real)0;
-    const real v1 = PER == 2 && e < g.E && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
+    const real v0 = e < c1 && h < H ? s2[(size_t)e * H + h] : (real)0;
+    const real v1 = PER == 2 && e < c1 && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
     Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
   }
   __syncthreads();
@@ -447,38 +462,41 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
 #pragma unroll
       for (int i = 0; i < NI; i++)
         acc[n][r][i][0] = acc[n][r][i][1] = 0;
-  for (int j0 = 0; j0 < K; j0 += JB) {
+  for (int s0 = 0; s0 < nstep; s0 += JB) {
     __syncthreads(); /* the last step's readers are done */
     for (int q = tid; q < FU_TE * NI * JB; q += nth) {
-      const int jj = q % JB, i = q / JB % NI, e = e0 + q / (JB * NI), j = j0 + jj;
-      Us[q] = e < g.E && j < K ? conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, j) : (real)0;
+      const int jj = q % JB, i = q / JB % NI, e = e0 + q / (JB * NI), s = s0 + jj;
+      if (DU)
+        Ms[q] = fu_grad(gy, dst, e, c1, i, s, NI, cout);
+      else
+        Ms[q] = e < c1 && s < K ? conv_u(g, x, basis + (size_t)e * (size_t)g.per_edge, src[e], l, i, s) : (real)0;
     }
     for (int q = tid; q < JB * FU_CB * HW; q += nth) {
-      const int hw = q % HW, oo = q / HW % FU_CB, jj = q / (HW * FU_CB), h = hw * PER, o = oc + oo, j = j0 + jj;
-      const int in = j < K && o < cout;
-      const real *w = W3 + (rbase + (size_t)(in ? o : 0) * K + (in ? j : 0)) * H;
+      const int hw = q % HW, tl = q / HW % FU_CB, jj = q / (HW * FU_CB), h = hw * PER, t = tc + tl, s = s0 + jj;
+      const int in = t < ncol && s < nstep, o = in ? (DU ? s : t) : 0, j = in ? (DU ? t : s) : 0;
+      const real *w = W3 + (rbase + (size_t)o * K + j) * H;
       const real v0 = in && h < H ? w[h] : (real)0, v1 = PER == 2 && in && h + 1 < H ? w[h + 1] : (real)0;
-      Ws[(jj * FU_CB + oo) * SW + hw] = fu_word<P>(v0, v1);
+      Ws[(jj * FU_CB + tl) * SW + hw] = fu_word<P>(v0, v1);
     }
     __syncthreads();
-    for (int jj = 0; jj < JB && j0 + jj < K; jj++) { /* (block-uniform bounds: every lane of a warp takes the MMAs) */
-      real u[2][NI];
+    for (int jj = 0; jj < JB && s0 + jj < nstep; jj++) { /* (block-uniform bounds: every lane of a warp takes the MMAs) */
+      real m[2][NI];
 #pragma unroll
       for (int i = 0; i < NI; i++) {
-        u[0][i] = Us[((r0 + gq) * NI + i) * JB + jj];
-        u[1][i] = Us[((r0 + gq + 8) * NI + i) * JB + jj];
+        m[0][i] = Ms[((r0 + gq) * NI + i) * JB + jj];
+        m[1][i] = Ms[((r0 + gq + 8) * NI + i) * JB + jj];
       }
 #pragma unroll
       for (int n = 0; n < FU_NT; n++) {
-        if (oc + n * 8 >= cout) break;
+        if (tc + n * 8 >= ncol) break;
         float c[4] = {0, 0, 0, 0};
         fu_mma<P>(c, A, Ws + (jj * FU_CB + n * 8) * SW, Hp / KS, gq, tq);
 #pragma unroll
         for (int i = 0; i < NI; i++) {
-          acc[n][0][i][0] += c[0] * u[0][i];
-          acc[n][0][i][1] += c[1] * u[0][i];
-          acc[n][1][i][0] += c[2] * u[1][i];
-          acc[n][1][i][1] += c[3] * u[1][i];
+          acc[n][0][i][0] += c[0] * m[0][i];
+          acc[n][0][i][1] += c[1] * m[0][i];
+          acc[n][1][i][0] += c[2] * m[1][i];
+          acc[n][1][i][1] += c[3] * m[1][i];
         }
       }
     }
@@ -488,14 +506,18 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       const int e = e0 + r0 + gq + 8 * r;
-      if (e >= g.E) continue;
+      if (e >= c1) continue;
 #pragma unroll
       for (int v = 0; v < 2; v++) {
-        const int o = oc + n * 8 + 2 * tq + v;
-        if (o >= cout) continue;
+        const int t = tc + n * 8 + 2 * tq + v;
+        if (t >= ncol) continue;
 #pragma unroll
-        for (int i = 0; i < NI; i++)
-          out[((size_t)e * NI + i) * cout + o] = acc[n][r][i][v];
+        for (int i = 0; i < NI; i++) {
+          if (DU)
+            out[(size_t)(e - c0) * g.usize + g.u_off[l] + (size_t)i * K + t] = acc[n][r][i][v];
+          else
+            out[((size_t)e * NI + i) * cout + t] = acc[n][r][i][v];
+        }
       }
     }
 }
@@ -503,45 +525,48 @@ __global__ void __launch_bounds__(LANES *FU_WARPS)
 /* 1 when the fused kernels take this convolution (else the direct ones) */
 static int fused_fits(const struct geom *g) { return g->H >= 1 && g->H <= FU_HMAX; }
 
-template <int P>
-static void launch_fused_p(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
-                           const real *s2, const real *W3, int l, real *out) {
-  dim3 grid((unsigned)((g->E + FU_TE - 1) / FU_TE), (unsigned)((g->cout[l] + FU_CB - 1) / FU_CB)),
+template <int P, int DU>
+static void launch_fused_r_p(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                             const real *s2, const real *W3, const real *gy, const int32_t *dst, int l, int c0, int c1,
+                             real *out) {
+  dim3 grid((unsigned)((c1 - c0 + FU_TE - 1) / FU_TE), (unsigned)(((DU ? g->K[l] : g->cout[l]) + FU_CB - 1) / FU_CB)),
       block(LANES * FU_WARPS);
   cudaStream_t st = cu_stream();
   switch (l) {
   case 0:
-    conv_fused_fwd<1, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    conv_fused_r<1, P, DU><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, gy, dst, l, c0, c1, out);
     break;
   case 1:
-    conv_fused_fwd<3, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    conv_fused_r<3, P, DU><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, gy, dst, l, c0, c1, out);
     break;
   case 2:
-    conv_fused_fwd<5, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    conv_fused_r<5, P, DU><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, gy, dst, l, c0, c1, out);
     break;
   default:
-    conv_fused_fwd<7, P><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, l, out);
+    conv_fused_r<7, P, DU><<<grid, block, 0, st>>>(*g, *x, basis, src, s2, W3, gy, dst, l, c0, c1, out);
     break;
   }
-  CU_LAUNCHED("conv_fused_fwd");
+  CU_LAUNCHED("conv_fused_r");
 }
 
-static void launch_fused(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
-                         const real *s2, const real *W3, int l, real *out) {
-  switch (cu_precision()) {
-  case NN_PREC_BF16:
-    launch_fused_p<FU_BF16>(g, x, basis, src, s2, W3, l, out);
-    break;
-  case NN_PREC_FP16:
-    launch_fused_p<FU_F16>(g, x, basis, src, s2, W3, l, out);
-    break;
-  case NN_PREC_TF32:
-    launch_fused_p<FU_TF32>(g, x, basis, src, s2, W3, l, out);
-    break;
-  default:
-    launch_fused_p<FU_3XTF32>(g, x, basis, src, s2, W3, l, out);
-    break;
-  }
+/* The forward's messages of degree l (du NULL: out, E x NI x cout), or the
+ * backward's dU of degree l for the chunk's edges c0..c1-1 (into du) */
+static void launch_fused_r(const struct geom *g, const struct deg_in *x, const real *basis, const int32_t *src,
+                           const real *s2, const real *W3, const real *gy, const int32_t *dst, int l, int c0, int c1,
+                           real *out, real *du) {
+  const int p = (int)cu_precision();
+#define FU_R(P)                                                                                                        \
+  (du ? launch_fused_r_p<P, 1>(g, x, basis, src, s2, W3, gy, dst, l, c0, c1, du)                                       \
+      : launch_fused_r_p<P, 0>(g, x, basis, src, s2, W3, NULL, NULL, l, 0, g->E, out))
+  if (p == NN_PREC_BF16)
+    FU_R(FU_BF16);
+  else if (p == NN_PREC_FP16)
+    FU_R(FU_F16);
+  else if (p == NN_PREC_TF32)
+    FU_R(FU_TF32);
+  else
+    FU_R(FU_3XTF32);
+#undef FU_R
 }
 
 /* ---- the GEMM path ---- */
@@ -726,7 +751,7 @@ int cu_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
     }
     real *out = pool ? (real *)cu_carve(&mp, (size_t)E * (size_t)w * sizeof(real)) : y[l];
     if (fused)
-      launch_fused(&g, &X, basis, s->src, s2, W3, l, out);
+      launch_fused_r(&g, &X, basis, s->src, s2, W3, NULL, NULL, l, 0, E, out, NULL);
     else
       launch_fwd(&g, &X, basis, s->src, s2, W3, l, out);
     if (pool && N > 0) {
@@ -1003,139 +1028,6 @@ static void launch_dr(const struct geom *g, const struct deg_in *x, const real *
   CU_LAUNCHED("conv_dr");
 }
 
-/* The fused backward's dU (conv_fused_du, per degree l, for the edges
- * c0..c1-1 of a chunk): dU[e, i, j] = sum_o g[e, i, o] R[e, o, j], the
- * forward's tiles turned round as conv_du turns conv_fwd's: a block takes
- * FU_TE edges and FU_CB columns j (4 tiles of 8: the MMA's n is j now),
- * walks the output channels o in steps of JB, and per channel computes R's
- * tile (16 edges x 8 columns) with the same MMAs over h (the B operand:
- * W3's rows of channel o, [o][j][h]) and adds R g[e, i, o] into the lane's
- * NI x 2 x 2 entries of dU. R is recomputed, never read back; each entry of
- * dU is owned by one lane and summed over o in order. */
-template <int NI, int P>
-__global__ void __launch_bounds__(LANES *FU_WARPS)
-    conv_fused_du(const struct geom g, const real *s2, const real *W3, const real *gy, const int32_t *dst, int l,
-                  int c0, int c1, real *dU) {
-  constexpr int SW = fu_cfg<P>::SW, KS = fu_cfg<P>::KS, OB = fu_cfg<P>::JB, PER = fu_cfg<P>::HALF ? 2 : 1;
-  __shared__ uint32_t Ss[FU_TE * fu_cfg<P>::SW];                 /* [edge][h words] */
-  __shared__ uint32_t Ws[fu_cfg<P>::JB * FU_CB * fu_cfg<P>::SW]; /* [ob][j][h words] */
-  __shared__ real Gs[FU_TE * NI * fu_cfg<P>::JB];                /* [edge][i][ob] */
-  const int tid = threadIdx.x, nth = LANES * FU_WARPS, lane = tid % LANES, r0 = tid / LANES * 16;
-  const int gq = lane / 4, tq = lane % 4;
-  const int e0 = c0 + blockIdx.x * FU_TE, jc = blockIdx.y * FU_CB;
-  const int cout = g.cout[l], K = g.K[l], H = g.H, Hp = (H + KS - 1) / KS * KS, HW = Hp / PER;
-  const size_t rbase = (size_t)g.r_off[l];
-  for (int q = tid; q < FU_TE * HW; q += nth) {
-    const int e = e0 + q / HW, h = q % HW * PER;
-    const real v0 = e < c1 && h < H ? s2[(size_t)e * H + h] : (real)0;
-    const real v1 = PER == 2 && e < c1 && h + 1 < H ? s2[(size_t)e * H + h + 1] : (real)0;
-    Ss[q / HW * SW + q % HW] = fu_word<P>(v0, v1);
-  }
-  __syncthreads();
-  fu_a<P> A;
-  fu_load_a<P>(A, Ss, r0, Hp / KS, gq, tq);
-  float acc[FU_NT][2][NI][2];
-#pragma unroll
-  for (int n = 0; n < FU_NT; n++)
-#pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-      for (int i = 0; i < NI; i++)
-        acc[n][r][i][0] = acc[n][r][i][1] = 0;
-  for (int o0 = 0; o0 < cout; o0 += OB) {
-    __syncthreads();
-    for (int q = tid; q < FU_TE * NI * OB; q += nth) {
-      const int ob = q % OB, i = q / OB % NI, e = e0 + q / (OB * NI), o = o0 + ob;
-      Gs[q] = e < c1 && o < cout ? gy[((size_t)(dst ? dst[e] : e) * NI + i) * cout + o] : (real)0;
-    }
-    for (int q = tid; q < OB * FU_CB * HW; q += nth) {
-      const int hw = q % HW, jl = q / HW % FU_CB, ob = q / (HW * FU_CB), h = hw * PER, o = o0 + ob, j = jc + jl;
-      const int in = j < K && o < cout;
-      const real *w = W3 + (rbase + (size_t)(in ? o : 0) * K + (in ? j : 0)) * H;
-      const real v0 = in && h < H ? w[h] : (real)0, v1 = PER == 2 && in && h + 1 < H ? w[h + 1] : (real)0;
-      Ws[(ob * FU_CB + jl) * SW + hw] = fu_word<P>(v0, v1);
-    }
-    __syncthreads();
-    for (int ob = 0; ob < OB && o0 + ob < cout; ob++) { /* (block-uniform bounds, as the forward's) */
-      real gv[2][NI];
-#pragma unroll
-      for (int i = 0; i < NI; i++) {
-        gv[0][i] = Gs[((r0 + gq) * NI + i) * OB + ob];
-        gv[1][i] = Gs[((r0 + gq + 8) * NI + i) * OB + ob];
-      }
-#pragma unroll
-      for (int n = 0; n < FU_NT; n++) {
-        if (jc + n * 8 >= K) break;
-        float c[4] = {0, 0, 0, 0};
-        fu_mma<P>(c, A, Ws + (ob * FU_CB + n * 8) * SW, Hp / KS, gq, tq);
-#pragma unroll
-        for (int i = 0; i < NI; i++) {
-          acc[n][0][i][0] += c[0] * gv[0][i];
-          acc[n][0][i][1] += c[1] * gv[0][i];
-          acc[n][1][i][0] += c[2] * gv[1][i];
-          acc[n][1][i][1] += c[3] * gv[1][i];
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < FU_NT; n++)
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int e = e0 + r0 + gq + 8 * r;
-      if (e >= c1) continue;
-#pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int j = jc + n * 8 + 2 * tq + v;
-        if (j >= K) continue;
-#pragma unroll
-        for (int i = 0; i < NI; i++)
-          dU[(size_t)(e - c0) * g.usize + g.u_off[l] + (size_t)i * K + j] = acc[n][r][i][v];
-      }
-    }
-}
-
-template <int P>
-static void launch_fused_du_p(const struct geom *g, const real *s2, const real *W3, const real *gy, const int32_t *dst,
-                              int l, int c0, int c1, real *dU) {
-  dim3 grid((unsigned)((c1 - c0 + FU_TE - 1) / FU_TE), (unsigned)((g->K[l] + FU_CB - 1) / FU_CB)),
-      block(LANES * FU_WARPS);
-  cudaStream_t st = cu_stream();
-  switch (l) {
-  case 0:
-    conv_fused_du<1, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  case 1:
-    conv_fused_du<3, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  case 2:
-    conv_fused_du<5, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  default:
-    conv_fused_du<7, P><<<grid, block, 0, st>>>(*g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  }
-  CU_LAUNCHED("conv_fused_du");
-}
-
-static void launch_fused_du(const struct geom *g, const real *s2, const real *W3, const real *gy, const int32_t *dst,
-                            int l, int c0, int c1, real *dU) {
-  switch (cu_precision()) {
-  case NN_PREC_BF16:
-    launch_fused_du_p<FU_BF16>(g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  case NN_PREC_FP16:
-    launch_fused_du_p<FU_F16>(g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  case NN_PREC_TF32:
-    launch_fused_du_p<FU_TF32>(g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  default:
-    launch_fused_du_p<FU_3XTF32>(g, s2, W3, gy, dst, l, c0, c1, dU);
-    break;
-  }
-}
-
 /* ---- the fused path's weight gradients: dR never stored ----
  * With G the output gradient (g[e, i, o]: dy, or dy of the edge's target
  * when pooled) and dR[e, o, j] = sum_i g[e, i, o] U[e, i, j]:
@@ -1203,11 +1095,6 @@ template <int NI, int P> struct fw_cfg {
   static constexpr int GW = (fu_cfg<P>::HALF ? KR / 2 : KR) + 4; /* words a row of G^T */
 };
 
-/* g[e, i, o] of the chunk's edge ee (0 past the chunk or the channels) */
-__device__ __forceinline__ real fu_grad(const real *gy, const int32_t *dst, int ee, int c1, int i, int o, int NI,
-                                        int cout) {
-  return ee < c1 && o < cout ? gy[((size_t)(dst ? dst[ee] : ee) * NI + i) * cout + o] : (real)0;
-}
 
 template <int NI, int P>
 __global__ void __launch_bounds__(LANES *FU_WARPS)
@@ -1500,7 +1387,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
    * GEMM path also R (Rt) and the edges' output gradients (gw), R, dR and
    * the gradients in the path's type (gemm_type), and W3 and s2 in it */
   const int gpath = conv_path == NN_CONV_GEMM && g.Rt > 0, gemm = gpath && want_dx;
-  /* the fused path: dU by conv_fused_du; dW3 and ds2 by conv_fused_dw and
+  /* the fused path: dU by conv_fused_r; dW3 and ds2 by conv_fused_dw and
    * conv_fused_ds2, no dR (fdr), or where their tiles do not fit (or
    * SE3_FUSED_DR=store, for measuring) dR stored in the GEMM path's type
    * for dW3 and ds2's GEMMs on tensor cores (as the GEMM path's) */
@@ -1516,7 +1403,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   const int gather = gemm && (pool || t != CU_F32); /* the gradients copied by edge, in type t */
   size_t per_edge = (want_r && !fdr ? (size_t)g.Rt * tb : 0) + (want_dx ? (size_t)g.usize * sizeof(real) : 0);
   int ce;
-  if (half) {
+  if (half || fused) { /* (SE3_CONV_CHUNK_MB sets the fused path's chunk too) */
     per_edge += gemm ? (size_t)g.Rt * tb + (gather ? (size_t)gw * tb : 0) : 0;
     ce = gemm_chunk(per_edge, E);
   } else {
@@ -1576,7 +1463,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
       for (int l = 0; l <= g.max_l; l++)
         if (g.cout[l] && g.K[l]) {
           if (fused)
-            launch_fused_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
+            launch_fused_r(&g, &X, basis, s->src, s2, W3, dy[l], dst, l, c0, c1, NULL, dU);
           else
             launch_du(&g, s2, W3, dy[l], dst, l, c0, c1, dU);
         }
