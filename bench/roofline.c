@@ -62,6 +62,8 @@ struct convsum {
   double contr; /* the contraction's FLOPs per edge, 2 sum_l (2l+1) cout_l K_l */
   double ufl;   /* the fused kernels' FLOPs for U per edge (once a block of 32 channels) */
   double rd;    /* the fused forward's DRAM bytes per edge: basis, s2, source features, messages */
+  double dwb;   /* conv_fused_dw's B operand, U s2: a multiply each, once a block of 32 channels */
+  double dsu;   /* conv_fused_ds2's contraction of G W3 with U: a multiply-add each */
 };
 
 static void add_conv(struct convsum *s, const struct nn_fiber *fin, const struct nn_fiber *fout, int H,
@@ -74,6 +76,8 @@ static void add_conv(struct convsum *s, const struct nn_fiber *fin, const struct
     s->contr += 2.0 * NN_DIM(l) * c * K;
     if (c > 0) s->us += NN_DIM(l) * K;
     const double blocks = c > 0 ? (double)(((int)c + 31) / 32) : 0;
+    s->dwb += blocks * NN_DIM(l) * K * H;
+    if (c > 0) s->dsu += 2.0 * NN_DIM(l) * K * H;
     for (int k = 0; k <= NN_MAX_DEG && c > 0; k++) /* U entries of input degree k: (2l+1) (2min+1) cin_k */
       s->ufl += blocks * NN_DIM(l) * (2.0 * (k < l ? k : l) + 1) * fin->ch[k] * 2.0 * NN_DIM(k);
     msg += NN_DIM(l) * c;
@@ -166,7 +170,7 @@ int main(int argc, char **argv) {
             bytes += 2 * 4.0 * cs.us + cs.rd;  /* dU written and read; the gradient, basis, s2 again */
             if (dr) {
               tc += 2 * 2 * H * xf;            /* dW3 and ds2 from G, U, s2, W3 a tile at a time */
-              cuda += 2 * xf * 2;              /* U x s2 and the contraction of G W3 with U */
+              cuda += cs.dwb + cs.dsu + cs.ufl; /* U x s2, the contraction of G W3 with U; ds2's U */
             } else {
               cuda += cs.contr;                /* dR = G^T U */
               tc += 2 * r_tc;                  /* dW3 = dR^T s2, ds2 = dR W3 */

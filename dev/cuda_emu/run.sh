@@ -235,7 +235,8 @@ fi
 # (it must finish; fp16's log gives its loss scale), and the CPU-trained
 # model scored on the GPU in that precision agrees to 2e-2 of the spread
 # (trainings in other precisions drift apart, so their scores are not
-# compared).
+# compared). Then the same fp32 and bf16 checks on the fused kernels
+# (gpu_conv: fused).
 echo "== a workflow with device: cuda (emulated GPU) against device: cpu"
 cat >"$out/wf.yaml" <<X
 workflow: emu
@@ -286,6 +287,20 @@ for p in fp32 bf16 fp16; do
     same_scores "$out/wf_cpu/screen.db" "$out/wf_${p}_score/screen.db" 2e-2 || status=1
   fi
 done
+# The fused tensor-core kernels (gpu_conv: fused): trained and scored in
+# fp32 (three tf32 products), against the CPU's scores as fp32's above; the
+# CPU-trained model scored in bf16, as bf16's above.
+echo "-- fused, fp32"
+se3 run "$out/wf.yaml" --workdir "$out/wf_fused" --set device=cuda --set gpu_conv=fused >"$out/wf_fused.log" 2>&1 ||
+  { tail "$out/wf_fused.log"; status=1; }
+grep -E "runs on|test \(" "$out/wf_fused.log" | sed 's/^\[[^]]*\] /  /'
+same_scores "$out/wf_cpu/screen.db" "$out/wf_fused/screen.db" 1e-3 || status=1
+echo "-- fused, bf16: the CPU-trained model scored"
+cp -r "$out/wf_cpu" "$out/wf_fused_bf16_score"
+se3 run "$out/wf.yaml" --workdir "$out/wf_fused_bf16_score" --stage score --set stages.score.batch_size=7 \
+  --set device=cuda --set precision=bf16 --set gpu_conv=fused >"$out/wf_fused_bf16_score.log" 2>&1 ||
+  { tail "$out/wf_fused_bf16_score.log"; status=1; }
+same_scores "$out/wf_cpu/screen.db" "$out/wf_fused_bf16_score/screen.db" 2e-2 || status=1
 # One process joined alone (SE3_COMM=mpi): data-parallel steps are padded as
 # the plain run's recorded ones, so its checkpoints are the plain fp32 run's,
 # byte for byte (summed by the emulated NCCL where MPI is built in).

@@ -312,12 +312,15 @@ static void launch_fwd(const struct geom *g, const struct deg_in *x, const real 
  *     memory in the tensor cores' input type ([j][o][h], h contiguous: the
  *     B operand of R = s2 W3^T, k = h, n = o);
  *   - per column j and tile of 8 channels, each warp computes R's tile
- *     (16 edges x 8 channels) with MMAs over h (s2's tile, the A operand,
- *     is in shared memory from the start: k = h, m = edge), and contracts
- *     it at once on the CUDA cores: each lane holds R for 2 edges x 2
- *     channels (the D fragment) and adds R U[e, i, j] into its NI x 2 x 2
- *     messages. R never leaves the registers; each message is owned by one
- *     lane and summed over j in order: deterministic.
+ *     (16 edges x 8 channels) with a chain of MMAs over h (s2's tile, the
+ *     A operand, k = h, m = edge, staged once and held in registers), and
+ *     contracts it at once on the CUDA cores: each lane holds R for 2
+ *     edges x 2 channels (the D fragment) and adds R U[e, i, j] into its
+ *     NI x 2 x 2 messages. R never leaves the registers; each message is
+ *     owned by one lane and summed over j in order: deterministic.
+ * The backward's dU is the same kernel turned round (conv_fused_r's DU):
+ * the block's columns are j, the steps walk the channels o, and R is
+ * contracted with the output gradient instead of U.
  * The contraction stays on the CUDA cores: per edge it is a different
  * (NI x K) by (K x cout) product, with NI = 2l+1 <= 7 rows, too thin for
  * the tensor cores' 16 (FLOP for FLOP it is 2l+1 to H = 32 of R's).

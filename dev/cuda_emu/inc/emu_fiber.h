@@ -7,7 +7,10 @@
  * runs until it finishes or reaches __syncthreads (emu_barrier), then
  * thread 1, and so on; a round ends with every thread waiting at the
  * barrier or finished; the next round resumes those waiting, in the same
- * order, until every thread has finished. A thread that has finished counts
+ * order, until every thread has finished. A lane may also wait for its
+ * warp (emu_warp_wait, inc/emu_mma.h's tensor-core products): while any
+ * thread does, a round resumes only those, and the barrier's waiters go on
+ * once none is left inside a warp-wide step. A thread that has finished counts
  * as arrived at later barriers, as an exited thread does on a GPU (and as
  * the OpenMP team this replaces had it). A CUDA block's threads run
  * concurrently; here their order is fixed, and a read of shared memory
@@ -110,31 +113,25 @@ inline void entry() {
   leave(1);
   abort(); /* a finished fiber is never entered again */
 }
-} // namespace emu_fiber
 
-void emu_barrier() {
-  using namespace emu_fiber;
+/* the running fiber waits (state kWaiting or kWarp) until the scheduler resumes it */
+inline void park(int state, const char *what) {
   if (!in_block) {
-    fprintf(stderr, "cuda emulator: __syncthreads outside a kernel\n");
+    fprintf(stderr, "cuda emulator: %s outside a kernel\n", what);
     abort();
   }
-  fibers[emu_cur].state = kWaiting;
+  fibers[emu_cur].state = state;
   leave(0);
 }
+} // namespace emu_fiber
+
+void emu_barrier() { emu_fiber::park(emu_fiber::kWaiting, "__syncthreads"); }
 
 /* A lane waiting for the rest of its warp (inc/emu_mma.h's warp-wide
  * products): the next round resumes only such lanes, so a warp-wide step
  * never lets a thread past a __syncthreads that others of its block have
  * not reached. */
-void emu_warp_wait() {
-  using namespace emu_fiber;
-  if (!in_block) {
-    fprintf(stderr, "cuda emulator: a warp-wide instruction outside a kernel\n");
-    abort();
-  }
-  fibers[emu_cur].state = kWarp;
-  leave(0);
-}
+void emu_warp_wait() { emu_fiber::park(emu_fiber::kWarp, "a warp-wide instruction"); }
 
 void emu_block_run(int nt, void (*fn)(void *), void *arg) {
   using namespace emu_fiber;
