@@ -16,7 +16,9 @@
  *   attention.cu    the graph attention (segment softmax by target)
  *   pool.cu         molecule pooling
  *   conv.cu         the TFN convolution fused with the radial network's
- *                   last layer
+ *                   last layer (conv.h: what it shares with conv_fused.cu)
+ *   conv_fused.cu   the same on tensor cores, nothing per edge stored
+ *                   (gpu_conv: fused; mma.h: the warp's MMAs)
  *   basis.cu        every edge's basis from its relative position
  *   collectives.cu  NCCL between the GPUs of a data-parallel run
  *
