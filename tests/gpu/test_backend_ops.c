@@ -1544,6 +1544,14 @@ static const struct op_case CASES[] = {
    .f = {FIB(8, 8, 0, 0), FIB(16, 0, 0, 0)}},
   {"conv_backward", b_conv, T_SUM, SAME, {8, G_BIG, 1}, FD | POOL | NO_DX | NO_DS2, .what = "final",
    .f = {FIB(8, 8, 0, 0), FIB(16, 0, 0, 0)}},
+  /* the fused path's fallbacks (gpu_conv: fused): a radial network wider
+   * than 64 takes the direct kernels; at degree 3 so many channels that
+   * ds2's tiles do not fit shared memory keep dR stored for the GEMMs */
+  {"conv_forward", b_conv, T_SUM, 0, {72, G_SMALL}, .what = "wide-radial", .f = {FIB(2, 2, 0, 0), FIB(3, 2, 0, 0)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {72, G_SMALL}, .what = "wide-radial",
+   .f = {FIB(2, 2, 0, 0), FIB(3, 2, 0, 0)}},
+  {"conv_forward", b_conv, T_SUM, 0, {8, G_SMALL}, .what = "many-deg3", .f = {FIB(1, 1, 1, 1), FIB(0, 0, 0, 200)}},
+  {"conv_backward", b_conv, T_SUM, SAME, {8, G_SMALL}, .what = "many-deg3", .f = {FIB(1, 1, 1, 1), FIB(0, 0, 0, 200)}},
 
   /* the forward's z: T_SUM; its weights alpha: T_MAG (b_attn) */
   {"attn_forward", b_attn, T_SUM, 6, {8, G_BIG}, .what = "qm9", .f = {K16, K16}},
