@@ -50,9 +50,7 @@
 # built here against the emulated objects (SE3_OPS_LINKED), once per
 # precision and convolution path of EMU_OPS (default every precision on
 # each path of EMU_CONV, "direct gemm fused"; e.g. EMU_OPS="fp32:direct
-# bf16:gemm tf32:fused:conv", PRECISION:PATH[:PREFIX], a PREFIX running
-# only the cases whose operation starts with it (test_backend_ops --only);
-# EMU_OPS_QUICK=1: with --quick, the suite's too,
+# bf16:gemm", the suite's; EMU_OPS_QUICK=1: with --quick, the suite's too,
 # the qm9-wide convolutions on a small graph); SE3_CONV_CHUNK_MB=1 makes the
 # GEMM path's chunks a few edges. Then `check` in EMU_PRECISION (fp32|tf32|bf16|fp16, default
 # fp32; the emulated cuBLAS rounds the products' inputs as tensor cores
@@ -181,12 +179,10 @@ if [ "${EMU_TESTS:-1}" != nccl ]; then
       for c in ${EMU_CONV:-direct gemm fused}; do ops="$ops fp32:$c tf32:$c bf16:$c fp16:$c"; done
     fi
     for o in $ops; do
-      # PRECISION:PATH, or PRECISION:PATH:PREFIX for the cases whose operation starts with PREFIX
-      p=${o%%:*} c=${o#*:} only=
-      [[ $c == *:* ]] && only=${c#*:} c=${c%%:*}
-      echo "== the op table: test_backend_ops cuda --precision $p --conv $c${EMU_OPS_QUICK:+ --quick}${only:+ --only $only} (emulated GPU)"
+      p=${o%%:*} c=${o#*:}
+      echo "== the op table: test_backend_ops cuda --precision $p --conv $c${EMU_OPS_QUICK:+ --quick} (emulated GPU)"
       if OMP_WAIT_POLICY=passive OMP_DYNAMIC=false "$out/test_backend_ops" cuda --precision "$p" --conv "$c" \
-        ${EMU_OPS_QUICK:+--quick} ${only:+--only "$only"} >"$out/ops_${p}_$c.txt" 2>&1; then
+        ${EMU_OPS_QUICK:+--quick} >"$out/ops_${p}_$c.txt" 2>&1; then
         tail -1 "$out/ops_${p}_$c.txt"
       else
         status=1

@@ -753,7 +753,7 @@ int cu_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
   const int fused = conv_path == NN_CONV_FUSED && cu_fused_fits(&g) && g.Rt > 0;
   const char *fdr_env = getenv("SE3_FUSED_DR");
   const int fdr = fused && want_r && cu_fused_dr_fits(&g) && !(fdr_env && !strcmp(fdr_env, "store"));
-  const int half = gpath || (fused && !fdr);
+  const int half = gpath || (fused && want_r && !fdr); /* (dR stored: W3 and s2 in its type for the GEMMs) */
   const enum cu_type t = half ? gemm_type() : CU_F32;
   const size_t tb = cu_type_bytes(t);
   int gw = 0;

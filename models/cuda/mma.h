@@ -1,5 +1,5 @@
 /* mma.h — the warp's tensor-core products that the fused convolution
- * (conv.cu, `gpu_conv: fused`) calls: PTX's mma.sync.aligned
+ * (conv_fused.cu, `gpu_conv: fused`) calls: PTX's mma.sync.aligned
  *   m16n8k16 with bf16 or fp16 inputs and fp32 sums,
  *   m16n8k8 with tf32 inputs and fp32 sums (mma_tf32x3: three of them,
  *   fp32 operands split into tf32 halves),

@@ -19,7 +19,6 @@
 static const struct nn_backend *BE;
 static enum nn_precision PREC;
 static int GRAD; /* the gradient mode (--grad) */
-static const char *ONLY; /* --only PREFIX: the cases whose operation starts with it */
 static int n_pass, n_fail;
 
 /* ---- tolerance classes ---------------------------------------------------------- */
@@ -609,7 +608,6 @@ static void run_cases(const struct op_case *cases, size_t n) {
       seed((uint64_t)c->rng);
     start = rng_state;
     if (GRAD && !(c->fl & FD)) continue;
-    if (ONLY && strncmp(c->op, ONLY, strlen(ONLY))) continue;
     H.shift = c->fl & SHIFT ? 1 : 0;
     H.tol = tol_of(GRAD ? T_FD : c->tol);
     c->build(c);

@@ -1,13 +1,10 @@
 /* test_backend_ops.c — every operation of a backend table (models/backend.h)
  * against the CPU, shape by shape, in the spirit of ggml's test-backend-ops.
  *
- *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] [--grad] [--quick] [--only PREFIX]
+ *   test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] [--grad] [--quick]
  *
  * --conv: the convolution's path on a GPU (backend.h's set_conv_path; the
  * workflow's `gpu_conv:`): every case runs on the table switched to it.
- * --only PREFIX: only the cases whose operation's name starts with PREFIX
- * (--only conv: the convolution's, all that --conv changes; for working on
- * a path under the emulator).
  *
  * Without a GPU, dev/cuda_emu/run.sh builds this file with SE3_OPS_LINKED
  * against the CUDA backend's objects compiled for its emulator (cuda then
@@ -1688,8 +1685,6 @@ int main(int argc, char **argv) {
       GRAD = 1;
     else if (!strcmp(argv[i], "--quick"))
       QUICK = 1;
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-      ONLY = argv[++i];
     else if (!dev && argv[i][0] != '-')
       dev = argv[i];
     else
@@ -1699,7 +1694,7 @@ int main(int argc, char **argv) {
   if (nn_conv_path_parse(conv, &cpath)) bad = 1;
   if (bad || !dev || nn_precision_parse(prec, &PREC)) {
     fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--conv direct|gemm|fused] "
-                    "[--grad] [--quick] [--only PREFIX]\n");
+                    "[--grad] [--quick]\n");
     return 2;
   }
   if (GRAD && sizeof(real) != sizeof(double)) {
