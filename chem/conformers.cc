@@ -1,8 +1,9 @@
 // conformers.cc — a molecule's other conformers (conformers_ob.h): its
 // first conformer with the torsions of its rotatable bonds drawn again at
-// seeds derived from the molecule's, each draw checked for clashes and
-// pruned by aligned heavy-atom RMSD (chem/conformers.h says why not
-// se3_gen3d at other seeds: its builder gives the same shape).
+// seeds derived from the molecule's, each draw checked for clashes and held
+// against the bounds of chem/shape.h, pruned by aligned heavy-atom RMSD
+// (chem/conformers.h says why not se3_gen3d at other seeds: its builder
+// gives the same shape).
 #include "chem/conformers_ob.h"
 
 #include <chrono>
@@ -14,6 +15,7 @@
 extern "C" {
 #include "chem/conformers.h"
 }
+#include "chem/gen3d_shape.h"
 #include "chem/ob_headers.h"
 
 using namespace OpenBabel;
@@ -151,6 +153,10 @@ int more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned seed
       frontier = next;
     }
   }
+  // every draw held against the same bounds as the first conformer (chem/shape.h):
+  // a rigid turn about a bond outside rings keeps them, and this says so
+  Gen3dShape shape;
+  if (shape.check(first, nullptr, nullptr) != 0) return 0; // the first is out of bounds: no others from it
   std::vector<std::vector<double>> kept{x0};
   int misses = 0;
   static const bool trace = std::getenv("SE3_CONF_TRACE") != nullptr;
@@ -166,7 +172,7 @@ int more_conformers(const OBMol &first_in, const ob_parse_opts *o, unsigned seed
       unsigned k = 1 + rng.next() % (unsigned)(r.steps - 1);
       turn(x, r, 2 * M_PI * k / r.steps);
     }
-    if (clashes(x, z, near)) {
+    if (clashes(x, z, near) || shape.check_xyz(x, nullptr) != 0) {
       misses++;
       continue;
     }

@@ -1,36 +1,46 @@
 // gen3d.cc — 3D coordinates from a molecule's graph, checked (see gen3d.h).
 //
-// OBBuilder gives coordinates from fragment templates, hydrogens are added
-// from them, fragments that the builder stacked are laid side by side, the
-// open-chain torsions are set afresh (chem/gen3d_torsions.h: the builder
-// joins ring systems to chains at arbitrary torsions), and medium and best
-// refine with MMFF94 (UFF where MMFF94 has no parameters).
+// The builder (chem/gen3d_build.h: Open Babel's fragment templates, each on
+// one rigid piece) gives coordinates, hydrogens are added from them,
+// fragments that the builder stacked are laid side by side, the open-chain
+// torsions are set afresh (chem/gen3d_torsions.h: the builder joins ring
+// systems to chains at arbitrary torsions), and medium and best refine with
+// MMFF94 (UFF where MMFF94 has no parameters; chem/gen3d_ff.h).
 // rand() is seeded per molecule because Open Babel has no seed API and the
 // builder draws from it.
 //
-// Then the checks, at every quality: finite, non-zero coordinates; no clash;
-// the stereo the input specified kept. The builder corrects stereo itself but
-// cannot always (ring stereo, its swaps and 180° flips are not re-checked),
-// and about one Enamine molecule in ten comes out with atoms closer than
-// 0.5 Å, one in four closer than 1 Å. Checks cost microseconds; only a
-// molecule that fails pays for a fix, in order of cost:
+// Then the checks, at every quality: finite, non-zero coordinates; every
+// bond, 1-3 distance and aromatic ring within the bounds of chem/shape.h
+// (a generic ring template's bond lengths come from whatever ring it was
+// cut from; a ring system no template covers closes across Ångströms); no
+// clash; the stereo the input specified kept. The builder corrects stereo
+// itself but cannot always (ring stereo, its swaps and 180° flips are not
+// re-checked), and about one Enamine molecule in ten comes out with atoms
+// closer than 0.5 Å, one in four closer than 1 Å. Checks cost microseconds;
+// only a molecule that fails pays for a fix, in order of cost:
 //   mirror   all specified centres inverted and every double bond right:
 //            reflecting the molecule inverts exactly the centres
 //   invert   a centre inverted on its own: a half turn of two of its
 //            non-ring branches exchanges them
 //   torsion  a clash between atoms far apart in the graph: turn single bonds on
 //            the path between them (microseconds; most clashes)
+//   relax    a shape out of bounds by under 1 Å: up to 60 UFF steps, the
+//            bounds checked every 15 (about 10 ms; one PDB ligand in five)
 //   cleanup  15 UFF steps (MMFF94 where UFF has no parameters) from the
 //            builder's geometry: pushes the remaining clashes apart
 //   etkdg    RDKit's ETKDGv3 (chem/etkdg.h; where the build has RDKit), then
 //            the quality's refinement: for what the builder's templates
-//            cannot give, a ring centre inverted or flattened
-//   medium   the builder and 250 MMFF94 steps (fast only; for a clash, or a
-//            centre too flat to read)
+//            cannot give, a ring centre inverted or flattened, a ring system
+//            no template covers (a macrocycle), a ring a stereo swap tore
+//   medium   the builder and 250 MMFF94 steps (fast only; for a clash, a
+//            shape out of bounds, or a centre too flat to read)
 // and the checks again after each. A molecule that no fix saves is refused,
-// naming the check.
+// naming the check (for a shape: the bond or angle, its length, its bounds).
 #include "chem/gen3d.h"
 #include "chem/etkdg.h"
+#include "chem/gen3d_build.h"
+#include "chem/gen3d_ff.h"
+#include "chem/gen3d_shape.h"
 #include "chem/gen3d_torsions.h"
 
 #include <algorithm>
@@ -185,6 +195,7 @@ StereoWant wanted_stereo(OBMol &mol) {
 
 struct Verdict {
   se3_gen3d_check check = GEN3D_OK;
+  double excess = 0; // a shape's: how far its worst distance lies outside its bounds (Å)
   int atom = 0, atom2 = 0; // 1-based; atom2: a clash's other atom
   std::string why;
   int tetra_wrong = 0; // quick check: centres inverted or flat
@@ -509,12 +520,30 @@ Verdict check_stereo(OBMol &mol, const StereoWant &want, OBMol &input, std::stri
   return v;
 }
 
+// Every bond, 1-3 distance and aromatic ring against the bounds of
+// chem/shape.h: a shape that passes the other checks can still have a ring
+// closed across 5 Å (issue 67).
+Verdict check_shape(OBMol &mol, Gen3dShape &shape) {
+  Verdict v;
+  shape_fault f{};
+  std::string why;
+  int bad = shape.check(mol, &f, &why);
+  if (bad == 0) return v;
+  v.check = GEN3D_SHAPE;
+  v.atom = bad > 0 ? f.a + 1 : 0;
+  v.excess = bad > 0 ? f.excess : HUGE_VAL;
+  v.why = bad > 0 ? why : "out of memory checking the shape";
+  return v;
+}
+
 struct Checker {
   OBMol &input;
   StereoWant want;
   std::string input_can; // filled on first need
+  Gen3dShape shape;
   Verdict operator()(OBMol &mol) {
     Verdict v = check_coords(mol);
+    if (v.check == GEN3D_OK) v = check_shape(mol, shape);
     if (v.check == GEN3D_OK) v = check_clash(mol);
     if (v.check == GEN3D_OK) v = check_stereo(mol, want, input, input_can);
     return v;
@@ -543,40 +572,6 @@ void separate_fragments(OBMol &mol) {
     }
     cursor += hi[0] - lo[0] + 3.0;
   }
-}
-
-// A new instance of a force field, logging into a sink (Setup crashes on a
-// new instance without a log file).
-OBForceField *fresh_forcefield(const char *name) {
-  static std::ostringstream sink;
-  OBForceField *proto = OBForceField::FindForceField(name);
-  if (!proto) return nullptr;
-  OBForceField *ff = proto->MakeNewInstance();
-  if (!ff) return nullptr;
-  sink.str("");
-  ff->SetLogFile(&sink);
-  ff->SetLogLevel(OBFF_LOGLVL_NONE);
-  return ff;
-}
-
-// Conjugate gradients with the force field `first`, `second` where `first`
-// has no parameters for the molecule. The geometry is kept as it was when
-// neither applies or the result is not finite.
-void minimise(OBMol &mol, int steps, double econv, const char *first = "MMFF94", const char *second = "UFF") {
-  // A fresh force field per molecule: the shared instance skips its setup
-  // when the previous molecule looks alike (same atoms and bonds count, e.g.
-  // a positional isomer) and then minimises with the previous molecule's
-  // terms, so results would depend on what the worker parsed before.
-  std::unique_ptr<OBForceField> ff(fresh_forcefield(first));
-  if (!ff || !ff->Setup(mol)) {
-    ff.reset(fresh_forcefield(second));
-    if (ff && !ff->Setup(mol)) ff.reset();
-  }
-  if (!ff) return;
-  OBMol before(mol);
-  ff->ConjugateGradients(steps, econv);
-  ff->GetCoordinates(mol);
-  if (check_coords(mol).check != GEN3D_OK) mol = before;
 }
 
 // OBBuilder places the four neighbours of a phosphorus with a P=O or P=S
@@ -635,9 +630,8 @@ void build(OBMol &mol, OBMol &input, const ob_parse_opts *o, unsigned seed, se3_
   Clock::time_point t0 = Clock::now();
   mol = input;
   se3_ob_srand(seed);
-  OBBuilder builder;
   // Its verdict on stereo is not the last word: the checks below are.
-  builder.Build(mol, false);
+  se3_build(mol, nullptr);
   tetrahedral_phosphorus(mol);
   mol.SetDimension(3);
   if (tr) tr->builds++, tr->t_build += since(t0);
@@ -728,6 +722,32 @@ Verdict quick_fixes(OBMol &mol, Verdict v, Checker &check, se3_gen3d_fix &fix) {
   return orig;
 }
 
+// The checks' verdict v on mol with the fixes that cost least applied: the
+// quick fixes; for a shape out of bounds by less than RELAX_MAX_EXCESS, the
+// force field (relax_shape) and the quick fixes again. A ring closed across
+// more (no template covered its ring system, a stereo swap tore it) is left
+// for an embedding that knows rings. fix says which passed; mol is as it
+// came when none did.
+const double RELAX_MAX_EXCESS = 1.0;
+// The relaxation's steps, and how often the shape is checked during it: a
+// template's bond lengths need 15-30 (issue 67 report).
+const int RELAX_STEPS = 60, RELAX_CHUNK = 15;
+Verdict settle(OBMol &mol, Verdict v, Checker &check, se3_gen3d_fix &fix) {
+  v = quick_fixes(mol, v, check, fix);
+  if (v.check != GEN3D_SHAPE || !(v.excess < RELAX_MAX_EXCESS)) return v;
+  OBMol kept(mol);
+  if (se3_relax_shape(mol, check.shape, RELAX_STEPS, RELAX_CHUNK)) {
+    se3_gen3d_fix f = GEN3D_FIX_NONE;
+    Verdict r = quick_fixes(mol, check(mol), check, f);
+    if (r.check == GEN3D_OK) {
+      fix = GEN3D_FIX_RELAX;
+      return r;
+    }
+  }
+  mol = kept;
+  return v;
+}
+
 } // namespace
 
 void se3_ob_srand(unsigned seed) {
@@ -744,38 +764,42 @@ bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::st
   if (tr) *tr = se3_gen3d_trace();
   OBMol input(mol);
   order_stereo(input);
-  Checker check{input, wanted_stereo(input), std::string()};
+  Checker check{input, wanted_stereo(input), std::string(), {}};
   const int steps = refine_steps(o->quality);
 
   // The plain path: the builder, refined at medium and best.
   build(mol, input, o, seed, tr);
-  if (steps) minimise(mol, steps, refine_econv(o->quality));
+  if (steps) se3_minimise(mol, steps, refine_econv(o->quality));
   Clock::time_point t0 = Clock::now();
   Verdict v = check(mol);
-  if (tr) tr->t_checks += since(t0), tr->first_fail = v.check;
+  if (tr) {
+    tr->t_checks += since(t0), tr->first_fail = v.check;
+    std::snprintf(tr->first_why, sizeof tr->first_why, "%s", v.why.c_str());
+  }
   if (v.check == GEN3D_OK) return true;
 
   t0 = Clock::now();
   se3_gen3d_fix fix = GEN3D_FIX_NONE;
-  v = quick_fixes(mol, v, check, fix);
+  v = settle(mol, v, check, fix);
   if (v.check == GEN3D_CLASH && !steps) {
     // A clash no turn undid (within a ring system, or atoms close in the
     // graph): a short force-field push from the builder's geometry.
-    minimise(mol, CLEANUP_STEPS, 1e-4, "UFF", "MMFF94");
+    se3_minimise(mol, CLEANUP_STEPS, 1e-4, "UFF", "MMFF94");
     v = quick_fixes(mol, check(mol), check, fix);
     if (v.check == GEN3D_OK) fix = GEN3D_FIX_CLEANUP;
   }
   for (int k = 1; v.check != GEN3D_OK && k <= RESEEDS; k++) {
     build(mol, input, o, seed + 7919u * (unsigned)k, tr);
-    if (steps) minimise(mol, steps, refine_econv(o->quality));
-    v = quick_fixes(mol, check(mol), check, fix);
+    if (steps) se3_minimise(mol, steps, refine_econv(o->quality));
+    v = settle(mol, check(mol), check, fix);
     if (v.check == GEN3D_OK) fix = GEN3D_FIX_RESEED;
   }
   // RDKit's ETKDGv3 next, where the build has it: distance geometry embeds
   // what the builder's templates cannot (an inverted ring centre, a flat
-  // fusion) in 10-70 ms, and its conformers are closer to crystal ones than
-  // the medium path's (bench/gen3d.sh), which costs 100-200 ms. Then the
-  // quality's own refinement, and the checks as for the builder.
+  // fusion, a ring system no template covers) in 10-70 ms, and its
+  // conformers are closer to crystal ones than the medium path's
+  // (bench/gen3d.sh), which costs 100-200 ms. Then the quality's own
+  // refinement, and the checks as for the builder.
   if (v.check != GEN3D_OK && se3_etkdg_available()) {
     // Up to four draws: an embedding that misses a macrocycle's double bond
     // under one seed keeps it under another (test_gen3d's 14-ring, seeded
@@ -788,23 +812,28 @@ bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::st
         if (tr) tr->builds++;
         if (o->add_hydrogens) mol.AddHydrogens();
         separate_fragments(mol);
-        if (steps) minimise(mol, steps, refine_econv(o->quality));
-        Verdict e = quick_fixes(mol, check(mol), check, fix);
+        if (steps) se3_minimise(mol, steps, refine_econv(o->quality));
+        Verdict e = settle(mol, check(mol), check, fix);
         if (e.check == GEN3D_OK) v = e, fix = GEN3D_FIX_ETKDG;
       }
       if (v.check != GEN3D_OK) mol = kept; // a failed fallback leaves the builder's verdict as the reason
     }
   }
-  // The medium path as the last resort, where it can help: a clash, or a
-  // centre or double bond too flat to read. MMFF94 does not carry a centre
-  // through inversion, so a clearly inverted one (the builder's ring
-  // templates) stays a reject rather than costing 50-1000 ms for nothing.
-  bool medium_may_help = v.check == GEN3D_CLASH || v.check == GEN3D_BAD_COORDS || (v.check == GEN3D_STEREO && v.flat);
+  // The medium path as the last resort, where it can help: a clash, a shape
+  // out of bounds, or a centre or double bond too flat to read. MMFF94 does
+  // not carry a centre through inversion, so a clearly inverted one (the
+  // builder's ring templates) stays a reject rather than costing 50-1000
+  // ms for nothing.
+  bool medium_may_help = v.check == GEN3D_CLASH || v.check == GEN3D_BAD_COORDS || v.check == GEN3D_SHAPE ||
+                         (v.check == GEN3D_STEREO && v.flat);
   if (v.check != GEN3D_OK && !steps && medium_may_help) {
+    OBMol kept(mol);
+    const Verdict was = v;
     build(mol, input, o, seed, tr);
-    minimise(mol, refine_steps(OB_Q_MEDIUM), refine_econv(OB_Q_MEDIUM));
-    v = quick_fixes(mol, check(mol), check, fix);
+    se3_minimise(mol, refine_steps(OB_Q_MEDIUM), refine_econv(OB_Q_MEDIUM));
+    v = settle(mol, check(mol), check, fix);
     if (v.check == GEN3D_OK) fix = GEN3D_FIX_MEDIUM;
+    else if (was.check == GEN3D_SHAPE) mol = kept, v = was; // the first shape's bond is the one to name
   }
   if (tr) tr->t_fixes += since(t0), tr->fixed_by = fix, tr->last_fail = v.check, tr->atom = v.atom;
   if (v.check == GEN3D_OK) return true;
@@ -818,7 +847,7 @@ bool se3_gen3d(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::string &w
 
 bool se3_gen3d_another(OBMol &mol, unsigned draw, std::string &why) {
   OBMol first(mol);
-  Checker check{first, wanted_stereo(first), std::string()};
+  Checker check{first, wanted_stereo(first), std::string(), {}};
   se3_gen3d_set_torsions(mol, draw ? draw : 1u, nullptr);
   se3_gen3d_fix fix = GEN3D_FIX_NONE;
   Verdict v = check(mol);

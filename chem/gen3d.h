@@ -1,16 +1,19 @@
 // gen3d.h — 3D coordinates for a molecule read without them (C++, internal to
 // the Open Babel bridge: obbridge.cc calls it; nothing in C does).
 //
-// Every quality builds (fast: OBBuilder, its open-chain torsions set afresh
-// by chem/gen3d_torsions.h; medium, best: + 250, 2000 MMFF94 steps), then
-// checks the result: finite, non-zero coordinates; no
-// clash; the stereo the input specified (tetrahedral centres, cis/trans
-// bonds) kept. Only a molecule that fails a check pays for a fix (see
-// gen3d.cc): at every quality the fixes that cost microseconds (turning
-// single bonds, inverting centres, the mirror image); at fast also a short
-// UFF cleanup and the medium path; last, at every quality, RDKit's ETKDGv3
-// where this build has it (chem/etkdg.h). One that no fix saves is refused
-// with the failed check named, never passed on silently.
+// Every quality builds (fast: Open Babel's templates, each on one rigid
+// piece (chem/gen3d_build.h), its open-chain torsions set afresh by
+// chem/gen3d_torsions.h; medium, best: + 250, 2000 MMFF94 steps), then
+// checks the result: finite, non-zero coordinates; every bond, 1-3 distance
+// and aromatic ring within bounds (chem/shape.h); no clash; the stereo the
+// input specified (tetrahedral centres, cis/trans bonds) kept. Only a
+// molecule that fails a check pays for a fix (see gen3d.cc): at every
+// quality the fixes that cost microseconds (turning single bonds, inverting
+// centres, the mirror image) and a short UFF relaxation of a shape a little
+// out of bounds; at fast also a short UFF cleanup and the medium path; last,
+// at every quality, RDKit's ETKDGv3 where this build has it (chem/etkdg.h).
+// One that no fix saves is refused with the failed check named, never
+// passed on silently.
 //
 // The caller runs it on one OpenMP thread, in a worker process (see
 // obbridge.h).
@@ -40,7 +43,7 @@ void se3_ob_srand(unsigned seed);
 bool se3_gen3d(OpenBabel::OBMol &mol, const ob_parse_opts *o, unsigned seed, std::string &why);
 
 // What se3_gen3d_traced did, for measurements and tests.
-enum se3_gen3d_check { GEN3D_OK = 0, GEN3D_BAD_COORDS, GEN3D_CLASH, GEN3D_STEREO };
+enum se3_gen3d_check { GEN3D_OK = 0, GEN3D_BAD_COORDS, GEN3D_CLASH, GEN3D_STEREO, GEN3D_SHAPE };
 enum se3_gen3d_fix {
   GEN3D_FIX_NONE = 0,
   GEN3D_FIX_TORSION,
@@ -49,7 +52,8 @@ enum se3_gen3d_fix {
   GEN3D_FIX_CLEANUP,
   GEN3D_FIX_RESEED,
   GEN3D_FIX_MEDIUM,
-  GEN3D_FIX_ETKDG
+  GEN3D_FIX_ETKDG,
+  GEN3D_FIX_RELAX
 };
 struct se3_gen3d_trace {
   se3_gen3d_check first_fail;                     // the first build's failed check (GEN3D_OK: none)
@@ -58,6 +62,7 @@ struct se3_gen3d_trace {
   int atom;                                       // 1-based atom of the last failed check, 0 none
   int builds;                                     // OBBuilder runs
   double t_build, t_hydrogens, t_checks, t_fixes; // seconds
+  char first_why[160];                            // the first build's failed check in words ("" none)
 };
 
 // se3_gen3d telling what happened in *trace (may be null).
@@ -69,8 +74,8 @@ bool se3_gen3d_traced(OpenBabel::OBMol &mol, const ob_parse_opts *o, unsigned se
 // a fraction of a build's cost (no builder run; the torsion pass took 3 ms
 // a PDB ligand where the builder took 5): each open-chain single bond turned rigidly to one of its allowed
 // torsions near the least crowded, drawn under draw (0 counts as 1; another
-// draw, most often another shape), then checked as se3_gen3d checks (clash,
-// stereo) and fixed by the cheap fixes. Deterministic for a given draw.
+// draw, most often another shape), then checked as se3_gen3d checks (shape,
+// clash, stereo) and fixed by the cheap fixes. Deterministic for a given draw.
 // false with why, mol unchanged, when the checks fail. A rigid turn about a
 // single bond outside rings keeps every bond length, angle, stereocentre
 // and double bond; ring conformations stay those of the first conformer.

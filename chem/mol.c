@@ -292,7 +292,7 @@ bad:
 /* ---------------------------------------------------------- pack/unpack
  * Private format: "SE3P", u32 version, then
  *   str name, str smiles, str inchikey, str formula,
- *   i32 dim, i32 coords_gen3d, i32 charge, u32 n_atoms, u32 n_bonds, u32 n_tags,
+ *   i32 dim, i32 coords_gen3d, i32 shape, i32 charge, u32 n_atoms, u32 n_bonds, u32 n_tags,
  *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z, u16 isotope
  *   bonds: u32 a, u32 b, u8 order
  *   tags:  str name, str value
@@ -301,7 +301,7 @@ bad:
  */
 
 #define PACK_MAGIC "SE3P"
-enum { PACK_VERSION = 3, PACK_ATOM = 30, PACK_BOND = 9 };
+enum { PACK_VERSION = 4, PACK_ATOM = 30, PACK_BOND = 9 };
 static const uint32_t PACK_NULL = 0xffffffffu;
 
 static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
@@ -320,7 +320,7 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
   *buf = NULL;
   *len = 0;
   if (m->n_atoms < 0 || m->n_bonds < 0 || m->n_tags < 0) return -1;
-  size_t n = 8 + str_size(m->name) + str_size(m->smiles) + str_size(m->inchikey) + str_size(m->formula) + 24 +
+  size_t n = 8 + str_size(m->name) + str_size(m->smiles) + str_size(m->inchikey) + str_size(m->formula) + 28 +
              (size_t)m->n_atoms * PACK_ATOM + (size_t)m->n_bonds * PACK_BOND;
   for (int i = 0; i < m->n_tags; i++)
     n += str_size(m->tags[i].name) + str_size(m->tags[i].value);
@@ -337,11 +337,12 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
   p = put_str(p, m->formula);
   le_put_u32(p, (uint32_t)m->dim);
   le_put_u32(p + 4, (uint32_t)m->coords_gen3d);
-  le_put_u32(p + 8, (uint32_t)m->charge);
-  le_put_u32(p + 12, (uint32_t)m->n_atoms);
-  le_put_u32(p + 16, (uint32_t)m->n_bonds);
-  le_put_u32(p + 20, (uint32_t)m->n_tags);
-  p += 24;
+  le_put_u32(p + 8, (uint32_t)m->shape);
+  le_put_u32(p + 12, (uint32_t)m->charge);
+  le_put_u32(p + 16, (uint32_t)m->n_atoms);
+  le_put_u32(p + 20, (uint32_t)m->n_bonds);
+  le_put_u32(p + 24, (uint32_t)m->n_tags);
+  p += 28;
   for (int i = 0; i < m->n_atoms; i++, p += PACK_ATOM) {
     const struct mol_atom *a = &m->atoms[i];
     p[0] = a->z;
@@ -416,6 +417,7 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
   m->formula = take_str(&c);
   m->dim = (int32_t)take_u32(&c);
   m->coords_gen3d = (int32_t)take_u32(&c);
+  m->shape = (int32_t)take_u32(&c);
   m->charge = (int32_t)take_u32(&c);
   uint32_t na = take_u32(&c), nb = take_u32(&c), nt = take_u32(&c);
   if (c.bad) goto bad;

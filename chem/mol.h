@@ -70,6 +70,7 @@ struct mol {
   char *formula;
   int dim;            /* dimensionality of the coordinates as read: 0, 2 or 3 */
   int coords_gen3d;   /* 1 when coordinates came from 3D generation */
+  int shape;          /* what became of its shape (not stored in the blob): MOL_SHAPE_* */
   int charge;         /* total formal charge */
   int n_atoms, n_bonds, n_tags;
   struct mol_atom *atoms;
@@ -80,6 +81,13 @@ struct mol {
    * by conformer; the blob keeps them (version 4) and mol_pack carries them. */
   int n_confs;
   double *confs;
+};
+
+/* struct mol's shape: as made, or what the check of chem/shape.h led to. */
+enum {
+  MOL_SHAPE_AS_MADE = 0,    /* generated and within bounds at once, or the file's own coordinates */
+  MOL_SHAPE_FIXED = 1,      /* the first generated shape was out of bounds; a fix brought it within */
+  MOL_SHAPE_REGENERATED = 2 /* the file's coordinates were out of bounds; generated instead */
 };
 
 void mol_init(struct mol *m);

@@ -481,6 +481,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   int made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && dim != 3);
   std::vector<double> more; // the other conformers' coordinates
   int n_more = 0;
+  int shape = MOL_SHAPE_AS_MADE;
   if (made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
@@ -489,18 +490,20 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     bool made = se3_gen3d_traced(mol, o, seed, gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
     if (trace) // SE3_GEN3D_TRACE=1, for measurements: which check failed, what fixed it, the times
-      std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f\n",
+      std::fprintf(stderr, "gen3d-trace first_fail=%d last_fail=%d fixed_by=%d builds=%d build_ms=%.3f h_ms=%.3f check_ms=%.3f fix_ms=%.3f why=%s\n",
                    (int)tr.first_fail, (int)tr.last_fail, (int)tr.fixed_by, tr.builds, 1e3 * tr.t_build,
-                   1e3 * tr.t_hydrogens, 1e3 * tr.t_checks, 1e3 * tr.t_fixes);
+                   1e3 * tr.t_hydrogens, 1e3 * tr.t_checks, 1e3 * tr.t_fixes, tr.first_why);
     if (!made) {
       // one reason per failed check, the atom beside it
       const char *kind = tr.last_fail == GEN3D_STEREO  ? "3D generation: stereo not kept"
                          : tr.last_fail == GEN3D_CLASH ? "3D generation: atoms clash"
+                         : tr.last_fail == GEN3D_SHAPE ? "3D generation: shape out of bounds"
                                                        : "3D generation failed";
       put_reason(why, kind, tr.atom, gen_why);
       return 1;
     }
     dim = 3;
+    if (tr.first_fail == GEN3D_SHAPE) shape = MOL_SHAPE_FIXED; // out of bounds at first, fixed
     if (o->conformers > 1) n_more = se3_more_conformers(mol, o, seed, more);
   } else if (o->add_hydrogens) {
     // Hydrogens on a 3D molecule point along directions Open Babel draws
@@ -518,6 +521,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   out->formula = dup_c(formula);
   out->dim = dim;
   out->coords_gen3d = made3d;
+  out->shape = shape;
   out->charge = charge;
   out->n_atoms = (int)mol.NumAtoms();
   out->n_bonds = (int)mol.NumBonds();

@@ -10,6 +10,13 @@
 #include "chem/mol.h"
 
 enum ob_gen3d { OB_GEN3D_NEVER = 0, OB_GEN3D_AUTO, OB_GEN3D_ALWAYS };
+/* The 3D generator's version: raised whenever the same molecule, settings
+ * and seed come out with another shape, so that shapes made by an older
+ * generator are made again (ingest keys its parts by it). 1: before
+ * 2026-11-28; 2: rings laid from templates within one rigid piece, every
+ * shape checked bond by bond (chem/shape.h), UFF set up around its
+ * uninitialised torsions (issue 67). */
+#define OB_GEN3D_VERSION "2"
 /* fast: builder + hydrogens; medium: + 250 steps of MMFF94 conjugate
  * gradients (UFF if MMFF94 has no parameters); best: + 2000 steps. */
 enum ob_quality { OB_Q_FAST = 0, OB_Q_MEDIUM, OB_Q_BEST };
