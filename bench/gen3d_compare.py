@@ -16,10 +16,21 @@
       the embedding alone, embedded, failed); SDF records carry the SMILES
       line's number as the tag record_no, as se3screen's export does;
       failures go to rejects.csv beside SDF (record_no,reason).
-  gen3d_compare.py score --smi SMI --gen SDF [--ref REF] [--rejects CSV]
+  gen3d_compare.py score --smi SMI --gen SDF [--ref REF] [--rejects CSV] [--shape-check BIN]
       One JSON line: produced, rejects (with reasons), and with --ref the
       heavy-atom RMSD to the reference (symmetry-aware) and canonical
-      SMILES kept.
+      SMILES kept. Every produced molecule's shape against bounds (issue 67):
+      bounds_rdkit, the referee: RDKit's distance bounds of the molecule with
+      its hydrogens (GetMoleculeBoundsMatrix, not smoothed: the bounds ETKDG
+      starts from), the molecules with a heavy-atom bond or heavy-atom 1-3
+      distance (both ends non-hydrogen, any middle atom) outside them by
+      more than 0.25 A; bounds_se3, with --shape-check (bench/shape_check.c):
+      se3screen's own bounds (chem/shape.h) at its generated-shape
+      tolerances. Only the first conformer of each molecule is scored: it is
+      all the SDF holds (se3screen's export writes one record a molecule,
+      ETKDG here embeds one), and gen3d.sh ingests with conformers: 1, so it
+      is every conformer made in the benchmark; a run of several conformers
+      a molecule would need an export of them all.
   gen3d_compare.py selftest --sel DIR
       The measuring checked on the selected ligands (used by the CI test).
   gen3d_compare.py summarise --dir DIR --settings "fast medium" ...
@@ -36,12 +47,13 @@ import math
 import multiprocessing
 import os
 import re
+import subprocess
 import sys
 import tarfile
 import time
 
 from rdkit import Chem, RDLogger
-from rdkit.Chem import AllChem, rdMolAlign
+from rdkit.Chem import AllChem, rdDistGeom, rdMolAlign
 
 RDLogger.DisableLog("rdApp.*")
 # Perceived from 3D, a 4-coordinate atom whose bonds are not tetrahedral
@@ -57,6 +69,11 @@ ALLOWED = {"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Se", "Br", "I"}
 # molecule; a ligand with many equivalent groups has thousands, so a cap
 # keeps one ligand from taking minutes (reported when reached).
 MAX_MATCHES = 20000
+# Issue 67: how far (A) a distance may lie outside RDKit's bounds before the
+# molecule counts as out of bounds.
+BOUNDS_SLACK = 0.25
+# What the bounds counts are over (see score in the header).
+BOUNDS_CONFORMERS = "first conformer of each molecule (the SDF holds one; gen3d.sh makes one)"
 
 
 def read_smi(path):
@@ -340,6 +357,76 @@ def norm_reason(r):
     return re.sub(r"\b\d+(\.\d+)?\b", "N", r.strip())
 
 
+def bounds_rdkit(gen, names):
+    """The referee of issue 67: each produced molecule's heavy-atom bonds and
+    heavy-atom 1-3 distances against RDKit's bounds for its own graph with
+    its hydrogens (lower triangle: lower bound, upper: upper). Counts the
+    molecules with one out by more than BOUNDS_SLACK (bond_out, one_three_out:
+    molecules with such a bond, such a 1-3 distance), and the 5 worst."""
+    judged, unjudged, n_out, n_bond, n_13, worst = 0, 0, 0, 0, 0, []
+    for rec in sorted(gen):
+        m = gen[rec]
+        if m.HasProp("_unsanitisable") or not m.GetNumConformers():
+            unjudged += 1
+            continue
+        try:
+            bm = rdDistGeom.GetMoleculeBoundsMatrix(m, doTriangleSmoothing=False)
+        except Exception:  # noqa: BLE001 - an atom RDKit has no parameters for
+            unjudged += 1
+            continue
+        judged += 1
+        pos = m.GetConformer().GetPositions()
+        heavy = [at.GetAtomicNum() > 1 for at in m.GetAtoms()]
+        pairs = {}  # (i, j), i < j -> the middle atom of a 1-3 pair, None for a bond
+        for b in m.GetBonds():
+            i, j = sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))
+            if heavy[i] and heavy[j]:
+                pairs[(i, j)] = None
+        for mid in m.GetAtoms():
+            nb = [x.GetIdx() for x in mid.GetNeighbors()]
+            for x in range(len(nb)):
+                for y in range(x + 1, len(nb)):
+                    i, j = sorted((nb[x], nb[y]))
+                    if heavy[i] and heavy[j] and (i, j) not in pairs:
+                        pairs[(i, j)] = mid.GetIdx()
+        out_bond, out_13, mine = False, False, None
+        for (i, j), mid in pairs.items():
+            d = float(((pos[i] - pos[j]) ** 2).sum() ** 0.5)
+            lo, hi = float(bm[j][i]), float(bm[i][j])
+            excess = max(lo - d, d - hi)
+            if excess <= BOUNDS_SLACK:
+                continue
+            if mid is None:
+                out_bond = True
+            else:
+                out_13 = True
+            if mine is None or excess > mine["excess"]:
+                atoms = (i, j) if mid is None else (i, mid, j)
+                mine = {"name": names.get(rec, ""), "record_no": rec, "kind": "bond" if mid is None else "1-3",
+                        "atoms": "-".join("%s%d" % (m.GetAtomWithIdx(k).GetSymbol(), k + 1) for k in atoms),
+                        "distance": round(d, 3), "lower": round(lo, 3), "upper": round(hi, 3),
+                        "excess": round(excess, 3)}
+        n_out += out_bond or out_13
+        n_bond += out_bond
+        n_13 += out_13
+        if mine:
+            worst.append(mine)
+    worst.sort(key=lambda w: -w["excess"])
+    return {"molecules_out": n_out, "bond_out": n_bond, "one_three_out": n_13, "judged": judged,
+            "unjudged": unjudged, "slack": BOUNDS_SLACK, "conformers": BOUNDS_CONFORMERS, "worst": worst[:5]}
+
+
+def bounds_se3(shape_check, sdf):
+    """se3screen's own bounds (bench/shape_check.c) on every record of sdf."""
+    if not os.path.exists(sdf):
+        return None
+    r = subprocess.run([shape_check, sdf], capture_output=True, text=True, check=True)
+    out = json.loads(r.stdout)
+    out.pop("file", None)
+    out["conformers"] = BOUNDS_CONFORMERS
+    return out
+
+
 def cmd_score(a):
     items = read_smi(a.smi)
     gen = read_gen(a.gen)
@@ -398,6 +485,9 @@ def cmd_score(a):
                 "canonical_changed": changed, "same_constitution_no_bad_centre": same_constitution,
                 "unreadable_by_rdkit": unreadable, "input_unreadable_by_rdkit": bad_input,
                 "smaller_fragments_dropped": fragments_dropped})
+    out["bounds_rdkit"] = bounds_rdkit(gen, {rec: name for rec, _, name in items})
+    if a.shape_check:
+        out["bounds_se3"] = bounds_se3(a.shape_check, a.gen)
     if a.ref:
         refs = {m.GetProp("_Name"): m for m in Chem.SDMolSupplier(a.ref, removeHs=True)}
         rmsd = {}
@@ -469,6 +559,45 @@ def share(k, n):
     return None if not n else round(k / n, 4)
 
 
+def bounds_fields(d):
+    """A data set's two shape counts (issue 67) and their details: the
+    molecules out of RDKit's bounds by more than 0.25 A, and out of
+    se3screen's own (None where not measured)."""
+    r, s = d.get("bounds_rdkit"), d.get("bounds_se3")
+    return {"bounds_rdkit_out": None if r is None else r["molecules_out"],
+            "bounds_se3_out": None if s is None else s["molecules_out"],
+            "bounds_rdkit": r, "bounds_se3": s}
+
+
+def smiles_set(E, T, p, et_ok, workers):
+    """The section of a SMILES-only data set (Enamine, NCI): E its score, T
+    the timings (keys prefixed p), et_ok the records ETKDG embedded."""
+    d = {
+        "n": E["n"], "produced": E["produced"], "rejected": E["rejected"], "missing": E["missing"],
+        "rejects_by_reason": E["rejects_by_reason"],
+        "seconds": T[p + "_seconds"], "mol_per_s": T[p + "_mol_per_s"],
+        "ms_per_mol_one_core": round(1e3 * T[p + "_seconds"] * workers / E["n"], 2),
+        "rejected_of_etkdg_embedded": len(et_ok - set(E["produced_records"])),
+        "etkdg_embedded": len(et_ok),
+        # canonical SMILES: in full over the inputs that define all of
+        # their stereo; constitution, charges, hydrogens and
+        # non-tetrahedral centres over every produced molecule
+        "stereo_defined_n": E["stereo_defined_n"], "canonical_kept": E["canonical_kept"],
+        "canonical_kept_share_of_defined": share(E["canonical_kept"], E["stereo_defined_n"]),
+        "same_constitution_no_bad_centre": E["same_constitution_no_bad_centre"],
+        "canonical_changed_kinds": E["canonical_changed_kinds"], "canonical_changed": E["canonical_changed"],
+        "unreadable_by_rdkit": E["unreadable_by_rdkit"],
+        "input_unreadable_by_rdkit": E["input_unreadable_by_rdkit"],
+        "smaller_fragments_dropped": E["smaller_fragments_dropped"],
+    }
+    for k in ("wall_seconds", "loadavg_1min_before"):
+        if p + "_" + k in T:
+            d[k] = T[p + "_" + k]
+    d["rejected_of_etkdg_embedded_share"] = share(d["rejected_of_etkdg_embedded"], len(et_ok))
+    d.update(bounds_fields(E))
+    return d
+
+
 def cmd_summarise(a):
     """One JSON object per generator, built from the pieces gen3d.sh left in DIR."""
     def load(name):
@@ -481,8 +610,10 @@ def cmd_summarise(a):
     gens = ["se3screen_" + s for s in a.settings.split()] + ["rdkit_etkdgv3"]
     lig = {g: load("lig_%s.json" % g) for g in gens}
     ena = {g: load("ena_%s.json" % g) for g in gens}
+    nci = {g: load("nci_%s.json" % g) for g in gens} if machine.get("nci") else None
     tim = {g: load("time_%s.json" % g) for g in gens}
     et = "rdkit_etkdgv3"
+    workers = machine.get("workers", 2)
     # the molecules every generator produced: the fair like-for-like subset
     common = set.intersection(*[set(lig[g]["produced_records"]) for g in gens])
     et_lig_ok = set(lig[et]["produced_records"])
@@ -511,30 +642,14 @@ def cmd_summarise(a):
                 "rmsd_graph_only": L["rmsd_graph_only"],
                 "rejected_of_etkdg_embedded": len(et_lig_ok - set(L["produced_records"])),
             },
-            "enamine": {
-                "n": E["n"], "produced": E["produced"], "rejected": E["rejected"], "missing": E["missing"],
-                "rejects_by_reason": E["rejects_by_reason"],
-                "seconds": T["ena_seconds"], "mol_per_s": T["ena_mol_per_s"],
-                "ms_per_mol_one_core": round(1e3 * T["ena_seconds"] * machine.get("workers", 2) / E["n"], 2),
-                "rejected_of_etkdg_embedded": len(et_ena_ok - set(E["produced_records"])),
-                "etkdg_embedded": len(et_ena_ok),
-                # canonical SMILES: in full over the inputs that define all of
-                # their stereo; constitution, charges, hydrogens and
-                # non-tetrahedral centres over every produced molecule
-                "stereo_defined_n": E["stereo_defined_n"], "canonical_kept": E["canonical_kept"],
-                "canonical_kept_share_of_defined": share(E["canonical_kept"], E["stereo_defined_n"]),
-                "same_constitution_no_bad_centre": E["same_constitution_no_bad_centre"],
-                "canonical_changed_kinds": E["canonical_changed_kinds"], "canonical_changed": E["canonical_changed"],
-                "unreadable_by_rdkit": E["unreadable_by_rdkit"],
-                "input_unreadable_by_rdkit": E["input_unreadable_by_rdkit"],
-                "smaller_fragments_dropped": E["smaller_fragments_dropped"],
-            },
+            "enamine": smiles_set(E, T, "ena", et_ena_ok, workers),
         }
-        for k in ("lig_wall_seconds", "ena_wall_seconds", "lig_loadavg_1min_before", "ena_loadavg_1min_before"):
+        for k in ("lig_wall_seconds", "lig_loadavg_1min_before"):
             if k in T:
-                (o["ligands"] if k.startswith("lig") else o["enamine"])[k[4:]] = T[k]
-        o["enamine"]["rejected_of_etkdg_embedded_share"] = share(o["enamine"]["rejected_of_etkdg_embedded"],
-                                                                len(et_ena_ok))
+                o["ligands"][k[4:]] = T[k]
+        o["ligands"].update(bounds_fields(L))
+        if nci:
+            o["nci"] = smiles_set(nci[g], T, "nci", set(nci[et]["produced_records"]), workers)
         objs.append(o)
     ref = objs[-1]
     for o in objs[:-1]:
@@ -550,11 +665,20 @@ def cmd_summarise(a):
         d_2a = None if L["within_2A"] is None else round(100 * (L["within_2A"] - RL["within_2A"]), 1)
         rej = (E["rejected_of_etkdg_embedded"] + L["rejected_of_etkdg_embedded"])
         rej_n = len(et_ena_ok) + len(et_lig_ok)
+        # issue 67: molecules out of RDKit's bounds by more than 0.25 A (and
+        # out of se3screen's own), by data set, beside ETKDG's; its targets
+        # are issue67_no_bounds_out, median_rmsd_within_0.05 and
+        # issue54_speedup_ligands_ge_3
+        sets = [k for k in ("ligands", "enamine", "nci") if k in o]
+        out_rdkit = {k: o[k]["bounds_rdkit_out"] for k in sets}
         o["vs_etkdg"] = {
             "speedup_enamine": speed, "speedup_ligands": speed_lig, "stereo_or_graph_changed": changed,
             "median_rmsd_minus_etkdg": d_med, "within_2A_minus_etkdg_points": d_2a,
             "rejected_of_etkdg_embedded": rej, "etkdg_embedded": rej_n,
             "rejected_of_etkdg_embedded_share": share(rej, rej_n),
+            "bounds_rdkit_out": out_rdkit, "bounds_rdkit_out_etkdg": {k: ref[k]["bounds_rdkit_out"] for k in sets},
+            "bounds_se3_out": {k: o[k]["bounds_se3_out"] for k in sets},
+            "bounds_se3_out_etkdg": {k: ref[k]["bounds_se3_out"] for k in sets},
             "targets": {
                 "mol_per_s_ge_300": E["mol_per_s"] >= 300,
                 "speedup_ge_3": speed is not None and speed >= 3,
@@ -564,8 +688,20 @@ def cmd_summarise(a):
                 "rejects_le_0.5%_of_etkdg_embedded": rej_n > 0 and rej / rej_n <= 0.005,
                 "issue54_speedup_ligands_ge_3": speed_lig is not None and speed_lig >= 3,
                 "issue54_none_changed": changed == 0,
+                "issue67_no_bounds_out": all(v == 0 for v in out_rdkit.values()),
             },
         }
+    # the counts beside the other figures, one line per generator and data
+    # set, for a reader (stderr: stdout is the JSON)
+    for o in objs:
+        for k in ("ligands", "enamine", "nci"):
+            if k not in o:
+                continue
+            d = o[k]
+            med = "" if "median_rmsd" not in d else "median %s A, within 2 A %s, " % (d["median_rmsd"], d["within_2A"])
+            print("%-17s %-8s %s%s mol/s, produced %d/%d, out of bounds: rdkit %s, se3screen %s"
+                  % (o["generator"], k, med, d["mol_per_s"], d["produced"], d["n"], d["bounds_rdkit_out"],
+                     d["bounds_se3_out"]), file=sys.stderr)
     with open(os.path.join(a.dir, "gen3d.json"), "w") as f:
         for o in objs:
             o["ligand_selection"] = selection
@@ -594,6 +730,7 @@ def main():
     s.add_argument("--gen", required=True)
     s.add_argument("--ref")
     s.add_argument("--rejects")
+    s.add_argument("--shape-check", help="bench/shape_check's binary: se3screen's own bounds as bounds_se3")
     s = sub.add_parser("selftest")
     s.add_argument("--sel", required=True)
     s = sub.add_parser("summarise")

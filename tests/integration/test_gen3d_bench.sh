@@ -70,6 +70,11 @@ for o in objs:
               "%s %s mol/s %s vs %s s" % (g, part, d["mol_per_s"], d["seconds"]))
     check(E["etkdg_embedded"] <= 50 and 0 <= E["rejected_of_etkdg_embedded"] <= E["etkdg_embedded"],
           g + " enamine vs etkdg")
+    # issue 67's shape counts: RDKit's bounds and se3screen's, over what was produced
+    for part, d in (("ligands", L), ("enamine", E)):
+        check(0 <= d["bounds_rdkit_out"] <= d["bounds_rdkit"]["judged"] <= d["produced"]
+              and 0 <= d["bounds_se3_out"] <= d["bounds_se3"]["records"] == d["produced"],
+              "%s %s bounds %s %s" % (g, part, d["bounds_rdkit"], d["bounds_se3"]))
     # quality: floors from measurement with room to spare (fast after the
     # torsion pass, issue 54: 20 of 20 kept). Every generator
     # here is deterministic for its seed; measured on two states of
@@ -105,7 +110,7 @@ for o in objs:
         et = objs[-1]
         check(abs(v["median_rmsd_minus_etkdg"] - (med - et["ligands"]["median_rmsd"])) < 2e-3, g + " RMSD difference")
         check(v["etkdg_embedded"] == et["ligands"]["produced"] + et["enamine"]["produced"], g + " ETKDG embedded")
-        check(len(v["targets"]) == 8 and all(isinstance(x, bool) for x in v["targets"].values()), g + " targets")
+        check(len(v["targets"]) == 9 and all(isinstance(x, bool) for x in v["targets"].values()), g + " targets")
         # issue 54's figures: per molecule on one core, ligands' speed-up,
         # and the count of changed molecules, consistent with the rest
         w = M["workers"]
