@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chem/shape.h"
+
 /* Buffered reading of a pipe: a message usually arrives in one read (and the
  * next queued one with it), and every system call is dear on these machines. */
 #define RBUF_CAP 65536
@@ -83,6 +85,7 @@ struct wpool {
   struct worker *w;
   struct ob_parse_opts parse;
   struct mol_check_opts check;
+  enum wpool_input_shape input_shape;
   uint8_t *elements;
   int restarts;
   int idle_deaths;       /* workers that died before their hello, in a row */
@@ -166,6 +169,54 @@ static int send_why(int fd, const struct mol_why *why, const char *name) {
   return send_response(fd, 1, buf, (uint32_t)(6 + nr + nd + nn));
 }
 
+/* A molecule that keeps its file's 3D coordinates, held against the shape
+ * bounds at the input tolerances (workers.h, wpool_input_shape): a crystal
+ * structure's or a docking pose's coordinates carry errors of their own,
+ * but a bond of 9,000 Å is no molecule. 0 when within them, or when m was
+ * parsed again from text with a generated shape (m replaced); 1 rejected,
+ * with why. */
+static int input_shape(const struct wpool *p, const char *text, size_t len, const struct ob_parse_opts *o,
+                       struct mol *m, struct mol_why *why) {
+  if (m->coords_gen3d || m->dim != 3) return 0;
+  struct mol_why out;
+  mol_why_clear(&out);
+  int n = mol_shape_check(m, SHAPE_TOL_INPUT, SHAPE_PLANAR_TOL_INPUT, &out, NULL);
+  if (n == 0) return 0;
+  if (n < 0) {
+    *why = out;
+    return 1;
+  }
+  /* refused with the file's fault as the reason (rejects group by it),
+   * whether or not a generated shape was tried */
+  char reason[sizeof why->reason];
+  snprintf(reason, sizeof reason, "input shape: %.100s", out.reason);
+  if (p->input_shape != WPOOL_INPUT_SHAPE_REGENERATE) {
+    mol_why_set(why, out.atom, reason,
+                "%.300s, in the file's coordinates (stages.ingest.input_shape: regenerate generates a shape "
+                "instead)",
+                out.detail);
+    return 1;
+  }
+  /* a generated shape instead, as a record without 3D coordinates gets */
+  struct ob_parse_opts again = *o;
+  again.gen3d = OB_GEN3D_ALWAYS;
+  struct mol g;
+  mol_init(&g);
+  struct mol_why gw;
+  mol_why_clear(&gw);
+  if (ob_parse_why(text, len, &again, &g, &gw) != 0 || mol_check_why(&g, &p->check, &gw) != 0) {
+    mol_free(&g);
+    mol_why_set(why, out.atom, reason,
+                "%.150s, in the file's coordinates; a generated shape failed too: %.100s%s%.120s", out.detail,
+                gw.reason[0] ? gw.reason : "3D generation failed", gw.detail[0] ? ": " : "", gw.detail);
+    return 1;
+  }
+  g.shape = MOL_SHAPE_REGENERATED;
+  mol_free(m);
+  *m = g;
+  return 0;
+}
+
 /* The worker's whole life: read a request, parse, check, answer; until EOF. */
 static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
   ob_init();
@@ -201,6 +252,7 @@ static void worker_main(const struct wpool *p, int in_fd, int out_fd) {
     mol_why_clear(&why);
     int rc = ob_parse_why(text, hdr[1], &o, &m, &why);
     if (rc == 0 && mol_check_why(&m, &p->check, &why) != 0) rc = 1;
+    if (rc == 0 && input_shape(p, text, hdr[1], &o, &m, &why) != 0) rc = 1;
     int bad;
     if (rc == 0) {
       uint8_t *buf = NULL;
@@ -312,7 +364,7 @@ static void reap(struct worker *w, int *wstatus) {
 }
 
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
-                          char *err, size_t errlen) {
+                          enum wpool_input_shape input_shape, char *err, size_t errlen) {
   struct wpool *p = calloc(1, sizeof *p);
   if (!p) {
     snprintf(err, errlen, "out of memory");
@@ -327,6 +379,7 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
   }
   p->parse = *parse;
   p->check = *check;
+  p->input_shape = input_shape;
   if (check->n_elements > 0) {
     p->elements = malloc((size_t)check->n_elements);
     if (!p->elements) {

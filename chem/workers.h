@@ -19,7 +19,8 @@ struct wjob {
   size_t len;
   const char *format;   /* Open Babel format id (in) */
   int status;           /* out: 0 parsed and passed the checks, 1 rejected */
-  struct mol_why why;   /* out: why it was rejected: ob_parse_why's or mol_check_why's reason, atom and detail;
+  struct mol_why why;   /* out: why it was rejected: ob_parse_why's, mol_check_why's or the input shape's
+                           (wpool_input_shape) reason, atom and detail;
                            "timed out", "Open Babel crashed", "parser process exited" or "internal error"
                            with the specifics in detail */
   struct mol mol;       /* out: the molecule when status == 0; when 1, its name alone where the record had one
@@ -28,9 +29,21 @@ struct wjob {
 
 struct wpool;
 
+/* A molecule that keeps its file's 3D coordinates is held against
+ * chem/shape.h's bounds at the input tolerances (SHAPE_TOL_INPUT,
+ * SHAPE_PLANAR_TOL_INPUT) after the checks of mol_check_why: out of bounds,
+ * it is rejected ("input shape: bond out of bounds", "input shape: angle
+ * out of bounds", "input shape: aromatic ring not planar", the detail
+ * naming the atoms and the distance), or, with WPOOL_INPUT_SHAPE_REGENERATE
+ * (stages.ingest.input_shape: regenerate), parsed again with a generated
+ * shape (gen3d always) and checked again, its shape MOL_SHAPE_REGENERATED;
+ * one whose generated shape fails too is rejected for its file's shape, the
+ * generation's reason in the detail. */
+enum wpool_input_shape { WPOOL_INPUT_SHAPE_REJECT = 0, WPOOL_INPUT_SHAPE_REGENERATE };
+
 /* Start n workers (forked now; each calls ob_init). NULL with err on failure. */
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
-                          char *err, size_t errlen);
+                          enum wpool_input_shape input_shape, char *err, size_t errlen);
 /* Parse jobs[0..n) on the pool, at most timeout_s seconds each: a record's
  * time runs from when a ready worker has it first in line until its answer
  * is read whole, whatever it is waiting for (its request to be taken, Open

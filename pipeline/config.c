@@ -183,6 +183,20 @@ static void settle_coordinates(struct ld *ld, struct cfg_node *root, const struc
   cfg_mark_older(co, schema_at(schema, "stages.ingest.coordinates"));
 }
 
+/* stages.ingest.input_shape: regenerate gives a file's shape out of bounds
+ * a generated one, which `gen3d: never` forbids: the two are refused
+ * together, naming both, rather than one of them silently ignored. */
+static void check_input_shape(struct ld *ld, struct cfg_node *root) {
+  struct cfg_node *parent = NULL, *is = find_at(root, "stages.ingest.input_shape", &parent);
+  const struct cfg_node *g3 = find_at(root, "stages.ingest.gen3d", &parent);
+  if (!is || !g3 || is->kind != CFG_SCALAR || g3->kind != CFG_SCALAR || !is->value || !g3->value) return;
+  if (!strcmp(is->value, "regenerate") && !strcmp(g3->value, "never"))
+    cfg_err_node(ld, is, "stages.ingest.input_shape",
+                 "regenerate contradicts stages.ingest.gen3d: never (`regenerate` generates a shape for a record "
+                 "whose file's is out of bounds, `never` generates none): leave one of them out, or write "
+                 "`input_shape: reject`");
+}
+
 /* ---- the schema's keys, for the getters -------------------------------------------- */
 
 /* The schema, parsed once and kept: the getters of common/cfgtree.h ask it
@@ -310,6 +324,7 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   cfg_link_parents(root); /* (the card's check reads the tree with the getters) */
   apply_model_card(&ld, root, schema);
   settle_coordinates(&ld, root, schema);
+  check_input_shape(&ld, root);
 out:
   cfg_node_free(schema);
   free(ld.origins);

@@ -446,6 +446,15 @@ static const char schema_v13_sql[] =
     "         r.conformer_sd\n"
     "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY r.rank;\n";
 
+/* Version 14 (issue 67): what became of each molecule's 3D shape when it
+ * was held against the bounds of chem/shape.h (every bond, 1-3 distance and
+ * aromatic ring): within them as made or read, fixed after a generated one
+ * failed, or generated because its file's own failed
+ * (stages.ingest.input_shape: regenerate), for the report's count. The
+ * molecules stored before this version were never checked (NULL). */
+static const char schema_v14_sql[] =
+    "ALTER TABLE molecules ADD COLUMN shape TEXT; -- ok: within the bounds of chem/shape.h as generated or read (or no 3D coordinates) | fixed: the generated shape was out of bounds and a fix brought it within | regenerated: its file's coordinates were out of bounds and it got a generated shape (stages.ingest.input_shape: regenerate); NULL for rows written before version 14\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -460,6 +469,7 @@ static const char *const migrations[] = {
     /* to version 11 */ schema_v11_sql,
     /* to version 12 */ schema_v12_sql,
     /* to version 13 */ schema_v13_sql,
+    /* to version 14 */ schema_v14_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -215,4 +215,7 @@ const char usage_verify[] =
     "checksum compared; given a workdir, also every checkpoint under models/. Prints\n"
     "rows checked per table and the damaged rows by table and id (the first N, default\n"
     "20). Blobs written before checksums existed are counted as \"unchecked, old format\".\n"
+    "Every stored molecule's shapes are then held to the bounds of chem/shape.h (bonds,\n"
+    "angles, aromatic rings): those out of bounds are counted, the first 5 named, as a\n"
+    "warning, not as damage (`se3screen run` makes such shapes again).\n"
     "Exit codes: 0 nothing damaged, 1 damage found (or unreadable), 2 usage error.\n";

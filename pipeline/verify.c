@@ -5,7 +5,9 @@
  * models/basis.h); version 1 blobs carry none: they are decoded (so a torn
  * header or a size that does not add up is still found) and counted as
  * "unchecked, old format", not as damage. The database is opened read-only:
- * verify never changes what it looks at.
+ * verify never changes what it looks at. Each molecule's shapes are then
+ * held against the bounds of chem/shape.h: one out of bounds is reported,
+ * as a warning, not as damage.
  */
 #define _GNU_SOURCE
 #include "pipeline/verify.h"
@@ -20,6 +22,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "chem/shape.h"
 #include "common/confset.h"
 #include "common/le.h"
 #include "models/basis.h"
@@ -147,6 +150,79 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
   return 0;
 }
 
+/* Shapes out of bounds (verify_shapes): how many, and the first few. */
+enum { SHAPE_EXAMPLES = 5 };
+struct shapes {
+  long long n, bad, unchecked;
+  int n_listed;
+  char listed[SHAPE_EXAMPLES][640];
+};
+
+/* Every stored molecule's every conformer held against the bounds of
+ * chem/shape.h: a generated shape (coords_from gen3d) at the tolerances
+ * generation holds it to, a file's own at the wider input ones. A shape out
+ * of bounds is not damage (its blob is as it was written: an earlier 3D
+ * generator made it, or ingest kept a file's coordinates before it checked
+ * them), so it is a warning with examples (shapes_say) and leaves the exit
+ * status alone. A blob that cannot be decoded is damage, counted above, and
+ * skipped here. */
+static void verify_shapes(sqlite3 *db, int max_listed, struct shapes *sh, FILE *out) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT id, name, coords_from, mol FROM molecules ORDER BY id", -1, &st, NULL) !=
+      SQLITE_OK) {
+    fprintf(out, "  %-10s not checked: %s\n", "shapes", sqlite3_errmsg(db));
+    return;
+  }
+  int n_examples = max_listed < SHAPE_EXAMPLES ? max_listed : SHAPE_EXAMPLES;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 3) != SQLITE_BLOB) continue;
+    struct mol m;
+    char err[256];
+    if (mol_from_blob(sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3), &m, err, sizeof err)) {
+      mol_free(&m);
+      continue;
+    }
+    const char *from = (const char *)sqlite3_column_text(st, 2);
+    int made = from && !strcmp(from, "gen3d");
+    struct mol_why why;
+    mol_why_clear(&why);
+    int rc = mol_shape_check(&m, made ? SHAPE_TOL_GENERATED : SHAPE_TOL_INPUT,
+                             made ? SHAPE_PLANAR_TOL : SHAPE_PLANAR_TOL_INPUT, &why, NULL);
+    mol_free(&m);
+    sh->n++;
+    if (rc < 0) sh->unchecked++;
+    if (rc <= 0) continue;
+    sh->bad++;
+    if (sh->n_listed < n_examples) {
+      char text[512];
+      mol_why_text(&why, text, sizeof text);
+      const char *name = (const char *)sqlite3_column_text(st, 1);
+      snprintf(sh->listed[sh->n_listed++], sizeof sh->listed[0], "molecule %lld '%.80s' (%s coordinates): %s",
+               (long long)sqlite3_column_int64(st, 0), name ? name : "", made ? "generated" : "its file's", text);
+    }
+  }
+  sqlite3_finalize(st);
+  fprintf(out, "  %-10s %lld molecules checked against the bounds of chem/shape.h, %lld out of bounds", "shapes", sh->n,
+          sh->bad);
+  if (sh->unchecked) fprintf(out, ", %lld not checked (out of memory)", sh->unchecked);
+  fputc('\n', out);
+}
+
+/* The shapes out of bounds, after the damage: the examples and what they mean. */
+static void shapes_say(const struct shapes *sh, FILE *out) {
+  for (int i = 0; i < sh->n_listed; i++)
+    fprintf(out, "  shape out of bounds: %s\n", sh->listed[i]);
+  if (sh->bad > sh->n_listed) fprintf(out, "  ... and %lld more shapes out of bounds\n", sh->bad - sh->n_listed);
+  if (sh->bad)
+    fprintf(out,
+            "warning: %lld stored shape%s out of bounds (chem/shape.h): not damage, each blob is as it was "
+            "written, but a broken molecule that the stages after ingest learn from or score. An earlier 3D "
+            "generator made it, or ingest kept a file's coordinates before it checked them: `se3screen run` makes "
+            "such shapes again (ingest keys its parts by the 3D generator's version) and holds a file's own to "
+            "the bounds (stages.ingest.input_shape)\n",
+            sh->bad, sh->bad == 1 ? "" : "s");
+}
+
 /* SQLite's own check of pages, indexes and constraints. */
 static void verify_sqlite(sqlite3 *db, int quick, struct damage *d, FILE *out) {
   sqlite3_stmt *st = NULL;
@@ -248,6 +324,8 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
     sqlite3_free(has);
     if (there) verify_table(s.db, t, &d, out);
   }
+  struct shapes sh = {0};
+  verify_shapes(s.db, max_listed, &sh, out);
   store_close(&s);
   if (is_dir) verify_checkpoints(path, &d, out);
   for (int i = 0; i < d.n_listed; i++) {
@@ -256,6 +334,7 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
   }
   free(d.listed);
   if (d.n_bad > d.n_listed) fprintf(out, "  ... and %lld more\n", d.n_bad - d.n_listed);
+  shapes_say(&sh, out);
   if (d.n_bad)
     fprintf(out, "DAMAGED: %lld problem%s found\n", d.n_bad, d.n_bad == 1 ? "" : "s");
   else

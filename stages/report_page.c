@@ -77,6 +77,27 @@ static void duration(char *out, size_t n, double s) {
 
 /* ---- the run -------------------------------------------------------------- */
 
+/* What the bounds of chem/shape.h made of the molecules' 3D shapes:
+ * generated ones fixed, those refused (generated ones no fix saved, files'
+ * own), files' own generated instead (molecules.shape, schema version 14;
+ * an older database, read as it is, has nothing to count). */
+static void section_shapes(struct rep *r) {
+  if (!has_column(r, "molecules", "shape")) return;
+  sqlite3_stmt *st = prep(r, "SELECT sum(shape = 'fixed'), sum(shape = 'regenerated'), sum(shape IS NULL), "
+                             "(SELECT count(*) FROM rejects WHERE stage = 'ingest' AND (reason = '3D generation: "
+                             "shape out of bounds' OR reason GLOB 'input shape: *')) FROM molecules");
+  if (row(r, st)) {
+    long long fixed = sqlite3_column_int64(st, 0), again = sqlite3_column_int64(st, 1),
+              before = sqlite3_column_int64(st, 2), refused = sqlite3_column_int64(st, 3);
+    P("<p>3D shapes: %lld fixed after the bounds check (every bond, angle and aromatic ring: chem/shape.h), %lld "
+      "refused; %lld input shape%s regenerated (<code>stages.ingest.input_shape</code>)",
+      fixed, refused, again, again == 1 ? "" : "s");
+    if (before) P("; %lld molecule%s stored before shapes were counted", before, before == 1 ? "" : "s");
+    P(".</p>\n");
+  }
+  sqlite3_finalize(st);
+}
+
 static void section_summary(struct rep *r, const char *db_label) {
   sqlite3_stmt *st = prep(r, "SELECT (SELECT value FROM meta WHERE key = 'workflow'), "
                              "(SELECT value FROM meta WHERE key = 'sets'), count(*), min(started), max(finished), "
@@ -130,6 +151,7 @@ static void section_summary(struct rep *r, const char *db_label) {
   }
   sqlite3_finalize(st);
   P("</tbody></table>\n");
+  section_shapes(r);
 
   /* the models (none before schema version 3) */
   st = !has_table(r, "models")

@@ -94,6 +94,10 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   if (!strcmp(gen3d, "always"))
     ctx->report->log(ctx, "note: stages.ingest.gen3d: always is the older spelling of stages.ingest.coordinates: "
                           "generated (the default now): write that, or leave both out");
+  /* a file's own shape out of bounds (chem/shape.h): refused, or generated
+   * instead (chem/workers.h) */
+  g->input_shape =
+      !strcmp(cfg_str(c, "input_shape"), "regenerate") ? WPOOL_INPUT_SHAPE_REGENERATE : WPOOL_INPUT_SHAPE_REJECT;
   const char *q = cfg_str(c, "gen3d_quality");
   g->po.quality = !strcmp(q, "fast") ? OB_Q_FAST : !strcmp(q, "best") ? OB_Q_BEST : OB_Q_MEDIUM;
   g->po.seed = (unsigned)cfg_int(c, "seed");
@@ -181,13 +185,17 @@ int ingest_finalize(struct stage_ctx *ctx) {
 void ingest_end(struct stage_ctx *ctx) {
   struct ingest *g = ctx->state;
   /* what the chunks of this run read: molecules parsed (and generated in
-   * 3D), or only their labels */
-  if (g && (g->n_parsed || g->n_relabelled))
+   * 3D; what the bounds of chem/shape.h made of their shapes), or only
+   * their labels */
+  if (g && (g->n_parsed || g->n_relabelled || g->n_shape_refused))
     ctx->report->log(ctx,
                      "%lld molecule%s parsed (%lld with 3D coordinates generated), %lld with only "
-                     "their labels read again%s",
+                     "their labels read again; 3D shapes: %lld fixed after the bounds check, %lld refused, %lld "
+                     "input shape%s regenerated%s",
                      (long long)g->n_parsed, g->n_parsed == 1 ? "" : "s", (long long)g->n_gen3d,
-                     (long long)g->n_relabelled, g->pool ? ingest_workers_said(g) : "");
+                     (long long)g->n_relabelled, (long long)g->n_shape_fixed, (long long)g->n_shape_refused,
+                     (long long)g->n_shape_regenerated, g->n_shape_regenerated == 1 ? "" : "s",
+                     g->pool ? ingest_workers_said(g) : "");
   ingest_free(g);
   ctx->state = NULL;
 }

@@ -90,6 +90,7 @@ struct ingest {
   int64_t chunk_size;
   struct ob_parse_opts po;
   struct mol_check_opts co;
+  enum wpool_input_shape input_shape; /* stages.ingest.input_shape */
   uint8_t elements[128];
   int workers;
   double timeout_s;
@@ -104,6 +105,10 @@ struct ingest {
   struct rec_reader *rd;                   /* reader positioned in input rd_in ... */
   int rd_in;
   int64_t rd_next; /* ... before record rd_next (1-based) */
+  /* what the shape bounds (chem/shape.h) made of this run's work, for its
+   * last line: of the molecules parsed, shapes fixed and files' own
+   * generated instead; records refused for a shape out of bounds */
+  int64_t n_shape_fixed, n_shape_regenerated, n_shape_refused;
 };
 
 struct item { /* one record of the chunk */

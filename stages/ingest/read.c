@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chem/shape.h"
 #include "common/workdir.h"
 
 static double now_s(void) {
@@ -48,6 +49,19 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
   mk = ingest_hash_word(mk, rec_format_name(p->fmt));
   mk = ingest_hash_word(mk, p->ropt.smiles_column);
   mk = ingest_hash_word(mk, p->ropt.name_column);
+  /* shapes made by another 3D generator are made again (where any are made) */
+  const struct ingest *g = ctx->state;
+  const char *generator = g && g->po.gen3d != OB_GEN3D_NEVER ? "gen3d " OB_GEN3D_VERSION : NULL;
+  if (generator) mk = ingest_hash_word(mk, generator);
+  /* where files' coordinates are kept, they are held to the shape bounds
+   * (chem/workers.h): what becomes of those out of bounds changes what a
+   * part yields (stages.ingest.input_shape, out of the stage's hash) */
+  char held[96] = "";
+  if (g && g->po.gen3d != OB_GEN3D_ALWAYS)
+    snprintf(held, sizeof held, "input shapes %s %.2f %.2f",
+             g->input_shape == WPOOL_INPUT_SHAPE_REGENERATE ? "regenerated" : "refused", SHAPE_TOL_INPUT,
+             SHAPE_PLANAR_TOL_INPUT);
+  if (held[0]) mk = ingest_hash_word(mk, held);
   uint64_t lk = ingest_hash_word(SE3_HASH_INIT, "labels");
   lk = cfg_hash(lk, p->labels);
   if (p->side) {
@@ -64,6 +78,8 @@ static int input_keys(struct stage_ctx *ctx, struct input *p, const struct cfg_n
   how = ingest_hash_word(how, rec_format_name(p->fmt));
   how = ingest_hash_word(how, p->ropt.smiles_column);
   how = ingest_hash_word(how, p->ropt.name_column);
+  if (generator) how = ingest_hash_word(how, generator);
+  if (held[0]) how = ingest_hash_word(how, held);
   if (p->labels_from_mol) how = se3_hash_bytes(how, &lk, sizeof lk);
   p->how = how;
   snprintf(p->mol_key, sizeof p->mol_key, "%016" PRIx64, mk);

@@ -65,8 +65,8 @@ struct rows {
 static int rows_prepare(struct stage_ctx *ctx, struct rows *s) {
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT INTO molecules(id, set_name, source_file, record_no, name, smiles, inchikey, "
-                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash, input_smiles) "
-                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
+                         "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash, input_smiles, "
+                         "shape) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
                          -1, &s->mol, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, "INSERT INTO labels(mol_id, name, value) VALUES(?1,?2,?3)", -1, &s->lab, NULL) !=
           SQLITE_OK ||
@@ -119,6 +119,17 @@ static int store_reject(struct stage_ctx *ctx, sqlite3_stmt *ins_rej, const stru
   return STAGE_OK;
 }
 
+/* molecules.shape of a struct mol's shape (MOL_SHAPE_*) */
+static const char *shape_word(int shape) {
+  return shape == MOL_SHAPE_FIXED ? "fixed" : shape == MOL_SHAPE_REGENERATED ? "regenerated" : "ok";
+}
+
+/* 1 when a reject's reason is a shape out of bounds: a generated one no fix
+ * saved, or a file's own (chem/workers.h) */
+static int shape_refused(const char *reason) {
+  return reason && (!strcmp(reason, "3D generation: shape out of bounds") || !strncmp(reason, "input shape: ", 13));
+}
+
 /* The molecules row of a record parsed (molecule id), named `name`. */
 static int store_molecule(struct stage_ctx *ctx, sqlite3_stmt *ins_mol, const struct input *in, const struct item *it,
                           const struct wjob *j, const char *name, int64_t chunk, int64_t id) {
@@ -155,6 +166,8 @@ static int store_molecule(struct stage_ctx *ctx, sqlite3_stmt *ins_mol, const st
   } else {
     sqlite3_bind_null(ins_mol, 16);
   }
+  /* what the bounds of chem/shape.h made of its shape, kept for the report */
+  sqlite3_bind_text(ins_mol, 17, shape_word(j->mol.shape), -1, SQLITE_STATIC);
   if (sqlite3_step(ins_mol) != SQLITE_DONE) return stage_sql_fail(ctx, "writing a molecule");
   return STAGE_OK;
 }
@@ -210,6 +223,7 @@ static int store_item(struct stage_ctx *ctx, struct ingest *g, const struct rows
   const char *name = it->name ? it->name : j->mol.name ? j->mol.name : "";
   if (j->status != 0) {
     if (store_reject(ctx, s->rej, in, it, j, name, chunk, id) != STAGE_OK) return STAGE_ERROR;
+    g->n_shape_refused += !it->reason && shape_refused(j->why.reason);
     (*n_rej)++;
     return STAGE_OK;
   }
@@ -224,6 +238,8 @@ static int store_item(struct stage_ctx *ctx, struct ingest *g, const struct rows
   } else {
     g->n_parsed++;
     g->n_gen3d += j->mol.coords_gen3d != 0;
+    g->n_shape_fixed += j->mol.shape == MOL_SHAPE_FIXED;
+    g->n_shape_regenerated += j->mol.shape == MOL_SHAPE_REGENERATED;
   }
   if (it->kept != 1 && store_molecule(ctx, s->mol, in, it, j, name, chunk, id) != STAGE_OK) return STAGE_ERROR;
   if (store_labels(ctx, s->lab, id, labels, n_lab) != STAGE_OK) return STAGE_ERROR;

@@ -37,7 +37,7 @@ int ingest_parse(struct stage_ctx *ctx, struct ingest *g, struct item *items, st
   char err[512] = "";
   /* (the workers start with the first record to parse: a run that reads
    * labels alone starts none) */
-  if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, err, sizeof err))) {
+  if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, g->input_shape, err, sizeof err))) {
     free(packed);
     free(where);
     snprintf(ctx->err, sizeof ctx->err, "%s", err);

@@ -179,15 +179,20 @@ Test(ingest, qm7_counts_and_rejects) {
                    "%s", junk);
   free(junk);
   /* Every other reject is a geometry or valence defect of the record itself,
-   * with the atom concerned and the specifics. */
+   * with the atom concerned and the specifics: among them a few shapes out
+   * of bounds (issue 67), where the file's bonds leave a ring carbon short
+   * of a hydrogen and the one added for it lands 0.7-1.2 Å from a hydroxyl
+   * oxygen (an H-C-O angle of 30-57°, 6 records). */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE record_no NOT IN (1, 5718, 5719, 6486, 6487) AND "
                                 "reason <> 'radical' AND NOT (reason = 'impossible valence' AND detail LIKE '% atom ' || atom || ' has %' OR "
                                 "reason = 'atoms too close' AND "
-                                "detail LIKE 'atoms ' || atom || ' and % apart (< 0.5)')"),
+                                "detail LIKE 'atoms ' || atom || ' and % apart (< 0.5)' OR "
+                                "reason GLOB 'input shape: *' AND detail GLOB '*[A-Za-z]' || atom || '[-]*')"),
                0);
+  cr_assert_leq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE reason GLOB 'input shape: *'"), 10);
   /* so the rejects fall in a group per kind (each had its own reason before) */
   char *kinds = tu_query(db, "SELECT reason, count(*) FROM rejects GROUP BY 1 ORDER BY 1");
-  cr_assert_leq(tu_query_int(db, "SELECT count(DISTINCT reason) FROM rejects"), 5, "%s", kinds);
+  cr_assert_leq(tu_query_int(db, "SELECT count(DISTINCT reason) FROM rejects"), 6, "%s", kinds);
   free(kinds);
   /* Stored molecules all have 3D coordinates from the file and at most 7 heavy atoms. */
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE coords_from<>'input' OR n_heavy>7"), 0);

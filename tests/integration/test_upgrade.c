@@ -94,6 +94,14 @@ static void work_kept(void) {
   /* the scores kept, without a conformer spread (schema 13: NULL, none measured) */
   cr_assert_gt(tu_query_int(AT "/work/screen.db", "SELECT count(*) FROM scores"), 0);
   cr_assert_eq(tu_query_int(AT "/work/screen.db", "SELECT count(conformer_sd) FROM scores"), 0);
+  /* the molecules kept, their shapes never held to the bounds (schema 14:
+   * NULL, not counted), which the report says */
+  cr_assert_eq(tu_query_int(AT "/work/screen.db", "SELECT count(shape) FROM molecules"), 0);
+  cr_assert_eq(tu_se3(&out, "report " AT "/work -o - --no-depict"), 0, "%s", out);
+  cr_assert(strstr(out, "0 refused; 0 input shapes regenerated (<code>stages.ingest.input_shape</code>); 19 molecules "
+                        "stored before shapes were counted."),
+            "%s", out);
+  free(out);
   char *ids1 = tu_query(AT "/work/screen.db", "SELECT id, mol_hash FROM molecules ORDER BY id");
   cr_assert(ids0 && ids1 && !strcmp(ids0, ids1), "the molecules' ids or contents changed");
   char *model1 = NULL;

@@ -3,15 +3,18 @@
  * exits 1, and the stage that reads the blob next refuses it naming table and
  * row (a reject, or a failed stage) instead of carrying garbage on, as it
  * did before: an atom at -9.75e34 Å in hits.sdf. Blobs written before the
- * checksum existed (version 1) are still read and reported as unchecked. */
+ * checksum existed (version 1) are still read and reported as unchecked. A
+ * stored shape out of the bounds of chem/shape.h is a warning, not damage. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "chem/mol.h"
 #include "tests/testutil.h"
 
 /* The bundled QM9 records as set `train` (and more sets when given), with the
@@ -259,6 +262,98 @@ Test(verify, version_1_blobs_are_read_and_reported_unchecked) {
   cr_assert_eq(tu_query_int(db, q), 1, "the version 1 molecule got no graph");
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM rejects WHERE stage='graph'"), 0);
   free(wf);
+  free(dir);
+}
+
+/* A stored shape out of bounds in a blob that is otherwise intact (its
+ * checksum written anew, as an earlier 3D generator left its stretched
+ * rings): verify names the molecule, the conformer and the bond among a few
+ * examples, warns that it is not damage and what makes it again, and exits
+ * 0: its exit status says whether the files are damaged. Every conformer is
+ * checked: the bond stretched is in the second. */
+Test(verify, a_stretched_bond_is_reported_but_not_damage) {
+  char *dir = tu_tmpdir("verify_shape");
+  char *smi = tu_write(dir, "flex.smi", "OCCCCCCO diol\nCCOC(=O)CCCN ester\nCCCCCCCC octane\n");
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  lib:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1, conformers: 2}\n",
+           smi);
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "verify %s", wd), 0, "%s", out);
+  cr_assert(strstr(out, "shapes     3 molecules checked against the bounds of chem/shape.h, 0 out of bounds"), "%s",
+            out);
+  cr_assert(!strstr(out, "warning"), "%s", out);
+  free(out);
+
+  /* a molecule of two conformers; in its second, a hydrogen moved along its
+   * bond to 6 Å from the heavy atom */
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(h, "SELECT id, name, mol FROM molecules ORDER BY id", -1, &st, NULL), SQLITE_OK);
+  struct mol m;
+  long long id = -1;
+  char name[64] = "", err[256];
+  while (id < 0 && sqlite3_step(st) == SQLITE_ROW) {
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &m, err, sizeof err), 0,
+                 "%s", err);
+    if (m.n_confs >= 1) {
+      id = sqlite3_column_int64(st, 0);
+      snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(st, 1));
+    } else {
+      mol_free(&m);
+    }
+  }
+  sqlite3_finalize(st);
+  cr_assert_geq(id, 0, "no molecule got a second conformer");
+  int heavy = -1, hyd = -1;
+  for (int b = 0; b < m.n_bonds && hyd < 0; b++) {
+    int a = (int)m.bonds[b].a, c = (int)m.bonds[b].b;
+    if (m.atoms[a].z == 1 && m.atoms[c].z > 1) heavy = c, hyd = a;
+    if (m.atoms[c].z == 1 && m.atoms[a].z > 1) heavy = a, hyd = c;
+  }
+  cr_assert_geq(hyd, 0, "no hydrogen in the stored molecule");
+  double *x = m.confs; /* conformer 2 */
+  double d[3], len = 0;
+  for (int k = 0; k < 3; k++) {
+    d[k] = x[3 * hyd + k] - x[3 * heavy + k];
+    len += d[k] * d[k];
+  }
+  len = sqrt(len);
+  for (int k = 0; k < 3; k++)
+    x[3 * hyd + k] = x[3 * heavy + k] + 6.0 * d[k] / len;
+  uint8_t *blob = NULL;
+  size_t blen = 0;
+  cr_assert_eq(mol_to_blob(&m, &blob, &blen), 0);
+  cr_assert_eq(sqlite3_prepare_v2(h, "UPDATE molecules SET mol = ?1 WHERE id = ?2", -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_blob(st, 1, blob, (int)blen, free);
+  sqlite3_bind_int64(st, 2, id);
+  cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+
+  cr_assert_eq(tu_se3(&out, "verify %s", wd), 0, "a shape out of bounds taken for damage:\n%s", out);
+  char want[256];
+  cr_assert_lt(heavy, hyd, "the hydrogens added after the heavy atoms"); /* (a bond is named from its lower atom) */
+  snprintf(want, sizeof want,
+           "shape out of bounds: molecule %lld '%s' (generated coordinates): bond out of bounds: conformer 2 of 2: "
+           "bond %s%d-H%d is 6.00 Å (",
+           id, name, mol_element_symbol(m.atoms[heavy].z), heavy + 1, hyd + 1);
+  mol_free(&m);
+  cr_assert(strstr(out, "3 molecules checked against the bounds of chem/shape.h, 1 out of bounds"), "%s", out);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  cr_assert(strstr(out, "warning: 1 stored shape out of bounds (chem/shape.h): not damage"), "%s", out);
+  cr_assert(strstr(out, "`se3screen run` makes such shapes again"), "%s", out);
+  cr_assert(strstr(out, "ok: no damage found"), "%s", out);
+  free(out);
+  free(wf);
+  free(smi);
   free(dir);
 }
 

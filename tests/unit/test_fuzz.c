@@ -1192,7 +1192,7 @@ static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, con
         .format = "sdf", .add_hydrogens = 0, .gen3d = OB_GEN3D_NEVER, .max_atoms = 2000, .fragments = OB_FRAG_KEEP};
     struct mol_check_opts co = {.max_atoms = 5000, .min_distance = 0.0};
     char err[512] = "";
-    g_pool = wpool_start(2, &po, &co, err, sizeof err);
+    g_pool = wpool_start(2, &po, &co, WPOOL_INPUT_SHAPE_REJECT, err, sizeof err);
     if (!g_pool) return failf("wpool_start: %s", err);
     g_child_cleanup = stop_pool;
   }

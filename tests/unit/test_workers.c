@@ -50,7 +50,7 @@ static struct wpool *start_pool(int n) {
   static const struct ob_parse_opts po = {.format = "sdf", .add_hydrogens = 1, .gen3d = OB_GEN3D_NEVER};
   static const struct mol_check_opts co = {.max_atoms = 999, .min_distance = 0.5};
   char err[512] = "";
-  struct wpool *p = wpool_start(n, &po, &co, err, sizeof err);
+  struct wpool *p = wpool_start(n, &po, &co, WPOOL_INPUT_SHAPE_REJECT, err, sizeof err);
   cr_assert(p, "wpool_start: %s", err);
   return p;
 }
