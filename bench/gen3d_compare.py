@@ -206,7 +206,11 @@ def _embed(item):
     if mol is None:
         return rec, None, "rdkit cannot parse the SMILES"
     mol = Chem.AddHs(mol)
-    if AllChem.EmbedMolecule(mol, _params) != 0:
+    try:
+        ok = AllChem.EmbedMolecule(mol, _params) == 0
+    except RuntimeError as e:  # an invariant of RDKit's bounds (one NCI molecule): a failure, not the end
+        return rec, None, "ETKDG raised: " + str(e).strip().splitlines()[0]
+    if not ok:
         return rec, None, "ETKDG embedding failed"
     mol.SetProp("_Name", name)
     mol.SetProp("record_no", str(rec))
