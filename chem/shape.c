@@ -246,12 +246,12 @@ static void adj_free(struct adj *g) {
 
 /* Shortest path from `from` to `to` avoiding atom `skip` (and the direct
  * bond from-to when skip < 0), of at most max_bonds bonds, only through
- * aromatic bonds when arom_only; the path's atoms into path (from first)
- * when path is given. Returns its length in bonds, 0 when none.
+ * aromatic bonds when arom_only and only through atoms flagged in `through`
+ * when it is given; the path's atoms into path (from first) when path is
+ * given. Returns its length in bonds, 0 when none.
  * dist and prev are scratch of n entries, dist all -1 on entry and left so. */
-static int short_path(const struct adj *g, int n, int from, int to, int skip, int max_bonds, int arom_only, int *dist,
-                      int *prev, int *queue, int *path) {
-  (void)n;
+static int short_path(const struct adj *g, const char *through, int from, int to, int skip, int max_bonds,
+                      int arom_only, int *dist, int *prev, int *queue, int *path) {
   int head = 0, tail = 0, found = 0;
   dist[from] = 0;
   prev[from] = -1;
@@ -261,7 +261,7 @@ static int short_path(const struct adj *g, int n, int from, int to, int skip, in
     if (dist[u] >= max_bonds) continue;
     for (int e = g->start[u]; e < g->start[u + 1]; e++) {
       int v = g->nb[e];
-      if (v == skip || dist[v] >= 0) continue;
+      if (v == skip || dist[v] >= 0 || (through && !through[v] && v != to)) continue;
       if (arom_only && g->order[e] != MOL_BOND_AROMATIC) continue;
       if (skip < 0 && u == from && v == to) continue; /* not the bond itself */
       dist[v] = dist[u] + 1;
@@ -354,7 +354,7 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
     const struct mol_bond *b = &m->bonds[k];
     if ((int)b->a >= n || (int)b->b >= n || b->a == b->b) continue;
     judged[k] = (char)bond_range(m->atoms[b->a].z, m->atoms[b->b].z, b->order, &blo[k], &bhi[k]);
-    bring[k] = short_path(&g, n, (int)b->a, (int)b->b, -1, 63, 0, dist, prev, queue, NULL) > 0;
+    bring[k] = short_path(&g, NULL, (int)b->a, (int)b->b, -1, 63, 0, dist, prev, queue, NULL) > 0;
     if (!judged[k]) continue;
     struct pair *p = &s->pairs[s->n_pairs++];
     p->a = (int)b->a, p->b = (int)b->b, p->c = -1, p->in_ring = bring[k];
@@ -383,7 +383,14 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
   }
   /* ring bonds at each atom: 3 or more make a fusion or bridgehead atom */
   int *ring_deg = calloc((size_t)n + 1, sizeof *ring_deg);
-  if (!ring_deg) {
+  /* the atoms an angle's ring may pass through: a chelate's ring closed
+   * through a metal (Zn-S-C-S: S-C-S 110-120°) is no four-ring of carbon */
+  char *ring_atom = malloc((size_t)n + 1);
+  if (ring_atom)
+    for (int i = 0; i < n; i++)
+      ring_atom[i] = (char)organic(m->atoms[i].z);
+  if (!ring_deg || !ring_atom) {
+    free(ring_deg), free(ring_atom);
     free(blo), free(bhi), free(bring), free(judged), free(bond_of);
     goto fail;
   }
@@ -399,7 +406,7 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
      * rings) is no ring angle of its own */
     for (int x = 0; x < d; x++)
       for (int y = x + 1; y < d; y++) {
-        int len = short_path(&g, n, g.nb[base + x], g.nb[base + y], j, 6, 0, dist, prev, queue, NULL);
+        int len = short_path(&g, ring_atom, g.nb[base + x], g.nb[base + y], j, 6, 0, dist, prev, queue, NULL);
         rs[x][y] = rs[y][x] = len ? len + 2 : 0;
       }
     int envelope[4][4] = {{0}};
@@ -443,6 +450,7 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
   }
   free(bond_of);
   free(ring_deg);
+  free(ring_atom);
 
   /* aromatic rings: the shortest aromatic cycle through each aromatic bond */
   int n_arom = 0;
@@ -458,7 +466,7 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
       const struct mol_bond *b = &m->bonds[k];
       if (b->order != MOL_BOND_AROMATIC || (int)b->a >= n || (int)b->b >= n) continue;
       int path[8];
-      int len = short_path(&g, n, (int)b->a, (int)b->b, -1, 7, 1, dist, prev, queue, path);
+      int len = short_path(&g, NULL, (int)b->a, (int)b->b, -1, 7, 1, dist, prev, queue, path);
       if (!len) continue;
       struct ring r = {len + 1, {0}};
       for (int i = 0; i <= len; i++)
