@@ -29,7 +29,7 @@
  * and all but one of QM7's 1,192 (a methyl's H-C-H at 91°), pass at
  * SHAPE_TOL_GENERATED, all of them at SHAPE_TOL_INPUT; of the 1,000
  * held-out PDB crystal ligands of bench/gen3d.sh, 3 fail at SHAPE_TOL_INPUT
- * and 88 at SHAPE_TOL_GENERATED (an O-P-O of 82°, a C=O of 1.46 Å, a C≡N of
+ * and 89 at SHAPE_TOL_GENERATED (an O-P-O of 82°, a C=O of 1.46 Å, a C≡N of
  * 1.33 Å: the structures' own errors); RDKit's bounds matrix, 0.25 Å past
  * it, fails 154 of the same crystal ligands, mostly at angles it takes as
  * ideal (a thiophene's C-S-C as 108°; the crystal's is 92°).
