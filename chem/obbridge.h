@@ -15,8 +15,9 @@ enum ob_gen3d { OB_GEN3D_NEVER = 0, OB_GEN3D_AUTO, OB_GEN3D_ALWAYS };
  * generator are made again (ingest keys its parts by it). 1: before
  * 2026-11-28; 2: rings laid from templates within one rigid piece, every
  * shape checked bond by bond (chem/shape.h), UFF set up around its
- * uninitialised torsions (issue 67). */
-#define OB_GEN3D_VERSION "2"
+ * uninitialised torsions (issue 67); 3: an angle at a fusion or spiro atom
+ * held to what crystal structures show (chem/shape.c). */
+#define OB_GEN3D_VERSION "3"
 /* fast: builder + hydrogens; medium: + 250 steps of MMFF94 conjugate
  * gradients (UFF if MMFF94 has no parameters); best: + 2000 steps. */
 enum ob_quality { OB_Q_FAST = 0, OB_Q_MEDIUM, OB_Q_BEST };

@@ -16,7 +16,9 @@
  *            an N or O beside a π system either) and the smallest ring the
  *            angle lies in (3: 60°, 4: 88-90°, 5: 104-108°, the rest of a
  *            planar atom's 360° shared by its other angles; wider at a
- *            fusion or bridgehead atom of saturated rings), turned into a
+ *            fusion or bridgehead atom of saturated rings, less so for an
+ *            angle there that lies in no ring: 115 ± 15°, 122 ± 18° beside
+ *            a three-ring, for one between two rings), turned into a
  *            distance range with the two bonds as they are, each held
  *            within its own range
  *   rings    each aromatic ring of up to 8 atoms: every atom within

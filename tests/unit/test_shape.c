@@ -241,6 +241,11 @@ Test(shape, generated_rings_stay_closed) {
       "COc1cc(Nc2nccc(Nc3c(Cl)ccc4c3OCO4)n2)cc(OC)c1OC",                 /* a benzodioxole */
       "C1=CC2CC1C=C2c1ccc2c(c1)Cc1ccccc1-2",                            /* a norbornadiene, a fluorene */
       "Cc1[nH]nc2cnc(-c3cccnc3)cc12",
+      /* cd671d8: a substituent laid across the ring at a fusion or spiro
+       * carbon, 137-148° (crystal: 109-111°), passed the check */
+      "COc1cccnc1N1C[C@H]2C(=O)N(C)C(=N)N[C@@]2(c2cc(-c3cccc(C#N)c3)cs2)C1", /* PDB 4h3i */
+      "O=C1c2ccccc2N=C2N(c3ccccc3)CC[C@@]12O",                                 /* PDB 3bz9 */
+      "Cn1cc(Br)cc1C(=O)Nc1[nH]nc2c1CN(C(=O)N[C@H](CN1CCCC1)c1ccccc1)C21CC1",  /* PDB 4bky */
   };
   struct ob_parse_opts o = {.format = "smi",
                             .add_hydrogens = 1,
@@ -269,6 +274,25 @@ Test(shape, generated_rings_stay_closed) {
         double d = sqrt(pow(a->x - b->x, 2) + pow(a->y - b->y, 2) + pow(a->z_ - b->z_, 2));
         cr_assert_lt(d, 2.0, "%s, conformer %d: bond %u-%u is %.2f Å", smiles[i], c + 1, m.bonds[k].a + 1,
                      m.bonds[k].b + 1, d);
+      }
+      /* nor an angle wider than 135° at a carbon of four neighbours */
+      for (int j = 0; j < m.n_atoms; j++) {
+        int nb[8], d = 0;
+        for (int k = 0; k < m.n_bonds && d < 8; k++)
+          if (m.bonds[k].a == (uint32_t)j || m.bonds[k].b == (uint32_t)j)
+            nb[d++] = (int)(m.bonds[k].a == (uint32_t)j ? m.bonds[k].b : m.bonds[k].a);
+        if (m.atoms[j].z != 6 || d != 4) continue;
+        const struct mol_atom *c0 = &m.atoms[j];
+        for (int x = 0; x < d; x++)
+          for (int y = x + 1; y < d; y++) {
+            const struct mol_atom *a = &m.atoms[nb[x]], *b = &m.atoms[nb[y]];
+            double u[3] = {a->x - c0->x, a->y - c0->y, a->z_ - c0->z_}, v[3] = {b->x - c0->x, b->y - c0->y, b->z_ - c0->z_};
+            double cs = (u[0] * v[0] + u[1] * v[1] + u[2] * v[2]) /
+                        sqrt((u[0] * u[0] + u[1] * u[1] + u[2] * u[2]) * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]));
+            double deg = acos(cs) * 180 / M_PI;
+            cr_assert_lt(deg, 135.0, "%s, conformer %d: angle %d-%d-%d is %.0f°", smiles[i], c + 1, nb[x] + 1, j + 1,
+                         nb[y] + 1, deg);
+          }
       }
       mol_swap_conformer(&m, c);
     }
