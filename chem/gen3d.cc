@@ -815,15 +815,13 @@ bool se3_gen3d_traced(OBMol &mol, const ob_parse_opts *o, unsigned seed, std::st
     std::string failed;
     OBMol kept(mol);
     for (unsigned k = 0; k < 4 && v.check != GEN3D_OK; k++) {
-      if (!se3_etkdg_embed(mol, input, seed + 7919u * k, failed)) break;
-      {
-        if (tr) tr->builds++;
-        if (o->add_hydrogens) mol.AddHydrogens();
-        separate_fragments(mol);
-        if (steps) se3_minimise(mol, steps, refine_econv(o->quality));
-        Verdict e = settle(mol, check(mol), check, fix);
-        if (e.check == GEN3D_OK) v = e, fix = GEN3D_FIX_ETKDG;
-      }
+      if (!se3_etkdg_embed(mol, input, seed + 7919u * k, failed)) break; // mol as it was
+      if (tr) tr->builds++;
+      if (o->add_hydrogens) mol.AddHydrogens();
+      separate_fragments(mol);
+      if (steps) se3_minimise(mol, steps, refine_econv(o->quality));
+      Verdict e = settle(mol, check(mol), check, fix);
+      if (e.check == GEN3D_OK) v = e, fix = GEN3D_FIX_ETKDG;
       if (v.check != GEN3D_OK) mol = kept; // a failed fallback leaves the builder's verdict as the reason
     }
   }
