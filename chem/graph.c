@@ -12,6 +12,7 @@
  */
 #include "chem/graph.h"
 #include "chem/cells.h"
+#include "chem/perceive.h"
 #include "common/crc32c.h"
 #include "common/le.h"
 
@@ -42,10 +43,53 @@ void graph_free(struct graph *g) {
   graph_init(g);
 }
 
+static const char *const ATOM_FEATURE[GRAPH_AF_COUNT] = {"hybridisation", "aromatic",  "ring",
+                                                         "degree",        "hydrogens", "chirality"};
+static const int ATOM_WIDTH[GRAPH_AF_COUNT] = {4, 1, 7, 6, 5, 2};
+static const char *const BOND_FEATURE[GRAPH_BF_COUNT] = {"conjugated", "ring", "stereo"};
+static const int BOND_WIDTH[GRAPH_BF_COUNT] = {1, 1, 2};
+
+const char *graph_atom_feature_name(int f) { return f >= 0 && f < GRAPH_AF_COUNT ? ATOM_FEATURE[f] : NULL; }
+int graph_atom_feature_width(int f) { return f >= 0 && f < GRAPH_AF_COUNT ? ATOM_WIDTH[f] : -1; }
+const char *graph_bond_feature_name(int f) { return f >= 0 && f < GRAPH_BF_COUNT ? BOND_FEATURE[f] : NULL; }
+int graph_bond_feature_width(int f) { return f >= 0 && f < GRAPH_BF_COUNT ? BOND_WIDTH[f] : -1; }
+
+int graph_atom_feature_of(const char *name) {
+  for (int f = 0; name && f < GRAPH_AF_COUNT; f++)
+    if (!strcmp(name, ATOM_FEATURE[f])) return f;
+  return -1;
+}
+
+int graph_bond_feature_of(const char *name) {
+  for (int f = 0; name && f < GRAPH_BF_COUNT; f++)
+    if (!strcmp(name, BOND_FEATURE[f])) return f;
+  return -1;
+}
+
+/* The width of a list of features, each in [0, count) and listed once; -1
+ * otherwise. */
+static int features_width(const uint8_t *list, int n, int count, const int *width) {
+  if (n < 0 || (n > 0 && !list) || n > count) return -1;
+  int w = 0, seen = 0;
+  for (int i = 0; i < n; i++) {
+    if (list[i] >= count || (seen >> list[i]) & 1) return -1;
+    seen |= 1 << list[i];
+    w += width[list[i]];
+  }
+  return w;
+}
+
 int graph_node_width(const struct graph_opts *o) {
   if (!o || o->n_elements < 0 || (o->n_elements > 0 && !o->elements) || o->n_elements > 65535) return -1;
-  int w = o->n_elements + !!o->with_other + !!o->with_charge + !!o->with_atomic_number;
+  int extra = features_width(o->atom_features, o->n_atom_features, GRAPH_AF_COUNT, ATOM_WIDTH);
+  if (extra < 0) return -1;
+  int w = o->n_elements + !!o->with_other + !!o->with_charge + !!o->with_atomic_number + extra;
   return w <= 65535 ? w : -1; /* the blob stores the width as a u16 */
+}
+
+int graph_edge_width(const struct graph_opts *o) {
+  int extra = o ? features_width(o->bond_features, o->n_bond_features, GRAPH_BF_COUNT, BOND_WIDTH) : -1;
+  return extra < 0 ? -1 : GRAPH_EDGE_WIDTH + extra;
 }
 
 /* ---------------------------------------------------------------- bonds */
@@ -55,12 +99,14 @@ struct adjacency {
   int *start; /* n_atoms + 1 */
   int32_t *nbr;
   uint8_t *order;
+  int32_t *bond; /* the bond's index in m->bonds */
 };
 
 static void adjacency_free(struct adjacency *a) {
   free(a->start);
   free(a->nbr);
   free(a->order);
+  free(a->bond);
   memset(a, 0, sizeof *a);
 }
 
@@ -70,8 +116,9 @@ static int adjacency_build(struct adjacency *a, const struct mol *m) {
   a->start = calloc((size_t)n + 1, sizeof *a->start);
   a->nbr = malloc((size_t)(nb ? 2 * nb : 1) * sizeof *a->nbr);
   a->order = malloc((size_t)(nb ? 2 * nb : 1));
+  a->bond = malloc((size_t)(nb ? 2 * nb : 1) * sizeof *a->bond);
   int *fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
-  if (!a->start || !a->nbr || !a->order || !fill) {
+  if (!a->start || !a->nbr || !a->order || !a->bond || !fill) {
     free(fill);
     adjacency_free(a);
     return -1;
@@ -88,8 +135,10 @@ static int adjacency_build(struct adjacency *a, const struct mol *m) {
     int p = fill[b->a]++, q = fill[b->b]++;
     a->nbr[p] = (int32_t)b->b;
     a->order[p] = b->order;
+    a->bond[p] = k;
     a->nbr[q] = (int32_t)b->a;
     a->order[q] = b->order;
+    a->bond[q] = k;
   }
   free(fill);
   return 0;
@@ -232,6 +281,11 @@ static int check_input(const struct mol *m, const struct graph_opts *o, char *er
     set_err(err, errlen, "max_neighbors must be >= 0 (got %d)", o->max_neighbors);
     return -1;
   }
+  if (features_width(o->atom_features, o->n_atom_features, GRAPH_AF_COUNT, ATOM_WIDTH) < 0 || graph_edge_width(o) < 0) {
+    set_err(err, errlen, "bad feature list (%d atom features, %d bond features: each known and listed once)",
+            o->n_atom_features, o->n_bond_features);
+    return -1;
+  }
   if (graph_node_width(o) < 0) {
     set_err(err, errlen, "bad element list (%d elements%s)", o->n_elements,
             o->n_elements > 0 && !o->elements ? ", no array" : "");
@@ -311,7 +365,8 @@ static int gather(struct builder *b, const struct mol *m, const struct graph_opt
   return 0;
 }
 
-static void node_features(const struct mol *m, const struct graph_opts *o, float *out, int width) {
+static void node_features(const struct mol *m, const struct graph_opts *o, const struct perceive *p, float *out,
+                          int width) {
   for (int i = 0; i < m->n_atoms; i++) {
     const struct mol_atom *a = &m->atoms[i];
     float *f = &out[(size_t)i * width];
@@ -327,6 +382,33 @@ static void node_features(const struct mol *m, const struct graph_opts *o, float
     if (o->with_other) f[col++] = found ? 0 : 1;
     if (o->with_charge) f[col++] = (float)a->charge;
     if (o->with_atomic_number) f[col++] = (float)a->z;
+    for (int k = 0; k < o->n_atom_features; k++) {
+      int w = ATOM_WIDTH[o->atom_features[k]];
+      const struct perceive_atom *q = &p->atom[i];
+      for (int c = 0; c < w; c++)
+        f[col + c] = 0;
+      switch (o->atom_features[k]) {
+      case GRAPH_AF_HYBRIDISATION:
+        f[col + q->hybridisation] = 1;
+        break;
+      case GRAPH_AF_AROMATIC:
+        f[col] = a->aromatic ? 1 : 0;
+        break;
+      case GRAPH_AF_RING:
+        if (q->ring) f[col] = 1, f[col + 1 + (q->ring < 8 ? q->ring : 8) - 3] = 1;
+        break;
+      case GRAPH_AF_DEGREE:
+        f[col + (q->degree < 5 ? q->degree : 5)] = 1;
+        break;
+      case GRAPH_AF_HYDROGENS:
+        f[col + (q->hydrogens < 4 ? q->hydrogens : 4)] = 1;
+        break;
+      case GRAPH_AF_CHIRALITY:
+        if (q->chirality) f[col + (q->chirality > 0 ? 0 : 1)] = 1;
+        break;
+      }
+      col += w;
+    }
   }
 }
 
@@ -346,19 +428,44 @@ static int bond_column(uint8_t order) {
 }
 
 /* Target j's edges from its segment into the graph at offset off: source,
- * target, bond one-hot, distance, rel_pos. */
-static void write_edges(const struct builder *b, const struct mol *m, int j, size_t off, struct graph *g) {
+ * target, bond one-hot, the bond features, distance, rel_pos. */
+static void write_edges(const struct builder *b, const struct mol *m, const struct graph_opts *o,
+                        const struct perceive *p, int j, size_t off, struct graph *g) {
   const struct mol_atom *aj = &m->atoms[j];
+  int ew = g->edge_width;
   for (int k = 0; k < b->count[j]; k++) {
     size_t e = off + (size_t)k, t = b->seg[j] + (size_t)k;
-    const struct mol_atom *ai = &m->atoms[b->tmp_src[t]];
-    g->src[e] = b->tmp_src[t];
+    int32_t src = b->tmp_src[t];
+    const struct mol_atom *ai = &m->atoms[src];
+    g->src[e] = src;
     g->dst[e] = j;
-    float *f = &g->edge_feat[e * GRAPH_EDGE_WIDTH];
-    for (int c = 0; c < GRAPH_EDGE_WIDTH; c++)
+    float *f = &g->edge_feat[e * (size_t)ew];
+    for (int c = 0; c < ew; c++)
       f[c] = 0;
     f[bond_column(b->tmp_order[t])] = 1;
-    f[GRAPH_EF_DISTANCE] = (float)sqrt(dist2(ai, aj));
+    if (o->n_bond_features && b->tmp_order[t]) {
+      /* the pair's first listed bond, as its order came from (gather) */
+      int bond = -1;
+      for (int q = b->adj.start[j]; q < b->adj.start[j + 1] && bond < 0; q++)
+        if (b->adj.nbr[q] == src) bond = b->adj.bond[q];
+      const struct perceive_bond *pb = &p->bond[bond];
+      int col = GRAPH_EF_DISTANCE;
+      for (int q = 0; q < o->n_bond_features; q++) {
+        switch (o->bond_features[q]) {
+        case GRAPH_BF_CONJUGATED:
+          f[col] = pb->conjugated ? 1 : 0;
+          break;
+        case GRAPH_BF_RING:
+          f[col] = pb->ring ? 1 : 0;
+          break;
+        case GRAPH_BF_STEREO:
+          if (pb->stereo) f[col + (pb->stereo > 0 ? 0 : 1)] = 1;
+          break;
+        }
+        col += BOND_WIDTH[o->bond_features[q]];
+      }
+    }
+    f[ew - 1] = (float)sqrt(dist2(ai, aj));
     float *r = &g->rel_pos[e * 3];
     r[0] = (float)(aj->x - ai->x);
     r[1] = (float)(aj->y - ai->y);
@@ -373,11 +480,14 @@ static void write_edges(const struct builder *b, const struct mol *m, int j, siz
 int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen) {
   graph_init(g);
   if (check_input(m, o, err, errlen) != 0) return -1;
-  int n = m->n_atoms, width = graph_node_width(o), radius = o->edges != GRAPH_EDGES_BONDS;
+  int n = m->n_atoms, width = graph_node_width(o), ew = graph_edge_width(o), radius = o->edges != GRAPH_EDGES_BONDS;
   size_t n1 = (size_t)(n ? n : 1);
   size_t *off = NULL;
   struct builder b;
+  struct perceive p;
   memset(&b, 0, sizeof b);
+  memset(&p, 0, sizeof p);
+  if ((o->n_atom_features || o->n_bond_features) && perceive(m, &p) != 0) goto oom;
   b.seg = malloc(n1 * sizeof *b.seg);
   b.count = malloc(n1 * sizeof *b.count);
   b.bond_mark = calloc(n1, sizeof *b.bond_mark);
@@ -395,6 +505,7 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
     if (r == -2) {
       set_err(err, errlen, "too many edges (more than %d; lower the cutoff or set max_neighbors)", INT32_MAX);
       builder_free(&b);
+      perceive_free(&p);
       return -1;
     }
     if (r != 0) goto oom;
@@ -407,11 +518,11 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
   g->pairs_examined = b.pairs;
   g->edges_dropped = b.dropped;
   g->node_width = width;
-  g->edge_width = GRAPH_EDGE_WIDTH;
+  g->edge_width = ew;
   g->src = malloc((ne ? ne : 1) * sizeof *g->src);
   g->dst = malloc((ne ? ne : 1) * sizeof *g->dst);
   g->node_feat = malloc((n && width ? (size_t)n * (size_t)width : 1) * sizeof *g->node_feat);
-  g->edge_feat = malloc((ne ? ne : 1) * GRAPH_EDGE_WIDTH * sizeof *g->edge_feat);
+  g->edge_feat = malloc((ne ? ne : 1) * (size_t)ew * sizeof *g->edge_feat);
   g->rel_pos = malloc((ne ? ne : 1) * 3 * sizeof *g->rel_pos);
   if (!off || !g->src || !g->dst || !g->node_feat || !g->edge_feat || !g->rel_pos) goto oom;
   size_t sum = 0;
@@ -421,7 +532,7 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
   }
   for (int t = 0; t < n; t++) {
     int j = radius ? b.cells.atom[t] : t;
-    write_edges(&b, m, j, off[j], g);
+    write_edges(&b, m, o, &p, j, off[j], g);
   }
   /* Finite coordinates can still be too far apart for a float (±3e38 Å:
    * 6e38 overflows to infinity); such a graph would be stored and then
@@ -430,23 +541,26 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
    * (target, source) order. */
   for (size_t e = 0; e < ne; e++) {
     const float *r = &g->rel_pos[e * 3];
-    if (!isfinite(g->edge_feat[e * GRAPH_EDGE_WIDTH + GRAPH_EF_DISTANCE]) || !isfinite(r[0]) || !isfinite(r[1]) ||
+    if (!isfinite(g->edge_feat[e * (size_t)ew + (size_t)ew - 1]) || !isfinite(r[0]) || !isfinite(r[1]) ||
         !isfinite(r[2])) {
       set_err(err, errlen, "edge %zu (atom %d to atom %d): distance or relative position overflows a float", e + 1,
               (int)g->src[e] + 1, (int)g->dst[e] + 1);
       free(off);
       builder_free(&b);
+      perceive_free(&p);
       graph_free(g);
       return -1;
     }
   }
-  node_features(m, o, g->node_feat, width);
+  node_features(m, o, &p, g->node_feat, width);
   free(off);
   builder_free(&b);
+  perceive_free(&p);
   return 0;
 oom:
   free(off);
   builder_free(&b);
+  perceive_free(&p);
   graph_free(g);
   set_err(err, errlen, "out of memory building the graph of %d atoms", n);
   return -1;
@@ -463,11 +577,11 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
   *blob = NULL;
   *len = 0;
   if (!g || g->n_nodes < 0 || g->n_edges < 0 || g->node_width < 0 || g->node_width > 65535 ||
-      g->edge_width != GRAPH_EDGE_WIDTH)
+      g->edge_width < GRAPH_EDGE_WIDTH || g->edge_width > GRAPH_EDGE_WIDTH_MAX)
     return -1;
-  size_t nn = (size_t)g->n_nodes, ne = (size_t)g->n_edges, nw = (size_t)g->node_width;
+  size_t nn = (size_t)g->n_nodes, ne = (size_t)g->n_edges, nw = (size_t)g->node_width, ew = (size_t)g->edge_width;
   if ((ne && (!g->src || !g->dst || !g->edge_feat || !g->rel_pos)) || (nn && nw && !g->node_feat)) return -1;
-  uint64_t want = blob_size(nn, ne, nw, GRAPH_EDGE_WIDTH) + GRAPH_BLOB_CRC;
+  uint64_t want = blob_size(nn, ne, nw, ew) + GRAPH_BLOB_CRC;
   if (want > SIZE_MAX) return -1;
   uint8_t *b = malloc((size_t)want), *p = b;
   if (!b) return -1;
@@ -477,7 +591,7 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
   le_put_u32(p + 8, (uint32_t)nn);
   le_put_u32(p + 12, (uint32_t)ne);
   le_put_u16(p + 16, (uint16_t)nw);
-  le_put_u16(p + 18, GRAPH_EDGE_WIDTH);
+  le_put_u16(p + 18, (uint16_t)ew);
   p += GRAPH_BLOB_HEADER;
   for (size_t e = 0; e < ne; e++, p += 4)
     le_put_u32(p, (uint32_t)g->src[e]);
@@ -485,7 +599,7 @@ int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len) {
     le_put_u32(p, (uint32_t)g->dst[e]);
   for (size_t k = 0; k < nn * nw; k++, p += 4)
     le_put_f32(p, g->node_feat[k]);
-  for (size_t k = 0; k < ne * GRAPH_EDGE_WIDTH; k++, p += 4)
+  for (size_t k = 0; k < ne * ew; k++, p += 4)
     le_put_f32(p, g->edge_feat[k]);
   for (size_t k = 0; k < ne * 3; k++, p += 4)
     le_put_f32(p, g->rel_pos[k]);
@@ -530,8 +644,8 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
   }
   uint32_t nn = le_get_u32(blob + 8), ne = le_get_u32(blob + 12);
   unsigned nw = le_get_u16(blob + 16), ew = le_get_u16(blob + 18);
-  if (ew != GRAPH_EDGE_WIDTH) {
-    set_err(err, errlen, "graph blob edge width %u (expected %d)", ew, GRAPH_EDGE_WIDTH);
+  if (ew < GRAPH_EDGE_WIDTH || ew > GRAPH_EDGE_WIDTH_MAX) {
+    set_err(err, errlen, "graph blob edge width %u (expected %d to %d)", ew, GRAPH_EDGE_WIDTH, GRAPH_EDGE_WIDTH_MAX);
     return -1;
   }
   uint64_t want = blob_size(nn, ne, nw, ew) + crc;

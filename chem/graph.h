@@ -47,11 +47,27 @@
  *                    not in the list
  *   +1 when with_charge: the formal charge
  *   +1 when with_atomic_number: the atomic number
+ *   then each of atom_features, in the order listed (chem/perceive.h defines
+ *   what each value is):
+ *     hybridisation  4: one-hot none (hydrogen), sp, sp2, sp3
+ *     aromatic       1: 1 for an aromatic atom
+ *     ring           7: in a ring; then a one-hot of its smallest ring's
+ *                       size, 3, 4, 5, 6, 7, 8 or more (all 0 in no ring)
+ *     degree         6: one-hot of the neighbours, hydrogens included, 0..4, 5+
+ *     hydrogens      5: one-hot of the hydrogens on it, 0..3, 4+
+ *     chirality      2: one-hot of the stereocentre's sign, +1, -1 (0 0: none)
  * graph_node_width(opts) gives the width.
  *
- * Edge features, GRAPH_EDGE_WIDTH (6) floats per edge:
+ * Edge features, graph_edge_width(opts) floats per edge, GRAPH_EDGE_WIDTH (6)
+ * without bond_features:
  *   [0..4] bond type one-hot: none, single, double, triple, aromatic
- *   [5]    distance d (Å)
+ *   then each of bond_features, in the order listed (0 for a pair that is
+ *   not bonded):
+ *     conjugated     1: 1 for a conjugated bond
+ *     ring           1: 1 for a ring bond
+ *     stereo         2: one-hot of a double bond's cis (+1), trans (-1)
+ *   [last] distance d (Å): the model reads the distance from the last column
+ *          and "no bond" from the first, whatever lies between
  * rel_pos, 3 floats per edge: x_target − x_source (Å), i.e. (dx, dy, dz).
  *
  * Blob layout (version 2, little-endian):
@@ -87,7 +103,8 @@
 #define GRAPH_BLOB_HEADER 20
 #define GRAPH_BLOB_CRC 4 /* trailing checksum bytes, version 2 on */
 
-/* Edge feature columns. */
+/* Edge feature columns of the basic layout (without bond_features, where
+ * GRAPH_EF_DISTANCE is the last; with them the distance moves to the end). */
 enum {
   GRAPH_EF_NONE = 0,
   GRAPH_EF_SINGLE,
@@ -100,6 +117,29 @@ enum {
 
 enum graph_edges { GRAPH_EDGES_RADIUS = 0, GRAPH_EDGES_BONDS, GRAPH_EDGES_RADIUS_BONDS };
 
+/* The optional atom and bond features (widths above; names as
+ * stages.graph.atom_features and bond_features spell them). */
+enum graph_atom_feature {
+  GRAPH_AF_HYBRIDISATION = 0,
+  GRAPH_AF_AROMATIC,
+  GRAPH_AF_RING,
+  GRAPH_AF_DEGREE,
+  GRAPH_AF_HYDROGENS,
+  GRAPH_AF_CHIRALITY,
+  GRAPH_AF_COUNT
+};
+enum graph_bond_feature { GRAPH_BF_CONJUGATED = 0, GRAPH_BF_RING, GRAPH_BF_STEREO, GRAPH_BF_COUNT };
+#define GRAPH_EDGE_WIDTH_MAX 64 /* the widest edge a blob may declare */
+
+/* A feature's name, its width; -1 / NULL for one out of range. The lookup by
+ * name returns the feature, or -1 for a name that is none. */
+const char *graph_atom_feature_name(int f);
+int graph_atom_feature_width(int f);
+int graph_atom_feature_of(const char *name);
+const char *graph_bond_feature_name(int f);
+int graph_bond_feature_width(int f);
+int graph_bond_feature_of(const char *name);
+
 struct graph_opts {
   double cutoff;     /* Å; must be > 0 and finite in the radius modes */
   int max_neighbors; /* per target, incoming radius edges; 0 = no cap */
@@ -109,6 +149,12 @@ struct graph_opts {
   int with_other; /* add an "other element" slot after the one-hot */
   int with_charge;
   int with_atomic_number;
+  /* optional features, each listed at most once (enum graph_atom_feature /
+   * graph_bond_feature); NULL with a count of 0 for none */
+  const uint8_t *atom_features;
+  int n_atom_features;
+  const uint8_t *bond_features;
+  int n_bond_features;
 };
 
 struct graph {
@@ -128,6 +174,10 @@ void graph_free(struct graph *g); /* frees the arrays and re-initialises */
 /* Floats per node for these options; -1 when the options are invalid (an
  * element count without an array, or a width beyond 65535). */
 int graph_node_width(const struct graph_opts *o);
+/* Floats per edge: GRAPH_EDGE_WIDTH plus the bond features'; -1 when they
+ * are invalid (a feature out of range or listed twice, a count without an
+ * array). */
+int graph_edge_width(const struct graph_opts *o);
 
 /* Builds the graph of m. g is overwritten (re-initialised, not freed).
  * Returns 0, or -1 with a message in err (bad options, a bad bond, a

@@ -30,6 +30,31 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
     gs->elements[gs->go.n_elements++] = (uint8_t)z;
   }
   gs->go.elements = gs->elements;
+  /* the optional features, each known and listed once (the schema checks
+   * the names; a list from a model card or a hand-made config is checked
+   * here again) */
+  for (int kind = 0; kind < 2; kind++) {
+    const char *key = kind ? "bond_features" : "atom_features";
+    const struct cfg_node *fl = cfg_get(c, key);
+    int count = kind ? GRAPH_BF_COUNT : GRAPH_AF_COUNT, *nf = kind ? &gs->go.n_bond_features : &gs->go.n_atom_features;
+    uint8_t *to = kind ? gs->bond_features : gs->atom_features;
+    for (int i = 0; fl && i < fl->n_kids; i++) {
+      const char *name = fl->kids[i]->value;
+      int f = kind ? graph_bond_feature_of(name) : graph_atom_feature_of(name);
+      int twice = 0;
+      for (int j = 0; j < *nf; j++)
+        twice |= to[j] == f;
+      if (f < 0 || twice || *nf >= count) {
+        *bad = fl->kids[i];
+        snprintf(err, n, "stages.graph.%s: '%s' %s", key, name ? name : "",
+                 f < 0 ? "is not a feature" : "is listed twice");
+        return -1;
+      }
+      to[(*nf)++] = (uint8_t)f;
+    }
+  }
+  gs->go.atom_features = gs->atom_features;
+  gs->go.bond_features = gs->bond_features;
   gs->go.with_other = cfg_bool(c, "other_element");
   gs->go.with_charge = cfg_bool(c, "charge");
   gs->go.with_atomic_number = cfg_bool(c, "atomic_number");

@@ -18,6 +18,7 @@
 struct graph_settings {
   struct graph_opts go;
   uint8_t elements[128];
+  uint8_t atom_features[GRAPH_AF_COUNT], bond_features[GRAPH_BF_COUNT];
 };
 
 /* gs from a resolved stages.graph node c (configs/defaults.yaml filled in

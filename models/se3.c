@@ -34,7 +34,10 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
   size_t n = 0;
   for (int d = 0; d < c->degrees; d++)
     m->hidden.ch[d] = c->channels;
-  struct nn_fiber fin = {{c->node_in}};
+  /* the embedding first, so that a model without one lays out as before */
+  m->w_embed = 0;
+  n += (size_t)c->embed * (size_t)c->node_in;
+  struct nn_fiber fin = {{c->embed ? c->embed : c->node_in}};
   for (int b = 0; b < c->layers; b++) {
     struct se3_block_layout *B = &m->block[b];
     B->fin = fin;
@@ -94,11 +97,12 @@ void se3_config_format(const struct se3_config *c, char *out, size_t n) {
   int k = snprintf(out, n, SE3_CONFIG_WORDS, c->layers, c->degrees, c->channels, c->heads, c->channels_div, c->node_in,
                    c->edge_in, c->radial_hidden, c->mlp_hidden, c->pool_max, c->outputs);
   if (c->envelope != SE3_ENVELOPE_NONE && k >= 0 && (size_t)k < n)
-    snprintf(out + k, n - (size_t)k, " envelope=%s cutoff=%.9g bonds_kept=%d",
-             c->envelope == SE3_ENVELOPE_COSINE ? "cosine"
-             : c->envelope == SE3_ENVELOPE_POLY ? "poly"
-                                                : "unknown",
-             (double)c->cutoff, c->bonds_kept);
+    k += snprintf(out + k, n - (size_t)k, " envelope=%s cutoff=%.9g bonds_kept=%d",
+                  c->envelope == SE3_ENVELOPE_COSINE ? "cosine"
+                  : c->envelope == SE3_ENVELOPE_POLY ? "poly"
+                                                     : "unknown",
+                  (double)c->cutoff, c->bonds_kept);
+  if (c->embed > 0 && k >= 0 && (size_t)k < n) snprintf(out + k, n - (size_t)k, " embed=%d", c->embed);
 }
 
 /* The words of the configuration in their stored order: name, and where the
@@ -128,6 +132,17 @@ static int config_word(const char **s, const char *name, char *val, size_t n) {
   return 0;
 }
 
+/* The last word, embed=K (K > 0), and nothing after it. */
+static int parse_embed(const char *s, struct se3_config *c) {
+  char val[32], *end;
+  if (config_word(&s, "embed", val, sizeof val)) return -1;
+  errno = 0;
+  long v = strtol(val, &end, 10);
+  if (*end || errno || v < 1 || v > INT_MAX) return -1;
+  c->embed = (int)v;
+  return *s ? -1 : 0;
+}
+
 int se3_config_parse(const char *s, struct se3_config *c) {
   memset(c, 0, sizeof *c);
   char val[32];
@@ -140,6 +155,7 @@ int se3_config_parse(const char *s, struct se3_config *c) {
     *config_int(c, i) = (int)v;
   }
   if (!*s) return 0; /* stored before the envelope existed, or without one */
+  if (!strncmp(s, "embed=", 6)) return parse_embed(s, c);
   if (config_word(&s, "envelope", val, sizeof val)) return -1;
   if (!strcmp(val, "cosine"))
     c->envelope = SE3_ENVELOPE_COSINE;
@@ -156,7 +172,7 @@ int se3_config_parse(const char *s, struct se3_config *c) {
   long b = strtol(val, &end, 10);
   if (*end || (b != 0 && b != 1)) return -1;
   c->bonds_kept = (int)b;
-  return *s ? -1 : 0;
+  return *s ? parse_embed(s, c) : 0;
 }
 
 /* Each size's allowed range (the workflow schema's for the arch keys). */
@@ -180,6 +196,10 @@ int se3_config_check(const struct se3_config *c, char *err, size_t errlen) {
              c->envelope, (double)c->cutoff);
     return -1;
   }
+  if (c->embed < 0 || c->embed > SE3_MAX_EMBED) {
+    snprintf(err, errlen, "model: embed=%d is out of range (0 to %d)", c->embed, SE3_MAX_EMBED);
+    return -1;
+  }
   return 0;
 }
 
@@ -192,7 +212,7 @@ void se3_edge_weights(const struct se3_config *c, const real *edge_feat, int E, 
 /* The final input fiber: the hidden one, or the node features with no layers. */
 static struct nn_fiber final_in(const struct se3_model *m) {
   if (m->cfg.layers > 0) return m->hidden;
-  struct nn_fiber f = {{m->cfg.node_in}};
+  struct nn_fiber f = {{m->cfg.embed ? m->cfg.embed : m->cfg.node_in}};
   return f;
 }
 
@@ -224,6 +244,7 @@ static void init_radial(real *p, int in, int H, int out, uint64_t *rng) {
 void se3_model_init_params(const struct se3_model *m, real *params, uint64_t seed) {
   const struct se3_config *c = &m->cfg;
   uint64_t rng = seed ? seed : 1;
+  if (c->embed) fill_uniform(params + m->w_embed, (size_t)c->embed * (size_t)c->node_in, c->node_in, &rng);
   for (int b = 0; b < c->layers; b++) {
     const struct se3_block_layout *B = &m->block[b];
     init_radial(params + B->radial, c->edge_in, c->radial_hidden, (int)B->radial_out, &rng);
@@ -259,7 +280,8 @@ struct block_tape {
 struct se3_tape {
   struct block_tape blk[SE3_MAX_LAYERS];
   real *rfsave, *f, *g, *u, *v;
-  real *w; /* the edges' envelope weights (E), NULL without an envelope */
+  real *w;   /* the edges' envelope weights (E), NULL without an envelope */
+  real *emb; /* the embedded node features (N x embed), NULL without an embedding */
   int32_t *arg;
   real *h_final[NN_MAX_DEG + 1];
   struct nn_arena *arena; /* the caller's, or own */
@@ -351,6 +373,12 @@ static struct se3_tape *forward(const struct se3_model *m, const real *params, c
     be->edge_weights(t->w, b->edge_feat, b->E, c->edge_in, c->envelope, (real)c->cutoff, c->bonds_kept);
   }
   real *h[NN_MAX_DEG + 1] = {(real *)b->node_feat};
+  if (c->embed) {
+    t->emb = talloc(t, N * (size_t)c->embed);
+    if (t->oom) goto fail;
+    be->linear_forward(t->emb, b->node_feat, params + m->w_embed, b->N, c->node_in, c->embed);
+    h[0] = t->emb;
+  }
   real *hbuf[2][NN_MAX_DEG + 1] = {{0}}; /* the block outputs, when not kept */
   if (!keep)
     for (int k = 0; k < 2; k++)
@@ -452,15 +480,25 @@ static real *tmp_alloc(struct nn_arena *A, size_t n, int *oom) {
 
 int se3_model_grad_stages(const struct se3_model *m, size_t from[SE3_MAX_LAYERS + 1]) {
   int k = 0;
-  from[k++] = m->final_radial;
+  from[k++] = m->cfg.layers ? m->final_radial : 0; /* without blocks the head's stage ends with the embedding */
   for (int bi = m->cfg.layers - 1; bi >= 0; bi--)
-    from[k++] = m->block[bi].radial;
+    from[k++] = bi ? m->block[bi].radial : 0; /* the first block's stage ends with the embedding */
   return k;
 }
 
 int se3_model_backward(const struct se3_model *m, const real *params, const struct se3_batch *b,
                        const struct se3_tape *t, const real *dout, real *dparams, real *dnode) {
   return se3_model_backward_staged(m, params, b, t, dout, dparams, dnode, NULL, NULL);
+}
+
+/* The embedding's gradients from dh, d loss / d its output (the first
+ * block's input), within the first block's stage: dW, and dnode when asked. */
+static void embed_backward(const struct se3_model *m, const real *params, const struct se3_batch *b, const real *dh,
+                           real *dparams, real *dnode) {
+  const struct se3_config *c = &m->cfg;
+  if (!c->embed) return;
+  m->be->linear_backward(dnode, dparams + m->w_embed, dh, b->node_feat, params + m->w_embed, b->N, c->node_in,
+                         c->embed);
 }
 
 int se3_model_backward_staged(const struct se3_model *m, const real *params, const struct se3_batch *b,
@@ -477,6 +515,7 @@ int se3_model_backward_staged(const struct se3_model *m, const real *params, con
 #define TMP(n) tmp_alloc(A, (size_t)(n), &oom)
   /* d loss / d h, the features between blocks, in two buffers used in turn */
   int width = c->node_in > c->channels ? c->node_in : c->channels;
+  if (c->embed > width) width = c->embed;
   real *dh[NN_MAX_DEG + 1] = {0}, *dh_next[NN_MAX_DEG + 1] = {0};
   for (int d = 0; d < c->degrees; d++) {
     dh[d] = TMP(N * (size_t)(NN_DIM(d) * width));
@@ -508,6 +547,7 @@ int se3_model_backward_staged(const struct se3_model *m, const real *params, con
   be->linear_backward(dself, dparams + m->w_self, df, t->h_final[0], params + m->w_self, b->N, fin.ch[0], M);
   be->add(dh[0], dself, N * (size_t)fin.ch[0]);
   nn_arena_release(A, head);
+  if (c->layers == 0) embed_backward(m, params, b, dh[0], dparams, dnode);
   if (done) done(ctx, 0);
 
   for (int bi = c->layers - 1; bi >= 0; bi--) {
@@ -568,6 +608,7 @@ int se3_model_backward_staged(const struct se3_model *m, const real *params, con
       }
     }
     nn_arena_release(A, mark);
+    if (bi == 0) embed_backward(m, params, b, dh_next[0], dparams, dnode);
     if (done) done(ctx, c->layers - bi);
     for (int d = 0; d <= NN_MAX_DEG; d++) { /* swap: this block's input gradient is the next one's dh */
       real *tmp = dh[d];
@@ -575,7 +616,7 @@ int se3_model_backward_staged(const struct se3_model *m, const real *params, con
       dh_next[d] = tmp;
     }
   }
-  if (dnode) be->copy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
+  if (dnode && !c->embed) be->copy(dnode, dh[0], N * (size_t)c->node_in * sizeof *dnode);
 #undef TMP
   nn_arena_release(A, start);
   return 0;
@@ -601,6 +642,7 @@ double se3_model_flops(const struct se3_model *m, double N, double E, double G) 
   struct nn_fiber fin = final_in(m);
   f += radial + E * nn_conv_flops(&fin, &m->fout, &m->plan, c->radial_hidden);
   f += 2 * N * fin.ch[0] * c->mlp_hidden;                                                    /* self-interaction */
+  f += 2 * N * (double)c->node_in * c->embed;                                                /* the embedding */
   f += 2 * G * (c->mlp_hidden * (double)c->mlp_hidden + c->mlp_hidden * (double)c->outputs); /* the MLP */
   return f;
 }

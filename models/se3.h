@@ -50,6 +50,9 @@ struct se3_config {
   int envelope;      /* smooth cutoff envelope: SE3_ENVELOPE_NONE (0), _COSINE or _POLY */
   int bonds_kept;    /* with an envelope: bonded edges weigh 1 (radius+bonds graphs) */
   float cutoff;      /* with an envelope: the radius graph's cutoff (Å) */
+  int embed;         /* 0: the node features are the first block's input; K > 0: a learned
+                        linear map of them to K degree-0 channels is (issue 68: a wide
+                        featurisation otherwise widens the first block's radial networks) */
 };
 
 /* The smooth cutoff envelope. Every edge e of a radius graph gets a weight
@@ -139,6 +142,7 @@ struct se3_model {
   struct se3_block_layout block[SE3_MAX_LAYERS];
   struct nn_fiber hidden, fout;
   size_t final_radial, final_radial_out, w_self, w1, b1, w2, b2;
+  size_t w_embed; /* embed x node_in, at offset 0 (with embed > 0) */
 };
 
 /* The configuration as one line of key=value words (what the models table
@@ -146,7 +150,8 @@ struct se3_model {
  * missing or malformed. The envelope words (envelope=cosine cutoff=5
  * bonds_kept=1) follow the others and are written only with an envelope, so a
  * configuration without one reads and writes as before the envelope existed,
- * and words stored before then parse to envelope none. */
+ * and words stored before then parse to envelope none. The word embed=K
+ * comes last, written only when K > 0, likewise. */
 void se3_config_format(const struct se3_config *c, char *out, size_t n);
 int se3_config_parse(const char *s, struct se3_config *c);
 
@@ -155,6 +160,7 @@ int se3_config_parse(const char *s, struct se3_config *c);
  * to a range before anything is laid out or allocated). */
 #define SE3_MAX_NODE_IN 1024
 #define SE3_MAX_EDGE_IN 64
+#define SE3_MAX_EMBED 1024
 #define SE3_MAX_OUTPUTS 1024
 #define SE3_MAX_PARAMS ((size_t)1 << 31)
 /* 0, or -1 with err naming the first size out of its range ("model:
@@ -195,7 +201,9 @@ int se3_model_backward(const struct se3_model *m, const real *params, const stru
  * convolution and its radial network), then each block's, the last block
  * first; no stretch is touched again once done. se3_model_grad_stages
  * writes the offsets where they start, in that order (from[0] the head's,
- * from[k] block layers - k's, the last 0): dparams[from[k] ..) is final
+ * from[k] block layers - k's, the last 0: the first block's stage, or the
+ * head's without blocks, ends with the embedding's gradient):
+ * dparams[from[k] ..) is final
  * once stage k is done. Returns the count, layers + 1. */
 int se3_model_grad_stages(const struct se3_model *m, size_t from[SE3_MAX_LAYERS + 1]);
 /* se3_model_backward, calling done(ctx, k) when stage k is done (on a

@@ -42,6 +42,8 @@ static const char *const KEYS[] = {
     "stages.graph.other_element",
     "stages.graph.charge",
     "stages.graph.atomic_number",
+    "stages.graph.atom_features",
+    "stages.graph.bond_features",
     "stages.rank.order",
     NULL,
 };
@@ -72,6 +74,8 @@ const char *model_card_older_value(const char *key) {
   if (strcmp(key, "stages.ingest.standardize") == 0) return "none"; /* before issue 54 */
   if (strcmp(key, "stages.ingest.coordinates") == 0) return "input"; /* (gen3d: always settles it to generated) */
   if (strcmp(key, "stages.ingest.conformers") == 0) return "1";
+  /* before issue 68: element, charge and bond order only */
+  if (strcmp(key, "stages.graph.atom_features") == 0 || strcmp(key, "stages.graph.bond_features") == 0) return "[]";
   return NULL;
 }
 
@@ -203,12 +207,22 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
    * check, predict and run refuse a hostile checkpoint here, before anything
    * runs */
   struct se3_model_file mf;
-  struct se3_model_expect ex = {.edge_in = GRAPH_EDGE_WIDTH, .outputs = 1, .need_stats = 1};
+  struct se3_model_expect ex = {.outputs = 1, .need_stats = 1};
   if (se3_model_file_read(file, &ex, 0, &mf, NULL, err, errlen)) {
     model_card_free(card);
     return -1;
   }
+  /* the edge's width follows stages.graph.bond_features (model_card_fits
+   * compares it); beyond the widths a graph can have, no workflow can score */
+  if (mf.cfg.edge_in < GRAPH_EDGE_WIDTH || mf.cfg.edge_in > GRAPH_EDGE_WIDTH_MAX) {
+    snprintf(err, errlen, "%s: arch: edge_in=%d, but this se3screen's graphs have %d to %d edge features", file,
+             mf.cfg.edge_in, GRAPH_EDGE_WIDTH, GRAPH_EDGE_WIDTH_MAX);
+    se3_model_file_free(&mf);
+    model_card_free(card);
+    return -1;
+  }
   card->node_in = mf.cfg.node_in;
+  card->edge_in = mf.cfg.edge_in;
   int rc = 0;
   if (mf.has_card) {
     card->has = 1;
@@ -255,13 +269,22 @@ int model_card_fits(const struct model_card *card, const struct cfg_node *root, 
   char why[256];
   if (!card->node_in || graph_settings_read(cfg_get(root, "stages.graph"), &gs, &bad, why, sizeof why))
     return 0; /* (a bad stages.graph is reported where it is validated) */
-  int width = graph_node_width(&gs.go);
-  if (width == card->node_in) return 0;
-  snprintf(err, errlen,
-           "%s: arch: node_in=%d, but its featurisation (stages.graph.elements, other_element, charge, "
-           "atomic_number) gives %d node features an atom: the model cannot score these graphs",
-           file, card->node_in, width);
-  return -1;
+  int width = graph_node_width(&gs.go), ew = graph_edge_width(&gs.go);
+  if (width != card->node_in) {
+    snprintf(err, errlen,
+             "%s: arch: node_in=%d, but its featurisation (stages.graph.elements, other_element, charge, "
+             "atomic_number, atom_features) gives %d node features an atom: the model cannot score these graphs",
+             file, card->node_in, width);
+    return -1;
+  }
+  if (card->edge_in && ew != card->edge_in) {
+    snprintf(err, errlen,
+             "%s: arch: edge_in=%d, but its featurisation (stages.graph.bond_features) gives %d edge features: "
+             "the model cannot score these graphs",
+             file, card->edge_in, ew);
+    return -1;
+  }
+  return 0;
 }
 
 int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen) {

@@ -51,6 +51,7 @@ const char *model_card_older_value(const char *key);
 struct model_card {
   int has;
   int node_in; /* the model's node features an atom (its "arch"): the featurisation must give as many */
+  int edge_in; /* and an edge's */
   char **values;
   int n;
 };
@@ -65,8 +66,8 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
 int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen);
 void model_card_free(struct model_card *card);
 /* 0 when the featurisation of the resolved workflow root (its card applied)
- * gives the model's node_in features an atom; else -1 with err naming file,
- * the field and both widths. */
+ * gives the model's node_in features an atom and edge_in an edge; else -1
+ * with err naming file, the field and both widths. */
 int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file, char *err,
                     size_t errlen);
 /* The card's value of key, or NULL. */

@@ -98,7 +98,7 @@ static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct mem
   char err[1024];
   struct se3_model_file mf;
   struct se3_model_expect ex = {.node_in = graph_node_width(&s->gs.go),
-                                .edge_in = GRAPH_EDGE_WIDTH,
+                                .edge_in = graph_edge_width(&s->gs.go),
                                 .outputs = 1,
                                 .arch = arch,
                                 .need_stats = 1};
@@ -301,7 +301,7 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
                      "note: the model fades edges out at %g Å, its training cutoff; these graphs were built with "
                      "stages.graph.cutoff %g Å",
                      (double)mc->cutoff, cutoff);
-  se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, GRAPH_EDGE_WIDTH);
+  se3_batch_buf_init(&s->bb, s->mem[0].model->cfg.node_in, s->mem[0].model->cfg.edge_in);
   s->pred = malloc((size_t)s->batch * (size_t)s->n_members * sizeof *s->pred);
   s->out = malloc((size_t)s->batch * sizeof *s->out);
   int bad = 0;
@@ -572,10 +572,11 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
       graph_init(&g[ok]);
       if (graph_load_conf(&s->gs, gb, gl, ok, &g[ok], err, sizeof err))
         snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
-      else if (g[ok].node_width != s->mem[0].model->cfg.node_in)
+      else if (g[ok].node_width != s->mem[0].model->cfg.node_in || g[ok].edge_width != s->mem[0].model->cfg.edge_in)
         snprintf(why, sizeof why,
-                 "its graph has %d node features, the model %d (graph settings changed after training?)",
-                 g[ok].node_width, s->mem[0].model->cfg.node_in);
+                 "its graph has %d node and %d edge features, the model %d and %d (graph settings changed after "
+                 "training?)",
+                 g[ok].node_width, g[ok].edge_width, s->mem[0].model->cfg.node_in, s->mem[0].model->cfg.edge_in);
     }
     if (!why[0] && s->atomref) {
       struct mol m;

@@ -194,6 +194,15 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
     }
     if (t->tr.n == 0) t->node_width = g->node_width;
+    if (g->node_width != t->node_width || g->edge_width != graph_edge_width(&t->gs.go)) {
+      int nw = g->node_width, ew = g->edge_width;
+      graph_free(g);
+      sqlite3_finalize(st);
+      return stage_fail_at(ctx, NULL,
+                           "graphs row mol_id=%lld: %d node and %d edge features, not the %d and %d of the others "
+                           "and stages.graph's settings (rerun the graph stage)",
+                           id, nw, ew, t->node_width, graph_edge_width(&t->gs.go));
+    }
     t->tr.atoms[t->tr.n] = g->n_nodes;
     t->tr.edges[t->tr.n] = g->n_edges > most ? g->n_edges : most;
     if (t->lazy) graph_free(&one);
@@ -563,10 +572,11 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
                           .heads = (int)cfg_int(c, "arch.heads"),
                           .channels_div = (int)cfg_int(c, "arch.channels_div"),
                           .node_in = t->node_width,
-                          .edge_in = GRAPH_EDGE_WIDTH,
+                          .edge_in = graph_edge_width(&t->gs.go),
                           .radial_hidden = (int)cfg_int(c, "arch.radial_hidden"),
                           .mlp_hidden = (int)cfg_int(c, "arch.mlp_hidden"),
                           .pool_max = !strcmp(cfg_str(c, "arch.pooling"), "max"),
+                          .embed = (int)cfg_int(c, "arch.embed"),
                           .outputs = 1,
                           .envelope = !strcmp(envelope, "cosine") ? SE3_ENVELOPE_COSINE
                                       : !strcmp(envelope, "poly") || (!strcmp(envelope, "auto") && radius)

@@ -29,18 +29,21 @@
  * stereo, and with generated QM9 shapes this test passed 7 of 7 runs on
  * 2026-11-27; the cause of that failure is not known, so the records keep
  * their coordinates. */
-static char *write_a(const char *dir, const char *library) {
+static char *write_a_graph(const char *dir, const char *library, const char *graph_extra) {
   char yaml[4096];
   snprintf(yaml, sizeof yaml,
            "workflow: a\nworkdir: A\nrun: {progress: none}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n"
-           "stages:\n  ingest: {workers: 1, gen3d_quality: fast, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
+           "stages:\n  ingest: {workers: 1, gen3d_quality: fast, coordinates: input}\n  graph: {edges: radius+bonds, "
+           "cutoff: 4.0%s}\n"
            "  train: {target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
            "batch_size: 4}\n  score: {set: library}\n  rank: {top: 100}\n",
-           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), library);
+           tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), library, graph_extra);
   return tu_write(dir, "a.yaml", yaml);
 }
+
+static char *write_a(const char *dir, const char *library) { return write_a_graph(dir, library, ""); }
 
 /* The first ten molecules of the bundled Delaney set as dir/lib.smi
  * (SMILES, tab, name) and dir/lib.csv (smiles,name with a header). One of
@@ -363,5 +366,42 @@ Test(predict, a_refused_set_leaves_nothing) {
   cr_assert_str_eq(now, yaml, "a refused predict left Q's predict.yaml rewritten");
   free(now);
   free(yaml);
+  free(dir);
+}
+
+/* A model trained with atom and bond features (issue 68) carries them on
+ * its card: predict takes them from it and scores, and refuses a --set of
+ * other features naming both lists. */
+Test(predict, the_model_card_carries_the_features) {
+  char *dir = tu_tmpdir("predict_features");
+  write_libraries(dir);
+  char lib[1024];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  char *wf = write_a_graph(dir, lib, ", atom_features: [ring, hybridisation], bond_features: [conjugated]"),
+       *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until train", wf), 0, "%s", out);
+  free(out);
+  char *card = NULL;
+  cr_assert_eq(tu_sh(&card,
+                     "grep -a -c -e 'stages.graph.atom_features=\\[ring, hybridisation\\]' "
+                     "-e 'stages.graph.bond_features=\\[conjugated\\]' %s/A/models/train-0/best.ckpt",
+                     dir),
+               0, "%s", card);
+  cr_assert_str_eq(card, "2\n", "both card lines: %s", card);
+  free(card);
+  cr_assert_eq(tu_sh(&out, "cd %s && %s predict A lib.smi --workdir P", dir, SE3_BINARY), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/P/screen.db", dir);
+  cr_assert_gt(tu_query_int(db, "SELECT count(*) FROM scores"), 0);
+  int rc = tu_sh(&out, "cd %s && %s predict A lib.smi --workdir R --set graph.atom_features=[ring]", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "was trained with [ring, hybridisation]; this workflow sets [ring]"), "%s", out);
+  free(out);
+  rc = tu_sh(&out, "cd %s && %s predict A lib.smi --workdir R --set graph.bond_features=[]", dir, SE3_BINARY);
+  cr_assert_eq(rc, 2, "exit %d: %s", rc, out);
+  cr_assert(strstr(out, "was trained with [conjugated]; this workflow sets []"), "%s", out);
+  free(out);
+  free(wf);
   free(dir);
 }

@@ -113,11 +113,13 @@ static double loss(void *ctx) {
  * bonds_kept (edges whose random "no bond" feature is below 0.5 weigh 1). The envelope cases
  * check a quarter of the parameters (spread over every tensor), to keep the
  * suite's time. */
-static void check_model(int pool_max, int envelope) {
+static void check_model(int pool_max, int envelope, int embed, int layers) {
   struct mcase c;
   char err[256];
   struct se3_config cfg = small;
   cfg.pool_max = pool_max;
+  cfg.embed = embed;
+  cfg.layers = layers;
   cfg.envelope = envelope == 2 ? SE3_ENVELOPE_POLY : envelope ? SE3_ENVELOPE_COSINE : SE3_ENVELOPE_NONE;
   cfg.cutoff = 2.5f;
   cfg.bonds_kept = envelope == 2;
@@ -150,9 +152,9 @@ static void check_model(int pool_max, int envelope) {
   se3_tape_free(tape);
   double wn = gc_worst(loss, &c, c.t.node, dnode, (size_t)(c.t.N * cfg.node_in), 1000);
   double wp = gc_worst(loss, &c, c.p, dp, c.m.n_params, envelope ? 1000 : 4000);
-  cr_log_info("model (%s pooling, envelope %d, %zu parameters): worst gradient error %.2e (node features), %.2e "
-              "(parameters)",
-              pool_max ? "max" : "mean", envelope, c.m.n_params, wn, wp);
+  cr_log_info("model (%s pooling, envelope %d, embed %d, %d layers, %zu parameters): worst gradient error %.2e "
+              "(node features), %.2e (parameters)",
+              pool_max ? "max" : "mean", envelope, embed, layers, c.m.n_params, wn, wp);
   cr_assert_lt(wn, 1e-6);
   cr_assert_lt(wp, 1e-6);
   free(dp);
@@ -161,10 +163,16 @@ static void check_model(int pool_max, int envelope) {
   se3_model_free(&c.m);
 }
 
-Test(grad_model, mean_pooled_model_gradients_match_finite_differences) { check_model(0, 0); }
-Test(grad_model, max_pooled_model_gradients_match_finite_differences) { check_model(1, 0); }
-Test(grad_model, gradients_with_the_envelope_match_finite_differences) { check_model(0, 1); }
-Test(grad_model, gradients_with_the_envelope_and_bonds_match_finite_differences) { check_model(1, 2); }
+Test(grad_model, mean_pooled_model_gradients_match_finite_differences) { check_model(0, 0, 0, 2); }
+Test(grad_model, max_pooled_model_gradients_match_finite_differences) { check_model(1, 0, 0, 2); }
+Test(grad_model, gradients_with_the_envelope_match_finite_differences) { check_model(0, 1, 0, 2); }
+Test(grad_model, gradients_with_the_envelope_and_bonds_match_finite_differences) { check_model(1, 2, 0, 2); }
+/* the node features' embedding (arch.embed), before the first block and,
+ * without blocks, before the head */
+Test(grad_model, gradients_with_an_embedding_match_finite_differences) {
+  check_model(0, 1, 5, 2);
+  check_model(1, 0, 2, 0);
+}
 
 /* Rotating every molecule and permuting atoms leaves the prediction alone. */
 Test(grad_model, prediction_is_invariant) {

@@ -963,8 +963,14 @@ Test(graph, blob_bad_inputs) {
   c[6] = 4;
   expect_blob_error(c, n, "graph blob has unknown flags 0x4 (version 2 defines none)");
   FRESH();
-  c[18] = 7;
-  expect_blob_error(c, n, "graph blob edge width 7 (expected 6)");
+  c[18] = 5;
+  expect_blob_error(c, n, "graph blob edge width 5 (expected 6 to 64)");
+  FRESH();
+  c[18] = 65;
+  expect_blob_error(c, n, "graph blob edge width 65 (expected 6 to 64)");
+  FRESH();
+  c[18] = 7; /* a width the bond features give, but not this blob's size */
+  expect_blob_error(c, n, "graph blob size mismatch: 584 bytes, expected 632 for 8 nodes of width 1 and 12 edges");
   FRESH();
   expect_blob_error(c, n - 1, "graph blob size mismatch: 583 bytes, expected 584 for 8 nodes of width 1 and 12 edges");
   c[n] = 0;

@@ -250,11 +250,12 @@ static void snap_stage(void *ctx, int k) {
   s->calls++;
 }
 
-Test(model, each_backward_stage_finishes_its_stretch_of_the_gradient) {
+static void check_stages(int embed) {
   struct se3_model m;
   char err[256];
   struct se3_config c = cfg32;
   c.layers = 3;
+  c.embed = embed; /* the embedding's gradient belongs to the first block's stage */
   cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
   float *p = malloc(m.n_params * sizeof *p), *g = calloc(m.n_params, sizeof *g);
   se3_model_init_params(&m, p, 11);
@@ -291,6 +292,11 @@ Test(model, each_backward_stage_finishes_its_stretch_of_the_gradient) {
   free(p);
   free(g);
   se3_model_free(&m);
+}
+
+Test(model, each_backward_stage_finishes_its_stretch_of_the_gradient) {
+  check_stages(0);
+  check_stages(6);
 }
 
 /* Inference (se3_model_infer_ws, what scoring runs) gives the forward's
@@ -517,6 +523,22 @@ Test(model, config_words_round_trip) {
   cr_assert_eq(se3_config_parse(bad, &back), -1, "unknown envelope");
   snprintf(bad, sizeof bad, "%s envelope=cosine", old);
   cr_assert_eq(se3_config_parse(bad, &back), -1, "envelope without its cutoff");
+  /* the embedding's word comes last, with or without the envelope's */
+  struct se3_config x = e;
+  x.embed = 16;
+  se3_config_format(&x, words, sizeof words);
+  cr_assert(strstr(words, " bonds_kept=1 embed=16") && !strstr(words, "embed=16 "), "%s", words);
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &x, sizeof x), 0, "%s", words);
+  x = cfg;
+  x.embed = 3;
+  se3_config_format(&x, words, sizeof words);
+  cr_assert_eq(se3_config_parse(words, &back), 0, "%s", words);
+  cr_assert_eq(memcmp(&back, &x, sizeof x), 0, "%s", words);
+  snprintf(bad, sizeof bad, "%s embed=0", old);
+  cr_assert_eq(se3_config_parse(bad, &back), -1, "embed=0 is never written");
+  snprintf(bad, sizeof bad, "%s embed=4 envelope=cosine cutoff=5 bonds_kept=0", old);
+  cr_assert_eq(se3_config_parse(bad, &back), -1, "the embedding's word is the last");
   snprintf(bad, sizeof bad, "%s junk", old);
   cr_assert_eq(se3_config_parse(bad, &back), -1, "trailing words");
   struct se3_model m;
