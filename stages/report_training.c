@@ -436,7 +436,10 @@ void report_section_training(struct rep *r) {
     }
     P("<tr><td>");
     esc(r, col_text(st, 0));
-    P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1));
+    if (!strcmp(col_text(st, 0), "ensemble")) /* its members' mean: no epoch of its own */
+      P("</td><td class=\"n\">&mdash;</td>");
+    else
+      P("</td><td class=\"n\">%lld</td>", (long long)sqlite3_column_int64(st, 1));
     for (int c = classify ? 6 : 2; c < (classify ? 9 : 6); c++) {
       P("<td class=\"n\">");
       col_num(r, st, c, !classify ? "%.4g" : c == 8 ? "%.2f" : "%.3f");

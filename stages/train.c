@@ -54,6 +54,7 @@
 #include "set_profile.h"
 #include "stage.h"
 #include "train_confs.h"
+#include "train_rows.h"
 
 /* The stage around models/trainer.h's trainer: what it trains on read from
  * the database, its split and atomref counts, its molecules' graphs served
@@ -68,6 +69,7 @@ struct tstage {
   int balanced;      /* class_weight: balanced */
   char device[256];  /* the backend, its device and precision (models.device) */
   char profile[256]; /* the training set's charge states and shapes, for the card (set_profile.h) */
+  double *ens_sum;   /* an ensemble's test predictions summed over its members (finalize) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
   struct graph *g;         /* NULL when `lazy` */
@@ -689,44 +691,6 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   return STAGE_OK;
 }
 
-/* A metrics row; epoch counted from 1; lo and hi the metrics' bootstrap
- * interval (NULL: none). */
-static int write_metrics(struct stage_ctx *ctx, const char *model, int epoch, int which, const struct se3_eval *ev,
-                         double lr, double seconds, int classify, const struct se3_cls_metrics *lo,
-                         const struct se3_cls_metrics *hi) {
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(ctx->db,
-                         "INSERT OR REPLACE INTO metrics(model, epoch, split, loss, mae, rmse, r2, spearman, roc_auc, "
-                         "pr_auc, ef1, lr, seconds, roc_auc_lo, roc_auc_hi, pr_auc_lo, pr_auc_hi, ef1_lo, ef1_hi) "
-                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
-                         -1, &st, NULL) != SQLITE_OK)
-    return stage_sql_fail(ctx, "writing metrics");
-  const double v[8] = {ev->loss,         ev->reg.mae,     ev->reg.rmse,   ev->reg.r2,
-                       ev->reg.spearman, ev->cls.roc_auc, ev->cls.pr_auc, ev->cls.ef1};
-  sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 2, epoch);
-  sqlite3_bind_text(st, 3, se3_split_name[which], -1, SQLITE_STATIC);
-  for (int i = 0; i < 8; i++) {
-    /* the loss always; metrics of the split's kind, not for the training split
-     * (its loss is the running mean over the epoch's steps) */
-    int applies = i == 0 || (which != SE3_SPLIT_TRAIN && (classify ? i >= 5 : i < 5));
-    if (applies && isfinite(v[i]))
-      sqlite3_bind_double(st, 4 + i, v[i]);
-    else
-      sqlite3_bind_null(st, 4 + i);
-  }
-  if (isfinite(lr)) sqlite3_bind_double(st, 12, lr);
-  if (seconds >= 0) sqlite3_bind_double(st, 13, seconds);
-  if (lo && hi) {
-    const double ci[6] = {lo->roc_auc, hi->roc_auc, lo->pr_auc, hi->pr_auc, lo->ef1, hi->ef1};
-    for (int i = 0; i < 6; i++)
-      if (isfinite(ci[i])) sqlite3_bind_double(st, 14 + i, ci[i]);
-  }
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? STAGE_OK : stage_sql_fail(ctx, "writing metrics");
-}
-
 static int write_split(struct stage_ctx *ctx, struct tstage *t) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(ctx->db, "INSERT OR REPLACE INTO splits(mol_id, split) VALUES(?1, ?2)", -1, &st, NULL))
@@ -787,9 +751,10 @@ static int train_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
   ret = from_trainer(ctx, t, se3_trainer_epoch(&t->tr, e, 0, 1, &tr, &va, &lr, &stopped_early));
   if (ret != STAGE_OK) return ret;
   double secs = now_s() - t0;
-  if (!stopped_early && (write_metrics(ctx, model, e + 1, SE3_SPLIT_TRAIN, &tr, lr, secs, t->tr.classify, NULL, NULL) ||
-                         (t->tr.cnt[SE3_SPLIT_VALID] && write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs,
-                                                                      t->tr.classify, NULL, NULL))))
+  if (!stopped_early &&
+      (train_write_metrics(ctx, model, e + 1, SE3_SPLIT_TRAIN, &tr, lr, secs, t->tr.classify, NULL, NULL) ||
+       (t->tr.cnt[SE3_SPLIT_VALID] &&
+        train_write_metrics(ctx, model, e + 1, SE3_SPLIT_VALID, &va, lr, secs, t->tr.classify, NULL, NULL))))
     return STAGE_ERROR;
   char who[48] = "";
   if (t->tr.ensemble > 1) snprintf(who, sizeof who, "model %d ", k);
@@ -877,13 +842,15 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
     return stage_fail_at(ctx, NULL, "evaluating: %s", t->tr.why);
   }
   ret = write_predictions(ctx, t, id, SE3_SPLIT_TEST, pred);
+  for (int i = 0; t->ens_sum && i < nt; i++)
+    t->ens_sum[i] += pred[i];
   struct se3_cls_metrics lo, hi;
   if (ret == STAGE_OK && t->tr.classify && test_intervals(t, pred, &lo, &hi))
     ret = stage_fail_at(ctx, NULL, "out of memory for the bootstrap of %d test predictions", nt);
   free(pred);
   if (ret != STAGE_OK) return ret;
-  if (nt && write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify, t->tr.classify ? &lo : NULL,
-                          t->tr.classify ? &hi : NULL))
+  if (nt && train_write_metrics(ctx, id, epoch + 1, SE3_SPLIT_TEST, &te, NAN, -1, t->tr.classify,
+                                t->tr.classify ? &lo : NULL, t->tr.classify ? &hi : NULL))
     return STAGE_ERROR;
   char rel[PATH_MAX + 64];
   snprintf(rel, sizeof rel, "models/train-%d/%s", k, name);
@@ -928,10 +895,29 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   return STAGE_OK;
 }
 
+/* An ensemble's own test metrics (train_rows.h), from its members' summed
+ * test predictions. */
+static int finalize_ensemble(struct stage_ctx *ctx, struct tstage *t) {
+  int nt = t->tr.cnt[SE3_SPLIT_TEST];
+  double *y = malloc(((size_t)nt + 1) * sizeof *y);
+  if (!y) return stage_fail_at(ctx, NULL, "out of memory for %d test predictions", nt);
+  for (int i = 0; i < nt; i++)
+    y[i] = t->tr.y[t->tr.idx[SE3_SPLIT_TEST][i]];
+  int ret = train_write_ensemble(ctx, t->ens_sum, y, nt, t->tr.ensemble, t->tr.classify);
+  free(y);
+  return ret;
+}
+
 static int train_finalize(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
+  int nt = t->tr.cnt[SE3_SPLIT_TEST];
+  free(t->ens_sum);
+  t->ens_sum = NULL;
+  if (t->tr.ensemble > 1 && nt > 0 && !(t->ens_sum = calloc((size_t)nt, sizeof *t->ens_sum)))
+    return stage_fail_at(ctx, NULL, "out of memory for %d test predictions", nt);
   for (int k = 0; k < t->tr.ensemble; k++)
     if (finalize_member(ctx, t, k)) return STAGE_ERROR;
+  if (t->ens_sum && finalize_ensemble(ctx, t)) return STAGE_ERROR;
   se3_trainer_report(&t->tr);
   return STAGE_OK;
 }
@@ -956,6 +942,7 @@ static void train_end(struct stage_ctx *ctx) {
   free(t->compound);
   free(t->fps);
   free(t->counts);
+  free(t->ens_sum);
   se3_trainer_free(&t->tr);
   free(t);
   ctx->state = NULL;

@@ -272,10 +272,25 @@ Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   cr_assert(strstr(out, "model 1 test (2 molecules"), "%s", out);
+  cr_assert(strstr(out, "the ensemble of 2, test (2 molecules): MAE "), "%s", out);
   free(out);
   char db[1100], ck[2][1100], wd[2][1100], mdb[2][1200];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM models WHERE id IN ('train/0', 'train/1')"), 2);
+  /* the ensemble's test metrics: those of its members' mean prediction (and not of either member) */
+  char *ens = tu_query(db, "SELECT printf('%.6f %.6f', mae, rmse) FROM metrics WHERE model = 'ensemble' AND "
+                           "split = 'test' AND epoch = 0");
+  char *mean = tu_query(db, "SELECT printf('%.6f %.6f', avg(abs(v - l)), sqrt(avg((v - l) * (v - l)))) FROM "
+                            "(SELECT avg(value) AS v, label AS l FROM predictions WHERE split = 'test' "
+                            "GROUP BY mol_id)");
+  char *one = tu_query(db, "SELECT printf('%.6f %.6f', mae, rmse) FROM metrics WHERE model = 'train/0' AND "
+                           "split = 'test'");
+  cr_assert(ens && mean && one);
+  cr_assert_str_eq(ens, mean);
+  cr_assert_str_neq(ens, one);
+  free(ens);
+  free(mean);
+  free(one);
   cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM metrics WHERE split = 'train' AND model = 'train/1'"), 2);
   for (int k = 0; k < 2; k++) {
     snprintf(ck[k], sizeof ck[k], "%s/work/models/train-%d/best.ckpt", dir, k);
