@@ -387,10 +387,20 @@ static void validate_fields(struct ld *ld, struct cfg_node *m, const struct cfg_
 }
 
 /* hash: unless_default — n a scalar equal to its schema's default (numbers
- * by value, other scalars by text): a key added after workdirs were made
- * with what is now its default keeps their work. */
+ * by value, other scalars by text), or a list of the default's items (by
+ * text, in order): a key added after workdirs were made with what is now
+ * its default keeps their work. */
 static int at_default(const struct cfg_node *n, const struct cfg_node *s, const char *type) {
   const struct cfg_node *d = cfg_find_kid(s, "default");
+  if (d && d->kind == CFG_LIST && n->kind == CFG_LIST) {
+    if (d->n_kids != n->n_kids) return 0;
+    for (int i = 0; i < n->n_kids; i++) {
+      const struct cfg_node *a = n->kids[i], *b = d->kids[i];
+      if (a->kind != CFG_SCALAR || b->kind != CFG_SCALAR || !a->value || !b->value || strcmp(a->value, b->value))
+        return 0;
+    }
+    return 1;
+  }
   if (!d || d->kind != CFG_SCALAR || n->kind != CFG_SCALAR || !n->value || !d->value) return 0;
   if (!strcmp(type, "float") || !strcmp(type, "int")) {
     double a, b;

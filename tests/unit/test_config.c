@@ -776,6 +776,22 @@ Test(config, a_key_added_later_keeps_the_hash_at_its_default) {
     cfg_node_free(r);
     cr_assert_str_neq(h, h0, "%s did not change the hash", other[i]);
   }
+  /* a list added later (stages.graph.atom_features, default []): out of the
+   * graph stage's hash when empty, written out or not; in it when not */
+  const char *gy = "workflow: h\nstages:\n  graph: {cutoff: 4.0}\n";
+  r = load_ok(dir, "g.yaml", gy, NULL, 0);
+  cfg_stage_hash(r, "graph", 0, h0);
+  cr_assert(cfg_get(r, "stages.graph.atom_features")->no_hash);
+  cfg_node_free(r);
+  const char *empty = "graph.atom_features=[]", *one = "graph.atom_features=[ring]";
+  r = load_ok(dir, "g.yaml", gy, &empty, 1);
+  cfg_stage_hash(r, "graph", 0, h);
+  cfg_node_free(r);
+  cr_assert_str_eq(h, h0, "an empty list written out changed the hash");
+  r = load_ok(dir, "g.yaml", gy, &one, 1);
+  cfg_stage_hash(r, "graph", 0, h);
+  cfg_node_free(r);
+  cr_assert_str_neq(h, h0, "a feature listed did not change the hash");
   free(dir);
 }
 
