@@ -223,12 +223,20 @@ def check_epochs(text, db):
         fail(f"the models table's best epochs {got}, the database gives {want} (schema version {version})")
     ok(f"best epochs in the models table: {sorted(got.values())}")
     section = re.search(r'<section id="training">(.*?)</section>', text, re.S)
-    want = {m: e + shift for m, e in db.execute("SELECT model, epoch FROM metrics WHERE split = 'test'")}
+    want = {m: e + shift for m, e in db.execute("SELECT model, epoch FROM metrics WHERE split = 'test' "
+                                                "AND model <> 'ensemble'")}
     got = {m: int(e) for m, e in re.findall(r'<tr><td>([^<]*)</td><td class="n">(-?\d+)</td>',
                                              section.group(1) if section else "")}
     if got != want:
         fail(f"the test table's best epochs {got}, the database gives {want} (schema version {version})")
     ok(f"best epochs in the test table: {sorted(got.values())}")
+    # an ensemble's own row (its members' mean): no epoch of its own
+    ens = db.execute("SELECT count(*) FROM metrics WHERE split = 'test' AND model = 'ensemble'").fetchone()[0]
+    shown = len(re.findall(r'<tr><td>ensemble</td><td class="n">&mdash;</td>', section.group(1) if section else ""))
+    if shown != ens:
+        fail(f"the test table shows the ensemble's row {shown} times, the database has {ens}")
+    if ens:
+        ok("the ensemble's own test row, without an epoch")
     svg = plot_svg(text, "Loss per epoch")
     for split, cls, shape in (("train", "pts-train-loss", "circle"), ("valid", "pts-valid-loss", "square")):
         want = sorted(e + shift for (e,) in db.execute(
