@@ -171,7 +171,7 @@ Test(grad_model, gradients_with_the_envelope_and_bonds_match_finite_differences)
  * without blocks, before the head */
 Test(grad_model, gradients_with_an_embedding_match_finite_differences) {
   check_model(0, 1, 5, 2);
-  check_model(1, 0, 2, 0);
+  check_model(1, 1, 2, 0);
 }
 
 /* Rotating every molecule and permuting atoms leaves the prediction alone. */
