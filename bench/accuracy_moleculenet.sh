@@ -145,7 +145,7 @@ con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 con.row_factory = sqlite3.Row
 target, task = con.execute("SELECT target, task FROM models ORDER BY rowid DESC LIMIT 1").fetchone()
 n_test = con.execute("SELECT COUNT(*) FROM splits WHERE split = 'test'").fetchone()[0]
-test = dict(con.execute("SELECT * FROM metrics WHERE split = 'test' ORDER BY rowid DESC LIMIT 1").fetchone())
+test = dict(con.execute("SELECT * FROM metrics WHERE split = 'test' ORDER BY model = 'ensemble' DESC, rowid DESC LIMIT 1").fetchone())
 rows = con.execute("SELECT s.split, m.smiles, l.value FROM splits s JOIN molecules m ON m.id = s.mol_id "
                    "JOIN labels l ON l.mol_id = s.mol_id AND l.name = ?", (target,)).fetchall()
 # The best checkpoint's scores of the test molecules, each aggregated over its

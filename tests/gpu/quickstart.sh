@@ -15,7 +15,7 @@ gpu_quickstart() {
   cp -r "$src/workflows/data" "$work/" || exit 1
   sed -e "s|^workdir: .*|workdir: $name|" \
     -e "s|^workflow: quickstart|workflow: quickstart\ndevice: $device\nprecision: ${precision:-fp32}${conv:+\\ngpu_conv: $conv}|" \
-    -e "s|    epochs: 10|$lines|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
+    -e "s|    epochs: 10|$lines\n    ensemble: 1|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
   grep -qF "$(printf '%b' "$lines" | head -1)" "$work/wf.yaml" || { echo "could not adapt the quickstart"; exit 1; }
   "$se3" run "$work/wf.yaml" --until graph --set run.progress=none >"$work/graph.log" 2>&1 ||
     { cat "$work/graph.log"; exit 1; }

@@ -83,7 +83,7 @@ if [ $use_strace = 1 ]; then
   # search path are not loads); strace runs as the bundle's user, inside the
   # clean environment, and writes into the run's home
   "${as[@]}" "${clean[@]}" strace -f -qq -e trace=open,openat -e status=successful -o "$run/home/strace.txt" \
-    "$launcher" run "$wf" --workdir "$qs" --set run.progress=none >"$work/quickstart.log" 2>&1
+    "$launcher" run "$wf" --workdir "$qs" --set run.progress=none --set stages.train.ensemble=1 >"$work/quickstart.log" 2>&1
   rc=$?
   # `PID openat(AT_FDCWD, "/path", O_RDONLY|O_CLOEXEC) = 3` -> /path
   sed -n 's/^[0-9]* *open[a-z]*([^"]*"\([^"]*\)".*/\1/p' "$run/home/strace.txt" | sort -u >"$trace"
@@ -91,7 +91,7 @@ else
   how=ld.so
   echo "test_bundle: NOTE: no strace: the loader's own log (LD_DEBUG) shows the libraries; Open Babel's data files are not checked"
   "${as[@]}" "${clean[@]}" LD_DEBUG=libs,files LD_DEBUG_OUTPUT="$run/home/lddebug/ld" "$launcher" run "$wf" \
-    --workdir "$qs" --set run.progress=none >"$work/quickstart.log" 2>&1
+    --workdir "$qs" --set run.progress=none --set stages.train.ensemble=1 >"$work/quickstart.log" 2>&1
   rc=$?
   # what each load resolved to: a library by name is the last file tried
   # before its link map is made; one opened by path (dlopen of a plugin) is

@@ -222,7 +222,7 @@ Test(conformers, ingest_graph_and_basis_hold_each_conformer) {
 Test(conformers, score_is_the_mean_over_conformers) {
   char *dir = tu_tmpdir("conf_score");
   char *wf = write_wf(dir, "wf.yaml", "work", 3,
-                      "  train: {set: a, " TRAIN "}\n  score: {set: a}\n  rank: {top: 0, dedupe: false}\n");
+                      "  train: {ensemble: 1, set: a, " TRAIN "}\n  score: {set: a}\n  rank: {top: 0, dedupe: false}\n");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
@@ -390,7 +390,7 @@ Test(conformers, keyed_rerun_and_shards) {
  * run. */
 Test(conformers, sharded_scores_equal_one_run) {
   char *dir = tu_tmpdir("conf_shard_score");
-  char *wf = write_wf(dir, "wf.yaml", "model", 3, "  train: {set: a, " TRAIN "}\n");
+  char *wf = write_wf(dir, "wf.yaml", "model", 3, "  train: {ensemble: 1, set: a, " TRAIN "}\n");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
@@ -422,7 +422,7 @@ Test(conformers, sharded_scores_equal_one_run) {
 Test(conformers, kill9_resumes_training_on_conformers) {
   char *dir = tu_tmpdir("conf_kill9");
   char *wf = write_wf(dir, "wf.yaml", "ref", 3,
-                      "  train: {set: a, target: logp, epochs: 12, batch_size: 4, model: small, arch: {degrees: 2}, "
+                      "  train: {ensemble: 1, set: a, target: logp, epochs: 12, batch_size: 4, model: small, arch: {degrees: 2}, "
                       "patience: 0}\n");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s --until basis", wf), 0, "%s", out);

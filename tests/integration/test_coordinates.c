@@ -223,7 +223,7 @@ Test(coordinates, charge_states_and_shapes_reported) {
   static const char *const head = "workflow: t\nworkdir: work\nsets:\n  train:\n    - {path: train.csv, labels: [y]}\n"
                                   "  library:\n    - {path: %s}\nstages:\n  ingest: {workers: 1}\n"
                                   "  graph: {edges: bonds}\n"
-                                  "  train: {target: y, model: small, arch: {layers: 1, channels: 4, degrees: 2}, "
+                                  "  train: {ensemble: 1, target: y, model: small, arch: {layers: 1, channels: 4, degrees: 2}, "
                                   "epochs: 1, batch_size: 8}\n  score: {set: library}\n  rank: {top: 5}\n";
   char yaml[1024], *out = NULL;
   snprintf(yaml, sizeof yaml, head, "charged.smi");
@@ -299,7 +299,7 @@ Test(coordinates, charge_states_and_shapes_reported) {
   snprintf(yaml, sizeof yaml,
            "workflow: q\nworkdir: q\nsets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, "
            "columns: [homo]}\nstages:\n  ingest: {workers: 1, coordinates: input}\n  graph: {edges: bonds}\n"
-           "  train: {target: homo, model: small, arch: {layers: 1, channels: 4, degrees: 2}, epochs: 1}\n",
+           "  train: {ensemble: 1, target: homo, model: small, arch: {layers: 1, channels: 4, degrees: 2}, epochs: 1}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"));
   cr_assert_eq(run_in(dir, yaml, NULL, &out), 0, "%s", out);
   free(out);

@@ -35,7 +35,7 @@ static char *workflow(const char *dir, const char *extra) {
            "workflow: dp\nworkdir: base\nrun: {progress: none}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
            "stages:\n  ingest: {add_hydrogens: true, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: 5.0}\n"
-           "  train:\n    target: u0_atom\n    model: small\n%s",
+           "  train:\n    target: u0_atom\n    model: small\n    ensemble: 1\n%s",
            tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"), extra);
   return tu_write(dir, "dp.yaml", yaml);
 }
@@ -492,7 +492,7 @@ static char *score_workflow(const char *dir, int chunk, const char *arch) {
            "workflow: dps\nworkdir: base\nrun: {progress: none, chunk_size: %d}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
            "stages:\n  ingest: {add_hydrogens: true, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: 5.0}\n"
-           "  train: {target: u0_atom, model: small, epochs: 1, batch_size: 64%s}\n  score: {set: train}\n",
+           "  train: {ensemble: 1, target: u0_atom, model: small, epochs: 1, batch_size: 64%s}\n  score: {set: train}\n",
            chunk, tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"), arch);
   mpi_env();
   return tu_write(dir, "dps.yaml", yaml);

@@ -222,7 +222,7 @@ n_ob=$(obabel "$work/run/hits.sdf" -osmi 2>/dev/null | grep -c .)
 # 5. the docking score as the label train learns; hits.sdf at the docked poses
 sed -e 's/^workflow: dock$/workflow: dock-train/' "$wf" > "$work/train.yaml"
 cat >> "$work/train.yaml" <<EOF
-  train: {set: library, target: dock, epochs: 2}
+  train: {ensemble: 1, set: library, target: dock, epochs: 2}
   score: {set: library}
   rank: {order: ascending, top: 5}
 EOF
@@ -325,7 +325,7 @@ stages:
     box_ligand: $data/crystal_ligand.mol2
     exhaustiveness: 1
     workers: 2
-  train: {set: library, target: dock, epochs: 2}
+  train: {ensemble: 1, set: library, target: dock, epochs: 2}
   score: {set: library}
 EOF
 "$se3" run "$work/al/wf.yaml" > "$work/al/run.log" 2>&1 || { cat "$work/al/run.log"; fail "active learning with Vina failed"; }

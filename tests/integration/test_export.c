@@ -62,7 +62,7 @@ static const char *screen(void) {
            "  library:\n    - {path: %s}\n    - {path: %s}\n"
            /* one conformer a molecule: the files without conformer_sd (test_conformers has it) */
            "stages:\n  ingest: {workers: 1, conformers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/delaney_first60.csv"));
   free(tu_write(dir, "wf.yaml", yaml));

@@ -138,7 +138,7 @@ static void train_a(const char *dir) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: lib.smi}\n"
            "stages:\n  ingest: {workers: 1, gen3d_quality: fast}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
+           "  train: {ensemble: 1, target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
            "batch_size: 4, atomref: true}\n  score: {set: library}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"));
   char *wf = tu_write(dir, "a.yaml", yaml);

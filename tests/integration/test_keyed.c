@@ -42,7 +42,7 @@ static char *write_wf(const char *dir, const struct wf *w, const char *workdir) 
       "      labels_csv: {path: labels.csv, join: mol_id, columns: %s}\n%s  library:\n%s"
       "stages:\n  ingest: {workers: 1, dedupe: %s, coordinates: input}\n  graph: {edges: radius+bonds, cutoff: %s}\n"
       "  basis: {max_degree: 1}\n"
-      "  train: {target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
+      "  train: {ensemble: 1, target: gap, epochs: %d, batch_size: 4, split: {test: 0.2, valid: 0.2}}\n"
       "  score: {set: %s}\n  rank: {top: 5, outputs: [hits.csv]}\n",
       workdir, w->chunk, w->columns, w->other, w->library, w->dedupe, w->cutoff, w->epochs, w->score_set);
   char name[64];

@@ -24,7 +24,7 @@ static char *setup(const char *dir, char *db, size_t dblen) {
            "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  train:\n    - path: %s/mols.sdf\n"
            "      labels_csv: {path: %s/labels.csv, join: mol_id, columns: [gap]}\n"
            "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 1, batch_size: 4}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n",
            dir, dir);
   char *wf = tu_write(dir, "wf.yaml", yaml);
   snprintf(db, dblen, "%s/work/screen.db", dir);

@@ -22,7 +22,7 @@ static char *screen_wf_labels(const char *dir, const char *name, const char *ing
            "workflow: %s\nworkdir: work\nrun: {progress: none, chunk_size: 8}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "stages:\n  ingest: {workers: 1%s}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n  rank: {top: 5}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n  rank: {top: 5}\n",
            name, tu_src("workflows/data/qm9_mini.sdf"), labels ? labels : tu_src("workflows/data/qm9_mini.sdf.csv"),
            ingest);
   return tu_write(dir, "wf.yaml", yaml);

@@ -109,7 +109,7 @@ Test(model_artefact, epochs_count_from_one_everywhere) {
  * has the row renamed with the file, so scoring reads the same epoch. */
 Test(model_artefact, a_workdir_with_checkpoints_named_from_zero_resumes_at_the_right_epoch) {
   char *dir = tu_tmpdir("artefact_legacy");
-  char *wf = write_wf(dir, "a", 3, "", NULL);
+  char *wf = write_wf(dir, "a", 3, "ensemble: 1", NULL);
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);

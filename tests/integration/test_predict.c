@@ -37,7 +37,7 @@ static char *write_a_graph(const char *dir, const char *library, const char *gra
            "  library:\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1, gen3d_quality: fast, coordinates: input}\n  graph: {edges: radius+bonds, "
            "cutoff: 4.0%s}\n"
-           "  train: {target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
+           "  train: {ensemble: 1, target: gap, model: small, arch: {layers: 1, degrees: 2, channels: 4}, epochs: 1, "
            "batch_size: 4}\n  score: {set: library}\n  rank: {top: 100}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), library, graph_extra);
   return tu_write(dir, "a.yaml", yaml);

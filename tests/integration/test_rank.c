@@ -40,7 +40,7 @@ static char *screen(const char *name, const char *rank) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1, dedupe: none}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {%s}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n  rank: {%s}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, again, rank);
   free(again);
   char *wf = tu_write(dir, "wf.yaml", yaml);
@@ -261,7 +261,7 @@ static char *hits_workflow(const char *dir, const char *merge) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1, dedupe: none}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library, merge: %s}\n"
+           "  train: {ensemble: 1, target: gap, epochs: 2, batch_size: 4}\n  score: {set: library, merge: %s}\n"
            "  rank: {top: 5}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol, again, merge);
   free(again);
@@ -341,7 +341,7 @@ Test(rank, graphs_not_stored_are_rebuilt_bit_for_bit) {
              "  library:\n    - {path: %s}\n"
              "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0, store: %s}\n"
              "  basis: {max_degree: 1}\n"
-             "  train: {target: gap, epochs: 2, batch_size: 4, arch: {degrees: 2}}\n  score: {set: library}\n"
+             "  train: {ensemble: 1, target: gap, epochs: 2, batch_size: 4, arch: {degrees: 2}}\n  score: {set: library}\n"
              "  rank: {top: 5}\n",
              tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), esol,
              k ? "false" : "true");
@@ -467,7 +467,7 @@ Test(rank, hostile_names_keep_hits_files_well_formed) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n  rank: {top: 0}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), lib);
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);

@@ -35,7 +35,7 @@ static char *train_a(const char *name) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n"
            "stages:\n  ingest: %s\n  graph: %s\n"
-           "  train: {target: gap, epochs: 1, batch_size: 4, arch: {layers: 1, degrees: 2, channels: 4}}\n"
+           "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4, arch: {layers: 1, degrees: 2, channels: 4}}\n"
            "  score: {set: library}\n  rank: {order: ascending, top: 8}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), lib, A_INGEST, A_GRAPH);
   char *wf = tu_write(dir, "a.yaml", yaml), *out = NULL;

@@ -33,7 +33,7 @@ static char *workflow_with(const char *dir, const char *head, const char *extra)
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: name, columns: [u0_atom]}\n"
            "  library:\n    - {path: %s, labels: [logp]}\n"
            "stages:\n  ingest: {add_hydrogens: true, coordinates: input}\n  graph: {edges: bonds}\n"
-           "  train: {target: u0_atom, model: small, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n%s",
+           "  train: {ensemble: 1, target: u0_atom, model: small, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n%s",
            head, tu_src("workflows/data/qm7_quick.sdf.gz"), tu_src("workflows/data/qm7_quick.csv"),
            tu_src("workflows/data/delaney_first60.csv"), extra);
   return tu_write(dir, "wf.yaml", yaml);
@@ -202,7 +202,7 @@ Test(slurm_scripts, active_learning_rounds_chained) {
            "sets:\n  library:\n    - path: %s\n"
            "stages:\n  ingest: {}\n  acquire: {initial: 12, batch: 8, rounds: 2}\n"
            "  dock: {oracle: table, table: %s}\n  graph: {cutoff: 5.0}\n"
-           "  train: {set: library, target: dock, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n",
+           "  train: {ensemble: 1, set: library, target: dock, epochs: 1}\n  score: {set: library}\n  rank: {top: 5}\n",
            tu_src("tests/data/active/library.csv"), tu_src("tests/data/active/scores.csv"));
   char *wf = tu_write(dir, "wf.yaml", yaml);
   cr_assert_eq(tu_se3(&out, "slurm %s", wf), 0, "%s", out);

@@ -218,7 +218,7 @@ Test(smooth, rotated_sdf_scores_move_by_round_off_only, .timeout = 600) {
            "stages:\n"
            "  ingest: {add_hydrogens: false, workers: 1, coordinates: input}\n"
            "  graph: {edges: radius+bonds, cutoff: %.8f}\n"
-           "  train: {target: u0_atom, arch: {degrees: 2}, epochs: 4, batch_size: 16}\n"
+           "  train: {ensemble: 1, target: u0_atom, arch: {degrees: 2}, epochs: 4, batch_size: 16}\n"
            "  score: {set: library}\n",
            tu_src("workflows/data/qm7_quick.csv"), cutoff);
   char *wf = tu_write(dir, "wf.yaml", yaml);

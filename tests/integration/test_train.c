@@ -17,7 +17,7 @@ static char *write_wf(const char *dir, const char *workdir, const char *train) {
   snprintf(yaml, sizeof yaml,
            "workflow: t\nworkdir: %s\nrun: {progress: lines, progress_interval_s: 60}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap, u0]}\n"
-           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n  train: {%s}\n",
+           "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n  train: {ensemble: 1, %s}\n",
            workdir, tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), train);
   return tu_write(dir, "wf.yaml", yaml);
 }
@@ -152,7 +152,7 @@ Test(train, scores_reproduce_the_test_metrics) {
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
            "  library:\n    - {path: %s}\n"
            "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-           "  train: {target: gap, epochs: 4, batch_size: 4}\n  score: {set: %%s, batch_size: 7}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 4, batch_size: 4}\n  score: {set: %%s, batch_size: 7}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"),
            tu_src("workflows/data/delaney_first60.csv"));
   char text[2200];
@@ -200,7 +200,7 @@ Test(train, kill9_while_scoring_resumes_to_identical_scores) {
            /* gdb7.sdf as shipped has records whose bond orders Open Babel
             * lost, read as radicals; this test is about kills, not them */
            "stages:\n  ingest: {workers: 2, allow_radicals: true, coordinates: input}\n  graph: {edges: bonds}\n"
-           "  train: {target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n",
+           "  train: {ensemble: 1, target: gap, epochs: 2, batch_size: 4}\n  score: {set: library}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), dir);
   char *wf = tu_write(dir, "wf.yaml", yaml);
   char ref[1024], wd[1024], log[1024];

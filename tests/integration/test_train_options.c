@@ -116,7 +116,7 @@ static double query_double(const char *db, const char *sql) {
 Test(train_options, atomref_recovers_a_linear_target) {
   char *dir = tu_tmpdir("train_atomref");
   char *labels = labels_csv(dir);
-  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 4, atomref: true", "set: train");
+  char *wf = qm9_wf(dir, labels, "ensemble: 1, target: lin, epochs: 1, batch_size: 4, atomref: true", "set: train");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   /* (no fluorine in these molecules) */
@@ -154,7 +154,7 @@ Test(train_options, atomref_recovers_a_linear_target) {
 Test(train_options, column_split_follows_the_column) {
   char *dir = tu_tmpdir("train_column");
   char *labels = labels_csv(dir);
-  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 4, split: {method: column, column: fold}", NULL);
+  char *wf = qm9_wf(dir, labels, "ensemble: 1, target: lin, epochs: 1, batch_size: 4, split: {method: column, column: fold}", NULL);
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   cr_assert(strstr(out, "12 train, 4 valid, 4 test (column split)"), "%s", out);
@@ -188,7 +188,7 @@ Test(train_options, scaffold_split_keeps_frameworks_together) {
            "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
            "sets:\n  train:\n    - {path: %s, labels: [logp]}\n"
            "stages:\n  ingest: {workers: 2, gen3d_quality: fast}\n  graph: {edges: bonds}\n"
-           "  train: {target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
+           "  train: {ensemble: 1, target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
            "split: {method: scaffold, seed: 1, valid: 0.15, test: 0.15}}\n",
            tu_src("workflows/data/delaney_first60.csv"));
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
@@ -330,7 +330,7 @@ Test(train_options, ensemble_scores_are_mean_and_std_of_members) {
 Test(train_options, a_bad_score_checkpoint_is_explained) {
   char *dir = tu_tmpdir("score_checkpoint");
   char *labels = labels_csv(dir);
-  char *wf = qm9_wf(dir, labels, "target: lin, epochs: 1, batch_size: 8", "set: train");
+  char *wf = qm9_wf(dir, labels, "ensemble: 1, target: lin, epochs: 1, batch_size: 8", "set: train");
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
   free(out);
@@ -396,7 +396,7 @@ Test(train_options, kill9_mid_epoch_resumes_to_identical_checkpoints) {
    * mid-epoch; at 32 the run lasts about 2.7 s */
   char *wf =
       qm9_wf(dir, labels,
-             "target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1, arch: {channels: 32}", NULL);
+             "ensemble: 1, target: wavy, epochs: 10, batch_size: 2, augment: true, checkpoint_every: 1, arch: {channels: 32}", NULL);
   char ref[1024], wd[1024], log[1024];
   snprintf(ref, sizeof ref, "%s/work", dir);
   snprintf(wd, sizeof wd, "%s/killed", dir);
@@ -480,7 +480,7 @@ Test(train_options, classification_records_screening_metrics) {
            "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
            "    - {path: decoys.mol2, labels: {active: 0}}\n"
            "stages:\n  ingest: {workers: 2, coordinates: input}\n  graph: {edges: bonds}\n"
-           "  train: {target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
+           "  train: {ensemble: 1, target: active, task: classification, epochs: 3, batch_size: 8, lr: 0.003, "
            "arch: {layers: 1, channels: 4}, split: {valid: 0.25, test: 0.3, seed: 3}}\n"
            "  score: {set: train}\n  report: {}\n");
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
@@ -563,7 +563,7 @@ Test(train_options, cluster_split_keeps_clusters_together) {
            "workflow: t\nworkdir: a\nrun: {progress: lines, progress_interval_s: 60}\n"
            "sets:\n  train:\n    - {path: %s, labels: [logp]}\n"
            "stages:\n  ingest: {workers: 2, gen3d_quality: fast}\n  graph: {edges: bonds}\n"
-           "  train: {target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
+           "  train: {ensemble: 1, target: logp, epochs: 1, batch_size: 8, arch: {layers: 1, channels: 4}, "
            "split: {method: cluster, cluster_distance: 0.7, seed: 1, valid: 0.15, test: 0.15}}\n",
            tu_src("workflows/data/delaney_first60.csv"));
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
@@ -631,7 +631,7 @@ Test(train_options, class_weight_balanced_weighs_actives) {
            "sets:\n  train:\n    - {path: actives.mol2, labels: {active: 1}}\n"
            "    - {path: decoys.mol2, labels: {active: 0}}\n"
            "stages:\n  ingest: {workers: 2, coordinates: input}\n  graph: {edges: bonds}\n"
-           "  train: {target: active, task: classification, epochs: 1, batch_size: 8, "
+           "  train: {ensemble: 1, target: active, task: classification, epochs: 1, batch_size: 8, "
            "arch: {layers: 1, channels: 4}, split: {valid: 0.2, test: 0.2, seed: 2}}\n");
   char *wf = tu_write(dir, "wf.yaml", yaml), *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);

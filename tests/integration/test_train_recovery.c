@@ -21,7 +21,7 @@ static char *write_wf(const char *dir, const char *extra) {
       "workflow: t\nworkdir: ref\nrun: {progress: none}\n"
       "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap, u0]}\n"
       "stages:\n  ingest: {workers: 1}\n  graph: {edges: radius+bonds, cutoff: 4.0}\n"
-      "  train: {target: u0, epochs: %d, batch_size: 4, augment: true, arch: {layers: 1, degrees: 2, channels: 4}}\n%s",
+      "  train: {ensemble: 1, target: u0, epochs: %d, batch_size: 4, augment: true, arch: {layers: 1, degrees: 2, channels: 4}}\n%s",
       tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"), EPOCHS, extra);
   return tu_write(dir, "wf.yaml", yaml);
 }

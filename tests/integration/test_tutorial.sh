@@ -62,11 +62,14 @@ db=my-screen/runs/solubility/screen.db
 hits=my-screen/nci-hits/screen.db
 check "the workflow was written where the README says" test -s my-screen/solubility.yaml
 check "check printed the resolved configuration" grep -q 'target: logS' my-screen/resolved.yaml
-mae=$(q $db "SELECT mae FROM metrics WHERE split = 'test'")
+mae=$(q $db "SELECT mae FROM metrics WHERE split = 'test' AND model = 'ensemble'")
 mean_mae=$(q $db "WITH y AS (SELECT l.value, s.split FROM labels l JOIN splits s USING (mol_id) WHERE l.name = 'logS'),
   mu AS (SELECT avg(value) AS m FROM y WHERE split = 'train') SELECT avg(abs(value - m)) FROM y, mu WHERE split = 'test'")
 echo "tutorial: test MAE $mae logS, the training mean's $mean_mae"
-check "a model of logS trained on ESOL" test "$(q $db "SELECT count(*) FROM models WHERE target = 'logS'")" = 1
+check "an ensemble of three models of logS trained on ESOL (the default)" \
+  test "$(q $db "SELECT count(*) FROM models WHERE target = 'logS'")" = 3
+check "the query of step 3 printed the members' and the ensemble's test metrics" \
+  test "$(grep -cE '^(train/[012]|ensemble) +[0-9.]+ +[0-9.]+ +-?[0-9.]+$' "$tmp/tutorial.log")" = 4
 check "its test MAE ($mae) under half the training mean's ($mean_mae)" \
   /usr/bin/python3 -c "import sys; sys.exit(not float('$mae') < 0.5 * float('$mean_mae'))"
 n_lib=$(wc -l < workflows/data/nci_1000.smi)

@@ -33,10 +33,12 @@ static void unpack(void) {
    * and is hashed; `none` is left out of the hash) and with the files'
    * coordinates (stages.ingest.coordinates: input, likewise) and one
    * conformer a molecule (stages.ingest.conformers: 1, the default until
-   * 2026-11-27, likewise) */
+   * 2026-11-27, likewise) and one model (stages.train.ensemble: 1, the
+   * default until 2026-11-29, likewise) */
   cr_assert_eq(tu_sh(NULL, "sed -i 's/^  ingest: {workers: 1}$/  ingest: {workers: 1, standardize: none, coordinates: input, "
-                           "conformers: 1}/' " AT "/wf.yaml && grep -q 'standardize: none, coordinates: input, conformers: 1' " AT
-                           "/wf.yaml"),
+                           "conformers: 1}/; s/^    target: gap$/&\\n    ensemble: 1/' " AT
+                           "/wf.yaml && grep -q 'standardize: none, coordinates: input, conformers: 1' " AT
+                           "/wf.yaml && grep -q '^    ensemble: 1$' " AT "/wf.yaml"),
                0);
 }
 

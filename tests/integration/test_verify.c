@@ -120,7 +120,7 @@ Test(verify, flipped_coordinate_found_and_rejected_downstream) {
  * from it (naming molecules row) rather than write an atom at 1e34 Å. */
 Test(verify, flipped_coordinate_never_reaches_hits_sdf) {
   char *dir = tu_tmpdir("verify_rank");
-  char *wf = write_wf(dir, "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n"
+  char *wf = write_wf(dir, "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n"
                            "  rank: {top: 50, outputs: [hits.csv, hits.sdf]}\n");
   char *out = NULL, db[1200], wd[1100], sdf[1200];
   snprintf(wd, sizeof wd, "%s/work", dir);
@@ -148,7 +148,7 @@ Test(verify, flipped_graph_is_rejected_by_score) {
   char *dir = tu_tmpdir("verify_score");
   char sets[1024];
   snprintf(sets, sizeof sets, "  library:\n    - {path: %s}\n", tu_src("workflows/data/delaney_first60.csv"));
-  char *wf = write_wf_sets(dir, sets, "  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n");
+  char *wf = write_wf_sets(dir, sets, "  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n  score: {set: library}\n");
   char *out = NULL, db[1200], wd[1100];
   snprintf(wd, sizeof wd, "%s/work", dir);
   snprintf(db, sizeof db, "%s/screen.db", wd);
@@ -180,7 +180,7 @@ Test(verify, flipped_graph_is_rejected_by_score) {
  * silently changed feature. The bases table likewise. */
 Test(verify, flipped_graph_and_basis_found) {
   char *dir = tu_tmpdir("verify_graph");
-  char *wf = write_wf(dir, "  basis: {max_degree: 1, dtype: fp16}\n  train: {target: gap, epochs: 1, batch_size: 4}\n");
+  char *wf = write_wf(dir, "  basis: {max_degree: 1, dtype: fp16}\n  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n");
   char *out = NULL, db[1200], wd[1100];
   snprintf(wd, sizeof wd, "%s/work", dir);
   snprintf(db, sizeof db, "%s/screen.db", wd);

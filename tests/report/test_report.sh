@@ -36,10 +36,11 @@ v5() {
 
 # 1. the quickstart as shipped (its report stage), and the classification example
 # (with its MOL2 files' coordinates: the page is the point here, and generating
-# 477 shapes would cost it ~13 s of CPU, twice)
+# 477 shapes would cost it ~13 s of CPU, twice), one model each (an ensemble's
+# page is checked below; test_quickstart trains the quickstart's three)
 for w in quickstart classify; do
   "$se3" run "$src/workflows/$w.yaml" --workdir "$work/$w" --set run.progress=none \
-    --set stages.ingest.coordinates=input >"$work/$w.log" 2>&1 ||
+    --set stages.ingest.coordinates=input --set stages.train.ensemble=1 >"$work/$w.log" 2>&1 ||
     { tail -20 "$work/$w.log"; fail "se3screen run workflows/$w.yaml"; }
   [ -s "$work/$w/report.html" ] || fail "workflows/$w.yaml wrote no report.html"
   top=$("$se3" check "$src/workflows/$w.yaml" | awk '/^  report:/{r=1} r && /^    top:/{print $2; exit}')

@@ -130,7 +130,7 @@ drain() {
 cp -r "$src/workflows/data" "$work/" || fail "cannot copy the data"
 sed -e "s|^workdir: .*|workdir: local|" "$src/workflows/quickstart.yaml" >"$work/wf.yaml"
 printf 'run: {chunk_size: 16, progress: lines}\n' >>"$work/wf.yaml"
-common=(--set stages.train.epochs=2)
+common=(--set stages.train.epochs=2 --set stages.train.ensemble=1)
 
 "$se3" run "$work/wf.yaml" "${common[@]}" >"$work/local.log" 2>&1 || { cat "$work/local.log"; fail "the local run"; }
 
@@ -178,7 +178,7 @@ echo "ok: status names the Slurm job of each shard"
 # requeue and 3 left after it, in half the time.)
 soak=${SE3_SOAK:-0}
 if [ "$soak" = 1 ]; then E=20 lo=5 hi=17; else E=10 lo=3 hi=7; fi
-ep=(--set stages.train.epochs=$E --set stages.train.checkpoint_every=10)
+ep=(--set stages.train.epochs=$E --set stages.train.ensemble=1 --set stages.train.checkpoint_every=10)
 "$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/ref" --until train >"$work/ref.log" 2>&1 ||
   { cat "$work/ref.log"; fail "the local reference training"; }
 "$se3" run "$work/wf.yaml" "${ep[@]}" --set workdir="$work/rq" --until basis >"$work/rq-local.log" 2>&1 ||
@@ -284,7 +284,7 @@ echo "ok: --resume after the end has nothing to submit"
 if [ "$soak" = 1 ]; then sig=10 span=90 least=40 rq=8; else sig=20 span=55 least=20 rq=12; fi
 secs=$("$se3" query "$work/ref/screen.db" "SELECT min(seconds) FROM metrics WHERE split = 'train'" --csv | tail -1)
 long=$(/usr/bin/python3 -c "import math, sys; print(min(3000, max($least, math.ceil($span / float(sys.argv[1])))))" "$secs")
-u=(--set stages.train.epochs="$long" --set stages.train.checkpoint_every=10)
+u=(--set stages.train.epochs="$long" --set stages.train.ensemble=1 --set stages.train.checkpoint_every=10)
 "$se3" run "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --until basis >"$work/usr1-local.log" 2>&1 ||
   { cat "$work/usr1-local.log"; fail "the local run up to the bases"; }
 "$se3" slurm "$work/wf.yaml" "${u[@]}" --set workdir="$work/usr1" --cpus-per-task 2 --time 1 --set slurm.signal_s=$sig \
@@ -324,7 +324,7 @@ stages:
   acquire: {initial: 12, batch: 8, rounds: 2, rule: greedy, seed: 3}
   dock: {oracle: table, table: scores.csv}
   graph: {cutoff: 5.0}
-  train: {set: library, target: dock, epochs: 3, model: small, batch_size: 8}
+  train: {ensemble: 1, set: library, target: dock, epochs: 3, model: small, batch_size: 8}
   score: {set: library}
 EOF
 "$se3" run "$work/al/wf.yaml" >"$work/al/local.log" 2>&1 || { cat "$work/al/local.log"; fail "the local campaign"; }
