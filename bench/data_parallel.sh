@@ -51,7 +51,7 @@ sets:
 stages:
   ingest: {add_hydrogens: true, coordinates: input}   # (the DFT geometries, as the quickstart)
   graph: {edges: $edges, cutoff: 5.0}
-  train: {target: u0_atom, model: $model, epochs: $epochs, batch_size: $batch}
+  train: {ensemble: 1, target: u0_atom, model: $model, epochs: $epochs, batch_size: $batch} # (one model: the rate of one)
 EOF
 [ -f "$work/base/screen.db" ] || "$se3" run "$work/dp.yaml" --until graph >"$work/prepare.log" 2>&1
 

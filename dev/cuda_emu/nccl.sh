@@ -63,6 +63,7 @@ stages:
   graph: {edges: radius+bonds, cutoff: 4.0}
   train:
     target: gap
+    ensemble: 1 # (one model: the collectives are the point)
     epochs: 2
     batch_size: 2
     clip_norm: 1.0

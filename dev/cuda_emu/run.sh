@@ -245,7 +245,7 @@ sets:
 stages:
   ingest: {workers: 1}
   graph: {edges: radius+bonds, cutoff: 4.0}
-  train: {target: gap, epochs: 3, batch_size: 4}
+  train: {ensemble: 1, target: gap, epochs: 3, batch_size: 4}
   score: {set: train}
 X
 rm -rf "$out/wf_"*

@@ -253,7 +253,7 @@ Test(cli, bf16_scores_on_the_cpu_or_says_why_not) {
   snprintf(text, sizeof text,
            "workflow: t\nprecision: bf16\nworkdir: work\nrun: {progress: none}\n"
            "sets:\n  train:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
-           "stages:\n  ingest: {workers: 1}\n  train: {target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n",
+           "stages:\n  ingest: {workers: 1}\n  train: {ensemble: 1, target: gap, epochs: 1, batch_size: 4}\n  score: {set: train}\n",
            tu_src("workflows/data/qm9_mini.sdf"), tu_src("workflows/data/qm9_mini.sdf.csv"));
   char *wf = tu_write(dir, "wf.yaml", text);
   char *out = NULL;

@@ -37,6 +37,7 @@ stages:
     target: active
     task: classification
     model: small
+    ensemble: 1
     arch: {layers: 1, channels: 8, degrees: 2}
     epochs: 2
     batch_size: 16
