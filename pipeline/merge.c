@@ -517,8 +517,8 @@ int runner_merge(const char *db_path) {
   /* A screen.db that merges alone have made learns its workflow from the
    * shards it took, so that a later merge knows which shards are its own. */
   if (adopted && from_shard && workflow &&
-      run_exec(&r, "INSERT OR IGNORE INTO meta VALUES('workflow',%Q),('sets',%Q)", workflow,
-               sets_text ? sets_text : ""))
+      run_exec(&r, "INSERT OR IGNORE INTO meta VALUES('workflow',%Q),('name',%Q),('sets',%Q)", workflow,
+               r.root ? cfg_str(r.root, "workflow") : NULL, sets_text ? sets_text : ""))
     goto done;
   /* Finalize the stages whose chunks are now all here. */
   for (int si = 0; si < N_STAGES; si++) {

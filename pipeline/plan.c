@@ -257,7 +257,9 @@ static void plan_stage(struct plan *p, int i) {
                                    s->name, hash);
     long long fin = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
     memcpy(p->hash[i], hash, 17);
-    if (done < planned_chunks)
+    if (done > 0 && rc.ctx.outputs_gone)
+      say(p, i, P_WHOLE, "redone: %s is gone from the workdir, and the stage writes it", rc.ctx.outputs_gone);
+    else if (done < planned_chunks)
       say(p, i, P_SOME, "%lld of %lld chunks left from a run that stopped", (long long)(planned_chunks - done),
           (long long)planned_chunks);
     else if (!fin)
@@ -323,7 +325,10 @@ int runner_dry_run(const struct run_opts *o) {
     if (ver < STORE_SCHEMA_VERSION)
       printf("  %s was made by an earlier se3screen (schema %lld, this one writes %d): see `se3screen upgrade`\n",
              dbpath, ver, STORE_SCHEMA_VERSION);
-    else
+    else if (run_check_owner(&r, o->workflow)) {
+      printf("  a run would be refused: %s\n", r.err);
+      ret = SE3_EXIT_USAGE;
+    } else
       run_plan_print(&r, first, last, o->stage != NULL, stdout);
     store_close(&r.st);
   }

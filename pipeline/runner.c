@@ -113,8 +113,10 @@ static int record_meta(struct run *r, const char *stage, int replace) {
   char shard[32];
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   int bad =
-      run_exec(r, "INSERT OR %s INTO meta VALUES('workflow',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),('stage',%Q)",
-               replace ? "REPLACE" : "IGNORE", abs, sets, r->workdir, shard, stage);
+      run_exec(r,
+               "INSERT OR %s INTO meta VALUES('workflow',%Q),('name',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
+               "('stage',%Q)",
+               replace ? "REPLACE" : "IGNORE", abs, cfg_str(r->root, "workflow"), sets, r->workdir, shard, stage);
   free(sets);
   return bad ? -1 : 0;
 }
@@ -607,7 +609,14 @@ static int run_stage(struct run *r, int si) {
   if (run_exec(r, "BEGIN IMMEDIATE")) goto out;
   /* (a keyed stage's were discarded before it planned: discard_keyed) */
   int discard = !keyed && ((old && strcmp(old, hash)) || stale > 0);
-  if (discard) {
+  /* a stage done whole whose file in the workdir is gone does it again */
+  long long n_had = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+  int regone = !keyed && !discard && ctx->outputs_gone && r->n_shards <= 1 && n_had > 0;
+  if (regone) {
+    progress_log(NULL, "%s: %s/%s is gone since the last run; doing the stage again to write it", s->name, r->workdir,
+                 ctx->outputs_gone);
+    if (run_clear_stage(r, si)) goto rollback;
+  } else if (discard) {
     long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
@@ -630,7 +639,7 @@ static int run_stage(struct run *r, int si) {
                    n_pruned == 1 ? "" : "s");
   }
   /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
-  int changed = keyed ? any_needed(ctx, n_chunks) || n_pruned > 0 : discard || !old;
+  int changed = keyed ? any_needed(ctx, n_chunks) || n_pruned > 0 : discard || regone || !old;
   if (changed && run_unfinish_after(r, si)) goto rollback;
   char when[32];
   now_iso(when, sizeof when);
@@ -826,7 +835,8 @@ static int check_run(struct run *r, const struct run_opts *o, int first, int las
 
 /* run_main's database: the workdir, screen.db (or this shard's own, with
  * screen.db attached read-only as "src" for the tables it reads) opened
- * under its lock, and the run recorded. 0, or -1 with r->err set. */
+ * under its lock, and the run recorded. 0, or -1 with r->err set (-2: the
+ * workdir is another workflow's, run_check_owner). */
 static int open_run(struct run *r, const struct run_opts *o, int first) {
   snprintf(r->workdir, sizeof r->workdir, "%s", cfg_str(r->root, "workdir"));
   {
@@ -852,6 +862,9 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
   if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal"),
                         (int)cfg_int(r->root, "store.busy_timeout_ms"), r->err, sizeof r->err))
     return -1;
+
+  /* Another workflow's screen.db is refused before anything of it changes */
+  if (r->n_shards <= 1 && run_check_owner(r, o->workflow)) return -2;
 
   /* A shard of a stage that reads another's tables reads them from screen.db
    * (made by an unsharded run or by merge); it writes only its own database. */
@@ -907,7 +920,14 @@ static int run_main(const struct run_opts *o) {
     cfg_node_free(r.root);
     return ret;
   }
-  if (open_run(&r, o, first)) goto fail_early;
+  int opened = open_run(&r, o, first);
+  if (opened == -2) { /* (a refusal, as a configuration error: exit 2) */
+    fprintf(stderr, "se3screen: %s\n", r.err);
+    store_close(&r.st);
+    cfg_node_free(r.root);
+    return SE3_EXIT_USAGE;
+  }
+  if (opened) goto fail_early;
 
   install_signals();
   ret = SE3_EXIT_OK;

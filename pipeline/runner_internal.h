@@ -126,6 +126,15 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
 /* The upstream stage finished where s reads it, what its hashes say into
  * *up; 0, or -1 with r->err set. */
 int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up);
+
+/* Whether r's screen.db (open in r->st) belongs to the workflow r->root read
+ * from the file `workflow`: the database's meta rows 'name' (the
+ * `workflow:` name) and 'workflow' (its file) say whose it is; the same
+ * file, renamed or not, or the same name is the same workflow, and a
+ * database with neither has had no run. 0, or -1 with r->err saying whose
+ * it is and how to start afresh on purpose (before anything is changed:
+ * another workflow's stages would delete the molecules of its inputs). */
+int run_check_owner(struct run *r, const char *workflow);
 /* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */

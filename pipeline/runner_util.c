@@ -10,6 +10,7 @@
 #include "pipeline/runner_internal.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/atomic_file.h"
 
 const struct stage *const run_all_stages[N_STAGES] = {&stage_ingest, &stage_acquire, &stage_dock,
                                                       &stage_graph,  &stage_basis,   &stage_train,
@@ -399,4 +402,50 @@ void run_record_stage_time(struct run *r, const struct stage *s, const char *sta
     progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
                  sql ? err : "out of memory");
   sqlite3_free(sql);
+}
+
+/* The `workflow:` name the workflow file at path gives, or NULL (gone,
+ * unreadable, or no longer a workflow this se3screen reads). */
+static char *workflow_name_of(const char *path) {
+  struct cfg_errors errs;
+  memset(&errs, 0, sizeof errs);
+  struct cfg_node *root = cfg_load(path, NULL, 0, &errs);
+  cfg_errors_free(&errs);
+  const char *name = root ? cfg_str(root, "workflow") : NULL;
+  char *out = name ? strdup(name) : NULL;
+  cfg_node_free(root);
+  return out;
+}
+
+int run_check_owner(struct run *r, const char *workflow) {
+  char *theirs = run_query_text(r->st.db, "SELECT value FROM meta WHERE key = 'workflow'");
+  char *their_name = run_query_text(r->st.db, "SELECT value FROM meta WHERE key = 'name'");
+  const char *name = cfg_str(r->root, "workflow");
+  int ret = 0;
+  if (theirs && !atomic_file_same(theirs, workflow)) {
+    /* a database from before the name was recorded: the name its file gives */
+    if (!their_name && access(theirs, F_OK) == 0) their_name = workflow_name_of(theirs);
+    /* (an earlier se3screen's database whose workflow file is gone cannot
+     * be told: a workflow file moved is the likelier) */
+    int same = their_name ? name && !strcmp(their_name, name) : access(theirs, F_OK) != 0;
+    if (!same) {
+      char abs[PATH_MAX];
+      if (!realpath(workflow, abs)) snprintf(abs, sizeof abs, "%s", workflow);
+      char who[600];
+      if (their_name)
+        snprintf(who, sizeof who, "the workflow '%.100s' (%.400s)", their_name, theirs);
+      else
+        snprintf(who, sizeof who, "the workflow file %.400s", theirs);
+      snprintf(r->err, sizeof r->err,
+               "%.250s/screen.db holds the results of %s, not of '%.100s' (%.300s): "
+               "refused, nothing changed (its molecules, models and scores are another workflow's). Name another "
+               "workdir (`workdir:` in the workflow or --workdir), or, to start afresh there on purpose, delete "
+               "%.250s first",
+               r->workdir, who, name ? name : "?", abs, r->workdir);
+      ret = -1;
+    }
+  }
+  free(theirs);
+  free(their_name);
+  return ret;
 }

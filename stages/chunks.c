@@ -28,6 +28,13 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
   return STAGE_ERROR;
 }
 
+int stage_workdir_file_gone(const struct stage_ctx *ctx, const char *name) {
+  char path[4096 + 64];
+  snprintf(path, sizeof path, "%s/%s", ctx->workdir, name);
+  struct stat sb;
+  return lstat(path, &sb) != 0 && errno == ENOENT;
+}
+
 int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
   char err[256];
   const struct cfg_node *bad;

@@ -149,6 +149,9 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
     r->csv |= !strcmp(outs->kids[i]->value, "hits.csv");
     r->sdf |= !strcmp(outs->kids[i]->value, "hits.sdf");
   }
+  ctx->outputs_gone = r->csv && stage_workdir_file_gone(ctx, "hits.csv")   ? "hits.csv"
+                      : r->sdf && stage_workdir_file_gone(ctx, "hits.sdf") ? "hits.sdf"
+                                                                           : NULL;
   *n_chunks = 1;
   char *sql = sqlite3_mprintf("SELECT count(*) FROM %s WHERE target = %Q", r->from, r->target);
   sqlite3_stmt *st = NULL;

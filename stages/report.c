@@ -9,7 +9,7 @@
 #include "stage.h"
 
 static int report_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
-  (void)ctx;
+  ctx->outputs_gone = stage_workdir_file_gone(ctx, "report.html") ? "report.html" : NULL;
   *n_chunks = 1;
   *n_items = 1;
   return STAGE_OK;

@@ -102,6 +102,10 @@ struct stage_ctx {
   const char *key[2];          /* ... set by its begin: the values of the
                                   rows' key columns this run (score's model
                                   and its hash, dock's set-up) */
+  const char *outputs_gone;    /* set by begin: a file the stage writes into the
+                                  workdir (its name) that is not there, so that
+                                  a stage done whole is done again to write it;
+                                  NULL: all there (or none written) */
   int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle) */
   int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
                                   step, where no runner goes round); -1: none */
@@ -401,6 +405,8 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
     __attribute__((format(printf, 3, 4)));
 /* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
+/* 1 when WORKDIR/name is not there (ctx->outputs_gone), else 0. */
+int stage_workdir_file_gone(const struct stage_ctx *ctx, const char *name);
 
 /* Molecule ids are key * STAGE_ID_STRIDE + record, the key the input file's
  * own (from its set and path: ingest_files.input): the input file a

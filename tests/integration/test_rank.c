@@ -244,6 +244,63 @@ Test(rank, filters_order_and_duplicates) {
                "without dedupe both copies of a molecule stay");
   snprintf(path, sizeof path, "%s/hits.sdf", wd);
   cr_assert_neq(tu_sh(NULL, "test -e %s", path), 0, "hits.sdf was not asked for");
+  /* a file not asked for is not missed */
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s/../wf.yaml", wd), 0, "%s", out);
+  cr_assert_null(strstr(out, "gone"), "%s", out);
+  cr_assert(strstr(out, "rank: nothing to do"), "%s", out);
+  free(out);
+  free(wd);
+}
+
+/* Before (hardening IV): hits.csv and hits.sdf deleted, the same run again
+ * said "rank: nothing to do", exit 0, and wrote no files. Now a stage done
+ * whole whose file in the workdir is gone is done again to write it (rank:
+ * hits.csv, hits.sdf; report: report.html), the same files, and `run
+ * --dry-run` says so beforehand. */
+Test(rank, outputs_deleted_are_written_again) {
+  char *wd = screen("rank_gone", "top: 5}\n  report: {top: 5");
+  char wf[1200], csv[1200], sdf[1200], page[1200];
+  snprintf(wf, sizeof wf, "%s/../wf.yaml", wd);
+  snprintf(csv, sizeof csv, "%s/hits.csv", wd);
+  snprintf(sdf, sizeof sdf, "%s/hits.sdf", wd);
+  snprintf(page, sizeof page, "%s/report.html", wd);
+  char *csv0 = tu_read(csv, NULL), *sdf0 = tu_read(sdf, NULL);
+  cr_assert(csv0 && sdf0 && access(page, F_OK) == 0, "the first run wrote hits.csv, hits.sdf and report.html");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "rank: nothing to do") && !strstr(out, "gone"), "%s", out);
+  free(out);
+  cr_assert_eq(unlink(csv), 0);
+  cr_assert_eq(unlink(sdf), 0);
+  cr_assert_eq(unlink(page), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --dry-run", wf), 0, "%s", out);
+  cr_assert(strstr(out, "redone: hits.csv is gone from the workdir"), "dry-run:\n%s", out);
+  cr_assert(strstr(out, "report: redone"), "dry-run:\n%s", out);
+  cr_assert_neq(access(csv, F_OK), 0, "dry-run wrote hits.csv");
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "hits.csv is gone since the last run"), "%s", out);
+  char *csv1 = tu_read(csv, NULL), *sdf1 = tu_read(sdf, NULL);
+  cr_assert(csv1 && sdf1, "hits.csv and hits.sdf not written again:\n%s", out);
+  cr_assert_str_eq(csv1, csv0, "hits.csv differs from the first run's");
+  cr_assert_str_eq(sdf1, sdf0, "hits.sdf differs from the first run's");
+  cr_assert_eq(access(page, F_OK), 0, "report.html not written again:\n%s", out);
+  free(out);
+  /* only the page gone: the report alone */
+  cr_assert_eq(unlink(page), 0);
+  cr_assert_eq(tu_se3(&out, "run %s --dry-run", wf), 0, "%s", out);
+  cr_assert(strstr(out, "rank: nothing to do") && strstr(out, "report: redone: report.html is gone from the workdir"),
+            "dry-run:\n%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  cr_assert(strstr(out, "rank: nothing to do") && strstr(out, "report.html is gone since the last run"), "%s", out);
+  cr_assert_eq(access(page, F_OK), 0, "report.html not written again:\n%s", out);
+  free(out);
+  free(csv1);
+  free(sdf1);
+  free(csv0);
+  free(sdf0);
   free(wd);
 }
 

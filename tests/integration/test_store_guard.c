@@ -88,3 +88,82 @@ Test(store_guard, run_refuses_a_symlinked_lock_file) {
   free(wf);
   free(dir);
 }
+
+/* A workflow of its own name and input into dir/work, reaching it by `how`
+ * ("workdir: PATH" in the file, or none: --workdir on the command line). */
+static char *named_wf(const char *dir, const char *file, const char *name, const char *input, const char *workdir) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: %s\nworkdir: %s\nrun: {progress: none}\nsets:\n  lib:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1, gen3d_quality: fast}\n",
+           name, workdir, input);
+  return tu_write(dir, file, yaml);
+}
+
+/* Before (hardening IV): `run two.yaml --workdir DIR`, DIR made by the
+ * workflow "one", exited 0 and deleted one's molecules ("gone: l1.smi ...
+ * deleted"); the same through `workdir:` and a symbolic link to DIR. Now
+ * refused with exit 2 before anything is written, naming both workflows
+ * and how to start afresh; the same workflow renamed in its file, or a
+ * copy of it under another file name, still runs there. */
+Test(store_guard, run_refuses_another_workflows_workdir) {
+  char *dir = tu_tmpdir("guard_owner");
+  char wd[1024], db[1100], link[1100], other[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  snprintf(link, sizeof link, "%s/link", dir);
+  snprintf(other, sizeof other, "%s/elsewhere", dir);
+  char *l1 = tu_write(dir, "l1.smi", "CCO ethanol\nCCN ethylamine\nc1ccccc1 benzene\n");
+  char *l2 = tu_write(dir, "l2.smi", "CCCC butane\nCCCO propanol\n");
+  char *one = named_wf(dir, "one.yaml", "one", l1, wd);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", one), 0, "%s", out);
+  free(out);
+  const char *snap_sql = "SELECT (SELECT group_concat(name) FROM (SELECT name FROM molecules ORDER BY id)) || ' / ' || "
+                         "(SELECT count(*) FROM runs) || ' / ' || (SELECT group_concat(key || '=' || value) FROM meta)";
+  char *before = tu_query(db, snap_sql);
+  cr_assert(strstr(before, "ethanol,ethylamine,benzene"), "%s", before);
+  cr_assert_eq(symlink(wd, link), 0);
+  char *two = named_wf(dir, "two.yaml", "two", l2, other);
+  char *two_in = named_wf(dir, "two_in.yaml", "two", l2, wd);
+  char *two_link = named_wf(dir, "two_link.yaml", "two", l2, link);
+  const char *how[3] = {"--workdir", "workdir:", "a symbolic link"};
+  for (int i = 0; i < 3; i++) {
+    int rc = i == 0 ? tu_se3(&out, "run %s --workdir %s", two, wd) : tu_se3(&out, "run %s", i == 1 ? two_in : two_link);
+    cr_assert_eq(rc, 2, "%s: run took over workflow one's workdir (exit %d):\n%s", how[i], rc, out);
+    cr_assert(strstr(out, "holds the results of the workflow 'one'") && strstr(out, "not of 'two'") &&
+                  strstr(out, "one.yaml") && strstr(out, "delete"),
+              "%s: the refusal does not name both workflows and the way out:\n%s", how[i], out);
+    cr_assert_null(strstr(out, "deleted"), "%s:\n%s", how[i], out);
+    char *now = tu_query(db, snap_sql);
+    cr_assert_str_eq(now, before, "%s: the refused run changed the database", how[i]);
+    free(now);
+    free(out);
+  }
+  cr_assert_neq(access(other, F_OK), 0, "the refused run made the workflow's own workdir");
+  /* --dry-run says so, writing nothing */
+  cr_assert_eq(tu_se3(&out, "run %s --workdir %s --dry-run", two, wd), 2, "%s", out);
+  cr_assert(strstr(out, "a run would be refused") && strstr(out, "'one'"), "%s", out);
+  free(out);
+  /* the same workflow: renamed in its own file, or copied under another name */
+  char *renamed = named_wf(dir, "one.yaml", "one_renamed", l1, wd);
+  cr_assert_eq(tu_se3(&out, "run %s", renamed), 0, "the workflow renamed in its file was refused:\n%s", out);
+  free(out);
+  char *copy = named_wf(dir, "copy.yaml", "one_renamed", l1, wd);
+  cr_assert_eq(tu_se3(&out, "run %s", copy), 0, "a copy of the workflow was refused:\n%s", out);
+  cr_assert(strstr(out, "nothing to do"), "%s", out);
+  free(out);
+  char *after = tu_query(db, "SELECT group_concat(name) FROM (SELECT name FROM molecules ORDER BY id)");
+  cr_assert_str_eq(after, "ethanol,ethylamine,benzene\n");
+  free(after);
+  free(before);
+  free(copy);
+  free(renamed);
+  free(two_link);
+  free(two_in);
+  free(two);
+  free(one);
+  free(l2);
+  free(l1);
+  free(dir);
+}
