@@ -53,14 +53,28 @@ static int write_file(const char *path, const char *text, size_t len) {
   return bad;
 }
 
-/* The whole file, NUL-terminated (malloc'd), or NULL. */
-static char *read_file(const char *path, size_t *len) {
+/* The whole file, NUL-terminated (malloc'd), or NULL; with max > 0 a file
+ * of more than max bytes is not read (NULL, errno EFBIG), whatever it grows
+ * to while read. */
+static char *read_file_max(const char *path, size_t *len, size_t max) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
+  struct stat sb;
+  if (max && fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size > max) {
+    fclose(f);
+    errno = EFBIG;
+    return NULL;
+  }
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
     n += r;
+    if (max && n > max) {
+      free(buf);
+      fclose(f);
+      errno = EFBIG;
+      return NULL;
+    }
     if (cap - n - 1 == 0) {
       char *b = realloc(buf, cap * 2);
       if (!b) {
@@ -76,6 +90,17 @@ static char *read_file(const char *path, size_t *len) {
   if (buf) buf[n] = 0;
   if (len) *len = n;
   return buf;
+}
+
+static char *read_file(const char *path, size_t *len) { return read_file_max(path, len, 0); }
+
+/* The most bytes Vina's out.pdbqt takes for `modes` poses of a ligand of
+ * n_map atoms: per model its atoms and at most two torsion-tree lines an
+ * atom (BRANCH, ENDBRANCH), REMARKs and the rest, 100 bytes a line, and
+ * 64 KiB over. A file past it is refused unread: one Vina that wrote 1.5 GB
+ * once drove a run to 1.6 GB of memory (a worker holds its file whole). */
+static size_t out_bound(int modes, int n_map) {
+  return (size_t)(modes > 0 ? modes : 1) * ((size_t)3 * (size_t)(n_map > 0 ? n_map : 1) + 64) * 100 + 65536;
 }
 
 /* How much of a tool's log is read for its last words: its end only, so
@@ -424,11 +449,13 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
   /* at: the MODEL lines seen so far; lines count while at is the model
    * asked for (or, for model 1, before any MODEL line) */
   int have_score = 0, atoms = 0, at = 0, ended = 0;
+  long lineno = 0;
   const char *end = text + len, *next;
   for (const char *ln = text; ln < end && !ended; ln = next) {
     const char *nl = memchr(ln, '\n', (size_t)(end - ln));
     size_t l = (size_t)((nl ? nl : end) - ln);
     next = nl ? nl + 1 : end;
+    lineno++;
     if (l >= 6 && !memcmp(ln, "MODEL ", 6)) {
       if (++at > model) break;
       continue;
@@ -446,16 +473,33 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
           p->rmsd_lb = v[1];
           p->rmsd_ub = v[2];
         }
+        if (!(fabs(v[0]) <= DOCK_MAX_SCORE) ||
+            (got == 3 && !(v[1] >= 0 && v[1] <= DOCK_MAX_COORD && v[2] >= 0 && v[2] <= DOCK_MAX_COORD))) {
+          snprintf(err, errlen,
+                   "line %ld of Vina's output: a score or RMSD out of range (a score within +-%g kcal/mol, an RMSD "
+                   "0 to %g A): %.*s",
+                   lineno, DOCK_MAX_SCORE, DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
+          return -1;
+        }
       }
-    } else if (l > 13 && !memcmp(ln, "REMARK INTER:", 13)) {
-      remark_numbers(ln, l, 13, &p->inter, 1);
-    } else if (l > 13 && !memcmp(ln, "REMARK INTRA:", 13)) {
-      remark_numbers(ln, l, 13, &p->intra, 1);
+    } else if (l > 13 && (!memcmp(ln, "REMARK INTER:", 13) || !memcmp(ln, "REMARK INTRA:", 13))) {
+      double *term = !memcmp(ln, "REMARK INTER:", 13) ? &p->inter : &p->intra;
+      if (remark_numbers(ln, l, 13, term, 1) == 1 && !(fabs(*term) <= DOCK_MAX_SCORE)) {
+        snprintf(err, errlen, "line %ld of Vina's output: a term out of range (within +-%g kcal/mol): %.*s", lineno,
+                 DOCK_MAX_SCORE, (int)(l < 80 ? l : 80), ln);
+        return -1;
+      }
     } else if (l >= 54 && (!memcmp(ln, "ATOM  ", 6) || !memcmp(ln, "HETATM", 6))) {
       double serial, x, y, z;
       if (pdb_field(ln, l, 7, 11, &serial) || pdb_field(ln, l, 31, 38, &x) || pdb_field(ln, l, 39, 46, &y) ||
           pdb_field(ln, l, 47, 54, &z)) {
-        snprintf(err, errlen, "an ATOM line Vina wrote cannot be read: %.*s", (int)(l < 80 ? l : 80), ln);
+        snprintf(err, errlen, "line %ld of Vina's output: an ATOM line cannot be read: %.*s", lineno,
+                 (int)(l < 80 ? l : 80), ln);
+        return -1;
+      }
+      if (!(fabs(x) <= DOCK_MAX_COORD && fabs(y) <= DOCK_MAX_COORD && fabs(z) <= DOCK_MAX_COORD)) {
+        snprintf(err, errlen, "line %ld of Vina's output: an atom out of range (within +-%g A): %.*s", lineno,
+                 DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
         return -1;
       }
       int s = (int)serial;
@@ -703,23 +747,31 @@ static void collect(const struct dock_setup *s, struct dock_job *j, const char *
     return;
   }
   size_t len = 0, map_len = 0;
-  snprintf(path, sizeof path, "%s/out.pdbqt", dir);
-  char *text = read_file(path, &len);
   snprintf(path, sizeof path, "%s/map", dir);
   char *map_text = read_file(path, &map_len);
   /* the serial numbers' atoms of the molecule (the child's map) */
   int n_map = 0;
   for (size_t i = 0; map_text && i < map_len; i++)
     n_map += map_text[i] == '\n';
+  snprintf(path, sizeof path, "%s/out.pdbqt", dir);
+  size_t bound = out_bound(dock_modes(s), n_map);
+  errno = 0;
+  char *text = map_text ? read_file_max(path, &len, bound) : NULL;
+  int too_big = !text && errno == EFBIG;
   int *map = malloc(sizeof *map * (size_t)(n_map ? n_map : 1));
   double *xyz = malloc(sizeof *xyz * 3 * (size_t)(m.n_atoms ? m.n_atoms : 1));
   uint8_t *seen = calloc((size_t)(m.n_atoms ? m.n_atoms : 1), 1);
   double *sxyz = malloc(sizeof *sxyz * 3 * (size_t)(n_map ? n_map : 1));
   uint8_t *sseen = malloc((size_t)(n_map ? n_map : 1));
   int bad = !text || !map_text || !map || !xyz || !seen || !sxyz || !sseen;
-  if (bad)
+  if (bad && too_big)
+    snprintf(err, sizeof err, "Vina's out.pdbqt is larger than %zu bytes, all that %d poses of %d atoms take: not read",
+             bound, dock_modes(s), n_map);
+  else if (bad)
     snprintf(err, sizeof err, "%s",
-             !text ? "Vina wrote no out.pdbqt" : !map_text ? "the ligand's atom map is missing" : "out of memory");
+             !map_text ? "the ligand's atom map is missing"
+             : !text   ? "Vina wrote no out.pdbqt"
+                       : "out of memory");
   for (int i = 0, k = 0; !bad && i < n_map; i++) {
     char *end;
     long v = strtol(map_text + k, &end, 10);

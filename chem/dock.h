@@ -101,6 +101,15 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
  * characters and NUL bytes read as blanks. */
 void dock_log_tail(const char *path, int lines, char *out, size_t size);
 
+/* What is read from Vina's output is held to physical ranges, so that a
+ * number like -1e308 or an atom at 1e300 is an error naming the line,
+ * never a score or a pose: a score or term within +-DOCK_MAX_SCORE
+ * kcal/mol (Vina's poses score tens; a clash, thousands), an RMSD 0 to
+ * DOCK_MAX_COORD, a coordinate within +-DOCK_MAX_COORD Angstrom (PDB's
+ * 8.3 columns hold -999.999 to 9999.999). */
+#define DOCK_MAX_SCORE 1e5
+#define DOCK_MAX_COORD 1e5
+
 /* The first model of Vina's output (PDBQT text): its affinity and each
  * atom's coordinates by serial number (xyz[3 * (serial - 1)], seen[serial -
  * 1] = 1 for 1 <= serial <= n). 0, or -1 with err. */

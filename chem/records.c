@@ -624,6 +624,10 @@ int rec_parse_label(const char *s, double *v, char *why, size_t whylen) {
     rec_fmt_err(why, whylen, "out of range for a double");
     return -1;
   }
+  if (!(fabs(x) <= REC_LABEL_MAX)) {
+    rec_fmt_err(why, whylen, "out of range for a label (within +-%g)", REC_LABEL_MAX);
+    return -1;
+  }
   *v = x;
   return 0;
 }

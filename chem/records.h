@@ -181,12 +181,20 @@ int rec_smi_header(const char *head, size_t n, int whole, int64_t *line);
 int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***tags, int *n_tags, int64_t *n_records,
                  char *err, size_t errlen);
 
+/* The largest magnitude of a label (or of a score read from a table):
+ * 1e30, past any measured quantity in its units, so that a model's
+ * standardisation stays within models/model_file.h's SE3_STAT_MAX and its
+ * predictions finite. */
+#define REC_LABEL_MAX 1e30
+
 /* A label value as written in a CSV cell or an SD tag: a decimal number
  * (optional sign, digits with an optional '.', optional exponent), blanks
  * around it allowed. 0: *v set; 1: blank (no value); -1: refused, with why
  * naming the reason: hexadecimal (strtod reads 0x10 as 16 and 0x1p4 too),
- * inf and nan (not finite), 1e400 (out of range), 1,5 (a comma), or anything
- * else that is not a decimal number. Independent of the C locale. */
+ * inf and nan (not finite), 1e400 (out of range), 1e31 (past
+ * REC_LABEL_MAX), 1,5 (a comma), or anything else that is not a decimal
+ * number. Independent of the C locale. One parser for every number read
+ * from a table: labels, label tables, the dock stage's table of scores. */
 int rec_parse_label(const char *s, double *v, char *why, size_t whylen);
 
 /* Number of records in a file (a full scan); -1 with err on failure. */

@@ -138,13 +138,13 @@ static int read_small(const struct se3_ckpt *c, const char *path, const struct s
     mf->best = le_get_f64(r->data);
     mf->mean = le_get_f64(r->data + 8);
     mf->std = le_get_f64(r->data + 16);
-    if (!isfinite(mf->mean))
-      return fail(err, errlen, path, "record \"best_mean_std\": the target's mean is %g (a finite number allowed)",
-                  mf->mean);
-    if (!isfinite(mf->std) || !(mf->std > 0))
+    if (!(fabs(mf->mean) <= SE3_STAT_MAX))
+      return fail(err, errlen, path, "record \"best_mean_std\": the target's mean is %g (within +-%g allowed)",
+                  mf->mean, SE3_STAT_MAX);
+    if (!(mf->std > 0 && mf->std <= SE3_STAT_MAX))
       return fail(err, errlen, path,
-                  "record \"best_mean_std\": the target's standard deviation is %g (a positive finite number allowed)",
-                  mf->std);
+                  "record \"best_mean_std\": the target's standard deviation is %g (above 0, at most %g allowed)",
+                  mf->std, SE3_STAT_MAX);
   } else if (ex && ex->need_stats) {
     return fail(err, errlen, path, "no record \"best_mean_std\": the model's standardisation is missing");
   }
@@ -167,8 +167,9 @@ static int read_small(const struct se3_ckpt *c, const char *path, const struct s
       for (int j = 0; j < i; j++)
         if (mf->atomref_z[j] == e)
           return fail(err, errlen, path, "record \"atomref_z\": element %lld appears twice", (long long)e);
-      if (!isfinite(ref))
-        return fail(err, errlen, path, "record \"atomref\": value %d is %g (a finite number allowed)", i + 1, ref);
+      if (!(fabs(ref) <= SE3_STAT_MAX))
+        return fail(err, errlen, path, "record \"atomref\": value %d is %g (within +-%g allowed)", i + 1, ref,
+                    SE3_STAT_MAX);
       mf->atomref_z[i] = e;
       mf->atomref[i] = ref;
     }

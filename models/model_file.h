@@ -32,6 +32,12 @@
 #include "models/se3.h"
 
 #define SE3_ATOMREF_MAX 32
+/* The largest magnitude of a model's standardisation (the target's mean
+ * and standard deviation) and of an atomref: what training on labels
+ * within chem/records.h's REC_LABEL_MAX (1e30) gives, with room; a
+ * checkpoint past it is refused (a standard deviation of 1e308 scored every
+ * molecule as +-inf), and training that would write one fails instead. */
+#define SE3_STAT_MAX 1e33
 
 /* What the caller will feed the model; 0 where it does not know yet. */
 struct se3_model_expect {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/cfgtree.h" /* se3_hash_str */
+#include "models/model_file.h" /* SE3_STAT_MAX */
 #include "models/so3.h"
 
 const char *const se3_split_name[3] = {"train", "valid", "test"};
@@ -240,6 +241,12 @@ int se3_trainer_fit_atomref(struct se3_trainer *t, const uint16_t *counts) {
       s -= A[k * nz + p] * t->ref[k];
     t->ref[p] = s / A[p * nz + p];
   }
+  for (int p = 0; p < nz; p++) /* (what a checkpoint may hold: model_file.h) */
+    if (!(fabs(t->ref[p]) <= SE3_STAT_MAX))
+      return tr_fail(t,
+                     "stages.train.atomref: the fit gives element Z=%lld a reference of %g, past what a model "
+                     "holds (%g): leave atomref out for these labels",
+                     (long long)t->zs[p], t->ref[p], SE3_STAT_MAX);
   for (int i = 0; i < t->n; i++) {
     double s = 0;
     for (int p = 0; p < nz; p++)
@@ -1151,6 +1158,9 @@ int se3_trainer_standardize(struct se3_trainer *t) {
     ytr[i] = t->y[t->idx[SE3_SPLIT_TRAIN][i]] - t->base[t->idx[SE3_SPLIT_TRAIN][i]];
   nn_standardize(&t->mean, &t->std, ytr, t->cnt[SE3_SPLIT_TRAIN]);
   free(ytr);
+  if (!(fabs(t->mean) <= SE3_STAT_MAX && t->std <= SE3_STAT_MAX))
+    return tr_fail(t, "the training labels' mean %g and standard deviation %g are past what a model holds (%g)",
+                   t->mean, t->std, SE3_STAT_MAX);
   return SE3_TRAIN_OK;
 }
 

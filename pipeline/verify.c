@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -71,6 +72,18 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
   if (kind == BLOB_MOL || kind == BLOB_POSE) {
     struct mol m;
     int rc = mol_from_blob(blob, len, &m, err, errlen);
+    for (int a = 0; rc == 0 && a < m.n_atoms; a++) /* (an atom at 1e300 was once stored as inf) */
+      if (!isfinite(m.atoms[a].x) || !isfinite(m.atoms[a].y) || !isfinite(m.atoms[a].z_)) {
+        snprintf(err, errlen, "atom %d's coordinates are not finite (%g, %g, %g)", a + 1, m.atoms[a].x, m.atoms[a].y,
+                 m.atoms[a].z_);
+        rc = -1;
+      }
+    for (long k = 0; rc == 0 && m.confs && k < 3L * m.n_atoms * m.n_confs; k++)
+      if (!isfinite(m.confs[k])) {
+        snprintf(err, errlen, "conformer %ld: atom %ld's coordinates are not finite", k / (3L * m.n_atoms) + 2,
+                 k % (3L * m.n_atoms) / 3 + 1);
+        rc = -1;
+      }
     mol_free(&m);
     return rc;
   }
@@ -148,6 +161,51 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
   if (old) fprintf(out, ", %lld unchecked, old format (version 1, no checksum)", old);
   fputc('\n', out);
   return 0;
+}
+
+/* The numbers of the results hold finite values (SQLite keeps an infinity;
+ * a NaN it stores as NULL): every REAL column of the tables of labels,
+ * scores, ranks, dockings, poses and test predictions, and a model's
+ * standardisation: a score, a docking term or a label of +-inf is damage
+ * (once, a Vina that printed -1e308 had it stored and ranked first). The
+ * bookkeeping (stage_runs, metrics) is left alone. */
+static void verify_numbers(sqlite3 *db, struct damage *d, FILE *out) {
+  sqlite3_stmt *tabs = NULL;
+  long long cols = 0, bad = 0;
+  if (sqlite3_prepare_v2(
+          db,
+          "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('labels', 'scores', 'ranks', "
+          "'docking', 'poses', 'predictions', 'models') ORDER BY name",
+          -1, &tabs, NULL) != SQLITE_OK) {
+    damage_add(d, "numbers: the tables cannot be listed: %s", sqlite3_errmsg(db));
+    return;
+  }
+  while (sqlite3_step(tabs) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(tabs, 0);
+    char *sql = sqlite3_mprintf("SELECT name FROM pragma_table_info(%Q) WHERE upper(type) = 'REAL' AND "
+                                "(%Q <> 'models' OR name IN ('mean', 'std'))",
+                                t, t);
+    sqlite3_stmt *cs = NULL;
+    if (sql && sqlite3_prepare_v2(db, sql, -1, &cs, NULL) == SQLITE_OK)
+      while (sqlite3_step(cs) == SQLITE_ROW) {
+        const char *c = (const char *)sqlite3_column_text(cs, 0);
+        char *q = sqlite3_mprintf("SELECT count(*) FROM \"%w\" WHERE abs(\"%w\") = 9e999", t, c);
+        long long n = q ? store_int(db, q, -1) : -1;
+        sqlite3_free(q);
+        cols++;
+        if (n != 0) {
+          bad++;
+          if (n > 0)
+            damage_add(d, "%s.%s: %lld row%s hold%s an infinite number", t, c, n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+          else
+            damage_add(d, "%s.%s cannot be read: %s", t, c, sqlite3_errmsg(db));
+        }
+      }
+    sqlite3_finalize(cs);
+    sqlite3_free(sql);
+  }
+  sqlite3_finalize(tabs);
+  fprintf(out, "  %-10s %lld columns of numbers checked, %lld with a number not finite\n", "numbers", cols, bad);
 }
 
 /* Shapes out of bounds (verify_shapes): how many, and the first few. */
@@ -324,6 +382,7 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
     sqlite3_free(has);
     if (there) verify_table(s.db, t, &d, out);
   }
+  verify_numbers(s.db, &d, out);
   struct shapes sh = {0};
   verify_shapes(s.db, max_listed, &sh, out);
   store_close(&s);

@@ -520,9 +520,11 @@ static int store_one(void *arg, int k) {
   return rc != STAGE_OK;
 }
 
-/* The table of scores into temp.dock_table (key, score), once a run: rows
- * without a number as score are molecules without one (left out); of a
- * key repeated, the first row counts. */
+/* The table of scores into temp.dock_table (key, score, why), once a run:
+ * the score read as a label is (rec_parse_label: decimal and finite); a row
+ * without one, blank or refused, leaves its key without a score, and why
+ * (its row and what it holds) goes to the molecule's reject row; of a key
+ * repeated, the first row counts. */
 static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   const struct cfg_node *at = cfg_get(ctx->cfg, "table");
   struct rec_options ro = {.smiles_column = d->key_column, .max_empty_listed = -1};
@@ -542,6 +544,16 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   int n_cols = 0, key = -1, score = -1;
   const char *const *cols = rec_columns(rd, &n_cols);
   for (int i = 0; i < n_cols; i++) {
+    const char *twice = !strcmp(cols[i], d->key_column) && key >= 0       ? d->key_column
+                        : !strcmp(cols[i], d->score_column) && score >= 0 ? d->score_column
+                                                                          : NULL;
+    if (twice) { /* (check refuses it first; the file may have changed since) */
+      rec_close(rd);
+      return stage_fail_at(ctx, at,
+                           "stages.dock.table: column '%s' is named twice in the header of %s (columns %d and %d): "
+                           "which one is meant cannot be told; rename one",
+                           twice, d->table_path, (twice == d->key_column ? key : score) + 1, i + 1);
+    }
     if (!strcmp(cols[i], d->key_column)) key = i;
     if (!strcmp(cols[i], d->score_column)) score = i;
   }
@@ -553,10 +565,10 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   sqlite3_stmt *ins = NULL;
   char *msg = NULL;
   if (sqlite3_exec(ctx->db,
-                   "CREATE TEMP TABLE IF NOT EXISTS dock_table(key TEXT PRIMARY KEY, score REAL NOT NULL) WITHOUT "
+                   "CREATE TEMP TABLE IF NOT EXISTS dock_table(key TEXT PRIMARY KEY, score REAL, why TEXT) WITHOUT "
                    "ROWID; DELETE FROM temp.dock_table",
                    NULL, NULL, &msg) != SQLITE_OK ||
-      sqlite3_prepare_v2(ctx->db, "INSERT OR IGNORE INTO temp.dock_table(key, score) VALUES(?1, ?2)", -1, &ins,
+      sqlite3_prepare_v2(ctx->db, "INSERT OR IGNORE INTO temp.dock_table(key, score, why) VALUES(?1, ?2, ?3)", -1, &ins,
                          NULL) != SQLITE_OK) {
     snprintf(ctx->err, sizeof ctx->err, "loading the table of scores: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
@@ -572,23 +584,33 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
       bad_rows++;
       continue;
     }
-    char *end;
-    double v = strtod(r.fields[score], &end);
-    while (*end == ' ')
-      end++;
-    if (end == r.fields[score] || *end || !isfinite(v)) {
+    /* the score read as a label is (one parser: no 0x10, nan or inf); a row
+     * without one is kept with why, for the molecule's reject row */
+    double v;
+    char why[160], line[400] = "";
+    int pr = rec_parse_label(r.fields[score], &v, why, sizeof why);
+    if (pr != 0) {
       no_score++;
-      continue;
+      snprintf(line, sizeof line, "row %lld of %.100s: %s '%.60s'%s%s", rows, d->table_path,
+               pr > 0 ? "no score in" : "the score in", d->score_column, pr > 0 ? "" : " is ", pr > 0 ? "" : why);
+      if (pr < 0) snprintf(line + strlen(line), sizeof line - strlen(line), " ('%.40s')", r.fields[score]);
     }
     sqlite3_reset(ins);
     sqlite3_bind_text(ins, 1, r.fields[key], -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(ins, 2, v);
+    if (pr == 0)
+      sqlite3_bind_double(ins, 2, v);
+    else
+      sqlite3_bind_null(ins, 2);
+    if (pr == 0)
+      sqlite3_bind_null(ins, 3);
+    else
+      sqlite3_bind_text(ins, 3, line, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(ins) != SQLITE_DONE) {
       sqlite3_finalize(ins);
       rec_close(rd);
       return stage_sql_fail(ctx, "loading the table of scores");
     }
-    kept += sqlite3_changes(ctx->db);
+    kept += pr == 0 ? sqlite3_changes(ctx->db) : 0;
   }
   sqlite3_finalize(ins);
   rec_close(rd);
@@ -632,9 +654,8 @@ static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, i
   int ret = STAGE_OK;
   if (chunk_pending(ctx, d, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash", lo, hi, &st))
     return STAGE_ERROR;
-  if ((!d->lookup &&
-       sqlite3_prepare_v2(ctx->db, "SELECT score FROM temp.dock_table WHERE key = ?1", -1, &d->lookup, NULL) !=
-           SQLITE_OK) ||
+  if ((!d->lookup && sqlite3_prepare_v2(ctx->db, "SELECT score, why FROM temp.dock_table WHERE key = ?1", -1,
+                                        &d->lookup, NULL) != SQLITE_OK) ||
       (!d->insert && sqlite3_prepare_v2(ctx->db,
                                         "INSERT OR REPLACE INTO docking(mol_id, score, pose, seconds, chunk, mol_hash, "
                                         "setup) VALUES(?1, ?2, x'', 0, ?3, ?4, ?5)",
@@ -648,12 +669,14 @@ static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, i
     const char *k = (const char *)sqlite3_column_text(st, 1);
     int found = 0;
     double v = 0;
+    char why[600] = "";
     if (k) {
       sqlite3_reset(d->lookup);
       sqlite3_bind_text(d->lookup, 1, k, -1, SQLITE_TRANSIENT);
       if ((rc = sqlite3_step(d->lookup)) == SQLITE_ROW) {
-        found = 1;
+        found = sqlite3_column_type(d->lookup, 0) != SQLITE_NULL;
         v = sqlite3_column_double(d->lookup, 0);
+        if (!found) snprintf(why, sizeof why, "%s", (const char *)sqlite3_column_text(d->lookup, 1));
       } else if (rc != SQLITE_DONE) {
         ret = stage_sql_fail(ctx, "looking a score up");
         break;
@@ -674,7 +697,9 @@ static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, i
       d->docked++;
     } else {
       char detail[600];
-      if (k)
+      if (why[0])
+        snprintf(detail, sizeof detail, "%s", why);
+      else if (k)
         snprintf(detail, sizeof detail, "no row of %s has %s '%.400s'", d->table_path, d->key_column, k);
       else
         snprintf(detail, sizeof detail, "the molecule has no SMILES as written to look up (not read from a SMILES "

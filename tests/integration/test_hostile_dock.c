@@ -290,3 +290,53 @@ Test(hostile_dock, log_tail_reads_only_the_end, .timeout = 60) {
   free(text);
   free(dir);
 }
+
+/* Before (hardening IV): a `vina` that wrote a 1.5 GB out.pdbqt drove the
+ * run to 1.6 GB of memory and the molecule was docked; one that printed
+ * "REMARK VINA RESULT: -1e308" had that score stored and ranked first.
+ * Two fake Vinas (stages.dock.vina), no real one needed: a file past what
+ * the poses take is refused unread, a score out of range is refused naming
+ * its line; each a reject, the run goes on (exit 0). */
+Test(hostile_dock, vina_output_bounded_and_in_range, .timeout = 120) {
+  char *dir = tu_tmpdir("hostile_dock_output");
+  const char *data = tu_src("tests/data/dock");
+  static const struct {
+    const char *name, *body, *want;
+  } fakes[] = {
+      {"huge", "printf 'MODEL 1\\nREMARK VINA RESULT: -5.0 0.000 0.000\\n' > out.pdbqt\ntruncate -s 1G out.pdbqt\n",
+       "Vina's out.pdbqt is larger than "},
+      {"score", "printf 'MODEL 1\\nREMARK VINA RESULT: -1e308 0.000 0.000\\nENDMDL\\n' > out.pdbqt\n",
+       "line 2 of Vina's output: a score or RMSD out of range"},
+  };
+  for (size_t i = 0; i < sizeof fakes / sizeof *fakes; i++) {
+    char name[64], script[1024], yaml[2048];
+    snprintf(name, sizeof name, "vina_%s", fakes[i].name);
+    snprintf(script, sizeof script,
+             "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'AutoDock Vina 1.2.5 (a fake)'; exit 0; fi\n%s"
+             "echo 'Refining results ... done.'\nexit 0\n",
+             fakes[i].body);
+    char *vina = tu_write(dir, name, script);
+    cr_assert_eq(chmod(vina, 0755), 0);
+    snprintf(yaml, sizeof yaml,
+             "workflow: t\nworkdir: work_%s\nrun: {progress: none}\nsets:\n  library:\n    - {path: "
+             "%s/crystal_ligand.mol2}\n"
+             "stages:\n  ingest: {workers: 1}\n"
+             "  dock: {receptor: %s/receptor.pdb, box_ligand: %s/crystal_ligand.mol2, exhaustiveness: 1, vina: %s}\n",
+             fakes[i].name, data, data, data, vina);
+    snprintf(name, sizeof name, "wf_%s.yaml", fakes[i].name);
+    char *wf = tu_write(dir, name, yaml), *out = NULL;
+    int rc = tu_sh(&out, "cd '%s' && TMPDIR='%s' timeout -s KILL 100 %s run %s", dir, dir, SE3_BINARY, wf);
+    cr_assert_eq(rc, 0, "%s: exit %d:\n%s", fakes[i].name, rc, out);
+    free(out);
+    char db[1200];
+    snprintf(db, sizeof db, "%s/work_%s/screen.db", dir, fakes[i].name);
+    cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM docking"), 0, "%s: a molecule was docked", fakes[i].name);
+    char *why = tu_query(db, "SELECT reason || ': ' || detail FROM rejects WHERE stage = 'dock'");
+    cr_assert(strstr(why, "no pose: ") && strstr(why, fakes[i].want), "%s: %s", fakes[i].name, why);
+    cr_log_info("%s: %s", fakes[i].name, why);
+    free(why);
+    free(wf);
+    free(vina);
+  }
+  free(dir);
+}

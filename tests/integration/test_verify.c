@@ -357,6 +357,78 @@ Test(verify, a_stretched_bond_is_reported_but_not_damage) {
   free(dir);
 }
 
+/* Before (hardening IV): an atom at 1e300 (from Vina's output) was stored
+ * as inf, `export --poses` wrote `inf` and verify said "no damage found";
+ * numbers of +-inf in a table went unnoticed. Now each is damage naming
+ * the row or the column, exit 1. */
+Test(verify, coordinates_and_numbers_not_finite_are_damage) {
+  char *dir = tu_tmpdir("verify_finite");
+  char *smi = tu_write(dir, "lib.smi", "OCCCCCCO diol\nCCCCCCCC octane\n");
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  lib:\n    - {path: %s}\n"
+           "stages:\n  ingest: {workers: 1, conformers: 2}\n",
+           smi);
+  char *wf = tu_write(dir, "wf.yaml", yaml);
+  char *out = NULL, db[1200], wd[1100];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  snprintf(db, sizeof db, "%s/screen.db", wd);
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "verify %s", wd), 0, "%s", out);
+  cr_assert(strstr(out, "with a number not finite") && strstr(out, ", 0 with a number not finite"), "%s", out);
+  free(out);
+  /* the first molecule's atom 2 at x = inf (conformer 1), the second's last atom in its conformer 2 */
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  long long ids[2];
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(sqlite3_prepare_v2(h, "SELECT id, mol FROM molecules ORDER BY id LIMIT 1 OFFSET ?1", -1, &st, NULL),
+                 SQLITE_OK);
+    sqlite3_bind_int(st, 1, k);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    struct mol m;
+    char err[256];
+    ids[k] = sqlite3_column_int64(st, 0);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, err, sizeof err), 0,
+                 "%s", err);
+    sqlite3_finalize(st);
+    if (k == 0) {
+      m.atoms[1].x = INFINITY;
+    } else {
+      cr_assert_geq(m.n_confs, 1, "octane got one conformer");
+      m.confs[3 * m.n_atoms - 1] = -INFINITY;
+    }
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    cr_assert_eq(mol_to_blob(&m, &blob, &blen), 0);
+    mol_free(&m);
+    cr_assert_eq(sqlite3_prepare_v2(h, "UPDATE molecules SET mol = ?1 WHERE id = ?2", -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_blob(st, 1, blob, (int)blen, free);
+    sqlite3_bind_int64(st, 2, ids[k]);
+    cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+  }
+  /* a label of -inf (as a stranger's tool could write one into the database) */
+  char sql[200];
+  snprintf(sql, sizeof sql, "INSERT INTO labels(mol_id, name, value) VALUES(%lld, 'logS', -9e999)", ids[0]);
+  cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+  sqlite3_close(h);
+  cr_assert_eq(tu_se3(&out, "verify %s", wd), 1, "%s", out);
+  char want[200];
+  snprintf(want, sizeof want, "molecules row id=%lld: atom 2's coordinates are not finite (inf,", ids[0]);
+  cr_assert(strstr(out, want), "'%s' not in:\n%s", want, out);
+  snprintf(want, sizeof want, "molecules row id=%lld: conformer 2: atom ", ids[1]);
+  cr_assert(strstr(out, want) && strstr(out, "'s coordinates are not finite"), "'%s' not in:\n%s", want, out);
+  cr_assert(strstr(out, "labels.value: 1 row holds an infinite number"), "%s", out);
+  cr_assert(strstr(out, "DAMAGED: 3 problems found"), "%s", out);
+  free(out);
+  free(wf);
+  free(smi);
+  free(dir);
+}
+
 Test(verify, usage_errors_exit_2) {
   char *out = NULL;
   cr_assert_eq(tu_se3(&out, "verify"), 2, "%s", out);

@@ -215,3 +215,38 @@ Test(dock_pose, every_model_with_its_terms) {
   cr_assert_eq(dock_parse_model(bad, strlen(bad), 2, 4, xyz, seen, &p, err, sizeof err), -1);
   cr_assert(strstr(err, "VINA RESULT"), "%s", err);
 }
+
+/* Before (hardening IV): a `vina` printing "REMARK VINA RESULT: -1e308" had
+ * that score stored and ranked first; an ATOM at 1e300 (it fits PDB's 8
+ * columns) was stored as float inf and exported as `inf`; an RMSD of
+ * +-1e308 was stored. Each is now an error naming the line. */
+Test(dock_pose, numbers_out_of_physical_range_are_refused) {
+  double xyz[12];
+  uint8_t seen[4];
+  struct dock_pose p;
+  char err[256] = "";
+  static const char *const bad[] = {
+      "REMARK VINA RESULT: -1e308 0 0\nATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\n",
+      "REMARK VINA RESULT: -7.5 -1e308 1\nATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\n",
+      "REMARK VINA RESULT: -7.5 0 1e308\nATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\n",
+      "REMARK VINA RESULT: -7.5 0 0\nREMARK INTER:  -1e300\n"
+      "ATOM      1  C   UNL     1      10.000  -1.000   0.500  0.00  0.00\n",
+      "REMARK VINA RESULT: -7.5 0 0\nATOM      1  C   UNL     1       1e300  -1.000   0.500  0.00  0.00\n",
+      "REMARK VINA RESULT: -7.5 0 0\nATOM      1  C   UNL     1      10.000  -1.000 -1e+200  0.00  0.00\n",
+  };
+  static const long line[] = {1, 1, 1, 2, 2, 2};
+  for (int i = 0; i < 6; i++) {
+    cr_assert_eq(dock_parse_model(bad[i], strlen(bad[i]), 1, 4, xyz, seen, &p, err, sizeof err), -1,
+                 "case %d accepted: %s", i, bad[i]);
+    char want[64];
+    snprintf(want, sizeof want, "line %ld of Vina's output", line[i]);
+    cr_assert(strstr(err, want) && strstr(err, "out of range"), "case %d: %s", i, err);
+  }
+  /* the edges of the ranges pass: a clash's thousands, an atom far out in the box */
+  static const char edge[] = "REMARK VINA RESULT: 5000.0 0 3000\nREMARK INTRA: -1.5\n"
+                             "ATOM      1  C   UNL     1    9999.999-999.999   0.500  0.00  0.00\n";
+  cr_assert_eq(dock_parse_model(edge, strlen(edge), 1, 4, xyz, seen, &p, err, sizeof err), 0, "%s", err);
+  cr_assert_float_eq(p.score, 5000.0, 1e-9);
+  cr_assert_float_eq(p.intra, -1.5, 1e-12);
+  cr_assert_float_eq(xyz[1], -999.999, 1e-9);
+}

@@ -831,8 +831,9 @@ Test(records, label_values_are_decimal) {
   static const struct {
     const char *text;
     double v;
-  } ok[] = {{"1.5", 1.5}, {" 1.5 ", 1.5}, {"\t-2\r\n", -2},   {"+3", 3},    {".5", 0.5},
-            {"5.", 5},    {"1e3", 1000},  {"-2.5E-1", -0.25}, {"0010", 10}, {"6.02e+23", 6.02e23}};
+  } ok[] = {{"1.5", 1.5},    {" 1.5 ", 1.5}, {"\t-2\r\n", -2},   {"+3", 3},    {".5", 0.5},
+            {"5.", 5},       {"1e3", 1000},  {"-2.5E-1", -0.25}, {"0010", 10}, {"6.02e+23", 6.02e23},
+            {"-1e30", -1e30}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     double v = -99;
     char why[160] = "";
@@ -850,6 +851,8 @@ Test(records, label_values_are_decimal) {
              {"Infinity", "not a finite number"},
              {"1e400", "out of range"},
              {"-1e400", "out of range"},
+             {"1e31", "out of range for a label"},     /* (hardening IV: 1e308 reached a model's */
+             {"-1.5e300", "out of range for a label"}, /* standardisation) */
              {"1,5", "comma"},
              {"1,000", "comma"},
              {"1.5.2", "not a decimal number"},
