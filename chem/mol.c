@@ -668,8 +668,10 @@ out:
 
 /* Most bonded neighbours (explicit + implicit H) an element can have, 0 for
  * no limit. Hypervalent main-group elements and metals are left alone. */
-static int max_neighbours(int z) {
+static int max_neighbours(int z, int charge) {
   switch (z) {
+  case 14:
+    return charge ? 6 : 4; /* Si: four neutral; hexafluorosilicate's six charged */
   case 1:
     return 1; /* H */
   case 5:
@@ -833,7 +835,17 @@ int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mo
   }
   for (int i = 0; i < n; i++) {
     const struct mol_atom *a = &m->atoms[i];
-    int lim = max_neighbours(a->z), have = nbr[i] + a->implicit_h;
+    /* a formal charge no atom of a molecule carries: past +-4 for any
+     * element ([N+9]), past +-3 for the organic elements and halogens ([C-4]) */
+    int organic =
+        a->z == 1 || (a->z >= 5 && a->z <= 9) || a->z == 15 || a->z == 16 || a->z == 17 || a->z == 35 || a->z == 53;
+    int qmax = organic ? 3 : 4;
+    if (a->charge > qmax || a->charge < -qmax) {
+      mol_why_set(why, i + 1, "impossible charge", "%s atom %d has formal charge %+d (%d to %+d allowed)",
+                  mol_element_symbol(a->z), i + 1, a->charge, -qmax, qmax);
+      goto out;
+    }
+    int lim = max_neighbours(a->z, a->charge), have = nbr[i] + a->implicit_h;
     if (lim && have > lim) {
       mol_why_set(why, i + 1, "impossible valence", "%s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
       goto out;
@@ -848,8 +860,8 @@ int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mo
   }
 
   if (m->dim == 3 && o && o->min_distance > 0 && n > 1) {
-    int i, j;
-    double d;
+    int i = 0, j = 0;
+    double d = 0;
     int r = find_close_pair(m, o->min_distance, &i, &j, &d);
     if (r < 0) {
       mol_why_set(why, 0, "out of memory", "checking the distances of %d atoms", n);

@@ -157,7 +157,9 @@ void mol_why_text(const struct mol_why *w, char *buf, size_t len);
  *   range" (beyond ±MOL_MAX_COORD, whatever the dimension); "too few heavy
  *   atoms" (min_heavy_atoms); "hydrogen without a bond" (a neutral H in a
  *   molecule of more than one atom, when reject_lone_hydrogen); "impossible
- *   valence" (e.g. carbon with five bonds); "atoms too close" (the first of
+ *   valence" (e.g. carbon with five bonds, neutral silicon with six);
+ *   "impossible charge" (past +-3 on H, B-F, P, S, Cl, Br, I; past +-4 on
+ *   any element); "atoms too close" (the first of
  *   the first pair in atom order closer than min_distance); "fragment far
  *   from the rest" (the lowest atom of the smallest group of fragments
  *   farther than max_fragment_gap from every other atom); "out of memory".

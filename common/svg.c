@@ -64,8 +64,29 @@ void svg_escaped(struct svg *s, const char *text) {
     case '\'':
       svg_printf(s, "&#39;");
       break;
-    default:
-      svg_printf(s, "%c", *c);
+    default: {
+      unsigned char b = (unsigned char)*c;
+      if (b < 0x80) {
+        if (b < 0x20 && b != '\t' && b != '\n' && b != '\r')
+          svg_printf(s, "\xEF\xBF\xBD");
+        else
+          svg_printf(s, "%c", *c);
+        break;
+      }
+      /* the length of a well-formed sequence starting here (RFC 3629), or 0 */
+      const unsigned char *u = (const unsigned char *)c;
+      int n = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+      for (int k = 1; k < n; k++)
+        if ((u[k] & 0xC0) != 0x80) n = 0;
+      if (n == 3 && ((b == 0xE0 && u[1] < 0xA0) || (b == 0xED && u[1] > 0x9F))) n = 0; /* overlong, surrogate */
+      if (n == 4 && ((b == 0xF0 && u[1] < 0x90) || (b == 0xF4 && u[1] > 0x8F))) n = 0; /* overlong, past U+10FFFF */
+      if (!n) {
+        svg_printf(s, "\xEF\xBF\xBD");
+        break;
+      }
+      svg_printf(s, "%.*s", n, c);
+      c += n - 1;
+    }
     }
   }
 }

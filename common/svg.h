@@ -29,7 +29,10 @@ struct svg {
 void svg_init(struct svg *s);
 void svg_free(struct svg *s);
 void svg_printf(struct svg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* text with &, <, >, " and ' escaped */
+/* text with &, <, >, " and ' escaped, and made valid UTF-8 for any bytes:
+ * a byte that starts no well-formed UTF-8 character (a Latin-1 name, a
+ * truncated, overlong or surrogate sequence) and a control character other
+ * than tab, LF and CR are each written as U+FFFD */
 void svg_escaped(struct svg *s, const char *text);
 
 struct svg_axis {

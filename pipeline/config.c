@@ -13,6 +13,7 @@
 #include "pipeline/config_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,27 @@ static void check_input_shape(struct ld *ld, struct cfg_node *root) {
                  "`input_shape: reject`");
 }
 
+/* SQLite opens a database under a path of at most 511 bytes (its unix
+ * VFS's MAX_PATHNAME, 512, with the NUL), and the run's databases lie
+ * deepest in the workdir as shards/<stage>-rank<N>.db-journal: a workdir
+ * past this many bytes passed `check` and failed at the run's first open
+ * ("unable to open database file"), leaving a lock file behind. */
+#define WORKDIR_MAX_BYTES 460
+
+static void check_workdir_length(struct ld *ld, struct cfg_node *root) {
+  struct cfg_node *parent = NULL, *wd = find_at(root, "workdir", &parent);
+  if (!wd || wd->kind != CFG_SCALAR || !wd->value) return;
+  char abs[PATH_MAX];
+  const char *v = wd->value;
+  if (v[0] != '/' && ld->cwd && snprintf(abs, sizeof abs, "%s/%s", ld->cwd, v) < (int)sizeof abs) v = abs;
+  size_t n = strlen(v);
+  if (n > WORKDIR_MAX_BYTES)
+    cfg_err_node(ld, wd, "workdir",
+                 "the workdir's path is %zu bytes long (%.60s...); SQLite opens databases under paths of at most "
+                 "511 bytes, and the run's files lie up to 51 bytes deeper: a workdir of at most %d bytes",
+                 n, v, WORKDIR_MAX_BYTES);
+}
+
 /* ---- the schema's keys, for the getters -------------------------------------------- */
 
 /* The schema, parsed once and kept: the getters of common/cfgtree.h ask it
@@ -325,6 +347,7 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   apply_model_card(&ld, root, schema);
   settle_coordinates(&ld, root, schema);
   check_input_shape(&ld, root);
+  check_workdir_length(&ld, root);
 out:
   cfg_node_free(schema);
   free(ld.origins);

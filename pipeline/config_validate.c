@@ -102,9 +102,9 @@ static void set_value(struct cfg_node *n, const char *text) {
  * scripts. Checked on the value as written (a path before it is resolved);
  * 1 where refused. Defaults are made from checked values, and not checked
  * again. */
-static int refuse_control(struct ld *ld, const struct cfg_node *n, const struct path *p) {
+static int refuse_control_in(struct ld *ld, const struct cfg_node *n, const struct path *p, const char *text) {
   if (n->file && strcmp(n->file, DEFAULT_FILE) == 0) return 0;
-  for (const char *c = n->value; *c; c++) {
+  for (const char *c = text; c && *c; c++) {
     unsigned char b = (unsigned char)*c;
     if (b >= 0x20 && b != 0x7f) continue;
     char what[16];
@@ -119,10 +119,14 @@ static int refuse_control(struct ld *ld, const struct cfg_node *n, const struct 
     cfg_err_node(ld, n, cfg_path_str(p),
                  "holds a control character (%s at character %d); names, paths and options "
                  "may not hold control characters (newlines, tabs, ...)",
-                 what, (int)(c - n->value) + 1);
+                 what, (int)(c - text) + 1);
     return 1;
   }
   return 0;
+}
+
+static int refuse_control(struct ld *ld, const struct cfg_node *n, const struct path *p) {
+  return refuse_control_in(ld, n, p, n->value);
 }
 
 static void check_int(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, const struct path *p) {
@@ -490,7 +494,9 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
     } else {
       for (int i = 0; values && i < n->n_kids; i++) {
         size_t old = cfg_path_push(p, n->kids[i]->key);
-        cfg_validate(ld, n->kids[i], values, p);
+        /* a name the user chooses (a set's) is a name like any other: no
+         * newline in it to split a log line or a report's table */
+        if (!refuse_control_in(ld, n->kids[i], p, n->kids[i]->key)) cfg_validate(ld, n->kids[i], values, p);
         cfg_path_pop(p, old);
       }
     }

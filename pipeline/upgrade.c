@@ -141,6 +141,20 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   char *sets = workflow_arg ? NULL : run_query_text(ro.db, "SELECT value FROM meta WHERE key='sets'");
   store_close(&ro);
   if (ver >= STORE_SCHEMA_VERSION) {
+    /* a run (or another upgrade) at work on it is named, not taken for a
+     * database with nothing to do: the lock, taken and let go */
+    struct store lk;
+    memset(&lk, 0, sizeof lk);
+    lk.lock_fd = -1;
+    lk.path = strdup(dbpath);
+    int held = !lk.path ? (snprintf(err, sizeof err, "out of memory"), 1) : store_lock(&lk, err, sizeof err) != 0;
+    store_close(&lk);
+    if (held) {
+      fprintf(stderr, "se3screen upgrade: %s\n", err);
+      free(workflow);
+      free(sets);
+      return SE3_EXIT_FAILED;
+    }
     printf("se3screen upgrade: %s is of this se3screen's schema (version %d): nothing to do\n", dbpath,
            STORE_SCHEMA_VERSION);
     free(workflow);

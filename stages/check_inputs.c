@@ -85,6 +85,21 @@ static int has_name(char *const *v, int n, const char *x) {
   return 0;
 }
 
+/* Whether x names two columns of v: 1 with the first two (1-based) in *a
+ * and *b. */
+static int named_twice(char *const *v, int n, const char *x, int *a, int *b) {
+  *a = *b = 0;
+  for (int i = 0; x && i < n; i++)
+    if (!strcmp(v[i], x)) {
+      if (*a) {
+        *b = i + 1;
+        return 1;
+      }
+      *a = i + 1;
+    }
+  return 0;
+}
+
 /* Reports one problem at node `at` (its position when the workflow wrote
  * it), under the key path `key`. */
 /* The line of a problem or a warning (what says "warning: " before the
@@ -110,6 +125,18 @@ static void report(struct ck *ck, const struct cfg_node *at, const char *key, co
   va_end(ap);
   ck->problem(ck->arg, msg);
   ck->n++;
+}
+
+/* A column the workflow uses, named twice in the header of file: which one
+ * is meant cannot be told (a reader would take one of them silently). */
+static void check_once(struct ck *ck, const struct cfg_node *at, const char *key, const char *file, char *const *cols,
+                       int n, const char *name) {
+  int a, b;
+  if (named_twice(cols, n, name, &a, &b))
+    report(ck, at, key,
+           "column '%s' is named twice in the header of %s (columns %d and %d): which one is meant "
+           "cannot be told; rename one",
+           name, file, a, b);
 }
 
 /* Says something worth knowing at node `at` that is no problem, to
@@ -203,9 +230,18 @@ static void check_csv_input(struct ck *ck, const char *file, enum mol_format fmt
     report(ck, nc, k, "no column '%s' in %s (columns: %s)%s", ncv, file, listed(list, sizeof list, cols, n),
            did_you_mean(dym, sizeof dym, ncv, cols, n));
   }
+  /* a column used is named once (`smiles,logS,logS` trained on the last) */
+  snprintf(k, sizeof k, "%s.%s", key, sc ? "smiles_column" : "path");
+  if (s_col >= 0) check_once(ck, sc ? sc : kid(item, "path"), k, file, cols, n, cols[s_col]);
+  snprintf(k, sizeof k, "%s.%s", key, nc ? "name_column" : "path");
+  if (n_col >= 0) check_once(ck, nc ? nc : kid(item, "path"), k, file, cols, n, cols[n_col]);
   const struct cfg_node *labels = kid(item, "labels");
   for (int i = 0; labels && labels->kind == CFG_LIST && i < labels->n_kids; i++) {
     const struct cfg_node *l = labels->kids[i];
+    if (l->kind == CFG_SCALAR) {
+      snprintf(k, sizeof k, "%s.labels.%d", key, i);
+      check_once(ck, l, k, file, cols, n, l->value);
+    }
     if (l->kind != CFG_SCALAR || has_name(cols, n, l->value)) continue;
     snprintf(k, sizeof k, "%s.labels.%d", key, i);
     report(ck, l, k, "no column '%s' in %s (columns: %s)%s", l->value, file, listed(list, sizeof list, cols, n),
@@ -285,6 +321,10 @@ static void check_side_csv(struct ck *ck, const struct cfg_node *side, const cha
     return;
   }
   int join_ok = !strcmp(join, "record") || has_name(cols, n, join);
+  if (join_ok && report_problems && strcmp(join, "record")) {
+    snprintf(k, sizeof k, "%s.labels_csv.join", key);
+    check_once(ck, join_node ? join_node : side, k, file, cols, n, join);
+  }
   if (!join_ok && report_problems) {
     snprintf(k, sizeof k, "%s.labels_csv.join", key);
     report(ck, join_node, k, "no column '%s' in %s (columns: %s)%s", join, file, listed(list, sizeof list, cols, n),
@@ -295,8 +335,9 @@ static void check_side_csv(struct ck *ck, const struct cfg_node *side, const cha
       const struct cfg_node *c = cols_node->kids[i];
       if (c->kind != CFG_SCALAR) continue;
       names_add(set_labels, c->value);
-      if (has_name(cols, n, c->value) || !report_problems) continue;
       snprintf(k, sizeof k, "%s.labels_csv.columns.%d", key, i);
+      if (report_problems) check_once(ck, c, k, file, cols, n, c->value);
+      if (has_name(cols, n, c->value) || !report_problems) continue;
       report(ck, c, k, "no column '%s' in %s (columns: %s)%s", c->value, file, listed(list, sizeof list, cols, n),
              did_you_mean(dym, sizeof dym, c->value, cols, n));
     }
@@ -504,6 +545,22 @@ static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
       continue;
     report(ck, n, keys[i], "%s: not a regular file (%s); docking reads regular files", n->value,
            rec_file_kind(sb.st_mode));
+  }
+  /* the table's key and score columns, each named once */
+  const struct cfg_node *t = cfg_get(root, "stages.dock.table");
+  char **cols = NULL, err[512];
+  int nc = 0;
+  if (keys == table && ck->read_files && t && t->kind == CFG_SCALAR && t->value && readable(t->value) &&
+      rec_read_header(t->value, MOL_FMT_CSV, &cols, &nc, err, sizeof err) == 0) {
+    const char *key_col = cfg_str_opt(root, "stages.dock.key_column");
+    if (!key_col) key_col = cfg_str(root, "stages.dock.table_key");
+    const struct cfg_node *kn = cfg_get(root, "stages.dock.key_column"),
+                          *sn = cfg_get(root, "stages.dock.score_column");
+    check_once(ck, cfg_written(kn) ? kn : t, cfg_written(kn) ? "stages.dock.key_column" : "stages.dock.table", t->value,
+               cols, nc, key_col);
+    check_once(ck, cfg_written(sn) ? sn : t, cfg_written(sn) ? "stages.dock.score_column" : "stages.dock.table",
+               t->value, cols, nc, cfg_str(root, "stages.dock.score_column"));
+    rec_free_names(cols, nc);
   }
 }
 

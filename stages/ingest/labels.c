@@ -187,8 +187,12 @@ int ingest_label_changes(struct stage_ctx *ctx, struct ingest *g, int ii, char *
               strcmp(it.stored_name, ingest_generated_name(in, it.record_no, made, sizeof made)) ? it.stored_name : "";
         sqlite3_reset(rej);
         sqlite3_bind_int64(rej, 1, id);
-        if (!it.kept && sqlite3_step(rej) == SQLITE_ROW && sqlite3_column_text(rej, 0))
-          snprintf(made, sizeof made, "%s", (const char *)sqlite3_column_text(rej, 0)), own = made;
+        if (!it.kept && sqlite3_step(rej) == SQLITE_ROW && sqlite3_column_text(rej, 0)) {
+          /* (a reject without a name of its own has its STEM:RECORD: made up, never joined by) */
+          char gen[320];
+          snprintf(made, sizeof made, "%s", (const char *)sqlite3_column_text(rej, 0));
+          own = strcmp(made, ingest_generated_name(in, it.record_no, gen, sizeof gen)) ? made : "";
+        }
         job.mol.name = strdup(own);
         rejected_now = ingest_collect_labels(in, &it, &job.mol, now, &n_now, 256, &kind, why, sizeof why) != 0;
         int changed = rejected_now != rejected_then;

@@ -15,6 +15,32 @@ static int is_blank_name(const char *s) {
   return 1;
 }
 
+/* The name a record's own text gives, read without Open Babel, for the
+ * reject of a record that has no molecule to say it (one its parser timed
+ * out on or crashed over): a SMILES line's words after the SMILES, an SD
+ * record's first line; at most 200 bytes, control bytes as '?'. "" for
+ * none. */
+static const char *raw_name(const struct wjob *j, char *buf, size_t size) {
+  buf[0] = 0;
+  if (!j->text || !j->format || size < 2) return buf;
+  const char *p = j->text, *end = j->text + j->len;
+  if (!strcmp(j->format, "smi")) {
+    while (p < end && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+      p++;
+    while (p < end && (*p == ' ' || *p == '\t'))
+      p++;
+  } else if (strcmp(j->format, "sdf")) {
+    return buf;
+  }
+  size_t n = 0, cap = size - 1 < 200 ? size - 1 : 200;
+  for (; p < end && *p != '\n' && *p != '\r' && n < cap; p++)
+    buf[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+    n--;
+  buf[n] = 0;
+  return buf;
+}
+
 /* A record read again (its labels changed): its labels, its reject and,
  * unless keep_molecule, its molecule deleted. 0, or -1 with ctx->err. */
 static int forget_record(struct stage_ctx *ctx, int64_t id, int keep_molecule) {
@@ -222,6 +248,11 @@ static int store_item(struct stage_ctx *ctx, struct ingest *g, const struct rows
   if (relabel && forget_record(ctx, id, it->kept == 1 && j->status == 0)) return STAGE_ERROR;
   const char *name = it->name ? it->name : j->mol.name ? j->mol.name : "";
   if (j->status != 0) {
+    /* every reject named: its own name as its text gives it, else STEM:RECORD
+     * (a 10,000-character SMILES that crashed Open Babel had none) */
+    char own[256], made[320];
+    if (is_blank_name(name)) name = raw_name(j, own, sizeof own);
+    if (is_blank_name(name)) name = ingest_generated_name(in, it->record_no, made, sizeof made);
     if (store_reject(ctx, s->rej, in, it, j, name, chunk, id) != STAGE_OK) return STAGE_ERROR;
     g->n_shape_refused += !it->reason && shape_refused(j->why.reason);
     (*n_rej)++;

@@ -349,6 +349,62 @@ Test(check_inputs, labels_csv_join_and_columns) {
   free(dir);
 }
 
+/* Before (hardening IV): a header naming a label column twice
+ * (`smiles,logS,logS`) trained on the last one and `check` passed; the same
+ * in a labels_csv and in stages.dock.table's key and score columns. Now a
+ * used column named twice is refused at its key, naming both positions; a
+ * column the workflow does not use may repeat. */
+Test(check_inputs, a_used_column_named_twice) {
+  char *dir = tu_tmpdir("chk_twice");
+  char *csv = tu_write(dir, "twice.csv", "smiles,logS,logS,x,x\nCCO,1.5,2.5,0,0\n");
+  char *smi2 = tu_write(dir, "smiles2.csv", "smiles,name,smiles\nCCO,a,CCN\n");
+  char *side = tu_write(dir, "side.csv", "mol_id,gap,gap,mol_id\n1,0.1,0.2,1\n");
+  char *table = tu_write(dir, "table.csv", "smiles,score,name,score\nCCO,-5,a,-6\n");
+  char *plain = tu_write(dir, "plain.csv", "smiles,name\nCCO,a\n");
+  char yaml[4096];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nsets:\n  library:\n    - {path: %s, labels: [logS]}\n"
+           "    - {path: %s}\n"
+           "    - path: %s\n      labels_csv: {path: %s, join: mol_id, columns: [gap]}\n"
+           "stages:\n  ingest: {}\n  dock: {oracle: table, table: %s, set: library}\n",
+           csv, smi2, plain, side, table);
+  struct msgs got;
+  char *wf = check_yaml(dir, yaml, "*", &got, NULL);
+  cr_assert_eq(got.n, 5, "%d problems", got.n);
+  int line, col;
+  char want[4096];
+  pos_of(yaml, "logS]", &line, &col);
+  snprintf(want, sizeof want,
+           "%s:%d:%d: sets.library.0.labels.0: column 'logS' is named twice in the header of %s (columns 2 and 3): "
+           "which one is meant cannot be told; rename one",
+           wf, line, col, csv);
+  cr_assert_str_eq(got.m[0], want);
+  /* the SMILES column found by its name, twice: at the input's path */
+  cr_assert(strstr(got.m[1], "sets.library.1.path: column 'smiles' is named twice") &&
+                strstr(got.m[1], "(columns 1 and 3)"),
+            "%s", got.m[1]);
+  pos_of(yaml, "join: mol_id", &line, &col);
+  snprintf(want, sizeof want,
+           "%s:%d:%d: sets.library.2.labels_csv.join: column 'mol_id' is named twice in the header of %s (columns 1 "
+           "and 4)",
+           wf, line, col, side);
+  cr_assert(strstr(got.m[2], want), "'%s' not in '%s'", want, got.m[2]);
+  cr_assert(strstr(got.m[3], "labels_csv.columns.0: column 'gap' is named twice") &&
+                strstr(got.m[3], "(columns 2 and 3)"),
+            "%s", got.m[3]);
+  cr_assert(strstr(got.m[4], "stages.dock.table: column 'score' is named twice in the header of") &&
+                strstr(got.m[4], "(columns 2 and 4)"),
+            "%s", got.m[4]);
+  /* the unused column x repeats unremarked: the messages above are all */
+  free(wf);
+  free(plain);
+  free(table);
+  free(side);
+  free(smi2);
+  free(csv);
+  free(dir);
+}
+
 /* A SMILES file has no columns and no SD tags: labels: [x] on one reads
  * nothing, and name_column does not apply to it. */
 Test(check_inputs, smiles_file_has_no_label_columns) {

@@ -220,7 +220,9 @@ n_ob=$(obabel "$work/run/hits.sdf" -osmi 2>/dev/null | grep -c .)
 [ "$n_ob" = "$(q "SELECT count(*) FROM poses")" ] || fail "Open Babel read $n_ob poses of hits.sdf"
 
 # 5. the docking score as the label train learns; hits.sdf at the docked poses
-sed -e 's/^workflow: dock$/workflow: dock-train/' "$wf" > "$work/train.yaml"
+# (the same workflow grown by a train stage, in a file of its own: it keeps
+# its name, so the workdir is still its own)
+cp "$wf" "$work/train.yaml"
 cat >> "$work/train.yaml" <<EOF
   train: {ensemble: 1, set: library, target: dock, epochs: 2}
   score: {set: library}

@@ -167,3 +167,26 @@ Test(store_guard, run_refuses_another_workflows_workdir) {
   free(l1);
   free(dir);
 }
+
+/* Before (hardening IV): `upgrade` of a workdir of this schema said
+ * "nothing to do" (exit 0) while a run held its lock. Now the lock is
+ * tried first: held, upgrade names it and exits 1; free, nothing to do. */
+Test(store_guard, upgrade_refuses_a_workdir_whose_lock_is_held) {
+  char *dir = tu_tmpdir("guard_upgrade_lock");
+  char *wf = small_wf(dir);
+  char wd[1024];
+  snprintf(wd, sizeof wd, "%s/work", dir);
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s", wf), 0, "%s", out);
+  free(out);
+  /* flock(1) holds the lock file while upgrade runs, as a run would */
+  int rc = tu_sh(&out, "flock %s/screen.db.lock %s upgrade %s 2>&1", wd, SE3_BINARY, wd);
+  cr_assert_eq(rc, 1, "upgrade under a held lock exited %d:\n%s", rc, out);
+  cr_assert(strstr(out, "is being written by another se3screen") && !strstr(out, "nothing to do"), "%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "upgrade %s", wd), 0, "%s", out);
+  cr_assert(strstr(out, "nothing to do"), "%s", out);
+  free(out);
+  free(wf);
+  free(dir);
+}

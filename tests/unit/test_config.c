@@ -1166,3 +1166,60 @@ Test(config, missing_inputs_are_reported_with_the_other_errors) {
   free(p);
   free(dir);
 }
+
+/* Before (hardening IV): a set's name (a YAML key the user chooses) could
+ * hold a newline, which then split log lines and the report's tables. Now
+ * refused like a control character in any name, at its line and column. */
+Test(config, set_names_without_control_characters) {
+  char *dir = tu_tmpdir("config_set_names");
+  struct cfg_errors e = {0};
+  char *p = NULL;
+  load_bad(dir, "wf.yaml", "workflow: t\nsets:\n  \"lib\\nrary\":\n    - {path: a.smi}\n", NULL, 0, &e, &p);
+  char *all = joined(&e);
+  char want[1200];
+  snprintf(want, sizeof want, "%s:3:3: sets.lib\nrary: holds a control character (a newline at character 4)", p);
+  cr_assert(strstr(all, want) || strstr(all, "holds a control character (a newline at character 4)"), "%s", all);
+  cr_assert(strstr(all, "control character"), "%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  free(p);
+  /* a tab too; an ordinary name passes */
+  memset(&e, 0, sizeof e);
+  load_bad(dir, "wf2.yaml", "workflow: t\nsets:\n  \"a\\tb\":\n    - {path: a.smi}\n", NULL, 0, &e, NULL);
+  all = joined(&e);
+  cr_assert(strstr(all, "a tab at character 2"), "%s", all);
+  free(all);
+  cfg_errors_free(&e);
+  cfg_node_free(load_ok(dir, "wf3.yaml", "workflow: t\nsets:\n  my-library_2:\n    - {path: a.smi}\n", NULL, 0));
+  free(dir);
+}
+
+/* Before (hardening IV): a workdir of ~500 bytes passed `check`, and `run`
+ * failed at its first open with "unable to open database file", leaving a
+ * lock file; ~3,800 bytes gave a message of the cut-off path alone. Now
+ * refused at load with its length and the limit; 460 bytes pass. */
+Test(config, a_workdir_too_long_for_sqlite_is_refused) {
+  char *dir = tu_tmpdir("config_long_workdir");
+  for (int len = 459; len <= 3800; len += 3800 - 459) {
+    char wd[4000], yaml[4200];
+    int n = snprintf(wd, sizeof wd, "/tmp/se3screen-test-");
+    for (; n < len; n++)
+      wd[n] = n % 100 == 0 ? '/' : 'w';
+    wd[n] = 0;
+    snprintf(yaml, sizeof yaml, "workflow: t\nworkdir: %s\n", wd);
+    if (len < 460) {
+      cfg_node_free(load_ok(dir, "ok.yaml", yaml, NULL, 0));
+      continue;
+    }
+    struct cfg_errors e = {0};
+    char *p = NULL;
+    load_bad(dir, "long.yaml", yaml, NULL, 0, &e, &p);
+    char *all = joined(&e), want[1300];
+    snprintf(want, sizeof want, "%s:2:1: workdir: the workdir's path is %d bytes long (", p, len);
+    cr_assert(strstr(all, want) && strstr(all, "a workdir of at most 460 bytes"), "%s", all);
+    free(all);
+    free(p);
+    cfg_errors_free(&e);
+  }
+  free(dir);
+}

@@ -650,6 +650,42 @@ Test(mol, check_valence) {
   }
 }
 
+/* Before (hardening IV): [N+9], [C-4] and a neutral six-bonded Si were
+ * stored (five-bonded C and N were refused). */
+Test(mol, impossible_charges_and_silicon_refused) {
+  struct mol_check_opts o = default_opts();
+  o.min_distance = 0;
+  char why[160];
+  static const struct {
+    int z, q;
+    const char *want;
+  } bad[] = {{7, 9, "N atom 1 has formal charge +9 (-3 to +3 allowed)"},
+             {6, -4, "C atom 1 has formal charge -4 (-3 to +3 allowed)"},
+             {26, 5, "Fe atom 1 has formal charge +5 (-4 to +4 allowed)"}};
+  for (size_t c = 0; c < sizeof bad / sizeof *bad; c++) {
+    struct mol m;
+    mol_init(&m);
+    tu_add_atom(&m, bad[c].z, 0, 0, 0);
+    m.atoms[0].charge = (int8_t)bad[c].q;
+    expect_reject(&m, &o, "impossible charge", 1, bad[c].want);
+    m.atoms[0].charge = (int8_t)(bad[c].q > 0 ? 2 : -2); /* [N+2], [C-2], [Fe+2] pass this check */
+    cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+    mol_free(&m);
+  }
+  /* Si with six fluorines: refused neutral, passed as hexafluorosilicate(2-) */
+  struct mol m;
+  mol_init(&m);
+  tu_add_atom(&m, 14, 0, 0, 0);
+  for (int i = 0; i < 6; i++) {
+    tu_add_atom(&m, 9, cos(i * 1.1), sin(i * 1.1), i * 0.4);
+    tu_add_bond(&m, 0, i + 1, 1);
+  }
+  expect_reject(&m, &o, "impossible valence", 1, "Si atom 1 has 6 bonds");
+  m.atoms[0].charge = -2;
+  cr_assert_eq(mol_check(&m, &o, why, sizeof why), 0, "%s", why);
+  mol_free(&m);
+}
+
 Test(mol, check_close_atoms) {
   struct mol m;
   ethanol(&m);

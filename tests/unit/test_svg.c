@@ -275,3 +275,35 @@ Test(svg, x_tick_labels_do_not_overlap) {
   cr_assert_geq(n, 3, "only %d x ticks", n);
   svg_free(&s);
 }
+
+/* Before (hardening IV): a name holding raw bytes (Latin-1, a cut UTF-8
+ * sequence) went into report.html as it was, and the page was not valid
+ * UTF-8. Every byte that starts no well-formed character, and every
+ * control character but tab, LF and CR, is now U+FFFD; valid text is kept. */
+Test(svg, escaped_text_is_valid_utf8) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"caf\xc3\xa9 <b>", "caf\xc3\xa9 &lt;b&gt;"},                             /* UTF-8 kept, markup escaped */
+      {"caf\xe9", "caf\xef\xbf\xbd"},                                           /* Latin-1 */
+      {"x\xe2\x82", "x\xef\xbf\xbd\xef\xbf\xbd"},                               /* cut short */
+      {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},                                 /* overlong '/' */
+      {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},                 /* a surrogate */
+      {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+      {"\xf0\x9f\x98\x80!", "\xf0\x9f\x98\x80!"},                               /* U+1F600 kept */
+      {"a\x01"
+       "b\tc\n",
+       "a\xef\xbf\xbd"
+       "b\tc\n"}, /* a control byte */
+      {"\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    struct svg s;
+    svg_init(&s);
+    svg_escaped(&s, cases[i].in);
+    svg_printf(&s, "%s", ""); /* (the buffer NUL-terminated) */
+    cr_assert(s.len == strlen(cases[i].out) && !memcmp(s.buf, cases[i].out, s.len), "case %zu: got '%.*s'", i,
+              (int)s.len, s.buf);
+    svg_free(&s);
+  }
+}
