@@ -2,10 +2,12 @@
 #define _GNU_SOURCE
 #include "chem/dock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +192,22 @@ static void kill_child(pid_t pid) {
   kill(pid, SIGKILL);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
   }
+}
+
+/* A docking's supervisor (child_dock) asked to end Vina and what it left
+ * (SIGTERM), given a second to, then its group killed and reaped. */
+static void end_docking(pid_t pid) {
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100; i++) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) {
+      kill(-pid, SIGKILL); /* (its group's last, had any outlived it) */
+      return;
+    }
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  kill_child(pid);
 }
 
 /* ---- a small job in a child process -------------------------------------- */
@@ -409,205 +427,58 @@ int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_
   return 0;
 }
 
-/* ---- the pose ------------------------------------------------------------ */
-
-/* A fixed-column number of a PDB line (columns from..to, 1-based). */
-static int pdb_field(const char *line, size_t len, int from, int to, double *v) {
-  if ((size_t)to > len) return -1;
-  char buf[32];
-  int w = to - from + 1;
-  memcpy(buf, line + from - 1, (size_t)w);
-  buf[w] = 0;
-  char *end;
-  *v = strtod(buf, &end);
-  while (*end == ' ')
-    end++;
-  return end == buf || *end || !isfinite(*v) ? -1 : 0;
-}
-
-/* A REMARK line's numbers after its label (l bytes at line): up to max of
- * them into v; how many were read. */
-static int remark_numbers(const char *line, size_t l, size_t label, double *v, int max) {
-  char buf[128];
-  size_t k = l - label < sizeof buf - 1 ? l - label : sizeof buf - 1;
-  memcpy(buf, line + label, k);
-  buf[k] = 0;
-  int got = 0;
-  for (char *p = buf, *end; got < max; p = end) {
-    v[got] = strtod(p, &end);
-    if (end == p || !isfinite(v[got])) break;
-    got++;
-  }
-  return got;
-}
-
-int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen,
-                     struct dock_pose *p, char *err, size_t errlen) {
-  memset(seen, 0, (size_t)n);
-  p->score = p->inter = p->intra = NAN;
-  p->rmsd_lb = p->rmsd_ub = 0;
-  /* at: the MODEL lines seen so far; lines count while at is the model
-   * asked for (or, for model 1, before any MODEL line) */
-  int have_score = 0, atoms = 0, at = 0, ended = 0;
-  long lineno = 0;
-  const char *end = text + len, *next;
-  for (const char *ln = text; ln < end && !ended; ln = next) {
-    const char *nl = memchr(ln, '\n', (size_t)(end - ln));
-    size_t l = (size_t)((nl ? nl : end) - ln);
-    next = nl ? nl + 1 : end;
-    lineno++;
-    if (l >= 6 && !memcmp(ln, "MODEL ", 6)) {
-      if (++at > model) break;
-      continue;
-    }
-    if (at != model && !(model == 1 && at == 0)) continue;
-    if (l >= 6 && !memcmp(ln, "ENDMDL", 6)) {
-      ended = 1;
-    } else if (l > 19 && !memcmp(ln, "REMARK VINA RESULT:", 19) && !have_score) {
-      double v[3];
-      int got = remark_numbers(ln, l, 19, v, 3);
-      if (got >= 1) {
-        have_score = 1;
-        p->score = v[0];
-        if (got == 3) {
-          p->rmsd_lb = v[1];
-          p->rmsd_ub = v[2];
-        }
-        if (!(fabs(v[0]) <= DOCK_MAX_SCORE) ||
-            (got == 3 && !(v[1] >= 0 && v[1] <= DOCK_MAX_COORD && v[2] >= 0 && v[2] <= DOCK_MAX_COORD))) {
-          snprintf(err, errlen,
-                   "line %ld of Vina's output: a score or RMSD out of range (a score within +-%g kcal/mol, an RMSD "
-                   "0 to %g A): %.*s",
-                   lineno, DOCK_MAX_SCORE, DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
-          return -1;
-        }
-      }
-    } else if (l > 13 && (!memcmp(ln, "REMARK INTER:", 13) || !memcmp(ln, "REMARK INTRA:", 13))) {
-      double *term = !memcmp(ln, "REMARK INTER:", 13) ? &p->inter : &p->intra;
-      if (remark_numbers(ln, l, 13, term, 1) == 1 && !(fabs(*term) <= DOCK_MAX_SCORE)) {
-        snprintf(err, errlen, "line %ld of Vina's output: a term out of range (within +-%g kcal/mol): %.*s", lineno,
-                 DOCK_MAX_SCORE, (int)(l < 80 ? l : 80), ln);
-        return -1;
-      }
-    } else if (l >= 54 && (!memcmp(ln, "ATOM  ", 6) || !memcmp(ln, "HETATM", 6))) {
-      double serial, x, y, z;
-      if (pdb_field(ln, l, 7, 11, &serial) || pdb_field(ln, l, 31, 38, &x) || pdb_field(ln, l, 39, 46, &y) ||
-          pdb_field(ln, l, 47, 54, &z)) {
-        snprintf(err, errlen, "line %ld of Vina's output: an ATOM line cannot be read: %.*s", lineno,
-                 (int)(l < 80 ? l : 80), ln);
-        return -1;
-      }
-      if (!(fabs(x) <= DOCK_MAX_COORD && fabs(y) <= DOCK_MAX_COORD && fabs(z) <= DOCK_MAX_COORD)) {
-        snprintf(err, errlen, "line %ld of Vina's output: an atom out of range (within +-%g A): %.*s", lineno,
-                 DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
-        return -1;
-      }
-      int s = (int)serial;
-      if (s >= 1 && s <= n) {
-        xyz[3 * (s - 1)] = x;
-        xyz[3 * (s - 1) + 1] = y;
-        xyz[3 * (s - 1) + 2] = z;
-        seen[s - 1] = 1;
-      }
-      atoms++;
-    }
-  }
-  if (model > 1 && at < model) return 1; /* Vina found fewer poses */
-  if (!have_score) {
-    snprintf(err, errlen, "Vina's output has no \"REMARK VINA RESULT\" line%s", model > 1 ? " in a later model" : "");
-    return -1;
-  }
-  if (!atoms) {
-    snprintf(err, errlen, "Vina's output has no atoms");
-    return -1;
-  }
-  return 0;
-}
-
-int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
-                    size_t errlen) {
-  struct dock_pose p;
-  int rc = dock_parse_model(text, len, 1, n, xyz, seen, &p, err, errlen);
-  if (rc == 0) *score = p.score;
-  return rc;
-}
-
-int dock_pose_tags(struct mol *m, int mode, const struct dock_pose *p) {
-  static const char *const names[] = {"vina_score", "vina_inter", "vina_intra", "rmsd_lb", "rmsd_ub"};
-  const double v[] = {p->score, p->inter, p->intra, p->rmsd_lb, p->rmsd_ub};
-  char text[64];
-  snprintf(text, sizeof text, "%d", mode);
-  if (mol_add_tag(m, "mode", text)) return -1;
-  for (int i = 0; i < 5; i++) {
-    if (!isfinite(v[i])) continue;
-    snprintf(text, sizeof text, "%.9g", v[i]);
-    if (mol_add_tag(m, names[i], text)) return -1;
-  }
-  return 0;
-}
-
-void dock_job_free_poses(struct dock_job *j) {
-  for (int i = 0; i < j->n_poses; i++) {
-    free(j->poses[i].mol);
-    j->poses[i].mol = NULL;
-  }
-  j->n_poses = 0;
-}
-
-int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
-                  size_t errlen) {
-  mol_init(out);
-  int *to = malloc(sizeof *to * (size_t)(m->n_atoms ? m->n_atoms : 1));
-  out->atoms = calloc((size_t)(m->n_atoms ? m->n_atoms : 1), sizeof *out->atoms);
-  out->bonds = calloc((size_t)(m->n_bonds ? m->n_bonds : 1), sizeof *out->bonds);
-  if (!to || !out->atoms || !out->bonds) {
-    free(to);
-    mol_free(out);
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  int k = 0;
-  for (int i = 0; i < m->n_atoms; i++) {
-    to[i] = -1;
-    if (seen[i]) {
-      to[i] = k;
-      out->atoms[k] = m->atoms[i];
-      out->atoms[k].x = xyz[3 * i];
-      out->atoms[k].y = xyz[3 * i + 1];
-      out->atoms[k].z_ = xyz[3 * i + 2];
-      k++;
-    } else if (m->atoms[i].z != 1) {
-      snprintf(err, errlen, "Vina's pose lacks atom %d (%s)", i + 1, mol_element_symbol(m->atoms[i].z));
-      free(to);
-      mol_free(out);
-      return -1;
-    }
-  }
-  out->n_atoms = k;
-  int nb = 0;
-  for (int i = 0; i < m->n_bonds; i++) {
-    const struct mol_bond *b = &m->bonds[i];
-    int a = to[b->a], c = to[b->b];
-    if (a >= 0 && c >= 0) {
-      out->bonds[nb++] = (struct mol_bond){(uint32_t)a, (uint32_t)c, b->order};
-    } else if (a >= 0 || c >= 0) {
-      /* a hydrogen Vina did not place: a count on its atom again */
-      struct mol_atom *h = &out->atoms[a >= 0 ? a : c];
-      if (h->implicit_h < 255) h->implicit_h++;
-    }
-  }
-  out->n_bonds = nb;
-  out->dim = 3;
-  out->charge = m->charge;
-  free(to);
-  return 0;
-}
-
 /* ---- the docking of one molecule ----------------------------------------- */
 
 /* The poses a molecule keeps under s (1..DOCK_MAX_MODES). */
 static int dock_modes(const struct dock_setup *s) {
   return s->modes <= 0 ? 1 : s->modes > DOCK_MAX_MODES ? DOCK_MAX_MODES : s->modes;
+}
+
+/* The supervisor of a docking (child_dock): SIGTERM asks it to end Vina. */
+static volatile sig_atomic_t supervisor_stop;
+static void on_stop_supervisor(int sig) {
+  (void)sig;
+  supervisor_stop = 1;
+}
+
+/* The parent process id in /proc/PID/stat (after the command's closing
+ * parenthesis: " S PPID"), or -1. */
+static pid_t parent_of(const char *pid) {
+  char path[320], buf[512];
+  snprintf(path, sizeof path, "/proc/%.255s/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *close_paren = strrchr(buf, ')');
+  char state;
+  int ppid;
+  if (!close_paren || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return -1;
+  return (pid_t)ppid;
+}
+
+/* In a subreaper: kills its children (every descendant that outlived its
+ * parent is one) until none is left, each reaped. Bounded: 1000 rounds. */
+static void end_descendants(void) {
+  pid_t me = getpid();
+  for (int round = 0; round < 1000; round++) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      if (parent_of(e->d_name) == me) {
+        kill((pid_t)atol(e->d_name), SIGKILL);
+        found++;
+      }
+    }
+    if (d) closedir(d);
+    pid_t r;
+    while ((r = waitpid(-1, NULL, WNOHANG)) > 0) {}
+    if (r < 0 && errno == ECHILD) return;
+    if (!found) sleep_s(0.001);
+  }
 }
 
 static void child_dock(const struct dock_setup *s, const struct dock_job *j, const char *dir, pid_t parent) {
@@ -658,18 +529,54 @@ static void child_dock(const struct dock_setup *s, const struct dock_job *j, con
    * would take gigabytes fails its allocation instead (bad_alloc: Vina says
    * "insufficient memory" and exits 1), a reject and not the machine's
    * memory. After Open Babel's work above, so the limit is Vina's alone. */
-  if (s->memory_limit > 0) {
-    struct rlimit rl = {(rlim_t)s->memory_limit, (rlim_t)s->memory_limit};
-    if (setrlimit(RLIMIT_AS, &rl) != 0) {
-      snprintf(err, sizeof err, "cannot set Vina's memory limit (stages.dock.memory_limit_mb): %s", strerror(errno));
-      write_file("why", err, strlen(err));
-      _exit(4);
+  /* This process stays, Vina's parent, to end whatever Vina leaves
+   * behind: a subreaper, it inherits each of Vina's descendants that its
+   * parent leaves (one that left its session with setsid too), and kills
+   * them when Vina ends, or when se3screen stops the docking (SIGTERM, or
+   * se3screen's death: the parent-death signal, SIGTERM now). */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_supervisor; /* (no SA_RESTART: the wait below returns) */
+  sigaction(SIGTERM, &sa, NULL);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(126);
+  pid_t me = getpid();
+  pid_t vina = fork();
+  if (vina < 0) _exit(125);
+  if (vina == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != me) _exit(126);
+    signal(SIGTERM, SIG_DFL);
+    if (s->memory_limit > 0) {
+      struct rlimit rl = {(rlim_t)s->memory_limit, (rlim_t)s->memory_limit};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) {
+        snprintf(err, sizeof err, "cannot set Vina's memory limit (stages.dock.memory_limit_mb): %s", strerror(errno));
+        write_file("why", err, strlen(err));
+        _exit(4);
+      }
     }
+    execvp(s->vina, (char *const *)argv);
+    snprintf(err, sizeof err, "cannot run %s: %s", s->vina, strerror(errno));
+    write_file("why", err, strlen(err));
+    _exit(4);
   }
-  execvp(s->vina, (char *const *)argv);
-  snprintf(err, sizeof err, "cannot run %s: %s", s->vina, strerror(errno));
-  write_file("why", err, strlen(err));
-  _exit(4);
+  int st = 0;
+  for (;;) { /* (polled: a SIGTERM between a look at the flag and a blocking wait would wait out the docking) */
+    if (supervisor_stop) kill(vina, SIGKILL);
+    pid_t r = waitpid(vina, &st, WNOHANG);
+    if (r == vina) break;
+    if (r < 0 && errno != EINTR) _exit(125);
+    sleep_s(0.01);
+  }
+  end_descendants();
+  /* Vina's end as it was: its exit status, or the signal that ended it */
+  if (WIFSIGNALED(st)) {
+    signal(WTERMSIG(st), SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, 0);
+    raise(WTERMSIG(st));
+  }
+  _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 125);
 }
 
 /* Whether a tool's last words say its memory ran out: Vina's "Error:
@@ -894,12 +801,13 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
       struct dock_job *j = &jobs[t->job];
       double took = now_s() - t->start;
       if (r == 0 && took > s->timeout_s) {
-        kill_child(t->pid);
+        end_docking(t->pid);
         j->status = 1;
         j->seconds = took;
         snprintf(j->reason, sizeof j->reason, "timed out");
         snprintf(j->detail, sizeof j->detail, "after %.0f s (stages.dock.timeout_s)", s->timeout_s);
       } else if (r == t->pid) {
+        kill(-t->pid, SIGKILL); /* (what of its group outlived it) */
         j->status = 1;
         j->seconds = took;
         collect(s, j, t->dir, st);
@@ -926,7 +834,7 @@ int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int worke
 out:
   for (int w = 0; w < workers; w++)
     if (sl[w].pid) {
-      kill_child(sl[w].pid);
+      end_docking(sl[w].pid);
       se3_rm_tree(sl[w].dir);
       jobs[sl[w].job].status = -1;
     }

@@ -340,3 +340,54 @@ Test(hostile_dock, vina_output_bounded_and_in_range, .timeout = 120) {
   }
   free(dir);
 }
+
+/* Before (hardening IV): a helper that a `vina` started with setsid (out of
+ * Vina's process group, so the group's kill missed it) outlived the run.
+ * Now each docking's own process is a subreaper that ends whatever Vina
+ * leaves: here a fake Vina leaves a setsid'ed `sleep 600` and exits, or
+ * leaves one and runs past stages.dock.timeout_s; after the run, neither
+ * helper is alive. */
+Test(hostile_dock, helpers_vina_detaches_end_with_its_docking, .timeout = 120) {
+  char *dir = tu_tmpdir("hostile_dock_helper");
+  const char *data = tu_src("tests/data/dock");
+  static const char *const tails[] = {"exit 0\n", "sleep 600\n"};
+  for (int i = 0; i < 2; i++) {
+    char script[2048], yaml[2048], name[64], pidfile[1200];
+    snprintf(pidfile, sizeof pidfile, "%s/helper%d.pid", dir, i);
+    snprintf(script, sizeof script,
+             "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'AutoDock Vina 1.2.5 (a fake)'; exit 0; fi\n"
+             "setsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! > '%s'\n%s",
+             pidfile, tails[i]);
+    snprintf(name, sizeof name, "vina%d", i);
+    char *vina = tu_write(dir, name, script);
+    cr_assert_eq(chmod(vina, 0755), 0);
+    snprintf(
+        yaml, sizeof yaml,
+        "workflow: t\nworkdir: work%d\nrun: {progress: none}\nsets:\n  library:\n    - {path: %s/crystal_ligand.mol2}\n"
+        "stages:\n  ingest: {workers: 1}\n"
+        "  dock: {receptor: %s/receptor.pdb, box_ligand: %s/crystal_ligand.mol2, exhaustiveness: 1, vina: %s, "
+        "timeout_s: 2}\n",
+        i, data, data, data, vina);
+    snprintf(name, sizeof name, "wf%d.yaml", i);
+    char *wf = tu_write(dir, name, yaml), *out = NULL;
+    int rc = tu_sh(&out, "cd '%s' && TMPDIR='%s' timeout -s KILL 100 %s run %s", dir, dir, SE3_BINARY, wf);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    free(out);
+    char *pid = tu_read(pidfile, NULL);
+    cr_assert(pid && atoi(pid) > 1, "the fake Vina %d started no helper", i);
+    /* gone: not a process any more (a zombie would still answer kill -0) */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%d", atoi(pid));
+    cr_assert_neq(access(proc, F_OK), 0, "case %d: the helper %d Vina started with setsid outlived the run", i,
+                  atoi(pid));
+    char db[1200];
+    snprintf(db, sizeof db, "%s/work%d/screen.db", dir, i);
+    char *why = tu_query(db, "SELECT reason FROM rejects WHERE stage = 'dock'");
+    cr_assert_str_eq(why, i ? "timed out\n" : "no pose\n");
+    free(why);
+    free(pid);
+    free(wf);
+    free(vina);
+  }
+  free(dir);
+}
