@@ -273,6 +273,40 @@ Test(robustness, slow_record_times_out) {
   free(dir);
 }
 
+/* A ring ladder (hardening IV): 64 fused four-rings written with ring
+ * closures %10..%73, 523 bytes, held a parser for the whole 60 s timeout_s
+ * at 970c817 and its reject had no name. With the shape bounds' builder it
+ * is refused for its shape well inside that time (8 s on 2 loaded cores),
+ * named by its line. */
+Test(robustness, a_ring_ladder_is_refused_within_its_time, .timeout = 200) {
+  char *dir = tu_tmpdir("robustness_ladder");
+  char smi[1024] = "";
+  for (int i = 0; i < 64; i++)
+    snprintf(smi + strlen(smi), sizeof smi - strlen(smi), "C%%%d", 10 + i);
+  strcat(smi, "C");
+  for (int i = 63; i >= 0; i--)
+    snprintf(smi + strlen(smi), sizeof smi - strlen(smi), "C%%%d", 10 + i);
+  strcat(smi, " ladder64\nCCO ethanol\n");
+  free(tu_write(dir, "in.smi", smi));
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: t\nworkdir: work\nsets:\n  s:\n    - {path: in.smi}\n"
+                      "stages:\n  ingest: {workers: 1, timeout_s: 60}\n");
+  char *out = NULL;
+  double t0 = tu_now();
+  int rc = tu_se3(&out, "run %s --set run.progress=none", wf);
+  double took = tu_now() - t0;
+  cr_assert_eq(rc, 0, "%s", out);
+  cr_log_info("a ring ladder of 64 rungs: %.1f s", took);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  char *rej = tu_query(db, "SELECT record_no, name, reason FROM rejects");
+  cr_assert_str_eq(rej, "1|ladder64|3D generation: shape out of bounds\n", "after %.1f s", took);
+  free(rej);
+  free(out);
+  free(wf);
+  free(dir);
+}
+
 /* ---- hostile inputs ------------------------------------------------------------ */
 
 /* A FIFO would block the open (no writer) and /dev/zero never ends; /dev/null
