@@ -479,6 +479,17 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       tags.emplace_back(d->GetAttribute(), static_cast<OBPairData *>(d)->GetValue());
 
   int made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && dim != 3);
+  // What a molecule takes in the stages after grows with its atoms times its
+  // shapes (each conformer's graph, basis and activations): past the bound it
+  // is refused here, before any shape is made.
+  long n_shapes = made3d && o->conformers > 1 ? o->conformers : 1;
+  if (o->max_atom_conformers > 0 && n_atoms * n_shapes > o->max_atom_conformers) {
+    put_reason(why, "too many atoms for its conformers", 0,
+               std::to_string(n_atoms) + " atoms x " + std::to_string(n_shapes) +
+                   " conformers = " + std::to_string(n_atoms * n_shapes) + " > " +
+                   std::to_string(o->max_atom_conformers) + " (stages.ingest.max_atom_conformers)");
+    return 1;
+  }
   std::vector<double> more; // the other conformers' coordinates
   int n_more = 0;
   int shape = MOL_SHAPE_AS_MADE;

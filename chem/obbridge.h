@@ -49,6 +49,8 @@ struct ob_parse_opts {
   double ph;                /* OB_PROT_PH: the pH */
   int allow_radicals;       /* 0: an atom with unpaired electrons rejects the record ("radical") */
   int conformers;           /* shapes a generated molecule gets (chem/conformers.h); <= 1: one */
+  long max_atom_conformers; /* refuse a molecule whose atoms (hydrogens counted) times its shapes (conformers
+                               when generated, else one) pass this, before any shape is made; <= 0: no bound */
 };
 
 /* Once per process, before any parse: messages captured, formats and force

@@ -116,6 +116,7 @@ int ingest_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   g->po.standardize = !strcmp(cfg_str(c, "standardize"), "none") ? OB_STD_NONE : OB_STD_BASIC;
   g->po.allow_radicals = cfg_bool(c, "allow_radicals");
   g->po.max_atoms = (int)cfg_int(c, "max_atoms");
+  g->po.max_atom_conformers = (long)cfg_int(c, "max_atom_conformers");
   g->max_record_bytes = (size_t)cfg_int(c, "max_record_bytes");
   g->po.max_record_bytes = g->max_record_bytes;
   g->co.max_atoms = g->po.max_atoms;

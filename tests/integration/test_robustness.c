@@ -307,6 +307,44 @@ Test(robustness, a_ring_ladder_is_refused_within_its_time, .timeout = 200) {
   free(dir);
 }
 
+/* Before (hardening IV): a molecule's memory grew with its atoms times its
+ * conformers without a bound (one of 992 atoms at 32 conformers took 540
+ * MB). stages.ingest.max_atom_conformers refuses one past it before any
+ * shape is made, naming the product; a record that keeps its file's shape
+ * has one conformer. Here with a bound of 100 and 10 conformers: ethanol
+ * (9 atoms) passes, propanol (12) is refused, and propanol from an SD file
+ * with its coordinates (12 x 1) passes. */
+Test(robustness, atoms_times_conformers_bounded) {
+  char *dir = tu_tmpdir("robustness_atom_conformers");
+  free(tu_write(dir, "in.smi", "CCO ethanol\nCCCO propanol\n"));
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: t\nworkdir: work\nsets:\n  s:\n    - {path: in.smi}\n"
+                      "stages:\n  ingest: {workers: 1, conformers: 10, max_atom_conformers: 100}\n");
+  char *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --set run.progress=none", wf), 0, "%s", out);
+  free(out);
+  char db[1100];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  char *rej = tu_query(db, "SELECT name, reason, detail FROM rejects");
+  cr_assert_str_eq(rej, "propanol|too many atoms for its conformers|12 atoms x 10 conformers = 120 > 100 "
+                        "(stages.ingest.max_atom_conformers)\n");
+  free(rej);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules WHERE name = 'ethanol'"), 1);
+  /* its file's coordinates: one shape */
+  cr_assert_eq(tu_sh(NULL, "cd %s && obabel -:'CCCO propanol' -h --gen3d -osdf -O own.sdf 2>/dev/null", dir), 0);
+  char *wf2 = tu_write(dir, "wf2.yaml",
+                       "workflow: t2\nworkdir: work2\nsets:\n  s:\n    - {path: own.sdf}\n"
+                       "stages:\n  ingest: {workers: 1, conformers: 10, max_atom_conformers: 100, "
+                       "coordinates: input}\n");
+  cr_assert_eq(tu_se3(&out, "run %s --set run.progress=none", wf2), 0, "%s", out);
+  free(out);
+  snprintf(db, sizeof db, "%s/work2/screen.db", dir);
+  cr_assert_eq(tu_query_int(db, "SELECT count(*) FROM molecules"), 1, "propanol with its own shape was refused");
+  free(wf2);
+  free(wf);
+  free(dir);
+}
+
 /* ---- hostile inputs ------------------------------------------------------------ */
 
 /* A FIFO would block the open (no writer) and /dev/zero never ends; /dev/null
