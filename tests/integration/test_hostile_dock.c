@@ -391,3 +391,38 @@ Test(hostile_dock, helpers_vina_detaches_end_with_its_docking, .timeout = 120) {
   }
   free(dir);
 }
+
+/* Before (hardening IV): the dock stage's table of scores read `0x10` as 16
+ * (labels refuse it), and a row whose score was nan or inf was reported as
+ * "no row of TABLE has smiles 'X'". Now the table's scores are read as
+ * labels are (one parser), and a molecule whose row holds no number is a
+ * reject naming the row and what it holds. */
+Test(hostile_dock, table_scores_read_as_labels_are, .timeout = 60) {
+  char *dir = tu_tmpdir("hostile_dock_table");
+  free(tu_write(dir, "lib.smi", "CCO ethanol\nCCN ethylamine\nCCC propane\nCCCC butane\n"));
+  free(tu_write(dir, "scores.csv", "smiles,score\nCCO,0x10\nCCN,nan\nCCC,-5.5\nCCCC,\n"));
+  char *wf = tu_write(dir, "wf.yaml",
+                      "workflow: t\nworkdir: work\nrun: {progress: none}\nsets:\n  library:\n    - {path: lib.smi}\n"
+                      "stages:\n  ingest: {workers: 1, gen3d: never}\n  dock: {oracle: table, table: scores.csv}\n");
+  char *out = NULL;
+  int rc = tu_sh(&out, "cd '%s' && timeout -s KILL 50 %s run wf.yaml", dir, SE3_BINARY);
+  cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+  free(out);
+  char db[1200];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  char *got = tu_query(db, "SELECT m.name, k.score FROM docking k JOIN molecules m ON m.id = k.mol_id");
+  cr_assert_str_eq(got, "propane|-5.5\n", "only propane's score is a number");
+  free(got);
+  char *rej = tu_query(db, "SELECT m.name || ': ' || r.detail FROM rejects r JOIN molecules m ON m.id = r.mol_id "
+                           "WHERE r.stage = 'dock' ORDER BY m.id");
+  char want[2048];
+  snprintf(want, sizeof want,
+           "ethanol: row 1 of %s/scores.csv: the score in 'score' is hexadecimal, not a decimal number ('0x10')\n"
+           "ethylamine: row 2 of %s/scores.csv: the score in 'score' is not a finite number ('nan')\n"
+           "butane: row 4 of %s/scores.csv: no score in 'score'\n",
+           dir, dir, dir);
+  cr_assert_str_eq(rej, want);
+  free(rej);
+  free(wf);
+  free(dir);
+}
