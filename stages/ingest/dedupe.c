@@ -30,7 +30,7 @@ int ingest_check_yield(struct stage_ctx *ctx) {
                          "ORDER BY source_file LIMIT 1",
                          -1, &f, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db,
-                         "SELECT count(*), coalesce(sum(reason LIKE 'duplicate of molecule %'), 0), "
+                         "SELECT count(*), coalesce(sum(reason LIKE 'duplicate by %' OR reason LIKE 'duplicate of molecule %'), 0), "
                          "(SELECT record_no || ': ' || reason || coalesce(': ' || detail, '') FROM rejects "
                          "WHERE stage='ingest' AND source_file=?1 "
                          "ORDER BY record_no LIMIT 1) FROM rejects WHERE stage='ingest' AND source_file=?1",
@@ -131,9 +131,9 @@ int ingest_dedupe(struct stage_ctx *ctx) {
       "  FROM molecules m JOIN ingest_files f ON f.input = m.id / %lld "
       "  WHERE %d AND (SELECT count(*) FROM molecules d WHERE d.set_name = m.set_name AND d.\"%w\" = m.\"%w\") > 1 "
       "  WINDOW w AS (PARTITION BY m.set_name, m.\"%w\" ORDER BY f.position, m.record_no, m.id)) WHERE n > 1;"
-      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, mol_id) "
-      "  SELECT 'ingest', m.set_name, m.source_file, m.record_no, NULL, m.name, m.chunk, "
-      "  'duplicate of molecule ' || k.id || ' (' || k.source_file || ' record ' || k.record_no || ') by %s', m.id "
+      "INSERT OR REPLACE INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, detail, "
+      "  mol_id) SELECT 'ingest', m.set_name, m.source_file, m.record_no, NULL, m.name, m.chunk, 'duplicate by %s', "
+      "  'of molecule ' || k.id || ' (' || k.source_file || ' record ' || k.record_no || ')', m.id "
       "  FROM duplicates d JOIN molecules m ON m.id = d.mol_id JOIN molecules k ON k.id = d.of_id;",
       col, ID_STRIDE, strcmp(mode, "none") != 0, col, col, col, mode);
   char *msg = NULL;

@@ -41,7 +41,7 @@ int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, char *not
   char *sql = NULL;
   if (sqlite3_prepare_v2(ctx->db,
                          "SELECT count(*) FROM rejects WHERE stage='ingest' AND set_name=?1 AND source_file=?2 AND "
-                         "reason LIKE 'duplicate of molecule %'",
+                         "(reason LIKE 'duplicate by %' OR reason LIKE 'duplicate of molecule %')",
                          -1, &dup, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, FILE_ROW_SQL, -1, &file, NULL) != SQLITE_OK) {
     sqlite3_finalize(dup);

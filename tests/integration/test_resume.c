@@ -213,7 +213,7 @@ Test(resume, three_shards_and_merge_equal_unsharded) {
   cr_assert(strcmp(a, b) == 0, "merged shards differ from the unsharded run:\n--- one\n%.2000s\n--- merged\n%.2000s", a,
             b);
   /* The second copy of qm9_mini is all duplicates (20: gdb_20_invalid is rejected in both). */
-  cr_assert_eq(tu_query_int(one, "SELECT count(*) FROM rejects WHERE reason LIKE 'duplicate of molecule%'"), 20);
+  cr_assert_eq(tu_query_int(one, "SELECT count(*) FROM rejects WHERE reason LIKE 'duplicate by %'"), 20);
   cr_assert_eq(tu_se3(&out, "merge %s", merged), 0, "%s", out);
   free(out);
   char *c = dump(merged);
