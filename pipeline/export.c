@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chem/dock.h"
 #include "chem/mol.h"
@@ -27,6 +28,7 @@
 #include "chem/sdtext.h"
 #include "common/csvcell.h"
 #include "common/atomic_file.h"
+#include "pipeline/config.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/run_files.h"
@@ -86,6 +88,7 @@ struct exp {
   sqlite3_stmt *st;   /* the rows */
   sqlite3_stmt *look; /* name, smiles, mol FROM molecules WHERE id = ?1; NULL when not needed */
   sqlite3_stmt *poses; /* --poses: a molecule's poses (mode, score, terms, pose), best first */
+  char *receptor;      /* --poses: the receptor, tagged on each pose as hits.sdf does (NULL: unknown) */
   long long records, no_pose; /* --poses: records written; rows left out without a pose */
   int nc;
   int c_id, c_name, c_smiles; /* columns of st, -1 when absent */
@@ -234,6 +237,7 @@ static int sdf_record(struct exp *e, const void *blob, size_t len, int pose) {
   }
   struct dock_pose p;
   if (!ret && pose && dock_pose_tags(&m, pose_row(e->poses, &p), &p)) ret = SE3_EXIT_FAILED;
+  if (!ret && pose && e->receptor && mol_add_tag(&m, "receptor", e->receptor)) ret = SE3_EXIT_FAILED;
   /* nothing a row holds may end its record or a value early (sdtext.h) */
   if (!ret && sd_make_safe(&m)) ret = SE3_EXIT_FAILED;
   if (ret) {
@@ -272,6 +276,41 @@ static int sdf_row(struct exp *e) {
   }
   e->no_pose += !ret && n == 0;
   return ret;
+}
+
+/* One text value of db (NULL for none), malloc'd. */
+static char *one_text(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  char *out = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_text(st, 0))
+    out = strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return out;
+}
+
+/* --poses: the receptor the workflow docks into, as the rank stage's
+ * hits.sdf names it (stages.dock.receptor of the workflow the database was
+ * run with, as its file is now, with that run's --set overrides); NULL
+ * where it cannot be told (the workflow gone or no longer read, an oracle
+ * table). malloc'd. */
+static char *workflow_receptor(sqlite3 *db) {
+  char *wf = one_text(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  char *sets = one_text(db, "SELECT value FROM meta WHERE key = 'sets'");
+  const char *setv[64];
+  int n_set = 0;
+  for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;
+       t = strtok_r(NULL, "\n", &save))
+    setv[n_set++] = t;
+  struct cfg_errors errs = {0};
+  struct cfg_node *root = wf && access(wf, R_OK) == 0 ? cfg_load(wf, setv, n_set, &errs) : NULL;
+  cfg_errors_free(&errs);
+  const char *r = root ? cfg_str_opt(root, "stages.dock.receptor") : NULL;
+  char *out = r ? strdup(r) : NULL;
+  cfg_node_free(root);
+  free(sets);
+  free(wf);
+  return out;
 }
 
 /* --poses: the statement of a molecule's poses, those of its docking as
@@ -456,6 +495,7 @@ int export_run(const struct export_opts *o) {
     goto done;
   }
   if (o->poses && (ret = prepare_poses(&e, query_db(qc)))) goto done;
+  if (o->poses) e.receptor = workflow_receptor(query_db(qc));
   if (o->format == EXPORT_SDF && ob_init() != 0) {
     fprintf(stderr, WHO ": Open Babel could not be set up\n");
     ret = SE3_EXIT_FAILED;
@@ -525,6 +565,7 @@ done:
   stop_db = NULL;
   sqlite3_finalize(e.look);
   sqlite3_finalize(e.poses);
+  free(e.receptor);
   sqlite3_finalize(e.st);
   sqlite3_free(sql);
   query_close(qc);

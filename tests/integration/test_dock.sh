@@ -210,8 +210,13 @@ for path in sys.argv[2], sys.argv[4]:
         assert abs(float(m.GetProp("vina_score")) - want[1]) < 1e-6, (name, mode)
         assert abs(float(m.GetProp("vina_inter")) - want[2]) < 1e-6, (name, mode)
         assert m.GetNumHeavyAtoms() > 0 and m.GetConformer().Is3D(), (name, mode)
+    # both name the receptor, alike (issue 70: export --poses left it out)
+    assert all(m.HasProp("receptor") for m in recs), f"{path} does not name the receptor"
+    assert len({m.GetProp("receptor") for m in recs}) == 1, f"{path}: receptors differ"
     if path == sys.argv[2]:
-        assert all(m.HasProp("receptor") for m in recs), "hits.sdf does not name the receptor"
+        receptor = recs[0].GetProp("receptor")
+    else:
+        assert recs[0].GetProp("receptor") == receptor, "export --poses names another receptor than hits.sdf"
         ranks = [int(m.GetProp("rank")) for m in recs]
         assert ranks == sorted(ranks), "hits.sdf is not in rank order"
 print(f"{len(poses)} poses of 5 molecules read back by RDKit")
