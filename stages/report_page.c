@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chem/obbridge.h"
 #include "common/svg.h"
@@ -122,9 +123,16 @@ static void section_summary(struct rep *r, const char *db_label) {
       P(", the last to finish ended ");
       esc(r, col_text(st, 4));
     }
-    long long running = (long long)q_double(r, 0, "SELECT count(*) FROM runs WHERE status = 'running'");
-    if (running)
-      P(" (%lld still running or killed: a report written by the report stage is its run's last step)", running);
+    /* runs not finished, but this process's own (the report stage writes
+     * the page as its run's last step: that run is not over yet, and a
+     * finished workflow's page said "1 still running or killed") */
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = 0;
+    long long running =
+        (long long)q_double(r, 0, "SELECT count(*) FROM runs WHERE status = 'running' AND NOT (pid = %d AND host = %Q)",
+                            (int)getpid(), host);
+    if (running) P(" (%lld other run%s still running, or killed)", running, running == 1 ? "" : "s");
     P("</td></tr>\n");
     P("<tr><th scope=\"row\">se3screen</th><td>");
     esc(r, col_text(st, 5));

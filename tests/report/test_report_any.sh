@@ -56,6 +56,16 @@ $py "$check" "$page" "$work/train/screen.db" --top 10 >"$work/train.report.check
 grep -q "ROC: active" "$page" || fail "the training-only page has no ROC curve"
 grep -q "No molecules were scored in this workdir" "$page" || fail "the training-only page does not say it has no scores"
 grep -q "No ranked hits" "$page" || fail "the training-only page does not say it has no hits"
+# the page the report stage wrote is its own run's last step: that run is not
+# "still running or killed" (issue 70: a finished run's page said so); a run
+# another process left unfinished is counted
+grep -q "still running" "$page" && fail "the report stage's page counts its own run as still running"
+cp "$work/train/screen.db" "$work/unfinished.db" || fail "cannot copy the database"
+sqlite3 "$work/unfinished.db" "INSERT INTO runs(started, host, pid, command, workflow, status, version)
+  VALUES('2026-11-29T00:00:00Z', 'elsewhere', 1, 'se3screen run', 'x.yaml', 'running', 'x')" || fail "cannot add a run"
+"$se3" report "$work/unfinished.db" -o "$work/unfinished.html" 2>"$work/unfinished.err" ||
+  { cat "$work/unfinished.err"; fail "report of the database with an unfinished run"; }
+grep -q "1 other run still running, or killed" "$work/unfinished.html" || fail "an unfinished run is not counted"
 # the enrichment curve on a log x axis from 0.1 %, every axis titled
 $py "$axes" "$page" --log-x "Enrichment: active" --x-label "Enrichment: active" "%" >"$work/train.axes" ||
   { cat "$work/train.axes"; fail "the training-only page's axes"; }
