@@ -73,7 +73,9 @@ const char usage_predict[] =
     "  --set KEY=VALUE  as for `run` (\"ingest.workers=2\"), over predict.yaml; a\n"
     "                   featurisation key set to another value than the model's is refused;\n"
     "                   the seed of 3D generation and the conformers a molecule gets are\n"
-    "                   not (\"stages.ingest.seed=7\" draws other shapes)\n"
+    "                   not (\"stages.ingest.seed=7\" draws other shapes);\n"
+    "                   \"sets.library.0.smiles_column=mol\" names the first input's SMILES\n"
+    "                   column in a CSV (\"sets.library.1.\" the second's), name_column likewise\n"
     "Exit codes as `run`: 0 done, 1 failed, 2 usage or configuration error, 75 stopped\n"
     "by SIGINT, SIGTERM or SIGUSR1 (the same command again resumes).\n";
 

@@ -151,6 +151,23 @@ Test(predict, scores_as_the_workflow_does_for_smi_csv_sdf) {
     cr_assert(strstr(out, "gap"), "%s", out);
     free(out);
   }
+  /* a CSV whose SMILES column has a name of its own, named with --set as
+   * `predict --help` and docs/commands.md say (issue 70): the CSV's hits */
+  char *out = NULL;
+  cr_assert_eq(tu_sh(NULL, "cd %s && sed '1s/^smiles,/mol,/' lib.csv > libmol.csv", dir), 0);
+  cr_assert_neq(tu_se3(&out, "predict %s/A %s/libmol.csv --workdir %s/P-mol0", dir, dir, dir), 0,
+                "a CSV without a SMILES column it knows was read:\n%s", out);
+  free(out);
+  cr_assert_eq(tu_se3(&out, "predict %s/A %s/libmol.csv --workdir %s/P-mol --set sets.library.0.smiles_column=mol", dir,
+                      dir, dir),
+               0, "%s", out);
+  free(out);
+  snprintf(db_p, sizeof db_p, "%s/P-mol/screen.db", dir);
+  snprintf(lib, sizeof lib, "%s/P-csv/screen.db", dir);
+  char *hm = hits_of(db_p), *hc = hits_of(lib);
+  cr_assert_str_eq(hm, hc, "the renamed column's hits differ from the CSV's");
+  free(hm);
+  free(hc);
   free(dir);
 }
 
