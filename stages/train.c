@@ -608,7 +608,7 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
 /* Each split's molecules and compounds (and actives), and a warning for a
  * split of fewer than SE3_FEW_ACTIVES actives: its metrics rest on them. */
 enum { SE3_FEW_ACTIVES = 20 };
-static void log_split_counts(struct stage_ctx *ctx, const struct tstage *t) {
+static void log_split_counts(struct stage_ctx *ctx, const struct tstage *t, const char *method) {
   char line[512];
   int o = 0;
   for (int s = 0; s < 3; s++) {
@@ -624,13 +624,19 @@ static void log_split_counts(struct stage_ctx *ctx, const struct tstage *t) {
   for (int s = 0; t->tr.classify && s < 3; s++) {
     const struct se3_split_count *c = &t->split_n[s];
     if (c->molecules > 0 && c->actives < SE3_FEW_ACTIVES)
-      ctx->report->log(ctx, "warning: the %s split holds %d active%s (%d compound%s), fewer than %d: %s",
+      ctx->report->log(ctx, "warning: the %s split holds %d active%s (%d compound%s), fewer than %d: %s%s",
                        se3_split_name[s], c->actives, c->actives == 1 ? "" : "s", c->active_compounds,
                        c->active_compounds == 1 ? "" : "s", SE3_FEW_ACTIVES,
                        s == SE3_SPLIT_TRAIN   ? "few for the model to learn actives from"
                        : s == SE3_SPLIT_VALID ? "its ROC-AUC, PR-AUC and EF1% rest on them alone"
                                               : "its ROC-AUC, PR-AUC and EF1% rest on them alone (their 95% "
-                                                "bootstrap intervals follow the test metrics)");
+                                                "bootstrap intervals follow the test metrics)",
+                       /* a scaffold split puts a series' actives, one scaffold, in one split (issue 70) */
+                       !strcmp(method, "scaffold") && s != SE3_SPLIT_TRAIN
+                           ? "; a scaffold split keeps each scaffold's molecules together, so a series of actives "
+                             "on few scaffolds falls mostly in one split: `split: {method: cluster}` groups by "
+                             "similarity in smaller clusters, and `test`/`valid` fractions of 0.2 hold more"
+                           : "");
   }
 }
 
@@ -642,7 +648,7 @@ static void train_log_start(struct stage_ctx *ctx, const struct tstage *t, const
                    t->tr.ensemble > 1 ? "; an ensemble" : "");
   /* After a scaffold split Open Babel has run in this process: the count is
    * still the caller's (chem/obbridge.cc), and the log says what it is. */
-  log_split_counts(ctx, t);
+  log_split_counts(ctx, t, method);
   if (t->balanced)
     ctx->report->log(ctx,
                      "class_weight balanced: an active weighs %.4g in the loss (the train split's %d inactives over "

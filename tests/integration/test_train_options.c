@@ -491,7 +491,17 @@ Test(train_options, classification_records_screening_metrics) {
    * bootstrap intervals */
   cr_assert(strstr(out, "train: split: train ") && strstr(out, " actives ("), "%s", out);
   cr_assert(strstr(out, "warning: the test split holds "), "%s", out);
+  cr_assert(!strstr(out, "a scaffold split keeps"), "a random split told about scaffolds: %s", out);
   cr_assert(strstr(out, "in brackets the 95% bootstrap interval (1000 resamples)"), "%s", out);
+  free(out);
+  /* the same by scaffolds (in a copy): the warning says why and what to try (issue 70) */
+  cr_assert_eq(tu_sh(NULL, "cp -r %s/work %s/work_scaffold", dir, dir), 0);
+  cr_assert_eq(
+      tu_se3(&out, "run %s --workdir %s/work_scaffold --set stages.train.split.method=scaffold --until train", wf, dir),
+      0, "%s", out);
+  cr_assert(strstr(out, "a scaffold split keeps each scaffold's molecules together") &&
+                strstr(out, "`split: {method: cluster}`"),
+            "%s", out);
   free(out);
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
