@@ -343,7 +343,14 @@ static void check_side_csv(struct ck *ck, const struct cfg_node *side, const cha
     }
   } else {
     for (int i = 0; i < n; i++)
-      if (strcmp(join, "record") == 0 || strcmp(cols[i], join) != 0) names_add(set_labels, cols[i]);
+      if (strcmp(join, "record") == 0 || strcmp(cols[i], join) != 0) {
+        names_add(set_labels, cols[i]);
+        /* every column a label: each named once (said at its first place) */
+        int a, b;
+        snprintf(k, sizeof k, "%s.labels_csv.path", key);
+        if (report_problems && named_twice(cols, n, cols[i], &a, &b) && a == i + 1)
+          check_once(ck, kid(side, "path") ? kid(side, "path") : side, k, file, cols, n, cols[i]);
+      }
   }
   rec_free_names(cols, n);
 }

@@ -395,7 +395,21 @@ Test(check_inputs, a_used_column_named_twice) {
   cr_assert(strstr(got.m[4], "stages.dock.table: column 'score' is named twice in the header of") &&
                 strstr(got.m[4], "(columns 2 and 4)"),
             "%s", got.m[4]);
-  /* the unused column x repeats unremarked: the messages above are all */
+  /* the unused column x repeats unremarked: the messages above are all;
+   * a labels_csv without `columns:` uses every column, each named once */
+  char *side2 = tu_write(dir, "side2.csv", "mol_id,gap,homo,gap\n1,0.1,0.2,0.3\n");
+  char yaml2[2048];
+  snprintf(
+      yaml2, sizeof yaml2,
+      "workflow: t\nworkdir: work\nsets:\n  library:\n    - path: %s\n      labels_csv: {path: %s, join: mol_id}\n",
+      plain, side2);
+  char *wf2 = check_yaml(dir, yaml2, "ingest", &got, NULL);
+  cr_assert_eq(got.n, 1, "%d problems: %s", got.n, got.m[0]);
+  cr_assert(strstr(got.m[0], "sets.library.0.labels_csv.path: column 'gap' is named twice") &&
+                strstr(got.m[0], "(columns 2 and 4)"),
+            "%s", got.m[0]);
+  free(wf2);
+  free(side2);
   free(wf);
   free(plain);
   free(table);
