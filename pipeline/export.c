@@ -32,6 +32,7 @@
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
 #include "pipeline/run_files.h"
+#include "pipeline/store.h"
 
 #define WHO "se3screen export"
 
@@ -278,25 +279,14 @@ static int sdf_row(struct exp *e) {
   return ret;
 }
 
-/* One text value of db (NULL for none), malloc'd. */
-static char *one_text(sqlite3 *db, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  char *out = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-      sqlite3_column_text(st, 0))
-    out = strdup((const char *)sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  return out;
-}
-
 /* --poses: the receptor the workflow docks into, as the rank stage's
  * hits.sdf names it (stages.dock.receptor of the workflow the database was
  * run with, as its file is now, with that run's --set overrides); NULL
  * where it cannot be told (the workflow gone or no longer read, an oracle
  * table). malloc'd. */
 static char *workflow_receptor(sqlite3 *db) {
-  char *wf = one_text(db, "SELECT value FROM meta WHERE key = 'workflow'");
-  char *sets = one_text(db, "SELECT value FROM meta WHERE key = 'sets'");
+  char *wf = store_text(db, "SELECT value FROM meta WHERE key = 'workflow'");
+  char *sets = store_text(db, "SELECT value FROM meta WHERE key = 'sets'");
   const char *setv[64];
   int n_set = 0;
   for (char *save = NULL, *t = sets ? strtok_r(sets, "\n", &save) : NULL; t && n_set < 64;

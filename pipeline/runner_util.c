@@ -198,12 +198,7 @@ char *run_query_text(sqlite3 *db, const char *fmt, ...) {
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
-  sqlite3_stmt *st = NULL;
-  char *out = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-      sqlite3_column_text(st, 0))
-    out = strdup((const char *)sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
+  char *out = sql ? store_text(db, sql) : NULL;
   sqlite3_free(sql);
   return out;
 }

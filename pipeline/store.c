@@ -45,6 +45,16 @@ long long store_int(sqlite3 *db, const char *sql, long long dflt) {
   return v;
 }
 
+char *store_text(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  char *out = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_text(st, 0))
+    out = strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return out;
+}
+
 /* ---- waiting for a lock: one budget for a whole opening --------------------
  *
  * sqlite3_busy_timeout bounds each wait, and an opening reads several

@@ -80,6 +80,9 @@ int store_lock(struct store *s, char *err, size_t errlen);
 int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
 /* First column of the first row as an integer (dflt when no row). */
 long long store_int(sqlite3 *db, const char *sql, long long dflt);
+/* First column of the first row as text, malloc'd (NULL when no row, a NULL
+ * value, or the statement fails). */
+char *store_text(sqlite3 *db, const char *sql);
 
 /* The version-1 schema as SQL; later versions add to it (store_schema.c,
  * `migrations`). docs/formats.md shows them all. */

@@ -597,14 +597,13 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
     }
     sqlite3_reset(ins);
     sqlite3_bind_text(ins, 1, r.fields[key], -1, SQLITE_TRANSIENT);
-    if (pr == 0)
+    if (pr == 0) { /* a score, or why there is none */
       sqlite3_bind_double(ins, 2, v);
-    else
-      sqlite3_bind_null(ins, 2);
-    if (pr == 0)
       sqlite3_bind_null(ins, 3);
-    else
+    } else {
+      sqlite3_bind_null(ins, 2);
       sqlite3_bind_text(ins, 3, line, -1, SQLITE_TRANSIENT);
+    }
     if (sqlite3_step(ins) != SQLITE_DONE) {
       sqlite3_finalize(ins);
       rec_close(rd);
