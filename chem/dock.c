@@ -735,109 +735,137 @@ static void collect(const struct dock_setup *s, struct dock_job *j, const char *
 
 struct slot {
   pid_t pid;
-  int job;
+  struct dock_job *job;
   double start;
   char dir[4096];
 };
 
-int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
-             void (*started)(void *arg, int k), int (*done)(void *arg, int k), void *arg, char *err, size_t errlen) {
-  if (workers <= 0) workers = 1;
-  if (workers > n) workers = n > 0 ? n : 1;
-  for (int k = 0; k < n; k++) {
-    jobs[k].status = -1;
-    jobs[k].n_poses = 0;
-    jobs[k].reason[0] = jobs[k].detail[0] = 0;
-  }
+struct dock_pool {
+  const struct dock_setup *s;
+  int workers, active;
+  pid_t parent;
+  struct slot *sl;
+};
+
+struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, char *err, size_t errlen) {
   /* Open Babel started once here, so each child has it ready */
-  if (n > 0 && ob_init() != 0) {
+  if (ob_init() != 0) {
     snprintf(err, errlen, "Open Babel did not start");
-    return -1;
+    return NULL;
   }
-  struct slot *sl = calloc((size_t)workers, sizeof *sl);
-  if (!sl) {
+  struct dock_pool *p = calloc(1, sizeof *p);
+  if (p) p->sl = calloc((size_t)(workers > 0 ? workers : 1), sizeof *p->sl);
+  if (!p || !p->sl) {
+    free(p);
     snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  p->s = s;
+  p->workers = workers > 0 ? workers : 1;
+  p->parent = getpid();
+  return p;
+}
+
+int dock_pool_idle(const struct dock_pool *p) { return p->workers - p->active; }
+
+int dock_pool_start(struct dock_pool *p, struct dock_job *j, char *err, size_t errlen) {
+  struct slot *t = NULL;
+  for (int w = 0; w < p->workers && !t; w++)
+    if (!p->sl[w].pid) t = &p->sl[w];
+  if (!t) {
+    snprintf(err, errlen, "no docking slot free");
     return -1;
   }
-  int next = 0, active = 0, ret = 0;
-  pid_t parent = getpid();
-  while (next < n || active > 0) {
-    if (stop && *stop) {
-      ret = 1;
-      break;
-    }
-    int moved = 0;
-    for (int w = 0; w < workers && next < n; w++) {
-      if (sl[w].pid) continue;
-      struct slot *t = &sl[w];
-      if (make_dir(s, "dock", t->dir, sizeof t->dir)) {
-        snprintf(err, errlen, "a folder for docking under %s: %s", s->tmpdir ? s->tmpdir : "$TMPDIR or /tmp",
-                 strerror(errno));
-        ret = -1;
-        goto out;
-      }
-      fflush(NULL);
-      pid_t pid = fork();
-      if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        se3_rm_tree(t->dir);
-        ret = -1;
-        goto out;
-      }
-      if (pid == 0) child_dock(s, &jobs[next], t->dir, parent);
-      setpgid(pid, pid);
-      t->pid = pid;
-      t->job = next++;
-      t->start = now_s();
-      active++;
-      moved = 1;
-      if (started) started(arg, t->job);
-    }
-    for (int w = 0; w < workers; w++) {
-      struct slot *t = &sl[w];
+  j->status = -1;
+  j->n_poses = 0;
+  j->reason[0] = j->detail[0] = 0;
+  if (make_dir(p->s, "dock", t->dir, sizeof t->dir)) {
+    snprintf(err, errlen, "a folder for docking under %s: %s", p->s->tmpdir ? p->s->tmpdir : "$TMPDIR or /tmp",
+             strerror(errno));
+    return -1;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    se3_rm_tree(t->dir);
+    t->dir[0] = 0;
+    return -1;
+  }
+  if (pid == 0) child_dock(p->s, j, t->dir, p->parent);
+  setpgid(pid, pid);
+  t->pid = pid;
+  t->job = j;
+  t->start = now_s();
+  p->active++;
+  return 0;
+}
+
+/* Slot t's docking, ended (r: waitpid's answer, st its status) or timed
+ * out, into its job; the slot freed. */
+static void slot_ended(struct dock_pool *p, struct slot *t, pid_t r, int st, double took) {
+  struct dock_job *j = t->job;
+  j->status = 1;
+  j->seconds = took;
+  if (r == 0) { /* still running past its time */
+    end_docking(t->pid);
+    snprintf(j->reason, sizeof j->reason, "timed out");
+    snprintf(j->detail, sizeof j->detail, "after %.0f s (stages.dock.timeout_s)", p->s->timeout_s);
+  } else {
+    kill(-t->pid, SIGKILL); /* (what of its group outlived it) */
+    collect(p->s, j, t->dir, st);
+  }
+  se3_rm_tree(t->dir);
+  t->pid = 0;
+  t->job = NULL;
+  t->dir[0] = 0;
+  p->active--;
+}
+
+int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, char *err, size_t errlen) {
+  *done = NULL;
+  double until = now_s() + wait_s;
+  for (;;) {
+    for (int w = 0; w < p->workers; w++) {
+      struct slot *t = &p->sl[w];
       if (!t->pid) continue;
       int st = 0;
       pid_t r = waitpid(t->pid, &st, WNOHANG);
-      struct dock_job *j = &jobs[t->job];
       double took = now_s() - t->start;
-      if (r == 0 && took > s->timeout_s) {
-        end_docking(t->pid);
-        j->status = 1;
-        j->seconds = took;
-        snprintf(j->reason, sizeof j->reason, "timed out");
-        snprintf(j->detail, sizeof j->detail, "after %.0f s (stages.dock.timeout_s)", s->timeout_s);
-      } else if (r == t->pid) {
-        kill(-t->pid, SIGKILL); /* (what of its group outlived it) */
-        j->status = 1;
-        j->seconds = took;
-        collect(s, j, t->dir, st);
-      } else if (r < 0 && errno != EINTR) {
+      if (r < 0 && errno != EINTR) {
         snprintf(err, errlen, "waiting for a docking: %s", strerror(errno));
-        ret = -1;
-        goto out;
-      } else {
-        continue;
+        return -1;
       }
-      se3_rm_tree(t->dir);
-      t->pid = 0;
-      t->dir[0] = 0;
-      active--;
-      moved = 1;
-      if (done && done(arg, t->job)) {
-        snprintf(err, errlen, "storing a docking failed");
-        ret = -1;
-        goto out;
+      if (r == t->pid || (r == 0 && took > p->s->timeout_s)) {
+        *done = t->job;
+        slot_ended(p, t, r, st, took);
+        return 1;
       }
     }
-    if (!moved) sleep_s(0.01);
+    if (now_s() >= until) return 0;
+    sleep_s(0.01);
   }
-out:
-  for (int w = 0; w < workers; w++)
-    if (sl[w].pid) {
-      end_docking(sl[w].pid);
-      se3_rm_tree(sl[w].dir);
-      jobs[sl[w].job].status = -1;
+}
+
+int dock_pool_running(const struct dock_pool *p, const struct dock_job **jobs, double *seconds, int max) {
+  int n = 0;
+  double t = now_s();
+  for (int w = 0; w < p->workers && n < max; w++)
+    if (p->sl[w].pid) {
+      jobs[n] = p->sl[w].job;
+      seconds[n++] = t - p->sl[w].start;
     }
-  free(sl);
-  return ret;
+  return n;
+}
+
+void dock_pool_close(struct dock_pool *p) {
+  if (!p) return;
+  for (int w = 0; w < p->workers; w++)
+    if (p->sl[w].pid) {
+      end_docking(p->sl[w].pid);
+      se3_rm_tree(p->sl[w].dir);
+      p->sl[w].job->status = -1;
+    }
+  free(p->sl);
+  free(p);
 }

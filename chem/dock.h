@@ -5,7 +5,7 @@
  * PDBQT through Open Babel (chem/obbridge.h, in the child: Open Babel is
  * neither thread-safe nor crash-free) into a fresh folder and becomes
  * `vina` there, in a process group of its own that dies with its parent.
- * The supervisor (dock_run) keeps `workers` of them going, gives each a
+ * The parent (struct dock_pool) keeps `workers` of them going, gives each a
  * wall-time limit and an address-space limit, and reads the best pose
  * back: a crash, a failure of Vina, a timeout or Vina's memory running out
  * costs that molecule (a reason and the log's last words, read from its
@@ -84,14 +84,42 @@ int dock_box_from_ligand(const char *path, double padding, double timeout_s, str
 /* Vina's version line ("AutoDock Vina v1.2.3") into out; 0, or -1 with err
  * when the program cannot be run. */
 int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen);
-/* Dock jobs[0..n), at most `workers` at once (<= 0: one). Calls
- * started(arg, k) (when not NULL) in the calling thread as job k's process
- * starts, and done(arg, k) as job k finishes (docked or rejected), in the
- * order they finish. Returns 0 when all are done, 1 when *stop was set
- * first (the molecules in flight are killed and their jobs left with
- * status -1), -1 on a system error (err). */
-int dock_run(const struct dock_setup *s, struct dock_job *jobs, int n, int workers, volatile sig_atomic_t *stop,
-             void (*started)(void *arg, int k), int (*done)(void *arg, int k), void *arg, char *err, size_t errlen);
+/* The dockings in flight: at most `workers` processes at once, each with
+ * its job, started when the caller has one and a slot is free, whatever
+ * job it belongs to (a stage keeps both workers busy across its chunks:
+ * the next chunk's first dockings start while this one's last run). The
+ * jobs are the caller's and must outlive their docking. */
+struct dock_pool;
+/* A pool of `workers` (<= 0: one) slots under s (kept by pointer); NULL
+ * with err. */
+struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, char *err, size_t errlen);
+/* Its slots free. */
+int dock_pool_idle(const struct dock_pool *p);
+/* Job j's docking started in a free slot (j->status -1 until it ends). 0,
+ * or -1 with err (no slot free, no folder, no fork). */
+int dock_pool_start(struct dock_pool *p, struct dock_job *j, char *err, size_t errlen);
+/* Waits up to wait_s for a docking to end (docked, rejected, or timed
+ * out at s->timeout_s): 1 with *done its job (filled in), 0 when none
+ * ended in that time (or none runs), -1 on a system error (err). */
+int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, char *err, size_t errlen);
+/* The jobs running and for how long each has run (s), at most max: their
+ * count. */
+int dock_pool_running(const struct dock_pool *p, const struct dock_job **jobs, double *seconds, int max);
+/* Every docking still running killed (its job's status -1), the pool
+ * freed. NULL: nothing. */
+void dock_pool_close(struct dock_pool *p);
+
+/* A molecule's expected docking work: seconds of one core, about, on the
+ * machine it was measured on (a 2-core Debian machine; bench/dock_eta.sh
+ * measures it again): Vina's exhaustiveness, the heavy atoms and the
+ * rotatable bonds, each to a power fitted on Vina's own times. An ETA
+ * takes the seconds a unit of it costs from the dockings that ended. */
+double dock_cost(int exhaustiveness, int heavy, int rotors);
+/* The rotatable bonds of m as Open Babel's PDBQT (Vina's torsion tree)
+ * has them: single bonds outside rings, not an amide's C-N, between two
+ * atoms each bonded to another heavy atom or carrying a polar hydrogen
+ * (N-H, O-H: the PDBQT keeps it, and its bond turns). */
+int dock_rotors(const struct mol *m);
 
 /* ---- the parts, for the tests ---------------------------------------------- */
 

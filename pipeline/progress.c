@@ -82,9 +82,21 @@ double progress_eta_s(const struct progress *p, double t) {
   return left > 0 ? (double)left * el / (double)n : 0;
 }
 
-/* ", RATE, ETA E" or ", none finished yet in this run, ETA unknown" */
+/* ", RATE, ETA E" or ", none finished yet in this run, ETA unknown"; the
+ * work's own ETA where it gave one (progress_working) */
+static double hint_left(const struct progress *p, double t) {
+  double left = p->hint_s - (t - p->hint_t);
+  return left > 0 ? left : 0;
+}
+
 static void rate_eta(const struct progress *p, double t, char *buf, size_t len) {
   char rate[64], eta[32];
+  if (p->hint_s >= 0) {
+    fmt_eta(hint_left(p, t), eta, sizeof eta);
+    progress_rate_text(p->done - p->done0, t - p->t0, p->unit, rate, sizeof rate);
+    snprintf(buf, len, "%s%sETA %s", rate, rate[0] ? ", " : "", eta);
+    return;
+  }
   if (p->done - p->done0 <= 0 && p->prior_s > 0) {
     progress_rate_text(1, p->prior_s, p->unit, rate, sizeof rate);
     fmt_eta((double)(p->total - p->done) * p->prior_s, eta, sizeof eta);
@@ -121,6 +133,7 @@ void progress_start(struct progress *p, enum progress_mode mode, double interval
   p->interval = interval_s > 0 ? interval_s : 5;
   p->clock = progress_now;
   p->t0 = p->last = progress_now();
+  p->hint_s = -1;
 }
 
 /* p's clock (progress_now before progress_start) */
@@ -206,7 +219,7 @@ void progress_prior(struct progress *p, double s) {
   if (!first || p->total - p->done <= 0 || p->done - p->done0 > 0) return;
   char rate[64], eta[32];
   progress_rate_text(1, s, p->unit, rate, sizeof rate);
-  fmt_eta((double)(p->total - p->done) * s, eta, sizeof eta);
+  fmt_eta(p->hint_s >= 0 ? hint_left(p, now_of(p)) : (double)(p->total - p->done) * s, eta, sizeof eta);
   item_line(p, "%s: earlier runs took %s: about %s for the %lld left", p->label, rate, eta,
             (long long)(p->total - p->done));
 }
@@ -232,6 +245,30 @@ void progress_item_end(struct progress *p, const char *name, int ok, const char 
   item_line(p, "%s: %s %s in %s%s%s (%lld of %lld done, %s)", p->label, name, verb, took, detail && *detail ? ", " : "",
             detail ? detail : "", (long long)p->done, (long long)p->total, re);
   p->last = t;
+}
+
+void progress_working(struct progress *p, double seconds_left, const char *how, const char *running) {
+  double t = now_of(p);
+  p->hint_s = isfinite(seconds_left) && seconds_left >= 0 ? seconds_left : -1;
+  p->hint_t = t;
+  snprintf(p->hint_how, sizeof p->hint_how, "%s", how ? how : "");
+  if (p->mode == PROGRESS_NONE) return;
+  if (p->mode == PROGRESS_BAR) {
+    if (t - p->last >= 1) {
+      p->last = t;
+      draw(p, t);
+    }
+    return;
+  }
+  if (t - p->last < p->interval) return;
+  p->last = t;
+  char ts[32], line[512];
+  stamp(ts, sizeof ts);
+  progress_status_text(p, t, line, sizeof line);
+  int said = p->hint_s >= 0 && p->hint_how[0];
+  fprintf(p->out, "[%s] %s%s%.127s%s%s%.1000s\n", ts, line, said ? " (" : "", said ? p->hint_how : "", said ? ")" : "",
+          running && *running ? "; running " : "", running ? running : "");
+  fflush(p->out);
 }
 
 void progress_end(struct progress *p, const char *summary) {

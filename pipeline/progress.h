@@ -29,6 +29,8 @@ struct progress {
   int64_t in_flight;                /* items started and not yet ended (progress_item_*) */
   int64_t items_ok, items_rejected; /* items ended through progress_item_end */
   double prior_s;                   /* seconds an item took in earlier runs (progress_prior); 0: unknown */
+  double hint_s, hint_t;            /* the work's own ETA (progress_working): seconds left at time hint_t; < 0: none */
+  char hint_how[128];               /* ... and what it rests on */
   double t0, last, interval;
   double (*clock)(void); /* progress_now; the tests set their own (progress_set_clock) */
   int drawn;
@@ -46,7 +48,8 @@ void progress_add(struct progress *p, int64_t n);
 void progress_skip(struct progress *p, int64_t n);
 /* An item's wall time in earlier runs (at this run's parallelism), for an
  * ETA before this run has finished one; the first time, a line says it
- * and the ETA it gives. s <= 0: nothing known, nothing said. */
+ * and the ETA it gives (the work's own, where progress_working gave one).
+ * s <= 0: nothing known, nothing said. */
 void progress_prior(struct progress *p, double s);
 /* Item `name` started: "label: started NAME (K of N)", K counting the items
  * done and in flight. */
@@ -56,6 +59,14 @@ void progress_item_start(struct progress *p, const char *name);
  * RATE, ETA E)". detail may be NULL or "". */
 void progress_item_end(struct progress *p, const char *name, int ok, const char *verb, double seconds,
                        const char *detail);
+/* While items run (called often): the work's own estimate of the seconds
+ * left (< 0: none; its items differ in size, which a rate cannot see),
+ * what it rests on, and what runs ("A for 1 min 10 s, B for 35 s"). In
+ * lines mode a line at most every interval since the last one (the
+ * heartbeat: "label: D/N unit (P%), RATE, ETA E (HOW); running RUNNING");
+ * on a terminal the bar, at most every second. Until said again, the ETA
+ * of every line is this one, less the time since. */
+void progress_working(struct progress *p, double seconds_left, const char *how, const char *running);
 /* Final line: "label: N unit in S s (RATE)" plus the caller's summary; N
  * the items this run finished. */
 void progress_end(struct progress *p, const char *summary);

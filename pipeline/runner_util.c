@@ -131,8 +131,13 @@ static void cb_estimate(struct stage_ctx *ctx, double seconds) {
   progress_prior(&rc->run->prog, seconds);
 }
 
-static const struct stage_report report = {cb_advance,      cb_log,           cb_done_before,
-                                           cb_item_started, cb_item_finished, cb_estimate};
+static void cb_working(struct stage_ctx *ctx, double seconds_left, const char *how, const char *running) {
+  struct run_ctx *rc = (struct run_ctx *)ctx;
+  progress_working(&rc->run->prog, seconds_left, how, running);
+}
+
+static const struct stage_report report = {cb_advance,       cb_log,      cb_done_before, cb_item_started,
+                                           cb_item_finished, cb_estimate, cb_working};
 
 /* A report that shows and logs nothing: ranks > 0 of a data-parallel run
  * (rank 0 speaks for the run), and --dry-run's plan. */
@@ -144,8 +149,11 @@ static void quiet_item_finished(struct stage_ctx *ctx, const char *name, int ok,
   (void)ctx, (void)name, (void)ok, (void)verb, (void)seconds, (void)fmt;
 }
 static void quiet_estimate(struct stage_ctx *ctx, double seconds) { (void)ctx, (void)seconds; }
-const struct stage_report run_quiet_report = {quiet_advance,      quiet_log,           quiet_advance,
-                                              quiet_item_started, quiet_item_finished, quiet_estimate};
+static void quiet_working(struct stage_ctx *ctx, double seconds_left, const char *how, const char *running) {
+  (void)ctx, (void)seconds_left, (void)how, (void)running;
+}
+const struct stage_report run_quiet_report = {quiet_advance,       quiet_log,      quiet_advance, quiet_item_started,
+                                              quiet_item_finished, quiet_estimate, quiet_working};
 
 int run_exec(struct run *r, const char *fmt, ...) {
   va_list ap;

@@ -56,44 +56,8 @@
 #include "chem/dock.h"
 #include "chem/records.h"
 #include "common/fsutil.h"
+#include "dock_work.h"
 #include "stage.h"
-
-struct dstage {
-  struct dock_setup ds;
-  char setup[17];          /* the set-up's key (docking.setup) */
-  char vina_version[128];
-  const char *set;
-  const char *receptor_in; /* the workflow's receptor file */
-  /* The receptor and the table, opened once (stage_file_open) when the
-   * set-up is read: hashed for its key through these descriptors, and later
-   * copied through them into this run's folder for what reads them by path
-   * (Open Babel, Vina, the CSV reader), the copy's bytes checked against
-   * the key. -1: not open. */
-  int receptor_fd, table_fd;
-  uint64_t receptor_hash, table_hash;
-  char tmp[4096];          /* this run's folder (make_run_dir): the prepared receptor, the molecules' folders */
-  char receptor[4200];     /* ... and its path */
-  int workers;
-  /* oracle: table: scores computed elsewhere, looked up by key */
-  int table, table_loaded;
-  const char *table_path, *table_key, *key_column, *score_column;
-  sqlite3_stmt *lookup;
-  struct stage_ctx *ctx;   /* for the store callback */
-  sqlite3_stmt *insert, *del_poses, *ins_pose;
-  int64_t chunk, n_ok, n_rej, docked, rejected, before;
-  double seconds, last_commit;
-  struct dock_job *jobs;
-  int64_t *ids;
-  sqlite3_int64 *hashes;
-  uint8_t *no_hash;        /* the molecule's row has no mol_hash (an earlier se3screen's) */
-  int failed;
-};
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* A list of three numbers (center:, size:) into v. */
 static int three(struct stage_ctx *ctx, const char *key, double v[3]) {
@@ -278,25 +242,7 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   return STAGE_OK;
 }
 
-/* The molecules of the plan without a docking (or reject) of their present
- * contents under this set-up: ?1 the set, ?2 the set-up. */
-/* The molecules dock docks: those acquired, when the workflow acquires. */
-static char *acquired_sql(struct stage_ctx *ctx) {
-  return stage_acquiring(ctx->root)
-             ? sqlite3_mprintf(" AND EXISTS (SELECT 1 FROM \"%w\".acquisitions q WHERE q.mol_id = m.id)", ctx->src)
-             : sqlite3_mprintf("");
-}
-
-static char *pending_sql(struct stage_ctx *ctx, const char *select, const char *range) {
-  return sqlite3_mprintf(
-      "SELECT %s FROM \"%w\".molecules m WHERE m.set_name = ?1%s%z AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
-      "WHERE d.mol_id = m.id)%z%z ORDER BY m.id",
-      select, ctx->src, range, acquired_sql(ctx), ctx->src,
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".docking k WHERE k.mol_id = m.id AND k.mol_hash IS m.mol_hash AND "
-                        "k.setup = ?2"),
-      stage_absent(ctx, "SELECT 1 FROM \"%w\".rejects r WHERE r.stage = 'dock' AND r.mol_id = m.id AND r.mol_hash IS "
-                        "m.mol_hash AND (SELECT value FROM meta WHERE key = 'dock_setup') IS ?2"));
-}
+static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d);
 
 static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items) {
   struct dstage *d = calloc(1, sizeof *d);
@@ -304,6 +250,8 @@ static int dock_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
   ctx->state = d;
   d->ctx = ctx;
   d->receptor_fd = d->table_fd = -1;
+  d->ahead_chunk = -1;
+  d->prepare = prepare_receptor;
   if (dock_setup(ctx, d)) return STAGE_ERROR;
   /* the set's molecules (those acquired, when the workflow acquires) are
    * the runner's to plan (struct stage_rows; then dock_planned); a
@@ -372,152 +320,6 @@ static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d) {
                    d->ds.box.size[0], d->ds.box.size[1], d->ds.box.size[2], d->ds.exhaustiveness, d->ds.seed,
                    d->workers);
   return STAGE_OK;
-}
-
-/* Commit what the chunk has stored so far, and go on in a new transaction. */
-static int commit_so_far(struct stage_ctx *ctx) {
-  char *msg = NULL;
-  if (sqlite3_exec(ctx->db, "COMMIT; BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "committing the dockings done: %s", msg ? msg : sqlite3_errmsg(ctx->db));
-    sqlite3_free(msg);
-    return STAGE_ERROR;
-  }
-  return STAGE_OK;
-}
-
-/* A NAN term (Vina did not give it) as NULL. */
-static void bind_term(sqlite3_stmt *st, int i, double v) {
-  if (isfinite(v))
-    sqlite3_bind_double(st, i, v);
-  else
-    sqlite3_bind_null(st, i);
-}
-
-/* Every pose of a docked molecule into `poses` (mode 1 the best, which the
- * docking row holds too), those of an earlier docking of it gone first. */
-static int store_poses(struct stage_ctx *ctx, struct dstage *d, int64_t id, const struct dock_job *j) {
-  if ((!d->del_poses && sqlite3_prepare_v2(ctx->db, "DELETE FROM poses WHERE mol_id = ?1", -1, &d->del_poses, NULL) !=
-                            SQLITE_OK) ||
-      (!d->ins_pose &&
-       sqlite3_prepare_v2(ctx->db,
-                          "INSERT INTO poses(mol_id, mode, score, inter, intra, rmsd_lb, rmsd_ub, pose) "
-                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                          -1, &d->ins_pose, NULL) != SQLITE_OK))
-    return stage_sql_fail(ctx, "preparing the poses' insert");
-  sqlite3_reset(d->del_poses);
-  sqlite3_bind_int64(d->del_poses, 1, id);
-  if (sqlite3_step(d->del_poses) != SQLITE_DONE) return stage_sql_fail(ctx, "replacing a molecule's poses");
-  for (int p = 0; p < j->n_poses; p++) {
-    const struct dock_pose *q = &j->poses[p];
-    sqlite3_reset(d->ins_pose);
-    sqlite3_bind_int64(d->ins_pose, 1, id);
-    sqlite3_bind_int(d->ins_pose, 2, p + 1);
-    sqlite3_bind_double(d->ins_pose, 3, q->score);
-    bind_term(d->ins_pose, 4, q->inter);
-    bind_term(d->ins_pose, 5, q->intra);
-    sqlite3_bind_double(d->ins_pose, 6, q->rmsd_lb);
-    sqlite3_bind_double(d->ins_pose, 7, q->rmsd_ub);
-    sqlite3_bind_blob64(d->ins_pose, 8, q->mol, q->len, SQLITE_STATIC);
-    int rc = sqlite3_step(d->ins_pose);
-    sqlite3_clear_bindings(d->ins_pose);
-    sqlite3_reset(d->ins_pose);
-    if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "writing a pose");
-  }
-  return STAGE_OK;
-}
-
-/* Job k's molecule as the progress lines name it: its name, else its id. */
-static void job_name(struct dstage *d, int k, char *out, size_t size) {
-  struct stage_ctx *ctx = d->ctx;
-  snprintf(out, size, "molecule %lld", (long long)d->ids[k]);
-  char *sql = sqlite3_mprintf("SELECT name FROM \"%w\".molecules WHERE id = ?1", ctx->src);
-  sqlite3_stmt *q = NULL;
-  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
-    sqlite3_bind_int64(q, 1, d->ids[k]);
-    const unsigned char *name = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_text(q, 0) : NULL;
-    if (name && name[0]) snprintf(out, size, "%s", (const char *)name);
-  }
-  sqlite3_finalize(q);
-  sqlite3_free(sql);
-}
-
-/* A docking's wall time in earlier runs under this set-up, over the
- * workers that dock side by side (for an ETA before this run's first
- * docking ends); 0 when none is known. */
-static double earlier_seconds(struct stage_ctx *ctx, const struct dstage *d) {
-  char *sql = sqlite3_mprintf("SELECT avg(seconds) FROM \"%w\".docking WHERE setup = ?1 AND seconds > 0", ctx->src);
-  sqlite3_stmt *q = NULL;
-  double s = 0;
-  if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &q, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(q, 1, d->setup, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW) s = sqlite3_column_double(q, 0);
-  }
-  sqlite3_finalize(q);
-  sqlite3_free(sql);
-  return s / (d->workers > 1 ? d->workers : 1);
-}
-
-/* dock_run's word that job k's docking started: a line for it. */
-static void started_one(void *arg, int k) {
-  struct dstage *d = arg;
-  char name[256];
-  job_name(d, k, name, sizeof name);
-  d->ctx->report->item_started(d->ctx, name);
-}
-
-static int store_one(void *arg, int k) {
-  struct dstage *d = arg;
-  struct stage_ctx *ctx = d->ctx;
-  struct dock_job *j = &d->jobs[k];
-  int rc = STAGE_OK;
-  if (j->status == 0) {
-    if (!d->insert &&
-        sqlite3_prepare_v2(ctx->db,
-                           "INSERT OR REPLACE INTO docking(mol_id, score, pose, seconds, chunk, mol_hash, setup) "
-                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                           -1, &d->insert, NULL) != SQLITE_OK)
-      rc = stage_sql_fail(ctx, "preparing the docking insert");
-    if (rc == STAGE_OK) {
-      sqlite3_reset(d->insert);
-      sqlite3_bind_int64(d->insert, 1, d->ids[k]);
-      sqlite3_bind_double(d->insert, 2, j->score);
-      sqlite3_bind_blob64(d->insert, 3, j->poses[0].mol, j->poses[0].len, SQLITE_STATIC);
-      sqlite3_bind_double(d->insert, 4, j->seconds);
-      sqlite3_bind_int64(d->insert, 5, d->chunk);
-      if (d->no_hash[k])
-        sqlite3_bind_null(d->insert, 6);
-      else
-        sqlite3_bind_int64(d->insert, 6, d->hashes[k]);
-      sqlite3_bind_text(d->insert, 7, d->setup, -1, SQLITE_STATIC);
-      if (sqlite3_step(d->insert) != SQLITE_DONE) rc = stage_sql_fail(ctx, "writing a docking");
-      sqlite3_clear_bindings(d->insert);
-      sqlite3_reset(d->insert);
-    }
-    if (rc == STAGE_OK) rc = store_poses(ctx, d, d->ids[k], j);
-    ctx->chunk_bytes += (int64_t)j->poses[0].len; /* (docking.pose's, as `status` shows it) */
-    d->n_ok++;
-    d->docked++;
-    d->seconds += j->seconds;
-  } else {
-    rc = stage_reject_mol_detail(ctx, "dock", d->ids[k], d->chunk, j->reason, j->detail[0] ? j->detail : NULL);
-    d->n_rej++;
-    d->rejected++;
-  }
-  dock_job_free_poses(j);
-  char name[256];
-  job_name(d, k, name, sizeof name);
-  if (j->status == 0)
-    ctx->report->item_finished(ctx, name, 1, "docked", j->seconds, "%.2f kcal/mol", j->score);
-  else
-    ctx->report->item_finished(ctx, name, 0, "rejected", j->seconds, "%s%s%.200s", j->reason, j->detail[0] ? ": " : "",
-                               j->detail);
-  /* each docking kept as it finishes (at most a few commits a second) */
-  if (rc == STAGE_OK && now_s() - d->last_commit >= 0.2) {
-    rc = commit_so_far(ctx);
-    d->last_commit = now_s();
-  }
-  if (rc != STAGE_OK) d->failed = 1;
-  return rc != STAGE_OK;
 }
 
 /* The table of scores into temp.dock_table (key, score, why), once a run:
@@ -629,29 +431,14 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   return STAGE_OK;
 }
 
-/* The chunk's molecules lo..hi still to do (a chunk cut short kept the
- * others), `select` of each, prepared and bound in *st. */
-static int chunk_pending(struct stage_ctx *ctx, struct dstage *d, const char *select, int64_t lo, int64_t hi,
-                         sqlite3_stmt **st) {
-  char *sql = pending_sql(ctx, select, " AND m.id BETWEEN ?3 AND ?4");
-  *st = NULL;
-  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, st, NULL) : SQLITE_NOMEM;
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the molecules to dock");
-  sqlite3_bind_text(*st, 1, d->set, -1, SQLITE_STATIC);
-  sqlite3_bind_text(*st, 2, d->setup, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(*st, 3, lo);
-  sqlite3_bind_int64(*st, 4, hi);
-  return STAGE_OK;
-}
-
 /* A chunk by the table: each molecule's score looked up by its key. */
 static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int64_t lo, int64_t hi) {
   if (!d->table_loaded && load_table(ctx, d)) return STAGE_ERROR;
   int by_name = !strcmp(d->table_key, "name");
   sqlite3_stmt *st = NULL;
   int ret = STAGE_OK;
-  if (chunk_pending(ctx, d, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash", lo, hi, &st))
+  if (dock_chunk_pending(ctx, d, by_name ? "m.id, m.name, m.mol_hash" : "m.id, m.input_smiles, m.mol_hash", lo, hi,
+                         &st))
     return STAGE_ERROR;
   if ((!d->lookup && sqlite3_prepare_v2(ctx->db, "SELECT score, why FROM temp.dock_table WHERE key = ?1", -1,
                                         &d->lookup, NULL) != SQLITE_OK) ||
@@ -716,103 +503,14 @@ static int table_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, i
 
 static int dock_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n_rej) {
   struct dstage *d = ctx->state;
+  if (!d->table) return dock_work_chunk(ctx, d, chunk, n_ok, n_rej);
   const struct stage_ids *p = &ctx->plan;
-  int64_t lo = p->ids[p->start[chunk]], hi = p->ids[p->start[chunk + 1] - 1], in_chunk = p->start[chunk + 1] - p->start[chunk];
-  if (d->table) {
-    d->n_ok = d->n_rej = 0;
-    int r = table_chunk(ctx, d, chunk, lo, hi);
-    *n_ok = d->n_ok;
-    *n_rej = d->n_rej;
-    return r;
-  }
-  sqlite3_stmt *st = NULL;
-  if (chunk_pending(ctx, d, "m.id, m.mol, m.mol_hash", lo, hi, &st)) return STAGE_ERROR;
-  int64_t n = 0, cap = 0;
-  uint8_t **blobs = NULL;
-  int rc, ret = STAGE_OK;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 64;
-      void *a = realloc(d->jobs, (size_t)cap * sizeof *d->jobs), *b = NULL, *c = NULL, *e = NULL;
-      if (a) d->jobs = a;
-      if (a) b = realloc(d->ids, (size_t)cap * sizeof *d->ids);
-      if (b) d->ids = b;
-      if (b) c = realloc(d->hashes, (size_t)cap * sizeof *d->hashes);
-      if (c) d->hashes = c;
-      if (c) e = realloc(d->no_hash, (size_t)cap);
-      if (e) d->no_hash = e;
-      void *f = e ? realloc(blobs, (size_t)cap * sizeof *blobs) : NULL;
-      if (f) blobs = f;
-      if (!f) {
-        ret = stage_fail_at(ctx, NULL, "out of memory");
-        break;
-      }
-    }
-    size_t len = (size_t)sqlite3_column_bytes(st, 1);
-    blobs[n] = malloc(len ? len : 1);
-    if (!blobs[n]) {
-      ret = stage_fail_at(ctx, NULL, "out of memory");
-      break;
-    }
-    memcpy(blobs[n], sqlite3_column_blob(st, 1), len);
-    memset(&d->jobs[n], 0, sizeof d->jobs[n]);
-    d->jobs[n].mol = blobs[n];
-    d->jobs[n].mol_len = len;
-    d->ids[n] = sqlite3_column_int64(st, 0);
-    d->hashes[n] = sqlite3_column_int64(st, 2);
-    d->no_hash[n] = sqlite3_column_type(st, 2) == SQLITE_NULL;
-    n++;
-  }
-  if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "reading the molecules to dock");
-  sqlite3_finalize(st);
-  /* what earlier runs docked of this chunk counts as done (not in this run's rate) */
-  if (ret == STAGE_OK) ctx->report->done_before(ctx, in_chunk - n);
-  if (ret == STAGE_OK && n > 0 && !d->table) ctx->report->estimate(ctx, earlier_seconds(ctx, d));
-  d->before += in_chunk - n;
-  d->chunk = chunk;
+  int64_t lo = p->ids[p->start[chunk]], hi = p->ids[p->start[chunk + 1] - 1];
   d->n_ok = d->n_rej = 0;
-  d->failed = 0;
-  d->last_commit = now_s();
-  if (ret == STAGE_OK && n > 0) ret = prepare_receptor(ctx, d);
-  if (ret == STAGE_OK && n > 0) {
-    char err[1024] = "";
-    int r = dock_run(&d->ds, d->jobs, (int)n, d->workers, ctx->stop, started_one, store_one, d, err, sizeof err);
-    /* stopped: the dockings said to be docked are kept (the chunk rolls back) */
-    if (r > 0 && !d->failed && commit_so_far(ctx) != STAGE_OK) d->failed = 1;
-    if (d->failed)
-      ret = STAGE_ERROR; /* ctx->err says why */
-    else if (r < 0)
-      ret = stage_fail_at(ctx, NULL, "%s", err);
-    else if (r > 0)
-      ret = STAGE_STOPPED;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    dock_job_free_poses(&d->jobs[i]);
-    free(blobs[i]);
-  }
-  free(blobs);
-  if (ret != STAGE_OK) return ret;
-  /* the ledger's counts: the chunk's dockings and rejects, this run's and before */
+  int r = table_chunk(ctx, d, chunk, lo, hi);
   *n_ok = d->n_ok;
   *n_rej = d->n_rej;
-  if (n < in_chunk) {
-    char *count = sqlite3_mprintf(
-        "SELECT (SELECT count(*) FROM docking WHERE mol_id BETWEEN ?1 AND ?2 AND setup = ?3), (SELECT count(*) FROM "
-        "rejects WHERE stage = 'dock' AND mol_id BETWEEN ?1 AND ?2)");
-    sqlite3_stmt *q = NULL;
-    if (count && sqlite3_prepare_v2(ctx->db, count, -1, &q, NULL) == SQLITE_OK) {
-      sqlite3_bind_int64(q, 1, lo);
-      sqlite3_bind_int64(q, 2, hi);
-      sqlite3_bind_text(q, 3, d->setup, -1, SQLITE_STATIC);
-      if (sqlite3_step(q) == SQLITE_ROW) {
-        *n_ok = sqlite3_column_int64(q, 0);
-        *n_rej = sqlite3_column_int64(q, 1);
-      }
-    }
-    sqlite3_finalize(q);
-    sqlite3_free(count);
-  }
-  return STAGE_OK;
+  return r;
 }
 
 static void dock_end(struct stage_ctx *ctx) {
@@ -825,17 +523,11 @@ static void dock_end(struct stage_ctx *ctx) {
     ctx->report->log(ctx, "docked %lld molecules (%.1f s each on average), %lld rejected%s%lld docked before",
                      (long long)d->docked, d->docked ? d->seconds / (double)d->docked : 0.0, (long long)d->rejected,
                      "; ", (long long)(d->before + ctx->items_done));
+  dock_work_end(d); /* (what still docks killed before its folder goes) */
   se3_rm_tree(d->tmp[0] ? d->tmp : NULL);
   if (d->receptor_fd >= 0) close(d->receptor_fd);
   if (d->table_fd >= 0) close(d->table_fd);
-  sqlite3_finalize(d->insert);
-  sqlite3_finalize(d->del_poses);
-  sqlite3_finalize(d->ins_pose);
   sqlite3_finalize(d->lookup);
-  free(d->jobs);
-  free(d->ids);
-  free(d->hashes);
-  free(d->no_hash);
   free(d);
   ctx->state = NULL;
 }
@@ -851,7 +543,7 @@ static int dock_explain(struct stage_ctx *ctx, char *line, size_t size, char *mo
     return STAGE_OK;
   }
   /* (molecules of a needed chunk docked by a run cut short are not redone) */
-  char *sql = pending_sql(ctx, "count(*)", "");
+  char *sql = dock_pending_sql(ctx, "count(*)", "");
   sqlite3_stmt *st = NULL;
   if (sql && sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) == SQLITE_OK) {
     sqlite3_bind_text(st, 1, d->set, -1, SQLITE_STATIC);

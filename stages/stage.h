@@ -67,6 +67,14 @@ struct stage_report {
    * docking's seconds over the workers), for an ETA before this run has
    * finished one; <= 0: none known */
   void (*estimate)(struct stage_ctx *ctx, double seconds);
+  /* While minutes-long items run (called often: several times a second):
+   * the stage's own estimate of the seconds left (its items differ in
+   * work: a docking's time grows with the ligand and the exhaustiveness;
+   * < 0: none), what it rests on (`how`, for the log), and what runs now
+   * ("A for 1 min 10 s, B for 35 s"). The runner shows it at most every
+   * run.progress_interval_s, a line while nothing ends (the heartbeat),
+   * and takes it for the ETA of the lines after it. */
+  void (*working)(struct stage_ctx *ctx, double seconds_left, const char *how, const char *running);
 };
 
 struct stage_ctx {

@@ -426,3 +426,102 @@ Test(hostile_dock, table_scores_read_as_labels_are, .timeout = 60) {
   free(wf);
   free(dir);
 }
+
+/* ---- the workers kept busy, and a word while they work (issue 70) --------- */
+
+/* A fake Vina that sleeps 3 s on a ligand of 10 atoms or more and 0.6 s on
+ * a smaller one (each start and end written, with the time, into TIMES),
+ * then gives the ligand back as its pose. */
+static char *timed_vina(const char *dir, const char *times) {
+  char script[4096];
+  snprintf(script, sizeof script,
+           "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'AutoDock Vina 1.2.5 (a fake)'; exit 0; fi\n"
+           "n=$(grep -c '^ATOM\\|^HETATM' ligand.pdbqt)\n"
+           "echo \"$(date +%%s.%%N) start $n\" >> '%s'\n"
+           "if [ \"$n\" -ge 10 ]; then sleep 3; else sleep 0.6; fi\n"
+           "{ echo 'MODEL 1'; echo 'REMARK VINA RESULT:    -5.000      0.000      0.000'; "
+           "grep '^ATOM\\|^HETATM' ligand.pdbqt; echo ENDMDL; } > out.pdbqt\n"
+           "echo \"$(date +%%s.%%N) end $n\" >> '%s'\nexit 0\n",
+           times, times);
+  char *vina = tu_write(dir, "vina_timed", script);
+  cr_assert_eq(chmod(vina, 0755), 0);
+  return vina;
+}
+
+/* Before: each chunk's dockings ran to their end before the next chunk's
+ * began, so the chunk's last long docking held one of two workers idle
+ * (27 s at a boundary in the issue's screen), and nothing was printed
+ * while Vina worked. Now, in chunks of 3 with 2 workers, where each
+ * chunk ends with dockings of 3 s after ones of 0.6 s: while molecules
+ * are left to start, both workers are busy but for gaps under 1 s; the
+ * log has the heartbeat (what runs, for how long) and an ETA by the
+ * ligands' size before any docking has ended; each docking is stored in
+ * its own chunk, and each chunk's ledger row counts its own. */
+Test(hostile_dock, workers_busy_across_chunks_with_a_heartbeat, .timeout = 120) {
+  char *dir = tu_tmpdir("hostile_dock_busy");
+  const char *data = tu_src("tests/data/dock");
+  char times[1200];
+  snprintf(times, sizeof times, "%s/times", dir);
+  char *vina = timed_vina(dir, times);
+  /* chunk 0: small, big, small; chunk 1: small, small, big; chunk 2: small */
+  free(tu_write(dir, "lib.smi",
+                "CCO s1\nc1ccc2ccccc2c1CCC b1\nCCN s2\nCCCO s3\nCCCN s4\nc1ccc2ccccc2c1CCN b2\nCCOC s5\n"));
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "workflow: t\nworkdir: work\nrun: {progress: lines, progress_interval_s: 0.2}\nsets:\n  library:\n"
+           "    - {path: lib.smi}\nstages:\n  ingest: {workers: 1}\n"
+           "  dock: {receptor: %s/receptor.pdb, box_ligand: %s/crystal_ligand.mol2, exhaustiveness: 1, vina: %s, "
+           "workers: 2, chunk_size: 3}\n",
+           data, data, vina);
+  free(tu_write(dir, "wf.yaml", yaml));
+  char *out = NULL;
+  int rc = tu_sh(&out, "cd '%s' && TMPDIR='%s' timeout -s KILL 100 %s run wf.yaml 2>&1", dir, dir, SE3_BINARY);
+  cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+  char db[1200];
+  snprintf(db, sizeof db, "%s/work/screen.db", dir);
+  char *per_chunk = tu_query(db, "SELECT chunk || ':' || count(*) FROM docking GROUP BY chunk ORDER BY chunk");
+  cr_assert_str_eq(per_chunk, "0:3\n1:3\n2:1\n", "the dockings' chunks:\n%s", per_chunk);
+  char *ledger = tu_query(db, "SELECT chunk || ':' || n_ok || ':' || n_rejected FROM stage_chunks WHERE stage = "
+                              "'dock' ORDER BY chunk");
+  cr_assert_str_eq(ledger, "0:3:0\n1:3:0\n2:1:0\n", "the ledger:\n%s", ledger);
+  /* the workers: between the first start and the last, never fewer than
+   * two at work for a second or more */
+  char *t = tu_read(times, NULL);
+  cr_assert_not_null(t);
+  double at[32];
+  int up[32], n = 0;
+  for (char *line = t; line && *line && n < 32; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    at[n] = atof(line);
+    up[n++] = strstr(line, " start ") && strstr(line, " start ") < strchr(line, '\n') ? 1 : -1;
+  }
+  cr_assert_eq(n, 14, "7 starts and 7 ends:\n%s", t);
+  for (int i = 1; i < n; i++) /* (in time order: appends from two processes) */
+    for (int j = i; j > 0 && at[j] < at[j - 1]; j--) {
+      double a = at[j];
+      int u = up[j];
+      at[j] = at[j - 1], up[j] = up[j - 1];
+      at[j - 1] = a, up[j - 1] = u;
+    }
+  int last_start = 0;
+  for (int i = 0; i < n; i++)
+    if (up[i] > 0) last_start = i;
+  int running = 0;
+  double worst = 0;
+  for (int i = 0; i < last_start; i++) {
+    running += up[i];
+    if (running < 2 && at[i + 1] - at[i] > worst) worst = at[i + 1] - at[i];
+  }
+  cr_log_info("the longest a worker sat idle with molecules left: %.2f s", worst);
+  cr_assert_lt(worst, 1.0, "a worker sat idle %.2f s with molecules left to dock:\n%s\n%s", worst, t, out);
+  /* the heartbeat, and an ETA before the first docking ended */
+  cr_assert(strstr(out, "] dock: 0/7 mol (0.0%), ETA ") &&
+                strstr(out, " (by ligand size and exhaustiveness 1, before any docking ended: a guess); running "),
+            "no word before the first docking ended:\n%s", out);
+  cr_assert(strstr(out, "at this run's pace); running b"), "no heartbeat while a long docking ran:\n%s", out);
+  free(t);
+  free(ledger);
+  free(per_chunk);
+  free(out);
+  free(vina);
+  free(dir);
+}

@@ -250,3 +250,53 @@ Test(dock_pose, numbers_out_of_physical_range_are_refused) {
   cr_assert_float_eq(p.intra, -1.5, 1e-12);
   cr_assert_float_eq(xyz[1], -999.999, 1e-9);
 }
+
+/* A docking's expected work (issue 70: an ETA before the first docking
+ * ends): dock_rotors counts the torsions Open Babel's PDBQT writes (its
+ * BRANCH lines: what Vina turns) on molecules with rings, amides,
+ * hydroxyls, amines, esters and terminal methyls; dock_cost grows with
+ * each of exhaustiveness, heavy atoms and rotatable bonds. */
+Test(dock_pose, rotatable_bonds_as_the_pdbqt_has_them) {
+  cr_assert_eq(ob_init(), 0);
+  static const char *const smiles[] = {
+      "c1ccccc1",                           /* none */
+      "CCCC",                               /* one: the methyls' bonds turn nothing */
+      "CCO",                                /* the hydroxyl's */
+      "CC(=O)NC",                           /* the amide's C-N is rigid */
+      "CCCCCCCCCCOC(=O)CCCCCCC(=O)OCC",     /* a chain of esters */
+      "COC(=O)[C@H](C)NC(=O)Cn1cnnn1",      /* Enamine's, with a tetrazole */
+      "CC1(C(=O)NCc2coc(-c3cccs3)n2)CCCC1", /* rings joined by single bonds */
+      "NCc1ccc(O)cc1",                      /* an amine and a phenol */
+      "Cc1c(C(=O)NC2CCC(C)CC2)nnn1-c1cccc2c1CCN(Cc1cccnc1)C2",
+  };
+  for (size_t i = 0; i < sizeof smiles / sizeof *smiles; i++) {
+    struct ob_parse_opts o = {.format = "smi",
+                              .add_hydrogens = 1,
+                              .gen3d = OB_GEN3D_ALWAYS,
+                              .quality = OB_Q_FAST,
+                              .seed = 1,
+                              .max_atoms = 999,
+                              .fragments = OB_FRAG_KEEP};
+    struct mol m;
+    struct mol_why why;
+    cr_assert_eq(ob_parse_why(smiles[i], strlen(smiles[i]), &o, &m, &why), 0, "%s", smiles[i]);
+    char err[256] = "";
+    int *map = NULL, n_map = 0;
+    char *text = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
+    cr_assert(text, "%s: %s", smiles[i], err);
+    int branches = 0;
+    for (const char *s = text; (s = strstr(s, "\nBRANCH")); s++)
+      branches++;
+    cr_assert_eq(dock_rotors(&m), branches, "%s: %d rotatable bonds counted, the PDBQT turns %d:\n%s", smiles[i],
+                 dock_rotors(&m), branches, text);
+    free(map);
+    free(text);
+    mol_free(&m);
+  }
+  cr_assert_gt(dock_cost(8, 25, 5), dock_cost(4, 25, 5));
+  cr_assert_gt(dock_cost(8, 30, 5), dock_cost(8, 25, 5));
+  cr_assert_gt(dock_cost(8, 25, 6), dock_cost(8, 25, 5));
+  /* the prior as measured: a 25-atom ligand with 5 rotatable bonds at
+   * exhaustiveness 2 took 6-8 s of one core (bench/dock_eta.sh) */
+  cr_assert(dock_cost(2, 25, 5) > 3 && dock_cost(2, 25, 5) < 12, "%g", dock_cost(2, 25, 5));
+}

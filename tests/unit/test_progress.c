@@ -184,3 +184,57 @@ Test(progress, earlier_runs_give_the_eta_until_this_run_has_its_own) {
   cr_assert_str_eq(line, "dock: 12/15 mol (80.0%), none finished yet in this run, ETA unknown");
   done_with(&p);
 }
+
+/* The heartbeat (issue 70: nothing was printed while Vina worked, minutes a
+ * molecule): while items run, a line every interval saying what runs and
+ * for how long, with the work's own ETA (by the ligands' size, which a
+ * rate cannot see) and what it rests on; no line more often than the
+ * interval however often the work calls; the item lines after it take
+ * that ETA, less the time since; and the earlier runs' line gives it too. */
+Test(progress, heartbeat_while_items_run) {
+  struct progress p;
+  start(&p, 4, 0);
+  progress_item_start(&p, "A");
+  progress_item_start(&p, "B");
+  for (int i = 1; i <= 120; i++) { /* ten calls a second for 12 s */
+    clock_now = 1000 + 0.1 * i;
+    progress_working(&p, 300 - 0.1 * i, "by ligand size and exhaustiveness 8, a guess",
+                     clock_now >= 1010 ? "A for 10 s, B for 10 s" : "A for 5 s, B for 5 s");
+  }
+  const char *t = text(&p);
+  int beats = 0;
+  for (const char *s = t; (s = strstr(s, "; running ")); s++)
+    beats++;
+  cr_assert_eq(beats, 2, "a line every 5 s for 12 s: %d\n%s", beats, t);
+  cr_assert(strstr(t, "] dock: 0/4 mol (0.0%), ETA 4:55 (by ligand size and exhaustiveness 8, a guess); running A for "
+                      "5 s, B for 5 s\n"),
+            "%s", t);
+  cr_assert(strstr(t, "] dock: 0/4 mol (0.0%), ETA 4:50 (by ligand size and exhaustiveness 8, a guess); running A for "
+                      "10 s, B for 10 s\n"),
+            "%s", t);
+  /* an item ends 30 s after the last word: its line's ETA is that one, 30 s on */
+  clock_now = 1042;
+  progress_item_end(&p, "A", 1, "docked", 42, "-7.00 kcal/mol");
+  cr_assert(strstr(text(&p), "] dock: A docked in 42.0 s, -7.00 kcal/mol (1 of 4 done, 42 s/mol, ETA 4:18)\n"), "%s",
+            text(&p));
+  done_with(&p);
+  /* the earlier runs' line takes the work's ETA where it gave one */
+  start(&p, 15, 12);
+  progress_working(&p, 90, "by ligand size, at earlier runs' pace", "");
+  progress_prior(&p, 120);
+  cr_assert(strstr(text(&p), "] dock: earlier runs took 2.0 min/mol: about 1:30 for the 3 left\n"), "%s", text(&p));
+  done_with(&p);
+  /* on a terminal, the bar at most every second */
+  start(&p, 4, 0);
+  p.mode = PROGRESS_BAR;
+  for (int i = 1; i <= 25; i++) {
+    clock_now = 1000 + 0.1 * i;
+    progress_working(&p, 60, "by size", "A for 2 s");
+  }
+  int bars = 0;
+  for (const char *s = text(&p); (s = strchr(s, '\r')); s++)
+    bars++;
+  cr_assert_eq(bars, 2, "%d bars in 2.5 s:\n%s", bars, text(&p));
+  cr_assert(strstr(text(&p), "ETA 1:00"), "%s", text(&p));
+  done_with(&p);
+}
