@@ -135,6 +135,8 @@ double cfg_float(const struct cfg_node *n, const char *path) {
 
 int cfg_written(const struct cfg_node *n) { return n && n->file && strcmp(n->file, CFG_DEFAULT_FILE) != 0; }
 
+int cfg_invalid(const struct cfg_node *n) { return n && n->file && strcmp(n->file, CFG_INVALID_FILE) == 0; }
+
 int cfg_bool(const struct cfg_node *n, const char *path) {
   const struct cfg_node *s = get_scalar(n, path);
   if (s->type == CFG_T_BOOL || s->type == CFG_T_INT) return s->i != 0;

@@ -38,6 +38,16 @@ const struct cfg_node *cfg_get(const struct cfg_node *n, const char *path);
 /* 1 when the workflow wrote n (a file's node, or a --set's), 0 for a default
  * the loader filled in (CFG_DEFAULT_FILE) or no node. */
 int cfg_written(const struct cfg_node *n);
+/* The file of a stand-in: a value the workflow wrote that the loader
+ * refused (a wrong type, out of range, a mapping where a list belongs...),
+ * in a tree handed on despite its errors (cfg_load_partial) so that the
+ * checks of the input files run on what is valid. A stand-in holds the
+ * schema's default or an empty value of the key's type, so the getters read
+ * it; a check that depends on it is skipped rather than made on a value the
+ * workflow did not give. Everything under a refused section is one too. */
+#define CFG_INVALID_FILE "<invalid>"
+/* 1 for a stand-in (CFG_INVALID_FILE), 0 otherwise (no node too). */
+int cfg_invalid(const struct cfg_node *n);
 /* Typed getters over a dotted path. Defaults are written once, in the schema
  * (configs/defaults.yaml): the loader fills every key that has one into the
  * tree, so the getters take none. A key absent from the tree is a programming

@@ -3,6 +3,7 @@
  * and `se3screen check` (the configuration resolved and printed, the
  * inputs' headers against what the stages read from them). */
 #include <stdio.h>
+#include <string.h>
 
 #include "pipeline/config.h"
 #include "pipeline/runner_internal.h"
@@ -94,19 +95,46 @@ int run_check_input_files(const struct cfg_node *root, const char *stages, const
   return bad ? SE3_EXIT_USAGE : SE3_EXIT_OK;
 }
 
-int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs) {
-  struct cfg_node *root = NULL;
-  if (no_inputs) {
-    struct cfg_errors errs = {0};
-    root = cfg_load_no_inputs(workflow, sets, n_sets, &errs);
-    if (!root) {
-      run_print_errors(&errs);
-      if (errs.n > 1) fprintf(stderr, "%d problems in %s\n", errs.n, workflow);
-    }
-    cfg_errors_free(&errs);
-  } else {
-    root = run_load_config(workflow, sets, n_sets, NULL, "*");
+void run_stage_names(const struct cfg_node *root, int first, int last, int named, char *names, size_t size) {
+  names[0] = 0;
+  for (int i = first; i <= last; i++) {
+    if (run_stage_skipped(root, run_all_stages[i]) && !(named && i == first)) continue;
+    size_t used = strlen(names);
+    snprintf(names + used, size - used, "%s%s", used ? " " : "", run_all_stages[i]->name);
   }
+}
+
+/* One pass (issue 70): a schema error used to hide the inputs' problems
+ * (a label column missing, a set that is not there), which showed only
+ * once it was put right. Now the loader hands on its tree with stand-ins
+ * for what it refused, and the inputs are checked on the rest of it. */
+struct cfg_node *run_load_one_pass(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                   const char *inputs, const char *stages, int first, int last, int named,
+                                   int no_inputs) {
+  struct cfg_errors errs = {0};
+  struct cfg_node *root = run_load_partial(workflow, sets, n_sets, workdir, inputs, no_inputs, &errs);
+  if (!errs.n) return root;
+  run_print_errors(&errs);
+  int bad = 0;
+  if (root) {
+    char names[256];
+    if (!stages) {
+      run_stage_names(root, first, named ? last : run_last_configured(root, first, last), named, names, sizeof names);
+      stages = names;
+    }
+    bad = no_inputs ? check_inputs_unread(root, stages, print_problem, NULL)
+                    : check_inputs_warn(root, stages, print_problem, print_problem, NULL);
+  }
+  if (errs.n + bad > 1)
+    fprintf(stderr, "%d problems in %s%s\n", errs.n + bad, workflow, no_inputs ? "" : "; nothing was run");
+  cfg_errors_free(&errs);
+  cfg_node_free(root);
+  return NULL;
+}
+
+int runner_check(const char *workflow, const char *const *sets, int n_sets, int no_inputs) {
+  struct cfg_node *root =
+      run_load_one_pass(workflow, sets, n_sets, NULL, no_inputs ? NULL : "*", "*", 0, 0, 0, no_inputs);
   if (!root) return SE3_EXIT_USAGE;
   int bad =
       no_inputs ? check_inputs_unread(root, "*", print_problem, NULL) : run_check_input_files(root, "*", workflow);

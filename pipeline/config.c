@@ -93,7 +93,7 @@ static struct cfg_node *card_node(struct ld *ld, const char *file, const char *k
 static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct cfg_node *schema) {
   struct cfg_node *parent;
   const struct cfg_node *ck = find_at(root, MODEL_KEY, &parent);
-  if (!ck || ck->kind != CFG_SCALAR || ck->type != CFG_T_PATH) return;
+  if (!ck || ck->kind != CFG_SCALAR || ck->type != CFG_T_PATH || cfg_invalid(ck)) return;
   /* A model that is not there is a missing input like any other: reported
    * where the load checks score's inputs (check, a run that may score), as
    * cfg_check_input words it; elsewhere (status, merge, a run of earlier
@@ -118,7 +118,7 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
     if (!text) text = model_card_older_value(key);
     struct cfg_node *n = find_at(root, key, &parent);
     const struct cfg_node *entry = schema_at(schema, key);
-    if (!n || !parent || !entry) continue;
+    if (!n || !parent || !entry || cfg_invalid(n)) continue; /* (a refused value: said already) */
     int written = n->file && strcmp(n->file, DEFAULT_FILE) != 0;
     if (!text) {
       if (!written && !model_card_preference(key)) {
@@ -169,6 +169,7 @@ static void settle_coordinates(struct ld *ld, struct cfg_node *root, const struc
   struct cfg_node *parent = NULL, *co = find_at(root, "stages.ingest.coordinates", &parent);
   const struct cfg_node *g3 = find_at(root, "stages.ingest.gen3d", &parent);
   if (!co || !g3 || co->kind != CFG_SCALAR || g3->kind != CFG_SCALAR || !co->value || !g3->value) return;
+  if (cfg_invalid(co) || cfg_invalid(g3)) return;
   int written = co->file && strcmp(co->file, DEFAULT_FILE) != 0;
   const char *want = !strcmp(g3->value, "never") ? "input" : !strcmp(g3->value, "always") ? "generated" : NULL;
   if (!want || !strcmp(co->value, want)) return;
@@ -191,6 +192,7 @@ static void check_input_shape(struct ld *ld, struct cfg_node *root) {
   struct cfg_node *parent = NULL, *is = find_at(root, "stages.ingest.input_shape", &parent);
   const struct cfg_node *g3 = find_at(root, "stages.ingest.gen3d", &parent);
   if (!is || !g3 || is->kind != CFG_SCALAR || g3->kind != CFG_SCALAR || !is->value || !g3->value) return;
+  if (cfg_invalid(is) || cfg_invalid(g3)) return;
   if (!strcmp(is->value, "regenerate") && !strcmp(g3->value, "never"))
     cfg_err_node(ld, is, "stages.ingest.input_shape",
                  "regenerate contradicts stages.ingest.gen3d: never (`regenerate` generates a shape for a record "
@@ -207,7 +209,7 @@ static void check_input_shape(struct ld *ld, struct cfg_node *root) {
 
 static void check_workdir_length(struct ld *ld, struct cfg_node *root) {
   struct cfg_node *parent = NULL, *wd = find_at(root, "workdir", &parent);
-  if (!wd || wd->kind != CFG_SCALAR || !wd->value) return;
+  if (!wd || wd->kind != CFG_SCALAR || !wd->value || cfg_invalid(wd)) return;
   char abs[PATH_MAX];
   const char *v = wd->value;
   if (v[0] != '/' && ld->cwd && snprintf(abs, sizeof abs, "%s/%s", ld->cwd, v) < (int)sizeof abs) v = abs;
@@ -282,19 +284,24 @@ struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets,
 }
 
 static struct cfg_node *load(const char *path, const char *const *sets, int n_sets, const char *input_stages,
-                             int skip_missing, struct cfg_errors *errs);
+                             int skip_missing, int keep, struct cfg_errors *errs);
 
 struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int n_sets, const char *input_stages,
                                   struct cfg_errors *errs) {
-  return load(path, sets, n_sets, input_stages, 0, errs);
+  return load(path, sets, n_sets, input_stages, 0, 0, errs);
 }
 
 struct cfg_node *cfg_load_no_inputs(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {
-  return load(path, sets, n_sets, NULL, 1, errs);
+  return load(path, sets, n_sets, NULL, 1, 0, errs);
+}
+
+struct cfg_node *cfg_load_partial(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                                  int no_inputs, struct cfg_errors *errs) {
+  return load(path, sets, n_sets, no_inputs ? NULL : input_stages, no_inputs, 1, errs);
 }
 
 static struct cfg_node *load(const char *path, const char *const *sets, int n_sets, const char *input_stages,
-                             int skip_missing, struct cfg_errors *errs) {
+                             int skip_missing, int keep, struct cfg_errors *errs) {
   struct ld ld = {.errs = errs, .inputs = input_stages, .skip_missing = skip_missing};
   if (!path) {
     cfg_add_msg(&ld, strdup("?:0:0: (root): no workflow file given"));
@@ -343,6 +350,10 @@ static struct cfg_node *load(const char *path, const char *const *sets, int n_se
   struct path p = {0};
   cfg_validate(&ld, root, schema, &p);
   free(p.s);
+  /* what validation refused, stand-ins: the card's check and the settling
+   * below read the tree with the getters, and so does a caller given it
+   * despite its errors (keep) */
+  if (ld.n_errs) root = cfg_make_sound(root, schema);
   cfg_link_parents(root); /* (the card's check reads the tree with the getters) */
   apply_model_card(&ld, root, schema);
   settle_coordinates(&ld, root, schema);
@@ -359,7 +370,7 @@ out:
   free(ld.loaded);
   free(ld.cwd);
   free(ld.wf_dir);
-  if (ld.n_errs) {
+  if (ld.n_errs && !keep) {
     cfg_node_free(root);
     return NULL;
   }

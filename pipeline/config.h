@@ -43,6 +43,17 @@ struct cfg_node *cfg_load_checked(const char *path, const char *const *sets, int
  * read as cfg_load reads it. */
 struct cfg_node *cfg_load_no_inputs(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs);
 
+/* As cfg_load_checked (no_inputs: as cfg_load_no_inputs), for `check` and
+ * `run`, which report every problem of a workflow in one pass: where the
+ * workflow has problems but its YAML was read, the tree comes back all the
+ * same (errs->n > 0 tells), every value the loader refused replaced by a
+ * stand-in (cfg_invalid, common/cfgtree.h) that the getters read, so the
+ * checks of the input files (stages/check_inputs.h) run on what is valid.
+ * NULL, with the problems in errs, only where no tree could be read (a YAML
+ * error in the workflow). The caller frees the tree either way. */
+struct cfg_node *cfg_load_partial(const char *path, const char *const *sets, int n_sets, const char *input_stages,
+                                  int no_inputs, struct cfg_errors *errs);
+
 /* The schema's default of a dotted key, as its text; NULL where it has none.
  * For a command that works without a workflow (merge, upgrade): a loaded
  * tree has every default filled in, to be read with the getters. */

@@ -154,5 +154,11 @@ void cfg_check_input(struct ld *ld, const struct cfg_node *n, const struct path 
 /* Check n against schema entry s: types, ranges, keys; fill defaults. */
 void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, struct path *p);
 void cfg_mark_older(struct cfg_node *n, const struct cfg_node *s);
+/* A tree that validation refused values of, made safe to read: every value
+ * that failed (a wrong kind or type, out of range, a required key left out)
+ * replaced by a stand-in (CFG_INVALID_FILE, common/cfgtree.h), every
+ * section and key with a default under one filled in. Returns the root
+ * (itself a stand-in where it was no mapping). */
+struct cfg_node *cfg_make_sound(struct cfg_node *root, const struct cfg_node *schema);
 
 #endif

@@ -519,3 +519,103 @@ void cfg_validate(struct ld *ld, struct cfg_node *n, const struct cfg_node *s, s
     mark_no_hash(n);
   }
 }
+
+/* ---- a refused tree made safe to read ------------------------------------------- */
+
+/* A stand-in (CFG_INVALID_FILE) for node n, or for key `key` where n is
+ * NULL (a required key left out), under schema entry s: of the kind s asks,
+ * at n's place, holding s's default or an empty value of s's type, typed as
+ * validation types it, so that the getters read it. n is freed. */
+static struct cfg_node *stand_in(struct cfg_node *n, const char *key, const struct cfg_node *s) {
+  const char *t = cfg_sch_type(s);
+  enum cfg_kind kind = !t || !strcmp(t, "object") || !strcmp(t, "map") ? CFG_MAP
+                       : !strcmp(t, "list") || !strcmp(t, "labels")    ? CFG_LIST
+                                                                       : CFG_SCALAR;
+  struct cfg_node *m = cfg_node_new(kind, n ? n->key : key, CFG_INVALID_FILE, n ? n->line : 0, n ? n->col : 0);
+  if (!m) return n;
+  cfg_node_free(n);
+  if (kind != CFG_SCALAR) return m;
+  const struct cfg_node *d = cfg_find_kid(s, "default");
+  const char *text = d && d->kind == CFG_SCALAR && d->value ? d->value : NULL;
+  char buf[32];
+  if (!strcmp(t, "int")) {
+    int64_t v = 0;
+    if (!text || cfg_parse_int(text, &v) != 1) v = 0;
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    m->type = CFG_T_INT;
+    m->i = v;
+    m->f = (double)v;
+    text = buf;
+  } else if (!strcmp(t, "float")) {
+    double v = 0;
+    if (!text || !cfg_parse_float(text, &v)) text = "0", v = 0;
+    m->type = CFG_T_FLOAT;
+    m->f = v;
+  } else if (!strcmp(t, "bool")) {
+    int b = 0;
+    if (!text || !cfg_parse_bool(text, &b)) b = 0;
+    m->type = CFG_T_BOOL;
+    m->i = b;
+    m->f = b;
+    text = b ? "true" : "false";
+  } else {
+    m->type = !strcmp(t, "path") ? CFG_T_PATH : !strcmp(t, "enum") ? CFG_T_ENUM : CFG_T_STRING;
+  }
+  m->value = strdup(text ? text : "");
+  if (!m->value) m->value = calloc(1, 1);
+  return m;
+}
+
+static struct cfg_node *sound(struct cfg_node *n, const struct cfg_node *s);
+
+/* A section's or an object's fields made sound; a required key left out
+ * gets a stand-in, and so, under a stand-in, does every key with a default
+ * and every section (a key that is optional on purpose stays absent). */
+static void sound_fields(struct cfg_node *m, const struct cfg_node *fields) {
+  int inv = cfg_invalid(m);
+  for (int i = 0; i < m->n_kids; i++) {
+    const struct cfg_node *f = m->kids[i]->key ? cfg_find_kid(fields, m->kids[i]->key) : NULL;
+    if (f) m->kids[i] = sound(m->kids[i], f);
+  }
+  for (int i = 0; fields && i < fields->n_kids; i++) {
+    const struct cfg_node *f = fields->kids[i];
+    if (!f->key || f->kind != CFG_MAP || cfg_find_kid(m, f->key)) continue;
+    if (cfg_sch_flag(f, "required", 0) || (inv && (cfg_find_kid(f, "default") || !cfg_sch_type(f))))
+      cfg_node_add(m, sound(stand_in(NULL, f->key, f), f));
+  }
+}
+
+/* Whether labels (a list of names, or name: number) hold only what
+ * validation accepted. */
+static int labels_sound(const struct cfg_node *n) {
+  if (n->kind != CFG_LIST && n->kind != CFG_MAP) return 0;
+  for (int i = 0; i < n->n_kids; i++)
+    if (n->kids[i]->kind != CFG_SCALAR || n->kids[i]->type == CFG_T_ANY) return 0;
+  return 1;
+}
+
+static struct cfg_node *sound(struct cfg_node *n, const struct cfg_node *s) {
+  if (!n || !s || s->kind != CFG_MAP) return n;
+  const char *t = cfg_sch_type(s);
+  if (!t || !strcmp(t, "object")) {
+    if (n->kind != CFG_MAP) n = stand_in(n, NULL, s);
+    sound_fields(n, t ? cfg_find_kid(s, "fields") : s);
+  } else if (!strcmp(t, "list") || !strcmp(t, "map")) {
+    enum cfg_kind want = t[0] == 'l' ? CFG_LIST : CFG_MAP;
+    if (n->kind != want) n = stand_in(n, NULL, s);
+    const struct cfg_node *e = cfg_find_kid(s, want == CFG_LIST ? "items" : "values");
+    for (int i = 0; e && i < n->n_kids; i++)
+      n->kids[i] = sound(n->kids[i], e);
+  } else if (!strcmp(t, "labels")) {
+    if (!labels_sound(n)) n = stand_in(n, NULL, s);
+  } else if (n->kind != CFG_SCALAR || !n->value || n->type == CFG_T_ANY) {
+    n = stand_in(n, NULL, s);
+  }
+  return n;
+}
+
+struct cfg_node *cfg_make_sound(struct cfg_node *root, const struct cfg_node *schema) {
+  root = sound(root, schema);
+  cfg_link_parents(root);
+  return root;
+}

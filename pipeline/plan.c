@@ -304,9 +304,21 @@ int runner_dry_run(const struct run_opts *o) {
     fprintf(stderr, "se3screen run: --dry-run tells what an unsharded run would do: leave out --shard\n");
     return SE3_EXIT_USAGE;
   }
-  r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, "");
+  /* refused as `run` refuses, every problem in one list: the configuration,
+   * the input files of the stages that may run, their columns, tags and sets */
+  char names[256] = "";
+  for (int i = first; i <= last; i++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i > first ? " " : "",
+             run_all_stages[i]->name);
+  r.root =
+      run_load_one_pass(o->workflow, o->sets, o->n_sets, o->workdir, names, NULL, first, last, o->stage != NULL, 0);
   if (!r.root) return SE3_EXIT_USAGE;
   if (!o->stage) last = run_last_configured(r.root, first, last);
+  run_stage_names(r.root, first, last, o->stage != NULL, names, sizeof names);
+  if (run_check_input_files(r.root, names, o->workflow)) {
+    cfg_node_free(r.root);
+    return SE3_EXIT_USAGE;
+  }
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(r.root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(o->workflow, tmp) ? dirname(tmp) : ".");

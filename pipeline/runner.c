@@ -821,12 +821,8 @@ static int check_run(struct run *r, const struct run_opts *o, int first, int las
       break;
     }
   { /* the inputs' columns and tags, for the stages that will run */
-    char names[128] = "";
-    for (int i = first; i <= last; i++) {
-      if (run_stage_skipped(r->root, run_all_stages[i]) && !(o->stage && i == first)) continue;
-      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? " " : "",
-               run_all_stages[i]->name);
-    }
+    char names[256];
+    run_stage_names(r->root, first, last, o->stage != NULL, names, sizeof names);
     if (run_check_input_files(r->root, names, o->workflow)) { return SE3_EXIT_USAGE; }
   }
 
@@ -910,7 +906,9 @@ static int run_main(const struct run_opts *o) {
     for (int i = first; i <= last; i++)
       snprintf(inputs + strlen(inputs), sizeof inputs - strlen(inputs), "%s%s", i > first ? " " : "",
                run_all_stages[i]->name);
-    r.root = run_load_config(o->workflow, o->sets, o->n_sets, o->workdir, inputs);
+    /* a workflow with problems: all of them at once, its inputs' too */
+    r.root =
+        run_load_one_pass(o->workflow, o->sets, o->n_sets, o->workdir, inputs, NULL, first, last, o->stage != NULL, 0);
   }
   if (!r.root) return SE3_EXIT_USAGE;
   /* Stages the workflow does not configure are not run unless asked for. */

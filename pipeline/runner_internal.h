@@ -82,6 +82,26 @@ int run_check_input_files(const struct cfg_node *root, const char *stages, const
  * the problems printed. */
 struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
                                  const char *inputs);
+/* The same load with every problem in errs, and the tree even where it has
+ * some (cfg_load_partial; no_inputs: as cfg_load_no_inputs). */
+struct cfg_node *run_load_partial(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                  const char *inputs, int no_inputs, struct cfg_errors *errs);
+/* check.c: `check`'s and `run`'s one pass. The workflow loaded as
+ * run_load_partial loads it; where the loader finds problems, the inputs'
+ * columns, tags and sets are checked all the same on what of the workflow
+ * is valid (check_inputs_warn; check_inputs_unread with no_inputs), for the
+ * stages `stages` names or, where NULL, those of first..last that `run`
+ * runs (run_stage_names; last: the last configured unless named), and every
+ * problem is printed, the loader's first, with one count line; NULL then.
+ * A workflow the loader finds nothing wrong with comes back: the caller
+ * checks its inputs (run_check_input_files) after its own checks. */
+struct cfg_node *run_load_one_pass(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                   const char *inputs, const char *stages, int first, int last, int named,
+                                   int no_inputs);
+/* The stages of first..last that `run` runs on root, space-separated into
+ * names: those it does not skip (run_stage_skipped), and first when named
+ * (--stage). */
+void run_stage_names(const struct cfg_node *root, int first, int last, int named, char *names, size_t size);
 /* The stage whose results stage s reads in this configuration (NULL for
  * none): its `after`, except score in a score-only workflow, which reads
  * what train would have read, and report (STAGE_READS_ANY), which reads

@@ -43,10 +43,11 @@ void run_print_errors(const struct cfg_errors *e) {
     fprintf(stderr, "%s\n", e->msgs[i]);
 }
 
-/* inputs: check that the input files of these stages exist (see
- * cfg_load_checked), so a run refuses before it makes its workdir. */
-struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
-                                 const char *inputs) {
+/* The workflow with --set overrides and --workdir as one list of
+ * overrides, loaded by cfg_load_partial: the tree (NULL only where none
+ * could be read) and every problem in errs. */
+struct cfg_node *run_load_partial(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                  const char *inputs, int no_inputs, struct cfg_errors *errs) {
   const char **all = calloc((size_t)n_sets + 1, sizeof *all);
   char *wd = NULL;
   int n = 0;
@@ -62,15 +63,25 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
     if (asprintf(&wd, "workdir=%s", abs) < 0) wd = NULL;
     if (wd) all[n++] = wd;
   }
-  struct cfg_errors errs = {0};
-  struct cfg_node *root = cfg_load_checked(workflow, all, n, inputs, &errs);
-  if (!root) {
-    run_print_errors(&errs);
-    if (errs.n > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", errs.n, workflow);
-  }
-  cfg_errors_free(&errs);
+  struct cfg_node *root = cfg_load_partial(workflow, all, n, inputs, no_inputs, errs);
   free(wd);
   free(all);
+  return root;
+}
+
+/* inputs: check that the input files of these stages exist (see
+ * cfg_load_checked), so a run refuses before it makes its workdir. */
+struct cfg_node *run_load_config(const char *workflow, const char *const *sets, int n_sets, const char *workdir,
+                                 const char *inputs) {
+  struct cfg_errors errs = {0};
+  struct cfg_node *root = run_load_partial(workflow, sets, n_sets, workdir, inputs, 0, &errs);
+  if (errs.n) {
+    run_print_errors(&errs);
+    if (errs.n > 1) fprintf(stderr, "%d problems in %s; nothing was run\n", errs.n, workflow);
+    cfg_node_free(root);
+    root = NULL;
+  }
+  cfg_errors_free(&errs);
   return root;
 }
 

@@ -182,11 +182,16 @@ static int stage_runs(const char *list, const char *name) {
   return 0;
 }
 
+/* The value at key of mapping m; NULL when absent, or a stand-in for one
+ * the loader refused (cfg_invalid): what depends on it is not checked. */
 static const struct cfg_node *kid(const struct cfg_node *m, const char *key) {
   for (int i = 0; m && m->kind == CFG_MAP && i < m->n_kids; i++)
-    if (m->kids[i]->key && !strcmp(m->kids[i]->key, key)) return m->kids[i];
+    if (m->kids[i]->key && !strcmp(m->kids[i]->key, key)) return cfg_invalid(m->kids[i]) ? NULL : m->kids[i];
   return NULL;
 }
+
+/* Whether the loader refused a value at key of m (a stand-in there). */
+static int refused(const struct cfg_node *m, const char *key) { return cfg_invalid(cfg_get(m, key)); }
 
 static int readable(const char *path) {
   return path && access(path, R_OK) == 0 && rec_check_regular(path, NULL, 0) == 0;
@@ -294,7 +299,8 @@ static void check_other_input(struct ck *ck, const char *file, enum mol_format f
 }
 
 static void check_input_file(struct ck *ck, const char *file, const struct cfg_node *item, const char *key) {
-  if (!readable(file)) return; /* the loader reports a missing input */
+  if (!readable(file)) return;         /* the loader reports a missing input */
+  if (refused(item, "format")) return; /* and a format it does not know */
   enum mol_format fmt = format_of(file, item);
   if (fmt == MOL_FMT_CSV || fmt == MOL_FMT_TSV)
     check_csv_input(ck, file, fmt, item, key);
@@ -313,11 +319,13 @@ static void check_side_csv(struct ck *ck, const struct cfg_node *side, const cha
   const char *join = cfg_str(side, "join");
   char **cols = NULL, err[512], k[512], list[1024], dym[300];
   int n = 0;
-  if (!ck->read_files || !readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, err, sizeof err) != 0) {
+  /* (a path, join or columns the loader refused: what the file gives is not known either) */
+  if (!ck->read_files || refused(side, "path") || refused(side, "join") || refused(side, "columns") ||
+      !readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, err, sizeof err) != 0) {
     /* what it gives cannot be known: named columns are labels all the same */
     for (int i = 0; cols_node && cols_node->kind == CFG_LIST && i < cols_node->n_kids; i++)
       names_add(set_labels, cols_node->kids[i]->value);
-    if (!cols_node) set_labels->unknown = 1;
+    if (!cols_node || refused(side, "join") || refused(side, "columns")) set_labels->unknown = 1;
     return;
   }
   int join_ok = !strcmp(join, "record") || has_name(cols, n, join);
@@ -362,6 +370,10 @@ static void check_set(struct ck *ck, const struct cfg_node *set, int ingest, str
   for (int i = 0; set && set->kind == CFG_LIST && i < set->n_kids; i++) {
     const struct cfg_node *item = set->kids[i];
     snprintf(key, sizeof key, "sets.%s.%d", set->key ? set->key : "?", i);
+    /* an item, its labels or its labels_csv that the loader refused: the
+     * set's labels are not all known (a target is not held against them) */
+    if (labels && (cfg_invalid(item) || refused(item, "labels") || refused(item, "labels_csv"))) labels->unknown = 1;
+    if (cfg_invalid(item)) continue;
     const struct cfg_node *L = kid(item, "labels");
     if (labels && L && L->kind == CFG_MAP)
       for (int k = 0; k < L->n_kids; k++)
@@ -376,7 +388,7 @@ static void check_set(struct ck *ck, const struct cfg_node *set, int ingest, str
       names_free(&ignored);
     }
     if (!ingest) continue;
-    const char *path = cfg_str_opt(item, "path");
+    const char *path = kid(item, "path") ? cfg_str_opt(item, "path") : NULL;
     if (!path) continue;
     if (strpbrk(path, "*?[")) {
       glob_t gl;
@@ -547,7 +559,7 @@ static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
   for (int i = 0; keys[i]; i++) {
     const struct cfg_node *n = cfg_get(root, keys[i]);
     struct stat sb;
-    if (!n || n->kind != CFG_SCALAR || !n->value || stat(n->value, &sb) != 0 || S_ISREG(sb.st_mode) ||
+    if (!n || cfg_invalid(n) || n->kind != CFG_SCALAR || !n->value || stat(n->value, &sb) != 0 || S_ISREG(sb.st_mode) ||
         S_ISDIR(sb.st_mode))
       continue;
     report(ck, n, keys[i], "%s: not a regular file (%s); docking reads regular files", n->value,
@@ -557,16 +569,18 @@ static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
   const struct cfg_node *t = cfg_get(root, "stages.dock.table");
   char **cols = NULL, err[512];
   int nc = 0;
-  if (keys == table && ck->read_files && t && t->kind == CFG_SCALAR && t->value && readable(t->value) &&
-      rec_read_header(t->value, MOL_FMT_CSV, &cols, &nc, err, sizeof err) == 0) {
+  if (keys == table && ck->read_files && t && !cfg_invalid(t) && t->kind == CFG_SCALAR && t->value &&
+      readable(t->value) && rec_read_header(t->value, MOL_FMT_CSV, &cols, &nc, err, sizeof err) == 0) {
     const char *key_col = cfg_str_opt(root, "stages.dock.key_column");
     if (!key_col) key_col = cfg_str(root, "stages.dock.table_key");
     const struct cfg_node *kn = cfg_get(root, "stages.dock.key_column"),
                           *sn = cfg_get(root, "stages.dock.score_column");
-    check_once(ck, cfg_written(kn) ? kn : t, cfg_written(kn) ? "stages.dock.key_column" : "stages.dock.table", t->value,
-               cols, nc, key_col);
-    check_once(ck, cfg_written(sn) ? sn : t, cfg_written(sn) ? "stages.dock.score_column" : "stages.dock.table",
-               t->value, cols, nc, cfg_str(root, "stages.dock.score_column"));
+    if (!cfg_invalid(kn) && !refused(root, "stages.dock.table_key"))
+      check_once(ck, cfg_written(kn) ? kn : t, cfg_written(kn) ? "stages.dock.key_column" : "stages.dock.table",
+                 t->value, cols, nc, key_col);
+    if (!cfg_invalid(sn))
+      check_once(ck, cfg_written(sn) ? sn : t, cfg_written(sn) ? "stages.dock.score_column" : "stages.dock.table",
+                 t->value, cols, nc, cfg_str(root, "stages.dock.score_column"));
     rec_free_names(cols, nc);
   }
 }
@@ -585,9 +599,16 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
    * earlier model's), which only the database knows. */
   int rank = stage_runs(stages_that_run, "rank") && stage_runs(stages_that_run, "score");
 
+  /* A value the loader refused (a stand-in: cfg_invalid) is not checked,
+   * nor is what depends on it: `sets` refused, no set is missing from it;
+   * the training set's name refused, nothing is held against its labels;
+   * the target refused, it is not looked for among them. */
+  int sets_ok = !cfg_invalid(sets);
   const struct cfg_node *target = cfg_get(root, "stages.train.target");
+  if (cfg_invalid(target)) target = NULL;
   const char *train_set = cfg_str(root, "stages.train.set");
-  const struct cfg_node *tset = find_set(sets, train_set);
+  int train_set_ok = !refused(root, "stages.train.set") && sets_ok;
+  const struct cfg_node *tset = train_set_ok ? find_set(sets, train_set) : NULL;
   /* The training set's labels are needed when train or rank is checked. */
   int need_labels = (train || rank) && target && target->kind == CFG_SCALAR && tset;
   struct names labels = {0};
@@ -595,11 +616,12 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   for (int s = 0; sets && sets->kind == CFG_MAP && s < sets->n_kids; s++) {
     const struct cfg_node *set = sets->kids[s];
     int is_train = need_labels && set == tset;
+    if (is_train && cfg_invalid(set)) labels.unknown = 1;
     if (ingest || is_train) check_set(&ck, set, ingest, is_train ? &labels : NULL);
   }
   if (ingest) check_listed_once(&ck, sets);
 
-  if (train && target && target->kind == CFG_SCALAR) {
+  if (train && target && target->kind == CFG_SCALAR && train_set_ok && !refused(root, "stages.dock.label")) {
     if (strlen(target->value) > 255) {
       /* the checkpoint records it, and a model's reader takes 255 bytes */
       report(&ck, target, "stages.train.target", "a name of %zu bytes: at most 255 are allowed",
@@ -616,7 +638,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
                target->value, dock_set, train_set);
     } else {
       check_label_name(&ck, target, "stages.train.target", train_set, &labels);
-      if (!strcmp(cfg_str(root, "stages.train.split.method"), "column"))
+      if (!strcmp(cfg_str(root, "stages.train.split.method"), "column") && !refused(root, "stages.train.split.column"))
         check_label_name(&ck, cfg_get(root, "stages.train.split.column"), "stages.train.split.column", train_set,
                          &labels);
     }
@@ -624,7 +646,8 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
   /* Active learning's rules between keys, before any work: a round 1 that
    * could not be decided would otherwise fail after round 0's docking. */
-  if (stage_runs(stages_that_run, "acquire") && stage_acquiring(root)) {
+  if (stage_runs(stages_that_run, "acquire") && stage_acquiring(root) && !refused(root, "stages.acquire") &&
+      !refused(root, "stages.acquire.set") && !refused(root, "stages.dock") && !refused(root, "stages.dock.label")) {
     const char *acq_set = cfg_str(root, "stages.acquire.set");
     const struct cfg_node *at = cfg_get(root, "stages.acquire");
     if (!stage_dock_label(root)) {
@@ -633,22 +656,24 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
              "(Vina, or oracle: table)");
     } else {
       const char *dock_set = cfg_str(root, "stages.dock.set");
-      if (strcmp(dock_set, acq_set))
+      if (strcmp(dock_set, acq_set) && !refused(root, "stages.dock.set"))
         report(&ck, cfg_get(root, "stages.acquire.set") ? cfg_get(root, "stages.acquire.set") : at, "stages.acquire.set",
                "'%s' is not the set dock docks ('%s', stages.dock.set)", acq_set, dock_set);
       const struct cfg_node *tt = cfg_get(root, "stages.train.target");
-      if (!cfg_written(cfg_get(root, "stages.train")) || !tt || tt->kind != CFG_SCALAR ||
-          strcmp(tt->value, stage_dock_label(root)) || strcmp(cfg_str(root, "stages.train.set"), acq_set))
+      if (!cfg_invalid(tt) && !refused(root, "stages.train") && !refused(root, "stages.train.set") &&
+          (!cfg_written(cfg_get(root, "stages.train")) || !tt || tt->kind != CFG_SCALAR ||
+           strcmp(tt->value, stage_dock_label(root)) || strcmp(cfg_str(root, "stages.train.set"), acq_set)))
         report(&ck, tt ? tt : at, "stages.train.target",
                "active learning trains on the docking scores of the set it acquires from: stages.train needs "
                "`set: %s` and `target: %s`",
                acq_set, stage_dock_label(root));
-      if (strcmp(cfg_str(root, "stages.score.set"), acq_set))
+      if (strcmp(cfg_str(root, "stages.score.set"), acq_set) && !refused(root, "stages.score.set"))
         report(&ck, cfg_get(root, "stages.score.set") ? cfg_get(root, "stages.score.set") : at, "stages.score.set",
                "active learning acquires from the scores of set '%s' (stages.acquire.set): score it", acq_set);
     }
     const char *rule = cfg_str(root, "stages.acquire.rule");
-    if ((!strcmp(rule, "ucb") || !strcmp(rule, "thompson")) && cfg_int(root, "stages.train.ensemble") < 2)
+    if ((!strcmp(rule, "ucb") || !strcmp(rule, "thompson")) && cfg_int(root, "stages.train.ensemble") < 2 &&
+        !refused(root, "stages.acquire.rule") && !refused(root, "stages.train.ensemble"))
       report(&ck, cfg_get(root, "stages.acquire.rule"), "stages.acquire.rule",
              "%s needs an ensemble's predictions: stages.train.ensemble 2 or more", rule);
   }
@@ -657,9 +682,9 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
    * box's ligand, or the table of scores) regular files. */
   if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
     const char *dock_set = cfg_str(root, "stages.dock.set");
-    if (!find_set(sets, dock_set))
+    if (!find_set(sets, dock_set) && sets_ok && !refused(root, "stages.dock.set"))
       report_no_set(&ck, sets, cfg_get(root, "stages.dock.set"), "stages.dock.set", dock_set, " to dock");
-    if (read_files) check_dock_files(&ck, root);
+    if (read_files && !refused(root, "stages.dock.oracle")) check_dock_files(&ck, root);
   }
 
   /* The set score reads must be in `sets`: a workflow that trains and names
@@ -672,7 +697,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
               (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
                cfg_written(cfg_get(root, "stages.rank")));
   const char *score_set = cfg_str(root, "stages.score.set");
-  if (score && !find_set(sets, score_set)) {
+  if (score && sets_ok && !refused(root, "stages.score.set") && !find_set(sets, score_set)) {
     int n = 0;
     char **keys = calloc((size_t)(sets ? sets->n_kids : 0) + 1, sizeof *keys);
     for (int s = 0; keys && sets && s < sets->n_kids; s++)
@@ -689,8 +714,9 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   const struct cfg_node *rt = cfg_get(root, "stages.rank.target");
   /* A score-only workflow ranks by the target of the model it names. */
   int score_only = stage_score_only(root);
-  if (rank && cfg_written(rt) && rt->kind == CFG_SCALAR && !score_only && tset && target && target->kind == CFG_SCALAR &&
-      strcmp(rt->value, target->value) != 0 && !labels.unknown && !names_has(&labels, rt->value)) {
+  if (rank && cfg_written(rt) && !cfg_invalid(rt) && rt->kind == CFG_SCALAR && !score_only && tset && target &&
+      target->kind == CFG_SCALAR && strcmp(rt->value, target->value) != 0 && !labels.unknown &&
+      !names_has(&labels, rt->value)) {
     /* the model's target first among the names suggested */
     struct names cands = {0};
     names_add(&cands, target->value);
