@@ -19,6 +19,8 @@
 #include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "models/checkpoint.h"
+#include "models/trainer.h"
+#include "stages/train_set.h"
 #include "tests/testutil.h"
 
 /* A's workflow: train on the QM9 records, score and rank `library`. The QM9
@@ -599,5 +601,60 @@ Test(predict, the_nearest_training_molecule_travels_with_the_model) {
   cr_assert_eq(tu_query_int(db_p, "SELECT count(*) FROM ranked_hits WHERE nearest_train IS NOT NULL OR similarity IS "
                                   "NOT NULL"),
                0);
+  free(dir);
+}
+
+/* A train split larger than the bound a model carries (SE3_TRAIN_SET_MAX;
+ * here 5 of 20) travels as an evenly spaced sample of it, in id order,
+ * each molecule with its own fingerprint and name; a split marks which of
+ * the molecules are the training set's. */
+Test(predict, a_large_training_set_travels_as_an_even_sample) {
+  char *dir = tu_tmpdir("predict_domain_sample");
+  write_libraries(dir);
+  char lib[1024], db[1100], err[512];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  char *wf = write_a(dir, lib), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
+  free(out);
+  free(wf);
+  snprintf(db, sizeof db, "%s/A/screen.db", dir);
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(h, "SELECT id, name, mol FROM molecules WHERE set_name = 'train' ORDER BY id", -1, &st, NULL),
+      SQLITE_OK);
+  int64_t ids[32];
+  char names[32][64];
+  struct fp fps[32];
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW && n < 32) {
+    ids[n] = sqlite3_column_int64(st, 0);
+    snprintf(names[n], sizeof names[n], "%s", sqlite3_column_text(st, 1));
+    stored_fp(st, 2, &fps[n++]);
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(n, 20);
+  struct train_set ts;
+  cr_assert_eq(train_set_build(h, "main", ids, NULL, n, 5, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ts.n, 5);
+  cr_assert_eq(ts.total, 20);
+  for (int k = 0; k < 5; k++) {
+    cr_assert_eq(ts.ids[k], ids[4 * k], "sample %d: molecule %lld, not %lld", k, (long long)ts.ids[k],
+                 (long long)ids[4 * k]);
+    cr_assert_str_eq(ts.names[k], names[4 * k]);
+    cr_assert(!memcmp(ts.fps[k].w, fps[4 * k].w, sizeof fps[0].w) && ts.fps[k].n_set == fps[4 * k].n_set);
+  }
+  train_set_free(&ts);
+  unsigned char split[32];
+  for (int i = 0; i < n; i++)
+    split[i] = i % 2 ? SE3_SPLIT_VALID : SE3_SPLIT_TRAIN;
+  cr_assert_eq(train_set_build(h, "main", ids, split, n, 0, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ts.n, 10);
+  cr_assert_eq(ts.total, 10);
+  for (int k = 0; k < 10; k++)
+    cr_assert_eq(ts.ids[k], ids[2 * k]);
+  train_set_free(&ts);
+  sqlite3_close(h);
   free(dir);
 }
