@@ -21,6 +21,8 @@
 void se3_model_file_free(struct se3_model_file *mf) {
   free(mf->params);
   free(mf->card);
+  free(mf->train_fps);
+  free(mf->train_names);
   memset(mf, 0, sizeof *mf);
 }
 
@@ -184,6 +186,81 @@ static int read_small(const struct se3_ckpt *c, const char *path, const struct s
   return 0;
 }
 
+/* The training set's records (model_file.h) by their headers, before the
+ * file is read whole: all three or none, each of its type, and the
+ * fingerprints a whole number within SE3_TRAIN_SET_MAX, the names' bytes
+ * within what that many names can take. *bytes: what they hold. */
+static int train_set_head(const struct se3_ckpt *c, const char *path, struct se3_model_file *mf, uint64_t *bytes,
+                          char *err, size_t errlen) {
+  static const char *const names[3] = {"train_fps_morgan2", "train_names", "train_molecules"};
+  const struct se3_ckpt_record *r[3];
+  *bytes = 0;
+  for (int i = 0; i < 3; i++)
+    r[i] = se3_ckpt_find(c, names[i]);
+  if (!r[0] && !r[1] && !r[2]) return 0; /* a model from before 2026-11-29 */
+  int there = r[0] ? 0 : r[1] ? 1 : 2;
+  for (int i = 0; i < 3; i++)
+    if (!r[i]) return fail(err, errlen, path, "record \"%s\" without \"%s\"", names[there], names[i]);
+  const struct se3_ckpt_record *f;
+  if (record(c, path, names[0], SE3_CK_I64, 0, UINT64_MAX, &f, err, errlen)) return -1;
+  uint64_t n = f->count / SE3_TRAIN_FP_WORDS;
+  if (f->count == 0 || f->count % SE3_TRAIN_FP_WORDS)
+    return fail(err, errlen, path, "record \"%s\": %llu values, not a whole number of fingerprints (%d values each)",
+                names[0], (unsigned long long)f->count, SE3_TRAIN_FP_WORDS);
+  if (n > SE3_TRAIN_SET_MAX)
+    return fail(err, errlen, path, "record \"%s\": %llu fingerprints (at most %d allowed)", names[0],
+                (unsigned long long)n, SE3_TRAIN_SET_MAX);
+  if (record(c, path, names[1], SE3_CK_U8, n, n * (SE3_TRAIN_NAME_MAX + 1), &r[1], err, errlen) ||
+      record(c, path, names[2], SE3_CK_I64, 1, 1, &r[2], err, errlen))
+    return -1;
+  mf->train_n = (int64_t)n;
+  *bytes = 8 * f->count + r[1]->count + 8;
+  return 0;
+}
+
+/* The training set's values, the file read: as many names as fingerprints,
+ * each text within SE3_TRAIN_NAME_MAX bytes, the training split at least
+ * as large; kept when asked for. */
+static int train_set_values(const struct se3_ckpt *c, const char *path, int keep, struct se3_model_file *mf, char *err,
+                            size_t errlen) {
+  if (!mf->train_n) return 0;
+  const struct se3_ckpt_record *f = se3_ckpt_find(c, "train_fps_morgan2"), *nm = se3_ckpt_find(c, "train_names"),
+                               *tot = se3_ckpt_find(c, "train_molecules");
+  mf->train_total = (int64_t)le_get_u64(tot->data);
+  if (mf->train_total < mf->train_n || mf->train_total > ((int64_t)1 << 40))
+    return fail(err, errlen, path,
+                "record \"train_molecules\": %lld (%lld to %lld allowed: the fingerprints carried, "
+                "or more)",
+                (long long)mf->train_total, (long long)mf->train_n, (long long)1 << 40);
+  int64_t k = 0;
+  uint64_t start = 0;
+  for (uint64_t i = 0; i < nm->count; i++) {
+    uint8_t b = nm->data[i];
+    if (b == 0) {
+      if (i - start > SE3_TRAIN_NAME_MAX)
+        return fail(err, errlen, path, "record \"train_names\": name %lld is %llu bytes long (at most %d allowed)",
+                    (long long)k + 1, (unsigned long long)(i - start), SE3_TRAIN_NAME_MAX);
+      k++;
+      start = i + 1;
+    } else if (b < 0x20 || b == 0x7f) {
+      return fail(err, errlen, path, "record \"train_names\": byte %llu is 0x%02x, not text", (unsigned long long)i + 1,
+                  b);
+    }
+  }
+  if (k != mf->train_n || start != nm->count)
+    return fail(err, errlen, path, "record \"train_names\": %lld name%s ended by a NUL byte%s, for %lld fingerprints",
+                (long long)k, k == 1 ? "" : "s", start != nm->count ? " and bytes after the last" : "",
+                (long long)mf->train_n);
+  if (!keep) return 0;
+  mf->train_fps = malloc((size_t)f->count * sizeof *mf->train_fps);
+  mf->train_names = malloc((size_t)nm->count);
+  if (!mf->train_fps || !mf->train_names) return fail(err, errlen, path, "out of memory for the training set");
+  for (uint64_t i = 0; i < f->count; i++)
+    mf->train_fps[i] = le_get_u64(f->data + 8 * i);
+  memcpy(mf->train_names, nm->data, (size_t)nm->count);
+  return 0;
+}
+
 int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int want_params,
                         struct se3_model_file *mf, uint64_t *hash, char *err, size_t errlen) {
   memset(mf, 0, sizeof *mf);
@@ -198,7 +275,9 @@ int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int
   if (!bad && !p) bad = fail(err, errlen, path, "no record \"params\": the model's parameters are missing");
   if (!bad) bad = record(&c, path, "adam_m", rt, np, np, &m, err, errlen);
   if (!bad) bad = record(&c, path, "adam_v", rt, np, np, &m, err, errlen);
-  uint64_t most = 3 * np * sizeof(real) + SLACK_BYTES;
+  uint64_t train_bytes = 0;
+  if (!bad) bad = train_set_head(&c, path, mf, &train_bytes, err, errlen);
+  uint64_t most = 3 * np * sizeof(real) + SLACK_BYTES + train_bytes;
   if (!bad && c.len > most)
     bad = fail(err, errlen, path, "%zu bytes, more than a model of %llu parameters needs (%llu)", c.len,
                (unsigned long long)np, (unsigned long long)most);
@@ -211,6 +290,7 @@ int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int
     return -1;
   }
   bad = read_small(&c, path, ex, mf, err, errlen);
+  if (!bad) bad = train_set_values(&c, path, ex && ex->want_train_set, mf, err, errlen);
   /* every parameter finite: a NaN scores every molecule NaN, an infinity ranks inf first */
   p = se3_ckpt_find(&c, "params");
   for (uint64_t i = 0; !bad && i < np; i++) {

@@ -46,7 +46,22 @@ struct se3_model_expect {
   int outputs;         /* values a molecule the scorer keeps */
   const char *arch;    /* the configuration when the file predates its "arch" record (a models row's), or NULL */
   int need_stats;      /* 1: "best_mean_std" must be there (a model to score) */
+  int want_train_set;  /* 1: keep the training set it carries (below), not only check it */
 };
+
+/* The training set a model carries for the applicability domain (issue 70):
+ * the records "train_fps_morgan2" (i64: 32 words a molecule, its Morgan
+ * fingerprint of radius 2 and 2048 bits, chem/fingerprint.h, bit b in word
+ * b / 64), "train_names" (u8: a name a molecule, each ended by a NUL byte,
+ * 0..SE3_TRAIN_NAME_MAX bytes of text) and "train_molecules" (i64: the
+ * training split's molecules, at least the fingerprints carried: more when
+ * they are an evenly spaced sample of it), all three or none (a model
+ * trained before 2026-11-29). At most SE3_TRAIN_SET_MAX fingerprints: 25.6
+ * MB of them and 25.6 MB of names at the most. A fingerprint of another
+ * kind would come under another record's name. */
+#define SE3_TRAIN_SET_MAX 100000
+#define SE3_TRAIN_NAME_MAX 255
+#define SE3_TRAIN_FP_WORDS 32
 
 struct se3_model_file {
   struct se3_config cfg;
@@ -63,6 +78,10 @@ struct se3_model_file {
   int has_card;      /* the card, "settings" */
   char *card;        /* its text, NUL-terminated (malloc'd), or NULL */
   size_t card_len;
+  int64_t train_n;     /* fingerprints of the training set carried (0: none) */
+  int64_t train_total; /* "train_molecules" */
+  uint64_t *train_fps; /* with want_train_set: train_n x SE3_TRAIN_FP_WORDS words (malloc'd) */
+  char *train_names;   /* and train_n NUL-ended names, one after the other (malloc'd) */
 };
 
 /* Reads and checks the model in checkpoint `path` (see above). want_params 0

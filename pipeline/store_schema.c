@@ -455,6 +455,25 @@ static const char schema_v13_sql[] =
 static const char schema_v14_sql[] =
     "ALTER TABLE molecules ADD COLUMN shape TEXT; -- ok: within the bounds of chem/shape.h as generated or read (or no 3D coordinates) | fixed: the generated shape was out of bounds and a fix brought it within | regenerated: its file's coordinates were out of bounds and it got a generated shape (stages.ingest.input_shape: regenerate); NULL for rows written before version 14\n";
 
+/* Version 15 (issue 70; one step, to be renumbered at a merge): a hit's
+ * nearest training molecule where the model that scored it comes from
+ * elsewhere (predict, stages.score.checkpoint): the model carries its
+ * training set (stages/train_set.h) and the name is kept here, there being
+ * no molecules row to point at. Hits ranked before this version have none
+ * until rank runs again. */
+static const char schema_v15_sql[] =
+    "ALTER TABLE ranks ADD COLUMN nearest_name TEXT; -- the nearest training molecule's name (else its SMILES) as the "
+    "model that scored the hit carries it, where that model comes from elsewhere (stages.score.checkpoint, predict) "
+    "and nearest_id is NULL; NULL otherwise\n"
+    "DROP VIEW ranked_hits;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles, r.nearest_name) AS "
+    "nearest_train,\n"
+    "         r.similarity, r.conformer_sd\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY "
+    "r.rank;\n";
+
 static const char *const migrations[] = {
     /* to version 1 */ store_schema_sql,
     /* to version 2 */ schema_v2_sql,
@@ -470,6 +489,7 @@ static const char *const migrations[] = {
     /* to version 12 */ schema_v12_sql,
     /* to version 13 */ schema_v13_sql,
     /* to version 14 */ schema_v14_sql,
+    /* to version 15 */ schema_v15_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "chem/dock.h"
-#include "chem/fingerprint.h"
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/sdtext.h"
@@ -34,6 +33,7 @@
 #include "common/atomic_file.h"
 #include "rank_select.h"
 #include "stage.h"
+#include "train_set.h"
 
 struct rstage {
   char target[256];
@@ -281,104 +281,119 @@ static int rank_all(struct stage_ctx *ctx, struct rstage *r) {
 
 /* The hits given their nearest training molecule: the first this many. */
 enum { NEAREST_MAX_HITS = 10000 };
+/* A library whose hits' median similarity is under this is far from the
+ * training set: a warning. */
+#define NEAREST_FAR 0.3
 
-/* The fingerprint of a stored molecule (column c of st). 0, or -1 with
- * err (a damaged blob). */
-static int blob_fp(sqlite3_stmt *st, int c, struct fp *out, char *err, size_t errlen) {
-  struct mol m;
-  mol_init(&m);
-  int rc = mol_from_blob(sqlite3_column_blob(st, c), (size_t)sqlite3_column_bytes(st, c), &m, err, errlen);
-  if (!rc && fp_morgan(&m, 2, out)) {
-    snprintf(err, errlen, "no fingerprint (a bond to an atom that does not exist)");
-    rc = -1;
-  }
-  mol_free(&m);
-  return rc;
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
-/* The training molecules' fingerprints (splits: train), in id order. */
-static int train_fps(struct stage_ctx *ctx, struct fp **fps, int64_t **ids, int64_t *n) {
-  char *sql = sqlite3_mprintf("SELECT m.id, m.mol FROM \"%w\".splits s JOIN \"%w\".molecules m ON m.id = s.mol_id "
-                              "WHERE s.split = 'train' ORDER BY m.id",
-                              ctx->src, ctx->src);
-  sqlite3_stmt *st = NULL;
-  int rc = sql ? sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) : SQLITE_NOMEM, ret = STAGE_OK;
-  sqlite3_free(sql);
-  int64_t cap = 0;
-  *fps = NULL;
-  *ids = NULL;
-  *n = 0;
-  while (rc == SQLITE_OK && ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    rc = SQLITE_OK;
-    if (*n == cap) {
-      cap = cap ? 2 * cap : 1024;
-      struct fp *f = realloc(*fps, (size_t)cap * sizeof **fps);
-      if (f) *fps = f;
-      int64_t *i = f ? realloc(*ids, (size_t)cap * sizeof **ids) : NULL;
-      if (i) *ids = i;
-      if (!i) ret = stage_fail_at(ctx, NULL, "out of memory for the training set's fingerprints");
-      if (ret != STAGE_OK) break;
-    }
-    char err[256];
-    (*ids)[*n] = sqlite3_column_int64(st, 0);
-    if (ret == STAGE_OK && blob_fp(st, 1, &(*fps)[*n], err, sizeof err))
-      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (a training molecule; run `se3screen verify` on the "
-                                     "workdir)",
-                          (long long)(*ids)[*n], err);
-    ++*n;
+/* The training set the hits are held against: that of the model that
+ * scored them when it comes from elsewhere (stages.score.checkpoint, as
+ * predict writes: the model carries it, train_set.h), else this
+ * database's train split. ts->n 0: none (a dock-only workflow, a score-only
+ * one before training, a model trained before models carried it: said in
+ * the log). *what words it for the log. */
+static int nearest_set(struct stage_ctx *ctx, struct train_set *ts, char *what, size_t len) {
+  char err[PATH_MAX + 768], file[PATH_MAX];
+  const char *ck = stage_dock_only(ctx->root) ? NULL : cfg_str_opt(ctx->root, "stages.score.checkpoint");
+  if (!ck) {
+    snprintf(what, len, "the train split");
+    return train_set_of_split(ctx->db, ctx->src, ts, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
   }
-  if (ret == STAGE_OK && rc != SQLITE_DONE && rc != SQLITE_OK) ret = stage_sql_fail(ctx, "reading the training set");
-  sqlite3_finalize(st);
-  return ret;
+  int rc = train_set_of_model(ck, ts, file, sizeof file, err, sizeof err);
+  if (rc < 0) return stage_fail_at(ctx, NULL, "%s", err);
+  if (rc == 0)
+    ctx->report->log(ctx,
+                     "note: the model (%s) carries no training set (trained before 2026-11-29): the hits' "
+                     "nearest_train and similarity stay empty; retrain it to have them",
+                     file);
+  else if (ts->n < ts->total)
+    snprintf(what, len, "the model's training set (a sample of %lld of its %lld molecules)", (long long)ts->n,
+             (long long)ts->total);
+  else
+    snprintf(what, len, "the model's training set");
+  return STAGE_OK;
 }
 
-/* Each hit's nearest training molecule and their Tanimoto similarity into
- * ranks (the first NEAREST_MAX_HITS hits; none where this database holds
- * no training set: a score-only or dock-only workflow). Ties go to the
- * lower molecule id. */
+/* The hits' median similarity in the log, a warning when it is under
+ * NEAREST_FAR: the scores of such a library are extrapolations. */
+static void nearest_log(struct stage_ctx *ctx, double *sims, int64_t n, const struct train_set *ts, const char *what) {
+  if (n == 0) return;
+  qsort(sims, (size_t)n, sizeof *sims, cmp_double);
+  double median = n % 2 ? sims[n / 2] : 0.5 * (sims[n / 2 - 1] + sims[n / 2]);
+  int64_t far = 0;
+  while (far < n && sims[far] < NEAREST_FAR)
+    far++;
+  double pct = 100.0 * (double)far / (double)n;
+  if (median < NEAREST_FAR)
+    ctx->report->log(ctx,
+                     "warning: the library is far from the model's training set: the median similarity of %lld "
+                     "hit%s to their nearest training molecule is %.2f (%.0f %% under %.1f; %lld molecules of "
+                     "%s): their scores are extrapolations, to be trusted less",
+                     (long long)n, n == 1 ? "" : "s", median, pct, NEAREST_FAR, (long long)ts->n, what);
+  else
+    ctx->report->log(ctx,
+                     "nearest training molecules: the median similarity of %lld hit%s is %.2f (%.0f %% under %.1f; "
+                     "%lld molecules of %s)",
+                     (long long)n, n == 1 ? "" : "s", median, pct, NEAREST_FAR, (long long)ts->n, what);
+}
+
+/* Each hit's nearest training molecule (nearest_set) and their Tanimoto
+ * similarity into ranks (the first NEAREST_MAX_HITS hits): nearest_id
+ * where it is a molecule of this database, nearest_name where it is the
+ * model's. Ties go to the lower molecule id (the model's: its order). */
 static int nearest_training(struct stage_ctx *ctx) {
-  struct fp *fps = NULL;
-  int64_t *ids = NULL, n = 0;
-  int ret = train_fps(ctx, &fps, &ids, &n);
+  struct train_set ts;
+  char what[128] = "";
+  int ret = nearest_set(ctx, &ts, what, sizeof what);
   sqlite3_stmt *st = NULL, *up = NULL;
   char *sql = sqlite3_mprintf("SELECT r.rank, m.mol, r.mol_id FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id WHERE "
                               "r.rank <= %d ORDER BY r.rank",
                               ctx->src, NEAREST_MAX_HITS);
-  if (ret == STAGE_OK && n > 0 &&
+  if (ret == STAGE_OK && ts.n > 0 &&
       (!sql || sqlite3_prepare_v2(ctx->db, sql, -1, &st, NULL) != SQLITE_OK ||
-       sqlite3_prepare_v2(ctx->db, "UPDATE ranks SET nearest_id = ?1, similarity = ?2 WHERE rank = ?3", -1, &up,
-                          NULL) != SQLITE_OK))
+       sqlite3_prepare_v2(ctx->db,
+                          "UPDATE ranks SET nearest_id = ?1, nearest_name = ?2, similarity = ?3 WHERE rank = ?4", -1,
+                          &up, NULL) != SQLITE_OK))
     ret = stage_sql_fail(ctx, "finding the hits' nearest training molecules");
   sqlite3_free(sql);
+  double *sims = st ? malloc(NEAREST_MAX_HITS * sizeof *sims) : NULL;
+  if (st && !sims) ret = stage_fail_at(ctx, NULL, "out of memory");
+  int64_t n_sims = 0;
   int rc = SQLITE_DONE;
   while (ret == STAGE_OK && st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     struct fp h;
     char err[256];
-    if (blob_fp(st, 1, &h, err, sizeof err)) {
+    if (train_set_fp(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &h, err, sizeof err)) {
       ret = stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (hit %lld; run `se3screen verify` on the workdir)",
                           (long long)sqlite3_column_int64(st, 2), err, (long long)sqlite3_column_int64(st, 0));
       break;
     }
-    int64_t best = 0;
-    double sim = -1;
-    for (int64_t i = 0; i < n; i++) {
-      double t = fp_tanimoto(&h, &fps[i]);
-      if (t > sim) {
-        sim = t;
-        best = i;
-      }
-    }
-    sqlite3_bind_int64(up, 1, ids[best]);
-    sqlite3_bind_double(up, 2, sim);
-    sqlite3_bind_int64(up, 3, sqlite3_column_int64(st, 0));
+    double sim;
+    int64_t best = train_set_nearest(&ts, &h, &sim);
+    if (ts.ids)
+      sqlite3_bind_int64(up, 1, ts.ids[best]);
+    else
+      sqlite3_bind_null(up, 1);
+    if (ts.ids)
+      sqlite3_bind_null(up, 2);
+    else
+      sqlite3_bind_text(up, 2, ts.names[best], -1, SQLITE_STATIC);
+    sqlite3_bind_double(up, 3, sim);
+    sqlite3_bind_int64(up, 4, sqlite3_column_int64(st, 0));
     if (sqlite3_step(up) != SQLITE_DONE) ret = stage_sql_fail(ctx, "storing a hit's nearest training molecule");
     sqlite3_reset(up);
+    if (n_sims < NEAREST_MAX_HITS) sims[n_sims++] = sim;
   }
   if (ret == STAGE_OK && rc != SQLITE_DONE) ret = stage_sql_fail(ctx, "finding the hits' nearest training molecules");
+  if (ret == STAGE_OK) nearest_log(ctx, sims, n_sims, &ts, what);
   sqlite3_finalize(st);
   sqlite3_finalize(up);
-  free(fps);
-  free(ids);
+  free(sims);
+  train_set_free(&ts);
   return ret;
 }
 

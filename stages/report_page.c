@@ -641,9 +641,9 @@ static void section_hits(struct rep *r) {
   int near = has_column(r, "ranked_hits", "nearest_train") &&
              q_double(r, 0, "SELECT count(*) FROM ranks WHERE similarity IS NOT NULL") > 0;
   if (near)
-    P("<p>Each hit's nearest training molecule is the one of the train split with the highest Tanimoto similarity "
-      "(Morgan fingerprints, radius 2): a hit far from all of them (under about 0.3) is a prediction the model has "
-      "little to go on for.</p>\n");
+    P("<p>Each hit's nearest training molecule is the one of the model's training set (the train split, or the set "
+      "a model from elsewhere carries) with the highest Tanimoto similarity (Morgan fingerprints, radius 2): a hit "
+      "far from all of them (under about 0.3) is a prediction the model has little to go on for.</p>\n");
   /* the spread over each hit's conformers (since schema version 13; none
    * with one conformer a molecule) */
   int csd = has_column(r, "ranked_hits", "conformer_sd") &&

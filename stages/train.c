@@ -55,6 +55,7 @@
 #include "stage.h"
 #include "train_confs.h"
 #include "train_rows.h"
+#include "train_set.h"
 
 /* The stage around models/trainer.h's trainer: what it trains on read from
  * the database, its split and atomref counts, its molecules' graphs served
@@ -69,6 +70,7 @@ struct tstage {
   int balanced;      /* class_weight: balanced */
   char device[256];  /* the backend, its device and precision (models.device) */
   char profile[256]; /* the training set's charge states and shapes, for the card (set_profile.h) */
+  struct train_set domain; /* the train split's fingerprints and names, in every checkpoint (train_set.h) */
   double *ens_sum;   /* an ensemble's test predictions summed over its members (finalize) */
   /* data: molecules with the target label, in id order (tr.n of them) */
   int64_t *ids;
@@ -445,6 +447,7 @@ static int io_order(void *user, struct se3_train_order *o) {
 static void io_put_card(void *user, struct se3_ckpt_writer *w) {
   struct tstage *t = user;
   model_card_put(w, t->ctx->root, t->profile); /* the featurisation trained with: the model scores the same anywhere */
+  train_set_put(w, &t->domain);                /* what a hit is near (rank, wherever the model scores) */
 }
 
 /* begin's first step: the settings of stages.train into t (the split's
@@ -684,6 +687,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if ((ret = train_data(ctx, t, method, column)) != STAGE_OK) return ret;
   if (set_profile_card(ctx->db, ctx->src, t->set, t->profile, sizeof t->profile))
     return stage_fail_at(ctx, NULL, "%s", t->profile);
+  if (train_set_build(ctx->db, ctx->src, t->ids, t->split, t->tr.n, SE3_TRAIN_SET_MAX, &t->domain, ctx->err,
+                      sizeof ctx->err))
+    return STAGE_ERROR;
   if ((ret = train_model(ctx, t)) != STAGE_OK) return ret;
   char tmp[PATH_MAX];
   if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);
@@ -947,6 +953,7 @@ static void train_end(struct stage_ctx *ctx) {
     free(t->compound[i]);
   free(t->compound);
   free(t->fps);
+  train_set_free(&t->domain);
   free(t->counts);
   free(t->ens_sum);
   se3_trainer_free(&t->tr);

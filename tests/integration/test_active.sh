@@ -113,6 +113,11 @@ bad = [s for s in kept if abs(p[s] - kept[s]) > 1e-4 * (1 + abs(kept[s]))]
 assert not bad, f"{len(bad)} differ, e.g. {bad[0]}: {p[bad[0]]} against {kept[bad[0]]}"
 assert any(abs(p[s] - now[s]) > 1e-3 for s in kept), "round 2's model predicts as the last one does"
 PY
+# and carries round 2's training set (issue 70): every hit has its nearest
+# training molecule, the molecules it learned from (in the library) at 1
+[ "$(q "$work/p2/screen.db" "SELECT count(*) = 120 AND count(nearest_train) = 120 AND count(similarity) = 120 AND
+    sum(similarity = 1) > 0 FROM ranked_hits")" = 1 ] || fail "round 2's predict has hits without a nearest training molecule"
+grep -q "median similarity of 120 hits" "$work/p2.log" || { cat "$work/p2.log"; fail "no median similarity in the log"; }
 # verify reads the kept checkpoints too: one damaged is named
 "$se3" verify "$work/a" > "$work/v1.log" 2>&1 || { cat "$work/v1.log"; fail "verify found damage"; }
 cp "$work/a/models/rounds/2/train-1.ckpt" "$work/keep.ckpt"

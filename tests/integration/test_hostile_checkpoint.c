@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "models/checkpoint.h"
+#include "models/model_file.h"
 #include "models/se3.h"
 #include "tests/testutil.h"
 
@@ -35,6 +36,8 @@ struct edit {
   const char *card_from, *card_to; /* a text replaced in the card */
   size_t long_name;                /* > 0: one more record with a name this long */
   int long_target;                 /* the target 256 characters long */
+  const char *resize;              /* a record given this many values (zeros added), or left out (-1) */
+  long long resize_to;
   const char *want;                /* what the refusal says */
 };
 
@@ -94,6 +97,13 @@ static void craft(const char *src, const char *dst, const struct edit *e) {
       se3_ckpt_put(&w, "settings", SE3_CK_U8, out, strlen(out));
       free(out);
       free(text);
+    } else if (e->resize && !strcmp(r->name, e->resize)) {
+      if (e->resize_to >= 0) {
+        uint8_t *grown = calloc((size_t)e->resize_to + 1, per);
+        memcpy(grown, host, (size_t)(e->resize_to < (long long)r->count ? e->resize_to : (long long)r->count) * per);
+        se3_ckpt_put(&w, r->name, r->type, grown, (uint64_t)e->resize_to);
+        free(grown);
+      }
     } else if (e->long_target && !strcmp(r->name, "target")) {
       char t[257];
       memset(t, 't', 256);
@@ -145,6 +155,23 @@ static const struct edit EDITS[] = {
      .want = "record \"atomref\": value 1 is 1e+300 (within +-1e+33 allowed)"},
     {.name = "fewer_elements", .card_from = ", I]", .card_to = "]", .want = "gives 11 node features an atom"},
     {.name = "long_target", .long_target = 1, .want = "record \"target\": 256 bytes (1 to 255 allowed)"},
+    /* the training set a model carries (issue 70): bounded, whole, named */
+    {.name = "train_too_many",
+     .resize = "train_fps_morgan2",
+     .resize_to = 32LL * (SE3_TRAIN_SET_MAX + 1),
+     .want = "record \"train_fps_morgan2\": 100001 fingerprints (at most 100000 allowed)"},
+    {.name = "train_torn",
+     .resize = "train_fps_morgan2",
+     .resize_to = 32 * 3 - 5,
+     .want = "record \"train_fps_morgan2\": 91 values, not a whole number of fingerprints (32 values each)"},
+    {.name = "train_names_cut",
+     .resize = "train_names",
+     .resize_to = 16 * 4,
+     .want = "names ended by a NUL byte and bytes after the last, for "},
+    {.name = "train_no_names",
+     .resize = "train_names",
+     .resize_to = -1,
+     .want = "record \"train_fps_morgan2\" without \"train_names\""},
 };
 
 /* A's workflow: train on the QM9 records (atomref on, so the model has

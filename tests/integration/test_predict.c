@@ -13,8 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "chem/fingerprint.h"
+#include "chem/mol.h"
+#include "models/checkpoint.h"
+#include "models/trainer.h"
+#include "stages/train_set.h"
 #include "tests/testutil.h"
 
 /* A's workflow: train on the QM9 records, score and rank `library`. The QM9
@@ -420,5 +426,235 @@ Test(predict, the_model_card_carries_the_features) {
   cr_assert(strstr(out, "was trained with [conjugated]; this workflow sets []"), "%s", out);
   free(out);
   free(wf);
+  free(dir);
+}
+
+/* ---- the applicability domain travels with the model (issue 70) ---------- */
+
+/* The Morgan fingerprint (radius 2) of the molecule stored in column c of st. */
+static void stored_fp(sqlite3_stmt *st, int c, struct fp *out) {
+  struct mol m;
+  char err[256];
+  mol_init(&m);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, c), (size_t)sqlite3_column_bytes(st, c), &m, err, sizeof err), 0,
+               "%s", err);
+  cr_assert_eq(fp_morgan(&m, 2, out), 0);
+  mol_free(&m);
+}
+
+/* Each hit of db_p (a predict's, whose database holds no training set)
+ * against db_a's train split, computed again here: ranked_hits.nearest_train
+ * names the train-split molecule of the highest Tanimoto similarity (ties:
+ * the lower id; its name, else its SMILES), and similarity is that
+ * similarity; hits.csv's last columns (in wd) are the view's. Returns the
+ * hits' median similarity, as rank's log gives it. */
+static double check_nearest_from_model(const char *db_a, const char *db_p, const char *wd) {
+  sqlite3 *a = NULL, *p = NULL;
+  cr_assert_eq(sqlite3_open_v2(db_a, &a, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_open_v2(db_p, &p, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(tu_query_int(db_p, "SELECT count(*) FROM splits"), 0, "predict's database holds a split");
+  sqlite3_stmt *tr = NULL, *hits = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(a,
+                                  "SELECT coalesce(nullif(m.name, ''), m.smiles), m.mol FROM splits s JOIN molecules m "
+                                  "ON m.id = s.mol_id WHERE s.split = 'train' ORDER BY m.id",
+                                  -1, &tr, NULL),
+               SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(p,
+                         "SELECT h.rank, h.nearest_train, h.similarity, m.mol FROM ranked_hits h JOIN molecules "
+                         "m ON m.id = h.mol_id ORDER BY h.rank",
+                         -1, &hits, NULL),
+      SQLITE_OK);
+  struct fp train[64];
+  char names[64][64];
+  int n_train = 0;
+  while (sqlite3_step(tr) == SQLITE_ROW) {
+    cr_assert_lt(n_train, 64);
+    snprintf(names[n_train], sizeof names[n_train], "%s", sqlite3_column_text(tr, 0));
+    stored_fp(tr, 1, &train[n_train++]);
+  }
+  cr_assert_gt(n_train, 5, "A's train split holds %d molecules", n_train);
+  double sims[256];
+  int n = 0;
+  while (sqlite3_step(hits) == SQLITE_ROW) {
+    cr_assert_lt(n, 256);
+    cr_assert_neq(sqlite3_column_type(hits, 1), SQLITE_NULL, "hit %d has no nearest training molecule", n + 1);
+    struct fp h;
+    stored_fp(hits, 3, &h);
+    double best = -1;
+    int at = -1;
+    for (int i = 0; i < n_train; i++) {
+      double t = fp_tanimoto(&h, &train[i]);
+      if (t > best) best = t, at = i;
+    }
+    double got = sqlite3_column_double(hits, 2);
+    cr_assert(got >= 0 && got <= 1, "hit %d: similarity %g", n + 1, got);
+    cr_assert_float_eq(got, best, 1e-12, "hit %d: similarity %g, the best of A's train split %g", n + 1, got, best);
+    cr_assert_str_eq((const char *)sqlite3_column_text(hits, 1), names[at], "hit %d: another nearest molecule", n + 1);
+    sims[n++] = got;
+  }
+  cr_assert_gt(n, 5, "%d hits", n);
+  sqlite3_finalize(tr);
+  sqlite3_finalize(hits);
+  sqlite3_close(a);
+  sqlite3_close(p);
+  /* hits.csv's nearest_train and similarity: the view's */
+  char *view =
+           tu_query(db_p, "SELECT nearest_train || '|' || printf('%.9g', similarity) FROM ranked_hits ORDER BY rank"),
+       *csv = NULL;
+  cr_assert_eq(tu_sh(&csv, "tail -n +2 %s/hits.csv | awk -F, '{print $12 \"|\" $13}'", wd), 0);
+  cr_assert_str_eq(csv, view, "hits.csv's nearest_train and similarity differ from ranked_hits'");
+  free(csv);
+  free(view);
+  /* and hits.sdf's tags, one of each a hit */
+  cr_assert_eq(tu_sh(&csv, "grep -c -e '^>  *<nearest_train>' %s/hits.sdf", wd), 0);
+  cr_assert_eq(atoi(csv), n, "hits.sdf: %s nearest_train tags for %d hits", csv, n);
+  free(csv);
+  for (int i = 1; i < n; i++) /* sorted, for the median */
+    for (int j = i; j > 0 && sims[j - 1] > sims[j]; j--) {
+      double t = sims[j];
+      sims[j] = sims[j - 1];
+      sims[j - 1] = t;
+    }
+  return n % 2 ? sims[n / 2] : 0.5 * (sims[n / 2 - 1] + sims[n / 2]);
+}
+
+/* src without the records of its training set: a model trained before
+ * they were written. */
+static void strip_train_set(const char *src, const char *dst) {
+  struct se3_ckpt c;
+  struct se3_ckpt_writer w;
+  char err[1024];
+  cr_assert_eq(se3_ckpt_load(&c, src, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, dst, err, sizeof err), 0, "%s", err);
+  int dropped = 0;
+  for (int i = 0; i < c.n_rec; i++) {
+    const struct se3_ckpt_record *r = &c.rec[i];
+    if (!strncmp(r->name, "train_", 6)) {
+      dropped++;
+      continue;
+    }
+    void *host = malloc((size_t)r->count * se3_ckpt_type_size(r->type) + 1);
+    cr_assert_eq(se3_ckpt_get(&c, r->name, r->type, host, r->count), 0);
+    se3_ckpt_put(&w, r->name, r->type, host, r->count);
+    free(host);
+  }
+  se3_ckpt_free(&c);
+  cr_assert_eq(dropped, 3, "%s: %d records of a training set", src, dropped);
+  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+}
+
+/* predict fills each hit's nearest training molecule from the training set
+ * the model carries (its database holds none), as A's own workflow does
+ * from its split: a library unlike the training set (Delaney's pesticides
+ * against QM9's small molecules) is warned about with its median; the
+ * training molecules themselves are their own nearest at 1; a model from
+ * before the training set travelled still scores, its hits without one and
+ * the log saying why, once. */
+Test(predict, the_nearest_training_molecule_travels_with_the_model) {
+  char *dir = tu_tmpdir("predict_domain");
+  write_libraries(dir);
+  char lib[1024], wd[1100], db_a[1100], db_p[1200], want[256];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  train_a(dir, lib);
+  snprintf(db_a, sizeof db_a, "%s/A/screen.db", dir);
+  char *out = NULL;
+  /* far: every hit under 0.3 */
+  snprintf(wd, sizeof wd, "%s/P", dir);
+  cr_assert_eq(tu_se3(&out, "predict %s/A %s --workdir %s", dir, lib, wd), 0, "%s", out);
+  snprintf(db_p, sizeof db_p, "%s/screen.db", wd);
+  double median = check_nearest_from_model(db_a, db_p, wd);
+  cr_assert_lt(median, 0.3, "Delaney's first ten against QM9: median %g", median);
+  snprintf(want, sizeof want,
+           "warning: the library is far from the model's training set: the median similarity of %lld "
+           "hits to their nearest training molecule is %.2f (",
+           tu_query_int(db_p, "SELECT count(*) FROM ranks"), median);
+  cr_assert(strstr(out, want) && strstr(out, "% under 0.3; "), "no warning \"%s\":\n%s", want, out);
+  free(out);
+  /* near: the training molecules themselves */
+  snprintf(wd, sizeof wd, "%s/Q", dir);
+  cr_assert_eq(tu_se3(&out, "predict %s/A %s --workdir %s", dir, tu_src("workflows/data/qm9_mini.sdf"), wd), 0, "%s",
+               out);
+  snprintf(db_p, sizeof db_p, "%s/screen.db", wd);
+  median = check_nearest_from_model(db_a, db_p, wd);
+  snprintf(want, sizeof want, "nearest training molecules: the median similarity of 20 hits is %.2f (", median);
+  cr_assert(strstr(out, want) && !strstr(out, "far from"), "not \"%s\":\n%s", want, out);
+  free(out);
+  cr_assert_float_eq(median, 1.0, 1e-12);
+  long long n_train = tu_query_int(db_a, "SELECT count(*) FROM splits WHERE split = 'train'");
+  cr_assert_eq(tu_query_int(db_p, "SELECT count(*) FROM ranked_hits WHERE nearest_train = name AND similarity = 1"),
+               n_train, "the training molecules are not their own nearest at 1");
+  /* a model from before: scored, no nearest, the log says why once */
+  char old[1100];
+  snprintf(old, sizeof old, "%s/old.ckpt", dir);
+  char best[1100];
+  snprintf(best, sizeof best, "%s/A/models/train-0/best.ckpt", dir);
+  strip_train_set(best, old);
+  snprintf(wd, sizeof wd, "%s/O", dir);
+  cr_assert_eq(tu_se3(&out, "predict %s %s --workdir %s", old, lib, wd), 0, "%s", out);
+  const char *note = "carries no training set (trained before 2026-11-29)";
+  char *at = strstr(out, note);
+  cr_assert(at && !strstr(at + 1, note) && strstr(out, old), "the note, once, naming the file:\n%s", out);
+  free(out);
+  snprintf(db_p, sizeof db_p, "%s/screen.db", wd);
+  cr_assert_gt(tu_query_int(db_p, "SELECT count(*) FROM ranks"), 5);
+  cr_assert_eq(tu_query_int(db_p, "SELECT count(*) FROM ranked_hits WHERE nearest_train IS NOT NULL OR similarity IS "
+                                  "NOT NULL"),
+               0);
+  free(dir);
+}
+
+/* A train split larger than the bound a model carries (SE3_TRAIN_SET_MAX;
+ * here 5 of 20) travels as an evenly spaced sample of it, in id order,
+ * each molecule with its own fingerprint and name; a split marks which of
+ * the molecules are the training set's. */
+Test(predict, a_large_training_set_travels_as_an_even_sample) {
+  char *dir = tu_tmpdir("predict_domain_sample");
+  write_libraries(dir);
+  char lib[1024], db[1100], err[512];
+  snprintf(lib, sizeof lib, "%s/lib.smi", dir);
+  char *wf = write_a(dir, lib), *out = NULL;
+  cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
+  free(out);
+  free(wf);
+  snprintf(db, sizeof db, "%s/A/screen.db", dir);
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(h, "SELECT id, name, mol FROM molecules WHERE set_name = 'train' ORDER BY id", -1, &st, NULL),
+      SQLITE_OK);
+  int64_t ids[32];
+  char names[32][64];
+  struct fp fps[32];
+  int n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW && n < 32) {
+    ids[n] = sqlite3_column_int64(st, 0);
+    snprintf(names[n], sizeof names[n], "%s", sqlite3_column_text(st, 1));
+    stored_fp(st, 2, &fps[n++]);
+  }
+  sqlite3_finalize(st);
+  cr_assert_eq(n, 20);
+  struct train_set ts;
+  cr_assert_eq(train_set_build(h, "main", ids, NULL, n, 5, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ts.n, 5);
+  cr_assert_eq(ts.total, 20);
+  for (int k = 0; k < 5; k++) {
+    cr_assert_eq(ts.ids[k], ids[4 * k], "sample %d: molecule %lld, not %lld", k, (long long)ts.ids[k],
+                 (long long)ids[4 * k]);
+    cr_assert_str_eq(ts.names[k], names[4 * k]);
+    cr_assert(!memcmp(ts.fps[k].w, fps[4 * k].w, sizeof fps[0].w) && ts.fps[k].n_set == fps[4 * k].n_set);
+  }
+  train_set_free(&ts);
+  unsigned char split[32];
+  for (int i = 0; i < n; i++)
+    split[i] = i % 2 ? SE3_SPLIT_VALID : SE3_SPLIT_TRAIN;
+  cr_assert_eq(train_set_build(h, "main", ids, split, n, 0, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(ts.n, 10);
+  cr_assert_eq(ts.total, 10);
+  for (int k = 0; k < 10; k++)
+    cr_assert_eq(ts.ids[k], ids[2 * k]);
+  train_set_free(&ts);
+  sqlite3_close(h);
   free(dir);
 }
