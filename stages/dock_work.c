@@ -179,6 +179,7 @@ static int count_left(struct stage_ctx *ctx, struct dstage *d, int64_t c) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return stage_sql_fail(ctx, "reading the molecules to dock");
     int64_t before = p->start[k + 1] - p->start[k] - pending;
+    d->to_dock += pending;
     ctx->report->done_before(ctx, before);
     d->before += before;
   }
@@ -527,8 +528,15 @@ int dock_work_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int6
     d->unit_before = earlier_unit(ctx, d, &mean);
     if (!(d->pool = dock_pool_open(&d->ds, d->workers, err, sizeof err))) return stage_fail_at(ctx, NULL, "%s", err);
     beat(ctx, d); /* (the ETA, before the line below says it) */
-    /* "earlier runs took 2.0 min/mol: about 6:00 for the 3 left" */
-    ctx->report->estimate(ctx, mean / (d->workers > 0 ? d->workers : 1));
+    if (mean > 0) { /* "earlier runs took 2.0 min/mol: about 6:00 for the 3 left" */
+      ctx->report->estimate(ctx, mean / (d->workers > 0 ? d->workers : 1));
+    } else { /* the first docking of this set-up: the prior's word, at once */
+      long eta = lround(seconds_left(d, now_s()));
+      ctx->report->log(ctx,
+                       "%lld molecules to dock: about %ld:%02ld by their size at exhaustiveness %d, %d at once (a "
+                       "prior measured on another machine: this run's pace takes over as its dockings end)",
+                       (long long)(d->to_dock + left), eta / 60, eta % 60, d->ds.exhaustiveness, d->workers);
+    }
   }
   d->last_commit = now_s();
   int ret = left > 0 ? dock_until_done(ctx, d) : STAGE_OK;

@@ -58,11 +58,11 @@ struct dstage {
   int64_t ahead_chunk;       /* that chunk; -1: none looked at */
   int64_t ahead_done;        /* ... its dockings ended while it was ahead */
   int64_t ahead_bytes;       /* ... and their poses' bytes (its ledger's) */
-  int64_t scanned;           /* chunks before this one looked at for work ahead */
   /* the ETA: work (dock_cost) of the molecules not started, seconds per
    * unit measured (this run's dockings, else earlier runs'), its prior */
-  double cost_left, cost_done, seconds_done, unit_before, last_beat;
+  double cost_left, cost_done, seconds_done, unit_before;
   int costed;            /* cost_left counted */
+  int64_t to_dock;       /* ... and the molecules it is of */
   const char *unit_from; /* where the seconds per unit come from (the log says) */
 };
 
