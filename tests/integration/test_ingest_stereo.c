@@ -185,6 +185,12 @@ Test(ingest_stereo, unspecified_stereo_is_named_counted_and_goes_with_the_hits) 
   cr_assert_eq(tu_sh(&out, "grep -c '^>  <isomer_smiles>' %s/work/hits.sdf", dir), 0);
   cr_assert_eq(atoi(out), n_with, "%s", out);
   free(out);
+  /* and the report says what the log said */
+  cr_assert_eq(tu_se3(&out, "report %s/work -o - --no-depict", dir), 0, "%s", out);
+  snprintf(line, sizeof line, "Stereo: %d molecules had unspecified stereo (%d centres/bonds); each is scored and",
+           n_with, n_units);
+  cr_assert(strstr(out, line), "no '%s' in the report", line);
+  free(out);
   free(wf);
   free(dir);
 }
