@@ -5,8 +5,9 @@
 // marks (CC(N)C(=O)O has none at all), so the free units are found from the
 // graph: FindStereogenicUnits over the graph's symmetry classes gives every
 // tetrahedral centre and cis/trans bond that can have a configuration (ring
-// ones too: cis/trans-1,4-dimethylcyclohexane), and a unit without a
-// specified configuration is free. A shape fixes each free unit one way;
+// ones too: cis/trans-1,4-dimethylcyclohexane; not a double bond in a ring
+// of fewer than 8 atoms, which Open Babel lists but only cis can close),
+// and a unit without a specified configuration is free. A shape fixes each free unit one way;
 // StereoFrom3D on a copy reads every unit from the coordinates, and the
 // canonical isomeric SMILES names the isomer.
 #include "chem/stereo_ob.h"
@@ -43,7 +44,12 @@ void se3_stereo_free(OBMol &mol, bool skip_nh, int *tetra, int *cistrans) {
       OBTetrahedralStereo *ts = facade.GetTetrahedralStereo(u.id);
       if (!ts || !ts->GetConfig().specified) ++*tetra;
     } else if (u.type == OBStereo::CisTrans) {
-      if (!mol.GetBondById(u.id)) continue;
+      OBBond *b = mol.GetBondById(u.id);
+      if (!b) continue;
+      // a double bond in a ring of fewer than 8 atoms is cis, whatever the
+      // shape (SMILES marks none there: O=C1CCC(=C1)c1ccccc1 has no isomers)
+      OBRing *ring = b->IsInRing() ? b->FindSmallestRing() : nullptr;
+      if (ring && ring->Size() < 8) continue;
       OBCisTransStereo *ct = facade.GetCisTransStereo(u.id);
       if (!ct || !ct->GetConfig().specified) ++*cistrans;
     }

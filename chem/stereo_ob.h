@@ -13,7 +13,8 @@ class OBMol;
 }
 
 // The stereogenic units of mol (Open Babel's perception: tetrahedral
-// centres, ring ones included, and cis/trans double bonds) whose
+// centres, ring ones included, and cis/trans double bonds outside rings of
+// fewer than 8 atoms) whose
 // configuration mol does not give: the free ones, those a shape will fix.
 // skip_nh: a tetrahedral nitrogen carrying a hydrogen is no unit (the
 // standardiser and protonation drop its marks: its proton exchanges in

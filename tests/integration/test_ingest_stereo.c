@@ -22,7 +22,8 @@
 
 /* Each molecule, and the stereo units its SMILES leaves free (tetrahedral,
  * cis/trans), by chemistry: an ammonium N-H is none (the standardiser drops
- * its marks); 1,4-dimethylcyclohexane's cis/trans is its two ring centres. */
+ * its marks), nor a double bond in a five-membered ring (only cis closes
+ * it); 1,4-dimethylcyclohexane's cis/trans is its two ring centres. */
 static const struct {
   const char *smiles, *name;
   int tetra, cistrans;
@@ -36,6 +37,7 @@ static const struct {
     {"CC1CCC(C)CC1", "dimethylcyclohexane", 2, 0},
     {"CC[NH+](C)CCC", "ammonium", 0, 0},
     {"CCO", "ethanol", 0, 0},
+    {"O=C1CCC(=C1)c1ccccc1", "cyclopentenone", 0, 0},
 };
 #define N_MOLS (sizeof MOLS / sizeof MOLS[0])
 
