@@ -36,6 +36,7 @@ void mol_free(struct mol *m) {
   }
   free(m->tags);
   free(m->confs);
+  free(m->isomer_smiles);
   mol_init(m);
 }
 
@@ -296,12 +297,13 @@ bad:
  *   atoms: u8 z, i8 charge, u8 aromatic, u8 implicit_h, f64 x, y, z, u16 isotope
  *   bonds: u32 a, u32 b, u8 order
  *   tags:  str name, str value
+ *   i32 stereo_free, str isomer_smiles,
  *   u32 n_confs, then n_confs x n_atoms x 3 f64: the other conformers
  * where str is u32 length (0xffffffff = NULL) and that many bytes.
  */
 
 #define PACK_MAGIC "SE3P"
-enum { PACK_VERSION = 4, PACK_ATOM = 30, PACK_BOND = 9 };
+enum { PACK_VERSION = 5, PACK_ATOM = 30, PACK_BOND = 9 };
 static const uint32_t PACK_NULL = 0xffffffffu;
 
 static size_t str_size(const char *s) { return 4 + (s ? strlen(s) : 0); }
@@ -325,7 +327,7 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
   for (int i = 0; i < m->n_tags; i++)
     n += str_size(m->tags[i].name) + str_size(m->tags[i].value);
   uint32_t nc = m->confs && m->n_confs > 0 ? (uint32_t)m->n_confs : 0;
-  n += 4 + (size_t)nc * (size_t)m->n_atoms * 24;
+  n += 4 + str_size(m->isomer_smiles) + 4 + (size_t)nc * (size_t)m->n_atoms * 24;
   uint8_t *b = malloc(n), *p = b;
   if (!b) return -1;
   memcpy(p, PACK_MAGIC, 4);
@@ -363,6 +365,8 @@ int mol_pack(const struct mol *m, uint8_t **buf, size_t *len) {
     p = put_str(p, m->tags[i].name);
     p = put_str(p, m->tags[i].value);
   }
+  le_put_u32(p, (uint32_t)m->stereo_free);
+  p = put_str(p + 4, m->isomer_smiles);
   le_put_u32(p, nc);
   p += 4;
   for (size_t k = 0; k < (size_t)nc * (size_t)m->n_atoms * 3; k++, p += 8)
@@ -454,6 +458,8 @@ int mol_unpack(const uint8_t *buf, size_t len, struct mol *m) {
     m->n_tags = (int)i + 1;
     if (c.bad) goto bad;
   }
+  m->stereo_free = (int32_t)take_u32(&c);
+  m->isomer_smiles = take_str(&c);
   uint32_t nc = take_u32(&c);
   if (c.bad || nc >= MOL_MAX_CONFORMERS || (uint64_t)nc * na * 24 != (uint64_t)(c.end - c.p)) goto bad;
   if (nc && na) {

@@ -81,6 +81,14 @@ struct mol {
    * by conformer; the blob keeps them (version 4) and mol_pack carries them. */
   int n_confs;
   double *confs;
+  /* Stereo the input left open (not stored in the blob; molecules columns):
+   * stereo_free counts the stereocentres and stereo double bonds whose
+   * configuration the input did not give and a generated 3D shape fixed (0
+   * when none, or when the shape is the file's own); isomer_smiles, where
+   * stereo_free > 0, is the isomer the shape has (canonical isomeric SMILES
+   * perceived from its coordinates), else NULL. */
+  int stereo_free;
+  char *isomer_smiles;
 };
 
 /* struct mol's shape: as made, or what the check of chem/shape.h led to. */

@@ -24,6 +24,7 @@
 #include <openbabel/oberror.h>
 #include <openbabel/obiter.h>
 #include <openbabel/op.h>
+#include <openbabel/ring.h>
 #include <openbabel/stereo/cistrans.h>
 #include <openbabel/stereo/stereo.h>
 #include <openbabel/stereo/tetrahedral.h>

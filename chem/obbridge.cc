@@ -21,6 +21,7 @@ extern "C" {
 #include "chem/conformers_ob.h"
 #include "chem/gen3d.h"
 #include "chem/ionise.h"
+#include "chem/stereo_ob.h"
 
 #include <omp.h>
 
@@ -493,10 +494,15 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   std::vector<double> more; // the other conformers' coordinates
   int n_more = 0;
   int shape = MOL_SHAPE_AS_MADE;
+  int free_tetra = 0, free_cistrans = 0; // stereo the input left open, which the shape fixes
+  std::string isomer;
+  // (no stereo on an N-H where the standardiser or protonation drops it)
+  bool skip_nh = o->standardize == OB_STD_BASIC || o->protonate != OB_PROT_KEEP;
   if (made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
     graph_only(mol, smiles, o);
+    se3_stereo_free(mol, skip_nh, &free_tetra, &free_cistrans);
     unsigned seed = o->seed ^ hash_text(smiles.data(), smiles.size());
     bool made = se3_gen3d_traced(mol, o, seed, gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
@@ -515,6 +521,9 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     }
     dim = 3;
     if (tr.first_fail == GEN3D_SHAPE) shape = MOL_SHAPE_FIXED; // out of bounds at first, fixed
+    // the isomer the shape has, said (issue 70); the other conformers turn
+    // single bonds outside rings only and keep it (chem/conformers.h)
+    if (free_tetra + free_cistrans > 0) isomer = se3_isomer_smiles(mol, skip_nh);
     if (o->conformers > 1) n_more = se3_more_conformers(mol, o, seed, more);
   } else if (o->add_hydrogens) {
     // Hydrogens on a 3D molecule point along directions Open Babel draws
@@ -534,11 +543,14 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   out->coords_gen3d = made3d;
   out->shape = shape;
   out->charge = charge;
+  out->stereo_free = free_tetra + free_cistrans;
+  out->isomer_smiles = isomer.empty() ? nullptr : dup_c(isomer);
   out->n_atoms = (int)mol.NumAtoms();
   out->n_bonds = (int)mol.NumBonds();
   out->atoms = (mol_atom *)std::calloc(out->n_atoms ? out->n_atoms : 1, sizeof *out->atoms);
   out->bonds = (mol_bond *)std::calloc(out->n_bonds ? out->n_bonds : 1, sizeof *out->bonds);
-  if (!out->name || !out->smiles || !out->inchikey || !out->formula || !out->atoms || !out->bonds) {
+  if (!out->name || !out->smiles || !out->inchikey || !out->formula || !out->atoms || !out->bonds ||
+      (!isomer.empty() && !out->isomer_smiles)) {
     mol_free(out);
     put_reason(why, "out of memory");
     return 1;
@@ -898,6 +910,19 @@ extern "C" char *ob_canonical_smiles(const struct mol *m) {
     clear_log();
     std::string s = g_can->WriteString(&mol);
     return dup_c(trim(s));
+  } catch (...) { return nullptr; }
+}
+
+extern "C" char *ob_isomer_smiles(const struct mol *m, int skip_nh) {
+  if (!m || m->dim != 3 || m->n_atoms < 0 || (m->n_atoms && !m->atoms)) return nullptr;
+  if (!g_ready && ob_init() != 0) return nullptr;
+  try {
+    OneOmpThread one;
+    OBMol mol;
+    if (!build_obmol(m, mol, true)) return nullptr;
+    clear_log();
+    std::string s = se3_isomer_smiles(mol, skip_nh != 0);
+    return s.empty() ? nullptr : dup_c(s);
   } catch (...) { return nullptr; }
 }
 

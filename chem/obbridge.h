@@ -65,7 +65,9 @@ int ob_init(void);
  * four-valent N +1: DUD-E and ZINC files carry none, and Open Babel would
  * make radicals of them); the standardiser as o->standardize says;
  * fragments as o->fragments says; protonation as o->protonate says; the
- * radical check; then canonical SMILES, InChIKey and 3D coordinates; for a
+ * radical check; then canonical SMILES, InChIKey and 3D coordinates (where
+ * they are generated, the stereo the molecule left free counted and the
+ * isomer the shape has named: out->stereo_free, out->isomer_smiles); for a
  * molecule whose coordinates were generated, up to o->conformers - 1 other
  * conformers (out->n_confs, out->confs; chem/conformers.h), none for one
  * that keeps its input's. */
@@ -85,6 +87,13 @@ char *ob_write_sdf(const struct mol *m);
  * flags and implicit hydrogens, and bonds; no stereo, no isotopes, no title:
  * a key of the graph, for scaffolds), malloc'd; NULL when Open Babel fails. */
 char *ob_canonical_smiles(const struct mol *m);
+/* The canonical isomeric SMILES of the configuration m's 3D coordinates
+ * (its atoms' own: conformer 0, or the one mol_swap_conformer put there)
+ * have, every stereocentre and stereo double bond perceived from them (but
+ * a nitrogen carrying a hydrogen, with skip_nh: as ingest leaves it under
+ * its default standardize or any protonate), with isotopes, no title;
+ * malloc'd. NULL when m is not 3D or Open Babel fails. */
+char *ob_isomer_smiles(const struct mol *m, int skip_nh);
 /* A 2D depiction of a SMILES as one <svg> element (Open Babel's layout and
  * drawing; px pixels square, <= 0: 160, larger for a large molecule: a
  * bond is drawn at least 25 px long however many atoms there are), without

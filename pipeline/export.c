@@ -401,16 +401,28 @@ static int next_row(struct exp *e, struct query_conn *qc, double timeout_s, doub
 
 /* ranked_hits' columns to export: all (`*`), but conformer_sd where no hit
  * has one (one conformer a molecule, or a database before schema 13 where
- * the question fails): the file as before. */
+ * the question fails), and isomer_smiles where no hit has one (every
+ * input's stereo given, or a database before schema 16): the file as
+ * before. */
 static const char *hits_columns(sqlite3 *db) {
-  const char *cols = "*";
+  static char cols[256];
+  int csd = 0, iso = 0;
   sqlite3_stmt *ask = NULL;
   if (sqlite3_prepare_v2(db, "SELECT EXISTS(SELECT 1 FROM ranked_hits WHERE conformer_sd IS NOT NULL)", -1, &ask,
                          NULL) == SQLITE_OK &&
-      sqlite3_step(ask) == SQLITE_ROW && sqlite3_column_int(ask, 0) == 0)
-    cols = "rank, name, smiles, inchikey, target, score, std, set_name, source_file, record_no, mol_id, "
-           "nearest_train, similarity";
+      sqlite3_step(ask) == SQLITE_ROW)
+    csd = sqlite3_column_int(ask, 0);
   sqlite3_finalize(ask);
+  ask = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT EXISTS(SELECT 1 FROM ranked_hits WHERE isomer_smiles IS NOT NULL)", -1, &ask,
+                         NULL) == SQLITE_OK &&
+      sqlite3_step(ask) == SQLITE_ROW)
+    iso = sqlite3_column_int(ask, 0);
+  sqlite3_finalize(ask);
+  snprintf(cols, sizeof cols,
+           "rank, name, smiles, inchikey, target, score, std, set_name, source_file, record_no, mol_id, "
+           "nearest_train, similarity%s%s",
+           csd ? ", conformer_sd" : "", iso ? ", isomer_smiles" : "");
   return cols;
 }
 

@@ -402,13 +402,16 @@ static long long top_count(struct query_conn *qc, const char *sql) {
  * only trains, or one whose score stage has not run), scores but no rank
  * yet, or no hit of the --target asked for. SE3_EXIT_OK when there are
  * hits to show; else an exit code, the message printed. */
-static int top_has_hits(const char *path, const char *db, const char *target, int *with_csd) {
+static int top_has_hits(const char *path, const char *db, const char *target, int *with_csd, int *with_iso) {
   struct query_conn *qc = NULL;
   int rc = query_open(&qc, path, "se3screen top", QUERY_DEFAULT_TIMEOUT_S);
   if (rc) return rc;
   /* conformer_sd shown where a hit has one (schema 13 on, several conformers) */
   *with_csd = top_count(qc, "SELECT count(*) FROM pragma_table_info('ranked_hits') WHERE name = 'conformer_sd'") > 0 &&
               top_count(qc, "SELECT count(*) FROM ranked_hits WHERE conformer_sd IS NOT NULL") > 0;
+  /* and the isomer scored where a hit's input left stereo free (schema 16 on) */
+  *with_iso = top_count(qc, "SELECT count(*) FROM pragma_table_info('ranked_hits') WHERE name = 'isomer_smiles'") > 0 &&
+              top_count(qc, "SELECT count(*) FROM ranked_hits WHERE isomer_smiles IS NOT NULL") > 0;
   char *sql = target ? sqlite3_mprintf("SELECT count(*) FROM ranked_hits WHERE target = %Q", target)
                      : sqlite3_mprintf("SELECT count(*) FROM ranked_hits");
   long long hits = sql ? top_count(qc, sql) : -1;
@@ -466,8 +469,8 @@ static int verb_top(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/screen.db", db);
   else
     snprintf(path, sizeof path, "%s", db);
-  int with_csd = 0;
-  if ((rc = top_has_hits(path, db, target, &with_csd)) != SE3_EXIT_OK) return rc;
+  int with_csd = 0, with_iso = 0;
+  if ((rc = top_has_hits(path, db, target, &with_csd, &with_iso)) != SE3_EXIT_OK) return rc;
   char *where = target ? sqlite3_mprintf("WHERE target = %Q", target) : sqlite3_mprintf("%s", "");
   /* Rounded for people in the table; CSV and JSON are for scripts: the
    * numbers as stored (JSON numbers, null for no spread). */
@@ -478,10 +481,13 @@ static int verb_top(int argc, char **argv) {
                     : fmt == QUERY_TABLE ? ", CASE WHEN conformer_sd IS NULL THEN '' ELSE printf('%.3g', conformer_sd) "
                                            "END AS conformer_sd"
                                          : ", conformer_sd";
-  char *sql = sqlite3_mprintf("SELECT rank, name, smiles, target, %s%s, source_file, record_no "
+  const char *iso = !with_iso            ? ""
+                    : fmt == QUERY_TABLE ? ", coalesce(isomer_smiles, '') AS isomer_smiles"
+                                         : ", isomer_smiles";
+  char *sql = sqlite3_mprintf("SELECT rank, name, smiles, target, %s%s, source_file, record_no%s "
                               "FROM ranked_hits %s "
                               "ORDER BY rank LIMIT %ld",
-                              cols, csd, where, n);
+                              cols, csd, iso, where, n);
   sqlite3_free(where);
   struct query_limits lim = {QUERY_DEFAULT_TIMEOUT_S, 0, 0};
   rc = query_run(path, sql, fmt, &lim, stdout);

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #define STORE_APPLICATION_ID 0x53453353
-#define STORE_SCHEMA_VERSION 15
+#define STORE_SCHEMA_VERSION 16
 
 /* STORE_WRITE refuses a database of an older schema version (it names
  * `se3screen upgrade`); STORE_UPGRADE migrates it (pipeline/upgrade.c),

@@ -455,7 +455,7 @@ static const char schema_v13_sql[] =
 static const char schema_v14_sql[] =
     "ALTER TABLE molecules ADD COLUMN shape TEXT; -- ok: within the bounds of chem/shape.h as generated or read (or no 3D coordinates) | fixed: the generated shape was out of bounds and a fix brought it within | regenerated: its file's coordinates were out of bounds and it got a generated shape (stages.ingest.input_shape: regenerate); NULL for rows written before version 14\n";
 
-/* Version 15 (issue 70; one step, to be renumbered at a merge): a hit's
+/* Version 15 (issue 70): a hit's
  * nearest training molecule where the model that scored it comes from
  * elsewhere (predict, stages.score.checkpoint): the model carries its
  * training set (stages/train_set.h) and the name is kept here, there being
@@ -471,6 +471,28 @@ static const char schema_v15_sql[] =
     "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles, r.nearest_name) AS "
     "nearest_train,\n"
     "         r.similarity, r.conformer_sd\n"
+    "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY "
+    "r.rank;\n";
+
+/* Version 16 (issue 70, stereo said): a molecule whose input left
+ * stereocentres or stereo double bonds unspecified (CC(N)C(=O)O, CC=CC) is
+ * scored and docked as the isomer its generated 3D shape has; that isomer
+ * is named, with the count of what the input left free, and goes with the
+ * hit (ranked_hits.isomer_smiles, last). Rows written before this version
+ * were never looked at (NULL). */
+static const char schema_v16_sql[] =
+    "ALTER TABLE molecules ADD COLUMN stereo_free INTEGER; -- stereocentres and stereo double bonds whose "
+    "configuration the input did not give and the generated 3D shape fixed (0: none, or the shape is the file's own); "
+    "NULL for rows written before version 16\n"
+    "ALTER TABLE molecules ADD COLUMN isomer_smiles TEXT; -- where stereo_free > 0: the isomer the molecule was scored "
+    "and docked as, the canonical isomeric SMILES (Open Babel) of the configuration its 3D shape has (every conformer "
+    "has the same); NULL otherwise\n"
+    "DROP VIEW ranked_hits;\n"
+    "CREATE VIEW ranked_hits AS\n"
+    "  SELECT r.rank, m.name, m.smiles, m.inchikey, r.target, r.score, r.std, m.set_name,\n"
+    "         m.source_file, m.record_no, r.mol_id, coalesce(nullif(n.name, ''), n.smiles, r.nearest_name) AS "
+    "nearest_train, r.similarity,\n"
+    "         r.conformer_sd, m.isomer_smiles\n"
     "  FROM ranks r JOIN molecules m ON m.id = r.mol_id LEFT JOIN molecules n ON n.id = r.nearest_id ORDER BY "
     "r.rank;\n";
 
@@ -490,6 +512,7 @@ static const char *const migrations[] = {
     /* to version 13 */ schema_v13_sql,
     /* to version 14 */ schema_v14_sql,
     /* to version 15 */ schema_v15_sql,
+    /* to version 16 */ schema_v16_sql,
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per schema version");
 

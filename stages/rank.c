@@ -402,6 +402,7 @@ static int nearest_training(struct stage_ctx *ctx) {
 struct hit_text {
   const char *name;
   char score[64], stdv[64], rank[32], rec[32], id[32], sim[32], csd[64];
+  const char *isomer; /* the isomer scored and docked, where its input left stereo free; else NULL */
 };
 
 static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
@@ -417,11 +418,13 @@ static void hit_read(sqlite3_stmt *st, struct hit_text *h) {
   if (sqlite3_column_type(st, 19) != SQLITE_NULL) snprintf(h->sim, sizeof h->sim, "%.9g", sqlite3_column_double(st, 19));
   h->csd[0] = 0;
   if (sqlite3_column_type(st, 20) != SQLITE_NULL) snprintf(h->csd, sizeof h->csd, "%.9g", sqlite3_column_double(st, 20));
+  h->isomer = (const char *)sqlite3_column_text(st, 21);
 }
 
-/* One line of hits.csv; conformer_sd last when the hits have one. */
-static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h, int with_csd) {
-  const char *cols[14] = {h->rank,
+/* One line of hits.csv; then conformer_sd and isomer_smiles, each when some
+ * hit has one. */
+static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h, int with_csd, int with_iso) {
+  const char *cols[15] = {h->rank,
                           h->name,
                           (const char *)sqlite3_column_text(st, 2),
                           (const char *)sqlite3_column_text(st, 3),
@@ -434,10 +437,12 @@ static void csv_hit(FILE *f, sqlite3_stmt *st, const struct hit_text *h, int wit
                           h->id,
                           (const char *)sqlite3_column_text(st, 18),
                           h->sim,
-                          h->csd};
+                          h->csd,
+                          h->isomer};
   /* rank, score, std, record_no, mol_id, similarity and conformer_sd are numbers; the rest is text */
-  static const int text[14] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0};
-  for (int i = 0; i < 13 + (with_csd != 0); i++) {
+  static const int text[15] = {0, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1};
+  for (int i = 0; i < 15; i++) {
+    if ((i == 13 && !with_csd) || (i == 14 && !with_iso)) continue;
     if (i) fputc(',', f);
     csv_cell_write(f, cols[i], text[i]);
   }
@@ -481,6 +486,7 @@ static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struc
                            {"nearest_train", (const char *)sqlite3_column_text(st, 18)},
                            {"similarity", h->sim[0] ? h->sim : NULL},
                            {"conformer_sd", h->csd[0] ? h->csd : NULL},
+                           {"isomer_smiles", h->isomer},
                            {"docking_score", docked[0] && !pose ? docked : NULL}};
   int bad = !m.name;
   for (size_t t = 0; t < sizeof tags / sizeof tags[0] && !bad; t++)
@@ -519,7 +525,8 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   char *q = sqlite3_mprintf(
       "SELECT h.rank, h.name, h.smiles, h.inchikey, h.target, h.score, h.std, h.set_name, "
       "h.source_file, h.record_no, h.mol_id, coalesce(p.pose, nullif(k.pose, x''), m.mol), coalesce(p.score, "
-      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, h.nearest_train, h.similarity, h.conformer_sd FROM ranked_hits h "
+      "k.score), p.mode, p.inter, p.intra, p.rmsd_lb, p.rmsd_ub, h.nearest_train, h.similarity, h.conformer_sd, "
+      "h.isomer_smiles FROM ranked_hits h "
       "JOIN \"%w\".molecules m ON m.id = h.mol_id LEFT JOIN \"%w\".docking k ON k.mol_id = "
       "h.mol_id AND k.mol_hash IS m.mol_hash LEFT JOIN \"%w\".poses p ON p.mol_id = k.mol_id AND (%d OR p.mode = 1) "
       "ORDER BY h.rank, p.mode",
@@ -529,25 +536,31 @@ static int rank_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64
   if (rc != SQLITE_OK) return stage_sql_fail(ctx, "reading the hits");
   struct atomic_file csv = {0}, sdf = {0};
   /* conformer_sd a column of hits.csv when a hit has one (several
-   * conformers): with one conformer a molecule the file is as before */
-  int with_csd = 0;
-  char *any = sqlite3_mprintf("SELECT EXISTS(SELECT 1 FROM ranks WHERE conformer_sd IS NOT NULL)");
+   * conformers): with one conformer a molecule the file is as before; and
+   * isomer_smiles, last, when a hit's input left stereo free */
+  int with_csd = 0, with_iso = 0;
   sqlite3_stmt *ask = NULL;
-  if (any && sqlite3_prepare_v2(ctx->db, any, -1, &ask, NULL) == SQLITE_OK && sqlite3_step(ask) == SQLITE_ROW)
+  if (sqlite3_prepare_v2(ctx->db,
+                         "SELECT EXISTS(SELECT 1 FROM ranks WHERE conformer_sd IS NOT NULL), EXISTS(SELECT 1 FROM "
+                         "ranked_hits WHERE isomer_smiles IS NOT NULL)",
+                         -1, &ask, NULL) == SQLITE_OK &&
+      sqlite3_step(ask) == SQLITE_ROW) {
     with_csd = sqlite3_column_int(ask, 0);
+    with_iso = sqlite3_column_int(ask, 1);
+  }
   sqlite3_finalize(ask);
-  sqlite3_free(any);
   if (r->csv && (ret = out_open(ctx, &csv, "hits.csv")) == STAGE_OK)
-    fprintf(csv.f, "rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,"
-                   "similarity%s\n",
-            with_csd ? ",conformer_sd" : "");
+    fprintf(csv.f,
+            "rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,nearest_train,"
+            "similarity%s%s\n",
+            with_csd ? ",conformer_sd" : "", with_iso ? ",isomer_smiles" : "");
   if (ret == STAGE_OK && r->sdf) ret = out_open(ctx, &sdf, "hits.sdf");
   int64_t n_poses = 0;
   while (ret == STAGE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     struct hit_text h;
     hit_read(st, &h);
     int first = sqlite3_column_type(st, 13) == SQLITE_NULL || sqlite3_column_int64(st, 13) == 1;
-    if (csv.f && first) csv_hit(csv.f, st, &h, with_csd);
+    if (csv.f && first) csv_hit(csv.f, st, &h, with_csd, with_iso);
     if (sdf.f && (ret = sdf_hit(ctx, sdf.f, st, &h)) != STAGE_OK) break;
     *n_ok += first;
     n_poses += !first || sqlite3_column_type(st, 13) != SQLITE_NULL;

@@ -99,6 +99,21 @@ static void section_shapes(struct rep *r) {
   sqlite3_finalize(st);
 }
 
+/* Stereo the inputs left unspecified, which the generated shapes fixed
+ * (molecules.stereo_free and isomer_smiles, schema version 16): said where
+ * there is any, as ingest's log says it. */
+static void section_stereo(struct rep *r) {
+  if (!has_column(r, "molecules", "stereo_free")) return;
+  sqlite3_stmt *st = prep(r, "SELECT count(*), sum(stereo_free) FROM molecules WHERE stereo_free > 0");
+  if (row(r, st) && sqlite3_column_int64(st, 0) > 0) {
+    long long n = sqlite3_column_int64(st, 0), units = sqlite3_column_int64(st, 1);
+    P("<p>Stereo: %lld molecule%s had unspecified stereo (%lld centre%s/bond%s); each is scored and docked as the "
+      "isomer its 3D shape has (<code>isomer_smiles</code> in the hits).</p>\n",
+      n, n == 1 ? "" : "s", units, units == 1 ? "" : "s", units == 1 ? "" : "s");
+  }
+  sqlite3_finalize(st);
+}
+
 static void section_summary(struct rep *r, const char *db_label) {
   sqlite3_stmt *st = prep(r, "SELECT (SELECT value FROM meta WHERE key = 'workflow'), "
                              "(SELECT value FROM meta WHERE key = 'sets'), count(*), min(started), max(finished), "
@@ -160,6 +175,7 @@ static void section_summary(struct rep *r, const char *db_label) {
   sqlite3_finalize(st);
   P("</tbody></table>\n");
   section_shapes(r);
+  section_stereo(r);
 
   /* the models (none before schema version 3) */
   st = !has_table(r, "models")

@@ -197,6 +197,14 @@ void ingest_end(struct stage_ctx *ctx) {
                      (long long)g->n_relabelled, (long long)g->n_shape_fixed, (long long)g->n_shape_refused,
                      (long long)g->n_shape_regenerated, g->n_shape_regenerated == 1 ? "" : "s",
                      g->pool ? ingest_workers_said(g) : "");
+  /* stereo the inputs left free, which the generated shapes fixed: said,
+   * not chosen silently (issue 70) */
+  if (g && g->n_stereo_free)
+    ctx->report->log(ctx,
+                     "%lld molecule%s had unspecified stereo (%lld centre%s/bond%s); each is scored and docked as "
+                     "the isomer its 3D shape has (molecules.isomer_smiles, hits' isomer_smiles)",
+                     (long long)g->n_stereo_free, g->n_stereo_free == 1 ? "" : "s", (long long)g->n_stereo_units,
+                     g->n_stereo_units == 1 ? "" : "s", g->n_stereo_units == 1 ? "" : "s");
   ingest_free(g);
   ctx->state = NULL;
 }

@@ -109,6 +109,9 @@ struct ingest {
    * last line: of the molecules parsed, shapes fixed and files' own
    * generated instead; records refused for a shape out of bounds */
   int64_t n_shape_fixed, n_shape_regenerated, n_shape_refused;
+  /* of the molecules parsed, those whose input left stereo free (a shape
+   * fixed it: molecules.isomer_smiles), and the units left free in all */
+  int64_t n_stereo_free, n_stereo_units;
 };
 
 struct item { /* one record of the chunk */

@@ -92,7 +92,8 @@ static int rows_prepare(struct stage_ctx *ctx, struct rows *s) {
   if (sqlite3_prepare_v2(ctx->db,
                          "INSERT INTO molecules(id, set_name, source_file, record_no, name, smiles, inchikey, "
                          "formula, n_atoms, n_heavy, charge, coords_from, chunk, mol, mol_hash, input_smiles, "
-                         "shape) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+                         "shape, stereo_free, isomer_smiles) "
+                         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
                          -1, &s->mol, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, "INSERT INTO labels(mol_id, name, value) VALUES(?1,?2,?3)", -1, &s->lab, NULL) !=
           SQLITE_OK ||
@@ -194,6 +195,12 @@ static int store_molecule(struct stage_ctx *ctx, sqlite3_stmt *ins_mol, const st
   }
   /* what the bounds of chem/shape.h made of its shape, kept for the report */
   sqlite3_bind_text(ins_mol, 17, shape_word(j->mol.shape), -1, SQLITE_STATIC);
+  /* the stereo its input left free, and the isomer its shape made of it */
+  sqlite3_bind_int(ins_mol, 18, j->mol.stereo_free);
+  if (j->mol.isomer_smiles)
+    sqlite3_bind_text(ins_mol, 19, j->mol.isomer_smiles, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(ins_mol, 19);
   if (sqlite3_step(ins_mol) != SQLITE_DONE) return stage_sql_fail(ctx, "writing a molecule");
   return STAGE_OK;
 }
@@ -271,6 +278,8 @@ static int store_item(struct stage_ctx *ctx, struct ingest *g, const struct rows
     g->n_gen3d += j->mol.coords_gen3d != 0;
     g->n_shape_fixed += j->mol.shape == MOL_SHAPE_FIXED;
     g->n_shape_regenerated += j->mol.shape == MOL_SHAPE_REGENERATED;
+    g->n_stereo_free += j->mol.stereo_free > 0;
+    g->n_stereo_units += j->mol.stereo_free > 0 ? j->mol.stereo_free : 0;
   }
   if (it->kept != 1 && store_molecule(ctx, s->mol, in, it, j, name, chunk, id) != STAGE_OK) return STAGE_ERROR;
   if (store_labels(ctx, s->lab, id, labels, n_lab) != STAGE_OK) return STAGE_ERROR;

@@ -227,11 +227,14 @@ static void csv_equal(const char *dir, const char *name, const char *sql) {
 Test(export, csv_is_query_csv_and_the_stored_values) {
   const char *dir = screen();
   premise(db_of(dir));
-  /* (one conformer a molecule: every column but conformer_sd, which no hit has) */
+  /* (one conformer a molecule: every column but conformer_sd, which no hit
+   * has; isomer_smiles, which the hits whose SMILES left a stereocentre
+   * unmarked have) */
   cr_assert_eq(tu_query_int(db_of(dir), "SELECT count(conformer_sd) FROM ranked_hits"), 0);
+  cr_assert_gt(tu_query_int(db_of(dir), "SELECT count(isomer_smiles) FROM ranked_hits"), 0);
   csv_equal(dir, "ranked_hits",
             "SELECT rank, name, smiles, inchikey, target, score, std, set_name, source_file, record_no, mol_id, "
-            "nearest_train, similarity FROM ranked_hits ORDER BY rank");
+            "nearest_train, similarity, isomer_smiles FROM ranked_hits ORDER BY rank");
   /* commas, quotes, line breaks, NULL, a whole REAL and a blob-free mix */
   csv_equal(dir, "quoted",
             "SELECT rank, 'a,\"b\"' AS odd, name || char(10) || 'second line' AS two_lines, "
@@ -383,9 +386,9 @@ Test(export, zero_rows_and_stdout) {
   const char *dir = screen();
   const char *none = "SELECT * FROM ranked_hits WHERE rank < 0";
   const char *formats[] = {"csv", "sdf", "smi"};
-  /* (a query's own columns: the view's, conformer_sd included) */
+  /* (a query's own columns: the view's, conformer_sd and isomer_smiles included) */
   const char *contents[] = {"rank,name,smiles,inchikey,target,score,std,set_name,source_file,record_no,mol_id,"
-                            "nearest_train,similarity,conformer_sd\n",
+                            "nearest_train,similarity,conformer_sd,isomer_smiles\n",
                             "", ""};
   for (int i = 0; i < 3; i++) {
     char path[1200], *out = NULL;
@@ -424,7 +427,7 @@ static const char json_check_py[] =
     "db, top, odd = sys.argv[1:4]\n"
     "con = sqlite3.connect('file:' + db + '?mode=ro', uri=True)\n"
     "rows = json.load(open(top, encoding='utf-8'))\n"
-    "keys = ['rank', 'name', 'smiles', 'target', 'score', 'std', 'source_file', 'record_no']\n"
+    "keys = ['rank', 'name', 'smiles', 'target', 'score', 'std', 'source_file', 'record_no', 'isomer_smiles']\n"
     "want = con.execute('SELECT ' + ', '.join(keys) + ' FROM ranked_hits ORDER BY rank LIMIT 5').fetchall()\n"
     "if len(rows) != 5: sys.exit('%d rows' % len(rows))\n"
     "for r, w in zip(rows, want):\n"

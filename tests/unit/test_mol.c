@@ -428,6 +428,8 @@ Test(mol, pack_round_trip_exact) {
   m.bonds[0].order = 2;
   mol_add_tag(&m, "PUBCHEM_ID", "1234");
   mol_add_tag(&m, "note", "multi\nline");
+  m.stereo_free = 2; /* the isomer a shape fixed reaches the store from the worker */
+  m.isomer_smiles = dup("C[C@@H](O)/C=C/C");
   uint8_t *b;
   size_t n;
   cr_assert_eq(mol_pack(&m, &b, &n), 0);
@@ -459,6 +461,8 @@ Test(mol, pack_round_trip_exact) {
   }
   cr_assert_str_eq(mol_tag(&back, "note"), "multi\nline");
   cr_assert_str_eq(mol_tag(&back, "PUBCHEM_ID"), "1234");
+  cr_assert_eq(back.stereo_free, 2);
+  cr_assert_str_eq(back.isomer_smiles, "C[C@@H](O)/C=C/C");
 
   /* Every truncation and trailing junk are refused without leaks or crashes. */
   for (size_t k = 0; k < n; k++) {
