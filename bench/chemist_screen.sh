@@ -13,6 +13,7 @@
 #                                   that nothing else was said); an ETA before
 #                                   the first docking ended
 #   idle_s                          seconds a worker sat idle with molecules left
+#   predict_isomer_named            predict's hits scored as a named isomer
 #   isomer_named, stereo_line       hits docked as a named isomer; the log's count
 #   poses, poses_with_receptor      exported poses, those tagged with the receptor
 #   check_problems, check_exit      problems one `check` reported; its exit code
@@ -41,14 +42,15 @@ head -300 "$data/nci_1000.smi" >"$tmp/library.smi"
 obabel "$data/fabp4_actives_library.mol2.gz" -osmi 2>/dev/null | awk '{print $1 "\tactive_" NR}' >>"$tmp/library.smi"
 "$se3" predict "$tmp/train" "$tmp/library.smi" --top 50 --workdir "$tmp/predict" >"$tmp/predict.log" 2>&1
 t2=$(now)
-# 3. its top hits docked, three poses each
+# 3. its top hits docked, three poses each (as the isomer scored)
 /usr/bin/python3 - "$tmp" "$top" <<'EOF'
 import csv, sys
 tmp, top = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(tmp + "/predict/hits.csv")))[:top]
 with open(tmp + "/top.smi", "w") as f:
     for r in rows:
-        f.write(f"{r['smiles']} {r['name']}\n")
+        # the isomer the model scored, where the library left stereo free
+        f.write(f"{r.get('isomer_smiles') or r['smiles']} {r['name']}\n")
 EOF
 cat >"$tmp/dock.yaml" <<EOF
 workflow: dock_top
@@ -105,6 +107,7 @@ print(json.dumps({
     "bench": "chemist_screen", "train_s": round(t1 - t0, 1), "predict_s": round(t2 - t1, 1),
     "dock_s": round(t3 - t2, 1), "predict_hits": len(hits),
     "nearest_filled": sum(1 for h in hits if h.get("nearest_train")),
+    "predict_isomer_named": sum(1 for h in hits if h.get("isomer_smiles")),
     "similarity_median": float(m.group(1)) if m else None, "far_warning": "is far from the model" in plog,
     "heartbeats": len(beats),
     "eta_before_first": bool(re.search(r"molecules to dock: about|earlier runs took|before any docking ended", dlog)),
