@@ -527,7 +527,7 @@ int dock_work_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int6
     double mean = 0;
     d->unit_before = earlier_unit(ctx, d, &mean);
     if (!(d->pool = dock_pool_open(&d->ds, d->workers, err, sizeof err))) return stage_fail_at(ctx, NULL, "%s", err);
-    beat(ctx, d); /* (the ETA, before the line below says it) */
+    beat(ctx, d);   /* (the ETA, before the line below says it) */
     if (mean > 0) { /* "earlier runs took 2.0 min/mol: about 6:00 for the 3 left" */
       ctx->report->estimate(ctx, mean / (d->workers > 0 ? d->workers : 1));
     } else { /* the first docking of this set-up: the prior's word, at once */
