@@ -16,6 +16,7 @@
 // hits.sdf), and its model must keep every thread.
 extern "C" {
 #include "chem/obbridge.h"
+#include "chem/records.h"
 }
 #include "chem/etkdg.h"
 #include "chem/conformers_ob.h"
@@ -46,7 +47,6 @@ using namespace OpenBabel;
 namespace {
 
 const int DEFAULT_MAX_ATOMS = 999;
-const size_t DEFAULT_MAX_RECORD = (size_t)64 << 20;
 
 bool g_ready = false;
 std::ostringstream *g_sink; // where Open Babel would print its messages
@@ -351,7 +351,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     put_reason(why, "internal error", 0, "no text or format");
     return 1;
   }
-  size_t max_bytes = o->max_record_bytes ? o->max_record_bytes : DEFAULT_MAX_RECORD;
+  size_t max_bytes = o->max_record_bytes ? o->max_record_bytes : REC_MAX_RECORD_DEFAULT;
   int max_atoms = o->max_atoms > 0 ? o->max_atoms : DEFAULT_MAX_ATOMS;
   if (len > max_bytes) {
     put_reason(why, "record too large", 0, std::to_string(len) + " > " + std::to_string(max_bytes) + " bytes");

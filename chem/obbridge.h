@@ -42,7 +42,7 @@ struct ob_parse_opts {
   unsigned seed;            /* gen3d is deterministic for a given seed */
   int max_atoms;            /* refuse before canonicalisation/InChI/gen3d (they crash on huge inputs);
                                counts the hydrogens to be added; <= 0 means 999 */
-  size_t max_record_bytes;  /* 0 means 64 MiB */
+  size_t max_record_bytes;  /* 0: REC_MAX_RECORD_DEFAULT (chem/records.h) */
   enum ob_fragments fragments;
   enum ob_protonate protonate;
   enum ob_standardize standardize;

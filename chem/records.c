@@ -35,7 +35,6 @@
 #include <zlib.h>
 
 enum { BUF_SIZE = 1 << 20 };
-#define DEFAULT_MAX_RECORD ((size_t)64 << 20)
 #define DEFAULT_MAX_EMPTY_LISTED 10
 
 void rec_fmt_err(char *err, size_t len, const char *fmt, ...) {
@@ -412,7 +411,7 @@ static struct rec_reader *open_reader(const char *path, int fd, enum mol_format 
     return NULL;
   }
   r->fmt = fmt;
-  r->max_rec = opt && opt->max_record_bytes ? opt->max_record_bytes : DEFAULT_MAX_RECORD;
+  r->max_rec = opt && opt->max_record_bytes ? opt->max_record_bytes : REC_MAX_RECORD_DEFAULT;
   r->max_empty = opt && opt->max_empty_listed ? opt->max_empty_listed : DEFAULT_MAX_EMPTY_LISTED;
   if (opt) {
     r->progress = opt->progress;

@@ -95,11 +95,17 @@ struct rec_stats {
   int64_t first_unlisted_line;
 };
 
+/* A record's bytes when the caller names no cap (rec_options and
+ * ob_parse_opts' max_record_bytes 0): the schema's default of
+ * stages.ingest.max_record_bytes, so every reader of a file (ingest, the
+ * dock stage's table) holds the same line; test_config checks they agree. */
+#define REC_MAX_RECORD_DEFAULT ((size_t)16 << 20)
+
 struct rec_options {
   const char *smiles_column;  /* csv/tsv; NULL = smiles, canonical_smiles, ... (rec_pick_columns) */
   const char *name_column;    /* csv/tsv; NULL = name, id, title, ... if any (rec_pick_columns) */
   size_t max_record_bytes;    /* a longer record becomes an error record (its text is
-                                 not kept past the cap); 0 = 64 MiB */
+                                 not kept past the cap); 0 = REC_MAX_RECORD_DEFAULT */
   long max_empty_listed;      /* empty records handed out as error records; 0 = 10, < 0 = all */
   /* Called every 2^20 lines read (NULL: never); non-zero stops the reading
    * (rec_next returns -1 with the message the callback put in err). */

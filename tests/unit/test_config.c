@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chem/records.h"
 #include "pipeline/config.h"
 #include "tests/testutil.h"
 
@@ -241,6 +242,10 @@ Test(config, getters_fail_loudly_on_keys_without_default) {
   cr_assert_str_eq(cfg_schema_default("sets.x.3.format"), "auto");
   cr_assert_null(cfg_schema_default("stages.score.checkpoint"));
   cr_assert_null(cfg_schema_default("stages.nope"));
+  /* a record's cap where a reader names none is the schema's (issue 71: the
+   * schema said 16 MiB and the readers 64) */
+  cr_assert_eq(strtoull(cfg_schema_default("stages.ingest.max_record_bytes"), NULL, 10),
+               (unsigned long long)REC_MAX_RECORD_DEFAULT);
   cfg_node_free(r);
   free(dir);
 }

@@ -586,7 +586,7 @@ static int m_end_lines(const unsigned char *p, size_t n) {
 
 static int reference(enum mol_format fmt, const unsigned char *p, size_t n, const struct rec_options *opt,
                      struct want **out) {
-  size_t cap = opt && opt->max_record_bytes ? opt->max_record_bytes : (size_t)64 << 20;
+  size_t cap = opt && opt->max_record_bytes ? opt->max_record_bytes : REC_MAX_RECORD_DEFAULT;
   long max_empty = opt && opt->max_empty_listed ? opt->max_empty_listed : 10;
   long n_empty = 0;
   int nw = 0, capw = 16;
