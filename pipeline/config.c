@@ -277,6 +277,12 @@ const char *cfg_schema_default(const char *key) {
   return d && d->kind == CFG_SCALAR ? d->value : NULL;
 }
 
+int cfg_busy_timeout_ms(const struct cfg_node *root) {
+  if (root) return (int)cfg_int(root, "store.busy_timeout_ms");
+  const char *d = cfg_schema_default("store.busy_timeout_ms");
+  return d ? atoi(d) : 0;
+}
+
 /* ---- load ------------------------------------------------------------------------ */
 
 struct cfg_node *cfg_load(const char *path, const char *const *sets, int n_sets, struct cfg_errors *errs) {

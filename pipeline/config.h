@@ -58,6 +58,11 @@ struct cfg_node *cfg_load_partial(const char *path, const char *const *sets, int
  * For a command that works without a workflow (merge, upgrade): a loaded
  * tree has every default filled in, to be read with the getters. */
 const char *cfg_schema_default(const char *key);
+/* How long an open of a result database waits for another process's lock
+ * (sqlite3_busy_timeout, ms): root's store.busy_timeout_ms, or the
+ * schema's default where there is no workflow (status, export, merge of
+ * shards alone). The one source of that number. */
+int cfg_busy_timeout_ms(const struct cfg_node *root);
 /* Print the resolved tree as YAML (defaults filled, keys in schema order). */
 void cfg_print(FILE *f, const struct cfg_node *root);
 

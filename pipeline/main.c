@@ -544,7 +544,7 @@ static int verb_export(int argc, char **argv) {
 }
 
 static int verb_report(int argc, char **argv) {
-  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40};
+  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40, .busy_timeout_ms = cfg_busy_timeout_ms(NULL)};
   const char *db = NULL, *out = NULL;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -605,7 +605,7 @@ static int verb_report(int argc, char **argv) {
    * before anything else reads it; held open to the end, the opening also
    * has the folder left as it was found (store.h) */
   struct store st;
-  if (store_open(&st, path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+  if (store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
     fprintf(stderr, "se3screen: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -36,6 +36,7 @@
 #include "common/workdir.h"
 #include "pipeline/run_files.h"
 #include "pipeline/runner.h"
+#include "pipeline/config.h"
 #include "stages/modelcard.h"
 
 #define WHO "se3screen predict"
@@ -205,7 +206,7 @@ static int workdir_is_ours(const char *workdir, const char *yaml) {
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL);
   if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(h, 10000);
+    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(NULL));
     rc = sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key = 'workflow'", -1, &st, NULL);
   }
   int ret = 0;

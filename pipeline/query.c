@@ -21,6 +21,7 @@
 #include "common/csvcell.h"
 #include "pipeline/runner.h"
 #include "pipeline/store.h"
+#include "pipeline/config.h"
 
 /* Length of the well-formed UTF-8 sequence at s (1-4), 0 when it is not one
  * (stray continuation bytes, overlong forms, surrogates, past U+10FFFF). */
@@ -270,7 +271,8 @@ int query_open(struct query_conn **out, const char *db_path, const char *who, do
   /* a lock is waited for until --timeout (without one, 10 s: SQLite's wait
    * as every verb has it) */
   double opened = now_s();
-  int busy_ms = timeout_s > 0 ? (timeout_s < 3600 * 24 ? (int)(timeout_s * 1000) : 3600 * 24 * 1000) : 10000;
+  int busy_ms =
+      timeout_s > 0 ? (timeout_s < 3600 * 24 ? (int)(timeout_s * 1000) : 3600 * 24 * 1000) : cfg_busy_timeout_ms(NULL);
   int rc = store_open(&qc->s, db_path, STORE_READONLY, NULL, busy_ms, err, sizeof err);
   if (rc) {
     if (rc == -2 && timeout_s > 0)

@@ -2,6 +2,7 @@
  * its workdir holds (common/workdir.h) and what the database says it read. */
 #define _GNU_SOURCE
 #include "pipeline/run_files.h"
+#include "pipeline/config.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -31,7 +32,7 @@ static int add_inputs(struct atomic_file_keep *k, const char *db_path) {
     sqlite3_close(db);
     return 0;
   }
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, cfg_busy_timeout_ms(NULL));
   int bad = 0;
   char *wf_dir = NULL;
   sqlite3_stmt *st = NULL;

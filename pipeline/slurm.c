@@ -19,6 +19,7 @@
 #include "common/fsutil.h"
 #include "common/atomic_file.h"
 #include "pipeline/runner.h"
+#include "pipeline/config.h"
 #include "stages/stage.h"
 
 enum step_kind { STEP_ARRAY, STEP_MERGE, STEP_COLLECTIVE, STEP_SINGLE };
@@ -329,7 +330,7 @@ static void known_chunks(struct ctx *c) {
   if (newest_file(c->root, 0, &newest) || newest_file(cfg_get(c->root, "sets"), 1, &newest)) return;
   sqlite3 *h = NULL;
   if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, 10000);
+    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h, "SELECT n_items, updated FROM stage_state WHERE stage = 'ingest'", -1, &st, NULL) ==
             SQLITE_OK &&
@@ -515,7 +516,7 @@ static int stage_finished(const struct ctx *c, const char *name, const char *sin
   sqlite3 *h = NULL;
   int done = 0;
   if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, 10000);
+    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1",
                            -1, &st, NULL) == SQLITE_OK) {
@@ -539,7 +540,7 @@ static long long rounds_decided(const struct ctx *c, char *last, size_t n) {
   sqlite3 *h = NULL;
   long long decided = 0;
   if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, 10000);
+    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h, "SELECT count(*), max(decided) FROM rounds", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {

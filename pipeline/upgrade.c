@@ -132,7 +132,7 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   /* What it is, read-only first: a database of this version is left alone. */
   struct store ro;
   char err[2048];
-  if (store_open(&ro, dbpath, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+  if (store_open(&ro, dbpath, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", err);
     return SE3_EXIT_FAILED;
   }
@@ -192,8 +192,8 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
    * is refused by its holder's name, never waited for and then taken for
    * a database of this schema with nothing of its work to keep. */
   if (store_open_locked(&r.st, dbpath, STORE_UPGRADE,
-                        r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"), 10000, r.err,
-                        sizeof r.err)) {
+                        r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
+                        cfg_busy_timeout_ms(r.root), r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", r.err);
     goto out;
   }

@@ -30,6 +30,7 @@
 #include "models/checkpoint.h"
 #include "pipeline/runner.h"
 #include "pipeline/store.h"
+#include "pipeline/config.h"
 
 enum blob_kind { BLOB_MOL, BLOB_GRAPH, BLOB_BASIS, BLOB_POSE };
 
@@ -366,7 +367,7 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
   }
   struct store s;
   char err[1024];
-  if (store_open(&s, db_path, STORE_READONLY, NULL, 10000, err, sizeof err)) {
+  if (store_open(&s, db_path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
     fprintf(stderr, "se3screen verify: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -867,7 +867,7 @@ int report_file(const char *db_path, const struct report_opts *o, const char *ou
     sqlite3_close(db);
     return -1;
   }
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, o->busy_timeout_ms);
   /* a file that is not a result database says so, not "no such table" */
   sqlite3_stmt *st = NULL;
   int ok = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('molecules', 'runs', 'meta')", -1,
@@ -877,8 +877,8 @@ int report_file(const char *db_path, const struct report_opts *o, const char *ou
     int code = sqlite3_errcode(db) & 0xff;
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED) /* a lock is no verdict on the file */
       snprintf(err, errlen,
-               "%s: in use: another process holds a lock on it (waited 10 s); try again once it has finished writing",
-               db_path);
+               "%s: in use: another process holds a lock on it (waited %.0f s); try again once it has finished writing",
+               db_path, o->busy_timeout_ms / 1000.0);
     else
       snprintf(err, errlen, "%s: not an se3screen result database (%s)", db_path,
                st ? "no molecules, runs and meta tables" : sqlite3_errmsg(db));

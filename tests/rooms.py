@@ -9,6 +9,8 @@
   (ingest's shared helpers are declared in stages/ingest/internal.h, which
   nothing outside the folder includes).
 - No SQL under models/: the result database is pipeline/'s and stages/'.
+- No busy timeout written as a number in pipeline/ or stages/: the schema's
+  store.busy_timeout_ms is its one source (cfg_busy_timeout_ms).
 - No file in stages/, pipeline/ or chem/ over 1,000 lines; no function in
   stages/ or pipeline/ over 150 lines.
 - struct stage has at most 20 members, and pipeline/slurm.c names no stage.
@@ -109,6 +111,14 @@ for layer in ('stages', 'pipeline', 'chem', 'models', 'common', 'tests'):
         for n, line in enumerate(open(path, encoding='utf-8', errors='replace'), 1):
             if re.match(r'\s*#\s*include\s+"(stages/)?ingest/internal\.h"', line):
                 fail(path, n, 'includes ingest\'s private header (stages/ingest/internal.h)')
+
+# -- the busy timeout from the schema (store.busy_timeout_ms, cfg_busy_timeout_ms), never a literal
+for layer in ('pipeline', 'stages'):
+    for path in sources(layer, ('.c',)):
+        text = code_only(open(path, encoding='utf-8', errors='replace').read())
+        for m in re.finditer(r'\bsqlite3_busy_timeout\s*\([^;]*?,\s*\d+\s*\)|\bstore_open\s*\([^;{]*?,\s*\d+\s*,\s*[\w.>-]*err\b', text):
+            fail(path, text.count('\n', 0, m.start()) + 1,
+                 'a busy timeout written as a number: take cfg_busy_timeout_ms (store.busy_timeout_ms)')
 
 # -- no SQL under models/
 for path in sources('models'):
