@@ -29,6 +29,7 @@
 
 #include "common/fsutil.h"
 #include "pipeline/config.h"
+#include "pipeline/ledger.h"
 #include "pipeline/progress.h"
 #include "pipeline/store.h"
 #include "stages/stage.h"
@@ -90,125 +91,10 @@ static void run_init(struct run *r, const struct run_opts *o) {
   r->round = o->round_given ? o->round : -1;
 }
 
-/* The meta rows that say how to rebuild this run's configuration (merge
- * needs them to finalize; `stage` names a shard's one stage, "" for a whole
- * run): replaced when `replace`, else written only where there are none
- * yet. 0, or -1 with r->err set. */
-static int record_meta(struct run *r, const char *stage, int replace) {
-  const struct run_opts *o = r->o;
-  char abs[PATH_MAX];
-  if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
-  size_t len = 1;
-  for (int i = 0; i < o->n_sets; i++)
-    len += strlen(o->sets[i]) + 1;
-  char *sets = calloc(len, 1);
-  if (!sets) {
-    snprintf(r->err, sizeof r->err, "out of memory");
-    return -1;
-  }
-  for (int i = 0; i < o->n_sets; i++) {
-    strcat(sets, o->sets[i]);
-    strcat(sets, "\n");
-  }
-  char shard[32];
-  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
-  int bad =
-      run_exec(r,
-               "INSERT OR %s INTO meta VALUES('workflow',%Q),('name',%Q),('sets',%Q),('workdir',%Q),('shard',%Q),"
-               "('stage',%Q)",
-               replace ? "REPLACE" : "IGNORE", abs, cfg_str(r->root, "workflow"), sets, r->workdir, shard, stage);
-  free(sets);
-  return bad ? -1 : 0;
-}
-
-/* The run's row in `runs`, and its meta rows (record_meta): a run of
- * screen.db replaces those only once a stage has passed its checks
- * (run_stage), so that a run refused (`run --stage rank` of another
- * workflow) leaves what the report calls the workflow as it was; a
- * shard's database has them at once. 0, or -1 with r->err set. */
-static int record_run(struct run *r, const char *stage) {
-  const struct run_opts *o = r->o;
-  char abs[PATH_MAX];
-  if (!realpath(o->workflow, abs)) snprintf(abs, sizeof abs, "%s", o->workflow);
-  char shard[32];
-  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
-  char when[32];
-  now_iso(when, sizeof when);
-  /* the Slurm job running this, for `status`: an array task as JOB_TASK */
-  char job[64] = "";
-  const char *aj = getenv("SLURM_ARRAY_JOB_ID"), *at = getenv("SLURM_ARRAY_TASK_ID"), *j = getenv("SLURM_JOB_ID");
-  if (aj && *aj && at && *at)
-    snprintf(job, sizeof job, "%s_%s", aj, at);
-  else if (j && *j)
-    snprintf(job, sizeof job, "%s", j);
-  int bad = record_meta(r, stage, strcmp(r->src, "main") || r->n_shards > 1) ||
-            run_exec(r,
-                     "INSERT INTO runs(started,host,pid,command,workflow,shard,status,version,job) "
-                     "VALUES(%Q,%Q,%d,%Q,%Q,%Q,'running',%Q,%Q)",
-                     when, r->host, (int)getpid(), o->command_line ? o->command_line : "", abs,
-                     r->n_shards > 1 ? shard : NULL, SE3_VERSION, job[0] ? job : NULL);
-  if (bad) return -1;
-  r->run_id = sqlite3_last_insert_rowid(r->st.db);
-  return 0;
-}
-
-/* The run's row in `runs`: finished, with its exit status and message. */
-static void finish_run(struct run *r, int ret) {
-  char when[32];
-  now_iso(when, sizeof when);
-  const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
-  run_exec(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
-           r->err[0] ? r->err : NULL, r->run_id);
-}
-
 /* Whether a keyed stage's plan has a chunk with work (ctx->chunk_needed). */
 static int any_needed(const struct stage_ctx *ctx, int64_t n_chunks) {
   for (int64_t c = 0; ctx->chunk_needed && c < n_chunks; c++)
     if (ctx->chunk_needed[c]) return 1;
-  return 0;
-}
-
-/* Which of stage s's n_chunks chunks are done, into done[] (their
- * molecules added to *done_items). A keyed stage's plan marks the chunks
- * with work (its ledger only tells what was done, chunk by chunk, last);
- * another stage's ledger lists its finished chunks (with, for a process of
- * a data-parallel run that is not rank 0, those screen.db lists under this
- * hash). A failed read of the ledger must stop the stage: taken as
- * "nothing done", it would redo, and store twice, every finished chunk. 0,
- * or -1 with r->err set. */
-static int ledger_done(struct run *r, const struct stage *s, const struct stage_ctx *ctx, const char *hash,
-                       int64_t n_chunks, const struct se3_comm *together, char *done, int64_t *done_items) {
-  if (ctx->chunk_needed) {
-    /* a keyed stage: the chunks with work are what its plan marks (its
-     * ledger only tells what was done, chunk by chunk, last) */
-    for (int64_t c = 0; c < n_chunks; c++)
-      done[c] = !ctx->chunk_needed[c];
-    *done_items = ctx->items_done;
-  } else {
-    int also_src = together && strcmp(r->src, "main");
-    char *sql = sqlite3_mprintf("SELECT chunk, max(n) FROM (SELECT chunk, n_ok + n_rejected AS n FROM stage_chunks "
-                                "WHERE stage=?1%s) GROUP BY chunk",
-                                also_src ? " UNION ALL SELECT chunk, n_ok + n_rejected FROM src.stage_chunks "
-                                           "WHERE stage=?1 AND config_hash=?2"
-                                         : "");
-    sqlite3_stmt *q = NULL;
-    int rc = sql ? sqlite3_prepare_v2(r->st.db, sql, -1, &q, NULL) : SQLITE_NOMEM;
-    sqlite3_free(sql);
-    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, s->name, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK && also_src) rc = sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-      int64_t c = sqlite3_column_int64(q, 0);
-      if (c >= 0 && c < n_chunks) done[c] = 1;
-      *done_items += sqlite3_column_int64(q, 1);
-      rc = SQLITE_OK;
-    }
-    sqlite3_finalize(q);
-    if (rc != SQLITE_DONE) {
-      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
-               sqlite3_errmsg(r->st.db));
-      return -1;
-    }
-  }
   return 0;
 }
 
@@ -219,7 +105,7 @@ static int ledger_done(struct run *r, const struct stage *s, const struct stage_
  * why where the stage or the database did). */
 static int one_chunk(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t c,
                      int shard, const char *round_src, int64_t *n_ok, int64_t *n_rej) {
-  char started[32], finished[32];
+  char started[32];
   now_iso(started, sizeof started);
   int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
   ctx->chunk_bytes = 0;
@@ -227,17 +113,10 @@ static int one_chunk(struct run *r, const struct stage *s, struct stage_ctx *ctx
     st = s->run_chunk(ctx, c, n_ok, n_rej);
     if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
   }
-  if (st == STAGE_OK) {
-    now_iso(finished, sizeof finished);
-    if (run_exec(r,
-                 "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
-                 "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"
-                 "coalesce((SELECT max(round) FROM main.rounds), %s))",
-                 s->name, (long long)c, shard, hash, r->host, (int)getpid(), started, finished, (long long)*n_ok,
-                 (long long)*n_rej, (long long)ctx->chunk_bytes, round_src) ||
-        run_exec(r, "COMMIT"))
-      st = STAGE_ERROR;
-  }
+  if (st == STAGE_OK &&
+      (ledger_write_chunk(r, s->name, c, shard, hash, started, *n_ok, *n_rej, ctx->chunk_bytes, round_src) ||
+       run_exec(r, "COMMIT")))
+    st = STAGE_ERROR;
   if (st != STAGE_OK) {
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     *n_ok = *n_rej = 0;
@@ -266,7 +145,7 @@ static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ct
     snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
     return SE3_EXIT_FAILED;
   }
-  if (ledger_done(r, s, ctx, hash, n_chunks, together, done, &done_items)) {
+  if (ledger_chunks_done(r, s, ctx, hash, n_chunks, together, done, &done_items)) {
     free(done);
     return SE3_EXIT_FAILED;
   }
@@ -420,7 +299,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
                          (int)cfg_int(w->root, "store.busy_timeout_ms"), w->err, sizeof w->err) &&
       (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
        !store_attach_readonly(&w->st, up, "src", w->err, sizeof w->err)) &&
-      !record_run(w, s->name)) {
+      !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
     char *old = run_query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
@@ -431,15 +310,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
     if (st != STAGE_OK) {
       snprintf(w->err, sizeof w->err, "%s: %s", s->name, ctx->err);
     } else {
-      char when[32];
-      now_iso(when, sizeof when);
-      if (run_exec(w,
-                   "INSERT INTO stage_state(stage, config_hash, settings_hash, chain_hash, n_chunks, n_items, "
-                   "finalized, updated) VALUES(%Q,%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
-                   "config_hash=excluded.config_hash, chain_hash=excluded.chain_hash, n_chunks=excluded.n_chunks, "
-                   "n_items=excluded.n_items, updated=excluded.updated",
-                   s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when))
-        st = STAGE_ERROR;
+      if (ledger_set_state(w, s->name, hash, settings, chain, n_chunks, n_items, 0, 1)) st = STAGE_ERROR;
     }
   }
   if (st != STAGE_OK && rank > 0) fprintf(stderr, "se3screen (rank %d): %s\n", rank, w->err);
@@ -450,7 +321,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   else if (st == STAGE_OK)
     snprintf(w->err, sizeof w->err, "%s: another process of the run could not begin it (its message is above)",
              s->name);
-  if (w->st.db) finish_run(w, ret);
+  if (w->st.db) ledger_finish_run(w, ret);
   run_end(ctx, s);
   store_close(&w->st);
   int closed = 0;
@@ -641,20 +512,10 @@ static int run_stage(struct run *r, int si) {
   /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
   int changed = keyed ? any_needed(ctx, n_chunks) || n_pruned > 0 : discard || regone || !old;
   if (changed && run_unfinish_after(r, si)) goto rollback;
-  char when[32];
-  now_iso(when, sizeof when);
-  if (run_exec(r,
-               "INSERT INTO stage_state(stage, config_hash, settings_hash, chain_hash, n_chunks, n_items, finalized, "
-               "updated) VALUES(%Q,%Q,%Q,%Q,%lld,%lld,0,%Q) ON CONFLICT(stage) DO UPDATE SET "
-               "config_hash=excluded.config_hash, settings_hash=excluded.settings_hash, "
-               "chain_hash=excluded.chain_hash, n_chunks=excluded.n_chunks, n_items=excluded.n_items, "
-               "finalized=CASE WHEN %d OR config_hash<>excluded.config_hash THEN 0 ELSE finalized END, "
-               "updated=excluded.updated",
-               s->name, hash, settings, chain, (long long)n_chunks, (long long)n_items, when, changed) ||
-      run_exec(r, "COMMIT"))
+  if (ledger_set_state(r, s->name, hash, settings, chain, n_chunks, n_items, changed, 0) || run_exec(r, "COMMIT"))
     goto rollback;
-  /* the run's workflow, now that a stage of it runs (record_run) */
-  if (r->n_shards <= 1 && !r->meta_recorded && record_meta(r, "", 1)) goto out;
+  /* the run's workflow, now that a stage of it runs (ledger_record_run) */
+  if (r->n_shards <= 1 && !r->meta_recorded && ledger_record_meta(r, "", 1)) goto out;
   r->meta_recorded = 1;
 
   /* Work of this stage that processes of an earlier data-parallel run
@@ -692,7 +553,7 @@ out:
     ret = SE3_EXIT_FAILED;
   }
   run_end(ctx, s);
-  run_record_stage_time(r, s, started, t0, ret);
+  ledger_stage_time(r, s, started, t0, ret);
   return ret;
 }
 
@@ -880,7 +741,7 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
   }
 
   /* Remember how to rebuild this configuration (merge needs it to finalize). */
-  if (record_run(r, r->n_shards > 1 ? run_all_stages[first]->name : "")) return -1;
+  if (ledger_record_run(r, r->n_shards > 1 ? run_all_stages[first]->name : "")) return -1;
 
   return 0;
 }
@@ -948,7 +809,7 @@ static int run_main(const struct run_opts *o) {
     }
   }
 
-  finish_run(&r, ret);
+  ledger_finish_run(&r, ret);
   if (ret == SE3_EXIT_STOPPED)
     fprintf(stderr, "se3screen: stopped by a signal, its finished work kept; run the same command again to resume\n");
   else if (ret != SE3_EXIT_OK)

@@ -159,11 +159,6 @@ int run_check_owner(struct run *r, const char *workflow);
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */
 void run_now_iso_ms(char *buf, size_t n);
-/* The time stage s took in run r, from `started` (run_now_iso_ms) and t0
- * (progress_now) to now, what it finished (r->prog) and how it ended
- * (ret: SE3_EXIT_*), as a row of stage_runs; a failure to write it is
- * said, not returned. */
-void run_record_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret);
 /* Stage s's context in run r (its database, whatever r has open). */
 void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
 /* A stage's begin and, for a stage that declares its rows (struct

@@ -395,29 +395,6 @@ void run_now_iso_ms(char *buf, size_t n) {
   snprintf(buf, n, "%s.%03dZ", sec, (int)(ts.tv_nsec / 1000000L));
 }
 
-/* The time stage s took in this run, from `started` (and t0, progress_now's
- * clock) to now, with what it finished and how it ended, as a row of
- * stage_runs: the report sums a stage's time over every run. A failure to
- * write it is said, not the run's. */
-void run_record_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret) {
-  char finished[40], shard[32], err[512];
-  run_now_iso_ms(finished, sizeof finished);
-  snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
-  char *sql = sqlite3_mprintf(
-      "INSERT OR REPLACE INTO stage_runs(stage, host, pid, started, finished, seconds, n_done, status, shard) "
-      "VALUES(%Q,%Q,%d,%Q,%Q,%.3f,%lld,%Q,%Q)",
-      s->name, r->host, (int)getpid(), started, finished, progress_now() - t0,
-      (long long)(r->prog.done - r->prog.done0),
-      ret == SE3_EXIT_OK        ? "done"
-      : ret == SE3_EXIT_STOPPED ? "stopped"
-                                : "failed",
-      r->n_shards > 1 ? shard : NULL);
-  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
-    progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
-                 sql ? err : "out of memory");
-  sqlite3_free(sql);
-}
-
 /* The `workflow:` name the workflow file at path gives, or NULL (gone,
  * unreadable, or no longer a workflow this se3screen reads). */
 static char *workflow_name_of(const char *path) {
