@@ -14,13 +14,6 @@
 #include "pipeline/store.h"
 #include "stages/stage.h"
 
-static void now_iso(char *buf, size_t n) {
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 int ledger_record_meta(struct run *r, const char *stage, int replace) {
   const struct run_opts *o = r->o;
   char abs[PATH_MAX];
@@ -59,7 +52,7 @@ int ledger_record_run(struct run *r, const char *stage) {
   char shard[32];
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   char when[32];
-  now_iso(when, sizeof when);
+  run_now_iso(when, sizeof when);
   /* the Slurm job running this, for `status`: an array task as JOB_TASK */
   char job[64] = "";
   const char *aj = getenv("SLURM_ARRAY_JOB_ID"), *at = getenv("SLURM_ARRAY_TASK_ID"), *j = getenv("SLURM_JOB_ID");
@@ -81,7 +74,7 @@ int ledger_record_run(struct run *r, const char *stage) {
 /* The run's row in `runs`: finished, with its exit status and message. */
 void ledger_finish_run(struct run *r, int ret) {
   char when[32];
-  now_iso(when, sizeof when);
+  run_now_iso(when, sizeof when);
   const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
   run_exec(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
            r->err[0] ? r->err : NULL, r->run_id);
@@ -90,7 +83,7 @@ void ledger_finish_run(struct run *r, int ret) {
 int ledger_set_state(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
                      int64_t n_chunks, int64_t n_items, int changed, int share) {
   char when[32];
-  now_iso(when, sizeof when);
+  run_now_iso(when, sizeof when);
   if (share)
     return run_exec(r,
                     "INSERT INTO stage_state(stage, config_hash, settings_hash, chain_hash, n_chunks, n_items, "
@@ -152,7 +145,7 @@ int ledger_chunks_done(struct run *r, const struct stage *s, const struct stage_
 int ledger_write_chunk(struct run *r, const char *stage, int64_t c, int shard, const char *hash, const char *started,
                        int64_t n_ok, int64_t n_rej, int64_t n_bytes, const char *round_src) {
   char finished[32];
-  now_iso(finished, sizeof finished);
+  run_now_iso(finished, sizeof finished);
   return run_exec(r,
                   "INSERT OR REPLACE INTO stage_chunks(stage, chunk, shard, config_hash, status, host, pid, started, "
                   "finished, n_ok, n_rejected, n_bytes, round) VALUES(%Q,%lld,%d,%Q,'done',%Q,%d,%Q,%Q,%lld,%lld,%lld,"

@@ -57,13 +57,6 @@ void se3_on_stop_signals(void (*fn)(int), int flags, struct sigaction *old) {
 
 static void install_signals(void) { se3_on_stop_signals(on_signal, 0, NULL); }
 
-static void now_iso(char *buf, size_t n) {
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int mkdirs(const char *path, char *err, size_t errlen) {
   if (se3_mkdirs(path) == 0) return 0;
   snprintf(err, errlen, "cannot create %.1024s: %s", path, strerror(errno));
@@ -106,7 +99,7 @@ static int any_needed(const struct stage_ctx *ctx, int64_t n_chunks) {
 static int one_chunk(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t c,
                      int shard, const char *round_src, int64_t *n_ok, int64_t *n_rej) {
   char started[32];
-  now_iso(started, sizeof started);
+  run_now_iso(started, sizeof started);
   int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
   ctx->chunk_bytes = 0;
   if (st == STAGE_OK) {

@@ -157,6 +157,8 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
 int run_check_owner(struct run *r, const char *workflow);
 /* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
 int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
+/* now as "YYYY-MM-DDTHH:MM:SSZ" (UTC): the ledger's and the runs' times */
+void run_now_iso(char *buf, size_t n);
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */
 void run_now_iso_ms(char *buf, size_t n);
 /* Stage s's context in run r (its database, whatever r has open). */

@@ -383,6 +383,13 @@ int run_merge_hash(const struct stage *s, const struct cfg_node *root) {
   return s->keyed && s->keyed->rows ? STAGE_HASH_SETTINGS : STAGE_HASH_UNKNOWN;
 }
 
+void run_now_iso(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (stage_runs.started: two runs of a
  * stage in one second of one process stay two rows) */
 void run_now_iso_ms(char *buf, size_t n) {
