@@ -36,11 +36,13 @@
 #include "common/comm.h"
 #include "models/checkpoint.h"
 #include "models/metrics.h"
+#include "common/error.h"
 #include "models/model.h"
 
-#define SE3_TRAIN_OK 0
-#define SE3_TRAIN_ERROR 1
-#define SE3_TRAIN_STOPPED 2
+/* The trainer's returns are the one table's (common/error.h). */
+#define SE3_TRAIN_OK SE3_RC_OK
+#define SE3_TRAIN_ERROR SE3_RC_FAILED
+#define SE3_TRAIN_STOPPED SE3_RC_STOPPED
 
 enum { SE3_SPLIT_TRAIN = 0, SE3_SPLIT_VALID = 1, SE3_SPLIT_TEST = 2 };
 extern const char *const se3_split_name[3]; /* "train", "valid", "test" */

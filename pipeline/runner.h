@@ -4,10 +4,13 @@
 #ifndef SE3_RUNNER_H
 #define SE3_RUNNER_H
 
-#define SE3_EXIT_OK 0
-#define SE3_EXIT_FAILED 1      /* the run failed; the message says why */
-#define SE3_EXIT_USAGE 2       /* bad command line or configuration */
-#define SE3_EXIT_STOPPED 75    /* stopped by a signal; run again to resume */
+#include "common/error.h"
+
+/* The one table of result codes (common/error.h, docs/commands.md). */
+#define SE3_EXIT_OK SE3_RC_OK
+#define SE3_EXIT_FAILED SE3_RC_FAILED   /* the run failed; the message says why */
+#define SE3_EXIT_USAGE SE3_RC_USAGE     /* bad command line or configuration */
+#define SE3_EXIT_STOPPED SE3_RC_STOPPED /* stopped by a signal; run again to resume */
 
 struct sigaction;
 

@@ -18,6 +18,7 @@
 
 #include "common/cfgtree.h"
 #include "common/comm.h"
+#include "common/error.h"
 #include "chem/graph.h"
 #include "chem/graph_settings.h"
 
@@ -120,10 +121,10 @@ struct stage_ctx {
   char err[1024];              /* message when a callback returns non-zero */
 };
 
-/* Return codes of the callbacks. */
-#define STAGE_OK 0
-#define STAGE_ERROR 1   /* ctx->err says why; the run fails */
-#define STAGE_STOPPED 2 /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
+/* Return codes of the callbacks: the one table's (common/error.h). */
+#define STAGE_OK SE3_RC_OK
+#define STAGE_ERROR SE3_RC_FAILED    /* ctx->err says why; the run fails */
+#define STAGE_STOPPED SE3_RC_STOPPED /* *ctx->stop was seen: the chunk is abandoned (rolled back) */
 
 /* What a stage declares beyond its callbacks: flags (struct stage's `flags`). */
 enum {
