@@ -126,6 +126,45 @@ double chain_bond_length(OBAtom *a, OBAtom *b, OBBond *bond) {
   return len;
 }
 
+// Depth first over the molecule: a placed atom's whole template joins the
+// atoms done through its first bond to them; a chain atom goes where its
+// done neighbour's geometry puts a new bond (placed: the atoms templates
+// laid in work).
+void place_chains(OBMol &mol, OBMol &work, const OBBitVec &placed) {
+  OBBitVec done;
+  FOR_DFS_OF_MOL(a, mol) {
+    const int ia = (int)a->GetIdx();
+    if (done.BitIsSet(ia)) continue;
+    OBAtom *prev = nullptr;
+    FOR_NBORS_OF_ATOM(nb, &*a) {
+      if (done.BitIsSet(nb->GetIdx())) prev = &*nb;
+    }
+    if (placed.BitIsSet(ia)) {
+      if (prev) {
+        OBBond *bond = mol.GetBond(prev, &*a);
+        OBBuilder::Connect(work, (int)prev->GetIdx(), ia, bond->GetBondOrder());
+        OBBond *joined = work.GetBond((int)prev->GetIdx(), ia);
+        if (joined) joined->SetBondOrder(bond->GetBondOrder());
+      }
+      done |= OBBuilder::GetFragment(work.GetAtom(ia));
+      continue;
+    }
+    vector3 at;
+    if (prev) {
+      OBBond *bond = mol.GetBond(prev, &*a);
+      at = OBBuilder::GetNewBondVector(work.GetAtom(prev->GetIdx()), chain_bond_length(prev, &*a, bond));
+    } else {
+      // a tree's first atom: near the x axis, a little apart from other trees'
+      vector3 jitter;
+      jitter.randomUnitVector();
+      at = VX + 0.1 * jitter;
+    }
+    work.GetAtom(ia)->SetVector(at);
+    done.SetBitOn(ia);
+    if (prev) work.AddBond(*mol.GetBond(prev, &*a));
+  }
+}
+
 } // namespace
 
 bool se3_build(OBMol &mol, se3_build_stats *stats) {
@@ -243,41 +282,8 @@ bool se3_build(OBMol &mol, se3_build_stats *stats) {
     st.templated += any;
   }
 
-  // Depth first over the molecule: a placed atom's whole template joins the
-  // atoms done through its first bond to them; a chain atom goes where its
-  // done neighbour's geometry puts a new bond.
-  OBBitVec done;
-  FOR_DFS_OF_MOL(a, mol) {
-    const int ia = (int)a->GetIdx();
-    if (done.BitIsSet(ia)) continue;
-    OBAtom *prev = nullptr;
-    FOR_NBORS_OF_ATOM(nb, &*a) {
-      if (done.BitIsSet(nb->GetIdx())) prev = &*nb;
-    }
-    if (placed.BitIsSet(ia)) {
-      if (prev) {
-        OBBond *bond = mol.GetBond(prev, &*a);
-        OBBuilder::Connect(work, (int)prev->GetIdx(), ia, bond->GetBondOrder());
-        OBBond *joined = work.GetBond((int)prev->GetIdx(), ia);
-        if (joined) joined->SetBondOrder(bond->GetBondOrder());
-      }
-      done |= OBBuilder::GetFragment(work.GetAtom(ia));
-      continue;
-    }
-    vector3 at;
-    if (prev) {
-      OBBond *bond = mol.GetBond(prev, &*a);
-      at = OBBuilder::GetNewBondVector(work.GetAtom(prev->GetIdx()), chain_bond_length(prev, &*a, bond));
-    } else {
-      // a tree's first atom: near the x axis, a little apart from other trees'
-      vector3 jitter;
-      jitter.randomUnitVector();
-      at = VX + 0.1 * jitter;
-    }
-    work.GetAtom(ia)->SetVector(at);
-    done.SetBitOn(ia);
-    if (prev) work.AddBond(*mol.GetBond(prev, &*a));
-  }
+  // Depth first over the molecule, the chains between templates placed.
+  place_chains(mol, work, placed);
 
   // Ring bonds whose two ends came from different matches (or none): the
   // ring closes across whatever distance the chain left.

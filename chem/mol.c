@@ -746,24 +746,11 @@ void mol_why_text(const struct mol_why *w, char *buf, size_t len) {
     snprintf(buf, len, "%s", w->reason);
 }
 
-/* Each rejection has its kind in why->reason, always the same words (the
- * rejects table and the report group by it), the atom it is about in
- * why->atom and the numbers in why->detail. */
-int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why) {
-  struct mol_why scratch;
-  if (!why) why = &scratch;
-  mol_why_clear(why);
-  int n = m->n_atoms, rc = 1;
-  int *nbr = NULL, *osum = NULL;
-  unsigned char *arom = NULL;
-  if (n <= 0 || !m->atoms) {
-    mol_why_set(why, 0, "no atoms", NULL);
-    return 1;
-  }
-  if (o && o->max_atoms > 0 && n > o->max_atoms) {
-    mol_why_set(why, 0, "too many atoms", "%d > %d", n, o->max_atoms);
-    return 1;
-  }
+/* mol_check_why's first step: every bond joins two atoms of the molecule,
+ * every atom is a known, allowed element at finite coordinates in range.
+ * 0, or 1 with the rejection in *why. */
+static int check_atoms(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why) {
+  int n = m->n_atoms;
   for (int k = 0; k < m->n_bonds; k++) {
     const struct mol_bond *b = &m->bonds[k];
     if (b->a >= (uint32_t)n || b->b >= (uint32_t)n || b->a == b->b) {
@@ -808,6 +795,119 @@ int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mo
         return 1;
       }
   }
+  return 0;
+}
+
+/* mol_check_why's second: enough heavy atoms, no lone hydrogen, charges and
+ * valences an atom can have (nbr, osum, arom: each atom's bonds, its bond
+ * order sum with aromatic bonds as 1, whether it has an aromatic bond).
+ * 0, or 1 with the rejection in *why. */
+static int check_valences(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why, const int *nbr,
+                          const int *osum, const unsigned char *arom) {
+  int n = m->n_atoms;
+  if (o && o->min_heavy_atoms > 0 && mol_n_heavy(m) < o->min_heavy_atoms) {
+    mol_why_set(why, 0, "too few heavy atoms", "%d heavy atom%s (fewer than %d)", mol_n_heavy(m),
+                mol_n_heavy(m) == 1 ? "" : "s", o->min_heavy_atoms);
+    return 1;
+  }
+  for (int i = 0; o && o->reject_lone_hydrogen && n > 1 && i < n; i++) {
+    /* A neutral hydrogen bonded to nothing in a larger molecule is a broken
+     * record (QM7's methane has two), not chemistry; H+ of a salt is fine. */
+    const struct mol_atom *a = &m->atoms[i];
+    if (a->z == 1 && nbr[i] == 0 && a->charge == 0) {
+      mol_why_set(why, i + 1, "hydrogen without a bond", "hydrogen atom %d has no bond", i + 1);
+      return 1;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    const struct mol_atom *a = &m->atoms[i];
+    /* a formal charge no atom of a molecule carries: past +-4 for any
+     * element ([N+9]), past +-3 for the organic elements and halogens ([C-4]) */
+    int organic =
+        a->z == 1 || (a->z >= 5 && a->z <= 9) || a->z == 15 || a->z == 16 || a->z == 17 || a->z == 35 || a->z == 53;
+    int qmax = organic ? 3 : 4;
+    if (a->charge > qmax || a->charge < -qmax) {
+      mol_why_set(why, i + 1, "impossible charge", "%s atom %d has formal charge %+d (%d to %+d allowed)",
+                  mol_element_symbol(a->z), i + 1, a->charge, -qmax, qmax);
+      return 1;
+    }
+    int lim = max_neighbours(a->z, a->charge), have = nbr[i] + a->implicit_h;
+    if (lim && have > lim) {
+      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
+      return 1;
+    }
+    lim = max_order_sum(a->z);
+    have = osum[i] + a->implicit_h;
+    if (lim && !arom[i] && have > lim) {
+      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has bond order sum %d", mol_element_symbol(a->z),
+                  i + 1, have);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* mol_check_why's third, in 3D: no two atoms too close, no fragment far
+ * from the rest. 0, or 1 with the rejection (or running out of memory) in
+ * *why. */
+static int check_geometry(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why) {
+  int n = m->n_atoms;
+  if (m->dim == 3 && o && o->min_distance > 0 && n > 1) {
+    int i = 0, j = 0;
+    double d = 0;
+    int r = find_close_pair(m, o->min_distance, &i, &j, &d);
+    if (r < 0) {
+      mol_why_set(why, 0, "out of memory", "checking the distances of %d atoms", n);
+      return 1;
+    }
+    if (r > 0) {
+      mol_why_set(why, i + 1, "atoms too close", "atoms %d and %d are %.2f Å apart (< %g)", i + 1, j + 1, d,
+                  o->min_distance);
+      return 1;
+    }
+  }
+  if (m->dim == 3 && o && o->max_fragment_gap > 0 && n > 1) {
+    int size, n_frags, first;
+    double d;
+    int r = find_far_fragment(m, o->max_fragment_gap, &size, &n_frags, &d, &first);
+    if (r < 0) {
+      mol_why_set(why, 0, "out of memory", "checking the fragments of %d atoms", n);
+      return 1;
+    }
+    if (r > 0 && n_frags == 1) {
+      mol_why_set(why, first + 1, "fragment far from the rest", "fragment of %d atom%s is %.1f Å from the rest (> %g)",
+                  size, size == 1 ? "" : "s", d, o->max_fragment_gap);
+      return 1;
+    }
+    if (r > 0) {
+      mol_why_set(why, first + 1, "fragment far from the rest",
+                  "%d fragments of %d atoms together are %.1f Å from the rest (> %g)", n_frags, size, d,
+                  o->max_fragment_gap);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Each rejection has its kind in why->reason, always the same words (the
+ * rejects table and the report group by it), the atom it is about in
+ * why->atom and the numbers in why->detail. */
+int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mol_why *why) {
+  struct mol_why scratch;
+  if (!why) why = &scratch;
+  mol_why_clear(why);
+  int n = m->n_atoms, rc = 1;
+  int *nbr = NULL, *osum = NULL;
+  unsigned char *arom = NULL;
+  if (n <= 0 || !m->atoms) {
+    mol_why_set(why, 0, "no atoms", NULL);
+    return 1;
+  }
+  if (o && o->max_atoms > 0 && n > o->max_atoms) {
+    mol_why_set(why, 0, "too many atoms", "%d > %d", n, o->max_atoms);
+    return 1;
+  }
+  if (check_atoms(m, o, why)) return 1;
 
   nbr = calloc((size_t)n, sizeof *nbr);
   osum = calloc((size_t)n, sizeof *osum);
@@ -825,80 +925,7 @@ int mol_check_why(const struct mol *m, const struct mol_check_opts *o, struct mo
     osum[b->b] += ord;
     if (b->order == MOL_BOND_AROMATIC) arom[b->a] = arom[b->b] = 1;
   }
-  if (o && o->min_heavy_atoms > 0 && mol_n_heavy(m) < o->min_heavy_atoms) {
-    mol_why_set(why, 0, "too few heavy atoms", "%d heavy atom%s (fewer than %d)", mol_n_heavy(m),
-                mol_n_heavy(m) == 1 ? "" : "s", o->min_heavy_atoms);
-    goto out;
-  }
-  for (int i = 0; o && o->reject_lone_hydrogen && n > 1 && i < n; i++) {
-    /* A neutral hydrogen bonded to nothing in a larger molecule is a broken
-     * record (QM7's methane has two), not chemistry; H+ of a salt is fine. */
-    const struct mol_atom *a = &m->atoms[i];
-    if (a->z == 1 && nbr[i] == 0 && a->charge == 0) {
-      mol_why_set(why, i + 1, "hydrogen without a bond", "hydrogen atom %d has no bond", i + 1);
-      goto out;
-    }
-  }
-  for (int i = 0; i < n; i++) {
-    const struct mol_atom *a = &m->atoms[i];
-    /* a formal charge no atom of a molecule carries: past +-4 for any
-     * element ([N+9]), past +-3 for the organic elements and halogens ([C-4]) */
-    int organic =
-        a->z == 1 || (a->z >= 5 && a->z <= 9) || a->z == 15 || a->z == 16 || a->z == 17 || a->z == 35 || a->z == 53;
-    int qmax = organic ? 3 : 4;
-    if (a->charge > qmax || a->charge < -qmax) {
-      mol_why_set(why, i + 1, "impossible charge", "%s atom %d has formal charge %+d (%d to %+d allowed)",
-                  mol_element_symbol(a->z), i + 1, a->charge, -qmax, qmax);
-      goto out;
-    }
-    int lim = max_neighbours(a->z, a->charge), have = nbr[i] + a->implicit_h;
-    if (lim && have > lim) {
-      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has %d bonds", mol_element_symbol(a->z), i + 1, have);
-      goto out;
-    }
-    lim = max_order_sum(a->z);
-    have = osum[i] + a->implicit_h;
-    if (lim && !arom[i] && have > lim) {
-      mol_why_set(why, i + 1, "impossible valence", "%s atom %d has bond order sum %d", mol_element_symbol(a->z),
-                  i + 1, have);
-      goto out;
-    }
-  }
-
-  if (m->dim == 3 && o && o->min_distance > 0 && n > 1) {
-    int i = 0, j = 0;
-    double d = 0;
-    int r = find_close_pair(m, o->min_distance, &i, &j, &d);
-    if (r < 0) {
-      mol_why_set(why, 0, "out of memory", "checking the distances of %d atoms", n);
-      goto out;
-    }
-    if (r > 0) {
-      mol_why_set(why, i + 1, "atoms too close", "atoms %d and %d are %.2f Å apart (< %g)", i + 1, j + 1, d,
-                  o->min_distance);
-      goto out;
-    }
-  }
-  if (m->dim == 3 && o && o->max_fragment_gap > 0 && n > 1) {
-    int size, n_frags, first;
-    double d;
-    int r = find_far_fragment(m, o->max_fragment_gap, &size, &n_frags, &d, &first);
-    if (r < 0) {
-      mol_why_set(why, 0, "out of memory", "checking the fragments of %d atoms", n);
-      goto out;
-    }
-    if (r > 0 && n_frags == 1) {
-      mol_why_set(why, first + 1, "fragment far from the rest", "fragment of %d atom%s is %.1f Å from the rest (> %g)",
-                  size, size == 1 ? "" : "s", d, o->max_fragment_gap);
-      goto out;
-    }
-    if (r > 0) {
-      mol_why_set(why, first + 1, "fragment far from the rest",
-                  "%d fragments of %d atoms together are %.1f Å from the rest (> %g)", n_frags, size, d,
-                  o->max_fragment_gap);
-      goto out;
-    }
-  }
+  if (check_valences(m, o, why, nbr, osum, arom) || check_geometry(m, o, why)) goto out;
   rc = 0;
 out:
   free(nbr);

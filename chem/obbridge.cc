@@ -21,6 +21,7 @@ extern "C" {
 #include "chem/etkdg.h"
 #include "chem/conformers_ob.h"
 #include "chem/gen3d.h"
+#include "chem/inbound_ob.h"
 #include "chem/ionise.h"
 #include "chem/stereo_ob.h"
 
@@ -155,204 +156,30 @@ bool graph_only(OBMol &mol, const std::string &smiles, const ob_parse_opts *o) {
   return true;
 }
 
-// The Tripos atom type and partial charge of each atom of a MOL2 record, in
-// the order of its @<TRIPOS>ATOM lines (Open Babel's atom order); empty when
-// the section cannot be read. has_charges: every line had a charge column.
-struct Mol2Atoms {
-  std::vector<std::string> type;
-  std::vector<double> charge;
-  bool has_charges = true;
+// What parse learns of a record on the way and hands to copy_out: its
+// names, the shape made and the other conformers.
+struct parsed {
+  long n_atoms = 0; // with the hydrogens add_hydrogens will add
+  int dim = 0;
+  std::string smiles, ikey, formula, title;
+  int charge = 0;
+  std::vector<std::pair<std::string, std::string>> tags;
+  int made3d = 0;
+  std::vector<double> more; // the other conformers' coordinates
+  int n_more = 0;
+  int shape = MOL_SHAPE_AS_MADE;
+  int free_tetra = 0, free_cistrans = 0; // stereo the input left open, which the shape fixes
+  std::string isomer;
 };
 
-Mol2Atoms mol2_atoms(const char *text, size_t len) {
-  Mol2Atoms t;
-  std::istringstream is(std::string(text, len));
-  std::string line;
-  bool in_atoms = false;
-  while (std::getline(is, line)) {
-    if (line.compare(0, 9, "@<TRIPOS>") == 0) {
-      if (in_atoms) break;
-      in_atoms = line.compare(0, 13, "@<TRIPOS>ATOM") == 0;
-      continue;
-    }
-    if (!in_atoms || trim(line).empty()) continue;
-    std::istringstream ls(line);
-    std::string id, name, x, y, z, type, subst_id, subst_name;
-    double q = 0;
-    if (!(ls >> id >> name >> x >> y >> z >> type)) return Mol2Atoms();
-    if (!(ls >> subst_id >> subst_name >> q) || !std::isfinite(q)) t.has_charges = false;
-    t.type.push_back(type);
-    t.charge.push_back(q);
-  }
-  return t;
-}
-
-// Unpaired electrons of an atom from its element, charge and valence; see below.
-int unpaired_electrons(int z, int charge, int valence);
-
-// DUD-E and ZINC write charged groups by atom type and partial charges alone,
-// with no formal charges: a carboxylate's two O.co2 oxygens, N.4 of an
-// ammonium, a deprotonated sulfonamide N.2 or thiolate S.3. Open Babel 3.1.1
-// reads them as radicals (C(=O)[O], [N], [S]). Give each group the formal
-// charges its types imply: a terminal O.co2 with one single bond
-// (carboxylate, phosphate, sulfonate) -1; N.4, and any neutral nitrogen with
-// four bonds (iminium, amidinium, pyridinium typed N.pl3 or N.ar), +1 (N.4
-// without its hydrogens in the file gets them as implicit ones). Then, where
-// the partial charges sum to a net charge the formal ones do not reach yet,
-// atoms left with one unpaired electron take -1 (the most negative partial
-// charge first) or +1 (the most positive first) until they do. What remains
-// is a radical, and the radical check rejects it.
-void mol2_formal_charges(OBMol &mol, const Mol2Atoms &t) {
-  if (t.type.size() != mol.NumAtoms()) return;
-  int total = 0;
-  double partial = 0;
-  FOR_ATOMS_OF_MOL(a, mol) {
-    size_t k = a->GetIdx() - 1;
-    const std::string &type = t.type[k];
-    partial += t.charge[k];
-    if (a->GetFormalCharge() == 0) {
-      unsigned val = a->GetTotalValence(); // bond orders (Kekulé) + implicit hydrogens
-      if (type == "O.co2" && a->GetAtomicNum() == 8 && a->GetExplicitDegree() == 1 && val == 1) {
-        a->SetFormalCharge(-1);
-      } else if (a->GetAtomicNum() == 7 && (val == 4 || type == "N.4")) {
-        a->SetFormalCharge(1);
-        if (val < 4) a->SetImplicitHCount(a->GetImplicitHCount() + 4 - val);
-      }
-    }
-    total += a->GetFormalCharge();
-  }
-  if (!t.has_charges) return;
-  int net = (int)std::lround(partial);
-  if (net == total) return;
-  std::vector<std::pair<double, OBAtom *>> lone; // radicals by partial charge
-  FOR_ATOMS_OF_MOL(a, mol)
-  if (a->GetFormalCharge() == 0 &&
-      unpaired_electrons((int)a->GetAtomicNum(), 0, (int)a->GetTotalValence()) == 1)
-    lone.emplace_back(t.charge[a->GetIdx() - 1], &*a);
-  std::sort(lone.begin(), lone.end(), [](const std::pair<double, OBAtom *> &x, const std::pair<double, OBAtom *> &y) {
-    return x.first < y.first;
-  });
-  for (size_t k = 0; k < lone.size() && total > net; k++) {
-    OBAtom *a = lone[k].second;
-    if (unpaired_electrons((int)a->GetAtomicNum(), -1, (int)a->GetTotalValence()) != 0) continue;
-    a->SetFormalCharge(-1);
-    total--;
-  }
-  for (size_t k = lone.size(); k-- > 0 && total < net;) {
-    OBAtom *a = lone[k].second;
-    if (a->GetFormalCharge() != 0 ||
-        unpaired_electrons((int)a->GetAtomicNum(), 1, (int)a->GetTotalValence()) != 0)
-      continue;
-    a->SetFormalCharge(1);
-    total++;
-  }
-}
-
-// Unpaired electrons of an atom from its element, charge and valence (the sum
-// of its bond orders in a Kekulé structure plus its hydrogens); 0 for the
-// elements this does not judge (metals, noble gases) and for valences above
-// what the element allows (the valence check's business). An odd count of
-// non-bonding electrons is a radical; so is a valence below the element's
-// usual one at that charge with an even count (a carbene, a nitrene).
-int unpaired_electrons(int z, int charge, int valence) {
-  int ve;
-  switch (z) {
-  case 1: ve = 1; break;
-  case 5: ve = 3; break;
-  case 6: ve = 4; break;
-  case 7: ve = 5; break;
-  case 8: ve = 6; break;
-  case 9: ve = 7; break;
-  case 14: ve = 4; break;
-  case 15: ve = 5; break;
-  case 16: ve = 6; break;
-  case 17: ve = 7; break;
-  case 33: ve = 5; break;
-  case 34: ve = 6; break;
-  case 35: ve = 7; break;
-  case 52: ve = 6; break;
-  case 53: ve = 7; break;
-  default: return 0;
-  }
-  int e = ve - charge; // valence electrons of the charged atom
-  if (z == 1) return e == 1 && valence == 0 ? 1 : 0; // H atom; H+ and H- pass
-  if (e < 0 || valence > e) return 0;
-  int lone = e - valence;
-  int usual = e <= 4 ? e : 8 - e;
-  if (lone % 2) return valence < usual ? usual - valence : 1;
-  return valence < usual ? usual - valence : 0; // above: S 4 and 6, P 5 (expanded, even)
-}
-
-// The first atom with unpaired electrons (1-based), 0 when none. A record
-// with a lone neutral hydrogen atom (QM7's methane lost two of its four to
-// another fragment) or with no heavy atom is broken rather than a radical:
-// mol_check names that ("hydrogen without a bond", "too few heavy atoms").
-int first_radical(OBMol &mol, int *unpaired) {
-  bool heavy = false;
-  FOR_ATOMS_OF_MOL(a, mol) {
-    if (a->GetAtomicNum() != 1) heavy = true;
-    else if (a->GetExplicitDegree() == 0 && a->GetFormalCharge() == 0 && mol.NumAtoms() > 1) return 0;
-  }
-  if (!heavy) return 0;
-  FOR_ATOMS_OF_MOL(a, mol) {
-    int u = unpaired_electrons((int)a->GetAtomicNum(), a->GetFormalCharge(), (int)a->GetTotalValence());
-    if (u > 0) {
-      *unpaired = u;
-      return (int)a->GetIdx();
-    }
-  }
-  return 0;
-}
-
-// The molecule's fragments, less lone neutral hydrogen atoms: those are a
-// broken record (QM7's methane has two), not a salt's counter-ion, and
-// mol_check rejects them ("hydrogen without a bond") whatever the policy.
-std::vector<std::vector<int>> fragments(OBMol &mol) {
-  std::vector<std::vector<int>> frags, out;
-  mol.ContigFragList(frags);
-  for (std::vector<int> &f : frags) {
-    if (f.size() == 1) {
-      OBAtom *a = mol.GetAtom(f[0]);
-      if (a->GetAtomicNum() == 1 && a->GetFormalCharge() == 0) continue;
-    }
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-// Keep one of frags: the most heavy atoms among fragments with carbon (any
-// fragment when none has carbon), then the most atoms, then the first.
-void keep_largest_fragment(OBMol &mol, const std::vector<std::vector<int>> &frags) {
-  size_t best = 0;
-  auto score = [&](const std::vector<int> &f) {
-    int heavy = 0, carbon = 0;
-    for (int idx : f) {
-      int z = (int)mol.GetAtom(idx)->GetAtomicNum();
-      heavy += z != 1;
-      carbon += z == 6;
-    }
-    return std::make_tuple(carbon > 0, heavy, (int)f.size());
-  };
-  for (size_t k = 1; k < frags.size(); k++)
-    if (score(frags[k]) > score(frags[best])) best = k;
-  std::vector<OBAtom *> drop;
-  for (size_t k = 0; k < frags.size(); k++)
-    if (k != best)
-      for (int idx : frags[k])
-        drop.push_back(mol.GetAtom(idx));
-  mol.BeginModify();
-  for (OBAtom *a : drop)
-    mol.DeleteAtom(a);
-  mol.EndModify(false);
-}
-
-int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out, mol_why *why) {
+// The record's text refused before Open Babel reads it (1), or the reader
+// set to its format (0).
+int refuse_text(const char *text, size_t len, const ob_parse_opts *o, mol_why *why) {
   if (!o || !o->format || !text) {
     put_reason(why, "internal error", 0, "no text or format");
     return 1;
   }
   size_t max_bytes = o->max_record_bytes ? o->max_record_bytes : REC_MAX_RECORD_DEFAULT;
-  int max_atoms = o->max_atoms > 0 ? o->max_atoms : DEFAULT_MAX_ATOMS;
   if (len > max_bytes) {
     put_reason(why, "record too large", 0, std::to_string(len) + " > " + std::to_string(max_bytes) + " bytes");
     return 1;
@@ -377,9 +204,15 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     }
     g_in_format = o->format;
   }
+  return 0;
+}
 
+// The record read into mol (its name into out->name, for a reject row) and
+// held to the limits on atoms and charges: 0, or 1 refused.
+int read_record(const char *text, size_t len, const ob_parse_opts *o, OBMol &mol, struct mol *out, parsed &p,
+                mol_why *why) {
+  int max_atoms = o->max_atoms > 0 ? o->max_atoms : DEFAULT_MAX_ATOMS;
   clear_log();
-  OBMol mol;
   bool ok = g_in->ReadString(&mol, std::string(text, len));
   std::vector<std::string> msgs = logged_messages();
   // the record's name, for its reject row should one of the checks below
@@ -417,18 +250,24 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       return 1;
     }
   }
+  p.n_atoms = n_atoms;
+  return 0;
+}
 
-  if (std::strcmp(o->format, "mol2") == 0) mol2_formal_charges(mol, mol2_atoms(text, len));
+// The policies of stages.ingest: standardised, one fragment kept (or the
+// record refused), protonated, radicals refused. 0, or 1 refused.
+int standardise(const char *text, size_t len, const ob_parse_opts *o, OBMol &mol, mol_why *why) {
+  if (std::strcmp(o->format, "mol2") == 0) se3_mol2_formal_charges(mol, text, len);
   if (o->standardize == OB_STD_BASIC) se3_standardize(mol);
   if (o->fragments != OB_FRAG_KEEP) {
-    std::vector<std::vector<int>> frags = fragments(mol);
+    std::vector<std::vector<int>> frags = se3_fragments(mol);
     if (frags.size() > 1) {
       if (o->fragments == OB_FRAG_REJECT) {
         put_reason(why, "several fragments", 0,
                    std::to_string(frags.size()) + " fragments (stages.ingest.fragments: reject)");
         return 1;
       }
-      keep_largest_fragment(mol, frags);
+      se3_keep_largest_fragment(mol, frags);
     }
   }
   // our tables (chem/ionise.h), not Open Babel's neutralize op or pH model
@@ -436,7 +275,7 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   else if (o->protonate == OB_PROT_PH) se3_protonate(mol, o->ph);
   else if (o->standardize == OB_STD_BASIC) se3_drop_nh_stereo(mol);
   if (!o->allow_radicals) {
-    int unpaired = 0, at = first_radical(mol, &unpaired);
+    int unpaired = 0, at = se3_first_radical(mol, &unpaired);
     if (at) {
       OBAtom *a = mol.GetAtom(at);
       put_reason(why, "radical", at,
@@ -446,7 +285,13 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       return 1;
     }
   }
+  return 0;
+}
 
+// Aromaticity perceived afresh, the dimension the input has, the canonical
+// SMILES, InChIKey, formula, charge, name and the file's tags: 0, or 1
+// refused.
+int identify(OBMol &mol, parsed &p, mol_why *why) {
   // Aromaticity perceived afresh, by Open Babel's one model, whatever the
   // file said: a MOL2 file's "ar" bonds and a reader's own flags otherwise
   // win, and the same molecule comes out as two (DUD-E FABP4 read from
@@ -459,31 +304,36 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
   int dim = mol.GetDimension();
   if ((dim == 2 || dim == 3) && !mol.HasNonZeroCoords()) dim = 0;
   if (dim != 2 && dim != 3) dim = 0;
+  p.dim = dim;
 
-  std::string smiles = trim(g_can->WriteString(&mol, true));
-  if (smiles.empty()) {
+  p.smiles = trim(g_can->WriteString(&mol, true));
+  if (p.smiles.empty()) {
     put_reason(why, "no canonical SMILES");
     return 1;
   }
-  std::string ikey = trim(g_ikey->WriteString(&mol, true));
-  if (ikey.empty()) {
+  p.ikey = trim(g_ikey->WriteString(&mol, true));
+  if (p.ikey.empty()) {
     put_reason(why, "no InChIKey");
     return 1;
   }
-  std::string formula = mol.GetFormula();
-  int charge = mol.GetTotalCharge();
-  title = trim(mol.GetTitle());
+  p.formula = mol.GetFormula();
+  p.charge = mol.GetTotalCharge();
+  p.title = trim(mol.GetTitle());
 
-  std::vector<std::pair<std::string, std::string>> tags;
   for (OBGenericData *d : mol.GetData())
     if (d && d->GetDataType() == OBGenericDataType::PairData && d->GetOrigin() == fileformatInput)
-      tags.emplace_back(d->GetAttribute(), static_cast<OBPairData *>(d)->GetValue());
+      p.tags.emplace_back(d->GetAttribute(), static_cast<OBPairData *>(d)->GetValue());
+  return 0;
+}
 
-  int made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && dim != 3);
+// The shape: 3D generated (with the other conformers) when gen3d asks, else
+// the input's coordinates with hydrogens added when asked. 0, or 1 refused.
+int make_shape(const char *text, size_t len, const ob_parse_opts *o, OBMol &mol, parsed &p, mol_why *why) {
+  p.made3d = o->gen3d == OB_GEN3D_ALWAYS || (o->gen3d == OB_GEN3D_AUTO && p.dim != 3);
   // What a molecule takes in the stages after grows with its atoms times its
   // shapes (each conformer's graph, basis and activations): past the bound it
   // is refused here, before any shape is made.
-  long n_shapes = made3d && o->conformers > 1 ? o->conformers : 1;
+  long n_atoms = p.n_atoms, n_shapes = p.made3d && o->conformers > 1 ? o->conformers : 1;
   if (o->max_atom_conformers > 0 && n_atoms * n_shapes > o->max_atom_conformers) {
     put_reason(why, "too many atoms for its conformers", 0,
                std::to_string(n_atoms) + " atoms x " + std::to_string(n_shapes) +
@@ -491,19 +341,14 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
                    std::to_string(o->max_atom_conformers) + " (stages.ingest.max_atom_conformers)");
     return 1;
   }
-  std::vector<double> more; // the other conformers' coordinates
-  int n_more = 0;
-  int shape = MOL_SHAPE_AS_MADE;
-  int free_tetra = 0, free_cistrans = 0; // stereo the input left open, which the shape fixes
-  std::string isomer;
   // (no stereo on an N-H where the standardiser or protonation drops it)
   bool skip_nh = o->standardize == OB_STD_BASIC || o->protonate != OB_PROT_KEEP;
-  if (made3d) {
+  if (p.made3d) {
     std::string gen_why;
     se3_gen3d_trace tr{};
-    graph_only(mol, smiles, o);
-    se3_stereo_free(mol, skip_nh, &free_tetra, &free_cistrans);
-    unsigned seed = o->seed ^ hash_text(smiles.data(), smiles.size());
+    graph_only(mol, p.smiles, o);
+    se3_stereo_free(mol, skip_nh, &p.free_tetra, &p.free_cistrans);
+    unsigned seed = o->seed ^ hash_text(p.smiles.data(), p.smiles.size());
     bool made = se3_gen3d_traced(mol, o, seed, gen_why, &tr);
     static const bool trace = std::getenv("SE3_GEN3D_TRACE") != nullptr;
     if (trace) // SE3_GEN3D_TRACE=1, for measurements: which check failed, what fixed it, the times
@@ -519,12 +364,12 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
       put_reason(why, kind, tr.atom, gen_why);
       return 1;
     }
-    dim = 3;
-    if (tr.first_fail == GEN3D_SHAPE) shape = MOL_SHAPE_FIXED; // out of bounds at first, fixed
+    p.dim = 3;
+    if (tr.first_fail == GEN3D_SHAPE) p.shape = MOL_SHAPE_FIXED; // out of bounds at first, fixed
     // the isomer the shape has, said (issue 70); the other conformers turn
     // single bonds outside rings only and keep it (chem/conformers.h)
-    if (free_tetra + free_cistrans > 0) isomer = se3_isomer_smiles(mol, skip_nh);
-    if (o->conformers > 1) n_more = se3_more_conformers(mol, o, seed, more);
+    if (p.free_tetra + p.free_cistrans > 0) p.isomer = se3_isomer_smiles(mol, skip_nh);
+    if (o->conformers > 1) p.n_more = se3_more_conformers(mol, o, seed, p.more);
   } else if (o->add_hydrogens) {
     // Hydrogens on a 3D molecule point along directions Open Babel draws
     // from rand(): seed it from the record so the result does not depend on
@@ -532,25 +377,29 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     se3_ob_srand(o->seed ^ hash_text(text, len));
     mol.AddHydrogens(); // placed from the geometry when there is one
   }
+  return 0;
+}
 
+// The molecule into *out (struct mol, chem/mol.h): 0, or 1 out of memory.
+int copy_out(OBMol &mol, const parsed &p, struct mol *out, mol_why *why) {
   std::free(out->name); // (the name taken when read)
   mol_init(out);
-  out->name = dup_c(title);
-  out->smiles = dup_c(smiles);
-  out->inchikey = dup_c(ikey);
-  out->formula = dup_c(formula);
-  out->dim = dim;
-  out->coords_gen3d = made3d;
-  out->shape = shape;
-  out->charge = charge;
-  out->stereo_free = free_tetra + free_cistrans;
-  out->isomer_smiles = isomer.empty() ? nullptr : dup_c(isomer);
+  out->name = dup_c(p.title);
+  out->smiles = dup_c(p.smiles);
+  out->inchikey = dup_c(p.ikey);
+  out->formula = dup_c(p.formula);
+  out->dim = p.dim;
+  out->coords_gen3d = p.made3d;
+  out->shape = p.shape;
+  out->charge = p.charge;
+  out->stereo_free = p.free_tetra + p.free_cistrans;
+  out->isomer_smiles = p.isomer.empty() ? nullptr : dup_c(p.isomer);
   out->n_atoms = (int)mol.NumAtoms();
   out->n_bonds = (int)mol.NumBonds();
   out->atoms = (mol_atom *)std::calloc(out->n_atoms ? out->n_atoms : 1, sizeof *out->atoms);
   out->bonds = (mol_bond *)std::calloc(out->n_bonds ? out->n_bonds : 1, sizeof *out->bonds);
   if (!out->name || !out->smiles || !out->inchikey || !out->formula || !out->atoms || !out->bonds ||
-      (!isomer.empty() && !out->isomer_smiles)) {
+      (!p.isomer.empty() && !out->isomer_smiles)) {
     mol_free(out);
     put_reason(why, "out of memory");
     return 1;
@@ -576,23 +425,35 @@ int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out,
     int order = b->GetBondOrder();
     t.order = b->IsAromatic() ? MOL_BOND_AROMATIC : (order >= 1 && order <= 3 ? order : 1);
   }
-  for (auto &tg : tags)
+  for (auto &tg : p.tags)
     if (mol_add_tag(out, tg.first.c_str(), tg.second.c_str()) != 0) {
       mol_free(out);
       put_reason(why, "out of memory");
       return 1;
     }
-  if (n_more > 0) {
-    out->confs = (double *)std::malloc(more.size() * sizeof *out->confs);
+  if (p.n_more > 0) {
+    out->confs = (double *)std::malloc(p.more.size() * sizeof *out->confs);
     if (!out->confs) {
       mol_free(out);
       put_reason(why, "out of memory");
       return 1;
     }
-    std::memcpy(out->confs, more.data(), more.size() * sizeof *out->confs);
-    out->n_confs = n_more;
+    std::memcpy(out->confs, p.more.data(), p.more.size() * sizeof *out->confs);
+    out->n_confs = p.n_more;
   }
   return 0;
+}
+
+// One record: its text refused, read, standardised, named, shaped and
+// copied out, each a step above. 0, or 1 refused with the reason in *why.
+int parse(const char *text, size_t len, const ob_parse_opts *o, struct mol *out, mol_why *why) {
+  if (refuse_text(text, len, o, why)) return 1;
+  OBMol mol;
+  parsed p;
+  if (read_record(text, len, o, mol, out, p, why) || standardise(text, len, o, mol, why) || identify(mol, p, why) ||
+      make_shape(text, len, o, mol, p, why))
+    return 1;
+  return copy_out(mol, p, out, why);
 }
 
 } // namespace

@@ -2,11 +2,13 @@
  * outside chem/records*.c (the public API is chem/records.h).
  *
  *   records.c         the public entry points: formats and their names,
- *                     opening a file (regular files only, gzip'd or not),
- *                     rec_next's dispatch to the format's splitter, the
- *                     counters, rec_scan and rec_count, label values; and
- *                     what every splitter reads with: line pieces, the
- *                     record text, emitting a record (an error record too)
+ *                     opening a file's reader, rec_next's dispatch to the
+ *                     format's splitter, rec_scan and rec_count, label
+ *                     values
+ *   records_core.c    what every splitter reads with: line pieces, the
+ *                     record text, emitting a record (an error record
+ *                     too), whole lines, opening regular files only
+ *                     (gzip'd or not), the counters
  *   records_sdf.c     SD files (.sdf, .mol): records and rec_sdf_tags
  *   records_mol2.c    MOL2 (Tripos) records and their atom-section check
  *   records_smiles.c  SMILES lines (.smi) and their header line, CSV/TSV
@@ -18,8 +20,9 @@
  *
  * Calls run one way: records.c calls a format's file only through the
  * splitters below (rec_next), and, when a file is opened, a CSV/TSV header
- * and a SMILES file's header line; the format files call records.c's
- * helpers, and records_sniff.c uses rec_bare_int (records_xyz.c).
+ * and a SMILES file's header line; the format files call records_core.c's
+ * helpers and never records.c (tests/rooms.py: no file circles), and
+ * records_sniff.c uses rec_bare_int (records_xyz.c).
  *
  * One reader serves every format: struct rec_reader holds the input buffer,
  * the record text and each format's state, so that a splitter is a
@@ -116,7 +119,10 @@ struct rec_reader {
   size_t ns_len;
 };
 
-/* ---- records.c ----------------------------------------------------------- */
+/* ---- records_core.c ------------------------------------------------------ */
+
+/* The input buffer's bytes: a longer line comes in pieces. */
+enum { REC_BUF_SIZE = 1 << 20 };
 
 void rec_fmt_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

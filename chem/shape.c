@@ -288,19 +288,23 @@ static double law_of_cosines(double a, double b, double deg) {
   return d2 > 0 ? sqrt(d2) : 0;
 }
 
-struct shape_bounds *shape_bounds_make(const struct mol *m) {
-  const int n = m->n_atoms;
-  struct shape_bounds *s = calloc(1, sizeof *s);
-  struct atom_info *ai = calloc((size_t)(n ? n : 1), sizeof *ai);
-  int *dist = malloc((size_t)(n ? n : 1) * sizeof *dist), *prev = malloc((size_t)(n ? n : 1) * sizeof *prev);
-  int *queue = malloc((size_t)(n ? n : 1) * sizeof *queue);
-  struct adj g = {0};
-  if (!s || !ai || !dist || !prev || !queue || adj_make(m, &g) != 0) goto fail;
-  s->n_atoms = n;
-  for (int i = 0; i < n; i++)
-    dist[i] = -1;
+/* shape_bounds_make's work: the bonds as adjacency, each atom's type, the
+ * searches' scratch (short_path: dist all -1 between searches), and each
+ * bond's length range, whether it was judged and whether it is in a ring. */
+struct bounds_work {
+  const struct mol *m;
+  int n;
+  struct adj g;
+  struct atom_info *ai;
+  int *dist, *prev, *queue;
+  double *blo, *bhi;
+  char *bring, *judged;
+};
 
-  /* atom types */
+/* Each atom's bonds and geometry (enum geom). */
+static void atom_types(const struct mol *m, const struct adj *gp, struct atom_info *ai) {
+  const int n = m->n_atoms;
+  const struct adj g = *gp;
   for (int i = 0; i < n; i++) {
     struct atom_info *a = &ai[i];
     for (int e = g.start[i]; e < g.start[i + 1]; e++) {
@@ -337,41 +341,118 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
       a->g = G_SP3;
     }
   }
+}
 
-  /* pairs: bonds, then angles */
+/* The pairs' room (bonds and angles), then the bonds' pairs: 0, or -1 out
+ * of memory. */
+static int bond_pairs(struct bounds_work *bw, struct shape_bounds *s) {
+  const struct mol *m = bw->m;
+  const int n = bw->n;
+  const struct atom_info *ai = bw->ai;
   size_t cap = (size_t)m->n_bonds + 1;
   for (int j = 0; j < n; j++)
     cap += (size_t)ai[j].degree * (size_t)(ai[j].degree - 1) / 2;
   s->pairs = malloc(cap * sizeof *s->pairs);
-  if (!s->pairs) goto fail;
-  double *blo = malloc(((size_t)m->n_bonds + 1) * sizeof *blo), *bhi = malloc(((size_t)m->n_bonds + 1) * sizeof *bhi);
-  char *bring = calloc((size_t)m->n_bonds + 1, 1), *judged = calloc((size_t)m->n_bonds + 1, 1);
-  if (!blo || !bhi || !bring || !judged) {
-    free(blo), free(bhi), free(bring), free(judged);
-    goto fail;
-  }
+  if (!s->pairs) return -1;
+  double *blo = bw->blo = malloc(((size_t)m->n_bonds + 1) * sizeof *blo),
+         *bhi = bw->bhi = malloc(((size_t)m->n_bonds + 1) * sizeof *bhi);
+  char *bring = bw->bring = calloc((size_t)m->n_bonds + 1, 1), *judged = bw->judged = calloc((size_t)m->n_bonds + 1, 1);
+  if (!blo || !bhi || !bring || !judged) return -1;
   for (int k = 0; k < m->n_bonds; k++) {
     const struct mol_bond *b = &m->bonds[k];
     if ((int)b->a >= n || (int)b->b >= n || b->a == b->b) continue;
     judged[k] = (char)bond_range(m->atoms[b->a].z, m->atoms[b->b].z, b->order, &blo[k], &bhi[k]);
-    bring[k] = short_path(&g, NULL, (int)b->a, (int)b->b, -1, 63, 0, dist, prev, queue, NULL) > 0;
+    bring[k] = short_path(&bw->g, NULL, (int)b->a, (int)b->b, -1, 63, 0, bw->dist, bw->prev, bw->queue, NULL) > 0;
     if (!judged[k]) continue;
     struct pair *p = &s->pairs[s->n_pairs++];
     p->a = (int)b->a, p->b = (int)b->b, p->c = -1, p->in_ring = bring[k];
     p->lo = (float)blo[k], p->hi = (float)bhi[k];
   }
   s->n_bonds = s->n_pairs;
+  return 0;
+}
+
+/* The angles' pairs at centre j (bond_of: each adjacency entry's bond;
+ * ring_deg: ring bonds at each atom; ring_atom: what a ring may pass
+ * through). */
+static void angles_at(struct bounds_work *bw, struct shape_bounds *s, int j, const int *bond_of, const int *ring_deg,
+                      const char *ring_atom) {
+  const struct mol *m = bw->m;
+  const struct adj g = bw->g;
+  const struct atom_info *ai = bw->ai;
+  const double *blo = bw->blo, *bhi = bw->bhi;
+  const char *judged = bw->judged;
+  int d = ai[j].degree, base = g.start[j];
+  int rs[4][4] = {{0}}; /* ring size of each neighbour pair (0: none of up to 8 atoms) */
+  if (d > 4) return;
+  /* the smallest ring of each pair; an "envelope" (x and y each in a
+   * smaller ring with a third neighbour z: the outline of two fused
+   * rings) is no ring angle of its own */
+  for (int x = 0; x < d; x++)
+    for (int y = x + 1; y < d; y++) {
+      int len = short_path(&g, ring_atom, g.nb[base + x], g.nb[base + y], j, 6, 0, bw->dist, bw->prev, bw->queue, NULL);
+      rs[x][y] = rs[y][x] = len ? len + 2 : 0;
+    }
+  int envelope[4][4] = {{0}};
+  for (int x = 0; x < d; x++)
+    for (int y = x + 1; y < d; y++)
+      for (int z = 0; z < d && rs[x][y]; z++)
+        if (z != x && z != y && rs[x][z] && rs[z][y] && rs[x][z] < rs[x][y] && rs[z][y] < rs[x][y]) envelope[x][y] = 1;
+  double ring_sum = 0;
+  int ring_pairs = 0, smallest = 0;
+  for (int x = 0; x < d; x++)
+    for (int y = x + 1; y < d; y++)
+      if (rs[x][y] && !envelope[x][y]) {
+        double t, w;
+        ring_angle(m, ai, j, rs[x][y], &t, &w);
+        ring_sum += t, ring_pairs++;
+        if (!smallest || rs[x][y] < smallest) smallest = rs[x][y];
+      }
+  for (int x = 0; x < d; x++)
+    for (int y = x + 1; y < d; y++) {
+      int kx = bond_of[base + x], ky = bond_of[base + y];
+      if (!judged[kx] || !judged[ky]) continue;
+      double t, w;
+      int ring_pair = rs[x][y] && !envelope[x][y];
+      if (ring_pair)
+        ring_angle(m, ai, j, rs[x][y], &t, &w);
+      else if (envelope[x][y] && ai[j].g != G_SP2)
+        /* an envelope at a tetrahedral centre: whatever the two rings
+         * leave, within what crystal structures show (1,000 PDB ligands:
+         * 101-131°, 111-140° beside a three-ring) */
+        t = smallest == 3 ? 122 : 115, w = smallest == 3 ? 18 : 15;
+      else
+        open_angle(m, ai, j, ring_sum, ring_pairs, smallest, &t, &w);
+      /* a fusion or bridgehead atom of saturated rings, or the bridge
+       * between two, is strained past the ideal of either ring
+       * (2-oxabicyclo[2.1.1]: 75° in its four-ring, QM7's DFT geometry);
+       * an angle out of its rings there is strained less (crystal
+       * ligands: 102-121° beside a five-ring; a shape at 137-148° is a
+       * substituent laid across a ring) */
+      int xa = g.nb[base + x], ya = g.nb[base + y];
+      if (!m->atoms[j].aromatic && (ring_deg[j] >= 3 || (ring_deg[xa] >= 3 && ring_deg[ya] >= 3)))
+        w += ring_pair ? 10 : 4;
+      struct pair *p = &s->pairs[s->n_pairs++];
+      p->a = g.nb[base + x], p->b = g.nb[base + y], p->c = j, p->in_ring = rs[x][y] != 0;
+      p->lo = (float)(t - w);
+      p->hi = (float)(t + w > 180 ? 180 : t + w);
+      p->ua = (float)blo[kx], p->ub = (float)bhi[kx], p->va = (float)blo[ky], p->vb = (float)bhi[ky];
+    }
+}
+
+/* The angles' pairs at every centre: 0, or -1 out of memory. */
+static int angle_pairs(struct bounds_work *bw, struct shape_bounds *s) {
+  const struct mol *m = bw->m;
+  const int n = bw->n;
+  const struct adj g = bw->g;
   /* the bond index of each adjacency entry, to find a pair's bond ranges */
   int *bond_of = malloc(2 * ((size_t)m->n_bonds + 1) * sizeof *bond_of);
-  if (!bond_of) {
-    free(blo), free(bhi), free(bring), free(judged);
-    goto fail;
-  }
+  if (!bond_of) return -1;
   {
     int *fill = calloc((size_t)n + 1, sizeof *fill);
     if (!fill) {
-      free(blo), free(bhi), free(bring), free(judged), free(bond_of);
-      goto fail;
+      free(bond_of);
+      return -1;
     }
     for (int k = 0; k < m->n_bonds; k++) {
       int a = (int)m->bonds[k].a, b = (int)m->bonds[k].b;
@@ -391,90 +472,37 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
       ring_atom[i] = (char)organic(m->atoms[i].z);
   if (!ring_deg || !ring_atom) {
     free(ring_deg), free(ring_atom);
-    free(blo), free(bhi), free(bring), free(judged), free(bond_of);
-    goto fail;
+    free(bond_of);
+    return -1;
   }
   for (int k = 0; k < m->n_bonds; k++)
-    if (bring[k]) ring_deg[m->bonds[k].a]++, ring_deg[m->bonds[k].b]++;
+    if (bw->bring[k]) ring_deg[m->bonds[k].a]++, ring_deg[m->bonds[k].b]++;
   for (int j = 0; j < n; j++) {
-    if (ai[j].g == G_SKIP) continue;
-    int d = ai[j].degree, base = g.start[j];
-    int rs[4][4] = {{0}}; /* ring size of each neighbour pair (0: none of up to 8 atoms) */
-    if (d > 4) continue;
-    /* the smallest ring of each pair; an "envelope" (x and y each in a
-     * smaller ring with a third neighbour z: the outline of two fused
-     * rings) is no ring angle of its own */
-    for (int x = 0; x < d; x++)
-      for (int y = x + 1; y < d; y++) {
-        int len = short_path(&g, ring_atom, g.nb[base + x], g.nb[base + y], j, 6, 0, dist, prev, queue, NULL);
-        rs[x][y] = rs[y][x] = len ? len + 2 : 0;
-      }
-    int envelope[4][4] = {{0}};
-    for (int x = 0; x < d; x++)
-      for (int y = x + 1; y < d; y++)
-        for (int z = 0; z < d && rs[x][y]; z++)
-          if (z != x && z != y && rs[x][z] && rs[z][y] && rs[x][z] < rs[x][y] && rs[z][y] < rs[x][y])
-            envelope[x][y] = 1;
-    double ring_sum = 0;
-    int ring_pairs = 0, smallest = 0;
-    for (int x = 0; x < d; x++)
-      for (int y = x + 1; y < d; y++)
-        if (rs[x][y] && !envelope[x][y]) {
-          double t, w;
-          ring_angle(m, ai, j, rs[x][y], &t, &w);
-          ring_sum += t, ring_pairs++;
-          if (!smallest || rs[x][y] < smallest) smallest = rs[x][y];
-        }
-    for (int x = 0; x < d; x++)
-      for (int y = x + 1; y < d; y++) {
-        int kx = bond_of[base + x], ky = bond_of[base + y];
-        if (!judged[kx] || !judged[ky]) continue;
-        double t, w;
-        int ring_pair = rs[x][y] && !envelope[x][y];
-        if (ring_pair)
-          ring_angle(m, ai, j, rs[x][y], &t, &w);
-        else if (envelope[x][y] && ai[j].g != G_SP2)
-          /* an envelope at a tetrahedral centre: whatever the two rings
-           * leave, within what crystal structures show (1,000 PDB ligands:
-           * 101-131°, 111-140° beside a three-ring) */
-          t = smallest == 3 ? 122 : 115, w = smallest == 3 ? 18 : 15;
-        else
-          open_angle(m, ai, j, ring_sum, ring_pairs, smallest, &t, &w);
-        /* a fusion or bridgehead atom of saturated rings, or the bridge
-         * between two, is strained past the ideal of either ring
-         * (2-oxabicyclo[2.1.1]: 75° in its four-ring, QM7's DFT geometry);
-         * an angle out of its rings there is strained less (crystal
-         * ligands: 102-121° beside a five-ring; a shape at 137-148° is a
-         * substituent laid across a ring) */
-        int xa = g.nb[base + x], ya = g.nb[base + y];
-        if (!m->atoms[j].aromatic && (ring_deg[j] >= 3 || (ring_deg[xa] >= 3 && ring_deg[ya] >= 3)))
-          w += ring_pair ? 10 : 4;
-        struct pair *p = &s->pairs[s->n_pairs++];
-        p->a = g.nb[base + x], p->b = g.nb[base + y], p->c = j, p->in_ring = rs[x][y] != 0;
-        p->lo = (float)(t - w);
-        p->hi = (float)(t + w > 180 ? 180 : t + w);
-        p->ua = (float)blo[kx], p->ub = (float)bhi[kx], p->va = (float)blo[ky], p->vb = (float)bhi[ky];
-      }
+    if (bw->ai[j].g == G_SKIP) continue;
+    angles_at(bw, s, j, bond_of, ring_deg, ring_atom);
   }
   free(bond_of);
   free(ring_deg);
   free(ring_atom);
+  return 0;
+}
 
-  /* aromatic rings: the shortest aromatic cycle through each aromatic bond */
+/* Aromatic rings: the shortest aromatic cycle through each aromatic bond,
+ * each ring once. 0, or -1 out of memory. */
+static int aromatic_rings(struct bounds_work *bw, struct shape_bounds *s) {
+  const struct mol *m = bw->m;
+  const int n = bw->n;
   int n_arom = 0;
   for (int k = 0; k < m->n_bonds; k++)
     n_arom += m->bonds[k].order == MOL_BOND_AROMATIC;
   if (n_arom) {
     s->rings = malloc((size_t)n_arom * sizeof *s->rings);
-    if (!s->rings) {
-      free(blo), free(bhi), free(bring), free(judged);
-      goto fail;
-    }
+    if (!s->rings) return -1;
     for (int k = 0; k < m->n_bonds; k++) {
       const struct mol_bond *b = &m->bonds[k];
       if (b->order != MOL_BOND_AROMATIC || (int)b->a >= n || (int)b->b >= n) continue;
       int path[8];
-      int len = short_path(&g, NULL, (int)b->a, (int)b->b, -1, 7, 1, dist, prev, queue, path);
+      int len = short_path(&bw->g, NULL, (int)b->a, (int)b->b, -1, 7, 1, bw->dist, bw->prev, bw->queue, path);
       if (!len) continue;
       struct ring r = {len + 1, {0}};
       for (int i = 0; i <= len; i++)
@@ -494,13 +522,29 @@ struct shape_bounds *shape_bounds_make(const struct mol *m) {
       if (!dup) s->rings[s->n_rings++] = r;
     }
   }
-  free(blo), free(bhi), free(bring), free(judged);
-  adj_free(&g);
-  free(ai), free(dist), free(prev), free(queue);
-  return s;
-fail:
-  adj_free(&g);
-  free(ai), free(dist), free(prev), free(queue);
+  return 0;
+}
+
+struct shape_bounds *shape_bounds_make(const struct mol *m) {
+  const int n = m->n_atoms;
+  struct shape_bounds *s = calloc(1, sizeof *s);
+  struct bounds_work bw = {.m = m, .n = n};
+  bw.ai = calloc((size_t)(n ? n : 1), sizeof *bw.ai);
+  bw.dist = malloc((size_t)(n ? n : 1) * sizeof *bw.dist), bw.prev = malloc((size_t)(n ? n : 1) * sizeof *bw.prev);
+  bw.queue = malloc((size_t)(n ? n : 1) * sizeof *bw.queue);
+  int ok = s && bw.ai && bw.dist && bw.prev && bw.queue && adj_make(m, &bw.g) == 0;
+  if (ok) {
+    s->n_atoms = n;
+    for (int i = 0; i < n; i++)
+      bw.dist[i] = -1;
+    /* atom types; pairs: bonds, then angles; aromatic rings */
+    atom_types(m, &bw.g, bw.ai);
+    ok = bond_pairs(&bw, s) == 0 && angle_pairs(&bw, s) == 0 && aromatic_rings(&bw, s) == 0;
+  }
+  free(bw.blo), free(bw.bhi), free(bw.bring), free(bw.judged);
+  adj_free(&bw.g);
+  free(bw.ai), free(bw.dist), free(bw.prev), free(bw.queue);
+  if (ok) return s;
   shape_bounds_free(s);
   return NULL;
 }

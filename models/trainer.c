@@ -697,19 +697,6 @@ static double peer_timeout(void) {
   return end && *end == 0 && s > 0 ? s : 600;
 }
 
-/* Steps through the epoch's order from molecule `pos` on; a mid-epoch
- * checkpoint every ckpt_every steps (not after the last batch: the epoch's
- * own checkpoint follows), and one where a signal stopped it.
- *
- * Data parallel: every process runs this together (rank 0 first orders the
- * others to, with its state). Each takes a contiguous share of every batch,
- * its loss scaled by its share of the batch, and the gradients are summed
- * (comm.h's fixed order): the step is the one a single process takes with
- * the whole batch, up to the order of the sums. Each step the processes
- * agree on the loss, on failures and on signals, so all stop at the same
- * step. With whole steps (dp_whole: GPUs with NCCL) they agree before the
- * step, on failures and signals, and the loss is summed on the devices
- * inside it. */
 /* A training step's share of molecules (idx[0..k-1], from `first` in the
  * whole batch) as a batch, each molecule of several conformers at its
  * conformer for epoch e (t->conf_draw, from the member's seed). */
@@ -720,196 +707,199 @@ static int make_train_batch(struct se3_trainer *t, const int *idx, int k, uint64
   return rc;
 }
 
-static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, int replay) {
-  const struct se3_comm *comm = t->io.comm;
-  int nproc = comm_size(comm), rank = comm_rank(comm);
+/* run_epoch's state across its steps: the epoch's order of the training
+ * molecules, a step's targets, whether rank 0's checkpoint failed (held:
+ * the others learn it at the next step), and the seconds for the epoch's
+ * log line: in the steps, in the per-step agreement (which waits for the
+ * slowest process), waiting for the gradient's sums after the backward and
+ * in those sums (most of them while the backward ran). */
+struct epoch_run {
+  struct se3_trainer *t;
+  const struct se3_comm *comm;
+  int e, replay, nproc, rank, ntr;
+  uint64_t seed;
+  int *order;
+  real *yt;
+  int held;
+  double t_steps, t_agree, t_sum, t_sum_all, t_start;
+  int buckets;
+};
+
+/* The epoch begun: the others ordered to run it (data parallel, rank 0),
+ * its order drawn, the loss sum set, the order advanced to pos. */
+static int epoch_begin(struct epoch_run *er, long pos, double *loss_sum) {
+  struct se3_trainer *t = er->t;
+  const struct se3_comm *comm = er->comm;
   if (comm && t->io.writer) {
     struct se3_train_order o = {.op = SE3_ORDER_EPOCH,
-                                .i = {t->member, e, pos, t->step, replay, t->scaler.good},
+                                .i = {t->member, er->e, pos, t->step, er->replay, t->scaler.good},
                                 .f = {*loss_sum, t->scaler.scale}};
     if (send_state(t, &o, 1)) return SE3_TRAIN_ERROR;
   }
-  int ntr = t->cnt[SE3_SPLIT_TRAIN];
-  uint64_t seed = t->seed + (uint64_t)t->member;
-  int *order = malloc((size_t)ntr * sizeof *order);
-  real *yt = malloc((size_t)t->batch * sizeof *yt);
-  if (!order || !yt) {
-    free(order), free(yt);
+  int ntr = er->ntr;
+  er->order = malloc((size_t)ntr * sizeof *er->order);
+  er->yt = malloc((size_t)t->batch * sizeof *er->yt);
+  if (!er->order || !er->yt) {
     if (comm) comm_abort(comm, 1); /* the others would wait for this process's steps */
     return tr_fail(t, "out of memory");
   }
-  memcpy(order, t->idx[SE3_SPLIT_TRAIN], (size_t)ntr * sizeof *order);
-  se3_shuffle(order, ntr, se3_mix(seed, (uint64_t)e + 1));
+  memcpy(er->order, t->idx[SE3_SPLIT_TRAIN], (size_t)ntr * sizeof *er->order);
+  se3_shuffle(er->order, ntr, se3_mix(er->seed, (uint64_t)er->e + 1));
   /* One process: the losses are summed on the model's backend, and the
    * host reads the sum where it needs it (checkpoints, the epoch's end), so
    * nothing waits for a GPU from one step to the next. Several: each step's
    * part is summed over the processes in the step's agreement. */
   if (!comm || t->dp_whole) se3_net_set_loss_sum(t->net, *loss_sum);
-  if (pos && !replay) advance(t, pos);
+  if (pos && !er->replay) advance(t, pos);
   t->skipped = 0;
-  int ret = SE3_TRAIN_OK, held = 0; /* held: rank 0's checkpoint failed; the others learn it at the next step */
-  long i;
-  /* seconds in the steps, in the per-step agreement (which waits for the
-   * slowest process), waiting for the gradient's sums after the backward
-   * and in those sums (most of them while the backward ran), for the
-   * epoch's log line */
-  double t_steps = 0, t_agree = 0, t_sum = 0, t_sum_all = 0, t_start = now_s();
-  int buckets = 0;
-  for (i = pos; i < ntr; i += t->batch) {
-    if (!comm && t->io.stop && *t->io.stop) {
-      ret = SE3_TRAIN_STOPPED;
-      break;
-    }
-    int k = ntr - i < t->batch ? ntr - (int)i : t->batch;
-    /* this process's share of the batch: molecules lo..hi-1 of it */
-    int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = held;
-    double part = 0;
-    const real *dout = NULL; /* d loss / d predictions, for the backward; NULL: none (nothing to add) */
-    int whole = 0;           /* se3_net_train_step took the whole step */
-    /* the loss on the model's backend: the mean over the whole batch, not
-     * over this share (kr of k); with fp16, scaled so that the backward's
-     * fp16 products keep small gradients */
-    struct se3_loss_spec ls = {t->loss, loss_param(t), kr, k, t->fp16 ? t->scaler.scale : 1};
-    if (held) {
-      /* (its message is in t->err) */
-    } else if (kr == 0) {
-      /* an empty share: a zero gradient */
-    } else if (make_train_batch(t, order + i + lo, kr, seed, e, lo)) {
-      failed = 1;
-    } else {
-      for (int j = 0; j < kr; j++)
-        yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
-      if (t->dp_whole) {
-        /* the whole step once the processes agree (below) */
-      } else if (!comm) {
-        /* one process: the whole step in one call (on a GPU, recorded once
-         * per batch shape, and with fp16 per loss scale, and replayed) */
-        if (se3_net_train_step(t->net, &t->bb.b, yt, &ls, t->clip, &t->adam, t->step + 1,
-                               nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
-          failed = 1;
-        else
-          whole = 1;
-      } else if (se3_net_forward_loss(t->net, &t->bb.b, yt, &ls, t->why, sizeof t->why)) {
-        failed = 1;
-      } else {
-        dout = se3_net_loss_grad(t->net);
-      }
-    }
-    /* The gradient; on several processes summed over them while the
-     * backward runs (each process joins every sum, failed or not). A failed
-     * backward leaves an incomplete gradient: the step is not taken. */
-    if (comm && !t->dp_whole) {
-      struct se3_sum_stats ss;
-      char why[512];
-      int rc = se3_net_backward_sum(t->net, dout, comm, t->bucket_bytes, &ss, why, sizeof why);
-      if (rc && !failed) {
-        snprintf(t->why, sizeof t->why, "%s", why);
-        failed = 1;
-      }
-      t_sum += ss.wait_s;
-      t_sum_all += ss.sum_s;
-      buckets = ss.buckets;
-    } else if (dout && se3_net_backward_loss(t->net, t->why, sizeof t->why)) {
-      failed = 1;
-    }
-    if (comm) {
-      if (dout && !failed && se3_net_loss_part(t->net, &part, t->why, sizeof t->why)) failed = 1;
-      double agree[3] = {part, failed, t->io.stop && *t->io.stop != 0}, t0 = now_s();
-      /* (whole steps: a peer that stopped leaves no wait on the GPU to time
-       * out on, the host runs ahead of it: the agreement has the deadline) */
-      int arc = t->dp_whole ? comm_sum_f64_within(comm, agree, 3, peer_timeout()) : comm_sum_f64(comm, agree, 3);
-      if (arc == -2) {
-        /* this GPU's wait (polled, the same deadline) names the collective
-         * it is stuck in, if it is, and ends the job itself */
-        char why[512];
-        (void)se3_net_sync(t->net, why, sizeof why);
-        fprintf(stderr,
-                "se3screen (rank %d): the processes' agreement before step %ld did not finish within %g s "
-                "(SE3_NCCL_TIMEOUT): a peer process has stopped; ending the job\n",
-                rank, t->step + 1, peer_timeout());
-        comm_abort(comm, 1);
-      }
-      if (arc) {
-        ret = tr_fail(t, "MPI failed at step %ld", t->step + 1);
-        break;
-      }
-      if (agree[1] > 0) {
-        if (held)
-          ret = SE3_TRAIN_ERROR;
-        else if (failed)
-          ret = tr_fail(t, "%s", t->why);
-        else
-          ret = tr_fail(t, "step %ld failed on %.0f other process%s of the run (their messages are above)", t->step + 1,
-                        agree[1], agree[1] > 1 ? "es" : "");
-        break;
-      }
-      if (agree[2] > 0) { /* a signal reached one of the processes: all stop before this step */
-        ret = SE3_TRAIN_STOPPED;
-        break;
-      }
-      part = agree[0];
-      t_agree += now_s() - t0;
-      if (t->dp_whole) {
-        /* every process takes the step; one that cannot has queued part of
-         * its collectives, and its peers' wait on their GPUs for the rest:
-         * the job ends */
-        if (se3_net_train_step_dp(t->net, kr ? &t->bb.b : NULL, yt, &ls, t->clip, &t->adam, t->step + 1,
-                                  nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, t->why, sizeof t->why)) {
-          fprintf(stderr, "se3screen (rank %d): model %d epoch %d step %ld failed: %s; ending the job\n", rank,
-                  t->member, e + 1, t->step + 1, t->why);
-          comm_abort(comm, 1);
-        }
-        whole = 1;
-      }
-    } else if (failed) {
-      /* the epoch fails (the train stage rolls its chunk back): nothing of this step is kept */
-      ret = tr_fail(t, "%s", t->why);
-      break;
-    }
-    if (comm && !t->dp_whole) *loss_sum += part; /* (whole: summed on the devices) */
-    if (whole) { /* (se3_net_train_step took it, Adam's update included, or skipped it on the device) */
-      int take = 1;
-      if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
-        double norm;
-        if (se3_net_step_norm(t->net, &norm, t->why, sizeof t->why)) {
-          ret = tr_fail(t, "%s", t->why);
-          break;
-        }
-        take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
-      }
-      if (take)
-        t->step++;
+  return SE3_TRAIN_OK;
+}
+
+/* A step's batch (this process's share, molecules lo..lo+kr-1 of the batch
+ * at i) and its forward; one process takes the whole step here. Then the
+ * gradient; on several processes summed over them while the backward runs
+ * (each process joins every sum, failed or not). A failed backward leaves
+ * an incomplete gradient: the step is not taken. *dout: d loss / d
+ * predictions for the backward (NULL: none, nothing to add); *whole:
+ * se3_net_train_step took the whole step. */
+static void step_forward(struct epoch_run *er, long i, int lo, int kr, const struct se3_loss_spec *ls, int *failed,
+                         const real **dout, int *whole) {
+  struct se3_trainer *t = er->t;
+  const struct se3_comm *comm = er->comm;
+  const int *order = er->order;
+  real *yt = er->yt;
+  if (er->held) {
+    /* (its message is in t->err) */
+  } else if (kr == 0) {
+    /* an empty share: a zero gradient */
+  } else if (make_train_batch(t, order + i + lo, kr, er->seed, er->e, lo)) {
+    *failed = 1;
+  } else {
+    for (int j = 0; j < kr; j++)
+      yt[j] = (real)((t->y[order[i + lo + j]] - t->base[order[i + lo + j]] - t->mean) / t->std);
+    if (t->dp_whole) {
+      /* the whole step once the processes agree (step_agree) */
+    } else if (!comm) {
+      /* one process: the whole step in one call (on a GPU, recorded once
+       * per batch shape, and with fp16 per loss scale, and replayed) */
+      if (se3_net_train_step(t->net, &t->bb.b, yt, ls, t->clip, &t->adam, t->step + 1,
+                             nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
+        *failed = 1;
       else
-        t->skipped++;
+        *whole = 1;
+    } else if (se3_net_forward_loss(t->net, &t->bb.b, yt, ls, t->why, sizeof t->why)) {
+      *failed = 1;
     } else {
-      int take = 1;
-      if (t->fp16) /* every process holds the same summed gradient: the same decision */
-        take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
-                                     NN_LOSS_SCALE_GROW_EVERY);
-      else if (t->clip > 0)
-        se3_net_clip_queued(t->net, t->clip);
-      if (take) {
-        double lr = nn_schedule_lr(&t->sched, t->step);
-        t->step++;
-        se3_net_adam(t->net, &t->adam, t->step, lr);
-      } else {
-        t->skipped++;
-      }
+      *dout = se3_net_loss_grad(t->net);
     }
-    t_steps = now_s() - t_start;
-    if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
-    advance(t, k);
-    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr) {
-      ret = loss_sum_read(t, loss_sum);
-      if (ret == SE3_TRAIN_OK) ret = gather_moments(t);
-      if (ret == SE3_TRAIN_OK && t->io.writer) ret = save(t, "step.ckpt", e, i + k, *loss_sum);
-    }
-    if (ret != SE3_TRAIN_OK && comm) { /* told at the next step, which there is (i + k < ntr) */
-      held = 1;
-      ret = SE3_TRAIN_OK;
-    }
-    if (ret != SE3_TRAIN_OK) break;
   }
+  if (comm && !t->dp_whole) {
+    struct se3_sum_stats ss;
+    char why[512];
+    int rc = se3_net_backward_sum(t->net, *dout, comm, t->bucket_bytes, &ss, why, sizeof why);
+    if (rc && !*failed) {
+      snprintf(t->why, sizeof t->why, "%s", why);
+      *failed = 1;
+    }
+    er->t_sum += ss.wait_s;
+    er->t_sum_all += ss.sum_s;
+    er->buckets = ss.buckets;
+  } else if (*dout && se3_net_backward_loss(t->net, t->why, sizeof t->why)) {
+    *failed = 1;
+  }
+}
+
+/* Several processes: they agree on the step's loss (*part, summed), on
+ * failures and on signals; with whole steps (dp_whole) every process then
+ * takes the step (*whole). SE3_TRAIN_OK, or what ends the epoch. */
+static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *ls, const real *dout, int failed,
+                      double *part, int *whole) {
+  struct se3_trainer *t = er->t;
+  const struct se3_comm *comm = er->comm;
+  int rank = er->rank;
+  if (dout && !failed && se3_net_loss_part(t->net, part, t->why, sizeof t->why)) failed = 1;
+  double agree[3] = {*part, failed, t->io.stop && *t->io.stop != 0}, t0 = now_s();
+  /* (whole steps: a peer that stopped leaves no wait on the GPU to time
+   * out on, the host runs ahead of it: the agreement has the deadline) */
+  int arc = t->dp_whole ? comm_sum_f64_within(comm, agree, 3, peer_timeout()) : comm_sum_f64(comm, agree, 3);
+  if (arc == -2) {
+    /* this GPU's wait (polled, the same deadline) names the collective
+     * it is stuck in, if it is, and ends the job itself */
+    char why[512];
+    (void)se3_net_sync(t->net, why, sizeof why);
+    fprintf(stderr,
+            "se3screen (rank %d): the processes' agreement before step %ld did not finish within %g s "
+            "(SE3_NCCL_TIMEOUT): a peer process has stopped; ending the job\n",
+            rank, t->step + 1, peer_timeout());
+    comm_abort(comm, 1);
+  }
+  if (arc) return tr_fail(t, "MPI failed at step %ld", t->step + 1);
+  if (agree[1] > 0) {
+    if (er->held) return SE3_TRAIN_ERROR;
+    if (failed) return tr_fail(t, "%s", t->why);
+    return tr_fail(t, "step %ld failed on %.0f other process%s of the run (their messages are above)", t->step + 1,
+                   agree[1], agree[1] > 1 ? "es" : "");
+  }
+  if (agree[2] > 0) /* a signal reached one of the processes: all stop before this step */
+    return SE3_TRAIN_STOPPED;
+  *part = agree[0];
+  er->t_agree += now_s() - t0;
+  if (t->dp_whole) {
+    /* every process takes the step; one that cannot has queued part of
+     * its collectives, and its peers' wait on their GPUs for the rest:
+     * the job ends */
+    if (se3_net_train_step_dp(t->net, kr ? &t->bb.b : NULL, er->yt, ls, t->clip, &t->adam, t->step + 1,
+                              nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, t->why, sizeof t->why)) {
+      fprintf(stderr, "se3screen (rank %d): model %d epoch %d step %ld failed: %s; ending the job\n", rank, t->member,
+              er->e + 1, t->step + 1, t->why);
+      comm_abort(comm, 1);
+    }
+    *whole = 1;
+  }
+  return SE3_TRAIN_OK;
+}
+
+/* The step taken, or skipped (fp16: a gradient out of its range): Adam's
+ * update here unless se3_net_train_step took it (whole). SE3_TRAIN_OK, or
+ * an error. */
+static int step_take(struct se3_trainer *t, int whole) {
+  if (whole) { /* (se3_net_train_step took it, Adam's update included, or skipped it on the device) */
+    int take = 1;
+    if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
+      double norm;
+      if (se3_net_step_norm(t->net, &norm, t->why, sizeof t->why)) return tr_fail(t, "%s", t->why);
+      take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
+    }
+    if (take)
+      t->step++;
+    else
+      t->skipped++;
+  } else {
+    int take = 1;
+    if (t->fp16) /* every process holds the same summed gradient: the same decision */
+      take = nn_loss_scaler_update(&t->scaler, se3_net_unscale_clip(t->net, t->scaler.scale, t->clip),
+                                   NN_LOSS_SCALE_GROW_EVERY);
+    else if (t->clip > 0)
+      se3_net_clip_queued(t->net, t->clip);
+    if (take) {
+      double lr = nn_schedule_lr(&t->sched, t->step);
+      t->step++;
+      se3_net_adam(t->net, &t->adam, t->step, lr);
+    } else {
+      t->skipped++;
+    }
+  }
+  return SE3_TRAIN_OK;
+}
+
+/* The epoch's end (ret: how its steps ended, the last at molecule i): the
+ * steps' losses read, a checkpoint where a signal stopped it, the moments
+ * gathered, the log lines. What the epoch returns. */
+static int epoch_end(struct epoch_run *er, int ret, long i, long pos, double *loss_sum) {
+  struct se3_trainer *t = er->t;
+  const struct se3_comm *comm = er->comm;
+  int e = er->e, replay = er->replay;
+  double t_steps = er->t_steps;
   /* the steps' losses (and whether the device failed in any of them) */
   if ((ret == SE3_TRAIN_OK || ret == SE3_TRAIN_STOPPED) && loss_sum_read(t, loss_sum) != SE3_TRAIN_OK)
     ret = SE3_TRAIN_ERROR;
@@ -924,18 +914,95 @@ static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, i
     tr_log(t,
            "model %d epoch %d: of %.2f s of steps, %.1f %% agreeing before each (which waits for the slowest "
            "process's host; the gradients' sums run inside the steps, on the GPUs)",
-           t->member, e + 1, t_steps, 100 * t_agree / t_steps);
+           t->member, e + 1, t_steps, 100 * er->t_agree / t_steps);
   else if (ret == SE3_TRAIN_OK && comm && !replay && t_steps > 0)
     tr_log(t,
            "model %d epoch %d: of %.2f s of steps, %.1f %% waiting for the gradients' sums after the "
            "backward (the sums took %.1f %%, in %d bucket%s a step) and %.1f %% agreeing (which waits for "
            "the slowest process)",
-           t->member, e + 1, t_steps, 100 * t_sum / t_steps, 100 * t_sum_all / t_steps, buckets,
-           buckets == 1 ? "" : "s", 100 * t_agree / t_steps);
+           t->member, e + 1, t_steps, 100 * er->t_sum / t_steps, 100 * er->t_sum_all / t_steps, er->buckets,
+           er->buckets == 1 ? "" : "s", 100 * er->t_agree / t_steps);
   if (ret == SE3_TRAIN_OK && t->fp16 && !replay)
     tr_log(t, "model %d epoch %d: loss scale %g; %ld step%s skipped (a gradient out of fp16's range)", t->member, e + 1,
            t->scaler.scale, t->skipped, t->skipped == 1 ? "" : "s");
-  free(order), free(yt);
+  return ret;
+}
+
+/* Steps through the epoch's order from molecule `pos` on; a mid-epoch
+ * checkpoint every ckpt_every steps (not after the last batch: the epoch's
+ * own checkpoint follows), and one where a signal stopped it.
+ *
+ * Data parallel: every process runs this together (rank 0 first orders the
+ * others to, with its state). Each takes a contiguous share of every batch,
+ * its loss scaled by its share of the batch, and the gradients are summed
+ * (comm.h's fixed order): the step is the one a single process takes with
+ * the whole batch, up to the order of the sums. Each step the processes
+ * agree on the loss, on failures and on signals, so all stop at the same
+ * step. With whole steps (dp_whole: GPUs with NCCL) they agree before the
+ * step, on failures and signals, and the loss is summed on the devices
+ * inside it. The steps: epoch_begin, then a step's step_forward,
+ * step_agree (several processes), step_take, and epoch_end. */
+static int run_epoch(struct se3_trainer *t, int e, long pos, double *loss_sum, int replay) {
+  const struct se3_comm *comm = t->io.comm;
+  struct epoch_run er = {.t = t,
+                         .comm = comm,
+                         .e = e,
+                         .replay = replay,
+                         .nproc = comm_size(comm),
+                         .rank = comm_rank(comm),
+                         .ntr = t->cnt[SE3_SPLIT_TRAIN],
+                         .seed = t->seed + (uint64_t)t->member};
+  int ret = epoch_begin(&er, pos, loss_sum);
+  if (ret != SE3_TRAIN_OK) {
+    free(er.order), free(er.yt);
+    return ret;
+  }
+  int ntr = er.ntr, nproc = er.nproc, rank = er.rank;
+  long i;
+  er.t_start = now_s();
+  for (i = pos; i < ntr; i += t->batch) {
+    if (!comm && t->io.stop && *t->io.stop) {
+      ret = SE3_TRAIN_STOPPED;
+      break;
+    }
+    int k = ntr - i < t->batch ? ntr - (int)i : t->batch;
+    /* this process's share of the batch: molecules lo..hi-1 of it */
+    int lo = (int)((long)k * rank / nproc), hi = (int)((long)k * (rank + 1) / nproc), kr = hi - lo, failed = er.held;
+    double part = 0;
+    const real *dout = NULL; /* d loss / d predictions, for the backward; NULL: none (nothing to add) */
+    int whole = 0;           /* se3_net_train_step took the whole step */
+    /* the loss on the model's backend: the mean over the whole batch, not
+     * over this share (kr of k); with fp16, scaled so that the backward's
+     * fp16 products keep small gradients */
+    struct se3_loss_spec ls = {t->loss, loss_param(t), kr, k, t->fp16 ? t->scaler.scale : 1};
+    step_forward(&er, i, lo, kr, &ls, &failed, &dout, &whole);
+    if (comm) {
+      ret = step_agree(&er, kr, &ls, dout, failed, &part, &whole);
+      if (ret != SE3_TRAIN_OK) break;
+    } else if (failed) {
+      /* the epoch fails (the train stage rolls its chunk back): nothing of this step is kept */
+      ret = tr_fail(t, "%s", t->why);
+      break;
+    }
+    if (comm && !t->dp_whole) *loss_sum += part; /* (whole: summed on the devices) */
+    ret = step_take(t, whole);
+    if (ret != SE3_TRAIN_OK) break;
+    er.t_steps = now_s() - er.t_start;
+    if (replay) continue; /* recomputing a lost epoch: no progress, no mid-epoch checkpoints */
+    advance(t, k);
+    if (t->ckpt_every > 0 && t->step % t->ckpt_every == 0 && i + k < ntr) {
+      ret = loss_sum_read(t, loss_sum);
+      if (ret == SE3_TRAIN_OK) ret = gather_moments(t);
+      if (ret == SE3_TRAIN_OK && t->io.writer) ret = save(t, "step.ckpt", e, i + k, *loss_sum);
+    }
+    if (ret != SE3_TRAIN_OK && comm) { /* told at the next step, which there is (i + k < ntr) */
+      er.held = 1;
+      ret = SE3_TRAIN_OK;
+    }
+    if (ret != SE3_TRAIN_OK) break;
+  }
+  ret = epoch_end(&er, ret, i, pos, loss_sum);
+  free(er.order), free(er.yt);
   return ret;
 }
 

@@ -12,8 +12,14 @@
 - No busy timeout written as a number in pipeline/ or stages/: the schema's
   store.busy_timeout_ms is its one source (cfg_busy_timeout_ms).
 - No file in stages/, pipeline/ or chem/ over 1,000 lines (stages/train.c
-  and pipeline/runner.c: 900); no function in stages/ or pipeline/ over
-  150 lines.
+  and pipeline/runner.c: 900); no function in stages/, pipeline/, chem/ or
+  models/ over 150 lines (C++'s too, in a namespace or extern "C" block).
+- No file circle: over chem/, models/, stages/, pipeline/ and common/, no
+  file uses a function or global of another that uses one of its own,
+  directly or round a longer ring.
+- No bare-name include into dev/: a header only dev/ holds is named by its
+  path from the project root, and only models/cuda/ names one, the CUDA
+  emulator's (dev/cuda_emu/inc/), where nvcc does not compile.
 - struct stage has at most 20 members, and pipeline/slurm.c names no stage.
 
 Each failure is printed as FILE:LINE: what; the exit status is the count
@@ -48,33 +54,130 @@ def code_only(text):
     return re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
 
 
-def functions(text):
-    """(name, first line, lines) of each function body at file scope."""
-    lines = code_only(text).split('\n')
-    depth, start = 0, None
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith('#'):
-            continue
-        for ch in line:
+def no_directives(code):
+    """code_only's text with preprocessor lines (and their continuations) blanked."""
+    out, cont = [], False
+    for line in code.split('\n'):
+        directive = cont or line.lstrip().startswith('#')
+        cont = directive and line.rstrip().endswith('\\')
+        out.append('' if directive else line)
+    return '\n'.join(out)
+
+
+def top_level(text):
+    """What stands at file scope, as (kind, name, first line, lines, static):
+    kind 'function' (a body) or 'global' (a variable defined). The blocks of
+    namespace { }, namespace x { } and extern "C" { } are no scope of their
+    own: what they hold is at file scope (in an anonymous namespace, static)."""
+    code = no_directives(code_only(text))
+    opens = []       # a stack: 'ns' (namespace, extern "C"), 'anon', 'fn', 'block'
+    head = ''
+    depth = 0        # inside a function or another block (struct, initialiser)
+    fn = None
+    line = 1
+    for i, ch in enumerate(code):
+        if ch == '\n':
+            line += 1
+        if depth:
             if ch == '{':
-                if depth == 0:
-                    j = i
-                    while j > 0 and not (line_starts(lines[j]) and '(' in lines[j]):
-                        j -= 1
-                    head = lines[j].split('(')[0]
-                    m = re.search(r'([A-Za-z_][A-Za-z_0-9]*)\s*$', head)
-                    start = (m.group(1) if m and '=' not in head else None, j)
                 depth += 1
             elif ch == '}':
                 depth -= 1
-                if depth == 0 and start:
-                    if start[0]:
-                        yield start[0], start[1] + 1, i - start[1] + 1
-                    start = None
+                if depth == 0:
+                    kind = opens.pop()
+                    if kind == 'fn':
+                        yield 'function', fn[0], fn[1], line - fn[1] + 1, fn[2]
+                        head = ''
+                    else:               # a struct or an initialiser: its statement goes on to ';'
+                        head += '{}'
+            continue
+        if ch == '{':
+            h = head.strip()
+            if re.match(r'(inline\s+)?namespace\b[^()]*$|extern\s*""$', h):
+                opens.append('anon' if re.match(r'namespace\s*$', h) else 'ns')
+            else:
+                f = function_head(h)
+                if f:
+                    name, at = f
+                    static = bool(re.search(r'\bstatic\b', h[:at])) or 'anon' in opens
+                    at += len(head) - len(head.lstrip())
+                    fn = (name, line - head[at:].count('\n'), static)
+                    opens.append('fn')
+                else:
+                    opens.append('block')
+                depth = 1
+                continue
+            head = ''
+        elif ch == '}':
+            if opens:
+                opens.pop()
+            head = ''
+        elif ch == ';':
+            g = global_head(head.strip())
+            if g:
+                yield ('global', g, line, 1, bool(re.match(r'(static|extern|constexpr)\b', head.strip()))
+                       or 'anon' in opens)
+            head = ''
+        else:
+            head += ch
 
 
-def line_starts(s):
-    return bool(s) and not s[0].isspace()
+def paren_free(h):
+    """h with what stands inside parentheses blanked (lengths kept)."""
+    out, d = [], 0
+    for ch in h:
+        if ch == ')':
+            d = max(d - 1, 0)
+        out.append(ch if d == 0 else ' ')
+        if ch == '(':
+            d += 1
+    return ''.join(out)
+
+
+NOT_NAMES = {'__attribute__', '__declspec', 'alignas', '__asm__', 'asm', 'decltype', 'sizeof', 'if', 'for',
+             'while', 'switch', 'return', 'operator'}
+
+
+def function_head(h):
+    """(name, offset of it in h) when h heads a function body, else None."""
+    if not h or re.match(r'(typedef|using|template\s*<[^>]*>\s*(struct|class|union))\b', h):
+        return None
+    flat = paren_free(h)
+    first = flat.find('(') if '(' in h else -1
+    if first < 0 or '=' in flat[:first] or '[' in flat[:first]:
+        return None
+    if not re.search(r'\)\s*((const|noexcept|override|final|volatile|&|&&)\s*)*$|->\s*[\w:<>*&\s]+$'
+                     r'|\)\s*:\s*[\s\S]*\)$', h):
+        return None
+    for m in re.finditer(r'([A-Za-z_~][\w:~]*)\s*\(', h):
+        if flat[m.end() - 1] != '(' or m.group(1).split('::')[-1] in NOT_NAMES:
+            continue
+        return m.group(1), m.start(1)
+    return None
+
+
+def global_head(h):
+    """The name a file-scope statement defines as a variable, else None."""
+    if not h or re.match(r'(typedef|using|template|namespace|struct|union|enum|class)\b[^={]*$', h) \
+            or re.match(r'(typedef|using|namespace|friend)\b', h) or re.search(r'\bextern\b', h):
+        return None
+    flat = paren_free(h)
+    eq = flat.find('=')
+    decl = flat[:eq] if eq >= 0 else flat
+    if '(' in h[:eq if eq >= 0 else len(h)] and not re.search(r'\(\s*\*', h):
+        return None         # a prototype (or a macro call)
+    decl = re.sub(r'\[[^\]]*\]', '', decl)
+    m = re.search(r'([A-Za-z_]\w*)\s*$', decl)
+    if not m or not re.search(r'[\w*&>}]\s+\**\s*' + m.group(1) + r'\s*$', decl):
+        return None
+    return m.group(1)
+
+
+def functions(text):
+    """(name, first line, lines) of each function body at file scope."""
+    for kind, name, line, n, _ in top_level(text):
+        if kind == 'function':
+            yield name, line, n
 
 
 # -- includes flow one way
@@ -92,7 +195,7 @@ for layer, ok in allowed.items():
             near = os.path.normpath(os.path.join(os.path.dirname(path), inc))
             if inc.startswith('.') and os.path.exists(near):
                 inc = os.path.relpath(near, root)
-            if m and '/' in inc and not inc.startswith(ok):
+            if m and '/' in inc and not inc.startswith(ok + ('dev/',)):
                 fail(path, n, '%s/ includes "%s" (includes flow pipeline -> stages -> {chem, models} -> common)'
                      % (layer, m.group(1)))
 
@@ -141,11 +244,133 @@ for rel in ('stages/train.c', 'pipeline/runner.c'):
     n = sum(1 for _ in open(path, encoding='utf-8', errors='replace'))
     if n > 900:
         fail(path, n, '%d lines, more than 900: the stage and the runner name their steps in rooms of their own' % n)
-for layer in ('stages', 'pipeline'):
-    for path in sources(layer, ('.c',)):
+# functions: C's and C++'s (in a namespace or extern "C" block too), CUDA's
+for layer in ('stages', 'pipeline', 'chem', 'models'):
+    for path in sources(layer, ('.c', '.cc', '.cu')):
         for name, line, n in functions(open(path, encoding='utf-8', errors='replace').read()):
             if n > 150:
                 fail(path, line, '%s() is %d lines, more than 150: name its steps' % (name, n))
+
+# -- no file circles
+# Calls between files run one way: file X uses file Y when X names a
+# function or global that Y defines for other files (not static, not in an
+# anonymous namespace); a circle of such uses (X uses Y, Y uses X, or a
+# longer ring) is one room in two files: split it so that what both need
+# stands in a file of its own. Textual: a name counts wherever X's code
+# (not its comments or strings) holds it, but not as a member (.name,
+# ->name); C++ members (Class::name) tie nothing here.
+def file_uses(layers):
+    """{file: {file it uses: {names}}} over the layers' sources."""
+    defined, own, words = {}, {}, {}
+    for layer in layers:
+        for path in sources(layer, ('.c', '.cc', '.cu')):
+            text = open(path, encoding='utf-8', errors='replace').read()
+            rel = os.path.relpath(path, root)
+            own[rel] = set()
+            for kind, name, line, n, static in top_level(text):
+                if '::' in name:
+                    continue
+                own[rel].add(name)
+                if not static and name != 'main':
+                    defined.setdefault(name, set()).add(rel)
+            words[rel] = set(re.findall(r'(?<![\w.])(?<!->)(?<!::)[A-Za-z_]\w*', code_only(text)))
+    uses = {}
+    for rel, ws in words.items():
+        for w in ws - own[rel]:
+            for other in defined.get(w, ()):
+                uses.setdefault(rel, {}).setdefault(other, set()).add(w)
+    return uses
+
+
+def circles(uses):
+    """The strongly connected sets of files of more than one (Tarjan's)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(uses.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            ring = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                ring.append(w)
+                if w == v:
+                    break
+            if len(ring) > 1:
+                out.append(sorted(ring))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(uses):
+        if v not in index:
+            visit(v)
+    return out
+
+
+uses = file_uses(('chem', 'models', 'stages', 'pipeline', 'common'))
+for ring in sorted(circles(uses)):
+    ties = ['%s uses %s' % (x, '; '.join('%s\'s %s' % (y, ', '.join(sorted(uses[x][y])))
+                                        for y in sorted(uses[x]) if y in ring)) for x in ring]
+    fail(os.path.join(root, ring[0]), 1, 'a file circle (%s): %s' % (' <-> '.join(ring), ' | '.join(ties)))
+
+# -- bare-name includes into dev/
+# A header under dev/ is a development tool's, not the build's: included by
+# a bare name that nothing beside the file nor the project root holds, it
+# compiles only where the tool's -I finds it, and no rule here sees it.
+# models/cuda/ alone may include the CUDA emulator's headers, by their path
+# from the project root (dev/cuda_emu/inc/...), where nvcc does not compile
+# (#ifndef __CUDACC__, or #ifdef __CUDACC__'s #else): dev/cuda_emu/run.sh
+# compiles models/cuda/ with -I dev/cuda_emu/inc -I the project root.
+def not_nvcc(lines):
+    """The numbers of the lines nvcc does not compile (__CUDACC__ undefined)."""
+    out, stack = set(), []
+    for n, line in enumerate(lines, 1):
+        m = re.match(r'\s*#\s*(ifdef|ifndef|if|elif|else|endif)\b(.*)', line)
+        if not m:
+            if any(cuda and neg for cuda, neg in stack):
+                out.add(n)
+        elif m.group(1) in ('ifdef', 'ifndef', 'if'):
+            cond = m.group(2)
+            stack.append(('__CUDACC__' in cond,
+                          m.group(1) == 'ifndef' or bool(re.search(r'!\s*defined\s*\(?\s*__CUDACC__', cond))))
+        elif m.group(1) in ('elif', 'else') and stack:
+            cuda, neg = stack[-1]
+            stack[-1] = (cuda and m.group(1) == 'else', not neg)
+        elif m.group(1) == 'endif' and stack:
+            stack.pop()
+    return out
+
+
+dev_files = [os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(os.path.join(root, 'dev'))
+             for f in files]
+for layer in ('chem', 'models', 'stages', 'pipeline', 'common'):
+    for path in sources(layer):
+        lines = open(path, encoding='utf-8', errors='replace').read().split('\n')
+        emu = None
+        for n, line in enumerate(lines, 1):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if not m:
+                continue
+            inc = os.path.normpath(m.group(1))
+            if inc.startswith('dev/'):
+                emu = not_nvcc(lines) if emu is None else emu
+                if not (os.path.relpath(path, root).startswith('models/cuda/')
+                        and inc.startswith('dev/cuda_emu/inc/') and n in emu):
+                    fail(path, n, 'includes "%s" from dev/: only models/cuda/ includes the CUDA emulator\'s headers '
+                         '(dev/cuda_emu/inc/), where nvcc does not compile' % m.group(1))
+            elif not os.path.exists(os.path.join(os.path.dirname(path), inc)) \
+                    and not os.path.exists(os.path.join(root, inc)):
+                there = [d for d in dev_files if d.endswith('/' + inc)]
+                if there:
+                    fail(path, n, 'includes "%s" by a bare name that only dev/ holds (%s): name it by its path from '
+                         'the project root' % (m.group(1), ', '.join(sorted(there))))
 
 # -- the stage contract
 stage_h = os.path.join(root, 'stages', 'stage.h')

@@ -1238,6 +1238,45 @@ int nn_conv_forward(real *const y[], const struct nn_conv_shape *s, const real *
 }
 
 #ifndef SE3_CONV_BF16 /* the bf16 build is the forward's only */
+/* nn_conv_backward's last step: the threads' sums, in thread order, into
+ * dx (dxt: a thread's N rows of xw, degree k's at xo[k] in each) and added
+ * into dW3 (dwt: a thread's p->wt_size, as transpose_w3 lays W3 out). */
+static void backward_sums(real *const dx[], real *dW3, const struct nn_conv_shape *s, const struct plan *p, int H,
+                          int team, const real *dxt, size_t xw, const size_t *xo, const real *dwt) {
+  for (int k = 0; k <= NN_MAX_DEG; k++) {
+    if (!p->cin[k] || !dx[k]) continue;
+    size_t w = (size_t)(NN_DIM(k) * p->cin[k]);
+#pragma omp parallel for schedule(static)
+    for (int v = 0; v < s->N; v++) {
+      real *d = dx[k] + (size_t)v * w;
+      for (size_t q = 0; q < w; q++)
+        d[q] = 0;
+      for (int t = 0; t < team; t++) {
+        const real *src = dxt + ((size_t)t * (size_t)s->N + (size_t)v) * xw + xo[k];
+        for (size_t q = 0; q < w; q++)
+          d[q] += src[q];
+      }
+    }
+  }
+  if (dW3)
+    for (int l = 0; l <= p->max_l; l++) {
+      int cout = p->cout[l], K = p->K[l];
+      if (!cout) continue;
+#pragma omp parallel for schedule(static)
+      for (int j = 0; j < K; j++)
+        for (int o = 0; o < cout; o++) {
+          real *d = dW3 + (p->r_off[l] + (size_t)o * (size_t)K + (size_t)j) * (size_t)H;
+          for (int h = 0; h < H; h++) {
+            size_t q = p->wt_off[l] + ((size_t)j * (size_t)H + (size_t)h) * (size_t)cout + (size_t)o;
+            real sum = 0;
+            for (int t = 0; t < team; t++)
+              sum += dwt[(size_t)t * p->wt_size + q];
+            d[h] += sum;
+          }
+        }
+    }
+}
+
 int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_conv_shape *s, const real *const dy[],
                      const real *const x[], const real *basis, const real *s2, const real *W3, int H, int pool) {
   struct plan p;
@@ -1351,38 +1390,7 @@ int nn_conv_backward(real *const dx[], real *ds2, real *dW3, const struct nn_con
     chunk_free(&c);
   }
   /* the threads' sums, in thread order */
-  for (int k = 0; k <= NN_MAX_DEG; k++) {
-    if (!p.cin[k] || !dx[k]) continue;
-    size_t w = (size_t)(NN_DIM(k) * p.cin[k]);
-#pragma omp parallel for schedule(static)
-    for (int v = 0; v < s->N; v++) {
-      real *d = dx[k] + (size_t)v * w;
-      for (size_t q = 0; q < w; q++)
-        d[q] = 0;
-      for (int t = 0; t < team; t++) {
-        const real *src = dxt + ((size_t)t * (size_t)s->N + (size_t)v) * xw + xo[k];
-        for (size_t q = 0; q < w; q++)
-          d[q] += src[q];
-      }
-    }
-  }
-  if (dW3)
-    for (int l = 0; l <= p.max_l; l++) {
-      int cout = p.cout[l], K = p.K[l];
-      if (!cout) continue;
-#pragma omp parallel for schedule(static)
-      for (int j = 0; j < K; j++)
-        for (int o = 0; o < cout; o++) {
-          real *d = dW3 + (p.r_off[l] + (size_t)o * (size_t)K + (size_t)j) * (size_t)H;
-          for (int h = 0; h < H; h++) {
-            size_t q = p.wt_off[l] + ((size_t)j * (size_t)H + (size_t)h) * (size_t)cout + (size_t)o;
-            real sum = 0;
-            for (int t = 0; t < team; t++)
-              sum += dwt[(size_t)t * p.wt_size + q];
-            d[h] += sum;
-          }
-        }
-    }
+  backward_sums(dx, dW3, s, &p, H, team, dxt, xw, xo, dwt);
   free(wj);
   free(dwt);
   free(dxt);

@@ -1,11 +1,13 @@
 /* cuda.h — the CUDA backend's internal header (models/backend.h is the
  * contract; this is how models/cuda/ keeps its pieces together).
  *
- * One device per process: table.cu holds the device's state in file-static
- * variables (its stream, its cuBLAS handle, the scratch buffers, the first
- * failure since the last sync) and fills the table from the entry points
+ * One device per process: one state (state.h: its stream, its cuBLAS
+ * handle, the scratch buffers, the first failure since the last sync),
+ * which table.cu opens; table.cu fills the table from the entry points
  * declared here, one file per concern:
- *   table.cu        the device, memory, copies, sync, scratch, the table
+ *   table.cu        opening the device, memory, copies, sync, the table
+ *   state.cu        what the operations ask of the device: stream,
+ *                   handles, precision, failures, scratch
  *   gemm.cu         row-major GEMMs on cuBLAS; linear and dense layers
  *                   (the dense forward's bias in cuBLASLt's epilogue)
  *   reduce.cu       deterministic column sums and the sum of squares
@@ -52,7 +54,7 @@ extern "C" {
 
 static_assert(sizeof(real) == sizeof(float), "the CUDA backend is built for real = float only");
 
-/* ---- the device (table.cu) ---- */
+/* ---- the device (state.cu; table.cu opens it) ---- */
 cudaStream_t cu_stream(void);
 cublasHandle_t cu_blas(void);
 /* cuBLASLt's handle (NULL when it did not start) and the GEMMs' workspace
@@ -81,7 +83,7 @@ int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line);
  * the kernel at the next sync. */
 #define CU_LAUNCHED(name) cu_check(cudaGetLastError(), __FILE__, __LINE__, "launch of " name)
 
-/* ---- scratch (table.cu) ----
+/* ---- scratch (state.cu) ----
  * Grow-only device buffers, one per slot, for the temporaries of an
  * operation; stream-ordered (cudaMallocAsync / cudaFreeAsync on the one
  * stream), so growing one never waits for the device, and the next
@@ -165,7 +167,7 @@ void cu_collectives_shutdown(void);
  * queued since the last call (table.cu's record_begin and record_end ask);
  * a replay of a recording holding n of them is tracked as one pending
  * entry, for a failed wait's message. cu_recording: 1 while a capture is
- * under way (table.cu). */
+ * under way (state.cu). */
 int cu_collectives_recorded(void);
 void cu_collectives_replayed(int n);
 int cu_recording(void);

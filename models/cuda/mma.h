@@ -87,7 +87,9 @@ __device__ __forceinline__ float mma_u2f(uint32_t u) { return __uint_as_float(u)
 __device__ __forceinline__ uint32_t mma_bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ uint32_t mma_f16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
 #else
-#include "emu_mma.h"
+/* the CUDA emulator's products (dev/cuda_emu/run.sh compiles models/cuda/
+ * with the project root on its include path; nvcc never reads this branch) */
+#include "dev/cuda_emu/inc/emu_mma.h"
 inline void mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) { emu_mma(EMU_MMA_BF16_16816, d, a, b, d); }
 inline void mma_f16(float d[4], const uint32_t a[4], const uint32_t b[2]) { emu_mma(EMU_MMA_F16_16816, d, a, b, d); }
 inline void mma_tf32(float d[4], const uint32_t a[4], const uint32_t b[2]) { emu_mma(EMU_MMA_TF32_1688, d, a, b, d); }

@@ -1,8 +1,11 @@
 /* table.cu — the CUDA backend's table (models/backend.h): opening the
- * device, memory and copies, sync and the record of failures, the scratch
- * buffers, and the table itself (cuda.h lists where each operation lives).
+ * device, memory and copies, sync (reporting the failures recorded), the
+ * recorded work, and the table itself (cuda.h lists where each operation
+ * lives). What the operations ask of the device (its stream, the record of
+ * failures, the scratch buffers) is state.cu's, so that they never call
+ * back into this file, which calls them.
  *
- * One device per process: the state below is file-static.
+ * One device per process: one state (state.h).
  * nn_backend_cuda_open opens GPU `index` (or, by rank, table.h's
  * nn_cuda_pick) once (its stream, its cuBLAS handle) and returns the same
  * table on later calls for that GPU; asking for another GPU in the same
@@ -29,86 +32,18 @@
 #include <string.h>
 
 #include "models/cuda/cuda.h"
+#include "models/cuda/state.h"
 #include "models/cuda/table.h"
 
-static struct {
-  int open, index, count; /* the GPU opened, and how many this process sees */
-  cudaStream_t stream;
-  cublasHandle_t blas;
-  cublasLtHandle_t lt; /* NULL: cuBLASLt did not start, dense layers add their bias apart */
-  void *ws;            /* the GEMM workspace (cuBLAS's and cuBLASLt's), CU_WORKSPACE_BYTES or NULL */
-  void *scratch[CU_SCRATCH_SLOTS];
-  size_t scratch_cap[CU_SCRATCH_SLOTS];
-  int failed;    /* a failure since the last sync */
-  char err[768]; /* the first one */
-  char name[32];
-  /* upload staging: two pinned halves, the one being filled, its fill, the
-   * events marking each half's last copy (armed: recorded at least once) */
-  char *stage[2];
-  cudaEvent_t stage_done[2];
-  int stage_cur, stage_armed[2], stage_off;
-  size_t stage_used;
-  /* recorded work: a capture under way, spoiled by a failure or a need for
-   * memory while it ran; gen counts the frees of device memory and the
-   * switches of precision, which leave older recordings stale */
-  int recording, rec_spoiled;
-  unsigned long gen, rec_gen;
-} st;
-
-/* The GEMMs' workspace: allocated once when the device opens and given to
- * cuBLAS (cublasSetWorkspace) and to cuBLASLt (gemm.cu), so neither
- * allocates while a step is being recorded; 32 MiB is what NVIDIA advises
- * for Hopper. */
-#define CU_WORKSPACE_BYTES ((size_t)32 << 20)
+/* The device's state (state.h; state.cu defines it and what the operations
+ * ask of it), as st here. */
+static struct cu_state &st = cu_st;
 
 #ifndef CU_STAGE_BYTES /* (dev/cuda_emu makes it small, to cross halves often) */
 #define CU_STAGE_BYTES ((size_t)32 << 20)
 #endif
 
 static struct nn_backend table;
-
-cudaStream_t cu_stream(void) { return st.stream; }
-cublasHandle_t cu_blas(void) { return st.blas; }
-cublasLtHandle_t cu_blaslt(void) { return st.lt; }
-void *cu_workspace(size_t *bytes) {
-  *bytes = st.ws ? CU_WORKSPACE_BYTES : 0;
-  return st.ws;
-}
-enum nn_precision cu_precision(void) { return table.precision; }
-
-/* ---- failures ---- */
-
-/* Only the file's name: the path is the build machine's. */
-static const char *base_name(const char *file) {
-  const char *s = strrchr(file, '/');
-  return s ? s + 1 : file;
-}
-
-void cu_fail(const char *file, int line, const char *what) {
-  if (st.recording) { /* nothing ran: the recording is dropped and the work runs eagerly, where it fails again */
-    st.rec_spoiled = 1;
-    return;
-  }
-  if (st.failed) return; /* the first failure is the one to report */
-  st.failed = 1;
-  snprintf(st.err, sizeof st.err, "%s (models/cuda/%s:%d)", what, base_name(file), line);
-}
-
-int cu_check(cudaError_t e, const char *file, int line, const char *what) {
-  if (e == cudaSuccess) return 0;
-  char msg[512];
-  snprintf(msg, sizeof msg, "CUDA error in %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-  cu_fail(file, line, msg);
-  return -1;
-}
-
-int cu_check_blas(cublasStatus_t s, const char *file, int line, const char *what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return 0;
-  char msg[512];
-  snprintf(msg, sizeof msg, "cuBLAS error in %s: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
-  cu_fail(file, line, msg);
-  return -1;
-}
 
 /* After a wait: 0, or -1 with the first failure recorded since the last
  * wait (then forgotten). */
@@ -261,33 +196,6 @@ static void cu_zero(void *p, size_t bytes) {
   if (bytes) CU_CHECK(cudaMemsetAsync(p, 0, bytes, st.stream));
 }
 
-void *cu_scratch(enum cu_scratch_slot slot, size_t bytes) {
-  if (bytes <= st.scratch_cap[slot] && st.scratch[slot]) return st.scratch[slot];
-  if (st.recording) { /* no memory is allocated while recording: the work runs eagerly instead */
-    st.rec_spoiled = 1;
-    return NULL;
-  }
-  st.gen++; /* recordings that used the old buffer are stale */
-  if (st.scratch[slot]) CU_CHECK(cudaFreeAsync(st.scratch[slot], st.stream));
-  st.scratch[slot] = NULL;
-  st.scratch_cap[slot] = 0;
-  /* half as much again as asked, in whole MiB, so a batch a little larger
-   * than the last does not reallocate */
-  size_t cap = bytes + bytes / 2;
-  cap = (cap + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-  void *p = NULL;
-  if (cudaMallocAsync(&p, cap, st.stream) != cudaSuccess) {
-    (void)cudaGetLastError();
-    char msg[160];
-    snprintf(msg, sizeof msg, "out of GPU memory for %zu bytes of scratch", cap);
-    cu_fail(__FILE__, __LINE__, msg);
-    return NULL;
-  }
-  st.scratch[slot] = p;
-  st.scratch_cap[slot] = cap;
-  return p;
-}
-
 /* ---- recorded work: CUDA graphs ----
  * The stream is captured (thread-local mode: a cudaMalloc or a wait in this
  * thread while capturing spoils the capture instead of running), and the
@@ -300,8 +208,6 @@ struct cu_rec {
   unsigned long gen;
   int collectives; /* NCCL's calls in it (collectives.cu tracks each replay as one) */
 };
-
-int cu_recording(void) { return st.recording; }
 
 static int cu_record_begin(void) {
   if (st.failed || st.recording) return -1;
@@ -476,7 +382,7 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
     return -1;
   }
   if (table.precision != precision) st.gen++; /* recordings hold the old math mode */
-  table.precision = precision;
+  table.precision = st.precision = precision;
   return 0;
 }
 
