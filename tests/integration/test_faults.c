@@ -14,17 +14,27 @@
  * named there.
  *
  * Two sequences are walked:
- *   - the quickstart's stages, cut down to fit (60 of its training
+ *   - the quickstart's stages, cut down to fit (40 of its training
  *     molecules, 3 epochs, one model, chunks of 32 so that every stage has
  *     several): ingest -> graph -> basis -> train -> score -> rank -> report
  *     in one `run`;
  *   - a sharded score and its merge: `run --stage score --shard 0/2`,
  *     `--shard 1/2`, then `merge`, from a workdir trained once; each of
  *     their commits is failed (commit:N) and, there too, killed before it
- *     is made (crash:N, SIGKILL as a scheduler's kill would).
+ *     is made (crash:N, SIGKILL as a scheduler's kill would); and three
+ *     writes and three allocations of each step, spread over its counts,
+ *     are failed (write:N, alloc:N): the VFS and the allocator of
+ *     pipeline/fault.c exercised, not walked (thousands of each).
+ *
+ * A failed commit must make the run exit non-zero and say why, but for
+ * the commits of logs only (a stage's time in stage_runs, the run's end in
+ * runs), which are said and the run goes on. A failed write or allocation
+ * may be absorbed (see run_sequence). Every resumed workdir must equal the
+ * uninterrupted one.
  *
  * The counts tried are printed: "fault injection: K commits failed and
- * resumed, 0 differences". */
+ * resumed, 0 differences". About 70 s of CPU: 100 s on 2 idle cores,
+ * 200 s at a load of 10. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -33,7 +43,7 @@
 
 #include "tests/testutil.h"
 
-enum { TRAIN_RECORDS = 60 };
+enum { TRAIN_RECORDS = 40 };
 
 /* ---- the comparison ----------------------------------------------------- */
 
@@ -140,16 +150,37 @@ static char *dump_workdir(const char *wd) {
     free(d);
   }
   free(shards);
-  char *sums = NULL;
-  cr_assert_eq(tu_sh(&sums,
+  /* the other files: one FNV-1a checksum each, Open Babel's date in an SD
+   * record's second line (" OpenBabel11292609173D": MMDDYYHHmm) left out */
+  char *files = NULL;
+  cr_assert_eq(tu_sh(&files,
                      "cd %s && find . -type f ! -name '*.lock' ! -name report.html ! -name 'screen.db*' "
-                     "! -path './shards/*.db*' | LC_ALL=C sort | while read -r f; do "
-                     "sed -E 's/^( *OpenBabel)[0-9]{10}/\\1/' \"$f\" | sha256sum | sed \"s|-\\$|$f|\"; done",
+                     "! -path './shards/*.db*' | LC_ALL=C sort",
                      wd),
-               0, "%s", sums);
+               0, "%s", files);
   append(&out, &len, "\n== files\n");
-  append(&out, &len, sums);
-  free(sums);
+  char *save_f = NULL;
+  for (char *f = strtok_r(files, "\n", &save_f); f; f = strtok_r(NULL, "\n", &save_f)) {
+    char path[1400], line[1600];
+    snprintf(path, sizeof path, "%s/%s", wd, f);
+    size_t n = 0;
+    char *text = tu_read(path, &n);
+    cr_assert(text, "cannot read %s", path);
+    unsigned long long h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+      if ((i == 0 || text[i - 1] == '\n') && n - i > 20 && !memcmp(text + i + (text[i] == ' '), "OpenBabel", 9)) {
+        size_t d = i + (text[i] == ' ') + 9, e = d;
+        while (e < n && e < d + 10 && text[e] >= '0' && text[e] <= '9')
+          e++;
+        if (e == d + 10) memset(text + d, '#', 10);
+      }
+      h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
+    }
+    free(text);
+    snprintf(line, sizeof line, "%016llx %zu %s\n", h, n, f);
+    append(&out, &len, line);
+  }
+  free(files);
   return out;
 }
 
@@ -175,12 +206,27 @@ static int differs(const char *what, const char *a, const char *b) {
 
 /* ---- running ------------------------------------------------------------- */
 
-/* The commits the output of a run with SE3_FAULT set says it counted. */
-static long commits_counted(const char *out) {
+/* What the output of a run with SE3_FAULT set says it counted: commits,
+ * writes and allocations into n[0..2]. */
+static void counted(const char *out, long n[3]) {
   const char *at = strstr(out, "SE3_FAULT: counted ");
-  cr_assert(at, "no count of commits in:\n%s", out);
-  return strtol(at + strlen("SE3_FAULT: counted "), NULL, 10);
+  cr_assert(at, "no counts in:\n%s", out);
+  cr_assert_eq(sscanf(at, "SE3_FAULT: counted %ld commits, %ld writes, %ld allocations", &n[0], &n[1], &n[2]), 3, "%s",
+               at);
 }
+
+/* A kind of fault walked: at every position of its counter (samples 0),
+ * or at `samples` positions spread evenly over it. */
+struct mode {
+  const char *kind;  /* SE3_FAULT's word */
+  int counter;       /* counted()'s: 0 commits, 1 writes, 2 allocations */
+  int samples;       /* 0: every one */
+  const char *fires; /* what the process says when it fires, before N */
+};
+static const struct mode COMMIT = {"commit", 0, 0, "SE3_FAULT: failing commit"};
+static const struct mode CRASH = {"crash", 0, 0, "SE3_FAULT: killing the process at commit"};
+static const struct mode WRITES = {"write", 1, 3, "SE3_FAULT: failing write"};
+static const struct mode ALLOCS = {"alloc", 2, 3, "SE3_FAULT: failing allocation"};
 
 /* `se3screen ARGS` with SE3_FAULT=fault ("" for none); output in *out. */
 static int se3_with(char **out, const char *fault, const char *args) {
@@ -195,22 +241,31 @@ struct walk {
   const char *dir;          /* the test's folder: `wd` is worked in, `ref` the uninterrupted run's */
   const char *base;         /* shell command that makes dir/wd the state before the sequence */
   const char *const *steps; /* the sequence's commands (se3screen arguments), NULL-terminated */
-  long tried, differences, silent, went_on;
+  long tried, tried_commits, differences, silent, went_on, absorbed;
 };
 
 /* Runs w's sequence in dir/wd from its base; with fault set, step `at`
  * with SE3_FAULT=fault, which must fail, then again without it. */
-static void run_sequence(struct walk *w, int at, const char *fault) {
+static void run_sequence(struct walk *w, int at, const struct mode *m, const char *fault) {
   char *out = NULL;
   cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd && %s", w->dir, w->base), 0, "%s", out);
   for (int s = 0; w->steps[s]; s++) {
     if (s == at) {
       int rc = se3_with(&out, fault, w->steps[s]);
-      const char *kind = !strncmp(fault, "crash", 5) ? "killing the process at commit" : "failing commit";
-      char want[64];
-      snprintf(want, sizeof want, "SE3_FAULT: %s %s ", kind, strchr(fault, ':') + 1);
+      char want[96];
+      snprintf(want, sizeof want, "%s %s ", m->fires, strchr(fault, ':') + 1);
       cr_assert(strstr(out, want), "%s: SE3_FAULT=%s did not fire in `%s`:\n%s", w->name, fault, w->steps[s], out);
-      if (rc == 0) {
+      if (m == &CRASH) {
+        cr_assert_eq(rc, 128 + 9, "%s: SE3_FAULT=%s: `%s` was not killed:\n%s", w->name, fault, w->steps[s], out);
+      } else if (rc == 0 && m != &COMMIT) {
+        /* A failed write or allocation SQLite absorbs: the checkpoint of
+         * the WAL into the database as the last connection closes (the
+         * WAL stays, and the next opening replays it), or an allocation
+         * SQLite itself marks benign; or one a read helper takes for "no
+         * row" (store_int, rank_target) where that was the answer anyway.
+         * Allowed, as long as the resumed workdir is the same. */
+        w->absorbed++;
+      } else if (rc == 0) {
         /* Only a commit of a log may fail and the run go on (ledger.c: a
          * stage's time in stage_runs, "a failure to write it is said, not
          * the run's"), and it must say so: SQLite's message for a commit
@@ -233,17 +288,17 @@ static void run_sequence(struct walk *w, int at, const char *fault) {
 
 /* Every commit of every step of w failed with each of the modes, each
  * resumed, each final workdir compared with the uninterrupted run's. */
-static void walk(struct walk *w, const char *const modes[], int n_modes) {
+static void walk(struct walk *w, const struct mode *const modes[], int n_modes) {
   char *out = NULL;
   int n_steps = 0;
   while (w->steps[n_steps])
     n_steps++;
-  long *commits = calloc((size_t)n_steps, sizeof *commits);
+  long(*counts)[3] = calloc((size_t)n_steps, sizeof *counts);
   /* the uninterrupted run, counting */
   cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd ref && %s", w->dir, w->base), 0, "%s", out);
   for (int s = 0; s < n_steps; s++) {
     cr_assert_eq(se3_with(&out, "count", w->steps[s]), 0, "%s: `%s` failed:\n%s", w->name, w->steps[s], out);
-    commits[s] = commits_counted(out);
+    counted(out, counts[s]);
   }
   cr_assert_eq(tu_sh(&out, "cd %s && mv wd ref", w->dir), 0, "%s", out);
   char ref_wd[1100], wd[1100];
@@ -255,26 +310,28 @@ static void walk(struct walk *w, const char *const modes[], int n_modes) {
   char *want = dump_workdir(wd);
   cr_assert_eq(tu_sh(&out, "cd %s && mv wd ref", w->dir), 0, "%s", out);
   for (int m = 0; m < n_modes; m++) {
+    const struct mode *md = modes[m];
     for (int s = 0; s < n_steps; s++) {
-      for (long n = 1; n <= commits[s]; n++) {
+      long total = counts[s][md->counter];
+      long k = md->samples ? md->samples : total;
+      for (long i = 1; i <= k && i <= total; i++) {
+        /* samples: positions i / (k + 1) of the way through the count
+         * (write counts vary by a few between runs: WAL checkpoints) */
+        long n = md->samples ? i * total / (k + 1) + 1 : i;
         char fault[64], what[256];
-        snprintf(fault, sizeof fault, "%s:%ld", modes[m], n);
+        snprintf(fault, sizeof fault, "%s:%ld", md->kind, n);
         snprintf(what, sizeof what, "%s, step %d (`%.120s`), SE3_FAULT=%s", w->name, s, w->steps[s], fault);
-        run_sequence(w, s, fault);
+        run_sequence(w, s, md, fault);
         char *got = dump_workdir(wd);
         w->differences += differs(what, want, got);
         w->tried++;
+        if (md->counter == 0) w->tried_commits++;
         free(got);
       }
     }
   }
-  fprintf(stderr, "fault injection: %s: %ld commits in %d steps, each failed with", w->name, w->tried / n_modes,
-          n_steps);
-  for (int m = 0; m < n_modes; m++)
-    fprintf(stderr, " %s", modes[m]);
-  fprintf(stderr, "\n");
   free(want);
-  free(commits);
+  free(counts);
   free(out);
 }
 
@@ -321,15 +378,18 @@ static int skip_without_faults(void) {
   return without;
 }
 
-static long total_tried, total_differences, total_silent;
+static long total_commits, total_other, total_differences, total_silent;
 
-static void account(const struct walk *w) {
-  total_tried += w->tried;
+static void account(const struct walk *w, double t0) {
+  total_commits += w->tried_commits;
+  total_other += w->tried - w->tried_commits;
   total_differences += w->differences;
   total_silent += w->silent;
-  printf("fault injection: %s: %ld commits failed and resumed, %ld differences (%ld times the run said so and "
-         "went on, status 0: a log's commit; %ld times it said nothing)\n",
-         w->name, w->tried, w->differences, w->went_on, w->silent);
+  printf("fault injection: %s: %ld commits failed and resumed, %ld writes and allocations failed and resumed, "
+         "%ld differences (%ld failed commits of logs said and the run went on, %ld failed writes or allocations "
+         "absorbed, %ld failures unsaid), %.0f s\n",
+         w->name, w->tried_commits, w->tried - w->tried_commits, w->differences, w->went_on, w->absorbed, w->silent,
+         tu_now() - t0);
   fflush(stdout);
 }
 
@@ -344,9 +404,9 @@ Test(faults, every_commit_of_the_quickstart_and_a_sharded_score, .timeout = 400)
   snprintf(run_all, sizeof run_all, "run %s", wf);
   const char *const quick_steps[] = {run_all, NULL};
   struct walk quick = {.name = "quickstart", .dir = dir, .base = "true", .steps = quick_steps};
-  const char *const commit_only[] = {"commit"};
+  const struct mode *const commit_only[] = {&COMMIT};
   walk(&quick, commit_only, 1);
-  account(&quick);
+  account(&quick, t0);
 
   /* (b) a sharded score and its merge, from a workdir trained once */
   char *out = NULL;
@@ -361,12 +421,13 @@ Test(faults, every_commit_of_the_quickstart_and_a_sharded_score, .timeout = 400)
   snprintf(merge, sizeof merge, "merge %s/wd/screen.db", dir);
   const char *const shard_steps[] = {s0, s1, merge, NULL};
   struct walk shards = {.name = "sharded score + merge", .dir = dir, .base = "cp -r trained wd", .steps = shard_steps};
-  const char *const both[] = {"commit", "crash"};
-  walk(&shards, both, 2);
-  account(&shards);
+  const struct mode *const all[] = {&COMMIT, &CRASH, &WRITES, &ALLOCS};
+  double t1 = tu_now();
+  walk(&shards, all, 4);
+  account(&shards, t1);
 
-  printf("fault injection: %ld commits failed and resumed, %ld differences (%.0f s)\n", total_tried, total_differences,
-         tu_now() - t0);
+  printf("fault injection: %ld commits failed and resumed, %ld differences (and %ld writes and allocations; %.0f s)\n",
+         total_commits, total_differences, total_other, tu_now() - t0);
   fflush(stdout);
   cr_assert_eq(total_silent, 0, "%ld runs exited 0 after a failed commit (above)", total_silent);
   cr_assert_eq(total_differences, 0, "%ld resumed runs ended elsewhere than the uninterrupted one (above)",
