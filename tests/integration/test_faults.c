@@ -2,16 +2,16 @@
  * failed once, and the run resumed, and the final database must equal an
  * uninterrupted run's.
  *
- * SE3_FAULT=count (pipeline/fault.h) counts the commits of an uninterrupted
- * run: T. Then, for each N in 1..T, a full walk, not a chain: from the
- * state before the run (an empty workdir, or the base a sharded score
- * starts from), the run with SE3_FAULT=commit:N (the Nth commit of the
- * process turned into a rollback) must fail, exit non-zero and say so;
- * the same command again without the fault resumes it, and the rest of
- * the sequence follows. The final workdir is then compared with the
- * uninterrupted run's (same_as_reference): every table's rows, scores and
- * checkpoint blobs included, and every file byte for byte but the ones
- * named there.
+ * SE3_FAULT=count (pipeline/fault.h) counts the commits of each command of
+ * an uninterrupted sequence: T. Then, for each N in 1..T, a full walk, not
+ * a chain: from the state before the command (the uninterrupted
+ * sequence's, copied as it was: an empty workdir for the quickstart), the
+ * command with SE3_FAULT=commit:N (the Nth commit of the process turned
+ * into a rollback) must fail, exit non-zero and say so; the same command
+ * again without the fault resumes it, and the rest of the sequence
+ * follows. The final workdir is then compared with the uninterrupted
+ * one (dump_workdir): every table's rows, scores and checkpoint blobs
+ * included, and every file byte for byte, but what is named there.
  *
  * Two sequences are walked:
  *   - the quickstart's stages, cut down to fit (40 of its training
@@ -244,12 +244,15 @@ struct walk {
   long tried, tried_commits, differences, silent, went_on, absorbed;
 };
 
-/* Runs w's sequence in dir/wd from its base; with fault set, step `at`
- * with SE3_FAULT=fault, which must fail, then again without it. */
+/* Runs w's sequence in dir/wd from the state before its step `at` (the
+ * uninterrupted run's, kept as dir/before-AT by walk), that step with
+ * SE3_FAULT=fault, which must fail, then again without it, and the steps
+ * after it. */
 static void run_sequence(struct walk *w, int at, const struct mode *m, const char *fault) {
   char *out = NULL;
-  cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd && %s", w->dir, w->base), 0, "%s", out);
-  for (int s = 0; w->steps[s]; s++) {
+  cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd && if [ -e before-%d ]; then cp -r before-%d wd; fi", w->dir, at, at), 0,
+               "%s", out);
+  for (int s = at; w->steps[s]; s++) {
     if (s == at) {
       int rc = se3_with(&out, fault, w->steps[s]);
       char want[96];
@@ -295,8 +298,10 @@ static void walk(struct walk *w, const struct mode *const modes[], int n_modes) 
     n_steps++;
   long(*counts)[3] = calloc((size_t)n_steps, sizeof *counts);
   /* the uninterrupted run, counting */
-  cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd ref && %s", w->dir, w->base), 0, "%s", out);
+  cr_assert_eq(tu_sh(&out, "cd %s && rm -rf wd ref before-* && %s", w->dir, w->base), 0, "%s", out);
   for (int s = 0; s < n_steps; s++) {
+    /* the state before step s: where a fault in it starts from */
+    cr_assert_eq(tu_sh(&out, "cd %s && if [ -e wd ]; then cp -r wd before-%d; fi", w->dir, s), 0, "%s", out);
     cr_assert_eq(se3_with(&out, "count", w->steps[s]), 0, "%s: `%s` failed:\n%s", w->name, w->steps[s], out);
     counted(out, counts[s]);
   }
