@@ -72,6 +72,7 @@ static sqlite3_vfs shim;
 struct shim_file {
   sqlite3_file base;
   sqlite3_file *real; /* below's file, in the same allocation, after this */
+  const char *name;   /* SQLite keeps it valid until xClose; NULL for a temporary file */
 };
 
 #define REAL(f) (((struct shim_file *)(f))->real)
@@ -82,7 +83,9 @@ static int f_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off) {
 }
 static int f_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off) {
   if (strikes(&n_writes, FAULT_WRITE)) {
-    fprintf(stderr, "SE3_FAULT: failing write %lld (%d bytes at %lld)\n", at, n, (long long)off);
+    const char *name = ((struct shim_file *)f)->name;
+    fprintf(stderr, "SE3_FAULT: failing write %lld (%d bytes at %lld of %s)\n", at, n, (long long)off,
+            name ? name : "a temporary file");
     return SQLITE_IOERR_WRITE;
   }
   return REAL(f)->pMethods->xWrite(REAL(f), buf, n, off);
@@ -119,6 +122,7 @@ static int v_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f, int fl
   (void)v;
   struct shim_file *s = (struct shim_file *)f;
   s->real = (sqlite3_file *)(s + 1);
+  s->name = name;
   int rc = below->xOpen(below, name, s->real, flags, out);
   /* SQLite closes a file whose pMethods is set, even when the open failed */
   int ver = s->real->pMethods ? s->real->pMethods->iVersion : 0;

@@ -440,3 +440,21 @@ Test(faults, every_commit_of_the_quickstart_and_a_sharded_score, .timeout = 400)
   free(wf);
   free(dir);
 }
+
+/* SE3_FAULT itself: a malformed value is refused before anything runs
+ * (exit 2, naming the forms), and each kind fires once, says so and
+ * names what failed. */
+Test(faults, malformed_values_are_refused, .timeout = 60) {
+  if (skip_without_faults()) cr_skip_test("se3screen built without SE3_FAULTS");
+  static const char *const bad[] = {"bogus",     "commit",    "commit:",
+                                    "commit:0",  "commit:-1", "commit:+1",
+                                    "commit:1x", "commit:01", "write:99999999999999999999",
+                                    "crash:1:2"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *out = NULL;
+    int rc = tu_sh(&out, "SE3_FAULT='%s' %s status /nonexistent", bad[i], SE3_BINARY);
+    cr_assert_eq(rc, 2, "SE3_FAULT=%s: exit %d:\n%s", bad[i], rc, out);
+    cr_assert(strstr(out, "expected commit:N, crash:N, write:N or alloc:N"), "SE3_FAULT=%s:\n%s", bad[i], out);
+    free(out);
+  }
+}
