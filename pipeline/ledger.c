@@ -71,13 +71,18 @@ int ledger_record_run(struct run *r, const char *stage) {
   return 0;
 }
 
-/* The run's row in `runs`: finished, with its exit status and message. */
+/* The run's row in `runs`: finished, with its exit status and message. A
+ * failure to write it is said, not the run's, and leaves r->err (the
+ * run's own failure, printed after this) as it was. */
 void ledger_finish_run(struct run *r, int ret) {
-  char when[32];
+  char when[32], err[512];
   run_now_iso(when, sizeof when);
   const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
-  run_exec(r, "UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when, status, ret,
-           r->err[0] ? r->err : NULL, r->run_id);
+  char *sql = sqlite3_mprintf("UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when,
+                              status, ret, r->err[0] ? r->err : NULL, r->run_id);
+  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
+    progress_log(NULL, "the end of this run was not recorded (runs): %s", sql ? err : "out of memory");
+  sqlite3_free(sql);
 }
 
 int ledger_set_state(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,

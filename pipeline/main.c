@@ -15,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "pipeline/config.h"
 #include "pipeline/export.h"
+#include "pipeline/fault.h"
 #include "pipeline/predict.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
@@ -794,6 +795,11 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   stage_cpu_reexec(argv); /* before any work: OpenBLAS and libgomp read their settings at load time */
+  char fault_err[512];
+  if (fault_init(fault_err, sizeof fault_err)) { /* SE3_FAULT (pipeline/fault.h): before SQLite is first used */
+    fprintf(stderr, "se3screen: %s\n", fault_err);
+    return SE3_EXIT_USAGE;
+  }
   if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) return print_version();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     print_usage(argc < 2 ? stderr : stdout);

@@ -4,6 +4,7 @@
  * migrations are in store_schema.c. */
 #define _GNU_SOURCE
 #include "pipeline/store.h"
+#include "pipeline/fault.h"
 #include "pipeline/store_internal.h"
 
 #include <errno.h>
@@ -437,6 +438,7 @@ static int open_write(struct store *s, const char *real, enum store_mode mode, c
     return -1;
   }
   sqlite3_extended_result_codes(s->db, 1);
+  fault_watch(s->db); /* SE3_FAULT=commit:N counts every commit of every connection that writes */
   if (sqlite3_db_readonly(s->db, "main") == 1) {
     snprintf(err, errlen, "%s: cannot write it (SQLite opened it read-only)", s->path);
     return -1;
