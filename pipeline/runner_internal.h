@@ -12,7 +12,7 @@
  *              loaded, SQL helpers, hashes, a stage's context
  *
  * Calls run one way: runner.c -> merge.c -> runner_util.c; status.c ->
- * {merge.c, runner_util.c}.
+ * {merge.c, runner_util.c}; check.c -> runner_util.c.
  */
 #ifndef SE3_RUNNER_INTERNAL_H
 #define SE3_RUNNER_INTERNAL_H
@@ -71,11 +71,12 @@ int run_stage_index(const char *name);
 /* The stages --stage and --until ask for (all without them), first..last;
  * 0, or -1 with the unknown name and the stages' names on stderr. */
 int run_stage_range(const struct run_opts *o, int *first, int *last);
-/* check.c: whether `run` skips stage s of this configuration unless --stage
- * names it; the last stage it runs without --stage/--until; the inputs'
- * headers checked for the stages named (SE3_EXIT_USAGE on a problem). */
+/* Whether `run` skips stage s of this configuration unless --stage names
+ * it; the last stage it runs without --stage/--until. */
 int run_stage_skipped(const struct cfg_node *root, const struct stage *s);
 int run_last_configured(const struct cfg_node *root, int first, int last);
+/* check.c: the inputs' headers checked for the stages named
+ * (SE3_EXIT_USAGE on a problem). */
 int run_check_input_files(const struct cfg_node *root, const char *stages, const char *workflow);
 /* inputs: check that the input files of these stages exist (see
  * cfg_load_checked), so a run refuses before it makes its workdir. NULL with

@@ -1,10 +1,11 @@
 /* runner_util.c — the leaf of the runner's files (runner_internal.h): the
- * stage list, the workflow loaded, the SQL helpers of the run's database,
- * config hashes, a stage's upstream checked, a stage finalized, a stage's
- * context with the run's progress callbacks and stop flag. runner.c,
- * merge.c and status.c call these; this file calls none of them, so the
- * calls run one way: runner.c -> merge.c -> runner_util.c, status.c ->
- * {merge.c, runner_util.c}.
+ * stage list and which of them a workflow runs, the workflow loaded, the
+ * SQL helpers of the run's database, config hashes, a stage's upstream
+ * checked, a stage finalized, a stage's context with the run's progress
+ * callbacks and stop flag. runner.c, merge.c, status.c and check.c call
+ * these; this file calls none of them, so the calls run one way: runner.c
+ * -> merge.c -> runner_util.c, status.c -> {merge.c, runner_util.c},
+ * check.c -> runner_util.c.
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
@@ -83,6 +84,44 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
   }
   cfg_errors_free(&errs);
   return root;
+}
+
+/* Whether the workflow writes a section for stage s (defaults alone do not
+ * count). */
+static int stage_configured(const struct cfg_node *root, const struct stage *s) {
+  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
+}
+
+/* Whether the only stages after stage i the workflow configures read
+ * whatever there is (report): then they alone would take `run` past i. */
+static int only_readers_after(const struct cfg_node *root, int i) {
+  int readers = 0;
+  for (int j = i + 1; j < N_STAGES; j++) {
+    if (!stage_configured(root, run_all_stages[j])) continue;
+    if (!(run_all_stages[j]->flags & STAGE_READS_ANY)) return 0;
+    readers = 1;
+  }
+  return readers;
+}
+
+/* Whether `run` skips stage s of this configuration unless --stage names it:
+ * an optional stage the workflow does not configure, one its `skipped`
+ * leaves out (train in a score-only workflow), or one it does not configure
+ * that only a stage reading whatever there is comes after (score and rank
+ * in a training-only workflow that ends with report). */
+int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
+  if ((s->flags & STAGE_OPTIONAL) && !stage_configured(root, s)) return 1;
+  int i = run_stage_index(s->name);
+  if (root && i > 0 && !stage_configured(root, s) && only_readers_after(root, i)) return 1; /* ingest always runs */
+  return root && s->reads.skipped && s->reads.skipped(root);
+}
+
+/* The last stage `run` runs without --stage/--until: the last one the
+ * workflow configures (ingest at least). */
+int run_last_configured(const struct cfg_node *root, int first, int last) {
+  while (last > first && !stage_configured(root, run_all_stages[last]))
+    last--;
+  return last;
 }
 
 /* The stage whose results stage s reads in this configuration (NULL for
