@@ -295,9 +295,10 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
       !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
-    char *old = run_query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (old && strcmp(old, hash)) run_clear_from(w, run_stage_index(s->name));
-    free(old);
+    struct ledger_state old;
+    ledger_state_read(w, "main", s->name, &old);
+    if (old.config_hash && strcmp(old.config_hash, hash)) run_clear_from(w, run_stage_index(s->name));
+    ledger_state_free(&old);
     ctx->db = w->st.db;
     st = run_begin(ctx, s, &n_chunks, &n_items);
     if (st != STAGE_OK) {
@@ -403,19 +404,19 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
   const struct stage *s = run_all_stages[si];
   char settings[17];
   run_settings_hash(r->root, s, settings);
-  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+  struct ledger_state old;
+  ledger_state_read(r, "main", s->name, &old);
   /* (a stage of an earlier se3screen has no chain: kept when its own
    * settings are, its rows judged one by one) */
-  int discard =
-      old && (old_chain ? strcmp(old_chain, chain) != 0 : strcmp(old_settings ? old_settings : "", settings) != 0);
+  int discard = old.config_hash && (old.chain_hash ? strcmp(old.chain_hash, chain) != 0
+                                                   : strcmp(old.settings_hash ? old.settings_hash : "", settings) != 0);
   int ret = 0;
   if (discard) {
-    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_done = ledger_n_chunks(r, "main", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "what it is made from", n_done,
-                 n_done == 1 ? "" : "s");
+                 old.settings_hash && strcmp(old.settings_hash, settings) ? "the configuration"
+                                                                          : "what it is made from",
+                 n_done, n_done == 1 ? "" : "s");
     if (run_exec(r, "BEGIN IMMEDIATE")) {
       ret = -1;
     } else if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
@@ -423,9 +424,7 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
       ret = -1;
     }
   }
-  free(old);
-  free(old_chain);
-  free(old_settings);
+  ledger_state_free(&old);
   return ret;
 }
 
@@ -437,7 +436,7 @@ static int run_stage(struct run *r, int si) {
   char started[40];
   run_now_iso_ms(started, sizeof started);
   double t0 = progress_now();
-  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for stage_runs) */
+  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for ledger_stage_time) */
 
   int64_t n_chunks = 0, n_items = 0;
   struct run_upstream up;
@@ -465,31 +464,29 @@ static int run_stage(struct run *r, int si) {
    * chain changed: discard_keyed; its prune deletes the rows no longer
    * wanted). A stage with work to do is not finished, nor, until they have
    * run again and judged for themselves, are the stages after it. */
-  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
-  long long stale =
-      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
+  struct ledger_state old_state;
+  ledger_state_read(r, "main", s->name, &old_state);
+  const char *old = old_state.config_hash, *old_settings = old_state.settings_hash;
+  long long stale = ledger_n_chunks_under(r, s->name, hash, 0);
   int ret = SE3_EXIT_FAILED;
   if (run_exec(r, "BEGIN IMMEDIATE")) goto out;
   /* (a keyed stage's were discarded before it planned: discard_keyed) */
   int discard = !keyed && ((old && strcmp(old, hash)) || stale > 0);
   /* a stage done whole whose file in the workdir is gone does it again */
-  long long n_had = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+  long long n_had = ledger_n_chunks(r, "main", s->name);
   int regone = !keyed && !discard && ctx->outputs_gone && r->n_shards <= 1 && n_had > 0;
   if (regone) {
     progress_log(NULL, "%s: %s/%s is gone since the last run; doing the stage again to write it", s->name, r->workdir,
                  ctx->outputs_gone);
     if (run_clear_stage(r, si)) goto rollback;
   } else if (discard) {
-    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
                  old_settings && strcmp(old_settings, settings) ? "the configuration"
                  : run_upstream_of(r->root, s)                  ? "what it is made from"
                                                                 : "an input file",
-                 n_done, n_done == 1 ? "" : "s");
+                 n_had, n_had == 1 ? "" : "s");
     if (run_clear_stage(r, si)) goto rollback;
-  } else if (keyed &&
-             run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", s->name, (long long)n_chunks)) {
+  } else if (keyed && ledger_forget_chunks_from(r, s->name, n_chunks)) {
     goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
   }
   int64_t n_pruned = 0;
@@ -527,10 +524,12 @@ static int run_stage(struct run *r, int si) {
 
   /* Finalize once every chunk of the stage is in this database (a keyed
    * stage's without work count). */
-  long long n_done =
-      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
+  long long n_done = ledger_n_chunks_under(r, s->name, hash, 1);
   if (keyed) n_done = n_chunks; /* (every chunk with work done here, or in the processes folded in) */
-  long long finalized = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+  struct ledger_state now;
+  ledger_state_read(r, "main", s->name, &now);
+  int finalized = now.finalized > 0; /* (no row: not finalized) */
+  ledger_state_free(&now);
   if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
     if (run_finalize(r, s, ctx)) goto out;
   }
@@ -539,8 +538,7 @@ static int run_stage(struct run *r, int si) {
 rollback:
   sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
 out:
-  free(old);
-  free(old_settings);
+  ledger_state_free(&old_state);
   if (collective && stage_serve_end(ctx) && ret == SE3_EXIT_OK) {
     snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", s->name);
     ret = SE3_EXIT_FAILED;
