@@ -2,8 +2,8 @@
  * pipeline/runner.c, merge.c and status.c (the public API is
  * pipeline/runner.h).
  *
- *   runner.c   the run: configuration, chunks, signals, the processes of
- *              a data-parallel run
+ *   runner.c   the run: configuration, a stage's steps, signals, the
+ *              processes of a data-parallel run; runner_chunks.c its chunks
  *   merge.c    shard databases folded in (a data-parallel run's, an array's,
  *              `merge`)
  *   status.c   `status`

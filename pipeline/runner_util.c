@@ -2,10 +2,10 @@
  * stage list and which of them a workflow runs, the workflow loaded, the
  * SQL helpers of the run's database, config hashes, a stage's context with
  * the run's progress callbacks and stop flag, every begin and end.
- * runner.c, ledger.c, merge.c, status.c and check.c call these; this file
- * calls none of them (it names none of the runner's tables: those are
- * ledger.c's), so the calls run one way: runner.c -> merge.c -> ledger.c
- * -> runner_util.c, check.c -> runner_util.c.
+ * runner.c, runner_chunks.c, ledger.c, merge.c, status.c and check.c call
+ * these; this file calls none of them (it names none of the runner's
+ * tables: those are ledger.c's), so the calls run one way: runner.c ->
+ * merge.c -> ledger.c -> runner_util.c, check.c -> runner_util.c.
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
