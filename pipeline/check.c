@@ -1,7 +1,9 @@
-/* check.c — what a workflow asks for: which stages `run` runs (the ones it
- * configures, up to the last, less those a stage's `skipped` leaves out),
- * and `se3screen check` (the configuration resolved and printed, the
- * inputs' headers against what the stages read from them). */
+/* check.c — what a workflow asks for: the stages `run` runs, named
+ * (run_stage_names; which it skips and the last it runs are
+ * runner_util.c's, the runner's leaf, which asks them too), the stage that
+ * cycles, and `se3screen check` (the configuration resolved and printed,
+ * the inputs' headers against what the stages read from them). check.c
+ * calls down into runner_util.c, never the other way. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,44 +14,6 @@
 
 struct cfg_node *runner_config(const char *workflow, const char *const *sets, int n_sets) {
   return run_load_config(workflow, sets, n_sets, NULL, "*");
-}
-
-/* Whether the workflow writes a section for stage s (defaults alone do not
- * count). */
-static int stage_configured(const struct cfg_node *root, const struct stage *s) {
-  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
-}
-
-/* Whether the only stages after stage i the workflow configures read
- * whatever there is (report): then they alone would take `run` past i. */
-static int only_readers_after(const struct cfg_node *root, int i) {
-  int readers = 0;
-  for (int j = i + 1; j < N_STAGES; j++) {
-    if (!stage_configured(root, run_all_stages[j])) continue;
-    if (!(run_all_stages[j]->flags & STAGE_READS_ANY)) return 0;
-    readers = 1;
-  }
-  return readers;
-}
-
-/* Whether `run` skips stage s of this configuration unless --stage names it:
- * an optional stage the workflow does not configure, one its `skipped`
- * leaves out (train in a score-only workflow), or one it does not configure
- * that only a stage reading whatever there is comes after (score and rank
- * in a training-only workflow that ends with report). */
-int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
-  if ((s->flags & STAGE_OPTIONAL) && !stage_configured(root, s)) return 1;
-  int i = run_stage_index(s->name);
-  if (root && i > 0 && !stage_configured(root, s) && only_readers_after(root, i)) return 1; /* ingest always runs */
-  return root && s->reads.skipped && s->reads.skipped(root);
-}
-
-/* The last stage `run` runs without --stage/--until: the last one the
- * workflow configures (ingest at least). */
-int run_last_configured(const struct cfg_node *root, int first, int last) {
-  while (last > first && !stage_configured(root, run_all_stages[last]))
-    last--;
-  return last;
 }
 
 const char *runner_cycling_stage(const struct cfg_node *root) {

@@ -183,3 +183,143 @@ void ledger_stage_time(struct run *r, const struct stage *s, const char *started
                  sql ? err : "out of memory");
   sqlite3_free(sql);
 }
+
+/* -- reads for the runner */
+
+/* A column of stage `stage`'s row in schema's stage_state (its name, not
+ * quoted: a column that is not there fails, and so reads as none). */
+static char *state_text(struct run *r, const char *schema, const char *stage, const char *column) {
+  return run_query_text(r->st.db, "SELECT %s FROM \"%w\".stage_state WHERE stage=%Q", column, schema, stage);
+}
+static long long state_int(struct run *r, const char *schema, const char *stage, const char *column, long long dflt) {
+  return run_query_int(r->st.db, dflt, "SELECT %s FROM \"%w\".stage_state WHERE stage=%Q", column, schema, stage);
+}
+
+int ledger_state_read(struct run *r, const char *schema, const char *stage, struct ledger_state *st) {
+  /* a column a read at a time: a database of an earlier se3screen lacks
+   * some (chain_hash), and that one alone then reads as none */
+  st->config_hash = state_text(r, schema, stage, "config_hash");
+  st->settings_hash = state_text(r, schema, stage, "settings_hash");
+  st->chain_hash = state_text(r, schema, stage, "chain_hash");
+  st->finalized = state_int(r, schema, stage, "finalized", -1);
+  st->n_chunks = state_int(r, schema, stage, "n_chunks", 0);
+  return st->finalized >= 0;
+}
+
+void ledger_state_free(struct ledger_state *st) {
+  free(st->config_hash);
+  free(st->settings_hash);
+  free(st->chain_hash);
+  memset(st, 0, sizeof *st);
+}
+
+int ledger_set_finalized(struct run *r, const char *stage, int finalized) {
+  return run_exec(r, "UPDATE stage_state SET finalized=%d WHERE stage=%Q", finalized ? 1 : 0, stage) ? -1 : 0;
+}
+
+long long ledger_n_chunks(struct run *r, const char *schema, const char *stage) {
+  return run_query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", schema, stage);
+}
+
+long long ledger_n_chunks_under(struct run *r, const char *stage, const char *hash, int under) {
+  return run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash%s%Q", stage,
+                       under ? "=" : "<>", hash);
+}
+
+int ledger_forget_stage(struct run *r, const char *stage) {
+  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q; DELETE FROM stage_state WHERE stage=%Q", stage, stage)
+             ? -1
+             : 0;
+}
+
+int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first) {
+  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", stage, (long long)first) ? -1 : 0;
+}
+
+/* The stage-level steps over the ledger that merge.c, plan.c and upgrade.c
+ * call too (declared in runner_internal.h): here, above runner_util.c, so
+ * that the runner's leaf calls nothing of the ledger. */
+
+int run_clear_stage(struct run *r, int i) {
+  const struct stage *s = run_all_stages[i];
+  char *tables = strdup(s->tables);
+  if (!tables) {
+    snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
+    return -1;
+  }
+  for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+    if (run_exec(r, "DELETE FROM \"%w\"", t)) {
+      free(tables);
+      return -1;
+    }
+  }
+  free(tables);
+  if (run_exec(r, "DELETE FROM rejects WHERE stage=%Q", s->name) || ledger_forget_stage(r, s->name)) return -1;
+  if (s->merge.meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->merge.meta_key)) return -1;
+  return 0;
+}
+
+/* Delete everything stage i and the stages after it wrote. */
+int run_clear_from(struct run *r, int first) {
+  for (int i = first; i < N_STAGES; i++)
+    if (run_clear_stage(r, i)) return -1;
+  return 0;
+}
+
+int run_unfinish_after(struct run *r, int i) {
+  for (int k = i + 1; k < N_STAGES; k++)
+    if (ledger_set_finalized(r, run_all_stages[k]->name, 0)) return -1;
+  return 0;
+}
+
+/* A stage that reads another's tables needs that stage finished (finalized)
+ * in the database it reads; what that stage's hashes say then joins this
+ * stage's (struct run_upstream). 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up) {
+  up->content = up->chain = 0;
+  const char *after = run_upstream_of(r->root, s);
+  if (!after) return 0;
+  const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
+  struct ledger_state st;
+  ledger_state_read(r, r->src, after, &st);
+  long long n_done = ledger_n_chunks(r, r->src, after);
+  if (st.finalized != 1) {
+    if (st.finalized < 0)
+      snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first",
+               s->name, after, where, after);
+    else
+      snprintf(r->err, sizeof r->err,
+               "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
+               "finish %s first",
+               s->name, after, where, n_done, st.n_chunks, n_done < st.n_chunks ? "" : ", not yet merged", after);
+    ledger_state_free(&st);
+    return -1;
+  }
+  const char *hash = st.config_hash, *chain = st.chain_hash;
+  int ui = run_stage_index(after);
+  /* After a keyed stage, or one whose rows' content the stages after it
+   * record row by row, its settings chain (a database of an earlier
+   * se3screen has none: the config hash stands in); after another, its
+   * config hash: what it made, whole. */
+  const char *ch = chain ? chain : hash ? hash : "";
+  int by_row =
+      ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
+  up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row ? ch : hash ? hash : "");
+  ledger_state_free(&st);
+  return 0;
+}
+
+int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
+  if (!s->finalize) return ledger_set_finalized(r, s->name, 1);
+  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
+  if (s->finalize(ctx) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  if (ledger_set_finalized(r, s->name, 1) || run_exec(r, "COMMIT")) {
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}

@@ -50,4 +50,34 @@ int ledger_write_chunk(struct run *r, const char *stage, int64_t c, int shard, c
  * said, not returned. */
 void ledger_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret);
 
+/* -- reads for the runner */
+
+/* A stage's row of stage_state: the hashes it was done under (malloc'd,
+ * NULL for none: no row, or a database of an earlier se3screen without
+ * that column), whether it is finalized (-1: no row), its plan's chunks. */
+struct ledger_state {
+  char *config_hash, *settings_hash, *chain_hash;
+  long long finalized, n_chunks;
+};
+/* Stage `stage`'s state in schema ("main", or r->src: screen.db in a
+ * shard) into *st, to be freed with ledger_state_free; a failed read
+ * reads as none. Whether it has a row. */
+int ledger_state_read(struct run *r, const char *schema, const char *stage, struct ledger_state *st);
+void ledger_state_free(struct ledger_state *st);
+/* Stage `stage` finalized (1) or not (0): its finalize has run over every
+ * chunk, and the stages after it may read it. 0, or -1 with r->err set. */
+int ledger_set_finalized(struct run *r, const char *stage, int finalized);
+/* How many chunks the ledger of schema lists done for stage `stage`, under
+ * any hash (0 on a failed read). */
+long long ledger_n_chunks(struct run *r, const char *schema, const char *stage);
+/* How many chunks of stage `stage` this database's ledger lists done under
+ * hash (under 1), or under another hash (under 0: stale). */
+long long ledger_n_chunks_under(struct run *r, const char *stage, const char *hash, int under);
+/* Stage `stage`'s ledger forgotten: its chunks and its state (its tables
+ * are the caller's, run_clear_stage). 0, or -1 with r->err set. */
+int ledger_forget_stage(struct run *r, const char *stage);
+/* The ledger's rows of stage `stage` for chunks `first` and after (a keyed
+ * stage's plan has fewer chunks now) deleted. 0, or -1 with r->err set. */
+int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first);
+
 #endif

@@ -1,7 +1,9 @@
-/* runner.c — run a workflow's stages: ledger, chunks, signals, shards. The
- * folding of shards and `merge` are in merge.c, `status` in status.c, which
- * stages a workflow runs and `check` in check.c; what they share is in
- * runner_internal.h and runner_util.c.
+/* runner.c — run a workflow's stages: a stage a straight line of named
+ * steps (run_stage), signals, shards, the processes of a data-parallel
+ * run. A stage's chunks are in runner_chunks.c, the runner's tables (the
+ * ledger) in ledger.c; the folding of shards and `merge` are in merge.c,
+ * `status` in status.c, which stages a workflow runs and `check` in
+ * check.c; what they share is in runner_internal.h and runner_util.c.
  *
  * The resumability contract: a chunk's outputs and its ledger row are
  * committed in one transaction; a rerun skips chunks done under the same
@@ -31,6 +33,7 @@
 #include "pipeline/config.h"
 #include "pipeline/ledger.h"
 #include "pipeline/progress.h"
+#include "pipeline/runner_chunks.h"
 #include "pipeline/store.h"
 #include "stages/stage.h"
 
@@ -84,183 +87,6 @@ static void run_init(struct run *r, const struct run_opts *o) {
   r->round = o->round_given ? o->round : -1;
 }
 
-/* Whether a keyed stage's plan has a chunk with work (ctx->chunk_needed). */
-static int any_needed(const struct stage_ctx *ctx, int64_t n_chunks) {
-  for (int64_t c = 0; ctx->chunk_needed && c < n_chunks; c++)
-    if (ctx->chunk_needed[c]) return 1;
-  return 0;
-}
-
-/* Chunk c of stage s in its own transaction with its ledger row (under
- * hash, for this shard, in the ledger's round round_src): the stage's
- * run_chunk, the row, COMMIT. Anything but STAGE_OK rolls it back, with
- * *n_ok and *n_rej 0. STAGE_OK, STAGE_STOPPED or STAGE_ERROR (r->err says
- * why where the stage or the database did). */
-static int one_chunk(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t c,
-                     int shard, const char *round_src, int64_t *n_ok, int64_t *n_rej) {
-  char started[32];
-  run_now_iso(started, sizeof started);
-  int st = run_exec(r, "BEGIN IMMEDIATE") ? STAGE_ERROR : STAGE_OK;
-  ctx->chunk_bytes = 0;
-  if (st == STAGE_OK) {
-    st = s->run_chunk(ctx, c, n_ok, n_rej);
-    if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
-  }
-  if (st == STAGE_OK &&
-      (ledger_write_chunk(r, s->name, c, shard, hash, started, *n_ok, *n_rej, ctx->chunk_bytes, round_src) ||
-       run_exec(r, "COMMIT")))
-    st = STAGE_ERROR;
-  if (st != STAGE_OK) {
-    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-    *n_ok = *n_rej = 0;
-  }
-  return st;
-}
-
-/* This process's chunks of stage s: those with chunk % n_shards == shard
- * that the ledger does not list as done, in increasing order, each in its
- * own transaction with its ledger row. together: the processes of a
- * data-parallel run sharing the stage (shard = rank, n_shards = size); they
- * go in step, a chunk each and then a word with the others (molecules done,
- * a signal seen, a failure, work left), so a signal or a failure on any one
- * stops all after the chunk in flight, and rank 0's progress counts
- * everyone's molecules. A process of such a run that is not rank 0 also
- * counts the chunks screen.db ("src") lists under this hash as done.
- * Returns SE3_EXIT_OK, _STOPPED, or _FAILED with r->err set. */
-static int run_chunks(struct run *r, const struct stage *s, struct stage_ctx *ctx, const char *hash, int64_t n_chunks,
-                      int64_t n_items, int shard, int n_shards, const struct se3_comm *together) {
-  int speaks = comm_rank(together) == 0; /* shows the progress */
-  /* (A failed read of the ledger must stop the stage: taken as "nothing
-   * done", it would redo, and store twice, every finished chunk.) */
-  char *done = calloc((size_t)n_chunks + 1, 1);
-  int64_t done_items = 0, todo = 0;
-  if (!done) {
-    snprintf(r->err, sizeof r->err, "%s: out of memory for the ledger of %lld chunks", s->name, (long long)n_chunks);
-    return SE3_EXIT_FAILED;
-  }
-  if (ledger_chunks_done(r, s, ctx, hash, n_chunks, together, done, &done_items)) {
-    free(done);
-    return SE3_EXIT_FAILED;
-  }
-  int64_t shard_items = n_items;
-  for (int64_t c = 0; c < n_chunks; c++)
-    if (c % n_shards == shard && !done[c]) todo++;
-  int64_t all_todo = todo; /* of every process sharing the stage */
-  if (together) {
-    double t = (double)todo;
-    if (comm_sum_f64(together, &t, 1)) {
-      fprintf(stderr, "se3screen (rank %d): %s: MPI failed counting the chunks; ending the run\n", comm_rank(together),
-              s->name);
-      comm_abort(together, SE3_EXIT_FAILED);
-    }
-    all_todo = (int64_t)t;
-  }
-  if (n_shards > 1 && !together) shard_items = done_items + (n_chunks ? (n_items / n_chunks) * todo : 0);
-  char label[96];
-  if (n_shards > 1 && !together)
-    snprintf(label, sizeof label, "%s (shard %d/%d)", s->name, shard, n_shards);
-  else if (together)
-    snprintf(label, sizeof label, "%s (%d processes)", s->name, n_shards);
-  else
-    snprintf(label, sizeof label, "%s", s->name);
-  if (speaks) {
-    progress_start(&r->prog, progress_mode_parse(cfg_str(r->root, "run.progress")),
-                   cfg_float(r->root, "run.progress_interval_s"), label, s->show.unit ? s->show.unit : "mol",
-                   shard_items, done_items);
-    if (n_shards > 1 && !together && shard >= n_chunks)
-      /* an array task beyond the stage's last chunk (slurm.array_size above the chunks) */
-      progress_log(&r->prog,
-                   "%s: no chunk for this task: the stage has %lld chunk%s and %d tasks share it (task %d takes "
-                   "chunks %d, %d, ...); nothing to do",
-                   label, (long long)n_chunks, n_chunks == 1 ? "" : "s", n_shards, shard, shard, shard + n_shards);
-    else if (all_todo == 0 && n_chunks > 0 && ctx->chunk_needed && !any_needed(ctx, n_chunks))
-      progress_log(&r->prog, "%s: nothing to do, no molecule new or changed since its last run (%lld molecules)", label,
-                   (long long)done_items);
-    else if (all_todo == 0 && n_chunks > 0)
-      progress_log(&r->prog, "%s: nothing to do, all %lld chunks%s are done (%lld records)", label, (long long)n_chunks,
-                   n_shards > 1 && !together ? " of this shard" : "", (long long)done_items);
-  }
-
-  /* the ledger's round (active learning): the newest round decided, read
-   * again as each chunk commits (acquire decides one in its chunk); a
-   * shard's own database has none, so it takes screen.db's */
-  char round_src[32] = "NULL";
-  if (strcmp(r->src, "main")) {
-    long long rs = run_query_int(r->st.db, -1, "SELECT max(round) FROM \"%w\".rounds", r->src);
-    if (rs >= 0) snprintf(round_src, sizeof round_src, "%lld", rs);
-  }
-  int ret = SE3_EXIT_OK;
-  int64_t ok_total = 0, rej_total = 0, c = 0;
-  while (all_todo > 0) {
-    while (c < n_chunks && (c % n_shards != shard || done[c]))
-      c++;
-    int64_t n_ok = 0, n_rej = 0;
-    int stopped = together && run_stop_flag; /* one with nothing left still stops the others */
-    if (c < n_chunks && run_stop_flag) {
-      stopped = 1;
-    } else if (c < n_chunks) {
-      int st = one_chunk(r, s, ctx, hash, c, shard, round_src, &n_ok, &n_rej);
-      if (st != STAGE_OK) {
-        stopped = st == STAGE_STOPPED;
-      } else {
-        done[c] = 1;
-        ok_total += n_ok;
-        rej_total += n_rej;
-        c++;
-      }
-    }
-    int failed = r->err[0] != 0;
-    if (failed && !speaks) fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(together), r->err);
-    if (!together) {
-      if (stopped) ret = SE3_EXIT_STOPPED;
-      if (failed) ret = SE3_EXIT_FAILED;
-      if (stopped || failed || c >= n_chunks) break;
-      continue;
-    }
-    int64_t next = c;
-    while (next < n_chunks && (next % n_shards != shard || done[next]))
-      next++;
-    double word[4] = {(double)(n_ok + n_rej), stopped, failed, next < n_chunks && !stopped && !failed};
-    if (comm_sum_f64(together, word, 4)) {
-      /* the others may wait in this sum for ever */
-      fprintf(stderr, "se3screen (rank %d): %s: MPI failed between two chunks; ending the run\n", comm_rank(together),
-              s->name);
-      comm_abort(together, SE3_EXIT_FAILED);
-    }
-    if (speaks) progress_add(&r->prog, (int64_t)word[0] - (n_ok + n_rej));
-    if (word[2] > 0) {
-      if (!failed)
-        snprintf(r->err, sizeof r->err,
-                 "%s: another process of the run failed (its message is above); this one "
-                 "stopped after its chunk in flight",
-                 s->name);
-      ret = SE3_EXIT_FAILED;
-      break;
-    }
-    if (word[1] > 0) {
-      ret = SE3_EXIT_STOPPED;
-      break;
-    }
-    if (word[3] == 0) break;
-  }
-  free(done);
-  if (speaks) {
-    /* a stage that ends its items one by one (item_finished) keeps each as
-     * it ends, a chunk cut short or not: those are what this run stored
-     * (the ledger's counts of a chunk resumed hold earlier runs' too) */
-    if (r->prog.items_ok + r->prog.items_rejected > 0) {
-      ok_total = r->prog.items_ok;
-      rej_total = r->prog.items_rejected;
-    }
-    char summary[256];
-    snprintf(summary, sizeof summary, "%lld %s, %lld rejected%s%s", (long long)ok_total,
-             s->show.done ? s->show.done : "stored", (long long)rej_total, together ? " by this process" : "",
-             ret == SE3_EXIT_STOPPED ? "; stopped by a signal (run again to resume)" : "");
-    if (all_todo > 0) progress_end(&r->prog, summary);
-  }
-  return ret;
-}
-
 /* Every process's part in a stage whose chunks the processes of a
  * data-parallel run share (struct stage's `spread`), rank 0's included, in
  * a run `w` of its own: its own database WORKDIR/shards/<stage>-rank<r>.db
@@ -295,9 +121,10 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
       !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
-    char *old = run_query_text(w->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-    if (old && strcmp(old, hash)) run_clear_from(w, run_stage_index(s->name));
-    free(old);
+    struct ledger_state old;
+    ledger_state_read(w, "main", s->name, &old);
+    if (old.config_hash && strcmp(old.config_hash, hash)) run_clear_from(w, run_stage_index(s->name));
+    ledger_state_free(&old);
     ctx->db = w->st.db;
     st = run_begin(ctx, s, &n_chunks, &n_items);
     if (st != STAGE_OK) {
@@ -310,7 +137,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   int all = st, ret = SE3_EXIT_FAILED;
   if (comm_max_int(comm, &all, 1)) comm_abort(comm, SE3_EXIT_FAILED);
   if (all == STAGE_OK)
-    ret = run_chunks(w, s, ctx, hash, n_chunks, n_items, rank, n, comm);
+    ret = run_chunks(w, &(struct chunk_job){s, ctx, hash, n_chunks, n_items, rank, n, comm});
   else if (st == STAGE_OK)
     snprintf(w->err, sizeof w->err, "%s: another process of the run could not begin it (its message is above)",
              s->name);
@@ -403,19 +230,19 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
   const struct stage *s = run_all_stages[si];
   char settings[17];
   run_settings_hash(r->root, s, settings);
-  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+  struct ledger_state old;
+  ledger_state_read(r, "main", s->name, &old);
   /* (a stage of an earlier se3screen has no chain: kept when its own
    * settings are, its rows judged one by one) */
-  int discard =
-      old && (old_chain ? strcmp(old_chain, chain) != 0 : strcmp(old_settings ? old_settings : "", settings) != 0);
+  int discard = old.config_hash && (old.chain_hash ? strcmp(old.chain_hash, chain) != 0
+                                                   : strcmp(old.settings_hash ? old.settings_hash : "", settings) != 0);
   int ret = 0;
   if (discard) {
-    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_done = ledger_n_chunks(r, "main", s->name);
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old_settings && strcmp(old_settings, settings) ? "the configuration" : "what it is made from", n_done,
-                 n_done == 1 ? "" : "s");
+                 old.settings_hash && strcmp(old.settings_hash, settings) ? "the configuration"
+                                                                          : "what it is made from",
+                 n_done, n_done == 1 ? "" : "s");
     if (run_exec(r, "BEGIN IMMEDIATE")) {
       ret = -1;
     } else if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
@@ -423,131 +250,194 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
       ret = -1;
     }
   }
-  free(old);
-  free(old_chain);
-  free(old_settings);
+  ledger_state_free(&old);
   return ret;
 }
 
-static int run_stage(struct run *r, int si) {
+/* A keyed stage before it plans (its hash is its chain: known before it
+ * plans): its rows discarded where its chain changed (discard_keyed), then
+ * the work that processes of an earlier data-parallel run left in their
+ * own databases folded in, so that the plan asks only what is missing.
+ * Another stage: nothing. 0, or -1 with r->err set. */
+static int keyed_before_plan(struct run *r, int si, const struct run_upstream *up) {
   const struct stage *s = run_all_stages[si];
+  if (!stage_is_keyed(s, r->root)) return 0;
+  char chain[17];
+  run_chain_hash(r->root, s, up->chain, chain);
+  if (discard_keyed(r, si, chain)) return -1;
+  if ((s->flags & STAGE_SPREAD) && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0) return -1;
+  return 0;
+}
+
+/* A stage in run_stage, once begun: which, its context, whether the other
+ * processes serve it with this one (collective), whether it is keyed, its
+ * plan, and its hashes (the ledger's config hash, settings, chain). */
+struct stage_run {
+  int si;
+  const struct stage *s;
+  struct stage_ctx *ctx;
+  int collective, keyed;
+  int64_t n_chunks, n_items;
+  char settings[17], hash[17], chain[17];
+};
+
+/* In renew_ledger's transaction: a stage done whole whose file in the
+ * workdir is gone does it again (*regone); a changed configuration
+ * discards the stage's rows (*discard; a keyed stage's were discarded
+ * before it planned, discard_keyed); a keyed stage's ledger keeps only the
+ * chunks its plan still has. 0, or -1 with r->err set. */
+static int clear_what_changed(struct run *r, const struct stage_run *sr, const struct ledger_state *old,
+                              long long stale, int *discard, int *regone) {
+  const struct stage *s = sr->s;
+  *discard = !sr->keyed && ((old->config_hash && strcmp(old->config_hash, sr->hash)) || stale > 0);
+  long long n_had = ledger_n_chunks(r, "main", s->name);
+  *regone = !sr->keyed && !*discard && sr->ctx->outputs_gone && r->n_shards <= 1 && n_had > 0;
+  if (*regone) {
+    progress_log(NULL, "%s: %s/%s is gone since the last run; doing the stage again to write it", s->name, r->workdir,
+                 sr->ctx->outputs_gone);
+    return run_clear_stage(r, sr->si);
+  }
+  if (*discard) {
+    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
+                 old->settings_hash && strcmp(old->settings_hash, sr->settings) ? "the configuration"
+                 : run_upstream_of(r->root, s)                                  ? "what it is made from"
+                                                                                : "an input file",
+                 n_had, n_had == 1 ? "" : "s");
+    return run_clear_stage(r, sr->si);
+  }
+  /* (the rows of the chunks the plan still has tell what was done last) */
+  return sr->keyed ? ledger_forget_chunks_from(r, s->name, sr->n_chunks) : 0;
+}
+
+/* In renew_ledger's transaction: a keyed stage's prune, the rows (and
+ * rejects) of molecules changed or gone, their count in *n_pruned (in a
+ * shard, a prune leaves screen.db alone). 0, or -1 with r->err set. */
+static int prune_keyed(struct run *r, const struct stage_run *sr, int64_t *n_pruned) {
+  const struct stage *s = sr->s;
+  *n_pruned = 0;
+  if (!sr->keyed || !(s->keyed->rows || s->keyed->prune)) return 0;
+  if ((s->keyed->rows ? run_rows_prune(sr->ctx, s, n_pruned) : s->keyed->prune(sr->ctx, n_pruned)) != STAGE_OK) {
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, sr->ctx->err);
+    return -1;
+  }
+  if (*n_pruned > 0)
+    progress_log(NULL, "%s: %lld row%s of molecules changed or gone deleted", s->name, (long long)*n_pruned,
+                 *n_pruned == 1 ? "" : "s");
+  return 0;
+}
+
+/* The ledger made to fit this run of the stage, in one transaction. A
+ * changed configuration discards the stage's rows (a keyed stage's, whose
+ * rows each name what they were made from, only when its settings chain
+ * changed: discard_keyed; its prune deletes the rows no longer wanted). A
+ * stage with work to do is not finished, nor, until they have run again
+ * and judged for themselves, are the stages after it. The stage's state
+ * then records its hashes and its plan. 0, or -1 with r->err set. */
+static int renew_ledger(struct run *r, const struct stage_run *sr) {
+  struct ledger_state old;
+  ledger_state_read(r, "main", sr->s->name, &old);
+  long long stale = ledger_n_chunks_under(r, sr->s->name, sr->hash, 0);
+  if (run_exec(r, "BEGIN IMMEDIATE")) {
+    ledger_state_free(&old);
+    return -1;
+  }
+  int discard, regone;
+  int64_t n_pruned = 0;
+  int bad = clear_what_changed(r, sr, &old, stale, &discard, &regone) || prune_keyed(r, sr, &n_pruned);
+  /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
+  int changed = !bad && (sr->keyed ? run_any_needed(sr->ctx, sr->n_chunks) || n_pruned > 0
+                                   : discard || regone || !old.config_hash);
+  bad = bad || (changed && run_unfinish_after(r, sr->si)) ||
+        ledger_set_state(r, sr->s->name, sr->hash, sr->settings, sr->chain, sr->n_chunks, sr->n_items, changed, 0) ||
+        run_exec(r, "COMMIT");
+  if (bad) sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+  ledger_state_free(&old);
+  return bad ? -1 : 0;
+}
+
+/* The run's workflow in its meta rows, now that a stage of it runs
+ * (ledger_record_run): once a run, and not in a shard's database (it has
+ * them from the start). 0, or -1 with r->err set. */
+static int record_workflow(struct run *r) {
+  if (r->n_shards <= 1 && !r->meta_recorded && ledger_record_meta(r, "", 1)) return -1;
+  r->meta_recorded = 1;
+  return 0;
+}
+
+/* Work of this stage that processes of an earlier data-parallel run left
+ * in their own databases (stopped before rank 0 folded it in); a keyed
+ * stage's was folded in before it planned (keyed_before_plan). 0, or -1
+ * with r->err set. */
+static int fold_leftovers(struct run *r, const struct stage_run *sr) {
+  if (sr->keyed || !(sr->s->flags & STAGE_SPREAD) || r->n_shards > 1) return 0;
+  return run_fold_rank_shards(r, sr->s, sr->hash, "leftovers") < 0 ? -1 : 0;
+}
+
+/* The stage's chunks: shared among the processes of a data-parallel run
+ * where it spreads (spread_stage; stage.h: a spread stage has no
+ * finalize), else this process's (run_chunks). An SE3_EXIT_* status. */
+static int do_chunks(struct run *r, const struct stage_run *sr) {
+  if (r->comm && (sr->s->flags & STAGE_SPREAD) && !sr->collective && !sr->s->finalize)
+    return spread_stage(r, sr->si, sr->ctx, sr->hash, sr->chain);
+  return run_chunks(
+      r, &(struct chunk_job){sr->s, sr->ctx, sr->hash, sr->n_chunks, sr->n_items, r->shard, r->n_shards, NULL});
+}
+
+/* The stage finalized once every chunk of it is in this database (a keyed
+ * stage's: every chunk with work done here, or in the processes folded
+ * in; a shard's database is finalized by merge). 0, or -1 with r->err
+ * set. */
+static int finalize_if_whole(struct run *r, const struct stage_run *sr) {
+  long long n_done = sr->keyed ? sr->n_chunks : ledger_n_chunks_under(r, sr->s->name, sr->hash, 1);
+  struct ledger_state now;
+  ledger_state_read(r, "main", sr->s->name, &now);
+  int finalized = now.finalized > 0; /* (no row: not finalized) */
+  ledger_state_free(&now);
+  if (r->n_shards <= 1 && n_done == sr->n_chunks && !finalized) return run_finalize(r, sr->s, sr->ctx);
+  return 0;
+}
+
+/* run_stage's end, however it went: a collective stage ended on the other
+ * processes, the stage's end, and its time in this run (ledger_stage_time). ret,
+ * or SE3_EXIT_FAILED where the other processes could not end it. */
+static int end_stage(struct run *r, const struct stage_run *sr, const char *started, double t0, int ret) {
+  if (sr->collective && stage_serve_end(sr->ctx) && ret == SE3_EXIT_OK) {
+    snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", sr->s->name);
+    ret = SE3_EXIT_FAILED;
+  }
+  run_end(sr->ctx, sr->s);
+  ledger_stage_time(r, sr->s, started, t0, ret);
+  return ret;
+}
+
+/* Stage si of the run, a step after another: what it reads finished
+ * (run_check_upstream; a keyed stage's rows judged before it plans), begun
+ * (in every process of a collective stage), its hashes, the ledger made
+ * to fit, the workflow recorded, leftovers folded in, its chunks, and,
+ * once whole, finalized; then ended. Returns SE3_EXIT_*. */
+static int run_stage(struct run *r, int si) {
   struct run_ctx rc;
-  run_ctx_init(&rc, r, s);
-  struct stage_ctx *ctx = &rc.ctx;
+  struct stage_run sr = {.si = si, .s = run_all_stages[si], .ctx = &rc.ctx};
+  run_ctx_init(&rc, r, sr.s);
   char started[40];
   run_now_iso_ms(started, sizeof started);
   double t0 = progress_now();
-  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for stage_runs) */
+  memset(&r->prog, 0, sizeof r->prog); /* (this stage's count, for ledger_stage_time) */
 
-  int64_t n_chunks = 0, n_items = 0;
   struct run_upstream up;
-  if (run_check_upstream(r, s, &up)) return SE3_EXIT_FAILED;
-  if (stage_is_keyed(s, r->root)) {
-    /* Work that processes of an earlier data-parallel run left in their own
-     * databases, folded in before the plan asks what is missing (a keyed
-     * stage's hash is its chain: known before it plans). */
-    char chain[17];
-    run_chain_hash(r->root, s, up.chain, chain);
-    if (discard_keyed(r, si, chain)) return SE3_EXIT_FAILED;
-    if ((s->flags & STAGE_SPREAD) && r->n_shards <= 1 && run_fold_rank_shards(r, s, chain, "leftovers") < 0)
-      return SE3_EXIT_FAILED;
-  }
-  /* A collective stage: the other processes begin it with this one. */
-  int collective = r->comm && s->serve;
-  if (begin_stage(r, si, ctx, collective, &n_chunks, &n_items)) return SE3_EXIT_FAILED;
-  char settings[17], hash[17], chain[17];
-  run_settings_hash(r->root, s, settings);
-  run_stage_hashes(r->root, s, ctx->inputs_hash, &up, hash, chain);
-  int keyed = stage_is_keyed(s, r->root);
+  if (run_check_upstream(r, sr.s, &up) || keyed_before_plan(r, si, &up)) return SE3_EXIT_FAILED;
+  sr.collective = r->comm && sr.s->serve; /* the other processes begin it with this one */
+  if (begin_stage(r, si, sr.ctx, sr.collective, &sr.n_chunks, &sr.n_items)) return SE3_EXIT_FAILED;
+  run_settings_hash(r->root, sr.s, sr.settings);
+  run_stage_hashes(r->root, sr.s, sr.ctx->inputs_hash, &up, sr.hash, sr.chain);
+  sr.keyed = stage_is_keyed(sr.s, r->root);
 
-  /* A changed configuration discards this stage's rows (a keyed stage's,
-   * whose rows each name what they were made from, only when its settings
-   * chain changed: discard_keyed; its prune deletes the rows no longer
-   * wanted). A stage with work to do is not finished, nor, until they have
-   * run again and judged for themselves, are the stages after it. */
-  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
-  long long stale =
-      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash<>%Q", s->name, hash);
   int ret = SE3_EXIT_FAILED;
-  if (run_exec(r, "BEGIN IMMEDIATE")) goto out;
-  /* (a keyed stage's were discarded before it planned: discard_keyed) */
-  int discard = !keyed && ((old && strcmp(old, hash)) || stale > 0);
-  /* a stage done whole whose file in the workdir is gone does it again */
-  long long n_had = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
-  int regone = !keyed && !discard && ctx->outputs_gone && r->n_shards <= 1 && n_had > 0;
-  if (regone) {
-    progress_log(NULL, "%s: %s/%s is gone since the last run; doing the stage again to write it", s->name, r->workdir,
-                 ctx->outputs_gone);
-    if (run_clear_stage(r, si)) goto rollback;
-  } else if (discard) {
-    long long n_done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
-    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old_settings && strcmp(old_settings, settings) ? "the configuration"
-                 : run_upstream_of(r->root, s)                  ? "what it is made from"
-                                                                : "an input file",
-                 n_done, n_done == 1 ? "" : "s");
-    if (run_clear_stage(r, si)) goto rollback;
-  } else if (keyed &&
-             run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", s->name, (long long)n_chunks)) {
-    goto rollback; /* (the rows of the chunks the plan still has tell what was done last) */
+  if (!renew_ledger(r, &sr) && !record_workflow(r) && !fold_leftovers(r, &sr)) {
+    ret = do_chunks(r, &sr);
+    if (ret == SE3_EXIT_OK && finalize_if_whole(r, &sr)) ret = SE3_EXIT_FAILED;
   }
-  int64_t n_pruned = 0;
-  if (keyed && (s->keyed->rows || s->keyed->prune)) { /* (in a shard, a prune leaves screen.db alone) */
-    if ((s->keyed->rows ? run_rows_prune(ctx, s, &n_pruned) : s->keyed->prune(ctx, &n_pruned)) != STAGE_OK) {
-      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
-      goto rollback;
-    }
-    if (n_pruned > 0)
-      progress_log(NULL, "%s: %lld row%s of molecules changed or gone deleted", s->name, (long long)n_pruned,
-                   n_pruned == 1 ? "" : "s");
-  }
-  /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
-  int changed = keyed ? any_needed(ctx, n_chunks) || n_pruned > 0 : discard || regone || !old;
-  if (changed && run_unfinish_after(r, si)) goto rollback;
-  if (ledger_set_state(r, s->name, hash, settings, chain, n_chunks, n_items, changed, 0) || run_exec(r, "COMMIT"))
-    goto rollback;
-  /* the run's workflow, now that a stage of it runs (ledger_record_run) */
-  if (r->n_shards <= 1 && !r->meta_recorded && ledger_record_meta(r, "", 1)) goto out;
-  r->meta_recorded = 1;
-
-  /* Work of this stage that processes of an earlier data-parallel run
-   * left in their own databases (stopped before rank 0 folded it in). */
-  if (!keyed && (s->flags & STAGE_SPREAD) && r->n_shards <= 1 && run_fold_rank_shards(r, s, hash, "leftovers") < 0)
-    goto out;
-  int spread =
-      r->comm && (s->flags & STAGE_SPREAD) && !collective && !s->finalize; /* (stage.h: a spread stage has none) */
-  if (spread) {
-    ret = spread_stage(r, si, ctx, hash, chain);
-  } else {
-    ret = run_chunks(r, s, ctx, hash, n_chunks, n_items, r->shard, r->n_shards, NULL);
-  }
-  if (ret != SE3_EXIT_OK) goto out;
-  ret = SE3_EXIT_FAILED;
-
-  /* Finalize once every chunk of the stage is in this database (a keyed
-   * stage's without work count). */
-  long long n_done =
-      run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q", s->name, hash);
-  if (keyed) n_done = n_chunks; /* (every chunk with work done here, or in the processes folded in) */
-  long long finalized = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
-  if (r->n_shards <= 1 && n_done == n_chunks && !finalized) {
-    if (run_finalize(r, s, ctx)) goto out;
-  }
-  ret = SE3_EXIT_OK;
-  goto out;
-rollback:
-  sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-out:
-  free(old);
-  free(old_settings);
-  if (collective && stage_serve_end(ctx) && ret == SE3_EXIT_OK) {
-    snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", s->name);
-    ret = SE3_EXIT_FAILED;
-  }
-  run_end(ctx, s);
-  ledger_stage_time(r, s, started, t0, ret);
-  return ret;
+  return end_stage(r, &sr, started, t0, ret);
 }
 
 /* A process of rank > 0: the workflow's configuration as rank 0 reads it,

@@ -2,17 +2,19 @@
  * pipeline/runner.c, merge.c and status.c (the public API is
  * pipeline/runner.h).
  *
- *   runner.c   the run: configuration, the ledger, chunks, signals, the
- *              processes of a data-parallel run
+ *   runner.c   the run: configuration, a stage's steps, signals, the
+ *              processes of a data-parallel run; runner_chunks.c its chunks
  *   merge.c    shard databases folded in (a data-parallel run's, an array's,
  *              `merge`)
  *   status.c   `status`
  *   plan.c     `run --dry-run`, and status's "next run" lines
- *   runner_util.c  the leaf all three call: the stage list, the workflow
+ *   ledger.c   the runner's tables (pipeline/ledger.h), and the steps
+ *              over them that the others call (clear, check, finalize)
+ *   runner_util.c  the leaf all of them call: the stage list, the workflow
  *              loaded, SQL helpers, hashes, a stage's context
  *
- * Calls run one way: runner.c -> merge.c -> runner_util.c; status.c ->
- * {merge.c, runner_util.c}.
+ * Calls run one way: runner.c -> merge.c -> ledger.c -> runner_util.c;
+ * status.c -> {merge.c, runner_util.c}; check.c -> runner_util.c.
  */
 #ifndef SE3_RUNNER_INTERNAL_H
 #define SE3_RUNNER_INTERNAL_H
@@ -71,11 +73,12 @@ int run_stage_index(const char *name);
 /* The stages --stage and --until ask for (all without them), first..last;
  * 0, or -1 with the unknown name and the stages' names on stderr. */
 int run_stage_range(const struct run_opts *o, int *first, int *last);
-/* check.c: whether `run` skips stage s of this configuration unless --stage
- * names it; the last stage it runs without --stage/--until; the inputs'
- * headers checked for the stages named (SE3_EXIT_USAGE on a problem). */
+/* Whether `run` skips stage s of this configuration unless --stage names
+ * it; the last stage it runs without --stage/--until. */
 int run_stage_skipped(const struct cfg_node *root, const struct stage *s);
 int run_last_configured(const struct cfg_node *root, int first, int last);
+/* check.c: the inputs' headers checked for the stages named
+ * (SE3_EXIT_USAGE on a problem). */
 int run_check_input_files(const struct cfg_node *root, const char *stages, const char *workflow);
 /* inputs: check that the input files of these stages exist (see
  * cfg_load_checked), so a run refuses before it makes its workdir. NULL with
@@ -111,13 +114,6 @@ const char *run_upstream_of(const struct cfg_node *root, const struct stage *s);
 extern const struct stage_report run_quiet_report;
 /* SQL from a format (sqlite3_mprintf's) on r's database: 0, or -1 with r->err set. */
 int run_exec(struct run *r, const char *fmt, ...);
-/* Delete everything stage i wrote (its tables, rejects, ledger and state). */
-int run_clear_stage(struct run *r, int i);
-/* Delete everything stage `first` and the stages after it wrote. */
-int run_clear_from(struct run *r, int first);
-/* The stages after stage i are not finished (their rows kept): they run
- * again, and judge what to redo, before a stage after them reads them. */
-int run_unfinish_after(struct run *r, int i);
 /* The first column of the first row (malloc'd; NULL for none or an error),
  * and as an integer (dflt for none or an error). */
 char *run_query_text(sqlite3 *db, const char *fmt, ...);
@@ -143,9 +139,6 @@ struct run_upstream {
  * settings, inputs and upstream content) and chain. */
 void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64_t inputs,
                       const struct run_upstream *up, char hash[17], char chain[17]);
-/* The upstream stage finished where s reads it, what its hashes say into
- * *up; 0, or -1 with r->err set. */
-int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up);
 
 /* Whether r's screen.db (open in r->st) belongs to the workflow r->root read
  * from the file `workflow`: the database's meta rows 'name' (the
@@ -155,8 +148,6 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
  * it is and how to start afresh on purpose (before anything is changed:
  * another workflow's stages would delete the molecules of its inputs). */
 int run_check_owner(struct run *r, const char *workflow);
-/* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
-int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 /* now as "YYYY-MM-DDTHH:MM:SSZ" (UTC): the ledger's and the runs' times */
 void run_now_iso(char *buf, size_t n);
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */
@@ -173,6 +164,24 @@ int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, i
  * STAGE_HASH_UNKNOWN. */
 int run_merge_hash(const struct stage *s, const struct cfg_node *root);
 void run_end(struct stage_ctx *ctx, const struct stage *s);
+
+/* ---- ledger.c ------------------------------------------------------------- */
+
+/* The stage-level steps over the ledger (stage_state, stage_chunks), above
+ * runner_util.c; pipeline/ledger.h has the ledger's rows themselves. */
+
+/* Delete everything stage i wrote (its tables, rejects, ledger and state). */
+int run_clear_stage(struct run *r, int i);
+/* Delete everything stage `first` and the stages after it wrote. */
+int run_clear_from(struct run *r, int first);
+/* The stages after stage i are not finished (their rows kept): they run
+ * again, and judge what to redo, before a stage after them reads them. */
+int run_unfinish_after(struct run *r, int i);
+/* The upstream stage finished where s reads it, what its hashes say into
+ * *up; 0, or -1 with r->err set. */
+int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up);
+/* Stage s finalized (its finalize in its own transaction); 0, or -1 with r->err set. */
+int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx);
 
 /* ---- keyed.c -------------------------------------------------------------- */
 

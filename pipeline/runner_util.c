@@ -1,10 +1,11 @@
 /* runner_util.c — the leaf of the runner's files (runner_internal.h): the
- * stage list, the workflow loaded, the SQL helpers of the run's database,
- * config hashes, a stage's upstream checked, a stage finalized, a stage's
- * context with the run's progress callbacks and stop flag. runner.c,
- * merge.c and status.c call these; this file calls none of them, so the
- * calls run one way: runner.c -> merge.c -> runner_util.c, status.c ->
- * {merge.c, runner_util.c}.
+ * stage list and which of them a workflow runs, the workflow loaded, the
+ * SQL helpers of the run's database, config hashes, a stage's context with
+ * the run's progress callbacks and stop flag, every begin and end.
+ * runner.c, runner_chunks.c, ledger.c, merge.c, status.c and check.c call
+ * these; this file calls none of them (it names none of the runner's
+ * tables: those are ledger.c's), so the calls run one way: runner.c ->
+ * merge.c -> ledger.c -> runner_util.c, check.c -> runner_util.c.
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
@@ -83,6 +84,44 @@ struct cfg_node *run_load_config(const char *workflow, const char *const *sets, 
   }
   cfg_errors_free(&errs);
   return root;
+}
+
+/* Whether the workflow writes a section for stage s (defaults alone do not
+ * count). */
+static int stage_configured(const struct cfg_node *root, const struct stage *s) {
+  return cfg_written(cfg_get(cfg_get(root, "stages"), s->name));
+}
+
+/* Whether the only stages after stage i the workflow configures read
+ * whatever there is (report): then they alone would take `run` past i. */
+static int only_readers_after(const struct cfg_node *root, int i) {
+  int readers = 0;
+  for (int j = i + 1; j < N_STAGES; j++) {
+    if (!stage_configured(root, run_all_stages[j])) continue;
+    if (!(run_all_stages[j]->flags & STAGE_READS_ANY)) return 0;
+    readers = 1;
+  }
+  return readers;
+}
+
+/* Whether `run` skips stage s of this configuration unless --stage names it:
+ * an optional stage the workflow does not configure, one its `skipped`
+ * leaves out (train in a score-only workflow), or one it does not configure
+ * that only a stage reading whatever there is comes after (score and rank
+ * in a training-only workflow that ends with report). */
+int run_stage_skipped(const struct cfg_node *root, const struct stage *s) {
+  if ((s->flags & STAGE_OPTIONAL) && !stage_configured(root, s)) return 1;
+  int i = run_stage_index(s->name);
+  if (root && i > 0 && !stage_configured(root, s) && only_readers_after(root, i)) return 1; /* ingest always runs */
+  return root && s->reads.skipped && s->reads.skipped(root);
+}
+
+/* The last stage `run` runs without --stage/--until: the last one the
+ * workflow configures (ingest at least). */
+int run_last_configured(const struct cfg_node *root, int first, int last) {
+  while (last > first && !stage_configured(root, run_all_stages[last]))
+    last--;
+  return last;
 }
 
 /* The stage whose results stage s reads in this configuration (NULL for
@@ -176,42 +215,6 @@ int run_exec(struct run *r, const char *fmt, ...) {
   return rc;
 }
 
-int run_clear_stage(struct run *r, int i) {
-  const struct stage *s = run_all_stages[i];
-  char *tables = strdup(s->tables);
-  if (!tables) {
-    snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
-    return -1;
-  }
-  for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-    if (run_exec(r, "DELETE FROM \"%w\"", t)) {
-      free(tables);
-      return -1;
-    }
-  }
-  free(tables);
-  if (run_exec(r,
-               "DELETE FROM rejects WHERE stage=%Q; DELETE FROM stage_chunks WHERE stage=%Q;"
-               "DELETE FROM stage_state WHERE stage=%Q",
-               s->name, s->name, s->name))
-    return -1;
-  if (s->merge.meta_key && run_exec(r, "DELETE FROM meta WHERE key=%Q", s->merge.meta_key)) return -1;
-  return 0;
-}
-
-/* Delete everything stage i and the stages after it wrote. */
-int run_clear_from(struct run *r, int first) {
-  for (int i = first; i < N_STAGES; i++)
-    if (run_clear_stage(r, i)) return -1;
-  return 0;
-}
-
-int run_unfinish_after(struct run *r, int i) {
-  for (int k = i + 1; k < N_STAGES; k++)
-    if (run_exec(r, "UPDATE stage_state SET finalized=0 WHERE stage=%Q", run_all_stages[k]->name)) return -1;
-  return 0;
-}
-
 char *run_query_text(sqlite3 *db, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -288,62 +291,6 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
   }
 }
 
-/* A stage that reads another's tables needs that stage finished (finalized)
- * in the database it reads; what that stage's hashes say then joins this
- * stage's (struct run_upstream). 0, or -1 with r->err set. */
-int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream *up) {
-  up->content = up->chain = 0;
-  const char *after = run_upstream_of(r->root, s);
-  if (!after) return 0;
-  const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
-  long long fin = run_query_int(r->st.db, -1, "SELECT finalized FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  long long n_chunks =
-      run_query_int(r->st.db, 0, "SELECT n_chunks FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  long long n_done =
-      run_query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", r->src, after);
-  if (fin < 0) {
-    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
-             after, where, after);
-    return -1;
-  }
-  if (fin != 1) {
-    snprintf(r->err, sizeof r->err,
-             "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
-             "finish %s first",
-             s->name, after, where, n_done, n_chunks, n_done < n_chunks ? "" : ", not yet merged", after);
-    return -1;
-  }
-  char *hash = run_query_text(r->st.db, "SELECT config_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  char *chain = run_query_text(r->st.db, "SELECT chain_hash FROM \"%w\".stage_state WHERE stage=%Q", r->src, after);
-  int ui = run_stage_index(after);
-  /* After a keyed stage, or one whose rows' content the stages after it
-   * record row by row, its settings chain (a database of an earlier
-   * se3screen has none: the config hash stands in); after another, its
-   * config hash: what it made, whole. */
-  const char *ch = chain ? chain : hash ? hash : "";
-  int by_row =
-      ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
-  up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row ? ch : hash ? hash : "");
-  free(hash);
-  free(chain);
-  return 0;
-}
-
-int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
-  if (!s->finalize) return run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name);
-  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
-  if (s->finalize(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
-    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-    return -1;
-  }
-  if (run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name) || run_exec(r, "COMMIT")) {
-    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-    return -1;
-  }
-  return 0;
-}
-
 /* Stage s's context in run r (its database, whatever r has open). */
 void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   memset(rc, 0, sizeof *rc);
@@ -390,7 +337,7 @@ void run_now_iso(char *buf, size_t n) {
   strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (stage_runs.started: two runs of a
+/* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (when a stage's run began: two runs of a
  * stage in one second of one process stay two rows) */
 void run_now_iso_ms(char *buf, size_t n) {
   struct timespec ts;

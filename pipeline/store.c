@@ -1,7 +1,8 @@
 /* store.c — the SQLite database of a workdir: opening it to read or to
  * write, the checks made before anything is written, the single-writer
- * lock, and the small SQL helpers everything else calls. The schema and its
- * migrations are in store_schema.c. */
+ * lock. The schema and its migrations are in store_schema.c, the small SQL
+ * helpers everything calls in store_sql.c: the calls run one way, store.c
+ * -> store_schema.c -> store_sql.c. */
 #define _GNU_SOURCE
 #include "pipeline/store.h"
 #include "pipeline/fault.h"
@@ -24,36 +25,6 @@ static void now_iso(char *buf, size_t n) {
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
-  char *msg = NULL;
-  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", sqlite3_db_filename(db, "main"), msg ? msg : sqlite3_errmsg(db));
-    sqlite3_free(msg);
-    return -1;
-  }
-  return 0;
-}
-
-long long store_int(sqlite3 *db, const char *sql, long long dflt) {
-  sqlite3_stmt *st = NULL;
-  long long v = dflt;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-      sqlite3_column_type(st, 0) != SQLITE_NULL)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return v;
-}
-
-char *store_text(sqlite3 *db, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  char *out = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-      sqlite3_column_text(st, 0))
-    out = strdup((const char *)sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  return out;
 }
 
 /* ---- waiting for a lock: one budget for a whole opening --------------------

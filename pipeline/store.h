@@ -11,23 +11,15 @@
 #include <sqlite3.h>
 #include <stdio.h>
 
-#define STORE_APPLICATION_ID 0x53453353
-#define STORE_SCHEMA_VERSION 16
+/* the schema (store_schema.h), and under it store_sql.h: the schema
+ * version, struct store, store_exec, store_int, store_text */
+#include "pipeline/store_schema.h"
 
 /* STORE_WRITE refuses a database of an older schema version (it names
  * `se3screen upgrade`); STORE_UPGRADE migrates it (pipeline/upgrade.c),
  * leaving the migration's transaction open when there was one to run
  * (sqlite3_get_autocommit says), for the caller to go on in and commit. */
 enum store_mode { STORE_READONLY, STORE_WRITE, STORE_UPGRADE };
-
-struct store {
-  sqlite3 *db;
-  char *path;
-  int lock_fd; /* -1 when not locked */
-  char *lock_path;
-  char *note; /* read-only opening: what the reader should know (NULL: nothing) */
-  int tidy;   /* read-only opening: neither -wal nor -shm was there; store_close removes those SQLite made */
-};
 
 /* Open (and for STORE_WRITE create, for STORE_UPGRADE migrate) a database.
  * journal is "wal" or "delete". Returns 0, or -1 with a message naming the
@@ -75,24 +67,5 @@ int store_attach_readonly(struct store *s, const char *path, const char *schema,
  * and must be a regular file with one name (anything else is refused,
  * naming it); it is written (the holder's line) only once the lock is held. */
 int store_lock(struct store *s, char *err, size_t errlen);
-
-/* Run SQL that returns no rows; -1 with message on failure. */
-int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
-/* First column of the first row as an integer (dflt when no row). */
-long long store_int(sqlite3 *db, const char *sql, long long dflt);
-/* First column of the first row as text, malloc'd (NULL when no row, a NULL
- * value, or the statement fails). */
-char *store_text(sqlite3 *db, const char *sql);
-
-/* The version-1 schema as SQL; later versions add to it (store_schema.c,
- * `migrations`). docs/formats.md shows them all. */
-extern const char store_schema_sql[];
-
-/* The schema as Markdown (docs/schema.md, `se3screen schema`): every table,
- * view and index of the current version, each column with its type and
- * constraints and the meaning its comment in the SQL gives, and the version
- * that added it. Generated from the migrations themselves, so it cannot
- * drift from them. 0, or -1 when the SQL holds something it cannot read. */
-int store_schema_doc(FILE *out);
 
 #endif

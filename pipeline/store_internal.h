@@ -1,17 +1,20 @@
-/* store_internal.h — what pipeline/store.c and pipeline/store_schema.c
- * share; not for use elsewhere (the public API is pipeline/store.h).
+/* store_internal.h — what pipeline/store.c asks of pipeline/store_schema.c;
+ * not for use elsewhere (the public API is pipeline/store.h).
  *
- *   store.c         opening (read-only and to write), the lock, the SQL
- *                   helpers store_exec and store_int
+ *   store.c         opening (read-only and to write), the lock
  *   store_schema.c  the schema's SQL, version by version, the migration
  *                   that runs it, and `se3screen schema`'s Markdown
+ *   store_sql.c     under both: the version, struct store, the SQL
+ *                   helpers store_exec, store_int and store_text
+ *
+ * The calls run one way: store.c -> store_schema.c -> store_sql.c.
  */
 #ifndef SE3_STORE_INTERNAL_H
 #define SE3_STORE_INTERNAL_H
 
 #include <stddef.h>
 
-#include "pipeline/store.h"
+#include "pipeline/store_schema.h"
 
 /* Brings s's database forward to STORE_SCHEMA_VERSION, each migration in
  * turn inside one transaction (BEGIN IMMEDIATE, the version read again

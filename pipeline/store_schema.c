@@ -2,8 +2,7 @@
  * migration after it, the step that brings a database forward to the
  * current version (store_migrate), and the Markdown that `se3screen schema`
  * prints from that same SQL. Opening, the read-only path and the lock are
- * in store.c. */
-#include "pipeline/store.h"
+ * in store.c, above this file; it stands on store_sql.c alone. */
 #include "pipeline/store_internal.h"
 
 #include <stdio.h>
