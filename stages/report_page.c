@@ -24,8 +24,8 @@
  * (common/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
  * from a database opened read-only (report_file).
  *
- * The Training section is in report_training.c; the SQL and page helpers
- * both files call are in report_page_internal.h.
+ * The Training section is in report_training.c (report_training.h); the
+ * SQL and page helpers both files call are in report_html.h, below both.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -41,7 +41,8 @@
 #include "common/atomic_file.h"
 #include "report_page.h"
 #include "stage.h"
-#include "report_page_internal.h"
+#include "report_html.h"
+#include "report_training.h"
 
 /* ---- times ---------------------------------------------------------------- */
 
