@@ -344,3 +344,60 @@ int ledger_fold_shard(struct run *r, const char *stage) {
     return -1;
   return 0;
 }
+
+/* ---- the stages' reads (struct stage_ledger) */
+
+static sqlite3_stmt *chunk_spans(sqlite3 *db) {
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT stage, min(started), max(finished), count(*), sum(n_ok), sum(n_rejected), "
+                         "count(DISTINCT shard) FROM stage_chunks GROUP BY stage ORDER BY min(started), "
+                         "instr(' ingest graph basis train score rank report', ' ' || stage || ' ')",
+                         -1, &q, NULL) != SQLITE_OK)
+    return NULL;
+  return q;
+}
+
+static sqlite3_stmt *stage_times(sqlite3 *db, int *none) {
+  long long has = 0;
+  *none = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT count(*) FROM sqlite_schema WHERE name = 'stage_runs'"), &has)) return NULL;
+  if (!has) {
+    *none = 1;
+    return NULL;
+  }
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT stage, sum(seconds), count(*), sum(status <> 'done') FROM stage_runs "
+                         "GROUP BY stage ORDER BY min(started)",
+                         -1, &q, NULL) != SQLITE_OK)
+    return NULL;
+  return q;
+}
+
+static int copy_round(sqlite3 *db, const char *into, int64_t round, int64_t of_round, const char *except, char **msg) {
+  char *sql = sqlite3_mprintf("INSERT INTO \"%w\"(round, stage, chunk, host, pid, started, finished, n_ok, n_rejected) "
+                              "SELECT %lld, stage, chunk, host, pid, started, finished, n_ok, n_rejected FROM "
+                              "stage_chunks WHERE round = %lld AND stage <> %Q",
+                              into, (long long)round, (long long)of_round, except);
+  int rc = sql ? sqlite3_exec(db, sql, NULL, NULL, msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  return rc;
+}
+
+static int has_chunks(sqlite3 *db, const char *schema, const char *stage) {
+  long long n = 0;
+  if (read_int(db,
+               sqlite3_mprintf("SELECT EXISTS (SELECT 1 FROM %s%w%sstage_chunks WHERE stage = %Q)", LEDGER_IN(schema),
+                               stage),
+               &n))
+    return -1;
+  return n != 0;
+}
+
+const struct stage_ledger ledger_stage_reads = {
+    .chunk_spans = chunk_spans,
+    .stage_times = stage_times,
+    .copy_round = copy_round,
+    .has_chunks = has_chunks,
+};

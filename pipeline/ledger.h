@@ -5,9 +5,9 @@
  * (`stage_runs`). Issue 71's ledger, the one room whose SQL names these
  * tables (their schema is store_schema.c's): runner.c asks here rather
  * than writing them itself; merge, status, plan, slurm and upgrade read
- * and write them here (the stages still read them on their own); and
- * screen.db is opened read-only here alone (ledger_open_ro), with the
- * schema's busy timeout. */
+ * and write them here; the stages read them through struct stage_ledger
+ * (ledger_stage_reads); and screen.db is opened read-only here alone
+ * (ledger_open_ro), with the schema's busy timeout. */
 #ifndef SE3_LEDGER_H
 #define SE3_LEDGER_H
 
@@ -122,5 +122,10 @@ int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash);
  * stage times are added (a shard before schema version 12 has none). 0, or
  * -1 with r->err set. */
 int ledger_fold_shard(struct run *r, const char *stage);
+
+/* The ledger as the stages read it (struct stage_ledger, stages/stage.h):
+ * what run_ctx_init gives a stage's context, merge.c a fold, and
+ * `se3screen report` its page. */
+extern const struct stage_ledger ledger_stage_reads;
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "pipeline/config.h"
 #include "pipeline/export.h"
+#include "pipeline/ledger.h"
 #include "pipeline/predict.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
@@ -544,7 +545,8 @@ static int verb_export(int argc, char **argv) {
 }
 
 static int verb_report(int argc, char **argv) {
-  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40, .busy_timeout_ms = cfg_busy_timeout_ms(NULL)};
+  struct report_opts ro = {
+      .top = 50, .depict = 1, .bins = 40, .busy_timeout_ms = cfg_busy_timeout_ms(NULL), .ledger = &ledger_stage_reads};
   const char *db = NULL, *out = NULL;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];

@@ -158,7 +158,7 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
    * stages.score.merge: hits folds only the shard's candidates for rank's
    * hits) */
   int kept = 0;
-  struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root};
+  struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root, .ledger = &ledger_stage_reads};
   if (!want_hash && s->merge.fold && (kept = s->merge.fold(&f)) < 0) {
     snprintf(r->err, sizeof r->err, "%s", f.err);
     goto rollback;

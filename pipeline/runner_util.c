@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
+#include "pipeline/ledger.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -362,6 +363,7 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   ctx->report = &report;
   ctx->cycle = r->cycle;
   ctx->round = r->round;
+  ctx->ledger = &ledger_stage_reads;
 }
 
 int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items) {

@@ -95,6 +95,21 @@ static inline double q_double(struct rep *r, double dflt, const char *fmt, ...) 
   return v;
 }
 
+/* A statement of the runner's ledger (struct stage_ledger's reads: st, or
+ * NULL) as prep gives one: NULL where the read failed (r->err says why),
+ * where an earlier read failed, or where there is nothing to read (none). */
+static inline sqlite3_stmt *ledger_rows(struct rep *r, sqlite3_stmt *st, int none) {
+  if (!st && !none && !r->failed) {
+    snprintf(r->err, sizeof r->err, "reading the database: %s", sqlite3_errmsg(r->db));
+    r->failed = 1;
+  }
+  if (r->failed) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
+}
+
 static inline int has_table(struct rep *r, const char *name) {
   return q_double(r, 0, "SELECT count(*) FROM sqlite_schema WHERE name = %Q", name) > 0;
 }

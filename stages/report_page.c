@@ -227,10 +227,9 @@ struct tl_stage {
 };
 
 static void timeline_table(struct rep *r, struct tl_stage *t, int n, int max) {
-  sqlite3_stmt *st = has_table(r, "stage_runs")
-                         ? prep(r, "SELECT stage, sum(seconds), count(*), sum(status <> 'done') FROM stage_runs "
-                                   "GROUP BY stage ORDER BY min(started)")
-                         : NULL;
+  const struct stage_ledger *l = r->o->ledger;
+  int none = !l;
+  sqlite3_stmt *st = ledger_rows(r, l && !r->failed ? l->stage_times(r->db, &none) : NULL, none);
   while (row(r, st)) {
     int i = 0;
     while (i < n && strcmp(t[i].name, col_text(st, 0)))
@@ -275,9 +274,8 @@ static void timeline_table(struct rep *r, struct tl_stage *t, int n, int max) {
 /* wall time per stage: each stage's chunks from the first start to the last
  * commit, as bars on one time axis */
 static void section_timeline(struct rep *r) {
-  sqlite3_stmt *st = prep(r, "SELECT stage, min(started), max(finished), count(*), sum(n_ok), sum(n_rejected), "
-                             "count(DISTINCT shard) FROM stage_chunks GROUP BY stage ORDER BY min(started), "
-                             "instr(' ingest graph basis train score rank report', ' ' || stage || ' ')");
+  const struct stage_ledger *l = r->o->ledger;
+  sqlite3_stmt *st = ledger_rows(r, l && !r->failed ? l->chunk_spans(r->db) : NULL, !l);
   enum { MAXS = 16 };
   char name[MAXS][32];
   double t0[MAXS], t1[MAXS];
