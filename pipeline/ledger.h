@@ -6,8 +6,9 @@
  * tables (their schema is store_schema.c's): runner.c asks here rather
  * than writing them itself; merge, status, plan, slurm and upgrade read
  * and write them here; the stages read them through struct stage_ledger
- * (ledger_stage_reads); and screen.db is opened read-only here alone
- * (ledger_open_ro), with the schema's busy timeout. */
+ * (ledger_stage_reads); and pipeline/ opens a result database read-only
+ * here (ledger_open_ro), with the schema's busy timeout (`query`, which
+ * waits its own --timeout, aside). */
 #ifndef SE3_LEDGER_H
 #define SE3_LEDGER_H
 

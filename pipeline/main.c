@@ -607,7 +607,7 @@ static int verb_report(int argc, char **argv) {
    * before anything else reads it; held open to the end, the opening also
    * has the folder left as it was found (store.h) */
   struct store st;
-  if (store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -97,7 +97,7 @@ static int already_folded(struct run *r, const struct stage *s) {
 static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
                       char **sets) {
   struct store sh;
-  if (store_open(&sh, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(r->root), r->err, sizeof r->err)) return -2;
+  if (ledger_open_ro(&sh, path, r->root, r->err, sizeof r->err)) return -2;
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
   struct ledger_stage_state its;
   if (!stage || ledger_read_stage_state(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
@@ -295,7 +295,7 @@ struct merge_ref {
 static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path, char *why, size_t whylen) {
   struct store sh;
   char err[1024];
-  if (store_open(&sh, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(r->root), err, sizeof err)) {
+  if (ledger_open_ro(&sh, path, r->root, err, sizeof err)) {
     snprintf(why, whylen, "it cannot be read: %s", err);
     return 0;
   }
@@ -384,9 +384,7 @@ out:
 static char *db_meta(const char *path, const char *key) {
   struct store st;
   char err[1024];
-  if (access(path, F_OK) != 0 ||
-      store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err))
-    return NULL;
+  if (access(path, F_OK) != 0 || ledger_open_ro(&st, path, NULL, err, sizeof err)) return NULL;
   char *v = run_query_text(st.db, "SELECT value FROM meta WHERE key=%Q", key);
   store_close(&st);
   return v;

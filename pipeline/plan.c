@@ -324,8 +324,7 @@ int runner_dry_run(const struct run_opts *o) {
   printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
   if (access(dbpath, F_OK) != 0) {
     printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
-  } else if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms"), r.err,
-                        sizeof r.err)) {
+  } else if (ledger_open_ro(&r.st, dbpath, r.root, r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen: %s\n", r.err);
     ret = SE3_EXIT_FAILED;
   } else {

@@ -86,7 +86,7 @@ static long long status_failed(struct status_reader *sr) {
 static int status_of_db(const char *path, const struct cfg_node *root, int with_header) {
   struct store st;
   char err[1024];
-  if (store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen status: %s\n", err);
     return -1;
   }
@@ -179,7 +179,7 @@ static int next_run(const char *workflow, const struct cfg_node *root, const cha
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
-  if (store_open(&r.st, dbpath, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), r.err, sizeof r.err)) {
+  if (ledger_open_ro(&r.st, dbpath, NULL, r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen status: %s\n", r.err);
     return -1;
   }

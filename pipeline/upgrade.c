@@ -131,7 +131,7 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   /* What it is, read-only first: a database of this version is left alone. */
   struct store ro;
   char err[2048];
-  if (store_open(&ro, dbpath, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&ro, dbpath, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -29,6 +29,7 @@
 #include "models/basis.h"
 #include "models/checkpoint.h"
 #include "pipeline/runner.h"
+#include "pipeline/ledger.h"
 #include "pipeline/store.h"
 #include "pipeline/config.h"
 
@@ -367,7 +368,7 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
   }
   struct store s;
   char err[1024];
-  if (store_open(&s, db_path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&s, db_path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen verify: %s\n", err);
     return SE3_EXIT_FAILED;
   }
