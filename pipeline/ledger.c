@@ -200,7 +200,7 @@ static void copy_text(sqlite3_stmt *q, int i, char *out, size_t n) {
   snprintf(out, n, "%s", t ? (const char *)t : "");
 }
 
-int ledger_read_stage_state(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage_state *out) {
+int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out) {
   memset(out, 0, sizeof *out);
   out->n_chunks = -1;
   /* every column there is, by name: a database of an older schema read as it

@@ -63,9 +63,9 @@ void ledger_stage_time(struct run *r, const struct stage *s, const char *started
  * (-2: locked beyond the timeout) with err set; store_close closes it. */
 int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen);
 
-/* A stage's row of stage_state as ledger_read_stage_state reads it. A column an
+/* A stage's row of stage_state as ledger_read_stage reads it. A column an
  * older schema lacks (chain_hash before schema version 3) reads as NULL. */
-struct ledger_stage_state {
+struct ledger_stage {
   int found;            /* 0: no row (the stage never planned here) */
   char config_hash[65]; /* what it was done under; "": none (no row, or NULL) */
   char settings_hash[65];
@@ -84,7 +84,7 @@ const char *ledger_stage_with(int flag);
  * NULL for the name unqualified) into *out. 1 found, 0 none (out says
  * none), -1 when it cannot be read (sqlite3_errmsg(db) says why; a missing
  * table is SQLITE_ERROR there, as status reads an older schema). */
-int ledger_read_stage_state(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage_state *out);
+int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out);
 /* The chunks of stage `stage` in the ledger of schema (NULL: unqualified);
  * only those done under hash where hash is not NULL. -1 when it cannot be
  * read (sqlite3_errmsg(db) says why). */

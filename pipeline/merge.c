@@ -99,8 +99,8 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   struct store sh;
   if (ledger_open_ro(&sh, path, r->root, r->err, sizeof r->err)) return -2;
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  struct ledger_stage_state its;
-  if (!stage || ledger_read_stage_state(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
+  struct ledger_stage its;
+  if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
   const char *hash = its.config_hash;
   if (workflow && !*workflow) *workflow = run_query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
   if (sets && !*sets) *sets = run_query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
@@ -119,16 +119,16 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
     int done = already_folded(r, s);
     if (done < 0) goto rollback;
     if (done) { /* nothing new: a merge run again, or the next stage's merge */
-      struct ledger_stage_state main_state;
-      int finalized = ledger_read_stage_state(r->st.db, "main", s->name, &main_state) > 0 && main_state.finalized == 1;
+      struct ledger_stage main_state;
+      int finalized = ledger_read_stage(r->st.db, "main", s->name, &main_state) > 0 && main_state.finalized == 1;
       if (run_exec(r, "COMMIT")) goto rollback;
       run_exec(r, "DETACH shard");
       return finalized ? -3 : si;
     }
   }
-  struct ledger_stage_state m, t;
-  if (ledger_read_stage_state(r->st.db, "main", s->name, &m) < 0) m.config_hash[0] = m.chain_hash[0] = 0;
-  if (ledger_read_stage_state(r->st.db, "shard", s->name, &t) < 0) t.config_hash[0] = t.chain_hash[0] = 0;
+  struct ledger_stage m, t;
+  if (ledger_read_stage(r->st.db, "main", s->name, &m) < 0) m.config_hash[0] = m.chain_hash[0] = 0;
+  if (ledger_read_stage(r->st.db, "shard", s->name, &t) < 0) t.config_hash[0] = t.chain_hash[0] = 0;
   const char *mine = m.config_hash[0] ? m.config_hash : NULL, *theirs = t.config_hash[0] ? t.config_hash : NULL;
   int same_chain = m.chain_hash[0] && t.chain_hash[0] && !strcmp(m.chain_hash, t.chain_hash);
   if (mine && theirs && strcmp(mine, theirs) && same_chain && stage_is_keyed(s, r->root)) {
@@ -300,8 +300,8 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
     return 0;
   }
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  struct ledger_stage_state its, mine;
-  if (!stage || ledger_read_stage_state(sh.db, NULL, stage, &its) < 0) memset(&its, 0, sizeof its);
+  struct ledger_stage its, mine;
+  if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) memset(&its, 0, sizeof its);
   const char *hash = its.config_hash[0] ? its.config_hash : NULL;
   const char *settings = its.settings_hash[0] ? its.settings_hash : NULL;
   const char *chain = its.chain_hash[0] ? its.chain_hash : NULL;
@@ -311,7 +311,7 @@ static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path,
   int si = stage ? run_stage_index(stage) : -1, ret = 1;
   if (si < 0 || !hash || !settings) goto out; /* never planned a stage: nothing to fold */
   const struct stage *s = run_all_stages[si];
-  if (ledger_read_stage_state(r->st.db, "main", s->name, &mine) < 0) mine.config_hash[0] = 0;
+  if (ledger_read_stage(r->st.db, "main", s->name, &mine) < 0) mine.config_hash[0] = 0;
   int differs = mine.config_hash[0] && strcmp(mine.config_hash, hash);
   if (ref->workflow && (!workflow || strcmp(workflow, ref->workflow))) {
     snprintf(why, whylen, "it was made by another workflow (%s), not this workdir's (%s)",
@@ -487,8 +487,8 @@ int runner_merge(const char *db_path) {
   for (int si = 0; si < N_STAGES; si++) {
     if (!touched[si]) continue;
     const struct stage *s = run_all_stages[si];
-    struct ledger_stage_state state;
-    if (ledger_read_stage_state(r.st.db, NULL, s->name, &state) < 0) state.n_chunks = -1;
+    struct ledger_stage state;
+    if (ledger_read_stage(r.st.db, NULL, s->name, &state) < 0) state.n_chunks = -1;
     long long n_chunks = state.n_chunks, n_done = ledger_chunk_count(r.st.db, NULL, s->name, NULL);
     if (n_done < 0) n_done = 0;
     if (n_done < n_chunks) {

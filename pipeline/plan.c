@@ -112,13 +112,13 @@ static void upstream_hex(struct plan *p, int ui, const char *after, char out[17]
   if (by_row(r->root, ui)) {
     snprintf(out, 17, "%s", p->planned[ui] ? p->chain[ui] : "");
     if (!p->planned[ui]) {
-      struct ledger_stage_state up;
-      ledger_read_stage_state(r->st.db, NULL, after, &up);
+      struct ledger_stage up;
+      ledger_read_stage(r->st.db, NULL, after, &up);
       snprintf(out, 17, "%.16s", up.chain_hash[0] ? up.chain_hash : up.config_hash);
     }
   } else if (!p->planned[ui] || p->hash[ui][0]) {
-    struct ledger_stage_state up = {.found = 0};
-    if (!p->planned[ui]) ledger_read_stage_state(r->st.db, NULL, after, &up);
+    struct ledger_stage up = {.found = 0};
+    if (!p->planned[ui]) ledger_read_stage(r->st.db, NULL, after, &up);
     snprintf(out, 17, "%.16s", p->planned[ui] ? p->hash[ui] : up.config_hash);
   }
 }
@@ -163,8 +163,8 @@ static void plan_stage(struct plan *p, int i) {
   char words[600];
   p->chain[i][0] = p->hash[i][0] = 0;
   p->mol_sets[i][0] = p->label_sets[i][0] = 0;
-  struct ledger_stage_state old;
-  ledger_read_stage_state(r->st.db, NULL, s->name, &old); /* (unread: as never run) */
+  struct ledger_stage old;
+  ledger_read_stage(r->st.db, NULL, s->name, &old); /* (unread: as never run) */
   long long n_chunks = old.n_chunks, n_items = old.n_items;
   const char *old_chain = old.chain_hash[0] ? old.chain_hash : NULL,
              *old_hash = old.config_hash[0] ? old.config_hash : NULL,

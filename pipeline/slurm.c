@@ -333,8 +333,8 @@ static void known_chunks(struct ctx *c) {
   struct store h;
   char err[1024];
   if (ledger_open_ro(&h, db, c->root, err, sizeof err)) return;
-  struct ledger_stage_state plan;
-  if (ledger_read_stage_state(h.db, NULL, ledger_stage_with(STAGE_USES_SETS), &plan) > 0) {
+  struct ledger_stage plan;
+  if (ledger_read_stage(h.db, NULL, ledger_stage_with(STAGE_USES_SETS), &plan) > 0) {
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     const char *end = plan.updated[0] ? strptime(plan.updated, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;

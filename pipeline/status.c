@@ -97,8 +97,8 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
          "config");
   for (int i = 0; i < N_STAGES; i++) {
     const struct stage *s = run_all_stages[i];
-    struct ledger_stage_state state;
-    if (ledger_read_stage_state(sr.db, NULL, s->name, &state) < 0) status_failed(&sr);
+    struct ledger_stage state;
+    if (ledger_read_stage(sr.db, NULL, s->name, &state) < 0) status_failed(&sr);
     long long n_chunks = state.n_chunks;
     if (n_chunks < 0) {
       printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
@@ -124,8 +124,8 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
       int ui = after ? run_stage_index(after) : -1;
       int by_row =
           ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
-      struct ledger_stage_state up_state = {.found = 0};
-      if (after && ledger_read_stage_state(sr.db, NULL, after, &up_state) < 0) status_failed(&sr);
+      struct ledger_stage up_state = {.found = 0};
+      if (after && ledger_read_stage(sr.db, NULL, after, &up_state) < 0) status_failed(&sr);
       const char *up = by_row && up_state.chain_hash[0] ? up_state.chain_hash : up_state.config_hash;
       run_chain_hash(root, s, up[0] ? se3_hash_str(SE3_HASH_INIT, up) : 0, now);
       verdict = state.chain_hash[0] && !strcmp(state.chain_hash, now) ? "unchanged"

@@ -43,8 +43,8 @@ static void legacy_hash(const struct cfg_node *root, const struct stage *s, uint
  * is the stored one, and then stored with this se3screen's hashes. 0, or
  * -1 when it failed (said, and the transaction rolled back). */
 static int upgrade_stage(struct run *r, const struct stage *s) {
-  struct ledger_stage_state was;
-  ledger_read_stage_state(r->st.db, NULL, s->name, &was); /* (unread: as never run) */
+  struct ledger_stage was;
+  ledger_read_stage(r->st.db, NULL, s->name, &was); /* (unread: as never run) */
   const char *old = was.config_hash;
   long long fin = was.finalized;
   if (!old[0]) { /* never run: nothing to convert */

@@ -170,7 +170,8 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
  * scores, ranks, dockings, poses and test predictions, and a model's
  * standardisation: a score, a docking term or a label of +-inf is damage
  * (once, a Vina that printed -1e308 had it stored and ranked first). The
- * bookkeeping (stage_runs, metrics) is left alone. */
+ * bookkeeping (the ledger's times of each stage's runs, metrics) is left
+ * alone. */
 static void verify_numbers(sqlite3 *db, struct damage *d, FILE *out) {
   sqlite3_stmt *tabs = NULL;
   long long cols = 0, bad = 0;

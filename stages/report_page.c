@@ -208,7 +208,7 @@ static void section_summary(struct rep *r, const char *db_label) {
 }
 
 /* a stage's time summed over its runs: to the tenth of a second under a
- * minute (stage_runs' times are not rounded to the second) */
+ * minute (the ledger's times of its runs are not rounded to the second) */
 static void run_time(char *out, size_t n, double s) {
   if (isfinite(s) && s >= 0 && s < 60)
     snprintf(out, n, "%.1f s", s);
@@ -216,10 +216,11 @@ static void run_time(char *out, size_t n, double s) {
     duration(out, n, s);
 }
 
-/* Each stage's time summed over every run of the workdir (stage_runs:
- * stopped and failed runs too, whose chunk cut short left no ledger row),
- * beside what the ledger says of its chunks: the stages of the ledger
- * (name, span, nch, ...: n of them) and those only stage_runs has. */
+/* Each stage's time summed over every run of the workdir (the ledger's
+ * stage_times: stopped and failed runs too, whose chunk cut short left no
+ * ledger row), beside what the ledger says of its chunks: the stages of
+ * its chunks (name, span, nch, ...: n of them) and those only its times
+ * have. */
 struct tl_stage {
   char name[32];
   double span, run_s;
