@@ -323,3 +323,226 @@ int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
   }
   return 0;
 }
+
+/* -- reads and writes for merge, status, plan, slurm, upgrade and the stages */
+
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen) {
+  return store_open(st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(root), err, errlen);
+}
+
+const char *ledger_stage_with(int flag) {
+  for (int i = 0; i < N_STAGES; i++)
+    if (run_all_stages[i]->flags & flag) return run_all_stages[i]->name;
+  return NULL;
+}
+
+/* sqlite3_mprintf's table name in schema ("" where schema is NULL) */
+#define LEDGER_IN(schema) (schema) ? "\"" : "", (schema) ? (schema) : "", (schema) ? "\"." : ""
+
+/* one of a row's text columns into out ("" for NULL) */
+static void copy_text(sqlite3_stmt *q, int i, char *out, size_t n) {
+  const unsigned char *t = sqlite3_column_text(q, i);
+  snprintf(out, n, "%s", t ? (const char *)t : "");
+}
+
+int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out) {
+  memset(out, 0, sizeof *out);
+  out->n_chunks = -1;
+  /* every column there is, by name: a database of an older schema read as it
+   * is (status, report) lacks the later ones */
+  char *sql = sqlite3_mprintf("SELECT * FROM %s%w%sstage_state WHERE stage=%Q", LEDGER_IN(schema), stage);
+  sqlite3_stmt *q = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK) rc = sqlite3_step(q);
+  if (rc == SQLITE_ROW) {
+    out->found = 1;
+    for (int i = 0; i < sqlite3_column_count(q); i++) {
+      const char *col = sqlite3_column_name(q, i);
+      int null = sqlite3_column_type(q, i) == SQLITE_NULL;
+      if (!strcmp(col, "config_hash"))
+        copy_text(q, i, out->config_hash, sizeof out->config_hash);
+      else if (!strcmp(col, "settings_hash"))
+        copy_text(q, i, out->settings_hash, sizeof out->settings_hash);
+      else if (!strcmp(col, "chain_hash"))
+        copy_text(q, i, out->chain_hash, sizeof out->chain_hash);
+      else if (!strcmp(col, "updated"))
+        copy_text(q, i, out->updated, sizeof out->updated);
+      else if (!strcmp(col, "n_chunks") && !null)
+        out->n_chunks = sqlite3_column_int64(q, i);
+      else if (!strcmp(col, "n_items") && !null)
+        out->n_items = sqlite3_column_int64(q, i);
+      else if (!strcmp(col, "finalized") && !null)
+        out->finalized = (int)sqlite3_column_int64(q, i);
+    }
+    rc = SQLITE_DONE;
+  }
+  if (rc != SQLITE_DONE) {
+    /* (the error stays the connection's: finalize returns it again) */
+    sqlite3_finalize(q);
+    return -1;
+  }
+  sqlite3_finalize(q);
+  return out->found;
+}
+
+/* the first column of the one row of sql (sqlite3_mprintf'd, freed here)
+ * into *v, left as it is for NULL: 0, or -1 when it cannot be read */
+static int read_int(sqlite3 *db, char *sql, long long *v) {
+  sqlite3_stmt *q = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    if (sqlite3_column_type(q, 0) != SQLITE_NULL) *v = sqlite3_column_int64(q, 0);
+    rc = SQLITE_DONE;
+  }
+  sqlite3_finalize(q);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash) {
+  long long n = 0;
+  char *sql = hash
+                  ? sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q AND config_hash=%Q",
+                                    LEDGER_IN(schema), stage, hash)
+                  : sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q", LEDGER_IN(schema), stage);
+  return read_int(db, sql, &n) ? -1 : n;
+}
+
+int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes) {
+  *n_ok = *n_bytes = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", stage), n_ok)) return -1;
+  /* (n_bytes: schema version 2 on; a database before it reads as 0) */
+  long long has = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT count(*) FROM pragma_table_info('stage_chunks') WHERE name='n_bytes'"),
+               &has))
+    return -1;
+  return has && read_int(db, sqlite3_mprintf("SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", stage), n_bytes)
+             ? -1
+             : 0;
+}
+
+int ledger_finished_since(sqlite3 *db, const char *stage, const char *since) {
+  sqlite3_stmt *q = NULL;
+  int done = 0;
+  if (sqlite3_prepare_v2(db, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1", -1,
+                         &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, stage, -1, SQLITE_STATIC);
+    if (since) sqlite3_bind_text(q, 2, since, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) done = sqlite3_column_int(q, 0) != 0;
+  }
+  sqlite3_finalize(q);
+  return done;
+}
+
+int ledger_finalize_stage(struct run *r, const char *stage) {
+  return run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", stage) ? -1 : 0;
+}
+
+int ledger_restate(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
+                   int64_t n_chunks, int64_t n_items) {
+  return run_exec(r,
+                  "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
+                  "n_items=%lld WHERE stage=%Q",
+                  hash, settings, chain, (long long)n_chunks, (long long)n_items, stage)
+             ? -1
+             : 0;
+}
+
+int ledger_shard_has_news(struct run *r, const char *stage) {
+  long long n =
+      run_query_int(r->st.db, -1,
+                    "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
+                    "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
+                    "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
+                    "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
+                    "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
+                    "m.finished=c.finished)) END",
+                    stage, stage, stage);
+  if (n < 0) {
+    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
+    return -1;
+  }
+  return n > 0;
+}
+
+int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash) {
+  return run_exec(r,
+                  "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
+                  "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
+                  "WHERE stage=%Q), n_items=(SELECT n_items FROM shard.stage_state WHERE stage=%Q) WHERE stage=%Q",
+                  stage, hash, hash, stage, stage, stage)
+             ? -1
+             : 0;
+}
+
+int ledger_fold_shard(struct run *r, const char *stage) {
+  if (run_exec(r,
+               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
+               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
+               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated",
+               stage, stage))
+    return -1;
+  /* the shard's time in the stage (none before schema version 12) */
+  if (run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.sqlite_schema WHERE name = 'stage_runs'") > 0 &&
+      run_exec(r, "INSERT OR IGNORE INTO main.stage_runs SELECT * FROM shard.stage_runs WHERE stage=%Q", stage))
+    return -1;
+  return 0;
+}
+
+/* ---- the stages' reads (struct stage_ledger) */
+
+static sqlite3_stmt *chunk_spans(sqlite3 *db) {
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT stage, min(started), max(finished), count(*), sum(n_ok), sum(n_rejected), "
+                         "count(DISTINCT shard) FROM stage_chunks GROUP BY stage ORDER BY min(started), "
+                         "instr(' ingest graph basis train score rank report', ' ' || stage || ' ')",
+                         -1, &q, NULL) != SQLITE_OK)
+    return NULL;
+  return q;
+}
+
+static sqlite3_stmt *stage_times(sqlite3 *db, int *none) {
+  long long has = 0;
+  *none = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT count(*) FROM sqlite_schema WHERE name = 'stage_runs'"), &has)) return NULL;
+  if (!has) {
+    *none = 1;
+    return NULL;
+  }
+  sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT stage, sum(seconds), count(*), sum(status <> 'done') FROM stage_runs "
+                         "GROUP BY stage ORDER BY min(started)",
+                         -1, &q, NULL) != SQLITE_OK)
+    return NULL;
+  return q;
+}
+
+static int copy_round(sqlite3 *db, const char *into, int64_t round, int64_t of_round, const char *except, char **msg) {
+  char *sql = sqlite3_mprintf("INSERT INTO \"%w\"(round, stage, chunk, host, pid, started, finished, n_ok, n_rejected) "
+                              "SELECT %lld, stage, chunk, host, pid, started, finished, n_ok, n_rejected FROM "
+                              "stage_chunks WHERE round = %lld AND stage <> %Q",
+                              into, (long long)round, (long long)of_round, except);
+  int rc = sql ? sqlite3_exec(db, sql, NULL, NULL, msg) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  return rc;
+}
+
+static int has_chunks(sqlite3 *db, const char *schema, const char *stage) {
+  long long n = 0;
+  if (read_int(db,
+               sqlite3_mprintf("SELECT EXISTS (SELECT 1 FROM %s%w%sstage_chunks WHERE stage = %Q)", LEDGER_IN(schema),
+                               stage),
+               &n))
+    return -1;
+  return n != 0;
+}
+
+const struct stage_ledger ledger_stage_reads = {
+    .chunk_spans = chunk_spans,
+    .stage_times = stage_times,
+    .copy_round = copy_round,
+    .has_chunks = has_chunks,
+};

@@ -2,15 +2,20 @@
  * rows that rebuild its configuration, each stage's state (`stage_state`:
  * the hashes it was done under, its plan's size, finalized), its chunks
  * done (`stage_chunks`, the ledger proper), and its time in each run
- * (`stage_runs`). The first room of issue 71's ledger: runner.c asks here
- * rather than writing these tables' SQL itself (merge.c, status.c, plan.c
- * and slurm.c still read them on their own). */
+ * (`stage_runs`). Issue 71's ledger, the one room whose SQL names these
+ * tables (their schema is store_schema.c's): runner.c asks here rather
+ * than writing them itself; merge, status, plan, slurm and upgrade read
+ * and write them here; the stages read them through struct stage_ledger
+ * (ledger_stage_reads); and pipeline/ opens a result database read-only
+ * here (ledger_open_ro), with the schema's busy timeout (`query`, which
+ * waits its own --timeout, aside). */
 #ifndef SE3_LEDGER_H
 #define SE3_LEDGER_H
 
 #include <stdint.h>
 
 #include "pipeline/runner_internal.h"
+#include "pipeline/store.h"
 
 /* The meta rows that say how to rebuild this run's configuration (merge
  * needs them to finalize; `stage` names a shard's one stage, "" for a
@@ -79,5 +84,79 @@ int ledger_forget_stage(struct run *r, const char *stage);
 /* The ledger's rows of stage `stage` for chunks `first` and after (a keyed
  * stage's plan has fewer chunks now) deleted. 0, or -1 with r->err set. */
 int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first);
+
+/* -- reads and writes for merge, status, plan, slurm, upgrade and the stages */
+
+/* screen.db (or a shard's database) opened read-only (store_open's
+ * STORE_READONLY) with the busy timeout of the workflow's schema
+ * (cfg_busy_timeout_ms(root); root NULL: the schema's default). 0, or -1
+ * (-2: locked beyond the timeout) with err set; store_close closes it. */
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen);
+
+/* A stage's row of stage_state as ledger_read_stage reads it. A column an
+ * older schema lacks (chain_hash before schema version 3) reads as NULL. */
+struct ledger_stage {
+  int found;            /* 0: no row (the stage never planned here) */
+  char config_hash[65]; /* what it was done under; "": none (no row, or NULL) */
+  char settings_hash[65];
+  char chain_hash[65];
+  long long n_chunks; /* its plan's chunks; -1: no row (or NULL) */
+  long long n_items;  /* its plan's molecules (records); 0: none */
+  int finalized;      /* 1 once its closing step is done; 0: not, or no row */
+  char updated[40];   /* when its state was last written (UTC); "": none */
+};
+/* The name of the first stage (in the stages' order) that declares flag
+ * (STAGE_*, struct stage's flags), or NULL: who asks for a stage's rows by
+ * what it does, not by its name (slurm: the plan of the stage that reads
+ * the sets' files, STAGE_USES_SETS). */
+const char *ledger_stage_with(int flag);
+/* Stage `stage`'s state in the database db (schema: "main", "shard", or
+ * NULL for the name unqualified) into *out. 1 found, 0 none (out says
+ * none), -1 when it cannot be read (sqlite3_errmsg(db) says why; a missing
+ * table is SQLITE_ERROR there, as status reads an older schema). */
+int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out);
+/* The chunks of stage `stage` in the ledger of schema (NULL: unqualified);
+ * only those done under hash where hash is not NULL. -1 when it cannot be
+ * read (sqlite3_errmsg(db) says why). */
+long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash);
+/* Sums over stage `stage`'s chunks in the ledger: the molecules stored
+ * (n_ok) and the blob bytes (n_bytes, which a database before schema
+ * version 2 lacks: 0 there). 0, or -1 when the ledger cannot be read
+ * (sqlite3_errmsg(db) says why; the sums then 0). */
+int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes);
+/* Whether stage `stage` is finished in db, and with since (UTC, as the
+ * store writes times; NULL: any time) its state written no earlier than
+ * then (a stage's begin stamps it, and unfinishes the stage when it has
+ * work). 0 also where it cannot be read. */
+int ledger_finished_since(sqlite3 *db, const char *stage, const char *since);
+/* Stage `stage` finished (its closing step done): 0, or -1 with r->err set. */
+int ledger_finalize_stage(struct run *r, const char *stage);
+/* Stage `stage`'s hashes and plan as this se3screen gives them, its other
+ * columns kept (`upgrade` of a database an earlier se3screen wrote). 0, or
+ * -1 with r->err set. */
+int ledger_restate(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
+                   int64_t n_chunks, int64_t n_items);
+
+/* Of a shard database attached to r's as "shard" (merge.c's fold_shard):
+ * 1 when its ledger says something main's does not of stage `stage`: its
+ * config hash differs, or it has a chunk main lacks as it is there (hash,
+ * host, pid, times); 0 when not; -1 with r->err set. */
+int ledger_shard_has_news(struct run *r, const char *stage);
+/* A keyed stage whose hash main has from before it was keyed (or from an
+ * earlier se3screen): main's chunks of it done under another hash than
+ * `hash` dropped, and its state takes hash and the attached shard's plan
+ * (n_chunks, n_items). 0, or -1 with r->err set. */
+int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash);
+/* The attached shard's ledger of stage `stage` folded into main's (in the
+ * caller's transaction): its chunks replace main's, its state becomes
+ * main's (unfinished, to be finished by `merge` or the runner), and its
+ * stage times are added (a shard before schema version 12 has none). 0, or
+ * -1 with r->err set. */
+int ledger_fold_shard(struct run *r, const char *stage);
+
+/* The ledger as the stages read it (struct stage_ledger, stages/stage.h):
+ * what run_ctx_init gives a stage's context, merge.c a fold, and
+ * `se3screen report` its page. */
+extern const struct stage_ledger ledger_stage_reads;
 
 #endif

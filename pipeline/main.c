@@ -16,6 +16,7 @@
 #include "pipeline/config.h"
 #include "pipeline/export.h"
 #include "pipeline/fault.h"
+#include "pipeline/ledger.h"
 #include "pipeline/predict.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
@@ -545,7 +546,7 @@ static int verb_export(int argc, char **argv) {
 }
 
 static int verb_report(int argc, char **argv) {
-  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40, .busy_timeout_ms = cfg_busy_timeout_ms(NULL)};
+  struct report_opts ro = {.top = 50, .depict = 1, .bins = 40, .ledger = &ledger_stage_reads};
   const char *db = NULL, *out = NULL;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -606,7 +607,7 @@ static int verb_report(int argc, char **argv) {
    * before anything else reads it; held open to the end, the opening also
    * has the folder left as it was found (store.h) */
   struct store st;
-  if (store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen: %s\n", err);
     return SE3_EXIT_FAILED;
   }
@@ -618,7 +619,7 @@ static int verb_report(int argc, char **argv) {
     store_close(&st);
     return SE3_EXIT_USAGE;
   }
-  int failed = report_file(path, &ro, out, err, sizeof err);
+  int failed = report_write(st.db, path, &ro, out, err, sizeof err);
   store_close(&st);
   if (failed) {
     fprintf(stderr, "se3screen: %s\n", err);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
+#include "pipeline/ledger.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -76,21 +77,9 @@ int run_fold_rank_shards(struct run *r, const struct stage *s, const char *hash,
  * refolding the earlier stages' cost as much as folding them the first time.
  * -1 with r->err set on an error. */
 static int already_folded(struct run *r, const struct stage *s) {
-  long long n =
-      run_query_int(r->st.db, -1,
-                    "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
-                    "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
-                    "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
-                    "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
-                    "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
-                    "m.finished=c.finished)) END",
-                    s->name, s->name, s->name);
-  if (n < 0) {
-    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
-    return -1;
-  }
-  if (n > 0 || run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.stage_chunks WHERE stage=%Q", s->name) == 0)
-    return 0;
+  int news = ledger_shard_has_news(r, s->name);
+  if (news < 0) return -1;
+  if (news || ledger_chunk_count(r->st.db, "shard", s->name, NULL) <= 0) return 0;
   /* a stage with a fold of its own (score): only when its rows were kept as they would be now */
   return !s->merge.folded_as_now || r->folded_as_now[run_stage_index(s->name)];
 }
@@ -108,21 +97,21 @@ static int already_folded(struct run *r, const struct stage *s) {
 static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
                       char **sets) {
   struct store sh;
-  if (store_open(&sh, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(r->root), r->err, sizeof r->err)) return -2;
+  if (ledger_open_ro(&sh, path, r->root, r->err, sizeof r->err)) return -2;
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  char *hash = stage ? run_query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+  struct ledger_stage its;
+  if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
+  const char *hash = its.config_hash;
   if (workflow && !*workflow) *workflow = run_query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
   if (sets && !*sets) *sets = run_query_text(sh.db, "SELECT value FROM meta WHERE key='sets'");
   store_close(&sh);
   int si = stage ? run_stage_index(stage) : -1;
-  if (si < 0 || !hash || (want_hash && (strcmp(stage, want_stage) || strcmp(hash, want_hash)))) {
+  if (si < 0 || !hash[0] || (want_hash && (strcmp(stage, want_stage) || strcmp(hash, want_hash)))) {
     /* A shard that never got as far as planning holds nothing to merge. */
     free(stage);
-    free(hash);
     return -1;
   }
   free(stage);
-  free(hash);
   const struct stage *s = run_all_stages[si];
   if (run_exec(r, "ATTACH %Q AS shard", path)) return -2;
   if (run_exec(r, "BEGIN IMMEDIATE")) goto detach;
@@ -130,35 +119,25 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
     int done = already_folded(r, s);
     if (done < 0) goto rollback;
     if (done) { /* nothing new: a merge run again, or the next stage's merge */
-      int finalized = run_query_int(r->st.db, 0, "SELECT finalized FROM main.stage_state WHERE stage=%Q", s->name) == 1;
+      struct ledger_stage main_state;
+      int finalized = ledger_read_stage(r->st.db, "main", s->name, &main_state) > 0 && main_state.finalized == 1;
       if (run_exec(r, "COMMIT")) goto rollback;
       run_exec(r, "DETACH shard");
       return finalized ? -3 : si;
     }
   }
-  char *mine = run_query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
-  char *theirs = run_query_text(r->st.db, "SELECT config_hash FROM shard.stage_state WHERE stage=%Q", s->name);
-  char *mine_chain = run_query_text(r->st.db, "SELECT chain_hash FROM main.stage_state WHERE stage=%Q", s->name);
-  char *their_chain = run_query_text(r->st.db, "SELECT chain_hash FROM shard.stage_state WHERE stage=%Q", s->name);
-  int same_chain = mine_chain && their_chain && !strcmp(mine_chain, their_chain);
-  free(mine_chain);
-  free(their_chain);
+  struct ledger_stage m, t;
+  if (ledger_read_stage(r->st.db, "main", s->name, &m) < 0) m.config_hash[0] = m.chain_hash[0] = 0;
+  if (ledger_read_stage(r->st.db, "shard", s->name, &t) < 0) t.config_hash[0] = t.chain_hash[0] = 0;
+  const char *mine = m.config_hash[0] ? m.config_hash : NULL, *theirs = t.config_hash[0] ? t.config_hash : NULL;
+  int same_chain = m.chain_hash[0] && t.chain_hash[0] && !strcmp(m.chain_hash, t.chain_hash);
   if (mine && theirs && strcmp(mine, theirs) && same_chain && stage_is_keyed(s, r->root)) {
     /* A keyed stage whose hash screen.db has from when it was not keyed
      * (score under merge: hits) or from an earlier se3screen, with the
      * same settings: its rows stay (each says what it was made from), the
      * old ledger goes, and the stages after it run again before anything
      * reads them. */
-    if (run_exec(r,
-                 "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
-                 "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
-                 "WHERE stage=%Q), n_items=(SELECT n_items FROM shard.stage_state WHERE stage=%Q) WHERE stage=%Q",
-                 s->name, theirs, theirs, s->name, s->name, s->name) ||
-        run_unfinish_after(r, si)) {
-      free(mine);
-      free(theirs);
-      goto rollback;
-    }
+    if (ledger_take_shard_plan(r, s->name, theirs) || run_unfinish_after(r, si)) goto rollback;
   } else if (mine && theirs && strcmp(mine, theirs)) {
     /* (merge_verdict let only a shard of the workflow as it is now come here:
      * screen.db's stage is the one from before the change, as `run` would
@@ -171,24 +150,15 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
                  "%s: %s holds this stage as made before the workflow changed; replacing it with the shards made "
                  "with the workflow as it is now, starting with %s%s%s",
                  s->name, r->st.path, path, down[0] ? ", and discarding the stages after it: " : "", down);
-    if (run_clear_from(r, si)) {
-      free(mine);
-      free(theirs);
-      goto rollback;
-    }
+    if (run_clear_from(r, si)) goto rollback;
   } else if (!mine) {
-    if (run_clear_from(r, si + 1)) {
-      free(theirs);
-      goto rollback;
-    }
+    if (run_clear_from(r, si + 1)) goto rollback;
   }
-  free(mine);
-  free(theirs);
   /* `merge` of a shard of a stage with a fold of its own (score under
    * stages.score.merge: hits folds only the shard's candidates for rank's
    * hits) */
   int kept = 0;
-  struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root};
+  struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root, .ledger = &ledger_stage_reads};
   if (!want_hash && s->merge.fold && (kept = s->merge.fold(&f)) < 0) {
     snprintf(r->err, sizeof r->err, "%s", f.err);
     goto rollback;
@@ -219,18 +189,13 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
                "INSERT OR REPLACE INTO main.rejects(stage,set_name,source_file,record_no,line,name,chunk,reason,atom,"
                "detail,mol_id,mol_hash) SELECT stage,set_name,source_file,record_no,line,name,chunk,reason,%s,%s "
                "FROM shard.rejects WHERE stage=%Q;"
-               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
-               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
-               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated;"
                "INSERT INTO main.runs(started,finished,host,pid,command,workflow,shard,status,exit_code,message,"
                "version,job) SELECT started,finished,host,pid,command,workflow,shard,status,exit_code,message,version,"
                "%s FROM shard.runs WHERE (started,host,pid) NOT IN (SELECT started,host,pid FROM main.runs)",
                has_detail ? "atom,detail" : "NULL,NULL", has_mol_hash ? "mol_id,mol_hash" : "NULL,NULL", s->name,
-               s->name, s->name, has_job ? "job" : "NULL") ||
-      /* the shard's time in the stage (none before schema version 12) */
-      (run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.sqlite_schema WHERE name = 'stage_runs'") > 0 &&
-       run_exec(r, "INSERT OR IGNORE INTO main.stage_runs SELECT * FROM shard.stage_runs WHERE stage=%Q", s->name)) ||
-      run_exec(r, "COMMIT"))
+               has_job ? "job" : "NULL") ||
+      /* its chunks, its state and its time in the stage */
+      ledger_fold_shard(r, s->name) || run_exec(r, "COMMIT"))
     goto rollback;
   run_exec(r, "DETACH shard");
   return si;
@@ -298,7 +263,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
   /* (a keyed stage's hash is its chain, and with STAGE_HASH_FILES its files') */
   if ((how == STAGE_HASH_PLANNED && !stage_is_keyed(s, r->root)) || how == STAGE_HASH_FILES) {
     struct run_ctx rc;
-    run_ctx_init(&rc, r, s);
+    run_ctx_init(&rc, r, s, &ledger_stage_reads);
     int64_t n_chunks = 0, n_items = 0;
     int st = run_begin(&rc.ctx, s, &n_chunks, &n_items);
     inputs = rc.ctx.inputs_hash;
@@ -330,23 +295,24 @@ struct merge_ref {
 static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path, char *why, size_t whylen) {
   struct store sh;
   char err[1024];
-  if (store_open(&sh, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(r->root), err, sizeof err)) {
+  if (ledger_open_ro(&sh, path, r->root, err, sizeof err)) {
     snprintf(why, whylen, "it cannot be read: %s", err);
     return 0;
   }
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
-  char *hash = stage ? run_query_text(sh.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
-  char *settings = stage ? run_query_text(sh.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
+  struct ledger_stage its, mine;
+  if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) memset(&its, 0, sizeof its);
+  const char *hash = its.config_hash[0] ? its.config_hash : NULL;
+  const char *settings = its.settings_hash[0] ? its.settings_hash : NULL;
+  const char *chain = its.chain_hash[0] ? its.chain_hash : NULL;
   char *workflow = run_query_text(sh.db, "SELECT value FROM meta WHERE key='workflow'");
   char *shard = run_query_text(sh.db, "SELECT value FROM meta WHERE key='shard'");
-  char *chain = stage ? run_query_text(sh.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", stage) : NULL;
   store_close(&sh);
   int si = stage ? run_stage_index(stage) : -1, ret = 1;
   if (si < 0 || !hash || !settings) goto out; /* never planned a stage: nothing to fold */
   const struct stage *s = run_all_stages[si];
-  char *mine = run_query_text(r->st.db, "SELECT config_hash FROM main.stage_state WHERE stage=%Q", s->name);
-  int differs = mine && strcmp(mine, hash);
-  free(mine);
+  if (ledger_read_stage(r->st.db, "main", s->name, &mine) < 0) mine.config_hash[0] = 0;
+  int differs = mine.config_hash[0] && strcmp(mine.config_hash, hash);
   if (ref->workflow && (!workflow || strcmp(workflow, ref->workflow))) {
     snprintf(why, whylen, "it was made by another workflow (%s), not this workdir's (%s)",
              workflow ? workflow : "none recorded", ref->workflow);
@@ -408,9 +374,6 @@ out:
              run_all_stages[si]->name, shard);
   }
   free(stage);
-  free(hash);
-  free(chain);
-  free(settings);
   free(workflow);
   free(shard);
   return ret;
@@ -421,9 +384,7 @@ out:
 static char *db_meta(const char *path, const char *key) {
   struct store st;
   char err[1024];
-  if (access(path, F_OK) != 0 ||
-      store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err))
-    return NULL;
+  if (access(path, F_OK) != 0 || ledger_open_ro(&st, path, NULL, err, sizeof err)) return NULL;
   char *v = run_query_text(st.db, "SELECT value FROM meta WHERE key=%Q", key);
   store_close(&st);
   return v;
@@ -526,15 +487,17 @@ int runner_merge(const char *db_path) {
   for (int si = 0; si < N_STAGES; si++) {
     if (!touched[si]) continue;
     const struct stage *s = run_all_stages[si];
-    long long n_chunks = run_query_int(r.st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
-    long long n_done = run_query_int(r.st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    struct ledger_stage state;
+    if (ledger_read_stage(r.st.db, NULL, s->name, &state) < 0) state.n_chunks = -1;
+    long long n_chunks = state.n_chunks, n_done = ledger_chunk_count(r.st.db, NULL, s->name, NULL);
+    if (n_done < 0) n_done = 0;
     if (n_done < n_chunks) {
       progress_log(NULL, "%s: %lld of %lld chunks merged; run the missing shards and merge again", s->name, n_done,
                    n_chunks);
       continue;
     }
     if (!s->finalize) {
-      if (run_exec(&r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", s->name)) goto done;
+      if (ledger_finalize_stage(&r, s->name)) goto done;
       continue;
     }
     if (!r.root) {
@@ -542,7 +505,7 @@ int runner_merge(const char *db_path) {
       goto done;
     }
     struct run_ctx rc;
-    run_ctx_init(&rc, &r, s);
+    run_ctx_init(&rc, &r, s, &ledger_stage_reads);
     if (run_finalize(&r, s, &rc.ctx)) goto done;
   }
   ret = SE3_EXIT_OK;

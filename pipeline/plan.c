@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
+#include "pipeline/ledger.h"
 
 #include <inttypes.h>
 #include <libgen.h>
@@ -111,16 +112,14 @@ static void upstream_hex(struct plan *p, int ui, const char *after, char out[17]
   if (by_row(r->root, ui)) {
     snprintf(out, 17, "%s", p->planned[ui] ? p->chain[ui] : "");
     if (!p->planned[ui]) {
-      char *c =
-          run_query_text(r->st.db, "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q", after);
-      snprintf(out, 17, "%s", c ? c : "");
-      free(c);
+      struct ledger_stage up;
+      ledger_read_stage(r->st.db, NULL, after, &up);
+      snprintf(out, 17, "%.16s", up.chain_hash[0] ? up.chain_hash : up.config_hash);
     }
   } else if (!p->planned[ui] || p->hash[ui][0]) {
-    char *h =
-        p->planned[ui] ? NULL : run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", after);
-    snprintf(out, 17, "%s", p->planned[ui] ? p->hash[ui] : h ? h : "");
-    free(h);
+    struct ledger_stage up = {.found = 0};
+    if (!p->planned[ui]) ledger_read_stage(r->st.db, NULL, after, &up);
+    snprintf(out, 17, "%.16s", p->planned[ui] ? p->hash[ui] : up.config_hash);
   }
 }
 
@@ -164,11 +163,12 @@ static void plan_stage(struct plan *p, int i) {
   char words[600];
   p->chain[i][0] = p->hash[i][0] = 0;
   p->mol_sets[i][0] = p->label_sets[i][0] = 0;
-  long long n_chunks = run_query_int(r->st.db, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
-  long long n_items = run_query_int(r->st.db, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
-  char *old_chain = run_query_text(r->st.db, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_hash = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  char *old_settings = run_query_text(r->st.db, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+  struct ledger_stage old;
+  ledger_read_stage(r->st.db, NULL, s->name, &old); /* (unread: as never run) */
+  long long n_chunks = old.n_chunks, n_items = old.n_items;
+  const char *old_chain = old.chain_hash[0] ? old.chain_hash : NULL,
+             *old_hash = old.config_hash[0] ? old.config_hash : NULL,
+             *old_settings = old.settings_hash[0] ? old.settings_hash : NULL;
   int up_v = ui >= 0 && p->planned[ui] ? p->verdict[ui] : P_NOTHING;
   /* what the stage before it changes that this one reads */
   char up_mols[512] = "", up_labels[512] = "";
@@ -236,7 +236,7 @@ static void plan_stage(struct plan *p, int i) {
     goto out;
   }
   struct run_ctx rc;
-  run_ctx_init(&rc, r, s);
+  run_ctx_init(&rc, r, s, &ledger_stage_reads);
   rc.ctx.report = &run_quiet_report;
   int64_t planned_chunks = 0, planned_items = 0;
   if (run_begin(&rc.ctx, s, &planned_chunks, &planned_items) != STAGE_OK) {
@@ -253,9 +253,8 @@ static void plan_stage(struct plan *p, int i) {
         old_settings && strcmp(old_settings, settings) ? "its settings" : "what it is made from");
     snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
   } else {
-    long long done = run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash=%Q",
-                                   s->name, hash);
-    long long fin = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
+    long long done = ledger_chunk_count(r->st.db, NULL, s->name, hash), fin = old.finalized;
+    if (done < 0) done = 0;
     memcpy(p->hash[i], hash, 17);
     if (done > 0 && rc.ctx.outputs_gone)
       say(p, i, P_WHOLE, "redone: %s is gone from the workdir, and the stage writes it", rc.ctx.outputs_gone);
@@ -273,9 +272,6 @@ out:
   /* what the stages before it change goes on to those after it */
   add_sets(p->mol_sets[i], sizeof p->mol_sets[i], up_mols);
   add_sets(p->label_sets[i], sizeof p->label_sets[i], up_labels);
-  free(old_chain);
-  free(old_hash);
-  free(old_settings);
 }
 
 int run_plan_print(struct run *r, int first, int last, int explicit_stage, FILE *out) {
@@ -328,8 +324,7 @@ int runner_dry_run(const struct run_opts *o) {
   printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
   if (access(dbpath, F_OK) != 0) {
     printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
-  } else if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms"), r.err,
-                        sizeof r.err)) {
+  } else if (ledger_open_ro(&r.st, dbpath, r.root, r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen: %s\n", r.err);
     ret = SE3_EXIT_FAILED;
   } else {

@@ -36,6 +36,7 @@
 #include "common/workdir.h"
 #include "pipeline/run_files.h"
 #include "pipeline/runner.h"
+#include "pipeline/ledger.h"
 #include "pipeline/config.h"
 #include "stages/modelcard.h"
 
@@ -202,17 +203,18 @@ static int workdir_is_ours(const char *workdir, const char *yaml) {
   struct stat sb;
   /* none, or an empty file (a run killed as it created the database) */
   if (stat(db, &sb) != 0 || (S_ISREG(sb.st_mode) && sb.st_size == 0)) return 0;
-  sqlite3 *h = NULL;
+  struct store h;
+  char err[1024];
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(NULL));
-    rc = sqlite3_prepare_v2(h, "SELECT value FROM meta WHERE key = 'workflow'", -1, &st, NULL);
-  }
+  int rc = ledger_open_ro(&h, db, NULL, err, sizeof err) ? SQLITE_CANTOPEN : SQLITE_OK;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(h.db, "SELECT value FROM meta WHERE key = 'workflow'", -1, &st, NULL);
+  else if (!strncmp(err, db, strlen(db)) && !strncmp(err + strlen(db), ": ", 2))
+    memmove(err, err + strlen(db) + 2, strlen(err + strlen(db) + 2) + 1); /* (the file is named once) */
   int ret = 0;
   if (rc != SQLITE_OK) {
     ret = refuse("%s is not a result database of se3screen (%s): name another --workdir", db,
-                 h ? sqlite3_errmsg(h) : "cannot open it");
+                 h.db ? sqlite3_errmsg(h.db) : err);
   } else if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *wf = (const char *)sqlite3_column_text(st, 0);
     const char *last = wf ? strrchr(wf, '/') : NULL;
@@ -225,10 +227,10 @@ static int workdir_is_ours(const char *workdir, const char *yaml) {
       ret = SE3_EXIT_USAGE;
     }
   } else if (rc != SQLITE_DONE) {
-    ret = refuse("%s cannot be read: %s", db, sqlite3_errmsg(h));
+    ret = refuse("%s cannot be read: %s", db, sqlite3_errmsg(h.db));
   }
   sqlite3_finalize(st);
-  sqlite3_close(h);
+  store_close(&h);
   return ret;
 }
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "pipeline/run_files.h"
 #include "pipeline/config.h"
+#include "pipeline/ledger.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -27,12 +28,10 @@ static int add_source(struct atomic_file_keep *k, const char *wf_dir, const char
  * file that is no result database, a locked one: nothing added); -1 only
  * out of memory. */
 static int add_inputs(struct atomic_file_keep *k, const char *db_path) {
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    sqlite3_close(db);
-    return 0;
-  }
-  sqlite3_busy_timeout(db, cfg_busy_timeout_ms(NULL));
+  struct store h;
+  char err[1024];
+  if (ledger_open_ro(&h, db_path, NULL, err, sizeof err)) return 0;
+  sqlite3 *db = h.db;
   int bad = 0;
   char *wf_dir = NULL;
   sqlite3_stmt *st = NULL;
@@ -69,7 +68,7 @@ static int add_inputs(struct atomic_file_keep *k, const char *db_path) {
     while (!bad && sqlite3_step(st) == SQLITE_ROW)
       bad = add_source(k, wf_dir, (const char *)sqlite3_column_text(st, 0));
   sqlite3_finalize(st);
-  sqlite3_close(db);
+  store_close(&h);
   free(wf_dir);
   return bad;
 }

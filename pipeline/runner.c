@@ -106,7 +106,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   w->n_shards = n;
   w->src = "src";
   w->err[0] = 0;
-  run_ctx_init(&rc, w, s);
+  run_ctx_init(&rc, w, s, &ledger_stage_reads);
   struct stage_ctx *ctx = &rc.ctx;
   if (rank > 0) ctx->report = &run_quiet_report; /* rank 0 speaks for the run */
   int64_t n_chunks = 0, n_items = 0;
@@ -418,7 +418,7 @@ static int end_stage(struct run *r, const struct stage_run *sr, const char *star
 static int run_stage(struct run *r, int si) {
   struct run_ctx rc;
   struct stage_run sr = {.si = si, .s = run_all_stages[si], .ctx = &rc.ctx};
-  run_ctx_init(&rc, r, sr.s);
+  run_ctx_init(&rc, r, sr.s, &ledger_stage_reads);
   char started[40];
   run_now_iso_ms(started, sizeof started);
   double t0 = progress_now();
@@ -476,15 +476,14 @@ static int run_follow(const struct run_opts *o) {
     }
     const struct stage *s = run_all_stages[ord.i[0]];
     struct run_ctx rc;
-    run_ctx_init(&rc, &r, s);
+    run_ctx_init(&rc, &r, s, &ledger_stage_reads);
     struct stage_ctx *ctx = &rc.ctx;
     ctx->report = &run_quiet_report;
     ctx->comm = o->comm;
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
     int st = STAGE_ERROR;
-    if (store_open(&r.st, dbpath, STORE_READONLY, NULL, (int)cfg_int(r.root, "store.busy_timeout_ms"), ctx->err,
-                   sizeof ctx->err) == 0) {
+    if (ledger_open_ro(&r.st, dbpath, r.root, ctx->err, sizeof ctx->err) == 0) {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
       st = run_begin(ctx, s, &n_chunks, &n_items);

@@ -152,8 +152,10 @@ int run_check_owner(struct run *r, const char *workflow);
 void run_now_iso(char *buf, size_t n);
 /* now as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) */
 void run_now_iso_ms(char *buf, size_t n);
-/* Stage s's context in run r (its database, whatever r has open). */
-void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s);
+/* Stage s's context in run r (its database, whatever r has open), with
+ * the ledger's reads the stages ask through (&ledger_stage_reads: passed in
+ * by the callers above ledger.c, since this leaf calls nothing of it). */
+void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s, const struct stage_ledger *ledger);
 /* A stage's begin and, for a stage that declares its rows (struct
  * stage_rows), the runner's plan of them (keyed.c); and its end, with the
  * plan freed. Every call of a stage's begin and end goes through these. */

@@ -292,7 +292,7 @@ void run_stage_hashes(const struct cfg_node *root, const struct stage *s, uint64
 }
 
 /* Stage s's context in run r (its database, whatever r has open). */
-void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
+void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s, const struct stage_ledger *ledger) {
   memset(rc, 0, sizeof *rc);
   struct stage_ctx *ctx = &rc->ctx;
   rc->run = r;
@@ -309,6 +309,7 @@ void run_ctx_init(struct run_ctx *rc, struct run *r, const struct stage *s) {
   ctx->report = &report;
   ctx->cycle = r->cycle;
   ctx->round = r->round;
+  ctx->ledger = ledger;
 }
 
 int run_begin(struct stage_ctx *ctx, const struct stage *s, int64_t *n_chunks, int64_t *n_items) {

@@ -19,6 +19,7 @@
 #include "common/fsutil.h"
 #include "common/atomic_file.h"
 #include "pipeline/runner.h"
+#include "pipeline/ledger.h"
 #include "pipeline/config.h"
 #include "stages/stage.h"
 
@@ -320,7 +321,8 @@ static int newest_file(const struct cfg_node *n, int inputs, time_t *newest) {
   return 0;
 }
 
-/* c->records from WORKDIR/screen.db's ingest plan, or -1. */
+/* c->records from WORKDIR/screen.db's plan of the stage that reads the
+ * sets' files (STAGE_USES_SETS: its plan counts their records), or -1. */
 static void known_chunks(struct ctx *c) {
   c->records = -1;
   char db[PATH_MAX + 16];
@@ -328,23 +330,18 @@ static void known_chunks(struct ctx *c) {
   if (access(db, R_OK) != 0) return;
   time_t newest = 0;
   if (newest_file(c->root, 0, &newest) || newest_file(cfg_get(c->root, "sets"), 1, &newest)) return;
-  sqlite3 *h = NULL;
-  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT n_items, updated FROM stage_state WHERE stage = 'ingest'", -1, &st, NULL) ==
-            SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-      struct tm tm;
-      memset(&tm, 0, sizeof tm);
-      const char *when = (const char *)sqlite3_column_text(st, 1);
-      const char *end = when ? strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-      /* (the store writes times to the second: a file of the same second counts as older) */
-      if (end && timegm(&tm) >= newest) c->records = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
+  struct store h;
+  char err[1024];
+  if (ledger_open_ro(&h, db, c->root, err, sizeof err)) return;
+  struct ledger_stage plan;
+  if (ledger_read_stage(h.db, NULL, ledger_stage_with(STAGE_USES_SETS), &plan) > 0) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = plan.updated[0] ? strptime(plan.updated, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    /* (the store writes times to the second: a file of the same second counts as older) */
+    if (end && timegm(&tm) >= newest) c->records = plan.n_items;
   }
-  sqlite3_close(h);
+  store_close(&h);
 }
 
 /* The chunk size of stage: its own chunk_size (dock's), else run.chunk_size. */
@@ -513,20 +510,11 @@ static int stage_finished(const struct ctx *c, const char *name, const char *sin
   char db[PATH_MAX + 16];
   snprintf(db, sizeof db, "%s/screen.db", c->workdir);
   if (access(db, R_OK) != 0) return 0;
-  sqlite3 *h = NULL;
-  int done = 0;
-  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1",
-                           -1, &st, NULL) == SQLITE_OK) {
-      sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-      if (since) sqlite3_bind_text(st, 2, since, -1, SQLITE_STATIC);
-      if (sqlite3_step(st) == SQLITE_ROW) done = sqlite3_column_int(st, 0) != 0;
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close(h);
+  struct store h;
+  char err[1024];
+  if (ledger_open_ro(&h, db, c->root, err, sizeof err)) return 0;
+  int done = ledger_finished_since(h.db, name, since);
+  store_close(&h);
   return done;
 }
 
@@ -537,19 +525,19 @@ static long long rounds_decided(const struct ctx *c, char *last, size_t n) {
   snprintf(db, sizeof db, "%s/screen.db", c->workdir);
   last[0] = 0;
   if (access(db, R_OK) != 0) return 0;
-  sqlite3 *h = NULL;
+  struct store h;
+  char err[1024];
   long long decided = 0;
-  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(h, cfg_busy_timeout_ms(c->root));
+  if (!ledger_open_ro(&h, db, c->root, err, sizeof err)) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, "SELECT count(*), max(decided) FROM rounds", -1, &st, NULL) == SQLITE_OK &&
+    if (sqlite3_prepare_v2(h.db, "SELECT count(*), max(decided) FROM rounds", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
       decided = sqlite3_column_int64(st, 0);
       if (sqlite3_column_text(st, 1)) snprintf(last, n, "%s", (const char *)sqlite3_column_text(st, 1));
     }
     sqlite3_finalize(st);
+    store_close(&h);
   }
-  sqlite3_close(h);
   return decided;
 }
 

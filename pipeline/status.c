@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
+#include "pipeline/ledger.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -71,12 +72,21 @@ static char *status_text(struct status_reader *sr, const char *fmt, ...) {
   return v;
 }
 
+/* A ledger read (pipeline/ledger.h) that failed, as status_step notes its
+ * own: the first failure kept, a table an older schema lacks read as
+ * nothing. 0, what the read counts as. */
+static long long status_failed(struct status_reader *sr) {
+  if ((sqlite3_errcode(sr->db) & 0xff) != SQLITE_ERROR && !sr->err[0])
+    snprintf(sr->err, sizeof sr->err, "%s", sqlite3_errmsg(sr->db));
+  return 0;
+}
+
 /* Prints one database's status; returns 0, or -1 when it cannot be read
  * (the message names the file and why). */
 static int status_of_db(const char *path, const struct cfg_node *root, int with_header) {
   struct store st;
   char err[1024];
-  if (store_open(&st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen status: %s\n", err);
     return -1;
   }
@@ -87,23 +97,25 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
          "config");
   for (int i = 0; i < N_STAGES; i++) {
     const struct stage *s = run_all_stages[i];
-    long long n_chunks = status_int(&sr, -1, "SELECT n_chunks FROM stage_state WHERE stage=%Q", s->name);
+    struct ledger_stage state;
+    if (ledger_read_stage(sr.db, NULL, s->name, &state) < 0) status_failed(&sr);
+    long long n_chunks = state.n_chunks;
     if (n_chunks < 0) {
       printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
       continue;
     }
-    long long n_done = status_int(&sr, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q", s->name);
+    long long n_done = ledger_chunk_count(sr.db, NULL, s->name, NULL);
+    if (n_done < 0) n_done = status_failed(&sr);
     /* (a keyed stage's ledger logs the chunks its runs did; finished, it
      * has every chunk of its last plan) */
-    if (root && stage_is_keyed(s, root) && status_int(&sr, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name) == 1)
-      n_done = n_chunks;
-    long long n_items = status_int(&sr, 0, "SELECT n_items FROM stage_state WHERE stage=%Q", s->name);
+    if (root && stage_is_keyed(s, root) && state.finalized == 1) n_done = n_chunks;
+    long long n_items = state.n_items;
     /* The last table of `tables` is the stage's main one (children come first). */
     const char *main_table = strrchr(s->tables, ' ') ? strrchr(s->tables, ' ') + 1 : s->tables;
     long long n_rows = status_int(&sr, 0, "SELECT count(*) FROM \"%w\"", main_table);
     long long n_rej = status_int(&sr, 0, "SELECT count(*) FROM rejects WHERE stage=%Q", s->name);
-    const char *state = "unknown (give the workflow file)";
-    char *settings = status_text(&sr, "SELECT settings_hash FROM stage_state WHERE stage=%Q", s->name);
+    const char *verdict = "unknown (give the workflow file)";
+    const char *settings = state.settings_hash[0] ? state.settings_hash : NULL;
     if (root && stage_is_keyed(s, root)) {
       /* a keyed stage is redone whole only when its settings chain changes
        * (the next run's lines below say what else it does) */
@@ -112,31 +124,24 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
       int ui = after ? run_stage_index(after) : -1;
       int by_row =
           ui >= 0 && (stage_is_keyed(run_all_stages[ui], root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
-      char *up = after ? status_text(&sr,
-                                     by_row ? "SELECT coalesce(chain_hash, config_hash) FROM stage_state WHERE stage=%Q"
-                                            : "SELECT config_hash FROM stage_state WHERE stage=%Q",
-                                     after)
-                       : NULL;
-      char *chain = status_text(&sr, "SELECT chain_hash FROM stage_state WHERE stage=%Q", s->name);
-      run_chain_hash(root, s, up ? se3_hash_str(SE3_HASH_INIT, up) : 0, now);
-      state = chain && !strcmp(chain, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
-      free(up);
-      free(chain);
+      struct ledger_stage up_state = {.found = 0};
+      if (after && ledger_read_stage(sr.db, NULL, after, &up_state) < 0) status_failed(&sr);
+      const char *up = by_row && up_state.chain_hash[0] ? up_state.chain_hash : up_state.config_hash;
+      run_chain_hash(root, s, up[0] ? se3_hash_str(SE3_HASH_INIT, up) : 0, now);
+      verdict = state.chain_hash[0] && !strcmp(state.chain_hash, now) ? "unchanged"
+                                                                      : "CHANGED: the next run redoes this stage";
     } else if (root) {
       char now[17];
       run_settings_hash(root, s, now);
-      state = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
+      verdict = settings && !strcmp(settings, now) ? "unchanged" : "CHANGED: the next run redoes this stage";
     }
     char chunks[32], bytes[32] = "-";
     snprintf(chunks, sizeof chunks, "%lld/%lld", n_done, n_chunks);
     /* from the ledger: reading the blobs' sizes would read the tables */
-    long long n_stored = status_int(&sr, 0, "SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", s->name);
-    if (s->show.blob_column && n_stored > 0)
-      snprintf(bytes, sizeof bytes, "%.0f",
-               (double)status_int(&sr, 0, "SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", s->name) /
-                   (double)n_stored);
-    printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, state);
-    free(settings);
+    long long n_stored, n_bytes;
+    if (ledger_chunk_sums(sr.db, s->name, &n_stored, &n_bytes)) status_failed(&sr);
+    if (s->show.blob_column && n_stored > 0) snprintf(bytes, sizeof bytes, "%.0f", (double)n_bytes / (double)n_stored);
+    printf("  %-8s %13s %10lld %10lld %10lld %11s  %s\n", s->name, chunks, n_items, n_rows, n_rej, bytes, verdict);
   }
   /* (runs.job: schema version 4; an older database read as it is lacks it) */
   int has_job = status_int(&sr, 0, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'job'") > 0;
@@ -174,7 +179,7 @@ static int next_run(const char *workflow, const struct cfg_node *root, const cha
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
-  if (store_open(&r.st, dbpath, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), r.err, sizeof r.err)) {
+  if (ledger_open_ro(&r.st, dbpath, NULL, r.err, sizeof r.err)) {
     fprintf(stderr, "se3screen status: %s\n", r.err);
     return -1;
   }

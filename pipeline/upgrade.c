@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "pipeline/runner_internal.h"
+#include "pipeline/ledger.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -42,13 +43,15 @@ static void legacy_hash(const struct cfg_node *root, const struct stage *s, uint
  * is the stored one, and then stored with this se3screen's hashes. 0, or
  * -1 when it failed (said, and the transaction rolled back). */
 static int upgrade_stage(struct run *r, const struct stage *s) {
-  char *old = run_query_text(r->st.db, "SELECT config_hash FROM stage_state WHERE stage=%Q", s->name);
-  long long fin = run_query_int(r->st.db, 0, "SELECT finalized FROM stage_state WHERE stage=%Q", s->name);
-  if (!old) { /* never run: nothing to convert */
+  struct ledger_stage was;
+  ledger_read_stage(r->st.db, NULL, s->name, &was); /* (unread: as never run) */
+  const char *old = was.config_hash;
+  long long fin = was.finalized;
+  if (!old[0]) { /* never run: nothing to convert */
     return 0;
   }
   struct run_ctx rc;
-  run_ctx_init(&rc, r, s);
+  run_ctx_init(&rc, r, s, &ledger_stage_reads);
   int64_t n_chunks = 0, n_items = 0;
   uint64_t legacy = 0;
   char note[512] = "", then[17];
@@ -67,17 +70,13 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
     } else {
       run_settings_hash(r->root, s, settings);
       run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
-      if (run_exec(r,
-                   "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
-                   "n_items=%lld WHERE stage=%Q",
-                   hash, settings, chain, (long long)n_chunks, (long long)n_items, s->name)) {
+      if (ledger_restate(r, s->name, hash, settings, chain, n_chunks, n_items)) {
         st = STAGE_ERROR;
         snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r->err);
       }
     }
   }
   run_end(&rc.ctx, s);
-  free(old);
   if (st != STAGE_OK) {
     fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, rc.ctx.err);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
@@ -132,7 +131,7 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   /* What it is, read-only first: a database of this version is left alone. */
   struct store ro;
   char err[2048];
-  if (store_open(&ro, dbpath, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&ro, dbpath, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", err);
     return SE3_EXIT_FAILED;
   }

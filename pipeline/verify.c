@@ -29,6 +29,7 @@
 #include "models/basis.h"
 #include "models/checkpoint.h"
 #include "pipeline/runner.h"
+#include "pipeline/ledger.h"
 #include "pipeline/store.h"
 #include "pipeline/config.h"
 
@@ -169,7 +170,8 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
  * scores, ranks, dockings, poses and test predictions, and a model's
  * standardisation: a score, a docking term or a label of +-inf is damage
  * (once, a Vina that printed -1e308 had it stored and ranked first). The
- * bookkeeping (stage_runs, metrics) is left alone. */
+ * bookkeeping (the ledger's times of each stage's runs, metrics) is left
+ * alone. */
 static void verify_numbers(sqlite3 *db, struct damage *d, FILE *out) {
   sqlite3_stmt *tabs = NULL;
   long long cols = 0, bad = 0;
@@ -367,7 +369,7 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
   }
   struct store s;
   char err[1024];
-  if (store_open(&s, db_path, STORE_READONLY, NULL, cfg_busy_timeout_ms(NULL), err, sizeof err)) {
+  if (ledger_open_ro(&s, db_path, NULL, err, sizeof err)) {
     fprintf(stderr, "se3screen verify: %s\n", err);
     return SE3_EXIT_FAILED;
   }

@@ -265,15 +265,12 @@ static int keep_round(struct stage_ctx *ctx, struct astage *a, int64_t round) {
   char *sql = sqlite3_mprintf(
       "DELETE FROM round_chunks WHERE round = %lld; DELETE FROM round_models WHERE round = %lld; "
       "DELETE FROM round_scores WHERE round = %lld; "
-      "INSERT INTO round_chunks(round, stage, chunk, host, pid, started, finished, n_ok, n_rejected) "
-      "SELECT %lld, stage, chunk, host, pid, started, finished, n_ok, n_rejected FROM stage_chunks "
-      "WHERE round = %lld AND stage <> 'acquire'; "
       "INSERT INTO round_models(round, model, target, checkpoint, best_epoch, best_valid_loss, n_train, n_valid, "
       "n_test, test_mae, test_rmse, test_spearman) SELECT %lld, m.id, m.target, NULL, m.best_epoch, "
       "m.best_valid_loss, m.n_train, m.n_valid, m.n_test, t.mae, t.rmse, t.spearman FROM models m LEFT JOIN "
       "metrics t ON t.model = m.id AND t.split = 'test' AND t.epoch = (SELECT max(epoch) FROM metrics u WHERE "
       "u.model = m.id AND u.split = 'test');",
-      (long long)round, (long long)round, (long long)round, (long long)round, (long long)round - 1, (long long)round);
+      (long long)round, (long long)round, (long long)round, (long long)round);
   if (a->keep_scores && sql) {
     char *more = sqlite3_mprintf("%s INSERT INTO round_scores(round, mol_id, score, std, members) SELECT %lld, "
                                  "s.mol_id, s.score, s.std, s.members FROM scores s JOIN \"%w\".molecules m ON "
@@ -283,7 +280,9 @@ static int keep_round(struct stage_ctx *ctx, struct astage *a, int64_t round) {
     sql = more;
   }
   char *msg = NULL;
-  if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+  /* (the ledger's rows: those of the chunks the round's work committed) */
+  if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK ||
+      ctx->ledger->copy_round(ctx->db, "round_chunks", round, round - 1, ctx->name, &msg) != SQLITE_OK) {
     snprintf(ctx->err, sizeof ctx->err, "round %lld: keeping what decided it: %s", (long long)round,
              msg ? msg : "out of memory");
     sqlite3_free(msg);

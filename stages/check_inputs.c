@@ -167,7 +167,7 @@ static const char *listed(char *buf, size_t size, char *const *names, int n) {
   return se3_list_names(buf, size, (const char *const *)names, n, MAX_SHOWN);
 }
 
-static int stage_runs(const char *list, const char *name) {
+static int stage_will_run(const char *list, const char *name) {
   if (!list) return 0;
   size_t nl = strlen(name);
   for (const char *p = list; *p;) {
@@ -591,13 +591,13 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
   const struct cfg_node *sets = cfg_get(root, "sets");
   /* the inputs themselves are ingest's: without reading files, only the
    * rules between keys are left */
-  int ingest = read_files && stage_runs(stages_that_run, "ingest");
-  int train = stage_runs(stages_that_run, "train");
+  int ingest = read_files && stage_will_run(stages_that_run, "ingest");
+  int train = stage_will_run(stages_that_run, "train");
   /* rank.target is checked only when score runs too: then the scores ranked
    * are this workflow's model's. `run --stage rank` alone may rank scores
    * that the database holds of another target (a score-only run's, or an
    * earlier model's), which only the database knows. */
-  int rank = stage_runs(stages_that_run, "rank") && stage_runs(stages_that_run, "score");
+  int rank = stage_will_run(stages_that_run, "rank") && stage_will_run(stages_that_run, "score");
 
   /* A value the loader refused (a stand-in: cfg_invalid) is not checked,
    * nor is what depends on it: `sets` refused, no set is missing from it;
@@ -646,7 +646,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
   /* Active learning's rules between keys, before any work: a round 1 that
    * could not be decided would otherwise fail after round 0's docking. */
-  if (stage_runs(stages_that_run, "acquire") && stage_acquiring(root) && !refused(root, "stages.acquire") &&
+  if (stage_will_run(stages_that_run, "acquire") && stage_acquiring(root) && !refused(root, "stages.acquire") &&
       !refused(root, "stages.acquire.set") && !refused(root, "stages.dock") && !refused(root, "stages.dock.label")) {
     const char *acq_set = cfg_str(root, "stages.acquire.set");
     const struct cfg_node *at = cfg_get(root, "stages.acquire");
@@ -680,7 +680,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
 
   /* The set dock docks must be in `sets`; its files (the receptor and the
    * box's ligand, or the table of scores) regular files. */
-  if (stage_runs(stages_that_run, "dock") && stage_dock_label(root)) {
+  if (stage_will_run(stages_that_run, "dock") && stage_dock_label(root)) {
     const char *dock_set = cfg_str(root, "stages.dock.set");
     if (!find_set(sets, dock_set) && sets_ok && !refused(root, "stages.dock.set"))
       report_no_set(&ck, sets, cfg_get(root, "stages.dock.set"), "stages.dock.set", dock_set, " to dock");
@@ -693,7 +693,7 @@ static int check(const struct cfg_node *root, const char *stages_that_run, int r
    * the workflow names it or rank, as `run` would go that far (naming report
    * makes no other stage run: a training-only workflow may end with it; a
    * dock-only workflow's rank reads dock's results). */
-  int score = stage_runs(stages_that_run, "score") && !stage_dock_only(root) &&
+  int score = stage_will_run(stages_that_run, "score") && !stage_dock_only(root) &&
               (strcmp(stages_that_run, "*") != 0 || cfg_written(cfg_get(root, "stages.score")) ||
                cfg_written(cfg_get(root, "stages.rank")));
   const char *score_set = cfg_str(root, "stages.score.set");

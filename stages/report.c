@@ -21,6 +21,7 @@ static int report_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       .top = (int)cfg_int(ctx->cfg, "top"),
       .depict = cfg_bool(ctx->cfg, "depict"),
       .bins = (int)cfg_int(ctx->cfg, "bins"),
+      .ledger = ctx->ledger,
   };
   char path[PATH_MAX], err[PATH_MAX + 1024];
   snprintf(path, sizeof path, "%s/report.html", ctx->workdir);

@@ -22,10 +22,11 @@
  * workflow may end with it) writes WORKDIR/report.html
  * with report_write, through a temporary file renamed over it
  * (common/atomic_file.h); `se3screen report DB|WORKDIR` writes the same page
- * from a database opened read-only (report_file).
+ * from the database `report` opened read-only (pipeline/ledger.h's
+ * ledger_open_ro, the one read-only opener) with report_write too.
  *
- * The Training section is in report_training.c; the SQL and page helpers
- * both files call are in report_page_internal.h.
+ * The Training section is in report_training.c (report_training.h); the
+ * SQL and page helpers both files call are in report_html.h, below both.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -41,7 +42,8 @@
 #include "common/atomic_file.h"
 #include "report_page.h"
 #include "stage.h"
-#include "report_page_internal.h"
+#include "report_html.h"
+#include "report_training.h"
 
 /* ---- times ---------------------------------------------------------------- */
 
@@ -207,7 +209,7 @@ static void section_summary(struct rep *r, const char *db_label) {
 }
 
 /* a stage's time summed over its runs: to the tenth of a second under a
- * minute (stage_runs' times are not rounded to the second) */
+ * minute (the ledger's times of its runs are not rounded to the second) */
 static void run_time(char *out, size_t n, double s) {
   if (isfinite(s) && s >= 0 && s < 60)
     snprintf(out, n, "%.1f s", s);
@@ -215,10 +217,11 @@ static void run_time(char *out, size_t n, double s) {
     duration(out, n, s);
 }
 
-/* Each stage's time summed over every run of the workdir (stage_runs:
- * stopped and failed runs too, whose chunk cut short left no ledger row),
- * beside what the ledger says of its chunks: the stages of the ledger
- * (name, span, nch, ...: n of them) and those only stage_runs has. */
+/* Each stage's time summed over every run of the workdir (the ledger's
+ * stage_times: stopped and failed runs too, whose chunk cut short left no
+ * ledger row), beside what the ledger says of its chunks: the stages of
+ * its chunks (name, span, nch, ...: n of them) and those only its times
+ * have. */
 struct tl_stage {
   char name[32];
   double span, run_s;
@@ -226,10 +229,9 @@ struct tl_stage {
 };
 
 static void timeline_table(struct rep *r, struct tl_stage *t, int n, int max) {
-  sqlite3_stmt *st = has_table(r, "stage_runs")
-                         ? prep(r, "SELECT stage, sum(seconds), count(*), sum(status <> 'done') FROM stage_runs "
-                                   "GROUP BY stage ORDER BY min(started)")
-                         : NULL;
+  const struct stage_ledger *l = r->o->ledger;
+  int none = !l;
+  sqlite3_stmt *st = ledger_rows(r, l && !r->failed ? l->stage_times(r->db, &none) : NULL, none);
   while (row(r, st)) {
     int i = 0;
     while (i < n && strcmp(t[i].name, col_text(st, 0)))
@@ -274,9 +276,8 @@ static void timeline_table(struct rep *r, struct tl_stage *t, int n, int max) {
 /* wall time per stage: each stage's chunks from the first start to the last
  * commit, as bars on one time axis */
 static void section_timeline(struct rep *r) {
-  sqlite3_stmt *st = prep(r, "SELECT stage, min(started), max(finished), count(*), sum(n_ok), sum(n_rejected), "
-                             "count(DISTINCT shard) FROM stage_chunks GROUP BY stage ORDER BY min(started), "
-                             "instr(' ingest graph basis train score rank report', ' ' || stage || ' ')");
+  const struct stage_ledger *l = r->o->ledger;
+  sqlite3_stmt *st = ledger_rows(r, l && !r->failed ? l->chunk_spans(r->db) : NULL, !l);
   enum { MAXS = 16 };
   char name[MAXS][32];
   double t0[MAXS], t1[MAXS];
@@ -857,37 +858,5 @@ int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o,
     rc = -1;
   }
   svg_free(&r.h);
-  return rc;
-}
-
-int report_file(const char *db_path, const struct report_opts *o, const char *out_path, char *err, size_t errlen) {
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", db_path, db ? sqlite3_errmsg(db) : "cannot open");
-    sqlite3_close(db);
-    return -1;
-  }
-  sqlite3_busy_timeout(db, o->busy_timeout_ms);
-  /* a file that is not a result database says so, not "no such table" */
-  sqlite3_stmt *st = NULL;
-  int ok = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('molecules', 'runs', 'meta')", -1,
-                              &st, NULL) == SQLITE_OK &&
-           sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 3;
-  if (!ok) {
-    int code = sqlite3_errcode(db) & 0xff;
-    if (code == SQLITE_BUSY || code == SQLITE_LOCKED) /* a lock is no verdict on the file */
-      snprintf(err, errlen,
-               "%s: in use: another process holds a lock on it (waited %.0f s); try again once it has finished writing",
-               db_path, o->busy_timeout_ms / 1000.0);
-    else
-      snprintf(err, errlen, "%s: not an se3screen result database (%s)", db_path,
-               st ? "no molecules, runs and meta tables" : sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return -1;
-  }
-  sqlite3_finalize(st);
-  int rc = report_write(db, db_path, o, out_path, err, errlen);
-  sqlite3_close(db);
   return rc;
 }

@@ -7,18 +7,17 @@
 #include <stddef.h>
 #include <sqlite3.h>
 
+struct stage_ledger; /* stages/stage.h */
+
 struct report_opts {
   int top;    /* hits in the table */
   int depict; /* 1: each hit's 2D structure drawn (Open Babel) */
   int bins;   /* bars of each histogram */
-  int busy_timeout_ms; /* report_file: how long its open waits for a writer's lock (store.busy_timeout_ms) */
+  const struct stage_ledger *ledger; /* the runner's ledger, for the timeline; NULL: no timeline rows */
 };
 /* report.html of the result database db (tables in "main") into out_path,
  * written atomically ("-": standard output); db_label names the database on
  * the page. 0, or -1 with err set. */
 int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
                  size_t errlen);
-/* The same from a database file, opened read-only. */
-int report_file(const char *db_path, const struct report_opts *o, const char *out_path, char *err, size_t errlen);
-
 #endif

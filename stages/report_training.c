@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "models/metrics.h"
-#include "report_page_internal.h"
+#include "report_training.h"
 
 /* one learning-curve plot: column `col` of metrics for the train and valid
  * splits of every model, by epoch (from 1, as stored); lines break between

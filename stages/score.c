@@ -697,10 +697,13 @@ static int score_fold(struct stage_fold *f) {
   /* the shard's word on the set's charge states and shapes (score_profile:
    * each shard compares the whole set, so any shard that scored a chunk
    * says it, and says none by having no key) */
-  if (fold_exec(f,
-                "DELETE FROM main.meta WHERE key = 'score_warnings' AND EXISTS (SELECT 1 FROM shard.stage_chunks "
-                "WHERE stage = 'score');"
-                "INSERT OR REPLACE INTO main.meta SELECT key, value FROM shard.meta WHERE key = 'score_warnings'"))
+  int scored = f->ledger->has_chunks(f->db, "shard", "score");
+  if (scored < 0) {
+    snprintf(f->err, sizeof f->err, "%s", sqlite3_errmsg(f->db));
+    return -1;
+  }
+  if (fold_exec(f, "%sINSERT OR REPLACE INTO main.meta SELECT key, value FROM shard.meta WHERE key = 'score_warnings'",
+                scored ? "DELETE FROM main.meta WHERE key = 'score_warnings';" : ""))
     return -1;
   int hits = root && !strcmp(cfg_str(root, "stages.score.merge"), "hits");
   const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;

@@ -78,6 +78,34 @@ struct stage_report {
   void (*working)(struct stage_ctx *ctx, double seconds_left, const char *how, const char *running);
 };
 
+/* The runner's ledger (its tables of each stage's chunks, state and
+ * times), as the stages may read it: a stage names none of those tables
+ * itself (pipeline/ledger.c holds their SQL and fills this in:
+ * ledger_stage_reads). Reached through stage_ctx's, stage_fold's and
+ * report_opts' `ledger`. */
+struct stage_ledger {
+  /* Each stage's chunks in the ledger, one row a stage: (stage, first
+   * chunk's start, last chunk's commit, chunks, molecules stored, rejected,
+   * shards), by first start and then the stages' order. A statement to
+   * step and finalize; NULL where it cannot be read (sqlite3_errmsg(db)
+   * says why). */
+  sqlite3_stmt *(*chunk_spans)(sqlite3 *db);
+  /* Each stage's wall time summed over every run of the workdir, stopped
+   * and failed ones too: (stage, seconds, runs, runs not done), by first
+   * start. NULL with *none set where the database keeps no times (a schema
+   * before version 12); else NULL as chunk_spans. */
+  sqlite3_stmt *(*stage_times)(sqlite3 *db, int *none);
+  /* The ledger rows of the chunks committed while round of_round was the
+   * newest decided, every stage's but except's, copied into the table
+   * `into` (round, stage, chunk, host, pid, started, finished, n_ok,
+   * n_rejected) as round `round`. SQLITE_OK, or the error with *msg as
+   * sqlite3_exec sets it. */
+  int (*copy_round)(sqlite3 *db, const char *into, int64_t round, int64_t of_round, const char *except, char **msg);
+  /* 1 where the ledger of schema ("main", "shard"; NULL: unqualified)
+   * holds a chunk of stage, 0 where not, -1 when it cannot be read. */
+  int (*has_chunks)(sqlite3 *db, const char *schema, const char *stage);
+};
+
 struct stage_ctx {
   const char *name;            /* the stage's name */
   sqlite3 *db;                 /* open connection; the runner holds the lock */
@@ -118,6 +146,7 @@ struct stage_ctx {
   int cycle;                   /* 1: the stage runs again at the end of its cycle (struct stage's cycle) */
   int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
                                   step, where no runner goes round); -1: none */
+  const struct stage_ledger *ledger; /* the runner's ledger, to read (struct stage_ledger) */
   char err[1024];              /* message when a callback returns non-zero */
 };
 
@@ -361,6 +390,7 @@ struct stage_fold {
   sqlite3 *db;                 /* screen.db as "main", the shard as "shard" */
   const char *db_path;         /* screen.db's path, for messages */
   const struct cfg_node *root; /* the workflow; NULL when it cannot be loaded */
+  const struct stage_ledger *ledger; /* the runner's ledger, to read */
   char note[256];              /* set when rows were kept: what and why */
   char err[1024];
 };

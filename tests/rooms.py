@@ -173,6 +173,12 @@ def global_head(h):
     return m.group(1)
 
 
+def comments_blanked(text):
+    """The text with comments blanked, string literals kept (line numbers kept)."""
+    text = re.sub(r'/\*.*?\*/', lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text, flags=re.S)
+    return re.sub(r'//[^\n]*', '', text)
+
+
 def functions(text):
     """(name, first line, lines) of each function body at file scope."""
     for kind, name, line, n, _ in top_level(text):
@@ -386,13 +392,47 @@ else:
         fail(stage_h, text.count('\n', 0, m.start()) + 1, 'struct stage has %d members, more than 20' % members)
     print('rooms: struct stage has %d members' % members)
 
-# -- slurm.c names no stage
+# -- slurm.c names no stage, in any quotes: not "ingest", not 'ingest' in
+# SQL (it asked for stage = 'ingest' once), not \"ingest\"; what it must
+# know of a stage, the stage declares (struct stage's flags)
 names = ['ingest', 'acquire', 'dock', 'graph', 'basis', 'train', 'score', 'rank', 'report']
-path = os.path.join(root, 'pipeline', 'slurm.c')
-for n, line in enumerate(open(path, encoding='utf-8'), 1):
-    for s in names:
-        if '"%s"' % s in line:
-            fail(path, n, 'names the stage "%s": what slurm must know of a stage, the stage declares' % s)
+quoted = re.compile(r'(\\?["\'`])(%s)\1' % '|'.join(names))
+for path in [os.path.join(root, 'pipeline', 'slurm.c')]:
+    text = comments_blanked(open(path, encoding='utf-8', errors='replace').read())
+    for m in quoted.finditer(text):
+        fail(path, text.count('\n', 0, m.start()) + 1,
+             'names the stage %s: what slurm must know of a stage, the stage declares' % m.group(0))
+
+# -- the runner's tables in the ledger alone (issue 71): stage_state,
+# stage_chunks and stage_runs are named in code only by pipeline/ledger.c
+# (the runner's bookkeeping) and pipeline/store_schema.c (their definition);
+# a stage asks through struct stage_ledger (stages/stage.h)
+ledger_ok = {os.path.join('pipeline', 'ledger.c'), os.path.join('pipeline', 'store_schema.c')}
+tables = re.compile(r'\b(stage_state|stage_chunks|stage_runs)\b')
+for layer in ('pipeline', 'stages', 'chem', 'models', 'common'):
+    for path in sources(layer):
+        if os.path.relpath(path, root) in ledger_ok:
+            continue
+        text = comments_blanked(open(path, encoding='utf-8', errors='replace').read())
+        for m in re.finditer(r'"(\\.|[^"\\\n])*"', text):
+            t = tables.search(m.group(0))
+            # the report's page may say the tables' names to its reader, in <code>
+            if t and '<code>' + t.group(1) not in m.group(0):
+                fail(path, text.count('\n', 0, m.start()) + 1,
+                     "names the runner's table %s: ask pipeline/ledger.h" % t.group(1))
+
+# -- one read-only opener of a result database: ledger_open_ro (ledger.c),
+# over store.c's STORE_READONLY; query.c alone opens with the user's own
+# --timeout rather than the schema's
+opener_ok = {os.path.join('pipeline', f) for f in ('ledger.c', 'store.c', 'query.c')}
+for layer in ('pipeline', 'stages', 'chem', 'models', 'common'):
+    for path in sources(layer, ('.c', '.cc')):
+        if os.path.relpath(path, root) in opener_ok:
+            continue
+        text = code_only(open(path, encoding='utf-8', errors='replace').read())
+        for m in re.finditer(r'\b(STORE_READONLY|SQLITE_OPEN_READONLY)\b', text):
+            fail(path, text.count('\n', 0, m.start()) + 1,
+                 'opens a database read-only itself (%s): ledger_open_ro (pipeline/ledger.h) is the one way' % m.group(1))
 
 for f in failures:
     print(f)

@@ -1,18 +1,22 @@
-/* report_page_internal.h — what the report page's files share; not for use
- * outside stages/report_page.c and stages/report_training.c (the interface
- * is stages/report_page.h).
+/* report_html.h — the room below the report page's files: the SQL, page
+ * and plot helpers both call, and struct rep, the page being written. Not
+ * for use outside the report (the interface is stages/report_page.h).
  *
  *   report_page.c      the page: the run, its timeline, scores, docking,
- *                      hits, rejects, and report_write / report_file
- *   report_training.c  the Training (or Model) section: learning curves
- *                      and the held-out molecules' metrics and plots
+ *                      hits, rejects, and report_write
+ *   report_training.c  the Training (or Model) section (report_training.h):
+ *                      learning curves and the held-out molecules' metrics
+ *                      and plots
+ *
+ * Includes flow one way: report_page.c -> report_training.h -> here, and
+ * report_page.c -> here; nothing here calls into either file.
  *
  * The helpers below are called on nearly every line of both files, by
  * short names, so they are static inline here rather than exported: each
  * file keeps its own copy, and no name like row() or td() leaves it.
  */
-#ifndef SE3_REPORT_PAGE_INTERNAL_H
-#define SE3_REPORT_PAGE_INTERNAL_H
+#ifndef SE3_REPORT_HTML_H
+#define SE3_REPORT_HTML_H
 
 #include <math.h>
 #include <stdarg.h>
@@ -22,7 +26,7 @@
 #include <sqlite3.h>
 
 #include "common/svg.h"
-#include "report_page.h"
+#include "report_page.h" /* (struct report_opts alone) */
 
 /* scatter plots draw at most this many points (an evenly spaced sample) */
 #define REPORT_MAX_POINTS 4000
@@ -89,6 +93,21 @@ static inline double q_double(struct rep *r, double dflt, const char *fmt, ...) 
   if (row(r, st) && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_double(st, 0);
   sqlite3_finalize(st);
   return v;
+}
+
+/* A statement of the runner's ledger (struct stage_ledger's reads: st, or
+ * NULL) as prep gives one: NULL where the read failed (r->err says why),
+ * where an earlier read failed, or where there is nothing to read (none). */
+static inline sqlite3_stmt *ledger_rows(struct rep *r, sqlite3_stmt *st, int none) {
+  if (!st && !none && !r->failed) {
+    snprintf(r->err, sizeof r->err, "reading the database: %s", sqlite3_errmsg(r->db));
+    r->failed = 1;
+  }
+  if (r->failed) {
+    sqlite3_finalize(st);
+    return NULL;
+  }
+  return st;
 }
 
 static inline int has_table(struct rep *r, const char *name) {
@@ -211,10 +230,5 @@ static inline void histogram(struct rep *r, const double *count, int n, double l
   figure_close(r, desc);
   free(edges);
 }
-
-/* The Training section (report_training.c): test metrics, learning curves
- * and the held-out molecules' plots; or, where no model was trained here,
- * a note naming the models the scores came from. */
-void report_section_training(struct rep *r);
 
 #endif
