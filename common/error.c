@@ -10,6 +10,7 @@ const struct se3_rc_row se3_rc_table[SE3_ERR_N_KINDS] = {
     [SE3_ERR_NONE] = {SE3_ERR_NONE, "none", SE3_RC_OK, "done"},
     [SE3_ERR_USAGE] = {SE3_ERR_USAGE, "usage", SE3_RC_USAGE,
                        "the command line or the workflow is refused before any work (file:line:col given)"},
+    [SE3_ERR_RUN] = {SE3_ERR_RUN, "run", SE3_RC_FAILED, "a stage could not go on: the message says why"},
     [SE3_ERR_INPUT] = {SE3_ERR_INPUT, "input", SE3_RC_FAILED,
                        "an input file cannot be read at all (a bad record is a reject, not an error)"},
     [SE3_ERR_IO] = {SE3_ERR_IO, "io", SE3_RC_FAILED, "the file system: open, read, write or rename failed"},
@@ -95,6 +96,12 @@ const char *se3_error_format(const struct se3_error *e, char *buf, size_t n) {
     snprintf(buf, n, "%s", e->message);
   }
   return buf;
+}
+
+struct se3_error_text se3_error_str(const struct se3_error *e) {
+  struct se3_error_text t;
+  se3_error_format(e, t.s, sizeof t.s);
+  return t;
 }
 
 const char *se3_rc_name(int rc) {

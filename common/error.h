@@ -29,6 +29,7 @@ enum se3_rc {
 enum se3_err_kind {
   SE3_ERR_NONE = 0, /* no error */
   SE3_ERR_USAGE,    /* the command line or the workflow's configuration */
+  SE3_ERR_RUN,      /* a stage could not go on: the message says why */
   SE3_ERR_INPUT,    /* an input file or one of its records */
   SE3_ERR_IO,       /* the file system: open, read, write, rename */
   SE3_ERR_DB,       /* SQLite: a statement, a lock held too long, a damaged file */
@@ -76,6 +77,13 @@ enum se3_rc se3_error_rc(const struct se3_error *e);
 /* "file:line:col: message", "file: record N: message", "file: message" or
  * the message alone, into buf (truncated to n, always terminated). */
 const char *se3_error_format(const struct se3_error *e, char *buf, size_t n);
+/* se3_error_format into a buffer returned by value, for an argument list:
+ * printf("%s", se3_error_str(&e).s) (the buffer lives to the end of the
+ * full expression). */
+struct se3_error_text {
+  char s[SE3_ERROR_MESSAGE + SE3_ERROR_FILE + 64];
+};
+struct se3_error_text se3_error_str(const struct se3_error *e);
 /* The row of a result code's name ("stopped") or NULL. */
 const char *se3_rc_name(int rc);
 

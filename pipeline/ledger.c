@@ -313,7 +313,7 @@ int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
   if (!s->finalize) return ledger_set_finalized(r, s->name, 1);
   if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
   if (s->finalize(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }

@@ -267,7 +267,7 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
     int64_t n_chunks = 0, n_items = 0;
     int st = run_begin(&rc.ctx, s, &n_chunks, &n_items);
     inputs = rc.ctx.inputs_hash;
-    if (st != STAGE_OK) snprintf(note, notelen, "planning %s: %.400s", s->name, rc.ctx.err);
+    if (st != STAGE_OK) snprintf(note, notelen, "planning %s: %.400s", s->name, se3_error_str(&rc.ctx.err).s);
     run_end(&rc.ctx, s);
     if (st != STAGE_OK) return 0;
   }

@@ -240,7 +240,7 @@ static void plan_stage(struct plan *p, int i) {
   rc.ctx.report = &run_quiet_report;
   int64_t planned_chunks = 0, planned_items = 0;
   if (run_begin(&rc.ctx, s, &planned_chunks, &planned_items) != STAGE_OK) {
-    say(p, i, P_MAYBE, "cannot be planned now: %s", rc.ctx.err);
+    say(p, i, P_MAYBE, "cannot be planned now: %s", se3_error_str(&rc.ctx.err).s);
     run_end(&rc.ctx, s);
     goto out;
   }

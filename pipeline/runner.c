@@ -128,7 +128,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
     ctx->db = w->st.db;
     st = run_begin(ctx, s, &n_chunks, &n_items);
     if (st != STAGE_OK) {
-      snprintf(w->err, sizeof w->err, "%s: %s", s->name, ctx->err);
+      snprintf(w->err, sizeof w->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
     } else {
       if (ledger_set_state(w, s->name, hash, settings, chain, n_chunks, n_items, 0, 1)) st = STAGE_ERROR;
     }
@@ -179,7 +179,7 @@ static int begin_stage(struct run *r, int si, struct stage_ctx *ctx, int collect
   if (collective) comm_max_int(r->comm, &all_began, 1);
   if (all_began != STAGE_OK) {
     if (began != STAGE_OK)
-      snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+      snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
     else
       snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
                s->name);
@@ -187,7 +187,7 @@ static int begin_stage(struct run *r, int si, struct stage_ctx *ctx, int collect
     return -1;
   }
   if (s->ready && s->ready(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, ctx->err);
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
     if (collective) stage_serve_end(ctx);
     run_end(ctx, s);
     return -1;
@@ -317,7 +317,7 @@ static int prune_keyed(struct run *r, const struct stage_run *sr, int64_t *n_pru
   *n_pruned = 0;
   if (!sr->keyed || !(s->keyed->rows || s->keyed->prune)) return 0;
   if ((s->keyed->rows ? run_rows_prune(sr->ctx, s, n_pruned) : s->keyed->prune(sr->ctx, n_pruned)) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, sr->ctx->err);
+    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&sr->ctx->err).s);
     return -1;
   }
   if (*n_pruned > 0)
@@ -483,16 +483,19 @@ static int run_follow(const struct run_opts *o) {
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
     int st = STAGE_ERROR;
-    if (ledger_open_ro(&r.st, dbpath, r.root, ctx->err, sizeof ctx->err) == 0) {
+    char err[SE3_ERROR_MESSAGE];
+    if (ledger_open_ro(&r.st, dbpath, r.root, err, sizeof err)) {
+      se3_error_set(&ctx->err, SE3_ERR_DB, "%s", err);
+    } else {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
       st = run_begin(ctx, s, &n_chunks, &n_items);
     }
-    if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
+    if (st != STAGE_OK) fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, se3_error_str(&ctx->err).s);
     int all = st;
     comm_max_int(o->comm, &all, 1);
     if (all == STAGE_OK && s->serve(ctx) != STAGE_OK)
-      fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, ctx->err);
+      fprintf(stderr, "se3screen (rank %d): %s: %s\n", rank, s->name, se3_error_str(&ctx->err).s);
     run_end(ctx, s);
     store_close(&r.st);
   }

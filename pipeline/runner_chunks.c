@@ -49,7 +49,8 @@ static int one_chunk(struct run *r, const struct chunk_job *j, int64_t c, const 
   ctx->chunk_bytes = 0;
   if (st == STAGE_OK) {
     st = s->run_chunk(ctx, c, n_ok, n_rej);
-    if (st == STAGE_ERROR) snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, ctx->err);
+    if (st == STAGE_ERROR)
+      snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, se3_error_str(&ctx->err).s);
   }
   if (st == STAGE_OK &&
       (ledger_write_chunk(r, s->name, c, j->shard, j->hash, started, *n_ok, *n_rej, ctx->chunk_bytes, round_src) ||

@@ -66,19 +66,19 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
     char hash[17], chain[17], settings[17];
     if (run_upstream_of(r->root, s) && run_check_upstream(r, s, &up)) {
       st = STAGE_ERROR;
-      snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r->err);
+      se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", r->err);
     } else {
       run_settings_hash(r->root, s, settings);
       run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
       if (ledger_restate(r, s->name, hash, settings, chain, n_chunks, n_items)) {
         st = STAGE_ERROR;
-        snprintf(rc.ctx.err, sizeof rc.ctx.err, "%.1000s", r->err);
+        se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", r->err);
       }
     }
   }
   run_end(&rc.ctx, s);
   if (st != STAGE_OK) {
-    fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, rc.ctx.err);
+    fprintf(stderr, "se3screen upgrade: %s: %s\n", s->name, se3_error_str(&rc.ctx.err).s);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }

@@ -283,8 +283,8 @@ static int keep_round(struct stage_ctx *ctx, struct astage *a, int64_t round) {
   /* (the ledger's rows: those of the chunks the round's work committed) */
   if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK ||
       ctx->ledger->copy_round(ctx->db, "round_chunks", round, round - 1, ctx->name, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "round %lld: keeping what decided it: %s", (long long)round,
-             msg ? msg : "out of memory");
+    se3_error_set(&ctx->err, SE3_ERR_DB, "round %lld: keeping what decided it: %s", (long long)round,
+                  msg ? msg : "out of memory");
     sqlite3_free(msg);
     sqlite3_free(sql);
     return STAGE_ERROR;
@@ -456,7 +456,7 @@ static int write_round(struct stage_ctx *ctx, int64_t round, enum rule rule, int
       cal, (long long)n_cal, when);
   char *msg = NULL;
   if (!r || sqlite3_exec(ctx->db, r, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "writing round %lld: %s", (long long)round, msg ? msg : "out of memory");
+    se3_error_set(&ctx->err, SE3_ERR_DB, "writing round %lld: %s", (long long)round, msg ? msg : "out of memory");
     sqlite3_free(msg);
     sqlite3_free(r);
     return STAGE_ERROR;

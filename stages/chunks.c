@@ -16,15 +16,13 @@
 #include "stage.h"
 
 int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
-  char msg[768];
+  char msg[SE3_ERROR_MESSAGE];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (n && n->file && n->line > 0)
-    snprintf(ctx->err, sizeof ctx->err, "%s:%d:%d: %s", n->file, n->line, n->col, msg);
-  else
-    snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+  se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", msg);
+  if (n && n->file && n->line > 0) se3_error_at(&ctx->err, n->file, n->line, n->col);
   return STAGE_ERROR;
 }
 
@@ -44,7 +42,7 @@ int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
 }
 
 int stage_sql_fail(struct stage_ctx *ctx, const char *what) {
-  snprintf(ctx->err, sizeof ctx->err, "%s: %s", what, sqlite3_errmsg(ctx->db));
+  se3_error_set(&ctx->err, SE3_ERR_DB, "%s: %s", what, sqlite3_errmsg(ctx->db));
   return STAGE_ERROR;
 }
 

@@ -372,7 +372,7 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
                    NULL, NULL, &msg) != SQLITE_OK ||
       sqlite3_prepare_v2(ctx->db, "INSERT OR IGNORE INTO temp.dock_table(key, score, why) VALUES(?1, ?2, ?3)", -1, &ins,
                          NULL) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "loading the table of scores: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "loading the table of scores: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
     rec_close(rd);
     return STAGE_ERROR;

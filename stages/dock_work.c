@@ -280,7 +280,7 @@ static void beat(struct stage_ctx *ctx, struct dstage *d) {
 static int commit_so_far(struct stage_ctx *ctx) {
   char *msg = NULL;
   if (sqlite3_exec(ctx->db, "COMMIT; BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "committing the dockings done: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "committing the dockings done: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
     return STAGE_ERROR;
   }

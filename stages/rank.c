@@ -95,7 +95,7 @@ static int dock_scores(struct stage_ctx *ctx, struct rstage *r) {
   int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "reading the dockings: %s", msg ? msg : sqlite3_errstr(rc));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "reading the dockings: %s", msg ? msg : sqlite3_errstr(rc));
     sqlite3_free(msg);
     return STAGE_ERROR;
   }

@@ -163,8 +163,8 @@ static int load_path(struct stage_ctx *ctx, struct sstage *s, const char *ck, ui
     s->n_members = k + 1; /* score_end frees the nets loaded */
     if (load_member(ctx, s, &s->mem[k], files[k], NULL, h)) {
       /* name the key that pointed there */
-      char msg[sizeof ctx->err];
-      snprintf(msg, sizeof msg, "%s", ctx->err);
+      char msg[SE3_ERROR_MESSAGE + SE3_ERROR_FILE];
+      se3_error_format(&ctx->err, msg, sizeof msg);
       ret = stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", msg);
     }
   }

@@ -147,7 +147,8 @@ struct stage_ctx {
   int64_t round;               /* `run --stage acquire --round N`: the round asked for (a Slurm
                                   step, where no runner goes round); -1: none */
   const struct stage_ledger *ledger; /* the runner's ledger, to read (struct stage_ledger) */
-  char err[1024];              /* message when a callback returns non-zero */
+  struct se3_error err;              /* what went wrong when a callback returns non-zero: its kind,
+                                        message and place (common/error.h; stage_fail_at sets it) */
 };
 
 /* Return codes of the callbacks: the one table's (common/error.h). */
@@ -438,11 +439,11 @@ extern const struct stage stage_report;
 
 /* ---- helpers shared by the stages --------------------------------------- */
 
-/* Fill ctx->err with "file:line:col: message" (the node's position, when it
- * has one) and return STAGE_ERROR. */
+/* Set ctx->err: the message, of kind SE3_ERR_RUN, at the node's file:line:col
+ * when it has one; returns STAGE_ERROR. */
 int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* ctx->err = "what: <SQLite's message>"; returns STAGE_ERROR. */
+/* ctx->err = "what: <SQLite's message>", of kind SE3_ERR_DB; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 /* 1 when WORKDIR/name is not there (ctx->outputs_gone), else 0. */
 int stage_workdir_file_gone(const struct stage_ctx *ctx, const char *name);

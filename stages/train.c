@@ -520,9 +520,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   if ((ret = train_data(ctx, t, method, column)) != STAGE_OK) return ret;
   if (set_profile_card(ctx->db, ctx->src, t->set, t->profile, sizeof t->profile))
     return stage_fail_at(ctx, NULL, "%s", t->profile);
-  if (train_set_build(ctx->db, ctx->src, t->ids, t->split, t->tr.n, SE3_TRAIN_SET_MAX, &t->domain, ctx->err,
-                      sizeof ctx->err))
-    return STAGE_ERROR;
+  char err[SE3_ERROR_MESSAGE];
+  if (train_set_build(ctx->db, ctx->src, t->ids, t->split, t->tr.n, SE3_TRAIN_SET_MAX, &t->domain, err, sizeof err))
+    return stage_fail_at(ctx, NULL, "%s", err);
   if ((ret = train_model(ctx, t)) != STAGE_OK) return ret;
   char tmp[PATH_MAX];
   if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);
@@ -764,7 +764,9 @@ static int train_serve(struct stage_ctx *ctx) {
     int ret = se3_trainer_follow(&t->tr, &to);
     if (ret < 0) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
     ret = from_trainer(ctx, t, ret);
-    if (ret == STAGE_ERROR) fprintf(stderr, "se3screen (rank %d): train: %s\n", rank, ctx->err);
+    char msg[SE3_ERROR_MESSAGE + SE3_ERROR_FILE];
+    if (ret == STAGE_ERROR)
+      fprintf(stderr, "se3screen (rank %d): train: %s\n", rank, se3_error_format(&ctx->err, msg, sizeof msg));
   }
 }
 

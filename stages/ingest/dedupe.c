@@ -94,14 +94,14 @@ int ingest_check_yield(struct stage_ctx *ctx) {
   if (n_bad == 0) {
     ret = STAGE_OK;
   } else {
-    snprintf(ctx->err, sizeof ctx->err,
-             "%d non-empty input%s yielded no molecule, an error (the rejects table lists every reason; fix or "
-             "remove %s): %.880s",
-             n_bad, n_bad == 1 ? "" : "s", n_bad == 1 ? "it" : "them", msg);
+    se3_error_set(&ctx->err, SE3_ERR_INPUT,
+                  "%d non-empty input%s yielded no molecule, an error (the rejects table lists every reason; fix or "
+                  "remove %s): %.880s",
+                  n_bad, n_bad == 1 ? "" : "s", n_bad == 1 ? "it" : "them", msg);
   }
   goto out;
 oom:
-  snprintf(ctx->err, sizeof ctx->err, "out of memory checking the inputs");
+  se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory checking the inputs");
 out:
   sqlite3_finalize(q);
   sqlite3_finalize(f);
@@ -140,7 +140,7 @@ int ingest_dedupe(struct stage_ctx *ctx) {
   int rc = sqlite3_exec(ctx->db, sql, NULL, NULL, &msg);
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "dedupe: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "dedupe: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
     return STAGE_ERROR;
   }

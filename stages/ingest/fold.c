@@ -162,7 +162,7 @@ int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   char *msg = NULL;
   if (sqlite3_exec(ctx->db, "DELETE FROM main.ingest_plan; DELETE FROM main.ingest_files", NULL, NULL, &msg) !=
       SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "planning: %s", msg ? msg : sqlite3_errmsg(ctx->db));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "planning: %s", msg ? msg : sqlite3_errmsg(ctx->db));
     sqlite3_free(msg);
     return STAGE_ERROR;
   }
@@ -187,9 +187,9 @@ int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   }
   sqlite3_finalize(p);
   sqlite3_finalize(f);
-  if (ret == STAGE_OK && !strcmp(ctx->src, "main") &&
-      delete_stale(ctx->db, "main.ingest_plan", n, ctx->err, sizeof ctx->err))
-    ret = STAGE_ERROR;
+  char err[SE3_ERROR_MESSAGE];
+  if (ret == STAGE_OK && !strcmp(ctx->src, "main") && delete_stale(ctx->db, "main.ingest_plan", n, err, sizeof err))
+    ret = se3_error_set(&ctx->err, SE3_ERR_DB, "%s", err);
   return ret;
 }
 

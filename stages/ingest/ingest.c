@@ -161,7 +161,7 @@ int ingest_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int64_t *n
   if (!items || !jobs) {
     free(items);
     free(jobs);
-    snprintf(ctx->err, sizeof ctx->err, "out of memory for a chunk of %d records", n);
+    se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory for a chunk of %d records", n);
     return STAGE_ERROR;
   }
   int ret = ingest_read_part(ctx, g, cin, part, g0, items, jobs, n);

@@ -81,7 +81,7 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     g->rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
     if (!g->rd) {
       g->rd_in = -1;
-      snprintf(ctx->err, sizeof ctx->err, "%s", err);
+      se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
       return -1;
     }
     g->rd_in = lo;
@@ -91,8 +91,8 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   for (;;) {
     int rc = rec_next(g->rd, &r, err, sizeof err);
     if (rc <= 0) {
-      snprintf(ctx->err, sizeof ctx->err, "%s: %s", in->path,
-               rc < 0 ? err : "fewer records than when the run was planned (was the file changed?)");
+      se3_error_set(&ctx->err, SE3_ERR_INPUT, "%s: %s", in->path,
+                    rc < 0 ? err : "fewer records than when the run was planned (was the file changed?)");
       return -1;
     }
     if (g->rd_next++ == want) break; /* the want-th record handed out (numbers skip unlisted empty ones) */
@@ -143,7 +143,7 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   }
   return 0;
 oom:
-  snprintf(ctx->err, sizeof ctx->err, "%s: out of memory reading record %lld", in->path, (long long)it->record_no);
+  se3_error_set(&ctx->err, SE3_ERR_MEMORY, "%s: out of memory reading record %lld", in->path, (long long)it->record_no);
   return -1;
 }
 
@@ -164,12 +164,12 @@ int ingest_read_part(struct stage_ctx *ctx, struct ingest *g, const struct input
   char now[17];
   snprintf(now, sizeof now, "%016" PRIx64, key);
   if (strcmp(now, cin->part_key[part]) != 0) {
-    snprintf(ctx->err, sizeof ctx->err,
-             "%s: changed since this run planned it: its part %lld (records %lld to %lld) no longer holds the "
-             "records planned (the file was written to or replaced while the run read it); nothing of that part "
-             "is stored. Run again once the file is as it should be: it is planned afresh from what it holds then",
-             cin->path, (long long)part + 1, (long long)(n ? items[0].record_no : 0),
-             (long long)(n ? items[n - 1].record_no : 0));
+    se3_error_set(&ctx->err, SE3_ERR_INPUT,
+                  "%s: changed since this run planned it: its part %lld (records %lld to %lld) no longer holds the "
+                  "records planned (the file was written to or replaced while the run read it); nothing of that part "
+                  "is stored. Run again once the file is as it should be: it is planned afresh from what it holds then",
+                  cin->path, (long long)part + 1, (long long)(n ? items[0].record_no : 0),
+                  (long long)(n ? items[n - 1].record_no : 0));
     return STAGE_ERROR;
   }
   return STAGE_OK;

@@ -52,8 +52,8 @@ static int forget_record(struct stage_ctx *ctx, int64_t id, int keep_molecule) {
   int rc = sql ? sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    snprintf(ctx->err, sizeof ctx->err, "deleting what was stored of molecule %lld: %s", (long long)id,
-             msg ? msg : sqlite3_errstr(rc));
+    se3_error_set(&ctx->err, SE3_ERR_DB, "deleting what was stored of molecule %lld: %s", (long long)id,
+                  msg ? msg : sqlite3_errstr(rc));
     sqlite3_free(msg);
     return -1;
   }
@@ -163,7 +163,7 @@ static int store_molecule(struct stage_ctx *ctx, sqlite3_stmt *ins_mol, const st
   uint8_t *blob = NULL;
   size_t blen = 0;
   if (mol_to_blob(&j->mol, &blob, &blen) != 0) {
-    snprintf(ctx->err, sizeof ctx->err, "out of memory encoding a molecule");
+    se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory encoding a molecule");
     return STAGE_ERROR;
   }
   sqlite3_reset(ins_mol);
@@ -241,14 +241,14 @@ static int store_item(struct stage_ctx *ctx, struct ingest *g, const struct rows
     const char *own =
         strcmp(it->stored_name, ingest_generated_name(in, it->record_no, made, sizeof made)) ? it->stored_name : "";
     if (!(j->mol.name = strdup(own))) {
-      snprintf(ctx->err, sizeof ctx->err, "out of memory relabelling");
+      se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory relabelling");
       return STAGE_ERROR;
     }
   }
   if (j->status == 0 &&
       ingest_collect_labels(in, it, &j->mol, labels, &n_lab, 256, &kind, detail, sizeof detail) != 0 &&
       ingest_item_reject(it, j, kind, detail)) {
-    snprintf(ctx->err, sizeof ctx->err, "out of memory for a reject");
+    se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory for a reject");
     return STAGE_ERROR;
   }
   /* (a record read again: what was stored of it before goes, unless it is kept) */

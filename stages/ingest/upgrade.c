@@ -102,7 +102,7 @@ int ingest_upgrade(struct stage_ctx *ctx, int write, uint64_t *legacy, char *not
     }
     char *msg = NULL;
     if (!sql || sqlite3_exec(ctx->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-      snprintf(ctx->err, sizeof ctx->err, "upgrading ingest: %s", msg ? msg : "out of memory");
+      se3_error_set(&ctx->err, SE3_ERR_DB, "upgrading ingest: %s", msg ? msg : "out of memory");
       sqlite3_free(msg);
       ret = STAGE_ERROR;
     }

@@ -24,7 +24,7 @@ int ingest_parse(struct stage_ctx *ctx, struct ingest *g, struct item *items, st
   if (!packed || !where) {
     free(packed);
     free(where);
-    snprintf(ctx->err, sizeof ctx->err, "out of memory for a chunk of %d records", n);
+    se3_error_set(&ctx->err, SE3_ERR_MEMORY, "out of memory for a chunk of %d records", n);
     return STAGE_ERROR;
   }
   for (int i = 0; i < n; i++) {
@@ -40,7 +40,7 @@ int ingest_parse(struct stage_ctx *ctx, struct ingest *g, struct item *items, st
   if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, g->input_shape, err, sizeof err))) {
     free(packed);
     free(where);
-    snprintf(ctx->err, sizeof ctx->err, "%s", err);
+    se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
     return STAGE_ERROR;
   }
   int rc =
@@ -51,7 +51,7 @@ int ingest_parse(struct stage_ctx *ctx, struct ingest *g, struct item *items, st
   free(where);
   if (rc == 1) return STAGE_STOPPED;
   if (rc < 0) {
-    snprintf(ctx->err, sizeof ctx->err, "%s", err);
+    se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
     return STAGE_ERROR;
   }
   return STAGE_OK;

@@ -78,3 +78,30 @@ Test(error, the_docs_table_is_the_code_table) {
   for (int k = 0; k < SE3_ERR_N_KINDS; k++)
     cr_assert_eq(seen[k], 1, "%s", se3_rc_table[k].name);
 }
+
+Test(error, a_stage_error_is_a_value_with_its_place) {
+  /* stage_fail_at keeps the node's place apart from the message; the runner
+   * formats it once, as the message the stage used to write */
+  struct stage_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  struct cfg_node n = {0};
+  n.file = (char *)"screen.yaml";
+  n.line = 7;
+  n.col = 12;
+  cr_assert_eq(stage_fail_at(&ctx, &n, "no such file: %s", "lib.sdf"), STAGE_ERROR);
+  cr_assert_eq(ctx.err.kind, SE3_ERR_RUN);
+  cr_assert_str_eq(ctx.err.message, "no such file: lib.sdf");
+  cr_assert_str_eq(ctx.err.file, "screen.yaml");
+  cr_assert_eq(ctx.err.line, 7);
+  cr_assert_str_eq(se3_error_str(&ctx.err).s, "screen.yaml:7:12: no such file: lib.sdf");
+  cr_assert_eq(se3_error_rc(&ctx.err), SE3_RC_FAILED);
+
+  sqlite3 *db = NULL;
+  cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+  ctx.db = db;
+  cr_assert_neq(sqlite3_exec(db, "SELECT * FROM no_such_table", NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(stage_sql_fail(&ctx, "reading"), STAGE_ERROR);
+  cr_assert_eq(ctx.err.kind, SE3_ERR_DB);
+  cr_assert_str_eq(se3_error_str(&ctx.err).s, "reading: no such table: no_such_table");
+  sqlite3_close(db);
+}
