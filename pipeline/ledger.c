@@ -14,6 +14,46 @@
 #include "pipeline/store.h"
 #include "stages/stage.h"
 
+/* ---- reading: what the reads below share */
+
+/* sqlite3_mprintf's table name in schema ("" where schema is NULL) */
+#define LEDGER_IN(schema) (schema) ? "\"" : "", (schema) ? (schema) : "", (schema) ? "\"." : ""
+
+/* one of a row's text columns into out ("" for NULL) */
+static void copy_text(sqlite3_stmt *q, int i, char *out, size_t n) {
+  const unsigned char *t = sqlite3_column_text(q, i);
+  snprintf(out, n, "%s", t ? (const char *)t : "");
+}
+
+/* the first column of the one row of sql (sqlite3_mprintf'd, freed here)
+ * into *v, left as it is for NULL: 0, or -1 when it cannot be read */
+static int read_int(sqlite3 *db, char *sql, long long *v) {
+  sqlite3_stmt *q = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    if (sqlite3_column_type(q, 0) != SQLITE_NULL) *v = sqlite3_column_int64(q, 0);
+    rc = SQLITE_DONE;
+  }
+  sqlite3_finalize(q);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* ---- opening, and a failed read said */
+
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen) {
+  return store_open(st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(root), err, errlen);
+}
+
+int ledger_read_failed(struct run *r, const char *schema, const char *stage) {
+  const char *file = sqlite3_db_filename(r->st.db, schema ? schema : "main");
+  snprintf(r->err, sizeof r->err, "%s: reading the ledger of %s: %s", stage, file && *file ? file : r->st.path,
+           sqlite3_errmsg(r->st.db));
+  return -1;
+}
+
+/* ---- the run */
+
 int ledger_record_meta(struct run *r, const char *stage, int replace) {
   const struct run_opts *o = r->o;
   char abs[PATH_MAX];
@@ -85,6 +125,68 @@ void ledger_finish_run(struct run *r, int ret) {
   sqlite3_free(sql);
 }
 
+/* ---- a stage's state (stage_state) */
+
+int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out) {
+  memset(out, 0, sizeof *out);
+  out->n_chunks = -1;
+  /* every column there is, by name: a database of an older schema read as it
+   * is (status, report) lacks the later ones */
+  char *sql = sqlite3_mprintf("SELECT * FROM %s%w%sstage_state WHERE stage=%Q", LEDGER_IN(schema), stage);
+  sqlite3_stmt *q = NULL;
+  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
+  sqlite3_free(sql);
+  if (rc == SQLITE_OK) rc = sqlite3_step(q);
+  if (rc == SQLITE_ROW) {
+    out->found = 1;
+    for (int i = 0; i < sqlite3_column_count(q); i++) {
+      const char *col = sqlite3_column_name(q, i);
+      int null = sqlite3_column_type(q, i) == SQLITE_NULL;
+      if (!strcmp(col, "config_hash"))
+        copy_text(q, i, out->config_hash, sizeof out->config_hash);
+      else if (!strcmp(col, "settings_hash"))
+        copy_text(q, i, out->settings_hash, sizeof out->settings_hash);
+      else if (!strcmp(col, "chain_hash"))
+        copy_text(q, i, out->chain_hash, sizeof out->chain_hash);
+      else if (!strcmp(col, "updated"))
+        copy_text(q, i, out->updated, sizeof out->updated);
+      else if (!strcmp(col, "n_chunks") && !null)
+        out->n_chunks = sqlite3_column_int64(q, i);
+      else if (!strcmp(col, "n_items") && !null)
+        out->n_items = sqlite3_column_int64(q, i);
+      else if (!strcmp(col, "finalized") && !null)
+        out->finalized = (int)sqlite3_column_int64(q, i);
+    }
+    rc = SQLITE_DONE;
+  }
+  if (rc != SQLITE_DONE) {
+    /* (the error stays the connection's: finalize returns it again) */
+    sqlite3_finalize(q);
+    return -1;
+  }
+  sqlite3_finalize(q);
+  return out->found;
+}
+
+int ledger_finished_since(sqlite3 *db, const char *stage, const char *since) {
+  sqlite3_stmt *q = NULL;
+  int done = 0;
+  if (sqlite3_prepare_v2(db, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1", -1,
+                         &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, stage, -1, SQLITE_STATIC);
+    if (since) sqlite3_bind_text(q, 2, since, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) done = sqlite3_column_int(q, 0) != 0;
+  }
+  sqlite3_finalize(q);
+  return done;
+}
+
+const char *ledger_stage_with(int flag) {
+  for (int i = 0; i < N_STAGES; i++)
+    if (run_all_stages[i]->flags & flag) return run_all_stages[i]->name;
+  return NULL;
+}
+
 int ledger_set_state(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
                      int64_t n_chunks, int64_t n_items, int changed, int share) {
   char when[32];
@@ -107,6 +209,44 @@ int ledger_set_state(struct run *r, const char *stage, const char *hash, const c
              "finalized=CASE WHEN %d OR config_hash<>excluded.config_hash THEN 0 ELSE finalized END, "
              "updated=excluded.updated",
              stage, hash, settings, chain, (long long)n_chunks, (long long)n_items, when, changed)
+             ? -1
+             : 0;
+}
+
+int ledger_restate(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
+                   int64_t n_chunks, int64_t n_items) {
+  return run_exec(r,
+                  "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
+                  "n_items=%lld WHERE stage=%Q",
+                  hash, settings, chain, (long long)n_chunks, (long long)n_items, stage)
+             ? -1
+             : 0;
+}
+
+int ledger_set_finalized(struct run *r, const char *stage, int finalized) {
+  return run_exec(r, "UPDATE stage_state SET finalized=%d WHERE stage=%Q", finalized ? 1 : 0, stage) ? -1 : 0;
+}
+
+/* ---- a stage's chunks (stage_chunks) */
+
+long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash, int other) {
+  long long n = 0;
+  char *sql = hash
+                  ? sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q AND config_hash%s%Q",
+                                    LEDGER_IN(schema), stage, other ? "<>" : "=", hash)
+                  : sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q", LEDGER_IN(schema), stage);
+  return read_int(db, sql, &n) ? -1 : n;
+}
+
+int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes) {
+  *n_ok = *n_bytes = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", stage), n_ok)) return -1;
+  /* (n_bytes: schema version 2 on; a database before it reads as 0) */
+  long long has = 0;
+  if (read_int(db, sqlite3_mprintf("SELECT count(*) FROM pragma_table_info('stage_chunks') WHERE name='n_bytes'"),
+               &has))
+    return -1;
+  return has && read_int(db, sqlite3_mprintf("SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", stage), n_bytes)
              ? -1
              : 0;
 }
@@ -161,6 +301,18 @@ int ledger_write_chunk(struct run *r, const char *stage, int64_t c, int shard, c
              : 0;
 }
 
+int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first) {
+  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", stage, (long long)first) ? -1 : 0;
+}
+
+int ledger_forget_stage(struct run *r, const char *stage) {
+  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q; DELETE FROM stage_state WHERE stage=%Q", stage, stage)
+             ? -1
+             : 0;
+}
+
+/* ---- a stage's time (stage_runs) */
+
 /* The time stage s took in this run, from `started` (and t0, progress_now's
  * clock) to now, with what it finished and how it ended, as a row of
  * stage_runs: the report sums a stage's time over every run. A failure to
@@ -184,56 +336,47 @@ void ledger_stage_time(struct run *r, const struct stage *s, const char *started
   sqlite3_free(sql);
 }
 
-/* -- reads for the runner */
+/* ---- a shard's ledger folded in */
 
-/* A column of stage `stage`'s row in schema's stage_state (its name, not
- * quoted: a column that is not there fails, and so reads as none). */
-static char *state_text(struct run *r, const char *schema, const char *stage, const char *column) {
-  return run_query_text(r->st.db, "SELECT %s FROM \"%w\".stage_state WHERE stage=%Q", column, schema, stage);
-}
-static long long state_int(struct run *r, const char *schema, const char *stage, const char *column, long long dflt) {
-  return run_query_int(r->st.db, dflt, "SELECT %s FROM \"%w\".stage_state WHERE stage=%Q", column, schema, stage);
-}
-
-int ledger_state_read(struct run *r, const char *schema, const char *stage, struct ledger_state *st) {
-  /* a column a read at a time: a database of an earlier se3screen lacks
-   * some (chain_hash), and that one alone then reads as none */
-  st->config_hash = state_text(r, schema, stage, "config_hash");
-  st->settings_hash = state_text(r, schema, stage, "settings_hash");
-  st->chain_hash = state_text(r, schema, stage, "chain_hash");
-  st->finalized = state_int(r, schema, stage, "finalized", -1);
-  st->n_chunks = state_int(r, schema, stage, "n_chunks", 0);
-  return st->finalized >= 0;
+int ledger_shard_has_news(struct run *r, const char *stage) {
+  long long n =
+      run_query_int(r->st.db, -1,
+                    "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
+                    "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
+                    "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
+                    "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
+                    "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
+                    "m.finished=c.finished)) END",
+                    stage, stage, stage);
+  if (n < 0) {
+    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
+    return -1;
+  }
+  return n > 0;
 }
 
-void ledger_state_free(struct ledger_state *st) {
-  free(st->config_hash);
-  free(st->settings_hash);
-  free(st->chain_hash);
-  memset(st, 0, sizeof *st);
-}
-
-int ledger_set_finalized(struct run *r, const char *stage, int finalized) {
-  return run_exec(r, "UPDATE stage_state SET finalized=%d WHERE stage=%Q", finalized ? 1 : 0, stage) ? -1 : 0;
-}
-
-long long ledger_n_chunks(struct run *r, const char *schema, const char *stage) {
-  return run_query_int(r->st.db, 0, "SELECT count(*) FROM \"%w\".stage_chunks WHERE stage=%Q", schema, stage);
-}
-
-long long ledger_n_chunks_under(struct run *r, const char *stage, const char *hash, int under) {
-  return run_query_int(r->st.db, 0, "SELECT count(*) FROM stage_chunks WHERE stage=%Q AND config_hash%s%Q", stage,
-                       under ? "=" : "<>", hash);
-}
-
-int ledger_forget_stage(struct run *r, const char *stage) {
-  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q; DELETE FROM stage_state WHERE stage=%Q", stage, stage)
+int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash) {
+  return run_exec(r,
+                  "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
+                  "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
+                  "WHERE stage=%Q), n_items=(SELECT n_items FROM shard.stage_state WHERE stage=%Q) WHERE stage=%Q",
+                  stage, hash, hash, stage, stage, stage)
              ? -1
              : 0;
 }
 
-int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first) {
-  return run_exec(r, "DELETE FROM stage_chunks WHERE stage=%Q AND chunk>=%lld", stage, (long long)first) ? -1 : 0;
+int ledger_fold_shard(struct run *r, const char *stage) {
+  if (run_exec(r,
+               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
+               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
+               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated",
+               stage, stage))
+    return -1;
+  /* the shard's time in the stage (none before schema version 12) */
+  if (run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.sqlite_schema WHERE name = 'stage_runs'") > 0 &&
+      run_exec(r, "INSERT OR IGNORE INTO main.stage_runs SELECT * FROM shard.stage_runs WHERE stage=%Q", stage))
+    return -1;
+  return 0;
 }
 
 /* The stage-level steps over the ledger that merge.c, plan.c and upgrade.c
@@ -280,32 +423,31 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
   const char *after = run_upstream_of(r->root, s);
   if (!after) return 0;
   const char *where = strcmp(r->src, "main") ? "screen.db" : "this database";
-  struct ledger_state st;
-  ledger_state_read(r, r->src, after, &st);
-  long long n_done = ledger_n_chunks(r, r->src, after);
-  if (st.finalized != 1) {
-    if (st.finalized < 0)
-      snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first",
-               s->name, after, where, after);
-    else
-      snprintf(r->err, sizeof r->err,
-               "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
-               "finish %s first",
-               s->name, after, where, n_done, st.n_chunks, n_done < st.n_chunks ? "" : ", not yet merged", after);
-    ledger_state_free(&st);
+  struct ledger_stage st;
+  int found = ledger_read_stage(r->st.db, r->src, after, &st);
+  if (found < 0) return ledger_read_failed(r, r->src, after);
+  if (!found) {
+    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
+             after, where, after);
     return -1;
   }
-  const char *hash = st.config_hash, *chain = st.chain_hash;
+  if (st.finalized != 1) {
+    long long n_done = ledger_chunk_count(r->st.db, r->src, after, NULL, 0);
+    if (n_done < 0) return ledger_read_failed(r, r->src, after);
+    snprintf(r->err, sizeof r->err,
+             "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
+             "finish %s first",
+             s->name, after, where, n_done, st.n_chunks, n_done < st.n_chunks ? "" : ", not yet merged", after);
+    return -1;
+  }
   int ui = run_stage_index(after);
   /* After a keyed stage, or one whose rows' content the stages after it
    * record row by row, its settings chain (a database of an earlier
    * se3screen has none: the config hash stands in); after another, its
    * config hash: what it made, whole. */
-  const char *ch = chain ? chain : hash ? hash : "";
   int by_row =
       ui >= 0 && (stage_is_keyed(run_all_stages[ui], r->root) || (run_all_stages[ui]->flags & STAGE_CONTENT_PER_ROW));
-  up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row ? ch : hash ? hash : "");
-  ledger_state_free(&st);
+  up->chain = up->content = se3_hash_str(SE3_HASH_INIT, by_row && st.chain_hash[0] ? st.chain_hash : st.config_hash);
   return 0;
 }
 
@@ -321,172 +463,6 @@ int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }
-  return 0;
-}
-
-/* -- reads and writes for merge, status, plan, slurm, upgrade and the stages */
-
-int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen) {
-  return store_open(st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(root), err, errlen);
-}
-
-const char *ledger_stage_with(int flag) {
-  for (int i = 0; i < N_STAGES; i++)
-    if (run_all_stages[i]->flags & flag) return run_all_stages[i]->name;
-  return NULL;
-}
-
-/* sqlite3_mprintf's table name in schema ("" where schema is NULL) */
-#define LEDGER_IN(schema) (schema) ? "\"" : "", (schema) ? (schema) : "", (schema) ? "\"." : ""
-
-/* one of a row's text columns into out ("" for NULL) */
-static void copy_text(sqlite3_stmt *q, int i, char *out, size_t n) {
-  const unsigned char *t = sqlite3_column_text(q, i);
-  snprintf(out, n, "%s", t ? (const char *)t : "");
-}
-
-int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out) {
-  memset(out, 0, sizeof *out);
-  out->n_chunks = -1;
-  /* every column there is, by name: a database of an older schema read as it
-   * is (status, report) lacks the later ones */
-  char *sql = sqlite3_mprintf("SELECT * FROM %s%w%sstage_state WHERE stage=%Q", LEDGER_IN(schema), stage);
-  sqlite3_stmt *q = NULL;
-  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
-  sqlite3_free(sql);
-  if (rc == SQLITE_OK) rc = sqlite3_step(q);
-  if (rc == SQLITE_ROW) {
-    out->found = 1;
-    for (int i = 0; i < sqlite3_column_count(q); i++) {
-      const char *col = sqlite3_column_name(q, i);
-      int null = sqlite3_column_type(q, i) == SQLITE_NULL;
-      if (!strcmp(col, "config_hash"))
-        copy_text(q, i, out->config_hash, sizeof out->config_hash);
-      else if (!strcmp(col, "settings_hash"))
-        copy_text(q, i, out->settings_hash, sizeof out->settings_hash);
-      else if (!strcmp(col, "chain_hash"))
-        copy_text(q, i, out->chain_hash, sizeof out->chain_hash);
-      else if (!strcmp(col, "updated"))
-        copy_text(q, i, out->updated, sizeof out->updated);
-      else if (!strcmp(col, "n_chunks") && !null)
-        out->n_chunks = sqlite3_column_int64(q, i);
-      else if (!strcmp(col, "n_items") && !null)
-        out->n_items = sqlite3_column_int64(q, i);
-      else if (!strcmp(col, "finalized") && !null)
-        out->finalized = (int)sqlite3_column_int64(q, i);
-    }
-    rc = SQLITE_DONE;
-  }
-  if (rc != SQLITE_DONE) {
-    /* (the error stays the connection's: finalize returns it again) */
-    sqlite3_finalize(q);
-    return -1;
-  }
-  sqlite3_finalize(q);
-  return out->found;
-}
-
-/* the first column of the one row of sql (sqlite3_mprintf'd, freed here)
- * into *v, left as it is for NULL: 0, or -1 when it cannot be read */
-static int read_int(sqlite3 *db, char *sql, long long *v) {
-  sqlite3_stmt *q = NULL;
-  int rc = sql ? sqlite3_prepare_v2(db, sql, -1, &q, NULL) : SQLITE_NOMEM;
-  sqlite3_free(sql);
-  if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-    if (sqlite3_column_type(q, 0) != SQLITE_NULL) *v = sqlite3_column_int64(q, 0);
-    rc = SQLITE_DONE;
-  }
-  sqlite3_finalize(q);
-  return rc == SQLITE_DONE ? 0 : -1;
-}
-
-long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash) {
-  long long n = 0;
-  char *sql = hash
-                  ? sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q AND config_hash=%Q",
-                                    LEDGER_IN(schema), stage, hash)
-                  : sqlite3_mprintf("SELECT count(*) FROM %s%w%sstage_chunks WHERE stage=%Q", LEDGER_IN(schema), stage);
-  return read_int(db, sql, &n) ? -1 : n;
-}
-
-int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes) {
-  *n_ok = *n_bytes = 0;
-  if (read_int(db, sqlite3_mprintf("SELECT sum(n_ok) FROM stage_chunks WHERE stage=%Q", stage), n_ok)) return -1;
-  /* (n_bytes: schema version 2 on; a database before it reads as 0) */
-  long long has = 0;
-  if (read_int(db, sqlite3_mprintf("SELECT count(*) FROM pragma_table_info('stage_chunks') WHERE name='n_bytes'"),
-               &has))
-    return -1;
-  return has && read_int(db, sqlite3_mprintf("SELECT sum(n_bytes) FROM stage_chunks WHERE stage=%Q", stage), n_bytes)
-             ? -1
-             : 0;
-}
-
-int ledger_finished_since(sqlite3 *db, const char *stage, const char *since) {
-  sqlite3_stmt *q = NULL;
-  int done = 0;
-  if (sqlite3_prepare_v2(db, "SELECT finalized AND (?2 IS NULL OR updated >= ?2) FROM stage_state WHERE stage = ?1", -1,
-                         &q, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(q, 1, stage, -1, SQLITE_STATIC);
-    if (since) sqlite3_bind_text(q, 2, since, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW) done = sqlite3_column_int(q, 0) != 0;
-  }
-  sqlite3_finalize(q);
-  return done;
-}
-
-int ledger_finalize_stage(struct run *r, const char *stage) {
-  return run_exec(r, "UPDATE stage_state SET finalized=1 WHERE stage=%Q", stage) ? -1 : 0;
-}
-
-int ledger_restate(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
-                   int64_t n_chunks, int64_t n_items) {
-  return run_exec(r,
-                  "UPDATE stage_state SET config_hash=%Q, settings_hash=%Q, chain_hash=%Q, n_chunks=%lld, "
-                  "n_items=%lld WHERE stage=%Q",
-                  hash, settings, chain, (long long)n_chunks, (long long)n_items, stage)
-             ? -1
-             : 0;
-}
-
-int ledger_shard_has_news(struct run *r, const char *stage) {
-  long long n =
-      run_query_int(r->st.db, -1,
-                    "SELECT CASE WHEN (SELECT config_hash FROM main.stage_state WHERE stage=%Q) IS NOT "
-                    "(SELECT config_hash FROM shard.stage_state WHERE stage=%Q) THEN 1 ELSE "
-                    "(SELECT count(*) FROM shard.stage_chunks c WHERE c.stage=%Q AND NOT EXISTS "
-                    "(SELECT 1 FROM main.stage_chunks m WHERE m.stage=c.stage AND m.chunk=c.chunk AND "
-                    "m.config_hash=c.config_hash AND m.host=c.host AND m.pid=c.pid AND m.started=c.started AND "
-                    "m.finished=c.finished)) END",
-                    stage, stage, stage);
-  if (n < 0) {
-    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
-    return -1;
-  }
-  return n > 0;
-}
-
-int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash) {
-  return run_exec(r,
-                  "DELETE FROM main.stage_chunks WHERE stage=%Q AND config_hash<>%Q;"
-                  "UPDATE main.stage_state SET config_hash=%Q, n_chunks=(SELECT n_chunks FROM shard.stage_state "
-                  "WHERE stage=%Q), n_items=(SELECT n_items FROM shard.stage_state WHERE stage=%Q) WHERE stage=%Q",
-                  stage, hash, hash, stage, stage, stage)
-             ? -1
-             : 0;
-}
-
-int ledger_fold_shard(struct run *r, const char *stage) {
-  if (run_exec(r,
-               "INSERT OR REPLACE INTO main.stage_chunks SELECT * FROM shard.stage_chunks WHERE stage=%Q;"
-               "INSERT INTO main.stage_state SELECT * FROM shard.stage_state WHERE stage=%Q "
-               "ON CONFLICT(stage) DO UPDATE SET finalized=0, updated=excluded.updated",
-               stage, stage))
-    return -1;
-  /* the shard's time in the stage (none before schema version 12) */
-  if (run_query_int(r->st.db, 0, "SELECT count(*) FROM shard.sqlite_schema WHERE name = 'stage_runs'") > 0 &&
-      run_exec(r, "INSERT OR IGNORE INTO main.stage_runs SELECT * FROM shard.stage_runs WHERE stage=%Q", stage))
-    return -1;
   return 0;
 }
 

@@ -1,14 +1,19 @@
-/* ledger.h — the runner's own rows: a run's row in `runs` and the meta
- * rows that rebuild its configuration, each stage's state (`stage_state`:
- * the hashes it was done under, its plan's size, finalized), its chunks
- * done (`stage_chunks`, the ledger proper), and its time in each run
- * (`stage_runs`). Issue 71's ledger, the one room whose SQL names these
- * tables (their schema is store_schema.c's): runner.c asks here rather
- * than writing them itself; merge, status, plan, slurm and upgrade read
- * and write them here; the stages read them through struct stage_ledger
- * (ledger_stage_reads); and pipeline/ opens a result database read-only
- * here (ledger_open_ro), with the schema's busy timeout (`query`, which
- * waits its own --timeout, aside). */
+/* ledger.h — the runner's own rows, the one room whose SQL names their
+ * tables (their schema is store_schema.c's): a run's row in `runs` and the
+ * meta rows that rebuild its configuration; each stage's state
+ * (`stage_state`: the hashes it was done under, its plan's size,
+ * finalized); its chunks done (`stage_chunks`, the ledger proper); and its
+ * time in each run (`stage_runs`). The runner, merge, status, plan, slurm
+ * and upgrade read and write them here, the stages read them through
+ * struct stage_ledger (ledger_stage_reads), and pipeline/ opens a result
+ * database read-only here (ledger_open_ro, with the schema's busy timeout;
+ * `query`, which waits its own --timeout, aside).
+ *
+ * A read takes the database (sqlite3 *db) and, where it may be attached,
+ * the schema ("main", "src": screen.db in a shard, "shard": a shard merge
+ * attached; NULL: the name unqualified); it returns -1 when it cannot read
+ * (sqlite3_errmsg(db) says why), which a caller with a struct run says with
+ * ledger_read_failed. A write takes the run, and sets r->err. */
 #ifndef SE3_LEDGER_H
 #define SE3_LEDGER_H
 
@@ -16,6 +21,20 @@
 
 #include "pipeline/runner_internal.h"
 #include "pipeline/store.h"
+
+/* ---- opening, and a failed read said */
+
+/* screen.db (or a shard's database) opened read-only (store_open's
+ * STORE_READONLY) with the busy timeout of the workflow's schema
+ * (cfg_busy_timeout_ms(root); root NULL: the schema's default). 0, or -1
+ * (-2: locked beyond the timeout) with err set; store_close closes it. */
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen);
+/* A read of stage `stage`'s ledger in schema of r's database that returned
+ * -1, said in r->err (with sqlite3_errmsg; call it before anything else
+ * runs on the connection). Returns -1. */
+int ledger_read_failed(struct run *r, const char *schema, const char *stage);
+
+/* ---- the run */
 
 /* The meta rows that say how to rebuild this run's configuration (merge
  * needs them to finalize; `stage` names a shard's one stage, "" for a
@@ -28,70 +47,8 @@ int ledger_record_meta(struct run *r, const char *stage, int replace);
 int ledger_record_run(struct run *r, const char *stage);
 /* The run's row: finished, with its exit status (SE3_EXIT_*) and r->err. */
 void ledger_finish_run(struct run *r, int ret);
-/* Stage `stage`'s state: done under hash (settings, chain), its plan of
- * n_chunks chunks and n_items items, now. A whole run's (share 0) also
- * records the settings' hash and makes the stage unfinalized where
- * `changed` or the hash differs; a share of a data-parallel stage (share
- * 1) leaves both as they are. 0, or -1 with r->err set. */
-int ledger_set_state(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
-                     int64_t n_chunks, int64_t n_items, int changed, int share);
-/* Which of stage s's n_chunks chunks are done, into done[] (their
- * molecules added to *done_items): a keyed stage's plan marks those with
- * work, another's ledger lists them (with, for a process of a
- * data-parallel run that is not rank 0, what screen.db lists under hash).
- * 0, or -1 with r->err set: a failed read must stop the stage. */
-int ledger_chunks_done(struct run *r, const struct stage *s, const struct stage_ctx *ctx, const char *hash,
-                       int64_t n_chunks, const struct se3_comm *together, char *done, int64_t *done_items);
-/* Chunk c of stage `stage` done (inside the chunk's transaction): its row,
- * under hash, this shard, its counts and bytes, the round the newest
- * decided (round_src: what to take where there is none). 0, or -1 with
- * r->err set. */
-int ledger_write_chunk(struct run *r, const char *stage, int64_t c, int shard, const char *hash, const char *started,
-                       int64_t n_ok, int64_t n_rej, int64_t n_bytes, const char *round_src);
 
-/* The time stage s took in run r, from `started` (run_now_iso_ms) and t0
- * (progress_now) to now, what it finished (r->prog) and how it ended
- * (ret: SE3_EXIT_*), as a row of stage_runs; a failure to write it is
- * said, not returned. */
-void ledger_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret);
-
-/* -- reads for the runner */
-
-/* A stage's row of stage_state: the hashes it was done under (malloc'd,
- * NULL for none: no row, or a database of an earlier se3screen without
- * that column), whether it is finalized (-1: no row), its plan's chunks. */
-struct ledger_state {
-  char *config_hash, *settings_hash, *chain_hash;
-  long long finalized, n_chunks;
-};
-/* Stage `stage`'s state in schema ("main", or r->src: screen.db in a
- * shard) into *st, to be freed with ledger_state_free; a failed read
- * reads as none. Whether it has a row. */
-int ledger_state_read(struct run *r, const char *schema, const char *stage, struct ledger_state *st);
-void ledger_state_free(struct ledger_state *st);
-/* Stage `stage` finalized (1) or not (0): its finalize has run over every
- * chunk, and the stages after it may read it. 0, or -1 with r->err set. */
-int ledger_set_finalized(struct run *r, const char *stage, int finalized);
-/* How many chunks the ledger of schema lists done for stage `stage`, under
- * any hash (0 on a failed read). */
-long long ledger_n_chunks(struct run *r, const char *schema, const char *stage);
-/* How many chunks of stage `stage` this database's ledger lists done under
- * hash (under 1), or under another hash (under 0: stale). */
-long long ledger_n_chunks_under(struct run *r, const char *stage, const char *hash, int under);
-/* Stage `stage`'s ledger forgotten: its chunks and its state (its tables
- * are the caller's, run_clear_stage). 0, or -1 with r->err set. */
-int ledger_forget_stage(struct run *r, const char *stage);
-/* The ledger's rows of stage `stage` for chunks `first` and after (a keyed
- * stage's plan has fewer chunks now) deleted. 0, or -1 with r->err set. */
-int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first);
-
-/* -- reads and writes for merge, status, plan, slurm, upgrade and the stages */
-
-/* screen.db (or a shard's database) opened read-only (store_open's
- * STORE_READONLY) with the busy timeout of the workflow's schema
- * (cfg_busy_timeout_ms(root); root NULL: the schema's default). 0, or -1
- * (-2: locked beyond the timeout) with err set; store_close closes it. */
-int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen);
+/* ---- a stage's state (stage_state) */
 
 /* A stage's row of stage_state as ledger_read_stage reads it. A column an
  * older schema lacks (chain_hash before schema version 3) reads as NULL. */
@@ -105,42 +62,81 @@ struct ledger_stage {
   int finalized;      /* 1 once its closing step is done; 0: not, or no row */
   char updated[40];   /* when its state was last written (UTC); "": none */
 };
-/* The name of the first stage (in the stages' order) that declares flag
- * (STAGE_*, struct stage's flags), or NULL: who asks for a stage's rows by
- * what it does, not by its name (slurm: the plan of the stage that reads
- * the sets' files, STAGE_USES_SETS). */
-const char *ledger_stage_with(int flag);
-/* Stage `stage`'s state in the database db (schema: "main", "shard", or
- * NULL for the name unqualified) into *out. 1 found, 0 none (out says
- * none), -1 when it cannot be read (sqlite3_errmsg(db) says why; a missing
- * table is SQLITE_ERROR there, as status reads an older schema). */
+/* Stage `stage`'s state in schema of db into *out. 1 found, 0 none (out
+ * says none), -1 when it cannot be read (a missing table is SQLITE_ERROR
+ * there, as status reads an older schema). */
 int ledger_read_stage(sqlite3 *db, const char *schema, const char *stage, struct ledger_stage *out);
-/* The chunks of stage `stage` in the ledger of schema (NULL: unqualified);
- * only those done under hash where hash is not NULL. -1 when it cannot be
- * read (sqlite3_errmsg(db) says why). */
-long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash);
-/* Sums over stage `stage`'s chunks in the ledger: the molecules stored
- * (n_ok) and the blob bytes (n_bytes, which a database before schema
- * version 2 lacks: 0 there). 0, or -1 when the ledger cannot be read
- * (sqlite3_errmsg(db) says why; the sums then 0). */
-int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes);
 /* Whether stage `stage` is finished in db, and with since (UTC, as the
  * store writes times; NULL: any time) its state written no earlier than
  * then (a stage's begin stamps it, and unfinishes the stage when it has
  * work). 0 also where it cannot be read. */
 int ledger_finished_since(sqlite3 *db, const char *stage, const char *since);
-/* Stage `stage` finished (its closing step done): 0, or -1 with r->err set. */
-int ledger_finalize_stage(struct run *r, const char *stage);
+/* The name of the first stage (in the stages' order) that declares flag
+ * (STAGE_*, struct stage's flags), or NULL: who asks for a stage's rows by
+ * what it does, not by its name (slurm: the plan of the stage that reads
+ * the sets' files, STAGE_USES_SETS). */
+const char *ledger_stage_with(int flag);
+/* Stage `stage`'s state: done under hash (settings, chain), its plan of
+ * n_chunks chunks and n_items items, now. A whole run's (share 0) also
+ * records the settings' hash and makes the stage unfinalized where
+ * `changed` or the hash differs; a share of a data-parallel stage (share
+ * 1) leaves both as they are. 0, or -1 with r->err set. */
+int ledger_set_state(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
+                     int64_t n_chunks, int64_t n_items, int changed, int share);
 /* Stage `stage`'s hashes and plan as this se3screen gives them, its other
  * columns kept (`upgrade` of a database an earlier se3screen wrote). 0, or
  * -1 with r->err set. */
 int ledger_restate(struct run *r, const char *stage, const char *hash, const char *settings, const char *chain,
                    int64_t n_chunks, int64_t n_items);
+/* Stage `stage` finalized (1: its closing step has run over every chunk,
+ * and the stages after it may read it) or not (0). 0, or -1 with r->err
+ * set. */
+int ledger_set_finalized(struct run *r, const char *stage, int finalized);
 
-/* Of a shard database attached to r's as "shard" (merge.c's fold_shard):
- * 1 when its ledger says something main's does not of stage `stage`: its
- * config hash differs, or it has a chunk main lacks as it is there (hash,
- * host, pid, times); 0 when not; -1 with r->err set. */
+/* ---- a stage's chunks (stage_chunks) */
+
+/* How many chunks of stage `stage` the ledger in schema of db lists done:
+ * every one (hash NULL), those done under hash (other 0), or those done
+ * under another hash (other 1: stale). -1 when it cannot be read. */
+long long ledger_chunk_count(sqlite3 *db, const char *schema, const char *stage, const char *hash, int other);
+/* Sums over stage `stage`'s chunks in the ledger: the molecules stored
+ * (n_ok) and the blob bytes (n_bytes, which a database before schema
+ * version 2 lacks: 0 there). 0, or -1 when the ledger cannot be read (the
+ * sums then 0). */
+int ledger_chunk_sums(sqlite3 *db, const char *stage, long long *n_ok, long long *n_bytes);
+/* Which of stage s's n_chunks chunks are done, into done[] (their
+ * molecules added to *done_items): a keyed stage's plan marks those with
+ * work, another's ledger lists them (with, for a process of a
+ * data-parallel run that is not rank 0, what screen.db lists under hash).
+ * 0, or -1 with r->err set: a failed read must stop the stage. */
+int ledger_chunks_done(struct run *r, const struct stage *s, const struct stage_ctx *ctx, const char *hash,
+                       int64_t n_chunks, const struct se3_comm *together, char *done, int64_t *done_items);
+/* Chunk c of stage `stage` done (inside the chunk's transaction): its row,
+ * under hash, this shard, its counts and bytes, the round the newest
+ * decided (round_src: what to take where there is none). 0, or -1 with
+ * r->err set. */
+int ledger_write_chunk(struct run *r, const char *stage, int64_t c, int shard, const char *hash, const char *started,
+                       int64_t n_ok, int64_t n_rej, int64_t n_bytes, const char *round_src);
+/* The ledger's rows of stage `stage` for chunks `first` and after (a keyed
+ * stage's plan has fewer chunks now) deleted. 0, or -1 with r->err set. */
+int ledger_forget_chunks_from(struct run *r, const char *stage, int64_t first);
+/* Stage `stage`'s ledger forgotten: its chunks and its state (its tables
+ * are the caller's, run_clear_stage). 0, or -1 with r->err set. */
+int ledger_forget_stage(struct run *r, const char *stage);
+
+/* ---- a stage's time (stage_runs) */
+
+/* The time stage s took in run r, from `started` (run_now_iso_ms) and t0
+ * (progress_now) to now, what it finished (r->prog) and how it ended
+ * (ret: SE3_EXIT_*), as a row of stage_runs; a failure to write it is
+ * said, not returned. */
+void ledger_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret);
+
+/* ---- a shard's ledger folded in (merge.c; the shard attached as "shard") */
+
+/* 1 when the shard's ledger says something main's does not of stage
+ * `stage`: its config hash differs, or it has a chunk main lacks as it is
+ * there (hash, host, pid, times); 0 when not; -1 with r->err set. */
 int ledger_shard_has_news(struct run *r, const char *stage);
 /* A keyed stage whose hash main has from before it was keyed (or from an
  * earlier se3screen): main's chunks of it done under another hash than
@@ -153,6 +149,8 @@ int ledger_take_shard_plan(struct run *r, const char *stage, const char *hash);
  * stage times are added (a shard before schema version 12 has none). 0, or
  * -1 with r->err set. */
 int ledger_fold_shard(struct run *r, const char *stage);
+
+/* ---- the stages' reads */
 
 /* The ledger as the stages read it (struct stage_ledger, stages/stage.h):
  * what run_ctx_init gives a stage's context, merge.c a fold, and

@@ -79,7 +79,10 @@ int run_fold_rank_shards(struct run *r, const struct stage *s, const char *hash,
 static int already_folded(struct run *r, const struct stage *s) {
   int news = ledger_shard_has_news(r, s->name);
   if (news < 0) return -1;
-  if (news || ledger_chunk_count(r->st.db, "shard", s->name, NULL) <= 0) return 0;
+  if (news) return 0;
+  long long n = ledger_chunk_count(r->st.db, "shard", s->name, NULL, 0);
+  if (n < 0) return ledger_read_failed(r, "shard", s->name);
+  if (n == 0) return 0;
   /* a stage with a fold of its own (score): only when its rows were kept as they would be now */
   return !s->merge.folded_as_now || r->folded_as_now[run_stage_index(s->name)];
 }
@@ -120,15 +123,26 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
     if (done < 0) goto rollback;
     if (done) { /* nothing new: a merge run again, or the next stage's merge */
       struct ledger_stage main_state;
-      int finalized = ledger_read_stage(r->st.db, "main", s->name, &main_state) > 0 && main_state.finalized == 1;
+      int found = ledger_read_stage(r->st.db, "main", s->name, &main_state);
+      if (found < 0) {
+        ledger_read_failed(r, "main", s->name);
+        goto rollback;
+      }
+      int finalized = found && main_state.finalized == 1;
       if (run_exec(r, "COMMIT")) goto rollback;
       run_exec(r, "DETACH shard");
       return finalized ? -3 : si;
     }
   }
   struct ledger_stage m, t;
-  if (ledger_read_stage(r->st.db, "main", s->name, &m) < 0) m.config_hash[0] = m.chain_hash[0] = 0;
-  if (ledger_read_stage(r->st.db, "shard", s->name, &t) < 0) t.config_hash[0] = t.chain_hash[0] = 0;
+  if (ledger_read_stage(r->st.db, "main", s->name, &m) < 0) {
+    ledger_read_failed(r, "main", s->name);
+    goto rollback;
+  }
+  if (ledger_read_stage(r->st.db, "shard", s->name, &t) < 0) {
+    ledger_read_failed(r, "shard", s->name);
+    goto rollback;
+  }
   const char *mine = m.config_hash[0] ? m.config_hash : NULL, *theirs = t.config_hash[0] ? t.config_hash : NULL;
   int same_chain = m.chain_hash[0] && t.chain_hash[0] && !strcmp(m.chain_hash, t.chain_hash);
   if (mine && theirs && strcmp(mine, theirs) && same_chain && stage_is_keyed(s, r->root)) {
@@ -488,16 +502,22 @@ int runner_merge(const char *db_path) {
     if (!touched[si]) continue;
     const struct stage *s = run_all_stages[si];
     struct ledger_stage state;
-    if (ledger_read_stage(r.st.db, NULL, s->name, &state) < 0) state.n_chunks = -1;
-    long long n_chunks = state.n_chunks, n_done = ledger_chunk_count(r.st.db, NULL, s->name, NULL);
-    if (n_done < 0) n_done = 0;
+    if (ledger_read_stage(r.st.db, NULL, s->name, &state) < 0) {
+      ledger_read_failed(&r, NULL, s->name);
+      goto done;
+    }
+    long long n_chunks = state.n_chunks, n_done = ledger_chunk_count(r.st.db, NULL, s->name, NULL, 0);
+    if (n_done < 0) {
+      ledger_read_failed(&r, NULL, s->name);
+      goto done;
+    }
     if (n_done < n_chunks) {
       progress_log(NULL, "%s: %lld of %lld chunks merged; run the missing shards and merge again", s->name, n_done,
                    n_chunks);
       continue;
     }
     if (!s->finalize) {
-      if (ledger_finalize_stage(&r, s->name)) goto done;
+      if (ledger_set_finalized(&r, s->name, 1)) goto done;
       continue;
     }
     if (!r.root) {

@@ -253,7 +253,7 @@ static void plan_stage(struct plan *p, int i) {
         old_settings && strcmp(old_settings, settings) ? "its settings" : "what it is made from");
     snprintf(p->mol_sets[i], sizeof p->mol_sets[i], "%s", set ? set : "*");
   } else {
-    long long done = ledger_chunk_count(r->st.db, NULL, s->name, hash), fin = old.finalized;
+    long long done = ledger_chunk_count(r->st.db, NULL, s->name, hash, 0), fin = old.finalized;
     if (done < 0) done = 0;
     memcpy(p->hash[i], hash, 17);
     if (done > 0 && rc.ctx.outputs_gone)

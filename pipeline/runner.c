@@ -121,16 +121,18 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
       !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
-    struct ledger_state old;
-    ledger_state_read(w, "main", s->name, &old);
-    if (old.config_hash && strcmp(old.config_hash, hash)) run_clear_from(w, run_stage_index(s->name));
-    ledger_state_free(&old);
-    ctx->db = w->st.db;
-    st = run_begin(ctx, s, &n_chunks, &n_items);
-    if (st != STAGE_OK) {
-      snprintf(w->err, sizeof w->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+    struct ledger_stage old;
+    if (ledger_read_stage(w->st.db, "main", s->name, &old) < 0) {
+      ledger_read_failed(w, "main", s->name);
     } else {
-      if (ledger_set_state(w, s->name, hash, settings, chain, n_chunks, n_items, 0, 1)) st = STAGE_ERROR;
+      if (old.config_hash[0] && strcmp(old.config_hash, hash)) run_clear_from(w, run_stage_index(s->name));
+      ctx->db = w->st.db;
+      st = run_begin(ctx, s, &n_chunks, &n_items);
+      if (st != STAGE_OK) {
+        snprintf(w->err, sizeof w->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+      } else {
+        if (ledger_set_state(w, s->name, hash, settings, chain, n_chunks, n_items, 0, 1)) st = STAGE_ERROR;
+      }
     }
   }
   if (st != STAGE_OK && rank > 0) fprintf(stderr, "se3screen (rank %d): %s\n", rank, w->err);
@@ -230,28 +232,25 @@ static int discard_keyed(struct run *r, int si, const char chain[17]) {
   const struct stage *s = run_all_stages[si];
   char settings[17];
   run_settings_hash(r->root, s, settings);
-  struct ledger_state old;
-  ledger_state_read(r, "main", s->name, &old);
+  struct ledger_stage old;
+  if (ledger_read_stage(r->st.db, "main", s->name, &old) < 0) return ledger_read_failed(r, "main", s->name);
   /* (a stage of an earlier se3screen has no chain: kept when its own
    * settings are, its rows judged one by one) */
-  int discard = old.config_hash && (old.chain_hash ? strcmp(old.chain_hash, chain) != 0
-                                                   : strcmp(old.settings_hash ? old.settings_hash : "", settings) != 0);
-  int ret = 0;
-  if (discard) {
-    long long n_done = ledger_n_chunks(r, "main", s->name);
-    progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old.settings_hash && strcmp(old.settings_hash, settings) ? "the configuration"
-                                                                          : "what it is made from",
-                 n_done, n_done == 1 ? "" : "s");
-    if (run_exec(r, "BEGIN IMMEDIATE")) {
-      ret = -1;
-    } else if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
-      sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-      ret = -1;
-    }
+  int discard = old.config_hash[0] &&
+                (old.chain_hash[0] ? strcmp(old.chain_hash, chain) != 0 : strcmp(old.settings_hash, settings) != 0);
+  if (!discard) return 0;
+  long long n_done = ledger_chunk_count(r->st.db, "main", s->name, NULL, 0);
+  if (n_done < 0) return ledger_read_failed(r, "main", s->name);
+  progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
+               old.settings_hash[0] && strcmp(old.settings_hash, settings) ? "the configuration"
+                                                                           : "what it is made from",
+               n_done, n_done == 1 ? "" : "s");
+  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
+  if (run_clear_stage(r, si) || run_unfinish_after(r, si) || run_exec(r, "COMMIT")) {
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
   }
-  ledger_state_free(&old);
-  return ret;
+  return 0;
 }
 
 /* A keyed stage before it plans (its hash is its chain: known before it
@@ -286,11 +285,12 @@ struct stage_run {
  * discards the stage's rows (*discard; a keyed stage's were discarded
  * before it planned, discard_keyed); a keyed stage's ledger keeps only the
  * chunks its plan still has. 0, or -1 with r->err set. */
-static int clear_what_changed(struct run *r, const struct stage_run *sr, const struct ledger_state *old,
+static int clear_what_changed(struct run *r, const struct stage_run *sr, const struct ledger_stage *old,
                               long long stale, int *discard, int *regone) {
   const struct stage *s = sr->s;
-  *discard = !sr->keyed && ((old->config_hash && strcmp(old->config_hash, sr->hash)) || stale > 0);
-  long long n_had = ledger_n_chunks(r, "main", s->name);
+  *discard = !sr->keyed && ((old->config_hash[0] && strcmp(old->config_hash, sr->hash)) || stale > 0);
+  long long n_had = ledger_chunk_count(r->st.db, "main", s->name, NULL, 0);
+  if (n_had < 0) return ledger_read_failed(r, "main", s->name);
   *regone = !sr->keyed && !*discard && sr->ctx->outputs_gone && r->n_shards <= 1 && n_had > 0;
   if (*regone) {
     progress_log(NULL, "%s: %s/%s is gone since the last run; doing the stage again to write it", s->name, r->workdir,
@@ -299,9 +299,9 @@ static int clear_what_changed(struct run *r, const struct stage_run *sr, const s
   }
   if (*discard) {
     progress_log(NULL, "%s: %s changed since the last run; discarding its %lld finished chunk%s and its rows", s->name,
-                 old->settings_hash && strcmp(old->settings_hash, sr->settings) ? "the configuration"
-                 : run_upstream_of(r->root, s)                                  ? "what it is made from"
-                                                                                : "an input file",
+                 old->settings_hash[0] && strcmp(old->settings_hash, sr->settings) ? "the configuration"
+                 : run_upstream_of(r->root, s)                                     ? "what it is made from"
+                                                                                   : "an input file",
                  n_had, n_had == 1 ? "" : "s");
     return run_clear_stage(r, sr->si);
   }
@@ -334,24 +334,21 @@ static int prune_keyed(struct run *r, const struct stage_run *sr, int64_t *n_pru
  * and judged for themselves, are the stages after it. The stage's state
  * then records its hashes and its plan. 0, or -1 with r->err set. */
 static int renew_ledger(struct run *r, const struct stage_run *sr) {
-  struct ledger_state old;
-  ledger_state_read(r, "main", sr->s->name, &old);
-  long long stale = ledger_n_chunks_under(r, sr->s->name, sr->hash, 0);
-  if (run_exec(r, "BEGIN IMMEDIATE")) {
-    ledger_state_free(&old);
-    return -1;
-  }
-  int discard, regone;
+  struct ledger_stage old;
+  if (ledger_read_stage(r->st.db, "main", sr->s->name, &old) < 0) return ledger_read_failed(r, "main", sr->s->name);
+  long long stale = ledger_chunk_count(r->st.db, "main", sr->s->name, sr->hash, 1);
+  if (stale < 0) return ledger_read_failed(r, "main", sr->s->name);
+  if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
+  int discard = 0, regone = 0;
   int64_t n_pruned = 0;
   int bad = clear_what_changed(r, sr, &old, stale, &discard, &regone) || prune_keyed(r, sr, &n_pruned);
   /* (a keyed stage with no chunk to do and no row deleted changed nothing) */
   int changed = !bad && (sr->keyed ? run_any_needed(sr->ctx, sr->n_chunks) || n_pruned > 0
-                                   : discard || regone || !old.config_hash);
+                                   : discard || regone || !old.config_hash[0]);
   bad = bad || (changed && run_unfinish_after(r, sr->si)) ||
         ledger_set_state(r, sr->s->name, sr->hash, sr->settings, sr->chain, sr->n_chunks, sr->n_items, changed, 0) ||
         run_exec(r, "COMMIT");
   if (bad) sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
-  ledger_state_free(&old);
   return bad ? -1 : 0;
 }
 
@@ -388,12 +385,12 @@ static int do_chunks(struct run *r, const struct stage_run *sr) {
  * in; a shard's database is finalized by merge). 0, or -1 with r->err
  * set. */
 static int finalize_if_whole(struct run *r, const struct stage_run *sr) {
-  long long n_done = sr->keyed ? sr->n_chunks : ledger_n_chunks_under(r, sr->s->name, sr->hash, 1);
-  struct ledger_state now;
-  ledger_state_read(r, "main", sr->s->name, &now);
-  int finalized = now.finalized > 0; /* (no row: not finalized) */
-  ledger_state_free(&now);
-  if (r->n_shards <= 1 && n_done == sr->n_chunks && !finalized) return run_finalize(r, sr->s, sr->ctx);
+  long long n_done = sr->keyed ? sr->n_chunks : ledger_chunk_count(r->st.db, "main", sr->s->name, sr->hash, 0);
+  struct ledger_stage now;
+  if (n_done < 0 || ledger_read_stage(r->st.db, "main", sr->s->name, &now) < 0)
+    return ledger_read_failed(r, "main", sr->s->name);
+  /* (no row: not finalized) */
+  if (r->n_shards <= 1 && n_done == sr->n_chunks && now.finalized <= 0) return run_finalize(r, sr->s, sr->ctx);
   return 0;
 }
 

@@ -104,7 +104,7 @@ static int status_of_db(const char *path, const struct cfg_node *root, int with_
       printf("  %-8s %13s %10s %10s %10s %11s  %s\n", s->name, "-", "-", "-", "-", "-", "not run");
       continue;
     }
-    long long n_done = ledger_chunk_count(sr.db, NULL, s->name, NULL);
+    long long n_done = ledger_chunk_count(sr.db, NULL, s->name, NULL, 0);
     if (n_done < 0) n_done = status_failed(&sr);
     /* (a keyed stage's ledger logs the chunks its runs did; finished, it
      * has every chunk of its last plan) */

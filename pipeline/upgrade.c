@@ -44,7 +44,12 @@ static void legacy_hash(const struct cfg_node *root, const struct stage *s, uint
  * -1 when it failed (said, and the transaction rolled back). */
 static int upgrade_stage(struct run *r, const struct stage *s) {
   struct ledger_stage was;
-  ledger_read_stage(r->st.db, NULL, s->name, &was); /* (unread: as never run) */
+  if (ledger_read_stage(r->st.db, NULL, s->name, &was) < 0) {
+    ledger_read_failed(r, NULL, s->name);
+    fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+    sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
   const char *old = was.config_hash;
   long long fin = was.finalized;
   if (!old[0]) { /* never run: nothing to convert */
