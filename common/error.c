@@ -82,7 +82,7 @@ enum se3_rc se3_error_rc(const struct se3_error *e) {
 
 const char *se3_error_format(const struct se3_error *e, char *buf, size_t n) {
   if (!n) return buf;
-  if (!e || e->kind == SE3_ERR_NONE) {
+  if (!e || (e->kind == SE3_ERR_NONE && !e->message[0])) {
     snprintf(buf, n, "no error");
   } else if (e->file[0] && e->line > 0 && e->col > 0) {
     snprintf(buf, n, "%s:%d:%d: %s", e->file, e->line, e->col, e->message);

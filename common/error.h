@@ -50,7 +50,7 @@ struct se3_rc_row {
 };
 extern const struct se3_rc_row se3_rc_table[SE3_ERR_N_KINDS];
 
-#define SE3_ERROR_MESSAGE 1024
+#define SE3_ERROR_MESSAGE 2048
 #define SE3_ERROR_FILE 512
 
 struct se3_error {

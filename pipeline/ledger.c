@@ -47,8 +47,8 @@ int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *ro
 
 int ledger_read_failed(struct run *r, const char *schema, const char *stage) {
   const char *file = sqlite3_db_filename(r->st.db, schema ? schema : "main");
-  snprintf(r->err, sizeof r->err, "%s: reading the ledger of %s: %s", stage, file && *file ? file : r->st.path,
-           sqlite3_errmsg(r->st.db));
+  se3_error_set(&r->err, SE3_ERR_DB, "%s: reading the ledger of %s: %s", stage, file && *file ? file : r->st.path,
+                sqlite3_errmsg(r->st.db));
   return -1;
 }
 
@@ -63,7 +63,7 @@ int ledger_record_meta(struct run *r, const char *stage, int replace) {
     len += strlen(o->sets[i]) + 1;
   char *sets = calloc(len, 1);
   if (!sets) {
-    snprintf(r->err, sizeof r->err, "out of memory");
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory");
     return -1;
   }
   for (int i = 0; i < o->n_sets; i++) {
@@ -119,7 +119,7 @@ void ledger_finish_run(struct run *r, int ret) {
   run_now_iso(when, sizeof when);
   const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
   char *sql = sqlite3_mprintf("UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when,
-                              status, ret, r->err[0] ? r->err : NULL, r->run_id);
+                              status, ret, r->err.message[0] ? se3_error_str(&r->err).s : NULL, r->run_id);
   if (!sql || store_exec(r->st.db, sql, err, sizeof err))
     progress_log(NULL, "the end of this run was not recorded (runs): %s", sql ? err : "out of memory");
   sqlite3_free(sql);
@@ -279,8 +279,8 @@ int ledger_chunks_done(struct run *r, const struct stage *s, const struct stage_
     }
     sqlite3_finalize(q);
     if (rc != SQLITE_DONE) {
-      snprintf(r->err, sizeof r->err, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
-               sqlite3_errmsg(r->st.db));
+      se3_error_set(&r->err, SE3_ERR_DB, "%s: reading the ledger (stage_chunks) of %s: %s", s->name, r->st.path,
+                    sqlite3_errmsg(r->st.db));
       return -1;
     }
   }
@@ -349,7 +349,7 @@ int ledger_shard_has_news(struct run *r, const char *stage) {
                     "m.finished=c.finished)) END",
                     stage, stage, stage);
   if (n < 0) {
-    snprintf(r->err, sizeof r->err, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
+    se3_error_set(&r->err, SE3_ERR_DB, "comparing a shard's ledger with %s: %s", r->st.path, sqlite3_errmsg(r->st.db));
     return -1;
   }
   return n > 0;
@@ -387,7 +387,7 @@ int run_clear_stage(struct run *r, int i) {
   const struct stage *s = run_all_stages[i];
   char *tables = strdup(s->tables);
   if (!tables) {
-    snprintf(r->err, sizeof r->err, "out of memory clearing stage %s", s->name);
+    se3_error_set(&r->err, SE3_ERR_RUN, "out of memory clearing stage %s", s->name);
     return -1;
   }
   for (char *save = NULL, *t = strtok_r(tables, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
@@ -427,17 +427,17 @@ int run_check_upstream(struct run *r, const struct stage *s, struct run_upstream
   int found = ledger_read_stage(r->st.db, r->src, after, &st);
   if (found < 0) return ledger_read_failed(r, r->src, after);
   if (!found) {
-    snprintf(r->err, sizeof r->err, "%s reads the %s stage's results, and %s has none: run `--stage %s` first", s->name,
-             after, where, after);
+    se3_error_set(&r->err, SE3_ERR_RUN, "%s reads the %s stage's results, and %s has none: run `--stage %s` first",
+                  s->name, after, where, after);
     return -1;
   }
   if (st.finalized != 1) {
     long long n_done = ledger_chunk_count(r->st.db, r->src, after, NULL, 0);
     if (n_done < 0) return ledger_read_failed(r, r->src, after);
-    snprintf(r->err, sizeof r->err,
-             "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
-             "finish %s first",
-             s->name, after, where, n_done, st.n_chunks, n_done < st.n_chunks ? "" : ", not yet merged", after);
+    se3_error_set(&r->err, SE3_ERR_RUN,
+                  "%s reads the %s stage's results, which are not finished in %s (%lld of %lld chunks%s): "
+                  "finish %s first",
+                  s->name, after, where, n_done, st.n_chunks, n_done < st.n_chunks ? "" : ", not yet merged", after);
     return -1;
   }
   int ui = run_stage_index(after);
@@ -455,7 +455,7 @@ int run_finalize(struct run *r, const struct stage *s, struct stage_ctx *ctx) {
   if (!s->finalize) return ledger_set_finalized(r, s->name, 1);
   if (run_exec(r, "BEGIN IMMEDIATE")) return -1;
   if (s->finalize(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+    run_stage_failed(r, &ctx->err, "%s", s->name);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }

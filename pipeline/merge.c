@@ -100,7 +100,7 @@ static int already_folded(struct run *r, const struct stage *s) {
 static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
                       char **sets) {
   struct store sh;
-  if (ledger_open_ro(&sh, path, r->root, r->err, sizeof r->err)) return -2;
+  if (ledger_open_ro(&sh, path, r->root, run_errbuf(r), sizeof r->err.message)) return -2;
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
   struct ledger_stage its;
   if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
@@ -174,7 +174,7 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   int kept = 0;
   struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root, .ledger = &ledger_stage_reads};
   if (!want_hash && s->merge.fold && (kept = s->merge.fold(&f)) < 0) {
-    snprintf(r->err, sizeof r->err, "%s", f.err);
+    se3_error_set(&r->err, SE3_ERR_RUN, "%s", f.err);
     goto rollback;
   }
   /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
@@ -269,8 +269,8 @@ static int expected_hash(struct run *r, const struct stage *s, char out[17], cha
   }
   struct run_upstream up;
   if (run_check_upstream(r, s, &up)) {
-    snprintf(note, notelen, "%.500s", r->err);
-    r->err[0] = 0;
+    snprintf(note, notelen, "%.500s", se3_error_str(&r->err).s);
+    r->err.message[0] = 0;
     return 0;
   }
   uint64_t inputs = 0;
@@ -421,7 +421,7 @@ int runner_merge(const char *db_path) {
   char *sets_text = NULL;
   struct merge_ref *ref = calloc(1, sizeof *ref);
   if (!ref) {
-    snprintf(r.err, sizeof r.err, "out of memory");
+    se3_error_set(&r.err, SE3_ERR_MEMORY, "out of memory");
     goto done;
   }
   /* This workdir's workflow: the one screen.db was run with (its meta), or
@@ -470,7 +470,7 @@ int runner_merge(const char *db_path) {
   if (store_open_locked(
           &r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
           r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms") : atoi(cfg_schema_default("store.busy_timeout_ms")),
-          r.err, sizeof r.err))
+          run_errbuf(&r), sizeof r.err.message))
     goto done;
   for (int i = 0; i < N_STAGES; i++)
     r.folded_as_now[i] =
@@ -521,7 +521,8 @@ int runner_merge(const char *db_path) {
       continue;
     }
     if (!r.root) {
-      snprintf(r.err, sizeof r.err, "cannot load the workflow %s the shards were made from", workflow ? workflow : "?");
+      se3_error_set(&r.err, SE3_ERR_RUN, "cannot load the workflow %s the shards were made from",
+                    workflow ? workflow : "?");
       goto done;
     }
     struct run_ctx rc;
@@ -539,7 +540,7 @@ int runner_merge(const char *db_path) {
     ret = SE3_EXIT_FAILED;
   }
 done:
-  if (ret != SE3_EXIT_OK && r.err[0]) fprintf(stderr, "se3screen merge: %s\n", r.err);
+  if (ret != SE3_EXIT_OK && r.err.message[0]) fprintf(stderr, "se3screen merge: %s\n", se3_error_str(&r.err).s);
   for (int k = 0; k < n; k++)
     free(shards[k]);
   free(shards);

@@ -231,8 +231,8 @@ static void plan_stage(struct plan *p, int i) {
   /* Plan it as the run would, on the database as it is. */
   struct run_upstream up = {0, 0};
   if (ui >= 0 && run_check_upstream(r, s, &up)) {
-    say(p, i, up_v == P_NOTHING ? P_WHOLE : up_v, "runs after %s (%s)", after, r->err);
-    r->err[0] = 0;
+    say(p, i, up_v == P_NOTHING ? P_WHOLE : up_v, "runs after %s (%s)", after, se3_error_str(&r->err).s);
+    r->err.message[0] = 0;
     goto out;
   }
   struct run_ctx rc;
@@ -324,8 +324,8 @@ int runner_dry_run(const struct run_opts *o) {
   printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
   if (access(dbpath, F_OK) != 0) {
     printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
-  } else if (ledger_open_ro(&r.st, dbpath, r.root, r.err, sizeof r.err)) {
-    fprintf(stderr, "se3screen: %s\n", r.err);
+  } else if (ledger_open_ro(&r.st, dbpath, r.root, run_errbuf(&r), sizeof r.err.message)) {
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&r.err).s);
     ret = SE3_EXIT_FAILED;
   } else {
     long long ver = run_query_int(r.st.db, 0, "PRAGMA user_version");
@@ -333,7 +333,7 @@ int runner_dry_run(const struct run_opts *o) {
       printf("  %s was made by an earlier se3screen (schema %lld, this one writes %d): see `se3screen upgrade`\n",
              dbpath, ver, STORE_SCHEMA_VERSION);
     else if (run_check_owner(&r, o->workflow)) {
-      printf("  a run would be refused: %s\n", r.err);
+      printf("  a run would be refused: %s\n", se3_error_str(&r.err).s);
       ret = SE3_EXIT_USAGE;
     } else
       run_plan_print(&r, first, last, o->stage != NULL, stdout);

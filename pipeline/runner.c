@@ -105,7 +105,7 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   w->shard = rank;
   w->n_shards = n;
   w->src = "src";
-  w->err[0] = 0;
+  w->err.message[0] = 0;
   run_ctx_init(&rc, w, s, &ledger_stage_reads);
   struct stage_ctx *ctx = &rc.ctx;
   if (rank > 0) ctx->report = &run_quiet_report; /* rank 0 speaks for the run */
@@ -113,11 +113,11 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   int st = STAGE_ERROR;
   snprintf(up, sizeof up, "%s/shards", w->workdir);
   run_rank_db_path(path, sizeof path, w->workdir, s->name, rank);
-  if (!mkdirs(up, w->err, sizeof w->err) &&
+  if (!mkdirs(up, run_errbuf(w), sizeof w->err.message) &&
       !store_open_locked(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal"),
-                         (int)cfg_int(w->root, "store.busy_timeout_ms"), w->err, sizeof w->err) &&
+                         (int)cfg_int(w->root, "store.busy_timeout_ms"), run_errbuf(w), sizeof w->err.message) &&
       (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
-       !store_attach_readonly(&w->st, up, "src", w->err, sizeof w->err)) &&
+       !store_attach_readonly(&w->st, up, "src", run_errbuf(w), sizeof w->err.message)) &&
       !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
@@ -129,20 +129,20 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
       ctx->db = w->st.db;
       st = run_begin(ctx, s, &n_chunks, &n_items);
       if (st != STAGE_OK) {
-        snprintf(w->err, sizeof w->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+        run_stage_failed(w, &ctx->err, "%s", s->name);
       } else {
         if (ledger_set_state(w, s->name, hash, settings, chain, n_chunks, n_items, 0, 1)) st = STAGE_ERROR;
       }
     }
   }
-  if (st != STAGE_OK && rank > 0) fprintf(stderr, "se3screen (rank %d): %s\n", rank, w->err);
+  if (st != STAGE_OK && rank > 0) fprintf(stderr, "se3screen (rank %d): %s\n", rank, se3_error_str(&w->err).s);
   int all = st, ret = SE3_EXIT_FAILED;
   if (comm_max_int(comm, &all, 1)) comm_abort(comm, SE3_EXIT_FAILED);
   if (all == STAGE_OK)
     ret = run_chunks(w, &(struct chunk_job){s, ctx, hash, n_chunks, n_items, rank, n, comm});
   else if (st == STAGE_OK)
-    snprintf(w->err, sizeof w->err, "%s: another process of the run could not begin it (its message is above)",
-             s->name);
+    se3_error_set(&w->err, SE3_ERR_RUN, "%s: another process of the run could not begin it (its message is above)",
+                  s->name);
   if (w->st.db) ledger_finish_run(w, ret);
   run_end(ctx, s);
   store_close(&w->st);
@@ -172,7 +172,7 @@ static int begin_stage(struct run *r, int si, struct stage_ctx *ctx, int collect
   if (collective) {
     struct stage_order o = {.op = RUN_ORDER_STAGE, .i = {si}};
     if (stage_order(ctx, &o)) {
-      snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+      se3_error_set(&r->err, SE3_ERR_RUN, "%s: MPI failed sending the stage to the other processes", s->name);
       return -1;
     }
   }
@@ -181,15 +181,15 @@ static int begin_stage(struct run *r, int si, struct stage_ctx *ctx, int collect
   if (collective) comm_max_int(r->comm, &all_began, 1);
   if (all_began != STAGE_OK) {
     if (began != STAGE_OK)
-      snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+      run_stage_failed(r, &ctx->err, "%s", s->name);
     else
-      snprintf(r->err, sizeof r->err, "%s: another process of the run could not begin it (its message is above)",
-               s->name);
+      se3_error_set(&r->err, SE3_ERR_RUN, "%s: another process of the run could not begin it (its message is above)",
+                    s->name);
     run_end(ctx, s);
     return -1;
   }
   if (s->ready && s->ready(ctx) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&ctx->err).s);
+    run_stage_failed(r, &ctx->err, "%s", s->name);
     if (collective) stage_serve_end(ctx);
     run_end(ctx, s);
     return -1;
@@ -210,7 +210,7 @@ static int spread_stage(struct run *r, int si, struct stage_ctx *ctx, const char
                           .i = {si, (int64_t)strtoull(hash, NULL, 16), (int64_t)strtoull(chain, NULL, 16)}};
   struct stage_ctx bare = {.comm = r->comm};
   if (stage_order(&bare, &o)) {
-    snprintf(r->err, sizeof r->err, "%s: MPI failed sending the stage to the other processes", s->name);
+    se3_error_set(&r->err, SE3_ERR_RUN, "%s: MPI failed sending the stage to the other processes", s->name);
     return SE3_EXIT_FAILED;
   }
   struct run w;
@@ -220,7 +220,7 @@ static int spread_stage(struct run *r, int si, struct stage_ctx *ctx, const char
   memcpy(w.workflow_dir, r->workflow_dir, sizeof w.workflow_dir);
   memcpy(w.host, r->host, sizeof w.host);
   int ret = share_stage(&w, s, hash, chain);
-  if (ret != SE3_EXIT_OK) snprintf(r->err, sizeof r->err, "%s", w.err);
+  if (ret != SE3_EXIT_OK) r->err = w.err;
   if (ret == SE3_EXIT_OK && run_fold_rank_shards(r, s, hash, "") < 0) ret = SE3_EXIT_FAILED;
   return ret;
 }
@@ -317,7 +317,7 @@ static int prune_keyed(struct run *r, const struct stage_run *sr, int64_t *n_pru
   *n_pruned = 0;
   if (!sr->keyed || !(s->keyed->rows || s->keyed->prune)) return 0;
   if ((s->keyed->rows ? run_rows_prune(sr->ctx, s, n_pruned) : s->keyed->prune(sr->ctx, n_pruned)) != STAGE_OK) {
-    snprintf(r->err, sizeof r->err, "%s: %s", s->name, se3_error_str(&sr->ctx->err).s);
+    run_stage_failed(r, &sr->ctx->err, "%s", s->name);
     return -1;
   }
   if (*n_pruned > 0)
@@ -399,7 +399,7 @@ static int finalize_if_whole(struct run *r, const struct stage_run *sr) {
  * or SE3_EXIT_FAILED where the other processes could not end it. */
 static int end_stage(struct run *r, const struct stage_run *sr, const char *started, double t0, int ret) {
   if (sr->collective && stage_serve_end(sr->ctx) && ret == SE3_EXIT_OK) {
-    snprintf(r->err, sizeof r->err, "%s: MPI failed ending the stage on the other processes", sr->s->name);
+    se3_error_set(&r->err, SE3_ERR_RUN, "%s: MPI failed ending the stage on the other processes", sr->s->name);
     ret = SE3_EXIT_FAILED;
   }
   run_end(sr->ctx, sr->s);
@@ -590,16 +590,16 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
   if (r->n_shards > 1) {
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/shards", r->workdir);
-    if (mkdirs(dir, r->err, sizeof r->err)) return -1;
+    if (mkdirs(dir, run_errbuf(r), sizeof r->err.message)) return -1;
     snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, run_all_stages[first]->name, r->shard);
   } else {
-    if (mkdirs(r->workdir, r->err, sizeof r->err)) return -1;
+    if (mkdirs(r->workdir, run_errbuf(r), sizeof r->err.message)) return -1;
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r->workdir);
   }
   /* The lock first: a database another se3screen is writing is refused by
    * its holder's name before anything of it is read */
   if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal"),
-                        (int)cfg_int(r->root, "store.busy_timeout_ms"), r->err, sizeof r->err))
+                        (int)cfg_int(r->root, "store.busy_timeout_ms"), run_errbuf(r), sizeof r->err.message))
     return -1;
 
   /* Another workflow's screen.db is refused before anything of it changes */
@@ -613,12 +613,12 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
     char up[PATH_MAX + 32];
     snprintf(up, sizeof up, "%s/screen.db", r->workdir);
     if (access(up, R_OK) != 0) {
-      snprintf(r->err, sizeof r->err,
-               "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
-               run_all_stages[first]->name, first_after, up, first_after);
+      se3_error_set(&r->err, SE3_ERR_RUN,
+                    "%s reads the %s stage's results from %.1500s, which does not exist: run %s first",
+                    run_all_stages[first]->name, first_after, up, first_after);
       return -1;
     }
-    if (store_attach_readonly(&r->st, up, "src", r->err, sizeof r->err)) return -1;
+    if (store_attach_readonly(&r->st, up, "src", run_errbuf(r), sizeof r->err.message)) return -1;
     r->src = "src";
   }
 
@@ -663,7 +663,7 @@ static int run_main(const struct run_opts *o) {
   }
   int opened = open_run(&r, o, first);
   if (opened == -2) { /* (a refusal, as a configuration error: exit 2) */
-    fprintf(stderr, "se3screen: %s\n", r.err);
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&r.err).s);
     store_close(&r.st);
     cfg_node_free(r.root);
     return SE3_EXIT_USAGE;
@@ -695,13 +695,13 @@ static int run_main(const struct run_opts *o) {
   if (ret == SE3_EXIT_STOPPED)
     fprintf(stderr, "se3screen: stopped by a signal, its finished work kept; run the same command again to resume\n");
   else if (ret != SE3_EXIT_OK)
-    fprintf(stderr, "se3screen: %s\n", r.err[0] ? r.err : "run failed");
+    fprintf(stderr, "se3screen: %s\n", r.err.message[0] ? se3_error_str(&r.err).s : "run failed");
   store_close(&r.st);
   cfg_node_free(r.root);
   return ret;
 
 fail_early:
-  fprintf(stderr, "se3screen: %s\n", r.err);
+  fprintf(stderr, "se3screen: %s\n", se3_error_str(&r.err).s);
   store_close(&r.st);
   cfg_node_free(r.root);
   return SE3_EXIT_FAILED;

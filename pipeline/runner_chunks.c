@@ -49,8 +49,7 @@ static int one_chunk(struct run *r, const struct chunk_job *j, int64_t c, const 
   ctx->chunk_bytes = 0;
   if (st == STAGE_OK) {
     st = s->run_chunk(ctx, c, n_ok, n_rej);
-    if (st == STAGE_ERROR)
-      snprintf(r->err, sizeof r->err, "%s: chunk %lld: %s", s->name, (long long)c, se3_error_str(&ctx->err).s);
+    if (st == STAGE_ERROR) run_stage_failed(r, &ctx->err, "%s: chunk %lld", s->name, (long long)c);
   }
   if (st == STAGE_OK &&
       (ledger_write_chunk(r, s->name, c, j->shard, j->hash, started, *n_ok, *n_rej, ctx->chunk_bytes, round_src) ||
@@ -80,8 +79,8 @@ static int count_todo(struct chunk_run *cr) {
   const struct chunk_job *j = &cr->j;
   cr->done = calloc((size_t)j->n_chunks + 1, 1);
   if (!cr->done) {
-    snprintf(cr->r->err, sizeof cr->r->err, "%s: out of memory for the ledger of %lld chunks", j->s->name,
-             (long long)j->n_chunks);
+    se3_error_set(&cr->r->err, SE3_ERR_RUN, "%s: out of memory for the ledger of %lld chunks", j->s->name,
+                  (long long)j->n_chunks);
     return -1;
   }
   if (ledger_chunks_done(cr->r, j->s, j->ctx, j->hash, j->n_chunks, j->together, cr->done, &cr->done_items)) return -1;
@@ -182,10 +181,10 @@ static int agree(struct chunk_run *cr, int64_t c, int64_t n, int stopped, int fa
   if (cr->speaks) progress_add(&cr->r->prog, (int64_t)word[0] - n);
   if (word[2] > 0) {
     if (!failed)
-      snprintf(cr->r->err, sizeof cr->r->err,
-               "%s: another process of the run failed (its message is above); this one "
-               "stopped after its chunk in flight",
-               j->s->name);
+      se3_error_set(&cr->r->err, SE3_ERR_RUN,
+                    "%s: another process of the run failed (its message is above); this one "
+                    "stopped after its chunk in flight",
+                    j->s->name);
     *ret = SE3_EXIT_FAILED;
     return 1;
   }
@@ -206,8 +205,9 @@ static int take_turns(struct chunk_run *cr) {
     int64_t n;
     int stopped;
     c = take_turn(cr, c, &n, &stopped);
-    int failed = r->err[0] != 0;
-    if (failed && !cr->speaks) fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(cr->j.together), r->err);
+    int failed = r->err.message[0] != 0;
+    if (failed && !cr->speaks)
+      fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(cr->j.together), se3_error_str(&r->err).s);
     if (cr->j.together) {
       if (agree(cr, c, n, stopped, failed, &ret)) break;
       continue;

@@ -210,7 +210,7 @@ int run_exec(struct run *r, const char *fmt, ...) {
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
-  int rc = store_exec(r->st.db, sql, r->err, sizeof r->err);
+  int rc = store_exec(r->st.db, sql, run_errbuf(r), sizeof r->err.message);
   sqlite3_free(sql);
   return rc;
 }
@@ -382,16 +382,25 @@ int run_check_owner(struct run *r, const char *workflow) {
         snprintf(who, sizeof who, "the workflow '%.100s' (%.400s)", their_name, theirs);
       else
         snprintf(who, sizeof who, "the workflow file %.400s", theirs);
-      snprintf(r->err, sizeof r->err,
-               "%.250s/screen.db holds the results of %s, not of '%.100s' (%.300s): "
-               "refused, nothing changed (its molecules, models and scores are another workflow's). Name another "
-               "workdir (`workdir:` in the workflow or --workdir), or, to start afresh there on purpose, delete "
-               "%.250s first",
-               r->workdir, who, name ? name : "?", abs, r->workdir);
+      se3_error_set(&r->err, SE3_ERR_RUN,
+                    "%.250s/screen.db holds the results of %s, not of '%.100s' (%.300s): "
+                    "refused, nothing changed (its molecules, models and scores are another workflow's). Name another "
+                    "workdir (`workdir:` in the workflow or --workdir), or, to start afresh there on purpose, delete "
+                    "%.250s first",
+                    r->workdir, who, name ? name : "?", abs, r->workdir);
       ret = -1;
     }
   }
   free(theirs);
   free(their_name);
   return ret;
+}
+
+void run_stage_failed(struct run *r, const struct se3_error *e, const char *fmt, ...) {
+  char head[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(head, sizeof head, fmt, ap);
+  va_end(ap);
+  se3_error_set(&r->err, e->kind != SE3_ERR_NONE ? e->kind : SE3_ERR_RUN, "%s: %s", head, se3_error_str(e).s);
 }

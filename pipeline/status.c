@@ -179,8 +179,8 @@ static int next_run(const char *workflow, const struct cfg_node *root, const cha
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
-  if (ledger_open_ro(&r.st, dbpath, NULL, r.err, sizeof r.err)) {
-    fprintf(stderr, "se3screen status: %s\n", r.err);
+  if (ledger_open_ro(&r.st, dbpath, NULL, run_errbuf(&r), sizeof r.err.message)) {
+    fprintf(stderr, "se3screen status: %s\n", se3_error_str(&r.err).s);
     return -1;
   }
   long long ver = run_query_int(r.st.db, 0, "PRAGMA user_version");

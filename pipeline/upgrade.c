@@ -46,7 +46,7 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
   struct ledger_stage was;
   if (ledger_read_stage(r->st.db, NULL, s->name, &was) < 0) {
     ledger_read_failed(r, NULL, s->name);
-    fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+    fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&r->err).s);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }
@@ -71,13 +71,13 @@ static int upgrade_stage(struct run *r, const struct stage *s) {
     char hash[17], chain[17], settings[17];
     if (run_upstream_of(r->root, s) && run_check_upstream(r, s, &up)) {
       st = STAGE_ERROR;
-      se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", r->err);
+      se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", se3_error_str(&r->err).s);
     } else {
       run_settings_hash(r->root, s, settings);
       run_stage_hashes(r->root, s, rc.ctx.inputs_hash, &up, hash, chain);
       if (ledger_restate(r, s->name, hash, settings, chain, n_chunks, n_items)) {
         st = STAGE_ERROR;
-        se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", r->err);
+        se3_error_set(&rc.ctx.err, SE3_ERR_DB, "%.1000s", se3_error_str(&r->err).s);
       }
     }
   }
@@ -104,7 +104,7 @@ static int upgrade_convert(struct run *r, const char *wf) {
            "input file again and redoes what was made of them\n",
            wf ? wf : "not recorded");
     if (run_exec(r, "COMMIT")) {
-      fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+      fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&r->err).s);
       return -1;
     }
     return 0;
@@ -115,7 +115,7 @@ static int upgrade_convert(struct run *r, const char *wf) {
     if (upgrade_stage(r, s)) return -1;
   }
   if (run_exec(r, "COMMIT")) {
-    fprintf(stderr, "se3screen upgrade: %s\n", r->err);
+    fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&r->err).s);
     sqlite3_exec(r->st.db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
   }
@@ -197,8 +197,8 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
    * a database of this schema with nothing of its work to keep. */
   if (store_open_locked(&r.st, dbpath, STORE_UPGRADE,
                         r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
-                        cfg_busy_timeout_ms(r.root), r.err, sizeof r.err)) {
-    fprintf(stderr, "se3screen upgrade: %s\n", r.err);
+                        cfg_busy_timeout_ms(r.root), run_errbuf(&r), sizeof r.err.message)) {
+    fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&r.err).s);
     goto out;
   }
   /* The migration's transaction is open (store.h): each stage converts

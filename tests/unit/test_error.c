@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "pipeline/runner.h"
+#include "pipeline/runner_internal.h"
 #include "models/trainer.h"
 #include "stages/stage.h"
 
@@ -104,4 +105,12 @@ Test(error, a_stage_error_is_a_value_with_its_place) {
   cr_assert_eq(ctx.err.kind, SE3_ERR_DB);
   cr_assert_str_eq(se3_error_str(&ctx.err).s, "reading: no such table: no_such_table");
   sqlite3_close(db);
+
+  /* the runner takes it as the run's error: the same kind, its text after
+   * the stage's name and chunk, as the run's message always read */
+  static struct run r;
+  run_stage_failed(&r, &ctx.err, "%s: chunk %d", "score", 3);
+  cr_assert_eq(r.err.kind, SE3_ERR_DB);
+  cr_assert_str_eq(se3_error_str(&r.err).s, "score: chunk 3: reading: no such table: no_such_table");
+  cr_assert_eq(se3_error_rc(&r.err), SE3_RC_FAILED);
 }
