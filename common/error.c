@@ -44,6 +44,14 @@ int se3_error_set(struct se3_error *e, enum se3_err_kind kind, const char *fmt, 
   return (int)se3_rc_table[kind].rc;
 }
 
+void se3_error_clear(struct se3_error *e) {
+  if (!e) return;
+  e->kind = SE3_ERR_NONE;
+  e->file[0] = e->message[0] = 0;
+  e->line = e->col = 0;
+  e->record = 0;
+}
+
 void se3_error_at(struct se3_error *e, const char *file, int line, int col) {
   if (!e) return;
   if (file) snprintf(e->file, sizeof e->file, "%s", file);

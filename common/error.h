@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The result codes: a function's return and the command's exit status. */
 enum se3_rc {
   SE3_RC_OK = 0,      /* done */
@@ -65,6 +69,8 @@ struct se3_error {
  * result code. e may be NULL (the code is still returned). */
 int se3_error_set(struct se3_error *e, enum se3_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* No error: kind SE3_ERR_NONE, message and place empty. e may be NULL. */
+void se3_error_clear(struct se3_error *e);
 /* The place of an error already set: file (NULL: unchanged), line:col. */
 void se3_error_at(struct se3_error *e, const char *file, int line, int col);
 /* ... or a record of file. */
@@ -86,5 +92,9 @@ struct se3_error_text {
 struct se3_error_text se3_error_str(const struct se3_error *e);
 /* The row of a result code's name ("stopped") or NULL. */
 const char *se3_rc_name(int rc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
