@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "chem/mol.h"
+#include "common/error.h"
 
 enum { MAX_Z = 119 };
 
@@ -121,10 +122,10 @@ static int load_samples(sqlite3 *db, const char *target, struct sample **out) {
     s[n].split = !strcmp(split, "train") ? 0 : !strcmp(split, "valid") ? 1 : 2;
     s[n].y = sqlite3_column_double(st, 1);
     struct mol m;
-    char err[256];
+    struct se3_error e;
     mol_init(&m);
-    if (mol_from_blob(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &m, err, sizeof err)) {
-      fprintf(stderr, "accuracy_bench: molecule blob: %s\n", err);
+    if (mol_from_blob(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &m, &e)) {
+      fprintf(stderr, "accuracy_bench: molecule blob: %s\n", se3_error_str(&e).s);
       exit(1);
     }
     for (int a = 0; a < m.n_atoms; a++) {

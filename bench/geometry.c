@@ -46,6 +46,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "common/error.h"
 #include "models/basis.h"
 
 enum { PART_GRAPH = 1, PART_BASIS = 2, PART_ENCODE = 4, PART_BATCH = 8 };
@@ -175,13 +176,12 @@ static double graph_pass(const struct blob *mols, int64_t n, int threads, int64_
   for (int64_t i = 0; i < n; i++) {
     struct mol m;
     struct graph g;
-    char err[200];
+    struct se3_error e;
     uint8_t *gb = NULL;
     size_t gl = 0;
     mol_init(&m);
     graph_init(&g);
-    if (mol_from_blob(mols[i].p, mols[i].n, &m, err, sizeof err) || graph_build(&m, &O.go, &g, err, sizeof err) ||
-        graph_to_blob(&g, &gb, &gl)) {
+    if (mol_from_blob(mols[i].p, mols[i].n, &m, &e) || graph_build(&m, &O.go, &g, &e) || graph_to_blob(&g, &gb, &gl)) {
       failed++;
     } else {
       edges += g.n_edges;
@@ -233,11 +233,11 @@ static double basis_blob_pass(const struct basis_plan *bp, const struct blob *gr
 #pragma omp parallel for schedule(dynamic, 8) num_threads(threads) reduction(+ : cs, failed)
   for (int64_t i = 0; i < n; i++) {
     struct graph g;
-    char err[200];
+    struct se3_error e;
     uint8_t *b = NULL;
     size_t len = 0;
     graph_init(&g);
-    if (graph_from_blob(graphs[i].p, graphs[i].n, &g, err, sizeof err) ||
+    if (graph_from_blob(graphs[i].p, graphs[i].n, &g, &e) ||
         basis_to_blob(bp, O.dtype, g.rel_pos, (uint32_t)g.n_edges, &b, &len)) {
       failed++;
     } else {
@@ -295,6 +295,7 @@ static double run_method(int method, const struct basis_plan *bp, struct batch *
     if (sqlite3_exec(dbs[t], "BEGIN", NULL, NULL, NULL) != SQLITE_OK) fail++;
     sqlite3_stmt *st = prep(dbs[t], method_sql[method]);
     char err[200];
+    struct se3_error e;
     for (int i = t; i < b->n; i += threads) {
       float *out = b->arena + b->off[i];
       sqlite3_reset(st);
@@ -328,10 +329,10 @@ static double run_method(int method, const struct basis_plan *bp, struct batch *
         if (method == M_COORDS) {
           struct mol m;
           mol_init(&m);
-          bad = mol_from_blob(p, len, &m, err, sizeof err) || graph_build(&m, &O.go, &g, err, sizeof err);
+          bad = mol_from_blob(p, len, &m, &e) || graph_build(&m, &O.go, &g, &e);
           mol_free(&m);
         } else {
-          bad = graph_from_blob(p, len, &g, err, sizeof err);
+          bad = graph_from_blob(p, len, &g, &e);
         }
         if (bad || g.n_edges != b->n_edges[i]) {
           fail++;
@@ -630,9 +631,9 @@ int main(int argc, char **argv) {
       struct relpos *rp = xmalloc((size_t)(n ? n : 1) * sizeof *rp);
       for (int64_t i = 0; i < n; i++) {
         struct graph g;
-        char err[200];
+        struct se3_error e;
         graph_init(&g);
-        if (graph_from_blob(graphs[i].p, graphs[i].n, &g, err, sizeof err)) die("stored graph: %s", err);
+        if (graph_from_blob(graphs[i].p, graphs[i].n, &g, &e)) die("stored graph: %s", se3_error_str(&e).s);
         rp[i].n_edges = g.n_edges;
         rp[i].rel = xmalloc((size_t)g.n_edges * 3 * sizeof(float));
         memcpy(rp[i].rel, g.rel_pos, (size_t)g.n_edges * 3 * sizeof(float));

@@ -106,6 +106,7 @@
 #include "chem/graph.h"
 #include "chem/mol.h"
 #include "common/comm.h"
+#include "common/error.h"
 #include "models/cpu/isa.h"
 #include "models/cpu/real.h"
 #include "models/device.h"
@@ -299,6 +300,7 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   char err[512] = "";
+  struct se3_error e;
   struct nn_device dev;
   const struct nn_backend *be = NULL;
   if (nn_device_parse(device, &dev, err, sizeof err) ||
@@ -433,9 +435,10 @@ int main(int argc, char **argv) {
     struct graph g;
     synthetic(&mol, &rng);
     graph_init(&g);
-    if (graph_build(&mol, &go, &g, err, sizeof err) ||
+    se3_error_clear(&e);
+    if (graph_build(&mol, &go, &g, &e) ||
         se3_batch_add(&bb, g.n_nodes, g.node_feat, g.n_edges, g.src, g.dst, g.edge_feat, g.rel_pos)) {
-      fprintf(stderr, "model_bench: %s\n", err[0] ? err : "out of memory");
+      fprintf(stderr, "model_bench: %s\n", e.message[0] ? e.message : "out of memory");
       return 1;
     }
     graph_free(&g);

@@ -22,6 +22,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/shape.h"
+#include "common/error.h"
 
 #define MAX_EXAMPLES 5
 #define MAX_REASONS 8
@@ -72,11 +73,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "shape_check: Open Babel failed to start\n");
     return 1;
   }
-  char err[512];
+  struct se3_error e;
   struct rec_options ro = {0};
-  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
+  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, &e);
   if (!rd) {
-    fprintf(stderr, "shape_check: %s\n", err);
+    fprintf(stderr, "shape_check: %s\n", se3_error_str(&e).s);
     return 1;
   }
   struct ob_parse_opts o = {.format = "sdf", .gen3d = OB_GEN3D_NEVER, .add_hydrogens = 0, .max_atoms = 999,
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
   char ex_name[MAX_EXAMPLES][128], ex_rec[MAX_EXAMPLES][32], ex_why[MAX_EXAMPLES][600];
   struct rec r;
   int rc;
-  while ((rc = rec_next(rd, &r, err, sizeof err)) > 0) {
+  while ((rc = rec_next(rd, &r, &e)) > 0) {
     records++;
     struct mol m;
     struct mol_why why;
@@ -127,7 +128,7 @@ int main(int argc, char **argv) {
   }
   rec_close(rd);
   if (rc < 0) {
-    fprintf(stderr, "shape_check: %s\n", err);
+    fprintf(stderr, "shape_check: %s\n", se3_error_str(&e).s);
     return 1;
   }
   printf("{\"file\":");

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "chem/obbridge.h"
+#include "common/error.h"
 #include "common/fsutil.h"
 
 static double now_s(void) {
@@ -212,23 +213,19 @@ static void end_docking(pid_t pid) {
 
 /* ---- a small job in a child process -------------------------------------- */
 
-/* Runs fn(arg, fd) in a child process (Open Babel's work): what the child
- * writes to fd comes back in out (at most size - 1 bytes, NUL-terminated);
- * fn returns 0, or non-zero having written its message. 0, or -1 with err
- * (the child's message, "timed out", "crashed"). */
 /* A child (child_setup done) with a pipe to its parent: in the child 0,
  * p[1] its end; in the parent the child's pid, p[0] its end (the other
  * ends closed); -1 with err. */
-static pid_t fork_piped(int p[2], char *err, size_t errlen) {
+static pid_t fork_piped(int p[2], struct se3_error *err) {
   if (pipe2(p, O_CLOEXEC) != 0) {
-    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    se3_error_set(err, SE3_ERR_RUN, "pipe: %s", strerror(errno));
     return -1;
   }
   pid_t parent = getpid();
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
-    snprintf(err, errlen, "fork: %s", strerror(errno));
+    se3_error_set(err, SE3_ERR_RUN, "fork: %s", strerror(errno));
     close(p[0]);
     close(p[1]);
     return -1;
@@ -243,10 +240,25 @@ static pid_t fork_piped(int p[2], char *err, size_t errlen) {
   return pid;
 }
 
-static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, char *out, size_t size, char *err,
-                    size_t errlen) {
+/* A child's failure, e, written to fd for its parent (isolated): a letter
+ * for its kind, then its text; returns 1 (fn's failure). */
+static int child_fail(int fd, const struct se3_error *e) {
+  char kind = (char)('A' + (e && (unsigned)e->kind < SE3_ERR_N_KINDS ? (int)e->kind : (int)SE3_ERR_RUN));
+  write_all(fd, &kind, 1);
+  const char *text = se3_error_str(e).s;
+  write_all(fd, text, strlen(text));
+  return 1;
+}
+
+/* Runs fn(arg, fd) in a child process (Open Babel's work): what the child
+ * writes to fd comes back in out (at most size - 1 bytes, NUL-terminated);
+ * fn returns 0, or non-zero having written its failure (child_fail). 0, or
+ * -1 with err (the child's failure, its kind kept; "timed out",
+ * "crashed"). */
+static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, char *out, size_t size,
+                    struct se3_error *err) {
   int p[2];
-  pid_t pid = fork_piped(p, err, errlen);
+  pid_t pid = fork_piped(p, err);
   if (pid < 0) return -1;
   if (pid == 0) _exit(fn(arg, p[1]) ? 1 : 0);
   size_t n = 0;
@@ -274,18 +286,22 @@ static int isolated(int (*fn)(void *arg, int fd), void *arg, double timeout_s, c
   out[n] = 0;
   if (timed_out) {
     kill_child(pid);
-    snprintf(err, errlen, "timed out after %.0f s", timeout_s);
+    se3_error_set(err, SE3_ERR_RUN, "timed out after %.0f s", timeout_s);
     return -1;
   }
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(st)) {
-    snprintf(err, errlen, "Open Babel crashed (signal %d)", WTERMSIG(st));
+    se3_error_set(err, SE3_ERR_RUN, "Open Babel crashed (signal %d)", WTERMSIG(st));
     return -1;
   }
   if (WEXITSTATUS(st) != 0) {
-    snprintf(err, errlen, "%s", n ? out : "failed");
+    int kind = n ? out[0] - 'A' : -1;
+    if (kind > SE3_ERR_NONE && kind < SE3_ERR_N_KINDS)
+      se3_error_set(err, (enum se3_err_kind)kind, "%s", out + 1);
+    else
+      se3_error_set(err, SE3_ERR_RUN, "%s", n ? out : "failed");
     return -1;
   }
   return 0;
@@ -297,17 +313,14 @@ struct receptor_arg {
 
 static int receptor_child(void *arg, int fd) {
   struct receptor_arg *a = arg;
-  char err[512] = "";
-  char *text = ob_receptor_pdbqt(a->in, 7.4, err, sizeof err);
-  if (!text) {
-    write_all(fd, err, strlen(err));
-    return 1;
-  }
+  struct se3_error e;
+  char *text = ob_receptor_pdbqt(a->in, 7.4, &e);
+  if (!text) return child_fail(fd, &e);
   if (write_file(a->out, text, strlen(text))) {
-    snprintf(err, sizeof err, "%s: %s", a->out, strerror(errno));
-    write_all(fd, err, strlen(err));
+    se3_error_set(&e, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(&e, a->out, 0, 0);
     free(text);
-    return 1;
+    return child_fail(fd, &e);
   }
   free(text);
   return 0;
@@ -318,39 +331,45 @@ static int ends_with(const char *s, const char *suffix) {
   return a >= b && strcasecmp(s + a - b, suffix) == 0;
 }
 
-int dock_prepare_receptor(const char *in, const char *out, double timeout_s, char *err, size_t errlen) {
+/* err: a system call's failure on path (SE3_ERR_IO, its file path);
+ * returns -1. */
+static int io_error(struct se3_error *err, const char *path, int e) {
+  se3_error_set(err, SE3_ERR_IO, "%s", strerror(e));
+  se3_error_at(err, path, 0, 0);
+  return -1;
+}
+
+int dock_prepare_receptor(const char *in, const char *out, double timeout_s, struct se3_error *err) {
   char tmp[4096];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid()) >= sizeof tmp) {
-    snprintf(err, errlen, "%s: path too long", out);
+    se3_error_set(err, SE3_ERR_IO, "path too long");
+    se3_error_at(err, out, 0, 0);
     return -1;
   }
   if (ends_with(in, ".pdbqt")) {
     size_t n = 0;
     char *text = read_file(in, &n);
-    if (!text) {
-      snprintf(err, errlen, "%s: %s", in, strerror(errno));
-      return -1;
-    }
+    if (!text) return io_error(err, in, errno);
     int bad = write_file(tmp, text, n);
+    int e = errno;
     free(text);
     if (bad) {
-      snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
       unlink(tmp);
-      return -1;
+      return io_error(err, tmp, e);
     }
   } else {
     struct receptor_arg a = {in, tmp};
-    char msg[1024], why[1024];
-    if (isolated(receptor_child, &a, timeout_s, msg, sizeof msg, why, sizeof why)) {
-      snprintf(err, errlen, "preparing the receptor %s: %s", in, why);
+    char msg[1024];
+    if (isolated(receptor_child, &a, timeout_s, msg, sizeof msg, err)) {
+      se3_error_context(err, "preparing the receptor %s", in);
       unlink(tmp);
       return -1;
     }
   }
   if (rename(tmp, out) != 0) {
-    snprintf(err, errlen, "%s: %s", out, strerror(errno));
+    int e = errno;
     unlink(tmp);
-    return -1;
+    return io_error(err, out, e);
   }
   return 0;
 }
@@ -358,27 +377,25 @@ int dock_prepare_receptor(const char *in, const char *out, double timeout_s, cha
 static int extent_child(void *arg, int fd) {
   double lo[3], hi[3];
   int n = 0;
-  char err[512] = "", text[512];
-  if (ob_file_extent((const char *)arg, lo, hi, &n, err, sizeof err)) {
-    write_all(fd, err, strlen(err));
-    return 1;
-  }
+  char text[512];
+  struct se3_error e;
+  if (ob_file_extent((const char *)arg, lo, hi, &n, &e)) return child_fail(fd, &e);
   int len = snprintf(text, sizeof text, "%d %.17g %.17g %.17g %.17g %.17g %.17g", n, lo[0], lo[1], lo[2], hi[0], hi[1],
                      hi[2]);
   return write_all(fd, text, (size_t)len) ? 1 : 0;
 }
 
-int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b, char *err,
-                         size_t errlen) {
-  char out[512], why[1024];
-  if (isolated(extent_child, (void *)path, timeout_s, out, sizeof out, why, sizeof why)) {
-    snprintf(err, errlen, "the box's reference ligand: %s", why);
+int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b,
+                         struct se3_error *err) {
+  char out[512];
+  if (isolated(extent_child, (void *)path, timeout_s, out, sizeof out, err)) {
+    se3_error_context(err, "the box's reference ligand");
     return -1;
   }
   int n = 0;
   double lo[3], hi[3];
   if (sscanf(out, "%d %lf %lf %lf %lf %lf %lf", &n, &lo[0], &lo[1], &lo[2], &hi[0], &hi[1], &hi[2]) != 7 || n <= 0) {
-    snprintf(err, errlen, "the box's reference ligand %s: no atoms read", path);
+    se3_error_set(err, SE3_ERR_INPUT, "the box's reference ligand %s: no atoms read", path);
     return -1;
   }
   for (int k = 0; k < 3; k++) {
@@ -388,9 +405,9 @@ int dock_box_from_ligand(const char *path, double padding, double timeout_s, str
   return 0;
 }
 
-int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen) {
+int dock_vina_version(const char *vina, char *out, size_t size, struct se3_error *err) {
   int p[2];
-  pid_t pid = fork_piped(p, err, errlen);
+  pid_t pid = fork_piped(p, err);
   if (pid < 0) return -1;
   if (pid == 0) {
     dup2(p[1], 1);
@@ -418,9 +435,10 @@ int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_
   char *nl = strchr(buf, '\n');
   if (nl) *nl = 0;
   if (strncmp(buf, "AutoDock Vina", 13) != 0) {
-    snprintf(err, errlen, "%s --version said \"%s\", not AutoDock Vina's version (install Debian's autodock-vina, or "
-                          "set stages.dock.vina)",
-             vina, buf);
+    se3_error_set(err, SE3_ERR_RUN,
+                  "%s --version said \"%s\", not AutoDock Vina's version (install Debian's autodock-vina, or set "
+                  "stages.dock.vina)",
+                  vina, buf);
     return -1;
   }
   snprintf(out, size, "%s", buf);
@@ -492,15 +510,18 @@ static void child_dock(const struct dock_setup *s, const struct dock_job *j, con
   dup2(log, 2);
   struct mol m;
   char err[512];
+  struct se3_error e;
   mol_init(&m);
-  if (mol_from_blob(j->mol, j->mol_len, &m, err, sizeof err)) {
+  if (mol_from_blob(j->mol, j->mol_len, &m, &e)) {
+    se3_error_format(&e, err, sizeof err);
     dprintf(2, "the stored molecule: %s\n", err);
     write_file("why", err, strlen(err));
     _exit(3);
   }
   int *map = NULL, n_map = 0;
-  char *pdbqt = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
+  char *pdbqt = ob_write_pdbqt(&m, &map, &n_map, &e);
   if (!pdbqt) {
+    se3_error_format(&e, err, sizeof err);
     write_file("why", err, strlen(err));
     _exit(3);
   }
@@ -647,10 +668,11 @@ static void collect(const struct dock_setup *s, struct dock_job *j, const char *
   }
   struct mol m, pose;
   char err[400];
+  struct se3_error e;
   mol_init(&m);
-  if (mol_from_blob(j->mol, j->mol_len, &m, err, sizeof err)) {
+  if (mol_from_blob(j->mol, j->mol_len, &m, &e)) {
     snprintf(j->reason, sizeof j->reason, "no pose");
-    snprintf(j->detail, sizeof j->detail, "the stored molecule: %s", err);
+    snprintf(j->detail, sizeof j->detail, "the stored molecule: %s", se3_error_format(&e, err, sizeof err));
     return;
   }
   size_t len = 0, map_len = 0;
@@ -747,17 +769,17 @@ struct dock_pool {
   struct slot *sl;
 };
 
-struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, char *err, size_t errlen) {
+struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, struct se3_error *err) {
   /* Open Babel started once here, so each child has it ready */
   if (ob_init() != 0) {
-    snprintf(err, errlen, "Open Babel did not start");
+    se3_error_set(err, SE3_ERR_RUN, "Open Babel did not start");
     return NULL;
   }
   struct dock_pool *p = calloc(1, sizeof *p);
   if (p) p->sl = calloc((size_t)(workers > 0 ? workers : 1), sizeof *p->sl);
   if (!p || !p->sl) {
     free(p);
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return NULL;
   }
   p->s = s;
@@ -768,26 +790,26 @@ struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, char *
 
 int dock_pool_idle(const struct dock_pool *p) { return p->workers - p->active; }
 
-int dock_pool_start(struct dock_pool *p, struct dock_job *j, char *err, size_t errlen) {
+int dock_pool_start(struct dock_pool *p, struct dock_job *j, struct se3_error *err) {
   struct slot *t = NULL;
   for (int w = 0; w < p->workers && !t; w++)
     if (!p->sl[w].pid) t = &p->sl[w];
   if (!t) {
-    snprintf(err, errlen, "no docking slot free");
+    se3_error_set(err, SE3_ERR_RUN, "no docking slot free");
     return -1;
   }
   j->status = -1;
   j->n_poses = 0;
   j->reason[0] = j->detail[0] = 0;
   if (make_dir(p->s, "dock", t->dir, sizeof t->dir)) {
-    snprintf(err, errlen, "a folder for docking under %s: %s", p->s->tmpdir ? p->s->tmpdir : "$TMPDIR or /tmp",
-             strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "a folder for docking under %s: %s", p->s->tmpdir ? p->s->tmpdir : "$TMPDIR or /tmp",
+                  strerror(errno));
     return -1;
   }
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
-    snprintf(err, errlen, "fork: %s", strerror(errno));
+    se3_error_set(err, SE3_ERR_RUN, "fork: %s", strerror(errno));
     se3_rm_tree(t->dir);
     t->dir[0] = 0;
     return -1;
@@ -822,7 +844,7 @@ static void slot_ended(struct dock_pool *p, struct slot *t, pid_t r, int st, dou
   p->active--;
 }
 
-int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, char *err, size_t errlen) {
+int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, struct se3_error *err) {
   *done = NULL;
   double until = now_s() + wait_s;
   for (;;) {
@@ -833,7 +855,7 @@ int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, c
       pid_t r = waitpid(t->pid, &st, WNOHANG);
       double took = now_s() - t->start;
       if (r < 0 && errno != EINTR) {
-        snprintf(err, errlen, "waiting for a docking: %s", strerror(errno));
+        se3_error_set(err, SE3_ERR_RUN, "waiting for a docking: %s", strerror(errno));
         return -1;
       }
       if (r == t->pid || (r == 0 && took > p->s->timeout_s)) {

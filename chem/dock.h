@@ -27,6 +27,8 @@
 
 #include "chem/mol.h"
 
+struct se3_error;
+
 struct dock_box {
   double center[3], size[3]; /* Å */
 };
@@ -74,16 +76,17 @@ struct dock_job {
 /* The receptor file (any format Open Babel reads by its extension; a .pdbqt
  * file as it is) as PDBQT at out (written whole, then renamed), polar
  * hydrogens placed for pH 7.4, in a process of its own with timeout_s. 0, or
- * -1 with err naming the file. */
-int dock_prepare_receptor(const char *in, const char *out, double timeout_s, char *err, size_t errlen);
+ * -1 with err naming the file (SE3_ERR_IO: a file could not be read or
+ * written, its file the path; SE3_ERR_INPUT: Open Babel cannot read it;
+ * SE3_ERR_RUN: the process failed). err may be NULL. */
+int dock_prepare_receptor(const char *in, const char *out, double timeout_s, struct se3_error *err);
 /* The box around the first molecule of the file at path (a reference
  * ligand, as placed in the receptor), `padding` Å added on every side. 0, or
  * -1 with err. */
-int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b, char *err,
-                         size_t errlen);
+int dock_box_from_ligand(const char *path, double padding, double timeout_s, struct dock_box *b, struct se3_error *err);
 /* Vina's version line ("AutoDock Vina v1.2.3") into out; 0, or -1 with err
- * when the program cannot be run. */
-int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_t errlen);
+ * (SE3_ERR_RUN) when the program cannot be run. */
+int dock_vina_version(const char *vina, char *out, size_t size, struct se3_error *err);
 /* The dockings in flight: at most `workers` processes at once, each with
  * its job, started when the caller has one and a slot is free, whatever
  * job it belongs to (a stage keeps both workers busy across its chunks:
@@ -92,16 +95,16 @@ int dock_vina_version(const char *vina, char *out, size_t size, char *err, size_
 struct dock_pool;
 /* A pool of `workers` (<= 0: one) slots under s (kept by pointer); NULL
  * with err. */
-struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, char *err, size_t errlen);
+struct dock_pool *dock_pool_open(const struct dock_setup *s, int workers, struct se3_error *err);
 /* Its slots free. */
 int dock_pool_idle(const struct dock_pool *p);
 /* Job j's docking started in a free slot (j->status -1 until it ends). 0,
  * or -1 with err (no slot free, no folder, no fork). */
-int dock_pool_start(struct dock_pool *p, struct dock_job *j, char *err, size_t errlen);
+int dock_pool_start(struct dock_pool *p, struct dock_job *j, struct se3_error *err);
 /* Waits up to wait_s for a docking to end (docked, rejected, or timed
  * out at s->timeout_s): 1 with *done its job (filled in), 0 when none
  * ended in that time (or none runs), -1 on a system error (err). */
-int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, char *err, size_t errlen);
+int dock_pool_wait(struct dock_pool *p, double wait_s, struct dock_job **done, struct se3_error *err);
 /* The jobs running and for how long each has run (s), at most max: their
  * count. */
 int dock_pool_running(const struct dock_pool *p, const struct dock_job **jobs, double *seconds, int max);
@@ -140,15 +143,16 @@ void dock_log_tail(const char *path, int lines, char *out, size_t size);
 
 /* The first model of Vina's output (PDBQT text): its affinity and each
  * atom's coordinates by serial number (xyz[3 * (serial - 1)], seen[serial -
- * 1] = 1 for 1 <= serial <= n). 0, or -1 with err. */
-int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
-                    size_t errlen);
+ * 1] = 1 for 1 <= serial <= n). 0, or -1 with why (a docking's reject
+ * detail, not an error of the run). */
+int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *why,
+                    size_t whylen);
 /* Model `model` (1-based: the MODEL lines counted; text without MODEL
  * lines is model 1) of Vina's output: as dock_parse_pose, with its terms
  * into *p (score, inter, intra, rmsd_lb, rmsd_ub; mol untouched). 0; 1
- * when the output has no such model (Vina found fewer); -1 with err. */
-int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen,
-                     struct dock_pose *p, char *err, size_t errlen);
+ * when the output has no such model (Vina found fewer); -1 with why. */
+int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen, struct dock_pose *p,
+                     char *why, size_t whylen);
 /* A pose's SD tags added to m, in this order: mode, vina_score,
  * vina_inter, vina_intra, rmsd_lb, rmsd_ub (kcal/mol, Å; %.9g; a NAN term
  * left out). hits.sdf and `export --poses` write them so. 0, or -1 out of
@@ -157,8 +161,9 @@ int dock_pose_tags(struct mol *m, int mode, const struct dock_pose *p);
 /* The poses of a job freed, n_poses 0. */
 void dock_job_free_poses(struct dock_job *j);
 /* m at the pose: the coordinates of the atoms seen, the hydrogens unseen
- * dropped (counted on their atom). 0, or -1 with err (a heavy atom unseen). */
-int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
-                  size_t errlen);
+ * dropped (counted on their atom). 0, or -1 with why (a heavy atom unseen:
+ * the docking's reject detail). */
+int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *why,
+                  size_t whylen);
 
 #endif

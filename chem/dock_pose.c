@@ -40,7 +40,7 @@ static int remark_numbers(const char *line, size_t l, size_t label, double *v, i
 }
 
 int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz, uint8_t *seen, struct dock_pose *p,
-                     char *err, size_t errlen) {
+                     char *why, size_t whylen) {
   memset(seen, 0, (size_t)n);
   p->score = p->inter = p->intra = NAN;
   p->rmsd_lb = p->rmsd_ub = 0;
@@ -73,7 +73,7 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
         }
         if (!(fabs(v[0]) <= DOCK_MAX_SCORE) ||
             (got == 3 && !(v[1] >= 0 && v[1] <= DOCK_MAX_COORD && v[2] >= 0 && v[2] <= DOCK_MAX_COORD))) {
-          snprintf(err, errlen,
+          snprintf(why, whylen,
                    "line %ld of Vina's output: a score or RMSD out of range (a score within +-%g kcal/mol, an RMSD "
                    "0 to %g A): %.*s",
                    lineno, DOCK_MAX_SCORE, DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
@@ -83,7 +83,7 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
     } else if (l > 13 && (!memcmp(ln, "REMARK INTER:", 13) || !memcmp(ln, "REMARK INTRA:", 13))) {
       double *term = !memcmp(ln, "REMARK INTER:", 13) ? &p->inter : &p->intra;
       if (remark_numbers(ln, l, 13, term, 1) == 1 && !(fabs(*term) <= DOCK_MAX_SCORE)) {
-        snprintf(err, errlen, "line %ld of Vina's output: a term out of range (within +-%g kcal/mol): %.*s", lineno,
+        snprintf(why, whylen, "line %ld of Vina's output: a term out of range (within +-%g kcal/mol): %.*s", lineno,
                  DOCK_MAX_SCORE, (int)(l < 80 ? l : 80), ln);
         return -1;
       }
@@ -91,12 +91,12 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
       double serial, x, y, z;
       if (pdb_field(ln, l, 7, 11, &serial) || pdb_field(ln, l, 31, 38, &x) || pdb_field(ln, l, 39, 46, &y) ||
           pdb_field(ln, l, 47, 54, &z)) {
-        snprintf(err, errlen, "line %ld of Vina's output: an ATOM line cannot be read: %.*s", lineno,
+        snprintf(why, whylen, "line %ld of Vina's output: an ATOM line cannot be read: %.*s", lineno,
                  (int)(l < 80 ? l : 80), ln);
         return -1;
       }
       if (!(fabs(x) <= DOCK_MAX_COORD && fabs(y) <= DOCK_MAX_COORD && fabs(z) <= DOCK_MAX_COORD)) {
-        snprintf(err, errlen, "line %ld of Vina's output: an atom out of range (within +-%g A): %.*s", lineno,
+        snprintf(why, whylen, "line %ld of Vina's output: an atom out of range (within +-%g A): %.*s", lineno,
                  DOCK_MAX_COORD, (int)(l < 80 ? l : 80), ln);
         return -1;
       }
@@ -112,20 +112,20 @@ int dock_parse_model(const char *text, size_t len, int model, int n, double *xyz
   }
   if (model > 1 && at < model) return 1; /* Vina found fewer poses */
   if (!have_score) {
-    snprintf(err, errlen, "Vina's output has no \"REMARK VINA RESULT\" line%s", model > 1 ? " in a later model" : "");
+    snprintf(why, whylen, "Vina's output has no \"REMARK VINA RESULT\" line%s", model > 1 ? " in a later model" : "");
     return -1;
   }
   if (!atoms) {
-    snprintf(err, errlen, "Vina's output has no atoms");
+    snprintf(why, whylen, "Vina's output has no atoms");
     return -1;
   }
   return 0;
 }
 
-int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *err,
-                    size_t errlen) {
+int dock_parse_pose(const char *text, size_t len, int n, double *xyz, uint8_t *seen, double *score, char *why,
+                    size_t whylen) {
   struct dock_pose p;
-  int rc = dock_parse_model(text, len, 1, n, xyz, seen, &p, err, errlen);
+  int rc = dock_parse_model(text, len, 1, n, xyz, seen, &p, why, whylen);
   if (rc == 0) *score = p.score;
   return rc;
 }
@@ -152,8 +152,8 @@ void dock_job_free_poses(struct dock_job *j) {
   j->n_poses = 0;
 }
 
-int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *err,
-                  size_t errlen) {
+int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, struct mol *out, char *why,
+                  size_t whylen) {
   mol_init(out);
   int *to = malloc(sizeof *to * (size_t)(m->n_atoms ? m->n_atoms : 1));
   out->atoms = calloc((size_t)(m->n_atoms ? m->n_atoms : 1), sizeof *out->atoms);
@@ -161,7 +161,7 @@ int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, s
   if (!to || !out->atoms || !out->bonds) {
     free(to);
     mol_free(out);
-    snprintf(err, errlen, "out of memory");
+    snprintf(why, whylen, "out of memory");
     return -1;
   }
   int k = 0;
@@ -175,7 +175,7 @@ int dock_pose_mol(const struct mol *m, const double *xyz, const uint8_t *seen, s
       out->atoms[k].z_ = xyz[3 * i + 2];
       k++;
     } else if (m->atoms[i].z != 1) {
-      snprintf(err, errlen, "Vina's pose lacks atom %d (%s)", i + 1, mol_element_symbol(m->atoms[i].z));
+      snprintf(why, whylen, "Vina's pose lacks atom %d (%s)", i + 1, mol_element_symbol(m->atoms[i].z));
       free(to);
       mol_free(out);
       return -1;

@@ -14,6 +14,7 @@
 #include "chem/cells.h"
 #include "chem/perceive.h"
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "common/le.h"
 
 #include <math.h>
@@ -21,15 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...) {
-  if (!err || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
 
 void graph_init(struct graph *g) { memset(g, 0, sizeof *g); }
 
@@ -260,53 +252,54 @@ static double dist2(const struct mol_atom *i, const struct mol_atom *j) {
 
 static int valid_order(unsigned o) { return o == 1 || o == 2 || o == 3 || o == MOL_BOND_AROMATIC; }
 
-static int check_input(const struct mol *m, const struct graph_opts *o, char *err, size_t errlen) {
+static int check_input(const struct mol *m, const struct graph_opts *o, struct se3_error *err) {
   if (!m || !o) {
-    set_err(err, errlen, "no molecule or no options");
+    se3_error_set(err, SE3_ERR_RUN, "no molecule or no options");
     return -1;
   }
   if (m->n_atoms < 0 || (m->n_atoms > 0 && !m->atoms) || m->n_bonds < 0 || (m->n_bonds > 0 && !m->bonds)) {
-    set_err(err, errlen, "malformed molecule (%d atoms, %d bonds)", m->n_atoms, m->n_bonds);
+    se3_error_set(err, SE3_ERR_RUN, "malformed molecule (%d atoms, %d bonds)", m->n_atoms, m->n_bonds);
     return -1;
   }
   if (o->edges != GRAPH_EDGES_RADIUS && o->edges != GRAPH_EDGES_BONDS && o->edges != GRAPH_EDGES_RADIUS_BONDS) {
-    set_err(err, errlen, "unknown edge mode %d", (int)o->edges);
+    se3_error_set(err, SE3_ERR_USAGE, "unknown edge mode %d", (int)o->edges);
     return -1;
   }
   if (o->edges != GRAPH_EDGES_BONDS && !(o->cutoff > 0 && isfinite(o->cutoff))) {
-    set_err(err, errlen, "cutoff must be a positive number of Å (got %g)", o->cutoff);
+    se3_error_set(err, SE3_ERR_USAGE, "cutoff must be a positive number of Å (got %g)", o->cutoff);
     return -1;
   }
   if (o->max_neighbors < 0) {
-    set_err(err, errlen, "max_neighbors must be >= 0 (got %d)", o->max_neighbors);
+    se3_error_set(err, SE3_ERR_USAGE, "max_neighbors must be >= 0 (got %d)", o->max_neighbors);
     return -1;
   }
   if (features_width(o->atom_features, o->n_atom_features, GRAPH_AF_COUNT, ATOM_WIDTH) < 0 || graph_edge_width(o) < 0) {
-    set_err(err, errlen, "bad feature list (%d atom features, %d bond features: each known and listed once)",
-            o->n_atom_features, o->n_bond_features);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "bad feature list (%d atom features, %d bond features: each known and listed once)",
+                  o->n_atom_features, o->n_bond_features);
     return -1;
   }
   if (graph_node_width(o) < 0) {
-    set_err(err, errlen, "bad element list (%d elements%s)", o->n_elements,
-            o->n_elements > 0 && !o->elements ? ", no array" : "");
+    se3_error_set(err, SE3_ERR_USAGE, "bad element list (%d elements%s)", o->n_elements,
+                  o->n_elements > 0 && !o->elements ? ", no array" : "");
     return -1;
   }
   for (int i = 0; i < m->n_atoms; i++) {
     const struct mol_atom *a = &m->atoms[i];
     if (!isfinite(a->x) || !isfinite(a->y) || !isfinite(a->z_)) {
-      set_err(err, errlen, "non-finite coordinate (atom %d)", i + 1);
+      se3_error_set(err, SE3_ERR_RUN, "non-finite coordinate (atom %d)", i + 1);
       return -1;
     }
   }
   for (int k = 0; k < m->n_bonds; k++) {
     const struct mol_bond *b = &m->bonds[k];
     if (b->a >= (uint32_t)m->n_atoms || b->b >= (uint32_t)m->n_atoms || b->a == b->b) {
-      set_err(err, errlen, "bad bond %d (atoms %u and %u of %d)", k + 1, (unsigned)b->a + 1, (unsigned)b->b + 1,
-              m->n_atoms);
+      se3_error_set(err, SE3_ERR_RUN, "bad bond %d (atoms %u and %u of %d)", k + 1, (unsigned)b->a + 1,
+                    (unsigned)b->b + 1, m->n_atoms);
       return -1;
     }
     if (!valid_order(b->order)) {
-      set_err(err, errlen, "bond %d has order %u", k + 1, (unsigned)b->order);
+      se3_error_set(err, SE3_ERR_RUN, "bond %d has order %u", k + 1, (unsigned)b->order);
       return -1;
     }
   }
@@ -477,9 +470,9 @@ static void write_edges(const struct builder *b, const struct mol *m, const stru
  * order so that neighbouring targets reuse the same cells in cache; (2) the
  * final offsets, in target order; (3) the edges and their features, again in
  * cell order. Bonds-only graphs visit targets in index order. */
-int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen) {
+int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, struct se3_error *err) {
   graph_init(g);
-  if (check_input(m, o, err, errlen) != 0) return -1;
+  if (check_input(m, o, err) != 0) return -1;
   int n = m->n_atoms, width = graph_node_width(o), ew = graph_edge_width(o), radius = o->edges != GRAPH_EDGES_BONDS;
   size_t n1 = (size_t)(n ? n : 1);
   size_t *off = NULL;
@@ -503,7 +496,8 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
     sort_by_src(b.cand, b.n_cand);
     int r = push_segment(&b, j);
     if (r == -2) {
-      set_err(err, errlen, "too many edges (more than %d; lower the cutoff or set max_neighbors)", INT32_MAX);
+      se3_error_set(err, SE3_ERR_LIMIT, "too many edges (more than %d; lower the cutoff or set max_neighbors)",
+                    INT32_MAX);
       builder_free(&b);
       perceive_free(&p);
       return -1;
@@ -543,8 +537,8 @@ int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g
     const float *r = &g->rel_pos[e * 3];
     if (!isfinite(g->edge_feat[e * (size_t)ew + (size_t)ew - 1]) || !isfinite(r[0]) || !isfinite(r[1]) ||
         !isfinite(r[2])) {
-      set_err(err, errlen, "edge %zu (atom %d to atom %d): distance or relative position overflows a float", e + 1,
-              (int)g->src[e] + 1, (int)g->dst[e] + 1);
+      se3_error_set(err, SE3_ERR_RUN, "edge %zu (atom %d to atom %d): distance or relative position overflows a float",
+                    e + 1, (int)g->src[e] + 1, (int)g->dst[e] + 1);
       free(off);
       builder_free(&b);
       perceive_free(&p);
@@ -562,7 +556,7 @@ oom:
   builder_free(&b);
   perceive_free(&p);
   graph_free(g);
-  set_err(err, errlen, "out of memory building the graph of %d atoms", n);
+  se3_error_set(err, SE3_ERR_MEMORY, "out of memory building the graph of %d atoms", n);
   return -1;
 }
 
@@ -621,43 +615,46 @@ static int read_floats(const uint8_t *p, size_t count, float *out, size_t *bad) 
   return 0;
 }
 
-int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err, size_t errlen) {
+int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, struct se3_error *err) {
   graph_init(g);
   if (!blob || len < GRAPH_BLOB_HEADER) {
-    set_err(err, errlen, "graph blob too short (%zu bytes, header is %d)", blob ? len : 0, GRAPH_BLOB_HEADER);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob too short (%zu bytes, header is %d)", blob ? len : 0,
+                  GRAPH_BLOB_HEADER);
     return -1;
   }
   if (memcmp(blob, GRAPH_BLOB_MAGIC, 4) != 0) {
-    set_err(err, errlen, "not a graph blob (bad magic, expected \"%s\")", GRAPH_BLOB_MAGIC);
+    se3_error_set(err, SE3_ERR_RUN, "not a graph blob (bad magic, expected \"%s\")", GRAPH_BLOB_MAGIC);
     return -1;
   }
   unsigned version = le_get_u16(blob + 4), flags = le_get_u16(blob + 6);
   if (version != GRAPH_BLOB_VERSION && version != 1) {
-    set_err(err, errlen, "unsupported graph blob version %u (this se3screen reads 1 and %d)", version,
-            GRAPH_BLOB_VERSION);
+    se3_error_set(err, SE3_ERR_RUN, "unsupported graph blob version %u (this se3screen reads 1 and %d)", version,
+                  GRAPH_BLOB_VERSION);
     return -1;
   }
   unsigned crc = version >= 2 ? GRAPH_BLOB_CRC : 0; /* version 1 has no checksum */
   if (flags != 0) {
-    set_err(err, errlen, "graph blob has unknown flags 0x%x (version %u defines none)", flags, version);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob has unknown flags 0x%x (version %u defines none)", flags, version);
     return -1;
   }
   uint32_t nn = le_get_u32(blob + 8), ne = le_get_u32(blob + 12);
   unsigned nw = le_get_u16(blob + 16), ew = le_get_u16(blob + 18);
   if (ew < GRAPH_EDGE_WIDTH || ew > GRAPH_EDGE_WIDTH_MAX) {
-    set_err(err, errlen, "graph blob edge width %u (expected %d to %d)", ew, GRAPH_EDGE_WIDTH, GRAPH_EDGE_WIDTH_MAX);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob edge width %u (expected %d to %d)", ew, GRAPH_EDGE_WIDTH,
+                  GRAPH_EDGE_WIDTH_MAX);
     return -1;
   }
   uint64_t want = blob_size(nn, ne, nw, ew) + crc;
   if (want != len || nn > (uint32_t)INT32_MAX || ne > (uint32_t)INT32_MAX) {
-    set_err(err, errlen, "graph blob size mismatch: %zu bytes, expected %llu for %u nodes of width %u and %u edges",
-            len, (unsigned long long)want, (unsigned)nn, nw, (unsigned)ne);
+    se3_error_set(err, SE3_ERR_RUN,
+                  "graph blob size mismatch: %zu bytes, expected %llu for %u nodes of width %u and %u edges", len,
+                  (unsigned long long)want, (unsigned)nn, nw, (unsigned)ne);
     return -1;
   }
   uint32_t stored, computed;
   if (crc && crc32c_verify(blob, len, &stored, &computed)) {
-    set_err(err, errlen, "graph blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
-            (unsigned)computed);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
+                  (unsigned)computed);
     return -1;
   }
   g->n_nodes = (int)nn;
@@ -670,7 +667,8 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
   g->edge_feat = malloc((ne ? ne : 1) * (size_t)ew * sizeof *g->edge_feat);
   g->rel_pos = malloc((ne ? ne : 1) * 3 * sizeof *g->rel_pos);
   if (!g->src || !g->dst || !g->node_feat || !g->edge_feat || !g->rel_pos) {
-    set_err(err, errlen, "out of memory decoding a graph blob of %u nodes and %u edges", (unsigned)nn, (unsigned)ne);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory decoding a graph blob of %u nodes and %u edges", (unsigned)nn,
+                  (unsigned)ne);
     goto bad;
   }
   const uint8_t *p = blob + GRAPH_BLOB_HEADER;
@@ -681,32 +679,33 @@ int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err,
   for (uint32_t e = 0; e < ne; e++) {
     int32_t s = g->src[e], d = g->dst[e];
     if (s < 0 || d < 0 || (uint32_t)s >= nn || (uint32_t)d >= nn) {
-      set_err(err, errlen, "graph blob: edge %u joins %d -> %d (of %u nodes)", (unsigned)e, s, d, (unsigned)nn);
+      se3_error_set(err, SE3_ERR_RUN, "graph blob: edge %u joins %d -> %d (of %u nodes)", (unsigned)e, s, d,
+                    (unsigned)nn);
       goto bad;
     }
     if (s == d) {
-      set_err(err, errlen, "graph blob: edge %u is a self loop on node %d", (unsigned)e, s);
+      se3_error_set(err, SE3_ERR_RUN, "graph blob: edge %u is a self loop on node %d", (unsigned)e, s);
       goto bad;
     }
     if (e > 0 && (d < g->dst[e - 1] || (d == g->dst[e - 1] && s <= g->src[e - 1]))) {
-      set_err(err, errlen, "graph blob: edge %u (%d -> %d) is out of (target, source) order or repeated", (unsigned)e,
-              s, d);
+      se3_error_set(err, SE3_ERR_RUN, "graph blob: edge %u (%d -> %d) is out of (target, source) order or repeated",
+                    (unsigned)e, s, d);
       goto bad;
     }
   }
   size_t k;
   if (read_floats(p, (size_t)nn * nw, g->node_feat, &k) != 0) {
-    set_err(err, errlen, "graph blob: non-finite node feature (node %zu, column %zu)", k / nw, k % nw);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob: non-finite node feature (node %zu, column %zu)", k / nw, k % nw);
     goto bad;
   }
   p += (size_t)nn * nw * 4;
   if (read_floats(p, (size_t)ne * ew, g->edge_feat, &k) != 0) {
-    set_err(err, errlen, "graph blob: non-finite edge feature (edge %zu, column %zu)", k / ew, k % ew);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob: non-finite edge feature (edge %zu, column %zu)", k / ew, k % ew);
     goto bad;
   }
   p += (size_t)ne * ew * 4;
   if (read_floats(p, (size_t)ne * 3, g->rel_pos, &k) != 0) {
-    set_err(err, errlen, "graph blob: non-finite relative position (edge %zu, axis %zu)", k / 3, k % 3);
+    se3_error_set(err, SE3_ERR_RUN, "graph blob: non-finite relative position (edge %zu, axis %zu)", k / 3, k % 3);
     goto bad;
   }
   return 0;

@@ -180,15 +180,17 @@ int graph_node_width(const struct graph_opts *o);
 int graph_edge_width(const struct graph_opts *o);
 
 /* Builds the graph of m. g is overwritten (re-initialised, not freed).
- * Returns 0, or -1 with a message in err (bad options, a bad bond, a
- * non-finite coordinate, an edge whose distance or relative position
- * overflows a float, too many edges, out of memory); g is empty then. */
-int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, char *err, size_t errlen);
+ * Returns 0, or -1 with err (SE3_ERR_USAGE: bad options; SE3_ERR_RUN: a
+ * bad bond, a non-finite coordinate, an edge whose distance or relative
+ * position overflows a float; SE3_ERR_LIMIT: too many edges;
+ * SE3_ERR_MEMORY); g is empty then. err may be NULL. */
+int graph_build(const struct mol *m, const struct graph_opts *o, struct graph *g, struct se3_error *err);
 
 /* The stored blob. Caller frees *blob. Returns 0, or -1 for a malformed graph
  * or on allocation failure. */
 int graph_to_blob(const struct graph *g, uint8_t **blob, size_t *len);
-/* Fills g (overwritten) from a blob. Returns 0, or -1 with a message in err. */
-int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, char *err, size_t errlen);
+/* Fills g (overwritten) from a blob. Returns 0, or -1 with err (SE3_ERR_RUN:
+ * a damaged blob; SE3_ERR_MEMORY; err may be NULL). */
+int graph_from_blob(const uint8_t *blob, size_t len, struct graph *g, struct se3_error *err);
 
 #endif

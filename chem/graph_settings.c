@@ -7,10 +7,11 @@
 
 #include "chem/mol.h"
 #include "common/confset.h"
+#include "common/error.h"
 #include "common/le.h"
 
-int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, const struct cfg_node **bad, char *err,
-                        size_t n) {
+int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, const struct cfg_node **bad,
+                        struct se3_error *err) {
   memset(gs, 0, sizeof *gs);
   *bad = NULL;
   const char *edges = cfg_str(c, "edges");
@@ -24,7 +25,7 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
     int z = mol_element_z(el->kids[i]->value);
     if (z <= 0) {
       *bad = el->kids[i];
-      snprintf(err, n, "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
+      se3_error_set(err, SE3_ERR_USAGE, "stages.graph.elements: '%s' is not an element", el->kids[i]->value);
       return -1;
     }
     gs->elements[gs->go.n_elements++] = (uint8_t)z;
@@ -46,8 +47,8 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
         twice |= to[j] == f;
       if (f < 0 || twice || *nf >= count) {
         *bad = fl->kids[i];
-        snprintf(err, n, "stages.graph.%s: '%s' %s", key, name ? name : "",
-                 f < 0 ? "is not a feature" : "is listed twice");
+        se3_error_set(err, SE3_ERR_USAGE, "stages.graph.%s: '%s' %s", key, name ? name : "",
+                      f < 0 ? "is not a feature" : "is listed twice");
         return -1;
       }
       to[(*nf)++] = (uint8_t)f;
@@ -60,64 +61,65 @@ int graph_settings_read(const struct cfg_node *c, struct graph_settings *gs, con
   gs->go.with_atomic_number = cfg_bool(c, "atomic_number");
   if (graph_node_width(&gs->go) < 0) {
     *bad = el;
-    snprintf(err, n, "stages.graph.elements: too many elements");
+    se3_error_set(err, SE3_ERR_USAGE, "stages.graph.elements: too many elements");
     return -1;
   }
   return 0;
 }
 
-int graph_of_conformer(const struct graph_settings *gs, struct mol *m, int conf, struct graph *g, char *err,
-                       size_t n) {
-  char why[200];
+int graph_of_conformer(const struct graph_settings *gs, struct mol *m, int conf, struct graph *g,
+                       struct se3_error *err) {
   if (m->dim != 3 && m->n_atoms > 1) {
-    snprintf(err, n, "no 3D coordinates (%dD); set stages.ingest.gen3d: auto (generated for such records)", m->dim);
+    se3_error_set(err, SE3_ERR_RUN,
+                  "no 3D coordinates (%dD); set stages.ingest.gen3d: auto (generated for such records)", m->dim);
     return -1;
   }
   if (conf < 0 || conf >= mol_n_conformers(m)) {
-    snprintf(err, n, "no conformer %d (the molecule has %d)", conf, mol_n_conformers(m));
+    se3_error_set(err, SE3_ERR_RUN, "no conformer %d (the molecule has %d)", conf, mol_n_conformers(m));
     return -1;
   }
   mol_swap_conformer(m, conf);
-  int rc = graph_build(m, &gs->go, g, why, sizeof why);
+  int rc = graph_build(m, &gs->go, g, err);
   mol_swap_conformer(m, conf); /* (back as it came) */
-  if (rc) snprintf(err, n, "graph%s: %s", conf ? " of a conformer" : "", why);
+  if (rc) se3_error_context(err, "graph%s", conf ? " of a conformer" : "");
   return rc ? -1 : 0;
 }
 
-static int graph_from_mol_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf,
-                               struct graph *g, char *err, size_t n) {
+static int graph_from_mol_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf, struct graph *g,
+                               struct se3_error *err) {
   struct mol m;
-  char why[200];
   int rc = -1;
   mol_init(&m);
-  if (mol_from_blob(blob, len, &m, why, sizeof why))
-    snprintf(err, n, "molecule: %s", why);
+  if (mol_from_blob(blob, len, &m, err))
+    se3_error_context(err, "molecule");
   else
-    rc = graph_of_conformer(gs, &m, conf, g, err, n);
+    rc = graph_of_conformer(gs, &m, conf, g, err);
   mol_free(&m);
   return rc;
 }
 
-int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err,
-                        size_t n) {
-  return graph_from_mol_conf(gs, blob, len, 0, g, err, n);
+int graph_from_mol_blob(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g,
+                        struct se3_error *err) {
+  return graph_from_mol_conf(gs, blob, len, 0, g, err);
 }
 
 int graph_load_conf(const struct graph_settings *gs, const void *blob, size_t len, int conf, struct graph *g,
-                    char *err, size_t n) {
+                    struct se3_error *err) {
   /* a stored graph (one, or a set a conformer), or (store: false) the
    * molecule; anything else is a damaged graph, said as such */
   if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) {
     const uint8_t *p = NULL;
     size_t pl = 0;
-    if (confset_get(blob, len, conf, &p, &pl, err, n)) {
+    char why[SE3_ERROR_MESSAGE]; /* (common/confset.h's message is text) */
+    if (confset_get(blob, len, conf, &p, &pl, why, sizeof why)) {
+      se3_error_set(err, SE3_ERR_RUN, "%s", why);
       graph_free(g);
       graph_init(g);
       return -1;
     }
-    return graph_from_blob(p, pl, g, err, n);
+    return graph_from_blob(p, pl, g, err);
   }
-  int rc = graph_from_mol_conf(gs, blob, len, conf, g, err, n);
+  int rc = graph_from_mol_conf(gs, blob, len, conf, g, err);
   if (rc) {
     graph_free(g);
     graph_init(g);
@@ -125,8 +127,8 @@ int graph_load_conf(const struct graph_settings *gs, const void *blob, size_t le
   return rc;
 }
 
-int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, char *err, size_t n) {
-  return graph_load_conf(gs, blob, len, 0, g, err, n);
+int graph_load(const struct graph_settings *gs, const void *blob, size_t len, struct graph *g, struct se3_error *err) {
+  return graph_load_conf(gs, blob, len, 0, g, err);
 }
 
 int graph_row_conformers(const void *blob, size_t len) {
@@ -134,8 +136,7 @@ int graph_row_conformers(const void *blob, size_t len) {
   /* a molecule: version 4 carries conformers (chem/mol.h) */
   if (len < 6 || le_get_u16((const uint8_t *)blob + 4) < 4) return 1;
   struct mol m;
-  char why[200];
-  int nc = mol_from_blob(blob, len, &m, why, sizeof why) ? 1 : mol_n_conformers(&m);
+  int nc = mol_from_blob(blob, len, &m, NULL) ? 1 : mol_n_conformers(&m);
   mol_free(&m);
   return nc;
 }

@@ -10,6 +10,7 @@
 // carboxylate, an amine and its ammonium give one canonical SMILES), then
 // the table is applied at the pH.
 #include "chem/ionise.h" // (its C part in extern "C" itself)
+#include "common/error.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -228,25 +229,25 @@ extern "C" int ionise_n_groups(void) { return N_GROUPS; }
 
 extern "C" const ionise_group *ionise_group_at(int i) { return i >= 0 && i < N_GROUPS ? &GROUPS[i] : nullptr; }
 
-extern "C" int ionise_check_tables(char *err, size_t len) {
+extern "C" int ionise_check_tables(struct se3_error *err) {
   try {
     for (int i = 0; i < N_GROUPS; i++) {
       OBSmartsPattern p;
       if (!p.Init(GROUPS[i].smarts)) {
-        if (err && len) std::snprintf(err, len, "ionisable group '%s': SMARTS %s", GROUPS[i].name, GROUPS[i].smarts);
+        se3_error_set(err, SE3_ERR_RUN, "ionisable group '%s': SMARTS %s", GROUPS[i].name, GROUPS[i].smarts);
         return -1;
       }
     }
     for (int i = 0; i < std_n_rules(); i++) {
       OBSmartsPattern p;
       if (!p.Init(std_rule_at(i)->smarts)) {
-        if (err && len) std::snprintf(err, len, "standardiser rule '%s': SMARTS %s", std_rule_at(i)->name,
-                                      std_rule_at(i)->smarts);
+        se3_error_set(err, SE3_ERR_RUN, "standardiser rule '%s': SMARTS %s", std_rule_at(i)->name,
+                      std_rule_at(i)->smarts);
         return -1;
       }
     }
   } catch (...) {
-    if (err && len) std::snprintf(err, len, "exception");
+    se3_error_set(err, SE3_ERR_RUN, "exception");
     return -1;
   }
   return 0;

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+struct se3_error;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,8 +49,8 @@ int std_n_rules(void);
 const struct std_rule *std_rule_at(int i);
 
 /* 0 when every SMARTS of both tables is one Open Babel reads; -1 with err
- * naming the first row it refuses. */
-int ionise_check_tables(char *err, size_t len);
+ * (SE3_ERR_RUN; may be NULL) naming the first row it refuses. */
+int ionise_check_tables(struct se3_error *err);
 
 /* How far a second site of a kind near one already changed moves: a base
  * within IONISE_BASE_REACH bonds of a base this table protonated has its pKa

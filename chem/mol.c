@@ -8,6 +8,7 @@
 #include "chem/mol.h"
 #include "chem/cells.h"
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "common/le.h"
 
 #include <ctype.h>
@@ -92,15 +93,6 @@ int mol_add_tag(struct mol *m, const char *name, const char *value) {
   return 0;
 }
 
-static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...) {
-  if (!err || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
-
 /* ------------------------------------------------------------------ blob */
 
 enum { BLOB_HEADER = 16, BLOB_ATOM = 16, BLOB_BOND = 12, BLOB_ISOTOPE = 8 };
@@ -171,20 +163,20 @@ int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len) {
 
 static int valid_order(unsigned o) { return o == 1 || o == 2 || o == 3 || o == MOL_BOND_AROMATIC; }
 
-int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, size_t errlen) {
+int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, struct se3_error *err) {
   mol_init(m);
   if (!blob || len < BLOB_HEADER) {
-    set_err(err, errlen, "molecule blob too short (%zu bytes, header is %d)", blob ? len : 0, BLOB_HEADER);
+    se3_error_set(err, SE3_ERR_RUN, "molecule blob too short (%zu bytes, header is %d)", blob ? len : 0, BLOB_HEADER);
     return -1;
   }
   if (memcmp(blob, MOL_BLOB_MAGIC, 4) != 0) {
-    set_err(err, errlen, "not a molecule blob (bad magic, expected \"%s\")", MOL_BLOB_MAGIC);
+    se3_error_set(err, SE3_ERR_RUN, "not a molecule blob (bad magic, expected \"%s\")", MOL_BLOB_MAGIC);
     return -1;
   }
   unsigned version = le_get_u16(blob + 4);
   if (version < 1 || version > MOL_BLOB_VERSION) {
-    set_err(err, errlen, "unsupported molecule blob version %u (this se3screen reads 1 to %d)", version,
-            MOL_BLOB_VERSION);
+    se3_error_set(err, SE3_ERR_RUN, "unsupported molecule blob version %u (this se3screen reads 1 to %d)", version,
+                  MOL_BLOB_VERSION);
     return -1;
   }
   unsigned crc = version >= 2 ? MOL_BLOB_CRC : 0; /* version 1 has no checksum */
@@ -199,20 +191,21 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
   if (version >= 4) { /* the conformers: their count after the isotopes */
     if (want + 4 <= len) n_extra = le_get_u32(blob + (want - crc));
     if (n_extra < 1 || n_extra >= MOL_MAX_CONFORMERS) {
-      set_err(err, errlen, "molecule blob: %u extra conformers (1 to %d)", (unsigned)n_extra, MOL_MAX_CONFORMERS - 1);
+      se3_error_set(err, SE3_ERR_RUN, "molecule blob: %u extra conformers (1 to %d)", (unsigned)n_extra,
+                    MOL_MAX_CONFORMERS - 1);
       return -1;
     }
     want += 4 + (uint64_t)n_extra * na * 12;
   }
   if (want != len || na > (uint32_t)INT32_MAX || nb > (uint32_t)INT32_MAX) {
-    set_err(err, errlen, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds", len,
-            (unsigned long long)want, (unsigned)na, (unsigned)nb);
+    se3_error_set(err, SE3_ERR_RUN, "molecule blob size mismatch: %zu bytes, expected %llu for %u atoms and %u bonds",
+                  len, (unsigned long long)want, (unsigned)na, (unsigned)nb);
     return -1;
   }
   uint32_t stored, computed;
   if (crc && crc32c_verify(blob, len, &stored, &computed)) {
-    set_err(err, errlen, "molecule blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
-            (unsigned)computed);
+    se3_error_set(err, SE3_ERR_RUN, "molecule blob checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                  (unsigned)stored, (unsigned)computed);
     return -1;
   }
   struct mol_atom *atoms = na ? calloc(na, sizeof *atoms) : NULL;
@@ -220,7 +213,7 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
   if ((na && !atoms) || (nb && !bonds)) {
     free(atoms);
     free(bonds);
-    set_err(err, errlen, "out of memory decoding a molecule blob of %u atoms", (unsigned)na);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory decoding a molecule blob of %u atoms", (unsigned)na);
     return -1;
   }
   const uint8_t *p = blob + BLOB_HEADER;
@@ -238,18 +231,18 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     bonds[i].b = le_get_u32(p + 4);
     bonds[i].order = p[8];
     if (bonds[i].a >= bonds[i].b || bonds[i].b >= na) {
-      set_err(err, errlen, "molecule blob: bond %u joins atoms %u and %u (of %u)", (unsigned)i, (unsigned)bonds[i].a,
-              (unsigned)bonds[i].b, (unsigned)na);
+      se3_error_set(err, SE3_ERR_RUN, "molecule blob: bond %u joins atoms %u and %u (of %u)", (unsigned)i,
+                    (unsigned)bonds[i].a, (unsigned)bonds[i].b, (unsigned)na);
       goto bad;
     }
     if (!valid_order(bonds[i].order)) {
-      set_err(err, errlen, "molecule blob: bond %u has order %u", (unsigned)i, bonds[i].order);
+      se3_error_set(err, SE3_ERR_RUN, "molecule blob: bond %u has order %u", (unsigned)i, bonds[i].order);
       goto bad;
     }
   }
   if (version >= 3) {
     if ((version == 3 && n_iso == 0) || n_iso > na) {
-      set_err(err, errlen, "molecule blob: %u isotopes for %u atoms", (unsigned)n_iso, (unsigned)na);
+      se3_error_set(err, SE3_ERR_RUN, "molecule blob: %u isotopes for %u atoms", (unsigned)n_iso, (unsigned)na);
       goto bad;
     }
     p += 4;
@@ -258,8 +251,8 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
       uint32_t at = le_get_u32(p);
       unsigned mass = le_get_u16(p + 4);
       if ((int64_t)at <= prev || at >= na || mass == 0) {
-        set_err(err, errlen, "molecule blob: isotope %u (atom %u, mass number %u) out of order or range", (unsigned)k,
-                (unsigned)at, mass);
+        se3_error_set(err, SE3_ERR_RUN, "molecule blob: isotope %u (atom %u, mass number %u) out of order or range",
+                      (unsigned)k, (unsigned)at, mass);
         goto bad;
       }
       atoms[at].isotope = (uint16_t)mass;
@@ -270,7 +263,8 @@ int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, siz
     p += 4;
     size_t nx = (size_t)n_extra * na * 3;
     if (!na || !(m->confs = malloc(nx * sizeof *m->confs))) {
-      set_err(err, errlen, na ? "out of memory decoding a molecule's conformers" : "molecule blob: conformers of no atoms");
+      se3_error_set(err, na ? SE3_ERR_MEMORY : SE3_ERR_RUN,
+                    na ? "out of memory decoding a molecule's conformers" : "molecule blob: conformers of no atoms");
       goto bad;
     }
     for (size_t k = 0; k < nx; k++, p += 4)

@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct se3_error;
+
 #define MOL_BLOB_MAGIC "SE3M"
 #define MOL_BLOB_VERSION 4 /* the newest read and written (see above: 2 without isotopes, 4 with conformers) */
 #define MOL_MAX_CONFORMERS 64 /* stages.ingest.conformers' bound; a blob with more is refused */
@@ -115,8 +117,9 @@ int mol_add_tag(struct mol *m, const char *name, const char *value);
 /* The stored blob (coordinates as f32). Caller frees *blob. */
 int mol_to_blob(const struct mol *m, uint8_t **blob, size_t *len);
 /* Fills atoms/bonds/dim from a blob; other fields are left empty.
- * Returns 0, or -1 with a message in err. */
-int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, char *err, size_t errlen);
+ * Returns 0, or -1 with err (SE3_ERR_RUN: a damaged blob; SE3_ERR_MEMORY;
+ * err may be NULL). */
+int mol_from_blob(const uint8_t *blob, size_t len, struct mol *m, struct se3_error *err);
 
 /* The complete molecule (strings, tags, coordinates as f64) as bytes, for
  * passing between processes. */

@@ -17,6 +17,7 @@
 extern "C" {
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "common/error.h"
 }
 #include "chem/etkdg.h"
 #include "chem/conformers_ob.h"
@@ -599,8 +600,10 @@ extern "C" char *ob_write_sdf(const struct mol *m) {
 
 // ---- docking (chem/dock.h) ---------------------------------------------------
 
-static void put_err(char *err, size_t errlen, const std::string &s) {
-  if (err && errlen) std::snprintf(err, errlen, "%s", s.c_str());
+// err (may be NULL) of the kind, its message s, its file path (NULL: none).
+static void put_err(struct se3_error *err, enum se3_err_kind kind, const std::string &s, const char *path = nullptr) {
+  se3_error_set(err, kind, "%s", s.c_str());
+  if (path) se3_error_at(err, path, 0, 0);
 }
 
 // The log's last message, or `dflt`.
@@ -610,38 +613,39 @@ static std::string last_message(const char *dflt) {
 }
 
 // mol as PDBQT with the writer option `opt` ("p": atom serials as the
-// atoms' numbers; "r": rigid), or "" with err (`what` names the input).
-static std::string pdbqt_text(OBMol &mol, const char *opt, const std::string &what, char *err, size_t errlen) {
+// atoms' numbers; "r": rigid), or "" with err (`path`, when not NULL, the
+// input file: the error's place).
+static std::string pdbqt_text(OBMol &mol, const char *opt, const char *path, struct se3_error *err) {
   OBConversion conv;
   if (!conv.SetOutFormat("pdbqt")) {
-    put_err(err, errlen, "Open Babel has no PDBQT writer");
+    put_err(err, SE3_ERR_RUN, "Open Babel has no PDBQT writer");
     return std::string();
   }
   conv.AddOption(opt, OBConversion::OUTOPTIONS);
   std::string s = conv.WriteString(&mol);
   if (s.find("ATOM") == std::string::npos && s.find("HETATM") == std::string::npos) {
-    put_err(err, errlen, what + last_message("Open Babel wrote no atoms"));
+    put_err(err, SE3_ERR_INPUT, last_message("Open Babel wrote no atoms"), path);
     return std::string();
   }
   return s;
 }
 
-extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char *err, size_t errlen) {
+extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, struct se3_error *err) {
   *map = nullptr;
   *n_map = 0;
   if (!m || m->n_atoms <= 0 || !m->atoms) {
-    put_err(err, errlen, "no atoms");
+    put_err(err, SE3_ERR_INPUT, "no atoms");
     return nullptr;
   }
   if (!g_ready && ob_init() != 0) {
-    put_err(err, errlen, "Open Babel did not start");
+    put_err(err, SE3_ERR_RUN, "Open Babel did not start");
     return nullptr;
   }
   try {
     OneOmpThread one;
     OBMol mol;
     if (!build_obmol(m, mol, false)) {
-      put_err(err, errlen, "a bond names an atom the molecule does not have");
+      put_err(err, SE3_ERR_INPUT, "a bond names an atom the molecule does not have");
       return nullptr;
     }
     mol.SetTitle(m->name ? m->name : "");
@@ -669,10 +673,10 @@ extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char
     FOR_ATOMS_OF_MOL(a, mol)
     a->GetPartialCharge();
     clear_log();
-    std::string s = pdbqt_text(mol, "p", "", err, errlen); // atom serials = the atoms' numbers here
+    std::string s = pdbqt_text(mol, "p", nullptr, err); // atom serials = the atoms' numbers here
     if (s.empty()) return nullptr;
     if ((int)mol.NumAtoms() != (int)order.size()) {
-      put_err(err, errlen, "the PDBQT writer dropped atoms");
+      put_err(err, SE3_ERR_RUN, "the PDBQT writer dropped atoms");
       return nullptr;
     }
     int *out = (int *)std::malloc(sizeof(int) * (order.size() ? order.size() : 1));
@@ -680,7 +684,7 @@ extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char
     if (!out || !text) {
       std::free(out);
       std::free(text);
-      put_err(err, errlen, "out of memory");
+      put_err(err, SE3_ERR_MEMORY, "out of memory");
       return nullptr;
     }
     std::copy(order.begin(), order.end(), out);
@@ -688,55 +692,55 @@ extern "C" char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char
     *n_map = (int)order.size();
     return text;
   } catch (...) {
-    put_err(err, errlen, "Open Babel failed");
+    put_err(err, SE3_ERR_RUN, "Open Babel failed");
     return nullptr;
   }
 }
 
 // The first molecule of a file, read by its extension (.gz read through).
-static bool read_first(const char *path, OBMol &mol, char *err, size_t errlen) {
+static bool read_first(const char *path, OBMol &mol, struct se3_error *err) {
   OBConversion conv;
   OBFormat *f = conv.FormatFromExt(path);
   if (!f || !conv.SetInFormat(f)) {
-    put_err(err, errlen, std::string(path) + ": Open Babel reads no format by this file's extension");
+    put_err(err, SE3_ERR_INPUT, "Open Babel reads no format by this file's extension", path);
     return false;
   }
   clear_log();
   if (!conv.ReadFile(&mol, path) || mol.NumAtoms() == 0) {
-    put_err(err, errlen, std::string(path) + ": " + last_message("no molecule read"));
+    put_err(err, SE3_ERR_INPUT, last_message("no molecule read"), path);
     return false;
   }
   return true;
 }
 
-extern "C" char *ob_receptor_pdbqt(const char *path, double ph, char *err, size_t errlen) {
+extern "C" char *ob_receptor_pdbqt(const char *path, double ph, struct se3_error *err) {
   if (!g_ready && ob_init() != 0) {
-    put_err(err, errlen, "Open Babel did not start");
+    put_err(err, SE3_ERR_RUN, "Open Babel did not start");
     return nullptr;
   }
   try {
     OneOmpThread one;
     OBMol mol;
-    if (!read_first(path, mol, err, errlen)) return nullptr;
+    if (!read_first(path, mol, err)) return nullptr;
     mol.AddHydrogens(false, true, ph); // polar ones are what the writer keeps
-    std::string s = pdbqt_text(mol, "r", std::string(path) + ": ", err, errlen); // rigid: no torsion tree
+    std::string s = pdbqt_text(mol, "r", path, err); // rigid: no torsion tree
     if (s.empty()) return nullptr;
     return dup_c(s);
   } catch (...) {
-    put_err(err, errlen, std::string(path) + ": Open Babel failed");
+    put_err(err, SE3_ERR_RUN, "Open Babel failed", path);
     return nullptr;
   }
 }
 
-extern "C" int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, char *err, size_t errlen) {
+extern "C" int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, struct se3_error *err) {
   if (!g_ready && ob_init() != 0) {
-    put_err(err, errlen, "Open Babel did not start");
+    put_err(err, SE3_ERR_RUN, "Open Babel did not start");
     return -1;
   }
   try {
     OneOmpThread one;
     OBMol mol;
-    if (!read_first(path, mol, err, errlen)) return -1;
+    if (!read_first(path, mol, err)) return -1;
     int n = 0;
     FOR_ATOMS_OF_MOL(a, mol) {
       double v[3] = {a->GetX(), a->GetY(), a->GetZ()};
@@ -748,12 +752,12 @@ extern "C" int ob_file_extent(const char *path, double lo[3], double hi[3], int 
     }
     *n_atoms = n;
     if (mol.GetDimension() != 3) {
-      put_err(err, errlen, std::string(path) + ": the molecule has no 3D coordinates");
+      put_err(err, SE3_ERR_INPUT, "the molecule has no 3D coordinates", path);
       return -1;
     }
     return 0;
   } catch (...) {
-    put_err(err, errlen, std::string(path) + ": Open Babel failed");
+    put_err(err, SE3_ERR_RUN, "Open Babel failed", path);
     return -1;
   }
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include "chem/mol.h"
 
+struct se3_error;
+
 enum ob_gen3d { OB_GEN3D_NEVER = 0, OB_GEN3D_AUTO, OB_GEN3D_ALWAYS };
 /* The 3D generator's version: raised whenever the same molecule, settings
  * and seed come out with another shape, so that shapes made by an older
@@ -106,16 +108,17 @@ char *ob_depict_svg(const char *smiles, int px);
  * carbon) left out, as AutoDock's ligands are. Each ATOM's serial number s
  * is an atom of m: (*map)[s - 1], its 0-based number in m, or -1 for a
  * hydrogen placed here (*n_map entries, malloc'd), so that a docked pose
- * maps back. The text malloc'd, or NULL with err. */
-char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, char *err, size_t errlen);
+ * maps back. The text malloc'd, or NULL with err (may be NULL). */
+char *ob_write_pdbqt(const struct mol *m, int **map, int *n_map, struct se3_error *err);
 /* The first molecule of the file at path (its format by its extension) as
  * a rigid PDBQT receptor, with polar hydrogens placed for pH ph. malloc'd,
- * or NULL with err naming the file. */
-char *ob_receptor_pdbqt(const char *path, double ph, char *err, size_t errlen);
+ * or NULL with err (SE3_ERR_INPUT: the file cannot be read, its file the
+ * path; SE3_ERR_RUN: Open Babel failed). */
+char *ob_receptor_pdbqt(const char *path, double ph, struct se3_error *err);
 /* The box around the first molecule of the file at path: its atoms' least
  * and greatest coordinates, and their count. 0, or -1 with err (no 3D
- * coordinates included). */
-int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, char *err, size_t errlen);
+ * coordinates included; its file the path where the file is at fault). */
+int ob_file_extent(const char *path, double lo[3], double hi[3], int *n_atoms, struct se3_error *err);
 /* Open Babel's version string. */
 const char *ob_version(void);
 /* The embedder 3D generation falls back on when the builder's fixes fail

@@ -106,16 +106,18 @@ const char *rec_format_ob(enum mol_format f) {
 /* rec_open, and rec_read_header (pick 0: a CSV/TSV header is read, no
  * column is looked for). */
 static struct rec_reader *open_reader(const char *path, int fd, enum mol_format fmt, const struct rec_options *opt,
-                                      int pick, char *err, size_t errlen) {
+                                      int pick, struct se3_error *err) {
   if (fmt == MOL_FMT_UNKNOWN) fmt = rec_format_from_path(path);
   if (fmt == MOL_FMT_UNKNOWN) {
-    rec_fmt_err(err, errlen, "%s: unknown molecule format (name it with format:)", path);
+    se3_error_set(err, SE3_ERR_INPUT, "unknown molecule format (name it with format:)");
+    se3_error_at(err, path, 0, 0);
     if (fd >= 0) close(fd);
     return NULL;
   }
   struct rec_reader *r = calloc(1, sizeof *r);
   if (!r || !(r->path = strdup(path)) || !(r->buf = malloc(REC_BUF_SIZE))) {
-    rec_fmt_err(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     rec_close(r);
     if (fd >= 0) close(fd);
     return NULL;
@@ -129,14 +131,14 @@ static struct rec_reader *open_reader(const char *path, int fd, enum mol_format 
   }
   r->sep = fmt == MOL_FMT_TSV ? '\t' : ',';
   if (fmt == MOL_FMT_SMI) r->smi_header = rec_smi_header_of(path, fd);
-  r->gz = fd >= 0 ? rec_adopt_regular(fd, path, err, errlen) : rec_open_regular(path, err, errlen);
+  r->gz = fd >= 0 ? rec_adopt_regular(fd, path, err) : rec_open_regular(path, err);
   if (!r->gz) {
     rec_close(r);
     return NULL;
   }
   gzbuffer(r->gz, 256 * 1024);
   if (fmt == MOL_FMT_CSV || fmt == MOL_FMT_TSV) {
-    if (rec_csv_header(r, opt, pick, err, errlen) != 0) {
+    if (rec_csv_header(r, opt, pick, err) != 0) {
       rec_close(r);
       return NULL;
     }
@@ -144,28 +146,30 @@ static struct rec_reader *open_reader(const char *path, int fd, enum mol_format 
   return r;
 }
 
-struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err,
-                            size_t errlen) {
-  return open_reader(path, -1, fmt, opt, 1, err, errlen);
+struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt,
+                            struct se3_error *err) {
+  return open_reader(path, -1, fmt, opt, 1, err);
 }
 
-struct rec_reader *rec_open_fd(int fd, const char *name, enum mol_format fmt, const struct rec_options *opt, char *err,
-                               size_t errlen) {
+struct rec_reader *rec_open_fd(int fd, const char *name, enum mol_format fmt, const struct rec_options *opt,
+                               struct se3_error *err) {
   if (fd < 0) {
-    rec_fmt_err(err, errlen, "%s: cannot open: %s", name, strerror(EBADF));
+    se3_error_set(err, SE3_ERR_IO, "cannot open: %s", strerror(EBADF));
+    se3_error_at(err, name, 0, 0);
     return NULL;
   }
-  return open_reader(name, fd, fmt, opt, 1, err, errlen);
+  return open_reader(name, fd, fmt, opt, 1, err);
 }
 
-int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, char *err, size_t errlen) {
+int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, struct se3_error *err) {
   *cols = NULL;
   *n = 0;
   if (fmt != MOL_FMT_CSV && fmt != MOL_FMT_TSV) {
-    rec_fmt_err(err, errlen, "%s: not a CSV or TSV file", path);
+    se3_error_set(err, SE3_ERR_INPUT, "not a CSV or TSV file");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
-  struct rec_reader *r = open_reader(path, -1, fmt, NULL, 0, err, errlen);
+  struct rec_reader *r = open_reader(path, -1, fmt, NULL, 0, err);
   if (!r) return -1;
   *cols = r->cols; /* the reader's, handed over */
   *n = r->n_cols;
@@ -175,7 +179,7 @@ int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n,
   return 0;
 }
 
-int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen) {
+int rec_next(struct rec_reader *r, struct rec *out, struct se3_error *err) {
   memset(out, 0, sizeof *out);
   if (r->done) return 0;
   int k;
@@ -203,11 +207,12 @@ int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen) {
     k = rec_next_cml(r, out);
     break;
   default:
-    rec_fmt_err(r->err, sizeof r->err, "%s: unknown molecule format", r->path);
+    se3_error_set(&r->fail, SE3_ERR_INPUT, "unknown molecule format");
+    se3_error_at(&r->fail, r->path, 0, 0);
     k = -1;
   }
   if (k < 0) {
-    rec_fmt_err(err, errlen, "%s", r->err);
+    if (err) *err = r->fail;
     memset(out, 0, sizeof *out);
     r->done = 1;
   } else if (k == 0) {
@@ -237,22 +242,22 @@ void rec_close(struct rec_reader *r) {
   free(r);
 }
 
-int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st, char *err,
-             size_t errlen) {
+int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st,
+             struct se3_error *err) {
   memset(st, 0, sizeof *st);
-  struct rec_reader *r = rec_open(path, fmt, opt, err, errlen);
+  struct rec_reader *r = rec_open(path, fmt, opt, err);
   if (!r) return -1;
   struct rec rec;
   int k;
-  while ((k = rec_next(r, &rec, err, errlen)) == 1) {}
+  while ((k = rec_next(r, &rec, err)) == 1) {}
   rec_get_stats(r, st);
   rec_close(r);
   return k < 0 ? -1 : 0;
 }
 
-int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, char *err, size_t errlen) {
+int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, struct se3_error *err) {
   struct rec_stats st;
-  return rec_scan(path, fmt, opt, &st, err, errlen) != 0 ? -1 : st.n_out;
+  return rec_scan(path, fmt, opt, &st, err) != 0 ? -1 : st.n_out;
 }
 
 /* ----------------------------------------------------------------- labels */

@@ -48,6 +48,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct se3_error;
+
 enum mol_format {
   MOL_FMT_UNKNOWN = 0, MOL_FMT_SDF, MOL_FMT_MOL2, MOL_FMT_SMI, MOL_FMT_CSV,
   MOL_FMT_TSV, MOL_FMT_XYZ, MOL_FMT_PDB, MOL_FMT_CML
@@ -74,15 +76,16 @@ const char *rec_format_ob(enum mol_format f);
  * line with a column named smiles. SMILES has no sign of its own. */
 enum mol_format rec_sniff(const char *head, size_t n, enum mol_format prefer);
 /* Reads the first 64 KiB of path (gunzipped when gzip'd) and sniffs them;
- * *nonblank says whether they hold anything but white space. 0 or -1 with a
- * message naming the file in err. */
-int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank, char *err,
-                   size_t errlen);
+ * *nonblank says whether they hold anything but white space. 0 or -1 with
+ * err set (its file: path). */
+int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank,
+                   struct se3_error *err);
 /* "a FIFO (named pipe)", "a character device", ... for a st_mode. */
 const char *rec_file_kind(mode_t mode);
 /* 0 when path is a regular file (stat only: never opens, never blocks), else
- * -1 with "PATH: not a regular file (a FIFO ...)" or the stat error in err. */
-int rec_check_regular(const char *path, char *err, size_t errlen);
+ * -1 with err "not a regular file (a FIFO ...)" (SE3_ERR_INPUT) or the stat
+ * error (SE3_ERR_IO), its file path. err may be NULL. */
+int rec_check_regular(const char *path, struct se3_error *err);
 
 /* Counters of a reader so far. */
 struct rec_stats {
@@ -108,8 +111,9 @@ struct rec_options {
                                  not kept past the cap); 0 = REC_MAX_RECORD_DEFAULT */
   long max_empty_listed;      /* empty records handed out as error records; 0 = 10, < 0 = all */
   /* Called every 2^20 lines read (NULL: never); non-zero stops the reading
-   * (rec_next returns -1 with the message the callback put in err). */
-  int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
+   * (rec_next returns -1 with the error the callback set in err, else
+   * SE3_ERR_RUN "reading stopped"). */
+  int (*progress)(void *arg, const struct rec_stats *st, struct se3_error *err);
   void *progress_arg;
 };
 
@@ -127,17 +131,21 @@ struct rec {
 
 struct rec_reader;
 
-/* NULL on failure with a message naming the file in err. */
+/* NULL on failure with err set, its file the path (SE3_ERR_IO: cannot
+ * open; SE3_ERR_INPUT: not a regular file, an unknown format, a CSV/TSV
+ * header refused; SE3_ERR_MEMORY). err may be NULL. */
 struct rec_reader *rec_open(const char *path, enum mol_format fmt, const struct rec_options *opt,
-                            char *err, size_t errlen);
+                            struct se3_error *err);
 /* rec_open on descriptor fd, which the reader takes (and closes, on failure
  * too) and reads from its start; `name` names the file in messages. For a
  * file read once: a copy of its bytes hashed and parsed alike. */
 struct rec_reader *rec_open_fd(int fd, const char *name, enum mol_format fmt, const struct rec_options *opt,
-                               char *err, size_t errlen);
+                               struct se3_error *err);
 /* 1: a record in *out (owned by the reader, valid until the next call);
- * 0: end of file; -1: I/O error with a message in err. */
-int rec_next(struct rec_reader *r, struct rec *out, char *err, size_t errlen);
+ * 0: end of file; -1: an error in err (SE3_ERR_IO or SE3_ERR_INPUT: a read
+ * error, its file the path; SE3_ERR_MEMORY; or what the progress callback
+ * set). err may be NULL. */
+int rec_next(struct rec_reader *r, struct rec *out, struct se3_error *err);
 /* The reader's counters so far. */
 void rec_get_stats(const struct rec_reader *r, struct rec_stats *st);
 /* csv/tsv header names; NULL for other formats. */
@@ -156,8 +164,8 @@ void rec_pick_columns(const char *const *cols, int n, const char *smiles_column,
 
 /* The header row of a CSV or TSV file (fmt), whatever its columns: *cols
  * (malloc'd, free with rec_free_names) and *n. Reads the first row only.
- * 0, or -1 with a message naming the file in err. */
-int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, char *err, size_t errlen);
+ * 0, or -1 with err set (its file: path). */
+int rec_read_header(const char *path, enum mol_format fmt, char ***cols, int *n, struct se3_error *err);
 void rec_free_names(char **names, int n);
 
 /* Whether a token has the shape of a SMILES string: atoms of the organic
@@ -183,9 +191,10 @@ int rec_smi_header(const char *head, size_t n, int whole, int64_t *line);
  * max_records records of an SD file, or its first max_bytes bytes
  * (uncompressed) if that comes first: a text scan, plain or gzip'd.
  * *tags (distinct, in order of first sight; free with rec_free_names),
- * *n_tags, and *n_records the records scanned. 0, or -1 with err. */
+ * *n_tags, and *n_records the records scanned. 0, or -1 with err (its
+ * file: path). */
 int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***tags, int *n_tags, int64_t *n_records,
-                 char *err, size_t errlen);
+                 struct se3_error *err);
 
 /* The largest magnitude of a label (or of a score read from a table):
  * 1e30, past any measured quantity in its units, so that a model's
@@ -204,11 +213,10 @@ int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***ta
 int rec_parse_label(const char *s, double *v, char *why, size_t whylen);
 
 /* Number of records in a file (a full scan); -1 with err on failure. */
-int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt,
-                  char *err, size_t errlen);
+int64_t rec_count(const char *path, enum mol_format fmt, const struct rec_options *opt, struct se3_error *err);
 /* A full scan filling *st (st->n_out: the records rec_next hands out); 0 or
  * -1 with err. */
-int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st, char *err,
-             size_t errlen);
+int rec_scan(const char *path, enum mol_format fmt, const struct rec_options *opt, struct rec_stats *st,
+             struct se3_error *err);
 
 #endif

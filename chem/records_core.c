@@ -32,17 +32,24 @@
 #include <unistd.h>
 #include <zlib.h>
 
-void rec_fmt_err(char *err, size_t len, const char *fmt, ...) {
-  if (!err || !len) return;
+void rec_fmt_err(char *buf, size_t len, const char *fmt, ...) {
+  if (!buf || !len) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
+  vsnprintf(buf, len, fmt, ap);
   va_end(ap);
+}
+
+int rec_read_error(struct se3_error *err, const char *path, int zerr, const char *msg) {
+  se3_error_set(err, zerr == Z_ERRNO ? SE3_ERR_IO : SE3_ERR_INPUT, "read error: %s",
+                zerr == Z_ERRNO ? strerror(errno) : msg);
+  se3_error_at(err, path, 0, 0);
+  return -1;
 }
 
 /* ------------------------------------------------------------ line pieces */
 
-/* 1: a piece; 0: end of input; -1: read error (message in r->err). */
+/* 1: a piece; 0: end of input; -1: read error (in r->fail). */
 int rec_next_piece(struct rec_reader *r, struct piece *out) {
   if (r->unread) {
     r->unread = 0;
@@ -75,16 +82,12 @@ int rec_next_piece(struct rec_reader *r, struct piece *out) {
       if (got < 0) {
         int zerr;
         const char *msg = gzerror(r->gz, &zerr);
-        rec_fmt_err(r->err, sizeof r->err, "%s: read error: %s", r->path, zerr == Z_ERRNO ? strerror(errno) : msg);
-        return -1;
+        return rec_read_error(&r->fail, r->path, zerr, msg);
       }
       if (got == 0) {
         int zerr;
         const char *msg = gzerror(r->gz, &zerr);
-        if (zerr != Z_OK && zerr != Z_STREAM_END) {
-          rec_fmt_err(r->err, sizeof r->err, "%s: read error: %s", r->path, zerr == Z_ERRNO ? strerror(errno) : msg);
-          return -1;
-        }
+        if (zerr != Z_OK && zerr != Z_STREAM_END) return rec_read_error(&r->fail, r->path, zerr, msg);
         r->eof = 1;
       }
       r->end += (size_t)got;
@@ -106,9 +109,9 @@ int rec_next_piece(struct rec_reader *r, struct piece *out) {
     if (!r->in_cont && (++r->lineno & 0xFFFFF) == 0 && r->progress) {
       struct rec_stats st;
       rec_get_stats(r, &st);
-      char msg[sizeof r->err] = "";
-      if (r->progress(r->progress_arg, &st, msg, sizeof msg) != 0) {
-        rec_fmt_err(r->err, sizeof r->err, "%s", msg[0] ? msg : "reading stopped");
+      se3_error_clear(&r->fail);
+      if (r->progress(r->progress_arg, &st, &r->fail) != 0) {
+        if (r->fail.kind == SE3_ERR_NONE) se3_error_set(&r->fail, SE3_ERR_RUN, "reading stopped");
         return -1;
       }
     }
@@ -163,7 +166,8 @@ const char *rec_nul_error(char *buf, size_t len, int64_t line, int64_t col) {
 }
 
 int rec_oom(struct rec_reader *r) {
-  rec_fmt_err(r->err, sizeof r->err, "%s: out of memory", r->path);
+  se3_error_set(&r->fail, SE3_ERR_MEMORY, "out of memory");
+  se3_error_at(&r->fail, r->path, 0, 0);
   return -1;
 }
 
@@ -253,47 +257,53 @@ const char *rec_file_kind(mode_t mode) {
   return "not a regular file";
 }
 
-static int not_regular(const char *path, mode_t mode, char *err, size_t errlen) {
-  rec_fmt_err(err, errlen,
-              "%s: not a regular file (%s); molecule inputs must be regular files (each is read twice: to plan, then "
-              "to parse)",
-              path, rec_file_kind(mode));
+static int not_regular(const char *path, mode_t mode, struct se3_error *err) {
+  se3_error_set(err, SE3_ERR_INPUT,
+                "not a regular file (%s); molecule inputs must be regular files (each is read twice: to plan, then "
+                "to parse)",
+                rec_file_kind(mode));
+  se3_error_at(err, path, 0, 0);
   return -1;
 }
 
-int rec_check_regular(const char *path, char *err, size_t errlen) {
+/* err's kind and text for a failed system call on path; returns -1. */
+static int sys_error(struct se3_error *err, const char *path, const char *what, int e) {
+  se3_error_set(err, SE3_ERR_IO, "%s%s", what, strerror(e));
+  se3_error_at(err, path, 0, 0);
+  return -1;
+}
+
+int rec_check_regular(const char *path, struct se3_error *err) {
   struct stat sb;
-  if (stat(path, &sb) != 0) {
-    rec_fmt_err(err, errlen, "%s: %s", path, strerror(errno));
-    return -1;
-  }
-  return S_ISREG(sb.st_mode) ? 0 : not_regular(path, sb.st_mode, err, errlen);
+  if (stat(path, &sb) != 0) return sys_error(err, path, "", errno);
+  return S_ISREG(sb.st_mode) ? 0 : not_regular(path, sb.st_mode, err);
 }
 
 /* gzread on descriptor fd, which it takes (closed on failure too), read
  * from its start: a regular file, else refused naming `path`. */
-gzFile rec_adopt_regular(int fd, const char *path, char *err, size_t errlen) {
+gzFile rec_adopt_regular(int fd, const char *path, struct se3_error *err) {
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
-    rec_fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    sys_error(err, path, "cannot open: ", errno);
     close(fd);
     return NULL;
   }
   if (!S_ISREG(sb.st_mode)) {
-    not_regular(path, sb.st_mode, err, errlen);
+    not_regular(path, sb.st_mode, err);
     close(fd);
     return NULL;
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   if (lseek(fd, 0, SEEK_SET) != 0) {
-    rec_fmt_err(err, errlen, "%s: cannot read from its start: %s", path, strerror(errno));
+    sys_error(err, path, "cannot read from its start: ", errno);
     close(fd);
     return NULL;
   }
   gzFile gz = gzdopen(fd, "rb");
   if (!gz) {
-    rec_fmt_err(err, errlen, "%s: cannot open: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "cannot open: out of memory");
+    se3_error_at(err, path, 0, 0);
     close(fd);
     return NULL;
   }
@@ -302,13 +312,13 @@ gzFile rec_adopt_regular(int fd, const char *path, char *err, size_t errlen) {
 
 /* Opens a regular file for gzread without ever blocking: a FIFO is opened
  * non-blocking and refused, like every other kind of non-regular file. */
-gzFile rec_open_regular(const char *path, char *err, size_t errlen) {
+gzFile rec_open_regular(const char *path, struct se3_error *err) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    rec_fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    sys_error(err, path, "cannot open: ", errno);
     return NULL;
   }
-  return rec_adopt_regular(fd, path, err, errlen);
+  return rec_adopt_regular(fd, path, err);
 }
 
 void rec_free_names(char **names, int n) {

@@ -38,6 +38,7 @@
 #include <zlib.h>
 
 #include "chem/records.h"
+#include "common/error.h"
 
 /* The head of a file read to sniff its format or find a SMILES header. */
 #define SNIFF_BYTES (64 << 10)
@@ -75,7 +76,8 @@ struct rec_reader {
   int64_t nul_line, nul_col; /* first NUL byte of the record (1-based; 0: none) */
   int64_t n_rec;             /* records numbered so far (handed out or counted only) */
   int64_t n_out;             /* records handed out */
-  char err[512];
+  char err[512];             /* the current error record's text (rec.error) */
+  struct se3_error fail;     /* why reading failed (rec_next's -1) */
   int done;
 
   /* empty records */
@@ -88,7 +90,7 @@ struct rec_reader {
   int mol2_started;
   int64_t mol2_stray;
 
-  int (*progress)(void *arg, const struct rec_stats *st, char *err, size_t errlen);
+  int (*progress)(void *arg, const struct rec_stats *st, struct se3_error *err);
   void *progress_arg;
 
   /* smi: the line of a header recognised at open (0: none); see rec_smi_header */
@@ -124,9 +126,10 @@ struct rec_reader {
 /* The input buffer's bytes: a longer line comes in pieces. */
 enum { REC_BUF_SIZE = 1 << 20 };
 
-void rec_fmt_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* snprintf into buf (a record's error text, a label's why); buf may be NULL. */
+void rec_fmt_err(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* 1: a piece; 0: end of input; -1: read error (message in r->err). */
+/* 1: a piece; 0: end of input; -1: read error (in r->fail). */
 int rec_next_piece(struct rec_reader *r, struct piece *out);
 
 /* Small helpers called for every line, kept inline in each file as they
@@ -176,7 +179,7 @@ int rec_text_add(struct rec_reader *r, const char *p, size_t n);
 int rec_piece_add(struct rec_reader *r, const struct piece *l);
 /* The error text for a record with a NUL byte, into buf. */
 const char *rec_nul_error(char *buf, size_t len, int64_t line, int64_t col);
-/* "PATH: out of memory" in r->err; returns -1. */
+/* "PATH: out of memory" in r->fail (SE3_ERR_MEMORY); returns -1. */
 int rec_oom(struct rec_reader *r);
 /* Fills out from the record text (1, or -1 out of memory); error, or an
  * overflowed record or one with a NUL byte, makes it an error record. */
@@ -188,12 +191,16 @@ int rec_empty_record(struct rec_reader *r, struct rec *out, int64_t line, const 
 /* Appends one whole line (all its pieces) to the text; *no = its number. */
 int rec_read_line(struct rec_reader *r, int64_t *no);
 
-/* A regular file opened for gzread without ever blocking, else NULL with a
- * message naming path in err. */
-gzFile rec_open_regular(const char *path, char *err, size_t errlen);
+/* A regular file opened for gzread without ever blocking, else NULL with
+ * err set, its file path. */
+gzFile rec_open_regular(const char *path, struct se3_error *err);
 /* gzread on descriptor fd, which it takes (closed on failure too), read
  * from its start: a regular file, else refused naming `path`. */
-gzFile rec_adopt_regular(int fd, const char *path, char *err, size_t errlen);
+gzFile rec_adopt_regular(int fd, const char *path, struct se3_error *err);
+/* gzerror's zerr and msg as "read error: ..." in err (SE3_ERR_IO when the
+ * system failed, else SE3_ERR_INPUT: the compressed data is damaged), its
+ * file path; returns -1. */
+int rec_read_error(struct se3_error *err, const char *path, int zerr, const char *msg);
 
 /* The head's lines, one at a time: p and n get a line without its end. */
 struct rec_lines {
@@ -205,7 +212,7 @@ int rec_line_next(struct rec_lines *it, const char **p, size_t *n);
 /* ---- the splitters ------------------------------------------------------ */
 
 /* rec_next's, one a format: 1 a record in *out, 0 the end of the file, -1
- * an error (message in r->err). */
+ * an error (in r->fail). */
 int rec_next_sdf(struct rec_reader *r, struct rec *out);  /* records_sdf.c */
 int rec_next_mol2(struct rec_reader *r, struct rec *out); /* records_mol2.c */
 int rec_next_smi(struct rec_reader *r, struct rec *out);  /* records_smiles.c */
@@ -219,8 +226,8 @@ int rec_next_cml(struct rec_reader *r, struct rec *out);  /* records_cml.c */
 /* Reads the header row of a CSV/TSV file into r->cols; with pick, also
  * finds the SMILES and name columns (rec_pick_columns), refusing a file
  * without the SMILES column (or without a name column named by
- * name_column). 0, or -1 with a message in err. */
-int rec_csv_header(struct rec_reader *r, const struct rec_options *opt, int pick, char *err, size_t errlen);
+ * name_column). 0, or -1 with err set (its file: the reader's path). */
+int rec_csv_header(struct rec_reader *r, const struct rec_options *opt, int pick, struct se3_error *err);
 /* The line of the header of a SMILES file (0: none), from its first 64 KiB,
  * read from descriptor fd when it is one (through a copy of it), else from
  * path (rec_smi_header). */

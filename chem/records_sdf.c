@@ -103,17 +103,18 @@ static int add_tag(char ***tags, int *n, int *cap, const char *p, size_t len) {
 }
 
 int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***tags, int *n_tags, int64_t *n_records,
-                 char *err, size_t errlen) {
+                 struct se3_error *err) {
   *tags = NULL;
   *n_tags = 0;
   *n_records = 0;
-  gzFile gz = rec_open_regular(path, err, errlen);
+  gzFile gz = rec_open_regular(path, err);
   if (!gz) return -1;
   enum { LINE = 4096 };
   char *buf = malloc(LINE);
   if (!buf) {
     gzclose(gz);
-    rec_fmt_err(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   size_t bytes = 0;
@@ -139,7 +140,8 @@ int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***ta
       if (t == 0) in_value = 0; /* a blank line ends the value */
     } else if (memchr(buf, '<', t)) {
       if (add_tag(tags, n_tags, &cap, buf, t) != 0) {
-        rec_fmt_err(err, errlen, "%s: out of memory", path);
+        se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+        se3_error_at(err, path, 0, 0);
         rc = -1;
         break;
       }
@@ -150,10 +152,7 @@ int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***ta
     (*n_records)++; /* a last record without $$$$ */
   int zerr;
   const char *msg = gzerror(gz, &zerr);
-  if (rc == 0 && zerr != Z_OK && zerr != Z_STREAM_END) {
-    rec_fmt_err(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
-    rc = -1;
-  }
+  if (rc == 0 && zerr != Z_OK && zerr != Z_STREAM_END) rc = rec_read_error(err, path, zerr, msg);
   free(buf);
   gzclose(gz);
   if (rc != 0) {

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,11 +156,8 @@ int rec_smi_header(const char *head, size_t n, int whole, int64_t *line) {
  * then reads it from its start), else from path. A file that cannot be read
  * has none: the reader says why. */
 int64_t rec_smi_header_of(const char *path, int fd) {
-  char err[256];
   int own = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-  gzFile gz = fd < 0     ? rec_open_regular(path, err, sizeof err)
-              : own >= 0 ? rec_adopt_regular(own, path, err, sizeof err)
-                         : NULL;
+  gzFile gz = fd < 0 ? rec_open_regular(path, NULL) : own >= 0 ? rec_adopt_regular(own, path, NULL) : NULL;
   if (!gz) return 0;
   char *head = malloc(SNIFF_BYTES);
   size_t n = 0;
@@ -345,56 +343,70 @@ void rec_pick_columns(const char *const *cols, int n, const char *smiles_column,
 /* Reads the header row into r->cols; with pick, also finds the SMILES and
  * name columns (rec_pick_columns), refusing a file without the SMILES
  * column (or without a name column named by name_column). */
-int rec_csv_header(struct rec_reader *r, const struct rec_options *opt, int pick, char *err, size_t errlen) {
+/* A header refused: err (SE3_ERR_INPUT), its file path; returns -1. */
+__attribute__((format(printf, 3, 4))) static int header_error(struct se3_error *err, const char *path, const char *fmt,
+                                                              ...) {
+  char msg[SE3_ERROR_MESSAGE];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  se3_error_set(err, SE3_ERR_INPUT, "%s", msg);
+  se3_error_at(err, path, 0, 0);
+  return -1;
+}
+
+/* Out of memory reading the header: in err as in r->fail; returns -1. */
+static int csv_oom(struct rec_reader *r, struct se3_error *err) {
+  rec_oom(r);
+  if (err) *err = r->fail;
+  return -1;
+}
+
+int rec_csv_header(struct rec_reader *r, const struct rec_options *opt, int pick, struct se3_error *err) {
   int64_t no;
   int unterminated;
   int k = csv_row(r, &no, &unterminated);
   if (k < 0) {
-    rec_fmt_err(err, errlen, "%s", r->err);
+    if (err) *err = r->fail;
     return -1;
   }
-  if (k == 0) {
-    rec_fmt_err(err, errlen, "%s: empty file, expected a header row", r->path);
-    return -1;
-  }
-  if (r->fovf || unterminated) {
-    rec_fmt_err(err, errlen, "%s: unreadable header row", r->path);
-    return -1;
-  }
+  if (k == 0) return header_error(err, r->path, "empty file, expected a header row");
+  if (r->fovf || unterminated) return header_error(err, r->path, "unreadable header row");
   if (r->fnul_line) {
     char why[160];
-    rec_fmt_err(err, errlen, "%s: unreadable header row: %s", r->path,
-                rec_nul_error(why, sizeof why, r->fnul_line, r->fnul_col));
-    return -1;
+    return header_error(err, r->path, "unreadable header row: %s",
+                        rec_nul_error(why, sizeof why, r->fnul_line, r->fnul_col));
   }
   r->n_cols = r->nf;
   r->cols = calloc((size_t)r->n_cols, sizeof *r->cols);
-  if (!r->cols) return rec_oom(r);
+  if (!r->cols) return csv_oom(r, err);
   for (int i = 0; i < r->n_cols; i++) {
     char *s = r->fst + r->foff[i];
     if (i == 0 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
       s += 3; /* UTF-8 byte order mark */
     s = trim_in_place(s);
     r->cols[i] = strdup(s);
-    if (!r->cols[i]) return rec_oom(r);
+    if (!r->cols[i]) return csv_oom(r, err);
   }
   r->smiles_col = r->name_col = -1;
   if (!pick) return 0;
   const char *sc = opt ? opt->smiles_column : NULL, *nc = opt ? opt->name_column : NULL;
   rec_pick_columns((const char *const *)r->cols, r->n_cols, sc, nc, &r->smiles_col, &r->name_col);
   if (r->smiles_col < 0 || (nc && r->name_col < 0)) {
+    char msg[SE3_ERROR_MESSAGE];
+    size_t len = sizeof msg;
     int w;
     if (r->smiles_col < 0 && !sc)
-      w = snprintf(err, errlen,
-                   "%s: no SMILES column (none is named smiles, canonical_smiles, isomeric_smiles or structure; "
-                   "name it with smiles_column); columns are:",
-                   r->path);
+      w = snprintf(msg, len,
+                   "no SMILES column (none is named smiles, canonical_smiles, isomeric_smiles or structure; "
+                   "name it with smiles_column); columns are:");
     else
-      w = snprintf(err, errlen, "%s: no %s column '%s'; columns are:", r->path, r->smiles_col < 0 ? "SMILES" : "name",
+      w = snprintf(msg, len, "no %s column '%s'; columns are:", r->smiles_col < 0 ? "SMILES" : "name",
                    r->smiles_col < 0 ? sc : nc);
-    for (int i = 0; i < r->n_cols && w >= 0 && (size_t)w < errlen; i++)
-      w += snprintf(err + w, errlen - (size_t)w, "%s '%s'", i ? "," : "", r->cols[i]);
-    return -1;
+    for (int i = 0; i < r->n_cols && w >= 0 && (size_t)w < len; i++)
+      w += snprintf(msg + w, len - (size_t)w, "%s '%s'", i ? "," : "", r->cols[i]);
+    return header_error(err, r->path, "%s", msg);
   }
   return 0;
 }

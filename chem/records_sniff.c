@@ -146,16 +146,17 @@ enum mol_format rec_sniff(const char *head, size_t n, enum mol_format prefer) {
   return MOL_FMT_UNKNOWN;
 }
 
-int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank, char *err,
-                   size_t errlen) {
+int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *out, int *nonblank,
+                   struct se3_error *err) {
   *out = MOL_FMT_UNKNOWN;
   *nonblank = 0;
-  gzFile gz = rec_open_regular(path, err, errlen);
+  gzFile gz = rec_open_regular(path, err);
   if (!gz) return -1;
   char *head = malloc(SNIFF_BYTES);
   if (!head) {
     gzclose(gz);
-    rec_fmt_err(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   size_t n = 0;
@@ -165,7 +166,7 @@ int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *ou
       int zerr;
       const char *msg = gzerror(gz, &zerr);
       if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-        rec_fmt_err(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+        rec_read_error(err, path, zerr, msg);
         free(head);
         gzclose(gz);
         return -1;

@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "chem/workers.h"
+#include "common/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -288,7 +289,7 @@ static void clear_transfers(struct worker *w) {
   w->msg_got = 0;
 }
 
-static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
+static int spawn(struct wpool *p, int k, struct se3_error *err) {
   int req[2], resp[2];
   if (pipe2(req, O_CLOEXEC) != 0) goto syserr;
   if (pipe2(resp, O_CLOEXEC) != 0) {
@@ -324,7 +325,7 @@ static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
    * worker's blocking reads and writes are what it should do. */
   if (fcntl(req[1], F_SETFL, fcntl(req[1], F_GETFL) | O_NONBLOCK) != 0 ||
       fcntl(resp[0], F_SETFL, fcntl(resp[0], F_GETFL) | O_NONBLOCK) != 0) {
-    snprintf(err, errlen, "cannot make a parser process's pipes non-blocking: %s", strerror(errno));
+    se3_error_set(err, SE3_ERR_RUN, "cannot make a parser process's pipes non-blocking: %s", strerror(errno));
     kill(pid, SIGKILL);
     close(req[1]);
     close(resp[0]);
@@ -342,7 +343,7 @@ static int spawn(struct wpool *p, int k, char *err, size_t errlen) {
   clear_transfers(w);
   return 0;
 syserr:
-  snprintf(err, errlen, "cannot start a parser process: %s", strerror(errno));
+  se3_error_set(err, SE3_ERR_RUN, "cannot start a parser process: %s", strerror(errno));
   return -1;
 }
 
@@ -364,17 +365,17 @@ static void reap(struct worker *w, int *wstatus) {
 }
 
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
-                          enum wpool_input_shape input_shape, char *err, size_t errlen) {
+                          enum wpool_input_shape input_shape, struct se3_error *err) {
   struct wpool *p = calloc(1, sizeof *p);
   if (!p) {
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return NULL;
   }
   p->n = n < 1 ? 1 : n;
   p->w = calloc((size_t)p->n, sizeof *p->w);
   if (!p->w) {
     free(p);
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return NULL;
   }
   p->parse = *parse;
@@ -385,7 +386,7 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
     if (!p->elements) {
       free(p->w);
       free(p);
-      snprintf(err, errlen, "out of memory");
+      se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
       return NULL;
     }
     memcpy(p->elements, check->elements, (size_t)check->n_elements);
@@ -399,11 +400,11 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
   for (int k = 0; k < p->n; k++) {
     p->w[k].in.b = malloc(RBUF_CAP);
     if (!p->w[k].in.b) {
-      snprintf(err, errlen, "out of memory");
+      se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
       wpool_stop(p);
       return NULL;
     }
-    if (spawn(p, k, err, errlen)) {
+    if (spawn(p, k, err)) {
       wpool_stop(p);
       return NULL;
     }
@@ -457,7 +458,7 @@ static int feed_empty(const struct feed *f) { return f->n_again == 0 && f->next 
  * number of jobs finished (0 or 1), or -1 with err (a system error, or
  * workers that keep dying before they take any record). */
 static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f, const char *reason,
-                       const char *detail, char *err, size_t errlen) {
+                       const char *detail, struct se3_error *err) {
   struct worker *w = &p->w[k];
   int ready = w->ready;
   int st = 0;
@@ -487,14 +488,14 @@ static int fail_worker(struct wpool *p, int k, struct wjob *jobs, struct feed *f
         snprintf(how, sizeof how, "signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
       else
         snprintf(how, sizeof how, "exit status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-      snprintf(err, errlen,
-               "parser processes keep dying before they take any record (%d in a row; the last: %s): does Open "
-               "Babel start (try `obabel -L formats`)?",
-               p->idle_deaths, how);
+      se3_error_set(err, SE3_ERR_RUN,
+                    "parser processes keep dying before they take any record (%d in a row; the last: %s): does Open "
+                    "Babel start (try `obabel -L formats`)?",
+                    p->idle_deaths, how);
       return -1;
     }
   }
-  return spawn(p, k, err, errlen) ? -1 : finished;
+  return spawn(p, k, err) ? -1 : finished;
 }
 
 /* Write as much of worker k's unsent requests as its pipe takes now.
@@ -542,7 +543,7 @@ static int pump_out(struct worker *w, const struct wjob *jobs) {
 /* Read worker k's pipe until one whole message is in w->hdr/w->msg.
  * 1: a message is whole; 0: the pipe is empty for now; -1: end of file or a
  * read error (the worker is gone); -2: out of memory (err filled). */
-static int pump_in(struct worker *w, char *err, size_t errlen) {
+static int pump_in(struct worker *w, struct se3_error *err) {
   for (;;) {
     struct rbuf *rb = &w->in;
     if (!w->msg) {
@@ -554,7 +555,7 @@ static int pump_in(struct worker *w, char *err, size_t errlen) {
         memcpy(&w->msg_len, w->hdr + 4, 4);
         w->msg = malloc((size_t)w->msg_len + 1);
         if (!w->msg) {
-          snprintf(err, errlen, "out of memory for a parsed record of %u bytes", w->msg_len);
+          se3_error_set(err, SE3_ERR_MEMORY, "out of memory for a parsed record of %u bytes", w->msg_len);
           return -2;
         }
         w->msg_got = 0;
@@ -586,7 +587,7 @@ static int pump_in(struct worker *w, char *err, size_t errlen) {
 
 /* The whole message now in worker k: a hello, or the answer for its oldest
  * job. Returns the number of jobs finished (0 or 1), or -1 on a system error. */
-static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
+static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *f, struct se3_error *err) {
   struct worker *w = &p->w[k];
   int32_t status;
   memcpy(&status, w->hdr, 4);
@@ -604,8 +605,7 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
   }
   if (!w->ready || w->n_sent == 0 || (status != 0 && status != 1)) {
     free(buf);
-    return fail_worker(p, k, jobs, f, "internal error", "the parser process broke the protocol on this record", err,
-                       errlen);
+    return fail_worker(p, k, jobs, f, "internal error", "the parser process broke the protocol on this record", err);
   }
   struct wjob *j = &jobs[w->q[0]];
   if (status == 0) {
@@ -643,19 +643,19 @@ static int take_message(struct wpool *p, int k, struct wjob *jobs, struct feed *
 
 /* Take every whole message waiting in worker k's pipe (an end of file: the
  * worker died). Returns the number of jobs finished, or -1 on a system error. */
-static int drain(struct wpool *p, int k, struct wjob *jobs, struct feed *f, char *err, size_t errlen) {
+static int drain(struct wpool *p, int k, struct wjob *jobs, struct feed *f, struct se3_error *err) {
   struct worker *w = &p->w[k];
   int total = 0;
   for (;;) {
-    int got = pump_in(w, err, errlen);
+    int got = pump_in(w, err);
     if (got == -2) return -1;
     if (got == 0) return total;
     if (got < 0) {
-      int fin = fail_worker(p, k, jobs, f, NULL, NULL, err, errlen);
+      int fin = fail_worker(p, k, jobs, f, NULL, NULL, err);
       return fin < 0 ? -1 : total + fin;
     }
     unsigned before = w->gen;
-    int fin = take_message(p, k, jobs, f, err, errlen);
+    int fin = take_message(p, k, jobs, f, err);
     if (fin < 0) return -1;
     total += fin;
     if (w->gen != before) return total; /* replaced: its pipe is a new one */
@@ -678,14 +678,14 @@ static void timeout_detail(const struct worker *w, const struct wjob *jobs, doub
 }
 
 int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
-              void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen) {
+              void (*advance)(void *arg, int64_t n), void *arg, struct se3_error *err) {
   struct feed f = {0, n, calloc((size_t)n + (size_t)p->n * QUEUE_DEPTH + 1, sizeof(int)), 0};
   struct pollfd *pfd = calloc((size_t)p->n * 2, sizeof *pfd);
   int *who = calloc((size_t)p->n * 2, sizeof *who);
   unsigned *gen = calloc((size_t)p->n * 2, sizeof *gen);
   int done = 0, rc = 0;
   if (!f.again || !pfd || !who || !gen) {
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     rc = -1;
     goto out;
   }
@@ -709,7 +709,7 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
         if (w->nq == 0) w->started = now_s();
         w->q[w->nq++] = feed_take(&f);
       }
-      if (w->n_sent < w->nq && pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err, errlen));
+      if (w->n_sent < w->nq && pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err));
     }
     /* One poll over every pipe: answers in, requests out, at most until the
      * nearest deadline (and a fifth of a second, to see *stop). */
@@ -733,7 +733,7 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
     int ms = wait_s <= 0 ? 0 : (int)(wait_s * 1000) + 1;
     int r = poll(pfd, (nfds_t)m, ms);
     if (r < 0 && errno != EINTR) {
-      snprintf(err, errlen, "poll: %s", strerror(errno));
+      se3_error_set(err, SE3_ERR_RUN, "poll: %s", strerror(errno));
       rc = -1;
       goto out;
     }
@@ -742,10 +742,10 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
       struct worker *w = &p->w[k];
       if (!pfd[i].revents || gen[i] != w->gen) continue; /* nothing, or a worker replaced meanwhile */
       if (pfd[i].events & POLLOUT) {
-        if (pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err, errlen));
+        if (pump_out(w, jobs) != 0) FINISHED(fail_worker(p, k, jobs, &f, NULL, NULL, err));
         continue;
       }
-      FINISHED(drain(p, k, jobs, &f, err, errlen));
+      FINISHED(drain(p, k, jobs, &f, err));
     }
     /* Deadlines, whatever the state of the job in flight: its request half
      * written, Open Babel at work, its answer half read. */
@@ -757,17 +757,17 @@ int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volat
         if (t - w->spawned < limit) continue;
         char detail[160];
         snprintf(detail, sizeof detail, "%g s after its start", limit);
-        FINISHED(fail_worker(p, k, jobs, &f, "not ready", detail, err, errlen));
+        FINISHED(fail_worker(p, k, jobs, &f, "not ready", detail, err));
         continue;
       }
       if (w->nq == 0 || t - w->started < timeout_s) continue;
       /* An answer already in the pipe is in time: the supervisor may have
        * been busy with other workers' answers since the poll. */
-      FINISHED(drain(p, k, jobs, &f, err, errlen));
+      FINISHED(drain(p, k, jobs, &f, err));
       if (!w->ready || w->nq == 0 || now_s() - w->started < timeout_s) continue;
       char detail[256];
       timeout_detail(w, jobs, timeout_s, detail, sizeof detail);
-      FINISHED(fail_worker(p, k, jobs, &f, "timed out", detail, err, errlen));
+      FINISHED(fail_worker(p, k, jobs, &f, "timed out", detail, err));
     }
   }
 #undef FINISHED
@@ -778,9 +778,9 @@ out:
       struct worker *w = &p->w[k];
       if (w->nq == 0 && !w->msg && w->hdr_got == 0) continue;
       reap(w, NULL);
-      char e2[256];
-      if (spawn(p, k, e2, sizeof e2) && rc == 1) {
-        snprintf(err, errlen, "%s", e2);
+      struct se3_error e2;
+      if (spawn(p, k, &e2) && rc == 1) {
+        if (err) *err = e2;
         rc = -1;
       }
     }

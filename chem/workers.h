@@ -14,6 +14,8 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 
+struct se3_error;
+
 struct wjob {
   const char *text;     /* record text (in) */
   size_t len;
@@ -41,9 +43,11 @@ struct wpool;
  * generation's reason in the detail. */
 enum wpool_input_shape { WPOOL_INPUT_SHAPE_REJECT = 0, WPOOL_INPUT_SHAPE_REGENERATE };
 
-/* Start n workers (forked now; each calls ob_init). NULL with err on failure. */
+/* Start n workers (forked now; each calls ob_init). NULL with err on
+ * failure (SE3_ERR_MEMORY, or SE3_ERR_RUN: a process or its pipes could not
+ * be made). err may be NULL. */
 struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct mol_check_opts *check,
-                          enum wpool_input_shape input_shape, char *err, size_t errlen);
+                          enum wpool_input_shape input_shape, struct se3_error *err);
 /* Parse jobs[0..n) on the pool, at most timeout_s seconds each: a record's
  * time runs from when a ready worker has it first in line until its answer
  * is read whole, whatever it is waiting for (its request to be taken, Open
@@ -52,9 +56,10 @@ struct wpool *wpool_start(int n, const struct ob_parse_opts *parse, const struct
  * of any size pass: requests and answers larger than a pipe's buffer never
  * block the supervisor. Calls advance(arg, 1) as each job finishes. Returns 0
  * when all are done, 1 when *stop was set first (jobs are then incomplete),
- * -1 on a system error. */
+ * -1 on a system error (in err: SE3_ERR_MEMORY or SE3_ERR_RUN; err may be
+ * NULL). */
 int wpool_run(struct wpool *p, struct wjob *jobs, int n, double timeout_s, volatile sig_atomic_t *stop,
-              void (*advance)(void *arg, int64_t n), void *arg, char *err, size_t errlen);
+              void (*advance)(void *arg, int64_t n), void *arg, struct se3_error *err);
 /* Kill the workers and free the pool. */
 void wpool_stop(struct wpool *p);
 /* Counters since start: workers restarted after a crash or timeout. */

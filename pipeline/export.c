@@ -220,9 +220,10 @@ static int sdf_record(struct exp *e, const void *blob, size_t len, int pose) {
   /* The id's text only where a message needs it: SQLite leaves a column's
    * type undefined once its value has been converted, and the tags below
    * read every column's type. */
-  if (mol_from_blob(blob, len, &m, err, sizeof err)) {
+  struct se3_error e2;
+  if (mol_from_blob(blob, len, &m, &e2)) {
     fprintf(stderr, WHO ": row %lld: molecule %s: %s (run `se3screen verify` on the database)\n", e->row,
-            (const char *)sqlite3_column_text(e->st, e->c_id), err);
+            (const char *)sqlite3_column_text(e->st, e->c_id), se3_error_format(&e2, err, sizeof err));
     return SE3_EXIT_FAILED;
   }
   const char *title = e->c_name >= 0 && sqlite3_column_type(e->st, e->c_name) != SQLITE_NULL

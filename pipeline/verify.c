@@ -73,7 +73,9 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
   if (kind == BLOB_POSE && len == 0) return 0; /* a score from a table (stages.dock.oracle): no pose */
   if (kind == BLOB_MOL || kind == BLOB_POSE) {
     struct mol m;
-    int rc = mol_from_blob(blob, len, &m, err, errlen);
+    struct se3_error e2;
+    int rc = mol_from_blob(blob, len, &m, &e2);
+    if (rc) se3_error_format(&e2, err, errlen);
     for (int a = 0; rc == 0 && a < m.n_atoms; a++) /* (an atom at 1e300 was once stored as inf) */
       if (!isfinite(m.atoms[a].x) || !isfinite(m.atoms[a].y) || !isfinite(m.atoms[a].z_)) {
         snprintf(err, errlen, "atom %d's coordinates are not finite (%g, %g, %g)", a + 1, m.atoms[a].x, m.atoms[a].y,
@@ -103,7 +105,9 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
     int rc;
     if (kind == BLOB_GRAPH) {
       struct graph g;
-      rc = graph_from_blob(p, pl, &g, err, errlen);
+      struct se3_error e2;
+      rc = graph_from_blob(p, pl, &g, &e2);
+      if (rc) se3_error_format(&e2, err, errlen);
       graph_free(&g);
     } else {
       struct basis_blob b;
@@ -238,8 +242,7 @@ static void verify_shapes(sqlite3 *db, int max_listed, struct shapes *sh, FILE *
   while (sqlite3_step(st) == SQLITE_ROW) {
     if (sqlite3_column_type(st, 3) != SQLITE_BLOB) continue;
     struct mol m;
-    char err[256];
-    if (mol_from_blob(sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3), &m, err, sizeof err)) {
+    if (mol_from_blob(sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3), &m, NULL)) {
       mol_free(&m);
       continue;
     }

@@ -62,9 +62,11 @@ static void basis_compute(const void *state, struct stage_item *it) {
   for (int c = 0; c < nc && !it->reason[0]; c++) {
     struct graph g;
     char err[200];
+    struct se3_error e;
     graph_init(&g);
-    if (graph_load_conf(&b->gs, it->in, it->in_len, c, &g, err, sizeof err)) {
-      snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id, err);
+    if (graph_load_conf(&b->gs, it->in, it->in_len, c, &g, &e)) {
+      snprintf(it->reason, sizeof it->reason, "graphs row mol_id=%lld: %s", (long long)it->id,
+               se3_error_format(&e, err, sizeof err));
       graph_free(&g);
       break;
     }

@@ -193,9 +193,7 @@ static const struct cfg_node *kid(const struct cfg_node *m, const char *key) {
 /* Whether the loader refused a value at key of m (a stand-in there). */
 static int refused(const struct cfg_node *m, const char *key) { return cfg_invalid(cfg_get(m, key)); }
 
-static int readable(const char *path) {
-  return path && access(path, R_OK) == 0 && rec_check_regular(path, NULL, 0) == 0;
-}
+static int readable(const char *path) { return path && access(path, R_OK) == 0 && rec_check_regular(path, NULL) == 0; }
 
 /* The format ingest would read path in; MOL_FMT_UNKNOWN when it could not tell. */
 static enum mol_format format_of(const char *path, const struct cfg_node *item) {
@@ -205,8 +203,7 @@ static enum mol_format format_of(const char *path, const struct cfg_node *item) 
   if (explicit_fmt) return f;
   enum mol_format seen = MOL_FMT_UNKNOWN;
   int nonblank = 0;
-  char err[256];
-  if (rec_sniff_file(path, f, &seen, &nonblank, err, sizeof err) == 0 && seen != MOL_FMT_UNKNOWN) f = seen;
+  if (rec_sniff_file(path, f, &seen, &nonblank, NULL) == 0 && seen != MOL_FMT_UNKNOWN) f = seen;
   return f;
 }
 
@@ -214,9 +211,9 @@ static enum mol_format format_of(const char *path, const struct cfg_node *item) 
 
 static void check_csv_input(struct ck *ck, const char *file, enum mol_format fmt, const struct cfg_node *item,
                             const char *key) {
-  char **cols = NULL, err[512], k[512], list[1024], dym[300];
+  char **cols = NULL, k[512], list[1024], dym[300];
   int n = 0;
-  if (rec_read_header(file, fmt, &cols, &n, err, sizeof err) != 0) return; /* ingest names what is wrong */
+  if (rec_read_header(file, fmt, &cols, &n, NULL) != 0) return; /* ingest names what is wrong */
   const struct cfg_node *sc = kid(item, "smiles_column"), *nc = kid(item, "name_column");
   const char *scv = sc && sc->kind == CFG_SCALAR ? sc->value : NULL,
              *ncv = nc && nc->kind == CFG_SCALAR ? nc->value : NULL;
@@ -258,10 +255,10 @@ static void check_csv_input(struct ck *ck, const char *file, enum mol_format fmt
 static void check_sdf_input(struct ck *ck, const char *file, const struct cfg_node *item, const char *key) {
   const struct cfg_node *labels = kid(item, "labels");
   if (!labels || labels->kind != CFG_LIST || labels->n_kids == 0) return;
-  char **tags = NULL, err[512], k[512], list[1024], dym[300];
+  char **tags = NULL, k[512], list[1024], dym[300];
   int n = 0;
   int64_t n_rec = 0;
-  if (rec_sdf_tags(file, TAG_RECORDS, TAG_BYTES, &tags, &n, &n_rec, err, sizeof err) != 0) return;
+  if (rec_sdf_tags(file, TAG_RECORDS, TAG_BYTES, &tags, &n, &n_rec, NULL) != 0) return;
   for (int i = 0; n_rec > 0 && i < labels->n_kids; i++) {
     const struct cfg_node *l = labels->kids[i];
     if (l->kind != CFG_SCALAR || has_name(tags, n, l->value)) continue;
@@ -317,11 +314,11 @@ static void check_side_csv(struct ck *ck, const struct cfg_node *side, const cha
   const char *file = cfg_str(side, "path");
   const struct cfg_node *cols_node = kid(side, "columns"), *join_node = kid(side, "join");
   const char *join = cfg_str(side, "join");
-  char **cols = NULL, err[512], k[512], list[1024], dym[300];
+  char **cols = NULL, k[512], list[1024], dym[300];
   int n = 0;
   /* (a path, join or columns the loader refused: what the file gives is not known either) */
   if (!ck->read_files || refused(side, "path") || refused(side, "join") || refused(side, "columns") ||
-      !readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, err, sizeof err) != 0) {
+      !readable(file) || rec_read_header(file, MOL_FMT_CSV, &cols, &n, NULL) != 0) {
     /* what it gives cannot be known: named columns are labels all the same */
     for (int i = 0; cols_node && cols_node->kind == CFG_LIST && i < cols_node->n_kids; i++)
       names_add(set_labels, cols_node->kids[i]->value);
@@ -567,10 +564,10 @@ static void check_dock_files(struct ck *ck, const struct cfg_node *root) {
   }
   /* the table's key and score columns, each named once */
   const struct cfg_node *t = cfg_get(root, "stages.dock.table");
-  char **cols = NULL, err[512];
+  char **cols = NULL;
   int nc = 0;
   if (keys == table && ck->read_files && t && !cfg_invalid(t) && t->kind == CFG_SCALAR && t->value &&
-      readable(t->value) && rec_read_header(t->value, MOL_FMT_CSV, &cols, &nc, err, sizeof err) == 0) {
+      readable(t->value) && rec_read_header(t->value, MOL_FMT_CSV, &cols, &nc, NULL) == 0) {
     const char *key_col = cfg_str_opt(root, "stages.dock.key_column");
     if (!key_col) key_col = cfg_str(root, "stages.dock.table_key");
     const struct cfg_node *kn = cfg_get(root, "stages.dock.key_column"),

@@ -36,8 +36,9 @@ int stage_workdir_file_gone(const struct stage_ctx *ctx, const char *name) {
 int stage_graph_settings(struct stage_ctx *ctx, struct graph_settings *gs) {
   char err[256];
   const struct cfg_node *bad;
-  if (graph_settings_read(cfg_get(ctx->root, "stages.graph"), gs, &bad, err, sizeof err))
-    return stage_fail_at(ctx, bad, "%s", err);
+  struct se3_error e2;
+  if (graph_settings_read(cfg_get(ctx->root, "stages.graph"), gs, &bad, &e2))
+    return stage_fail_at(ctx, bad, "%s", se3_error_format(&e2, err, sizeof err));
   return STAGE_OK;
 }
 

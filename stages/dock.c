@@ -154,7 +154,9 @@ static int box_from_ligand(struct stage_ctx *ctx, struct dstage *d, const char *
   int rc = temp_dir(ctx, "box", dir, sizeof dir);
   if (rc == STAGE_OK) rc = private_copy(ctx, dir, "box_ligand", ligand, fd, NULL, copy, sizeof copy);
   close(fd);
-  if (rc == STAGE_OK && dock_box_from_ligand(copy, cfg_float(ctx->cfg, "padding"), 120, &d->ds.box, err, sizeof err)) {
+  struct se3_error e;
+  if (rc == STAGE_OK && dock_box_from_ligand(copy, cfg_float(ctx->cfg, "padding"), 120, &d->ds.box, &e)) {
+    se3_error_format(&e, err, sizeof err);
     own_name(err, sizeof err, copy, ligand);
     rc = stage_fail_at(ctx, cfg_get(ctx->cfg, "box_ligand"), "%s", err);
   }
@@ -202,9 +204,9 @@ static int dock_setup(struct stage_ctx *ctx, struct dstage *d) {
   d->ds.memory_limit = (uint64_t)cfg_int(c, "memory_limit_mb") << 20;
   d->workers = (int)cfg_int(c, "workers");
   if (d->workers <= 0) d->workers = stage_cores(); /* (an array task's allocation under Slurm) */
-  char err[1024];
-  if (dock_vina_version(d->ds.vina, d->vina_version, sizeof d->vina_version, err, sizeof err))
-    return stage_fail_at(ctx, cfg_get(c, "vina") ? cfg_get(c, "vina") : c, "%s", err);
+  struct se3_error e;
+  if (dock_vina_version(d->ds.vina, d->vina_version, sizeof d->vina_version, &e))
+    return stage_fail_at(ctx, cfg_get(c, "vina") ? cfg_get(c, "vina") : c, "%s", se3_error_str(&e).s);
   const char *ligand = cfg_str_opt(c, "box_ligand");
   const struct cfg_node *center = cfg_get(c, "center");
   if (ligand && center)
@@ -309,7 +311,9 @@ static int prepare_receptor(struct stage_ctx *ctx, struct dstage *d) {
   d->receptor_fd = -1;
   snprintf(d->receptor, sizeof d->receptor, "%s/receptor.pdbqt", d->tmp);
   char err[2048];
-  if (dock_prepare_receptor(copy, d->receptor, 300, err, sizeof err)) {
+  struct se3_error e;
+  if (dock_prepare_receptor(copy, d->receptor, 300, &e)) {
+    se3_error_format(&e, err, sizeof err);
     own_name(err, sizeof err, copy, d->receptor_in);
     return stage_fail_at(ctx, cfg_get(ctx->cfg, "receptor"), "%s", err);
   }
@@ -338,8 +342,10 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   close(d->table_fd);
   d->table_fd = -1;
   char err[2048];
-  struct rec_reader *rd = rec_open(copy, MOL_FMT_CSV, &ro, err, sizeof err);
+  struct se3_error e;
+  struct rec_reader *rd = rec_open(copy, MOL_FMT_CSV, &ro, &e);
   if (!rd) {
+    se3_error_format(&e, err, sizeof err);
     own_name(err, sizeof err, copy, d->table_path);
     return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
   }
@@ -380,7 +386,7 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   struct rec r;
   int rc;
   long long rows = 0, kept = 0, no_score = 0, bad_rows = 0;
-  while ((rc = rec_next(rd, &r, err, sizeof err)) == 1) {
+  while ((rc = rec_next(rd, &r, &e)) == 1) {
     rows++;
     if (r.error || !r.fields || r.n_fields <= (key > score ? key : score) || !r.fields[key][0]) {
       bad_rows++;
@@ -417,6 +423,7 @@ static int load_table(struct stage_ctx *ctx, struct dstage *d) {
   rec_close(rd);
   unlink(copy);
   if (rc < 0) {
+    se3_error_format(&e, err, sizeof err);
     own_name(err, sizeof err, copy, d->table_path);
     return stage_fail_at(ctx, at, "stages.dock.table: %s", err);
   }

@@ -36,11 +36,9 @@ static double now_s(void) {
  * be read: the docking rejects it in seconds). */
 static double blob_cost(const struct dstage *d, const void *blob, size_t len) {
   struct mol m;
-  char err[256];
   mol_init(&m);
   double c = 0;
-  if (!mol_from_blob(blob, len, &m, err, sizeof err))
-    c = dock_cost(d->ds.exhaustiveness, mol_n_heavy(&m), dock_rotors(&m));
+  if (!mol_from_blob(blob, len, &m, NULL)) c = dock_cost(d->ds.exhaustiveness, mol_n_heavy(&m), dock_rotors(&m));
   mol_free(&m);
   return c;
 }
@@ -419,10 +417,9 @@ static int fill(struct stage_ctx *ctx, struct dstage *d) {
     struct dock_item *it;
     if (next_item(ctx, d, &it)) return STAGE_ERROR;
     if (!it) break;
-    char err[1024];
-    if (dock_pool_start(d->pool, &it->job, err, sizeof err)) {
+    if (dock_pool_start(d->pool, &it->job, &ctx->err)) {
       free_items(it);
-      return stage_fail_at(ctx, NULL, "%s", err);
+      return STAGE_ERROR;
     }
     it->start = now_s();
     it->next = d->running;
@@ -445,9 +442,8 @@ static int dock_until_done(struct stage_ctx *ctx, struct dstage *d) {
     if (ctx->stop && *ctx->stop) return STAGE_STOPPED;
     if (fill(ctx, d)) return STAGE_ERROR;
     struct dock_job *j = NULL;
-    char err[1024];
-    int r = dock_pool_wait(d->pool, 0.1, &j, err, sizeof err);
-    if (r < 0) return stage_fail_at(ctx, NULL, "%s", err);
+    int r = dock_pool_wait(d->pool, 0.1, &j, &ctx->err);
+    if (r < 0) return STAGE_ERROR;
     if (r > 0) {
       struct dock_item *it = (struct dock_item *)((char *)j - offsetof(struct dock_item, job)), **p = &d->running;
       while (*p && *p != it)
@@ -522,11 +518,10 @@ int dock_work_chunk(struct stage_ctx *ctx, struct dstage *d, int64_t chunk, int6
     if (count_left(ctx, d, chunk)) return STAGE_ERROR;
   }
   if (left > 0 && !d->pool) {
-    char err[1024];
     if (d->prepare(ctx, d)) return STAGE_ERROR;
     double mean = 0;
     d->unit_before = earlier_unit(ctx, d, &mean);
-    if (!(d->pool = dock_pool_open(&d->ds, d->workers, err, sizeof err))) return stage_fail_at(ctx, NULL, "%s", err);
+    if (!(d->pool = dock_pool_open(&d->ds, d->workers, &ctx->err))) return STAGE_ERROR;
     beat(ctx, d);   /* (the ETA, before the line below says it) */
     if (mean > 0) { /* "earlier runs took 2.0 min/mol: about 6:00 for the 3 left" */
       ctx->report->estimate(ctx, mean / (d->workers > 0 ? d->workers : 1));

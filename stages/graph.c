@@ -70,9 +70,11 @@ static void graph_compute(const void *state, struct stage_item *it) {
   const struct gstage *g = state;
   struct mol m;
   char err[200];
+  struct se3_error e;
   mol_init(&m);
-  if (mol_from_blob(it->in, it->in_len, &m, err, sizeof err)) {
-    snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id, err);
+  if (mol_from_blob(it->in, it->in_len, &m, &e)) {
+    snprintf(it->reason, sizeof it->reason, "molecules row id=%lld: %s", (long long)it->id,
+             se3_error_format(&e, err, sizeof err));
     return;
   }
   int nc = mol_n_conformers(&m);
@@ -83,8 +85,8 @@ static void graph_compute(const void *state, struct stage_item *it) {
   for (int c = 0; c < nc; c++) {
     struct graph gr;
     graph_init(&gr);
-    if (graph_of_conformer(&g->gs, &m, c, &gr, err, sizeof err)) {
-      snprintf(it->reason, sizeof it->reason, "%s", err);
+    if (graph_of_conformer(&g->gs, &m, c, &gr, &e)) {
+      snprintf(it->reason, sizeof it->reason, "%s", se3_error_format(&e, err, sizeof err));
     } else if (g->store && graph_to_blob(&gr, &blobs[made], &lens[made])) {
       snprintf(it->reason, sizeof it->reason, "graph: out of memory");
     } else {

@@ -266,8 +266,7 @@ int model_card_fits(const struct model_card *card, const struct cfg_node *root, 
                     size_t errlen) {
   struct graph_settings gs;
   const struct cfg_node *bad;
-  char why[256];
-  if (!card->node_in || graph_settings_read(cfg_get(root, "stages.graph"), &gs, &bad, why, sizeof why))
+  if (!card->node_in || graph_settings_read(cfg_get(root, "stages.graph"), &gs, &bad, NULL))
     return 0; /* (a bad stages.graph is reported where it is validated) */
   int width = graph_node_width(&gs.go), ew = graph_edge_width(&gs.go);
   if (width != card->node_in) {

@@ -459,15 +459,16 @@ static void num_text(sqlite3_stmt *st, int c, char *out, size_t n) {
  * In a dock-only workflow a record a pose, with the pose's tags. */
 static int sdf_hit(struct stage_ctx *ctx, FILE *f, sqlite3_stmt *st, const struct hit_text *h) {
   struct mol m;
-  char err[256], docked[64];
+  char docked[64];
   num_text(st, 12, docked, sizeof docked);
   struct rstage *r = ctx->state;
   /* a pose of a dock-only workflow: which, its score and Vina's terms */
   int pose = r->dock && sqlite3_column_type(st, 13) != SQLITE_NULL;
   mol_init(&m);
-  if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, err, sizeof err))
+  struct se3_error e;
+  if (mol_from_blob(sqlite3_column_blob(st, 11), (size_t)sqlite3_column_bytes(st, 11), &m, &e))
     return stage_fail_at(ctx, NULL, "hits.sdf: molecules row id=%s: %s (run `se3screen verify` on the workdir)", h->id,
-                         err);
+                         se3_error_str(&e).s);
   m.name = strdup(h->name ? h->name : "");
   /* the view's columns after the name, as export writes them: the
    * target is a value (a tag named after it, as before issue 31, made

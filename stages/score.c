@@ -569,9 +569,10 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     why[0] = 0;
     for (; ok < nc && !why[0]; ok++) {
       char err[256];
+      struct se3_error e;
       graph_init(&g[ok]);
-      if (graph_load_conf(&s->gs, gb, gl, ok, &g[ok], err, sizeof err))
-        snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, err);
+      if (graph_load_conf(&s->gs, gb, gl, ok, &g[ok], &e))
+        snprintf(why, sizeof why, "graphs row mol_id=%lld: %s", (long long)id, se3_error_format(&e, err, sizeof err));
       else if (g[ok].node_width != s->mem[0].model->cfg.node_in || g[ok].edge_width != s->mem[0].model->cfg.edge_in)
         snprintf(why, sizeof why,
                  "its graph has %d node and %d edge features, the model %d and %d (graph settings changed after "
@@ -581,9 +582,10 @@ static int score_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int6
     if (!why[0] && s->atomref) {
       struct mol m;
       char err[256];
+      struct se3_error e;
       mol_init(&m);
-      if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, err, sizeof err))
-        snprintf(why, sizeof why, "molecules row id=%lld: %s", (long long)id, err);
+      if (mol_from_blob(sqlite3_column_blob(sel, 2), (size_t)sqlite3_column_bytes(sel, 2), &m, &e))
+        snprintf(why, sizeof why, "molecules row id=%lld: %s", (long long)id, se3_error_format(&e, err, sizeof err));
       for (int j = 0; !why[0] && j < s->n_members; j++)
         s->mbase[j] = atomref_sum(&s->mem[j], &m);
       mol_free(&m);

@@ -144,8 +144,13 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     graph_init(g);
     t->scaffold[t->tr.n] = NULL;
     int most = 0; /* the most edges of its other conformers' graphs */
-    if (graph_load(&t->gs, blob, len, g, err, sizeof err) ||
-        (!t->lazy && train_confs_load(&t->confs, t->tr.n, &t->gs, blob, len, &most, err, sizeof err))) {
+    struct se3_error e;
+    int unread = graph_load(&t->gs, blob, len, g, &e) != 0;
+    if (unread)
+      se3_error_format(&e, err, sizeof err);
+    else
+      unread = !t->lazy && train_confs_load(&t->confs, t->tr.n, &t->gs, blob, len, &most, err, sizeof err);
+    if (unread) {
       graph_free(g);
       sqlite3_finalize(st);
       return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
@@ -177,9 +182,10 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     if (need_mol) {
       struct mol m;
       mol_init(&m);
-      if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, err, sizeof err)) {
+      if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, &e)) {
         sqlite3_finalize(st);
-        return stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
+        return stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (run `se3screen verify` on the workdir)", id,
+                             se3_error_format(&e, err, sizeof err));
       }
       int bad = t->tr.atomref ? count_elements(ctx, t, t->tr.n - 1, &m) : STAGE_OK;
       if (!bad && need_mol == 2) {
@@ -269,6 +275,7 @@ static int io_sample(void *user, int i, struct se3_sample *s, char *why, size_t 
     g = train_confs_graph(&t->confs, i, t->ids[i], t->tr.conf_draw, &t->g[i]);
   } else {
     char err[256];
+    struct se3_error e;
     graph_free(&t->one);
     sqlite3_stmt *q = t->get_graph;
     sqlite3_reset(q);
@@ -278,8 +285,8 @@ static int io_sample(void *user, int i, struct se3_sample *s, char *why, size_t 
       snprintf(why, whylen, "reading graphs row mol_id=%lld: %s", (long long)t->ids[i],
                rc == SQLITE_DONE ? "it is gone" : sqlite3_errmsg(sqlite3_db_handle(q)));
     else if (graph_load_conf(&t->gs, sqlite3_column_blob(q, 0), (size_t)sqlite3_column_bytes(q, 0),
-                             train_confs_lazy(t->tr.conf_draw, t->ids[i], q), &t->one, err, sizeof err)) {
-      snprintf(why, whylen, "graphs row mol_id=%lld: %s", (long long)t->ids[i], err);
+                             train_confs_lazy(t->tr.conf_draw, t->ids[i], q), &t->one, &e)) {
+      snprintf(why, whylen, "graphs row mol_id=%lld: %s", (long long)t->ids[i], se3_error_format(&e, err, sizeof err));
       graph_free(&t->one);
     } else
       rc = SQLITE_DONE;

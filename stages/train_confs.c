@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/error.h"
 #include "models/trainer.h" /* se3_mix */
 
 static int grow(struct train_confs *c, int i) {
@@ -42,7 +43,11 @@ int train_confs_load(struct train_confs *c, int i, const struct graph_settings *
   }
   for (int k = 1; k < nc; k++) {
     graph_init(&c->more[i][k - 1]);
-    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], err, n)) return -1;
+    struct se3_error e2;
+    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], &e2)) {
+      se3_error_format(&e2, err, n);
+      return -1;
+    }
     c->n[i] = k + 1;
     if (c->more[i][k - 1].n_edges > *edges) *edges = c->more[i][k - 1].n_edges;
   }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chem/mol.h"
+#include "common/error.h"
 #include "models/trainer.h"
 #include "modelcard.h"
 
@@ -25,7 +26,9 @@ void train_set_free(struct train_set *ts) {
 int train_set_fp(const void *blob, size_t len, struct fp *out, char *err, size_t errlen) {
   struct mol m;
   mol_init(&m);
-  int rc = mol_from_blob(blob, len, &m, err, errlen);
+  struct se3_error e2;
+  int rc = mol_from_blob(blob, len, &m, &e2);
+  if (rc) se3_error_format(&e2, err, errlen);
   if (!rc && fp_morgan(&m, 2, out)) {
     snprintf(err, errlen, "no fingerprint (a bond to an atom that does not exist)");
     rc = -1;

@@ -6,6 +6,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/graph.h"
+#include "common/error.h"
 #include "models/se3.h"
 
 #include <criterion/criterion.h>
@@ -262,8 +263,8 @@ void tu_graph_build(const struct mol *m, struct graph *g) {
                           .n_elements = 4,
                           .with_other = 1,
                           .with_charge = 1};
-  char err[256];
-  cr_assert_eq(graph_build(m, &go, g, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(graph_build(m, &go, g, &e), 0, "%s", se3_error_str(&e).s);
 }
 
 void tu_batch_add_mol(struct se3_batch_buf *bb, const struct mol *m) {
@@ -406,13 +407,13 @@ void tu_assert_same_training(const char *ref, const char *wd, const char *const 
 int tu_sdf_each(const char *path, void (*each)(int i, const struct mol *m, void *ctx), void *ctx) {
   cr_assert_eq(ob_init(), 0);
   struct rec_options ro = {0};
-  char err[512];
-  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
-  cr_assert(rd, "%s", err);
+  struct se3_error e;
+  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, &e);
+  cr_assert(rd, "%s", se3_error_str(&e).s);
   struct ob_parse_opts po = {.format = "sdf", .gen3d = OB_GEN3D_NEVER};
   struct rec r;
   int n = 0;
-  while (rec_next(rd, &r, err, sizeof err) == 1) {
+  while (rec_next(rd, &r, &e) == 1) {
     struct mol m;
     char why[256];
     mol_init(&m);

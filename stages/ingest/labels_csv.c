@@ -73,7 +73,10 @@ static int snapshot_file(const char *path, struct stat *sb, uint64_t *content, c
 /* A reader of the copy (a descriptor of its own), messages naming path. */
 static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro, char *err,
                                           size_t errlen) {
-  return rec_open_fd(fcntl(copy, F_DUPFD_CLOEXEC, 0), path, MOL_FMT_CSV, ro, err, errlen);
+  struct se3_error e2;
+  struct rec_reader *rd = rec_open_fd(fcntl(copy, F_DUPFD_CLOEXEC, 0), path, MOL_FMT_CSV, ro, &e2);
+  if (!rd) se3_error_format(&e2, err, errlen);
+  return rd;
 }
 
 static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out);
@@ -81,8 +84,9 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
 int ingest_side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct side_csv **out) {
   const char *path = cfg_str(n, "path"); /* (required: there whenever labels_csv is) */
   char err[PATH_MAX + 256];
-  if (rec_check_regular(path, err, sizeof err) != 0)
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  struct se3_error e2;
+  if (rec_check_regular(path, &e2) != 0)
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", se3_error_str(&e2).s);
   char why[2 * PATH_MAX + 256];
   if (workdir_check_input(ctx->workdir, path, why, sizeof why) != 0)
     return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
@@ -167,7 +171,8 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
   }
   struct rec r;
   int rc, cap = 0;
-  while ((rc = rec_next(rd, &r, err, sizeof err)) == 1) {
+  struct se3_error e2;
+  while ((rc = rec_next(rd, &r, &e2)) == 1) {
     if (s->n_rows == cap) {
       cap = cap ? cap * 2 : 1024;
       char ***grown = realloc(s->rows, sizeof *s->rows * (size_t)cap);
@@ -191,7 +196,7 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
   rec_close(rd);
   if (rc < 0) {
     ingest_side_free(s);
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", se3_error_format(&e2, err, sizeof err));
   }
   if (s->join_col >= 0) {
     s->keys = calloc((size_t)s->n_rows + 1, sizeof *s->keys);

@@ -109,10 +109,11 @@ struct plan_progress {
   int show, logged;
 };
 
-static int plan_progress(void *arg, const struct rec_stats *st, char *err, size_t errlen) {
+static int plan_progress(void *arg, const struct rec_stats *st, struct se3_error *err) {
   struct plan_progress *pp = arg;
   if (st->last_no >= ID_STRIDE) {
-    snprintf(err, errlen, "%s: more than %lld records; split the file", pp->path, ID_STRIDE - 1);
+    se3_error_set(err, SE3_ERR_LIMIT, "more than %lld records; split the file", ID_STRIDE - 1);
+    se3_error_at(err, pp->path, 0, 0);
     return 1;
   }
   double now = now_s();
@@ -150,8 +151,9 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   g->in[g->n_in++] = in;
   struct input *p = &g->in[g->n_in - 1];
   char err[512];
+  struct se3_error e2;
   /* A FIFO or a device could block or never end: refused before any open. */
-  if (rec_check_regular(path, err, sizeof err) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", err);
+  if (rec_check_regular(path, &e2) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", se3_error_str(&e2).s);
   if (stat(path, &p->file_st) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
   /* nor a file this run replaces (a previous screen's hits.sdf as a library) */
   char why[2 * PATH_MAX + 256];
@@ -161,7 +163,7 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
    * below, which turns it into a reject row. */
   enum mol_format seen = MOL_FMT_UNKNOWN;
   int nonblank = 1;
-  if (rec_sniff_file(path, p->fmt, &seen, &nonblank, err, sizeof err) != 0) {
+  if (rec_sniff_file(path, p->fmt, &seen, &nonblank, NULL) != 0) {
     seen = MOL_FMT_UNKNOWN;
     nonblank = 1;
   }
@@ -189,7 +191,8 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   pp.show = strcmp(cfg_str(ctx->root, "run.progress"), "none") != 0;
   p->ropt.progress = plan_progress;
   p->ropt.progress_arg = &pp;
-  int rc = rec_scan(path, p->fmt, &p->ropt, &p->st, err, sizeof err);
+  int rc = rec_scan(path, p->fmt, &p->ropt, &p->st, &e2);
+  if (rc != 0) se3_error_format(&e2, err, sizeof err);
   p->ropt.progress = NULL; /* pp lives on this stack */
   p->ropt.progress_arg = NULL;
   if (rc == 0 && p->st.last_no >= ID_STRIDE) {
@@ -268,14 +271,14 @@ int ingest_part_keys(struct stage_ctx *ctx, struct ingest *g, struct input *in) 
   if (!in->part_key) return stage_fail_at(ctx, NULL, "planning %s: out of memory", in->path);
   uint64_t h = se3_hash_bytes(SE3_HASH_INIT, &in->how, sizeof in->how);
   int64_t i = 0, k = 0;
-  char err[512];
+  struct se3_error e2;
   struct rec_reader *rd = NULL;
   if (!in->file_error && in->n_records > 0) {
-    rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
-    if (!rd) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, err);
+    rd = rec_open(in->path, in->fmt, &in->ropt, &e2);
+    if (!rd) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, se3_error_str(&e2).s);
     struct rec r;
     int rc;
-    while ((rc = rec_next(rd, &r, err, sizeof err)) > 0) {
+    while ((rc = rec_next(rd, &r, &e2)) > 0) {
       h = ingest_hash_record(h, &r);
       if (++i % g->chunk_size == 0 && k < in->n_parts) {
         snprintf(in->part_key[k++], 17, "%016" PRIx64, h);
@@ -283,7 +286,7 @@ int ingest_part_keys(struct stage_ctx *ctx, struct ingest *g, struct input *in) 
       }
     }
     rec_close(rd);
-    if (rc < 0) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, err);
+    if (rc < 0) return stage_fail_at(ctx, NULL, "planning %s: %s", in->path, se3_error_str(&e2).s);
   }
   if (in->st.n_unlisted > 0 || in->file_error) { /* the one item without a record of its own */
     h = ingest_hash_unlisted(h, in);

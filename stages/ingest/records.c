@@ -50,7 +50,6 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
     lo++;
   struct input *in = &g->in[lo];
   int64_t want = gi - in->first + 1;
-  char err[512];
   if (in->file_error) {
     if (key) *key = ingest_hash_unlisted(*key, in);
     it->in = lo;
@@ -78,10 +77,9 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   }
   if (g->rd_in != lo || g->rd_next > want) {
     if (g->rd) rec_close(g->rd);
-    g->rd = rec_open(in->path, in->fmt, &in->ropt, err, sizeof err);
+    g->rd = rec_open(in->path, in->fmt, &in->ropt, &ctx->err);
     if (!g->rd) {
       g->rd_in = -1;
-      se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
       return -1;
     }
     g->rd_in = lo;
@@ -89,10 +87,11 @@ int ingest_read_record(struct stage_ctx *ctx, struct ingest *g, int64_t gi, stru
   }
   struct rec r;
   for (;;) {
-    int rc = rec_next(g->rd, &r, err, sizeof err);
-    if (rc <= 0) {
-      se3_error_set(&ctx->err, SE3_ERR_INPUT, "%s: %s", in->path,
-                    rc < 0 ? err : "fewer records than when the run was planned (was the file changed?)");
+    int rc = rec_next(g->rd, &r, &ctx->err);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+      se3_error_set(&ctx->err, SE3_ERR_INPUT, "fewer records than when the run was planned (was the file changed?)");
+      se3_error_at(&ctx->err, in->path, 0, 0);
       return -1;
     }
     if (g->rd_next++ == want) break; /* the want-th record handed out (numbers skip unlisted empty ones) */

@@ -34,26 +34,20 @@ int ingest_parse(struct stage_ctx *ctx, struct ingest *g, struct item *items, st
     n_todo++;
   }
   if (n - n_todo > 0) ctx->report->advance(ctx, n - n_todo);
-  char err[512] = "";
   /* (the workers start with the first record to parse: a run that reads
    * labels alone starts none) */
-  if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, g->input_shape, err, sizeof err))) {
+  if (n_todo > 0 && !g->pool && !(g->pool = wpool_start(g->workers, &g->po, &g->co, g->input_shape, &ctx->err))) {
     free(packed);
     free(where);
-    se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
     return STAGE_ERROR;
   }
-  int rc =
-      n_todo > 0 ? wpool_run(g->pool, packed, n_todo, g->timeout_s, ctx->stop, advance_cb, ctx, err, sizeof err) : 0;
+  int rc = n_todo > 0 ? wpool_run(g->pool, packed, n_todo, g->timeout_s, ctx->stop, advance_cb, ctx, &ctx->err) : 0;
   for (int k = 0; k < n_todo; k++)
     jobs[where[k]] = packed[k];
   free(packed);
   free(where);
   if (rc == 1) return STAGE_STOPPED;
-  if (rc < 0) {
-    se3_error_set(&ctx->err, SE3_ERR_RUN, "%s", err);
-    return STAGE_ERROR;
-  }
+  if (rc < 0) return STAGE_ERROR;
   return STAGE_OK;
 }
 

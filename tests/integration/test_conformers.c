@@ -21,6 +21,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "common/confset.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 #define TRAIN "target: logp, epochs: 2, batch_size: 8, model: small, arch: {degrees: 2}"
@@ -64,8 +65,8 @@ static void load_mol(const char *db, long long id, struct mol *m) {
   uint8_t *b = malloc(n);
   for (size_t i = 0; i < n; i++)
     sscanf(hex + 2 * i, "%2hhx", &b[i]);
-  char err[256];
-  cr_assert_eq(mol_from_blob(b, n, m, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(b, n, m, &e), 0, "%s", se3_error_str(&e).s);
   free(b);
   free(hex);
 }
@@ -129,14 +130,14 @@ Test(conformers, aligned_rmsd_of_known_shapes) {
     m.confs[i] = 0.25 * i;
   cr_assert_eq(mol_to_blob(&m, &blob, &len), 0);
   cr_assert_eq(blob[4], 4);
-  char err[256];
-  cr_assert_eq(mol_from_blob(blob, len, &r, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(blob, len, &r, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(mol_n_conformers(&r), 3);
   for (int i = 0; i < m.n_atoms * 6; i++)
     cr_assert_float_eq(r.confs[i], 0.25 * i, 1e-6);
   blob[len - 10] ^= 1; /* damaged: refused */
   mol_free(&r);
-  cr_assert_neq(mol_from_blob(blob, len, &r, err, sizeof err), 0);
+  cr_assert_neq(mol_from_blob(blob, len, &r, &e), 0);
   free(blob);
   mol_free(&r);
   mol_free(&m);

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "chem/mol.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static int run_in(const char *dir, const char *yaml, const char *extra, char **out) {
@@ -35,10 +36,10 @@ static void stored_mol(const char *db, const char *set, const char *name, struct
   sqlite3_bind_text(st, 1, set, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "no molecule %s in set %s of %s", name, set, db);
-  char err[256];
+  struct se3_error e;
   mol_init(m);
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, err, sizeof err), 0,
-               "%s", err);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, &e), 0, "%s",
+               se3_error_str(&e).s);
   sqlite3_finalize(st);
   sqlite3_close(h);
 }

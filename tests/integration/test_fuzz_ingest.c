@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "chem/records.h"
+#include "common/error.h"
 #include "tests/fuzz_mutate.h"
 #include "tests/testutil.h"
 
@@ -73,8 +74,8 @@ Test(fuzz_ingest, mutated_inputs_end_to_end, .timeout = 1200) {
         labels = ", labels: [ID]"; /* an SD tag of words, not numbers */
       fprintf(y, "    - {path: %s%s}\n", path, labels);
       struct rec_stats st;
-      char err[512];
-      if (rec_scan(path, sd->fmt, NULL, &st, err, sizeof err) == 0 && st.n_out > 0) want_files++;
+      struct se3_error e;
+      if (rec_scan(path, sd->fmt, NULL, &st, &e) == 0 && st.n_out > 0) want_files++;
     }
     fprintf(y, "stages:\n  ingest: {workers: 2, gen3d: never, timeout_s: 10}\n");
     fclose(y);

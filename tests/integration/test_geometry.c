@@ -12,6 +12,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "common/error.h"
 #include "models/basis.h"
 #include "tests/testutil.h"
 
@@ -41,6 +42,7 @@ static int check_against_library(const char *db_path, const struct graph_opts *g
   uint8_t *enc = malloc(bp.per_edge * 4);
   const char *dt_name[] = {"fp32", "fp16", "bf16"};
   char err[256];
+  struct se3_error e;
   int n = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     long long id = sqlite3_column_int64(st, 0);
@@ -48,9 +50,9 @@ static int check_against_library(const char *db_path, const struct graph_opts *g
     struct graph g;
     mol_init(&m);
     graph_init(&g);
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, err, sizeof err), 0,
-                 "%s", err);
-    cr_assert_eq(graph_build(&m, go, &g, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, &e), 0, "%s",
+                 se3_error_str(&e).s);
+    cr_assert_eq(graph_build(&m, go, &g, &e), 0, "%s", se3_error_str(&e).s);
     uint8_t *blob;
     size_t len;
     cr_assert_eq(graph_to_blob(&g, &blob, &len), 0);

@@ -18,6 +18,7 @@
 
 #include "chem/mol.h"
 #include "chem/shape.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* ethanol, all atoms, as tests/data/chem/ethanol_benzene.sdf has it; HO_LINE
@@ -61,9 +62,9 @@ static void stored_mol(const char *db, const char *name, struct mol *m) {
   cr_assert_eq(sqlite3_prepare_v2(h, "SELECT mol FROM molecules WHERE name=?1", -1, &st, NULL), SQLITE_OK);
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "no molecule %s in %s", name, db);
-  char err[256];
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, err, sizeof err), 0,
-               "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, &e), 0, "%s",
+               se3_error_str(&e).s);
   sqlite3_finalize(st);
   sqlite3_close(h);
 }

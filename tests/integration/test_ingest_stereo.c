@@ -18,6 +18,7 @@
 
 #include "chem/mol.h"
 #include "chem/obbridge.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* Each molecule, and the stereo units its SMILES leaves free (tetrahedral,
@@ -55,10 +56,10 @@ static void stored(const char *db, const char *name, struct mol *m, char **isome
                SQLITE_OK, "%s", sqlite3_errmsg(h));
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "no molecule %s", name);
-  char err[256];
+  struct se3_error e;
   mol_init(m);
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, err, sizeof err), 0,
-               "%s", err);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), m, &e), 0, "%s",
+               se3_error_str(&e).s);
   const char *iso = (const char *)sqlite3_column_text(st, 1);
   *isomer = iso ? strdup(iso) : NULL;
   *n_free = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
@@ -227,10 +228,10 @@ Test(ingest_stereo, every_docked_pose_is_the_isomer_named) {
   int n = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     struct mol m;
-    char err[256];
+    struct se3_error e;
     mol_init(&m);
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, &e), 0, "%s",
+                 se3_error_str(&e).s);
     char *seen = ob_isomer_smiles(&m, 1);
     cr_assert_not_null(seen);
     cr_assert_str_eq(seen, isomer, "pose %d is %s, the molecule was named %s", sqlite3_column_int(st, 0), seen, isomer);

@@ -14,6 +14,7 @@
 
 #include "chem/mol.h"
 #include "chem/obbridge.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static int run_wf(const char *dir, const char *yaml, char **out) {
@@ -73,9 +74,9 @@ static char *stored_isotopes(const char *db, const char *name) {
   sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "no molecule %s", name);
   struct mol m;
-  char err[256];
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err), 0,
-               "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, &e), 0, "%s",
+               se3_error_str(&e).s);
   char *s = calloc(1, 16 * (size_t)m.n_atoms + 1);
   for (int i = 0; i < m.n_atoms; i++)
     if (m.atoms[i].isotope) sprintf(s + strlen(s), "%s%d:%d", *s ? " " : "", m.atoms[i].z, m.atoms[i].isotope);

@@ -18,6 +18,7 @@
 
 #include "chem/fingerprint.h"
 #include "chem/mol.h"
+#include "common/error.h"
 #include "models/checkpoint.h"
 #include "models/trainer.h"
 #include "stages/train_set.h"
@@ -434,10 +435,10 @@ Test(predict, the_model_card_carries_the_features) {
 /* The Morgan fingerprint (radius 2) of the molecule stored in column c of st. */
 static void stored_fp(sqlite3_stmt *st, int c, struct fp *out) {
   struct mol m;
-  char err[256];
+  struct se3_error e;
   mol_init(&m);
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, c), (size_t)sqlite3_column_bytes(st, c), &m, err, sizeof err), 0,
-               "%s", err);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, c), (size_t)sqlite3_column_bytes(st, c), &m, &e), 0, "%s",
+               se3_error_str(&e).s);
   cr_assert_eq(fp_morgan(&m, 2, out), 0);
   mol_free(&m);
 }

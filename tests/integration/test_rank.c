@@ -14,6 +14,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "common/error.h"
 #include "stages/score_sql.h"
 #include "stages/stage.h"
 #include "tests/testutil.h"
@@ -114,10 +115,10 @@ static void row_fp(sqlite3 *h, long long id, struct fp *out) {
   sqlite3_bind_int64(st, 1, id);
   cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
   struct mol m;
-  char err[256];
+  struct se3_error e;
   mol_init(&m);
-  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err), 0,
-               "%s", err);
+  cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, &e), 0, "%s",
+               se3_error_str(&e).s);
   cr_assert_eq(fp_morgan(&m, 2, out), 0);
   mol_free(&m);
   sqlite3_finalize(st);

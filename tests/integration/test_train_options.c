@@ -18,6 +18,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/scaffold.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* per-element references of the synthetic target */
@@ -226,10 +227,9 @@ Test(train_options, scaffold_split_keeps_frameworks_together) {
     int n = 0, per[3] = {0};
     while (sqlite3_step(st) == SQLITE_ROW && n < 100) {
       struct mol m;
-      char err[256];
+      struct se3_error e;
       mol_init(&m);
-      cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err),
-                   0);
+      cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, &e), 0);
       keys[n] = scaffold_key(&m);
       cr_assert_not_null(keys[n]);
       const char *sp = (const char *)sqlite3_column_text(st, 1);
@@ -598,10 +598,9 @@ Test(train_options, cluster_split_keeps_clusters_together) {
   int n = 0, per[3] = {0};
   while (sqlite3_step(st) == SQLITE_ROW && n < 100) {
     struct mol m;
-    char err[256];
+    struct se3_error e;
     mol_init(&m);
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, err, sizeof err),
-                 0);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &m, &e), 0);
     cr_assert_eq(fp_morgan(&m, 2, &fps[n]), 0);
     const char *sp = (const char *)sqlite3_column_text(st, 1);
     splits[n] = sp[0];

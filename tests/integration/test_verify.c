@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "chem/mol.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* The bundled QM9 records as set `train` (and more sets when given), with the
@@ -299,10 +300,11 @@ Test(verify, a_stretched_bond_is_reported_but_not_damage) {
   cr_assert_eq(sqlite3_prepare_v2(h, "SELECT id, name, mol FROM molecules ORDER BY id", -1, &st, NULL), SQLITE_OK);
   struct mol m;
   long long id = -1;
-  char name[64] = "", err[256];
+  char name[64] = "";
+  struct se3_error e;
   while (id < 0 && sqlite3_step(st) == SQLITE_ROW) {
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &m, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &m, &e), 0, "%s",
+                 se3_error_str(&e).s);
     if (m.n_confs >= 1) {
       id = sqlite3_column_int64(st, 0);
       snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(st, 1));
@@ -389,10 +391,10 @@ Test(verify, coordinates_and_numbers_not_finite_are_damage) {
     sqlite3_bind_int(st, 1, k);
     cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
     struct mol m;
-    char err[256];
+    struct se3_error e;
     ids[k] = sqlite3_column_int64(st, 0);
-    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, err, sizeof err), 0,
-                 "%s", err);
+    cr_assert_eq(mol_from_blob(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &m, &e), 0, "%s",
+                 se3_error_str(&e).s);
     sqlite3_finalize(st);
     if (k == 0) {
       m.atoms[1].x = INFINITY;

@@ -14,6 +14,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static void setup(void) { cr_assert_eq(ob_init(), 0, "ob_init"); }
@@ -63,15 +64,15 @@ static void expect_reject(const char *text, const struct ob_parse_opts *o, const
 /* Every record of a MOL2 file (gzip'd or not) parses; returns how many, and
  * counts the records with a negative or positive formal charge on an atom. */
 static int parse_all_mol2(const char *path, int *n_anion, int *n_cation) {
-  char err[512];
-  struct rec_reader *r = rec_open(path, MOL_FMT_UNKNOWN, NULL, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct se3_error e;
+  struct rec_reader *r = rec_open(path, MOL_FMT_UNKNOWN, NULL, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct ob_parse_opts o = opts("mol2");
   o.add_hydrogens = 1;
   struct rec rec;
   int n = 0;
   *n_anion = *n_cation = 0;
-  while (rec_next(r, &rec, err, sizeof err) == 1) {
+  while (rec_next(r, &rec, &e) == 1) {
     struct mol m;
     struct mol_why why;
     int rc = ob_parse_why(rec.text, rec.len, &o, &m, &why);

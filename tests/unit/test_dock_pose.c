@@ -14,6 +14,7 @@
 
 #include "chem/dock.h"
 #include "chem/obbridge.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* PDB fixed columns: serial 7-11, x 31-38, y 39-46, z 47-54 */
@@ -71,6 +72,7 @@ Test(dock_pose, the_pose_keeps_the_molecule_and_counts_unplaced_hydrogens) {
   uint8_t seen[4];
   double score;
   char err[256] = "";
+  struct se3_error e;
   cr_assert_eq(dock_parse_pose(OUT, strlen(OUT), 4, xyz, seen, &score, err, sizeof err), 0, "%s", err);
   cr_assert_eq(dock_pose_mol(&m, xyz, seen, &pose, err, sizeof err), 0, "%s", err);
   cr_assert_eq(pose.n_atoms, 3);
@@ -87,7 +89,7 @@ Test(dock_pose, the_pose_keeps_the_molecule_and_counts_unplaced_hydrogens) {
   cr_assert_eq(mol_to_blob(&pose, &blob, &len), 0);
   struct mol back;
   mol_init(&back);
-  cr_assert_eq(mol_from_blob(blob, len, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(mol_from_blob(blob, len, &back, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(back.n_atoms, 3);
   cr_assert_float_eq(back.atoms[0].x, 10.0, 1e-5);
   free(blob);
@@ -121,17 +123,18 @@ Test(dock_pose, output_that_is_not_a_pose_is_refused) {
 
 Test(dock_pose, the_box_around_a_reference_ligand) {
   struct dock_box b;
-  char err[512] = "";
+  struct se3_error e;
   const char *lig = tu_src("tests/data/dock/crystal_ligand.mol2");
-  cr_assert_eq(dock_box_from_ligand(lig, 4, 60, &b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(dock_box_from_ligand(lig, 4, 60, &b, &e), 0, "%s", se3_error_str(&e).s);
   /* the crystal ligand's heavy atoms and hydrogens span x 0.12..9.97 or so: its centre and extent */
   cr_assert(fabs(b.center[0] - 4.4285) < 1e-3 && fabs(b.center[1] - 7.52795) < 1e-3 &&
                 fabs(b.center[2] - 18.67635) < 1e-3,
             "centre %g %g %g", b.center[0], b.center[1], b.center[2]);
   cr_assert(fabs(b.size[0] - (9.6958 + 8)) < 1e-3 && fabs(b.size[1] - (11.0973 + 8)) < 1e-3, "size %g %g", b.size[0],
             b.size[1]);
-  cr_assert_eq(dock_box_from_ligand("/nonexistent/ligand.mol2", 4, 60, &b, err, sizeof err), -1);
-  cr_assert(strstr(err, "/nonexistent/ligand.mol2"), "%s", err);
+  cr_assert_eq(dock_box_from_ligand("/nonexistent/ligand.mol2", 4, 60, &b, &e), -1);
+  cr_assert(strstr(se3_error_str(&e).s, "/nonexistent/ligand.mol2"), "%s", se3_error_str(&e).s);
+  cr_assert_eq(e.kind, SE3_ERR_INPUT, "the kind crosses the child's pipe");
 }
 
 Test(dock_pose, the_ligand_pdbqt_maps_each_serial_to_its_atom) {
@@ -144,10 +147,10 @@ Test(dock_pose, the_ligand_pdbqt_maps_each_serial_to_its_atom) {
   m.atoms[3] = h;
   m.bonds[1] = (struct mol_bond){0, 3, 1};
   m.bonds[2] = (struct mol_bond){1, 2, 1};
-  char err[256] = "";
+  struct se3_error e;
   int *map = NULL, n_map = 0;
-  char *text = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
-  cr_assert(text, "%s", err);
+  char *text = ob_write_pdbqt(&m, &map, &n_map, &e);
+  cr_assert(text, "%s", se3_error_str(&e).s);
   cr_assert_eq(n_map, 3, "C, O and the hydroxyl's H: %d", n_map);
   int n = 0, h_seen = 0;
   for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
@@ -280,10 +283,10 @@ Test(dock_pose, rotatable_bonds_as_the_pdbqt_has_them) {
     struct mol m;
     struct mol_why why;
     cr_assert_eq(ob_parse_why(smiles[i], strlen(smiles[i]), &o, &m, &why), 0, "%s", smiles[i]);
-    char err[256] = "";
+    struct se3_error e;
     int *map = NULL, n_map = 0;
-    char *text = ob_write_pdbqt(&m, &map, &n_map, err, sizeof err);
-    cr_assert(text, "%s: %s", smiles[i], err);
+    char *text = ob_write_pdbqt(&m, &map, &n_map, &e);
+    cr_assert(text, "%s: %s", smiles[i], se3_error_str(&e).s);
     int branches = 0;
     for (const char *s = text; (s = strstr(s, "\nBRANCH")); s++)
       branches++;

@@ -107,6 +107,7 @@
 #include "chem/records.h"
 #include "chem/workers.h"
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "pipeline/config.h"
 #include "tests/fuzz_mutate.h"
 #include "tests/testutil.h"
@@ -385,7 +386,7 @@ struct got {
   int n, cap;
   struct rec_stats st;
   int open_failed, read_failed;
-  char err[1024];
+  struct se3_error err;
 };
 
 static void got_free(struct got *g) {
@@ -412,13 +413,13 @@ static int64_t count_lines(const unsigned char *p, size_t n) {
 static const char *read_all(const char *path, enum mol_format fmt, const struct rec_options *opt,
                             const unsigned char *bytes, size_t n, int gz, struct got *g) {
   memset(g, 0, sizeof *g);
-  struct rec_reader *rd = rec_open(path, fmt, opt, g->err, sizeof g->err);
+  struct rec_reader *rd = rec_open(path, fmt, opt, &g->err);
   int gzmagic = n >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
   if (!rd) {
     g->open_failed = 1;
-    if (!g->err[0]) return failf("rec_open failed without a message");
+    if (g->err.kind == SE3_ERR_NONE || !g->err.message[0]) return failf("rec_open failed without a message");
     if (fmt != MOL_FMT_CSV && fmt != MOL_FMT_TSV && !gzmagic)
-      return failf("rec_open(%s) of a regular file failed: %s", rec_format_name(fmt), g->err);
+      return failf("rec_open(%s) of a regular file failed: %s", rec_format_name(fmt), se3_error_str(&g->err).s);
     return NULL;
   }
   struct rec rec;
@@ -426,7 +427,7 @@ static const char *read_all(const char *path, enum mol_format fmt, const struct 
   int64_t prev_no = 0, prev_line = 0;
   int strict = fmt != MOL_FMT_CML;
   int64_t lines = count_lines(bytes, n);
-  while ((k = rec_next(rd, &rec, g->err, sizeof g->err)) == 1) {
+  while ((k = rec_next(rd, &rec, &g->err)) == 1) {
     if (rec.record_no <= prev_no)
       return failf("record number %lld after %lld", (long long)rec.record_no, (long long)prev_no);
     if (rec.line < 1 || (!gz && rec.line > lines + 1) || rec.line < prev_line || (strict && rec.line == prev_line))
@@ -534,8 +535,8 @@ static const char *read_all(const char *path, enum mol_format fmt, const struct 
   rec_close(rd);
   if (k < 0) {
     g->read_failed = 1;
-    if (!g->err[0]) return failf("rec_next failed without a message");
-    if (!gzmagic && !gz) return failf("rec_next failed on a plain file: %s", g->err);
+    if (g->err.kind == SE3_ERR_NONE || !g->err.message[0]) return failf("rec_next failed without a message");
+    if (!gzmagic && !gz) return failf("rec_next failed on a plain file: %s", se3_error_str(&g->err).s);
     return NULL;
   }
   if (k != 0) return failf("rec_next returned %d", k);
@@ -1046,10 +1047,11 @@ static const char *blob_one(const char *dir, uint64_t seed, int64_t iter, const 
                               .with_charge = 1};
       struct graph gr;
       graph_init(&gr);
-      char err[256];
+      struct se3_error e;
+      se3_error_clear(&e);
       free(blob);
-      if (graph_build(&m, &go, &gr, err, sizeof err) != 0 || graph_to_blob(&gr, &blob, &len) != 0)
-        return failf("graph of a chain molecule: %s", err);
+      if (graph_build(&m, &go, &gr, &e) != 0 || graph_to_blob(&gr, &blob, &len) != 0)
+        return failf("graph of a chain molecule: %s", se3_error_str(&e).s);
       graph_free(&gr);
     }
     mol_free(&m);
@@ -1099,13 +1101,14 @@ static const char *blob_one(const char *dir, uint64_t seed, int64_t iter, const 
   }
   snprintf(g_sh->path, sizeof g_sh->path, "%s/input.%s", dir, graph_blob ? "graph" : "mol");
   if (write_file(g_sh->path, b.p, b.n) != 0) return failf("cannot write %s", g_sh->path);
-  char err[512] = "";
+  struct se3_error be;
+  se3_error_clear(&be);
   const char *why = NULL;
   if (graph_blob) {
     struct graph gr;
     graph_init(&gr);
-    int rc = graph_from_blob(b.p, b.n, &gr, err, sizeof err);
-    if (rc != 0 && !err[0]) why = failf("graph_from_blob refused without a message");
+    int rc = graph_from_blob(b.p, b.n, &gr, &be);
+    if (rc != 0 && !be.message[0]) why = failf("graph_from_blob refused without a message");
     for (int e = 0; !why && rc == 0 && e < gr.n_edges; e++)
       if (gr.src[e] < 0 || gr.src[e] >= gr.n_nodes || gr.dst[e] < 0 || gr.dst[e] >= gr.n_nodes ||
           gr.src[e] == gr.dst[e])
@@ -1113,8 +1116,8 @@ static const char *blob_one(const char *dir, uint64_t seed, int64_t iter, const 
     graph_free(&gr);
   } else {
     struct mol m;
-    int rc = mol_from_blob(b.p, b.n, &m, err, sizeof err);
-    if (rc != 0 && !err[0]) why = failf("mol_from_blob refused without a message");
+    int rc = mol_from_blob(b.p, b.n, &m, &be);
+    if (rc != 0 && !be.message[0]) why = failf("mol_from_blob refused without a message");
     for (int i = 0; !why && rc == 0 && i < m.n_bonds; i++)
       if (m.bonds[i].a >= m.bonds[i].b || m.bonds[i].b >= (uint32_t)m.n_atoms)
         why = failf("mol_from_blob accepted bond %d: %u-%u of %d atoms", i, m.bonds[i].a, m.bonds[i].b, m.n_atoms);
@@ -1131,18 +1134,20 @@ static const char *blob_one(const char *dir, uint64_t seed, int64_t iter, const 
       struct graph gr, back;
       graph_init(&gr);
       graph_init(&back);
-      char gerr[256] = "";
-      if (graph_build(&m, &go, &gr, gerr, sizeof gerr) == 0) {
+      struct se3_error ge;
+      se3_error_clear(&ge);
+      if (graph_build(&m, &go, &gr, &ge) == 0) {
         uint8_t *gb;
         size_t gl;
         if (graph_to_blob(&gr, &gb, &gl) != 0) {
           why = failf("graph_to_blob failed on a built graph");
         } else {
-          if (graph_from_blob(gb, gl, &back, gerr, sizeof gerr) != 0)
-            why = failf("a graph built from a decoded molecule (%d atoms) does not read back: %s", m.n_atoms, gerr);
+          if (graph_from_blob(gb, gl, &back, &ge) != 0)
+            why = failf("a graph built from a decoded molecule (%d atoms) does not read back: %s", m.n_atoms,
+                        se3_error_str(&ge).s);
           free(gb);
         }
-      } else if (!gerr[0]) {
+      } else if (!ge.message[0]) {
         why = failf("graph_build failed without a message");
       }
       graph_free(&gr);
@@ -1191,9 +1196,9 @@ static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, con
     struct ob_parse_opts po = {
         .format = "sdf", .add_hydrogens = 0, .gen3d = OB_GEN3D_NEVER, .max_atoms = 2000, .fragments = OB_FRAG_KEEP};
     struct mol_check_opts co = {.max_atoms = 5000, .min_distance = 0.0};
-    char err[512] = "";
-    g_pool = wpool_start(2, &po, &co, WPOOL_INPUT_SHAPE_REJECT, err, sizeof err);
-    if (!g_pool) return failf("wpool_start: %s", err);
+    struct se3_error e;
+    g_pool = wpool_start(2, &po, &co, WPOOL_INPUT_SHAPE_REJECT, &e);
+    if (!g_pool) return failf("wpool_start: %s", se3_error_str(&e).s);
     g_child_cleanup = stop_pool;
   }
   struct buf b = {0};
@@ -1217,16 +1222,16 @@ static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, con
   snprintf(g_sh->path, sizeof g_sh->path, "%s/input.%s", dir, EXT[fmt]);
   if (write_file(g_sh->path, b.p, b.n) != 0) return failf("cannot write %s", g_sh->path);
   free(b.p);
-  char err[512] = "";
+  struct se3_error e;
   struct rec_options ro = {.max_record_bytes = 1 << 20};
-  struct rec_reader *rd = rec_open(g_sh->path, fmt, &ro, err, sizeof err);
+  struct rec_reader *rd = rec_open(g_sh->path, fmt, &ro, &e);
   if (!rd) return NULL; /* a CSV without its header: checked by the records target */
   enum { MAXJ = 6 };
   struct wjob jobs[MAXJ];
   char *texts[MAXJ];
   int nj = 0;
   struct rec rec;
-  while (nj < MAXJ && rec_next(rd, &rec, err, sizeof err) == 1) {
+  while (nj < MAXJ && rec_next(rd, &rec, &e) == 1) {
     if (rec.error) continue;
     texts[nj] = malloc(rec.len + 1);
     memcpy(texts[nj], rec.text, rec.len + 1);
@@ -1240,8 +1245,8 @@ static const char *workers_one(const char *dir, uint64_t seed, int64_t iter, con
   const char *why = NULL;
   if (nj) {
     volatile sig_atomic_t stop = 0;
-    int rc = wpool_run(g_pool, jobs, nj, 3.0, &stop, NULL, NULL, err, sizeof err);
-    if (rc != 0) why = failf("wpool_run returned %d: %s", rc, err);
+    int rc = wpool_run(g_pool, jobs, nj, 3.0, &stop, NULL, NULL, &e);
+    if (rc != 0) why = failf("wpool_run returned %d: %s", rc, se3_error_str(&e).s);
     for (int i = 0; i < nj && !why; i++) {
       if (jobs[i].status == 1 && !jobs[i].why.reason[0])
         why = failf("record %d rejected without a reason", i + 1);
@@ -1344,17 +1349,18 @@ Test(fuzz, regress_far_bonded_atoms_graph_reads_back) {
     struct graph g, back;
     graph_init(&g);
     graph_init(&back);
-    char err[256] = "";
-    if (graph_build(&m, &go, &g, err, sizeof err) != 0) {
-      cr_assert_neq(err[0], 0, "graph_build refused without a message");
+    struct se3_error e;
+    se3_error_clear(&e);
+    if (graph_build(&m, &go, &g, &e) != 0) {
+      cr_assert_neq(e.message[0], 0, "graph_build refused without a message");
       continue;
     }
     uint8_t *blob;
     size_t len;
     cr_assert_eq(graph_to_blob(&g, &blob, &len), 0);
-    cr_assert_eq(graph_from_blob(blob, len, &back, err, sizeof err), 0,
+    cr_assert_eq(graph_from_blob(blob, len, &back, &e), 0,
                  "edges mode %d: graph_build made a graph of %d edges its blob reader refuses: %s", mode, g.n_edges,
-                 err);
+                 se3_error_str(&e).s);
     free(blob);
     graph_free(&g);
     graph_free(&back);

@@ -17,6 +17,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/records.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -127,9 +128,9 @@ static int brute_edges(const struct mol *m, const struct graph_opts *o, int **sr
 }
 
 static void build_ok(const struct mol *m, const struct graph_opts *o, struct graph *g) {
-  char err[256] = "";
-  int rc = graph_build(m, o, g, err, sizeof err);
-  cr_assert_eq(rc, 0, "graph_build failed: %s", err);
+  struct se3_error e;
+  int rc = graph_build(m, o, g, &e);
+  cr_assert_eq(rc, 0, "graph_build failed: %s", se3_error_str(&e).s);
 }
 
 /* Builds the graph, checks its edge list equals the brute force exactly, and
@@ -263,10 +264,11 @@ Test(graph, qm7_matches_brute_force, .init = setup_ob, .timeout = 120) {
   if (!tu_have_shared()) cr_skip_test("no shared data");
   char *dir = tu_tmpdir("graph_qm7");
   cr_assert_eq(tu_sh(NULL, "tar xzf %s -C %s gdb7.sdf", tu_shared("data/qm7/gdb7.tar.gz"), dir), 0);
-  char path[4096], err[256];
+  char path[4096];
+  struct se3_error e;
   snprintf(path, sizeof path, "%s/gdb7.sdf", dir);
-  struct rec_reader *r = rec_open(path, MOL_FMT_SDF, NULL, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct rec_reader *r = rec_open(path, MOL_FMT_SDF, NULL, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct ob_parse_opts po = sdf_opts();
   po.allow_radicals = 1; /* 864 records carry M  RAD marks; their geometry is what counts here */
   struct rec rec;
@@ -274,7 +276,7 @@ Test(graph, qm7_matches_brute_force, .init = setup_ob, .timeout = 120) {
   long edges[N_REAL_OPTS] = {0};
   struct mol *mols = NULL;
   int n_mols = 0;
-  while (rec_next(r, &rec, err, sizeof err) == 1) {
+  while (rec_next(r, &rec, &e) == 1) {
     struct mol m;
     char why[256];
     if (ob_parse(rec.text, rec.len, &po, &m, why, sizeof why) != 0) {
@@ -772,9 +774,9 @@ Test(graph, node_features) {
 
 static void expect_build_error(const struct mol *m, const struct graph_opts *o, const char *want) {
   struct graph g;
-  char err[256] = "";
-  cr_assert_eq(graph_build(m, o, &g, err, sizeof err), -1, "expected '%s'", want);
-  cr_assert_str_eq(err, want);
+  struct se3_error e;
+  cr_assert_eq(graph_build(m, o, &g, &e), -1, "expected '%s'", want);
+  cr_assert_str_eq(se3_error_str(&e).s, want);
   cr_assert_eq(g.n_edges, 0);
   cr_assert_null(g.src);
   cr_assert_null(g.node_feat);
@@ -896,7 +898,7 @@ Test(graph, blob_layout_and_round_trip) {
   cr_assert_float_eq(rd_f32(p + 4 * (0 * 6 + GRAPH_EF_DISTANCE)), 1.5f, 1e-6);
   p += 4 * ne * 6;
   cr_assert_eq(rd_f32(p), -1.5f, "rel_pos of 1->0: x_0 - x_1");
-  cr_assert_eq(graph_from_blob(b, n, &h, NULL, 0), 0);
+  cr_assert_eq(graph_from_blob(b, n, &h, NULL), 0);
   assert_graphs_equal(&g, &h);
   graph_free(&h);
   free(b);
@@ -909,8 +911,8 @@ Test(graph, blob_layout_and_round_trip) {
   o.cutoff = 5;
   build_ok(&m, &o, &g);
   cr_assert_eq(graph_to_blob(&g, &b, &n), 0);
-  char err[256] = "";
-  cr_assert_eq(graph_from_blob(b, n, &h, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(graph_from_blob(b, n, &h, &e), 0, "%s", se3_error_str(&e).s);
   assert_graphs_equal(&g, &h);
   graph_free(&h);
   free(b);
@@ -919,7 +921,7 @@ Test(graph, blob_layout_and_round_trip) {
   build_ok(&m, &o, &g);
   cr_assert_eq(graph_to_blob(&g, &b, &n), 0);
   cr_assert_eq(n, 20 + 4);
-  cr_assert_eq(graph_from_blob(b, n, &h, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(graph_from_blob(b, n, &h, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert(h.n_nodes == 0 && h.n_edges == 0 && h.node_width == 4);
   graph_free(&h);
   free(b);
@@ -928,9 +930,9 @@ Test(graph, blob_layout_and_round_trip) {
 
 static void expect_blob_error(const uint8_t *b, size_t n, const char *want) {
   struct graph g;
-  char err[256] = "";
-  cr_assert_eq(graph_from_blob(b, n, &g, err, sizeof err), -1, "expected '%s'", want);
-  cr_assert_str_eq(err, want);
+  struct se3_error e;
+  cr_assert_eq(graph_from_blob(b, n, &g, &e), -1, "expected '%s'", want);
+  cr_assert_str_eq(se3_error_str(&e).s, want);
   cr_assert_null(g.src);
   cr_assert_eq(g.n_edges, 0);
 }
@@ -1023,14 +1025,14 @@ Test(graph, blob_bad_inputs) {
   expect_blob_error(c, n, "graph blob: non-finite relative position (edge 11, axis 2)");
   FRESH();
   struct graph h;
-  cr_assert_eq(graph_from_blob(c, n, &h, NULL, 0), 0, "the untouched copy decodes");
+  cr_assert_eq(graph_from_blob(c, n, &h, NULL), 0, "the untouched copy decodes");
   graph_free(&h);
   /* every truncation and random byte changes: a clean refusal or a graph,
    * never a crash (run under the sanitizers) */
   for (size_t k = 0; k < n; k++) {
-    char err[256] = "";
-    cr_assert_eq(graph_from_blob(b, k, &h, err, sizeof err), -1, "truncated to %zu", k);
-    cr_assert(err[0], "a message for truncation to %zu", k);
+    struct se3_error e;
+    cr_assert_eq(graph_from_blob(b, k, &h, &e), -1, "truncated to %zu", k);
+    cr_assert(e.message[0], "a message for truncation to %zu", k);
   }
   tu_seed(5);
   int refused = 0;
@@ -1038,12 +1040,12 @@ Test(graph, blob_bad_inputs) {
     FRESH();
     for (int f = 0; f < 1 + trial % 4; f++)
       c[(size_t)(tu_rnd() * (double)n)] = (uint8_t)(tu_rnd() * 256);
-    char err[256] = "";
-    if (graph_from_blob(c, n, &h, err, sizeof err) == 0) {
+    struct se3_error e;
+    if (graph_from_blob(c, n, &h, &e) == 0) {
       cr_assert(h.n_edges == 12 && h.n_nodes == 8);
       graph_free(&h);
     } else {
-      cr_assert(err[0]);
+      cr_assert(e.message[0]);
       refused++;
     }
   }
@@ -1085,17 +1087,18 @@ Test(graph, blob_checksum_catches_every_flipped_bit) {
     for (int bit = 0; bit < 8; bit++) {
       memcpy(c, b, n);
       c[i] ^= (uint8_t)(1u << bit);
-      char err[256] = "", want[96];
-      cr_assert_eq(graph_from_blob(c, n, &h, err, sizeof err), -1, "byte %zu bit %d accepted", i, bit);
+      char want[96];
+      struct se3_error e;
+      cr_assert_eq(graph_from_blob(c, n, &h, &e), -1, "byte %zu bit %d accepted", i, bit);
       snprintf(want, sizeof want, "graph blob checksum mismatch (stored 0x%08x, computed 0x%08x)",
                (unsigned)rd_u32(c + n - 4), (unsigned)crc32c(0, c, n - 4));
-      cr_assert_str_eq(err, want, "byte %zu bit %d", i, bit);
+      cr_assert_str_eq(se3_error_str(&e).s, want, "byte %zu bit %d", i, bit);
     }
   /* version 1 (no trailer) is still read */
   memcpy(c, b, n);
   c[4] = 1;
-  char err[256] = "";
-  cr_assert_eq(graph_from_blob(c, n - 4, &h, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(graph_from_blob(c, n - 4, &h, &e), 0, "%s", se3_error_str(&e).s);
   assert_graphs_equal(&g, &h);
   graph_free(&h);
   free(c);
@@ -1118,11 +1121,11 @@ Test(graph, linear_work, .timeout = 120) {
   struct graph g10, g40;
   graph_init(&g10);
   graph_init(&g40);
-  char err[256];
+  struct se3_error e;
   double t0 = tu_now();
-  cr_assert_eq(graph_build(&m10, &o, &g10, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(graph_build(&m10, &o, &g10, &e), 0, "%s", se3_error_str(&e).s);
   double t1 = tu_now();
-  cr_assert_eq(graph_build(&m40, &o, &g40, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(graph_build(&m40, &o, &g40, &e), 0, "%s", se3_error_str(&e).s);
   double t2 = tu_now();
   double per10 = (double)g10.pairs_examined / 10000, per40 = (double)g40.pairs_examined / 40000;
   cr_log_info("10k atoms: %.1f ms, %d edges, %.0f distances/atom; 40k atoms: %.1f ms, %d edges, %.0f distances/atom",

@@ -12,6 +12,7 @@
 
 #include "chem/graph.h"
 #include "chem/mol.h"
+#include "common/error.h"
 #include "models/cpu/real.h"
 #include "models/se3.h"
 #include "models/so3.h"
@@ -650,9 +651,9 @@ static void predict_across_cutoff(const struct se3_model *m, const float *p, enu
     struct graph_opts go = {
         .cutoff = rc, .edges = edges, .elements = elements, .n_elements = 4, .with_other = 1, .with_charge = 1};
     struct graph g;
-    char err[256];
+    struct se3_error e;
     graph_init(&g);
-    cr_assert_eq(graph_build(&mol, &go, &g, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(graph_build(&mol, &go, &g, &e), 0, "%s", se3_error_str(&e).s);
     n_edges[k] = g.n_edges;
     struct se3_batch_buf bb;
     se3_batch_buf_init(&bb, m->cfg.node_in, GRAPH_EDGE_WIDTH);

@@ -12,6 +12,7 @@
 
 #include "chem/mol.h"
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -148,8 +149,8 @@ Test(mol, blob_layout_and_round_trip) {
   cr_assert_eq(b1[8], MOL_BOND_AROMATIC);
 
   struct mol back;
-  char err[256];
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(back.n_atoms, 9);
   cr_assert_eq(back.n_bonds, 8);
   cr_assert_eq(back.dim, 3);
@@ -173,14 +174,14 @@ Test(mol, blob_layout_and_round_trip) {
 
   m.dim = 2;
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0);
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), 0);
   cr_assert_eq(back.dim, 2);
   mol_free(&back);
   free(b);
   m.dim = 0;
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
   cr_assert_eq(b[6], 0);
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0);
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), 0);
   cr_assert_eq(back.dim, 0);
   mol_free(&back);
   free(b);
@@ -192,19 +193,19 @@ Test(mol, blob_empty_molecule) {
   mol_init(&m);
   uint8_t *b;
   size_t n;
-  char err[128];
+  struct se3_error e;
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
   cr_assert_eq(n, 16 + 4);
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0);
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), 0);
   cr_assert_eq(back.n_atoms, 0);
   free(b);
 }
 
 static void expect_bad_blob(const uint8_t *b, size_t n, const char *want) {
   struct mol m;
-  char err[256] = "";
-  cr_assert_eq(mol_from_blob(b, n, &m, err, sizeof err), -1, "expected '%s'", want);
-  cr_assert(strstr(err, want), "'%s' not in '%s'", want, err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(b, n, &m, &e), -1, "expected '%s'", want);
+  cr_assert(strstr(se3_error_str(&e).s, want), "'%s' not in '%s'", want, se3_error_str(&e).s);
   cr_assert_eq(m.n_atoms, 0);
   cr_assert_null(m.atoms);
 }
@@ -274,20 +275,22 @@ Test(mol, blob_checksum_catches_every_flipped_bit) {
       memcpy(c, b, n);
       c[i] ^= (uint8_t)(1u << bit);
       struct mol back;
-      char err[256] = "";
-      cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1, "byte %zu bit %d: accepted", i, bit);
+      struct se3_error e;
+      cr_assert_eq(mol_from_blob(c, n, &back, &e), -1, "byte %zu bit %d: accepted", i, bit);
       if (i >= 16) /* past the header: only the checksum can tell */
-        cr_assert(strstr(err, "molecule blob checksum mismatch (stored 0x"), "byte %zu: %s", i, err);
+        cr_assert(strstr(se3_error_str(&e).s, "molecule blob checksum mismatch (stored 0x"), "byte %zu: %s", i,
+                  se3_error_str(&e).s);
     }
   /* the exact case: the high byte of atom 0's x, so x becomes huge */
   memcpy(c, b, n);
   c[16 + 4 + 3] ^= 0xf0;
   struct mol back;
-  char err[256] = "", want[128];
-  cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1);
+  char want[128];
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(c, n, &back, &e), -1);
   snprintf(want, sizeof want, "(stored 0x%08x, computed 0x%08x)", (unsigned)le32(b + n - 4),
            (unsigned)crc32c(0, c, n - 4));
-  cr_assert(strstr(err, want), "'%s' not in '%s'", want, err);
+  cr_assert(strstr(se3_error_str(&e).s, want), "'%s' not in '%s'", want, se3_error_str(&e).s);
   free(c);
   free(b);
   mol_free(&m);
@@ -303,14 +306,14 @@ Test(mol, blob_version_1_still_read) {
   cr_assert_eq(mol_to_blob(&m, &b, &n), 0);
   b[4] = 1; /* version 1, trailer dropped */
   struct mol back;
-  char err[256] = "";
-  cr_assert_eq(mol_from_blob(b, n - 4, &back, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(b, n - 4, &back, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(back.n_atoms, 9);
   cr_assert_eq(back.atoms[2].y, (double)(float)m.atoms[2].y);
   mol_free(&back);
   /* version 1 at the version 2 size does not add up */
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), -1);
-  cr_assert(strstr(err, "size mismatch"), "%s", err);
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), -1);
+  cr_assert(strstr(se3_error_str(&e).s, "size mismatch"), "%s", se3_error_str(&e).s);
   free(b);
   mol_free(&m);
 }
@@ -341,8 +344,8 @@ Test(mol, blob_isotopes_version_3) {
   cr_assert_eq(b[iso + 24] | b[iso + 25] << 8, 3);
   cr_assert_eq(le32(b + n - 4), crc32c(0, b, n - 4), "trailer: CRC-32C of every byte before it");
   struct mol back;
-  char err[256] = "";
-  cr_assert_eq(mol_from_blob(b, n, &back, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(mol_from_blob(b, n, &back, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(back.n_atoms, 9);
   cr_assert_eq(back.n_bonds, 8);
   for (int i = 0; i < 9; i++)
@@ -355,7 +358,7 @@ Test(mol, blob_isotopes_version_3) {
     for (int bit = 0; bit < 8; bit++) {
       memcpy(c, b, n);
       c[i] ^= (uint8_t)(1u << bit);
-      cr_assert_eq(mol_from_blob(c, n, &back, err, sizeof err), -1, "byte %zu bit %d: accepted", i, bit);
+      cr_assert_eq(mol_from_blob(c, n, &back, &e), -1, "byte %zu bit %d: accepted", i, bit);
     }
   /* damage behind a valid checksum */
   memcpy(c, b, n);

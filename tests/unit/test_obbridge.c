@@ -19,6 +19,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/scaffold.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -74,14 +75,13 @@ static int all_zero(const struct mol *m) {
 
 /* The SD records of the shipped test file, by index. */
 static char *sd_record(int index) {
-  char err[256];
-  struct rec_reader *r =
-      rec_open(tu_src("tests/data/chem/ethanol_benzene.sdf"), MOL_FMT_UNKNOWN, NULL, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct se3_error e;
+  struct rec_reader *r = rec_open(tu_src("tests/data/chem/ethanol_benzene.sdf"), MOL_FMT_UNKNOWN, NULL, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct rec rec;
   char *text = NULL;
   for (int i = 0; i <= index; i++)
-    cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+    cr_assert_eq(rec_next(r, &rec, &e), 1);
   text = strdup(rec.text);
   rec_close(r);
   return text;
@@ -347,21 +347,21 @@ Test(ob, cml_records_from_a_file_parse) {
                      "<c:cml xmlns:c=\"http://www.xml-cml.org/schema\">\n"
                      " <c:molecule id=\"two\"><c:atomArray><c:atom id=\"a1\" elementType=\"O\"/></c:atomArray>"
                      "</c:molecule>\n</c:cml>\n");
-  char err[256];
-  struct rec_reader *r = rec_open(p, MOL_FMT_UNKNOWN, NULL, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct se3_error e;
+  struct rec_reader *r = rec_open(p, MOL_FMT_UNKNOWN, NULL, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct ob_parse_opts o = opts(rec_format_ob(MOL_FMT_CML));
   struct rec rec;
   static const char *want[] = {"N", "O"}, *names[] = {"one", "two"};
   for (int i = 0; i < 2; i++) {
-    cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+    cr_assert_eq(rec_next(r, &rec, &e), 1);
     struct mol m;
     parse_ok(rec.text, &o, &m);
     cr_assert_str_eq(m.smiles, want[i]);
     cr_assert_str_eq(m.name, names[i]);
     mol_free(&m);
   }
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 0);
+  cr_assert_eq(rec_next(r, &rec, &e), 0);
   rec_close(r);
   free(p);
   free(dir);
@@ -724,10 +724,10 @@ Test(ob, write_sdf_keeps_name_and_tags) {
   /* from the stored blob (no strings): atoms and bonds are enough */
   uint8_t *blob;
   size_t n;
-  char err[128];
+  struct se3_error e;
   cr_assert_eq(mol_to_blob(&m, &blob, &n), 0);
   struct mol fb;
-  cr_assert_eq(mol_from_blob(blob, n, &fb, err, sizeof err), 0);
+  cr_assert_eq(mol_from_blob(blob, n, &fb, &e), 0);
   sdf = ob_write_sdf(&fb);
   cr_assert_not_null(sdf);
   parse_ok(sdf, &o, &back);
@@ -785,13 +785,13 @@ Test(ob_quiet, nothing_printed, .init = redirect) {
 
 Test(ob, qm9_mini_records) {
   if (!tu_have_shared()) cr_skip_test("no shared data");
-  char err[256];
-  struct rec_reader *r = rec_open(tu_shared("data/qm9/qm9_mini.sdf"), MOL_FMT_UNKNOWN, NULL, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct se3_error e;
+  struct rec_reader *r = rec_open(tu_shared("data/qm9/qm9_mini.sdf"), MOL_FMT_UNKNOWN, NULL, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct ob_parse_opts o = opts("sdf");
   struct rec rec;
   int ok = 0, rejected = 0;
-  while (rec_next(r, &rec, err, sizeof err) == 1) {
+  while (rec_next(r, &rec, &e) == 1) {
     struct mol m;
     char why[256];
     if (ob_parse(rec.text, rec.len, &o, &m, why, sizeof why) == 0) {
@@ -861,11 +861,11 @@ Test(ob, mol2_and_sd_same_molecule) {
   struct ob_parse_opts mol2 = opts("mol2"), sdf = opts("sdf");
   int n = 0, same = 0;
   for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
-    char err[256];
-    struct rec_reader *r = rec_open(tu_src(files[f]), MOL_FMT_UNKNOWN, NULL, err, sizeof err);
-    cr_assert_not_null(r, "%s", err);
+    struct se3_error e;
+    struct rec_reader *r = rec_open(tu_src(files[f]), MOL_FMT_UNKNOWN, NULL, &e);
+    cr_assert_not_null(r, "%s", se3_error_str(&e).s);
     struct rec rec;
-    while (rec_next(r, &rec, err, sizeof err) == 1) {
+    while (rec_next(r, &rec, &e) == 1) {
       struct mol a, b;
       char why[512] = "";
       cr_assert_eq(ob_parse(rec.text, rec.len, &mol2, &a, why, sizeof why), 0, "%s record %lld: %s", files[f],

@@ -16,6 +16,7 @@
 #include "chem/mol.h"
 #include "chem/obbridge.h"
 #include "chem/perceive.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static void setup(void) { cr_assert_eq(ob_init(), 0, "ob_init"); }
@@ -307,9 +308,9 @@ Test(perceive, graph_columns) {
   cr_assert_eq(graph_edge_width(&base), GRAPH_EDGE_WIDTH);
   cr_assert_eq(graph_edge_width(&o), GRAPH_EDGE_WIDTH + 4);
   struct graph g0, g;
-  char err[256];
-  cr_assert_eq(graph_build(&m, &base, &g0, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(graph_build(&m, &o, &g, err, sizeof err), 0, "%s", err);
+  struct se3_error e;
+  cr_assert_eq(graph_build(&m, &base, &g0, &e), 0, "%s", se3_error_str(&e).s);
+  cr_assert_eq(graph_build(&m, &o, &g, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(g.n_edges, g0.n_edges);
   cr_assert_eq(g.edge_width, 10);
   struct perceive p;
@@ -342,7 +343,7 @@ Test(perceive, graph_columns) {
   size_t len;
   cr_assert_eq(graph_to_blob(&g, &blob, &len), 0);
   struct graph back;
-  cr_assert_eq(graph_from_blob(blob, len, &back, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(graph_from_blob(blob, len, &back, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(back.edge_width, 10);
   cr_assert_eq(memcmp(back.edge_feat, g.edge_feat, (size_t)g.n_edges * 10 * sizeof(float)), 0);
   graph_free(&back);
@@ -353,7 +354,7 @@ Test(perceive, graph_columns) {
   /* a mirror image: the chirality columns swap, nothing else moves */
   struct graph gm;
   mirror(&m);
-  cr_assert_eq(graph_build(&m, &o, &gm, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(graph_build(&m, &o, &gm, &e), 0, "%s", se3_error_str(&e).s);
   for (int i = 0; i < m.n_atoms; i++)
     for (int c = 0; c < g.node_width; c++) {
       float a = g.node_feat[(size_t)i * (size_t)g.node_width + (size_t)c];
@@ -371,13 +372,13 @@ Test(perceive, graph_columns) {
   struct graph_opts bad = base;
   bad.atom_features = twice, bad.n_atom_features = 2;
   cr_assert_eq(graph_node_width(&bad), -1);
-  cr_assert_neq(graph_build(&m, &bad, &gm, err, sizeof err), 0);
+  cr_assert_neq(graph_build(&m, &bad, &gm, &e), 0);
   uint8_t beyond[1] = {GRAPH_BF_COUNT};
   bad = base;
   bad.bond_features = beyond, bad.n_bond_features = 1;
   cr_assert_eq(graph_edge_width(&bad), -1);
-  cr_assert_neq(graph_build(&m, &bad, &gm, err, sizeof err), 0);
-  cr_assert(strstr(err, "feature"), "%s", err);
+  cr_assert_neq(graph_build(&m, &bad, &gm, &e), 0);
+  cr_assert(strstr(se3_error_str(&e).s, "feature"), "%s", se3_error_str(&e).s);
   cr_assert_eq(graph_atom_feature_of("chirality"), GRAPH_AF_CHIRALITY);
   cr_assert_eq(graph_bond_feature_of("aromatic"), -1);
 

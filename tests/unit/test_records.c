@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "chem/records.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -40,13 +41,13 @@ static int starts_with(const char *s, const char *prefix) { return strncmp(s, pr
 
 /* Reads every record of path (at most 64 kept) into g; returns rec_next's last result. */
 static int collect(const char *path, enum mol_format fmt, const struct rec_options *opt, struct got *g) {
-  char err[512] = "";
+  struct se3_error e = {0};
   memset(g, 0, sizeof *g);
-  struct rec_reader *r = rec_open(path, fmt, opt, err, sizeof err);
-  cr_assert_not_null(r, "rec_open(%s): %s", path, err);
+  struct rec_reader *r = rec_open(path, fmt, opt, &e);
+  cr_assert_not_null(r, "rec_open(%s): %s", path, se3_error_str(&e).s);
   struct rec rec;
   int k;
-  while ((k = rec_next(r, &rec, err, sizeof err)) == 1) {
+  while ((k = rec_next(r, &rec, &e)) == 1) {
     cr_assert_eq(rec.record_no, g->n + 1);
     cr_assert_eq(rec.len, strlen(rec.text));
     if (g->n < 64) {
@@ -61,8 +62,8 @@ static int collect(const char *path, enum mol_format fmt, const struct rec_optio
     }
     g->n++;
   }
-  cr_assert_eq(k, 0, "rec_next failed: %s", err);
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 0, "EOF is sticky");
+  cr_assert_eq(k, 0, "rec_next failed: %s", se3_error_str(&e).s);
+  cr_assert_eq(rec_next(r, &rec, &e), 0, "EOF is sticky");
   rec_close(r);
   return k;
 }
@@ -116,14 +117,17 @@ Test(records, format_names) {
 }
 
 Test(records, open_errors) {
-  char err[512] = "";
-  cr_assert_null(rec_open("/nonexistent/dir/x.sdf", MOL_FMT_UNKNOWN, NULL, err, sizeof err));
-  cr_assert(strstr(err, "/nonexistent/dir/x.sdf"), "%s", err);
+  struct se3_error e = {0};
+  cr_assert_null(rec_open("/nonexistent/dir/x.sdf", MOL_FMT_UNKNOWN, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "/nonexistent/dir/x.sdf"), "%s", se3_error_str(&e).s);
+  cr_assert_eq(e.kind, SE3_ERR_IO);
+  cr_assert_str_eq(e.file, "/nonexistent/dir/x.sdf", "the path is the error's place");
   char *p = write_tmp("rec_open_errors", "x.dat", "CCO\n");
-  cr_assert_null(rec_open(p, MOL_FMT_UNKNOWN, NULL, err, sizeof err));
-  cr_assert(strstr(err, "x.dat") && strstr(err, "format"), "%s", err);
-  cr_assert_eq(rec_count(p, MOL_FMT_UNKNOWN, NULL, err, sizeof err), -1);
-  cr_assert_eq(rec_count(p, MOL_FMT_SMI, NULL, err, sizeof err), 1);
+  cr_assert_null(rec_open(p, MOL_FMT_UNKNOWN, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "x.dat") && strstr(se3_error_str(&e).s, "format"), "%s", se3_error_str(&e).s);
+  cr_assert_eq(e.kind, SE3_ERR_INPUT);
+  cr_assert_eq(rec_count(p, MOL_FMT_UNKNOWN, NULL, &e), -1);
+  cr_assert_eq(rec_count(p, MOL_FMT_SMI, NULL, &e), 1);
   free(p);
 }
 
@@ -147,7 +151,7 @@ Test(records, sdf_records_lines_and_trailing) {
   cr_assert(strstr(g.r[1].text, "> <tag>\nx\n"));
   cr_assert(starts_with(g.r[2].text, "third\n"), "trailing record without $$$$");
   cr_assert_null(g.r[2].error);
-  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, NULL, 0), 3);
+  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, NULL), 3);
   got_free(&g);
   free(p);
 }
@@ -194,14 +198,15 @@ Test(records, truncated_gzip_is_an_io_error) {
   FILE *f = fopen(p, "wb");
   fwrite(bytes, 1, n - 12, f); /* cut the trailer and some data */
   fclose(f);
-  char err[512] = "";
-  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, NULL, err, sizeof err);
+  struct se3_error e = {0};
+  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, NULL, &e);
   cr_assert_not_null(r);
   struct rec rec;
   int k;
-  while ((k = rec_next(r, &rec, err, sizeof err)) == 1) {}
+  while ((k = rec_next(r, &rec, &e)) == 1) {}
   cr_assert_eq(k, -1);
-  cr_assert(strstr(err, "a.sdf.gz"), "%s", err);
+  cr_assert(strstr(se3_error_str(&e).s, "a.sdf.gz"), "%s", se3_error_str(&e).s);
+  cr_assert_eq(e.kind, SE3_ERR_INPUT, "damaged compressed data is bad input");
   rec_close(r);
   free(bytes);
   free(p);
@@ -225,7 +230,7 @@ Test(records, mol2_records) {
   cr_assert(starts_with(g.r[0].text, "@<TRIPOS>MOLECULE\nm1\n"));
   cr_assert(strstr(g.r[1].text, "N.3"));
   cr_assert_null(strstr(g.r[0].text, "N.3"));
-  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL, 0), 2);
+  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL), 2);
   got_free(&g);
   free(p);
 }
@@ -298,19 +303,19 @@ Test(records, long_lines_cross_the_buffer) {
     big[at++] = 'C';
   strcpy(big + at, " long\nN last\n");
   char *p = write_tmp("rec_long", "a.smi", big);
-  char err[256];
-  struct rec_reader *r = rec_open(p, MOL_FMT_SMI, NULL, err, sizeof err);
+  struct se3_error e = {0};
+  struct rec_reader *r = rec_open(p, MOL_FMT_SMI, NULL, &e);
   struct rec rec;
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_eq(rec_next(r, &rec, &e), 1);
   cr_assert_str_eq(rec.text, "CCO first\n");
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_eq(rec_next(r, &rec, &e), 1);
   cr_assert_eq(rec.len, n + 6);
   cr_assert_eq(rec.line, 2);
   cr_assert(strcmp(rec.text + n, " long\n") == 0);
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_eq(rec_next(r, &rec, &e), 1);
   cr_assert_str_eq(rec.text, "N last\n");
   cr_assert_eq(rec.line, 3);
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 0);
+  cr_assert_eq(rec_next(r, &rec, &e), 0);
   rec_close(r);
   free(big);
   free(p);
@@ -375,7 +380,7 @@ Test(records, csv_quoting_names_and_bad_rows) {
   cr_assert_str_eq(g.r[5].error, "empty SMILES");
   cr_assert_str_eq(g.r[6].text, "O m7\n");
   cr_assert_eq(g.r[6].line, 10);
-  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL, 0), 7);
+  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL), 7);
   got_free(&g);
   free(p);
 }
@@ -384,27 +389,28 @@ Test(records, csv_columns_and_options) {
   char *p = write_tmp("rec_csv_cols", "a.csv",
                       "\xEF\xBB\xBF"
                       "mol,Class,Title\nCCO,1,eth\n");
-  char err[512] = "";
-  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, err, sizeof err));
-  cr_assert(strstr(err, "'mol', 'Class', 'Title'"), "the message lists the columns: %s", err);
-  cr_assert(strstr(err, "a.csv"), "%s", err);
+  struct se3_error e = {0};
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "'mol', 'Class', 'Title'"), "the message lists the columns: %s",
+            se3_error_str(&e).s);
+  cr_assert(strstr(se3_error_str(&e).s, "a.csv"), "%s", se3_error_str(&e).s);
   struct rec_options o = {.smiles_column = "MOL"};
-  struct rec_reader *r = rec_open(p, MOL_FMT_CSV, &o, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct rec_reader *r = rec_open(p, MOL_FMT_CSV, &o, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   int n = 0;
   const char *const *cols = rec_columns(r, &n);
   cr_assert_eq(n, 3);
   cr_assert_str_eq(cols[0], "mol", "the byte order mark is dropped");
   struct rec rec;
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  cr_assert_eq(rec_next(r, &rec, &e), 1);
   cr_assert_str_eq(rec.text, "CCO eth\n", "Title is a name column");
   rec_close(r);
   struct rec_options o2 = {.smiles_column = "mol", .name_column = "nope"};
-  cr_assert_null(rec_open(p, MOL_FMT_CSV, &o2, err, sizeof err));
-  cr_assert(strstr(err, "nope"), "%s", err);
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, &o2, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "nope"), "%s", se3_error_str(&e).s);
   struct rec_options o3 = {.smiles_column = "mol", .name_column = "Class"};
-  r = rec_open(p, MOL_FMT_CSV, &o3, err, sizeof err);
-  cr_assert_eq(rec_next(r, &rec, err, sizeof err), 1);
+  r = rec_open(p, MOL_FMT_CSV, &o3, &e);
+  cr_assert_eq(rec_next(r, &rec, &e), 1);
   cr_assert_str_eq(rec.text, "CCO 1\n");
   rec_close(r);
   free(p);
@@ -424,12 +430,12 @@ Test(records, tsv_and_unterminated_quote) {
 
 Test(records, csv_header_only_and_empty) {
   char *p = write_tmp("rec_csv_empty", "a.csv", "smiles,y\n");
-  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL, 0), 0);
+  cr_assert_eq(rec_count(p, MOL_FMT_CSV, NULL, NULL), 0);
   free(p);
-  char err[256] = "";
+  struct se3_error e = {0};
   p = write_tmp("rec_csv_empty2", "b.csv", "");
-  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, err, sizeof err));
-  cr_assert(strstr(err, "header"), "%s", err);
+  cr_assert_null(rec_open(p, MOL_FMT_CSV, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "header"), "%s", se3_error_str(&e).s);
   free(p);
 }
 
@@ -497,7 +503,7 @@ Test(records, pdb_trailing_chunk) {
   char *p = write_tmp("rec_pdb2", "a.pdb",
                       "ATOM      1  N   GLY A   1       1.000   0.000   0.000  1.00  0.00           N\n"
                       "TER\n");
-  cr_assert_eq(rec_count(p, MOL_FMT_PDB, NULL, NULL, 0), 1);
+  cr_assert_eq(rec_count(p, MOL_FMT_PDB, NULL, NULL), 1);
   free(p);
 }
 
@@ -568,20 +574,13 @@ Test(records, cml_unterminated) {
 
 Test(records, shared_data_counts) {
   if (!tu_have_shared()) cr_skip_test("no shared data");
-  char err[512] = "";
-  cr_assert_eq(rec_count(tu_shared("data/qm9/qm9_mini.sdf"), MOL_FMT_UNKNOWN, NULL, err, sizeof err), 21, "%s", err);
-  cr_assert_eq(rec_count(tu_shared("data/qm9/gdb1k.sdf.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err), 1000);
-  cr_assert_eq(
-      rec_count(tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
-      57);
-  cr_assert_eq(
-      rec_count(tu_shared("data/nci/rdkit-data_Data_NCI_first_5K.smi.gz"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
-      4999);
-  cr_assert_eq(rec_count(tu_shared("data/moleculenet/chemprop_delaney.csv"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
-               1128);
-  cr_assert_eq(
-      rec_count(tu_shared("data/qm9/chemprop_qm9_first499_12targets.csv"), MOL_FMT_UNKNOWN, NULL, err, sizeof err),
-      499);
+  struct se3_error e = {0};
+  cr_assert_eq(rec_count(tu_shared("data/qm9/qm9_mini.sdf"), MOL_FMT_UNKNOWN, NULL, &e), 21, "%s", se3_error_str(&e).s);
+  cr_assert_eq(rec_count(tu_shared("data/qm9/gdb1k.sdf.gz"), MOL_FMT_UNKNOWN, NULL, &e), 1000);
+  cr_assert_eq(rec_count(tu_shared("data/screening/dude_fabp4/actives_final.mol2.gz"), MOL_FMT_UNKNOWN, NULL, &e), 57);
+  cr_assert_eq(rec_count(tu_shared("data/nci/rdkit-data_Data_NCI_first_5K.smi.gz"), MOL_FMT_UNKNOWN, NULL, &e), 4999);
+  cr_assert_eq(rec_count(tu_shared("data/moleculenet/chemprop_delaney.csv"), MOL_FMT_UNKNOWN, NULL, &e), 1128);
+  cr_assert_eq(rec_count(tu_shared("data/qm9/chemprop_qm9_first499_12targets.csv"), MOL_FMT_UNKNOWN, NULL, &e), 499);
 }
 
 /* ---- content sniffing ------------------------------------------------------------ */
@@ -617,13 +616,13 @@ Test(records, sniff_formats_from_contents) {
   char *p = write_gz("rec_sniff_gz", "x.mol2.gz", sdf);
   enum mol_format f;
   int nonblank = 0;
-  char err[512] = "";
-  cr_assert_eq(rec_sniff_file(p, MOL_FMT_MOL2, &f, &nonblank, err, sizeof err), 0, "%s", err);
+  struct se3_error e = {0};
+  cr_assert_eq(rec_sniff_file(p, MOL_FMT_MOL2, &f, &nonblank, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(f, MOL_FMT_SDF);
   cr_assert_eq(nonblank, 1);
   free(p);
   p = write_tmp("rec_sniff_blank", "x.sdf", " \n\n\t\n");
-  cr_assert_eq(rec_sniff_file(p, MOL_FMT_SDF, &f, &nonblank, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(rec_sniff_file(p, MOL_FMT_SDF, &f, &nonblank, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(nonblank, 0);
   free(p);
 }
@@ -635,19 +634,20 @@ Test(records, non_regular_files_refused_without_blocking) {
   char *fifo = NULL;
   cr_assert(asprintf(&fifo, "%s/p.sdf", dir) > 0);
   cr_assert_eq(tu_sh(NULL, "mkfifo %s", fifo), 0);
-  char err[512] = "";
-  cr_assert_eq(rec_check_regular(fifo, err, sizeof err), -1);
-  cr_assert(strstr(err, "p.sdf: not a regular file (a FIFO)"), "%s", err);
-  err[0] = 0;
-  cr_assert_null(rec_open(fifo, MOL_FMT_SDF, NULL, err, sizeof err));
-  cr_assert(strstr(err, "(a FIFO)"), "%s", err);
+  struct se3_error e = {0};
+  cr_assert_eq(rec_check_regular(fifo, &e), -1);
+  cr_assert(strstr(se3_error_str(&e).s, "p.sdf: not a regular file (a FIFO)"), "%s", se3_error_str(&e).s);
+  se3_error_clear(&e);
+  cr_assert_null(rec_open(fifo, MOL_FMT_SDF, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "(a FIFO)"), "%s", se3_error_str(&e).s);
   enum mol_format f;
   int nb;
-  cr_assert_eq(rec_sniff_file(fifo, MOL_FMT_SDF, &f, &nb, err, sizeof err), -1);
-  cr_assert_null(rec_open("/dev/zero", MOL_FMT_SDF, NULL, err, sizeof err));
-  cr_assert(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
-  cr_assert_eq(rec_check_regular(dir, err, sizeof err), -1);
-  cr_assert(strstr(err, "(a directory)"), "%s", err);
+  cr_assert_eq(rec_sniff_file(fifo, MOL_FMT_SDF, &f, &nb, &e), -1);
+  cr_assert_null(rec_open("/dev/zero", MOL_FMT_SDF, NULL, &e));
+  cr_assert(strstr(se3_error_str(&e).s, "/dev/zero: not a regular file (a character device)"), "%s",
+            se3_error_str(&e).s);
+  cr_assert_eq(rec_check_regular(dir, &e), -1);
+  cr_assert(strstr(se3_error_str(&e).s, "(a directory)"), "%s", se3_error_str(&e).s);
   free(fifo);
   free(dir);
 }
@@ -661,14 +661,14 @@ Test(records, empty_records_listed_then_counted) {
     strcat(text, i == 3 ? "\n  \n$$$$\n" : "$$$$\n");
   strcat(text, "b\n\n\nM  END\n$$$$\n");
   char *p = write_tmp("rec_empty", "a.sdf", text);
-  char err[512] = "";
+  struct se3_error e = {0};
   struct rec_options o = {.max_empty_listed = 3};
-  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, &o, err, sizeof err);
-  cr_assert_not_null(r, "%s", err);
+  struct rec_reader *r = rec_open(p, MOL_FMT_SDF, &o, &e);
+  cr_assert_not_null(r, "%s", se3_error_str(&e).s);
   struct rec rec;
   int64_t nos[8];
   int n = 0;
-  while (rec_next(r, &rec, err, sizeof err) == 1 && n < 8) {
+  while (rec_next(r, &rec, &e) == 1 && n < 8) {
     nos[n] = rec.record_no;
     if (n >= 1 && n <= 3)
       cr_assert_str_eq(rec.error, "empty record (nothing before its $$$$ line)");
@@ -687,7 +687,7 @@ Test(records, empty_records_listed_then_counted) {
   cr_assert_eq(st.first_unlisted_line, 9);
   cr_assert_eq(st.last_no, 27);
   rec_close(r);
-  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, err, sizeof err), 12, "10 listed by default, 2 molecules");
+  cr_assert_eq(rec_count(p, MOL_FMT_SDF, NULL, &e), 12, "10 listed by default, 2 molecules");
   free(p);
   /* other formats' empty records */
   p = write_tmp("rec_empty_xyz", "a.xyz", "0\nnothing\n1\none\nC 0 0 0\n0\n\n");
@@ -707,9 +707,9 @@ Test(records, empty_records_listed_then_counted) {
   free(p);
 }
 
-static int stop_at_first(void *arg, const struct rec_stats *st, char *err, size_t errlen) {
+static int stop_at_first(void *arg, const struct rec_stats *st, struct se3_error *err) {
   *(int64_t *)arg = st->lines;
-  snprintf(err, errlen, "enough after %lld lines", (long long)st->lines);
+  se3_error_set(err, SE3_ERR_LIMIT, "enough after %lld lines", (long long)st->lines);
   return 1;
 }
 
@@ -725,11 +725,12 @@ Test(records, progress_callback_can_stop) {
   int64_t seen = 0;
   struct rec_options o = {.progress = stop_at_first, .progress_arg = &seen};
   struct rec_stats st;
-  char err[512] = "";
-  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, &o, &st, err, sizeof err), -1);
+  struct se3_error e = {0};
+  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, &o, &st, &e), -1);
   cr_assert_eq(seen, 1 << 20);
-  cr_assert_str_eq(err, "enough after 1048576 lines");
-  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, NULL, &st, err, sizeof err), 0, "%s", err);
+  cr_assert_str_eq(se3_error_str(&e).s, "enough after 1048576 lines");
+  cr_assert_eq(e.kind, SE3_ERR_LIMIT, "the callback's kind is kept");
+  cr_assert_eq(rec_scan(p, MOL_FMT_SDF, NULL, &st, &e), 0, "%s", se3_error_str(&e).s);
   cr_assert_eq(st.n_empty, 1100000);
   cr_assert_eq(st.n_out, 10);
   free(p);
@@ -999,7 +1000,7 @@ Test(records, mol2_text_before_the_first_record_is_an_error) {
   cr_assert_eq(g.r[1].no, 2);
   cr_assert_eq(g.r[1].line, 11);
   cr_assert(strstr(g.r[1].text, "N.3"));
-  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL, 0), 2);
+  cr_assert_eq(rec_count(p, MOL_FMT_MOL2, NULL, NULL), 2);
   got_free(&g);
   {
     const char *in = tu_src("tests/data/fuzz/regress_mol2_damaged_first_tag.mol2");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "chem/records.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 struct row {
@@ -21,12 +22,12 @@ struct row {
 
 /* Every record of path (at most max) into rows; returns how many. */
 static int read_rows(const char *path, const struct rec_options *opt, struct row *rows, int max) {
-  char err[512] = "";
-  struct rec_reader *r = rec_open(path, MOL_FMT_UNKNOWN, opt, err, sizeof err);
-  cr_assert_not_null(r, "rec_open(%s): %s", path, err);
+  struct se3_error e = {0};
+  struct rec_reader *r = rec_open(path, MOL_FMT_UNKNOWN, opt, &e);
+  cr_assert_not_null(r, "rec_open(%s): %s", path, se3_error_str(&e).s);
   struct rec rec;
   int n = 0, k;
-  while ((k = rec_next(r, &rec, err, sizeof err)) == 1) {
+  while ((k = rec_next(r, &rec, &e)) == 1) {
     cr_assert_lt(n, max, "more records than expected in %s", path);
     rows[n].no = rec.record_no;
     rows[n].line = rec.line;
@@ -36,7 +37,7 @@ static int read_rows(const char *path, const struct rec_options *opt, struct row
     rows[n].error = rec.error != NULL;
     n++;
   }
-  cr_assert_eq(k, 0, "%s: %s", path, err);
+  cr_assert_eq(k, 0, "%s: %s", path, se3_error_str(&e).s);
   rec_close(r);
   return n;
 }

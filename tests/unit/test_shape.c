@@ -28,6 +28,7 @@
 #include "chem/obbridge.h"
 #include "chem/records.h"
 #include "chem/shape.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static void setup(void) { cr_assert_eq(ob_init(), 0, "ob_init"); }
@@ -177,15 +178,15 @@ Test(shape, every_conformer_is_checked) {
  * generation), held against the bounds at (tol, ptol): the count failing,
  * the first failure's text in first. */
 static int file_failures(const char *path, double tol, double ptol, int *n_records, char *first, size_t len) {
-  char err[512];
+  struct se3_error e;
   struct rec_options ro = {0};
-  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, err, sizeof err);
-  cr_assert_not_null(rd, "%s: %s", path, err);
+  struct rec_reader *rd = rec_open(path, MOL_FMT_SDF, &ro, &e);
+  cr_assert_not_null(rd, "%s: %s", path, se3_error_str(&e).s);
   struct ob_parse_opts o = {.format = "sdf", .gen3d = OB_GEN3D_NEVER, .max_atoms = 999, .fragments = OB_FRAG_KEEP};
   struct rec r;
   int bad = 0, n = 0;
   first[0] = 0;
-  while (rec_next(rd, &r, err, sizeof err) > 0) {
+  while (rec_next(rd, &r, &e) > 0) {
     struct mol m;
     struct mol_why why;
     if (ob_parse_why(r.text, r.len, &o, &m, &why) != 0) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chem/workers.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 #define TIMEOUT_S 2.0
@@ -49,9 +50,9 @@ static char *record(size_t bytes) {
 static struct wpool *start_pool(int n) {
   static const struct ob_parse_opts po = {.format = "sdf", .add_hydrogens = 1, .gen3d = OB_GEN3D_NEVER};
   static const struct mol_check_opts co = {.max_atoms = 999, .min_distance = 0.5};
-  char err[512] = "";
-  struct wpool *p = wpool_start(n, &po, &co, WPOOL_INPUT_SHAPE_REJECT, err, sizeof err);
-  cr_assert(p, "wpool_start: %s", err);
+  struct se3_error e;
+  struct wpool *p = wpool_start(n, &po, &co, WPOOL_INPUT_SHAPE_REJECT, &e);
+  cr_assert(p, "wpool_start: %s", se3_error_str(&e).s);
   return p;
 }
 
@@ -64,9 +65,9 @@ static void job_of(struct wjob *j, const char *text) {
 }
 
 static void run_ok(struct wpool *p, struct wjob *jobs, int n) {
-  char err[512] = "";
-  int rc = wpool_run(p, jobs, n, TIMEOUT_S, NULL, NULL, NULL, err, sizeof err);
-  cr_assert_eq(rc, 0, "wpool_run: %d %s", rc, err);
+  struct se3_error e;
+  int rc = wpool_run(p, jobs, n, TIMEOUT_S, NULL, NULL, NULL, &e);
+  cr_assert_eq(rc, 0, "wpool_run: %d %s", rc, se3_error_str(&e).s);
 }
 
 /* The state letter of process pid (/proc/PID/stat: "pid (comm) S ..."). */
