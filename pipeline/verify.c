@@ -368,9 +368,9 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
     return SE3_EXIT_USAGE;
   }
   struct store s;
-  char err[1024];
-  if (ledger_open_ro(&s, db_path, NULL, err, sizeof err)) {
-    fprintf(stderr, "se3screen verify: %s\n", err);
+  struct se3_error err;
+  if (ledger_open_ro(&s, db_path, NULL, &err)) {
+    fprintf(stderr, "se3screen verify: %s\n", se3_error_str(&err).s);
     return SE3_EXIT_FAILED;
   }
   sqlite3_exec(s.db, "PRAGMA query_only=1", NULL, NULL, NULL);
