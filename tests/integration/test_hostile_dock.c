@@ -143,6 +143,8 @@ Test(hostile_dock, inputs_opened_once_checked_hashed_and_copied, .timeout = 60) 
   char want[1400];
   snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
   cr_assert(strstr(se3_error_str(&err).s, want), "%s", se3_error_str(&err).s);
+  cr_assert_eq(err.kind, SE3_ERR_INPUT, "a FIFO as an input: kind %d", (int)err.kind);
+  cr_assert_str_eq(err.file, fifo);
   cr_assert_eq(stage_file_open("/dev/zero", &fd, &err), -1);
   cr_assert(strstr(se3_error_str(&err).s, "/dev/zero: not a regular file (a character device)"), "%s",
             se3_error_str(&err).s);

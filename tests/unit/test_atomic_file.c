@@ -125,6 +125,7 @@ static void assert_refused_and_kept(const char *target, const char *what) {
   int rc = atomic_file_write(target, "new\n", 4, &err);
   cr_assert_eq(lstat(target, &after), 0, "%s is gone", target);
   cr_assert_eq(rc, -1, "%s (%s) was written over", target, what);
+  cr_assert_eq(err.kind, SE3_ERR_IO, "kind %d: %s", (int)err.kind, se3_error_str(&err).s);
   cr_assert(strstr(se3_error_str(&err).s, target) && strstr(se3_error_str(&err).s, what) &&
                 strstr(se3_error_str(&err).s, "not a regular file"),
             "%s", se3_error_str(&err).s);
@@ -308,6 +309,7 @@ Test(atomic_file, same_file_by_device_and_inode) {
   cr_assert_eq(atomic_file_keep_add(&k, db), 0);
   struct se3_error err = {0};
   cr_assert_eq(atomic_file_check_keep(&k, hard, &err), -1);
+  cr_assert_eq(err.kind, SE3_ERR_USAGE, "an output that is an input is the command line's: kind %d", (int)err.kind);
   cr_assert(strstr(se3_error_str(&err).s, hard) && strstr(se3_error_str(&err).s, db), "%s", se3_error_str(&err).s);
   cr_assert_eq(atomic_file_check_keep(&k, wal, &err), 0, "%s", se3_error_str(&err).s);
   atomic_file_keep_free(&k);

@@ -73,6 +73,9 @@ Test(store, refuses_foreign_and_newer_databases) {
   cr_assert_neq(store_open(&s, p, STORE_WRITE, "wal", 1000, &err), 0);
   cr_assert(strstr(se3_error_str(&err).s, "not a se3screen database"), "%s", se3_error_str(&err).s);
   cr_assert(strstr(se3_error_str(&err).s, p), "the message names the file: %s", se3_error_str(&err).s);
+  /* an error value: the database's kind, the file in its place */
+  cr_assert_eq(err.kind, SE3_ERR_DB, "kind %d: %s", (int)err.kind, se3_error_str(&err).s);
+  cr_assert_str_eq(err.file, p);
   free(p);
 
   p = db_path("store_newer");
@@ -233,6 +236,8 @@ Test(store, lock_file_symlink_or_fifo_is_refused) {
   cr_assert_neq(store_lock(&s, &err), 0, "the lock was taken through a symbolic link");
   cr_assert(strstr(se3_error_str(&err).s, lock), "the message names the lock file: %s", se3_error_str(&err).s);
   cr_assert(strstr(se3_error_str(&err).s, "symbolic link"), "%s", se3_error_str(&err).s);
+  cr_assert_eq(err.kind, SE3_ERR_IO, "kind %d: %s", (int)err.kind, se3_error_str(&err).s);
+  cr_assert_str_eq(err.file, lock);
   char *t = tu_read(target, NULL);
   cr_assert_str_eq(t, "precious contents\n", "the link's target was changed");
   free(t);
