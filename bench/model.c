@@ -386,8 +386,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "model_bench: --dp is for --mode train\n");
       return 2;
     }
-    if (comm_open(&comm, err, sizeof err)) {
-      fprintf(stderr, "model_bench: %s\n", err);
+    struct se3_error cerr;
+    if (comm_open(&comm, &cerr)) {
+      fprintf(stderr, "model_bench: %s\n", se3_error_str(&cerr).s);
       return 1;
     }
     if (!comm) {

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "common/atomic_file.h"
 
+#include "common/error.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -96,35 +98,38 @@ static const char *kind_of(mode_t m) {
 }
 
 /* What lstat says of path may be replaced: 0, or -1 with why not. */
-static int refuse_kind(const char *path, mode_t m, char *err, size_t errlen) {
+static int refuse_kind(const char *path, mode_t m, struct se3_error *err) {
   if (S_ISREG(m)) return 0;
   if (S_ISLNK(m))
-    snprintf(err, errlen,
-             "%s is a symbolic link: se3screen neither writes through links nor replaces them; name the file it "
-             "points to, or another file",
-             path);
+    se3_error_set(err, SE3_ERR_IO,
+                  "%s is a symbolic link: se3screen neither writes through links nor replaces them; name the file "
+                  "it points to, or another file",
+                  path);
   else
-    snprintf(err, errlen, "%s is a %s, not a regular file: se3screen replaces regular files only; name another file",
-             path, kind_of(m));
+    se3_error_set(err, SE3_ERR_IO,
+                  "%s is a %s, not a regular file: se3screen replaces regular files only; name another file", path,
+                  kind_of(m));
   return -1;
 }
 
-int atomic_file_open(struct atomic_file *a, const char *path, char *err, size_t errlen) {
+int atomic_file_open(struct atomic_file *a, const char *path, struct se3_error *err) {
   memset(a, 0, sizeof *a);
   a->mode = a->uid = a->gid = -1;
   struct stat st;
   if (lstat(path, &st) == 0) {
-    if (refuse_kind(path, st.st_mode, err, errlen)) return -1;
+    if (refuse_kind(path, st.st_mode, err)) return -1;
     a->mode = (int)(st.st_mode & 0777);
     a->uid = (int)st.st_uid;
     a->gid = (int)st.st_gid;
   } else if (errno != ENOENT) {
-    snprintf(err, errlen, "%s: cannot look at it: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot look at it: %s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   /* (a missing folder is reported below, by the create, as "No such file") */
   if (!(a->path = strdup(path))) {
-    snprintf(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     clear(a);
     return -1;
   }
@@ -136,7 +141,8 @@ int atomic_file_open(struct atomic_file *a, const char *path, char *err, size_t 
     free(a->tmp);
     if (asprintf(&a->tmp, "%s.tmp-%d-%016llx", path, (int)getpid(), (unsigned long long)random64()) < 0) {
       a->tmp = NULL;
-      snprintf(err, errlen, "%s: out of memory", path);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+      se3_error_at(err, path, 0, 0);
       clear(a);
       return -1;
     }
@@ -147,13 +153,15 @@ int atomic_file_open(struct atomic_file *a, const char *path, char *err, size_t 
     reg_drop(a->slot); /* not ours: never unlink it */
     a->slot = 0;
     if (e == EEXIST && tries < 100) continue;
-    snprintf(err, errlen, "%s: cannot create %s: %s", path, a->tmp, strerror(e));
+    se3_error_set(err, SE3_ERR_IO, "cannot create %s: %s", a->tmp, strerror(e));
+    se3_error_at(err, path, 0, 0);
     clear(a);
     return -1;
   }
   a->f = fdopen(fd, "wb");
   if (!a->f) {
-    snprintf(err, errlen, "%s: cannot write %s: %s", path, a->tmp, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot write %s: %s", a->tmp, strerror(errno));
+    se3_error_at(err, path, 0, 0);
     close(fd);
     unlink(a->tmp);
     clear(a);
@@ -181,15 +189,17 @@ static int sync_dir(const char *path) {
   return e;
 }
 
-int atomic_file_commit(struct atomic_file *a, char *err, size_t errlen) {
+int atomic_file_commit(struct atomic_file *a, struct se3_error *err) {
   if (!a->f) {
-    snprintf(err, errlen, "%s: not open for writing", a->path ? a->path : "(no file)");
+    se3_error_set(err, SE3_ERR_IO, "not open for writing");
+    se3_error_at(err, a->path ? a->path : "(no file)", 0, 0);
     atomic_file_abort(a);
     return -1;
   }
   int e = 0;
   if (ferror(a->f)) {
-    snprintf(err, errlen, "%s: a write to %s failed", a->path, a->tmp);
+    se3_error_set(err, SE3_ERR_IO, "a write to %s failed", a->tmp);
+    se3_error_at(err, a->path, 0, 0);
     atomic_file_abort(a);
     return -1;
   }
@@ -207,46 +217,53 @@ int atomic_file_commit(struct atomic_file *a, char *err, size_t errlen) {
   }
   if (!e && fsync(fd) != 0) e = errno ? errno : EIO;
   if (e) {
-    snprintf(err, errlen, "%s: cannot write %s: %s", a->path, a->tmp, strerror(e));
+    se3_error_set(err, SE3_ERR_IO, "cannot write %s: %s", a->tmp, strerror(e));
+    se3_error_at(err, a->path, 0, 0);
     atomic_file_abort(a);
     return -1;
   }
   int closed = fclose(a->f);
   a->f = NULL;
   if (closed != 0) {
-    snprintf(err, errlen, "%s: cannot write %s: %s", a->path, a->tmp, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot write %s: %s", a->tmp, strerror(errno));
+    se3_error_at(err, a->path, 0, 0);
     atomic_file_abort(a);
     return -1;
   }
   /* PATH may have changed while we wrote: look again (rename would replace
    * a link, a device or a FIFO put there meanwhile without a word) */
   struct stat st;
-  if (lstat(a->path, &st) == 0 && refuse_kind(a->path, st.st_mode, err, errlen)) {
+  if (lstat(a->path, &st) == 0 && refuse_kind(a->path, st.st_mode, err)) {
     atomic_file_abort(a);
     return -1;
   }
   if (rename(a->tmp, a->path) != 0) {
-    snprintf(err, errlen, "%s: cannot replace it with %s: %s", a->path, a->tmp, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot replace it with %s: %s", a->tmp, strerror(errno));
+    se3_error_at(err, a->path, 0, 0);
     atomic_file_abort(a);
     return -1;
   }
   /* renamed: the new contents are in place; a failed folder sync only means
    * the rename might not survive a power cut, which the caller must hear */
   e = sync_dir(a->path);
-  if (e) snprintf(err, errlen, "%s: written, but its folder cannot be synced: %s", a->path, strerror(e));
+  if (e) {
+    se3_error_set(err, SE3_ERR_IO, "written, but its folder cannot be synced: %s", strerror(e));
+    se3_error_at(err, a->path, 0, 0);
+  }
   clear(a);
   return e ? -1 : 0;
 }
 
-int atomic_file_write(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+int atomic_file_write(const char *path, const void *data, size_t n, struct se3_error *err) {
   struct atomic_file a;
-  if (atomic_file_open(&a, path, err, errlen)) return -1;
+  if (atomic_file_open(&a, path, err)) return -1;
   if (n && fwrite(data, 1, n, a.f) != n) {
-    snprintf(err, errlen, "%s: cannot write %s: %s", path, a.tmp, strerror(errno ? errno : EIO));
+    se3_error_set(err, SE3_ERR_IO, "cannot write %s: %s", a.tmp, strerror(errno ? errno : EIO));
+    se3_error_at(err, path, 0, 0);
     atomic_file_abort(&a);
     return -1;
   }
-  return atomic_file_commit(&a, err, errlen);
+  return atomic_file_commit(&a, err);
 }
 
 /* ---- outputs that must not be inputs ------------------------------------- */
@@ -298,15 +315,17 @@ void atomic_file_keep_free(struct atomic_file_keep *k) {
   memset(k, 0, sizeof *k);
 }
 
-int atomic_file_check_keep(const struct atomic_file_keep *k, const char *out, char *err, size_t errlen) {
+int atomic_file_check_keep(const struct atomic_file_keep *k, const char *out, struct se3_error *err) {
   for (size_t i = 0; i < k->n; i++)
     if (atomic_file_same(out, k->path[i])) {
       if (!strcmp(out, k->path[i]))
-        snprintf(err, errlen, "%s is a file this command reads: writing it would destroy it; name another file", out);
+        se3_error_set(err, SE3_ERR_USAGE,
+                      "%s is a file this command reads: writing it would destroy it; name another file", out);
       else
-        snprintf(err, errlen,
-                 "%s is %s (the same file), which this command reads: writing it would destroy it; name another file",
-                 out, k->path[i]);
+        se3_error_set(err, SE3_ERR_USAGE,
+                      "%s is %s (the same file), which this command reads: writing it would destroy it; name "
+                      "another file",
+                      out, k->path[i]);
       return -1;
     }
   return 0;

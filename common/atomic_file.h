@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct se3_error;
+
 struct atomic_file {
   FILE *f;      /* write here between open and commit */
   char *path;   /* the file to replace */
@@ -51,17 +53,17 @@ struct atomic_file {
 /* Creates the temporary file. 0, or -1 with a message naming it in err
  * (a is then cleared; nothing to abort): PATH is a symbolic link or not a
  * regular file, or the temporary cannot be created. */
-int atomic_file_open(struct atomic_file *a, const char *path, char *err, size_t errlen);
+int atomic_file_open(struct atomic_file *a, const char *path, struct se3_error *err);
 /* Checks every write, gives the temporary the old file's mode, fsyncs,
  * renames over PATH and fsyncs the folder. 0, or -1 with a message naming
  * the file and the error (the temporary file is removed, PATH untouched).
  * a is cleared either way. */
-int atomic_file_commit(struct atomic_file *a, char *err, size_t errlen);
+int atomic_file_commit(struct atomic_file *a, struct se3_error *err);
 /* Gives up: closes and removes the temporary file, PATH untouched. Safe on a
  * cleared struct. */
 void atomic_file_abort(struct atomic_file *a);
 /* The three in one: PATH's new contents are the n bytes at data. */
-int atomic_file_write(const char *path, const void *data, size_t n, char *err, size_t errlen);
+int atomic_file_write(const char *path, const void *data, size_t n, struct se3_error *err);
 
 /* Removes every temporary file this process has open (atomic_file_open'd,
  * neither committed nor aborted). Async-signal-safe (unlink(2) and atomic
@@ -90,6 +92,6 @@ void atomic_file_keep_free(struct atomic_file_keep *k);
 /* 0 when out is none of k's files (atomic_file_same), else -1 with
  * a message naming out and the file it is ("OUT is KEPT (the same file),
  * which this command reads: ... name another file") in err. */
-int atomic_file_check_keep(const struct atomic_file_keep *k, const char *out, char *err, size_t errlen);
+int atomic_file_check_keep(const struct atomic_file_keep *k, const char *out, struct se3_error *err);
 
 #endif

@@ -86,7 +86,7 @@ static int wait_req_max(MPI_Request *r, long max_ns) {
 /* The sleeps grow to a millisecond: a process waiting for the others. */
 static int wait_req(MPI_Request *r) { return wait_req_max(r, 1000000); }
 
-int comm_open(struct se3_comm **out, char *err, size_t errlen) {
+int comm_open(struct se3_comm **out, struct se3_error *err) {
   *out = NULL;
   int known, n = launched_size(&known);
   /* SE3_COMM=mpi: join MPI even as the only process (a run of one then
@@ -98,12 +98,13 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
   /* serialized: the background sums' thread calls MPI while the caller
    * computes (never both at once) */
   if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-    snprintf(err, errlen, "MPI failed to start (the launcher started %s processes)", known ? "several" : "this");
+    se3_error_set(err, SE3_ERR_RUN, "MPI failed to start (the launcher started %s processes)",
+                  known ? "several" : "this");
     return -1;
   }
   struct se3_comm *c = calloc(1, sizeof *c);
   if (!c) {
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return -1;
   }
   c->world = MPI_COMM_WORLD;
@@ -119,7 +120,7 @@ int comm_open(struct se3_comm **out, char *err, size_t errlen) {
     return 0;
   }
   if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node) != MPI_SUCCESS) {
-    snprintf(err, errlen, "MPI could not tell which processes share this node");
+    se3_error_set(err, SE3_ERR_RUN, "MPI could not tell which processes share this node");
     free(c);
     return -1;
   }
@@ -443,19 +444,19 @@ struct se3_comm {
   int unused;
 };
 
-int comm_open(struct se3_comm **out, char *err, size_t errlen) {
+int comm_open(struct se3_comm **out, struct se3_error *err) {
   *out = NULL;
   int known, n = launched_size(&known);
   if (n > 1) {
-    snprintf(err, errlen,
-             "a launcher started %s processes, but this se3screen was built without MPI: install libopenmpi-dev "
-             "and rebuild (cmake finds MPI by itself), or start one process",
-             known ? "several" : "more than one");
+    se3_error_set(err, SE3_ERR_RUN,
+                  "a launcher started %s processes, but this se3screen was built without MPI: install "
+                  "libopenmpi-dev and rebuild (cmake finds MPI by itself), or start one process",
+                  known ? "several" : "more than one");
     return -1;
   }
   const char *want = getenv("SE3_COMM");
   if (want && !strcmp(want, "mpi")) {
-    snprintf(err, errlen, "SE3_COMM=mpi, but this se3screen was built without MPI");
+    se3_error_set(err, SE3_ERR_RUN, "SE3_COMM=mpi, but this se3screen was built without MPI");
     return -1;
   }
   return 0;

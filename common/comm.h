@@ -29,13 +29,15 @@
 
 #include <stddef.h>
 
+#include "common/error.h"
+
 struct se3_comm;
 
 /* Joins the launcher's job. *out = NULL for a process started without a
  * launcher (or by one that started it alone). -1 with a message when the
  * launcher started several processes but this build has no MPI, or MPI
  * failed to start. Call once, before any other thread exists. */
-int comm_open(struct se3_comm **out, char *err, size_t errlen);
+int comm_open(struct se3_comm **out, struct se3_error *err);
 /* Leaves the job (MPI_Finalize); NULL is allowed. */
 void comm_close(struct se3_comm *c);
 /* Ends every process of the job with exit status code. */

@@ -55,7 +55,7 @@ int workdir_add_tree(struct atomic_file_keep *k, const char *folder, int depth, 
   return bad;
 }
 
-int workdir_check_input(const char *workdir, const char *in, char *err, size_t errlen) {
+int workdir_check_input(const char *workdir, const char *in, struct se3_error *err) {
   static const char *const written[] = {"hits.csv", "hits.sdf", "report.html"};
   struct atomic_file_keep k = {0};
   char db[PATH_MAX], shards[PATH_MAX], models[PATH_MAX];
@@ -67,14 +67,15 @@ int workdir_check_input(const char *workdir, const char *in, char *err, size_t e
     bad = workdir_add_fmt(&k, workdir, "/", written[i]);
   int rc = -1;
   if (bad) {
-    snprintf(err, errlen, "%s: out of memory listing the files the run writes", workdir);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory listing the files the run writes");
+    se3_error_at(err, workdir, 0, 0);
   } else {
     for (size_t i = 0; i < k.n; i++)
       if (atomic_file_same(in, k.path[i])) {
-        snprintf(err, errlen,
-                 "%s is %s, which this run writes (it would be replaced while it is an input): copy it out of the "
-                 "workdir and name the copy",
-                 in, k.path[i]);
+        se3_error_set(err, SE3_ERR_USAGE,
+                      "%s is %s, which this run writes (it would be replaced while it is an input): copy it out of "
+                      "the workdir and name the copy",
+                      in, k.path[i]);
         goto out;
       }
     rc = 0;

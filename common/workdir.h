@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "common/atomic_file.h"
+#include "common/error.h"
 
 /* Adds a/b/c (concatenated) to k. 0, or -1 out of memory. */
 int workdir_add_fmt(struct atomic_file_keep *k, const char *a, const char *b, const char *c);
@@ -26,6 +27,6 @@ int workdir_add_tree(struct atomic_file_keep *k, const char *folder, int depth, 
 
 /* Refuses in, an input file of a run writing into workdir, when it is one
  * of the files that run writes. 0, or -1 with a message naming both in err. */
-int workdir_check_input(const char *workdir, const char *in, char *err, size_t errlen);
+int workdir_check_input(const char *workdir, const char *in, struct se3_error *err);
 
 #endif

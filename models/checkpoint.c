@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "common/fsutil.h"
 #include "common/le.h"
 
@@ -36,7 +37,11 @@ static void wr(struct se3_ckpt_writer *w, const void *p, size_t n) {
 int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, char *err, size_t errlen) {
   memset(w, 0, sizeof *w);
   w->hash = 0xcbf29ce484222325ULL;
-  if (atomic_file_open(&w->af, path, err, errlen)) return -1;
+  struct se3_error e2;
+  if (atomic_file_open(&w->af, path, &e2)) {
+    se3_error_format(&e2, err, errlen);
+    return -1;
+  }
   uint8_t head[8];
   memcpy(head, CK_MAGIC, 4);
   le_put_u16(head + 4, CK_VERSION);
@@ -103,7 +108,9 @@ int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen) {
     se3_ckpt_abort(w);
     return -1;
   }
-  int rc = atomic_file_commit(&w->af, err, errlen);
+  struct se3_error e2;
+  int rc = atomic_file_commit(&w->af, &e2);
+  if (rc) se3_error_format(&e2, err, errlen);
   memset(w, 0, sizeof *w);
   return rc;
 }
@@ -172,7 +179,8 @@ static int walk(struct se3_ckpt *c, int check, char *err, size_t errlen) {
     if (nl == 0 || nl > 255)
       return refuse(c, err, errlen, "record %d: its name is %zu bytes long (1 to 255 allowed)", n + 1, nl);
     if (end - pos < 12 + (uint64_t)nl) return refuse(c, err, errlen, "record %d runs past the end of the file", n + 1);
-    if (fetch(c, pos + 2, head + 2, nl + 10)) return refuse(c, err, errlen, "the file became shorter while it was read");
+    if (fetch(c, pos + 2, head + 2, nl + 10))
+      return refuse(c, err, errlen, "the file became shorter while it was read");
     for (size_t i = 0; i < nl; i++)
       if (head[2 + i] <= 0x20 || head[2 + i] >= 0x7f)
         return refuse(c, err, errlen, "record %d: its name has the byte 0x%02x (printable ASCII only)", n + 1,

@@ -106,9 +106,10 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
     return;
   }
   struct model_card card;
-  char *first = NULL, why[3072];
-  if (model_card_read_path(ck->value, &card, &first, why, sizeof why)) {
-    cfg_err_node(ld, ck, MODEL_KEY, "%s", why);
+  char *first = NULL;
+  struct se3_error why;
+  if (model_card_read_path(ck->value, &card, &first, &why)) {
+    cfg_err_node(ld, ck, MODEL_KEY, "%s", se3_error_str(&why).s);
     return;
   }
   char missing[1024] = "";
@@ -152,8 +153,8 @@ static void apply_model_card(struct ld *ld, struct cfg_node *root, const struct 
                  "settings they were trained with): set %s in this workflow as %s when the model was trained",
                  ck->value, n_missing == 1 ? "the setting" : "the settings", missing, first,
                  n_missing == 1 ? "it" : "them", n_missing == 1 ? "it was" : "they were");
-  else if (ld->n_errs == errs_before && model_card_fits(&card, root, first, why, sizeof why))
-    cfg_err_node(ld, ck, MODEL_KEY, "%s", why);
+  else if (ld->n_errs == errs_before && model_card_fits(&card, root, first, &why))
+    cfg_err_node(ld, ck, MODEL_KEY, "%s", se3_error_str(&why).s);
   free(first);
   model_card_free(&card);
 }

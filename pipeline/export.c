@@ -28,6 +28,7 @@
 #include "chem/sdtext.h"
 #include "common/csvcell.h"
 #include "common/atomic_file.h"
+#include "common/error.h"
 #include "pipeline/config.h"
 #include "pipeline/query.h"
 #include "pipeline/runner.h"
@@ -358,9 +359,9 @@ static int smi_row(struct exp *e) {
 static int check_output(const char *out, const char *db) {
   if (!strcmp(out, "-")) return SE3_EXIT_OK;
   /* first, before out need exist: screen.db-wal is the database's too */
-  char err[8448];
-  if (run_files_check_output(db, out, err, sizeof err)) {
-    fprintf(stderr, WHO ": -o %s\n", err);
+  struct se3_error err;
+  if (run_files_check_output(db, out, &err)) {
+    fprintf(stderr, WHO ": -o %s\n", se3_error_str(&err).s);
     return SE3_EXIT_USAGE;
   }
   struct stat so;
@@ -509,9 +510,9 @@ int export_run(const struct export_opts *o) {
     goto done;
   }
   if (strcmp(o->out, "-")) {
-    char err[8448];
-    if (atomic_file_open(&af, o->out, err, sizeof err)) {
-      fprintf(stderr, WHO ": %s\n", err);
+    struct se3_error err;
+    if (atomic_file_open(&af, o->out, &err)) {
+      fprintf(stderr, WHO ": %s\n", se3_error_str(&err).s);
       ret = SE3_EXIT_FAILED;
       goto done;
     }
@@ -546,9 +547,9 @@ int export_run(const struct export_opts *o) {
     atomic_file_abort(&af);
     fprintf(stderr, WHO ": no file written (%s is as it was)\n", o->out);
   } else {
-    char err[8448];
-    if (atomic_file_commit(&af, err, sizeof err)) {
-      fprintf(stderr, WHO ": %s\n", err);
+    struct se3_error err;
+    if (atomic_file_commit(&af, &err)) {
+      fprintf(stderr, WHO ": %s\n", se3_error_str(&err).s);
       ret = SE3_EXIT_FAILED;
     }
   }

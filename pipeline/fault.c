@@ -14,13 +14,13 @@
 
 #ifndef SE3_FAULTS
 
-int fault_init(char *err, size_t errlen) {
+int fault_init(struct se3_error *err) {
   const char *v = getenv("SE3_FAULT");
   if (v && *v) {
-    snprintf(err, errlen,
-             "SE3_FAULT=%s: this se3screen was built without fault injection (cmake -DSE3_FAULTS=ON); unset "
-             "SE3_FAULT",
-             v);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "SE3_FAULT=%s: this se3screen was built without fault injection (cmake -DSE3_FAULTS=ON); unset "
+                  "SE3_FAULT",
+                  v);
     return -1;
   }
   return 0;
@@ -190,10 +190,10 @@ static const char *v_next_call(sqlite3_vfs *v, const char *name) {
   return below->xNextSystemCall(below, name);
 }
 
-static int install_vfs(char *err, size_t errlen) {
+static int install_vfs(struct se3_error *err) {
   below = sqlite3_vfs_find(NULL);
   if (!below) {
-    snprintf(err, errlen, "SE3_FAULT: SQLite has no default VFS to wrap");
+    se3_error_set(err, SE3_ERR_DB, "SE3_FAULT: SQLite has no default VFS to wrap");
     return -1;
   }
   for (int i = 0; i < 3; i++) {
@@ -227,7 +227,7 @@ static int install_vfs(char *err, size_t errlen) {
   }
   int rc = sqlite3_vfs_register(&shim, 1);
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "SE3_FAULT: cannot register the fault VFS: %s", sqlite3_errstr(rc));
+    se3_error_set(err, SE3_ERR_DB, "SE3_FAULT: cannot register the fault VFS: %s", sqlite3_errstr(rc));
     return -1;
   }
   return 0;
@@ -257,15 +257,15 @@ static int m_roundup(int n) { return mem_below.xRoundup(n); }
 static int m_init(void *app) { return mem_below.xInit(app); }
 static void m_shutdown(void *app) { mem_below.xShutdown(app); }
 
-static int install_malloc(char *err, size_t errlen) {
+static int install_malloc(struct se3_error *err) {
   int rc = sqlite3_config(SQLITE_CONFIG_GETMALLOC, &mem_below);
   if (rc == SQLITE_OK) {
     sqlite3_mem_methods m = {m_malloc, m_free, m_realloc, m_size, m_roundup, m_init, m_shutdown, mem_below.pAppData};
     rc = sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
   }
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "SE3_FAULT: cannot wrap SQLite's allocator (%s): SQLite was used before fault_init",
-             sqlite3_errstr(rc));
+    se3_error_set(err, SE3_ERR_DB, "SE3_FAULT: cannot wrap SQLite's allocator (%s): SQLite was used before fault_init",
+                  sqlite3_errstr(rc));
     return -1;
   }
   return 0;
@@ -306,18 +306,19 @@ static int parse(const char *v) {
   return -1;
 }
 
-int fault_init(char *err, size_t errlen) {
+int fault_init(struct se3_error *err) {
   static int done;
   if (done) return 0;
   done = 1;
   const char *v = getenv("SE3_FAULT");
   if (!v || !*v) return 0;
   if (parse(v)) {
-    snprintf(err, errlen,
-             "SE3_FAULT=%s: expected commit:N, crash:N, write:N or alloc:N (N a whole number from 1), or count", v);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "SE3_FAULT=%s: expected commit:N, crash:N, write:N or alloc:N (N a whole number from 1), or count",
+                  v);
     return -1;
   }
-  if (install_malloc(err, errlen) || install_vfs(err, errlen)) return -1;
+  if (install_malloc(err) || install_vfs(err)) return -1;
   atexit(report_counts);
   return 0;
 }

@@ -28,12 +28,14 @@
 #include <sqlite3.h>
 #include <stddef.h>
 
+#include "common/error.h"
+
 /* Reads SE3_FAULT once and installs what it asks for; to be called early in
  * main, before SQLite is first used (an allocation fault needs
  * SQLITE_CONFIG_MALLOC before sqlite3_initialize). 0 when SE3_FAULT is
  * unset, empty or valid; -1 with a message in err when it is malformed, or
  * set in a build without SE3_FAULTS. */
-int fault_init(char *err, size_t errlen);
+int fault_init(struct se3_error *err);
 
 /* Counts (and fails, when asked) the commits of db, a connection opened to
  * write. Nothing when SE3_FAULT is unset. */

@@ -41,8 +41,8 @@ static int read_int(sqlite3 *db, char *sql, long long *v) {
 
 /* ---- opening, and a failed read said */
 
-int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen) {
-  return store_open(st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(root), err, errlen);
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, struct se3_error *err) {
+  return store_open(st, path, STORE_READONLY, NULL, cfg_busy_timeout_ms(root), err);
 }
 
 int ledger_read_failed(struct run *r, const char *schema, const char *stage) {
@@ -115,13 +115,15 @@ int ledger_record_run(struct run *r, const char *stage) {
  * failure to write it is said, not the run's, and leaves r->err (the
  * run's own failure, printed after this) as it was. */
 void ledger_finish_run(struct run *r, int ret) {
-  char when[32], err[512];
+  char when[32];
+  struct se3_error err;
   run_now_iso(when, sizeof when);
   const char *status = ret == SE3_EXIT_OK ? "done" : ret == SE3_EXIT_STOPPED ? "stopped" : "failed";
   char *sql = sqlite3_mprintf("UPDATE runs SET finished=%Q, status=%Q, exit_code=%d, message=%Q WHERE id=%lld", when,
                               status, ret, r->err.message[0] ? se3_error_str(&r->err).s : NULL, r->run_id);
-  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
-    progress_log(NULL, "the end of this run was not recorded (runs): %s", sql ? err : "out of memory");
+  if (!sql || store_exec(r->st.db, sql, &err))
+    progress_log(NULL, "the end of this run was not recorded (runs): %s",
+                 sql ? se3_error_str(&err).s : "out of memory");
   sqlite3_free(sql);
 }
 
@@ -318,7 +320,8 @@ int ledger_forget_stage(struct run *r, const char *stage) {
  * stage_runs: the report sums a stage's time over every run. A failure to
  * write it is said, not the run's. */
 void ledger_stage_time(struct run *r, const struct stage *s, const char *started, double t0, int ret) {
-  char finished[40], shard[32], err[512];
+  char finished[40], shard[32];
+  struct se3_error err;
   run_now_iso_ms(finished, sizeof finished);
   snprintf(shard, sizeof shard, "%d/%d", r->shard, r->n_shards);
   char *sql = sqlite3_mprintf(
@@ -330,9 +333,9 @@ void ledger_stage_time(struct run *r, const struct stage *s, const char *started
       : ret == SE3_EXIT_STOPPED ? "stopped"
                                 : "failed",
       r->n_shards > 1 ? shard : NULL);
-  if (!sql || store_exec(r->st.db, sql, err, sizeof err))
+  if (!sql || store_exec(r->st.db, sql, &err))
     progress_log(NULL, "%s: its time in this run was not recorded (stage_runs): %s", s->name,
-                 sql ? err : "out of memory");
+                 sql ? se3_error_str(&err).s : "out of memory");
   sqlite3_free(sql);
 }
 

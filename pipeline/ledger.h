@@ -28,7 +28,7 @@
  * STORE_READONLY) with the busy timeout of the workflow's schema
  * (cfg_busy_timeout_ms(root); root NULL: the schema's default). 0, or -1
  * (-2: locked beyond the timeout) with err set; store_close closes it. */
-int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, char *err, size_t errlen);
+int ledger_open_ro(struct store *st, const char *path, const struct cfg_node *root, struct se3_error *err);
 /* A read of stage `stage`'s ledger in schema of r's database that returned
  * -1, said in r->err (with sqlite3_errmsg; call it before anything else
  * runs on the connection). Returns -1. */

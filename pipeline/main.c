@@ -176,9 +176,9 @@ static int verb_run(int argc, char **argv) {
   ro.command_line = cl;
   /* started by mpirun or srun: the processes of one data-parallel run */
   struct se3_comm *comm = NULL;
-  char why[512];
-  if (comm_open(&comm, why, sizeof why)) {
-    fprintf(stderr, "se3screen: %s\n", why);
+  struct se3_error why;
+  if (comm_open(&comm, &why)) {
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&why).s);
     free(cl);
     free(sets);
     return SE3_EXIT_FAILED;
@@ -601,28 +601,28 @@ static int verb_report(int argc, char **argv) {
     snprintf(dflt, sizeof dflt, "%.*sreport.html", slash ? (int)(slash - path + 1) : 0, path);
     out = dflt;
   }
-  char err[8192];
+  struct se3_error oe;
   /* The database first, as every reading verb opens it: a file that is no
    * se3screen database, or one another process keeps locked, is refused
    * before anything else reads it; held open to the end, the opening also
    * has the folder left as it was found (store.h) */
   struct store st;
-  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
-    fprintf(stderr, "se3screen: %s\n", err);
+  if (ledger_open_ro(&st, path, NULL, &oe)) {
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&oe).s);
     return SE3_EXIT_FAILED;
   }
   if (st.note) fprintf(stderr, "se3screen: note: %s\n", st.note);
   /* -o must not name what the report reads: the database (whose page it
    * would become), its companions, shards, checkpoints, inputs */
-  if (run_files_check_output(path, out, err, sizeof err)) {
-    fprintf(stderr, "se3screen: report -o %s\n", err);
+  if (run_files_check_output(path, out, &oe)) {
+    fprintf(stderr, "se3screen: report -o %s\n", se3_error_str(&oe).s);
     store_close(&st);
     return SE3_EXIT_USAGE;
   }
-  int failed = report_write(st.db, path, &ro, out, err, sizeof err);
+  int failed = report_write(st.db, path, &ro, out, &oe);
   store_close(&st);
   if (failed) {
-    fprintf(stderr, "se3screen: %s\n", err);
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&oe).s);
     return SE3_EXIT_FAILED;
   }
   if (strcmp(out, "-")) fprintf(stderr, "se3screen: wrote %s\n", out);
@@ -796,9 +796,9 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   stage_cpu_reexec(argv); /* before any work: OpenBLAS and libgomp read their settings at load time */
-  char fault_err[512];
-  if (fault_init(fault_err, sizeof fault_err)) { /* SE3_FAULT (pipeline/fault.h): before SQLite is first used */
-    fprintf(stderr, "se3screen: %s\n", fault_err);
+  struct se3_error fault_err;
+  if (fault_init(&fault_err)) { /* SE3_FAULT (pipeline/fault.h): before SQLite is first used */
+    fprintf(stderr, "se3screen: %s\n", se3_error_str(&fault_err).s);
     return SE3_EXIT_USAGE;
   }
   if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) return print_version();

@@ -100,7 +100,7 @@ static int already_folded(struct run *r, const struct stage *s) {
 static int fold_shard(struct run *r, const char *path, const char *want_stage, const char *want_hash, char **workflow,
                       char **sets) {
   struct store sh;
-  if (ledger_open_ro(&sh, path, r->root, run_errbuf(r), sizeof r->err.message)) return -2;
+  if (ledger_open_ro(&sh, path, r->root, &r->err)) return -2;
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
   struct ledger_stage its;
   if (!stage || ledger_read_stage(sh.db, NULL, stage, &its) < 0) its.config_hash[0] = 0;
@@ -174,7 +174,7 @@ static int fold_shard(struct run *r, const char *path, const char *want_stage, c
   int kept = 0;
   struct stage_fold f = {.db = r->st.db, .db_path = r->st.path, .root = r->root, .ledger = &ledger_stage_reads};
   if (!want_hash && s->merge.fold && (kept = s->merge.fold(&f)) < 0) {
-    se3_error_set(&r->err, SE3_ERR_RUN, "%s", f.err);
+    r->err = f.err; /* (its kind and text as the fold said them) */
     goto rollback;
   }
   /* Rows are keyed identically in every shard, so OR REPLACE makes this idempotent. */
@@ -308,9 +308,9 @@ struct merge_ref {
  * of the current configuration with it. */
 static int merge_verdict(struct run *r, struct merge_ref *ref, const char *path, char *why, size_t whylen) {
   struct store sh;
-  char err[1024];
-  if (ledger_open_ro(&sh, path, r->root, err, sizeof err)) {
-    snprintf(why, whylen, "it cannot be read: %s", err);
+  struct se3_error err;
+  if (ledger_open_ro(&sh, path, r->root, &err)) {
+    snprintf(why, whylen, "it cannot be read: %.1000s", se3_error_str(&err).s);
     return 0;
   }
   char *stage = run_query_text(sh.db, "SELECT value FROM meta WHERE key='stage'");
@@ -397,8 +397,7 @@ out:
  * none (or is no such database: opening it read-only changes nothing). */
 static char *db_meta(const char *path, const char *key) {
   struct store st;
-  char err[1024];
-  if (access(path, F_OK) != 0 || ledger_open_ro(&st, path, NULL, err, sizeof err)) return NULL;
+  if (access(path, F_OK) != 0 || ledger_open_ro(&st, path, NULL, NULL)) return NULL;
   char *v = run_query_text(st.db, "SELECT value FROM meta WHERE key=%Q", key);
   store_close(&st);
   return v;
@@ -470,7 +469,7 @@ int runner_merge(const char *db_path) {
   if (store_open_locked(
           &r.st, db_path, STORE_WRITE, r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
           r.root ? (int)cfg_int(r.root, "store.busy_timeout_ms") : atoi(cfg_schema_default("store.busy_timeout_ms")),
-          run_errbuf(&r), sizeof r.err.message))
+          &r.err))
     goto done;
   for (int i = 0; i < N_STAGES; i++)
     r.folded_as_now[i] =

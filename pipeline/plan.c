@@ -324,7 +324,7 @@ int runner_dry_run(const struct run_opts *o) {
   printf("se3screen run --dry-run %s: what a run would do now (nothing is written)\n", o->workflow);
   if (access(dbpath, F_OK) != 0) {
     printf("  %s does not exist yet: the run makes it and runs every stage whole\n", dbpath);
-  } else if (ledger_open_ro(&r.st, dbpath, r.root, run_errbuf(&r), sizeof r.err.message)) {
+  } else if (ledger_open_ro(&r.st, dbpath, r.root, &r.err)) {
     fprintf(stderr, "se3screen: %s\n", se3_error_str(&r.err).s);
     ret = SE3_EXIT_FAILED;
   } else {

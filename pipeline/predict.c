@@ -204,17 +204,17 @@ static int workdir_is_ours(const char *workdir, const char *yaml) {
   /* none, or an empty file (a run killed as it created the database) */
   if (stat(db, &sb) != 0 || (S_ISREG(sb.st_mode) && sb.st_size == 0)) return 0;
   struct store h;
-  char err[1024];
+  struct se3_error err;
   sqlite3_stmt *st = NULL;
-  int rc = ledger_open_ro(&h, db, NULL, err, sizeof err) ? SQLITE_CANTOPEN : SQLITE_OK;
+  int rc = ledger_open_ro(&h, db, NULL, &err) ? SQLITE_CANTOPEN : SQLITE_OK;
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(h.db, "SELECT value FROM meta WHERE key = 'workflow'", -1, &st, NULL);
-  else if (!strncmp(err, db, strlen(db)) && !strncmp(err + strlen(db), ": ", 2))
-    memmove(err, err + strlen(db) + 2, strlen(err + strlen(db) + 2) + 1); /* (the file is named once) */
+  else if (!strcmp(err.file, db))
+    err.file[0] = 0; /* (the file is named once) */
   int ret = 0;
   if (rc != SQLITE_OK) {
     ret = refuse("%s is not a result database of se3screen (%s): name another --workdir", db,
-                 h.db ? sqlite3_errmsg(h.db) : err);
+                 h.db ? sqlite3_errmsg(h.db) : se3_error_str(&err).s);
   } else if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *wf = (const char *)sqlite3_column_text(st, 0);
     const char *last = wf ? strrchr(wf, '/') : NULL;
@@ -240,7 +240,7 @@ static int workdir_is_ours(const char *workdir, const char *yaml) {
  * model, predict.yaml and the workdir's hits files. 0 or a refusal's exit
  * status, the message printed. */
 static int check_out(const char *out, const char *workdir, const struct atomic_file_keep *keep) {
-  char err[8192];
+  struct se3_error err;
   if (!out_kind(out)) return refuse("-o %s: the hits are written as .csv or .sdf: name a file ending in one", out);
   struct stat sb;
   if (lstat(out, &sb) == 0 && !S_ISREG(sb.st_mode))
@@ -258,16 +258,17 @@ static int check_out(const char *out, const char *workdir, const struct atomic_f
     return rc;
   }
   free(copy);
-  if (atomic_file_check_keep(keep, out, err, sizeof err)) return refuse("-o %s", err);
+  if (atomic_file_check_keep(keep, out, &err)) return refuse("-o %s", se3_error_str(&err).s);
   char db[PATH_MAX + 16];
   snprintf(db, sizeof db, "%s/screen.db", workdir);
-  if (run_files_check_output(db, out, err, sizeof err)) return refuse("-o %s", err);
+  if (run_files_check_output(db, out, &err)) return refuse("-o %s", se3_error_str(&err).s);
   return 0;
 }
 
 /* Copies the workdir's hits file of out's kind to out, atomically. */
 static int write_out(const char *workdir, const char *out) {
-  char from[PATH_MAX + 16], err[8192];
+  char from[PATH_MAX + 16];
+  struct se3_error err;
   snprintf(from, sizeof from, "%s/hits.%s", workdir, out_kind(out));
   size_t n = 0;
   char *data = slurp(from, &n);
@@ -275,10 +276,10 @@ static int write_out(const char *workdir, const char *out) {
     fprintf(stderr, WHO ": -o %s: cannot read %s: %s\n", out, from, strerror(errno));
     return SE3_EXIT_FAILED;
   }
-  int bad = atomic_file_write(out, data, n, err, sizeof err);
+  int bad = atomic_file_write(out, data, n, &err);
   free(data);
   if (bad) {
-    fprintf(stderr, WHO ": -o %s\n", err);
+    fprintf(stderr, WHO ": -o %s\n", se3_error_str(&err).s);
     return SE3_EXIT_FAILED;
   }
   fprintf(stderr, WHO ": wrote %s (a copy of %s)\n", out, from);
@@ -308,13 +309,13 @@ struct predict_job {
  * Each step returns 0, or the exit status of its refusal or failure, the
  * message printed. */
 static int check_model(struct predict_job *j) {
-  char err[8192];
+  struct se3_error err;
   struct stat sb;
   if (stat(j->o->model, &sb) != 0 || !realpath(j->o->model, j->model))
     return refuse("model %s: %s (a checkpoint file, a workdir or its models/ folder)", j->o->model, strerror(errno));
   char **members = NULL;
   int n_members = 0;
-  if (model_card_members(j->model, &members, &n_members, err, sizeof err)) return refuse("model %s", err);
+  if (model_card_members(j->model, &members, &n_members, &err)) return refuse("model %s", se3_error_str(&err).s);
   int kept = 0; /* its files, which -o must not replace */
   while (kept < n_members && !atomic_file_keep_add(&j->keep, members[kept]))
     kept++;
@@ -383,10 +384,10 @@ static int find_workdir(struct predict_job *j) {
 /* What the workdir holds: no input inside it, no other screen's database,
  * and a predict.yaml, if any, that predict wrote (kept in j->old). */
 static int check_workdir(struct predict_job *j) {
-  char err[8192];
+  struct se3_error err;
   snprintf(j->yaml, sizeof j->yaml, "%s/" YAML_NAME, j->workdir);
   for (int i = 0; i < j->o->n_inputs; i++)
-    if (workdir_check_input(j->workdir, j->inputs[i], err, sizeof err)) return refuse("input %s", err);
+    if (workdir_check_input(j->workdir, j->inputs[i], &err)) return refuse("input %s", se3_error_str(&err).s);
   int rc = workdir_is_ours(j->workdir, j->yaml);
   if (rc) return rc;
   size_t old_len = 0;
@@ -434,12 +435,12 @@ static int make_workdir(struct predict_job *j) {
 /* predict.yaml, rewritten only when it changes: the same command finds
  * the same workflow, and the runner's ledger resumes its work. */
 static int write_workflow(struct predict_job *j) {
-  char err[8192];
+  struct se3_error err;
   j->text = workflow_text(j->workdir, j->model, j->inputs, j->o->n_inputs, j->o->top);
   if (!j->text) return refuse("%s", "out of memory");
   if (!j->old || strcmp(j->old, j->text)) {
-    if (atomic_file_write(j->yaml, j->text, strlen(j->text), err, sizeof err)) {
-      fprintf(stderr, WHO ": %s\n", err);
+    if (atomic_file_write(j->yaml, j->text, strlen(j->text), &err)) {
+      fprintf(stderr, WHO ": %s\n", se3_error_str(&err).s);
       return SE3_EXIT_FAILED;
     }
   }
@@ -453,14 +454,13 @@ static int write_workflow(struct predict_job *j) {
  * when this command made it and nothing else is in it; one it rewrote
  * gets its earlier text back, so the earlier command still resumes. */
 static void undo_workflow(struct predict_job *j) {
-  char err[8192];
+  struct se3_error err;
   if (!j->old) {
     if (unlink(j->yaml) == 0) {
       if (j->made_workdir) rmdir(j->workdir); /* (only when empty) */
       fprintf(stderr, WHO ": removed %s: the workflow was refused\n", j->yaml);
     }
-  } else if (j->text && strcmp(j->old, j->text) &&
-             atomic_file_write(j->yaml, j->old, strlen(j->old), err, sizeof err) == 0) {
+  } else if (j->text && strcmp(j->old, j->text) && atomic_file_write(j->yaml, j->old, strlen(j->old), &err) == 0) {
     fprintf(stderr, WHO ": %s as it was: the workflow was refused\n", j->yaml);
   }
 }
@@ -469,7 +469,7 @@ static void undo_workflow(struct predict_job *j) {
  * Slurm array's task variables do not shard it); then -o's copy. */
 static int run_workflow(struct predict_job *j) {
   const struct predict_opts *o = j->o;
-  char err[8192];
+  struct se3_error err;
   struct run_opts ro;
   memset(&ro, 0, sizeof ro);
   ro.workflow = j->yaml;
@@ -487,7 +487,7 @@ static int run_workflow(struct predict_job *j) {
     /* the database now lists the run's inputs too (run_files_list) */
     char db[PATH_MAX + 16];
     snprintf(db, sizeof db, "%s/screen.db", j->workdir);
-    if (run_files_check_output(db, o->out, err, sizeof err)) return refuse("-o %s", err);
+    if (run_files_check_output(db, o->out, &err)) return refuse("-o %s", se3_error_str(&err).s);
     if ((rc = write_out(j->workdir, o->out))) return rc;
   }
   fprintf(stderr, WHO ": hits in %s/hits.csv and hits.sdf; `se3screen top %s` lists them\n", j->workdir, j->workdir);

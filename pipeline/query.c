@@ -267,25 +267,25 @@ int query_open(struct query_conn **out, const char *db_path, const char *who, do
     return SE3_EXIT_FAILED;
   }
   qc->who = who;
-  char err[1024];
+  struct se3_error err;
   /* a lock is waited for until --timeout (without one, 10 s: SQLite's wait
    * as every verb has it) */
   double opened = now_s();
   int busy_ms =
       timeout_s > 0 ? (timeout_s < 3600 * 24 ? (int)(timeout_s * 1000) : 3600 * 24 * 1000) : cfg_busy_timeout_ms(NULL);
-  int rc = store_open(&qc->s, db_path, STORE_READONLY, NULL, busy_ms, err, sizeof err);
+  int rc = store_open(&qc->s, db_path, STORE_READONLY, NULL, busy_ms, &err);
   if (rc) {
     if (rc == -2 && timeout_s > 0)
       fprintf(stderr, "%s: %s: in use: another process holds a lock on it; stopped after %g s (--timeout)\n", who,
               db_path, timeout_s);
     else
-      fprintf(stderr, "%s: %s\n", who, err);
+      fprintf(stderr, "%s: %s\n", who, se3_error_str(&err).s);
     free(qc);
     return rc == -2 ? SE3_EXIT_FAILED : SE3_EXIT_USAGE;
   }
   if (qc->s.note) fprintf(stderr, "%s: note: %s\n", who, qc->s.note);
-  if (store_exec(qc->s.db, "PRAGMA query_only=1", err, sizeof err)) {
-    fprintf(stderr, "%s: %s\n", who, err);
+  if (store_exec(qc->s.db, "PRAGMA query_only=1", &err)) {
+    fprintf(stderr, "%s: %s\n", who, se3_error_str(&err).s);
     query_close(qc);
     return SE3_EXIT_FAILED;
   }

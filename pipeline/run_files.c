@@ -29,8 +29,7 @@ static int add_source(struct atomic_file_keep *k, const char *wf_dir, const char
  * out of memory. */
 static int add_inputs(struct atomic_file_keep *k, const char *db_path) {
   struct store h;
-  char err[1024];
-  if (ledger_open_ro(&h, db_path, NULL, err, sizeof err)) return 0;
+  if (ledger_open_ro(&h, db_path, NULL, NULL)) return 0;
   sqlite3 *db = h.db;
   int bad = 0;
   char *wf_dir = NULL;
@@ -85,15 +84,16 @@ int run_files_list(const char *db_path, struct atomic_file_keep *k) {
   return bad ? -1 : 0;
 }
 
-int run_files_check_output(const char *db_path, const char *out, char *err, size_t errlen) {
+int run_files_check_output(const char *db_path, const char *out, struct se3_error *err) {
   if (!strcmp(out, "-")) return 0;
   struct atomic_file_keep k = {0};
   int rc = run_files_list(db_path, &k);
-  if (rc)
-    snprintf(err, errlen, "%s: out of memory listing the run's files", db_path);
-  else
-    rc = atomic_file_check_keep(&k, out, err, errlen);
+  if (rc) {
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory listing the run's files");
+    se3_error_at(err, db_path, 0, 0);
+  } else {
+    rc = atomic_file_check_keep(&k, out, err);
+  }
   atomic_file_keep_free(&k);
   return rc;
 }
-

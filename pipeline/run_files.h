@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/atomic_file.h"
+#include "common/error.h"
 
 /* Adds to k the files of the result database db_path and of its workdir
  * (the folder holding it):
@@ -32,6 +33,6 @@ int run_files_list(const char *db_path, struct atomic_file_keep *k);
 
 /* Refuses out ("-", standard output, is always fine) when it is one of
  * run_files_list(db_path): 0, or -1 with a message naming both in err. */
-int run_files_check_output(const char *db_path, const char *out, char *err, size_t errlen);
+int run_files_check_output(const char *db_path, const char *out, struct se3_error *err);
 
 #endif

@@ -60,9 +60,9 @@ void se3_on_stop_signals(void (*fn)(int), int flags, struct sigaction *old) {
 
 static void install_signals(void) { se3_on_stop_signals(on_signal, 0, NULL); }
 
-static int mkdirs(const char *path, char *err, size_t errlen) {
+static int mkdirs(const char *path, struct se3_error *err) {
   if (se3_mkdirs(path) == 0) return 0;
-  snprintf(err, errlen, "cannot create %.1024s: %s", path, strerror(errno));
+  se3_error_set(err, SE3_ERR_IO, "cannot create %.1024s: %s", path, strerror(errno));
   return -1;
 }
 
@@ -113,11 +113,10 @@ static int share_stage(struct run *w, const struct stage *s, const char *hash, c
   int st = STAGE_ERROR;
   snprintf(up, sizeof up, "%s/shards", w->workdir);
   run_rank_db_path(path, sizeof path, w->workdir, s->name, rank);
-  if (!mkdirs(up, run_errbuf(w), sizeof w->err.message) &&
+  if (!mkdirs(up, &w->err) &&
       !store_open_locked(&w->st, path, STORE_WRITE, cfg_str(w->root, "store.journal"),
-                         (int)cfg_int(w->root, "store.busy_timeout_ms"), run_errbuf(w), sizeof w->err.message) &&
-      (snprintf(up, sizeof up, "%s/screen.db", w->workdir),
-       !store_attach_readonly(&w->st, up, "src", run_errbuf(w), sizeof w->err.message)) &&
+                         (int)cfg_int(w->root, "store.busy_timeout_ms"), &w->err) &&
+      (snprintf(up, sizeof up, "%s/screen.db", w->workdir), !store_attach_readonly(&w->st, up, "src", &w->err)) &&
       !ledger_record_run(w, s->name)) {
     /* (rank 0 folded and removed what an earlier run left here; whatever is
      * still here from another configuration goes) */
@@ -480,10 +479,7 @@ static int run_follow(const struct run_opts *o) {
     char dbpath[PATH_MAX + 64];
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r.workdir);
     int st = STAGE_ERROR;
-    char err[SE3_ERROR_MESSAGE];
-    if (ledger_open_ro(&r.st, dbpath, r.root, err, sizeof err)) {
-      se3_error_set(&ctx->err, SE3_ERR_DB, "%s", err);
-    } else {
+    if (ledger_open_ro(&r.st, dbpath, r.root, &ctx->err) == 0) {
       ctx->db = r.st.db;
       int64_t n_chunks, n_items;
       st = run_begin(ctx, s, &n_chunks, &n_items);
@@ -551,14 +547,12 @@ static int check_run(struct run *r, const struct run_opts *o, int first, int las
    * GPU stops here, not after hours of graphs and bases. */
   for (int i = first; i <= last; i++)
     if ((run_all_stages[i]->flags & STAGE_USES_MODEL)) {
-      char why[1024];
+      struct se3_error why;
       const char *bad = "device";
-      if (stage_device_check(r->root, &bad, why, sizeof why)) {
+      if (stage_device_check(r->root, &bad, &why)) {
         const struct cfg_node *dn = cfg_get(r->root, bad);
-        if (cfg_written(dn))
-          fprintf(stderr, "se3screen: %s:%d:%d: %s\n", dn->file, dn->line, dn->col, why);
-        else
-          fprintf(stderr, "se3screen: %s\n", why);
+        if (cfg_written(dn)) se3_error_at(&why, dn->file, dn->line, dn->col);
+        fprintf(stderr, "se3screen: %s\n", se3_error_str(&why).s);
         return SE3_EXIT_USAGE;
       }
       break;
@@ -590,16 +584,16 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
   if (r->n_shards > 1) {
     char dir[PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/shards", r->workdir);
-    if (mkdirs(dir, run_errbuf(r), sizeof r->err.message)) return -1;
+    if (mkdirs(dir, &r->err)) return -1;
     snprintf(dbpath, sizeof dbpath, "%s/%s-%d.db", dir, run_all_stages[first]->name, r->shard);
   } else {
-    if (mkdirs(r->workdir, run_errbuf(r), sizeof r->err.message)) return -1;
+    if (mkdirs(r->workdir, &r->err)) return -1;
     snprintf(dbpath, sizeof dbpath, "%s/screen.db", r->workdir);
   }
   /* The lock first: a database another se3screen is writing is refused by
    * its holder's name before anything of it is read */
   if (store_open_locked(&r->st, dbpath, STORE_WRITE, cfg_str(r->root, "store.journal"),
-                        (int)cfg_int(r->root, "store.busy_timeout_ms"), run_errbuf(r), sizeof r->err.message))
+                        (int)cfg_int(r->root, "store.busy_timeout_ms"), &r->err))
     return -1;
 
   /* Another workflow's screen.db is refused before anything of it changes */
@@ -618,7 +612,7 @@ static int open_run(struct run *r, const struct run_opts *o, int first) {
                     run_all_stages[first]->name, first_after, up, first_after);
       return -1;
     }
-    if (store_attach_readonly(&r->st, up, "src", run_errbuf(r), sizeof r->err.message)) return -1;
+    if (store_attach_readonly(&r->st, up, "src", &r->err)) return -1;
     r->src = "src";
   }
 

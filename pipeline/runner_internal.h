@@ -52,24 +52,13 @@ struct run {
   long long round;             /* run --round N: the round the cycling stage is asked to decide; -1 none */
   int meta_recorded;           /* the run's meta rows written (runner.c: record_meta) */
   struct se3_error err;        /* why the run failed (common/error.h): set when
-                                  err.message[0]; a leaf that writes a char buffer
-                                  writes run_errbuf(r) */
+                                  err.message[0]; what fails below is passed &r->err */
 };
 
 /* A stage's error e taken as the run's: its kind and its text, after
  * fmt's words and ": " ("score: chunk 3: file:line:col: message"). */
 void run_stage_failed(struct run *r, const struct se3_error *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* r->err's message as the buffer of a function below that reports in text
- * (char *err, size_t errlen: sizeof r->err.message): whatever it writes is
- * of kind run, at no place. */
-static inline char *run_errbuf(struct run *r) {
-  r->err.kind = SE3_ERR_RUN;
-  r->err.file[0] = 0;
-  r->err.line = r->err.col = 0;
-  r->err.record = 0;
-  return r->err.message;
-}
 
 /* The runner's stage_report: ctx is embedded in a struct holding the run. */
 struct run_ctx {

@@ -210,7 +210,7 @@ int run_exec(struct run *r, const char *fmt, ...) {
   va_start(ap, fmt);
   char *sql = sqlite3_vmprintf(fmt, ap);
   va_end(ap);
-  int rc = store_exec(r->st.db, sql, run_errbuf(r), sizeof r->err.message);
+  int rc = store_exec(r->st.db, sql, &r->err);
   sqlite3_free(sql);
   return rc;
 }

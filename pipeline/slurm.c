@@ -276,16 +276,16 @@ static void run_words(FILE *f, const struct ctx *c, const char *stage, int round
  * for a new file, as fopen gave; a rewritten script keeps its old mode).
  * 0, or -1 with a message. */
 static int open_script(struct atomic_file *a, const char *path) {
-  char err[PATH_MAX + 256];
-  if (atomic_file_open(a, path, err, sizeof err) == 0) return 0;
-  fprintf(stderr, "se3screen slurm: %s\n", err);
+  struct se3_error err;
+  if (atomic_file_open(a, path, &err) == 0) return 0;
+  fprintf(stderr, "se3screen slurm: %s\n", se3_error_str(&err).s);
   return -1;
 }
 
 static int commit_script(struct atomic_file *a) {
-  char err[PATH_MAX + 256];
-  if (atomic_file_commit(a, err, sizeof err) == 0) return 0;
-  fprintf(stderr, "se3screen slurm: %s\n", err);
+  struct se3_error err;
+  if (atomic_file_commit(a, &err) == 0) return 0;
+  fprintf(stderr, "se3screen slurm: %s\n", se3_error_str(&err).s);
   return -1;
 }
 
@@ -331,8 +331,7 @@ static void known_chunks(struct ctx *c) {
   time_t newest = 0;
   if (newest_file(c->root, 0, &newest) || newest_file(cfg_get(c->root, "sets"), 1, &newest)) return;
   struct store h;
-  char err[1024];
-  if (ledger_open_ro(&h, db, c->root, err, sizeof err)) return;
+  if (ledger_open_ro(&h, db, c->root, NULL)) return;
   struct ledger_stage plan;
   if (ledger_read_stage(h.db, NULL, ledger_stage_with(STAGE_USES_SETS), &plan) > 0) {
     struct tm tm;
@@ -511,8 +510,7 @@ static int stage_finished(const struct ctx *c, const char *name, const char *sin
   snprintf(db, sizeof db, "%s/screen.db", c->workdir);
   if (access(db, R_OK) != 0) return 0;
   struct store h;
-  char err[1024];
-  if (ledger_open_ro(&h, db, c->root, err, sizeof err)) return 0;
+  if (ledger_open_ro(&h, db, c->root, NULL)) return 0;
   int done = ledger_finished_since(h.db, name, since);
   store_close(&h);
   return done;
@@ -526,9 +524,8 @@ static long long rounds_decided(const struct ctx *c, char *last, size_t n) {
   last[0] = 0;
   if (access(db, R_OK) != 0) return 0;
   struct store h;
-  char err[1024];
   long long decided = 0;
-  if (!ledger_open_ro(&h, db, c->root, err, sizeof err)) {
+  if (!ledger_open_ro(&h, db, c->root, NULL)) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h.db, "SELECT count(*), max(decided) FROM rounds", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {

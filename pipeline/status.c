@@ -85,9 +85,9 @@ static long long status_failed(struct status_reader *sr) {
  * (the message names the file and why). */
 static int status_of_db(const char *path, const struct cfg_node *root, int with_header) {
   struct store st;
-  char err[1024];
-  if (ledger_open_ro(&st, path, NULL, err, sizeof err)) {
-    fprintf(stderr, "se3screen status: %s\n", err);
+  struct se3_error err;
+  if (ledger_open_ro(&st, path, NULL, &err)) {
+    fprintf(stderr, "se3screen status: %s\n", se3_error_str(&err).s);
     return -1;
   }
   if (st.note) fprintf(stderr, "se3screen status: note: %s\n", st.note);
@@ -179,7 +179,7 @@ static int next_run(const char *workflow, const struct cfg_node *root, const cha
   snprintf(r.workdir, sizeof r.workdir, "%s", cfg_str(root, "workdir"));
   char tmp[PATH_MAX];
   snprintf(r.workflow_dir, sizeof r.workflow_dir, "%s", realpath(workflow, tmp) ? dirname(tmp) : ".");
-  if (ledger_open_ro(&r.st, dbpath, NULL, run_errbuf(&r), sizeof r.err.message)) {
+  if (ledger_open_ro(&r.st, dbpath, NULL, &r.err)) {
     fprintf(stderr, "se3screen status: %s\n", se3_error_str(&r.err).s);
     return -1;
   }

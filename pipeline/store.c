@@ -55,10 +55,11 @@ static int wait_until(void *deadline, int n_waits) {
 /* 1 for a result code that says another connection holds a lock. */
 static int is_busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
 
-static int say_busy(char *err, size_t errlen, const char *path, int busy_timeout_ms) {
-  snprintf(err, errlen,
-           "%s: in use: another process holds a lock on it (waited %g s); try again once it has finished writing",
-           path, busy_timeout_ms / 1000.0);
+static int say_busy(struct se3_error *err, const char *path, int busy_timeout_ms) {
+  se3_error_set(err, SE3_ERR_DB,
+                "in use: another process holds a lock on it (waited %g s); try again once it has finished writing",
+                busy_timeout_ms / 1000.0);
+  se3_error_at(err, path, 0, 0);
   return -2;
 }
 
@@ -177,21 +178,24 @@ static int try_readonly(struct store *s, const char *name, int uri, double *dead
   return rc;
 }
 
-static int open_readonly(struct store *s, const char *path, int busy_timeout_ms, char *err, size_t errlen) {
+static int open_readonly(struct store *s, const char *path, int busy_timeout_ms, struct se3_error *err) {
   struct stat sb;
   if (stat(path, &sb) != 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (!S_ISREG(sb.st_mode)) {
-    snprintf(err, errlen, "%s: not a regular file (%s)", path,
-             S_ISDIR(sb.st_mode)    ? "a directory"
-             : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                    : "a device or socket");
+    se3_error_set(err, SE3_ERR_IO, "not a regular file (%s)",
+                  S_ISDIR(sb.st_mode)    ? "a directory"
+                  : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                         : "a device or socket");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (access(path, R_OK) != 0) {
-    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot read: %s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   double deadline = mono_s() + busy_timeout_ms / 1000.0;
@@ -206,8 +210,9 @@ static int open_readonly(struct store *s, const char *path, int busy_timeout_ms,
     int rc2 = uri ? try_readonly(s, uri, 1, &deadline, msg2, sizeof msg2) : SQLITE_NOMEM;
     free(uri);
     if (rc2 != SQLITE_OK) {
-      snprintf(err, errlen, "%s: cannot open read-only: %s; opened as immutable: %s", path, msg,
-               rc2 == SQLITE_NOMEM ? "out of memory" : msg2);
+      se3_error_set(err, SE3_ERR_DB, "cannot open read-only: %s; opened as immutable: %s", msg,
+                    rc2 == SQLITE_NOMEM ? "out of memory" : msg2);
+      se3_error_at(err, path, 0, 0);
       return -1;
     }
     char wal[4096 + 8];
@@ -221,30 +226,37 @@ static int open_readonly(struct store *s, const char *path, int busy_timeout_ms,
     rc = SQLITE_OK;
   }
   if (rc != SQLITE_OK) {
-    if (prim == SQLITE_NOTADB)
-      snprintf(err, errlen, "%s: not a se3screen database (not an SQLite file)", path);
-    else if (prim == SQLITE_CORRUPT)
-      snprintf(err, errlen, "%s: damaged: %s", path, msg);
-    else if (is_busy(rc))
-      return say_busy(err, errlen, path, busy_timeout_ms);
-    else
-      snprintf(err, errlen, "%s: cannot open read-only: %s", path, msg);
+    if (prim == SQLITE_NOTADB) {
+      se3_error_set(err, SE3_ERR_DB, "not a se3screen database (not an SQLite file)");
+      se3_error_at(err, path, 0, 0);
+    } else if (prim == SQLITE_CORRUPT) {
+      se3_error_set(err, SE3_ERR_DB, "damaged: %s", msg);
+      se3_error_at(err, path, 0, 0);
+    } else if (is_busy(rc)) {
+      return say_busy(err, path, busy_timeout_ms);
+    } else {
+      se3_error_set(err, SE3_ERR_DB, "cannot open read-only: %s", msg);
+      se3_error_at(err, path, 0, 0);
+    }
     return -1;
   }
   long long app = -1, ver = 0;
   if ((rc = read_int(s->db, "PRAGMA application_id", &app)) == SQLITE_OK)
     rc = read_int(s->db, "PRAGMA user_version", &ver);
-  if (is_busy(rc)) return say_busy(err, errlen, path, busy_timeout_ms);
+  if (is_busy(rc)) return say_busy(err, path, busy_timeout_ms);
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "%s: cannot read: %s", path, sqlite3_errmsg(s->db));
+    se3_error_set(err, SE3_ERR_DB, "cannot read: %s", sqlite3_errmsg(s->db));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (app != STORE_APPLICATION_ID) {
-    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld)", path, app);
+    se3_error_set(err, SE3_ERR_DB, "not a se3screen database (application_id %lld)", app);
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (ver > STORE_SCHEMA_VERSION) {
-    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d)", path, ver, STORE_SCHEMA_VERSION);
+    se3_error_set(err, SE3_ERR_DB, "schema version %lld is newer than this se3screen (%d)", ver, STORE_SCHEMA_VERSION);
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   sqlite3_busy_timeout(s->db, busy_timeout_ms);
@@ -257,29 +269,33 @@ static int open_readonly(struct store *s, const char *path, int busy_timeout_ms,
  * table or an id); -1 with err naming the file and why (-2: locked by
  * another process). Nothing is written: a refused file is left exactly as
  * it was. */
-static int check_ours(struct store *s, enum store_mode mode, int busy_timeout_ms, char *err, size_t errlen) {
+static int check_ours(struct store *s, enum store_mode mode, int busy_timeout_ms, struct se3_error *err) {
   static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
                                      "SELECT count(*) FROM sqlite_schema"};
   long long v[3] = {0, 0, 0};
   for (int i = 0; i < 3; i++) {
     int rc = read_int(s->db, sql[i], &v[i]);
     if ((rc & 0xff) == SQLITE_NOTADB) {
-      snprintf(err, errlen, "%s: not a se3screen database (not an SQLite file); it was left as it is", s->path);
+      se3_error_set(err, SE3_ERR_DB, "not a se3screen database (not an SQLite file); it was left as it is");
+      se3_error_at(err, s->path, 0, 0);
       return -1;
     }
-    if (is_busy(rc)) return say_busy(err, errlen, s->path, busy_timeout_ms);
+    if (is_busy(rc)) return say_busy(err, s->path, busy_timeout_ms);
     if (rc != SQLITE_OK) {
-      snprintf(err, errlen, "%s: cannot read: %s", s->path, sqlite3_errmsg(s->db));
+      se3_error_set(err, SE3_ERR_DB, "cannot read: %s", sqlite3_errmsg(s->db));
+      se3_error_at(err, s->path, 0, 0);
       return -1;
     }
   }
   if (v[0] != STORE_APPLICATION_ID && !(v[0] == 0 && v[1] == 0 && v[2] == 0)) {
-    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld); it was left as it is", s->path, v[0]);
+    se3_error_set(err, SE3_ERR_DB, "not a se3screen database (application_id %lld); it was left as it is", v[0]);
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   if (v[1] > STORE_SCHEMA_VERSION) {
-    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen", s->path, v[1],
-             STORE_SCHEMA_VERSION);
+    se3_error_set(err, SE3_ERR_DB, "schema version %lld is newer than this se3screen (%d); upgrade se3screen", v[1],
+                  STORE_SCHEMA_VERSION);
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   if (mode == STORE_WRITE && v[0] == STORE_APPLICATION_ID && v[1] < STORE_SCHEMA_VERSION && v[2] > 0) {
@@ -287,12 +303,12 @@ static int check_ours(struct store *s, enum store_mode mode, int busy_timeout_ms
     const char *base = strrchr(s->path, '/');
     int is_main = !strcmp(base ? base + 1 : s->path, "screen.db");
     int dir_len = base ? (int)(base - s->path) : 1;
-    snprintf(err, errlen,
-             "%s was made by an earlier se3screen (schema version %lld; this one writes %d): convert it in place "
-             "with `se3screen upgrade %.*s`, which says what, if anything, the next run then redoes (status, "
-             "query, top and report read it as it is)",
-             s->path, v[1], STORE_SCHEMA_VERSION, is_main ? dir_len : (int)strlen(s->path),
-             is_main ? (base ? s->path : ".") : s->path);
+    se3_error_set(err, SE3_ERR_DB,
+                  "%s was made by an earlier se3screen (schema version %lld; this one writes %d): convert it in place "
+                  "with `se3screen upgrade %.*s`, which says what, if anything, the next run then redoes (status, "
+                  "query, top and report read it as it is)",
+                  s->path, v[1], STORE_SCHEMA_VERSION, is_main ? dir_len : (int)strlen(s->path),
+                  is_main ? (base ? s->path : ".") : s->path);
     return -1;
   }
   return 0;
@@ -307,27 +323,31 @@ static int check_ours(struct store *s, enum store_mode mode, int busy_timeout_ms
  * SQLITE_OPEN_NOFOLLOW (which refuses a link anywhere in the path) can be
  * used, and a link planted after this check is refused there. 0, or -1
  * with err naming the path. */
-static int check_write_target(const char *path, char *real, size_t realn, char *err, size_t errlen) {
+static int check_write_target(const char *path, char *real, size_t realn, struct se3_error *err) {
   const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
   char dir[PATH_MAX], rdir[PATH_MAX];
   if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
-    snprintf(err, errlen, "%s: not a file name", path);
+    se3_error_set(err, SE3_ERR_IO, "not a file name");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".") >=
       (int)sizeof dir) {
-    snprintf(err, errlen, "%s: the path is too long", path);
+    se3_error_set(err, SE3_ERR_IO, "the path is too long");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (!realpath(dir, rdir)) {
-    snprintf(err, errlen, "%s: its folder %s: %s", path, dir, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "its folder %s: %s", dir, strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (faccessat(AT_FDCWD, rdir, W_OK | X_OK, AT_EACCESS) != 0) {
-    snprintf(err, errlen,
-             "%s: cannot write in its folder %s (%s): se3screen writes the database, its lock file and its "
-             "journal there (a folder it may only read is read by status, query, top, report and export)",
-             path, dir, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO,
+                  "cannot write in its folder %s (%s): se3screen writes the database, its lock file and its journal "
+                  "there (a folder it may only read is read by status, query, top, report and export)",
+                  dir, strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   struct stat sb;
@@ -336,35 +356,37 @@ static int check_write_target(const char *path, char *real, size_t realn, char *
       char to[PATH_MAX];
       ssize_t n = readlink(path, to, sizeof to - 1);
       to[n > 0 ? n : 0] = 0;
-      snprintf(err, errlen,
-               "%s is a symbolic link (to %s); se3screen writes a database under its own name only, never "
-               "through a link (a link to another workdir's database would replace that workdir's work, and "
-               "a dangling one would make a database outside this folder): remove the link, or name the "
-               "folder the database is in",
-               path, n > 0 ? to : "?");
+      se3_error_set(err, SE3_ERR_IO,
+                    "%s is a symbolic link (to %s); se3screen writes a database under its own name only, never "
+                    "through a link (a link to another workdir's database would replace that workdir's work, and a "
+                    "dangling one would make a database outside this folder): remove the link, or name the folder the "
+                    "database is in",
+                    path, n > 0 ? to : "?");
       return -1;
     }
     if (!S_ISREG(sb.st_mode)) {
-      snprintf(err, errlen, "%s is %s, not a database file: remove it or name another", path,
-               S_ISDIR(sb.st_mode)    ? "a directory"
-               : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                      : "a device or socket");
+      se3_error_set(err, SE3_ERR_IO, "%s is %s, not a database file: remove it or name another", path,
+                    S_ISDIR(sb.st_mode)    ? "a directory"
+                    : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                           : "a device or socket");
       return -1;
     }
     if (sb.st_nlink > 1) {
-      snprintf(err, errlen,
-               "%s has %ju names (hard links); SQLite keeps a journal, a WAL and locks for each name, so two "
-               "names could be written at once and the database damaged: give it a name of its own (cp it, "
-               "then remove the other names)",
-               path, (uintmax_t)sb.st_nlink);
+      se3_error_set(err, SE3_ERR_IO,
+                    "%s has %ju names (hard links); SQLite keeps a journal, a WAL and locks for each name, so two "
+                    "names could be written at once and the database damaged: give it a name of its own (cp it, then "
+                    "remove the other names)",
+                    path, (uintmax_t)sb.st_nlink);
       return -1;
     }
     if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0) {
-      snprintf(err, errlen, "%s: cannot write it: %s", path, strerror(errno));
+      se3_error_set(err, SE3_ERR_IO, "cannot write it: %s", strerror(errno));
+      se3_error_at(err, path, 0, 0);
       return -1;
     }
   } else if (errno != ENOENT) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   /* SQLite opens its companions by name, without following a link (it
@@ -376,24 +398,28 @@ static int check_write_target(const char *path, char *real, size_t realn, char *
     char c[PATH_MAX + 16];
     snprintf(c, sizeof c, "%s%s", path, companions[i]);
     if (lstat(c, &cb) == 0 && !S_ISREG(cb.st_mode)) {
-      snprintf(err, errlen,
-               "%s is %s, where SQLite keeps the database's %s: se3screen writes a regular file of its own there, "
-               "never through a link: remove it",
-               c, S_ISLNK(cb.st_mode) ? "a symbolic link" : S_ISDIR(cb.st_mode) ? "a directory" : "a special file",
-               kept[i]);
+      se3_error_set(err, SE3_ERR_IO,
+                    "%s is %s, where SQLite keeps the database's %s: se3screen writes a regular file of its own "
+                    "there, never through a link: remove it",
+                    c,
+                    S_ISLNK(cb.st_mode)   ? "a symbolic link"
+                    : S_ISDIR(cb.st_mode) ? "a directory"
+                                          : "a special file",
+                    kept[i]);
       return -1;
     }
   }
   if (snprintf(real, realn, "%s/%s", strcmp(rdir, "/") ? rdir : "", name) >= (int)realn) {
-    snprintf(err, errlen, "%s: the path is too long", path);
+    se3_error_set(err, SE3_ERR_IO, "the path is too long");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   return 0;
 }
 
 /* Opens real (check_write_target's) to write, as store_open says. */
-static int open_write(struct store *s, const char *real, enum store_mode mode, const char *journal,
-                      int busy_timeout_ms, char *err, size_t errlen) {
+static int open_write(struct store *s, const char *real, enum store_mode mode, const char *journal, int busy_timeout_ms,
+                      struct se3_error *err) {
   /* (URIs only for store_attach_readonly: the paths given here are paths) */
   char *uri = file_uri(real, "");
   int rc = uri ? sqlite3_open_v2(uri, &s->db,
@@ -402,16 +428,20 @@ static int open_write(struct store *s, const char *real, enum store_mode mode, c
                : SQLITE_NOMEM;
   free(uri);
   if (rc != SQLITE_OK) {
-    if (s->db && sqlite3_extended_errcode(s->db) == SQLITE_CANTOPEN_SYMLINK)
-      snprintf(err, errlen, "%s: became a symbolic link as it was opened; se3screen writes through none", s->path);
-    else
-      snprintf(err, errlen, "%s: cannot open: %s", s->path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    if (s->db && sqlite3_extended_errcode(s->db) == SQLITE_CANTOPEN_SYMLINK) {
+      se3_error_set(err, SE3_ERR_IO, "became a symbolic link as it was opened; se3screen writes through none");
+      se3_error_at(err, s->path, 0, 0);
+    } else {
+      se3_error_set(err, SE3_ERR_DB, "cannot open: %s", s->db ? sqlite3_errmsg(s->db) : "out of memory");
+      se3_error_at(err, s->path, 0, 0);
+    }
     return -1;
   }
   sqlite3_extended_result_codes(s->db, 1);
   fault_watch(s->db); /* SE3_FAULT=commit:N counts every commit of every connection that writes */
   if (sqlite3_db_readonly(s->db, "main") == 1) {
-    snprintf(err, errlen, "%s: cannot write it (SQLite opened it read-only)", s->path);
+    se3_error_set(err, SE3_ERR_DB, "cannot write it (SQLite opened it read-only)");
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   double deadline = mono_s() + busy_timeout_ms / 1000.0;
@@ -419,7 +449,7 @@ static int open_write(struct store *s, const char *real, enum store_mode mode, c
   /* Ours, or new, before anything below writes to the file: the journal mode
    * (WAL rewrites the header), the page size and the schema would change a
    * foreign database that is then refused. */
-  rc = check_ours(s, mode, busy_timeout_ms, err, errlen);
+  rc = check_ours(s, mode, busy_timeout_ms, err);
   if (rc) return rc;
   /* A new database gets 64 KiB pages: basis blobs run to megabytes, and with
    * 4 KiB pages SQLite writes them 2x and reads them 4x slower (overflow page
@@ -427,53 +457,59 @@ static int open_write(struct store *s, const char *real, enum store_mode mode, c
    * cache: larger ones only add first-touch page faults to big writes (64 MiB
    * made the basis stage 1.5x slower). */
   if (store_int(s->db, "SELECT count(*) FROM sqlite_schema", 0) == 0 &&
-      store_exec(s->db, "PRAGMA page_size=65536", err, errlen))
+      store_exec(s->db, "PRAGMA page_size=65536", err))
     return -1;
-  if (store_exec(s->db, "PRAGMA cache_size=-8192", err, errlen)) return -1;
+  if (store_exec(s->db, "PRAGMA cache_size=-8192", err)) return -1;
   char sql[128];
   snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", journal && !strcmp(journal, "delete") ? "DELETE" : "WAL");
-  if (store_exec(s->db, sql, err, errlen)) return -1;
+  if (store_exec(s->db, sql, err)) return -1;
   /* NORMAL is durable across process crashes in WAL mode; FULL for rollback journals. */
   if (store_exec(s->db, journal && !strcmp(journal, "delete") ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-                 err, errlen))
+                 err))
     return -1;
-  if (store_exec(s->db, "PRAGMA foreign_keys=ON", err, errlen)) return -1;
-  if (store_migrate(s, mode == STORE_UPGRADE, err, errlen)) return -1;
+  if (store_exec(s->db, "PRAGMA foreign_keys=ON", err)) return -1;
+  if (store_migrate(s, mode == STORE_UPGRADE, err)) return -1;
   sqlite3_busy_timeout(s->db, busy_timeout_ms);
   return 0;
 }
 
-static int open_store(struct store *s, const char *path, enum store_mode mode, const char *journal,
-                      int busy_timeout_ms, int lock_first, char *err, size_t errlen) {
+static int open_store(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
+                      int lock_first, struct se3_error *err) {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
   s->path = strdup(path);
   if (!s->path) {
-    snprintf(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   int rc;
   if (mode == STORE_READONLY) {
-    rc = lock_first ? (snprintf(err, errlen, "%s: a read-only opening takes no lock", path), -1)
-                    : open_readonly(s, path, busy_timeout_ms, err, errlen);
+    if (lock_first) {
+      se3_error_set(err, SE3_ERR_RUN, "a read-only opening takes no lock");
+      se3_error_at(err, path, 0, 0);
+      rc = -1;
+    } else {
+      rc = open_readonly(s, path, busy_timeout_ms, err);
+    }
   } else {
     char real[PATH_MAX + 256];
-    rc = check_write_target(path, real, sizeof real, err, errlen);
-    if (!rc && lock_first) rc = store_lock(s, err, errlen);
-    if (!rc) rc = open_write(s, real, mode, journal, busy_timeout_ms, err, errlen);
+    rc = check_write_target(path, real, sizeof real, err);
+    if (!rc && lock_first) rc = store_lock(s, err);
+    if (!rc) rc = open_write(s, real, mode, journal, busy_timeout_ms, err);
   }
   if (rc) store_close(s);
   return rc;
 }
 
 int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
-               char *err, size_t errlen) {
-  return open_store(s, path, mode, journal, busy_timeout_ms, 0, err, errlen);
+               struct se3_error *err) {
+  return open_store(s, path, mode, journal, busy_timeout_ms, 0, err);
 }
 
-int store_open_locked(struct store *s, const char *path, enum store_mode mode, const char *journal,
-                      int busy_timeout_ms, char *err, size_t errlen) {
-  return open_store(s, path, mode, journal, busy_timeout_ms, 1, err, errlen);
+int store_open_locked(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
+                      struct se3_error *err) {
+  return open_store(s, path, mode, journal, busy_timeout_ms, 1, err);
 }
 
 void store_close(struct store *s) {
@@ -499,13 +535,14 @@ void store_close(struct store *s) {
   s->lock_path = s->path = s->note = NULL;
 }
 
-int store_lock(struct store *s, char *err, size_t errlen) {
+int store_lock(struct store *s, struct se3_error *err) {
   if (s->lock_fd >= 0) return 0; /* held already (store_open_locked) */
   free(s->lock_path);
   s->lock_path = NULL;
   if (asprintf(&s->lock_path, "%s.lock", s->path) < 0) {
     s->lock_path = NULL;
-    snprintf(err, errlen, "%s: out of memory", s->path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   /* Never through a symbolic link (a link planted in a shared workdir would
@@ -514,30 +551,33 @@ int store_lock(struct store *s, char *err, size_t errlen) {
    * the link, fstat the rest. */
   int fd = open(s->lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
   if (fd < 0) {
-    if (errno == ELOOP)
-      snprintf(err, errlen,
-               "%s: the lock file is a symbolic link; se3screen follows none there (it would write through it): "
-               "remove the link and run again",
-               s->lock_path);
-    else
-      snprintf(err, errlen, "%s: %s", s->lock_path, strerror(errno));
+    if (errno == ELOOP) {
+      se3_error_set(err, SE3_ERR_IO,
+                    "the lock file is a symbolic link; se3screen follows none there (it would write through it): "
+                    "remove the link and run again");
+      se3_error_at(err, s->lock_path, 0, 0);
+    } else {
+      se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+      se3_error_at(err, s->lock_path, 0, 0);
+    }
     return -1;
   }
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
-    snprintf(err, errlen, "%s: %s", s->lock_path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(err, s->lock_path, 0, 0);
     close(fd);
     return -1;
   }
   if (!S_ISREG(sb.st_mode) || sb.st_nlink != 1) {
-    snprintf(err, errlen,
-             "%s: the lock file is %s; se3screen writes only a regular file of its own there: remove it and run again",
-             s->lock_path,
-             S_ISREG(sb.st_mode)                          ? "a regular file with other names (hard links)"
-             : S_ISDIR(sb.st_mode)                        ? "a directory"
-             : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
-             : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
-                                                          : "a socket or another special file");
+    se3_error_set(err, SE3_ERR_IO,
+                  "the lock file is %s; se3screen writes only a regular file of its own there: remove it and run again",
+                  S_ISREG(sb.st_mode)                          ? "a regular file with other names (hard links)"
+                  : S_ISDIR(sb.st_mode)                        ? "a directory"
+                  : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                  : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                               : "a socket or another special file");
+    se3_error_at(err, s->lock_path, 0, 0);
     close(fd);
     return -1;
   }
@@ -547,8 +587,8 @@ int store_lock(struct store *s, char *err, size_t errlen) {
     holder[n > 0 ? n : 0] = 0;
     char *nl = strchr(holder, '\n');
     if (nl) *nl = 0;
-    snprintf(err, errlen, "%s is being written by another se3screen (%s); wait for it or stop it", s->path,
-             holder[0] ? holder : "holder unknown");
+    se3_error_set(err, SE3_ERR_DB, "%s is being written by another se3screen (%s); wait for it or stop it", s->path,
+                  holder[0] ? holder : "holder unknown");
     close(fd);
     return -1;
   }
@@ -561,7 +601,8 @@ int store_lock(struct store *s, char *err, size_t errlen) {
   /* Only now, holding the lock: the holder line over the old one, then the
    * rest of the old one cut off (a waiting process never reads an empty file). */
   if (pwrite(fd, line, (size_t)len, 0) != len || ftruncate(fd, len) != 0) {
-    snprintf(err, errlen, "%s: cannot write: %s", s->lock_path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot write: %s", strerror(errno));
+    se3_error_at(err, s->lock_path, 0, 0);
     close(fd);
     return -1;
   }
@@ -569,11 +610,11 @@ int store_lock(struct store *s, char *err, size_t errlen) {
   return 0;
 }
 
-int store_attach_readonly(struct store *s, const char *path, const char *schema, char *err, size_t errlen) {
+int store_attach_readonly(struct store *s, const char *path, const char *schema, struct se3_error *err) {
   char *uri = file_uri(path, "mode=ro");
   char *sql = uri ? sqlite3_mprintf("ATTACH %Q AS \"%w\"", uri, schema) : NULL;
-  int rc = sql ? store_exec(s->db, sql, err, errlen) : -1;
-  if (!sql) snprintf(err, errlen, "out of memory attaching %s", path);
+  int rc = sql ? store_exec(s->db, sql, err) : -1;
+  if (!sql) se3_error_set(err, SE3_ERR_MEMORY, "out of memory attaching %s", path);
   sqlite3_free(sql);
   free(uri);
   return rc;

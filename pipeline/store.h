@@ -11,6 +11,8 @@
 #include <sqlite3.h>
 #include <stdio.h>
 
+#include "common/error.h"
+
 /* the schema (store_schema.h), and under it store_sql.h: the schema
  * version, struct store, store_exec, store_int, store_text */
 #include "pipeline/store_schema.h"
@@ -44,28 +46,28 @@ enum store_mode { STORE_READONLY, STORE_WRITE, STORE_UPGRADE };
  * database open (one that does keeps them: they are its). A wait for a lock
  * (busy_timeout_ms) is one budget for the whole opening. */
 int store_open(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
-               char *err, size_t errlen);
+               struct se3_error *err);
 /* store_open for STORE_WRITE or STORE_UPGRADE with the lock (store_lock)
  * taken first: the path is checked as store_open checks it, the lock taken,
  * and only then is the database opened, read or migrated. So a database
  * another se3screen is writing (or migrating) is refused at once by its
  * holder's name, never waited for or read half-made; run and upgrade open
  * their databases so. Returns as store_open does. */
-int store_open_locked(struct store *s, const char *path, enum store_mode mode, const char *journal,
-                      int busy_timeout_ms, char *err, size_t errlen);
+int store_open_locked(struct store *s, const char *path, enum store_mode mode, const char *journal, int busy_timeout_ms,
+                      struct se3_error *err);
 void store_close(struct store *s);
 
 /* Attaches the database at path read-only as `schema`: a transaction of
  * s's that writes (BEGIN IMMEDIATE) then takes no write lock on it, so
  * processes writing their own databases while reading one in common do not
  * queue for its lock. 0, or -1 with err set. */
-int store_attach_readonly(struct store *s, const char *path, const char *schema, char *err, size_t errlen);
+int store_attach_readonly(struct store *s, const char *path, const char *schema, struct se3_error *err);
 
 /* Take the single-writer lock for this database (a lock file beside it).
  * Fails at once, naming the holder (host, pid, since when), if another
  * process holds it. The lock file is never followed through a symbolic link
  * and must be a regular file with one name (anything else is refused,
  * naming it); it is written (the holder's line) only once the lock is held. */
-int store_lock(struct store *s, char *err, size_t errlen);
+int store_lock(struct store *s, struct se3_error *err);
 
 #endif

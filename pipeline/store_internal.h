@@ -23,6 +23,6 @@
  * is left open for the caller to go on in and commit (`upgrade`: the
  * schema and the stages' conversion land together or not at all); it is
  * open only when there was a migration to run. 0, or -1 with err set. */
-int store_migrate(struct store *s, int keep_open, char *err, size_t errlen);
+int store_migrate(struct store *s, int keep_open, struct se3_error *err);
 
 #endif

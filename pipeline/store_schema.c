@@ -518,31 +518,33 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION,
 /* keep_open: the migration's transaction is left open for the caller to
  * go on in and commit (`upgrade`: the schema and the stages' conversion
  * land together or not at all). */
-int store_migrate(struct store *s, int keep_open, char *err, size_t errlen) {
+int store_migrate(struct store *s, int keep_open, struct se3_error *err) {
   long long app = store_int(s->db, "PRAGMA application_id", 0);
   long long ver = store_int(s->db, "PRAGMA user_version", 0);
   long long n_tables = store_int(s->db, "SELECT count(*) FROM sqlite_schema", 0);
   if (app != STORE_APPLICATION_ID && !(app == 0 && ver == 0 && n_tables == 0)) {
-    snprintf(err, errlen, "%s: not a se3screen database (application_id %lld)", s->path, app);
+    se3_error_set(err, SE3_ERR_DB, "not a se3screen database (application_id %lld)", app);
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   const int n_mig = (int)(sizeof migrations / sizeof migrations[0]);
   if (ver > n_mig) {
-    snprintf(err, errlen, "%s: schema version %lld is newer than this se3screen (%d); upgrade se3screen", s->path, ver,
-             n_mig);
+    se3_error_set(err, SE3_ERR_DB, "schema version %lld is newer than this se3screen (%d); upgrade se3screen", ver,
+                  n_mig);
+    se3_error_at(err, s->path, 0, 0);
     return -1;
   }
   if (ver == n_mig) return 0;
-  if (store_exec(s->db, "BEGIN IMMEDIATE", err, errlen)) return -1;
+  if (store_exec(s->db, "BEGIN IMMEDIATE", err)) return -1;
   /* Re-read under the write lock: another process may have migrated. */
   ver = store_int(s->db, "PRAGMA user_version", 0);
   for (long long v = ver; v < n_mig; v++) {
-    if (store_exec(s->db, migrations[v], err, errlen)) goto fail;
+    if (store_exec(s->db, migrations[v], err)) goto fail;
   }
   char sql[128];
   snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d", STORE_APPLICATION_ID, n_mig);
-  if (store_exec(s->db, sql, err, errlen)) goto fail;
-  if (!keep_open && store_exec(s->db, "COMMIT", err, errlen)) goto fail;
+  if (store_exec(s->db, sql, err)) goto fail;
+  if (!keep_open && store_exec(s->db, "COMMIT", err)) goto fail;
   return 0;
 fail:
   sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
+int store_exec(sqlite3 *db, const char *sql, struct se3_error *err) {
   char *msg = NULL;
   if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    snprintf(err, errlen, "%s: %s", sqlite3_db_filename(db, "main"), msg ? msg : sqlite3_errmsg(db));
+    se3_error_set(err, SE3_ERR_DB, "%s", msg ? msg : sqlite3_errmsg(db));
+    se3_error_at(err, sqlite3_db_filename(db, "main"), 0, 0);
     sqlite3_free(msg);
     return -1;
   }

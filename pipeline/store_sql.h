@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <sqlite3.h>
 
+#include "common/error.h"
+
 #define STORE_APPLICATION_ID 0x53453353
 #define STORE_SCHEMA_VERSION 16
 
@@ -24,8 +26,9 @@ struct store {
   int tidy;   /* read-only opening: neither -wal nor -shm was there; store_close removes those SQLite made */
 };
 
-/* Run SQL that returns no rows; -1 with message on failure. */
-int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
+/* Run SQL that returns no rows; -1 on failure with err (kind SE3_ERR_DB)
+ * SQLite's message at the database's file. */
+int store_exec(sqlite3 *db, const char *sql, struct se3_error *err);
 /* First column of the first row as an integer (dflt when no row). */
 long long store_int(sqlite3 *db, const char *sql, long long dflt);
 /* First column of the first row as text, malloc'd (NULL when no row, a NULL

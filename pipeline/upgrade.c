@@ -135,9 +135,9 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
   }
   /* What it is, read-only first: a database of this version is left alone. */
   struct store ro;
-  char err[2048];
-  if (ledger_open_ro(&ro, dbpath, NULL, err, sizeof err)) {
-    fprintf(stderr, "se3screen upgrade: %s\n", err);
+  struct se3_error err;
+  if (ledger_open_ro(&ro, dbpath, NULL, &err)) {
+    fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&err).s);
     return SE3_EXIT_FAILED;
   }
   long long ver = run_query_int(ro.db, 0, "PRAGMA user_version");
@@ -151,10 +151,10 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
     memset(&lk, 0, sizeof lk);
     lk.lock_fd = -1;
     lk.path = strdup(dbpath);
-    int held = !lk.path ? (snprintf(err, sizeof err, "out of memory"), 1) : store_lock(&lk, err, sizeof err) != 0;
+    int held = !lk.path ? (se3_error_set(&err, SE3_ERR_MEMORY, "out of memory"), 1) : store_lock(&lk, &err) != 0;
     store_close(&lk);
     if (held) {
-      fprintf(stderr, "se3screen upgrade: %s\n", err);
+      fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&err).s);
       free(workflow);
       free(sets);
       return SE3_EXIT_FAILED;
@@ -197,7 +197,7 @@ int runner_upgrade(const char *target, const char *workflow_arg, const char *con
    * a database of this schema with nothing of its work to keep. */
   if (store_open_locked(&r.st, dbpath, STORE_UPGRADE,
                         r.root ? cfg_str(r.root, "store.journal") : cfg_schema_default("store.journal"),
-                        cfg_busy_timeout_ms(r.root), run_errbuf(&r), sizeof r.err.message)) {
+                        cfg_busy_timeout_ms(r.root), &r.err)) {
     fprintf(stderr, "se3screen upgrade: %s\n", se3_error_str(&r.err).s);
     goto out;
   }

@@ -67,25 +67,26 @@ static void damage_add(struct damage *d, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* 0 intact, -1 damaged (why in err); *old = 1 for a version 1 blob (no checksum). */
-static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int *old, char *err, size_t errlen) {
+/* 0 intact, -1 damaged (why in err, of kind db); *old = 1 for a version 1
+ * blob (no checksum). The readers below say why in text (msg). */
+static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int *old, struct se3_error *err) {
+  char msg[SE3_ERROR_MESSAGE];
   *old = blob && len >= 6 && le_get_u16(blob + 4) == 1 && !confset_is(blob, len); /* (a set's version is 1 too) */
   if (kind == BLOB_POSE && len == 0) return 0; /* a score from a table (stages.dock.oracle): no pose */
   if (kind == BLOB_MOL || kind == BLOB_POSE) {
     struct mol m;
-    struct se3_error e2;
-    int rc = mol_from_blob(blob, len, &m, &e2);
-    if (rc) se3_error_format(&e2, err, errlen);
+    int rc = mol_from_blob(blob, len, &m, err);
+    if (rc && err) err->kind = SE3_ERR_DB; /* (a blob of the database) */
     for (int a = 0; rc == 0 && a < m.n_atoms; a++) /* (an atom at 1e300 was once stored as inf) */
       if (!isfinite(m.atoms[a].x) || !isfinite(m.atoms[a].y) || !isfinite(m.atoms[a].z_)) {
-        snprintf(err, errlen, "atom %d's coordinates are not finite (%g, %g, %g)", a + 1, m.atoms[a].x, m.atoms[a].y,
-                 m.atoms[a].z_);
+        se3_error_set(err, SE3_ERR_DB, "atom %d's coordinates are not finite (%g, %g, %g)", a + 1, m.atoms[a].x,
+                      m.atoms[a].y, m.atoms[a].z_);
         rc = -1;
       }
     for (long k = 0; rc == 0 && m.confs && k < 3L * m.n_atoms * m.n_confs; k++)
       if (!isfinite(m.confs[k])) {
-        snprintf(err, errlen, "conformer %ld: atom %ld's coordinates are not finite", k / (3L * m.n_atoms) + 2,
-                 k % (3L * m.n_atoms) / 3 + 1);
+        se3_error_set(err, SE3_ERR_DB, "conformer %ld: atom %ld's coordinates are not finite", k / (3L * m.n_atoms) + 2,
+                      k % (3L * m.n_atoms) / 3 + 1);
         rc = -1;
       }
     mol_free(&m);
@@ -93,7 +94,7 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
   }
   if (kind == BLOB_GRAPH && len == 0) return 0; /* stages.graph.store: false: rebuilt from the molecule where read */
   if (!blob) {
-    snprintf(err, errlen, "not a %s blob (NULL)", kind == BLOB_GRAPH ? "graph" : "basis");
+    se3_error_set(err, SE3_ERR_DB, "not a %s blob (NULL)", kind == BLOB_GRAPH ? "graph" : "basis");
     return -1;
   }
   /* one blob, or a set of one a conformer (common/confset.h): each checked */
@@ -101,24 +102,24 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
   for (int c = 0; c < nc; c++) {
     const uint8_t *p = NULL;
     size_t pl = 0;
-    if (confset_get(blob, len, c, &p, &pl, err, errlen)) return -1;
-    int rc;
+    int rc = confset_get(blob, len, c, &p, &pl, msg, sizeof msg);
+    if (rc) {
+      se3_error_set(err, SE3_ERR_DB, "%s", msg);
+      return -1;
+    }
     if (kind == BLOB_GRAPH) {
       struct graph g;
       struct se3_error e2;
       rc = graph_from_blob(p, pl, &g, &e2);
-      if (rc) se3_error_format(&e2, err, errlen);
+      if (rc) se3_error_format(&e2, msg, sizeof msg);
       graph_free(&g);
     } else {
       struct basis_blob b;
-      rc = basis_blob_parse(p, pl, &b, err, errlen);
+      rc = basis_blob_parse(p, pl, &b, msg, sizeof msg);
     }
     if (rc) {
-      if (nc > 1) { /* say which conformer */
-        char inner[400];
-        snprintf(inner, sizeof inner, "%.399s", err);
-        snprintf(err, errlen, "conformer %d: %s", c, inner);
-      }
+      se3_error_set(err, SE3_ERR_DB, "%s", msg);
+      if (nc > 1) se3_error_context(err, "conformer %d", c); /* say which conformer */
       return -1;
     }
   }
@@ -140,7 +141,7 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
   long long n = 0, bad = 0, old = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     long long id = sqlite3_column_int64(st, 0);
-    char err[512];
+    struct se3_error err;
     int is_old = 0;
     n++;
     if (sqlite3_column_type(st, 1) != SQLITE_BLOB) {
@@ -151,9 +152,9 @@ static int verify_table(sqlite3 *db, int t, struct damage *d, FILE *out) {
     }
     const uint8_t *blob = sqlite3_column_blob(st, 1);
     size_t len = (size_t)sqlite3_column_bytes(st, 1);
-    if (check_blob(blob_tables[t].kind, blob, len, &is_old, err, sizeof err)) {
+    if (check_blob(blob_tables[t].kind, blob, len, &is_old, &err)) {
       bad++;
-      damage_add(d, "%s row %s=%lld: %s", blob_tables[t].table, blob_tables[t].key, id, err);
+      damage_add(d, "%s row %s=%lld: %s", blob_tables[t].table, blob_tables[t].key, id, se3_error_str(&err).s);
     } else if (is_old) {
       old++;
     }
@@ -371,9 +372,9 @@ int verify_run(const char *path, int quick, int max_listed, FILE *out) {
     return SE3_EXIT_USAGE;
   }
   struct store s;
-  char err[1024];
-  if (ledger_open_ro(&s, db_path, NULL, err, sizeof err)) {
-    fprintf(stderr, "se3screen verify: %s\n", err);
+  struct se3_error err;
+  if (ledger_open_ro(&s, db_path, NULL, &err)) {
+    fprintf(stderr, "se3screen verify: %s\n", se3_error_str(&err).s);
     return SE3_EXIT_FAILED;
   }
   sqlite3_exec(s.db, "PRAGMA query_only=1", NULL, NULL, NULL);

@@ -26,6 +26,26 @@ int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *f
   return STAGE_ERROR;
 }
 
+int stage_error_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...) {
+  char what[1024];
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+  }
+  int at_node = n && n->file && n->line > 0;
+  if (at_node || (fmt && ctx->err.file[0])) {
+    /* the callee's place into its text, before the context */
+    enum se3_err_kind kind = ctx->err.kind != SE3_ERR_NONE ? ctx->err.kind : SE3_ERR_RUN;
+    struct se3_error_text t = se3_error_str(&ctx->err);
+    se3_error_set(&ctx->err, kind, "%s", t.s);
+  }
+  if (fmt) se3_error_context(&ctx->err, "%s", what);
+  if (at_node) se3_error_at(&ctx->err, n->file, n->line, n->col);
+  return STAGE_ERROR;
+}
+
 int stage_workdir_file_gone(const struct stage_ctx *ctx, const char *name) {
   char path[4096 + 64];
   snprintf(path, sizeof path, "%s/%s", ctx->workdir, name);
@@ -170,14 +190,15 @@ static int fd_hash_blocks(int fd, int copy, uint64_t *out, int *copy_failed) {
   return 0;
 }
 
-int stage_file_open(const char *path, int *fd, char *err, size_t errlen) {
+int stage_file_open(const char *path, int *fd, struct se3_error *err) {
   struct stat sb;
   if ((*fd = se3_open_regular(path, &sb)) >= 0) return 0;
   if (sb.st_mode)
-    snprintf(err, errlen, "%s: not a regular file (%s); inputs must be regular files", path,
-             rec_file_kind(sb.st_mode));
+    se3_error_set(err, SE3_ERR_INPUT, "not a regular file (%s); inputs must be regular files",
+                  rec_file_kind(sb.st_mode));
   else
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot open: %s", strerror(errno));
+  se3_error_at(err, path, 0, 0);
   return -1;
 }
 
@@ -186,17 +207,17 @@ int stage_fd_hash(int fd, uint64_t *out) {
   return fd_hash_blocks(fd, -1, out, &copy_failed);
 }
 
-int stage_fd_copy_fd(int fd, int out, uint64_t *hash, char *err, size_t errlen) {
+int stage_fd_copy_fd(int fd, int out, uint64_t *hash, struct se3_error *err) {
   int copy_failed = 0;
   if (fd_hash_blocks(fd, out, hash, &copy_failed) == 0) return 0;
-  snprintf(err, errlen, "%s: %s", copy_failed ? "cannot write its copy" : "cannot read", strerror(errno));
+  se3_error_set(err, SE3_ERR_IO, "%s: %s", copy_failed ? "cannot write its copy" : "cannot read", strerror(errno));
   return -1;
 }
 
-int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen) {
+int stage_fd_copy(int fd, const char *to, uint64_t *hash, struct se3_error *err) {
   int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) {
-    snprintf(err, errlen, "copying it to %s: %s", to, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "copying it to %s: %s", to, strerror(errno));
     return -1;
   }
   int copy_failed = 0;
@@ -209,9 +230,9 @@ int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errl
   }
   if (bad) {
     if (copy_failed)
-      snprintf(err, errlen, "copying it to %s: %s", to, strerror(e));
+      se3_error_set(err, SE3_ERR_IO, "copying it to %s: %s", to, strerror(e));
     else
-      snprintf(err, errlen, "cannot read: %s", strerror(e));
+      se3_error_set(err, SE3_ERR_IO, "cannot read: %s", strerror(e));
     unlink(to);
     return -1;
   }

@@ -73,9 +73,7 @@ static int three(struct stage_ctx *ctx, const char *key, double v[3]) {
  * or a folder refused unread, without blocking, naming the file and the
  * key. */
 static int open_input(struct stage_ctx *ctx, const char *key, const char *path, int *fd) {
-  char err[PATH_MAX + 256];
-  if (stage_file_open(path, fd, err, sizeof err))
-    return stage_fail_at(ctx, cfg_get(ctx->cfg, key), "stages.dock.%s: %s", key, err);
+  if (stage_file_open(path, fd, &ctx->err)) return stage_error_at(ctx, cfg_get(ctx->cfg, key), "stages.dock.%s", key);
   return STAGE_OK;
 }
 
@@ -121,10 +119,8 @@ static int private_copy(struct stage_ctx *ctx, const char *dir, const char *key,
                          strerror(errno));
   snprintf(out, size, "%s/%s/%s", dir, key, base);
   unlink(out);
-  char err[PATH_MAX + 256];
   uint64_t h;
-  if (stage_fd_copy(fd, out, &h, err, sizeof err))
-    return stage_fail_at(ctx, at, "stages.dock.%s: %s: %s", key, path, err);
+  if (stage_fd_copy(fd, out, &h, &ctx->err)) return stage_error_at(ctx, at, "stages.dock.%s: %s", key, path);
   if (want && h != *want) {
     unlink(out);
     return stage_fail_at(ctx, at, "stages.dock.%s: %s changed while this run used it (its bytes are not those the "

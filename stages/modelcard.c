@@ -195,12 +195,13 @@ const char *model_card_get(const struct model_card *card, const char *key) {
   return NULL;
 }
 
-int model_card_read(const char *file, struct model_card *card, char *err, size_t errlen) {
+int model_card_read(const char *file, struct model_card *card, struct se3_error *err) {
   memset(card, 0, sizeof *card);
   card->n = n_keys();
   card->values = calloc((size_t)card->n, sizeof *card->values);
   if (!card->values) {
-    snprintf(err, errlen, "%s: out of memory", file);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, file, 0, 0);
     return -1;
   }
   /* the whole model checked as scoring will take it (models/model_file.h):
@@ -208,15 +209,18 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
    * runs */
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1};
-  if (se3_model_file_read(file, &ex, 0, &mf, NULL, err, errlen)) {
+  char msg[SE3_ERROR_MESSAGE]; /* (models/ says it in text) */
+  if (se3_model_file_read(file, &ex, 0, &mf, NULL, msg, sizeof msg)) {
+    se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
     model_card_free(card);
     return -1;
   }
   /* the edge's width follows stages.graph.bond_features (model_card_fits
    * compares it); beyond the widths a graph can have, no workflow can score */
   if (mf.cfg.edge_in < GRAPH_EDGE_WIDTH || mf.cfg.edge_in > GRAPH_EDGE_WIDTH_MAX) {
-    snprintf(err, errlen, "%s: arch: edge_in=%d, but this se3screen's graphs have %d to %d edge features", file,
-             mf.cfg.edge_in, GRAPH_EDGE_WIDTH, GRAPH_EDGE_WIDTH_MAX);
+    se3_error_set(err, SE3_ERR_MODEL, "arch: edge_in=%d, but this se3screen's graphs have %d to %d edge features",
+                  mf.cfg.edge_in, GRAPH_EDGE_WIDTH, GRAPH_EDGE_WIDTH_MAX);
+    se3_error_at(err, file, 0, 0);
     se3_model_file_free(&mf);
     model_card_free(card);
     return -1;
@@ -234,7 +238,8 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
       line++;
       const char *eq = memchr(p, '=', (size_t)(le - p));
       if (!eq) {
-        snprintf(err, errlen, "%s: record \"%s\": the model card's line %d has no '='", file, CARD_RECORD, line);
+        se3_error_set(err, SE3_ERR_MODEL, "record \"%s\": the model card's line %d has no '='", CARD_RECORD, line);
+        se3_error_at(err, file, 0, 0);
         rc = -1;
         break;
       }
@@ -242,14 +247,16 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
       for (int i = 0; KEYS[i]; i++)
         if (strlen(KEYS[i]) == (size_t)(eq - p) && memcmp(KEYS[i], p, (size_t)(eq - p)) == 0) {
           if (card->values[i]) {
-            snprintf(err, errlen, "%s: record \"%s\": the model card's line %d sets %s again", file, CARD_RECORD,
-                     line, KEYS[i]);
+            se3_error_set(err, SE3_ERR_MODEL, "record \"%s\": the model card's line %d sets %s again", CARD_RECORD,
+                          line, KEYS[i]);
+            se3_error_at(err, file, 0, 0);
             rc = -1;
             break;
           }
           card->values[i] = strndup(eq + 1, (size_t)(le - eq - 1));
           if (!card->values[i]) {
-            snprintf(err, errlen, "%s: out of memory", file);
+            se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+            se3_error_at(err, file, 0, 0);
             rc = -1;
           }
           break;
@@ -262,37 +269,39 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
   return rc;
 }
 
-int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file, char *err,
-                    size_t errlen) {
+int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file,
+                    struct se3_error *err) {
   struct graph_settings gs;
   const struct cfg_node *bad;
   if (!card->node_in || graph_settings_read(cfg_get(root, "stages.graph"), &gs, &bad, NULL))
     return 0; /* (a bad stages.graph is reported where it is validated) */
   int width = graph_node_width(&gs.go), ew = graph_edge_width(&gs.go);
   if (width != card->node_in) {
-    snprintf(err, errlen,
-             "%s: arch: node_in=%d, but its featurisation (stages.graph.elements, other_element, charge, "
-             "atomic_number, atom_features) gives %d node features an atom: the model cannot score these graphs",
-             file, card->node_in, width);
+    se3_error_set(err, SE3_ERR_MODEL,
+                  "arch: node_in=%d, but its featurisation (stages.graph.elements, other_element, charge, "
+                  "atomic_number, atom_features) gives %d node features an atom: the model cannot score these graphs",
+                  card->node_in, width);
+    se3_error_at(err, file, 0, 0);
     return -1;
   }
   if (card->edge_in && ew != card->edge_in) {
-    snprintf(err, errlen,
-             "%s: arch: edge_in=%d, but its featurisation (stages.graph.bond_features) gives %d edge features: "
-             "the model cannot score these graphs",
-             file, card->edge_in, ew);
+    se3_error_set(err, SE3_ERR_MODEL,
+                  "arch: edge_in=%d, but its featurisation (stages.graph.bond_features) gives %d edge features: the "
+                  "model cannot score these graphs",
+                  card->edge_in, ew);
+    se3_error_at(err, file, 0, 0);
     return -1;
   }
   return 0;
 }
 
-int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen) {
+int model_card_read_path(const char *path, struct model_card *card, char **first, struct se3_error *err) {
   char **files;
   int n;
   if (first) *first = NULL;
   memset(card, 0, sizeof *card);
-  if (model_card_members(path, &files, &n, err, errlen)) return -1;
-  if (model_card_read(files[0], card, err, errlen)) {
+  if (model_card_members(path, &files, &n, err)) return -1;
+  if (model_card_read(files[0], card, err)) {
     model_card_members_free(files, n);
     return -1;
   }
@@ -300,7 +309,7 @@ int model_card_read_path(const char *path, struct model_card *card, char **first
    * and one that was not (a folder assembled by hand) scores inconsistently */
   for (int m = 1; m < n; m++) {
     struct model_card other;
-    if (model_card_read(files[m], &other, err, errlen)) {
+    if (model_card_read(files[m], &other, err)) {
       model_card_free(card);
       model_card_members_free(files, n);
       return -1;
@@ -313,9 +322,10 @@ int model_card_read_path(const char *path, struct model_card *card, char **first
     if (bad || other.has != card->has) {
       const char *b = bad ? model_card_get(&other, bad) : NULL, *a = bad ? model_card_get(card, bad) : NULL;
       const char *no_a = card->has ? "(not recorded)" : "(no card)", *no_b = other.has ? "(not recorded)" : "(no card)";
-      snprintf(err, errlen,
-               "%s: the ensemble's members disagree on %s: %s has %s, %s has %s; score with one of them or retrain",
-               path, bad ? bad : "their settings", files[0], a ? a : no_a, files[m], b ? b : no_b);
+      se3_error_set(err, SE3_ERR_MODEL,
+                    "the ensemble's members disagree on %s: %s has %s, %s has %s; score with one of them or retrain",
+                    bad ? bad : "their settings", files[0], a ? a : no_a, files[m], b ? b : no_b);
+      se3_error_at(err, path, 0, 0);
       model_card_free(&other);
       model_card_free(card);
       model_card_members_free(files, n);
@@ -354,12 +364,13 @@ static int collect(const char *dir, char ***files, int *n) {
   }
 }
 
-int model_card_members(const char *path, char ***files, int *n, char *err, size_t errlen) {
+int model_card_members(const char *path, char ***files, int *n, struct se3_error *err) {
   *files = NULL;
   *n = 0;
   struct stat st;
   if (stat(path, &st)) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (S_ISREG(st.st_mode)) {
@@ -367,14 +378,16 @@ int model_card_members(const char *path, char ***files, int *n, char *err, size_
     if (!*files || !((*files)[0] = strdup(path))) {
       free(*files);
       *files = NULL;
-      snprintf(err, errlen, "%s: out of memory", path);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+      se3_error_at(err, path, 0, 0);
       return -1;
     }
     *n = 1;
     return 0;
   }
   if (!S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "%s: neither a checkpoint file nor a folder", path);
+    se3_error_set(err, SE3_ERR_INPUT, "neither a checkpoint file nor a folder");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   char models[PATH_MAX + 16];
@@ -385,14 +398,15 @@ int model_card_members(const char *path, char ***files, int *n, char *err, size_
     model_card_members_free(*files, *n);
     *files = NULL;
     *n = 0;
-    snprintf(err, errlen, "%s: out of memory", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (*n == 0) {
-    snprintf(err, errlen,
-             "%s: a folder without models: expected train-0/best.ckpt (a models/ folder) or models/train-0/best.ckpt "
-             "(a workdir)",
-             path);
+    se3_error_set(err, SE3_ERR_INPUT,
+                  "a folder without models: expected train-0/best.ckpt (a models/ folder) or models/train-0/best.ckpt "
+                  "(a workdir)");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   return 0;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "common/cfgtree.h"
+#include "common/error.h"
 #include "models/checkpoint.h"
 
 /* Writes into checkpoint writer w the record "settings": the workflow values a
@@ -28,7 +29,7 @@ void model_card_put(struct se3_ckpt_writer *w, const struct cfg_node *root, cons
  * ensemble: DIR/train-<k>/best.ckpt, or DIR/models/train-<k>/best.ckpt (DIR
  * is then a workdir), k = 0, 1, ... in order. 0 with *files (malloc'd, n >= 1),
  * or -1 with err naming the path and why. */
-int model_card_members(const char *path, char ***files, int *n, char *err, size_t errlen);
+int model_card_members(const char *path, char ***files, int *n, struct se3_error *err);
 void model_card_members_free(char **files, int n);
 
 /* ---- reading cards --------------------------------------------------------- */
@@ -59,17 +60,17 @@ struct model_card {
 /* The card of one checkpoint file, the whole model checked first as scoring
  * takes it (models/model_file.h). 0, or -1 with err naming the file and why
  * (unreadable or hostile checkpoint, malformed card). */
-int model_card_read(const char *file, struct model_card *card, char *err, size_t errlen);
+int model_card_read(const char *file, struct model_card *card, struct se3_error *err);
 /* The card of a model path (model_card_members): the members' cards must
  * agree key by key; else -1 with err naming the two files and the key.
  * *first (when not NULL) is set to the first member's file name (malloc'd). */
-int model_card_read_path(const char *path, struct model_card *card, char **first, char *err, size_t errlen);
+int model_card_read_path(const char *path, struct model_card *card, char **first, struct se3_error *err);
 void model_card_free(struct model_card *card);
 /* 0 when the featurisation of the resolved workflow root (its card applied)
  * gives the model's node_in features an atom and edge_in an edge; else -1
  * with err naming file, the field and both widths. */
-int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file, char *err,
-                    size_t errlen);
+int model_card_fits(const struct model_card *card, const struct cfg_node *root, const char *file,
+                    struct se3_error *err);
 /* The card's value of key, or NULL. */
 const char *model_card_get(const struct model_card *card, const char *key);
 

@@ -69,8 +69,8 @@ void stage_share_cores(const struct se3_comm *comm) {
 #endif
 }
 
-const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key, char *err,
-                                       size_t errlen) {
+const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key,
+                                       struct se3_error *err) {
   static const struct nn_backend *opened;
   static char opened_key[80];
   const char *dev = cfg_str(root, "device"), *prec = cfg_str(root, "precision");
@@ -81,17 +81,22 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
-  if (nn_device_parse(dev, &d, err, errlen)) return NULL;
+  char msg[SE3_ERROR_MESSAGE]; /* what models/ says in text */
+  if (nn_device_parse(dev, &d, msg, sizeof msg)) {
+    se3_error_set(err, SE3_ERR_USAGE, "%s", msg);
+    return NULL;
+  }
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local
    * rank modulo the GPUs a process sees (the backend knows how many) */
   if (d.by_rank) d.index = comm_local_rank(run_comm);
   enum nn_precision p = NN_PREC_FP32; /* the schema lets only the four words through */
   if (nn_precision_parse(prec, &p)) {
-    snprintf(err, errlen, "precision '%s' is not one of fp32, tf32, bf16, fp16", prec);
+    se3_error_set(err, SE3_ERR_USAGE, "precision '%s' is not one of fp32, tf32, bf16, fp16", prec);
     if (key) *key = "precision";
     return NULL;
   }
-  const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
+  const struct nn_backend *be = nn_backend_open(&d, p, msg, sizeof msg);
+  if (!be) se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
     char ignored[8];
     if (nn_backend_open(&d, NN_PREC_FP32, ignored, sizeof ignored)) *key = "precision";
@@ -99,7 +104,8 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   /* bf16 on the CPU is the convolution's forward only: training there runs in fp32 */
   if (be && training && be->host_memory && be->precision == NN_PREC_BF16) {
     struct nn_device cpu = {0};
-    be = nn_backend_open(&cpu, NN_PREC_FP32, err, errlen);
+    be = nn_backend_open(&cpu, NN_PREC_FP32, msg, sizeof msg);
+    if (!be) se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
   }
   if (be && be->set_conv_path) be->set_conv_path(conv);
   if (be) {
@@ -119,6 +125,6 @@ const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend
                                : "; the convolution's direct kernels (gpu_conv: direct)";
 }
 
-int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen) {
-  return stage_backend(root, 0, key, err, errlen) ? 0 : -1;
+int stage_device_check(const struct cfg_node *root, const char **key, struct se3_error *err) {
+  return stage_backend(root, 0, key, err) ? 0 : -1;
 }

@@ -198,9 +198,9 @@ static int rank_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_items
 /* Writes WORKDIR/name through a temporary file renamed over it
  * (common/atomic_file.h). */
 static int out_open(struct stage_ctx *ctx, struct atomic_file *o, const char *name) {
-  char path[PATH_MAX], err[PATH_MAX + 256];
+  char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/%s", ctx->workdir, name);
-  return atomic_file_open(o, path, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
+  return atomic_file_open(o, path, &ctx->err) ? STAGE_ERROR : STAGE_OK;
 }
 
 /* Commits the file when ok, otherwise drops it (the old file stays). */
@@ -210,8 +210,7 @@ static int out_close(struct stage_ctx *ctx, struct atomic_file *o, int ok) {
     atomic_file_abort(o);
     return STAGE_ERROR;
   }
-  char err[2 * PATH_MAX + 256];
-  return atomic_file_commit(o, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
+  return atomic_file_commit(o, &ctx->err) ? STAGE_ERROR : STAGE_OK;
 }
 
 /* The ranks with top > 0: rank_select's best rows of the scores, in order. */
@@ -219,9 +218,8 @@ static int rank_top(struct stage_ctx *ctx, struct rstage *r) {
   sqlite3_stmt *st = NULL;
   int rc;
   int64_t *rows = NULL, n = 0;
-  char err[768];
-  if (rank_select(ctx->db, r->from, ctx->src, ctx->cfg, r->target, r->descending, &rows, &n, err, sizeof err))
-    return stage_fail_at(ctx, NULL, "%s", err);
+  if (rank_select(ctx->db, r->from, ctx->src, ctx->cfg, r->target, r->descending, &rows, &n, &ctx->err))
+    return STAGE_ERROR;
   char *sql = sqlite3_mprintf("INSERT INTO ranks(rank, mol_id, model, target, score, std, conformer_sd) "
                               "SELECT ?1, mol_id, model, target, score, std, conformer_sd FROM %s WHERE rowid = ?2",
                               r->from);
@@ -297,14 +295,14 @@ static int cmp_double(const void *a, const void *b) {
  * one before training, a model trained before models carried it: said in
  * the log). *what words it for the log. */
 static int nearest_set(struct stage_ctx *ctx, struct train_set *ts, char *what, size_t len) {
-  char err[PATH_MAX + 768], file[PATH_MAX];
+  char file[PATH_MAX];
   const char *ck = stage_dock_only(ctx->root) ? NULL : cfg_str_opt(ctx->root, "stages.score.checkpoint");
   if (!ck) {
     snprintf(what, len, "the train split");
-    return train_set_of_split(ctx->db, ctx->src, ts, err, sizeof err) ? stage_fail_at(ctx, NULL, "%s", err) : STAGE_OK;
+    return train_set_of_split(ctx->db, ctx->src, ts, &ctx->err) ? STAGE_ERROR : STAGE_OK;
   }
-  int rc = train_set_of_model(ck, ts, file, sizeof file, err, sizeof err);
-  if (rc < 0) return stage_fail_at(ctx, NULL, "%s", err);
+  int rc = train_set_of_model(ck, ts, file, sizeof file, &ctx->err);
+  if (rc < 0) return STAGE_ERROR;
   if (rc == 0)
     ctx->report->log(ctx,
                      "note: the model (%s) carries no training set (trained before 2026-11-29): the hits' "
@@ -350,7 +348,8 @@ static int nearest_training(struct stage_ctx *ctx) {
   char what[128] = "";
   int ret = nearest_set(ctx, &ts, what, sizeof what);
   sqlite3_stmt *st = NULL, *up = NULL;
-  char *sql = sqlite3_mprintf("SELECT r.rank, m.mol, r.mol_id FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id WHERE "
+  char *sql = sqlite3_mprintf("SELECT r.rank, m.mol, r.mol_id FROM ranks r JOIN \"%w\".molecules m ON m.id = r.mol_id "
+                              "WHERE "
                               "r.rank <= %d ORDER BY r.rank",
                               ctx->src, NEAREST_MAX_HITS);
   if (ret == STAGE_OK && ts.n > 0 &&
@@ -366,10 +365,12 @@ static int nearest_training(struct stage_ctx *ctx) {
   int rc = SQLITE_DONE;
   while (ret == STAGE_OK && st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     struct fp h;
-    char err[256];
-    if (train_set_fp(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &h, err, sizeof err)) {
-      ret = stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (hit %lld; run `se3screen verify` on the workdir)",
-                          (long long)sqlite3_column_int64(st, 2), err, (long long)sqlite3_column_int64(st, 0));
+    if (train_set_fp(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1), &h, &ctx->err)) {
+      struct se3_error_text why = se3_error_str(&ctx->err);
+      se3_error_set(&ctx->err, ctx->err.kind,
+                    "molecules row id=%lld: %s (hit %lld; run `se3screen verify` on the workdir)",
+                    (long long)sqlite3_column_int64(st, 2), why.s, (long long)sqlite3_column_int64(st, 0));
+      ret = STAGE_ERROR;
       break;
     }
     double sim;

@@ -214,19 +214,19 @@ void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t
 }
 
 int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
-                int descending, int64_t **rowids, int64_t *n, char *err, size_t errlen) {
+                int descending, int64_t **rowids, int64_t *n, struct se3_error *err) {
   *rowids = NULL;
   *n = 0;
   int top = (int)cfg_int(cfg, "top"), dedupe = cfg_bool(cfg, "dedupe");
   const struct cfg_node *min = cfg_get(cfg, "min"), *max = cfg_get(cfg, "max");
   if (top <= 0) {
-    snprintf(err, errlen, "rank_select needs top > 0");
+    se3_error_set(err, SE3_ERR_USAGE, "rank_select needs top > 0");
     return -1;
   }
   struct topk t;
   if (topk_init(&t, top, descending)) {
     topk_free(&t);
-    snprintf(err, errlen, "out of memory for the top %d", top);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory for the top %d", top);
     return -1;
   }
   /* scores first (a scan), each molecule's InChIKey by its id */
@@ -255,7 +255,7 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
     rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
   }
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "choosing the top %d of %s: %s", top, scores, sqlite3_errmsg(db));
+    se3_error_set(err, SE3_ERR_DB, "choosing the top %d of %s: %s", top, scores, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     topk_free(&t);
     return -1;
@@ -265,7 +265,7 @@ int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct 
   *rowids = malloc(sizeof **rowids * (size_t)(t.n ? t.n : 1));
   if (!*rowids) {
     topk_free(&t);
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return -1;
   }
   for (int i = 0; i < t.n; i++)

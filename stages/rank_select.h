@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "common/cfgtree.h"
+#include "common/error.h"
 
 /* Up to `max` distinct targets of "<schema>".scores into out[] (256 bytes
  * each); returns how many. */
@@ -28,7 +29,7 @@ int rank_target(sqlite3 *db, const char *schema, const struct cfg_node *cfg, cha
  * *n of them). One pass keeping the best `top`: memory bounded by top, not
  * by the number of scores. Returns 0, or -1 with err set. */
 int rank_select(sqlite3 *db, const char *scores, const char *mols, const struct cfg_node *cfg, const char *target,
-                int descending, int64_t **rowids, int64_t *n, char *err, size_t errlen);
+                int descending, int64_t **rowids, int64_t *n, struct se3_error *err);
 /* rank's settings that decide its hits, as one line ("top=N target=... ..."). */
 void rank_spec(const struct cfg_node *cfg, const char *target, char *out, size_t n);
 

@@ -23,9 +23,9 @@ static int report_chunk(struct stage_ctx *ctx, int64_t chunk, int64_t *n_ok, int
       .bins = (int)cfg_int(ctx->cfg, "bins"),
       .ledger = ctx->ledger,
   };
-  char path[PATH_MAX], err[PATH_MAX + 1024];
+  char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/report.html", ctx->workdir);
-  if (report_write(ctx->db, "screen.db", &o, path, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (report_write(ctx->db, "screen.db", &o, path, &ctx->err)) return STAGE_ERROR;
   *n_ok = 1;
   *n_rej = 0;
   ctx->report->advance(ctx, 1);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sqlite3.h>
 
+#include "common/error.h"
 #include "common/svg.h"
 #include "report_page.h" /* (struct report_opts alone) */
 
@@ -39,7 +40,7 @@ struct rep {
   sqlite3 *db;
   const struct report_opts *o;
   struct svg h; /* the page */
-  char err[1024];
+  struct se3_error err; /* the first failure (failed) */
   int failed;
   /* A database is read as it is, never migrated (`se3screen report` opens
    * it read-only), so an older schema's names and counts are translated
@@ -62,7 +63,7 @@ static inline sqlite3_stmt *prep(struct rep *r, const char *fmt, ...) {
   va_end(ap);
   sqlite3_stmt *st = NULL;
   if (!sql || sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
-    snprintf(r->err, sizeof r->err, "reading the database: %s", sql ? sqlite3_errmsg(r->db) : "out of memory");
+    se3_error_set(&r->err, SE3_ERR_DB, "reading the database: %s", sql ? sqlite3_errmsg(r->db) : "out of memory");
     r->failed = 1;
     st = NULL;
   }
@@ -76,7 +77,7 @@ static inline int row(struct rep *r, sqlite3_stmt *st) {
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) return 1;
   if (rc != SQLITE_DONE && !r->failed) {
-    snprintf(r->err, sizeof r->err, "reading the database: %s", sqlite3_errmsg(r->db));
+    se3_error_set(&r->err, SE3_ERR_DB, "reading the database: %s", sqlite3_errmsg(r->db));
     r->failed = 1;
   }
   return 0;
@@ -100,7 +101,7 @@ static inline double q_double(struct rep *r, double dflt, const char *fmt, ...) 
  * where an earlier read failed, or where there is nothing to read (none). */
 static inline sqlite3_stmt *ledger_rows(struct rep *r, sqlite3_stmt *st, int none) {
   if (!st && !none && !r->failed) {
-    snprintf(r->err, sizeof r->err, "reading the database: %s", sqlite3_errmsg(r->db));
+    se3_error_set(&r->err, SE3_ERR_DB, "reading the database: %s", sqlite3_errmsg(r->db));
     r->failed = 1;
   }
   if (r->failed) {
@@ -212,7 +213,7 @@ static inline void histogram(struct rep *r, const double *count, int n, double l
   double *edges = malloc((size_t)(n + 1) * sizeof *edges), top = 0;
   if (!edges) {
     r->failed = 1;
-    snprintf(r->err, sizeof r->err, "out of memory");
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory");
     return;
   }
   for (int i = 0; i <= n; i++)

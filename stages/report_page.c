@@ -364,8 +364,9 @@ static void section_timeline(struct rep *r) {
  * the first or last bar. */
 static void sql_bins(struct rep *r, const char *val, const char *from, double lo, double hi, int bins, double *count) {
   memset(count, 0, (size_t)bins * sizeof *count);
-  sqlite3_stmt *b = prep(r, "SELECT min(max(CAST((%s - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM %s GROUP BY 1",
-                         val, lo, (hi - lo) / bins, bins - 1, from);
+  sqlite3_stmt *b =
+      prep(r, "SELECT min(max(CAST((%s - %.17g) / %.17g AS INTEGER), 0), %d), count(*) FROM %s GROUP BY 1", val, lo,
+           (hi - lo) / bins, bins - 1, from);
   while (row(r, b)) {
     int k = sqlite3_column_int(b, 0);
     if (k >= 0 && k < bins) count[k] += (double)sqlite3_column_int64(b, 1);
@@ -450,7 +451,7 @@ static void section_scores(struct rep *r) {
   double *count = malloc((size_t)bins * sizeof *count);
   if (!count) {
     r->failed = 1;
-    snprintf(r->err, sizeof r->err, "out of memory");
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory");
     return;
   }
   /* one histogram per scored set and target; bins counted by SQL, so the
@@ -472,7 +473,7 @@ static void section_scores(struct rep *r) {
                                  set, target);
     if (!val || !from) {
       r->failed = 1;
-      snprintf(r->err, sizeof r->err, "out of memory");
+      se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory");
     } else {
       hist_range(r, val, from, n, &lo, &hi, &below, &above);
       sql_bins(r, val, from, lo, hi, bins, count);
@@ -565,7 +566,7 @@ static void section_docking(struct rep *r) {
     double *count = calloc((size_t)bins, sizeof *count);
     if (!count) {
       r->failed = 1;
-      snprintf(r->err, sizeof r->err, "out of memory");
+      se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory");
       return;
     }
     long long below, above;
@@ -796,14 +797,14 @@ static const char css[] =
     "circle,.pts-valid rect,path{fill-opacity:.75;stroke:none}"
     "g.line polyline,g.diag polyline,.legend line{fill:none;stroke-width:2}g.diag polyline{stroke-width:1}";
 
-int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
-                 size_t errlen) {
+int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path,
+                 struct se3_error *err) {
   struct rep r = {.db = db, .o = o};
   svg_init(&r.h);
   if (o->depict && ob_init() != 0) {
-    snprintf(err, errlen,
-             "report: Open Babel could not be started for the depictions (stages.report.depict: false "
-             "leaves them out)");
+    se3_error_set(err, SE3_ERR_RUN,
+                  "report: Open Babel could not be started for the depictions (stages.report.depict: false "
+                  "leaves them out)");
     return -1;
   }
   r.score_col = has_column(&r, "scores", "value") && !has_column(&r, "scores", "score") ? "value" : "score";
@@ -844,17 +845,20 @@ int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o,
   svg_printf(&r.h, "</body></html>\n");
   int rc = 0;
   if (r.failed) {
-    snprintf(err, errlen, "report: %s", r.err);
+    if (r.err.kind == SE3_ERR_NONE) /* (a series that could not grow) */
+      se3_error_set(&r.err, SE3_ERR_MEMORY, "out of memory");
+    if (err) *err = r.err;
+    se3_error_context(err, "report");
     rc = -1;
   } else if (r.h.oom) {
-    snprintf(err, errlen, "report: out of memory for the page");
+    se3_error_set(err, SE3_ERR_MEMORY, "report: out of memory for the page");
     rc = -1;
   } else if (!strcmp(out_path, "-")) {
     if (fwrite(r.h.buf, 1, r.h.len, stdout) != r.h.len || fflush(stdout)) {
-      snprintf(err, errlen, "report: writing to standard output failed");
+      se3_error_set(err, SE3_ERR_IO, "report: writing to standard output failed");
       rc = -1;
     }
-  } else if (atomic_file_write(out_path, r.h.buf, r.h.len, err, errlen)) {
+  } else if (atomic_file_write(out_path, r.h.buf, r.h.len, err)) {
     rc = -1;
   }
   svg_free(&r.h);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <sqlite3.h>
 
+#include "common/error.h"
+
 struct stage_ledger; /* stages/stage.h */
 
 struct report_opts {
@@ -18,6 +20,6 @@ struct report_opts {
 /* report.html of the result database db (tables in "main") into out_path,
  * written atomically ("-": standard output); db_label names the database on
  * the page. 0, or -1 with err set. */
-int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path, char *err,
-                 size_t errlen);
+int report_write(sqlite3 *db, const char *db_label, const struct report_opts *o, const char *out_path,
+                 struct se3_error *err);
 #endif

@@ -245,7 +245,7 @@ static void test_classification(struct rep *r, const char *target, const double 
   if (se3_classification_bootstrap(p, y, n, SE3_BOOTSTRAP_RESAMPLES, SE3_BOOTSTRAP_SEED, SE3_BOOTSTRAP_LEVEL, &lo,
                                    &hi)) {
     r->failed = 1;
-    snprintf(r->err, sizeof r->err, "out of memory for the bootstrap of %d predictions", n);
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory for the bootstrap of %d predictions", n);
     return;
   }
   char ci[3][160];
@@ -283,7 +283,7 @@ static void test_classification(struct rep *r, const char *target, const double 
   if (np > 0) enrichment_plot(r, target, fx, fy, np, n, m.ef1, ef5);
   if (np < 0) {
     r->failed = 1;
-    snprintf(r->err, sizeof r->err, "out of memory for the curves of %d predictions", n);
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory for the curves of %d predictions", n);
   }
   if (np == 0) P("<p>The test split holds one class only: no ROC or enrichment curve.</p>");
   free(fx);
@@ -311,7 +311,7 @@ static void test_split(struct rep *r) {
     free(y);
     free(p);
     r->failed = 1;
-    snprintf(r->err, sizeof r->err, "out of memory for %d predictions", n);
+    se3_error_set(&r->err, SE3_ERR_MEMORY, "out of memory for %d predictions", n);
     return;
   }
   n = test_read(r, model, members, y, p, n);

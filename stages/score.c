@@ -153,20 +153,16 @@ static void path_from(const char *base, const char *path, char *out, size_t n) {
 /* The members of the configured model path (a checkpoint file, or an
  * ensemble's folder), each loaded as the ensemble's member k. */
 static int load_path(struct stage_ctx *ctx, struct sstage *s, const char *ck, uint64_t *h) {
-  char **files = NULL, err[PATH_MAX + 512];
+  char **files = NULL;
   int n = 0;
-  if (model_card_members(ck, &files, &n, err, sizeof err))
-    return stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", err);
+  if (model_card_members(ck, &files, &n, &ctx->err))
+    return stage_error_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint");
   int ret = STAGE_OK;
   if (!(s->mem = calloc((size_t)n, sizeof *s->mem))) ret = stage_fail_at(ctx, NULL, "out of memory");
   for (int k = 0; k < n && ret == STAGE_OK; k++) {
     s->n_members = k + 1; /* score_end frees the nets loaded */
-    if (load_member(ctx, s, &s->mem[k], files[k], NULL, h)) {
-      /* name the key that pointed there */
-      char msg[SE3_ERROR_MESSAGE + SE3_ERROR_FILE];
-      se3_error_format(&ctx->err, msg, sizeof msg);
-      ret = stage_fail_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint: %s", msg);
-    }
+    if (load_member(ctx, s, &s->mem[k], files[k], NULL, h)) /* name the key that pointed there */
+      ret = stage_error_at(ctx, cfg_get(ctx->cfg, "checkpoint"), "stages.score.checkpoint");
   }
   model_card_members_free(files, n);
   if (ret != STAGE_OK) return ret;
@@ -246,7 +242,6 @@ static int score_keyed(const struct cfg_node *root);
 static int score_profile(struct stage_ctx *ctx, struct sstage *s) {
   const struct set_profile *train = &s->mem[0].prof;
   struct set_profile lib;
-  char err[512];
   if (!train->has) {
     ctx->report->log(ctx, "note: the model's card has no profile of its training set (trained before "
                           "2026-11-27): set '%s''s charge states and 3D shapes are not compared with it",
@@ -254,7 +249,7 @@ static int score_profile(struct stage_ctx *ctx, struct sstage *s) {
     s->warn = calloc(1, 1); /* (an earlier model's warnings go) */
     return s->warn ? STAGE_OK : stage_fail_at(ctx, NULL, "out of memory");
   }
-  if (set_profile_of(ctx->db, ctx->src, s->set, &lib, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (set_profile_of(ctx->db, ctx->src, s->set, &lib, &ctx->err)) return STAGE_ERROR;
   if (!(s->warn = malloc(4096))) return stage_fail_at(ctx, NULL, "out of memory");
   set_profile_compare(train, &lib, s->warn, 4096);
   for (const char *l = s->warn; *l;) {
@@ -285,10 +280,9 @@ static int score_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   ctx->state = s;
   s->set = cfg_str(ctx->cfg, "set");
   s->batch = (int)cfg_int(ctx->cfg, "batch_size");
-  char err[512];
   const char *key = "device";
-  if (!(s->be = stage_backend(ctx->root, 0, &key, err, sizeof err)))
-    return stage_fail_at(ctx, cfg_get(ctx->root, key), "%s", err);
+  if (!(s->be = stage_backend(ctx->root, 0, &key, &ctx->err)))
+    return stage_error_at(ctx, cfg_get(ctx->root, key), NULL);
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s", s->be->name, s->be->device, stage_precision_name(s->be),
                    stage_conv_note(ctx->root, s->be));
   if (stage_graph_settings(ctx, &s->gs)) return STAGE_ERROR; /* (the models are checked against it) */
@@ -347,7 +341,8 @@ static int score_planned(struct stage_ctx *ctx) {
   char *sql = NULL;
   int bad;
   if (score_keyed(ctx->root)) {
-    sql = sqlite3_mprintf("SELECT s.mol_id FROM \"%w\".scores s WHERE s.model = ?2 AND s.model_hash = ?3 AND NOT EXISTS "
+    sql = sqlite3_mprintf("SELECT s.mol_id FROM \"%w\".scores s WHERE s.model = ?2 AND s.model_hash = ?3 AND NOT "
+                          "EXISTS "
                           "(SELECT 1 FROM \"%w\".graphs g INDEXED BY graphs_hash JOIN \"%w\".molecules m ON m.id = "
                           "g.mol_id WHERE g.mol_id = s.mol_id AND m.set_name = ?1) "
                           "ORDER BY 1",
@@ -680,7 +675,7 @@ static int fold_exec(struct stage_fold *f, const char *fmt, ...) {
   va_end(ap);
   char *msg = NULL;
   int rc = sql ? sqlite3_exec(f->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
-  if (rc != SQLITE_OK) snprintf(f->err, sizeof f->err, "%s", msg ? msg : sqlite3_errstr(rc));
+  if (rc != SQLITE_OK) se3_error_set(&f->err, SE3_ERR_DB, "%s", msg ? msg : sqlite3_errstr(rc));
   sqlite3_free(msg);
   sqlite3_free(sql);
   return rc == SQLITE_OK ? 0 : -1;
@@ -701,7 +696,7 @@ static int score_fold(struct stage_fold *f) {
    * says it, and says none by having no key) */
   int scored = f->ledger->has_chunks(f->db, "shard", "score");
   if (scored < 0) {
-    snprintf(f->err, sizeof f->err, "%s", sqlite3_errmsg(f->db));
+    se3_error_set(&f->err, SE3_ERR_DB, "%s", sqlite3_errmsg(f->db));
     return -1;
   }
   if (fold_exec(f, "%sINSERT OR REPLACE INTO main.meta SELECT key, value FROM shard.meta WHERE key = 'score_warnings'",
@@ -710,23 +705,21 @@ static int score_fold(struct stage_fold *f) {
   int hits = root && !strcmp(cfg_str(root, "stages.score.merge"), "hits");
   const struct cfg_node *rank = root ? cfg_get(cfg_get(root, "stages"), "rank") : NULL;
   if (!hits || cfg_int(rank, "top") <= 0) return fold_exec(f, "DELETE FROM main.meta WHERE key='scores_kept'") ? -1 : 0;
-  char target[256], err[1024];
+  char target[256];
   /* before the first fold screen.db of a score-only workflow holds neither
    * models nor scores: the shard's scores name the target */
   if (rank_target(f->db, "main", rank, target, sizeof target) &&
       rank_target(f->db, "shard", rank, target, sizeof target)) {
-    snprintf(f->err, sizeof f->err,
-             "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the target "
-             "and the scores hold none or several: set stages.rank.target",
-             f->db_path);
+    se3_error_set(&f->err, SE3_ERR_USAGE,
+                  "stages.score.merge: hits keeps the scores rank needs, but no trained model in %s names the "
+                  "target and the scores hold none or several: set stages.rank.target",
+                  f->db_path);
     return -1;
   }
   int64_t *rows = NULL, n = 0;
   if (rank_select(f->db, "\"shard\".scores", "main", rank, target, strcmp(cfg_str(rank, "order"), "ascending") != 0,
-                  &rows, &n, err, sizeof err)) {
-    snprintf(f->err, sizeof f->err, "%s", err);
+                  &rows, &n, &f->err))
     return -1;
-  }
   long long n_scores = 0;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(f->db, "SELECT count(*) FROM shard.scores", -1, &st, NULL) == SQLITE_OK &&
@@ -744,7 +737,7 @@ static int score_fold(struct stage_fold *f) {
   sqlite3_finalize(st);
   free(rows);
   if (rc != SQLITE_OK) {
-    snprintf(f->err, sizeof f->err, "keeping the shard's hits: %s", sqlite3_errmsg(f->db));
+    se3_error_set(&f->err, SE3_ERR_DB, "keeping the shard's hits: %s", sqlite3_errmsg(f->db));
     return -1;
   }
   char spec[512];

@@ -45,8 +45,7 @@ int set_profile_protonated_amine(const char *smiles) {
   return 0;
 }
 
-int set_profile_of(sqlite3 *db, const char *db_schema, const char *set, struct set_profile *p, char *err,
-                   size_t errlen) {
+int set_profile_of(sqlite3 *db, const char *db_schema, const char *set, struct set_profile *p, struct se3_error *err) {
   memset(p, 0, sizeof *p);
   char *sql = sqlite3_mprintf("SELECT m.smiles, m.charge, m.coords_from = 'input' FROM \"%w\".molecules m "
                               "WHERE m.set_name = ?1 AND NOT EXISTS (SELECT 1 FROM \"%w\".duplicates d "
@@ -65,7 +64,7 @@ int set_profile_of(sqlite3 *db, const char *db_schema, const char *set, struct s
     rc = SQLITE_OK;
   }
   if (rc != SQLITE_DONE) {
-    snprintf(err, errlen, "reading the molecules of set '%s': %s", set, sqlite3_errmsg(db));
+    se3_error_set(err, SE3_ERR_DB, "reading the molecules of set '%s': %s", set, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return -1;
   }
@@ -91,9 +90,10 @@ void set_profile_text(const struct set_profile *p, char *out, size_t len) {
   }
 }
 
-int set_profile_card(sqlite3 *db, const char *db_schema, const char *set, char *out, size_t len) {
+int set_profile_card(sqlite3 *db, const char *db_schema, const char *set, char *out, size_t len,
+                     struct se3_error *err) {
   struct set_profile p;
-  if (set_profile_of(db, db_schema, set, &p, out, len)) return -1;
+  if (set_profile_of(db, db_schema, set, &p, err)) return -1;
   set_profile_text(&p, out, len);
   return 0;
 }

@@ -13,6 +13,8 @@
 
 #include <sqlite3.h>
 
+#include "common/error.h"
+
 struct set_profile {
   int has;                   /* 0: not known (a card from before profiles) */
   int64_t molecules;         /* the set's molecules (its duplicates left out) */
@@ -27,12 +29,10 @@ int set_profile_protonated_amine(const char *smiles);
 
 /* The profile of set `set` in schema `db_schema` ("main", or an attached
  * database's name) of db. 0, or -1 with err. */
-int set_profile_of(sqlite3 *db, const char *db_schema, const char *set, struct set_profile *p, char *err,
-                   size_t errlen);
+int set_profile_of(sqlite3 *db, const char *db_schema, const char *set, struct set_profile *p, struct se3_error *err);
 
-/* set_profile_of, then set_profile_text into out; on failure out holds
- * the error and -1 is returned. */
-int set_profile_card(sqlite3 *db, const char *db_schema, const char *set, char *out, size_t len);
+/* set_profile_of, then set_profile_text into out; on failure -1 with err. */
+int set_profile_card(sqlite3 *db, const char *db_schema, const char *set, char *out, size_t len, struct se3_error *err);
 
 /* The card lines of p ("profile.molecules=N\n" ...), or "" when !p->has. */
 void set_profile_text(const struct set_profile *p, char *out, size_t len);

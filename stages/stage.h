@@ -393,7 +393,7 @@ struct stage_fold {
   const struct cfg_node *root; /* the workflow; NULL when it cannot be loaded */
   const struct stage_ledger *ledger; /* the runner's ledger, to read */
   char note[256];              /* set when rows were kept: what and why */
-  char err[1024];
+  struct se3_error err;        /* why a fold failed */
 };
 
 /* A score-only workflow: it scores with a saved model
@@ -443,6 +443,14 @@ extern const struct stage stage_report;
  * when it has one; returns STAGE_ERROR. */
 int stage_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* ctx->err as a callee set it, said at the workflow's node n: its kind
+ * kept, "what: " (fmt's words; fmt NULL: nothing) before its text, and the node's
+ * file:line:col as its place. The callee's own place (a file named by the
+ * workflow) then goes into the text, where it stood before the message:
+ * "wf.yaml:3:5: what: PATH: message", as stage_fail_at(ctx, n, "what: %s",
+ * text) said it. Returns STAGE_ERROR. */
+int stage_error_at(struct stage_ctx *ctx, const struct cfg_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* ctx->err = "what: <SQLite's message>", of kind SE3_ERR_DB; returns STAGE_ERROR. */
 int stage_sql_fail(struct stage_ctx *ctx, const char *what);
 /* 1 when WORKDIR/name is not there (ctx->outputs_gone), else 0. */
@@ -485,9 +493,9 @@ int stage_file_hash(const char *path, uint64_t *out);
 /* An input opened once, to be checked, hashed and read through the one
  * descriptor: opened O_RDONLY | O_NONBLOCK | O_CLOEXEC (opening a FIFO
  * cannot block), fstat'ed, refused unless a regular file, then O_NONBLOCK
- * cleared. 0 with *fd (the caller closes it), or -1 with err "PATH: not a
- * regular file (a FIFO); ..." or "PATH: cannot open: ...". */
-int stage_file_open(const char *path, int *fd, char *err, size_t errlen);
+ * cleared. 0 with *fd (the caller closes it), or -1 with err at PATH: "not
+ * a regular file (a FIFO); ..." (kind input) or "cannot open: ..." (io). */
+int stage_file_open(const char *path, int *fd, struct se3_error *err);
 /* stage_file_hash of the bytes of an open regular file, read from offset 0
  * with pread (the descriptor's offset is left as it was). 0, or -1 with
  * errno. */
@@ -497,11 +505,11 @@ int stage_fd_hash(int fd, uint64_t *out);
  * gives for the bytes copied: a program that must read an input by path
  * reads this private copy, the very bytes that were hashed. 0, or -1 with
  * err ("copying it to TO: ..." or "cannot read: ...") and `to` removed. */
-int stage_fd_copy(int fd, const char *to, uint64_t *hash, char *err, size_t errlen);
+int stage_fd_copy(int fd, const char *to, uint64_t *hash, struct se3_error *err);
 /* The same into a descriptor open for writing (a memfd, say), at its
  * offset. 0, or -1 with err ("cannot read: ..." or "cannot write its copy:
  * ..."). */
-int stage_fd_copy_fd(int fd, int out, uint64_t *hash, char *err, size_t errlen);
+int stage_fd_copy_fd(int fd, int out, uint64_t *hash, struct se3_error *err);
 /* The 64-bit finaliser stage_file_hash ends with (a bijection that spreads
  * every input bit over the output): ingest's input keys take it too. */
 uint64_t stage_hash_mix(uint64_t x);
@@ -602,10 +610,11 @@ void stage_share_cores(const struct se3_comm *comm);
  * convolution's forward only, for scoring. NULL with a message in err that
  * says what was asked, what was found and how to run on the CPU, and in
  * *key (when key is not NULL) the setting at fault, "device" or
- * "precision". */
+ * "precision" (kind usage for a setting that is not understood, model for
+ * a device or precision that cannot be opened). */
 struct nn_backend;
-const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key, char *err,
-                                       size_t errlen);
+const struct nn_backend *stage_backend(const struct cfg_node *root, int training, const char **key,
+                                       struct se3_error *err);
 /* "fp32", "tf32", "bf16" or "fp16": the precision a backend computes in. */
 const char *stage_precision_name(const struct nn_backend *be);
 /* For the log line naming the device: "; the convolution as GEMMs
@@ -614,6 +623,6 @@ const char *stage_precision_name(const struct nn_backend *be);
 const char *stage_conv_note(const struct cfg_node *root, const struct nn_backend *be);
 /* For the runner, before any work: 0 when `device:` and `precision:` can be
  * used for scoring, else -1 with stage_backend's message and key. */
-int stage_device_check(const struct cfg_node *root, const char **key, char *err, size_t errlen);
+int stage_device_check(const struct cfg_node *root, const char **key, struct se3_error *err);
 
 #endif

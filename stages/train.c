@@ -137,7 +137,6 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
         return stage_fail_at(ctx, NULL, "out of memory loading the training molecules");
       }
     }
-    char err[256];
     const void *blob = sqlite3_column_blob(st, 1);
     size_t len = (size_t)sqlite3_column_bytes(st, 1);
     struct graph one, *g = t->lazy ? &one : &t->g[t->tr.n]; /* lazy: only checked here */
@@ -145,15 +144,13 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
     t->scaffold[t->tr.n] = NULL;
     int most = 0; /* the most edges of its other conformers' graphs */
     struct se3_error e;
-    int unread = graph_load(&t->gs, blob, len, g, &e) != 0;
-    if (unread)
-      se3_error_format(&e, err, sizeof err);
-    else
-      unread = !t->lazy && train_confs_load(&t->confs, t->tr.n, &t->gs, blob, len, &most, err, sizeof err);
-    if (unread) {
+    int bad = graph_load(&t->gs, blob, len, g, &e) != 0;
+    if (!bad && !t->lazy) bad = train_confs_load(&t->confs, t->tr.n, &t->gs, blob, len, &most, &e) != 0;
+    if (bad) {
       graph_free(g);
       sqlite3_finalize(st);
-      return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id, err);
+      return stage_fail_at(ctx, NULL, "graphs row mol_id=%lld: %s (run `se3screen verify` on the workdir)", id,
+                           se3_error_str(&e).s);
     }
     if (t->tr.n == 0) t->node_width = g->node_width;
     if (g->node_width != t->node_width || g->edge_width != graph_edge_width(&t->gs.go)) {
@@ -185,7 +182,7 @@ static int load_data(struct stage_ctx *ctx, struct tstage *t, const char *split_
       if (mol_from_blob(sqlite3_column_blob(st, 4), (size_t)sqlite3_column_bytes(st, 4), &m, &e)) {
         sqlite3_finalize(st);
         return stage_fail_at(ctx, NULL, "molecules row id=%lld: %s (run `se3screen verify` on the workdir)", id,
-                             se3_error_format(&e, err, sizeof err));
+                             se3_error_str(&e).s);
       }
       int bad = t->tr.atomref ? count_elements(ctx, t, t->tr.n - 1, &m) : STAGE_OK;
       if (!bad && need_mol == 2) {
@@ -466,8 +463,8 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
                           .cutoff = (float)t->gs.go.cutoff};
   char err[512];
   const char *bad = "device";
-  const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, err, sizeof err);
-  if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, bad), "%s", err);
+  const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, &ctx->err);
+  if (!be) return stage_error_at(ctx, cfg_get(ctx->root, bad), NULL);
   if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, err, sizeof err)))
     return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
   const char *asked = cfg_str(ctx->root, "precision");
@@ -525,11 +522,9 @@ static int train_begin(struct stage_ctx *ctx, int64_t *n_chunks, int64_t *n_item
   int ret;
   if ((ret = train_settings(ctx, t, &method, &column)) != STAGE_OK) return ret;
   if ((ret = train_data(ctx, t, method, column)) != STAGE_OK) return ret;
-  if (set_profile_card(ctx->db, ctx->src, t->set, t->profile, sizeof t->profile))
-    return stage_fail_at(ctx, NULL, "%s", t->profile);
-  char err[SE3_ERROR_MESSAGE];
-  if (train_set_build(ctx->db, ctx->src, t->ids, t->split, t->tr.n, SE3_TRAIN_SET_MAX, &t->domain, err, sizeof err))
-    return stage_fail_at(ctx, NULL, "%s", err);
+  if (set_profile_card(ctx->db, ctx->src, t->set, t->profile, sizeof t->profile, &ctx->err)) return STAGE_ERROR;
+  if (train_set_build(ctx->db, ctx->src, t->ids, t->split, t->tr.n, SE3_TRAIN_SET_MAX, &t->domain, &ctx->err))
+    return STAGE_ERROR;
   if ((ret = train_model(ctx, t)) != STAGE_OK) return ret;
   char tmp[PATH_MAX];
   if (stage_writer(ctx)) mkdir(t->tr.models_dir, 0755);

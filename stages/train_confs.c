@@ -27,25 +27,23 @@ static int grow(struct train_confs *c, int i) {
 }
 
 int train_confs_load(struct train_confs *c, int i, const struct graph_settings *gs, const void *blob, size_t len,
-                     int *edges, char *err, size_t n) {
+                     int *edges, struct se3_error *err) {
   int nc = graph_row_conformers(blob, len);
   if (nc <= 1 && i >= c->cap) return 0; /* (nothing held for a molecule of one) */
   if (grow(c, i)) {
-    snprintf(err, n, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return -1;
   }
   c->n[i] = 1;
   c->more[i] = NULL;
   if (nc <= 1) return 0;
   if (!(c->more[i] = calloc((size_t)nc - 1, sizeof *c->more[i]))) {
-    snprintf(err, n, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return -1;
   }
   for (int k = 1; k < nc; k++) {
     graph_init(&c->more[i][k - 1]);
-    struct se3_error e2;
-    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], &e2)) {
-      se3_error_format(&e2, err, n);
+    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], err)) {
       return -1;
     }
     c->n[i] = k + 1;

@@ -13,6 +13,7 @@
 
 #include "chem/graph.h"
 #include "chem/graph_settings.h"
+#include "common/error.h"
 
 struct train_confs {
   int cap;
@@ -24,7 +25,7 @@ struct train_confs {
  * the most edges of any of them (the trainer reserves for the largest). 0,
  * or -1 with err set. */
 int train_confs_load(struct train_confs *c, int i, const struct graph_settings *gs, const void *blob, size_t len,
-                     int *edges, char *err, size_t n);
+                     int *edges, struct se3_error *err);
 /* The conformer of molecule id (of nconf) a step reads under draw (0:
  * conformer 0). */
 int train_confs_pick(uint64_t draw, int64_t id, int nconf);

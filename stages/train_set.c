@@ -23,14 +23,12 @@ void train_set_free(struct train_set *ts) {
   memset(ts, 0, sizeof *ts);
 }
 
-int train_set_fp(const void *blob, size_t len, struct fp *out, char *err, size_t errlen) {
+int train_set_fp(const void *blob, size_t len, struct fp *out, struct se3_error *err) {
   struct mol m;
   mol_init(&m);
-  struct se3_error e2;
-  int rc = mol_from_blob(blob, len, &m, &e2);
-  if (rc) se3_error_format(&e2, err, errlen);
+  int rc = mol_from_blob(blob, len, &m, err);
   if (!rc && fp_morgan(&m, 2, out)) {
-    snprintf(err, errlen, "no fingerprint (a bond to an atom that does not exist)");
+    se3_error_set(err, SE3_ERR_DB, "no fingerprint (a bond to an atom that does not exist)");
     rc = -1;
   }
   mol_free(&m);
@@ -57,7 +55,7 @@ static char *shown_name(const char *name, const char *smiles) {
 }
 
 int train_set_build(sqlite3 *db, const char *db_schema, const int64_t *ids, const unsigned char *split, int64_t n,
-                    int64_t max, struct train_set *ts, char *err, size_t errlen) {
+                    int64_t max, struct train_set *ts, struct se3_error *err) {
   memset(ts, 0, sizeof *ts);
   for (int64_t i = 0; i < n; i++)
     ts->total += !split || split[i] == SE3_SPLIT_TRAIN;
@@ -70,10 +68,10 @@ int train_set_build(sqlite3 *db, const char *db_schema, const int64_t *ids, cons
   sqlite3_stmt *st = NULL;
   int rc = 0;
   if (!ts->fps || !ts->names || !ts->ids || !sql) {
-    snprintf(err, errlen, "out of memory for the training set's fingerprints");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory for the training set's fingerprints");
     rc = -1;
   } else if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-    snprintf(err, errlen, "reading the training set: %s", sqlite3_errmsg(db));
+    se3_error_set(err, SE3_ERR_DB, "reading the training set: %s", sqlite3_errmsg(db));
     rc = -1;
   }
   sqlite3_free(sql);
@@ -87,21 +85,27 @@ int train_set_build(sqlite3 *db, const char *db_schema, const int64_t *ids, cons
     sqlite3_bind_int64(st, 1, ids[i]);
     int got = sqlite3_step(st);
     if (got != SQLITE_ROW) { /* (a split row whose molecule has left: none to be near) */
-      if (got != SQLITE_DONE) snprintf(err, errlen, "reading the training set: %s", sqlite3_errmsg(db)), rc = -1;
+      if (got != SQLITE_DONE) {
+        se3_error_set(err, SE3_ERR_DB, "reading the training set: %s", sqlite3_errmsg(db));
+        rc = -1;
+      }
       k++;
       continue;
     }
-    char why[256];
-    if (train_set_fp(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &ts->fps[ts->n], why,
-                     sizeof why)) {
-      snprintf(err, errlen, "molecules row id=%lld: %s (a training molecule; run `se3screen verify` on the workdir)",
-               (long long)ids[i], why);
+    struct se3_error why;
+    if (train_set_fp(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2), &ts->fps[ts->n], &why)) {
+      se3_error_set(err, why.kind,
+                    "molecules row id=%lld: %s (a training molecule; run `se3screen verify` on the workdir)",
+                    (long long)ids[i], se3_error_str(&why).s);
       rc = -1;
       break;
     }
     ts->ids[ts->n] = ids[i];
     ts->names[ts->n] = shown_name((const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1));
-    if (!ts->names[ts->n++]) snprintf(err, errlen, "out of memory for the training set's names"), rc = -1;
+    if (!ts->names[ts->n++]) {
+      se3_error_set(err, SE3_ERR_MEMORY, "out of memory for the training set's names");
+      rc = -1;
+    }
     k++;
   }
   sqlite3_finalize(st);
@@ -109,7 +113,7 @@ int train_set_build(sqlite3 *db, const char *db_schema, const int64_t *ids, cons
   return rc;
 }
 
-int train_set_of_split(sqlite3 *db, const char *db_schema, struct train_set *ts, char *err, size_t errlen) {
+int train_set_of_split(sqlite3 *db, const char *db_schema, struct train_set *ts, struct se3_error *err) {
   memset(ts, 0, sizeof *ts);
   char *sql = sqlite3_mprintf("SELECT mol_id FROM \"%w\".splits WHERE split = 'train' ORDER BY mol_id", db_schema);
   sqlite3_stmt *st = NULL;
@@ -132,9 +136,11 @@ int train_set_of_split(sqlite3 *db, const char *db_schema, struct train_set *ts,
   sqlite3_finalize(st);
   int ret = -1;
   if (rc == SQLITE_DONE)
-    ret = train_set_build(db, db_schema, ids, NULL, n, 0, ts, err, errlen);
+    ret = train_set_build(db, db_schema, ids, NULL, n, 0, ts, err);
+  else if (rc == SQLITE_NOMEM)
+    se3_error_set(err, SE3_ERR_MEMORY, "reading the training set: out of memory");
   else
-    snprintf(err, errlen, "reading the training set: %s", rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+    se3_error_set(err, SE3_ERR_DB, "reading the training set: %s", sqlite3_errmsg(db));
   free(ids);
   return ret;
 }
@@ -168,17 +174,21 @@ void train_set_put(struct se3_ckpt_writer *w, const struct train_set *ts) {
 
 _Static_assert(FP_BITS == 64 * SE3_TRAIN_FP_WORDS, "a carried fingerprint is a struct fp's words");
 
-int train_set_of_model(const char *path, struct train_set *ts, char *file, size_t len, char *err, size_t errlen) {
+int train_set_of_model(const char *path, struct train_set *ts, char *file, size_t len, struct se3_error *err) {
   memset(ts, 0, sizeof *ts);
   char **files = NULL;
   int n = 0;
-  if (model_card_members(path, &files, &n, err, errlen)) return -1;
+  if (model_card_members(path, &files, &n, err)) return -1;
   if (file) snprintf(file, len, "%s", files[0]);
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1, .want_train_set = 1};
-  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, err, errlen);
+  char msg[SE3_ERROR_MESSAGE]; /* (models/ says it in text) */
+  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, msg, sizeof msg);
   model_card_members_free(files, n);
-  if (rc) return -1;
+  if (rc) {
+    se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
+    return -1;
+  }
   if (!mf.train_n) {
     se3_model_file_free(&mf);
     return 0;
@@ -202,7 +212,8 @@ int train_set_of_model(const char *path, struct train_set *ts, char *file, size_
   se3_model_file_free(&mf);
   if (rc < 0) {
     train_set_free(ts);
-    snprintf(err, errlen, "%s: out of memory for the training set", path);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory for the training set");
+    se3_error_at(err, path, 0, 0);
   }
   return rc;
 }

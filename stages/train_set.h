@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "chem/fingerprint.h"
+#include "common/error.h"
 #include "models/checkpoint.h"
 #include "models/model_file.h"
 
@@ -30,16 +31,16 @@ struct train_set {
 
 /* The fingerprint of a stored molecule (its molecules.mol blob). 0, or -1
  * with err (a damaged blob). */
-int train_set_fp(const void *blob, size_t len, struct fp *out, char *err, size_t errlen);
+int train_set_fp(const void *blob, size_t len, struct fp *out, struct se3_error *err);
 
 /* The molecules ids[i] (i < n, ascending) with split[i] == SE3_SPLIT_TRAIN
  * (models/split.h; split NULL: every one) of schema db_schema of db, at most
  * max of them (0: no bound), an evenly spaced sample when there are more.
  * 0, or -1 with err naming the molecule. */
 int train_set_build(sqlite3 *db, const char *db_schema, const int64_t *ids, const unsigned char *split, int64_t n,
-                    int64_t max, struct train_set *ts, char *err, size_t errlen);
+                    int64_t max, struct train_set *ts, struct se3_error *err);
 /* This database's train split (the splits table), every molecule. */
-int train_set_of_split(sqlite3 *db, const char *db_schema, struct train_set *ts, char *err, size_t errlen);
+int train_set_of_split(sqlite3 *db, const char *db_schema, struct train_set *ts, struct se3_error *err);
 /* Writes ts into checkpoint writer w (nothing when ts->n is 0). */
 void train_set_put(struct se3_ckpt_writer *w, const struct train_set *ts);
 /* The training set the model at path (a checkpoint, or an ensemble's
@@ -47,7 +48,7 @@ void train_set_put(struct se3_ckpt_writer *w, const struct train_set *ts);
  * checked as untrusted input (models/model_file.h). 1 with ts filled, 0
  * when it carries none (trained before 2026-11-29), -1 with err naming the
  * file. *file (when not NULL, room for len bytes) gets the file read. */
-int train_set_of_model(const char *path, struct train_set *ts, char *file, size_t len, char *err, size_t errlen);
+int train_set_of_model(const char *path, struct train_set *ts, char *file, size_t len, struct se3_error *err);
 /* The index of the molecule of ts most similar to h (Tanimoto; ties: the
  * lower index), its similarity in *sim; -1 when ts is empty. */
 int64_t train_set_nearest(const struct train_set *ts, const struct fp *h, double *sim);

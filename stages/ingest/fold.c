@@ -15,7 +15,7 @@
  * another way; and what a database of an earlier se3screen holds, whose
  * ids went by the input's place (molecules and rejects of an input with no
  * part listed). Counts the rows into *n. 0, or -1 with err set. */
-static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, size_t errlen) {
+static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, struct se3_error *err) {
   int64_t *keys = NULL, before = sqlite3_total_changes64(db);
   int n_keys = 0, cap = 0, ret = -1;
   sqlite3_stmt *q = NULL;
@@ -45,7 +45,8 @@ static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, si
   if (rc == SQLITE_DONE) rc = del ? sqlite3_exec(db, del, NULL, NULL, &msg0) : SQLITE_NOMEM;
   sqlite3_free(del);
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "deleting the parts of inputs changed or gone: %s", msg0 ? msg0 : sqlite3_errstr(rc));
+    se3_error_set(err, SE3_ERR_DB, "deleting the parts of inputs changed or gone: %s",
+                  msg0 ? msg0 : sqlite3_errstr(rc));
     sqlite3_free(msg0);
     return -1;
   }
@@ -121,7 +122,8 @@ static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, si
   rc = sql ? sqlite3_exec(db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "deleting the molecules of inputs gone or changed: %s", msg ? msg : sqlite3_errstr(rc));
+    se3_error_set(err, SE3_ERR_DB, "deleting the molecules of inputs gone or changed: %s",
+                  msg ? msg : sqlite3_errstr(rc));
     sqlite3_free(msg);
     free(keys);
     return -1;
@@ -131,8 +133,8 @@ static int delete_stale(sqlite3 *db, const char *plan, int64_t *n, char *err, si
   free(keys);
   return ret;
 fail:
-  snprintf(err, errlen, "finding the inputs gone or changed: %s",
-           rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+  se3_error_set(err, SE3_ERR_DB, "finding the inputs gone or changed: %s",
+                rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
   free(keys);
   return -1;
 }
@@ -187,9 +189,8 @@ int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
   }
   sqlite3_finalize(p);
   sqlite3_finalize(f);
-  char err[SE3_ERROR_MESSAGE];
-  if (ret == STAGE_OK && !strcmp(ctx->src, "main") && delete_stale(ctx->db, "main.ingest_plan", n, err, sizeof err))
-    ret = se3_error_set(&ctx->err, SE3_ERR_DB, "%s", err);
+  if (ret == STAGE_OK && !strcmp(ctx->src, "main") && delete_stale(ctx->db, "main.ingest_plan", n, &ctx->err))
+    ret = STAGE_ERROR;
   return ret;
 }
 
@@ -198,7 +199,7 @@ int ingest_prune(struct stage_ctx *ctx, int64_t *n) {
  * before the shard's rows are copied in. */
 int ingest_fold(struct stage_fold *f) {
   int64_t n = 0;
-  if (delete_stale(f->db, "shard.ingest_plan", &n, f->err, sizeof f->err)) return -1;
+  if (delete_stale(f->db, "shard.ingest_plan", &n, &f->err)) return -1;
   sqlite3_stmt *q = NULL;
   char *sql = sqlite3_mprintf("DELETE FROM main.ingest_files; DELETE FROM main.ingest_plan;");
   int rc = sqlite3_prepare_v2(f->db, "SELECT input, first_record, last_record FROM shard.ingest_parts", -1, &q, NULL);
@@ -216,7 +217,8 @@ int ingest_fold(struct stage_fold *f) {
   if (rc == SQLITE_DONE) rc = sql ? sqlite3_exec(f->db, sql, NULL, NULL, &msg) : SQLITE_NOMEM;
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
-    snprintf(f->err, sizeof f->err, "ingest: replacing the parts a shard read: %s", msg ? msg : sqlite3_errmsg(f->db));
+    se3_error_set(&f->err, SE3_ERR_DB, "ingest: replacing the parts a shard read: %s",
+                  msg ? msg : sqlite3_errmsg(f->db));
     sqlite3_free(msg);
     return -1;
   }

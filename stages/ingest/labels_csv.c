@@ -49,17 +49,18 @@ void ingest_side_free(struct side_csv *s) {
  * parsed even when the file is written to meanwhile: never labels of one
  * content under the key of another (issue 51; inputs_unchanged makes a
  * change an error). The copy's descriptor, with *content its hash and in
- * *sb the file as it was opened; or -1 with err naming the file. */
-static int snapshot_file(const char *path, struct stat *sb, uint64_t *content, char *err, size_t errlen) {
+ * *sb the file as it was opened; or -1 with err at the file. */
+static int snapshot_file(const char *path, struct stat *sb, uint64_t *content, struct se3_error *err) {
   int fd = -1, copy = -1;
-  char why[256];
-  if (stage_file_open(path, &fd, err, errlen) != 0) return -1;
+  if (stage_file_open(path, &fd, err) != 0) return -1;
   if (fstat(fd, sb) != 0) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "cannot open: %s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
   } else if ((copy = memfd_create("se3screen-input", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) {
-    snprintf(err, errlen, "%s: cannot take a copy to read it once: %s", path, strerror(errno));
-  } else if (stage_fd_copy_fd(fd, copy, content, why, sizeof why) != 0) {
-    snprintf(err, errlen, "%s: %s", path, why);
+    se3_error_set(err, SE3_ERR_IO, "cannot take a copy to read it once: %s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
+  } else if (stage_fd_copy_fd(fd, copy, content, err) != 0) {
+    se3_error_at(err, path, 0, 0);
     close(copy);
     copy = -1;
   } else {
@@ -83,17 +84,13 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
 
 int ingest_side_load(struct stage_ctx *ctx, const struct cfg_node *n, struct side_csv **out) {
   const char *path = cfg_str(n, "path"); /* (required: there whenever labels_csv is) */
-  char err[PATH_MAX + 256];
-  struct se3_error e2;
-  if (rec_check_regular(path, &e2) != 0)
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", se3_error_str(&e2).s);
-  char why[2 * PATH_MAX + 256];
-  if (workdir_check_input(ctx->workdir, path, why, sizeof why) != 0)
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", why);
+  if (rec_check_regular(path, &ctx->err) != 0) return stage_error_at(ctx, cfg_get(n, "path"), "labels_csv");
+  if (workdir_check_input(ctx->workdir, path, &ctx->err) != 0)
+    return stage_error_at(ctx, cfg_get(n, "path"), "labels_csv");
   struct stat sb;
   uint64_t content = 0;
-  int copy = snapshot_file(path, &sb, &content, err, sizeof err);
-  if (copy < 0) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+  int copy = snapshot_file(path, &sb, &content, &ctx->err);
+  if (copy < 0) return stage_error_at(ctx, cfg_get(n, "path"), "labels_csv");
   int rc = side_parse(ctx, n, copy, out);
   close(copy);
   if (rc == STAGE_OK) {

@@ -156,9 +156,7 @@ int ingest_add_input(struct stage_ctx *ctx, struct ingest *g, const char *set, c
   if (rec_check_regular(path, &e2) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s", se3_error_str(&e2).s);
   if (stat(path, &p->file_st) != 0) return stage_fail_at(ctx, cfg_get(item, "path"), "%s: %s", path, strerror(errno));
   /* nor a file this run replaces (a previous screen's hits.sdf as a library) */
-  char why[2 * PATH_MAX + 256];
-  if (workdir_check_input(ctx->workdir, path, why, sizeof why) != 0)
-    return stage_fail_at(ctx, cfg_get(item, "path"), "%s", why);
+  if (workdir_check_input(ctx->workdir, path, &ctx->err) != 0) return stage_error_at(ctx, cfg_get(item, "path"), NULL);
   /* What the contents look like. A read error here is left to the scan
    * below, which turns it into a reject row. */
   enum mol_format seen = MOL_FMT_UNKNOWN;

@@ -133,23 +133,28 @@ static char *pattern_file(const char *dir, const char *name, size_t n) {
 
 Test(hostile_dock, inputs_opened_once_checked_hashed_and_copied, .timeout = 60) {
   char *dir = tu_tmpdir("hostile_dock_open");
-  char fifo[1100], err[2048];
+  char fifo[1100];
+  struct se3_error err = {0};
   snprintf(fifo, sizeof fifo, "%s/pipe.pdb", dir);
   cr_assert_eq(mkfifo(fifo, 0600), 0);
   int fd = 12345;
-  cr_assert_eq(stage_file_open(fifo, &fd, err, sizeof err), -1);
+  cr_assert_eq(stage_file_open(fifo, &fd, &err), -1);
   cr_assert_eq(fd, -1);
   char want[1400];
   snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
-  cr_assert(strstr(err, want), "%s", err);
-  cr_assert_eq(stage_file_open("/dev/zero", &fd, err, sizeof err), -1);
-  cr_assert(strstr(err, "/dev/zero: not a regular file (a character device)"), "%s", err);
-  cr_assert_eq(stage_file_open(dir, &fd, err, sizeof err), -1);
-  cr_assert(strstr(err, "not a regular file (a directory)"), "%s", err);
+  cr_assert(strstr(se3_error_str(&err).s, want), "%s", se3_error_str(&err).s);
+  cr_assert_eq(err.kind, SE3_ERR_INPUT, "a FIFO as an input: kind %d", (int)err.kind);
+  cr_assert_str_eq(err.file, fifo);
+  cr_assert_eq(stage_file_open("/dev/zero", &fd, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "/dev/zero: not a regular file (a character device)"), "%s",
+            se3_error_str(&err).s);
+  cr_assert_eq(stage_file_open(dir, &fd, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "not a regular file (a directory)"), "%s", se3_error_str(&err).s);
   char missing[1200];
   snprintf(missing, sizeof missing, "%s/absent.pdb", dir);
-  cr_assert_eq(stage_file_open(missing, &fd, err, sizeof err), -1);
-  cr_assert(strstr(err, missing) && strstr(err, "No such file"), "%s", err);
+  cr_assert_eq(stage_file_open(missing, &fd, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, missing) && strstr(se3_error_str(&err).s, "No such file"), "%s",
+            se3_error_str(&err).s);
 
   /* The hashes stage_file_hash gave at 7f50eaf (fread in 1 MiB blocks),
    * through the path, the descriptor and the copy alike: whole blocks, a
@@ -166,7 +171,7 @@ Test(hostile_dock, inputs_opened_once_checked_hashed_and_copied, .timeout = 60) 
     cr_assert_eq(stage_file_hash(path, &by_path), 0);
     cr_assert_eq(by_path, known[k].h, "%zu bytes: %016llx, not %016llx", known[k].n, (unsigned long long)by_path,
                  (unsigned long long)known[k].h);
-    cr_assert_eq(stage_file_open(path, &fd, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(stage_file_open(path, &fd, &err), 0, "%s", se3_error_str(&err).s);
     /* the descriptor reads blocking again (O_NONBLOCK was only for the open) and closes on exec */
     cr_assert_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
     cr_assert_neq(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
@@ -176,15 +181,16 @@ Test(hostile_dock, inputs_opened_once_checked_hashed_and_copied, .timeout = 60) 
     char copy[1200];
     snprintf(copy, sizeof copy, "%s/copy.bin", dir);
     unlink(copy);
-    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, &err), 0, "%s", se3_error_str(&err).s);
     cr_assert_eq(by_copy, known[k].h);
     cr_assert_eq(tu_sh(NULL, "cmp -s '%s' '%s'", path, copy), 0, "the copy differs from the file");
     struct stat sb;
     cr_assert_eq(stat(copy, &sb), 0);
     cr_assert_eq(sb.st_mode & 0777, 0600);
     /* a copy is created, never written over or through a link */
-    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, err, sizeof err), -1);
-    cr_assert(strstr(err, copy) && strstr(err, "File exists"), "%s", err);
+    cr_assert_eq(stage_fd_copy(fd, copy, &by_copy, &err), -1);
+    cr_assert(strstr(se3_error_str(&err).s, copy) && strstr(se3_error_str(&err).s, "File exists"), "%s",
+              se3_error_str(&err).s);
     close(fd);
     free(path);
   }

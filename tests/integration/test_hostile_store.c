@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "pipeline/store.h"
 #include "tests/testutil.h"
 
@@ -150,10 +151,10 @@ Test(hostile_store, a_database_in_use_is_refused_by_its_holder_at_once) {
   char db[1100];
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   struct store h;
-  char err[2048];
-  cr_assert_eq(store_open(&h, db, STORE_WRITE, "delete", 1000, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(store_lock(&h, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(store_exec(h.db, "BEGIN EXCLUSIVE", err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(store_open(&h, db, STORE_WRITE, "delete", 1000, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(store_lock(&h, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(store_exec(h.db, "BEGIN EXCLUSIVE", &err), 0, "%s", se3_error_str(&err).s);
   char *out = NULL, want[64];
   snprintf(want, sizeof want, "pid %d", (int)getpid());
   int rc = tu_se3(&out, "run %s/wf.yaml", dir);
@@ -161,7 +162,7 @@ Test(hostile_store, a_database_in_use_is_refused_by_its_holder_at_once) {
   cr_assert(strstr(out, db) && strstr(out, "being written by another se3screen") && strstr(out, want),
             "the refusal does not name the holder (%s):\n%s", want, out);
   free(out);
-  cr_assert_eq(store_exec(h.db, "ROLLBACK", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(h.db, "ROLLBACK", &err), 0, "%s", se3_error_str(&err).s);
   store_close(&h);
   cr_assert_eq(tu_se3(&out, "run %s/wf.yaml", dir), 0, "%s", out);
   free(out);
@@ -173,11 +174,12 @@ Test(hostile_store, a_database_in_use_is_refused_by_its_holder_at_once) {
 /* A database of schema version 1, as the first release wrote it. */
 static void make_v1(const char *path) {
   sqlite3 *db = NULL;
-  char err[1024], sql[128];
+  struct se3_error err = {0};
+  char sql[128];
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-  cr_assert_eq(store_exec(db, store_schema_sql, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(db, store_schema_sql, &err), 0, "%s", se3_error_str(&err).s);
   snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=1", STORE_APPLICATION_ID);
-  cr_assert_eq(store_exec(db, sql, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(db, sql, &err), 0, "%s", se3_error_str(&err).s);
   sqlite3_close(db);
 }
 
@@ -192,12 +194,12 @@ Test(hostile_store, a_second_upgrade_is_refused_by_the_first_at_once) {
   snprintf(db, sizeof db, "%s/screen.db", dir);
   make_v1(db);
   struct store h;
-  char err[2048];
-  cr_assert_eq(store_open(&h, db, STORE_READONLY, NULL, 1000, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(store_lock(&h, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(store_open(&h, db, STORE_READONLY, NULL, 1000, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(store_lock(&h, &err), 0, "%s", se3_error_str(&err).s);
   sqlite3 *mig = NULL;
   cr_assert_eq(sqlite3_open(db, &mig), SQLITE_OK);
-  cr_assert_eq(store_exec(mig, "BEGIN IMMEDIATE", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(mig, "BEGIN IMMEDIATE", &err), 0, "%s", se3_error_str(&err).s);
   char *out = NULL, want[64];
   snprintf(want, sizeof want, "pid %d", (int)getpid());
   int rc = tu_se3(&out, "upgrade %s", dir);
@@ -206,7 +208,7 @@ Test(hostile_store, a_second_upgrade_is_refused_by_the_first_at_once) {
             "the second upgrade does not name the first (%s):\n%s", want, out);
   cr_assert(!strstr(out, "schema version 1 ->"), "%s", out);
   free(out);
-  store_exec(mig, "ROLLBACK", err, sizeof err);
+  store_exec(mig, "ROLLBACK", &err);
   sqlite3_close(mig);
   store_close(&h);
   cr_assert_eq(tu_query_int(db, "PRAGMA user_version"), 1, "the refused upgrade changed the database");
@@ -266,12 +268,13 @@ Test(hostile_store, reading_verbs_leave_no_wal_or_shm) {
  * commit is read, and its own close removes them (SQLite's). */
 Test(hostile_store, a_reader_leaves_a_later_connection_its_wal) {
   char *dir = ran("hostile_tidy_busy", NULL);
-  char db[1100], wal[1200], shm[1200], err[1024];
+  char db[1100], wal[1200], shm[1200];
+  struct se3_error err = {0};
   snprintf(db, sizeof db, "%s/work/screen.db", dir);
   snprintf(wal, sizeof wal, "%s-wal", db);
   snprintf(shm, sizeof shm, "%s-shm", db);
   struct store r;
-  cr_assert_eq(store_open(&r, db, STORE_READONLY, NULL, 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&r, db, STORE_READONLY, NULL, 1000, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert(exists(wal) && exists(shm), "the premise: a reader of a WAL database makes both");
   sqlite3 *w = NULL;
   cr_assert_eq(sqlite3_open(db, &w), SQLITE_OK);
@@ -294,12 +297,13 @@ Test(hostile_store, a_reader_leaves_a_later_connection_its_wal) {
  * called the file "not an se3screen result database". */
 Test(hostile_store, a_locked_database_is_waited_for_within_timeout_and_called_locked) {
   char *dir = tu_tmpdir("hostile_locked");
-  char db[1100], err[1024];
+  char db[1100];
+  struct se3_error err = {0};
   snprintf(db, sizeof db, "%s/screen.db", dir);
   struct store h;
-  cr_assert_eq(store_open(&h, db, STORE_WRITE, "delete", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&h, db, STORE_WRITE, "delete", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* a writer's lock in rollback-journal mode stops every reader */
-  cr_assert_eq(store_exec(h.db, "BEGIN EXCLUSIVE", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(h.db, "BEGIN EXCLUSIVE", &err), 0, "%s", se3_error_str(&err).s);
   char *out = NULL;
   double t0 = tu_now();
   int rc = tu_se3(&out, "query %s 'SELECT count(*) FROM molecules' --timeout 1", db);
@@ -323,7 +327,7 @@ Test(hostile_store, a_locked_database_is_waited_for_within_timeout_and_called_lo
   cr_assert_eq(rc, 1, "%s", out);
   cr_assert(strstr(out, db) && strstr(out, "in use") && !strstr(out, "not an se3screen"), "%s", out);
   free(out);
-  cr_assert_eq(store_exec(h.db, "ROLLBACK", err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(h.db, "ROLLBACK", &err), 0, "%s", se3_error_str(&err).s);
   store_close(&h);
   cr_assert_eq(tu_se3(&out, "query %s 'SELECT count(*) AS n FROM molecules' --csv --timeout 1", db), 0, "%s", out);
   cr_assert_str_eq(out, "n\n0\n");
@@ -384,10 +388,11 @@ Test(hostile_store, check_refuses_bad_box_sizes_and_element_lists) {
  * (a REAL -1.5, text '-1.5', an INTEGER -7) untouched. */
 Test(hostile_store, query_csv_neutralises_formulas_as_export_does) {
   char *dir = tu_tmpdir("hostile_csv");
-  char db[1100], err[1024];
+  char db[1100];
+  struct se3_error err = {0};
   snprintf(db, sizeof db, "%s/screen.db", dir);
   struct store h;
-  cr_assert_eq(store_open(&h, db, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&h, db, STORE_WRITE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   store_close(&h);
   const char *sql = "SELECT '=1+1' AS a, '+cmd' AS b, '-2+3' AS c, '@SUM(A1)' AS d, char(9) || 'x' AS e, "
                     "char(13) || 'y' AS f, -1.5 AS g, '-1.5' AS h, -7 AS i, 'plain, text' AS j, "

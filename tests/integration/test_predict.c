@@ -612,7 +612,8 @@ Test(predict, the_nearest_training_molecule_travels_with_the_model) {
 Test(predict, a_large_training_set_travels_as_an_even_sample) {
   char *dir = tu_tmpdir("predict_domain_sample");
   write_libraries(dir);
-  char lib[1024], db[1100], err[512];
+  char lib[1024], db[1100];
+  struct se3_error err = {0};
   snprintf(lib, sizeof lib, "%s/lib.smi", dir);
   char *wf = write_a(dir, lib), *out = NULL;
   cr_assert_eq(tu_se3(&out, "run %s --until ingest", wf), 0, "%s", out);
@@ -637,7 +638,7 @@ Test(predict, a_large_training_set_travels_as_an_even_sample) {
   sqlite3_finalize(st);
   cr_assert_eq(n, 20);
   struct train_set ts;
-  cr_assert_eq(train_set_build(h, "main", ids, NULL, n, 5, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(train_set_build(h, "main", ids, NULL, n, 5, &ts, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(ts.n, 5);
   cr_assert_eq(ts.total, 20);
   for (int k = 0; k < 5; k++) {
@@ -650,7 +651,7 @@ Test(predict, a_large_training_set_travels_as_an_even_sample) {
   unsigned char split[32];
   for (int i = 0; i < n; i++)
     split[i] = i % 2 ? SE3_SPLIT_VALID : SE3_SPLIT_TRAIN;
-  cr_assert_eq(train_set_build(h, "main", ids, split, n, 0, &ts, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(train_set_build(h, "main", ids, split, n, 0, &ts, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(ts.n, 10);
   cr_assert_eq(ts.total, 10);
   for (int k = 0; k < 10; k++)

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "pipeline/store.h"
 #include "tests/testutil.h"
 
@@ -131,17 +132,18 @@ Test(slurm_scripts, one_script_a_step_from_the_block_and_the_options) {
 /* wd/screen.db holding an ingest plan of n_items records made at `updated`
  * (SQL: a time), as a run of the ingest stage leaves it. */
 static void ingest_planned(const char *dir, long long n_items, const char *updated) {
-  char wd[1100], db[1200], err[1024];
+  char wd[1100], db[1200];
+  struct se3_error err = {0};
   snprintf(wd, sizeof wd, "%s/wd", dir);
   snprintf(db, sizeof db, "%s/screen.db", wd);
   mkdir(wd, 0755);
   struct store st;
-  cr_assert_eq(store_open(&st, db, STORE_WRITE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&st, db, STORE_WRITE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   char *sql =
       sqlite3_mprintf("INSERT OR REPLACE INTO stage_state(stage, config_hash, settings_hash, n_chunks, n_items, "
                       "updated) VALUES('ingest', 'h', 'h', (%lld + 63) / 64, %lld, %s)",
                       n_items, n_items, updated);
-  cr_assert_eq(store_exec(st.db, sql, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_exec(st.db, sql, &err), 0, "%s", se3_error_str(&err).s);
   sqlite3_free(sql);
   store_close(&st);
 }

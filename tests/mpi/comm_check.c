@@ -209,9 +209,9 @@ static void check_net(void) {
 }
 
 int main(void) {
-  char err[256];
-  if (comm_open(&C, err, sizeof err)) {
-    fprintf(stderr, "comm_check: %s\n", err);
+  struct se3_error err;
+  if (comm_open(&C, &err)) {
+    fprintf(stderr, "comm_check: %s\n", se3_error_str(&err).s);
     return 1;
   }
   if (!C) {

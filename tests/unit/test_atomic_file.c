@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/error.h"
 #include "tests/testutil.h"
 
 static char *join(const char *dir, const char *name) {
@@ -61,10 +62,11 @@ Test(atomic_file, refuses_a_symlink_as_the_target) {
   char *dir = tu_tmpdir("af_link"), *victim = join(dir, "victim"), *out = join(dir, "hits.csv");
   free(tu_write(dir, "victim", "precious\n"));
   cr_assert_eq(symlink(victim, out), 0);
-  char err[1024] = "";
-  int rc = atomic_file_write(out, "new\n", 4, err, sizeof err);
-  cr_assert_eq(rc, -1, "a symlink as the target was written (through or over): %s", err);
-  cr_assert(strstr(err, out) && strstr(err, "symbolic link"), "%s", err);
+  struct se3_error err = {0};
+  int rc = atomic_file_write(out, "new\n", 4, &err);
+  cr_assert_eq(rc, -1, "a symlink as the target was written (through or over): %s", se3_error_str(&err).s);
+  cr_assert(strstr(se3_error_str(&err).s, out) && strstr(se3_error_str(&err).s, "symbolic link"), "%s",
+            se3_error_str(&err).s);
   assert_content(victim, "precious\n");
   struct stat st;
   cr_assert_eq(lstat(out, &st), 0);
@@ -73,8 +75,8 @@ Test(atomic_file, refuses_a_symlink_as_the_target) {
   /* a dangling link too: writing through it would create its target */
   char *gone = join(dir, "not-yet"), *dangling = join(dir, "report.html");
   cr_assert_eq(symlink(gone, dangling), 0);
-  err[0] = 0;
-  cr_assert_eq(atomic_file_write(dangling, "x", 1, err, sizeof err), -1);
+  se3_error_clear(&err);
+  cr_assert_eq(atomic_file_write(dangling, "x", 1, &err), -1);
   cr_assert_eq(access(gone, F_OK), -1, "the dangling link's target was created");
   cr_assert_eq(n_temps(dir), 0);
   free(gone);
@@ -98,8 +100,8 @@ Test(atomic_file, does_not_follow_a_link_planted_at_the_temporary_name) {
     snprintf(planted[i], sizeof planted[i], forms[i], out, (int)getpid());
     cr_assert_eq(symlink(victim, planted[i]), 0, "%s", planted[i]);
   }
-  char err[1024] = "";
-  cr_assert_eq(atomic_file_write(out, "new\n", 4, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(atomic_file_write(out, "new\n", 4, &err), 0, "%s", se3_error_str(&err).s);
   assert_content(victim, "precious\n");
   assert_content(out, "new\n");
   struct stat st;
@@ -119,11 +121,14 @@ Test(atomic_file, does_not_follow_a_link_planted_at_the_temporary_name) {
 static void assert_refused_and_kept(const char *target, const char *what) {
   struct stat before, after;
   cr_assert_eq(lstat(target, &before), 0, "%s", target);
-  char err[1024] = "";
-  int rc = atomic_file_write(target, "new\n", 4, err, sizeof err);
+  struct se3_error err = {0};
+  int rc = atomic_file_write(target, "new\n", 4, &err);
   cr_assert_eq(lstat(target, &after), 0, "%s is gone", target);
   cr_assert_eq(rc, -1, "%s (%s) was written over", target, what);
-  cr_assert(strstr(err, target) && strstr(err, what) && strstr(err, "not a regular file"), "%s", err);
+  cr_assert_eq(err.kind, SE3_ERR_IO, "kind %d: %s", (int)err.kind, se3_error_str(&err).s);
+  cr_assert(strstr(se3_error_str(&err).s, target) && strstr(se3_error_str(&err).s, what) &&
+                strstr(se3_error_str(&err).s, "not a regular file"),
+            "%s", se3_error_str(&err).s);
   cr_assert_eq(after.st_mode, before.st_mode, "%s: mode %o became %o", target, before.st_mode, after.st_mode);
   cr_assert_eq(after.st_ino, before.st_ino, "%s was replaced", target);
   cr_assert_eq(after.st_rdev, before.st_rdev);
@@ -173,19 +178,19 @@ Test(atomic_file, keeps_the_old_files_mode) {
   char *dir = tu_tmpdir("af_mode"), *out = join(dir, "secret.csv"), *fresh = join(dir, "fresh.csv");
   free(tu_write(dir, "secret.csv", "old\n"));
   mode_t modes[] = {0600, 0640, 0444};
-  char err[1024] = "";
+  struct se3_error err = {0};
   for (int i = 0; i < 3; i++) {
     cr_assert_eq(chmod(out, modes[i]), 0);
-    cr_assert_eq(atomic_file_write(out, "new\n", 4, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(atomic_file_write(out, "new\n", 4, &err), 0, "%s", se3_error_str(&err).s);
     struct stat st;
     cr_assert_eq(stat(out, &st), 0);
     cr_assert_eq(st.st_mode & 07777, modes[i], "a %04o file came back %04o", modes[i], st.st_mode & 07777);
     assert_content(out, "new\n");
   }
   mode_t old = umask(027);
-  int rc = atomic_file_write(fresh, "x", 1, err, sizeof err);
+  int rc = atomic_file_write(fresh, "x", 1, &err);
   umask(old);
-  cr_assert_eq(rc, 0, "%s", err);
+  cr_assert_eq(rc, 0, "%s", se3_error_str(&err).s);
   struct stat st;
   cr_assert_eq(stat(fresh, &st), 0);
   cr_assert_eq(st.st_mode & 07777, 0640, "a new file under umask 027 is %04o", st.st_mode & 07777);
@@ -201,11 +206,12 @@ Test(atomic_file, keeps_the_old_files_mode) {
 Test(atomic_file, temporary_is_private_and_never_shared) {
   char *dir = tu_tmpdir("af_temp"), *out = join(dir, "hits.sdf");
   free(tu_write(dir, "hits.sdf", "old\n"));
-  char err[1024] = "", prefix[1200];
+  struct se3_error err = {0};
+  char prefix[1200];
   snprintf(prefix, sizeof prefix, "%s.tmp-%d-", out, (int)getpid());
   struct atomic_file a, b;
-  cr_assert_eq(atomic_file_open(&a, out, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(atomic_file_open(&b, out, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_open(&a, out, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(atomic_file_open(&b, out, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_str_neq(a.tmp, b.tmp, "two writers share the temporary %s", a.tmp);
   cr_assert(!strncmp(a.tmp, prefix, strlen(prefix)) && strlen(a.tmp) > strlen(prefix) + 8, "%s is not %s<random>",
             a.tmp, prefix);
@@ -215,9 +221,9 @@ Test(atomic_file, temporary_is_private_and_never_shared) {
   cr_assert_eq(st.st_mode & 0077, 0, "the temporary is %04o while it is written", st.st_mode & 07777);
   fputs("from a\n", a.f);
   fputs("from b\n", b.f);
-  cr_assert_eq(atomic_file_commit(&a, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_commit(&a, &err), 0, "%s", se3_error_str(&err).s);
   assert_content(out, "from a\n");
-  cr_assert_eq(atomic_file_commit(&b, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_commit(&b, &err), 0, "%s", se3_error_str(&err).s);
   assert_content(out, "from b\n");
   cr_assert_eq(n_temps(dir), 0);
   free(out);
@@ -248,14 +254,14 @@ Test(atomic_file, signal_removes_the_temporary) {
     /* three at once, one already committed and one aborted: only the
      * open ones are left for the handler */
     struct atomic_file a, b, c, d;
-    char e[512];
+    struct se3_error e = {0};
     char *o2 = join(dir, "hits.csv"), *o3 = join(dir, "hits.sdf"), *o4 = join(dir, "x.csv");
-    if (atomic_file_open(&a, out, e, sizeof e) || atomic_file_open(&b, o2, e, sizeof e) ||
-        atomic_file_open(&c, o3, e, sizeof e) || atomic_file_open(&d, o4, e, sizeof e))
+    if (atomic_file_open(&a, out, &e) || atomic_file_open(&b, o2, &e) || atomic_file_open(&c, o3, &e) ||
+        atomic_file_open(&d, o4, &e))
       _exit(1);
     fputs("half a page", a.f);
     fflush(a.f);
-    if (atomic_file_commit(&c, e, sizeof e)) _exit(1);
+    if (atomic_file_commit(&c, &e)) _exit(1);
     atomic_file_abort(&d);
     if (write(p[1], "r", 1) != 1) _exit(1);
     for (;;)
@@ -301,10 +307,11 @@ Test(atomic_file, same_file_by_device_and_inode) {
   struct atomic_file_keep k = {0};
   cr_assert_eq(atomic_file_keep_add(&k, other), 0);
   cr_assert_eq(atomic_file_keep_add(&k, db), 0);
-  char err[1024] = "";
-  cr_assert_eq(atomic_file_check_keep(&k, hard, err, sizeof err), -1);
-  cr_assert(strstr(err, hard) && strstr(err, db), "%s", err);
-  cr_assert_eq(atomic_file_check_keep(&k, wal, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(atomic_file_check_keep(&k, hard, &err), -1);
+  cr_assert_eq(err.kind, SE3_ERR_USAGE, "an output that is an input is the command line's: kind %d", (int)err.kind);
+  cr_assert(strstr(se3_error_str(&err).s, hard) && strstr(se3_error_str(&err).s, db), "%s", se3_error_str(&err).s);
+  cr_assert_eq(atomic_file_check_keep(&k, wal, &err), 0, "%s", se3_error_str(&err).s);
   atomic_file_keep_free(&k);
   cr_assert_eq(k.n, 0);
   free(other);

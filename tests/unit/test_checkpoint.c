@@ -322,6 +322,7 @@ Test(checkpoint, replacement_is_atomic) {
 #include <sys/wait.h>
 
 #include "common/atomic_file.h"
+#include "common/error.h"
 
 static int n_temps(const char *path) {
   char *ls = NULL;
@@ -343,22 +344,22 @@ static void assert_content(const char *path, const char *want) {
 Test(atomic_file, writes_and_replaces_without_leaving_a_temporary) {
   char *dir = tu_tmpdir("atomic_ok"), *path = NULL;
   cr_assert_geq(asprintf(&path, "%s/hits.csv", dir), 0);
-  char err[512] = "";
-  cr_assert_eq(atomic_file_write(path, "first\n", 6, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(atomic_file_write(path, "first\n", 6, &err), 0, "%s", se3_error_str(&err).s);
   assert_content(path, "first\n");
   /* the streaming form replaces it */
   struct atomic_file a;
-  cr_assert_eq(atomic_file_open(&a, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_open(&a, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(n_temps(path), 1, "the temporary file is beside the target");
   fputs("second, ", a.f);
   fprintf(a.f, "%d\n", 2);
   assert_content(path, "first\n"); /* untouched until the commit */
-  cr_assert_eq(atomic_file_commit(&a, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_commit(&a, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_null(a.f);
   assert_content(path, "second, 2\n");
   cr_assert_eq(n_temps(path), 0);
   /* abort: the old file stays, the temporary goes */
-  cr_assert_eq(atomic_file_open(&a, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(atomic_file_open(&a, path, &err), 0, "%s", se3_error_str(&err).s);
   fputs("never", a.f);
   atomic_file_abort(&a);
   assert_content(path, "second, 2\n");
@@ -377,15 +378,16 @@ Test(atomic_file, failures_keep_the_old_file) {
   cr_assert_geq(asprintf(&sub, "%s/ro", dir), 0);
   cr_assert_eq(mkdir(sub, 0755), 0);
   cr_assert_geq(asprintf(&path, "%s/hits.sdf", sub), 0);
-  char err[512] = "";
-  cr_assert_eq(atomic_file_write(path, "old\n", 4, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(atomic_file_write(path, "old\n", 4, &err), 0, "%s", se3_error_str(&err).s);
 
   /* an unwritable destination folder: root writes anyway, so only as a user */
   if (geteuid() != 0) {
     cr_assert_eq(chmod(sub, 0555), 0);
-    err[0] = 0;
-    cr_assert_eq(atomic_file_write(path, "new\n", 4, err, sizeof err), -1);
-    cr_assert(strstr(err, path) && strstr(err, "Permission denied"), "%s", err);
+    se3_error_clear(&err);
+    cr_assert_eq(atomic_file_write(path, "new\n", 4, &err), -1);
+    cr_assert(strstr(se3_error_str(&err).s, path) && strstr(se3_error_str(&err).s, "Permission denied"), "%s",
+              se3_error_str(&err).s);
     chmod(sub, 0755);
     assert_content(path, "old\n");
     cr_assert_eq(n_temps(path), 0);
@@ -396,9 +398,10 @@ Test(atomic_file, failures_keep_the_old_file) {
   /* a missing folder */
   char *missing = NULL;
   cr_assert_geq(asprintf(&missing, "%s/no/such/dir/x.csv", dir), 0);
-  err[0] = 0;
-  cr_assert_eq(atomic_file_write(missing, "x", 1, err, sizeof err), -1);
-  cr_assert(strstr(err, missing) && strstr(err, "No such file or directory"), "%s", err);
+  se3_error_clear(&err);
+  cr_assert_eq(atomic_file_write(missing, "x", 1, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, missing) && strstr(se3_error_str(&err).s, "No such file or directory"), "%s",
+            se3_error_str(&err).s);
   free(missing);
 
   /* a write that fails half-way: a child under a 1000-byte file size limit */
@@ -410,9 +413,9 @@ Test(atomic_file, failures_keep_the_old_file) {
     setrlimit(RLIMIT_FSIZE, &rl);
     static char big[1 << 16];
     memset(big, 'x', sizeof big);
-    char e[512] = "";
-    int rc = atomic_file_write(path, big, sizeof big, e, sizeof e);
-    _exit(rc == -1 && strstr(e, path) && strstr(e, "too large") ? 0 : 1);
+    struct se3_error e = {0};
+    int rc = atomic_file_write(path, big, sizeof big, &e);
+    _exit(rc == -1 && strstr(se3_error_str(&e).s, path) && strstr(se3_error_str(&e).s, "too large") ? 0 : 1);
   }
   int status = 0;
   cr_assert_eq(waitpid(pid, &status, 0), pid);
@@ -427,9 +430,10 @@ Test(atomic_file, failures_keep_the_old_file) {
   cr_assert_geq(asprintf(&inside, "%s/keep", folder), 0);
   cr_assert_eq(mkdir(folder, 0755), 0);
   free(tu_write(folder, "keep", "kept"));
-  err[0] = 0;
-  cr_assert_eq(atomic_file_write(folder, "new", 3, err, sizeof err), -1);
-  cr_assert(strstr(err, folder) && strstr(err, "is a folder, not a regular file"), "%s", err);
+  se3_error_clear(&err);
+  cr_assert_eq(atomic_file_write(folder, "new", 3, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, folder) && strstr(se3_error_str(&err).s, "is a folder, not a regular file"),
+            "%s", se3_error_str(&err).s);
   assert_content(inside, "kept");
   cr_assert_eq(n_temps(folder), 0);
   free(folder);

@@ -120,8 +120,9 @@ static void check(int top, int descending, int dedupe, int has_min, double min, 
   if (has_min) scalar(cfg, "min", "min", CFG_T_FLOAT, min);
   if (has_max) scalar(cfg, "max", "max", CFG_T_FLOAT, max);
   int64_t *got = NULL, n = 0, *want = malloc(sizeof *want * (size_t)(n_rows + 1));
-  char err[512];
-  cr_assert_eq(rank_select(db, "main.scores", "main", cfg, "t", descending, &got, &n, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(rank_select(db, "main.scores", "main", cfg, "t", descending, &got, &n, &err), 0, "%s",
+               se3_error_str(&err).s);
   desc = descending;
   int k = expected(top, dedupe, has_min, min, has_max, max, want);
   cr_assert_eq(n, k, "top %d %s dedupe %d: %lld hits, expected %d", top, descending ? "desc" : "asc", dedupe,
@@ -159,9 +160,9 @@ Test(rank_select, refuses_top_zero) {
   scalar(cfg, "order", "descending", CFG_T_ENUM, 0);
   scalar(cfg, "dedupe", "true", CFG_T_BOOL, 1);
   int64_t *got = NULL, n = 0;
-  char err[512] = "";
-  cr_assert_neq(rank_select(db, "main.scores", "main", cfg, "t", 1, &got, &n, err, sizeof err), 0);
-  cr_assert(strstr(err, "top"), "%s", err);
+  struct se3_error err = {0};
+  cr_assert_neq(rank_select(db, "main.scores", "main", cfg, "t", 1, &got, &n, &err), 0);
+  cr_assert(strstr(se3_error_str(&err).s, "top"), "%s", se3_error_str(&err).s);
   cfg_node_free(cfg);
   sqlite3_close(db);
   free(rows);

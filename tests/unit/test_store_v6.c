@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "pipeline/store.h"
 #include "tests/testutil.h"
 
@@ -110,10 +111,10 @@ Test(store_v6, a_version_5_database_is_migrated_keeping_its_values) {
   sqlite3_close(db);
 
   struct store s;
-  char err[1024];
-  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* (upgrade's migration is left open for its conversion: committed here) */
-  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", err, sizeof err) == 0, "%s", err);
+  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", &err) == 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
   /* (version 7 only adds the rejects' atom and detail: test_store_v7.c) */
   cr_assert_geq(STORE_SCHEMA_VERSION, 6, "this test knows version 6");
@@ -140,9 +141,9 @@ Test(store_v6, a_version_5_database_is_migrated_keeping_its_values) {
        "1|a|gap|-0.10000000000000001|0.25|library|1000000001\n2|b|gap|1e-300|NULL|library|1000000002\n");
   store_close(&s);
   /* opened again: nothing moves a second time */
-  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* (upgrade's migration is left open for its conversion: committed here) */
-  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", err, sizeof err) == 0, "%s", err);
+  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", &err) == 0, "%s", se3_error_str(&err).s);
   same(s.db, "SELECT id, best_epoch FROM models ORDER BY id", "train/0|2\ntrain/1|1\n");
   same(s.db, "SELECT min(epoch), max(epoch) FROM metrics", "1|3\n");
   store_close(&s);

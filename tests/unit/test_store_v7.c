@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "pipeline/store.h"
 #include "tests/testutil.h"
 
@@ -114,10 +115,10 @@ Test(store_v7, a_version_6_database_is_migrated_keeping_its_rejects) {
   sqlite3_close(db);
 
   struct store s;
-  char err[1024];
-  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* (upgrade's migration is left open for its conversion: committed here) */
-  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", err, sizeof err) == 0, "%s", err);
+  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", &err) == 0, "%s", se3_error_str(&err).s);
   cr_assert_geq(STORE_SCHEMA_VERSION, 7, "this test knows version 7");
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
   same(s.db, rejects_tail, rejects_tail_want);
@@ -128,19 +129,21 @@ Test(store_v7, a_version_6_database_is_migrated_keeping_its_rejects) {
        "ingest|lib.sdf|3|41|m3|atoms 3 and 7 are 0.42 Å apart (< 0.5)|NULL|NULL\n"
        "ingest|lib.sdf|9|170|NULL|dummy atom (atom 2)|NULL|NULL\n");
   /* a row of the new kind goes in beside them */
-  cr_assert_eq(store_exec(s.db,
-                          "INSERT INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, atom, detail) "
-                          "VALUES('ingest','library','lib.sdf',4,60,'m4',0,'atoms too close',3,"
-                          "'atoms 3 and 8 are 0.31 Å apart (< 0.5)')",
-                          err, sizeof err),
-               0, "%s", err);
+  cr_assert_eq(
+      store_exec(
+          s.db,
+          "INSERT INTO rejects(stage, set_name, source_file, record_no, line, name, chunk, reason, atom, detail) "
+          "VALUES('ingest','library','lib.sdf',4,60,'m4',0,'atoms too close',3,"
+          "'atoms 3 and 8 are 0.31 Å apart (< 0.5)')",
+          &err),
+      0, "%s", se3_error_str(&err).s);
   same(s.db, "SELECT reason, atom, detail FROM rejects WHERE record_no = 4",
        "atoms too close|3|atoms 3 and 8 are 0.31 Å apart (< 0.5)\n");
   store_close(&s);
   /* opened again: nothing moves a second time */
-  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* (upgrade's migration is left open for its conversion: committed here) */
-  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", err, sizeof err) == 0, "%s", err);
+  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", &err) == 0, "%s", se3_error_str(&err).s);
   same(s.db, rejects_tail, rejects_tail_want);
   same(s.db, "SELECT count(*), count(atom), count(detail) FROM rejects", "5|1|1\n");
   store_close(&s);
@@ -151,21 +154,22 @@ Test(store_v7, a_new_database_has_the_columns_typed) {
   char *dir = tu_tmpdir("store_v7_new"), path[1100];
   snprintf(path, sizeof path, "%s/screen.db", dir);
   struct store s;
-  char err[1024];
-  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, err, sizeof err), 0, "%s", err);
+  struct se3_error err = {0};
+  cr_assert_eq(store_open(&s, path, STORE_UPGRADE, "wal", 1000, &err), 0, "%s", se3_error_str(&err).s);
   /* (upgrade's migration is left open for its conversion: committed here) */
-  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", err, sizeof err) == 0, "%s", err);
+  cr_assert(sqlite3_get_autocommit(s.db) || store_exec(s.db, "COMMIT", &err) == 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(store_int(s.db, "PRAGMA user_version", 0), STORE_SCHEMA_VERSION);
   same(s.db, rejects_tail, rejects_tail_want);
   cr_assert_eq(store_exec(s.db,
                           "INSERT INTO rejects(stage, set_name, source_file, record_no, chunk, reason) "
                           "VALUES('ingest','s','f.smi',1,0,'dummy atom')",
-                          err, sizeof err),
-               0, "%s", err);
+                          &err),
+               0, "%s", se3_error_str(&err).s);
   same(s.db, "SELECT reason, atom, detail FROM rejects", "dummy atom|NULL|NULL\n");
   /* STRICT: an atom is a number */
-  cr_assert_neq(store_exec(s.db, "UPDATE rejects SET atom = 'third'", err, sizeof err), 0);
-  cr_assert(strstr(err, "cannot store TEXT value in INTEGER column rejects.atom"), "%s", err);
+  cr_assert_neq(store_exec(s.db, "UPDATE rejects SET atom = 'third'", &err), 0);
+  cr_assert(strstr(se3_error_str(&err).s, "cannot store TEXT value in INTEGER column rejects.atom"), "%s",
+            se3_error_str(&err).s);
   store_close(&s);
   free(dir);
 }
