@@ -110,9 +110,7 @@ int graph_load_conf(const struct graph_settings *gs, const void *blob, size_t le
   if (!blob || len < 4 || memcmp(blob, "SE3M", 4)) {
     const uint8_t *p = NULL;
     size_t pl = 0;
-    char why[SE3_ERROR_MESSAGE]; /* (common/confset.h's message is text) */
-    if (confset_get(blob, len, conf, &p, &pl, why, sizeof why)) {
-      se3_error_set(err, SE3_ERR_RUN, "%s", why);
+    if (confset_get(blob, len, conf, &p, &pl, err)) {
       graph_free(g);
       graph_init(g);
       return -1;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/crc32c.h"
+#include "common/error.h"
 #include "common/le.h"
 
 #define CONFSET_MAGIC "SE3K"
@@ -34,13 +35,14 @@ static inline int confset_is(const void *blob, size_t len) {
 
 /* Conformer k's blob in *p, *n (pointing into blob): a value that is not a
  * set is conformer 0 itself (k must be 0). The set's header, lengths and
- * checksum are checked. 0, or -1 with a message in err. */
-static inline int confset_get(const void *blob_v, size_t len, int k, const uint8_t **p, size_t *n, char *err,
-                              size_t errlen) {
+ * checksum are checked. 0, or -1 with err set (SE3_ERR_RUN: a damaged value;
+ * err may be NULL). */
+static inline int confset_get(const void *blob_v, size_t len, int k, const uint8_t **p, size_t *n,
+                              struct se3_error *err) {
   const uint8_t *blob = (const uint8_t *)blob_v;
   if (!confset_is(blob, len)) {
     if (k != 0) {
-      snprintf(err, errlen, "conformer %d asked of a value of one conformer", k);
+      se3_error_set(err, SE3_ERR_RUN, "conformer %d asked of a value of one conformer", k);
       return -1;
     }
     *p = blob;
@@ -48,13 +50,13 @@ static inline int confset_get(const void *blob_v, size_t len, int k, const uint8
     return 0;
   }
   if (len < 12 + 4) {
-    snprintf(err, errlen, "conformer set too short (%zu bytes)", len);
+    se3_error_set(err, SE3_ERR_RUN, "conformer set too short (%zu bytes)", len);
     return -1;
   }
   uint32_t nc = le_get_u32(blob + 8);
   if (le_get_u16(blob + 4) != 1 || nc < 2 || nc > CONFSET_MAX || len < 12 + 4 * (size_t)nc + 4) {
-    snprintf(err, errlen, "conformer set: bad header (version %u, %u conformers)", (unsigned)le_get_u16(blob + 4),
-             (unsigned)nc);
+    se3_error_set(err, SE3_ERR_RUN, "conformer set: bad header (version %u, %u conformers)",
+                  (unsigned)le_get_u16(blob + 4), (unsigned)nc);
     return -1;
   }
   uint64_t total = 12 + 4 * (uint64_t)nc + 4, at = 12 + 4 * (uint64_t)nc;
@@ -62,17 +64,17 @@ static inline int confset_get(const void *blob_v, size_t len, int k, const uint8
     total += le_get_u32(blob + 12 + 4 * i);
   uint32_t stored, computed;
   if (total != len) {
-    snprintf(err, errlen, "conformer set size mismatch: %zu bytes, its lengths say %llu", len,
-             (unsigned long long)total);
+    se3_error_set(err, SE3_ERR_RUN, "conformer set size mismatch: %zu bytes, its lengths say %llu", len,
+                  (unsigned long long)total);
     return -1;
   }
   if (crc32c_verify(blob, len, &stored, &computed)) {
-    snprintf(err, errlen, "conformer set checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
-             (unsigned)computed);
+    se3_error_set(err, SE3_ERR_RUN, "conformer set checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                  (unsigned)stored, (unsigned)computed);
     return -1;
   }
   if (k < 0 || (uint32_t)k >= nc) {
-    snprintf(err, errlen, "conformer %d asked of a set of %u", k, (unsigned)nc);
+    se3_error_set(err, SE3_ERR_RUN, "conformer %d asked of a set of %u", k, (unsigned)nc);
     return -1;
   }
   for (int i = 0; i < k; i++)

@@ -102,9 +102,9 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
   for (int c = 0; c < nc; c++) {
     const uint8_t *p = NULL;
     size_t pl = 0;
-    int rc = confset_get(blob, len, c, &p, &pl, msg, sizeof msg);
+    int rc = confset_get(blob, len, c, &p, &pl, err);
     if (rc) {
-      se3_error_set(err, SE3_ERR_DB, "%s", msg);
+      if (err) err->kind = SE3_ERR_DB; /* (a blob of the database) */
       return -1;
     }
     if (kind == BLOB_GRAPH) {

@@ -72,12 +72,9 @@ static int snapshot_file(const char *path, struct stat *sb, uint64_t *content, s
 }
 
 /* A reader of the copy (a descriptor of its own), messages naming path. */
-static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro, char *err,
-                                          size_t errlen) {
-  struct se3_error e2;
-  struct rec_reader *rd = rec_open_fd(fcntl(copy, F_DUPFD_CLOEXEC, 0), path, MOL_FMT_CSV, ro, &e2);
-  if (!rd) se3_error_format(&e2, err, errlen);
-  return rd;
+static struct rec_reader *snapshot_reader(int copy, const char *path, const struct rec_options *ro,
+                                          struct se3_error *err) {
+  return rec_open_fd(fcntl(copy, F_DUPFD_CLOEXEC, 0), path, MOL_FMT_CSV, ro, err);
 }
 
 static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy, struct side_csv **out);
@@ -105,9 +102,8 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
   const char *path = cfg_str(n, "path"); /* (required: there whenever labels_csv is) */
   const char *join = cfg_str(n, "join");
   struct rec_options ro = {0};
-  char err[512];
   /* The reader wants a SMILES column: give it any column; we only use fields. */
-  struct rec_reader *rd = snapshot_reader(copy, path, &ro, err, sizeof err);
+  struct rec_reader *rd = snapshot_reader(copy, path, &ro, NULL);
   if (!rd) {
     /* No column named smiles: open again naming the first column. */
     char line[4096] = "";
@@ -121,8 +117,8 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
       q[strcspn(q, "\"")] = 0;
     }
     ro.smiles_column = q;
-    rd = snapshot_reader(copy, path, &ro, err, sizeof err);
-    if (!rd) return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", err);
+    rd = snapshot_reader(copy, path, &ro, &ctx->err);
+    if (!rd) return stage_error_at(ctx, cfg_get(n, "path"), "labels_csv");
   }
   struct side_csv *s = calloc(1, sizeof *s);
   if (!s) {
@@ -193,7 +189,7 @@ static int side_parse(struct stage_ctx *ctx, const struct cfg_node *n, int copy,
   rec_close(rd);
   if (rc < 0) {
     ingest_side_free(s);
-    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", se3_error_format(&e2, err, sizeof err));
+    return stage_fail_at(ctx, cfg_get(n, "path"), "labels_csv: %s", se3_error_str(&e2).s);
   }
   if (s->join_col >= 0) {
     s->keys = calloc((size_t)s->n_rows + 1, sizeof *s->keys);
