@@ -131,7 +131,9 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   }
   n->be = be;
   n->steps = be->record_begin ? SE3_STEPS_RECORDED : SE3_STEPS_PLAIN;
-  if (se3_model_init(&n->model, cfg, err, errlen)) {
+  struct se3_error e2;
+  if (se3_model_init(&n->model, cfg, &e2)) {
+    se3_error_format(&e2, err, errlen);
     free(n);
     return NULL;
   }

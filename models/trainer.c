@@ -477,10 +477,11 @@ static void ckpt_path(const struct se3_trainer *t, char *out, size_t n, const ch
  * its place in the epoch, the running loss and the fingerprint of settings
  * and data. */
 static int save(struct se3_trainer *t, const char *name, int epoch, long pos, double loss_sum) {
-  char path[PATH_MAX + 64], err[512];
+  char path[PATH_MAX + 64];
+  struct se3_error err;
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt_writer w;
-  if (se3_ckpt_begin(&w, path, err, sizeof err)) return tr_fail(t, "%s", err);
+  if (se3_ckpt_begin(&w, path, &err)) return tr_fail(t, "%s", se3_error_str(&err).s);
   size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   se3_net_get(t->net, SE3_NET_PARAMS, t->params);
@@ -511,19 +512,19 @@ static int save(struct se3_trainer *t, const char *name, int epoch, long pos, do
     se3_ckpt_put(&w, "position_fingerprint", SE3_CK_I64, where, 2);
     se3_ckpt_put(&w, "loss_sum", SE3_CK_F64, &loss_sum, 1);
   }
-  return se3_ckpt_commit(&w, err, sizeof err) ? tr_fail(t, "%s", err) : SE3_TRAIN_OK;
+  return se3_ckpt_commit(&w, &err) ? tr_fail(t, "%s", se3_error_str(&err).s) : SE3_TRAIN_OK;
 }
 
 /* Loads checkpoint `name` of the current member into the training state.
- * 0, or -1 with a message naming the file in why (damaged, missing, or of
- * another model); the state may then be partly overwritten. */
-static int load_state(struct se3_trainer *t, const char *name, int *epoch, char *why, size_t whylen) {
+ * 0, or -1 with err naming the file (damaged, missing, or of another
+ * model); the state may then be partly overwritten. */
+static int load_state(struct se3_trainer *t, const char *name, int *epoch, struct se3_error *err) {
   char path[PATH_MAX + 64];
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt c;
   size_t np = t->np;
   /* no bigger than this model's parameters and moments and a little state */
-  if (se3_ckpt_load_max(&c, path, 3 * (uint64_t)np * sizeof(real) + ((uint64_t)16 << 20), why, whylen)) return -1;
+  if (se3_ckpt_load_max(&c, path, 3 * (uint64_t)np * sizeof(real) + ((uint64_t)16 << 20), err)) return -1;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
   double stats[3], scaler[2];
@@ -539,7 +540,8 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, char 
   }
   se3_ckpt_free(&c);
   if (bad) {
-    snprintf(why, whylen, "%s: not a checkpoint of this model (%zu parameters)", path, np);
+    se3_error_set(err, SE3_ERR_MODEL, "not a checkpoint of this model (%zu parameters)", np);
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   se3_net_set(t->net, SE3_NET_PARAMS, t->params);
@@ -553,23 +555,24 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, char 
 }
 
 int se3_trainer_restore(struct se3_trainer *t, const char *name, int *epoch) {
-  char why[PATH_MAX + 256];
-  return load_state(t, name, epoch, why, sizeof why) ? tr_fail(t, "%s", why) : SE3_TRAIN_OK;
+  struct se3_error err;
+  return load_state(t, name, epoch, &err) ? tr_fail(t, "%s", se3_error_str(&err).s) : SE3_TRAIN_OK;
 }
 
 /* A mid-epoch checkpoint of epoch e written under the same settings and
  * data: loads it and sets *pos (the next molecule of the epoch's order) and
  * *loss_sum; otherwise leaves everything alone and *pos = 0. */
 static int resume_mid_epoch(struct se3_trainer *t, int e, long *pos, double *loss_sum) {
-  char path[PATH_MAX + 64], err[512];
+  char path[PATH_MAX + 64];
+  struct se3_error err;
   *pos = 0;
   *loss_sum = 0;
   ckpt_path(t, path, sizeof path, "step.ckpt");
   if (access(path, F_OK) != 0) return SE3_TRAIN_OK;
   struct se3_ckpt c;
-  if (se3_ckpt_load(&c, path, err, sizeof err)) {
+  if (se3_ckpt_load(&c, path, &err)) {
     /* damaged: the epoch is redone from its start, which computes the same */
-    tr_log(t, "%s; epoch %d starts from its beginning instead", err, e + 1);
+    tr_log(t, "%s; epoch %d starts from its beginning instead", se3_error_str(&err).s, e + 1);
     return SE3_TRAIN_OK;
   }
   int64_t where[2], state[3];
@@ -614,19 +617,21 @@ static int replay_to(struct se3_trainer *t, int k, int target, int max_start, in
   se3_trainer_member_dir(t, k, t->dir, sizeof t->dir);
   t->epoch_done = -2;
   int start = -1;
-  char name[64], why[PATH_MAX + 256];
+  char name[64];
+  struct se3_error why;
   for (int j = max_start; j >= 0 && start < 0; j--) {
     char path[PATH_MAX + 64];
     int got = -1;
     se3_trainer_epoch_file(name, sizeof name, j);
     ckpt_path(t, path, sizeof path, name);
     if (access(path, F_OK) != 0) continue; /* kept are the last two only */
-    why[0] = 0;
-    if (load_state(t, name, &got, why, sizeof why) == 0 && got == j) {
+    se3_error_clear(&why);
+    if (load_state(t, name, &got, &why) == 0 && got == j) {
       start = j;
     } else {
-      if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, not %d", path, got + 1, j + 1);
-      tr_log(t, "%s", why);
+      if (why.kind == SE3_ERR_NONE)
+        se3_error_set(&why, SE3_ERR_MODEL, "%s: holds epoch %d, not %d", path, got + 1, j + 1);
+      tr_log(t, "%s", se3_error_str(&why).s);
     }
   }
   if (start < 0) state_fresh(t, k);
@@ -663,12 +668,15 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
   if (e == 0) {
     state_fresh(t, k);
   } else {
-    char name[64], why[PATH_MAX + 256] = "";
+    char name[64];
+    struct se3_error why;
+    se3_error_clear(&why);
     int got = -1;
     se3_trainer_epoch_file(name, sizeof name, e - 1);
-    if (load_state(t, name, &got, why, sizeof why) != 0 || got != e - 1) {
-      if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
-      tr_log(t, "%s", why);
+    if (load_state(t, name, &got, &why) != 0 || got != e - 1) {
+      if (why.kind == SE3_ERR_NONE)
+        se3_error_set(&why, SE3_ERR_MODEL, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
+      tr_log(t, "%s", se3_error_str(&why).s);
       return replay_to(t, k, e - 1, e - 2, 1);
     }
   }
@@ -1067,11 +1075,14 @@ int se3_trainer_ensure_final(struct se3_trainer *t, int k) {
   se3_trainer_member_dir(t, k, t->dir, sizeof t->dir);
   t->epoch_done = -2;
   int last = t->epochs - 1, got = -1, ret;
-  char name[64], why[PATH_MAX + 256] = "";
+  char name[64];
+  struct se3_error why;
+  se3_error_clear(&why);
   se3_trainer_epoch_file(name, sizeof name, last);
-  if (load_state(t, name, &got, why, sizeof why) != 0 || got != last) {
-    if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
-    tr_log(t, "%s", why);
+  if (load_state(t, name, &got, &why) != 0 || got != last) {
+    if (why.kind == SE3_ERR_NONE)
+      se3_error_set(&why, SE3_ERR_MODEL, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
+    tr_log(t, "%s", se3_error_str(&why).s);
     if ((ret = replay_to(t, k, last, last - 1, 1)) != SE3_TRAIN_OK) return ret;
   }
   /* the state after the last epoch names the best one */
@@ -1080,11 +1091,12 @@ int se3_trainer_ensure_final(struct se3_trainer *t, int k) {
   ckpt_path(t, path, sizeof path, "best.ckpt");
   t->epoch_done = -2;
   if (best < 0) return SE3_TRAIN_OK; /* no epoch improved: there is no best.ckpt to have */
-  why[0] = 0;
+  se3_error_clear(&why);
   got = -1;
-  if (load_state(t, "best.ckpt", &got, why, sizeof why) == 0 && got == best) return SE3_TRAIN_OK;
-  if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, the best was %d", path, got + 1, best + 1);
-  tr_log(t, "%s", why);
+  if (load_state(t, "best.ckpt", &got, &why) == 0 && got == best) return SE3_TRAIN_OK;
+  if (why.kind == SE3_ERR_NONE)
+    se3_error_set(&why, SE3_ERR_MODEL, "%s: holds epoch %d, the best was %d", path, got + 1, best + 1);
+  tr_log(t, "%s", se3_error_str(&why).s);
   /* from before the best epoch, without touching the epoch checkpoints */
   ret = replay_to(t, k, best, best - 1, 0);
   t->epoch_done = -2;
@@ -1137,11 +1149,11 @@ int se3_trainer_adopt_zero_based(struct se3_trainer *t, int k,
   closedir(d);
   if (n > 1) qsort(num, (size_t)n, sizeof *num, by_descending);
   for (int i = 0; i < n && ret == SE3_TRAIN_OK; i++) {
-    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64], why[PATH_MAX + 256];
+    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64];
     snprintf(from, sizeof from, "%s/epoch-%d.ckpt", dir, num[i]);
     struct se3_ckpt c;
     int64_t state[3];
-    if (se3_ckpt_load(&c, from, why, sizeof why)) continue;
+    if (se3_ckpt_load(&c, from, NULL)) continue;
     int held = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 ? (int)state[1] : -1;
     se3_ckpt_free(&c);
     if (held != num[i]) continue; /* named from 1 (it holds epoch N - 1), or no training state */

@@ -330,7 +330,9 @@ static void verify_ckpt_dir(const char *dir, int depth, long long *n, long long 
     }
     struct se3_ckpt c;
     (*n)++;
-    if (se3_ckpt_load(&c, path, err, sizeof err)) {
+    struct se3_error e2;
+    if (se3_ckpt_load(&c, path, &e2)) {
+      se3_error_format(&e2, err, sizeof err);
       (*bad)++;
       damage_add(d, "checkpoint %s", err);
     } else {

@@ -208,7 +208,9 @@ int model_card_read(const char *file, struct model_card *card, char *err, size_t
    * runs */
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1};
-  if (se3_model_file_read(file, &ex, 0, &mf, NULL, err, errlen)) {
+  struct se3_error e2;
+  if (se3_model_file_read(file, &ex, 0, &mf, NULL, &e2)) {
+    se3_error_format(&e2, err, errlen);
     model_card_free(card);
     return -1;
   }

@@ -102,7 +102,7 @@ static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct mem
                                 .outputs = 1,
                                 .arch = arch,
                                 .need_stats = 1};
-  if (se3_model_file_read(path, &ex, 1, &mf, hash, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (se3_model_file_read(path, &ex, 1, &mf, hash, &ctx->err)) return STAGE_ERROR;
   snprintf(m->target, sizeof m->target, "%s", mf.target);
   m->classify = mf.classify;
   m->mean = mf.mean;

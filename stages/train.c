@@ -237,19 +237,20 @@ static int repair_finished(struct stage_ctx *ctx) {
     }
     sqlite3_finalize(st);
     if (!ck) continue;
-    char path[2 * PATH_MAX], why[2 * PATH_MAX + 256];
+    char path[2 * PATH_MAX];
+    struct se3_error why;
     snprintf(path, sizeof path, "%s/%s", ctx->workdir, ck);
     free(ck);
     se3_trainer_member_dir(&t->tr, k, t->tr.dir, sizeof t->tr.dir);
     se3_trainer_epoch_file(name, sizeof name, t->tr.epochs - 1);
     snprintf(last, sizeof last, "%s/%s", t->tr.dir, name);
     struct se3_ckpt c;
-    if (se3_ckpt_load(&c, path, why, sizeof why) == 0) {
+    if (se3_ckpt_load(&c, path, &why) == 0) {
       se3_ckpt_free(&c);
       continue;
     }
     if (access(last, F_OK) != 0) continue;
-    ctx->report->log(ctx, "%s (the model of %s)", why, id);
+    ctx->report->log(ctx, "%s (the model of %s)", se3_error_str(&why).s, id);
     int ret = from_trainer(ctx, t, se3_trainer_ensure_final(&t->tr, k));
     if (ret == STAGE_STOPPED) return stage_fail_at(ctx, NULL, "stopped while recomputing %s; run again", path);
     if (ret != STAGE_OK) return ret;

@@ -173,7 +173,9 @@ int train_set_of_model(const char *path, struct train_set *ts, char *file, size_
   if (file) snprintf(file, len, "%s", files[0]);
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1, .want_train_set = 1};
-  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, err, errlen);
+  struct se3_error e2;
+  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, &e2);
+  if (rc) se3_error_format(&e2, err, errlen);
   model_card_members_free(files, n);
   if (rc) return -1;
   if (!mf.train_n) {

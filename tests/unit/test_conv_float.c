@@ -313,8 +313,8 @@ static void predict(const struct nn_backend *be, float *y, int n_mol) {
                                  .pool_max = 0,
                                  .outputs = 1};
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   m.be = be;
   float *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 11);
