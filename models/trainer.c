@@ -31,6 +31,13 @@ static double loss_param(const struct se3_trainer *t) {
   return t->loss == NN_LOSS_BCE && t->pos_weight > 0 ? t->pos_weight : 1.0;
 }
 
+/* A net call's return: on a failure its error (t->net_err) as text in
+ * t->why, as the trainer's other reasons are. */
+static int net_call(struct se3_trainer *t, int rc) {
+  if (rc) se3_error_format(&t->net_err, t->why, sizeof t->why);
+  return rc;
+}
+
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) {
   va_list ap;
@@ -395,7 +402,7 @@ static int predict(struct se3_trainer *t, int which, double *out) {
   for (int i = lo; i < hi && !failed; i += step) {
     int k = hi - i < step ? hi - i : step;
     if (make_batch(t, t->idx[which] + i, k, 0, 0, 0) ||
-        se3_net_forward(t->net, &t->bb.b, pred, 0, t->why, sizeof t->why)) {
+        net_call(t, se3_net_forward(t->net, &t->bb.b, pred, 0, &t->net_err))) {
       failed = 1;
       break;
     }
@@ -691,8 +698,8 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
  * the device in any of them fails the epoch here. */
 static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
   if (t->io.comm && !t->dp_whole) return SE3_TRAIN_OK; /* summed on the host, step by step */
-  if (se3_net_loss_sum(t->net, loss_sum, t->why, sizeof t->why) == 0) return SE3_TRAIN_OK;
-  return tr_fail(t, "%s", t->why);
+  if (se3_net_loss_sum(t->net, loss_sum, &t->net_err) == 0) return SE3_TRAIN_OK;
+  return tr_fail(t, "%s", se3_error_str(&t->net_err).s);
 }
 
 /* The longest wait for a peer process, in seconds: SE3_NCCL_TIMEOUT
@@ -790,12 +797,12 @@ static void step_forward(struct epoch_run *er, long i, int lo, int kr, const str
     } else if (!comm) {
       /* one process: the whole step in one call (on a GPU, recorded once
        * per batch shape, and with fp16 per loss scale, and replayed) */
-      if (se3_net_train_step(t->net, &t->bb.b, yt, ls, t->clip, &t->adam, t->step + 1,
-                             nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
+      if (net_call(t, se3_net_train_step(t->net, &t->bb.b, yt, ls, t->clip, &t->adam, t->step + 1,
+                                         nn_schedule_lr(&t->sched, t->step), &t->net_err)))
         *failed = 1;
       else
         *whole = 1;
-    } else if (se3_net_forward_loss(t->net, &t->bb.b, yt, ls, t->why, sizeof t->why)) {
+    } else if (net_call(t, se3_net_forward_loss(t->net, &t->bb.b, yt, ls, &t->net_err))) {
       *failed = 1;
     } else {
       *dout = se3_net_loss_grad(t->net);
@@ -803,16 +810,15 @@ static void step_forward(struct epoch_run *er, long i, int lo, int kr, const str
   }
   if (comm && !t->dp_whole) {
     struct se3_sum_stats ss;
-    char why[512];
-    int rc = se3_net_backward_sum(t->net, *dout, comm, t->bucket_bytes, &ss, why, sizeof why);
+    int rc = se3_net_backward_sum(t->net, *dout, comm, t->bucket_bytes, &ss, &t->net_err);
     if (rc && !*failed) {
-      snprintf(t->why, sizeof t->why, "%s", why);
+      net_call(t, rc);
       *failed = 1;
     }
     er->t_sum += ss.wait_s;
     er->t_sum_all += ss.sum_s;
     er->buckets = ss.buckets;
-  } else if (*dout && se3_net_backward_loss(t->net, t->why, sizeof t->why)) {
+  } else if (*dout && net_call(t, se3_net_backward_loss(t->net, &t->net_err))) {
     *failed = 1;
   }
 }
@@ -825,7 +831,7 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
   struct se3_trainer *t = er->t;
   const struct se3_comm *comm = er->comm;
   int rank = er->rank;
-  if (dout && !failed && se3_net_loss_part(t->net, part, t->why, sizeof t->why)) failed = 1;
+  if (dout && !failed && net_call(t, se3_net_loss_part(t->net, part, &t->net_err))) failed = 1;
   double agree[3] = {*part, failed, t->io.stop && *t->io.stop != 0}, t0 = now_s();
   /* (whole steps: a peer that stopped leaves no wait on the GPU to time
    * out on, the host runs ahead of it: the agreement has the deadline) */
@@ -833,8 +839,7 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
   if (arc == -2) {
     /* this GPU's wait (polled, the same deadline) names the collective
      * it is stuck in, if it is, and ends the job itself */
-    char why[512];
-    (void)se3_net_sync(t->net, why, sizeof why);
+    (void)se3_net_sync(t->net, NULL);
     fprintf(stderr,
             "se3screen (rank %d): the processes' agreement before step %ld did not finish within %g s "
             "(SE3_NCCL_TIMEOUT): a peer process has stopped; ending the job\n",
@@ -857,9 +862,9 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
      * its collectives, and its peers' wait on their GPUs for the rest:
      * the job ends */
     if (se3_net_train_step_dp(t->net, kr ? &t->bb.b : NULL, er->yt, ls, t->clip, &t->adam, t->step + 1,
-                              nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, t->why, sizeof t->why)) {
+                              nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, &t->net_err)) {
       fprintf(stderr, "se3screen (rank %d): model %d epoch %d step %ld failed: %s; ending the job\n", rank, t->member,
-              er->e + 1, t->step + 1, t->why);
+              er->e + 1, t->step + 1, se3_error_str(&t->net_err).s);
       comm_abort(comm, 1);
     }
     *whole = 1;
@@ -875,7 +880,7 @@ static int step_take(struct se3_trainer *t, int whole) {
     int take = 1;
     if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
       double norm;
-      if (se3_net_step_norm(t->net, &norm, t->why, sizeof t->why)) return tr_fail(t, "%s", t->why);
+      if (net_call(t, se3_net_step_norm(t->net, &norm, &t->net_err))) return tr_fail(t, "%s", t->why);
       take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
     }
     if (take)
@@ -1245,7 +1250,7 @@ int se3_trainer_standardize(struct se3_trainer *t) {
 
 int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmup, int restart_epochs) {
   const struct se3_comm *comm = t->io.comm;
-  char err[512];
+  struct se3_error err;
   t->best = INFINITY;
   t->best_epoch = -1;
   t->member = -1;
@@ -1253,8 +1258,8 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
   t->fp16 = se3_net_backend(t->net)->precision == NN_PREC_FP16;
   nn_loss_scaler_init(&t->scaler);
   size_t np = t->np = se3_net_n_params(t->net);
-  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, err, sizeof err))
-    return tr_fail(t, "%s", err);
+  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, &err))
+    return tr_fail(t, "%s", se3_error_str(&err).s);
   size_t nm = t->zero && !t->io.writer ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
   if (t->zero)
     tr_log(t, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here", comm_size(comm),
@@ -1270,8 +1275,8 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
    * devices, recorded alike; else (sums through the host) padded where the
    * backend records, not recorded; on the CPU as they come */
   if (comm) {
-    int dp = se3_net_dp_steps(t->net, comm, err, sizeof err);
-    if (dp < 0) return tr_fail(t, "%s", err);
+    int dp = se3_net_dp_steps(t->net, comm, &err);
+    if (dp < 0) return tr_fail(t, "%s", se3_error_str(&err).s);
     t->dp_whole = dp;
     if (!dp && se3_net_backend(t->net)->record_begin) se3_net_set_steps(t->net, SE3_STEPS_PADDED);
   }
@@ -1289,12 +1294,11 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
            se3_net_collectives(t->net), nb, nb == 1 ? "" : "s");
   }
   if (largest_batches(t, comm_size(comm), comm_rank(comm), &bt, &bp)) return tr_fail(t, "out of memory");
-  if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
-      se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, err, sizeof err)) {
+  if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, &err) || se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, &err)) {
     tr_fail(t,
             "the largest batch of this run (%d molecules, %d atoms, %d edges in a training step) does not "
             "fit: %s; lower stages.train.batch_size, or set stages.train.low_memory: true",
-            bt.G, bt.N, bt.E, err);
+            bt.G, bt.N, bt.E, se3_error_str(&err).s);
     return -1;
   }
   t->reserved_bytes = se3_net_memory_bytes(t->net);

@@ -129,6 +129,7 @@ struct se3_trainer {
   struct se3_batch_buf bb;
   char dir[PATH_MAX]; /* <models_dir>/train-<member> */
   char why[512];      /* what the model or io said */
+  struct se3_error net_err; /* the net's last failure, with its kind (its text also in why) */
   char err[768];      /* why a call failed */
 };
 

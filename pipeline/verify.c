@@ -107,7 +107,9 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
       graph_free(&g);
     } else {
       struct basis_blob b;
-      rc = basis_blob_parse(p, pl, &b, err, errlen);
+      struct se3_error e2;
+      rc = basis_blob_parse(p, pl, &b, &e2);
+      if (rc) se3_error_format(&e2, err, errlen);
     }
     if (rc) {
       if (nc > 1) { /* say which conformer */

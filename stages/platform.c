@@ -81,7 +81,11 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
-  if (nn_device_parse(dev, &d, err, errlen)) return NULL;
+  struct se3_error e2;
+  if (nn_device_parse(dev, &d, &e2)) {
+    se3_error_format(&e2, err, errlen);
+    return NULL;
+  }
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local
    * rank modulo the GPUs a process sees (the backend knows how many) */
   if (d.by_rank) d.index = comm_local_rank(run_comm);
@@ -91,15 +95,16 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
     if (key) *key = "precision";
     return NULL;
   }
-  const struct nn_backend *be = nn_backend_open(&d, p, err, errlen);
+  const struct nn_backend *be = nn_backend_open(&d, p, &e2);
+  if (!be) se3_error_format(&e2, err, errlen);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
-    char ignored[8];
-    if (nn_backend_open(&d, NN_PREC_FP32, ignored, sizeof ignored)) *key = "precision";
+    if (nn_backend_open(&d, NN_PREC_FP32, NULL)) *key = "precision";
   }
   /* bf16 on the CPU is the convolution's forward only: training there runs in fp32 */
   if (be && training && be->host_memory && be->precision == NN_PREC_BF16) {
     struct nn_device cpu = {0};
-    be = nn_backend_open(&cpu, NN_PREC_FP32, err, errlen);
+    be = nn_backend_open(&cpu, NN_PREC_FP32, &e2);
+    if (!be) se3_error_format(&e2, err, errlen);
   }
   if (be && be->set_conv_path) be->set_conv_path(conv);
   if (be) {

@@ -462,8 +462,12 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
   const char *bad = "device";
   const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, err, sizeof err);
   if (!be) return stage_fail_at(ctx, cfg_get(ctx->root, bad), "%s", err);
-  if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, err, sizeof err)))
-    return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, &ctx->err))) { /* (its kind: usage, memory, device) */
+    const struct cfg_node *arch = cfg_get(c, "arch");
+    se3_error_context(&ctx->err, "stages.train.arch");
+    if (arch && arch->file && arch->line > 0) se3_error_at(&ctx->err, arch->file, arch->line, arch->col);
+    return STAGE_ERROR;
+  }
   const char *asked = cfg_str(ctx->root, "precision");
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s%s", be->name, be->device, stage_precision_name(be),
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "",

@@ -408,15 +408,15 @@ static void score_accepted(const struct se3_model_file *mf, const struct se3_bat
   cr_assert(strlen(mf->target) < sizeof mf->target);
   for (size_t i = 0; i < mf->n_params; i++)
     cr_assert(isfinite(mf->params[i]), "parameter %zu", i);
-  char err[256];
-  struct se3_net *net = se3_net_create(nn_backend_cpu(), &mf->cfg, 0, err, sizeof err);
-  cr_assert(net, "an accepted model must build: %s", err);
+  struct se3_error err;
+  struct se3_net *net = se3_net_create(nn_backend_cpu(), &mf->cfg, 0, &err);
+  cr_assert(net, "an accepted model must build: %s", se3_error_str(&err).s);
   cr_assert_eq(se3_net_n_params(net), mf->n_params);
   se3_net_inference_only(net);
   se3_net_set(net, SE3_NET_PARAMS, mf->params);
   real out[2];
-  cr_assert_eq(se3_net_predict_start(net, &bb->b, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_net_predict_finish(net, out, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_start(net, &bb->b, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_net_predict_finish(net, out, &err), 0, "%s", se3_error_str(&err).s);
   se3_net_free(net);
 }
 
