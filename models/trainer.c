@@ -44,6 +44,14 @@ static int tr_fail(struct se3_trainer *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(t->err, sizeof t->err, fmt, ap);
   va_end(ap);
+  t->err_kind = SE3_ERR_RUN;
+  return SE3_TRAIN_ERROR;
+}
+
+/* tr_fail with a callee's error: its text and its kind. */
+static int tr_fail_err(struct se3_trainer *t, const struct se3_error *e) {
+  se3_error_format(e, t->err, sizeof t->err);
+  t->err_kind = e->kind != SE3_ERR_NONE ? e->kind : SE3_ERR_RUN;
   return SE3_TRAIN_ERROR;
 }
 
@@ -488,7 +496,7 @@ static int save(struct se3_trainer *t, const char *name, int epoch, long pos, do
   struct se3_error err;
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt_writer w;
-  if (se3_ckpt_begin(&w, path, &err)) return tr_fail(t, "%s", se3_error_str(&err).s);
+  if (se3_ckpt_begin(&w, path, &err)) return tr_fail_err(t, &err);
   size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   se3_net_get(t->net, SE3_NET_PARAMS, t->params);
@@ -519,7 +527,7 @@ static int save(struct se3_trainer *t, const char *name, int epoch, long pos, do
     se3_ckpt_put(&w, "position_fingerprint", SE3_CK_I64, where, 2);
     se3_ckpt_put(&w, "loss_sum", SE3_CK_F64, &loss_sum, 1);
   }
-  return se3_ckpt_commit(&w, &err) ? tr_fail(t, "%s", se3_error_str(&err).s) : SE3_TRAIN_OK;
+  return se3_ckpt_commit(&w, &err) ? tr_fail_err(t, &err) : SE3_TRAIN_OK;
 }
 
 /* Loads checkpoint `name` of the current member into the training state.
@@ -563,7 +571,7 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, struc
 
 int se3_trainer_restore(struct se3_trainer *t, const char *name, int *epoch) {
   struct se3_error err;
-  return load_state(t, name, epoch, &err) ? tr_fail(t, "%s", se3_error_str(&err).s) : SE3_TRAIN_OK;
+  return load_state(t, name, epoch, &err) ? tr_fail_err(t, &err) : SE3_TRAIN_OK;
 }
 
 /* A mid-epoch checkpoint of epoch e written under the same settings and
@@ -699,7 +707,7 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
 static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
   if (t->io.comm && !t->dp_whole) return SE3_TRAIN_OK; /* summed on the host, step by step */
   if (se3_net_loss_sum(t->net, loss_sum, &t->net_err) == 0) return SE3_TRAIN_OK;
-  return tr_fail(t, "%s", se3_error_str(&t->net_err).s);
+  return tr_fail_err(t, &t->net_err);
 }
 
 /* The longest wait for a peer process, in seconds: SE3_NCCL_TIMEOUT
@@ -880,7 +888,7 @@ static int step_take(struct se3_trainer *t, int whole) {
     int take = 1;
     if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
       double norm;
-      if (net_call(t, se3_net_step_norm(t->net, &norm, &t->net_err))) return tr_fail(t, "%s", t->why);
+      if (se3_net_step_norm(t->net, &norm, &t->net_err)) return tr_fail_err(t, &t->net_err);
       take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
     }
     if (take)
@@ -1258,8 +1266,7 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
   t->fp16 = se3_net_backend(t->net)->precision == NN_PREC_FP16;
   nn_loss_scaler_init(&t->scaler);
   size_t np = t->np = se3_net_n_params(t->net);
-  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, &err))
-    return tr_fail(t, "%s", se3_error_str(&err).s);
+  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, &err)) return tr_fail_err(t, &err);
   size_t nm = t->zero && !t->io.writer ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
   if (t->zero)
     tr_log(t, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here", comm_size(comm),
@@ -1276,7 +1283,7 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
    * backend records, not recorded; on the CPU as they come */
   if (comm) {
     int dp = se3_net_dp_steps(t->net, comm, &err);
-    if (dp < 0) return tr_fail(t, "%s", se3_error_str(&err).s);
+    if (dp < 0) return tr_fail_err(t, &err);
     t->dp_whole = dp;
     if (!dp && se3_net_backend(t->net)->record_begin) se3_net_set_steps(t->net, SE3_STEPS_PADDED);
   }
