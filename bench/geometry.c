@@ -294,7 +294,6 @@ static double run_method(int method, const struct basis_plan *bp, struct batch *
      * contend for it */
     if (sqlite3_exec(dbs[t], "BEGIN", NULL, NULL, NULL) != SQLITE_OK) fail++;
     sqlite3_stmt *st = prep(dbs[t], method_sql[method]);
-    char err[200];
     struct se3_error e;
     for (int i = t; i < b->n; i += threads) {
       float *out = b->arena + b->off[i];
@@ -316,8 +315,7 @@ static double run_method(int method, const struct basis_plan *bp, struct batch *
       }
       if (method == M_READ) {
         struct basis_blob bb;
-        if (basis_blob_parse(p, len, &bb, err, sizeof err) || (int)bb.n_edges != b->n_edges[i] ||
-            bb.per_edge != bp->per_edge) {
+        if (basis_blob_parse(p, len, &bb, NULL) || (int)bb.n_edges != b->n_edges[i] || bb.per_edge != bp->per_edge) {
           fail++;
           continue;
         }

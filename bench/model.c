@@ -198,22 +198,22 @@ static double sgemm_gflops(int n, int threads) {
  * run_epoch): eager, or whole (se3_net_train_step_dp). 0, or -1 with err. */
 static int dp_step(struct se3_net *net, const struct se3_comm *comm, int whole, const struct se3_batch *b,
                    const real *target, const struct se3_loss_spec *ls, const struct nn_adam *adam, long step,
-                   size_t bucket_bytes, char *err, size_t errlen) {
+                   size_t bucket_bytes, struct se3_error *err) {
   double agree[3] = {0, 0, 0};
   if (whole) {
     if (comm_sum_f64(comm, agree, 3)) {
-      snprintf(err, errlen, "MPI failed");
+      se3_error_set(err, SE3_ERR_RUN, "MPI failed");
       return -1;
     }
-    return se3_net_train_step_dp(net, b, target, ls, 0, adam, step, 1e-6, comm, bucket_bytes, err, errlen);
+    return se3_net_train_step_dp(net, b, target, ls, 0, adam, step, 1e-6, comm, bucket_bytes, err);
   }
   struct se3_sum_stats ss;
-  if (se3_net_forward_loss(net, b, target, ls, err, errlen) ||
-      se3_net_backward_sum(net, se3_net_loss_grad(net), comm, bucket_bytes, &ss, err, errlen) ||
-      se3_net_loss_part(net, &agree[0], err, errlen))
+  if (se3_net_forward_loss(net, b, target, ls, err) ||
+      se3_net_backward_sum(net, se3_net_loss_grad(net), comm, bucket_bytes, &ss, err) ||
+      se3_net_loss_part(net, &agree[0], err))
     return -1;
   if (comm_sum_f64(comm, agree, 3)) {
-    snprintf(err, errlen, "MPI failed");
+    se3_error_set(err, SE3_ERR_RUN, "MPI failed");
     return -1;
   }
   se3_net_adam(net, adam, step, 1e-6);
@@ -299,13 +299,11 @@ int main(int argc, char **argv) {
   /* as se3screen's main: freed blocks stay in the heap (no first-touch faults) */
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  char err[512] = "";
   struct se3_error e;
   struct nn_device dev;
   const struct nn_backend *be = NULL;
-  if (nn_device_parse(device, &dev, err, sizeof err) ||
-      !(be = nn_backend_open(&dev, (enum nn_precision)prec, err, sizeof err))) {
-    fprintf(stderr, "model_bench: %s\n", err);
+  if (nn_device_parse(device, &dev, &e) || !(be = nn_backend_open(&dev, (enum nn_precision)prec, &e))) {
+    fprintf(stderr, "model_bench: %s\n", se3_error_str(&e).s);
     return 1;
   }
   enum nn_conv_path cpath;
@@ -354,9 +352,9 @@ int main(int argc, char **argv) {
                                            ? SE3_ENVELOPE_POLY
                                            : SE3_ENVELOPE_NONE,
                            .cutoff = 5.0f};
-  struct se3_net *net = se3_net_create(net_be, &cfg, low_memory, err, sizeof err);
+  struct se3_net *net = se3_net_create(net_be, &cfg, low_memory, &e);
   if (!net) {
-    fprintf(stderr, "model_bench: %s\n", err);
+    fprintf(stderr, "model_bench: %s\n", se3_error_str(&e).s);
     return 1;
   }
   const struct se3_model *m = se3_net_model(net);
@@ -396,9 +394,9 @@ int main(int argc, char **argv) {
                       "alone)\n");
       return 2;
     }
-    int whole_ok = se3_net_dp_steps(net, comm, err, sizeof err);
+    int whole_ok = se3_net_dp_steps(net, comm, &e);
     if (whole_ok < 0) {
-      fprintf(stderr, "model_bench: %s\n", err);
+      fprintf(stderr, "model_bench: %s\n", se3_error_str(&e).s);
       return 1;
     }
     if (dp_mode == 2 && !whole_ok) {
@@ -468,14 +466,14 @@ int main(int argc, char **argv) {
     }
     double t0 = now();
     se3_batch_geometry(&bb); /* a new batch each step: its bases computed in the step, where the model runs */
-    if (dp_mode ? dp_step(net, comm, dp_mode == 2, b, target, &ls, &adam, ++step, bucket_bytes, err, sizeof err)
-        : train ? se3_net_train_step(net, b, target, &ls, 0, &adam, ++step, 1e-6, err, sizeof err)
-                : se3_net_forward(net, b, out, 0, err, sizeof err)) {
-      fprintf(stderr, "model_bench: %s\n", err);
+    if (dp_mode ? dp_step(net, comm, dp_mode == 2, b, target, &ls, &adam, ++step, bucket_bytes, &e)
+        : train ? se3_net_train_step(net, b, target, &ls, 0, &adam, ++step, 1e-6, &e)
+                : se3_net_forward(net, b, out, 0, &e)) {
+      fprintf(stderr, "model_bench: %s\n", se3_error_str(&e).s);
       return 1;
     }
-    if (net_be->sync(err, sizeof err)) { /* the update may still be queued on a device */
-      fprintf(stderr, "model_bench: %s\n", err);
+    if (net_be->sync(&e)) { /* the update may still be queued on a device */
+      fprintf(stderr, "model_bench: %s\n", se3_error_str(&e).s);
       return 1;
     }
     double dt = now() - t0;

@@ -114,9 +114,9 @@ int main(int argc, char **argv) {
                            .outputs = 1,
                            .cutoff = 5.0f};
   struct se3_model m;
-  char err[256];
-  if (se3_model_init(&m, &cfg, err, sizeof err)) {
-    fprintf(stderr, "roofline: %s\n", err);
+  struct se3_error err;
+  if (se3_model_init(&m, &cfg, &err)) {
+    fprintf(stderr, "roofline: %s\n", se3_error_str(&err).s);
     return 1;
   }
   struct convsum cs = {0};

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/error.h"
 #include "models/layers.h"
 
 /* Arithmetic precisions a backend may offer (the workflow's `precision:`).
@@ -67,7 +68,7 @@ struct nn_backend {
   void (*copy)(void *dst, const void *src, size_t bytes);          /* the two must not overlap */
   void (*zero)(void *p, size_t bytes);
   /* Waits for queued work: 0, or -1 with what failed in err. */
-  int (*sync)(char *err, size_t errlen);
+  int (*sync)(struct se3_error *err);
   /* ---- copies back that do not wait, for pipelines (scoring) ----
    * host_alloc: host memory the device copies into directly (page-locked on
    * a GPU; plain on the host), NULL when out of memory; host_release frees
@@ -83,7 +84,7 @@ struct nn_backend {
   void (*download_queued)(void *host_dst, const void *src, size_t bytes);
   void *(*fence_new)(void);
   void (*fence_mark)(void *fence);
-  int (*fence_wait)(void *fence, char *err, size_t errlen);
+  int (*fence_wait)(void *fence, struct se3_error *err);
   void (*fence_free)(void *fence); /* NULL allowed */
 
   /* ---- layers (models/cpu/nn.h documents each) ---- */
@@ -133,7 +134,7 @@ struct nn_backend {
    * allocated or copied on first use, inside a step that may be recorded.
    * A device backend's bases fails for a plan not prepared. 0, or -1 with
    * err. NULL where the backend keeps nothing (the CPU). */
-  int (*prepare_bases)(const struct basis_plan *plan, char *err, size_t errlen);
+  int (*prepare_bases)(const struct basis_plan *plan, struct se3_error *err);
   /* w[e] = nn_edge_weight(edge_feat + e in, in, kind, cutoff, bonds_kept) (models/kernels/envelope.h) */
   void (*edge_weights)(real *w, const real *edge_feat, int E, int in, int kind, real cutoff, int bonds_kept);
 
@@ -177,7 +178,7 @@ struct nn_backend {
    * on each, in comm.h's fixed order: the gradient all-reduce of
    * data-parallel training. With comm NULL (one process) nothing to do: 0.
    * -1 with a message in err. */
-  int (*allreduce)(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
+  int (*allreduce)(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err);
 
   /* ---- collectives between devices (NULL on a host backend, and on a
    * device backend built without them: the model then moves the arrays
@@ -196,24 +197,24 @@ struct nn_backend {
    * or -1 with a message in err. */
   int (*join)(const struct se3_comm *comm, int rank, int size,
               int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
-              void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen);
+              void (*end_job)(const struct se3_comm *c, int code), struct se3_error *err);
   /* comm.h's comm_reduce_scatter and comm_allgather on the device's x (n
    * reals), with comm.h's slices (comm_slice). 0, or -1 with err. */
-  int (*reduce_scatter)(real *x, size_t n, char *err, size_t errlen);
-  int (*allgather)(real *x, size_t n, char *err, size_t errlen);
+  int (*reduce_scatter)(real *x, size_t n, struct se3_error *err);
+  int (*allgather)(real *x, size_t n, struct se3_error *err);
   /* x (n doubles, the backend's memory) summed over the joined processes,
    * in place, behind the work queued before it; nothing waits: a recorded
    * data-parallel step's loss and a sharded gradient's sum of squares, so
    * the step needs no trip to the host. After join; 0, or -1 with err. */
-  int (*allreduce_f64)(double *x, size_t n, char *err, size_t errlen);
+  int (*allreduce_f64)(double *x, size_t n, struct se3_error *err);
   /* The gradient summed bucket by bucket while the backward goes on (NULL
    * where the backend cannot: the model then sums after the backward).
    * sum_start queues the sum of x[0..n) over the joined processes on a
    * stream of its own, behind the work queued before it; the work queued
    * after it does not wait for it. sum_wait makes the work queued after it
    * wait for every sum started. After join; 0, or -1 with err. */
-  int (*sum_start)(real *x, size_t n, char *err, size_t errlen);
-  int (*sum_wait)(char *err, size_t errlen);
+  int (*sum_start)(real *x, size_t n, struct se3_error *err);
+  int (*sum_wait)(struct se3_error *err);
 
   /* ---- recorded work (CUDA graphs; NULL where the backend cannot: every
    * step then runs as it is called) ----

@@ -256,20 +256,20 @@ int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *r
   return 0;
 }
 
-int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char *err, size_t errlen) {
+int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, struct se3_error *err) {
   memset(b, 0, sizeof *b);
   if (len < BASIS_BLOB_HEADER || memcmp(blob, BASIS_BLOB_MAGIC, 4) != 0) {
-    snprintf(err, errlen, "not a basis blob (%zu bytes)", len);
+    se3_error_set(err, SE3_ERR_DB, "not a basis blob (%zu bytes)", len);
     return -1;
   }
   unsigned ver = le_get_u16(blob + 4), dt = le_get_u16(blob + 6), md = le_get_u16(blob + 12);
   if (ver != BASIS_BLOB_VERSION && ver != 1) {
-    snprintf(err, errlen, "basis blob version %u (this se3screen reads 1 and %d)", ver, BASIS_BLOB_VERSION);
+    se3_error_set(err, SE3_ERR_DB, "basis blob version %u (this se3screen reads 1 and %d)", ver, BASIS_BLOB_VERSION);
     return -1;
   }
   size_t crc = ver >= 2 ? BASIS_BLOB_CRC : 0; /* version 1 has no checksum */
   if (dt > BASIS_BF16 || md > BASIS_MAX_DEGREE || le_get_u16(blob + 14) != 0) {
-    snprintf(err, errlen, "basis blob header is corrupt (dtype %u, max_degree %u)", dt, md);
+    se3_error_set(err, SE3_ERR_DB, "basis blob header is corrupt (dtype %u, max_degree %u)", dt, md);
     return -1;
   }
   uint32_t n_edges = le_get_u32(blob + 8), per = le_get_u32(blob + 16);
@@ -278,18 +278,18 @@ int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char
     for (int l = 0; l <= (int)md; l++)
       want_per += basis_pair_size(k, l);
   if (per != want_per) {
-    snprintf(err, errlen, "basis blob has %u values per edge, degree %u needs %zu", per, md, want_per);
+    se3_error_set(err, SE3_ERR_DB, "basis blob has %u values per edge, degree %u needs %zu", per, md, want_per);
     return -1;
   }
   size_t want = BASIS_BLOB_HEADER + (size_t)n_edges * per * basis_dtype_size((enum basis_dtype)dt) + crc;
   if (len != want) {
-    snprintf(err, errlen, "basis blob is %zu bytes, its header says %zu", len, want);
+    se3_error_set(err, SE3_ERR_DB, "basis blob is %zu bytes, its header says %zu", len, want);
     return -1;
   }
   uint32_t stored, computed;
   if (crc && crc32c_verify(blob, len, &stored, &computed)) {
-    snprintf(err, errlen, "basis blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
-             (unsigned)computed);
+    se3_error_set(err, SE3_ERR_DB, "basis blob checksum mismatch (stored 0x%08x, computed 0x%08x)", (unsigned)stored,
+                  (unsigned)computed);
     return -1;
   }
   b->max_degree = (int)md;

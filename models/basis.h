@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/error.h"
+
 #define BASIS_MAX_DEGREE 5 /* J <= 10 = SO3_LMAX */
 
 struct basis_plan {
@@ -108,6 +110,6 @@ int basis_to_blob(const struct basis_plan *p, enum basis_dtype t, const float *r
 /* Checks a blob's header, size and checksum and points b into it. 0, or -1 with a
  * message in err. Decode the values with basis_decode(b->dtype, b->data,
  * (size_t)b->n_edges * b->per_edge, out). */
-int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, char *err, size_t errlen);
+int basis_blob_parse(const uint8_t *blob, size_t len, struct basis_blob *b, struct se3_error *err);
 
 #endif

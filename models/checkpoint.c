@@ -34,12 +34,10 @@ static void wr(struct se3_ckpt_writer *w, const void *p, size_t n) {
   w->hash = fnv(w->hash, p, n);
 }
 
-int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, char *err, size_t errlen) {
+int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, struct se3_error *err) {
   memset(w, 0, sizeof *w);
   w->hash = 0xcbf29ce484222325ULL;
-  struct se3_error e2;
-  if (atomic_file_open(&w->af, path, &e2)) {
-    se3_error_format(&e2, err, errlen);
+  if (atomic_file_open(&w->af, path, err)) {
     return -1;
   }
   uint8_t head[8];
@@ -98,19 +96,18 @@ void se3_ckpt_abort(struct se3_ckpt_writer *w) {
   memset(w, 0, sizeof *w);
 }
 
-int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen) {
+int se3_ckpt_commit(struct se3_ckpt_writer *w, struct se3_error *err) {
   uint8_t tail[12];
   memcpy(tail, CK_END, 4);
   le_put_u64(tail + 4, w->hash);
   if (!w->failed && fwrite(tail, 1, sizeof tail, w->af.f) != sizeof tail) w->failed = errno ? errno : EIO;
   if (w->failed) {
-    snprintf(err, errlen, "%s: cannot write the checkpoint: %s", w->af.tmp, strerror(w->failed));
+    se3_error_set(err, SE3_ERR_IO, "cannot write the checkpoint: %s", strerror(w->failed));
+    se3_error_at(err, w->af.tmp, 0, 0);
     se3_ckpt_abort(w);
     return -1;
   }
-  struct se3_error e2;
-  int rc = atomic_file_commit(&w->af, &e2);
-  if (rc) se3_error_format(&e2, err, errlen);
+  int rc = atomic_file_commit(&w->af, err);
   memset(w, 0, sizeof *w);
   return rc;
 }
@@ -150,60 +147,64 @@ static int fetch(const struct se3_ckpt *c, uint64_t off, void *dst, size_t n) {
   return 0;
 }
 
-/* Formats the reason into err as "PATH: reason"; returns -1. */
-static int refuse(const struct se3_ckpt *c, char *err, size_t errlen, const char *fmt, ...)
+/* Sets err to the reason, of the kind, at the checkpoint's path (printed
+ * "PATH: reason"); returns -1. */
+static int refuse_as(const struct se3_ckpt *c, struct se3_error *err, enum se3_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int refuse(const struct se3_ckpt *c, char *err, size_t errlen, const char *fmt, ...) {
+static int refuse_as(const struct se3_ckpt *c, struct se3_error *err, enum se3_err_kind kind, const char *fmt, ...) {
   char why[768];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
-  snprintf(err, errlen, "%s: %s", c->path, why);
+  se3_error_set(err, kind, "%s", why);
+  se3_error_at(err, c->path, 0, 0);
   return -1;
 }
+/* The checkpoint refused: what it holds is not what a checkpoint may hold. */
+#define refuse(c, err, ...) refuse_as(c, err, SE3_ERR_MODEL, __VA_ARGS__)
+/* The file could not be read through, or changed meanwhile. */
+#define refuse_io(c, err, ...) refuse_as(c, err, SE3_ERR_IO, __VA_ARGS__)
 
 /* The records' headers from byte 8 to the end marker, checked in place.
  * check 0: stores them in c->rec; 1: requires them to be what is stored
  * (the file read whole is the file whose headers were checked). */
-static int walk(struct se3_ckpt *c, int check, char *err, size_t errlen) {
+static int walk(struct se3_ckpt *c, int check, struct se3_error *err) {
   uint64_t pos = 8, end = c->len - 12;
   int n = 0;
   while (pos < end) {
     if (n == SE3_CKPT_MAX_RECORDS)
-      return refuse(c, err, errlen, "more than %d records (a checkpoint holds a dozen)", SE3_CKPT_MAX_RECORDS);
+      return refuse(c, err, "more than %d records (a checkpoint holds a dozen)", SE3_CKPT_MAX_RECORDS);
     uint8_t head[2 + 255 + 10];
-    if (end - pos < 2) return refuse(c, err, errlen, "record %d runs past the end of the file", n + 1);
-    if (fetch(c, pos, head, 2)) return refuse(c, err, errlen, "the file became shorter while it was read");
+    if (end - pos < 2) return refuse(c, err, "record %d runs past the end of the file", n + 1);
+    if (fetch(c, pos, head, 2)) return refuse_io(c, err, "the file became shorter while it was read");
     size_t nl = le_get_u16(head);
     if (nl == 0 || nl > 255)
-      return refuse(c, err, errlen, "record %d: its name is %zu bytes long (1 to 255 allowed)", n + 1, nl);
-    if (end - pos < 12 + (uint64_t)nl) return refuse(c, err, errlen, "record %d runs past the end of the file", n + 1);
-    if (fetch(c, pos + 2, head + 2, nl + 10))
-      return refuse(c, err, errlen, "the file became shorter while it was read");
+      return refuse(c, err, "record %d: its name is %zu bytes long (1 to 255 allowed)", n + 1, nl);
+    if (end - pos < 12 + (uint64_t)nl) return refuse(c, err, "record %d runs past the end of the file", n + 1);
+    if (fetch(c, pos + 2, head + 2, nl + 10)) return refuse_io(c, err, "the file became shorter while it was read");
     for (size_t i = 0; i < nl; i++)
       if (head[2 + i] <= 0x20 || head[2 + i] >= 0x7f)
-        return refuse(c, err, errlen, "record %d: its name has the byte 0x%02x (printable ASCII only)", n + 1,
-                      head[2 + i]);
+        return refuse(c, err, "record %d: its name has the byte 0x%02x (printable ASCII only)", n + 1, head[2 + i]);
     char name[256];
     memcpy(name, head + 2, nl);
     name[nl] = 0;
     unsigned type = head[2 + nl];
-    if (type > SE3_CK_U8) return refuse(c, err, errlen, "record \"%s\": unknown value type %u", name, type);
+    if (type > SE3_CK_U8) return refuse(c, err, "record \"%s\": unknown value type %u", name, type);
     uint64_t count = le_get_u64(head + 4 + nl), room = (end - pos - 12 - nl) / type_size[type];
     if (count > room)
-      return refuse(c, err, errlen, "record \"%s\": %llu values run past the end of the file (room for %llu)", name,
+      return refuse(c, err, "record \"%s\": %llu values run past the end of the file (room for %llu)", name,
                     (unsigned long long)count, (unsigned long long)room);
     uint64_t at = pos + 12 + nl;
     if (check) {
       const struct se3_ckpt_record *r = n < c->n_rec ? &c->rec[n] : NULL;
       if (!r || strcmp(r->name, name) || r->type != (enum se3_ck_type)type || r->count != count || r->offset != at)
-        return refuse(c, err, errlen, "the file changed while it was read");
+        return refuse_io(c, err, "the file changed while it was read");
     } else {
       for (int i = 0; i < n; i++)
-        if (!strcmp(c->rec[i].name, name)) return refuse(c, err, errlen, "record \"%s\" appears twice", name);
+        if (!strcmp(c->rec[i].name, name)) return refuse(c, err, "record \"%s\" appears twice", name);
       struct se3_ckpt_record *g = realloc(c->rec, (size_t)(n + 1) * sizeof *g);
-      if (!g) return refuse(c, err, errlen, "out of memory");
+      if (!g) return refuse_as(c, err, SE3_ERR_MEMORY, "out of memory");
       c->rec = g;
       struct se3_ckpt_record *r = &c->rec[n];
       memset(r, 0, sizeof *r);
@@ -216,11 +217,11 @@ static int walk(struct se3_ckpt *c, int check, char *err, size_t errlen) {
     n++;
     pos = at + count * type_size[type];
   }
-  if (check && n != c->n_rec) return refuse(c, err, errlen, "the file changed while it was read");
+  if (check && n != c->n_rec) return refuse_io(c, err, "the file changed while it was read");
   return 0;
 }
 
-int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen) {
+int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, struct se3_error *err) {
   memset(c, 0, sizeof *c);
   c->fd = -1;
   snprintf(c->path, sizeof c->path, "%s", path);
@@ -229,15 +230,17 @@ int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char
   struct stat sb;
   int fd = se3_open_regular(path, &sb);
   if (fd < 0 && !sb.st_mode) {
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    se3_error_set(err, SE3_ERR_IO, "%s", strerror(errno));
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   if (fd < 0) {
-    snprintf(err, errlen, "%s: not a regular file (%s): a checkpoint is read from a file", path,
-             S_ISDIR(sb.st_mode)    ? "a folder"
-             : S_ISFIFO(sb.st_mode) ? "a FIFO"
-             : S_ISSOCK(sb.st_mode) ? "a socket"
-                                    : "a device");
+    se3_error_set(err, SE3_ERR_INPUT, "not a regular file (%s): a checkpoint is read from a file",
+                  S_ISDIR(sb.st_mode)    ? "a folder"
+                  : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                  : S_ISSOCK(sb.st_mode) ? "a socket"
+                                         : "a device");
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   c->fd = fd;
@@ -246,19 +249,18 @@ int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char
   uint8_t head[8], tail[12];
   int r;
   if (sb.st_size < 8 + 12 || fetch(c, 0, head, 8) || memcmp(head, CK_MAGIC, 4) != 0)
-    r = refuse(c, err, errlen, "not a se3screen checkpoint");
+    r = refuse(c, err, "not a se3screen checkpoint");
   else if (le_get_u16(head + 4) != CK_VERSION)
-    r = refuse(c, err, errlen, "unsupported checkpoint version %u (this se3screen reads %d)", le_get_u16(head + 4),
-               CK_VERSION);
+    r = refuse(c, err, "unsupported checkpoint version %u (this se3screen reads %d)", le_get_u16(head + 4), CK_VERSION);
   else if (le_get_u16(head + 6) != 0)
-    r = refuse(c, err, errlen, "unknown header flags 0x%04x", le_get_u16(head + 6));
+    r = refuse(c, err, "unknown header flags 0x%04x", le_get_u16(head + 6));
   else if ((uint64_t)sb.st_size > max_bytes)
-    r = refuse(c, err, errlen, "%lld bytes, more than the %llu a checkpoint may have here", (long long)sb.st_size,
+    r = refuse(c, err, "%lld bytes, more than the %llu a checkpoint may have here", (long long)sb.st_size,
                (unsigned long long)max_bytes);
   else if (fetch(c, c->len - 12, tail, 12) || memcmp(tail, CK_END, 4) != 0)
-    r = refuse(c, err, errlen, "the checkpoint is cut short");
+    r = refuse(c, err, "the checkpoint is cut short");
   else
-    r = walk(c, 0, err, errlen);
+    r = walk(c, 0, err);
   /* the small records' values */
   uint64_t total = 0;
   for (int i = 0; r == 0 && i < c->n_rec; i++) {
@@ -266,14 +268,14 @@ int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char
     if (bytes <= SE3_CKPT_SMALL) total += bytes;
   }
   if (r == 0 && total > SE3_CKPT_SMALL_TOTAL) total = SE3_CKPT_SMALL_TOTAL;
-  if (r == 0 && total && !(c->small = malloc(total))) r = refuse(c, err, errlen, "out of memory");
+  if (r == 0 && total && !(c->small = malloc(total))) r = refuse_as(c, err, SE3_ERR_MEMORY, "out of memory");
   uint64_t at = 0;
   for (int i = 0; r == 0 && i < c->n_rec; i++) {
     struct se3_ckpt_record *q = &c->rec[i];
     uint64_t bytes = q->count * type_size[q->type];
     if (bytes > SE3_CKPT_SMALL || bytes > total - at) continue;
     if (fetch(c, q->offset, c->small + at, (size_t)bytes))
-      r = refuse(c, err, errlen, "the file became shorter while it was read");
+      r = refuse_io(c, err, "the file became shorter while it was read");
     q->data = c->small + at;
     at += bytes;
   }
@@ -281,31 +283,30 @@ int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char
   return r;
 }
 
-int se3_ckpt_read(struct se3_ckpt *c, char *err, size_t errlen) {
+int se3_ckpt_read(struct se3_ckpt *c, struct se3_error *err) {
   int r = 0;
-  if (!(c->buf = malloc(c->len ? c->len : 1))) r = refuse(c, err, errlen, "out of memory");
+  if (!(c->buf = malloc(c->len ? c->len : 1))) r = refuse_as(c, err, SE3_ERR_MEMORY, "out of memory");
   /* through the descriptor opened (the file checked), every byte, and no more */
   size_t got = 0;
   while (r == 0 && got < c->len) {
     ssize_t k = pread(c->fd, c->buf + got, c->len - got, (off_t)got);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) r = refuse(c, err, errlen, "cannot read the checkpoint: %s", strerror(errno));
-    if (k == 0) r = refuse(c, err, errlen, "the file became shorter while it was read");
+    if (k < 0) r = refuse_io(c, err, "cannot read the checkpoint: %s", strerror(errno));
+    if (k == 0) r = refuse_io(c, err, "the file became shorter while it was read");
     if (k > 0) got += (size_t)k;
   }
   uint8_t more;
-  if (r == 0 && pread(c->fd, &more, 1, (off_t)c->len) != 0)
-    r = refuse(c, err, errlen, "the file grew while it was read");
+  if (r == 0 && pread(c->fd, &more, 1, (off_t)c->len) != 0) r = refuse_io(c, err, "the file grew while it was read");
   if (r == 0 && (memcmp(c->buf, CK_MAGIC, 4) != 0 || memcmp(c->buf + c->len - 12, CK_END, 4) != 0))
-    r = refuse(c, err, errlen, "the file changed while it was read");
+    r = refuse_io(c, err, "the file changed while it was read");
   if (r == 0 && fnv(0xcbf29ce484222325ULL, c->buf, c->len - 12) != le_get_u64(c->buf + c->len - 8))
-    r = refuse(c, err, errlen, "the checkpoint is corrupt (its checksum does not match)");
-  if (r == 0) r = walk(c, 1, err, errlen);
+    r = refuse(c, err, "the checkpoint is corrupt (its checksum does not match)");
+  if (r == 0) r = walk(c, 1, err);
   for (int i = 0; r == 0 && i < c->n_rec; i++) {
     struct se3_ckpt_record *q = &c->rec[i];
     const uint8_t *in = c->buf + q->offset;
     if (q->data && memcmp(q->data, in, q->count * type_size[q->type]) != 0)
-      r = refuse(c, err, errlen, "the file changed while it was read");
+      r = refuse_io(c, err, "the file changed while it was read");
     q->data = in;
   }
   if (r) {
@@ -320,13 +321,13 @@ int se3_ckpt_read(struct se3_ckpt *c, char *err, size_t errlen) {
   return 0;
 }
 
-int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen) {
-  if (se3_ckpt_open(c, path, max_bytes, err, errlen)) return -1;
-  return se3_ckpt_read(c, err, errlen);
+int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, struct se3_error *err) {
+  if (se3_ckpt_open(c, path, max_bytes, err)) return -1;
+  return se3_ckpt_read(c, err);
 }
 
-int se3_ckpt_load(struct se3_ckpt *c, const char *path, char *err, size_t errlen) {
-  return se3_ckpt_load_max(c, path, 0, err, errlen);
+int se3_ckpt_load(struct se3_ckpt *c, const char *path, struct se3_error *err) {
+  return se3_ckpt_load_max(c, path, 0, err);
 }
 
 const struct se3_ckpt_record *se3_ckpt_find(const struct se3_ckpt *c, const char *name) {

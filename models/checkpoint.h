@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "common/atomic_file.h"
+#include "common/error.h"
 
 enum se3_ck_type { SE3_CK_F32 = 0, SE3_CK_F64 = 1, SE3_CK_I64 = 2, SE3_CK_U8 = 3 };
 
@@ -31,12 +32,12 @@ struct se3_ckpt_writer {
 };
 
 /* Opens PATH.tmp-<pid> for writing. 0, or -1 with a message in err. */
-int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, char *err, size_t errlen);
+int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, struct se3_error *err);
 /* Appends one record (names up to 255 bytes, unique within a file). */
 void se3_ckpt_put(struct se3_ckpt_writer *w, const char *name, enum se3_ck_type type, const void *data, uint64_t count);
 /* Writes the trailer, fsyncs, renames over PATH and fsyncs the folder.
  * 0, or -1 with a message (the temporary file is removed, PATH untouched). */
-int se3_ckpt_commit(struct se3_ckpt_writer *w, char *err, size_t errlen);
+int se3_ckpt_commit(struct se3_ckpt_writer *w, struct se3_error *err);
 /* Gives up: removes the temporary file, PATH untouched. */
 void se3_ckpt_abort(struct se3_ckpt_writer *w);
 
@@ -78,18 +79,21 @@ struct se3_ckpt {
  * checked, then every record's header, in place (name, type, count within
  * the file), and the values of the small records are read. The big records'
  * data stay NULL until se3_ckpt_read, so a caller can check the counts
- * against what it expects before the file is read whole. 0, or -1 with a
- * message naming the file and the record or field. */
-int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen);
+ * against what it expects before the file is read whole. 0, or -1 with err
+ * set, its file the checkpoint's path: SE3_ERR_MODEL for a file refused
+ * (the record or field in the message), SE3_ERR_IO when it cannot be read
+ * (or changes meanwhile), SE3_ERR_INPUT for one not a regular file,
+ * SE3_ERR_MEMORY. err may be NULL. */
+int se3_ckpt_open(struct se3_ckpt *c, const char *path, uint64_t max_bytes, struct se3_error *err);
 /* Reads the whole opened file through the same descriptor, checks its
  * checksum and that it is the file se3_ckpt_open checked (a file changed
  * meanwhile is refused), and points every record's data into it. On a
  * failure c is freed. 0, or -1 with a message. */
-int se3_ckpt_read(struct se3_ckpt *c, char *err, size_t errlen);
+int se3_ckpt_read(struct se3_ckpt *c, struct se3_error *err);
 /* se3_ckpt_open then se3_ckpt_read. */
-int se3_ckpt_load(struct se3_ckpt *c, const char *path, char *err, size_t errlen);
+int se3_ckpt_load(struct se3_ckpt *c, const char *path, struct se3_error *err);
 /* The same with a bound on the file's size (0: SE3_CKPT_MAX_BYTES). */
-int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, char *err, size_t errlen);
+int se3_ckpt_load_max(struct se3_ckpt *c, const char *path, uint64_t max_bytes, struct se3_error *err);
 void se3_ckpt_free(struct se3_ckpt *c);
 /* The bytes one value of the type takes (0 for an unknown type). */
 size_t se3_ckpt_type_size(enum se3_ck_type type);

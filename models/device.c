@@ -16,7 +16,7 @@
 #include "models/cuda/table.h"
 #endif
 
-int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen) {
+int nn_device_parse(const char *s, struct nn_device *d, struct se3_error *err) {
   memset(d, 0, sizeof *d);
   if (!s || !strcmp(s, "cpu")) return 0;
   if (!strcmp(s, "auto")) {
@@ -36,7 +36,7 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
       return 0;
     }
   }
-  snprintf(err, errlen, "device '%s' is not one of cpu, cuda, cuda:N (N = 0, 1, ...) or auto", s);
+  se3_error_set(err, SE3_ERR_USAGE, "device '%s' is not one of cpu, cuda, cuda:N (N = 0, 1, ...) or auto", s);
   return -1;
 }
 
@@ -45,10 +45,9 @@ int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen
  * (libse3cuda.so, models/cuda/table.h's nn_backend_cuda_open) loaded on
  * first use, so that only runs on a GPU load the CUDA runtime and cuBLAS:
  * from beside the executable, else from where it was built. */
-static const struct nn_backend *cuda_open(int index, int by_rank, enum nn_precision precision, char *err,
-                                          size_t errlen) {
+static const struct nn_backend *cuda_open(int index, int by_rank, enum nn_precision precision, struct se3_error *err) {
 #if defined(SE3_CUDA_BACKEND) && !defined(SE3_REAL_F64)
-  static const struct nn_backend *(*open_fn)(int, int, enum nn_precision, char *, size_t);
+  static const struct nn_backend *(*open_fn)(int, int, enum nn_precision, struct se3_error *);
   if (!open_fn) {
     char exe[PATH_MAX], path[PATH_MAX + 32];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -62,50 +61,52 @@ static const struct nn_backend *cuda_open(int index, int by_rank, enum nn_precis
     }
     if (!h) h = dlopen(SE3_CUDA_MODULE, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-      snprintf(err, errlen, "the CUDA backend (%s) could not be loaded: %s; set device: cpu", SE3_CUDA_MODULE,
-               dlerror());
+      se3_error_set(err, SE3_ERR_MODEL, "the CUDA backend (%s) could not be loaded: %s; set device: cpu",
+                    SE3_CUDA_MODULE, dlerror());
       return NULL;
     }
     *(void **)&open_fn = dlsym(h, "nn_backend_cuda_open");
     if (!open_fn) {
-      snprintf(err, errlen,
-               "the CUDA backend (%s) lacks nn_backend_cuda_open (a module of another se3screen?): %s; set device: cpu",
-               SE3_CUDA_MODULE, dlerror());
+      se3_error_set(
+          err, SE3_ERR_MODEL,
+          "the CUDA backend (%s) lacks nn_backend_cuda_open (a module of another se3screen?): %s; set device: cpu",
+          SE3_CUDA_MODULE, dlerror());
       return NULL;
     }
   }
-  return open_fn(index, by_rank, precision, err, errlen);
+  return open_fn(index, by_rank, precision, err);
 #else
   (void)index;
   (void)by_rank;
   (void)precision;
-  snprintf(err, errlen,
-           "this se3screen was built without the CUDA backend (it is built when CMake finds nvcc); install the "
-           "CUDA toolkit and rebuild, or set device: cpu");
+  se3_error_set(err, SE3_ERR_MODEL,
+                "this se3screen was built without the CUDA backend (it is built when CMake finds nvcc); install the "
+                "CUDA toolkit and rebuild, or set device: cpu");
   return NULL;
 #endif
 }
 
 const struct nn_backend *nn_backend_host(void) { return nn_backend_cpu(); }
 
-const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, char *err,
-                                         size_t errlen) {
+const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision,
+                                         struct se3_error *err) {
   if (d->cuda) {
-    char why[512] = "";
-    const struct nn_backend *be = cuda_open(d->index, d->by_rank, precision, why, sizeof why);
+    struct se3_error e;
+    const struct nn_backend *be = cuda_open(d->index, d->by_rank, precision, &e);
     if (be) return be;
-    if (!d->any) {
+    if (!d->any) { /* (the module's or the device's kind) */
+      const char *why = e.message;
       if (d->by_rank && d->index)
-        snprintf(err, errlen, "device: cuda (node-local rank %d) was asked for, but %s", d->index, why);
+        se3_error_set(err, e.kind, "device: cuda (node-local rank %d) was asked for, but %s", d->index, why);
       else if (d->by_rank)
-        snprintf(err, errlen, "device: cuda was asked for, but %s", why);
+        se3_error_set(err, e.kind, "device: cuda was asked for, but %s", why);
       else
-        snprintf(err, errlen, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
+        se3_error_set(err, e.kind, "device: cuda%s%.0d was asked for, but %s", d->index ? ":" : "", d->index, why);
       return NULL;
     }
     /* auto: the CPU, in fp32 or (scoring) bf16 */
   }
-  return nn_backend_cpu_precision(precision, err, errlen);
+  return nn_backend_cpu_precision(precision, err);
 }
 
 static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"}; /* enum nn_precision's order */

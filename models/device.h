@@ -21,11 +21,10 @@ struct nn_device {
   int any;     /* "auto": fall back to the CPU when no GPU can be used */
 };
 /* 0, or -1 with a message naming the value and the choices. */
-int nn_device_parse(const char *s, struct nn_device *d, char *err, size_t errlen);
+int nn_device_parse(const char *s, struct nn_device *d, struct se3_error *err);
 /* The backend for d, ready to use; NULL with a message in err saying what
  * was asked, what was found and how to run on the CPU instead. */
-const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, char *err,
-                                         size_t errlen);
+const struct nn_backend *nn_backend_open(const struct nn_device *d, enum nn_precision precision, struct se3_error *err);
 /* The CPU backend, which is always there (fp32; double in the gradient
  * tests' build): nn_backend_open of device "cpu". */
 const struct nn_backend *nn_backend_host(void);

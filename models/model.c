@@ -114,6 +114,9 @@ static void dbuf_free(const struct nn_backend *be, struct dbuf *b) {
 /* The padded size of x (>= 1): the smallest m 2^k >= x with 8 <= m < 16, at
  * least 16, so at most an eighth is padding and a run's batches fall into a
  * few shapes. */
+/* 1 when err holds a failure set since it was cleared (0 for NULL). */
+static int failed_with(const struct se3_error *err) { return err && err->kind != SE3_ERR_NONE; }
+
 static int pad_size(long x) {
   long step = 1;
   while (step * 16 <= x)
@@ -122,23 +125,23 @@ static int pad_size(long x) {
   return v < 16 ? 16 : (int)v;
 }
 
-struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory, char *err,
-                               size_t errlen) {
+struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory,
+                               struct se3_error *err) {
   struct se3_net *n = calloc(1, sizeof *n);
   if (!n) {
-    snprintf(err, errlen, "out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "out of memory");
     return NULL;
   }
   n->be = be;
   n->steps = be->record_begin ? SE3_STEPS_RECORDED : SE3_STEPS_PLAIN;
-  if (se3_model_init(&n->model, cfg, err, errlen)) {
+  if (se3_model_init(&n->model, cfg, err)) {
     free(n);
     return NULL;
   }
   n->model.be = be;
   n->model.low_memory = low_memory;
   /* the device's basis tables now, not inside a step that may be recorded */
-  if (be->prepare_bases && be->prepare_bases(&n->model.plan, err, errlen)) {
+  if (be->prepare_bases && be->prepare_bases(&n->model.plan, err)) {
     se3_model_free(&n->model);
     free(n);
     return NULL;
@@ -150,12 +153,12 @@ struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_con
   n->opt_hi = n->model.n_params;
   for (int i = 0; i < 4; i++)
     if (!(n->arr[i] = be->alloc(bytes))) {
-      snprintf(err, errlen, "out of %s memory for %zu parameters", be->name, n->model.n_params);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for %zu parameters", be->name, n->model.n_params);
       se3_net_free(n);
       return NULL;
     }
   if (!(n->acc = be->alloc(6 * sizeof(double)))) {
-    snprintf(err, errlen, "out of %s memory", be->name);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory", be->name);
     se3_net_free(n);
     return NULL;
   }
@@ -228,8 +231,8 @@ void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host) 
   n->be->upload(n->arr[which], host, array_len(n, which) * sizeof(real));
 }
 
-int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi, char *err,
-                            size_t errlen) {
+int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi,
+                            struct se3_error *err) {
   size_t np = n->model.n_params, a, b;
   comm_slice(comm, np, &a, &b);
   *lo = a;
@@ -239,7 +242,7 @@ int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size
   for (int i = SE3_NET_ADAM_M; i <= SE3_NET_ADAM_V; i++) {
     be->release(n->arr[i]);
     if (!(n->arr[i] = be->alloc((b > a ? b - a : 1) * sizeof(real)))) {
-      snprintf(err, errlen, "out of %s memory for Adam's moments of %zu parameters", be->name, b - a);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for Adam's moments of %zu parameters", be->name, b - a);
       return -1;
     }
     be->zero(n->arr[i], (b - a) * sizeof(real));
@@ -253,9 +256,9 @@ int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size
 /* A device backend's own collectives (NCCL), joined once by the first net
  * that needs them: 1 when they are there, 0 when the arrays go through the
  * host, -1 with err when joining failed. */
-static int device_collectives(const struct nn_backend *be, const struct se3_comm *comm, char *err, size_t errlen) {
+static int device_collectives(const struct nn_backend *be, const struct se3_comm *comm, struct se3_error *err) {
   if (be->host_memory || !be->join || !comm) return 0;
-  return be->join(comm, comm_rank(comm), comm_size(comm), comm_bcast, comm_abort, err, errlen) ? -1 : 1;
+  return be->join(comm, comm_rank(comm), comm_size(comm), comm_bcast, comm_abort, err) ? -1 : 1;
 }
 
 /* x (n reals in the backend's memory) through one of comm.h's slice
@@ -265,15 +268,15 @@ static int slice_collective(struct se3_net *n, real *x, int (*op)(const struct s
   const struct nn_backend *be = n->be;
   size_t np = n->model.n_params;
   if (be->host_memory) return op(n->opt_comm, x, np, (int)sizeof(real));
-  char err[256];
-  int dev = device_collectives(be, n->opt_comm, err, sizeof err);
+  struct se3_error err;
+  int dev = device_collectives(be, n->opt_comm, &err);
   if (dev < 0) {
-    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), err);
+    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), se3_error_str(&err).s);
     return -1;
   }
   if (dev) {
-    if ((op == comm_reduce_scatter ? be->reduce_scatter : be->allgather)(x, np, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), err);
+    if ((op == comm_reduce_scatter ? be->reduce_scatter : be->allgather)(x, np, &err) == 0) return 0;
+    fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(n->opt_comm), se3_error_str(&err).s);
     return -1;
   }
   real *h = malloc((np ? np : 1) * sizeof *h);
@@ -338,16 +341,16 @@ static int stage_batch(struct se3_net *n, const struct se3_batch *b) {
 /* The forward of b into *pred: dst (the backend's memory) when it is not
  * NULL, else the net's own buffer; the tape kept with keep. Nothing waits
  * unless it fails. 0, or -1 with err. */
-static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int keep, real **pred, char *err,
-                   size_t errlen) {
+static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int keep, real **pred,
+                   struct se3_error *err) {
   const struct nn_backend *be = n->be;
   se3_tape_free(n->tape);
   n->tape = NULL;
   size_t ob = (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real);
   if (stage_batch(n, b) || (!dst && dbuf_fit(be, &n->out, ob))) {
-    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
-    snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges)", be->name, b->G, b->N,
-             b->E);
+    if (be->sync(err)) return -1; /* the device failed: its message */
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for a batch of %d molecules (%d atoms, %d edges)", be->name,
+                  b->G, b->N, b->E);
     return -1;
   }
   real *dout = dst ? dst : n->out.p;
@@ -357,12 +360,12 @@ static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int 
     failed = !(t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws));
   else
     failed = se3_model_infer_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, dout, n->ws) != 0;
-  if (failed && be->sync(err, errlen)) return -1; /* the device failed: its message */
+  if (failed && be->sync(err)) return -1; /* the device failed: its message */
   if (failed) {
-    snprintf(err, errlen,
-             "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges): lower the batch "
-             "size or set low_memory: true",
-             be->name, b->G, b->N, b->E);
+    se3_error_set(err, SE3_ERR_MEMORY,
+                  "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges): lower the batch "
+                  "size or set low_memory: true",
+                  be->name, b->G, b->N, b->E);
     return -1;
   }
   n->tape = t; /* NULL when not kept */
@@ -370,12 +373,12 @@ static int forward(struct se3_net *n, const struct se3_batch *b, real *dst, int 
   return 0;
 }
 
-int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen) {
+int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   real *pred;
-  if (forward(n, b, be->host_memory ? out : NULL, keep, &pred, err, errlen)) return -1;
+  if (forward(n, b, be->host_memory ? out : NULL, keep, &pred, err)) return -1;
   if (!be->host_memory) be->download(out, pred, (size_t)b->G * (size_t)n->model.cfg.outputs * sizeof(real));
-  if (be->sync(err, errlen)) {
+  if (be->sync(err)) {
     se3_tape_free(n->tape);
     n->tape = NULL;
     return -1;
@@ -383,10 +386,10 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
   return 0;
 }
 
-int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *err, size_t errlen) {
+int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   if (n->pend_count == 2) {
-    snprintf(err, errlen, "two predictions are already under way (finish one first)");
+    se3_error_set(err, SE3_ERR_RUN, "two predictions are already under way (finish one first)");
     return -1;
   }
   struct pending *p = &n->pend[(n->pend_first + n->pend_count) % 2];
@@ -398,11 +401,11 @@ int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *er
   }
   if (!p->fence) p->fence = be->fence_new();
   if (dbuf_fit(be, &p->out, ob) || !p->host || !p->fence) {
-    snprintf(err, errlen, "out of %s memory for a batch's predictions", be->name);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for a batch's predictions", be->name);
     return -1;
   }
   real *pred;
-  if (forward(n, b, p->out.p, 0, &pred, err, errlen)) return -1;
+  if (forward(n, b, p->out.p, 0, &pred, err)) return -1;
   be->download_queued(p->host, pred, ob);
   be->fence_mark(p->fence);
   p->bytes = ob;
@@ -410,44 +413,43 @@ int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *er
   return 0;
 }
 
-int se3_net_predict_finish(struct se3_net *n, real *out, char *err, size_t errlen) {
+int se3_net_predict_finish(struct se3_net *n, real *out, struct se3_error *err) {
   if (n->pend_count == 0) {
-    snprintf(err, errlen, "no prediction is under way");
+    se3_error_set(err, SE3_ERR_RUN, "no prediction is under way");
     return -1;
   }
   struct pending *p = &n->pend[n->pend_first];
   n->pend_first = (n->pend_first + 1) % 2;
   n->pend_count--;
-  if (n->be->fence_wait(p->fence, err, errlen)) return -1;
+  if (n->be->fence_wait(p->fence, err)) return -1;
   if (p->bytes) memcpy(out, p->host, p->bytes);
   return 0;
 }
 
 void se3_net_predict_drop(struct se3_net *n) {
-  char err[256];
   for (; n->pend_count; n->pend_count--, n->pend_first = (n->pend_first + 1) % 2)
-    (void)n->be->fence_wait(n->pend[n->pend_first].fence, err, sizeof err);
+    (void)n->be->fence_wait(n->pend[n->pend_first].fence, NULL);
 }
 
 static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, const real *target,
-                               const struct se3_loss_spec *ls, char *err, size_t errlen);
+                               const struct se3_loss_spec *ls, struct se3_error *err);
 
 int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const real *target,
-                         const struct se3_loss_spec *ls, char *err, size_t errlen) {
+                         const struct se3_loss_spec *ls, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   /* padded as se3_net_train_step pads (its forward and loss, the same calls
    * in the same order), so a step split into these calls, as data-parallel
    * and fp16 training split it, computes what the whole step computes */
   if (n->steps != SE3_STEPS_PLAIN && n->arr[SE3_NET_GRAD] && !b->basis && b->rel)
-    return forward_loss_padded(n, b, target, ls, err, errlen);
+    return forward_loss_padded(n, b, target, ls, err);
   int cnt = b->G * n->model.cfg.outputs;
   size_t tb = (size_t)cnt * sizeof(real);
   real *pred;
   if (dbuf_fit(be, &n->target, tb) || dbuf_fit(be, &n->dout, tb)) {
-    snprintf(err, errlen, "out of %s memory for a batch's targets", be->name);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for a batch's targets", be->name);
     return -1;
   }
-  if (forward(n, b, NULL, 1, &pred, err, errlen)) return -1;
+  if (forward(n, b, NULL, 1, &pred, err)) return -1;
   be->upload(n->target.p, target, tb);
   double delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
   be->loss(n->dout.p, n->acc, pred, n->target.p, cnt, (int)ls->kind, delta, ls->num, ls->den, ls->grad_scale);
@@ -456,38 +458,37 @@ int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const rea
 
 const real *se3_net_loss_grad(const struct se3_net *n) { return n->dout.p; }
 
-int se3_net_loss_part(struct se3_net *n, double *part, char *err, size_t errlen) {
+int se3_net_loss_part(struct se3_net *n, double *part, struct se3_error *err) {
   n->be->download(part, n->acc, sizeof *part);
-  return n->be->sync(err, errlen);
+  return n->be->sync(err);
 }
 
-int se3_net_loss_sum(struct se3_net *n, double *sum, char *err, size_t errlen) {
+int se3_net_loss_sum(struct se3_net *n, double *sum, struct se3_error *err) {
   n->be->download(sum, n->acc + 1, sizeof *sum);
-  return n->be->sync(err, errlen);
+  return n->be->sync(err);
 }
 
 void se3_net_set_loss_sum(struct se3_net *n, double sum) { n->be->upload(n->acc + 1, &sum, sizeof sum); }
 
-int se3_net_sync(struct se3_net *n, char *err, size_t errlen) { return n->be->sync(err, errlen); }
+int se3_net_sync(struct se3_net *n, struct se3_error *err) { return n->be->sync(err); }
 
 /* The gradient of the last forward kept, calling done(ctx, stage) as
  * se3_model_backward_staged does. */
-static int backward(struct se3_net *n, const real *dout, void (*done)(void *, int), void *ctx, char *err,
-                    size_t errlen) {
+static int backward(struct se3_net *n, const real *dout, void (*done)(void *, int), void *ctx, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   if (!n->arr[SE3_NET_GRAD]) {
-    snprintf(err, errlen, "this net was made for inference only (se3_net_inference_only)");
+    se3_error_set(err, SE3_ERR_RUN, "this net was made for inference only (se3_net_inference_only)");
     return -1;
   }
   if (!n->tape) {
-    snprintf(err, errlen, "no forward pass was kept for the backward");
+    se3_error_set(err, SE3_ERR_RUN, "no forward pass was kept for the backward");
     return -1;
   }
   size_t ob = (size_t)n->db.G * (size_t)n->model.cfg.outputs * sizeof(real);
   const real *dd = dout;
   if (!be->host_memory && dout != n->dout.p) { /* (n->dout.p: the loss's gradient, already there) */
     if (dbuf_fit(be, &n->dout, ob)) {
-      snprintf(err, errlen, "out of %s memory for the output gradient", be->name);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for the output gradient", be->name);
       return -1;
     }
     be->upload(n->dout.p, dout, ob);
@@ -498,51 +499,49 @@ static int backward(struct se3_net *n, const real *dout, void (*done)(void *, in
                                       NULL, done, ctx);
   se3_tape_free(n->tape);
   n->tape = NULL;
-  if (bad && be->sync(err, errlen)) return -1; /* the device failed: its message */
+  if (bad && be->sync(err)) return -1; /* the device failed: its message */
   if (bad) {
-    snprintf(err, errlen,
-             "out of %s memory in the backward pass (a batch of %d molecules): lower the batch size or set "
-             "low_memory: true",
-             be->name, n->db.G);
+    se3_error_set(err, SE3_ERR_MEMORY,
+                  "out of %s memory in the backward pass (a batch of %d molecules): lower the batch size or set "
+                  "low_memory: true",
+                  be->name, n->db.G);
     return -1;
   }
   return 0;
 }
 
-int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen) {
-  if (backward(n, dout, NULL, NULL, err, errlen)) return -1;
-  return n->be->sync(err, errlen);
+int se3_net_backward(struct se3_net *n, const real *dout, struct se3_error *err) {
+  if (backward(n, dout, NULL, NULL, err)) return -1;
+  return n->be->sync(err);
 }
 
-int se3_net_backward_loss(struct se3_net *n, char *err, size_t errlen) {
-  return backward(n, n->dout.p, NULL, NULL, err, errlen);
-}
+int se3_net_backward_loss(struct se3_net *n, struct se3_error *err) { return backward(n, n->dout.p, NULL, NULL, err); }
 
 void se3_net_zero_grad(struct se3_net *n) { n->be->zero(n->arr[SE3_NET_GRAD], n->model.n_params * sizeof(real)); }
 
 const char *se3_net_collectives(const struct se3_net *n) { return !n->be->host_memory && n->be->join ? "NCCL" : "MPI"; }
 
-int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
+int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   size_t np = n->model.n_params;
   if (n->opt_comm) { /* only this process's slice is needed: the others' Adam updates the rest */
     if (slice_collective(n, n->arr[SE3_NET_GRAD], comm_reduce_scatter) == 0) return 0;
-    snprintf(err, errlen, "summing the gradient over the processes failed (MPI, or out of host memory)");
+    se3_error_set(err, SE3_ERR_RUN, "summing the gradient over the processes failed (MPI, or out of host memory)");
     return -1;
   }
-  if (!comm || be->host_memory) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
-  int dev = device_collectives(be, comm, err, errlen);
+  if (!comm || be->host_memory) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err);
+  int dev = device_collectives(be, comm, err);
   if (dev < 0) return -1;
-  if (dev) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err, errlen);
+  if (dev) return be->allreduce(n->arr[SE3_NET_GRAD], np, comm, err);
   /* A device without its own collectives: the gradient through the host,
    * summed as the CPU's is. */
   real *h = malloc(np * sizeof *h);
   if (!h) {
-    snprintf(err, errlen, "out of host memory for the gradient (%zu parameters)", np);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of host memory for the gradient (%zu parameters)", np);
     return -1;
   }
   be->download(h, n->arr[SE3_NET_GRAD], np * sizeof *h);
-  int rc = nn_backend_host()->allreduce(h, np, comm, err, errlen);
+  int rc = nn_backend_host()->allreduce(h, np, comm, err);
   if (rc == 0) be->upload(n->arr[SE3_NET_GRAD], h, np * sizeof *h);
   free(h);
   return rc;
@@ -564,8 +563,8 @@ struct buckets {
   int scatter; /* sharded moments: only this process's slice is summed */
   size_t cut[SE3_MAX_LAYERS + 2];
   int count, ready[SE3_MAX_LAYERS + 1], started;
-  int failed; /* a sum could not be started: its message in err */
-  char err[256];
+  int failed;            /* a sum could not be started: its message in *err */
+  struct se3_error *err; /* (the caller's: NULL allowed) */
 };
 
 static void buckets_plan(struct buckets *bk, size_t bucket_bytes) {
@@ -590,7 +589,7 @@ static void buckets_start(struct buckets *bk, int upto) {
     size_t lo = bk->cut[bk->started + 1], hi = bk->cut[bk->started];
     if (bk->failed) continue; /* (the job ends: see se3_net_backward_sum) */
     if (bk->device) {
-      if (n->be->sum_start(g + lo, hi - lo, bk->err, sizeof bk->err)) bk->failed = 1;
+      if (n->be->sum_start(g + lo, hi - lo, bk->err)) bk->failed = 1;
     } else {
       comm_sum_start(bk->comm, g, n->model.n_params, lo, hi, (int)sizeof(real), bk->scatter);
     }
@@ -603,35 +602,35 @@ static void bucket_stage_done(void *ctx, int stage) {
 }
 
 int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_comm *comm, size_t bucket_bytes,
-                         struct se3_sum_stats *st, char *err, size_t errlen) {
+                         struct se3_sum_stats *st, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   memset(st, 0, sizeof *st);
   if (!comm) {
-    if (dout) return se3_net_backward(n, dout, err, errlen);
+    if (dout) return se3_net_backward(n, dout, err);
     se3_net_zero_grad(n);
     return 0;
   }
   int dev = 0;
-  if (!be->host_memory && !n->opt_comm && be->sum_start && (dev = device_collectives(be, comm, err, errlen)) < 0)
-    return -1;
+  if (!be->host_memory && !n->opt_comm && be->sum_start && (dev = device_collectives(be, comm, err)) < 0) return -1;
   if (bucket_bytes == 0 || (!be->host_memory && !dev)) {
     /* one sum after the backward; a failed backward joins it all the same */
-    char why[512] = "";
+    struct se3_error why;
     int bad = 0;
-    if (dout) bad = se3_net_backward(n, dout, why, sizeof why) != 0;
+    if (dout) bad = se3_net_backward(n, dout, &why) != 0;
     if (!dout || bad) se3_net_zero_grad(n); /* (a failed backward adds nothing) */
     double t0 = seconds();
-    int rc = se3_net_allreduce(n, comm, err, errlen);
+    int rc = se3_net_allreduce(n, comm, err);
     st->wait_s = st->sum_s = seconds() - t0;
     st->buckets = 1;
-    if (bad) snprintf(err, errlen, "%s", why);
+    if (bad && err) *err = why;
     return bad || rc ? -1 : 0;
   }
-  struct buckets bk = {.n = n, .comm = comm, .device = dev, .scatter = n->opt_comm != NULL};
+  struct se3_error sum_err; /* (the sums': the backward's own failure is in err) */
+  struct buckets bk = {.n = n, .comm = comm, .device = dev, .scatter = n->opt_comm != NULL, .err = &sum_err};
   buckets_plan(&bk, bucket_bytes);
   int bad = 0;
   if (dout) {
-    bad = backward(n, dout, bucket_stage_done, &bk, err, errlen) != 0;
+    bad = backward(n, dout, bucket_stage_done, &bk, err) != 0;
   } else {
     se3_net_zero_grad(n);
   }
@@ -642,23 +641,23 @@ int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_c
   int rc;
   if (dev) {
     if (bk.failed) { /* the others' sums wait on the device for this one's: end the job */
-      fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(comm), bk.err);
+      fprintf(stderr, "se3screen (rank %d): %s\n", comm_rank(comm), se3_error_str(&sum_err).s);
       comm_abort(comm, 1);
     }
-    rc = be->sum_wait(bk.err, sizeof bk.err) || be->sync(bk.err, sizeof bk.err) ? -1 : 0;
+    rc = be->sum_wait(&sum_err) || be->sync(&sum_err) ? -1 : 0;
   } else {
     rc = comm_sum_wait(comm, &busy);
-    if (rc) snprintf(bk.err, sizeof bk.err, "summing the gradient over %d processes: MPI failed", comm_size(comm));
+    if (rc) se3_error_set(&sum_err, SE3_ERR_RUN, "summing the gradient over %d processes: MPI failed", comm_size(comm));
   }
   st->wait_s = seconds() - t0;
   st->sum_s = dev ? st->wait_s : busy;
   st->buckets = bk.count;
   if (bad) return -1; /* (the backward's message is in err) */
   if (rc) {
-    snprintf(err, errlen, "%s", bk.err);
+    if (err) *err = sum_err;
     return -1;
   }
-  return dev ? 0 : be->sync(err, errlen);
+  return dev ? 0 : be->sync(err);
 }
 
 double se3_net_clip(struct se3_net *n, double max_norm) { return se3_net_unscale_clip(n, 1, max_norm); }
@@ -846,15 +845,15 @@ static int pad_work(struct se3_net *n, const struct rec_key *k, const struct nn_
  * 0, or -1 (out of memory, the device failed, or a collective could not
  * be queued: its message in err). */
 static int dp_work(struct se3_net *n, const struct rec_key *k, const struct nn_adam *o, const struct se3_comm *comm,
-                   int have, char *err, size_t errlen) {
+                   int have, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   real *g = n->arr[SE3_NET_GRAD];
   size_t np = n->model.n_params, lo = n->opt_lo, len = n->opt_hi - n->opt_lo;
   double *part = n->acc + 4;
   int sharded = n->opt_comm != NULL;
-  struct buckets bk = {.n = n, .comm = comm, .device = 1};
+  struct buckets bk = {.n = n, .comm = comm, .device = 1, .err = err};
   buckets_plan(&bk, k->bucket_bytes ? k->bucket_bytes : SIZE_MAX); /* (0: one sum, after the backward) */
-  err[0] = 0;
+  se3_error_clear(err);
   if (have) {
     const struct se3_batch *db = &n->db;
     if (be->bases(n->bc->basis.p, n->bc->rel.p, db->E, &n->model.plan)) return -1;
@@ -873,32 +872,29 @@ static int dp_work(struct se3_net *n, const struct rec_key *k, const struct nn_a
     be->zero(part, 2 * sizeof(double));
   }
   if (sharded) {
-    if (be->reduce_scatter(g, np, err, errlen)) return -1;
+    if (be->reduce_scatter(g, np, err)) return -1;
   } else {
     buckets_start(&bk, bk.count);
-    if (bk.failed) {
-      snprintf(err, errlen, "%s", bk.err);
-      return -1;
-    }
-    if (be->sum_wait(err, errlen)) return -1;
+    if (bk.failed) return -1; /* (its message in err) */
+    if (be->sum_wait(err)) return -1;
   }
-  if (be->allreduce_f64(part, 1, err, errlen)) return -1;
+  if (be->allreduce_f64(part, 1, err)) return -1;
   be->add_f64(n->acc + 1, part, 1);
   if (k->max_norm > 0 || k->scaled) {
     be->sumsq_to(n->acc + 2, g + lo, len);
-    if (sharded && be->allreduce_f64(n->acc + 2, 1, err, errlen)) return -1;
+    if (sharded && be->allreduce_f64(n->acc + 2, 1, err)) return -1;
     be->clip(g + lo, len, n->acc + 2, k->scaled ? k->gscale : 1, k->max_norm, (double *)n->sched.p + 3);
   }
   be->adam_step_at(n->arr[SE3_NET_PARAMS] + lo, n->arr[SE3_NET_ADAM_M], n->arr[SE3_NET_ADAM_V], g + lo, len, o,
                    n->sched.p);
-  if (sharded && be->allgather(n->arr[SE3_NET_PARAMS], np, err, errlen)) return -1;
+  if (sharded && be->allgather(n->arr[SE3_NET_PARAMS], np, err)) return -1;
   return 0;
 }
 
 /* se3_net_forward_loss on the batch padded (pad_stage), its forward kept
  * for the backward: pad_work's first half. */
 static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, const real *target,
-                               const struct se3_loss_spec *ls, char *err, size_t errlen) {
+                               const struct se3_loss_spec *ls, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   se3_tape_free(n->tape);
   n->tape = NULL;
@@ -909,11 +905,11 @@ static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, con
   struct se3_tape *t = NULL;
   if (!bad) bad = !(t = se3_model_forward_ws(&n->model, n->arr[SE3_NET_PARAMS], &n->db, n->out.p, n->ws));
   if (bad) {
-    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
-    snprintf(err, errlen,
-             "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges; padded %d, %d): "
-             "lower the batch size or set low_memory: true",
-             be->name, b->G, b->N, b->E, Np, Ep);
+    if (be->sync(err)) return -1; /* the device failed: its message */
+    se3_error_set(err, SE3_ERR_MEMORY,
+                  "out of %s memory in the forward pass (a batch of %d molecules, %d atoms, %d edges; padded %d, %d): "
+                  "lower the batch size or set low_memory: true",
+                  be->name, b->G, b->N, b->E, Np, Ep);
     return -1;
   }
   double delta = ls->huber_delta > 0 && isfinite(ls->huber_delta) ? ls->huber_delta : 1;
@@ -926,19 +922,19 @@ static int forward_loss_padded(struct se3_net *n, const struct se3_batch *b, con
 /* The work of a step on the staged batch: one process's (pad_work), or a
  * data-parallel one's (dp_work). */
 static int step_work(struct se3_net *n, const struct rec_key *k, const struct nn_adam *o, const struct se3_comm *comm,
-                     char *err, size_t errlen) {
-  err[0] = 0;
-  return comm ? dp_work(n, k, o, comm, 1, err, errlen) : pad_work(n, k, o);
+                     struct se3_error *err) {
+  se3_error_clear(err);
+  return comm ? dp_work(n, k, o, comm, 1, err) : pad_work(n, k, o);
 }
 
 /* se3_net_train_step, or with comm se3_net_train_step_dp. */
 static int train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
                       double max_norm, const struct nn_adam *o, long step, double lr, const struct se3_comm *comm,
-                      size_t bucket_bytes, char *err, size_t errlen) {
+                      size_t bucket_bytes, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   n->norm_on_host = 0;
   if (!comm && (n->steps == SE3_STEPS_PLAIN || n->opt_comm || !n->arr[SE3_NET_GRAD] || b->basis || !b->rel)) {
-    if (se3_net_forward_loss(n, b, target, ls, err, errlen) || se3_net_backward_loss(n, err, errlen)) return -1;
+    if (se3_net_forward_loss(n, b, target, ls, err) || se3_net_backward_loss(n, err)) return -1;
     if (be->precision == NN_PREC_FP16) { /* loss-scaled: unscaled, and skipped on an overflow, as recorded */
       n->norm = se3_net_unscale_clip(n, ls->grad_scale, max_norm);
       n->norm_on_host = 1;
@@ -967,20 +963,21 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
     nn_k_adam_sched(sc, o->beta1, o->beta2, step, lr);
     sc[4] = k.scaled;
     if (dbuf_fit(be, &n->sched, sizeof sc)) {
-      snprintf(err, errlen, "out of %s memory", be->name);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory", be->name);
       return -1;
     }
     be->upload(n->sched.p, sc, sizeof sc);
     n->stats.eager++;
-    if (dp_work(n, &k, o, comm, 0, err, errlen) == 0) return 0;
-    if (!err[0] && be->sync(err, errlen) == 0) snprintf(err, errlen, "out of %s memory", be->name);
+    if (dp_work(n, &k, o, comm, 0, err) == 0) return 0;
+    if (!failed_with(err) && be->sync(err) == 0) se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory", be->name);
     return -1;
   }
   int Np = pad_size((long)b->N + 1), Ep = pad_size(b->E);
   if (pad_stage(n, b, target, Np, Ep, o, step, lr, k.scaled)) {
-    if (be->sync(err, errlen)) return -1;
-    snprintf(err, errlen, "out of %s memory for a batch of %d molecules (%d atoms, %d edges; padded %d, %d)", be->name,
-             b->G, b->N, b->E, Np, Ep);
+    if (be->sync(err)) return -1;
+    se3_error_set(err, SE3_ERR_MEMORY,
+                  "out of %s memory for a batch of %d molecules (%d atoms, %d edges; padded %d, %d)", be->name, b->G,
+                  b->N, b->E, Np, Ep);
     return -1;
   }
   k.N = Np, k.E = Ep, k.G = b->G, k.cnt = b->G * n->model.cfg.outputs;
@@ -1012,7 +1009,7 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
    * (its collectives neither: a process whose recording is refused queues
    * the same ones eagerly, in the same order) */
   if (seen && slot->refused < 2 && n->steps == SE3_STEPS_RECORDED && be->record_begin() == 0) {
-    int bad = step_work(n, &k, o, comm, err, errlen);
+    int bad = step_work(n, &k, o, comm, err);
     void *rec = be->record_end();
     if (!bad && rec && be->replay(rec) == 0) {
       slot->rec = rec;
@@ -1025,13 +1022,14 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
     slot->refused++; /* (tried once more, after the eager step made what memory it needed; then not: each
                         try costs the host a step's calls) */
   }
-  if (step_work(n, &k, o, comm, err, errlen)) {
-    if (err[0]) return -1;                /* a collective's message */
-    if (be->sync(err, errlen)) return -1; /* the device failed: its message */
-    snprintf(err, errlen,
-             "out of %s memory in a training step (a batch of %d molecules, %d atoms, %d edges): lower the batch size "
-             "or set low_memory: true",
-             be->name, b->G, b->N, b->E);
+  if (step_work(n, &k, o, comm, err)) {
+    if (failed_with(err)) return -1; /* a collective's message */
+    if (be->sync(err)) return -1;    /* the device failed: its message */
+    se3_error_set(
+        err, SE3_ERR_MEMORY,
+        "out of %s memory in a training step (a batch of %d molecules, %d atoms, %d edges): lower the batch size "
+        "or set low_memory: true",
+        be->name, b->G, b->N, b->E);
     return -1;
   }
   n->stats.eager++;
@@ -1039,14 +1037,14 @@ static int train_step(struct se3_net *n, const struct se3_batch *b, const real *
 }
 
 int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
-                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen) {
-  return train_step(n, b, target, ls, max_norm, o, step, lr, NULL, 0, err, errlen);
+                       double max_norm, const struct nn_adam *o, long step, double lr, struct se3_error *err) {
+  return train_step(n, b, target, ls, max_norm, o, step, lr, NULL, 0, err);
 }
 
-int se3_net_step_norm(struct se3_net *n, double *norm, char *err, size_t errlen) {
+int se3_net_step_norm(struct se3_net *n, double *norm, struct se3_error *err) {
   *norm = n->norm_on_host ? n->norm : 0;
   if (!n->norm_on_host && n->sched.p) n->be->download(norm, (const double *)n->sched.p + 3, sizeof *norm);
-  return n->be->sync(err, errlen);
+  return n->be->sync(err);
 }
 
 int se3_net_buckets(struct se3_net *n, size_t bucket_bytes) {
@@ -1055,31 +1053,32 @@ int se3_net_buckets(struct se3_net *n, size_t bucket_bytes) {
   return bk.count;
 }
 
-int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen) {
+int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, struct se3_error *err) {
   const struct nn_backend *be = n->be;
   if (!comm || n->steps == SE3_STEPS_PLAIN || !n->arr[SE3_NET_GRAD] || be->host_memory || !be->sum_start ||
       !be->allreduce_f64 || !be->add_f64 || !be->reduce_scatter || !be->allgather)
     return 0;
-  return device_collectives(be, comm, err, errlen) < 0 ? -1 : 1;
+  return device_collectives(be, comm, err) < 0 ? -1 : 1;
 }
 
 int se3_net_train_step_dp(struct se3_net *n, const struct se3_batch *b, const real *target,
                           const struct se3_loss_spec *ls, double max_norm, const struct nn_adam *o, long step,
-                          double lr, const struct se3_comm *comm, size_t bucket_bytes, char *err, size_t errlen) {
-  err[0] = 0;
-  if (!comm || se3_net_dp_steps(n, comm, err, errlen) != 1 || (b && (b->basis || !b->rel))) {
-    if (!err[0])
-      snprintf(err, errlen, "se3_net_train_step_dp: not for these processes, net, backend or batch (se3_net_dp_steps)");
+                          double lr, const struct se3_comm *comm, size_t bucket_bytes, struct se3_error *err) {
+  se3_error_clear(err);
+  if (!comm || se3_net_dp_steps(n, comm, err) != 1 || (b && (b->basis || !b->rel))) {
+    if (!failed_with(err))
+      se3_error_set(err, SE3_ERR_RUN,
+                    "se3_net_train_step_dp: not for these processes, net, backend or batch (se3_net_dp_steps)");
     return -1;
   }
   const struct nn_backend *be = n->be;
   void **f = &n->inflight[n->dp_steps % 2];
   if (!*f && !(*f = be->fence_new())) {
-    snprintf(err, errlen, "out of %s resources for a fence", be->name);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s resources for a fence", be->name);
     return -1;
   }
-  if (be->fence_wait(*f, err, errlen)) return -1; /* (the step two back) */
-  if (train_step(n, b, target, ls, max_norm, o, step, lr, comm, bucket_bytes, err, errlen)) return -1;
+  if (be->fence_wait(*f, err)) return -1; /* (the step two back) */
+  if (train_step(n, b, target, ls, max_norm, o, step, lr, comm, bucket_bytes, err)) return -1;
   be->fence_mark(*f);
   n->dp_steps++;
   return 0;
@@ -1122,7 +1121,7 @@ static int shape_batch(struct se3_batch_buf *bb, const struct se3_model *m, int 
   return rc;
 }
 
-int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err, size_t errlen) {
+int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, struct se3_error *err) {
   if (G <= 0) return 0;
   if (N < G) N = G;
   const struct nn_backend *be = n->be;
@@ -1133,7 +1132,7 @@ int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err
   real *out = calloc(no, sizeof *out), *zero = calloc(no, sizeof *zero);
   int rc = 0;
   if (!out || !zero || shape_batch(&bb, &n->model, N, E, G)) {
-    snprintf(err, errlen, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G, N, E);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G, N, E);
     rc = -1;
   }
   /* the buffers a training step and the scoring pipeline use besides */
@@ -1148,7 +1147,7 @@ int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err
   if (rc == 0 && (dbuf_fit(be, &n->out, ob) || (train && (dbuf_fit(be, &n->target, ob) || dbuf_fit(be, &n->dout, ob)))))
     rc = -1;
   if (rc && out && zero && bb.b.node_feat) /* (the batch was built: the backend's memory ran out) */
-    snprintf(err, errlen, "out of %s memory for a batch of %d molecules", be->name, G);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for a batch of %d molecules", be->name, G);
   if (rc == 0 && train && n->steps != SE3_STEPS_PLAIN) {
     /* se3_net_train_step pads its batches: the memory of the largest
      * padded shape (the same work on the same shape, without Adam's update) */
@@ -1157,20 +1156,21 @@ int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err
     int Np = pad_size((long)N + 1), Ep = pad_size(E);
     real *pout = calloc(no + c->outputs, sizeof *pout), *pzero = calloc(no + c->outputs, sizeof *pzero);
     if (!pout || !pzero || shape_batch(&pb, &n->model, Np, Ep, G + 1)) {
-      snprintf(err, errlen, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G + 1, Np, Ep);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of host memory for a batch of %d molecules (%d atoms, %d edges)", G + 1,
+                    Np, Ep);
       rc = -1;
     } else if (pad_fit(n, Np, Ep, G)) {
-      snprintf(err, errlen, "out of %s memory for a batch of %d molecules", be->name, G);
+      se3_error_set(err, SE3_ERR_MEMORY, "out of %s memory for a batch of %d molecules", be->name, G);
       rc = -1;
     } else {
-      rc = se3_net_forward(n, &pb.b, pout, 1, err, errlen) || se3_net_backward(n, pzero, err, errlen) ? -1 : 0;
+      rc = se3_net_forward(n, &pb.b, pout, 1, err) || se3_net_backward(n, pzero, err) ? -1 : 0;
     }
     se3_batch_buf_free(&pb);
     free(pout), free(pzero);
   }
   if (rc == 0 && train && n->steps == SE3_STEPS_PLAIN)
-    rc = se3_net_forward(n, &bb.b, out, 1, err, errlen) || se3_net_backward(n, zero, err, errlen) ? -1 : 0;
-  if (rc == 0) rc = se3_net_forward(n, &bb.b, out, 0, err, errlen) ? -1 : 0;
+    rc = se3_net_forward(n, &bb.b, out, 1, err) || se3_net_backward(n, zero, err) ? -1 : 0;
+  if (rc == 0) rc = se3_net_forward(n, &bb.b, out, 0, err) ? -1 : 0;
   se3_batch_buf_free(&bb);
   free(out);
   free(zero);

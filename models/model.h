@@ -41,8 +41,8 @@ struct se3_net;
 /* A net for cfg on be; low_memory as in se3.h. Its arrays are allocated but
  * not initialised (se3_net_init_params or se3_net_set). NULL with a message
  * in err when the configuration is invalid or memory runs out. */
-struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory, char *err,
-                               size_t errlen);
+struct se3_net *se3_net_create(const struct nn_backend *be, const struct se3_config *cfg, int low_memory,
+                               struct se3_error *err);
 void se3_net_free(struct se3_net *n);
 const struct se3_model *se3_net_model(const struct se3_net *n);
 const struct nn_backend *se3_net_backend(const struct se3_net *n);
@@ -69,7 +69,7 @@ void se3_net_set(struct se3_net *n, enum se3_net_array which, const real *host);
  * G x outputs). With keep, the activations are kept for se3_net_backward
  * (until the next forward). 0, or -1 with a message in err (out of memory
  * for the batch, or the device failed). */
-int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, char *err, size_t errlen);
+int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int keep, struct se3_error *err);
 /* Predictions in a pipeline (scoring a library): se3_net_predict_start
  * queues the predictions of b (its upload, the forward, the copy of the
  * results back) and returns without waiting for the device; the host may
@@ -80,8 +80,8 @@ int se3_net_forward(struct se3_net *n, const struct se3_batch *b, real *out, int
  * bit. Each returns 0, or -1 with a message in err (out of memory for the
  * batch, the device failed, or the calls out of turn); a failed start
  * leaves nothing under way for it. */
-int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, char *err, size_t errlen);
-int se3_net_predict_finish(struct se3_net *n, real *out, char *err, size_t errlen);
+int se3_net_predict_start(struct se3_net *n, const struct se3_batch *b, struct se3_error *err);
+int se3_net_predict_finish(struct se3_net *n, real *out, struct se3_error *err);
 /* Waits for every prediction under way and drops them (after a failure). */
 void se3_net_predict_drop(struct se3_net *n);
 /* How a training step takes its loss (objective.h's nn_loss without a mask):
@@ -104,32 +104,32 @@ struct se3_loss_spec {
  * se3_net_sync). 0, or -1 with a message in err (out of memory). The
  * arithmetic is the host's (models/kernels/loss.h). */
 int se3_net_forward_loss(struct se3_net *n, const struct se3_batch *b, const real *target,
-                         const struct se3_loss_spec *ls, char *err, size_t errlen);
+                         const struct se3_loss_spec *ls, struct se3_error *err);
 /* The loss's gradient on the backend, as dout for se3_net_backward_sum (to
  * pass on, never to read). */
 const real *se3_net_loss_grad(const struct se3_net *n);
 /* The last se3_net_forward_loss's loss times num, and the running sum of
  * those since se3_net_set_loss_sum: both wait for the device and report its
  * failure (0, or -1 with err). */
-int se3_net_loss_part(struct se3_net *n, double *part, char *err, size_t errlen);
-int se3_net_loss_sum(struct se3_net *n, double *sum, char *err, size_t errlen);
+int se3_net_loss_part(struct se3_net *n, double *part, struct se3_error *err);
+int se3_net_loss_sum(struct se3_net *n, double *sum, struct se3_error *err);
 void se3_net_set_loss_sum(struct se3_net *n, double sum);
 /* Waits for the device: 0, or -1 with what failed since the last wait. */
-int se3_net_sync(struct se3_net *n, char *err, size_t errlen);
+int se3_net_sync(struct se3_net *n, struct se3_error *err);
 /* se3_net_backward from the loss's gradient, without waiting: 0, or -1
  * with a message in err (out of memory: discard the step). */
-int se3_net_backward_loss(struct se3_net *n, char *err, size_t errlen);
+int se3_net_backward_loss(struct se3_net *n, struct se3_error *err);
 /* The gradient (overwritten) of the loss with respect to the parameters,
  * from dout (host, G x outputs, d loss / d out) for the last forward kept.
  * 0, or -1 with a message in err; the gradient is then incomplete and the
  * step must be discarded. */
-int se3_net_backward(struct se3_net *n, const real *dout, char *err, size_t errlen);
+int se3_net_backward(struct se3_net *n, const real *dout, struct se3_error *err);
 /* A zero gradient: a process whose share of a batch is empty still sums
  * its (nothing) with the others'. */
 void se3_net_zero_grad(struct se3_net *n);
 /* Sums the gradient over the processes of comm (NULL: one process, nothing
  * to do), in common/comm.h's fixed order. 0, or -1 with a message. */
-int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
+int se3_net_allreduce(struct se3_net *n, const struct se3_comm *comm, struct se3_error *err);
 /* What se3_net_backward_sum measured: wait_s, seconds it waited after the
  * backward for the sums to finish (the part of the sums the backward did
  * not hide); sum_s, seconds the sums took in all (on the host: the
@@ -153,7 +153,7 @@ struct se3_sum_stats {
  * others would wait for it) before it returns -1 with its message: discard
  * the step. comm NULL: se3_net_backward (or a zero gradient). */
 int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_comm *comm, size_t bucket_bytes,
-                         struct se3_sum_stats *st, char *err, size_t errlen);
+                         struct se3_sum_stats *st, struct se3_error *err);
 /* ZeRO stage 1: this process keeps Adam's moments of its slice [*lo, *hi)
  * of the parameters only (common/comm.h's comm_slice), zeroed. From then
  * on se3_net_allreduce sums only the gradient's slice, se3_net_clip takes
@@ -164,8 +164,8 @@ int se3_net_backward_sum(struct se3_net *n, const real *dout, const struct se3_c
  * NULL): nothing changes, the slice is everything (a job of one process
  * takes the sharded paths with one slice). 0, or -1 (out of
  * memory). An MPI failure inside these calls ends the job (comm_abort). */
-int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi, char *err,
-                            size_t errlen);
+int se3_net_shard_optimizer(struct se3_net *n, const struct se3_comm *comm, size_t *lo, size_t *hi,
+                            struct se3_error *err);
 /* How se3_net_allreduce sums over processes on this net's backend, for the
  * logs: "NCCL" (a GPU's own collectives), "MPI" (through the host). */
 const char *se3_net_collectives(const struct se3_net *n);
@@ -196,20 +196,20 @@ void se3_net_adam(struct se3_net *n, const struct nn_adam *o, long step, double 
  * is made per shape and scale); se3_net_step_norm then gives the norm. 0,
  * or -1 with a message in err (out of memory, or the device failed). */
 int se3_net_train_step(struct se3_net *n, const struct se3_batch *b, const real *target, const struct se3_loss_spec *ls,
-                       double max_norm, const struct nn_adam *o, long step, double lr, char *err, size_t errlen);
+                       double max_norm, const struct nn_adam *o, long step, double lr, struct se3_error *err);
 /* The true gradient's norm of the last se3_net_train_step or
  * se3_net_train_step_dp in fp16 (a loss-scaled step, ls->grad_scale its
  * scale: the step unscaled the gradient, clipped it, and skipped Adam's
  * update on the device when the norm was not finite), for the host's loss
  * scaler (objective.h's nn_loss_scaler_update, which decides the same).
  * Waits for the step: 0, or -1 with err when the device failed. */
-int se3_net_step_norm(struct se3_net *n, double *norm, char *err, size_t errlen);
+int se3_net_step_norm(struct se3_net *n, double *norm, struct se3_error *err);
 /* Whether se3_net_train_step_dp can take comm's data-parallel steps on
  * this net: 1 where the backend records its steps and has collectives of
  * its own (a GPU with NCCL; this call joins them, so every process of comm
  * makes it), 0 where not (the CPU, a GPU built without NCCL, one process,
  * a net for inference, SE3_STEPS_PLAIN), -1 with err when joining failed. */
-int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, char *err, size_t errlen);
+int se3_net_dp_steps(struct se3_net *n, const struct se3_comm *comm, struct se3_error *err);
 /* How many sums se3_net_backward_sum and se3_net_train_step_dp cut the
  * gradient into with bucket_bytes (0: one). */
 int se3_net_buckets(struct se3_net *n, size_t bucket_bytes);
@@ -232,7 +232,7 @@ int se3_net_buckets(struct se3_net *n, size_t bucket_bytes);
  * process's part, so the caller ends the job (comm.h's comm_abort). */
 int se3_net_train_step_dp(struct se3_net *n, const struct se3_batch *b, const real *target,
                           const struct se3_loss_spec *ls, double max_norm, const struct nn_adam *o, long step,
-                          double lr, const struct se3_comm *comm, size_t bucket_bytes, char *err, size_t errlen);
+                          double lr, const struct se3_comm *comm, size_t bucket_bytes, struct se3_error *err);
 /* How se3_net_train_step runs:
  *   SE3_STEPS_PLAIN     the batch as it is, each operation called in turn
  *                       (the CPU's default);
@@ -278,7 +278,7 @@ size_t se3_net_memory_bytes(const struct se3_net *n);
  * A batch that does not
  * fit in the device's memory fails here, at the start, not hours into a
  * run. 0, or -1 with a message in err. */
-int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, char *err, size_t errlen);
+int se3_net_reserve(struct se3_net *n, int N, int E, int G, int train, struct se3_error *err);
 /* n uses the workspace of `with` (same backend) from now on, and gives up
  * its own: nets that run one after another (an ensemble's members) then
  * need the memory of one step, not one each. A forward kept by either is

@@ -88,8 +88,8 @@ struct se3_model_file {
  * checks the parameters but keeps none (a card's reader). *hash, when not
  * NULL, has the file's bytes folded in (se3_hash_bytes). 0, or -1 with err
  * naming the file, the record or field, its value and what is allowed. */
-int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int want_params,
-                        struct se3_model_file *mf, uint64_t *hash, char *err, size_t errlen);
+int se3_model_file_read(const char *path, const struct se3_model_expect *ex, int want_params, struct se3_model_file *mf,
+                        uint64_t *hash, struct se3_error *err);
 void se3_model_file_free(struct se3_model_file *mf);
 
 #endif

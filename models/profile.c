@@ -13,7 +13,7 @@ static const struct nn_backend *in;
 static struct nn_profile *prof;
 /* The first failure a sync of ours caught, kept for the caller's own sync:
  * the inner sync reports a failure once, and ours would otherwise swallow it. */
-static char failed[256];
+static struct se3_error failed; /* the first failure one of our syncs caught, with its kind */
 static int has_failed;
 
 double nn_profile_now(void) {
@@ -44,11 +44,7 @@ const char *nn_profile_name(enum nn_prof_cat cat) { return (unsigned)cat < NN_PR
 
 /* Waits for the inner table's queued work, keeping its first failure. */
 static void settle(void) {
-  char err[sizeof failed];
-  if (in->sync(err, sizeof err) && !has_failed) {
-    snprintf(failed, sizeof failed, "%s", err);
-    has_failed = 1;
-  }
+  if (in->sync(has_failed ? NULL : &failed) && !has_failed) has_failed = 1;
 }
 
 /* Around a timed operation: the clock after what came before it, and after
@@ -73,10 +69,10 @@ static void p_download(void *dst, const void *src, size_t bytes) { in->download(
 static void p_copy(void *dst, const void *src, size_t bytes) { in->copy(dst, src, bytes); }
 static void p_zero(void *p, size_t bytes) { in->zero(p, bytes); }
 
-static int p_sync(char *err, size_t errlen) {
-  int rc = in->sync(err, errlen);
+static int p_sync(struct se3_error *err) {
+  int rc = in->sync(err);
   if (has_failed) { /* an earlier failure, caught by one of our syncs */
-    snprintf(err, errlen, "%s", failed);
+    if (err) *err = failed;
     has_failed = 0;
     return -1;
   }
@@ -296,11 +292,11 @@ static void p_download_queued(void *host_dst, const void *src, size_t bytes) {
 }
 static void *p_fence_new(void) { return in->fence_new(); }
 static void p_fence_mark(void *fence) { in->fence_mark(fence); }
-static int p_fence_wait(void *fence, char *err, size_t errlen) { return in->fence_wait(fence, err, errlen); }
+static int p_fence_wait(void *fence, struct se3_error *err) { return in->fence_wait(fence, err); }
 static void p_fence_free(void *fence) { in->fence_free(fence); }
 
-static int p_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
-  return in->allreduce(x, n, comm, err, errlen);
+static int p_allreduce(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err) {
+  return in->allreduce(x, n, comm, err);
 }
 
 static struct nn_backend profiled = {

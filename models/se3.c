@@ -16,19 +16,20 @@
 
 #include "models/so3.h"
 
-int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, size_t errlen) {
+int se3_model_init(struct se3_model *m, const struct se3_config *c, struct se3_error *err) {
   memset(m, 0, sizeof *m);
   m->cfg = *c;
   m->be = nn_backend_host();
-  if (se3_config_check(c, err, errlen)) return -1;
+  if (se3_config_check(c, err)) return -1;
   int kv = c->channels / c->channels_div;
   if (c->channels % c->channels_div || kv % c->heads) {
-    snprintf(err, errlen, "model: channels (%d) / channels_div (%d) = %d must be a whole multiple of heads (%d)",
-             c->channels, c->channels_div, kv, c->heads);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "model: channels (%d) / channels_div (%d) = %d must be a whole multiple of heads (%d)", c->channels,
+                  c->channels_div, kv, c->heads);
     return -1;
   }
   if (basis_plan_init(&m->plan, c->degrees - 1)) {
-    snprintf(err, errlen, "model: out of memory");
+    se3_error_set(err, SE3_ERR_MEMORY, "model: out of memory");
     return -1;
   }
   size_t n = 0;
@@ -77,7 +78,7 @@ int se3_model_init(struct se3_model *m, const struct se3_config *c, char *err, s
   n += (size_t)c->outputs;
   m->n_params = n;
   if (n > SE3_MAX_PARAMS) {
-    snprintf(err, errlen, "model: %zu parameters, more than the %zu a model may have", n, SE3_MAX_PARAMS);
+    se3_error_set(err, SE3_ERR_LIMIT, "model: %zu parameters, more than the %zu a model may have", n, SE3_MAX_PARAMS);
     basis_plan_free(&m->plan);
     return -1;
   }
@@ -180,24 +181,26 @@ static const int CFG_MIN[CFG_INT_WORDS] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1};
 static const int CFG_MAX[CFG_INT_WORDS] = {SE3_MAX_LAYERS, NN_MAX_DEG + 1, 1024, 64,   64,  SE3_MAX_NODE_IN,
                                            SE3_MAX_EDGE_IN, 1024,          4096, 1,    SE3_MAX_OUTPUTS};
 
-int se3_config_check(const struct se3_config *c, char *err, size_t errlen) {
+int se3_config_check(const struct se3_config *c, struct se3_error *err) {
   struct se3_config w = *c;
   for (int i = 0; i < CFG_INT_WORDS; i++) {
     int v = *config_int(&w, i);
     if (v < CFG_MIN[i] || v > CFG_MAX[i]) {
-      snprintf(err, errlen, "model: %s=%d is out of range (%d to %d)", CFG_NAMES[i], v, CFG_MIN[i], CFG_MAX[i]);
+      se3_error_set(err, SE3_ERR_USAGE, "model: %s=%d is out of range (%d to %d)", CFG_NAMES[i], v, CFG_MIN[i],
+                    CFG_MAX[i]);
       return -1;
     }
   }
   if (c->envelope != SE3_ENVELOPE_NONE && ((c->envelope != SE3_ENVELOPE_COSINE && c->envelope != SE3_ENVELOPE_POLY) ||
                                            !(c->cutoff > 0) || !(c->cutoff <= 1000) || c->bonds_kept < 0 ||
                                            c->bonds_kept > 1)) {
-    snprintf(err, errlen, "model: the cutoff envelope needs a known kind (%d) and a positive cutoff of at most 1000 Å (%g)",
-             c->envelope, (double)c->cutoff);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "model: the cutoff envelope needs a known kind (%d) and a positive cutoff of at most 1000 Å (%g)",
+                  c->envelope, (double)c->cutoff);
     return -1;
   }
   if (c->embed < 0 || c->embed > SE3_MAX_EMBED) {
-    snprintf(err, errlen, "model: embed=%d is out of range (0 to %d)", c->embed, SE3_MAX_EMBED);
+    se3_error_set(err, SE3_ERR_USAGE, "model: embed=%d is out of range (0 to %d)", c->embed, SE3_MAX_EMBED);
     return -1;
   }
   return 0;

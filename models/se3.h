@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/error.h"
 #include "models/backend.h"
 #include "models/basis.h"
 #include "models/kernels/envelope.h"
@@ -166,11 +167,11 @@ int se3_config_parse(const char *s, struct se3_config *c);
 /* 0, or -1 with err naming the first size out of its range ("model:
  * radial_hidden=2147483647 is out of range (1 to 1024)") or a malformed
  * envelope. se3_model_init checks this first. */
-int se3_config_check(const struct se3_config *c, char *err, size_t errlen);
+int se3_config_check(const struct se3_config *c, struct se3_error *err);
 
 /* Checks the configuration and lays out the parameters. 0, or -1 with a
  * message in err (e.g. channels not divisible by heads). */
-int se3_model_init(struct se3_model *m, const struct se3_config *cfg, char *err, size_t errlen);
+int se3_model_init(struct se3_model *m, const struct se3_config *cfg, struct se3_error *err);
 void se3_model_free(struct se3_model *m);
 /* Random initial parameters (deterministic for a seed): weights uniform with
  * variance 1/fan_in, layer-norm gains 1, biases and shifts 0. */

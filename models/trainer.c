@@ -31,12 +31,27 @@ static double loss_param(const struct se3_trainer *t) {
   return t->loss == NN_LOSS_BCE && t->pos_weight > 0 ? t->pos_weight : 1.0;
 }
 
+/* A net call's return: on a failure its error (t->net_err) as text in
+ * t->why, as the trainer's other reasons are. */
+static int net_call(struct se3_trainer *t, int rc) {
+  if (rc) se3_error_format(&t->net_err, t->why, sizeof t->why);
+  return rc;
+}
+
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int tr_fail(struct se3_trainer *t, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(t->err, sizeof t->err, fmt, ap);
   va_end(ap);
+  t->err_kind = SE3_ERR_RUN;
+  return SE3_TRAIN_ERROR;
+}
+
+/* tr_fail with a callee's error: its text and its kind. */
+static int tr_fail_err(struct se3_trainer *t, const struct se3_error *e) {
+  se3_error_format(e, t->err, sizeof t->err);
+  t->err_kind = e->kind != SE3_ERR_NONE ? e->kind : SE3_ERR_RUN;
   return SE3_TRAIN_ERROR;
 }
 
@@ -395,7 +410,7 @@ static int predict(struct se3_trainer *t, int which, double *out) {
   for (int i = lo; i < hi && !failed; i += step) {
     int k = hi - i < step ? hi - i : step;
     if (make_batch(t, t->idx[which] + i, k, 0, 0, 0) ||
-        se3_net_forward(t->net, &t->bb.b, pred, 0, t->why, sizeof t->why)) {
+        net_call(t, se3_net_forward(t->net, &t->bb.b, pred, 0, &t->net_err))) {
       failed = 1;
       break;
     }
@@ -477,10 +492,11 @@ static void ckpt_path(const struct se3_trainer *t, char *out, size_t n, const ch
  * its place in the epoch, the running loss and the fingerprint of settings
  * and data. */
 static int save(struct se3_trainer *t, const char *name, int epoch, long pos, double loss_sum) {
-  char path[PATH_MAX + 64], err[512];
+  char path[PATH_MAX + 64];
+  struct se3_error err;
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt_writer w;
-  if (se3_ckpt_begin(&w, path, err, sizeof err)) return tr_fail(t, "%s", err);
+  if (se3_ckpt_begin(&w, path, &err)) return tr_fail_err(t, &err);
   size_t np = t->np;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   se3_net_get(t->net, SE3_NET_PARAMS, t->params);
@@ -511,19 +527,19 @@ static int save(struct se3_trainer *t, const char *name, int epoch, long pos, do
     se3_ckpt_put(&w, "position_fingerprint", SE3_CK_I64, where, 2);
     se3_ckpt_put(&w, "loss_sum", SE3_CK_F64, &loss_sum, 1);
   }
-  return se3_ckpt_commit(&w, err, sizeof err) ? tr_fail(t, "%s", err) : SE3_TRAIN_OK;
+  return se3_ckpt_commit(&w, &err) ? tr_fail_err(t, &err) : SE3_TRAIN_OK;
 }
 
 /* Loads checkpoint `name` of the current member into the training state.
- * 0, or -1 with a message naming the file in why (damaged, missing, or of
- * another model); the state may then be partly overwritten. */
-static int load_state(struct se3_trainer *t, const char *name, int *epoch, char *why, size_t whylen) {
+ * 0, or -1 with err naming the file (damaged, missing, or of another
+ * model); the state may then be partly overwritten. */
+static int load_state(struct se3_trainer *t, const char *name, int *epoch, struct se3_error *err) {
   char path[PATH_MAX + 64];
   ckpt_path(t, path, sizeof path, name);
   struct se3_ckpt c;
   size_t np = t->np;
   /* no bigger than this model's parameters and moments and a little state */
-  if (se3_ckpt_load_max(&c, path, 3 * (uint64_t)np * sizeof(real) + ((uint64_t)16 << 20), why, whylen)) return -1;
+  if (se3_ckpt_load_max(&c, path, 3 * (uint64_t)np * sizeof(real) + ((uint64_t)16 << 20), err)) return -1;
   enum se3_ck_type rt = sizeof(real) == 4 ? SE3_CK_F32 : SE3_CK_F64;
   int64_t state[3];
   double stats[3], scaler[2];
@@ -539,7 +555,8 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, char 
   }
   se3_ckpt_free(&c);
   if (bad) {
-    snprintf(why, whylen, "%s: not a checkpoint of this model (%zu parameters)", path, np);
+    se3_error_set(err, SE3_ERR_MODEL, "not a checkpoint of this model (%zu parameters)", np);
+    se3_error_at(err, path, 0, 0);
     return -1;
   }
   se3_net_set(t->net, SE3_NET_PARAMS, t->params);
@@ -553,23 +570,24 @@ static int load_state(struct se3_trainer *t, const char *name, int *epoch, char 
 }
 
 int se3_trainer_restore(struct se3_trainer *t, const char *name, int *epoch) {
-  char why[PATH_MAX + 256];
-  return load_state(t, name, epoch, why, sizeof why) ? tr_fail(t, "%s", why) : SE3_TRAIN_OK;
+  struct se3_error err;
+  return load_state(t, name, epoch, &err) ? tr_fail_err(t, &err) : SE3_TRAIN_OK;
 }
 
 /* A mid-epoch checkpoint of epoch e written under the same settings and
  * data: loads it and sets *pos (the next molecule of the epoch's order) and
  * *loss_sum; otherwise leaves everything alone and *pos = 0. */
 static int resume_mid_epoch(struct se3_trainer *t, int e, long *pos, double *loss_sum) {
-  char path[PATH_MAX + 64], err[512];
+  char path[PATH_MAX + 64];
+  struct se3_error err;
   *pos = 0;
   *loss_sum = 0;
   ckpt_path(t, path, sizeof path, "step.ckpt");
   if (access(path, F_OK) != 0) return SE3_TRAIN_OK;
   struct se3_ckpt c;
-  if (se3_ckpt_load(&c, path, err, sizeof err)) {
+  if (se3_ckpt_load(&c, path, &err)) {
     /* damaged: the epoch is redone from its start, which computes the same */
-    tr_log(t, "%s; epoch %d starts from its beginning instead", err, e + 1);
+    tr_log(t, "%s; epoch %d starts from its beginning instead", se3_error_str(&err).s, e + 1);
     return SE3_TRAIN_OK;
   }
   int64_t where[2], state[3];
@@ -614,19 +632,21 @@ static int replay_to(struct se3_trainer *t, int k, int target, int max_start, in
   se3_trainer_member_dir(t, k, t->dir, sizeof t->dir);
   t->epoch_done = -2;
   int start = -1;
-  char name[64], why[PATH_MAX + 256];
+  char name[64];
+  struct se3_error why;
   for (int j = max_start; j >= 0 && start < 0; j--) {
     char path[PATH_MAX + 64];
     int got = -1;
     se3_trainer_epoch_file(name, sizeof name, j);
     ckpt_path(t, path, sizeof path, name);
     if (access(path, F_OK) != 0) continue; /* kept are the last two only */
-    why[0] = 0;
-    if (load_state(t, name, &got, why, sizeof why) == 0 && got == j) {
+    se3_error_clear(&why);
+    if (load_state(t, name, &got, &why) == 0 && got == j) {
       start = j;
     } else {
-      if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, not %d", path, got + 1, j + 1);
-      tr_log(t, "%s", why);
+      if (why.kind == SE3_ERR_NONE)
+        se3_error_set(&why, SE3_ERR_MODEL, "%s: holds epoch %d, not %d", path, got + 1, j + 1);
+      tr_log(t, "%s", se3_error_str(&why).s);
     }
   }
   if (start < 0) state_fresh(t, k);
@@ -663,12 +683,15 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
   if (e == 0) {
     state_fresh(t, k);
   } else {
-    char name[64], why[PATH_MAX + 256] = "";
+    char name[64];
+    struct se3_error why;
+    se3_error_clear(&why);
     int got = -1;
     se3_trainer_epoch_file(name, sizeof name, e - 1);
-    if (load_state(t, name, &got, why, sizeof why) != 0 || got != e - 1) {
-      if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
-      tr_log(t, "%s", why);
+    if (load_state(t, name, &got, &why) != 0 || got != e - 1) {
+      if (why.kind == SE3_ERR_NONE)
+        se3_error_set(&why, SE3_ERR_MODEL, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, e);
+      tr_log(t, "%s", se3_error_str(&why).s);
       return replay_to(t, k, e - 1, e - 2, 1);
     }
   }
@@ -683,8 +706,8 @@ int se3_trainer_state_before(struct se3_trainer *t, int k, int e) {
  * the device in any of them fails the epoch here. */
 static int loss_sum_read(struct se3_trainer *t, double *loss_sum) {
   if (t->io.comm && !t->dp_whole) return SE3_TRAIN_OK; /* summed on the host, step by step */
-  if (se3_net_loss_sum(t->net, loss_sum, t->why, sizeof t->why) == 0) return SE3_TRAIN_OK;
-  return tr_fail(t, "%s", t->why);
+  if (se3_net_loss_sum(t->net, loss_sum, &t->net_err) == 0) return SE3_TRAIN_OK;
+  return tr_fail_err(t, &t->net_err);
 }
 
 /* The longest wait for a peer process, in seconds: SE3_NCCL_TIMEOUT
@@ -782,12 +805,12 @@ static void step_forward(struct epoch_run *er, long i, int lo, int kr, const str
     } else if (!comm) {
       /* one process: the whole step in one call (on a GPU, recorded once
        * per batch shape, and with fp16 per loss scale, and replayed) */
-      if (se3_net_train_step(t->net, &t->bb.b, yt, ls, t->clip, &t->adam, t->step + 1,
-                             nn_schedule_lr(&t->sched, t->step), t->why, sizeof t->why))
+      if (net_call(t, se3_net_train_step(t->net, &t->bb.b, yt, ls, t->clip, &t->adam, t->step + 1,
+                                         nn_schedule_lr(&t->sched, t->step), &t->net_err)))
         *failed = 1;
       else
         *whole = 1;
-    } else if (se3_net_forward_loss(t->net, &t->bb.b, yt, ls, t->why, sizeof t->why)) {
+    } else if (net_call(t, se3_net_forward_loss(t->net, &t->bb.b, yt, ls, &t->net_err))) {
       *failed = 1;
     } else {
       *dout = se3_net_loss_grad(t->net);
@@ -795,16 +818,15 @@ static void step_forward(struct epoch_run *er, long i, int lo, int kr, const str
   }
   if (comm && !t->dp_whole) {
     struct se3_sum_stats ss;
-    char why[512];
-    int rc = se3_net_backward_sum(t->net, *dout, comm, t->bucket_bytes, &ss, why, sizeof why);
+    int rc = se3_net_backward_sum(t->net, *dout, comm, t->bucket_bytes, &ss, &t->net_err);
     if (rc && !*failed) {
-      snprintf(t->why, sizeof t->why, "%s", why);
+      net_call(t, rc);
       *failed = 1;
     }
     er->t_sum += ss.wait_s;
     er->t_sum_all += ss.sum_s;
     er->buckets = ss.buckets;
-  } else if (*dout && se3_net_backward_loss(t->net, t->why, sizeof t->why)) {
+  } else if (*dout && net_call(t, se3_net_backward_loss(t->net, &t->net_err))) {
     *failed = 1;
   }
 }
@@ -817,7 +839,7 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
   struct se3_trainer *t = er->t;
   const struct se3_comm *comm = er->comm;
   int rank = er->rank;
-  if (dout && !failed && se3_net_loss_part(t->net, part, t->why, sizeof t->why)) failed = 1;
+  if (dout && !failed && net_call(t, se3_net_loss_part(t->net, part, &t->net_err))) failed = 1;
   double agree[3] = {*part, failed, t->io.stop && *t->io.stop != 0}, t0 = now_s();
   /* (whole steps: a peer that stopped leaves no wait on the GPU to time
    * out on, the host runs ahead of it: the agreement has the deadline) */
@@ -825,8 +847,7 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
   if (arc == -2) {
     /* this GPU's wait (polled, the same deadline) names the collective
      * it is stuck in, if it is, and ends the job itself */
-    char why[512];
-    (void)se3_net_sync(t->net, why, sizeof why);
+    (void)se3_net_sync(t->net, NULL);
     fprintf(stderr,
             "se3screen (rank %d): the processes' agreement before step %ld did not finish within %g s "
             "(SE3_NCCL_TIMEOUT): a peer process has stopped; ending the job\n",
@@ -849,9 +870,9 @@ static int step_agree(struct epoch_run *er, int kr, const struct se3_loss_spec *
      * its collectives, and its peers' wait on their GPUs for the rest:
      * the job ends */
     if (se3_net_train_step_dp(t->net, kr ? &t->bb.b : NULL, er->yt, ls, t->clip, &t->adam, t->step + 1,
-                              nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, t->why, sizeof t->why)) {
+                              nn_schedule_lr(&t->sched, t->step), comm, t->bucket_bytes, &t->net_err)) {
       fprintf(stderr, "se3screen (rank %d): model %d epoch %d step %ld failed: %s; ending the job\n", rank, t->member,
-              er->e + 1, t->step + 1, t->why);
+              er->e + 1, t->step + 1, se3_error_str(&t->net_err).s);
       comm_abort(comm, 1);
     }
     *whole = 1;
@@ -867,7 +888,7 @@ static int step_take(struct se3_trainer *t, int whole) {
     int take = 1;
     if (t->fp16) { /* the scaler decides as the device did: the norm's finiteness */
       double norm;
-      if (se3_net_step_norm(t->net, &norm, t->why, sizeof t->why)) return tr_fail(t, "%s", t->why);
+      if (se3_net_step_norm(t->net, &norm, &t->net_err)) return tr_fail_err(t, &t->net_err);
       take = nn_loss_scaler_update(&t->scaler, norm, NN_LOSS_SCALE_GROW_EVERY);
     }
     if (take)
@@ -1067,11 +1088,14 @@ int se3_trainer_ensure_final(struct se3_trainer *t, int k) {
   se3_trainer_member_dir(t, k, t->dir, sizeof t->dir);
   t->epoch_done = -2;
   int last = t->epochs - 1, got = -1, ret;
-  char name[64], why[PATH_MAX + 256] = "";
+  char name[64];
+  struct se3_error why;
+  se3_error_clear(&why);
   se3_trainer_epoch_file(name, sizeof name, last);
-  if (load_state(t, name, &got, why, sizeof why) != 0 || got != last) {
-    if (!why[0]) snprintf(why, sizeof why, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
-    tr_log(t, "%s", why);
+  if (load_state(t, name, &got, &why) != 0 || got != last) {
+    if (why.kind == SE3_ERR_NONE)
+      se3_error_set(&why, SE3_ERR_MODEL, "%s/%s: holds epoch %d, not %d", t->dir, name, got + 1, last + 1);
+    tr_log(t, "%s", se3_error_str(&why).s);
     if ((ret = replay_to(t, k, last, last - 1, 1)) != SE3_TRAIN_OK) return ret;
   }
   /* the state after the last epoch names the best one */
@@ -1080,11 +1104,12 @@ int se3_trainer_ensure_final(struct se3_trainer *t, int k) {
   ckpt_path(t, path, sizeof path, "best.ckpt");
   t->epoch_done = -2;
   if (best < 0) return SE3_TRAIN_OK; /* no epoch improved: there is no best.ckpt to have */
-  why[0] = 0;
+  se3_error_clear(&why);
   got = -1;
-  if (load_state(t, "best.ckpt", &got, why, sizeof why) == 0 && got == best) return SE3_TRAIN_OK;
-  if (!why[0]) snprintf(why, sizeof why, "%s: holds epoch %d, the best was %d", path, got + 1, best + 1);
-  tr_log(t, "%s", why);
+  if (load_state(t, "best.ckpt", &got, &why) == 0 && got == best) return SE3_TRAIN_OK;
+  if (why.kind == SE3_ERR_NONE)
+    se3_error_set(&why, SE3_ERR_MODEL, "%s: holds epoch %d, the best was %d", path, got + 1, best + 1);
+  tr_log(t, "%s", se3_error_str(&why).s);
   /* from before the best epoch, without touching the epoch checkpoints */
   ret = replay_to(t, k, best, best - 1, 0);
   t->epoch_done = -2;
@@ -1137,11 +1162,11 @@ int se3_trainer_adopt_zero_based(struct se3_trainer *t, int k,
   closedir(d);
   if (n > 1) qsort(num, (size_t)n, sizeof *num, by_descending);
   for (int i = 0; i < n && ret == SE3_TRAIN_OK; i++) {
-    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64], why[PATH_MAX + 256];
+    char from[PATH_MAX + 64], to[PATH_MAX + 64], name[64];
     snprintf(from, sizeof from, "%s/epoch-%d.ckpt", dir, num[i]);
     struct se3_ckpt c;
     int64_t state[3];
-    if (se3_ckpt_load(&c, from, why, sizeof why)) continue;
+    if (se3_ckpt_load(&c, from, NULL)) continue;
     int held = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3) == 0 ? (int)state[1] : -1;
     se3_ckpt_free(&c);
     if (held != num[i]) continue; /* named from 1 (it holds epoch N - 1), or no training state */
@@ -1233,7 +1258,7 @@ int se3_trainer_standardize(struct se3_trainer *t) {
 
 int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmup, int restart_epochs) {
   const struct se3_comm *comm = t->io.comm;
-  char err[512];
+  struct se3_error err;
   t->best = INFINITY;
   t->best_epoch = -1;
   t->member = -1;
@@ -1241,8 +1266,7 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
   t->fp16 = se3_net_backend(t->net)->precision == NN_PREC_FP16;
   nn_loss_scaler_init(&t->scaler);
   size_t np = t->np = se3_net_n_params(t->net);
-  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, err, sizeof err))
-    return tr_fail(t, "%s", err);
+  if (t->zero && se3_net_shard_optimizer(t->net, comm, &t->opt_lo, &t->opt_hi, &err)) return tr_fail_err(t, &err);
   size_t nm = t->zero && !t->io.writer ? t->opt_hi - t->opt_lo + 1 : np; /* rank 0: all of them */
   if (t->zero)
     tr_log(t, "Adam's moments sharded over %d process%s: %zu of %zu parameters' here", comm_size(comm),
@@ -1258,8 +1282,8 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
    * devices, recorded alike; else (sums through the host) padded where the
    * backend records, not recorded; on the CPU as they come */
   if (comm) {
-    int dp = se3_net_dp_steps(t->net, comm, err, sizeof err);
-    if (dp < 0) return tr_fail(t, "%s", err);
+    int dp = se3_net_dp_steps(t->net, comm, &err);
+    if (dp < 0) return tr_fail_err(t, &err);
     t->dp_whole = dp;
     if (!dp && se3_net_backend(t->net)->record_begin) se3_net_set_steps(t->net, SE3_STEPS_PADDED);
   }
@@ -1277,12 +1301,11 @@ int se3_trainer_open(struct se3_trainer *t, double lr, double min_lr, long warmu
            se3_net_collectives(t->net), nb, nb == 1 ? "" : "s");
   }
   if (largest_batches(t, comm_size(comm), comm_rank(comm), &bt, &bp)) return tr_fail(t, "out of memory");
-  if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, err, sizeof err) ||
-      se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, err, sizeof err)) {
+  if (se3_net_reserve(t->net, bt.N, bt.E, bt.G, 1, &err) || se3_net_reserve(t->net, bp.N, bp.E, bp.G, 0, &err)) {
     tr_fail(t,
             "the largest batch of this run (%d molecules, %d atoms, %d edges in a training step) does not "
             "fit: %s; lower stages.train.batch_size, or set stages.train.low_memory: true",
-            bt.G, bt.N, bt.E, err);
+            bt.G, bt.N, bt.E, se3_error_str(&err).s);
     return -1;
   }
   t->reserved_bytes = se3_net_memory_bytes(t->net);

@@ -129,7 +129,10 @@ struct se3_trainer {
   struct se3_batch_buf bb;
   char dir[PATH_MAX]; /* <models_dir>/train-<member> */
   char why[512];      /* what the model or io said */
+  struct se3_error net_err; /* the net's last failure, with its kind (its text also in why) */
   char err[768];      /* why a call failed */
+  enum se3_err_kind err_kind; /* ... and what failed (common/error.h): SE3_ERR_RUN unless a checkpoint, the device
+                                 or memory said otherwise */
 };
 
 /* Loss and metrics of a split, in the target's units. */

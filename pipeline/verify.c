@@ -115,7 +115,9 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
       graph_free(&g);
     } else {
       struct basis_blob b;
-      rc = basis_blob_parse(p, pl, &b, msg, sizeof msg);
+      struct se3_error e2;
+      rc = basis_blob_parse(p, pl, &b, &e2);
+      if (rc) se3_error_format(&e2, msg, sizeof msg);
     }
     if (rc) {
       se3_error_set(err, SE3_ERR_DB, "%s", msg);
@@ -334,7 +336,9 @@ static void verify_ckpt_dir(const char *dir, int depth, long long *n, long long 
     }
     struct se3_ckpt c;
     (*n)++;
-    if (se3_ckpt_load(&c, path, err, sizeof err)) {
+    struct se3_error e2;
+    if (se3_ckpt_load(&c, path, &e2)) {
+      se3_error_format(&e2, err, sizeof err);
       (*bad)++;
       damage_add(d, "checkpoint %s", err);
     } else {

@@ -209,9 +209,7 @@ int model_card_read(const char *file, struct model_card *card, struct se3_error 
    * runs */
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1};
-  char msg[SE3_ERROR_MESSAGE]; /* (models/ says it in text) */
-  if (se3_model_file_read(file, &ex, 0, &mf, NULL, msg, sizeof msg)) {
-    se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
+  if (se3_model_file_read(file, &ex, 0, &mf, NULL, err)) {
     model_card_free(card);
     return -1;
   }

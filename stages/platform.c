@@ -81,9 +81,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
-  char msg[SE3_ERROR_MESSAGE]; /* what models/ says in text */
-  if (nn_device_parse(dev, &d, msg, sizeof msg)) {
-    se3_error_set(err, SE3_ERR_USAGE, "%s", msg);
+  if (nn_device_parse(dev, &d, err)) {
     return NULL;
   }
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local
@@ -95,17 +93,14 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
     if (key) *key = "precision";
     return NULL;
   }
-  const struct nn_backend *be = nn_backend_open(&d, p, msg, sizeof msg);
-  if (!be) se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
+  const struct nn_backend *be = nn_backend_open(&d, p, err);
   if (!be && p != NN_PREC_FP32 && key) { /* the device is there: its precision is what failed */
-    char ignored[8];
-    if (nn_backend_open(&d, NN_PREC_FP32, ignored, sizeof ignored)) *key = "precision";
+    if (nn_backend_open(&d, NN_PREC_FP32, NULL)) *key = "precision";
   }
   /* bf16 on the CPU is the convolution's forward only: training there runs in fp32 */
   if (be && training && be->host_memory && be->precision == NN_PREC_BF16) {
     struct nn_device cpu = {0};
-    be = nn_backend_open(&cpu, NN_PREC_FP32, msg, sizeof msg);
-    if (!be) se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
+    be = nn_backend_open(&cpu, NN_PREC_FP32, err);
   }
   if (be && be->set_conv_path) be->set_conv_path(conv);
   if (be) {

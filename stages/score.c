@@ -95,14 +95,13 @@ enum { AGG_MEAN = 0, AGG_MAX, AGG_MIN };
  * is used when the checkpoint predates the "arch" record. */
 static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct member *m, const char *path,
                        const char *arch, uint64_t *hash) {
-  char err[1024];
   struct se3_model_file mf;
   struct se3_model_expect ex = {.node_in = graph_node_width(&s->gs.go),
                                 .edge_in = graph_edge_width(&s->gs.go),
                                 .outputs = 1,
                                 .arch = arch,
                                 .need_stats = 1};
-  if (se3_model_file_read(path, &ex, 1, &mf, hash, err, sizeof err)) return stage_fail_at(ctx, NULL, "%s", err);
+  if (se3_model_file_read(path, &ex, 1, &mf, hash, &ctx->err)) return STAGE_ERROR;
   snprintf(m->target, sizeof m->target, "%s", mf.target);
   m->classify = mf.classify;
   m->mean = mf.mean;
@@ -111,9 +110,10 @@ static int load_member(struct stage_ctx *ctx, const struct sstage *s, struct mem
   memcpy(m->zs, mf.atomref_z, sizeof m->zs);
   memcpy(m->ref, mf.atomref, sizeof m->ref);
   set_profile_parse(mf.card, mf.card_len, &m->prof);
-  if (!(m->net = se3_net_create(s->be, &mf.cfg, 0, err, sizeof err))) {
+  if (!(m->net = se3_net_create(s->be, &mf.cfg, 0, &ctx->err))) {
     se3_model_file_free(&mf);
-    return stage_fail_at(ctx, NULL, "%s: %s", path, err);
+    se3_error_at(&ctx->err, path, 0, 0);
+    return STAGE_ERROR;
   }
   se3_net_inference_only(m->net); /* no gradient, no moments */
   m->model = se3_net_model(m->net);
@@ -378,9 +378,10 @@ static int score_planned(struct stage_ctx *ctx) {
 static int batch_start(struct stage_ctx *ctx, struct sstage *s) {
   se3_batch_geometry(&s->bb); /* the bases: computed where the model runs */
   for (int j = 0; j < s->n_members; j++) {
-    char why[512];
-    if (se3_net_predict_start(s->mem[j].net, &s->bb.b, why, sizeof why))
-      return stage_fail_at(ctx, NULL, "scoring: %s", why);
+    if (se3_net_predict_start(s->mem[j].net, &s->bb.b, &ctx->err)) {
+      se3_error_context(&ctx->err, "scoring");
+      return STAGE_ERROR;
+    }
   }
   se3_batch_clear(&s->bb);
   return STAGE_OK;
@@ -465,8 +466,10 @@ static int batch_finish(struct stage_ctx *ctx, struct sstage *s, sqlite3_stmt *i
   *done = 0;
   for (int j = 0; j < nm; j++) {
     struct member *m = &s->mem[j];
-    char why[512];
-    if (se3_net_predict_finish(m->net, s->out, why, sizeof why)) return stage_fail_at(ctx, NULL, "scoring: %s", why);
+    if (se3_net_predict_finish(m->net, s->out, &ctx->err)) {
+      se3_error_context(&ctx->err, "scoring");
+      return STAGE_ERROR;
+    }
     for (int i = 0; i < k; i++)
       s->pred[(size_t)i * nm + j] = m->classify ? 1 / (1 + exp(-(double)s->out[i]))
                                                 : (double)s->out[i] * m->std + m->mean + base[(size_t)i * nm + j];

@@ -64,11 +64,19 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The trainer's failure in ctx->err: its message, with its kind, at node n's
+ * place when it has one. */
+static int trainer_fail_at(struct stage_ctx *ctx, const struct cfg_node *n, const struct tstage *t) {
+  int rc = stage_fail_at(ctx, n, "%s", t->tr.err);
+  if (t->tr.err_kind != SE3_ERR_NONE) ctx->err.kind = t->tr.err_kind;
+  return rc;
+}
+
 /* The trainer's return as the stage's, its message in ctx->err. */
 static int from_trainer(struct stage_ctx *ctx, struct tstage *t, int rc) {
   if (rc == SE3_TRAIN_OK) return STAGE_OK;
   if (rc == SE3_TRAIN_STOPPED) return STAGE_STOPPED;
-  return stage_fail_at(ctx, NULL, "%s", t->tr.err);
+  return trainer_fail_at(ctx, NULL, t);
 }
 
 /* Element counts (hydrogens included, implicit ones too) of one molecule into
@@ -226,10 +234,10 @@ static int rename_in_models(void *user, int k, int from, const char *name) {
  * not recomputed, its chunks are redone anyway. */
 static int repair_finished(struct stage_ctx *ctx) {
   struct tstage *t = ctx->state;
-  if (se3_trainer_drop_stale_members(&t->tr)) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
+  if (se3_trainer_drop_stale_members(&t->tr)) return trainer_fail_at(ctx, NULL, t);
   for (int k = 0; k < t->tr.ensemble; k++) {
     int rc = se3_trainer_adopt_zero_based(&t->tr, k, rename_in_models, ctx);
-    if (rc) return rc < 0 ? STAGE_ERROR : stage_fail_at(ctx, NULL, "%s", t->tr.err);
+    if (rc) return rc < 0 ? STAGE_ERROR : trainer_fail_at(ctx, NULL, t);
     char id[32], last[PATH_MAX + 64], name[64], *ck = NULL;
     snprintf(id, sizeof id, "train/%d", k);
     sqlite3_stmt *st = NULL;
@@ -240,19 +248,20 @@ static int repair_finished(struct stage_ctx *ctx) {
     }
     sqlite3_finalize(st);
     if (!ck) continue;
-    char path[2 * PATH_MAX], why[2 * PATH_MAX + 256];
+    char path[2 * PATH_MAX];
+    struct se3_error why;
     snprintf(path, sizeof path, "%s/%s", ctx->workdir, ck);
     free(ck);
     se3_trainer_member_dir(&t->tr, k, t->tr.dir, sizeof t->tr.dir);
     se3_trainer_epoch_file(name, sizeof name, t->tr.epochs - 1);
     snprintf(last, sizeof last, "%s/%s", t->tr.dir, name);
     struct se3_ckpt c;
-    if (se3_ckpt_load(&c, path, why, sizeof why) == 0) {
+    if (se3_ckpt_load(&c, path, &why) == 0) {
       se3_ckpt_free(&c);
       continue;
     }
     if (access(last, F_OK) != 0) continue;
-    ctx->report->log(ctx, "%s (the model of %s)", why, id);
+    ctx->report->log(ctx, "%s (the model of %s)", se3_error_str(&why).s, id);
     int ret = from_trainer(ctx, t, se3_trainer_ensure_final(&t->tr, k));
     if (ret == STAGE_STOPPED) return stage_fail_at(ctx, NULL, "stopped while recomputing %s; run again", path);
     if (ret != STAGE_OK) return ret;
@@ -420,9 +429,9 @@ static int train_data(struct stage_ctx *ctx, struct tstage *t, const char *metho
   t->tr.base = calloc((size_t)t->tr.n, sizeof *t->tr.base);
   if (!t->tr.base) return stage_fail_at(ctx, NULL, "out of memory");
   if (t->tr.atomref && se3_trainer_fit_atomref(&t->tr, t->counts))
-    return stage_fail_at(ctx, cfg_get(c, "atomref"), "%s", t->tr.err);
+    return trainer_fail_at(ctx, cfg_get(c, "atomref"), t);
   /* standardise regression targets (less the references) with the training split's statistics */
-  if (se3_trainer_standardize(&t->tr)) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
+  if (se3_trainer_standardize(&t->tr)) return trainer_fail_at(ctx, NULL, t);
   if (t->tr.classify) {
     for (int i = 0; i < t->tr.n; i++)
       if (t->tr.y[i] != 0 && t->tr.y[i] != 1) {
@@ -461,12 +470,11 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
                                           : SE3_ENVELOPE_NONE,
                           .bonds_kept = t->gs.go.edges != GRAPH_EDGES_RADIUS,
                           .cutoff = (float)t->gs.go.cutoff};
-  char err[512];
   const char *bad = "device";
   const struct nn_backend *be = stage_backend(ctx->root, 1, &bad, &ctx->err);
   if (!be) return stage_error_at(ctx, cfg_get(ctx->root, bad), NULL);
-  if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, err, sizeof err)))
-    return stage_fail_at(ctx, cfg_get(c, "arch"), "stages.train.arch: %s", err);
+  if (!(t->tr.net = se3_net_create(be, &mc, t->low_memory, &ctx->err))) /* (its kind: usage, memory, device) */
+    return stage_error_at(ctx, cfg_get(c, "arch"), "stages.train.arch");
   const char *asked = cfg_str(ctx->root, "precision");
   ctx->report->log(ctx, "the model runs on %s (%s) in %s%s%s", be->name, be->device, stage_precision_name(be),
                    strcmp(asked, stage_precision_name(be)) ? "; precision bf16 on the CPU is for scoring" : "",
@@ -476,7 +484,7 @@ static int train_model(struct stage_ctx *ctx, struct tstage *t) {
            comm_size(ctx->comm) > 1 ? ", data parallel" : "");
   int rc = se3_trainer_open(&t->tr, cfg_float(c, "lr"), cfg_float(c, "min_lr"), (long)cfg_int(c, "warmup_steps"),
                             t->restart_epochs);
-  if (rc) return stage_fail_at(ctx, rc < 0 ? cfg_get(c, "batch_size") : NULL, "%s", t->tr.err);
+  if (rc) return trainer_fail_at(ctx, rc < 0 ? cfg_get(c, "batch_size") : NULL, t);
   return STAGE_OK;
 }
 
@@ -634,7 +642,7 @@ static int finalize_member(struct stage_ctx *ctx, struct tstage *t, int k) {
   }
   int epoch;
   t->tr.epoch_done = -2; /* memory now holds the best, not the last, epoch */
-  if (se3_trainer_restore(&t->tr, name, &epoch)) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
+  if (se3_trainer_restore(&t->tr, name, &epoch)) return trainer_fail_at(ctx, NULL, t);
   struct se3_eval te;
   int nt = t->tr.cnt[SE3_SPLIT_TEST];
   double *pred = malloc((size_t)(nt + 1) * sizeof *pred);
@@ -764,7 +772,7 @@ static int train_serve(struct stage_ctx *ctx) {
     if (o.op == 0) return STAGE_OK;
     struct se3_train_order to = {o.op, {o.i[0], o.i[1], o.i[2], o.i[3], o.i[4], o.i[5]}, {o.f[0], o.f[1]}};
     int ret = se3_trainer_follow(&t->tr, &to);
-    if (ret < 0) return stage_fail_at(ctx, NULL, "%s", t->tr.err);
+    if (ret < 0) return trainer_fail_at(ctx, NULL, t);
     ret = from_trainer(ctx, t, ret);
     char msg[SE3_ERROR_MESSAGE + SE3_ERROR_FILE];
     if (ret == STAGE_ERROR)

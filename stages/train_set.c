@@ -182,13 +182,9 @@ int train_set_of_model(const char *path, struct train_set *ts, char *file, size_
   if (file) snprintf(file, len, "%s", files[0]);
   struct se3_model_file mf;
   struct se3_model_expect ex = {.outputs = 1, .need_stats = 1, .want_train_set = 1};
-  char msg[SE3_ERROR_MESSAGE]; /* (models/ says it in text) */
-  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, msg, sizeof msg);
+  int rc = se3_model_file_read(files[0], &ex, 0, &mf, NULL, err);
   model_card_members_free(files, n);
-  if (rc) {
-    se3_error_set(err, SE3_ERR_MODEL, "%s", msg);
-    return -1;
-  }
+  if (rc) return -1;
   if (!mf.train_n) {
     se3_model_file_free(&mf);
     return 0;

@@ -115,9 +115,10 @@ static void add_molecule(struct se3_batch_buf *bb, int n, double spread, float c
  * gradient overflows fp16's range), the gradient's norm, an Adam step. */
 static void test_model(int low_memory, int envelope, int degrees, int channels) {
   struct se3_config c = small_config(degrees, channels, envelope, 2, envelope ? SE3_ENVELOPE_POLY : 0);
-  char err[512], name[120];
-  struct se3_net *nc = se3_net_create(nn_backend_cpu(), &c, low_memory, err, sizeof err);
-  struct se3_net *ng = nc ? se3_net_create(G, &c, low_memory, err, sizeof err) : NULL;
+  char name[120];
+  struct se3_error err;
+  struct se3_net *nc = se3_net_create(nn_backend_cpu(), &c, low_memory, &err);
+  struct se3_net *ng = nc ? se3_net_create(G, &c, low_memory, &err) : NULL;
   struct se3_batch_buf bb;
   se3_batch_buf_init(&bb, c.node_in, c.edge_in);
   for (int mol = 0; mol < 3; mol++)
@@ -129,13 +130,13 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   se3_batch_bases(&bb, &se3_net_model(nc)->plan);
   const struct se3_batch *b = &bb.b;
   int no = b->G * c.outputs;
-  if (se3_net_forward(nc, b, outc, 1, err, sizeof err) || se3_net_forward(ng, b, outg, 1, err, sizeof err)) goto failed;
+  if (se3_net_forward(nc, b, outc, 1, &err) || se3_net_forward(ng, b, outg, 1, &err)) goto failed;
   snprintf(name, sizeof name, "model forward (N %d E %d) lowmem %d env %d deg %d", b->N, b->E, low_memory, envelope,
            degrees);
   cmp(name, outc, outg, no, 1e-4);
   for (int i = 0; i < no; i++)
     dout[i] = (real)rnd();
-  if (se3_net_backward(nc, dout, err, sizeof err)) goto failed;
+  if (se3_net_backward(nc, dout, &err)) goto failed;
   size_t np = se3_net_n_params(nc), bad = 0;
   real *gc = malloc(np * sizeof *gc), *gg = malloc(np * sizeof *gg);
   se3_net_get(nc, SE3_NET_GRAD, gc);
@@ -143,14 +144,14 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   for (;; ls /= 2) {
     for (int i = 0; i < no; i++)
       doutg[i] = (real)(dout[i] * ls);
-    if (se3_net_backward(ng, doutg, err, sizeof err)) goto failed;
+    if (se3_net_backward(ng, doutg, &err)) goto failed;
     se3_net_get(ng, SE3_NET_GRAD, gg);
     bad = 0;
     for (size_t i = 0; i < np; i++)
       bad += !isfinite(gg[i]);
     if (!bad || ls <= 1) break;
     printf("%-48s loss scale %g: %zu of %zu gradient entries not finite: halved\n", "model backward", ls, bad, np);
-    if (se3_net_forward(ng, b, outg, 1, err, sizeof err)) goto failed; /* (the backward used the tape up) */
+    if (se3_net_forward(ng, b, outg, 1, &err)) goto failed; /* (the backward used the tape up) */
   }
   for (size_t i = 0; ls != 1 && i < np; i++)
     gg[i] = (real)(gg[i] / ls);
@@ -166,13 +167,13 @@ static void test_model(int low_memory, int envelope, int degrees, int channels) 
   se3_net_get(nc, SE3_NET_PARAMS, gc);
   se3_net_get(ng, SE3_NET_PARAMS, gg);
   cmp("model params after a step", gc, gg, np, 1e-4);
-  if (G->sync(err, sizeof err)) goto failed;
+  if (G->sync(&err)) goto failed;
   free(gc), free(gg);
   se3_net_free(nc), se3_net_free(ng);
   se3_batch_buf_free(&bb);
   return;
 failed:
-  printf("model (degrees %d): %s FAIL\n", degrees, err);
+  printf("model (degrees %d): %s FAIL\n", degrees, se3_error_str(&err).s);
   fails++;
 }
 
@@ -187,19 +188,19 @@ failed:
  * the parameters as they were, bitwise; at the end recorded and padded
  * hold the same parameters, bitwise. */
 static void test_scaled_steps(enum nn_precision back) {
-  char err[512];
-  const struct nn_backend *h = nn_backend_cuda_open(0, 0, NN_PREC_FP16, err, sizeof err);
+  struct se3_error err;
+  const struct nn_backend *h = nn_backend_cuda_open(0, 0, NN_PREC_FP16, &err);
   struct se3_config c = small_config(3, 8, 1, 1, SE3_ENVELOPE_POLY);
   struct se3_net *net[3] = {0};
   const enum se3_steps how[3] = {SE3_STEPS_RECORDED, SE3_STEPS_PADDED, SE3_STEPS_PLAIN};
   for (int k = 0; k < 3 && h; k++) {
-    if (!(net[k] = se3_net_create(h, &c, 0, err, sizeof err))) break;
+    if (!(net[k] = se3_net_create(h, &c, 0, &err))) break;
     se3_net_init_params(net[k], 11);
     se3_net_set_steps(net[k], how[k]);
     se3_net_set_loss_sum(net[k], 0);
   }
   if (!net[2]) {
-    printf("fp16 nets: %s FAIL\n", err);
+    printf("fp16 nets: %s FAIL\n", se3_error_str(&err).s);
     fails++;
     return;
   }
@@ -222,9 +223,9 @@ static void test_scaled_steps(enum nn_precision back) {
     se3_net_get(net[0], SE3_NET_PARAMS, before);
     double norm[3];
     for (int k = 0; k < 3; k++)
-      if (se3_net_train_step(net[k], &bb[i].b, y, &ls, 0.5, &o, taken + 1, 1e-3, err, sizeof err) ||
-          se3_net_step_norm(net[k], &norm[k], err, sizeof err)) {
-        printf("fp16 step %d: %s FAIL\n", s, err);
+      if (se3_net_train_step(net[k], &bb[i].b, y, &ls, 0.5, &o, taken + 1, 1e-3, &err) ||
+          se3_net_step_norm(net[k], &norm[k], &err)) {
+        printf("fp16 step %d: %s FAIL\n", s, se3_error_str(&err).s);
         fails++;
         return;
       }
@@ -250,12 +251,12 @@ static void test_scaled_steps(enum nn_precision back) {
   for (int i = 0; i < 2; i++)
     se3_batch_buf_free(&bb[i]);
   free(before), free(after), free(other);
-  if (h->sync(err, sizeof err)) printf("sync: %s FAIL\n", err), fails++;
-  G = nn_backend_cuda_open(0, 0, back, err, sizeof err); /* (the same table, switched back) */
+  if (h->sync(&err)) printf("sync: %s FAIL\n", se3_error_str(&err).s), fails++;
+  G = nn_backend_cuda_open(0, 0, back, &err); /* (the same table, switched back) */
 }
 
 int main(int argc, char **argv) {
-  char err[512];
+  struct se3_error err;
   enum nn_precision p = NN_PREC_FP32;
   if (argc > 2 || nn_precision_parse(argc > 1 ? argv[1] : "fp32", &p)) {
     printf("usage: check [fp32|tf32|bf16|fp16]   (EMU_CHECK: groups of model deg4 steps)\n");
@@ -264,8 +265,8 @@ int main(int argc, char **argv) {
   /* products with inputs rounded to 10 (tf32, fp16) or 7 (bf16) significand
    * bits: bf16's unit round-off is 8 times tf32's */
   tol_scale = p == NN_PREC_TF32 || p == NN_PREC_FP16 ? 200 : p == NN_PREC_BF16 ? 1600 : 1;
-  if (!(G = nn_backend_cuda_open(0, 0, p, err, sizeof err))) {
-    printf("open: %s\n", err);
+  if (!(G = nn_backend_cuda_open(0, 0, p, &err))) {
+    printf("open: %s\n", se3_error_str(&err).s);
     return 1;
   }
   /* EMU_CONV=gemm or fused: the convolution's path (backend.h's set_conv_path) */
@@ -294,7 +295,7 @@ int main(int argc, char **argv) {
   RUN("steps", test_scaled_steps(p));
 #undef RUN
   if (!ran) printf("EMU_CHECK=%s: no group of model, deg4, steps: FAIL\n", only), fails++;
-  if (G->sync(err, sizeof err)) printf("sync: %s\n", err), fails++;
+  if (G->sync(&err)) printf("sync: %s\n", se3_error_str(&err).s), fails++;
   long nlt = emu_lt_count();
   printf("dense forwards with the bias in cuBLASLt's epilogue: %ld%s\n", nlt, no_lt ? " (EMU_LT=0)" : "");
   if ((nlt == 0) != no_lt) printf("   FAIL: expected %s\n", nlt ? "none" : "some"), fails++;

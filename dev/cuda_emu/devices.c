@@ -29,17 +29,18 @@ static void open_in_child(int devices, int index, int by_rank, int again_index, 
   pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    char v[16], err[512], line[640];
+    char v[16], line[640];
+    struct se3_error err;
     snprintf(v, sizeof v, "%d", devices);
     setenv("EMU_DEVICES", v, 1);
     for (int k = 0; k < 2; k++) {
       int i = k ? again_index : index, r = k ? again_by_rank : by_rank;
       if (i < 0) break;
-      const struct nn_backend *be = nn_backend_cuda_open(i, r, NN_PREC_FP32, err, sizeof err);
+      const struct nn_backend *be = nn_backend_cuda_open(i, r, NN_PREC_FP32, &err);
       if (be)
         snprintf(line, sizeof line, "%s\n", be->name);
       else
-        snprintf(line, sizeof line, "refused: %s\n", err);
+        snprintf(line, sizeof line, "refused: %s\n", se3_error_str(&err).s);
       size_t n = strlen(line);
       if (write(fd[1], line, n) != (ssize_t)n) _exit(2);
     }

@@ -120,6 +120,8 @@ jobs=${EMU_JOBS:-$(nproc)}
 ls -S "$out"/gen/*.cpp | xargs -n1 basename | sed 's/\.cpp$//' |
   xargs -P "$jobs" -I{} "${cxx[@]}" -fPIC -DCU_STAGE_BYTES=65536 "${nccl[@]}" "${asan[@]}" -c "$out/gen/{}.cpp" \
     -o "$out/obj/{}.o"
+# the error value (common/error.c) goes with them, as it goes into the module
+gcc -std=c11 -O1 -fPIC "${asan[@]}" -I"$root" -c "$root/common/error.c" -o "$out/obj/error.o"
 echo "(the emulated sources compiled on $jobs cores: $SECONDS s)"
 # EMU_TESTS=nccl: the collectives over the emulated NCCL alone (no self-test, no check)
 if [ "${EMU_TESTS:-1}" != nccl ]; then

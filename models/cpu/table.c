@@ -21,9 +21,8 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) {
 static void cpu_zero(void *p, size_t bytes) {
   if (bytes) memset(p, 0, bytes);
 }
-static int cpu_sync(char *err, size_t errlen) {
+static int cpu_sync(struct se3_error *err) {
   (void)err;
-  (void)errlen;
   return 0;
 }
 
@@ -102,9 +101,9 @@ static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
 static void cpu_download_queued(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
 static void *cpu_fence_new(void) { return malloc(1); }
 static void cpu_fence_mark(void *fence) { (void)fence; }
-static int cpu_fence_wait(void *fence, char *err, size_t errlen) {
+static int cpu_fence_wait(void *fence, struct se3_error *err) {
   (void)fence;
-  return cpu_sync(err, errlen);
+  return cpu_sync(err);
 }
 
 static void cpu_loss(real *dpred, double *acc, const real *pred, const real *target, int n, int kind, double delta,
@@ -124,10 +123,10 @@ static void cpu_add_f64(double *y, const double *x, size_t n) {
     y[i] += x[i];
 }
 
-static int cpu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
+static int cpu_allreduce(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err) {
   if (!comm) return 0;
   int rc = sizeof(real) == sizeof(float) ? comm_sum_f32(comm, (float *)x, n) : comm_sum_f64(comm, (double *)x, n);
-  if (rc) snprintf(err, errlen, "summing the gradient over %d processes: MPI failed", comm_size(comm));
+  if (rc) se3_error_set(err, SE3_ERR_RUN, "summing the gradient over %d processes: MPI failed", comm_size(comm));
   return rc;
 }
 
@@ -217,7 +216,7 @@ const struct nn_backend *nn_backend_cpu(void) {
  * (nn_backend_cpu, the host's) never changes under another user. */
 static struct nn_backend cpu_bf16;
 
-const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, char *err, size_t errlen) {
+const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, struct se3_error *err) {
   const struct nn_backend *be = nn_backend_cpu();
   if (precision == NN_PREC_FP32) return be;
   if (precision == NN_PREC_BF16 && nn_bf16_supported()) {
@@ -229,12 +228,14 @@ const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, c
     return &cpu_bf16;
   }
   if (precision == NN_PREC_BF16)
-    snprintf(err, errlen,
-             "precision bf16 on the CPU needs AVX512-BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 "
-             "and later), which this processor (%s) lacks; use precision: fp32, or a GPU (device: cuda)",
-             cpu.device);
+    se3_error_set(
+        err, SE3_ERR_USAGE,
+        "precision bf16 on the CPU needs AVX512-BF16 (Intel Cooper Lake or Sapphire Rapids and later, AMD Zen 4 "
+        "and later), which this processor (%s) lacks; use precision: fp32, or a GPU (device: cuda)",
+        cpu.device);
   else
-    snprintf(err, errlen, "precision %s needs a GPU (device: cuda); the CPU computes in fp32, or in bf16 for scoring",
-             precision == NN_PREC_TF32 ? "tf32" : "fp16");
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "precision %s needs a GPU (device: cuda); the CPU computes in fp32, or in bf16 for scoring",
+                  precision == NN_PREC_TF32 ? "tf32" : "fp16");
   return NULL;
 }

@@ -10,6 +10,6 @@ const struct nn_backend *nn_backend_cpu(void);
  * processor has AVX512-BF16 (nn_bf16_supported): a second table, the same
  * but for the convolution's forward (nn_conv_forward_bf16). NULL with why in
  * err for any other. */
-const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, char *err, size_t errlen);
+const struct nn_backend *nn_backend_cpu_precision(enum nn_precision precision, struct se3_error *err);
 
 #endif

@@ -71,15 +71,16 @@ static const struct basis_tables_dev *tables_of(const struct basis_plan *p) {
   return t;
 }
 
-int cu_prepare_bases(const struct basis_plan *p, char *err, size_t errlen) {
+int cu_prepare_bases(const struct basis_plan *p, struct se3_error *err) {
   if (p->max_degree < 0 || p->max_degree > BASIS_MAX_DEGREE) {
-    snprintf(err, errlen, "the GPU's basis tables: max_degree %d is not 0 to %d", p->max_degree, BASIS_MAX_DEGREE);
+    se3_error_set(err, SE3_ERR_MODEL, "the GPU's basis tables: max_degree %d is not 0 to %d", p->max_degree,
+                  BASIS_MAX_DEGREE);
     return -1;
   }
   auto *t = &tables[p->max_degree];
   if (t->nz_start) {
     if (t->per_edge == p->per_edge && t->n_nonzero == p->n_nonzero) return 0;
-    snprintf(err, errlen, "the GPU's basis tables: two different plans of max_degree %d", p->max_degree);
+    se3_error_set(err, SE3_ERR_MODEL, "the GPU's basis tables: two different plans of max_degree %d", p->max_degree);
     return -1;
   }
   size_t b_start = (p->per_edge + 1) * sizeof(uint32_t), b_y = (size_t)p->n_nonzero * sizeof(uint16_t),
@@ -98,11 +99,12 @@ int cu_prepare_bases(const struct basis_plan *p, char *err, size_t errlen) {
   if (e == cudaSuccess) e = cudaMemcpyAsync(d, sh_norm_host, b_norm, cudaMemcpyHostToDevice, q);
   int bad = e != cudaSuccess;
   if (bad) {
-    snprintf(err, errlen, "the GPU's basis tables (max_degree %d, %zu bytes): %s (%s)", p->max_degree,
-             b_start + b_y + b_c + b_norm, cudaGetErrorString(e), cudaGetErrorName(e));
+    se3_error_set(err, SE3_ERR_MODEL, "the GPU's basis tables (max_degree %d, %zu bytes): %s (%s)", p->max_degree,
+                  b_start + b_y + b_c + b_norm, cudaGetErrorString(e), cudaGetErrorName(e));
     (void)cudaGetLastError();
   } else if ((bad = cu_wait(q, NULL, __FILE__, __LINE__)) != 0) { /* (its cause is recorded for sync) */
-    snprintf(err, errlen, "the GPU failed copying its basis tables (max_degree %d); sync says why", p->max_degree);
+    se3_error_set(err, SE3_ERR_MODEL, "the GPU failed copying its basis tables (max_degree %d); sync says why",
+                  p->max_degree);
   }
   if (bad) {
     (void)cudaFree(a), (void)cudaFree(b), (void)cudaFree(c), (void)cudaFree(d);

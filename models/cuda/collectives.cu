@@ -156,7 +156,7 @@ static void w_abort(void *ctx) {
 }
 
 /* 0, or -1 with a message: the wait, polled while a communicator is joined. */
-static int polled_wait(cudaStream_t s, const cudaEvent_t *ev, char *err, size_t errlen) {
+static int polled_wait(cudaStream_t s, const cudaEvent_t *ev, struct se3_error *err) {
   struct waiting w = {s, ev};
   struct cu_poll p;
   memset(&p, 0, sizeof p);
@@ -168,59 +168,62 @@ static int polled_wait(cudaStream_t s, const cudaEvent_t *ev, char *err, size_t 
   p.timeout_s = nc.timeout_s;
   p.rank = nc.rank;
   p.size = nc.size;
-  if (cu_poll_wait(&p, err, errlen)) return -1;
+  if (cu_poll_wait(&p, err)) return -1;
   pend_prune();
   return 0;
 }
 
 int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) {
   if (!nc.comm) return plain_wait(s, ev, file, line);
-  char err[640];
-  if (polled_wait(s, ev, err, sizeof err) == 0) return 0;
+  struct se3_error err;
+  if (polled_wait(s, ev, &err) == 0) return 0;
   if (nc.size > 1 && nc.end_job) { /* the peers cannot go on without this process: end the job (backend.h's join) */
-    fprintf(stderr, "se3screen (rank %d): the GPU failed: %s (%s:%d); ending the job\n", nc.rank, err, file, line);
+    fprintf(stderr, "se3screen (rank %d): the GPU failed: %s (%s:%d); ending the job\n", nc.rank, err.message, file,
+            line);
     nc.end_job(nc.of, 1);
   }
-  cu_fail(file, line, err);
+  cu_fail(file, line, err.message);
   return -1;
 }
 
 /* No collective after an abort: its peers are gone or have given up. */
-static int aborted(char *err, size_t errlen) {
+static int aborted(struct se3_error *err) {
   if (!nc.aborted) return 0;
-  snprintf(err, errlen, "the NCCL communicator was aborted after an earlier failure (the GPU's message says which)");
+  se3_error_set(err, SE3_ERR_MODEL,
+                "the NCCL communicator was aborted after an earlier failure (the GPU's message says which)");
   return -1;
 }
 
 /* (with NCCL's own account of it, where it left one) */
-static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errlen) {
+static int nccl_fail(ncclResult_t r, const char *what, struct se3_error *err) {
   const char *last = ncclGetLastError(nc.comm);
-  snprintf(err, errlen, "NCCL failed in %s: %s%s%s (NCCL_DEBUG=WARN in the environment says more)", what,
-           ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+  se3_error_set(err, SE3_ERR_MODEL, "NCCL failed in %s: %s%s%s (NCCL_DEBUG=WARN in the environment says more)", what,
+                ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
   return -1;
 }
 
 int cu_join(const struct se3_comm *comm, int rank, int size,
             int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
-            void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen) {
+            void (*end_job)(const struct se3_comm *c, int code), struct se3_error *err) {
   if (nc.comm && nc.of == comm) return 0;
-  if (aborted(err, errlen)) return -1;
+  if (aborted(err)) return -1;
   if (nc.comm) {
-    snprintf(err, errlen, "this GPU's NCCL communicator already joins another group of processes");
+    se3_error_set(err, SE3_ERR_RUN, "this GPU's NCCL communicator already joins another group of processes");
     return -1;
   }
   /* (every process reads the same environment: all refuse, none waits) */
   const char *tv = getenv(CU_POLL_TIMEOUT_ENV);
   if ((nc.timeout_s = cu_poll_timeout(tv)) < 0) {
-    snprintf(err, errlen,
-             "%s='%.40s' is not a number of seconds > 0 (the longest wait for a collective, before the job gives up "
-             "on its peers; default %g)",
-             CU_POLL_TIMEOUT_ENV, tv, CU_POLL_TIMEOUT_DEFAULT);
+    se3_error_set(
+        err, SE3_ERR_USAGE,
+        "%s='%.40s' is not a number of seconds > 0 (the longest wait for a collective, before the job gives up "
+        "on its peers; default %g)",
+        CU_POLL_TIMEOUT_ENV, tv, CU_POLL_TIMEOUT_DEFAULT);
     return -1;
   }
   for (; pend.made < CU_PENDING; pend.made++)
     if (cudaEventCreateWithFlags(&pend.ev[pend.made], cudaEventDisableTiming) != cudaSuccess) {
-      snprintf(err, errlen, "CUDA could not make the events that follow the collectives");
+      se3_error_set(err, SE3_ERR_MODEL, "CUDA could not make the events that follow the collectives");
       return -1;
     }
   /* rank 0 sends its id, or that it has none: no process waits for ever */
@@ -235,18 +238,18 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
     msg.ok = r == ncclSuccess;
   }
   if (bcast(comm, &msg, sizeof msg)) {
-    snprintf(err, errlen, "MPI failed sending NCCL's unique id from rank 0");
+    se3_error_set(err, SE3_ERR_RUN, "MPI failed sending NCCL's unique id from rank 0");
     return -1;
   }
   if (!msg.ok) {
-    if (rank == 0) return nccl_fail(r, "ncclGetUniqueId", err, errlen);
-    snprintf(err, errlen, "rank 0 could not start NCCL (its message is above)");
+    if (rank == 0) return nccl_fail(r, "ncclGetUniqueId", err);
+    se3_error_set(err, SE3_ERR_MODEL, "rank 0 could not start NCCL (its message is above)");
     return -1;
   }
   /* the device the backend opened (GPU = node-local rank) is current */
   if ((r = ncclCommInitRank(&nc.comm, size, msg.id, rank)) != ncclSuccess) {
     nc.comm = NULL;
-    return nccl_fail(r, "ncclCommInitRank", err, errlen);
+    return nccl_fail(r, "ncclCommInitRank", err);
   }
   nc.of = comm;
   nc.rank = rank;
@@ -255,28 +258,28 @@ int cu_join(const struct se3_comm *comm, int rank, int size,
   return 0;
 }
 
-int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
+int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err) {
   if (!comm || n == 0) return 0;
-  if (aborted(err, errlen)) return -1;
+  if (aborted(err)) return -1;
   if (!nc.comm || nc.of != comm) {
-    snprintf(err, errlen, "the GPU has not joined these processes' NCCL communicator (join)");
+    se3_error_set(err, SE3_ERR_RUN, "the GPU has not joined these processes' NCCL communicator (join)");
     return -1;
   }
   ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat, ncclSum, nc.comm, cu_stream());
-  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce", err);
   pend_add(cu_stream(), "the all-reduce of the gradient (%zu values)", n);
   return 0;
 }
 
-int cu_allreduce_f64(double *x, size_t n, char *err, size_t errlen) {
+int cu_allreduce_f64(double *x, size_t n, struct se3_error *err) {
   if (n == 0) return 0;
-  if (aborted(err, errlen)) return -1;
+  if (aborted(err)) return -1;
   if (!nc.comm) {
-    snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
+    se3_error_set(err, SE3_ERR_RUN, "the GPU has not joined the processes' NCCL communicator (join)");
     return -1;
   }
   ncclResult_t r = ncclAllReduce(x, x, n, ncclDouble, ncclSum, nc.comm, cu_stream());
-  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (doubles)", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (doubles)", err);
   pend_add(cu_stream(), "the all-reduce of %zu double%s (a step's loss, or a sharded gradient's sum of squares)", n,
            n == 1 ? "" : "s");
   return 0;
@@ -300,10 +303,10 @@ struct slices {
   real *pad, *mine; /* size * per, per */
 };
 
-static int carve_slices(struct slices *s, size_t n, char *err, size_t errlen) {
-  if (aborted(err, errlen)) return -1;
+static int carve_slices(struct slices *s, size_t n, struct se3_error *err) {
+  if (aborted(err)) return -1;
   if (!nc.comm) {
-    snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
+    se3_error_set(err, SE3_ERR_RUN, "the GPU has not joined the processes' NCCL communicator (join)");
     return -1;
   }
   s->per = (n + (size_t)nc.size - 1) / (size_t)nc.size;
@@ -312,7 +315,7 @@ static int carve_slices(struct slices *s, size_t n, char *err, size_t errlen) {
   size_t a = cu_round((size_t)nc.size * s->per * sizeof(real)), b = cu_round(s->per * sizeof(real));
   char *p = (char *)cu_scratch(CU_SCRATCH_OP, a + b);
   if (!p) {
-    snprintf(err, errlen, "out of GPU memory for the collectives' %zu bytes", a + b);
+    se3_error_set(err, SE3_ERR_MEMORY, "out of GPU memory for the collectives' %zu bytes", a + b);
     return -1;
   }
   s->pad = (real *)cu_carve(&p, a);
@@ -320,33 +323,33 @@ static int carve_slices(struct slices *s, size_t n, char *err, size_t errlen) {
   return 0;
 }
 
-int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen) {
+int cu_reduce_scatter(real *x, size_t n, struct se3_error *err) {
   struct slices s;
   if (n == 0) return 0;
-  if (carve_slices(&s, n, err, errlen)) return -1;
+  if (carve_slices(&s, n, err)) return -1;
   cudaStream_t q = cu_stream();
   size_t all = (size_t)nc.size * s.per;
   CU_CHECK(cudaMemcpyAsync(s.pad, x, n * sizeof(real), cudaMemcpyDeviceToDevice, q));
   if (all > n) CU_CHECK(cudaMemsetAsync(s.pad + n, 0, (all - n) * sizeof(real), q));
   ncclResult_t r = ncclReduceScatter(s.pad, s.mine, s.per, ncclFloat, ncclSum, nc.comm, q);
-  if (r != ncclSuccess) return nccl_fail(r, "ncclReduceScatter", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclReduceScatter", err);
   pend_add(q, "the reduce-scatter (%zu values)", n);
   if (s.hi > s.lo)
     CU_CHECK(cudaMemcpyAsync(x + s.lo, s.mine, (s.hi - s.lo) * sizeof(real), cudaMemcpyDeviceToDevice, q));
   return 0;
 }
 
-int cu_allgather(real *x, size_t n, char *err, size_t errlen) {
+int cu_allgather(real *x, size_t n, struct se3_error *err) {
   struct slices s;
   if (n == 0) return 0;
-  if (carve_slices(&s, n, err, errlen)) return -1;
+  if (carve_slices(&s, n, err)) return -1;
   cudaStream_t q = cu_stream();
   if (s.hi > s.lo)
     CU_CHECK(cudaMemcpyAsync(s.mine, x + s.lo, (s.hi - s.lo) * sizeof(real), cudaMemcpyDeviceToDevice, q));
   if (s.per > s.hi - s.lo)
     CU_CHECK(cudaMemsetAsync(s.mine + (s.hi - s.lo), 0, (s.per - (s.hi - s.lo)) * sizeof(real), q));
   ncclResult_t r = ncclAllGather(s.mine, s.pad, s.per, ncclFloat, nc.comm, q);
-  if (r != ncclSuccess) return nccl_fail(r, "ncclAllGather", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllGather", err);
   pend_add(q, "the all-gather (%zu values)", n);
   CU_CHECK(cudaMemcpyAsync(x, s.pad, n * sizeof(real), cudaMemcpyDeviceToDevice, q));
   return 0;
@@ -364,34 +367,34 @@ static struct {
   cudaEvent_t ready, done;
 } bk;
 
-int cu_sum_start(real *x, size_t n, char *err, size_t errlen) {
+int cu_sum_start(real *x, size_t n, struct se3_error *err) {
   if (n == 0) return 0;
-  if (aborted(err, errlen)) return -1;
+  if (aborted(err)) return -1;
   if (!nc.comm) {
-    snprintf(err, errlen, "the GPU has not joined the processes' NCCL communicator (join)");
+    se3_error_set(err, SE3_ERR_RUN, "the GPU has not joined the processes' NCCL communicator (join)");
     return -1;
   }
   if (!bk.stream && (CU_CHECK(cudaStreamCreateWithFlags(&bk.stream, cudaStreamNonBlocking)) ||
                      CU_CHECK(cudaEventCreateWithFlags(&bk.ready, cudaEventDisableTiming)) ||
                      CU_CHECK(cudaEventCreateWithFlags(&bk.done, cudaEventDisableTiming)))) {
-    snprintf(err, errlen, "CUDA could not make a stream and events for the gradient's sums");
+    se3_error_set(err, SE3_ERR_MODEL, "CUDA could not make a stream and events for the gradient's sums");
     return -1;
   }
   if (CU_CHECK(cudaEventRecord(bk.ready, cu_stream())) || CU_CHECK(cudaStreamWaitEvent(bk.stream, bk.ready, 0))) {
-    snprintf(err, errlen, "CUDA failed ordering a gradient bucket's sum after its backward");
+    se3_error_set(err, SE3_ERR_MODEL, "CUDA failed ordering a gradient bucket's sum after its backward");
     return -1;
   }
   ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat, ncclSum, nc.comm, bk.stream);
-  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (a gradient bucket)", err, errlen);
+  if (r != ncclSuccess) return nccl_fail(r, "ncclAllReduce (a gradient bucket)", err);
   pend_add(bk.stream, "the all-reduce of gradient bucket %d (%zu values)", pend.buckets++, n);
   return 0;
 }
 
-int cu_sum_wait(char *err, size_t errlen) {
+int cu_sum_wait(struct se3_error *err) {
   pend.buckets = 0; /* (the next step's buckets count from 0) */
   if (!bk.stream) return 0;
   if (CU_CHECK(cudaEventRecord(bk.done, bk.stream)) || CU_CHECK(cudaStreamWaitEvent(cu_stream(), bk.done, 0))) {
-    snprintf(err, errlen, "CUDA failed ordering the update after the gradient's sums");
+    se3_error_set(err, SE3_ERR_MODEL, "CUDA failed ordering the update after the gradient's sums");
     return -1;
   }
   return 0;
@@ -399,10 +402,10 @@ int cu_sum_wait(char *err, size_t errlen) {
 
 void cu_collectives_shutdown(void) {
   /* what is queued finishes, or the communicator is aborted: no hang at exit */
-  char err[640];
-  if (nc.comm && ((bk.stream && polled_wait(bk.stream, NULL, err, sizeof err)) ||
-                  (nc.comm && polled_wait(cu_stream(), NULL, err, sizeof err))))
-    fprintf(stderr, "se3screen: at exit, %s\n", err);
+  struct se3_error err;
+  if (nc.comm &&
+      ((bk.stream && polled_wait(bk.stream, NULL, &err)) || (nc.comm && polled_wait(cu_stream(), NULL, &err))))
+    fprintf(stderr, "se3screen: at exit, %s\n", err.message);
   if (bk.stream) {
     (void)cudaEventDestroy(bk.ready);
     (void)cudaEventDestroy(bk.done);
@@ -420,11 +423,11 @@ void cu_collectives_shutdown(void) {
 
 int cu_wait(cudaStream_t s, const cudaEvent_t *ev, const char *file, int line) { return plain_wait(s, ev, file, line); }
 
-int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen) {
+int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err) {
   (void)x;
   (void)n;
   if (!comm) return 0;
-  snprintf(err, errlen, "this CUDA backend was built without NCCL");
+  se3_error_set(err, SE3_ERR_MODEL, "this CUDA backend was built without NCCL");
   return -1;
 }
 

@@ -153,15 +153,15 @@ void cu_edge_targets(int32_t *dst, const int32_t *in_start, int N);
 
 /* ---- the table's operations ---- */
 /* collectives.cu (NCCL; without it, only an allreduce that refuses) */
-int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, char *err, size_t errlen);
+int cu_allreduce(real *x, size_t n, const struct se3_comm *comm, struct se3_error *err);
 int cu_join(const struct se3_comm *comm, int rank, int size,
             int (*bcast)(const struct se3_comm *c, void *buf, size_t bytes),
-            void (*end_job)(const struct se3_comm *c, int code), char *err, size_t errlen);
-int cu_reduce_scatter(real *x, size_t n, char *err, size_t errlen);
-int cu_allgather(real *x, size_t n, char *err, size_t errlen);
-int cu_sum_start(real *x, size_t n, char *err, size_t errlen);
-int cu_allreduce_f64(double *x, size_t n, char *err, size_t errlen);
-int cu_sum_wait(char *err, size_t errlen);
+            void (*end_job)(const struct se3_comm *c, int code), struct se3_error *err);
+int cu_reduce_scatter(real *x, size_t n, struct se3_error *err);
+int cu_allgather(real *x, size_t n, struct se3_error *err);
+int cu_sum_start(real *x, size_t n, struct se3_error *err);
+int cu_allreduce_f64(double *x, size_t n, struct se3_error *err);
+int cu_sum_wait(struct se3_error *err);
 void cu_collectives_shutdown(void);
 /* Recorded collectives (NCCL's calls inside a capture): how many were
  * queued since the last call (table.cu's record_begin and record_end ask);
@@ -215,7 +215,7 @@ void cu_attn_backward(real *const dkv[], real *const dq[], const struct nn_attn_
                       const real *alpha, const real *const kv[], const real *const q[]);
 /* basis.cu */
 int cu_bases(real *out, const float *rel, int E, const struct basis_plan *plan);
-int cu_prepare_bases(const struct basis_plan *plan, char *err, size_t errlen);
+int cu_prepare_bases(const struct basis_plan *plan, struct se3_error *err);
 void cu_bases_shutdown(void);
 /* pool.cu */
 void cu_pool_max_forward(real *y, int32_t *arg, const real *x, const int32_t *graph_start, int G, int C);

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/error.h"
+
 /* The environment variable with the deadline in seconds, and its default:
  * a collective of a training step takes milliseconds; ten minutes covers a
  * peer that is slow to reach it (a checkpoint being written, a long
@@ -79,7 +81,7 @@ static inline double cu_poll_timeout(const char *v) {
 /* Polls until done: 0. Otherwise -1 with a message in err: the work failed
  * (CUDA's words), NCCL reported an asynchronous error, or the deadline
  * passed; in the last two cases the communicator is aborted first. */
-static inline int cu_poll_wait(const struct cu_poll *p, char *err, size_t errlen) {
+static inline int cu_poll_wait(const struct cu_poll *p, struct se3_error *err) {
   char msg[384] = "", what[192] = "";
   double t0 = p->now ? p->now(p->ctx) : cu_poll_clock();
   for (long polls = 0;; polls++) {
@@ -87,24 +89,24 @@ static inline int cu_poll_wait(const struct cu_poll *p, char *err, size_t errlen
     if (d == 0) return 0;
     if (d < 0) {
       p->describe(p->ctx, what, sizeof what);
-      snprintf(err, errlen, "waiting for %s on rank %d of %d: %s", what, p->rank, p->size, msg);
+      se3_error_set(err, SE3_ERR_MODEL, "waiting for %s on rank %d of %d: %s", what, p->rank, p->size, msg);
       return -1;
     }
     if (p->async_error && p->async_error(p->ctx, msg, sizeof msg)) {
       p->describe(p->ctx, what, sizeof what);
       p->abort(p->ctx);
-      snprintf(err, errlen, "NCCL failed in %s on rank %d of %d: %s (the communicator was aborted)", what, p->rank,
-               p->size, msg);
+      se3_error_set(err, SE3_ERR_MODEL, "NCCL failed in %s on rank %d of %d: %s (the communicator was aborted)", what,
+                    p->rank, p->size, msg);
       return -1;
     }
     double t = p->now ? p->now(p->ctx) : cu_poll_clock();
     if (t - t0 >= p->timeout_s) {
       p->describe(p->ctx, what, sizeof what);
       p->abort(p->ctx);
-      snprintf(err, errlen,
-               "%s on rank %d of %d did not finish within %g s (" CU_POLL_TIMEOUT_ENV
-               "): another process may have died or stopped; the communicator was aborted",
-               what, p->rank, p->size, p->timeout_s);
+      se3_error_set(err, SE3_ERR_MODEL,
+                    "%s on rank %d of %d did not finish within %g s (" CU_POLL_TIMEOUT_ENV
+                    "): another process may have died or stopped; the communicator was aborted",
+                    what, p->rank, p->size, p->timeout_s);
       return -1;
     }
     if (p->pause)

@@ -47,18 +47,18 @@ static struct nn_backend table;
 
 /* After a wait: 0, or -1 with the first failure recorded since the last
  * wait (then forgotten). */
-static int waited(char *err, size_t errlen) {
+static int waited(struct se3_error *err) {
   CU_CHECK(cudaGetLastError());
   if (!st.failed) return 0;
-  snprintf(err, errlen, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
+  se3_error_set(err, SE3_ERR_MODEL, "the GPU (%s, %s) failed: %s", table.name, table.device, st.err);
   st.failed = 0;
   st.err[0] = 0;
   return -1;
 }
 
-static int cu_sync(char *err, size_t errlen) {
+static int cu_sync(struct se3_error *err) {
   cu_wait(st.stream, NULL, __FILE__, __LINE__);
-  return waited(err, errlen);
+  return waited(err);
 }
 
 /* ---- memory ---- */
@@ -177,9 +177,9 @@ static void *cu_fence_new(void) {
 
 static void cu_fence_mark(void *fence) { CU_CHECK(cudaEventRecord(((struct cu_fence *)fence)->ev, st.stream)); }
 
-static int cu_fence_wait(void *fence, char *err, size_t errlen) {
+static int cu_fence_wait(void *fence, struct se3_error *err) {
   cu_wait(st.stream, &((struct cu_fence *)fence)->ev, __FILE__, __LINE__);
-  return waited(err, errlen);
+  return waited(err);
 }
 
 static void cu_fence_free(void *fence) {
@@ -360,7 +360,7 @@ static const char *const run_on_cpu = "set device: cpu to run on the CPU";
 /* cuBLAS's math mode for a precision: 0, or -1 with a message. bf16 and
  * fp16 keep the default mode: cu_mm asks for their tensor cores per product
  * (cublasGemmEx's compute type), since no math mode allows them. */
-static int set_precision(enum nn_precision precision, char *err, size_t errlen) {
+static int set_precision(enum nn_precision precision, struct se3_error *err) {
   cublasMath_t mode;
   switch (precision) {
   case NN_PREC_FP32:
@@ -372,13 +372,13 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
     mode = CUBLAS_TF32_TENSOR_OP_MATH;
     break;
   default:
-    snprintf(err, errlen, "precision %d is not offered: the CUDA backend computes in fp32, tf32, bf16 or fp16",
-             (int)precision);
+    se3_error_set(err, SE3_ERR_USAGE,
+                  "precision %d is not offered: the CUDA backend computes in fp32, tf32, bf16 or fp16", (int)precision);
     return -1;
   }
   cublasStatus_t s = cublasSetMathMode(st.blas, mode);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    snprintf(err, errlen, "cublasSetMathMode failed on GPU %d: %s", st.index, cublasGetStatusString(s));
+    se3_error_set(err, SE3_ERR_MODEL, "cublasSetMathMode failed on GPU %d: %s", st.index, cublasGetStatusString(s));
     return -1;
   }
   if (table.precision != precision) st.gen++; /* recordings hold the old math mode */
@@ -387,15 +387,16 @@ static int set_precision(enum nn_precision precision, char *err, size_t errlen) 
 }
 
 extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision,
-                                                         char *err, size_t errlen) {
+                                                         struct se3_error *err) {
   if (st.open) {
     index = nn_cuda_pick(index, by_rank, st.count);
     if (index != st.index) {
-      snprintf(err, errlen, "this process already drives GPU %d, and a process drives one GPU only (cuda:%d asked for)",
-               st.index, index);
+      se3_error_set(err, SE3_ERR_USAGE,
+                    "this process already drives GPU %d, and a process drives one GPU only (cuda:%d asked for)",
+                    st.index, index);
       return NULL;
     }
-    return set_precision(precision, err, errlen) ? NULL : &table;
+    return set_precision(precision, err) ? NULL : &table;
   }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -408,50 +409,52 @@ extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank,
                rt / 1000, rt % 1000 / 10);
     else
       snprintf(hint, sizeof hint, " (this build's CUDA runtime is %d.%d)", rt / 1000, rt % 1000 / 10);
-    snprintf(err, errlen, "no CUDA driver or GPU: cudaGetDeviceCount says '%s' (%s)%s; %s", cudaGetErrorString(e),
-             cudaGetErrorName(e), hint, run_on_cpu);
+    se3_error_set(err, SE3_ERR_MODEL, "no CUDA driver or GPU: cudaGetDeviceCount says '%s' (%s)%s; %s",
+                  cudaGetErrorString(e), cudaGetErrorName(e), hint, run_on_cpu);
     (void)cudaGetLastError();
     return NULL;
   }
   if (count <= 0) {
-    snprintf(err, errlen, "no GPU: the CUDA driver found none; %s", run_on_cpu);
+    se3_error_set(err, SE3_ERR_MODEL, "no GPU: the CUDA driver found none; %s", run_on_cpu);
     return NULL;
   }
   index = nn_cuda_pick(index, by_rank, count);
   if (index < 0 || index >= count) {
     if (count == 1)
-      snprintf(err, errlen, "GPU %d asked for, 1 found (cuda:0); set device: cuda:0, or %s", index, run_on_cpu);
+      se3_error_set(err, SE3_ERR_USAGE, "GPU %d asked for, 1 found (cuda:0); set device: cuda:0, or %s", index,
+                    run_on_cpu);
     else
-      snprintf(err, errlen,
-               "GPU %d asked for, %d found (cuda:0 .. cuda:%d); set device: cuda:N with one of them, or %s", index,
-               count, count - 1, run_on_cpu);
+      se3_error_set(err, SE3_ERR_USAGE,
+                    "GPU %d asked for, %d found (cuda:0 .. cuda:%d); set device: cuda:N with one of them, or %s", index,
+                    count, count - 1, run_on_cpu);
     return NULL;
   }
   cudaDeviceProp prop;
   if ((e = cudaSetDevice(index)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, index)) != cudaSuccess) {
-    snprintf(err, errlen, "GPU %d cannot be used: %s (%s); %s", index, cudaGetErrorString(e), cudaGetErrorName(e),
-             run_on_cpu);
+    se3_error_set(err, SE3_ERR_MODEL, "GPU %d cannot be used: %s (%s); %s", index, cudaGetErrorString(e),
+                  cudaGetErrorName(e), run_on_cpu);
     (void)cudaGetLastError();
     return NULL;
   }
   if (prop.major < 8) {
-    snprintf(err, errlen,
-             "GPU %d (%s) has compute capability %d.%d; this build has code for 8.0 and newer (A100, H100, ...); %s",
-             index, prop.name, prop.major, prop.minor, run_on_cpu);
+    se3_error_set(
+        err, SE3_ERR_MODEL,
+        "GPU %d (%s) has compute capability %d.%d; this build has code for 8.0 and newer (A100, H100, ...); %s", index,
+        prop.name, prop.major, prop.minor, run_on_cpu);
     return NULL;
   }
   /* Non-blocking: nothing on the legacy default stream (a library's, a
    * debugger's) orders itself with the backend's work or breaks a capture. */
   if ((e = cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking)) != cudaSuccess) {
-    snprintf(err, errlen, "GPU %d (%s): cudaStreamCreateWithFlags failed: %s; %s", index, prop.name,
-             cudaGetErrorString(e), run_on_cpu);
+    se3_error_set(err, SE3_ERR_MODEL, "GPU %d (%s): cudaStreamCreateWithFlags failed: %s; %s", index, prop.name,
+                  cudaGetErrorString(e), run_on_cpu);
     return NULL;
   }
   cublasStatus_t s = cublasCreate(&st.blas);
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(st.blas, st.stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    snprintf(err, errlen, "GPU %d (%s): cuBLAS could not start: %s; %s", index, prop.name, cublasGetStatusString(s),
-             run_on_cpu);
+    se3_error_set(err, SE3_ERR_MODEL, "GPU %d (%s): cuBLAS could not start: %s; %s", index, prop.name,
+                  cublasGetStatusString(s), run_on_cpu);
     (void)cudaStreamDestroy(st.stream);
     return NULL;
   }
@@ -471,7 +474,7 @@ extern "C" const struct nn_backend *nn_backend_cuda_open(int index, int by_rank,
   if (cublasLtCreate(&st.lt) != CUBLAS_STATUS_SUCCESS) st.lt = NULL;
   st.index = index;
   st.count = count;
-  if (set_precision(precision, err, errlen)) {
+  if (set_precision(precision, err)) {
     if (st.lt) (void)cublasLtDestroy(st.lt);
     st.lt = NULL;
     (void)cublasDestroy(st.blas);

@@ -18,8 +18,8 @@ extern "C" {
  * driver or GPU is there, cuda:N is not one of them, or the precision is not
  * offered. The module's entry point: models/device.c finds it with dlsym by
  * this name (tests/gpu/module_symbols.sh checks the module has it). */
-const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision, char *err,
-                                              size_t errlen);
+const struct nn_backend *nn_backend_cuda_open(int index, int by_rank, enum nn_precision precision,
+                                              struct se3_error *err);
 
 /* The GPU a process takes among the `count` it sees: with by_rank, its
  * node-local rank `index` modulo count (Slurm's --gpus-per-task=1, or a

@@ -311,8 +311,8 @@ static void h_stage(int r) {
 
 /* After run r: every buffer back with its guard, inputs unchanged. */
 static void h_collect(int r) {
-  char err[256] = "";
-  if (BE->sync(err, sizeof err)) why("run %d: sync failed: %s", r + 1, err);
+  struct se3_error err;
+  if (BE->sync(&err)) why("run %d: sync failed: %s", r + 1, se3_error_str(&err).s);
   for (int i = 0; i < H.n; i++) {
     struct buf *b = &H.b[i];
     size_t es = esize(b);
@@ -543,8 +543,8 @@ static int g_step(void) {
 }
 
 static void g_end(const char *op, const char *shape) {
-  char err[256] = "";
-  if (BE->sync(err, sizeof err)) why("sync failed: %s", err);
+  struct se3_error err;
+  if (BE->sync(&err)) why("sync failed: %s", se3_error_str(&err).s);
   if (!G.nv) why("no gradient to check");
   report(op, shape, !H.why[0], G.worst, tol_of(T_FD), H.why);
   H.why[0] = 0;

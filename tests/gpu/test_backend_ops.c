@@ -286,9 +286,10 @@ static void b_memory(const struct op_case *c) {
     ok = ok && back[i] == 0;
   report("zero", "5 reals at +2, then 0 bytes", ok, !ok, 0, "wrong values");
 
-  char err[256] = "";
-  int rc = BE->sync(err, sizeof err);
-  report("sync", "after the copies", rc == 0, rc != 0, 0, err);
+  struct se3_error err;
+  se3_error_clear(&err);
+  int rc = BE->sync(&err);
+  report("sync", "after the copies", rc == 0, rc != 0, 0, rc ? se3_error_str(&err).s : "");
   BE->release(NULL);
   BE->release(da);
   BE->release(db);
@@ -983,7 +984,7 @@ static void b_record(const struct op_case *c) {
   real *dx = BE->alloc(n * sizeof(real)), *dy = BE->alloc(n * sizeof(real));
   BE->upload(dx, x, n * sizeof(real));
   BE->upload(dy, y, n * sizeof(real));
-  char err[256] = "";
+  struct se3_error err;
   void *rec = NULL;
   if (BE->record_begin()) {
     why("record_begin refused");
@@ -1007,7 +1008,7 @@ static void b_record(const struct op_case *c) {
     }
     if (memcmp(got, x, n * sizeof(real))) why("replay %d: x differs from 2 x + y", r);
   }
-  if (BE->sync(err, sizeof err)) why("sync: %s", err);
+  if (BE->sync(&err)) why("sync: %s", se3_error_str(&err).s);
   void *other = BE->alloc(64);
   BE->release(other);
   if (rec && BE->replay(rec) != 1) why("a replay after a free of the backend's memory was not refused as stale");
@@ -1039,10 +1040,10 @@ static void b_allreduce(const struct op_case *c) {
   char shape[64];
   snprintf(shape, sizeof shape, "n=%zu comm=NULL (one process: unchanged)", n);
   real *x = hrand(n, -1, 1), *d_x = out_inplace("x", n, x, x, NULL);
-  char err[128] = "";
+  struct se3_error err;
   H_RUN(c->op, shape, {
-    int rc = BE->allreduce(d_x, n, NULL, err, sizeof err);
-    if (rc) why("allreduce with comm NULL returned %d: %s", rc, err);
+    int rc = BE->allreduce(d_x, n, NULL, &err);
+    if (rc) why("allreduce with comm NULL returned %d: %s", rc, se3_error_str(&err).s);
   });
 }
 
@@ -1237,9 +1238,9 @@ static void b_bases(const struct op_case *c) {
   }
   float *drel = BE->alloc((size_t)(E > 0 ? E : 1) * 3 * sizeof(float));
   BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
-  char perr[256];
-  if (BE->prepare_bases && BE->prepare_bases(&plan, perr, sizeof perr)) {
-    fprintf(stderr, "test_backend_ops: %s\n", perr);
+  struct se3_error perr;
+  if (BE->prepare_bases && BE->prepare_bases(&plan, &perr)) {
+    fprintf(stderr, "test_backend_ops: %s\n", se3_error_str(&perr).s);
     exit(1);
   }
   real *d_out = out_over("basis", (size_t)E * per, ref, sc);
@@ -1280,7 +1281,7 @@ static void b_bases_recorded(const struct op_case *c) {
   float *drel = BE->alloc((size_t)E * 3 * sizeof(float));
   real *out = BE->alloc(n * sizeof(real));
   BE->upload(drel, rel, (size_t)E * 3 * sizeof(float));
-  char err[256] = "";
+  struct se3_error err;
   double worst = 0, tol = tol_of(T_BASIS);
   H.why[0] = 0;
   if (BE->record_begin()) {
@@ -1291,12 +1292,12 @@ static void b_bases_recorded(const struct op_case *c) {
     if (!rc || rec) why("not prepared, recorded: bases returned %d, record_end %s", rc, rec ? "a recording" : "NULL");
     if (rec) BE->record_free(rec);
   }
-  int rc = BE->bases(out, drel, E, &plan), failed = BE->sync(err, sizeof err);
-  if (!rc || !failed || !strstr(err, "prepare_bases"))
-    why("not prepared, eager: bases returned %d, sync %s", rc, failed ? err : "no failure");
+  int rc = BE->bases(out, drel, E, &plan), failed = BE->sync(&err);
+  if (!rc || !failed || !strstr(se3_error_str(&err).s, "prepare_bases"))
+    why("not prepared, eager: bases returned %d, sync %s", rc, failed ? se3_error_str(&err).s : "no failure");
   void *rec = NULL;
-  if (BE->prepare_bases(&plan, err, sizeof err))
-    why("prepare_bases: %s", err);
+  if (BE->prepare_bases(&plan, &err))
+    why("prepare_bases: %s", se3_error_str(&err).s);
   else if (BE->record_begin())
     why("record_begin refused after prepare_bases");
   else {
@@ -1315,7 +1316,7 @@ static void b_bases_recorded(const struct op_case *c) {
     if (!(worst <= tol)) why("replay %d: the bases differ from basis_edge's", r);
   }
   if (rec) BE->record_free(rec);
-  if (BE->sync(err, sizeof err)) why("sync: %s", err);
+  if (BE->sync(&err)) why("sync: %s", se3_error_str(&err).s);
   report(c->op, shape, !H.why[0], worst, tol, H.why);
   H.why[0] = 0;
   BE->release(drel);
@@ -1337,7 +1338,8 @@ static void b_pipeline(const struct op_case *c) {
   real *d = BE->alloc((n + 1) * sizeof(real));
   real *h[2] = {BE->host_alloc((n + 1) * sizeof(real)), BE->host_alloc((n + 1) * sizeof(real))};
   void *f[2] = {BE->fence_new(), BE->fence_new()};
-  char err[256] = "";
+  struct se3_error err;
+  se3_error_clear(&err);
   int ok = d && h[0] && h[1] && f[0] && f[1];
   size_t bad = 0;
   for (int round = 0; ok && round < 2; round++) {
@@ -1347,7 +1349,7 @@ static void b_pipeline(const struct op_case *c) {
     BE->scale(d, n, 2.0);
     BE->download_queued(h[1], d, n * sizeof(real));
     BE->fence_mark(f[1]);
-    if (BE->fence_wait(f[1], err, sizeof err) || BE->fence_wait(f[0], err, sizeof err)) {
+    if (BE->fence_wait(f[1], &err) || BE->fence_wait(f[0], &err)) {
       ok = 0;
       break;
     }
@@ -1357,7 +1359,7 @@ static void b_pipeline(const struct op_case *c) {
       h[0][i] = h[1][i] = (real)NAN;
   }
   if (!ok)
-    report(c->op, shape, 0, 1, 0, err[0] ? err : "out of memory or fences");
+    report(c->op, shape, 0, 1, 0, err.kind != SE3_ERR_NONE ? se3_error_str(&err).s : "out of memory or fences");
   else
     report(c->op, shape, bad == 0, (double)bad, 0, "copies differ (the queue's order, or lost)");
   for (int i = 0; i < 2; i++) {
@@ -1398,10 +1400,12 @@ static void b_upload_stream(const struct op_case *c) {
     BE->download(&v, small[k], sizeof v);
     bad += v != (real)(-k - 1);
   }
-  char err[256] = "";
-  if (ok && BE->sync(err, sizeof err)) ok = 0;
+  struct se3_error err;
+  se3_error_clear(&err);
+  if (ok && BE->sync(&err)) ok = 0;
   report(c->op, shape, ok && bad == 0, ok ? (double)bad : 1, 0,
-         ok ? "a copy holds other bytes than its host buffer did" : (err[0] ? err : "out of memory"));
+         ok ? "a copy holds other bytes than its host buffer did"
+            : (err.kind != SE3_ERR_NONE ? se3_error_str(&err).s : "out of memory"));
   for (int k = 0; k < count && k < 8; k++) {
     BE->release(d[k]);
     BE->release(small[k]);
@@ -1710,19 +1714,21 @@ int main(int argc, char **argv) {
     BE = nn_backend_cpu();
   } else {
     struct nn_device d;
-    char err[512] = "";
-    if (nn_device_parse(dev, &d, err, sizeof err) || !d.cuda || d.any) {
+    struct se3_error err;
+    se3_error_clear(&err);
+    if (nn_device_parse(dev, &d, &err) || !d.cuda || d.any) {
       fprintf(stderr, "usage: test_backend_ops cpu|cuda|cuda:N [--precision fp32|tf32|bf16|fp16] [--grad]%s%s\n",
-              err[0] ? ": " : "", err);
+              err.kind != SE3_ERR_NONE ? ": " : "", err.message);
       return 2;
     }
 #ifdef SE3_OPS_LINKED
-    BE = nn_backend_cuda_open(d.index, d.by_rank, PREC, err, sizeof err);
+    BE = nn_backend_cuda_open(d.index, d.by_rank, PREC, &err);
 #else
-    BE = nn_backend_open(&d, PREC, err, sizeof err);
+    BE = nn_backend_open(&d, PREC, &err);
 #endif
     if (!BE) {
-      printf("test_backend_ops %s (%s): %s\nSKIPPED: no CUDA backend or no GPU here\n", dev, prec, err);
+      printf("test_backend_ops %s (%s): %s\nSKIPPED: no CUDA backend or no GPU here\n", dev, prec,
+             se3_error_str(&err).s);
       return SKIP_CODE;
     }
   }

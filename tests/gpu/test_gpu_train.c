@@ -224,10 +224,10 @@ struct run {
 };
 
 static void run_open(struct run *r, const struct nn_backend *be, const struct se3_config *cfg, int G, int noisy) {
-  char err[512];
+  struct se3_error err;
   memset(r, 0, sizeof *r);
-  r->net = se3_net_create(be, cfg, 0, err, sizeof err);
-  if (!r->net) die("se3_net_create", err);
+  r->net = se3_net_create(be, cfg, 0, &err);
+  if (!r->net) die("se3_net_create", se3_error_str(&err).s);
   if (se3_net_init_params(r->net, 42)) die("se3_net_init_params", "out of memory");
   r->np = se3_net_n_params(r->net);
   r->outputs = cfg->outputs;
@@ -246,8 +246,8 @@ static void run_close(struct run *r) {
 
 /* Forward and backward: the predictions in r->pred; the MSE loss. */
 static double forward_backward(struct run *r, const struct se3_batch *b, const real *y) {
-  char err[512];
-  if (se3_net_forward(r->net, b, r->pred, 1, err, sizeof err)) die("se3_net_forward", err);
+  struct se3_error err;
+  if (se3_net_forward(r->net, b, r->pred, 1, &err)) die("se3_net_forward", se3_error_str(&err).s);
   size_t n = (size_t)r->G * r->outputs;
   double loss = 0;
   for (size_t i = 0; i < n; i++) {
@@ -255,7 +255,7 @@ static double forward_backward(struct run *r, const struct se3_batch *b, const r
     loss += d * d / (double)n;
     r->dpred[i] = (real)(2 * d / (double)n);
   }
-  if (se3_net_backward(r->net, r->dpred, err, sizeof err)) die("se3_net_backward", err);
+  if (se3_net_backward(r->net, r->dpred, &err)) die("se3_net_backward", se3_error_str(&err).s);
   if (r->noisy && noise > 0) { /* the self-check's stand-in for another summation order */
     real *g = malloc(r->np * sizeof *g);
     se3_net_get(r->net, SE3_NET_GRAD, g);
@@ -276,8 +276,8 @@ static double update(struct run *r, long step) {
 }
 
 static double loss_now(struct run *r, const struct se3_batch *b, const real *y) {
-  char err[512];
-  if (se3_net_forward(r->net, b, r->pred, 0, err, sizeof err)) die("se3_net_forward", err);
+  struct se3_error err;
+  if (se3_net_forward(r->net, b, r->pred, 0, &err)) die("se3_net_forward", se3_error_str(&err).s);
   size_t n = (size_t)r->G * r->outputs;
   double loss = 0;
   for (size_t i = 0; i < n; i++)
@@ -396,7 +396,7 @@ static void fifty_steps(const struct model_case *mc, const struct nn_backend *cp
  * clipping that bites. */
 static void queued_step(const struct model_case *mc, const struct nn_backend *dev) {
   const int steps = 20;
-  char err[512];
+  struct se3_error err;
   struct run h, q;
   run_open(&h, dev, &mc->cfg, mc->G, 0);
   run_open(&q, dev, &mc->cfg, mc->G, 0);
@@ -412,19 +412,19 @@ static void queued_step(const struct model_case *mc, const struct nn_backend *de
   double sum_h = 0, sum_q = 0;
   se3_net_set_loss_sum(q.net, 0);
   for (long s = 1; s <= steps; s++) {
-    if (se3_net_forward(h.net, &bb.b, h.pred, 1, err, sizeof err)) die("se3_net_forward", err);
+    if (se3_net_forward(h.net, &bb.b, h.pred, 1, &err)) die("se3_net_forward", se3_error_str(&err).s);
     sum_h += nn_loss(NN_LOSS_HUBER, h.pred, y, NULL, n, 1.0, h.dpred) * n;
     for (int i = 0; i < n; i++)
       h.dpred[i] = (real)((double)h.dpred[i] * n / (2 * n));
-    if (se3_net_backward(h.net, h.dpred, err, sizeof err)) die("se3_net_backward", err);
+    if (se3_net_backward(h.net, h.dpred, &err)) die("se3_net_backward", se3_error_str(&err).s);
     se3_net_clip(h.net, 0.05);
     se3_net_adam(h.net, &ADAM, s, LR);
-    if (se3_net_forward_loss(q.net, &bb.b, y, &ls, err, sizeof err)) die("se3_net_forward_loss", err);
-    if (se3_net_backward_loss(q.net, err, sizeof err)) die("se3_net_backward_loss", err);
+    if (se3_net_forward_loss(q.net, &bb.b, y, &ls, &err)) die("se3_net_forward_loss", se3_error_str(&err).s);
+    if (se3_net_backward_loss(q.net, &err)) die("se3_net_backward_loss", se3_error_str(&err).s);
     se3_net_clip_queued(q.net, 0.05);
     se3_net_adam(q.net, &ADAM, s, LR);
   }
-  if (se3_net_loss_sum(q.net, &sum_q, err, sizeof err)) die("se3_net_loss_sum", err);
+  if (se3_net_loss_sum(q.net, &sum_q, &err)) die("se3_net_loss_sum", se3_error_str(&err).s);
   real *ph = get(&h, SE3_NET_PARAMS), *pq = get(&q, SE3_NET_PARAMS);
   size_t differ = 0;
   for (size_t i = 0; i < h.np; i++)
@@ -446,7 +446,7 @@ static void queued_step(const struct model_case *mc, const struct nn_backend *de
  * up: the same arithmetic (models/kernels/basis.h), a GPU's fused
  * multiply-adds aside, so predictions and the gradient within 1e-5. */
 static void device_bases(const struct model_case *mc, const struct nn_backend *dev) {
-  char err[512];
+  struct se3_error err;
   struct run d;
   run_open(&d, dev, &mc->cfg, mc->G, 0);
   struct molset ms;
@@ -457,12 +457,12 @@ static void device_bases(const struct model_case *mc, const struct nn_backend *d
   real *ph = malloc(no * sizeof *ph), *pg = malloc(no * sizeof *pg), *dout = malloc(no * sizeof *dout);
   for (size_t i = 0; i < no; i++)
     dout[i] = (real)(0.1 * (double)(i % 7) - 0.3);
-  if (se3_net_forward(d.net, &bb.b, ph, 1, err, sizeof err) || se3_net_backward(d.net, dout, err, sizeof err))
-    die("host bases", err);
+  if (se3_net_forward(d.net, &bb.b, ph, 1, &err) || se3_net_backward(d.net, dout, &err))
+    die("host bases", se3_error_str(&err).s);
   real *gh = get(&d, SE3_NET_GRAD);
   se3_batch_geometry(&bb);
-  if (se3_net_forward(d.net, &bb.b, pg, 1, err, sizeof err) || se3_net_backward(d.net, dout, err, sizeof err))
-    die("device bases", err);
+  if (se3_net_forward(d.net, &bb.b, pg, 1, &err) || se3_net_backward(d.net, dout, &err))
+    die("device bases", se3_error_str(&err).s);
   real *gg = get(&d, SE3_NET_GRAD);
   double pe = maxabs(pg, ph, no) / fmax(maxabs(ph, NULL, no), 1e-30),
          ge = l2(gg, gh, d.np) / fmax(l2(gh, NULL, d.np), 1e-30);
@@ -525,9 +525,9 @@ static double invariance(const struct model_case *mc, const struct nn_backend *b
   if (a.b.E != b.b.E) die("(d) rotation", "the rotated graphs have other edges (a distance at the cutoff)");
   size_t no = (size_t)mc->G * mc->cfg.outputs;
   real *ya = calloc(no, sizeof *ya), *yb = calloc(no, sizeof *yb);
-  char err[512];
-  if (se3_net_forward(r.net, &a.b, ya, 0, err, sizeof err) || se3_net_forward(r.net, &b.b, yb, 0, err, sizeof err))
-    die("se3_net_forward", err);
+  struct se3_error err;
+  if (se3_net_forward(r.net, &a.b, ya, 0, &err) || se3_net_forward(r.net, &b.b, yb, 0, &err))
+    die("se3_net_forward", se3_error_str(&err).s);
   double rel = maxabs(yb, ya, no) / fmax(maxabs(ya, NULL, no), 1e-30);
   free(ya);
   free(yb);
@@ -558,18 +558,19 @@ static void equivariance(const struct model_case *mc, const struct nn_backend *c
     double bound;
   } reduced[] = {{NN_PREC_TF32, "tf32", 2e-2}, {NN_PREC_BF16, "bf16", 8e-2}, {NN_PREC_FP16, "fp16", 2e-2}};
   for (size_t i = 0; i < sizeof reduced / sizeof *reduced; i++) {
-    char why[512] = "";
-    const struct nn_backend *t = nn_backend_open(d, reduced[i].p, why, sizeof why);
+    struct se3_error why;
+    const struct nn_backend *t = nn_backend_open(d, reduced[i].p, &why);
     if (t) {
       double rt = invariance(mc, t);
       check(rt <= reduced[i].bound, "(d) %s: rotation + translation, %s %s: relative change %.2e (bound %.0e)",
             mc->name, t->name, reduced[i].name, rt, reduced[i].bound);
     } else {
-      check(0, "(d) %s: the CUDA backend did not open in %s: %s", mc->name, reduced[i].name, why);
+      check(0, "(d) %s: the CUDA backend did not open in %s: %s", mc->name, reduced[i].name, se3_error_str(&why).s);
     }
   }
-  char why[512] = "";
-  check(nn_backend_open(d, NN_PREC_FP32, why, sizeof why) == dev, "(d) %s: back to fp32: %s", mc->name, why);
+  struct se3_error why;
+  se3_error_clear(&why);
+  check(nn_backend_open(d, NN_PREC_FP32, &why) == dev, "(d) %s: back to fp32: %s", mc->name, se3_error_str(&why).s);
 }
 
 /* (g) Two batches of different shapes in turn, `steps` (even, >= 8): each
@@ -580,7 +581,7 @@ static void equivariance(const struct model_case *mc, const struct nn_backend *c
  * and the device's round-off: (b)'s bounds). */
 static void recorded_steps(const struct model_case *mc, const struct nn_backend *cpu, const struct nn_backend *dev,
                            int steps) {
-  char err[512];
+  struct se3_error err;
   struct run r, p, c;
   run_open(&r, dev, &mc->cfg, mc->G, 0);
   run_open(&p, dev, &mc->cfg, mc->G, 0);
@@ -611,17 +612,16 @@ static void recorded_steps(const struct model_case *mc, const struct nn_backend 
     for (int j = 0; j < n; j++)
       y[j] = ms[i].y[j];
     for (int k = 0; k < 3; k++)
-      if (se3_net_train_step(all[k]->net, &bb[i].b, y, &ls, 0.05, &ADAM, s, LR, err, sizeof err))
-        die("se3_net_train_step", err);
+      if (se3_net_train_step(all[k]->net, &bb[i].b, y, &ls, 0.05, &ADAM, s, LR, &err))
+        die("se3_net_train_step", se3_error_str(&err).s);
     if (s == steps / 2)
       for (int k = 0; k < 2; k++)
-        if (se3_net_reserve(all[k]->net, 4 * (bb[0].b.N + bb[1].b.N), 4 * (bb[0].b.E + bb[1].b.E), 2 * mc->G, 1, err,
-                            sizeof err))
-          die("se3_net_reserve", err);
+        if (se3_net_reserve(all[k]->net, 4 * (bb[0].b.N + bb[1].b.N), 4 * (bb[0].b.E + bb[1].b.E), 2 * mc->G, 1, &err))
+          die("se3_net_reserve", se3_error_str(&err).s);
   }
   double sum[3];
   for (int k = 0; k < 3; k++)
-    if (se3_net_loss_sum(all[k]->net, &sum[k], err, sizeof err)) die("se3_net_loss_sum", err);
+    if (se3_net_loss_sum(all[k]->net, &sum[k], &err)) die("se3_net_loss_sum", se3_error_str(&err).s);
   real *pr = get(&r, SE3_NET_PARAMS), *pp = get(&p, SE3_NET_PARAMS), *pc = get(&c, SE3_NET_PARAMS);
   size_t differ = 0;
   for (size_t j = 0; j < r.np; j++)
@@ -660,10 +660,10 @@ static void scaled_steps(const struct model_case *mc, const struct nn_device *d,
     printf("skip (h) %s: fp16: the CPU has no fp16\n", mc->name);
     return;
   }
-  char err[512] = "";
-  const struct nn_backend *h = nn_backend_open(d, NN_PREC_FP16, err, sizeof err);
+  struct se3_error err;
+  const struct nn_backend *h = nn_backend_open(d, NN_PREC_FP16, &err);
   if (!h) {
-    check(0, "(h) %s: the CUDA backend did not open in fp16: %s", mc->name, err);
+    check(0, "(h) %s: the CUDA backend did not open in fp16: %s", mc->name, se3_error_str(&err).s);
     return;
   }
   struct run r[3];
@@ -695,9 +695,9 @@ static void scaled_steps(const struct model_case *mc, const struct nn_device *d,
     real *before = get(&r[0], SE3_NET_PARAMS);
     double norm[3];
     for (int k = 0; k < 3; k++)
-      if (se3_net_train_step(r[k].net, &bb[i].b, y, &ls, 0.05, &ADAM, taken + 1, LR, err, sizeof err) ||
-          se3_net_step_norm(r[k].net, &norm[k], err, sizeof err))
-        die("se3_net_train_step (fp16)", err);
+      if (se3_net_train_step(r[k].net, &bb[i].b, y, &ls, 0.05, &ADAM, taken + 1, LR, &err) ||
+          se3_net_step_norm(r[k].net, &norm[k], &err))
+        die("se3_net_train_step (fp16)", se3_error_str(&err).s);
     bad_norm += memcmp(&norm[0], &norm[1], sizeof norm[0]) != 0;
     for (int k = 0; k < 3; k++)
       bad_norm += (!isfinite(norm[k])) != overflow;
@@ -723,7 +723,7 @@ static void scaled_steps(const struct model_case *mc, const struct nn_device *d,
     se3_batch_buf_free(&bb[i]);
   for (int k = 0; k < 3; k++)
     run_close(&r[k]);
-  check(nn_backend_open(d, NN_PREC_FP32, err, sizeof err) == dev, "(h) %s: back to fp32: %s", mc->name, err);
+  check(nn_backend_open(d, NN_PREC_FP32, &err) == dev, "(h) %s: back to fp32: %s", mc->name, se3_error_str(&err).s);
 }
 
 int main(int argc, char **argv) {
@@ -741,10 +741,12 @@ int main(int argc, char **argv) {
     }
   }
   const struct nn_backend *cpu = nn_backend_cpu(), *dev = NULL;
-  char err[512] = "";
+  struct se3_error err;
+  se3_error_clear(&err);
   struct nn_device d;
-  if (nn_device_parse(dev_name, &d, err, sizeof err) || d.any) {
-    fprintf(stderr, "test_gpu_train: %s\n", err[0] ? err : "name cuda, cuda:N or cpu");
+  if (nn_device_parse(dev_name, &d, &err) || d.any) {
+    fprintf(stderr, "test_gpu_train: %s\n",
+            err.kind != SE3_ERR_NONE ? se3_error_str(&err).s : "name cuda, cuda:N or cpu");
     return 2;
   }
   if (!d.cuda) {
@@ -752,9 +754,9 @@ int main(int argc, char **argv) {
     printf("test_gpu_train: the CPU against itself%s: a check of this program, not of a GPU\n",
            noise > 0 ? " with gradient noise" : "");
   } else {
-    dev = nn_backend_open(&d, NN_PREC_FP32, err, sizeof err);
+    dev = nn_backend_open(&d, NN_PREC_FP32, &err);
     if (!dev) {
-      printf("test_gpu_train %s: %s\nSKIPPED: no CUDA backend or no GPU here\n", dev_name, err);
+      printf("test_gpu_train %s: %s\nSKIPPED: no CUDA backend or no GPU here\n", dev_name, se3_error_str(&err).s);
       return SKIP_CODE;
     }
     printf("test_gpu_train: %s (%s) against the CPU (%s)\n", dev->name, dev->device, cpu->device);

@@ -116,10 +116,11 @@ static int run_train(const char *dir, const char *wf, const char *wd, int np, co
 
 /* The parameters of models/train-0/<name> in workdir dir/wd (malloc'd). */
 static float *params_of(const char *dir, const char *wd, const char *name, size_t *n) {
-  char path[1200], err[1400];
+  char path[1200];
+  struct se3_error err;
   snprintf(path, sizeof path, "%s/%s/models/train-0/%s", dir, wd, name);
   struct se3_ckpt c;
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   const struct se3_ckpt_record *r = se3_ckpt_find(&c, "params");
   cr_assert(r && r->type == SE3_CK_F32, "%s has no params", path);
   *n = r->count;
@@ -182,11 +183,12 @@ static void same_training(const char *name, const char *extra, int steps) {
   cr_assert(strstr(log, "training on 2 processes"), "%s", log);
   free(log);
   for (int i = 0; i < 2; i++) {
-    char ck[1200], err[1400];
+    char ck[1200];
+    struct se3_error err;
     snprintf(ck, sizeof ck, "%s/%s/models/train-0/epoch-1.ckpt", dir, i ? "two" : "one");
     struct se3_ckpt c;
     int64_t state[3];
-    cr_assert_eq(se3_ckpt_load(&c, ck, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(se3_ckpt_load(&c, ck, &err), 0, "%s", se3_error_str(&err).s);
     cr_assert_eq(se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, state, 3), 0);
     se3_ckpt_free(&c);
     cr_assert_eq(state[0], steps, "%s: %lld steps", ck, (long long)state[0]);
@@ -348,8 +350,8 @@ static int mid_epoch(void *p) {
   if (access(t->step, F_OK) != 0) return 0;   /* not yet */
   if (access(t->epoch, F_OK) == 0) return -1; /* the epoch is over */
   struct se3_ckpt c;
-  char err[1400];
-  if (se3_ckpt_load(&c, t->step, err, sizeof err)) return 0; /* (written whole and renamed: not expected) */
+  struct se3_error err;
+  if (se3_ckpt_load(&c, t->step, &err)) return 0; /* (written whole and renamed: not expected) */
   int64_t seb[3] = {0, 0, 0};
   int got = se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, seb, 3);
   se3_ckpt_free(&c);
@@ -361,8 +363,8 @@ static int mid_epoch(void *p) {
 /* The step counter in a checkpoint. */
 static long ckpt_step(const char *path) {
   struct se3_ckpt c;
-  char err[1400];
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   int64_t seb[3] = {0, 0, 0};
   cr_assert_eq(se3_ckpt_get(&c, "step_epoch_best", SE3_CK_I64, seb, 3), 0, "%s has no step", path);
   se3_ckpt_free(&c);

@@ -41,7 +41,6 @@ static int check_against_library(const char *db_path, const struct graph_opts *g
   float *want = malloc(bp.per_edge * sizeof *want);
   uint8_t *enc = malloc(bp.per_edge * 4);
   const char *dt_name[] = {"fp32", "fp16", "bf16"};
-  char err[256];
   struct se3_error e;
   int n = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
@@ -64,9 +63,8 @@ static int check_against_library(const char *db_path, const struct graph_opts *g
     cr_assert_str_eq((const char *)sqlite3_column_text(st, 7), dt_name[dt]);
     free(blob);
     struct basis_blob bb;
-    cr_assert_eq(
-        basis_blob_parse(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5), &bb, err, sizeof err), 0,
-        "molecule %lld: %s", id, err);
+    cr_assert_eq(basis_blob_parse(sqlite3_column_blob(st, 5), (size_t)sqlite3_column_bytes(st, 5), &bb, &e), 0,
+                 "molecule %lld: %s", id, se3_error_str(&e).s);
     cr_assert_eq(bb.n_edges, (uint32_t)g.n_edges);
     cr_assert_eq(bb.max_degree, max_degree);
     cr_assert_eq(bb.dtype, dt);

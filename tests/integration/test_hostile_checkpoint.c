@@ -48,8 +48,9 @@ static void put_host(struct se3_ckpt_writer *w, const struct se3_ckpt_record *r,
 /* src's records into dst with edit e applied, the checksum the writer's. */
 static void craft(const char *src, const char *dst, const struct edit *e) {
   struct se3_ckpt c;
-  char err[1024], arch[1024] = "";
-  cr_assert_eq(se3_ckpt_load(&c, src, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  char arch[1024] = "";
+  cr_assert_eq(se3_ckpt_load(&c, src, &err), 0, "%s", se3_error_str(&err).s);
   const struct se3_ckpt_record *a = se3_ckpt_find(&c, "arch");
   cr_assert(a && a->count < sizeof arch);
   memcpy(arch, a->data, a->count);
@@ -65,12 +66,12 @@ static void craft(const char *src, const char *dst, const struct edit *e) {
   size_t np = 0;
   struct se3_config cfg;
   struct se3_model m;
-  if (se3_config_parse(arch, &cfg) == 0 && se3_model_init(&m, &cfg, err, sizeof err) == 0) {
+  if (se3_config_parse(arch, &cfg) == 0 && se3_model_init(&m, &cfg, &err) == 0) {
     np = m.n_params;
     se3_model_free(&m);
   }
   struct se3_ckpt_writer w;
-  cr_assert_eq(se3_ckpt_begin(&w, dst, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, dst, &err), 0, "%s", se3_error_str(&err).s);
   for (int i = 0; i < c.n_rec; i++) {
     const struct se3_ckpt_record *r = &c.rec[i];
     size_t per = se3_ckpt_type_size(r->type);
@@ -114,7 +115,7 @@ static void craft(const char *src, const char *dst, const struct edit *e) {
     free(host);
   }
   se3_ckpt_free(&c);
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
   if (e->long_name) tu_ckpt_append_record(dst, e->long_name);
 }
 

@@ -85,8 +85,8 @@ Test(model_artefact, epochs_count_from_one_everywhere) {
     for (int f = 0; f < 3; f++) {
       snprintf(ck, sizeof ck, "%s/a/work/models/train-%d/%s", dir, k, files[f]);
       struct se3_ckpt c;
-      char err[512];
-      cr_assert_eq(se3_ckpt_load(&c, ck, err, sizeof err), 0, "%s", err);
+      struct se3_error err;
+      cr_assert_eq(se3_ckpt_load(&c, ck, &err), 0, "%s", se3_error_str(&err).s);
       const struct se3_ckpt_record *r = se3_ckpt_find(&c, "settings");
       cr_assert(r && r->type == SE3_CK_U8, "%s carries no card (record \"settings\")", ck);
       char *card = strndup((const char *)r->data, r->count);

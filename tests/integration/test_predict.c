@@ -525,9 +525,9 @@ static double check_nearest_from_model(const char *db_a, const char *db_p, const
 static void strip_train_set(const char *src, const char *dst) {
   struct se3_ckpt c;
   struct se3_ckpt_writer w;
-  char err[1024];
-  cr_assert_eq(se3_ckpt_load(&c, src, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_ckpt_begin(&w, dst, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, src, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_begin(&w, dst, &err), 0, "%s", se3_error_str(&err).s);
   int dropped = 0;
   for (int i = 0; i < c.n_rec; i++) {
     const struct se3_ckpt_record *r = &c.rec[i];
@@ -542,7 +542,7 @@ static void strip_train_set(const char *src, const char *dst) {
   }
   se3_ckpt_free(&c);
   cr_assert_eq(dropped, 3, "%s: %d records of a training set", src, dropped);
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
 }
 
 /* predict fills each hit's nearest training molecule from the training set

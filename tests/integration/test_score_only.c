@@ -172,23 +172,23 @@ Test(score_only, a_saved_model_scores_as_it_did_where_it_was_trained) {
 static void copy_with_card(const char *from, const char *to, const char *card) {
   struct se3_ckpt c;
   struct se3_ckpt_writer w;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, from, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, from, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_not_null(se3_ckpt_find(&c, "settings"), "%s has no card", from);
-  cr_assert_eq(se3_ckpt_begin(&w, to, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, to, &err), 0, "%s", se3_error_str(&err).s);
   for (int i = 0; i < c.n_rec; i++)
     if (strcmp(c.rec[i].name, "settings") != 0)
       se3_ckpt_put(&w, c.rec[i].name, c.rec[i].type, c.rec[i].data, c.rec[i].count);
   if (card) se3_ckpt_put(&w, "settings", SE3_CK_U8, card, strlen(card));
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
   se3_ckpt_free(&c);
 }
 
 /* The card of checkpoint `path` as text (malloc'd). */
 static char *card_of(const char *path) {
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   const struct se3_ckpt_record *r = se3_ckpt_find(&c, "settings");
   cr_assert(r && r->type == SE3_CK_U8, "%s has no card", path);
   char *text = strndup((const char *)r->data, r->count);

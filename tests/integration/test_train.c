@@ -52,10 +52,11 @@ Test(train, learns_and_records_everything) {
   char *ck = tu_query(db, "SELECT checkpoint FROM models WHERE id='train/0' AND target='gap' AND n_train=16");
   cr_assert(ck && strlen(ck) > 1, "no model row");
   ck[strcspn(ck, "\n")] = 0;
-  char path[2048], err[512];
+  char path[2048];
+  struct se3_error err;
   snprintf(path, sizeof path, "%s/work/%s", dir, ck);
   struct se3_ckpt c;
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_not_null(se3_ckpt_find(&c, "params"));
   cr_assert_not_null(se3_ckpt_find(&c, "adam_m"));
   se3_ckpt_free(&c);

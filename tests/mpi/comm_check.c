@@ -127,12 +127,12 @@ static void make_batch(struct se3_batch_buf *bb, const struct se3_model *m) {
 
 /* role: 0 a normal backward, 1 no forward kept (fails), 2 nothing to add. */
 static int net_backward(struct se3_net *net, const struct se3_batch *b, int role, size_t bucket, real *grad,
-                        struct se3_sum_stats *st, char *err, size_t errlen) {
+                        struct se3_sum_stats *st, struct se3_error *err) {
   real out[3], dout[3] = {0.5f, -1.0f, 2.0f};
   for (int i = 0; i < 3; i++)
     dout[i] *= (real)(1 + rank); /* every rank its own gradient */
-  if (role != 1 && se3_net_forward(net, b, out, 1, err, errlen)) return -2;
-  int rc = se3_net_backward_sum(net, role == 2 ? NULL : dout, C, bucket, st, err, errlen);
+  if (role != 1 && se3_net_forward(net, b, out, 1, err)) return -2;
+  int rc = se3_net_backward_sum(net, role == 2 ? NULL : dout, C, bucket, st, err);
   se3_net_get(net, SE3_NET_GRAD, grad);
   return rc;
 }
@@ -149,10 +149,10 @@ static void check_net(void) {
                            .mlp_hidden = 16,
                            .pool_max = 1,
                            .outputs = 1};
-  char err[512];
-  struct se3_net *net = se3_net_create(nn_backend_host(), &cfg, 0, err, sizeof err);
+  struct se3_error err;
+  struct se3_net *net = se3_net_create(nn_backend_host(), &cfg, 0, &err);
   if (!net || se3_net_init_params(net, 7)) {
-    fprintf(stderr, "comm_check: %s\n", net ? "out of memory" : err);
+    fprintf(stderr, "comm_check: %s\n", net ? "out of memory" : se3_error_str(&err).s);
     comm_abort(C, 1);
   }
   const struct se3_model *m = se3_net_model(net);
@@ -164,10 +164,9 @@ static void check_net(void) {
   real out[3], dout[3] = {0.5f, -1.0f, 2.0f};
   for (int i = 0; i < 3; i++)
     dout[i] *= (real)(1 + rank);
-  int ok =
-      se3_net_forward(net, &bb.b, out, 1, err, sizeof err) == 0 && se3_net_backward(net, dout, err, sizeof err) == 0;
+  int ok = se3_net_forward(net, &bb.b, out, 1, &err) == 0 && se3_net_backward(net, dout, &err) == 0;
   se3_net_get(net, SE3_NET_GRAD, own);
-  ok &= se3_net_allreduce(net, C, err, sizeof err) == 0;
+  ok &= se3_net_allreduce(net, C, &err) == 0;
   se3_net_get(net, SE3_NET_GRAD, ref);
   double norm = 0;
   for (size_t i = 0; i < np; i++)
@@ -175,14 +174,14 @@ static void check_net(void) {
   check(ok && norm > 0, "a model's backward and its gradient summed after it (the reference)");
 
   struct se3_sum_stats st;
-  ok = net_backward(net, &bb.b, 0, 1, g, &st, err, sizeof err) == 0;
+  ok = net_backward(net, &bb.b, 0, 1, g, &st, &err) == 0;
   char what[200];
   snprintf(what, sizeof what, "the gradient summed in %d buckets (one a layer) while the backward runs = the reference",
            st.buckets);
   check(ok && st.buckets == cfg.layers + 1 && memcmp(g, ref, np * sizeof *g) == 0, what);
-  ok = net_backward(net, &bb.b, 0, (size_t)1 << 30, g, &st, err, sizeof err) == 0;
+  ok = net_backward(net, &bb.b, 0, (size_t)1 << 30, g, &st, &err) == 0;
   check(ok && st.buckets == 1 && memcmp(g, ref, np * sizeof *g) == 0, "in one bucket of 1 GB = the reference");
-  ok = net_backward(net, &bb.b, 0, 0, g, &st, err, sizeof err) == 0;
+  ok = net_backward(net, &bb.b, 0, 0, g, &st, &err) == 0;
   check(ok && memcmp(g, ref, np * sizeof *g) == 0, "bucket_mb 0 (one sum after the backward) = the reference");
 
   /* the last rank fails its backward, or adds nothing: the others get
@@ -190,12 +189,12 @@ static void check_net(void) {
   for (int role = 1; role <= 2; role++) {
     for (size_t bucket = 0; bucket <= 1; bucket++) { /* 0: one sum after the backward; 1 byte: a bucket a layer */
       int me = rank == size - 1 ? role : 0;
-      int rc = net_backward(net, &bb.b, me, bucket, g, &st, err, sizeof err);
+      int rc = net_backward(net, &bb.b, me, bucket, g, &st, &err);
       real *want = malloc(np * sizeof *want); /* the sum of the gradients of the ranks that have one */
       for (size_t i = 0; i < np; i++)
         want[i] = me ? 0 : own[i];
       comm_sum_f32(C, want, np);
-      int good = me == 1 ? rc == -1 && strstr(err, "no forward pass was kept") != NULL
+      int good = me == 1 ? rc == -1 && strstr(se3_error_str(&err).s, "no forward pass was kept") != NULL
                          : rc == 0 && memcmp(g, want, np * sizeof *g) == 0;
       snprintf(what, sizeof what, "the last rank %s (%s): every rank joins every sum, the others get theirs",
                role == 1 ? "fails its backward" : "adds nothing", bucket ? "a bucket a layer" : "one sum");

@@ -227,7 +227,7 @@ Test(basis, blob_round_trip_and_checks) {
   for (int e = 0; e < 4; e++)
     basis_edge(&p, rel + 3 * e, want + (size_t)e * p.per_edge);
   const enum basis_dtype types[3] = {BASIS_FP32, BASIS_FP16, BASIS_BF16};
-  char err[256];
+  struct se3_error err;
   for (int t = 0; t < 3; t++) {
     uint8_t *blob;
     size_t len;
@@ -239,7 +239,7 @@ Test(basis, blob_round_trip_and_checks) {
                  "trailer: CRC-32C of every byte before it");
     cr_assert_eq(memcmp(blob, "SE3B", 4), 0);
     struct basis_blob bb;
-    cr_assert_eq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(basis_blob_parse(blob, len, &bb, &err), 0, "%s", se3_error_str(&err).s);
     cr_assert_eq(bb.n_edges, 4);
     cr_assert_eq(bb.per_edge, p.per_edge);
     cr_assert_eq(bb.max_degree, 2);
@@ -252,18 +252,18 @@ Test(basis, blob_round_trip_and_checks) {
     cr_assert_eq(memcmp(got, rounded, 4 * p.per_edge * sizeof *got), 0, "dtype %d", t);
     free(enc);
     free(rounded);
-    cr_assert_neq(basis_blob_parse(blob, len - 1, &bb, err, sizeof err), 0);
-    cr_assert(strstr(err, "header says"), "%s", err);
+    cr_assert_neq(basis_blob_parse(blob, len - 1, &bb, &err), 0);
+    cr_assert(strstr(se3_error_str(&err).s, "header says"), "%s", se3_error_str(&err).s);
     blob[4] = 9;
-    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
-    cr_assert(strstr(err, "version 9"), "%s", err);
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, &err), 0);
+    cr_assert(strstr(se3_error_str(&err).s, "version 9"), "%s", se3_error_str(&err).s);
     blob[4] = 2;
     blob[16]++;
-    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
-    cr_assert(strstr(err, "values per edge"), "%s", err);
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, &err), 0);
+    cr_assert(strstr(se3_error_str(&err).s, "values per edge"), "%s", se3_error_str(&err).s);
     blob[16]--;
     blob[0] = 'X';
-    cr_assert_neq(basis_blob_parse(blob, len, &bb, err, sizeof err), 0);
+    cr_assert_neq(basis_blob_parse(blob, len, &bb, &err), 0);
     free(blob);
   }
   free(want);
@@ -284,17 +284,18 @@ Test(basis, blob_checksum_catches_every_flipped_bit) {
   cr_assert_eq(basis_to_blob(&p, BASIS_FP16, rel, 2, &blob, &len), 0);
   uint8_t *c = malloc(len);
   struct basis_blob bb;
-  char err[256];
+  struct se3_error err;
   for (size_t i = BASIS_BLOB_HEADER; i < len; i++)
     for (int bit = 0; bit < 8; bit++) {
       memcpy(c, blob, len);
       c[i] ^= (uint8_t)(1u << bit);
-      cr_assert_neq(basis_blob_parse(c, len, &bb, err, sizeof err), 0, "byte %zu bit %d accepted", i, bit);
-      cr_assert(strstr(err, "basis blob checksum mismatch (stored 0x"), "byte %zu: %s", i, err);
+      cr_assert_neq(basis_blob_parse(c, len, &bb, &err), 0, "byte %zu bit %d accepted", i, bit);
+      cr_assert(strstr(se3_error_str(&err).s, "basis blob checksum mismatch (stored 0x"), "byte %zu: %s", i,
+                se3_error_str(&err).s);
     }
   memcpy(c, blob, len);
   c[4] = 1;
-  cr_assert_eq(basis_blob_parse(c, len - 4, &bb, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(basis_blob_parse(c, len - 4, &bb, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(bb.n_edges, 2);
   cr_assert_eq(memcmp(bb.data, blob + BASIS_BLOB_HEADER, len - 4 - BASIS_BLOB_HEADER), 0);
   free(c);

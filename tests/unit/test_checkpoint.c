@@ -21,8 +21,8 @@ static char *ck_path(const char *name) {
 
 static void write_ck(const char *path, float scale) {
   struct se3_ckpt_writer w;
-  char err[512];
-  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_begin(&w, path, &err), 0, "%s", se3_error_str(&err).s);
   float p[1000];
   for (int i = 0; i < 1000; i++)
     p[i] = scale * sinf((float)i) * 1e3f;
@@ -37,15 +37,15 @@ static void write_ck(const char *path, float scale) {
   se3_ckpt_put(&w, "order", SE3_CK_I64, order, 5);
   se3_ckpt_put(&w, "rng", SE3_CK_U8, rng, 3);
   se3_ckpt_put(&w, "empty", SE3_CK_F32, NULL, 0);
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
 }
 
 Test(checkpoint, named_arrays_round_trip_exactly) {
   char *path = ck_path("ckpt_roundtrip");
   write_ck(path, 1);
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(c.n_rec, 6);
   float p[1000];
   cr_assert_eq(se3_ckpt_get(&c, "params", SE3_CK_F32, p, 1000), 0);
@@ -83,7 +83,7 @@ Test(checkpoint, damaged_files_are_refused_by_name) {
   write_ck(path, 1);
   size_t len = 0;
   char *good = tu_read(path, &len);
-  char err[512];
+  struct se3_error err;
   struct se3_ckpt c;
   const struct {
     const char *what, *want;
@@ -102,8 +102,9 @@ Test(checkpoint, damaged_files_are_refused_by_name) {
     FILE *f = fopen(path, "wb");
     fwrite(bad, 1, n, f);
     fclose(f);
-    cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1, "%s was accepted", cases[k].what);
-    cr_assert(strstr(err, path) && strstr(err, cases[k].want), "%s: %s", cases[k].what, err);
+    cr_assert_eq(se3_ckpt_load(&c, path, &err), -1, "%s was accepted", cases[k].what);
+    cr_assert(strstr(se3_error_str(&err).s, path) && strstr(se3_error_str(&err).s, cases[k].want), "%s: %s",
+              cases[k].what, se3_error_str(&err).s);
     free(bad);
   }
   free(good);
@@ -126,13 +127,15 @@ Test(checkpoint, a_record_name_past_255_bytes_is_refused_not_copied) {
   write_ck(path, 1);
   tu_ckpt_append_record(path, 300);
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
-  cr_assert(strstr(err, path) && strstr(err, "record 7: its name is 300 bytes long (1 to 255 allowed)"), "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, path) &&
+                strstr(se3_error_str(&err).s, "record 7: its name is 300 bytes long (1 to 255 allowed)"),
+            "%s", se3_error_str(&err).s);
   /* at the bound it is a record like any other */
   write_ck(path, 1);
   tu_ckpt_append_record(path, 255);
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(c.n_rec, 7);
   se3_ckpt_free(&c);
   free(path);
@@ -143,29 +146,29 @@ Test(checkpoint, a_record_name_past_255_bytes_is_refused_not_copied) {
 Test(checkpoint, names_are_unique_and_printable) {
   char *path = ck_path("ckpt_names");
   struct se3_ckpt_writer w;
-  char err[512];
+  struct se3_error err;
   float x = 1;
-  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_begin(&w, path, &err), 0, "%s", se3_error_str(&err).s);
   se3_ckpt_put(&w, "params", SE3_CK_F32, &x, 1);
   se3_ckpt_put(&w, "params", SE3_CK_F32, &x, 1);
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
   struct se3_ckpt c;
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
-  cr_assert(strstr(err, "record \"params\" appears twice"), "%s", err);
-  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "record \"params\" appears twice"), "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_begin(&w, path, &err), 0, "%s", se3_error_str(&err).s);
   se3_ckpt_put(&w, "bad name", SE3_CK_F32, &x, 1);
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
-  cr_assert(strstr(err, "record 1: its name has the byte 0x20"), "%s", err);
-  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "record 1: its name has the byte 0x20"), "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_begin(&w, path, &err), 0, "%s", se3_error_str(&err).s);
   for (int i = 0; i <= SE3_CKPT_MAX_RECORDS; i++) {
     char name[16];
     snprintf(name, sizeof name, "r%d", i);
     se3_ckpt_put(&w, name, SE3_CK_U8, NULL, 0);
   }
-  cr_assert_eq(se3_ckpt_commit(&w, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
-  cr_assert(strstr(err, "more than 1024 records"), "%s", err);
+  cr_assert_eq(se3_ckpt_commit(&w, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "more than 1024 records"), "%s", se3_error_str(&err).s);
   free(path);
 }
 
@@ -176,13 +179,14 @@ Test(checkpoint, a_fifo_or_a_device_is_refused_before_reading, .timeout = 20) {
   cr_assert_geq(asprintf(&fifo, "%s/model.ckpt", dir), 0);
   cr_assert_eq(mkfifo(fifo, 0600), 0);
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, fifo, err, sizeof err), -1);
-  cr_assert(strstr(err, fifo) && strstr(err, "not a regular file (a FIFO)"), "%s", err);
-  cr_assert_eq(se3_ckpt_load(&c, "/dev/zero", err, sizeof err), -1);
-  cr_assert(strstr(err, "/dev/zero: not a regular file (a device)"), "%s", err);
-  cr_assert_eq(se3_ckpt_load(&c, dir, err, sizeof err), -1);
-  cr_assert(strstr(err, "a folder"), "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, fifo, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, fifo) && strstr(se3_error_str(&err).s, "not a regular file (a FIFO)"), "%s",
+            se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_load(&c, "/dev/zero", &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "/dev/zero: not a regular file (a device)"), "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_ckpt_load(&c, dir, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "a folder"), "%s", se3_error_str(&err).s);
   free(fifo);
   free(dir);
 }
@@ -206,9 +210,9 @@ Test(checkpoint, a_large_file_is_checked_before_it_is_read) {
   close(fd);
   long before = max_rss_kb();
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), -1);
-  cr_assert(strstr(err, "not a se3screen checkpoint"), "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "not a se3screen checkpoint"), "%s", se3_error_str(&err).s);
   /* a header, a small "arch", one "params" record filling the rest, the end
    * marker: its checksum would need the whole file, its size is refused
    * first */
@@ -240,8 +244,10 @@ Test(checkpoint, a_large_file_is_checked_before_it_is_read) {
   close(fd);
   struct se3_model_file mf;
   struct se3_model_expect ex = {.edge_in = 6, .outputs = 1};
-  cr_assert_eq(se3_model_file_read(path, &ex, 1, &mf, NULL, err, sizeof err), -1);
-  cr_assert(strstr(err, path) && strstr(err, "record \"params\": ") && strstr(err, "values, expected"), "%s", err);
+  cr_assert_eq(se3_model_file_read(path, &ex, 1, &mf, NULL, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, path) && strstr(se3_error_str(&err).s, "record \"params\": ") &&
+                strstr(se3_error_str(&err).s, "values, expected"),
+            "%s", se3_error_str(&err).s);
   long grown = max_rss_kb() - before;
   cr_assert_lt(grown, 64 * 1024, "reading the two files took %ld kB of memory", grown);
   unlink(path);
@@ -255,8 +261,8 @@ Test(checkpoint, a_file_changed_between_open_and_read_is_refused) {
   char *path = ck_path("ckpt_changed");
   write_ck(path, 1);
   struct se3_ckpt c;
-  char err[512];
-  cr_assert_eq(se3_ckpt_open(&c, path, 0, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_open(&c, path, 0, &err), 0, "%s", se3_error_str(&err).s);
   const struct se3_ckpt_record *best = se3_ckpt_find(&c, "best");
   cr_assert(best && best->data, "a small record is read by the open");
   /* the same records, other values (write_ck's scale), written in place */
@@ -267,8 +273,8 @@ Test(checkpoint, a_file_changed_between_open_and_read_is_refused) {
   int fd = open(path, O_WRONLY);
   cr_assert_eq(pwrite(fd, bytes, len, 0), (ssize_t)len);
   close(fd);
-  cr_assert_eq(se3_ckpt_read(&c, err, sizeof err), -1);
-  cr_assert(strstr(err, "the file changed while it was read"), "%s", err);
+  cr_assert_eq(se3_ckpt_read(&c, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "the file changed while it was read"), "%s", se3_error_str(&err).s);
   free(bytes);
   free(other);
   free(path);
@@ -280,34 +286,34 @@ Test(checkpoint, replacement_is_atomic) {
   char *path = ck_path("ckpt_atomic");
   write_ck(path, 1);
   struct se3_ckpt_writer w;
-  char err[512];
-  cr_assert_eq(se3_ckpt_begin(&w, path, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_ckpt_begin(&w, path, &err), 0, "%s", se3_error_str(&err).s);
   float junk[10] = {0};
   se3_ckpt_put(&w, "params", SE3_CK_F32, junk, 10);
   se3_ckpt_abort(&w);
   struct se3_ckpt c;
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_not_null(se3_ckpt_find(&c, "order"), "the old checkpoint was damaged");
   se3_ckpt_free(&c);
   /* a killed writer: the temporary file is there, the checkpoint is the old one */
   pid_t pid = fork();
   if (pid == 0) {
     struct se3_ckpt_writer w2;
-    char e2[256];
-    if (se3_ckpt_begin(&w2, path, e2, sizeof e2) == 0) {
+    struct se3_error e2;
+    if (se3_ckpt_begin(&w2, path, &e2) == 0) {
       se3_ckpt_put(&w2, "params", SE3_CK_F32, junk, 10);
       fflush(w2.af.f);
     }
     _exit(9); /* no commit */
   }
   cr_assert_eq(tu_wait(pid), 9);
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   double best;
   cr_assert_eq(se3_ckpt_get(&c, "best", SE3_CK_F64, &best, 1), 0);
   cr_assert_eq(best, 0.125);
   se3_ckpt_free(&c);
   write_ck(path, 2);
-  cr_assert_eq(se3_ckpt_load(&c, path, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_ckpt_load(&c, path, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(se3_ckpt_get(&c, "best", SE3_CK_F64, &best, 1), 0);
   cr_assert_eq(best, 0.25, "the new checkpoint did not replace the old one");
   se3_ckpt_free(&c);

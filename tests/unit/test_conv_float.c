@@ -68,21 +68,21 @@ Test(bf16, rounds_to_nearest_even) {
 /* Where the processor has it, the table offers bf16 beside an untouched fp32
  * table; where not, asking for it is an error that names what is missing. */
 Test(bf16, the_cpu_table) {
-  char err[512] = "";
-  const struct nn_backend *fp = nn_backend_cpu(), *bf = nn_backend_cpu_precision(NN_PREC_BF16, err, sizeof err);
+  struct se3_error err;
+  const struct nn_backend *fp = nn_backend_cpu(), *bf = nn_backend_cpu_precision(NN_PREC_BF16, &err);
   if (nn_bf16_supported()) {
-    cr_assert_not_null(bf, "%s", err);
+    cr_assert_not_null(bf, "%s", se3_error_str(&err).s);
     cr_assert_neq(bf, fp);
     cr_assert_eq(bf->precision, NN_PREC_BF16);
     cr_assert_eq(bf->conv_forward, nn_conv_forward_bf16);
     cr_assert_eq(bf->conv_backward, fp->conv_backward, "the backward stays fp32");
   } else {
     cr_assert_null(bf);
-    cr_assert_not_null(strstr(err, "AVX512-BF16"), "%s", err);
+    cr_assert_not_null(strstr(se3_error_str(&err).s, "AVX512-BF16"), "%s", se3_error_str(&err).s);
   }
   cr_assert_eq(fp->precision, NN_PREC_FP32, "the fp32 table changed");
-  cr_assert_eq(nn_backend_cpu_precision(NN_PREC_FP32, err, sizeof err), fp);
-  cr_assert_null(nn_backend_cpu_precision(NN_PREC_TF32, err, sizeof err));
+  cr_assert_eq(nn_backend_cpu_precision(NN_PREC_FP32, &err), fp);
+  cr_assert_null(nn_backend_cpu_precision(NN_PREC_TF32, &err));
 }
 
 /* ---- the convolution ------------------------------------------------------- */
@@ -313,8 +313,8 @@ static void predict(const struct nn_backend *be, float *y, int n_mol) {
                                  .pool_max = 0,
                                  .outputs = 1};
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   m.be = be;
   float *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 11);
@@ -357,9 +357,9 @@ static void predict(const struct nn_backend *be, float *y, int n_mol) {
 Test(bf16, model_predictions_within_a_percent_of_fp32) {
   if (!nn_bf16_supported()) cr_skip_test("no AVX512-BF16 on this processor (or SE3_BF16=off)");
   enum { G = 24 };
-  char err[512];
-  const struct nn_backend *bf = nn_backend_cpu_precision(NN_PREC_BF16, err, sizeof err);
-  cr_assert_not_null(bf, "%s", err);
+  struct se3_error err;
+  const struct nn_backend *bf = nn_backend_cpu_precision(NN_PREC_BF16, &err);
+  cr_assert_not_null(bf, "%s", se3_error_str(&err).s);
   float yf[G], yb[G];
   predict(nn_backend_cpu(), yf, G);
   predict(bf, yb, G);

@@ -41,16 +41,16 @@ Test(cuda_pick, an_explicit_index_stays_itself) {
 
 Test(cuda_pick, device_words_say_by_rank_or_by_index) {
   struct nn_device d;
-  char err[256];
-  cr_assert_eq(nn_device_parse("cuda", &d, err, sizeof err), 0);
+  struct se3_error err;
+  cr_assert_eq(nn_device_parse("cuda", &d, &err), 0);
   cr_expect(d.cuda && d.by_rank && d.index == 0 && !d.any, "cuda: by rank, local rank 0 until the caller sets it");
-  cr_assert_eq(nn_device_parse("auto", &d, err, sizeof err), 0);
+  cr_assert_eq(nn_device_parse("auto", &d, &err), 0);
   cr_expect(d.cuda && d.by_rank && d.any, "auto: by rank, the CPU when no GPU can be used");
-  cr_assert_eq(nn_device_parse("cuda:1", &d, err, sizeof err), 0);
+  cr_assert_eq(nn_device_parse("cuda:1", &d, &err), 0);
   cr_expect(d.cuda && !d.by_rank && d.index == 1, "cuda:1: GPU 1 exactly");
-  cr_assert_eq(nn_device_parse("cuda:0", &d, err, sizeof err), 0);
+  cr_assert_eq(nn_device_parse("cuda:0", &d, &err), 0);
   cr_expect(d.cuda && !d.by_rank && d.index == 0);
-  cr_assert_eq(nn_device_parse("cpu", &d, err, sizeof err), 0);
+  cr_assert_eq(nn_device_parse("cpu", &d, &err), 0);
   cr_expect(!d.cuda && !d.by_rank);
 }
 
@@ -119,20 +119,21 @@ static struct cu_poll fake_poll(struct fake *f, double timeout_s) {
 Test(cuda_poll, done_at_once) {
   struct fake f = {.done_after = 0, .error_at = -1, .fail_at = -1, .step = 0.001};
   struct cu_poll p = fake_poll(&f, 600);
-  char err[512] = "untouched";
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), 0);
+  struct se3_error err;
+  se3_error_clear(&err);
+  cr_assert_eq(cu_poll_wait(&p, &err), 0);
   cr_expect_eq(f.polls, 1);
   cr_expect_eq(f.paused, 0, "no pause when the work is done at the first poll");
   cr_expect_eq(f.aborts + f.described, 0);
-  cr_expect_str_eq(err, "untouched", "no message on success");
+  cr_expect_eq(err.kind, SE3_ERR_NONE, "no message on success");
 }
 
 Test(cuda_poll, done_after_many_polls) {
   /* 5,000 polls, 5 s on the fake clock: within the deadline */
   struct fake f = {.done_after = 5000, .error_at = -1, .fail_at = -1, .step = 0.001};
   struct cu_poll p = fake_poll(&f, 600);
-  char err[512];
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), 0);
+  struct se3_error err;
+  cr_assert_eq(cu_poll_wait(&p, &err), 0);
   cr_expect_eq(f.polls, 5001);
   cr_expect_eq(f.asked, 5000, "NCCL's asynchronous error asked after each unfinished poll");
   cr_expect_eq(f.aborts, 0);
@@ -141,11 +142,11 @@ Test(cuda_poll, done_after_many_polls) {
 Test(cuda_poll, an_asynchronous_error_aborts_and_names_the_collective) {
   struct fake f = {.done_after = -1, .error_at = 7, .fail_at = -1, .step = 0.001};
   struct cu_poll p = fake_poll(&f, 600);
-  char err[512];
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), -1);
+  struct se3_error err;
+  cr_assert_eq(cu_poll_wait(&p, &err), -1);
   cr_expect_eq(f.asked, 8, "stopped at the first error (asked %ld times)", f.asked);
   cr_expect_eq(f.aborts, 1, "the communicator aborted once (%ld)", f.aborts);
-  cr_expect_str_eq(err,
+  cr_expect_str_eq(se3_error_str(&err).s,
                    "NCCL failed in the all-reduce of gradient bucket 3 (4096 values) on rank 1 of 2: remote process "
                    "exited or there was a network error: peer 0 closed the connection (the communicator was aborted)");
 }
@@ -154,12 +155,12 @@ Test(cuda_poll, never_done_times_out_and_aborts) {
   /* a fake clock at 10 ms a poll, a 2 s deadline: about 200 polls */
   struct fake f = {.done_after = -1, .error_at = -1, .fail_at = -1, .step = 0.01};
   struct cu_poll p = fake_poll(&f, 2);
-  char err[512];
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), -1);
+  struct se3_error err;
+  cr_assert_eq(cu_poll_wait(&p, &err), -1);
   cr_expect(f.t >= 2 && f.t < 2.02, "gave up at %g s on the fake clock, the deadline being 2 s", f.t);
   cr_expect(f.polls >= 200 && f.polls <= 202, "%ld polls", f.polls);
   cr_expect_eq(f.aborts, 1);
-  cr_expect_str_eq(err,
+  cr_expect_str_eq(se3_error_str(&err).s,
                    "the all-reduce of gradient bucket 3 (4096 values) on rank 1 of 2 did not finish within 2 s "
                    "(SE3_NCCL_TIMEOUT): another process may have died or stopped; the communicator was aborted");
 }
@@ -167,21 +168,22 @@ Test(cuda_poll, never_done_times_out_and_aborts) {
 Test(cuda_poll, a_failed_query_is_reported_without_abort) {
   struct fake f = {.done_after = -1, .error_at = -1, .fail_at = 3, .step = 0.001};
   struct cu_poll p = fake_poll(&f, 600);
-  char err[512];
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), -1);
+  struct se3_error err;
+  cr_assert_eq(cu_poll_wait(&p, &err), -1);
   cr_expect_eq(f.aborts, 0, "a CUDA error is the GPU's, not the communicator's");
-  cr_expect_str_eq(err, "waiting for the all-reduce of gradient bucket 3 (4096 values) on rank 1 of 2: CUDA error: "
-                        "an illegal memory access was encountered (cudaErrorIllegalAddress)");
+  cr_expect_str_eq(se3_error_str(&err).s,
+                   "waiting for the all-reduce of gradient bucket 3 (4096 values) on rank 1 of 2: CUDA error: "
+                   "an illegal memory access was encountered (cudaErrorIllegalAddress)");
 }
 
 Test(cuda_poll, without_an_error_query_only_the_deadline_ends_it) {
   struct fake f = {.done_after = -1, .error_at = 0, .fail_at = -1, .step = 0.25};
   struct cu_poll p = fake_poll(&f, 1);
   p.async_error = NULL;
-  char err[512];
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), -1);
+  struct se3_error err;
+  cr_assert_eq(cu_poll_wait(&p, &err), -1);
   cr_expect_eq(f.asked, 0);
-  cr_expect(strstr(err, "did not finish within 1 s") != NULL, "%s", err);
+  cr_expect(strstr(se3_error_str(&err).s, "did not finish within 1 s") != NULL, "%s", se3_error_str(&err).s);
 }
 
 Test(cuda_poll, the_real_clock_and_pause_keep_the_deadline) {
@@ -189,13 +191,13 @@ Test(cuda_poll, the_real_clock_and_pause_keep_the_deadline) {
   struct cu_poll p = fake_poll(&f, 0.05);
   p.now = NULL;
   p.pause = NULL; /* CLOCK_MONOTONIC, and cu_poll_pause's yields then sleeps */
-  char err[512];
+  struct se3_error err;
   double t0 = cu_poll_clock();
-  cr_assert_eq(cu_poll_wait(&p, err, sizeof err), -1);
+  cr_assert_eq(cu_poll_wait(&p, &err), -1);
   double took = cu_poll_clock() - t0;
   cr_expect(took >= 0.05 && took < 2, "a 0.05 s deadline took %g s", took);
   cr_expect_eq(f.aborts, 1);
-  cr_expect(strstr(err, "did not finish within 0.05 s") != NULL, "%s", err);
+  cr_expect(strstr(se3_error_str(&err).s, "did not finish within 0.05 s") != NULL, "%s", se3_error_str(&err).s);
 }
 
 Test(cuda_poll, the_deadline_from_the_environment) {

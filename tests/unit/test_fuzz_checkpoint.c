@@ -129,8 +129,9 @@ static void ck_valid(struct ck *c, struct rng *g) {
   memset(c, 0, sizeof *c);
   memcpy(c->head, "SE3C\x01\x00\x00\x00", 8);
   struct se3_model m;
-  char err[256], arch[512];
-  cr_assert_eq(se3_model_init(&m, &base_cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  char arch[512];
+  cr_assert_eq(se3_model_init(&m, &base_cfg, &err), 0, "%s", se3_error_str(&err).s);
   size_t np = m.n_params;
   se3_model_free(&m);
   se3_config_format(&base_cfg, arch, sizeof arch);
@@ -238,8 +239,7 @@ static void mutate_arch(struct ck *c, struct rng *g) {
    * (so that the checks behind the count are reached too) */
   struct se3_config cfg;
   struct se3_model m;
-  char err[256];
-  if (rng_below(g, 4) && se3_config_parse(out, &cfg) == 0 && se3_model_init(&m, &cfg, err, sizeof err) == 0) {
+  if (rng_below(g, 4) && se3_config_parse(out, &cfg) == 0 && se3_model_init(&m, &cfg, NULL) == 0) {
     size_t np = m.n_params;
     se3_model_free(&m);
     if (np <= ((size_t)1 << 20)) {
@@ -408,15 +408,15 @@ static void score_accepted(const struct se3_model_file *mf, const struct se3_bat
   cr_assert(strlen(mf->target) < sizeof mf->target);
   for (size_t i = 0; i < mf->n_params; i++)
     cr_assert(isfinite(mf->params[i]), "parameter %zu", i);
-  char err[256];
-  struct se3_net *net = se3_net_create(nn_backend_cpu(), &mf->cfg, 0, err, sizeof err);
-  cr_assert(net, "an accepted model must build: %s", err);
+  struct se3_error err;
+  struct se3_net *net = se3_net_create(nn_backend_cpu(), &mf->cfg, 0, &err);
+  cr_assert(net, "an accepted model must build: %s", se3_error_str(&err).s);
   cr_assert_eq(se3_net_n_params(net), mf->n_params);
   se3_net_inference_only(net);
   se3_net_set(net, SE3_NET_PARAMS, mf->params);
   real out[2];
-  cr_assert_eq(se3_net_predict_start(net, &bb->b, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_net_predict_finish(net, out, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_predict_start(net, &bb->b, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_net_predict_finish(net, out, &err), 0, "%s", se3_error_str(&err).s);
   se3_net_free(net);
 }
 
@@ -465,9 +465,11 @@ Test(fuzz_checkpoint, mutants_are_refused_with_a_reason_or_score_safely) {
     ck_bytes(&c, &bytes);
     ck_free(&c);
     cr_assert_eq(write_file(path, bytes.p, bytes.n), 0);
-    char err[2048] = "", why[2048] = "";
+    char why[2048] = "";
     struct se3_model_file mf;
-    int rc = se3_model_file_read(path, &ex, 1, &mf, NULL, why, sizeof why);
+    struct se3_error e;
+    int rc = se3_model_file_read(path, &ex, 1, &mf, NULL, &e);
+    if (rc) se3_error_format(&e, why, sizeof why);
     if (getenv("SE3_FUZZ_VERBOSE")) fprintf(stderr, "mutant %ld: %s\n", i, rc ? why + strlen(path) + 2 : "accepted");
     if (rc == 0) {
       accepted++;
@@ -494,7 +496,7 @@ Test(fuzz_checkpoint, mutants_are_refused_with_a_reason_or_score_safely) {
       cr_assert(strncmp(said.s, path, strlen(path)) == 0, "card refusal without the file: \"%s\"", said.s);
     }
     struct se3_ckpt k;
-    if (se3_ckpt_load(&k, path, err, sizeof err) == 0) {
+    if (se3_ckpt_load(&k, path, NULL) == 0) {
       float p[4];
       se3_ckpt_get(&k, "params", SE3_CK_F32, p, 4);
       se3_ckpt_free(&k);
@@ -527,8 +529,7 @@ static void set_arch_word(struct ck *c, const char *word, struct rng *g) {
   r->count = strlen(out);
   struct se3_config cfg;
   struct se3_model m;
-  char err[256];
-  if (se3_config_parse(out, &cfg) == 0 && se3_model_init(&m, &cfg, err, sizeof err) == 0) {
+  if (se3_config_parse(out, &cfg) == 0 && se3_model_init(&m, &cfg, NULL) == 0) {
     const char *names[3] = {"params", "adam_m", "adam_v"};
     for (int k = 0; k < 3; k++)
       put_f32s(find(c, names[k]), m.n_params, g);
@@ -585,8 +586,10 @@ Test(fuzz_checkpoint, each_kind_found_is_refused_naming_its_field) {
     ck_free(&c);
     cr_assert_eq(write_file(path, bytes.p, bytes.n), 0);
     struct se3_model_file mf;
+    struct se3_error e;
     char err[1024];
-    cr_assert_eq(se3_model_file_read(path, &ex, 1, &mf, NULL, err, sizeof err), -1, "kind %d accepted", k);
+    cr_assert_eq(se3_model_file_read(path, &ex, 1, &mf, NULL, &e), -1, "kind %d accepted", k);
+    se3_error_format(&e, err, sizeof err);
     cr_assert(strncmp(err, path, strlen(path)) == 0 && strstr(err, want), "kind %d: \"%s\", want \"%s\"", k, err, want);
   }
   free(bytes.p);

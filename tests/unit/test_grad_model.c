@@ -115,7 +115,7 @@ static double loss(void *ctx) {
  * suite's time. */
 static void check_model(int pool_max, int envelope, int embed, int layers) {
   struct mcase c;
-  char err[256];
+  struct se3_error err;
   struct se3_config cfg = small;
   cfg.pool_max = pool_max;
   cfg.embed = embed;
@@ -123,7 +123,7 @@ static void check_model(int pool_max, int envelope, int embed, int layers) {
   cfg.envelope = envelope == 2 ? SE3_ENVELOPE_POLY : envelope ? SE3_ENVELOPE_COSINE : SE3_ENVELOPE_NONE;
   cfg.cutoff = 2.5f;
   cfg.bonds_kept = envelope == 2;
-  cr_assert_eq(se3_model_init(&c.m, &cfg, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_model_init(&c.m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   c.p = malloc(c.m.n_params * sizeof *c.p);
   se3_model_init_params(&c.m, c.p, 7);
   uint64_t rng = 11;
@@ -177,10 +177,10 @@ Test(grad_model, gradients_with_an_embedding_match_finite_differences) {
 /* Rotating every molecule and permuting atoms leaves the prediction alone. */
 Test(grad_model, prediction_is_invariant) {
   struct se3_model m;
-  char err[256];
+  struct se3_error err;
   struct se3_config cfg = small;
   cfg.pool_max = 1;
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   double *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 3);
   double Q[9];

@@ -98,8 +98,8 @@ static const struct se3_config cfg32 = {.layers = 2,
 static void check_invariance(const struct se3_config *cf) {
   struct se3_config cfg = *cf;
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 5);
   struct mol a[N_MOL], b[N_MOL], c[N_MOL];
@@ -186,8 +186,8 @@ Test(model, prediction_is_invariant_with_the_envelope) {
  * same predictions and gradients bit for bit, from a smaller arena. */
 static void check_low_memory(const struct se3_config *c) {
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, c, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, c, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p);
   float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
   se3_model_init_params(&m, p, 3);
@@ -253,11 +253,11 @@ static void snap_stage(void *ctx, int k) {
 
 static void check_stages(int embed) {
   struct se3_model m;
-  char err[256];
+  struct se3_error err;
   struct se3_config c = cfg32;
   c.layers = 3;
   c.embed = embed; /* the embedding's gradient belongs to the first block's stage */
-  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_model_init(&m, &c, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p), *g = calloc(m.n_params, sizeof *g);
   se3_model_init_params(&m, p, 11);
   struct mol mols[N_MOL];
@@ -305,8 +305,8 @@ Test(model, each_backward_stage_finishes_its_stretch_of_the_gradient) {
  * with 4 blocks, well under what the kept forward needs. */
 static void check_infer(const struct se3_config *c) {
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, c, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, c, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 5);
   struct mol mols[N_MOL];
@@ -370,8 +370,8 @@ Test(model, arena_reuses_its_memory) {
  * steps with fresh memory, every time. */
 Test(model, workspace_steps_are_identical) {
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p);
   float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
   se3_model_init_params(&m, p, 9);
@@ -408,8 +408,8 @@ Test(model, workspace_steps_are_identical) {
  * gradients are the usual ones. */
 static void check_backward_oom(int low_memory) {
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &cfg, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &cfg, &err), 0, "%s", se3_error_str(&err).s);
   m.low_memory = low_memory;
   float *p = malloc(m.n_params * sizeof *p);
   float *g0 = calloc(m.n_params, sizeof *g0), *g1 = calloc(m.n_params, sizeof *g1);
@@ -543,10 +543,10 @@ Test(model, config_words_round_trip) {
   snprintf(bad, sizeof bad, "%s junk", old);
   cr_assert_eq(se3_config_parse(bad, &back), -1, "trailing words");
   struct se3_model m;
-  char err[256];
+  struct se3_error err;
   e.cutoff = 0;
-  cr_assert_eq(se3_model_init(&m, &e, err, sizeof err), -1);
-  cr_assert(strstr(err, "positive cutoff"), "%s", err);
+  cr_assert_eq(se3_model_init(&m, &e, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "positive cutoff"), "%s", se3_error_str(&err).s);
   /* a stranger's words (a checkpoint's "arch"): a number past int's range is
    * refused by the parser, not wrapped; a size out of its range is named
    * with its value and the range before anything is laid out */
@@ -563,17 +563,18 @@ Test(model, config_words_round_trip) {
                -1, "trailing letters in a number");
   struct se3_config big = cfg;
   big.radial_hidden = 2147483647;
-  cr_assert_eq(se3_model_init(&m, &big, err, sizeof err), -1);
-  cr_assert(strstr(err, "radial_hidden=2147483647 is out of range (1 to 1024)"), "%s", err);
+  cr_assert_eq(se3_model_init(&m, &big, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "radial_hidden=2147483647 is out of range (1 to 1024)"), "%s",
+            se3_error_str(&err).s);
   big = cfg;
   big.outputs = -3;
-  cr_assert_eq(se3_config_check(&big, err, sizeof err), -1);
-  cr_assert(strstr(err, "outputs=-3"), "%s", err);
+  cr_assert_eq(se3_config_check(&big, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "outputs=-3"), "%s", se3_error_str(&err).s);
   big = cfg;
   big.heads = 65;
-  cr_assert_eq(se3_config_check(&big, err, sizeof err), -1);
-  cr_assert(strstr(err, "heads=65"), "%s", err);
-  cr_assert_eq(se3_config_check(&cfg, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_config_check(&big, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "heads=65"), "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_config_check(&cfg, &err), 0, "%s", se3_error_str(&err).s);
 }
 
 /* ---- the smooth cutoff ---------------------------------------------------------- */
@@ -679,8 +680,8 @@ static void check_across_cutoff(int pool_max, enum graph_edges edges, int kind) 
   c.cutoff = 3.0f;
   c.bonds_kept = edges == GRAPH_EDGES_RADIUS_BONDS;
   struct se3_model m;
-  char err[256];
-  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  struct se3_error err;
+  cr_assert_eq(se3_model_init(&m, &c, &err), 0, "%s", se3_error_str(&err).s);
   float *p = malloc(m.n_params * sizeof *p);
   se3_model_init_params(&m, p, 19);
   float y[4], yn[4];
@@ -690,7 +691,7 @@ static void check_across_cutoff(int pool_max, enum graph_edges edges, int kind) 
             ne[1], ne[2], ne[3]);
   se3_model_free(&m);
   c.envelope = SE3_ENVELOPE_NONE;
-  cr_assert_eq(se3_model_init(&m, &c, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_model_init(&m, &c, &err), 0, "%s", se3_error_str(&err).s);
   predict_across_cutoff(&m, p, edges, s, 4, yn, nn);
   double scale = fabs(y[1]), across = fabs((double)y[2] - y[1]),
          beside = fmax(fabs((double)y[1] - y[0]), fabs((double)y[3] - y[2])), jump = fabs((double)yn[2] - yn[1]);

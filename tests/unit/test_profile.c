@@ -65,9 +65,9 @@ struct step_result {
 /* One step on be from the same initial parameters: forward, backward,
  * clipping to a norm small enough that the gradient is scaled, AdamW. */
 static void train_step(const struct nn_backend *be, struct step_result *r) {
-  char err[256] = "";
-  struct se3_net *net = se3_net_create(be, &cfg, 0, err, sizeof err);
-  cr_assert_not_null(net, "%s", err);
+  struct se3_error err;
+  struct se3_net *net = se3_net_create(be, &cfg, 0, &err);
+  cr_assert_not_null(net, "%s", se3_error_str(&err).s);
   cr_assert_eq(se3_net_init_params(net, 7), 0);
   struct se3_batch_buf bb;
   make_batch(&bb, se3_net_model(net));
@@ -75,14 +75,14 @@ static void train_step(const struct nn_backend *be, struct step_result *r) {
   r->grad = malloc(r->n * sizeof *r->grad);
   r->params = malloc(r->n * sizeof *r->params);
   const real dout[N_MOL] = {1, -0.5f, 0.25f};
-  cr_assert_eq(se3_net_forward(net, &bb.b, r->out, 1, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_net_backward(net, dout, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_forward(net, &bb.b, r->out, 1, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_net_backward(net, dout, &err), 0, "%s", se3_error_str(&err).s);
   double norm = se3_net_clip(net, 1e-3);
   cr_assert(norm > 1e-3, "the gradient's norm %g should be clipped", norm);
   se3_net_get(net, SE3_NET_GRAD, r->grad);
   struct nn_adam adam = {0.9, 0.999, 1e-8, 0.01, 1};
   se3_net_adam(net, &adam, 1, 1e-3);
-  cr_assert_eq(be->sync(err, sizeof err), 0, "%s", err);
+  cr_assert_eq(be->sync(&err), 0, "%s", se3_error_str(&err).s);
   se3_net_get(net, SE3_NET_PARAMS, r->params);
   se3_batch_buf_free(&bb);
   se3_net_free(net);
@@ -160,10 +160,10 @@ Test(profile, names_and_manual_additions) {
 
 /* A device whose queued work fails: its sync reports it once. */
 static int fail_pending;
-static int failing_sync(char *err, size_t errlen) {
+static int failing_sync(struct se3_error *err) {
   if (!fail_pending) return 0;
   fail_pending = 0;
-  snprintf(err, errlen, "kernel launch failed (test)");
+  se3_error_set(err, SE3_ERR_MODEL, "kernel launch failed (test)");
   return -1;
 }
 
@@ -177,10 +177,10 @@ Test(profile, a_failure_caught_by_the_wrappers_sync_reaches_the_callers) {
   pbe->relu(y, x, 4); /* the wrapper's sync after it consumes the failure */
   cr_assert_eq(fail_pending, 0);
   cr_assert_eq(prof.calls[NN_PROF_GLUE], 1);
-  char err[128] = "";
-  cr_assert_eq(pbe->sync(err, sizeof err), -1);
-  cr_assert_str_eq(err, "kernel launch failed (test)");
-  cr_assert_eq(pbe->sync(err, sizeof err), 0, "reported once");
+  struct se3_error err;
+  cr_assert_eq(pbe->sync(&err), -1);
+  cr_assert_str_eq(se3_error_str(&err).s, "kernel launch failed (test)");
+  cr_assert_eq(pbe->sync(&err), 0, "reported once");
 }
 
 /* se3_net_inference_only: the gradient and Adam's moments given back; the
@@ -188,28 +188,28 @@ Test(profile, a_failure_caught_by_the_wrappers_sync_reaches_the_callers) {
  * message, not run on missing arrays. */
 Test(profile, an_inference_only_net_predicts_what_a_full_one_does) {
   const struct nn_backend *host = nn_backend_host();
-  char err[256] = "";
-  struct se3_net *full = se3_net_create(host, &cfg, 0, err, sizeof err), *lean = NULL;
-  cr_assert_not_null(full, "%s", err);
+  struct se3_error err;
+  struct se3_net *full = se3_net_create(host, &cfg, 0, &err), *lean = NULL;
+  cr_assert_not_null(full, "%s", se3_error_str(&err).s);
   cr_assert_eq(se3_net_init_params(full, 11), 0);
   size_t n = se3_net_n_params(full);
   real *params = malloc(n * sizeof *params);
   se3_net_get(full, SE3_NET_PARAMS, params);
-  lean = se3_net_create(host, &cfg, 0, err, sizeof err);
-  cr_assert_not_null(lean, "%s", err);
+  lean = se3_net_create(host, &cfg, 0, &err);
+  cr_assert_not_null(lean, "%s", se3_error_str(&err).s);
   se3_net_inference_only(lean);
   cr_assert_eq(se3_net_init_params(lean, 3), 0); /* no moments to zero: must not touch them */
   se3_net_set(lean, SE3_NET_PARAMS, params);
   struct se3_batch_buf bb;
   make_batch(&bb, se3_net_model(full));
   real a[N_MOL], b[N_MOL];
-  cr_assert_eq(se3_net_forward(full, &bb.b, a, 0, err, sizeof err), 0, "%s", err);
-  cr_assert_eq(se3_net_forward(lean, &bb.b, b, 1, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(se3_net_forward(full, &bb.b, a, 0, &err), 0, "%s", se3_error_str(&err).s);
+  cr_assert_eq(se3_net_forward(lean, &bb.b, b, 1, &err), 0, "%s", se3_error_str(&err).s);
   cr_assert_eq(memcmp(a, b, sizeof a), 0, "an inference-only net predicts otherwise");
   const real dout[N_MOL] = {1, 1, 1};
-  err[0] = 0;
-  cr_assert_eq(se3_net_backward(lean, dout, err, sizeof err), -1);
-  cr_assert(strstr(err, "inference only"), "%s", err);
+  se3_error_clear(&err);
+  cr_assert_eq(se3_net_backward(lean, dout, &err), -1);
+  cr_assert(strstr(se3_error_str(&err).s, "inference only"), "%s", se3_error_str(&err).s);
   free(params);
   se3_batch_buf_free(&bb);
   se3_net_free(full);

@@ -118,9 +118,9 @@ static void trainer_make(struct se3_trainer *t, const char *dir) {
                           .envelope = SE3_ENVELOPE_POLY,
                           .bonds_kept = 1,
                           .cutoff = 2.6f};
-  char err[256];
-  t->net = se3_net_create(nn_backend_cpu(), &mc, 0, err, sizeof err);
-  cr_assert(t->net, "%s", err);
+  struct se3_error err;
+  t->net = se3_net_create(nn_backend_cpu(), &mc, 0, &err);
+  cr_assert(t->net, "%s", se3_error_str(&err).s);
   se3_config_format(&mc, t->arch, sizeof t->arch);
   snprintf(t->models_dir, sizeof t->models_dir, "%s", dir);
   cr_assert_eq(se3_trainer_standardize(t), SE3_TRAIN_OK, "%s", t->err);
