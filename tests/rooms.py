@@ -25,6 +25,9 @@
   is opened read-only only through ledger_open_ro (query.c, with the user's
   own --timeout, aside); runner.c's and runner_chunks.c's functions are
   under 80 lines.
+- An error is a value: no function takes its error as text (a char *err
+  with its size_t length) anywhere below the command; it takes a struct
+  se3_error * (common/error.h) with the kind and place set where it arose.
 - struct stage has at most 20 members, and pipeline/slurm.c names no stage
   in any quotes ("ingest", 'ingest' in SQL).
 
@@ -447,6 +450,18 @@ for layer in ('pipeline', 'stages', 'chem', 'models', 'common'):
         for m in re.finditer(r'\b(STORE_READONLY|SQLITE_OPEN_READONLY)\b', text):
             fail(path, text.count('\n', 0, m.start()) + 1,
                  'opens a database read-only itself (%s): ledger_open_ro (pipeline/ledger.h) is the one way' % m.group(1))
+
+# -- an error is a value (issue 71, common/error.h): below the command, no
+# function takes its error as text (char *err, size_t errlen); it takes a
+# struct se3_error *, set where the error arises with its kind and place.
+# Text stays for what is not an error: a reject's reason (why), an output.
+text_err = re.compile(r'\bchar\s*\*\s*(\w*err\w*)\s*,\s*size_t\s+\w+')
+for layer in ('pipeline', 'stages', 'chem', 'models', 'common'):
+    for path in sources(layer):
+        text = code_only(open(path, encoding='utf-8', errors='replace').read())
+        for m in text_err.finditer(text):
+            fail(path, text.count('\n', 0, m.start()) + 1,
+                 'takes its error as text (char *%s, size_t ...): struct se3_error * (common/error.h)' % m.group(1))
 
 for f in failures:
     print(f)
