@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,10 +41,11 @@ void rec_fmt_err(char *buf, size_t len, const char *fmt, ...) {
   va_end(ap);
 }
 
-int rec_read_error(struct se3_error *err, const char *path, int zerr, const char *msg) {
+int rec_read_error(struct se3_error *err, const char *path, int64_t line, int64_t record, int zerr, const char *msg) {
   se3_error_set(err, zerr == Z_ERRNO ? SE3_ERR_IO : SE3_ERR_INPUT, "read error: %s",
                 zerr == Z_ERRNO ? strerror(errno) : msg);
-  se3_error_at(err, path, 0, 0);
+  se3_error_at(err, path, line > 0 && line <= INT_MAX ? (int)line : 0, 0);
+  if (line <= 0) se3_error_record(err, path, record);
   return -1;
 }
 
@@ -82,12 +84,13 @@ int rec_next_piece(struct rec_reader *r, struct piece *out) {
       if (got < 0) {
         int zerr;
         const char *msg = gzerror(r->gz, &zerr);
-        return rec_read_error(&r->fail, r->path, zerr, msg);
+        return rec_read_error(&r->fail, r->path, r->in_cont ? r->lineno : r->lineno + 1, 0, zerr, msg);
       }
       if (got == 0) {
         int zerr;
         const char *msg = gzerror(r->gz, &zerr);
-        if (zerr != Z_OK && zerr != Z_STREAM_END) return rec_read_error(&r->fail, r->path, zerr, msg);
+        if (zerr != Z_OK && zerr != Z_STREAM_END)
+          return rec_read_error(&r->fail, r->path, r->in_cont ? r->lineno : r->lineno + 1, 0, zerr, msg);
         r->eof = 1;
       }
       r->end += (size_t)got;

@@ -198,9 +198,10 @@ gzFile rec_open_regular(const char *path, struct se3_error *err);
  * from its start: a regular file, else refused naming `path`. */
 gzFile rec_adopt_regular(int fd, const char *path, struct se3_error *err);
 /* gzerror's zerr and msg as "read error: ..." in err (SE3_ERR_IO when the
- * system failed, else SE3_ERR_INPUT: the compressed data is damaged), its
- * file path; returns -1. */
-int rec_read_error(struct se3_error *err, const char *path, int zerr, const char *msg);
+ * system failed, else SE3_ERR_INPUT: the compressed data is damaged), at
+ * its place: path and the 1-based line being read, or (line 0) the record
+ * (0: not known); returns -1. */
+int rec_read_error(struct se3_error *err, const char *path, int64_t line, int64_t record, int zerr, const char *msg);
 
 /* The head's lines, one at a time: p and n get a line without its end. */
 struct rec_lines {

@@ -152,7 +152,7 @@ int rec_sdf_tags(const char *path, int max_records, size_t max_bytes, char ***ta
     (*n_records)++; /* a last record without $$$$ */
   int zerr;
   const char *msg = gzerror(gz, &zerr);
-  if (rc == 0 && zerr != Z_OK && zerr != Z_STREAM_END) rc = rec_read_error(err, path, zerr, msg);
+  if (rc == 0 && zerr != Z_OK && zerr != Z_STREAM_END) rc = rec_read_error(err, path, 0, *n_records + 1, zerr, msg);
   free(buf);
   gzclose(gz);
   if (rc != 0) {

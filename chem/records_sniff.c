@@ -166,7 +166,7 @@ int rec_sniff_file(const char *path, enum mol_format prefer, enum mol_format *ou
       int zerr;
       const char *msg = gzerror(gz, &zerr);
       if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-        rec_read_error(err, path, zerr, msg);
+        rec_read_error(err, path, 0, 0, zerr, msg);
         free(head);
         gzclose(gz);
         return -1;

@@ -37,9 +37,7 @@ static void wr(struct se3_ckpt_writer *w, const void *p, size_t n) {
 int se3_ckpt_begin(struct se3_ckpt_writer *w, const char *path, struct se3_error *err) {
   memset(w, 0, sizeof *w);
   w->hash = 0xcbf29ce484222325ULL;
-  if (atomic_file_open(&w->af, path, err)) {
-    return -1;
-  }
+  if (atomic_file_open(&w->af, path, err)) { return -1; }
   uint8_t head[8];
   memcpy(head, CK_MAGIC, 4);
   le_put_u16(head + 4, CK_VERSION);

@@ -68,15 +68,14 @@ static void damage_add(struct damage *d, const char *fmt, ...) {
 }
 
 /* 0 intact, -1 damaged (why in err, of kind db); *old = 1 for a version 1
- * blob (no checksum). The readers below say why in text (msg). */
+ * blob (no checksum). */
 static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int *old, struct se3_error *err) {
-  char msg[SE3_ERROR_MESSAGE];
   *old = blob && len >= 6 && le_get_u16(blob + 4) == 1 && !confset_is(blob, len); /* (a set's version is 1 too) */
   if (kind == BLOB_POSE && len == 0) return 0; /* a score from a table (stages.dock.oracle): no pose */
   if (kind == BLOB_MOL || kind == BLOB_POSE) {
     struct mol m;
     int rc = mol_from_blob(blob, len, &m, err);
-    if (rc && err) err->kind = SE3_ERR_DB; /* (a blob of the database) */
+    if (rc && err) err->kind = SE3_ERR_DB;         /* (a blob of the database) */
     for (int a = 0; rc == 0 && a < m.n_atoms; a++) /* (an atom at 1e300 was once stored as inf) */
       if (!isfinite(m.atoms[a].x) || !isfinite(m.atoms[a].y) || !isfinite(m.atoms[a].z_)) {
         se3_error_set(err, SE3_ERR_DB, "atom %d's coordinates are not finite (%g, %g, %g)", a + 1, m.atoms[a].x,
@@ -109,18 +108,14 @@ static int check_blob(enum blob_kind kind, const uint8_t *blob, size_t len, int 
     }
     if (kind == BLOB_GRAPH) {
       struct graph g;
-      struct se3_error e2;
-      rc = graph_from_blob(p, pl, &g, &e2);
-      if (rc) se3_error_format(&e2, msg, sizeof msg);
+      rc = graph_from_blob(p, pl, &g, err);
       graph_free(&g);
     } else {
       struct basis_blob b;
-      struct se3_error e2;
-      rc = basis_blob_parse(p, pl, &b, &e2);
-      if (rc) se3_error_format(&e2, msg, sizeof msg);
+      rc = basis_blob_parse(p, pl, &b, err);
     }
     if (rc) {
-      se3_error_set(err, SE3_ERR_DB, "%s", msg);
+      if (err) err->kind = SE3_ERR_DB;                       /* (a blob of the database) */
       if (nc > 1) se3_error_context(err, "conformer %d", c); /* say which conformer */
       return -1;
     }
@@ -327,7 +322,7 @@ static void verify_ckpt_dir(const char *dir, int depth, long long *n, long long 
   struct dirent *f;
   while ((f = readdir(sub))) {
     if (f->d_name[0] == '.') continue;
-    char path[4096 + 512], err[1024 + 512];
+    char path[4096 + 512];
     snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
     if (!ends_with(f->d_name, ".ckpt")) {
       struct stat sb;
@@ -338,9 +333,8 @@ static void verify_ckpt_dir(const char *dir, int depth, long long *n, long long 
     (*n)++;
     struct se3_error e2;
     if (se3_ckpt_load(&c, path, &e2)) {
-      se3_error_format(&e2, err, sizeof err);
       (*bad)++;
-      damage_add(d, "checkpoint %s", err);
+      damage_add(d, "checkpoint %s", se3_error_str(&e2).s);
     } else {
       se3_ckpt_free(&c);
     }

@@ -81,9 +81,7 @@ const struct nn_backend *stage_backend(const struct cfg_node *root, int training
   if (key) *key = "device";
   if (opened && !strcmp(opened_key, want)) return opened;
   struct nn_device d;
-  if (nn_device_parse(dev, &d, err)) {
-    return NULL;
-  }
+  if (nn_device_parse(dev, &d, err)) { return NULL; }
   /* several processes on a node, `cuda` or `auto`: one GPU each, by local
    * rank modulo the GPUs a process sees (the backend knows how many) */
   if (d.by_rank) d.index = comm_local_rank(run_comm);

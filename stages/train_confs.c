@@ -43,9 +43,7 @@ int train_confs_load(struct train_confs *c, int i, const struct graph_settings *
   }
   for (int k = 1; k < nc; k++) {
     graph_init(&c->more[i][k - 1]);
-    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], err)) {
-      return -1;
-    }
+    if (graph_load_conf(gs, blob, len, k, &c->more[i][k - 1], err)) { return -1; }
     c->n[i] = k + 1;
     if (c->more[i][k - 1].n_edges > *edges) *edges = c->more[i][k - 1].n_edges;
   }

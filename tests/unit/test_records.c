@@ -207,6 +207,12 @@ Test(records, truncated_gzip_is_an_io_error) {
   cr_assert_eq(k, -1);
   cr_assert(strstr(se3_error_str(&e).s, "a.sdf.gz"), "%s", se3_error_str(&e).s);
   cr_assert_eq(e.kind, SE3_ERR_INPUT, "damaged compressed data is bad input");
+  /* its place: the file and the line being read when the data ran out */
+  int lines = 0;
+  for (const char *c = SDF3; *c; c++)
+    lines += *c == '\n';
+  cr_assert(strstr(e.file, "a.sdf.gz"), "%s", e.file);
+  cr_assert(e.line >= 1 && e.line <= lines + 1, "line %d of %d", e.line, lines);
   rec_close(r);
   free(bytes);
   free(p);
