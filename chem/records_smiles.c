@@ -346,12 +346,10 @@ void rec_pick_columns(const char *const *cols, int n, const char *smiles_column,
 /* A header refused: err (SE3_ERR_INPUT), its file path; returns -1. */
 __attribute__((format(printf, 3, 4))) static int header_error(struct se3_error *err, const char *path, const char *fmt,
                                                               ...) {
-  char msg[SE3_ERROR_MESSAGE];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  se3_error_vset(err, SE3_ERR_INPUT, fmt, ap);
   va_end(ap);
-  se3_error_set(err, SE3_ERR_INPUT, "%s", msg);
   se3_error_at(err, path, 0, 0);
   return -1;
 }

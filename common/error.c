@@ -29,19 +29,24 @@ static void vput(struct se3_error *e, const char *fmt, va_list ap) {
   if (n < 0) snprintf(e->message, sizeof e->message, "(an error whose message could not be formatted)");
 }
 
-int se3_error_set(struct se3_error *e, enum se3_err_kind kind, const char *fmt, ...) {
+int se3_error_vset(struct se3_error *e, enum se3_err_kind kind, const char *fmt, va_list ap) {
   if ((unsigned)kind >= SE3_ERR_N_KINDS) kind = SE3_ERR_IO;
   if (e) {
     e->kind = kind;
     e->file[0] = 0;
     e->line = e->col = 0;
     e->record = 0;
-    va_list ap;
-    va_start(ap, fmt);
     vput(e, fmt, ap);
-    va_end(ap);
   }
   return (int)se3_rc_table[kind].rc;
+}
+
+int se3_error_set(struct se3_error *e, enum se3_err_kind kind, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = se3_error_vset(e, kind, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 void se3_error_clear(struct se3_error *e) {

@@ -14,6 +14,7 @@
 #ifndef SE3_ERROR_H
 #define SE3_ERROR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,10 @@ struct se3_error {
  * result code. e may be NULL (the code is still returned). */
 int se3_error_set(struct se3_error *e, enum se3_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* se3_error_set with its arguments as a va_list, for a function of the
+ * caller's own that takes a format. */
+int se3_error_vset(struct se3_error *e, enum se3_err_kind kind, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* No error: kind SE3_ERR_NONE, message and place empty. e may be NULL. */
 void se3_error_clear(struct se3_error *e);
 /* The place of an error already set: file (NULL: unchanged), line:col. */

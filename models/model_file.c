@@ -30,12 +30,10 @@ void se3_model_file_free(struct se3_model_file *mf) {
  * "PATH: reason"); returns -1. */
 static int fail(struct se3_error *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(struct se3_error *err, const char *path, const char *fmt, ...) {
-  char why[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
+  se3_error_vset(err, SE3_ERR_MODEL, fmt, ap);
   va_end(ap);
-  se3_error_set(err, SE3_ERR_MODEL, "%s", why);
   se3_error_at(err, path, 0, 0);
   return -1;
 }
